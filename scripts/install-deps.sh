@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs every Debian package cordon needs to build, test and benchmark.
+# Does nothing when they are all present. Needs root (or sudo) only to install.
+set -eu
+
+PACKAGES="gcc make meson ninja-build pkg-config libc6-dev
+libseccomp-dev libfyaml-dev libjansson-dev libssl-dev
+python3 python3-pytest bubblewrap util-linux procps iproute2"
+
+missing=""
+for p in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "install-deps: installing:$missing" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

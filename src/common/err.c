@@ -1,0 +1,74 @@
+/*
+ * common/err.c: formatting of error records. Runs anywhere, including the
+ * sandbox child between clone() and exec(), so it allocates nothing.
+ */
+#include "common/err.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void vset(struct cordon_err *err, enum cordon_err_kind kind, int errnum,
+                 const char *fmt, va_list ap)
+{
+    err->kind = kind;
+    err->errnum = errnum;
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    if (errnum) {
+        size_t len = strlen(err->msg);
+        snprintf(err->msg + len, sizeof err->msg - len, ": %s", strerror(errnum));
+    }
+}
+
+int err_set(struct cordon_err *err, enum cordon_err_kind kind, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vset(err, kind, 0, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int err_sys(struct cordon_err *err, enum cordon_err_kind kind, const char *fmt, ...)
+{
+    int saved = errno;
+    if (!err)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vset(err, kind, saved, fmt, ap);
+    va_end(ap);
+    errno = saved;
+    return -1;
+}
+
+int err_prefix(struct cordon_err *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    char prefix[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+
+    char old[sizeof err->msg];
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    return -1;
+}
+
+int err_exit_code(const struct cordon_err *err)
+{
+    switch (err->kind) {
+    case CORDON_E_NOEXEC:
+        return 126;
+    case CORDON_E_NOTFOUND:
+        return 127;
+    default:
+        return 125;
+    }
+}

@@ -1,0 +1,37 @@
+/*
+ * common/syscalls.h: thin wrappers for system calls glibc 2.36 does not wrap.
+ * The one place raw syscall() appears.
+ */
+#pragma once
+#include "common/compat.h"
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static inline int sys_pivot_root(const char *new_root, const char *put_old)
+{
+    return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+static inline int sys_landlock_create_ruleset(const struct cordon_landlock_ruleset_attr *attr,
+                                              size_t size, uint32_t flags)
+{
+    return (int)syscall(SYS_landlock_create_ruleset, attr, size, flags);
+}
+
+static inline int sys_landlock_add_rule(int ruleset_fd, int rule_type,
+                                        const void *rule_attr, uint32_t flags)
+{
+    return (int)syscall(SYS_landlock_add_rule, ruleset_fd, rule_type, rule_attr, flags);
+}
+
+static inline int sys_landlock_restrict_self(int ruleset_fd, uint32_t flags)
+{
+    return (int)syscall(SYS_landlock_restrict_self, ruleset_fd, flags);
+}
+
+static inline int sys_pidfd_open(pid_t pid, unsigned flags)
+{
+    return (int)syscall(SYS_pidfd_open, pid, flags);
+}

@@ -1,0 +1,118 @@
+/*
+ * common/units.c: sizes, durations and counts as people write them. Pure.
+ */
+#include "common/units.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Accepts "12", "1.5"; rejects signs, exponents, hex, blanks. */
+static int parse_number(const char *s, const char **end, double *out)
+{
+    const char *p = s;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    while (isdigit((unsigned char)*p))
+        p++;
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    char buf[64];
+    size_t n = (size_t)(p - s);
+    if (n >= sizeof buf)
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    errno = 0;
+    *out = strtod(buf, NULL);
+    if (errno)
+        return -1;
+    *end = p;
+    return 0;
+}
+
+int parse_size(const char *s, uint64_t *out, char *why, size_t why_len)
+{
+    static const struct {
+        const char *suffix;
+        double mult;
+    } units[] = {
+        { "", 1 },           { "B", 1 },
+        { "K", 1024.0 },     { "KB", 1024.0 },     { "KiB", 1024.0 },
+        { "M", 1048576.0 },  { "MB", 1048576.0 },  { "MiB", 1048576.0 },
+        { "G", 1073741824.0 }, { "GB", 1073741824.0 }, { "GiB", 1073741824.0 },
+        { "T", 1099511627776.0 }, { "TB", 1099511627776.0 }, { "TiB", 1099511627776.0 },
+    };
+    const char *end = NULL;
+    double v;
+    if (s && parse_number(s, &end, &v) == 0) {
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+            if (strcasecmp(end, units[i].suffix) != 0)
+                continue;
+            double bytes = v * units[i].mult;
+            if (bytes >= 18446744073709551615.0)
+                break;
+            if (units[i].mult == 1 && strchr(s, '.'))
+                break; /* a fraction of a byte means nothing */
+            *out = (uint64_t)bytes;
+            return 0;
+        }
+    }
+    snprintf(why, why_len, "expected a size like 256M, got \"%s\"", s ? s : "");
+    return -1;
+}
+
+int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len)
+{
+    static const struct {
+        const char *suffix;
+        double ms;
+    } units[] = {
+        { "", 1000.0 }, { "ms", 1.0 }, { "s", 1000.0 },
+        { "m", 60000.0 }, { "h", 3600000.0 },
+    };
+    const char *end = NULL;
+    double v;
+    if (s && parse_number(s, &end, &v) == 0) {
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+            if (strcmp(end, units[i].suffix) != 0)
+                continue;
+            double ms = v * units[i].ms;
+            if (ms >= 9.2e18)
+                break;
+            *out = (uint64_t)llround(ms);
+            return 0;
+        }
+    }
+    snprintf(why, why_len, "expected a duration like 30s, 2m or 500ms, got \"%s\"",
+             s ? s : "");
+    return -1;
+}
+
+int parse_count(const char *s, uint64_t *out, char *why, size_t why_len)
+{
+    const char *p = s;
+    if (p && isdigit((unsigned char)*p)) {
+        while (isdigit((unsigned char)*p))
+            p++;
+        if (*p == '\0') {
+            errno = 0;
+            unsigned long long v = strtoull(s, NULL, 10);
+            if (!errno) {
+                *out = v;
+                return 0;
+            }
+        }
+    }
+    snprintf(why, why_len, "expected a whole number, got \"%s\"", s ? s : "");
+    return -1;
+}

@@ -1,0 +1,20 @@
+/*
+ * common/units.h: parsing and printing of sizes and durations, shared by the
+ * policy file and the command-line flags. Pure: no syscalls.
+ */
+#pragma once
+#include <stdint.h>
+#include <stddef.h>
+
+/*
+ * "64M", "1G", "512K", "4096" (bytes), "1.5G"; binary multiples (K = 1024).
+ * On failure returns -1 and writes a reason like
+ * `expected a size like 256M, got "lots"` into WHY.
+ */
+int parse_size(const char *s, uint64_t *out, char *why, size_t why_len);
+
+/* "30s", "2m", "500ms", "1h", "1.5s", bare "10" = seconds; result in ms. */
+int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len);
+
+/* A non-negative integer with no suffix. */
+int parse_count(const char *s, uint64_t *out, char *why, size_t why_len);

@@ -1,0 +1,130 @@
+/*
+ * policy/policy.h: the parsed, validated policy. Nothing outside src/policy/
+ * reads policy text; the CLI's flags and the policy file fill the same struct
+ * through the same key table, so a value has one set of rules wherever it
+ * comes from.
+ */
+#pragma once
+#include "common/cleanup.h"
+#include "common/err.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum cordon_level {
+    CORDON_LEVEL_PROCESS,
+    CORDON_LEVEL_NAMESPACE, /* the default */
+    CORDON_LEVEL_GVISOR,
+    CORDON_LEVEL_MICROVM,
+};
+
+/* "process", "namespace", ...; NULL for an out-of-range value. */
+const char *cordon_level_name(enum cordon_level level);
+
+/* One limit each; a bit per limit in policy_limits.best_effort. */
+enum policy_limit {
+    POLICY_LIMIT_WALL,
+    POLICY_LIMIT_CPU,
+    POLICY_LIMIT_MEMORY,
+    POLICY_LIMIT_PIDS,
+    POLICY_LIMIT_OUTPUT,
+    POLICY_LIMIT_FILE_SIZE,
+    POLICY_LIMIT_OPEN_FILES,
+    POLICY_LIMIT_COUNT,
+};
+
+/* "wall", "cpu", "memory", ... as in the policy's limits section. */
+const char *policy_limit_name(enum policy_limit l);
+
+struct policy_limits {
+    uint64_t wall_ms;      /* 0 = no limit */
+    uint64_t cpu_ms;       /* 0 = no limit */
+    uint64_t memory;       /* bytes; 0 = no limit */
+    uint64_t pids;         /* 0 = no limit */
+    uint64_t output;       /* stdout+stderr bytes relayed; 0 = no limit */
+    uint64_t file_size;    /* bytes; 0 = no limit */
+    uint64_t open_files;   /* 0 = no limit */
+    unsigned best_effort;  /* 1u << enum policy_limit: may degrade, not refuse */
+};
+
+struct policy_bind {
+    char *source;          /* absolute, normalised host path; exists */
+    char *dest;            /* absolute, normalised path inside the sandbox */
+    bool writable;
+};
+
+struct policy_env_set {
+    char *name;
+    char *value;
+};
+
+struct policy {
+    int version;                    /* 1 */
+    enum cordon_level level;
+    char *origin;                   /* file name the policy came from, or NULL */
+
+    /* filesystem */
+    char *workspace;                /* host dir at /workspace; NULL = scratch tmpfs */
+    uint64_t workspace_size;        /* size of the scratch tmpfs */
+    uint64_t tmp_size;              /* size of /tmp */
+    struct policy_bind *binds;
+    size_t n_binds;
+
+    /* env */
+    char **env_pass;                /* names taken from the host */
+    size_t n_env_pass;
+    struct policy_env_set *env_set; /* names set to fixed values */
+    size_t n_env_set;
+
+    struct policy_limits limits;
+
+    /* syscalls on top of the default profile, by name */
+    char **syscalls_allow;
+    size_t n_syscalls_allow;
+    char **syscalls_deny;
+    size_t n_syscalls_deny;
+};
+
+/* A policy with every default filled in. */
+struct policy *policy_new(struct cordon_err *err);
+
+/*
+ * Parse and validate PATH (YAML or JSON) on top of the defaults. Errors read
+ * `policy.yaml:12: limits.memory: expected a size like 256M, got "lots"`.
+ */
+struct policy *policy_load(const char *path, struct cordon_err *err);
+
+/* As policy_load, from a buffer; NAME stands for the file in messages. */
+struct policy *policy_load_string(const char *text, size_t len, const char *name,
+                                  struct cordon_err *err);
+
+/*
+ * Set one scalar key from text, as a flag does: KEY is the policy path
+ * ("limits.memory", "filesystem.tmp_size", "isolation"), VALUE its text and
+ * FLAG the flag's name for messages (`--memory: expected a size ...`).
+ */
+int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
+               struct cordon_err *err);
+
+/* --ro/--rw PATH[:DEST]: validated like filesystem.read_only/read_write. */
+int policy_add_bind(struct policy *p, const char *spec, bool writable, const char *flag,
+                    struct cordon_err *err);
+
+/* --env NAME or NAME=VALUE. */
+int policy_add_env(struct policy *p, const char *spec, const char *flag,
+                   struct cordon_err *err);
+
+/* Cross-field checks after every source has been applied (duplicate dests...). */
+int policy_finalize(struct policy *p, struct cordon_err *err);
+
+/* The effective policy as JSON (sorted keys); new reference. */
+json_t *policy_to_json(const struct policy *p);
+
+/* SHA-256 of the canonical (compact, sorted) JSON form. */
+void policy_digest(const struct policy *p, unsigned char out[32]);
+void policy_digest_hex(const struct policy *p, char out[65]);
+
+void policy_free(struct policy *p);
+DEFINE_CLEANUP(struct policy *, policy_free)

@@ -1,0 +1,46 @@
+/*
+ * sandbox/landlock.h: the Landlock layer stacked under the mounts (namespace
+ * level) or standing alone (process level). The supervisor plans it before
+ * clone(); the child, once its root is in place, opens the planned paths and
+ * restricts itself. Nothing here allocates in the child.
+ */
+#pragma once
+#include "common/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LANDLOCK_PLAN_MAX_RULES 64
+
+enum landlock_access {
+    LANDLOCK_RO = 1 << 0,      /* execute, read files, list directories */
+    LANDLOCK_RW = 1 << 1,      /* RO plus create, write, remove, rename, truncate */
+    LANDLOCK_DEV = 1 << 2,     /* RO plus write files and device ioctls (a /dev) */
+};
+
+struct landlock_plan {
+    int abi;                   /* 0: the kernel has no Landlock */
+    uint64_t handled_fs;
+    uint64_t scoped;
+    size_t n_rules;
+    struct {
+        char path[512];        /* path as the child will see it */
+        unsigned access;       /* enum landlock_access */
+        bool optional;         /* skip when the path is missing */
+    } rules[LANDLOCK_PLAN_MAX_RULES];
+};
+
+/* The kernel's Landlock ABI version, or 0 when unavailable. */
+int landlock_abi(void);
+
+/* Start a plan for this kernel's ABI: every fs right it knows is handled,
+ * abstract unix sockets and signals are scoped (ABI >= 6). */
+void landlock_plan_init(struct landlock_plan *plan, int abi);
+
+/* Add PATH with ACCESS; -1 with ERR when the plan is full or PATH too long. */
+int landlock_plan_add(struct landlock_plan *plan, const char *path, unsigned access,
+                      bool optional, struct cordon_err *err);
+
+/* In the child: build the ruleset and restrict self. No-op when abi is 0. */
+int landlock_plan_apply(const struct landlock_plan *plan, struct cordon_err *err);
