@@ -46,6 +46,12 @@ int seccomp_check_name(const char *name, bool allow, char *why, size_t why_len);
 int seccomp_program_build(const struct policy *p, struct seccomp_program *out,
                           struct cordon_err *err);
 
+/*
+ * The compiled profile as libseccomp's pseudo-code, written to FD: for
+ * `cordon check` and for reading what the table became.
+ */
+int seccomp_program_dump(const struct policy *p, int fd, struct cordon_err *err);
+
 /* In the child: install PROG (needs no_new_privs). Allocates nothing. */
 int seccomp_program_install(const struct seccomp_program *prog, struct cordon_err *err);
 
