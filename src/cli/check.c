@@ -1,1 +1,98 @@
-/* placeholder: being written */
+/*
+ * cli/check.c: `cordon check`: what this host supports and which isolation
+ * levels can run here, with the reason for each that cannot.
+ */
+#include "cli/cli.h"
+#include "policy/policy.h"
+#include "sandbox/backend.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/landlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+static bool in_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *dir = strtok(buf, ":"); dir; dir = strtok(NULL, ":")) {
+        char full[4200];
+        snprintf(full, sizeof full, "%s/%s", dir, name);
+        if (access(full, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+int cmd_check(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        puts("usage: cordon check\n\nReport the kernel features cordon uses and which "
+             "isolation levels can run on this host.");
+        return 0;
+    }
+    if (argc > 1)
+        return cli_usage_error("check: unexpected argument '%s'", argv[1]);
+
+    struct utsname u;
+    uname(&u);
+    printf("cordon %s on %s %s %s, running as uid %d\n", CORDON_VERSION, u.sysname, u.release,
+           u.machine, (int)getuid());
+
+    struct cordon_err ns_err = { 0 };
+    int ns_ok = namespace_backend.probe(&ns_err) == 0;
+    printf("  user namespaces  %s\n", ns_ok ? "yes" : ns_err.msg);
+
+    int seccomp_ok = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
+    printf("  seccomp          %s\n", seccomp_ok ? "yes (filter mode)" : "no");
+
+    int abi = landlock_abi();
+    if (abi > 0)
+        printf("  landlock         ABI %d\n", abi);
+    else
+        printf("  landlock         no (the kernel lacks it or it is disabled)\n");
+
+    struct cgroup_set cg;
+    char name[64];
+    snprintf(name, sizeof name, "cordon-check-%d", (int)getpid());
+    cgroup_create(&cg, name);
+    static const char *const names[] = { "memory", "pids", "cpu" };
+    printf("  cgroups          %s\n", cg.version == 2   ? "v2"
+                                      : cg.version == 1 ? "v1"
+                                                        : "none usable");
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        printf("    %-7s        %s\n", names[c],
+               cgroup_has(&cg, c) ? "usable" : cg.why[c]);
+    cgroup_destroy(&cg);
+
+    int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    printf("  kvm              %s\n", kvm >= 0 ? "usable" : strerror(errno));
+    if (kvm >= 0)
+        close(kvm);
+    printf("  runsc            %s\n", in_path("runsc") ? "found" : "not found");
+    printf("  qemu-system-x86_64 %s\n", in_path("qemu-system-x86_64") ? "found" : "not found");
+
+    puts("levels:");
+    for (int l = CORDON_LEVEL_PROCESS; l <= CORDON_LEVEL_MICROVM; l++) {
+        struct cordon_err err = { 0 };
+        const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
+        if (b && b->probe(&err) == 0)
+            printf("  %-10s yes%s\n", cordon_level_name((enum cordon_level)l),
+                   l == CORDON_LEVEL_NAMESPACE ? " (default)" : "");
+        else
+            printf("  %-10s no: %s\n", cordon_level_name((enum cordon_level)l), err.msg);
+    }
+    printf("limits without a usable cgroup are refused unless marked best_effort\n");
+    return 0;
+}

@@ -1,1 +1,63 @@
-/* placeholder: being written */
+/*
+ * cli/main.c: `cordon` entry point: global flags and subcommand dispatch.
+ */
+#include "cli/cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: cordon COMMAND [ARGS]\n"
+    "\n"
+    "Run what an AI agent decides to do inside a boundary.\n"
+    "\n"
+    "commands:\n"
+    "  run [OPTIONS] -- CMD [ARG...]   run CMD in a fresh sandbox (see cordon run --help)\n"
+    "  check                          report what this host supports and which levels run\n"
+    "  policy check FILE              validate a policy; print it as JSON with its digest\n"
+    "\n"
+    "  -h, --help                     this help\n"
+    "  -V, --version                  print the version\n"
+    "\n"
+    "Exit status of run: the command's own; 128+N if killed by signal N; 124 on\n"
+    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found.\n";
+
+int cli_fail(const struct cordon_err *err)
+{
+    fprintf(stderr, "cordon: %s\n", err->msg);
+    return err_exit_code(err);
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cordon: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return EXIT_CORDON_FAILED;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error("missing command; try 'cordon --help'");
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("cordon %s\n", CORDON_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "check"))
+        return cmd_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "policy"))
+        return cmd_policy(argc - 1, argv + 1);
+    return cli_usage_error("unknown command '%s'; try 'cordon --help'", cmd);
+}

@@ -1,1 +1,206 @@
-/* placeholder: being written */
+/*
+ * cli/run.c: `cordon run`: flags and the policy file fill one policy, the
+ * level's backend runs the command, the result decides the exit status.
+ */
+#include "cli/cli.h"
+#include "policy/policy.h"
+#include "sandbox/backend.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: cordon run [OPTIONS] -- COMMAND [ARG...]\n"
+    "\n"
+    "Run COMMAND in a fresh sandbox, destroyed when it ends.\n"
+    "\n"
+    "  -p, --policy FILE        YAML or JSON policy; the flags below override it\n"
+    "  -l, --level LEVEL        isolation level: namespace (default)\n"
+    "  -w, --workspace DIR      host directory mounted read-write at /workspace, the\n"
+    "                           working directory; default: an empty scratch tmpfs\n"
+    "      --ro PATH[:DEST]     bind a host path read-only (repeatable)\n"
+    "      --rw PATH[:DEST]     bind a host path read-write (repeatable)\n"
+    "  -e, --env NAME[=VALUE]   pass NAME from the host, or set it (repeatable)\n"
+    "  -t, --timeout DURATION   wall-clock limit (30s, 2m, 500ms)\n"
+    "      --cpu DURATION       CPU-time limit for the whole run\n"
+    "  -m, --memory SIZE        memory limit (64M, 1G)\n"
+    "      --pids N             limit on processes and threads\n"
+    "      --output SIZE        cap on stdout+stderr bytes relayed\n"
+    "      --tmp-size SIZE      size of /tmp (default 64M)\n"
+    "      --best-effort LIMIT  let LIMIT (memory, pids, cpu, open_files, or all)\n"
+    "                           degrade to an rlimit where this host has no cgroup\n"
+    "                           for it, instead of refusing to run (repeatable)\n"
+    "      --result FILE        write the run's result as JSON\n"
+    "  -h, --help               this help\n"
+    "\n"
+    "Exit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n"
+    "125 if cordon failed or refused; 126 not executable; 127 not found.\n";
+
+enum {
+    OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
+    OPT_BEST_EFFORT,
+};
+
+static const struct option options[] = {
+    { "policy", required_argument, NULL, 'p' },
+    { "level", required_argument, NULL, 'l' },
+    { "workspace", required_argument, NULL, 'w' },
+    { "ro", required_argument, NULL, OPT_RO },
+    { "rw", required_argument, NULL, OPT_RW },
+    { "env", required_argument, NULL, 'e' },
+    { "timeout", required_argument, NULL, 't' },
+    { "cpu", required_argument, NULL, OPT_CPU },
+    { "memory", required_argument, NULL, 'm' },
+    { "pids", required_argument, NULL, OPT_PIDS },
+    { "output", required_argument, NULL, OPT_OUTPUT },
+    { "tmp-size", required_argument, NULL, OPT_TMP_SIZE },
+    { "best-effort", required_argument, NULL, OPT_BEST_EFFORT },
+    { "result", required_argument, NULL, OPT_RESULT },
+    { "help", no_argument, NULL, 'h' },
+    { 0 },
+};
+
+/* Scalar flags and the policy key each one sets. */
+static const struct {
+    int opt;
+    const char *key;
+    const char *flag;
+} scalar_flags[] = {
+    { 'l', "isolation", "--level" },
+    { 'w', "filesystem.workspace", "--workspace" },
+    { 't', "limits.wall", "--timeout" },
+    { OPT_CPU, "limits.cpu", "--cpu" },
+    { 'm', "limits.memory", "--memory" },
+    { OPT_PIDS, "limits.pids", "--pids" },
+    { OPT_OUTPUT, "limits.output", "--output" },
+    { OPT_TMP_SIZE, "filesystem.tmp_size", "--tmp-size" },
+};
+
+struct flag_value {
+    int opt;
+    const char *arg;
+};
+
+static int set_best_effort(struct policy *p, const char *name, struct cordon_err *err)
+{
+    if (!strcmp(name, "all")) {
+        p->limits.best_effort = (1u << POLICY_LIMIT_COUNT) - 1;
+        return 0;
+    }
+    for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
+        if (!strcmp(name, policy_limit_name((enum policy_limit)l))) {
+            p->limits.best_effort |= 1u << l;
+            return 0;
+        }
+    return err_set(err, CORDON_E_USAGE,
+                   "--best-effort: unknown limit \"%s\" (expected memory, pids, cpu, "
+                   "open_files, wall, output, file_size or all)", name);
+}
+
+static int apply_flag(struct policy *p, const struct flag_value *f, struct cordon_err *err)
+{
+    for (size_t i = 0; i < sizeof scalar_flags / sizeof scalar_flags[0]; i++)
+        if (scalar_flags[i].opt == f->opt)
+            return policy_set(p, scalar_flags[i].key, f->arg, scalar_flags[i].flag, err);
+    switch (f->opt) {
+    case OPT_RO:
+        return policy_add_bind(p, f->arg, false, "--ro", err);
+    case OPT_RW:
+        return policy_add_bind(p, f->arg, true, "--rw", err);
+    case 'e':
+        return policy_add_env(p, f->arg, "--env", err);
+    case OPT_BEST_EFFORT:
+        return set_best_effort(p, f->arg, err);
+    }
+    return 0;
+}
+
+static int write_result(const char *path, const struct sandbox_result *res,
+                        const struct policy *p)
+{
+    json_t *j = sandbox_result_to_json(res, p);
+    int rc = j ? json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS) : -1;
+    json_decref(j);
+    if (rc < 0)
+        fprintf(stderr, "cordon: cannot write result to '%s'\n", path);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *policy_file = NULL, *result_file = NULL;
+    _cleanup_free_ struct flag_value *flags = calloc((size_t)argc + 1, sizeof *flags);
+    size_t n_flags = 0;
+    if (!flags)
+        return cli_usage_error("out of memory");
+
+    opterr = 0;
+    optind = 1;
+    int opt;
+    /* "+": options end at the command, whose own flags are not ours. */
+    while ((opt = getopt_long(argc, argv, "+:p:l:w:e:t:m:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case 'p':
+            policy_file = optarg;
+            break;
+        case OPT_RESULT:
+            result_file = optarg;
+            break;
+        case ':':
+            return cli_usage_error("run: option '%s' needs a value", argv[optind - 1]);
+        case '?':
+            if (optopt)
+                return cli_usage_error("run: unknown option '-%c'; try 'cordon run --help'",
+                                       optopt);
+            return cli_usage_error("run: unknown option '%s'; try 'cordon run --help'",
+                                   argv[optind - 1]);
+        default:
+            flags[n_flags++] = (struct flag_value){ opt, optarg };
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("run: missing command: cordon run [OPTIONS] -- COMMAND [ARG...]");
+
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *p =
+        policy_file ? policy_load(policy_file, &err) : policy_new(&err);
+    if (!p)
+        return cli_fail(&err);
+    for (size_t i = 0; i < n_flags; i++)
+        if (apply_flag(p, &flags[i], &err) < 0)
+            return cli_fail(&err);
+    if (policy_finalize(p, &err) < 0)
+        return cli_fail(&err);
+
+    const struct sandbox_backend *backend = sandbox_backend_for(p->level, &err);
+    if (!backend)
+        return cli_fail(&err);
+
+    /* A vanished reader of our output must not kill the supervisor. */
+    signal(SIGPIPE, SIG_IGN);
+    struct sandbox_call call = {
+        .argv = argv + optind,
+        .in_fd = isatty(STDIN_FILENO) ? -1 : STDIN_FILENO,
+        .out_fd = STDOUT_FILENO,
+        .err_fd = STDERR_FILENO,
+    };
+    struct sandbox_result res;
+    if (backend->run(p, &call, &res, &err) < 0)
+        return cli_fail(&err);
+
+    if (result_file)
+        write_result(result_file, &res, p);
+    if (res.reason == RUN_SETUP_ERROR)
+        fprintf(stderr, "cordon: %s\n", res.error.msg);
+    else if (res.reason != RUN_EXITED)
+        fprintf(stderr, "cordon: run ended: %s\n", run_reason_name(res.reason));
+    return res.status;
+}

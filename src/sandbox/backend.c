@@ -1,1 +1,76 @@
-/* placeholder: being written */
+/*
+ * sandbox/backend.c: the table of isolation levels and the result's names
+ * and JSON form. Runs in the supervisor.
+ */
+#include "sandbox/backend.h"
+
+#include <stddef.h>
+
+const char *run_reason_name(enum run_reason r)
+{
+    static const char *const names[] = {
+        [RUN_EXITED] = "exited",         [RUN_TIMEOUT] = "timeout",
+        [RUN_OOM] = "oom",               [RUN_PIDS_LIMIT] = "pids_limit",
+        [RUN_OUTPUT_LIMIT] = "output_limit", [RUN_CPU_LIMIT] = "cpu_limit",
+        [RUN_KILLED] = "killed",         [RUN_SETUP_ERROR] = "setup_error",
+    };
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "unknown";
+}
+
+const char *enforcement_name(enum enforcement e)
+{
+    static const char *const names[] = {
+        [ENFORCED_NONE] = "none",         [ENFORCED_CGROUP_V1] = "cgroup-v1",
+        [ENFORCED_CGROUP_V2] = "cgroup-v2", [ENFORCED_RLIMIT] = "rlimit",
+        [ENFORCED_SUPERVISOR] = "supervisor",
+    };
+    return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "unknown";
+}
+
+const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
+                                                  struct cordon_err *err)
+{
+    switch (level) {
+    case CORDON_LEVEL_NAMESPACE:
+        return &namespace_backend;
+    case CORDON_LEVEL_PROCESS:
+    case CORDON_LEVEL_GVISOR:
+    case CORDON_LEVEL_MICROVM:
+        break;
+    }
+    err_set(err, CORDON_E_UNSUPPORTED,
+            "isolation level '%s' is not implemented yet; use 'namespace'",
+            cordon_level_name(level) ? cordon_level_name(level) : "?");
+    return NULL;
+}
+
+json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct policy *p)
+{
+    char digest[65];
+    policy_digest_hex(p, digest);
+
+    json_t *enforced = json_object();
+    for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
+        json_object_set_new(enforced, policy_limit_name((enum policy_limit)l),
+                            json_string(enforcement_name(res->enforced[l])));
+
+    json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:f, s:f, s:I, s:I, s:I, s:s, s:o}",
+        "level", cordon_level_name(p->level),
+        "exit_code", res->reason == RUN_SETUP_ERROR && res->error.kind != CORDON_E_NOTFOUND &&
+                             res->error.kind != CORDON_E_NOEXEC
+                         ? json_null()
+                         : (res->signaled ? json_null() : json_integer(res->exit_code)),
+        "signal", res->signaled ? json_integer(res->signal) : json_null(),
+        "reason", run_reason_name(res->reason),
+        "status", res->status,
+        "wall_ms", (double)res->wall_us / 1000.0,
+        "cpu_ms", (double)res->cpu_us / 1000.0,
+        "peak_memory_bytes", (json_int_t)res->peak_memory,
+        "stdout_bytes", (json_int_t)res->stdout_bytes,
+        "stderr_bytes", (json_int_t)res->stderr_bytes,
+        "policy_digest", digest,
+        "enforcement", enforced);
+    if (o && res->reason == RUN_SETUP_ERROR)
+        json_object_set_new(o, "error", json_string(res->error.msg));
+    return o;
+}

@@ -1,1 +1,331 @@
-/* placeholder: being written */
+/*
+ * sandbox/cgroup.c: creating, limiting, reading and removing a run's cgroup.
+ * Runs in the supervisor; cgroup_destroy() also runs in the cleanup watchdog
+ * after the supervisor died, so it sticks to async-signal-safe calls.
+ */
+#include "sandbox/cgroup.h"
+
+#include "common/cleanup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const v1_names[CGROUP_COUNT] = {
+    [CGROUP_MEMORY] = "memory",
+    [CGROUP_PIDS] = "pids",
+    [CGROUP_CPU] = "cpuacct",
+};
+
+/* Read a small file into BUF; returns its length or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    while (len + 1 < size) {
+        ssize_t n = read(fd, buf + len, size - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+static int write_file(const char *dir, const char *file, const char *value)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, value, strlen(value));
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n < 0 ? -1 : 0;
+}
+
+static uint64_t parse_u64(const char *s)
+{
+    uint64_t v = 0;
+    while (*s >= '0' && *s <= '9')
+        v = v * 10 + (uint64_t)(*s++ - '0');
+    return v;
+}
+
+/* The value after "KEY " in a flat keyed file (memory.events, pids.events...). */
+static uint64_t keyed_value(const char *dir, const char *file, const char *key)
+{
+    char path[PATH_MAX], buf[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (read_small(path, buf, sizeof buf) < 0)
+        return 0;
+    size_t klen = strlen(key);
+    for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
+            return parse_u64(line + klen + 1);
+    return 0;
+}
+
+static uint64_t file_value(const char *dir, const char *file)
+{
+    char path[PATH_MAX], buf[64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return read_small(path, buf, sizeof buf) < 0 ? 0 : parse_u64(buf);
+}
+
+/*
+ * Where the hierarchy holding CONTROLLER ("" for the v2 one) is mounted, and
+ * the supervisor's cgroup path in it; joined into OUT.
+ */
+static int own_cgroup_dir(const char *controller, char *out, size_t size)
+{
+    _cleanup_fclose_ FILE *cg = fopen("/proc/self/cgroup", "re");
+    if (!cg)
+        return -1;
+    char line[1024], own[PATH_MAX] = "";
+    bool found = false;
+    while (fgets(line, sizeof line, cg)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *ctrls = strchr(line, ':');
+        char *path = ctrls ? strchr(ctrls + 1, ':') : NULL;
+        if (!path)
+            continue;
+        *path++ = '\0';
+        ctrls++;
+        bool match = false;
+        if (!*controller) {
+            match = strcmp(line, "0") == 0 && *ctrls == '\0';
+        } else {
+            for (char *tok = strtok(ctrls, ","); tok; tok = strtok(NULL, ","))
+                if (strcmp(tok, controller) == 0)
+                    match = true;
+        }
+        if (match) {
+            snprintf(own, sizeof own, "%s", path);
+            found = true;
+            break;
+        }
+    }
+    if (!found)
+        return -1;
+
+    _cleanup_fclose_ FILE *mi = fopen("/proc/self/mountinfo", "re");
+    if (!mi)
+        return -1;
+    char mline[4096];
+    while (fgets(mline, sizeof mline, mi)) {
+        /* id parent maj:min root mountpoint opts [optional...] - fstype source superopts */
+        char root[PATH_MAX], mnt[PATH_MAX];
+        if (sscanf(mline, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
+            continue;
+        char *sep = strstr(mline, " - ");
+        if (!sep)
+            continue;
+        char fstype[64], source[256], super[1024] = "";
+        if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, super) < 2)
+            continue;
+        bool match = false;
+        if (!*controller) {
+            match = strcmp(fstype, "cgroup2") == 0;
+        } else if (strcmp(fstype, "cgroup") == 0) {
+            for (char *tok = strtok(super, ","); tok; tok = strtok(NULL, ","))
+                if (strcmp(tok, controller) == 0)
+                    match = true;
+        }
+        if (!match)
+            continue;
+        /* The mount shows ROOT of the hierarchy; our path must lie beneath it. */
+        const char *rel = own;
+        size_t rlen = strlen(root);
+        if (strcmp(root, "/") != 0) {
+            if (strncmp(own, root, rlen) != 0)
+                continue;
+            rel = own + rlen;
+        }
+        if (strcmp(rel, "/") == 0)
+            rel = "";
+        snprintf(out, size, "%s%s", mnt, rel);
+        return 0;
+    }
+    return -1;
+}
+
+static bool try_v2(struct cgroup_set *cg, const char *name)
+{
+    char own[PATH_MAX], buf[512];
+    if (own_cgroup_dir("", own, sizeof own) < 0)
+        return false;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/cgroup.controllers", own) >= (int)sizeof path ||
+        read_small(path, buf, sizeof buf) < 0 || !strstr(buf, "memory") || !strstr(buf, "pids"))
+        return false;
+    /* Fails with EBUSY when our own cgroup holds processes (no internal
+     * processes rule): then v1 is the way, or nothing. */
+    if (write_file(own, "cgroup.subtree_control", "+memory +pids") < 0)
+        return false;
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir || mkdir(dir, 0755) < 0)
+        return false;
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
+    cg->version = 2;
+    return true;
+}
+
+void cgroup_create(struct cgroup_set *cg, const char *name)
+{
+    memset(cg, 0, sizeof *cg);
+    if (try_v2(cg, name))
+        return;
+    for (int c = 0; c < CGROUP_COUNT; c++) {
+        char own[PATH_MAX];
+        if (own_cgroup_dir(v1_names[c], own, sizeof own) < 0) {
+            snprintf(cg->why[c], sizeof cg->why[c],
+                     "no cgroup v1 '%s' hierarchy and no cgroup v2 with it enabled", v1_names[c]);
+            continue;
+        }
+        char dir[PATH_MAX];
+        if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir)
+            continue;
+        if (mkdir(dir, 0755) < 0) {
+            snprintf(cg->why[c], sizeof cg->why[c], "cannot create cgroup '%.120s': %s", dir,
+                     strerror(errno));
+            continue;
+        }
+        snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
+        cg->version = 1;
+    }
+}
+
+bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c)
+{
+    return cg->dir[c][0] != '\0';
+}
+
+int cgroup_set_memory(const struct cgroup_set *cg, uint64_t bytes, struct cordon_err *err)
+{
+    if (!bytes)
+        return 0;
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)bytes);
+    const char *dir = cg->dir[CGROUP_MEMORY];
+    if (cg->version == 2) {
+        if (write_file(dir, "memory.max", v) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot set memory.max in '%s'", dir);
+        /* Swap would let the run grow past its limit; absent without swap accounting. */
+        if (write_file(dir, "memory.swap.max", "0") < 0 && errno != ENOENT)
+            return err_sys(err, CORDON_E_SETUP, "cannot set memory.swap.max in '%s'", dir);
+        return 0;
+    }
+    if (write_file(dir, "memory.limit_in_bytes", v) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot set memory.limit_in_bytes in '%s'", dir);
+    if (write_file(dir, "memory.memsw.limit_in_bytes", v) < 0 && errno != ENOENT)
+        return err_sys(err, CORDON_E_SETUP, "cannot set memory.memsw.limit_in_bytes in '%s'", dir);
+    return 0;
+}
+
+int cgroup_set_pids(const struct cgroup_set *cg, uint64_t max, struct cordon_err *err)
+{
+    if (!max)
+        return 0;
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)max);
+    if (write_file(cg->dir[CGROUP_PIDS], "pids.max", v) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot set pids.max in '%s'", cg->dir[CGROUP_PIDS]);
+    return 0;
+}
+
+int cgroup_attach(const struct cgroup_set *cg, pid_t pid, struct cordon_err *err)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)pid);
+    for (int c = 0; c < CGROUP_COUNT; c++) {
+        if (!cgroup_has(cg, c))
+            continue;
+        if (cg->version == 2 && c > 0)
+            break; /* one directory holds every controller */
+        if (write_file(cg->dir[c], "cgroup.procs", v) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot move the sandbox into '%s'", cg->dir[c]);
+    }
+    return 0;
+}
+
+void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (cg->version == 2) {
+        const char *d = cg->dir[CGROUP_MEMORY];
+        out->memory_peak = file_value(d, "memory.peak");
+        out->oom_kills = keyed_value(d, "memory.events", "oom_kill");
+        out->pids_max_hits = keyed_value(d, "pids.events", "max");
+        out->cpu_usage_us = keyed_value(d, "cpu.stat", "usage_usec");
+        return;
+    }
+    if (cgroup_has(cg, CGROUP_MEMORY)) {
+        out->memory_peak = file_value(cg->dir[CGROUP_MEMORY], "memory.max_usage_in_bytes");
+        out->oom_kills = keyed_value(cg->dir[CGROUP_MEMORY], "memory.oom_control", "oom_kill");
+    }
+    if (cgroup_has(cg, CGROUP_PIDS))
+        out->pids_max_hits = keyed_value(cg->dir[CGROUP_PIDS], "pids.events", "max");
+    if (cgroup_has(cg, CGROUP_CPU))
+        out->cpu_usage_us = file_value(cg->dir[CGROUP_CPU], "cpuacct.usage") / 1000;
+}
+
+/* Kill whatever is listed in DIR/cgroup.procs; true when it was empty. */
+static bool kill_members(const char *dir)
+{
+    char path[PATH_MAX], buf[8192];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return true;
+    for (char *p = buf; *p;) {
+        pid_t pid = (pid_t)parse_u64(p);
+        if (pid > 0)
+            kill(pid, SIGKILL);
+        p = strchr(p, '\n');
+        if (!p)
+            break;
+        p++;
+    }
+    return false;
+}
+
+void cgroup_destroy(struct cgroup_set *cg)
+{
+    for (int c = 0; c < CGROUP_COUNT; c++) {
+        if (!cgroup_has(cg, c))
+            continue;
+        bool shared = false;
+        for (int d = 0; d < c; d++)
+            if (strcmp(cg->dir[d], cg->dir[c]) == 0)
+                shared = true;
+        if (!shared) {
+            if (cg->version == 2)
+                write_file(cg->dir[c], "cgroup.kill", "1");
+            /* Exiting tasks leave the cgroup asynchronously: retry a while. */
+            for (int tries = 0; tries < 500; tries++) {
+                kill_members(cg->dir[c]);
+                if (rmdir(cg->dir[c]) == 0 || errno == ENOENT)
+                    break;
+                struct timespec ts = { 0, 10 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        cg->dir[c][0] = '\0';
+    cg->version = 0;
+}

@@ -1,1 +1,508 @@
-/* placeholder: being written */
+/*
+ * sandbox/mounts.c: the sandbox's filesystem. mounts_plan() runs in the
+ * supervisor and decides every mount; mounts_enter_root() runs in the child,
+ * in its fresh user and mount namespaces, and builds a root on a tmpfs from
+ * read-only binds, then pivots into it. The host's tree is detached at the
+ * end: nothing the plan does not name is reachable.
+ */
+#include "sandbox/plan.h"
+
+#include "common/cleanup.h"
+#include "common/syscalls.h"
+#include "policy/policy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Where the build happens, inside the child's private mount namespace. */
+#define BASE "/tmp"
+#define NEWROOT "/newroot"
+#define OLDROOT "/oldroot"
+
+/* Host paths every program needs: merged-/usr symlinks or real dirs. */
+static const char *const usr_links[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+
+/*
+ * The /etc entries programs need, bound read-only from the host when present.
+ * passwd, group, hosts, hostname and nsswitch.conf are generated instead, so
+ * no host account, host name or NSS module leaks in.
+ */
+static const char *const etc_binds[] = {
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
+    "/etc/alternatives", "/etc/localtime", "/etc/timezone",
+    "/etc/protocols", "/etc/services", "/etc/mime.types", "/etc/gai.conf",
+    "/etc/python3", "/etc/python3.11", "/etc/perl", "/etc/gitconfig",
+    "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
+};
+
+static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+
+static int add_step(struct ns_plan *plan, size_t *cap, struct mount_step step,
+                    struct cordon_err *err)
+{
+    if (plan->n_steps == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        struct mount_step *n = realloc(plan->steps, ncap * sizeof *n);
+        if (!n)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        plan->steps = n;
+        *cap = ncap;
+    }
+    plan->steps[plan->n_steps++] = step;
+    return 0;
+}
+
+static int add(struct ns_plan *plan, size_t *cap, enum mount_kind kind, const char *dest,
+               const char *source, const char *data, bool writable, bool optional,
+               struct cordon_err *err)
+{
+    struct mount_step s = {
+        .kind = kind,
+        .dest = strdup(dest),
+        .source = source ? strdup(source) : NULL,
+        .data = data ? strdup(data) : NULL,
+        .tree_fd = -1,
+        .writable = writable,
+        .optional = optional,
+    };
+    if (!s.dest || (source && !s.source) || (data && !s.data)) {
+        free(s.dest);
+        free(s.source);
+        free(s.data);
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    if (add_step(plan, cap, s, err) < 0) {
+        free(s.dest);
+        free(s.source);
+        free(s.data);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * A user namespace mapping the caller's uid/gid to the sandbox's host ids,
+ * for idmapped binds: files the caller owns appear owned by the sandbox
+ * user, and what the sandbox writes lands on disk as the caller's.
+ */
+static int idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t host_uid,
+                        struct cordon_err *err)
+{
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create pipe");
+    _cleanup_close_ int rd = ready[0];
+    _cleanup_close_ int wr = ready[1];
+
+    _cleanup_kill_ pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+    if (pid < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create idmap user namespace");
+    if (pid == 0) {
+        char c;
+        close(wr);
+        (void)!read(rd, &c, 1); /* park until the parent has the ns fd */
+        _exit(0);
+    }
+
+    char path[64], map[64];
+    static const char *const files[] = { "uid_map", "setgroups", "gid_map" };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "/proc/%d/%s", pid, files[i]);
+        if (i == 0)
+            snprintf(map, sizeof map, "%u %u 1\n", caller_uid, host_uid);
+        else if (i == 1)
+            snprintf(map, sizeof map, "deny\n");
+        else
+            snprintf(map, sizeof map, "%u %u 1\n", caller_gid, host_uid);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, map, strlen(map)) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot write '%s'", path);
+    }
+    snprintf(path, sizeof path, "/proc/%d/ns/user", pid);
+    int ns = open(path, O_RDONLY | O_CLOEXEC);
+    if (ns < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", path);
+    return ns;
+}
+
+/* A detached copy of SOURCE, idmapped through USERNS. */
+static int idmapped_tree(const char *source, int userns, struct cordon_err *err)
+{
+    _cleanup_close_ int tree = open_tree(AT_FDCWD, source,
+                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", source);
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns };
+    if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
+        return err_sys(err, CORDON_E_SETUP,
+                       "cannot idmap '%s' for the sandbox user (its filesystem may not "
+                       "support idmapped mounts)", source);
+    return TAKE_FD(tree);
+}
+
+static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct cordon_err *err)
+{
+    struct landlock_plan *ll = &plan->landlock;
+    landlock_plan_init(ll, landlock_abi());
+    if (!ll->abi)
+        return 0;
+    TRY(landlock_plan_add(ll, "/", LANDLOCK_RO, false, err));
+    TRY(landlock_plan_add(ll, "/dev", LANDLOCK_DEV, false, err));
+    TRY(landlock_plan_add(ll, "/proc", LANDLOCK_DEV, false, err));
+    TRY(landlock_plan_add(ll, "/tmp", LANDLOCK_RW, false, err));
+    TRY(landlock_plan_add(ll, "/dev/shm", LANDLOCK_RW, false, err));
+    TRY(landlock_plan_add(ll, "/workspace", LANDLOCK_RW, false, err));
+    for (size_t i = 0; i < p->n_binds; i++)
+        if (p->binds[i].writable)
+            TRY(landlock_plan_add(ll, p->binds[i].dest, LANDLOCK_RW, false, err));
+    return 0;
+}
+
+static int cmp_bind_depth(const void *a, const void *b)
+{
+    const struct policy_bind *x = a, *y = b;
+    return strcmp(x->dest, y->dest); /* a parent sorts before its children */
+}
+
+int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid,
+                struct cordon_err *err)
+{
+    size_t cap = 0;
+    char opts[128];
+    bool root = geteuid() == 0;
+    _cleanup_close_ int userns = -1;
+    if (root) {
+        userns = idmap_userns(geteuid(), getegid(), map_host_uid, err);
+        if (userns < 0)
+            return -1;
+    }
+
+    TRY(add(plan, &cap, MOUNT_BIND, "/usr", "/usr", NULL, false, false, err));
+    for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++) {
+        struct stat st;
+        if (lstat(usr_links[i], &st) < 0)
+            continue;
+        if (S_ISLNK(st.st_mode)) {
+            char target[256];
+            ssize_t n = readlink(usr_links[i], target, sizeof target - 1);
+            if (n < 0)
+                return err_sys(err, CORDON_E_SETUP, "cannot read link '%s'", usr_links[i]);
+            target[n] = '\0';
+            TRY(add(plan, &cap, MOUNT_SYMLINK, usr_links[i], target, NULL, false, false, err));
+        } else if (S_ISDIR(st.st_mode)) {
+            TRY(add(plan, &cap, MOUNT_BIND, usr_links[i], usr_links[i], NULL, false, true, err));
+        }
+    }
+
+    TRY(add(plan, &cap, MOUNT_DIR, "/etc", NULL, NULL, false, false, err));
+    for (size_t i = 0; i < sizeof etc_binds / sizeof etc_binds[0]; i++) {
+        struct stat st;
+        if (lstat(etc_binds[i], &st) < 0)
+            continue;
+        if (S_ISLNK(st.st_mode)) {
+            /* Recreate links (localtime -> /usr/share/zoneinfo/...) so they
+             * resolve inside the sandbox, not on the host. */
+            char target[256];
+            ssize_t n = readlink(etc_binds[i], target, sizeof target - 1);
+            if (n < 0)
+                continue;
+            target[n] = '\0';
+            TRY(add(plan, &cap, MOUNT_SYMLINK, etc_binds[i], target, NULL, false, false, err));
+        } else {
+            TRY(add(plan, &cap, MOUNT_BIND, etc_binds[i], etc_binds[i], NULL, false, true, err));
+        }
+    }
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/passwd",
+            "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+            SANDBOX_USER ":x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+            NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/group",
+            "root:x:0:\n" SANDBOX_USER ":x:1000:\nnogroup:x:65534:\n", NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/hosts",
+            "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost\n",
+            NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/hostname", SANDBOX_HOSTNAME "\n", NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/nsswitch.conf",
+            "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
+            "protocols: files\nservices: files\n", NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf", "", NULL, false, false, err));
+
+    TRY(add(plan, &cap, MOUNT_PROC, "/proc", NULL, NULL, false, false, err));
+
+    TRY(add(plan, &cap, MOUNT_TMPFS, "/dev", NULL, "mode=0755,size=64k,nr_inodes=64",
+            false, false, err));
+    for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
+        char dest[32], src[32];
+        snprintf(dest, sizeof dest, "/dev/%s", dev_nodes[i]);
+        snprintf(src, sizeof src, "/dev/%s", dev_nodes[i]);
+        TRY(add(plan, &cap, MOUNT_BIND, dest, src, NULL, true, false, err));
+        plan->steps[plan->n_steps - 1].device = true;
+    }
+    TRY(add(plan, &cap, MOUNT_DEVPTS, "/dev/pts", NULL, "newinstance,ptmxmode=0666,mode=0620",
+            false, false, err));
+    TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/ptmx", "pts/ptmx", NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/fd", "/proc/self/fd", NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/stdin", "/proc/self/fd/0", NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/stdout", "/proc/self/fd/1", NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/stderr", "/proc/self/fd/2", NULL, false, false, err));
+    snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)p->tmp_size);
+    TRY(add(plan, &cap, MOUNT_TMPFS, "/dev/shm", NULL, opts, true, false, err));
+    TRY(add(plan, &cap, MOUNT_TMPFS, "/tmp", NULL, opts, true, false, err));
+
+    if (p->workspace) {
+        TRY(add(plan, &cap, MOUNT_BIND, "/workspace", p->workspace, NULL, true, false, err));
+        if (root) {
+            int fd = idmapped_tree(p->workspace, userns, err);
+            if (fd < 0)
+                return err_prefix(err, "workspace");
+            plan->steps[plan->n_steps - 1].tree_fd = fd;
+        }
+    } else {
+        snprintf(opts, sizeof opts, "mode=0755,uid=%d,gid=%d,size=%llu", SANDBOX_UID,
+                 SANDBOX_GID, (unsigned long long)p->workspace_size);
+        TRY(add(plan, &cap, MOUNT_TMPFS, "/workspace", NULL, opts, true, false, err));
+    }
+
+    /* Parents before children, so a nested bind lands on its parent's tree. */
+    _cleanup_free_ struct policy_bind *binds = NULL;
+    if (p->n_binds) {
+        binds = malloc(p->n_binds * sizeof *binds);
+        if (!binds)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        memcpy(binds, p->binds, p->n_binds * sizeof *binds);
+        qsort(binds, p->n_binds, sizeof *binds, cmp_bind_depth);
+    }
+    for (size_t i = 0; i < p->n_binds; i++) {
+        TRY(add(plan, &cap, MOUNT_BIND, binds[i].dest, binds[i].source, NULL,
+                binds[i].writable, false, err));
+        if (root) {
+            int fd = idmapped_tree(binds[i].source, userns, err);
+            if (fd < 0)
+                return err_prefix(err, "bind '%s'", binds[i].source);
+            plan->steps[plan->n_steps - 1].tree_fd = fd;
+        }
+    }
+    return plan_landlock(p, plan, err);
+}
+
+void mounts_plan_release(struct ns_plan *plan)
+{
+    for (size_t i = 0; i < plan->n_steps; i++) {
+        free(plan->steps[i].dest);
+        free(plan->steps[i].source);
+        free(plan->steps[i].data);
+        if (plan->steps[i].tree_fd >= 0)
+            close(plan->steps[i].tree_fd);
+    }
+    free(plan->steps);
+    plan->steps = NULL;
+    plan->n_steps = 0;
+}
+
+/* ---- in the child: no allocation below this line ---- */
+
+/* mkdir -p for PATH (absolute, beneath NEWROOT), owner-only writable. */
+static int make_dirs(const char *path, struct cordon_err *err)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return err_set(err, CORDON_E_SETUP, "path too long: '%s'", path);
+    for (char *s = buf + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", buf);
+        *s = '/';
+    }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", buf);
+    return 0;
+}
+
+static int make_parent(const char *path, struct cordon_err *err)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *slash = strrchr(buf, '/');
+    if (slash && slash != buf) {
+        *slash = '\0';
+        return make_dirs(buf, err);
+    }
+    return 0;
+}
+
+/* A mountpoint of the same type (dir or file) as what will be bound on it. */
+static int make_mountpoint(const char *path, bool is_dir, struct cordon_err *err)
+{
+    if (is_dir)
+        return make_dirs(path, err);
+    TRY(make_parent(path, err));
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0 && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", path);
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
+
+static int set_attrs(const char *path, uint64_t set, struct cordon_err *err)
+{
+    struct mount_attr attr = { .attr_set = set };
+    if (mount_setattr(AT_FDCWD, path, AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr,
+                      sizeof attr) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot set mount flags on '%s'", path);
+    return 0;
+}
+
+static int do_bind(const struct mount_step *s, const char *dest, int oldroot,
+                   struct cordon_err *err)
+{
+    _cleanup_close_ int tree = -1;
+    if (s->tree_fd >= 0) {
+        tree = TAKE_FD(((struct mount_step *)s)->tree_fd);
+    } else {
+        /* Resolve the source as the host sees it, its symlinks staying in the
+         * host tree rather than in the half-built one. */
+        struct open_how how = {
+            .flags = O_PATH | O_CLOEXEC,
+            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        _cleanup_close_ int src = (int)syscall(SYS_openat2, oldroot, s->source, &how, sizeof how);
+        if (src < 0) {
+            if (s->optional && errno == ENOENT)
+                return 0;
+            return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", s->source);
+        }
+        tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                      AT_RECURSIVE);
+        if (tree < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", s->source);
+    }
+    struct stat st;
+    if (fstat(tree, &st) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot stat '%s'", s->source);
+    TRY(make_mountpoint(dest, S_ISDIR(st.st_mode), err));
+    if (move_mount(tree, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot bind '%s' at '%s'", s->source, s->dest);
+
+    /* MS_REC semantics: the flags reach every submount of the bind too. */
+    uint64_t attrs = MOUNT_ATTR_NOSUID;
+    attrs |= s->device ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_NODEV;
+    if (!s->writable)
+        attrs |= MOUNT_ATTR_RDONLY;
+    return set_attrs(dest, attrs, err);
+}
+
+static int do_step(const struct mount_step *s, int oldroot, struct cordon_err *err)
+{
+    char dest[PATH_MAX];
+    if (snprintf(dest, sizeof dest, NEWROOT "%s", s->dest) >= (int)sizeof dest)
+        return err_set(err, CORDON_E_SETUP, "path too long: '%s'", s->dest);
+
+    switch (s->kind) {
+    case MOUNT_BIND:
+        return do_bind(s, dest, oldroot, err);
+    case MOUNT_TMPFS:
+        TRY(make_dirs(dest, err));
+        if (mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV | (strcmp(s->dest, "/dev") ? 0 : MS_NOEXEC),
+                  s->data) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot mount tmpfs at '%s'", s->dest);
+        return 0;
+    case MOUNT_PROC:
+        TRY(make_dirs(dest, err));
+        if (mount("proc", dest, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot mount /proc");
+        /* /proc/sys stays readable for programs that probe it, never writable. */
+        char sys[PATH_MAX];
+        if (snprintf(sys, sizeof sys, "%s/sys", dest) >= (int)sizeof sys)
+            return err_set(err, CORDON_E_SETUP, "path too long: '%s'", s->dest);
+        if (mount(sys, sys, NULL, MS_BIND | MS_REC, NULL) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot bind /proc/sys");
+        return set_attrs(sys, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                  MOUNT_ATTR_NOEXEC, err);
+    case MOUNT_DEVPTS:
+        TRY(make_dirs(dest, err));
+        if (mount("devpts", dest, "devpts", MS_NOSUID | MS_NOEXEC, s->data) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot mount devpts");
+        return 0;
+    case MOUNT_SYMLINK:
+        TRY(make_parent(dest, err));
+        if (symlink(s->source, dest) < 0 && errno != EEXIST)
+            return err_sys(err, CORDON_E_SETUP, "cannot create link '%s'", s->dest);
+        return 0;
+    case MOUNT_FILE: {
+        TRY(make_parent(dest, err));
+        _cleanup_close_ int fd = open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                                      0644);
+        if (fd < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", s->dest);
+        size_t len = strlen(s->source);
+        if (write(fd, s->source, len) != (ssize_t)len)
+            return err_sys(err, CORDON_E_SETUP, "cannot write '%s'", s->dest);
+        return 0;
+    }
+    case MOUNT_DIR:
+        return make_dirs(dest, err);
+    }
+    return err_set(err, CORDON_E_INTERNAL, "unknown mount step %d", (int)s->kind);
+}
+
+int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err)
+{
+    /* Nothing we mount may propagate back to the host. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot make mounts private");
+
+    /* A scratch root at BASE; the host tree is kept at OLDROOT only while
+     * binds are taken from it (bubblewrap's two-pivot shape). */
+    if (mount("tmpfs", BASE, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m") < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot mount scratch tmpfs");
+    if (chdir(BASE) < 0 || mkdir("." NEWROOT, 0755) < 0 || mkdir("." OLDROOT, 0755) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot prepare scratch root");
+    if (sys_pivot_root(".", "." OLDROOT) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot pivot to scratch root");
+    if (chdir("/") < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot enter scratch root");
+    if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot mount root tmpfs");
+
+    _cleanup_close_ int oldroot = open(OLDROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (oldroot < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open host root");
+    for (size_t i = 0; i < plan->n_steps; i++)
+        TRY(do_step(&plan->steps[i], oldroot, err));
+
+    /* The root and /dev are read-only: only /tmp, /dev/shm, /workspace and
+     * rw binds take writes (the sandbox user owns what setup created). */
+    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+    if (mount_setattr(AT_FDCWD, NEWROOT, 0, &ro, sizeof ro) < 0 ||
+        mount_setattr(AT_FDCWD, NEWROOT "/dev", 0, &ro, sizeof ro) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot make root read-only");
+
+    closep(&oldroot);
+    oldroot = -1;
+    if (chdir(NEWROOT) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot enter new root");
+    if (sys_pivot_root(".", ".") < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot pivot into new root");
+    /* The old root (scratch tmpfs and the whole host tree) is stacked under
+     * "." now; detach it so no path or fd reaches it. */
+    if (umount2(".", MNT_DETACH) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot detach host root");
+    if (chdir("/") < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot enter new root");
+    return 0;
+}

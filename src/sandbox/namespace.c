@@ -1,1 +1,601 @@
-/* placeholder: being written */
+/*
+ * sandbox/namespace.c: the `namespace` isolation level. The supervisor plans
+ * everything, clones a child into fresh user, PID, mount, network, IPC and
+ * UTS namespaces (cgroup namespace once it sits in its cgroup), and
+ * supervises it. The child becomes PID 1 (a minimal init that reaps and
+ * reports) and forks the command, which confines itself and execs.
+ */
+#include "sandbox/backend.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/plan.h"
+#include "sandbox/supervise.h"
+
+#include "common/cleanup.h"
+#include "common/syscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NS_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | \
+                  CLONE_NEWUTS)
+
+/* Root-started sandboxes run as unprivileged host ids from this range. */
+#define HOST_ID_BASE 0x6c000000u
+
+/* File descriptors the child needs; every other is closed before exec. */
+struct child_fds {
+    int sync_r;    /* a byte when the supervisor has set us up; HUP when it died */
+    int err_w;     /* error record, close-on-exec */
+    int status_w;  /* the command's wait status */
+    int in_r, out_w, errout_w;
+};
+
+/* ---- child side: runs between clone() and exec(), allocates nothing ---- */
+
+static _Noreturn void child_fail(const struct child_fds *fds, struct cordon_err *err)
+{
+    (void)!write(fds->err_w, err, sizeof *err);
+    _exit(err_exit_code(err));
+}
+
+static int loopback_up(struct cordon_err *err)
+{
+    _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open a socket to configure loopback");
+    struct ifreq ifr = { 0 };
+    strcpy(ifr.ifr_name, "lo");
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot read loopback flags");
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot bring loopback up");
+    return 0;
+}
+
+/* Needs CAP_SETPCAP, so init does it before it changes uid. */
+static int drop_bounding_set(struct cordon_err *err)
+{
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            return err_sys(err, CORDON_E_SETUP, "cannot drop capability %d", cap);
+    return 0;
+}
+
+static int drop_capabilities(struct cordon_err *err)
+{
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot clear ambient capabilities");
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct data[2] = { { 0 } };
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot drop capabilities");
+    return 0;
+}
+
+static int become_sandbox_user(const struct ns_plan *plan, struct cordon_err *err)
+{
+    /* Root's supplementary groups (0 among them) must not follow it in. */
+    if (plan->caller_is_root && setgroups(0, NULL) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot drop supplementary groups");
+    if (setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) < 0 ||
+        setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot become the sandbox user");
+    return 0;
+}
+
+static _Noreturn void exec_command(const struct ns_plan *plan, const struct child_fds *fds)
+{
+    struct cordon_err err = { 0 };
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+
+    /* A session of its own: no controlling terminal to inject input into. */
+    if (setsid() < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot start a session");
+        child_fail(fds, &err);
+    }
+    if (dup2(fds->in_r, 0) < 0 || dup2(fds->out_w, 1) < 0 || dup2(fds->errout_w, 2) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot set up stdio");
+        child_fail(fds, &err);
+    }
+    /* Whatever else is open dies at exec, the error pipe included. */
+    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot mark descriptors close-on-exec");
+        child_fail(fds, &err);
+    }
+    if (chdir("/workspace") < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot enter /workspace");
+        child_fail(fds, &err);
+    }
+    for (size_t i = 0; i < plan->n_rlimits; i++)
+        if (setrlimit(plan->rlimits[i].resource, &plan->rlimits[i].value) < 0) {
+            err_sys(&err, CORDON_E_SETUP, "cannot set resource limit %d",
+                    plan->rlimits[i].resource);
+            child_fail(fds, &err);
+        }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot set no_new_privs");
+        child_fail(fds, &err);
+    }
+    if (landlock_plan_apply(&plan->landlock, &err) < 0)
+        child_fail(fds, &err);
+    if (drop_capabilities(&err) < 0)
+        child_fail(fds, &err);
+    /* Last: the filter forbids some of the steps above. */
+    if (seccomp_program_install(&plan->seccomp, &err) < 0)
+        child_fail(fds, &err);
+
+    execvpe(plan->argv[0], plan->argv, plan->envp);
+    if (errno == ENOENT || errno == ENOTDIR)
+        err_set(&err, CORDON_E_NOTFOUND, "command not found: '%s'", plan->argv[0]);
+    else
+        err_sys(&err, errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM
+                          ? CORDON_E_NOEXEC
+                          : CORDON_E_SETUP,
+                "cannot execute '%s'", plan->argv[0]);
+    child_fail(fds, &err);
+}
+
+static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
+{
+    struct cordon_err err = { 0 };
+    char go;
+    if (read(fds->sync_r, &go, 1) != 1)
+        _exit(125); /* the supervisor is gone */
+
+    /* Now inside the run's cgroup: make it this namespace's root. */
+    if (unshare(CLONE_NEWCGROUP) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot create cgroup namespace");
+        child_fail(fds, &err);
+    }
+    /* Root-started: act as the namespace's root (mapped to an unprivileged
+     * host uid) so what setup creates has a mapped owner. */
+    if (plan->caller_is_root && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)) {
+        err_sys(&err, CORDON_E_SETUP, "cannot switch to the namespace's root");
+        child_fail(fds, &err);
+    }
+    if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot set hostname");
+        child_fail(fds, &err);
+    }
+    if (mounts_enter_root(plan, &err) < 0 || loopback_up(&err) < 0)
+        child_fail(fds, &err);
+
+    if (drop_bounding_set(&err) < 0 || become_sandbox_user(plan, &err) < 0)
+        child_fail(fds, &err);
+    /* After the uid change, which clears it: die with the supervisor. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot set parent-death signal");
+        child_fail(fds, &err);
+    }
+    struct pollfd alive = { .fd = fds->sync_r, .events = POLLIN };
+    if (poll(&alive, 1, 0) > 0 && (alive.revents & (POLLHUP | POLLERR)))
+        _exit(125); /* the supervisor died before the signal was armed */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+
+    pid_t cmd = fork();
+    if (cmd < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot fork the command");
+        child_fail(fds, &err);
+    }
+    if (cmd == 0)
+        exec_command(plan, fds);
+
+    /* Init: holds nothing the command could use, reaps, reports, exits. */
+    close(fds->err_w);
+    close(fds->in_r);
+    close(fds->out_w);
+    close(fds->errout_w);
+    drop_capabilities(&err);
+    for (;;) {
+        int ws;
+        pid_t w = waitpid(-1, &ws, 0);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            _exit(125);
+        if (w == cmd) {
+            (void)!write(fds->status_w, &ws, sizeof ws);
+            /* Exiting kills everything else in the PID namespace. */
+            _exit(0);
+        }
+    }
+}
+
+/* ---- supervisor side ---- */
+
+static int write_proc(pid_t pid, const char *file, const char *text, struct cordon_err *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        return err_sys(err, CORDON_E_SETUP, "cannot write '%s'", path);
+    return 0;
+}
+
+static int write_id_maps(pid_t pid, bool root, uid_t host_base, struct cordon_err *err)
+{
+    char map[96];
+    if (root) {
+        /* In-namespace root and the sandbox user, both unprivileged on the host. */
+        snprintf(map, sizeof map, "0 %u 1\n%d %u 1\n", host_base, SANDBOX_UID, host_base + 1);
+        TRY(write_proc(pid, "uid_map", map, err));
+        TRY(write_proc(pid, "gid_map", map, err));
+        return 0;
+    }
+    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_UID, (unsigned)getuid());
+    TRY(write_proc(pid, "uid_map", map, err));
+    TRY(write_proc(pid, "setgroups", "deny", err));
+    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_GID, (unsigned)getgid());
+    return write_proc(pid, "gid_map", map, err);
+}
+
+static int env_add(char ***envp, size_t *n, const char *name, const char *value)
+{
+    size_t nlen = strlen(name);
+    char *entry = NULL;
+    if (asprintf(&entry, "%s=%s", name, value) < 0)
+        return -1;
+    for (size_t i = 0; i < *n; i++)
+        if (strncmp((*envp)[i], name, nlen) == 0 && (*envp)[i][nlen] == '=') {
+            free((*envp)[i]);
+            (*envp)[i] = entry;
+            return 0;
+        }
+    char **grown = realloc(*envp, (*n + 2) * sizeof *grown);
+    if (!grown) {
+        free(entry);
+        return -1;
+    }
+    *envp = grown;
+    grown[(*n)++] = entry;
+    grown[*n] = NULL;
+    return 0;
+}
+
+/* Empty but for PATH, HOME, LANG, TERM (on a terminal) and what the policy passes. */
+static int plan_env(const struct policy *p, const struct sandbox_call *call, struct ns_plan *plan,
+                    struct cordon_err *err)
+{
+    size_t n = 0;
+    const char *lang = getenv("LANG");
+    int rc = 0;
+    rc |= env_add(&plan->envp, &n, "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+    rc |= env_add(&plan->envp, &n, "HOME", "/workspace");
+    rc |= env_add(&plan->envp, &n, "LANG", lang && *lang ? lang : "C.UTF-8");
+    const char *term = getenv("TERM");
+    if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
+        rc |= env_add(&plan->envp, &n, "TERM", term);
+    for (size_t i = 0; i < p->n_env_pass; i++) {
+        const char *v = getenv(p->env_pass[i]);
+        if (v)
+            rc |= env_add(&plan->envp, &n, p->env_pass[i], v);
+    }
+    for (size_t i = 0; i < p->n_env_set; i++)
+        rc |= env_add(&plan->envp, &n, p->env_set[i].name, p->env_set[i].value);
+    if (rc || !plan->envp)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    return 0;
+}
+
+static void add_rlimit(struct ns_plan *plan, int resource, uint64_t soft, uint64_t hard)
+{
+    plan->rlimits[plan->n_rlimits++] = (struct rlimit_step){
+        resource, { .rlim_cur = soft, .rlim_max = hard }
+    };
+}
+
+static bool best_effort(const struct policy *p, enum policy_limit l)
+{
+    return p->limits.best_effort & (1u << l);
+}
+
+static int refuse_limit(const struct policy *p, enum policy_limit l, const char *value,
+                        const char *why, const char *fallback, struct cordon_err *err)
+{
+    (void)p;
+    return err_set(err, CORDON_E_UNSUPPORTED,
+                   "limits.%s: cannot enforce %s on this host: %s; mark it best_effort to "
+                   "fall back to %s",
+                   policy_limit_name(l), value, why, fallback);
+}
+
+/*
+ * Decide how each limit is enforced: a cgroup where one is available,
+ * an rlimit where the policy allows degrading, refusal otherwise.
+ */
+static int plan_limits(const struct policy *p, const struct cgroup_set *cg, struct ns_plan *plan,
+                       struct sandbox_result *res, struct cordon_err *err)
+{
+    const struct policy_limits *lim = &p->limits;
+    enum enforcement cgv = cg->version == 2 ? ENFORCED_CGROUP_V2 : ENFORCED_CGROUP_V1;
+    char v[32];
+
+    add_rlimit(plan, RLIMIT_CORE, 0, 0);
+    if (lim->wall_ms)
+        res->enforced[POLICY_LIMIT_WALL] = ENFORCED_SUPERVISOR;
+    if (lim->output)
+        res->enforced[POLICY_LIMIT_OUTPUT] = ENFORCED_SUPERVISOR;
+
+    if (lim->memory) {
+        snprintf(v, sizeof v, "%llu bytes", (unsigned long long)lim->memory);
+        if (cgroup_has(cg, CGROUP_MEMORY)) {
+            TRY(cgroup_set_memory(cg, lim->memory, err));
+            res->enforced[POLICY_LIMIT_MEMORY] = cgv;
+        } else if (best_effort(p, POLICY_LIMIT_MEMORY)) {
+            add_rlimit(plan, RLIMIT_AS, lim->memory, lim->memory);
+            res->enforced[POLICY_LIMIT_MEMORY] = ENFORCED_RLIMIT;
+        } else {
+            return refuse_limit(p, POLICY_LIMIT_MEMORY, v, cg->why[CGROUP_MEMORY],
+                                "a per-process RLIMIT_AS", err);
+        }
+    }
+    if (lim->pids) {
+        snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
+        if (cgroup_has(cg, CGROUP_PIDS)) {
+            TRY(cgroup_set_pids(cg, lim->pids, err));
+            res->enforced[POLICY_LIMIT_PIDS] = cgv;
+        } else if (best_effort(p, POLICY_LIMIT_PIDS)) {
+            /* Counted per user in the run's own user namespace. */
+            add_rlimit(plan, RLIMIT_NPROC, lim->pids, lim->pids);
+            res->enforced[POLICY_LIMIT_PIDS] = ENFORCED_RLIMIT;
+        } else {
+            return refuse_limit(p, POLICY_LIMIT_PIDS, v, cg->why[CGROUP_PIDS],
+                                "RLIMIT_NPROC", err);
+        }
+    }
+    if (lim->cpu_ms) {
+        /* Always a per-process cap too; the cgroup adds the whole tree. */
+        uint64_t secs = (lim->cpu_ms + 999) / 1000;
+        add_rlimit(plan, RLIMIT_CPU, secs, secs + 1);
+        snprintf(v, sizeof v, "%llums", (unsigned long long)lim->cpu_ms);
+        if (cgroup_has(cg, CGROUP_CPU))
+            res->enforced[POLICY_LIMIT_CPU] = cgv;
+        else if (best_effort(p, POLICY_LIMIT_CPU))
+            res->enforced[POLICY_LIMIT_CPU] = ENFORCED_RLIMIT;
+        else
+            return refuse_limit(p, POLICY_LIMIT_CPU, v, cg->why[CGROUP_CPU],
+                                "a per-process RLIMIT_CPU", err);
+    }
+    if (lim->file_size) {
+        add_rlimit(plan, RLIMIT_FSIZE, lim->file_size, lim->file_size);
+        res->enforced[POLICY_LIMIT_FILE_SIZE] = ENFORCED_RLIMIT;
+    }
+    if (lim->open_files) {
+        struct rlimit cur;
+        getrlimit(RLIMIT_NOFILE, &cur);
+        if (lim->open_files > cur.rlim_max) {
+            if (!best_effort(p, POLICY_LIMIT_OPEN_FILES))
+                return err_set(err, CORDON_E_UNSUPPORTED,
+                               "limits.open_files: %llu exceeds this host's hard limit %llu",
+                               (unsigned long long)lim->open_files,
+                               (unsigned long long)cur.rlim_max);
+            add_rlimit(plan, RLIMIT_NOFILE, cur.rlim_max, cur.rlim_max);
+        } else {
+            add_rlimit(plan, RLIMIT_NOFILE, lim->open_files, lim->open_files);
+        }
+        res->enforced[POLICY_LIMIT_OPEN_FILES] = ENFORCED_RLIMIT;
+    }
+    return 0;
+}
+
+static bool needs_cgroup(const struct policy *p)
+{
+    return p->limits.memory || p->limits.pids || p->limits.cpu_ms || geteuid() == 0;
+}
+
+/*
+ * Removes the run's cgroups if the supervisor dies without doing so (even by
+ * SIGKILL): it waits, detached, for the supervisor's end of a pipe to close.
+ */
+static pid_t start_watchdog(struct cgroup_set *cg, int *keepalive, struct cordon_err *err)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create watchdog pipe");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return err_sys(err, CORDON_E_SETUP, "cannot fork cgroup watchdog");
+    }
+    if (pid == 0) {
+        setsid();
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        dup2(fds[0], 3);
+        syscall(SYS_close_range, 4, ~0U, 0);
+        char c;
+        while (read(3, &c, 1) < 0 && errno == EINTR)
+            ;
+        cgroup_destroy(cg);
+        _exit(0);
+    }
+    close(fds[0]);
+    *keepalive = fds[1];
+    return pid;
+}
+
+struct pipes {
+    int sync[2], err[2], status[2], in[2], out[2], errout[2];
+};
+
+static void pipes_close(struct pipes *pp)
+{
+    int *all = (int *)pp;
+    for (size_t i = 0; i < sizeof *pp / sizeof(int); i++)
+        closep(&all[i]);
+}
+
+static int ns_probe(struct cordon_err *err)
+{
+    pid_t pid = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, 0, 0, 0, 0);
+    if (pid < 0)
+        return err_sys(err, CORDON_E_UNSUPPORTED, "cannot create user/pid/mount/net namespaces");
+    if (pid == 0)
+        _exit(0);
+    waitpid(pid, NULL, 0);
+    return 0;
+}
+
+static int ns_run(const struct policy *p, const struct sandbox_call *call,
+                  struct sandbox_result *res, struct cordon_err *err)
+{
+    memset(res, 0, sizeof *res);
+    bool root = geteuid() == 0;
+    uint16_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) < 0)
+        rnd = (uint16_t)getpid();
+    uid_t host_base = HOST_ID_BASE + ((uid_t)rnd << 1);
+
+    struct ns_plan plan = { .argv = call->argv, .caller_is_root = root };
+    struct cgroup_set cg = { 0 };
+    struct pipes pp;
+    memset(&pp, -1, sizeof pp);
+    int keepalive = -1, sig_fd = -1, rc = -1;
+    pid_t init = -1, watchdog = -1;
+    sigset_t mask, old;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &old);
+
+    if (mounts_plan(p, &plan, host_base + 1, err) < 0 || plan_env(p, call, &plan, err) < 0 ||
+        seccomp_program_build(p, &plan.seccomp, err) < 0)
+        goto out;
+
+    if (needs_cgroup(p)) {
+        char name[64];
+        snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
+        cgroup_create(&cg, name);
+        if (cg.version && (watchdog = start_watchdog(&cg, &keepalive, err)) < 0)
+            goto out;
+    }
+    if (plan_limits(p, &cg, &plan, res, err) < 0)
+        goto out;
+
+    if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
+        pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.in, O_CLOEXEC) < 0 ||
+        pipe2(pp.out, O_CLOEXEC) < 0 || pipe2(pp.errout, O_CLOEXEC) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot create pipes");
+        goto out;
+    }
+    sig_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+
+    uint64_t start = monotonic_us();
+    init = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, 0, 0, 0, 0);
+    if (init < 0) {
+        err_sys(err, CORDON_E_UNSUPPORTED, "cannot create the sandbox's namespaces");
+        goto out;
+    }
+    if (init == 0) {
+        if (keepalive >= 0)
+            close(keepalive);
+        close(pp.sync[1]);
+        close(pp.err[0]);
+        close(pp.status[0]);
+        close(pp.in[1]);
+        close(pp.out[0]);
+        close(pp.errout[0]);
+        if (sig_fd >= 0)
+            close(sig_fd);
+        struct child_fds fds = {
+            .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
+            .in_r = pp.in[0], .out_w = pp.out[1], .errout_w = pp.errout[1],
+        };
+        child_main(&plan, &fds);
+    }
+
+    /* The child's ends live only in the child now. */
+    closep(&pp.sync[0]);
+    closep(&pp.err[1]);
+    closep(&pp.status[1]);
+    closep(&pp.in[0]);
+    closep(&pp.out[1]);
+    closep(&pp.errout[1]);
+    pp.sync[0] = pp.err[1] = pp.status[1] = pp.in[0] = pp.out[1] = pp.errout[1] = -1;
+
+    if (write_id_maps(init, root, host_base, err) < 0 ||
+        (cg.version && cgroup_attach(&cg, init, err) < 0) ||
+        write(pp.sync[1], "g", 1) != 1) {
+        if (err->kind == CORDON_E_OK)
+            err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
+        kill(init, SIGKILL);
+        waitpid(init, NULL, 0);
+        init = -1;
+        goto out;
+    }
+
+    struct supervision sv = {
+        .init_pid = init,
+        .err_r = TAKE_FD(pp.err[0]),
+        .status_r = TAKE_FD(pp.status[0]),
+        .out_r = TAKE_FD(pp.out[0]),
+        .errout_r = TAKE_FD(pp.errout[0]),
+        .in_w = TAKE_FD(pp.in[1]),
+        .sig_fd = sig_fd,
+        .call = call,
+        .limits = &p->limits,
+        .cg = &cg,
+        .poll_cpu = cgroup_has(&cg, CGROUP_CPU) && p->limits.cpu_ms,
+        .poll_pids = cgroup_has(&cg, CGROUP_PIDS) && p->limits.pids,
+        .start_us = start,
+    };
+    supervise(&sv, res);
+    init = -1;
+    rc = 0;
+
+out:
+    pipes_close(&pp);
+    closep(&sig_fd);
+    if (cg.version)
+        cgroup_destroy(&cg);
+    if (keepalive >= 0)
+        close(keepalive); /* the watchdog finds nothing left and exits */
+    if (watchdog > 0)
+        waitpid(watchdog, NULL, 0);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    mounts_plan_release(&plan);
+    seccomp_program_release(&plan.seccomp);
+    if (plan.envp) {
+        for (char **e = plan.envp; *e; e++)
+            free(*e);
+        free(plan.envp);
+    }
+    return rc;
+}
+
+const struct sandbox_backend namespace_backend = {
+    .name = "namespace",
+    .level = CORDON_LEVEL_NAMESPACE,
+    .probe = ns_probe,
+    .run = ns_run,
+};

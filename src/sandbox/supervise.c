@@ -1,1 +1,333 @@
-/* placeholder: being written */
+/*
+ * sandbox/supervise.c: the supervisor's event loop for one run. It owns the
+ * clock and the output; the sandbox owns nothing. Runs in the supervisor.
+ */
+#include "sandbox/supervise.h"
+
+#include "common/cleanup.h"
+#include "common/syscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TICK_MS 100
+
+uint64_t monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Write all of BUF to FD; a closed reader (EPIPE) silently drops output. */
+static void write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+struct loop {
+    struct supervision *s;
+    struct sandbox_result *res;
+    int pidfd;
+    bool init_done;
+    bool killed;              /* we ended the run */
+    enum run_reason kill_reason;
+    int kill_signal;          /* the signal cordon itself received, or 0 */
+    bool setup_failed;
+    bool have_status;
+    int cmd_status;           /* wait status of the command, from init */
+    char in_buf[65536];
+    size_t in_len, in_off;
+    bool in_eof;
+    bool output_capped;
+};
+
+static void end_run(struct loop *l, enum run_reason reason)
+{
+    if (l->killed || l->init_done)
+        return;
+    l->killed = true;
+    l->kill_reason = reason;
+    /* Init is PID 1 of the sandbox: its death takes every process with it. */
+    kill(l->s->init_pid, SIGKILL);
+}
+
+static void relay_output(struct loop *l, int *fd, int to, uint64_t *count)
+{
+    char buf[65536];
+    ssize_t n = read(*fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        closep(fd);
+        *fd = -1;
+        return;
+    }
+    uint64_t limit = l->s->limits->output;
+    uint64_t total = l->res->stdout_bytes + l->res->stderr_bytes;
+    size_t pass = (size_t)n;
+    if (limit && total + (uint64_t)n > limit) {
+        pass = total >= limit ? 0 : (size_t)(limit - total);
+        l->output_capped = true;
+        end_run(l, RUN_OUTPUT_LIMIT);
+    }
+    if (pass) {
+        write_all(to, buf, pass);
+        *count += pass;
+    }
+}
+
+static void relay_input(struct loop *l, short revents_in, short revents_out)
+{
+    struct supervision *s = l->s;
+    if (l->in_len == l->in_off && (revents_in & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
+        ssize_t n = read(s->call->in_fd, l->in_buf, sizeof l->in_buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            return;
+        if (n <= 0) {
+            l->in_eof = true;
+        } else {
+            l->in_len = (size_t)n;
+            l->in_off = 0;
+        }
+    }
+    if (l->in_len > l->in_off && (revents_out & (POLLOUT | POLLERR | POLLHUP))) {
+        ssize_t n = write(s->in_w, l->in_buf + l->in_off, l->in_len - l->in_off);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            return;
+        if (n < 0) {
+            l->in_eof = true; /* the command closed its stdin */
+            l->in_len = l->in_off = 0;
+        } else {
+            l->in_off += (size_t)n;
+            if (l->in_off == l->in_len)
+                l->in_len = l->in_off = 0;
+        }
+    }
+    if (l->in_eof && l->in_len == l->in_off) {
+        closep(&s->in_w);
+        s->in_w = -1;
+    }
+}
+
+static void read_setup_error(struct loop *l)
+{
+    struct cordon_err rec;
+    ssize_t n = read(l->s->err_r, &rec, sizeof rec);
+    if (n < 0 && errno == EINTR)
+        return;
+    if (n == (ssize_t)sizeof rec) {
+        rec.msg[sizeof rec.msg - 1] = '\0';
+        l->res->error = rec;
+        l->setup_failed = true;
+    }
+    closep(&l->s->err_r);
+    l->s->err_r = -1;
+}
+
+static void check_cgroup_limits(struct loop *l)
+{
+    struct cgroup_stats st;
+    cgroup_read_stats(l->s->cg, &st);
+    const struct policy_limits *lim = l->s->limits;
+    if (l->s->poll_cpu && lim->cpu_ms && st.cpu_usage_us >= lim->cpu_ms * 1000)
+        end_run(l, RUN_CPU_LIMIT);
+    /* A refused fork is the pids limit firing: end the run, don't let it
+     * spin against the wall (a fork bomb otherwise lives until the timeout). */
+    if (l->s->poll_pids && lim->pids && st.pids_max_hits > 0)
+        end_run(l, RUN_PIDS_LIMIT);
+}
+
+static void finish(struct loop *l, struct rusage *ru)
+{
+    struct sandbox_result *res = l->res;
+    const struct supervision *s = l->s;
+    res->wall_us = monotonic_us() - s->start_us;
+    res->cpu_us = (uint64_t)ru->ru_utime.tv_sec * 1000000u + (uint64_t)ru->ru_utime.tv_usec +
+                  (uint64_t)ru->ru_stime.tv_sec * 1000000u + (uint64_t)ru->ru_stime.tv_usec;
+    res->peak_memory = (uint64_t)ru->ru_maxrss * 1024u;
+
+    struct cgroup_stats st = { 0 };
+    if (s->cg && s->cg->version) {
+        cgroup_read_stats(s->cg, &st);
+        if (st.memory_peak)
+            res->peak_memory = st.memory_peak;
+        if (st.cpu_usage_us > res->cpu_us)
+            res->cpu_us = st.cpu_usage_us;
+    }
+
+    if (l->setup_failed) {
+        res->reason = RUN_SETUP_ERROR;
+        res->status = err_exit_code(&res->error);
+        res->exit_code = res->status;
+        return;
+    }
+    if (l->killed && l->kill_reason == RUN_TIMEOUT) {
+        res->reason = RUN_TIMEOUT;
+        res->signaled = true;
+        res->signal = SIGKILL;
+        res->status = 124;
+        return;
+    }
+    if (l->killed) {
+        res->reason = l->kill_reason;
+        res->signaled = true;
+        res->signal = l->kill_signal ? l->kill_signal : SIGKILL;
+        res->status = 128 + res->signal;
+        return;
+    }
+    if (!l->have_status) {
+        /* Init died without reporting: only a kill from outside does that. */
+        res->reason = RUN_KILLED;
+        res->signaled = true;
+        res->signal = SIGKILL;
+        res->status = 128 + SIGKILL;
+        return;
+    }
+    int ws = l->cmd_status;
+    if (WIFEXITED(ws)) {
+        res->exit_code = WEXITSTATUS(ws);
+        res->status = res->exit_code;
+        res->reason = RUN_EXITED;
+        return;
+    }
+    res->signaled = true;
+    res->signal = WTERMSIG(ws);
+    res->status = 128 + res->signal;
+    res->reason = RUN_EXITED;
+    if (res->signal == SIGKILL && st.oom_kills > 0)
+        res->reason = RUN_OOM;
+    else if (res->signal == SIGXCPU ||
+             (res->signal == SIGKILL && s->limits->cpu_ms &&
+              res->cpu_us >= s->limits->cpu_ms * 1000))
+        res->reason = RUN_CPU_LIMIT;
+}
+
+void supervise(struct supervision *s, struct sandbox_result *res)
+{
+    struct loop l = { .s = s, .res = res };
+    l.pidfd = sys_pidfd_open(s->init_pid, 0);
+    bool relay_in = s->in_w >= 0 && s->call->in_fd >= 0;
+    if (s->in_w >= 0 && !relay_in)
+        closep(&s->in_w), s->in_w = -1;
+    if (s->in_w >= 0)
+        fcntl(s->in_w, F_SETFL, O_NONBLOCK);
+
+    uint64_t deadline = s->limits->wall_ms ? s->start_us + s->limits->wall_ms * 1000 : 0;
+    bool tick = s->poll_cpu || s->poll_pids;
+
+    while (!l.init_done || s->out_r >= 0 || s->errout_r >= 0) {
+        struct pollfd p[8];
+        int n = 0, i_out = -1, i_err = -1, i_in = -1, i_inw = -1, i_pid = -1, i_sig = -1,
+            i_errp = -1, i_stat = -1;
+        if (s->out_r >= 0)
+            p[i_out = n++] = (struct pollfd){ .fd = s->out_r, .events = POLLIN };
+        if (s->errout_r >= 0)
+            p[i_err = n++] = (struct pollfd){ .fd = s->errout_r, .events = POLLIN };
+        if (s->in_w >= 0 && !l.in_eof && l.in_len == l.in_off)
+            p[i_in = n++] = (struct pollfd){ .fd = s->call->in_fd, .events = POLLIN };
+        if (s->in_w >= 0 && l.in_len > l.in_off)
+            p[i_inw = n++] = (struct pollfd){ .fd = s->in_w, .events = POLLOUT };
+        if (!l.init_done && l.pidfd >= 0)
+            p[i_pid = n++] = (struct pollfd){ .fd = l.pidfd, .events = POLLIN };
+        if (s->sig_fd >= 0)
+            p[i_sig = n++] = (struct pollfd){ .fd = s->sig_fd, .events = POLLIN };
+        if (s->err_r >= 0)
+            p[i_errp = n++] = (struct pollfd){ .fd = s->err_r, .events = POLLIN };
+        if (s->status_r >= 0)
+            p[i_stat = n++] = (struct pollfd){ .fd = s->status_r, .events = POLLIN };
+
+        int timeout = -1;
+        uint64_t now = monotonic_us();
+        if (deadline && !l.killed && !l.init_done) {
+            if (now >= deadline) {
+                end_run(&l, RUN_TIMEOUT);
+                continue;
+            }
+            timeout = (int)((deadline - now + 999) / 1000);
+        }
+        if (tick && !l.init_done && (timeout < 0 || timeout > TICK_MS))
+            timeout = TICK_MS;
+        if (l.pidfd < 0 && !l.init_done && (timeout < 0 || timeout > TICK_MS))
+            timeout = TICK_MS; /* no pidfd: poll for init's exit */
+
+        int r = poll(p, (nfds_t)n, timeout);
+        if (r < 0 && errno != EINTR)
+            break;
+
+        if (i_errp >= 0 && p[i_errp].revents)
+            read_setup_error(&l);
+        if (i_stat >= 0 && p[i_stat].revents) {
+            int ws;
+            if (read(s->status_r, &ws, sizeof ws) == (ssize_t)sizeof ws) {
+                l.cmd_status = ws;
+                l.have_status = true;
+            }
+            closep(&s->status_r);
+            s->status_r = -1;
+        }
+        if (i_out >= 0 && p[i_out].revents)
+            relay_output(&l, &s->out_r, s->call->out_fd, &res->stdout_bytes);
+        if (i_err >= 0 && p[i_err].revents)
+            relay_output(&l, &s->errout_r, s->call->err_fd, &res->stderr_bytes);
+        if ((i_in >= 0 && p[i_in].revents) || (i_inw >= 0 && p[i_inw].revents))
+            relay_input(&l, i_in >= 0 ? p[i_in].revents : 0, i_inw >= 0 ? p[i_inw].revents : 0);
+        if (i_sig >= 0 && p[i_sig].revents) {
+            struct signalfd_siginfo si;
+            if (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si && !l.init_done) {
+                end_run(&l, RUN_KILLED);
+                if (l.kill_reason == RUN_KILLED)
+                    l.kill_signal = (int)si.ssi_signo;
+            }
+        }
+        if (tick && !l.init_done && !l.killed)
+            check_cgroup_limits(&l);
+
+        if (!l.init_done && (i_pid < 0 || p[i_pid].revents)) {
+            struct rusage ru;
+            int ws;
+            pid_t w = wait4(s->init_pid, &ws, i_pid >= 0 ? 0 : WNOHANG, &ru);
+            if (w == s->init_pid) {
+                l.init_done = true;
+                /* The status arrives before init exits; drain it now. */
+                if (s->status_r >= 0) {
+                    int cs;
+                    if (read(s->status_r, &cs, sizeof cs) == (ssize_t)sizeof cs) {
+                        l.cmd_status = cs;
+                        l.have_status = true;
+                    }
+                    closep(&s->status_r);
+                    s->status_r = -1;
+                }
+                if (s->err_r >= 0) {
+                    fcntl(s->err_r, F_SETFL, O_NONBLOCK);
+                    read_setup_error(&l);
+                }
+                if (s->in_w >= 0)
+                    closep(&s->in_w), s->in_w = -1;
+                finish(&l, &ru);
+            }
+        }
+    }
+    /* Output past the cap that was already written when the command ended
+     * still counts: the relayed output is not all the command said. */
+    if (l.output_capped && res->reason == RUN_EXITED)
+        res->reason = RUN_OUTPUT_LIMIT;
+    closep(&l.pidfd);
+}

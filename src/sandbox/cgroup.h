@@ -1,0 +1,53 @@
+/*
+ * sandbox/cgroup.h: a run's cgroup, always created beneath the supervisor's
+ * own cgroup: v2 where the controllers can be enabled there, v1 per
+ * controller otherwise. Runs in the supervisor (and its cleanup watchdog).
+ */
+#pragma once
+#include "common/err.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cgroup_controller {
+    CGROUP_MEMORY,
+    CGROUP_PIDS,
+    CGROUP_CPU,  /* CPU-time accounting: cpuacct on v1, cpu.stat on v2 */
+    CGROUP_COUNT,
+};
+
+struct cgroup_set {
+    int version;                       /* 1 or 2; 0 when nothing was created */
+    char dir[CGROUP_COUNT][PATH_MAX];  /* "" where that controller is unavailable */
+    char why[CGROUP_COUNT][200];       /* why a controller is unavailable */
+};
+
+struct cgroup_stats {
+    uint64_t memory_peak;   /* bytes */
+    uint64_t oom_kills;
+    uint64_t pids_max_hits; /* forks refused by pids.max */
+    uint64_t cpu_usage_us;
+};
+
+/*
+ * Create the run's cgroup(s) named NAME under the supervisor's own. Missing
+ * controllers are not an error here: each is recorded in cg->why, and the
+ * caller decides whether a limit may degrade.
+ */
+void cgroup_create(struct cgroup_set *cg, const char *name);
+
+bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c);
+
+/* 0 = no limit. */
+int cgroup_set_memory(const struct cgroup_set *cg, uint64_t bytes, struct cordon_err *err);
+int cgroup_set_pids(const struct cgroup_set *cg, uint64_t max, struct cordon_err *err);
+
+/* Move PID into every created cgroup. */
+int cgroup_attach(const struct cgroup_set *cg, pid_t pid, struct cordon_err *err);
+
+void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out);
+
+/* SIGKILL everything left in the cgroups and remove them. Async-signal-safe. */
+void cgroup_destroy(struct cgroup_set *cg);

@@ -1,0 +1,65 @@
+/*
+ * sandbox/plan.h: everything the namespace child needs, decided and
+ * allocated by the supervisor before clone(). The child only reads it, so
+ * nothing between clone() and exec() allocates or parses.
+ */
+#pragma once
+#include "sandbox/landlock.h"
+#include "sandbox/seccomp.h"
+
+#include <stdbool.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+/* The sandbox user inside every sandbox. */
+#define SANDBOX_UID 1000
+#define SANDBOX_GID 1000
+#define SANDBOX_USER "sandbox"
+#define SANDBOX_HOSTNAME "cordon"
+
+enum mount_kind {
+    MOUNT_BIND,     /* host path (or a prepared tree) at dest */
+    MOUNT_TMPFS,    /* fresh tmpfs; data holds its options */
+    MOUNT_PROC,     /* fresh procfs of the sandbox's PID namespace */
+    MOUNT_DEVPTS,   /* a private devpts instance */
+    MOUNT_SYMLINK,  /* dest -> source */
+    MOUNT_FILE,     /* a generated file: source is its content */
+    MOUNT_DIR,      /* an empty directory */
+};
+
+struct mount_step {
+    enum mount_kind kind;
+    char *dest;          /* absolute path inside the sandbox */
+    char *source;        /* host path, link target or content, per kind */
+    char *data;          /* tmpfs options */
+    int tree_fd;         /* MOUNT_BIND: prepared detached tree, or -1 */
+    bool writable;
+    bool device;         /* MOUNT_BIND of a device node: keep dev, add noexec */
+    bool optional;       /* skip when the host source is missing */
+};
+
+struct rlimit_step {
+    int resource;
+    struct rlimit value;
+};
+
+struct ns_plan {
+    struct mount_step *steps;
+    size_t n_steps;
+    struct landlock_plan landlock;
+    struct seccomp_program seccomp;
+    struct rlimit_step rlimits[8];
+    size_t n_rlimits;
+    char **envp;
+    char *const *argv;
+    bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
+};
+
+/* In the supervisor: the mount steps for P (and the Landlock rules that match them). */
+int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid,
+                struct cordon_err *err);
+
+/* In the child: build the root described by PLAN and pivot into it. */
+int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err);
+
+void mounts_plan_release(struct ns_plan *plan);

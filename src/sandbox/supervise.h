@@ -1,0 +1,30 @@
+/*
+ * sandbox/supervise.h: the supervisor's side of a running sandbox: relays
+ * stdio, enforces the wall clock, output cap and polled cgroup limits, and
+ * turns how the run ended into a result. Backend-independent.
+ */
+#pragma once
+#include "sandbox/backend.h"
+#include "sandbox/cgroup.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct supervision {
+    pid_t init_pid;           /* the sandbox's top process, our child */
+    int err_r;                /* setup/exec error records; EOF once exec'd */
+    int status_r;             /* the command's wait status, from init */
+    int out_r, errout_r;      /* the command's stdout and stderr */
+    int in_w;                 /* the command's stdin, or -1 */
+    int sig_fd;               /* signalfd for SIGINT/SIGTERM/SIGHUP */
+    const struct sandbox_call *call;
+    const struct policy_limits *limits;
+    const struct cgroup_set *cg;
+    bool poll_cpu, poll_pids; /* tree-wide limits read from the cgroup */
+    uint64_t start_us;        /* CLOCK_MONOTONIC */
+};
+
+/* Run the loop until the sandbox is gone; fills RES. Closes the fds. */
+void supervise(struct supervision *s, struct sandbox_result *res);
+
+uint64_t monotonic_us(void);
