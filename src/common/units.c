@@ -63,6 +63,8 @@ int parse_size(const char *s, uint64_t *out, char *why, size_t why_len)
                 break;
             if (units[i].mult == 1 && strchr(s, '.'))
                 break; /* a fraction of a byte means nothing */
+            if (v > 0 && bytes < 1)
+                break; /* rounding to 0 would turn a limit into "no limit" */
             *out = (uint64_t)bytes;
             return 0;
         }
@@ -89,6 +91,8 @@ int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len)
             double ms = v * units[i].ms;
             if (ms >= 9.2e18)
                 break;
+            if (v > 0 && llround(ms) == 0)
+                break; /* rounding to 0 would turn a limit into "no limit" */
             *out = (uint64_t)llround(ms);
             return 0;
         }

@@ -1,1 +1,680 @@
-/* placeholder: being written */
+/*
+ * policy/policy.c: the key table, defaults and the setters that every source
+ * of policy (file or flag) goes through, plus the cross-field checks. Runs in
+ * the supervisor (or the CLI) before anything is built; touches the
+ * filesystem only to resolve host paths.
+ */
+#include "policy/policy_int.h"
+
+#include "common/units.h"
+#include "sandbox/seccomp.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define KEY(path, type, field, min, def) \
+    { path, type, offsetof(struct policy, field), min, def, false, NULL }
+#define LIST(path, type, flag) { path, type, 0, 0, 0, flag, NULL }
+#define SECTION(path) { path, KT_SECTION, 0, 0, 0, false, NULL }
+#define RESERVED(path, note) { path, KT_RESERVED, 0, 0, 0, false, note }
+
+/*
+ * Every key, once. A zero limit means "no limit", so limits accept 0; the
+ * tmpfs sizes do not, since a 0-byte /tmp is only a confusing failure later.
+ */
+static const struct policy_key keys[] = {
+    KEY("version", KT_VERSION, version, 1, 1),
+    KEY("isolation", KT_LEVEL, level, 0, CORDON_LEVEL_NAMESPACE),
+    SECTION("filesystem"),
+    KEY("filesystem.workspace", KT_DIR, workspace, 0, 0),
+    KEY("filesystem.workspace_size", KT_SIZE, workspace_size, 1, 256ull << 20),
+    KEY("filesystem.tmp_size", KT_SIZE, tmp_size, 1, 64ull << 20),
+    LIST("filesystem.read_only", KT_BINDS, false),
+    LIST("filesystem.read_write", KT_BINDS, true),
+    SECTION("env"),
+    LIST("env.pass", KT_NAMES, false),
+    LIST("env.set", KT_ENV_MAP, false),
+    SECTION("limits"),
+    KEY("limits.wall", KT_DURATION, limits.wall_ms, 0, 0),
+    KEY("limits.cpu", KT_DURATION, limits.cpu_ms, 0, 0),
+    KEY("limits.memory", KT_SIZE, limits.memory, 0, 0),
+    KEY("limits.output", KT_SIZE, limits.output, 0, 0),
+    KEY("limits.file_size", KT_SIZE, limits.file_size, 0, 0),
+    KEY("limits.pids", KT_COUNT, limits.pids, 0, 0),
+    KEY("limits.open_files", KT_COUNT, limits.open_files, 0, 1024),
+    LIST("limits.best_effort", KT_BEST_EFFORT, false),
+    SECTION("syscalls"),
+    LIST("syscalls.allow", KT_SYSCALLS, true),
+    LIST("syscalls.deny", KT_SYSCALLS, false),
+    RESERVED("network", "not supported yet (reserved for the egress gateway)"),
+    RESERVED("secrets", "not supported yet (reserved for credential placeholders)"),
+    RESERVED("tools", "not supported yet (reserved for the MCP broker)"),
+    RESERVED("audit", "not supported yet (reserved for the audit log)"),
+};
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+static const char *const level_names[] = {
+    [CORDON_LEVEL_PROCESS] = "process",
+    [CORDON_LEVEL_NAMESPACE] = "namespace",
+    [CORDON_LEVEL_GVISOR] = "gvisor",
+    [CORDON_LEVEL_MICROVM] = "microvm",
+};
+
+static const char *const limit_names[POLICY_LIMIT_COUNT] = {
+    [POLICY_LIMIT_WALL] = "wall",
+    [POLICY_LIMIT_CPU] = "cpu",
+    [POLICY_LIMIT_MEMORY] = "memory",
+    [POLICY_LIMIT_PIDS] = "pids",
+    [POLICY_LIMIT_OUTPUT] = "output",
+    [POLICY_LIMIT_FILE_SIZE] = "file_size",
+    [POLICY_LIMIT_OPEN_FILES] = "open_files",
+};
+
+const char *cordon_level_name(enum cordon_level level)
+{
+    if ((unsigned)level >= sizeof level_names / sizeof level_names[0])
+        return NULL;
+    return level_names[level];
+}
+
+const char *policy_limit_name(enum policy_limit l)
+{
+    if ((unsigned)l >= POLICY_LIMIT_COUNT)
+        return NULL;
+    return limit_names[l];
+}
+
+const struct policy_key *policy_key_find(const char *path)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].path, path) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+void policy_key_children(const char *section, char *buf, size_t len)
+{
+    size_t slen = strlen(section), used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const char *name = keys[i].path;
+        if (slen) {
+            if (strncmp(name, section, slen) != 0 || name[slen] != '.')
+                continue;
+            name += slen + 1;
+        } else if (strchr(name, '.') || keys[i].type == KT_RESERVED) {
+            continue;
+        }
+        int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
+        if (n < 0 || (size_t)n >= len - used)
+            return;
+        used += (size_t)n;
+    }
+}
+
+const char *policy_key_expect(const struct policy_key *k)
+{
+    switch (k->type) {
+    case KT_SECTION: return "a mapping";
+    case KT_VERSION: return "1";
+    case KT_LEVEL: return "one of process, namespace, gvisor, microvm";
+    case KT_SIZE: return "a size like 256M";
+    case KT_DURATION: return "a duration like 30s, 2m or 500ms";
+    case KT_COUNT: return "a whole number";
+    case KT_DIR: return "a directory path";
+    case KT_BINDS: return "a list of paths";
+    case KT_NAMES: return "a list of variable names";
+    case KT_ENV_MAP: return "a mapping of NAME: value";
+    case KT_SYSCALLS: return "a list of syscall names";
+    case KT_BEST_EFFORT: return "a list of limit names, or true";
+    case KT_RESERVED: return "nothing";
+    }
+    return "a value";
+}
+
+int policy_parse_bool(const char *s)
+{
+    if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE"))
+        return 1;
+    if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE"))
+        return 0;
+    return -1;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int why_set(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- paths ---- */
+
+/*
+ * Lexical normalisation of an absolute path: collapse "//" and "/./", drop a
+ * trailing "/". Returns a new string, and *DOTDOT tells whether a ".."
+ * component was seen (kept as is: callers refuse it rather than guess).
+ */
+static char *normalize_path(const char *in, bool *dotdot)
+{
+    size_t n = strlen(in);
+    char *out = malloc(n + 2);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    *dotdot = false;
+    for (const char *s = in; *s;) {
+        while (*s == '/')
+            s++;
+        const char *e = s;
+        while (*e && *e != '/')
+            e++;
+        size_t clen = (size_t)(e - s);
+        if (clen == 0 || (clen == 1 && s[0] == '.')) {
+            s = e;
+            continue;
+        }
+        if (clen == 2 && s[0] == '.' && s[1] == '.')
+            *dotdot = true;
+        out[o++] = '/';
+        memcpy(out + o, s, clen);
+        o += clen;
+        s = e;
+    }
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    return out;
+}
+
+/* Is PATH equal to DIR or beneath it? Both normalised. */
+static bool path_within(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/*
+ * The sandbox builds /, /proc and /dev itself and mounts the workspace at
+ * /workspace; a bind there would hide or be hidden by those mounts. A bind
+ * beneath /workspace would have to create its mountpoint inside the host's
+ * workspace directory, a trace on the host, so that is refused too.
+ */
+static int check_dest(const char *dest, char *why, size_t len)
+{
+    static const char *const reserved[] = { "/proc", "/dev" };
+    if (strcmp(dest, "/") == 0)
+        return why_set(why, len, "dest \"/\" is the sandbox root, which cordon builds");
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (path_within(dest, reserved[i]))
+            return why_set(why, len, "dest \"%s\" is inside %s, which the sandbox builds itself",
+                           dest, reserved[i]);
+    if (strcmp(dest, "/workspace") == 0)
+        return why_set(why, len,
+                       "dest \"/workspace\" is the workspace; use filesystem.workspace");
+    if (path_within(dest, "/workspace"))
+        return why_set(why, len, "dest \"%s\" is inside /workspace; bind it elsewhere", dest);
+    return 0;
+}
+
+/* realpath() of an existing host path; relative only when a flag gave it. */
+static int resolve_host(const char *path, enum value_origin from, char **out, char *why,
+                        size_t len)
+{
+    if (path[0] == '\0')
+        return why_set(why, len, "expected a path, got \"\"");
+    if (path[0] != '/' && from == FROM_FILE)
+        return why_set(why, len, "host path \"%s\" is not absolute", path);
+    char *real = realpath(path, NULL);
+    if (!real) {
+        if (errno == ENOMEM)
+            return POLICY_ENOMEM;
+        if (errno == ENOENT || errno == ENOTDIR)
+            return why_set(why, len, "\"%s\" does not exist", path);
+        return why_set(why, len, "cannot resolve \"%s\": %s", path, strerror(errno));
+    }
+    *out = real;
+    return 0;
+}
+
+/* ---- sorted string sets (env.pass, syscalls.*) ---- */
+
+static bool strv_has(char *const *v, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* Insert S in sorted position, ignoring a duplicate: order never matters. */
+static int strv_add(char ***v, size_t *n, const char *s)
+{
+    size_t at = 0;
+    while (at < *n && strcmp((*v)[at], s) < 0)
+        at++;
+    if (at < *n && strcmp((*v)[at], s) == 0)
+        return 0;
+    char **nv = realloc(*v, (*n + 1) * sizeof **v);
+    if (!nv)
+        return POLICY_ENOMEM;
+    *v = nv;
+    char *copy = strdup(s);
+    if (!copy)
+        return POLICY_ENOMEM;
+    memmove(nv + at + 1, nv + at, (*n - at) * sizeof *nv);
+    nv[at] = copy;
+    (*n)++;
+    return 0;
+}
+
+static void strv_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* ---- setters ---- */
+
+static uint64_t *u64_field(struct policy *p, const struct policy_key *k)
+{
+    return (uint64_t *)((char *)p + k->offset);
+}
+
+static int apply_level(struct policy *p, const char *text, char *why, size_t len)
+{
+    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++) {
+        if (strcmp(text, level_names[i]) == 0) {
+            p->level = (enum cordon_level)i;
+            return 0;
+        }
+    }
+    return why_set(why, len, "expected one of process, namespace, gvisor, microvm, got \"%s\"",
+                   text);
+}
+
+static int apply_dir(struct policy *p, const char *text, enum value_origin from, char *why,
+                     size_t len)
+{
+    _cleanup_free_ char *real = NULL;
+    int r = resolve_host(text, from, &real, why, len);
+    if (r < 0)
+        return r;
+    struct stat st;
+    if (stat(real, &st) < 0)
+        return why_set(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return why_set(why, len, "\"%s\" is not a directory", text);
+    free(p->workspace);
+    p->workspace = TAKE_PTR(real);
+    return 0;
+}
+
+int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char *text,
+                        enum value_origin from, char *why, size_t len)
+{
+    uint64_t v = 0;
+    int r = 0;
+    switch (k->type) {
+    case KT_VERSION:
+        if (parse_count(text, &v, why, len) < 0)
+            return -1;
+        if (v != 1)
+            return why_set(why, len, "unsupported version %s (this cordon reads version 1)",
+                           text);
+        p->version = 1;
+        return 0;
+    case KT_LEVEL:
+        return apply_level(p, text, why, len);
+    case KT_DIR:
+        return apply_dir(p, text, from, why, len);
+    case KT_SIZE:
+        r = parse_size(text, &v, why, len);
+        break;
+    case KT_DURATION:
+        r = parse_duration_ms(text, &v, why, len);
+        break;
+    case KT_COUNT:
+        r = parse_count(text, &v, why, len);
+        break;
+    case KT_BEST_EFFORT: {
+        int b = policy_parse_bool(text);
+        if (b < 0)
+            return policy_apply_item(p, k, text, why, len);
+        policy_set_best_effort_all(p, b);
+        return 0;
+    }
+    default:
+        return why_set(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
+    }
+    if (r < 0)
+        return -1;
+    if (v < k->min)
+        return why_set(why, len, "must be greater than 0, got \"%s\"", text);
+    /* JSON integers are signed 64-bit; nothing sane is that large anyway. */
+    if (v > (uint64_t)INT64_MAX)
+        return why_set(why, len, "\"%s\" is too large", text);
+    *u64_field(p, k) = v;
+    return 0;
+}
+
+void policy_set_best_effort_all(struct policy *p, bool all)
+{
+    p->limits.best_effort = all ? (1u << POLICY_LIMIT_COUNT) - 1 : 0;
+}
+
+static bool valid_env_name(const char *s)
+{
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+        return false;
+    for (s++; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+              (*s >= '0' && *s <= '9') || *s == '_'))
+            return false;
+    return true;
+}
+
+static int check_env_name(const char *name, char *why, size_t len)
+{
+    if (!valid_env_name(name))
+        return why_set(why, len,
+                       "\"%s\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)", name);
+    return 0;
+}
+
+static ssize_t env_set_find(const struct policy *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_env_set; i++)
+        if (strcmp(p->env_set[i].name, name) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
+                      char *why, size_t len)
+{
+    switch (k->type) {
+    case KT_NAMES:
+        if (check_env_name(text, why, len) < 0)
+            return -1;
+        if (env_set_find(p, text) >= 0)
+            return why_set(why, len, "\"%s\" is also in env.set", text);
+        return strv_add(&p->env_pass, &p->n_env_pass, text);
+    case KT_SYSCALLS: {
+        bool allow = k->flag;
+        if (seccomp_check_name(text, allow, why, len) < 0)
+            return -1;
+        if (strv_has(allow ? p->syscalls_deny : p->syscalls_allow,
+                     allow ? p->n_syscalls_deny : p->n_syscalls_allow, text))
+            return why_set(why, len, "\"%s\" is also in syscalls.%s", text,
+                           allow ? "deny" : "allow");
+        return allow ? strv_add(&p->syscalls_allow, &p->n_syscalls_allow, text)
+                     : strv_add(&p->syscalls_deny, &p->n_syscalls_deny, text);
+    }
+    case KT_BEST_EFFORT:
+        for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
+            if (strcmp(text, limit_names[l]) == 0) {
+                p->limits.best_effort |= 1u << l;
+                return 0;
+            }
+        }
+        return why_set(why, len,
+                       "expected one of wall, cpu, memory, pids, output, file_size, "
+                       "open_files, got \"%s\"", text);
+    default:
+        return why_set(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
+    }
+}
+
+int policy_apply_env_set(struct policy *p, const char *name, const char *value,
+                         size_t value_len, char *why, size_t len)
+{
+    if (check_env_name(name, why, len) < 0)
+        return -1;
+    if (memchr(value, '\0', value_len))
+        return why_set(why, len, "value of \"%s\" contains a NUL byte", name);
+    if (strv_has(p->env_pass, p->n_env_pass, name))
+        return why_set(why, len, "\"%s\" is also in env.pass", name);
+    _cleanup_free_ char *v = strndup(value, value_len);
+    if (!v)
+        return POLICY_ENOMEM;
+    /* The same name again replaces: a flag overrides the file. */
+    ssize_t i = env_set_find(p, name);
+    if (i >= 0) {
+        free(p->env_set[i].value);
+        p->env_set[i].value = TAKE_PTR(v);
+        return 0;
+    }
+    _cleanup_free_ char *n = strdup(name);
+    if (!n)
+        return POLICY_ENOMEM;
+    struct policy_env_set *ns = realloc(p->env_set, (p->n_env_set + 1) * sizeof *ns);
+    if (!ns)
+        return POLICY_ENOMEM;
+    p->env_set = ns;
+    size_t at = 0;
+    while (at < p->n_env_set && strcmp(ns[at].name, name) < 0)
+        at++;
+    memmove(ns + at + 1, ns + at, (p->n_env_set - at) * sizeof *ns);
+    ns[at].name = TAKE_PTR(n);
+    ns[at].value = TAKE_PTR(v);
+    p->n_env_set++;
+    return 0;
+}
+
+/*
+ * Binds are kept sorted by dest: a canonical order for the digest, and one in
+ * which a parent directory is always mounted before anything beneath it.
+ */
+int policy_apply_bind(struct policy *p, const char *source, const char *dest,
+                      bool writable, enum value_origin from, char *why, size_t len)
+{
+    _cleanup_free_ char *real = NULL;
+    int r = resolve_host(source, from, &real, why, len);
+    if (r < 0)
+        return r;
+    /* Without DEST the sandbox sees the path as written, not where it points. */
+    const char *d = dest ? dest : (source[0] == '/' ? source : real);
+    if (d[0] != '/')
+        return why_set(why, len, "dest \"%s\" is not absolute", d);
+    bool dotdot = false;
+    _cleanup_free_ char *nd = normalize_path(d, &dotdot);
+    if (!nd)
+        return POLICY_ENOMEM;
+    if (dotdot)
+        return why_set(why, len, "dest \"%s\" contains \"..\"", d);
+    if (check_dest(nd, why, len) < 0)
+        return -1;
+    size_t at = 0;
+    while (at < p->n_binds && strcmp(p->binds[at].dest, nd) < 0)
+        at++;
+    if (at < p->n_binds && strcmp(p->binds[at].dest, nd) == 0)
+        return why_set(why, len, "dest \"%s\" is already bound", nd);
+    struct policy_bind *nb = realloc(p->binds, (p->n_binds + 1) * sizeof *nb);
+    if (!nb)
+        return POLICY_ENOMEM;
+    p->binds = nb;
+    memmove(nb + at + 1, nb + at, (p->n_binds - at) * sizeof *nb);
+    nb[at] = (struct policy_bind){ TAKE_PTR(real), TAKE_PTR(nd), writable };
+    p->n_binds++;
+    return 0;
+}
+
+/* ---- public ---- */
+
+struct policy *policy_new(struct cordon_err *err)
+{
+    struct policy *p = calloc(1, sizeof *p);
+    if (!p) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const struct policy_key *k = &keys[i];
+        switch (k->type) {
+        case KT_VERSION:
+            p->version = (int)k->def;
+            break;
+        case KT_LEVEL:
+            p->level = (enum cordon_level)k->def;
+            break;
+        case KT_SIZE:
+        case KT_DURATION:
+        case KT_COUNT:
+            *u64_field(p, k) = k->def;
+            break;
+        default:
+            break;
+        }
+    }
+    return p;
+}
+
+void policy_free(struct policy *p)
+{
+    if (!p)
+        return;
+    free(p->origin);
+    free(p->workspace);
+    for (size_t i = 0; i < p->n_binds; i++) {
+        free(p->binds[i].source);
+        free(p->binds[i].dest);
+    }
+    free(p->binds);
+    strv_free(p->env_pass, p->n_env_pass);
+    for (size_t i = 0; i < p->n_env_set; i++) {
+        free(p->env_set[i].name);
+        free(p->env_set[i].value);
+    }
+    free(p->env_set);
+    strv_free(p->syscalls_allow, p->n_syscalls_allow);
+    strv_free(p->syscalls_deny, p->n_syscalls_deny);
+    free(p);
+}
+
+/* Turn a setter's result into ERR, prefixed with the flag (or key). */
+static int flag_result(int r, const char *prefix, const char *why, struct cordon_err *err)
+{
+    if (r == POLICY_ENOMEM)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (r < 0)
+        return err_set(err, CORDON_E_POLICY, "%s: %s", prefix, why);
+    return 0;
+}
+
+int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
+               struct cordon_err *err)
+{
+    const char *prefix = flag ? flag : key;
+    const struct policy_key *k = policy_key_find(key);
+    char why[200] = "";
+    if (!k)
+        return err_set(err, CORDON_E_POLICY, "%s: unknown policy key \"%s\"", prefix, key);
+    switch (k->type) {
+    case KT_SECTION:
+        return err_set(err, CORDON_E_POLICY, "%s: \"%s\" is a section, not a value", prefix,
+                       key);
+    case KT_RESERVED:
+        return err_set(err, CORDON_E_POLICY, "%s: %s: %s", prefix, key, k->note);
+    case KT_BINDS:
+        return policy_add_bind(p, value, k->flag, prefix, err);
+    case KT_ENV_MAP: {
+        const char *eq = strchr(value, '=');
+        if (!eq)
+            return err_set(err, CORDON_E_POLICY, "%s: expected NAME=VALUE, got \"%s\"",
+                           prefix, value);
+        _cleanup_free_ char *name = strndup(value, (size_t)(eq - value));
+        if (!name)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return flag_result(policy_apply_env_set(p, name, eq + 1, strlen(eq + 1), why,
+                                                sizeof why), prefix, why, err);
+    }
+    case KT_NAMES:
+    case KT_SYSCALLS:
+        return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
+    case KT_BEST_EFFORT: {
+        /* A flag lists several limits at once: --best-effort memory,pids (or all). */
+        if (strcmp(value, "all") == 0) {
+            policy_set_best_effort_all(p, true);
+            return 0;
+        }
+        if (policy_parse_bool(value) >= 0 || !strchr(value, ','))
+            return flag_result(policy_apply_scalar(p, k, value, FROM_FLAG, why, sizeof why),
+                               prefix, why, err);
+        _cleanup_free_ char *copy = strdup(value);
+        if (!copy)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        char *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            TRY(flag_result(policy_apply_item(p, k, t, why, sizeof why), prefix, why, err));
+        return 0;
+    }
+    default:
+        return flag_result(policy_apply_scalar(p, k, value, FROM_FLAG, why, sizeof why),
+                           prefix, why, err);
+    }
+}
+
+int policy_add_bind(struct policy *p, const char *spec, bool writable, const char *flag,
+                    struct cordon_err *err)
+{
+    const char *prefix = flag ? flag : writable ? "filesystem.read_write"
+                                                : "filesystem.read_only";
+    char why[200] = "";
+    /* The first ':' splits; a path containing ':' needs the {source, dest} form. */
+    const char *colon = strchr(spec, ':');
+    _cleanup_free_ char *source = strndup(spec, colon ? (size_t)(colon - spec) : strlen(spec));
+    if (!source)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    return flag_result(policy_apply_bind(p, source, colon ? colon + 1 : NULL, writable,
+                                         FROM_FLAG, why, sizeof why), prefix, why, err);
+}
+
+int policy_add_env(struct policy *p, const char *spec, const char *flag,
+                   struct cordon_err *err)
+{
+    return policy_set(p, strchr(spec, '=') ? "env.set" : "env.pass", spec,
+                      flag ? flag : "--env", err);
+}
+
+int policy_finalize(struct policy *p, struct cordon_err *err)
+{
+    char where[200] = "";
+    if (p->origin)
+        snprintf(where, sizeof where, "%s: ", p->origin);
+    char why[200];
+    /* The setters refuse these already; this catches a struct filled by hand. */
+    for (size_t i = 0; i < p->n_binds; i++) {
+        if (check_dest(p->binds[i].dest, why, sizeof why) < 0)
+            return err_set(err, CORDON_E_POLICY, "%sfilesystem: %s", where, why);
+        for (size_t j = i + 1; j < p->n_binds; j++)
+            if (strcmp(p->binds[i].dest, p->binds[j].dest) == 0)
+                return err_set(err, CORDON_E_POLICY, "%sfilesystem: dest \"%s\" is bound twice",
+                               where, p->binds[i].dest);
+    }
+    for (size_t i = 0; i < p->n_syscalls_allow; i++)
+        if (strv_has(p->syscalls_deny, p->n_syscalls_deny, p->syscalls_allow[i]))
+            return err_set(err, CORDON_E_POLICY,
+                           "%ssyscalls: \"%s\" is both allowed and denied", where,
+                           p->syscalls_allow[i]);
+    for (size_t i = 0; i < p->n_env_pass; i++)
+        if (env_set_find(p, p->env_pass[i]) >= 0)
+            return err_set(err, CORDON_E_POLICY, "%senv: \"%s\" is both passed and set",
+                           where, p->env_pass[i]);
+    if (p->version != 1)
+        return err_set(err, CORDON_E_POLICY, "%sversion: unsupported version %d", where,
+                       p->version);
+    if (p->tmp_size == 0 || p->workspace_size == 0)
+        return err_set(err, CORDON_E_POLICY, "%sfilesystem: tmpfs sizes must be greater than 0",
+                       where);
+    return 0;
+}

@@ -1,1 +1,569 @@
-int main(void){return 0;}
+/*
+ * tests/unit/test_policy.c: policy text and flag values in, exact effective
+ * values or exact diagnostics out. Host paths live in a mkdtemp() directory;
+ * "@T" in a case stands for it.
+ */
+#include "policy/policy.h"
+
+#include "tap.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmp[4096];
+
+/* "@T" -> the test directory. The caller frees. */
+static char *expand(const char *s)
+{
+    size_t n = 0;
+    for (const char *p = s; *p; p++)
+        n += (p[0] == '@' && p[1] == 'T') ? strlen(tmp) : 1;
+    char *out = malloc(n + 1), *o = out;
+    for (const char *p = s; *p; p++) {
+        if (p[0] == '@' && p[1] == 'T') {
+            o = stpcpy(o, tmp);
+            p++;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* A message ending in '*' is matched as a prefix (text owned by another module). */
+static void is_msg(const char *got, const char *want_raw, const char *name)
+{
+    char *want = expand(want_raw);
+    size_t n = strlen(want);
+    if (n && want[n - 1] == '*') {
+        bool same = strncmp(got, want, n - 1) == 0;
+        ok(same, "%s", name);
+        if (!same)
+            printf("#   got:  %s\n#   want: %s\n", got, want);
+    } else {
+        is_str(got, want, name);
+    }
+    free(want);
+}
+
+/* The compact, sorted JSON of one top-level section of P's effective policy. */
+static char *section_json(const struct policy *p, const char *section)
+{
+    json_t *j = policy_to_json(p);
+    char *s = json_dumps(json_object_get(j, section), JSON_COMPACT | JSON_SORT_KEYS |
+                                                       JSON_ENCODE_ANY);
+    json_decref(j);
+    return s;
+}
+
+struct load_case {
+    const char *text;
+    const char *err;     /* expected message, or NULL: loads */
+    const char *section; /* on success: this section's JSON ... */
+    const char *json;    /* ... must be exactly this */
+};
+
+#define LIMITS(wall, cpu, mem, pids, out, fsz, nofile, be)                             \
+    "{\"best_effort\":[" be "],\"cpu_ms\":" #cpu ",\"file_size\":" #fsz                  \
+    ",\"memory\":" #mem ",\"open_files\":" #nofile ",\"output\":" #out ",\"pids\":" #pids \
+    ",\"wall_ms\":" #wall "}"
+#define FS(ws, wss, tmps, ro, rw)                                                   \
+    "{\"read_only\":[" ro "],\"read_write\":[" rw "],\"tmp_size\":" #tmps            \
+    ",\"workspace\":" ws ",\"workspace_size\":" #wss "}"
+#define FS_DEFAULT_SIZES(ro, rw) FS("null", 268435456, 67108864, ro, rw)
+#define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
+
+#define KNOWN_TOP "unknown key; known: version, isolation, filesystem, env, limits, syscalls"
+#define KNOWN_LIMITS \
+    "unknown key; known: wall, cpu, memory, output, file_size, pids, open_files, best_effort"
+
+static const struct load_case load_cases[] = {
+    /* version and isolation */
+    { "version: 1\n", NULL, "version", "1" },
+    { "version: 1\n", NULL, "isolation", "\"namespace\"" },
+    { "version: 1\nisolation: process\n", NULL, "isolation", "\"process\"" },
+    { "version: 1\nisolation: namespace\n", NULL, "isolation", "\"namespace\"" },
+    { "version: 1\nisolation: gvisor\n", NULL, "isolation", "\"gvisor\"" },
+    { "version: 1\nisolation: microvm\n", NULL, "isolation", "\"microvm\"" },
+    { "version: 1\nisolation: vm\n",
+      "policy.yaml:2: isolation: expected one of process, namespace, gvisor, microvm, got \"vm\"" },
+    { "isolation: process\n", "policy.yaml: version: missing; add \"version: 1\"" },
+    { "isolation: process\nversion: 2\n",
+      "policy.yaml:2: version: unsupported version 2 (this cordon reads version 1)" },
+    { "version: one\n", "policy.yaml:1: version: expected a whole number, got \"one\"" },
+    { "version:\n", "policy.yaml:1: version: expected 1, got null" },
+    { "version: [1]\n", "policy.yaml:1: version: expected 1, got a list" },
+
+    /* the document itself */
+    { "", "policy.yaml: empty policy; it needs at least \"version: 1\"" },
+    { "# nothing\n", "policy.yaml: empty policy; it needs at least \"version: 1\"" },
+    { "- version: 1\n", "policy.yaml:1: expected a mapping of policy keys, got a list" },
+    { "version: 1\nlimits: {memory: 1G\n", "policy.yaml:3: invalid YAML: *" },
+    { "version: 1\nversion: 1\n", "policy.yaml:2: invalid YAML: duplicate key" },
+    { "version: 1\n\tlimits: {}\n", "policy.yaml:1: invalid YAML: *" },
+    { "version: 1\n---\nversion: 1\n", "policy.yaml: more than one YAML document" },
+    { "version: 1\nlimits: &l {}\nsyscalls: *l\n",
+      "policy.yaml:3: syscalls: YAML aliases are not supported" },
+
+    /* JSON is YAML */
+    { "{\"version\": 1, \"limits\": {\"memory\": \"1G\", \"pids\": 64, \"wall\": \"30s\"}}",
+      NULL, "limits", LIMITS(30000, 0, 1073741824, 64, 0, 0, 1024, "") },
+    { "{\n  \"version\": 1,\n  \"limits\": {\"memory\": \"lots\"}\n}",
+      "policy.yaml:3: limits.memory: expected a size like 256M, got \"lots\"" },
+
+    /* unknown and reserved keys */
+    { "version: 1\nfoo: 1\n", "policy.yaml:2: foo: " KNOWN_TOP },
+    { "version: 1\nlimits:\n  memroy: 1G\n", "policy.yaml:3: limits.memroy: " KNOWN_LIMITS },
+    { "version: 1\nlimits.memory: 1G\n", "policy.yaml:2: limits.memory: " KNOWN_TOP },
+    { "version: 1\nenv:\n  keep: [A]\n", "policy.yaml:3: env.keep: unknown key; known: pass, set" },
+    { "version: 1\nnetwork:\n  allow: [example.com]\n",
+      "policy.yaml:2: network: not supported yet (reserved for the egress gateway)" },
+    { "version: 1\nsecrets: {}\n",
+      "policy.yaml:2: secrets: not supported yet (reserved for credential placeholders)" },
+    { "version: 1\ntools: []\n", "policy.yaml:2: tools: not supported yet (reserved for the MCP broker)" },
+    { "version: 1\naudit: {}\n", "policy.yaml:2: audit: not supported yet (reserved for the audit log)" },
+
+    /* limits */
+    { "version: 1\n", NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 1024, "") },
+    { "version: 1\nlimits:\n", NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 1024, "") },
+    { "version: 1\nlimits:\n  wall: 2m\n  cpu: 1500ms\n  memory: 512M\n  pids: 128\n"
+      "  output: 1M\n  file_size: 64K\n  open_files: 256\n",
+      NULL, "limits", LIMITS(120000, 1500, 536870912, 128, 1048576, 65536, 256, "") },
+    { "version: 1\nlimits:\n  memory: 0\n  open_files: 0\n", NULL, "limits",
+      LIMITS(0, 0, 0, 0, 0, 0, 0, "") },
+    { "version: 1\nlimits:\n  best_effort: true\n", NULL, "limits",
+      LIMITS(0, 0, 0, 0, 0, 0, 1024,
+             "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\"") },
+    { "version: 1\nlimits:\n  best_effort: false\n", NULL, "limits",
+      LIMITS(0, 0, 0, 0, 0, 0, 1024, "") },
+    { "version: 1\nlimits:\n  best_effort: [pids, memory]\n", NULL, "limits",
+      LIMITS(0, 0, 0, 0, 0, 0, 1024, "\"memory\",\"pids\"") },
+    { "version: 1\nlimits:\n  best_effort: [memory, disk]\n",
+      "policy.yaml:3: limits.best_effort[1]: expected one of wall, cpu, memory, pids, output, "
+      "file_size, open_files, got \"disk\"" },
+    { "version: 1\nlimits:\n  best_effort: memory\n",
+      "policy.yaml:3: limits.best_effort: expected a list of limit names, or true, got \"memory\"" },
+    { "version: 1\nlimits:\n  memory: lots\n",
+      "policy.yaml:3: limits.memory: expected a size like 256M, got \"lots\"" },
+    { "version: 1\nlimits:\n  memory: -1G\n",
+      "policy.yaml:3: limits.memory: expected a size like 256M, got \"-1G\"" },
+    { "version: 1\nlimits:\n  memory: [1G]\n",
+      "policy.yaml:3: limits.memory: expected a size like 256M, got a list" },
+    { "version: 1\nlimits:\n\n  wall: soon\n",
+      "policy.yaml:4: limits.wall: expected a duration like 30s, 2m or 500ms, got \"soon\"" },
+    { "version: 1\nlimits:\n  pids: -5\n",
+      "policy.yaml:3: limits.pids: expected a whole number, got \"-5\"" },
+    { "version: 1\nlimits:\n  pids: 1.5\n",
+      "policy.yaml:3: limits.pids: expected a whole number, got \"1.5\"" },
+    { "version: 1\nlimits:\n  memory: 9000000T\n",
+      "policy.yaml:3: limits.memory: \"9000000T\" is too large" },
+    { "version: 1\nlimits: [1]\n", "policy.yaml:2: limits: expected a mapping, got a list" },
+    { "version: 1\nlimits: 5\n", "policy.yaml:2: limits: expected a mapping, got a single value" },
+
+    /* filesystem: sizes and workspace */
+    { "version: 1\n", NULL, "filesystem", FS_DEFAULT_SIZES("", "") },
+    { "version: 1\nfilesystem:\n  workspace_size: 1G\n  tmp_size: 16M\n", NULL, "filesystem",
+      FS("null", 1073741824, 16777216, "", "") },
+    { "version: 1\nfilesystem:\n  tmp_size: 0\n",
+      "policy.yaml:3: filesystem.tmp_size: must be greater than 0, got \"0\"" },
+    { "version: 1\nfilesystem:\n  workspace_size: 0\n",
+      "policy.yaml:3: filesystem.workspace_size: must be greater than 0, got \"0\"" },
+    { "version: 1\nfilesystem:\n  workspace: @T/ws/\n", NULL, "filesystem",
+      FS("\"@T/ws\"", 268435456, 67108864, "", "") },
+    { "version: 1\nfilesystem:\n  workspace: @T/file.txt\n",
+      "policy.yaml:3: filesystem.workspace: \"@T/file.txt\" is not a directory" },
+    { "version: 1\nfilesystem:\n  workspace: @T/nope\n",
+      "policy.yaml:3: filesystem.workspace: \"@T/nope\" does not exist" },
+    { "version: 1\nfilesystem:\n  workspace: ws\n",
+      "policy.yaml:3: filesystem.workspace: host path \"ws\" is not absolute" },
+    { "version: 1\nfilesystem:\n  workspace: {path: /x}\n",
+      "policy.yaml:3: filesystem.workspace: expected a directory path, got a mapping" },
+
+    /* filesystem: binds */
+    { "version: 1\nfilesystem:\n  read_only: [@T/data]\n", NULL, "filesystem",
+      FS_DEFAULT_SIZES(BIND("@T/data", "@T/data"), "") },
+    { "version: 1\nfilesystem:\n  read_write:\n    - @T/data:/data\n", NULL, "filesystem",
+      FS_DEFAULT_SIZES("", BIND("@T/data", "/data")) },
+    { "version: 1\nfilesystem:\n  read_only:\n    - @T/link\n", NULL, "filesystem",
+      FS_DEFAULT_SIZES(BIND("@T/data", "@T/link"), "") },
+    { "version: 1\nfilesystem:\n  read_only:\n    - @T//data/./:/opt//x/./y/\n", NULL,
+      "filesystem", FS_DEFAULT_SIZES(BIND("@T/data", "/opt/x/y"), "") },
+    { "version: 1\nfilesystem:\n  read_only:\n    - {source: @T/data, dest: /d}\n"
+      "    - source: @T/file.txt\n  read_write: [@T/ws:/tmp]\n", NULL, "filesystem",
+      FS_DEFAULT_SIZES(BIND("@T/data", "/d") "," BIND("@T/file.txt", "@T/file.txt"),
+                       BIND("@T/ws", "/tmp")) },
+    { "version: 1\nfilesystem:\n  read_only: [@T/data:/zz, @T/ws:/aa, @T/file.txt:/aa/b]\n",
+      NULL, "filesystem",
+      FS_DEFAULT_SIZES(BIND("@T/ws", "/aa") "," BIND("@T/file.txt", "/aa/b") ","
+                       BIND("@T/data", "/zz"), "") },
+    { "version: 1\nfilesystem:\n  read_only: [@T/data:/process]\n", NULL, "filesystem",
+      FS_DEFAULT_SIZES(BIND("@T/data", "/process"), "") },
+    { "version: 1\nfilesystem:\n  read_only: []\n  read_write: []\n", NULL, "filesystem",
+      FS_DEFAULT_SIZES("", "") },
+    { "version: 1\nfilesystem:\n  read_only:\n    - @T/data\n    - @T/nope\n",
+      "policy.yaml:5: filesystem.read_only[1]: \"@T/nope\" does not exist" },
+    { "version: 1\nfilesystem:\n  read_only: [data]\n",
+      "policy.yaml:3: filesystem.read_only[0]: host path \"data\" is not absolute" },
+    { "version: 1\nfilesystem:\n  read_only: [\"@T/data:data\"]\n",
+      "policy.yaml:3: filesystem.read_only[0]: dest \"data\" is not absolute" },
+    { "version: 1\nfilesystem:\n  read_only: [\"@T/data:\"]\n",
+      "policy.yaml:3: filesystem.read_only[0]: dest \"\" is not absolute" },
+    { "version: 1\nfilesystem:\n  read_only: [@T/data:/a/../etc]\n",
+      "policy.yaml:3: filesystem.read_only[0]: dest \"/a/../etc\" contains \"..\"" },
+    { "version: 1\nfilesystem:\n  read_only: [@T/data:/]\n",
+      "policy.yaml:3: filesystem.read_only[0]: dest \"/\" is the sandbox root, which cordon builds" },
+    { "version: 1\nfilesystem:\n  read_only: [@T/data:/proc]\n",
+      "policy.yaml:3: filesystem.read_only[0]: dest \"/proc\" is inside /proc, which the sandbox builds itself" },
+    { "version: 1\nfilesystem:\n  read_write: [@T/data://dev/./shm]\n",
+      "policy.yaml:3: filesystem.read_write[0]: dest \"/dev/shm\" is inside /dev, which the sandbox builds itself" },
+    { "version: 1\nfilesystem:\n  read_write: [@T/ws:/workspace/]\n",
+      "policy.yaml:3: filesystem.read_write[0]: dest \"/workspace\" is the workspace; use filesystem.workspace" },
+    { "version: 1\nfilesystem:\n  read_only: [@T/data:/workspace/data]\n",
+      "policy.yaml:3: filesystem.read_only[0]: dest \"/workspace/data\" is inside /workspace; bind it elsewhere" },
+    { "version: 1\nfilesystem:\n  read_only: [@T/data]\n  read_write:\n    - @T/ws:@T/data\n",
+      "policy.yaml:5: filesystem.read_write[0]: dest \"@T/data\" is already bound" },
+    { "version: 1\nfilesystem:\n  read_only:\n    - {dest: /d}\n",
+      "policy.yaml:4: filesystem.read_only[0]: source: missing" },
+    { "version: 1\nfilesystem:\n  read_only:\n    - {src: /d}\n",
+      "policy.yaml:4: filesystem.read_only[0].src: unknown key; known: source, dest" },
+    { "version: 1\nfilesystem:\n  read_only:\n    - {source: [/d]}\n",
+      "policy.yaml:4: filesystem.read_only[0].source: expected a path, got a list" },
+    { "version: 1\nfilesystem:\n  read_only:\n    -\n",
+      "policy.yaml:3: filesystem.read_only[0]: expected a path, got null" },
+    { "version: 1\nfilesystem:\n  read_only: {a: b}\n",
+      "policy.yaml:3: filesystem.read_only: expected a list of paths, got a mapping" },
+    { "version: 1\nfilesystem:\n  read_only: @T/data\n",
+      "policy.yaml:3: filesystem.read_only: expected a list of paths, got a single value" },
+
+    /* env */
+    { "version: 1\n", NULL, "env", "{\"pass\":[],\"set\":{}}" },
+    { "version: 1\nenv:\n  pass: [PATH, HOME, PATH]\n  set:\n    LANG: C.UTF-8\n    EMPTY: \"\"\n"
+      "    _n1: '42'\n", NULL, "env",
+      "{\"pass\":[\"HOME\",\"PATH\"],\"set\":{\"EMPTY\":\"\",\"LANG\":\"C.UTF-8\",\"_n1\":\"42\"}}" },
+    { "version: 1\nenv:\n  pass: [HOME, 1X]\n",
+      "policy.yaml:3: env.pass[1]: \"1X\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+    { "version: 1\nenv:\n  set:\n    A-B: x\n",
+      "policy.yaml:4: env.set.A-B: \"A-B\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+    { "version: 1\nenv:\n  set:\n    A: \"x\\0y\"\n",
+      "policy.yaml:4: env.set.A: value of \"A\" contains a NUL byte" },
+    { "version: 1\nenv:\n  set:\n    A:\n",
+      "policy.yaml:4: env.set.A: expected a string, got null" },
+    { "version: 1\nenv:\n  set:\n    A: [1]\n",
+      "policy.yaml:4: env.set.A: expected a string, got a list" },
+    { "version: 1\nenv:\n  pass: [HOME]\n  set: {HOME: /x}\n",
+      "policy.yaml:4: env.set.HOME: \"HOME\" is also in env.pass" },
+    { "version: 1\nenv:\n  set: [A=1]\n",
+      "policy.yaml:3: env.set: expected a mapping of NAME: value, got a list" },
+    { "version: 1\nenv:\n  pass: [\"A\\0B\"]\n",
+      "policy.yaml:3: env.pass[0]: value contains a NUL byte" },
+
+    /* syscalls */
+    { "version: 1\n", NULL, "syscalls", "{\"allow\":[],\"deny\":[]}" },
+    { "version: 1\nsyscalls:\n  allow: [chroot]\n  deny: [uname, getpid]\n", NULL, "syscalls",
+      "{\"allow\":[\"chroot\"],\"deny\":[\"getpid\",\"uname\"]}" },
+    { "version: 1\nsyscalls:\n  deny: [frobnicate]\n",
+      "policy.yaml:3: syscalls.deny[0]: unknown system call \"frobnicate\"" },
+    { "version: 1\nsyscalls:\n  allow:\n    - getpid\n    - ptrace\n",
+      "policy.yaml:5: syscalls.allow[1]: \"ptrace\" cannot be allowed: *" },
+    { "version: 1\nsyscalls:\n  allow: [chroot]\n  deny: [chroot]\n",
+      "policy.yaml:4: syscalls.deny[0]: \"chroot\" is also in syscalls.allow" },
+};
+
+static void test_load_cases(void)
+{
+    for (size_t i = 0; i < sizeof load_cases / sizeof load_cases[0]; i++) {
+        const struct load_case *c = &load_cases[i];
+        char *text = expand(c->text);
+        struct cordon_err err = { 0 };
+        struct policy *p = policy_load_string(text, strlen(text), "policy.yaml", &err);
+        char name[96];
+        snprintf(name, sizeof name, "load case %zu", i);
+        if (c->err) {
+            ok(!p && err.kind == CORDON_E_POLICY, "%s refused as a policy error", name);
+            is_msg(err.msg, c->err, name);
+        } else if (!ok(p != NULL, "%s loads", name)) {
+            printf("#   error: %s\n#   text: %s\n", err.msg, text);
+        } else {
+            char *got = section_json(p, c->section);
+            char *want = expand(c->json);
+            is_str(got, want, name);
+            free(got);
+            free(want);
+        }
+        policy_free(p);
+        free(text);
+    }
+}
+
+struct set_case {
+    const char *key, *value, *flag;
+    const char *err;     /* expected message, or NULL */
+    const char *section; /* on success: section JSON after the set */
+    const char *json;
+};
+
+static const struct set_case set_cases[] = {
+    { "limits.memory", "1G", "--memory", NULL, "limits",
+      LIMITS(0, 0, 1073741824, 0, 0, 0, 1024, "") },
+    { "limits.memory", "lots", "--memory", "--memory: expected a size like 256M, got \"lots\"" },
+    { "limits.memory", "lots", NULL, "limits.memory: expected a size like 256M, got \"lots\"" },
+    { "limits.wall", "90s", "--timeout", NULL, "limits", LIMITS(90000, 0, 0, 0, 0, 0, 1024, "") },
+    { "limits.wall", "0.1ms", "--timeout",
+      "--timeout: expected a duration like 30s, 2m or 500ms, got \"0.1ms\"" },
+    { "limits.pids", "x", "--pids", "--pids: expected a whole number, got \"x\"" },
+    { "limits.best_effort", "memory,pids", "--best-effort", NULL, "limits",
+      LIMITS(0, 0, 0, 0, 0, 0, 1024, "\"memory\",\"pids\"") },
+    { "limits.best_effort", "all", "--best-effort", NULL, "limits",
+      LIMITS(0, 0, 0, 0, 0, 0, 1024,
+             "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\"") },
+    { "limits.best_effort", "memory,disk", "--best-effort",
+      "--best-effort: expected one of wall, cpu, memory, pids, output, file_size, open_files, "
+      "got \"disk\"" },
+    { "isolation", "gvisor", "--level", NULL, "isolation", "\"gvisor\"" },
+    { "isolation", "vm", "--level",
+      "--level: expected one of process, namespace, gvisor, microvm, got \"vm\"" },
+    { "filesystem.tmp_size", "0", "--tmp-size", "--tmp-size: must be greater than 0, got \"0\"" },
+    { "filesystem.workspace", "@T/ws", "--workspace", NULL, "filesystem",
+      FS("\"@T/ws\"", 268435456, 67108864, "", "") },
+    { "filesystem.workspace", "@T/file.txt", "--workspace",
+      "--workspace: \"@T/file.txt\" is not a directory" },
+    { "filesystem.read_only", "@T/data:/d", "--ro", NULL, "filesystem",
+      FS_DEFAULT_SIZES(BIND("@T/data", "/d"), "") },
+    { "filesystem.read_write", "@T/data:/proc/x", "--rw",
+      "--rw: dest \"/proc/x\" is inside /proc, which the sandbox builds itself" },
+    { "env.set", "A=1=2", "--env", NULL, "env", "{\"pass\":[],\"set\":{\"A\":\"1=2\"}}" },
+    { "env.set", "A", "--env", "--env: expected NAME=VALUE, got \"A\"" },
+    { "env.pass", "HOME", "--env", NULL, "env", "{\"pass\":[\"HOME\"],\"set\":{}}" },
+    { "syscalls.allow", "chroot", "--allow-syscall", NULL, "syscalls",
+      "{\"allow\":[\"chroot\"],\"deny\":[]}" },
+    { "syscalls.deny", "nope", "--deny-syscall", "--deny-syscall: unknown system call \"nope\"" },
+    { "network", "x", "--net", "--net: network: not supported yet (reserved for the egress gateway)" },
+    { "limits", "x", "--limits", "--limits: \"limits\" is a section, not a value" },
+    { "limits.disk", "1G", "--disk", "--disk: unknown policy key \"limits.disk\"" },
+};
+
+static void test_set_cases(void)
+{
+    for (size_t i = 0; i < sizeof set_cases / sizeof set_cases[0]; i++) {
+        const struct set_case *c = &set_cases[i];
+        struct cordon_err err = { 0 };
+        struct policy *p = policy_new(&err);
+        char *value = expand(c->value);
+        int r = policy_set(p, c->key, value, c->flag, &err);
+        char name[96];
+        snprintf(name, sizeof name, "set %s=%s", c->key, c->value);
+        if (c->err) {
+            ok(r == -1 && err.kind == CORDON_E_POLICY, "%s refused as a policy error", name);
+            is_msg(err.msg, c->err, name);
+        } else if (ok(r == 0, "%s accepted", name) || (printf("#   %s\n", err.msg), 0)) {
+            char *got = section_json(p, c->section);
+            char *want = expand(c->json);
+            is_str(got, want, name);
+            free(got);
+            free(want);
+        }
+        free(value);
+        policy_free(p);
+    }
+}
+
+/* Flags land on top of a file: same key replaces, a clash with the file refuses. */
+static void test_flags_over_file(void)
+{
+    char *text = expand("version: 1\nfilesystem:\n  read_only: [@T/data]\n"
+                        "env:\n  set: {A: file}\nlimits: {memory: 1G}\n");
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_load_string(text, strlen(text), "p.yaml", &err);
+    ok(p != NULL, "base policy loads");
+    ok(policy_set(p, "limits.memory", "2G", "--memory", &err) == 0, "--memory overrides");
+    ok(p->limits.memory == 2ull << 30, "memory is 2G");
+    ok(policy_add_env(p, "A=flag", NULL, &err) == 0, "--env A=flag replaces the file's value");
+    ok(p->n_env_set == 1 && strcmp(p->env_set[0].value, "flag") == 0, "A is \"flag\"");
+    ok(policy_add_env(p, "A", NULL, &err) == -1, "--env A clashes with env.set A");
+    is_str(err.msg, "--env: \"A\" is also in env.set", "clash message");
+    char *spec = expand("@T/ws:@T/data");
+    ok(policy_add_bind(p, spec, true, "--rw", &err) == -1, "--rw onto a bound dest refused");
+    char *want = expand("--rw: dest \"@T/data\" is already bound");
+    is_str(err.msg, want, "duplicate dest message");
+    ok(policy_finalize(p, &err) == 0, "finalize passes");
+
+    /* A relative host path is fine on a command line: it means the cwd. */
+    char cwd[4096];
+    ok(getcwd(cwd, sizeof cwd) && chdir(tmp) == 0, "chdir to the test dir");
+    ok(policy_add_bind(p, "ws", false, "--ro", &err) == 0, "--ro ws (relative) accepted");
+    char *ws = expand("@T/ws");
+    ok(p->n_binds == 2 && strcmp(p->binds[1].dest, ws) == 0, "relative bind dest is absolute");
+    ok(policy_set(p, "filesystem.workspace", "./ws", "--workspace", &err) == 0 &&
+           strcmp(p->workspace, ws) == 0, "--workspace ./ws resolves against the cwd");
+    ok(chdir(cwd) == 0, "chdir back");
+
+    /* finalize also catches a struct filled by hand */
+    free(p->binds[1].dest);
+    p->binds[1].dest = strdup(p->binds[0].dest);
+    ok(policy_finalize(p, &err) == -1, "finalize refuses duplicate dests");
+    char *dup = expand("p.yaml: filesystem: dest \"@T/data\" is bound twice");
+    is_str(err.msg, dup, "finalize duplicate message");
+    free(p->binds[1].dest);
+    p->binds[1].dest = strdup("/workspace");
+    ok(policy_finalize(p, &err) == -1, "finalize refuses /workspace as a bind dest");
+    is_str(err.msg, "p.yaml: filesystem: dest \"/workspace\" is the workspace; use "
+                    "filesystem.workspace", "finalize workspace message");
+
+    free(dup);
+    free(ws);
+    free(want);
+    free(spec);
+    free(text);
+    policy_free(p);
+}
+
+static void test_defaults_and_json(void)
+{
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_new(&err);
+    json_t *j = policy_to_json(p);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    is_str(s, "{\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":{\"read_only\":[],"
+              "\"read_write\":[],\"tmp_size\":67108864,\"workspace\":null,"
+              "\"workspace_size\":268435456},\"isolation\":\"namespace\",\"limits\":"
+              "{\"best_effort\":[],\"cpu_ms\":0,\"file_size\":0,\"memory\":0,"
+              "\"open_files\":1024,\"output\":0,\"pids\":0,\"wall_ms\":0},\"syscalls\":"
+              "{\"allow\":[],\"deny\":[]},\"version\":1}",
+           "defaults as JSON");
+    ok(policy_finalize(p, &err) == 0, "defaults finalize");
+    free(s);
+    json_decref(j);
+    policy_free(p);
+
+    is_str(cordon_level_name(CORDON_LEVEL_PROCESS), "process", "level name process");
+    is_str(cordon_level_name(CORDON_LEVEL_MICROVM), "microvm", "level name microvm");
+    is_str(cordon_level_name((enum cordon_level)9), NULL, "level name out of range");
+    is_str(policy_limit_name(POLICY_LIMIT_FILE_SIZE), "file_size", "limit name file_size");
+    is_str(policy_limit_name(POLICY_LIMIT_COUNT), NULL, "limit name out of range");
+}
+
+static void digest_of(const char *text, char hex[65])
+{
+    struct cordon_err err = { 0 };
+    char *t = expand(text);
+    struct policy *p = policy_load_string(t, strlen(t), "a.yaml", &err);
+    if (!p) {
+        printf("#   %s\n", err.msg);
+        strcpy(hex, "failed");
+    } else {
+        policy_digest_hex(p, hex);
+    }
+    policy_free(p);
+    free(t);
+}
+
+static void test_digest(void)
+{
+    char yaml[65], json[65], changed[65], reordered[65];
+    digest_of("version: 1\n# a comment\nlimits:\n  memory: 256M\n  wall: 30s\n"
+              "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n",
+              yaml);
+    digest_of("{\"version\": 1, \"env\": {\"pass\": [\"PATH\", \"HOME\"]},"
+              " \"filesystem\": {\"read_only\": [{\"source\": \"@T/ws\", \"dest\": \"/w\"},"
+              " \"@T/data\"]},"
+              " \"limits\": {\"wall\": \"30000ms\", \"memory\": 268435456}}", json);
+    digest_of("version: 1\nlimits:\n  memory: 256M\n  wall: 31s\n"
+              "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n",
+              changed);
+    digest_of("version: 1\nenv:\n  pass: [PATH, HOME]\nfilesystem:\n  read_only: [@T/ws:/w, @T/data]\n"
+              "limits:\n  wall: 30s\n  memory: 256M\n", reordered);
+    ok(strlen(yaml) == 64, "digest is 64 hex digits");
+    is_str(json, yaml, "same policy as JSON has the same digest");
+    is_str(reordered, yaml, "reordered keys and lists keep the digest");
+    ok(strcmp(changed, yaml) != 0, "a changed limit changes the digest");
+
+    char a[65], b[65];
+    digest_of("version: 1\n", a);
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_new(&err);
+    policy_digest_hex(p, b);
+    is_str(a, b, "origin is not part of the digest");
+    policy_free(p);
+}
+
+static void test_files(void)
+{
+    static const char *const examples[] = {
+        SRCDIR "/examples/python-tool-call.yaml",
+        SRCDIR "/examples/shell-build-step.yaml",
+        SRCDIR "/examples/data-transform.yaml",
+    };
+    for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {
+        struct cordon_err err = { 0 };
+        struct policy *p = policy_load(examples[i], &err);
+        if (!ok(p != NULL, "example %s loads", strrchr(examples[i], '/') + 1))
+            printf("#   %s\n", err.msg);
+        policy_free(p);
+    }
+
+    struct cordon_err err = { 0 };
+    char *missing = expand("@T/missing.yaml");
+    ok(policy_load(missing, &err) == NULL && err.kind == CORDON_E_POLICY, "missing file refused");
+    char *want = expand("cannot open '@T/missing.yaml': No such file or directory");
+    is_str(err.msg, want, "missing file message");
+    free(want);
+    free(missing);
+
+    /* A file is named as given, lines count from 1. */
+    char *path = expand("@T/bad.json");
+    FILE *f = fopen(path, "w");
+    fputs("{\n  \"version\": 1,\n  \"filesystem\": {\"tmp_size\": \"lots\"}\n}\n", f);
+    fclose(f);
+    ok(policy_load(path, &err) == NULL, "bad JSON file refused");
+    want = expand("@T/bad.json:3: filesystem.tmp_size: expected a size like 256M, got \"lots\"");
+    is_str(err.msg, want, "bad JSON file message");
+    free(want);
+    free(path);
+}
+
+static void make_tree(void)
+{
+    char tmpl[] = "/tmp/cordon-policy-XXXXXX";
+    if (!mkdtemp(tmpl) || !realpath(tmpl, tmp))
+        abort();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/ws", tmp);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/data", tmp);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/file.txt", tmp);
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    snprintf(path, sizeof path, "%s/link", tmp);
+    if (symlink("data", path) < 0)
+        abort();
+}
+
+static void remove_tree(void)
+{
+    static const char *const names[] = { "ws", "data", "file.txt", "link", "bad.json" };
+    char path[4200];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, names[i]);
+        if (unlink(path) < 0)
+            rmdir(path);
+    }
+    rmdir(tmp);
+}
+
+int main(void)
+{
+    make_tree();
+    test_load_cases();
+    test_set_cases();
+    test_flags_over_file();
+    test_defaults_and_json();
+    test_digest();
+    test_files();
+    remove_tree();
+    return done_testing();
+}

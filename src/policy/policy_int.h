@@ -1,0 +1,76 @@
+/*
+ * policy/policy_int.h: what the files of src/policy/ share and nobody else
+ * sees: the key table and the setters that both the file loader and the
+ * flags (policy_set) go through, so a value has one set of rules.
+ */
+#pragma once
+#include "policy/policy.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum key_type {
+    KT_SECTION,     /* a mapping of further keys */
+    KT_VERSION,     /* int, must be 1 */
+    KT_LEVEL,       /* enum cordon_level */
+    KT_SIZE,        /* uint64_t bytes */
+    KT_DURATION,    /* uint64_t ms */
+    KT_COUNT,       /* uint64_t */
+    KT_DIR,         /* char *, an existing host directory */
+    KT_BINDS,       /* list of PATH[:DEST] or {source, dest} */
+    KT_NAMES,       /* env.pass: list of variable names */
+    KT_ENV_MAP,     /* env.set: NAME: VALUE */
+    KT_SYSCALLS,    /* list of syscall names */
+    KT_BEST_EFFORT, /* list of limit names, or true/false */
+    KT_RESERVED,    /* a later issue's key, refused for now */
+};
+
+struct policy_key {
+    const char *path;   /* "limits.memory" */
+    enum key_type type;
+    size_t offset;      /* of the field in struct policy (scalar types) */
+    uint64_t min;       /* smallest accepted value (sizes, durations, counts) */
+    uint64_t def;       /* default (scalar types) */
+    bool flag;          /* KT_BINDS: writable; KT_SYSCALLS: allow */
+    const char *note;   /* KT_RESERVED: why it is refused */
+};
+
+/* Where a value came from: a flag may name a host path relative to the cwd. */
+enum value_origin {
+    FROM_FILE,
+    FROM_FLAG,
+};
+
+/* Setters return 0, -1 with a reason in WHY, or -2 when memory ran out. */
+#define POLICY_ENOMEM (-2)
+
+const struct policy_key *policy_key_find(const char *path);
+
+/* "version, isolation, ..." : the keys directly under SECTION ("" = top). */
+void policy_key_children(const char *section, char *buf, size_t len);
+
+/* What a key's value should look like, for "expected ..., got ..." messages. */
+const char *policy_key_expect(const struct policy_key *k);
+
+/* A scalar key (version, isolation, sizes, durations, counts, workspace). */
+int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char *text,
+                        enum value_origin from, char *why, size_t len);
+
+/* One item of a list key (env.pass, syscalls.*, limits.best_effort). */
+int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
+                      char *why, size_t len);
+
+/* limits.best_effort: true / false. */
+void policy_set_best_effort_all(struct policy *p, bool all);
+
+/* One bind; DEST NULL means "the same path as SOURCE". */
+int policy_apply_bind(struct policy *p, const char *source, const char *dest,
+                      bool writable, enum value_origin from, char *why, size_t len);
+
+/* env.set NAME=VALUE; VALUE_LEN so an embedded NUL can be refused. */
+int policy_apply_env_set(struct policy *p, const char *name, const char *value,
+                         size_t value_len, char *why, size_t len);
+
+/* "true"/"false" as YAML 1.2 and JSON write them; -1 for anything else. */
+int policy_parse_bool(const char *s);

@@ -1,0 +1,132 @@
+/*
+ * policy/policy_json.c: the effective policy as JSON, every default spelled
+ * out, and its SHA-256 digest for the audit record. Pure: no syscalls.
+ */
+#include "policy/policy_int.h"
+
+#include <openssl/evp.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Steals V; returns -1 (and drops V) when either is missing. */
+static int put(json_t *obj, const char *key, json_t *v)
+{
+    if (!obj || !v) {
+        json_decref(v);
+        return -1;
+    }
+    return json_object_set_new(obj, key, v) < 0 ? -1 : 0;
+}
+
+static json_t *strv_json(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        if (json_array_append_new(a, json_string(v[i])) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static json_t *binds_json(const struct policy *p, bool writable)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < p->n_binds; i++) {
+        if (p->binds[i].writable != writable)
+            continue;
+        json_t *b = json_pack("{s:s, s:s}", "source", p->binds[i].source, "dest",
+                              p->binds[i].dest);
+        if (json_array_append_new(a, b) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static json_t *env_json(const struct policy *p)
+{
+    _cleanup_(json_decrefp) json_t *env = json_object();
+    json_t *set = NULL;
+    if (put(env, "pass", strv_json(p->env_pass, p->n_env_pass)) < 0 ||
+        put(env, "set", set = json_object()) < 0)
+        return NULL;
+    for (size_t i = 0; i < p->n_env_set; i++)
+        if (put(set, p->env_set[i].name, json_string(p->env_set[i].value)) < 0)
+            return NULL;
+    return TAKE_PTR(env);
+}
+
+static json_t *limits_json(const struct policy_limits *lim)
+{
+    _cleanup_(json_decrefp) json_t *o = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+        "wall_ms", (json_int_t)lim->wall_ms, "cpu_ms", (json_int_t)lim->cpu_ms,
+        "memory", (json_int_t)lim->memory, "pids", (json_int_t)lim->pids,
+        "output", (json_int_t)lim->output, "file_size", (json_int_t)lim->file_size,
+        "open_files", (json_int_t)lim->open_files);
+    json_t *be = NULL;
+    if (put(o, "best_effort", be = json_array()) < 0)
+        return NULL;
+    for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
+        if ((lim->best_effort & (1u << l)) &&
+            json_array_append_new(be, json_string(policy_limit_name(l))) < 0)
+            return NULL;
+    return TAKE_PTR(o);
+}
+
+/*
+ * origin is left out on purpose: the same rules loaded from another file
+ * name, or written as JSON instead of YAML, must have the same digest.
+ */
+json_t *policy_to_json(const struct policy *p)
+{
+    _cleanup_(json_decrefp) json_t *root = json_object();
+    json_t *fs = NULL, *sc = NULL;
+    if (put(root, "version", json_integer(p->version)) < 0 ||
+        put(root, "isolation", json_string(cordon_level_name(p->level))) < 0 ||
+        put(root, "filesystem", fs = json_object()) < 0 ||
+        put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
+        put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||
+        put(fs, "tmp_size", json_integer((json_int_t)p->tmp_size)) < 0 ||
+        put(fs, "read_only", binds_json(p, false)) < 0 ||
+        put(fs, "read_write", binds_json(p, true)) < 0 ||
+        put(root, "env", env_json(p)) < 0 ||
+        put(root, "limits", limits_json(&p->limits)) < 0)
+        return NULL;
+    if (put(root, "syscalls", sc = json_object()) < 0 ||
+        put(sc, "allow", strv_json(p->syscalls_allow, p->n_syscalls_allow)) < 0 ||
+        put(sc, "deny", strv_json(p->syscalls_deny, p->n_syscalls_deny)) < 0)
+        return NULL;
+    return TAKE_PTR(root);
+}
+
+/*
+ * Out of memory leaves an all-zero digest, which no real policy hashes to;
+ * the signature has no way to report failure.
+ */
+void policy_digest(const struct policy *p, unsigned char out[32])
+{
+    memset(out, 0, 32);
+    _cleanup_(json_decrefp) json_t *j = policy_to_json(p);
+    if (!j)
+        return;
+    _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text)
+        return;
+    unsigned int len = 0;
+    if (EVP_Digest(text, strlen(text), out, &len, EVP_sha256(), NULL) != 1)
+        memset(out, 0, 32);
+}
+
+void policy_digest_hex(const struct policy *p, char out[65])
+{
+    unsigned char d[32];
+    policy_digest(p, d);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}

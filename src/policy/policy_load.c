@@ -1,0 +1,446 @@
+/*
+ * policy/policy_load.c: reads a policy file (YAML, or JSON which is YAML)
+ * with libfyaml and feeds each value through the key table's setters, so
+ * every diagnostic can name FILE:LINE and the key path. Runs in the CLI or
+ * supervisor, never in the sandbox.
+ */
+#include "policy/policy_int.h"
+
+#include <libfyaml.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* A policy is a page of settings; anything this large is a mistake. */
+#define POLICY_MAX_BYTES (1u << 20)
+
+struct loader {
+    const char *file;
+    struct fy_diag *diag;
+    struct policy *p;
+    struct cordon_err *err;
+};
+
+/* fy_diag_unref() alone would leak the collected error records. */
+static void diag_destroyp(struct fy_diag **d)
+{
+    if (*d)
+        fy_diag_destroy(*d);
+}
+
+static void parser_destroyp(struct fy_parser **fyp)
+{
+    if (*fyp)
+        fy_parser_destroy(*fyp);
+}
+
+/*
+ * libfyaml 0.7 has no public accessor for a node's position, but it reports
+ * on a node through the document's diag object, which we set to collect:
+ * the collected record carries the (1-based) line. Only used on error paths.
+ */
+static int line_of(struct loader *l, struct fy_node *n)
+{
+    if (!n)
+        return 0;
+    fy_node_report(n, FYET_ERROR, "position");
+    void *it = NULL;
+    struct fy_diag_error *e, *last = NULL;
+    while ((e = fy_diag_errors_iterate(l->diag, &it)))
+        last = e;
+    return last && last->line > 0 ? last->line : 0;
+}
+
+__attribute__((format(printf, 4, 0)))
+static int vfail(struct loader *l, int line, const char *path, const char *fmt, va_list ap)
+{
+    char msg[200];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    char loc[32] = "";
+    if (line > 0)
+        snprintf(loc, sizeof loc, ":%d", line);
+    return err_set(l->err, CORDON_E_POLICY, "%s%s: %s%s%s", l->file, loc, path ? path : "",
+                   path ? ": " : "", msg);
+}
+
+__attribute__((format(printf, 4, 5)))
+static int fail(struct loader *l, struct fy_node *at, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(l, line_of(l, at), path, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/*
+ * An empty value has no token of its own, so no trustworthy position: report
+ * it at the key (or list) that holds it.
+ */
+__attribute__((format(printf, 5, 6)))
+static int fail_near(struct loader *l, struct fy_node *at, struct fy_node *near,
+                     const char *path, const char *fmt, ...)
+{
+    int line = line_of(l, at);
+    if (line <= 0)
+        line = line_of(l, near);
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(l, line, path, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int oom(struct loader *l)
+{
+    return err_set(l->err, CORDON_E_INTERNAL, "out of memory");
+}
+
+/* A setter's result, located at node AT. */
+static int setter_result(struct loader *l, int r, struct fy_node *at, const char *path,
+                         const char *why)
+{
+    if (r == POLICY_ENOMEM)
+        return oom(l);
+    if (r < 0)
+        return fail(l, at, path, "%s", why);
+    return 0;
+}
+
+/* An empty value, "~" or "null" (unquoted): the key keeps its default. */
+static bool is_null(struct fy_node *n)
+{
+    if (!n)
+        return true;
+    if (fy_node_get_type(n) != FYNT_SCALAR || fy_node_get_style(n) != FYNS_PLAIN)
+        return false;
+    size_t len = 0;
+    const char *s = fy_node_get_scalar(n, &len);
+    return len == 0 || (len == 1 && s[0] == '~') ||
+           (len == 4 && (!memcmp(s, "null", 4) || !memcmp(s, "Null", 4) ||
+                         !memcmp(s, "NULL", 4)));
+}
+
+static const char *kind_of(struct fy_node *n)
+{
+    if (is_null(n))
+        return "null";
+    switch (fy_node_get_type(n)) {
+    case FYNT_SEQUENCE:
+        return "a list";
+    case FYNT_MAPPING:
+        return "a mapping";
+    default:
+        return "a single value";
+    }
+}
+
+/*
+ * The scalar's text as a C string. *LEN keeps the real length so a value
+ * with an embedded NUL ("\0" in a double-quoted scalar) can be refused.
+ */
+static int scalar_text(struct loader *l, struct fy_node *n, const char *path,
+                       const char *expect, char **out, size_t *lenp)
+{
+    if (fy_node_is_alias(n))
+        return fail(l, n, path, "YAML aliases are not supported");
+    if (fy_node_get_type(n) != FYNT_SCALAR)
+        return fail(l, n, path, "expected %s, got %s", expect, kind_of(n));
+    size_t len = 0;
+    const char *s = fy_node_get_scalar(n, &len);
+    char *t = strndup(s ? s : "", len);
+    if (!t)
+        return oom(l);
+    if (!lenp && strlen(t) != len) {
+        free(t);
+        return fail(l, n, path, "value contains a NUL byte");
+    }
+    if (lenp)
+        *lenp = len;
+    *out = t;
+    return 0;
+}
+
+static int check_type(struct loader *l, struct fy_node *n, enum fy_node_type want,
+                      const char *path, const char *expect)
+{
+    if (fy_node_is_alias(n))
+        return fail(l, n, path, "YAML aliases are not supported");
+    if (fy_node_get_type(n) != want)
+        return fail(l, n, path, "expected %s, got %s", expect, kind_of(n));
+    return 0;
+}
+
+/* One read_only/read_write item: "PATH[:DEST]" or {source: PATH, dest: DEST}. */
+static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
+                     const char *path, bool writable)
+{
+    char why[200] = "";
+    _cleanup_free_ char *source = NULL;
+    _cleanup_free_ char *dest = NULL;
+    if (!is_null(n) && fy_node_get_type(n) == FYNT_MAPPING) {
+        void *it = NULL;
+        struct fy_node_pair *pair;
+        while ((pair = fy_node_mapping_iterate(n, &it))) {
+            struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+            _cleanup_free_ char *name = NULL;
+            TRY(scalar_text(l, k, path, "source or dest", &name, NULL));
+            char sub[160];
+            snprintf(sub, sizeof sub, "%s.%s", path, name);
+            if (strcmp(name, "source") && strcmp(name, "dest"))
+                return fail(l, k, sub, "unknown key; known: source, dest");
+            if (is_null(v))
+                return fail_near(l, NULL, k, sub, "expected a path, got null");
+            TRY(scalar_text(l, v, sub, "a path", name[0] == 's' ? &source : &dest, NULL));
+        }
+        if (!source)
+            return fail(l, n, path, "source: missing");
+        return setter_result(l, policy_apply_bind(l->p, source, dest, writable, FROM_FILE, why,
+                                                  sizeof why), n, path, why);
+    }
+    if (is_null(n))
+        return fail_near(l, NULL, key, path, "expected a path, got null");
+    _cleanup_free_ char *spec = NULL;
+    TRY(scalar_text(l, n, path, "a path or {source, dest}", &spec, NULL));
+    char *colon = strchr(spec, ':');
+    if (colon)
+        *colon = '\0';
+    return setter_result(l, policy_apply_bind(l->p, spec, colon ? colon + 1 : NULL, writable,
+                                              FROM_FILE, why, sizeof why), n, path, why);
+}
+
+static int load_list(struct loader *l, const struct policy_key *k, struct fy_node *key,
+                     struct fy_node *n)
+{
+    TRY(check_type(l, n, FYNT_SEQUENCE, k->path, policy_key_expect(k)));
+    void *it = NULL;
+    struct fy_node *item;
+    for (size_t i = 0; (item = fy_node_sequence_iterate(n, &it)); i++) {
+        char path[96];
+        snprintf(path, sizeof path, "%s[%zu]", k->path, i);
+        if (k->type == KT_BINDS) {
+            TRY(load_bind(l, item, key, path, k->flag));
+            continue;
+        }
+        if (is_null(item))
+            return fail_near(l, NULL, key, path, "expected a name, got null");
+        _cleanup_free_ char *text = NULL;
+        TRY(scalar_text(l, item, path, "a name", &text, NULL));
+        char why[200] = "";
+        TRY(setter_result(l, policy_apply_item(l->p, k, text, why, sizeof why), item, path,
+                          why));
+    }
+    return 0;
+}
+
+static int load_env_set(struct loader *l, const struct policy_key *k, struct fy_node *n)
+{
+    TRY(check_type(l, n, FYNT_MAPPING, k->path, policy_key_expect(k)));
+    void *it = NULL;
+    struct fy_node_pair *pair;
+    while ((pair = fy_node_mapping_iterate(n, &it))) {
+        struct fy_node *kn = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+        _cleanup_free_ char *name = NULL;
+        TRY(scalar_text(l, kn, k->path, "a variable name", &name, NULL));
+        char path[160];
+        snprintf(path, sizeof path, "%s.%s", k->path, name);
+        /* An empty value must be written "" so a forgotten value is not silently "". */
+        if (is_null(v))
+            return fail_near(l, NULL, kn, path, "expected a string, got null");
+        _cleanup_free_ char *value = NULL;
+        size_t vlen = 0;
+        TRY(scalar_text(l, v, path, "a string", &value, &vlen));
+        char why[200] = "";
+        TRY(setter_result(l, policy_apply_env_set(l->p, name, value, vlen, why, sizeof why),
+                          v, path, why));
+    }
+    return 0;
+}
+
+static int load_value(struct loader *l, const struct policy_key *k, struct fy_node *key,
+                      struct fy_node *v);
+
+/* A mapping of keys under SECTION ("" for the top level). */
+static int load_section(struct loader *l, const char *section, struct fy_node *n)
+{
+    void *it = NULL;
+    struct fy_node_pair *pair;
+    while ((pair = fy_node_mapping_iterate(n, &it))) {
+        struct fy_node *kn = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+        _cleanup_free_ char *name = NULL;
+        TRY(scalar_text(l, kn, section[0] ? section : NULL, "a key name", &name, NULL));
+        char path[128];
+        int w = snprintf(path, sizeof path, "%s%s%s", section, section[0] ? "." : "", name);
+        const struct policy_key *k =
+            w > 0 && (size_t)w < sizeof path && !strchr(name, '.') ? policy_key_find(path)
+                                                                   : NULL;
+        if (!k) {
+            char known[200];
+            policy_key_children(section, known, sizeof known);
+            return fail(l, kn, path, "unknown key; known: %s", known);
+        }
+        if (k->type == KT_RESERVED)
+            return fail(l, kn, k->path, "%s", k->note);
+        TRY(load_value(l, k, kn, v));
+    }
+    return 0;
+}
+
+static int load_value(struct loader *l, const struct policy_key *k, struct fy_node *key,
+                      struct fy_node *v)
+{
+    /* An empty value keeps the default; version alone is required. */
+    if (is_null(v)) {
+        if (k->type == KT_VERSION)
+            return fail(l, key, k->path, "expected 1, got null");
+        return 0;
+    }
+    char why[200] = "";
+    switch (k->type) {
+    case KT_SECTION:
+        TRY(check_type(l, v, FYNT_MAPPING, k->path, "a mapping"));
+        return load_section(l, k->path, v);
+    case KT_BINDS:
+    case KT_NAMES:
+    case KT_SYSCALLS:
+        return load_list(l, k, key, v);
+    case KT_ENV_MAP:
+        return load_env_set(l, k, v);
+    case KT_BEST_EFFORT:
+        if (fy_node_get_type(v) == FYNT_SEQUENCE)
+            return load_list(l, k, key, v);
+        break;
+    default:
+        break;
+    }
+    _cleanup_free_ char *text = NULL;
+    TRY(scalar_text(l, v, k->path, policy_key_expect(k), &text, NULL));
+    if (k->type == KT_BEST_EFFORT && policy_parse_bool(text) < 0)
+        return fail(l, v, k->path, "expected %s, got \"%s\"", policy_key_expect(k), text);
+    return setter_result(l, policy_apply_scalar(l->p, k, text, FROM_FILE, why, sizeof why), v,
+                         k->path, why);
+}
+
+/* version first: a file for another schema should fail on that, not on its keys. */
+static int load_root(struct loader *l, struct fy_node *root)
+{
+    if (!root || is_null(root))
+        return err_set(l->err, CORDON_E_POLICY, "%s: empty policy; it needs at least "
+                       "\"version: 1\"", l->file);
+    if (fy_node_get_type(root) != FYNT_MAPPING)
+        return fail(l, root, NULL, "expected a mapping of policy keys, got %s", kind_of(root));
+    struct fy_node_pair *version = fy_node_mapping_lookup_pair_by_string(root, "version", 7);
+    if (!version)
+        return err_set(l->err, CORDON_E_POLICY, "%s: version: missing; add \"version: 1\"",
+                       l->file);
+    TRY(load_value(l, policy_key_find("version"), fy_node_pair_key(version),
+                   fy_node_pair_value(version)));
+    return load_section(l, "", root);
+}
+
+/* The first error libfyaml collected, as `FILE:LINE: invalid YAML: ...`. */
+static int syntax_error(struct loader *l)
+{
+    void *it = NULL;
+    struct fy_diag_error *e;
+    while ((e = fy_diag_errors_iterate(l->diag, &it))) {
+        if (e->type < FYET_ERROR)
+            continue;
+        if (e->line > 0)
+            return err_set(l->err, CORDON_E_POLICY, "%s:%d: invalid YAML: %s", l->file,
+                           e->line, e->msg);
+        return err_set(l->err, CORDON_E_POLICY, "%s: invalid YAML: %s", l->file, e->msg);
+    }
+    return err_set(l->err, CORDON_E_POLICY, "%s: invalid YAML", l->file);
+}
+
+static int parse_into(struct policy *p, const char *text, size_t len, const char *file,
+                      struct cordon_err *err)
+{
+    struct fy_diag_cfg dcfg;
+    fy_diag_cfg_default(&dcfg);
+    dcfg.fp = NULL; /* collected below, never printed by the library */
+    _cleanup_(diag_destroyp) struct fy_diag *diag = fy_diag_create(&dcfg);
+    if (!diag)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    fy_diag_set_collect_errors(diag, true);
+
+    struct loader l = { .file = file, .diag = diag, .p = p, .err = err };
+    struct fy_parse_cfg cfg = {
+        .flags = FYPCF_QUIET | FYPCF_DEFAULT_VERSION_1_2,
+        .diag = diag,
+    };
+    _cleanup_(parser_destroyp) struct fy_parser *fyp = fy_parser_create(&cfg);
+    if (!fyp || fy_parser_set_string(fyp, text, len) < 0)
+        return err_set(err, CORDON_E_INTERNAL, "cannot start the YAML parser");
+
+    struct fy_document *doc = fy_parse_load_document(fyp);
+    if (!doc) {
+        if (fy_diag_got_error(diag) || fy_parser_get_stream_error(fyp))
+            return syntax_error(&l);
+        return load_root(&l, NULL);
+    }
+    int r = load_root(&l, fy_document_root(doc));
+    fy_parse_document_destroy(fyp, doc);
+    if (r < 0)
+        return -1;
+    /* A second document would otherwise be ignored without a word. */
+    doc = fy_parse_load_document(fyp);
+    if (doc) {
+        fy_parse_document_destroy(fyp, doc);
+        return err_set(err, CORDON_E_POLICY, "%s: more than one YAML document", file);
+    }
+    if (fy_diag_got_error(diag) || fy_parser_get_stream_error(fyp))
+        return syntax_error(&l);
+    return 0;
+}
+
+struct policy *policy_load_string(const char *text, size_t len, const char *name,
+                                  struct cordon_err *err)
+{
+    _cleanup_(policy_freep) struct policy *p = policy_new(err);
+    if (!p)
+        return NULL;
+    p->origin = strdup(name ? name : "<string>");
+    if (!p->origin) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    if (parse_into(p, text, len, p->origin, err) < 0 || policy_finalize(p, err) < 0)
+        return NULL;
+    return TAKE_PTR(p);
+}
+
+struct policy *policy_load(const char *path, struct cordon_err *err)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f) {
+        err_sys(err, CORDON_E_POLICY, "cannot open '%s'", path);
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        err_set(err, CORDON_E_POLICY, "cannot read '%s': it is a directory", path);
+        return NULL;
+    }
+    _cleanup_free_ char *buf = malloc(POLICY_MAX_BYTES + 1);
+    if (!buf) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    size_t n = fread(buf, 1, POLICY_MAX_BYTES + 1, f);
+    if (ferror(f)) {
+        err_sys(err, CORDON_E_POLICY, "cannot read '%s'", path);
+        return NULL;
+    }
+    if (n > POLICY_MAX_BYTES) {
+        err_set(err, CORDON_E_POLICY, "%s: larger than %u bytes", path, POLICY_MAX_BYTES);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return policy_load_string(buf, n, path, err);
+}
