@@ -1,0 +1,38 @@
+# Top-level entry points; meson and ninja do the building.
+#   make        install missing packages, build build/cordon
+#   make demo   ... and show the boundary on a built-in demonstration
+#   make test   ... and run every test (unit, then integration)
+BUILD  ?= build
+PYTHON ?= /usr/bin/python3
+# CI builds with warnings as errors.
+MESON_OPTS := $(if $(CI),--werror,)
+
+.PHONY: all deps build demo test unit integration bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/build.ninja: | deps
+	meson setup $(BUILD) $(MESON_OPTS)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+demo: build
+	@scripts/demo.sh $(BUILD)/cordon
+
+unit: build
+	meson test -C $(BUILD) --print-errorlogs
+
+integration: build
+	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+test: unit integration
+
+bench: build
+	bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

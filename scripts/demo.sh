@@ -1,0 +1,65 @@
+#!/bin/bash
+# A tour of the boundary: one command per property, run for real, with what
+# the host saw afterwards. Usage: scripts/demo.sh [path/to/cordon]
+set -u
+CORDON=${1:-build/cordon}
+CORDON=$(readlink -f "$CORDON")
+work=$(mktemp -d /tmp/cordon-demo.XXXXXX)
+trap 'rm -rf "$work"; [ -n "${lpid:-}" ] && kill "$lpid" 2>/dev/null' EXIT
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+show() { printf '$'; printf ' %q' "$@"; printf '\n'; "$@"; printf '(exit %d)\n' "$?"; }
+
+step "cordon check: what this host supports"
+"$CORDON" check
+
+step "a command runs as an unprivileged user in a root built from read-only binds"
+show "$CORDON" run -- sh -c 'id; hostname; ls /; grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status'
+
+step "host files stay out of reach: a secret beside the sandbox is not there"
+echo "hunter2" > "$work/secret.txt"
+show "$CORDON" run -- cat "$work/secret.txt"
+show "$CORDON" run -- ls /home /root /var /sys
+
+step "host secrets in the environment do not leak in"
+export DEMO_API_TOKEN=sk-demo-do-not-leak
+show "$CORDON" run -- sh -c 'env | sort'
+show "$CORDON" run -e DEMO_VISIBLE=only-what-you-pass -- sh -c 'echo $DEMO_VISIBLE; echo "token: ${DEMO_API_TOKEN:-absent}"'
+
+step "no network: a listener on the host's loopback receives nothing"
+/usr/bin/python3 - "$work/port" "$work/accepted" <<'PY' &
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+s.settimeout(8)
+n = 0
+try:
+    while True:
+        s.accept(); n += 1
+except OSError:
+    pass
+open(sys.argv[2], "w").write(str(n))
+PY
+lpid=$!
+while [ ! -s "$work/port" ]; do sleep 0.05; done
+port=$(cat "$work/port")
+show "$CORDON" run -- python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), timeout=2); print('connected?!')"
+show "$CORDON" run -- python3 -c "import socket; socket.create_connection(('1.1.1.1', 443), timeout=2)"
+kill "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null; lpid=
+echo "host listener on 127.0.0.1:$port accepted: $(cat "$work/accepted" 2>/dev/null || echo 0) connections"
+
+step "one writable workspace; what the sandbox writes there belongs to you"
+mkdir "$work/ws"
+show "$CORDON" run -w "$work/ws" -- sh -c 'echo built > artifact.txt; touch /usr/evil 2>&1; ls -l'
+ls -ln "$work/ws"
+
+step "limits end runaway commands, and say which limit did"
+show "$CORDON" run --timeout 1s -- sleep 100
+show "$CORDON" run --output 64K -- sh -c 'yes | head -c 10000000' | wc -c
+mem_flags="-m 64M"; [ "$(id -u)" -ne 0 ] && mem_flags="-m 64M --best-effort memory"
+show "$CORDON" run $mem_flags --result "$work/result.json" -- python3 -c 'b = bytearray(512 << 20)'
+cat "$work/result.json"; echo
+
+step "bad input is refused with one line and exit 125"
+show "$CORDON" run --memory lots -- true
+show "$CORDON" run --level gvisor -- true
