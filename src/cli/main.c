@@ -3,9 +3,11 @@
  */
 #include "cli/cli.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage[] =
     "usage: cordon COMMAND [ARGS]\n"
@@ -40,8 +42,17 @@ int cli_usage_error(const char *fmt, ...)
     return EXIT_CORDON_FAILED;
 }
 
+/* A closed 0, 1 or 2 would be handed to the next pipe we open: fill them. */
+static void ensure_stdio(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) < 0)
+            _exit(EXIT_CORDON_FAILED);
+}
+
 int main(int argc, char **argv)
 {
+    ensure_stdio();
     if (argc < 2)
         return cli_usage_error("missing command; try 'cordon --help'");
     const char *cmd = argv[1];

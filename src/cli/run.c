@@ -86,22 +86,6 @@ struct flag_value {
     const char *arg;
 };
 
-static int set_best_effort(struct policy *p, const char *name, struct cordon_err *err)
-{
-    if (!strcmp(name, "all")) {
-        p->limits.best_effort = (1u << POLICY_LIMIT_COUNT) - 1;
-        return 0;
-    }
-    for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
-        if (!strcmp(name, policy_limit_name((enum policy_limit)l))) {
-            p->limits.best_effort |= 1u << l;
-            return 0;
-        }
-    return err_set(err, CORDON_E_USAGE,
-                   "--best-effort: unknown limit \"%s\" (expected memory, pids, cpu, "
-                   "open_files, wall, output, file_size or all)", name);
-}
-
 static int apply_flag(struct policy *p, const struct flag_value *f, struct cordon_err *err)
 {
     for (size_t i = 0; i < sizeof scalar_flags / sizeof scalar_flags[0]; i++)
@@ -115,7 +99,7 @@ static int apply_flag(struct policy *p, const struct flag_value *f, struct cordo
     case 'e':
         return policy_add_env(p, f->arg, "--env", err);
     case OPT_BEST_EFFORT:
-        return set_best_effort(p, f->arg, err);
+        return policy_set(p, "limits.best_effort", f->arg, "--best-effort", err);
     }
     return 0;
 }

@@ -57,7 +57,13 @@ int err_prefix(struct cordon_err *err, const char *fmt, ...)
 
     char old[sizeof err->msg];
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    /* A long chain of prefixes may truncate the tail: the head says what failed. */
+    int n = snprintf(err->msg, sizeof err->msg, "%s: ", prefix);
+    if (n > 0 && (size_t)n < sizeof err->msg) {
+        size_t len = strnlen(old, sizeof err->msg - (size_t)n - 1);
+        memcpy(err->msg + n, old, len);
+        err->msg[(size_t)n + len] = '\0';
+    }
     return -1;
 }
 

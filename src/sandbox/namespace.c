@@ -157,10 +157,41 @@ static _Noreturn void exec_command(const struct ns_plan *plan, const struct chil
     child_fail(fds, &err);
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/*
+ * Close every descriptor the supervisor happened to hold (its caller's
+ * sockets, say) except the child's own and the prepared mount trees.
+ */
+static void close_inherited(const struct ns_plan *plan, const struct child_fds *fds)
+{
+    int keep[16 + 64];
+    size_t n = 0;
+    const int *f = (const int *)fds;
+    for (size_t i = 0; i < sizeof *fds / sizeof(int); i++)
+        keep[n++] = f[i];
+    for (size_t i = 0; i < plan->n_steps && n < sizeof keep / sizeof keep[0]; i++)
+        if (plan->steps[i].tree_fd >= 0)
+            keep[n++] = plan->steps[i].tree_fd;
+    qsort(keep, n, sizeof keep[0], cmp_int);
+    int next = 3;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i] > next)
+            syscall(SYS_close_range, next, keep[i] - 1, 0);
+        if (keep[i] >= next)
+            next = keep[i] + 1;
+    }
+    syscall(SYS_close_range, next, ~0U, 0);
+}
+
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
 {
     struct cordon_err err = { 0 };
     char go;
+    close_inherited(plan, fds);
     if (read(fds->sync_r, &go, 1) != 1)
         _exit(125); /* the supervisor is gone */
 
