@@ -1,0 +1,485 @@
+"""
+Integration fixtures: real sandboxes, real host listeners, and the checks for
+host traces that every boundary test ends with.
+
+The suite runs as root in CI. Each boundary test runs twice through the
+`cordon` fixture: once as root and once as an ordinary user (uid 65534 via
+setpriv), because the two take different paths through cordon (a mapped
+unprivileged uid and cgroups for root; a plain user namespace and a refusal
+or rlimits for the user).
+
+The build directory is $CORDON_BUILD, or ../../build from this file. cordon
+and the probe are copied into a 0755 temporary directory so that the
+ordinary user can execute them and bind the probe into its sandboxes.
+"""
+
+import dataclasses
+import errno
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CORDON_BUILD", REPO / "build")).resolve()
+PROBE = "/opt/probe"
+NOBODY = 65534
+HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# In the host environment of every cordon run; must never show up inside.
+HOST_TOKEN = "cordon-host-token-" + secrets.token_hex(8)
+
+# Where leftovers of a run would show up on the host.
+TMP_GLOBS = ("/tmp", "/dev/shm", "/run", "/var/tmp")
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def errname(n):
+    if n is None:
+        return "None"
+    if 0 < n < 200 and n in errno.errorcode:
+        return f"{n} ({errno.errorcode[n]})"
+    if n > 128:
+        return f"{n} (signal {n - 128}?)"
+    return str(n)
+
+
+@dataclasses.dataclass
+class Run:
+    argv: list
+    status: int
+    stdout: bytes
+    stderr: bytes
+    wall: float
+    result: dict | None
+
+    @property
+    def out(self):
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def err(self):
+        return self.stderr.decode("utf-8", "replace")
+
+    def __str__(self):
+        return (
+            f"argv: {' '.join(map(str, self.argv))}\n"
+            f"status: {errname(self.status)}  wall: {self.wall:.2f}s\n"
+            f"stdout: {self.out[:2000]!r}\nstderr: {self.err[:2000]!r}\n"
+            f"result: {json.dumps(self.result)}"
+        )
+
+
+@dataclasses.dataclass
+class Identity:
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def root(self):
+        return self.uid == 0
+
+    def wrap(self, argv):
+        if self.uid == os.geteuid():
+            return list(argv)
+        return [
+            "setpriv",
+            f"--reuid={self.uid}",
+            f"--regid={self.gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            *argv,
+        ]
+
+    def env(self, extra=None):
+        env = {
+            "PATH": HOST_PATH,
+            "LANG": "C.UTF-8",
+            "HOME": "/root" if self.root else "/nonexistent",
+            "CORDON_TEST_TOKEN": HOST_TOKEN,
+        }
+        env.update(extra or {})
+        return env
+
+
+def identities():
+    if os.geteuid() == 0:
+        return [Identity("root", 0, 0), Identity("nobody", NOBODY, NOBODY)]
+    return [Identity("user", os.geteuid(), os.getegid())]
+
+
+class Cordon:
+    """Runs build/cordon as one identity; results come back as Run."""
+
+    def __init__(self, ident, bins, tmp):
+        self.ident = ident
+        self.bin = str(bins / "cordon")
+        self.probe_bin = str(bins / "probe")
+        self.tmp = tmp
+        self._n = 0
+
+    def __repr__(self):
+        return f"Cordon({self.ident.name})"
+
+    @property
+    def root(self):
+        return self.ident.root
+
+    def hostdir(self, name=None, mode=0o755):
+        """A fresh host directory owned by this identity."""
+        self._n += 1
+        d = self.tmp / (name or f"d{self._n}")
+        d.mkdir(mode=mode)
+        os.chmod(d, mode)
+        os.chown(d, self.ident.uid, self.ident.gid)
+        return d
+
+    def argv(self, *args):
+        return self.ident.wrap([self.bin, *map(str, args)])
+
+    def popen(self, cmd, *opts, env=None, **kw):
+        argv = self.argv("run", *opts, "--ro", f"{self.probe_bin}:{PROBE}", "--", *cmd)
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        return subprocess.Popen(
+            argv, env=self.ident.env(env), cwd=self.tmp, start_new_session=True, **kw
+        )
+
+    def raw(self, *args, input=None, env=None, timeout=60, stdin=None, pass_fds=()):
+        """cordon ARGS... exactly as given."""
+        return self._exec(self.argv(*args), None, input, env, timeout, stdin, pass_fds)
+
+    def run(self, cmd, *opts, input=None, env=None, timeout=60, stdin=None, pass_fds=(),
+            result=True, bind_probe=True):
+        """cordon run OPTS --ro PROBE -- CMD; with the --result JSON parsed."""
+        res = None
+        extra = []
+        if result:
+            self._n += 1
+            rdir = self.hostdir(f"result{self._n}")
+            res = rdir / "result.json"
+            extra = ["--result", str(res)]
+        probe = ["--ro", f"{self.probe_bin}:{PROBE}"] if bind_probe else []
+        argv = self.argv("run", *opts, *extra, *probe, "--", *cmd)
+        return self._exec(argv, res, input, env, timeout, stdin, pass_fds)
+
+    def probe(self, action, *args, opts=(), **kw):
+        return self.run([PROBE, action, *map(str, args)], *opts, **kw)
+
+    def _exec(self, argv, res, input, env, timeout, stdin, pass_fds):
+        if input is not None:
+            stdin = subprocess.PIPE
+        elif stdin is None:
+            stdin = subprocess.DEVNULL
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=self.ident.env(env), cwd=self.tmp,
+                             start_new_session=True, pass_fds=pass_fds)
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            pytest.fail(f"cordon did not end within {timeout}s: {argv}\n{err[-2000:]!r}")
+        wall = time.monotonic() - t0
+        result = None
+        if res is not None and res.exists() and res.stat().st_size:
+            result = json.loads(res.read_text())
+        return Run(argv, p.returncode, out, err, wall, result)
+
+
+# --- host traces ------------------------------------------------------------
+
+
+def marker():
+    """A unique argv word to find a run's processes on the host by."""
+    return "cordon-it-mark-" + secrets.token_hex(6)
+
+
+def pids_with(word, exclude=()):
+    """Host pids whose command line contains WORD."""
+    found = []
+    me = os.getpid()
+    needle = word.encode()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me or int(d) in exclude:
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if needle in f.read():
+                    found.append(int(d))
+        except OSError:
+            pass
+    return found
+
+
+def proc_status(pid):
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields[k] = v.strip()
+    return fields
+
+
+def wait_until(pred, timeout, interval=0.05):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(interval)
+
+
+def cordon_cgroups():
+    """Every cgroup directory named cordon* in every hierarchy."""
+    found = set()
+    for dirpath, dirnames, _ in os.walk(CGROUP_ROOT):
+        for d in dirnames:
+            if d.startswith("cordon"):
+                found.add(os.path.join(dirpath, d))
+    return found
+
+
+def cordon_tmp():
+    found = set()
+    for d in TMP_GLOBS:
+        try:
+            for e in os.listdir(d):
+                if e.startswith("cordon") or e.startswith(".cordon"):
+                    found.add(os.path.join(d, e))
+        except OSError:
+            pass
+    return found
+
+
+def host_state():
+    return cordon_cgroups() | cordon_tmp()
+
+
+def new_leftovers(before, grace=3.0):
+    """Entries not in BEFORE that are still there after GRACE seconds.
+
+    Other people's runs on this host may create entries while a test runs;
+    they vanish on their own, a leftover does not.
+    """
+    left = host_state() - before
+    end = time.monotonic() + grace
+    while left and time.monotonic() < end:
+        time.sleep(0.1)
+        left &= host_state()
+    return left
+
+
+def mounts_snapshot():
+    with open("/proc/self/mountinfo") as f:
+        return {" ".join(l.split()[3:5]) for l in f}
+
+
+# --- fixtures ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def bins():
+    cordon = BUILD / "cordon"
+    probe = BUILD / "probe"
+    for f in (cordon, probe):
+        if not os.access(f, os.X_OK):
+            pytest.fail(f"{f} is not built (set CORDON_BUILD or run make)")
+    d = pathlib.Path(tempfile.mkdtemp(prefix="cit-bin-"))
+    os.chmod(d, 0o755)
+    for f in (cordon, probe):
+        shutil.copy2(f, d / f.name)
+        os.chmod(d / f.name, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def hosttmp():
+    """A 0755 scratch directory on the host, removed afterwards."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="cit-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(params=identities(), ids=lambda i: i.name)
+def identity(request):
+    return request.param
+
+
+@pytest.fixture
+def cordon(identity, bins, hosttmp):
+    """cordon as root and as an ordinary user (each test runs both ways)."""
+    return Cordon(identity, bins, hosttmp)
+
+
+@pytest.fixture
+def root_cordon(bins, hosttmp):
+    """cordon as root: what needs cgroups."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (the suite runs as root in CI)")
+    return Cordon(Identity("root", 0, 0), bins, hosttmp)
+
+
+@pytest.fixture
+def user_cordon(bins, hosttmp):
+    """cordon as an ordinary user (uid 65534 when the suite runs as root)."""
+    ident = identities()[-1]
+    if ident.uid == 0:
+        pytest.skip("no ordinary user to run as")
+    return Cordon(ident, bins, hosttmp)
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    """Every test: no cordon cgroup or temp entry left behind on the host."""
+    before = host_state()
+    yield
+    left = new_leftovers(before)
+    assert not left, f"cordon left state on the host: {sorted(left)}"
+
+
+@pytest.fixture
+def host_secret(cordon):
+    """A secret the caller can read on the host, in a 0700 directory it owns."""
+    d = cordon.hostdir("private", mode=0o700)
+    f = d / "token.txt"
+    value = "host-secret-" + secrets.token_hex(8)
+    f.write_text(value + "\n")
+    os.chown(f, cordon.ident.uid, cordon.ident.gid)
+    os.chmod(f, 0o600)
+    return f, value
+
+
+class TcpListener:
+    """A host TCP listener that counts the connections it accepts."""
+
+    def __init__(self, addr):
+        fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        self.sock = socket.socket(fam, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((addr, 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.addr = addr
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = False
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+
+    def _loop(self):
+        while not self._stop:
+            try:
+                c, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            self.accepted += 1
+            c.close()
+
+    def count(self):
+        """Accepted so far, after letting any connection in flight land."""
+        time.sleep(0.3)
+        return self.accepted
+
+    def close(self):
+        self._stop = True
+        self._t.join()
+        self.sock.close()
+
+
+class UnixListener:
+    def __init__(self, path=None, abstract=None):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.path = path
+        self.name = abstract
+        self.sock.bind(path if path else "\0" + abstract)
+        if path:
+            os.chmod(path, 0o777)
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.accepted = 0
+        self._stop = False
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+
+    _loop = TcpListener._loop
+    count = TcpListener.count
+    close = TcpListener.close
+
+
+def host_ipv4_addresses():
+    """Non-loopback IPv4 addresses of the host (from `ip -4 addr`)."""
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    addrs = []
+    for line in out.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            a = parts[parts.index("inet") + 1].split("/")[0]
+            if not a.startswith("127."):
+                addrs.append(a)
+    return addrs
+
+
+@pytest.fixture
+def tcp_listener():
+    listeners = []
+
+    def make(addr):
+        l = TcpListener(addr)
+        listeners.append(l)
+        return l
+
+    yield make
+    for l in listeners:
+        l.close()
+
+
+@pytest.fixture
+def unix_listener(hosttmp):
+    l = UnixListener(path=str(hosttmp / "host.sock"))
+    yield l
+    l.close()
+
+
+@pytest.fixture
+def abstract_listener():
+    l = UnixListener(abstract="cordon-it-" + secrets.token_hex(6))
+    yield l
+    l.close()
+
+
+def assert_errno(r, *expected):
+    """A controlled refusal: the probe exited with one of EXPECTED, no signal."""
+    names = ", ".join(errname(e) for e in expected)
+    assert r.status in expected, f"expected {names}, got {errname(r.status)}\n{r}"
+    if r.result is not None:
+        assert r.result.get("signal") is None, f"probe died by a signal\n{r}"
+
+
+def assert_cordon_refused(r, *words):
+    """Exit 125 with one line on stderr, starting `cordon: ` and naming WORDS."""
+    assert r.status == 125, f"expected 125\n{r}"
+    lines = r.err.rstrip("\n").split("\n")
+    assert len(lines) == 1, f"expected one line on stderr\n{r}"
+    assert lines[0].startswith("cordon: "), r
+    for w in words:
+        assert w.lower() in lines[0].lower(), f"message does not name {w!r}\n{r}"

@@ -1,0 +1,186 @@
+"""
+The runtime surface: who the sandboxed process is (uid, capabilities,
+no_new_privs), what it inherits (environment, descriptors, terminal) and
+which syscalls it is refused.
+"""
+
+import errno
+import os
+import pty
+import re
+import subprocess
+
+import pytest
+
+from conftest import HOST_TOKEN, PROBE, assert_errno, marker, pids_with, proc_status, wait_until
+
+SIGSYS_STATUS = 128 + 31
+
+
+def test_host_env_token_does_not_leak(cordon):
+    r = cordon.probe("env")
+    assert r.status == 0, r
+    assert HOST_TOKEN not in r.out
+    assert "CORDON_TEST_TOKEN" not in r.out
+    names = {l.split("=", 1)[0] for l in r.out.splitlines()}
+    assert names <= {"PATH", "HOME", "LANG", "TERM"}, f"unexpected variables: {names}\n{r}"
+    assert {"PATH", "HOME"} <= names, r
+    r = cordon.probe("read", "/proc/self/environ")
+    assert r.status == 0, r
+    assert HOST_TOKEN.encode() not in r.stdout
+    r = cordon.probe("read", "/proc/1/environ")
+    assert HOST_TOKEN.encode() not in r.stdout
+
+
+def test_env_pass_and_set(cordon):
+    r = cordon.probe("env", opts=["-e", "CORDON_TEST_TOKEN", "-e", "GREETING=hello world"])
+    assert r.status == 0, r
+    env = dict(l.split("=", 1) for l in r.out.splitlines())
+    assert env.get("CORDON_TEST_TOKEN") == HOST_TOKEN, r
+    assert env.get("GREETING") == "hello world", r
+
+
+def test_home_and_cwd(cordon):
+    r = cordon.run(["sh", "-c", 'echo "$HOME"; pwd'])
+    assert r.status == 0, r
+    home, cwd = r.out.splitlines()
+    assert cwd == "/workspace", r
+    assert home in ("/workspace", "/home/sandbox", "/tmp"), r
+
+
+def test_only_stdio_descriptors(cordon):
+    """A descriptor the caller leaks into cordon does not reach the sandbox."""
+    fd = os.open("/etc/hostname", os.O_RDONLY)
+    os.set_inheritable(fd, True)
+    try:
+        r = cordon.probe("fds", pass_fds=(fd,))
+    finally:
+        os.close(fd)
+    assert r.status == 0, f"descriptors above 2 open inside\n{r}"
+
+
+def test_no_capabilities_and_no_new_privs(cordon):
+    r = cordon.probe("caps")
+    assert r.status == 0, f"capabilities inside\n{r}"
+    f = dict(re.findall(r"^(\w+):\s*(.*)$", r.out, re.M))
+    assert int(f["CapBnd"], 16) == 0, r
+    assert int(f["CapEff"], 16) == 0, r
+    assert f["NoNewPrivs"] == "1", r
+    assert f["Seccomp"] == "2", r
+
+
+def test_uid_inside_is_sandbox_user(cordon):
+    r = cordon.probe("ids")
+    assert r.status == 0, r
+    assert "uid=1000 euid=1000 gid=1000 egid=1000" in r.out, r
+    r = cordon.run(["id"])
+    assert r.status == 0, r
+    assert r.out.startswith("uid=1000(sandbox) gid=1000"), r
+
+
+def test_sandboxed_process_is_not_host_root(cordon):
+    """Seen from the host, the sandboxed process runs as the mapped uid."""
+    m = marker()
+    p = cordon.popen([PROBE, "sleep", "60", m])
+    try:
+        pids = wait_until(lambda: [q for q in pids_with(m, exclude={p.pid})
+                                   if open(f"/proc/{q}/comm").read().strip() == "probe"], 15)
+        assert pids, "the sandboxed probe never appeared on the host"
+        for q in pids:
+            uids = [int(u) for u in proc_status(q)["Uid"].split()]
+            gids = [int(g) for g in proc_status(q)["Gid"].split()]
+            assert 0 not in uids, f"sandboxed process {q} has host uid 0: {uids}"
+            assert 0 not in gids, f"sandboxed process {q} has host gid 0: {gids}"
+            if not cordon.root:
+                assert set(uids) == {cordon.ident.uid}, uids
+            caps = int(proc_status(q)["CapEff"], 16)
+            assert caps == 0
+    finally:
+        os.killpg(p.pid, 15)
+        p.wait(timeout=15)
+    assert wait_until(lambda: not pids_with(m), 5), pids_with(m)
+
+
+def test_host_pids_unreachable(cordon):
+    """Host processes are not in the sandbox's PID namespace."""
+    r = cordon.probe("kill", os.getpid(), 0)
+    assert_errno(r, errno.ESRCH)
+
+
+def test_host_supervisor_unreachable_by_ptrace(cordon):
+    r = cordon.probe("ptrace-attach")          # its parent, the sandbox's init
+    assert_errno(r, errno.EPERM)
+    r = cordon.probe("ptrace-attach", "1")
+    assert_errno(r, errno.EPERM)
+
+
+# action, args, refusals it may get (the first is what the spec promises)
+SECCOMP_REFUSALS = [
+    ("unshare", [], (errno.EPERM,)),
+    ("unshare-ns", [], (errno.EPERM,)),
+    ("clone-newuser", [], (errno.EPERM,)),
+    ("setns", [], (errno.EPERM,)),
+    ("mount", ["/tmp"], (errno.EPERM,)),
+    ("open-tree", ["/"], (errno.EPERM, errno.ENOSYS)),
+    ("chroot", ["/tmp"], (errno.EPERM,)),
+    # uid 0 is not mapped in the sandbox's user namespace: EINVAL is the kernel's no.
+    ("setuid0", [], (errno.EPERM, errno.EINVAL)),
+    ("ptrace-traceme", [], (errno.EPERM,)),
+    ("io-uring", [], (errno.EPERM, errno.ENOSYS)),
+    ("bpf", [], (errno.EPERM,)),
+    ("perf-event-open", [], (errno.EPERM, errno.EACCES)),
+    ("userfaultfd", [], (errno.EPERM,)),
+    ("keyctl", [], (errno.EPERM,)),
+    ("add-key", [], (errno.EPERM,)),
+    ("open-by-handle", [], (errno.EPERM,)),
+    ("socket-netlink", [], (errno.EPERM, errno.EAFNOSUPPORT)),
+    ("socket-packet", [], (errno.EPERM, errno.EAFNOSUPPORT)),
+    ("ioctl-tiocsti", ["0"], (errno.EPERM,)),
+    ("ioctl-tioclinux", ["0"], (errno.EPERM,)),
+]
+
+
+@pytest.mark.parametrize("action,args,allowed", SECCOMP_REFUSALS,
+                         ids=[a for a, _, _ in SECCOMP_REFUSALS])
+def test_syscall_refused(cordon, action, args, allowed):
+    r = cordon.probe(action, *args)
+    assert_errno(r, *allowed)
+
+
+@pytest.mark.parametrize("action", ["i386", "x32"])
+def test_foreign_syscall_abi_killed(cordon, action):
+    r = cordon.probe(action)
+    assert r.status == SIGSYS_STATUS, f"expected death by SIGSYS (159)\n{r}"
+    assert r.result is not None and r.result["signal"] == 31, r
+    assert "returned" not in r.out
+
+
+def test_no_host_terminal(cordon):
+    """With a terminal on stdin, the sandbox cannot push input into it."""
+    master, slave = pty.openpty()
+    try:
+        r = cordon.probe("ioctl-tiocsti", "0", stdin=slave)
+        assert_errno(r, errno.EPERM, errno.ENOTTY, errno.EIO)
+        r = cordon.probe("ioctl-tiocsti", "/dev/tty", stdin=slave)
+        assert_errno(r, errno.EPERM, errno.ENXIO, errno.ENOENT, errno.EIO)
+    finally:
+        os.close(slave)
+        os.set_blocking(master, False)
+        try:
+            injected = os.read(master, 4096)
+        except OSError:
+            injected = b""
+        os.close(master)
+    assert b"#" not in injected, injected
+
+
+def test_signals_to_host_refused(cordon):
+    """Even pid numbers that exist on the host are not the host's processes."""
+    victim = subprocess.Popen(["sleep", "30"])
+    try:
+        r = cordon.probe("kill", victim.pid, 9)
+        assert_errno(r, errno.ESRCH, errno.EPERM)
+        assert victim.poll() is None, "the host process was killed from inside"
+    finally:
+        victim.kill()
+        victim.wait()
