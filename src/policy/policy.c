@@ -5,6 +5,7 @@
  * filesystem only to resolve host paths.
  */
 #include "policy/policy_int.h"
+#include "common/strv.h"
 
 #include "common/units.h"
 #include "sandbox/seccomp.h"
@@ -247,14 +248,6 @@ static int resolve_host(const char *path, enum value_origin from, char **out, ch
 
 /* ---- sorted string sets (env.pass, syscalls.*) ---- */
 
-static bool strv_has(char *const *v, size_t n, const char *s)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(v[i], s) == 0)
-            return true;
-    return false;
-}
-
 /* Insert S in sorted position, ignoring a duplicate: order never matters. */
 static int strv_add(char ***v, size_t *n, const char *s)
 {
@@ -413,7 +406,7 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         bool allow = k->flag;
         if (seccomp_check_name(text, allow, why, len) < 0)
             return -1;
-        if (strv_has(allow ? p->syscalls_deny : p->syscalls_allow,
+        if (strv_contains(allow ? p->syscalls_deny : p->syscalls_allow,
                      allow ? p->n_syscalls_deny : p->n_syscalls_allow, text))
             return why_set(why, len, "\"%s\" is also in syscalls.%s", text,
                            allow ? "deny" : "allow");
@@ -442,7 +435,7 @@ int policy_apply_env_set(struct policy *p, const char *name, const char *value,
         return -1;
     if (memchr(value, '\0', value_len))
         return why_set(why, len, "value of \"%s\" contains a NUL byte", name);
-    if (strv_has(p->env_pass, p->n_env_pass, name))
+    if (strv_contains(p->env_pass, p->n_env_pass, name))
         return why_set(why, len, "\"%s\" is also in env.pass", name);
     _cleanup_free_ char *v = strndup(value, value_len);
     if (!v)
@@ -662,7 +655,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
                                where, p->binds[i].dest);
     }
     for (size_t i = 0; i < p->n_syscalls_allow; i++)
-        if (strv_has(p->syscalls_deny, p->n_syscalls_deny, p->syscalls_allow[i]))
+        if (strv_contains(p->syscalls_deny, p->n_syscalls_deny, p->syscalls_allow[i]))
             return err_set(err, CORDON_E_POLICY,
                            "%ssyscalls: \"%s\" is both allowed and denied", where,
                            p->syscalls_allow[i]);

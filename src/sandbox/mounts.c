@@ -169,6 +169,27 @@ static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct co
     return 0;
 }
 
+/*
+ * PATH as the host has it, if it has it: a link is recreated (merged-/usr
+ * links, localtime -> /usr/share/zoneinfo/...) so it resolves inside the
+ * sandbox; anything else is bound read-only.
+ */
+static int add_host_entry(struct ns_plan *plan, size_t *cap, const char *path,
+                          struct cordon_err *err)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return 0;
+    if (!S_ISLNK(st.st_mode))
+        return add(plan, cap, MOUNT_BIND, path, path, NULL, false, true, err);
+    char target[PATH_MAX];
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot read link '%s'", path);
+    target[n] = '\0';
+    return add(plan, cap, MOUNT_SYMLINK, path, target, NULL, false, false, err);
+}
+
 static int cmp_bind_depth(const void *a, const void *b)
 {
     const struct policy_bind *x = a, *y = b;
@@ -189,40 +210,11 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     }
 
     TRY(add(plan, &cap, MOUNT_BIND, "/usr", "/usr", NULL, false, false, err));
-    for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++) {
-        struct stat st;
-        if (lstat(usr_links[i], &st) < 0)
-            continue;
-        if (S_ISLNK(st.st_mode)) {
-            char target[256];
-            ssize_t n = readlink(usr_links[i], target, sizeof target - 1);
-            if (n < 0)
-                return err_sys(err, CORDON_E_SETUP, "cannot read link '%s'", usr_links[i]);
-            target[n] = '\0';
-            TRY(add(plan, &cap, MOUNT_SYMLINK, usr_links[i], target, NULL, false, false, err));
-        } else if (S_ISDIR(st.st_mode)) {
-            TRY(add(plan, &cap, MOUNT_BIND, usr_links[i], usr_links[i], NULL, false, true, err));
-        }
-    }
-
+    for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++)
+        TRY(add_host_entry(plan, &cap, usr_links[i], err));
     TRY(add(plan, &cap, MOUNT_DIR, "/etc", NULL, NULL, false, false, err));
-    for (size_t i = 0; i < sizeof etc_binds / sizeof etc_binds[0]; i++) {
-        struct stat st;
-        if (lstat(etc_binds[i], &st) < 0)
-            continue;
-        if (S_ISLNK(st.st_mode)) {
-            /* Recreate links (localtime -> /usr/share/zoneinfo/...) so they
-             * resolve inside the sandbox, not on the host. */
-            char target[256];
-            ssize_t n = readlink(etc_binds[i], target, sizeof target - 1);
-            if (n < 0)
-                continue;
-            target[n] = '\0';
-            TRY(add(plan, &cap, MOUNT_SYMLINK, etc_binds[i], target, NULL, false, false, err));
-        } else {
-            TRY(add(plan, &cap, MOUNT_BIND, etc_binds[i], etc_binds[i], NULL, false, true, err));
-        }
-    }
+    for (size_t i = 0; i < sizeof etc_binds / sizeof etc_binds[0]; i++)
+        TRY(add_host_entry(plan, &cap, etc_binds[i], err));
     TRY(add(plan, &cap, MOUNT_FILE, "/etc/passwd",
             "root:x:0:0:root:/root:/usr/sbin/nologin\n"
             SANDBOX_USER ":x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"

@@ -11,6 +11,7 @@
 #include "sandbox/seccomp.h"
 
 #include "common/cleanup.h"
+#include "common/strv.h"
 #include "policy/policy.h"
 
 #include <errno.h>
@@ -189,14 +190,6 @@ int seccomp_check_name(const char *name, bool allow, char *why, size_t why_len)
     return 0;
 }
 
-static bool listed(char *const *names, size_t n, const char *name)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(names[i], name) == 0)
-            return true;
-    return false;
-}
-
 static int check_list(char *const *names, size_t n, bool allow, struct cordon_err *err)
 {
     char why[200];
@@ -270,16 +263,16 @@ static int build_ctx(const struct policy *p, scmp_filter_ctx *out, struct cordon
         if (nr < 0)
             return err_set(err, CORDON_E_INTERNAL, "seccomp table: unknown system call \"%s\"",
                            r->name);
-        bool allowed = listed(allow, n_allow, r->name);
+        bool allowed = strv_contains(allow, n_allow, r->name);
         if (allowed && r->verdict != SECCOMP_ALLOW)
             TRY(add_rule(ctx, SCMP_ACT_ALLOW, nr, r->name, 0, NULL, err));
-        else if (!allowed && listed(deny, n_deny, r->name))
+        else if (!allowed && strv_contains(deny, n_deny, r->name))
             continue;
         else
             TRY(add_table_row(ctx, r, nr, err));
     }
     for (size_t i = 0; i < n_allow; i++) {
-        if (find_rule(allow[i]) || listed(allow, i, allow[i]))
+        if (find_rule(allow[i]) || strv_contains(allow, i, allow[i]))
             continue; /* handled with the table, or named twice */
         TRY(add_rule(ctx, SCMP_ACT_ALLOW, resolve(allow[i]), allow[i], 0, NULL, err));
     }

@@ -141,6 +141,18 @@ static void read_setup_error(struct loop *l)
     l->s->err_r = -1;
 }
 
+/* Init writes the command's wait status once, just before it exits. */
+static void read_command_status(struct loop *l)
+{
+    int ws;
+    if (read(l->s->status_r, &ws, sizeof ws) == (ssize_t)sizeof ws) {
+        l->cmd_status = ws;
+        l->have_status = true;
+    }
+    closep(&l->s->status_r);
+    l->s->status_r = -1;
+}
+
 static void check_cgroup_limits(struct loop *l)
 {
     struct cgroup_stats st;
@@ -273,15 +285,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
 
         if (i_errp >= 0 && p[i_errp].revents)
             read_setup_error(&l);
-        if (i_stat >= 0 && p[i_stat].revents) {
-            int ws;
-            if (read(s->status_r, &ws, sizeof ws) == (ssize_t)sizeof ws) {
-                l.cmd_status = ws;
-                l.have_status = true;
-            }
-            closep(&s->status_r);
-            s->status_r = -1;
-        }
+        if (i_stat >= 0 && p[i_stat].revents)
+            read_command_status(&l);
         if (i_out >= 0 && p[i_out].revents)
             relay_output(&l, &s->out_r, s->call->out_fd, &res->stdout_bytes);
         if (i_err >= 0 && p[i_err].revents)
@@ -306,15 +311,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             if (w == s->init_pid) {
                 l.init_done = true;
                 /* The status arrives before init exits; drain it now. */
-                if (s->status_r >= 0) {
-                    int cs;
-                    if (read(s->status_r, &cs, sizeof cs) == (ssize_t)sizeof cs) {
-                        l.cmd_status = cs;
-                        l.have_status = true;
-                    }
-                    closep(&s->status_r);
-                    s->status_r = -1;
-                }
+                if (s->status_r >= 0)
+                    read_command_status(&l);
                 if (s->err_r >= 0) {
                     fcntl(s->err_r, F_SETFL, O_NONBLOCK);
                     read_setup_error(&l);

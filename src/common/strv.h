@@ -1,0 +1,15 @@
+/*
+ * common/strv.h: small helpers for NULL-free string vectors with a count.
+ */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+static inline bool strv_contains(char *const *v, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i], s) == 0)
+            return true;
+    return false;
+}
