@@ -7,6 +7,7 @@ checks both the probe's errno and the host side.
 import errno
 import os
 import secrets
+import stat
 
 import pytest
 
@@ -258,3 +259,58 @@ def test_probe_bind_is_the_mechanism(cordon):
     r = cordon.probe("ids")
     assert r.status == 0, r
     assert "uid=1000 euid=1000" in r.out, r
+
+
+def test_workspace_cannot_plant_setuid_files(cordon):
+    """
+    Files the sandbox writes belong to the caller on the host, so a setuid
+    bit set inside would be a setuid-caller (for root: setuid-root) program
+    on the host. Whatever the sandbox tries, no such file may come out.
+    """
+    ws = cordon.hostdir("ws")
+    script = (
+        "cp /bin/dash sh1; chmod 4755 sh1; chmod u+s,g+s sh1;"
+        "install -m 6755 /bin/dash sh2;"
+        "python3 -c \"import os, shutil;"
+        " fd = os.open('sh3', os.O_CREAT | os.O_WRONLY, 0o6755);"
+        " os.write(fd, open('/bin/dash', 'rb').read()); os.close(fd);"
+        " os.mkdir('sgid', 0o2777); shutil.copy('/bin/dash', 'sgid/sh4');"
+        " os.chmod('sgid/sh4', 0o2755)\";"
+        "ls -ln; true"
+    )
+    r = cordon.run(["sh", "-c", script], "-w", ws)
+    assert r.status == 0, r
+    planted = []
+    for dirpath, dirnames, filenames in os.walk(ws):
+        for n in filenames:
+            st = os.lstat(os.path.join(dirpath, n))
+            if st.st_mode & stat.S_ISUID or (st.st_mode & stat.S_ISGID
+                                             and st.st_mode & stat.S_IXGRP):
+                planted.append(f"{os.path.join(dirpath, n)} mode={oct(st.st_mode)} "
+                               f"uid={st.st_uid} gid={st.st_gid}")
+    assert not planted, "the sandbox planted set-id programs on the host:\n" + "\n".join(
+        planted) + f"\n{r}"
+
+
+def test_no_device_nodes(cordon):
+    ws = cordon.hostdir("ws")
+    r = cordon.run(["python3", "-c",
+                    "import os, stat\n"
+                    "try:\n"
+                    "    os.mknod('mem', stat.S_IFCHR | 0o666, os.makedev(1, 1))\n"
+                    "except OSError as e:\n"
+                    "    raise SystemExit(e.errno)\n"], "-w", ws)
+    assert r.status in (errno.EPERM, errno.EACCES), r
+    assert not (ws / "mem").exists()
+
+
+def test_dev_is_minimal(cordon):
+    allowed = {"null", "zero", "full", "random", "urandom", "tty", "pts", "ptmx", "shm",
+               "fd", "stdin", "stdout", "stderr", "console", "mqueue", "core"}
+    r = cordon.probe("ls", "/dev")
+    assert r.status == 0, r
+    extra = set(r.out.split()) - allowed
+    assert not extra, f"unexpected /dev entries: {sorted(extra)}\n{r}"
+    for dev in ("/dev/sda", "/dev/vda", "/dev/mem", "/dev/kmsg", "/dev/fuse", "/dev/kvm"):
+        r = cordon.probe("read", dev)
+        assert_errno(r, *GONE_OR_DENIED)
