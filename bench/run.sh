@@ -93,7 +93,7 @@ def p90(v):
     v = sorted(v)
     return v[min(len(v) - 1, int(round(0.9 * (len(v) - 1))))]
 
-print(f"{\"case\":<16}{\"median ms\":>11}{\"p90 ms\":>10}")
+print("%-16s%11s%10s" % ("case", "median ms", "p90 ms"))
 for name, _ in cases:
     print(f"{name:<16}{statistics.median(times[name]):>11.2f}{p90(times[name]):>10.2f}")
 print()
