@@ -780,6 +780,21 @@ static int act_x32(int argc, char **argv)
     return E_FOREIGN;
 }
 
+/* syscall NR [ARG...]: a raw syscall with integer arguments (0 = NULL). */
+static int act_syscall(int argc, char **argv)
+{
+    if (argc < 1 || argc > 7)
+        return usage("syscall NR [ARG...] (up to 6 integer arguments)");
+    long a[6] = {0};
+    for (int i = 1; i < argc; i++)
+        a[i - 1] = strtol(argv[i], NULL, 0);
+    long ret = syscall(strtol(argv[0], NULL, 0), a[0], a[1], a[2], a[3], a[4], a[5]);
+    if (ret < 0)
+        return fail("syscall");
+    out("returned %ld\n", ret);
+    return 0;
+}
+
 static int act_ids(int argc, char **argv)
 {
     (void)argv;
@@ -833,6 +848,7 @@ static const struct {
     {"i386", act_i386},
     {"x32", act_x32},
     {"ids", act_ids},
+    {"syscall", act_syscall},
 };
 
 int main(int argc, char **argv)

@@ -147,6 +147,55 @@ def test_syscall_refused(cordon, action, args, allowed):
     assert_errno(r, *allowed)
 
 
+# Raw syscalls (x86_64 numbers) the profile refuses; harmless arguments, so
+# that anything but a refusal would be visible as success or EINVAL/EFAULT.
+RAW_REFUSALS = [
+    ("kexec_load", 246, [0, 0, 0, 0]),
+    ("kexec_file_load", 320, [-1, -1, 0, 0, 0]),
+    ("init_module", 175, [0, 0, 0]),
+    ("finit_module", 313, [0, 0, 0]),
+    ("delete_module", 176, [0, 0]),
+    ("reboot", 169, [0xfee1dead, 672274793, 0x4321fedc, 0]),
+    ("swapon", 167, [0, 0]),
+    ("swapoff", 168, [0]),
+    ("acct", 163, [0]),
+    ("settimeofday", 164, [0, 0]),
+    ("clock_settime", 227, [0, 0]),
+    ("adjtimex", 159, [0]),
+    ("pivot_root", 155, [0, 0]),
+    ("umount2", 166, [0, 0]),
+    ("fsopen", 430, [0, 0]),
+    ("fsmount", 432, [-1, 0, 0]),
+    ("move_mount", 429, [-1, 0, -1, 0, 0]),
+    ("mount_setattr", 442, [-1, 0, 0, 0, 0]),
+    ("ptrace", 101, [16, 1, 0, 0]),
+    ("process_vm_readv", 310, [1, 0, 0, 0, 0, 0]),
+    ("quotactl", 179, [0, 0, 0, 0]),
+    ("lookup_dcookie", 212, [0, 0, 0]),
+    ("vhangup", 153, []),
+    ("iopl", 172, [3]),
+    ("ioperm", 173, [0, 1, 1]),
+    ("io_uring_enter", 426, [-1, 0, 0, 0, 0, 0]),
+    ("io_uring_register", 427, [-1, 0, 0, 0]),
+    ("keyctl", 250, [0, -3, 0]),
+    ("request_key", 249, [0, 0, 0, 0]),
+    ("bpf", 321, [0, 0, 0]),
+    ("perf_event_open", 298, [0, 0, -1, -1, 0]),
+    ("userfaultfd", 323, [0]),
+    ("setns", 308, [-1, 0]),
+    ("unshare", 272, [0x10000000]),      # CLONE_NEWUSER
+    ("open_by_handle_at", 304, [-1, 0, 0]),
+    ("name_to_handle_at", 303, [-100, 0, 0, 0, 0]),
+]
+
+
+@pytest.mark.parametrize("nr,args", [(nr, a) for _, nr, a in RAW_REFUSALS],
+                         ids=[n for n, _, _ in RAW_REFUSALS])
+def test_raw_syscall_refused(cordon, nr, args):
+    r = cordon.probe("syscall", nr, *args)
+    assert_errno(r, errno.EPERM, errno.ENOSYS)
+
+
 @pytest.mark.parametrize("action", ["i386", "x32"])
 def test_foreign_syscall_abi_killed(cordon, action):
     r = cordon.probe(action)
