@@ -22,7 +22,6 @@ import secrets
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import tempfile
 import threading
@@ -223,6 +222,21 @@ def pids_with(word, exclude=()):
         except OSError:
             pass
     return found
+
+
+def probe_pids(word, timeout=15):
+    """Host pids of the probe (comm "probe") running with WORD in its argv."""
+    def find():
+        found = []
+        for q in pids_with(word):
+            try:
+                with open(f"/proc/{q}/comm") as f:
+                    if f.read().strip() == "probe":
+                        found.append(q)
+            except OSError:
+                pass
+        return found
+    return wait_until(find, timeout)
 
 
 def proc_status(pid):

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import (PROBE, assert_cordon_refused, cordon_cgroups, host_state, marker,
-                      mounts_snapshot, new_leftovers, pids_with, wait_until)
+                      mounts_snapshot, new_leftovers, pids_with, probe_pids, wait_until)
 
 MIB = 1 << 20
 
@@ -176,7 +176,7 @@ def test_supervisor_signal_tears_down(cordon, sig):
     m = marker()
     p = cordon.popen([PROBE, "sleep", "1000", m])
     try:
-        assert wait_until(lambda: pids_with(m, exclude={p.pid}), 15), "run never started"
+        assert probe_pids(m), "run never started"
         p.send_signal(sig)
         p.wait(timeout=15)
     finally:
@@ -196,7 +196,7 @@ def test_supervisor_sigkill_takes_the_run_with_it(cordon):
     m = marker()
     p = cordon.popen([PROBE, "sleep", "1000", m])
     try:
-        assert wait_until(lambda: pids_with(m, exclude={p.pid}), 15), "run never started"
+        assert probe_pids(m), "run never started"
         p.kill()
         p.wait(timeout=15)
     finally:
@@ -207,3 +207,43 @@ def test_supervisor_sigkill_takes_the_run_with_it(cordon):
     # Nobody is left to rmdir the cgroup in-line; it must still go away.
     left = wait_until(lambda: not (cordon_cgroups() - before), 5)
     assert left, f"cgroups left after SIGKILL: {cordon_cgroups() - before}"
+
+
+def cgroup_paths(pid):
+    """{hierarchy directory name: path} for PID, e.g. {"memory": "/a/b"}."""
+    out = {}
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            name = ctrls.replace("name=", "") if ctrls else "unified"
+            out[name] = path
+    return out
+
+
+def test_cgroup_beneath_supervisor(root_cordon):
+    """The run's cgroups sit under cordon's own, and hold the sandboxed process."""
+    before = cordon_cgroups()
+    m = marker()
+    p = root_cordon.popen([PROBE, "sleep", "1000", m], "-m", "64M", "--pids", "64",
+                          "--cpu", "100s")
+    try:
+        found = probe_pids(m)
+        assert found, "run never started"
+        mine = cordon_cgroups() - before
+        assert mine, "no cgroup for a run with limits"
+        sup = cgroup_paths(p.pid)
+        inner = cgroup_paths(found[0])
+        hierarchies = set()
+        for d in mine:
+            rel = os.path.relpath(d, "/sys/fs/cgroup")
+            h, _, path = rel.partition("/")
+            path = "/" + path
+            hierarchies.add(h)
+            base = sup[h].rstrip("/")
+            assert path.startswith(base + "/"), f"{d} is not beneath cordon's {sup[h]}"
+            assert inner[h] == path or inner[h].startswith(path + "/"), (d, inner)
+        assert {"memory", "pids"} <= hierarchies, mine
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=15)
+    assert_gone(m)

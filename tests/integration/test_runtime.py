@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from conftest import HOST_TOKEN, PROBE, assert_errno, marker, pids_with, proc_status, wait_until
+from conftest import (HOST_TOKEN, PROBE, assert_errno, marker, pids_with, probe_pids,
+                      proc_status, wait_until)
 
 SIGSYS_STATUS = 128 + 31
 
@@ -83,8 +84,7 @@ def test_sandboxed_process_is_not_host_root(cordon):
     m = marker()
     p = cordon.popen([PROBE, "sleep", "60", m])
     try:
-        pids = wait_until(lambda: [q for q in pids_with(m, exclude={p.pid})
-                                   if open(f"/proc/{q}/comm").read().strip() == "probe"], 15)
+        pids = probe_pids(m)
         assert pids, "the sandboxed probe never appeared on the host"
         for q in pids:
             uids = [int(u) for u in proc_status(q)["Uid"].split()]
