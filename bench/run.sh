@@ -2,7 +2,7 @@
 # bench/run.sh: start-up cost of one sandboxed command, cordon against bare
 # execution and against bwrap configured equivalently, in one run.
 #
-#   bench/run.sh [-n N] [-b BUILD_DIR] [--no-bwrap]
+#   bench/run.sh [-n N] [-b BUILD_DIR] [--no-bwrap] [BUILD_DIR]
 #
 # Prints per case the median and p90 wall time in ms of N runs (default 30,
 # after 3 warm-up runs), and the ratios cordon/bare and cordon/bwrap.
@@ -20,7 +20,8 @@ while [ $# -gt 0 ]; do
     -b) BUILD=$2; shift 2 ;;
     --no-bwrap) BWRAP=0; shift ;;
     -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "bench/run.sh: unknown argument '$1'" >&2; exit 2 ;;
+    -*) echo "bench/run.sh: unknown argument '$1'" >&2; exit 2 ;;
+    *) BUILD=$1; shift ;;
     esac
 done
 
