@@ -169,14 +169,23 @@ def test_shell_daemon_does_not_outlive_the_run(cordon):
     assert_gone(m)
 
 
+def limits_for(cordon):
+    """Limits that give a root run its cgroups (the teardown must remove them)."""
+    if cordon.root:
+        return ["-m", "256M", "--pids", "256", "--cpu", "100s"]
+    return ["-m", "256M", "--pids", "256", "--best-effort", "all"]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_supervisor_signal_tears_down(cordon, sig):
     before = cordon_cgroups()
     mounts = mounts_snapshot()
     m = marker()
-    p = cordon.popen([PROBE, "sleep", "1000", m])
+    p = cordon.popen([PROBE, "sleep", "1000", m], *limits_for(cordon))
     try:
         assert probe_pids(m), "run never started"
+        if cordon.root:
+            assert cordon_cgroups() - before, "a run with limits made no cgroup"
         p.send_signal(sig)
         p.wait(timeout=15)
     finally:
@@ -194,9 +203,11 @@ def test_supervisor_signal_tears_down(cordon, sig):
 def test_supervisor_sigkill_takes_the_run_with_it(cordon):
     before = cordon_cgroups()
     m = marker()
-    p = cordon.popen([PROBE, "sleep", "1000", m])
+    p = cordon.popen([PROBE, "sleep", "1000", m], *limits_for(cordon))
     try:
         assert probe_pids(m), "run never started"
+        if cordon.root:
+            assert cordon_cgroups() - before, "a run with limits made no cgroup"
         p.kill()
         p.wait(timeout=15)
     finally:
