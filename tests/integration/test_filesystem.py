@@ -8,6 +8,7 @@ import errno
 import os
 import secrets
 import stat
+import subprocess
 
 import pytest
 
@@ -243,15 +244,40 @@ def test_sandbox_etc_has_only_what_programs_need(cordon):
     assert r.status == 0 and r.out.strip() == "sandbox", r
 
 
-def test_no_setuid_binaries_usable(cordon):
-    """nosuid on every bind: su/passwd cannot gain anything."""
-    r = cordon.run(["sh", "-c", "cat /proc/self/mountinfo"])
+def test_every_mount_nosuid_and_nodev(cordon):
+    """nosuid on every mount; nodev on all but the few device binds of /dev."""
+    d = cordon.hostdir("ro")
+    r = cordon.run(["cat", "/proc/self/mountinfo"], "--ro", f"{d}:/data", "--rw",
+                   f"{cordon.hostdir('rw')}:/out")
     assert r.status == 0, r
+    devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+               "/dev/tty", "/dev/pts", "/dev/ptmx", "/dev/console"}
+    seen = set()
     for line in r.out.splitlines():
         fields = line.split()
-        mnt, opts = fields[4], fields[5]
-        if mnt in ("/usr", "/workspace", "/tmp", "/etc") or mnt.startswith("/usr/"):
-            assert "nosuid" in opts.split(","), line
+        mnt, opts = fields[4], fields[5].split(",")
+        seen.add(mnt)
+        assert "nosuid" in opts, line
+        if mnt not in devices:
+            assert "nodev" in opts, line
+        if mnt in ("/usr", "/data", "/opt/probe") or mnt.startswith("/etc"):
+            assert "ro" in opts, line
+    assert {"/usr", "/data", "/out", "/workspace", "/tmp", "/proc"} <= seen, r
+
+
+def test_ro_bind_is_recursive(root_cordon, hosttmp):
+    """A mount below a read-only bind is read-only inside too (MS_REC)."""
+    top = root_cordon.hostdir("top")
+    sub = top / "sub"
+    sub.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "cit", str(sub)]).returncode:
+        pytest.fail("cannot mount a tmpfs as root")
+    try:
+        r = root_cordon.probe("write", "/data/sub/x", opts=["--ro", f"{top}:/data"])
+        assert_errno(r, *READ_ONLY)
+        assert not (sub / "x").exists()
+    finally:
+        subprocess.run(["umount", str(sub)], check=True)
 
 
 def test_probe_bind_is_the_mechanism(cordon):

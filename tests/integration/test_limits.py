@@ -258,3 +258,43 @@ def test_cgroup_beneath_supervisor(root_cordon):
         os.killpg(p.pid, signal.SIGTERM)
         p.wait(timeout=15)
     assert_gone(m)
+
+
+def policy(cordon, text):
+    d = cordon.hostdir()
+    (d / "policy.yaml").write_text(text)
+    return d / "policy.yaml"
+
+
+def test_core_dumps_off(cordon):
+    r = cordon.run(["sh", "-c", "ulimit -c"])
+    assert (r.status, r.out) == (0, "0\n"), r
+
+
+def test_file_size_limit(cordon):
+    ws = cordon.hostdir("ws")
+    p = policy(cordon, "version: 1\nlimits:\n  file_size: 1M\n")
+    r = cordon.run(["sh", "-c", "head -c 3000000 /dev/zero > big"], "-p", p, "-w", ws)
+    assert r.status != 0, r
+    assert (ws / "big").stat().st_size <= MIB
+
+
+def test_open_files_limit(cordon):
+    p = policy(cordon, "version: 1\nlimits:\n  open_files: 32\n")
+    r = cordon.run(["python3", "-c",
+                    "import errno\nfs = []\ntry:\n"
+                    "    for _ in range(100): fs.append(open('/dev/null'))\n"
+                    "except OSError as e:\n    print(e.errno, len(fs))\n"], "-p", p)
+    assert r.status == 0, r
+    code, n = r.out.split()
+    assert int(code) == 24 and int(n) < 32, r          # EMFILE
+
+
+def test_policy_best_effort_key(user_cordon):
+    p = policy(user_cordon, "version: 1\nlimits:\n  memory: 256M\n  best_effort: [memory]\n")
+    r = user_cordon.run(["true"], "-p", p)
+    assert r.status == 0, r
+    assert r.result["enforcement"]["memory"] == "rlimit", r
+    p = policy(user_cordon, "version: 1\nlimits:\n  memory: 256M\n")
+    r = user_cordon.run(["true"], "-p", p, result=False)
+    assert_cordon_refused(r, "memory")
