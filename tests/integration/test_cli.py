@@ -34,6 +34,20 @@ def test_stdin_reaches_the_command(cordon):
     assert r.out.split()[0] == hashlib.sha256(big).hexdigest(), r
 
 
+def test_stdin_file_is_relayed_not_passed(cordon):
+    """A host file on stdin arrives as a pipe: the sandbox cannot reopen it to write."""
+    d = cordon.hostdir()
+    f = d / "stdin.txt"
+    f.write_text("original\n")
+    os.chown(f, cordon.ident.uid, cordon.ident.gid)
+    with open(f, "r+b") as fh:
+        r = cordon.run(["sh", "-c", "readlink /proc/self/fd/0; echo pwned > /proc/self/fd/0;"
+                        " cat"], stdin=fh)
+    assert r.out.startswith("pipe:"), r
+    assert "original\n" in r.out, r       # the relay still delivered the file
+    assert f.read_text() == "original\n"
+
+
 def test_stderr_relayed_separately(cordon):
     r = cordon.run(["sh", "-c", "echo out; echo err >&2"])
     assert (r.status, r.out, r.err) == (0, "out\n", "err\n"), r
