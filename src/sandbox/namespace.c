@@ -187,11 +187,49 @@ static void close_inherited(const struct ns_plan *plan, const struct child_fds *
     syscall(SYS_close_range, next, ~0U, 0);
 }
 
+/*
+ * Init is a fork of the supervisor, so /proc/1/cmdline and environ inside
+ * would show the supervisor's: host paths, flag values, the host's variables.
+ * Blank them in place (the kernel reads them from our memory).
+ */
+static void scrub_args_and_env(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    /* Fields count from the one after the command name, which may hold spaces. */
+    char *p = strrchr(buf, ')');
+    unsigned long long v[4] = { 0 };
+    for (int field = 3; p && field <= 51; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return;
+        p++;
+        if (field >= 48) /* arg_start, arg_end, env_start, env_end */
+            v[field - 48] = strtoull(p, NULL, 10);
+    }
+    static const char name[] = "cordon-init";
+    if (v[1] > v[0] + sizeof name) {
+        memset((void *)(uintptr_t)v[0], 0, v[1] - v[0]);
+        memcpy((void *)(uintptr_t)v[0], name, sizeof name);
+    }
+    prctl(PR_SET_NAME, name, 0, 0, 0);
+    if (v[3] > v[2])
+        memset((void *)(uintptr_t)v[2], 0, v[3] - v[2]);
+}
+
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
 {
     struct cordon_err err = { 0 };
     char go;
     close_inherited(plan, fds);
+    scrub_args_and_env();
     if (read(fds->sync_r, &go, 1) != 1)
         _exit(125); /* the supervisor is gone */
 
@@ -329,6 +367,30 @@ static int plan_env(const struct policy *p, const struct sandbox_call *call, str
     if (rc || !plan->envp)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     return 0;
+}
+
+/* Our own copy: init blanks the supervisor's argument memory it inherited. */
+static int plan_argv(const struct sandbox_call *call, struct ns_plan *plan, struct cordon_err *err)
+{
+    size_t n = 0;
+    while (call->argv[n])
+        n++;
+    plan->argv = calloc(n + 1, sizeof *plan->argv);
+    if (!plan->argv)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (!(plan->argv[i] = strdup(call->argv[i])))
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    return 0;
+}
+
+static void free_strv(char **v)
+{
+    if (!v)
+        return;
+    for (char **e = v; *e; e++)
+        free(*e);
+    free(v);
 }
 
 static void add_rlimit(struct ns_plan *plan, int resource, uint64_t soft, uint64_t hard)
@@ -506,7 +568,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         rnd = (uint16_t)getpid();
     uid_t host_base = HOST_ID_BASE + ((uid_t)rnd << 1);
 
-    struct ns_plan plan = { .argv = call->argv, .caller_is_root = root };
+    struct ns_plan plan = { .caller_is_root = root };
     struct cgroup_set cg = { 0 };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
@@ -519,7 +581,8 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, &old);
 
-    if (mounts_plan(p, &plan, host_base + 1, err) < 0 || plan_env(p, call, &plan, err) < 0 ||
+    if (plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
+        plan_env(p, call, &plan, err) < 0 ||
         seccomp_program_build(p, &plan.seccomp, err) < 0)
         goto out;
 
@@ -616,11 +679,8 @@ out:
     sigprocmask(SIG_SETMASK, &old, NULL);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);
-    if (plan.envp) {
-        for (char **e = plan.envp; *e; e++)
-            free(*e);
-        free(plan.envp);
-    }
+    free_strv(plan.envp);
+    free_strv(plan.argv);
     return rc;
 }
 

@@ -51,7 +51,7 @@ struct ns_plan {
     struct rlimit_step rlimits[8];
     size_t n_rlimits;
     char **envp;
-    char *const *argv;
+    char **argv;          /* owned copy */
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
 };
 

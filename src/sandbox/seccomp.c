@@ -147,6 +147,36 @@ static int add_personality(scmp_filter_ctx ctx, int nr, const char *name, struct
     return add_allow_values(ctx, nr, name, 0, values, sizeof values / sizeof values[0], err);
 }
 
+/*
+ * Setuid and setgid bits are refused wherever a mode is given: files the run
+ * writes in the workspace belong to the caller on the host, so a setuid bit
+ * set inside would become a setuid-caller (for root: setuid-root) program
+ * outside. The mask keeps only those two bits, so upper garbage cannot hide them.
+ */
+#define SETID_BITS 06000u
+
+static int add_mode_arg(scmp_filter_ctx ctx, int nr, const char *name, unsigned arg,
+                        struct cordon_err *err)
+{
+    struct scmp_arg_cmp cmp = SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, SETID_BITS, 0);
+    return add_rule(ctx, SCMP_ACT_ALLOW, nr, name, 1, &cmp, err);
+}
+
+static int add_mode1(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
+{
+    return add_mode_arg(ctx, nr, name, 1, err);
+}
+
+static int add_mode2(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
+{
+    return add_mode_arg(ctx, nr, name, 2, err);
+}
+
+static int add_mode3(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
+{
+    return add_mode_arg(ctx, nr, name, 3, err);
+}
+
 /* SECCOMP_ALLOW rows whose allowance depends on the arguments. */
 static const struct {
     const char *name;
@@ -157,6 +187,15 @@ static const struct {
     { "socketpair", add_socketpair },
     { "ioctl", add_ioctl },
     { "personality", add_personality },
+    { "open", add_mode2 },
+    { "openat", add_mode3 },
+    { "creat", add_mode1 },
+    { "mknod", add_mode1 },
+    { "mknodat", add_mode2 },
+    { "chmod", add_mode1 },
+    { "fchmod", add_mode1 },
+    { "fchmodat", add_mode2 },
+    { "fchmodat2", add_mode2 },
 };
 
 static const struct seccomp_rule *find_rule(const char *name)
