@@ -201,7 +201,8 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
 {
     size_t cap = 0;
     char opts[128];
-    bool root = geteuid() == 0;
+    /* Root's own files need the idmapping; the scratch workspace does not. */
+    bool root = geteuid() == 0 && (p->workspace || p->n_binds);
     _cleanup_close_ int userns = -1;
     if (root) {
         userns = idmap_userns(geteuid(), getegid(), map_host_uid, err);

@@ -46,6 +46,7 @@ struct child_fds {
     int err_w;     /* error record, close-on-exec */
     int status_w;  /* the command's wait status */
     int in_r, out_w, errout_w;
+    int bpf_r;     /* the seccomp program, compiled while the child builds its root */
 };
 
 /* ---- child side: runs between clone() and exec(), allocates nothing ---- */
@@ -102,7 +103,8 @@ static int become_sandbox_user(const struct ns_plan *plan, struct cordon_err *er
     return 0;
 }
 
-static _Noreturn void exec_command(const struct ns_plan *plan, const struct child_fds *fds)
+static _Noreturn void exec_command(const struct ns_plan *plan, const struct child_fds *fds,
+                                   const struct seccomp_program *filter)
 {
     struct cordon_err err = { 0 };
     sigset_t none;
@@ -143,7 +145,7 @@ static _Noreturn void exec_command(const struct ns_plan *plan, const struct chil
     if (drop_capabilities(&err) < 0)
         child_fail(fds, &err);
     /* Last: the filter forbids some of the steps above. */
-    if (seccomp_program_install(&plan->seccomp, &err) < 0)
+    if (seccomp_program_install(filter, &err) < 0)
         child_fail(fds, &err);
 
     execvpe(plan->argv[0], plan->argv, plan->envp);
@@ -224,6 +226,34 @@ static void scrub_args_and_env(void)
         memset((void *)(uintptr_t)v[2], 0, v[3] - v[2]);
 }
 
+/* Read exactly LEN bytes; false on EOF or error. */
+static bool read_full(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+/* The supervisor's compiled filter, into static storage: no allocation here. */
+static bool receive_filter(int fd, struct seccomp_program *out)
+{
+    static struct sock_filter insns[BPF_MAXINSNS];
+    unsigned short len = 0;
+    if (!read_full(fd, &len, sizeof len) || len == 0 || len > BPF_MAXINSNS ||
+        !read_full(fd, insns, len * sizeof insns[0]))
+        return false;
+    *out = (struct seccomp_program){ .filter = insns, .len = len };
+    return true;
+}
+
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
 {
     struct cordon_err err = { 0 };
@@ -250,6 +280,10 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     }
     if (mounts_enter_root(plan, &err) < 0 || loopback_up(&err) < 0)
         child_fail(fds, &err);
+    struct seccomp_program filter;
+    if (!receive_filter(fds->bpf_r, &filter))
+        _exit(125); /* the supervisor could not compile it and reports why */
+    close(fds->bpf_r);
 
     if (drop_bounding_set(&err) < 0 || become_sandbox_user(plan, &err) < 0)
         child_fail(fds, &err);
@@ -269,7 +303,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         child_fail(fds, &err);
     }
     if (cmd == 0)
-        exec_command(plan, fds);
+        exec_command(plan, fds, &filter);
 
     /* Init: holds nothing the command could use, reaps, reports, exits. */
     close(fds->err_w);
@@ -494,9 +528,13 @@ static int plan_limits(const struct policy *p, const struct cgroup_set *cg, stru
     return 0;
 }
 
+/*
+ * Only limits need a cgroup: without one the run still dies whole with its
+ * PID namespace, and peak memory falls back to the largest process's RSS.
+ */
 static bool needs_cgroup(const struct policy *p)
 {
-    return p->limits.memory || p->limits.pids || p->limits.cpu_ms || geteuid() == 0;
+    return p->limits.memory || p->limits.pids || p->limits.cpu_ms;
 }
 
 /*
@@ -536,8 +574,26 @@ static pid_t start_watchdog(struct cgroup_set *cg, int *keepalive, struct cordon
     return pid;
 }
 
+/*
+ * Compiling the filter takes about as long as the child takes to build its
+ * root, so it happens meanwhile, on the other core; the child only installs it.
+ */
+static int send_filter(const struct policy *p, struct seccomp_program *prog, int fd,
+                       struct cordon_err *err)
+{
+    TRY(seccomp_program_build(p, prog, err));
+    /* One write well under the pipe's capacity (2 + 8 * 4096 bytes at most). */
+    size_t size = sizeof prog->len + prog->len * sizeof prog->filter[0];
+    char buf[sizeof prog->len + BPF_MAXINSNS * sizeof(struct sock_filter)];
+    memcpy(buf, &prog->len, sizeof prog->len);
+    memcpy(buf + sizeof prog->len, prog->filter, prog->len * sizeof prog->filter[0]);
+    if (write(fd, buf, size) != (ssize_t)size)
+        return err_sys(err, CORDON_E_SETUP, "cannot hand the seccomp filter to the sandbox");
+    return 0;
+}
+
 struct pipes {
-    int sync[2], err[2], status[2], in[2], out[2], errout[2];
+    int sync[2], err[2], status[2], in[2], out[2], errout[2], bpf[2];
 };
 
 static void pipes_close(struct pipes *pp)
@@ -582,8 +638,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     sigprocmask(SIG_BLOCK, &mask, &old);
 
     if (plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
-        plan_env(p, call, &plan, err) < 0 ||
-        seccomp_program_build(p, &plan.seccomp, err) < 0)
+        plan_env(p, call, &plan, err) < 0)
         goto out;
 
     if (needs_cgroup(p)) {
@@ -598,7 +653,8 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
 
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.in, O_CLOEXEC) < 0 ||
-        pipe2(pp.out, O_CLOEXEC) < 0 || pipe2(pp.errout, O_CLOEXEC) < 0) {
+        pipe2(pp.out, O_CLOEXEC) < 0 || pipe2(pp.errout, O_CLOEXEC) < 0 ||
+        pipe2(pp.bpf, O_CLOEXEC) < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot create pipes");
         goto out;
     }
@@ -619,11 +675,13 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         close(pp.in[1]);
         close(pp.out[0]);
         close(pp.errout[0]);
+        close(pp.bpf[1]);
         if (sig_fd >= 0)
             close(sig_fd);
         struct child_fds fds = {
             .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
             .in_r = pp.in[0], .out_w = pp.out[1], .errout_w = pp.errout[1],
+            .bpf_r = pp.bpf[0],
         };
         child_main(&plan, &fds);
     }
@@ -635,11 +693,13 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     closep(&pp.in[0]);
     closep(&pp.out[1]);
     closep(&pp.errout[1]);
-    pp.sync[0] = pp.err[1] = pp.status[1] = pp.in[0] = pp.out[1] = pp.errout[1] = -1;
+    closep(&pp.bpf[0]);
+    pp.sync[0] = pp.err[1] = pp.status[1] = pp.in[0] = pp.out[1] = pp.errout[1] = pp.bpf[0] = -1;
 
     if (write_id_maps(init, root, host_base, err) < 0 ||
         (cg.version && cgroup_attach(&cg, init, err) < 0) ||
-        write(pp.sync[1], "g", 1) != 1) {
+        write(pp.sync[1], "g", 1) != 1 ||
+        send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
         kill(init, SIGKILL);
@@ -672,10 +732,12 @@ out:
     closep(&sig_fd);
     if (cg.version)
         cgroup_destroy(&cg);
-    if (keepalive >= 0)
-        close(keepalive); /* the watchdog finds nothing left and exits */
-    if (watchdog > 0)
+    /* The cgroups are gone: the watchdog has nothing left to guard. */
+    closep(&keepalive);
+    if (watchdog > 0) {
+        kill(watchdog, SIGKILL);
         waitpid(watchdog, NULL, 0);
+    }
     sigprocmask(SIG_SETMASK, &old, NULL);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);

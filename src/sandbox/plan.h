@@ -47,7 +47,7 @@ struct ns_plan {
     struct mount_step *steps;
     size_t n_steps;
     struct landlock_plan landlock;
-    struct seccomp_program seccomp;
+    struct seccomp_program seccomp; /* compiled after clone(), sent to the child */
     struct rlimit_step rlimits[8];
     size_t n_rlimits;
     char **envp;

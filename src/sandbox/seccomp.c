@@ -4,6 +4,10 @@
  * runs in the supervisor before clone(); seccomp_program_install() runs in
  * the child, last before exec, and allocates nothing.
  *
+ * The default profile is also compiled once at build time (seccomp_gen.c)
+ * and reused when the policy adds nothing and the kernel's seccomp API level
+ * matches: same rules, same libseccomp, same output.
+ *
  * The filter covers native x86-64 only. Any other audit arch (i386 through
  * int 0x80) kills the process, and libseccomp's x86-64 prologue sends x32
  * numbers (bit 30 set) to that same bad-arch action.
@@ -319,8 +323,8 @@ static int build_ctx(const struct policy *p, scmp_filter_ctx *out, struct cordon
     return 0;
 }
 
-int seccomp_program_build(const struct policy *p, struct seccomp_program *out,
-                          struct cordon_err *err)
+int seccomp_program_compile(const struct policy *p, struct seccomp_program *out,
+                            struct cordon_err *err)
 {
     *out = (struct seccomp_program){ 0 };
     _cleanup_(ctx_releasep) scmp_filter_ctx ctx = NULL;
@@ -357,6 +361,39 @@ int seccomp_program_build(const struct policy *p, struct seccomp_program *out,
     out->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
     out->filter = TAKE_PTR(filter);
     return 0;
+}
+
+#ifndef SECCOMP_NO_PRECOMPILED
+#include "seccomp_default.h" /* generated at build time by seccomp-gen */
+
+/*
+ * The default profile was compiled when cordon was built: copying it saves
+ * the millisecond or two libseccomp spends per run. Valid only while the
+ * kernel offers the same seccomp API level libseccomp compiled it for.
+ */
+static bool precompiled_applies(const struct policy *p)
+{
+    if (p && (p->n_syscalls_allow || p->n_syscalls_deny))
+        return false;
+    return seccomp_api_get() == SECCOMP_DEFAULT_API;
+}
+#endif
+
+int seccomp_program_build(const struct policy *p, struct seccomp_program *out,
+                          struct cordon_err *err)
+{
+#ifndef SECCOMP_NO_PRECOMPILED
+    if (precompiled_applies(p)) {
+        size_t size = sizeof seccomp_default_filter;
+        out->filter = malloc(size);
+        if (!out->filter)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory for the seccomp filter");
+        memcpy(out->filter, seccomp_default_filter, size);
+        out->len = (unsigned short)(size / sizeof seccomp_default_filter[0]);
+        return 0;
+    }
+#endif
+    return seccomp_program_compile(p, out, err);
 }
 
 int seccomp_program_dump(const struct policy *p, int fd, struct cordon_err *err)

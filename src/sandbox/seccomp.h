@@ -42,9 +42,17 @@ const struct seccomp_rule *seccomp_rule_table(size_t *n);
  */
 int seccomp_check_name(const char *name, bool allow, char *why, size_t why_len);
 
-/* Compile the default profile plus P's syscalls.allow/deny. */
+/*
+ * The default profile plus P's syscalls.allow/deny, as BPF: the copy built
+ * with cordon when P adds nothing to the default and the kernel matches,
+ * a fresh compilation otherwise.
+ */
 int seccomp_program_build(const struct policy *p, struct seccomp_program *out,
                           struct cordon_err *err);
+
+/* Always compile with libseccomp (what the build-time copy comes from). */
+int seccomp_program_compile(const struct policy *p, struct seccomp_program *out,
+                            struct cordon_err *err);
 
 /*
  * The compiled profile as libseccomp's pseudo-code, written to FD: for

@@ -438,6 +438,20 @@ static void test_probes(void)
         printf("# could not remove %s\n", scratch);
 }
 
+/* The build-time copy must be exactly what libseccomp compiles now. */
+static void test_precompiled(void)
+{
+    struct cordon_err err = { 0 };
+    struct seccomp_program built, fresh;
+    ok(seccomp_program_build(NULL, &built, &err) == 0, "default profile builds");
+    ok(seccomp_program_compile(NULL, &fresh, &err) == 0, "default profile compiles");
+    ok(built.len == fresh.len && built.len > 0 &&
+           memcmp(built.filter, fresh.filter, built.len * sizeof built.filter[0]) == 0,
+       "build-time filter equals a fresh compilation (%u instructions)", fresh.len);
+    seccomp_program_release(&built);
+    seccomp_program_release(&fresh);
+}
+
 int main(void)
 {
     test_table();
@@ -445,5 +459,6 @@ int main(void)
     test_build_errors();
     test_pfc();
     test_probes();
+    test_precompiled();
     return done_testing();
 }
