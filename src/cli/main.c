@@ -18,6 +18,10 @@ static const char usage[] =
     "  run [OPTIONS] -- CMD [ARG...]   run CMD in a fresh sandbox (see cordon run --help)\n"
     "  check                          report what this host supports and which levels run\n"
     "  policy check FILE              validate a policy; print it as JSON with its digest\n"
+    "  audit verify FILE [--key PUB.pem]\n"
+    "                                 check an audit log's hash chain (and signatures)\n"
+    "  audit show FILE [--run ID] [--type T] [--json]\n"
+    "                                 the audit log as a timeline of runs\n"
     "\n"
     "  -h, --help                     this help\n"
     "  -V, --version                  print the version\n"
@@ -70,5 +74,6 @@ int main(int argc, char **argv)
         return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "policy"))
         return cmd_policy(argc - 1, argv + 1);
+    if (!strcmp(cmd, "audit")) return cmd_audit(argc - 1, argv + 1);
     return cli_usage_error("unknown command '%s'; try 'cordon --help'", cmd);
 }

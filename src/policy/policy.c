@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define KEY(path, type, field, min, def) \
     { path, type, offsetof(struct policy, field), min, def, false, NULL }
@@ -55,7 +56,12 @@ static const struct policy_key keys[] = {
     RESERVED("network", "not supported yet (reserved for the egress gateway)"),
     RESERVED("secrets", "not supported yet (reserved for credential placeholders)"),
     RESERVED("tools", "not supported yet (reserved for the MCP broker)"),
-    RESERVED("audit", "not supported yet (reserved for the audit log)"),
+    SECTION("audit"),
+    KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
+    KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
+    KEY("audit.checkpoint_every", KT_UINT, audit.checkpoint_every, 0, 0),
+    KEY("audit.record_arguments", KT_BOOL, audit.record_arguments, 0, false),
+    KEY("audit.fsync", KT_FSYNC, audit.fsync, 0, POLICY_AUDIT_FSYNC_CLOSE),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -133,6 +139,11 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_ENV_MAP: return "a mapping of NAME: value";
     case KT_SYSCALLS: return "a list of syscall names";
     case KT_BEST_EFFORT: return "a list of limit names, or true";
+    case KT_LOG_FILE: return "a file path";
+    case KT_KEY_FILE: return "a key file path";
+    case KT_UINT: return "a whole number";
+    case KT_BOOL: return "true or false";
+    case KT_FSYNC: return "one of always, close";
     case KT_RESERVED: return "nothing";
     }
     return "a value";
@@ -295,6 +306,88 @@ static int apply_level(struct policy *p, const char *text, char *why, size_t len
                    text);
 }
 
+static char **str_field(struct policy *p, const struct policy_key *k)
+{
+    return (char **)((char *)p + k->offset);
+}
+
+/*
+ * audit.file: the log may not exist yet, but its directory must, so a typo
+ * fails here and not after the run. The directory is resolved (symlinks
+ * and all) and the name kept, so the path recorded is where the log lands.
+ */
+static int apply_log_file(struct policy *p, const struct policy_key *k, const char *text,
+                          enum value_origin from, char *why, size_t len)
+{
+    if (text[0] == '\0')
+        return why_set(why, len, "expected a path, got \"\"");
+    if (text[0] != '/' && from == FROM_FILE)
+        return why_set(why, len, "host path \"%s\" is not absolute", text);
+    size_t n = strlen(text);
+    if (text[n - 1] == '/')
+        return why_set(why, len, "\"%s\" names a directory, not a file", text);
+    _cleanup_free_ char *real = realpath(text, NULL);
+    struct stat st;
+    if (real) {
+        if (stat(real, &st) < 0)
+            return why_set(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
+        if (S_ISDIR(st.st_mode))
+            return why_set(why, len, "\"%s\" is a directory", text);
+    } else {
+        if (errno == ENOMEM)
+            return POLICY_ENOMEM;
+        if (errno != ENOENT && errno != ENOTDIR)
+            return why_set(why, len, "cannot resolve \"%s\": %s", text, strerror(errno));
+        const char *slash = strrchr(text, '/');
+        const char *base = slash ? slash + 1 : text;
+        if (!strcmp(base, ".") || !strcmp(base, ".."))
+            return why_set(why, len, "\"%s\" names a directory, not a file", text);
+        _cleanup_free_ char *dir = slash ? strndup(text, slash == text ? 1 : (size_t)(slash - text))
+                                         : strdup(".");
+        if (!dir)
+            return POLICY_ENOMEM;
+        _cleanup_free_ char *rdir = realpath(dir, NULL);
+        if (!rdir) {
+            if (errno == ENOMEM)
+                return POLICY_ENOMEM;
+            if (errno == ENOENT || errno == ENOTDIR)
+                return why_set(why, len, "the directory of \"%s\" does not exist", text);
+            return why_set(why, len, "cannot resolve \"%s\": %s", dir, strerror(errno));
+        }
+        if (stat(rdir, &st) < 0 || !S_ISDIR(st.st_mode))
+            return why_set(why, len, "\"%s\" is not a directory", dir);
+        if (asprintf(&real, "%s%s%s", rdir, strcmp(rdir, "/") ? "/" : "", base) < 0) {
+            real = NULL;
+            return POLICY_ENOMEM;
+        }
+    }
+    char **field = str_field(p, k);
+    free(*field);
+    *field = TAKE_PTR(real);
+    return 0;
+}
+
+/* audit.sign_key: checked now so a run never starts only to fail at its first event. */
+static int apply_key_file(struct policy *p, const struct policy_key *k, const char *text,
+                          enum value_origin from, char *why, size_t len)
+{
+    _cleanup_free_ char *real = NULL;
+    int r = resolve_host(text, from, &real, why, len);
+    if (r < 0)
+        return r;
+    struct stat st;
+    if (stat(real, &st) < 0)
+        return why_set(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return why_set(why, len, "\"%s\" is not a regular file", text);
+    if (access(real, R_OK) < 0)
+        return why_set(why, len, "\"%s\" is not readable: %s", text, strerror(errno));
+    char **field = str_field(p, k);
+    free(*field);
+    *field = TAKE_PTR(real);
+    return 0;
+}
+
 static int apply_dir(struct policy *p, const char *text, enum value_origin from, char *why,
                      size_t len)
 {
@@ -330,6 +423,32 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         return apply_level(p, text, why, len);
     case KT_DIR:
         return apply_dir(p, text, from, why, len);
+    case KT_LOG_FILE:
+        return apply_log_file(p, k, text, from, why, len);
+    case KT_KEY_FILE:
+        return apply_key_file(p, k, text, from, why, len);
+    case KT_UINT:
+        if (parse_count(text, &v, why, len) < 0)
+            return -1;
+        if (v > UINT_MAX)
+            return why_set(why, len, "\"%s\" is too large", text);
+        *(unsigned *)((char *)p + k->offset) = (unsigned)v;
+        return 0;
+    case KT_BOOL: {
+        int b = policy_parse_bool(text);
+        if (b < 0)
+            return why_set(why, len, "expected true or false, got \"%s\"", text);
+        *(bool *)((char *)p + k->offset) = b;
+        return 0;
+    }
+    case KT_FSYNC:
+        if (!strcmp(text, "always"))
+            p->audit.fsync = POLICY_AUDIT_FSYNC_ALWAYS;
+        else if (!strcmp(text, "close"))
+            p->audit.fsync = POLICY_AUDIT_FSYNC_CLOSE;
+        else
+            return why_set(why, len, "expected one of always, close, got \"%s\"", text);
+        return 0;
     case KT_SIZE:
         r = parse_size(text, &v, why, len);
         break;
@@ -525,6 +644,15 @@ struct policy *policy_new(struct cordon_err *err)
         case KT_COUNT:
             *u64_field(p, k) = k->def;
             break;
+        case KT_UINT:
+            *(unsigned *)((char *)p + k->offset) = (unsigned)k->def;
+            break;
+        case KT_BOOL:
+            *(bool *)((char *)p + k->offset) = k->def != 0;
+            break;
+        case KT_FSYNC:
+            p->audit.fsync = (enum policy_audit_fsync)k->def;
+            break;
         default:
             break;
         }
@@ -551,6 +679,8 @@ void policy_free(struct policy *p)
     free(p->env_set);
     strv_free(p->syscalls_allow, p->n_syscalls_allow);
     strv_free(p->syscalls_deny, p->n_syscalls_deny);
+    free(p->audit.file);
+    free(p->audit.sign_key);
     free(p);
 }
 
@@ -663,6 +793,12 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
         if (env_set_find(p, p->env_pass[i]) >= 0)
             return err_set(err, CORDON_E_POLICY, "%senv: \"%s\" is both passed and set",
                            where, p->env_pass[i]);
+    /* A key or a checkpoint rate with nothing to sign would be a silent no-op. */
+    if (p->audit.sign_key && !p->audit.file)
+        return err_set(err, CORDON_E_POLICY, "%saudit: sign_key is set but file is not", where);
+    if (p->audit.checkpoint_every && !p->audit.sign_key)
+        return err_set(err, CORDON_E_POLICY,
+                       "%saudit: checkpoint_every needs sign_key (checkpoints are signed)", where);
     if (p->version != 1)
         return err_set(err, CORDON_E_POLICY, "%sversion: unsupported version %d", where,
                        p->version);

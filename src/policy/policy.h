@@ -60,6 +60,20 @@ struct policy_env_set {
     char *value;
 };
 
+enum policy_audit_fsync {
+    POLICY_AUDIT_FSYNC_CLOSE,       /* fsync once, when the log is closed (default) */
+    POLICY_AUDIT_FSYNC_ALWAYS,      /* fsync after every event */
+};
+
+/* The audit section; see audit/audit.h for what the log holds. */
+struct policy_audit {
+    char *file;                     /* absolute host path of the log; NULL = no log */
+    char *sign_key;                 /* absolute path of an Ed25519 private key (PEM), or NULL */
+    unsigned checkpoint_every;      /* a signed checkpoint every N events; 0 = only at close */
+    bool record_arguments;          /* tool calls: record the arguments, not only a digest */
+    enum policy_audit_fsync fsync;
+};
+
 struct policy {
     int version;                    /* 1 */
     enum cordon_level level;
@@ -85,6 +99,8 @@ struct policy {
     size_t n_syscalls_allow;
     char **syscalls_deny;
     size_t n_syscalls_deny;
+
+    struct policy_audit audit;
 };
 
 /* A policy with every default filled in. */
@@ -102,7 +118,7 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
 
 /*
  * Set one scalar key from text, as a flag does: KEY is the policy path
- * ("limits.memory", "filesystem.tmp_size", "isolation"), VALUE its text and
+ * ("limits.memory", "filesystem.tmp_size", "isolation", "audit.file"), VALUE its text and
  * FLAG the flag's name for messages (`--memory: expected a size ...`).
  */
 int policy_set(struct policy *p, const char *key, const char *value, const char *flag,

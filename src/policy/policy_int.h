@@ -23,6 +23,11 @@ enum key_type {
     KT_ENV_MAP,     /* env.set: NAME: VALUE */
     KT_SYSCALLS,    /* list of syscall names */
     KT_BEST_EFFORT, /* list of limit names, or true/false */
+    KT_LOG_FILE,    /* char *, a host file that may not exist yet; its directory must */
+    KT_KEY_FILE,    /* char *, an existing, readable host file */
+    KT_UINT,        /* unsigned */
+    KT_BOOL,        /* bool: true / false */
+    KT_FSYNC,       /* enum policy_audit_fsync: always / close */
     KT_RESERVED,    /* a later issue's key, refused for now */
 };
 
@@ -53,7 +58,7 @@ void policy_key_children(const char *section, char *buf, size_t len);
 /* What a key's value should look like, for "expected ..., got ..." messages. */
 const char *policy_key_expect(const struct policy_key *k);
 
-/* A scalar key (version, isolation, sizes, durations, counts, workspace). */
+/* A scalar key (version, isolation, sizes, durations, counts, paths, booleans...). */
 int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char *text,
                         enum value_origin from, char *why, size_t len);
 

@@ -79,6 +79,16 @@ static json_t *limits_json(const struct policy_limits *lim)
     return TAKE_PTR(o);
 }
 
+static json_t *audit_json(const struct policy_audit *a)
+{
+    return json_pack("{s:o, s:o, s:I, s:b, s:s}",
+                     "file", a->file ? json_string(a->file) : json_null(),
+                     "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
+                     "checkpoint_every", (json_int_t)a->checkpoint_every,
+                     "record_arguments", a->record_arguments,
+                     "fsync", a->fsync == POLICY_AUDIT_FSYNC_ALWAYS ? "always" : "close");
+}
+
 /*
  * origin is left out on purpose: the same rules loaded from another file
  * name, or written as JSON instead of YAML, must have the same digest.
@@ -101,6 +111,8 @@ json_t *policy_to_json(const struct policy *p)
     if (put(root, "syscalls", sc = json_object()) < 0 ||
         put(sc, "allow", strv_json(p->syscalls_allow, p->n_syscalls_allow)) < 0 ||
         put(sc, "deny", strv_json(p->syscalls_deny, p->n_syscalls_deny)) < 0)
+        return NULL;
+    if (put(root, "audit", audit_json(&p->audit)) < 0)
         return NULL;
     return TAKE_PTR(root);
 }

@@ -77,7 +77,12 @@ struct load_case {
 #define FS_DEFAULT_SIZES(ro, rw) FS("null", 268435456, 67108864, ro, rw)
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
-#define KNOWN_TOP "unknown key; known: version, isolation, filesystem, env, limits, syscalls"
+#define KNOWN_TOP \
+    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, audit"
+#define AUDIT(file, key, every, args, fsync)                                            \
+    "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
+    "\",\"record_arguments\":" #args ",\"sign_key\":" key "}"
+#define AUDIT_DEFAULT AUDIT("null", "null", 0, false, "close")
 #define KNOWN_LIMITS \
     "unknown key; known: wall, cpu, memory, output, file_size, pids, open_files, best_effort"
 
@@ -125,7 +130,53 @@ static const struct load_case load_cases[] = {
     { "version: 1\nsecrets: {}\n",
       "policy.yaml:2: secrets: not supported yet (reserved for credential placeholders)" },
     { "version: 1\ntools: []\n", "policy.yaml:2: tools: not supported yet (reserved for the MCP broker)" },
-    { "version: 1\naudit: {}\n", "policy.yaml:2: audit: not supported yet (reserved for the audit log)" },
+
+    /* audit */
+    { "version: 1\n", NULL, "audit", AUDIT_DEFAULT },
+    { "version: 1\naudit: {}\n", NULL, "audit", AUDIT_DEFAULT },
+    { "version: 1\naudit:\n  file: @T/audit.jsonl\n  sign_key: @T/file.txt\n"
+      "  checkpoint_every: 100\n  record_arguments: true\n  fsync: always\n", NULL, "audit",
+      AUDIT("\"@T/audit.jsonl\"", "\"@T/file.txt\"", 100, true, "always") },
+    { "version: 1\naudit:\n  sign_key: @T/file.txt\n",
+      "policy.yaml: audit: sign_key is set but file is not" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  checkpoint_every: 10\n",
+      "policy.yaml: audit: checkpoint_every needs sign_key (checkpoints are signed)" },
+    { "version: 1\naudit:\n  file: @T/link/./a.jsonl\n  fsync: close\n  record_arguments: false\n",
+      NULL, "audit", AUDIT("\"@T/data/a.jsonl\"", "null", 0, false, "close") },
+    { "version: 1\naudit:\n  file: @T/file.txt\n", NULL, "audit",
+      AUDIT("\"@T/file.txt\"", "null", 0, false, "close") },
+    { "version: 1\naudit:\n  file: @T/ws\n",
+      "policy.yaml:3: audit.file: \"@T/ws\" is a directory" },
+    { "version: 1\naudit:\n  file: @T/ws/\n",
+      "policy.yaml:3: audit.file: \"@T/ws/\" names a directory, not a file" },
+    { "version: 1\naudit:\n  file: @T/ws/..\n",
+      "policy.yaml:3: audit.file: \"@T/ws/..\" is a directory" },
+    { "version: 1\naudit:\n  file: @T/nope/a.jsonl\n",
+      "policy.yaml:3: audit.file: the directory of \"@T/nope/a.jsonl\" does not exist" },
+    { "version: 1\naudit:\n  file: @T/file.txt/a.jsonl\n",
+      "policy.yaml:3: audit.file: \"@T/file.txt\" is not a directory" },
+    { "version: 1\naudit:\n\n  file: audit.jsonl\n",
+      "policy.yaml:4: audit.file: host path \"audit.jsonl\" is not absolute" },
+    { "version: 1\naudit:\n  file: [a]\n",
+      "policy.yaml:3: audit.file: expected a file path, got a list" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  sign_key: @T/nope.pem\n",
+      "policy.yaml:4: audit.sign_key: \"@T/nope.pem\" does not exist" },
+    { "version: 1\naudit:\n  sign_key: @T/ws\n",
+      "policy.yaml:3: audit.sign_key: \"@T/ws\" is not a regular file" },
+    { "version: 1\naudit:\n  sign_key: key.pem\n",
+      "policy.yaml:3: audit.sign_key: host path \"key.pem\" is not absolute" },
+    { "version: 1\naudit:\n  checkpoint_every: -1\n",
+      "policy.yaml:3: audit.checkpoint_every: expected a whole number, got \"-1\"" },
+    { "version: 1\naudit:\n  checkpoint_every: 5000000000\n",
+      "policy.yaml:3: audit.checkpoint_every: \"5000000000\" is too large" },
+    { "version: 1\naudit:\n  record_arguments: yes\n",
+      "policy.yaml:3: audit.record_arguments: expected true or false, got \"yes\"" },
+    { "version: 1\naudit:\n  fsync: sometimes\n",
+      "policy.yaml:3: audit.fsync: expected one of always, close, got \"sometimes\"" },
+    { "version: 1\naudit:\n  flie: /x\n",
+      "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, checkpoint_every, "
+      "record_arguments, fsync" },
+    { "version: 1\naudit: [/x]\n", "policy.yaml:2: audit: expected a mapping, got a list" },
 
     /* limits */
     { "version: 1\n", NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 1024, "") },
@@ -344,6 +395,17 @@ static const struct set_case set_cases[] = {
     { "network", "x", "--net", "--net: network: not supported yet (reserved for the egress gateway)" },
     { "limits", "x", "--limits", "--limits: \"limits\" is a section, not a value" },
     { "limits.disk", "1G", "--disk", "--disk: unknown policy key \"limits.disk\"" },
+    { "audit.file", "@T/a.jsonl", "--audit", NULL, "audit",
+      AUDIT("\"@T/a.jsonl\"", "null", 0, false, "close") },
+    { "audit.file", "@T/ws", "--audit", "--audit: \"@T/ws\" is a directory" },
+    { "audit.file", "", "--audit", "--audit: expected a path, got \"\"" },
+    { "audit.file", "@T/nope/a", "--audit",
+      "--audit: the directory of \"@T/nope/a\" does not exist" },
+    { "audit.fsync", "always", "--audit-fsync", NULL, "audit",
+      AUDIT("null", "null", 0, false, "always") },
+    { "audit.checkpoint_every", "x", NULL,
+      "audit.checkpoint_every: expected a whole number, got \"x\"" },
+    { "audit", "x", "--audit", "--audit: \"audit\" is a section, not a value" },
 };
 
 static void test_set_cases(void)
@@ -399,6 +461,13 @@ static void test_flags_over_file(void)
     ok(p->n_binds == 2 && strcmp(p->binds[1].dest, ws) == 0, "relative bind dest is absolute");
     ok(policy_set(p, "filesystem.workspace", "./ws", "--workspace", &err) == 0 &&
            strcmp(p->workspace, ws) == 0, "--workspace ./ws resolves against the cwd");
+    ok(policy_set(p, "audit.file", "audit.jsonl", "--audit", &err) == 0 && p->audit.file,
+       "--audit audit.jsonl (relative) accepted");
+    char *log = expand("@T/audit.jsonl");
+    is_str(p->audit.file, log, "--audit audit.jsonl resolves against the cwd");
+    free(log);
+    ok(policy_set(p, "audit.sign_key", "file.txt", "--audit-key", &err) == 0 &&
+           p->audit.sign_key, "a relative key path is accepted from a flag");
     ok(chdir(cwd) == 0, "chdir back");
 
     /* finalize also catches a struct filled by hand */
@@ -427,7 +496,9 @@ static void test_defaults_and_json(void)
     struct policy *p = policy_new(&err);
     json_t *j = policy_to_json(p);
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-    is_str(s, "{\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":{\"read_only\":[],"
+    is_str(s, "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"close\","
+              "\"record_arguments\":false,\"sign_key\":null},"
+              "\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":{\"read_only\":[],"
               "\"read_write\":[],\"tmp_size\":67108864,\"workspace\":null,"
               "\"workspace_size\":268435456},\"isolation\":\"namespace\",\"limits\":"
               "{\"best_effort\":[],\"cpu_ms\":0,\"file_size\":0,\"memory\":0,"
@@ -480,6 +551,11 @@ static void test_digest(void)
     is_str(json, yaml, "same policy as JSON has the same digest");
     is_str(reordered, yaml, "reordered keys and lists keep the digest");
     ok(strcmp(changed, yaml) != 0, "a changed limit changes the digest");
+    char audited[65];
+    digest_of("version: 1\nlimits:\n  memory: 256M\n  wall: 30s\n"
+              "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n"
+              "audit:\n  fsync: always\n", audited);
+    ok(strcmp(audited, yaml) != 0, "the audit section is part of the digest");
 
     char a[65], b[65];
     digest_of("version: 1\n", a);

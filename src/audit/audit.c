@@ -1,0 +1,570 @@
+/*
+ * audit/audit.c: the writer. Opens the log, serialises appends from any
+ * number of processes on a lock of the file, chains each line to the one
+ * before it and signs checkpoints; also the helpers verify and show share.
+ * Runs in the supervisor (and in its cleanup watchdog), never in the sandbox.
+ */
+#include "audit/audit.h"
+#include "audit/audit_int.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+struct audit_log {
+    char *path;
+    int wfd;                     /* O_APPEND: a write lands at the end, whoever wrote last */
+    int rfd;                     /* reads the tail, and carries the lock */
+    pid_t owner;                 /* the process rfd was opened in (see lock_log) */
+    EVP_PKEY *key;               /* Ed25519 private key, or NULL */
+    char key_id[65];
+    unsigned checkpoint_every;
+    enum audit_fsync fsync;
+    bool record_arguments;
+    uint64_t since_checkpoint;   /* lines this process wrote since its last checkpoint */
+    bool closed;
+};
+
+/* The last line of the file as the next event needs it. */
+struct tail {
+    bool empty;
+    uint64_t seq;
+    char digest[65];
+};
+
+/* Keys every event starts with, in this order; fields may not set them. */
+static const char *const chain_keys[] = { "seq", "ts", "run", "type", "prev" };
+
+/* ---- shared helpers ---- */
+
+static void hex(const unsigned char *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+void audit_sha256_hex(const void *data, size_t n, char out[65])
+{
+    unsigned char md[32];
+    unsigned int len = 0;
+    /* Only fails when the library cannot allocate; an all-zero digest never matches. */
+    if (EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) != 1)
+        memset(md, 0, sizeof md);
+    hex(md, 32, out);
+}
+
+int audit_key_id(EVP_PKEY *key, char out[65])
+{
+    unsigned char raw[32];
+    size_t len = sizeof raw;
+    if (EVP_PKEY_id(key) != EVP_PKEY_ED25519 ||
+        EVP_PKEY_get_raw_public_key(key, raw, &len) != 1 || len != sizeof raw) {
+        ERR_clear_error();
+        return -1;
+    }
+    audit_sha256_hex(raw, len, out);
+    return 0;
+}
+
+bool audit_is_digest(const char *s)
+{
+    size_t i = 0;
+    for (; s[i]; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return i == 64;
+}
+
+int audit_read_line(FILE *f, char *buf, size_t *len, bool *nl)
+{
+    size_t n = 0;
+    bool too_long = false;
+    int c;
+    *nl = false;
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (c == '\n') {
+            *nl = true;
+            break;
+        }
+        if (n < AUDIT_MAX_LINE)
+            buf[n++] = (char)c;
+        else
+            too_long = true;
+    }
+    if (c == EOF && ferror(f))
+        return -2;
+    buf[n] = '\0';
+    *len = n;
+    if (too_long)
+        return -1;
+    return (c == EOF && n == 0) ? 0 : 1;
+}
+
+static int random_bytes(void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom((char *)buf + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+void audit_new_run_id(char out[33])
+{
+    unsigned char b[16];
+    if (random_bytes(b, sizeof b) < 0) {
+        /*
+         * getrandom() exists on every kernel cordon runs on; should it fail,
+         * an id only has to be unique, not secret: time, pid and a counter.
+         */
+        static unsigned counter;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t a = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        uint64_t c = ((uint64_t)getpid() << 32) | ++counter;
+        memcpy(b, &a, 8);
+        memcpy(b + 8, &c, 8);
+    }
+    hex(b, sizeof b, out);
+}
+
+/* RFC 3339, UTC, microseconds: 2026-12-02T15:04:05.123456Z */
+static void now_rfc3339(char out[40])
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 40 - n, ".%06ldZ", ts.tv_nsec / 1000);
+}
+
+/* ---- the file ---- */
+
+static int pread_full(int fd, void *buf, size_t n, off_t at)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, at + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            errno = EIO; /* the file shrank under the lock: someone truncated it */
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = write(fd, buf, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        buf += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* 1-based number of the line that starts at or contains offset SIZE - 1. */
+static int count_lines(int fd, off_t size, uint64_t *lines)
+{
+    char block[65536];
+    uint64_t nl = 0;
+    for (off_t at = 0; at < size;) {
+        size_t n = (size_t)(size - at < (off_t)sizeof block ? size - at : (off_t)sizeof block);
+        if (pread_full(fd, block, n, at) < 0)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            nl += block[i] == '\n';
+        at += (off_t)n;
+    }
+    *lines = nl + 1;
+    return 0;
+}
+
+/*
+ * A second descriptor of the same file (not of whatever the path names
+ * now), through /proc; the path itself only if /proc is missing.
+ */
+static int reopen_for_reading(const struct audit_log *log)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", log->wfd);
+    int fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd >= 0 || errno != ENOENT)
+        return fd;
+    fd = open(log->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat a, b;
+    if (fd >= 0 && (fstat(fd, &a) < 0 || fstat(log->wfd, &b) < 0 || a.st_dev != b.st_dev ||
+                    a.st_ino != b.st_ino)) {
+        close(fd);
+        errno = ESTALE;
+        return -1;
+    }
+    return fd;
+}
+
+static void unlockp(int *fd)
+{
+    if (*fd >= 0)
+        flock(*fd, LOCK_UN);
+}
+
+/*
+ * flock() belongs to the open file description, which fork() shares: a
+ * child (the cleanup watchdog) locking the parent's descriptor would not
+ * exclude the parent. So a process other than the opener locks a
+ * description of its own.
+ */
+static int lock_log(struct audit_log *log, int *locked, struct cordon_err *err)
+{
+    if (log->owner != getpid()) {
+        int fd = reopen_for_reading(log);
+        if (fd < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot reopen audit log '%s'", log->path);
+        close(log->rfd);
+        log->rfd = fd;
+        log->owner = getpid();
+    }
+    while (flock(log->rfd, LOCK_EX) < 0)
+        if (errno != EINTR)
+            return err_sys(err, CORDON_E_SETUP, "cannot lock audit log '%s'", log->path);
+    *locked = log->rfd;
+    return 0;
+}
+
+/* Under the lock: the seq and digest of the last line, or "empty". */
+static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *err)
+{
+    struct stat st;
+    if (fstat(log->rfd, &st) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot stat audit log '%s'", log->path);
+    if (!S_ISREG(st.st_mode))
+        return err_set(err, CORDON_E_SETUP, "audit log '%s' is not a regular file", log->path);
+    *t = (struct tail){ .empty = st.st_size == 0 };
+    if (t->empty)
+        return 0;
+
+    off_t end = st.st_size - 1;
+    char last = 0;
+    if (pread_full(log->rfd, &last, 1, end) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+    uint64_t line = 0;
+    if (last != '\n') {
+        if (count_lines(log->rfd, st.st_size, &line) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+        return err_set(err, CORDON_E_SETUP,
+                       "audit log '%s' ends in a torn line (line %llu); verify it and start a "
+                       "new file", log->path, (unsigned long long)line);
+    }
+
+    /* Back from the final '\n' to the one before it, a block at a time. */
+    char block[65536];
+    off_t start = 0;
+    for (off_t pos = end; pos > 0;) {
+        size_t n = (size_t)(pos < (off_t)sizeof block ? pos : (off_t)sizeof block);
+        off_t from = pos - (off_t)n;
+        if (pread_full(log->rfd, block, n, from) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+        const char *nl = memrchr(block, '\n', n);
+        if (nl) {
+            start = from + (nl - block) + 1;
+            break;
+        }
+        pos = from;
+        if (end - pos > (off_t)AUDIT_MAX_LINE)
+            break;
+    }
+    if (end - start > (off_t)AUDIT_MAX_LINE)
+        return err_set(err, CORDON_E_SETUP,
+                       "audit log '%s': the last line is longer than 1 MiB; verify it and start "
+                       "a new file", log->path);
+    size_t len = (size_t)(end - start);
+    _cleanup_free_ char *buf = malloc(len + 1);
+    if (!buf)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (pread_full(log->rfd, buf, len, start) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+    audit_sha256_hex(buf, len, t->digest);
+
+    json_auto_t *ev = json_loadb(buf, len, 0, NULL);
+    json_t *seq = json_object_get(ev, "seq");
+    if (!json_is_integer(seq) || json_integer_value(seq) < 0) {
+        if (count_lines(log->rfd, st.st_size, &line) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+        return err_set(err, CORDON_E_SETUP,
+                       "audit log '%s': the last line (line %llu) is not an audit event; verify "
+                       "it and start a new file", log->path, (unsigned long long)(line - 1));
+    }
+    t->seq = (uint64_t)json_integer_value(seq);
+    return 0;
+}
+
+/*
+ * Under the lock: one line after T, in a single write() so that a reader
+ * (or a crash) sees all of it or a torn tail, never a mix. FIELDS borrowed.
+ */
+static int write_event(struct audit_log *log, const struct tail *t, const char *type,
+                       const char *run, json_t *fields, struct tail *out,
+                       struct cordon_err *err)
+{
+    char ts[40];
+    now_rfc3339(ts);
+    uint64_t seq = t->empty ? 0 : t->seq + 1;
+    json_auto_t *ev = json_object();
+    if (!ev || json_object_set_new(ev, "seq", json_integer((json_int_t)seq)) < 0 ||
+        json_object_set_new(ev, "ts", json_string(ts)) < 0 ||
+        json_object_set_new(ev, "run", run ? json_string(run) : json_null()) < 0 ||
+        json_object_set_new(ev, "type", json_string(type)) < 0 ||
+        json_object_set_new(ev, "prev", json_string(t->digest)) < 0)
+        return err_set(err, CORDON_E_INTERNAL, "audit event '%s': cannot build it "
+                       "(out of memory, or a run id that is not UTF-8)", type);
+    const char *key;
+    json_t *value;
+    json_object_foreach(fields, key, value)
+        if (json_object_set(ev, key, value) < 0)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+
+    /* 15 digits: 41.2, not 41.200000000000003; durations need no more. */
+    _cleanup_free_ char *text = json_dumps(ev, JSON_COMPACT | JSON_ENSURE_ASCII |
+                                               JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    if (!text)
+        return err_set(err, CORDON_E_INTERNAL, "audit event '%s': cannot serialise it", type);
+    size_t len = strlen(text);
+    if (len > AUDIT_MAX_LINE)
+        return err_set(err, CORDON_E_INTERNAL, "audit event '%s' is larger than 1 MiB", type);
+    audit_sha256_hex(text, len, out->digest);
+    out->seq = seq;
+    out->empty = false;
+    text[len] = '\n'; /* replaces the NUL: the line goes out in one write */
+    if (write_full(log->wfd, text, len + 1) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot write to audit log '%s'", log->path);
+    if (log->fsync == AUDIT_FSYNC_ALWAYS && fsync(log->wfd) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
+    log->since_checkpoint++;
+    return 0;
+}
+
+static int write_header(struct audit_log *log, struct tail *out, struct cordon_err *err)
+{
+    unsigned char g[32];
+    if (random_bytes(g, sizeof g) < 0)
+        return err_sys(err, CORDON_E_SETUP, "audit log '%s': no random genesis", log->path);
+    char genesis[65];
+    hex(g, sizeof g, genesis);
+    struct tail t = { .empty = true };
+    audit_sha256_hex(genesis, 64, t.digest);
+    struct utsname u;
+    if (uname(&u) < 0)
+        strcpy(u.nodename, "?");
+    json_auto_t *f = json_pack("{s:s, s:i, s:s, s:s}", "genesis", genesis, "version",
+                               AUDIT_VERSION, "host", u.nodename, "cordon_version",
+                               CORDON_VERSION);
+    if (!f)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    return write_event(log, &t, AUDIT_TYPE_HEADER, NULL, f, out, err);
+}
+
+/* Signs T (the line just written) with a checkpoint line after it. */
+static int write_checkpoint(struct audit_log *log, const struct tail *t, struct cordon_err *err)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, AUDIT_SIGN_FMT, (unsigned long long)t->seq, t->digest);
+    unsigned char sig[64];
+    size_t siglen = sizeof sig;
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || EVP_DigestSignInit(ctx, NULL, NULL, NULL, log->key) != 1 ||
+        EVP_DigestSign(ctx, sig, &siglen, (const unsigned char *)msg, strlen(msg)) != 1) {
+        ERR_clear_error();
+        return err_set(err, CORDON_E_INTERNAL, "audit log '%s': cannot sign a checkpoint",
+                       log->path);
+    }
+    char b64[4 * ((sizeof sig + 2) / 3) + 1];
+    EVP_EncodeBlock((unsigned char *)b64, sig, (int)siglen);
+    json_auto_t *f = json_pack("{s:s, s:I, s:s, s:s}", "head", t->digest, "signed_seq",
+                               (json_int_t)t->seq, "key_id", log->key_id, "sig", b64);
+    if (!f)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    struct tail out;
+    TRY(write_event(log, t, AUDIT_TYPE_CHECKPOINT, NULL, f, &out, err));
+    log->since_checkpoint = 0;
+    return 0;
+}
+
+/* ---- keys ---- */
+
+/* Never prompt: a supervisor has no one to ask, and may have no terminal. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    return -1;
+}
+
+static EVP_PKEY *load_sign_key(const char *path, struct cordon_err *err)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f) {
+        err_sys(err, CORDON_E_POLICY, "cannot open audit signing key '%s'", path);
+        return NULL;
+    }
+    EVP_PKEY *key = PEM_read_PrivateKey(f, NULL, no_passphrase, NULL);
+    if (!key) {
+        ERR_clear_error();
+        err_set(err, CORDON_E_POLICY,
+                "audit signing key '%s' is not an unencrypted PEM private key", path);
+        return NULL;
+    }
+    if (EVP_PKEY_id(key) != EVP_PKEY_ED25519) {
+        EVP_PKEY_free(key);
+        err_set(err, CORDON_E_POLICY, "audit signing key '%s' is not an Ed25519 key", path);
+        return NULL;
+    }
+    return key;
+}
+
+/* ---- public ---- */
+
+struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *err)
+{
+    if (!o || !o->path || !o->path[0]) {
+        err_set(err, CORDON_E_SETUP, "no audit log file given");
+        return NULL;
+    }
+    _cleanup_(audit_freep) struct audit_log *log = calloc(1, sizeof *log);
+    if (log)
+        log->wfd = log->rfd = -1;
+    if (!log || !(log->path = strdup(o->path))) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    log->checkpoint_every = o->checkpoint_every;
+    log->fsync = o->fsync;
+    log->record_arguments = o->record_arguments;
+    log->owner = getpid();
+    log->wfd = open(o->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    if (log->wfd < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s'", o->path);
+        return NULL;
+    }
+    log->rfd = reopen_for_reading(log);
+    if (log->rfd < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s' for reading", o->path);
+        return NULL;
+    }
+    if (o->sign_key) {
+        log->key = load_sign_key(o->sign_key, err);
+        if (!log->key || audit_key_id(log->key, log->key_id) < 0) {
+            if (log->key)
+                err_set(err, CORDON_E_POLICY, "audit signing key '%s' has no public half",
+                        o->sign_key);
+            return NULL;
+        }
+    }
+
+    /* A new file gets its header now; a torn one is refused before any run starts. */
+    _cleanup_(unlockp) int locked = -1;
+    struct tail t;
+    if (lock_log(log, &locked, err) < 0 || read_tail(log, &t, err) < 0)
+        return NULL;
+    if (t.empty && write_header(log, &t, err) < 0)
+        return NULL;
+    return TAKE_PTR(log);
+}
+
+int audit_append(struct audit_log *log, const char *type, const char *run, json_t *fields,
+                 struct cordon_err *err)
+{
+    json_auto_t *f = fields; /* stolen, whatever happens */
+    if (log->closed)
+        return err_set(err, CORDON_E_INTERNAL, "audit log '%s' is already closed", log->path);
+    if (!type || !type[0])
+        return err_set(err, CORDON_E_INTERNAL, "audit event without a type");
+    /* The log's own types would let a caller forge a header or a checkpoint. */
+    if (!strncmp(type, "audit.", 6))
+        return err_set(err, CORDON_E_INTERNAL, "audit event type '%s' is reserved for the log",
+                       type);
+    if (f && !json_is_object(f))
+        return err_set(err, CORDON_E_INTERNAL, "audit event '%s': fields are not an object",
+                       type);
+    for (size_t i = 0; f && i < sizeof chain_keys / sizeof chain_keys[0]; i++)
+        if (json_object_get(f, chain_keys[i]))
+            return err_set(err, CORDON_E_INTERNAL,
+                           "audit event '%s': field '%s' belongs to the chain", type,
+                           chain_keys[i]);
+
+    _cleanup_(unlockp) int locked = -1;
+    struct tail t, written;
+    TRY(lock_log(log, &locked, err));
+    TRY(read_tail(log, &t, err));
+    if (t.empty)
+        TRY(write_header(log, &t, err)); /* someone emptied the file since we opened it */
+    TRY(write_event(log, &t, type, run, f, &written, err));
+    if (log->key && log->checkpoint_every && log->since_checkpoint >= log->checkpoint_every)
+        TRY(write_checkpoint(log, &written, err));
+    return 0;
+}
+
+int audit_close(struct audit_log *log, struct cordon_err *err)
+{
+    if (log->closed)
+        return 0;
+    log->closed = true;
+    if (log->key && log->since_checkpoint > 0) {
+        _cleanup_(unlockp) int locked = -1;
+        struct tail t;
+        TRY(lock_log(log, &locked, err));
+        TRY(read_tail(log, &t, err));
+        if (!t.empty)
+            TRY(write_checkpoint(log, &t, err));
+    }
+    if (fsync(log->wfd) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
+    return 0;
+}
+
+bool audit_records_arguments(const struct audit_log *log)
+{
+    return log && log->record_arguments;
+}
+
+void audit_free(struct audit_log *log)
+{
+    if (!log)
+        return;
+    if (log->wfd >= 0)
+        close(log->wfd);
+    if (log->rfd >= 0)
+        close(log->rfd);
+    EVP_PKEY_free(log->key);
+    free(log->path);
+    free(log);
+}
