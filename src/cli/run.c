@@ -4,6 +4,7 @@
  */
 #include "cli/cli.h"
 #include "policy/policy.h"
+#include "core/run.h"
 #include "sandbox/backend.h"
 
 #include <errno.h>
@@ -36,6 +37,7 @@ static const char usage[] =
     "                           degrade to an rlimit where this host has no cgroup\n"
     "                           for it, instead of refusing to run (repeatable)\n"
     "      --result FILE        write the run's result as JSON\n"
+    "      --audit FILE         append the run to a hash-chained audit log\n"
     "  -h, --help               this help\n"
     "\n"
     "Exit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n"
@@ -43,7 +45,7 @@ static const char usage[] =
 
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
-    OPT_BEST_EFFORT,
+    OPT_BEST_EFFORT, OPT_AUDIT,
 };
 
 static const struct option options[] = {
@@ -61,6 +63,7 @@ static const struct option options[] = {
     { "tmp-size", required_argument, NULL, OPT_TMP_SIZE },
     { "best-effort", required_argument, NULL, OPT_BEST_EFFORT },
     { "result", required_argument, NULL, OPT_RESULT },
+    { "audit", required_argument, NULL, OPT_AUDIT },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
@@ -79,6 +82,7 @@ static const struct {
     { OPT_PIDS, "limits.pids", "--pids" },
     { OPT_OUTPUT, "limits.output", "--output" },
     { OPT_TMP_SIZE, "filesystem.tmp_size", "--tmp-size" },
+    { OPT_AUDIT, "audit.file", "--audit" },
 };
 
 struct flag_value {
@@ -164,10 +168,6 @@ int cmd_run(int argc, char **argv)
     if (policy_finalize(p, &err) < 0)
         return cli_fail(&err);
 
-    const struct sandbox_backend *backend = sandbox_backend_for(p->level, &err);
-    if (!backend)
-        return cli_fail(&err);
-
     /* A vanished reader of our output must not kill the supervisor. */
     signal(SIGPIPE, SIG_IGN);
     struct sandbox_call call = {
@@ -177,11 +177,12 @@ int cmd_run(int argc, char **argv)
         .err_fd = STDERR_FILENO,
     };
     struct sandbox_result res;
-    if (backend->run(p, &call, &res, &err) < 0)
-        return cli_fail(&err);
-
+    int rc = cordon_run(p, &call, &res, &err);
     if (result_file)
         write_result(result_file, &res, p);
+    if (rc < 0)
+        return cli_fail(&err);
+
     if (res.reason == RUN_SETUP_ERROR)
         fprintf(stderr, "cordon: %s\n", res.error.msg);
     else if (res.reason != RUN_EXITED)

@@ -70,6 +70,8 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         "stderr_bytes", (json_int_t)res->stderr_bytes,
         "policy_digest", digest,
         "enforcement", enforced);
+    if (o && res->run_id[0])
+        json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)
         json_object_set_new(o, "error", json_string(res->error.msg));
     return o;

@@ -34,14 +34,18 @@ enum enforcement {
 
 const char *enforcement_name(enum enforcement e);
 
+struct watchdog;
+
 struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
+    struct watchdog *watchdog; /* guards what the run leaves if we die; may be NULL */
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */
 };
 
 struct sandbox_result {
+    char run_id[33];         /* set by cordon_run() */
     enum run_reason reason;
     int exit_code;           /* valid when !signaled */
     int signal;              /* valid when signaled */

@@ -303,6 +303,19 @@ static bool kill_members(const char *dir)
     return false;
 }
 
+void cgroup_remove_dir(const char *dir)
+{
+    write_file(dir, "cgroup.kill", "1"); /* v2 only; absent on v1 */
+    /* Exiting tasks leave the cgroup asynchronously: retry a while. */
+    for (int tries = 0; tries < 500; tries++) {
+        kill_members(dir);
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
 void cgroup_destroy(struct cgroup_set *cg)
 {
     for (int c = 0; c < CGROUP_COUNT; c++) {
@@ -312,18 +325,8 @@ void cgroup_destroy(struct cgroup_set *cg)
         for (int d = 0; d < c; d++)
             if (strcmp(cg->dir[d], cg->dir[c]) == 0)
                 shared = true;
-        if (!shared) {
-            if (cg->version == 2)
-                write_file(cg->dir[c], "cgroup.kill", "1");
-            /* Exiting tasks leave the cgroup asynchronously: retry a while. */
-            for (int tries = 0; tries < 500; tries++) {
-                kill_members(cg->dir[c]);
-                if (rmdir(cg->dir[c]) == 0 || errno == ENOENT)
-                    break;
-                struct timespec ts = { 0, 10 * 1000 * 1000 };
-                nanosleep(&ts, NULL);
-            }
-        }
+        if (!shared)
+            cgroup_remove_dir(cg->dir[c]);
     }
     for (int c = 0; c < CGROUP_COUNT; c++)
         cg->dir[c][0] = '\0';

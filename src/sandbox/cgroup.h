@@ -51,3 +51,6 @@ void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out);
 
 /* SIGKILL everything left in the cgroups and remove them. Async-signal-safe. */
 void cgroup_destroy(struct cgroup_set *cg);
+
+/* The same for one cgroup directory (the watchdog's view of a run). */
+void cgroup_remove_dir(const char *dir);

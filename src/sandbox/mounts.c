@@ -190,6 +190,43 @@ static int add_host_entry(struct ns_plan *plan, size_t *cap, const char *path,
     return add(plan, cap, MOUNT_SYMLINK, path, target, NULL, false, false, err);
 }
 
+/* Where host path PATH appears inside the sandbox through a bind of SOURCE at DEST. */
+static bool seen_through(const char *path, const char *source, const char *dest, char *out,
+                         size_t size)
+{
+    size_t n = strlen(source);
+    if (strcmp(source, "/") == 0)
+        n = 0;
+    else if (strncmp(path, source, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+        return false;
+    return snprintf(out, size, "%s%s", dest, path + n) < (int)size;
+}
+
+/*
+ * The audit log and its signing key never show inside, even when the
+ * workspace or a bind contains them: each place they would appear is covered
+ * by a read-only, nodev /dev/null, which can be neither opened nor removed.
+ */
+static int mask_host_files(const struct policy *p, struct ns_plan *plan, size_t *cap,
+                           struct cordon_err *err)
+{
+    const char *hidden[] = { p->audit.file, p->audit.sign_key };
+    for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+        if (!hidden[h])
+            continue;
+        _cleanup_free_ char *real = realpath(hidden[h], NULL);
+        if (!real)
+            continue; /* nothing there to see */
+        char at[PATH_MAX];
+        if (p->workspace && seen_through(real, p->workspace, "/workspace", at, sizeof at))
+            TRY(add(plan, cap, MOUNT_BIND, at, "/dev/null", NULL, false, false, err));
+        for (size_t i = 0; i < p->n_binds; i++)
+            if (seen_through(real, p->binds[i].source, p->binds[i].dest, at, sizeof at))
+                TRY(add(plan, cap, MOUNT_BIND, at, "/dev/null", NULL, false, false, err));
+    }
+    return 0;
+}
+
 static int cmp_bind_depth(const void *a, const void *b)
 {
     const struct policy_bind *x = a, *y = b;
@@ -287,6 +324,7 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
             plan->steps[plan->n_steps - 1].tree_fd = fd;
         }
     }
+    TRY(mask_host_files(p, plan, &cap, err));
     return plan_landlock(p, plan, err);
 }
 

@@ -5,6 +5,7 @@
  * supervises it. The child becomes PID 1 (a minimal init that reaps and
  * reports) and forks the command, which confines itself and execs.
  */
+#include "core/watchdog.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"
@@ -538,43 +539,6 @@ static bool needs_cgroup(const struct policy *p)
 }
 
 /*
- * Removes the run's cgroups if the supervisor dies without doing so (even by
- * SIGKILL): it waits, detached, for the supervisor's end of a pipe to close.
- */
-static pid_t start_watchdog(struct cgroup_set *cg, int *keepalive, struct cordon_err *err)
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot create watchdog pipe");
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return err_sys(err, CORDON_E_SETUP, "cannot fork cgroup watchdog");
-    }
-    if (pid == 0) {
-        setsid();
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGHUP, SIG_IGN);
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        dup2(fds[0], 3);
-        syscall(SYS_close_range, 4, ~0U, 0);
-        char c;
-        while (read(3, &c, 1) < 0 && errno == EINTR)
-            ;
-        cgroup_destroy(cg);
-        _exit(0);
-    }
-    close(fds[0]);
-    *keepalive = fds[1];
-    return pid;
-}
-
-/*
  * Compiling the filter takes about as long as the child takes to build its
  * root, so it happens meanwhile, on the other core; the child only installs it.
  */
@@ -628,8 +592,9 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     struct cgroup_set cg = { 0 };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
-    int keepalive = -1, sig_fd = -1, rc = -1;
-    pid_t init = -1, watchdog = -1;
+    int sig_fd = -1, rc = -1;
+    pid_t init = -1;
+    struct watchdog *own_watchdog = NULL, *watchdog = call->watchdog;
     sigset_t mask, old;
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
@@ -645,8 +610,11 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
         cgroup_create(&cg, name);
-        if (cg.version && (watchdog = start_watchdog(&cg, &keepalive, err)) < 0)
+        if (cg.version && !watchdog && !(watchdog = own_watchdog = watchdog_new(NULL, NULL, err)))
             goto out;
+        for (int c = 0; c < CGROUP_COUNT; c++)
+            if (cgroup_has(&cg, c) && watchdog_guard_cgroup(watchdog, cg.dir[c], err) < 0)
+                goto out;
     }
     if (plan_limits(p, &cg, &plan, res, err) < 0)
         goto out;
@@ -667,8 +635,6 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         goto out;
     }
     if (init == 0) {
-        if (keepalive >= 0)
-            close(keepalive);
         close(pp.sync[1]);
         close(pp.err[0]);
         close(pp.status[0]);
@@ -732,12 +698,7 @@ out:
     closep(&sig_fd);
     if (cg.version)
         cgroup_destroy(&cg);
-    /* The cgroups are gone: the watchdog has nothing left to guard. */
-    closep(&keepalive);
-    if (watchdog > 0) {
-        kill(watchdog, SIGKILL);
-        waitpid(watchdog, NULL, 0);
-    }
+    watchdog_release(own_watchdog);
     sigprocmask(SIG_SETMASK, &old, NULL);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);

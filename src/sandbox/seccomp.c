@@ -19,6 +19,8 @@
 #include "policy/policy.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -394,6 +396,36 @@ int seccomp_program_build(const struct policy *p, struct seccomp_program *out,
     }
 #endif
     return seccomp_program_compile(p, out, err);
+}
+
+void seccomp_profile_digest(const struct policy *p, unsigned char out[32])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned int len = 0;
+    memset(out, 0, 32);
+    if (!md)
+        return;
+    EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+    size_t n;
+    const struct seccomp_rule *rules = seccomp_rule_table(&n);
+    /* Names, verdicts and hardness: what the filter is built from; the NUL
+     * bytes keep "ab"+"c" apart from "a"+"bc". */
+    for (size_t i = 0; i < n; i++) {
+        char verdict[8];
+        snprintf(verdict, sizeof verdict, "%d%d", (int)rules[i].verdict, (int)rules[i].hard);
+        EVP_DigestUpdate(md, rules[i].name, strlen(rules[i].name) + 1);
+        EVP_DigestUpdate(md, verdict, strlen(verdict) + 1);
+    }
+    for (size_t i = 0; p && i < p->n_syscalls_allow; i++) {
+        EVP_DigestUpdate(md, "+", 1);
+        EVP_DigestUpdate(md, p->syscalls_allow[i], strlen(p->syscalls_allow[i]) + 1);
+    }
+    for (size_t i = 0; p && i < p->n_syscalls_deny; i++) {
+        EVP_DigestUpdate(md, "-", 1);
+        EVP_DigestUpdate(md, p->syscalls_deny[i], strlen(p->syscalls_deny[i]) + 1);
+    }
+    EVP_DigestFinal_ex(md, out, &len);
+    EVP_MD_CTX_free(md);
 }
 
 int seccomp_program_dump(const struct policy *p, int fd, struct cordon_err *err)

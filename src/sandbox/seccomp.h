@@ -60,6 +60,10 @@ int seccomp_program_compile(const struct policy *p, struct seccomp_program *out,
  */
 int seccomp_program_dump(const struct policy *p, int fd, struct cordon_err *err);
 
+/* SHA-256 of the profile P asks for (rule table plus its allow/deny), for
+ * the audit record; cheap, unlike compiling. */
+void seccomp_profile_digest(const struct policy *p, unsigned char out[32]);
+
 /* In the child: install PROG (needs no_new_privs). Allocates nothing. */
 int seccomp_program_install(const struct seccomp_program *prog, struct cordon_err *err);
 

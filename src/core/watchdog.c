@@ -1,0 +1,155 @@
+/*
+ * core/watchdog.c: the cleanup watchdog. Runs in the supervisor (start,
+ * messages) and as its own detached process afterwards.
+ */
+#include "core/watchdog.h"
+
+#include "audit/audit.h"
+#include "common/cleanup.h"
+#include "sandbox/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_GUARDED 8
+
+struct watchdog {
+    struct audit_log *log;
+    const char *run_id;
+    pid_t pid;
+    int pipe_w;
+};
+
+struct watchdog *watchdog_new(struct audit_log *log, const char *run_id, struct cordon_err *err)
+{
+    struct watchdog *wd = calloc(1, sizeof *wd);
+    if (!wd) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    *wd = (struct watchdog){ .log = log, .run_id = run_id, .pid = -1, .pipe_w = -1 };
+    return wd;
+}
+
+/* Read "cgroup DIR\n" and "done\n" lines until EOF; then do what is left. */
+static _Noreturn void watch(struct watchdog *wd, int fd)
+{
+    static char dirs[MAX_GUARDED][PATH_MAX];
+    static char buf[PATH_MAX + 16];
+    size_t n_dirs = 0, len = 0;
+    bool done = false;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+        char *line = buf, *nl;
+        while ((nl = strchr(line, '\n'))) {
+            *nl = '\0';
+            if (strcmp(line, "done") == 0)
+                done = true;
+            else if (strncmp(line, "cgroup ", 7) == 0 && n_dirs < MAX_GUARDED)
+                snprintf(dirs[n_dirs++], PATH_MAX, "%s", line + 7);
+            line = nl + 1;
+        }
+        len = strlen(line);
+        memmove(buf, line, len + 1);
+    }
+    if (done)
+        _exit(0);
+    for (size_t i = 0; i < n_dirs; i++)
+        cgroup_remove_dir(dirs[i]);
+    if (wd->log) {
+        /* The sandbox died with its supervisor (PDEATHSIG on its init). */
+        json_t *fields = json_pack("{s:s, s:i, s:s}", "reason", "killed", "status", 128 + SIGKILL,
+                                   "error", "the supervisor died before the run ended");
+        struct cordon_err err;
+        audit_append(wd->log, "run.end", wd->run_id, fields, &err);
+        audit_close(wd->log, &err);
+    }
+    _exit(0);
+}
+
+int watchdog_arm(struct watchdog *wd, struct cordon_err *err)
+{
+    if (wd->pid > 0)
+        return 0;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create the watchdog's pipe");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return err_sys(err, CORDON_E_SETUP, "cannot start the cleanup watchdog");
+    }
+    if (pid == 0) {
+        /* Out of the terminal's process group: a ^C meant for cordon must
+         * not take its cleanup with it. */
+        setsid();
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGPIPE, SIG_IGN);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* Hold nobody's pipes open: a caller waiting for EOF on our
+         * stdout must not wait for the watchdog. */
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        close(fds[1]);
+        watch(wd, fds[0]);
+    }
+    close(fds[0]);
+    wd->pid = pid;
+    wd->pipe_w = fds[1];
+    return 0;
+}
+
+static int send_line(struct watchdog *wd, const char *line, struct cordon_err *err)
+{
+    size_t len = strlen(line);
+    if (write(wd->pipe_w, line, len) != (ssize_t)len)
+        return err_sys(err, CORDON_E_SETUP, "cannot reach the cleanup watchdog");
+    return 0;
+}
+
+int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_err *err)
+{
+    TRY(watchdog_arm(wd, err));
+    char line[PATH_MAX + 16];
+    if (snprintf(line, sizeof line, "cgroup %s\n", dir) >= (int)sizeof line)
+        return err_set(err, CORDON_E_SETUP, "cgroup path too long: '%s'", dir);
+    return send_line(wd, line, err);
+}
+
+void watchdog_release(struct watchdog *wd)
+{
+    if (!wd)
+        return;
+    if (wd->pid > 0) {
+        struct cordon_err err;
+        send_line(wd, "done\n", &err);
+        close(wd->pipe_w);
+        while (waitpid(wd->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    free(wd);
+}

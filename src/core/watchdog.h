@@ -1,0 +1,25 @@
+/*
+ * core/watchdog.h: what a run leaves behind if its supervisor dies, even by
+ * SIGKILL. A small detached process holds one end of a pipe; the supervisor
+ * tells it each cgroup it creates, and "done" when it has cleaned up and
+ * closed the audit record itself. If the pipe closes without "done", the
+ * watchdog empties and removes the cgroups and appends the run's run.end.
+ */
+#pragma once
+#include "common/err.h"
+
+struct audit_log;
+struct watchdog;
+
+/* An unarmed watchdog for RUN_ID, logging to LOG (may be NULL). Borrowed
+ * pointers must outlive it. */
+struct watchdog *watchdog_new(struct audit_log *log, const char *run_id, struct cordon_err *err);
+
+/* Fork the watchdog now (idempotent). */
+int watchdog_arm(struct watchdog *wd, struct cordon_err *err);
+
+/* Arm if needed, and have DIR (a cgroup) removed should the supervisor die. */
+int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_err *err);
+
+/* The supervisor cleaned up itself: stop the watchdog and reap it. Frees WD. */
+void watchdog_release(struct watchdog *wd);
