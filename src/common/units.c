@@ -120,3 +120,18 @@ int parse_count(const char *s, uint64_t *out, char *why, size_t why_len)
     snprintf(why, why_len, "expected a whole number, got \"%s\"", s ? s : "");
     return -1;
 }
+
+void format_size(uint64_t bytes, char *out, size_t len)
+{
+    static const char units[] = "KMGT";
+    unsigned u = 0;
+    uint64_t v = bytes;
+    while (v && v % 1024 == 0 && u < sizeof units - 1) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, len, "%llu", (unsigned long long)bytes);
+    else
+        snprintf(out, len, "%llu%c", (unsigned long long)v, units[u - 1]);
+}

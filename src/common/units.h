@@ -18,3 +18,6 @@ int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len);
 
 /* A non-negative integer with no suffix. */
 int parse_count(const char *s, uint64_t *out, char *why, size_t why_len);
+
+/* BYTES as the shortest exact "64M", "1G", "512K", or plain bytes. */
+void format_size(uint64_t bytes, char *out, size_t len);

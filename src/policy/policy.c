@@ -367,9 +367,9 @@ static int apply_log_file(struct policy *p, const struct policy_key *k, const ch
     return 0;
 }
 
-/* audit.sign_key: checked now so a run never starts only to fail at its first event. */
-static int apply_key_file(struct policy *p, const struct policy_key *k, const char *text,
-                          enum value_origin from, char *why, size_t len)
+/* An existing host path of type TYPE (S_IFREG or S_IFDIR), resolved into *OUT. */
+static int resolve_existing(const char *text, enum value_origin from, mode_t type, char **out,
+                            char *why, size_t len)
 {
     _cleanup_free_ char *real = NULL;
     int r = resolve_host(text, from, &real, why, len);
@@ -378,31 +378,27 @@ static int apply_key_file(struct policy *p, const struct policy_key *k, const ch
     struct stat st;
     if (stat(real, &st) < 0)
         return why_set(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return why_set(why, len, "\"%s\" is not a regular file", text);
-    if (access(real, R_OK) < 0)
+    if ((st.st_mode & S_IFMT) != type)
+        return why_set(why, len, "\"%s\" is not a %s", text,
+                       type == S_IFDIR ? "directory" : "regular file");
+    if (type == S_IFREG && access(real, R_OK) < 0)
         return why_set(why, len, "\"%s\" is not readable: %s", text, strerror(errno));
-    char **field = str_field(p, k);
-    free(*field);
-    *field = TAKE_PTR(real);
+    free(*out);
+    *out = TAKE_PTR(real);
     return 0;
+}
+
+/* audit.sign_key: checked now so a run never starts only to fail at its first event. */
+static int apply_key_file(struct policy *p, const struct policy_key *k, const char *text,
+                          enum value_origin from, char *why, size_t len)
+{
+    return resolve_existing(text, from, S_IFREG, str_field(p, k), why, len);
 }
 
 static int apply_dir(struct policy *p, const char *text, enum value_origin from, char *why,
                      size_t len)
 {
-    _cleanup_free_ char *real = NULL;
-    int r = resolve_host(text, from, &real, why, len);
-    if (r < 0)
-        return r;
-    struct stat st;
-    if (stat(real, &st) < 0)
-        return why_set(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return why_set(why, len, "\"%s\" is not a directory", text);
-    free(p->workspace);
-    p->workspace = TAKE_PTR(real);
-    return 0;
+    return resolve_existing(text, from, S_IFDIR, &p->workspace, why, len);
 }
 
 int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char *text,

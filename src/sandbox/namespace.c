@@ -13,6 +13,7 @@
 
 #include "common/cleanup.h"
 #include "common/syscalls.h"
+#include "common/units.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -451,6 +452,33 @@ static int refuse_limit(const struct policy *p, enum policy_limit l, const char 
 }
 
 /*
+ * A limit a cgroup enforces for the whole tree (SET writes it; NULL when the
+ * supervisor polls the cgroup instead), or an rlimit per process (RLIMIT;
+ * -1 when already set) where the policy lets it degrade; refused otherwise.
+ */
+static int enforce_by_cgroup(const struct policy *p, const struct cgroup_set *cg,
+                             struct ns_plan *plan, struct sandbox_result *res,
+                             enum policy_limit l, enum cgroup_controller c, const char *shown,
+                             int (*set)(const struct cgroup_set *, uint64_t, struct cordon_err *),
+                             uint64_t value, int rlimit, const char *fallback,
+                             struct cordon_err *err)
+{
+    if (cgroup_has(cg, c)) {
+        if (set)
+            TRY(set(cg, value, err));
+        res->enforced[l] = cg->version == 2 ? ENFORCED_CGROUP_V2 : ENFORCED_CGROUP_V1;
+        return 0;
+    }
+    if (best_effort(p, l)) {
+        if (rlimit >= 0)
+            add_rlimit(plan, rlimit, value, value);
+        res->enforced[l] = ENFORCED_RLIMIT;
+        return 0;
+    }
+    return refuse_limit(p, l, shown, cg->why[c], fallback, err);
+}
+
+/*
  * Decide how each limit is enforced: a cgroup where one is available,
  * an rlimit where the policy allows degrading, refusal otherwise.
  */
@@ -458,7 +486,6 @@ static int plan_limits(const struct policy *p, const struct cgroup_set *cg, stru
                        struct sandbox_result *res, struct cordon_err *err)
 {
     const struct policy_limits *lim = &p->limits;
-    enum enforcement cgv = cg->version == 2 ? ENFORCED_CGROUP_V2 : ENFORCED_CGROUP_V1;
     char v[32];
 
     add_rlimit(plan, RLIMIT_CORE, 0, 0);
@@ -468,44 +495,24 @@ static int plan_limits(const struct policy *p, const struct cgroup_set *cg, stru
         res->enforced[POLICY_LIMIT_OUTPUT] = ENFORCED_SUPERVISOR;
 
     if (lim->memory) {
-        snprintf(v, sizeof v, "%llu bytes", (unsigned long long)lim->memory);
-        if (cgroup_has(cg, CGROUP_MEMORY)) {
-            TRY(cgroup_set_memory(cg, lim->memory, err));
-            res->enforced[POLICY_LIMIT_MEMORY] = cgv;
-        } else if (best_effort(p, POLICY_LIMIT_MEMORY)) {
-            add_rlimit(plan, RLIMIT_AS, lim->memory, lim->memory);
-            res->enforced[POLICY_LIMIT_MEMORY] = ENFORCED_RLIMIT;
-        } else {
-            return refuse_limit(p, POLICY_LIMIT_MEMORY, v, cg->why[CGROUP_MEMORY],
-                                "a per-process RLIMIT_AS", err);
-        }
+        format_size(lim->memory, v, sizeof v);
+        TRY(enforce_by_cgroup(p, cg, plan, res, POLICY_LIMIT_MEMORY, CGROUP_MEMORY, v,
+                              cgroup_set_memory, lim->memory, RLIMIT_AS,
+                              "a per-process RLIMIT_AS", err));
     }
     if (lim->pids) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
-        if (cgroup_has(cg, CGROUP_PIDS)) {
-            TRY(cgroup_set_pids(cg, lim->pids, err));
-            res->enforced[POLICY_LIMIT_PIDS] = cgv;
-        } else if (best_effort(p, POLICY_LIMIT_PIDS)) {
-            /* Counted per user in the run's own user namespace. */
-            add_rlimit(plan, RLIMIT_NPROC, lim->pids, lim->pids);
-            res->enforced[POLICY_LIMIT_PIDS] = ENFORCED_RLIMIT;
-        } else {
-            return refuse_limit(p, POLICY_LIMIT_PIDS, v, cg->why[CGROUP_PIDS],
-                                "RLIMIT_NPROC", err);
-        }
+        /* RLIMIT_NPROC counts per user in the run's own user namespace. */
+        TRY(enforce_by_cgroup(p, cg, plan, res, POLICY_LIMIT_PIDS, CGROUP_PIDS, v,
+                              cgroup_set_pids, lim->pids, RLIMIT_NPROC, "RLIMIT_NPROC", err));
     }
     if (lim->cpu_ms) {
         /* Always a per-process cap too; the cgroup adds the whole tree. */
         uint64_t secs = (lim->cpu_ms + 999) / 1000;
         add_rlimit(plan, RLIMIT_CPU, secs, secs + 1);
         snprintf(v, sizeof v, "%llums", (unsigned long long)lim->cpu_ms);
-        if (cgroup_has(cg, CGROUP_CPU))
-            res->enforced[POLICY_LIMIT_CPU] = cgv;
-        else if (best_effort(p, POLICY_LIMIT_CPU))
-            res->enforced[POLICY_LIMIT_CPU] = ENFORCED_RLIMIT;
-        else
-            return refuse_limit(p, POLICY_LIMIT_CPU, v, cg->why[CGROUP_CPU],
-                                "a per-process RLIMIT_CPU", err);
+        TRY(enforce_by_cgroup(p, cg, plan, res, POLICY_LIMIT_CPU, CGROUP_CPU, v, NULL,
+                              lim->cpu_ms, -1, "a per-process RLIMIT_CPU", err));
     }
     if (lim->file_size) {
         add_rlimit(plan, RLIMIT_FSIZE, lim->file_size, lim->file_size);
