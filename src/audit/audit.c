@@ -568,3 +568,19 @@ void audit_free(struct audit_log *log)
     free(log->path);
     free(log);
 }
+
+FILE *audit_open_reader(const char *path, struct cordon_err *err)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s'", path);
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        err_set(err, CORDON_E_SETUP, "cannot read audit log '%s': it is a directory", path);
+        return NULL;
+    }
+    return f;
+}

@@ -41,5 +41,8 @@ bool audit_is_digest(const char *s);
  */
 int audit_read_line(FILE *f, char *buf, size_t *len, bool *nl);
 
+/* PATH opened for reading line by line (not a directory), or NULL with ERR. */
+FILE *audit_open_reader(const char *path, struct cordon_err *err);
+
 DEFINE_CLEANUP(EVP_PKEY *, EVP_PKEY_free)
 DEFINE_CLEANUP(EVP_MD_CTX *, EVP_MD_CTX_free)

@@ -397,13 +397,9 @@ int audit_show(const char *path, const struct audit_filter *f, FILE *out,
                struct cordon_err *err)
 {
     static const struct audit_filter none = { 0 };
-    _cleanup_fclose_ FILE *in = fopen(path, "re");
+    _cleanup_fclose_ FILE *in = audit_open_reader(path, err);
     if (!in)
-        return err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s'", path);
-    struct stat st;
-    if (fstat(fileno(in), &st) == 0 && S_ISDIR(st.st_mode))
-        return err_set(err, CORDON_E_SETUP, "cannot read audit log '%s': it is a directory",
-                       path);
+        return -1;
     _cleanup_free_ char *buf = malloc(AUDIT_MAX_LINE + 1);
     if (!buf)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");

@@ -278,13 +278,9 @@ int audit_verify(const char *path, const char *pubkey, struct audit_report *repo
                            pubkey);
         v.key = key;
     }
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    _cleanup_fclose_ FILE *f = audit_open_reader(path, err);
     if (!f)
-        return err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s'", path);
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-        return err_set(err, CORDON_E_SETUP, "cannot read audit log '%s': it is a directory",
-                       path);
+        return -1;
     _cleanup_free_ char *buf = malloc(AUDIT_MAX_LINE + 1);
     if (!buf)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
