@@ -228,6 +228,31 @@ static void scrub_args_and_env(void)
         memset((void *)(uintptr_t)v[2], 0, v[3] - v[2]);
 }
 
+static pid_t forward_to; /* init: the command, whose session gets our signals */
+
+static void forward_signal(int sig)
+{
+    int saved = errno;
+    if (kill(-forward_to, sig) < 0) /* before the command's setsid() */
+        kill(forward_to, sig);
+    errno = saved;
+}
+
+/* Init passes on what the supervisor passes on (cordon's own SIGINT, ...). */
+static void forward_signals(pid_t cmd)
+{
+    static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+    forward_to = cmd;
+    struct sigaction sa = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+        sigaction(forwarded[i], &sa, NULL);
+    /* The supervisor's mask came along through clone(): open it now. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 /* Read exactly LEN bytes; false on EOF or error. */
 static bool read_full(int fd, void *buf, size_t len)
 {
@@ -313,6 +338,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     close(fds->out_w);
     close(fds->errout_w);
     drop_capabilities(&err);
+    forward_signals(cmd);
     for (;;) {
         int ws;
         pid_t w = waitpid(-1, &ws, 0);

@@ -19,6 +19,9 @@
 #include <unistd.h>
 
 #define TICK_MS 100
+/* How long a command may take to exit after the signal cordon got was
+ * passed on to it, before everything is killed. */
+#define INTERRUPT_GRACE_US (2 * 1000 * 1000)
 
 uint64_t monotonic_us(void)
 {
@@ -47,6 +50,8 @@ struct loop {
     int pidfd;
     bool init_done;
     bool killed;              /* we ended the run */
+    bool interrupted;         /* cordon got a signal and passed it on */
+    uint64_t grace_deadline;  /* when an interrupted run is killed */
     enum run_reason kill_reason;
     int kill_signal;          /* the signal cordon itself received, or 0 */
     bool setup_failed;
@@ -66,6 +71,25 @@ static void end_run(struct loop *l, enum run_reason reason)
     l->kill_reason = reason;
     /* Init is PID 1 of the sandbox: its death takes every process with it. */
     kill(l->s->init_pid, SIGKILL);
+}
+
+/*
+ * SIGINT/SIGTERM/SIGHUP to cordon: the first is passed on (init forwards it
+ * to the command), so the command can clean up; a second one, or the grace
+ * period running out, kills the run.
+ */
+static void interrupt(struct loop *l, int sig)
+{
+    if (l->init_done)
+        return;
+    if (l->interrupted) {
+        end_run(l, RUN_KILLED);
+        return;
+    }
+    l->interrupted = true;
+    l->kill_signal = sig;
+    l->grace_deadline = monotonic_us() + INTERRUPT_GRACE_US;
+    kill(l->s->init_pid, sig);
 }
 
 static void relay_output(struct loop *l, int *fd, int to, uint64_t *count)
@@ -197,8 +221,8 @@ static void finish(struct loop *l, struct rusage *ru)
         res->status = 124;
         return;
     }
-    if (l->killed) {
-        res->reason = l->kill_reason;
+    if (l->killed || l->interrupted) {
+        res->reason = l->killed ? l->kill_reason : RUN_KILLED;
         res->signaled = true;
         res->signal = l->kill_signal ? l->kill_signal : SIGKILL;
         res->status = 128 + res->signal;
@@ -274,6 +298,15 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             }
             timeout = (int)((deadline - now + 999) / 1000);
         }
+        if (l.interrupted && !l.killed && !l.init_done) {
+            if (now >= l.grace_deadline) {
+                end_run(&l, RUN_KILLED);
+                continue;
+            }
+            int left = (int)((l.grace_deadline - now + 999) / 1000);
+            if (timeout < 0 || timeout > left)
+                timeout = left;
+        }
         if (tick && !l.init_done && (timeout < 0 || timeout > TICK_MS))
             timeout = TICK_MS;
         if (l.pidfd < 0 && !l.init_done && (timeout < 0 || timeout > TICK_MS))
@@ -295,11 +328,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             relay_input(&l, i_in >= 0 ? p[i_in].revents : 0, i_inw >= 0 ? p[i_inw].revents : 0);
         if (i_sig >= 0 && p[i_sig].revents) {
             struct signalfd_siginfo si;
-            if (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si && !l.init_done) {
-                end_run(&l, RUN_KILLED);
-                if (l.kill_reason == RUN_KILLED)
-                    l.kill_signal = (int)si.ssi_signo;
-            }
+            if (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si)
+                interrupt(&l, (int)si.ssi_signo);
         }
         if (tick && !l.init_done && !l.killed)
             check_cgroup_limits(&l);
