@@ -1,0 +1,83 @@
+"""
+Signals sent to cordon reach the command through the sandbox's init: the
+first SIGINT/SIGTERM/SIGHUP is passed on so the command can clean up; one
+that ignores it is killed after the grace period, or at a second signal.
+"""
+
+import signal
+import time
+
+import pytest
+
+from conftest import PROBE, marker, probe_pids
+from test_limits import assert_gone
+
+# The command traps the signal, leaves proof in the workspace, and exits 0.
+TRAP = 'trap "echo cleaned > /workspace/cleaned; exit 0" {sig}; echo ready; {probe} sleep 1000 {m} & wait'
+
+
+def started(p):
+    """Wait for the command's "ready" line on its stdout."""
+    line = p.stdout.readline()
+    return line.strip() == b"ready"
+
+
+@pytest.mark.parametrize("sig,name", [(signal.SIGTERM, "TERM"), (signal.SIGINT, "INT"),
+                                      (signal.SIGHUP, "HUP")], ids=["TERM", "INT", "HUP"])
+def test_signal_is_passed_on_for_cleanup(cordon, sig, name):
+    ws = cordon.hostdir()
+    m = marker()
+    p = cordon.popen(["sh", "-c", TRAP.format(sig=name, m=m, probe=PROBE)], "-w", ws)
+    try:
+        assert started(p), p.stderr.read()
+        p.send_signal(sig)
+        p.wait(timeout=15)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = p.stderr.read().decode(errors="replace")
+    # The command cleaned up in its own handler: proof left in the workspace.
+    assert (ws / "cleaned").read_text() == "cleaned\n", err
+    # cordon reports that it was interrupted, with the signal it got.
+    assert p.returncode == 128 + sig, err
+    assert "run ended: killed" in err
+    assert_gone(m)
+
+
+def test_ignored_signal_is_followed_by_kill_after_grace(cordon):
+    m = marker()
+    p = cordon.popen(["sh", "-c", f'trap "" TERM INT HUP; echo ready; exec {PROBE} sleep 1000 {m}'])
+    try:
+        assert started(p)
+        assert probe_pids(m), "run never started"
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=15)
+        waited = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + signal.SIGTERM
+    # Not at once (the grace period), and not never.
+    assert waited >= 1.0, waited
+    assert_gone(m)
+
+
+def test_second_signal_kills_at_once(cordon):
+    m = marker()
+    p = cordon.popen(["sh", "-c", f'trap "" TERM INT; echo ready; exec {PROBE} sleep 1000 {m}'])
+    try:
+        assert started(p)
+        assert probe_pids(m), "run never started"
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.2)  # let the first one be passed on and ignored
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=15)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + signal.SIGINT
+    assert_gone(m)
