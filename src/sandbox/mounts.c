@@ -381,6 +381,9 @@ static int make_mountpoint(const char *path, bool is_dir, struct cordon_err *err
     if (is_dir)
         return make_dirs(path, err);
     TRY(make_parent(path, err));
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return 0; /* already there, maybe on a read-only bind (a mask over a file) */
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0 && errno != EEXIST)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", path);

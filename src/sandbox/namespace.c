@@ -584,7 +584,10 @@ static int send_filter(const struct policy *p, struct seccomp_program *prog, int
     char buf[sizeof prog->len + BPF_MAXINSNS * sizeof(struct sock_filter)];
     memcpy(buf, &prog->len, sizeof prog->len);
     memcpy(buf + sizeof prog->len, prog->filter, prog->len * sizeof prog->filter[0]);
-    if (write(fd, buf, size) != (ssize_t)size)
+    ssize_t n = write(fd, buf, size);
+    if (n < 0 && errno == EPIPE)
+        return 0; /* the child failed first: its own error record says why */
+    if (n != (ssize_t)size)
         return err_sys(err, CORDON_E_SETUP, "cannot hand the seccomp filter to the sandbox");
     return 0;
 }
