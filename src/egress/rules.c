@@ -1,0 +1,184 @@
+/*
+ * egress/rules.c: allow/deny rules and name pins: parsing, canonical text
+ * and matching. Pure; used by the policy (validation) and the gateway.
+ */
+#include "egress/rules.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+__attribute__((format(printf, 3, 4)))
+static int fail(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ":PORT" at the end of SPEC (after a ']' for v6), or none. */
+static int split_port(const char *spec, size_t *host_len, uint16_t *port, char *why, size_t len)
+{
+    const char *colon = strrchr(spec, ':');
+    const char *bracket = strrchr(spec, ']');
+    *host_len = strlen(spec);
+    *port = 0;
+    if (!colon || (bracket && colon < bracket))
+        return 0;
+    if (!bracket && strchr(spec, ':') != colon)
+        return fail(why, len, "IPv6 addresses need brackets: \"%s\"", spec);
+    const char *p = colon + 1;
+    if (!*p)
+        return fail(why, len, "empty port in \"%s\"", spec);
+    unsigned long v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9' || (v = v * 10 + (unsigned long)(*p - '0')) > 65535)
+            return fail(why, len, "bad port in \"%s\" (expected 1 to 65535)", spec);
+    }
+    if (v == 0)
+        return fail(why, len, "bad port in \"%s\" (expected 1 to 65535)", spec);
+    *port = (uint16_t)v;
+    *host_len = (size_t)(colon - spec);
+    return 0;
+}
+
+int egress_rule_parse(const char *spec, struct egress_rule *out, char *why, size_t why_len)
+{
+    memset(out, 0, sizeof *out);
+    size_t host_len;
+    if (split_port(spec, &host_len, &out->port, why, why_len) < 0)
+        return -1;
+    char host[300];
+    if (host_len == 0 || host_len >= sizeof host)
+        return fail(why, why_len, "expected HOST[:PORT], got \"%s\"", spec);
+    memcpy(host, spec, host_len);
+    host[host_len] = '\0';
+
+    if (strchr(host, '/')) {
+        /* A CIDR: "10.0.0.0/8" or "[fd00::]/8". */
+        char bare[300];
+        const char *h = host;
+        if (host[0] == '[') {
+            const char *close = strchr(host, ']');
+            if (!close || close[1] != '/')
+                return fail(why, why_len, "bad CIDR in \"%s\"", spec);
+            if (snprintf(bare, sizeof bare, "%.*s%s", (int)(close - host - 1), host + 1,
+                         close + 1) >= (int)sizeof bare)
+                return fail(why, why_len, "bad CIDR in \"%s\"", spec);
+            h = bare;
+        }
+        char reason[128];
+        if (cidr_parse(h, &out->cidr, reason, sizeof reason) < 0) {
+            snprintf(why, why_len, "%s", reason);
+            return -1;
+        }
+        out->kind = EGRESS_RULE_CIDR;
+        return 0;
+    }
+    if (strncmp(host, "*.", 2) == 0) {
+        struct host h;
+        char reason[128];
+        if (host_parse(host + 2, strlen(host + 2), &h, reason, sizeof reason) < 0 || h.is_ip)
+            return fail(why, why_len, "bad wildcard in \"%s\" (expected *.example.com)", spec);
+        out->kind = EGRESS_RULE_SUFFIX;
+        if (snprintf(out->name, sizeof out->name, ".%s", h.name) >= (int)sizeof out->name)
+            return fail(why, why_len, "name too long in \"%s\"", spec);
+        return 0;
+    }
+    struct host h;
+    char reason[128];
+    if (host_parse(host, strlen(host), &h, reason, sizeof reason) < 0) {
+        snprintf(why, why_len, "%s", reason);
+        return -1;
+    }
+    if (h.is_ip) {
+        out->kind = EGRESS_RULE_IP;
+        out->cidr.base = h.ip;
+        out->cidr.prefix = h.ip.family == AF_INET ? 32 : 128;
+        return 0;
+    }
+    out->kind = EGRESS_RULE_NAME;
+    snprintf(out->name, sizeof out->name, "%s", h.name);
+    return 0;
+}
+
+void egress_rule_format(const struct egress_rule *r, char *out, size_t size)
+{
+    char host[300] = "", addr[64];
+    switch (r->kind) {
+    case EGRESS_RULE_NAME:
+        snprintf(host, sizeof host, "%s", r->name);
+        break;
+    case EGRESS_RULE_SUFFIX:
+        snprintf(host, sizeof host, "*%s", r->name);
+        break;
+    case EGRESS_RULE_IP:
+    case EGRESS_RULE_CIDR:
+        ip_addr_format(&r->cidr.base, addr, sizeof addr);
+        if (r->cidr.base.family == AF_INET6)
+            snprintf(host, sizeof host, "[%s]", addr);
+        else
+            snprintf(host, sizeof host, "%s", addr);
+        if (r->kind == EGRESS_RULE_CIDR)
+            snprintf(host + strlen(host), sizeof host - strlen(host), "/%u", r->cidr.prefix);
+        break;
+    }
+    if (r->port)
+        snprintf(out, size, "%s:%u", host, r->port);
+    else
+        snprintf(out, size, "%s", host);
+}
+
+static bool port_matches(const struct egress_rule *r, uint16_t port)
+{
+    return r->port ? r->port == port : (port == 80 || port == 443);
+}
+
+bool egress_rule_matches_host(const struct egress_rule *r, const struct host *host, uint16_t port)
+{
+    if (!port_matches(r, port))
+        return false;
+    if (host->is_ip)
+        return egress_rule_matches_addr(r, &host->ip, port);
+    switch (r->kind) {
+    case EGRESS_RULE_NAME:
+        return strcmp(r->name, host->name) == 0;
+    case EGRESS_RULE_SUFFIX: {
+        size_t n = strlen(host->name), s = strlen(r->name);
+        return n > s && strcmp(host->name + n - s, r->name) == 0;
+    }
+    default:
+        return false; /* an address rule never matches a name by its spelling */
+    }
+}
+
+bool egress_rule_matches_addr(const struct egress_rule *r, const struct ip_addr *a, uint16_t port)
+{
+    if (!port_matches(r, port))
+        return false;
+    if (r->kind != EGRESS_RULE_IP && r->kind != EGRESS_RULE_CIDR)
+        return false;
+    return cidr_contains(&r->cidr, a);
+}
+
+int egress_pin_parse(const char *spec, struct egress_pin *out, char *why, size_t why_len)
+{
+    memset(out, 0, sizeof *out);
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || !eq[1])
+        return fail(why, why_len, "expected HOST=IP, got \"%s\"", spec);
+    struct host name, ip;
+    char reason[128];
+    if (host_parse(spec, (size_t)(eq - spec), &name, reason, sizeof reason) < 0 || name.is_ip)
+        return fail(why, why_len, "expected a host name before '=' in \"%s\"", spec);
+    const char *v = eq + 1;
+    size_t vlen = strlen(v);
+    if (host_parse(v, vlen, &ip, reason, sizeof reason) < 0 || !ip.is_ip)
+        return fail(why, why_len, "expected an IP address after '=' in \"%s\"", spec);
+    snprintf(out->name, sizeof out->name, "%s", name.name);
+    out->ip = ip.ip;
+    return 0;
+}

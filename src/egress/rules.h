@@ -1,0 +1,49 @@
+/*
+ * egress/rules.h: the gateway's allow/deny rules and name pins, parsed once
+ * from their text ("api.example.com", "*.example.com:8443", "10.0.0.0/8",
+ * "[::1]:80") and matched against each request's destination. The policy
+ * validates with the same parser it will be enforced with. Pure.
+ */
+#pragma once
+#include "egress/addr.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum egress_rule_kind {
+    EGRESS_RULE_NAME,    /* exact host name */
+    EGRESS_RULE_SUFFIX,  /* "*.example.com": any name strictly below example.com */
+    EGRESS_RULE_IP,      /* one address */
+    EGRESS_RULE_CIDR,    /* a range */
+};
+
+struct egress_rule {
+    enum egress_rule_kind kind;
+    char name[256];      /* NAME: the name; SUFFIX: ".example.com" */
+    struct cidr cidr;    /* IP (as a host route) and CIDR */
+    uint16_t port;       /* 0: the default ports, 80 and 443 */
+};
+
+/*
+ * Parse HOST[:PORT]: a name, "*.suffix", an IPv4 literal, "[v6]", a CIDR
+ * ("10.0.0.0/8", "[fd00::]/8"), then optionally ":PORT" (1..65535).
+ */
+int egress_rule_parse(const char *spec, struct egress_rule *out, char *why, size_t why_len);
+
+/* The canonical text of R (what the policy stores and the audit shows). */
+void egress_rule_format(const struct egress_rule *r, char *out, size_t size);
+
+/* Does R cover a request for HOST (as the client named it) on PORT? */
+bool egress_rule_matches_host(const struct egress_rule *r, const struct host *host, uint16_t port);
+
+/* Does R cover the resolved address A on PORT? (IP and CIDR rules only.) */
+bool egress_rule_matches_addr(const struct egress_rule *r, const struct ip_addr *a, uint16_t port);
+
+/* A --resolve pin "HOST=IP". */
+struct egress_pin {
+    char name[256];
+    struct ip_addr ip;
+};
+
+int egress_pin_parse(const char *spec, struct egress_pin *out, char *why, size_t why_len);
