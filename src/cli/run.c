@@ -36,6 +36,16 @@ static const char usage[] =
     "      --best-effort LIMIT  let LIMIT (memory, pids, cpu, open_files, or all)\n"
     "                           degrade to an rlimit where this host has no cgroup\n"
     "                           for it, instead of refusing to run (repeatable)\n"
+    "      --net MODE           network: none (default; loopback only) or gateway\n"
+    "                           (the egress gateway, the only way out)\n"
+    "      --allow HOST[:PORT]  allow a destination through the gateway (repeatable;\n"
+    "                           implies --net gateway); HOST is a name, *.suffix,\n"
+    "                           an IP or a CIDR; PORT defaults to 80 and 443\n"
+    "      --deny HOST[:PORT]   refuse a destination even if an allow matches\n"
+    "                           (repeatable)\n"
+    "      --allow-private CIDR let addresses in CIDR (127.0.0.2/32, fd00::/8)\n"
+    "                           through the private-range refusals (repeatable)\n"
+    "      --resolve HOST=IP    pin HOST to IP, like curl --resolve (repeatable)\n"
     "      --result FILE        write the run's result as JSON\n"
     "      --audit FILE         append the run to a hash-chained audit log\n"
     "  -h, --help               this help\n"
@@ -45,7 +55,7 @@ static const char usage[] =
 
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
-    OPT_BEST_EFFORT, OPT_AUDIT,
+    OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE,
 };
 
 static const struct option options[] = {
@@ -64,11 +74,19 @@ static const struct option options[] = {
     { "best-effort", required_argument, NULL, OPT_BEST_EFFORT },
     { "result", required_argument, NULL, OPT_RESULT },
     { "audit", required_argument, NULL, OPT_AUDIT },
+    { "net", required_argument, NULL, OPT_NET },
+    { "allow", required_argument, NULL, OPT_ALLOW },
+    { "deny", required_argument, NULL, OPT_DENY },
+    { "allow-private", required_argument, NULL, OPT_ALLOW_PRIVATE },
+    { "resolve", required_argument, NULL, OPT_RESOLVE },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
 
-/* Scalar flags and the policy key each one sets. */
+/*
+ * Flags and the policy key each one sets; on a list key (network.allow...)
+ * the flag adds one item to what the file gave.
+ */
 static const struct {
     int opt;
     const char *key;
@@ -83,6 +101,11 @@ static const struct {
     { OPT_OUTPUT, "limits.output", "--output" },
     { OPT_TMP_SIZE, "filesystem.tmp_size", "--tmp-size" },
     { OPT_AUDIT, "audit.file", "--audit" },
+    { OPT_NET, "network.mode", "--net" },
+    { OPT_ALLOW, "network.allow", "--allow" },
+    { OPT_DENY, "network.deny", "--deny" },
+    { OPT_ALLOW_PRIVATE, "network.allow_private", "--allow-private" },
+    { OPT_RESOLVE, "network.resolve", "--resolve" },
 };
 
 struct flag_value {

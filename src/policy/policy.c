@@ -8,8 +8,10 @@
 #include "common/strv.h"
 
 #include "common/units.h"
+#include "egress/rules.h"
 #include "sandbox/seccomp.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -28,6 +30,8 @@
 /*
  * Every key, once. A zero limit means "no limit", so limits accept 0; the
  * tmpfs sizes do not, since a 0-byte /tmp is only a confusing failure later.
+ * Network budgets are unlimited when absent but at least 1 when given: a
+ * budget of 0 would read as "none allowed" to some and "unlimited" to others.
  */
 static const struct policy_key keys[] = {
     KEY("version", KT_VERSION, version, 1, 1),
@@ -53,7 +57,17 @@ static const struct policy_key keys[] = {
     SECTION("syscalls"),
     LIST("syscalls.allow", KT_SYSCALLS, true),
     LIST("syscalls.deny", KT_SYSCALLS, false),
-    RESERVED("network", "not supported yet (reserved for the egress gateway)"),
+    SECTION("network"),
+    KEY("network.mode", KT_NET_MODE, network.mode, 0, POLICY_NET_NONE),
+    LIST("network.allow", KT_RULES, true),
+    LIST("network.deny", KT_RULES, false),
+    LIST("network.allow_private", KT_CIDRS, false),
+    LIST("network.resolve", KT_PINS, false),
+    SECTION("network.budgets"),
+    KEY("network.budgets.requests", KT_COUNT, network.requests, 1, 0),
+    KEY("network.budgets.bytes", KT_SIZE, network.bytes, 1, 0),
+    KEY("network.budgets.connections", KT_COUNT, network.connections, 1, 0),
+    KEY("network.budgets.request_rate", KT_COUNT, network.request_rate, 1, 0),
     RESERVED("secrets", "not supported yet (reserved for credential placeholders)"),
     RESERVED("tools", "not supported yet (reserved for the MCP broker)"),
     SECTION("audit"),
@@ -114,9 +128,10 @@ void policy_key_children(const char *section, char *buf, size_t len)
             if (strncmp(name, section, slen) != 0 || name[slen] != '.')
                 continue;
             name += slen + 1;
-        } else if (strchr(name, '.') || keys[i].type == KT_RESERVED) {
-            continue;
         }
+        /* Only direct children: "network.budgets.bytes" is not one of network's. */
+        if (strchr(name, '.') || keys[i].type == KT_RESERVED)
+            continue;
         int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
         if (n < 0 || (size_t)n >= len - used)
             return;
@@ -144,9 +159,24 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_UINT: return "a whole number";
     case KT_BOOL: return "true or false";
     case KT_FSYNC: return "one of always, close";
+    case KT_NET_MODE: return "one of none, gateway";
+    case KT_RULES: return "a list of HOST[:PORT] rules";
+    case KT_CIDRS: return "a list of CIDRs";
+    case KT_PINS: return "a list of HOST=IP pins";
     case KT_RESERVED: return "nothing";
     }
     return "a value";
+}
+
+const char *policy_key_item_expect(const struct policy_key *k)
+{
+    switch (k->type) {
+    case KT_BINDS: return "a path";
+    case KT_RULES: return "HOST[:PORT]";
+    case KT_CIDRS: return "a CIDR";
+    case KT_PINS: return "HOST=IP";
+    default: return "a name";
+    }
 }
 
 int policy_parse_bool(const char *s)
@@ -437,6 +467,15 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         *(bool *)((char *)p + k->offset) = b;
         return 0;
     }
+    case KT_NET_MODE:
+        if (!strcmp(text, "none"))
+            p->network.mode = POLICY_NET_NONE;
+        else if (!strcmp(text, "gateway"))
+            p->network.mode = POLICY_NET_GATEWAY;
+        else
+            return why_set(why, len, "expected one of none, gateway, got \"%s\"", text);
+        p->network.mode_explicit = true;
+        return 0;
     case KT_FSYNC:
         if (!strcmp(text, "always"))
             p->audit.fsync = POLICY_AUDIT_FSYNC_ALWAYS;
@@ -507,6 +546,78 @@ static ssize_t env_set_find(const struct policy *p, const char *name)
     return -1;
 }
 
+/* ---- network ---- */
+
+/*
+ * Surrounding blanks are dropped before parsing: a quoted " api.example.com"
+ * in YAML or a pasted flag value means the name, not a refusal.
+ */
+static char *trimmed(const char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    size_t n = strlen(text);
+    while (n && isspace((unsigned char)text[n - 1]))
+        n--;
+    return strndup(text, n);
+}
+
+/* The rule's canonical text; a rule too long to format would not round-trip. */
+static int apply_rule(struct policy *p, bool allow, const char *text, char *why, size_t len)
+{
+    _cleanup_free_ char *t = trimmed(text);
+    if (!t)
+        return POLICY_ENOMEM;
+    struct egress_rule r;
+    if (egress_rule_parse(t, &r, why, len) < 0)
+        return -1;
+    char canon[300];
+    egress_rule_format(&r, canon, sizeof canon);
+    return allow ? strv_add(&p->network.allow, &p->network.n_allow, canon)
+                 : strv_add(&p->network.deny, &p->network.n_deny, canon);
+}
+
+static int apply_cidr(struct policy *p, const char *text, char *why, size_t len)
+{
+    _cleanup_free_ char *t = trimmed(text);
+    if (!t)
+        return POLICY_ENOMEM;
+    /* "[fd00::]/8" as network.allow writes it is the same range as "fd00::/8". */
+    size_t n = strlen(t);
+    char *close = t[0] == '[' ? strchr(t, ']') : NULL;
+    if (close && close[1] == '/') {
+        memmove(close, close + 1, n - (size_t)(close - t));
+        memmove(t, t + 1, n);
+    }
+    struct cidr c;
+    if (cidr_parse(t, &c, why, len) < 0)
+        return -1;
+    char addr[64], canon[80];
+    ip_addr_format(&c.base, addr, sizeof addr);
+    snprintf(canon, sizeof canon, "%s/%u", addr, c.prefix);
+    return strv_add(&p->network.allow_private, &p->network.n_allow_private, canon);
+}
+
+/*
+ * Two pins for one name are two addresses for it, as a DNS answer may
+ * hold; the gateway checks each like any other answer.
+ */
+static int apply_pin(struct policy *p, const char *text, char *why, size_t len)
+{
+    _cleanup_free_ char *t = trimmed(text);
+    if (!t)
+        return POLICY_ENOMEM;
+    struct egress_pin pin;
+    if (egress_pin_parse(t, &pin, why, len) < 0)
+        return -1;
+    /* Bracketed as the parser wants IPv6, so the canonical text parses back. */
+    char addr[64], canon[330];
+    ip_addr_format(&pin.ip, addr, sizeof addr);
+    snprintf(canon, sizeof canon, pin.ip.family == AF_INET6 ? "%s=[%s]" : "%s=%s", pin.name,
+             addr);
+    return strv_add(&p->network.resolve, &p->network.n_resolve, canon);
+}
+
 int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
                       char *why, size_t len)
 {
@@ -538,6 +649,12 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         return why_set(why, len,
                        "expected one of wall, cpu, memory, pids, output, file_size, "
                        "open_files, got \"%s\"", text);
+    case KT_RULES:
+        return apply_rule(p, k->flag, text, why, len);
+    case KT_CIDRS:
+        return apply_cidr(p, text, why, len);
+    case KT_PINS:
+        return apply_pin(p, text, why, len);
     default:
         return why_set(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
     }
@@ -649,6 +766,9 @@ struct policy *policy_new(struct cordon_err *err)
         case KT_FSYNC:
             p->audit.fsync = (enum policy_audit_fsync)k->def;
             break;
+        case KT_NET_MODE:
+            p->network.mode = (enum policy_net_mode)k->def;
+            break;
         default:
             break;
         }
@@ -675,6 +795,10 @@ void policy_free(struct policy *p)
     free(p->env_set);
     strv_free(p->syscalls_allow, p->n_syscalls_allow);
     strv_free(p->syscalls_deny, p->n_syscalls_deny);
+    strv_free(p->network.allow, p->network.n_allow);
+    strv_free(p->network.deny, p->network.n_deny);
+    strv_free(p->network.allow_private, p->network.n_allow_private);
+    strv_free(p->network.resolve, p->network.n_resolve);
     free(p->audit.file);
     free(p->audit.sign_key);
     free(p);
@@ -719,6 +843,9 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     }
     case KT_NAMES:
     case KT_SYSCALLS:
+    case KT_RULES:
+    case KT_CIDRS:
+    case KT_PINS:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_BEST_EFFORT: {
         /* A flag lists several limits at once: --best-effort memory,pids (or all). */
@@ -795,6 +922,13 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     if (p->audit.checkpoint_every && !p->audit.sign_key)
         return err_set(err, CORDON_E_POLICY,
                        "%saudit: checkpoint_every needs sign_key (checkpoints are signed)", where);
+    /* An allow entry implies the gateway, unless the policy said "none" outright. */
+    if (p->network.n_allow && p->network.mode == POLICY_NET_NONE) {
+        if (p->network.mode_explicit)
+            return err_set(err, CORDON_E_POLICY,
+                           "%snetwork.allow: needs mode gateway (mode is none)", where);
+        p->network.mode = POLICY_NET_GATEWAY;
+    }
     if (p->version != 1)
         return err_set(err, CORDON_E_POLICY, "%sversion: unsupported version %d", where,
                        p->version);

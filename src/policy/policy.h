@@ -74,6 +74,34 @@ struct policy_audit {
     enum policy_audit_fsync fsync;
 };
 
+enum policy_net_mode {
+    POLICY_NET_NONE,                /* loopback only (default) */
+    POLICY_NET_GATEWAY,             /* one door: the egress gateway */
+};
+
+/*
+ * The network section; see egress/rules.h for the rule syntax. Every list
+ * holds canonical texts, sorted and de-duplicated, so the digest does not
+ * depend on how or in which order they were written.
+ */
+struct policy_network {
+    enum policy_net_mode mode;
+    bool mode_explicit;             /* mode was given (file or flag), not implied */
+    char **allow;                   /* egress_rule_format() texts: "api.example.com", "*.example.com:8443" */
+    size_t n_allow;
+    char **deny;                    /* the same; refused even if an allow matches */
+    size_t n_deny;
+    char **allow_private;           /* "127.0.0.2/32", "fd00::/8": let through the SSRF rules */
+    size_t n_allow_private;
+    char **resolve;                 /* "api.example.com=127.0.0.2": pins, like curl --resolve */
+    size_t n_resolve;
+    /* budgets; 0 = unlimited */
+    uint64_t requests;              /* requests over the run */
+    uint64_t bytes;                 /* bytes, both directions */
+    uint64_t connections;           /* concurrent connections */
+    uint64_t request_rate;          /* requests per second */
+};
+
 struct policy {
     int version;                    /* 1 */
     enum cordon_level level;
@@ -100,6 +128,7 @@ struct policy {
     char **syscalls_deny;
     size_t n_syscalls_deny;
 
+    struct policy_network network;
     struct policy_audit audit;
 };
 
@@ -117,9 +146,11 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
                                   struct cordon_err *err);
 
 /*
- * Set one scalar key from text, as a flag does: KEY is the policy path
+ * Set one key from text, as a flag does: KEY is the policy path
  * ("limits.memory", "filesystem.tmp_size", "isolation", "audit.file"), VALUE its text and
- * FLAG the flag's name for messages (`--memory: expected a size ...`).
+ * FLAG the flag's name for messages (`--memory: expected a size ...`). A list
+ * key ("env.pass", "syscalls.allow", "network.allow", ...) gets VALUE added
+ * to what it holds.
  */
 int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
                struct cordon_err *err);
@@ -141,6 +172,9 @@ json_t *policy_to_json(const struct policy *p);
 /* SHA-256 of the canonical (compact, sorted) JSON form. */
 void policy_digest(const struct policy *p, unsigned char out[32]);
 void policy_digest_hex(const struct policy *p, char out[65]);
+
+/* SHA-256 of the canonical JSON of the network object alone, for the audit record. */
+void policy_network_digest_hex(const struct policy *p, char out[65]);
 
 void policy_free(struct policy *p);
 DEFINE_CLEANUP(struct policy *, policy_free)

@@ -28,6 +28,10 @@ enum key_type {
     KT_UINT,        /* unsigned */
     KT_BOOL,        /* bool: true / false */
     KT_FSYNC,       /* enum policy_audit_fsync: always / close */
+    KT_NET_MODE,    /* enum policy_net_mode: none / gateway */
+    KT_RULES,       /* list of egress rules HOST[:PORT]; flag: allow (else deny) */
+    KT_CIDRS,       /* list of CIDRs */
+    KT_PINS,        /* list of HOST=IP pins */
     KT_RESERVED,    /* a later issue's key, refused for now */
 };
 
@@ -37,7 +41,7 @@ struct policy_key {
     size_t offset;      /* of the field in struct policy (scalar types) */
     uint64_t min;       /* smallest accepted value (sizes, durations, counts) */
     uint64_t def;       /* default (scalar types) */
-    bool flag;          /* KT_BINDS: writable; KT_SYSCALLS: allow */
+    bool flag;          /* KT_BINDS: writable; KT_SYSCALLS, KT_RULES: allow */
     const char *note;   /* KT_RESERVED: why it is refused */
 };
 
@@ -62,7 +66,7 @@ const char *policy_key_expect(const struct policy_key *k);
 int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char *text,
                         enum value_origin from, char *why, size_t len);
 
-/* One item of a list key (env.pass, syscalls.*, limits.best_effort). */
+/* One item of a list key (env.pass, syscalls.*, limits.best_effort, network.*). */
 int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
                       char *why, size_t len);
 
@@ -76,6 +80,9 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
 /* env.set NAME=VALUE; VALUE_LEN so an embedded NUL can be refused. */
 int policy_apply_env_set(struct policy *p, const char *name, const char *value,
                          size_t value_len, char *why, size_t len);
+
+/* What one item of a list key should look like ("a name", "HOST=IP"...). */
+const char *policy_key_item_expect(const struct policy_key *k);
 
 /* "true"/"false" as YAML 1.2 and JSON write them; -1 for anything else. */
 int policy_parse_bool(const char *s);

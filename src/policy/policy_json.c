@@ -89,6 +89,23 @@ static json_t *audit_json(const struct policy_audit *a)
                      "fsync", a->fsync == POLICY_AUDIT_FSYNC_ALWAYS ? "always" : "close");
 }
 
+static json_t *network_json(const struct policy_network *n)
+{
+    _cleanup_(json_decrefp) json_t *o = json_object();
+    if (put(o, "mode", json_string(n->mode == POLICY_NET_GATEWAY ? "gateway" : "none")) < 0 ||
+        put(o, "allow", strv_json(n->allow, n->n_allow)) < 0 ||
+        put(o, "deny", strv_json(n->deny, n->n_deny)) < 0 ||
+        put(o, "allow_private", strv_json(n->allow_private, n->n_allow_private)) < 0 ||
+        put(o, "resolve", strv_json(n->resolve, n->n_resolve)) < 0 ||
+        put(o, "budgets", json_pack("{s:I, s:I, s:I, s:I}",
+                                    "requests", (json_int_t)n->requests,
+                                    "bytes", (json_int_t)n->bytes,
+                                    "connections", (json_int_t)n->connections,
+                                    "request_rate", (json_int_t)n->request_rate)) < 0)
+        return NULL;
+    return TAKE_PTR(o);
+}
+
 /*
  * origin is left out on purpose: the same rules loaded from another file
  * name, or written as JSON instead of YAML, must have the same digest.
@@ -112,22 +129,24 @@ json_t *policy_to_json(const struct policy *p)
         put(sc, "allow", strv_json(p->syscalls_allow, p->n_syscalls_allow)) < 0 ||
         put(sc, "deny", strv_json(p->syscalls_deny, p->n_syscalls_deny)) < 0)
         return NULL;
-    if (put(root, "audit", audit_json(&p->audit)) < 0)
+    if (put(root, "network", network_json(&p->network)) < 0 ||
+        put(root, "audit", audit_json(&p->audit)) < 0)
         return NULL;
     return TAKE_PTR(root);
 }
 
 /*
- * Out of memory leaves an all-zero digest, which no real policy hashes to;
- * the signature has no way to report failure.
+ * SHA-256 of J's canonical (compact, sorted) text; steals J. Out of memory
+ * leaves an all-zero digest, which no real policy hashes to: the callers'
+ * signatures have no way to report failure.
  */
-void policy_digest(const struct policy *p, unsigned char out[32])
+static void json_digest(json_t *j, unsigned char out[32])
 {
     memset(out, 0, 32);
-    _cleanup_(json_decrefp) json_t *j = policy_to_json(p);
-    if (!j)
+    _cleanup_(json_decrefp) json_t *owned = j;
+    if (!owned)
         return;
-    _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    _cleanup_free_ char *text = json_dumps(owned, JSON_COMPACT | JSON_SORT_KEYS);
     if (!text)
         return;
     unsigned int len = 0;
@@ -135,10 +154,27 @@ void policy_digest(const struct policy *p, unsigned char out[32])
         memset(out, 0, 32);
 }
 
+static void hex32(const unsigned char d[32], char out[65])
+{
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+void policy_digest(const struct policy *p, unsigned char out[32])
+{
+    json_digest(policy_to_json(p), out);
+}
+
 void policy_digest_hex(const struct policy *p, char out[65])
 {
     unsigned char d[32];
     policy_digest(p, d);
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
+    hex32(d, out);
+}
+
+void policy_network_digest_hex(const struct policy *p, char out[65])
+{
+    unsigned char d[32];
+    json_digest(network_json(&p->network), d);
+    hex32(d, out);
 }

@@ -226,10 +226,11 @@ static int load_list(struct loader *l, const struct policy_key *k, struct fy_nod
             TRY(load_bind(l, item, key, path, k->flag));
             continue;
         }
+        const char *expect = policy_key_item_expect(k);
         if (is_null(item))
-            return fail_near(l, NULL, key, path, "expected a name, got null");
+            return fail_near(l, NULL, key, path, "expected %s, got null", expect);
         _cleanup_free_ char *text = NULL;
-        TRY(scalar_text(l, item, path, "a name", &text, NULL));
+        TRY(scalar_text(l, item, path, expect, &text, NULL));
         char why[200] = "";
         TRY(setter_result(l, policy_apply_item(l->p, k, text, why, sizeof why), item, path,
                           why));
@@ -307,6 +308,9 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_BINDS:
     case KT_NAMES:
     case KT_SYSCALLS:
+    case KT_RULES:
+    case KT_CIDRS:
+    case KT_PINS:
         return load_list(l, k, key, v);
     case KT_ENV_MAP:
         return load_env_set(l, k, v);

@@ -7,6 +7,8 @@
 
 #include "tap.h"
 
+#include <openssl/evp.h>
+
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,11 +80,19 @@ struct load_case {
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
 #define KNOWN_TOP \
-    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, audit"
+    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, network, audit"
 #define AUDIT(file, key, every, args, fsync)                                            \
     "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
     "\",\"record_arguments\":" #args ",\"sign_key\":" key "}"
 #define AUDIT_DEFAULT AUDIT("null", "null", 0, false, "close")
+#define NET(mode, allow, deny, priv, resolve, req, bytes, conns, rate)                   \
+    "{\"allow\":[" allow "],\"allow_private\":[" priv "],\"budgets\":{\"bytes\":" #bytes \
+    ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req           \
+    "},\"deny\":[" deny "],\"mode\":\"" mode "\",\"resolve\":[" resolve "]}"
+#define NET_DEFAULT NET("none", "", "", "", "", 0, 0, 0, 0)
+#define NET_ALLOW(allow) NET("gateway", allow, "", "", "", 0, 0, 0, 0)
+#define KNOWN_NETWORK "unknown key; known: mode, allow, deny, allow_private, resolve, budgets"
+#define KNOWN_BUDGETS "unknown key; known: requests, bytes, connections, request_rate"
 #define KNOWN_LIMITS \
     "unknown key; known: wall, cpu, memory, output, file_size, pids, open_files, best_effort"
 
@@ -125,11 +135,128 @@ static const struct load_case load_cases[] = {
     { "version: 1\nlimits:\n  memroy: 1G\n", "policy.yaml:3: limits.memroy: " KNOWN_LIMITS },
     { "version: 1\nlimits.memory: 1G\n", "policy.yaml:2: limits.memory: " KNOWN_TOP },
     { "version: 1\nenv:\n  keep: [A]\n", "policy.yaml:3: env.keep: unknown key; known: pass, set" },
-    { "version: 1\nnetwork:\n  allow: [example.com]\n",
-      "policy.yaml:2: network: not supported yet (reserved for the egress gateway)" },
     { "version: 1\nsecrets: {}\n",
       "policy.yaml:2: secrets: not supported yet (reserved for credential placeholders)" },
     { "version: 1\ntools: []\n", "policy.yaml:2: tools: not supported yet (reserved for the MCP broker)" },
+
+    /* network: modes and the implied gateway */
+    { "version: 1\n", NULL, "network", NET_DEFAULT },
+    { "version: 1\nnetwork:\n", NULL, "network", NET_DEFAULT },
+    { "version: 1\nnetwork: {}\n", NULL, "network", NET_DEFAULT },
+    { "version: 1\nnetwork:\n  mode: none\n", NULL, "network", NET_DEFAULT },
+    { "version: 1\nnetwork:\n  mode: gateway\n", NULL, "network",
+      NET("gateway", "", "", "", "", 0, 0, 0, 0) },
+    { "version: 1\nnetwork:\n  allow: [api.example.com]\n", NULL, "network",
+      NET_ALLOW("\"api.example.com\"") },
+    { "version: 1\nnetwork:\n  mode: gateway\n  allow: [api.example.com]\n", NULL, "network",
+      NET_ALLOW("\"api.example.com\"") },
+    { "version: 1\nnetwork:\n  deny: [evil.example.com]\n", NULL, "network",
+      NET("none", "", "\"evil.example.com\"", "", "", 0, 0, 0, 0) },
+    { "version: 1\nnetwork:\n  mode: none\n  allow: [api.example.com]\n",
+      "policy.yaml: network.allow: needs mode gateway (mode is none)" },
+    { "version: 1\nnetwork:\n  allow: [api.example.com]\n  mode: none\n",
+      "policy.yaml: network.allow: needs mode gateway (mode is none)" },
+    { "version: 1\nnetwork:\n  mode: open\n",
+      "policy.yaml:3: network.mode: expected one of none, gateway, got \"open\"" },
+    { "version: 1\nnetwork:\n  mode: [gateway]\n",
+      "policy.yaml:3: network.mode: expected one of none, gateway, got a list" },
+
+    /* network: every field, canonical, sorted, de-duplicated */
+    { "version: 1\nnetwork:\n  mode: gateway\n"
+      "  allow: [\"api.example.com\", \"*.example.com:8443\", \"10.0.0.0/8:5432\", \"[::1]:80\"]\n"
+      "  deny: [secret.example.com]\n"
+      "  allow_private: [\"127.0.0.2/32\", \"fd00::/8\"]\n"
+      "  resolve: [\"api.example.com=127.0.0.2\"]\n"
+      "  budgets: {requests: 100, bytes: 100M, connections: 4, request_rate: 10}\n",
+      NULL, "network",
+      NET("gateway", "\"*.example.com:8443\",\"10.0.0.0/8:5432\",\"[::1]:80\",\"api.example.com\"",
+          "\"secret.example.com\"", "\"127.0.0.2/32\",\"fd00::/8\"",
+          "\"api.example.com=127.0.0.2\"", 100, 104857600, 4, 10) },
+    { "version: 1\nnetwork:\n"
+      "  allow: [\" API.Example.com. \", api.example.com, \"*.EXAMPLE.com:8443\", \"api.example.com\"]\n",
+      NULL, "network", NET_ALLOW("\"*.example.com:8443\",\"api.example.com\"") },
+    { "version: 1\nnetwork:\n  allow: [\"10.1.2.3/8\", \"0x7f.1:8080\", \"[0:0::1]\", 10.0.0.0/8]\n",
+      NULL, "network", NET_ALLOW("\"10.0.0.0/8\",\"127.0.0.1:8080\",\"[::1]\"") },
+    { "version: 1\nnetwork:\n  deny: [B.example.com, a.example.com, b.example.com.]\n", NULL,
+      "network", NET("none", "", "\"a.example.com\",\"b.example.com\"", "", "", 0, 0, 0, 0) },
+    { "version: 1\nnetwork:\n  allow_private: [\" 127.0.0.2/32 \", 127.0.0.2, 10.9.9.9/8, \"FD00::/8\"]\n",
+      NULL, "network", NET("none", "", "", "\"10.0.0.0/8\",\"127.0.0.2/32\",\"fd00::/8\"", "",
+                           0, 0, 0, 0) },
+    { "version: 1\nnetwork:\n  resolve:\n    - \"API.example.com.=127.0.0.2\"\n"
+      "    - api.example.com=127.0.0.2\n    - \"api.example.com=[0::1]\"\n    - b.test=127.0.0.3\n",
+      NULL, "network", NET("none", "", "", "",
+                           "\"api.example.com=127.0.0.2\",\"api.example.com=[::1]\",\"b.test=127.0.0.3\"",
+                           0, 0, 0, 0) },
+    { "{\"version\": 1, \"network\": {\"allow\": [\"a.test\"], \"budgets\": {\"bytes\": 1024}}}",
+      NULL, "network", NET("gateway", "\"a.test\"", "", "", "", 0, 1024, 0, 0) },
+    { "version: 1\nnetwork:\n  allow: []\n  budgets:\n", NULL, "network", NET_DEFAULT },
+
+    /* network: errors */
+    { "version: 1\nnetwork:\n  allowed: [a.test]\n", "policy.yaml:3: network.allowed: " KNOWN_NETWORK },
+    { "version: 1\nnetwork:\n  budgets:\n    rps: 5\n",
+      "policy.yaml:4: network.budgets.rps: " KNOWN_BUDGETS },
+    { "version: 1\nnetwork: [a.test]\n", "policy.yaml:2: network: expected a mapping, got a list" },
+    { "version: 1\nnetwork:\n  budgets: 5\n",
+      "policy.yaml:3: network.budgets: expected a mapping, got a single value" },
+    { "version: 1\nnetwork:\n  allow: a.test\n",
+      "policy.yaml:3: network.allow: expected a list of HOST[:PORT] rules, got a single value" },
+    { "version: 1\nnetwork:\n  allow:\n    - a.test\n    - [b.test]\n",
+      "policy.yaml:5: network.allow[1]: expected HOST[:PORT], got a list" },
+    { "version: 1\nnetwork:\n  allow:\n    -\n",
+      "policy.yaml:3: network.allow[0]: expected HOST[:PORT], got null" },
+    { "version: 1\nnetwork:\n  allow:\n    - a.test\n    - \"b.test:99999\"\n",
+      "policy.yaml:5: network.allow[1]: bad port in \"b.test:99999\" (expected 1 to 65535)" },
+    { "version: 1\nnetwork:\n  allow: [\"a.test:0\"]\n",
+      "policy.yaml:3: network.allow[0]: bad port in \"a.test:0\" (expected 1 to 65535)" },
+    { "version: 1\nnetwork:\n  allow: [\"a.test:\"]\n",
+      "policy.yaml:3: network.allow[0]: empty port in \"a.test:\"" },
+    { "version: 1\nnetwork:\n  allow: [\"::1\"]\n",
+      "policy.yaml:3: network.allow[0]: IPv6 addresses need brackets: \"::1\"" },
+    { "version: 1\nnetwork:\n  allow: [\"\"]\n",
+      "policy.yaml:3: network.allow[0]: expected HOST[:PORT], got \"\"" },
+    { "version: 1\nnetwork:\n  allow: [\"*.\"]\n",
+      "policy.yaml:3: network.allow[0]: bad wildcard in \"*.\" (expected *.example.com)" },
+    { "version: 1\nnetwork:\n  deny:\n\n    - \"[fd00::]/8\"\n    - \"x/y\"\n",
+      "policy.yaml:6: network.deny[1]: invalid CIDR \"x/y\"" },
+    { "version: 1\nnetwork:\n  deny: [\"a b.test\"]\n", "policy.yaml:3: network.deny[0]: control character or space in host \"a b.test\"" },
+    { "version: 1\nnetwork:\n  allow_private: [10.0.0.0/33]\n",
+      "policy.yaml:3: network.allow_private[0]: bad prefix length in CIDR \"10.0.0.0/33\"" },
+    { "version: 1\nnetwork:\n  allow_private: [example.com]\n",
+      "policy.yaml:3: network.allow_private[0]: invalid CIDR \"example.com\"" },
+    { "version: 1\nnetwork:\n  allow_private: [\"[fd00::]/8\", \"[fd00::\"]\n",
+      "policy.yaml:3: network.allow_private[1]: invalid CIDR \"[fd00::\"" },
+    { "version: 1\nnetwork:\n  resolve: [api.example.com]\n",
+      "policy.yaml:3: network.resolve[0]: expected HOST=IP, got \"api.example.com\"" },
+    { "version: 1\nnetwork:\n  resolve: [\"=127.0.0.1\"]\n",
+      "policy.yaml:3: network.resolve[0]: expected HOST=IP, got \"=127.0.0.1\"" },
+    { "version: 1\nnetwork:\n  resolve: [api.example.com=other.test]\n",
+      "policy.yaml:3: network.resolve[0]: expected an IP address after '=' in "
+      "\"api.example.com=other.test\"" },
+    { "version: 1\nnetwork:\n  resolve: [127.0.0.1=127.0.0.2]\n",
+      "policy.yaml:3: network.resolve[0]: expected a host name before '=' in "
+      "\"127.0.0.1=127.0.0.2\"" },
+    { "version: 1\nnetwork:\n  resolve: {api.example.com: 127.0.0.2}\n",
+      "policy.yaml:3: network.resolve: expected a list of HOST=IP pins, got a mapping" },
+
+    /* network: budgets */
+    { "version: 1\nnetwork:\n  budgets:\n    requests: 1\n    bytes: 1\n    connections: 1\n"
+      "    request_rate: 1\n", NULL, "network", NET("none", "", "", "", "", 1, 1, 1, 1) },
+    { "version: 1\nnetwork:\n  budgets:\n    bytes: 1.5G\n", NULL, "network",
+      NET("none", "", "", "", "", 0, 1610612736, 0, 0) },
+    { "version: 1\nnetwork:\n  budgets:\n    requests: 0\n",
+      "policy.yaml:4: network.budgets.requests: must be greater than 0, got \"0\"" },
+    { "version: 1\nnetwork:\n  budgets:\n    bytes: 0\n",
+      "policy.yaml:4: network.budgets.bytes: must be greater than 0, got \"0\"" },
+    { "version: 1\nnetwork:\n  budgets:\n    bytes: lots\n",
+      "policy.yaml:4: network.budgets.bytes: expected a size like 256M, got \"lots\"" },
+    { "version: 1\nnetwork:\n  budgets:\n\n    connections: -1\n",
+      "policy.yaml:5: network.budgets.connections: expected a whole number, got \"-1\"" },
+    { "version: 1\nnetwork:\n  budgets:\n    request_rate: 2.5\n",
+      "policy.yaml:4: network.budgets.request_rate: expected a whole number, got \"2.5\"" },
+    { "version: 1\nnetwork:\n  budgets:\n    requests: [1]\n",
+      "policy.yaml:4: network.budgets.requests: expected a whole number, got a list" },
+    { "version: 1\nnetwork:\n  budgets:\n    requests: 99999999999999999999\n",
+      "policy.yaml:4: network.budgets.requests: expected a whole number, got \"99999999999999999999\"" },
 
     /* audit */
     { "version: 1\n", NULL, "audit", AUDIT_DEFAULT },
@@ -392,7 +519,35 @@ static const struct set_case set_cases[] = {
     { "syscalls.allow", "chroot", "--allow-syscall", NULL, "syscalls",
       "{\"allow\":[\"chroot\"],\"deny\":[]}" },
     { "syscalls.deny", "nope", "--deny-syscall", "--deny-syscall: unknown system call \"nope\"" },
-    { "network", "x", "--net", "--net: network: not supported yet (reserved for the egress gateway)" },
+    { "network", "x", "--net", "--net: \"network\" is a section, not a value" },
+    { "network.mode", "gateway", "--net", NULL, "network",
+      NET("gateway", "", "", "", "", 0, 0, 0, 0) },
+    { "network.mode", "none", "--net", NULL, "network", NET_DEFAULT },
+    { "network.mode", "off", "--net", "--net: expected one of none, gateway, got \"off\"" },
+    { "network.allow", " API.Example.com. ", "--allow", NULL, "network",
+      NET_ALLOW("\"api.example.com\"") },
+    { "network.allow", "*.example.com:8443", "--allow", NULL, "network",
+      NET_ALLOW("\"*.example.com:8443\"") },
+    { "network.allow", "[::1]:80", "--allow", NULL, "network", NET_ALLOW("\"[::1]:80\"") },
+    { "network.allow", "a.test:http", "--allow",
+      "--allow: bad port in \"a.test:http\" (expected 1 to 65535)" },
+    { "network.deny", "10.0.0.0/8", "--deny", NULL, "network",
+      NET("none", "", "\"10.0.0.0/8\"", "", "", 0, 0, 0, 0) },
+    { "network.deny", "", "--deny", "--deny: expected HOST[:PORT], got \"\"" },
+    { "network.allow_private", "127.0.0.2", "--allow-private", NULL, "network",
+      NET("none", "", "", "\"127.0.0.2/32\"", "", 0, 0, 0, 0) },
+    { "network.allow_private", "[FD00::1]/8", "--allow-private", NULL, "network",
+      NET("none", "", "", "\"fd00::/8\"", "", 0, 0, 0, 0) },
+    { "network.allow_private", "nope", "--allow-private", "--allow-private: invalid CIDR \"nope\"" },
+    { "network.resolve", "api.example.com=127.0.0.2", "--resolve", NULL, "network",
+      NET("none", "", "", "", "\"api.example.com=127.0.0.2\"", 0, 0, 0, 0) },
+    { "network.resolve", "api.example.com:127.0.0.2", "--resolve",
+      "--resolve: expected HOST=IP, got \"api.example.com:127.0.0.2\"" },
+    { "network.budgets.bytes", "1G", NULL, NULL, "network",
+      NET("none", "", "", "", "", 0, 1073741824, 0, 0) },
+    { "network.budgets.requests", "0", NULL,
+      "network.budgets.requests: must be greater than 0, got \"0\"" },
+    { "network.budgets", "5", NULL, "network.budgets: \"network.budgets\" is a section, not a value" },
     { "limits", "x", "--limits", "--limits: \"limits\" is a section, not a value" },
     { "limits.disk", "1G", "--disk", "--disk: unknown policy key \"limits.disk\"" },
     { "audit.file", "@T/a.jsonl", "--audit", NULL, "audit",
@@ -421,7 +576,9 @@ static void test_set_cases(void)
         if (c->err) {
             ok(r == -1 && err.kind == CORDON_E_POLICY, "%s refused as a policy error", name);
             is_msg(err.msg, c->err, name);
-        } else if (ok(r == 0, "%s accepted", name) || (printf("#   %s\n", err.msg), 0)) {
+        } else if ((ok(r == 0, "%s accepted", name) &&
+                    ok(policy_finalize(p, &err) == 0, "%s finalizes", name)) ||
+                   (printf("#   %s\n", err.msg), 0)) {
             char *got = section_json(p, c->section);
             char *want = expand(c->json);
             is_str(got, want, name);
@@ -490,6 +647,68 @@ static void test_flags_over_file(void)
     policy_free(p);
 }
 
+/* Network flags extend the file's lists; --allow implies the gateway. */
+static void test_network_flags(void)
+{
+    static const char text[] = "version: 1\nnetwork:\n  allow: [b.test, a.test]\n"
+                               "  deny: [x.a.test]\n  resolve: [a.test=127.0.0.2]\n";
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_load_string(text, sizeof text - 1, "p.yaml", &err);
+    ok(p != NULL && p->network.mode == POLICY_NET_GATEWAY, "a file's allow implies gateway");
+    ok(policy_set(p, "network.allow", "a.test", "--allow", &err) == 0, "--allow a dup accepted");
+    ok(policy_set(p, "network.allow", "C.test:8080", "--allow", &err) == 0, "--allow adds");
+    ok(policy_set(p, "network.deny", "b.test", "--deny", &err) == 0, "--deny over a file allow");
+    ok(policy_set(p, "network.allow_private", "127.0.0.2/32", "--allow-private", &err) == 0,
+       "--allow-private adds");
+    ok(policy_set(p, "network.resolve", "b.test=[::1]", "--resolve", &err) == 0, "--resolve adds");
+    ok(policy_finalize(p, &err) == 0, "finalize passes");
+    char *got = section_json(p, "network");
+    is_str(got, NET("gateway", "\"a.test\",\"b.test\",\"c.test:8080\"",
+                    "\"b.test\",\"x.a.test\"", "\"127.0.0.2/32\"",
+                    "\"a.test=127.0.0.2\",\"b.test=[::1]\"", 0, 0, 0, 0),
+           "flags extend the file's network lists");
+    free(got);
+    ok(p->network.n_allow == 3 && strcmp(p->network.allow[2], "c.test:8080") == 0,
+       "struct holds the canonical texts, sorted");
+    ok(policy_set(p, "network.mode", "none", "--net", &err) == 0, "--net none accepted");
+    ok(policy_finalize(p, &err) == -1, "--net none with the file's allow refused");
+    is_str(err.msg, "p.yaml: network.allow: needs mode gateway (mode is none)",
+           "--net none over allow message");
+    policy_free(p);
+
+    /* A file's explicit "mode: none" is not overridden by the implication. */
+    static const char none[] = "version: 1\nnetwork:\n  mode: none\n";
+    p = policy_load_string(none, sizeof none - 1, "p.yaml", &err);
+    ok(p != NULL && p->network.mode == POLICY_NET_NONE, "mode none loads");
+    ok(policy_set(p, "network.allow", "a.test", "--allow", &err) == 0, "--allow accepted");
+    ok(policy_finalize(p, &err) == -1, "--allow over an explicit mode none refused");
+    is_str(err.msg, "p.yaml: network.allow: needs mode gateway (mode is none)",
+           "--allow over mode none message");
+    ok(policy_set(p, "network.mode", "gateway", "--net", &err) == 0 &&
+           policy_finalize(p, &err) == 0 && p->network.mode == POLICY_NET_GATEWAY,
+       "--net gateway settles it");
+    policy_free(p);
+
+    /* Flags alone, in either order. */
+    p = policy_new(&err);
+    ok(policy_set(p, "network.allow", "a.test", "--allow", &err) == 0 &&
+           policy_finalize(p, &err) == 0 && p->network.mode == POLICY_NET_GATEWAY,
+       "--allow alone implies gateway");
+    policy_free(p);
+    p = policy_new(&err);
+    ok(policy_set(p, "network.allow", "a.test", "--allow", &err) == 0 &&
+           policy_set(p, "network.mode", "none", "--net", &err) == 0 &&
+           policy_finalize(p, &err) == -1, "--allow with --net none refused");
+    is_str(err.msg, "network.allow: needs mode gateway (mode is none)",
+           "--allow with --net none message");
+    policy_free(p);
+    p = policy_new(&err);
+    ok(policy_set(p, "network.deny", "a.test", "--deny", &err) == 0 &&
+           policy_finalize(p, &err) == 0 && p->network.mode == POLICY_NET_NONE,
+       "--deny alone does not open the gateway");
+    policy_free(p);
+}
+
 static void test_defaults_and_json(void)
 {
     struct cordon_err err = { 0 };
@@ -502,7 +721,8 @@ static void test_defaults_and_json(void)
               "\"read_write\":[],\"tmp_size\":67108864,\"workspace\":null,"
               "\"workspace_size\":268435456},\"isolation\":\"namespace\",\"limits\":"
               "{\"best_effort\":[],\"cpu_ms\":0,\"file_size\":0,\"memory\":0,"
-              "\"open_files\":1024,\"output\":0,\"pids\":0,\"wall_ms\":0},\"syscalls\":"
+              "\"open_files\":1024,\"output\":0,\"pids\":0,\"wall_ms\":0},"
+              "\"network\":" NET_DEFAULT ",\"syscalls\":"
               "{\"allow\":[],\"deny\":[]},\"version\":1}",
            "defaults as JSON");
     ok(policy_finalize(p, &err) == 0, "defaults finalize");
@@ -556,6 +776,11 @@ static void test_digest(void)
               "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n"
               "audit:\n  fsync: always\n", audited);
     ok(strcmp(audited, yaml) != 0, "the audit section is part of the digest");
+    char networked[65];
+    digest_of("version: 1\nlimits:\n  memory: 256M\n  wall: 30s\n"
+              "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n"
+              "network:\n  allow: [a.test]\n", networked);
+    ok(strcmp(networked, yaml) != 0, "the network section is part of the digest");
 
     char a[65], b[65];
     digest_of("version: 1\n", a);
@@ -566,12 +791,62 @@ static void test_digest(void)
     policy_free(p);
 }
 
+static void network_digest_of(const char *text, char hex[65])
+{
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_load_string(text, strlen(text), "n.yaml", &err);
+    if (!p) {
+        printf("#   %s\n", err.msg);
+        strcpy(hex, "failed");
+    } else {
+        policy_network_digest_hex(p, hex);
+    }
+    policy_free(p);
+}
+
+static void test_network_digest(void)
+{
+    char base[65], spelled[65], limits[65], budget[65], none[65];
+    network_digest_of("version: 1\nnetwork:\n  allow: [a.test, \"*.b.test:8443\"]\n"
+                      "  resolve: [a.test=127.0.0.2]\n", base);
+    network_digest_of("{\"version\": 1, \"network\": {\"resolve\": [\"A.test.=127.0.0.2\"],"
+                      " \"mode\": \"gateway\", \"allow\": [\"*.B.test:8443\", \"a.test\", \"A.TEST\"]}}",
+                      spelled);
+    network_digest_of("version: 1\nlimits: {memory: 1G}\nnetwork:\n"
+                      "  allow: [a.test, \"*.b.test:8443\"]\n  resolve: [a.test=127.0.0.2]\n", limits);
+    network_digest_of("version: 1\nnetwork:\n  allow: [a.test, \"*.b.test:8443\"]\n"
+                      "  resolve: [a.test=127.0.0.2]\n  budgets: {requests: 5}\n", budget);
+    network_digest_of("version: 1\n", none);
+    ok(strlen(base) == 64, "network digest is 64 hex digits");
+    is_str(spelled, base, "another spelling and order keeps the network digest");
+    is_str(limits, base, "other sections do not change the network digest");
+    ok(strcmp(budget, base) != 0, "a budget changes the network digest");
+    ok(strcmp(none, base) != 0, "no network differs");
+
+    /* The digest is of the network object exactly as policy_to_json writes it. */
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_new(&err);
+    char *s = section_json(p, "network");
+    unsigned char d[32];
+    unsigned int len = 0;
+    EVP_Digest(s, strlen(s), d, &len, EVP_sha256(), NULL);
+    char want[65], got[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(want + 2 * i, 3, "%02x", d[i]);
+    policy_network_digest_hex(p, got);
+    is_str(got, want, "network digest is SHA-256 of the canonical network JSON");
+    is_str(got, none, "the default network digest");
+    free(s);
+    policy_free(p);
+}
+
 static void test_files(void)
 {
     static const char *const examples[] = {
         SRCDIR "/examples/python-tool-call.yaml",
         SRCDIR "/examples/shell-build-step.yaml",
         SRCDIR "/examples/data-transform.yaml",
+        SRCDIR "/examples/api-client.yaml",
     };
     for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {
         struct cordon_err err = { 0 };
@@ -637,8 +912,10 @@ int main(void)
     test_load_cases();
     test_set_cases();
     test_flags_over_file();
+    test_network_flags();
     test_defaults_and_json();
     test_digest();
+    test_network_digest();
     test_files();
     remove_tree();
     return done_testing();
