@@ -10,6 +10,7 @@
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
+int cmd_fetch(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 
 /* Print "cordon: MSG" (one line) and return the exit status for ERR. */

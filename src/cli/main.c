@@ -17,6 +17,7 @@ static const char usage[] =
     "commands:\n"
     "  run [OPTIONS] -- CMD [ARG...]   run CMD in a fresh sandbox (see cordon run --help)\n"
     "  check                          report what this host supports and which levels run\n"
+    "  fetch [OPTIONS] URL            fetch a URL under the egress rules (see --help)\n"
     "  policy check FILE              validate a policy; print it as JSON with its digest\n"
     "  audit verify FILE [--key PUB.pem]\n"
     "                                 check an audit log's hash chain (and signatures)\n"
@@ -72,6 +73,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "check"))
         return cmd_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "fetch"))
+        return cmd_fetch(argc - 1, argv + 1);
     if (!strcmp(cmd, "policy"))
         return cmd_policy(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit")) return cmd_audit(argc - 1, argv + 1);

@@ -39,9 +39,9 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     unsigned char sd[32];
     seccomp_profile_digest(p, sd);
     hex(sd, 32, syscalls_digest);
-    /* No egress gateway or tool broker yet: the digests of their (empty)
-     * rule sets, so a later change of either shows in the record. */
-    digest_text("{\"network\":\"none\"}", network_digest);
+    policy_network_digest_hex(p, network_digest);
+    /* No tool broker yet: the digest of its (empty) rule set, so a later
+     * change shows in the record. */
     digest_text("{\"tools\":[]}", tools_digest);
 
     json_t *argv = json_array();
@@ -156,6 +156,8 @@ int cordon_run(const struct policy *p, const struct sandbox_call *call,
 
     struct sandbox_call guarded = *call;
     guarded.watchdog = wd;
+    guarded.audit = log;
+    guarded.run_id = run_id;
     int rc = backend->run(p, &guarded, res, err);
     memcpy(res->run_id, run_id, sizeof run_id); /* the backend starts from a blank result */
     if (rc < 0)

@@ -70,6 +70,23 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         "stderr_bytes", (json_int_t)res->stderr_bytes,
         "policy_digest", digest,
         "enforcement", enforced);
+    json_t *recent = json_array();
+    const struct egress_summary *e = &res->egress;
+    size_t cap = sizeof e->recent / sizeof e->recent[0];
+    for (unsigned i = 0; i < e->n_recent; i++) {
+        const char *line = e->recent[(e->next + cap - e->n_recent + i) % cap];
+        json_t *d = json_loads(line, 0, NULL);
+        if (d)
+            json_array_append_new(recent, d);
+    }
+    if (o)
+        json_object_set_new(o, "egress",
+                            json_pack("{s:I, s:I, s:I, s:I, s:o}", "allowed",
+                                      (json_int_t)e->allowed, "refused", (json_int_t)e->refused,
+                                      "bytes_up", (json_int_t)e->bytes_up, "bytes_down",
+                                      (json_int_t)e->bytes_down, "recent", recent));
+    else
+        json_decref(recent);
     if (o && res->run_id[0])
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)

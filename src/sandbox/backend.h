@@ -35,10 +35,13 @@ enum enforcement {
 const char *enforcement_name(enum enforcement e);
 
 struct watchdog;
+struct audit_log;
 
 struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
     struct watchdog *watchdog; /* guards what the run leaves if we die; may be NULL */
+    struct audit_log *audit;   /* where the gateway records its decisions; may be NULL */
+    const char *run_id;        /* names the run in the audit log */
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */
@@ -57,6 +60,12 @@ struct sandbox_result {
     uint64_t stdout_bytes;   /* relayed */
     uint64_t stderr_bytes;
     enum enforcement enforced[POLICY_LIMIT_COUNT];
+    struct egress_summary {
+        uint64_t allowed, refused;     /* gateway decisions */
+        uint64_t bytes_up, bytes_down; /* through allowed connections */
+        char recent[16][768];          /* the last decisions, as JSON lines */
+        unsigned n_recent, next;
+    } egress;
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
 

@@ -6,12 +6,14 @@
  * reports) and forks the command, which confines itself and execs.
  */
 #include "core/watchdog.h"
+#include "egress/gateway.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"
 #include "sandbox/supervise.h"
 
 #include "common/cleanup.h"
+#include "common/fds.h"
 #include "common/syscalls.h"
 #include "common/units.h"
 
@@ -49,6 +51,7 @@ struct child_fds {
     int status_w;  /* the command's wait status */
     int in_r, out_w, errout_w;
     int bpf_r;     /* the seccomp program, compiled while the child builds its root */
+    int gw_sock;   /* where the gateway's listening socket goes, or -1 (no network) */
 };
 
 /* ---- child side: runs between clone() and exec(), allocates nothing ---- */
@@ -161,11 +164,6 @@ static _Noreturn void exec_command(const struct ns_plan *plan, const struct chil
     child_fail(fds, &err);
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-    return *(const int *)a - *(const int *)b;
-}
-
 /*
  * Close every descriptor the supervisor happened to hold (its caller's
  * sockets, say) except the child's own and the prepared mount trees.
@@ -180,15 +178,7 @@ static void close_inherited(const struct ns_plan *plan, const struct child_fds *
     for (size_t i = 0; i < plan->n_steps && n < sizeof keep / sizeof keep[0]; i++)
         if (plan->steps[i].tree_fd >= 0)
             keep[n++] = plan->steps[i].tree_fd;
-    qsort(keep, n, sizeof keep[0], cmp_int);
-    int next = 3;
-    for (size_t i = 0; i < n; i++) {
-        if (keep[i] > next)
-            syscall(SYS_close_range, next, keep[i] - 1, 0);
-        if (keep[i] >= next)
-            next = keep[i] + 1;
-    }
-    syscall(SYS_close_range, next, ~0U, 0);
+    close_fds_except(keep, n);
 }
 
 /*
@@ -253,6 +243,38 @@ static void forward_signals(pid_t cmd)
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+/*
+ * The gateway's door: a listening socket on the sandbox's loopback, made
+ * here (so it lives in the sandbox's network namespace) and handed out to
+ * the gateway, which serves it from the host's. The sandbox keeps no copy.
+ */
+static int open_gateway_door(int sock, struct cordon_err *err)
+{
+    _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create the gateway's socket");
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot listen on 127.0.0.1:%d", GATEWAY_PORT);
+    char dummy = 'L';
+    struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                          .msg_controllen = sizeof u.buf };
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &l, sizeof(int));
+    if (sendmsg(sock, &msg, MSG_NOSIGNAL) != 1)
+        return err_sys(err, CORDON_E_SETUP, "cannot hand the gateway its socket");
+    return 0;
+}
+
 /* Read exactly LEN bytes; false on EOF or error. */
 static bool read_full(int fd, void *buf, size_t len)
 {
@@ -305,8 +327,11 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         err_sys(&err, CORDON_E_SETUP, "cannot set hostname");
         child_fail(fds, &err);
     }
-    if (mounts_enter_root(plan, &err) < 0 || loopback_up(&err) < 0)
+    if (mounts_enter_root(plan, &err) < 0 || loopback_up(&err) < 0 ||
+        (fds->gw_sock >= 0 && open_gateway_door(fds->gw_sock, &err) < 0))
         child_fail(fds, &err);
+    if (fds->gw_sock >= 0)
+        close(fds->gw_sock);
     struct seccomp_program filter;
     if (!receive_filter(fds->bpf_r, &filter))
         _exit(125); /* the supervisor could not compile it and reports why */
@@ -419,6 +444,17 @@ static int plan_env(const struct policy *p, const struct sandbox_call *call, str
     const char *term = getenv("TERM");
     if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
         rc |= env_add(&plan->envp, &n, "TERM", term);
+    if (p->network.mode == POLICY_NET_GATEWAY) {
+        /* Every spelling clients look for; nothing is exempt from the proxy. */
+        static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                             "http_proxy", "https_proxy", "all_proxy" };
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", GATEWAY_PORT);
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            rc |= env_add(&plan->envp, &n, names[i], url);
+        rc |= env_add(&plan->envp, &n, "NO_PROXY", "");
+        rc |= env_add(&plan->envp, &n, "no_proxy", "");
+    }
     for (size_t i = 0; i < p->n_env_pass; i++) {
         const char *v = getenv(p->env_pass[i]);
         if (v)
@@ -571,6 +607,28 @@ static bool needs_cgroup(const struct policy *p)
     return p->limits.memory || p->limits.pids || p->limits.cpu_ms;
 }
 
+/* The gateway's listening socket from the child (SCM_RIGHTS), or -1. */
+static int receive_door(int sock)
+{
+    char dummy;
+    struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                          .msg_controllen = sizeof u.buf };
+    if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+        cm->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    return fd;
+}
+
 /*
  * Compiling the filter takes about as long as the child takes to build its
  * root, so it happens meanwhile, on the other core; the child only installs it.
@@ -593,7 +651,7 @@ static int send_filter(const struct policy *p, struct seccomp_program *prog, int
 }
 
 struct pipes {
-    int sync[2], err[2], status[2], in[2], out[2], errout[2], bpf[2];
+    int sync[2], err[2], status[2], in[2], out[2], errout[2], bpf[2], gw[2];
 };
 
 static void pipes_close(struct pipes *pp)
@@ -631,6 +689,10 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     int sig_fd = -1, rc = -1;
     pid_t init = -1;
     struct watchdog *own_watchdog = NULL, *watchdog = call->watchdog;
+    bool gateway = p->network.mode == POLICY_NET_GATEWAY;
+    struct gateway_config gw_cfg = { 0 };
+    pid_t gw_pid = -1;
+    int gw_listen = -1, gw_report = -1;
     sigset_t mask, old;
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
@@ -639,7 +701,8 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     sigprocmask(SIG_BLOCK, &mask, &old);
 
     if (plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
-        plan_env(p, call, &plan, err) < 0)
+        plan_env(p, call, &plan, err) < 0 ||
+        (gateway && gateway_config_from_policy(p, &gw_cfg, err) < 0))
         goto out;
 
     if (needs_cgroup(p)) {
@@ -658,7 +721,8 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.in, O_CLOEXEC) < 0 ||
         pipe2(pp.out, O_CLOEXEC) < 0 || pipe2(pp.errout, O_CLOEXEC) < 0 ||
-        pipe2(pp.bpf, O_CLOEXEC) < 0) {
+        pipe2(pp.bpf, O_CLOEXEC) < 0 ||
+        (gateway && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.gw) < 0)) {
         err_sys(err, CORDON_E_SETUP, "cannot create pipes");
         goto out;
     }
@@ -678,12 +742,14 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         close(pp.out[0]);
         close(pp.errout[0]);
         close(pp.bpf[1]);
+        if (gateway)
+            close(pp.gw[0]);
         if (sig_fd >= 0)
             close(sig_fd);
         struct child_fds fds = {
             .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
             .in_r = pp.in[0], .out_w = pp.out[1], .errout_w = pp.errout[1],
-            .bpf_r = pp.bpf[0],
+            .bpf_r = pp.bpf[0], .gw_sock = gateway ? pp.gw[1] : -1,
         };
         child_main(&plan, &fds);
     }
@@ -696,7 +762,9 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     closep(&pp.out[1]);
     closep(&pp.errout[1]);
     closep(&pp.bpf[0]);
-    pp.sync[0] = pp.err[1] = pp.status[1] = pp.in[0] = pp.out[1] = pp.errout[1] = pp.bpf[0] = -1;
+    closep(&pp.gw[1]);
+    pp.sync[0] = pp.err[1] = pp.status[1] = pp.in[0] = pp.out[1] = pp.errout[1] = pp.bpf[0] =
+        pp.gw[1] = -1;
 
     if (write_id_maps(init, root, host_base, err) < 0 ||
         (cg.version && cgroup_attach(&cg, init, err) < 0) ||
@@ -709,6 +777,17 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         init = -1;
         goto out;
     }
+    /* No door means the child failed first: supervision reports its error. */
+    if (gateway && (gw_listen = receive_door(pp.gw[0])) >= 0) {
+        gw_pid = gateway_start(&gw_cfg, gw_listen, call->audit, call->run_id, &gw_report, err);
+        closep(&gw_listen);
+        if (gw_pid < 0) {
+            kill(init, SIGKILL);
+            waitpid(init, NULL, 0);
+            init = -1;
+            goto out;
+        }
+    }
 
     struct supervision sv = {
         .init_pid = init,
@@ -718,6 +797,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         .errout_r = TAKE_FD(pp.errout[0]),
         .in_w = TAKE_FD(pp.in[1]),
         .sig_fd = sig_fd,
+        .report_r = gw_report,
         .call = call,
         .limits = &p->limits,
         .cg = &cg,
@@ -726,15 +806,28 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         .start_us = start,
     };
     supervise(&sv, res);
+    if (gw_pid > 0) {
+        /* The gateway reports the connections the run left open, then exits. */
+        kill(gw_pid, SIGTERM);
+        supervise_drain_reports(&sv, res, 2000);
+        kill(gw_pid, SIGKILL);
+        waitpid(gw_pid, NULL, 0);
+        gw_pid = -1;
+    }
     init = -1;
     rc = 0;
 
 out:
+    if (gw_pid > 0) {
+        kill(gw_pid, SIGKILL);
+        waitpid(gw_pid, NULL, 0);
+    }
     pipes_close(&pp);
     closep(&sig_fd);
     if (cg.version)
         cgroup_destroy(&cg);
     watchdog_release(own_watchdog);
+    gateway_config_release(&gw_cfg);
     sigprocmask(SIG_SETMASK, &old, NULL);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);

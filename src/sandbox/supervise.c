@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -177,6 +178,72 @@ static void read_command_status(struct loop *l)
     l->s->status_r = -1;
 }
 
+/* One gateway decision line into the run's egress summary. */
+static void note_decision(struct sandbox_result *res, const char *line, size_t len)
+{
+    struct egress_summary *e = &res->egress;
+    json_error_t jerr;
+    json_t *d = json_loadb(line, len, 0, &jerr);
+    if (!d)
+        return;
+    if (json_is_true(json_object_get(d, "allowed"))) {
+        e->allowed++;
+        e->bytes_up += (uint64_t)json_integer_value(json_object_get(d, "bytes_up"));
+        e->bytes_down += (uint64_t)json_integer_value(json_object_get(d, "bytes_down"));
+    } else {
+        e->refused++;
+    }
+    json_decref(d);
+    if (len < sizeof e->recent[0]) {
+        memcpy(e->recent[e->next], line, len);
+        e->recent[e->next][len] = '\0';
+        e->next = (e->next + 1) % (sizeof e->recent / sizeof e->recent[0]);
+        if (e->n_recent < sizeof e->recent / sizeof e->recent[0])
+            e->n_recent++;
+    }
+}
+
+/* Read what the gateway sent; false at EOF (report_r closed). */
+static bool read_reports(struct supervision *s, struct sandbox_result *res)
+{
+    ssize_t n = read(s->report_r, s->report_buf + s->report_len,
+                     sizeof s->report_buf - s->report_len);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (n <= 0) {
+        closep(&s->report_r);
+        s->report_r = -1;
+        return false;
+    }
+    s->report_len += (size_t)n;
+    char *start = s->report_buf, *nl;
+    while ((nl = memchr(start, '\n', s->report_len - (size_t)(start - s->report_buf)))) {
+        note_decision(res, start, (size_t)(nl - start));
+        start = nl + 1;
+    }
+    s->report_len -= (size_t)(start - s->report_buf);
+    memmove(s->report_buf, start, s->report_len);
+    if (s->report_len == sizeof s->report_buf)
+        s->report_len = 0; /* a line longer than any decision: drop it */
+    return true;
+}
+
+void supervise_drain_reports(struct supervision *s, struct sandbox_result *res, int timeout_ms)
+{
+    uint64_t end = monotonic_us() + (uint64_t)timeout_ms * 1000;
+    while (s->report_r >= 0) {
+        uint64_t now = monotonic_us();
+        if (now >= end)
+            break;
+        struct pollfd p = { .fd = s->report_r, .events = POLLIN };
+        if (poll(&p, 1, (int)((end - now) / 1000) + 1) <= 0)
+            break;
+        read_reports(s, res);
+    }
+    closep(&s->report_r);
+    s->report_r = -1;
+}
+
 static void check_cgroup_limits(struct loop *l)
 {
     struct cgroup_stats st;
@@ -269,9 +336,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     bool tick = s->poll_cpu || s->poll_pids;
 
     while (!l.init_done || s->out_r >= 0 || s->errout_r >= 0) {
-        struct pollfd p[8];
+        struct pollfd p[10];
         int n = 0, i_out = -1, i_err = -1, i_in = -1, i_inw = -1, i_pid = -1, i_sig = -1,
-            i_errp = -1, i_stat = -1;
+            i_errp = -1, i_stat = -1, i_rep = -1;
         if (s->out_r >= 0)
             p[i_out = n++] = (struct pollfd){ .fd = s->out_r, .events = POLLIN };
         if (s->errout_r >= 0)
@@ -288,6 +355,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             p[i_errp = n++] = (struct pollfd){ .fd = s->err_r, .events = POLLIN };
         if (s->status_r >= 0)
             p[i_stat = n++] = (struct pollfd){ .fd = s->status_r, .events = POLLIN };
+        if (s->report_r >= 0)
+            p[i_rep = n++] = (struct pollfd){ .fd = s->report_r, .events = POLLIN };
 
         int timeout = -1;
         uint64_t now = monotonic_us();
@@ -320,6 +389,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             read_setup_error(&l);
         if (i_stat >= 0 && p[i_stat].revents)
             read_command_status(&l);
+        if (i_rep >= 0 && p[i_rep].revents)
+            read_reports(s, res);
         if (i_out >= 0 && p[i_out].revents)
             relay_output(&l, &s->out_r, s->call->out_fd, &res->stdout_bytes);
         if (i_err >= 0 && p[i_err].revents)

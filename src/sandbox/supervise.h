@@ -17,6 +17,9 @@ struct supervision {
     int out_r, errout_r;      /* the command's stdout and stderr */
     int in_w;                 /* the command's stdin, or -1 */
     int sig_fd;               /* signalfd for SIGINT/SIGTERM/SIGHUP */
+    int report_r;             /* the egress gateway's decisions (JSON lines), or -1 */
+    char report_buf[4096];    /* a partial line from report_r */
+    size_t report_len;
     const struct sandbox_call *call;
     const struct policy_limits *limits;
     const struct cgroup_set *cg;
@@ -28,3 +31,8 @@ struct supervision {
 void supervise(struct supervision *s, struct sandbox_result *res);
 
 uint64_t monotonic_us(void);
+
+/* After the run: read the gateway's last decisions until it closes its end
+ * (or TIMEOUT_MS passes), then close report_r. */
+void supervise_drain_reports(struct supervision *s, struct sandbox_result *res,
+                             int timeout_ms);

@@ -1,0 +1,969 @@
+/*
+ * egress/gateway.c: the egress gateway process (libevent). Runs outside the
+ * sandbox, in the host's network namespace, forked by the supervisor; its
+ * listening socket was made inside the sandbox's namespace.
+ *
+ * One request per client connection: requests are checked one by one, and
+ * "Connection: close" on both sides means no second request can ride an
+ * approved connection unchecked.
+ */
+#include "egress/gateway.h"
+
+#include "audit/audit.h"
+#include "common/cleanup.h"
+#include "common/fds.h"
+#include "egress/http.h"
+#include "policy/policy.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ADDRS 16
+/* Stop reading one side while the other has this much unsent. */
+#define RELAY_HIGH_WATER (256 * 1024)
+
+struct gateway {
+    const struct gateway_config *cfg;
+    struct event_base *base;
+    struct evdns_base *dns;
+    struct audit_log *log;
+    const char *run_id;
+    int report_fd;
+    uint64_t requests, bytes, active;
+    double tokens;            /* request_rate bucket */
+    uint64_t tokens_at_us;
+    bool serve_one;           /* cordon fetch: exit after the one connection */
+    struct conn *conns;       /* open connections, reported when we are stopped */
+};
+
+enum conn_state { S_HEAD, S_RESOLVING, S_CONNECTING, S_RELAY, S_CLOSING };
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+enum chunk_state { CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_END, CHUNK_TRAILER, CHUNK_DONE };
+
+struct conn {
+    struct gateway *gw;
+    struct conn *next, **pprev;
+    struct bufferevent *client, *upstream;
+    enum conn_state state;
+    bool is_connect;
+    char method[24];
+    struct host host;
+    char host_text[300];
+    uint16_t port;
+    char path[4096];
+    struct ip_addr addrs[MAX_ADDRS];
+    size_t n_addrs, next_addr;
+    struct evdns_getaddrinfo_request *dns_req;
+    enum body_kind body;
+    uint64_t body_left;
+    enum chunk_state chunk;
+    bool body_done;
+    uint64_t up_bytes, down_bytes;
+    uint64_t started_us;
+    int status;               /* what we answered, or 200 once relaying */
+    bool allowed;
+    char rule[320];
+    char reason[200];
+    bool reported;
+};
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- decisions ---- */
+
+static void report(struct conn *c)
+{
+    if (c->reported)
+        return;
+    c->reported = true;
+    struct gateway *gw = c->gw;
+    char addr[64] = "";
+    if (c->allowed && c->next_addr > 0)
+        ip_addr_format(&c->addrs[c->next_addr - 1], addr, sizeof addr);
+    json_t *d = json_pack("{s:b, s:s, s:s, s:i, s:o, s:s, s:s, s:i, s:I, s:I, s:f}",
+                          "allowed", c->allowed,
+                          "method", c->method,
+                          "host", c->host_text,
+                          "port", (int)c->port,
+                          "address", addr[0] ? json_string(addr) : json_null(),
+                          "rule", c->rule,
+                          "reason", c->reason,
+                          "status", c->status,
+                          "bytes_up", (json_int_t)c->up_bytes,
+                          "bytes_down", (json_int_t)c->down_bytes,
+                          "duration_ms", (double)(now_us() - c->started_us) / 1000.0);
+    if (!d)
+        return;
+    if (gw->report_fd >= 0) {
+        char *line = json_dumps(d, JSON_COMPACT);
+        if (line) {
+            size_t len = strlen(line);
+            line[len] = '\n';
+            (void)!write(gw->report_fd, line, len + 1); /* one line, under PIPE_BUF */
+            free(line);
+        }
+    }
+    if (gw->log) {
+        struct cordon_err ignored;
+        audit_append(gw->log, "egress.decision", gw->run_id, json_incref(d), &ignored);
+    }
+    json_decref(d);
+}
+
+static void conn_free(struct conn *c)
+{
+    report(c);
+    if (c->dns_req)
+        evdns_getaddrinfo_cancel(c->dns_req);
+    if (c->client)
+        bufferevent_free(c->client);
+    if (c->upstream)
+        bufferevent_free(c->upstream);
+    struct gateway *gw = c->gw;
+    gw->active--;
+    *c->pprev = c->next;
+    if (c->next)
+        c->next->pprev = c->pprev;
+    free(c);
+    if (gw->serve_one)
+        event_base_loopexit(gw->base, NULL);
+}
+
+static void close_when_flushed(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    conn_free(arg);
+}
+
+/* The client went away before our answer was out. */
+static void closing_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+        conn_free(arg);
+}
+
+/* Answer STATUS and close: every refusal ends here. */
+static void refuse(struct conn *c, int status, const char *rule, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse(struct conn *c, int status, const char *rule, const char *fmt, ...)
+{
+    static const struct {
+        int status;
+        const char *text;
+    } texts[] = {
+        { 400, "Bad Request" }, { 403, "Forbidden" }, { 429, "Too Many Requests" },
+        { 431, "Request Header Fields Too Large" }, { 501, "Not Implemented" },
+        { 502, "Bad Gateway" }, { 504, "Gateway Timeout" }, { 505, "HTTP Version Not Supported" },
+    };
+    const char *text = "Error";
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        if (texts[i].status == status)
+            text = texts[i].text;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->reason, sizeof c->reason, fmt, ap);
+    va_end(ap);
+    snprintf(c->rule, sizeof c->rule, "%s", rule);
+    c->status = status;
+    c->allowed = false;
+    c->state = S_CLOSING;
+    if (c->upstream) {
+        bufferevent_free(c->upstream);
+        c->upstream = NULL;
+    }
+    report(c);
+    struct evbuffer *out = bufferevent_get_output(c->client);
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nX-Cordon-Denied: %s\r\n"
+                        "Connection: close\r\nContent-Length: %zu\r\n\r\n%s\n",
+                        status, text, rule, strlen(c->reason) + 1, c->reason);
+    bufferevent_disable(c->client, EV_READ);
+    bufferevent_setcb(c->client, NULL, close_when_flushed, closing_event, c);
+    bufferevent_enable(c->client, EV_WRITE);
+}
+
+/* ---- policy checks ---- */
+
+static bool take_token(struct gateway *gw)
+{
+    uint64_t rate = gw->cfg->request_rate;
+    if (!rate)
+        return true;
+    uint64_t now = now_us();
+    gw->tokens += (double)(now - gw->tokens_at_us) / 1e6 * (double)rate;
+    if (gw->tokens > (double)rate)
+        gw->tokens = (double)rate;
+    gw->tokens_at_us = now;
+    if (gw->tokens < 1.0)
+        return false;
+    gw->tokens -= 1.0;
+    return true;
+}
+
+static const struct egress_rule *match_host(const struct egress_rule *rules, size_t n,
+                                            const struct host *h, uint16_t port)
+{
+    for (size_t i = 0; i < n; i++)
+        if (egress_rule_matches_host(&rules[i], h, port))
+            return &rules[i];
+    return NULL;
+}
+
+static const struct egress_rule *match_addr(const struct egress_rule *rules, size_t n,
+                                            const struct ip_addr *a, uint16_t port)
+{
+    for (size_t i = 0; i < n; i++)
+        if (egress_rule_matches_addr(&rules[i], a, port))
+            return &rules[i];
+    return NULL;
+}
+
+static void set_rule(struct conn *c, const char *kind, const struct egress_rule *r)
+{
+    char text[300];
+    egress_rule_format(r, text, sizeof text);
+    snprintf(c->rule, sizeof c->rule, "%s:%s", kind, text);
+}
+
+/*
+ * Every resolved address must pass: denylist, allowlist (by name, or by
+ * address for IP and CIDR rules), and the address classes. One bad address
+ * refuses the request, so a mixed answer cannot be used to reach inside.
+ */
+static bool check_addresses(struct conn *c)
+{
+    const struct gateway_config *cfg = c->gw->cfg;
+    const struct egress_rule *by_name = match_host(cfg->allow, cfg->n_allow, &c->host, c->port);
+    for (size_t i = 0; i < c->n_addrs; i++) {
+        const struct ip_addr *a = &c->addrs[i];
+        char text[64];
+        ip_addr_format(a, text, sizeof text);
+        const struct egress_rule *deny = match_addr(cfg->deny, cfg->n_deny, a, c->port);
+        if (deny) {
+            set_rule(c, "deny", deny);
+            refuse(c, 403, c->rule, "%s (%s) is on the denylist", c->host_text, text);
+            return false;
+        }
+        const struct egress_rule *allow = by_name;
+        if (!allow)
+            allow = match_addr(cfg->allow, cfg->n_allow, a, c->port);
+        if (!allow) {
+            refuse(c, 403, "not_allowed", "%s:%u is not on the allowlist", c->host_text, c->port);
+            return false;
+        }
+        enum addr_class cls = addr_classify(a);
+        if (cls != ADDR_PUBLIC) {
+            bool excepted = false;
+            for (size_t k = 0; k < cfg->n_allow_private; k++)
+                if (cidr_contains(&cfg->allow_private[k], a))
+                    excepted = true;
+            if (!excepted) {
+                char rule[64];
+                snprintf(rule, sizeof rule, "ssrf:%s", addr_class_name(cls));
+                refuse(c, 403, rule, "%s resolves to %s, a %s address", c->host_text, text,
+                       addr_class_name(cls));
+                return false;
+            }
+        }
+        if (!c->rule[0])
+            set_rule(c, "allow", allow);
+    }
+    return true;
+}
+
+/* ---- relaying ---- */
+
+static bool over_byte_budget(struct conn *c, size_t more)
+{
+    struct gateway *gw = c->gw;
+    gw->bytes += more;
+    return gw->cfg->max_bytes && gw->bytes > gw->cfg->max_bytes;
+}
+
+static void end_relay(struct conn *c, const char *why)
+{
+    if (why && !c->reason[0])
+        snprintf(c->reason, sizeof c->reason, "%s", why);
+    conn_free(c);
+}
+
+static void upstream_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t n = evbuffer_get_length(in);
+    c->down_bytes += n;
+    if (over_byte_budget(c, n)) {
+        snprintf(c->rule, sizeof c->rule, "budget:bytes");
+        end_relay(c, "byte budget exhausted");
+        return;
+    }
+    bufferevent_write_buffer(c->client, in);
+    if (evbuffer_get_length(bufferevent_get_output(c->client)) > RELAY_HIGH_WATER)
+        bufferevent_disable(bev, EV_READ);
+}
+
+/*
+ * How much of IN still belongs to the request body; the rest (a pipelined
+ * second request) is never forwarded. Chunked bodies are walked chunk by
+ * chunk with the strict parser, not trusted to end where the client says.
+ */
+static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad)
+{
+    size_t avail = evbuffer_get_length(in);
+    if (c->body == BODY_NONE || c->body_done)
+        return 0;
+    if (c->body == BODY_LENGTH) {
+        size_t n = avail < c->body_left ? avail : (size_t)c->body_left;
+        c->body_left -= n;
+        c->body_done = c->body_left == 0;
+        return n;
+    }
+    /* Chunked: walk a copy of the framing to find where the body ends. */
+    size_t pos = 0;
+    while (pos < avail && c->chunk != CHUNK_DONE) {
+        if (c->chunk == CHUNK_DATA) {
+            size_t n = avail - pos < c->body_left ? avail - pos : (size_t)c->body_left;
+            pos += n;
+            c->body_left -= n;
+            if (!c->body_left)
+                c->chunk = CHUNK_DATA_END;
+            continue;
+        }
+        size_t line_cap = avail - pos < 1024 ? avail - pos : 1024;
+        char line[1024];
+        struct evbuffer_ptr ptr;
+        evbuffer_ptr_set(in, &ptr, pos, EVBUFFER_PTR_SET);
+        size_t got = (size_t)evbuffer_copyout_from(in, &ptr, line, line_cap);
+        if (c->chunk == CHUNK_SIZE) {
+            uint64_t size;
+            size_t line_len;
+            char why[100];
+            int r = http_parse_chunk_size(line, got, &size, &line_len, why, sizeof why);
+            if (r < 0) {
+                *bad = true;
+                return 0;
+            }
+            if (r == 0)
+                break;
+            pos += line_len;
+            c->body_left = size;
+            c->chunk = size ? CHUNK_DATA : CHUNK_TRAILER;
+        } else {
+            /* DATA_END needs exactly CRLF; TRAILER lines end at an empty line. */
+            char *nl = memchr(line, '\n', got);
+            if (!nl)
+                break;
+            size_t line_len = (size_t)(nl - line) + 1;
+            if (line_len < 2 || line[line_len - 2] != '\r') {
+                *bad = true;
+                return 0;
+            }
+            /* Trailer fields: no bare CR, no control bytes, no obs-fold. */
+            if (c->chunk == CHUNK_TRAILER && line_len > 2) {
+                if (line[0] == ' ' || line[0] == '\t') {
+                    *bad = true;
+                    return 0;
+                }
+                for (size_t k = 0; k + 2 < line_len; k++)
+                    if (((unsigned char)line[k] < 0x20 && line[k] != '\t') || line[k] == 0x7f) {
+                        *bad = true;
+                        return 0;
+                    }
+            }
+            pos += line_len;
+            if (c->chunk == CHUNK_DATA_END) {
+                if (line_len != 2) {
+                    *bad = true;
+                    return 0;
+                }
+                c->chunk = CHUNK_SIZE;
+            } else if (line_len == 2) {
+                c->chunk = CHUNK_DONE;
+            }
+        }
+    }
+    c->body_done = c->chunk == CHUNK_DONE;
+    return pos;
+}
+
+static void client_relay_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t n = evbuffer_get_length(in);
+    if (!c->is_connect) {
+        bool bad = false;
+        n = body_bytes(c, in, &bad);
+        if (bad) {
+            end_relay(c, "malformed chunked body");
+            return;
+        }
+    }
+    if (n) {
+        c->up_bytes += n;
+        if (over_byte_budget(c, n)) {
+            snprintf(c->rule, sizeof c->rule, "budget:bytes");
+            end_relay(c, "byte budget exhausted");
+            return;
+        }
+        evbuffer_remove_buffer(in, bufferevent_get_output(c->upstream), n);
+    }
+    if (!c->is_connect && c->body_done) {
+        /* Anything after the body is a second request: never forwarded. */
+        evbuffer_drain(in, evbuffer_get_length(in));
+    }
+    if (evbuffer_get_length(bufferevent_get_output(c->upstream)) > RELAY_HIGH_WATER)
+        bufferevent_disable(bev, EV_READ);
+}
+
+/* Output drained: let the other side read again. */
+static void client_write(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    (void)bev;
+    if (c->upstream)
+        bufferevent_enable(c->upstream, EV_READ);
+}
+
+static void upstream_write(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    (void)bev;
+    bufferevent_enable(c->client, EV_READ);
+}
+
+static void relay_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+    if (what & BEV_EVENT_TIMEOUT) {
+        end_relay(c, "idle timeout");
+        return;
+    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        if (bev == c->upstream) {
+            /* Flush what the server said, then close. */
+            struct evbuffer *rest = bufferevent_get_input(bev);
+            c->down_bytes += evbuffer_get_length(rest);
+            bufferevent_write_buffer(c->client, rest);
+            bufferevent_free(c->upstream);
+            c->upstream = NULL;
+            c->state = S_CLOSING;
+            bufferevent_disable(c->client, EV_READ);
+            if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0)
+                conn_free(c);
+            else
+                bufferevent_setcb(c->client, NULL, close_when_flushed, closing_event, c);
+            return;
+        }
+        end_relay(c, NULL);
+    }
+}
+
+/* The upstream head: origin-form, hop-by-hop headers dropped, Host set to the target. */
+static void send_upstream_head(struct conn *c, const struct http_request *req)
+{
+    static const char *const hop[] = { "connection", "proxy-connection", "keep-alive",
+                                       "proxy-authorization", "proxy-authenticate", "te",
+                                       "trailer", "upgrade", "host" };
+    struct evbuffer *out = bufferevent_get_output(c->upstream);
+    evbuffer_add_printf(out, "%s %s HTTP/1.1\r\n", c->method, c->path);
+    bool default_port = c->port == 80;
+    if (c->host.is_ip && c->host.ip.family == AF_INET6) {
+        char a[64];
+        ip_addr_format(&c->host.ip, a, sizeof a);
+        evbuffer_add_printf(out, default_port ? "Host: [%s]\r\n" : "Host: [%s]:%u\r\n", a,
+                            c->port);
+    } else {
+        char a[256];
+        if (c->host.is_ip)
+            ip_addr_format(&c->host.ip, a, sizeof a);
+        else
+            snprintf(a, sizeof a, "%s", c->host.name);
+        evbuffer_add_printf(out, default_port ? "Host: %s\r\n" : "Host: %s:%u\r\n", a, c->port);
+    }
+    for (size_t i = 0; i < req->n_headers; i++) {
+        const struct http_header *h = &req->headers[i];
+        bool skip = false;
+        for (size_t k = 0; k < sizeof hop / sizeof hop[0]; k++)
+            if (http_header_is(h, hop[k]))
+                skip = true;
+        if (skip)
+            continue;
+        evbuffer_add(out, h->name, h->name_len);
+        evbuffer_add(out, ": ", 2);
+        evbuffer_add(out, h->value, h->value_len);
+        evbuffer_add(out, "\r\n", 2);
+    }
+    evbuffer_add_printf(out, "Connection: close\r\n\r\n");
+}
+
+static void start_relay(struct conn *c)
+{
+    c->state = S_RELAY;
+    c->allowed = true;
+    c->status = 200;
+    struct timeval idle = { c->gw->cfg->idle_timeout_ms / 1000,
+                            (c->gw->cfg->idle_timeout_ms % 1000) * 1000 };
+    bufferevent_setcb(c->upstream, upstream_read, upstream_write, relay_event, c);
+    bufferevent_setcb(c->client, client_relay_read, client_write, relay_event, c);
+    bufferevent_set_timeouts(c->upstream, &idle, &idle);
+    bufferevent_set_timeouts(c->client, &idle, NULL);
+    bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
+    bufferevent_enable(c->client, EV_READ | EV_WRITE);
+    /* Bytes that came with the head (a TLS hello, a body) go out now. */
+    if (evbuffer_get_length(bufferevent_get_input(c->client)))
+        client_relay_read(c->client, c);
+}
+
+static void try_connect(struct conn *c);
+static struct http_request *pending_request(struct conn *c);
+
+static void connect_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)bev;
+    if (what & BEV_EVENT_CONNECTED) {
+        if (c->is_connect)
+            evbuffer_add_printf(bufferevent_get_output(c->client),
+                                "HTTP/1.1 200 Connection established\r\n\r\n");
+        else
+            send_upstream_head(c, pending_request(c));
+        start_relay(c);
+        return;
+    }
+    /* Refused or timed out: the next checked address, or 502/504. */
+    bufferevent_free(c->upstream);
+    c->upstream = NULL;
+    if (c->next_addr < c->n_addrs) {
+        try_connect(c);
+        return;
+    }
+    if (what & BEV_EVENT_TIMEOUT)
+        refuse(c, 504, "upstream_timeout", "connecting to %s:%u timed out", c->host_text, c->port);
+    else
+        refuse(c, 502, "upstream_error", "cannot connect to %s:%u: %s", c->host_text, c->port,
+               evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+}
+
+/* Connect to the next address that was checked: never a fresh lookup. */
+static void try_connect(struct conn *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    ip_addr_to_sockaddr(&c->addrs[c->next_addr++], c->port, &ss, &len);
+    c->state = S_CONNECTING;
+    c->upstream = bufferevent_socket_new(c->gw->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->upstream) {
+        refuse(c, 502, "upstream_error", "out of memory");
+        return;
+    }
+    struct timeval t = { c->gw->cfg->connect_timeout_ms / 1000,
+                         (c->gw->cfg->connect_timeout_ms % 1000) * 1000 };
+    bufferevent_set_timeouts(c->upstream, &t, &t);
+    bufferevent_setcb(c->upstream, NULL, NULL, connect_event, c);
+    if (bufferevent_socket_connect(c->upstream, (struct sockaddr *)&ss, (int)len) < 0) {
+        bufferevent_free(c->upstream);
+        c->upstream = NULL;
+        if (c->next_addr < c->n_addrs)
+            try_connect(c);
+        else
+            refuse(c, 502, "upstream_error", "cannot connect to %s:%u", c->host_text, c->port);
+    }
+}
+
+static void proceed(struct conn *c)
+{
+    if (check_addresses(c))
+        try_connect(c);
+}
+
+static void dns_done(int result, struct evutil_addrinfo *res, void *arg)
+{
+    struct conn *c = arg;
+    c->dns_req = NULL;
+    if (result == EVUTIL_EAI_CANCEL)
+        return;
+    if (result != 0) {
+        refuse(c, 502, "dns", "cannot resolve %s: %s", c->host_text,
+               evutil_gai_strerror(result));
+        return;
+    }
+    for (struct evutil_addrinfo *ai = res; ai && c->n_addrs < MAX_ADDRS; ai = ai->ai_next)
+        if (ip_addr_from_sockaddr(ai->ai_addr, &c->addrs[c->n_addrs]) == 0)
+            c->n_addrs++;
+    evutil_freeaddrinfo(res);
+    if (!c->n_addrs) {
+        refuse(c, 502, "dns", "%s has no address", c->host_text);
+        return;
+    }
+    proceed(c);
+}
+
+static void resolve(struct conn *c)
+{
+    const struct gateway_config *cfg = c->gw->cfg;
+    if (c->host.is_ip) {
+        c->addrs[c->n_addrs++] = c->host.ip;
+        proceed(c);
+        return;
+    }
+    for (size_t i = 0; i < cfg->n_pins; i++)
+        if (strcmp(cfg->pins[i].name, c->host.name) == 0)
+            c->addrs[c->n_addrs++] = cfg->pins[i].ip;
+    if (c->n_addrs) {
+        proceed(c);
+        return;
+    }
+    if (!c->gw->dns) {
+        refuse(c, 502, "dns", "cannot resolve %s: no resolver configured", c->host_text);
+        return;
+    }
+    struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    c->state = S_RESOLVING;
+    c->dns_req = evdns_getaddrinfo(c->gw->dns, c->host.name, NULL, &hints, dns_done, c);
+}
+
+/* The parsed head is kept with the connection until the upstream head is sent. */
+struct conn_head {
+    struct conn conn;
+    char buf[HTTP_MAX_HEAD + 1];
+    struct http_request req;
+};
+
+static struct http_request *pending_request(struct conn *c)
+{
+    return &((struct conn_head *)c)->req;
+}
+
+static void decide(struct conn *c, struct http_request *req)
+{
+    struct gateway *gw = c->gw;
+    const struct gateway_config *cfg = gw->cfg;
+    snprintf(c->method, sizeof c->method, "%s", req->method);
+    char why[200];
+    char target[4200];
+    snprintf(target, sizeof target, "%.*s", (int)req->target_len, req->target);
+
+    if (req->kind == HTTP_TARGET_AUTHORITY) {
+        struct authority a;
+        if (authority_parse(target, strlen(target), &a, why, sizeof why) < 0 || !a.port ||
+            a.has_userinfo) {
+            snprintf(c->host_text, sizeof c->host_text, "%.255s", target);
+            refuse(c, 400, "bad_request", "bad CONNECT target: %s", a.port ? why : "no port");
+            return;
+        }
+        c->is_connect = true;
+        c->host = a.host;
+        c->port = a.port;
+    } else if (req->kind == HTTP_TARGET_ABSOLUTE) {
+        struct url u;
+        if (url_parse(target, &u, why, sizeof why) < 0) {
+            snprintf(c->host_text, sizeof c->host_text, "%.255s", target);
+            refuse(c, 400, "bad_request", "bad URL: %s", why);
+            return;
+        }
+        if (u.https) {
+            snprintf(c->host_text, sizeof c->host_text, "%.255s", target);
+            refuse(c, 400, "bad_request", "https URLs go through CONNECT");
+            return;
+        }
+        c->host = u.authority.host;
+        c->port = u.port;
+        snprintf(c->path, sizeof c->path, "%s", u.path);
+        c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
+        c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
+        c->chunk = CHUNK_SIZE;
+    } else {
+        refuse(c, 400, "bad_request", "not a proxy request (origin-form target)");
+        return;
+    }
+    if (c->host.is_ip)
+        ip_addr_format(&c->host.ip, c->host_text, sizeof c->host_text);
+    else
+        snprintf(c->host_text, sizeof c->host_text, "%s", c->host.name);
+
+    /* Budgets before anything reaches out. */
+    if (cfg->max_requests && gw->requests >= cfg->max_requests) {
+        refuse(c, 429, "budget:requests", "request budget of %llu exhausted",
+               (unsigned long long)cfg->max_requests);
+        return;
+    }
+    if (!take_token(gw)) {
+        refuse(c, 429, "budget:request_rate", "more than %llu requests per second",
+               (unsigned long long)cfg->request_rate);
+        return;
+    }
+    if (cfg->max_bytes && gw->bytes >= cfg->max_bytes) {
+        refuse(c, 429, "budget:bytes", "byte budget exhausted");
+        return;
+    }
+    gw->requests++;
+
+    const struct egress_rule *deny = match_host(cfg->deny, cfg->n_deny, &c->host, c->port);
+    if (deny) {
+        set_rule(c, "deny", deny);
+        refuse(c, 403, c->rule, "%s:%u is on the denylist", c->host_text, c->port);
+        return;
+    }
+    /* A name must be allowed by name, or resolve to an address an IP rule allows. */
+    bool name_allowed = match_host(cfg->allow, cfg->n_allow, &c->host, c->port) != NULL;
+    bool some_ip_rule = false;
+    for (size_t i = 0; i < cfg->n_allow; i++)
+        if (cfg->allow[i].kind == EGRESS_RULE_IP || cfg->allow[i].kind == EGRESS_RULE_CIDR)
+            some_ip_rule = true;
+    if (!name_allowed && !some_ip_rule) {
+        refuse(c, 403, "not_allowed", "%s:%u is not on the allowlist", c->host_text, c->port);
+        return;
+    }
+    resolve(c);
+}
+
+static void head_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct conn_head *ch = (struct conn_head *)c;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t avail = evbuffer_get_length(in);
+    size_t take = avail < HTTP_MAX_HEAD + 1 ? avail : HTTP_MAX_HEAD + 1;
+    size_t got = (size_t)evbuffer_copyout(in, ch->buf, take);
+    int status = 0;
+    char why[200];
+    int r = http_parse_request(ch->buf, got, &ch->req, &status, why, sizeof why);
+    if (r == 0)
+        return; /* the parser answers 431 itself once the head outgrows the cap */
+    if (r < 0) {
+        snprintf(c->host_text, sizeof c->host_text, "-");
+        refuse(c, status ? status : 400, "bad_request", "%s", why);
+        return;
+    }
+    evbuffer_drain(in, ch->req.head_len);
+    bufferevent_disable(bev, EV_READ);
+    decide(c, &ch->req);
+}
+
+static void head_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)bev;
+    if (what & BEV_EVENT_TIMEOUT) {
+        refuse(c, 400, "bad_request", "no complete request head in time");
+        return;
+    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        c->reported = true; /* nothing was asked: not a decision */
+        conn_free(c);
+    }
+}
+
+static void start_conn(struct gateway *gw, evutil_socket_t fd)
+{
+    struct conn_head *ch = calloc(1, sizeof *ch);
+    if (!ch) {
+        evutil_closesocket(fd);
+        return;
+    }
+    struct conn *c = &ch->conn;
+    c->gw = gw;
+    c->started_us = now_us();
+    c->next = gw->conns;
+    c->pprev = &gw->conns;
+    if (gw->conns)
+        gw->conns->pprev = &c->next;
+    gw->conns = c;
+    snprintf(c->method, sizeof c->method, "-");
+    gw->active++;
+    c->client = bufferevent_socket_new(gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->client) {
+        evutil_closesocket(fd);
+        c->reported = true;
+        conn_free(c);
+        return;
+    }
+    struct timeval t = { gw->cfg->idle_timeout_ms / 1000, (gw->cfg->idle_timeout_ms % 1000) * 1000 };
+    bufferevent_set_timeouts(c->client, &t, NULL);
+    bufferevent_setcb(c->client, head_read, NULL, head_event, c);
+    bufferevent_enable(c->client, EV_READ | EV_WRITE);
+    if (gw->cfg->max_connections && gw->active > gw->cfg->max_connections) {
+        snprintf(c->host_text, sizeof c->host_text, "-");
+        refuse(c, 429, "budget:connections", "more than %llu connections at once",
+               (unsigned long long)gw->cfg->max_connections);
+    }
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int len, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)len;
+    start_conn(arg, fd);
+}
+
+/* SIGTERM from the supervisor at the end of the run: report what is open, exit. */
+static void on_term(evutil_socket_t sig, short what, void *arg)
+{
+    struct gateway *gw = arg;
+    (void)sig;
+    (void)what;
+    while (gw->conns) {
+        if (!gw->conns->reason[0])
+            snprintf(gw->conns->reason, sizeof gw->conns->reason, "the run ended");
+        conn_free(gw->conns);
+    }
+    event_base_loopbreak(gw->base);
+}
+
+static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
+                        struct cordon_err *err)
+{
+    gw->cfg = cfg;
+    gw->base = event_base_new();
+    if (!gw->base)
+        return err_set(err, CORDON_E_SETUP, "cannot create the gateway's event loop");
+    /* Names are resolved here, never by the sandbox; without a resolv.conf
+     * only pinned names and literals work. */
+    gw->dns = evdns_base_new(gw->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                           EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    gw->tokens = (double)cfg->request_rate;
+    gw->tokens_at_us = now_us();
+    return 0;
+}
+
+static void gateway_fini(struct gateway *gw)
+{
+    if (gw->dns)
+        evdns_base_free(gw->dns, 1);
+    if (gw->base)
+        event_base_free(gw->base);
+}
+
+pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, struct audit_log *log,
+                    const char *run_id, int *report_fd, struct cordon_err *err)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create the gateway's report pipe");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return err_sys(err, CORDON_E_SETUP, "cannot start the egress gateway");
+    }
+    if (pid > 0) {
+        close(fds[1]);
+        *report_fd = fds[0];
+        return pid;
+    }
+    /* The gateway: holds only its listener, its report pipe and the audit
+     * log (never the sandbox's stdio pipes: an open stdin end would keep the
+     * command from ever seeing EOF); dies with the supervisor; ignores the
+     * terminal's signals (the supervisor decides when it ends). */
+    close(fds[0]);
+    int keep[4] = { listen_fd, fds[1], -1, -1 };
+    audit_log_fds(log, keep + 2);
+    close_fds_except(keep, 4);
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    struct gateway gw = { .log = log, .run_id = run_id, .report_fd = fds[1] };
+    struct cordon_err e;
+    if (gateway_init(&gw, cfg, &e) < 0)
+        _exit(1);
+    evutil_make_socket_nonblocking(listen_fd);
+    struct evconnlistener *l =
+        evconnlistener_new(gw.base, on_accept, &gw, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);
+    struct event *term = evsignal_new(gw.base, SIGTERM, on_term, &gw);
+    if (!l || !term || event_add(term, NULL) < 0)
+        _exit(1);
+    event_base_dispatch(gw.base);
+    _exit(0);
+}
+
+int gateway_serve_one(const struct gateway_config *cfg, int fd, struct cordon_err *err)
+{
+    struct gateway gw = { .report_fd = -1, .serve_one = true };
+    if (gateway_init(&gw, cfg, err) < 0)
+        return -1;
+    evutil_make_socket_nonblocking(fd);
+    start_conn(&gw, fd);
+    event_base_dispatch(gw.base);
+    gateway_fini(&gw);
+    return 0;
+}
+
+int gateway_config_from_policy(const struct policy *p, struct gateway_config *out,
+                               struct cordon_err *err)
+{
+    const struct policy_network *n = &p->network;
+    *out = (struct gateway_config){
+        .allow = calloc(n->n_allow + 1, sizeof *out->allow),
+        .deny = calloc(n->n_deny + 1, sizeof *out->deny),
+        .allow_private = calloc(n->n_allow_private + 1, sizeof *out->allow_private),
+        .pins = calloc(n->n_resolve + 1, sizeof *out->pins),
+        .max_requests = n->requests,
+        .max_bytes = n->bytes,
+        .max_connections = n->connections,
+        .request_rate = n->request_rate,
+        .connect_timeout_ms = 10000,
+        .idle_timeout_ms = 60000,
+    };
+    if (!out->allow || !out->deny || !out->allow_private || !out->pins) {
+        gateway_config_release(out);
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    char why[200];
+    for (size_t i = 0; i < n->n_allow; i++, out->n_allow++)
+        if (egress_rule_parse(n->allow[i], &out->allow[i], why, sizeof why) < 0)
+            goto bad;
+    for (size_t i = 0; i < n->n_deny; i++, out->n_deny++)
+        if (egress_rule_parse(n->deny[i], &out->deny[i], why, sizeof why) < 0)
+            goto bad;
+    for (size_t i = 0; i < n->n_allow_private; i++, out->n_allow_private++)
+        if (cidr_parse(n->allow_private[i], &out->allow_private[i], why, sizeof why) < 0)
+            goto bad;
+    for (size_t i = 0; i < n->n_resolve; i++, out->n_pins++)
+        if (egress_pin_parse(n->resolve[i], &out->pins[i], why, sizeof why) < 0)
+            goto bad;
+    return 0;
+bad:
+    gateway_config_release(out);
+    return err_set(err, CORDON_E_POLICY, "network: %s", why);
+}
+
+void gateway_config_release(struct gateway_config *cfg)
+{
+    free(cfg->allow);
+    free(cfg->deny);
+    free(cfg->allow_private);
+    free(cfg->pins);
+    memset(cfg, 0, sizeof *cfg);
+}

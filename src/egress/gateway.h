@@ -1,0 +1,58 @@
+/*
+ * egress/gateway.h: the egress gateway: an HTTP/1.1 forward proxy (absolute
+ * URIs and CONNECT) that is the sandbox's only way out. It runs as its own
+ * process outside the sandbox, serving a listening socket that lives inside
+ * the sandbox's network namespace; it resolves names itself, refuses
+ * private and special-purpose addresses, and connects to the address it
+ * checked. Each decision goes to the supervisor (a JSON line on a pipe) and
+ * to the audit log.
+ */
+#pragma once
+#include "common/err.h"
+#include "egress/rules.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct audit_log;
+struct policy;
+
+/* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
+#define GATEWAY_PORT 3128
+
+struct gateway_config {
+    struct egress_rule *allow;
+    size_t n_allow;
+    struct egress_rule *deny;
+    size_t n_deny;
+    struct cidr *allow_private;
+    size_t n_allow_private;
+    struct egress_pin *pins;
+    size_t n_pins;
+    uint64_t max_requests;     /* 0 = unlimited, likewise below */
+    uint64_t max_bytes;        /* both directions, all connections */
+    uint64_t max_connections;  /* at once */
+    uint64_t request_rate;     /* requests per second */
+    unsigned connect_timeout_ms;
+    unsigned idle_timeout_ms;
+};
+
+/* The gateway rules of P, parsed (P was validated with the same parsers). */
+int gateway_config_from_policy(const struct policy *p, struct gateway_config *out,
+                               struct cordon_err *err);
+void gateway_config_release(struct gateway_config *cfg);
+
+/*
+ * Fork the gateway serving LISTEN_FD (already listening). Its decisions come
+ * back as JSON lines on *REPORT_FD (ours to read and close); LOG (may be
+ * NULL) gets an egress.decision event for each, under RUN_ID. The process
+ * dies with its parent; stop it with kill() and reap it.
+ */
+pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, struct audit_log *log,
+                    const char *run_id, int *report_fd, struct cordon_err *err);
+
+/*
+ * Serve one connection on FD in this process until it ends (cordon fetch:
+ * the same checks from the host). Returns 0 when the request was served.
+ */
+int gateway_serve_one(const struct gateway_config *cfg, int fd, struct cordon_err *err);
