@@ -41,6 +41,7 @@ static const char usage[] =
     "      --deny HOST[:PORT]   refuse a destination even if allowed (repeatable)\n"
     "      --allow-private CIDR let addresses in CIDR through the SSRF rules\n"
     "      --resolve HOST=IP    pin a name to an address\n"
+    "      --dns IP[:PORT]      resolve through this nameserver (repeatable)\n"
     "  -o, --output FILE        write the body to FILE instead of stdout\n"
     "      --max-size SIZE      refuse a body larger than SIZE (default 10M)\n"
     "  -t, --timeout DURATION   give up after DURATION (default 30s)\n"
@@ -49,7 +50,7 @@ static const char usage[] =
     "Exit status: 0 for a 2xx answer; 1 for another HTTP status; 125 when cordon\n"
     "refused the request or could not complete it.\n";
 
-enum { OPT_ALLOW = 256, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_MAX_SIZE };
+enum { OPT_ALLOW = 256, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS, OPT_MAX_SIZE };
 
 static const struct option options[] = {
     { "policy", required_argument, NULL, 'p' },
@@ -57,6 +58,7 @@ static const struct option options[] = {
     { "deny", required_argument, NULL, OPT_DENY },
     { "allow-private", required_argument, NULL, OPT_ALLOW_PRIVATE },
     { "resolve", required_argument, NULL, OPT_RESOLVE },
+    { "dns", required_argument, NULL, OPT_DNS },
     { "output", required_argument, NULL, 'o' },
     { "max-size", required_argument, NULL, OPT_MAX_SIZE },
     { "timeout", required_argument, NULL, 't' },
@@ -366,6 +368,7 @@ int cmd_fetch(int argc, char **argv)
         { OPT_DENY, "network.deny", "--deny" },
         { OPT_ALLOW_PRIVATE, "network.allow_private", "--allow-private" },
         { OPT_RESOLVE, "network.resolve", "--resolve" },
+        { OPT_DNS, "network.dns", "--dns" },
     };
     for (size_t i = 0; i < n_flags; i++)
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)

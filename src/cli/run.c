@@ -46,6 +46,8 @@ static const char usage[] =
     "      --allow-private CIDR let addresses in CIDR (127.0.0.2/32, fd00::/8)\n"
     "                           through the private-range refusals (repeatable)\n"
     "      --resolve HOST=IP    pin HOST to IP, like curl --resolve (repeatable)\n"
+    "      --dns IP[:PORT]      resolve through this nameserver, not the host's\n"
+    "                           resolv.conf (repeatable)\n"
     "      --result FILE        write the run's result as JSON\n"
     "      --audit FILE         append the run to a hash-chained audit log\n"
     "  -h, --help               this help\n"
@@ -55,7 +57,7 @@ static const char usage[] =
 
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
-    OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE,
+    OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
 };
 
 static const struct option options[] = {
@@ -79,6 +81,7 @@ static const struct option options[] = {
     { "deny", required_argument, NULL, OPT_DENY },
     { "allow-private", required_argument, NULL, OPT_ALLOW_PRIVATE },
     { "resolve", required_argument, NULL, OPT_RESOLVE },
+    { "dns", required_argument, NULL, OPT_DNS },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
@@ -106,6 +109,7 @@ static const struct {
     { OPT_DENY, "network.deny", "--deny" },
     { OPT_ALLOW_PRIVATE, "network.allow_private", "--allow-private" },
     { OPT_RESOLVE, "network.resolve", "--resolve" },
+    { OPT_DNS, "network.dns", "--dns" },
 };
 
 struct flag_value {

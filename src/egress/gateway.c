@@ -845,10 +845,19 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
     gw->base = event_base_new();
     if (!gw->base)
         return err_set(err, CORDON_E_SETUP, "cannot create the gateway's event loop");
-    /* Names are resolved here, never by the sandbox; without a resolv.conf
-     * only pinned names and literals work. */
-    gw->dns = evdns_base_new(gw->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-                                           EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    /* Names are resolved here, never by the sandbox: through the policy's
+     * nameservers, or the host's resolv.conf. Without either only pinned
+     * names and literals work. */
+    if (cfg->n_dns) {
+        gw->dns = evdns_base_new(gw->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        for (size_t i = 0; gw->dns && i < cfg->n_dns; i++)
+            if (evdns_base_nameserver_sockaddr_add(gw->dns, (struct sockaddr *)&cfg->dns[i],
+                                                   cfg->dns_len[i], 0) != 0)
+                return err_set(err, CORDON_E_SETUP, "cannot use nameserver %zu", i + 1);
+    } else {
+        gw->dns = evdns_base_new(gw->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                               EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    }
     gw->tokens = (double)cfg->request_rate;
     gw->tokens_at_us = now_us();
     return 0;
@@ -929,6 +938,8 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
         .deny = calloc(n->n_deny + 1, sizeof *out->deny),
         .allow_private = calloc(n->n_allow_private + 1, sizeof *out->allow_private),
         .pins = calloc(n->n_resolve + 1, sizeof *out->pins),
+        .dns = calloc(n->n_dns + 1, sizeof *out->dns),
+        .dns_len = calloc(n->n_dns + 1, sizeof *out->dns_len),
         .max_requests = n->requests,
         .max_bytes = n->bytes,
         .max_connections = n->connections,
@@ -936,7 +947,8 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
         .connect_timeout_ms = 10000,
         .idle_timeout_ms = 60000,
     };
-    if (!out->allow || !out->deny || !out->allow_private || !out->pins) {
+    if (!out->allow || !out->deny || !out->allow_private || !out->pins || !out->dns ||
+        !out->dns_len) {
         gateway_config_release(out);
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     }
@@ -953,6 +965,13 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
     for (size_t i = 0; i < n->n_resolve; i++, out->n_pins++)
         if (egress_pin_parse(n->resolve[i], &out->pins[i], why, sizeof why) < 0)
             goto bad;
+    for (size_t i = 0; i < n->n_dns; i++, out->n_dns++) {
+        struct authority a;
+        if (authority_parse(n->dns[i], strlen(n->dns[i]), &a, why, sizeof why) < 0 ||
+            !a.host.is_ip)
+            goto bad;
+        ip_addr_to_sockaddr(&a.host.ip, a.port ? a.port : 53, &out->dns[i], &out->dns_len[i]);
+    }
     return 0;
 bad:
     gateway_config_release(out);
@@ -965,5 +984,7 @@ void gateway_config_release(struct gateway_config *cfg)
     free(cfg->deny);
     free(cfg->allow_private);
     free(cfg->pins);
+    free(cfg->dns);
+    free(cfg->dns_len);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -29,6 +29,9 @@ struct gateway_config {
     size_t n_allow_private;
     struct egress_pin *pins;
     size_t n_pins;
+    struct sockaddr_storage *dns;  /* nameservers; none: the host's resolv.conf */
+    socklen_t *dns_len;
+    size_t n_dns;
     uint64_t max_requests;     /* 0 = unlimited, likewise below */
     uint64_t max_bytes;        /* both directions, all connections */
     uint64_t max_connections;  /* at once */

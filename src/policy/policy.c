@@ -63,6 +63,7 @@ static const struct policy_key keys[] = {
     LIST("network.deny", KT_RULES, false),
     LIST("network.allow_private", KT_CIDRS, false),
     LIST("network.resolve", KT_PINS, false),
+    LIST("network.dns", KT_NAMESERVERS, false),
     SECTION("network.budgets"),
     KEY("network.budgets.requests", KT_COUNT, network.requests, 1, 0),
     KEY("network.budgets.bytes", KT_SIZE, network.bytes, 1, 0),
@@ -162,6 +163,7 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_NET_MODE: return "one of none, gateway";
     case KT_RULES: return "a list of HOST[:PORT] rules";
     case KT_CIDRS: return "a list of CIDRs";
+    case KT_NAMESERVERS: return "a list of IP[:PORT] nameservers";
     case KT_PINS: return "a list of HOST=IP pins";
     case KT_RESERVED: return "nothing";
     }
@@ -174,6 +176,7 @@ const char *policy_key_item_expect(const struct policy_key *k)
     case KT_BINDS: return "a path";
     case KT_RULES: return "HOST[:PORT]";
     case KT_CIDRS: return "a CIDR";
+    case KT_NAMESERVERS: return "an IP[:PORT] nameserver";
     case KT_PINS: return "HOST=IP";
     default: return "a name";
     }
@@ -598,6 +601,24 @@ static int apply_cidr(struct policy *p, const char *text, char *why, size_t len)
     return strv_add(&p->network.allow_private, &p->network.n_allow_private, canon);
 }
 
+/* A nameserver the gateway asks instead of the host's resolv.conf. */
+static int apply_nameserver(struct policy *p, const char *text, char *why, size_t len)
+{
+    _cleanup_free_ char *t = trimmed(text);
+    if (!t)
+        return POLICY_ENOMEM;
+    struct authority a;
+    if (authority_parse(t, strlen(t), &a, why, len) < 0)
+        return -1;
+    if (!a.host.is_ip || a.has_userinfo)
+        return why_set(why, len, "expected IP[:PORT] of a nameserver, got \"%s\"", t);
+    char addr[64], canon[80];
+    ip_addr_format(&a.host.ip, addr, sizeof addr);
+    snprintf(canon, sizeof canon, a.host.ip.family == AF_INET6 ? "[%s]:%u" : "%s:%u", addr,
+             a.port ? a.port : 53);
+    return strv_add(&p->network.dns, &p->network.n_dns, canon);
+}
+
 /*
  * Two pins for one name are two addresses for it, as a DNS answer may
  * hold; the gateway checks each like any other answer.
@@ -655,6 +676,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         return apply_cidr(p, text, why, len);
     case KT_PINS:
         return apply_pin(p, text, why, len);
+    case KT_NAMESERVERS:
+        return apply_nameserver(p, text, why, len);
     default:
         return why_set(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
     }
@@ -798,6 +821,7 @@ void policy_free(struct policy *p)
     strv_free(p->network.allow, p->network.n_allow);
     strv_free(p->network.deny, p->network.n_deny);
     strv_free(p->network.allow_private, p->network.n_allow_private);
+    strv_free(p->network.dns, p->network.n_dns);
     strv_free(p->network.resolve, p->network.n_resolve);
     free(p->audit.file);
     free(p->audit.sign_key);
@@ -846,6 +870,7 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_RULES:
     case KT_CIDRS:
     case KT_PINS:
+    case KT_NAMESERVERS:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_BEST_EFFORT: {
         /* A flag lists several limits at once: --best-effort memory,pids (or all). */

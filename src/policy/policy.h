@@ -91,6 +91,8 @@ struct policy_network {
     size_t n_allow;
     char **deny;                    /* the same; refused even if an allow matches */
     size_t n_deny;
+    char **dns;                     /* "IP:PORT" nameservers for the gateway; none = resolv.conf */
+    size_t n_dns;
     char **allow_private;           /* "127.0.0.2/32", "fd00::/8": let through the SSRF rules */
     size_t n_allow_private;
     char **resolve;                 /* "api.example.com=127.0.0.2": pins, like curl --resolve */

@@ -31,6 +31,7 @@ enum key_type {
     KT_NET_MODE,    /* enum policy_net_mode: none / gateway */
     KT_RULES,       /* list of egress rules HOST[:PORT]; flag: allow (else deny) */
     KT_CIDRS,       /* list of CIDRs */
+    KT_NAMESERVERS, /* list of IP[:PORT] DNS servers */
     KT_PINS,        /* list of HOST=IP pins */
     KT_RESERVED,    /* a later issue's key, refused for now */
 };

@@ -311,6 +311,7 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_RULES:
     case KT_CIDRS:
     case KT_PINS:
+    case KT_NAMESERVERS:
         return load_list(l, k, key, v);
     case KT_ENV_MAP:
         return load_env_set(l, k, v);

@@ -88,10 +88,11 @@ struct load_case {
 #define NET(mode, allow, deny, priv, resolve, req, bytes, conns, rate)                   \
     "{\"allow\":[" allow "],\"allow_private\":[" priv "],\"budgets\":{\"bytes\":" #bytes \
     ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req           \
-    "},\"deny\":[" deny "],\"mode\":\"" mode "\",\"resolve\":[" resolve "]}"
+    "},\"deny\":[" deny "],\"dns\":[],\"mode\":\"" mode "\",\"resolve\":[" resolve "]}"
 #define NET_DEFAULT NET("none", "", "", "", "", 0, 0, 0, 0)
 #define NET_ALLOW(allow) NET("gateway", allow, "", "", "", 0, 0, 0, 0)
-#define KNOWN_NETWORK "unknown key; known: mode, allow, deny, allow_private, resolve, budgets"
+#define KNOWN_NETWORK \
+    "unknown key; known: mode, allow, deny, allow_private, resolve, dns, budgets"
 #define KNOWN_BUDGETS "unknown key; known: requests, bytes, connections, request_rate"
 #define KNOWN_LIMITS \
     "unknown key; known: wall, cpu, memory, output, file_size, pids, open_files, best_effort"
@@ -543,6 +544,16 @@ static const struct set_case set_cases[] = {
       NET("none", "", "", "", "\"api.example.com=127.0.0.2\"", 0, 0, 0, 0) },
     { "network.resolve", "api.example.com:127.0.0.2", "--resolve",
       "--resolve: expected HOST=IP, got \"api.example.com:127.0.0.2\"" },
+    { "network.dns", "127.0.0.3:5353", "--dns", NULL, "network",
+      "{\"allow\":[],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"connections\":0,"
+      "\"request_rate\":0,\"requests\":0},\"deny\":[],\"dns\":[\"127.0.0.3:5353\"],"
+      "\"mode\":\"none\",\"resolve\":[]}" },
+    { "network.dns", "[::1]", "--dns", NULL, "network",
+      "{\"allow\":[],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"connections\":0,"
+      "\"request_rate\":0,\"requests\":0},\"deny\":[],\"dns\":[\"[::1]:53\"],"
+      "\"mode\":\"none\",\"resolve\":[]}" },
+    { "network.dns", "ns.example.com", "--dns",
+      "--dns: expected IP[:PORT] of a nameserver, got \"ns.example.com\"" },
     { "network.budgets.bytes", "1G", NULL, NULL, "network",
       NET("none", "", "", "", "", 0, 1073741824, 0, 0) },
     { "network.budgets.requests", "0", NULL,
