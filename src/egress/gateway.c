@@ -158,18 +158,47 @@ static void conn_free(struct conn *c)
         event_base_loopexit(gw->base, NULL);
 }
 
-static void close_when_flushed(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    conn_free(arg);
-}
+/* How long, and how much, a refused client may still send before we close. */
+#define LINGER_MS 2000
+#define LINGER_BYTES (4u << 20)
 
-/* The client went away before our answer was out. */
+/* The client went away, or lingered too long. */
 static void closing_event(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
         conn_free(arg);
+}
+
+static void discard_input(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    c->up_bytes += evbuffer_get_length(in);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    if (c->up_bytes > LINGER_BYTES)
+        conn_free(c);
+}
+
+/*
+ * Our answer is out. Closing now, with the client's unread bytes still in
+ * the kernel (the rest of an oversized head), would reset the connection
+ * before the client reads the answer; so stop writing, swallow what still
+ * comes for a little while, then close.
+ */
+static void close_when_flushed(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    if (c->state != S_CLOSING || shutdown(bufferevent_getfd(bev), SHUT_WR) < 0) {
+        conn_free(c);
+        return;
+    }
+    c->up_bytes = 0;
+    struct timeval linger = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
+    bufferevent_set_timeouts(bev, &linger, NULL);
+    bufferevent_setcb(bev, discard_input, NULL, closing_event, c);
+    bufferevent_enable(bev, EV_READ);
+    bufferevent_disable(bev, EV_WRITE);
 }
 
 /* Answer STATUS and close: every refusal ends here. */
@@ -193,7 +222,8 @@ static void refuse(struct conn *c, int status, const char *rule, const char *fmt
     va_start(ap, fmt);
     vsnprintf(c->reason, sizeof c->reason, fmt, ap);
     va_end(ap);
-    snprintf(c->rule, sizeof c->rule, "%s", rule);
+    if (rule != c->rule) /* callers may pass the rule already set */
+        snprintf(c->rule, sizeof c->rule, "%s", rule);
     c->status = status;
     c->allowed = false;
     c->state = S_CLOSING;
@@ -508,13 +538,23 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     if (from_upstream) {
         /* The answer needs no framing: straight to the client, queueing
          * only what its socket would not take now. */
+        /* Up to the byte budget, then the answer is cut where it ran out. */
+        uint64_t max = c->gw->cfg->max_bytes;
+        bool cut = false;
+        if (max && c->gw->bytes + (uint64_t)n > max) {
+            n = c->gw->bytes >= max ? 0 : (ssize_t)(max - c->gw->bytes);
+            cut = true;
+        }
+        c->gw->bytes += (uint64_t)n;
         c->down_bytes += (uint64_t)n;
-        if (over_byte_budget(c, (size_t)n)) {
+        struct evbuffer *out = bufferevent_get_output(c->client);
+        if (cut) {
+            evbuffer_add(out, buf, (size_t)n);
             snprintf(c->rule, sizeof c->rule, "budget:bytes");
-            end_relay(c, "byte budget exhausted");
+            snprintf(c->reason, sizeof c->reason, "byte budget exhausted");
+            upstream_closed(c);
             return;
         }
-        struct evbuffer *out = bufferevent_get_output(c->client);
         ssize_t sent = 0;
         if (evbuffer_get_length(out) == 0)
             sent = write(bufferevent_getfd(c->client), buf, (size_t)n);
