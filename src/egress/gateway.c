@@ -293,7 +293,7 @@ static void set_rule(struct conn *c, const char *kind, const struct egress_rule 
 static bool check_addresses(struct conn *c)
 {
     const struct gateway_config *cfg = c->gw->cfg;
-    const struct egress_rule *by_name = match_host(cfg->allow, cfg->n_allow, &c->host, c->port);
+    const struct egress_rule *allow = match_host(cfg->allow, cfg->n_allow, &c->host, c->port);
     for (size_t i = 0; i < c->n_addrs; i++) {
         const struct ip_addr *a = &c->addrs[i];
         char text[64];
@@ -302,13 +302,6 @@ static bool check_addresses(struct conn *c)
         if (deny) {
             set_rule(c, "deny", deny);
             refuse(c, 403, c->rule, "%s (%s) is on the denylist", c->host_text, text);
-            return false;
-        }
-        const struct egress_rule *allow = by_name;
-        if (!allow)
-            allow = match_addr(cfg->allow, cfg->n_allow, a, c->port);
-        if (!allow) {
-            refuse(c, 403, "not_allowed", "%s:%u is not on the allowlist", c->host_text, c->port);
             return false;
         }
         enum addr_class cls = addr_classify(a);
@@ -647,11 +640,19 @@ static void send_upstream_head(struct conn *c, const struct http_request *req)
     evbuffer_add_printf(out, "Connection: close\r\n\r\n");
 }
 
+static struct http_request *pending_request(struct conn *c);
+
 static void start_relay(struct conn *c)
 {
     c->state = S_RELAY;
     c->allowed = true;
     c->status = 200;
+    if (!c->is_connect) {
+        /* The forwarded head counts against the byte budget too. */
+        size_t head = pending_request(c)->head_len;
+        c->up_bytes += head;
+        c->gw->bytes += head;
+    }
     struct timeval idle = idle_timeout(c);
     bufferevent_setcb(c->upstream, NULL, upstream_write, relay_event, c);
     bufferevent_setcb(c->client, NULL, client_write, relay_event, c);
@@ -683,7 +684,6 @@ static void start_relay(struct conn *c)
 }
 
 static void try_connect(struct conn *c);
-static struct http_request *pending_request(struct conn *c);
 
 static void connect_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -872,13 +872,13 @@ static void decide(struct conn *c, struct http_request *req)
         refuse(c, 403, c->rule, "%s:%u is on the denylist", c->host_text, c->port);
         return;
     }
-    /* A name must be allowed by name, or resolve to an address an IP rule allows. */
-    bool name_allowed = match_host(cfg->allow, cfg->n_allow, &c->host, c->port) != NULL;
-    bool some_ip_rule = false;
-    for (size_t i = 0; i < cfg->n_allow; i++)
-        if (cfg->allow[i].kind == EGRESS_RULE_IP || cfg->allow[i].kind == EGRESS_RULE_CIDR)
-            some_ip_rule = true;
-    if (!name_allowed && !some_ip_rule) {
+    /*
+     * Names are allowed by name rules, addresses by address rules: a name
+     * is never looked up to see whether it lands in an allowed range, or
+     * the sandbox could make the gateway send DNS queries for any name it
+     * likes (a channel out).
+     */
+    if (!match_host(cfg->allow, cfg->n_allow, &c->host, c->port)) {
         refuse(c, 403, "not_allowed", "%s:%u is not on the allowlist", c->host_text, c->port);
         return;
     }

@@ -157,6 +157,7 @@ class DnsStub:
     def __init__(self, addr, port, answers):
         self.answers = answers
         self.queries = {}
+        self.seen = []      # every name asked about, answered or not
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((addr, port))
         self.sock.settimeout(0.1)
@@ -183,6 +184,7 @@ class DnsStub:
         qtype = struct.unpack("!H", q[i + 1:i + 3])[0]
         question = q[12:i + 5]
         name = ".".join(labels)
+        self.seen.append(name)
         addrs = []
         if qtype == 1 and name in self.answers:
             n = self.queries.get(name, 0)

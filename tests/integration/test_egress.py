@@ -388,6 +388,23 @@ def test_dns_rebinding_cannot_reach_internal(cordon, net, bins):
     assert_refused(out[-1], 403, "ssrf:loopback", r)  # one bad address refuses all
 
 
+def test_unallowed_name_is_never_looked_up(cordon, net):
+    """An address rule does not make the gateway resolve names to test them:
+    otherwise any name could be sent out as a DNS query."""
+    stub = es.DnsStub("127.0.0.3", 5353, {})
+    leak = f"secret-{os.urandom(4).hex()}.exfil.test"
+    try:
+        out, r = client(cordon, net, "hc", [["GET", f"http://{leak}/", leak],
+                                            ["CONNECT", f"{leak}:443", leak]],
+                        "--dns", "127.0.0.3:5353", "--allow", "10.0.0.0/8",
+                        "--allow", "127.0.0.2/32")
+    finally:
+        stub.close()
+    assert_refused(out[0], 403, "not_allowed", r)
+    assert_refused(out[1], 403, "not_allowed", r)
+    assert not any(leak in n for n in stub.seen), stub.seen
+
+
 # --- budgets ------------------------------------------------------------------
 
 
