@@ -71,9 +71,6 @@ int audit_close(struct audit_log *log, struct cordon_err *err);
 /* audit_options.record_arguments, for the callers that record tool calls. */
 bool audit_records_arguments(const struct audit_log *log);
 
-/* The descriptors LOG holds (for a forked helper that closes all others). */
-size_t audit_log_fds(const struct audit_log *log, int out[2]);
-
 void audit_free(struct audit_log *log);
 DEFINE_CLEANUP(struct audit_log *, audit_free)
 

@@ -9,7 +9,7 @@
  */
 #include "egress/gateway.h"
 
-#include "audit/audit.h"
+#include "sandbox/landlock.h"
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "egress/http.h"
@@ -23,6 +23,7 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,8 +46,6 @@ struct gateway {
     const struct gateway_config *cfg;
     struct event_base *base;
     struct evdns_base *dns;
-    struct audit_log *log;
-    const char *run_id;
     int report_fd;
     uint64_t requests, bytes, active;
     double tokens;            /* request_rate bucket */
@@ -127,10 +126,6 @@ static void report(struct conn *c)
             (void)!write(gw->report_fd, line, len + 1); /* one line, under PIPE_BUF */
             free(line);
         }
-    }
-    if (gw->log) {
-        struct cordon_err ignored;
-        audit_append(gw->log, "egress.decision", gw->run_id, json_incref(d), &ignored);
     }
     json_decref(d);
 }
@@ -1013,8 +1008,27 @@ static void gateway_fini(struct gateway *gw)
         event_base_free(gw->base);
 }
 
-pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, struct audit_log *log,
-                    const char *run_id, int *report_fd, struct cordon_err *err)
+/*
+ * The gateway parses what the sandbox sends, so it holds as little as it
+ * can: no privilege (root drops to UID), no new privileges, and under
+ * Landlock no file at all (its resolver has read resolv.conf already).
+ */
+static void confine_gateway(uid_t uid)
+{
+    if (geteuid() == 0 &&
+        (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0))
+        _exit(1);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        _exit(1);
+    struct landlock_plan plan;
+    landlock_plan_init(&plan, landlock_abi());
+    struct cordon_err err;
+    if (landlock_plan_apply(&plan, &err) < 0)
+        _exit(1);
+}
+
+pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, int *report_fd,
+                    struct cordon_err *err)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
@@ -1030,14 +1044,14 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, struct audi
         *report_fd = fds[0];
         return pid;
     }
-    /* The gateway: holds only its listener, its report pipe and the audit
-     * log (never the sandbox's stdio pipes: an open stdin end would keep the
-     * command from ever seeing EOF); dies with the supervisor; ignores the
-     * terminal's signals (the supervisor decides when it ends). */
+    /* The gateway: holds only its listener and its report pipe (never the
+     * sandbox's stdio pipes: an open stdin end would keep the command from
+     * ever seeing EOF, nor the audit log: the supervisor records decisions);
+     * dies with the supervisor; ignores the terminal's signals (the
+     * supervisor decides when it ends). */
     close(fds[0]);
-    int keep[4] = { listen_fd, fds[1], -1, -1 };
-    audit_log_fds(log, keep + 2);
-    close_fds_except(keep, 4);
+    int keep[2] = { listen_fd, fds[1] };
+    close_fds_except(keep, 2);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, SIG_IGN);
@@ -1045,10 +1059,11 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, struct audi
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    struct gateway gw = { .log = log, .run_id = run_id, .report_fd = fds[1] };
+    struct gateway gw = { .report_fd = fds[1] };
     struct cordon_err e;
     if (gateway_init(&gw, cfg, &e) < 0)
         _exit(1);
+    confine_gateway(uid);
     evutil_make_socket_nonblocking(listen_fd);
     struct evconnlistener *l =
         evconnlistener_new(gw.base, on_accept, &gw, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);

@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct audit_log;
 struct policy;
 
 /* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
@@ -47,12 +46,12 @@ void gateway_config_release(struct gateway_config *cfg);
 
 /*
  * Fork the gateway serving LISTEN_FD (already listening). Its decisions come
- * back as JSON lines on *REPORT_FD (ours to read and close); LOG (may be
- * NULL) gets an egress.decision event for each, under RUN_ID. The process
- * dies with its parent; stop it with kill() and reap it.
+ * back as JSON lines on *REPORT_FD (ours to read and close). Started by root,
+ * it runs as UID; it never touches a file. It dies with its parent; stop it
+ * with SIGTERM (it reports open connections first) and reap it.
  */
-pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, struct audit_log *log,
-                    const char *run_id, int *report_fd, struct cordon_err *err);
+pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, int *report_fd,
+                    struct cordon_err *err);
 
 /*
  * Serve one connection on FD in this process until it ends (cordon fetch:

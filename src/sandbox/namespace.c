@@ -680,7 +680,8 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     uint16_t rnd = 0;
     if (getrandom(&rnd, sizeof rnd, 0) < 0)
         rnd = (uint16_t)getpid();
-    uid_t host_base = HOST_ID_BASE + ((uid_t)rnd << 1);
+    /* base: the namespace's root; +1 the sandbox user; +2 the gateway. */
+    uid_t host_base = HOST_ID_BASE + ((uid_t)rnd << 2);
 
     struct ns_plan plan = { .caller_is_root = root };
     struct cgroup_set cg = { 0 };
@@ -779,7 +780,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     }
     /* No door means the child failed first: supervision reports its error. */
     if (gateway && (gw_listen = receive_door(pp.gw[0])) >= 0) {
-        gw_pid = gateway_start(&gw_cfg, gw_listen, call->audit, call->run_id, &gw_report, err);
+        gw_pid = gateway_start(&gw_cfg, gw_listen, host_base + 2, &gw_report, err);
         closep(&gw_listen);
         if (gw_pid < 0) {
             kill(init, SIGKILL);
@@ -798,6 +799,8 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         .in_w = TAKE_FD(pp.in[1]),
         .sig_fd = sig_fd,
         .report_r = gw_report,
+        .audit = call->audit,
+        .run_id = call->run_id,
         .call = call,
         .limits = &p->limits,
         .cg = &cg,

@@ -4,6 +4,7 @@
  */
 #include "sandbox/supervise.h"
 
+#include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/syscalls.h"
 
@@ -178,8 +179,9 @@ static void read_command_status(struct loop *l)
     l->s->status_r = -1;
 }
 
-/* One gateway decision line into the run's egress summary. */
-static void note_decision(struct sandbox_result *res, const char *line, size_t len)
+/* One gateway decision line into the run's egress summary and the audit log. */
+static void note_decision(struct supervision *s, struct sandbox_result *res, const char *line,
+                          size_t len)
 {
     struct egress_summary *e = &res->egress;
     json_error_t jerr;
@@ -192,6 +194,10 @@ static void note_decision(struct sandbox_result *res, const char *line, size_t l
         e->bytes_down += (uint64_t)json_integer_value(json_object_get(d, "bytes_down"));
     } else {
         e->refused++;
+    }
+    if (s->audit) {
+        struct cordon_err ignored;
+        audit_append(s->audit, "egress.decision", s->run_id, json_incref(d), &ignored);
     }
     json_decref(d);
     if (len < sizeof e->recent[0]) {
@@ -218,7 +224,7 @@ static bool read_reports(struct supervision *s, struct sandbox_result *res)
     s->report_len += (size_t)n;
     char *start = s->report_buf, *nl;
     while ((nl = memchr(start, '\n', s->report_len - (size_t)(start - s->report_buf)))) {
-        note_decision(res, start, (size_t)(nl - start));
+        note_decision(s, res, start, (size_t)(nl - start));
         start = nl + 1;
     }
     s->report_len -= (size_t)(start - s->report_buf);

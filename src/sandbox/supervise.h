@@ -7,6 +7,8 @@
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 
+struct audit_log;
+
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -18,6 +20,8 @@ struct supervision {
     int in_w;                 /* the command's stdin, or -1 */
     int sig_fd;               /* signalfd for SIGINT/SIGTERM/SIGHUP */
     int report_r;             /* the egress gateway's decisions (JSON lines), or -1 */
+    struct audit_log *audit;  /* where each decision is recorded, or NULL */
+    const char *run_id;
     char report_buf[4096];    /* a partial line from report_r */
     size_t report_len;
     const struct sandbox_call *call;
