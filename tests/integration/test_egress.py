@@ -571,3 +571,27 @@ def test_fetch_other_status_and_upstream_errors(cordon, net):
     assert r.status == 1 and r.out == "hello from web\n" and "HTTP 404" in r.err, r
     r = fetch(cordon, net, f"https://{NAME}:{net.web.port}/")  # TLS to a plain server
     assert r.status == 125 and r.err.startswith("cordon: fetch: "), r
+
+
+# --- the gateway itself -------------------------------------------------------
+
+
+def test_gateway_runs_confined(cordon, net):
+    """The gateway parses what the sandbox sends: started by root it must not
+    be root, and it may never gain privileges."""
+    p = cordon.popen(["sh", "-c", "echo ready; sleep 30"], *net.opts())
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        # setpriv execs cordon, so p.pid is the supervisor either way.
+        kids = [int(k) for k in pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children")
+                .read_text().split()]
+        comms = {k: pathlib.Path(f"/proc/{k}/comm").read_text().strip() for k in kids}
+        gateways = [k for k, c in comms.items() if c != "cordon-init"]
+        assert len(gateways) == 1, comms
+        status = pathlib.Path(f"/proc/{gateways[0]}/status").read_text()
+        uids = status.split("Uid:")[1].split("\n")[0].split()
+        assert "0" not in uids, status
+        assert "NoNewPrivs:\t1" in status, status
+    finally:
+        p.kill()
+        p.wait()
