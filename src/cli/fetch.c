@@ -18,7 +18,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,18 +304,6 @@ static int start_tls(struct channel *ch, const struct url *u, SSL_CTX **ctx, cha
     }
 }
 
-__attribute__((format(printf, 1, 2)))
-static int refuse_fetch(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("cordon: fetch: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return EXIT_CORDON_FAILED;
-}
-
 int cmd_fetch(int argc, char **argv)
 {
     const char *policy_file = NULL, *output = NULL, *timeout = "30s", *max_size = "10M";
@@ -343,10 +330,8 @@ int cmd_fetch(int argc, char **argv)
             max_size = optarg;
             break;
         case ':':
-            return cli_usage_error("fetch: option '%s' needs a value", argv[optind - 1]);
         case '?':
-            return cli_usage_error("fetch: unknown option '%s'; try 'cordon fetch --help'",
-                                   argv[optind - 1]);
+            return cli_option_error("fetch", opt, argv);
         default:
             if (n_flags == sizeof flags / sizeof flags[0])
                 return cli_usage_error("fetch: too many options");
@@ -394,7 +379,7 @@ int cmd_fetch(int argc, char **argv)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         gateway_config_release(&cfg);
-        return refuse_fetch("cannot create a socket pair: %s", strerror(errno));
+        return cli_usage_error("fetch: cannot create a socket pair: %s", strerror(errno));
     }
     signal(SIGPIPE, SIG_IGN);
     pid_t gw = fork();
@@ -407,7 +392,7 @@ int cmd_fetch(int argc, char **argv)
     close(sv[1]);
     gateway_config_release(&cfg);
     if (gw < 0)
-        return refuse_fetch("cannot start the gateway: %s", strerror(errno));
+        return cli_usage_error("fetch: cannot start the gateway: %s", strerror(errno));
 
     struct channel ch = { .fd = sv[0], .deadline_ms = now_ms() + timeout_ms };
     static struct response r;

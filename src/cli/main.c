@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +54,17 @@ static void ensure_stdio(void)
     for (int fd = 0; fd <= 2; fd++)
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) < 0)
             _exit(EXIT_CORDON_FAILED);
+}
+
+int cli_option_error(const char *cmd, int opt, char **argv)
+{
+    if (opt == ':')
+        return cli_usage_error("%s: option '%s' needs a value", cmd, argv[optind - 1]);
+    if (optopt)
+        return cli_usage_error("%s: unknown option '-%c'; try 'cordon %s --help'", cmd, optopt,
+                               cmd);
+    return cli_usage_error("%s: unknown option '%s'; try 'cordon %s --help'", cmd,
+                           argv[optind - 1], cmd);
 }
 
 int main(int argc, char **argv)

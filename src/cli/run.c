@@ -170,13 +170,8 @@ int cmd_run(int argc, char **argv)
             result_file = optarg;
             break;
         case ':':
-            return cli_usage_error("run: option '%s' needs a value", argv[optind - 1]);
         case '?':
-            if (optopt)
-                return cli_usage_error("run: unknown option '-%c'; try 'cordon run --help'",
-                                       optopt);
-            return cli_usage_error("run: unknown option '%s'; try 'cordon run --help'",
-                                   argv[optind - 1]);
+            return cli_option_error("run", opt, argv);
         default:
             flags[n_flags++] = (struct flag_value){ opt, optarg };
         }

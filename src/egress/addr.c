@@ -7,6 +7,8 @@
  */
 #include "egress/addr.h"
 
+#include "common/text.h"
+
 #include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,18 +21,6 @@
 #define IPV6_TEXT_MAX 45
 #define ZONE_MAX 63
 #define QUOTE_SIZE 100
-
-__attribute__((format(printf, 3, 4)))
-static int fail(char *why, size_t why_len, const char *fmt, ...)
-{
-    if (why && why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /*
  * Untrusted bytes end up in audit reasons and logs: quote them with
@@ -66,17 +56,6 @@ static const char *quote(char out[QUOTE_SIZE], const char *s, size_t len)
 static bool is_ctl_or_space(unsigned char c)
 {
     return c <= 0x20 || c == 0x7f;
-}
-
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static bool is_digit(unsigned char c)
@@ -311,7 +290,7 @@ static int ipv4_number(const char *s, size_t len, uint64_t *out)
         len--;
     }
     for (size_t i = 0; i < len; i++) {
-        int d = hexval((unsigned char)s[i]);
+        int d = hex_digit((unsigned char)s[i]);
         if (d < 0 || (unsigned)d >= radix)
             return -1;
         v = v * radix + (unsigned)d;
@@ -349,7 +328,7 @@ static bool ends_in_number(const char *s, size_t len)
         return true;
     if (n >= 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X')) {
         for (size_t i = 2; i < n; i++)
-            if (hexval((unsigned char)last[i]) < 0)
+            if (hex_digit((unsigned char)last[i]) < 0)
                 return false;
         return true;
     }
@@ -417,7 +396,7 @@ static int ipv6_text(const char *s, size_t len, uint8_t out[16])
         return -1;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (hexval(c) < 0 && c != ':' && c != '.')
+        if (hex_digit(c) < 0 && c != ':' && c != '.')
             return -1;
     }
     memcpy(buf, s, len);
@@ -467,15 +446,15 @@ static int host_parse_bracketed(const char *in, size_t len, struct host *out, ch
 {
     char q[QUOTE_SIZE];
     if (len < 2 || in[len - 1] != ']')
-        return fail(why, why_len, "unterminated IPv6 literal %s", quote(q, in, len));
+        return why_printf(why, why_len, "unterminated IPv6 literal %s", quote(q, in, len));
     const char *inner = in + 1;
     size_t ilen = len - 2;
     const char *pct = memchr(inner, '%', ilen);
     size_t alen = pct ? (size_t)(pct - inner) : ilen;
     if (ipv6_text(inner, alen, out->ip.bytes) < 0)
-        return fail(why, why_len, "invalid IPv6 literal %s", quote(q, in, len));
+        return why_printf(why, why_len, "invalid IPv6 literal %s", quote(q, in, len));
     if (pct && zone_parse(pct + 1, ilen - alen - 1, &out->ip.scope_id) < 0)
-        return fail(why, why_len, "bad IPv6 zone in %s", quote(q, in, len));
+        return why_printf(why, why_len, "bad IPv6 zone in %s", quote(q, in, len));
     out->is_ip = true;
     out->ip.family = AF_INET6;
     return 0;
@@ -489,7 +468,7 @@ static bool looks_like_ipv6(const char *s, size_t len)
     for (size_t i = 0; i < len; i++) {
         if (s[i] == ':')
             colons++;
-        else if (hexval((unsigned char)s[i]) < 0 && s[i] != '.')
+        else if (hex_digit((unsigned char)s[i]) < 0 && s[i] != '.')
             return false;
     }
     return colons >= 2;
@@ -508,18 +487,18 @@ static int name_check(const char *s, size_t len, const char *in, size_t in_len, 
     if (len && s[len - 1] == '.')
         len--;
     if (len == 0)
-        return fail(why, why_len, "empty host");
+        return why_printf(why, why_len, "empty host");
     if (len > 253)
-        return fail(why, why_len, "host too long %s", quote(q, in, in_len));
+        return why_printf(why, why_len, "host too long %s", quote(q, in, in_len));
     for (size_t i = 0; i <= len; i++) {
         if (i < len && s[i] != '.') {
             label++;
             continue;
         }
         if (label == 0)
-            return fail(why, why_len, "empty label in host %s", quote(q, in, in_len));
+            return why_printf(why, why_len, "empty label in host %s", quote(q, in, in_len));
         if (label > 63)
-            return fail(why, why_len, "label too long in host %s", quote(q, in, in_len));
+            return why_printf(why, why_len, "label too long in host %s", quote(q, in, in_len));
         label = 0;
     }
     return 0;
@@ -533,10 +512,10 @@ int host_parse(const char *in, size_t len, struct host *out, char *why, size_t w
 
     memset(out, 0, sizeof *out);
     if (len == 0)
-        return fail(why, why_len, "empty host");
+        return why_printf(why, why_len, "empty host");
     for (size_t i = 0; i < len; i++)
         if (is_ctl_or_space((unsigned char)in[i]))
-            return fail(why, why_len, "control character or space in host %s",
+            return why_printf(why, why_len, "control character or space in host %s",
                         quote(q, in, len));
     /* Brackets are looked at before any decoding, as clients do: "%5B::1%5D" is no literal. */
     if (in[0] == '[')
@@ -545,15 +524,15 @@ int host_parse(const char *in, size_t len, struct host *out, char *why, size_t w
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)in[i];
         if (c == '%') {
-            int hi = i + 2 < len ? hexval((unsigned char)in[i + 1]) : -1;
-            int lo = i + 2 < len ? hexval((unsigned char)in[i + 2]) : -1;
+            int hi = i + 2 < len ? hex_digit((unsigned char)in[i + 1]) : -1;
+            int lo = i + 2 < len ? hex_digit((unsigned char)in[i + 2]) : -1;
             if (hi < 0 || lo < 0)
-                return fail(why, why_len, "bad percent-encoding in host %s", quote(q, in, len));
+                return why_printf(why, why_len, "bad percent-encoding in host %s", quote(q, in, len));
             c = (unsigned char)(hi << 4 | lo);
             i += 2;
         }
         if (n == sizeof buf)
-            return fail(why, why_len, "host too long %s", quote(q, in, len));
+            return why_printf(why, why_len, "host too long %s", quote(q, in, len));
         buf[n++] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
     }
 
@@ -565,14 +544,14 @@ int host_parse(const char *in, size_t len, struct host *out, char *why, size_t w
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)buf[i];
         if (c == ':' && looks_like_ipv6(buf, n))
-            return fail(why, why_len, "unbracketed IPv6 address %s", quote(q, in, len));
+            return why_printf(why, why_len, "unbracketed IPv6 address %s", quote(q, in, len));
         if (!name_char(c))
-            return fail(why, why_len, "invalid character in host %s", quote(q, in, len));
+            return why_printf(why, why_len, "invalid character in host %s", quote(q, in, len));
     }
 
     if (ends_in_number(buf, n)) {
         if (ipv4_parse(buf, n, out->ip.bytes) < 0)
-            return fail(why, why_len, "invalid IPv4 literal %s", quote(q, in, len));
+            return why_printf(why, why_len, "invalid IPv4 literal %s", quote(q, in, len));
         out->is_ip = true;
         out->ip.family = AF_INET;
         return 0;
@@ -607,12 +586,12 @@ int cidr_parse(const char *s, struct cidr *out, char *why, size_t why_len)
     memset(out, 0, sizeof *out);
     if (memchr(s, ':', alen)) {
         if (ipv6_text(s, alen, out->base.bytes) < 0)
-            return fail(why, why_len, "invalid CIDR %s", quote(q, s, len));
+            return why_printf(why, why_len, "invalid CIDR %s", quote(q, s, len));
         out->base.family = AF_INET6;
         max = 128;
     } else {
         if (ipv4_parse_strict(s, alen, out->base.bytes) < 0)
-            return fail(why, why_len, "invalid CIDR %s", quote(q, s, len));
+            return why_printf(why, why_len, "invalid CIDR %s", quote(q, s, len));
         out->base.family = AF_INET;
         max = 32;
     }
@@ -627,7 +606,7 @@ int cidr_parse(const char *s, struct cidr *out, char *why, size_t why_len)
             v = v * 10 + (unsigned)(p[i] - '0');
         }
         if (!ok || v > max)
-            return fail(why, why_len, "bad prefix length in CIDR %s", quote(q, s, len));
+            return why_printf(why, why_len, "bad prefix length in CIDR %s", quote(q, s, len));
         out->prefix = v;
     }
     mask_bytes(out->base.bytes, max / 8, out->prefix);
@@ -681,11 +660,11 @@ int authority_parse(const char *in, size_t len, struct authority *out, char *why
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)in[i];
         if (is_ctl_or_space(c))
-            return fail(why, why_len, "control character or space in authority %s",
+            return why_printf(why, why_len, "control character or space in authority %s",
                         quote(q, in, len));
         /* These end an authority in every client; inside one they mean a confused parser. */
         if (c == '/' || c == '\\' || c == '?' || c == '#')
-            return fail(why, why_len, "invalid character in authority %s", quote(q, in, len));
+            return why_printf(why, why_len, "invalid character in authority %s", quote(q, in, len));
     }
     /* The last '@' separates userinfo, so "allowed.com@127.0.0.1" is 127.0.0.1. */
     host = in;
@@ -698,14 +677,14 @@ int authority_parse(const char *in, size_t len, struct authority *out, char *why
     }
     hlen = len - (size_t)(host - in);
     if (hlen == 0)
-        return fail(why, why_len, "empty host");
+        return why_printf(why, why_len, "empty host");
     if (host[0] == '[') {
         const char *close = memchr(host, ']', hlen);
         if (!close)
-            return fail(why, why_len, "unterminated IPv6 literal %s", quote(q, host, hlen));
+            return why_printf(why, why_len, "unterminated IPv6 literal %s", quote(q, host, hlen));
         size_t blen = (size_t)(close - host) + 1;
         if (blen < hlen && host[blen] != ':')
-            return fail(why, why_len, "unexpected characters after IPv6 literal in %s",
+            return why_printf(why, why_len, "unexpected characters after IPv6 literal in %s",
                         quote(q, in, len));
         if (blen < hlen) {
             port = host + blen + 1;
@@ -714,7 +693,7 @@ int authority_parse(const char *in, size_t len, struct authority *out, char *why
         hlen = blen;
     } else {
         if (looks_like_ipv6(host, hlen))
-            return fail(why, why_len, "unbracketed IPv6 address %s", quote(q, host, hlen));
+            return why_printf(why, why_len, "unbracketed IPv6 address %s", quote(q, host, hlen));
         const char *colon = memchr(host, ':', hlen);
         if (colon) {
             port = colon + 1;
@@ -726,7 +705,7 @@ int authority_parse(const char *in, size_t len, struct authority *out, char *why
         return -1;
     /* "host:" is "host" with no port, as WHATWG reads it. */
     if (plen && port_parse(port, plen, &out->port) < 0)
-        return fail(why, why_len, "bad port %s", quote(q, port, plen));
+        return why_printf(why, why_len, "bad port %s", quote(q, port, plen));
     return 0;
 }
 
@@ -739,7 +718,7 @@ int url_parse(const char *in, struct url *out, char *why, size_t why_len)
     /* Clients strip or encode these; a proxy that forwarded them would smuggle. */
     for (size_t k = 0; k < len; k++)
         if (is_ctl_or_space((unsigned char)in[k]))
-            return fail(why, why_len, "control character or space in url %s", quote(q, in, len));
+            return why_printf(why, why_len, "control character or space in url %s", quote(q, in, len));
 
     bool scheme_ok = len > 0 && ((in[0] | 0x20) >= 'a' && (in[0] | 0x20) <= 'z');
     while (scheme_ok && i < len && in[i] != ':') {
@@ -749,14 +728,14 @@ int url_parse(const char *in, struct url *out, char *why, size_t why_len)
         i++;
     }
     if (!scheme_ok || i == len)
-        return fail(why, why_len, "missing scheme in url %s", quote(q, in, len));
+        return why_printf(why, why_len, "missing scheme in url %s", quote(q, in, len));
     if (i == 5 && strncasecmp(in, "https", 5) == 0)
         out->https = true;
     else if (!(i == 4 && strncasecmp(in, "http", 4) == 0))
-        return fail(why, why_len, "unsupported scheme %s", quote(q, in, i));
+        return why_printf(why, why_len, "unsupported scheme %s", quote(q, in, i));
     i++;
     if (len - i < 2 || in[i] != '/' || in[i + 1] != '/')
-        return fail(why, why_len, "expected \"//\" after the scheme in url %s", quote(q, in, len));
+        return why_printf(why, why_len, "expected \"//\" after the scheme in url %s", quote(q, in, len));
     i += 2;
 
     /* WHATWG ends a special-scheme authority at '\\' too, so must we. */
@@ -773,7 +752,7 @@ int url_parse(const char *in, struct url *out, char *why, size_t why_len)
     if (i == end || in[i] == '?')
         out->path[o++] = '/';
     if (o + (end - i) >= sizeof out->path)
-        return fail(why, why_len, "path too long in url %s", quote(q, in, len));
+        return why_printf(why, why_len, "path too long in url %s", quote(q, in, len));
     bool in_query = false;
     for (; i < end; i++) {
         char c = in[i];

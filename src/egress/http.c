@@ -7,6 +7,8 @@
  */
 #include "egress/http.h"
 
+#include "common/text.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +35,7 @@ static int fail(int *status, char *why, size_t why_len, int code, const char *fm
     if (why && why_len) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
+        vsnprintf(why, why_len, fmt, ap); /* why_printf() takes no va_list */
         va_end(ap);
     }
     return -1;
@@ -57,17 +59,6 @@ static bool is_ows(unsigned char b)
 static bool is_digit(unsigned char b)
 {
     return b >= '0' && b <= '9';
-}
-
-static int hex_value(unsigned char b)
-{
-    if (b >= '0' && b <= '9')
-        return b - '0';
-    if (b >= 'a' && b <= 'f')
-        return b - 'a' + 10;
-    if (b >= 'A' && b <= 'F')
-        return b - 'A' + 10;
-    return -1;
 }
 
 static unsigned char lower(unsigned char b)
@@ -148,7 +139,7 @@ static const char *authority_error(const char *t, size_t n)
             return "empty IPv6 literal in CONNECT target";
         /* Hex, ':' and '.' for the address; '%' and unreserved for a zone. */
         for (const char *p = t + 1; p < close; p++)
-            if (!(hex_value((unsigned char)*p) >= 0 || *p == ':' || *p == '.' || *p == '%' ||
+            if (!(hex_digit((unsigned char)*p) >= 0 || *p == ':' || *p == '.' || *p == '%' ||
                   *p == '-' || *p == '_' || *p == '~' || (*p >= 'g' && *p <= 'z') ||
                   (*p >= 'G' && *p <= 'Z')))
                 return "invalid character in CONNECT target's IPv6 literal";
@@ -542,10 +533,10 @@ int http_parse_chunk_size(const char *buf, size_t len, uint64_t *size, size_t *l
         }
         switch (st) {
         case HEX:
-            if (hex_value(b) >= 0) {
+            if (hex_digit(b) >= 0) {
                 if (++digits > 16)
                     return fail(NULL, why, why_len, 400, "chunk size longer than 16 hex digits");
-                v = v << 4 | (uint64_t)hex_value(b);
+                v = v << 4 | (uint64_t)hex_digit(b);
             } else if (b == ';' && digits > 0) {
                 st = EXT_START;
             } else if (digits == 0) {

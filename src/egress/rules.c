@@ -4,20 +4,12 @@
  */
 #include "egress/rules.h"
 
+#include "common/text.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-__attribute__((format(printf, 3, 4)))
-static int fail(char *why, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ":PORT" at the end of SPEC (after a ']' for v6), or none. */
 static int split_port(const char *spec, size_t *host_len, uint16_t *port, char *why, size_t len)
@@ -29,17 +21,17 @@ static int split_port(const char *spec, size_t *host_len, uint16_t *port, char *
     if (!colon || (bracket && colon < bracket))
         return 0;
     if (!bracket && strchr(spec, ':') != colon)
-        return fail(why, len, "IPv6 addresses need brackets: \"%s\"", spec);
+        return why_printf(why, len, "IPv6 addresses need brackets: \"%s\"", spec);
     const char *p = colon + 1;
     if (!*p)
-        return fail(why, len, "empty port in \"%s\"", spec);
+        return why_printf(why, len, "empty port in \"%s\"", spec);
     unsigned long v = 0;
     for (; *p; p++) {
         if (*p < '0' || *p > '9' || (v = v * 10 + (unsigned long)(*p - '0')) > 65535)
-            return fail(why, len, "bad port in \"%s\" (expected 1 to 65535)", spec);
+            return why_printf(why, len, "bad port in \"%s\" (expected 1 to 65535)", spec);
     }
     if (v == 0)
-        return fail(why, len, "bad port in \"%s\" (expected 1 to 65535)", spec);
+        return why_printf(why, len, "bad port in \"%s\" (expected 1 to 65535)", spec);
     *port = (uint16_t)v;
     *host_len = (size_t)(colon - spec);
     return 0;
@@ -53,7 +45,7 @@ int egress_rule_parse(const char *spec, struct egress_rule *out, char *why, size
         return -1;
     char host[300];
     if (host_len == 0 || host_len >= sizeof host)
-        return fail(why, why_len, "expected HOST[:PORT], got \"%s\"", spec);
+        return why_printf(why, why_len, "expected HOST[:PORT], got \"%s\"", spec);
     memcpy(host, spec, host_len);
     host[host_len] = '\0';
 
@@ -64,10 +56,10 @@ int egress_rule_parse(const char *spec, struct egress_rule *out, char *why, size
         if (host[0] == '[') {
             const char *close = strchr(host, ']');
             if (!close || close[1] != '/')
-                return fail(why, why_len, "bad CIDR in \"%s\"", spec);
+                return why_printf(why, why_len, "bad CIDR in \"%s\"", spec);
             if (snprintf(bare, sizeof bare, "%.*s%s", (int)(close - host - 1), host + 1,
                          close + 1) >= (int)sizeof bare)
-                return fail(why, why_len, "bad CIDR in \"%s\"", spec);
+                return why_printf(why, why_len, "bad CIDR in \"%s\"", spec);
             h = bare;
         }
         char reason[128];
@@ -82,10 +74,10 @@ int egress_rule_parse(const char *spec, struct egress_rule *out, char *why, size
         struct host h;
         char reason[128];
         if (host_parse(host + 2, strlen(host + 2), &h, reason, sizeof reason) < 0 || h.is_ip)
-            return fail(why, why_len, "bad wildcard in \"%s\" (expected *.example.com)", spec);
+            return why_printf(why, why_len, "bad wildcard in \"%s\" (expected *.example.com)", spec);
         out->kind = EGRESS_RULE_SUFFIX;
         if (snprintf(out->name, sizeof out->name, ".%s", h.name) >= (int)sizeof out->name)
-            return fail(why, why_len, "name too long in \"%s\"", spec);
+            return why_printf(why, why_len, "name too long in \"%s\"", spec);
         return 0;
     }
     struct host h;
@@ -169,15 +161,15 @@ int egress_pin_parse(const char *spec, struct egress_pin *out, char *why, size_t
     memset(out, 0, sizeof *out);
     const char *eq = strchr(spec, '=');
     if (!eq || eq == spec || !eq[1])
-        return fail(why, why_len, "expected HOST=IP, got \"%s\"", spec);
+        return why_printf(why, why_len, "expected HOST=IP, got \"%s\"", spec);
     struct host name, ip;
     char reason[128];
     if (host_parse(spec, (size_t)(eq - spec), &name, reason, sizeof reason) < 0 || name.is_ip)
-        return fail(why, why_len, "expected a host name before '=' in \"%s\"", spec);
+        return why_printf(why, why_len, "expected a host name before '=' in \"%s\"", spec);
     const char *v = eq + 1;
     size_t vlen = strlen(v);
     if (host_parse(v, vlen, &ip, reason, sizeof reason) < 0 || !ip.is_ip)
-        return fail(why, why_len, "expected an IP address after '=' in \"%s\"", spec);
+        return why_printf(why, why_len, "expected an IP address after '=' in \"%s\"", spec);
     snprintf(out->name, sizeof out->name, "%s", name.name);
     out->ip = ip.ip;
     return 0;

@@ -6,6 +6,7 @@
  */
 #include "policy/policy_int.h"
 #include "common/strv.h"
+#include "common/text.h"
 
 #include "common/units.h"
 #include "egress/rules.h"
@@ -191,16 +192,6 @@ int policy_parse_bool(const char *s)
     return -1;
 }
 
-__attribute__((format(printf, 3, 4)))
-static int why_set(char *why, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* ---- paths ---- */
 
 /*
@@ -257,16 +248,16 @@ static int check_dest(const char *dest, char *why, size_t len)
 {
     static const char *const reserved[] = { "/proc", "/dev" };
     if (strcmp(dest, "/") == 0)
-        return why_set(why, len, "dest \"/\" is the sandbox root, which cordon builds");
+        return why_printf(why, len, "dest \"/\" is the sandbox root, which cordon builds");
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
         if (path_within(dest, reserved[i]))
-            return why_set(why, len, "dest \"%s\" is inside %s, which the sandbox builds itself",
+            return why_printf(why, len, "dest \"%s\" is inside %s, which the sandbox builds itself",
                            dest, reserved[i]);
     if (strcmp(dest, "/workspace") == 0)
-        return why_set(why, len,
+        return why_printf(why, len,
                        "dest \"/workspace\" is the workspace; use filesystem.workspace");
     if (path_within(dest, "/workspace"))
-        return why_set(why, len, "dest \"%s\" is inside /workspace; bind it elsewhere", dest);
+        return why_printf(why, len, "dest \"%s\" is inside /workspace; bind it elsewhere", dest);
     return 0;
 }
 
@@ -275,16 +266,16 @@ static int resolve_host(const char *path, enum value_origin from, char **out, ch
                         size_t len)
 {
     if (path[0] == '\0')
-        return why_set(why, len, "expected a path, got \"\"");
+        return why_printf(why, len, "expected a path, got \"\"");
     if (path[0] != '/' && from == FROM_FILE)
-        return why_set(why, len, "host path \"%s\" is not absolute", path);
+        return why_printf(why, len, "host path \"%s\" is not absolute", path);
     char *real = realpath(path, NULL);
     if (!real) {
         if (errno == ENOMEM)
             return POLICY_ENOMEM;
         if (errno == ENOENT || errno == ENOTDIR)
-            return why_set(why, len, "\"%s\" does not exist", path);
-        return why_set(why, len, "cannot resolve \"%s\": %s", path, strerror(errno));
+            return why_printf(why, len, "\"%s\" does not exist", path);
+        return why_printf(why, len, "cannot resolve \"%s\": %s", path, strerror(errno));
     }
     *out = real;
     return 0;
@@ -335,7 +326,7 @@ static int apply_level(struct policy *p, const char *text, char *why, size_t len
             return 0;
         }
     }
-    return why_set(why, len, "expected one of process, namespace, gvisor, microvm, got \"%s\"",
+    return why_printf(why, len, "expected one of process, namespace, gvisor, microvm, got \"%s\"",
                    text);
 }
 
@@ -353,28 +344,28 @@ static int apply_log_file(struct policy *p, const struct policy_key *k, const ch
                           enum value_origin from, char *why, size_t len)
 {
     if (text[0] == '\0')
-        return why_set(why, len, "expected a path, got \"\"");
+        return why_printf(why, len, "expected a path, got \"\"");
     if (text[0] != '/' && from == FROM_FILE)
-        return why_set(why, len, "host path \"%s\" is not absolute", text);
+        return why_printf(why, len, "host path \"%s\" is not absolute", text);
     size_t n = strlen(text);
     if (text[n - 1] == '/')
-        return why_set(why, len, "\"%s\" names a directory, not a file", text);
+        return why_printf(why, len, "\"%s\" names a directory, not a file", text);
     _cleanup_free_ char *real = realpath(text, NULL);
     struct stat st;
     if (real) {
         if (stat(real, &st) < 0)
-            return why_set(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
+            return why_printf(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
         if (S_ISDIR(st.st_mode))
-            return why_set(why, len, "\"%s\" is a directory", text);
+            return why_printf(why, len, "\"%s\" is a directory", text);
     } else {
         if (errno == ENOMEM)
             return POLICY_ENOMEM;
         if (errno != ENOENT && errno != ENOTDIR)
-            return why_set(why, len, "cannot resolve \"%s\": %s", text, strerror(errno));
+            return why_printf(why, len, "cannot resolve \"%s\": %s", text, strerror(errno));
         const char *slash = strrchr(text, '/');
         const char *base = slash ? slash + 1 : text;
         if (!strcmp(base, ".") || !strcmp(base, ".."))
-            return why_set(why, len, "\"%s\" names a directory, not a file", text);
+            return why_printf(why, len, "\"%s\" names a directory, not a file", text);
         _cleanup_free_ char *dir = slash ? strndup(text, slash == text ? 1 : (size_t)(slash - text))
                                          : strdup(".");
         if (!dir)
@@ -384,11 +375,11 @@ static int apply_log_file(struct policy *p, const struct policy_key *k, const ch
             if (errno == ENOMEM)
                 return POLICY_ENOMEM;
             if (errno == ENOENT || errno == ENOTDIR)
-                return why_set(why, len, "the directory of \"%s\" does not exist", text);
-            return why_set(why, len, "cannot resolve \"%s\": %s", dir, strerror(errno));
+                return why_printf(why, len, "the directory of \"%s\" does not exist", text);
+            return why_printf(why, len, "cannot resolve \"%s\": %s", dir, strerror(errno));
         }
         if (stat(rdir, &st) < 0 || !S_ISDIR(st.st_mode))
-            return why_set(why, len, "\"%s\" is not a directory", dir);
+            return why_printf(why, len, "\"%s\" is not a directory", dir);
         if (asprintf(&real, "%s%s%s", rdir, strcmp(rdir, "/") ? "/" : "", base) < 0) {
             real = NULL;
             return POLICY_ENOMEM;
@@ -410,12 +401,12 @@ static int resolve_existing(const char *text, enum value_origin from, mode_t typ
         return r;
     struct stat st;
     if (stat(real, &st) < 0)
-        return why_set(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
+        return why_printf(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
     if ((st.st_mode & S_IFMT) != type)
-        return why_set(why, len, "\"%s\" is not a %s", text,
+        return why_printf(why, len, "\"%s\" is not a %s", text,
                        type == S_IFDIR ? "directory" : "regular file");
     if (type == S_IFREG && access(real, R_OK) < 0)
-        return why_set(why, len, "\"%s\" is not readable: %s", text, strerror(errno));
+        return why_printf(why, len, "\"%s\" is not readable: %s", text, strerror(errno));
     free(*out);
     *out = TAKE_PTR(real);
     return 0;
@@ -444,7 +435,7 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         if (parse_count(text, &v, why, len) < 0)
             return -1;
         if (v != 1)
-            return why_set(why, len, "unsupported version %s (this cordon reads version 1)",
+            return why_printf(why, len, "unsupported version %s (this cordon reads version 1)",
                            text);
         p->version = 1;
         return 0;
@@ -460,13 +451,13 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         if (parse_count(text, &v, why, len) < 0)
             return -1;
         if (v > UINT_MAX)
-            return why_set(why, len, "\"%s\" is too large", text);
+            return why_printf(why, len, "\"%s\" is too large", text);
         *(unsigned *)((char *)p + k->offset) = (unsigned)v;
         return 0;
     case KT_BOOL: {
         int b = policy_parse_bool(text);
         if (b < 0)
-            return why_set(why, len, "expected true or false, got \"%s\"", text);
+            return why_printf(why, len, "expected true or false, got \"%s\"", text);
         *(bool *)((char *)p + k->offset) = b;
         return 0;
     }
@@ -476,7 +467,7 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         else if (!strcmp(text, "gateway"))
             p->network.mode = POLICY_NET_GATEWAY;
         else
-            return why_set(why, len, "expected one of none, gateway, got \"%s\"", text);
+            return why_printf(why, len, "expected one of none, gateway, got \"%s\"", text);
         p->network.mode_explicit = true;
         return 0;
     case KT_FSYNC:
@@ -485,7 +476,7 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         else if (!strcmp(text, "close"))
             p->audit.fsync = POLICY_AUDIT_FSYNC_CLOSE;
         else
-            return why_set(why, len, "expected one of always, close, got \"%s\"", text);
+            return why_printf(why, len, "expected one of always, close, got \"%s\"", text);
         return 0;
     case KT_SIZE:
         r = parse_size(text, &v, why, len);
@@ -504,15 +495,15 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         return 0;
     }
     default:
-        return why_set(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
+        return why_printf(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
     }
     if (r < 0)
         return -1;
     if (v < k->min)
-        return why_set(why, len, "must be greater than 0, got \"%s\"", text);
+        return why_printf(why, len, "must be greater than 0, got \"%s\"", text);
     /* JSON integers are signed 64-bit; nothing sane is that large anyway. */
     if (v > (uint64_t)INT64_MAX)
-        return why_set(why, len, "\"%s\" is too large", text);
+        return why_printf(why, len, "\"%s\" is too large", text);
     *u64_field(p, k) = v;
     return 0;
 }
@@ -536,7 +527,7 @@ static bool valid_env_name(const char *s)
 static int check_env_name(const char *name, char *why, size_t len)
 {
     if (!valid_env_name(name))
-        return why_set(why, len,
+        return why_printf(why, len,
                        "\"%s\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)", name);
     return 0;
 }
@@ -611,7 +602,7 @@ static int apply_nameserver(struct policy *p, const char *text, char *why, size_
     if (authority_parse(t, strlen(t), &a, why, len) < 0)
         return -1;
     if (!a.host.is_ip || a.has_userinfo)
-        return why_set(why, len, "expected IP[:PORT] of a nameserver, got \"%s\"", t);
+        return why_printf(why, len, "expected IP[:PORT] of a nameserver, got \"%s\"", t);
     char addr[64], canon[80];
     ip_addr_format(&a.host.ip, addr, sizeof addr);
     snprintf(canon, sizeof canon, a.host.ip.family == AF_INET6 ? "[%s]:%u" : "%s:%u", addr,
@@ -647,7 +638,7 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         if (check_env_name(text, why, len) < 0)
             return -1;
         if (env_set_find(p, text) >= 0)
-            return why_set(why, len, "\"%s\" is also in env.set", text);
+            return why_printf(why, len, "\"%s\" is also in env.set", text);
         return strv_add(&p->env_pass, &p->n_env_pass, text);
     case KT_SYSCALLS: {
         bool allow = k->flag;
@@ -655,7 +646,7 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
             return -1;
         if (strv_contains(allow ? p->syscalls_deny : p->syscalls_allow,
                      allow ? p->n_syscalls_deny : p->n_syscalls_allow, text))
-            return why_set(why, len, "\"%s\" is also in syscalls.%s", text,
+            return why_printf(why, len, "\"%s\" is also in syscalls.%s", text,
                            allow ? "deny" : "allow");
         return allow ? strv_add(&p->syscalls_allow, &p->n_syscalls_allow, text)
                      : strv_add(&p->syscalls_deny, &p->n_syscalls_deny, text);
@@ -667,7 +658,7 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
                 return 0;
             }
         }
-        return why_set(why, len,
+        return why_printf(why, len,
                        "expected one of wall, cpu, memory, pids, output, file_size, "
                        "open_files, got \"%s\"", text);
     case KT_RULES:
@@ -679,7 +670,7 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
     case KT_NAMESERVERS:
         return apply_nameserver(p, text, why, len);
     default:
-        return why_set(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
+        return why_printf(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
     }
 }
 
@@ -689,9 +680,9 @@ int policy_apply_env_set(struct policy *p, const char *name, const char *value,
     if (check_env_name(name, why, len) < 0)
         return -1;
     if (memchr(value, '\0', value_len))
-        return why_set(why, len, "value of \"%s\" contains a NUL byte", name);
+        return why_printf(why, len, "value of \"%s\" contains a NUL byte", name);
     if (strv_contains(p->env_pass, p->n_env_pass, name))
-        return why_set(why, len, "\"%s\" is also in env.pass", name);
+        return why_printf(why, len, "\"%s\" is also in env.pass", name);
     _cleanup_free_ char *v = strndup(value, value_len);
     if (!v)
         return POLICY_ENOMEM;
@@ -733,20 +724,20 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
     /* Without DEST the sandbox sees the path as written, not where it points. */
     const char *d = dest ? dest : (source[0] == '/' ? source : real);
     if (d[0] != '/')
-        return why_set(why, len, "dest \"%s\" is not absolute", d);
+        return why_printf(why, len, "dest \"%s\" is not absolute", d);
     bool dotdot = false;
     _cleanup_free_ char *nd = normalize_path(d, &dotdot);
     if (!nd)
         return POLICY_ENOMEM;
     if (dotdot)
-        return why_set(why, len, "dest \"%s\" contains \"..\"", d);
+        return why_printf(why, len, "dest \"%s\" contains \"..\"", d);
     if (check_dest(nd, why, len) < 0)
         return -1;
     size_t at = 0;
     while (at < p->n_binds && strcmp(p->binds[at].dest, nd) < 0)
         at++;
     if (at < p->n_binds && strcmp(p->binds[at].dest, nd) == 0)
-        return why_set(why, len, "dest \"%s\" is already bound", nd);
+        return why_printf(why, len, "dest \"%s\" is already bound", nd);
     struct policy_bind *nb = realloc(p->binds, (p->n_binds + 1) * sizeof *nb);
     if (!nb)
         return POLICY_ENOMEM;
