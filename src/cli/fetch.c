@@ -11,6 +11,7 @@
 #include "egress/gateway.h"
 #include "policy/policy.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -182,7 +183,7 @@ static int read_head(struct channel *ch, struct response *r, char *why, size_t w
         else if (!strncasecmp(line, "Content-Length:", 15))
             r->length = strtoll(line + 15, NULL, 10);
         else if (!strncasecmp(line, "Transfer-Encoding:", 18) &&
-                 strcasestr(line, "chunked") && strcasestr(line, "chunked") < eol)
+                 memmem(line, (size_t)(eol - line), "chunked", 7))
             r->chunked = true;
         line = eol + 2;
     }
@@ -198,13 +199,14 @@ static int copy_body(struct channel *ch, struct response *r, FILE *out, uint64_t
     memmove(buf, r->head + r->head_len, pending);
     uint64_t total = 0;
     uint64_t chunk_left = 0;
-    bool in_chunk = false, eof = false;
+    enum { SIZE, DATA, DATA_CRLF } state = SIZE;
+    bool eof = false;
     for (;;) {
         if (r->chunked) {
-            /* Decode as much of BUF as is complete. */
+            /* Decode as much of BUF as is complete; keep a partial line. */
             size_t pos = 0;
             for (;;) {
-                if (in_chunk) {
+                if (state == DATA) {
                     size_t n = pending - pos < chunk_left ? pending - pos : (size_t)chunk_left;
                     if (total + n > max)
                         goto too_big;
@@ -214,19 +216,32 @@ static int copy_body(struct channel *ch, struct response *r, FILE *out, uint64_t
                     chunk_left -= n;
                     if (chunk_left)
                         break;
-                    in_chunk = false;
+                    state = DATA_CRLF;
+                }
+                if (state == DATA_CRLF) {
                     if (pending - pos < 2)
                         break; /* its CRLF has not arrived */
+                    if (memcmp(buf + pos, "\r\n", 2) != 0)
+                        goto bad_chunk;
                     pos += 2;
+                    state = SIZE;
                 }
                 char *eol = memmem(buf + pos, pending - pos, "\r\n", 2);
-                if (!eol)
+                if (!eol) {
+                    if (pending - pos > 1024)
+                        goto bad_chunk;
                     break;
-                chunk_left = strtoull(buf + pos, NULL, 16);
+                }
+                char *end;
+                if (!isxdigit((unsigned char)buf[pos]))
+                    goto bad_chunk;
+                chunk_left = strtoull(buf + pos, &end, 16);
+                if (end != eol && *end != ';')
+                    goto bad_chunk;
                 pos = (size_t)(eol - buf) + 2;
                 if (chunk_left == 0)
                     return 0;
-                in_chunk = true;
+                state = DATA;
             }
             memmove(buf, buf + pos, pending - pos);
             pending -= pos;
@@ -265,6 +280,9 @@ static int copy_body(struct channel *ch, struct response *r, FILE *out, uint64_t
 too_big:
     snprintf(why, why_len, "response larger than the --max-size of %llu bytes",
              (unsigned long long)max);
+    return -1;
+bad_chunk:
+    snprintf(why, why_len, "malformed chunked response");
     return -1;
 }
 

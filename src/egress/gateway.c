@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #define MAX_ADDRS 16
+/* Connections at once when the policy sets no budget: well under the fds we have. */
+#define GATEWAY_MAX_CONNECTIONS 256
 /* Stop reading one side while the other has this much unsent. */
 #define RELAY_HIGH_WATER (1024 * 1024)
 #define RELAY_CHUNK (256 * 1024)
@@ -52,6 +54,7 @@ struct gateway {
     uint64_t tokens_at_us;
     bool serve_one;           /* cordon fetch: exit after the one connection */
     struct conn *conns;       /* open connections, reported when we are stopped */
+    struct event *resume_accept; /* re-enables accepting after a failed accept() */
 };
 
 enum conn_state { S_HEAD, S_RESOLVING, S_CONNECTING, S_RELAY, S_CLOSING };
@@ -63,6 +66,9 @@ struct conn {
     struct conn *next, **pprev;
     struct bufferevent *client, *upstream;
     struct event *client_rev, *upstream_rev; /* relay reads, done by us (see on_readable) */
+    struct event *timer;       /* head and linger deadlines; idle time while relaying */
+    struct evbuffer *client_in; /* client bytes not yet forwarded (partial chunk framing) */
+    bool client_eof;           /* the client half-closed after a complete request */
     enum conn_state state;
     bool is_connect;
     char method[24];
@@ -139,6 +145,10 @@ static void conn_free(struct conn *c)
         event_free(c->client_rev);
     if (c->upstream_rev)
         event_free(c->upstream_rev);
+    if (c->timer)
+        event_free(c->timer);
+    if (c->client_in)
+        evbuffer_free(c->client_in);
     if (c->client)
         bufferevent_free(c->client);
     if (c->upstream)
@@ -156,6 +166,20 @@ static void conn_free(struct conn *c)
 /* How long, and how much, a refused client may still send before we close. */
 #define LINGER_MS 2000
 #define LINGER_BYTES (4u << 20)
+/* A whole request head must arrive within this, however slowly it trickles. */
+#define HEAD_DEADLINE_MS 30000
+
+static struct timeval ms_tv(unsigned ms)
+{
+    return (struct timeval){ ms / 1000, (ms % 1000) * 1000 };
+}
+
+/* (Re)arm the connection's one timer: a deadline, or idle time when re-armed on activity. */
+static void arm_timer(struct conn *c, unsigned ms)
+{
+    struct timeval tv = ms_tv(ms);
+    event_add(c->timer, &tv);
+}
 
 /* The client went away, or lingered too long. */
 static void closing_event(struct bufferevent *bev, short what, void *arg)
@@ -184,13 +208,16 @@ static void discard_input(struct bufferevent *bev, void *arg)
 static void close_when_flushed(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
+    if (evbuffer_get_length(bufferevent_get_output(bev)))
+        return; /* not all out yet */
     if (c->state != S_CLOSING || shutdown(bufferevent_getfd(bev), SHUT_WR) < 0) {
         conn_free(c);
         return;
     }
     c->up_bytes = 0;
-    struct timeval linger = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
-    bufferevent_set_timeouts(bev, &linger, NULL);
+    /* An absolute deadline: a trickle of bytes must not keep us here. */
+    arm_timer(c, LINGER_MS);
+    bufferevent_set_timeouts(bev, NULL, NULL);
     bufferevent_setcb(bev, discard_input, NULL, closing_event, c);
     bufferevent_enable(bev, EV_READ);
     bufferevent_disable(bev, EV_WRITE);
@@ -205,7 +232,8 @@ static void refuse(struct conn *c, int status, const char *rule, const char *fmt
         int status;
         const char *text;
     } texts[] = {
-        { 400, "Bad Request" }, { 403, "Forbidden" }, { 429, "Too Many Requests" },
+        { 400, "Bad Request" }, { 403, "Forbidden" }, { 408, "Request Timeout" },
+        { 414, "URI Too Long" }, { 429, "Too Many Requests" },
         { 431, "Request Header Fields Too Large" }, { 501, "Not Implemented" },
         { 502, "Bad Gateway" }, { 504, "Gateway Timeout" }, { 505, "HTTP Version Not Supported" },
     };
@@ -233,8 +261,10 @@ static void refuse(struct conn *c, int status, const char *rule, const char *fmt
                         "Connection: close\r\nContent-Length: %zu\r\n\r\n%s\n",
                         status, text, rule, strlen(c->reason) + 1, c->reason);
     bufferevent_disable(c->client, EV_READ);
+    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
     bufferevent_setcb(c->client, NULL, close_when_flushed, closing_event, c);
     bufferevent_enable(c->client, EV_WRITE);
+    arm_timer(c, LINGER_MS + c->gw->cfg->idle_timeout_ms); /* flush, then linger */
 }
 
 /* ---- policy checks ---- */
@@ -398,6 +428,10 @@ static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad)
         } else {
             /* DATA_END needs exactly CRLF; TRAILER lines end at an empty line. */
             char *nl = memchr(line, '\n', got);
+            if (!nl && got == sizeof line) {
+                *bad = true; /* a framing line no parser would wait for */
+                return 0;
+            }
             if (!nl)
                 break;
             size_t line_len = (size_t)(nl - line) + 1;
@@ -472,47 +506,88 @@ static void client_data(struct conn *c, struct evbuffer *in)
         event_del(c->client_rev);
 }
 
-/* Output drained: let the other side read again. */
-static struct timeval idle_timeout(const struct conn *c)
-{
-    unsigned ms = c->gw->cfg->idle_timeout_ms;
-    return (struct timeval){ ms / 1000, (ms % 1000) * 1000 };
-}
+static void upstream_closed(struct conn *c);
 
+/* Output drained below half the high-water mark: read the other side again. */
 static void client_write(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     (void)bev;
-    struct timeval idle = idle_timeout(c);
     if (c->upstream_rev)
-        event_add(c->upstream_rev, &idle);
+        event_add(c->upstream_rev, NULL);
 }
 
 static void upstream_write(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
-    (void)bev;
-    struct timeval idle = idle_timeout(c);
-    event_add(c->client_rev, &idle);
+    /* The client half-closed: pass that on once its last bytes are out. */
+    if (c->client_eof) {
+        if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+            shutdown(bufferevent_getfd(bev), SHUT_WR);
+        return;
+    }
+    event_add(c->client_rev, NULL);
 }
 
-static void upstream_closed(struct conn *c);
+/* The client stopped sending. After a complete request that is a half-close
+ * (the answer still comes back); mid-request it ends the relay. */
+static void client_closed(struct conn *c)
+{
+    if (!c->is_connect && !c->body_done) {
+        end_relay(c, NULL);
+        return;
+    }
+    c->client_eof = true;
+    event_del(c->client_rev);
+    bufferevent_setwatermark(c->upstream, EV_WRITE, 0, 0);
+    if (evbuffer_get_length(bufferevent_get_output(c->upstream)) == 0)
+        shutdown(bufferevent_getfd(c->upstream), SHUT_WR);
+}
+
+/* The answer needs no framing: straight to the client, queueing only what
+ * its socket would not take now; cut where the byte budget runs out. */
+static void answer_data(struct conn *c, const char *buf, size_t n)
+{
+    uint64_t max = c->gw->cfg->max_bytes;
+    bool cut = false;
+    if (max && c->gw->bytes + n > max) {
+        n = c->gw->bytes >= max ? 0 : (size_t)(max - c->gw->bytes);
+        cut = true;
+    }
+    c->gw->bytes += n;
+    c->down_bytes += n;
+    struct evbuffer *out = bufferevent_get_output(c->client);
+    if (cut) {
+        evbuffer_add(out, buf, n);
+        snprintf(c->rule, sizeof c->rule, "budget:bytes");
+        snprintf(c->reason, sizeof c->reason, "byte budget exhausted");
+        upstream_closed(c);
+        return;
+    }
+    ssize_t sent = 0;
+    if (evbuffer_get_length(out) == 0)
+        sent = write(bufferevent_getfd(c->client), buf, n);
+    if (sent < 0)
+        sent = 0; /* EAGAIN, or an error the bufferevent will report */
+    if ((size_t)sent < n)
+        evbuffer_add(out, buf + sent, n - (size_t)sent);
+    if (evbuffer_get_length(out) > RELAY_HIGH_WATER)
+        event_del(c->upstream_rev);
+}
 
 /*
  * A relay read, done here rather than by the bufferevent: libevent 2.1
  * reads at most 4 KiB a turn, which caps a download near 600 MB/s; one
  * large read drains what the kernel holds. Writes stay with the
- * bufferevents (their buffering is the backpressure).
+ * bufferevents (their buffering is the backpressure). Any read is activity:
+ * the idle timer restarts, so a long transfer in one direction lives on.
  */
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     static char buf[RELAY_CHUNK];
     struct conn *c = arg;
+    (void)what;
     bool from_upstream = c->upstream && fd == bufferevent_getfd(c->upstream);
-    if (what & EV_TIMEOUT) {
-        end_relay(c, "idle timeout");
-        return;
-    }
     ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
@@ -520,50 +595,19 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         if (from_upstream)
             upstream_closed(c);
         else
-            end_relay(c, NULL);
+            client_closed(c);
         return;
     }
+    arm_timer(c, c->gw->cfg->idle_timeout_ms);
     if (from_upstream) {
-        /* The answer needs no framing: straight to the client, queueing
-         * only what its socket would not take now. */
-        /* Up to the byte budget, then the answer is cut where it ran out. */
-        uint64_t max = c->gw->cfg->max_bytes;
-        bool cut = false;
-        if (max && c->gw->bytes + (uint64_t)n > max) {
-            n = c->gw->bytes >= max ? 0 : (ssize_t)(max - c->gw->bytes);
-            cut = true;
-        }
-        c->gw->bytes += (uint64_t)n;
-        c->down_bytes += (uint64_t)n;
-        struct evbuffer *out = bufferevent_get_output(c->client);
-        if (cut) {
-            evbuffer_add(out, buf, (size_t)n);
-            snprintf(c->rule, sizeof c->rule, "budget:bytes");
-            snprintf(c->reason, sizeof c->reason, "byte budget exhausted");
-            upstream_closed(c);
-            return;
-        }
-        ssize_t sent = 0;
-        if (evbuffer_get_length(out) == 0)
-            sent = write(bufferevent_getfd(c->client), buf, (size_t)n);
-        if (sent < 0)
-            sent = 0; /* EAGAIN, or an error the bufferevent will report */
-        if (sent < n)
-            evbuffer_add(out, buf + sent, (size_t)(n - sent));
-        if (evbuffer_get_length(out) > RELAY_HIGH_WATER)
-            event_del(c->upstream_rev);
+        answer_data(c, buf, (size_t)n);
         return;
     }
-    struct evbuffer *in = evbuffer_new();
-    if (!in) {
-        end_relay(c, "out of memory");
-        return;
-    }
-    evbuffer_add(in, buf, (size_t)n);
-    client_data(c, in);
-    evbuffer_free(in);
+    evbuffer_add(c->client_in, buf, (size_t)n);
+    client_data(c, c->client_in);
 }
 
+/* Writing failed or timed out (a peer that stopped reading). */
 static void relay_event(struct bufferevent *bev, short what, void *arg)
 {
     struct conn *c = arg;
@@ -584,17 +628,21 @@ static void upstream_closed(struct conn *c)
 {
     event_free(c->upstream_rev);
     c->upstream_rev = NULL;
-
     event_free(c->client_rev);
     c->client_rev = NULL;
     bufferevent_free(c->upstream);
     c->upstream = NULL;
     c->state = S_CLOSING;
     bufferevent_disable(c->client, EV_READ);
-    if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0)
+    if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
         conn_free(c);
-    else
-        bufferevent_setcb(c->client, NULL, close_when_flushed, closing_event, c);
+        return;
+    }
+    /* Called back only once all of it is out, not at the relay's watermark;
+     * a client that stops reading is dropped after the idle time. */
+    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    bufferevent_setcb(c->client, NULL, close_when_flushed, closing_event, c);
+    arm_timer(c, c->gw->cfg->idle_timeout_ms);
 }
 
 /* The upstream head: origin-form, hop-by-hop headers dropped, Host set to the target. */
@@ -648,11 +696,12 @@ static void start_relay(struct conn *c)
         c->up_bytes += head;
         c->gw->bytes += head;
     }
-    struct timeval idle = idle_timeout(c);
+    struct timeval idle = ms_tv(c->gw->cfg->idle_timeout_ms);
     bufferevent_setcb(c->upstream, NULL, upstream_write, relay_event, c);
     bufferevent_setcb(c->client, NULL, client_write, relay_event, c);
     /* Writing resumes reading the other side once this output has drained
-     * below half the high-water mark. */
+     * below half the high-water mark. A write that makes no progress for
+     * the idle time means a peer that stopped reading. */
     bufferevent_set_max_single_write(c->upstream, RELAY_CHUNK);
     bufferevent_set_max_single_write(c->client, RELAY_CHUNK);
     bufferevent_setwatermark(c->upstream, EV_WRITE, RELAY_HIGH_WATER / 2, 0);
@@ -667,15 +716,18 @@ static void start_relay(struct conn *c)
                                 on_readable, c);
     c->client_rev = event_new(c->gw->base, bufferevent_getfd(c->client), EV_READ | EV_PERSIST,
                               on_readable, c);
-    if (!c->upstream_rev || !c->client_rev) {
+    c->client_in = evbuffer_new();
+    if (!c->upstream_rev || !c->client_rev || !c->client_in) {
         end_relay(c, "out of memory");
         return;
     }
-    event_add(c->upstream_rev, &idle);
-    event_add(c->client_rev, &idle);
+    event_add(c->upstream_rev, NULL);
+    event_add(c->client_rev, NULL);
+    arm_timer(c, c->gw->cfg->idle_timeout_ms);
     /* Bytes that came with the head (a TLS hello, a body) go out now. */
-    if (evbuffer_get_length(bufferevent_get_input(c->client)))
-        client_data(c, bufferevent_get_input(c->client));
+    evbuffer_add_buffer(c->client_in, bufferevent_get_input(c->client));
+    if (evbuffer_get_length(c->client_in))
+        client_data(c, c->client_in);
 }
 
 static void try_connect(struct conn *c);
@@ -714,6 +766,7 @@ static void try_connect(struct conn *c)
     socklen_t len;
     ip_addr_to_sockaddr(&c->addrs[c->next_addr++], c->port, &ss, &len);
     c->state = S_CONNECTING;
+    arm_timer(c, c->gw->cfg->connect_timeout_ms + 1000); /* the bufferevent's own comes first */
     c->upstream = bufferevent_socket_new(c->gw->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!c->upstream) {
         refuse(c, 502, "upstream_error", "out of memory");
@@ -741,10 +794,10 @@ static void proceed(struct conn *c)
 
 static void dns_done(int result, struct evutil_addrinfo *res, void *arg)
 {
+    if (result == EVUTIL_EAI_CANCEL)
+        return; /* the connection is gone: do not touch it */
     struct conn *c = arg;
     c->dns_req = NULL;
-    if (result == EVUTIL_EAI_CANCEL)
-        return;
     if (result != 0) {
         refuse(c, 502, "dns", "cannot resolve %s: %s", c->host_text,
                evutil_gai_strerror(result));
@@ -769,7 +822,7 @@ static void resolve(struct conn *c)
         proceed(c);
         return;
     }
-    for (size_t i = 0; i < cfg->n_pins; i++)
+    for (size_t i = 0; i < cfg->n_pins && c->n_addrs < MAX_ADDRS; i++)
         if (strcmp(cfg->pins[i].name, c->host.name) == 0)
             c->addrs[c->n_addrs++] = cfg->pins[i].ip;
     if (c->n_addrs) {
@@ -782,6 +835,7 @@ static void resolve(struct conn *c)
     }
     struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
     c->state = S_RESOLVING;
+    arm_timer(c, c->gw->cfg->connect_timeout_ms);
     c->dns_req = evdns_getaddrinfo(c->gw->dns, c->host.name, NULL, &hints, dns_done, c);
 }
 
@@ -804,10 +858,15 @@ static void decide(struct conn *c, struct http_request *req)
     snprintf(c->method, sizeof c->method, "%s", req->method);
     char why[200];
     char target[4200];
+    if (req->target_len >= sizeof target) {
+        snprintf(c->host_text, sizeof c->host_text, "-");
+        refuse(c, 414, "bad_request", "request target longer than %zu bytes", sizeof target - 1);
+        return;
+    }
     snprintf(target, sizeof target, "%.*s", (int)req->target_len, req->target);
 
     if (req->kind == HTTP_TARGET_AUTHORITY) {
-        struct authority a;
+        struct authority a = { 0 };
         if (authority_parse(target, strlen(target), &a, why, sizeof why) < 0 || !a.port ||
             a.has_userinfo) {
             snprintf(c->host_text, sizeof c->host_text, "%.255s", target);
@@ -817,6 +876,14 @@ static void decide(struct conn *c, struct http_request *req)
         c->is_connect = true;
         c->host = a.host;
         c->port = a.port;
+        if (c->port == 80) {
+            /* A tunnel to port 80 would carry plain HTTP past the per-request
+             * checks (Host, one request per connection, budgets, audit). */
+            snprintf(c->host_text, sizeof c->host_text, "%.255s", target);
+            refuse(c, 403, "connect_port", "CONNECT to port 80 is refused: send http:// "
+                   "requests as absolute URIs");
+            return;
+        }
     } else if (req->kind == HTTP_TARGET_ABSOLUTE) {
         struct url u;
         if (url_parse(target, &u, why, sizeof why) < 0) {
@@ -834,6 +901,7 @@ static void decide(struct conn *c, struct http_request *req)
         snprintf(c->path, sizeof c->path, "%s", u.path);
         c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
         c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
+        c->body_done = c->body == BODY_NONE;
         c->chunk = CHUNK_SIZE;
     } else {
         refuse(c, 400, "bad_request", "not a proxy request (origin-form target)");
@@ -907,13 +975,33 @@ static void head_event(struct bufferevent *bev, short what, void *arg)
 {
     struct conn *c = arg;
     (void)bev;
-    if (what & BEV_EVENT_TIMEOUT) {
-        refuse(c, 400, "bad_request", "no complete request head in time");
-        return;
-    }
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
         c->reported = true; /* nothing was asked: not a decision */
         conn_free(c);
+    }
+}
+
+/* The connection's one timer ran out: which deadline depends on the state. */
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)fd;
+    (void)what;
+    switch (c->state) {
+    case S_HEAD:
+        refuse(c, 408, "bad_request", "no complete request head within %d s",
+               HEAD_DEADLINE_MS / 1000);
+        return;
+    case S_RESOLVING:
+    case S_CONNECTING:
+        refuse(c, 504, "upstream_timeout", "%s:%u did not answer in time", c->host_text, c->port);
+        return;
+    case S_RELAY:
+        end_relay(c, "idle timeout");
+        return;
+    case S_CLOSING:
+        conn_free(c);
+        return;
     }
 }
 
@@ -941,14 +1029,21 @@ static void start_conn(struct gateway *gw, evutil_socket_t fd)
         conn_free(c);
         return;
     }
-    struct timeval t = { gw->cfg->idle_timeout_ms / 1000, (gw->cfg->idle_timeout_ms % 1000) * 1000 };
-    bufferevent_set_timeouts(c->client, &t, NULL);
+    c->timer = evtimer_new(gw->base, on_timer, c);
+    if (!c->timer) {
+        c->reported = true;
+        conn_free(c);
+        return;
+    }
+    /* An absolute deadline for the whole head: a slow trickle gains nothing. */
+    arm_timer(c, HEAD_DEADLINE_MS);
     bufferevent_setcb(c->client, head_read, NULL, head_event, c);
     bufferevent_enable(c->client, EV_READ | EV_WRITE);
-    if (gw->cfg->max_connections && gw->active > gw->cfg->max_connections) {
+    uint64_t cap = gw->cfg->max_connections ? gw->cfg->max_connections : GATEWAY_MAX_CONNECTIONS;
+    if (gw->active > cap) {
         snprintf(c->host_text, sizeof c->host_text, "-");
         refuse(c, 429, "budget:connections", "more than %llu connections at once",
-               (unsigned long long)gw->cfg->max_connections);
+               (unsigned long long)cap);
     }
 }
 
@@ -959,6 +1054,32 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     (void)sa;
     (void)len;
     start_conn(arg, fd);
+}
+
+static void resume_accepting(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(arg);
+}
+
+/*
+ * accept() failed (out of descriptors, most likely): pause accepting for a
+ * moment instead of spinning on a listener that stays readable.
+ */
+static void accept_failed(struct evconnlistener *l, void *arg)
+{
+    struct gateway *gw = arg;
+    struct timeval pause = ms_tv(100);
+    evconnlistener_disable(l);
+    evtimer_add(gw->resume_accept, &pause);
+}
+
+/* libevent's own warnings would go to cordon's stderr, outside any cap. */
+static void quiet_log(int severity, const char *msg)
+{
+    (void)severity;
+    (void)msg;
 }
 
 /* SIGTERM from the supervisor at the end of the run: report what is open, exit. */
@@ -979,6 +1100,7 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
                         struct cordon_err *err)
 {
     gw->cfg = cfg;
+    event_set_log_callback(quiet_log);
     gw->base = event_base_new();
     if (!gw->base)
         return err_set(err, CORDON_E_SETUP, "cannot create the gateway's event loop");
@@ -1068,8 +1190,11 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, 
     struct evconnlistener *l =
         evconnlistener_new(gw.base, on_accept, &gw, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);
     struct event *term = evsignal_new(gw.base, SIGTERM, on_term, &gw);
-    if (!l || !term || event_add(term, NULL) < 0)
+    struct event *resume = evtimer_new(gw.base, resume_accepting, l);
+    if (!l || !term || !resume || event_add(term, NULL) < 0)
         _exit(1);
+    evconnlistener_set_error_cb(l, accept_failed);
+    gw.resume_accept = resume;
     event_base_dispatch(gw.base);
     _exit(0);
 }

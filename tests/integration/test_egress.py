@@ -595,3 +595,70 @@ def test_gateway_runs_confined(cordon, net):
     finally:
         p.kill()
         p.wait()
+
+
+# --- relay edge cases (found in review) ----------------------------------------
+
+RELAY_CLIENT = r'''
+import json, socket, sys, time
+host, pieces, delay, half, read_after = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1", float(sys.argv[5])
+s = socket.create_connection(("127.0.0.1", 3128))
+for p in pieces:
+    s.sendall(p.encode("latin-1"))
+    time.sleep(delay)
+if half:
+    s.shutdown(socket.SHUT_WR)
+time.sleep(read_after)
+data = b""
+while True:
+    d = s.recv(1 << 20)
+    if not d:
+        break
+    data += d
+head, _, body = data.partition(b"\r\n\r\n")
+print(json.dumps({"status": head.split(b"\r\n")[0].decode(), "len": len(body),
+                  "body": body[:200].decode("latin-1")}))
+'''
+
+
+def relay(cordon, net, pieces, delay=0.0, half=False, read_after=0.0):
+    script = cordon.hostdir() / "relay.py"
+    script.write_text(RELAY_CLIENT)
+    os.chmod(script.parent, 0o755)
+    os.chmod(script, 0o644)
+    r = inside(cordon, net, ["python3", "/opt/relay.py", NAME, json.dumps(pieces), str(delay),
+                             "1" if half else "0", str(read_after)],
+               "--ro", f"{script}:/opt/relay.py")
+    assert r.status == 0, r
+    return json.loads(r.out)
+
+
+def test_slow_reader_gets_the_whole_answer(cordon, net):
+    # 5 MB queued behind a client that reads nothing for 2 s: none may be lost.
+    head = f"GET {net.http}/big/5000000 HTTP/1.1\r\nHost: {NAME}\r\n\r\n"
+    out = relay(cordon, net, [head], read_after=2.0)
+    assert out["status"] == "HTTP/1.1 200 OK" and out["len"] == 5_000_000, out
+
+
+@pytest.mark.parametrize("split", [["1", "a\r\n" + "A" * 26 + "\r\n0\r\n\r\n"],
+                                   ["1a\r\n" + "A" * 26 + "\r", "\n0\r\n\r\n"],
+                                   ["1a\r\n" + "A" * 26 + "\r\n0\r\nX-T: 1", "\r\n\r\n"]],
+                         ids=["size-line", "data-crlf", "trailer"])
+def test_chunked_body_split_anywhere_arrives_intact(cordon, net, split):
+    head = (f"POST {net.http}/echo HTTP/1.1\r\nHost: {NAME}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n")
+    out = relay(cordon, net, [head, *split], delay=0.3)
+    assert out["status"] == "HTTP/1.1 200 OK" and out["body"] == "A" * 26, out
+
+
+def test_half_closed_request_still_gets_its_answer(cordon, net):
+    out = relay(cordon, net, [f"GET {net.http}/x HTTP/1.1\r\nHost: {NAME}\r\n\r\n"], half=True)
+    assert out["status"] == "HTTP/1.1 200 OK" and out["body"] == "hello from web\n", out
+
+
+def test_connect_to_port_80_is_refused(cordon, net):
+    # Default rules cover 80 and 443: a tunnel to 80 would carry plain HTTP
+    # past the per-request checks.
+    out, r = client(cordon, net, "hc", [["CONNECT", f"{NAME}:80", f"{NAME}:80"]],
+                    "--allow", NAME)
+    assert_refused(out[0], 403, "connect_port", r)
