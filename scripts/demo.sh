@@ -48,6 +48,29 @@ show "$CORDON" run -- python3 -c "import socket; socket.create_connection(('1.1.
 kill "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null; lpid=
 echo "host listener on 127.0.0.1:$port accepted: $(cat "$work/accepted" 2>/dev/null || echo 0) connections"
 
+step "the one way out: the egress gateway allows what you name, refuses the rest"
+mkdir "$work/site" && echo "hello from an allowed site" > "$work/site/index.html"
+/usr/bin/python3 - "$work/site" "$work/site-port" <<'PY' &
+import functools, http.server, sys
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.2", 0), functools.partial(Quiet, directory=sys.argv[1]))
+open(sys.argv[2], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+spid=$!
+while [ ! -s "$work/site-port" ]; do sleep 0.05; done
+sport=$(cat "$work/site-port")
+# 127.0.0.2 stands in for the internet; --allow-private lets it through the SSRF rules.
+net=(--allow "site.example:$sport" --resolve site.example=127.0.0.2 --allow-private 127.0.0.2/32)
+show "$CORDON" run "${net[@]}" -- curl -sS "http://site.example:$sport/"
+show "$CORDON" run "${net[@]}" -- curl -sS http://169.254.169.254/latest/meta-data/
+show "$CORDON" run "${net[@]}" --allow metadata.example --resolve metadata.example=169.254.169.254 \
+    -- curl -sS http://metadata.example/
+show "$CORDON" run "${net[@]}" -- curl -sS --noproxy '*' "http://127.0.0.2:$sport/"
+kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+
 step "one writable workspace; what the sandbox writes there belongs to you"
 mkdir "$work/ws"
 show "$CORDON" run -w "$work/ws" -- sh -c 'echo built > artifact.txt; touch /usr/evil 2>&1; ls -l'
