@@ -6,7 +6,7 @@ set -eu
 PACKAGES="gcc make meson ninja-build pkg-config libc6-dev
 libseccomp-dev libfyaml-dev libjansson-dev libssl-dev libevent-dev
 python3 python3-pytest bubblewrap util-linux procps iproute2
-curl openssl ca-certificates"
+curl openssl ca-certificates nodejs"
 
 missing=""
 for p in $PACKAGES; do
