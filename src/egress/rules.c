@@ -18,6 +18,8 @@ static int split_port(const char *spec, size_t *host_len, uint16_t *port, char *
     const char *bracket = strrchr(spec, ']');
     *host_len = strlen(spec);
     *port = 0;
+    if (spec[0] == '[' && !bracket)
+        return why_printf(why, len, "missing ']' in \"%s\"", spec);
     if (!colon || (bracket && colon < bracket))
         return 0;
     if (!bracket && strchr(spec, ':') != colon)
