@@ -1199,11 +1199,12 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, 
     _exit(0);
 }
 
-int gateway_serve_one(const struct gateway_config *cfg, int fd, struct cordon_err *err)
+int gateway_serve_one(const struct gateway_config *cfg, int fd, uid_t uid, struct cordon_err *err)
 {
     struct gateway gw = { .report_fd = -1, .serve_one = true };
     if (gateway_init(&gw, cfg, err) < 0)
         return -1;
+    confine_gateway(uid);
     evutil_make_socket_nonblocking(fd);
     start_conn(&gw, fd);
     event_base_dispatch(gw.base);

@@ -55,6 +55,7 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, 
 
 /*
  * Serve one connection on FD in this process until it ends (cordon fetch:
- * the same checks from the host). Returns 0 when the request was served.
+ * the same checks from the host), confined as gateway_start() confines the
+ * gateway (so call it in a child). Returns 0 when the request was served.
  */
-int gateway_serve_one(const struct gateway_config *cfg, int fd, struct cordon_err *err);
+int gateway_serve_one(const struct gateway_config *cfg, int fd, uid_t uid, struct cordon_err *err);

@@ -782,6 +782,12 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     if (gateway && (gw_listen = receive_door(pp.gw[0])) >= 0) {
         gw_pid = gateway_start(&gw_cfg, gw_listen, host_base + 2, &gw_report, err);
         closep(&gw_listen);
+        /* What the gateway buffers and spends on the run's behalf is the
+         * run's: its memory, pids and CPU count against the run's limits. */
+        if (gw_pid > 0 && cg.version) {
+            struct cordon_err ignored;
+            cgroup_attach(&cg, gw_pid, &ignored);
+        }
         if (gw_pid < 0) {
             kill(init, SIGKILL);
             waitpid(init, NULL, 0);
