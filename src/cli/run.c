@@ -48,6 +48,9 @@ static const char usage[] =
     "      --resolve HOST=IP    pin HOST to IP, like curl --resolve (repeatable)\n"
     "      --dns IP[:PORT]      resolve through this nameserver, not the host's\n"
     "                           resolv.conf (repeatable)\n"
+    "      --secret NAME=env:VAR@HOST[,HOST]  a credential the sandbox sees only as a\n"
+    "                           placeholder; the gateway swaps in the real value for\n"
+    "                           HOST (repeatable; NAME=file:PATH@HOST reads a file)\n"
     "      --result FILE        write the run's result as JSON\n"
     "      --audit FILE         append the run to a hash-chained audit log\n"
     "  -h, --help               this help\n"
@@ -58,6 +61,7 @@ static const char usage[] =
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
+    OPT_SECRET,
 };
 
 static const struct option options[] = {
@@ -82,6 +86,7 @@ static const struct option options[] = {
     { "allow-private", required_argument, NULL, OPT_ALLOW_PRIVATE },
     { "resolve", required_argument, NULL, OPT_RESOLVE },
     { "dns", required_argument, NULL, OPT_DNS },
+    { "secret", required_argument, NULL, OPT_SECRET },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
@@ -110,6 +115,7 @@ static const struct {
     { OPT_ALLOW_PRIVATE, "network.allow_private", "--allow-private" },
     { OPT_RESOLVE, "network.resolve", "--resolve" },
     { OPT_DNS, "network.dns", "--dns" },
+    { OPT_SECRET, "secrets", "--secret" },
 };
 
 struct flag_value {

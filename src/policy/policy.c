@@ -70,7 +70,7 @@ static const struct policy_key keys[] = {
     KEY("network.budgets.bytes", KT_SIZE, network.bytes, 1, 0),
     KEY("network.budgets.connections", KT_COUNT, network.connections, 1, 0),
     KEY("network.budgets.request_rate", KT_COUNT, network.request_rate, 1, 0),
-    RESERVED("secrets", "not supported yet (reserved for credential placeholders)"),
+    LIST("secrets", KT_SECRETS, false),
     RESERVED("tools", "not supported yet (reserved for the MCP broker)"),
     SECTION("audit"),
     KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
@@ -166,6 +166,7 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_CIDRS: return "a list of CIDRs";
     case KT_NAMESERVERS: return "a list of IP[:PORT] nameservers";
     case KT_PINS: return "a list of HOST=IP pins";
+    case KT_SECRETS: return "a list of secrets";
     case KT_RESERVED: return "nothing";
     }
     return "a value";
@@ -540,6 +541,14 @@ static ssize_t env_set_find(const struct policy *p, const char *name)
     return -1;
 }
 
+static bool is_secret(const struct policy *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_secrets; i++)
+        if (strcmp(p->secrets[i].name, name) == 0)
+            return true;
+    return false;
+}
+
 /* ---- network ---- */
 
 /*
@@ -630,6 +639,169 @@ static int apply_pin(struct policy *p, const char *text, char *why, size_t len)
     return strv_add(&p->network.resolve, &p->network.n_resolve, canon);
 }
 
+/* ---- secrets ---- */
+
+void policy_secret_release(struct policy_secret *s)
+{
+    free(s->name);
+    free(s->from);
+    strv_free(s->hosts, s->n_hosts);
+    *s = (struct policy_secret){ 0 };
+}
+
+int policy_secret_set_name(struct policy_secret *s, const char *text, char *why, size_t len)
+{
+    if (check_env_name(text, why, len) < 0)
+        return -1;
+    if (strlen(text) > POLICY_SECRET_NAME_MAX)
+        return why_printf(why, len, "\"%.40s...\" is too long (at most %d characters)", text,
+                          POLICY_SECRET_NAME_MAX);
+    char *n = strdup(text);
+    if (!n)
+        return POLICY_ENOMEM;
+    free(s->name);
+    s->name = n;
+    return 0;
+}
+
+/*
+ * Only the reference is checked and kept, never the value: the supervisor
+ * reads it when the run starts. A wrong `from` is not echoed back, since
+ * the likeliest mistake is pasting the credential itself there.
+ */
+int policy_secret_set_from(struct policy_secret *s, const char *text, enum value_origin from,
+                           char *why, size_t len)
+{
+    char *canon = NULL;
+    if (strncmp(text, "env:", 4) == 0) {
+        const char *var = text + 4;
+        if (check_env_name(var, why, len) < 0)
+            return -1;
+        const char *v = getenv(var);
+        if (!v)
+            return why_printf(why, len, "environment variable \"%s\" is not set", var);
+        /* An empty credential would only surface as a puzzling 401 mid-run. */
+        if (v[0] == '\0')
+            return why_printf(why, len, "environment variable \"%s\" is empty", var);
+        if (asprintf(&canon, "env:%s", var) < 0)
+            return POLICY_ENOMEM;
+    } else if (strncmp(text, "file:", 5) == 0) {
+        _cleanup_free_ char *real = NULL;
+        int r = resolve_existing(text + 5, from, S_IFREG, &real, why, len);
+        if (r < 0)
+            return r;
+        if (asprintf(&canon, "file:%s", real) < 0)
+            return POLICY_ENOMEM;
+    } else {
+        return why_printf(why, len, "expected env:VAR or file:PATH, a reference to where the "
+                                    "value is, not the value");
+    }
+    free(s->from);
+    s->from = canon;
+    return 0;
+}
+
+/*
+ * The gateway swaps the value in only for a name it intercepts by TLS with a
+ * certificate for that name; an address cannot be bound that way.
+ */
+int policy_secret_add_host(struct policy_secret *s, const char *text, char *why, size_t len)
+{
+    _cleanup_free_ char *t = trimmed(text);
+    if (!t)
+        return POLICY_ENOMEM;
+    struct egress_rule r;
+    if (egress_rule_parse(t, &r, why, len) < 0)
+        return -1;
+    if (r.kind != EGRESS_RULE_NAME && r.kind != EGRESS_RULE_SUFFIX)
+        return why_printf(why, len, "a secret binds to host names, not addresses");
+    char canon[300];
+    egress_rule_format(&r, canon, sizeof canon);
+    return strv_add(&s->hosts, &s->n_hosts, canon);
+}
+
+int policy_secret_set_ttl(struct policy_secret *s, const char *text, char *why, size_t len)
+{
+    uint64_t v = 0;
+    if (parse_duration_ms(text, &v, why, len) < 0)
+        return -1;
+    /* Absent means the run's lifetime; a written 0 reads as "already dead" to some. */
+    if (v == 0)
+        return why_printf(why, len, "must be greater than 0, got \"%s\"", text);
+    if (v > (uint64_t)INT64_MAX)
+        return why_printf(why, len, "\"%s\" is too large", text);
+    s->ttl_ms = v;
+    return 0;
+}
+
+static void secret_releasep(struct policy_secret *s)
+{
+    policy_secret_release(s);
+}
+
+int policy_add_secret(struct policy *p, struct policy_secret *s, char *why, size_t len)
+{
+    _cleanup_(secret_releasep) struct policy_secret own = *s;
+    *s = (struct policy_secret){ 0 };
+    if (!own.name || !own.from || own.n_hosts == 0)
+        return why_printf(why, len, "a secret needs a name, from and at least one host");
+    if (strv_contains(p->env_pass, p->n_env_pass, own.name))
+        return why_printf(why, len, "\"%s\" is also in env.pass", own.name);
+    if (env_set_find(p, own.name) >= 0)
+        return why_printf(why, len, "\"%s\" is also in env.set", own.name);
+    size_t at = 0;
+    while (at < p->n_secrets && strcmp(p->secrets[at].name, own.name) < 0)
+        at++;
+    if (at < p->n_secrets && strcmp(p->secrets[at].name, own.name) == 0)
+        return why_printf(why, len, "\"%s\" is already a secret", own.name);
+    if (p->n_secrets >= POLICY_MAX_SECRETS)
+        return why_printf(why, len, "more than %d secrets", POLICY_MAX_SECRETS);
+    struct policy_secret *ns = realloc(p->secrets, (p->n_secrets + 1) * sizeof *ns);
+    if (!ns)
+        return POLICY_ENOMEM;
+    p->secrets = ns;
+    memmove(ns + at + 1, ns + at, (p->n_secrets - at) * sizeof *ns);
+    ns[at] = own;
+    own = (struct policy_secret){ 0 };
+    p->n_secrets++;
+    return 0;
+}
+
+/*
+ * --secret NAME=SOURCE@HOST[,HOST...]. NAME cannot hold '=' and a host
+ * cannot hold '@', so the first '=' and the last '@' split it, whatever the
+ * file path between them holds. The spec is not echoed: it may be the value.
+ */
+static int apply_secret_flag(struct policy *p, const char *spec, char *why, size_t len)
+{
+    const char *eq = strchr(spec, '='), *at = strrchr(spec, '@');
+    if (!eq || !at || at < eq)
+        return why_printf(why, len, "expected NAME=env:VAR@HOST[,HOST] or NAME=file:PATH@HOST[,HOST]");
+    _cleanup_(secret_releasep) struct policy_secret s = { 0 };
+    _cleanup_free_ char *name = strndup(spec, (size_t)(eq - spec));
+    _cleanup_free_ char *from = strndup(eq + 1, (size_t)(at - eq - 1));
+    if (!name || !from)
+        return POLICY_ENOMEM;
+    int r = policy_secret_set_name(&s, name, why, len);
+    if (r < 0)
+        return r;
+    if ((r = policy_secret_set_from(&s, from, FROM_FLAG, why, len)) < 0)
+        return r;
+    /* Split by hand: strtok would skip an empty item instead of refusing it. */
+    for (const char *h = at + 1;;) {
+        const char *comma = strchr(h, ',');
+        _cleanup_free_ char *host = strndup(h, comma ? (size_t)(comma - h) : strlen(h));
+        if (!host)
+            return POLICY_ENOMEM;
+        if ((r = policy_secret_add_host(&s, host, why, len)) < 0)
+            return r;
+        if (!comma)
+            break;
+        h = comma + 1;
+    }
+    return policy_add_secret(p, &s, why, len);
+}
+
 int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
                       char *why, size_t len)
 {
@@ -639,6 +811,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
             return -1;
         if (env_set_find(p, text) >= 0)
             return why_printf(why, len, "\"%s\" is also in env.set", text);
+        if (is_secret(p, text))
+            return why_printf(why, len, "\"%s\" is also in secrets", text);
         return strv_add(&p->env_pass, &p->n_env_pass, text);
     case KT_SYSCALLS: {
         bool allow = k->flag;
@@ -683,6 +857,8 @@ int policy_apply_env_set(struct policy *p, const char *name, const char *value,
         return why_printf(why, len, "value of \"%s\" contains a NUL byte", name);
     if (strv_contains(p->env_pass, p->n_env_pass, name))
         return why_printf(why, len, "\"%s\" is also in env.pass", name);
+    if (is_secret(p, name))
+        return why_printf(why, len, "\"%s\" is also in secrets", name);
     _cleanup_free_ char *v = strndup(value, value_len);
     if (!v)
         return POLICY_ENOMEM;
@@ -814,6 +990,9 @@ void policy_free(struct policy *p)
     strv_free(p->network.allow_private, p->network.n_allow_private);
     strv_free(p->network.dns, p->network.n_dns);
     strv_free(p->network.resolve, p->network.n_resolve);
+    for (size_t i = 0; i < p->n_secrets; i++)
+        policy_secret_release(&p->secrets[i]);
+    free(p->secrets);
     free(p->audit.file);
     free(p->audit.sign_key);
     free(p);
@@ -863,6 +1042,8 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_PINS:
     case KT_NAMESERVERS:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
+    case KT_SECRETS:
+        return flag_result(apply_secret_flag(p, value, why, sizeof why), prefix, why, err);
     case KT_BEST_EFFORT: {
         /* A flag lists several limits at once: --best-effort memory,pids (or all). */
         if (strcmp(value, "all") == 0) {
@@ -938,6 +1119,27 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     if (p->audit.checkpoint_every && !p->audit.sign_key)
         return err_set(err, CORDON_E_POLICY,
                        "%saudit: checkpoint_every needs sign_key (checkpoints are signed)", where);
+    for (size_t i = 0; i < p->n_secrets; i++) {
+        const char *name = p->secrets[i].name;
+        if (strv_contains(p->env_pass, p->n_env_pass, name) || env_set_find(p, name) >= 0)
+            return err_set(err, CORDON_E_POLICY, "%ssecrets: \"%s\" is also in env.%s", where,
+                           name, env_set_find(p, name) >= 0 ? "set" : "pass");
+    }
+    /*
+     * A bound host is one the user meant to reach, so it is allowed too, and
+     * secrets only work through the gateway. Before the allow check below, so
+     * a refusal names the secrets that asked for the gateway.
+     */
+    if (p->n_secrets) {
+        if (p->network.mode == POLICY_NET_NONE && p->network.mode_explicit)
+            return err_set(err, CORDON_E_POLICY,
+                           "%ssecrets: need network mode gateway (mode is none)", where);
+        for (size_t i = 0; i < p->n_secrets; i++)
+            for (size_t j = 0; j < p->secrets[i].n_hosts; j++)
+                if (strv_add(&p->network.allow, &p->network.n_allow, p->secrets[i].hosts[j]) < 0)
+                    return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        p->network.mode = POLICY_NET_GATEWAY;
+    }
     /* An allow entry implies the gateway, unless the policy said "none" outright. */
     if (p->network.n_allow && p->network.mode == POLICY_NET_NONE) {
         if (p->network.mode_explicit)

@@ -104,6 +104,24 @@ struct policy_network {
     uint64_t request_rate;          /* requests per second */
 };
 
+/*
+ * A credential that never enters the sandbox: the sandbox sees NAME holding
+ * a placeholder, and the gateway swaps in the real value only on requests
+ * to HOSTS. The policy holds where the value is, never the value itself.
+ */
+struct policy_secret {
+    char *name;                     /* the variable the sandbox sees */
+    char *from;                     /* canonical "env:VAR" or "file:/abs/path" (realpath'd) */
+    char **hosts;                   /* egress_rule_format() texts of name or *.suffix rules, sorted, unique */
+    size_t n_hosts;                 /* at least 1 */
+    uint64_t ttl_ms;                /* 0 = the run's lifetime */
+};
+
+/* The gateway tracks which secrets a connection used in one 64-bit mask. */
+#define POLICY_MAX_SECRETS 64
+/* The gateway keeps a name in a fixed buffer of 128 bytes. */
+#define POLICY_SECRET_NAME_MAX 127
+
 struct policy {
     int version;                    /* 1 */
     enum cordon_level level;
@@ -131,6 +149,8 @@ struct policy {
     size_t n_syscalls_deny;
 
     struct policy_network network;
+    struct policy_secret *secrets;  /* sorted by name; names unique and not in env.* */
+    size_t n_secrets;
     struct policy_audit audit;
 };
 
@@ -152,7 +172,8 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
  * ("limits.memory", "filesystem.tmp_size", "isolation", "audit.file"), VALUE its text and
  * FLAG the flag's name for messages (`--memory: expected a size ...`). A list
  * key ("env.pass", "syscalls.allow", "network.allow", ...) gets VALUE added
- * to what it holds.
+ * to what it holds. "secrets" takes NAME=SOURCE@HOST[,HOST...] (split at the
+ * last '@', since a file path may hold one) and adds one secret.
  */
 int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
                struct cordon_err *err);
@@ -165,7 +186,11 @@ int policy_add_bind(struct policy *p, const char *spec, bool writable, const cha
 int policy_add_env(struct policy *p, const char *spec, const char *flag,
                    struct cordon_err *err);
 
-/* Cross-field checks after every source has been applied (duplicate dests...). */
+/*
+ * Cross-field checks after every source has been applied (duplicate dests...).
+ * Every secret's hosts are added to network.allow, and secrets imply the
+ * gateway (an explicit mode none is an error).
+ */
 int policy_finalize(struct policy *p, struct cordon_err *err);
 
 /* The effective policy as JSON (sorted keys); new reference. */

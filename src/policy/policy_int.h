@@ -33,6 +33,7 @@ enum key_type {
     KT_CIDRS,       /* list of CIDRs */
     KT_NAMESERVERS, /* list of IP[:PORT] DNS servers */
     KT_PINS,        /* list of HOST=IP pins */
+    KT_SECRETS,     /* list of {name, from, hosts, ttl}; flag: NAME=SOURCE@HOST[,HOST] */
     KT_RESERVED,    /* a later issue's key, refused for now */
 };
 
@@ -81,6 +82,22 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
 /* env.set NAME=VALUE; VALUE_LEN so an embedded NUL can be refused. */
 int policy_apply_env_set(struct policy *p, const char *name, const char *value,
                          size_t value_len, char *why, size_t len);
+
+/*
+ * A secret is built field by field (so each error names its field) and then
+ * moved into the policy. The setters check one field alone;
+ * policy_add_secret() checks the whole and its fit with the rest.
+ */
+int policy_secret_set_name(struct policy_secret *s, const char *text, char *why, size_t len);
+int policy_secret_set_from(struct policy_secret *s, const char *text, enum value_origin from,
+                           char *why, size_t len);
+int policy_secret_add_host(struct policy_secret *s, const char *text, char *why, size_t len);
+int policy_secret_set_ttl(struct policy_secret *s, const char *text, char *why, size_t len);
+
+/* Move S into P, sorted by name; S is left empty either way. */
+int policy_add_secret(struct policy *p, struct policy_secret *s, char *why, size_t len);
+
+void policy_secret_release(struct policy_secret *s);
 
 /* What one item of a list key should look like ("a name", "HOST=IP"...). */
 const char *policy_key_item_expect(const struct policy_key *k);

@@ -107,6 +107,21 @@ static json_t *network_json(const struct policy_network *n)
     return TAKE_PTR(o);
 }
 
+/* References only: the policy never holds a secret's value. */
+static json_t *secrets_json(const struct policy *p)
+{
+    _cleanup_(json_decrefp) json_t *a = json_array();
+    for (size_t i = 0; a && i < p->n_secrets; i++) {
+        const struct policy_secret *s = &p->secrets[i];
+        if (json_array_append_new(a, json_pack("{s:s, s:s, s:o, s:I}", "name", s->name,
+                                               "from", s->from, "hosts",
+                                               strv_json(s->hosts, s->n_hosts), "ttl_ms",
+                                               (json_int_t)s->ttl_ms)) < 0)
+            return NULL;
+    }
+    return TAKE_PTR(a);
+}
+
 /*
  * origin is left out on purpose: the same rules loaded from another file
  * name, or written as JSON instead of YAML, must have the same digest.
@@ -131,6 +146,7 @@ json_t *policy_to_json(const struct policy *p)
         put(sc, "deny", strv_json(p->syscalls_deny, p->n_syscalls_deny)) < 0)
         return NULL;
     if (put(root, "network", network_json(&p->network)) < 0 ||
+        put(root, "secrets", secrets_json(p)) < 0 ||
         put(root, "audit", audit_json(&p->audit)) < 0)
         return NULL;
     return TAKE_PTR(root);

@@ -262,6 +262,109 @@ static int load_env_set(struct loader *l, const struct policy_key *k, struct fy_
     return 0;
 }
 
+static void secret_releasep(struct policy_secret *s)
+{
+    policy_secret_release(s);
+}
+
+/* secrets[i].hosts: a list, at least one, each a name or *.suffix rule. */
+static int load_secret_hosts(struct loader *l, struct policy_secret *s, struct fy_node *key,
+                             struct fy_node *v, const char *path)
+{
+    if (is_null(v))
+        return fail_near(l, NULL, key, path, "expected a list of host names, got null");
+    TRY(check_type(l, v, FYNT_SEQUENCE, path, "a list of host names"));
+    void *it = NULL;
+    struct fy_node *item;
+    size_t i = 0;
+    for (; (item = fy_node_sequence_iterate(v, &it)); i++) {
+        char sub[200];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        if (is_null(item))
+            return fail_near(l, NULL, key, sub, "expected a host name, got null");
+        _cleanup_free_ char *text = NULL;
+        TRY(scalar_text(l, item, sub, "a host name", &text, NULL));
+        char why[200] = "";
+        TRY(setter_result(l, policy_secret_add_host(s, text, why, sizeof why), item, sub, why));
+    }
+    if (i == 0)
+        return fail(l, v, path, "a secret needs at least one host");
+    return 0;
+}
+
+/* One secrets item: {name, from, hosts, ttl}; each error names its field. */
+static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near,
+                       const char *path)
+{
+    static const char expect[] = "a mapping of name, from, hosts, ttl";
+    if (is_null(n))
+        return fail_near(l, NULL, near, path, "expected %s, got null", expect);
+    TRY(check_type(l, n, FYNT_MAPPING, path, expect));
+    _cleanup_(secret_releasep) struct policy_secret s = { 0 };
+    struct fy_node *name_at = NULL;
+    void *it = NULL;
+    struct fy_node_pair *pair;
+    while ((pair = fy_node_mapping_iterate(n, &it))) {
+        struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+        _cleanup_free_ char *field = NULL;
+        TRY(scalar_text(l, k, path, "a key name", &field, NULL));
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.%s", path, field);
+        char why[200] = "";
+        if (strcmp(field, "hosts") == 0) {
+            TRY(load_secret_hosts(l, &s, k, v, sub));
+            continue;
+        }
+        const char *what = !strcmp(field, "name") ? "a variable name"
+                           : !strcmp(field, "from") ? "env:VAR or file:PATH"
+                           : !strcmp(field, "ttl") ? "a duration like 30s, 2m or 500ms"
+                                                   : NULL;
+        if (!what)
+            return fail(l, k, sub, "unknown key; known: name, from, hosts, ttl");
+        /* A null ttl is the default (the run's lifetime); name and from have none. */
+        if (is_null(v)) {
+            if (field[0] == 't')
+                continue;
+            return fail_near(l, NULL, k, sub, "expected %s, got null", what);
+        }
+        _cleanup_free_ char *text = NULL;
+        TRY(scalar_text(l, v, sub, what, &text, NULL));
+        int r;
+        if (field[0] == 'n') {
+            r = policy_secret_set_name(&s, text, why, sizeof why);
+            name_at = v;
+        } else if (field[0] == 'f') {
+            r = policy_secret_set_from(&s, text, FROM_FILE, why, sizeof why);
+        } else {
+            r = policy_secret_set_ttl(&s, text, why, sizeof why);
+        }
+        TRY(setter_result(l, r, v, sub, why));
+    }
+    if (!s.name)
+        return fail(l, n, path, "name: missing");
+    if (!s.from)
+        return fail(l, n, path, "from: missing");
+    if (!s.n_hosts)
+        return fail(l, n, path, "hosts: missing");
+    char sub[160], why[200] = "";
+    snprintf(sub, sizeof sub, "%s.name", path);
+    return setter_result(l, policy_add_secret(l->p, &s, why, sizeof why), name_at, sub, why);
+}
+
+static int load_secrets(struct loader *l, const struct policy_key *k, struct fy_node *key,
+                        struct fy_node *n)
+{
+    TRY(check_type(l, n, FYNT_SEQUENCE, k->path, policy_key_expect(k)));
+    void *it = NULL;
+    struct fy_node *item;
+    for (size_t i = 0; (item = fy_node_sequence_iterate(n, &it)); i++) {
+        char path[96];
+        snprintf(path, sizeof path, "%s[%zu]", k->path, i);
+        TRY(load_secret(l, item, key, path));
+    }
+    return 0;
+}
+
 static int load_value(struct loader *l, const struct policy_key *k, struct fy_node *key,
                       struct fy_node *v);
 
@@ -315,6 +418,8 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
         return load_list(l, k, key, v);
     case KT_ENV_MAP:
         return load_env_set(l, k, v);
+    case KT_SECRETS:
+        return load_secrets(l, k, key, v);
     case KT_BEST_EFFORT:
         if (fy_node_get_type(v) == FYNT_SEQUENCE)
             return load_list(l, k, key, v);

@@ -80,7 +80,8 @@ struct load_case {
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
 #define KNOWN_TOP \
-    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, network, audit"
+    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, network, " \
+    "secrets, audit"
 #define AUDIT(file, key, every, args, fsync)                                            \
     "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
     "\",\"record_arguments\":" #args ",\"sign_key\":" key "}"
@@ -94,6 +95,12 @@ struct load_case {
 #define KNOWN_NETWORK \
     "unknown key; known: mode, allow, deny, allow_private, resolve, dns, budgets"
 #define KNOWN_BUDGETS "unknown key; known: requests, bytes, connections, request_rate"
+#define SECRET(name, from, hosts, ttl) \
+    "{\"from\":\"" from "\",\"hosts\":[" hosts "],\"name\":\"" name "\",\"ttl_ms\":" #ttl "}"
+#define GH_HOSTS "\"*.github.com:8443\",\"api.github.com\""
+#define ONE_SECRET(name) "  - {name: " name ", from: \"env:GH_TOKEN\", hosts: [a.test]}\n"
+#define KNOWN_SECRET "unknown key; known: name, from, hosts, ttl"
+#define REFERENCE "expected env:VAR or file:PATH, a reference to where the value is, not the value"
 #define KNOWN_LIMITS \
     "unknown key; known: wall, cpu, memory, output, file_size, pids, open_files, best_effort"
 
@@ -136,8 +143,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\nlimits:\n  memroy: 1G\n", "policy.yaml:3: limits.memroy: " KNOWN_LIMITS },
     { "version: 1\nlimits.memory: 1G\n", "policy.yaml:2: limits.memory: " KNOWN_TOP },
     { "version: 1\nenv:\n  keep: [A]\n", "policy.yaml:3: env.keep: unknown key; known: pass, set" },
-    { "version: 1\nsecrets: {}\n",
-      "policy.yaml:2: secrets: not supported yet (reserved for credential placeholders)" },
+    { "version: 1\ntools: {}\n",
+      "policy.yaml:2: tools: not supported yet (reserved for the MCP broker)" },
     { "version: 1\ntools: []\n", "policy.yaml:2: tools: not supported yet (reserved for the MCP broker)" },
 
     /* network: modes and the implied gateway */
@@ -258,6 +265,104 @@ static const struct load_case load_cases[] = {
       "policy.yaml:4: network.budgets.requests: expected a whole number, got a list" },
     { "version: 1\nnetwork:\n  budgets:\n    requests: 99999999999999999999\n",
       "policy.yaml:4: network.budgets.requests: expected a whole number, got \"99999999999999999999\"" },
+
+    /* secrets: GH_TOKEN is set and CORDON_TEST_EMPTY is "" (main) */
+    { "version: 1\n", NULL, "secrets", "[]" },
+    { "version: 1\nsecrets:\n", NULL, "secrets", "[]" },
+    { "version: 1\nsecrets: []\n", NULL, "network", NET_DEFAULT },
+    { "version: 1\nsecrets:\n  - name: GITHUB_TOKEN\n    from: env:GH_TOKEN\n"
+      "    hosts: [api.github.com, \"*.GitHub.com:8443\", API.github.com.]\n    ttl: 10m\n",
+      NULL, "secrets", "[" SECRET("GITHUB_TOKEN", "env:GH_TOKEN", GH_HOSTS, 600000) "]" },
+    { "version: 1\nsecrets:\n  - name: GITHUB_TOKEN\n    from: env:GH_TOKEN\n"
+      "    hosts: [api.github.com, \"*.github.com:8443\"]\n", NULL, "network",
+      NET_ALLOW(GH_HOSTS) },
+    { "version: 1\nnetwork:\n  allow: [b.test]\n  deny: [x.a.test]\nsecrets:\n" ONE_SECRET("A"),
+      NULL, "network", NET("gateway", "\"a.test\",\"b.test\"", "\"x.a.test\"", "", "", 0, 0, 0, 0) },
+    { "version: 1\nnetwork:\n  mode: gateway\nsecrets:\n" ONE_SECRET("A"), NULL, "network",
+      NET_ALLOW("\"a.test\"") },
+    { "version: 1\nsecrets:\n  - name: Z\n    from: file:@T//link/../file.txt\n    hosts: [z.test]\n"
+      "    ttl: 1ms\n  - name: _a\n    from: \"file:@T/a@b.txt\"\n    hosts: [\"*.a.test\"]\n"
+      "    ttl:\n", NULL, "secrets",
+      "[" SECRET("Z", "file:@T/file.txt", "\"z.test\"", 1) ","
+      SECRET("_a", "file:@T/a@b.txt", "\"*.a.test\"", 0) "]" },
+    { "{\"version\": 1, \"secrets\": [{\"hosts\": [\"b.test\", \"a.test\"], \"ttl\": \"90s\","
+      " \"from\": \"env:GH_TOKEN\", \"name\": \"K\"}]}", NULL, "secrets",
+      "[" SECRET("K", "env:GH_TOKEN", "\"a.test\",\"b.test\"", 90000) "]" },
+    { "{\"version\": 1,\n \"secrets\": [{\"name\": \"K\", \"from\": \"env:GH_TOKEN\",\n"
+      " \"hosts\": [\"127.0.0.1\"]}]}",
+      "policy.yaml:3: secrets[0].hosts[0]: a secret binds to host names, not addresses" },
+
+    /* secrets: errors */
+    { "version: 1\nsecrets: {}\n", "policy.yaml:2: secrets: expected a list of secrets, got a mapping" },
+    { "version: 1\nsecrets:\n  - GH_TOKEN\n",
+      "policy.yaml:3: secrets[0]: expected a mapping of name, from, hosts, ttl, got a single value" },
+    { "version: 1\nsecrets:\n  -\n",
+      "policy.yaml:2: secrets[0]: expected a mapping of name, from, hosts, ttl, got null" },
+    { "version: 1\nsecrets:\n  - name: 1X\n    from: env:GH_TOKEN\n    hosts: [a.test]\n",
+      "policy.yaml:3: secrets[0].name: \"1X\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+    { "version: 1\nsecrets:\n  - name:\n    from: env:GH_TOKEN\n",
+      "policy.yaml:3: secrets[0].name: expected a variable name, got null" },
+    { "version: 1\nsecrets:\n" ONE_SECRET("A") ONE_SECRET("B") ONE_SECRET("A"),
+      "policy.yaml:5: secrets[2].name: \"A\" is already a secret" },
+    { "version: 1\nenv:\n  pass: [A]\nsecrets:\n" ONE_SECRET("A"),
+      "policy.yaml:5: secrets[0].name: \"A\" is also in env.pass" },
+    { "version: 1\nenv:\n  set: {A: x}\nsecrets:\n" ONE_SECRET("A"),
+      "policy.yaml:5: secrets[0].name: \"A\" is also in env.set" },
+    { "version: 1\nsecrets:\n" ONE_SECRET("A") "env:\n  pass: [B, A]\n",
+      "policy.yaml:5: env.pass[1]: \"A\" is also in secrets" },
+    { "version: 1\nsecrets:\n" ONE_SECRET("A") "env:\n  set:\n    A: x\n",
+      "policy.yaml:6: env.set.A: \"A\" is also in secrets" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:CORDON_TEST_UNSET\n    hosts: [a.test]\n",
+      "policy.yaml:4: secrets[0].from: environment variable \"CORDON_TEST_UNSET\" is not set" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:CORDON_TEST_EMPTY\n    hosts: [a.test]\n",
+      "policy.yaml:4: secrets[0].from: environment variable \"CORDON_TEST_EMPTY\" is empty" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH-TOKEN\n",
+      "policy.yaml:4: secrets[0].from: \"GH-TOKEN\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: ghp_notareference\n",
+      "policy.yaml:4: secrets[0].from: " REFERENCE },
+    { "version: 1\nsecrets:\n  - name: A\n    from: [env:GH_TOKEN]\n",
+      "policy.yaml:4: secrets[0].from: expected env:VAR or file:PATH, got a list" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: file:token.txt\n",
+      "policy.yaml:4: secrets[0].from: host path \"token.txt\" is not absolute" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: file:@T/nope.txt\n",
+      "policy.yaml:4: secrets[0].from: \"@T/nope.txt\" does not exist" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: file:@T/ws\n",
+      "policy.yaml:4: secrets[0].from: \"@T/ws\" is not a regular file" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: \"file:\"\n",
+      "policy.yaml:4: secrets[0].from: expected a path, got \"\"" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: []\n",
+      "policy.yaml:5: secrets[0].hosts: a secret needs at least one host" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts:\n",
+      "policy.yaml:5: secrets[0].hosts: expected a list of host names, got null" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: a.test\n",
+      "policy.yaml:5: secrets[0].hosts: expected a list of host names, got a single value" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test, 10.0.0.1]\n",
+      "policy.yaml:5: secrets[0].hosts[1]: a secret binds to host names, not addresses" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts:\n      - a.test\n"
+      "      - 10.0.0.0/8\n",
+      "policy.yaml:7: secrets[0].hosts[1]: a secret binds to host names, not addresses" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [\"[::1]:443\"]\n",
+      "policy.yaml:5: secrets[0].hosts[0]: a secret binds to host names, not addresses" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [\"a.test:0\"]\n",
+      "policy.yaml:5: secrets[0].hosts[0]: bad port in \"a.test:0\" (expected 1 to 65535)" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [\"\"]\n",
+      "policy.yaml:5: secrets[0].hosts[0]: expected HOST[:PORT], got \"\"" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [[a.test]]\n",
+      "policy.yaml:5: secrets[0].hosts[0]: expected a host name, got a list" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    ttl: 0\n",
+      "policy.yaml:6: secrets[0].ttl: must be greater than 0, got \"0\"" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    ttl: soon\n",
+      "policy.yaml:6: secrets[0].ttl: expected a duration like 30s, 2m or 500ms, got \"soon\"" },
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    value: x\n",
+      "policy.yaml:6: secrets[0].value: " KNOWN_SECRET },
+    { "version: 1\nsecrets:\n  - from: env:GH_TOKEN\n    hosts: [a.test]\n",
+      "policy.yaml:3: secrets[0]: name: missing" },
+    { "version: 1\nsecrets:\n  - {name: A, hosts: [a.test]}\n",
+      "policy.yaml:3: secrets[0]: from: missing" },
+    { "version: 1\nsecrets:\n  - {name: A, from: env:GH_TOKEN}\n",
+      "policy.yaml:3: secrets[0]: hosts: missing" },
+    { "version: 1\nnetwork:\n  mode: none\nsecrets:\n" ONE_SECRET("A"),
+      "policy.yaml: secrets: need network mode gateway (mode is none)" },
 
     /* audit */
     { "version: 1\n", NULL, "audit", AUDIT_DEFAULT },
@@ -572,6 +677,29 @@ static const struct set_case set_cases[] = {
     { "audit.checkpoint_every", "x", NULL,
       "audit.checkpoint_every: expected a whole number, got \"x\"" },
     { "audit", "x", "--audit", "--audit: \"audit\" is a section, not a value" },
+    { "secrets", "GH=env:GH_TOKEN@api.github.com,uploads.github.com", "--secret", NULL, "secrets",
+      "[" SECRET("GH", "env:GH_TOKEN", "\"api.github.com\",\"uploads.github.com\"", 0) "]" },
+    { "secrets", "GH=env:GH_TOKEN@api.github.com,uploads.github.com", "--secret", NULL, "network",
+      NET_ALLOW("\"api.github.com\",\"uploads.github.com\"") },
+    { "secrets", "K=file:@T/a@b.txt@ *.a.test:8443 ", "--secret", NULL, "secrets",
+      "[" SECRET("K", "file:@T/a@b.txt", "\"*.a.test:8443\"", 0) "]" },
+    { "secrets", "GH=env:GH_TOKEN", "--secret",
+      "--secret: expected NAME=env:VAR@HOST[,HOST] or NAME=file:PATH@HOST[,HOST]" },
+    { "secrets", "GH@a.test", "--secret",
+      "--secret: expected NAME=env:VAR@HOST[,HOST] or NAME=file:PATH@HOST[,HOST]" },
+    { "secrets", "ghp_s3cr3t@a.test=x", "--secret",
+      "--secret: expected NAME=env:VAR@HOST[,HOST] or NAME=file:PATH@HOST[,HOST]" },
+    { "secrets", "GH=ghp_s3cr3t@a.test", "--secret", "--secret: " REFERENCE },
+    { "secrets", "G-H=env:GH_TOKEN@a.test", "--secret",
+      "--secret: \"G-H\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+    { "secrets", "GH=env:CORDON_TEST_UNSET@a.test", "--secret",
+      "--secret: environment variable \"CORDON_TEST_UNSET\" is not set" },
+    { "secrets", "GH=env:GH_TOKEN@", "--secret", "--secret: expected HOST[:PORT], got \"\"" },
+    { "secrets", "GH=env:GH_TOKEN@a.test,,b.test", "--secret",
+      "--secret: expected HOST[:PORT], got \"\"" },
+    { "secrets", "GH=env:GH_TOKEN@a.test,2130706433", "--secret",
+      "--secret: a secret binds to host names, not addresses" },
+    { "secrets", "GH=file:@T/nope@a.test", "--secret", "--secret: \"@T/nope\" does not exist" },
 };
 
 static void test_set_cases(void)
@@ -720,6 +848,102 @@ static void test_network_flags(void)
     policy_free(p);
 }
 
+/* Secrets: flags on top of a file, the implied gateway, and no value anywhere. */
+static void test_secrets(void)
+{
+    char *text = expand("version: 1\nenv:\n  pass: [HOME]\nsecrets:\n"
+                        "  - {name: GH, from: \"env:GH_TOKEN\", hosts: [api.github.com]}\n"
+                        "  - {name: FILE_TOKEN, from: \"file:@T/secret.txt\", hosts: [\"*.b.test\"]}\n");
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_load_string(text, strlen(text), "p.yaml", &err);
+    if (!ok(p != NULL, "secrets policy loads"))
+        printf("#   %s\n", err.msg);
+    ok(p->n_secrets == 2 && strcmp(p->secrets[0].name, "FILE_TOKEN") == 0 &&
+           strcmp(p->secrets[1].name, "GH") == 0, "secrets are sorted by name");
+    ok(p->network.mode == POLICY_NET_GATEWAY && !p->network.mode_explicit,
+       "secrets imply the gateway");
+    ok(p->network.n_allow == 2 && strcmp(p->network.allow[0], "*.b.test") == 0 &&
+           strcmp(p->network.allow[1], "api.github.com") == 0, "bound hosts are allowed");
+    ok(policy_set(p, "secrets", "NPM=env:GH_TOKEN@registry.npmjs.org", "--secret", &err) == 0,
+       "--secret adds to the file's secrets");
+    ok(policy_set(p, "secrets", "GH=env:GH_TOKEN@evil.test", "--secret", &err) == -1,
+       "--secret with a name the file has refused");
+    is_str(err.msg, "--secret: \"GH\" is already a secret", "duplicate --secret message");
+    ok(policy_set(p, "secrets", "HOME=env:GH_TOKEN@a.test", "--secret", &err) == -1,
+       "--secret with a name in env.pass refused");
+    is_str(err.msg, "--secret: \"HOME\" is also in env.pass", "--secret over env.pass message");
+    ok(policy_add_env(p, "NPM=x", NULL, &err) == -1, "--env NAME=VALUE over a secret refused");
+    is_str(err.msg, "--env: \"NPM\" is also in secrets", "--env over a secret message");
+    ok(policy_add_env(p, "GH", NULL, &err) == -1, "--env NAME over a secret refused");
+    is_str(err.msg, "--env: \"GH\" is also in secrets", "--env NAME over a secret message");
+    ok(policy_finalize(p, &err) == 0 && policy_finalize(p, &err) == 0, "finalize twice passes");
+    char *got = section_json(p, "network");
+    is_str(got, NET_ALLOW("\"*.b.test\",\"api.github.com\",\"registry.npmjs.org\""),
+           "the flag's host is allowed too, once");
+    free(got);
+
+    /* Only references: the value of neither source is in the policy. */
+    json_t *j = policy_to_json(p);
+    char *all = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    ok(all && strstr(all, "\"from\":\"env:GH_TOKEN\"") != NULL, "the JSON names the variable");
+    ok(all && strstr(all, "s3cr3t-value") == NULL, "the variable's value is not in the JSON");
+    ok(all && strstr(all, "s3cr3t-file-value") == NULL, "the file's content is not in the JSON");
+    free(all);
+    json_decref(j);
+
+    /* --net none after the fact, and an explicit none from the start. */
+    ok(policy_set(p, "network.mode", "none", "--net", &err) == 0 &&
+           policy_finalize(p, &err) == -1, "--net none with secrets refused");
+    is_str(err.msg, "p.yaml: secrets: need network mode gateway (mode is none)",
+           "--net none with secrets message");
+    policy_free(p);
+    p = policy_new(&err);
+    ok(policy_set(p, "network.mode", "none", "--net", &err) == 0 &&
+           policy_set(p, "secrets", "GH=env:GH_TOKEN@a.test", "--secret", &err) == 0 &&
+           policy_finalize(p, &err) == -1, "--secret with --net none refused");
+    is_str(err.msg, "secrets: need network mode gateway (mode is none)",
+           "--secret with --net none message");
+    policy_free(p);
+
+    /* A relative file path is fine on a command line: it means the cwd. */
+    p = policy_new(&err);
+    char cwd[4096];
+    ok(getcwd(cwd, sizeof cwd) && chdir(tmp) == 0, "chdir to the test dir");
+    ok(policy_set(p, "secrets", "T=file:./secret.txt@a.test", "--secret", &err) == 0,
+       "--secret file:RELATIVE accepted");
+    char *want = expand("file:@T/secret.txt");
+    ok(p->n_secrets == 1 && strcmp(p->secrets[0].from, want) == 0,
+       "--secret file:RELATIVE resolves against the cwd");
+    free(want);
+    ok(chdir(cwd) == 0, "chdir back");
+
+    /* Caps that follow the gateway's fixed-size bookkeeping. */
+    char spec[300];
+    memset(spec, 'N', 128);
+    strcpy(spec + 128, "=env:GH_TOKEN@a.test");
+    ok(policy_set(p, "secrets", spec, "--secret", &err) == -1, "a 128-character name refused");
+    is_str(err.msg, "--secret: \"NNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN...\" is too long "
+                    "(at most 127 characters)", "long name message");
+    int added = 0;
+    for (int i = 0; i < POLICY_MAX_SECRETS - 1; i++) {
+        snprintf(spec, sizeof spec, "S%02d=env:GH_TOKEN@a.test", i);
+        added += policy_set(p, "secrets", spec, "--secret", &err) == 0;
+    }
+    ok(added == POLICY_MAX_SECRETS - 1 && p->n_secrets == POLICY_MAX_SECRETS, "64 secrets fit");
+    ok(policy_set(p, "secrets", "S99=env:GH_TOKEN@a.test", "--secret", &err) == -1,
+       "a 65th secret refused");
+    is_str(err.msg, "--secret: more than 64 secrets", "65th secret message");
+
+    /* The loaders check each field; finalize catches a struct filled by hand. */
+    ok(policy_set(p, "env.pass", "PATH", "--env", &err) == 0, "an unrelated env.pass");
+    free(p->env_pass[0]);
+    p->env_pass[0] = strdup("S07");
+    ok(policy_finalize(p, &err) == -1, "finalize refuses a secret also in env.pass");
+    is_str(err.msg, "secrets: \"S07\" is also in env.pass", "finalize clash message");
+    policy_free(p);
+    free(text);
+}
+
 static void test_defaults_and_json(void)
 {
     struct cordon_err err = { 0 };
@@ -733,7 +957,7 @@ static void test_defaults_and_json(void)
               "\"workspace_size\":268435456},\"isolation\":\"namespace\",\"limits\":"
               "{\"best_effort\":[],\"cpu_ms\":0,\"file_size\":0,\"memory\":0,"
               "\"open_files\":1024,\"output\":0,\"pids\":0,\"wall_ms\":0},"
-              "\"network\":" NET_DEFAULT ",\"syscalls\":"
+              "\"network\":" NET_DEFAULT ",\"secrets\":[],\"syscalls\":"
               "{\"allow\":[],\"deny\":[]},\"version\":1}",
            "defaults as JSON");
     ok(policy_finalize(p, &err) == 0, "defaults finalize");
@@ -746,6 +970,16 @@ static void test_defaults_and_json(void)
     is_str(cordon_level_name((enum cordon_level)9), NULL, "level name out of range");
     is_str(policy_limit_name(POLICY_LIMIT_FILE_SIZE), "file_size", "limit name file_size");
     is_str(policy_limit_name(POLICY_LIMIT_COUNT), NULL, "limit name out of range");
+}
+
+static void digest_of(const char *text, char hex[65]);
+
+/* The digest of "version: 1", for comparisons. */
+static const char *a_default(void)
+{
+    static char hex[65];
+    digest_of("version: 1\n", hex);
+    return hex;
 }
 
 static void digest_of(const char *text, char hex[65])
@@ -792,6 +1026,19 @@ static void test_digest(void)
               "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n"
               "network:\n  allow: [a.test]\n", networked);
     ok(strcmp(networked, yaml) != 0, "the network section is part of the digest");
+    char sec[65], sec_host[65], sec_reordered[65], sec_ttl[65];
+    digest_of("version: 1\nsecrets:\n  - {name: A, from: \"env:GH_TOKEN\", hosts: [a.test, b.test]}\n",
+              sec);
+    digest_of("version: 1\nsecrets:\n  - {name: A, from: \"env:GH_TOKEN\", hosts: [a.test, c.test]}\n",
+              sec_host);
+    digest_of("{\"version\": 1, \"secrets\": [{\"hosts\": [\"B.test\", \"a.test\"], "
+              "\"from\": \"env:GH_TOKEN\", \"name\": \"A\"}]}", sec_reordered);
+    digest_of("version: 1\nsecrets:\n  - {name: A, from: \"env:GH_TOKEN\", hosts: [a.test, b.test],"
+              " ttl: 1h}\n", sec_ttl);
+    ok(strlen(sec) == 64 && strcmp(sec, a_default()) != 0, "secrets are part of the digest");
+    ok(strcmp(sec_host, sec) != 0, "a changed secret host changes the digest");
+    is_str(sec_reordered, sec, "another spelling and order of a secret keeps the digest");
+    ok(strcmp(sec_ttl, sec) != 0, "a secret's ttl changes the digest");
 
     char a[65], b[65];
     digest_of("version: 1\n", a);
@@ -903,11 +1150,19 @@ static void make_tree(void)
     snprintf(path, sizeof path, "%s/link", tmp);
     if (symlink("data", path) < 0)
         abort();
+    snprintf(path, sizeof path, "%s/a@b.txt", tmp);
+    f = fopen(path, "w");
+    fclose(f);
+    snprintf(path, sizeof path, "%s/secret.txt", tmp);
+    f = fopen(path, "w");
+    fputs("s3cr3t-file-value\n", f);
+    fclose(f);
 }
 
 static void remove_tree(void)
 {
-    static const char *const names[] = { "ws", "data", "file.txt", "link", "bad.json" };
+    static const char *const names[] = { "ws", "data", "file.txt", "link", "bad.json",
+                                         "a@b.txt", "secret.txt" };
     char path[4200];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", tmp, names[i]);
@@ -920,10 +1175,14 @@ static void remove_tree(void)
 int main(void)
 {
     make_tree();
+    setenv("GH_TOKEN", "s3cr3t-value", 1);
+    setenv("CORDON_TEST_EMPTY", "", 1);
+    unsetenv("CORDON_TEST_UNSET");
     test_load_cases();
     test_set_cases();
     test_flags_over_file();
     test_network_flags();
+    test_secrets();
     test_defaults_and_json();
     test_digest();
     test_network_digest();
