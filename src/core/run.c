@@ -51,7 +51,12 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     json_t *limits = json_incref(json_object_get(policy, "limits"));
     json_decref(policy);
 
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:[], s:o}",
+    /* Names only: values never reach the record. */
+    json_t *secrets = json_array();
+    for (size_t i = 0; i < p->n_secrets; i++)
+        json_array_append_new(secrets, json_string(p->secrets[i].name));
+
+    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
@@ -62,7 +67,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "network_digest", network_digest,
                      "tools_digest", tools_digest,
                      "syscalls_digest", syscalls_digest,
-                     "secrets",
+                     "secrets", secrets,
                      "limits", limits ? limits : json_null());
 }
 

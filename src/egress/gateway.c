@@ -12,12 +12,15 @@
 #include "sandbox/landlock.h"
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/text.h"
 #include "egress/http.h"
+#include "egress/mint.h"
 #include "policy/policy.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/listener.h>
@@ -27,12 +30,16 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +62,7 @@ struct gateway {
     bool serve_one;           /* cordon fetch: exit after the one connection */
     struct conn *conns;       /* open connections, reported when we are stopped */
     struct event *resume_accept; /* re-enables accepting after a failed accept() */
+    SSL_CTX *upstream_tls;    /* verifying client side of intercepted connections */
 };
 
 enum conn_state { S_HEAD, S_RESOLVING, S_CONNECTING, S_RELAY, S_CLOSING };
@@ -69,6 +77,9 @@ struct conn {
     struct event *timer;       /* head and linger deadlines; idle time while relaying */
     struct evbuffer *client_in; /* client bytes not yet forwarded (partial chunk framing) */
     bool client_eof;           /* the client half-closed after a complete request */
+    bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
+    bool inner;                /* reading the request inside an intercepted tunnel */
+    uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
     enum conn_state state;
     bool is_connect;
     char method[24];
@@ -124,6 +135,16 @@ static void report(struct conn *c)
                           "duration_ms", (double)(now_us() - c->started_us) / 1000.0);
     if (!d)
         return;
+    if (c->intercept)
+        json_object_set_new(d, "intercepted", json_true());
+    if (c->secrets_used) {
+        /* Names only: the values never leave the gateway. */
+        json_t *names = json_array();
+        for (size_t i = 0; i < gw->cfg->n_secrets; i++)
+            if (c->secrets_used & (1ull << i))
+                json_array_append_new(names, json_string(gw->cfg->secrets[i].name));
+        json_object_set_new(d, "secrets", names);
+    }
     if (gw->report_fd >= 0) {
         char *line = json_dumps(d, JSON_COMPACT);
         if (line) {
@@ -373,7 +394,8 @@ static void end_relay(struct conn *c, const char *why)
 static void pass_on(struct evbuffer *in, struct bufferevent *to)
 {
     struct evbuffer *out = bufferevent_get_output(to);
-    if (evbuffer_get_length(out) == 0)
+    /* A TLS bufferevent must see every byte: it encrypts them. */
+    if (evbuffer_get_length(out) == 0 && !bufferevent_get_underlying(to))
         evbuffer_write(in, bufferevent_getfd(to)); /* EAGAIN leaves it all in IN */
     if (evbuffer_get_length(in))
         bufferevent_write_buffer(to, in);
@@ -470,7 +492,8 @@ static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad)
 static void client_data(struct conn *c, struct evbuffer *in)
 {
     size_t n = evbuffer_get_length(in);
-    if (!c->is_connect) {
+    bool framed = !c->is_connect || c->inner; /* a request, not an opaque tunnel */
+    if (framed) {
         bool bad = false;
         n = body_bytes(c, in, &bad);
         if (bad) {
@@ -498,12 +521,16 @@ static void client_data(struct conn *c, struct evbuffer *in)
             evbuffer_free(part);
         }
     }
-    if (!c->is_connect && c->body_done) {
+    if (framed && c->body_done) {
         /* Anything after the body is a second request: never forwarded. */
         evbuffer_drain(in, evbuffer_get_length(in));
     }
-    if (evbuffer_get_length(bufferevent_get_output(c->upstream)) > RELAY_HIGH_WATER)
-        event_del(c->client_rev);
+    if (evbuffer_get_length(bufferevent_get_output(c->upstream)) > RELAY_HIGH_WATER) {
+        if (c->client_rev)
+            event_del(c->client_rev);
+        else
+            bufferevent_disable(c->client, EV_READ);
+    }
 }
 
 static void upstream_closed(struct conn *c);
@@ -533,7 +560,7 @@ static void upstream_write(struct bufferevent *bev, void *arg)
  * (the answer still comes back); mid-request it ends the relay. */
 static void client_closed(struct conn *c)
 {
-    if (!c->is_connect && !c->body_done) {
+    if ((!c->is_connect || c->inner) && !c->body_done) {
         end_relay(c, NULL);
         return;
     }
@@ -645,6 +672,91 @@ static void upstream_closed(struct conn *c)
     arm_timer(c, c->gw->cfg->idle_timeout_ms);
 }
 
+/* ---- credentials ---- */
+
+static bool secret_bound_here(const struct gateway_secret *sec, const struct conn *c)
+{
+    for (size_t k = 0; k < sec->n_hosts; k++)
+        if (egress_rule_matches_host(&sec->hosts[k], &c->host, c->port))
+            return true;
+    return false;
+}
+
+/* Is any secret bound to this destination? (Then its TLS is intercepted.) */
+static bool any_secret_bound_here(const struct conn *c)
+{
+    const struct gateway_config *cfg = c->gw->cfg;
+    for (size_t i = 0; i < cfg->n_secrets; i++)
+        if (secret_bound_here(&cfg->secrets[i], c))
+            return true;
+    return false;
+}
+
+static bool carries(const char *buf, size_t len, const struct gateway_secret *sec)
+{
+    return memmem(buf, len, sec->placeholder, strlen(sec->placeholder)) != NULL;
+}
+
+/*
+ * Which placeholders the request carries (in its target or any header).
+ * One bound elsewhere is an exfiltration attempt: refused and recorded.
+ * One bound here is swapped for its value in the headers sent upstream.
+ */
+static bool check_secrets(struct conn *c, const struct http_request *req)
+{
+    const struct gateway_config *cfg = c->gw->cfg;
+    for (size_t i = 0; i < cfg->n_secrets; i++) {
+        const struct gateway_secret *sec = &cfg->secrets[i];
+        bool found = carries(req->target, req->target_len, sec);
+        for (size_t h = 0; h < req->n_headers && !found; h++)
+            found = carries(req->headers[h].value, req->headers[h].value_len, sec) ||
+                    carries(req->headers[h].name, req->headers[h].name_len, sec);
+        if (!found)
+            continue;
+        char rule[200];
+        if (!secret_bound_here(sec, c)) {
+            snprintf(rule, sizeof rule, "exfil:%s", sec->name);
+            refuse(c, 403, rule, "secret %s may only be sent to its own hosts, not %s",
+                   sec->name, c->host_text);
+            return false;
+        }
+        if (sec->expires_us && now_us() > sec->expires_us) {
+            snprintf(rule, sizeof rule, "secret_expired:%s", sec->name);
+            refuse(c, 403, rule, "secret %s has expired", sec->name);
+            return false;
+        }
+        c->secrets_used |= 1ull << i;
+    }
+    return true;
+}
+
+/* A header value on its way upstream, with the placeholders of the secrets
+ * bound here replaced by their values. */
+static void add_value(struct conn *c, struct evbuffer *out, const char *v, size_t n)
+{
+    const struct gateway_config *cfg = c->gw->cfg;
+    size_t pos = 0;
+    while (pos < n) {
+        const struct gateway_secret *hit = NULL;
+        const char *at = v + n;
+        for (size_t i = 0; i < cfg->n_secrets; i++) {
+            if (!(c->secrets_used & (1ull << i)))
+                continue;
+            const struct gateway_secret *sec = &cfg->secrets[i];
+            const char *p = memmem(v + pos, n - pos, sec->placeholder, strlen(sec->placeholder));
+            if (p && p < at) {
+                at = p;
+                hit = sec;
+            }
+        }
+        evbuffer_add(out, v + pos, (size_t)(at - (v + pos)));
+        if (!hit)
+            return;
+        evbuffer_add(out, hit->value, hit->value_len);
+        pos = (size_t)(at - v) + strlen(hit->placeholder);
+    }
+}
+
 /* The upstream head: origin-form, hop-by-hop headers dropped, Host set to the target. */
 static void send_upstream_head(struct conn *c, const struct http_request *req)
 {
@@ -653,7 +765,7 @@ static void send_upstream_head(struct conn *c, const struct http_request *req)
                                        "trailer", "upgrade", "host" };
     struct evbuffer *out = bufferevent_get_output(c->upstream);
     evbuffer_add_printf(out, "%s %s HTTP/1.1\r\n", c->method, c->path);
-    bool default_port = c->port == 80;
+    bool default_port = c->port == (c->inner ? 443 : 80);
     if (c->host.is_ip && c->host.ip.family == AF_INET6) {
         char a[64];
         ip_addr_format(&c->host.ip, a, sizeof a);
@@ -677,7 +789,7 @@ static void send_upstream_head(struct conn *c, const struct http_request *req)
             continue;
         evbuffer_add(out, h->name, h->name_len);
         evbuffer_add(out, ": ", 2);
-        evbuffer_add(out, h->value, h->value_len);
+        add_value(c, out, h->value, h->value_len);
         evbuffer_add(out, "\r\n", 2);
     }
     evbuffer_add_printf(out, "Connection: close\r\n\r\n");
@@ -730,6 +842,179 @@ static void start_relay(struct conn *c)
         client_data(c, c->client_in);
 }
 
+/* ---- intercepted TLS (hosts a secret is bound to) ---- */
+
+static void head_read(struct bufferevent *bev, void *arg);
+static void head_event(struct bufferevent *bev, short what, void *arg);
+
+/* The server's TLS failed, or it finished: refuse if nothing was relayed yet,
+ * else flush what it said and close. */
+static void tls_upstream_done(struct conn *c, short what)
+{
+    if ((what & BEV_EVENT_ERROR) && c->down_bytes == 0) {
+        char msg[160] = "connection failed";
+        unsigned long e = bufferevent_get_openssl_error(c->upstream);
+        if (e)
+            ERR_error_string_n(e, msg, sizeof msg);
+        ERR_clear_error();
+        refuse(c, 502, "upstream_tls", "TLS with %s failed: %s", c->host_text, msg);
+        return;
+    }
+    bufferevent_free(c->upstream);
+    c->upstream = NULL;
+    c->state = S_CLOSING;
+    bufferevent_disable(c->client, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
+        conn_free(c);
+        return;
+    }
+    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    bufferevent_setcb(c->client, NULL, close_when_flushed, closing_event, c);
+    arm_timer(c, c->gw->cfg->idle_timeout_ms);
+}
+
+static void tls_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+    if (what & BEV_EVENT_CONNECTED)
+        return; /* a handshake finished */
+    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+        return;
+    if (bev == c->upstream) {
+        tls_upstream_done(c, what);
+        return;
+    }
+    /* The client: a close after a complete request still gets the answer. */
+    if ((what & BEV_EVENT_EOF) && c->state == S_RELAY && c->body_done) {
+        bufferevent_disable(c->client, EV_READ);
+        return;
+    }
+    end_relay(c, (what & BEV_EVENT_ERROR) ? "TLS with the client failed" : NULL);
+}
+
+static void tls_client_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    arm_timer(c, c->gw->cfg->idle_timeout_ms);
+    client_data(c, bufferevent_get_input(bev));
+}
+
+static void tls_upstream_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t n = evbuffer_get_length(in);
+    arm_timer(c, c->gw->cfg->idle_timeout_ms);
+    uint64_t max = c->gw->cfg->max_bytes;
+    if (max && c->gw->bytes + n > max) {
+        size_t allowed = c->gw->bytes >= max ? 0 : (size_t)(max - c->gw->bytes);
+        evbuffer_remove_buffer(in, bufferevent_get_output(c->client), allowed);
+        c->gw->bytes += allowed;
+        c->down_bytes += allowed;
+        snprintf(c->rule, sizeof c->rule, "budget:bytes");
+        snprintf(c->reason, sizeof c->reason, "byte budget exhausted");
+        tls_upstream_done(c, BEV_EVENT_EOF);
+        return;
+    }
+    c->gw->bytes += n;
+    c->down_bytes += n;
+    bufferevent_write_buffer(c->client, in);
+    if (evbuffer_get_length(bufferevent_get_output(c->client)) > RELAY_HIGH_WATER)
+        bufferevent_disable(bev, EV_READ);
+}
+
+/* Output drained: read the other side again. */
+static void tls_client_write(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    (void)bev;
+    if (c->upstream)
+        bufferevent_enable(c->upstream, EV_READ);
+}
+
+static void tls_upstream_write(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    (void)bev;
+    if (c->state == S_RELAY && !c->body_done)
+        bufferevent_enable(c->client, EV_READ);
+}
+
+/* The inner request was checked and sent: relay its body and the answer. */
+static void start_tls_relay(struct conn *c)
+{
+    c->state = S_RELAY;
+    c->allowed = true;
+    c->status = 200;
+    size_t head = pending_request(c)->head_len;
+    c->up_bytes += head;
+    c->gw->bytes += head;
+    bufferevent_setcb(c->client, tls_client_read, tls_client_write, tls_event, c);
+    bufferevent_setcb(c->upstream, tls_upstream_read, tls_upstream_write, tls_event, c);
+    bufferevent_enable(c->client, EV_READ | EV_WRITE);
+    bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
+    arm_timer(c, c->gw->cfg->idle_timeout_ms);
+    if (evbuffer_get_length(bufferevent_get_input(c->client)))
+        client_data(c, bufferevent_get_input(c->client));
+}
+
+/*
+ * CONNECT to a host a secret is bound to: answer 200, then speak TLS to the
+ * client with a certificate from the run's CA (which only the sandbox
+ * trusts) and to the server with verification against the host's trust
+ * store, and read the request in between like a plain one.
+ */
+static void start_intercept(struct conn *c)
+{
+    struct gateway *gw = c->gw;
+    struct cordon_err err = { 0 };
+    SSL_CTX *sctx = mint_server_ctx(gw->cfg->mint, &c->host, &err);
+    SSL *server = sctx ? SSL_new(sctx) : NULL;
+    SSL *client = gw->upstream_tls ? SSL_new(gw->upstream_tls) : NULL;
+    if (!server || !client) {
+        SSL_free(server);
+        SSL_free(client);
+        ERR_clear_error();
+        refuse(c, 502, "intercept", "cannot intercept TLS to %s%s%s", c->host_text,
+               err.msg[0] ? ": " : "", err.msg);
+        return;
+    }
+    if (c->host.is_ip) {
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(client), c->host_text);
+    } else {
+        SSL_set_tlsext_host_name(client, c->host.name);
+        SSL_set1_host(client, c->host.name);
+    }
+    evbuffer_add_printf(bufferevent_get_output(c->client),
+                        "HTTP/1.1 200 Connection established\r\n\r\n");
+    struct bufferevent *tc = bufferevent_openssl_filter_new(
+        gw->base, c->client, server, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+    if (!tc) {
+        SSL_free(server);
+        SSL_free(client);
+        refuse(c, 502, "intercept", "cannot intercept TLS to %s", c->host_text);
+        return;
+    }
+    c->client = tc;
+    struct bufferevent *tu = bufferevent_openssl_filter_new(
+        gw->base, c->upstream, client, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+    if (!tu) {
+        SSL_free(client);
+        refuse(c, 502, "intercept", "cannot intercept TLS to %s", c->host_text);
+        return;
+    }
+    c->upstream = tu;
+    c->inner = true;
+    c->state = S_HEAD;
+    c->allowed = true; /* the tunnel was; what happens inside is its reason */
+    c->status = 200;
+    bufferevent_setcb(tc, head_read, NULL, head_event, c);
+    bufferevent_enable(tc, EV_READ | EV_WRITE);
+    bufferevent_setcb(tu, NULL, NULL, tls_event, c);
+    bufferevent_enable(tu, EV_READ | EV_WRITE);
+    arm_timer(c, HEAD_DEADLINE_MS);
+}
+
 static void try_connect(struct conn *c);
 
 static void connect_event(struct bufferevent *bev, short what, void *arg)
@@ -737,6 +1022,10 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
     struct conn *c = arg;
     (void)bev;
     if (what & BEV_EVENT_CONNECTED) {
+        if (c->intercept) {
+            start_intercept(c);
+            return;
+        }
         if (c->is_connect)
             evbuffer_add_printf(bufferevent_get_output(c->client),
                                 "HTTP/1.1 200 Connection established\r\n\r\n");
@@ -945,7 +1234,53 @@ static void decide(struct conn *c, struct http_request *req)
         refuse(c, 403, "not_allowed", "%s:%u is not on the allowlist", c->host_text, c->port);
         return;
     }
+    if (!check_secrets(c, req))
+        return;
+    /* A tunnel to a host a secret is bound to ends here, so the requests
+     * inside can have their placeholders swapped. */
+    c->intercept = c->is_connect && cfg->mint && any_secret_bound_here(c);
     resolve(c);
+}
+
+/*
+ * The request inside an intercepted tunnel: origin-form, for the host the
+ * tunnel was opened to, its placeholders checked and swapped like a plain
+ * request's. One request per tunnel, as everywhere.
+ */
+static void decide_inner(struct conn *c, struct http_request *req)
+{
+    snprintf(c->method, sizeof c->method, "%s", req->method);
+    if (req->kind != HTTP_TARGET_ORIGIN || req->target_len >= sizeof c->path) {
+        refuse(c, 400, "bad_request", "expected an origin-form request inside the tunnel");
+        return;
+    }
+    const struct http_header *h = http_find_header(req, "host");
+    if (h) {
+        struct authority a;
+        char why[200];
+        char named[300] = "";
+        bool same = authority_parse(h->value, h->value_len, &a, why, sizeof why) == 0 &&
+                    a.host.is_ip == c->host.is_ip && (!a.port || a.port == c->port);
+        if (same && a.host.is_ip)
+            ip_addr_format(&a.host.ip, named, sizeof named);
+        else if (same)
+            snprintf(named, sizeof named, "%s", a.host.name);
+        same = same && strcmp(named, c->host_text) == 0;
+        if (!same) {
+            refuse(c, 400, "bad_request", "Host header does not name %s", c->host_text);
+            return;
+        }
+    }
+    memcpy(c->path, req->target, req->target_len);
+    c->path[req->target_len] = '\0';
+    c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
+    c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
+    c->body_done = c->body == BODY_NONE;
+    c->chunk = CHUNK_SIZE;
+    if (!check_secrets(c, req))
+        return;
+    send_upstream_head(c, req);
+    start_tls_relay(c);
 }
 
 static void head_read(struct bufferevent *bev, void *arg)
@@ -968,7 +1303,10 @@ static void head_read(struct bufferevent *bev, void *arg)
     }
     evbuffer_drain(in, ch->req.head_len);
     bufferevent_disable(bev, EV_READ);
-    decide(c, &ch->req);
+    if (c->inner)
+        decide_inner(c, &ch->req);
+    else
+        decide(c, &ch->req);
 }
 
 static void head_event(struct bufferevent *bev, short what, void *arg)
@@ -976,7 +1314,12 @@ static void head_event(struct bufferevent *bev, short what, void *arg)
     struct conn *c = arg;
     (void)bev;
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-        c->reported = true; /* nothing was asked: not a decision */
+        if (c->inner) /* the CONNECT was a decision; its tunnel ended early */
+            snprintf(c->reason, sizeof c->reason, "%s",
+                     (what & BEV_EVENT_ERROR) ? "TLS with the client failed"
+                                              : "the client sent no request in the tunnel");
+        else
+            c->reported = true; /* nothing was asked: not a decision */
         conn_free(c);
     }
 }
@@ -1119,11 +1462,25 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
     }
     gw->tokens = (double)cfg->request_rate;
     gw->tokens_at_us = now_us();
+    if (cfg->mint) {
+        /* The trust store is loaded now, whole: once confined, the gateway
+         * cannot open files (SSL_CERT_FILE is honoured, as OpenSSL does). */
+        gw->upstream_tls = SSL_CTX_new(TLS_client_method());
+        const char *env = getenv(X509_get_default_cert_file_env());
+        const char *file = env && *env ? env : X509_get_default_cert_file();
+        if (!gw->upstream_tls || SSL_CTX_load_verify_locations(gw->upstream_tls, file, NULL) != 1) {
+            ERR_clear_error();
+            return err_set(err, CORDON_E_SETUP, "cannot load the trust store '%s'", file);
+        }
+        SSL_CTX_set_verify(gw->upstream_tls, SSL_VERIFY_PEER, NULL);
+        SSL_CTX_set_min_proto_version(gw->upstream_tls, TLS1_2_VERSION);
+    }
     return 0;
 }
 
 static void gateway_fini(struct gateway *gw)
 {
+    SSL_CTX_free(gw->upstream_tls);
     if (gw->dns)
         evdns_base_free(gw->dns, 1);
     if (gw->base)
@@ -1212,6 +1569,78 @@ int gateway_serve_one(const struct gateway_config *cfg, int fd, uid_t uid, struc
     return 0;
 }
 
+/* A secret's real value from "env:VAR" or "file:PATH", read by the supervisor. */
+static int read_secret_value(const char *from, char **value, size_t *len, char *why,
+                             size_t why_len)
+{
+    if (strncmp(from, "env:", 4) == 0) {
+        const char *v = getenv(from + 4);
+        if (!v || !*v)
+            return why_printf(why, why_len, "environment variable \"%s\" is not set", from + 4);
+        *len = strlen(v);
+        *value = strdup(v);
+        return *value ? 0 : why_printf(why, why_len, "out of memory");
+    }
+    if (strncmp(from, "file:", 5) != 0)
+        return why_printf(why, why_len, "unknown secret source \"%s\"", from);
+    _cleanup_close_ int fd = open(from + 5, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return why_printf(why, why_len, "cannot open \"%s\": %s", from + 5, strerror(errno));
+    char buf[65536];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 || n == (ssize_t)sizeof buf)
+        return why_printf(why, why_len, "cannot read \"%s\" (at most 64 KiB)", from + 5);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--; /* the newline an editor adds is not part of a token */
+    *value = malloc((size_t)n + 1);
+    if (!*value) {
+        explicit_bzero(buf, sizeof buf);
+        return why_printf(why, why_len, "out of memory");
+    }
+    memcpy(*value, buf, (size_t)n);
+    (*value)[n] = '\0';
+    *len = (size_t)n;
+    explicit_bzero(buf, sizeof buf);
+    return 0;
+}
+
+/* Values, placeholders and the run's CA for P's secrets. */
+static int load_secrets(const struct policy *p, struct gateway_config *out, char *why,
+                        size_t why_len)
+{
+    if (p->n_secrets > GATEWAY_MAX_SECRETS)
+        return why_printf(why, why_len, "at most %d secrets", GATEWAY_MAX_SECRETS);
+    out->secrets = calloc(p->n_secrets, sizeof *out->secrets);
+    if (!out->secrets)
+        return why_printf(why, why_len, "out of memory");
+    for (size_t i = 0; i < p->n_secrets; i++, out->n_secrets++) {
+        const struct policy_secret *ps = &p->secrets[i];
+        struct gateway_secret *gs = &out->secrets[i];
+        snprintf(gs->name, sizeof gs->name, "%s", ps->name);
+        if (read_secret_value(ps->from, &gs->value, &gs->value_len, why, why_len) < 0)
+            return -1;
+        /* Random per run: a placeholder seen in one run is worth nothing in another. */
+        unsigned char rnd[16];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+            return why_printf(why, why_len, "cannot make a placeholder: %s", strerror(errno));
+        int o = snprintf(gs->placeholder, sizeof gs->placeholder, "cordon-placeholder-");
+        for (size_t k = 0; k < sizeof rnd; k++)
+            o += snprintf(gs->placeholder + o, sizeof gs->placeholder - (size_t)o, "%02x", rnd[k]);
+        gs->hosts = calloc(ps->n_hosts + 1, sizeof *gs->hosts);
+        if (!gs->hosts)
+            return why_printf(why, why_len, "out of memory");
+        for (size_t h = 0; h < ps->n_hosts; h++, gs->n_hosts++)
+            if (egress_rule_parse(ps->hosts[h], &gs->hosts[h], why, why_len) < 0)
+                return -1;
+        gs->expires_us = ps->ttl_ms ? now_us() + ps->ttl_ms * 1000 : 0;
+    }
+    struct cordon_err err = { 0 };
+    out->mint = mint_new(&err);
+    if (!out->mint)
+        return why_printf(why, why_len, "%s", err.msg);
+    return 0;
+}
+
 int gateway_config_from_policy(const struct policy *p, struct gateway_config *out,
                                struct cordon_err *err)
 {
@@ -1248,6 +1677,10 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
     for (size_t i = 0; i < n->n_resolve; i++, out->n_pins++)
         if (egress_pin_parse(n->resolve[i], &out->pins[i], why, sizeof why) < 0)
             goto bad;
+    if (p->n_secrets && load_secrets(p, out, why, sizeof why) < 0) {
+        gateway_config_release(out);
+        return err_set(err, CORDON_E_SETUP, "secrets: %s", why);
+    }
     for (size_t i = 0; i < n->n_dns; i++, out->n_dns++) {
         struct authority a;
         if (authority_parse(n->dns[i], strlen(n->dns[i]), &a, why, sizeof why) < 0 ||
@@ -1263,6 +1696,15 @@ bad:
 
 void gateway_config_release(struct gateway_config *cfg)
 {
+    for (size_t i = 0; i < cfg->n_secrets; i++) {
+        if (cfg->secrets[i].value) {
+            explicit_bzero(cfg->secrets[i].value, cfg->secrets[i].value_len);
+            free(cfg->secrets[i].value);
+        }
+        free(cfg->secrets[i].hosts);
+    }
+    free(cfg->secrets);
+    mint_free(cfg->mint);
     free(cfg->allow);
     free(cfg->deny);
     free(cfg->allow_private);

@@ -14,10 +14,24 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct mint;
 struct policy;
 
 /* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
 #define GATEWAY_PORT 3128
+
+/* A credential: the sandbox holds only PLACEHOLDER; the value lives here. */
+struct gateway_secret {
+    char name[128];
+    char placeholder[64];
+    char *value;               /* only ever in the supervisor's and the gateway's memory */
+    size_t value_len;
+    struct egress_rule *hosts; /* where the value may go */
+    size_t n_hosts;
+    uint64_t expires_us;       /* CLOCK_MONOTONIC; 0 = when the run ends */
+};
+
+#define GATEWAY_MAX_SECRETS 64
 
 struct gateway_config {
     struct egress_rule *allow;
@@ -37,9 +51,16 @@ struct gateway_config {
     uint64_t request_rate;     /* requests per second */
     unsigned connect_timeout_ms;
     unsigned idle_timeout_ms;
+    struct gateway_secret *secrets;
+    size_t n_secrets;
+    struct mint *mint;         /* the run's CA for intercepting bound hosts; NULL without secrets */
 };
 
-/* The gateway rules of P, parsed (P was validated with the same parsers). */
+/*
+ * The gateway rules of P, parsed (P was validated with the same parsers).
+ * With secrets, this reads their real values, makes a placeholder for each
+ * and the run's CA: call it in the supervisor, at the start of the run.
+ */
 int gateway_config_from_policy(const struct policy *p, struct gateway_config *out,
                                struct cordon_err *err);
 void gateway_config_release(struct gateway_config *cfg);

@@ -7,6 +7,7 @@
  */
 #include "core/watchdog.h"
 #include "egress/gateway.h"
+#include "egress/mint.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"
@@ -432,8 +433,8 @@ static int env_add(char ***envp, size_t *n, const char *name, const char *value)
 }
 
 /* Empty but for PATH, HOME, LANG, TERM (on a terminal) and what the policy passes. */
-static int plan_env(const struct policy *p, const struct sandbox_call *call, struct ns_plan *plan,
-                    struct cordon_err *err)
+static int plan_env(const struct policy *p, const struct sandbox_call *call,
+                    const struct gateway_config *gw, struct ns_plan *plan, struct cordon_err *err)
 {
     size_t n = 0;
     const char *lang = getenv("LANG");
@@ -454,6 +455,17 @@ static int plan_env(const struct policy *p, const struct sandbox_call *call, str
             rc |= env_add(&plan->envp, &n, names[i], url);
         rc |= env_add(&plan->envp, &n, "NO_PROXY", "");
         rc |= env_add(&plan->envp, &n, "no_proxy", "");
+    }
+    /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
+    for (size_t i = 0; i < gw->n_secrets; i++)
+        rc |= env_add(&plan->envp, &n, gw->secrets[i].name, gw->secrets[i].placeholder);
+    if (gw->mint) {
+        /* Trust the run's CA (for the hosts secrets are bound to) besides the
+         * usual ones, under every name common clients read. */
+        rc |= env_add(&plan->envp, &n, "SSL_CERT_FILE", SANDBOX_CA_BUNDLE);
+        rc |= env_add(&plan->envp, &n, "REQUESTS_CA_BUNDLE", SANDBOX_CA_BUNDLE);
+        rc |= env_add(&plan->envp, &n, "CURL_CA_BUNDLE", SANDBOX_CA_BUNDLE);
+        rc |= env_add(&plan->envp, &n, "NODE_EXTRA_CA_CERTS", SANDBOX_CA_CERT);
     }
     for (size_t i = 0; i < p->n_env_pass; i++) {
         const char *v = getenv(p->env_pass[i]);
@@ -701,9 +713,10 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, &old);
 
-    if (plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
-        plan_env(p, call, &plan, err) < 0 ||
-        (gateway && gateway_config_from_policy(p, &gw_cfg, err) < 0))
+    if ((gateway && gateway_config_from_policy(p, &gw_cfg, err) < 0) ||
+        plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
+        (gw_cfg.mint && mounts_add_ca(&plan, mint_ca_pem(gw_cfg.mint), err) < 0) ||
+        plan_env(p, call, &gw_cfg, &plan, err) < 0)
         goto out;
 
     if (needs_cgroup(p)) {

@@ -16,6 +16,9 @@
 #define SANDBOX_GID 1000
 #define SANDBOX_USER "sandbox"
 #define SANDBOX_HOSTNAME "cordon"
+/* The run's CA, alone and appended to the host's bundle, when secrets need interception. */
+#define SANDBOX_CA_CERT "/etc/cordon/run-ca.pem"
+#define SANDBOX_CA_BUNDLE "/etc/cordon/ca-bundle.pem"
 
 enum mount_kind {
     MOUNT_BIND,     /* host path (or a prepared tree) at dest */
@@ -58,6 +61,10 @@ struct ns_plan {
 /* In the supervisor: the mount steps for P (and the Landlock rules that match them). */
 int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid,
                 struct cordon_err *err);
+
+/* In the supervisor: the run's CA certificate (PEM) at SANDBOX_CA_CERT, and
+ * with the host's trust store at SANDBOX_CA_BUNDLE. */
+int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *err);
 
 /* In the child: build the root described by PLAN and pivot into it. */
 int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err);

@@ -184,7 +184,7 @@ BAD_POLICIES = [
      ["{file}:2", "tools"]),
     ("bad-allow-rule", "version: 1\nnetwork:\n  allow:\n    - \"exa mple.com\"\n",
      ["{file}:4", "network.allow"]),
-    ("reserved-secrets", "version: 1\nsecrets: {}\n", ["{file}:2", "secrets"]),
+    ("secrets-not-a-list", "version: 1\nsecrets: {}\n", ["{file}:2", "secrets"]),
     ("bad-version", "version: 99\n", ["version"]),
     ("bad-isolation", "version: 1\nisolation: teleport\n", ["{file}:2", "teleport"]),
 ]
