@@ -1694,6 +1694,13 @@ bad:
     return err_set(err, CORDON_E_POLICY, "network: %s", why);
 }
 
+void gateway_config_wipe_values(struct gateway_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_secrets; i++)
+        if (cfg->secrets[i].value)
+            explicit_bzero(cfg->secrets[i].value, cfg->secrets[i].value_len);
+}
+
 void gateway_config_release(struct gateway_config *cfg)
 {
     for (size_t i = 0; i < cfg->n_secrets; i++) {

@@ -65,6 +65,10 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
                                struct cordon_err *err);
 void gateway_config_release(struct gateway_config *cfg);
 
+/* Overwrite the secrets' values in this process's copy of CFG: the sandbox's
+ * init is a fork of the supervisor and must not carry them. */
+void gateway_config_wipe_values(struct gateway_config *cfg);
+
 /*
  * Fork the gateway serving LISTEN_FD (already listening). Its decisions come
  * back as JSON lines on *REPORT_FD (ours to read and close). Started by root,

@@ -749,6 +749,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         goto out;
     }
     if (init == 0) {
+        gateway_config_wipe_values(&gw_cfg);
         close(pp.sync[1]);
         close(pp.err[0]);
         close(pp.status[0]);
