@@ -75,6 +75,7 @@ struct conn {
     struct bufferevent *client, *upstream;
     struct event *client_rev, *upstream_rev; /* relay reads, done by us (see on_readable) */
     struct event *timer;       /* head and linger deadlines; idle time while relaying */
+    struct event *flush_ev;    /* re-checks that a TLS answer reached the socket */
     struct evbuffer *client_in; /* client bytes not yet forwarded (partial chunk framing) */
     bool client_eof;           /* the client half-closed after a complete request */
     bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
@@ -168,6 +169,8 @@ static void conn_free(struct conn *c)
         event_free(c->upstream_rev);
     if (c->timer)
         event_free(c->timer);
+    if (c->flush_ev)
+        event_free(c->flush_ev);
     if (c->client_in)
         evbuffer_free(c->client_in);
     if (c->client)
@@ -226,12 +229,26 @@ static void discard_input(struct bufferevent *bev, void *arg)
  * before the client reads the answer; so stop writing, swallow what still
  * comes for a little while, then close.
  */
+static void flush_check(evutil_socket_t fd, short what, void *arg);
+
 static void close_when_flushed(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     if (evbuffer_get_length(bufferevent_get_output(bev)))
         return; /* not all out yet */
-    if (c->state != S_CLOSING || shutdown(bufferevent_getfd(bev), SHUT_WR) < 0) {
+    /* Through TLS, the records may still sit in the socket's bufferevent:
+     * look again shortly rather than cut them off. */
+    struct bufferevent *under = bufferevent_get_underlying(bev);
+    if (under && evbuffer_get_length(bufferevent_get_output(under))) {
+        if (!c->flush_ev)
+            c->flush_ev = evtimer_new(c->gw->base, flush_check, c);
+        struct timeval soon = ms_tv(20);
+        if (!c->flush_ev || evtimer_add(c->flush_ev, &soon) < 0)
+            conn_free(c);
+        return;
+    }
+    int fd = bufferevent_getfd(under ? under : bev);
+    if (c->state != S_CLOSING || shutdown(fd, SHUT_WR) < 0) {
         conn_free(c);
         return;
     }
@@ -242,6 +259,14 @@ static void close_when_flushed(struct bufferevent *bev, void *arg)
     bufferevent_setcb(bev, discard_input, NULL, closing_event, c);
     bufferevent_enable(bev, EV_READ);
     bufferevent_disable(bev, EV_WRITE);
+}
+
+static void flush_check(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)fd;
+    (void)what;
+    close_when_flushed(c->client, c);
 }
 
 /* Answer STATUS and close: every refusal ends here. */

@@ -401,10 +401,6 @@ def test_upstream_not_trusted_never_gets_the_value(cordon, net, which):
     assert_no_value(val, r)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cordon bug: when the upstream TLS handshake of an intercepted CONNECT fails, "
-    "the gateway records 502 upstream_tls but the client almost always (~95%) sees "
-    "only the connection closed (curl: (52) Empty reply from server), not the 502"))
 @pytest.mark.parametrize("which", ["untrusted", "wrong_name"])
 def test_upstream_not_trusted_client_gets_502(cordon, net, which):
     _, _, out, r = untrusted_upstream(cordon, net, which)
