@@ -1492,7 +1492,9 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
          * cannot open files (SSL_CERT_FILE is honoured, as OpenSSL does). */
         gw->upstream_tls = SSL_CTX_new(TLS_client_method());
         const char *env = getenv(X509_get_default_cert_file_env());
-        const char *file = env && *env ? env : X509_get_default_cert_file();
+        const char *file = cfg->upstream_ca        ? cfg->upstream_ca
+                           : env && *env           ? env
+                                                   : X509_get_default_cert_file();
         if (!gw->upstream_tls || SSL_CTX_load_verify_locations(gw->upstream_tls, file, NULL) != 1) {
             ERR_clear_error();
             return err_set(err, CORDON_E_SETUP, "cannot load the trust store '%s'", file);
@@ -1681,6 +1683,7 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
         .max_bytes = n->bytes,
         .max_connections = n->connections,
         .request_rate = n->request_rate,
+        .upstream_ca = n->upstream_ca,
         .connect_timeout_ms = 10000,
         .idle_timeout_ms = 60000,
     };

@@ -54,6 +54,7 @@ struct gateway_config {
     struct gateway_secret *secrets;
     size_t n_secrets;
     struct mint *mint;         /* the run's CA for intercepting bound hosts; NULL without secrets */
+    const char *upstream_ca;   /* CA file intercepted servers are verified with; NULL: host's */
 };
 
 /*

@@ -65,6 +65,7 @@ static const struct policy_key keys[] = {
     LIST("network.allow_private", KT_CIDRS, false),
     LIST("network.resolve", KT_PINS, false),
     LIST("network.dns", KT_NAMESERVERS, false),
+    KEY("network.upstream_ca", KT_KEY_FILE, network.upstream_ca, 0, 0),
     SECTION("network.budgets"),
     KEY("network.budgets.requests", KT_COUNT, network.requests, 1, 0),
     KEY("network.budgets.bytes", KT_SIZE, network.bytes, 1, 0),
@@ -995,6 +996,7 @@ void policy_free(struct policy *p)
     free(p->secrets);
     free(p->audit.file);
     free(p->audit.sign_key);
+    free(p->network.upstream_ca);
     free(p);
 }
 

@@ -92,6 +92,8 @@ struct policy_network {
     char **deny;                    /* the same; refused even if an allow matches */
     size_t n_deny;
     char **dns;                     /* "IP:PORT" nameservers for the gateway; none = resolv.conf */
+    char *upstream_ca;              /* PEM CAs that intercepted servers are verified against;
+                                       NULL = the host's trust store */
     size_t n_dns;
     char **allow_private;           /* "127.0.0.2/32", "fd00::/8": let through the SSRF rules */
     size_t n_allow_private;

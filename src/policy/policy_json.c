@@ -98,6 +98,7 @@ static json_t *network_json(const struct policy_network *n)
         put(o, "allow_private", strv_json(n->allow_private, n->n_allow_private)) < 0 ||
         put(o, "resolve", strv_json(n->resolve, n->n_resolve)) < 0 ||
         put(o, "dns", strv_json(n->dns, n->n_dns)) < 0 ||
+        put(o, "upstream_ca", n->upstream_ca ? json_string(n->upstream_ca) : json_null()) < 0 ||
         put(o, "budgets", json_pack("{s:I, s:I, s:I, s:I}",
                                     "requests", (json_int_t)n->requests,
                                     "bytes", (json_int_t)n->bytes,

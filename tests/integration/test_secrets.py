@@ -421,3 +421,16 @@ def test_missing_env_var_is_refused(cordon, net, form):
     assert_cordon_refused(r, var, "not set")
     assert time.monotonic() - t0 < 30
     assert r.stdout == b"", r
+
+
+def test_policy_names_the_upstream_ca(cordon, net):
+    """network.upstream_ca, instead of cordon's SSL_CERT_FILE, is what the
+    intercepted server is verified against."""
+    v = values("A")
+    pol = cordon.hostdir("pol") / "policy.yaml"
+    pol.write_text(f"version: 1\nnetwork:\n  upstream_ca: {net.ca}\n")
+    sec = f"A=env:VAL_A@{net.hosts(net.a_tls)}"
+    cmd = ["sh", "-c", f'{CURL} -H "Authorization: Bearer $A" {net.url(net.a_tls)}']
+    env = {f"VAL_A": v["A"]}  # no SSL_CERT_FILE: only the policy names the test CA
+    r = cordon.run(cmd, "-p", pol, *net.opts("--secret", sec), env=env)
+    assert r.status == 0 and r.out.splitlines()[0] == f"Authorization=Bearer {v['A']}", r

@@ -89,11 +89,11 @@ struct load_case {
 #define NET(mode, allow, deny, priv, resolve, req, bytes, conns, rate)                   \
     "{\"allow\":[" allow "],\"allow_private\":[" priv "],\"budgets\":{\"bytes\":" #bytes \
     ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req           \
-    "},\"deny\":[" deny "],\"dns\":[],\"mode\":\"" mode "\",\"resolve\":[" resolve "]}"
+    "},\"deny\":[" deny "],\"dns\":[],\"mode\":\"" mode "\",\"resolve\":[" resolve "],\"upstream_ca\":null}"
 #define NET_DEFAULT NET("none", "", "", "", "", 0, 0, 0, 0)
 #define NET_ALLOW(allow) NET("gateway", allow, "", "", "", 0, 0, 0, 0)
 #define KNOWN_NETWORK \
-    "unknown key; known: mode, allow, deny, allow_private, resolve, dns, budgets"
+    "unknown key; known: mode, allow, deny, allow_private, resolve, dns, upstream_ca, budgets"
 #define KNOWN_BUDGETS "unknown key; known: requests, bytes, connections, request_rate"
 #define SECRET(name, from, hosts, ttl) \
     "{\"from\":\"" from "\",\"hosts\":[" hosts "],\"name\":\"" name "\",\"ttl_ms\":" #ttl "}"
@@ -652,11 +652,11 @@ static const struct set_case set_cases[] = {
     { "network.dns", "127.0.0.3:5353", "--dns", NULL, "network",
       "{\"allow\":[],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"connections\":0,"
       "\"request_rate\":0,\"requests\":0},\"deny\":[],\"dns\":[\"127.0.0.3:5353\"],"
-      "\"mode\":\"none\",\"resolve\":[]}" },
+      "\"mode\":\"none\",\"resolve\":[],\"upstream_ca\":null}" },
     { "network.dns", "[::1]", "--dns", NULL, "network",
       "{\"allow\":[],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"connections\":0,"
       "\"request_rate\":0,\"requests\":0},\"deny\":[],\"dns\":[\"[::1]:53\"],"
-      "\"mode\":\"none\",\"resolve\":[]}" },
+      "\"mode\":\"none\",\"resolve\":[],\"upstream_ca\":null}" },
     { "network.dns", "ns.example.com", "--dns",
       "--dns: expected IP[:PORT] of a nameserver, got \"ns.example.com\"" },
     { "network.budgets.bytes", "1G", NULL, NULL, "network",
