@@ -869,6 +869,28 @@ static void start_relay(struct conn *c)
 
 /* ---- intercepted TLS (hosts a secret is bound to) ---- */
 
+/* The answer is encrypted: free the connection once its records have left
+ * the socket's bufferevent too (the idle timer bounds the wait). */
+static void free_when_sent(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)fd;
+    (void)what;
+    struct bufferevent *under = bufferevent_get_underlying(c->client);
+    if (!under || evbuffer_get_length(bufferevent_get_output(under)) == 0) {
+        conn_free(c);
+        return;
+    }
+    if (!c->flush_ev)
+        c->flush_ev = evtimer_new(c->gw->base, free_when_sent, c);
+    struct timeval soon = ms_tv(20);
+    if (!c->flush_ev || evtimer_add(c->flush_ev, &soon) < 0) {
+        conn_free(c);
+        return;
+    }
+    arm_timer(c, c->gw->cfg->idle_timeout_ms);
+}
+
 static void head_read(struct bufferevent *bev, void *arg);
 static void head_event(struct bufferevent *bev, short what, void *arg);
 
@@ -890,7 +912,7 @@ static void tls_upstream_done(struct conn *c, short what)
     c->state = S_CLOSING;
     bufferevent_disable(c->client, EV_READ);
     if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
-        conn_free(c);
+        free_when_sent(-1, 0, c);
         return;
     }
     bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
