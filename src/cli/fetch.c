@@ -420,15 +420,7 @@ int cmd_fetch(int argc, char **argv)
     int status = EXIT_CORDON_FAILED;
     FILE *out = NULL;
     char host[300];
-    if (u.authority.host.is_ip && u.authority.host.ip.family == AF_INET6) {
-        char a[64];
-        ip_addr_format(&u.authority.host.ip, a, sizeof a);
-        snprintf(host, sizeof host, "[%s]", a);
-    } else if (u.authority.host.is_ip) {
-        ip_addr_format(&u.authority.host.ip, host, sizeof host);
-    } else {
-        snprintf(host, sizeof host, "%s", u.authority.host.name);
-    }
+    host_format(&u.authority.host, host, sizeof host);
 
     if (u.https) {
         snprintf(req, sizeof req, "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", host, u.port,

@@ -267,6 +267,21 @@ void ip_addr_format(const struct ip_addr *a, char *out, size_t size)
         snprintf(out, size, "%s", text);
 }
 
+void ip_addr_format_bracketed(const struct ip_addr *a, char *out, size_t size)
+{
+    char text[64];
+    ip_addr_format(a, text, sizeof text);
+    snprintf(out, size, a->family == AF_INET6 ? "[%s]" : "%s", text);
+}
+
+void host_format(const struct host *h, char *out, size_t size)
+{
+    if (h->is_ip)
+        ip_addr_format_bracketed(&h->ip, out, size);
+    else
+        snprintf(out, size, "%s", h->name);
+}
+
 /* ---- IPv4 literals, as WHATWG's URL host parser reads them ------------- */
 
 /*

@@ -56,6 +56,10 @@ void ip_addr_to_sockaddr(const struct ip_addr *a, uint16_t port, struct sockaddr
 /* "127.0.0.1", "::1", "fe80::1%2" into OUT (size >= 64). */
 void ip_addr_format(const struct ip_addr *a, char *out, size_t size);
 
+/* As ip_addr_format, IPv6 in brackets ("[::1]"): the form a host takes in
+ * an authority, a rule or a pin. */
+void ip_addr_format_bracketed(const struct ip_addr *a, char *out, size_t size);
+
 struct cidr {
     struct ip_addr base;       /* masked */
     unsigned prefix;           /* 0..32 or 0..128 */
@@ -82,6 +86,10 @@ struct host {
  * literal can hold. WHY gets a short reason.
  */
 int host_parse(const char *in, size_t len, struct host *out, char *why, size_t why_len);
+
+/* H as it goes in an authority or a Host header: the name, or the address
+ * (bracketed when IPv6). */
+void host_format(const struct host *h, char *out, size_t size);
 
 struct authority {
     struct host host;

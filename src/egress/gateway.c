@@ -791,19 +791,9 @@ static void send_upstream_head(struct conn *c, const struct http_request *req)
     struct evbuffer *out = bufferevent_get_output(c->upstream);
     evbuffer_add_printf(out, "%s %s HTTP/1.1\r\n", c->method, c->path);
     bool default_port = c->port == (c->inner ? 443 : 80);
-    if (c->host.is_ip && c->host.ip.family == AF_INET6) {
-        char a[64];
-        ip_addr_format(&c->host.ip, a, sizeof a);
-        evbuffer_add_printf(out, default_port ? "Host: [%s]\r\n" : "Host: [%s]:%u\r\n", a,
-                            c->port);
-    } else {
-        char a[256];
-        if (c->host.is_ip)
-            ip_addr_format(&c->host.ip, a, sizeof a);
-        else
-            snprintf(a, sizeof a, "%s", c->host.name);
-        evbuffer_add_printf(out, default_port ? "Host: %s\r\n" : "Host: %s:%u\r\n", a, c->port);
-    }
+    char host[300];
+    host_format(&c->host, host, sizeof host);
+    evbuffer_add_printf(out, default_port ? "Host: %s\r\n" : "Host: %s:%u\r\n", host, c->port);
     for (size_t i = 0; i < req->n_headers; i++) {
         const struct http_header *h = &req->headers[i];
         bool skip = false;

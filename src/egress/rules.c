@@ -101,7 +101,7 @@ int egress_rule_parse(const char *spec, struct egress_rule *out, char *why, size
 
 void egress_rule_format(const struct egress_rule *r, char *out, size_t size)
 {
-    char host[300] = "", addr[64];
+    char host[300] = "";
     switch (r->kind) {
     case EGRESS_RULE_NAME:
         snprintf(host, sizeof host, "%s", r->name);
@@ -111,11 +111,7 @@ void egress_rule_format(const struct egress_rule *r, char *out, size_t size)
         break;
     case EGRESS_RULE_IP:
     case EGRESS_RULE_CIDR:
-        ip_addr_format(&r->cidr.base, addr, sizeof addr);
-        if (r->cidr.base.family == AF_INET6)
-            snprintf(host, sizeof host, "[%s]", addr);
-        else
-            snprintf(host, sizeof host, "%s", addr);
+        ip_addr_format_bracketed(&r->cidr.base, host, sizeof host);
         if (r->kind == EGRESS_RULE_CIDR)
             snprintf(host + strlen(host), sizeof host - strlen(host), "/%u", r->cidr.prefix);
         break;

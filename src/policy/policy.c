@@ -614,9 +614,8 @@ static int apply_nameserver(struct policy *p, const char *text, char *why, size_
     if (!a.host.is_ip || a.has_userinfo)
         return why_printf(why, len, "expected IP[:PORT] of a nameserver, got \"%s\"", t);
     char addr[64], canon[80];
-    ip_addr_format(&a.host.ip, addr, sizeof addr);
-    snprintf(canon, sizeof canon, a.host.ip.family == AF_INET6 ? "[%s]:%u" : "%s:%u", addr,
-             a.port ? a.port : 53);
+    ip_addr_format_bracketed(&a.host.ip, addr, sizeof addr);
+    snprintf(canon, sizeof canon, "%s:%u", addr, a.port ? a.port : 53);
     return strv_add(&p->network.dns, &p->network.n_dns, canon);
 }
 
@@ -634,9 +633,8 @@ static int apply_pin(struct policy *p, const char *text, char *why, size_t len)
         return -1;
     /* Bracketed as the parser wants IPv6, so the canonical text parses back. */
     char addr[64], canon[330];
-    ip_addr_format(&pin.ip, addr, sizeof addr);
-    snprintf(canon, sizeof canon, pin.ip.family == AF_INET6 ? "%s=[%s]" : "%s=%s", pin.name,
-             addr);
+    ip_addr_format_bracketed(&pin.ip, addr, sizeof addr);
+    snprintf(canon, sizeof canon, "%s=%s", pin.name, addr);
     return strv_add(&p->network.resolve, &p->network.n_resolve, canon);
 }
 
