@@ -1,10 +1,53 @@
 /*
- * common/fds.c: descriptor hygiene after fork(), in any process.
+ * common/fds.c: descriptors across fork() and between processes: closing
+ * what a child must not hold, passing one over a unix socket. Any process.
  */
 #include "common/fds.h"
 
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* Room for one descriptor, aligned as a cmsghdr must be. */
+union fd_cmsg {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+};
+
+int send_fd(int sock, int fd)
+{
+    char byte = 'F';
+    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+    union fd_cmsg u;
+    memset(&u, 0, sizeof u);
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                          .msg_controllen = sizeof u.buf };
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+int recv_fd(int sock)
+{
+    char byte;
+    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+    union fd_cmsg u;
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                          .msg_controllen = sizeof u.buf };
+    if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+        cm->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    return fd;
+}
 
 void close_fds_except(int *keep, size_t n)
 {

@@ -1,5 +1,6 @@
 /*
- * common/fds.h: closing what a forked process inherited but must not hold.
+ * common/fds.h: closing what a forked process inherited but must not hold,
+ * and passing a descriptor to another process.
  */
 #pragma once
 #include <stddef.h>
@@ -7,3 +8,10 @@
 /* Close every descriptor from 3 up except those in KEEP (sorted in place;
  * negative entries ignored). Async-signal-safe: no allocation. */
 void close_fds_except(int *keep, size_t n);
+
+/* Pass FD over the unix socket SOCK (SCM_RIGHTS, with one byte). 0, or -1
+ * with errno. Allocates nothing: usable in a child before exec. */
+int send_fd(int sock, int fd);
+
+/* The descriptor passed by send_fd() (close-on-exec), or -1. */
+int recv_fd(int sock);

@@ -258,20 +258,7 @@ static int open_gateway_door(int sock, struct cordon_err *err)
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot listen on 127.0.0.1:%d", GATEWAY_PORT);
-    char dummy = 'L';
-    struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                          .msg_controllen = sizeof u.buf };
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &l, sizeof(int));
-    if (sendmsg(sock, &msg, MSG_NOSIGNAL) != 1)
+    if (send_fd(sock, l) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot hand the gateway its socket");
     return 0;
 }
@@ -619,28 +606,6 @@ static bool needs_cgroup(const struct policy *p)
     return p->limits.memory || p->limits.pids || p->limits.cpu_ms;
 }
 
-/* The gateway's listening socket from the child (SCM_RIGHTS), or -1. */
-static int receive_door(int sock)
-{
-    char dummy;
-    struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                          .msg_controllen = sizeof u.buf };
-    if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
-        return -1;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-        cm->cmsg_len != CMSG_LEN(sizeof(int)))
-        return -1;
-    int fd;
-    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    return fd;
-}
-
 /*
  * Compiling the filter takes about as long as the child takes to build its
  * root, so it happens meanwhile, on the other core; the child only installs it.
@@ -793,7 +758,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         goto out;
     }
     /* No door means the child failed first: supervision reports its error. */
-    if (gateway && (gw_listen = receive_door(pp.gw[0])) >= 0) {
+    if (gateway && (gw_listen = recv_fd(pp.gw[0])) >= 0) {
         gw_pid = gateway_start(&gw_cfg, gw_listen, host_base + 2, &gw_report, err);
         closep(&gw_listen);
         /* What the gateway buffers and spends on the run's behalf is the
