@@ -1647,8 +1647,10 @@ static int read_secret_value(const char *from, char **value, size_t *len, char *
 static int load_secrets(const struct policy *p, struct gateway_config *out, char *why,
                         size_t why_len)
 {
-    if (p->n_secrets > GATEWAY_MAX_SECRETS)
-        return why_printf(why, why_len, "at most %d secrets", GATEWAY_MAX_SECRETS);
+    /* The policy refuses more; each secret is a bit of secrets_used. */
+    _Static_assert(POLICY_MAX_SECRETS <= 64, "secrets_used is a 64-bit mask");
+    if (p->n_secrets > POLICY_MAX_SECRETS)
+        return why_printf(why, why_len, "at most %d secrets", POLICY_MAX_SECRETS);
     out->secrets = calloc(p->n_secrets, sizeof *out->secrets);
     if (!out->secrets)
         return why_printf(why, why_len, "out of memory");

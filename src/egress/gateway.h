@@ -31,8 +31,6 @@ struct gateway_secret {
     uint64_t expires_us;       /* CLOCK_MONOTONIC; 0 = when the run ends */
 };
 
-#define GATEWAY_MAX_SECRETS 64
-
 struct gateway_config {
     struct egress_rule *allow;
     size_t n_allow;

@@ -213,6 +213,9 @@ static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
                                               FROM_FILE, why, sizeof why), n, path, why);
 }
 
+static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near,
+                       const char *path);
+
 static int load_list(struct loader *l, const struct policy_key *k, struct fy_node *key,
                      struct fy_node *n)
 {
@@ -224,6 +227,10 @@ static int load_list(struct loader *l, const struct policy_key *k, struct fy_nod
         snprintf(path, sizeof path, "%s[%zu]", k->path, i);
         if (k->type == KT_BINDS) {
             TRY(load_bind(l, item, key, path, k->flag));
+            continue;
+        }
+        if (k->type == KT_SECRETS) {
+            TRY(load_secret(l, item, key, path));
             continue;
         }
         const char *expect = policy_key_item_expect(k);
@@ -351,20 +358,6 @@ static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near
     return setter_result(l, policy_add_secret(l->p, &s, why, sizeof why), name_at, sub, why);
 }
 
-static int load_secrets(struct loader *l, const struct policy_key *k, struct fy_node *key,
-                        struct fy_node *n)
-{
-    TRY(check_type(l, n, FYNT_SEQUENCE, k->path, policy_key_expect(k)));
-    void *it = NULL;
-    struct fy_node *item;
-    for (size_t i = 0; (item = fy_node_sequence_iterate(n, &it)); i++) {
-        char path[96];
-        snprintf(path, sizeof path, "%s[%zu]", k->path, i);
-        TRY(load_secret(l, item, key, path));
-    }
-    return 0;
-}
-
 static int load_value(struct loader *l, const struct policy_key *k, struct fy_node *key,
                       struct fy_node *v);
 
@@ -415,11 +408,10 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_CIDRS:
     case KT_PINS:
     case KT_NAMESERVERS:
+    case KT_SECRETS:
         return load_list(l, k, key, v);
     case KT_ENV_MAP:
         return load_env_set(l, k, v);
-    case KT_SECRETS:
-        return load_secrets(l, k, key, v);
     case KT_BEST_EFFORT:
         if (fy_node_get_type(v) == FYNT_SEQUENCE)
             return load_list(l, k, key, v);
