@@ -153,8 +153,7 @@ int cordon_run(const struct policy *p, const struct sandbox_call *call,
         return refused(res, err);
     /* Armed up front when it has a record to close, before any descriptor
      * of the run exists for it to inherit. */
-    bool needs_cgroup = p->limits.memory || p->limits.pids || p->limits.cpu_ms;
-    if ((log || needs_cgroup) && watchdog_arm(wd, err) < 0) {
+    if ((log || sandbox_needs_cgroup(p)) && watchdog_arm(wd, err) < 0) {
         watchdog_release(wd);
         return refused(res, err);
     }

@@ -27,6 +27,11 @@ const char *enforcement_name(enum enforcement e)
     return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "unknown";
 }
 
+bool sandbox_needs_cgroup(const struct policy *p)
+{
+    return p->limits.memory || p->limits.pids || p->limits.cpu_ms;
+}
+
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
                                                   struct cordon_err *err)
 {

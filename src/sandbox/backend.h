@@ -89,5 +89,12 @@ extern const struct sandbox_backend namespace_backend;
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
                                                   struct cordon_err *err);
 
+/*
+ * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one
+ * the run still dies whole with its PID namespace, and peak memory falls
+ * back to the largest process's RSS.
+ */
+bool sandbox_needs_cgroup(const struct policy *p);
+
 /* The result as JSON (the --result file); new reference. */
 json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct policy *p);

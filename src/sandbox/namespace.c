@@ -598,15 +598,6 @@ static int plan_limits(const struct policy *p, const struct cgroup_set *cg, stru
 }
 
 /*
- * Only limits need a cgroup: without one the run still dies whole with its
- * PID namespace, and peak memory falls back to the largest process's RSS.
- */
-static bool needs_cgroup(const struct policy *p)
-{
-    return p->limits.memory || p->limits.pids || p->limits.cpu_ms;
-}
-
-/*
  * Compiling the filter takes about as long as the child takes to build its
  * root, so it happens meanwhile, on the other core; the child only installs it.
  */
@@ -684,7 +675,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         plan_env(p, call, &gw_cfg, &plan, err) < 0)
         goto out;
 
-    if (needs_cgroup(p)) {
+    if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
         cgroup_create(&cg, name);
