@@ -21,14 +21,6 @@ static void hex(const unsigned char *in, size_t n, char *out)
         sprintf(out + 2 * i, "%02x", in[i]);
 }
 
-static void digest_text(const char *text, char out[65])
-{
-    unsigned char md[32];
-    unsigned int len = 0;
-    EVP_Digest(text, strlen(text), md, &len, EVP_sha256(), NULL);
-    hex(md, 32, out);
-}
-
 /* Evidence of the boundary the run had, written before it starts. */
 static json_t *start_fields(const struct policy *p, const struct sandbox_call *call)
 {
@@ -40,9 +32,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     seccomp_profile_digest(p, sd);
     hex(sd, 32, syscalls_digest);
     policy_network_digest_hex(p, network_digest);
-    /* No tool broker yet: the digest of its (empty) rule set, so a later
-     * change shows in the record. */
-    digest_text("{\"tools\":[]}", tools_digest);
+    policy_tools_digest_hex(p, tools_digest);
 
     json_t *argv = json_array();
     for (char *const *a = call->argv; *a; a++)
@@ -96,7 +86,7 @@ static int audit_options_from(const struct policy *p, struct audit_options *o)
         .path = p->audit.file,
         .sign_key = p->audit.sign_key,
         .checkpoint_every = p->audit.checkpoint_every,
-        .record_arguments = p->audit.record_arguments,
+        .record_arguments = p->tools.record_arguments,
         .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
                                                              : AUDIT_FSYNC_CLOSE,
     };

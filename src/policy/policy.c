@@ -72,12 +72,25 @@ static const struct policy_key keys[] = {
     KEY("network.budgets.connections", KT_COUNT, network.connections, 1, 0),
     KEY("network.budgets.request_rate", KT_COUNT, network.request_rate, 1, 0),
     LIST("secrets", KT_SECRETS, false),
-    RESERVED("tools", "not supported yet (reserved for the MCP broker)"),
+    SECTION("tools"),
+    LIST("tools.allow", KT_TOOL_NAMES, false),
+    LIST("tools.rules", KT_TOOL_RULES, false),
+    KEY("tools.max_calls", KT_COUNT, tools.max_calls, 0, 0),
+    KEY("tools.max_result_bytes", KT_SIZE, tools.max_result_bytes, 1, 4ull << 20),
+    KEY("tools.max_message_bytes", KT_SIZE, tools.max_message_bytes, 4096, 8ull << 20),
+    KEY("tools.call_timeout", KT_DURATION, tools.call_timeout_ms, 0, 300000),
+    KEY("tools.record_arguments", KT_BOOL, tools.record_arguments, 0, false),
+    KEY("tools.resources", KT_BOOL, tools.resources, 0, false),
+    KEY("tools.prompts", KT_BOOL, tools.prompts, 0, false),
+    KEY("tools.logging", KT_BOOL, tools.logging, 0, true),
+    KEY("tools.sampling", KT_BOOL, tools.sampling, 0, false),
+    KEY("tools.elicitation", KT_BOOL, tools.elicitation, 0, false),
+    KEY("tools.roots", KT_BOOL, tools.roots, 0, false),
     SECTION("audit"),
     KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
     KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
     KEY("audit.checkpoint_every", KT_UINT, audit.checkpoint_every, 0, 0),
-    KEY("audit.record_arguments", KT_BOOL, audit.record_arguments, 0, false),
+    RESERVED("audit.record_arguments", "moved to tools.record_arguments"),
     KEY("audit.fsync", KT_FSYNC, audit.fsync, 0, POLICY_AUDIT_FSYNC_CLOSE),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -168,6 +181,8 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_NAMESERVERS: return "a list of IP[:PORT] nameservers";
     case KT_PINS: return "a list of HOST=IP pins";
     case KT_SECRETS: return "a list of secrets";
+    case KT_TOOL_NAMES: return "a list of tool names";
+    case KT_TOOL_RULES: return "a mapping of TOOL: {ARGUMENT: rule}";
     case KT_RESERVED: return "nothing";
     }
     return "a value";
@@ -201,7 +216,7 @@ int policy_parse_bool(const char *s)
  * trailing "/". Returns a new string, and *DOTDOT tells whether a ".."
  * component was seen (kept as is: callers refuse it rather than guess).
  */
-static char *normalize_path(const char *in, bool *dotdot)
+char *policy_normalize_path(const char *in, bool *dotdot)
 {
     size_t n = strlen(in);
     char *out = malloc(n + 2);
@@ -286,7 +301,7 @@ static int resolve_host(const char *path, enum value_origin from, char **out, ch
 /* ---- sorted string sets (env.pass, syscalls.*) ---- */
 
 /* Insert S in sorted position, ignoring a duplicate: order never matters. */
-static int strv_add(char ***v, size_t *n, const char *s)
+int policy_strv_add(char ***v, size_t *n, const char *s)
 {
     size_t at = 0;
     while (at < *n && strcmp((*v)[at], s) < 0)
@@ -306,7 +321,7 @@ static int strv_add(char ***v, size_t *n, const char *s)
     return 0;
 }
 
-static void strv_free(char **v, size_t n)
+void policy_strv_free(char **v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(v[i]);
@@ -501,8 +516,11 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
     }
     if (r < 0)
         return -1;
-    if (v < k->min)
+    if (v < k->min && k->min == 1)
         return why_printf(why, len, "must be greater than 0, got \"%s\"", text);
+    if (v < k->min)
+        return why_printf(why, len, "must be at least %llu, got \"%s\"",
+                          (unsigned long long)k->min, text);
     /* JSON integers are signed 64-bit; nothing sane is that large anyway. */
     if (v > (uint64_t)INT64_MAX)
         return why_printf(why, len, "\"%s\" is too large", text);
@@ -577,8 +595,8 @@ static int apply_rule(struct policy *p, bool allow, const char *text, char *why,
         return -1;
     char canon[300];
     egress_rule_format(&r, canon, sizeof canon);
-    return allow ? strv_add(&p->network.allow, &p->network.n_allow, canon)
-                 : strv_add(&p->network.deny, &p->network.n_deny, canon);
+    return allow ? policy_strv_add(&p->network.allow, &p->network.n_allow, canon)
+                 : policy_strv_add(&p->network.deny, &p->network.n_deny, canon);
 }
 
 static int apply_cidr(struct policy *p, const char *text, char *why, size_t len)
@@ -599,7 +617,7 @@ static int apply_cidr(struct policy *p, const char *text, char *why, size_t len)
     char addr[64], canon[80];
     ip_addr_format(&c.base, addr, sizeof addr);
     snprintf(canon, sizeof canon, "%s/%u", addr, c.prefix);
-    return strv_add(&p->network.allow_private, &p->network.n_allow_private, canon);
+    return policy_strv_add(&p->network.allow_private, &p->network.n_allow_private, canon);
 }
 
 /* A nameserver the gateway asks instead of the host's resolv.conf. */
@@ -616,7 +634,7 @@ static int apply_nameserver(struct policy *p, const char *text, char *why, size_
     char addr[64], canon[80];
     ip_addr_format_bracketed(&a.host.ip, addr, sizeof addr);
     snprintf(canon, sizeof canon, "%s:%u", addr, a.port ? a.port : 53);
-    return strv_add(&p->network.dns, &p->network.n_dns, canon);
+    return policy_strv_add(&p->network.dns, &p->network.n_dns, canon);
 }
 
 /*
@@ -635,7 +653,7 @@ static int apply_pin(struct policy *p, const char *text, char *why, size_t len)
     char addr[64], canon[330];
     ip_addr_format_bracketed(&pin.ip, addr, sizeof addr);
     snprintf(canon, sizeof canon, "%s=%s", pin.name, addr);
-    return strv_add(&p->network.resolve, &p->network.n_resolve, canon);
+    return policy_strv_add(&p->network.resolve, &p->network.n_resolve, canon);
 }
 
 /* ---- secrets ---- */
@@ -644,7 +662,7 @@ void policy_secret_release(struct policy_secret *s)
 {
     free(s->name);
     free(s->from);
-    strv_free(s->hosts, s->n_hosts);
+    policy_strv_free(s->hosts, s->n_hosts);
     *s = (struct policy_secret){ 0 };
 }
 
@@ -716,7 +734,7 @@ int policy_secret_add_host(struct policy_secret *s, const char *text, char *why,
         return why_printf(why, len, "a secret binds to host names, not addresses");
     char canon[300];
     egress_rule_format(&r, canon, sizeof canon);
-    return strv_add(&s->hosts, &s->n_hosts, canon);
+    return policy_strv_add(&s->hosts, &s->n_hosts, canon);
 }
 
 int policy_secret_set_ttl(struct policy_secret *s, const char *text, char *why, size_t len)
@@ -812,7 +830,7 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
             return why_printf(why, len, "\"%s\" is also in env.set", text);
         if (is_secret(p, text))
             return why_printf(why, len, "\"%s\" is also in secrets", text);
-        return strv_add(&p->env_pass, &p->n_env_pass, text);
+        return policy_strv_add(&p->env_pass, &p->n_env_pass, text);
     case KT_SYSCALLS: {
         bool allow = k->flag;
         if (seccomp_check_name(text, allow, why, len) < 0)
@@ -821,8 +839,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
                      allow ? p->n_syscalls_deny : p->n_syscalls_allow, text))
             return why_printf(why, len, "\"%s\" is also in syscalls.%s", text,
                            allow ? "deny" : "allow");
-        return allow ? strv_add(&p->syscalls_allow, &p->n_syscalls_allow, text)
-                     : strv_add(&p->syscalls_deny, &p->n_syscalls_deny, text);
+        return allow ? policy_strv_add(&p->syscalls_allow, &p->n_syscalls_allow, text)
+                     : policy_strv_add(&p->syscalls_deny, &p->n_syscalls_deny, text);
     }
     case KT_BEST_EFFORT:
         for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
@@ -842,6 +860,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         return apply_pin(p, text, why, len);
     case KT_NAMESERVERS:
         return apply_nameserver(p, text, why, len);
+    case KT_TOOL_NAMES:
+        return policy_tools_allow(p, text, why, len);
     default:
         return why_printf(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
     }
@@ -901,7 +921,7 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
     if (d[0] != '/')
         return why_printf(why, len, "dest \"%s\" is not absolute", d);
     bool dotdot = false;
-    _cleanup_free_ char *nd = normalize_path(d, &dotdot);
+    _cleanup_free_ char *nd = policy_normalize_path(d, &dotdot);
     if (!nd)
         return POLICY_ENOMEM;
     if (dotdot)
@@ -976,22 +996,23 @@ void policy_free(struct policy *p)
         free(p->binds[i].dest);
     }
     free(p->binds);
-    strv_free(p->env_pass, p->n_env_pass);
+    policy_strv_free(p->env_pass, p->n_env_pass);
     for (size_t i = 0; i < p->n_env_set; i++) {
         free(p->env_set[i].name);
         free(p->env_set[i].value);
     }
     free(p->env_set);
-    strv_free(p->syscalls_allow, p->n_syscalls_allow);
-    strv_free(p->syscalls_deny, p->n_syscalls_deny);
-    strv_free(p->network.allow, p->network.n_allow);
-    strv_free(p->network.deny, p->network.n_deny);
-    strv_free(p->network.allow_private, p->network.n_allow_private);
-    strv_free(p->network.dns, p->network.n_dns);
-    strv_free(p->network.resolve, p->network.n_resolve);
+    policy_strv_free(p->syscalls_allow, p->n_syscalls_allow);
+    policy_strv_free(p->syscalls_deny, p->n_syscalls_deny);
+    policy_strv_free(p->network.allow, p->network.n_allow);
+    policy_strv_free(p->network.deny, p->network.n_deny);
+    policy_strv_free(p->network.allow_private, p->network.n_allow_private);
+    policy_strv_free(p->network.dns, p->network.n_dns);
+    policy_strv_free(p->network.resolve, p->network.n_resolve);
     for (size_t i = 0; i < p->n_secrets; i++)
         policy_secret_release(&p->secrets[i]);
     free(p->secrets);
+    policy_tools_release(&p->tools);
     free(p->audit.file);
     free(p->audit.sign_key);
     free(p->network.upstream_ca);
@@ -1041,6 +1062,7 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_CIDRS:
     case KT_PINS:
     case KT_NAMESERVERS:
+    case KT_TOOL_NAMES:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_SECRETS:
         return flag_result(apply_secret_flag(p, value, why, sizeof why), prefix, why, err);
@@ -1136,7 +1158,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
                            "%ssecrets: need network mode gateway (mode is none)", where);
         for (size_t i = 0; i < p->n_secrets; i++)
             for (size_t j = 0; j < p->secrets[i].n_hosts; j++)
-                if (strv_add(&p->network.allow, &p->network.n_allow, p->secrets[i].hosts[j]) < 0)
+                if (policy_strv_add(&p->network.allow, &p->network.n_allow, p->secrets[i].hosts[j]) < 0)
                     return err_set(err, CORDON_E_INTERNAL, "out of memory");
         p->network.mode = POLICY_NET_GATEWAY;
     }
@@ -1147,6 +1169,8 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
                            "%snetwork.allow: needs mode gateway (mode is none)", where);
         p->network.mode = POLICY_NET_GATEWAY;
     }
+    if (policy_tools_check(p, why, sizeof why) < 0)
+        return err_set(err, CORDON_E_POLICY, "%stools: %s", where, why);
     if (p->version != 1)
         return err_set(err, CORDON_E_POLICY, "%sversion: unsupported version %d", where,
                        p->version);

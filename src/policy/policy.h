@@ -70,7 +70,6 @@ struct policy_audit {
     char *file;                     /* absolute host path of the log; NULL = no log */
     char *sign_key;                 /* absolute path of an Ed25519 private key (PEM), or NULL */
     unsigned checkpoint_every;      /* a signed checkpoint every N events; 0 = only at close */
-    bool record_arguments;          /* tool calls: record the arguments, not only a digest */
     enum policy_audit_fsync fsync;
 };
 
@@ -119,6 +118,49 @@ struct policy_secret {
     uint64_t ttl_ms;                /* 0 = the run's lifetime */
 };
 
+/*
+ * tools.rules.TOOL.ARG: what one argument of one tool may hold. A rule with
+ * under or deny judges the value as a path (see broker/paths.h); a list
+ * value is judged item by item.
+ */
+struct policy_arg_rule {
+    char *arg;                      /* the argument's name */
+    char **under;                   /* normalised absolute dirs; the path must lie in one */
+    size_t n_under;
+    char **deny;                    /* globs the normalised path must not match */
+    size_t n_deny;
+    uint64_t max_length;            /* in code points; 0 = no limit */
+    char *pattern;                  /* PCRE2 pattern the whole value must match, or NULL */
+};
+
+struct policy_tool_rules {
+    char *tool;
+    struct policy_arg_rule *args;   /* sorted by arg, unique */
+    size_t n_args;
+};
+
+/*
+ * The tools section: what the MCP broker forwards between a client and a
+ * sandboxed server. Everything not allowed here is hidden and refused.
+ */
+struct policy_tools {
+    char **allow;                   /* tool names, sorted, unique; "*" = every tool */
+    size_t n_allow;
+    struct policy_tool_rules *rules; /* sorted by tool, unique */
+    size_t n_rules;
+    uint64_t max_calls;             /* tools/call per session; 0 = unlimited */
+    uint64_t max_result_bytes;      /* a larger result is replaced by an error */
+    uint64_t max_message_bytes;     /* a larger JSON-RPC message is refused */
+    uint64_t call_timeout_ms;       /* a call unanswered this long fails; 0 = never */
+    bool record_arguments;          /* audit the arguments, not only their digest */
+    bool resources;                 /* resources/... methods: forwarded, or hidden as a whole */
+    bool prompts;                   /* prompts/... methods: the same */
+    bool logging;                   /* logging/setLevel and the server's log messages */
+    bool sampling;                  /* server-to-client requests forwarded to the client */
+    bool elicitation;
+    bool roots;
+};
+
 /* The gateway tracks which secrets a connection used in one 64-bit mask. */
 #define POLICY_MAX_SECRETS 64
 /* The gateway keeps a name in a fixed buffer of 128 bytes. */
@@ -153,6 +195,7 @@ struct policy {
     struct policy_network network;
     struct policy_secret *secrets;  /* sorted by name; names unique and not in env.* */
     size_t n_secrets;
+    struct policy_tools tools;
     struct policy_audit audit;
 };
 
@@ -204,6 +247,15 @@ void policy_digest_hex(const struct policy *p, char out[65]);
 
 /* SHA-256 of the canonical JSON of the network object alone, for the audit record. */
 void policy_network_digest_hex(const struct policy *p, char out[65]);
+
+/* The same of the tools object. */
+void policy_tools_digest_hex(const struct policy *p, char out[65]);
+
+/* Is tool NAME in tools.allow? */
+bool policy_tool_allowed(const struct policy *p, const char *name);
+
+/* The rules for tool NAME, or NULL when it has none. */
+const struct policy_tool_rules *policy_tool_rules(const struct policy *p, const char *name);
 
 void policy_free(struct policy *p);
 DEFINE_CLEANUP(struct policy *, policy_free)

@@ -34,7 +34,9 @@ enum key_type {
     KT_NAMESERVERS, /* list of IP[:PORT] DNS servers */
     KT_PINS,        /* list of HOST=IP pins */
     KT_SECRETS,     /* list of {name, from, hosts, ttl}; flag: NAME=SOURCE@HOST[,HOST] */
-    KT_RESERVED,    /* a later issue's key, refused for now */
+    KT_TOOL_NAMES,  /* tools.allow: list of tool names, or "*" */
+    KT_TOOL_RULES,  /* tools.rules: TOOL: {ARG: {under, deny, max_length, pattern}} */
+    KT_RESERVED,    /* a key that is refused, with a note saying why */
 };
 
 struct policy_key {
@@ -98,6 +100,33 @@ int policy_secret_set_ttl(struct policy_secret *s, const char *text, char *why, 
 int policy_add_secret(struct policy *p, struct policy_secret *s, char *why, size_t len);
 
 void policy_secret_release(struct policy_secret *s);
+
+/* tools.allow: one tool name, or "*". */
+int policy_tools_allow(struct policy *p, const char *name, char *why, size_t len);
+
+/*
+ * An argument rule is built field by field, like a secret, then moved into
+ * the policy under TOOL; R is left empty either way.
+ */
+int policy_arg_rule_add_under(struct policy_arg_rule *r, const char *dir, char *why, size_t len);
+int policy_arg_rule_add_deny(struct policy_arg_rule *r, const char *glob, char *why, size_t len);
+int policy_arg_rule_set_max_length(struct policy_arg_rule *r, const char *text, char *why,
+                                   size_t len);
+int policy_arg_rule_set_pattern(struct policy_arg_rule *r, const char *re, char *why, size_t len);
+int policy_add_arg_rule(struct policy *p, const char *tool, const char *arg,
+                        struct policy_arg_rule *r, char *why, size_t len);
+void policy_arg_rule_release(struct policy_arg_rule *r);
+
+/* Cross-checks of the tools section (a rule for a tool never allowed...). */
+int policy_tools_check(const struct policy *p, char *why, size_t len);
+void policy_tools_release(struct policy_tools *t);
+
+/* Sorted string sets: insert (a duplicate is ignored), free. */
+int policy_strv_add(char ***v, size_t *n, const char *s);
+void policy_strv_free(char **v, size_t n);
+
+/* Lexical normalisation of an absolute path; *DOTDOT says a ".." was seen. */
+char *policy_normalize_path(const char *in, bool *dotdot);
 
 /* What one item of a list key should look like ("a name", "HOST=IP"...). */
 const char *policy_key_item_expect(const struct policy_key *k);

@@ -81,11 +81,10 @@ static json_t *limits_json(const struct policy_limits *lim)
 
 static json_t *audit_json(const struct policy_audit *a)
 {
-    return json_pack("{s:o, s:o, s:I, s:b, s:s}",
+    return json_pack("{s:o, s:o, s:I, s:s}",
                      "file", a->file ? json_string(a->file) : json_null(),
                      "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
                      "checkpoint_every", (json_int_t)a->checkpoint_every,
-                     "record_arguments", a->record_arguments,
                      "fsync", a->fsync == POLICY_AUDIT_FSYNC_ALWAYS ? "always" : "close");
 }
 
@@ -104,6 +103,47 @@ static json_t *network_json(const struct policy_network *n)
                                     "bytes", (json_int_t)n->bytes,
                                     "connections", (json_int_t)n->connections,
                                     "request_rate", (json_int_t)n->request_rate)) < 0)
+        return NULL;
+    return TAKE_PTR(o);
+}
+
+static json_t *arg_rule_json(const struct policy_arg_rule *r)
+{
+    _cleanup_(json_decrefp) json_t *o = json_object();
+    if (put(o, "under", strv_json(r->under, r->n_under)) < 0 ||
+        put(o, "deny", strv_json(r->deny, r->n_deny)) < 0 ||
+        put(o, "max_length", json_integer((json_int_t)r->max_length)) < 0 ||
+        put(o, "pattern", r->pattern ? json_string(r->pattern) : json_null()) < 0)
+        return NULL;
+    return TAKE_PTR(o);
+}
+
+static json_t *tools_json(const struct policy_tools *t)
+{
+    _cleanup_(json_decrefp) json_t *o = json_object();
+    json_t *rules = NULL;
+    if (put(o, "allow", strv_json(t->allow, t->n_allow)) < 0 ||
+        put(o, "rules", rules = json_object()) < 0)
+        return NULL;
+    for (size_t i = 0; i < t->n_rules; i++) {
+        json_t *args = NULL;
+        if (put(rules, t->rules[i].tool, args = json_object()) < 0)
+            return NULL;
+        for (size_t j = 0; j < t->rules[i].n_args; j++)
+            if (put(args, t->rules[i].args[j].arg, arg_rule_json(&t->rules[i].args[j])) < 0)
+                return NULL;
+    }
+    if (put(o, "max_calls", json_integer((json_int_t)t->max_calls)) < 0 ||
+        put(o, "max_result_bytes", json_integer((json_int_t)t->max_result_bytes)) < 0 ||
+        put(o, "max_message_bytes", json_integer((json_int_t)t->max_message_bytes)) < 0 ||
+        put(o, "call_timeout_ms", json_integer((json_int_t)t->call_timeout_ms)) < 0 ||
+        put(o, "record_arguments", json_boolean(t->record_arguments)) < 0 ||
+        put(o, "resources", json_boolean(t->resources)) < 0 ||
+        put(o, "prompts", json_boolean(t->prompts)) < 0 ||
+        put(o, "logging", json_boolean(t->logging)) < 0 ||
+        put(o, "sampling", json_boolean(t->sampling)) < 0 ||
+        put(o, "elicitation", json_boolean(t->elicitation)) < 0 ||
+        put(o, "roots", json_boolean(t->roots)) < 0)
         return NULL;
     return TAKE_PTR(o);
 }
@@ -148,6 +188,7 @@ json_t *policy_to_json(const struct policy *p)
         return NULL;
     if (put(root, "network", network_json(&p->network)) < 0 ||
         put(root, "secrets", secrets_json(p)) < 0 ||
+        put(root, "tools", tools_json(&p->tools)) < 0 ||
         put(root, "audit", audit_json(&p->audit)) < 0)
         return NULL;
     return TAKE_PTR(root);
@@ -194,5 +235,12 @@ void policy_network_digest_hex(const struct policy *p, char out[65])
 {
     unsigned char d[32];
     json_digest(network_json(&p->network), d);
+    hex32(d, out);
+}
+
+void policy_tools_digest_hex(const struct policy *p, char out[65])
+{
+    unsigned char d[32];
+    json_digest(tools_json(&p->tools), d);
     hex32(d, out);
 }

@@ -358,6 +358,105 @@ static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near
     return setter_result(l, policy_add_secret(l->p, &s, why, sizeof why), name_at, sub, why);
 }
 
+/* A list of scalars under PATH, each handed to ADD (one argument rule's under or deny). */
+static int load_rule_list(struct loader *l, struct policy_arg_rule *r, struct fy_node *key,
+                          struct fy_node *v, const char *path, const char *expect,
+                          int (*add)(struct policy_arg_rule *, const char *, char *, size_t))
+{
+    if (is_null(v))
+        return fail_near(l, NULL, key, path, "expected a list of %ss, got null", expect);
+    TRY(check_type(l, v, FYNT_SEQUENCE, path, "a list"));
+    void *it = NULL;
+    struct fy_node *item;
+    for (size_t i = 0; (item = fy_node_sequence_iterate(v, &it)); i++) {
+        char sub[600];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        if (is_null(item))
+            return fail_near(l, NULL, key, sub, "expected a %s, got null", expect);
+        _cleanup_free_ char *text = NULL;
+        TRY(scalar_text(l, item, sub, expect, &text, NULL));
+        char why[200] = "";
+        TRY(setter_result(l, add(r, text, why, sizeof why), item, sub, why));
+    }
+    return 0;
+}
+
+static void arg_rule_releasep(struct policy_arg_rule *r)
+{
+    policy_arg_rule_release(r);
+}
+
+/* tools.rules.TOOL.ARG: {under, deny, max_length, pattern}. */
+static int load_arg_rule(struct loader *l, const char *tool, const char *arg,
+                         struct fy_node *key, struct fy_node *n, const char *path)
+{
+    static const char expect[] = "a mapping of under, deny, max_length, pattern";
+    if (is_null(n))
+        return fail_near(l, NULL, key, path, "expected %s, got null", expect);
+    TRY(check_type(l, n, FYNT_MAPPING, path, expect));
+    _cleanup_(arg_rule_releasep) struct policy_arg_rule r = { 0 };
+    void *it = NULL;
+    struct fy_node_pair *pair;
+    while ((pair = fy_node_mapping_iterate(n, &it))) {
+        struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+        _cleanup_free_ char *field = NULL;
+        TRY(scalar_text(l, k, path, "a key name", &field, NULL));
+        char sub[512], why[200] = "";
+        snprintf(sub, sizeof sub, "%s.%s", path, field);
+        if (!strcmp(field, "under")) {
+            TRY(load_rule_list(l, &r, k, v, sub, "directory", policy_arg_rule_add_under));
+            continue;
+        }
+        if (!strcmp(field, "deny")) {
+            TRY(load_rule_list(l, &r, k, v, sub, "glob", policy_arg_rule_add_deny));
+            continue;
+        }
+        bool is_len = !strcmp(field, "max_length");
+        if (!is_len && strcmp(field, "pattern"))
+            return fail(l, k, sub, "unknown key; known: under, deny, max_length, pattern");
+        const char *what = is_len ? "a whole number" : "a regular expression";
+        if (is_null(v))
+            return fail_near(l, NULL, k, sub, "expected %s, got null", what);
+        _cleanup_free_ char *text = NULL;
+        TRY(scalar_text(l, v, sub, what, &text, NULL));
+        int rc = is_len ? policy_arg_rule_set_max_length(&r, text, why, sizeof why)
+                        : policy_arg_rule_set_pattern(&r, text, why, sizeof why);
+        TRY(setter_result(l, rc, v, sub, why));
+    }
+    char why[200] = "";
+    return setter_result(l, policy_add_arg_rule(l->p, tool, arg, &r, why, sizeof why), n, path,
+                         why);
+}
+
+/* tools.rules: TOOL: {ARG: rule}. */
+static int load_tool_rules(struct loader *l, const struct policy_key *k, struct fy_node *n)
+{
+    TRY(check_type(l, n, FYNT_MAPPING, k->path, policy_key_expect(k)));
+    void *it = NULL;
+    struct fy_node_pair *pair;
+    while ((pair = fy_node_mapping_iterate(n, &it))) {
+        struct fy_node *tk = fy_node_pair_key(pair), *tv = fy_node_pair_value(pair);
+        _cleanup_free_ char *tool = NULL;
+        TRY(scalar_text(l, tk, k->path, "a tool name", &tool, NULL));
+        char tpath[256];
+        snprintf(tpath, sizeof tpath, "%s.%s", k->path, tool);
+        if (is_null(tv))
+            return fail_near(l, NULL, tk, tpath, "expected a mapping of ARGUMENT: rule, got null");
+        TRY(check_type(l, tv, FYNT_MAPPING, tpath, "a mapping of ARGUMENT: rule"));
+        void *ait = NULL;
+        struct fy_node_pair *apair;
+        while ((apair = fy_node_mapping_iterate(tv, &ait))) {
+            struct fy_node *ak = fy_node_pair_key(apair);
+            _cleanup_free_ char *arg = NULL;
+            TRY(scalar_text(l, ak, tpath, "an argument name", &arg, NULL));
+            char apath[384];
+            snprintf(apath, sizeof apath, "%s.%s", tpath, arg);
+            TRY(load_arg_rule(l, tool, arg, ak, fy_node_pair_value(apair), apath));
+        }
+    }
+    return 0;
+}
+
 static int load_value(struct loader *l, const struct policy_key *k, struct fy_node *key,
                       struct fy_node *v);
 
@@ -409,7 +508,10 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_PINS:
     case KT_NAMESERVERS:
     case KT_SECRETS:
+    case KT_TOOL_NAMES:
         return load_list(l, k, key, v);
+    case KT_TOOL_RULES:
+        return load_tool_rules(l, k, v);
     case KT_ENV_MAP:
         return load_env_set(l, k, v);
     case KT_BEST_EFFORT:

@@ -180,8 +180,11 @@ BAD_POLICIES = [
     ("wrong-type", "version: 1\nlimits:\n  pids: [1, 2]\n", ["{file}:3", "limits.pids"]),
     ("missing-ro", "version: 1\nfilesystem:\n  read_only:\n    - /nonexistent-cordon-it\n",
      ["{file}:4", "/nonexistent-cordon-it"]),
-    ("reserved-tools", "version: 1\ntools:\n  allow:\n    - read_file\n",
-     ["{file}:2", "tools"]),
+    ("bad-tool-rule", "version: 1\ntools:\n  allow:\n    - read_file\n  rules:\n"
+     "    read_file:\n      path: { under: [relative] }\n",
+     ["{file}:7", "tools.rules.read_file.path.under[0]", "not an absolute path"]),
+    ("moved-record-arguments", "version: 1\naudit:\n  record_arguments: true\n",
+     ["{file}:3", "moved to tools.record_arguments"]),
     ("bad-allow-rule", "version: 1\nnetwork:\n  allow:\n    - \"exa mple.com\"\n",
      ["{file}:4", "network.allow"]),
     ("secrets-not-a-list", "version: 1\nsecrets: {}\n", ["{file}:2", "secrets"]),

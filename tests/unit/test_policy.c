@@ -81,11 +81,27 @@ struct load_case {
 
 #define KNOWN_TOP \
     "unknown key; known: version, isolation, filesystem, env, limits, syscalls, network, " \
-    "secrets, audit"
-#define AUDIT(file, key, every, args, fsync)                                            \
+    "secrets, tools, audit"
+#define AUDIT(file, key, every, fsync)                                                  \
     "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
-    "\",\"record_arguments\":" #args ",\"sign_key\":" key "}"
-#define AUDIT_DEFAULT AUDIT("null", "null", 0, false, "close")
+    "\",\"sign_key\":" key "}"
+#define AUDIT_DEFAULT AUDIT("null", "null", 0, "close")
+#define TOOLS(allow, rules, calls, result, message, timeout, args, res, prompts, logging, \
+              sampling, elicit, roots)                                                   \
+    "{\"allow\":[" allow "],\"call_timeout_ms\":" #timeout ",\"elicitation\":" #elicit  \
+    ",\"logging\":" #logging ",\"max_calls\":" #calls ",\"max_message_bytes\":" #message \
+    ",\"max_result_bytes\":" #result ",\"prompts\":" #prompts ",\"record_arguments\":"   \
+    #args ",\"resources\":" #res ",\"roots\":" #roots ",\"rules\":{" rules "},"          \
+    "\"sampling\":" #sampling "}"
+#define TOOLS_ALLOW(allow, rules)                                                        \
+    TOOLS(allow, rules, 0, 4194304, 8388608, 300000, false, false, false, true, false,    \
+          false, false)
+#define ARG_RULE(under, deny, max, pattern)                                              \
+    "{\"deny\":[" deny "],\"max_length\":" #max ",\"pattern\":" pattern               \
+    ",\"under\":[" under "]}"
+#define KNOWN_TOOLS                                                                      \
+    "unknown key; known: allow, rules, max_calls, max_result_bytes, max_message_bytes, " \
+    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots"
 #define NET(mode, allow, deny, priv, resolve, req, bytes, conns, rate)                   \
     "{\"allow\":[" allow "],\"allow_private\":[" priv "],\"budgets\":{\"bytes\":" #bytes \
     ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req           \
@@ -143,9 +159,62 @@ static const struct load_case load_cases[] = {
     { "version: 1\nlimits:\n  memroy: 1G\n", "policy.yaml:3: limits.memroy: " KNOWN_LIMITS },
     { "version: 1\nlimits.memory: 1G\n", "policy.yaml:2: limits.memory: " KNOWN_TOP },
     { "version: 1\nenv:\n  keep: [A]\n", "policy.yaml:3: env.keep: unknown key; known: pass, set" },
-    { "version: 1\ntools: {}\n",
-      "policy.yaml:2: tools: not supported yet (reserved for the MCP broker)" },
-    { "version: 1\ntools: []\n", "policy.yaml:2: tools: not supported yet (reserved for the MCP broker)" },
+    { "version: 1\naudit:\n  record_arguments: true\n",
+      "policy.yaml:3: audit.record_arguments: moved to tools.record_arguments" },
+
+    /* tools: what the MCP broker forwards */
+    { "version: 1\n", NULL, "tools", TOOLS_ALLOW("", "") },
+    { "version: 1\ntools: {}\n", NULL, "tools", TOOLS_ALLOW("", "") },
+    { "version: 1\ntools: []\n", "policy.yaml:2: tools: expected a mapping, got a list" },
+    { "version: 1\ntools:\n  allow: [read_text_file, list_directory, read_text_file]\n", NULL,
+      "tools", TOOLS_ALLOW("\"list_directory\",\"read_text_file\"", "") },
+    { "version: 1\ntools:\n  allow: ['*']\n", NULL, "tools", TOOLS_ALLOW("\"*\"", "") },
+    { "version: 1\ntools:\n  allow: [\"a b\"]\n",
+      "policy.yaml:3: tools.allow[0]: \"a b\" is not a tool name (expected letters, digits, _ - . /)" },
+    { "version: 1\ntools:\n  allow: [\"\"]\n",
+      "policy.yaml:3: tools.allow[0]: \"\" is not a tool name (1 to 128 characters)" },
+    { "version: 1\ntools:\n  allow: read\n",
+      "policy.yaml:3: tools.allow: expected a list of tool names, got a single value" },
+    { "version: 1\ntools:\n  alow: [x]\n", "policy.yaml:3: tools.alow: " KNOWN_TOOLS },
+    { "version: 1\ntools:\n  allow: [read_text_file, search_files]\n  rules:\n"
+      "    read_text_file:\n      path: { under: [/workspace/, /data//x/.], deny: [\"**/.env\", \"**/.git/**\"] }\n"
+      "    search_files:\n      pattern: { max_length: 200, pattern: '^[a-z*]+$' }\n"
+      "  max_calls: 500\n  max_result_bytes: 1M\n  max_message_bytes: 2M\n  call_timeout: 30s\n"
+      "  record_arguments: true\n  resources: true\n  prompts: true\n  logging: false\n"
+      "  sampling: true\n  elicitation: true\n  roots: true\n", NULL, "tools",
+      TOOLS("\"read_text_file\",\"search_files\"",
+            "\"read_text_file\":{\"path\":" ARG_RULE("\"/data/x\",\"/workspace\"",
+                                                   "\"**/.env\",\"**/.git/**\"", 0, "null") "},"
+            "\"search_files\":{\"pattern\":" ARG_RULE("", "", 200, "\"^[a-z*]+$\"") "}",
+            500, 1048576, 2097152, 30000, true, true, true, false, true, true, true) },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    b:\n      path: { under: [/w] }\n",
+      "policy.yaml: tools: rules for \"b\", which is not in tools.allow" },
+    { "version: 1\ntools:\n  allow: ['*']\n  rules:\n    b:\n      path: { under: [/w] }\n", NULL,
+      "tools", TOOLS_ALLOW("\"*\"", "\"b\":{\"path\":" ARG_RULE("\"/w\"", "", 0, "null") "}") },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      path: { under: [w] }\n",
+      "policy.yaml:6: tools.rules.a.path.under[0]: \"w\" is not an absolute path" },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      path: { under: [/w/../x] }\n",
+      "policy.yaml:6: tools.rules.a.path.under[0]: \"/w/../x\" contains \"..\"" },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      path: {}\n",
+      "policy.yaml:6: tools.rules.a.path: an empty rule; give under, deny, max_length or pattern" },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      path: { undr: [/w] }\n",
+      "policy.yaml:6: tools.rules.a.path.undr: unknown key; known: under, deny, max_length, pattern" },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      q: { pattern: '(' }\n",
+      "policy.yaml:6: tools.rules.a.q.pattern: pattern \"(\" does not compile at offset 1: "
+      "missing closing parenthesis" },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      q: { max_length: 0 }\n",
+      "policy.yaml:6: tools.rules.a.q.max_length: expected a length of at least 1, got \"0\"" },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      q: { deny: [\"\"] }\n",
+      "policy.yaml:6: tools.rules.a.q.deny[0]: expected a glob pattern, got \"\"" },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a: [x]\n",
+      "policy.yaml:5: tools.rules.a: expected a mapping of ARGUMENT: rule, got a list" },
+    { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      q: /w\n",
+      "policy.yaml:6: tools.rules.a.q: expected a mapping of under, deny, max_length, pattern, "
+      "got a single value" },
+    { "version: 1\ntools:\n  max_message_bytes: 10\n",
+      "policy.yaml:3: tools.max_message_bytes: must be at least 4096, got \"10\"" },
+    { "version: 1\ntools:\n  sampling: maybe\n",
+      "policy.yaml:3: tools.sampling: expected true or false, got \"maybe\"" },
 
     /* network: modes and the implied gateway */
     { "version: 1\n", NULL, "network", NET_DEFAULT },
@@ -368,16 +437,16 @@ static const struct load_case load_cases[] = {
     { "version: 1\n", NULL, "audit", AUDIT_DEFAULT },
     { "version: 1\naudit: {}\n", NULL, "audit", AUDIT_DEFAULT },
     { "version: 1\naudit:\n  file: @T/audit.jsonl\n  sign_key: @T/file.txt\n"
-      "  checkpoint_every: 100\n  record_arguments: true\n  fsync: always\n", NULL, "audit",
-      AUDIT("\"@T/audit.jsonl\"", "\"@T/file.txt\"", 100, true, "always") },
+      "  checkpoint_every: 100\n  fsync: always\n", NULL, "audit",
+      AUDIT("\"@T/audit.jsonl\"", "\"@T/file.txt\"", 100, "always") },
     { "version: 1\naudit:\n  sign_key: @T/file.txt\n",
       "policy.yaml: audit: sign_key is set but file is not" },
     { "version: 1\naudit:\n  file: @T/a.jsonl\n  checkpoint_every: 10\n",
       "policy.yaml: audit: checkpoint_every needs sign_key (checkpoints are signed)" },
-    { "version: 1\naudit:\n  file: @T/link/./a.jsonl\n  fsync: close\n  record_arguments: false\n",
-      NULL, "audit", AUDIT("\"@T/data/a.jsonl\"", "null", 0, false, "close") },
+    { "version: 1\naudit:\n  file: @T/link/./a.jsonl\n  fsync: close\n",
+      NULL, "audit", AUDIT("\"@T/data/a.jsonl\"", "null", 0, "close") },
     { "version: 1\naudit:\n  file: @T/file.txt\n", NULL, "audit",
-      AUDIT("\"@T/file.txt\"", "null", 0, false, "close") },
+      AUDIT("\"@T/file.txt\"", "null", 0, "close") },
     { "version: 1\naudit:\n  file: @T/ws\n",
       "policy.yaml:3: audit.file: \"@T/ws\" is a directory" },
     { "version: 1\naudit:\n  file: @T/ws/\n",
@@ -402,13 +471,11 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: audit.checkpoint_every: expected a whole number, got \"-1\"" },
     { "version: 1\naudit:\n  checkpoint_every: 5000000000\n",
       "policy.yaml:3: audit.checkpoint_every: \"5000000000\" is too large" },
-    { "version: 1\naudit:\n  record_arguments: yes\n",
-      "policy.yaml:3: audit.record_arguments: expected true or false, got \"yes\"" },
     { "version: 1\naudit:\n  fsync: sometimes\n",
       "policy.yaml:3: audit.fsync: expected one of always, close, got \"sometimes\"" },
     { "version: 1\naudit:\n  flie: /x\n",
       "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, checkpoint_every, "
-      "record_arguments, fsync" },
+      "fsync" },
     { "version: 1\naudit: [/x]\n", "policy.yaml:2: audit: expected a mapping, got a list" },
 
     /* limits */
@@ -667,13 +734,13 @@ static const struct set_case set_cases[] = {
     { "limits", "x", "--limits", "--limits: \"limits\" is a section, not a value" },
     { "limits.disk", "1G", "--disk", "--disk: unknown policy key \"limits.disk\"" },
     { "audit.file", "@T/a.jsonl", "--audit", NULL, "audit",
-      AUDIT("\"@T/a.jsonl\"", "null", 0, false, "close") },
+      AUDIT("\"@T/a.jsonl\"", "null", 0, "close") },
     { "audit.file", "@T/ws", "--audit", "--audit: \"@T/ws\" is a directory" },
     { "audit.file", "", "--audit", "--audit: expected a path, got \"\"" },
     { "audit.file", "@T/nope/a", "--audit",
       "--audit: the directory of \"@T/nope/a\" does not exist" },
     { "audit.fsync", "always", "--audit-fsync", NULL, "audit",
-      AUDIT("null", "null", 0, false, "always") },
+      AUDIT("null", "null", 0, "always") },
     { "audit.checkpoint_every", "x", NULL,
       "audit.checkpoint_every: expected a whole number, got \"x\"" },
     { "audit", "x", "--audit", "--audit: \"audit\" is a section, not a value" },
@@ -951,14 +1018,14 @@ static void test_defaults_and_json(void)
     json_t *j = policy_to_json(p);
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     is_str(s, "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"close\","
-              "\"record_arguments\":false,\"sign_key\":null},"
+              "\"sign_key\":null},"
               "\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":{\"read_only\":[],"
               "\"read_write\":[],\"tmp_size\":67108864,\"workspace\":null,"
               "\"workspace_size\":268435456},\"isolation\":\"namespace\",\"limits\":"
               "{\"best_effort\":[],\"cpu_ms\":0,\"file_size\":0,\"memory\":0,"
               "\"open_files\":1024,\"output\":0,\"pids\":0,\"wall_ms\":0},"
               "\"network\":" NET_DEFAULT ",\"secrets\":[],\"syscalls\":"
-              "{\"allow\":[],\"deny\":[]},\"version\":1}",
+              "{\"allow\":[],\"deny\":[]},\"tools\":" TOOLS_ALLOW("", "") ",\"version\":1}",
            "defaults as JSON");
     ok(policy_finalize(p, &err) == 0, "defaults finalize");
     free(s);
