@@ -5,6 +5,10 @@
 #pragma once
 #include "common/err.h"
 
+#include <stdbool.h>
+
+struct policy;
+
 #define EXIT_CORDON_FAILED 125
 
 int cmd_run(int argc, char **argv);
@@ -12,6 +16,27 @@ int cmd_check(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
+
+/* The sandbox options `run`, `mcp wrap` and `mcp serve` share, for their --help. */
+extern const char cli_run_options_help[];
+
+struct run_args {
+    struct policy *policy;     /* from -p and the flags, finalised; the caller owns it */
+    const char *result_file;   /* --result, or NULL */
+    int first;                 /* argv index of the command (argc when there is none) */
+};
+
+/* cli_run_args() printed the --help text: USAGE[0], the shared options, USAGE[1]. */
+#define CLI_HELP_SHOWN (-1)
+
+/*
+ * Parse `cordon CMD [OPTIONS] [--] [COMMAND...]` into A. MCP allows
+ * --allow-tool. Returns 0, CLI_HELP_SHOWN, or the exit status of a
+ * refusal whose one-line message is already printed.
+ */
+int cli_run_args(const char *cmd, const char *const usage[2], int argc, char **argv, bool mcp,
+                 struct run_args *a);
 
 /* Print "cordon: MSG" (one line) and return the exit status for ERR. */
 int cli_fail(const struct cordon_err *err);

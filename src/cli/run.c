@@ -15,11 +15,18 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char usage[] =
+static const char *const usage[2] = {
     "usage: cordon run [OPTIONS] -- COMMAND [ARG...]\n"
     "\n"
     "Run COMMAND in a fresh sandbox, destroyed when it ends.\n"
+    "\n",
+    "  -h, --help               this help\n"
     "\n"
+    "Exit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n"
+    "125 if cordon failed or refused; 126 not executable; 127 not found.\n",
+};
+
+const char cli_run_options_help[] =
     "  -p, --policy FILE        YAML or JSON policy; the flags below override it\n"
     "  -l, --level LEVEL        isolation level: namespace (default)\n"
     "  -w, --workspace DIR      host directory mounted read-write at /workspace, the\n"
@@ -52,16 +59,12 @@ static const char usage[] =
     "                           placeholder; the gateway swaps in the real value for\n"
     "                           HOST (repeatable; NAME=file:PATH@HOST reads a file)\n"
     "      --result FILE        write the run's result as JSON\n"
-    "      --audit FILE         append the run to a hash-chained audit log\n"
-    "  -h, --help               this help\n"
-    "\n"
-    "Exit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n"
-    "125 if cordon failed or refused; 126 not executable; 127 not found.\n";
+    "      --audit FILE         append the run to a hash-chained audit log\n";
 
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
-    OPT_SECRET,
+    OPT_SECRET, OPT_ALLOW_TOOL,
 };
 
 static const struct option options[] = {
@@ -87,6 +90,7 @@ static const struct option options[] = {
     { "resolve", required_argument, NULL, OPT_RESOLVE },
     { "dns", required_argument, NULL, OPT_DNS },
     { "secret", required_argument, NULL, OPT_SECRET },
+    { "allow-tool", required_argument, NULL, OPT_ALLOW_TOOL },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
@@ -116,6 +120,7 @@ static const struct {
     { OPT_RESOLVE, "network.resolve", "--resolve" },
     { OPT_DNS, "network.dns", "--dns" },
     { OPT_SECRET, "secrets", "--secret" },
+    { OPT_ALLOW_TOOL, "tools.allow", "--allow-tool" },
 };
 
 struct flag_value {
@@ -152,9 +157,11 @@ static int write_result(const char *path, const struct sandbox_result *res,
     return rc;
 }
 
-int cmd_run(int argc, char **argv)
+int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char **argv, bool mcp,
+                 struct run_args *out)
 {
-    const char *policy_file = NULL, *result_file = NULL;
+    *out = (struct run_args){ 0 };
+    const char *policy_file = NULL;
     _cleanup_free_ struct flag_value *flags = calloc((size_t)argc + 1, sizeof *flags);
     size_t n_flags = 0;
     if (!flags)
@@ -167,23 +174,29 @@ int cmd_run(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "+:p:l:w:e:t:m:h", options, NULL)) != -1) {
         switch (opt) {
         case 'h':
-            fputs(usage, stdout);
-            return 0;
+            fputs(cmd_usage[0], stdout);
+            fputs(cli_run_options_help, stdout);
+            fputs(cmd_usage[1], stdout);
+            return CLI_HELP_SHOWN;
         case 'p':
             policy_file = optarg;
             break;
         case OPT_RESULT:
-            result_file = optarg;
+            out->result_file = optarg;
+            break;
+        case OPT_ALLOW_TOOL:
+            if (!mcp)
+                return cli_option_error(cmd, '?', argv);
+            flags[n_flags++] = (struct flag_value){ opt, optarg };
             break;
         case ':':
         case '?':
-            return cli_option_error("run", opt, argv);
+            return cli_option_error(cmd, opt, argv);
         default:
             flags[n_flags++] = (struct flag_value){ opt, optarg };
         }
     }
-    if (optind >= argc)
-        return cli_usage_error("run: missing command: cordon run [OPTIONS] -- COMMAND [ARG...]");
+    out->first = optind;
 
     struct cordon_err err = { 0 };
     _cleanup_(policy_freep) struct policy *p =
@@ -195,19 +208,33 @@ int cmd_run(int argc, char **argv)
             return cli_fail(&err);
     if (policy_finalize(p, &err) < 0)
         return cli_fail(&err);
+    out->policy = TAKE_PTR(p);
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct run_args a;
+    int rc = cli_run_args("run", usage, argc, argv, false, &a);
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    _cleanup_(policy_freep) struct policy *p = a.policy;
+    if (a.first >= argc)
+        return cli_usage_error("run: missing command: cordon run [OPTIONS] -- COMMAND [ARG...]");
 
     /* A vanished reader of our output must not kill the supervisor. */
     signal(SIGPIPE, SIG_IGN);
     struct sandbox_call call = {
-        .argv = argv + optind,
+        .argv = argv + a.first,
         .in_fd = isatty(STDIN_FILENO) ? -1 : STDIN_FILENO,
         .out_fd = STDOUT_FILENO,
         .err_fd = STDERR_FILENO,
     };
+    struct cordon_err err = { 0 };
     struct sandbox_result res;
-    int rc = cordon_run(p, &call, &res, &err);
-    if (result_file)
-        write_result(result_file, &res, p);
+    rc = cordon_run(p, &call, &res, &err);
+    if (a.result_file)
+        write_result(a.result_file, &res, p);
     if (rc < 0)
         return cli_fail(&err);
 

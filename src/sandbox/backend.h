@@ -41,7 +41,7 @@ struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
     struct watchdog *watchdog; /* guards what the run leaves if we die; may be NULL */
     struct audit_log *audit;   /* where the gateway records its decisions; may be NULL */
-    const char *run_id;        /* names the run in the audit log */
+    const char *run_id;        /* names the run in the audit log; NULL: cordon_run() makes one */
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */

@@ -1,0 +1,429 @@
+/*
+ * broker/jsonrpc.c: newline-delimited JSON-RPC over a pair of descriptors,
+ * on libevent, with a cap on a message's size and back-pressure between
+ * streams. Runs in the broker, outside every sandbox: what it reads is
+ * hostile (a third-party server, or a client driven by a model).
+ */
+#include "broker/jsonrpc.h"
+
+#include "common/cleanup.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/util.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Reading from a stream pauses while a stream it feeds has this much queued. */
+#define THROTTLE_HIGH (1u << 20)
+/* What an oversized line keeps of itself for rpc_guess_id. */
+#define KEEP_HEAD 256
+#define KEEP_TAIL 96
+#define MAX_LINKS 2
+
+struct rpc_stream {
+    struct bufferevent *in, *out;
+    size_t max;
+    const struct rpc_handlers *h;
+    void *ctx;
+    bool discarding;          /* inside an oversized line, dropping it */
+    size_t discarded;
+    char head[KEEP_HEAD], tail[KEEP_TAIL];
+    size_t head_len, tail_len;
+    bool paused;              /* reading stopped by back-pressure */
+    bool closing;             /* close the output once it drains */
+    bool in_done, out_failed;
+    struct rpc_stream *targets[MAX_LINKS]; /* streams our input feeds */
+    struct rpc_stream *feeders[MAX_LINKS]; /* streams whose input feeds our output */
+};
+
+enum rpc_kind rpc_classify(const json_t *msg, const char **method, json_t **id, char *why,
+                           size_t len)
+{
+    *method = NULL;
+    *id = NULL;
+    if (!json_is_object(msg)) {
+        snprintf(why, len, "%s", json_is_array(msg) ? "batches are not supported"
+                                                    : "a message must be a JSON object");
+        return RPC_KIND_INVALID;
+    }
+    json_t *idv = json_object_get(msg, "id");
+    bool has_id = idv != NULL;
+    bool id_ok = idv && (json_is_string(idv) || json_is_integer(idv));
+    if (id_ok)
+        *id = idv;
+    json_t *version = json_object_get(msg, "jsonrpc");
+    if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0) {
+        snprintf(why, len, "\"jsonrpc\" must be \"2.0\"");
+        return RPC_KIND_INVALID;
+    }
+    json_t *m = json_object_get(msg, "method");
+    if (m) {
+        if (!json_is_string(m) || json_string_length(m) == 0) {
+            snprintf(why, len, "\"method\" must be a non-empty string");
+            return RPC_KIND_INVALID;
+        }
+        json_t *params = json_object_get(msg, "params");
+        if (params && !json_is_object(params) && !json_is_array(params)) {
+            snprintf(why, len, "\"params\" must be an object");
+            return RPC_KIND_INVALID;
+        }
+        if (json_object_get(msg, "result") || json_object_get(msg, "error")) {
+            snprintf(why, len, "a request cannot carry \"result\" or \"error\"");
+            return RPC_KIND_INVALID;
+        }
+        *method = json_string_value(m);
+        if (!has_id)
+            return RPC_KIND_NOTIFICATION;
+        if (!id_ok) {
+            snprintf(why, len, "a request id must be a string or an integer");
+            return RPC_KIND_INVALID;
+        }
+        return RPC_KIND_REQUEST;
+    }
+    bool has_result = json_object_get(msg, "result") != NULL;
+    json_t *error = json_object_get(msg, "error");
+    if (has_result == (error != NULL)) {
+        snprintf(why, len, "a response needs exactly one of \"result\" and \"error\"");
+        return RPC_KIND_INVALID;
+    }
+    if (error && (!json_is_object(error) || !json_is_integer(json_object_get(error, "code")) ||
+                  !json_is_string(json_object_get(error, "message")))) {
+        snprintf(why, len, "an error needs an integer \"code\" and a string \"message\"");
+        return RPC_KIND_INVALID;
+    }
+    if (!id_ok && !(error && json_is_null(idv))) {
+        snprintf(why, len, "a response id must be a string or an integer");
+        return RPC_KIND_INVALID;
+    }
+    return RPC_KIND_RESPONSE;
+}
+
+json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
+                     id ? id : json_null(), "error", "code", code, "message", msg);
+}
+
+json_t *rpc_result(const json_t *id, json_t *result)
+{
+    return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
+}
+
+json_t *rpc_notification(const char *method, json_t *params)
+{
+    if (!params)
+        return json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", method);
+    return json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params", params);
+}
+
+long long rpc_guess_id(const char *text, size_t len)
+{
+    long long found = -1;
+    for (size_t i = 0; i + 4 < len; i++) {
+        if (memcmp(text + i, "\"id\"", 4) != 0)
+            continue;
+        size_t j = i + 4;
+        while (j < len && isspace((unsigned char)text[j]))
+            j++;
+        if (j >= len || text[j] != ':')
+            continue;
+        j++;
+        while (j < len && isspace((unsigned char)text[j]))
+            j++;
+        long long v = 0;
+        size_t digits = 0;
+        while (j < len && isdigit((unsigned char)text[j]) && digits < 15) {
+            v = v * 10 + (text[j] - '0');
+            j++;
+            digits++;
+        }
+        /* A number cut off by the end of the fragment is not an id we can trust. */
+        if (digits && j < len && !isdigit((unsigned char)text[j]))
+            found = v;
+    }
+    return found;
+}
+
+/* ---- reading ---- */
+
+static bool congested(const struct rpc_stream *s)
+{
+    for (int i = 0; i < MAX_LINKS; i++)
+        if (s->targets[i] && rpc_stream_pending_output(s->targets[i]) > THROTTLE_HIGH)
+            return true;
+    return false;
+}
+
+static void pause_reading(struct rpc_stream *s)
+{
+    s->paused = true;
+    bufferevent_disable(s->in, EV_READ);
+}
+
+/* Keep the last bytes of an oversized line as they go by: the first UPTO bytes of IN. */
+static void keep_tail(struct rpc_stream *s, struct evbuffer *in, size_t upto)
+{
+    size_t n = upto < KEEP_TAIL ? upto : KEEP_TAIL;
+    if (n == 0)
+        return;
+    size_t keep = KEEP_TAIL - n < s->tail_len ? KEEP_TAIL - n : s->tail_len;
+    memmove(s->tail, s->tail + s->tail_len - keep, keep);
+    struct evbuffer_ptr at;
+    evbuffer_ptr_set(in, &at, upto - n, EVBUFFER_PTR_SET);
+    evbuffer_copyout_from(in, &at, s->tail + keep, n);
+    s->tail_len = keep + n;
+}
+
+static void begin_discard(struct rpc_stream *s, struct evbuffer *in)
+{
+    s->discarding = true;
+    s->head_len = evbuffer_copyout(in, s->head, KEEP_HEAD);
+    s->tail_len = 0;
+    s->discarded = 0;
+}
+
+/* The oversized line is over: report its head and tail. */
+static void end_discard(struct rpc_stream *s)
+{
+    char frag[KEEP_HEAD + 5 + KEEP_TAIL];
+    size_t n = 0;
+    memcpy(frag, s->head, s->head_len);
+    n = s->head_len;
+    memcpy(frag + n, " ... ", 5);
+    n += 5;
+    memcpy(frag + n, s->tail, s->tail_len);
+    n += s->tail_len;
+    s->discarding = false;
+    char why[96];
+    snprintf(why, sizeof why, "a message of more than %zu bytes", s->max);
+    s->h->garbage(s->ctx, s, frag, n, true, why);
+}
+
+static void handle_line(struct rpc_stream *s, char *line, size_t len)
+{
+    while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+        len--;
+    size_t start = 0;
+    while (start < len && (line[start] == ' ' || line[start] == '\t'))
+        start++;
+    if (start == len)
+        return; /* a blank line is not a message */
+    json_error_t jerr;
+    json_t *msg = json_loadb(line + start, len - start, JSON_REJECT_DUPLICATES, &jerr);
+    if (!msg) {
+        char why[200];
+        snprintf(why, sizeof why, "not JSON: %s", jerr.text);
+        s->h->garbage(s->ctx, s, line + start, len - start, false, why);
+        return;
+    }
+    s->h->message(s->ctx, s, msg);
+    json_decref(msg);
+}
+
+/* Every complete line in the input, until back-pressure says stop. */
+static void drain_input(struct rpc_stream *s)
+{
+    struct evbuffer *in = bufferevent_get_input(s->in);
+    while (!s->paused) {
+        struct evbuffer_ptr nl = evbuffer_search(in, "\n", 1, NULL);
+        size_t avail = evbuffer_get_length(in);
+        if (s->discarding) {
+            size_t upto = nl.pos < 0 ? avail : (size_t)nl.pos;
+            keep_tail(s, in, upto);
+            s->discarded += upto;
+            evbuffer_drain(in, nl.pos < 0 ? avail : upto + 1);
+            if (nl.pos < 0)
+                return;
+            end_discard(s);
+            continue;
+        }
+        if (nl.pos < 0) {
+            if (avail > s->max) {
+                begin_discard(s, in);
+                continue;
+            }
+            return;
+        }
+        if ((size_t)nl.pos > s->max) {
+            begin_discard(s, in);
+            continue;
+        }
+        size_t n = (size_t)nl.pos;
+        char *line = (char *)evbuffer_pullup(in, (ev_ssize_t)n + 1);
+        if (!line)
+            return;
+        handle_line(s, line, n);
+        evbuffer_drain(in, n + 1);
+        if (congested(s))
+            pause_reading(s);
+    }
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    drain_input(arg);
+}
+
+static void on_in_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct rpc_stream *s = arg;
+    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) || s->in_done)
+        return;
+    drain_input(s);
+    /* A last message without its newline still counts. */
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t left = evbuffer_get_length(in);
+    if (!s->paused && !s->discarding && left && left <= s->max) {
+        char *line = (char *)evbuffer_pullup(in, -1);
+        if (line)
+            handle_line(s, line, left);
+        evbuffer_drain(in, left);
+    }
+    s->in_done = true;
+    bufferevent_disable(bev, EV_READ);
+    s->h->closed(s->ctx, s, false);
+}
+
+/* ---- writing ---- */
+
+static void resume_feeders(struct rpc_stream *s)
+{
+    for (int i = 0; i < MAX_LINKS; i++) {
+        struct rpc_stream *f = s->feeders[i];
+        if (!f || !f->paused || congested(f))
+            continue;
+        f->paused = false;
+        if (!f->in_done)
+            bufferevent_enable(f->in, EV_READ);
+        drain_input(f);
+    }
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    struct rpc_stream *s = arg;
+    if (s->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        bufferevent_free(s->out);
+        s->out = NULL;
+        return;
+    }
+    resume_feeders(s);
+}
+
+static void on_out_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    struct rpc_stream *s = arg;
+    if (!(what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) || s->out_failed)
+        return;
+    s->out_failed = true;
+    bufferevent_disable(s->out, EV_WRITE);
+    s->h->closed(s->ctx, s, true);
+}
+
+int rpc_send(struct rpc_stream *s, const json_t *msg)
+{
+    if (!s->out || s->out_failed || s->closing)
+        return -1;
+    _cleanup_free_ char *text = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    if (!text)
+        return -1;
+    struct evbuffer *out = bufferevent_get_output(s->out);
+    if (evbuffer_add(out, text, strlen(text)) < 0 || evbuffer_add(out, "\n", 1) < 0)
+        return -1;
+    return 0;
+}
+
+size_t rpc_stream_pending_output(const struct rpc_stream *s)
+{
+    return s->out ? evbuffer_get_length(bufferevent_get_output(s->out)) : 0;
+}
+
+void rpc_stream_close_output(struct rpc_stream *s)
+{
+    if (!s->out || s->closing)
+        return;
+    s->closing = true;
+    if (evbuffer_get_length(bufferevent_get_output(s->out)) == 0) {
+        bufferevent_free(s->out);
+        s->out = NULL;
+    }
+}
+
+void rpc_stream_throttle(struct rpc_stream *from, struct rpc_stream *to)
+{
+    for (int i = 0; i < MAX_LINKS; i++)
+        if (!from->targets[i]) {
+            from->targets[i] = to;
+            break;
+        }
+    for (int i = 0; i < MAX_LINKS; i++)
+        if (!to->feeders[i]) {
+            to->feeders[i] = from;
+            break;
+        }
+}
+
+/* ---- life ---- */
+
+struct rpc_stream *rpc_stream_new(struct event_base *base, int in_fd, int out_fd,
+                                  size_t max_message, const struct rpc_handlers *h, void *ctx,
+                                  struct cordon_err *err)
+{
+    struct rpc_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    s->max = max_message;
+    s->h = h;
+    s->ctx = ctx;
+    if (in_fd >= 0) {
+        evutil_make_socket_nonblocking(in_fd);
+        s->in = bufferevent_socket_new(base, in_fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!s->in)
+            goto fail;
+        bufferevent_setcb(s->in, on_read, NULL, on_in_event, s);
+        bufferevent_enable(s->in, EV_READ);
+    } else {
+        s->in_done = true;
+    }
+    if (out_fd >= 0) {
+        evutil_make_socket_nonblocking(out_fd);
+        s->out = bufferevent_socket_new(base, out_fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!s->out)
+            goto fail;
+        bufferevent_setcb(s->out, NULL, on_write, on_out_event, s);
+        bufferevent_setwatermark(s->out, EV_WRITE, THROTTLE_HIGH / 2, 0);
+        bufferevent_enable(s->out, EV_WRITE);
+    }
+    return s;
+fail:
+    err_set(err, CORDON_E_INTERNAL, "cannot set up a JSON-RPC stream");
+    rpc_stream_free(s);
+    return NULL;
+}
+
+void rpc_stream_free(struct rpc_stream *s)
+{
+    if (!s)
+        return;
+    if (s->in)
+        bufferevent_free(s->in);
+    if (s->out)
+        bufferevent_free(s->out);
+    free(s);
+}
