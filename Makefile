@@ -1,18 +1,22 @@
 # Top-level entry points; meson and ninja do the building.
 #   make        install missing packages, build build/cordon
 #   make demo   ... and show the boundary on a built-in demonstration
-#   make test   ... and run every test (unit, then integration)
+#   make test   ... and run every test (unit, then integration; the npm
+#               packages the MCP tests drive are installed first)
 BUILD  ?= build
 PYTHON ?= /usr/bin/python3
 # CI builds with warnings as errors.
 MESON_OPTS := $(if $(CI),--werror,)
 
-.PHONY: all deps build demo test unit integration bench clean
+.PHONY: all deps test-deps build demo test unit integration bench clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+test-deps: deps
+	@scripts/install-test-deps.sh
 
 $(BUILD)/build.ninja: | deps
 	meson setup $(BUILD) $(MESON_OPTS)
@@ -26,7 +30,7 @@ demo: build
 unit: build
 	meson test -C $(BUILD) --print-errorlogs
 
-integration: build
+integration: build test-deps
 	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 test: unit integration
