@@ -43,6 +43,32 @@ struct rpc_stream {
     struct rpc_stream *feeders[MAX_LINKS]; /* streams whose input feeds our output */
 };
 
+/*
+ * A NUL inside a string would end it early for C code and not for the peer:
+ * a path checked as "/workspace/a" could reach the server as
+ * "/workspace/a\0/../../etc/passwd". Such messages are refused whole.
+ */
+static bool has_nul(const json_t *j, int depth)
+{
+    if (depth > 64)
+        return false; /* jansson caps nesting well below what could hurt here */
+    if (json_is_string(j))
+        return strlen(json_string_value(j)) != json_string_length(j);
+    const char *key;
+    json_t *v;
+    size_t i;
+    if (json_is_object(j)) {
+        json_object_foreach((json_t *)j, key, v)
+            if (has_nul(v, depth + 1))
+                return true;
+    } else if (json_is_array(j)) {
+        json_array_foreach(j, i, v)
+            if (has_nul(v, depth + 1))
+                return true;
+    }
+    return false;
+}
+
 enum rpc_kind rpc_classify(const json_t *msg, const char **method, json_t **id, char *why,
                            size_t len)
 {
@@ -58,6 +84,10 @@ enum rpc_kind rpc_classify(const json_t *msg, const char **method, json_t **id, 
     bool id_ok = idv && (json_is_string(idv) || json_is_integer(idv));
     if (id_ok)
         *id = idv;
+    if (has_nul(msg, 0)) {
+        snprintf(why, len, "a string contains a NUL character");
+        return RPC_KIND_INVALID;
+    }
     json_t *version = json_object_get(msg, "jsonrpc");
     if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0) {
         snprintf(why, len, "\"jsonrpc\" must be \"2.0\"");
@@ -221,7 +251,9 @@ static void handle_line(struct rpc_stream *s, char *line, size_t len)
     if (start == len)
         return; /* a blank line is not a message */
     json_error_t jerr;
-    json_t *msg = json_loadb(line + start, len - start, JSON_REJECT_DUPLICATES, &jerr);
+    /* NULs are let through the parser so rpc_classify can refuse them with the id. */
+    json_t *msg = json_loadb(line + start, len - start, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
+                             &jerr);
     if (!msg) {
         char why[200];
         snprintf(why, sizeof why, "not JSON: %s", jerr.text);

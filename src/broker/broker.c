@@ -1,0 +1,1123 @@
+/*
+ * broker/broker.c: `cordon mcp wrap`. The client talks to us on stdin and
+ * stdout, the sandboxed server on a pair of pipes; we sit between with the
+ * policy's tools section. Everything the server says is hostile input.
+ *
+ * Ids: every request we pass to the server gets an integer id of ours, and
+ * the client's id is put back on the answer. So the server can only answer
+ * what was asked (a response to any other id is dropped), two clients' ids
+ * never collide with the broker's own requests, and a timed-out request can
+ * be answered and cancelled without the server's help.
+ */
+#include "broker/broker.h"
+
+#include "audit/audit.h"
+#include "broker/jsonrpc.h"
+#include "broker/paths.h"
+#include "broker/schema.h"
+#include "broker/spawn.h"
+#include "common/cleanup.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <event2/event.h>
+#include <openssl/evp.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The server's working directory, against which it resolves relative paths. */
+#define SERVER_CWD "/workspace"
+/* After the client leaves: how long the server gets to exit on its stdin's EOF. */
+#define SHUTDOWN_GRACE_S 5
+/* After the server is gone: how long a client that does not read gets to take what is queued. */
+#define FINISH_DRAIN_S 5
+/* Protocol violations recorded one by one; past this only counted. */
+#define VIOLATIONS_RECORDED 20
+/* Pages of tools/list the broker walks itself before giving up. */
+#define MAX_LIST_PAGES 100
+
+enum pending_kind {
+    PENDING_CLIENT,     /* a client's request, answered back to it */
+    PENDING_OWN_LIST,   /* the broker's own tools/list walk, for schemas */
+};
+
+struct pending {
+    struct pending *next;
+    struct broker *b;
+    enum pending_kind kind;
+    long long sid;          /* the id the server saw */
+    json_t *cid;            /* the client's id */
+    char method[64];
+    char tool[130];         /* tools/call: the tool */
+    char args_digest[65];
+    json_t *args;           /* tools/call: recorded when the policy says so */
+    struct timespec start;
+    struct event *timer;
+};
+
+struct broker {
+    const struct policy *p;
+    struct event_base *base;
+    struct rpc_stream *client, *server;
+    struct sandbox_child child;
+    struct audit_log *log;
+    char run_id[33];
+
+    struct pending *pending;
+    long long next_sid;
+    json_t *schemas;        /* tool name -> inputSchema, from every tools/list seen */
+    bool schemas_complete;  /* a full walk since the last list_changed */
+    bool listing;           /* the broker's own walk is under way */
+    unsigned list_pages;
+    json_t *waiting;        /* tools/call requests waiting for the walk */
+    json_t *server_requests; /* ids of server-to-client requests in flight (dumped) -> true */
+
+    uint64_t calls, refused, violations;
+    bool client_done;       /* the client closed its side: no more requests */
+    bool client_gone;       /* and nothing more can reach it */
+    bool server_gone, child_reaped;
+    bool stopped_by_us;     /* the server outstayed the client and was stopped */
+    struct timespec reaped_at;
+    int child_status;
+    struct event *shutdown_timer, *finish_timer;
+    struct event *sigchld, *sigterm, *sigint;
+};
+
+/* ---- audit ---- */
+
+static void record(struct broker *b, const char *type, json_t *fields)
+{
+    if (!b->log) {
+        json_decref(fields);
+        return;
+    }
+    struct cordon_err ignored;
+    audit_append(b->log, type, b->run_id, fields, &ignored);
+}
+
+static void digest_json(const json_t *j, char out[65])
+{
+    _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    unsigned char md[32];
+    unsigned int n = 0;
+    if (!text || EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) != 1) {
+        memset(out, '0', 64);
+        out[64] = '\0';
+        return;
+    }
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static uint64_t ms_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t ms = (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+    return ms < 0 ? 0 : (uint64_t)ms;
+}
+
+/* One mcp.call event: a tools/call and what became of it. */
+static void record_call(struct broker *b, const char *tool, const char *decision,
+                        const char *rule, const char *reason, const char *digest,
+                        const json_t *args, uint64_t duration_ms, json_int_t result_bytes,
+                        int is_error)
+{
+    json_t *f = json_pack("{s:s, s:s, s:s, s:I}", "tool", tool, "decision", decision,
+                          "arguments_digest", digest, "duration_ms", (json_int_t)duration_ms);
+    if (!f)
+        return;
+    if (rule)
+        json_object_set_new(f, "rule", json_string(rule));
+    if (reason)
+        json_object_set_new(f, "reason", json_string(reason));
+    if (result_bytes >= 0)
+        json_object_set_new(f, "result_bytes", json_integer(result_bytes));
+    if (is_error >= 0)
+        json_object_set_new(f, "is_error", json_boolean(is_error));
+    if (args && b->p->tools.record_arguments)
+        json_object_set(f, "arguments", (json_t *)args);
+    record(b, "mcp.call", f);
+}
+
+/* A message from PEER that breaks the protocol: counted, the first few recorded. */
+static void violation(struct broker *b, const char *peer, const char *why)
+{
+    if (++b->violations <= VIOLATIONS_RECORDED)
+        record(b, "mcp.protocol", json_pack("{s:s, s:s}", "from", peer, "problem", why));
+}
+
+/* ---- sending ---- */
+
+static void to_client(struct broker *b, json_t *msg)
+{
+    if (msg && !b->client_gone)
+        rpc_send(b->client, msg);
+    json_decref(msg);
+}
+
+static void to_server(struct broker *b, json_t *msg)
+{
+    if (msg && !b->server_gone)
+        rpc_send(b->server, msg);
+    json_decref(msg);
+}
+
+/* A tool failure the model can read, as the spec prefers to a protocol error. */
+static json_t *tool_error(const json_t *id, const char *text)
+{
+    return rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text",
+                                    text, "isError", 1));
+}
+
+/* ---- pending requests ---- */
+
+static void pending_free(struct pending *q)
+{
+    if (q->timer)
+        event_free(q->timer);
+    json_decref(q->cid);
+    json_decref(q->args);
+    free(q);
+}
+
+static struct pending *pending_take(struct broker *b, long long sid)
+{
+    for (struct pending **at = &b->pending; *at; at = &(*at)->next)
+        if ((*at)->sid == sid) {
+            struct pending *q = *at;
+            *at = q->next;
+            return q;
+        }
+    return NULL;
+}
+
+static bool client_id_in_use(const struct broker *b, const json_t *cid)
+{
+    for (const struct pending *q = b->pending; q; q = q->next)
+        if (q->cid && json_equal(q->cid, cid))
+            return true;
+    return false;
+}
+
+static void fail_waiting(struct broker *b, const char *why);
+static void own_list_next(struct broker *b, const json_t *cursor);
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct pending *q = arg;
+    struct broker *b = q->b;
+    q = pending_take(b, q->sid);
+    if (!q)
+        return;
+    double secs = (double)b->p->tools.call_timeout_ms / 1000.0;
+    /* Ask the server to stop working on it; its late answer will be dropped. */
+    to_server(b, rpc_notification("notifications/cancelled",
+                                  json_pack("{s:I, s:s}", "requestId", (json_int_t)q->sid,
+                                            "reason", "timed out in cordon's broker")));
+    if (q->kind == PENDING_OWN_LIST) {
+        b->listing = false;
+        fail_waiting(b, "the server did not list its tools in time");
+    } else {
+        to_client(b, rpc_error(q->cid, RPC_REQUEST_TIMEOUT,
+                               "cordon: the server did not answer %s within %gs", q->method,
+                               secs));
+        if (q->tool[0])
+            record_call(b, q->tool, "timeout", "call_timeout", NULL, q->args_digest, q->args,
+                        ms_since(&q->start), -1, -1);
+    }
+    pending_free(q);
+}
+
+/*
+ * Send MSG (a request; copied) to the server under an id of ours, and
+ * remember what to do with the answer. Returns the entry, or NULL when the
+ * server is gone (the caller answers the client).
+ */
+static struct pending *forward_request(struct broker *b, const json_t *msg, json_t *cid,
+                                       enum pending_kind kind, const char *method)
+{
+    if (b->server_gone)
+        return NULL;
+    struct pending *q = calloc(1, sizeof *q);
+    _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
+    if (!q || !copy) {
+        free(q);
+        return NULL;
+    }
+    q->b = b;
+    q->kind = kind;
+    q->sid = ++b->next_sid;
+    q->cid = json_incref(cid);
+    snprintf(q->method, sizeof q->method, "%s", method);
+    clock_gettime(CLOCK_MONOTONIC, &q->start);
+    json_object_set_new(copy, "id", json_integer(q->sid));
+    if (b->p->tools.call_timeout_ms) {
+        q->timer = evtimer_new(b->base, on_timeout, q);
+        struct timeval tv = { .tv_sec = (time_t)(b->p->tools.call_timeout_ms / 1000),
+                              .tv_usec = (suseconds_t)(b->p->tools.call_timeout_ms % 1000) * 1000 };
+        if (q->timer)
+            evtimer_add(q->timer, &tv);
+    }
+    q->next = b->pending;
+    b->pending = q;
+    rpc_send(b->server, copy);
+    return q;
+}
+
+/* ---- the policy's view of methods ---- */
+
+/* May the client call METHOD at all? */
+static bool client_method_allowed(const struct policy *p, const char *method)
+{
+    static const char *const always[] = { "initialize", "ping", "tools/list", "tools/call" };
+    for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
+        if (!strcmp(method, always[i]))
+            return true;
+    if (!strncmp(method, "resources/", 10))
+        return p->tools.resources;
+    if (!strncmp(method, "prompts/", 8))
+        return p->tools.prompts;
+    if (!strcmp(method, "completion/complete"))
+        return p->tools.resources || p->tools.prompts;
+    if (!strcmp(method, "logging/setLevel"))
+        return p->tools.logging;
+    return false;
+}
+
+/* May the server ask the client METHOD? */
+static bool server_request_allowed(const struct policy *p, const char *method)
+{
+    if (!strcmp(method, "sampling/createMessage"))
+        return p->tools.sampling;
+    if (!strcmp(method, "elicitation/create"))
+        return p->tools.elicitation;
+    if (!strcmp(method, "roots/list"))
+        return p->tools.roots;
+    return false;
+}
+
+/* Which notifications pass, in each direction. */
+static bool notification_allowed(const struct policy *p, const char *method, bool from_server)
+{
+    if (!strcmp(method, "notifications/cancelled") || !strcmp(method, "notifications/progress"))
+        return true;
+    if (from_server) {
+        if (!strcmp(method, "notifications/tools/list_changed"))
+            return true;
+        if (!strcmp(method, "notifications/message"))
+            return p->tools.logging;
+        if (!strncmp(method, "notifications/resources/", 24))
+            return p->tools.resources;
+        if (!strcmp(method, "notifications/prompts/list_changed"))
+            return p->tools.prompts;
+        return false;
+    }
+    if (!strcmp(method, "notifications/initialized"))
+        return true;
+    if (!strcmp(method, "notifications/roots/list_changed"))
+        return p->tools.roots;
+    return false;
+}
+
+/* ---- argument rules ---- */
+
+static size_t utf8_length(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xc0) != 0x80)
+            n++;
+    return n;
+}
+
+/* The whole of S must match RE; a match that runs out of budget is a refusal. */
+static int full_match(const char *re, const char *s, char *why, size_t len)
+{
+    int code = 0;
+    PCRE2_SIZE at = 0;
+    pcre2_code *c = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
+                                  PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED,
+                                  &code, &at, NULL);
+    if (!c)
+        return snprintf(why, len, "pattern \"%s\" does not compile", re), -1;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(c, NULL);
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    int rc = -1;
+    if (md && mc) {
+        pcre2_set_match_limit(mc, 100000);
+        pcre2_set_depth_limit(mc, 1000);
+        rc = pcre2_match(c, (PCRE2_SPTR)s, PCRE2_ZERO_TERMINATED, 0, 0, md, mc);
+    }
+    pcre2_match_context_free(mc);
+    pcre2_match_data_free(md);
+    pcre2_code_free(c);
+    if (rc >= 0)
+        return 0;
+    if (rc == PCRE2_ERROR_NOMATCH)
+        snprintf(why, len, "does not match pattern \"%s\"", re);
+    else
+        snprintf(why, len, "cannot be checked against pattern \"%s\"", re);
+    return -1;
+}
+
+static int check_string(const struct policy_arg_rule *r, const char *s, char *why, size_t len)
+{
+    char sub[300];
+    if (r->max_length && utf8_length(s) > r->max_length)
+        return snprintf(why, len, "arguments.%s: longer than %llu characters", r->arg,
+                        (unsigned long long)r->max_length), -1;
+    if (r->pattern && full_match(r->pattern, s, sub, sizeof sub) < 0)
+        return snprintf(why, len, "arguments.%s: %s", r->arg, sub), -1;
+    if (r->n_under || r->n_deny) {
+        struct path_rule pr = { (const char *const *)r->under, r->n_under,
+                                (const char *const *)r->deny, r->n_deny };
+        if (path_rule_check(&pr, s, SERVER_CWD, sub, sizeof sub) < 0)
+            return snprintf(why, len, "arguments.%s: %s", r->arg, sub), -1;
+    }
+    return 0;
+}
+
+/* The policy's rules for TOOL over ARGS; a list is judged item by item. */
+static int check_rules(const struct policy *p, const char *tool, const json_t *args,
+                       char *rule, size_t rule_len, char *why, size_t len)
+{
+    const struct policy_tool_rules *tr = policy_tool_rules(p, tool);
+    for (size_t i = 0; tr && i < tr->n_args; i++) {
+        const struct policy_arg_rule *r = &tr->args[i];
+        json_t *v = json_object_get(args, r->arg);
+        if (!v)
+            continue;
+        snprintf(rule, rule_len, "rule:%s", r->arg);
+        if (json_is_string(v)) {
+            TRY(check_string(r, json_string_value(v), why, len));
+            continue;
+        }
+        if (!json_is_array(v))
+            return snprintf(why, len, "arguments.%s: expected a string", r->arg), -1;
+        size_t k;
+        json_t *item;
+        json_array_foreach(v, k, item) {
+            if (!json_is_string(item))
+                return snprintf(why, len, "arguments.%s[%zu]: expected a string", r->arg, k), -1;
+            TRY(check_string(r, json_string_value(item), why, len));
+        }
+    }
+    return 0;
+}
+
+/* ---- tools/call ---- */
+
+static void refuse_call(struct broker *b, const json_t *id, const char *tool, const char *rule,
+                        const char *why, const char *digest, const json_t *args,
+                        bool protocol_error)
+{
+    b->refused++;
+    if (protocol_error)
+        to_client(b, rpc_error(id, RPC_INVALID_PARAMS, "%s", why));
+    else {
+        char text[600];
+        snprintf(text, sizeof text, "cordon refused this call: %s", why);
+        to_client(b, tool_error(id, text));
+    }
+    record_call(b, tool, "refused", rule, why, digest, args, 0, -1, -1);
+}
+
+static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted);
+
+static void start_own_list(struct broker *b)
+{
+    if (b->listing)
+        return;
+    b->listing = true;
+    b->list_pages = 0;
+    own_list_next(b, NULL);
+}
+
+static void own_list_next(struct broker *b, const json_t *cursor)
+{
+    json_t *params = cursor ? json_pack("{s:O}", "cursor", cursor) : json_object();
+    _cleanup_(json_decrefp) json_t *req =
+        json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 0, "method", "tools/list",
+                  "params", params);
+    if (!req || !forward_request(b, req, NULL, PENDING_OWN_LIST, "tools/list")) {
+        b->listing = false;
+        fail_waiting(b, "the server is gone");
+    }
+}
+
+/* Calls that waited for schemas: judged now, or refused. */
+static void run_waiting(struct broker *b)
+{
+    _cleanup_(json_decrefp) json_t *w = b->waiting;
+    b->waiting = json_array();
+    size_t i;
+    json_t *msg;
+    json_array_foreach(w, i, msg)
+        handle_call(b, msg, json_object_get(msg, "id"), true);
+}
+
+static void fail_waiting(struct broker *b, const char *why)
+{
+    size_t i;
+    json_t *msg;
+    json_array_foreach(b->waiting, i, msg)
+        to_client(b, rpc_error(json_object_get(msg, "id"), RPC_INTERNAL_ERROR, "cordon: %s",
+                               why));
+    json_array_clear(b->waiting);
+}
+
+static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
+{
+    const struct policy *p = b->p;
+    json_t *params = json_object_get(msg, "params");
+    json_t *name = json_object_get(params, "name");
+    if (!json_is_object(params) || !json_is_string(name)) {
+        to_client(b, rpc_error(id, RPC_INVALID_PARAMS, "tools/call needs params.name"));
+        return;
+    }
+    const char *tool = json_string_value(name);
+    json_t *args = json_object_get(params, "arguments");
+    _cleanup_(json_decrefp) json_t *empty = json_object();
+    char digest[65];
+    digest_json(args ? args : empty, digest);
+    /* Every attempt counts, refused ones too; a call that waited was counted already. */
+    if (!counted && ++b->calls > p->tools.max_calls && p->tools.max_calls) {
+        char why[120];
+        snprintf(why, sizeof why, "the session's limit of %llu tool calls is spent",
+                 (unsigned long long)p->tools.max_calls);
+        refuse_call(b, id, tool, "max_calls", why, digest, args, false);
+        return;
+    }
+    if (!policy_tool_allowed(p, tool)) {
+        /* Unknown, as the spec words it: a hidden tool is not admitted to exist. */
+        char why[200];
+        snprintf(why, sizeof why, "Unknown tool: %s", tool);
+        refuse_call(b, id, tool, "not_allowed", why, digest, args, true);
+        return;
+    }
+    if (args && !json_is_object(args)) {
+        refuse_call(b, id, tool, "schema", "arguments must be an object", digest, args, true);
+        return;
+    }
+    json_t *schema = json_object_get(b->schemas, tool);
+    if (!schema && !b->schemas_complete) {
+        json_array_append(b->waiting, msg);
+        start_own_list(b);
+        return;
+    }
+    if (!schema) {
+        char why[200];
+        snprintf(why, sizeof why, "Unknown tool: %s", tool);
+        refuse_call(b, id, tool, "not_offered", why, digest, args, true);
+        return;
+    }
+    char why[400], rule[160] = "schema";
+    if (schema_check(schema, args ? args : empty, "arguments", why, sizeof why) < 0 ||
+        check_rules(p, tool, args ? args : empty, rule, sizeof rule, why, sizeof why) < 0) {
+        refuse_call(b, id, tool, rule, why, digest, args, false);
+        return;
+    }
+    struct pending *q = forward_request(b, msg, id, PENDING_CLIENT, "tools/call");
+    if (!q) {
+        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server has exited"));
+        return;
+    }
+    snprintf(q->tool, sizeof q->tool, "%s", tool);
+    memcpy(q->args_digest, digest, sizeof digest);
+    q->args = json_incref(args);
+}
+
+/* ---- client to server ---- */
+
+/* The client's capabilities, less what the policy keeps from the server. */
+static void strip_client_capabilities(const struct policy *p, json_t *msg)
+{
+    json_t *caps = json_object_get(json_object_get(msg, "params"), "capabilities");
+    if (!json_is_object(caps))
+        return;
+    if (!p->tools.sampling)
+        json_object_del(caps, "sampling");
+    if (!p->tools.elicitation)
+        json_object_del(caps, "elicitation");
+    if (!p->tools.roots)
+        json_object_del(caps, "roots");
+}
+
+static void client_request(struct broker *b, json_t *msg, const char *method, json_t *id)
+{
+    if (client_id_in_use(b, id)) {
+        violation(b, "client", "a request id already in flight");
+        to_client(b, rpc_error(id, RPC_INVALID_REQUEST, "request id already in use"));
+        return;
+    }
+    if (!client_method_allowed(b->p, method)) {
+        b->refused++;
+        record(b, "mcp.refused", json_pack("{s:s, s:s}", "from", "client", "method", method));
+        to_client(b, rpc_error(id, RPC_METHOD_NOT_FOUND, "Method not found: %s", method));
+        return;
+    }
+    if (!strcmp(method, "tools/call")) {
+        handle_call(b, msg, id, false);
+        return;
+    }
+    _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
+    if (!strcmp(method, "initialize"))
+        strip_client_capabilities(b->p, copy);
+    if (!forward_request(b, copy, id, PENDING_CLIENT, method))
+        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server has exited"));
+}
+
+static void client_notification(struct broker *b, json_t *msg, const char *method)
+{
+    if (!notification_allowed(b->p, method, false))
+        return;
+    if (!strcmp(method, "notifications/cancelled")) {
+        /* The client names its own id; the server knows ours. */
+        json_t *params = json_object_get(msg, "params");
+        json_t *rid = json_object_get(params, "requestId");
+        for (struct pending *q = b->pending; rid && q; q = q->next)
+            if (q->cid && json_equal(q->cid, rid)) {
+                _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
+                json_object_set_new(json_object_get(copy, "params"), "requestId",
+                                    json_integer(q->sid));
+                to_server(b, json_incref(copy));
+                return;
+            }
+        return;
+    }
+    to_server(b, json_incref(msg));
+}
+
+/* The client answers a request the server made: only one still open. */
+static void client_response(struct broker *b, json_t *msg, json_t *id)
+{
+    _cleanup_free_ char *key = id ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (!key || !json_object_get(b->server_requests, key)) {
+        violation(b, "client", "a response to no open request");
+        return;
+    }
+    json_object_del(b->server_requests, key);
+    to_server(b, json_incref(msg));
+}
+
+static void on_client_message(void *ctx, struct rpc_stream *s, json_t *msg)
+{
+    (void)s;
+    struct broker *b = ctx;
+    const char *method;
+    json_t *id;
+    char why[160];
+    switch (rpc_classify(msg, &method, &id, why, sizeof why)) {
+    case RPC_KIND_REQUEST:
+        client_request(b, msg, method, id);
+        break;
+    case RPC_KIND_NOTIFICATION:
+        client_notification(b, msg, method);
+        break;
+    case RPC_KIND_RESPONSE:
+        client_response(b, msg, id);
+        break;
+    case RPC_KIND_INVALID:
+        violation(b, "client", why);
+        to_client(b, rpc_error(id, RPC_INVALID_REQUEST, "Invalid Request: %s", why));
+        break;
+    }
+}
+
+static void on_client_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t len,
+                              bool oversized, const char *why)
+{
+    (void)s;
+    (void)line;
+    (void)len;
+    struct broker *b = ctx;
+    violation(b, "client", why);
+    to_client(b, rpc_error(NULL, oversized ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR, "%s%s",
+                           oversized ? "" : "Parse error: ", why));
+}
+
+/* ---- server to client ---- */
+
+/* Keep only allowed tools in a tools/list result, and learn their schemas. */
+static void filter_tools(struct broker *b, json_t *result)
+{
+    json_t *tools = json_object_get(result, "tools");
+    if (!json_is_array(tools)) {
+        json_object_set_new(result, "tools", json_array());
+        return;
+    }
+    _cleanup_(json_decrefp) json_t *kept = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *name = json_object_get(t, "name");
+        json_t *schema = json_object_get(t, "inputSchema");
+        if (!json_is_string(name) || !json_is_object(schema))
+            continue;
+        if (!policy_tool_allowed(b->p, json_string_value(name)))
+            continue;
+        json_object_set(b->schemas, json_string_value(name), schema);
+        json_array_append(kept, t);
+    }
+    json_object_set(result, "tools", kept);
+}
+
+/* What the client may learn the server can do. */
+static void filter_capabilities(const struct policy *p, json_t *result)
+{
+    json_t *caps = json_object_get(result, "capabilities");
+    if (!json_is_object(caps))
+        return;
+    if (!p->tools.resources)
+        json_object_del(caps, "resources");
+    if (!p->tools.prompts)
+        json_object_del(caps, "prompts");
+    if (!p->tools.resources && !p->tools.prompts)
+        json_object_del(caps, "completions");
+    if (!p->tools.logging)
+        json_object_del(caps, "logging");
+    json_object_del(caps, "experimental");
+    json_object_del(caps, "tasks");
+}
+
+static void own_list_answer(struct broker *b, json_t *msg)
+{
+    json_t *result = json_object_get(msg, "result");
+    if (!json_is_object(result)) {
+        b->listing = false;
+        fail_waiting(b, "the server refused to list its tools");
+        return;
+    }
+    _cleanup_(json_decrefp) json_t *copy = json_deep_copy(result);
+    filter_tools(b, copy);
+    json_t *cursor = json_object_get(result, "nextCursor");
+    if (json_is_string(cursor) && ++b->list_pages < MAX_LIST_PAGES) {
+        own_list_next(b, cursor);
+        return;
+    }
+    b->listing = false;
+    b->schemas_complete = true;
+    run_waiting(b);
+}
+
+static void client_answer(struct broker *b, struct pending *q, json_t *msg)
+{
+    _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
+    json_object_set(copy, "id", q->cid);
+    json_t *result = json_object_get(copy, "result");
+    if (json_is_object(result)) {
+        if (!strcmp(q->method, "initialize")) {
+            filter_capabilities(b->p, result);
+            json_t *info = json_object_get(result, "serverInfo");
+            json_t *version = json_object_get(result, "protocolVersion");
+            record(b, "mcp.session", json_pack("{s:O?, s:O?}", "server", info,
+                                               "protocol_version", version));
+        } else if (!strcmp(q->method, "tools/list")) {
+            filter_tools(b, result);
+        }
+    } else if (result && !strcmp(q->method, "tools/list")) {
+        json_object_set_new(copy, "result", json_pack("{s:[]}", "tools"));
+    }
+    if (q->tool[0]) {
+        _cleanup_free_ char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+        json_int_t size = text ? (json_int_t)strlen(text) : 0;
+        int is_error = json_is_true(json_object_get(result, "isError")) || !result;
+        if ((uint64_t)size > b->p->tools.max_result_bytes) {
+            char why[200];
+            snprintf(why, sizeof why,
+                     "cordon: the tool's result (%lld bytes) exceeds max_result_bytes (%llu)",
+                     (long long)size, (unsigned long long)b->p->tools.max_result_bytes);
+            record_call(b, q->tool, "allowed", "max_result_bytes", why, q->args_digest, q->args,
+                        ms_since(&q->start), size, 1);
+            to_client(b, tool_error(q->cid, why));
+            return;
+        }
+        record_call(b, q->tool, "allowed", NULL, NULL, q->args_digest, q->args,
+                    ms_since(&q->start), size, is_error);
+    }
+    to_client(b, json_incref(copy));
+}
+
+static void server_response(struct broker *b, json_t *msg, json_t *id)
+{
+    struct pending *q = json_is_integer(id) ? pending_take(b, json_integer_value(id)) : NULL;
+    if (!q) {
+        violation(b, "server", "a response to a request never made (or already answered)");
+        return;
+    }
+    if (q->kind == PENDING_OWN_LIST)
+        own_list_answer(b, msg);
+    else
+        client_answer(b, q, msg);
+    pending_free(q);
+}
+
+static void server_request(struct broker *b, json_t *msg, const char *method, json_t *id)
+{
+    if (!strcmp(method, "ping")) {
+        to_server(b, rpc_result(id, json_object()));
+        return;
+    }
+    if (!server_request_allowed(b->p, method)) {
+        b->refused++;
+        record(b, "mcp.refused", json_pack("{s:s, s:s}", "from", "server", "method", method));
+        to_server(b, rpc_error(id, RPC_METHOD_NOT_FOUND, "cordon: %s is not allowed by policy",
+                               method));
+        return;
+    }
+    _cleanup_free_ char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (!key || json_object_get(b->server_requests, key)) {
+        violation(b, "server", "a request id already in flight");
+        to_server(b, rpc_error(id, RPC_INVALID_REQUEST, "request id already in use"));
+        return;
+    }
+    json_object_set_new(b->server_requests, key, json_true());
+    to_client(b, json_incref(msg));
+}
+
+static void server_notification(struct broker *b, json_t *msg, const char *method)
+{
+    if (!notification_allowed(b->p, method, true))
+        return;
+    if (!strcmp(method, "notifications/tools/list_changed")) {
+        json_object_clear(b->schemas);
+        b->schemas_complete = false;
+    }
+    if (!strcmp(method, "notifications/cancelled")) {
+        /* Only for a request the server itself made. */
+        json_t *rid = json_object_get(json_object_get(msg, "params"), "requestId");
+        _cleanup_free_ char *key = rid ? json_dumps(rid, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        if (!key || !json_object_get(b->server_requests, key))
+            return;
+        json_object_del(b->server_requests, key);
+    }
+    to_client(b, json_incref(msg));
+}
+
+static void on_server_message(void *ctx, struct rpc_stream *s, json_t *msg)
+{
+    (void)s;
+    struct broker *b = ctx;
+    const char *method;
+    json_t *id;
+    char why[160];
+    switch (rpc_classify(msg, &method, &id, why, sizeof why)) {
+    case RPC_KIND_REQUEST:
+        server_request(b, msg, method, id);
+        break;
+    case RPC_KIND_NOTIFICATION:
+        server_notification(b, msg, method);
+        break;
+    case RPC_KIND_RESPONSE:
+        server_response(b, msg, id);
+        break;
+    case RPC_KIND_INVALID: {
+        violation(b, "server", why);
+        /* A malformed answer to one of ours still ends that request. */
+        struct pending *q = json_is_integer(id) ? pending_take(b, json_integer_value(id)) : NULL;
+        if (q && q->kind == PENDING_CLIENT)
+            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR,
+                                   "cordon: the server sent an invalid response: %s", why));
+        if (q && q->kind == PENDING_OWN_LIST) {
+            b->listing = false;
+            fail_waiting(b, "the server sent an invalid tool list");
+        }
+        if (q)
+            pending_free(q);
+        break;
+    }
+    }
+}
+
+static void on_server_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t len,
+                              bool oversized, const char *why)
+{
+    (void)s;
+    struct broker *b = ctx;
+    violation(b, "server", why);
+    if (!oversized)
+        return;
+    /* Most likely an answer too large to carry: end the request it answered. */
+    long long sid = rpc_guess_id(line, len);
+    struct pending *q = sid > 0 ? pending_take(b, sid) : NULL;
+    if (!q)
+        return;
+    if (q->kind == PENDING_CLIENT) {
+        char text[200];
+        snprintf(text, sizeof text, "cordon: the server's answer exceeds max_message_bytes (%llu)",
+                 (unsigned long long)b->p->tools.max_message_bytes);
+        if (q->tool[0]) {
+            record_call(b, q->tool, "allowed", "max_message_bytes", text, q->args_digest,
+                        q->args, ms_since(&q->start), -1, 1);
+            to_client(b, tool_error(q->cid, text));
+        } else {
+            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR, "%s", text));
+        }
+    } else {
+        b->listing = false;
+        fail_waiting(b, "the server's tool list exceeds max_message_bytes");
+    }
+    pending_free(q);
+}
+
+/* ---- ending ---- */
+
+static void maybe_finish(struct broker *b);
+
+static void on_finish_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    maybe_finish(arg);
+}
+
+/*
+ * Done when the server is reaped and the client has what we owed it, or
+ * FINISH_DRAIN_S later if the client stopped reading.
+ */
+static void maybe_finish(struct broker *b)
+{
+    if (!b->child_reaped)
+        return;
+    if (!b->reaped_at.tv_sec)
+        clock_gettime(CLOCK_MONOTONIC, &b->reaped_at);
+    if (!b->client_gone && rpc_stream_pending_output(b->client) > 0 &&
+        ms_since(&b->reaped_at) < FINISH_DRAIN_S * 1000) {
+        struct timeval tv = { 0, 20000 };
+        evtimer_add(b->finish_timer, &tv);
+        return;
+    }
+    event_base_loopbreak(b->base);
+}
+
+static void server_ended(struct broker *b)
+{
+    if (b->server_gone)
+        return;
+    b->server_gone = true;
+    /* Nothing more will be answered: say so for every open request. */
+    while (b->pending) {
+        struct pending *q = b->pending;
+        b->pending = q->next;
+        if (q->kind == PENDING_CLIENT)
+            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR,
+                                   "cordon: the server exited before answering"));
+        pending_free(q);
+    }
+    b->listing = false;
+    fail_waiting(b, "the server exited");
+    maybe_finish(b);
+}
+
+static void on_shutdown_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct broker *b = arg;
+    if (b->child_reaped)
+        return;
+    /* cordon_run's supervisor turns SIGTERM into a stop with a grace period. */
+    b->stopped_by_us = true;
+    kill(b->child.pid, SIGTERM);
+}
+
+static void client_ended(struct broker *b)
+{
+    if (b->client_done)
+        return;
+    b->client_done = true;
+    /* EOF on the server's stdin is how stdio MCP says goodbye. */
+    rpc_stream_close_output(b->server);
+    struct timeval tv = { SHUTDOWN_GRACE_S, 0 };
+    evtimer_add(b->shutdown_timer, &tv);
+    maybe_finish(b);
+}
+
+static void on_client_closed(void *ctx, struct rpc_stream *s, bool output_failed)
+{
+    (void)s;
+    struct broker *b = ctx;
+    /* A client that closed only its stdin still reads the answers it is owed. */
+    if (output_failed)
+        b->client_gone = true;
+    client_ended(b);
+}
+
+static void on_server_closed(void *ctx, struct rpc_stream *s, bool output_failed)
+{
+    (void)s;
+    struct broker *b = ctx;
+    if (output_failed)
+        return; /* its stdin closed; its stdout ending is what counts */
+    server_ended(b);
+}
+
+static void on_sigchld(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct broker *b = arg;
+    int st;
+    if (b->child_reaped || waitpid(b->child.pid, &st, WNOHANG) != b->child.pid)
+        return;
+    b->child_reaped = true;
+    b->child_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    server_ended(b);
+    maybe_finish(b);
+}
+
+static void on_stop_signal(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct broker *b = arg;
+    if (!b->child_reaped)
+        kill(b->child.pid, (int)fd == SIGINT ? SIGINT : SIGTERM);
+    client_ended(b);
+}
+
+static const struct rpc_handlers client_handlers = {
+    .message = on_client_message,
+    .garbage = on_client_garbage,
+    .closed = on_client_closed,
+};
+
+static const struct rpc_handlers server_handlers = {
+    .message = on_server_message,
+    .garbage = on_server_garbage,
+    .closed = on_server_closed,
+};
+
+static void broker_release(struct broker *b)
+{
+    while (b->pending) {
+        struct pending *q = b->pending;
+        b->pending = q->next;
+        pending_free(q);
+    }
+    struct event *evs[] = { b->shutdown_timer, b->finish_timer, b->sigchld, b->sigterm,
+                            b->sigint };
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if (evs[i])
+            event_free(evs[i]);
+    rpc_stream_free(b->client);
+    rpc_stream_free(b->server);
+    json_decref(b->schemas);
+    json_decref(b->waiting);
+    json_decref(b->server_requests);
+    if (b->log) {
+        struct cordon_err ignored;
+        audit_close(b->log, &ignored);
+        audit_free(b->log);
+    }
+    if (b->base)
+        event_base_free(b->base);
+}
+
+static struct event_base *new_base(void)
+{
+    /* poll, not epoll: stdin may be a regular file, which epoll refuses. */
+    struct event_config *cfg = event_config_new();
+    if (!cfg)
+        return NULL;
+    event_config_require_features(cfg, EV_FEATURE_FDS);
+    struct event_base *base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return base;
+}
+
+int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
+             struct cordon_err *err)
+{
+    struct broker b = { .p = p, .child = { .pid = -1 } };
+    *status = 0;
+    audit_new_run_id(b.run_id);
+    b.schemas = json_object();
+    b.waiting = json_array();
+    b.server_requests = json_object();
+    if (!b.schemas || !b.waiting || !b.server_requests)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (p->audit.file) {
+        struct audit_options ao = {
+            .path = p->audit.file,
+            .sign_key = p->audit.sign_key,
+            .checkpoint_every = p->audit.checkpoint_every,
+            .record_arguments = p->tools.record_arguments,
+            .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
+                                                                 : AUDIT_FSYNC_CLOSE,
+        };
+        b.log = audit_open(&ao, err);
+        if (!b.log) {
+            broker_release(&b);
+            return err_prefix(err, "audit");
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    b.base = new_base();
+    if (!b.base) {
+        broker_release(&b);
+        return err_set(err, CORDON_E_INTERNAL, "cannot start the event loop");
+    }
+    /* Signal events before the fork, so no SIGCHLD can slip past them. */
+    b.sigchld = evsignal_new(b.base, SIGCHLD, on_sigchld, &b);
+    b.sigterm = evsignal_new(b.base, SIGTERM, on_stop_signal, &b);
+    b.sigint = evsignal_new(b.base, SIGINT, on_stop_signal, &b);
+    b.shutdown_timer = evtimer_new(b.base, on_shutdown_timer, &b);
+    b.finish_timer = evtimer_new(b.base, on_finish_tick, &b);
+    if (!b.sigchld || !b.sigterm || !b.sigint || !b.shutdown_timer || !b.finish_timer ||
+        evsignal_add(b.sigchld, NULL) < 0 || evsignal_add(b.sigterm, NULL) < 0 ||
+        evsignal_add(b.sigint, NULL) < 0) {
+        broker_release(&b);
+        return err_set(err, CORDON_E_INTERNAL, "cannot set up the broker's events");
+    }
+    if (sandbox_spawn(p, server_argv, b.run_id, false, &b.child, err) < 0) {
+        broker_release(&b);
+        return -1;
+    }
+    size_t max = (size_t)p->tools.max_message_bytes;
+    b.client = rpc_stream_new(b.base, STDIN_FILENO, STDOUT_FILENO, max, &client_handlers, &b, err);
+    b.server = b.client ? rpc_stream_new(b.base, b.child.stdout_fd, b.child.stdin_fd, max,
+                                         &server_handlers, &b, err)
+                        : NULL;
+    if (!b.server) {
+        kill(b.child.pid, SIGKILL);
+        waitpid(b.child.pid, NULL, 0);
+        sandbox_child_close(&b.child);
+        broker_release(&b);
+        return -1;
+    }
+    /* The streams own these descriptors now. */
+    b.child.stdin_fd = b.child.stdout_fd = -1;
+    rpc_stream_throttle(b.client, b.server);
+    rpc_stream_throttle(b.client, b.client);
+    rpc_stream_throttle(b.server, b.client);
+    rpc_stream_throttle(b.server, b.server);
+
+    event_base_dispatch(b.base);
+
+    if (!b.child_reaped) {
+        kill(b.child.pid, SIGTERM);
+        int st;
+        if (waitpid(b.child.pid, &st, 0) == b.child.pid)
+            b.child_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    record(&b, "mcp.session.end",
+           json_pack("{s:I, s:I, s:I, s:i}", "calls", (json_int_t)b.calls, "refused",
+                     (json_int_t)b.refused, "violations", (json_int_t)b.violations,
+                     "server_status", b.child_status));
+    sandbox_child_close(&b.child);
+    broker_release(&b);
+    /* The server's own status, unless it was stopped because the client left. */
+    *status = b.stopped_by_us ? 0 : b.child_status;
+    return 0;
+}

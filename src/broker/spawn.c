@@ -1,0 +1,122 @@
+/*
+ * broker/spawn.c: fork, wire pipes, cordon_run() in the child, result back
+ * through a pipe.
+ */
+#include "broker/spawn.h"
+
+#include "common/cleanup.h"
+#include "core/run.h"
+#include "sandbox/backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void close_pair(int fds[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+}
+
+/* Write all of BUF, retrying short writes. */
+static void write_all(int fd, const char *buf, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+__attribute__((noreturn))
+static void child_main(const struct policy *p, char *const *argv, const char *run_id,
+                       int in_fd, int out_fd, int err_fd, int result_fd)
+{
+    /* The broker's handlers and loop are not ours: a default SIGPIPE would
+     * kill the supervisor on a vanished reader, SIGTERM must reach cordon_run. */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    struct sandbox_call call = {
+        .argv = argv,
+        .run_id = run_id,
+        .in_fd = in_fd,
+        .out_fd = out_fd,
+        .err_fd = err_fd,
+    };
+    struct cordon_err err = { 0 };
+    struct sandbox_result res;
+    cordon_run(p, &call, &res, &err);
+    json_t *j = sandbox_result_to_json(&res, p);
+    if (j) {
+        json_object_set_new(j, "status", json_integer(res.status));
+        char *text = json_dumps(j, JSON_COMPACT);
+        if (text)
+            write_all(result_fd, text, strlen(text));
+        free(text);
+        json_decref(j);
+    }
+    _exit(res.status);
+}
+
+int sandbox_spawn(const struct policy *p, char *const *argv, const char *run_id,
+                  bool capture_stderr, struct sandbox_child *c, struct cordon_err *err)
+{
+    int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, res[2] = { -1, -1 };
+    *c = (struct sandbox_child){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
+                                 .result_fd = -1 };
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0 ||
+        (capture_stderr && pipe2(errp, O_CLOEXEC) < 0)) {
+        err_sys(err, CORDON_E_SETUP, "cannot create pipes for the sandbox");
+        goto fail;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot fork the sandbox supervisor");
+        goto fail;
+    }
+    if (pid == 0) {
+        close(in[1]);
+        close(out[0]);
+        close(res[0]);
+        if (capture_stderr)
+            close(errp[0]);
+        child_main(p, argv, run_id, in[0], out[1], capture_stderr ? errp[1] : STDERR_FILENO,
+                   res[1]);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(res[1]);
+    if (capture_stderr)
+        close(errp[1]);
+    *c = (struct sandbox_child){ .pid = pid, .stdin_fd = in[1], .stdout_fd = out[0],
+                                 .stderr_fd = capture_stderr ? errp[0] : -1,
+                                 .result_fd = res[0] };
+    return 0;
+fail:
+    close_pair(in);
+    close_pair(out);
+    close_pair(errp);
+    close_pair(res);
+    return -1;
+}
+
+void sandbox_child_close(struct sandbox_child *c)
+{
+    int *fds[] = { &c->stdin_fd, &c->stdout_fd, &c->stderr_fd, &c->result_fd };
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
