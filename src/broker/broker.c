@@ -17,6 +17,7 @@
 #include "broker/schema.h"
 #include "broker/spawn.h"
 #include "common/cleanup.h"
+#include "core/run.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -41,6 +42,10 @@
 #define FINISH_DRAIN_S 5
 /* Protocol violations recorded one by one; past this only counted. */
 #define VIOLATIONS_RECORDED 20
+/* Refusals of hidden methods recorded one by one; past this only counted. */
+#define REFUSALS_RECORDED 100
+/* Requests in flight in each direction: past this a new one is refused. */
+#define MAX_IN_FLIGHT 1024
 /* Pages of tools/list the broker walks itself before giving up. */
 #define MAX_LIST_PAGES 100
 
@@ -148,6 +153,13 @@ static void record_call(struct broker *b, const char *tool, const char *decision
     record(b, "mcp.call", f);
 }
 
+/* A method the policy hides, asked for by PEER: counted, the first ones recorded. */
+static void refused_method(struct broker *b, const char *peer, const char *method)
+{
+    if (++b->refused <= REFUSALS_RECORDED)
+        record(b, "mcp.refused", json_pack("{s:s, s:s}", "from", peer, "method", method));
+}
+
 /* A message from PEER that breaks the protocol: counted, the first few recorded. */
 static void violation(struct broker *b, const char *peer, const char *why)
 {
@@ -204,6 +216,11 @@ static bool client_id_in_use(const struct broker *b, const json_t *cid)
 {
     for (const struct pending *q = b->pending; q; q = q->next)
         if (q->cid && json_equal(q->cid, cid))
+            return true;
+    size_t i;
+    json_t *msg;
+    json_array_foreach(b->waiting, i, msg)
+        if (json_equal(json_object_get(msg, "id"), cid))
             return true;
     return false;
 }
@@ -556,14 +573,20 @@ static void strip_client_capabilities(const struct policy *p, json_t *msg)
 
 static void client_request(struct broker *b, json_t *msg, const char *method, json_t *id)
 {
+    size_t in_flight = json_array_size(b->waiting);
+    for (const struct pending *q = b->pending; q; q = q->next)
+        in_flight++;
+    if (in_flight >= MAX_IN_FLIGHT) {
+        to_client(b, rpc_error(id, RPC_INVALID_REQUEST, "cordon: too many requests in flight"));
+        return;
+    }
     if (client_id_in_use(b, id)) {
         violation(b, "client", "a request id already in flight");
         to_client(b, rpc_error(id, RPC_INVALID_REQUEST, "request id already in use"));
         return;
     }
     if (!client_method_allowed(b->p, method)) {
-        b->refused++;
-        record(b, "mcp.refused", json_pack("{s:s, s:s}", "from", "client", "method", method));
+        refused_method(b, "client", method);
         to_client(b, rpc_error(id, RPC_METHOD_NOT_FOUND, "Method not found: %s", method));
         return;
     }
@@ -770,13 +793,17 @@ static void server_request(struct broker *b, json_t *msg, const char *method, js
         return;
     }
     if (!server_request_allowed(b->p, method)) {
-        b->refused++;
-        record(b, "mcp.refused", json_pack("{s:s, s:s}", "from", "server", "method", method));
+        refused_method(b, "server", method);
         to_server(b, rpc_error(id, RPC_METHOD_NOT_FOUND, "cordon: %s is not allowed by policy",
                                method));
         return;
     }
     _cleanup_free_ char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (json_object_size(b->server_requests) >= MAX_IN_FLIGHT) {
+        violation(b, "server", "too many requests in flight");
+        to_server(b, rpc_error(id, RPC_INVALID_REQUEST, "cordon: too many requests in flight"));
+        return;
+    }
     if (!key || json_object_get(b->server_requests, key)) {
         violation(b, "server", "a request id already in flight");
         to_server(b, rpc_error(id, RPC_INVALID_REQUEST, "request id already in use"));
@@ -1047,20 +1074,9 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
     b.server_requests = json_object();
     if (!b.schemas || !b.waiting || !b.server_requests)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    if (p->audit.file) {
-        struct audit_options ao = {
-            .path = p->audit.file,
-            .sign_key = p->audit.sign_key,
-            .checkpoint_every = p->audit.checkpoint_every,
-            .record_arguments = p->tools.record_arguments,
-            .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
-                                                                 : AUDIT_FSYNC_CLOSE,
-        };
-        b.log = audit_open(&ao, err);
-        if (!b.log) {
-            broker_release(&b);
-            return err_prefix(err, "audit");
-        }
+    if (cordon_audit_open(p, &b.log, err) < 0) {
+        broker_release(&b);
+        return -1;
     }
     signal(SIGPIPE, SIG_IGN);
     b.base = new_base();

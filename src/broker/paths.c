@@ -60,34 +60,7 @@ static void readings_release(struct readings *rs)
  */
 static const char *show(char out[SHOW_SIZE], const char *s, size_t len, bool quoted)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    if (quoted)
-        out[o++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        /* Leave room for the longest escape, "...", the quote and the NUL. */
-        if (o + 4 + 3 + 2 > SHOW_SIZE) {
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)c;
-        } else if (c < 0x20 || c >= 0x7f) {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    if (quoted)
-        out[o++] = '"';
-    out[o] = '\0';
-    return out;
+    return text_quote(out, SHOW_SIZE, s, len, quoted);
 }
 
 static const char *show_str(char out[SHOW_SIZE], const char *s, bool quoted)

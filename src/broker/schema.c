@@ -135,32 +135,7 @@ static int fail(struct check *ck, int verdict, const char *fmt, ...)
  */
 static const char *quote(char out[QUOTE_SIZE], const char *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    out[o++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        /* Room for the longest escape, "...", the quote and the NUL. */
-        if (o + 4 + 3 + 2 > QUOTE_SIZE) {
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)c;
-        } else if (c < 0x20 || c >= 0x7f) {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-    return out;
+    return text_quote(out, QUOTE_SIZE, s, len, true);
 }
 
 static void path_append(struct check *ck, const char *seg)

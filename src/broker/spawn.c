@@ -5,6 +5,7 @@
 #include "broker/spawn.h"
 
 #include "common/cleanup.h"
+#include "common/fds.h"
 #include "core/run.h"
 #include "sandbox/backend.h"
 
@@ -22,20 +23,6 @@ static void close_pair(int fds[2])
             close(fds[i]);
             fds[i] = -1;
         }
-}
-
-/* Write all of BUF, retrying short writes. */
-static void write_all(int fd, const char *buf, size_t len)
-{
-    while (len) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        buf += n;
-        len -= (size_t)n;
-    }
 }
 
 __attribute__((noreturn))

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <errno.h>
 #include <unistd.h>
 
 /* Room for one descriptor, aligned as a cmsghdr must be. */
@@ -67,4 +68,17 @@ void close_fds_except(int *keep, size_t n)
         next = (unsigned)keep[i] + 1;
     }
     syscall(SYS_close_range, next, ~0U, 0);
+}
+
+void write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        buf += n;
+        len -= (size_t)n;
+    }
 }

@@ -5,6 +5,10 @@
 #pragma once
 #include <stddef.h>
 
+/* Write all of BUF to FD, retrying short writes and EINTR; gives up
+ * silently on any other error (a closed reader drops what is left). */
+void write_all(int fd, const char *buf, size_t len);
+
 /* Close every descriptor from 3 up except those in KEEP (sorted in place;
  * negative entries ignored). Async-signal-safe: no allocation. */
 void close_fds_except(int *keep, size_t n);

@@ -80,9 +80,12 @@ static const char *fired_limit(enum run_reason r)
     }
 }
 
-static int audit_options_from(const struct policy *p, struct audit_options *o)
+int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cordon_err *err)
 {
-    *o = (struct audit_options){
+    *out = NULL;
+    if (!p->audit.file)
+        return 0;
+    struct audit_options o = {
         .path = p->audit.file,
         .sign_key = p->audit.sign_key,
         .checkpoint_every = p->audit.checkpoint_every,
@@ -90,7 +93,8 @@ static int audit_options_from(const struct policy *p, struct audit_options *o)
         .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
                                                              : AUDIT_FSYNC_CLOSE,
     };
-    return p->audit.file != NULL;
+    *out = audit_open(&o, err);
+    return *out ? 0 : err_prefix(err, "audit");
 }
 
 static void record_end(struct audit_log *log, const struct policy *p,
@@ -132,14 +136,12 @@ int cordon_run(const struct policy *p, const struct sandbox_call *call,
     if (!backend)
         return refused(res, err);
 
-    struct audit_options ao;
     _cleanup_(audit_freep) struct audit_log *log = NULL;
-    if (audit_options_from(p, &ao)) {
-        log = audit_open(&ao, err);
-        if (!log || audit_append(log, "run.start", run_id, start_fields(p, call), err) < 0) {
-            err_prefix(err, "audit");
-            return refused(res, err);
-        }
+    if (cordon_audit_open(p, &log, err) < 0)
+        return refused(res, err);
+    if (log && audit_append(log, "run.start", run_id, start_fields(p, call), err) < 0) {
+        err_prefix(err, "audit");
+        return refused(res, err);
     }
 
     struct watchdog *wd = watchdog_new(log, run_id, err);

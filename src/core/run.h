@@ -14,3 +14,12 @@
  */
 int cordon_run(const struct policy *p, const struct sandbox_call *call,
                struct sandbox_result *res, struct cordon_err *err);
+
+struct audit_log;
+
+/*
+ * The policy's audit log, opened for a front end's own events (the MCP
+ * broker's calls). 0 with *OUT NULL when the policy keeps no log; -1 with
+ * ERR when it cannot be opened.
+ */
+int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cordon_err *err);

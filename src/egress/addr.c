@@ -28,29 +28,7 @@
  */
 static const char *quote(char out[QUOTE_SIZE], const char *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    out[o++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        /* Leave room for the longest escape, "...", the quote and the NUL. */
-        if (o + 4 + 3 + 2 > QUOTE_SIZE) {
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-    return out;
+    return text_quote(out, QUOTE_SIZE, s, len, true);
 }
 
 static bool is_ctl_or_space(unsigned char c)

@@ -6,6 +6,7 @@
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
+#include "common/fds.h"
 #include "common/syscalls.h"
 
 #include <errno.h>
@@ -30,20 +31,6 @@ uint64_t monotonic_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* Write all of BUF to FD; a closed reader (EPIPE) silently drops output. */
-static void write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        buf += n;
-        len -= (size_t)n;
-    }
 }
 
 struct loop {
