@@ -83,6 +83,28 @@ mem_flags="-m 64M"; [ "$(id -u)" -ne 0 ] && mem_flags="-m 64M --best-effort memo
 show "$CORDON" run $mem_flags --result "$work/result.json" -- python3 -c 'b = bytearray(512 << 20)'
 cat "$work/result.json"; echo
 
+step "an MCP server behind the broker: only allowed tools, checked arguments, a sandboxed view"
+# tests/mcp/hostile_server.py is a stdlib-only server whose tools try to read host files.
+repo=$(cd "$(dirname "$0")/.." && pwd)
+printf 'version: 1\ntools:\n  allow: [read]\n  rules:\n    read:\n      paths: { under: [/etc, /root, /workspace] }\n' > "$work/mcp.yaml"
+{
+    echo '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"demo","version":"1"}}}'
+    echo '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    echo '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
+    echo '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"write","arguments":{"path":"/tmp/x","text":"x"}}}'
+    echo '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read","arguments":{"paths":["/home/../../proc/1/environ"]}}}'
+    echo '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read","arguments":{"paths":["/etc/shadow","/root"]}}}'
+    sleep 2
+} | "$CORDON" mcp wrap -p "$work/mcp.yaml" --ro "$repo/tests/mcp:/opt/mcp" -- \
+    python3 /opt/mcp/hostile_server.py exfil 2>/dev/null |
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line); r = m.get("result", {})
+    if "tools" in r: print(m["id"], "tools listed:", [t["name"] for t in r["tools"]])
+    elif "error" in m: print(m["id"], "error:", m["error"]["message"])
+    elif r.get("isError"): print(m["id"], "refused:", r["content"][0]["text"])
+    elif "content" in r: print(m["id"], "result:", {p: v.get("error") or v.get("entries") or "read" for p, v in json.loads(r["content"][0]["text"])["paths"].items()})'
+
 step "bad input is refused with one line and exit 125"
 show "$CORDON" run --memory lots -- true
 show "$CORDON" run --level gvisor -- true
