@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import HOST_TOKEN, REPO, wait_until
+from conftest import HOST_TOKEN, REPO, marker, pids_with, wait_until
 
 MCP = REPO / "tests" / "mcp"
 NODE = shutil.which("node") or "/usr/bin/node"
@@ -512,6 +512,24 @@ def test_flooding_server_is_throttled_and_the_session_ends_cleanly(cordon):
     assert r.answer(7, timeout=60) is not None
     rc, err = r.close()
     assert rc == 0, err
+
+
+def test_server_that_outstays_the_client_is_stopped_without_a_trace(cordon):
+    """A server that ignores SIGTERM and its stdin's end is still gone soon after."""
+    mark = marker()
+    argv = wrap_argv(cordon, policy(cordon, "tools:\n  allow: [wait]\n"),
+                     hostile("hang", "stubborn", mark))
+    r = raw(cordon, argv)
+    r.initialize()
+    r.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "wait", "arguments": {}}})
+    assert wait_until(lambda: pids_with(mark), 10)
+    t0 = time.monotonic()
+    rc, err = r.close(timeout=30)
+    assert rc == 0, err
+    # The broker's grace (5 s) and the supervisor's (2 s), then a kill.
+    assert time.monotonic() - t0 < 20
+    assert wait_until(lambda: not pids_with(mark), 5), pids_with(mark)
 
 
 def broker_rss(pid):
