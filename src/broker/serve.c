@@ -1,0 +1,1502 @@
+/*
+ * broker/serve.c: `cordon mcp serve`: cordon as an MCP server on
+ * stdin/stdout with two tools, run_command and run_code. Each call runs in
+ * a fresh sandbox in a child process (broker/spawn.h), so the loop goes on
+ * serving while it runs: at most MAX_RUNNING at once, the rest queued in
+ * arrival order. Runs outside every sandbox; what it reads was written by
+ * a model and is treated as hostile.
+ */
+#include "broker/serve.h"
+
+#include "audit/audit.h"
+#include "broker/jsonrpc.h"
+#include "broker/spawn.h"
+#include "common/cleanup.h"
+#include "common/text.h"
+#include "common/units.h"
+#include "core/run.h"
+#include "policy/policy.h"
+#include "sandbox/backend.h"
+
+#include <event2/event.h>
+#include <openssl/evp.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RUNNING 4
+/* Calls waiting for a slot; a client that floods is refused, not buffered. */
+#define MAX_QUEUED 64
+#define DEFAULT_WALL_MS 60000
+/* A source or a stdin: larger ones are refused, never cut. */
+#define MAX_TEXT (1u << 20)
+/* One argv string, NUL included, is at most MAX_ARG_STRLEN (32 pages) to execve. */
+#define MAX_ARG_BYTES ((128u << 10) - 1)
+#define MAX_ARGV_ITEMS 4096
+#define MAX_ARGV_TOTAL (1u << 20)
+/* The run's result JSON; a larger one is not a result. */
+#define MAX_RESULT_JSON (256u << 10)
+/* A supervisor told to stop gets its 2s grace, and then some, before SIGKILL. */
+#define KILL_AFTER_MS 10000
+#define REAP_RETRY_MS 5
+/* How long queued answers may take to reach a slow client at the end. */
+#define DRAIN_MS 5000
+
+static const char *const protocol_versions[] = {
+    "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", /* newest first */
+};
+
+/* ---- small helpers ---- */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A growing string; a failed allocation sticks, and the text comes out NULL. */
+struct sbuf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+};
+
+static void sb_add(struct sbuf *b, const char *data, size_t n)
+{
+    if (b->failed || n == 0)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->failed = true;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, data, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+__attribute__((format(printf, 2, 3)))
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        sb_add(b, small, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->failed = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_add(b, big, (size_t)n);
+    free(big);
+}
+
+static void sb_free(struct sbuf *b)
+{
+    free(b->s);
+    *b = (struct sbuf){ 0 };
+}
+
+/* The length of the valid UTF-8 sequence at S (N bytes left), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong forms, surrogates and code points past U+10FFFF. */
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
+        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* DATA as valid UTF-8 (JSON strings must be): each bad byte becomes U+FFFD. */
+static void sb_add_utf8(struct sbuf *b, const char *data, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)data;
+    size_t run = 0, i = 0;
+    while (i < n) {
+        size_t len = utf8_seq(s + i, n - i);
+        if (len) {
+            i += len;
+            continue;
+        }
+        sb_add(b, data + run, i - run);
+        sb_add(b, "\xef\xbf\xbd", 3);
+        run = ++i;
+    }
+    sb_add(b, data + run, n - run);
+}
+
+/* "64 MiB", "1536 bytes". */
+static const char *human_size(uint64_t bytes, char *out, size_t len)
+{
+    char s[32];
+    format_size(bytes, s, sizeof s);
+    size_t n = strlen(s);
+    const char *unit = NULL;
+    switch (s[n - 1]) {
+    case 'K': unit = "KiB"; break;
+    case 'M': unit = "MiB"; break;
+    case 'G': unit = "GiB"; break;
+    case 'T': unit = "TiB"; break;
+    }
+    if (unit)
+        snprintf(out, len, "%.*s %s", (int)(n - 1), s, unit);
+    else
+        snprintf(out, len, "%s bytes", s);
+    return out;
+}
+
+/* "60s", "1500ms". */
+static const char *human_ms(uint64_t ms, char *out, size_t len)
+{
+    if (ms % 1000 == 0)
+        snprintf(out, len, "%llus", (unsigned long long)(ms / 1000));
+    else
+        snprintf(out, len, "%llums", (unsigned long long)ms);
+    return out;
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "something else";
+}
+
+/* SHA-256 of V's compact, key-sorted JSON, in hex: the arguments' digest. */
+static void json_digest_hex(const json_t *v, char out[65])
+{
+    unsigned char md[32];
+    unsigned int n = 0;
+    _cleanup_free_ char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    if (!text || !EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) || n != 32) {
+        snprintf(out, 65, "%s", "");
+        return;
+    }
+    for (size_t i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* ---- the session ---- */
+
+struct server;
+struct call;
+
+/* What a tool call's arguments become: the command and its stdin. */
+struct tool {
+    const char *name;
+    const char *title;
+    const char *summary;
+    int (*build)(const json_t *args, struct call *c, char *why, size_t len);
+    json_t *(*input_schema)(void);
+};
+
+/* One of the run's output pipes, read on the loop, kept up to LIMIT bytes. */
+struct capture {
+    struct call *call;
+    struct event *ev;
+    char *data;
+    size_t len, limit;
+    uint64_t total;
+    bool truncated, done;
+};
+
+struct call {
+    struct server *srv;
+    struct call *next;             /* in srv->calls, oldest first */
+    json_t *id;                    /* the request's id */
+    const struct tool *tool;
+    json_t *arguments;             /* kept only when the audit records them */
+    char digest[65];               /* of the arguments */
+    char **argv;                   /* NULL-terminated, owned */
+    char *input;                   /* the command's stdin, or NULL */
+    size_t input_len, input_off;
+    bool running, cancelled, stopped, reaped;
+    int wstatus;
+    uint64_t received_ms;
+    char run_id[33];
+    struct sandbox_child child;
+    struct capture out, err, res;
+    struct event *in_ev, *reap_ev, *kill_ev;
+};
+
+struct server {
+    struct policy pol;             /* the caller's, with the per-call wall default */
+    struct event_base *base;
+    struct rpc_stream *rpc;
+    struct audit_log *audit;
+    json_t *tools;                 /* the tools/list answer's array */
+    char *instructions;
+    struct call *calls;            /* queued and running, oldest first */
+    unsigned n_running;
+    bool stdin_pending;            /* a running call's stdin is still being written */
+    uint64_t n_calls;              /* tools/call accepted, against tools.max_calls */
+    bool input_done, output_failed, stopping, finishing, pumping;
+    unsigned signals;
+    struct event *sig_term, *sig_int, *drain_ev;
+    uint64_t drain_deadline;
+};
+
+static void reply(struct server *srv, json_t *msg)
+{
+    if (msg && !srv->output_failed)
+        rpc_send(srv->rpc, msg);
+    json_decref(msg);
+}
+
+/* ---- what the sandbox is, told truthfully to the model ---- */
+
+static void describe_sandbox(const struct policy *p, struct sbuf *b)
+{
+    char a[48], c[48];
+    sb_printf(b, "Each call runs in a fresh sandbox (isolation level: %s) that is destroyed when "
+                 "the call ends: no process survives it, and nothing carries over to the next call",
+              cordon_level_name(p->level));
+    sb_printf(b, "%s", p->workspace ? " except the files in /workspace.\n\n" : ".\n\n");
+
+    sb_printf(b, "Files: the working directory (and HOME) is /workspace, ");
+    if (p->workspace)
+        sb_printf(b, "a host directory shared by every call: files written there persist between "
+                     "calls and are seen on the host.");
+    else
+        sb_printf(b, "an empty scratch file system of %s, discarded after each call.",
+                  human_size(p->workspace_size, a, sizeof a));
+    sb_printf(b, " /tmp is an empty scratch file system of %s. Everything else is read-only: the "
+                 "host's /usr (programs such as sh, python3 and node, with the libraries "
+                 "installed there) and the few /etc files programs need. The host's home "
+                 "directories, /root, /run, /var and its other files are not visible.",
+              human_size(p->tmp_size, a, sizeof a));
+    for (size_t i = 0; i < p->n_binds; i++)
+        sb_printf(b, "%s%s (%s)", i ? ", " : " Also mounted: ", p->binds[i].dest,
+                  p->binds[i].writable ? "read-write, shared with the host" : "read-only");
+    sb_printf(b, "%s\n\nNetwork: ", p->n_binds ? "." : "");
+
+    if (p->network.mode == POLICY_NET_NONE) {
+        sb_printf(b, "none. Only loopback exists inside; there is no route to any other host, "
+                     "so downloads and package installs fail.");
+    } else if (p->network.n_allow == 0) {
+        sb_printf(b, "only through cordon's egress gateway (an HTTP proxy named by HTTP_PROXY "
+                     "and HTTPS_PROXY), which allows no destination: every request is refused.");
+    } else {
+        sb_printf(b, "only through cordon's egress gateway, an HTTP proxy named by HTTP_PROXY and "
+                     "HTTPS_PROXY (clients that ignore those have no route at all). It lets "
+                     "requests through to ");
+        for (size_t i = 0; i < p->network.n_allow; i++)
+            sb_printf(b, "%s%s", i == 0 ? "" : i + 1 < p->network.n_allow ? ", " : " and ",
+                      p->network.allow[i]);
+        sb_printf(b, "; everything else is refused, private, loopback and link-local addresses "
+                     "included.");
+    }
+
+    sb_printf(b, "\n\nLimits per call: wall-clock time %s", human_ms(p->limits.wall_ms, a, sizeof a));
+    if (p->limits.cpu_ms)
+        sb_printf(b, ", CPU time %s", human_ms(p->limits.cpu_ms, a, sizeof a));
+    if (p->limits.memory)
+        sb_printf(b, ", memory %s", human_size(p->limits.memory, a, sizeof a));
+    if (p->limits.pids)
+        sb_printf(b, ", %llu processes and threads", (unsigned long long)p->limits.pids);
+    if (p->limits.output)
+        sb_printf(b, ", output (stdout and stderr together) %s",
+                  human_size(p->limits.output, a, sizeof a));
+    if (p->limits.file_size)
+        sb_printf(b, ", largest file %s", human_size(p->limits.file_size, a, sizeof a));
+    if (p->limits.open_files)
+        sb_printf(b, ", %llu open files", (unsigned long long)p->limits.open_files);
+    sb_printf(b, ". A run stopped by a limit says so in its result (reason \"timeout\", \"oom\", "
+                 "...). Up to %s each of stdout and stderr comes back; the rest is cut off, and "
+                 "the result says so.",
+              human_size(p->tools.max_result_bytes / 2, c, sizeof c));
+
+    sb_printf(b, "\n\nCredentials: ");
+    if (p->n_secrets == 0) {
+        sb_printf(b, "none. No credentials, tokens or keys are available inside.");
+    } else {
+        for (size_t i = 0; i < p->n_secrets; i++) {
+            sb_printf(b, "%s$%s (for ", i ? "; " : "", p->secrets[i].name);
+            for (size_t h = 0; h < p->secrets[i].n_hosts; h++)
+                sb_printf(b, "%s%s", h ? ", " : "", p->secrets[i].hosts[h]);
+            sb_printf(b, ")");
+        }
+        sb_printf(b, " %s a placeholder, not the real value: the gateway puts the real "
+                     "credential only into requests to %s, so use %s as usual in requests "
+                     "there. No other credentials are available inside.",
+                  p->n_secrets > 1 ? "each hold" : "holds", p->n_secrets > 1 ? "their hosts" :
+                  "its hosts", p->n_secrets > 1 ? "them" : "it");
+    }
+    sb_printf(b, " The environment holds only PATH, HOME, LANG");
+    for (size_t i = 0; i < p->n_secrets; i++)
+        sb_printf(b, ", %s", p->secrets[i].name);
+    for (size_t i = 0; i < p->n_env_pass; i++)
+        sb_printf(b, ", %s", p->env_pass[i]);
+    for (size_t i = 0; i < p->n_env_set; i++)
+        sb_printf(b, ", %s", p->env_set[i].name);
+    if (p->network.mode == POLICY_NET_GATEWAY)
+        sb_printf(b, " and the proxy variables");
+    sb_printf(b, ". Commands run as an unprivileged user with no capabilities, under a "
+                 "system-call filter.");
+}
+
+/* ---- the tools ---- */
+
+static int copy_string(const json_t *v, char **out)
+{
+    *out = malloc(json_string_length(v) + 1);
+    if (!*out)
+        return -1;
+    memcpy(*out, json_string_value(v), json_string_length(v) + 1);
+    return 0;
+}
+
+/* ARGS is an object whose keys are all in KEYS. */
+static int check_keys(const json_t *args, const char *tool, const char *const *keys, size_t n,
+                      const char *takes, char *why, size_t len)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)args, key, v) {
+        bool known = false;
+        for (size_t i = 0; i < n && !known; i++)
+            known = strcmp(key, keys[i]) == 0;
+        char quoted[80];
+        if (!known)
+            return why_printf(why, len, "unknown argument %s: %s takes %s",
+                              text_quote(quoted, sizeof quoted, key, strlen(key), true), tool,
+                              takes);
+    }
+    return 0;
+}
+
+static int check_text(const json_t *v, const char *name, size_t max, bool nul_ok, char *why,
+                      size_t len)
+{
+    if (!json_is_string(v))
+        return why_printf(why, len, "\"%s\" must be a string, got %s", name, json_type_name(v));
+    size_t n = json_string_length(v);
+    if (n > max)
+        return why_printf(why, len, "\"%s\" is %zu bytes long; the limit is %zu", name, n, max);
+    if (!nul_ok && strlen(json_string_value(v)) != n)
+        return why_printf(why, len, "\"%s\" contains a NUL character", name);
+    return 0;
+}
+
+static int set_argv(struct call *c, const char *const *argv, size_t n)
+{
+    c->argv = calloc(n + 1, sizeof *c->argv);
+    if (!c->argv)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!(c->argv[i] = strdup(argv[i])))
+            return -1;
+    return 0;
+}
+
+static int build_run_command(const json_t *args, struct call *c, char *why, size_t len)
+{
+    static const char *const keys[] = { "argv", "command", "stdin" };
+    TRY(check_keys(args, "run_command", keys, 3, "argv or command, and stdin", why, len));
+    json_t *argv = json_object_get(args, "argv");
+    json_t *command = json_object_get(args, "command");
+    json_t *in = json_object_get(args, "stdin");
+    if (!argv == !command)
+        return why_printf(why, len, "give exactly one of \"argv\" (a list of strings, run "
+                                    "directly) and \"command\" (a string run by /bin/sh -c)");
+    if (argv) {
+        if (!json_is_array(argv) || json_array_size(argv) == 0)
+            return why_printf(why, len, "\"argv\" must be a non-empty array of strings, got %s",
+                              json_is_array(argv) ? "an empty array" : json_type_name(argv));
+        size_t n = json_array_size(argv), total = 0;
+        if (n > MAX_ARGV_ITEMS)
+            return why_printf(why, len, "\"argv\" has %zu items; the limit is %u", n,
+                              MAX_ARGV_ITEMS);
+        for (size_t i = 0; i < n; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "argv[%zu]", i);
+            json_t *item = json_array_get(argv, i);
+            TRY(check_text(item, name, MAX_ARG_BYTES, false, why, len));
+            total += json_string_length(item) + 1;
+        }
+        if (total > MAX_ARGV_TOTAL)
+            return why_printf(why, len, "\"argv\" is %zu bytes long; the limit is %u", total,
+                              MAX_ARGV_TOTAL);
+        if (json_string_length(json_array_get(argv, 0)) == 0)
+            return why_printf(why, len, "\"argv[0]\" must name a program");
+        c->argv = calloc(n + 1, sizeof *c->argv);
+        if (!c->argv)
+            return why_printf(why, len, "out of memory");
+        for (size_t i = 0; i < n; i++)
+            if (copy_string(json_array_get(argv, i), &c->argv[i]) < 0)
+                return why_printf(why, len, "out of memory");
+    } else {
+        TRY(check_text(command, "command", MAX_ARG_BYTES, false, why, len));
+        if (json_string_length(command) == 0)
+            return why_printf(why, len, "\"command\" must not be empty");
+        const char *sh[] = { "/bin/sh", "-c", json_string_value(command) };
+        if (set_argv(c, sh, 3) < 0)
+            return why_printf(why, len, "out of memory");
+    }
+    if (in) {
+        TRY(check_text(in, "stdin", MAX_TEXT, true, why, len));
+        c->input_len = json_string_length(in);
+        if (copy_string(in, &c->input) < 0)
+            return why_printf(why, len, "out of memory");
+    }
+    return 0;
+}
+
+static const struct {
+    const char *language;
+    const char *argv[2];
+} languages[] = {
+    { "python", { "python3", "-" } },
+    { "node", { "node", "-" } },
+    { "sh", { "sh", "-s" } },
+};
+
+static int build_run_code(const json_t *args, struct call *c, char *why, size_t len)
+{
+    static const char *const keys[] = { "language", "source" };
+    TRY(check_keys(args, "run_code", keys, 2, "language and source", why, len));
+    json_t *language = json_object_get(args, "language");
+    json_t *source = json_object_get(args, "source");
+    if (!language || !source)
+        return why_printf(why, len, "missing \"%s\": run_code takes language and source",
+                          language ? "source" : "language");
+    size_t l = 0;
+    while (l < sizeof languages / sizeof languages[0] &&
+           !(json_is_string(language) && strcmp(json_string_value(language),
+                                                languages[l].language) == 0))
+        l++;
+    if (l == sizeof languages / sizeof languages[0])
+        return why_printf(why, len, "\"language\" must be \"python\", \"node\" or \"sh\"");
+    TRY(check_text(source, "source", MAX_TEXT, true, why, len));
+    /* The source goes in on stdin: argv, which the audit log records, stays short. */
+    if (set_argv(c, languages[l].argv, 2) < 0 || copy_string(source, &c->input) < 0)
+        return why_printf(why, len, "out of memory");
+    c->input_len = json_string_length(source);
+    return 0;
+}
+
+static json_t *run_command_schema(void)
+{
+    return json_pack(
+        "{s:s, s:{s:{s:s, s:{s:s}, s:i, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s}}, s:b}",
+        "type", "object", "properties",
+        "argv", "type", "array", "items", "type", "string", "minItems", 1, "description",
+        "The program and its arguments, run directly (no shell); argv[0] is looked up in PATH. "
+        "Give this or command, not both.",
+        "command", "type", "string", "minLength", 1, "description",
+        "A shell command line, run by /bin/sh -c. Give this or argv, not both.",
+        "stdin", "type", "string", "description",
+        "Text for the command's standard input (at most 1 MiB); without it stdin is empty.",
+        "additionalProperties", 0);
+}
+
+static json_t *run_code_schema(void)
+{
+    return json_pack(
+        "{s:s, s:{s:{s:s, s:[sss], s:s}, s:{s:s, s:s}}, s:[ss], s:b}",
+        "type", "object", "properties",
+        "language", "type", "string", "enum", "python", "node", "sh", "description",
+        "python (python3), node (Node.js) or sh (POSIX shell).",
+        "source", "type", "string", "description",
+        "The program's text (at most 1 MiB).",
+        "required", "language", "source", "additionalProperties", 0);
+}
+
+static const struct tool tools[] = {
+    { "run_command", "Run a command in a sandbox",
+      "Run a command in a fresh, isolated sandbox and return its exit status, stdout and "
+      "stderr. Give argv (a list of strings: argv[0] is looked up in PATH, no shell) or "
+      "command (a string run by /bin/sh -c), not both; stdin is optional text for the "
+      "command's standard input.",
+      build_run_command, run_command_schema },
+    { "run_code", "Run a program in a sandbox",
+      "Run a program in a fresh, isolated sandbox and return its exit status, stdout and "
+      "stderr. language is python (python3), node (Node.js) or sh (POSIX shell); source is "
+      "the program, run as `python3 -`, `node -` or `sh -s` with the source on standard "
+      "input, so the program itself has no input to read (with sh, a command that reads "
+      "stdin would read the rest of the script).",
+      build_run_code, run_code_schema },
+};
+
+static json_t *output_schema(void)
+{
+    json_t *reasons = json_array();
+    for (int r = RUN_EXITED; r <= RUN_SETUP_ERROR; r++)
+        json_array_append_new(reasons, json_string(run_reason_name((enum run_reason)r)));
+    return json_pack(
+        "{s:s, s:{s:{s:[ss], s:s}, s:{s:[ss], s:s}, s:{s:s, s:o, s:s}, s:{s:s}, s:{s:s}, "
+        "s:{s:s}, s:{s:s}, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[sssssssss]}",
+        "type", "object", "properties",
+        "exit_code", "type", "integer", "null", "description",
+        "The command's exit status; null when it was killed by a signal or never started.",
+        "signal", "type", "integer", "null", "description",
+        "The signal that killed the command, or null.",
+        "reason", "type", "string", "enum", reasons, "description",
+        "Why the run ended: exited (on its own), or the limit or failure that stopped it.",
+        "stdout", "type", "string", "stderr", "type", "string",
+        "stdout_truncated", "type", "boolean", "stderr_truncated", "type", "boolean",
+        "run_id", "type", "string", "description", "Names the run in cordon's audit log.",
+        "wall_ms", "type", "integer", "description", "Wall-clock time of the run.",
+        "error", "type", "string", "description", "Why cordon could not run it (setup_error).",
+        "required", "exit_code", "signal", "reason", "stdout", "stderr", "stdout_truncated",
+        "stderr_truncated", "run_id", "wall_ms");
+}
+
+static bool offered(const struct policy *p, const struct tool *t)
+{
+    /* tools.allow names tools of servers cordon wraps; given here, it narrows ours. */
+    return p->tools.n_allow == 0 || policy_tool_allowed(p, t->name);
+}
+
+static const struct tool *find_tool(const struct policy *p, const char *name)
+{
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)
+        if (strcmp(tools[i].name, name) == 0)
+            return offered(p, &tools[i]) ? &tools[i] : NULL;
+    return NULL;
+}
+
+static json_t *tool_list(const struct policy *p)
+{
+    struct sbuf about = { 0 };
+    describe_sandbox(p, &about);
+    json_t *list = json_array();
+    bool writes_host = p->workspace != NULL;
+    for (size_t i = 0; i < p->n_binds; i++)
+        writes_host |= p->binds[i].writable;
+    for (size_t i = 0; list && i < sizeof tools / sizeof tools[0]; i++) {
+        if (!offered(p, &tools[i]))
+            continue;
+        struct sbuf d = { 0 };
+        sb_printf(&d, "%s\n\n%s", tools[i].summary, about.s ? about.s : "");
+        json_t *t = d.failed ? NULL : json_pack(
+            "{s:s, s:s, s:s, s:o, s:o, s:{s:s, s:b, s:b, s:b, s:b}}",
+            "name", tools[i].name, "title", tools[i].title, "description", d.s,
+            "inputSchema", tools[i].input_schema(), "outputSchema", output_schema(),
+            "annotations", "title", tools[i].title, "readOnlyHint", 0,
+            "destructiveHint", writes_host, "idempotentHint", 0,
+            "openWorldHint", p->network.mode == POLICY_NET_GATEWAY && p->network.n_allow > 0);
+        sb_free(&d);
+        if (!t || json_array_append_new(list, t) < 0) {
+            json_decref(list);
+            list = NULL;
+        }
+    }
+    sb_free(&about);
+    return list;
+}
+
+static char *instructions(const struct policy *p)
+{
+    struct sbuf b = { 0 };
+    sb_printf(&b, "cordon runs each tool call in a fresh, isolated sandbox: run_code runs a "
+                  "Python, Node.js or shell program, run_command runs a command. Results carry "
+                  "the exit code, the reason the run ended, stdout and stderr.\n\n");
+    describe_sandbox(p, &b);
+    if (b.failed)
+        sb_free(&b);
+    return b.s;
+}
+
+/* ---- a call's life: queued, running (spawned, read), reaped, answered ---- */
+
+static void pump(struct server *srv);
+static void maybe_finish(struct server *srv);
+
+static struct call *call_new(struct server *srv, const json_t *id, const struct tool *tool)
+{
+    struct call *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->srv = srv;
+    c->id = json_deep_copy(id);
+    c->tool = tool;
+    c->received_ms = now_ms();
+    c->child = (struct sandbox_child){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1,
+                                       .stderr_fd = -1, .result_fd = -1 };
+    if (!c->id) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void capture_close(struct capture *cap)
+{
+    if (cap->ev)
+        event_free(cap->ev);
+    cap->ev = NULL;
+    cap->done = true;
+}
+
+static void unlink_call(struct server *srv, struct call *c)
+{
+    for (struct call **pp = &srv->calls; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    c->next = NULL;
+}
+
+static void call_free(struct call *c)
+{
+    if (!c)
+        return;
+    if (c->child.pid > 0 && !c->reaped) {
+        /* Only at a teardown that could not wait: never leave a run behind. */
+        kill(c->child.pid, SIGKILL);
+        while (waitpid(c->child.pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    capture_close(&c->out);
+    capture_close(&c->err);
+    capture_close(&c->res);
+    free(c->out.data);
+    free(c->err.data);
+    free(c->res.data);
+    if (c->in_ev)
+        event_free(c->in_ev);
+    if (c->reap_ev)
+        event_free(c->reap_ev);
+    if (c->kill_ev)
+        event_free(c->kill_ev);
+    sandbox_child_close(&c->child);
+    if (c->argv)
+        for (char **a = c->argv; *a; a++)
+            free(*a);
+    free(c->argv);
+    free(c->input);
+    json_decref(c->arguments);
+    json_decref(c->id);
+    free(c);
+}
+
+/*
+ * The audit's mcp.call event for C, in the fields `mcp wrap` uses: a refusal
+ * names its RULE and REASON; a call that ran brings its RESULT's exit_code,
+ * signal and reason (how the run ended), and is_error.
+ */
+static void record_call(struct server *srv, const struct call *c, const char *decision,
+                        const char *rule, const char *reason, const json_t *result)
+{
+    if (!srv->audit)
+        return;
+    json_t *f = json_pack("{s:s, s:s, s:s, s:I}", "tool", c->tool->name, "decision", decision,
+                          "arguments_digest", c->digest,
+                          "duration_ms", (json_int_t)(now_ms() - c->received_ms));
+    if (!f)
+        return;
+    if (rule)
+        json_object_set_new(f, "rule", json_string(rule));
+    if (reason)
+        json_object_set_new(f, "reason", json_string(reason));
+    if (c->cancelled)
+        json_object_set_new(f, "cancelled", json_true());
+    json_t *sc = json_object_get(result, "structuredContent");
+    if (sc) {
+        static const char *const keys[] = { "exit_code", "signal", "reason", "error" };
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            json_t *v = json_object_get(sc, keys[i]);
+            if (v)
+                json_object_set(f, keys[i], v);
+        }
+        json_object_set(f, "is_error", json_object_get(result, "isError"));
+    }
+    if (c->arguments && audit_records_arguments(srv->audit))
+        json_object_set(f, "arguments", c->arguments);
+    struct cordon_err ignored;
+    /* The run already happened; its own run.start/run.end are in the log either way. */
+    audit_append(srv->audit, "mcp.call", c->run_id[0] ? c->run_id : NULL, f, &ignored);
+}
+
+static json_t *tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *tool_error(const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", msg,
+                     "isError", 1);
+}
+
+static void summarise(const struct policy *p, const char *reason, const json_t *exit_code,
+                      const json_t *sig, const char *error, struct sbuf *t)
+{
+    char a[48];
+    if (json_is_integer(sig))
+        sb_printf(t, "killed by signal %d (%s)", (int)json_integer_value(sig),
+                  strsignal((int)json_integer_value(sig)));
+    else if (strcmp(reason, "setup_error") == 0)
+        sb_printf(t, "not run: %s", error ? error : "cordon could not start it");
+    else if (json_is_integer(exit_code))
+        sb_printf(t, "exit code %lld", (long long)json_integer_value(exit_code));
+    else
+        sb_printf(t, "ended");
+    if (strcmp(reason, "timeout") == 0)
+        sb_printf(t, "; stopped at the wall-clock limit of %s",
+                  human_ms(p->limits.wall_ms, a, sizeof a));
+    else if (strcmp(reason, "oom") == 0)
+        sb_printf(t, "; stopped at the memory limit of %s",
+                  human_size(p->limits.memory, a, sizeof a));
+    else if (strcmp(reason, "pids_limit") == 0)
+        sb_printf(t, "; stopped at the limit of %llu processes",
+                  (unsigned long long)p->limits.pids);
+    else if (strcmp(reason, "output_limit") == 0)
+        sb_printf(t, "; stopped at the output limit of %s",
+                  human_size(p->limits.output, a, sizeof a));
+    else if (strcmp(reason, "cpu_limit") == 0)
+        sb_printf(t, "; stopped at the CPU-time limit of %s",
+                  human_ms(p->limits.cpu_ms, a, sizeof a));
+    else if (strcmp(reason, "killed") == 0)
+        sb_printf(t, "; the run was killed");
+}
+
+static void add_stream(struct sbuf *t, const char *name, const struct sbuf *text,
+                       const struct capture *cap)
+{
+    if (cap->total == 0)
+        return;
+    sb_printf(t, "\n\n%s:\n", name);
+    sb_add(t, text->s, text->len);
+    if (cap->truncated)
+        sb_printf(t, "\n[%s cut off: the first %zu of %llu bytes are shown]", name, cap->len,
+                  (unsigned long long)cap->total);
+}
+
+/* The tools/call result of a finished run, from its result JSON and captures. */
+static json_t *run_result(struct call *c)
+{
+    const struct policy *p = &c->srv->pol;
+    _cleanup_(json_decrefp) json_t *res =
+        c->res.data && !c->res.truncated ? json_loadb(c->res.data, c->res.len, 0, NULL) : NULL;
+    json_t *exit_code = json_null(), *sig = json_null();
+    const char *reason = "setup_error", *error = NULL;
+    char why[160] = "";
+    double wall_ms = 0;
+    if (json_is_object(res)) {
+        json_t *v = json_object_get(res, "exit_code");
+        exit_code = json_is_integer(v) ? v : json_null();
+        v = json_object_get(res, "signal");
+        sig = json_is_integer(v) ? v : json_null();
+        v = json_object_get(res, "reason");
+        reason = json_is_string(v) ? json_string_value(v) : "killed";
+        v = json_object_get(res, "error");
+        error = json_is_string(v) ? json_string_value(v) : NULL;
+        wall_ms = json_number_value(json_object_get(res, "wall_ms"));
+    } else {
+        /* The supervisor died before it could report: killed, or a bug. */
+        if (WIFSIGNALED(c->wstatus)) {
+            reason = "killed";
+            snprintf(why, sizeof why, "the run's supervisor was killed by signal %d",
+                     WTERMSIG(c->wstatus));
+        } else {
+            snprintf(why, sizeof why, "the run's supervisor ended without a result (status %d)",
+                     WIFEXITED(c->wstatus) ? WEXITSTATUS(c->wstatus) : -1);
+        }
+        error = why;
+        wall_ms = (double)(now_ms() - c->received_ms);
+    }
+
+    struct sbuf out = { 0 }, err = { 0 }, text = { 0 };
+    sb_add_utf8(&out, c->out.data ? c->out.data : "", c->out.len);
+    sb_add_utf8(&err, c->err.data ? c->err.data : "", c->err.len);
+    summarise(p, reason, exit_code, sig, error, &text);
+    sb_printf(&text, " (run %s, %.0f ms)", c->run_id, wall_ms);
+    add_stream(&text, "stdout", &out, &c->out);
+    add_stream(&text, "stderr", &err, &c->err);
+    if (c->out.total == 0 && c->err.total == 0)
+        sb_printf(&text, "\n\n(no output)");
+
+    json_t *result = NULL;
+    if (!out.failed && !err.failed && !text.failed) {
+        json_t *sc = json_pack("{s:O, s:O, s:s, s:s%, s:s%, s:b, s:b, s:s, s:I}",
+                               "exit_code", exit_code, "signal", sig, "reason", reason,
+                               "stdout", out.s ? out.s : "", out.len,
+                               "stderr", err.s ? err.s : "", err.len,
+                               "stdout_truncated", c->out.truncated,
+                               "stderr_truncated", c->err.truncated, "run_id", c->run_id,
+                               "wall_ms", (json_int_t)(wall_ms + 0.5));
+        if (sc && error)
+            json_object_set_new(sc, "error", json_string(error));
+        bool failed = strcmp(reason, "exited") != 0 || !json_is_integer(exit_code) ||
+                      json_integer_value(exit_code) != 0;
+        if (sc)
+            result = json_pack("{s:[{s:s, s:s%}], s:o, s:b}", "content", "type", "text",
+                               "text", text.s, text.len, "structuredContent", sc, "isError",
+                               failed);
+    }
+    sb_free(&out);
+    sb_free(&err);
+    sb_free(&text);
+    return result ? result : tool_error("cordon could not build the result (out of memory)");
+}
+
+/* Answer C (unless the client cancelled it), record it, and forget it. */
+static void complete(struct call *c)
+{
+    struct server *srv = c->srv;
+    json_t *result = run_result(c);
+    record_call(srv, c, "allowed", NULL, NULL, result);
+    if (!c->cancelled)
+        reply(srv, rpc_result(c->id, json_incref(result)));
+    json_decref(result);
+    if (c->running)
+        srv->n_running--;
+    if (c->in_ev)
+        srv->stdin_pending = false;
+    unlink_call(srv, c);
+    call_free(c);
+    pump(srv);
+    maybe_finish(srv);
+}
+
+static void try_reap(struct call *c)
+{
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(c->child.pid, &st, WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (r == 0) {
+        /* Its pipes are closed, so it is exiting now: look again shortly. */
+        struct timeval tv = { 0, REAP_RETRY_MS * 1000 };
+        evtimer_add(c->reap_ev, &tv);
+        return;
+    }
+    c->reaped = true;
+    c->wstatus = r > 0 ? st : 0;
+    complete(c);
+}
+
+static void on_reap_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    try_reap(arg);
+}
+
+/* All of the run's output and its result are in: the supervisor is ending. */
+static void progress(struct call *c)
+{
+    if (c->out.done && c->err.done && c->res.done)
+        try_reap(c);
+}
+
+static void on_capture(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct capture *cap = arg;
+    char buf[65536];
+    for (int i = 0; i < 16; i++) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            capture_close(cap);
+            progress(cap->call);
+            return;
+        }
+        cap->total += (uint64_t)n;
+        size_t take = cap->limit - cap->len < (size_t)n ? cap->limit - cap->len : (size_t)n;
+        if (take) {
+            char *grown = realloc(cap->data, cap->len + take);
+            if (!grown) {
+                take = 0;
+            } else {
+                cap->data = grown;
+                memcpy(cap->data + cap->len, buf, take);
+                cap->len += take;
+            }
+        }
+        /* What does not fit is read and dropped: the command must not block on it. */
+        if (take < (size_t)n)
+            cap->truncated = true;
+    }
+}
+
+static int capture_start(struct call *c, struct capture *cap, int fd, size_t limit)
+{
+    cap->call = c;
+    cap->limit = limit;
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+        return -1;
+    cap->ev = event_new(c->srv->base, fd, EV_READ | EV_PERSIST, on_capture, cap);
+    return cap->ev && event_add(cap->ev, NULL) == 0 ? 0 : -1;
+}
+
+static void stdin_done(struct call *c)
+{
+    if (c->child.stdin_fd >= 0) {
+        close(c->child.stdin_fd);
+        c->child.stdin_fd = -1;
+    }
+    if (c->in_ev) {
+        event_free(c->in_ev);
+        c->in_ev = NULL;
+        c->srv->stdin_pending = false;
+        pump(c->srv);
+    }
+}
+
+/* Write what the pipe takes; true when all of the input is in (or unwanted). */
+static bool feed_stdin(struct call *c)
+{
+    while (c->input_off < c->input_len) {
+        ssize_t n = write(c->child.stdin_fd, c->input + c->input_off, c->input_len - c->input_off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return false;
+        if (n <= 0)
+            return true; /* EPIPE: the command is done reading */
+        c->input_off += (size_t)n;
+    }
+    return true;
+}
+
+static void on_stdin(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct call *c = arg;
+    if (feed_stdin(c))
+        stdin_done(c);
+}
+
+static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct call *c = arg;
+    if (c->running && !c->reaped)
+        kill(c->child.pid, SIGKILL);
+}
+
+/* Stop C's run: its supervisor passes SIGTERM on and kills the sandbox after a grace. */
+static void stop_call(struct call *c, bool now)
+{
+    if (!c->running || c->reaped)
+        return;
+    if (now) {
+        kill(c->child.pid, SIGKILL);
+        return;
+    }
+    if (c->stopped)
+        return;
+    c->stopped = true;
+    kill(c->child.pid, SIGTERM);
+    struct timeval tv = { KILL_AFTER_MS / 1000, (KILL_AFTER_MS % 1000) * 1000 };
+    evtimer_add(c->kill_ev, &tv);
+}
+
+/* Nothing ran: answer with the reason, as a run that could not start. */
+static void start_failed(struct call *c, const struct cordon_err *err)
+{
+    json_t *r = json_pack("{s:n, s:n, s:s, s:s, s:i}", "exit_code", "signal", "reason",
+                          "setup_error", "error", err->msg, "wall_ms", 0);
+    c->res.data = r ? json_dumps(r, JSON_COMPACT) : NULL;
+    c->res.len = c->res.data ? strlen(c->res.data) : 0;
+    json_decref(r);
+    c->reaped = true;
+    complete(c);
+}
+
+static void start_call(struct server *srv, struct call *c)
+{
+    struct cordon_err err = { 0 };
+    audit_new_run_id(c->run_id);
+    c->reap_ev = evtimer_new(srv->base, on_reap_timer, c);
+    c->kill_ev = evtimer_new(srv->base, on_kill_timer, c);
+    if (!c->reap_ev || !c->kill_ev) {
+        err_set(&err, CORDON_E_INTERNAL, "out of memory");
+        start_failed(c, &err);
+        return;
+    }
+    /*
+     * Until the child has put SIGTERM back to its default, our handler
+     * would catch a cancel meant for it (and stop the whole server), so it
+     * is born with SIGTERM blocked; the supervisor reads it from a signalfd.
+     */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    int rc = sandbox_spawn(&srv->pol, c->argv, c->run_id, true, &c->child, &err);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (rc < 0) {
+        start_failed(c, &err);
+        return;
+    }
+    c->running = true;
+    srv->n_running++;
+    size_t half = (size_t)(srv->pol.tools.max_result_bytes / 2);
+    if (capture_start(c, &c->out, c->child.stdout_fd, half) < 0 ||
+        capture_start(c, &c->err, c->child.stderr_fd, half) < 0 ||
+        capture_start(c, &c->res, c->child.result_fd, MAX_RESULT_JSON) < 0) {
+        /* Cannot watch it: stop it, and let the reap find out. */
+        capture_close(&c->out);
+        capture_close(&c->err);
+        capture_close(&c->res);
+        stop_call(c, true);
+        try_reap(c);
+        return;
+    }
+    if (c->input_len == 0) {
+        stdin_done(c);
+        return;
+    }
+    /*
+     * Every later spawn is a fork that would inherit this pipe's write end
+     * and hold the command's EOF back until its own run ended. A pipe big
+     * enough for the whole input is closed at once; otherwise no call starts
+     * until this one's stdin is written (pump() waits on stdin_pending).
+     */
+    if ((size_t)fcntl(c->child.stdin_fd, F_GETPIPE_SZ) < c->input_len)
+        fcntl(c->child.stdin_fd, F_SETPIPE_SZ, (int)c->input_len);
+    fcntl(c->child.stdin_fd, F_SETFL, fcntl(c->child.stdin_fd, F_GETFL) | O_NONBLOCK);
+    if (feed_stdin(c)) {
+        stdin_done(c);
+        return;
+    }
+    c->in_ev = event_new(srv->base, c->child.stdin_fd, EV_WRITE | EV_PERSIST, on_stdin, c);
+    if (!c->in_ev || event_add(c->in_ev, NULL) < 0) {
+        stdin_done(c);
+        return;
+    }
+    srv->stdin_pending = true;
+}
+
+/* Start queued calls while there is room. */
+static void pump(struct server *srv)
+{
+    /* complete() calls back in here; the loop below goes on by itself. */
+    if (srv->pumping)
+        return;
+    srv->pumping = true;
+    while (!srv->stopping && srv->n_running < MAX_RUNNING && !srv->stdin_pending) {
+        struct call *c = srv->calls;
+        while (c && c->running)
+            c = c->next;
+        if (!c)
+            break;
+        start_call(srv, c);
+    }
+    srv->pumping = false;
+}
+
+/* ---- the end of the session ---- */
+
+static void on_drain(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    if (srv->output_failed || rpc_stream_pending_output(srv->rpc) == 0 ||
+        now_ms() >= srv->drain_deadline) {
+        event_base_loopbreak(srv->base);
+        return;
+    }
+    struct timeval tv = { 0, 10000 };
+    evtimer_add(srv->drain_ev, &tv);
+}
+
+/* Once nothing is left to answer, write what is queued and end the loop. */
+static void maybe_finish(struct server *srv)
+{
+    if (srv->finishing || srv->calls || !(srv->input_done || srv->stopping))
+        return;
+    srv->finishing = true;
+    rpc_stream_close_output(srv->rpc);
+    srv->drain_deadline = now_ms() + DRAIN_MS;
+    on_drain(-1, 0, srv);
+}
+
+/* Stop serving: queued calls are refused, running ones stopped (NOW: killed). */
+static void stop(struct server *srv, bool now)
+{
+    srv->stopping = true;
+    for (struct call *c = srv->calls, *next; c; c = next) {
+        next = c->next;
+        if (c->running) {
+            stop_call(c, now);
+            continue;
+        }
+        if (!c->cancelled)
+            reply(srv, rpc_error(c->id, RPC_REFUSED, "cordon is shutting down; the call did "
+                                                     "not run"));
+        record_call(srv, c, "allowed", NULL, "not run: cordon shut down", NULL);
+        unlink_call(srv, c);
+        call_free(c);
+    }
+    maybe_finish(srv);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    struct server *srv = arg;
+    /* A second one does not wait for the runs' grace. */
+    stop(srv, ++srv->signals > 1);
+}
+
+/* ---- the protocol ---- */
+
+static struct call *find_call(struct server *srv, const json_t *id)
+{
+    /* A cancelled call gets no answer, so its id is free again. */
+    for (struct call *c = srv->calls; c; c = c->next)
+        if (!c->cancelled && json_equal(c->id, id))
+            return c;
+    return NULL;
+}
+
+static json_t *initialize_result(struct server *srv, const json_t *params)
+{
+    const char *version = protocol_versions[0];
+    json_t *asked = json_is_object(params) ? json_object_get(params, "protocolVersion") : NULL;
+    for (size_t i = 0; json_is_string(asked) && i < sizeof protocol_versions /
+                                                    sizeof protocol_versions[0]; i++)
+        if (strcmp(json_string_value(asked), protocol_versions[i]) == 0)
+            version = protocol_versions[i];
+    return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
+                     "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "cordon",
+                     "title", "cordon sandbox", "version", CORDON_VERSION, "instructions",
+                     srv->instructions);
+}
+
+static void tools_call(struct server *srv, const json_t *id, const json_t *params)
+{
+    json_t *name = json_is_object(params) ? json_object_get(params, "name") : NULL;
+    if (!json_is_string(name)) {
+        reply(srv, rpc_error(id, RPC_INVALID_PARAMS, "tools/call needs params.name, a string"));
+        return;
+    }
+    const struct tool *tool = find_tool(&srv->pol, json_string_value(name));
+    if (!tool) {
+        char quoted[80];
+        reply(srv, rpc_error(id, RPC_INVALID_PARAMS, "unknown tool %s",
+                             text_quote(quoted, sizeof quoted, json_string_value(name),
+                                        json_string_length(name), true)));
+        return;
+    }
+    struct call *c = call_new(srv, id, tool);
+    if (!c) {
+        reply(srv, rpc_error(id, RPC_INTERNAL_ERROR, "out of memory"));
+        return;
+    }
+    json_t *args = json_object_get(params, "arguments");
+    json_t *empty = args ? NULL : json_object();
+    if (!args)
+        args = empty;
+    json_digest_hex(args, c->digest);
+    if (srv->pol.tools.record_arguments)
+        c->arguments = json_incref(args);
+
+    char why[300];
+    if (srv->pol.tools.max_calls && srv->n_calls >= srv->pol.tools.max_calls) {
+        snprintf(why, sizeof why, "the session's limit of %llu tool calls is reached",
+                 (unsigned long long)srv->pol.tools.max_calls);
+        record_call(srv, c, "refused", "max_calls", why, NULL);
+        reply(srv, rpc_error(id, RPC_REFUSED, "%s", why));
+        call_free(c);
+        json_decref(empty);
+        return;
+    }
+    unsigned queued = 0;
+    for (struct call *q = srv->calls; q; q = q->next)
+        queued += !q->running;
+    if (queued >= MAX_QUEUED) {
+        snprintf(why, sizeof why, "%u calls are already waiting to run; try again later",
+                 queued);
+        record_call(srv, c, "refused", "queue", why, NULL);
+        reply(srv, rpc_error(id, RPC_REFUSED, "%s", why));
+        call_free(c);
+        json_decref(empty);
+        return;
+    }
+    srv->n_calls++;
+    int rc = json_is_object(args)
+                 ? tool->build(args, c, why, sizeof why)
+                 : why_printf(why, sizeof why, "arguments must be an object, got %s",
+                              json_type_name(args));
+    json_decref(empty);
+    if (rc < 0) {
+        record_call(srv, c, "refused", "arguments", why, NULL);
+        reply(srv, rpc_result(id, tool_error("invalid arguments for %s: %s", tool->name, why)));
+        call_free(c);
+        return;
+    }
+    struct call **tail = &srv->calls;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = c;
+    pump(srv);
+}
+
+static void cancel(struct server *srv, const json_t *params)
+{
+    json_t *id = json_is_object(params) ? json_object_get(params, "requestId") : NULL;
+    struct call *c = id ? find_call(srv, id) : NULL;
+    if (!c || c->cancelled)
+        return;
+    c->cancelled = true; /* no answer goes out for it */
+    if (c->running) {
+        stop_call(c, false);
+        return;
+    }
+    record_call(srv, c, "allowed", NULL, "not run: cancelled by the client", NULL);
+    unlink_call(srv, c);
+    call_free(c);
+    maybe_finish(srv);
+}
+
+static void request(struct server *srv, const char *method, const json_t *id,
+                    const json_t *params)
+{
+    if (find_call(srv, id)) {
+        reply(srv, rpc_error(id, RPC_INVALID_REQUEST,
+                             "a request with this id is still in progress"));
+        return;
+    }
+    if (params && !json_is_object(params)) {
+        reply(srv, rpc_error(id, RPC_INVALID_PARAMS, "params must be an object"));
+        return;
+    }
+    if (strcmp(method, "initialize") == 0)
+        reply(srv, rpc_result(id, initialize_result(srv, params)));
+    else if (strcmp(method, "ping") == 0)
+        reply(srv, rpc_result(id, json_object()));
+    else if (strcmp(method, "tools/list") == 0)
+        reply(srv, rpc_result(id, json_pack("{s:O}", "tools", srv->tools)));
+    else if (strcmp(method, "tools/call") == 0)
+        tools_call(srv, id, params);
+    else {
+        char quoted[80];
+        reply(srv, rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s",
+                             text_quote(quoted, sizeof quoted, method, strlen(method), true)));
+    }
+}
+
+static void on_message(void *ctx, struct rpc_stream *s, json_t *msg)
+{
+    (void)s;
+    struct server *srv = ctx;
+    if (srv->stopping)
+        return;
+    const char *method = NULL;
+    json_t *id = NULL;
+    char why[160];
+    switch (rpc_classify(msg, &method, &id, why, sizeof why)) {
+    case RPC_KIND_INVALID:
+        reply(srv, rpc_error(id, RPC_INVALID_REQUEST, "invalid request: %s", why));
+        return;
+    case RPC_KIND_RESPONSE:
+        return; /* we ask the client nothing, so there is nothing to match it to */
+    case RPC_KIND_NOTIFICATION:
+        if (strcmp(method, "notifications/cancelled") == 0)
+            cancel(srv, json_object_get(msg, "params"));
+        return; /* initialized and the rest need nothing from us */
+    case RPC_KIND_REQUEST:
+        request(srv, method, id, json_object_get(msg, "params"));
+        return;
+    }
+}
+
+static void on_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t len,
+                       bool oversized, const char *why)
+{
+    (void)s;
+    struct server *srv = ctx;
+    if (srv->stopping)
+        return;
+    if (!oversized) {
+        reply(srv, rpc_error(NULL, RPC_PARSE_ERROR, "parse error: %s", why));
+        return;
+    }
+    /*
+     * The request is gone, but its id may be read from what is left of it,
+     * unless that could be the id of a call still running, which would then
+     * seem answered.
+     */
+    json_t *id = NULL;
+    long long guess = rpc_guess_id(line, len);
+    if (guess >= 0) {
+        id = json_integer(guess);
+        if (find_call(srv, id)) {
+            json_decref(id);
+            id = NULL;
+        }
+    }
+    reply(srv, rpc_error(id, RPC_INVALID_REQUEST, "message refused: %s (tools.max_message_bytes)",
+                         why));
+    json_decref(id);
+}
+
+static void on_closed(void *ctx, struct rpc_stream *s, bool output_failed)
+{
+    (void)s;
+    struct server *srv = ctx;
+    if (output_failed) {
+        /* Nobody is left to answer: stop the runs. */
+        srv->output_failed = true;
+        stop(srv, false);
+        return;
+    }
+    /* The client is done asking; what it asked is still answered. */
+    srv->input_done = true;
+    maybe_finish(srv);
+}
+
+static const struct rpc_handlers handlers = {
+    .message = on_message,
+    .garbage = on_garbage,
+    .closed = on_closed,
+};
+
+/* ---- setup ---- */
+
+static void server_release(struct server *srv)
+{
+    while (srv->calls) {
+        struct call *c = srv->calls;
+        srv->calls = c->next;
+        call_free(c);
+    }
+    if (srv->rpc)
+        rpc_stream_free(srv->rpc);
+    if (srv->sig_term)
+        event_free(srv->sig_term);
+    if (srv->sig_int)
+        event_free(srv->sig_int);
+    if (srv->drain_ev)
+        event_free(srv->drain_ev);
+    if (srv->audit) {
+        struct cordon_err ignored;
+        audit_close(srv->audit, &ignored);
+        audit_free(srv->audit);
+    }
+    json_decref(srv->tools);
+    free(srv->instructions);
+    if (srv->base)
+        event_base_free(srv->base);
+}
+
+static int server_init(struct server *srv, const struct policy *p, struct cordon_err *err)
+{
+    /*
+     * A shallow copy: its pointers stay the caller's, borrowed for the
+     * session and never freed through it. Only a scalar differs: a model's
+     * code must not be able to run forever when the policy sets no limit.
+     */
+    srv->pol = *p;
+    if (srv->pol.limits.wall_ms == 0)
+        srv->pol.limits.wall_ms = DEFAULT_WALL_MS;
+
+    if (cordon_audit_open(p, &srv->audit, err) < 0)
+        return -1;
+    srv->tools = tool_list(&srv->pol);
+    srv->instructions = instructions(&srv->pol);
+    if (!srv->tools || !srv->instructions)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+
+    struct event_config *cfg = event_config_new();
+    if (!cfg)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    /* stdin may be a regular file or a pipe, which epoll refuses. */
+    event_config_require_features(cfg, EV_FEATURE_FDS);
+    srv->base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    if (!srv->base)
+        return err_set(err, CORDON_E_INTERNAL, "cannot create the event loop");
+
+    /* Our own descriptors, so that ending the stream does not close fds 0 and 1. */
+    int in = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (in < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot use stdin");
+    int out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (out < 0) {
+        close(in);
+        return err_sys(err, CORDON_E_SETUP, "cannot use stdout");
+    }
+    srv->rpc = rpc_stream_new(srv->base, in, out, (size_t)p->tools.max_message_bytes, &handlers,
+                              srv, err);
+    if (!srv->rpc) {
+        close(in);
+        close(out);
+        return -1;
+    }
+    /* A client that stops reading stops being read: answers do not pile up. */
+    rpc_stream_throttle(srv->rpc, srv->rpc);
+    srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+    srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
+    srv->drain_ev = evtimer_new(srv->base, on_drain, srv);
+    if (!srv->sig_term || !srv->sig_int || !srv->drain_ev || evsignal_add(srv->sig_term, NULL) < 0 ||
+        evsignal_add(srv->sig_int, NULL) < 0)
+        return err_set(err, CORDON_E_INTERNAL, "cannot watch for signals");
+    return 0;
+}
+
+int mcp_serve(const struct policy *p, struct cordon_err *err)
+{
+    /* A client that goes away must not kill us in the middle of a write. */
+    signal(SIGPIPE, SIG_IGN);
+    struct server srv = { 0 };
+    if (server_init(&srv, p, err) < 0) {
+        server_release(&srv);
+        return -1;
+    }
+    int rc = event_base_dispatch(srv.base);
+    /* Any run still here (the loop failed) is killed and reaped by call_free. */
+    server_release(&srv);
+    if (rc < 0)
+        return err_set(err, CORDON_E_INTERNAL, "the event loop failed");
+    return 0;
+}
