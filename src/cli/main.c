@@ -19,6 +19,8 @@ static const char usage[] =
     "  run [OPTIONS] -- CMD [ARG...]   run CMD in a fresh sandbox (see cordon run --help)\n"
     "  check                          report what this host supports and which levels run\n"
     "  fetch [OPTIONS] URL            fetch a URL under the egress rules (see --help)\n"
+    "  mcp wrap [OPTIONS] -- SERVER    run an MCP server sandboxed, behind the tool broker\n"
+    "  mcp serve [OPTIONS]            be an MCP server that runs code in sandboxes\n"
     "  policy check FILE              validate a policy; print it as JSON with its digest\n"
     "  audit verify FILE [--key PUB.pem]\n"
     "                                 check an audit log's hash chain (and signatures)\n"
@@ -87,6 +89,8 @@ int main(int argc, char **argv)
         return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "fetch"))
         return cmd_fetch(argc - 1, argv + 1);
+    if (!strcmp(cmd, "mcp"))
+        return cmd_mcp(argc - 1, argv + 1);
     if (!strcmp(cmd, "policy"))
         return cmd_policy(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit")) return cmd_audit(argc - 1, argv + 1);

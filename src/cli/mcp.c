@@ -1,0 +1,102 @@
+/*
+ * cli/mcp.c: `cordon mcp wrap` (a third-party MCP server, sandboxed and
+ * brokered) and `cordon mcp serve` (cordon as an MCP server that runs
+ * commands and code in per-call sandboxes). Both take run's options.
+ */
+#include "cli/cli.h"
+
+#include "broker/broker.h"
+#include "broker/serve.h"
+#include "policy/policy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: cordon mcp wrap [OPTIONS] -- SERVER-COMMAND [ARG...]\n"
+    "       cordon mcp serve [OPTIONS]\n"
+    "\n"
+    "  wrap   run an MCP server (stdio) in a sandbox and broker every message between\n"
+    "         it and the client on our stdin/stdout: only the policy's tools.allow are\n"
+    "         listed and callable, and each call's arguments are checked against the\n"
+    "         tool's inputSchema and the policy's tools.rules first\n"
+    "  serve  be an MCP server (stdio) whose tools run_command and run_code run each\n"
+    "         call in a fresh sandbox under the policy\n"
+    "\n"
+    "See 'cordon mcp wrap --help' and 'cordon mcp serve --help' for the options.\n";
+
+static const char *const wrap_usage[2] = {
+    "usage: cordon mcp wrap [OPTIONS] -- SERVER-COMMAND [ARG...]\n"
+    "\n"
+    "Run SERVER-COMMAND, an MCP server speaking stdio, in a sandbox, and broker MCP\n"
+    "between it and the client on stdin/stdout under the policy's tools section.\n"
+    "\n"
+    "      --allow-tool NAME    forward tool NAME (repeatable; adds to tools.allow)\n",
+    "  -h, --help               this help\n"
+    "\n"
+    "Exit status: 0 when the session ended; the server's when it failed; 125 if\n"
+    "cordon failed or refused.\n",
+};
+
+static const char *const serve_usage[2] = {
+    "usage: cordon mcp serve [OPTIONS]\n"
+    "\n"
+    "Serve MCP on stdin/stdout with the tools run_command and run_code; each call\n"
+    "runs in a fresh sandbox built from these options.\n"
+    "\n",
+    "  -h, --help               this help\n"
+    "\n"
+    "Exit status: 0 when the client ended the session; 125 if cordon failed.\n",
+};
+
+static int wrap(int argc, char **argv)
+{
+    struct run_args a;
+    int rc = cli_run_args("mcp wrap", wrap_usage, argc, argv, true, &a);
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    _cleanup_(policy_freep) struct policy *p = a.policy;
+    if (a.first >= argc)
+        return cli_usage_error("mcp wrap: missing server command: "
+                               "cordon mcp wrap [OPTIONS] -- SERVER-COMMAND [ARG...]");
+    if (p->tools.n_allow == 0)
+        fprintf(stderr, "cordon: mcp wrap: tools.allow is empty, so the client will see no "
+                        "tools; allow some with --allow-tool or the policy\n");
+    struct cordon_err err = { 0 };
+    int status = 0;
+    if (mcp_wrap(p, argv + a.first, &status, &err) < 0)
+        return cli_fail(&err);
+    return status;
+}
+
+static int serve(int argc, char **argv)
+{
+    struct run_args a;
+    int rc = cli_run_args("mcp serve", serve_usage, argc, argv, false, &a);
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    _cleanup_(policy_freep) struct policy *p = a.policy;
+    if (a.first < argc)
+        return cli_usage_error("mcp serve: unexpected argument '%s'; it takes no command",
+                               argv[a.first]);
+    struct cordon_err err = { 0 };
+    if (mcp_serve(p, &err) < 0)
+        return cli_fail(&err);
+    return 0;
+}
+
+int cmd_mcp(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error("mcp: missing subcommand: wrap or serve; try 'cordon mcp --help'");
+    const char *sub = argv[1];
+    if (!strcmp(sub, "-h") || !strcmp(sub, "--help") || !strcmp(sub, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (!strcmp(sub, "wrap"))
+        return wrap(argc - 1, argv + 1);
+    if (!strcmp(sub, "serve"))
+        return serve(argc - 1, argv + 1);
+    return cli_usage_error("mcp: unknown subcommand '%s'; expected wrap or serve", sub);
+}
