@@ -38,6 +38,7 @@ struct rpc_stream {
     size_t head_len, tail_len;
     bool paused;              /* reading stopped by back-pressure */
     bool closing;             /* close the output once it drains */
+    bool eof_seen;            /* the input ended; what is buffered is still to handle */
     bool in_done, out_failed;
     struct rpc_stream *targets[MAX_LINKS]; /* streams our input feeds */
     struct rpc_stream *feeders[MAX_LINKS]; /* streams whose input feeds our output */
@@ -252,8 +253,9 @@ static void handle_line(struct rpc_stream *s, char *line, size_t len)
         return; /* a blank line is not a message */
     json_error_t jerr;
     /* NULs are let through the parser so rpc_classify can refuse them with the id. */
-    json_t *msg = json_loadb(line + start, len - start, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
-                             &jerr);
+    /* Any JSON value parses, so a bare "x" is an invalid request, not a parse error. */
+    json_t *msg = json_loadb(line + start, len - start,
+                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
     if (!msg) {
         char why[200];
         snprintf(why, sizeof why, "not JSON: %s", jerr.text);
@@ -309,24 +311,33 @@ static void on_read(struct bufferevent *bev, void *arg)
     drain_input(arg);
 }
 
-static void on_in_event(struct bufferevent *bev, short what, void *arg)
+/* The input ended and everything before the end is handled: say so, once. */
+static void finish_input(struct rpc_stream *s)
 {
-    struct rpc_stream *s = arg;
-    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) || s->in_done)
-        return;
-    drain_input(s);
+    struct evbuffer *in = bufferevent_get_input(s->in);
     /* A last message without its newline still counts. */
-    struct evbuffer *in = bufferevent_get_input(bev);
     size_t left = evbuffer_get_length(in);
-    if (!s->paused && !s->discarding && left && left <= s->max) {
+    if (!s->discarding && left && left <= s->max) {
         char *line = (char *)evbuffer_pullup(in, -1);
         if (line)
             handle_line(s, line, left);
-        evbuffer_drain(in, left);
     }
+    evbuffer_drain(in, evbuffer_get_length(in));
     s->in_done = true;
-    bufferevent_disable(bev, EV_READ);
     s->h->closed(s->ctx, s, false);
+}
+
+static void on_in_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct rpc_stream *s = arg;
+    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) || s->eof_seen)
+        return;
+    s->eof_seen = true;
+    bufferevent_disable(bev, EV_READ);
+    drain_input(s);
+    /* Paused by back-pressure: the rest is handled, and the end told, on resuming. */
+    if (!s->paused)
+        finish_input(s);
 }
 
 /* ---- writing ---- */
@@ -338,9 +349,11 @@ static void resume_feeders(struct rpc_stream *s)
         if (!f || !f->paused || congested(f))
             continue;
         f->paused = false;
-        if (!f->in_done)
+        if (!f->eof_seen)
             bufferevent_enable(f->in, EV_READ);
         drain_input(f);
+        if (f->eof_seen && !f->paused && !f->in_done)
+            finish_input(f);
     }
 }
 
@@ -431,7 +444,7 @@ struct rpc_stream *rpc_stream_new(struct event_base *base, int in_fd, int out_fd
         bufferevent_setcb(s->in, on_read, NULL, on_in_event, s);
         bufferevent_enable(s->in, EV_READ);
     } else {
-        s->in_done = true;
+        s->in_done = s->eof_seen = true;
     }
     if (out_fd >= 0) {
         evutil_make_socket_nonblocking(out_fd);

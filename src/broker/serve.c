@@ -1058,18 +1058,7 @@ static void start_call(struct server *srv, struct call *c)
         start_failed(c, &err);
         return;
     }
-    /*
-     * Until the child has put SIGTERM back to its default, our handler
-     * would catch a cancel meant for it (and stop the whole server), so it
-     * is born with SIGTERM blocked; the supervisor reads it from a signalfd.
-     */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigprocmask(SIG_BLOCK, &block, &old);
     int rc = sandbox_spawn(&srv->pol, c->argv, c->run_id, true, &c->child, &err);
-    sigprocmask(SIG_SETMASK, &old, NULL);
     if (rc < 0) {
         start_failed(c, &err);
         return;

@@ -29,6 +29,11 @@ __attribute__((noreturn))
 static void child_main(const struct policy *p, char *const *argv, const char *run_id,
                        int in_fd, int out_fd, int err_fd, int result_fd)
 {
+    /* The broker's other runs' pipes, its loop's and its client's descriptors
+     * are not this run's: an inherited write end of another run's stdin would
+     * keep that run from ever seeing its end. */
+    int keep[] = { in_fd, out_fd, err_fd, result_fd };
+    close_fds_except(keep, sizeof keep / sizeof keep[0]);
     /* The broker's handlers and loop are not ours: a default SIGPIPE would
      * kill the supervisor on a vanished reader, SIGTERM must reach cordon_run. */
     signal(SIGPIPE, SIG_IGN);
@@ -67,7 +72,20 @@ int sandbox_spawn(const struct policy *p, char *const *argv, const char *run_id,
         err_sys(err, CORDON_E_SETUP, "cannot create pipes for the sandbox");
         goto fail;
     }
+    /*
+     * Until the child has put SIGTERM and SIGINT back to their defaults, the
+     * broker's handlers would catch a stop meant for the run (and stop the
+     * broker), so the child is born with them blocked; cordon_run's
+     * supervisor reads them from a signalfd.
+     */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &old);
     pid_t pid = fork();
+    if (pid != 0)
+        sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot fork the sandbox supervisor");
         goto fail;

@@ -677,9 +677,6 @@ def test_hostile_input_gets_errors_and_the_server_goes_on(raw, cordon):
                                                      20, 20, 21, "21"])), ids
 
 
-@pytest.mark.xfail(strict=True, reason="broker/jsonrpc.c decodes without JSON_DECODE_ANY: valid "
-                   "JSON that is neither object nor array is a parse error (-32700), where "
-                   "JSON-RPC asks for an invalid request (-32600)")
 def test_a_json_scalar_is_an_invalid_request(raw):
     r = raw()
     r.send(b'"just a string"')

@@ -8,6 +8,7 @@ import errno
 import os
 import pty
 import re
+import signal
 import subprocess
 
 import pytest
@@ -196,12 +197,24 @@ def test_raw_syscall_refused(cordon, nr, args):
     assert_errno(r, errno.EPERM, errno.ENOSYS)
 
 
+def host_has_abi(cordon, action):
+    """Whether the host kernel has the ABI at all: without IA32 emulation
+    int 0x80 faults (SIGSEGV) before any filter sees it."""
+    p = subprocess.run([cordon.probe_bin, action], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return p.returncode != -signal.SIGSEGV
+
+
 @pytest.mark.parametrize("action", ["i386", "x32"])
 def test_foreign_syscall_abi_killed(cordon, action):
     r = cordon.probe(action)
+    assert "returned" not in r.out
+    if not host_has_abi(cordon, action):
+        # No entry point on this kernel: the call cannot be made, in or out.
+        assert r.status == 128 + signal.SIGSEGV, r
+        return
     assert r.status == SIGSYS_STATUS, f"expected death by SIGSYS (159)\n{r}"
     assert r.result is not None and r.result["signal"] == 31, r
-    assert "returned" not in r.out
 
 
 def test_no_host_terminal(cordon):
