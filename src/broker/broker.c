@@ -38,6 +38,8 @@
 #define SERVER_CWD "/workspace"
 /* After the client leaves: how long the server gets to exit on its stdin's EOF. */
 #define SHUTDOWN_GRACE_S 5
+/* After the client's end: what may wait for it unread, past which messages are dropped. */
+#define CLIENT_BACKLOG_MAX (16u << 20)
 /* After the server is gone: how long a client that does not read gets to take what is queued. */
 #define FINISH_DRAIN_S 5
 /* Protocol violations recorded one by one; past this only counted. */
@@ -171,7 +173,10 @@ static void violation(struct broker *b, const char *peer, const char *why)
 
 static void to_client(struct broker *b, json_t *msg)
 {
-    if (msg && !b->client_gone)
+    /* After the client's end the server is read unthrottled (below), so what
+     * a client that stopped reading would be sent is capped. */
+    if (msg && !b->client_gone &&
+        !(b->client_done && rpc_stream_pending_output(b->client) > CLIENT_BACKLOG_MAX))
         rpc_send(b->client, msg);
     json_decref(msg);
 }
@@ -966,6 +971,9 @@ static void client_ended(struct broker *b)
     b->client_done = true;
     /* EOF on the server's stdin is how stdio MCP says goodbye. */
     rpc_stream_close_output(b->server);
+    /* The server (and the supervisor relaying its output) must be able to
+     * write until it exits, whether or not the client still reads. */
+    rpc_stream_unthrottle(b->server);
     struct timeval tv = { SHUTDOWN_GRACE_S, 0 };
     evtimer_add(b->shutdown_timer, &tv);
     maybe_finish(b);

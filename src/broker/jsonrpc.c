@@ -38,7 +38,7 @@ struct rpc_stream {
     size_t head_len, tail_len;
     bool paused;              /* reading stopped by back-pressure */
     bool closing;             /* close the output once it drains */
-    bool eof_seen;            /* the input ended; what is buffered is still to handle */
+    bool eof_seen;            /* the input ended */
     bool in_done, out_failed;
     struct rpc_stream *targets[MAX_LINKS]; /* streams our input feeds */
     struct rpc_stream *feeders[MAX_LINKS]; /* streams whose input feeds our output */
@@ -300,7 +300,8 @@ static void drain_input(struct rpc_stream *s)
             return;
         handle_line(s, line, n);
         evbuffer_drain(in, n + 1);
-        if (congested(s))
+        /* After the end, what is buffered is all there will be: no pause. */
+        if (!s->eof_seen && congested(s))
             pause_reading(s);
     }
 }
@@ -332,12 +333,16 @@ static void on_in_event(struct bufferevent *bev, short what, void *arg)
     struct rpc_stream *s = arg;
     if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) || s->eof_seen)
         return;
+    /*
+     * A peer that stopped reading may never drain what it is owed, so the
+     * lines already buffered (bounded: reading was paused) are handled now,
+     * back-pressure or not, and then the end is told.
+     */
     s->eof_seen = true;
+    s->paused = false;
     bufferevent_disable(bev, EV_READ);
     drain_input(s);
-    /* Paused by back-pressure: the rest is handled, and the end told, on resuming. */
-    if (!s->paused)
-        finish_input(s);
+    finish_input(s);
 }
 
 /* ---- writing ---- */
@@ -352,8 +357,6 @@ static void resume_feeders(struct rpc_stream *s)
         if (!f->eof_seen)
             bufferevent_enable(f->in, EV_READ);
         drain_input(f);
-        if (f->eof_seen && !f->paused && !f->in_done)
-            finish_input(f);
     }
 }
 
@@ -420,6 +423,23 @@ void rpc_stream_throttle(struct rpc_stream *from, struct rpc_stream *to)
             to->feeders[i] = from;
             break;
         }
+}
+
+void rpc_stream_unthrottle(struct rpc_stream *from)
+{
+    for (int i = 0; i < MAX_LINKS; i++) {
+        struct rpc_stream *to = from->targets[i];
+        from->targets[i] = NULL;
+        for (int j = 0; to && j < MAX_LINKS; j++)
+            if (to->feeders[j] == from)
+                to->feeders[j] = NULL;
+    }
+    if (from->paused) {
+        from->paused = false;
+        if (!from->eof_seen)
+            bufferevent_enable(from->in, EV_READ);
+        drain_input(from);
+    }
 }
 
 /* ---- life ---- */

@@ -82,6 +82,9 @@ int rpc_send(struct rpc_stream *s, const json_t *msg);
  */
 void rpc_stream_throttle(struct rpc_stream *from, struct rpc_stream *to);
 
+/* Undo rpc_stream_throttle() for FROM: read on whatever the others queue. */
+void rpc_stream_unthrottle(struct rpc_stream *from);
+
 /* Stop writing: close the output once what is queued is written. */
 void rpc_stream_close_output(struct rpc_stream *s);
 

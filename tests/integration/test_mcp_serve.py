@@ -9,14 +9,11 @@ sandbox, and no trace of it on the host (no file, no connection, no
 process, no cgroup or temp entry: see the autouse no_leftovers fixture).
 """
 
-import errno
 import hashlib
 import json
 import os
 import pathlib
 import secrets
-import select
-import shutil
 import signal
 import subprocess
 import time
@@ -24,9 +21,8 @@ import time
 import pytest
 
 from conftest import HOST_TOKEN, REPO, host_ipv4_addresses, marker, pids_with, wait_until
-
-MCP = REPO / "tests" / "mcp"
-NODE = shutil.which("node") or "/usr/bin/node"
+from mcp_util import MCP, NODE, RawClient, clean, policy, require_npm_packages
+from mcp_util import sdk as run_sdk
 VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 RESULT_KEYS = {"exit_code", "signal", "reason", "stdout", "stderr", "stdout_truncated",
                "stderr_truncated", "run_id", "wall_ms"}
@@ -34,18 +30,8 @@ RESULT_KEYS = {"exit_code", "signal", "reason", "stdout", "stderr", "stdout_trun
 
 @pytest.fixture(scope="module")
 def sdk_client():
-    if not (MCP / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        pytest.fail("tests/mcp/node_modules is missing: run scripts/install-test-deps.sh")
-    if not (MCP / "client.mjs").is_file():
-        pytest.fail("tests/mcp/client.mjs is missing")
+    require_npm_packages()
     return MCP / "client.mjs"
-
-
-def policy(cordon, text, name="serve.yaml"):
-    d = cordon.hostdir()
-    p = d / name
-    p.write_text("version: 1\n" + text)
-    return p
 
 
 def serve_argv(cordon, *opts):
@@ -54,25 +40,9 @@ def serve_argv(cordon, *opts):
 
 def sdk(client, cordon, steps, *opts, timeout_ms=60000, env=None):
     """Run the SDK client against `cordon mcp serve OPTS`; its one JSON report."""
-    argv = serve_argv(cordon, *opts)
-    script = {"command": argv[0], "args": argv[1:], "env": cordon.ident.env(env),
-              "steps": steps, "timeout_ms": timeout_ms, "deadline_ms": timeout_ms * 3}
-    # A file, not stdin: node's synchronous read of a large script from a pipe hits EAGAIN.
-    path = cordon.hostdir() / "script.json"
-    path.write_text(json.dumps(script))
-    p = subprocess.run([NODE, str(client), str(path)], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, cwd=cordon.tmp, timeout=timeout_ms / 1000 * 4)
-    assert p.returncode == 0, f"client.mjs failed ({p.returncode}): {p.stderr.decode()[-3000:]}"
-    rep = json.loads(p.stdout)
-    assert rep["connected"], rep
+    rep = run_sdk(cordon, serve_argv(cordon, *opts), steps, timeout_ms=timeout_ms, env=env)
     assert rep["exit"] == {"code": 0, "signal": None}, rep["exit"]
-    clean(rep["stderr"])
     return rep
-
-
-def clean(stderr):
-    """No report of a memory or undefined-behaviour bug (under -Db_sanitize)."""
-    assert "Sanitizer" not in stderr and "runtime error:" not in stderr, stderr[-5000:]
 
 
 def call(name, **arguments):
@@ -119,103 +89,12 @@ def invalid(step, *words):
     return text
 
 
-class Raw:
-    """A client on raw pipes, for what no SDK client would send."""
-
-    def __init__(self, argv, env, cwd, stdin=subprocess.PIPE):
-        self.p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, env=env, cwd=cwd,
-                                  start_new_session=True)
-        self.buf = b""
-        self.seen = []
-
-    def send(self, msg):
-        data = msg if isinstance(msg, bytes) else json.dumps(msg).encode()
-        self.p.stdin.write(data + b"\n")
-        self.p.stdin.flush()
-
-    def recv(self, timeout=30):
-        end = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            r, _, _ = select.select([self.p.stdout], [], [], left)
-            if not r:
-                return None
-            d = os.read(self.p.stdout.fileno(), 1 << 20)
-            if not d:
-                return None
-            self.buf += d
-        line, self.buf = self.buf.split(b"\n", 1)
-        m = json.loads(line)
-        self.seen.append(m)
-        return m
-
-    def answers(self, n, timeout=60):
-        """The next N messages (all responses: the server sends nothing else)."""
-        got = []
-        end = time.monotonic() + timeout
-        while len(got) < n:
-            m = self.recv(max(0.0, end - time.monotonic()))
-            assert m is not None, f"only {len(got)} of {n} answers came: {got}"
-            got.append(m)
-        return got
-
-    def request(self, rid, method, params=None, timeout=60):
-        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        m = self.recv(timeout)
-        assert m is not None and m.get("id") == rid, m
-        return m
-
-    def initialize(self, version="2025-06-18"):
-        r = self.request(0, "initialize", {"protocolVersion": version, "capabilities": {},
-                                           "clientInfo": {"name": "raw", "version": "1"}})
-        assert "result" in r, r
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return r["result"]
-
-    def close(self, timeout=30):
-        """Close stdin; the server's exit status, what else it wrote, and its stderr."""
-        if self.p.stdin:
-            self.p.stdin.close()
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.p.pid, signal.SIGKILL)
-            self.p.wait()
-            pytest.fail("cordon mcp serve did not end after its stdin closed")
-        rest = self.buf + self.p.stdout.read()
-        extra = [json.loads(l) for l in rest.splitlines() if l.strip()]
-        self.seen.extend(extra)
-        err = self.p.stderr.read().decode("utf-8", "replace")
-        clean(err)
-        return rc, extra, err
-
-    def ended(self, timeout=20):
-        """The exit status of a server ended by other means than its stdin."""
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail("cordon mcp serve did not end")
-        clean(self.p.stderr.read().decode("utf-8", "replace"))
-        return rc
-
-    def kill(self):
-        if self.p.poll() is None:
-            os.killpg(self.p.pid, signal.SIGKILL)
-            self.p.wait()
-
-
 @pytest.fixture
 def raw(cordon):
     servers = []
 
     def start(*opts, stdin=subprocess.PIPE):
-        r = Raw(serve_argv(cordon, *opts), cordon.ident.env(), cordon.tmp, stdin)
+        r = RawClient(serve_argv(cordon, *opts), cordon.ident.env(), cordon.tmp, stdin)
         servers.append(r)
         return r
 

@@ -11,19 +11,13 @@ on.
 
 import json
 import os
-import pathlib
-import select
-import shutil
-import signal
 import subprocess
 import time
 
 import pytest
 
 from conftest import HOST_TOKEN, REPO, marker, pids_with, wait_until
-
-MCP = REPO / "tests" / "mcp"
-NODE = shutil.which("node") or "/usr/bin/node"
+from mcp_util import MCP, NODE, RawClient, policy, require_npm_packages, sdk
 INSIDE = "/opt/mcp"
 FS_SERVER = [NODE, f"{INSIDE}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
              "/workspace"]
@@ -38,33 +32,12 @@ def hostile(mode, *args):
 
 @pytest.fixture(scope="module", autouse=True)
 def npm_packages():
-    if not (MCP / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        pytest.fail("tests/mcp/node_modules is missing: run scripts/install-test-deps.sh")
-
-
-def policy(cordon, text, name="mcp.yaml"):
-    d = cordon.hostdir()
-    p = d / name
-    p.write_text("version: 1\n" + text)
-    return p
+    require_npm_packages()
 
 
 def wrap_argv(cordon, pol, server, *opts):
     return cordon.argv("mcp", "wrap", "-p", pol, "--ro", f"{MCP}:{INSIDE}", *opts, "--",
                        *server)
-
-
-def sdk(cordon, argv, steps, handlers=None, timeout_ms=60000, env=None):
-    """Run the SDK client against ARGV; its one JSON report."""
-    script = {"command": argv[0], "args": argv[1:], "env": cordon.ident.env(env),
-              "steps": steps, "timeout_ms": timeout_ms, "deadline_ms": timeout_ms * 3}
-    if handlers is not None:
-        script["handlers"] = handlers
-    p = subprocess.run([NODE, str(MCP / "client.mjs")], input=json.dumps(script).encode(),
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cordon.tmp,
-                       timeout=timeout_ms / 1000 * 4)
-    assert p.returncode == 0, f"client.mjs failed ({p.returncode}): {p.stderr.decode()[-3000:]}"
-    return json.loads(p.stdout)
 
 
 def tool_names(step):
@@ -105,72 +78,8 @@ def tee_calls(ws):
     return calls
 
 
-class Raw:
-    """A client on raw pipes, for what no SDK client would send."""
-
-    def __init__(self, argv, env):
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, env=env, start_new_session=True)
-        self.buf = b""
-
-    def send(self, msg):
-        data = msg if isinstance(msg, bytes) else json.dumps(msg).encode()
-        self.p.stdin.write(data + b"\n")
-        self.p.stdin.flush()
-
-    def recv(self, timeout=30):
-        end = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = end - time.monotonic()
-            r, _, _ = select.select([self.p.stdout], [], [], max(0, left))
-            if not r:
-                return None
-            d = os.read(self.p.stdout.fileno(), 1 << 20)
-            if not d:
-                return None
-            self.buf += d
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def answer(self, rid, timeout=30):
-        """The response to RID, skipping notifications."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            m = self.recv(end - time.monotonic())
-            if m is None:
-                return None
-            if "method" not in m and m.get("id") == rid:
-                return m
-        return None
-
-    def request(self, rid, method, params=None, timeout=30):
-        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        return self.answer(rid, timeout)
-
-    def initialize(self):
-        r = self.request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                           "clientInfo": {"name": "raw", "version": "1"}})
-        assert r and "result" in r, r
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return r["result"]
-
-    def close(self, timeout=30):
-        self.p.stdin.close()
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.p.pid, signal.SIGKILL)
-            self.p.wait()
-            pytest.fail("cordon mcp wrap did not end after its stdin closed")
-        err = self.p.stderr.read().decode("utf-8", "replace")
-        return rc, err
-
-
 def raw(cordon, argv):
-    return Raw(argv, cordon.ident.env())
+    return RawClient(argv, cordon.ident.env())
 
 
 FS_POLICY = """\
@@ -510,7 +419,7 @@ def test_flooding_server_is_throttled_and_the_session_ends_cleanly(cordon):
     assert rss < 200 << 20, f"broker RSS {rss} bytes while the client does not read"
     r.send({"jsonrpc": "2.0", "id": 7, "method": "ping"})
     assert r.answer(7, timeout=60) is not None
-    rc, err = r.close()
+    rc, _, err = r.close()
     assert rc == 0, err
 
 
@@ -525,7 +434,7 @@ def test_server_that_outstays_the_client_is_stopped_without_a_trace(cordon):
             "params": {"name": "wait", "arguments": {}}})
     assert wait_until(lambda: pids_with(mark), 10)
     t0 = time.monotonic()
-    rc, err = r.close(timeout=30)
+    rc, _, err = r.close(timeout=30)
     assert rc == 0, err
     # The broker's grace (5 s) and the supervisor's (2 s), then a kill.
     assert time.monotonic() - t0 < 20
@@ -610,7 +519,7 @@ def test_hostile_client_messages_get_protocol_errors(cordon, fs_ws):
     got = [r.recv(), r.recv()]
     assert any("error" in g and "already in use" in g["error"]["message"] for g in got), got
     assert any("result" in g for g in got), got
-    rc, err = r.close()
+    rc, _, err = r.close()
     assert rc == 0, err
     assert [c["name"] for c in tee_calls(fs_ws)] == ["read_text_file", "search_files"]
 
