@@ -587,3 +587,16 @@ def test_missing_server_binary_ends_the_session_with_127(cordon):
     assert p.returncode == 127, p
     out = [json.loads(l) for l in p.stdout.splitlines()]
     assert out and out[0]["id"] == 1 and "error" in out[0], out
+
+
+def test_no_allowlist_means_no_tools(cordon):
+    """Without tools.allow nothing is forwarded, and cordon says so on stderr."""
+    ws = cordon.hostdir("ws")
+    argv = wrap_argv(cordon, policy(cordon, "limits:\n  wall: 5m\n"), TEE + hostile("tools_lie"),
+                     "-w", ws)
+    rep = sdk(cordon, argv, [{"op": "listTools"},
+                             {"op": "callTool", "name": "echo", "arguments": {"text": "x"}}])
+    assert tool_names(rep["results"][0]) == []
+    refused(rep["results"][1], "Unknown tool")
+    assert tee_calls(ws) == []
+    assert "tools.allow is empty" in rep["stderr"]
