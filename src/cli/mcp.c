@@ -56,6 +56,9 @@ static int wrap(int argc, char **argv)
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
+    if (a.result_file)
+        return cli_usage_error("mcp wrap: --result is for cordon run; the session's end is in "
+                               "the audit log (mcp.session.end)");
     if (a.first >= argc)
         return cli_usage_error("mcp wrap: missing server command: "
                                "cordon mcp wrap [OPTIONS] -- SERVER-COMMAND [ARG...]");
@@ -76,6 +79,9 @@ static int serve(int argc, char **argv)
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
+    if (a.result_file)
+        return cli_usage_error("mcp serve: --result is for cordon run; each call's result is "
+                               "in its answer");
     if (a.first < argc)
         return cli_usage_error("mcp serve: unexpected argument '%s'; it takes no command",
                                argv[a.first]);

@@ -570,7 +570,11 @@ def test_recorded_arguments_when_the_policy_says_so(cordon, fs_ws):
     (["mcp", "wrap", "--bogus", "--", "x"], ["unknown option '--bogus'"]),
     (["mcp", "wrap", "--allow-tool", "a b", "--", "x"], ["--allow-tool", "not a tool name"]),
     (["run", "--allow-tool", "x", "--", "true"], ["unknown option"]),
-], ids=["no-sub", "bad-sub", "no-command", "bad-option", "bad-tool-name", "run-has-no-tools"])
+    (["mcp", "wrap", "--result", "/tmp/r.json", "--", "x"], ["--result is for cordon run"]),
+    (["mcp", "serve", "--result", "/tmp/r.json"], ["--result is for cordon run"]),
+    (["mcp", "serve", "extra"], ["unexpected argument 'extra'"]),
+], ids=["no-sub", "bad-sub", "no-command", "bad-option", "bad-tool-name", "run-has-no-tools",
+        "wrap-result", "serve-result", "serve-extra"])
 def test_bad_invocations_are_refused(cordon, args, words):
     r = cordon.raw(*args)
     assert r.status == 125, r
