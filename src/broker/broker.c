@@ -915,8 +915,8 @@ static void on_finish_tick(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Done when the server is reaped and the client has what we owed it, or
- * FINISH_DRAIN_S later if the client stopped reading.
+ * Done when the server is reaped, its output read to the end, and the client
+ * has what we owed it; or FINISH_DRAIN_S later if the client stopped reading.
  */
 static void maybe_finish(struct broker *b)
 {
@@ -924,7 +924,7 @@ static void maybe_finish(struct broker *b)
         return;
     if (!b->reaped_at.tv_sec)
         clock_gettime(CLOCK_MONOTONIC, &b->reaped_at);
-    if (!b->client_gone && rpc_stream_pending_output(b->client) > 0 &&
+    if (!b->client_gone && (!b->server_gone || rpc_stream_pending_output(b->client) > 0) &&
         ms_since(&b->reaped_at) < FINISH_DRAIN_S * 1000) {
         struct timeval tv = { 0, 20000 };
         evtimer_add(b->finish_timer, &tv);
@@ -1008,7 +1008,8 @@ static void on_sigchld(evutil_socket_t fd, short what, void *arg)
         return;
     b->child_reaped = true;
     b->child_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    server_ended(b);
+    /* Its last answers may still be in the pipe (or held back by a slow
+     * client): the end of its output, not its exit, ends the requests. */
     maybe_finish(b);
 }
 

@@ -441,6 +441,21 @@ def test_server_that_outstays_the_client_is_stopped_without_a_trace(cordon):
     assert wait_until(lambda: not pids_with(mark), 5), pids_with(mark)
 
 
+def test_answer_written_just_before_the_server_exits_is_delivered(cordon):
+    """The server's exit does not overtake what it wrote first (here held back by a slow client)."""
+    argv = wrap_argv(cordon, policy(cordon, "tools:\n  allow: [bye]\n"), hostile("quit"))
+    r = raw(cordon, argv)
+    r.initialize()
+    r.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "bye", "arguments": {"log_bytes": 1500000}}})
+    time.sleep(3)  # not reading: the log line fills the broker's queue, the server exits
+    m = r.answer(1)
+    assert m is not None and "result" in m, m
+    assert m["result"]["content"][0]["text"] == "bye", m
+    rc, _, err = r.close()
+    assert rc == 0, err
+
+
 def broker_rss(pid):
     """The cordon process's RSS (the one setpriv became, or itself)."""
     with open(f"/proc/{pid}/status") as f:

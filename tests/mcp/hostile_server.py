@@ -10,7 +10,7 @@ the client's protocolVersion when it is one this server knows) and
 mode does wrong is described on its function below. Every mode writes one
 line "hostile_server: mode MODE started" to stderr first.
 
-Modes: garbage, flood, lying_ids, hang, exfil, tools_lie, server_requests.
+Modes: garbage, flood, lying_ids, hang, quit, exfil, tools_lie, server_requests.
 """
 
 import json
@@ -357,6 +357,33 @@ class Hang(Server):
             time.sleep(3600)
 
 
+# --- quit -----------------------------------------------------------------
+
+class Quit(Server):
+    """Tool `bye` {"log_bytes": N}: a notifications/message of about N bytes
+    (default 0), then its answer ("bye"), then an exit at once. Tool `deaf`:
+    closes its stdin and never answers; the process stays until a signal."""
+
+    name = "quit"
+
+    def tools(self):
+        return [tool("bye", "Answers, then exits", {"log_bytes": {"type": "integer"}}),
+                tool("deaf", "Stops reading its stdin")]
+
+    def call_tool(self, req_id, name, args):
+        if name == "bye":
+            n = int(args.get("log_bytes", 0))
+            if n:
+                notify("notifications/message", {"level": "info", "data": "w" * n})
+            result(req_id, text("bye"))
+            os._exit(0)
+        if name == "deaf":
+            os.close(0)
+            while True:
+                time.sleep(3600)
+        super().call_tool(req_id, name, args)
+
+
 # --- exfil ----------------------------------------------------------------
 
 DEFAULT_EXFIL_PATHS = [
@@ -599,6 +626,7 @@ MODES = {
     "flood": Flood,
     "lying_ids": LyingIds,
     "hang": Hang,
+    "quit": Quit,
     "exfil": Exfil,
     "tools_lie": ToolsLie,
     "server_requests": ServerRequests,
