@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@
 #define KEEP_HEAD 256
 #define KEEP_TAIL 96
 #define MAX_LINKS 2
+/* While reading is paused, how often we look whether the writer has left. */
+#define HUP_CHECK_MS 500
 
 struct rpc_stream {
     struct bufferevent *in, *out;
@@ -39,6 +42,8 @@ struct rpc_stream {
     bool paused;              /* reading stopped by back-pressure */
     bool closing;             /* close the output once it drains */
     bool eof_seen;            /* the input ended */
+    bool writer_gone;         /* the input's writer left: read what is left, unpaused */
+    struct event *hup_check;
     bool in_done, out_failed;
     struct rpc_stream *targets[MAX_LINKS]; /* streams our input feeds */
     struct rpc_stream *feeders[MAX_LINKS]; /* streams whose input feeds our output */
@@ -201,6 +206,30 @@ static void pause_reading(struct rpc_stream *s)
 {
     s->paused = true;
     bufferevent_disable(s->in, EV_READ);
+    /* Unread, the input's end would go unseen for as long as the peer we
+     * wait for does not drain: a client that left would keep us forever. */
+    struct timeval tv = { 0, HUP_CHECK_MS * 1000 };
+    if (s->hup_check)
+        evtimer_add(s->hup_check, &tv);
+}
+
+static void on_hup_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rpc_stream *s = arg;
+    if (!s->paused || s->eof_seen)
+        return;
+    struct pollfd p = { .fd = bufferevent_getfd(s->in), .events = POLLIN | POLLRDHUP };
+    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+        /* No more can be written, so what is left is bounded: read it all. */
+        s->writer_gone = true;
+        s->paused = false;
+        bufferevent_enable(s->in, EV_READ);
+        return;
+    }
+    struct timeval tv = { 0, HUP_CHECK_MS * 1000 };
+    evtimer_add(s->hup_check, &tv);
 }
 
 /* Keep the last bytes of an oversized line as they go by: the first UPTO bytes of IN. */
@@ -301,7 +330,7 @@ static void drain_input(struct rpc_stream *s)
         handle_line(s, line, n);
         evbuffer_drain(in, n + 1);
         /* After the end, what is buffered is all there will be: no pause. */
-        if (!s->eof_seen && congested(s))
+        if (!s->eof_seen && !s->writer_gone && congested(s))
             pause_reading(s);
     }
 }
@@ -463,6 +492,9 @@ struct rpc_stream *rpc_stream_new(struct event_base *base, int in_fd, int out_fd
             goto fail;
         bufferevent_setcb(s->in, on_read, NULL, on_in_event, s);
         bufferevent_enable(s->in, EV_READ);
+        s->hup_check = evtimer_new(base, on_hup_check, s);
+        if (!s->hup_check)
+            goto fail;
     } else {
         s->in_done = s->eof_seen = true;
     }
@@ -486,6 +518,8 @@ void rpc_stream_free(struct rpc_stream *s)
 {
     if (!s)
         return;
+    if (s->hup_check)
+        event_free(s->hup_check);
     if (s->in)
         bufferevent_free(s->in);
     if (s->out)

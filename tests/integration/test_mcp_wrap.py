@@ -456,6 +456,23 @@ def test_answer_written_just_before_the_server_exits_is_delivered(cordon):
     assert rc == 0, err
 
 
+def test_server_that_stops_reading_cannot_keep_the_broker_after_the_client(cordon):
+    """With reading from the client paused for a server that reads nothing, the client's end is still seen."""
+    argv = wrap_argv(cordon, policy(cordon, "tools:\n  allow: [deaf]\n"), hostile("quit"))
+    r = raw(cordon, argv)
+    r.initialize()
+    r.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "deaf", "arguments": {}}})
+    time.sleep(1)
+    r.send({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"pad": "z" * (3 << 20)}})
+    r.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    t0 = time.monotonic()
+    rc, _, err = r.close(timeout=30)
+    assert rc == 0, err
+    assert time.monotonic() - t0 < 20
+    assert {m.get("id") for m in r.seen} >= {1, 2, 3}, r.seen
+
+
 def broker_rss(pid):
     """The cordon process's RSS (the one setpriv became, or itself)."""
     with open(f"/proc/{pid}/status") as f:
