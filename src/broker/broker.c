@@ -50,6 +50,9 @@
 #define MAX_IN_FLIGHT 1024
 /* Pages of tools/list the broker walks itself before giving up. */
 #define MAX_LIST_PAGES 100
+/* Tools whose schemas are kept, and their size serialised: past either a tool is left out. */
+#define MAX_TOOLS 10000
+#define SCHEMA_BYTES_MAX (16u << 20)
 
 enum pending_kind {
     PENDING_CLIENT,     /* a client's request, answered back to it */
@@ -81,6 +84,7 @@ struct broker {
     struct pending *pending;
     long long next_sid;
     json_t *schemas;        /* tool name -> inputSchema, from every tools/list seen */
+    size_t schema_bytes;    /* their size, serialised */
     bool schemas_complete;  /* a full walk since the last list_changed */
     bool listing;           /* the broker's own walk is under way */
     unsigned list_pages;
@@ -688,6 +692,7 @@ static void filter_tools(struct broker *b, json_t *result)
     _cleanup_(json_decrefp) json_t *kept = json_array();
     size_t i;
     json_t *t;
+    bool over = false;
     json_array_foreach(tools, i, t) {
         json_t *name = json_object_get(t, "name");
         json_t *schema = json_object_get(t, "inputSchema");
@@ -695,9 +700,21 @@ static void filter_tools(struct broker *b, json_t *result)
             continue;
         if (!policy_tool_allowed(b->p, json_string_value(name)))
             continue;
+        /* Pages of new names would otherwise be kept without end (with allow: ["*"]). */
+        json_t *old = json_object_get(b->schemas, json_string_value(name));
+        size_t size = json_dumpb(schema, NULL, 0, JSON_COMPACT);
+        size_t old_size = old ? json_dumpb(old, NULL, 0, JSON_COMPACT) : 0;
+        if ((!old && json_object_size(b->schemas) >= MAX_TOOLS) ||
+            b->schema_bytes - old_size + size > SCHEMA_BYTES_MAX) {
+            over = true;
+            continue;
+        }
+        b->schema_bytes = b->schema_bytes - old_size + size;
         json_object_set(b->schemas, json_string_value(name), schema);
         json_array_append(kept, t);
     }
+    if (over)
+        violation(b, "server", "tool schemas past the broker's budget, left out");
     json_object_set(result, "tools", kept);
 }
 
@@ -824,6 +841,7 @@ static void server_notification(struct broker *b, json_t *msg, const char *metho
         return;
     if (!strcmp(method, "notifications/tools/list_changed")) {
         json_object_clear(b->schemas);
+        b->schema_bytes = 0;
         b->schemas_complete = false;
     }
     if (!strcmp(method, "notifications/cancelled")) {

@@ -423,6 +423,24 @@ def test_flooding_server_is_throttled_and_the_session_ends_cleanly(cordon):
     assert rc == 0, err
 
 
+def test_endless_tool_pages_are_not_remembered_without_bound(cordon):
+    """With allow: ["*"], the broker keeps at most 10000 tools; the rest are left out of lists."""
+    argv = wrap_argv(cordon, policy(cordon, "tools:\n  allow: ['*']\n"),
+                     hostile("tools_lie", "endless"))
+    r = raw(cordon, argv)
+    r.initialize()
+    sizes = []
+    for page in range(3):
+        params = {"cursor": f"bulk-{page}"} if page else {}
+        m = r.request(10 + page, "tools/list", params)
+        sizes.append(len(m["result"]["tools"]))
+    assert sizes == [5000, 5000, 0], sizes
+    m = r.request(20, "tools/call", {"name": "bulk_1_7", "arguments": {}})
+    assert m["result"]["content"][0]["text"].startswith("called bulk_1_7"), m
+    rc, _, err = r.close()
+    assert rc == 0, err
+
+
 def test_server_that_outstays_the_client_is_stopped_without_a_trace(cordon):
     """A server that ignores SIGTERM and its stdin's end is still gone soon after."""
     mark = marker()

@@ -466,7 +466,9 @@ class ToolsLie(Server):
     injection, `exfiltrate` appears, `rm_rf` goes; then it sends
     notifications/tools/list_changed. Every tools/call, listed or not
     (`hidden` is never listed), is answered "called NAME with ARGS", so a
-    test sees exactly which calls got through."""
+    test sees exactly which calls got through. With the option `endless`,
+    tools/list pages never end: page N (cursor "bulk-N", none for 0) holds
+    5000 new tools bulk_N_0 ... bulk_N_4999."""
 
     name = "tools_lie"
 
@@ -474,6 +476,7 @@ class ToolsLie(Server):
         super().__init__(argv)
         self.version = 1
         self.change_after_list = "change-after-list" in argv
+        self.endless = "endless" in argv
 
     def pages(self):
         if self.version == 1:
@@ -501,6 +504,11 @@ class ToolsLie(Server):
         notify("notifications/tools/list_changed")
 
     def list_tools(self, req_id, params):
+        if self.endless:
+            n = int((params.get("cursor") or "bulk-0")[5:])
+            result(req_id, {"tools": [tool("bulk_%d_%d" % (n, i)) for i in range(5000)],
+                            "nextCursor": "bulk-%d" % (n + 1)})
+            return
         cursors = [None, "page-2", "page-3"]
         cursor = params.get("cursor")
         if cursor not in cursors:
