@@ -46,6 +46,12 @@
 #define VIOLATIONS_RECORDED 20
 /* Refusals of hidden methods recorded one by one; past this only counted. */
 #define REFUSALS_RECORDED 100
+/*
+ * What goes into an audit event from a peer, serialised: the log refuses an
+ * event over 1 MiB whole, so a bigger value would make the event vanish.
+ */
+#define RECORDED_ARGS_MAX (256u << 10)
+#define RECORDED_INFO_MAX 4096
 /* Requests in flight in each direction: past this a new one is refused. */
 #define MAX_IN_FLIGHT 1024
 /* Pages of tools/list the broker walks itself before giving up. */
@@ -136,6 +142,12 @@ static uint64_t ms_since(const struct timespec *t)
     return ms < 0 ? 0 : (uint64_t)ms;
 }
 
+/* J's size in an audit line (0 for NULL). */
+static size_t recorded_size(const json_t *j)
+{
+    return j ? json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY) : 0;
+}
+
 /* One mcp.call event: a tools/call and what became of it. */
 static void record_call(struct broker *b, const char *tool, const char *decision,
                         const char *rule, const char *reason, const char *digest,
@@ -154,8 +166,13 @@ static void record_call(struct broker *b, const char *tool, const char *decision
         json_object_set_new(f, "result_bytes", json_integer(result_bytes));
     if (is_error >= 0)
         json_object_set_new(f, "is_error", json_boolean(is_error));
-    if (args && b->p->tools.record_arguments)
-        json_object_set(f, "arguments", (json_t *)args);
+    if (args && b->p->tools.record_arguments) {
+        size_t size = recorded_size(args);
+        if (size <= RECORDED_ARGS_MAX)
+            json_object_set(f, "arguments", (json_t *)args);
+        else
+            json_object_set_new(f, "arguments_bytes", json_integer((json_int_t)size));
+    }
     record(b, "mcp.call", f);
 }
 
@@ -766,7 +783,13 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
             filter_capabilities(b->p, result);
             json_t *info = json_object_get(result, "serverInfo");
             json_t *version = json_object_get(result, "protocolVersion");
-            record(b, "mcp.session", json_pack("{s:O?, s:O?}", "server", info,
+            if (recorded_size(info) > RECORDED_INFO_MAX)
+                info = json_string("(too large to record)");
+            else
+                json_incref(info);
+            if (recorded_size(version) > RECORDED_INFO_MAX)
+                version = NULL;
+            record(b, "mcp.session", json_pack("{s:o?, s:O?}", "server", info,
                                                "protocol_version", version));
         } else if (!strcmp(q->method, "tools/list")) {
             filter_tools(b, result);

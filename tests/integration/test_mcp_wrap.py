@@ -491,6 +491,24 @@ def test_server_that_stops_reading_cannot_keep_the_broker_after_the_client(cordo
     assert {m.get("id") for m in r.seen} >= {1, 2, 3}, r.seen
 
 
+def test_oversized_values_do_not_make_audit_events_vanish(cordon):
+    """The log refuses an event over 1 MiB: large arguments and server info are left out, not the event."""
+    log = cordon.hostdir("audit") / "audit.jsonl"
+    pol = policy(cordon, f"tools:\n  allow: [echo]\n  record_arguments: true\naudit:\n  file: {log}\n")
+    r = raw(cordon, wrap_argv(cordon, pol, hostile("tools_lie", "big-info")))
+    r.initialize()
+    m = r.request(1, "tools/call", {"name": "echo", "arguments": {"text": "a" * 1500000}})
+    assert "result" in m, str(m)[:300]
+    rc, _, err = r.close()
+    assert rc == 0, err
+    events = [json.loads(l) for l in log.read_text().splitlines()]
+    calls = [e for e in events if e["type"] == "mcp.call"]
+    assert len(calls) == 1 and calls[0]["arguments_bytes"] > 1500000, str(calls)[:300]
+    assert "arguments" not in calls[0]
+    sessions = [e for e in events if e["type"] == "mcp.session"]
+    assert len(sessions) == 1 and sessions[0]["server"] == "(too large to record)"
+
+
 def broker_rss(pid):
     """The cordon process's RSS (the one setpriv became, or itself)."""
     with open(f"/proc/{pid}/status") as f:

@@ -137,10 +137,13 @@ class Server:
     def initialize(self, req_id, params):
         self.client_capabilities = params.get("capabilities")
         asked = params.get("protocolVersion")
+        info = {"name": "hostile-" + self.name, "version": "1.0.0"}
+        if "big-info" in self.argv:  # any mode: 2 MB of serverInfo, for the audit log
+            info["description"] = "i" * 2000000
         result(req_id, {
             "protocolVersion": asked if asked in PROTOCOL_VERSIONS else LATEST,
             "capabilities": {"tools": {"listChanged": True}, "logging": {}},
-            "serverInfo": {"name": "hostile-" + self.name, "version": "1.0.0"},
+            "serverInfo": info,
         })
 
     def handle(self, msg):
