@@ -491,6 +491,19 @@ def test_server_that_stops_reading_cannot_keep_the_broker_after_the_client(cordo
     assert {m.get("id") for m in r.seen} >= {1, 2, 3}, r.seen
 
 
+def test_long_non_ascii_names_are_still_answered(cordon):
+    """A refusal quoting a name cut mid-character is still valid UTF-8, so it is sent."""
+    argv = wrap_argv(cordon, policy(cordon, "tools:\n  allow: [echo]\n"), hostile("tools_lie"))
+    r = raw(cordon, argv)
+    r.initialize()
+    m = r.request(1, "\u00e9" * 300)
+    assert m["error"]["code"] == -32601, m
+    m = r.request(2, "tools/call", {"name": "\u00e9" * 125, "arguments": {}})
+    assert m["error"]["code"] == -32602, m
+    rc, _, err = r.close()
+    assert rc == 0, err
+
+
 def test_oversized_values_do_not_make_audit_events_vanish(cordon):
     """The log refuses an event over 1 MiB: large arguments and server info are left out, not the event."""
     log = cordon.hostdir("audit") / "audit.jsonl"
