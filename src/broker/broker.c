@@ -17,6 +17,7 @@
 #include "broker/schema.h"
 #include "broker/spawn.h"
 #include "common/cleanup.h"
+#include "common/text.h"
 #include "core/run.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -160,8 +161,13 @@ static void record_call(struct broker *b, const char *tool, const char *decision
         return;
     if (rule)
         json_object_set_new(f, "rule", json_string(rule));
-    if (reason)
-        json_object_set_new(f, "reason", json_string(reason));
+    if (reason) {
+        /* Reasons quote names and are cut to fit: never mid-character. */
+        char text[512];
+        snprintf(text, sizeof text, "%s", reason);
+        utf8_trim_partial(text);
+        json_object_set_new(f, "reason", json_string(text));
+    }
     if (result_bytes >= 0)
         json_object_set_new(f, "result_bytes", json_integer(result_bytes));
     if (is_error >= 0)

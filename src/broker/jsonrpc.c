@@ -7,6 +7,7 @@
 #include "broker/jsonrpc.h"
 
 #include "common/cleanup.h"
+#include "common/text.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -149,15 +150,7 @@ json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     /* A long name cut mid-character is not UTF-8, and jansson would give no error at all. */
-    size_t n = strlen(msg), lead = n;
-    while (lead > 0 && ((unsigned char)msg[lead - 1] & 0xc0) == 0x80)
-        lead--;
-    if (lead > 0 && (unsigned char)msg[lead - 1] >= 0xc0) {
-        unsigned char c = (unsigned char)msg[lead - 1];
-        size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-        if (n - (lead - 1) < need)
-            msg[lead - 1] = '\0';
-    }
+    utf8_trim_partial(msg);
     return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
                      id ? id : json_null(), "error", "code", code, "message", msg);
 }

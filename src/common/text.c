@@ -60,3 +60,16 @@ const char *text_quote(char *out, size_t size, const char *s, size_t len, bool q
     out[o] = '\0';
     return out;
 }
+
+void utf8_trim_partial(char *s)
+{
+    size_t n = strlen(s), lead = n;
+    while (lead > 0 && ((unsigned char)s[lead - 1] & 0xc0) == 0x80)
+        lead--;
+    if (lead == 0 || (unsigned char)s[lead - 1] < 0xc0)
+        return;
+    unsigned char c = (unsigned char)s[lead - 1];
+    size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+    if (n - (lead - 1) < need)
+        s[lead - 1] = '\0';
+}

@@ -18,3 +18,9 @@ int hex_digit(unsigned char c);
  * cut with "..." when it does not fit, in double quotes when QUOTED.
  */
 const char *text_quote(char *out, size_t size, const char *s, size_t len, bool quoted);
+
+/*
+ * Cut S (NUL-terminated, valid UTF-8 but for its end) before a character
+ * that snprintf's truncation left incomplete, so it is valid UTF-8 again.
+ */
+void utf8_trim_partial(char *s);

@@ -493,8 +493,9 @@ def test_server_that_stops_reading_cannot_keep_the_broker_after_the_client(cordo
 
 def test_long_non_ascii_names_are_still_answered(cordon):
     """A refusal quoting a name cut mid-character is still valid UTF-8, so it is sent."""
-    argv = wrap_argv(cordon, policy(cordon, "tools:\n  allow: [echo]\n"), hostile("tools_lie"))
-    r = raw(cordon, argv)
+    log = cordon.hostdir("audit") / "audit.jsonl"
+    pol = policy(cordon, f"tools:\n  allow: [echo]\naudit:\n  file: {log}\n")
+    r = raw(cordon, wrap_argv(cordon, pol, hostile("tools_lie")))
     r.initialize()
     m = r.request(1, "\u00e9" * 300)
     assert m["error"]["code"] == -32601, m
@@ -502,6 +503,9 @@ def test_long_non_ascii_names_are_still_answered(cordon):
     assert m["error"]["code"] == -32602, m
     rc, _, err = r.close()
     assert rc == 0, err
+    # The audit record keeps its (cut) reason too.
+    calls = [json.loads(l) for l in log.read_text().splitlines() if '"mcp.call"' in l]
+    assert calls and calls[0]["reason"].startswith("Unknown tool: \u00e9"), calls
 
 
 def test_oversized_values_do_not_make_audit_events_vanish(cordon):
