@@ -33,6 +33,25 @@ static int is_str(const char *got, const char *want, const char *name)
     return same;
 }
 
+/* Test names must stay on one TAP line: control and non-ASCII bytes as \xNN. */
+__attribute__((unused))
+static const char *tap_show(const char *s)
+{
+    static char bufs[2][300];
+    static int turn;
+    char *out = bufs[turn++ & 1];
+    size_t o = 0;
+    for (; *s && o + 5 < sizeof bufs[0]; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c >= 0x7f)
+            o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
+        else
+            out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 static int done_testing(void)
 {
     printf("1..%d\n", tap_n);

@@ -11,24 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Test names must stay on one TAP line: show control bytes escaped. */
-static const char *show(const char *s)
-{
-    static char bufs[2][300];
-    static int turn;
-    char *out = bufs[turn++ & 1];
-    size_t o = 0;
-    for (; *s && o + 5 < sizeof bufs[0]; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c >= 0x7f)
-            o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
-        else
-            out[o++] = (char)c;
-    }
-    out[o] = '\0';
-    return out;
-}
-
 struct host_case {
     const char *in;
     const char *want;  /* formatted address, or the name; NULL on error */
@@ -152,11 +134,11 @@ static void test_hosts(void)
         char why[200] = "", got[256] = "";
         int r = host_parse(c->in, strlen(c->in), &h, why, sizeof why);
         if (c->why) {
-            ok(r == -1, "host %s refused", show(c->in));
+            ok(r == -1, "host %s refused", tap_show(c->in));
             is_str(why, c->why, "  reason");
             continue;
         }
-        if (!ok(r == 0, "host %s parses", show(c->in))) {
+        if (!ok(r == 0, "host %s parses", tap_show(c->in))) {
             printf("#   why: %s\n", why);
             continue;
         }
@@ -525,11 +507,11 @@ static void test_authorities(void)
         char why[200] = "", got[256];
         int r = authority_parse(c->in, strlen(c->in), &a, why, sizeof why);
         if (c->why) {
-            ok(r == -1, "authority %s refused", show(c->in));
+            ok(r == -1, "authority %s refused", tap_show(c->in));
             is_str(why, c->why, "  reason");
             continue;
         }
-        if (!ok(r == 0, "authority %s parses", show(c->in))) {
+        if (!ok(r == 0, "authority %s parses", tap_show(c->in))) {
             printf("#   why: %s\n", why);
             continue;
         }
@@ -613,11 +595,11 @@ static void test_urls(void)
         char why[200] = "", got[256];
         int r = url_parse(c->in, &u, why, sizeof why);
         if (c->why) {
-            ok(r == -1, "url %s refused", show(c->in));
+            ok(r == -1, "url %s refused", tap_show(c->in));
             is_str(why, c->why, "  reason");
             continue;
         }
-        if (!ok(r == 0, "url %s parses", show(c->in))) {
+        if (!ok(r == 0, "url %s parses", tap_show(c->in))) {
             printf("#   why: %s\n", why);
             continue;
         }

@@ -12,26 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Test names must stay on one TAP line: show control and non-ASCII bytes escaped. */
-static const char *show(const char *s)
-{
-    static char bufs[2][300];
-    static int turn;
-    char *out = bufs[turn++ & 1];
-    size_t o = 0;
-    for (; *s && o + 8 < sizeof bufs[0]; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c >= 0x7f)
-            o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
-        else
-            out[o++] = (char)c;
-    }
-    if (*s)
-        o += (size_t)snprintf(out + o, 4, "...");
-    out[o] = '\0';
-    return out;
-}
-
 static const char *const ws[] = { "/workspace" };
 static const char *const ws_slash[] = { "/workspace/" };
 static const char *const ws_data[] = { "/workspace", "/data" };
@@ -328,9 +308,9 @@ static void test_checks(void)
         char why[512] = "";
         int r = path_rule_check(c->rule, c->value, c->cwd, why, sizeof why);
         if (c->why) {
-            ok(r == -1, "%s refused", show(c->value));
+            ok(r == -1, "%s refused", tap_show(c->value));
             is_str(why, c->why, "  reason");
-        } else if (!ok(r == 0, "%s allowed", show(c->value))) {
+        } else if (!ok(r == 0, "%s allowed", tap_show(c->value))) {
             printf("#   why: %s\n", why);
         }
     }
@@ -362,7 +342,7 @@ static void test_lengths(void)
     v[4090] = '\0';
     ok(path_rule_check(&rule_ws, v, "/workspace", why, sizeof why) == -1,
        "relative path resolving past 4096 bytes refused");
-    ok(strstr(why, "\" resolves to a path over 4096 bytes") != NULL, "  reason: %s", show(why));
+    ok(strstr(why, "\" resolves to a path over 4096 bytes") != NULL, "  reason: %s", tap_show(why));
     free(v);
 }
 
@@ -507,7 +487,7 @@ static void test_globs(void)
     for (size_t i = 0; i < sizeof glob_cases / sizeof glob_cases[0]; i++) {
         const struct glob_case *c = &glob_cases[i];
         ok(path_glob_match(c->pattern, c->path) == c->match, "glob \"%s\" %s %s", c->pattern,
-           c->match ? "matches" : "does not match", show(c->path));
+           c->match ? "matches" : "does not match", tap_show(c->path));
     }
 }
 

@@ -430,24 +430,6 @@ static json_t *load(const char *text)
     return j;
 }
 
-/* Test names must stay on one TAP line. */
-static const char *show(const char *s)
-{
-    static char bufs[2][120];
-    static int turn;
-    char *out = bufs[turn++ & 1];
-    size_t o = 0;
-    for (; *s && o + 5 < sizeof bufs[0]; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c >= 0x7f)
-            o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
-        else
-            out[o++] = (char)c;
-    }
-    out[o] = '\0';
-    return out;
-}
-
 static void test_cases(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -457,11 +439,11 @@ static void test_cases(void)
         char why[300] = "";
         int r = schema_check(schema, inst, "arguments", why, sizeof why);
         if (!c->why) {
-            if (!ok(r == 0, "%s valid for %s", show(c->instance), show(c->schema)))
+            if (!ok(r == 0, "%s valid for %s", tap_show(c->instance), tap_show(c->schema)))
                 printf("#   why: %s\n", why);
             continue;
         }
-        ok(r == -1, "%s refused by %s", show(c->instance), show(c->schema));
+        ok(r == -1, "%s refused by %s", tap_show(c->instance), tap_show(c->schema));
         is_str(why, c->why, "  reason");
     }
 }
