@@ -3,8 +3,8 @@
  * stdout, the sandboxed server on a pair of pipes; we sit between with the
  * policy's tools section. Everything the server says is hostile input.
  *
- * Ids: every request we pass to the server gets an integer id of ours, and
- * the client's id is put back on the answer. So the server can only answer
+ * Ids: every request we pass to the server gets a random integer id of ours,
+ * and the client's id is put back on the answer. So the server can only answer
  * what was asked (a response to any other id is dropped), two clients' ids
  * never collide with the broker's own requests, and a timed-out request can
  * be answered and cancelled without the server's help.
@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,7 +90,6 @@ struct broker {
     char run_id[33];
 
     struct pending *pending;
-    long long next_sid;
     json_t *schemas;        /* tool name -> inputSchema, from every tools/list seen */
     size_t schema_bytes;    /* their size, serialised */
     bool schemas_complete;  /* a full walk since the last list_changed */
@@ -289,6 +289,26 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
+ * An id for the server that no open request has and that it cannot guess:
+ * with counting ids a server could answer the next request before it is
+ * asked. Below 2^52, so a JavaScript server keeps it exact.
+ */
+static long long new_sid(const struct broker *b)
+{
+    for (;;) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof r, 0) != sizeof r)
+            abort(); /* the kernel's CSPRNG does not fail once initialised */
+        long long sid = (long long)(r & ((1ull << 52) - 1));
+        bool used = sid == 0;
+        for (const struct pending *q = b->pending; q && !used; q = q->next)
+            used = q->sid == sid;
+        if (!used)
+            return sid;
+    }
+}
+
+/*
  * Send MSG (a request; copied) to the server under an id of ours, and
  * remember what to do with the answer. Returns the entry, or NULL when the
  * server is gone (the caller answers the client).
@@ -306,7 +326,7 @@ static struct pending *forward_request(struct broker *b, const json_t *msg, json
     }
     q->b = b;
     q->kind = kind;
-    q->sid = ++b->next_sid;
+    q->sid = new_sid(b);
     q->cid = json_incref(cid);
     snprintf(q->method, sizeof q->method, "%s", method);
     clock_gettime(CLOCK_MONOTONIC, &q->start);

@@ -183,7 +183,7 @@ long long rpc_guess_id(const char *text, size_t len)
             j++;
         long long v = 0;
         size_t digits = 0;
-        while (j < len && isdigit((unsigned char)text[j]) && digits < 15) {
+        while (j < len && isdigit((unsigned char)text[j]) && digits < 16) {
             v = v * 10 + (text[j] - '0');
             j++;
             digits++;

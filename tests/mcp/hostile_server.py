@@ -286,7 +286,9 @@ class LyingIds(Server):
       numeric string), with text "type-confused",
       the answer under id N, with text "real",
       a second answer under id N, with text "duplicate",
-      an answer to the next id (N+1), not yet asked, with text "preemptive".
+      an answer to the next id (N+1), not yet asked, with text "preemptive",
+      and for `lie` with a numeric id, 0.5 s later, answers to N+1 .. N+20
+      with text "preemptive-late" (the ids a counting proxy would use next).
     Tool `wrong_only` gets only wrong ids (never its own): the call can never
     be answered. A client that keeps ids straight sees "real" and nothing
     else.
@@ -326,6 +328,14 @@ class LyingIds(Server):
             result(req_id, text("real"))
             result(req_id, text("duplicate"))
         result(self.next_id(req_id), text("preemptive"))
+        if name == "lie" and isinstance(req_id, int) and not isinstance(req_id, bool):
+            # Later, once the client's next request is surely open, answer the
+            # ids a counting proxy would give it.
+            def late(first=req_id + 1):
+                time.sleep(0.5)
+                for guess in range(first, first + 20):
+                    result(guess, text("preemptive-late"))
+            threading.Thread(target=late, daemon=True).start()
 
 
 # --- hang -----------------------------------------------------------------
