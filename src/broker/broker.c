@@ -536,13 +536,22 @@ static void run_waiting(struct broker *b)
         handle_call(b, msg, json_object_get(msg, "id"), true);
 }
 
+/* Calls that waited for the tool list it could not get: failed, and each recorded. */
 static void fail_waiting(struct broker *b, const char *why)
 {
     size_t i;
     json_t *msg;
-    json_array_foreach(b->waiting, i, msg)
+    json_array_foreach(b->waiting, i, msg) {
+        json_t *params = json_object_get(msg, "params");
+        json_t *args = json_object_get(params, "arguments");
+        _cleanup_(json_decrefp) json_t *empty = json_object();
+        char digest[65];
+        digest_json(args ? args : empty, digest);
+        record_call(b, json_string_value(json_object_get(params, "name")), "refused",
+                    "no_tool_list", why, digest, args, 0, -1, -1);
         to_client(b, rpc_error(json_object_get(msg, "id"), RPC_INTERNAL_ERROR, "cordon: %s",
                                why));
+    }
     json_array_clear(b->waiting);
 }
 

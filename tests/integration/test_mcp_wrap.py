@@ -689,3 +689,32 @@ def test_no_allowlist_means_no_tools(cordon):
     refused(rep["results"][1], "Unknown tool")
     assert tee_calls(ws) == []
     assert "tools.allow is empty" in rep["stderr"]
+
+
+NO_LIST_SERVER = r"""
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "no-list", "version": "1"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+    elif "id" in m:
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"],
+                          "error": {"code": -32603, "message": "no"}}), flush=True)
+"""
+
+
+def test_a_call_the_broker_cannot_check_is_refused_and_recorded(cordon):
+    """No tool list, no schema: the call fails, never reaches the server, and is audited."""
+    log = cordon.hostdir("audit") / "audit.jsonl"
+    pol = policy(cordon, f"tools:\n  allow: ['*']\naudit:\n  file: {log}\n")
+    r = raw(cordon, wrap_argv(cordon, pol, ["/usr/bin/python3", "-c", NO_LIST_SERVER]))
+    r.initialize()
+    m = r.request(1, "tools/call", {"name": "anything", "arguments": {"x": 1}})
+    assert m["error"]["code"] == -32603 and "list its tools" in m["error"]["message"], m
+    rc, _, err = r.close()
+    assert rc == 0, err
+    calls = [json.loads(l) for l in log.read_text().splitlines() if '"mcp.call"' in l]
+    assert [(c["tool"], c["decision"], c["rule"]) for c in calls] == [
+        ("anything", "refused", "no_tool_list")], calls
