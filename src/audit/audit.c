@@ -31,7 +31,6 @@ struct audit_log {
     char key_id[65];
     unsigned checkpoint_every;
     enum audit_fsync fsync;
-    bool record_arguments;
     uint64_t since_checkpoint;   /* lines this process wrote since its last checkpoint */
     bool closed;
 };
@@ -468,7 +467,6 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
     }
     log->checkpoint_every = o->checkpoint_every;
     log->fsync = o->fsync;
-    log->record_arguments = o->record_arguments;
     log->owner = getpid();
     log->wfd = open(o->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
     if (log->wfd < 0) {
@@ -549,11 +547,6 @@ int audit_close(struct audit_log *log, struct cordon_err *err)
     if (fsync(log->wfd) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
     return 0;
-}
-
-bool audit_records_arguments(const struct audit_log *log)
-{
-    return log && log->record_arguments;
 }
 
 void audit_free(struct audit_log *log)

@@ -36,7 +36,6 @@ struct audit_options {
     const char *path;            /* the log file; created 0600 if missing */
     const char *sign_key;        /* Ed25519 private key (PEM), or NULL */
     unsigned checkpoint_every;   /* with sign_key: a checkpoint every N events (0: only at close) */
-    bool record_arguments;       /* tool calls: arguments themselves, not only their digest */
     enum audit_fsync fsync;
 };
 
@@ -67,9 +66,6 @@ int audit_append(struct audit_log *log, const char *type, const char *run, json_
  * nothing, so a log freed without closing ends unsigned.
  */
 int audit_close(struct audit_log *log, struct cordon_err *err);
-
-/* audit_options.record_arguments, for the callers that record tool calls. */
-bool audit_records_arguments(const struct audit_log *log);
 
 void audit_free(struct audit_log *log);
 DEFINE_CLEANUP(struct audit_log *, audit_free)

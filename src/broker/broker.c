@@ -17,6 +17,7 @@
 #include "broker/schema.h"
 #include "broker/spawn.h"
 #include "common/cleanup.h"
+#include "common/digest.h"
 #include "common/text.h"
 #include "core/run.h"
 
@@ -24,7 +25,6 @@
 #include <pcre2.h>
 
 #include <event2/event.h>
-#include <openssl/evp.h>
 
 #include <errno.h>
 #include <signal.h>
@@ -121,20 +121,6 @@ static void record(struct broker *b, const char *type, json_t *fields)
     audit_append(b->log, type, b->run_id, fields, &ignored);
 }
 
-static void digest_json(const json_t *j, char out[65])
-{
-    _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-    unsigned char md[32];
-    unsigned int n = 0;
-    if (!text || EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) != 1) {
-        memset(out, '0', 64);
-        out[64] = '\0';
-        return;
-    }
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
 static uint64_t ms_since(const struct timespec *t)
 {
     struct timespec now;
@@ -215,12 +201,6 @@ static void to_server(struct broker *b, json_t *msg)
     json_decref(msg);
 }
 
-/* A tool failure the model can read, as the spec prefers to a protocol error. */
-static json_t *tool_error(const json_t *id, const char *text)
-{
-    return rpc_result(id, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text",
-                                    text, "isError", 1));
-}
 
 /* ---- pending requests ---- */
 
@@ -401,15 +381,6 @@ static bool notification_allowed(const struct policy *p, const char *method, boo
 
 /* ---- argument rules ---- */
 
-static size_t utf8_length(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        if (((unsigned char)*s & 0xc0) != 0x80)
-            n++;
-    return n;
-}
-
 /* The whole of S must match RE; a match that runs out of budget is a refusal. */
 static int full_match(const char *re, const char *s, char *why, size_t len)
 {
@@ -443,7 +414,7 @@ static int full_match(const char *re, const char *s, char *why, size_t len)
 static int check_string(const struct policy_arg_rule *r, const char *s, char *why, size_t len)
 {
     char sub[300];
-    if (r->max_length && utf8_length(s) > r->max_length)
+    if (r->max_length && utf8_length(s, strlen(s)) > r->max_length)
         return snprintf(why, len, "arguments.%s: longer than %llu characters", r->arg,
                         (unsigned long long)r->max_length), -1;
     if (r->pattern && full_match(r->pattern, s, sub, sizeof sub) < 0)
@@ -494,11 +465,8 @@ static void refuse_call(struct broker *b, const json_t *id, const char *tool, co
     b->refused++;
     if (protocol_error)
         to_client(b, rpc_error(id, RPC_INVALID_PARAMS, "%s", why));
-    else {
-        char text[600];
-        snprintf(text, sizeof text, "cordon refused this call: %s", why);
-        to_client(b, tool_error(id, text));
-    }
+    else
+        to_client(b, rpc_result(id, rpc_tool_error("cordon refused this call: %s", why)));
     record_call(b, tool, "refused", rule, why, digest, args, 0, -1, -1);
 }
 
@@ -546,7 +514,7 @@ static void fail_waiting(struct broker *b, const char *why)
         json_t *args = json_object_get(params, "arguments");
         _cleanup_(json_decrefp) json_t *empty = json_object();
         char digest[65];
-        digest_json(args ? args : empty, digest);
+        json_sha256_hex(args ? args : empty, digest);
         record_call(b, json_string_value(json_object_get(params, "name")), "refused",
                     "no_tool_list", why, digest, args, 0, -1, -1);
         to_client(b, rpc_error(json_object_get(msg, "id"), RPC_INTERNAL_ERROR, "cordon: %s",
@@ -568,7 +536,7 @@ static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
     json_t *args = json_object_get(params, "arguments");
     _cleanup_(json_decrefp) json_t *empty = json_object();
     char digest[65];
-    digest_json(args ? args : empty, digest);
+    json_sha256_hex(args ? args : empty, digest);
     /* Every attempt counts, refused ones too; a call that waited was counted already. */
     if (!counted && ++b->calls > p->tools.max_calls && p->tools.max_calls) {
         char why[120];
@@ -843,7 +811,7 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
                      (long long)size, (unsigned long long)b->p->tools.max_result_bytes);
             record_call(b, q->tool, "allowed", "max_result_bytes", why, q->args_digest, q->args,
                         ms_since(&q->start), size, 1);
-            to_client(b, tool_error(q->cid, why));
+            to_client(b, rpc_result(q->cid, rpc_tool_error("%s", why)));
             return;
         }
         record_call(b, q->tool, "allowed", NULL, NULL, q->args_digest, q->args,
@@ -968,7 +936,7 @@ static void on_server_garbage(void *ctx, struct rpc_stream *s, const char *line,
         if (q->tool[0]) {
             record_call(b, q->tool, "allowed", "max_message_bytes", text, q->args_digest,
                         q->args, ms_since(&q->start), -1, 1);
-            to_client(b, tool_error(q->cid, text));
+            to_client(b, rpc_result(q->cid, rpc_tool_error("%s", text)));
         } else {
             to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR, "%s", text));
         }
@@ -1136,18 +1104,6 @@ static void broker_release(struct broker *b)
         event_base_free(b->base);
 }
 
-static struct event_base *new_base(void)
-{
-    /* poll, not epoll: stdin may be a regular file, which epoll refuses. */
-    struct event_config *cfg = event_config_new();
-    if (!cfg)
-        return NULL;
-    event_config_require_features(cfg, EV_FEATURE_FDS);
-    struct event_base *base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    return base;
-}
-
 int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
              struct cordon_err *err)
 {
@@ -1164,7 +1120,7 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
         return -1;
     }
     signal(SIGPIPE, SIG_IGN);
-    b.base = new_base();
+    b.base = rpc_event_base_new();
     if (!b.base) {
         broker_release(&b);
         return err_set(err, CORDON_E_INTERNAL, "cannot start the event loop");

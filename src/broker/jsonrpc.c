@@ -45,7 +45,7 @@ struct rpc_stream {
     bool eof_seen;            /* the input ended */
     bool writer_gone;         /* the input's writer left: read what is left, unpaused */
     struct event *hup_check;
-    bool in_done, out_failed;
+    bool out_failed;
     struct rpc_stream *targets[MAX_LINKS]; /* streams our input feeds */
     struct rpc_stream *feeders[MAX_LINKS]; /* streams whose input feeds our output */
 };
@@ -155,6 +155,29 @@ json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
                      id ? id : json_null(), "error", "code", code, "message", msg);
 }
 
+json_t *rpc_tool_error(const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    utf8_trim_partial(msg);
+    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", msg,
+                     "isError", 1);
+}
+
+struct event_base *rpc_event_base_new(void)
+{
+    struct event_config *cfg = event_config_new();
+    if (!cfg)
+        return NULL;
+    event_config_require_features(cfg, EV_FEATURE_FDS);
+    struct event_base *base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return base;
+}
+
 json_t *rpc_result(const json_t *id, json_t *result)
 {
     return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
@@ -216,6 +239,8 @@ static void pause_reading(struct rpc_stream *s)
         evtimer_add(s->hup_check, &tv);
 }
 
+static void resume_reading(struct rpc_stream *s);
+
 static void on_hup_check(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -227,8 +252,7 @@ static void on_hup_check(evutil_socket_t fd, short what, void *arg)
     if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
         /* No more can be written, so what is left is bounded: read it all. */
         s->writer_gone = true;
-        s->paused = false;
-        bufferevent_enable(s->in, EV_READ);
+        resume_reading(s);
         return;
     }
     struct timeval tv = { 0, HUP_CHECK_MS * 1000 };
@@ -356,7 +380,6 @@ static void finish_input(struct rpc_stream *s)
             handle_line(s, line, left);
     }
     evbuffer_drain(in, evbuffer_get_length(in));
-    s->in_done = true;
     s->h->closed(s->ctx, s, false);
 }
 
@@ -379,16 +402,21 @@ static void on_in_event(struct bufferevent *bev, short what, void *arg)
 
 /* ---- writing ---- */
 
+/* Back-pressure lifted (or no longer applies): read on, and handle what is buffered. */
+static void resume_reading(struct rpc_stream *s)
+{
+    s->paused = false;
+    if (!s->eof_seen)
+        bufferevent_enable(s->in, EV_READ);
+    drain_input(s);
+}
+
 static void resume_feeders(struct rpc_stream *s)
 {
     for (int i = 0; i < MAX_LINKS; i++) {
         struct rpc_stream *f = s->feeders[i];
-        if (!f || !f->paused || congested(f))
-            continue;
-        f->paused = false;
-        if (!f->eof_seen)
-            bufferevent_enable(f->in, EV_READ);
-        drain_input(f);
+        if (f && f->paused && !congested(f))
+            resume_reading(f);
     }
 }
 
@@ -466,12 +494,8 @@ void rpc_stream_unthrottle(struct rpc_stream *from)
             if (to->feeders[j] == from)
                 to->feeders[j] = NULL;
     }
-    if (from->paused) {
-        from->paused = false;
-        if (!from->eof_seen)
-            bufferevent_enable(from->in, EV_READ);
-        drain_input(from);
-    }
+    if (from->paused)
+        resume_reading(from);
 }
 
 /* ---- life ---- */
@@ -499,7 +523,7 @@ struct rpc_stream *rpc_stream_new(struct event_base *base, int in_fd, int out_fd
         if (!s->hup_check)
             goto fail;
     } else {
-        s->in_done = s->eof_seen = true;
+        s->eof_seen = true;
     }
     if (out_fd >= 0) {
         evutil_make_socket_nonblocking(out_fd);

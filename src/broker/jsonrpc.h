@@ -44,6 +44,19 @@ json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
 /* {"jsonrpc":"2.0","id":ID,"result":RESULT}; steals RESULT. */
 json_t *rpc_result(const json_t *id, json_t *result);
 
+/*
+ * A tools/call result reporting a failure the model can read, as MCP
+ * prefers to a protocol error: {"content":[{"type":"text","text":...}],
+ * "isError":true}.
+ */
+json_t *rpc_tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * The event loop for stdio streams: poll, not epoll, since stdin may be a
+ * regular file, which epoll refuses. NULL when out of memory.
+ */
+struct event_base *rpc_event_base_new(void);
+
 /* {"jsonrpc":"2.0","method":METHOD,"params":PARAMS}; steals PARAMS (may be NULL). */
 json_t *rpc_notification(const char *method, json_t *params);
 

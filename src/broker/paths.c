@@ -77,37 +77,12 @@ static const char *show_str(char out[SHOW_SIZE], const char *s, bool quoted)
  */
 static int32_t utf8_next(const char *s, size_t len, size_t *i)
 {
-    const unsigned char *u = (const unsigned char *)s + *i;
-    size_t left = len - *i, n;
-    int32_t cp, min;
-
-    if (u[0] < 0x80) {
-        (*i)++;
-        return u[0];
-    }
-    if ((u[0] & 0xe0) == 0xc0) {
-        n = 2, cp = u[0] & 0x1f, min = 0x80;
-    } else if ((u[0] & 0xf0) == 0xe0) {
-        n = 3, cp = u[0] & 0x0f, min = 0x800;
-    } else if ((u[0] & 0xf8) == 0xf0) {
-        n = 4, cp = u[0] & 0x07, min = 0x10000;
-    } else {
-        goto bad;
-    }
-    if (left < n)
-        goto bad;
-    for (size_t k = 1; k < n; k++) {
-        if ((u[k] & 0xc0) != 0x80)
-            goto bad;
-        cp = (cp << 6) | (u[k] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        goto bad;
+    uint32_t cp = 0;
+    size_t n = utf8_decode(s + *i, len - *i, &cp);
+    if (n == 0)
+        return BAD_BYTE_BASE + (unsigned char)s[(*i)++];
     *i += n;
-    return cp;
-bad:
-    (*i)++;
-    return BAD_BYTE_BASE + u[0];
+    return (int32_t)cp;
 }
 
 enum text_problem {

@@ -879,9 +879,7 @@ static int check_string(struct check *ck, const json_t *schema, const json_t *in
         return has_max;
     if (has_min || has_max) {
         /* Lengths count code points, as RFC 8259 characters: jansson's UTF-8 is valid. */
-        size_t cps = 0;
-        for (size_t i = 0; i < n; i++)
-            cps += ((unsigned char)s[i] & 0xc0) != 0x80;
+        size_t cps = utf8_length(s, n);
         if (has_min && cps < min)
             return fail(ck, BAD, "expected at least %zu %s, got %zu", min,
                         plural(min, "character", "characters"), cps);

@@ -12,6 +12,7 @@
 #include "broker/jsonrpc.h"
 #include "broker/spawn.h"
 #include "common/cleanup.h"
+#include "common/digest.h"
 #include "common/text.h"
 #include "common/units.h"
 #include "core/run.h"
@@ -19,7 +20,6 @@
 #include "sandbox/backend.h"
 
 #include <event2/event.h>
-#include <openssl/evp.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -123,31 +123,12 @@ static void sb_free(struct sbuf *b)
     *b = (struct sbuf){ 0 };
 }
 
-/* The length of the valid UTF-8 sequence at S (N bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    if (len == 0 || len > n)
-        return 0;
-    for (size_t k = 1; k < len; k++)
-        if ((s[k] & 0xc0) != 0x80)
-            return 0;
-    /* Overlong forms, surrogates and code points past U+10FFFF. */
-    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
-        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return len;
-}
-
 /* DATA as valid UTF-8 (JSON strings must be): each bad byte becomes U+FFFD. */
 static void sb_add_utf8(struct sbuf *b, const char *data, size_t n)
 {
-    const unsigned char *s = (const unsigned char *)data;
     size_t run = 0, i = 0;
     while (i < n) {
-        size_t len = utf8_seq(s + i, n - i);
+        size_t len = utf8_decode(data + i, n - i, NULL);
         if (len) {
             i += len;
             continue;
@@ -202,20 +183,6 @@ static const char *json_type_name(const json_t *v)
     case JSON_NULL: return "null";
     }
     return "something else";
-}
-
-/* SHA-256 of V's compact, key-sorted JSON, in hex: the arguments' digest. */
-static void json_digest_hex(const json_t *v, char out[65])
-{
-    unsigned char md[32];
-    unsigned int n = 0;
-    _cleanup_free_ char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-    if (!text || !EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) || n != 32) {
-        snprintf(out, 65, "%s", "");
-        return;
-    }
-    for (size_t i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
 /* ---- the session ---- */
@@ -745,23 +712,12 @@ static void record_call(struct server *srv, const struct call *c, const char *de
         }
         json_object_set(f, "is_error", json_object_get(result, "isError"));
     }
-    if (c->arguments && audit_records_arguments(srv->audit))
+    /* Kept only when the policy's tools.record_arguments asks for them. */
+    if (c->arguments)
         json_object_set(f, "arguments", c->arguments);
     struct cordon_err ignored;
     /* The run already happened; its own run.start/run.end are in the log either way. */
     audit_append(srv->audit, "mcp.call", c->run_id[0] ? c->run_id : NULL, f, &ignored);
-}
-
-static json_t *tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *tool_error(const char *fmt, ...)
-{
-    char msg[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", msg,
-                     "isError", 1);
 }
 
 static void summarise(const struct policy *p, const char *reason, const json_t *exit_code,
@@ -873,7 +829,7 @@ static json_t *run_result(struct call *c)
     sb_free(&out);
     sb_free(&err);
     sb_free(&text);
-    return result ? result : tool_error("cordon could not build the result (out of memory)");
+    return result ? result : rpc_tool_error("cordon could not build the result (out of memory)");
 }
 
 /* Answer C (unless the client cancelled it), record it, and forget it. */
@@ -1225,7 +1181,7 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
     json_t *empty = args ? NULL : json_object();
     if (!args)
         args = empty;
-    json_digest_hex(args, c->digest);
+    json_sha256_hex(args, c->digest);
     if (srv->pol.tools.record_arguments)
         c->arguments = json_incref(args);
 
@@ -1259,7 +1215,7 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
     json_decref(empty);
     if (rc < 0) {
         record_call(srv, c, "refused", "arguments", why, NULL);
-        reply(srv, rpc_result(id, tool_error("invalid arguments for %s: %s", tool->name, why)));
+        reply(srv, rpc_result(id, rpc_tool_error("invalid arguments for %s: %s", tool->name, why)));
         call_free(c);
         return;
     }
@@ -1436,13 +1392,7 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
     if (!srv->tools || !srv->instructions)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
 
-    struct event_config *cfg = event_config_new();
-    if (!cfg)
-        return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    /* stdin may be a regular file or a pipe, which epoll refuses. */
-    event_config_require_features(cfg, EV_FEATURE_FDS);
-    srv->base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
+    srv->base = rpc_event_base_new();
     if (!srv->base)
         return err_set(err, CORDON_E_INTERNAL, "cannot create the event loop");
 

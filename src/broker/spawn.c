@@ -9,7 +9,6 @@
 #include "core/run.h"
 #include "sandbox/backend.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>

@@ -29,6 +29,16 @@ int hex_digit(unsigned char c)
     return -1;
 }
 
+void hex_encode(const unsigned char *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
 const char *text_quote(char *out, size_t size, const char *s, size_t len, bool quoted)
 {
     static const char hex[] = "0123456789abcdef";
@@ -72,4 +82,42 @@ void utf8_trim_partial(char *s)
     size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
     if (n - (lead - 1) < need)
         s[lead - 1] = '\0';
+}
+
+size_t utf8_decode(const char *s, size_t n, uint32_t *cp)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t len;
+    uint32_t c, min;
+    if (u[0] < 0x80) {
+        len = 1, c = u[0], min = 0;
+    } else if ((u[0] & 0xe0) == 0xc0) {
+        len = 2, c = u[0] & 0x1f, min = 0x80;
+    } else if ((u[0] & 0xf0) == 0xe0) {
+        len = 3, c = u[0] & 0x0f, min = 0x800;
+    } else if ((u[0] & 0xf8) == 0xf0) {
+        len = 4, c = u[0] & 0x07, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t k = 1; k < len; k++) {
+        if ((u[k] & 0xc0) != 0x80)
+            return 0;
+        c = (c << 6) | (u[k] & 0x3f);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    if (cp)
+        *cp = c;
+    return len;
+}
+
+size_t utf8_length(const char *s, size_t n)
+{
+    size_t cps = 0;
+    for (size_t i = 0; i < n; i++)
+        cps += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return cps;
 }

@@ -4,12 +4,16 @@
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Format a reason into WHY (which may be NULL) and return -1. */
 int why_printf(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* The value of a hex digit, or -1. */
 int hex_digit(unsigned char c);
+
+/* N bytes of IN as 2N lower-case hex digits and a NUL in OUT. */
+void hex_encode(const unsigned char *in, size_t n, char *out);
 
 /*
  * Untrusted bytes bound for messages and audit reasons: S[0..LEN) into OUT
@@ -24,3 +28,14 @@ const char *text_quote(char *out, size_t size, const char *s, size_t len, bool q
  * that snprintf's truncation left incomplete, so it is valid UTF-8 again.
  */
 void utf8_trim_partial(char *s);
+
+/*
+ * The length (1 to 4) of the valid UTF-8 sequence at S (N > 0 bytes left),
+ * with its code point in *CP (which may be NULL); 0 when it is malformed:
+ * a bad or truncated sequence, an overlong form, a surrogate, or a code
+ * point past U+10FFFF.
+ */
+size_t utf8_decode(const char *s, size_t n, uint32_t *cp);
+
+/* Code points in S[0..N), which is valid UTF-8 (as jansson's strings are). */
+size_t utf8_length(const char *s, size_t n);

@@ -6,20 +6,14 @@
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
+#include "common/text.h"
 #include "core/watchdog.h"
 #include "sandbox/seccomp.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
-
-static void hex(const unsigned char *in, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        sprintf(out + 2 * i, "%02x", in[i]);
-}
 
 /* Evidence of the boundary the run had, written before it starts. */
 static json_t *start_fields(const struct policy *p, const struct sandbox_call *call)
@@ -30,7 +24,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     policy_digest_hex(p, policy_digest);
     unsigned char sd[32];
     seccomp_profile_digest(p, sd);
-    hex(sd, 32, syscalls_digest);
+    hex_encode(sd, sizeof sd, syscalls_digest);
     policy_network_digest_hex(p, network_digest);
     policy_tools_digest_hex(p, tools_digest);
 
@@ -89,7 +83,6 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
         .path = p->audit.file,
         .sign_key = p->audit.sign_key,
         .checkpoint_every = p->audit.checkpoint_every,
-        .record_arguments = p->tools.record_arguments,
         .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
                                                              : AUDIT_FSYNC_CLOSE,
     };

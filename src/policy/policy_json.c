@@ -4,7 +4,8 @@
  */
 #include "policy/policy_int.h"
 
-#include <openssl/evp.h>
+#include "common/digest.h"
+#include "common/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,29 +195,11 @@ json_t *policy_to_json(const struct policy *p)
     return TAKE_PTR(root);
 }
 
-/*
- * SHA-256 of J's canonical (compact, sorted) text; steals J. Out of memory
- * leaves an all-zero digest, which no real policy hashes to: the callers'
- * signatures have no way to report failure.
- */
+/* SHA-256 of J's canonical text; steals J. */
 static void json_digest(json_t *j, unsigned char out[32])
 {
-    memset(out, 0, 32);
-    _cleanup_(json_decrefp) json_t *owned = j;
-    if (!owned)
-        return;
-    _cleanup_free_ char *text = json_dumps(owned, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!text)
-        return;
-    unsigned int len = 0;
-    if (EVP_Digest(text, strlen(text), out, &len, EVP_sha256(), NULL) != 1)
-        memset(out, 0, 32);
-}
-
-static void hex32(const unsigned char d[32], char out[65])
-{
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
+    json_sha256(j, out);
+    json_decref(j);
 }
 
 void policy_digest(const struct policy *p, unsigned char out[32])
@@ -228,19 +211,19 @@ void policy_digest_hex(const struct policy *p, char out[65])
 {
     unsigned char d[32];
     policy_digest(p, d);
-    hex32(d, out);
+    hex_encode(d, sizeof d, out);
 }
 
 void policy_network_digest_hex(const struct policy *p, char out[65])
 {
     unsigned char d[32];
     json_digest(network_json(&p->network), d);
-    hex32(d, out);
+    hex_encode(d, sizeof d, out);
 }
 
 void policy_tools_digest_hex(const struct policy *p, char out[65])
 {
     unsigned char d[32];
     json_digest(tools_json(&p->tools), d);
-    hex32(d, out);
+    hex_encode(d, sizeof d, out);
 }
