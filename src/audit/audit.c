@@ -6,6 +6,7 @@
  */
 #include "audit/audit.h"
 #include "audit/audit_int.h"
+#include "common/hostpath.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -221,7 +222,7 @@ static int reopen_for_reading(const struct audit_log *log)
     int fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd >= 0 || errno != ENOENT)
         return fd;
-    fd = open(log->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    fd = hostpath_open(AT_FDCWD, log->path, O_RDONLY | O_NOCTTY, 0, false, NULL);
     struct stat a, b;
     if (fd >= 0 && (fstat(fd, &a) < 0 || fstat(log->wfd, &b) < 0 || a.st_dev != b.st_dev ||
                     a.st_ino != b.st_ino)) {
@@ -468,11 +469,20 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
     log->checkpoint_every = o->checkpoint_every;
     log->fsync = o->fsync;
     log->owner = getpid();
-    log->wfd = open(o->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    /* Never through a link: a swapped directory would send the records elsewhere. */
+    log->wfd = hostpath_open(AT_FDCWD, o->path, O_WRONLY | O_APPEND | O_CREAT | O_NOCTTY |
+                                                    O_NONBLOCK, 0600, false, err);
     if (log->wfd < 0) {
-        err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s'", o->path);
+        if (errno != ELOOP && errno != ENXIO) /* those are named as such already */
+            err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s'", o->path);
         return NULL;
     }
+    struct stat st;
+    if (fstat(log->wfd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        err_set(err, CORDON_E_SETUP, "audit log '%s' is not a regular file", o->path);
+        return NULL;
+    }
+    fcntl(log->wfd, F_SETFL, O_APPEND); /* O_NONBLOCK only kept a FIFO from hanging the open */
     log->rfd = reopen_for_reading(log);
     if (log->rfd < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s' for reading", o->path);

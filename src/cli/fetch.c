@@ -6,6 +6,7 @@
  * trust store here.
  */
 #include "cli/cli.h"
+#include "common/hostpath.h"
 #include "common/units.h"
 #include "egress/addr.h"
 #include "egress/gateway.h"
@@ -26,6 +27,7 @@
 #include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -322,6 +324,37 @@ static int start_tls(struct channel *ch, const struct url *u, SSL_CTX **ctx, cha
     }
 }
 
+/*
+ * -o FILE: opened without following a link in its path, and only as a
+ * regular file (a FIFO would hang us), so a planted link cannot redirect
+ * the body onto another of the caller's files.
+ */
+static FILE *open_output(const char *path, char *why, size_t len)
+{
+    struct cordon_err err = { 0 };
+    int fd = hostpath_open(AT_FDCWD, path, O_WRONLY | O_CREAT | O_NONBLOCK, 0666, false, &err);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        snprintf(why, len, "'%.200s' is not a regular file", path);
+        return NULL;
+    }
+    if (fd < 0 || ftruncate(fd, 0) < 0 || fcntl(fd, F_SETFL, 0) < 0) {
+        if (fd >= 0)
+            err_sys(&err, CORDON_E_SETUP, "cannot truncate '%s'", path);
+        snprintf(why, len, "%s", err.msg);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        snprintf(why, len, "cannot open '%.200s': %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 int cmd_fetch(int argc, char **argv)
 {
     const char *policy_file = NULL, *output = NULL, *timeout = "30s", *max_size = "10M";
@@ -457,11 +490,9 @@ answered:
         fprintf(stderr, "cordon: fetch: refused: %s\n", body);
         goto done;
     }
-    out = output ? fopen(output, "we") : stdout;
-    if (!out) {
-        snprintf(why, sizeof why, "cannot open '%.200s': %s", output, strerror(errno));
+    out = output ? open_output(output, why, sizeof why) : stdout;
+    if (!out)
         goto failed;
-    }
     if (copy_body(&ch, &r, out, max, why, sizeof why) < 0) {
         if (output) {
             fclose(out);

@@ -3,6 +3,7 @@
  * level's backend runs the command, the result decides the exit status.
  */
 #include "cli/cli.h"
+#include "common/hostpath.h"
 #include "policy/policy.h"
 #include "core/run.h"
 #include "sandbox/backend.h"
@@ -146,15 +147,21 @@ static int apply_flag(struct policy *p, const struct flag_value *f, struct cordo
     return 0;
 }
 
+/* Replaced whole, never written through: a run may have planted a link or a FIFO there. */
 static int write_result(const char *path, const struct sandbox_result *res,
                         const struct policy *p)
 {
     json_t *j = sandbox_result_to_json(res, p);
-    int rc = j ? json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS) : -1;
+    _cleanup_free_ char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     json_decref(j);
-    if (rc < 0)
-        fprintf(stderr, "cordon: cannot write result to '%s'\n", path);
-    return rc;
+    struct cordon_err err = { 0 };
+    if (!text)
+        err_set(&err, CORDON_E_INTERNAL, "out of memory");
+    if (!text || hostpath_replace_file(path, text, strlen(text), &err) < 0) {
+        fprintf(stderr, "cordon: cannot write result to '%s': %s\n", path, err.msg);
+        return -1;
+    }
+    return 0;
 }
 
 int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char **argv, bool mcp,
@@ -231,6 +238,11 @@ int cmd_run(int argc, char **argv)
         .err_fd = STDERR_FILENO,
     };
     struct cordon_err err = { 0 };
+    /* Refused before the run, not after it, when the result could not be written. */
+    if (a.result_file && hostpath_check_dir_of(a.result_file, &err) < 0) {
+        err_prefix(&err, "--result");
+        return cli_fail(&err);
+    }
     struct sandbox_result res;
     rc = cordon_run(p, &call, &res, &err);
     if (a.result_file)

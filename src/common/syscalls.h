@@ -6,6 +6,7 @@
 #include "common/compat.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -34,4 +35,9 @@ static inline int sys_landlock_restrict_self(int ruleset_fd, uint32_t flags)
 static inline int sys_pidfd_open(pid_t pid, unsigned flags)
 {
     return (int)syscall(SYS_pidfd_open, pid, flags);
+}
+
+static inline int sys_openat2(int dirfd, const char *path, struct open_how *how, size_t size)
+{
+    return (int)syscall(SYS_openat2, dirfd, path, how, size);
 }

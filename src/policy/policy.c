@@ -5,6 +5,7 @@
  * filesystem only to resolve host paths.
  */
 #include "policy/policy_int.h"
+#include "common/hostpath.h"
 #include "common/strv.h"
 #include "common/text.h"
 
@@ -39,6 +40,7 @@ static const struct policy_key keys[] = {
     KEY("isolation", KT_LEVEL, level, 0, CORDON_LEVEL_NAMESPACE),
     SECTION("filesystem"),
     KEY("filesystem.workspace", KT_DIR, workspace, 0, 0),
+    KEY("filesystem.workspace_follow_symlinks", KT_BOOL, workspace_follow_symlinks, 0, false),
     KEY("filesystem.workspace_size", KT_SIZE, workspace_size, 1, 256ull << 20),
     KEY("filesystem.tmp_size", KT_SIZE, tmp_size, 1, 64ull << 20),
     LIST("filesystem.read_only", KT_BINDS, false),
@@ -218,41 +220,7 @@ int policy_parse_bool(const char *s)
  */
 char *policy_normalize_path(const char *in, bool *dotdot)
 {
-    size_t n = strlen(in);
-    char *out = malloc(n + 2);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    *dotdot = false;
-    for (const char *s = in; *s;) {
-        while (*s == '/')
-            s++;
-        const char *e = s;
-        while (*e && *e != '/')
-            e++;
-        size_t clen = (size_t)(e - s);
-        if (clen == 0 || (clen == 1 && s[0] == '.')) {
-            s = e;
-            continue;
-        }
-        if (clen == 2 && s[0] == '.' && s[1] == '.')
-            *dotdot = true;
-        out[o++] = '/';
-        memcpy(out + o, s, clen);
-        o += clen;
-        s = e;
-    }
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
-    return out;
-}
-
-/* Is PATH equal to DIR or beneath it? Both normalised. */
-static bool path_within(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+    return hostpath_normalize(in, false, dotdot);
 }
 
 /*
@@ -267,18 +235,22 @@ static int check_dest(const char *dest, char *why, size_t len)
     if (strcmp(dest, "/") == 0)
         return why_printf(why, len, "dest \"/\" is the sandbox root, which cordon builds");
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-        if (path_within(dest, reserved[i]))
+        if (hostpath_within(dest, reserved[i]))
             return why_printf(why, len, "dest \"%s\" is inside %s, which the sandbox builds itself",
                            dest, reserved[i]);
     if (strcmp(dest, "/workspace") == 0)
         return why_printf(why, len,
                        "dest \"/workspace\" is the workspace; use filesystem.workspace");
-    if (path_within(dest, "/workspace"))
+    if (hostpath_within(dest, "/workspace"))
         return why_printf(why, len, "dest \"%s\" is inside /workspace; bind it elsewhere", dest);
     return 0;
 }
 
-/* realpath() of an existing host path; relative only when a flag gave it. */
+/*
+ * An existing host path, made absolute and normalised but not resolved:
+ * policy_finalize() decides whether it may pass through links. Relative
+ * only when a flag gave it.
+ */
 static int resolve_host(const char *path, enum value_origin from, char **out, char *why,
                         size_t len)
 {
@@ -286,15 +258,18 @@ static int resolve_host(const char *path, enum value_origin from, char **out, ch
         return why_printf(why, len, "expected a path, got \"\"");
     if (path[0] != '/' && from == FROM_FILE)
         return why_printf(why, len, "host path \"%s\" is not absolute", path);
-    char *real = realpath(path, NULL);
-    if (!real) {
-        if (errno == ENOMEM)
-            return POLICY_ENOMEM;
+    _cleanup_free_ char *abs = hostpath_absolute(path);
+    if (!abs)
+        return errno == ENOMEM ? POLICY_ENOMEM
+                               : why_printf(why, len, "cannot resolve \"%s\": %s", path,
+                                            strerror(errno));
+    struct stat st;
+    if (stat(abs, &st) < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
             return why_printf(why, len, "\"%s\" does not exist", path);
         return why_printf(why, len, "cannot resolve \"%s\": %s", path, strerror(errno));
     }
-    *out = real;
+    *out = TAKE_PTR(abs);
     return 0;
 }
 
@@ -354,8 +329,9 @@ static char **str_field(struct policy *p, const struct policy_key *k)
 
 /*
  * audit.file: the log may not exist yet, but its directory must, so a typo
- * fails here and not after the run. The directory is resolved (symlinks
- * and all) and the name kept, so the path recorded is where the log lands.
+ * fails here and not after the run. The path is kept as written (made
+ * absolute): the log is opened without following links, so the path
+ * recorded is where the log lands.
  */
 static int apply_log_file(struct policy *p, const struct policy_key *k, const char *text,
                           enum value_origin from, char *why, size_t len)
@@ -367,44 +343,39 @@ static int apply_log_file(struct policy *p, const struct policy_key *k, const ch
     size_t n = strlen(text);
     if (text[n - 1] == '/')
         return why_printf(why, len, "\"%s\" names a directory, not a file", text);
-    _cleanup_free_ char *real = realpath(text, NULL);
+    const char *slash = strrchr(text, '/');
+    const char *base = slash ? slash + 1 : text;
+    if (!strcmp(base, ".") || !strcmp(base, ".."))
+        return why_printf(why, len, "\"%s\" is a directory", text);
+    _cleanup_free_ char *abs = hostpath_absolute(text);
+    if (!abs)
+        return errno == ENOMEM ? POLICY_ENOMEM
+                               : why_printf(why, len, "cannot resolve \"%s\": %s", text,
+                                            strerror(errno));
     struct stat st;
-    if (real) {
-        if (stat(real, &st) < 0)
-            return why_printf(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
+    if (stat(abs, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             return why_printf(why, len, "\"%s\" is a directory", text);
     } else {
-        if (errno == ENOMEM)
-            return POLICY_ENOMEM;
         if (errno != ENOENT && errno != ENOTDIR)
             return why_printf(why, len, "cannot resolve \"%s\": %s", text, strerror(errno));
-        const char *slash = strrchr(text, '/');
-        const char *base = slash ? slash + 1 : text;
-        if (!strcmp(base, ".") || !strcmp(base, ".."))
-            return why_printf(why, len, "\"%s\" names a directory, not a file", text);
-        _cleanup_free_ char *dir = slash ? strndup(text, slash == text ? 1 : (size_t)(slash - text))
-                                         : strdup(".");
-        if (!dir)
-            return POLICY_ENOMEM;
-        _cleanup_free_ char *rdir = realpath(dir, NULL);
-        if (!rdir) {
-            if (errno == ENOMEM)
-                return POLICY_ENOMEM;
-            if (errno == ENOENT || errno == ENOTDIR)
-                return why_printf(why, len, "the directory of \"%s\" does not exist", text);
-            return why_printf(why, len, "cannot resolve \"%s\": %s", dir, strerror(errno));
-        }
-        if (stat(rdir, &st) < 0 || !S_ISDIR(st.st_mode))
-            return why_printf(why, len, "\"%s\" is not a directory", dir);
-        if (asprintf(&real, "%s%s%s", rdir, strcmp(rdir, "/") ? "/" : "", base) < 0) {
-            real = NULL;
-            return POLICY_ENOMEM;
-        }
+        char *dir = strrchr(abs, '/');
+        *dir = '\0';
+        int r = stat(abs[0] ? abs : "/", &st);
+        *dir = '/';
+        int dir_len = slash ? (int)(slash - text) : 1;
+        const char *shown = slash ? text : ".";
+        if (r < 0 && (errno == ENOENT || errno == ENOTDIR))
+            return why_printf(why, len, "the directory of \"%s\" does not exist", text);
+        if (r < 0)
+            return why_printf(why, len, "cannot resolve \"%.*s\": %s", dir_len, shown,
+                              strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return why_printf(why, len, "\"%.*s\" is not a directory", dir_len, shown);
     }
     char **field = str_field(p, k);
     free(*field);
-    *field = TAKE_PTR(real);
+    *field = TAKE_PTR(abs);
     return 0;
 }
 
@@ -910,7 +881,7 @@ int policy_apply_env_set(struct policy *p, const char *name, const char *value,
  * which a parent directory is always mounted before anything beneath it.
  */
 int policy_apply_bind(struct policy *p, const char *source, const char *dest,
-                      bool writable, enum value_origin from, char *why, size_t len)
+                      bool writable, bool follow, enum value_origin from, char *why, size_t len)
 {
     _cleanup_free_ char *real = NULL;
     int r = resolve_host(source, from, &real, why, len);
@@ -938,7 +909,7 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
         return POLICY_ENOMEM;
     p->binds = nb;
     memmove(nb + at + 1, nb + at, (p->n_binds - at) * sizeof *nb);
-    nb[at] = (struct policy_bind){ TAKE_PTR(real), TAKE_PTR(nd), writable };
+    nb[at] = (struct policy_bind){ TAKE_PTR(real), TAKE_PTR(nd), writable, follow };
     p->n_binds++;
     return 0;
 }
@@ -1100,7 +1071,7 @@ int policy_add_bind(struct policy *p, const char *spec, bool writable, const cha
     _cleanup_free_ char *source = strndup(spec, colon ? (size_t)(colon - spec) : strlen(spec));
     if (!source)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    return flag_result(policy_apply_bind(p, source, colon ? colon + 1 : NULL, writable,
+    return flag_result(policy_apply_bind(p, source, colon ? colon + 1 : NULL, writable, false,
                                          FROM_FLAG, why, sizeof why), prefix, why, err);
 }
 
@@ -1111,12 +1082,93 @@ int policy_add_env(struct policy *p, const char *spec, const char *flag,
                       flag ? flag : "--env", err);
 }
 
+/*
+ * A host path an earlier run could have written to must lead where it
+ * says: refused when a component is a symbolic link, unless the policy lets
+ * it follow links, when it is resolved once, here.
+ */
+static int settle_host_path(char **path, bool follow, const char *what, const char *allow,
+                            const char *where, struct cordon_err *err)
+{
+    if (follow) {
+        char *real = realpath(*path, NULL);
+        if (!real)
+            return err_set(err, CORDON_E_POLICY, "%s%s: cannot resolve \"%s\": %s", where, what,
+                           *path, strerror(errno));
+        free(*path);
+        *path = real;
+        return 0;
+    }
+    char link[PATH_MAX], target[PATH_MAX];
+    if (hostpath_find_link(*path, link, sizeof link, target, sizeof target))
+        return err_set(err, CORDON_E_POLICY,
+                       "%s%s: \"%s\" is a symbolic link (to \"%s\") that a run could have "
+                       "planted; %s", where, what, link, target,
+                       allow ? allow : "cordon never writes through one");
+    return 0;
+}
+
+/*
+ * Is PATH (a file that may not exist yet) inside the directory tree TREE?
+ * By name, and by identity of every directory above PATH, so a second
+ * mount of the same tree is caught too.
+ */
+static bool inside_tree(const char *path, const char *tree)
+{
+    if (hostpath_within(path, tree))
+        return true;
+    struct stat t, d;
+    if (stat(tree, &t) < 0)
+        return false;
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return false;
+    for (char *slash; (slash = strrchr(buf, '/'));) {
+        slash[slash == buf] = '\0'; /* "/a/b" -> "/a", "/a" -> "/" */
+        if (stat(buf, &d) == 0 && d.st_dev == t.st_dev && d.st_ino == t.st_ino)
+            return true;
+        if (slash == buf)
+            break;
+    }
+    return false;
+}
+
+/* The audit log and its key stay out of every tree the sandbox can write. */
+static int check_outside_writable(const struct policy *p, const char *file, const char *what,
+                                  const char *where, struct cordon_err *err)
+{
+    if (!file)
+        return 0;
+    if (p->workspace && inside_tree(file, p->workspace))
+        return err_set(err, CORDON_E_POLICY,
+                       "%s%s: \"%s\" is inside the workspace \"%s\", which the sandbox can "
+                       "write; keep it outside", where, what, file, p->workspace);
+    for (size_t i = 0; i < p->n_binds; i++)
+        if (p->binds[i].writable && inside_tree(file, p->binds[i].source))
+            return err_set(err, CORDON_E_POLICY,
+                           "%s%s: \"%s\" is inside the writable bind \"%s\"; keep it outside",
+                           where, what, file, p->binds[i].source);
+    return 0;
+}
+
 int policy_finalize(struct policy *p, struct cordon_err *err)
 {
     char where[200] = "";
     if (p->origin)
         snprintf(where, sizeof where, "%s: ", p->origin);
     char why[200];
+    if (p->workspace)
+        TRY(settle_host_path(&p->workspace, p->workspace_follow_symlinks, "filesystem.workspace",
+                             "filesystem.workspace_follow_symlinks: true allows it", where, err));
+    for (size_t i = 0; i < p->n_binds; i++)
+        TRY(settle_host_path(&p->binds[i].source, p->binds[i].follow_symlinks,
+                             p->binds[i].writable ? "filesystem.read_write"
+                                                  : "filesystem.read_only",
+                             "follow_symlinks: true on that bind allows it", where, err));
+    if (p->audit.file)
+        TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
+    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
+    TRY(check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err));
     /* The setters refuse these already; this catches a struct filled by hand. */
     for (size_t i = 0; i < p->n_binds; i++) {
         if (check_dest(p->binds[i].dest, why, sizeof why) < 0)
@@ -1125,6 +1177,12 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
             if (strcmp(p->binds[i].dest, p->binds[j].dest) == 0)
                 return err_set(err, CORDON_E_POLICY, "%sfilesystem: dest \"%s\" is bound twice",
                                where, p->binds[i].dest);
+        /* Its mountpoint would be made in the host directory, where a run may plant links. */
+        for (size_t j = 0; j < p->n_binds; j++)
+            if (j != i && p->binds[j].writable && hostpath_within(p->binds[i].dest, p->binds[j].dest))
+                return err_set(err, CORDON_E_POLICY,
+                               "%sfilesystem: dest \"%s\" is inside the writable bind at \"%s\"; "
+                               "bind it elsewhere", where, p->binds[i].dest, p->binds[j].dest);
     }
     for (size_t i = 0; i < p->n_syscalls_allow; i++)
         if (strv_contains(p->syscalls_deny, p->n_syscalls_deny, p->syscalls_allow[i]))

@@ -53,6 +53,7 @@ struct policy_bind {
     char *source;          /* absolute, normalised host path; exists */
     char *dest;            /* absolute, normalised path inside the sandbox */
     bool writable;
+    bool follow_symlinks;  /* source may pass through links (resolved at finalize) */
 };
 
 struct policy_env_set {
@@ -173,6 +174,7 @@ struct policy {
 
     /* filesystem */
     char *workspace;                /* host dir at /workspace; NULL = scratch tmpfs */
+    bool workspace_follow_symlinks; /* workspace may pass through links */
     uint64_t workspace_size;        /* size of the scratch tmpfs */
     uint64_t tmp_size;              /* size of /tmp */
     struct policy_bind *binds;
@@ -233,6 +235,11 @@ int policy_add_env(struct policy *p, const char *spec, const char *flag,
 
 /*
  * Cross-field checks after every source has been applied (duplicate dests...).
+ * Host paths are kept as written (made absolute, "." and ".." folded); here
+ * each bind source and the workspace is refused when a component is a
+ * symbolic link, unless the policy lets that path follow links (then it is
+ * resolved now). The audit log and its key may not lie in a tree the
+ * sandbox can write.
  * Every secret's hosts are added to network.allow, and secrets imply the
  * gateway (an explicit mode none is an error).
  */

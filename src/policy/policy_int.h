@@ -79,7 +79,7 @@ void policy_set_best_effort_all(struct policy *p, bool all);
 
 /* One bind; DEST NULL means "the same path as SOURCE". */
 int policy_apply_bind(struct policy *p, const char *source, const char *dest,
-                      bool writable, enum value_origin from, char *why, size_t len);
+                      bool writable, bool follow, enum value_origin from, char *why, size_t len);
 
 /* env.set NAME=VALUE; VALUE_LEN so an embedded NUL can be refused. */
 int policy_apply_env_set(struct policy *p, const char *name, const char *value,

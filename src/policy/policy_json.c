@@ -41,6 +41,9 @@ static json_t *binds_json(const struct policy *p, bool writable)
             continue;
         json_t *b = json_pack("{s:s, s:s}", "source", p->binds[i].source, "dest",
                               p->binds[i].dest);
+        /* Only when set, so the digest of a policy without it is unchanged. */
+        if (b && p->binds[i].follow_symlinks)
+            json_object_set_new(b, "follow_symlinks", json_true());
         if (json_array_append_new(a, b) < 0) {
             json_decref(a);
             return NULL;
@@ -178,6 +181,8 @@ json_t *policy_to_json(const struct policy *p)
         put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
         put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||
         put(fs, "tmp_size", json_integer((json_int_t)p->tmp_size)) < 0 ||
+        (p->workspace_follow_symlinks &&
+         put(fs, "workspace_follow_symlinks", json_true()) < 0) ||
         put(fs, "read_only", binds_json(p, false)) < 0 ||
         put(fs, "read_write", binds_json(p, true)) < 0 ||
         put(root, "env", env_json(p)) < 0 ||

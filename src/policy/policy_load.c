@@ -175,31 +175,41 @@ static int check_type(struct loader *l, struct fy_node *n, enum fy_node_type wan
     return 0;
 }
 
-/* One read_only/read_write item: "PATH[:DEST]" or {source: PATH, dest: DEST}. */
+/* One read_only/read_write item: "PATH[:DEST]" or {source, dest, follow_symlinks}. */
 static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
                      const char *path, bool writable)
 {
     char why[200] = "";
     _cleanup_free_ char *source = NULL;
     _cleanup_free_ char *dest = NULL;
+    bool follow = false;
     if (!is_null(n) && fy_node_get_type(n) == FYNT_MAPPING) {
         void *it = NULL;
         struct fy_node_pair *pair;
         while ((pair = fy_node_mapping_iterate(n, &it))) {
             struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
             _cleanup_free_ char *name = NULL;
-            TRY(scalar_text(l, k, path, "source or dest", &name, NULL));
+            TRY(scalar_text(l, k, path, "source, dest or follow_symlinks", &name, NULL));
             char sub[160];
             snprintf(sub, sizeof sub, "%s.%s", path, name);
+            if (strcmp(name, "follow_symlinks") == 0) {
+                _cleanup_free_ char *text = NULL;
+                TRY(scalar_text(l, v, sub, "true or false", &text, NULL));
+                int b = policy_parse_bool(text);
+                if (b < 0)
+                    return fail(l, v, sub, "expected true or false, got \"%s\"", text);
+                follow = b;
+                continue;
+            }
             if (strcmp(name, "source") && strcmp(name, "dest"))
-                return fail(l, k, sub, "unknown key; known: source, dest");
+                return fail(l, k, sub, "unknown key; known: source, dest, follow_symlinks");
             if (is_null(v))
                 return fail_near(l, NULL, k, sub, "expected a path, got null");
             TRY(scalar_text(l, v, sub, "a path", name[0] == 's' ? &source : &dest, NULL));
         }
         if (!source)
             return fail(l, n, path, "source: missing");
-        return setter_result(l, policy_apply_bind(l->p, source, dest, writable, FROM_FILE, why,
+        return setter_result(l, policy_apply_bind(l->p, source, dest, writable, follow, FROM_FILE, why,
                                                   sizeof why), n, path, why);
     }
     if (is_null(n))
@@ -210,7 +220,7 @@ static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
     if (colon)
         *colon = '\0';
     return setter_result(l, policy_apply_bind(l->p, spec, colon ? colon + 1 : NULL, writable,
-                                              FROM_FILE, why, sizeof why), n, path, why);
+                                              false, FROM_FILE, why, sizeof why), n, path, why);
 }
 
 static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near,

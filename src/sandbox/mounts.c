@@ -8,6 +8,7 @@
 #include "sandbox/plan.h"
 
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "policy/policy.h"
 
@@ -75,6 +76,7 @@ static int add(struct ns_plan *plan, size_t *cap, enum mount_kind kind, const ch
         .tree_fd = -1,
         .writable = writable,
         .optional = optional,
+        .follow_symlinks = true, /* cordon's own host paths; policy binds override */
     };
     if (!s.dest || (source && !s.source) || (data && !s.data)) {
         free(s.dest);
@@ -136,11 +138,18 @@ static int idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t host_uid,
     return ns;
 }
 
-/* A detached copy of SOURCE, idmapped through USERNS. */
-static int idmapped_tree(const char *source, int userns, struct cordon_err *err)
+/*
+ * A detached copy of SOURCE, idmapped through USERNS. The copy is taken of
+ * the descriptor opened without following links (unless FOLLOW), so what
+ * gets bound is what was checked.
+ */
+static int idmapped_tree(const char *source, bool follow, int userns, struct cordon_err *err)
 {
-    _cleanup_close_ int tree = open_tree(AT_FDCWD, source,
-                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    _cleanup_close_ int src = hostpath_open(AT_FDCWD, source, O_PATH, 0, follow, err);
+    if (src < 0)
+        return -1;
+    _cleanup_close_ int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                      AT_EMPTY_PATH | AT_RECURSIVE);
     if (tree < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", source);
     struct mount_attr attr = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns };
@@ -203,9 +212,10 @@ static bool seen_through(const char *path, const char *source, const char *dest,
 }
 
 /*
- * The audit log and its signing key never show inside, even when the
- * workspace or a bind contains them: each place they would appear is covered
- * by a read-only, nodev /dev/null, which can be neither opened nor removed.
+ * The audit log and its signing key never show inside, even when a
+ * read-only bind contains them (policy_finalize refuses them in a writable
+ * tree): each place they would appear is covered by a read-only, nodev
+ * /dev/null, which can be neither opened nor removed.
  */
 static int mask_host_files(const struct policy *p, struct ns_plan *plan, size_t *cap,
                            struct cordon_err *err)
@@ -218,8 +228,6 @@ static int mask_host_files(const struct policy *p, struct ns_plan *plan, size_t 
         if (!real)
             continue; /* nothing there to see */
         char at[PATH_MAX];
-        if (p->workspace && seen_through(real, p->workspace, "/workspace", at, sizeof at))
-            TRY(add(plan, cap, MOUNT_BIND, at, "/dev/null", NULL, false, false, err));
         for (size_t i = 0; i < p->n_binds; i++)
             if (seen_through(real, p->binds[i].source, p->binds[i].dest, at, sizeof at))
                 TRY(add(plan, cap, MOUNT_BIND, at, "/dev/null", NULL, false, false, err));
@@ -293,8 +301,9 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
 
     if (p->workspace) {
         TRY(add(plan, &cap, MOUNT_BIND, "/workspace", p->workspace, NULL, true, false, err));
+        plan->steps[plan->n_steps - 1].follow_symlinks = p->workspace_follow_symlinks;
         if (root) {
-            int fd = idmapped_tree(p->workspace, userns, err);
+            int fd = idmapped_tree(p->workspace, p->workspace_follow_symlinks, userns, err);
             if (fd < 0)
                 return err_prefix(err, "workspace");
             plan->steps[plan->n_steps - 1].tree_fd = fd;
@@ -317,8 +326,9 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     for (size_t i = 0; i < p->n_binds; i++) {
         TRY(add(plan, &cap, MOUNT_BIND, binds[i].dest, binds[i].source, NULL,
                 binds[i].writable, false, err));
+        plan->steps[plan->n_steps - 1].follow_symlinks = binds[i].follow_symlinks;
         if (root) {
-            int fd = idmapped_tree(binds[i].source, userns, err);
+            int fd = idmapped_tree(binds[i].source, binds[i].follow_symlinks, userns, err);
             if (fd < 0)
                 return err_prefix(err, "bind '%s'", binds[i].source);
             plan->steps[plan->n_steps - 1].tree_fd = fd;
@@ -367,52 +377,92 @@ void mounts_plan_release(struct ns_plan *plan)
 
 /* ---- in the child: no allocation below this line ---- */
 
-/* mkdir -p for PATH (absolute, beneath NEWROOT), owner-only writable. */
-static int make_dirs(const char *path, struct cordon_err *err)
+/* One component beneath DIR, as a directory, never through a link. */
+static int open_dir_at(int dir, const char *name, struct open_how *how)
+{
+    how->flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how->resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
+    return sys_openat2(dir, name, how, sizeof *how);
+}
+
+/*
+ * The parent directory of PATH (absolute inside the sandbox) beneath the
+ * new root, made where missing, with the last component copied into NAME.
+ * No component is followed if it is a link: a bind of a host tree may hold
+ * links an earlier run planted, and following one would make directories
+ * on the host or put a mount somewhere else.
+ */
+static int open_parent(int newroot, const char *path, char *name, size_t size,
+                       struct cordon_err *err)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
         return err_set(err, CORDON_E_SETUP, "path too long: '%s'", path);
-    for (char *s = buf + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", buf);
-        *s = '/';
-    }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", buf);
-    return 0;
-}
-
-static int make_parent(const char *path, struct cordon_err *err)
-{
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    char *slash = strrchr(buf, '/');
-    if (slash && slash != buf) {
+    struct open_how how = { 0 };
+    int dir = open_dir_at(newroot, ".", &how);
+    if (dir < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the new root");
+    char *comp = buf + 1;
+    for (char *slash; (slash = strchr(comp, '/')); comp = slash + 1) {
         *slash = '\0';
-        return make_dirs(buf, err);
+        int next = open_dir_at(dir, comp, &how);
+        if (next < 0 && errno == ENOENT && (mkdirat(dir, comp, 0755) == 0 || errno == EEXIST))
+            next = open_dir_at(dir, comp, &how);
+        if (next < 0) {
+            int e = errno;
+            close(dir);
+            errno = e;
+            if (e == ELOOP || e == ENOTDIR)
+                return err_set(err, CORDON_E_SETUP, "cannot make '%s': '%s' is not a directory "
+                               "(a symbolic link is never followed there)", path, buf);
+            return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", buf);
+        }
+        close(dir);
+        dir = next;
+        *slash = '/';
     }
-    return 0;
+    size_t n = strlen(comp);
+    if (n == 0 || n >= size) {
+        close(dir);
+        return err_set(err, CORDON_E_SETUP, "bad path: '%s'", path);
+    }
+    memcpy(name, comp, n + 1);
+    return dir;
 }
 
-/* A mountpoint of the same type (dir or file) as what will be bound on it. */
-static int make_mountpoint(const char *path, bool is_dir, struct cordon_err *err)
+/*
+ * An O_PATH descriptor of a mountpoint at NAME in DIR of the same type (dir
+ * or file) as what will be bound on it; an existing one is used as it is
+ * (a mask over a file on a read-only bind), unless it is a link.
+ */
+static int open_mountpoint(int dir, const char *name, bool is_dir, const char *dest,
+                           struct cordon_err *err)
 {
-    if (is_dir)
-        return make_dirs(path, err);
-    TRY(make_parent(path, err));
-    struct stat st;
-    if (lstat(path, &st) == 0)
-        return 0; /* already there, maybe on a read-only bind (a mask over a file) */
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0 && errno != EEXIST)
-        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", path);
-    if (fd >= 0)
-        close(fd);
-    return 0;
+    struct open_how how = {
+        .flags = O_PATH | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0),
+        .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH,
+    };
+    int fd = sys_openat2(dir, name, &how, sizeof how);
+    if (fd < 0 && errno == ENOENT) {
+        if (is_dir) {
+            if (mkdirat(dir, name, 0755) < 0 && errno != EEXIST)
+                return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", dest);
+        } else {
+            int f = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (f < 0 && errno != EEXIST)
+                return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", dest);
+            if (f >= 0)
+                close(f);
+        }
+        fd = sys_openat2(dir, name, &how, sizeof how);
+    }
+    if (fd < 0) {
+        if (errno == ELOOP)
+            return err_set(err, CORDON_E_SETUP, "cannot bind at '%s': it is a symbolic link",
+                           dest);
+        return err_sys(err, CORDON_E_SETUP, "cannot open mountpoint '%s'", dest);
+    }
+    return fd;
 }
 
 static int set_attrs(const char *path, uint64_t set, struct cordon_err *err)
@@ -424,62 +474,99 @@ static int set_attrs(const char *path, uint64_t set, struct cordon_err *err)
     return 0;
 }
 
-static int do_bind(const struct mount_step *s, const char *dest, int oldroot,
+/*
+ * Resolve the source as the host sees it (beneath OLDROOT, so its links stay
+ * in the host tree rather than the half-built one), never through a link
+ * unless the step may follow them, and clone the mount of what was opened.
+ */
+static int clone_source(const struct mount_step *s, int oldroot, struct cordon_err *err)
+{
+    struct open_how how = {
+        .flags = O_PATH | O_CLOEXEC,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+                   (s->follow_symlinks ? 0 : RESOLVE_NO_SYMLINKS),
+    };
+    _cleanup_close_ int src = sys_openat2(oldroot, s->source, &how, sizeof how);
+    if (src < 0) {
+        if (s->optional && errno == ENOENT)
+            return -2;
+        if (errno == ELOOP)
+            return err_set(err, CORDON_E_SETUP, "'%s' passes through a symbolic link; "
+                           "cordon does not follow links in host paths", s->source);
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", s->source);
+    }
+    int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                      AT_RECURSIVE);
+    if (tree < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", s->source);
+    return tree;
+}
+
+static int do_bind(const struct mount_step *s, int parent, const char *name, int oldroot,
                    struct cordon_err *err)
 {
     _cleanup_close_ int tree = -1;
     if (s->tree_fd >= 0) {
         tree = TAKE_FD(((struct mount_step *)s)->tree_fd);
     } else {
-        /* Resolve the source as the host sees it, its symlinks staying in the
-         * host tree rather than in the half-built one. */
-        struct open_how how = {
-            .flags = O_PATH | O_CLOEXEC,
-            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        };
-        _cleanup_close_ int src = (int)syscall(SYS_openat2, oldroot, s->source, &how, sizeof how);
-        if (src < 0) {
-            if (s->optional && errno == ENOENT)
-                return 0;
-            return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", s->source);
-        }
-        tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-                                      AT_RECURSIVE);
+        tree = clone_source(s, oldroot, err);
+        if (tree == -2)
+            return 0; /* optional, and missing */
         if (tree < 0)
-            return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", s->source);
+            return -1;
     }
     struct stat st;
     if (fstat(tree, &st) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot stat '%s'", s->source);
-    TRY(make_mountpoint(dest, S_ISDIR(st.st_mode), err));
-    if (move_mount(tree, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot bind '%s' at '%s'", s->source, s->dest);
 
-    /* MS_REC semantics: the flags reach every submount of the bind too. */
-    uint64_t attrs = MOUNT_ATTR_NOSUID;
-    attrs |= s->device ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_NODEV;
+    /* MS_REC semantics: the flags reach every submount of the bind too. Set
+     * on the detached tree, so the bind is never visible without them. */
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID };
+    attr.attr_set |= s->device ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_NODEV;
     if (!s->writable)
-        attrs |= MOUNT_ATTR_RDONLY;
-    return set_attrs(dest, attrs, err);
+        attr.attr_set |= MOUNT_ATTR_RDONLY;
+    if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot set mount flags on '%s'", s->dest);
+
+    _cleanup_close_ int mp = open_mountpoint(parent, name, S_ISDIR(st.st_mode), s->dest, err);
+    if (mp < 0)
+        return -1;
+    if (move_mount(tree, "", mp, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot bind '%s' at '%s'", s->source, s->dest);
+    return 0;
 }
 
-static int do_step(const struct mount_step *s, int oldroot, struct cordon_err *err)
+/* mkdir -p for PATH beneath the new root: the fixed mounts cordon makes. */
+static int make_dirs(int newroot, const char *path, struct cordon_err *err)
+{
+    char name[NAME_MAX + 1];
+    _cleanup_close_ int parent = open_parent(newroot, path, name, sizeof name, err);
+    if (parent < 0)
+        return -1;
+    _cleanup_close_ int fd = open_mountpoint(parent, name, true, path, err);
+    return fd < 0 ? -1 : 0;
+}
+
+static int do_step(const struct mount_step *s, int newroot, int oldroot, struct cordon_err *err)
 {
     char dest[PATH_MAX];
     if (snprintf(dest, sizeof dest, NEWROOT "%s", s->dest) >= (int)sizeof dest)
         return err_set(err, CORDON_E_SETUP, "path too long: '%s'", s->dest);
+    char name[NAME_MAX + 1];
 
     switch (s->kind) {
-    case MOUNT_BIND:
-        return do_bind(s, dest, oldroot, err);
+    case MOUNT_BIND: {
+        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, err);
+        return parent < 0 ? -1 : do_bind(s, parent, name, oldroot, err);
+    }
     case MOUNT_TMPFS:
-        TRY(make_dirs(dest, err));
+        TRY(make_dirs(newroot, s->dest, err));
         if (mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV | (strcmp(s->dest, "/dev") ? 0 : MS_NOEXEC),
                   s->data) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot mount tmpfs at '%s'", s->dest);
         return 0;
     case MOUNT_PROC:
-        TRY(make_dirs(dest, err));
+        TRY(make_dirs(newroot, s->dest, err));
         if (mount("proc", dest, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot mount /proc");
         /* /proc/sys stays readable for programs that probe it, never writable. */
@@ -491,19 +578,25 @@ static int do_step(const struct mount_step *s, int oldroot, struct cordon_err *e
         return set_attrs(sys, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                   MOUNT_ATTR_NOEXEC, err);
     case MOUNT_DEVPTS:
-        TRY(make_dirs(dest, err));
+        TRY(make_dirs(newroot, s->dest, err));
         if (mount("devpts", dest, "devpts", MS_NOSUID | MS_NOEXEC, s->data) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot mount devpts");
         return 0;
-    case MOUNT_SYMLINK:
-        TRY(make_parent(dest, err));
-        if (symlink(s->source, dest) < 0 && errno != EEXIST)
+    case MOUNT_SYMLINK: {
+        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, err);
+        if (parent < 0)
+            return -1;
+        if (symlinkat(s->source, parent, name) < 0 && errno != EEXIST)
             return err_sys(err, CORDON_E_SETUP, "cannot create link '%s'", s->dest);
         return 0;
+    }
     case MOUNT_FILE: {
-        TRY(make_parent(dest, err));
-        _cleanup_close_ int fd = open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                                      0644);
+        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, err);
+        if (parent < 0)
+            return -1;
+        _cleanup_close_ int fd = openat(parent, name,
+                                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                                        0644);
         if (fd < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", s->dest);
         size_t len = strlen(s->source);
@@ -512,7 +605,7 @@ static int do_step(const struct mount_step *s, int oldroot, struct cordon_err *e
         return 0;
     }
     case MOUNT_DIR:
-        return make_dirs(dest, err);
+        return make_dirs(newroot, s->dest, err);
     }
     return err_set(err, CORDON_E_INTERNAL, "unknown mount step %d", (int)s->kind);
 }
@@ -539,8 +632,13 @@ int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err)
     _cleanup_close_ int oldroot = open(OLDROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (oldroot < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open host root");
+    _cleanup_close_ int newroot = open(NEWROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (newroot < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open new root");
     for (size_t i = 0; i < plan->n_steps; i++)
-        TRY(do_step(&plan->steps[i], oldroot, err));
+        TRY(do_step(&plan->steps[i], newroot, oldroot, err));
+    closep(&newroot);
+    newroot = -1;
 
     /* The root and /dev are read-only: only /tmp, /dev/shm, /workspace and
      * rw binds take writes (the sandbox user owns what setup created). */

@@ -39,6 +39,8 @@ struct mount_step {
     bool writable;
     bool device;         /* MOUNT_BIND of a device node: keep dev, add noexec */
     bool optional;       /* skip when the host source is missing */
+    bool follow_symlinks; /* MOUNT_BIND: the source may pass through links (host-owned
+                             system paths, or a bind the policy lets follow them) */
 };
 
 struct rlimit_step {

@@ -443,7 +443,11 @@ static const struct load_case load_cases[] = {
       "policy.yaml: audit: sign_key is set but file is not" },
     { "version: 1\naudit:\n  file: @T/a.jsonl\n  checkpoint_every: 10\n",
       "policy.yaml: audit: checkpoint_every needs sign_key (checkpoints are signed)" },
+    /* A link in the log's path is refused: the log is never written through one. */
     { "version: 1\naudit:\n  file: @T/link/./a.jsonl\n  fsync: close\n",
+      "policy.yaml: audit.file: \"@T/link\" is a symbolic link (to \"data\") that a run could "
+      "have planted; cordon never writes through one" },
+    { "version: 1\naudit:\n  file: @T/data/../data/./a.jsonl\n  fsync: close\n",
       NULL, "audit", AUDIT("\"@T/data/a.jsonl\"", "null", 0, "close") },
     { "version: 1\naudit:\n  file: @T/file.txt\n", NULL, "audit",
       AUDIT("\"@T/file.txt\"", "null", 0, "close") },
@@ -539,14 +543,28 @@ static const struct load_case load_cases[] = {
       FS_DEFAULT_SIZES(BIND("@T/data", "@T/data"), "") },
     { "version: 1\nfilesystem:\n  read_write:\n    - @T/data:/data\n", NULL, "filesystem",
       FS_DEFAULT_SIZES("", BIND("@T/data", "/data")) },
-    { "version: 1\nfilesystem:\n  read_only:\n    - @T/link\n", NULL, "filesystem",
-      FS_DEFAULT_SIZES(BIND("@T/data", "@T/link"), "") },
+    /* A link in a bind source is refused unless that bind may follow links. */
+    { "version: 1\nfilesystem:\n  read_only:\n    - @T/link\n",
+      "policy.yaml: filesystem.read_only: \"@T/link\" is a symbolic link (to \"data\") that a "
+      "run could have planted; follow_symlinks: true on that bind allows it" },
+    { "version: 1\nfilesystem:\n  read_only:\n    - {source: @T/link, follow_symlinks: true}\n",
+      NULL, "filesystem",
+      FS_DEFAULT_SIZES("{\"dest\":\"@T/link\",\"follow_symlinks\":true,\"source\":\"@T/data\"}",
+                       "") },
+    { "version: 1\nfilesystem:\n  workspace: @T/link\n",
+      "policy.yaml: filesystem.workspace: \"@T/link\" is a symbolic link (to \"data\") that a "
+      "run could have planted; filesystem.workspace_follow_symlinks: true allows it" },
+    { "version: 1\nfilesystem:\n  read_only:\n    - {source: @T/data, follow_symlinks: maybe}\n",
+      "policy.yaml:4: filesystem.read_only[0].follow_symlinks: expected true or false, got \"maybe\"" },
+    { "version: 1\nfilesystem:\n  read_write: [@T/ws:/out]\n  read_only: [@T/data:/out/d]\n",
+      "policy.yaml: filesystem: dest \"/out/d\" is inside the writable bind at \"/out\"; bind it "
+      "elsewhere" },
     { "version: 1\nfilesystem:\n  read_only:\n    - @T//data/./:/opt//x/./y/\n", NULL,
       "filesystem", FS_DEFAULT_SIZES(BIND("@T/data", "/opt/x/y"), "") },
     { "version: 1\nfilesystem:\n  read_only:\n    - {source: @T/data, dest: /d}\n"
-      "    - source: @T/file.txt\n  read_write: [@T/ws:/tmp]\n", NULL, "filesystem",
+      "    - source: @T/file.txt\n  read_write: [@T/ws:/out]\n", NULL, "filesystem",
       FS_DEFAULT_SIZES(BIND("@T/data", "/d") "," BIND("@T/file.txt", "@T/file.txt"),
-                       BIND("@T/ws", "/tmp")) },
+                       BIND("@T/ws", "/out")) },
     { "version: 1\nfilesystem:\n  read_only: [@T/data:/zz, @T/ws:/aa, @T/file.txt:/aa/b]\n",
       NULL, "filesystem",
       FS_DEFAULT_SIZES(BIND("@T/ws", "/aa") "," BIND("@T/file.txt", "/aa/b") ","
@@ -580,7 +598,7 @@ static const struct load_case load_cases[] = {
     { "version: 1\nfilesystem:\n  read_only:\n    - {dest: /d}\n",
       "policy.yaml:4: filesystem.read_only[0]: source: missing" },
     { "version: 1\nfilesystem:\n  read_only:\n    - {src: /d}\n",
-      "policy.yaml:4: filesystem.read_only[0].src: unknown key; known: source, dest" },
+      "policy.yaml:4: filesystem.read_only[0].src: unknown key; known: source, dest, follow_symlinks" },
     { "version: 1\nfilesystem:\n  read_only:\n    - {source: [/d]}\n",
       "policy.yaml:4: filesystem.read_only[0].source: expected a path, got a list" },
     { "version: 1\nfilesystem:\n  read_only:\n    -\n",

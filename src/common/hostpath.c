@@ -1,0 +1,194 @@
+/*
+ * common/hostpath.c: opening host paths without following links a run could
+ * have planted (see hostpath.h). Supervisor, and the namespace child while
+ * it takes binds from the host tree.
+ */
+#include "common/hostpath.h"
+
+#include "common/cleanup.h"
+#include "common/syscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *hostpath_normalize(const char *in, bool fold_dotdot, bool *dotdot)
+{
+    char *out = malloc(strlen(in) + 2);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    if (dotdot)
+        *dotdot = false;
+    for (const char *s = in; *s;) {
+        while (*s == '/')
+            s++;
+        const char *e = s;
+        while (*e && *e != '/')
+            e++;
+        size_t clen = (size_t)(e - s);
+        bool up = clen == 2 && s[0] == '.' && s[1] == '.';
+        if (up && dotdot)
+            *dotdot = true;
+        if (up && fold_dotdot) {
+            while (o > 0 && out[--o] != '/')
+                ;
+        } else if (clen > 0 && !(clen == 1 && s[0] == '.')) {
+            out[o++] = '/';
+            memcpy(out + o, s, clen);
+            o += clen;
+        }
+        s = e;
+    }
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    return out;
+}
+
+char *hostpath_absolute(const char *path)
+{
+    if (path[0] == '/')
+        return hostpath_normalize(path, true, NULL);
+    _cleanup_free_ char *cwd = getcwd(NULL, 0);
+    if (!cwd)
+        return NULL;
+    _cleanup_free_ char *joined = NULL;
+    if (asprintf(&joined, "%s/%s", cwd, path) < 0)
+        return NULL;
+    return hostpath_normalize(joined, true, NULL);
+}
+
+bool hostpath_within(const char *path, const char *dir)
+{
+    if (strcmp(dir, "/") == 0)
+        return true;
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+bool hostpath_find_link(const char *path, char *out, size_t len, char *target, size_t tlen)
+{
+    char buf[PATH_MAX];
+    if (!path[0] || snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return false;
+    for (char *s = buf + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char c = *s;
+        *s = '\0';
+        struct stat st;
+        if (lstat(buf, &st) < 0)
+            return false;
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlink(buf, target, tlen - 1);
+            target[n < 0 ? 0 : n] = '\0';
+            snprintf(out, len, "%s", buf);
+            return true;
+        }
+        if (c == '\0')
+            return false;
+        *s = c;
+    }
+}
+
+int hostpath_open(int dirfd, const char *path, int flags, mode_t mode, bool follow,
+                  struct cordon_err *err)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC),
+        .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+        .resolve = RESOLVE_NO_MAGICLINKS | (follow ? 0 : RESOLVE_NO_SYMLINKS),
+    };
+    int fd = sys_openat2(dirfd, path, &how, sizeof how);
+    if (fd >= 0)
+        return fd;
+    if (errno == ELOOP && !follow) {
+        char link[PATH_MAX], target[PATH_MAX];
+        int saved = errno;
+        if (hostpath_find_link(path, link, sizeof link, target, sizeof target)) {
+            errno = saved;
+            return err_set(err, CORDON_E_SETUP,
+                           "'%s' is a symbolic link (to '%s'); cordon does not follow links in "
+                           "host paths", link, target);
+        }
+        errno = saved;
+    }
+    if (errno == ENXIO) /* O_WRONLY | O_NONBLOCK on a FIFO (or socket) with no reader */
+        return err_set(err, CORDON_E_SETUP, "'%s' is not a regular file", path);
+    return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", path);
+}
+
+/* The directory PATH's file is in, opened without following links; *BASE its name. */
+static int open_dir_of(const char *path, char **abs, const char **base, struct cordon_err *err)
+{
+    *abs = hostpath_absolute(path);
+    if (!*abs)
+        return err_sys(err, CORDON_E_SETUP, "cannot resolve '%s'", path);
+    char *slash = strrchr(*abs, '/');
+    *base = slash + 1;
+    if (!**base)
+        return err_set(err, CORDON_E_SETUP, "'%s' names a directory, not a file", path);
+    *slash = '\0';
+    int dir = hostpath_open(AT_FDCWD, (*abs)[0] ? *abs : "/", O_PATH | O_DIRECTORY, 0, false, err);
+    *slash = '/';
+    return dir;
+}
+
+int hostpath_check_dir_of(const char *path, struct cordon_err *err)
+{
+    _cleanup_free_ char *abs = NULL;
+    const char *base;
+    int dir = open_dir_of(path, &abs, &base, err);
+    if (dir < 0)
+        return -1;
+    close(dir);
+    return 0;
+}
+
+int hostpath_replace_file(const char *path, const char *data, size_t len,
+                          struct cordon_err *err)
+{
+    _cleanup_free_ char *abs = NULL;
+    const char *base;
+    _cleanup_close_ int dir = open_dir_of(path, &abs, &base, err);
+    if (dir < 0)
+        return -1;
+
+    char tmp[NAME_MAX + 1];
+    _cleanup_close_ int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        unsigned r;
+        if (getentropy(&r, sizeof r) < 0)
+            r = (unsigned)getpid() ^ (unsigned)tries;
+        snprintf(tmp, sizeof tmp, ".cordon-%08x.tmp", r);
+        fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create a file beside '%s'", path);
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err_sys(err, CORDON_E_SETUP, "cannot write '%s'", path);
+            unlinkat(dir, tmp, 0);
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    if (renameat(dir, tmp, dir, base) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot write '%s'", path);
+        unlinkat(dir, tmp, 0);
+        return -1;
+    }
+    return 0;
+}

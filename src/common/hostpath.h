@@ -1,0 +1,58 @@
+/*
+ * common/hostpath.h: host paths that an earlier run could have written to.
+ * A workspace or a writable bind outlives its run, so any link in it may
+ * have been planted; cordon's own processes never follow one there unless
+ * the policy says so for that path, and they use the descriptor they
+ * opened, never the path string again.
+ */
+#pragma once
+#include "common/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * IN as an absolute path with empty and "." components dropped; ".." is
+ * folded lexically when FOLD_DOTDOT, else kept (and *DOTDOT set when seen;
+ * DOTDOT may be NULL). Malloc'd; NULL on ENOMEM.
+ */
+char *hostpath_normalize(const char *in, bool fold_dotdot, bool *dotdot);
+
+/*
+ * PATH made absolute against the working directory, with "." and ".."
+ * folded lexically (the same as the kernel's reading once no component is
+ * a link). Malloc'd; NULL on ENOMEM or when the working directory is gone.
+ */
+char *hostpath_absolute(const char *path);
+
+/* Is PATH equal to DIR or beneath it? Both absolute and normalised. */
+bool hostpath_within(const char *path, const char *dir);
+
+/*
+ * The first component of PATH that is a symbolic link, copied into OUT
+ * ("/a/b" for "/a/b/c" when b is a link), with its target in TARGET.
+ * False when no component is one (or PATH cannot be examined).
+ */
+bool hostpath_find_link(const char *path, char *out, size_t len, char *target, size_t tlen);
+
+/*
+ * openat2() of PATH (absolute, or relative to DIRFD) with FLAGS | O_CLOEXEC.
+ * Unless FOLLOW, no component may be a symbolic link; magic links
+ * (/proc/PID/fd/N, /proc/PID/root) are never followed. -1 with ERR naming
+ * the link when one is in the way.
+ */
+int hostpath_open(int dirfd, const char *path, int flags, mode_t mode, bool follow,
+                  struct cordon_err *err);
+
+/* Can PATH's directory be reached without following a link? 0, or -1 with ERR. */
+int hostpath_check_dir_of(const char *path, struct cordon_err *err);
+
+/*
+ * Write LEN bytes of DATA as the file PATH, atomically: a new file in the
+ * same directory (reached without following links) renamed over PATH, so
+ * whatever stood at PATH — a planted link, a FIFO — is replaced, never
+ * written through. Mode 0666 less the umask, as an ordinary create.
+ */
+int hostpath_replace_file(const char *path, const char *data, size_t len,
+                          struct cordon_err *err);
