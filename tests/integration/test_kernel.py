@@ -5,12 +5,48 @@ processes through /proc/PID/mem, writes into read-only mappings through
 """
 
 import errno
+import gzip
+import os
 
 import pytest
 
 from conftest import assert_errno
 
 MEM_WAYS = ["path", "task", "fd"]
+FORCE_CONFIG = {"CONFIG_PROC_MEM_ALWAYS_FORCE": "always", "CONFIG_PROC_MEM_FORCE_PTRACE": "ptrace",
+                "CONFIG_PROC_MEM_NO_FORCE": "never"}
+
+
+def host_proc_mem_force():
+    """The host's proc_mem.force_override, read the way the kernel documents it."""
+    release = os.uname().release
+    major, minor = (int(x) for x in release.split(".")[:2])
+    if (major, minor) < (6, 12):
+        return "always"
+    cmdline = open("/proc/cmdline").read().split(" -- ")[0].split()
+    chosen = [a.split("=", 1)[1] for a in cmdline if a.startswith("proc_mem.force_override=")]
+    chosen = [v for v in chosen if v in ("always", "ptrace", "never")]
+    if chosen:
+        return chosen[-1]
+    for path, opener in ((f"/boot/config-{release}", open), ("/proc/config.gz", gzip.open)):
+        try:
+            with opener(path, "rt") as f:
+                lines = set(f.read().splitlines())
+        except OSError:
+            continue
+        for sym, value in FORCE_CONFIG.items():
+            if f"{sym}=y" in lines:
+                return value
+    return "unknown"
+
+
+def test_check_reports_proc_mem_force(cordon):
+    r = cordon.raw("check")
+    assert r.status == 0, r
+    line = next((l for l in r.out.splitlines() if l.startswith("  proc_mem force ")), None)
+    assert line is not None, r
+    assert line.split()[2] == host_proc_mem_force(), r
+    assert "/proc is read-only" in r.out, r
 
 
 @pytest.mark.parametrize("via", MEM_WAYS)
