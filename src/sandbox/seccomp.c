@@ -463,13 +463,18 @@ void seccomp_profile_digest(const struct policy *p, unsigned char out[32])
     EVP_DigestInit_ex(md, EVP_sha256(), NULL);
     size_t n;
     const struct seccomp_rule *rules = seccomp_rule_table(&n);
-    /* Names, verdicts and hardness: what the filter is built from; the NUL
-     * bytes keep "ab"+"c" apart from "a"+"bc". */
+    /*
+     * Names, verdicts and hardness: what the filter is built from; the why,
+     * because it states the argument conditions (socket's protocols), which
+     * live in code. The NUL bytes keep "ab"+"c" apart from "a"+"bc".
+     */
     for (size_t i = 0; i < n; i++) {
         char verdict[8];
+        const char *why = rules[i].why ? rules[i].why : "";
         snprintf(verdict, sizeof verdict, "%d%d", (int)rules[i].verdict, (int)rules[i].hard);
         EVP_DigestUpdate(md, rules[i].name, strlen(rules[i].name) + 1);
         EVP_DigestUpdate(md, verdict, strlen(verdict) + 1);
+        EVP_DigestUpdate(md, why, strlen(why) + 1);
     }
     for (size_t i = 0; p && i < p->n_syscalls_allow; i++) {
         EVP_DigestUpdate(md, "+", 1);
