@@ -126,10 +126,9 @@ static int add_clone(scmp_filter_ctx ctx, int nr, const char *name, struct cordo
  * built without them answers, and libc and runtimes treat it as "not here"
  * (glibc's getaddrinfo and getifaddrs probe AF_NETLINK and carry on).
  */
-static int add_families(scmp_filter_ctx ctx, int nr, const char *name, const uint32_t *families,
-                        size_t n, struct cordon_err *err)
+static int refuse_other_families(scmp_filter_ctx ctx, int nr, const char *name,
+                                 const uint32_t *families, size_t n, struct cordon_err *err)
 {
-    TRY(add_allow_values(ctx, nr, name, 0, families, n, err));
     return add_complement(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, name, NULL, 0, 0, 0,
                           32 - FAMILY_BOUND_BITS, families, n, err);
 }
@@ -165,8 +164,7 @@ static const struct {
 static int add_socket(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
 {
     static const uint32_t families[] = { AF_UNIX, AF_INET, AF_INET6 };
-    size_t n_families = sizeof families / sizeof families[0];
-    /* AF_UNIX takes any type; its only protocol is 0. */
+    /* AF_UNIX with any type and protocol: the kernel takes only protocol 0 anyway. */
     TRY(add_allow_values(ctx, nr, name, 0, families, 1, err));
     for (size_t i = 0; i < sizeof inet_sockets / sizeof inet_sockets[0]; i++) {
         const uint32_t *protocols = inet_sockets[i].protocols;
@@ -183,14 +181,15 @@ static int add_socket(scmp_filter_ctx ctx, int nr, const char *name, struct cord
         TRY(add_complement(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), nr, name, fixed, 2, 2, 0,
                            32 - PROTOCOL_BOUND_BITS, protocols, inet_sockets[i].n, err));
     }
-    return add_complement(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, name, NULL, 0, 0, 0,
-                          32 - FAMILY_BOUND_BITS, families, n_families, err);
+    return refuse_other_families(ctx, nr, name, families, sizeof families / sizeof families[0],
+                                 err);
 }
 
 static int add_socketpair(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
 {
     static const uint32_t families[] = { AF_UNIX };
-    return add_families(ctx, nr, name, families, 1, err);
+    TRY(add_allow_values(ctx, nr, name, 0, families, 1, err));
+    return refuse_other_families(ctx, nr, name, families, 1, err);
 }
 
 /* TIOCSTI and TIOCLINUX fall through to the default EPERM. */
