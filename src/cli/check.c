@@ -3,10 +3,12 @@
  * levels can run here, with the reason for each that cannot.
  */
 #include "cli/cli.h"
+#include "common/cleanup.h"
 #include "policy/policy.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/landlock.h"
+#include "sandbox/proc_mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static bool in_path(const char *name)
 {
@@ -33,6 +36,57 @@ static bool in_path(const char *name)
             return true;
     }
     return false;
+}
+
+/*
+ * All of PATH (gzip-compressed or plain: zlib reads both) as a string the
+ * caller frees, or NULL when it cannot be read. A kernel config is some
+ * 300 KiB; LIMIT bounds what a strange file could make us hold.
+ */
+static char *slurp(const char *path, size_t limit)
+{
+    gzFile f = gzopen(path, "rb");
+    if (!f)
+        return NULL;
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (cap - len < 65536) {
+            if (cap >= limit)
+                break;
+            char *n = realloc(buf, cap + 65536 + 1);
+            if (!n)
+                break;
+            buf = n;
+            cap += 65536;
+        }
+        int got = gzread(f, buf + len, (unsigned)(cap - len));
+        if (got <= 0) {
+            if (got < 0)
+                free(TAKE_PTR(buf));
+            break;
+        }
+        len += (size_t)got;
+    }
+    gzclose(f);
+    if (buf)
+        buf[len] = '\0';
+    return TAKE_PTR(buf);
+}
+
+/* proc_mem.force_override, from the kernel's command line and config. */
+static void print_proc_mem(const char *release)
+{
+    char path[300];
+    snprintf(path, sizeof path, "/boot/config-%s", release);
+    _cleanup_free_ char *cmdline = slurp("/proc/cmdline", 1 << 16);
+    _cleanup_free_ char *config = slurp(path, 4 << 20);
+    if (!config)
+        config = slurp("/proc/config.gz", 4 << 20);
+    char why[256];
+    proc_mem_force(release, cmdline, config, why, sizeof why);
+    printf("  proc_mem force   %s\n", why);
+    printf("                   inside a run /proc is read-only: no /proc/PID/mem opens for writing\n");
 }
 
 int cmd_check(int argc, char **argv)
@@ -62,6 +116,8 @@ int cmd_check(int argc, char **argv)
         printf("  landlock         ABI %d\n", abi);
     else
         printf("  landlock         no (the kernel lacks it or it is disabled)\n");
+
+    print_proc_mem(u.release);
 
     struct cgroup_set cg;
     char name[64];

@@ -166,9 +166,9 @@ static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct co
     landlock_plan_init(ll, landlock_abi());
     if (!ll->abi)
         return 0;
+    /* /proc gets what / gets: Landlock refuses writes into it as its mount does. */
     TRY(landlock_plan_add(ll, "/", LANDLOCK_RO, false, err));
     TRY(landlock_plan_add(ll, "/dev", LANDLOCK_DEV, false, err));
-    TRY(landlock_plan_add(ll, "/proc", LANDLOCK_DEV, false, err));
     TRY(landlock_plan_add(ll, "/tmp", LANDLOCK_RW, false, err));
     TRY(landlock_plan_add(ll, "/dev/shm", LANDLOCK_RW, false, err));
     TRY(landlock_plan_add(ll, "/workspace", LANDLOCK_RW, false, err));
@@ -465,15 +465,6 @@ static int open_mountpoint(int dir, const char *name, bool is_dir, const char *d
     return fd;
 }
 
-static int set_attrs(const char *path, uint64_t set, struct cordon_err *err)
-{
-    struct mount_attr attr = { .attr_set = set };
-    if (mount_setattr(AT_FDCWD, path, AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr,
-                      sizeof attr) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot set mount flags on '%s'", path);
-    return 0;
-}
-
 /*
  * Resolve the source as the host sees it (beneath OLDROOT, so its links stay
  * in the host tree rather than the half-built one), never through a link
@@ -567,16 +558,18 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, struct 
         return 0;
     case MOUNT_PROC:
         TRY(make_dirs(newroot, s->dest, err));
-        if (mount("proc", dest, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        /*
+         * Read-only, so no file of /proc opens for writing (EROFS): not
+         * /proc/sys, and not /proc/PID/mem, which would write into a
+         * sibling's memory (the same uid passes the kernel's ptrace check)
+         * or, under proc_mem.force_override, into read-only mappings. The
+         * kernel checks the mount of the file opened, so this holds without
+         * Landlock too, and magic links (/dev/stdout, /proc/self/fd/N) open
+         * their target on its own mount as before.
+         */
+        if (mount("proc", dest, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot mount /proc");
-        /* /proc/sys stays readable for programs that probe it, never writable. */
-        char sys[PATH_MAX];
-        if (snprintf(sys, sizeof sys, "%s/sys", dest) >= (int)sizeof sys)
-            return err_set(err, CORDON_E_SETUP, "path too long: '%s'", s->dest);
-        if (mount(sys, sys, NULL, MS_BIND | MS_REC, NULL) < 0)
-            return err_sys(err, CORDON_E_SETUP, "cannot bind /proc/sys");
-        return set_attrs(sys, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                  MOUNT_ATTR_NOEXEC, err);
+        return 0;
     case MOUNT_DEVPTS:
         TRY(make_dirs(newroot, s->dest, err));
         if (mount("devpts", dest, "devpts", MS_NOSUID | MS_NOEXEC, s->data) < 0)

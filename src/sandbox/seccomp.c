@@ -22,6 +22,7 @@
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdint.h>
@@ -67,16 +68,18 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *na
 
 /*
  * Add ACTION for every value of the low 32 bits of argument ARG that lies in
- * the block [BASE, BASE + 2^(32-PREFIX)) but is not one of EXCLUDED. libseccomp
- * has no "not equal under a mask", and it refuses a conditional rule whose
- * action equals the default, so a complement is spelt out as the few aligned
- * blocks that cover it: at most two per bit per excluded value. The mask
- * leaves the upper 32 bits out because the kernel truncates these arguments
- * to int (the classic TIOCSTI bypass passes 0x1_0000_5412).
+ * the block [BASE, BASE + 2^(32-PREFIX)) but is not one of EXCLUDED, on top
+ * of the N_FIXED comparisons in FIXED (on earlier arguments). libseccomp has
+ * no "not equal under a mask", and it refuses a conditional rule whose action
+ * equals the default, so a complement is spelt out as the few aligned blocks
+ * that cover it: at most two per bit per excluded value. The mask leaves the
+ * upper 32 bits out because the kernel truncates these arguments to int (the
+ * classic TIOCSTI bypass passes 0x1_0000_5412).
  */
 static int add_complement(scmp_filter_ctx ctx, uint32_t action, int nr, const char *name,
-                          unsigned arg, uint32_t base, unsigned prefix,
-                          const uint32_t *excluded, size_t n_excluded, struct cordon_err *err)
+                          const struct scmp_arg_cmp *fixed, unsigned n_fixed, unsigned arg,
+                          uint32_t base, unsigned prefix, const uint32_t *excluded,
+                          size_t n_excluded, struct cordon_err *err)
 {
     uint32_t mask = prefix ? ~(uint32_t)0 << (32 - prefix) : 0;
     bool hit = false;
@@ -84,15 +87,20 @@ static int add_complement(scmp_filter_ctx ctx, uint32_t action, int nr, const ch
         if ((excluded[i] & mask) == base)
             hit = true;
     if (!hit) {
-        struct scmp_arg_cmp cmp = SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, mask, base);
-        return add_rule(ctx, action, nr, name, 1, &cmp, err);
+        struct scmp_arg_cmp cmp[4];
+        if (n_fixed >= sizeof cmp / sizeof cmp[0])
+            return err_set(err, CORDON_E_INTERNAL, "too many conditions for \"%s\"", name);
+        memcpy(cmp, fixed, n_fixed * sizeof *fixed);
+        cmp[n_fixed] = SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, mask, base);
+        return add_rule(ctx, action, nr, name, n_fixed + 1, cmp, err);
     }
     if (prefix == 32)
         return 0; /* the excluded value itself */
     uint32_t half = (uint32_t)1 << (31 - prefix);
-    TRY(add_complement(ctx, action, nr, name, arg, base, prefix + 1, excluded, n_excluded, err));
-    return add_complement(ctx, action, nr, name, arg, base | half, prefix + 1, excluded,
-                          n_excluded, err);
+    TRY(add_complement(ctx, action, nr, name, fixed, n_fixed, arg, base, prefix + 1, excluded,
+                       n_excluded, err));
+    return add_complement(ctx, action, nr, name, fixed, n_fixed, arg, base | half, prefix + 1,
+                          excluded, n_excluded, err);
 }
 
 /* ALLOW when the low 32 bits of ARG are one of VALUES. */
@@ -118,31 +126,77 @@ static int add_clone(scmp_filter_ctx ctx, int nr, const char *name, struct cordo
  * built without them answers, and libc and runtimes treat it as "not here"
  * (glibc's getaddrinfo and getifaddrs probe AF_NETLINK and carry on).
  */
-static int add_families(scmp_filter_ctx ctx, int nr, const char *name, const uint32_t *families,
-                        size_t n, struct cordon_err *err)
+static int refuse_other_families(scmp_filter_ctx ctx, int nr, const char *name,
+                                 const uint32_t *families, size_t n, struct cordon_err *err)
 {
-    TRY(add_allow_values(ctx, nr, name, 0, families, n, err));
-    return add_complement(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, name, 0, 0,
+    return add_complement(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, name, NULL, 0, 0, 0,
                           32 - FAMILY_BOUND_BITS, families, n, err);
 }
+
+/*
+ * The inet sockets a run may make, by family, type (without SOCK_NONBLOCK and
+ * SOCK_CLOEXEC) and protocol: TCP, UDP and ping sockets. UDP-Lite, SCTP,
+ * MPTCP and the rest are kernel code no tool here needs; like an unknown
+ * family they get the answer of a kernel built without them,
+ * EPROTONOSUPPORT. Other types (SOCK_RAW, SOCK_SEQPACKET, SOCK_PACKET) get
+ * the default EPERM, what the kernel says to raw sockets without CAP_NET_RAW.
+ */
+static const struct {
+    uint32_t family, type;
+    size_t n;
+    uint32_t protocols[3];
+} inet_sockets[] = {
+    { AF_INET, SOCK_STREAM, 2, { IPPROTO_IP, IPPROTO_TCP } },
+    { AF_INET, SOCK_DGRAM, 3, { IPPROTO_IP, IPPROTO_UDP, IPPROTO_ICMP } },
+    { AF_INET6, SOCK_STREAM, 2, { IPPROTO_IP, IPPROTO_TCP } },
+    { AF_INET6, SOCK_DGRAM, 3, { IPPROTO_IP, IPPROTO_UDP, IPPROTO_ICMPV6 } },
+};
+
+/* The type's low bits; the flags above them are SOCK_NONBLOCK and SOCK_CLOEXEC. */
+#define SOCK_TYPE_BITS 0xfu
+
+/*
+ * Protocols are compared below this bound: the kernel answers EINVAL to
+ * anything at or above IPPROTO_MAX (263 on 6.x); larger values get EPERM.
+ */
+#define PROTOCOL_BOUND_BITS 9
 
 static int add_socket(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
 {
     static const uint32_t families[] = { AF_UNIX, AF_INET, AF_INET6 };
-    return add_families(ctx, nr, name, families, sizeof families / sizeof families[0], err);
+    /* AF_UNIX with any type and protocol: the kernel takes only protocol 0 anyway. */
+    TRY(add_allow_values(ctx, nr, name, 0, families, 1, err));
+    for (size_t i = 0; i < sizeof inet_sockets / sizeof inet_sockets[0]; i++) {
+        const uint32_t *protocols = inet_sockets[i].protocols;
+        struct scmp_arg_cmp fixed[] = {
+            SCMP_CMP(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, inet_sockets[i].family),
+            SCMP_CMP(1, SCMP_CMP_MASKED_EQ, SOCK_TYPE_BITS, inet_sockets[i].type),
+        };
+        for (size_t p = 0; p < inet_sockets[i].n; p++) {
+            struct scmp_arg_cmp cmp[] = {
+                fixed[0], fixed[1], SCMP_CMP(2, SCMP_CMP_MASKED_EQ, 0xffffffffu, protocols[p]),
+            };
+            TRY(add_rule(ctx, SCMP_ACT_ALLOW, nr, name, 3, cmp, err));
+        }
+        TRY(add_complement(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), nr, name, fixed, 2, 2, 0,
+                           32 - PROTOCOL_BOUND_BITS, protocols, inet_sockets[i].n, err));
+    }
+    return refuse_other_families(ctx, nr, name, families, sizeof families / sizeof families[0],
+                                 err);
 }
 
 static int add_socketpair(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
 {
     static const uint32_t families[] = { AF_UNIX };
-    return add_families(ctx, nr, name, families, 1, err);
+    TRY(add_allow_values(ctx, nr, name, 0, families, 1, err));
+    return refuse_other_families(ctx, nr, name, families, 1, err);
 }
 
 /* TIOCSTI and TIOCLINUX fall through to the default EPERM. */
 static int add_ioctl(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
 {
     static const uint32_t refused[] = { TIOCSTI, TIOCLINUX };
-    return add_complement(ctx, SCMP_ACT_ALLOW, nr, name, 1, 0, 0, refused, 2, err);
+    return add_complement(ctx, SCMP_ACT_ALLOW, nr, name, NULL, 0, 1, 0, 0, refused, 2, err);
 }
 
 /* Query, plain Linux, and the two uname tweaks old build scripts use. */
@@ -408,13 +462,18 @@ void seccomp_profile_digest(const struct policy *p, unsigned char out[32])
     EVP_DigestInit_ex(md, EVP_sha256(), NULL);
     size_t n;
     const struct seccomp_rule *rules = seccomp_rule_table(&n);
-    /* Names, verdicts and hardness: what the filter is built from; the NUL
-     * bytes keep "ab"+"c" apart from "a"+"bc". */
+    /*
+     * Names, verdicts and hardness: what the filter is built from; the why,
+     * because it states the argument conditions (socket's protocols), which
+     * live in code. The NUL bytes keep "ab"+"c" apart from "a"+"bc".
+     */
     for (size_t i = 0; i < n; i++) {
         char verdict[8];
+        const char *why = rules[i].why ? rules[i].why : "";
         snprintf(verdict, sizeof verdict, "%d%d", (int)rules[i].verdict, (int)rules[i].hard);
         EVP_DigestUpdate(md, rules[i].name, strlen(rules[i].name) + 1);
         EVP_DigestUpdate(md, verdict, strlen(verdict) + 1);
+        EVP_DigestUpdate(md, why, strlen(why) + 1);
     }
     for (size_t i = 0; p && i < p->n_syscalls_allow; i++) {
         EVP_DigestUpdate(md, "+", 1);

@@ -139,7 +139,8 @@ static const struct seccomp_rule rules[] = {
     ALLOW("io_getevents", NULL), ALLOW("io_pgetevents", NULL),
 
     /* sockets */
-    ALLOW("socket", "AF_UNIX, AF_INET and AF_INET6 only; other known families get EAFNOSUPPORT"),
+    ALLOW("socket", "AF_UNIX, and TCP, UDP and ICMP over AF_INET and AF_INET6; other known "
+                    "families get EAFNOSUPPORT, other inet protocols EPROTONOSUPPORT"),
     ALLOW("socketpair", "AF_UNIX only; other known families get EAFNOSUPPORT"),
     ALLOW("connect", NULL), ALLOW("bind", NULL), ALLOW("listen", NULL),
     ALLOW("accept", NULL), ALLOW("accept4", NULL),

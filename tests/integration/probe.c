@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -524,6 +525,127 @@ static int act_socket_packet(int argc, char **argv)
     return 0;
 }
 
+/*
+ * socket FAMILY TYPE PROTOCOL: make one socket. FAMILY is unix, inet or
+ * inet6; TYPE stream, dgram, raw or seqpacket; PROTOCOL a number.
+ */
+static int act_socket(int argc, char **argv)
+{
+    static const struct { const char *name; int value; } families[] = {
+        {"unix", AF_UNIX}, {"inet", AF_INET}, {"inet6", AF_INET6},
+    }, types[] = {
+        {"stream", SOCK_STREAM}, {"dgram", SOCK_DGRAM}, {"raw", SOCK_RAW},
+        {"seqpacket", SOCK_SEQPACKET},
+    };
+    if (argc != 3)
+        return usage("socket unix|inet|inet6 stream|dgram|raw|seqpacket PROTOCOL");
+    int family = -1, type = -1;
+    for (size_t i = 0; i < sizeof(families) / sizeof(*families); i++)
+        if (!strcmp(argv[0], families[i].name))
+            family = families[i].value;
+    for (size_t i = 0; i < sizeof(types) / sizeof(*types); i++)
+        if (!strcmp(argv[1], types[i].name))
+            type = types[i].value;
+    if (family < 0 || type < 0)
+        return usage("socket: unknown family or type");
+    int fd = socket(family, type | SOCK_CLOEXEC, (int)strtol(argv[2], NULL, 0));
+    if (fd < 0)
+        return fail("socket");
+    out("socket %s %s %s created\n", argv[0], argv[1], argv[2]);
+    return 0;
+}
+
+/* What a /proc/PID/mem writer tries to overwrite. */
+static char canary[] = "canary-intact";
+
+/*
+ * Open PID's mem for writing VIA one of the ways in: the path, the thread's
+ * copy under task/, or an O_PATH descriptor reopened through /proc/self/fd.
+ */
+static int open_mem(pid_t pid, const char *via)
+{
+    char path[64];
+    if (!strcmp(via, "task"))
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/mem", pid, pid);
+    else
+        snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+    if (!strcmp(via, "fd")) {
+        int o = open(path, O_PATH | O_CLOEXEC);
+        if (o < 0)
+            return -1;
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", o);
+    }
+    return open(path, O_RDWR | O_CLOEXEC);
+}
+
+static int write_mem(pid_t pid, const char *via, void *addr)
+{
+    int fd = open_mem(pid, via);
+    if (fd < 0)
+        return fail("open mem");
+    ssize_t w = pwrite(fd, "PWNED", 5, (off_t)(uintptr_t)addr);
+    if (w < 0)
+        return fail("pwrite mem");
+    return w == 5 ? 0 : E_SHORT;
+}
+
+static int mem_via(int argc, char **argv, const char **via)
+{
+    *via = argc ? argv[0] : "path";
+    return argc <= 1 && (!strcmp(*via, "path") || !strcmp(*via, "task") || !strcmp(*via, "fd"));
+}
+
+/*
+ * proc-mem-sibling [path|task|fd]: write over the canary of a forked
+ * sibling through /proc/PID/mem. The sibling prints what it holds once the
+ * attempt is over.
+ */
+static int act_proc_mem_sibling(int argc, char **argv)
+{
+    const char *via;
+    if (!mem_via(argc, argv, &via))
+        return usage("proc-mem-sibling [path|task|fd]");
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) < 0)
+        return fail("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        return fail("fork");
+    if (pid == 0) {
+        char c;
+        close(go[1]);
+        (void)!read(go[0], &c, 1);
+        out("sibling canary: %s\n", canary);
+        _exit(0);
+    }
+    close(go[0]);
+    int rc = write_mem(pid, via, canary); /* fork kept the address */
+    close(go[1]);
+    int st;
+    waitpid(pid, &st, 0);
+    return rc;
+}
+
+/*
+ * proc-mem-self-ro [path|task|fd]: write through /proc/self/mem into a page
+ * mapped read-only (what FOLL_FORCE allows), then print the page.
+ */
+static int act_proc_mem_self_ro(int argc, char **argv)
+{
+    const char *via;
+    if (!mem_via(argc, argv, &via))
+        return usage("proc-mem-self-ro [path|task|fd]");
+    char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return fail("mmap");
+    memcpy(page, canary, sizeof(canary));
+    if (mprotect(page, 4096, PROT_READ) < 0)
+        return fail("mprotect");
+    int rc = write_mem(getpid(), via, page);
+    out("read-only page: %s\n", page);
+    return rc;
+}
+
 static int act_io_uring(int argc, char **argv)
 {
     (void)argv;
@@ -849,6 +971,9 @@ static const struct {
     {"x32", act_x32},
     {"ids", act_ids},
     {"syscall", act_syscall},
+    {"socket", act_socket},
+    {"proc-mem-sibling", act_proc_mem_sibling},
+    {"proc-mem-self-ro", act_proc_mem_self_ro},
 };
 
 int main(int argc, char **argv)

@@ -171,6 +171,8 @@ RAW_REFUSALS = [
     ("mount_setattr", 442, [-1, 0, 0, 0, 0]),
     ("ptrace", 101, [16, 1, 0, 0]),
     ("process_vm_readv", 310, [1, 0, 0, 0, 0, 0]),
+    ("process_vm_writev", 311, [1, 0, 0, 0, 0, 0]),
+    ("process_madvise", 440, [-1, 0, 0, 0, 0]),
     ("quotactl", 179, [0, 0, 0, 0]),
     ("lookup_dcookie", 212, [0, 0, 0]),
     ("vhangup", 153, []),

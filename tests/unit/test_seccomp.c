@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <linux/io_uring.h>
 #include <linux/kcmp.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -78,12 +79,17 @@ static int probe_io_uring(void)
 
 static int probe_bpf(void) { return result(syscall(SYS_bpf, 0, NULL, 0)); }
 
-static int probe_socket(unsigned long family, int type)
+static int probe_socket3(unsigned long family, long type, unsigned long protocol)
 {
-    long fd = syscall(SYS_socket, family, type, 0);
+    long fd = syscall(SYS_socket, family, type, protocol);
     if (fd >= 0)
         close((int)fd);
     return result(fd);
+}
+
+static int probe_socket(unsigned long family, int type)
+{
+    return probe_socket3(family, type, 0);
 }
 
 static int probe_netlink(void) { return probe_socket(AF_NETLINK, SOCK_RAW); }
@@ -93,6 +99,40 @@ static int probe_family_100(void) { return probe_socket(100, SOCK_STREAM); }
 static int probe_inet(void) { return probe_socket(AF_INET, SOCK_STREAM); }
 static int probe_inet_high(void) { return probe_socket(0x100000000ul | AF_INET, SOCK_STREAM); }
 static int probe_unix(void) { return probe_socket(AF_UNIX, SOCK_STREAM); }
+static int probe_unix_seqpacket(void) { return probe_socket(AF_UNIX, SOCK_SEQPACKET); }
+static int probe_tcp_flags(void)
+{
+    return probe_socket3(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+}
+static int probe_udp(void) { return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_UDP); }
+static int probe_udp6(void) { return probe_socket3(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0); }
+static int probe_tcp_proto_high(void)
+{
+    return probe_socket3(AF_INET, SOCK_STREAM, 0x100000000ul | IPPROTO_TCP);
+}
+static int probe_udplite(void) { return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE); }
+static int probe_udplite6(void) { return probe_socket3(AF_INET6, SOCK_DGRAM, IPPROTO_UDPLITE); }
+static int probe_sctp(void) { return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_SCTP); }
+static int probe_sctp_seqpacket(void) { return probe_socket3(AF_INET6, SOCK_SEQPACKET, IPPROTO_SCTP); }
+static int probe_mptcp(void) { return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_MPTCP); }
+static int probe_udp_as_stream(void) { return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_UDP); }
+static int probe_icmp6_on_inet(void) { return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_ICMPV6); }
+static int probe_raw(void) { return probe_socket3(AF_INET, SOCK_RAW, IPPROTO_ICMP); }
+static int probe_raw6(void) { return probe_socket3(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW); }
+static int probe_proto_large(void) { return probe_socket3(AF_INET, SOCK_DGRAM, 1000); }
+
+/* Ping sockets reach the kernel, which answers by net.ipv4.ping_group_range. */
+static int probe_ping(void)
+{
+    int rc = probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
+    return rc == EACCES ? 0 : rc;
+}
+
+static int probe_ping6(void)
+{
+    int rc = probe_socket3(AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6);
+    return rc == EACCES ? 0 : rc;
+}
 
 static int probe_socketpair_unix(void)
 {
@@ -219,6 +259,34 @@ static const struct probe_case probes[] = {
     { "socket(AF_INET, SOCK_STREAM) works", V_DEFAULT, probe_inet, 0, 0, NULL },
     { "socket(AF_INET with high bits) works", V_DEFAULT, probe_inet_high, 0, 0, NULL },
     { "socket(AF_UNIX) works", V_DEFAULT, probe_unix, 0, 0, NULL },
+    { "socket(AF_UNIX, SOCK_SEQPACKET) works", V_DEFAULT, probe_unix_seqpacket, 0, 0, NULL },
+    { "socket(AF_INET6, SOCK_STREAM with flags, IPPROTO_TCP) works", V_DEFAULT, probe_tcp_flags,
+      0, 0, NULL },
+    { "socket(AF_INET, SOCK_DGRAM, IPPROTO_UDP) works", V_DEFAULT, probe_udp, 0, 0, NULL },
+    { "socket(AF_INET6, SOCK_DGRAM, 0) works", V_DEFAULT, probe_udp6, 0, 0, NULL },
+    { "socket(AF_INET, SOCK_STREAM, IPPROTO_TCP with high bits) works", V_DEFAULT,
+      probe_tcp_proto_high, 0, 0, NULL },
+    { "socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP) reaches the kernel", V_DEFAULT, probe_ping, 0, 0,
+      NULL },
+    { "socket(AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6) reaches the kernel", V_DEFAULT, probe_ping6,
+      0, 0, NULL },
+    { "socket(AF_INET, IPPROTO_UDPLITE) is EPROTONOSUPPORT", V_DEFAULT, probe_udplite,
+      EPROTONOSUPPORT, 0, NULL },
+    { "socket(AF_INET6, IPPROTO_UDPLITE) is EPROTONOSUPPORT", V_DEFAULT, probe_udplite6,
+      EPROTONOSUPPORT, 0, NULL },
+    { "socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) is EPROTONOSUPPORT", V_DEFAULT, probe_sctp,
+      EPROTONOSUPPORT, 0, NULL },
+    { "socket(AF_INET6, SOCK_SEQPACKET, IPPROTO_SCTP) is EPERM", V_DEFAULT, probe_sctp_seqpacket,
+      EPERM, 0, NULL },
+    { "socket(AF_INET, IPPROTO_MPTCP) is EPROTONOSUPPORT", V_DEFAULT, probe_mptcp,
+      EPROTONOSUPPORT, 0, NULL },
+    { "socket(AF_INET, SOCK_STREAM, IPPROTO_UDP) is EPROTONOSUPPORT", V_DEFAULT,
+      probe_udp_as_stream, EPROTONOSUPPORT, 0, NULL },
+    { "socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMPV6) is EPROTONOSUPPORT", V_DEFAULT,
+      probe_icmp6_on_inet, EPROTONOSUPPORT, 0, NULL },
+    { "socket(AF_INET, protocol 1000) is EPERM", V_DEFAULT, probe_proto_large, EPERM, 0, NULL },
+    { "socket(AF_INET, SOCK_RAW) is EPERM", V_DEFAULT, probe_raw, EPERM, 0, NULL },
+    { "socket(AF_INET6, SOCK_RAW) is EPERM", V_DEFAULT, probe_raw6, EPERM, 0, NULL },
     { "socketpair(AF_UNIX) works", V_DEFAULT, probe_socketpair_unix, 0, 0, NULL },
     { "socketpair(AF_INET) is EAFNOSUPPORT", V_DEFAULT, probe_socketpair_inet, EAFNOSUPPORT, 0,
       NULL },
