@@ -21,6 +21,7 @@ import time
 import pytest
 
 import egress_servers as es
+from conftest import wait_until
 
 NAME = "example.test"
 EG = "/eg"  # where the helper directory is bound inside
@@ -588,7 +589,11 @@ def test_gateway_runs_confined(cordon, net):
         comms = {k: pathlib.Path(f"/proc/{k}/comm").read_text().strip() for k in kids}
         gateways = [k for k, c in comms.items() if c != "cordon-init"]
         assert len(gateways) == 1, comms
-        status = pathlib.Path(f"/proc/{gateways[0]}/status").read_text()
+        # The sandbox may print before the gateway has confined itself: it
+        # confines before it accepts (and so parses) anything, so wait for it.
+        path = pathlib.Path(f"/proc/{gateways[0]}/status")
+        status = wait_until(lambda: (t := path.read_text()) and "NoNewPrivs:\t1" in t and t,
+                            10) or path.read_text()
         uids = status.split("Uid:")[1].split("\n")[0].split()
         assert "0" not in uids, status
         assert "NoNewPrivs:\t1" in status, status
