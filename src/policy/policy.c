@@ -1151,6 +1151,25 @@ static int check_outside_writable(const struct policy *p, const char *file, cons
     return 0;
 }
 
+/* A secret's file must not be readable inside: the value would enter the sandbox. */
+static int check_secret_hidden(const struct policy *p, const struct policy_secret *sec,
+                               const char *where, struct cordon_err *err)
+{
+    if (strncmp(sec->from, "file:", 5) != 0)
+        return 0;
+    const char *file = sec->from + 5;
+    const char *tree = p->workspace && inside_tree(file, p->workspace) ? p->workspace : NULL;
+    for (size_t i = 0; !tree && i < p->n_binds; i++)
+        if (inside_tree(file, p->binds[i].source))
+            tree = p->binds[i].source;
+    if (tree)
+        return err_set(err, CORDON_E_POLICY,
+                       "%ssecrets: the file of \"%s\" (\"%s\") is inside \"%s\", which the "
+                       "sandbox sees; the value would enter the sandbox", where, sec->name, file,
+                       tree);
+    return 0;
+}
+
 int policy_finalize(struct policy *p, struct cordon_err *err)
 {
     char where[200] = "";
@@ -1169,6 +1188,8 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
         TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
     TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
     TRY(check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err));
+    for (size_t i = 0; i < p->n_secrets; i++)
+        TRY(check_secret_hidden(p, &p->secrets[i], where, err));
     /* The setters refuse these already; this catches a struct filled by hand. */
     for (size_t i = 0; i < p->n_binds; i++) {
         if (check_dest(p->binds[i].dest, why, sizeof why) < 0)

@@ -204,3 +204,15 @@ def test_audit_log_in_a_second_mount_of_the_workspace_refused(root_cordon):
         assert os.system(f"umount {alias}") == 0
     assert_cordon_refused(r, "audit.file", "keep it outside")
     assert not log.exists()
+
+
+@pytest.mark.parametrize("where", ["-w", "--ro"])
+def test_secret_file_the_sandbox_could_read_refused(cordon, where):
+    """A file: secret inside a tree the sandbox sees would put the real value inside."""
+    d = cordon.hostdir("tree")
+    (d / "token").write_text("real-value-" + secrets.token_hex(8))
+    opts = [where, d] if where == "-w" else [where, f"{d}:/t"]
+    r = cordon.run(["cat", "/workspace/token", "/t/token"], *opts, "--secret",
+                   f"TOKEN=file:{d}/token@api.example.com")
+    assert_cordon_refused(r, "TOKEN", "inside", "would enter the sandbox")
+    assert "real-value" not in r.out
