@@ -38,12 +38,15 @@ static void child_main(const struct policy *p, char *const *argv, const char *ru
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
+    /* This process is the run's alone: its stop signals go to the command. */
+    int sig_fd = signals_to_fd();
     struct sandbox_call call = {
         .argv = argv,
         .run_id = run_id,
         .in_fd = in_fd,
         .out_fd = out_fd,
         .err_fd = err_fd,
+        .sig_fd = sig_fd,
     };
     struct cordon_err err = { 0 };
     struct sandbox_result res;

@@ -3,6 +3,7 @@
  * level's backend runs the command, the result decides the exit status.
  */
 #include "cli/cli.h"
+#include "common/fds.h"
 #include "common/hostpath.h"
 #include "policy/policy.h"
 #include "core/run.h"
@@ -236,6 +237,7 @@ int cmd_run(int argc, char **argv)
         .in_fd = isatty(STDIN_FILENO) ? -1 : STDIN_FILENO,
         .out_fd = STDOUT_FILENO,
         .err_fd = STDERR_FILENO,
+        .sig_fd = signals_to_fd(), /* ^C and friends reach the command, not us */
     };
     struct cordon_err err = { 0 };
     /* Refused before the run, not after it, when the result could not be written. */

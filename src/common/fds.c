@@ -5,6 +5,8 @@
 #include "common/fds.h"
 
 #include <string.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <errno.h>
@@ -81,4 +83,16 @@ void write_all(int fd, const char *buf, size_t len)
         buf += n;
         len -= (size_t)n;
     }
+}
+
+int signals_to_fd(void)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+        return -1;
+    return signalfd(-1, &mask, SFD_CLOEXEC);
 }

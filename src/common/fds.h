@@ -19,3 +19,10 @@ int send_fd(int sock, int fd);
 
 /* The descriptor passed by send_fd() (close-on-exec), or -1. */
 int recv_fd(int sock);
+
+/*
+ * For a front end whose process is its own: block SIGINT, SIGTERM and SIGHUP
+ * and return a close-on-exec signalfd for them, to hand a run as
+ * sandbox_call.sig_fd (the run passes them on to the command). -1 on error.
+ */
+int signals_to_fd(void);

@@ -1,19 +1,61 @@
 /*
- * core/run.c: cordon_run(): audit record, watchdog and backend for one run.
- * Runs in the supervisor.
+ * core/run.c: the one run path under every front end and every level:
+ * prepare (everything the policy alone decides, up to a boundary waiting at
+ * the start seam), start (the call: argv, environment, stdio), wait
+ * (supervision, result, run.end) and release. Runs in the supervisor and
+ * changes no process-wide state: signals reach a run only through the
+ * signalfd its front end passes in.
  */
 #include "core/run.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/text.h"
+#include "core/limits.h"
 #include "core/watchdog.h"
+#include "egress/gateway.h"
+#include "egress/mint.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/plan.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/start.h"
+#include "sandbox/supervise.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+/* Root-started sandboxes run as unprivileged host ids from this range. */
+#define HOST_ID_BASE 0x6c000000u
+
+enum run_state { RUN_PREPARED, RUN_STARTED, RUN_WAITED };
+
+struct cordon_run {
+    const struct policy *p;
+    const struct sandbox_backend *backend;
+    enum run_state state;
+    char run_id[33];
+    struct audit_log *log;
+    struct watchdog *wd;
+    struct cgroup_set cg;
+    struct confine_plan confine;          /* the core's part: rlimits */
+    enum enforcement enforced[POLICY_LIMIT_COUNT];
+    struct gateway_config gw;
+    bool gateway;
+    pid_t gw_pid;
+    int gw_report;
+    uid_t host_base;
+    struct sandbox_boundary b;
+    struct sandbox_call call;             /* the front end's; valid until wait returns */
+    int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
+    uint64_t start_us;
+};
 
 /* Evidence of the boundary the run had, written before it starts. */
 static json_t *start_fields(const struct policy *p, const struct sandbox_call *call)
@@ -104,62 +146,332 @@ static void record_end(struct audit_log *log, const struct policy *p,
     audit_append(log, "run.end", res->run_id, end, &ignored);
 }
 
-/* A run refused before it started still has a result to report. */
-static int refused(struct sandbox_result *res, const struct cordon_err *err)
+/* ---- the environment, decided at start ---- */
+
+static int env_add(char ***envp, size_t *n, const char *name, const char *value)
 {
+    size_t nlen = strlen(name);
+    char *entry = NULL;
+    if (asprintf(&entry, "%s=%s", name, value) < 0)
+        return -1;
+    for (size_t i = 0; i < *n; i++)
+        if (strncmp((*envp)[i], name, nlen) == 0 && (*envp)[i][nlen] == '=') {
+            free((*envp)[i]);
+            (*envp)[i] = entry;
+            return 0;
+        }
+    char **grown = realloc(*envp, (*n + 2) * sizeof *grown);
+    if (!grown) {
+        free(entry);
+        return -1;
+    }
+    *envp = grown;
+    grown[(*n)++] = entry;
+    grown[*n] = NULL;
+    return 0;
+}
+
+static void strv_free(char **v)
+{
+    for (char **e = v; e && *e; e++)
+        free(*e);
+    free(v);
+}
+DEFINE_CLEANUP(char **, strv_free)
+
+/* Empty but for PATH, HOME, LANG, TERM (on a terminal) and what the policy passes. */
+static char **plan_env(const struct cordon_run *run, const struct sandbox_call *call)
+{
+    const struct policy *p = run->p;
+    _cleanup_(strv_freep) char **envp = NULL;
+    size_t n = 0;
+    const char *lang = getenv("LANG");
+    int rc = 0;
+    rc |= env_add(&envp, &n, "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+    rc |= env_add(&envp, &n, "HOME", "/workspace");
+    rc |= env_add(&envp, &n, "LANG", lang && *lang ? lang : "C.UTF-8");
+    const char *term = getenv("TERM");
+    if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
+        rc |= env_add(&envp, &n, "TERM", term);
+    if (run->gateway) {
+        /* Every spelling clients look for; nothing is exempt from the proxy. */
+        static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                             "http_proxy", "https_proxy", "all_proxy" };
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", GATEWAY_PORT);
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            rc |= env_add(&envp, &n, names[i], url);
+        rc |= env_add(&envp, &n, "NO_PROXY", "");
+        rc |= env_add(&envp, &n, "no_proxy", "");
+    }
+    /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
+    for (size_t i = 0; i < run->gw.n_secrets; i++)
+        rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);
+    if (run->gw.mint) {
+        /* Trust the run's CA (for the hosts secrets are bound to) besides the
+         * usual ones, under every name common clients read. */
+        rc |= env_add(&envp, &n, "SSL_CERT_FILE", SANDBOX_CA_BUNDLE);
+        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", SANDBOX_CA_BUNDLE);
+        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", SANDBOX_CA_BUNDLE);
+        rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", SANDBOX_CA_CERT);
+    }
+    for (size_t i = 0; i < p->n_env_pass; i++) {
+        const char *v = getenv(p->env_pass[i]);
+        if (v)
+            rc |= env_add(&envp, &n, p->env_pass[i], v);
+    }
+    for (size_t i = 0; i < p->n_env_set; i++)
+        rc |= env_add(&envp, &n, p->env_set[i].name, p->env_set[i].value);
+    return rc ? NULL : TAKE_PTR(envp);
+}
+
+/* ---- prepare ---- */
+
+static void wipe_secret_values(void *gw)
+{
+    gateway_config_wipe_values(gw);
+}
+
+static int prepare_limits(struct cordon_run *run, uint16_t rnd, struct cordon_err *err)
+{
+    const struct policy *p = run->p;
+    confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
+    if (sandbox_needs_cgroup(p)) {
+        char name[64];
+        snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
+        cgroup_create(&run->cg, name);
+        for (int c = 0; c < CGROUP_COUNT; c++)
+            if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
+                return -1;
+    }
+    return limits_plan(p, &run->cg, &run->confine, run->enforced, err);
+}
+
+int cordon_prepare(const struct policy *p, const char *run_id, struct cordon_run **out,
+                   struct cordon_err *err)
+{
+    *out = NULL;
+    const struct sandbox_backend *backend = sandbox_backend_for(p->level, err);
+    if (!backend)
+        return -1;
+    struct cordon_run *run = calloc(1, sizeof *run);
+    if (!run)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    run->p = p;
+    run->backend = backend;
+    run->gw_pid = -1;
+    run->gw_report = run->in_w = run->out_r = run->errout_r = -1;
+    run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
+                                        .start_w = -1, .door = -1 };
+    run->gateway = p->network.mode == POLICY_NET_GATEWAY;
+    /* A front end that records events of its own about the run names it first. */
+    if (run_id && strlen(run_id) == 32)
+        memcpy(run->run_id, run_id, sizeof run->run_id);
+    else
+        audit_new_run_id(run->run_id);
+    uint16_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) < 0)
+        rnd = (uint16_t)getpid();
+    run->host_base = HOST_ID_BASE + ((uid_t)rnd << 2);
+
+    if (cordon_audit_open(p, &run->log, err) < 0 ||
+        !(run->wd = watchdog_new(run->log, run->run_id, err)))
+        goto fail;
+    /* Armed up front when it has a record to close, before any descriptor
+     * of the run exists for it to inherit. */
+    if ((run->log || sandbox_needs_cgroup(p)) && watchdog_arm(run->wd, err) < 0)
+        goto fail;
+    if (prepare_limits(run, rnd, err) < 0 ||
+        (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
+        goto fail;
+
+    struct sandbox_setup setup = {
+        .p = p,
+        .cg = &run->cg,
+        .confine = &run->confine,
+        .ca_pem = run->gw.mint ? mint_ca_pem(run->gw.mint) : NULL,
+        .gateway = run->gateway,
+        .in_child = wipe_secret_values,
+        .in_child_arg = &run->gw,
+        .host_base = run->host_base,
+    };
+    if (backend->prepare(&setup, &run->b, err) < 0)
+        goto fail;
+    if (run->b.door >= 0) {
+        run->gw_pid = gateway_start(&run->gw, run->b.door, run->host_base + 2, &run->gw_report,
+                                    err);
+        closep(&run->b.door);
+        run->b.door = -1;
+        if (run->gw_pid < 0)
+            goto fail;
+        /* What the gateway buffers and spends on the run's behalf is the
+         * run's: its memory, pids and CPU count against the run's limits. */
+        struct cordon_err ignored;
+        if (run->cg.version)
+            cgroup_attach(&run->cg, run->gw_pid, &ignored);
+    }
+    *out = run;
+    return 0;
+fail:
+    cordon_release(run);
+    return -1;
+}
+
+/* ---- start ---- */
+
+int cordon_start(struct cordon_run *run, const struct sandbox_call *call, struct cordon_err *err)
+{
+    if (run->state != RUN_PREPARED)
+        return err_set(err, CORDON_E_USAGE, "run %s was started already", run->run_id);
+    if (!call->argv || !call->argv[0])
+        return err_set(err, CORDON_E_USAGE, "no command to run");
+    run->call = *call;
+    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, call),
+                                 err) < 0)
+        return err_prefix(err, "audit");
+
+    _cleanup_(strv_freep) char **envp = plan_env(run, call);
+    if (!envp)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
+        int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
+        for (size_t i = 0; i < 6; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        return err_sys(err, CORDON_E_SETUP, "cannot create pipes");
+    }
+    int stdio[3] = { in[0], out[1], errout[1] };
+    run->state = RUN_STARTED;
+    run->start_us = monotonic_us();
+    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, err);
+    for (int i = 0; i < 3; i++)
+        close(stdio[i]);
+    closep(&run->b.start_w);
+    run->b.start_w = -1;
+    run->in_w = in[1];
+    run->out_r = out[0];
+    run->errout_r = errout[0];
+    /* A boundary that died at the seam says why through its error records. */
+    return rc < 0 && run->b.err_r < 0 ? -1 : 0;
+}
+
+/* ---- wait ---- */
+
+int cordon_wait(struct cordon_run *run, struct sandbox_result *res, struct cordon_err *err)
+{
+    memset(res, 0, sizeof *res);
+    memcpy(res->run_id, run->run_id, sizeof res->run_id);
+    memcpy(res->enforced, run->enforced, sizeof res->enforced);
+    if (run->state != RUN_STARTED)
+        return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
+    run->state = RUN_WAITED;
+    const struct policy *p = run->p;
+    struct supervision sv = {
+        .init_pid = run->b.pid,
+        .err_r = run->b.err_r,
+        .status_r = run->b.status_r,
+        .out_r = run->out_r,
+        .errout_r = run->errout_r,
+        .in_w = run->in_w,
+        .sig_fd = run->call.sig_fd,
+        .report_r = run->gw_report,
+        .audit = run->log,
+        .run_id = run->run_id,
+        .call = &run->call,
+        .limits = &p->limits,
+        .cg = &run->cg,
+        .poll_cpu = cgroup_has(&run->cg, CGROUP_CPU) && p->limits.cpu_ms,
+        .poll_pids = cgroup_has(&run->cg, CGROUP_PIDS) && p->limits.pids,
+        .start_us = run->start_us,
+    };
+    /* supervise() owns and closes these now, and reaps the boundary. */
+    run->b.pid = -1;
+    run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = -1;
+    supervise(&sv, res);
+    if (run->gw_pid > 0) {
+        /* The gateway reports the connections the run left open, then exits. */
+        kill(run->gw_pid, SIGTERM);
+        supervise_drain_reports(&sv, res, 2000);
+        kill(run->gw_pid, SIGKILL);
+        waitpid(run->gw_pid, NULL, 0);
+        run->gw_pid = -1;
+    }
+    run->gw_report = -1; /* closed by the drain, or by supervise() */
+    memcpy(res->run_id, run->run_id, sizeof res->run_id);
+    if (run->log)
+        record_end(run->log, p, res);
+    return 0;
+}
+
+/* ---- release ---- */
+
+void cordon_release(struct cordon_run *run)
+{
+    if (!run)
+        return;
+    if (run->backend)
+        run->backend->release(&run->b);
+    if (run->gw_pid > 0) {
+        kill(run->gw_pid, SIGKILL);
+        waitpid(run->gw_pid, NULL, 0);
+    }
+    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r };
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        closep(fds[i]);
+    if (run->cg.version)
+        cgroup_destroy(&run->cg);
+    gateway_config_release(&run->gw);
+    if (run->log) {
+        struct cordon_err ignored;
+        audit_close(run->log, &ignored);
+    }
+    watchdog_release(run->wd);
+    free(run);
+}
+
+const char *cordon_run_id(const struct cordon_run *run)
+{
+    return run->run_id;
+}
+
+/* ---- the four in a row ---- */
+
+/* A run refused before it started still has a result, and a record when audited. */
+static int refused(const struct policy *p, const struct sandbox_call *call, const char *run_id,
+                   struct sandbox_result *res, const struct cordon_err *err)
+{
+    memset(res, 0, sizeof *res);
+    memcpy(res->run_id, run_id, 33);
     res->reason = RUN_SETUP_ERROR;
     res->error = *err;
     res->status = err_exit_code(err);
+    struct audit_log *log = NULL;
+    struct cordon_err ignored;
+    if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
+        if (audit_append(log, "run.start", run_id, start_fields(p, call), &ignored) == 0)
+            record_end(log, p, res);
+        audit_close(log, &ignored);
+    }
     return -1;
 }
 
 int cordon_run(const struct policy *p, const struct sandbox_call *call,
                struct sandbox_result *res, struct cordon_err *err)
 {
-    memset(res, 0, sizeof *res);
     char run_id[33];
-    /* A front end that records events of its own about the run names it first. */
     if (call->run_id && strlen(call->run_id) == 32)
         memcpy(run_id, call->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    memcpy(res->run_id, run_id, sizeof run_id);
-
-    const struct sandbox_backend *backend = sandbox_backend_for(p->level, err);
-    if (!backend)
-        return refused(res, err);
-
-    _cleanup_(audit_freep) struct audit_log *log = NULL;
-    if (cordon_audit_open(p, &log, err) < 0)
-        return refused(res, err);
-    if (log && audit_append(log, "run.start", run_id, start_fields(p, call), err) < 0) {
-        err_prefix(err, "audit");
-        return refused(res, err);
-    }
-
-    struct watchdog *wd = watchdog_new(log, run_id, err);
-    if (!wd)
-        return refused(res, err);
-    /* Armed up front when it has a record to close, before any descriptor
-     * of the run exists for it to inherit. */
-    if ((log || sandbox_needs_cgroup(p)) && watchdog_arm(wd, err) < 0) {
-        watchdog_release(wd);
-        return refused(res, err);
-    }
-
-    struct sandbox_call guarded = *call;
-    guarded.watchdog = wd;
-    guarded.audit = log;
-    guarded.run_id = run_id;
-    int rc = backend->run(p, &guarded, res, err);
-    memcpy(res->run_id, run_id, sizeof run_id); /* the backend starts from a blank result */
-    if (rc < 0)
-        refused(res, err);
-    if (log) {
-        record_end(log, p, res);
-        struct cordon_err ignored;
-        audit_close(log, &ignored);
-    }
-    watchdog_release(wd);
+    struct cordon_run *run = NULL;
+    if (cordon_prepare(p, run_id, &run, err) < 0)
+        return refused(p, call, run_id, res, err);
+    int rc = cordon_start(run, call, err);
+    if (rc == 0 || run->state == RUN_STARTED)
+        rc = cordon_wait(run, res, err);
+    else
+        refused(p, call, run_id, res, err);
+    cordon_release(run);
     return rc;
 }

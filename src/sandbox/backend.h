@@ -6,9 +6,11 @@
 #pragma once
 #include "common/err.h"
 #include "policy/policy.h"
+#include "sandbox/confine.h"
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum run_reason {
     RUN_EXITED,
@@ -34,17 +36,15 @@ enum enforcement {
 
 const char *enforcement_name(enum enforcement e);
 
-struct watchdog;
-struct audit_log;
-
+/* What a front end brings to a run: the command and where its stdio goes. */
 struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
-    struct watchdog *watchdog; /* guards what the run leaves if we die; may be NULL */
-    struct audit_log *audit;   /* where the gateway records its decisions; may be NULL */
-    const char *run_id;        /* names the run in the audit log; NULL: cordon_run() makes one */
+    const char *run_id;      /* cordon_run(): names the run (32 hex digits), or NULL for a new one */
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */
+    int sig_fd;              /* a signalfd whose signals pass to the command, or -1: the
+                                front end owns its signal handling, the run path never does */
 };
 
 struct sandbox_result {
@@ -69,18 +69,53 @@ struct sandbox_result {
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
 
+struct cgroup_set;
+
+/*
+ * What the core decided for a run, the same at every level; a backend builds
+ * a boundary to it from the policy alone, before any call is known.
+ */
+struct sandbox_setup {
+    const struct policy *p;
+    const struct cgroup_set *cg;    /* the run's cgroup (version 0: none); the boundary
+                                       joins it before it runs anything */
+    const struct confine_plan *confine; /* the core's part (rlimits); the backend adds its own */
+    const char *ca_pem;             /* the run's CA, to be trusted inside, or NULL */
+    bool gateway;                   /* open a door for the egress gateway */
+    /* Run first in the boundary's first process, a copy of the supervisor:
+     * the core wipes there what the boundary must never hold (secret values). */
+    void (*in_child)(void *arg);
+    void *in_child_arg;
+    uid_t host_base;                /* root-started: the unprivileged host ids the run
+                                       uses (base: in-namespace root, +1 the sandbox
+                                       user, +2 the gateway) */
+};
+
+/* A boundary built and blocked at the start seam (see sandbox/start.h). */
+struct sandbox_boundary {
+    pid_t pid;        /* its top process, our child */
+    int err_r;        /* error records from inside; EOF once the command has exec'd */
+    int status_r;     /* the command's wait status */
+    int start_w;      /* where the start message goes */
+    int door;         /* the listening socket the gateway serves, or -1 */
+    void *state;      /* the backend's own, for release */
+};
+
+/*
+ * One isolation level: it only builds a boundary and starts a process in it.
+ * Audit, limits, the gateway, the environment and supervision are the core's.
+ */
 struct sandbox_backend {
     const char *name;
     enum cordon_level level;
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
-    /*
-     * Run CALL under P to completion and fill RES. Returns -1 only when
-     * nothing ran (refused before start); a run that started and failed
-     * inside still returns 0 with RES saying why.
-     */
-    int (*run)(const struct policy *p, const struct sandbox_call *call,
-               struct sandbox_result *res, struct cordon_err *err);
+    /* Build the boundary and return once it waits at the seam; -1 with ERR
+     * (the boundary's own error when it failed inside) and nothing left. */
+    int (*prepare)(const struct sandbox_setup *s, struct sandbox_boundary *b,
+                   struct cordon_err *err);
+    /* Whatever the backend keeps beyond the boundary's process; idempotent. */
+    void (*release)(struct sandbox_boundary *b);
 };
 
 extern const struct sandbox_backend namespace_backend;

@@ -162,7 +162,7 @@ static int idmapped_tree(const char *source, bool follow, int userns, struct cor
 
 static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct cordon_err *err)
 {
-    struct landlock_plan *ll = &plan->landlock;
+    struct landlock_plan *ll = &plan->confine.landlock;
     landlock_plan_init(ll, landlock_abi());
     if (!ll->abi)
         return 0;

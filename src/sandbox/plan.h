@@ -4,8 +4,7 @@
  * nothing between clone() and exec() allocates or parses.
  */
 #pragma once
-#include "sandbox/landlock.h"
-#include "sandbox/seccomp.h"
+#include "sandbox/confine.h"
 
 #include <stdbool.h>
 #include <sys/resource.h>
@@ -43,20 +42,11 @@ struct mount_step {
                              system paths, or a bind the policy lets follow them) */
 };
 
-struct rlimit_step {
-    int resource;
-    struct rlimit value;
-};
-
 struct ns_plan {
     struct mount_step *steps;
     size_t n_steps;
-    struct landlock_plan landlock;
+    struct confine_plan confine;    /* the core's rlimits and the Landlock rules of the mounts */
     struct seccomp_program seccomp; /* compiled after clone(), sent to the child */
-    struct rlimit_step rlimits[8];
-    size_t n_rlimits;
-    char **envp;
-    char **argv;          /* owned copy */
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
 };
 

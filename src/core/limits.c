@@ -1,0 +1,110 @@
+/*
+ * core/limits.c: the limits plan (see limits.h). Supervisor only.
+ */
+#include "core/limits.h"
+
+#include "common/units.h"
+
+#include <stdio.h>
+#include <sys/resource.h>
+
+static bool best_effort(const struct policy *p, enum policy_limit l)
+{
+    return p->limits.best_effort & (1u << l);
+}
+
+static int refuse_limit(const struct policy *p, enum policy_limit l, const char *value,
+                        const char *why, const char *fallback, struct cordon_err *err)
+{
+    (void)p;
+    return err_set(err, CORDON_E_UNSUPPORTED,
+                   "limits.%s: cannot enforce %s on this host: %s; mark it best_effort to "
+                   "fall back to %s",
+                   policy_limit_name(l), value, why, fallback);
+}
+
+/*
+ * A limit a cgroup enforces for the whole tree (SET writes it; NULL when the
+ * supervisor polls the cgroup instead), or an rlimit per process (RLIMIT;
+ * -1 when already set) where the policy lets it degrade; refused otherwise.
+ */
+static int enforce_by_cgroup(const struct policy *p, const struct cgroup_set *cg,
+                             struct confine_plan *plan, enum enforcement *enforced,
+                             enum policy_limit l, enum cgroup_controller c, const char *shown,
+                             int (*set)(const struct cgroup_set *, uint64_t, struct cordon_err *),
+                             uint64_t value, int rlimit, const char *fallback,
+                             struct cordon_err *err)
+{
+    if (cgroup_has(cg, c)) {
+        if (set)
+            TRY(set(cg, value, err));
+        enforced[l] = cg->version == 2 ? ENFORCED_CGROUP_V2 : ENFORCED_CGROUP_V1;
+        return 0;
+    }
+    if (best_effort(p, l)) {
+        if (rlimit >= 0)
+            confine_add_rlimit(plan, rlimit, value, value);
+        enforced[l] = ENFORCED_RLIMIT;
+        return 0;
+    }
+    return refuse_limit(p, l, shown, cg->why[c], fallback, err);
+}
+
+/*
+ * Decide how each limit is enforced: a cgroup where one is available,
+ * an rlimit where the policy allows degrading, refusal otherwise.
+ */
+int limits_plan(const struct policy *p, const struct cgroup_set *cg, struct confine_plan *plan,
+                enum enforcement enforced[POLICY_LIMIT_COUNT], struct cordon_err *err)
+{
+    const struct policy_limits *lim = &p->limits;
+    char v[32];
+
+    confine_add_rlimit(plan, RLIMIT_CORE, 0, 0);
+    if (lim->wall_ms)
+        enforced[POLICY_LIMIT_WALL] = ENFORCED_SUPERVISOR;
+    if (lim->output)
+        enforced[POLICY_LIMIT_OUTPUT] = ENFORCED_SUPERVISOR;
+
+    if (lim->memory) {
+        format_size(lim->memory, v, sizeof v);
+        TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_MEMORY, CGROUP_MEMORY, v,
+                              cgroup_set_memory, lim->memory, RLIMIT_AS,
+                              "a per-process RLIMIT_AS", err));
+    }
+    if (lim->pids) {
+        snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
+        /* RLIMIT_NPROC counts per user in the run's own user namespace. */
+        TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_PIDS, CGROUP_PIDS, v,
+                              cgroup_set_pids, lim->pids, RLIMIT_NPROC, "RLIMIT_NPROC", err));
+    }
+    if (lim->cpu_ms) {
+        /* Always a per-process cap too; the cgroup adds the whole tree. */
+        uint64_t secs = (lim->cpu_ms + 999) / 1000;
+        confine_add_rlimit(plan, RLIMIT_CPU, secs, secs + 1);
+        snprintf(v, sizeof v, "%llums", (unsigned long long)lim->cpu_ms);
+        TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_CPU, CGROUP_CPU, v, NULL,
+                              lim->cpu_ms, -1, "a per-process RLIMIT_CPU", err));
+    }
+    if (lim->file_size) {
+        confine_add_rlimit(plan, RLIMIT_FSIZE, lim->file_size, lim->file_size);
+        enforced[POLICY_LIMIT_FILE_SIZE] = ENFORCED_RLIMIT;
+    }
+    if (lim->open_files) {
+        struct rlimit cur;
+        getrlimit(RLIMIT_NOFILE, &cur);
+        if (lim->open_files > cur.rlim_max) {
+            if (!best_effort(p, POLICY_LIMIT_OPEN_FILES))
+                return err_set(err, CORDON_E_UNSUPPORTED,
+                               "limits.open_files: %llu exceeds this host's hard limit %llu",
+                               (unsigned long long)lim->open_files,
+                               (unsigned long long)cur.rlim_max);
+            confine_add_rlimit(plan, RLIMIT_NOFILE, cur.rlim_max, cur.rlim_max);
+        } else {
+            confine_add_rlimit(plan, RLIMIT_NOFILE, lim->open_files, lim->open_files);
+        }
+        enforced[POLICY_LIMIT_OPEN_FILES] = ENFORCED_RLIMIT;
+    }
+    return 0;
+}
+

@@ -1,0 +1,69 @@
+/*
+ * sandbox/confine.c: the command's confinement chain (see confine.h). Runs
+ * in the command between fork and exec; allocates nothing.
+ */
+#include "sandbox/confine.h"
+
+#include <errno.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void confine_add_rlimit(struct confine_plan *c, int resource, rlim_t soft, rlim_t hard)
+{
+    size_t i = 0;
+    while (i < c->n_rlimits && c->rlimits[i].resource != resource)
+        i++;
+    if (i == CONFINE_MAX_RLIMITS)
+        return; /* the planners add fewer than there is room for */
+    c->rlimits[i] = (struct rlimit_step){ resource, { .rlim_cur = soft, .rlim_max = hard } };
+    if (i == c->n_rlimits)
+        c->n_rlimits++;
+}
+
+int confine_drop_capabilities(struct cordon_err *err)
+{
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot clear ambient capabilities");
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct data[2] = { { 0 } };
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot drop capabilities");
+    return 0;
+}
+
+static int apply_rlimits(const struct confine_plan *c, struct cordon_err *err)
+{
+    for (size_t i = 0; i < c->n_rlimits; i++)
+        if (setrlimit(c->rlimits[i].resource, &c->rlimits[i].value) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot set resource limit %d",
+                           c->rlimits[i].resource);
+    return 0;
+}
+
+static int set_no_new_privs(struct cordon_err *err)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot set no_new_privs");
+    return 0;
+}
+
+static int apply_landlock(const struct confine_plan *c, struct cordon_err *err)
+{
+    if (!c->landlock.abi && c->landlock_required)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "this kernel has no Landlock, the only filesystem layer of this level");
+    return landlock_plan_apply(&c->landlock, err);
+}
+
+int confine_command(const struct confine_plan *c, const struct seccomp_program *filter,
+                    struct cordon_err *err)
+{
+    TRY(apply_rlimits(c, err));
+    TRY(set_no_new_privs(err));           /* Landlock and seccomp need it */
+    TRY(apply_landlock(c, err));
+    TRY(confine_drop_capabilities(err));
+    TRY(seccomp_program_install(filter, err)); /* last: it forbids the steps above */
+    return 0;
+}

@@ -1,0 +1,37 @@
+/*
+ * sandbox/start.h: the start seam. A prepared boundary is built from the
+ * policy alone and blocks on a start socket (bubblewrap's --block-fd, crun's
+ * exec.fifo); only then does it receive what the call brings: argv, the
+ * environment and the three stdio descriptors. The supervisor sends; the
+ * boundary receives into memory of its own, allocating nothing on the heap.
+ */
+#pragma once
+#include "common/err.h"
+
+#include <stddef.h>
+
+/* argv and environment, their strings together, at most this large. */
+#define START_MAX_BYTES (16u << 20)
+
+struct start_message {
+    char **argv;   /* NULL-terminated, in a private mapping */
+    char **envp;
+    int stdio[3];  /* stdin, stdout, stderr: received descriptors */
+};
+
+/* In the boundary, before it blocks: one byte saying the boundary is built. */
+int start_ready_send(int sock);
+
+/* In the supervisor: wait for that byte; -1 when the boundary died first. */
+int start_ready_wait(int sock);
+
+/* In the supervisor: send ARGV, ENVP and STDIO over SOCK. */
+int start_message_send(int sock, char *const *argv, char *const *envp, const int stdio[3],
+                       struct cordon_err *err);
+
+/*
+ * In the boundary: block until the message arrives. -1 when the socket
+ * closes first (the run was released without starting) or the message is
+ * malformed; nothing is left open then.
+ */
+int start_message_recv(int sock, struct start_message *m);
