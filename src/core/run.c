@@ -69,6 +69,8 @@ static const char *fired_limit(enum run_reason r)
         return "output";
     case RUN_CPU_LIMIT:
         return "cpu";
+    case RUN_FILE_SIZE_LIMIT:
+        return "file_size";
     default:
         return NULL;
     }
