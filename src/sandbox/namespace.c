@@ -684,12 +684,11 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, &old);
 
-    if ((gateway && gateway_config_from_policy(p, &gw_cfg, err) < 0) ||
-        plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
-        (gw_cfg.mint && mounts_add_ca(&plan, mint_ca_pem(gw_cfg.mint), err) < 0) ||
-        plan_env(p, call, &gw_cfg, &plan, err) < 0)
-        goto out;
-
+    /*
+     * First, while the run has no descriptor a freshly forked watchdog could
+     * inherit: the watchdog is forked only when a cgroup was made, so a
+     * caller who cannot make one (an ordinary user) pays for neither.
+     */
     if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
@@ -700,6 +699,13 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
             if (cgroup_has(&cg, c) && watchdog_guard_cgroup(watchdog, cg.dir[c], err) < 0)
                 goto out;
     }
+
+    if ((gateway && gateway_config_from_policy(p, &gw_cfg, err) < 0) ||
+        plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
+        (gw_cfg.mint && mounts_add_ca(&plan, mint_ca_pem(gw_cfg.mint), err) < 0) ||
+        plan_env(p, call, &gw_cfg, &plan, err) < 0)
+        goto out;
+
     if (plan_limits(p, &cg, &plan, res, err) < 0)
         goto out;
 
