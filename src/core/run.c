@@ -69,6 +69,8 @@ static const char *fired_limit(enum run_reason r)
         return "output";
     case RUN_CPU_LIMIT:
         return "cpu";
+    case RUN_FILE_SIZE_LIMIT:
+        return "file_size";
     default:
         return NULL;
     }
@@ -141,8 +143,9 @@ int cordon_run(const struct policy *p, const struct sandbox_call *call,
     if (!wd)
         return refused(res, err);
     /* Armed up front when it has a record to close, before any descriptor
-     * of the run exists for it to inherit. */
-    if ((log || sandbox_needs_cgroup(p)) && watchdog_arm(wd, err) < 0) {
+     * of the run exists for it to inherit; for a cgroup alone, the backend
+     * arms it when it has made one. */
+    if (log && watchdog_arm(wd, err) < 0) {
         watchdog_release(wd);
         return refused(res, err);
     }

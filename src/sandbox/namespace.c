@@ -497,9 +497,13 @@ static void add_rlimit(struct ns_plan *plan, int resource, uint64_t soft, uint64
     };
 }
 
-static bool best_effort(const struct policy *p, enum policy_limit l)
+/*
+ * A limit the policy marks best_effort may degrade, and so may one nobody
+ * wrote: a default must not refuse a run that asked for nothing.
+ */
+static bool may_degrade(const struct policy *p, enum policy_limit l)
 {
-    return p->limits.best_effort & (1u << l);
+    return (p->limits.best_effort | p->limits.defaulted) & (1u << l);
 }
 
 static int refuse_limit(const struct policy *p, enum policy_limit l, const char *value,
@@ -530,7 +534,7 @@ static int enforce_by_cgroup(const struct policy *p, const struct cgroup_set *cg
         res->enforced[l] = cg->version == 2 ? ENFORCED_CGROUP_V2 : ENFORCED_CGROUP_V1;
         return 0;
     }
-    if (best_effort(p, l)) {
+    if (may_degrade(p, l)) {
         if (rlimit >= 0)
             add_rlimit(plan, rlimit, value, value);
         res->enforced[l] = ENFORCED_RLIMIT;
@@ -557,13 +561,24 @@ static int plan_limits(const struct policy *p, const struct cgroup_set *cg, stru
 
     if (lim->memory) {
         format_size(lim->memory, v, sizeof v);
+        /*
+         * RLIMIT_DATA, not RLIMIT_AS: it counts the private writable memory
+         * a process can fill (heap, anonymous maps, thread stacks) and not
+         * address space merely reserved, which a JVM or Go runtime reserves
+         * far beyond 1G and then fails to start under RLIMIT_AS.
+         */
         TRY(enforce_by_cgroup(p, cg, plan, res, POLICY_LIMIT_MEMORY, CGROUP_MEMORY, v,
-                              cgroup_set_memory, lim->memory, RLIMIT_AS,
-                              "a per-process RLIMIT_AS", err));
+                              cgroup_set_memory, lim->memory, RLIMIT_DATA,
+                              "a per-process RLIMIT_DATA", err));
     }
     if (lim->pids) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
-        /* RLIMIT_NPROC counts per user in the run's own user namespace. */
+        /*
+         * RLIMIT_NPROC counts the tasks of a uid in the run's own user
+         * namespace (ucounts, Linux 5.14+): the sandbox user's tasks of this
+         * run only, not the caller's elsewhere on the host, and init (uid 0
+         * inside) is not among them.
+         */
         TRY(enforce_by_cgroup(p, cg, plan, res, POLICY_LIMIT_PIDS, CGROUP_PIDS, v,
                               cgroup_set_pids, lim->pids, RLIMIT_NPROC, "RLIMIT_NPROC", err));
     }
@@ -583,7 +598,7 @@ static int plan_limits(const struct policy *p, const struct cgroup_set *cg, stru
         struct rlimit cur;
         getrlimit(RLIMIT_NOFILE, &cur);
         if (lim->open_files > cur.rlim_max) {
-            if (!best_effort(p, POLICY_LIMIT_OPEN_FILES))
+            if (!may_degrade(p, POLICY_LIMIT_OPEN_FILES))
                 return err_set(err, CORDON_E_UNSUPPORTED,
                                "limits.open_files: %llu exceeds this host's hard limit %llu",
                                (unsigned long long)lim->open_files,
@@ -669,12 +684,11 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, &old);
 
-    if ((gateway && gateway_config_from_policy(p, &gw_cfg, err) < 0) ||
-        plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
-        (gw_cfg.mint && mounts_add_ca(&plan, mint_ca_pem(gw_cfg.mint), err) < 0) ||
-        plan_env(p, call, &gw_cfg, &plan, err) < 0)
-        goto out;
-
+    /*
+     * First, while the run has no descriptor a freshly forked watchdog could
+     * inherit: the watchdog is forked only when a cgroup was made, so a
+     * caller who cannot make one (an ordinary user) pays for neither.
+     */
     if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
@@ -685,6 +699,13 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
             if (cgroup_has(&cg, c) && watchdog_guard_cgroup(watchdog, cg.dir[c], err) < 0)
                 goto out;
     }
+
+    if ((gateway && gateway_config_from_policy(p, &gw_cfg, err) < 0) ||
+        plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
+        (gw_cfg.mint && mounts_add_ca(&plan, mint_ca_pem(gw_cfg.mint), err) < 0) ||
+        plan_env(p, call, &gw_cfg, &plan, err) < 0)
+        goto out;
+
     if (plan_limits(p, &cg, &plan, res, err) < 0)
         goto out;
 
