@@ -748,6 +748,9 @@ static void summarise(const struct policy *p, const char *reason, const json_t *
     else if (strcmp(reason, "cpu_limit") == 0)
         sb_printf(t, "; stopped at the CPU-time limit of %s",
                   human_ms(p->limits.cpu_ms, a, sizeof a));
+    else if (strcmp(reason, "file_size_limit") == 0)
+        sb_printf(t, "; stopped at the file-size limit of %s",
+                  human_size(p->limits.file_size, a, sizeof a));
     else if (strcmp(reason, "killed") == 0)
         sb_printf(t, "; the run was killed");
 }
@@ -1382,7 +1385,8 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
      * code must not be able to run forever when the policy sets no limit.
      */
     srv->pol = *p;
-    if (srv->pol.limits.wall_ms == 0)
+    if (srv->pol.limits.wall_ms == 0 ||
+        (srv->pol.limits.defaulted & (1u << POLICY_LIMIT_WALL)))
         srv->pol.limits.wall_ms = DEFAULT_WALL_MS;
 
     if (cordon_audit_open(p, &srv->audit, err) < 0)

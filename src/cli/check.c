@@ -9,6 +9,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/landlock.h"
 #include "sandbox/proc_mem.h"
+#include "common/units.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,6 +90,71 @@ static void print_proc_mem(const char *release)
     printf("                   inside a run /proc is read-only: no /proc/PID/mem opens for writing\n");
 }
 
+/* LIMIT's value in LIM as a flag would write it; "unlimited" for 0. */
+static void limit_text(const struct policy_limits *lim, enum policy_limit l, char *out,
+                       size_t len)
+{
+    uint64_t v = 0;
+    switch (l) {
+    case POLICY_LIMIT_WALL: v = lim->wall_ms; break;
+    case POLICY_LIMIT_CPU: v = lim->cpu_ms; break;
+    case POLICY_LIMIT_MEMORY: v = lim->memory; break;
+    case POLICY_LIMIT_PIDS: v = lim->pids; break;
+    case POLICY_LIMIT_OUTPUT: v = lim->output; break;
+    case POLICY_LIMIT_FILE_SIZE: v = lim->file_size; break;
+    case POLICY_LIMIT_OPEN_FILES: v = lim->open_files; break;
+    case POLICY_LIMIT_COUNT: break;
+    }
+    if (!v)
+        snprintf(out, len, "unlimited");
+    else if (l == POLICY_LIMIT_WALL || l == POLICY_LIMIT_CPU)
+        format_duration_ms(v, out, len);
+    else if (l == POLICY_LIMIT_PIDS || l == POLICY_LIMIT_OPEN_FILES)
+        snprintf(out, len, "%llu", (unsigned long long)v);
+    else
+        format_size(v, out, len);
+}
+
+/*
+ * What a run given no limit gets here, and how each default is enforced for
+ * this caller: the tree-wide ones by the cgroup just probed, or else
+ * degraded to a per-process rlimit, as a defaulted limit may.
+ */
+static void print_defaults(const struct cgroup_set *cg)
+{
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *p = policy_new(&err);
+    if (!p)
+        return;
+    const char *v = cg->version == 2 ? "cgroup-v2" : "cgroup-v1";
+    const char *how[POLICY_LIMIT_COUNT] = {
+        [POLICY_LIMIT_WALL] = "supervisor",
+        [POLICY_LIMIT_CPU] = cgroup_has(cg, CGROUP_CPU) ? v : "rlimit (RLIMIT_CPU per process)",
+        [POLICY_LIMIT_MEMORY] = cgroup_has(cg, CGROUP_MEMORY) ? v
+                                                              : "rlimit (RLIMIT_DATA per process)",
+        [POLICY_LIMIT_PIDS] = cgroup_has(cg, CGROUP_PIDS) ? v
+                                                          : "rlimit (RLIMIT_NPROC in the run's "
+                                                            "user namespace)",
+        [POLICY_LIMIT_OUTPUT] = "supervisor",
+        [POLICY_LIMIT_FILE_SIZE] = "rlimit (RLIMIT_FSIZE, any one file)",
+        [POLICY_LIMIT_OPEN_FILES] = "rlimit (RLIMIT_NOFILE)",
+    };
+    puts("default limits (when neither policy nor flag sets one; 0 or unlimited: none):");
+    for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
+        char text[32];
+        limit_text(&p->limits, (enum policy_limit)l, text, sizeof text);
+        printf("  %-11s %-9s %s\n", policy_limit_name((enum policy_limit)l), text, how[l]);
+    }
+    char a[32], b[32], c[32];
+    format_size(p->tmp_size, a, sizeof a);
+    format_size(p->shm_size, b, sizeof b);
+    format_size(p->workspace_size, c, sizeof c);
+    printf("  tmpfs       /tmp %s and %llu inodes, /dev/shm %s and %llu, scratch /workspace %s "
+           "and %llu\n", a, (unsigned long long)p->tmp_inodes, b,
+           (unsigned long long)p->shm_inodes, c, (unsigned long long)p->workspace_inodes);
+    puts("  a host workspace (-w) has no total write budget: only file_size caps each file");
+}
+
 int cmd_check(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -130,7 +196,6 @@ int cmd_check(int argc, char **argv)
     for (int c = 0; c < CGROUP_COUNT; c++)
         printf("    %-7s        %s\n", names[c],
                cgroup_has(&cg, c) ? "usable" : cg.why[c]);
-    cgroup_destroy(&cg);
 
     int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     printf("  kvm              %s\n", kvm >= 0 ? "usable" : strerror(errno));
@@ -149,6 +214,9 @@ int cmd_check(int argc, char **argv)
         else
             printf("  %-10s no: %s\n", cordon_level_name((enum cordon_level)l), err.msg);
     }
-    printf("limits without a usable cgroup are refused unless marked best_effort\n");
+    print_defaults(&cg);
+    cgroup_destroy(&cg);
+    printf("a limit a policy or flag sets and this host cannot enforce is refused unless marked "
+           "best_effort;\na default one degrades as shown above\n");
     return 0;
 }

@@ -62,6 +62,19 @@ static int wrap(int argc, char **argv)
     if (a.first >= argc)
         return cli_usage_error("mcp wrap: missing server command: "
                                "cordon mcp wrap [OPTIONS] -- SERVER-COMMAND [ARG...]");
+    /*
+     * The server lives for the whole session, not for one tool call: the
+     * per-run defaults of wall, CPU and output would end a session midway.
+     * tools.call_timeout and max_result_bytes bound each call instead;
+     * what the policy or a flag sets still applies to the session.
+     */
+    struct policy_limits *lim = &p->limits;
+    if (lim->defaulted & (1u << POLICY_LIMIT_WALL))
+        lim->wall_ms = 0;
+    if (lim->defaulted & (1u << POLICY_LIMIT_CPU))
+        lim->cpu_ms = 0;
+    if (lim->defaulted & (1u << POLICY_LIMIT_OUTPUT))
+        lim->output = 0;
     if (p->tools.n_allow == 0)
         fprintf(stderr, "cordon: mcp wrap: tools.allow is empty, so the client will see no "
                         "tools; allow some with --allow-tool or the policy\n");

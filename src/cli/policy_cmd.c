@@ -12,8 +12,9 @@ static const char usage[] =
     "usage: cordon policy check FILE\n"
     "\n"
     "Validate FILE (YAML or JSON) and print the effective policy, every default\n"
-    "filled in, as JSON with its SHA-256 digest. Exit 0 when valid, 125 with\n"
-    "FILE:LINE: key: problem when not.\n";
+    "filled in, as JSON with its SHA-256 digest; limits.defaults names the limits\n"
+    "FILE left at their defaults, which degrade where the host cannot enforce them.\n"
+    "Exit 0 when valid, 125 with FILE:LINE: key: problem when not.\n";
 
 int cmd_policy(int argc, char **argv)
 {

@@ -135,3 +135,18 @@ void format_size(uint64_t bytes, char *out, size_t len)
     else
         snprintf(out, len, "%llu%c", (unsigned long long)v, units[u - 1]);
 }
+
+void format_duration_ms(uint64_t ms, char *out, size_t len)
+{
+    static const struct {
+        uint64_t ms;
+        const char *suffix;
+    } units[] = { { 3600000, "h" }, { 60000, "m" }, { 1000, "s" } };
+    for (size_t i = 0; ms && i < sizeof units / sizeof units[0]; i++) {
+        if (ms % units[i].ms == 0) {
+            snprintf(out, len, "%llu%s", (unsigned long long)(ms / units[i].ms), units[i].suffix);
+            return;
+        }
+    }
+    snprintf(out, len, "%llums", (unsigned long long)ms);
+}

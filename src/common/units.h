@@ -21,3 +21,6 @@ int parse_count(const char *s, uint64_t *out, char *why, size_t why_len);
 
 /* BYTES as the shortest exact "64M", "1G", "512K", or plain bytes. */
 void format_size(uint64_t bytes, char *out, size_t len);
+
+/* MS as the largest exact unit of "2h", "10m", "90s", "1500ms"; parse_duration_ms reads it back. */
+void format_duration_ms(uint64_t ms, char *out, size_t len);

@@ -8,9 +8,13 @@
 #include <stdio.h>
 #include <sys/resource.h>
 
-static bool best_effort(const struct policy *p, enum policy_limit l)
+/*
+ * A limit the policy marks best_effort may degrade, and so may one nobody
+ * wrote: a default must not refuse a run that asked for nothing.
+ */
+static bool may_degrade(const struct policy *p, enum policy_limit l)
 {
-    return p->limits.best_effort & (1u << l);
+    return (p->limits.best_effort | p->limits.defaulted) & (1u << l);
 }
 
 static int refuse_limit(const struct policy *p, enum policy_limit l, const char *value,
@@ -41,7 +45,7 @@ static int enforce_by_cgroup(const struct policy *p, const struct cgroup_set *cg
         enforced[l] = cg->version == 2 ? ENFORCED_CGROUP_V2 : ENFORCED_CGROUP_V1;
         return 0;
     }
-    if (best_effort(p, l)) {
+    if (may_degrade(p, l)) {
         if (rlimit >= 0)
             confine_add_rlimit(plan, rlimit, value, value);
         enforced[l] = ENFORCED_RLIMIT;
@@ -68,13 +72,24 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg, struct conf
 
     if (lim->memory) {
         format_size(lim->memory, v, sizeof v);
+        /*
+         * RLIMIT_DATA, not RLIMIT_AS: it counts the private writable memory
+         * a process can fill (heap, anonymous maps, thread stacks) and not
+         * address space merely reserved, which a JVM or Go runtime reserves
+         * far beyond 1G and then fails to start under RLIMIT_AS.
+         */
         TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_MEMORY, CGROUP_MEMORY, v,
-                              cgroup_set_memory, lim->memory, RLIMIT_AS,
-                              "a per-process RLIMIT_AS", err));
+                              cgroup_set_memory, lim->memory, RLIMIT_DATA,
+                              "a per-process RLIMIT_DATA", err));
     }
     if (lim->pids) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
-        /* RLIMIT_NPROC counts per user in the run's own user namespace. */
+        /*
+         * RLIMIT_NPROC counts the tasks of a uid in the run's own user
+         * namespace (ucounts, Linux 5.14+): the sandbox user's tasks of this
+         * run only, not the caller's elsewhere on the host, and init (uid 0
+         * inside) is not among them.
+         */
         TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_PIDS, CGROUP_PIDS, v,
                               cgroup_set_pids, lim->pids, RLIMIT_NPROC, "RLIMIT_NPROC", err));
     }
@@ -94,7 +109,7 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg, struct conf
         struct rlimit cur;
         getrlimit(RLIMIT_NOFILE, &cur);
         if (lim->open_files > cur.rlim_max) {
-            if (!best_effort(p, POLICY_LIMIT_OPEN_FILES))
+            if (!may_degrade(p, POLICY_LIMIT_OPEN_FILES))
                 return err_set(err, CORDON_E_UNSUPPORTED,
                                "limits.open_files: %llu exceeds this host's hard limit %llu",
                                (unsigned long long)lim->open_files,

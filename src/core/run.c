@@ -111,6 +111,8 @@ static const char *fired_limit(enum run_reason r)
         return "output";
     case RUN_CPU_LIMIT:
         return "cpu";
+    case RUN_FILE_SIZE_LIMIT:
+        return "file_size";
     default:
         return NULL;
     }
@@ -278,8 +280,9 @@ int cordon_prepare(const struct policy *p, const char *run_id, struct cordon_run
         !(run->wd = watchdog_new(run->log, run->run_id, err)))
         goto fail;
     /* Armed up front when it has a record to close, before any descriptor
-     * of the run exists for it to inherit. */
-    if ((run->log || sandbox_needs_cgroup(p)) && watchdog_arm(run->wd, err) < 0)
+     * of the run exists for it to inherit; for a cgroup alone, when one is
+     * made (a caller who cannot make one pays for no watchdog). */
+    if (run->log && watchdog_arm(run->wd, err) < 0)
         goto fail;
     if (prepare_limits(run, rnd, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))

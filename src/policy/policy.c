@@ -30,10 +30,17 @@
 #define RESERVED(path, note) { path, KT_RESERVED, 0, 0, 0, false, note }
 
 /*
- * Every key, once. A zero limit means "no limit", so limits accept 0; the
- * tmpfs sizes do not, since a 0-byte /tmp is only a confusing failure later.
- * Network budgets are unlimited when absent but at least 1 when given: a
- * budget of 0 would read as "none allowed" to some and "unlimited" to others.
+ * Every key, once. A zero limit means "no limit", so limits accept 0 (or
+ * "unlimited"); the tmpfs sizes do not, since a 0-byte /tmp is only a
+ * confusing failure later. Network budgets are unlimited when absent but at
+ * least 1 when given: a budget of 0 would read as "none allowed" to some and
+ * "unlimited" to others.
+ *
+ * The limits default to what an agent's tool call may safely use: a run
+ * given no limit at all still cannot fork-bomb, eat the host's memory, run
+ * for hours, flood its caller, or leave a 4 TiB sparse file. A default that
+ * this host cannot enforce exactly degrades (policy_limits.defaulted) rather
+ * than refuse a run that asked for nothing.
  */
 static const struct policy_key keys[] = {
     KEY("version", KT_VERSION, version, 1, 1),
@@ -43,18 +50,22 @@ static const struct policy_key keys[] = {
     KEY("filesystem.workspace_follow_symlinks", KT_BOOL, workspace_follow_symlinks, 0, false),
     KEY("filesystem.workspace_size", KT_SIZE, workspace_size, 1, 256ull << 20),
     KEY("filesystem.tmp_size", KT_SIZE, tmp_size, 1, 64ull << 20),
+    KEY("filesystem.shm_size", KT_SIZE, shm_size, 1, 64ull << 20),
+    KEY("filesystem.workspace_inodes", KT_COUNT, workspace_inodes, 0, 65536),
+    KEY("filesystem.tmp_inodes", KT_COUNT, tmp_inodes, 0, 16384),
+    KEY("filesystem.shm_inodes", KT_COUNT, shm_inodes, 0, 4096),
     LIST("filesystem.read_only", KT_BINDS, false),
     LIST("filesystem.read_write", KT_BINDS, true),
     SECTION("env"),
     LIST("env.pass", KT_NAMES, false),
     LIST("env.set", KT_ENV_MAP, false),
     SECTION("limits"),
-    KEY("limits.wall", KT_DURATION, limits.wall_ms, 0, 0),
-    KEY("limits.cpu", KT_DURATION, limits.cpu_ms, 0, 0),
-    KEY("limits.memory", KT_SIZE, limits.memory, 0, 0),
-    KEY("limits.output", KT_SIZE, limits.output, 0, 0),
-    KEY("limits.file_size", KT_SIZE, limits.file_size, 0, 0),
-    KEY("limits.pids", KT_COUNT, limits.pids, 0, 0),
+    KEY("limits.wall", KT_DURATION, limits.wall_ms, 0, 10 * 60 * 1000),
+    KEY("limits.cpu", KT_DURATION, limits.cpu_ms, 0, 10 * 60 * 1000),
+    KEY("limits.memory", KT_SIZE, limits.memory, 0, 1ull << 30),
+    KEY("limits.output", KT_SIZE, limits.output, 0, 16ull << 20),
+    KEY("limits.file_size", KT_SIZE, limits.file_size, 0, 1ull << 30),
+    KEY("limits.pids", KT_COUNT, limits.pids, 0, 256),
     KEY("limits.open_files", KT_COUNT, limits.open_files, 0, 1024),
     LIST("limits.best_effort", KT_BEST_EFFORT, false),
     SECTION("syscalls"),
@@ -413,11 +424,37 @@ static int apply_dir(struct policy *p, const char *text, enum value_origin from,
     return resolve_existing(text, from, S_IFDIR, &p->workspace, why, len);
 }
 
+/* The limit K sets, or POLICY_LIMIT_COUNT when K is not one. */
+static enum policy_limit key_limit(const struct policy_key *k)
+{
+    if (strncmp(k->path, "limits.", 7) != 0)
+        return POLICY_LIMIT_COUNT;
+    for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
+        if (strcmp(k->path + 7, limit_names[l]) == 0)
+            return (enum policy_limit)l;
+    return POLICY_LIMIT_COUNT;
+}
+
+/* A file or a flag wrote limit K: it is no longer a default that may degrade. */
+static void limit_given(struct policy *p, const struct policy_key *k)
+{
+    enum policy_limit l = key_limit(k);
+    if (l < POLICY_LIMIT_COUNT)
+        p->limits.defaulted &= ~(1u << l);
+}
+
 int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char *text,
                         enum value_origin from, char *why, size_t len)
 {
     uint64_t v = 0;
     int r = 0;
+    /* Wherever 0 means "no limit", the word says so too: --memory unlimited. */
+    if (k->min == 0 && !strcmp(text, "unlimited") &&
+        (k->type == KT_SIZE || k->type == KT_DURATION || k->type == KT_COUNT)) {
+        *u64_field(p, k) = 0;
+        limit_given(p, k);
+        return 0;
+    }
     switch (k->type) {
     case KT_VERSION:
         if (parse_count(text, &v, why, len) < 0)
@@ -496,6 +533,7 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
     if (v > (uint64_t)INT64_MAX)
         return why_printf(why, len, "\"%s\" is too large", text);
     *u64_field(p, k) = v;
+    limit_given(p, k);
     return 0;
 }
 
@@ -953,6 +991,7 @@ struct policy *policy_new(struct cordon_err *err)
             break;
         }
     }
+    p->limits.defaulted = (1u << POLICY_LIMIT_COUNT) - 1;
     return p;
 }
 
@@ -1253,7 +1292,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     if (p->version != 1)
         return err_set(err, CORDON_E_POLICY, "%sversion: unsupported version %d", where,
                        p->version);
-    if (p->tmp_size == 0 || p->workspace_size == 0)
+    if (p->tmp_size == 0 || p->shm_size == 0 || p->workspace_size == 0)
         return err_set(err, CORDON_E_POLICY, "%sfilesystem: tmpfs sizes must be greater than 0",
                        where);
     return 0;

@@ -47,6 +47,8 @@ struct policy_limits {
     uint64_t file_size;    /* bytes; 0 = no limit */
     uint64_t open_files;   /* 0 = no limit */
     unsigned best_effort;  /* 1u << enum policy_limit: may degrade, not refuse */
+    unsigned defaulted;    /* 1u << enum policy_limit: neither file nor flag set it,
+                              so it degrades like best_effort instead of refusing */
 };
 
 struct policy_bind {
@@ -177,6 +179,10 @@ struct policy {
     bool workspace_follow_symlinks; /* workspace may pass through links */
     uint64_t workspace_size;        /* size of the scratch tmpfs */
     uint64_t tmp_size;              /* size of /tmp */
+    uint64_t shm_size;              /* size of /dev/shm */
+    uint64_t tmp_inodes;            /* nr_inodes of /tmp; 0 = the kernel's tmpfs default */
+    uint64_t shm_inodes;            /* of /dev/shm; the same */
+    uint64_t workspace_inodes;      /* of the scratch /workspace; the same */
     struct policy_bind *binds;
     size_t n_binds;
 

@@ -65,6 +65,22 @@ static json_t *env_json(const struct policy *p)
     return TAKE_PTR(env);
 }
 
+/* The names of the limits in MASK (1u << enum policy_limit), in the enum's order. */
+static json_t *limit_names_json(unsigned mask)
+{
+    json_t *a = json_array();
+    for (int l = 0; a && l < POLICY_LIMIT_COUNT; l++)
+        if ((mask & (1u << l)) && json_array_append_new(a, json_string(policy_limit_name(l))) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/*
+ * "defaults" names the limits neither file nor flag set: they degrade where
+ * this host cannot enforce them, so it is part of what the digest covers.
+ */
 static json_t *limits_json(const struct policy_limits *lim)
 {
     _cleanup_(json_decrefp) json_t *o = json_pack(
@@ -73,13 +89,9 @@ static json_t *limits_json(const struct policy_limits *lim)
         "memory", (json_int_t)lim->memory, "pids", (json_int_t)lim->pids,
         "output", (json_int_t)lim->output, "file_size", (json_int_t)lim->file_size,
         "open_files", (json_int_t)lim->open_files);
-    json_t *be = NULL;
-    if (put(o, "best_effort", be = json_array()) < 0)
+    if (put(o, "best_effort", limit_names_json(lim->best_effort)) < 0 ||
+        put(o, "defaults", limit_names_json(lim->defaulted)) < 0)
         return NULL;
-    for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
-        if ((lim->best_effort & (1u << l)) &&
-            json_array_append_new(be, json_string(policy_limit_name(l))) < 0)
-            return NULL;
     return TAKE_PTR(o);
 }
 
@@ -183,6 +195,10 @@ json_t *policy_to_json(const struct policy *p)
         put(fs, "tmp_size", json_integer((json_int_t)p->tmp_size)) < 0 ||
         (p->workspace_follow_symlinks &&
          put(fs, "workspace_follow_symlinks", json_true()) < 0) ||
+        put(fs, "shm_size", json_integer((json_int_t)p->shm_size)) < 0 ||
+        put(fs, "workspace_inodes", json_integer((json_int_t)p->workspace_inodes)) < 0 ||
+        put(fs, "tmp_inodes", json_integer((json_int_t)p->tmp_inodes)) < 0 ||
+        put(fs, "shm_inodes", json_integer((json_int_t)p->shm_inodes)) < 0 ||
         put(fs, "read_only", binds_json(p, false)) < 0 ||
         put(fs, "read_write", binds_json(p, true)) < 0 ||
         put(root, "env", env_json(p)) < 0 ||

@@ -12,6 +12,7 @@ const char *run_reason_name(enum run_reason r)
         [RUN_EXITED] = "exited",         [RUN_TIMEOUT] = "timeout",
         [RUN_OOM] = "oom",               [RUN_PIDS_LIMIT] = "pids_limit",
         [RUN_OUTPUT_LIMIT] = "output_limit", [RUN_CPU_LIMIT] = "cpu_limit",
+        [RUN_FILE_SIZE_LIMIT] = "file_size_limit",
         [RUN_KILLED] = "killed",         [RUN_SETUP_ERROR] = "setup_error",
     };
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "unknown";
@@ -54,10 +55,14 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
     char digest[65];
     policy_digest_hex(p, digest);
 
-    json_t *enforced = json_object();
-    for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
+    /* "defaults": the limits nobody wrote, which degrade where the host cannot enforce them. */
+    json_t *enforced = json_object(), *defaults = json_array();
+    for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
         json_object_set_new(enforced, policy_limit_name((enum policy_limit)l),
                             json_string(enforcement_name(res->enforced[l])));
+        if (p->limits.defaulted & (1u << l))
+            json_array_append_new(defaults, json_string(policy_limit_name((enum policy_limit)l)));
+    }
 
     json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:f, s:f, s:I, s:I, s:I, s:s, s:o}",
         "level", cordon_level_name(p->level),
@@ -92,6 +97,10 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
                                       (json_int_t)e->bytes_down, "recent", recent));
     else
         json_decref(recent);
+    if (o)
+        json_object_set_new(o, "defaults", defaults);
+    else
+        json_decref(defaults);
     if (o && res->run_id[0])
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)

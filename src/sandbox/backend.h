@@ -19,6 +19,7 @@ enum run_reason {
     RUN_PIDS_LIMIT,
     RUN_OUTPUT_LIMIT,
     RUN_CPU_LIMIT,
+    RUN_FILE_SIZE_LIMIT, /* the command died of SIGXFSZ: it wrote past limits.file_size */
     RUN_KILLED,
     RUN_SETUP_ERROR,
 };

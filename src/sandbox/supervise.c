@@ -309,6 +309,8 @@ static void finish(struct loop *l, struct rusage *ru)
     res->reason = RUN_EXITED;
     if (res->signal == SIGKILL && st.oom_kills > 0)
         res->reason = RUN_OOM;
+    else if (res->signal == SIGXFSZ && s->limits->file_size)
+        res->reason = RUN_FILE_SIZE_LIMIT;
     else if (res->signal == SIGXCPU ||
              (res->signal == SIGKILL && s->limits->cpu_ms &&
               res->cpu_us >= s->limits->cpu_ms * 1000))

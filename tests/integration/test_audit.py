@@ -161,7 +161,8 @@ def test_normal_run_record(cordon, bins):
     assert re.fullmatch(r"\d+\.\d+\.\d+", start["cordon_version"]), start
     for k in ("policy_digest", "network_digest", "tools_digest", "syscalls_digest"):
         assert HEX64.fullmatch(start[k]), (k, start)
-    assert start["limits"]["open_files"] == 1024 and start["limits"]["wall_ms"] == 0, start
+    assert start["limits"]["open_files"] == 1024 and start["limits"]["wall_ms"] == 600000, start
+    assert "wall" in start["limits"]["defaults"], start
     # run.end is the --result, field for field, less the run id it is filed under.
     res = dict(r.result)
     del res["run_id"]

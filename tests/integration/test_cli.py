@@ -13,8 +13,8 @@ import pytest
 
 from conftest import REPO, assert_cordon_refused, host_state, new_leftovers
 
-REASONS = {"exited", "timeout", "oom", "pids_limit", "output_limit", "cpu_limit", "killed",
-           "setup_error"}
+REASONS = {"exited", "timeout", "oom", "pids_limit", "output_limit", "cpu_limit",
+           "file_size_limit", "killed", "setup_error"}
 ENFORCERS = {"cgroup-v1", "cgroup-v2", "rlimit", "supervisor", "none"}
 
 

@@ -4,7 +4,10 @@ is unaffected, and when a run ends -- normally, by a limit, or because the
 supervisor was signalled or killed -- no process, cgroup or mount of it stays.
 """
 
+import errno
+import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -298,3 +301,235 @@ def test_policy_best_effort_key(user_cordon):
     p = policy(user_cordon, "version: 1\nlimits:\n  memory: 256M\n")
     r = user_cordon.run(["true"], "-p", p, result=False)
     assert_cordon_refused(r, "memory")
+
+
+# --- defaults: a run given no limit at all ------------------------------------------
+#
+# Each default is driven to its edge with no limit flag, as root (cgroup) and as
+# an ordinary user (no cgroup: the defaults degrade to rlimits instead of
+# refusing), and then lifted by an explicit override. The 10-minute wall and
+# CPU defaults are only checked for how they are enforced: a test cannot wait
+# for them.
+
+DEFAULTS = ["wall", "cpu", "memory", "pids", "output", "file_size", "open_files"]
+TREE_WIDE = ("cgroup-v1", "cgroup-v2")
+
+
+def fork_counter(m, limit=2000):
+    """Fork sleeping children until fork fails; print errno and how many lived."""
+    code = ("import os, sys, time\n"
+            "n = 0\n"
+            "try:\n"
+            f"    while n < {limit}:\n"
+            "        if os.fork() == 0:\n"
+            "            time.sleep(60)\n"
+            "            os._exit(0)\n"
+            "        n += 1\n"
+            "    print(0, n, flush=True)\n"
+            "except OSError as e:\n"
+            "    print(e.errno, n, flush=True)\n"
+            "time.sleep(3)\n")
+    return ["python3", "-c", code, m]
+
+
+def test_no_flags_runs_as_anyone_with_every_default(cordon):
+    r = cordon.run(["sh", "-c", "ulimit -t; ulimit -d; ulimit -f; ulimit -n"])
+    assert r.status == 0, r
+    assert r.result["defaults"] == DEFAULTS, r
+    enf = r.result["enforcement"]
+    assert enf["wall"] == enf["output"] == "supervisor", enf
+    assert enf["file_size"] == enf["open_files"] == "rlimit", enf
+    t, d, f, n = r.out.split()
+    assert (t, f, n) == ("600", str((1 << 30) // 512), "1024"), r   # ulimit -f counts 512B blocks
+    if cordon.root:
+        for k in ("memory", "pids", "cpu"):
+            assert enf[k] in TREE_WIDE, enf
+        assert d == "unlimited", r                # the cgroup holds memory, not an rlimit
+    else:
+        for k in ("memory", "pids", "cpu"):
+            assert enf[k] == "rlimit", enf
+        assert d == str(1 << 20), r               # RLIMIT_DATA 1G, in KiB
+
+
+def test_default_pids_stop_a_fork_flood(cordon):
+    m = marker()
+    r = cordon.run(fork_counter(m), timeout=60)
+    assert r.result is not None, r
+    assert subprocess.run(["true"]).returncode == 0          # the host can still fork
+    if cordon.root:
+        assert r.result["reason"] == "pids_limit", r
+        assert r.result["enforcement"]["pids"] in TREE_WIDE, r
+    else:
+        assert (r.status, r.result["reason"]) == (0, "exited"), r
+        assert r.result["enforcement"]["pids"] == "rlimit", r
+    if r.out:
+        code, n = map(int, r.out.split())
+        assert code == errno.EAGAIN and 200 < int(n) < 256, r
+    assert_gone(m)
+
+
+def test_default_pids_count_only_the_run(user_cordon):
+    """RLIMIT_NPROC is counted in the run's user namespace: the caller's other
+    processes on the host do not eat the run's 256."""
+    m = marker()
+    sleepers = [subprocess.Popen(user_cordon.ident.wrap(["sleep", "60", m]))
+                for _ in range(300)]
+    try:
+        r = user_cordon.run(["sh", "-c", "for i in $(seq 20); do sleep 0.5 & done; wait; "
+                                         "echo forked"])
+        assert (r.status, r.out) == (0, "forked\n"), r
+        assert r.result["enforcement"]["pids"] == "rlimit", r
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+
+
+def test_pids_override_lifts_the_default(cordon):
+    m = marker()
+    r = cordon.run(fork_counter(m, 300), "--pids", "unlimited", timeout=60)
+    assert r.status == 0, r
+    assert r.out.split() == ["0", "300"], r
+    assert "pids" not in r.result["defaults"], r
+    assert r.result["enforcement"]["pids"] == "none", r
+    assert_gone(m)
+
+
+def memory_hog(mib):
+    return ["python3", "-c",
+            f"x = [b'\\x01' * (64 << 20) for _ in range({mib} // 64)]; print('survived')"]
+
+
+def test_default_memory_stops_a_hog(cordon):
+    r = cordon.run(memory_hog(1536), timeout=60)
+    assert "survived" not in r.out, r
+    if cordon.root:
+        assert (r.status, r.result["reason"]) == (137, "oom"), r
+        assert r.result["enforcement"]["memory"] in TREE_WIDE, r
+        assert r.result["peak_memory_bytes"] <= (1 << 30) + (16 << 20), r
+    else:
+        assert r.status == 1 and "MemoryError" in r.err, r
+        assert r.result["enforcement"]["memory"] == "rlimit", r
+
+
+def test_memory_override_lifts_the_default(cordon):
+    r = cordon.run(memory_hog(1536), "--memory", "unlimited", timeout=60)
+    assert (r.status, r.out) == (0, "survived\n"), r
+    assert r.result["enforcement"]["memory"] == "none", r
+
+
+@pytest.mark.skipif(not shutil.which("java"), reason="no java on this host")
+def test_default_memory_lets_a_jvm_start(cordon):
+    """The fallback is RLIMIT_DATA: RLIMIT_AS at 1G keeps a JVM from starting."""
+    r = cordon.run(["java", "-version"], timeout=60)
+    assert r.status == 0, r
+
+
+def sparse_write(path, offset):
+    """Python ignores SIGXFSZ, so the write fails with EFBIG, printed."""
+    return ["python3", "-c", "import errno\ntry:\n"
+            f"    f = open('{path}', 'wb'); f.seek({offset}); f.write(b'x'); f.close()\n"
+            "    print('written')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n"]
+
+
+@pytest.mark.parametrize("where", ["/workspace", "/tmp"])
+def test_default_file_size_stops_a_4tib_sparse_file(cordon, where):
+    ws = cordon.hostdir("ws")
+    r = cordon.run(sparse_write(where + "/sparse", 4 << 40), "-w", ws)
+    assert (r.status, r.out) == (0, "EFBIG\n"), r
+    # dd takes SIGXFSZ as it comes: the run says which limit ended it.
+    r = cordon.run(["dd", "if=/dev/zero", f"of={where}/sparse2", "bs=1", "count=1",
+                    f"seek={4 << 40}"], "-w", ws)
+    assert (r.status, r.result["reason"]) == (128 + signal.SIGXFSZ, "file_size_limit"), r
+    assert r.result["enforcement"]["file_size"] == "rlimit", r
+    if where == "/workspace":
+        for f in ("sparse", "sparse2"):
+            assert (ws / f).stat().st_size == 0, f        # created, never extended
+
+
+def test_file_size_override_lifts_the_default(cordon):
+    ws = cordon.hostdir("ws")
+    p = policy(cordon, "version: 1\nlimits:\n  file_size: unlimited\n")
+    r = cordon.run(sparse_write("/workspace/sparse", 4 << 40), "-w", ws, "-p", p)
+    assert (r.status, r.out) == (0, "written\n"), r
+    assert (ws / "sparse").stat().st_size == (4 << 40) + 1
+    assert r.result["enforcement"]["file_size"] == "none", r
+
+
+def test_default_output_cap(cordon):
+    r = cordon.run(["head", "-c", str(40 << 20), "/dev/zero"], timeout=60)
+    assert r.result["reason"] == "output_limit", r
+    assert len(r.stdout) <= 16 << 20 and r.result["stdout_bytes"] <= 16 << 20, r
+    r = cordon.run(["head", "-c", str(20 << 20), "/dev/zero"], "--output", "0", timeout=60)
+    assert (r.status, len(r.stdout)) == (0, 20 << 20), r
+
+
+def inode_flood(d, limit):
+    return ["python3", "-c",
+            "import os\nn = 0\ntry:\n"
+            f"    while n < {limit}:\n"
+            f"        open('{d}/f%d' % n, 'w').close()\n"
+            "        n += 1\n"
+            "    print(0, n)\n"
+            "except OSError as e:\n    print(e.errno, n)\n"]
+
+
+@pytest.mark.parametrize("d,cap", [("/tmp", 16384), ("/dev/shm", 4096),
+                                   ("/workspace", 65536)])
+def test_default_inode_caps(cordon, d, cap):
+    before = mounts_snapshot()
+    r = cordon.run(inode_flood(d, 100000), timeout=120)
+    assert r.status == 0, r
+    code, n = map(int, r.out.split())
+    # The root directory takes one inode of the cap.
+    assert (code, n) == (errno.ENOSPC, cap - 1), r
+    assert mounts_snapshot() == before
+
+
+def test_inode_override_lifts_the_default(cordon):
+    p = policy(cordon, "version: 1\nfilesystem:\n  tmp_inodes: unlimited\n  shm_inodes: 100\n")
+    r = cordon.run(inode_flood("/tmp", 20000), "-p", p, timeout=120)
+    assert r.out.split() == ["0", "20000"], r
+    r = cordon.run(inode_flood("/dev/shm", 1000), "-p", p)
+    assert r.out.split() == [str(errno.ENOSPC), "99"], r
+
+
+def test_shm_has_its_own_size(cordon):
+    p = policy(cordon, "version: 1\nfilesystem:\n  shm_size: 8M\n  tmp_size: 32M\n")
+    r = cordon.run(["sh", "-c", "df -k /dev/shm /tmp | tail -2"], "-p", p)
+    assert r.status == 0, r
+    sizes = [int(l.split()[1]) for l in r.out.splitlines()]
+    assert sizes == [8 * 1024, 32 * 1024], r
+
+
+def test_explicit_limit_still_refused_without_cgroup(user_cordon):
+    """A default degrades; the same value written is refused as before."""
+    before = host_state()
+    r = user_cordon.run(["true"], "--memory", "1G", result=False)
+    assert_cordon_refused(r, "memory", "best_effort")
+    assert not new_leftovers(before)
+
+
+def test_policy_check_names_the_defaults(cordon):
+    p = policy(cordon, "version: 1\nlimits:\n  memory: 2G\n  pids: unlimited\n")
+    r = cordon.raw("policy", "check", p)
+    assert r.status == 0, r
+    lim = json.loads(r.out)["policy"]["limits"]
+    assert lim["defaults"] == ["wall", "cpu", "output", "file_size", "open_files"], lim
+    assert (lim["memory"], lim["pids"], lim["wall_ms"], lim["output"]) == \
+        (2 << 30, 0, 600000, 16 << 20), lim
+    fs = json.loads(r.out)["policy"]["filesystem"]
+    assert (fs["shm_size"], fs["tmp_inodes"], fs["shm_inodes"], fs["workspace_inodes"]) == \
+        (64 << 20, 16384, 4096, 65536), fs
+
+
+def test_check_prints_the_defaults(cordon):
+    r = cordon.raw("check")
+    assert r.status == 0, r
+    rows = {l.split()[0]: l.split()[1:] for l in r.out.splitlines()
+            if l.startswith("  ") and l.split()[0] in DEFAULTS}
+    assert {k: v[0] for k, v in rows.items()} == {
+        "wall": "10m", "cpu": "10m", "memory": "1G", "pids": "256", "output": "16M",
+        "file_size": "1G", "open_files": "1024"}, r
+    want = TREE_WIDE if cordon.root else ("rlimit",)
+    assert rows["memory"][1] in want and rows["pids"][1] in want, r

@@ -69,13 +69,19 @@ struct load_case {
     const char *json;    /* ... must be exactly this */
 };
 
-#define LIMITS(wall, cpu, mem, pids, out, fsz, nofile, be)                             \
-    "{\"best_effort\":[" be "],\"cpu_ms\":" #cpu ",\"file_size\":" #fsz                  \
-    ",\"memory\":" #mem ",\"open_files\":" #nofile ",\"output\":" #out ",\"pids\":" #pids \
-    ",\"wall_ms\":" #wall "}"
-#define FS(ws, wss, tmps, ro, rw)                                                   \
-    "{\"read_only\":[" ro "],\"read_write\":[" rw "],\"tmp_size\":" #tmps            \
-    ",\"workspace\":" ws ",\"workspace_size\":" #wss "}"
+#define LIMITS(wall, cpu, mem, pids, out, fsz, nofile, be, def)                        \
+    "{\"best_effort\":[" be "],\"cpu_ms\":" #cpu ",\"defaults\":[" def "],\"file_size\":" \
+    #fsz ",\"memory\":" #mem ",\"open_files\":" #nofile ",\"output\":" #out ",\"pids\":"  \
+    #pids ",\"wall_ms\":" #wall "}"
+/* The defaults table: 10m wall and CPU, 1G memory, 256 pids, 16M output, 1G files. */
+#define ALL_LIMITS "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\""
+#define LIMITS_DEFAULT(be) \
+    LIMITS(600000, 600000, 1073741824, 256, 16777216, 1073741824, 1024, be, ALL_LIMITS)
+#define FS_ALL(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw)                              \
+    "{\"read_only\":[" ro "],\"read_write\":[" rw "],\"shm_inodes\":" #shmi               \
+    ",\"shm_size\":" #shms ",\"tmp_inodes\":" #tmpi ",\"tmp_size\":" #tmps                \
+    ",\"workspace\":" ws ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
+#define FS(ws, wss, tmps, ro, rw) FS_ALL(ws, wss, 65536, tmps, 16384, 67108864, 4096, ro, rw)
 #define FS_DEFAULT_SIZES(ro, rw) FS("null", 268435456, 67108864, ro, rw)
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
@@ -150,7 +156,8 @@ static const struct load_case load_cases[] = {
 
     /* JSON is YAML */
     { "{\"version\": 1, \"limits\": {\"memory\": \"1G\", \"pids\": 64, \"wall\": \"30s\"}}",
-      NULL, "limits", LIMITS(30000, 0, 1073741824, 64, 0, 0, 1024, "") },
+      NULL, "limits", LIMITS(30000, 600000, 1073741824, 64, 16777216, 1073741824, 1024, "",
+             "\"cpu\",\"output\",\"file_size\",\"open_files\"") },
     { "{\n  \"version\": 1,\n  \"limits\": {\"memory\": \"lots\"}\n}",
       "policy.yaml:3: limits.memory: expected a size like 256M, got \"lots\"" },
 
@@ -483,20 +490,33 @@ static const struct load_case load_cases[] = {
     { "version: 1\naudit: [/x]\n", "policy.yaml:2: audit: expected a mapping, got a list" },
 
     /* limits */
-    { "version: 1\n", NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 1024, "") },
-    { "version: 1\nlimits:\n", NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 1024, "") },
+    { "version: 1\n", NULL, "limits", LIMITS_DEFAULT("") },
+    { "version: 1\nlimits:\n", NULL, "limits", LIMITS_DEFAULT("") },
     { "version: 1\nlimits:\n  wall: 2m\n  cpu: 1500ms\n  memory: 512M\n  pids: 128\n"
       "  output: 1M\n  file_size: 64K\n  open_files: 256\n",
-      NULL, "limits", LIMITS(120000, 1500, 536870912, 128, 1048576, 65536, 256, "") },
+      NULL, "limits", LIMITS(120000, 1500, 536870912, 128, 1048576, 65536, 256, "", "") },
     { "version: 1\nlimits:\n  memory: 0\n  open_files: 0\n", NULL, "limits",
-      LIMITS(0, 0, 0, 0, 0, 0, 0, "") },
+      LIMITS(600000, 600000, 0, 256, 16777216, 1073741824, 0, "",
+             "\"wall\",\"cpu\",\"pids\",\"output\",\"file_size\"") },
     { "version: 1\nlimits:\n  best_effort: true\n", NULL, "limits",
-      LIMITS(0, 0, 0, 0, 0, 0, 1024,
-             "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\"") },
+      LIMITS_DEFAULT(ALL_LIMITS) },
     { "version: 1\nlimits:\n  best_effort: false\n", NULL, "limits",
-      LIMITS(0, 0, 0, 0, 0, 0, 1024, "") },
+      LIMITS_DEFAULT("") },
     { "version: 1\nlimits:\n  best_effort: [pids, memory]\n", NULL, "limits",
-      LIMITS(0, 0, 0, 0, 0, 0, 1024, "\"memory\",\"pids\"") },
+      LIMITS_DEFAULT("\"memory\",\"pids\"") },
+    /* A value written, even the default's own, is no longer a default. */
+    { "version: 1\nlimits:\n  pids: 256\n  wall: 10m\n", NULL, "limits",
+      LIMITS(600000, 600000, 1073741824, 256, 16777216, 1073741824, 1024, "",
+             "\"cpu\",\"memory\",\"output\",\"file_size\",\"open_files\"") },
+    /* "unlimited" is 0, for every limit, and written. */
+    { "version: 1\nlimits:\n  wall: unlimited\n  cpu: unlimited\n  memory: unlimited\n"
+      "  pids: unlimited\n  output: unlimited\n  file_size: unlimited\n"
+      "  open_files: unlimited\n", NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 0, "", "") },
+    { "version: 1\nlimits:\n  pids: 0\n", NULL, "limits",
+      LIMITS(600000, 600000, 1073741824, 0, 16777216, 1073741824, 1024, "",
+             "\"wall\",\"cpu\",\"memory\",\"output\",\"file_size\",\"open_files\"") },
+    { "version: 1\nlimits:\n  memory: Unlimited\n",
+      "policy.yaml:3: limits.memory: expected a size like 256M, got \"Unlimited\"" },
     { "version: 1\nlimits:\n  best_effort: [memory, disk]\n",
       "policy.yaml:3: limits.best_effort[1]: expected one of wall, cpu, memory, pids, output, "
       "file_size, open_files, got \"disk\"" },
@@ -523,6 +543,15 @@ static const struct load_case load_cases[] = {
     { "version: 1\n", NULL, "filesystem", FS_DEFAULT_SIZES("", "") },
     { "version: 1\nfilesystem:\n  workspace_size: 1G\n  tmp_size: 16M\n", NULL, "filesystem",
       FS("null", 1073741824, 16777216, "", "") },
+    { "version: 1\nfilesystem:\n  shm_size: 8M\n  tmp_inodes: 100\n  shm_inodes: unlimited\n"
+      "  workspace_inodes: 0\n", NULL, "filesystem",
+      FS_ALL("null", 268435456, 0, 67108864, 100, 8388608, 0, "", "") },
+    { "version: 1\nfilesystem:\n  shm_size: 0\n",
+      "policy.yaml:3: filesystem.shm_size: must be greater than 0, got \"0\"" },
+    { "version: 1\nfilesystem:\n  tmp_size: unlimited\n",
+      "policy.yaml:3: filesystem.tmp_size: expected a size like 256M, got \"unlimited\"" },
+    { "version: 1\nfilesystem:\n  tmp_inodes: lots\n",
+      "policy.yaml:3: filesystem.tmp_inodes: expected a whole number, got \"lots\"" },
     { "version: 1\nfilesystem:\n  tmp_size: 0\n",
       "policy.yaml:3: filesystem.tmp_size: must be greater than 0, got \"0\"" },
     { "version: 1\nfilesystem:\n  workspace_size: 0\n",
@@ -677,18 +706,26 @@ struct set_case {
 
 static const struct set_case set_cases[] = {
     { "limits.memory", "1G", "--memory", NULL, "limits",
-      LIMITS(0, 0, 1073741824, 0, 0, 0, 1024, "") },
+      LIMITS(600000, 600000, 1073741824, 256, 16777216, 1073741824, 1024, "",
+             "\"wall\",\"cpu\",\"pids\",\"output\",\"file_size\",\"open_files\"") },
     { "limits.memory", "lots", "--memory", "--memory: expected a size like 256M, got \"lots\"" },
     { "limits.memory", "lots", NULL, "limits.memory: expected a size like 256M, got \"lots\"" },
-    { "limits.wall", "90s", "--timeout", NULL, "limits", LIMITS(90000, 0, 0, 0, 0, 0, 1024, "") },
+    { "limits.wall", "90s", "--timeout", NULL, "limits",
+      LIMITS(90000, 600000, 1073741824, 256, 16777216, 1073741824, 1024, "",
+             "\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\"") },
     { "limits.wall", "0.1ms", "--timeout",
       "--timeout: expected a duration like 30s, 2m or 500ms, got \"0.1ms\"" },
     { "limits.pids", "x", "--pids", "--pids: expected a whole number, got \"x\"" },
+    { "limits.pids", "unlimited", "--pids", NULL, "limits",
+      LIMITS(600000, 600000, 1073741824, 0, 16777216, 1073741824, 1024, "",
+             "\"wall\",\"cpu\",\"memory\",\"output\",\"file_size\",\"open_files\"") },
+    { "limits.memory", "0", "--memory", NULL, "limits",
+      LIMITS(600000, 600000, 0, 256, 16777216, 1073741824, 1024, "",
+             "\"wall\",\"cpu\",\"pids\",\"output\",\"file_size\",\"open_files\"") },
     { "limits.best_effort", "memory,pids", "--best-effort", NULL, "limits",
-      LIMITS(0, 0, 0, 0, 0, 0, 1024, "\"memory\",\"pids\"") },
+      LIMITS_DEFAULT("\"memory\",\"pids\"") },
     { "limits.best_effort", "all", "--best-effort", NULL, "limits",
-      LIMITS(0, 0, 0, 0, 0, 0, 1024,
-             "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\"") },
+      LIMITS_DEFAULT(ALL_LIMITS) },
     { "limits.best_effort", "memory,disk", "--best-effort",
       "--best-effort: expected one of wall, cpu, memory, pids, output, file_size, open_files, "
       "got \"disk\"" },
@@ -1037,11 +1074,8 @@ static void test_defaults_and_json(void)
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     is_str(s, "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"close\","
               "\"sign_key\":null},"
-              "\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":{\"read_only\":[],"
-              "\"read_write\":[],\"tmp_size\":67108864,\"workspace\":null,"
-              "\"workspace_size\":268435456},\"isolation\":\"namespace\",\"limits\":"
-              "{\"best_effort\":[],\"cpu_ms\":0,\"file_size\":0,\"memory\":0,"
-              "\"open_files\":1024,\"output\":0,\"pids\":0,\"wall_ms\":0},"
+              "\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":" FS_DEFAULT_SIZES("", "")
+              ",\"isolation\":\"namespace\",\"limits\":" LIMITS_DEFAULT("") ","
               "\"network\":" NET_DEFAULT ",\"secrets\":[],\"syscalls\":"
               "{\"allow\":[],\"deny\":[]},\"tools\":" TOOLS_ALLOW("", "") ",\"version\":1}",
            "defaults as JSON");

@@ -109,6 +109,22 @@ int main(void)
         sizeof duration_cases / sizeof duration_cases[0]);
     run("count", parse_count, count_cases, sizeof count_cases / sizeof count_cases[0]);
 
+    /* Printed durations, and that each reads back as the same value. */
+    static const struct {
+        uint64_t ms;
+        const char *text;
+    } shown[] = { { 600000, "10m" }, { 7200000, "2h" }, { 90000, "90s" }, { 1500, "1500ms" },
+                  { 0, "0ms" }, { 3600000 + 1000, "3601s" } };
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
+        char text[32], name[64];
+        uint64_t back = 1;
+        format_duration_ms(shown[i].ms, text, sizeof text);
+        snprintf(name, sizeof name, "duration %" PRIu64 " shown", shown[i].ms);
+        is_str(text, shown[i].text, name);
+        snprintf(name, sizeof name, "duration %s reads back", text);
+        ok(parse_duration_ms(text, &back, NULL, 0) == 0 && back == shown[i].ms, "%s", name);
+    }
+
     char why[256] = "";
     uint64_t v = 0;
     ok(parse_size(NULL, &v, why, sizeof why) == -1, "size NULL fails");
