@@ -1531,10 +1531,15 @@ static void gateway_fini(struct gateway *gw)
  * can: no privilege (root drops to UID), no new privileges, and under
  * Landlock no file at all (its resolver has read resolv.conf already).
  */
-static void confine_gateway(uid_t uid)
+static void confine_gateway(uid_t uid, pid_t parent)
 {
     if (geteuid() == 0 &&
         (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0))
+        _exit(1);
+    /* A credential change clears the parent-death signal: set it again, and
+     * leave at once if the supervisor is gone already (a SIGKILLed cordon
+     * must not leave its gateway behind). */
+    if (parent > 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent))
         _exit(1);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         _exit(1);
@@ -1551,6 +1556,7 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, 
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create the gateway's report pipe");
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -1581,7 +1587,7 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, 
     struct cordon_err e;
     if (gateway_init(&gw, cfg, &e) < 0)
         _exit(1);
-    confine_gateway(uid);
+    confine_gateway(uid, parent);
     evutil_make_socket_nonblocking(listen_fd);
     struct evconnlistener *l =
         evconnlistener_new(gw.base, on_accept, &gw, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);
@@ -1600,7 +1606,7 @@ int gateway_serve_one(const struct gateway_config *cfg, int fd, uid_t uid, struc
     struct gateway gw = { .report_fd = -1, .serve_one = true };
     if (gateway_init(&gw, cfg, err) < 0)
         return -1;
-    confine_gateway(uid);
+    confine_gateway(uid, 0); /* serves in the caller's own process */
     evutil_make_socket_nonblocking(fd);
     start_conn(&gw, fd);
     event_base_dispatch(gw.base);

@@ -21,7 +21,7 @@ import time
 import pytest
 
 import egress_servers as es
-from conftest import wait_until
+from conftest import marker, pids_with, wait_until
 
 NAME = "example.test"
 EG = "/eg"  # where the helper directory is bound inside
@@ -601,6 +601,21 @@ def test_gateway_runs_confined(cordon, net):
     finally:
         p.kill()
         p.wait()
+
+
+def test_gateway_dies_with_a_killed_supervisor(cordon, net):
+    """kill -9 of cordon leaves no gateway behind (its uid change had cleared
+    the parent-death signal, so it outlived the run, orphaned)."""
+    m = marker()
+    p = cordon.popen(["sh", "-c", f"echo ready; sleep 30; : {m}"], *net.opts())
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        assert pids_with(m), "the run's processes carry the marker"
+    finally:
+        p.kill()
+        p.wait()
+    # The gateway's command line is the supervisor's, marker and all.
+    assert wait_until(lambda: not pids_with(m), 5), f"left running: {pids_with(m)}"
 
 
 # --- relay edge cases (found in review) ----------------------------------------
