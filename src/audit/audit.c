@@ -587,3 +587,13 @@ FILE *audit_open_reader(const char *path, struct cordon_err *err)
     }
     return f;
 }
+
+size_t audit_log_fds(const struct audit_log *log, int out[2])
+{
+    size_t n = 0;
+    if (log && log->wfd >= 0)
+        out[n++] = log->wfd;
+    if (log && log->rfd >= 0)
+        out[n++] = log->rfd;
+    return n;
+}

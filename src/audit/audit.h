@@ -68,6 +68,9 @@ int audit_append(struct audit_log *log, const char *type, const char *run, json_
 int audit_close(struct audit_log *log, struct cordon_err *err);
 
 void audit_free(struct audit_log *log);
+
+/* The descriptors LOG holds (into OUT); a forked helper keeps these and closes the rest. */
+size_t audit_log_fds(const struct audit_log *log, int out[2]);
 DEFINE_CLEANUP(struct audit_log *, audit_free)
 
 /* A fresh 128-bit run id as 32 hex digits. */

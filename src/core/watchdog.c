@@ -6,6 +6,7 @@
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
+#include "common/fds.h"
 #include "sandbox/cgroup.h"
 
 #include <errno.h>
@@ -117,7 +118,11 @@ int watchdog_arm(struct watchdog *wd, struct cordon_err *err)
             dup2(devnull, 1);
             dup2(devnull, 2);
         }
-        close(fds[1]);
+        /* Nor any other run's descriptors: a copy of another watchdog's pipe
+         * would keep that watchdog from ever seeing its supervisor leave. */
+        int keep[3] = { fds[0] };
+        size_t n = 1 + audit_log_fds(wd->log, keep + 1);
+        close_fds_except(keep, n);
         watch(wd, fds[0]);
     }
     close(fds[0]);
