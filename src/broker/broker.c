@@ -1003,7 +1003,7 @@ static void on_shutdown_timer(evutil_socket_t fd, short what, void *arg)
     struct broker *b = arg;
     if (b->child_reaped)
         return;
-    /* cordon_run's supervisor turns SIGTERM into a stop with a grace period. */
+    /* run_once's supervisor turns SIGTERM into a stop with a grace period. */
     b->stopped_by_us = true;
     kill(b->child.pid, SIGTERM);
 }

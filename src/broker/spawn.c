@@ -1,5 +1,5 @@
 /*
- * broker/spawn.c: fork, wire pipes, cordon_run() in the child, result back
+ * broker/spawn.c: fork, wire pipes, run_once() in the child, result back
  * through a pipe.
  */
 #include "broker/spawn.h"
@@ -34,7 +34,7 @@ static void child_main(const struct policy *p, char *const *argv, const char *ru
     int keep[] = { in_fd, out_fd, err_fd, result_fd };
     close_fds_except(keep, sizeof keep / sizeof keep[0]);
     /* The broker's handlers and loop are not ours: a default SIGPIPE would
-     * kill the supervisor on a vanished reader, SIGTERM must reach cordon_run. */
+     * kill the supervisor on a vanished reader, SIGTERM must reach run_once. */
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
@@ -50,7 +50,7 @@ static void child_main(const struct policy *p, char *const *argv, const char *ru
     };
     struct cordon_err err = { 0 };
     struct sandbox_result res;
-    cordon_run(p, &call, &res, &err);
+    run_once(p, &call, &res, &err);
     json_t *j = sandbox_result_to_json(&res, p);
     if (j) {
         json_object_set_new(j, "status", json_integer(res.status));
@@ -77,7 +77,7 @@ int sandbox_spawn(const struct policy *p, char *const *argv, const char *run_id,
     /*
      * Until the child has put SIGTERM and SIGINT back to their defaults, the
      * broker's handlers would catch a stop meant for the run (and stop the
-     * broker), so the child is born with them blocked; cordon_run's
+     * broker), so the child is born with them blocked; run_once's
      * supervisor reads them from a signalfd.
      */
     sigset_t block, old;

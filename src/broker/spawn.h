@@ -1,7 +1,7 @@
 /*
  * broker/spawn.h: a sandboxed run in a child process, so the broker's event
  * loop goes on while it runs. The child is a plain fork of the broker that
- * calls cordon_run() (which supervises the sandbox, records the audit run
+ * calls run_once() (which supervises the sandbox, records the audit run
  * and cleans up) with pipes for the command's stdio.
  */
 #pragma once

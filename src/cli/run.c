@@ -249,7 +249,7 @@ int cmd_run(int argc, char **argv)
         return cli_fail(&err);
     }
     struct sandbox_result res;
-    rc = cordon_run(p, &call, &res, &err);
+    rc = run_once(p, &call, &res, &err);
     if (a.result_file)
         write_result(a.result_file, &res, p);
     if (rc < 0)

@@ -36,7 +36,7 @@
 
 enum run_state { RUN_PREPARED, RUN_STARTED, RUN_WAITED };
 
-struct cordon_run {
+struct run {
     const struct policy *p;
     const struct sandbox_backend *backend;
     enum run_state state;
@@ -182,7 +182,7 @@ static void strv_free(char **v)
 DEFINE_CLEANUP(char **, strv_free)
 
 /* Empty but for PATH, HOME, LANG, TERM (on a terminal) and what the policy passes. */
-static char **plan_env(const struct cordon_run *run, const struct sandbox_call *call)
+static char **plan_env(const struct run *run, const struct sandbox_call *call)
 {
     const struct policy *p = run->p;
     _cleanup_(strv_freep) char **envp = NULL;
@@ -234,7 +234,7 @@ static void wipe_secret_values(void *gw)
     gateway_config_wipe_values(gw);
 }
 
-static int prepare_limits(struct cordon_run *run, uint16_t rnd, struct cordon_err *err)
+static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
@@ -249,14 +249,14 @@ static int prepare_limits(struct cordon_run *run, uint16_t rnd, struct cordon_er
     return limits_plan(p, &run->cg, &run->confine, run->enforced, err);
 }
 
-int cordon_prepare(const struct policy *p, const char *run_id, struct cordon_run **out,
+int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                    struct cordon_err *err)
 {
     *out = NULL;
     const struct sandbox_backend *backend = sandbox_backend_for(p->level, err);
     if (!backend)
         return -1;
-    struct cordon_run *run = calloc(1, sizeof *run);
+    struct run *run = calloc(1, sizeof *run);
     if (!run)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     run->p = p;
@@ -316,13 +316,13 @@ int cordon_prepare(const struct policy *p, const char *run_id, struct cordon_run
     *out = run;
     return 0;
 fail:
-    cordon_release(run);
+    run_release(run);
     return -1;
 }
 
 /* ---- start ---- */
 
-int cordon_start(struct cordon_run *run, const struct sandbox_call *call, struct cordon_err *err)
+int run_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err)
 {
     if (run->state != RUN_PREPARED)
         return err_set(err, CORDON_E_USAGE, "run %s was started already", run->run_id);
@@ -361,7 +361,7 @@ int cordon_start(struct cordon_run *run, const struct sandbox_call *call, struct
 
 /* ---- wait ---- */
 
-int cordon_wait(struct cordon_run *run, struct sandbox_result *res, struct cordon_err *err)
+int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
@@ -409,7 +409,7 @@ int cordon_wait(struct cordon_run *run, struct sandbox_result *res, struct cordo
 
 /* ---- release ---- */
 
-void cordon_release(struct cordon_run *run)
+void run_release(struct run *run)
 {
     if (!run)
         return;
@@ -433,7 +433,7 @@ void cordon_release(struct cordon_run *run)
     free(run);
 }
 
-const char *cordon_run_id(const struct cordon_run *run)
+const char *run_get_id(const struct run *run)
 {
     return run->run_id;
 }
@@ -459,7 +459,7 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     return -1;
 }
 
-int cordon_run(const struct policy *p, const struct sandbox_call *call,
+int run_once(const struct policy *p, const struct sandbox_call *call,
                struct sandbox_result *res, struct cordon_err *err)
 {
     char run_id[33];
@@ -467,14 +467,14 @@ int cordon_run(const struct policy *p, const struct sandbox_call *call,
         memcpy(run_id, call->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    struct cordon_run *run = NULL;
-    if (cordon_prepare(p, run_id, &run, err) < 0)
+    struct run *run = NULL;
+    if (run_prepare(p, run_id, &run, err) < 0)
         return refused(p, call, run_id, res, err);
-    int rc = cordon_start(run, call, err);
+    int rc = run_start(run, call, err);
     if (rc == 0 || run->state == RUN_STARTED)
-        rc = cordon_wait(run, res, err);
+        rc = run_wait(run, res, err);
     else
         refused(p, call, run_id, res, err);
-    cordon_release(run);
+    run_release(run);
     return rc;
 }

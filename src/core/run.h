@@ -2,15 +2,16 @@
  * core/run.h: the one run path every front end (CLI, MCP server and broker,
  * the daemon, libcordon) takes, at every level:
  *
- *   cordon_prepare(policy)  -> run   everything the policy alone decides: run id,
- *                                     audit log, watchdog, cgroup and limits,
- *                                     gateway, and the level's boundary, built
- *                                     and waiting at the start seam
- *   cordon_start(run, call)          argv, environment and stdio handed in
- *   cordon_wait(run, &result)        supervised to the end; run.end recorded
- *   cordon_release(run)              whatever is left torn down
+ *   run_prepare(policy) -> run   everything the policy alone decides: run id,
+ *                                audit log, watchdog, cgroup and limits,
+ *                                gateway, and the level's boundary, built
+ *                                and waiting at the start seam
+ *   run_start(run, call)         argv, environment and stdio handed in
+ *   run_wait(run, &result)       supervised to the end; run.end recorded
+ *   run_release(run)             whatever is left torn down
  *
- * cordon_run() is the four in a row. Nothing here changes process-wide state
+ * libcordon's cordon_prepare/start/wait/release (include/cordon.h) wrap these.
+ * run_once() is the four in a row. Nothing here changes process-wide state
  * (signal masks, handlers): several runs may be prepared and started from one
  * process at once.
  */
@@ -18,7 +19,7 @@
 #include "policy/policy.h"
 #include "sandbox/backend.h"
 
-struct cordon_run;
+struct run;
 struct audit_log;
 
 /*
@@ -26,32 +27,32 @@ struct audit_log;
  * digits) names it, or NULL for a fresh one. 0 with *OUT; -1 with ERR and
  * nothing left on the host (no process, cgroup or record).
  */
-int cordon_prepare(const struct policy *p, const char *run_id, struct cordon_run **out,
+int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                    struct cordon_err *err);
 
 /*
  * Start CALL in the prepared RUN; CALL's descriptors must stay open until
- * cordon_wait() returns. -1 with ERR when the command was not handed in (the
+ * run_wait() returns. -1 with ERR when the command was not handed in (the
  * run can only be released); a command that fails to exec is reported by
- * cordon_wait().
+ * run_wait().
  */
-int cordon_start(struct cordon_run *run, const struct sandbox_call *call, struct cordon_err *err);
+int run_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err);
 
 /* Supervise a started RUN to its end and fill RES (0); -1 with ERR when it was never started. */
-int cordon_wait(struct cordon_run *run, struct sandbox_result *res, struct cordon_err *err);
+int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err);
 
 /* Tear down what is left of RUN, prepared, started or waited, and free it. NULL is fine. */
-void cordon_release(struct cordon_run *run);
+void run_release(struct run *run);
 
 /* The run's id (32 hex digits); valid until release. */
-const char *cordon_run_id(const struct cordon_run *run);
+const char *run_get_id(const struct run *run);
 
 /*
  * Run CALL under P. Returns -1 with ERR only when the run was refused before
  * it started (nothing ran; a run.end is still recorded when auditing);
  * otherwise 0 with RES, whose run_id names the run in the audit log.
  */
-int cordon_run(const struct policy *p, const struct sandbox_call *call,
+int run_once(const struct policy *p, const struct sandbox_call *call,
                struct sandbox_result *res, struct cordon_err *err);
 
 /*

@@ -40,7 +40,7 @@ const char *enforcement_name(enum enforcement e);
 /* What a front end brings to a run: the command and where its stdio goes. */
 struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
-    const char *run_id;      /* cordon_run(): names the run (32 hex digits), or NULL for a new one */
+    const char *run_id;      /* run_once(): names the run (32 hex digits), or NULL for a new one */
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */
@@ -49,7 +49,7 @@ struct sandbox_call {
 };
 
 struct sandbox_result {
-    char run_id[33];         /* set by cordon_run() */
+    char run_id[33];         /* set by run_once() */
     enum run_reason reason;
     int exit_code;           /* valid when !signaled */
     int signal;              /* valid when signaled */

@@ -67,8 +67,8 @@ static void print_result(const struct policy *p, const struct sandbox_result *re
 static int concurrent(const struct policy *p)
 {
     struct cordon_err err = { 0 };
-    struct cordon_run *a = NULL, *b = NULL;
-    if (cordon_prepare(p, NULL, &a, &err) < 0 || cordon_prepare(p, NULL, &b, &err) < 0) {
+    struct run *a = NULL, *b = NULL;
+    if (run_prepare(p, NULL, &a, &err) < 0 || run_prepare(p, NULL, &b, &err) < 0) {
         fprintf(stderr, "seam: prepare: %s\n", err.msg);
         return 1;
     }
@@ -82,13 +82,13 @@ static int concurrent(const struct policy *p)
                                .sig_fd = -1 };
     struct sandbox_call cb = { .argv = argv_b, .in_fd = -1, .out_fd = pb[1], .err_fd = 2,
                                .sig_fd = -1 };
-    if (cordon_start(a, &ca, &err) < 0 || cordon_start(b, &cb, &err) < 0) {
+    if (run_start(a, &ca, &err) < 0 || run_start(b, &cb, &err) < 0) {
         fprintf(stderr, "seam: start: %s\n", err.msg);
         return 1;
     }
     struct sandbox_result ra, rb;
     /* B first: A is still running while B is supervised to its end. */
-    if (cordon_wait(b, &rb, &err) < 0 || cordon_wait(a, &ra, &err) < 0) {
+    if (run_wait(b, &rb, &err) < 0 || run_wait(a, &ra, &err) < 0) {
         fprintf(stderr, "seam: wait: %s\n", err.msg);
         return 1;
     }
@@ -101,8 +101,8 @@ static int concurrent(const struct policy *p)
     n = read(pb[0], out, sizeof out - 1);
     out[n > 0 ? n : 0] = '\0';
     print_result(p, &rb, out);
-    cordon_release(a);
-    cordon_release(b);
+    run_release(a);
+    run_release(b);
     printf("children %d\n", count_children());
     return 0;
 }
@@ -110,17 +110,17 @@ static int concurrent(const struct policy *p)
 static int release_unstarted(const struct policy *p)
 {
     struct cordon_err err = { 0 };
-    struct cordon_run *run = NULL;
-    if (cordon_prepare(p, NULL, &run, &err) < 0) {
+    struct run *run = NULL;
+    if (run_prepare(p, NULL, &run, &err) < 0) {
         fprintf(stderr, "seam: prepare: %s\n", err.msg);
         return 1;
     }
-    printf("prepared %s %d\n", cordon_run_id(run), count_children());
+    printf("prepared %s %d\n", run_get_id(run), count_children());
     fflush(stdout);
     char line[16];
     if (!fgets(line, sizeof line, stdin))
         return 1;
-    cordon_release(run);
+    run_release(run);
     printf("released %d\n", count_children());
     return 0;
 }
