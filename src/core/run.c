@@ -433,6 +433,11 @@ void run_release(struct run *run)
     free(run);
 }
 
+const struct policy *run_policy(const struct run *run)
+{
+    return run->p;
+}
+
 const char *run_get_id(const struct run *run)
 {
     return run->run_id;

@@ -44,6 +44,9 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
 /* Tear down what is left of RUN, prepared, started or waited, and free it. NULL is fine. */
 void run_release(struct run *run);
 
+/* The policy RUN was prepared under. */
+const struct policy *run_policy(const struct run *run);
+
 /* The run's id (32 hex digits); valid until release. */
 const char *run_get_id(const struct run *run);
 

@@ -68,3 +68,14 @@ def test_prepared_run_released_without_start_leaves_nothing(identity, seam_bin, 
     assert not new_leftovers(before), "a released run left state on the host"
     # Nothing of the run in the log: it never started.
     assert run_id not in log.read_text()
+
+
+def test_embedding_example_runs(identity, hosttmp):
+    """examples/embed.c: a 30-line program on libcordon.so runs python3 in a sandbox."""
+    for f in ("embed", "libcordon.so.0"):
+        shutil.copy2(BUILD / f, hosttmp / f)
+        os.chmod(hosttmp / f, 0o755)
+    r = subprocess.run(identity.wrap([str(hosttmp / "embed")]),
+                       env=identity.env({"LD_LIBRARY_PATH": str(hosttmp)}),
+                       capture_output=True, text=True, timeout=60, cwd="/")
+    assert (r.returncode, r.stdout) == (0, "exited: exit 0, said 2\n"), r
