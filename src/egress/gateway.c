@@ -331,6 +331,15 @@ static void refuse(struct conn *c, int status, const char *rule, const char *fmt
     bufferevent_setcb(c->client, NULL, close_when_flushed, closing_event, c);
     bufferevent_enable(c->client, EV_WRITE);
     arm_timer(c, LINGER_MS + c->gw->cfg->idle_timeout_ms); /* flush, then linger */
+    /* A TLS bufferevent may have taken the answer already (encrypting is
+     * synchronous): no write callback would come, so look from the loop. */
+    if (evbuffer_get_length(out) == 0) {
+        if (!c->flush_ev)
+            c->flush_ev = evtimer_new(c->gw->base, flush_check, c);
+        struct timeval now = { 0, 0 };
+        if (c->flush_ev)
+            evtimer_add(c->flush_ev, &now);
+    }
 }
 
 /* ---- policy checks ---- */
