@@ -15,6 +15,7 @@
 #include "common/text.h"
 #include "egress/http.h"
 #include "egress/mint.h"
+#include "egress/scrub.h"
 #include "policy/policy.h"
 
 #include <errno.h>
@@ -63,6 +64,9 @@ struct gateway {
     struct conn *conns;       /* open connections, reported when we are stopped */
     struct event *resume_accept; /* re-enables accepting after a failed accept() */
     SSL_CTX *upstream_tls;    /* verifying client side of intercepted connections */
+    struct scrub_pair *values;       /* secret i's value -> its placeholder */
+    struct scrub_pair *placeholders; /* secret i's placeholder, to find in bodies */
+    size_t n_pairs;
 };
 
 enum conn_state { S_HEAD, S_RESOLVING, S_CONNECTING, S_RELAY, S_CLOSING };
@@ -81,6 +85,10 @@ struct conn {
     bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
     bool inner;                /* reading the request inside an intercepted tunnel */
     uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
+    uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
+    uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */
+    struct scrub_answer *answer; /* the answer, parsed and scrubbed (with secrets, in plaintext) */
+    struct scrub_finder find_body; /* foreign placeholders in the request body's data */
     enum conn_state state;
     bool is_connect;
     char method[24];
@@ -146,6 +154,14 @@ static void report(struct conn *c)
                 json_array_append_new(names, json_string(gw->cfg->secrets[i].name));
         json_object_set_new(d, "secrets", names);
     }
+    if (c->scrubbed) {
+        /* Names only, as above: which values the answer carried and lost. */
+        json_t *names = json_array();
+        for (size_t i = 0; i < gw->cfg->n_secrets; i++)
+            if (c->scrubbed & (1ull << i))
+                json_array_append_new(names, json_string(gw->cfg->secrets[i].name));
+        json_object_set_new(d, "scrubbed", names);
+    }
     if (gw->report_fd >= 0) {
         char *line = json_dumps(d, JSON_COMPACT);
         if (line) {
@@ -173,6 +189,10 @@ static void conn_free(struct conn *c)
         event_free(c->flush_ev);
     if (c->client_in)
         evbuffer_free(c->client_in);
+    if (c->answer) {
+        scrub_answer_release(c->answer);
+        free(c->answer);
+    }
     if (c->client)
         bufferevent_free(c->client);
     if (c->upstream)
@@ -311,6 +331,15 @@ static void refuse(struct conn *c, int status, const char *rule, const char *fmt
     bufferevent_setcb(c->client, NULL, close_when_flushed, closing_event, c);
     bufferevent_enable(c->client, EV_WRITE);
     arm_timer(c, LINGER_MS + c->gw->cfg->idle_timeout_ms); /* flush, then linger */
+    /* A TLS bufferevent may have taken the answer already (encrypting is
+     * synchronous): no write callback would come, so look from the loop. */
+    if (evbuffer_get_length(out) == 0) {
+        if (!c->flush_ev)
+            c->flush_ev = evtimer_new(c->gw->base, flush_check, c);
+        struct timeval now = { 0, 0 };
+        if (c->flush_ev)
+            evtimer_add(c->flush_ev, &now);
+    }
 }
 
 /* ---- policy checks ---- */
@@ -427,17 +456,64 @@ static void pass_on(struct evbuffer *in, struct bufferevent *to)
 }
 
 /*
+ * A placeholder of a secret not bound here in the body's data IN[FROM,
+ * FROM + LEN), or across its seam with the data before: the secret's index,
+ * or -1. Data only, so that chunk framing cannot split one unseen. Called
+ * before the bytes are forwarded: the upstream never gets a whole one.
+ */
+static int body_exfil(struct conn *c, struct evbuffer *in, size_t from, size_t len)
+{
+    struct gateway *gw = c->gw;
+    if (!c->foreign)
+        return -1;
+    struct evbuffer_ptr ptr;
+    if (evbuffer_ptr_set(in, &ptr, from, EVBUFFER_PTR_SET) < 0)
+        return -1;
+    while (len) {
+        struct evbuffer_iovec v[16];
+        int nv = evbuffer_peek(in, (ev_ssize_t)len, &ptr, v, 16);
+        size_t done = 0;
+        for (int i = 0; i < nv && i < 16 && done < len; i++) {
+            size_t take = v[i].iov_len < len - done ? v[i].iov_len : len - done;
+            int hit = scrub_find(&c->find_body, gw->placeholders, gw->n_pairs, c->foreign,
+                                 v[i].iov_base, take);
+            if (hit >= 0)
+                return hit;
+            done += take;
+        }
+        if (!done || evbuffer_ptr_set(in, &ptr, done, EVBUFFER_PTR_ADD) < 0)
+            break;
+        len -= done;
+    }
+    return -1;
+}
+
+/* The same for one whole framing line (a chunk-size line, a trailer field). */
+static int line_exfil(const struct conn *c, const char *line, size_t len)
+{
+    const struct gateway *gw = c->gw;
+    for (size_t i = 0; i < gw->n_pairs; i++)
+        if ((c->foreign >> i & 1) && memmem(line, len, gw->placeholders[i].from,
+                                            gw->placeholders[i].from_len))
+            return (int)i;
+    return -1;
+}
+
+/*
  * How much of IN still belongs to the request body; the rest (a pipelined
  * second request) is never forwarded. Chunked bodies are walked chunk by
  * chunk with the strict parser, not trusted to end where the client says.
+ * *EXFIL is set to the secret whose placeholder must not go here, if any.
  */
-static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad)
+static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad, int *exfil)
 {
     size_t avail = evbuffer_get_length(in);
     if (c->body == BODY_NONE || c->body_done)
         return 0;
     if (c->body == BODY_LENGTH) {
         size_t n = avail < c->body_left ? avail : (size_t)c->body_left;
+        if ((*exfil = body_exfil(c, in, 0, n)) >= 0)
+            return 0;
         c->body_left -= n;
         c->body_done = c->body_left == 0;
         return n;
@@ -447,6 +523,8 @@ static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad)
     while (pos < avail && c->chunk != CHUNK_DONE) {
         if (c->chunk == CHUNK_DATA) {
             size_t n = avail - pos < c->body_left ? avail - pos : (size_t)c->body_left;
+            if ((*exfil = body_exfil(c, in, pos, n)) >= 0)
+                return 0;
             pos += n;
             c->body_left -= n;
             if (!c->body_left)
@@ -469,6 +547,8 @@ static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad)
             }
             if (r == 0)
                 break;
+            if ((*exfil = line_exfil(c, line, line_len)) >= 0)
+                return 0;
             pos += line_len;
             c->body_left = size;
             c->chunk = size ? CHUNK_DATA : CHUNK_TRAILER;
@@ -498,6 +578,8 @@ static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad)
                         return 0;
                     }
             }
+            if ((*exfil = line_exfil(c, line, line_len)) >= 0)
+                return 0;
             pos += line_len;
             if (c->chunk == CHUNK_DATA_END) {
                 if (line_len != 2) {
@@ -514,13 +596,20 @@ static size_t body_bytes(struct conn *c, struct evbuffer *in, bool *bad)
     return pos;
 }
 
+static void refuse_exfil(struct conn *c, size_t secret);
+
 static void client_data(struct conn *c, struct evbuffer *in)
 {
     size_t n = evbuffer_get_length(in);
     bool framed = !c->is_connect || c->inner; /* a request, not an opaque tunnel */
     if (framed) {
         bool bad = false;
-        n = body_bytes(c, in, &bad);
+        int exfil = -1;
+        n = body_bytes(c, in, &bad, &exfil);
+        if (exfil >= 0) {
+            refuse_exfil(c, (size_t)exfil);
+            return;
+        }
         if (bad) {
             end_relay(c, "malformed chunked body");
             return;
@@ -596,9 +685,24 @@ static void client_closed(struct conn *c)
         shutdown(bufferevent_getfd(c->upstream), SHUT_WR);
 }
 
-/* The answer needs no framing: straight to the client, queueing only what
- * its socket would not take now; cut where the byte budget runs out. */
-static void answer_data(struct conn *c, const char *buf, size_t n)
+static void tls_upstream_done(struct conn *c, short what);
+
+/* The server is done (or we are with it): flush what reached us, then close. */
+static void finish_answer(struct conn *c)
+{
+    if (c->inner)
+        tls_upstream_done(c, BEV_EVENT_EOF);
+    else
+        upstream_closed(c);
+}
+
+/*
+ * Answer bytes to the client, as they are: straight to its socket, queueing
+ * only what it would not take now (through TLS, all to the bufferevent,
+ * which encrypts them); cut where the byte budget runs out. False when C is
+ * gone.
+ */
+static bool answer_data(struct conn *c, const char *buf, size_t n)
 {
     uint64_t max = c->gw->cfg->max_bytes;
     bool cut = false;
@@ -613,8 +717,14 @@ static void answer_data(struct conn *c, const char *buf, size_t n)
         evbuffer_add(out, buf, n);
         snprintf(c->rule, sizeof c->rule, "budget:bytes");
         snprintf(c->reason, sizeof c->reason, "byte budget exhausted");
-        upstream_closed(c);
-        return;
+        finish_answer(c);
+        return false;
+    }
+    if (c->inner) {
+        bufferevent_write(c->client, buf, n);
+        if (evbuffer_get_length(out) > RELAY_HIGH_WATER)
+            bufferevent_disable(c->upstream, EV_READ);
+        return true;
     }
     ssize_t sent = 0;
     if (evbuffer_get_length(out) == 0)
@@ -625,6 +735,86 @@ static void answer_data(struct conn *c, const char *buf, size_t n)
         evbuffer_add(out, buf + sent, n - (size_t)sent);
     if (evbuffer_get_length(out) > RELAY_HIGH_WATER)
         event_del(c->upstream_rev);
+    return true;
+}
+
+/* Our own read events go before the upstream's socket does (refuse() frees it). */
+static void stop_reading(struct conn *c)
+{
+    if (c->upstream_rev)
+        event_free(c->upstream_rev);
+    if (c->client_rev)
+        event_free(c->client_rev);
+    c->upstream_rev = c->client_rev = NULL;
+}
+
+/* The answer cannot be relayed (WHY): a 502 if the client has had nothing
+ * of it yet, else the connection is cut (a chunked answer without its end). */
+static void answer_refused(struct conn *c, const char *why)
+{
+    if (!c->answer->head_sent && c->down_bytes == 0) {
+        stop_reading(c);
+        bool encoded = strncmp(why, "compressed", 10) == 0;
+        refuse(c, 502, encoded ? "unscannable_answer" : "bad_answer", "answer from %s: %s",
+               c->host_text, why);
+        return;
+    }
+    snprintf(c->rule, sizeof c->rule, "bad_answer");
+    end_relay(c, why);
+}
+
+/*
+ * Bytes from the server. With secrets, every answer the gateway can read
+ * goes through the scrubber: a server that reflects what it was sent (an
+ * echo endpoint, a verbose error, TRACE) must not hand the value to the
+ * sandbox. False when C is gone.
+ */
+static bool answer_bytes(struct conn *c, const char *buf, size_t n)
+{
+    if (!c->answer)
+        return answer_data(c, buf, n);
+    struct scrub_buf out = { 0 };
+    char why[200];
+    int r = scrub_answer_feed(c->answer, buf, n, &out, why, sizeof why);
+    c->scrubbed |= c->answer->body.hits;
+    if (r < 0) {
+        scrub_buf_free(&out);
+        answer_refused(c, why);
+        return false;
+    }
+    bool alive = answer_data(c, out.data, out.len);
+    scrub_buf_free(&out);
+    if (alive && r == 1) {
+        /* Complete: whatever follows (a second answer) is not relayed. */
+        finish_answer(c);
+        return false;
+    }
+    return alive;
+}
+
+/* The server closed: the end of a close-delimited answer, or of one cut
+ * short (its held-back bytes are dropped). False when C is gone. */
+static bool answer_eof(struct conn *c)
+{
+    if (!c->answer)
+        return true;
+    struct scrub_buf out = { 0 };
+    char why[200];
+    int r = scrub_answer_end(c->answer, &out, why, sizeof why);
+    c->scrubbed |= c->answer->body.hits;
+    if (r < 0) {
+        scrub_buf_free(&out);
+        if (!c->answer->head_sent && c->down_bytes == 0) {
+            answer_refused(c, why);
+            return false;
+        }
+        if (!c->reason[0])
+            snprintf(c->reason, sizeof c->reason, "%s", why);
+        return true;
+    }
+    bool alive = answer_data(c, out.data, out.len);
+    scrub_buf_free(&out);
+    return alive;
 }
 
 /*
@@ -644,15 +834,15 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0) {
-        if (from_upstream)
-            upstream_closed(c);
-        else
+        if (!from_upstream)
             client_closed(c);
+        else if (answer_eof(c))
+            upstream_closed(c);
         return;
     }
     arm_timer(c, c->gw->cfg->idle_timeout_ms);
     if (from_upstream) {
-        answer_data(c, buf, (size_t)n);
+        answer_bytes(c, buf, (size_t)n);
         return;
     }
     evbuffer_add(c->client_in, buf, (size_t)n);
@@ -668,10 +858,10 @@ static void relay_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-        if (bev == c->upstream)
-            upstream_closed(c);
-        else
+        if (bev != c->upstream)
             end_relay(c, NULL);
+        else if (answer_eof(c))
+            upstream_closed(c);
     }
 }
 
@@ -732,6 +922,8 @@ static bool check_secrets(struct conn *c, const struct http_request *req)
     const struct gateway_config *cfg = c->gw->cfg;
     for (size_t i = 0; i < cfg->n_secrets; i++) {
         const struct gateway_secret *sec = &cfg->secrets[i];
+        if (!secret_bound_here(sec, c))
+            c->foreign |= 1ull << i; /* looked for in the body too */
         bool found = carries(req->target, req->target_len, sec);
         for (size_t h = 0; h < req->n_headers && !found; h++)
             found = carries(req->headers[h].value, req->headers[h].value_len, sec) ||
@@ -752,7 +944,37 @@ static bool check_secrets(struct conn *c, const struct http_request *req)
         }
         c->secrets_used |= 1ull << i;
     }
+    /*
+     * TRACE echoes the request, value and all. The answer is scrubbed, but
+     * a method whose whole point is the reflection is refused outright.
+     * Any case: some servers read "trace" as TRACE.
+     */
+    if (c->secrets_used && (strcasecmp(req->method, "TRACE") == 0 ||
+                            strcasecmp(req->method, "TRACK") == 0)) {
+        refuse(c, 403, "trace_with_secret", "%s would echo a secret back; refused",
+               req->method);
+        return false;
+    }
     return true;
+}
+
+/* A placeholder of secret I in the body of a request to a host it is not
+ * bound to: refused like one in a header, or cut if the answer has begun. */
+static void refuse_exfil(struct conn *c, size_t i)
+{
+    const struct gateway_secret *sec = &c->gw->cfg->secrets[i];
+    char rule[200];
+    snprintf(rule, sizeof rule, "exfil:%s", sec->name);
+    if (c->down_bytes == 0 && !(c->answer && c->answer->head_sent)) {
+        stop_reading(c);
+        refuse(c, 403, rule, "secret %s may only be sent to its own hosts, not %s", sec->name,
+               c->host_text);
+        return;
+    }
+    snprintf(c->rule, sizeof c->rule, "%s", rule);
+    c->allowed = false;
+    c->status = 403;
+    end_relay(c, "a secret's placeholder in the body, for a host it is not bound to");
 }
 
 /* A header value on its way upstream, with the placeholders of the secrets
@@ -788,6 +1010,22 @@ static void send_upstream_head(struct conn *c, const struct http_request *req)
     static const char *const hop[] = { "connection", "proxy-connection", "keep-alive",
                                        "proxy-authorization", "proxy-authenticate", "te",
                                        "trailer", "upgrade", "host" };
+    /*
+     * To a host a secret is bound to: a body we can scan (identity), and the
+     * whole of it (a range could hand out a value piece by piece, each
+     * piece too short to be recognised).
+     */
+    static const char *const unscannable[] = { "accept-encoding", "range", "if-range" };
+    struct gateway *gw = c->gw;
+    bool bound = any_secret_bound_here(c);
+    if (gw->n_pairs) {
+        c->answer = calloc(1, sizeof *c->answer);
+        if (c->answer)
+            scrub_answer_init(c->answer, gw->values, gw->n_pairs,
+                              (strcmp(c->method, "HEAD") == 0 ? SCRUB_HEAD_REQUEST : 0) |
+                              (req->version_minor == 0 ? SCRUB_CLIENT_HTTP10 : 0) |
+                              (bound ? SCRUB_REFUSE_ENCODED : 0));
+    }
     struct evbuffer *out = bufferevent_get_output(c->upstream);
     evbuffer_add_printf(out, "%s %s HTTP/1.1\r\n", c->method, c->path);
     bool default_port = c->port == (c->inner ? 443 : 80);
@@ -800,6 +1038,9 @@ static void send_upstream_head(struct conn *c, const struct http_request *req)
         for (size_t k = 0; k < sizeof hop / sizeof hop[0]; k++)
             if (http_header_is(h, hop[k]))
                 skip = true;
+        for (size_t k = 0; bound && k < sizeof unscannable / sizeof unscannable[0]; k++)
+            if (http_header_is(h, unscannable[k]))
+                skip = true;
         if (skip)
             continue;
         evbuffer_add(out, h->name, h->name_len);
@@ -807,6 +1048,8 @@ static void send_upstream_head(struct conn *c, const struct http_request *req)
         add_value(c, out, h->value, h->value_len);
         evbuffer_add(out, "\r\n", 2);
     }
+    if (bound)
+        evbuffer_add_printf(out, "Accept-Encoding: identity\r\n");
     evbuffer_add_printf(out, "Connection: close\r\n\r\n");
 }
 
@@ -918,7 +1161,10 @@ static void tls_event(struct bufferevent *bev, short what, void *arg)
     if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
         return;
     if (bev == c->upstream) {
-        tls_upstream_done(c, what);
+        /* A failed handshake is refused as such; a close ends the answer. */
+        if (((what & BEV_EVENT_ERROR) && c->down_bytes == 0 &&
+             !(c->answer && c->answer->head_sent)) || answer_eof(c))
+            tls_upstream_done(c, what);
         return;
     }
     /* The client: a close after a complete request still gets the answer. */
@@ -940,24 +1186,12 @@ static void tls_upstream_read(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
-    size_t n = evbuffer_get_length(in);
     arm_timer(c, c->gw->cfg->idle_timeout_ms);
-    uint64_t max = c->gw->cfg->max_bytes;
-    if (max && c->gw->bytes + n > max) {
-        size_t allowed = c->gw->bytes >= max ? 0 : (size_t)(max - c->gw->bytes);
-        evbuffer_remove_buffer(in, bufferevent_get_output(c->client), allowed);
-        c->gw->bytes += allowed;
-        c->down_bytes += allowed;
-        snprintf(c->rule, sizeof c->rule, "budget:bytes");
-        snprintf(c->reason, sizeof c->reason, "byte budget exhausted");
-        tls_upstream_done(c, BEV_EVENT_EOF);
-        return;
-    }
-    c->gw->bytes += n;
-    c->down_bytes += n;
-    bufferevent_write_buffer(c->client, in);
-    if (evbuffer_get_length(bufferevent_get_output(c->client)) > RELAY_HIGH_WATER)
-        bufferevent_disable(bev, EV_READ);
+    char buf[16384];
+    size_t n;
+    while ((n = (size_t)evbuffer_remove(in, buf, sizeof buf)) > 0 && n != (size_t)-1)
+        if (!answer_bytes(c, buf, n))
+            return;
 }
 
 /* Output drained: read the other side again. */
@@ -1499,6 +1733,19 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
     }
     gw->tokens = (double)cfg->request_rate;
     gw->tokens_at_us = now_us();
+    if (cfg->n_secrets) {
+        gw->values = calloc(cfg->n_secrets, sizeof *gw->values);
+        gw->placeholders = calloc(cfg->n_secrets, sizeof *gw->placeholders);
+        if (!gw->values || !gw->placeholders)
+            return err_set(err, CORDON_E_SETUP, "out of memory for the gateway's secrets");
+        for (size_t i = 0; i < cfg->n_secrets; i++) {
+            const struct gateway_secret *sec = &cfg->secrets[i];
+            size_t ph = strlen(sec->placeholder);
+            gw->values[i] = (struct scrub_pair){ sec->value, sec->value_len, sec->placeholder, ph };
+            gw->placeholders[i] = (struct scrub_pair){ sec->placeholder, ph, "", 0 };
+        }
+        gw->n_pairs = cfg->n_secrets;
+    }
     if (cfg->mint) {
         /* The trust store is loaded now, whole: once confined, the gateway
          * cannot open files (SSL_CERT_FILE is honoured, as OpenSSL does). */
@@ -1520,6 +1767,8 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
 static void gateway_fini(struct gateway *gw)
 {
     SSL_CTX_free(gw->upstream_tls);
+    free(gw->values);
+    free(gw->placeholders);
     if (gw->dns)
         evdns_base_free(gw->dns, 1);
     if (gw->base)

@@ -729,7 +729,10 @@ int policy_secret_set_from(struct policy_secret *s, const char *text, enum value
 
 /*
  * The gateway swaps the value in only for a name it intercepts by TLS with a
- * certificate for that name; an address cannot be bound that way.
+ * certificate for that name; an address cannot be bound that way. A host
+ * without a port binds 443 only (for an allow rule it means 80 and 443): a
+ * token must not cross the network in clear unless the policy names the
+ * plain-HTTP port itself.
  */
 int policy_secret_add_host(struct policy_secret *s, const char *text, char *why, size_t len)
 {
@@ -741,6 +744,8 @@ int policy_secret_add_host(struct policy_secret *s, const char *text, char *why,
         return -1;
     if (r.kind != EGRESS_RULE_NAME && r.kind != EGRESS_RULE_SUFFIX)
         return why_printf(why, len, "a secret binds to host names, not addresses");
+    if (r.port == 0)
+        r.port = 443;
     char canon[300];
     egress_rule_format(&r, canon, sizeof canon);
     return policy_strv_add(&s->hosts, &s->n_hosts, canon);

@@ -11,6 +11,7 @@ per request, so that tests can send request lines no library would.
 """
 
 import errno
+import gzip
 import http.client
 import http.server
 import json
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 
 PROXY = ("127.0.0.1", 3128)
 
@@ -53,6 +55,60 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.rfile.readline(8)
         return self.rfile.read(int(self.headers.get("Content-Length") or 0)), False
 
+    def _reflect(self):
+        """/reflect?pre=&post=&mode=length|chunked|close&split=N&hdr=1&trailer=1&gzip=1:
+        a careless endpoint that echoes the Authorization it got (pre + value +
+        post) in its body (and a header, a trailer), the body written in two
+        pieces cut at SPLIT with a pause between, so they arrive in two reads."""
+        q = {k: v[0] for k, v in urllib.parse.parse_qs(
+            urllib.parse.urlsplit(self.path).query, keep_blank_values=True).items()}
+        val = self.headers.get("Authorization", "")
+        body = (q.get("pre", "") + val + q.get("post", "")).encode("latin-1")
+        if "gzip" in q:
+            body = gzip.compress(body)
+        mode, split = q.get("mode", "length"), int(q.get("split", "-1"))
+        pieces = [body[:split], body[split:]] if 0 <= split <= len(body) else [body]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        if "hdr" in q:
+            self.send_header("X-Echo", val)
+        if "gzip" in q:
+            self.send_header("Content-Encoding", "gzip")
+        if mode == "length":
+            self.send_header("Content-Length", str(len(body)))
+        elif mode == "chunked":
+            self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        for i, p in enumerate(pieces):
+            if i:
+                self.wfile.flush()
+                time.sleep(0.03)
+            if mode == "chunked":
+                if p:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(p), p))
+            else:
+                self.wfile.write(p)
+        if mode == "chunked":
+            trailer = f"X-Trailer: {val}\r\n".encode("latin-1") if "trailer" in q else b""
+            self.wfile.write(b"0\r\n" + trailer + b"\r\n")
+        self.close_connection = True
+
+    def do_TRACE(self):
+        """What TRACE is for: the request, echoed back whole."""
+        with self.server.lock:
+            self.server.requests.append({"method": self.command, "path": self.path,
+                                         "headers": dict(self.headers), "body": b"",
+                                         "chunked": False})
+        out = (self.requestline + "\r\n" + str(self.headers)).encode("latin-1")
+        self.send_response(200)
+        self.send_header("Content-Type", "message/http")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
     def _serve(self):
         srv = self.server
         body, chunked = self._body()
@@ -60,6 +116,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             srv.requests.append({"method": self.command, "path": self.path,
                                  "headers": dict(self.headers), "body": body,
                                  "chunked": chunked})
+        if self.path.startswith("/reflect"):
+            self._reflect()
+            return
         if self.path.startswith("/big/"):
             out = pattern(int(self.path[5:]))
         elif self.path.startswith("/slow/"):
@@ -79,7 +138,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(out)
 
-    do_GET = do_POST = do_PUT = _serve
+    do_GET = do_POST = do_PUT = do_HEAD = _serve
+    do_trace = do_TRACE  # a server that reads methods in any case
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

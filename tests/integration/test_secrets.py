@@ -213,10 +213,12 @@ def test_value_reaches_bound_server_http_and_https(cordon, net):
     assert r.status == 0, r
     lines = r.out.splitlines()
     assert PLACEHOLDER.fullmatch(lines[0]), r
-    # The servers echo what they got: the value, exactly, behind the placeholder.
-    assert lines[1:5] == [f"Authorization=Bearer {v['A']}", "X-Api-Key="] * 2, r
+    # The servers echo what they got, but the gateway takes the value out of
+    # their answers again: the sandbox reads its placeholder in the echo.
+    ph = lines[0]
+    assert lines[1:5] == [f"Authorization=Bearer {ph}", "X-Api-Key="] * 2, r
     got = [json.loads(l)["body"] for l in lines[5:]]
-    assert got == [f"Authorization=\nX-Api-Key={v['A']}\n"] * 2, r
+    assert got == [f"Authorization=\nX-Api-Key={ph}\n"] * 2, r
     for srv in (net.a_web, net.a_tls):
         assert auth(srv) == [f"Bearer {v['A']}", None], srv.requests
         assert srv.requests[1]["headers"]["X-Api-Key"] == v["A"]
@@ -227,14 +229,14 @@ def test_value_reaches_bound_server_http_and_https(cordon, net):
         sorted([net.a_web.port, net.a_tls.port] * 2), recent
     for d in recent:
         assert d["allowed"] and d["status"] == 200 and d["secrets"] == ["A"], d
+        assert d["scrubbed"] == ["A"], d
         assert d.get("intercepted", False) == (d["port"] == net.a_tls.port), d
     events = [json.loads(l) for l in log.read_text().splitlines()]
     dec = [e for e in events if e["type"] == "egress.decision"]
     assert sorted((e["secrets"], e.get("intercepted", False)) for e in dec) == \
         sorted([(["A"], False), (["A"], True)] * 2), dec
-    # The server's echo is the server's doing; cordon's own record holds no value.
-    assert v["A"].encode() not in r.stderr and v["A"] not in json.dumps(r.result)
-    assert v["A"].encode() not in log.read_bytes()
+    assert [e["scrubbed"] for e in dec] == [["A"]] * 4, dec
+    assert_no_value(v["A"], r, log)
     again = inside(cordon, net, ["sh", "-c", 'echo "$A"'], "--secret", sec, vals=v)
     assert again.status == 0 and PLACEHOLDER.fullmatch(again.out.strip()), again
     assert again.out.strip() != lines[0]
@@ -284,8 +286,9 @@ def test_placeholder_to_other_hosts_is_refused(cordon, net):
         assert o["body"].count("\n") == 1 and v["A"] not in o["body"], o
     assert out[3]["status"] == 403, out
     assert out[3]["denied"] in ("exfil:A", "not_allowed", "ssrf:loopback"), out
-    assert out[4] == {"status": 200, "denied": None,
-                      "body": f"Authorization=Bearer {v['A']}\nX-Api-Key=\n"}, out
+    assert out[4]["status"] == 200 and out[4]["denied"] is None, out
+    assert re.fullmatch(f"Authorization=Bearer {PLACEHOLDER.pattern}\nX-Api-Key=\n",
+                        out[4]["body"]), out
     assert net.o_web.count() == 0, net.o_web.requests
     events = [json.loads(l) for l in log.read_text().splitlines()]
     dec = [e for e in events if e["type"] == "egress.decision"]
@@ -293,7 +296,7 @@ def test_placeholder_to_other_hosts_is_refused(cordon, net):
         [(False, "other.test", "exfil:A", 403)] * 3, dec
     assert [d["rule"] for d in r.result["egress"]["recent"][:3]] == ["exfil:A"] * 3
     assert r.result["egress"]["refused"] == 4, r
-    assert_no_value(v["A"], r, log, echoed=True)
+    assert_no_value(v["A"], r, log)
 
 
 def test_https_to_unbound_host_is_tunnelled_untouched(cordon, net):
@@ -341,7 +344,7 @@ def test_two_secrets_each_to_its_own_host(cordon, net):
                    (net.a_tls.port, ["A"]), (net.b_tls.port, ["B"])])
     assert got == want, r.result["egress"]
     for val in v.values():
-        assert_no_value(val, r, echoed=True)
+        assert_no_value(val, r)
 
 
 # --- sources, ttl, upstream trust, a missing value ----------------------------
@@ -360,11 +363,13 @@ def test_file_source_without_trailing_newline(cordon, net, host_secret):
     pol = policy(cordon, f"secrets:\n  - name: T\n    from: file:{path}\n    hosts: {hosts}\n")
     reqs = [[net.url(s), {"Authorization": "Bearer {T}"}] for s in (net.a_web, net.a_tls)]
     out, r = req(cordon, net, [*reqs, [net.url(net.o_web), {"X-Api-Key": "{T}"}]], *pol)
-    assert [o["body"] for o in out[:2]] == [f"Authorization=Bearer {value}\nX-Api-Key=\n"] * 2
+    for o in out[:2]:
+        assert re.fullmatch(f"Authorization=Bearer {PLACEHOLDER.pattern}\nX-Api-Key=\n",
+                            o["body"]), out
     assert auth(net.a_web) == auth(net.a_tls) == [f"Bearer {value}"]
     assert_refused(out[2], "exfil:T", r)
     assert str(path).encode() not in r.stdout
-    assert_no_value(value, r, echoed=True)
+    assert_no_value(value, r)
 
 
 def test_ttl_expires_the_placeholder(cordon, net):
@@ -441,4 +446,313 @@ def test_policy_names_the_upstream_ca(cordon, net):
     cmd = ["sh", "-c", f'{CURL} -H "Authorization: Bearer $A" {net.url(net.a_tls)}']
     env = {f"VAL_A": v["A"]}  # no SSL_CERT_FILE: only the policy names the test CA
     r = cordon.run(cmd, "-p", pol, *net.opts("--secret", sec), env=env)
-    assert r.status == 0 and r.out.splitlines()[0] == f"Authorization=Bearer {v['A']}", r
+    assert r.status == 0 and PLACEHOLDER.fullmatch(r.out.splitlines()[0][21:]), r
+    assert auth(net.a_tls) == [f"Bearer {v['A']}"], net.a_tls.requests
+
+
+# --- the value must not come back in an answer (issue 9, section 5) ------------
+
+# In the sandbox: python3 /eg/raw.py '[[TLS, HOST, PORT, DATA], ...]': DATA
+# ("{A}" is the sandbox's $A) sent as is through the gateway (inside a CONNECT
+# tunnel when TLS, trusting the run's CA), the whole answer read until the
+# gateway closes; one JSON string (latin-1) per request.
+RAW = """
+import json, os, socket, ssl, sys
+def send(tls, host, port, data):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    if tls:
+        s.sendall(f"CONNECT {host}:{port} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n\\r\\n".encode())
+        head = b""
+        while b"\\r\\n\\r\\n" not in head:
+            b = s.recv(1)
+            if not b:
+                return head
+            head += b
+        if b" 200 " not in head.split(b"\\r\\n")[0]:
+            return head
+        s = ssl.create_default_context().wrap_socket(s, server_hostname=host)
+    s.sendall(data)
+    out = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    except (OSError, ssl.SSLError) as e:
+        out += f"<{type(e).__name__}>".encode()
+    return out
+for tls, host, port, data in json.loads(sys.argv[1]):
+    data = data.format_map(os.environ).encode("latin-1")
+    print(json.dumps(send(tls, host, port, data).decode("latin-1")), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def raw_client(net):
+    (net.dir / "raw.py").write_text(RAW)
+    os.chmod(net.dir / "raw.py", 0o644)
+
+
+def raw(cordon, net, reqs, *opts, **kw):
+    """REQS ([TLS, SERVER, DATA]) through raw.py; the answers, and the run."""
+    spec = [[srv.tls is not None, "a.test" if srv.name == "a" else f"{srv.name}.test",
+             srv.port, data] for _, srv, data in ((None, *q[1:]) for q in reqs)]
+    r = inside(cordon, net, ["python3", f"{EG}/raw.py", json.dumps(spec)], *opts, **kw)
+    assert r.status == 0, r
+    return [json.loads(l) for l in r.out.splitlines()], r
+
+
+def get(srv, path, *headers, method="GET", version="1.1", body=None):
+    """A request for SRV's PATH: absolute-form for plain HTTP, origin-form in a tunnel."""
+    host = f"{'a' if srv.name == 'a' else srv.name}.test:{srv.port}"
+    target = path if srv.tls else f"http://{host}{path}"
+    lines = [f"{method} {target} HTTP/{version}", f"Host: {host}", *headers]
+    return [None, srv, "\r\n".join(lines) + "\r\n\r\n" + (body or "")]
+
+
+def parse(answer):
+    """(status line, {field: value}, body, trailer) of one answer, de-chunked;
+    asserts its framing is right for the client."""
+    head, sep, rest = answer.partition("\r\n\r\n")
+    assert sep, answer
+    lines = head.split("\r\n")
+    hdrs = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+    if hdrs.get("transfer-encoding") == "chunked":
+        assert "content-length" not in hdrs, hdrs
+        body = ""
+        while True:
+            size, crlf, rest = rest.partition("\r\n")
+            assert crlf, (answer, body)
+            n = int(size.split(";")[0], 16)
+            if n == 0:
+                assert rest.endswith("\r\n"), answer
+                return lines[0], hdrs, body, rest
+            assert rest[n:n + 2] == "\r\n", answer
+            body, rest = body + rest[:n], rest[n + 2:]
+    if "content-length" in hdrs:
+        assert len(rest) == int(hdrs["content-length"]), answer
+    return lines[0], hdrs, rest, ""
+
+
+def bearer(ph):
+    return f"<Bearer {ph}>"
+
+
+def placeholder_of(r):
+    (ph,) = set(PLACEHOLDER.findall(r.out))
+    return ph
+
+
+def test_reflected_value_is_scrubbed_at_every_split(cordon, net, raw_client):
+    """An endpoint that echoes the Authorization it got, its body written in
+    two reads cut at every offset of the value: by length, chunked (the value
+    across two chunks) and until the close; over plain HTTP and inside the
+    intercepted tunnel. The sandbox reads its placeholder, never the value."""
+    v = values("A")
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}"
+    n = len(f"<Bearer {v['A']}>")
+    auth_h = "Authorization: Bearer {A}"
+    cases = [(srv, mode, k) for k in range(n + 1)
+             for srv, mode in ((net.a_web, "length"), (net.a_web, "chunked"),
+                               (net.a_web, "close"), (net.a_tls, "chunked"),
+                               (net.a_tls, "length"))]
+    reqs = [get(srv, f"/reflect?pre=%3C&post=%3E&mode={mode}&split={k}&hdr=1&trailer=1",
+                auth_h) for srv, mode, k in cases]
+    out, r = raw(cordon, net, reqs, "--secret", sec, vals=v)
+    assert len(out) == len(cases), r
+    ph = placeholder_of(r)
+    for (srv, mode, k), a in zip(cases, out):
+        assert v["A"] not in a, (srv.port, mode, k, a)
+        status, hdrs, body, trailer = parse(a)
+        assert status == "HTTP/1.1 200 OK" and body == bearer(ph), (mode, k, a)
+        assert hdrs["x-echo"] == f"Bearer {ph}" and hdrs["connection"] == "close", a
+        if mode != "close":  # re-framed: the length changed, so it is chunked
+            assert hdrs["transfer-encoding"] == "chunked", a
+        if mode == "chunked":
+            assert trailer == f"X-Trailer: Bearer {ph}\r\n\r\n", a
+    # The servers did get the value: it was swapped in, then taken out again.
+    assert set(auth(net.a_web)) == set(auth(net.a_tls)) == {f"Bearer {v['A']}"}
+    for d in r.result["egress"]["recent"]:
+        assert d["allowed"] and d["scrubbed"] == ["A"], d
+    assert_no_value(v["A"], r)
+
+
+def test_two_secrets_one_a_prefix_of_the_other(cordon, net, raw_client):
+    v = values("A")
+    v["B"] = v["A"] + "-and-more"  # A's value is a prefix of B's
+    opts = ["--secret", f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}",
+            "--secret", f"B=env:VAL_B@{net.hosts(net.a_web, net.a_tls)}"]
+    reqs = [get(s, "/headers", "Authorization: Bearer {B}", "X-Api-Key: {A}")
+            for s in (net.a_web, net.a_tls)]
+    out, r = raw(cordon, net, reqs, *opts, vals=v)
+    phs = dict(re.findall(r"(\w+)=(cordon-placeholder-[0-9a-f]{32})", inside(
+        cordon, net, ["sh", "-c", 'echo "A=$A B=$B"'], *opts, vals=v).out))
+    assert len(phs) == 2
+    for a in out:
+        _, _, body, _ = parse(a)
+        assert re.fullmatch(f"Authorization=Bearer {PLACEHOLDER.pattern}\n"
+                            f"X-Api-Key={PLACEHOLDER.pattern}\n", body), a
+        assert "-and-more" not in body, a  # B was taken whole, not A and a tail
+        assert v["A"] not in a and v["B"] not in a, a
+    assert auth(net.a_web) == [f"Bearer {v['B']}"]
+    for d in r.result["egress"]["recent"]:
+        assert d["scrubbed"] == ["A", "B"], d
+    for val in v.values():
+        assert_no_value(val, r)
+
+
+def test_compressed_answer_from_bound_host_is_refused(cordon, net, raw_client):
+    """The bound host is asked for an identity body (and the whole of it:
+    no Range); one that answers compressed anyway is refused, 502."""
+    v = values("A")
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}"
+    hdrs = ("Authorization: Bearer {A}", "Accept-Encoding: gzip, br", "Range: bytes=0-3",
+            "If-Range: x")
+    reqs = [get(s, "/reflect?gzip=1", *hdrs) for s in (net.a_web, net.a_tls)]
+    out, r = raw(cordon, net, reqs, "--secret", sec, vals=v)
+    for a in out:
+        status, h, body, _ = parse(a)
+        assert status.startswith("HTTP/1.1 502 ") and h["x-cordon-denied"] == "unscannable_answer", a
+        assert "cannot be scanned" in body and v["A"] not in a, a
+    for srv in (net.a_web, net.a_tls):
+        (q,) = srv.requests
+        assert q["headers"]["Accept-Encoding"] == "identity", q
+        assert "Range" not in q["headers"] and "If-Range" not in q["headers"], q
+    assert [d["rule"] for d in r.result["egress"]["recent"]] == ["unscannable_answer"] * 2
+    assert_no_value(v["A"], r)
+
+
+@pytest.mark.parametrize("method", ["TRACE", "TRACK", "trace"])
+def test_trace_with_a_secret_is_refused(cordon, net, raw_client, method):
+    v = values("A")
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}"
+    reqs = [get(s, "/", "Authorization: Bearer {A}", method=method)
+            for s in (net.a_web, net.a_tls)]
+    out, r = raw(cordon, net, reqs, "--secret", sec, vals=v)
+    for a in out:
+        status, h, _, _ = parse(a)
+        assert " 403 " in status and h["x-cordon-denied"] == "trace_with_secret", a
+    assert net.a_web.requests == [] and net.a_tls.requests == []
+    assert_no_value(v["A"], r)
+
+
+def test_head_answer_and_http10_client(cordon, net, raw_client):
+    """HEAD: the fields are scrubbed and the Content-Length (of a body that is
+    not there) kept; an HTTP/1.0 client gets the body delimited by the close."""
+    v = values("A")
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}"
+    reqs = [get(s, "/reflect?hdr=1", "Authorization: Bearer {A}", method="HEAD")
+            for s in (net.a_web, net.a_tls)]
+    reqs += [get(s, "/reflect?pre=%3C&post=%3E", "Authorization: Bearer {A}", version="1.0")
+             for s in (net.a_web, net.a_tls)]
+    out, r = raw(cordon, net, reqs, "--secret", sec, vals=v)
+    ph = placeholder_of(r)
+    for a in out[:2]:
+        head, _, rest = a.partition("\r\n\r\n")
+        assert rest == "" and v["A"] not in a, a
+        assert f"\r\nX-Echo: Bearer {ph}\r\n" in head, a
+        assert f"\r\nContent-Length: {len('Bearer ' + v['A'])}\r\n" in head, a
+    for a in out[2:]:
+        status, h, body, _ = parse(a)
+        assert "transfer-encoding" not in h and "content-length" not in h, a
+        assert body == bearer(ph) and v["A"] not in a, a
+    assert_no_value(v["A"], r)
+
+
+def test_keep_alive_cannot_ride_past_the_scrubber(cordon, net, raw_client):
+    """Two requests on one connection, the first asking to keep it: one
+    answer, scrubbed and marked Connection: close; the second never leaves."""
+    v = values("A")
+    sec = f"A=env:VAL_A@{net.hosts(net.a_web, net.a_tls)}"
+    reqs = []
+    for s in (net.a_web, net.a_tls):
+        one = get(s, "/reflect?pre=1", "Authorization: Bearer {A}", "Connection: keep-alive")
+        two = get(s, "/reflect?pre=2", "Authorization: Bearer {A}")
+        reqs.append([None, s, one[2] + two[2]])
+    out, r = raw(cordon, net, reqs, "--secret", sec, vals=v)
+    ph = placeholder_of(r)
+    for a in out:
+        assert a.count("HTTP/1.") == 1 and v["A"] not in a, a
+        _, h, body, _ = parse(a)
+        assert body == f"1Bearer {ph}" and h["connection"] == "close", a
+    assert [q["path"] for q in net.a_web.requests + net.a_tls.requests] == ["/reflect?pre=1"] * 2
+    assert_no_value(v["A"], r)
+
+
+def chunked(*chunks, trailer="", ext=""):
+    return "".join(f"{len(c):x}{ext}\r\n{c}\r\n" for c in chunks) + f"0\r\n{trailer}\r\n"
+
+
+def test_placeholder_in_a_body_to_an_unbound_host_is_refused(cordon, net, raw_client):
+    """A placeholder in a request body, split across chunks at any offset, in
+    a chunk extension or in a trailer, to a host its secret is not bound to:
+    403 exfil:A, and the host never receives a whole placeholder."""
+    v = values("A")
+    opts = ["--secret", f"A=env:VAL_A@{net.hosts(net.a_web)}",
+            "--secret", f"B=env:VAL_B@{net.hosts(net.b_tls, name='b.test')}"]
+    v.update(values("B"))
+    te = "Transfer-Encoding: chunked"
+    ph_len = len("cordon-placeholder-") + 32
+    bodies = [("Content-Length: 60", "x" * 4 + "{A}" + "y" * 5)]
+    for k in (0, 1, 19, 25, ph_len - 1, ph_len):
+        # "{A}" is filled in the sandbox, so the split is made there: @K@.
+        bodies.append((te, f"@SPLIT{k}@"))
+    bodies += [(te, chunked("abc", trailer="X-T: {A}\r\n")),
+               (te, chunked("abc", ext=";t={A}"))]
+    reqs = []
+    for hdr, body in bodies:
+        for s in (net.o_web, net.b_tls):
+            reqs.append(get(s, "/echo", hdr, method="POST", body=body))
+    # The split bodies need the placeholder's text: build them in the sandbox.
+    script = RAW.replace('data = data.format_map(os.environ)', (
+        'data = data.replace("@SPLIT", "\\0").split("\\0")\n'
+        '    if len(data) == 2:\n'
+        '        k = int(data[1].split("@")[0]); p = os.environ["A"]\n'
+        '        data = data[0] + "".join(f"{len(c):x}\\r\\n{c}\\r\\n" for c in (p[:k], p[k:]) if c)'
+        ' + "0\\r\\n\\r\\n"\n'
+        '    else:\n'
+        '        data = data[0]\n'
+        '    data = data.format_map(os.environ)'))
+    (net.dir / "raw_split.py").write_text(script)
+    os.chmod(net.dir / "raw_split.py", 0o644)
+    spec = [[s.tls is not None, f"{s.name}.test", s.port, d] for _, s, d in reqs]
+    r = inside(cordon, net, ["python3", f"{EG}/raw_split.py", json.dumps(spec)], *opts, vals=v)
+    assert r.status == 0, r
+    out = [json.loads(l) for l in r.out.splitlines()]
+    assert len(out) == len(reqs), r
+    for a in out:
+        status, h, body, _ = parse(a)
+        assert " 403 " in status and h["x-cordon-denied"] == "exfil:A", a
+    ph = inside(cordon, net, ["sh", "-c", 'echo "$A"'], *opts, vals=v).out.strip()
+    for srv in (net.o_web, net.b_tls):
+        assert not PLACEHOLDER.search(repr(srv.requests)), srv.requests
+    denied = [d for d in r.result["egress"]["recent"] if not d["allowed"]]
+    assert denied and all(d["rule"] == "exfil:A" for d in denied), r.result["egress"]
+    # The control: the same body to A's own host goes through.
+    ok_out, r2 = raw(cordon, net, [get(net.a_web, "/echo", "Content-Length: 60", method="POST",
+                                       body=bodies[0][1])], *opts, vals=v)
+    assert parse(ok_out[0])[0] == "HTTP/1.1 200 OK", ok_out
+    assert PLACEHOLDER.search(net.a_web.requests[0]["body"].decode()), net.a_web.requests
+    assert ph and all(val.encode() not in r.stdout for val in v.values())
+
+
+def test_host_without_port_binds_443_only(cordon, net, raw_client):
+    """--secret A=...@a.test: the value may go to a.test:443, never in clear
+    to a.test:80, even with port 80 allowed; naming :80 binds it there."""
+    web80 = es.Server("a", "127.0.0.2", port=80)
+    try:
+        v = values("A")
+        q = [get(web80, "/headers", "Authorization: Bearer {A}")]
+        q[0][2] = q[0][2].replace("a.test:80", "a.test")
+        out, r = raw(cordon, net, q, "--secret", "A=env:VAL_A@a.test", "--allow", "a.test",
+                     vals=v)
+        status, h, _, _ = parse(out[0])
+        assert " 403 " in status and h["x-cordon-denied"] == "exfil:A", out
+        assert web80.count() == 0, web80.requests
+        assert_no_value(v["A"], r)
+        out, r = raw(cordon, net, q, "--secret", "A=env:VAL_A@a.test:80", vals=v)
+        assert parse(out[0])[0] == "HTTP/1.1 200 OK", out
+        assert [x["headers"]["Authorization"] for x in web80.requests] == [f"Bearer {v['A']}"]
+    finally:
+        web80.close()

@@ -23,7 +23,7 @@ static int ok(int cond, const char *fmt, ...)
 }
 
 /* Compare strings; prints both on mismatch. */
-static int is_str(const char *got, const char *want, const char *name)
+__attribute__((unused)) static int is_str(const char *got, const char *want, const char *name)
 {
     int same = (got == NULL && want == NULL) ||
                (got && want && strcmp(got, want) == 0);
@@ -35,7 +35,7 @@ static int is_str(const char *got, const char *want, const char *name)
 
 /* Test names must stay on one TAP line: control and non-ASCII bytes as \xNN. */
 __attribute__((unused))
-static const char *tap_show(const char *s)
+__attribute__((unused)) static const char *tap_show(const char *s)
 {
     static char bufs[2][300];
     static int turn;

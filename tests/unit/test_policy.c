@@ -119,7 +119,7 @@ struct load_case {
 #define KNOWN_BUDGETS "unknown key; known: requests, bytes, connections, request_rate"
 #define SECRET(name, from, hosts, ttl) \
     "{\"from\":\"" from "\",\"hosts\":[" hosts "],\"name\":\"" name "\",\"ttl_ms\":" #ttl "}"
-#define GH_HOSTS "\"*.github.com:8443\",\"api.github.com\""
+#define GH_HOSTS "\"*.github.com:8443\",\"api.github.com:443\""
 #define ONE_SECRET(name) "  - {name: " name ", from: \"env:GH_TOKEN\", hosts: [a.test]}\n"
 #define KNOWN_SECRET "unknown key; known: name, from, hosts, ttl"
 #define REFERENCE "expected env:VAR or file:PATH, a reference to where the value is, not the value"
@@ -353,17 +353,17 @@ static const struct load_case load_cases[] = {
       "    hosts: [api.github.com, \"*.github.com:8443\"]\n", NULL, "network",
       NET_ALLOW(GH_HOSTS) },
     { "version: 1\nnetwork:\n  allow: [b.test]\n  deny: [x.a.test]\nsecrets:\n" ONE_SECRET("A"),
-      NULL, "network", NET("gateway", "\"a.test\",\"b.test\"", "\"x.a.test\"", "", "", 0, 0, 0, 0) },
+      NULL, "network", NET("gateway", "\"a.test:443\",\"b.test\"", "\"x.a.test\"", "", "", 0, 0, 0, 0) },
     { "version: 1\nnetwork:\n  mode: gateway\nsecrets:\n" ONE_SECRET("A"), NULL, "network",
-      NET_ALLOW("\"a.test\"") },
+      NET_ALLOW("\"a.test:443\"") },
     { "version: 1\nsecrets:\n  - name: Z\n    from: file:@T//link/../file.txt\n    hosts: [z.test]\n"
       "    ttl: 1ms\n  - name: _a\n    from: \"file:@T/a@b.txt\"\n    hosts: [\"*.a.test\"]\n"
       "    ttl:\n", NULL, "secrets",
-      "[" SECRET("Z", "file:@T/file.txt", "\"z.test\"", 1) ","
-      SECRET("_a", "file:@T/a@b.txt", "\"*.a.test\"", 0) "]" },
+      "[" SECRET("Z", "file:@T/file.txt", "\"z.test:443\"", 1) ","
+      SECRET("_a", "file:@T/a@b.txt", "\"*.a.test:443\"", 0) "]" },
     { "{\"version\": 1, \"secrets\": [{\"hosts\": [\"b.test\", \"a.test\"], \"ttl\": \"90s\","
       " \"from\": \"env:GH_TOKEN\", \"name\": \"K\"}]}", NULL, "secrets",
-      "[" SECRET("K", "env:GH_TOKEN", "\"a.test\",\"b.test\"", 90000) "]" },
+      "[" SECRET("K", "env:GH_TOKEN", "\"a.test:443\",\"b.test:443\"", 90000) "]" },
     { "{\"version\": 1,\n \"secrets\": [{\"name\": \"K\", \"from\": \"env:GH_TOKEN\",\n"
       " \"hosts\": [\"127.0.0.1\"]}]}",
       "policy.yaml:3: secrets[0].hosts[0]: a secret binds to host names, not addresses" },
@@ -800,9 +800,9 @@ static const struct set_case set_cases[] = {
       "audit.checkpoint_every: expected a whole number, got \"x\"" },
     { "audit", "x", "--audit", "--audit: \"audit\" is a section, not a value" },
     { "secrets", "GH=env:GH_TOKEN@api.github.com,uploads.github.com", "--secret", NULL, "secrets",
-      "[" SECRET("GH", "env:GH_TOKEN", "\"api.github.com\",\"uploads.github.com\"", 0) "]" },
+      "[" SECRET("GH", "env:GH_TOKEN", "\"api.github.com:443\",\"uploads.github.com:443\"", 0) "]" },
     { "secrets", "GH=env:GH_TOKEN@api.github.com,uploads.github.com", "--secret", NULL, "network",
-      NET_ALLOW("\"api.github.com\",\"uploads.github.com\"") },
+      NET_ALLOW("\"api.github.com:443\",\"uploads.github.com:443\"") },
     { "secrets", "K=file:@T/a@b.txt@ *.a.test:8443 ", "--secret", NULL, "secrets",
       "[" SECRET("K", "file:@T/a@b.txt", "\"*.a.test:8443\"", 0) "]" },
     { "secrets", "GH=env:GH_TOKEN", "--secret",
@@ -984,8 +984,9 @@ static void test_secrets(void)
            strcmp(p->secrets[1].name, "GH") == 0, "secrets are sorted by name");
     ok(p->network.mode == POLICY_NET_GATEWAY && !p->network.mode_explicit,
        "secrets imply the gateway");
-    ok(p->network.n_allow == 2 && strcmp(p->network.allow[0], "*.b.test") == 0 &&
-           strcmp(p->network.allow[1], "api.github.com") == 0, "bound hosts are allowed");
+    ok(p->network.n_allow == 2 && strcmp(p->network.allow[0], "*.b.test:443") == 0 &&
+           strcmp(p->network.allow[1], "api.github.com:443") == 0,
+       "bound hosts are allowed, on 443 when no port is named");
     ok(policy_set(p, "secrets", "NPM=env:GH_TOKEN@registry.npmjs.org", "--secret", &err) == 0,
        "--secret adds to the file's secrets");
     ok(policy_set(p, "secrets", "GH=env:GH_TOKEN@evil.test", "--secret", &err) == -1,
@@ -1000,7 +1001,7 @@ static void test_secrets(void)
     is_str(err.msg, "--env: \"GH\" is also in secrets", "--env NAME over a secret message");
     ok(policy_finalize(p, &err) == 0 && policy_finalize(p, &err) == 0, "finalize twice passes");
     char *got = section_json(p, "network");
-    is_str(got, NET_ALLOW("\"*.b.test\",\"api.github.com\",\"registry.npmjs.org\""),
+    is_str(got, NET_ALLOW("\"*.b.test:443\",\"api.github.com:443\",\"registry.npmjs.org:443\""),
            "the flag's host is allowed too, once");
     free(got);
 
