@@ -4,11 +4,12 @@
  */
 #include "common/fds.h"
 
+#include "common/syscalls.h"
+
 #include <string.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <errno.h>
 #include <unistd.h>
 
@@ -66,10 +67,10 @@ void close_fds_except(int *keep, size_t n)
         if (keep[i] < 0 || (unsigned)keep[i] < next)
             continue;
         if ((unsigned)keep[i] > next)
-            syscall(SYS_close_range, next, (unsigned)keep[i] - 1, 0);
+            sys_close_range(next, (unsigned)keep[i] - 1, 0);
         next = (unsigned)keep[i] + 1;
     }
-    syscall(SYS_close_range, next, ~0U, 0);
+    sys_close_range(next, ~0U, 0);
 }
 
 void write_all(int fd, const char *buf, size_t len)

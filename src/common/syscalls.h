@@ -6,6 +6,7 @@
 #include "common/compat.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -40,4 +41,20 @@ static inline int sys_pidfd_open(pid_t pid, unsigned flags)
 static inline int sys_openat2(int dirfd, const char *path, struct open_how *how, size_t size)
 {
     return (int)syscall(SYS_openat2, dirfd, path, how, size);
+}
+
+/* fork()-like: a child in new namespaces FLAGS (CLONE_NEW*), SIGCHLD at its end. */
+static inline pid_t sys_clone_ns(unsigned long flags)
+{
+    return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+}
+
+static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
+{
+    return (int)syscall(SYS_close_range, first, last, flags);
+}
+
+static inline int sys_capset(void *hdr, void *data)
+{
+    return (int)syscall(SYS_capset, hdr, data);
 }

@@ -4,10 +4,11 @@
  */
 #include "sandbox/confine.h"
 
+#include "common/syscalls.h"
+
 #include <errno.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 void confine_add_rlimit(struct confine_plan *c, int resource, rlim_t soft, rlim_t hard)
@@ -28,7 +29,7 @@ int confine_drop_capabilities(struct cordon_err *err)
         return err_sys(err, CORDON_E_SETUP, "cannot clear ambient capabilities");
     struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
     struct __user_cap_data_struct data[2] = { { 0 } };
-    if (syscall(SYS_capset, &hdr, data) < 0)
+    if (sys_capset(&hdr, data) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot drop capabilities");
     return 0;
 }

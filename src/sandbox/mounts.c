@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,7 +106,7 @@ static int idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t host_uid,
     _cleanup_close_ int rd = ready[0];
     _cleanup_close_ int wr = ready[1];
 
-    _cleanup_kill_ pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+    _cleanup_kill_ pid_t pid = sys_clone_ns(CLONE_NEWUSER);
     if (pid < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create idmap user namespace");
     if (pid == 0) {

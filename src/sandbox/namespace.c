@@ -111,7 +111,7 @@ static _Noreturn void exec_command(const struct ns_plan *plan, const struct chil
         child_fail(fds, &err);
     }
     /* Whatever else is open dies at exec, the error pipe included. */
-    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+    if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot mark descriptors close-on-exec");
         child_fail(fds, &err);
     }
@@ -403,7 +403,7 @@ static void pipes_close(struct pipes *pp)
 
 static int ns_probe(struct cordon_err *err)
 {
-    pid_t pid = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, 0, 0, 0, 0);
+    pid_t pid = sys_clone_ns(NS_FLAGS);
     if (pid < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "cannot create user/pid/mount/net namespaces");
     if (pid == 0)
@@ -462,7 +462,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     }
 
-    init = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, 0, 0, 0, 0);
+    init = sys_clone_ns(NS_FLAGS);
     if (init < 0) {
         err_sys(err, CORDON_E_UNSUPPORTED, "cannot create the sandbox's namespaces");
         goto out;
