@@ -15,7 +15,7 @@
 #include "broker/jsonrpc.h"
 #include "broker/paths.h"
 #include "broker/schema.h"
-#include "broker/spawn.h"
+#include "core/handle.h"
 #include "common/cleanup.h"
 #include "common/digest.h"
 #include "common/text.h"
@@ -85,7 +85,7 @@ struct broker {
     const struct policy *p;
     struct event_base *base;
     struct rpc_stream *client, *server;
-    struct sandbox_child child;
+    struct run_handle child;
     struct audit_log *log;
     char run_id[33];
 
@@ -1137,7 +1137,7 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
         broker_release(&b);
         return err_set(err, CORDON_E_INTERNAL, "cannot set up the broker's events");
     }
-    if (sandbox_spawn(p, server_argv, b.run_id, false, &b.child, err) < 0) {
+    if (run_handle_start(p, server_argv, b.run_id, false, &b.child, err) < 0) {
         broker_release(&b);
         return -1;
     }
@@ -1149,7 +1149,7 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
     if (!b.server) {
         kill(b.child.pid, SIGKILL);
         waitpid(b.child.pid, NULL, 0);
-        sandbox_child_close(&b.child);
+        run_handle_close(&b.child);
         broker_release(&b);
         return -1;
     }
@@ -1172,7 +1172,7 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
            json_pack("{s:I, s:I, s:I, s:i}", "calls", (json_int_t)b.calls, "refused",
                      (json_int_t)b.refused, "violations", (json_int_t)b.violations,
                      "server_status", b.child_status));
-    sandbox_child_close(&b.child);
+    run_handle_close(&b.child);
     broker_release(&b);
     /* The server's own status, unless it was stopped because the client left. */
     *status = b.stopped_by_us ? 0 : b.child_status;

@@ -10,7 +10,7 @@
 
 #include "audit/audit.h"
 #include "broker/jsonrpc.h"
-#include "broker/spawn.h"
+#include "core/jobs.h"
 #include "common/cleanup.h"
 #include "common/digest.h"
 #include "common/text.h"
@@ -42,11 +42,6 @@
 #define MAX_ARG_BYTES ((128u << 10) - 1)
 #define MAX_ARGV_ITEMS 4096
 #define MAX_ARGV_TOTAL (1u << 20)
-/* The run's result JSON; a larger one is not a result. */
-#define MAX_RESULT_JSON (256u << 10)
-/* A supervisor told to stop gets its 2s grace, and then some, before SIGKILL. */
-#define KILL_AFTER_MS 10000
-#define REAP_RETRY_MS 5
 /* How long queued answers may take to reach a slow client at the end. */
 #define DRAIN_MS 5000
 
@@ -199,16 +194,6 @@ struct tool {
     json_t *(*input_schema)(void);
 };
 
-/* One of the run's output pipes, read on the loop, kept up to LIMIT bytes. */
-struct capture {
-    struct call *call;
-    struct event *ev;
-    char *data;
-    size_t len, limit;
-    uint64_t total;
-    bool truncated, done;
-};
-
 struct call {
     struct server *srv;
     struct call *next;             /* in srv->calls, oldest first */
@@ -218,14 +203,11 @@ struct call {
     char digest[65];               /* of the arguments */
     char **argv;                   /* NULL-terminated, owned */
     char *input;                   /* the command's stdin, or NULL */
-    size_t input_len, input_off;
-    bool running, cancelled, stopped, reaped;
-    int wstatus;
+    size_t input_len;
+    bool cancelled;
     uint64_t received_ms;
-    char run_id[33];
-    struct sandbox_child child;
-    struct capture out, err, res;
-    struct event *in_ev, *reap_ev, *kill_ev;
+    char run_id[33];               /* once it is queued to run */
+    struct job *job;               /* queued or running; NULL once it ended */
 };
 
 struct server {
@@ -236,10 +218,9 @@ struct server {
     json_t *tools;                 /* the tools/list answer's array */
     char *instructions;
     struct call *calls;            /* queued and running, oldest first */
-    unsigned n_running;
-    bool stdin_pending;            /* a running call's stdin is still being written */
+    struct jobs *jobs;             /* their runs */
     uint64_t n_calls;              /* tools/call accepted, against tools.max_calls */
-    bool input_done, output_failed, stopping, finishing, pumping;
+    bool input_done, output_failed, stopping, finishing;
     unsigned signals;
     struct event *sig_term, *sig_int, *drain_ev;
     uint64_t drain_deadline;
@@ -609,7 +590,6 @@ static char *instructions(const struct policy *p)
 
 /* ---- a call's life: queued, running (spawned, read), reaped, answered ---- */
 
-static void pump(struct server *srv);
 static void maybe_finish(struct server *srv);
 
 static struct call *call_new(struct server *srv, const json_t *id, const struct tool *tool)
@@ -621,21 +601,11 @@ static struct call *call_new(struct server *srv, const json_t *id, const struct 
     c->id = json_deep_copy(id);
     c->tool = tool;
     c->received_ms = now_ms();
-    c->child = (struct sandbox_child){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1,
-                                       .stderr_fd = -1, .result_fd = -1 };
     if (!c->id) {
         free(c);
         return NULL;
     }
     return c;
-}
-
-static void capture_close(struct capture *cap)
-{
-    if (cap->ev)
-        event_free(cap->ev);
-    cap->ev = NULL;
-    cap->done = true;
 }
 
 static void unlink_call(struct server *srv, struct call *c)
@@ -652,25 +622,6 @@ static void call_free(struct call *c)
 {
     if (!c)
         return;
-    if (c->child.pid > 0 && !c->reaped) {
-        /* Only at a teardown that could not wait: never leave a run behind. */
-        kill(c->child.pid, SIGKILL);
-        while (waitpid(c->child.pid, NULL, 0) < 0 && errno == EINTR)
-            ;
-    }
-    capture_close(&c->out);
-    capture_close(&c->err);
-    capture_close(&c->res);
-    free(c->out.data);
-    free(c->err.data);
-    free(c->res.data);
-    if (c->in_ev)
-        event_free(c->in_ev);
-    if (c->reap_ev)
-        event_free(c->reap_ev);
-    if (c->kill_ev)
-        event_free(c->kill_ev);
-    sandbox_child_close(&c->child);
     if (c->argv)
         for (char **a = c->argv; *a; a++)
             free(*a);
@@ -756,7 +707,7 @@ static void summarise(const struct policy *p, const char *reason, const json_t *
 }
 
 static void add_stream(struct sbuf *t, const char *name, const struct sbuf *text,
-                       const struct capture *cap)
+                       const struct job_output *cap)
 {
     if (cap->total == 0)
         return;
@@ -768,16 +719,18 @@ static void add_stream(struct sbuf *t, const char *name, const struct sbuf *text
 }
 
 /* The tools/call result of a finished run, from its result JSON and captures. */
-static json_t *run_result(struct call *c)
+static json_t *run_result(struct call *c, const struct job_end *end)
 {
     const struct policy *p = &c->srv->pol;
-    _cleanup_(json_decrefp) json_t *res =
-        c->res.data && !c->res.truncated ? json_loadb(c->res.data, c->res.len, 0, NULL) : NULL;
+    json_t *res = end->result;
     json_t *exit_code = json_null(), *sig = json_null();
     const char *reason = "setup_error", *error = NULL;
     char why[160] = "";
     double wall_ms = 0;
-    if (json_is_object(res)) {
+    if (end->start_error) {
+        /* Nothing ran: the reason is why it could not start. */
+        error = end->start_error->msg;
+    } else if (res) {
         json_t *v = json_object_get(res, "exit_code");
         exit_code = json_is_integer(v) ? v : json_null();
         v = json_object_get(res, "signal");
@@ -789,26 +742,26 @@ static json_t *run_result(struct call *c)
         wall_ms = json_number_value(json_object_get(res, "wall_ms"));
     } else {
         /* The supervisor died before it could report: killed, or a bug. */
-        if (WIFSIGNALED(c->wstatus)) {
+        if (WIFSIGNALED(end->wstatus)) {
             reason = "killed";
             snprintf(why, sizeof why, "the run's supervisor was killed by signal %d",
-                     WTERMSIG(c->wstatus));
+                     WTERMSIG(end->wstatus));
         } else {
             snprintf(why, sizeof why, "the run's supervisor ended without a result (status %d)",
-                     WIFEXITED(c->wstatus) ? WEXITSTATUS(c->wstatus) : -1);
+                     WIFEXITED(end->wstatus) ? WEXITSTATUS(end->wstatus) : -1);
         }
         error = why;
         wall_ms = (double)(now_ms() - c->received_ms);
     }
 
     struct sbuf out = { 0 }, err = { 0 }, text = { 0 };
-    sb_add_utf8(&out, c->out.data ? c->out.data : "", c->out.len);
-    sb_add_utf8(&err, c->err.data ? c->err.data : "", c->err.len);
+    sb_add_utf8(&out, end->out.data ? end->out.data : "", end->out.len);
+    sb_add_utf8(&err, end->err.data ? end->err.data : "", end->err.len);
     summarise(p, reason, exit_code, sig, error, &text);
     sb_printf(&text, " (run %s, %.0f ms)", c->run_id, wall_ms);
-    add_stream(&text, "stdout", &out, &c->out);
-    add_stream(&text, "stderr", &err, &c->err);
-    if (c->out.total == 0 && c->err.total == 0)
+    add_stream(&text, "stdout", &out, &end->out);
+    add_stream(&text, "stderr", &err, &end->err);
+    if (end->out.total == 0 && end->err.total == 0)
         sb_printf(&text, "\n\n(no output)");
 
     json_t *result = NULL;
@@ -817,8 +770,8 @@ static json_t *run_result(struct call *c)
                                "exit_code", exit_code, "signal", sig, "reason", reason,
                                "stdout", out.s ? out.s : "", out.len,
                                "stderr", err.s ? err.s : "", err.len,
-                               "stdout_truncated", c->out.truncated,
-                               "stderr_truncated", c->err.truncated, "run_id", c->run_id,
+                               "stdout_truncated", end->out.truncated,
+                               "stderr_truncated", end->err.truncated, "run_id", c->run_id,
                                "wall_ms", (json_int_t)(wall_ms + 0.5));
         if (sc && error)
             json_object_set_new(sc, "error", json_string(error));
@@ -835,248 +788,20 @@ static json_t *run_result(struct call *c)
     return result ? result : rpc_tool_error("cordon could not build the result (out of memory)");
 }
 
-/* Answer C (unless the client cancelled it), record it, and forget it. */
-static void complete(struct call *c)
+/* A run ended: answer its call (unless the client cancelled it), record it, forget it. */
+static void on_job_done(void *ctx, const struct job_end *end)
 {
+    struct call *c = ctx;
     struct server *srv = c->srv;
-    json_t *result = run_result(c);
+    c->job = NULL;
+    json_t *result = run_result(c, end);
     record_call(srv, c, "allowed", NULL, NULL, result);
     if (!c->cancelled)
         reply(srv, rpc_result(c->id, json_incref(result)));
     json_decref(result);
-    if (c->running)
-        srv->n_running--;
-    if (c->in_ev)
-        srv->stdin_pending = false;
     unlink_call(srv, c);
     call_free(c);
-    pump(srv);
     maybe_finish(srv);
-}
-
-static void try_reap(struct call *c)
-{
-    int st = 0;
-    pid_t r;
-    while ((r = waitpid(c->child.pid, &st, WNOHANG)) < 0 && errno == EINTR)
-        ;
-    if (r == 0) {
-        /* Its pipes are closed, so it is exiting now: look again shortly. */
-        struct timeval tv = { 0, REAP_RETRY_MS * 1000 };
-        evtimer_add(c->reap_ev, &tv);
-        return;
-    }
-    c->reaped = true;
-    c->wstatus = r > 0 ? st : 0;
-    complete(c);
-}
-
-static void on_reap_timer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    try_reap(arg);
-}
-
-/* All of the run's output and its result are in: the supervisor is ending. */
-static void progress(struct call *c)
-{
-    if (c->out.done && c->err.done && c->res.done)
-        try_reap(c);
-}
-
-static void on_capture(evutil_socket_t fd, short what, void *arg)
-{
-    (void)what;
-    struct capture *cap = arg;
-    char buf[65536];
-    for (int i = 0; i < 16; i++) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (n <= 0) {
-            capture_close(cap);
-            progress(cap->call);
-            return;
-        }
-        cap->total += (uint64_t)n;
-        size_t take = cap->limit - cap->len < (size_t)n ? cap->limit - cap->len : (size_t)n;
-        if (take) {
-            char *grown = realloc(cap->data, cap->len + take);
-            if (!grown) {
-                take = 0;
-            } else {
-                cap->data = grown;
-                memcpy(cap->data + cap->len, buf, take);
-                cap->len += take;
-            }
-        }
-        /* What does not fit is read and dropped: the command must not block on it. */
-        if (take < (size_t)n)
-            cap->truncated = true;
-    }
-}
-
-static int capture_start(struct call *c, struct capture *cap, int fd, size_t limit)
-{
-    cap->call = c;
-    cap->limit = limit;
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
-        return -1;
-    cap->ev = event_new(c->srv->base, fd, EV_READ | EV_PERSIST, on_capture, cap);
-    return cap->ev && event_add(cap->ev, NULL) == 0 ? 0 : -1;
-}
-
-static void stdin_done(struct call *c)
-{
-    if (c->child.stdin_fd >= 0) {
-        close(c->child.stdin_fd);
-        c->child.stdin_fd = -1;
-    }
-    if (c->in_ev) {
-        event_free(c->in_ev);
-        c->in_ev = NULL;
-        c->srv->stdin_pending = false;
-        pump(c->srv);
-    }
-}
-
-/* Write what the pipe takes; true when all of the input is in (or unwanted). */
-static bool feed_stdin(struct call *c)
-{
-    while (c->input_off < c->input_len) {
-        ssize_t n = write(c->child.stdin_fd, c->input + c->input_off, c->input_len - c->input_off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return false;
-        if (n <= 0)
-            return true; /* EPIPE: the command is done reading */
-        c->input_off += (size_t)n;
-    }
-    return true;
-}
-
-static void on_stdin(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct call *c = arg;
-    if (feed_stdin(c))
-        stdin_done(c);
-}
-
-static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct call *c = arg;
-    if (c->running && !c->reaped)
-        kill(c->child.pid, SIGKILL);
-}
-
-/* Stop C's run: its supervisor passes SIGTERM on and kills the sandbox after a grace. */
-static void stop_call(struct call *c, bool now)
-{
-    if (!c->running || c->reaped)
-        return;
-    if (now) {
-        kill(c->child.pid, SIGKILL);
-        return;
-    }
-    if (c->stopped)
-        return;
-    c->stopped = true;
-    kill(c->child.pid, SIGTERM);
-    struct timeval tv = { KILL_AFTER_MS / 1000, (KILL_AFTER_MS % 1000) * 1000 };
-    evtimer_add(c->kill_ev, &tv);
-}
-
-/* Nothing ran: answer with the reason, as a run that could not start. */
-static void start_failed(struct call *c, const struct cordon_err *err)
-{
-    json_t *r = json_pack("{s:n, s:n, s:s, s:s, s:i}", "exit_code", "signal", "reason",
-                          "setup_error", "error", err->msg, "wall_ms", 0);
-    c->res.data = r ? json_dumps(r, JSON_COMPACT) : NULL;
-    c->res.len = c->res.data ? strlen(c->res.data) : 0;
-    json_decref(r);
-    c->reaped = true;
-    complete(c);
-}
-
-static void start_call(struct server *srv, struct call *c)
-{
-    struct cordon_err err = { 0 };
-    audit_new_run_id(c->run_id);
-    c->reap_ev = evtimer_new(srv->base, on_reap_timer, c);
-    c->kill_ev = evtimer_new(srv->base, on_kill_timer, c);
-    if (!c->reap_ev || !c->kill_ev) {
-        err_set(&err, CORDON_E_INTERNAL, "out of memory");
-        start_failed(c, &err);
-        return;
-    }
-    int rc = sandbox_spawn(&srv->pol, c->argv, c->run_id, true, &c->child, &err);
-    if (rc < 0) {
-        start_failed(c, &err);
-        return;
-    }
-    c->running = true;
-    srv->n_running++;
-    size_t half = (size_t)(srv->pol.tools.max_result_bytes / 2);
-    if (capture_start(c, &c->out, c->child.stdout_fd, half) < 0 ||
-        capture_start(c, &c->err, c->child.stderr_fd, half) < 0 ||
-        capture_start(c, &c->res, c->child.result_fd, MAX_RESULT_JSON) < 0) {
-        /* Cannot watch it: stop it, and let the reap find out. */
-        capture_close(&c->out);
-        capture_close(&c->err);
-        capture_close(&c->res);
-        stop_call(c, true);
-        try_reap(c);
-        return;
-    }
-    if (c->input_len == 0) {
-        stdin_done(c);
-        return;
-    }
-    /*
-     * Every later spawn is a fork that would inherit this pipe's write end
-     * and hold the command's EOF back until its own run ended. A pipe big
-     * enough for the whole input is closed at once; otherwise no call starts
-     * until this one's stdin is written (pump() waits on stdin_pending).
-     */
-    if ((size_t)fcntl(c->child.stdin_fd, F_GETPIPE_SZ) < c->input_len)
-        fcntl(c->child.stdin_fd, F_SETPIPE_SZ, (int)c->input_len);
-    fcntl(c->child.stdin_fd, F_SETFL, fcntl(c->child.stdin_fd, F_GETFL) | O_NONBLOCK);
-    if (feed_stdin(c)) {
-        stdin_done(c);
-        return;
-    }
-    c->in_ev = event_new(srv->base, c->child.stdin_fd, EV_WRITE | EV_PERSIST, on_stdin, c);
-    if (!c->in_ev || event_add(c->in_ev, NULL) < 0) {
-        stdin_done(c);
-        return;
-    }
-    srv->stdin_pending = true;
-}
-
-/* Start queued calls while there is room. */
-static void pump(struct server *srv)
-{
-    /* complete() calls back in here; the loop below goes on by itself. */
-    if (srv->pumping)
-        return;
-    srv->pumping = true;
-    while (!srv->stopping && srv->n_running < MAX_RUNNING && !srv->stdin_pending) {
-        struct call *c = srv->calls;
-        while (c && c->running)
-            c = c->next;
-        if (!c)
-            break;
-        start_call(srv, c);
-    }
-    srv->pumping = false;
 }
 
 /* ---- the end of the session ---- */
@@ -1106,23 +831,25 @@ static void maybe_finish(struct server *srv)
     on_drain(-1, 0, srv);
 }
 
+/* A queued call's run was dropped at shutdown: it is refused. */
+static void on_job_dropped(void *ctx)
+{
+    struct call *c = ctx;
+    struct server *srv = c->srv;
+    c->job = NULL;
+    if (!c->cancelled)
+        reply(srv, rpc_error(c->id, RPC_REFUSED, "cordon is shutting down; the call did "
+                                                 "not run"));
+    record_call(srv, c, "allowed", NULL, "not run: cordon shut down", NULL);
+    unlink_call(srv, c);
+    call_free(c);
+}
+
 /* Stop serving: queued calls are refused, running ones stopped (NOW: killed). */
 static void stop(struct server *srv, bool now)
 {
     srv->stopping = true;
-    for (struct call *c = srv->calls, *next; c; c = next) {
-        next = c->next;
-        if (c->running) {
-            stop_call(c, now);
-            continue;
-        }
-        if (!c->cancelled)
-            reply(srv, rpc_error(c->id, RPC_REFUSED, "cordon is shutting down; the call did "
-                                                     "not run"));
-        record_call(srv, c, "allowed", NULL, "not run: cordon shut down", NULL);
-        unlink_call(srv, c);
-        call_free(c);
-    }
+    jobs_stop_all(srv->jobs, now, on_job_dropped);
     maybe_finish(srv);
 }
 
@@ -1198,9 +925,7 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
         json_decref(empty);
         return;
     }
-    unsigned queued = 0;
-    for (struct call *q = srv->calls; q; q = q->next)
-        queued += !q->running;
+    unsigned queued = jobs_queued(srv->jobs);
     if (queued >= MAX_QUEUED) {
         snprintf(why, sizeof why, "%u calls are already waiting to run; try again later",
                  queued);
@@ -1226,7 +951,16 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
     while (*tail)
         tail = &(*tail)->next;
     *tail = c;
-    pump(srv);
+    struct cordon_err err = { 0 };
+    c->job = jobs_submit(srv->jobs, c->argv, c->input, c->input_len, c, &err);
+    if (!c->job) {
+        record_call(srv, c, "refused", "queue", err.msg, NULL);
+        reply(srv, rpc_error(id, RPC_REFUSED, "%s", err.msg));
+        unlink_call(srv, c);
+        call_free(c);
+        return;
+    }
+    memcpy(c->run_id, job_run_id(c->job), sizeof c->run_id);
 }
 
 static void cancel(struct server *srv, const json_t *params)
@@ -1236,10 +970,9 @@ static void cancel(struct server *srv, const json_t *params)
     if (!c || c->cancelled)
         return;
     c->cancelled = true; /* no answer goes out for it */
-    if (c->running) {
-        stop_call(c, false);
-        return;
-    }
+    if (job_stop(c->job, false))
+        return; /* running: its end is recorded as it comes */
+    c->job = NULL;
     record_call(srv, c, "allowed", NULL, "not run: cancelled by the client", NULL);
     unlink_call(srv, c);
     call_free(c);
@@ -1353,6 +1086,8 @@ static const struct rpc_handlers handlers = {
 
 static void server_release(struct server *srv)
 {
+    /* Any run still here (the loop failed) is killed and reaped. */
+    jobs_free(srv->jobs);
     while (srv->calls) {
         struct call *c = srv->calls;
         srv->calls = c->next;
@@ -1399,6 +1134,16 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
     srv->base = rpc_event_base_new();
     if (!srv->base)
         return err_set(err, CORDON_E_INTERNAL, "cannot create the event loop");
+    struct jobs_config jc = {
+        .base = srv->base,
+        .policy = &srv->pol,
+        .max_running = MAX_RUNNING,
+        .max_queued = MAX_QUEUED,
+        .output_cap = (size_t)(srv->pol.tools.max_result_bytes / 2),
+        .done = on_job_done,
+    };
+    if (!(srv->jobs = jobs_new(&jc, err)))
+        return -1;
 
     /* Our own descriptors, so that ending the stream does not close fds 0 and 1. */
     int in = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
@@ -1437,7 +1182,6 @@ int mcp_serve(const struct policy *p, struct cordon_err *err)
         return -1;
     }
     int rc = event_base_dispatch(srv.base);
-    /* Any run still here (the loop failed) is killed and reaped by call_free. */
     server_release(&srv);
     if (rc < 0)
         return err_set(err, CORDON_E_INTERNAL, "the event loop failed");

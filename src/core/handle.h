@@ -1,8 +1,9 @@
 /*
- * broker/spawn.h: a sandboxed run in a child process, so the broker's event
- * loop goes on while it runs. The child is a plain fork of the broker that
- * calls run_once() (which supervises the sandbox, records the audit run
- * and cleans up) with pipes for the command's stdio.
+ * core/handle.h: a run handle, a sandboxed run in a child process, so an
+ * event loop (the MCP broker and server, the daemon's jobs) goes on while it
+ * runs. The child is a plain fork of the caller that calls run_once() (which
+ * supervises the sandbox, records the audit run and cleans up) with pipes
+ * for the command's stdio.
  */
 #pragma once
 #include "common/err.h"
@@ -11,7 +12,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-struct sandbox_child {
+struct run_handle {
     pid_t pid;        /* the supervisor: signal it to stop the run (SIGTERM, then SIGKILL) */
     int stdin_fd;     /* write end of the command's stdin; close it for EOF */
     int stdout_fd;    /* read end of the command's stdout */
@@ -26,8 +27,8 @@ struct sandbox_child {
  * descriptors are close-on-exec and blocking; the caller owns them and must
  * reap PID.
  */
-int sandbox_spawn(const struct policy *p, char *const *argv, const char *run_id,
-                  bool capture_stderr, struct sandbox_child *c, struct cordon_err *err);
+int run_handle_start(const struct policy *p, char *const *argv, const char *run_id,
+                     bool capture_stderr, struct run_handle *c, struct cordon_err *err);
 
 /* Close what is still open of C's descriptors. */
-void sandbox_child_close(struct sandbox_child *c);
+void run_handle_close(struct run_handle *c);

@@ -1,8 +1,8 @@
 /*
- * broker/spawn.c: fork, wire pipes, run_once() in the child, result back
- * through a pipe.
+ * core/handle.c: a run handle (see handle.h): fork, wire pipes, run_once()
+ * in the child, result back through a pipe.
  */
-#include "broker/spawn.h"
+#include "core/handle.h"
 
 #include "common/cleanup.h"
 #include "common/fds.h"
@@ -63,11 +63,11 @@ static void child_main(const struct policy *p, char *const *argv, const char *ru
     _exit(res.status);
 }
 
-int sandbox_spawn(const struct policy *p, char *const *argv, const char *run_id,
-                  bool capture_stderr, struct sandbox_child *c, struct cordon_err *err)
+int run_handle_start(const struct policy *p, char *const *argv, const char *run_id,
+                     bool capture_stderr, struct run_handle *c, struct cordon_err *err)
 {
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, res[2] = { -1, -1 };
-    *c = (struct sandbox_child){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
+    *c = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
                                  .result_fd = -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0 ||
         (capture_stderr && pipe2(errp, O_CLOEXEC) < 0)) {
@@ -106,7 +106,7 @@ int sandbox_spawn(const struct policy *p, char *const *argv, const char *run_id,
     close(res[1]);
     if (capture_stderr)
         close(errp[1]);
-    *c = (struct sandbox_child){ .pid = pid, .stdin_fd = in[1], .stdout_fd = out[0],
+    *c = (struct run_handle){ .pid = pid, .stdin_fd = in[1], .stdout_fd = out[0],
                                  .stderr_fd = capture_stderr ? errp[0] : -1,
                                  .result_fd = res[0] };
     return 0;
@@ -118,7 +118,7 @@ fail:
     return -1;
 }
 
-void sandbox_child_close(struct sandbox_child *c)
+void run_handle_close(struct run_handle *c)
 {
     int *fds[] = { &c->stdin_fd, &c->stdout_fd, &c->stderr_fd, &c->result_fd };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)

@@ -1,0 +1,81 @@
+/*
+ * core/jobs.h: runs on an event loop, for front ends that serve many calls
+ * (cordon mcp serve, the daemon): a queue, at most N running at once, each a
+ * run handle whose stdin is fed and whose output is captured (capped) on the
+ * loop, stopped with a grace and reaped without blocking. The front end
+ * decides what a call is and answers it from the callback.
+ */
+#pragma once
+#include "common/err.h"
+#include "policy/policy.h"
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct jobs;
+struct job;
+
+/* One of a run's output streams as captured: at most the cap, the rest counted. */
+struct job_output {
+    const char *data;
+    size_t len;
+    uint64_t total;               /* bytes the command wrote */
+    bool truncated;
+};
+
+/* How a job ended, for its callback; everything is borrowed for the call. */
+struct job_end {
+    const char *run_id;
+    struct job_output out, err;
+    json_t *result;               /* the run's result (the --result form), or NULL when
+                                     its supervisor ended without one */
+    int wstatus;                  /* the supervisor's wait status */
+    const struct cordon_err *start_error; /* not NULL: nothing ran, and this is why */
+};
+
+typedef void jobs_done_fn(void *ctx, const struct job_end *end);
+
+struct jobs_config {
+    struct event_base *base;
+    const struct policy *policy;  /* borrowed; every job runs under it */
+    unsigned max_running;
+    unsigned max_queued;          /* jobs waiting beyond this are refused ("busy") */
+    size_t output_cap;            /* per stream */
+    jobs_done_fn *done;           /* called once for every job that was started */
+};
+
+struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err);
+
+/*
+ * Queue ARGV (copied) with INPUT (copied, may be empty) as its stdin; CTX
+ * comes back to the callback. NULL with ERR when the queue is full.
+ */
+struct job *jobs_submit(struct jobs *js, char *const *argv, const char *input, size_t input_len,
+                        void *ctx, struct cordon_err *err);
+
+/*
+ * Stop J. A queued job is dropped (and freed; no callback): returns false.
+ * A running one gets SIGTERM (its supervisor passes it on and ends the run
+ * after a grace), then SIGKILL if it lingers; with NOW, SIGKILL at once. Its
+ * callback still comes. Returns true.
+ */
+bool job_stop(struct job *j, bool now);
+
+/* The run id the job runs (or will run) under. */
+const char *job_run_id(const struct job *j);
+
+/* Jobs waiting for a slot. */
+unsigned jobs_queued(const struct jobs *js);
+
+/* No job queued or running. */
+bool jobs_idle(const struct jobs *js);
+
+/* Stop everything: each queued job is handed to DROPPED (with its ctx) and
+ * freed, each running one stopped as job_stop() does. */
+void jobs_stop_all(struct jobs *js, bool now, void (*dropped)(void *ctx));
+
+/* Kill and reap what is left, and free JS. NULL is fine. */
+void jobs_free(struct jobs *js);
