@@ -90,7 +90,8 @@ static int add_complement(scmp_filter_ctx ctx, uint32_t action, int nr, const ch
         struct scmp_arg_cmp cmp[4];
         if (n_fixed >= sizeof cmp / sizeof cmp[0])
             return err_set(err, CORDON_E_INTERNAL, "too many conditions for \"%s\"", name);
-        memcpy(cmp, fixed, n_fixed * sizeof *fixed);
+        if (n_fixed) /* FIXED may be NULL when there are none */
+            memcpy(cmp, fixed, n_fixed * sizeof *fixed);
         cmp[n_fixed] = SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, mask, base);
         return add_rule(ctx, action, nr, name, n_fixed + 1, cmp, err);
     }
