@@ -506,6 +506,10 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: limits.memory: expected a size like 256M, got a list" },
     { "version: 1\nlimits:\n\n  wall: soon\n",
       "policy.yaml:4: limits.wall: expected a duration like 30s, 2m or 500ms, got \"soon\"" },
+    /* the value's control bytes reach the message escaped, not raw */
+    { "version: 1\nlimits:\n  wall: \"20m\\x16\\e[2J\"\n",
+      "policy.yaml:3: limits.wall: expected a duration like 30s, 2m or 500ms, got "
+      "\"20m\\x16\\x1b[2J\"" },
     { "version: 1\nlimits:\n  pids: -5\n",
       "policy.yaml:3: limits.pids: expected a whole number, got \"-5\"" },
     { "version: 1\nlimits:\n  pids: 1.5\n",
