@@ -4,15 +4,17 @@
  * JSON a user, or an agent writing one, handed to the CLI or the daemon.
  * Beyond "no crash, no out-of-bounds read, no leak" it traps when
  *   - a refusal is not one printable line naming the file, or not a policy error;
- *   - a loaded policy's own JSON (policy_to_json) does not load again to the
- *     same JSON and the same digest: what `cordon policy check` prints must be
- *     a policy that means exactly what was checked;
+ *   - loading the same text twice gives two different policies (policy_to_json);
+ *   - a loaded policy's document, re-emitted as JSON by libfyaml, loads to
+ *     another digest, or not at all: YAML and JSON spell one schema;
  *   - input that is JSON (a YAML 1.2 subset) is called invalid YAML, or the
  *     same JSON value written another way (jansson's compact re-dump) gets
  *     another verdict or another digest.
  * Built by meson with -Dfuzz=true; see tests/fuzz/README.md.
  */
 #include "policy/policy.h"
+
+#include <libfyaml.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,26 +46,51 @@ static char *dump_policy(const struct policy *p)
     return text;
 }
 
-/* The policy TEXT loads, and to the digest WANT; returns it (the caller frees it). */
-static struct policy *load_same(const char *text, const unsigned char want[32])
+static void fy_document_destroyp(struct fy_document **d)
 {
-    struct cordon_err err = { 0 };
-    struct policy *q = policy_load_string(text, strlen(text), NAME, &err);
-    check(q != NULL);
-    unsigned char got[32];
-    policy_digest(q, got);
-    check(memcmp(got, want, sizeof got) == 0);
-    return q;
+    fy_document_destroy(*d);
 }
 
-static void check_round_trip(const struct policy *p)
+/*
+ * TEXT's document as JSON by libfyaml's emitter (types kept: "10" stays a
+ * string), or NULL when it cannot or writes what jansson would not read.
+ */
+static char *yaml_as_json(const char *text, size_t len)
+{
+    struct fy_parse_cfg cfg = { .flags = FYPCF_QUIET | FYPCF_DEFAULT_VERSION_1_2 };
+    _cleanup_(fy_document_destroyp) struct fy_document *doc =
+        fy_document_build_from_string(&cfg, text, len);
+    if (!doc || fy_document_resolve(doc) < 0)
+        return NULL;
+    _cleanup_free_ char *out = fy_emit_document_to_string(doc, FYECF_MODE_JSON_TP);
+    json_auto_t *j = out ? json_loads(out, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    return j ? TAKE_PTR(out) : NULL;
+}
+
+/*
+ * A policy loads to the same thing every time, and the same document
+ * written as JSON loads to the same digest.
+ */
+static void check_loaded(const char *text, size_t len, const struct policy *p)
 {
     unsigned char digest[32];
     policy_digest(p, digest);
-    _cleanup_free_ char *text = dump_policy(p);
-    _cleanup_(policy_freep) struct policy *q = load_same(text, digest);
-    _cleanup_free_ char *again = dump_policy(q);
-    check(strcmp(text, again) == 0);
+    _cleanup_free_ char *dump = dump_policy(p);
+
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *again = policy_load_string(text, len, NAME, &err);
+    check(again != NULL);
+    _cleanup_free_ char *dump_again = dump_policy(again);
+    check(strcmp(dump, dump_again) == 0);
+
+    _cleanup_free_ char *json = yaml_as_json(text, len);
+    if (!json)
+        return;
+    _cleanup_(policy_freep) struct policy *q = policy_load_string(json, strlen(json), NAME, &err);
+    check(q != NULL);
+    unsigned char got[32];
+    policy_digest(q, got);
+    check(memcmp(got, digest, sizeof got) == 0);
 }
 
 /*
@@ -106,7 +133,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     struct cordon_err err = { 0 };
     _cleanup_(policy_freep) struct policy *p = policy_load_string(text, size, NAME, &err);
     if (p)
-        check_round_trip(p);
+        check_loaded(text, size, p);
     else
         check_refusal(&err);
     check_json(data, size, p, &err);
