@@ -6,6 +6,8 @@
  */
 #include "policy/policy_int.h"
 
+#include "common/text.h"
+
 #include <libfyaml.h>
 
 #include <errno.h>
@@ -603,6 +605,25 @@ static int parse_into(struct policy *p, const char *text, size_t len, const char
     return 0;
 }
 
+/*
+ * YAML and JSON text is UTF-8. libfyaml 0.7.12 (Debian 12) loops forever on
+ * a malformed sequence inside a directive ("%Y\xfe"; libfyaml issue #101)
+ * and misreads such bytes elsewhere, so they never reach it.
+ */
+static int check_utf8(const char *text, size_t len, const char *file, struct cordon_err *err)
+{
+    int line = 1;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_decode(text + i, len - i, NULL);
+        if (n == 0)
+            return err_set(err, CORDON_E_POLICY, "%s:%d: not UTF-8: byte 0x%02x is not part "
+                           "of a valid sequence", file, line, (unsigned char)text[i]);
+        line += text[i] == '\n';
+        i += n;
+    }
+    return 0;
+}
+
 struct policy *policy_load_string(const char *text, size_t len, const char *name,
                                   struct cordon_err *err)
 {
@@ -614,7 +635,8 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
-    if (parse_into(p, text, len, p->origin, err) < 0 || policy_finalize(p, err) < 0)
+    if (check_utf8(text, len, p->origin, err) < 0 || parse_into(p, text, len, p->origin, err) < 0 ||
+        policy_finalize(p, err) < 0)
         return NULL;
     return TAKE_PTR(p);
 }

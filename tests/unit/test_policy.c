@@ -139,6 +139,14 @@ static const struct load_case load_cases[] = {
 
     /* the document itself */
     { "", "policy.yaml: empty policy; it needs at least \"version: 1\"" },
+    /* malformed UTF-8 never reaches libfyaml, which loops forever on the first */
+    { "%Y\xfe\n", "policy.yaml:1: not UTF-8: byte 0xfe is not part of a valid sequence" },
+    { "version: 1\nenv:\n  set: { A: \"caf\xc3\" }\n",
+      "policy.yaml:3: not UTF-8: byte 0xc3 is not part of a valid sequence" },
+    { "version: 1\nenv:\n  set: { A: \"\xed\xa0\x80\" }\n",
+      "policy.yaml:3: not UTF-8: byte 0xed is not part of a valid sequence" },
+    { "version: 1\nenv:\n  set: { A: \"caf\xc3\xa9\" }\n", NULL, "env",
+      "{\"pass\":[],\"set\":{\"A\":\"caf\xc3\xa9\"}}" },
     { "# nothing\n", "policy.yaml: empty policy; it needs at least \"version: 1\"" },
     { "- version: 1\n", "policy.yaml:1: expected a mapping of policy keys, got a list" },
     { "version: 1\nlimits: {memory: 1G\n", "policy.yaml:3: invalid YAML: *" },
