@@ -3,8 +3,9 @@
  * (audit/verify.c), which reads a log anyone with write access to the file
  * may have edited. audit_verify() takes a path, so each input becomes the
  * contents of a memfd verified through /proc/self/fd. It runs once without
- * a key and once with the public half of tests/fuzz/audit-seed-key.pem (the
- * key the signed seed logs were written with), and traps when
+ * a key and, where a checkpoint may count, once with the public half of
+ * tests/fuzz/audit-seed-key.pem (the key the signed seed logs were written
+ * with), and traps when
  *   - a readable file is not given a verdict (anything but 0 returned);
  *   - the report contradicts itself: intact with a reason, broken without
  *     one, a reason that is not one printable line, a line number past the end;
@@ -137,16 +138,23 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     set_log(data, size);
     struct audit_report plain, keyed;
     verify(NULL, &plain);
-    verify(key_path, &keyed);
 
     size_t lines = 0;
     for (size_t i = 0; i < size; i++)
         lines += data[i] == '\n';
-    size_t last = size && data[size - 1] != '\n';
-    check(plain.bad_line <= lines + last + 1 && keyed.bad_line <= lines + last + 1);
+    size_t end = lines + (size && data[size - 1] != '\n') + 1;
+    check(plain.bad_line <= end);
     /* Without a key the first problem ends the reading: the lines before it verified. */
     check(plain.intact || plain.events == plain.bad_line - 1);
-    check(keyed.events <= plain.events);
+
+    /*
+     * OpenSSL's PEM decoder costs more than the rest of a run: the key only
+     * where it can change the verdict, at a checkpoint or on an intact chain.
+     */
+    if (!plain.intact && !memmem(data, size, "checkpoint", 10))
+        return 0;
+    verify(key_path, &keyed);
+    check(keyed.bad_line <= end && keyed.events <= plain.events);
     if (!plain.intact) {
         check(!keyed.intact);
         return 0;

@@ -5,8 +5,8 @@
  * Beyond "no crash, no out-of-bounds read, no leak" it traps when
  *   - a refusal is not one printable line naming the file, or not a policy error;
  *   - loading the same text twice gives two different policies (policy_to_json);
- *   - a loaded policy's document, re-emitted as JSON by libfyaml, loads to
- *     another digest, or not at all: YAML and JSON spell one schema;
+ *   - a loaded policy's document, written out as JSON, loads to another
+ *     digest, or not at all: YAML and JSON spell one schema;
  *   - input that is JSON (a YAML 1.2 subset) is called invalid YAML, or the
  *     same JSON value written another way (jansson's compact re-dump) gets
  *     another verdict or another digest.
@@ -61,20 +61,119 @@ static void fy_document_destroyp(struct fy_document **d)
     fy_document_destroy(*d);
 }
 
+struct text {
+    char *s;
+    size_t len, cap;
+};
+
+static void put(struct text *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        t->cap = (t->len + n + 1) * 2;
+        t->s = realloc(t->s, t->cap);
+        check(t->s != NULL);
+    }
+    memcpy(t->s + t->len, s, n);
+    t->len += n;
+    t->s[t->len] = '\0';
+}
+
+static void put_string(struct text *t, const char *s, size_t n)
+{
+    json_auto_t *j = json_stringn(s, n);
+    check(j != NULL);
+    _cleanup_free_ char *q = json_dumps(j, JSON_ENCODE_ANY);
+    check(q != NULL);
+    put(t, q, strlen(q));
+}
+
+/* A plain scalar JSON reads as the same token: a number, true, false or null. */
+static bool json_token(const char *s, size_t n)
+{
+    json_auto_t *j = json_loadb(s, n, JSON_DECODE_ANY, NULL);
+    return j && (json_is_number(j) || json_is_boolean(j) || json_is_null(j));
+}
+
 /*
- * TEXT's document as JSON by libfyaml's emitter (types kept: "10" stays a
- * string), or NULL when it cannot or writes what jansson would not read.
+ * N as JSON that libfyaml reads back to the same tree: quoted scalars as
+ * strings, plain ones as the same token when JSON has it, else as strings;
+ * YAML's other spellings of null as null. libfyaml's own JSON emitter is not
+ * used: it writes a plain NULL as "NULL". Recursion is bounded: only loaded
+ * policies get here, and the key table is a few levels deep.
  */
+static bool put_node(struct text *t, struct fy_node *n)
+{
+    if (!n) {
+        put(t, "null", 4);
+        return true;
+    }
+    if (fy_node_is_alias(n) || fy_node_get_tag(n, NULL))
+        return false;
+    switch (fy_node_get_type(n)) {
+    case FYNT_SCALAR: {
+        size_t len = 0;
+        const char *s = fy_node_get_scalar(n, &len);
+        if (fy_node_get_style(n) != FYNS_PLAIN)
+            put_string(t, s, len);
+        else if (len == 0 || (len == 1 && s[0] == '~') ||
+                 (len == 4 && (!memcmp(s, "Null", 4) || !memcmp(s, "NULL", 4))))
+            put(t, "null", 4);
+        else if (json_token(s, len))
+            put(t, s, len);
+        else
+            put_string(t, s, len);
+        return true;
+    }
+    case FYNT_SEQUENCE: {
+        void *it = NULL;
+        struct fy_node *item;
+        put(t, "[", 1);
+        for (bool first = true; (item = fy_node_sequence_iterate(n, &it)); first = false) {
+            if (!first)
+                put(t, ",", 1);
+            if (!put_node(t, item))
+                return false;
+        }
+        put(t, "]", 1);
+        return true;
+    }
+    case FYNT_MAPPING: {
+        void *it = NULL;
+        struct fy_node_pair *pair;
+        put(t, "{", 1);
+        for (bool first = true; (pair = fy_node_mapping_iterate(n, &it)); first = false) {
+            struct fy_node *k = fy_node_pair_key(pair);
+            if (!k || fy_node_get_type(k) != FYNT_SCALAR)
+                return false;
+            size_t len = 0;
+            const char *s = fy_node_get_scalar(k, &len);
+            if (!first)
+                put(t, ",", 1);
+            put_string(t, s, len);
+            put(t, ":", 1);
+            if (!put_node(t, fy_node_pair_value(pair)))
+                return false;
+        }
+        put(t, "}", 1);
+        return true;
+    }
+    }
+    return false;
+}
+
+/* TEXT's document as JSON, or NULL when it has no JSON spelling (a non-string key). */
 static char *yaml_as_json(const char *text, size_t len)
 {
     struct fy_parse_cfg cfg = { .flags = FYPCF_QUIET | FYPCF_DEFAULT_VERSION_1_2 };
     _cleanup_(fy_document_destroyp) struct fy_document *doc =
         fy_document_build_from_string(&cfg, text, len);
-    if (!doc || fy_document_resolve(doc) < 0)
+    check(doc != NULL);
+    struct text t = { 0 };
+    if (!put_node(&t, fy_document_root(doc))) {
+        free(t.s);
         return NULL;
-    _cleanup_free_ char *out = fy_emit_document_to_string(doc, FYECF_MODE_JSON_TP);
-    json_auto_t *j = out ? json_loads(out, JSON_REJECT_DUPLICATES, NULL) : NULL;
-    return j ? TAKE_PTR(out) : NULL;
+    }
+    return t.s;
 }
 
 /*
