@@ -3,12 +3,19 @@
 #   make demo   ... and show the boundary on a built-in demonstration
 #   make test   ... and run every test (unit, then integration; the npm
 #               packages the MCP tests drive are installed first)
+#   make fuzz   build the libFuzzer targets with clang in build-fuzz and run
+#               each for FUZZ_SECONDS (60); a crash fails (tests/fuzz/README.md)
 BUILD  ?= build
 PYTHON ?= /usr/bin/python3
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+# CI fuzzes from a fixed seed: the same mutations each run, so a finding is
+# reproducible and a green run stays green unless the code changes.
+FUZZ_SEED ?= $(if $(CI),1,)
 # CI builds with warnings as errors.
 MESON_OPTS := $(if $(CI),--werror,)
 
-.PHONY: all deps test-deps build demo test unit integration bench clean
+.PHONY: all deps test-deps fuzz-deps build demo test unit integration fuzz bench clean
 
 all: build
 
@@ -17,6 +24,9 @@ deps:
 
 test-deps: deps
 	@scripts/install-test-deps.sh
+
+fuzz-deps: deps
+	@scripts/install-deps.sh fuzz
 
 $(BUILD)/build.ninja: | deps
 	meson setup $(BUILD) $(MESON_OPTS)
@@ -35,8 +45,17 @@ integration: build test-deps
 
 test: unit integration
 
+# Its own build directory: clang, sanitizers and dynamic linking stay out of
+# the gcc static-pie build above.
+$(FUZZ_BUILD)/build.ninja: | fuzz-deps
+	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dstatic=false $(MESON_OPTS)
+
+fuzz: fuzz-deps $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD) fuzz
+	FUZZ_SEED=$(FUZZ_SEED) scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 bench: build
 	bench/run.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

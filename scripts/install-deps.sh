@@ -1,12 +1,17 @@
 #!/bin/sh
 # Installs every Debian package cordon needs to build, test and benchmark.
 # Does nothing when they are all present. Needs root (or sudo) only to install.
+# `install-deps.sh fuzz` adds clang and its libFuzzer runtime (make fuzz):
+# Debian's clang does not pull in libclang-rt-dev, which holds libFuzzer.
 set -eu
 
 PACKAGES="gcc make meson ninja-build pkg-config libc6-dev
 libseccomp-dev libfyaml-dev libjansson-dev libssl-dev libevent-dev libpcre2-dev zlib1g-dev
 python3 python3-pytest bubblewrap util-linux procps iproute2
 curl openssl ca-certificates nodejs"
+if [ "${1:-}" = fuzz ]; then
+    PACKAGES="clang libclang-rt-dev"
+fi
 
 missing=""
 for p in $PACKAGES; do

@@ -6,6 +6,7 @@
  */
 #include "audit/audit.h"
 #include "audit/audit_int.h"
+#include "common/text.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -86,6 +87,8 @@ static int broken(struct verifier *v, uint64_t line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(v->r->why, sizeof v->r->why, fmt, ap);
     va_end(ap);
+    /* jansson's reasons quote the log's own bytes, and the log is anyone's to edit. */
+    text_escape_controls(v->r->why, sizeof v->r->why);
     v->r->intact = false;
     v->r->bad_line = line;
     return 1;

@@ -4,11 +4,14 @@
  */
 #include "common/err.h"
 
+#include "common/text.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+__attribute__((format(printf, 4, 0)))
 static void vset(struct cordon_err *err, enum cordon_err_kind kind, int errnum,
                  const char *fmt, va_list ap)
 {
@@ -19,6 +22,8 @@ static void vset(struct cordon_err *err, enum cordon_err_kind kind, int errnum,
         size_t len = strlen(err->msg);
         snprintf(err->msg + len, sizeof err->msg - len, ": %s", strerror(errnum));
     }
+    /* Messages quote paths, policy values and parsers' tokens: bytes others chose. */
+    text_escape_controls(err->msg, sizeof err->msg);
 }
 
 int err_set(struct cordon_err *err, enum cordon_err_kind kind, const char *fmt, ...)

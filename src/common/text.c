@@ -71,6 +71,37 @@ const char *text_quote(char *out, size_t size, const char *s, size_t len, bool q
     return out;
 }
 
+void text_escape_controls(char *s, size_t size)
+{
+    char in[1024];
+    size_t n = strlen(s);
+    if (size < 16 || size > sizeof in)
+        return;
+    memcpy(in, s, n + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = 0;
+        size_t len = utf8_decode(in + i, n - i, &cp);
+        bool bad = len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+        if (bad)
+            len = 1;
+        /* Room for this, and for "..." and the NUL if more follows: so "..." always fits. */
+        if (o + (bad ? 4 : len) + (i + len < n ? 4 : 1) > size) {
+            memcpy(s + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (bad) {
+            o += (size_t)snprintf(s + o, 5, "\\x%02x", (unsigned char)in[i]);
+        } else {
+            memcpy(s + o, in + i, len);
+            o += len;
+        }
+        i += len;
+    }
+    s[o] = '\0';
+}
+
 void utf8_trim_partial(char *s)
 {
     size_t n = strlen(s), lead = n;

@@ -24,6 +24,15 @@ void hex_encode(const unsigned char *in, size_t n, char *out);
 const char *text_quote(char *out, size_t size, const char *s, size_t len, bool quoted);
 
 /*
+ * Make the message S (NUL-terminated, in a buffer of SIZE bytes, at most
+ * 1024) safe to print: every C0 control, DEL, C1 control (U+0080..U+009F)
+ * and byte of malformed UTF-8 becomes \xNN, in place, cut with "..." when
+ * the result does not fit. Error records and audit reasons quote bytes from
+ * files anyone may have written; a terminal must not act on them.
+ */
+void text_escape_controls(char *s, size_t size);
+
+/*
  * Cut S (NUL-terminated, valid UTF-8 but for its end) before a character
  * that snprintf's truncation left incomplete, so it is valid UTF-8 again.
  */

@@ -6,6 +6,8 @@
  */
 #include "policy/policy_int.h"
 
+#include "common/text.h"
+
 #include <libfyaml.h>
 
 #include <errno.h>
@@ -556,6 +558,52 @@ static int load_root(struct loader *l, struct fy_node *root)
     return load_section(l, "", root);
 }
 
+static void iterator_destroyp(struct fy_document_iterator **it)
+{
+    if (*it)
+        fy_document_iterator_destroy(*it);
+}
+
+/* The key N is the value of, or else N's parent: where to report an empty N. */
+static struct fy_node *holder_of(struct fy_node *n)
+{
+    struct fy_node *parent = fy_node_get_parent(n);
+    if (parent && fy_node_get_type(parent) == FYNT_MAPPING) {
+        void *it = NULL;
+        struct fy_node_pair *pair;
+        while ((pair = fy_node_mapping_iterate(parent, &it)))
+            if (fy_node_pair_value(pair) == n)
+                return fy_node_pair_key(pair);
+    }
+    return parent;
+}
+
+/*
+ * The loader reads a value by its text and quoting, never by a tag, and an
+ * empty value with a tag ("read_only: !") would mean "" to YAML but the
+ * default to the loader: refused, like aliases. Iterative, so a deeply
+ * nested document cannot exhaust the stack.
+ */
+static int refuse_tags(struct loader *l, struct fy_document *doc)
+{
+    _cleanup_(iterator_destroyp) struct fy_document_iterator *it = fy_document_iterator_create();
+    if (!it)
+        return oom(l);
+    fy_document_iterator_node_start(it, fy_document_root(doc));
+    struct fy_node *n;
+    while ((n = fy_document_iterator_node_next(it))) {
+        size_t len = 0;
+        const char *tag = fy_node_get_tag(n, &len);
+        if (tag) {
+            char shown[40];
+            return fail_near(l, n, holder_of(n), NULL,
+                             "YAML tags are not supported, got %s",
+                             text_quote(shown, sizeof shown, tag, len, true));
+        }
+    }
+    return 0;
+}
+
 /* The first error libfyaml collected, as `FILE:LINE: invalid YAML: ...`. */
 static int syntax_error(struct loader *l)
 {
@@ -598,7 +646,7 @@ static int parse_into(struct policy *p, const char *text, size_t len, const char
             return syntax_error(&l);
         return load_root(&l, NULL);
     }
-    int r = load_root(&l, fy_document_root(doc));
+    int r = refuse_tags(&l, doc) < 0 ? -1 : load_root(&l, fy_document_root(doc));
     fy_parse_document_destroy(fyp, doc);
     if (r < 0)
         return -1;
@@ -613,6 +661,34 @@ static int parse_into(struct policy *p, const char *text, size_t len, const char
     return 0;
 }
 
+/*
+ * What YAML 1.2 lets a stream hold (c-printable), in valid UTF-8, is checked
+ * before libfyaml sees the text: 0.7.12 (Debian 12) loops forever on a
+ * malformed sequence inside a directive ("%Y\xfe"; libfyaml issue #101) and
+ * takes a NUL byte for the end of the file, so the rules after one would be
+ * dropped without a word. JSON allows no more than this either.
+ */
+static int check_text(const char *text, size_t len, const char *file, struct cordon_err *err)
+{
+    int line = 1;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        size_t n = utf8_decode(text + i, len - i, &cp);
+        if (n == 0)
+            return err_set(err, CORDON_E_POLICY, "%s:%d: not UTF-8: byte 0x%02x is not part "
+                           "of a valid sequence", file, line, (unsigned char)text[i]);
+        bool printable = cp == '\t' || cp == '\n' || cp == '\r' || (cp >= 0x20 && cp < 0x7f) ||
+                         cp == 0x85 || (cp >= 0xa0 && cp != 0xfffe && cp != 0xffff);
+        if (!printable)
+            return err_set(err, CORDON_E_POLICY, "%s:%d: character U+%04X cannot appear in "
+                           "YAML or JSON text (write it escaped in a double-quoted string)",
+                           file, line, (unsigned)cp);
+        line += cp == '\n';
+        i += n;
+    }
+    return 0;
+}
+
 struct policy *policy_load_string(const char *text, size_t len, const char *name,
                                   struct cordon_err *err)
 {
@@ -624,7 +700,8 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
-    if (parse_into(p, text, len, p->origin, err) < 0 || policy_finalize(p, err) < 0)
+    if (check_text(text, len, p->origin, err) < 0 || parse_into(p, text, len, p->origin, err) < 0 ||
+        policy_finalize(p, err) < 0)
         return NULL;
     return TAKE_PTR(p);
 }

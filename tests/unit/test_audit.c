@@ -491,6 +491,10 @@ static void test_verify(void)
     expect_broken("bad json", tmp_variant, NULL, 3, "bad json: *");
     variant((char *[]){ l.v[0], l.v[1], "[2]" }, 3, true);
     expect_broken("not an object", tmp_variant, NULL, 3, "bad json: not an object");
+    /* jansson quotes the offending byte; a terminal must not get it raw. */
+    variant((char *[]){ l.v[0], l.v[1], "{\"seq\"\x1b[2J" }, 3, true);
+    expect_broken("escape bytes in bad json", tmp_variant, NULL, 3,
+                  "bad json: ':' expected near '\\x1b'");
 
     /* Appended lines. */
     {

@@ -145,6 +145,28 @@ static const struct load_case load_cases[] = {
 
     /* the document itself */
     { "", "policy.yaml: empty policy; it needs at least \"version: 1\"" },
+    /* malformed UTF-8 never reaches libfyaml, which loops forever on the first */
+    { "%Y\xfe\n", "policy.yaml:1: not UTF-8: byte 0xfe is not part of a valid sequence" },
+    { "version: 1\nenv:\n  set: { A: \"caf\xc3\" }\n",
+      "policy.yaml:3: not UTF-8: byte 0xc3 is not part of a valid sequence" },
+    { "version: 1\nenv:\n  set: { A: \"\xed\xa0\x80\" }\n",
+      "policy.yaml:3: not UTF-8: byte 0xed is not part of a valid sequence" },
+    { "version: 1\nenv:\n  set: { A: \"\x1b[2J\" }\n",
+      "policy.yaml:3: character U+001B cannot appear in YAML or JSON text (write it escaped "
+      "in a double-quoted string)" },
+    { "version: 1\nenv:\n  set: { A: \"\xc2\x9b\" }\n",
+      "policy.yaml:3: character U+009B cannot appear in YAML or JSON text (write it escaped "
+      "in a double-quoted string)" },
+    { "version: 1\nenv:\n  set: { A: \"\\e\\t\" }\n", NULL, "env",
+      "{\"pass\":[],\"set\":{\"A\":\"\\u001B\\t\"}}" },
+    /* tags: YAML would read "read_only: !" as "", the loader as the default */
+    { "version: 1\nfilesystem:\n  read_only: !\n",
+      "policy.yaml:3: YAML tags are not supported, got \"!\"" },
+    { "version: 1\nlimits:\n  wall: !!str 10s\n",
+      "policy.yaml:3: YAML tags are not supported, got \"tag:yaml.org,2002:str\"" },
+    { "version: 1\n!x limits: {}\n", "policy.yaml:2: YAML tags are not supported, got \"!x\"" },
+    { "version: 1\nenv:\n  set: { A: \"caf\xc3\xa9\" }\n", NULL, "env",
+      "{\"pass\":[],\"set\":{\"A\":\"caf\xc3\xa9\"}}" },
     { "# nothing\n", "policy.yaml: empty policy; it needs at least \"version: 1\"" },
     { "- version: 1\n", "policy.yaml:1: expected a mapping of policy keys, got a list" },
     { "version: 1\nlimits: {memory: 1G\n", "policy.yaml:3: invalid YAML: *" },
@@ -530,6 +552,10 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: limits.memory: expected a size like 256M, got a list" },
     { "version: 1\nlimits:\n\n  wall: soon\n",
       "policy.yaml:4: limits.wall: expected a duration like 30s, 2m or 500ms, got \"soon\"" },
+    /* the value's control bytes reach the message escaped, not raw */
+    { "version: 1\nlimits:\n  wall: \"20m\\x16\\e[2J\"\n",
+      "policy.yaml:3: limits.wall: expected a duration like 30s, 2m or 500ms, got "
+      "\"20m\\x16\\x1b[2J\"" },
     { "version: 1\nlimits:\n  pids: -5\n",
       "policy.yaml:3: limits.pids: expected a whole number, got \"-5\"" },
     { "version: 1\nlimits:\n  pids: 1.5\n",
@@ -670,6 +696,18 @@ static const struct load_case load_cases[] = {
     { "version: 1\nsyscalls:\n  allow: [chroot]\n  deny: [chroot]\n",
       "policy.yaml:4: syscalls.deny[0]: \"chroot\" is also in syscalls.allow" },
 };
+
+/* libfyaml would stop reading at the NUL: the rules after it would be lost unseen. */
+static void test_nul_byte(void)
+{
+    static const char text[] = "version: 1\nlimits: {wall: 5s}\n\0\nlimits: {wall: 1s}\n";
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_load_string(text, sizeof text - 1, "policy.yaml", &err);
+    ok(!p && err.kind == CORDON_E_POLICY, "a NUL byte is refused as a policy error");
+    is_str(err.msg, "policy.yaml:3: character U+0000 cannot appear in YAML or JSON text (write "
+           "it escaped in a double-quoted string)", "a NUL byte is named with its line");
+    policy_free(p);
+}
 
 static void test_load_cases(void)
 {
@@ -1299,6 +1337,7 @@ int main(void)
     setenv("CORDON_TEST_EMPTY", "", 1);
     unsetenv("CORDON_TEST_UNSET");
     test_load_cases();
+    test_nul_byte();
     test_set_cases();
     test_flags_over_file();
     test_network_flags();
