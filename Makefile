@@ -6,6 +6,7 @@
 #   make fuzz   build the libFuzzer targets with clang in build-fuzz and run
 #               each for FUZZ_SECONDS (60); a crash fails (tests/fuzz/README.md)
 BUILD  ?= build
+SAN_BUILD ?= build-sanitize
 PYTHON ?= /usr/bin/python3
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
@@ -15,7 +16,7 @@ FUZZ_SEED ?= $(if $(CI),1,)
 # CI builds with warnings as errors.
 MESON_OPTS := $(if $(CI),--werror,)
 
-.PHONY: all deps test-deps fuzz-deps build demo test unit integration fuzz bench clean
+.PHONY: all deps test-deps fuzz-deps build demo test unit integration fuzz sanitize bench clean
 
 all: build
 
@@ -54,8 +55,23 @@ fuzz: fuzz-deps $(FUZZ_BUILD)/build.ninja
 	ninja -C $(FUZZ_BUILD) fuzz
 	FUZZ_SEED=$(FUZZ_SEED) scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
+# The unit and integration suites again, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (dynamically linked: the sanitizers' runtimes
+# do not link statically); any report fails the run.
+SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
+           UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+$(SAN_BUILD)/build.ninja: | deps
+	meson setup $(SAN_BUILD) -Dstatic=false -Db_sanitize=address,undefined -Db_lundef=false \
+	    $(MESON_OPTS)
+
+sanitize: deps test-deps $(SAN_BUILD)/build.ninja
+	ninja -C $(SAN_BUILD)
+	$(SAN_ENV) meson test -C $(SAN_BUILD) --print-errorlogs
+	$(SAN_ENV) CORDON_BUILD=$(abspath $(SAN_BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	    tests/integration
+
 bench: build
 	bench/run.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) $(SAN_BUILD)

@@ -108,6 +108,10 @@ class Identity:
             "HOME": "/root" if self.root else "/nonexistent",
             "CORDON_TEST_TOKEN": HOST_TOKEN,
         }
+        # A sanitizer build reads its options from cordon's own environment.
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            if k in os.environ:
+                env[k] = os.environ[k]
         env.update(extra or {})
         return env
 
@@ -300,6 +304,21 @@ def new_leftovers(before, grace=3.0):
 def mounts_snapshot():
     with open("/proc/self/mountinfo") as f:
         return {" ".join(l.split()[3:5]) for l in f}
+
+
+# --- strict mode --------------------------------------------------------------
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """CORDON_TESTS_STRICT=1 (CI): a skipped test is a failed one, since a skip
+    there means the machine lost a feature the suite is meant to exercise."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CORDON_TESTS_STRICT") == "1" and \
+            not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CORDON_TESTS_STRICT=1: {report.longrepr}"
 
 
 # --- fixtures ---------------------------------------------------------------
