@@ -6,6 +6,7 @@
 #pragma once
 #include "common/err.h"
 #include "policy/policy.h"
+#include "sandbox/workspace.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -66,6 +67,7 @@ struct sandbox_result {
         char recent[16][768];          /* the last decisions, as JSON lines */
         unsigned n_recent, next;
     } egress;
+    struct workspace_report workspace; /* a host workspace's scans */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
 

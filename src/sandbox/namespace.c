@@ -5,6 +5,7 @@
  * supervises it. The child becomes PID 1 (a minimal init that reaps and
  * reports) and forks the command, which confines itself and execs.
  */
+#include "audit/audit.h"
 #include "core/watchdog.h"
 #include "egress/gateway.h"
 #include "egress/mint.h"
@@ -12,6 +13,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"
 #include "sandbox/supervise.h"
+#include "sandbox/workspace.h"
 
 #include "common/cleanup.h"
 #include "common/fds.h"
@@ -369,6 +371,15 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
 
 /* ---- supervisor side ---- */
 
+/* What the after-run scan did, in the audit log: paths only, capped. */
+static void audit_workspace(const struct sandbox_call *call, const struct workspace_report *w)
+{
+    if (!call->audit || !w->scanned)
+        return;
+    struct cordon_err ignored;
+    audit_append(call->audit, "workspace.scan", call->run_id, workspace_report_json(w), &ignored);
+}
+
 static int write_proc(pid_t pid, const char *file, const char *text, struct cordon_err *err)
 {
     char path[64];
@@ -652,6 +663,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     uid_t host_base = HOST_ID_BASE + ((uid_t)rnd << 2);
 
     struct ns_plan plan = { .caller_is_root = root };
+    struct workspace_guard ws = WORKSPACE_GUARD_INIT;
     struct cgroup_set cg = { 0 };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
@@ -669,8 +681,12 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, &old);
 
+    /* Placeholders are host state: a watchdog must be there to take them back. */
+    if (p->workspace && !watchdog && !(watchdog = own_watchdog = watchdog_new(NULL, NULL, err)))
+        goto out;
     if ((gateway && gateway_config_from_policy(p, &gw_cfg, err) < 0) ||
-        plan_argv(call, &plan, err) < 0 || mounts_plan(p, &plan, host_base + 1, err) < 0 ||
+        plan_argv(call, &plan, err) < 0 || workspace_prepare(p, watchdog, &ws, err) < 0 ||
+        mounts_plan(p, &plan, host_base + 1, p->workspace ? &ws : NULL, err) < 0 ||
         (gw_cfg.mint && mounts_add_ca(&plan, mint_ca_pem(gw_cfg.mint), err) < 0) ||
         plan_env(p, call, &gw_cfg, &plan, err) < 0)
         goto out;
@@ -785,6 +801,9 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
         .start_us = start,
     };
     supervise(&sv, res);
+    /* Init has exited, and with it every process of the PID namespace. */
+    workspace_finish(p, &ws, &res->workspace);
+    audit_workspace(call, &res->workspace);
     if (gw_pid > 0) {
         /* The gateway reports the connections the run left open, then exits. */
         kill(gw_pid, SIGTERM);
@@ -803,6 +822,7 @@ out:
     }
     pipes_close(&pp);
     closep(&sig_fd);
+    workspace_guard_release(&ws);
     if (cg.version)
         cgroup_destroy(&cg);
     watchdog_release(own_watchdog);
