@@ -89,6 +89,29 @@ static void print_proc_mem(const char *release)
     printf("                   inside a run /proc is read-only: no /proc/PID/mem opens for writing\n");
 }
 
+/* The default filesystem.protected list, as a run with -w applies it. */
+static void print_protected(void)
+{
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *p = policy_new(&err);
+    if (!p)
+        return;
+    printf("protected in a host workspace (filesystem.protected; "
+           "filesystem.unsafe_unprotect removes one):\n ");
+    int col = 1;
+    for (size_t i = 0; i < p->n_protected; i++) {
+        int w = (int)strlen(p->protected[i]) + 1;
+        if (col + w > 78) {
+            printf("\n ");
+            col = 1;
+        }
+        printf(" %s", p->protected[i]);
+        col += w;
+    }
+    printf("\n  no fifo, socket or device node is made there (landlock); afterwards links "
+           "leaving it are removed and o+w is stripped\n");
+}
+
 int cmd_check(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -150,5 +173,6 @@ int cmd_check(int argc, char **argv)
             printf("  %-10s no: %s\n", cordon_level_name((enum cordon_level)l), err.msg);
     }
     printf("limits without a usable cgroup are refused unless marked best_effort\n");
+    print_protected();
     return 0;
 }
