@@ -167,7 +167,7 @@ static int make_placeholder(struct workspace_guard *g, struct watchdog *wd, cons
         return 0; /* there (the scan covered it), or not ours to judge */
     bool dir = workspace_name_is_dir(name);
     /* Announced first: a supervisor killed right after the create still has it removed. */
-    TRY(watchdog_guard_placeholder(wd, ws, name, dir, &g->start, err));
+    TRY(watchdog_guard_placeholder(wd, ws, name, dir, &g->placed, err));
     int r = dir ? mkdirat(g->fd, name, 0755)
                 : openat(g->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (r < 0) {
@@ -183,7 +183,7 @@ static int make_placeholder(struct workspace_guard *g, struct watchdog *wd, cons
     struct workspace_placeholder *n =
         realloc(g->placeholders, (g->n_placeholders + 1) * sizeof *n);
     if (!n) {
-        workspace_remove_placeholder(g->fd, name, dir, st.st_dev, st.st_ino, &g->start);
+        workspace_remove_placeholder(g->fd, name, dir, st.st_dev, st.st_ino, &g->placed);
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     }
     g->placeholders = n;
@@ -194,10 +194,29 @@ static int make_placeholder(struct workspace_guard *g, struct watchdog *wd, cons
     return cover(g, name, WORKSPACE_READ_ONLY, err);
 }
 
+/*
+ * The run's start, as inode times will compare with it. A change gets a
+ * ctime from the coarse clock (one tick behind) or, under multigrain
+ * timestamps, the fine one; taking the fine time and waiting until the
+ * coarse clock has passed it makes every later change compare >= START,
+ * and no host change made before compare so. At most a tick's wait.
+ */
+static void mark_start(struct timespec *start)
+{
+    clock_gettime(CLOCK_REALTIME, start);
+    for (int i = 0; i < 100; i++) {
+        struct timespec coarse;
+        clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
+        if (!ts_before(&coarse, start))
+            return;
+        nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+    }
+}
+
 int workspace_prepare(const struct policy *p, struct watchdog *wd, struct workspace_guard *g,
                       struct cordon_err *err)
 {
-    clock_gettime(CLOCK_REALTIME_COARSE, &g->start);
+    clock_gettime(CLOCK_REALTIME_COARSE, &g->placed);
     if (!p->workspace)
         return 0;
     /* Forked before the workspace is open, so it holds none of the run's descriptors. */
@@ -224,6 +243,7 @@ int workspace_prepare(const struct policy *p, struct watchdog *wd, struct worksp
         if (make_placeholder(g, wd, p->workspace, name, err) < 0)
             goto fail;
     }
+    mark_start(&g->start);
     return 0;
 fail:
     workspace_guard_release(g);
@@ -366,7 +386,7 @@ void workspace_finish(const struct policy *p, struct workspace_guard *g,
     /* Placeholders first, so the scan does not count them. */
     for (size_t i = 0; i < g->n_placeholders; i++) {
         const struct workspace_placeholder *ph = &g->placeholders[i];
-        workspace_remove_placeholder(g->fd, ph->name, ph->dir, ph->dev, ph->ino, &g->start);
+        workspace_remove_placeholder(g->fd, ph->name, ph->dir, ph->dev, ph->ino, &g->placed);
     }
     g->n_placeholders = 0;
     int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -414,7 +434,7 @@ void workspace_guard_release(struct workspace_guard *g)
     if (g->fd >= 0)
         for (size_t i = 0; i < g->n_placeholders; i++) {
             const struct workspace_placeholder *ph = &g->placeholders[i];
-            workspace_remove_placeholder(g->fd, ph->name, ph->dir, ph->dev, ph->ino, &g->start);
+            workspace_remove_placeholder(g->fd, ph->name, ph->dir, ph->dev, ph->ino, &g->placed);
         }
     for (size_t i = 0; i < g->n_entries; i++)
         free(g->entries[i].rel);

@@ -58,7 +58,8 @@ struct workspace_placeholder {
 
 struct workspace_guard {
     int fd;                  /* the workspace, O_PATH, opened without following links */
-    struct timespec start;   /* CLOCK_REALTIME_COARSE before anything ran: the ctime clock */
+    struct timespec placed;  /* CLOCK_REALTIME_COARSE before the placeholders were made */
+    struct timespec start;   /* the same clock once they were, before the run began */
     struct workspace_entry *entries;
     size_t n_entries;
     struct workspace_placeholder *placeholders;
