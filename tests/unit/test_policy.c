@@ -73,9 +73,17 @@ struct load_case {
     "{\"best_effort\":[" be "],\"cpu_ms\":" #cpu ",\"file_size\":" #fsz                  \
     ",\"memory\":" #mem ",\"open_files\":" #nofile ",\"output\":" #out ",\"pids\":" #pids \
     ",\"wall_ms\":" #wall "}"
-#define FS(ws, wss, tmps, ro, rw)                                                   \
-    "{\"read_only\":[" ro "],\"read_write\":[" rw "],\"tmp_size\":" #tmps            \
-    ",\"workspace\":" ws ",\"workspace_size\":" #wss "}"
+#define PROTECTED_DEFAULT                                                                 \
+    "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\",\".codex\","  \
+    "\".cshrc\",\".cursor\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\",\".git\","      \
+    "\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\",\".login\","       \
+    "\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\",\".profile\","      \
+    "\".tcshrc\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\",\".zshrc\""
+#define FSP(ws, wss, tmps, ro, rw, prot, unprot)                                          \
+    "{\"protected\":[" prot "],\"read_only\":[" ro "],\"read_write\":[" rw              \
+    "],\"tmp_size\":" #tmps ",\"unsafe_unprotect\":[" unprot "],\"workspace\":" ws     \
+    ",\"workspace_size\":" #wss "}"
+#define FS(ws, wss, tmps, ro, rw) FSP(ws, wss, tmps, ro, rw, PROTECTED_DEFAULT, "")
 #define FS_DEFAULT_SIZES(ro, rw) FS("null", 268435456, 67108864, ro, rw)
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
@@ -521,6 +529,30 @@ static const struct load_case load_cases[] = {
 
     /* filesystem: sizes and workspace */
     { "version: 1\n", NULL, "filesystem", FS_DEFAULT_SIZES("", "") },
+    /* filesystem.protected adds; unsafe_unprotect takes a default out, by exact name only */
+    { "version: 1\nfilesystem:\n  protected: [.tool-versions, .direnv*, .git]\n"
+      "  unsafe_unprotect: [.env*, .git]\n", NULL, "filesystem",
+      FSP("null", 268435456, 67108864, "", "",
+          "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\","
+          "\".codex\",\".cshrc\",\".cursor\",\".direnv*\",\".env\",\".envrc\",\".exrc\","
+          "\".gemini\",\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\","
+          "\".login\",\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\","
+          "\".profile\",\".tcshrc\",\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\","
+          "\".zprofile\",\".zshenv\",\".zshrc\"",
+          "\".env*\",\".git\"") },
+    { "version: 1\nfilesystem:\n  unsafe_unprotect: [.gti]\n",
+      "policy.yaml:3: filesystem.unsafe_unprotect[0]: \".gti\" is not a default protected name" },
+    { "version: 1\nfilesystem:\n  unsafe_unprotect: [.env.local]\n",
+      "policy.yaml:3: filesystem.unsafe_unprotect[0]: \".env.local\" is not a default "
+      "protected name" },
+    { "version: 1\nfilesystem:\n  protected: [a/b]\n",
+      "policy.yaml:3: filesystem.protected[0]: \"a/b\" is a path; expected a single file name" },
+    { "version: 1\nfilesystem:\n  protected: ['*.sh']\n",
+      "policy.yaml:3: filesystem.protected[0]: \"*.sh\": '*' may only end a name" },
+    { "version: 1\nfilesystem:\n  protected: ['..']\n",
+      "policy.yaml:3: filesystem.protected[0]: expected a file name, got \"..\"" },
+    { "version: 1\nfilesystem:\n  protected: .git\n",
+      "policy.yaml:3: filesystem.protected: expected a list of file names, got *" },
     { "version: 1\nfilesystem:\n  workspace_size: 1G\n  tmp_size: 16M\n", NULL, "filesystem",
       FS("null", 1073741824, 16777216, "", "") },
     { "version: 1\nfilesystem:\n  tmp_size: 0\n",
@@ -1037,9 +1069,8 @@ static void test_defaults_and_json(void)
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     is_str(s, "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"close\","
               "\"sign_key\":null},"
-              "\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":{\"read_only\":[],"
-              "\"read_write\":[],\"tmp_size\":67108864,\"workspace\":null,"
-              "\"workspace_size\":268435456},\"isolation\":\"namespace\",\"limits\":"
+              "\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":"
+              FS_DEFAULT_SIZES("", "") ",\"isolation\":\"namespace\",\"limits\":"
               "{\"best_effort\":[],\"cpu_ms\":0,\"file_size\":0,\"memory\":0,"
               "\"open_files\":1024,\"output\":0,\"pids\":0,\"wall_ms\":0},"
               "\"network\":" NET_DEFAULT ",\"secrets\":[],\"syscalls\":"
