@@ -5,7 +5,6 @@
  * supervises it. The child becomes PID 1 (a minimal init that reaps and
  * reports) and forks the command, which confines itself and execs.
  */
-#include "audit/audit.h"
 #include "core/watchdog.h"
 #include "egress/gateway.h"
 #include "egress/mint.h"
@@ -370,15 +369,6 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
 }
 
 /* ---- supervisor side ---- */
-
-/* What the after-run scan did, in the audit log: paths only, capped. */
-static void audit_workspace(const struct sandbox_call *call, const struct workspace_report *w)
-{
-    if (!call->audit || !w->scanned)
-        return;
-    struct cordon_err ignored;
-    audit_append(call->audit, "workspace.scan", call->run_id, workspace_report_json(w), &ignored);
-}
 
 static int write_proc(pid_t pid, const char *file, const char *text, struct cordon_err *err)
 {
@@ -802,8 +792,7 @@ static int ns_run(const struct policy *p, const struct sandbox_call *call,
     };
     supervise(&sv, res);
     /* Init has exited, and with it every process of the PID namespace. */
-    workspace_finish(p, &ws, &res->workspace);
-    audit_workspace(call, &res->workspace);
+    workspace_finish(p, &ws, &res->workspace); /* run.end carries it to the audit log */
     if (gw_pid > 0) {
         /* The gateway reports the connections the run left open, then exits. */
         kill(gw_pid, SIGTERM);

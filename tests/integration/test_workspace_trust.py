@@ -178,8 +178,8 @@ def test_links_out_special_files_and_modes_are_undone(cordon):
     fixed = 2 + (codes[steps[8]] == 0)
     assert (w["removed"], w["modes_fixed"], w["scan_incomplete"]) == (4, fixed, False), w
     events = [json.loads(line) for line in audit.read_text().splitlines()]
-    scan = [e for e in events if e.get("type") == "workspace.scan"]
-    assert len(scan) == 1 and "removed link out" in json.dumps(scan[0]), scan
+    end = [e for e in events if e.get("type") == "run.end"]
+    assert len(end) == 1 and "removed link out" in json.dumps(end[0]), end
 
 
 def test_ordinary_work_still_works(cordon):
