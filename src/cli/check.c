@@ -155,6 +155,29 @@ static void print_defaults(const struct cgroup_set *cg)
     puts("  a host workspace (-w) has no total write budget: only file_size caps each file");
 }
 
+/* The default filesystem.protected list, as a run with -w applies it. */
+static void print_protected(void)
+{
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *p = policy_new(&err);
+    if (!p)
+        return;
+    printf("protected in a host workspace (filesystem.protected; "
+           "filesystem.unsafe_unprotect removes one):\n ");
+    int col = 1;
+    for (size_t i = 0; i < p->n_protected; i++) {
+        int w = (int)strlen(p->protected[i]) + 1;
+        if (col + w > 78) {
+            printf("\n ");
+            col = 1;
+        }
+        printf(" %s", p->protected[i]);
+        col += w;
+    }
+    printf("\n  no fifo, socket or device node is made there (landlock); afterwards links "
+           "leaving it are removed and o+w is stripped\n");
+}
+
 int cmd_check(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -218,5 +241,6 @@ int cmd_check(int argc, char **argv)
     cgroup_destroy(&cg);
     printf("a limit a policy or flag sets and this host cannot enforce is refused unless marked "
            "best_effort;\na default one degrades as shown above\n");
+    print_protected();
     return 0;
 }

@@ -20,6 +20,7 @@
 #include "sandbox/seccomp.h"
 #include "sandbox/start.h"
 #include "sandbox/supervise.h"
+#include "sandbox/workspace.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -51,6 +52,7 @@ struct run {
     pid_t gw_pid;
     int gw_report;
     uid_t host_base;
+    struct workspace_guard ws;            /* a host workspace's protections and scans */
     struct sandbox_boundary b;
     struct sandbox_call call;             /* the front end's; valid until wait returns */
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
@@ -266,6 +268,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
                                         .start_w = -1, .door = -1 };
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
+    run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)
         memcpy(run->run_id, run_id, sizeof run->run_id);
@@ -284,7 +287,8 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
      * made (a caller who cannot make one pays for no watchdog). */
     if (run->log && watchdog_arm(run->wd, err) < 0)
         goto fail;
-    if (prepare_limits(run, rnd, err) < 0 ||
+    /* Placeholders are host state: the watchdog takes them back if we die. */
+    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, run->wd, &run->ws, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
         goto fail;
 
@@ -293,6 +297,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         .cg = &run->cg,
         .confine = &run->confine,
         .ca_pem = run->gw.mint ? mint_ca_pem(run->gw.mint) : NULL,
+        .workspace = p->workspace ? &run->ws : NULL,
         .gateway = run->gateway,
         .in_child = wipe_secret_values,
         .in_child_arg = &run->gw,
@@ -392,6 +397,8 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     run->b.pid = -1;
     run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = -1;
     supervise(&sv, res);
+    /* Init has exited, and with it every process of the PID namespace. */
+    workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
     if (run->gw_pid > 0) {
         /* The gateway reports the connections the run left open, then exits. */
         kill(run->gw_pid, SIGTERM);
@@ -422,6 +429,7 @@ void run_release(struct run *run)
     int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
+    workspace_guard_release(&run->ws);
     if (run->cg.version)
         cgroup_destroy(&run->cg);
     gateway_config_release(&run->gw);

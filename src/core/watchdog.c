@@ -7,7 +7,10 @@
 #include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/hostpath.h"
+#include "common/text.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +25,8 @@
 #include <unistd.h>
 
 #define MAX_GUARDED 8
+/* One per protected name at most; a policy adding more is guarded up to here. */
+#define MAX_PLACEHOLDERS 128
 
 struct watchdog {
     struct audit_log *log;
@@ -41,12 +46,56 @@ struct watchdog *watchdog_new(struct audit_log *log, const char *run_id, struct 
     return wd;
 }
 
-/* Read "cgroup DIR\n" and "done\n" lines until EOF; then do what is left. */
+/* HEX (as hex_encode writes it) into OUT of SIZE bytes, NUL-terminated; false if it does not fit. */
+static bool unhex(const char *hex, char *out, size_t size)
+{
+    size_t n = strlen(hex);
+    if (n % 2 || n / 2 >= size)
+        return false;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hex_digit((unsigned char)hex[2 * i]), lo = hex_digit((unsigned char)hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[i] = (char)(hi << 4 | lo);
+    }
+    out[n / 2] = '\0';
+    return true;
+}
+
+struct guarded_placeholder {
+    char name[NAME_MAX + 1];
+    bool dir;
+    struct timespec start;
+};
+
+/*
+ * The placeholders of the run's workspace, as workspace_finish would remove
+ * them; the workspace is opened again without following links.
+ */
+static void remove_placeholders(const char *ws, const struct guarded_placeholder *ph, size_t n)
+{
+    if (!ws[0] || !n)
+        return;
+    struct cordon_err err;
+    int fd = hostpath_open(AT_FDCWD, ws, O_PATH | O_DIRECTORY, 0, false, &err);
+    if (fd < 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        workspace_remove_placeholder(fd, ph[i].name, ph[i].dir, 0, 0, &ph[i].start);
+    close(fd);
+}
+
+/*
+ * Read "cgroup DIR", "workspace HEX", "placeholder DIR SEC NSEC HEX" and
+ * "done" lines until EOF; then do what is left.
+ */
 static _Noreturn void watch(struct watchdog *wd, int fd)
 {
     static char dirs[MAX_GUARDED][PATH_MAX];
-    static char buf[PATH_MAX + 16];
-    size_t n_dirs = 0, len = 0;
+    static char buf[2 * PATH_MAX + 64];
+    static char ws[PATH_MAX];
+    static struct guarded_placeholder ph[MAX_PLACEHOLDERS];
+    size_t n_dirs = 0, n_ph = 0, len = 0;
     bool done = false;
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
@@ -63,6 +112,19 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
                 done = true;
             else if (strncmp(line, "cgroup ", 7) == 0 && n_dirs < MAX_GUARDED)
                 snprintf(dirs[n_dirs++], PATH_MAX, "%s", line + 7);
+            else if (strncmp(line, "workspace ", 10) == 0 && !unhex(line + 10, ws, sizeof ws))
+                ws[0] = '\0';
+            else if (strncmp(line, "placeholder ", 12) == 0 && n_ph < MAX_PLACEHOLDERS) {
+                int dir = 0, used = 0;
+                long long sec = 0;
+                long nsec = 0;
+                if (sscanf(line + 12, "%d %lld %ld %n", &dir, &sec, &nsec, &used) == 3 &&
+                    unhex(line + 12 + used, ph[n_ph].name, sizeof ph[n_ph].name)) {
+                    ph[n_ph].dir = dir;
+                    ph[n_ph].start = (struct timespec){ .tv_sec = sec, .tv_nsec = nsec };
+                    n_ph++;
+                }
+            }
             line = nl + 1;
         }
         len = strlen(line);
@@ -72,6 +134,7 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
         _exit(0);
     for (size_t i = 0; i < n_dirs; i++)
         cgroup_remove_dir(dirs[i]);
+    remove_placeholders(ws, ph, n_ph);
     if (wd->log) {
         /* The sandbox died with its supervisor (PDEATHSIG on its init). */
         json_t *fields = json_pack("{s:s, s:i, s:s}", "reason", "killed", "status", 128 + SIGKILL,
@@ -144,6 +207,26 @@ int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_er
     char line[PATH_MAX + 16];
     if (snprintf(line, sizeof line, "cgroup %s\n", dir) >= (int)sizeof line)
         return err_set(err, CORDON_E_SETUP, "cgroup path too long: '%s'", dir);
+    return send_line(wd, line, err);
+}
+
+int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const char *name,
+                               bool dir, const struct timespec *start, struct cordon_err *err)
+{
+    TRY(watchdog_arm(wd, err));
+    size_t wlen = strlen(workspace), nlen = strlen(name);
+    if (wlen >= PATH_MAX || nlen > NAME_MAX)
+        return err_set(err, CORDON_E_SETUP, "workspace path too long: '%s'", workspace);
+    /* Hex: a path may hold a newline, which would end the line early. */
+    char line[2 * PATH_MAX + 64];
+    memcpy(line, "workspace ", 10);
+    hex_encode((const unsigned char *)workspace, wlen, line + 10);
+    strcat(line, "\n");
+    TRY(send_line(wd, line, err));
+    int n = snprintf(line, sizeof line, "placeholder %d %lld %ld ", dir ? 1 : 0,
+                     (long long)start->tv_sec, (long)start->tv_nsec);
+    hex_encode((const unsigned char *)name, nlen, line + n);
+    strcat(line, "\n");
     return send_line(wd, line, err);
 }
 

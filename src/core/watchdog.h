@@ -3,10 +3,14 @@
  * SIGKILL. A small detached process holds one end of a pipe; the supervisor
  * tells it each cgroup it creates, and "done" when it has cleaned up and
  * closed the audit record itself. If the pipe closes without "done", the
- * watchdog empties and removes the cgroups and appends the run's run.end.
+ * watchdog empties and removes the cgroups and the workspace's placeholders,
+ * and appends the run's run.end.
  */
 #pragma once
 #include "common/err.h"
+
+#include <stdbool.h>
+#include <time.h>
 
 struct audit_log;
 struct watchdog;
@@ -20,6 +24,14 @@ int watchdog_arm(struct watchdog *wd, struct cordon_err *err);
 
 /* Arm if needed, and have DIR (a cgroup) removed should the supervisor die. */
 int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_err *err);
+
+/*
+ * Arm if needed, and have placeholder NAME in WORKSPACE (a directory if DIR)
+ * removed should the supervisor die: if it is still empty, of that type, and
+ * changed no earlier than START. Sent before the placeholder is made.
+ */
+int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const char *name,
+                               bool dir, const struct timespec *start, struct cordon_err *err);
 
 /* The supervisor cleaned up itself: stop the watchdog and reap it. Frees WD. */
 void watchdog_release(struct watchdog *wd);

@@ -56,6 +56,8 @@ static const struct policy_key keys[] = {
     KEY("filesystem.shm_inodes", KT_COUNT, shm_inodes, 0, 4096),
     LIST("filesystem.read_only", KT_BINDS, false),
     LIST("filesystem.read_write", KT_BINDS, true),
+    LIST("filesystem.protected", KT_PROTECTED, true),
+    LIST("filesystem.unsafe_unprotect", KT_PROTECTED, false),
     SECTION("env"),
     LIST("env.pass", KT_NAMES, false),
     LIST("env.set", KT_ENV_MAP, false),
@@ -107,6 +109,27 @@ static const struct policy_key keys[] = {
     KEY("audit.fsync", KT_FSYNC, audit.fsync, 0, POLICY_AUDIT_FSYNC_CLOSE),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
+
+/*
+ * What host tools run or trust from a directory they are pointed at, so a
+ * run must not leave it in a host workspace: git's repository (hooks,
+ * config with core.fsmonitor / core.hooksPath, info/, modules/) and its
+ * submodule and config files; shell start-up files (a workspace is often
+ * someone's $HOME); direnv's .envrc and the .env files it and many tools
+ * load; editor project settings (VS Code tasks and launch configs, JetBrains
+ * run configurations, vi's and Neovim's exrc); agent and MCP configuration
+ * (servers an agent will start, commands it will allow); git hook managers
+ * (husky, pre-commit), which git runs. AGENTS.md and the like are data.
+ */
+static const char *const protected_defaults[] = {
+    ".git", ".gitmodules", ".gitconfig", ".gitattributes",
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".login",
+    ".envrc", ".env", ".env*",
+    ".vscode", ".idea", ".exrc", ".nvimrc", ".nvim.lua",
+    ".mcp.json", ".claude", ".cursor", ".codex", ".gemini",
+    ".husky", ".pre-commit-config.yaml",
+};
 
 static const char *const level_names[] = {
     [CORDON_LEVEL_PROCESS] = "process",
@@ -195,6 +218,7 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_PINS: return "a list of HOST=IP pins";
     case KT_SECRETS: return "a list of secrets";
     case KT_TOOL_NAMES: return "a list of tool names";
+    case KT_PROTECTED: return "a list of file names";
     case KT_TOOL_RULES: return "a mapping of TOOL: {ARGUMENT: rule}";
     case KT_RESERVED: return "nothing";
     }
@@ -209,6 +233,7 @@ const char *policy_key_item_expect(const struct policy_key *k)
     case KT_CIDRS: return "a CIDR";
     case KT_NAMESERVERS: return "an IP[:PORT] nameserver";
     case KT_PINS: return "HOST=IP";
+    case KT_PROTECTED: return "a file name";
     default: return "a name";
     }
 }
@@ -833,6 +858,55 @@ static int apply_secret_flag(struct policy *p, const char *spec, char *why, size
     return policy_add_secret(p, &s, why, len);
 }
 
+/*
+ * One name of filesystem.protected: a single path component, so it means
+ * the same at the workspace's root and in every directory the scan visits;
+ * '*' only at the end, the one glob cordon matches.
+ */
+static int check_protected_name(const char *name, char *why, size_t len)
+{
+    size_t n = strlen(name);
+    if (n == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+        strcmp(name, "*") == 0)
+        return why_printf(why, len, "expected a file name, got \"%s\"", name);
+    if (n > NAME_MAX)
+        return why_printf(why, len, "\"%.32s...\" is longer than a file name can be", name);
+    if (strchr(name, '/'))
+        return why_printf(why, len, "\"%s\" is a path; expected a single file name", name);
+    const char *star = strchr(name, '*');
+    if (star && star[1] != '\0')
+        return why_printf(why, len, "\"%s\": '*' may only end a name", name);
+    return 0;
+}
+
+static bool is_default_protected(const char *name)
+{
+    for (size_t i = 0; i < sizeof protected_defaults / sizeof protected_defaults[0]; i++)
+        if (strcmp(protected_defaults[i], name) == 0)
+            return true;
+    return false;
+}
+
+static int apply_protected(struct policy *p, bool add, const char *text, char *why, size_t len)
+{
+    if (check_protected_name(text, why, len) < 0)
+        return -1;
+    if (add)
+        return policy_strv_add(&p->protected, &p->n_protected, text);
+    /* Only by its exact name: a default is never dropped by a pattern or a typo. */
+    if (!is_default_protected(text))
+        return why_printf(why, len, "\"%s\" is not a default protected name", text);
+    return policy_strv_add(&p->unprotect, &p->n_unprotect, text);
+}
+
+bool policy_protected_match(const char *pattern, const char *name)
+{
+    size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*')
+        return strncmp(pattern, name, n - 1) == 0;
+    return strcmp(pattern, name) == 0;
+}
+
 int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
                       char *why, size_t len)
 {
@@ -876,6 +950,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         return apply_nameserver(p, text, why, len);
     case KT_TOOL_NAMES:
         return policy_tools_allow(p, text, why, len);
+    case KT_PROTECTED:
+        return apply_protected(p, k->flag, text, why, len);
     default:
         return why_printf(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
     }
@@ -966,6 +1042,12 @@ struct policy *policy_new(struct cordon_err *err)
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
+    for (size_t i = 0; i < sizeof protected_defaults / sizeof protected_defaults[0]; i++)
+        if (policy_strv_add(&p->protected, &p->n_protected, protected_defaults[i]) < 0) {
+            policy_free(p);
+            err_set(err, CORDON_E_INTERNAL, "out of memory");
+            return NULL;
+        }
     for (size_t i = 0; i < N_KEYS; i++) {
         const struct policy_key *k = &keys[i];
         switch (k->type) {
@@ -1011,6 +1093,8 @@ void policy_free(struct policy *p)
         free(p->binds[i].dest);
     }
     free(p->binds);
+    policy_strv_free(p->protected, p->n_protected);
+    policy_strv_free(p->unprotect, p->n_unprotect);
     policy_strv_free(p->env_pass, p->n_env_pass);
     for (size_t i = 0; i < p->n_env_set; i++) {
         free(p->env_set[i].name);
@@ -1078,6 +1162,7 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_PINS:
     case KT_NAMESERVERS:
     case KT_TOOL_NAMES:
+    case KT_PROTECTED:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_SECRETS:
         return flag_result(apply_secret_flag(p, value, why, sizeof why), prefix, why, err);
@@ -1300,5 +1385,15 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     if (p->tmp_size == 0 || p->shm_size == 0 || p->workspace_size == 0)
         return err_set(err, CORDON_E_POLICY, "%sfilesystem: tmpfs sizes must be greater than 0",
                        where);
+    /* Taken out last, so a name is unprotected however the sources were ordered. */
+    for (size_t i = 0; i < p->n_unprotect; i++)
+        for (size_t j = 0; j < p->n_protected; j++)
+            if (strcmp(p->protected[j], p->unprotect[i]) == 0) {
+                free(p->protected[j]);
+                memmove(p->protected + j, p->protected + j + 1,
+                        (p->n_protected - j - 1) * sizeof *p->protected);
+                p->n_protected--;
+                break;
+            }
     return 0;
 }

@@ -185,6 +185,11 @@ struct policy {
     uint64_t workspace_inodes;      /* of the scratch /workspace; the same */
     struct policy_bind *binds;
     size_t n_binds;
+    char **protected;               /* names read-only in a host workspace, sorted; a
+                                       trailing '*' globs (".env*") */
+    size_t n_protected;
+    char **unprotect;               /* default names taken out (filesystem.unsafe_unprotect) */
+    size_t n_unprotect;
 
     /* env */
     char **env_pass;                /* names taken from the host */
@@ -263,6 +268,12 @@ void policy_network_digest_hex(const struct policy *p, char out[65]);
 
 /* The same of the tools object. */
 void policy_tools_digest_hex(const struct policy *p, char out[65]);
+
+/*
+ * Does NAME (one path component) match PATTERN from filesystem.protected:
+ * exactly, or by prefix when PATTERN ends in '*'?
+ */
+bool policy_protected_match(const char *pattern, const char *name);
 
 /* Is tool NAME in tools.allow? */
 bool policy_tool_allowed(const struct policy *p, const char *name);

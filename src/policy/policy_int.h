@@ -36,6 +36,7 @@ enum key_type {
     KT_SECRETS,     /* list of {name, from, hosts, ttl}; flag: NAME=SOURCE@HOST[,HOST] */
     KT_TOOL_NAMES,  /* tools.allow: list of tool names, or "*" */
     KT_TOOL_RULES,  /* tools.rules: TOOL: {ARG: {under, deny, max_length, pattern}} */
+    KT_PROTECTED,   /* filesystem.protected: names; flag: add (else unsafe_unprotect) */
     KT_RESERVED,    /* a key that is refused, with a note saying why */
 };
 

@@ -101,6 +101,8 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         json_object_set_new(o, "defaults", defaults);
     else
         json_decref(defaults);
+    if (o && res->workspace.scanned)
+        json_object_set_new(o, "workspace", workspace_report_json(&res->workspace));
     if (o && res->run_id[0])
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)

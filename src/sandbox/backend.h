@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "policy/policy.h"
 #include "sandbox/confine.h"
+#include "sandbox/workspace.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -67,6 +68,7 @@ struct sandbox_result {
         char recent[16][768];          /* the last decisions, as JSON lines */
         unsigned n_recent, next;
     } egress;
+    struct workspace_report workspace; /* a host workspace's scans */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
 
@@ -82,6 +84,7 @@ struct sandbox_setup {
                                        joins it before it runs anything */
     const struct confine_plan *confine; /* the core's part (rlimits); the backend adds its own */
     const char *ca_pem;             /* the run's CA, to be trusted inside, or NULL */
+    const struct workspace_guard *workspace; /* a host workspace's protections, or NULL */
     bool gateway;                   /* open a door for the egress gateway */
     /* Run first in the boundary's first process, a copy of the supervisor:
      * the core wipes there what the boundary must never hold (secret values). */

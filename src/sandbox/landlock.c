@@ -77,6 +77,11 @@ static uint64_t rights_for(const struct landlock_plan *plan, unsigned access)
         rights |= FS_RO;
     if (access & LANDLOCK_RW)
         rights |= plan->handled_fs;
+    if (access & LANDLOCK_HOST_RW)
+        rights |= plan->handled_fs & ~(uint64_t)(LANDLOCK_ACCESS_FS_MAKE_FIFO |
+                                                 LANDLOCK_ACCESS_FS_MAKE_SOCK |
+                                                 LANDLOCK_ACCESS_FS_MAKE_CHAR |
+                                                 LANDLOCK_ACCESS_FS_MAKE_BLOCK);
     if (access & LANDLOCK_DEV)
         rights |= FS_RO | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV;
     return rights & plan->handled_fs;

@@ -17,6 +17,8 @@ enum landlock_access {
     LANDLOCK_RO = 1 << 0,      /* execute, read files, list directories */
     LANDLOCK_RW = 1 << 1,      /* RO plus create, write, remove, rename, truncate */
     LANDLOCK_DEV = 1 << 2,     /* RO plus write files and device ioctls (a /dev) */
+    LANDLOCK_HOST_RW = 1 << 3, /* RW but no FIFO, socket or device node made: a host tree
+                                  whose contents host tools meet after the run */
 };
 
 struct landlock_plan {

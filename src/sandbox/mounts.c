@@ -11,6 +11,7 @@
 #include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "policy/policy.h"
+#include "sandbox/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -170,10 +171,12 @@ static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct co
     TRY(landlock_plan_add(ll, "/dev", LANDLOCK_DEV, false, err));
     TRY(landlock_plan_add(ll, "/tmp", LANDLOCK_RW, false, err));
     TRY(landlock_plan_add(ll, "/dev/shm", LANDLOCK_RW, false, err));
-    TRY(landlock_plan_add(ll, "/workspace", LANDLOCK_RW, false, err));
+    /* A host tree gets no FIFO, socket or device node: the scratch one hands nothing back. */
+    TRY(landlock_plan_add(ll, "/workspace", p->workspace ? LANDLOCK_HOST_RW : LANDLOCK_RW,
+                          false, err));
     for (size_t i = 0; i < p->n_binds; i++)
         if (p->binds[i].writable)
-            TRY(landlock_plan_add(ll, p->binds[i].dest, LANDLOCK_RW, false, err));
+            TRY(landlock_plan_add(ll, p->binds[i].dest, LANDLOCK_HOST_RW, false, err));
     return 0;
 }
 
@@ -234,6 +237,31 @@ static int mask_host_files(const struct policy *p, struct ns_plan *plan, size_t 
     return 0;
 }
 
+/*
+ * What the pre-run scan found in the host workspace: protected entries
+ * bound read-only over themselves (from the workspace's own mount, so the
+ * idmapping stays and git sees its files owned by the sandbox user), and
+ * sockets, FIFOs and protected links hidden under a read-only /dev/null
+ * (nodev: it opens to nothing), which can be neither reached nor removed.
+ */
+static int cover_workspace(const struct workspace_guard *ws, struct ns_plan *plan, size_t *cap,
+                           struct cordon_err *err)
+{
+    for (size_t i = 0; i < ws->n_entries; i++) {
+        char dest[PATH_MAX];
+        if (snprintf(dest, sizeof dest, "/workspace/%s", ws->entries[i].rel) >= (int)sizeof dest)
+            return err_set(err, CORDON_E_SETUP, "workspace: path too long: '%s'",
+                           ws->entries[i].rel);
+        bool mask = ws->entries[i].cover == WORKSPACE_MASK;
+        TRY(add(plan, cap, MOUNT_BIND, dest, mask ? "/dev/null" : dest, NULL, false, true, err));
+        struct mount_step *s = &plan->steps[plan->n_steps - 1];
+        s->in_workspace = true;
+        s->source_in_root = !mask;
+        s->follow_symlinks = false;
+    }
+    return 0;
+}
+
 static int cmp_bind_depth(const void *a, const void *b)
 {
     const struct policy_bind *x = a, *y = b;
@@ -255,7 +283,7 @@ static void tmpfs_opts(char *out, size_t len, const char *base, uint64_t size, u
 }
 
 int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid,
-                struct cordon_err *err)
+                const struct workspace_guard *ws, struct cordon_err *err)
 {
     size_t cap = 0;
     char opts[128];
@@ -322,6 +350,8 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
                 return err_prefix(err, "workspace");
             plan->steps[plan->n_steps - 1].tree_fd = fd;
         }
+        if (ws)
+            TRY(cover_workspace(ws, plan, &cap, err));
     } else {
         char owner[64];
         snprintf(owner, sizeof owner, "mode=0755,uid=%d,gid=%d", SANDBOX_UID, SANDBOX_GID);
@@ -407,7 +437,7 @@ static int open_dir_at(int dir, const char *name, struct open_how *how)
  * links an earlier run planted, and following one would make directories
  * on the host or put a mount somewhere else.
  */
-static int open_parent(int newroot, const char *path, char *name, size_t size,
+static int open_parent(int newroot, const char *path, char *name, size_t size, bool create,
                        struct cordon_err *err)
 {
     char buf[PATH_MAX];
@@ -421,12 +451,15 @@ static int open_parent(int newroot, const char *path, char *name, size_t size,
     for (char *slash; (slash = strchr(comp, '/')); comp = slash + 1) {
         *slash = '\0';
         int next = open_dir_at(dir, comp, &how);
-        if (next < 0 && errno == ENOENT && (mkdirat(dir, comp, 0755) == 0 || errno == EEXIST))
+        if (next < 0 && errno == ENOENT && create &&
+            (mkdirat(dir, comp, 0755) == 0 || errno == EEXIST))
             next = open_dir_at(dir, comp, &how);
         if (next < 0) {
             int e = errno;
             close(dir);
             errno = e;
+            if (!create && e == ENOENT)
+                return -2;
             if (e == ELOOP || e == ENOTDIR)
                 return err_set(err, CORDON_E_SETUP, "cannot make '%s': '%s' is not a directory "
                                "(a symbolic link is never followed there)", path, buf);
@@ -481,18 +514,44 @@ static int open_mountpoint(int dir, const char *name, bool is_dir, const char *d
 }
 
 /*
+ * An entry of the host workspace to cover, as it is: never made (a missing
+ * one, gone since the scan, is -2), and a link is opened itself, so the
+ * mount hides it rather than landing where it points.
+ */
+static int open_workspace_entry(int dir, const char *name, const char *dest,
+                                struct cordon_err *err)
+{
+    struct open_how how = {
+        .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+        .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH,
+    };
+    int fd = sys_openat2(dir, name, &how, sizeof how);
+    if (fd < 0 && errno == ENOENT)
+        return -2;
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", dest);
+    return fd;
+}
+
+/*
  * Resolve the source as the host sees it (beneath OLDROOT, so its links stay
  * in the host tree rather than the half-built one), never through a link
  * unless the step may follow them, and clone the mount of what was opened.
  */
-static int clone_source(const struct mount_step *s, int oldroot, struct cordon_err *err)
+static int clone_source(const struct mount_step *s, int oldroot, int newroot,
+                        struct cordon_err *err)
 {
     struct open_how how = {
         .flags = O_PATH | O_CLOEXEC,
         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
                    (s->follow_symlinks ? 0 : RESOLVE_NO_SYMLINKS),
     };
-    _cleanup_close_ int src = sys_openat2(oldroot, s->source, &how, sizeof how);
+    /* A bind over itself: the entry as the sandbox's root has it, beneath it. */
+    if (s->source_in_root)
+        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
+    _cleanup_close_ int src = s->source_in_root
+                                  ? sys_openat2(newroot, s->source + 1, &how, sizeof how)
+                                  : sys_openat2(oldroot, s->source, &how, sizeof how);
     if (src < 0) {
         if (s->optional && errno == ENOENT)
             return -2;
@@ -509,13 +568,13 @@ static int clone_source(const struct mount_step *s, int oldroot, struct cordon_e
 }
 
 static int do_bind(const struct mount_step *s, int parent, const char *name, int oldroot,
-                   struct cordon_err *err)
+                   int newroot, struct cordon_err *err)
 {
     _cleanup_close_ int tree = -1;
     if (s->tree_fd >= 0) {
         tree = TAKE_FD(((struct mount_step *)s)->tree_fd);
     } else {
-        tree = clone_source(s, oldroot, err);
+        tree = clone_source(s, oldroot, newroot, err);
         if (tree == -2)
             return 0; /* optional, and missing */
         if (tree < 0)
@@ -534,7 +593,11 @@ static int do_bind(const struct mount_step *s, int parent, const char *name, int
     if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot set mount flags on '%s'", s->dest);
 
-    _cleanup_close_ int mp = open_mountpoint(parent, name, S_ISDIR(st.st_mode), s->dest, err);
+    _cleanup_close_ int mp = s->in_workspace
+                                 ? open_workspace_entry(parent, name, s->dest, err)
+                                 : open_mountpoint(parent, name, S_ISDIR(st.st_mode), s->dest, err);
+    if (mp == -2)
+        return 0;
     if (mp < 0)
         return -1;
     if (move_mount(tree, "", mp, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
@@ -546,7 +609,7 @@ static int do_bind(const struct mount_step *s, int parent, const char *name, int
 static int make_dirs(int newroot, const char *path, struct cordon_err *err)
 {
     char name[NAME_MAX + 1];
-    _cleanup_close_ int parent = open_parent(newroot, path, name, sizeof name, err);
+    _cleanup_close_ int parent = open_parent(newroot, path, name, sizeof name, true, err);
     if (parent < 0)
         return -1;
     _cleanup_close_ int fd = open_mountpoint(parent, name, true, path, err);
@@ -562,8 +625,11 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, struct 
 
     switch (s->kind) {
     case MOUNT_BIND: {
-        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, err);
-        return parent < 0 ? -1 : do_bind(s, parent, name, oldroot, err);
+        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name,
+                                                 !s->in_workspace, err);
+        if (parent == -2)
+            return 0; /* gone from the workspace since the scan */
+        return parent < 0 ? -1 : do_bind(s, parent, name, oldroot, newroot, err);
     }
     case MOUNT_TMPFS:
         TRY(make_dirs(newroot, s->dest, err));
@@ -591,7 +657,7 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, struct 
             return err_sys(err, CORDON_E_SETUP, "cannot mount devpts");
         return 0;
     case MOUNT_SYMLINK: {
-        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, err);
+        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, true, err);
         if (parent < 0)
             return -1;
         if (symlinkat(s->source, parent, name) < 0 && errno != EEXIST)
@@ -599,7 +665,7 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, struct 
         return 0;
     }
     case MOUNT_FILE: {
-        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, err);
+        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, true, err);
         if (parent < 0)
             return -1;
         _cleanup_close_ int fd = openat(parent, name,

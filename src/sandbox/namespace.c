@@ -451,7 +451,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     int rc = -1;
     pid_t init = -1;
 
-    if (mounts_plan(p, &plan, s->host_base + 1, err) < 0 ||
+    if (mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
         (s->ca_pem && mounts_add_ca(&plan, s->ca_pem, err) < 0))
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||

@@ -40,6 +40,11 @@ struct mount_step {
     bool optional;       /* skip when the host source is missing */
     bool follow_symlinks; /* MOUNT_BIND: the source may pass through links (host-owned
                              system paths, or a bind the policy lets follow them) */
+    bool in_workspace;   /* MOUNT_BIND onto an entry of the host workspace: its parents
+                            and itself are never made, a link there is covered, not
+                            followed, and a vanished entry is skipped */
+    bool source_in_root; /* MOUNT_BIND: source is dest itself in the new root (a read-only
+                            bind over itself, taken from the workspace's own mount) */
 };
 
 struct ns_plan {
@@ -50,9 +55,12 @@ struct ns_plan {
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
 };
 
-/* In the supervisor: the mount steps for P (and the Landlock rules that match them). */
+struct workspace_guard;
+
+/* In the supervisor: the mount steps for P (and the Landlock rules that match them);
+ * WS, when P has a host workspace, says what in it to cover. */
 int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid,
-                struct cordon_err *err);
+                const struct workspace_guard *ws, struct cordon_err *err);
 
 /* In the supervisor: the run's CA certificate (PEM) at SANDBOX_CA_CERT, and
  * with the host's trust store at SANDBOX_CA_BUNDLE. */

@@ -19,9 +19,13 @@ from conftest import assert_cordon_refused
 
 
 def plant(cordon, ws, *links):
-    """A run that makes each (name, target) link in its workspace, as its own code."""
-    script = "; ".join(f"ln -s '{target}' '/workspace/{name}'" for name, target in links)
-    r = cordon.run(["sh", "-c", script], "-w", ws)
+    """
+    A run that makes each (name, target) link in a writable host tree, as its
+    own code. Through --rw: a workspace's after-run scan removes links that
+    lead out of it (test_workspace_trust.py); a writable bind keeps them.
+    """
+    script = "; ".join(f"ln -s '{target}' '/plant/{name}'" for name, target in links)
+    r = cordon.run(["sh", "-c", script], "--rw", f"{ws}:/plant")
     assert r.status == 0, r
     for name, target in links:
         assert os.readlink(ws / name) == str(target)

@@ -77,11 +77,22 @@ struct load_case {
 #define ALL_LIMITS "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\""
 #define LIMITS_DEFAULT(be) \
     LIMITS(600000, 600000, 1073741824, 256, 16777216, 1073741824, 1024, be, ALL_LIMITS)
+#define PROTECTED_DEFAULT                                                                 \
+    "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\",\".codex\","  \
+    "\".cshrc\",\".cursor\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\",\".git\","      \
+    "\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\",\".login\","       \
+    "\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\",\".profile\","      \
+    "\".tcshrc\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\",\".zshrc\""
+#define FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot)               \
+    "{\"protected\":[" prot "],\"read_only\":[" ro "],\"read_write\":[" rw             \
+    "],\"shm_inodes\":" #shmi ",\"shm_size\":" #shms ",\"tmp_inodes\":" #tmpi           \
+    ",\"tmp_size\":" #tmps ",\"unsafe_unprotect\":[" unprot "],\"workspace\":" ws        \
+    ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
 #define FS_ALL(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw)                              \
-    "{\"read_only\":[" ro "],\"read_write\":[" rw "],\"shm_inodes\":" #shmi               \
-    ",\"shm_size\":" #shms ",\"tmp_inodes\":" #tmpi ",\"tmp_size\":" #tmps                \
-    ",\"workspace\":" ws ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
-#define FS(ws, wss, tmps, ro, rw) FS_ALL(ws, wss, 65536, tmps, 16384, 67108864, 4096, ro, rw)
+    FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, PROTECTED_DEFAULT, "")
+#define FSP(ws, wss, tmps, ro, rw, prot, unprot)                                          \
+    FS_ALLP(ws, wss, 65536, tmps, 16384, 67108864, 4096, ro, rw, prot, unprot)
+#define FS(ws, wss, tmps, ro, rw) FSP(ws, wss, tmps, ro, rw, PROTECTED_DEFAULT, "")
 #define FS_DEFAULT_SIZES(ro, rw) FS("null", 268435456, 67108864, ro, rw)
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
@@ -567,6 +578,30 @@ static const struct load_case load_cases[] = {
 
     /* filesystem: sizes and workspace */
     { "version: 1\n", NULL, "filesystem", FS_DEFAULT_SIZES("", "") },
+    /* filesystem.protected adds; unsafe_unprotect takes a default out, by exact name only */
+    { "version: 1\nfilesystem:\n  protected: [.tool-versions, .direnv*, .git]\n"
+      "  unsafe_unprotect: [.env*, .git]\n", NULL, "filesystem",
+      FSP("null", 268435456, 67108864, "", "",
+          "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\","
+          "\".codex\",\".cshrc\",\".cursor\",\".direnv*\",\".env\",\".envrc\",\".exrc\","
+          "\".gemini\",\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\","
+          "\".login\",\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\","
+          "\".profile\",\".tcshrc\",\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\","
+          "\".zprofile\",\".zshenv\",\".zshrc\"",
+          "\".env*\",\".git\"") },
+    { "version: 1\nfilesystem:\n  unsafe_unprotect: [.gti]\n",
+      "policy.yaml:3: filesystem.unsafe_unprotect[0]: \".gti\" is not a default protected name" },
+    { "version: 1\nfilesystem:\n  unsafe_unprotect: [.env.local]\n",
+      "policy.yaml:3: filesystem.unsafe_unprotect[0]: \".env.local\" is not a default "
+      "protected name" },
+    { "version: 1\nfilesystem:\n  protected: [a/b]\n",
+      "policy.yaml:3: filesystem.protected[0]: \"a/b\" is a path; expected a single file name" },
+    { "version: 1\nfilesystem:\n  protected: ['*.sh']\n",
+      "policy.yaml:3: filesystem.protected[0]: \"*.sh\": '*' may only end a name" },
+    { "version: 1\nfilesystem:\n  protected: ['..']\n",
+      "policy.yaml:3: filesystem.protected[0]: expected a file name, got \"..\"" },
+    { "version: 1\nfilesystem:\n  protected: .git\n",
+      "policy.yaml:3: filesystem.protected: expected a list of file names, got *" },
     { "version: 1\nfilesystem:\n  workspace_size: 1G\n  tmp_size: 16M\n", NULL, "filesystem",
       FS("null", 1073741824, 16777216, "", "") },
     { "version: 1\nfilesystem:\n  shm_size: 8M\n  tmp_inodes: 100\n  shm_inodes: unlimited\n"

