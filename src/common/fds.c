@@ -13,44 +13,83 @@
 #include <errno.h>
 #include <unistd.h>
 
-/* Room for one descriptor, aligned as a cmsghdr must be. */
-union fd_cmsg {
-    char buf[CMSG_SPACE(sizeof(int))];
+/* Room for FDS_MAX descriptors, aligned as a cmsghdr must be. */
+union fds_cmsg {
+    char buf[CMSG_SPACE(FDS_MAX * sizeof(int))];
     struct cmsghdr align;
 };
 
-int send_fd(int sock, int fd)
+int send_fds(int sock, const void *data, size_t len, const int *fds, size_t n)
 {
-    char byte = 'F';
-    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-    union fd_cmsg u;
+    if (n == 0 || n > FDS_MAX || len == 0)
+        return errno = EINVAL, -1;
+    struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
+    union fds_cmsg u;
     memset(&u, 0, sizeof u);
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                          .msg_controllen = sizeof u.buf };
+                          .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-    return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+    cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+    ssize_t r;
+    do
+        r = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    return r == (ssize_t)len ? 0 : -1;
+}
+
+int recv_fds(int sock, void *data, size_t len, int *fds, size_t n)
+{
+    struct iovec iov = { .iov_base = data, .iov_len = len };
+    union fds_cmsg u;
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                          .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
+    if (n == 0 || n > FDS_MAX)
+        return errno = EINVAL, -1;
+    ssize_t r;
+    do
+        r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    while (r < 0 && errno == EINTR);
+    struct cmsghdr *cm = r > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+        cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+        return -1;
+    memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
+    if (r != (ssize_t)len || (msg.msg_flags & MSG_CTRUNC)) {
+        for (size_t i = 0; i < n; i++)
+            close(fds[i]);
+        return -1;
+    }
+    return 0;
+}
+
+int send_fd(int sock, int fd)
+{
+    return send_fds(sock, "F", 1, &fd, 1);
 }
 
 int recv_fd(int sock)
 {
     char byte;
-    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-    union fd_cmsg u;
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                          .msg_controllen = sizeof u.buf };
-    if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
-        return -1;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-        cm->cmsg_len != CMSG_LEN(sizeof(int)))
-        return -1;
     int fd;
-    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    return fd;
+    return recv_fds(sock, &byte, 1, &fd, 1) < 0 ? -1 : fd;
+}
+
+bool read_full(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
 }
 
 void close_fds_except(int *keep, size_t n)

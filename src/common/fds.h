@@ -3,6 +3,7 @@
  * and passing a descriptor to another process.
  */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Write all of BUF to FD, retrying short writes and EINTR; gives up
@@ -13,12 +14,28 @@ void write_all(int fd, const char *buf, size_t len);
  * negative entries ignored). Async-signal-safe: no allocation. */
 void close_fds_except(int *keep, size_t n);
 
-/* Pass FD over the unix socket SOCK (SCM_RIGHTS, with one byte). 0, or -1
- * with errno. Allocates nothing: usable in a child before exec. */
+/* At most this many descriptors go in one message. */
+#define FDS_MAX 4
+
+/*
+ * Pass N descriptors FDS over the unix socket SOCK (SCM_RIGHTS) with LEN
+ * bytes of DATA. 0, or -1 with errno. Allocates nothing: usable in a child
+ * before exec.
+ */
+int send_fds(int sock, const void *data, size_t len, const int *fds, size_t n);
+
+/* Receive what send_fds() sent: exactly LEN bytes and N descriptors
+ * (close-on-exec). 0, or -1 with nothing left open. */
+int recv_fds(int sock, void *data, size_t len, int *fds, size_t n);
+
+/* One descriptor with one byte. */
 int send_fd(int sock, int fd);
 
 /* The descriptor passed by send_fd() (close-on-exec), or -1. */
 int recv_fd(int sock);
+
+/* Read exactly LEN bytes (retrying short reads and EINTR); false on EOF or error. */
+bool read_full(int fd, void *buf, size_t len);
 
 /*
  * For a front end whose process is its own: block SIGINT, SIGTERM and SIGHUP

@@ -231,22 +231,6 @@ static int open_gateway_door(int sock, struct cordon_err *err)
     return 0;
 }
 
-/* Read exactly LEN bytes; false on EOF or error. */
-static bool read_full(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
 /* The supervisor's compiled filter, into static storage: no allocation here. */
 static bool receive_filter(int fd, struct seccomp_program *out)
 {

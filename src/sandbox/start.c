@@ -5,6 +5,8 @@
  */
 #include "sandbox/start.h"
 
+#include "common/fds.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -19,11 +21,6 @@ struct start_header {
     uint32_t bytes; /* of the strings that follow, each NUL-terminated */
     uint32_t argc;
     uint32_t envc;
-};
-
-union fds_cmsg {
-    char buf[CMSG_SPACE(3 * sizeof(int))];
-    struct cmsghdr align;
 };
 
 int start_ready_send(int sock)
@@ -84,36 +81,9 @@ int start_message_send(int sock, char *const *argv, char *const *envp, const int
         return err_set(err, CORDON_E_USAGE, "arguments and environment exceed %u bytes",
                        START_MAX_BYTES);
     h.bytes = (uint32_t)bytes;
-    struct iovec iov = { .iov_base = &h, .iov_len = sizeof h };
-    union fds_cmsg u;
-    memset(&u, 0, sizeof u);
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                          .msg_controllen = sizeof u.buf };
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
-    memcpy(CMSG_DATA(cm), stdio, 3 * sizeof(int));
-    ssize_t n;
-    do
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof h || send_strings(sock, argv) < 0 || send_strings(sock, envp) < 0)
+    if (send_fds(sock, &h, sizeof h, stdio, 3) < 0 || send_strings(sock, argv) < 0 ||
+        send_strings(sock, envp) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot hand the command to the sandbox");
-    return 0;
-}
-
-static int read_exact(int fd, char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
     return 0;
 }
 
@@ -136,21 +106,10 @@ static int split(char **v, uint32_t count, char **at, const char *end)
 int start_message_recv(int sock, struct start_message *m)
 {
     struct start_header h;
-    struct iovec iov = { .iov_base = &h, .iov_len = sizeof h };
-    union fds_cmsg u;
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                          .msg_controllen = sizeof u.buf };
-    ssize_t n;
-    do
-        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-    while (n < 0 && errno == EINTR);
-    struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-        cm->cmsg_len != CMSG_LEN(3 * sizeof(int)))
+    if (recv_fds(sock, &h, sizeof h, m->stdio, 3) < 0)
         return -1;
-    memcpy(m->stdio, CMSG_DATA(cm), 3 * sizeof(int));
-    if (n != (ssize_t)sizeof h || (msg.msg_flags & MSG_CTRUNC) || h.magic != START_MAGIC ||
-        h.argc == 0 || h.bytes > START_MAX_BYTES || h.argc + (uint64_t)h.envc > h.bytes)
+    if (h.magic != START_MAGIC || h.argc == 0 || h.bytes > START_MAX_BYTES ||
+        h.argc + (uint64_t)h.envc > h.bytes)
         goto bad;
     size_t ptrs = ((size_t)h.argc + h.envc + 2) * sizeof(char *);
     size_t size = ptrs + h.bytes;
@@ -160,7 +119,7 @@ int start_message_recv(int sock, struct start_message *m)
     char *strings = mem + ptrs, *end = strings + h.bytes, *at = strings;
     m->argv = (char **)(void *)mem;
     m->envp = m->argv + h.argc + 1;
-    if (read_exact(sock, strings, h.bytes) < 0 || split(m->argv, h.argc, &at, end) < 0 ||
+    if (!read_full(sock, strings, h.bytes) || split(m->argv, h.argc, &at, end) < 0 ||
         split(m->envp, h.envc, &at, end) < 0 || at != end) {
         munmap(mem, size);
         goto bad;
