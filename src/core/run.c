@@ -436,6 +436,7 @@ void run_release(struct run *run)
     if (run->log) {
         struct cordon_err ignored;
         audit_close(run->log, &ignored);
+        audit_free(run->log);
     }
     watchdog_release(run->wd);
     free(run);
@@ -468,6 +469,7 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
         if (audit_append(log, "run.start", run_id, start_fields(p, call), &ignored) == 0)
             record_end(log, p, res);
         audit_close(log, &ignored);
+        audit_free(log);
     }
     return -1;
 }
