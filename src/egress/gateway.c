@@ -63,6 +63,7 @@ struct gateway {
     bool serve_one;           /* cordon fetch: exit after the one connection */
     struct conn *conns;       /* open connections, reported when we are stopped */
     struct event *resume_accept; /* re-enables accepting after a failed accept() */
+    struct event *finish;        /* the end of the run, a moment after SIGTERM */
     SSL_CTX *upstream_tls;    /* verifying client side of intercepted connections */
     struct scrub_pair *values;       /* secret i's value -> its placeholder */
     struct scrub_pair *placeholders; /* secret i's placeholder, to find in bodies */
@@ -1696,11 +1697,11 @@ static void quiet_log(int severity, const char *msg)
     (void)msg;
 }
 
-/* SIGTERM from the supervisor at the end of the run: report what is open, exit. */
-static void on_term(evutil_socket_t sig, short what, void *arg)
+/* The run has ended: report what is still open, and exit. */
+static void finish(evutil_socket_t fd, short what, void *arg)
 {
     struct gateway *gw = arg;
-    (void)sig;
+    (void)fd;
     (void)what;
     while (gw->conns) {
         if (!gw->conns->reason[0])
@@ -1708,6 +1709,21 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
         conn_free(gw->conns);
     }
     event_base_loopbreak(gw->base);
+}
+
+/*
+ * SIGTERM from the supervisor at the end of the run. A client's close may
+ * still be waiting in the loop: let it be seen first, so a connection the
+ * command finished is not reported as cut by the end of the run.
+ */
+static void on_term(evutil_socket_t sig, short what, void *arg)
+{
+    struct gateway *gw = arg;
+    (void)sig;
+    (void)what;
+    struct timeval settle = { 0, 20000 };
+    if (!gw->finish || evtimer_add(gw->finish, &settle) < 0)
+        finish(-1, 0, gw);
 }
 
 static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
@@ -1841,6 +1857,7 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, 
     struct evconnlistener *l =
         evconnlistener_new(gw.base, on_accept, &gw, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);
     struct event *term = evsignal_new(gw.base, SIGTERM, on_term, &gw);
+    gw.finish = evtimer_new(gw.base, finish, &gw);
     struct event *resume = evtimer_new(gw.base, resume_accepting, l);
     if (!l || !term || !resume || event_add(term, NULL) < 0)
         _exit(1);
