@@ -444,10 +444,20 @@ static int open_parent(int newroot, const char *path, char *name, size_t size, b
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
         return err_set(err, CORDON_E_SETUP, "path too long: '%s'", path);
     struct open_how how = { 0 };
-    int dir = open_dir_at(newroot, ".", &how);
-    if (dir < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot open the new root");
+    char *last = strrchr(buf, '/');
+    int dir = -1;
+    /* Mostly the parent exists: one openat2 then, which refuses a link
+     * anywhere on the way as the walk below does component by component. */
+    if (last > buf) {
+        *last = '\0';
+        dir = open_dir_at(newroot, buf + 1, &how);
+        *last = '/';
+    }
     char *comp = buf + 1;
+    if (dir >= 0)
+        comp = last + 1;
+    else if ((dir = open_dir_at(newroot, ".", &how)) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the new root");
     for (char *slash; (slash = strchr(comp, '/')); comp = slash + 1) {
         *slash = '\0';
         int next = open_dir_at(dir, comp, &how);
