@@ -75,8 +75,7 @@ static const char *last_byte(const char *s, int c, size_t n)
     return NULL;
 }
 
-/* ASCII only: a locale must not change what a header name means. */
-static bool equal_ci(const char *s, size_t n, const char *lit)
+bool http_equal_ci(const char *s, size_t n, const char *lit)
 {
     size_t i = 0;
     for (; i < n && lit[i]; i++)
@@ -85,7 +84,7 @@ static bool equal_ci(const char *s, size_t n, const char *lit)
     return i == n && lit[i] == '\0';
 }
 
-/* Like equal_ci(), with '_' in S read as '-'. */
+/* Like http_equal_ci(), with '_' in S read as '-'. */
 static bool equal_dash(const char *s, size_t n, const char *lit)
 {
     size_t i = 0;
@@ -304,7 +303,7 @@ static int parse_transfer_encoding(struct ctx *c, const struct http_header *h)
     if (c->seen_cl)
         return FAIL(c, 400, "both Content-Length and Transfer-Encoding");
     c->seen_te = true;
-    if (equal_ci(h->value, h->value_len, "chunked")) {
+    if (http_equal_ci(h->value, h->value_len, "chunked")) {
         c->out->chunked = true;
         return 0;
     }
@@ -327,7 +326,7 @@ static int parse_transfer_encoding(struct ctx *c, const struct http_header *h)
                         quote(q, h->value, h->value_len));
         if (last_was_chunked)
             chunked_not_last = true;
-        last_was_chunked = equal_ci(tok, (size_t)(p - tok), "chunked");
+        last_was_chunked = http_equal_ci(tok, (size_t)(p - tok), "chunked");
         while (p < end && is_ows((unsigned char)*p))
             p++;
         if (p < end && *p == ';') {
@@ -487,7 +486,7 @@ const struct http_header *http_find_header(const struct http_request *r, const c
 
 bool http_header_is(const struct http_header *h, const char *name)
 {
-    return equal_ci(h->name, h->name_len, name);
+    return http_equal_ci(h->name, h->name_len, name);
 }
 
 /* RFC 9110 5.6.4 qdtext and quoted-pair's second byte. */

@@ -82,3 +82,7 @@ bool http_header_is(const struct http_header *h, const char *name);
  */
 int http_parse_chunk_size(const char *buf, size_t len, uint64_t *size, size_t *line_len, char *why,
                           size_t why_len);
+
+/* Do the N bytes at S spell LIT, ignoring ASCII case? ASCII only: a locale
+ * must not change what a header name means. */
+bool http_equal_ci(const char *s, size_t n, const char *lit);

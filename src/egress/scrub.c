@@ -169,20 +169,6 @@ static int fail(char *why, size_t why_len, const char *fmt, ...)
     return -1;
 }
 
-static unsigned char lower(unsigned char b)
-{
-    return b >= 'A' && b <= 'Z' ? b + ('a' - 'A') : b;
-}
-
-static bool equal_ci(const char *s, size_t n, const char *lit)
-{
-    size_t i = 0;
-    for (; i < n && lit[i]; i++)
-        if (lower((unsigned char)s[i]) != lower((unsigned char)lit[i]))
-            return false;
-    return i == n && lit[i] == '\0';
-}
-
 static bool is_tchar(unsigned char b)
 {
     if ((b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'))
@@ -210,11 +196,11 @@ struct answer_head {
 /* Drop from what the client gets: hop-by-hop fields, and the framing we redo. */
 static bool hop_field(const char *name, size_t n, bool reframe)
 {
-    if (equal_ci(name, n, "connection") || equal_ci(name, n, "keep-alive") ||
-        equal_ci(name, n, "proxy-connection"))
+    if (http_equal_ci(name, n, "connection") || http_equal_ci(name, n, "keep-alive") ||
+        http_equal_ci(name, n, "proxy-connection"))
         return true;
-    return reframe && (equal_ci(name, n, "content-length") ||
-                       equal_ci(name, n, "transfer-encoding"));
+    return reframe && (http_equal_ci(name, n, "content-length") ||
+                       http_equal_ci(name, n, "transfer-encoding"));
 }
 
 /*
@@ -241,7 +227,7 @@ static int answer_field(struct scrub_answer *a, struct answer_head *h, const cha
         if (((unsigned char)line[k] < 0x20 && line[k] != '\t') || line[k] == 0x7f)
             return fail(why, why_len, "control byte in the answer's field \"%s\"",
                         quote(q, line, i));
-    if (equal_ci(line, i, "content-length")) {
+    if (http_equal_ci(line, i, "content-length")) {
         if (h->has_length)
             return fail(why, why_len, "%s", "more than one Content-Length in the answer");
         uint64_t len = 0;
@@ -255,13 +241,13 @@ static int answer_field(struct scrub_answer *a, struct answer_head *h, const cha
         }
         h->has_length = true;
         h->length = len;
-    } else if (equal_ci(line, i, "transfer-encoding")) {
-        if (h->chunked || !equal_ci(v, vlen, "chunked"))
+    } else if (http_equal_ci(line, i, "transfer-encoding")) {
+        if (h->chunked || !http_equal_ci(v, vlen, "chunked"))
             return fail(why, why_len, "unsupported transfer coding \"%s\" in the answer",
                         quote(q, v, vlen));
         h->chunked = true;
-    } else if (equal_ci(line, i, "content-encoding") && (a->flags & SCRUB_REFUSE_ENCODED) &&
-               vlen && !equal_ci(v, vlen, "identity")) {
+    } else if (http_equal_ci(line, i, "content-encoding") && (a->flags & SCRUB_REFUSE_ENCODED) &&
+               vlen && !http_equal_ci(v, vlen, "identity")) {
         /* Only an answer with a body is refused for it; see parse_head(). */
         quote(h->coding, v, vlen);
     }
