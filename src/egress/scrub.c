@@ -117,7 +117,8 @@ int scrubber_feed(struct scrubber *s, const char *buf, size_t len, bool final,
     size_t upto = cur > safe ? cur : safe;
     if (scrub_buf_add(out, w + cur, upto - cur) < 0)
         return -1;
-    memmove(s->work.data, w + upto, n - upto);
+    if (n > upto) /* an empty buffer may have no storage yet */
+        memmove(s->work.data, w + upto, n - upto);
     s->work.len = n - upto;
     return 0;
 }
