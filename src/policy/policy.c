@@ -282,6 +282,22 @@ static int check_dest(const char *dest, char *why, size_t len)
     return 0;
 }
 
+/* TEXT as a host path: not empty, absolute when a file gave it, made absolute into *ABS. */
+static int host_path_text(const char *text, enum value_origin from, char **abs, char *why,
+                          size_t len)
+{
+    if (text[0] == '\0')
+        return why_printf(why, len, "expected a path, got \"\"");
+    if (text[0] != '/' && from == FROM_FILE)
+        return why_printf(why, len, "host path \"%s\" is not absolute", text);
+    *abs = hostpath_absolute(text);
+    if (!*abs)
+        return errno == ENOMEM ? POLICY_ENOMEM
+                               : why_printf(why, len, "cannot resolve \"%s\": %s", text,
+                                            strerror(errno));
+    return 0;
+}
+
 /*
  * An existing host path, made absolute and normalised but not resolved:
  * policy_finalize() decides whether it may pass through links. Relative
@@ -290,15 +306,10 @@ static int check_dest(const char *dest, char *why, size_t len)
 static int resolve_host(const char *path, enum value_origin from, char **out, char *why,
                         size_t len)
 {
-    if (path[0] == '\0')
-        return why_printf(why, len, "expected a path, got \"\"");
-    if (path[0] != '/' && from == FROM_FILE)
-        return why_printf(why, len, "host path \"%s\" is not absolute", path);
-    _cleanup_free_ char *abs = hostpath_absolute(path);
-    if (!abs)
-        return errno == ENOMEM ? POLICY_ENOMEM
-                               : why_printf(why, len, "cannot resolve \"%s\": %s", path,
-                                            strerror(errno));
+    _cleanup_free_ char *abs = NULL;
+    int r = host_path_text(path, from, &abs, why, len);
+    if (r < 0)
+        return r;
     struct stat st;
     if (stat(abs, &st) < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
@@ -372,10 +383,10 @@ static char **str_field(struct policy *p, const struct policy_key *k)
 static int apply_log_file(struct policy *p, const struct policy_key *k, const char *text,
                           enum value_origin from, char *why, size_t len)
 {
-    if (text[0] == '\0')
-        return why_printf(why, len, "expected a path, got \"\"");
-    if (text[0] != '/' && from == FROM_FILE)
-        return why_printf(why, len, "host path \"%s\" is not absolute", text);
+    _cleanup_free_ char *abs = NULL;
+    int rc = host_path_text(text, from, &abs, why, len);
+    if (rc < 0)
+        return rc;
     size_t n = strlen(text);
     if (text[n - 1] == '/')
         return why_printf(why, len, "\"%s\" names a directory, not a file", text);
@@ -383,11 +394,6 @@ static int apply_log_file(struct policy *p, const struct policy_key *k, const ch
     const char *base = slash ? slash + 1 : text;
     if (!strcmp(base, ".") || !strcmp(base, ".."))
         return why_printf(why, len, "\"%s\" is a directory", text);
-    _cleanup_free_ char *abs = hostpath_absolute(text);
-    if (!abs)
-        return errno == ENOMEM ? POLICY_ENOMEM
-                               : why_printf(why, len, "cannot resolve \"%s\": %s", text,
-                                            strerror(errno));
     struct stat st;
     if (stat(abs, &st) == 0) {
         if (S_ISDIR(st.st_mode))
