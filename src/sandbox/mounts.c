@@ -500,20 +500,17 @@ static int open_mountpoint(int dir, const char *name, bool is_dir, const char *d
         .flags = O_PATH | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0),
         .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH,
     };
-    int fd = sys_openat2(dir, name, &how, sizeof how);
-    if (fd < 0 && errno == ENOENT) {
-        if (is_dir) {
-            if (mkdirat(dir, name, 0755) < 0 && errno != EEXIST)
-                return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", dest);
-        } else {
-            int f = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (f < 0 && errno != EEXIST)
-                return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", dest);
-            if (f >= 0)
-                close(f);
-        }
+    /* Mostly the mountpoint is new in the fresh root: made first (a new
+     * file's own descriptor is the target), looked up only when it exists. */
+    int fd = -1;
+    if (!is_dir)
+        fd = openat(dir, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    else if (mkdirat(dir, name, 0755) < 0 && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", dest);
+    if (fd < 0 && !is_dir && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", dest);
+    if (fd < 0)
         fd = sys_openat2(dir, name, &how, sizeof how);
-    }
     if (fd < 0) {
         if (errno == ELOOP)
             return err_set(err, CORDON_E_SETUP, "cannot bind at '%s': it is a symbolic link",

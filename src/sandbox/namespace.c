@@ -46,6 +46,7 @@ struct child_fds {
     int start_r;   /* the start seam: ready goes out, the start message comes in */
     int bpf_r;     /* the seccomp program, compiled while the child builds its root */
     int gw_sock;   /* where the gateway's listening socket goes, or -1 (no network) */
+    struct cgroup_ticket cg; /* the run's cgroups, joined first (none: created in it, or no cgroup) */
 };
 
 /* ---- child side: runs between clone() and exec(), allocates nothing ---- */
@@ -248,11 +249,20 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     struct cordon_err err = { 0 };
     char go;
     close_inherited(plan, fds);
+    /* Into the run's cgroups before anything else: all the boundary ever
+     * runs is limited and counted there. */
+    if (cgroup_ticket_use(&fds->cg) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot join the run's cgroup");
+        child_fail(fds, &err);
+    }
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        if (fds->cg.fd[c] >= 0)
+            close(fds->cg.fd[c]);
     scrub_args_and_env();
     if (read(fds->sync_r, &go, 1) != 1)
         _exit(125); /* the supervisor is gone */
 
-    /* Now inside the run's cgroup: make it this namespace's root. */
+    /* Inside the run's cgroup: make it this namespace's root. */
     if (unshare(CLONE_NEWCGROUP) < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot create cgroup namespace");
         child_fail(fds, &err);
@@ -434,6 +444,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     memset(&pp, -1, sizeof pp);
     int rc = -1;
     pid_t init = -1;
+    struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
     if (mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
         (s->ca_pem && mounts_add_ca(&plan, s->ca_pem, err) < 0))
@@ -446,7 +457,18 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     }
 
-    init = sys_clone_ns(NS_FLAGS);
+    /* Created in its cgroup where the kernel can (v2), else it joins first thing. */
+    if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
+        goto out;
+    init = -1;
+    if (ticket.dir >= 0) {
+        init = sys_clone_ns_into_cgroup(NS_FLAGS, ticket.dir);
+        if (init >= 0)
+            for (int c = 0; c < CGROUP_COUNT; c++)
+                closep(&ticket.fd[c]), ticket.fd[c] = -1;
+    }
+    if (init < 0)
+        init = sys_clone_ns(NS_FLAGS);
     if (init < 0) {
         err_sys(err, CORDON_E_UNSUPPORTED, "cannot create the sandbox's namespaces");
         goto out;
@@ -457,6 +479,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         struct child_fds fds = {
             .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
             .start_r = pp.start[1], .bpf_r = pp.bpf[0], .gw_sock = s->gateway ? pp.gw[1] : -1,
+            .cg = ticket,
         };
         child_main(&plan, &fds); /* closes everything that is not in FDS */
     }
@@ -470,9 +493,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     closep(&pp.gw[1]);
     pp.sync[0] = pp.err[1] = pp.status[1] = pp.start[1] = pp.bpf[0] = pp.gw[1] = -1;
 
-    if (write_id_maps(init, root, s->host_base, err) < 0 ||
-        (s->cg->version && cgroup_attach(s->cg, init, err) < 0) ||
-        write(pp.sync[1], "g", 1) != 1 ||
+    cgroup_ticket_close(&ticket);
+    if (write_id_maps(init, root, s->host_base, err) < 0 || write(pp.sync[1], "g", 1) != 1 ||
         send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
@@ -498,6 +520,7 @@ out:
     if (rc < 0)
         closep(&b->door);
     pipes_close(&pp);
+    cgroup_ticket_close(&ticket);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);
     return rc;

@@ -50,6 +50,7 @@ struct loop {
     size_t in_len, in_off;
     bool in_eof;
     bool output_capped;
+    uint64_t next_check_us;   /* when the cgroup's counters are read next */
 };
 
 static void end_run(struct loop *l, enum run_reason reason)
@@ -397,8 +398,14 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             if (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si)
                 interrupt(&l, (int)si.ssi_signo);
         }
-        if (tick && !l.init_done && !l.killed)
+        /* The cgroup's counters on each tick and once more as init ends,
+         * not on every relayed chunk of output. */
+        bool init_event = i_pid >= 0 && p[i_pid].revents;
+        if (tick && !l.init_done && !l.killed &&
+            (init_event || monotonic_us() >= l.next_check_us)) {
             check_cgroup_limits(&l);
+            l.next_check_us = monotonic_us() + TICK_MS * 1000;
+        }
 
         if (!l.init_done && (i_pid < 0 || p[i_pid].revents)) {
             struct rusage ru;
