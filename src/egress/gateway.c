@@ -1880,6 +1880,15 @@ int gateway_serve_one(const struct gateway_config *cfg, int fd, uid_t uid, struc
     return 0;
 }
 
+/* A copy of N items of SIZE (one more, zeroed, so an empty list is not NULL). */
+static void *copy_items(const void *items, size_t n, size_t size)
+{
+    void *out = calloc(n + 1, size);
+    if (out && n)
+        memcpy(out, items, n * size);
+    return out;
+}
+
 /* A secret's real value from "env:VAR" or "file:PATH", read by the supervisor. */
 static int read_secret_value(const char *from, char **value, size_t *len, char *why,
                              size_t why_len)
@@ -1939,12 +1948,10 @@ static int load_secrets(const struct policy *p, struct gateway_config *out, char
         int o = snprintf(gs->placeholder, sizeof gs->placeholder, "cordon-placeholder-");
         for (size_t k = 0; k < sizeof rnd; k++)
             o += snprintf(gs->placeholder + o, sizeof gs->placeholder - (size_t)o, "%02x", rnd[k]);
-        gs->hosts = calloc(ps->n_hosts + 1, sizeof *gs->hosts);
+        gs->hosts = copy_items(ps->host_rules, ps->n_hosts, sizeof *gs->hosts);
         if (!gs->hosts)
             return why_printf(why, why_len, "out of memory");
-        for (size_t h = 0; h < ps->n_hosts; h++, gs->n_hosts++)
-            if (egress_rule_parse(ps->hosts[h], &gs->hosts[h], why, why_len) < 0)
-                return -1;
+        gs->n_hosts = ps->n_hosts;
         gs->expires_us = ps->ttl_ms ? now_us() + ps->ttl_ms * 1000 : 0;
     }
     struct cordon_err err = { 0 };
@@ -1958,13 +1965,21 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
                                struct cordon_err *err)
 {
     const struct policy_network *n = &p->network;
+    const struct policy_egress *e = &p->egress;
+    if (!p->finalized)
+        return err_set(err, CORDON_E_INTERNAL, "the gateway needs a finalized policy");
     *out = (struct gateway_config){
-        .allow = calloc(n->n_allow + 1, sizeof *out->allow),
-        .deny = calloc(n->n_deny + 1, sizeof *out->deny),
-        .allow_private = calloc(n->n_allow_private + 1, sizeof *out->allow_private),
-        .pins = calloc(n->n_resolve + 1, sizeof *out->pins),
-        .dns = calloc(n->n_dns + 1, sizeof *out->dns),
-        .dns_len = calloc(n->n_dns + 1, sizeof *out->dns_len),
+        .allow = copy_items(e->allow, e->n_allow, sizeof *e->allow),
+        .n_allow = e->n_allow,
+        .deny = copy_items(e->deny, e->n_deny, sizeof *e->deny),
+        .n_deny = e->n_deny,
+        .allow_private = copy_items(e->allow_private, e->n_allow_private,
+                                    sizeof *e->allow_private),
+        .n_allow_private = e->n_allow_private,
+        .pins = copy_items(e->pins, e->n_pins, sizeof *e->pins),
+        .n_pins = e->n_pins,
+        .dns = calloc(e->n_dns + 1, sizeof *out->dns),
+        .dns_len = calloc(e->n_dns + 1, sizeof *out->dns_len),
         .max_requests = n->requests,
         .max_bytes = n->bytes,
         .max_connections = n->connections,
@@ -1978,34 +1993,15 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
         gateway_config_release(out);
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     }
+    for (; out->n_dns < e->n_dns; out->n_dns++)
+        ip_addr_to_sockaddr(&e->dns[out->n_dns].ip, e->dns[out->n_dns].port,
+                            &out->dns[out->n_dns], &out->dns_len[out->n_dns]);
     char why[200];
-    for (size_t i = 0; i < n->n_allow; i++, out->n_allow++)
-        if (egress_rule_parse(n->allow[i], &out->allow[i], why, sizeof why) < 0)
-            goto bad;
-    for (size_t i = 0; i < n->n_deny; i++, out->n_deny++)
-        if (egress_rule_parse(n->deny[i], &out->deny[i], why, sizeof why) < 0)
-            goto bad;
-    for (size_t i = 0; i < n->n_allow_private; i++, out->n_allow_private++)
-        if (cidr_parse(n->allow_private[i], &out->allow_private[i], why, sizeof why) < 0)
-            goto bad;
-    for (size_t i = 0; i < n->n_resolve; i++, out->n_pins++)
-        if (egress_pin_parse(n->resolve[i], &out->pins[i], why, sizeof why) < 0)
-            goto bad;
     if (p->n_secrets && load_secrets(p, out, why, sizeof why) < 0) {
         gateway_config_release(out);
         return err_set(err, CORDON_E_SETUP, "secrets: %s", why);
     }
-    for (size_t i = 0; i < n->n_dns; i++, out->n_dns++) {
-        struct authority a;
-        if (authority_parse(n->dns[i], strlen(n->dns[i]), &a, why, sizeof why) < 0 ||
-            !a.host.is_ip)
-            goto bad;
-        ip_addr_to_sockaddr(&a.host.ip, a.port ? a.port : 53, &out->dns[i], &out->dns_len[i]);
-    }
     return 0;
-bad:
-    gateway_config_release(out);
-    return err_set(err, CORDON_E_POLICY, "network: %s", why);
 }
 
 void gateway_config_wipe_values(struct gateway_config *cfg)
