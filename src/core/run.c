@@ -12,7 +12,7 @@
 #include "common/cleanup.h"
 #include "common/text.h"
 #include "core/limits.h"
-#include "core/watchdog.h"
+#include "sandbox/watchdog.h"
 #include "egress/gateway.h"
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"

@@ -9,7 +9,7 @@
  */
 #include "egress/gateway.h"
 
-#include "sandbox/landlock.h"
+#include "common/landlock.h"
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/text.h"

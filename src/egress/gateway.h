@@ -9,16 +9,13 @@
  */
 #pragma once
 #include "common/err.h"
-#include "egress/rules.h"
+#include "policy/rules.h"
 
 #include <stdint.h>
 #include <sys/types.h>
 
 struct mint;
 struct policy;
-
-/* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
-#define GATEWAY_PORT 3128
 
 /* A credential: the sandbox holds only PLACEHOLDER; the value lives here. */
 struct gateway_secret {

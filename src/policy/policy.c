@@ -10,8 +10,7 @@
 #include "common/text.h"
 
 #include "common/units.h"
-#include "egress/rules.h"
-#include "sandbox/seccomp.h"
+#include "policy/syscall_table.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
 #pragma once
 #include "common/cleanup.h"
 #include "common/err.h"
-#include "egress/rules.h"
+#include "policy/rules.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -77,13 +77,16 @@ struct policy_audit {
     enum policy_audit_fsync fsync;
 };
 
+/* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
+#define GATEWAY_PORT 3128
+
 enum policy_net_mode {
     POLICY_NET_NONE,                /* loopback only (default) */
     POLICY_NET_GATEWAY,             /* one door: the egress gateway */
 };
 
 /*
- * The network section; see egress/rules.h for the rule syntax. Every list
+ * The network section; see policy/rules.h for the rule syntax. Every list
  * holds canonical texts, sorted and de-duplicated, so the digest does not
  * depend on how or in which order they were written.
  */

@@ -8,7 +8,7 @@
 
 #include "common/cleanup.h"
 #include "common/hostpath.h"
-#include "core/watchdog.h"
+#include "sandbox/watchdog.h"
 #include "policy/policy.h"
 
 #include <dirent.h>

@@ -1,8 +1,8 @@
 /*
- * egress/rules.c: allow/deny rules and name pins: parsing, canonical text
+ * policy/rules.c: allow/deny rules and name pins: parsing, canonical text
  * and matching. Pure; used by the policy (validation) and the gateway.
  */
-#include "egress/rules.h"
+#include "policy/rules.h"
 
 #include "common/text.h"
 

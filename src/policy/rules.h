@@ -1,11 +1,11 @@
 /*
- * egress/rules.h: the gateway's allow/deny rules and name pins, parsed once
+ * policy/rules.h: the gateway's allow/deny rules and name pins, parsed once
  * from their text ("api.example.com", "*.example.com:8443", "10.0.0.0/8",
  * "[::1]:80") and matched against each request's destination. The policy
  * validates with the same parser it will be enforced with. Pure.
  */
 #pragma once
-#include "egress/addr.h"
+#include "common/addr.h"
 
 #include <stdbool.h>
 #include <stddef.h>
