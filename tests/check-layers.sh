@@ -4,7 +4,8 @@
 # A file may include its own layer and any lower one; never a higher one, nor
 # a sibling on its own rank (egress and sandbox know nothing of each other).
 # The broker is a front end of its own that the CLI's `mcp` command drives.
-# TAP: one test per layer. Usage: check-layers.sh SRCDIR
+# And raw syscall() appears only in common/syscalls.h, where each has a wrapper.
+# TAP: one test per layer, then the syscall check. Usage: check-layers.sh SRCDIR
 src=${1:?usage: check-layers.sh SRCDIR}/src
 
 rank() {
@@ -20,7 +21,7 @@ rank() {
 }
 
 layers=$(cd "$src" && ls -d */ | tr -d /)
-echo "1..$(echo "$layers" | wc -w)"
+echo "1..$(($(echo "$layers" | wc -w) + 1))"
 n=0
 fail=0
 for layer in $layers; do
@@ -49,4 +50,12 @@ for layer in $layers; do
         echo "ok $n - $layer includes only lower layers"
     fi
 done
+n=$((n + 1))
+raw=$(cd "$src" && grep -ln '[^_a-z]syscall *(' */*.[ch] | grep -vx 'common/syscalls.h' | tr '\n' ' ')
+if [ -n "$raw" ]; then
+    echo "not ok $n - raw syscall() outside common/syscalls.h: $raw"
+    fail=1
+else
+    echo "ok $n - raw syscall() only in common/syscalls.h"
+fi
 exit $fail

@@ -288,9 +288,10 @@ int credentials_load(const struct policy *p, struct gateway_config *out, char *w
         int o = snprintf(gs->placeholder, sizeof gs->placeholder, "cordon-placeholder-");
         for (size_t k = 0; k < sizeof rnd; k++)
             o += snprintf(gs->placeholder + o, sizeof gs->placeholder - (size_t)o, "%02x", rnd[k]);
-        gs->hosts = items_dup(ps->host_rules, ps->n_hosts, sizeof *gs->hosts);
+        gs->hosts = calloc(ps->n_hosts, sizeof *gs->hosts);
         if (!gs->hosts)
             return why_printf(why, why_len, "out of memory");
+        memcpy(gs->hosts, ps->host_rules, ps->n_hosts * sizeof *gs->hosts);
         gs->n_hosts = ps->n_hosts;
         gs->expires_us = ps->ttl_ms ? gateway_now_us() + ps->ttl_ms * 1000 : 0;
     }

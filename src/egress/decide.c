@@ -131,6 +131,7 @@ static bool take_token(const struct gateway_config *cfg, struct budget *b, uint6
 int decide_request(const struct gateway_config *cfg, struct budget *b, const struct target *t,
                    uint64_t now_us, struct decision *d)
 {
+    const struct egress_rules *r = &cfg->rules;
     if (cfg->max_requests && b->requests >= cfg->max_requests)
         return refused(d, 429, "budget:requests", "request budget of %llu exhausted",
                        (unsigned long long)cfg->max_requests);
@@ -141,7 +142,7 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
         return refused(d, 429, "budget:bytes", "byte budget exhausted");
     b->requests++;
 
-    const struct egress_rule *deny = match_host(cfg->deny, cfg->n_deny, &t->host, t->port);
+    const struct egress_rule *deny = match_host(r->deny, r->n_deny, &t->host, t->port);
     if (deny) {
         set_rule(d, "deny", deny);
         return refused(d, 403, d->rule, "%s:%u is on the denylist", t->host_text, t->port);
@@ -152,7 +153,7 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
      * the sandbox could make the gateway send DNS queries for any name it
      * likes (a channel out).
      */
-    const struct egress_rule *allow = match_host(cfg->allow, cfg->n_allow, &t->host, t->port);
+    const struct egress_rule *allow = match_host(r->allow, r->n_allow, &t->host, t->port);
     if (!allow)
         return refused(d, 403, "not_allowed", "%s:%u is not on the allowlist", t->host_text,
                        t->port);
@@ -164,16 +165,16 @@ size_t decide_pins(const struct gateway_config *cfg, const char *name, struct ip
                    size_t max)
 {
     size_t n = 0;
-    for (size_t i = 0; i < cfg->n_pins && n < max; i++)
-        if (strcmp(cfg->pins[i].name, name) == 0)
-            addrs[n++] = cfg->pins[i].ip;
+    for (size_t i = 0; i < cfg->rules.n_pins && n < max; i++)
+        if (strcmp(cfg->rules.pins[i].name, name) == 0)
+            addrs[n++] = cfg->rules.pins[i].ip;
     return n;
 }
 
 static bool private_allowed(const struct gateway_config *cfg, const struct ip_addr *a)
 {
-    for (size_t k = 0; k < cfg->n_allow_private; k++)
-        if (cidr_contains(&cfg->allow_private[k], a))
+    for (size_t k = 0; k < cfg->rules.n_allow_private; k++)
+        if (cidr_contains(&cfg->rules.allow_private[k], a))
             return true;
     return false;
 }
@@ -181,11 +182,12 @@ static bool private_allowed(const struct gateway_config *cfg, const struct ip_ad
 int decide_addresses(const struct gateway_config *cfg, const struct target *t,
                      const struct ip_addr *addrs, size_t n, struct decision *d)
 {
+    const struct egress_rules *r = &cfg->rules;
     for (size_t i = 0; i < n; i++) {
         const struct ip_addr *a = &addrs[i];
         char text[64];
         ip_addr_format(a, text, sizeof text);
-        const struct egress_rule *deny = match_addr(cfg->deny, cfg->n_deny, a, t->port);
+        const struct egress_rule *deny = match_addr(r->deny, r->n_deny, a, t->port);
         if (deny) {
             set_rule(d, "deny", deny);
             return refused(d, 403, d->rule, "%s (%s) is on the denylist", t->host_text, text);
@@ -198,7 +200,7 @@ int decide_addresses(const struct gateway_config *cfg, const struct target *t,
                            addr_class_name(cls));
         }
     }
-    const struct egress_rule *allow = match_host(cfg->allow, cfg->n_allow, &t->host, t->port);
+    const struct egress_rule *allow = match_host(r->allow, r->n_allow, &t->host, t->port);
     if (allow)
         set_rule(d, "allow", allow);
     return allowed(d);

@@ -748,14 +748,6 @@ int gateway_serve_one(const struct gateway_config *cfg, int fd, uid_t uid, struc
     return 0;
 }
 
-void *items_dup(const void *items, size_t n, size_t size)
-{
-    void *out = calloc(n + 1, size);
-    if (out && n)
-        memcpy(out, items, n * size);
-    return out;
-}
-
 int gateway_config_from_policy(const struct policy *p, struct gateway_config *out,
                                struct cordon_err *err)
 {
@@ -764,15 +756,6 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
     if (!p->finalized)
         return err_set(err, CORDON_E_INTERNAL, "the gateway needs a finalized policy");
     *out = (struct gateway_config){
-        .allow = items_dup(e->allow, e->n_allow, sizeof *e->allow),
-        .n_allow = e->n_allow,
-        .deny = items_dup(e->deny, e->n_deny, sizeof *e->deny),
-        .n_deny = e->n_deny,
-        .allow_private = items_dup(e->allow_private, e->n_allow_private,
-                                    sizeof *e->allow_private),
-        .n_allow_private = e->n_allow_private,
-        .pins = items_dup(e->pins, e->n_pins, sizeof *e->pins),
-        .n_pins = e->n_pins,
         .dns = calloc(e->n_dns + 1, sizeof *out->dns),
         .dns_len = calloc(e->n_dns + 1, sizeof *out->dns_len),
         .max_requests = n->requests,
@@ -783,8 +766,7 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
         .connect_timeout_ms = 10000,
         .idle_timeout_ms = 60000,
     };
-    if (!out->allow || !out->deny || !out->allow_private || !out->pins || !out->dns ||
-        !out->dns_len) {
+    if (egress_rules_copy(&e->rules, &out->rules) < 0 || !out->dns || !out->dns_len) {
         gateway_config_release(out);
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     }
@@ -802,10 +784,7 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
 void gateway_config_release(struct gateway_config *cfg)
 {
     credentials_release(cfg);
-    free(cfg->allow);
-    free(cfg->deny);
-    free(cfg->allow_private);
-    free(cfg->pins);
+    egress_rules_release(&cfg->rules);
     free(cfg->dns);
     free(cfg->dns_len);
     memset(cfg, 0, sizeof *cfg);

@@ -94,8 +94,6 @@ struct conn {
 
 uint64_t gateway_now_us(void);
 struct timeval ms_timeval(unsigned ms);
-/* N items of SIZE copied, and one more zeroed (an empty list is not NULL). */
-void *items_dup(const void *items, size_t n, size_t size);
 
 /* The parsed head, kept with the connection until the upstream head is sent. */
 struct http_request *conn_request(struct conn *c);

@@ -1043,10 +1043,7 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
 
 static void egress_release(struct policy_egress *e)
 {
-    free(e->allow);
-    free(e->deny);
-    free(e->allow_private);
-    free(e->pins);
+    egress_rules_release(&e->rules);
     free(e->dns);
     *e = (struct policy_egress){ 0 };
 }
@@ -1336,6 +1333,7 @@ static int build_egress(struct policy *p, char *why, size_t len)
 {
     const struct policy_network *n = &p->network;
     struct policy_egress *e = &p->egress;
+    struct egress_rules *rules = &e->rules;
     egress_release(e);
     int r = 0;
     for (size_t i = 0; i < p->n_secrets && r == 0; i++) {
@@ -1343,22 +1341,22 @@ static int build_egress(struct policy *p, char *why, size_t len)
         free(s->host_rules);
         r = parse_rules(s->hosts, s->n_hosts, &s->host_rules, why, len);
     }
-    if (r < 0 || (r = parse_rules(n->allow, n->n_allow, &e->allow, why, len)) < 0 ||
-        (r = parse_rules(n->deny, n->n_deny, &e->deny, why, len)) < 0)
+    if (r < 0 || (r = parse_rules(n->allow, n->n_allow, &rules->allow, why, len)) < 0 ||
+        (r = parse_rules(n->deny, n->n_deny, &rules->deny, why, len)) < 0)
         return r;
-    e->n_allow = n->n_allow;
-    e->n_deny = n->n_deny;
-    e->allow_private = calloc(n->n_allow_private + 1, sizeof *e->allow_private);
-    e->pins = calloc(n->n_resolve + 1, sizeof *e->pins);
+    rules->n_allow = n->n_allow;
+    rules->n_deny = n->n_deny;
+    rules->allow_private = calloc(n->n_allow_private + 1, sizeof *rules->allow_private);
+    rules->pins = calloc(n->n_resolve + 1, sizeof *rules->pins);
     e->dns = calloc(n->n_dns + 1, sizeof *e->dns);
-    if (!e->allow_private || !e->pins || !e->dns)
+    if (!rules->allow_private || !rules->pins || !e->dns)
         return POLICY_ENOMEM;
-    for (; e->n_allow_private < n->n_allow_private; e->n_allow_private++)
-        if (cidr_parse(n->allow_private[e->n_allow_private],
-                       &e->allow_private[e->n_allow_private], why, len) < 0)
+    for (; rules->n_allow_private < n->n_allow_private; rules->n_allow_private++)
+        if (cidr_parse(n->allow_private[rules->n_allow_private],
+                       &rules->allow_private[rules->n_allow_private], why, len) < 0)
             return -1;
-    for (; e->n_pins < n->n_resolve; e->n_pins++)
-        if (egress_pin_parse(n->resolve[e->n_pins], &e->pins[e->n_pins], why, len) < 0)
+    for (; rules->n_pins < n->n_resolve; rules->n_pins++)
+        if (egress_pin_parse(n->resolve[rules->n_pins], &rules->pins[rules->n_pins], why, len) < 0)
             return -1;
     for (; e->n_dns < n->n_dns; e->n_dns++) {
         const char *t = n->dns[e->n_dns];
@@ -1385,6 +1383,7 @@ static void build_evidence(struct policy *p)
 
 int policy_finalize(struct policy *p, struct cordon_err *err)
 {
+    p->finalized = false;
     char where[200] = "";
     if (p->origin)
         snprintf(where, sizeof where, "%s: ", p->origin);

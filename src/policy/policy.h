@@ -123,14 +123,7 @@ struct policy_nameserver {
  * policy_finalize() from the canonical texts, so nothing parses them again.
  */
 struct policy_egress {
-    struct egress_rule *allow;
-    size_t n_allow;
-    struct egress_rule *deny;
-    size_t n_deny;
-    struct cidr *allow_private;
-    size_t n_allow_private;
-    struct egress_pin *pins;
-    size_t n_pins;
+    struct egress_rules rules;
     struct policy_nameserver *dns;
     size_t n_dns;
 };

@@ -28,9 +28,11 @@ static struct egress_pin pins[N(pin_texts)];
 static struct gateway_config config(void)
 {
     return (struct gateway_config){
-        .allow = allow, .n_allow = N(allow), .deny = deny, .n_deny = N(deny),
-        .allow_private = private_ranges, .n_allow_private = N(private_ranges),
-        .pins = pins, .n_pins = N(pins),
+        .rules = {
+            .allow = allow, .n_allow = N(allow), .deny = deny, .n_deny = N(deny),
+            .allow_private = private_ranges, .n_allow_private = N(private_ranges),
+            .pins = pins, .n_pins = N(pins),
+        },
     };
 }
 
