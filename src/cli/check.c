@@ -7,7 +7,7 @@
 #include "policy/policy.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/landlock.h"
+#include "common/landlock.h"
 #include "sandbox/proc_mem.h"
 #include "common/units.h"
 

@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "common/hostpath.h"
 #include "common/units.h"
-#include "egress/addr.h"
+#include "common/addr.h"
 #include "egress/gateway.h"
 #include "policy/policy.h"
 

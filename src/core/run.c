@@ -12,7 +12,7 @@
 #include "common/cleanup.h"
 #include "common/text.h"
 #include "core/limits.h"
-#include "core/watchdog.h"
+#include "sandbox/watchdog.h"
 #include "egress/gateway.h"
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"
@@ -64,13 +64,6 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
 {
     struct utsname u;
     uname(&u);
-    char policy_digest[65], syscalls_digest[65], network_digest[65], tools_digest[65];
-    policy_digest_hex(p, policy_digest);
-    unsigned char sd[32];
-    seccomp_profile_digest(p, sd);
-    hex_encode(sd, sizeof sd, syscalls_digest);
-    policy_network_digest_hex(p, network_digest);
-    policy_tools_digest_hex(p, tools_digest);
 
     json_t *argv = json_array();
     for (char *const *a = call->argv; *a; a++)
@@ -91,10 +84,10 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "level", cordon_level_name(p->level),
                      "argv", argv,
                      "workspace", p->workspace ? json_string(p->workspace) : json_null(),
-                     "policy_digest", policy_digest,
-                     "network_digest", network_digest,
-                     "tools_digest", tools_digest,
-                     "syscalls_digest", syscalls_digest,
+                     "policy_digest", p->evidence.policy,
+                     "network_digest", p->evidence.network,
+                     "tools_digest", p->evidence.tools,
+                     "syscalls_digest", p->evidence.syscalls,
                      "secrets", secrets,
                      "limits", limits ? limits : json_null());
 }

@@ -10,8 +10,7 @@
 #include "common/text.h"
 
 #include "common/units.h"
-#include "egress/rules.h"
-#include "sandbox/seccomp.h"
+#include "policy/syscall_table.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -703,6 +702,7 @@ void policy_secret_release(struct policy_secret *s)
     free(s->name);
     free(s->from);
     policy_strv_free(s->hosts, s->n_hosts);
+    free(s->host_rules);
     *s = (struct policy_secret){ 0 };
 }
 
@@ -1041,6 +1041,14 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
 
 /* ---- public ---- */
 
+static void egress_release(struct policy_egress *e)
+{
+    egress_rules_release(&e->rules);
+    free(e->dns);
+    *e = (struct policy_egress){ 0 };
+}
+
+
 struct policy *policy_new(struct cordon_err *err)
 {
     struct policy *p = calloc(1, sizeof *p);
@@ -1118,6 +1126,7 @@ void policy_free(struct policy *p)
         policy_secret_release(&p->secrets[i]);
     free(p->secrets);
     policy_tools_release(&p->tools);
+    egress_release(&p->egress);
     free(p->audit.file);
     free(p->audit.sign_key);
     free(p->network.upstream_ca);
@@ -1305,8 +1314,76 @@ static int check_secret_hidden(const struct policy *p, const struct policy_secre
     return 0;
 }
 
+/* ---- the parsed network section and the evidence, built at finalize ---- */
+
+static int parse_rules(char *const *texts, size_t n, struct egress_rule **out, char *why,
+                       size_t len)
+{
+    *out = calloc(n + 1, sizeof **out);
+    if (!*out)
+        return POLICY_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (egress_rule_parse(texts[i], &(*out)[i], why, len) < 0)
+            return -1;
+    return 0;
+}
+
+/* The canonical texts the setters stored, parsed once for the gateway. */
+static int build_egress(struct policy *p, char *why, size_t len)
+{
+    const struct policy_network *n = &p->network;
+    struct policy_egress *e = &p->egress;
+    struct egress_rules *rules = &e->rules;
+    egress_release(e);
+    int r = 0;
+    for (size_t i = 0; i < p->n_secrets && r == 0; i++) {
+        struct policy_secret *s = &p->secrets[i];
+        free(s->host_rules);
+        r = parse_rules(s->hosts, s->n_hosts, &s->host_rules, why, len);
+    }
+    if (r < 0 || (r = parse_rules(n->allow, n->n_allow, &rules->allow, why, len)) < 0 ||
+        (r = parse_rules(n->deny, n->n_deny, &rules->deny, why, len)) < 0)
+        return r;
+    rules->n_allow = n->n_allow;
+    rules->n_deny = n->n_deny;
+    rules->allow_private = calloc(n->n_allow_private + 1, sizeof *rules->allow_private);
+    rules->pins = calloc(n->n_resolve + 1, sizeof *rules->pins);
+    e->dns = calloc(n->n_dns + 1, sizeof *e->dns);
+    if (!rules->allow_private || !rules->pins || !e->dns)
+        return POLICY_ENOMEM;
+    for (; rules->n_allow_private < n->n_allow_private; rules->n_allow_private++)
+        if (cidr_parse(n->allow_private[rules->n_allow_private],
+                       &rules->allow_private[rules->n_allow_private], why, len) < 0)
+            return -1;
+    for (; rules->n_pins < n->n_resolve; rules->n_pins++)
+        if (egress_pin_parse(n->resolve[rules->n_pins], &rules->pins[rules->n_pins], why, len) < 0)
+            return -1;
+    for (; e->n_dns < n->n_dns; e->n_dns++) {
+        const char *t = n->dns[e->n_dns];
+        struct authority a;
+        if (authority_parse(t, strlen(t), &a, why, len) < 0)
+            return -1;
+        if (!a.host.is_ip)
+            return why_printf(why, len, "nameserver \"%s\" is not an address", t);
+        e->dns[e->n_dns] = (struct policy_nameserver){ a.host.ip, a.port ? a.port : 53 };
+    }
+    return 0;
+}
+
+static void build_evidence(struct policy *p)
+{
+    struct policy_evidence *ev = &p->evidence;
+    policy_digest_hex(p, ev->policy);
+    policy_network_digest_hex(p, ev->network);
+    policy_tools_digest_hex(p, ev->tools);
+    unsigned char d[32];
+    seccomp_profile_digest(p, d);
+    hex_encode(d, sizeof d, ev->syscalls);
+}
+
 int policy_finalize(struct policy *p, struct cordon_err *err)
 {
+    p->finalized = false;
     char where[200] = "";
     if (p->origin)
         snprintf(where, sizeof where, "%s: ", p->origin);
@@ -1401,5 +1478,12 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
                 p->n_protected--;
                 break;
             }
+    int r = build_egress(p, why, sizeof why);
+    if (r == POLICY_ENOMEM)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (r < 0)
+        return err_set(err, CORDON_E_POLICY, "%snetwork: %s", where, why);
+    build_evidence(p);
+    p->finalized = true;
     return 0;
 }

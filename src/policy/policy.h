@@ -7,6 +7,7 @@
 #pragma once
 #include "common/cleanup.h"
 #include "common/err.h"
+#include "policy/rules.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -76,13 +77,16 @@ struct policy_audit {
     enum policy_audit_fsync fsync;
 };
 
+/* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
+#define GATEWAY_PORT 3128
+
 enum policy_net_mode {
     POLICY_NET_NONE,                /* loopback only (default) */
     POLICY_NET_GATEWAY,             /* one door: the egress gateway */
 };
 
 /*
- * The network section; see egress/rules.h for the rule syntax. Every list
+ * The network section; see policy/rules.h for the rule syntax. Every list
  * holds canonical texts, sorted and de-duplicated, so the digest does not
  * depend on how or in which order they were written.
  */
@@ -108,6 +112,22 @@ struct policy_network {
     uint64_t request_rate;          /* requests per second */
 };
 
+/* A nameserver of network.dns, parsed. */
+struct policy_nameserver {
+    struct ip_addr ip;
+    uint16_t port;                  /* 53 unless written */
+};
+
+/*
+ * The network section parsed, as the gateway enforces it: built by
+ * policy_finalize() from the canonical texts, so nothing parses them again.
+ */
+struct policy_egress {
+    struct egress_rules rules;
+    struct policy_nameserver *dns;
+    size_t n_dns;
+};
+
 /*
  * A credential that never enters the sandbox: the sandbox sees NAME holding
  * a placeholder, and the gateway swaps in the real value only on requests
@@ -118,6 +138,7 @@ struct policy_secret {
     char *from;                     /* canonical "env:VAR" or "file:/abs/path" (realpath'd) */
     char **hosts;                   /* egress_rule_format() texts of name or *.suffix rules, sorted, unique */
     size_t n_hosts;                 /* at least 1 */
+    struct egress_rule *host_rules; /* HOSTS parsed, by policy_finalize() */
     uint64_t ttl_ms;                /* 0 = the run's lifetime */
 };
 
@@ -210,6 +231,16 @@ struct policy {
     size_t n_secrets;
     struct policy_tools tools;
     struct policy_audit audit;
+
+    /* Set by policy_finalize(), from everything above. */
+    bool finalized;
+    struct policy_egress egress;
+    struct policy_evidence {        /* hex SHA-256s each run's audit record carries */
+        char policy[65];            /* policy_digest_hex() */
+        char network[65];           /* policy_network_digest_hex() */
+        char tools[65];             /* policy_tools_digest_hex() */
+        char syscalls[65];          /* seccomp_profile_digest() */
+    } evidence;
 };
 
 /* A policy with every default filled in. */
@@ -252,7 +283,8 @@ int policy_add_env(struct policy *p, const char *spec, const char *flag,
  * resolved now). The audit log and its key may not lie in a tree the
  * sandbox can write.
  * Every secret's hosts are added to network.allow, and secrets imply the
- * gateway (an explicit mode none is an error).
+ * gateway (an explicit mode none is an error). Last, the network rules are
+ * parsed into egress and the evidence digests computed, once per policy.
  */
 int policy_finalize(struct policy *p, struct cordon_err *err);
 

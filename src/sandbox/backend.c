@@ -52,9 +52,6 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
 
 json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct policy *p)
 {
-    char digest[65];
-    policy_digest_hex(p, digest);
-
     /* "defaults": the limits nobody wrote, which degrade where the host cannot enforce them. */
     json_t *enforced = json_object(), *defaults = json_array();
     for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
@@ -78,7 +75,7 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         "peak_memory_bytes", (json_int_t)res->peak_memory,
         "stdout_bytes", (json_int_t)res->stdout_bytes,
         "stderr_bytes", (json_int_t)res->stderr_bytes,
-        "policy_digest", digest,
+        "policy_digest", p->evidence.policy,
         "enforcement", enforced);
     json_t *recent = json_array();
     const struct egress_summary *e = &res->egress;

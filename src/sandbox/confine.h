@@ -6,7 +6,7 @@
  */
 #pragma once
 #include "common/err.h"
-#include "sandbox/landlock.h"
+#include "common/landlock.h"
 #include "sandbox/seccomp.h"
 
 #include <stdbool.h>

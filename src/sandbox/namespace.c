@@ -5,7 +5,7 @@
  * supervises it. The child becomes PID 1 (a minimal init that reaps and
  * reports) and forks the command, which confines itself and execs.
  */
-#include "egress/gateway.h"
+#include "policy/policy.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"

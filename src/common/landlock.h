@@ -1,8 +1,9 @@
 /*
- * sandbox/landlock.h: the Landlock layer stacked under the mounts (namespace
+ * common/landlock.h: the Landlock layer stacked under the mounts (namespace
  * level) or standing alone (process level). The supervisor plans it before
  * clone(); the child, once its root is in place, opens the planned paths and
- * restricts itself. Nothing here allocates in the child.
+ * restricts itself. Nothing here allocates in the child. In common because
+ * the egress gateway confines itself with it too.
  */
 #pragma once
 #include "common/err.h"

@@ -1,5 +1,5 @@
 /*
- * sandbox/landlock.c: the Landlock layer. The supervisor plans it before
+ * common/landlock.c: the Landlock layer. The supervisor plans it before
  * clone() (landlock_abi, landlock_plan_init, landlock_plan_add); the child,
  * once its root is in place, applies the plan and restricts itself
  * (landlock_plan_apply), allocating nothing.
@@ -7,7 +7,7 @@
  * Only filesystem rights and IPC scopes are handled: TCP is left to the
  * network namespace, where loopback must keep working.
  */
-#include "sandbox/landlock.h"
+#include "common/landlock.h"
 
 #include "common/cleanup.h"
 #include "common/syscalls.h"

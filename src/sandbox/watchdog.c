@@ -1,8 +1,8 @@
 /*
- * core/watchdog.c: the cleanup watchdog. Runs in the supervisor (start,
+ * sandbox/watchdog.c: the cleanup watchdog. Runs in the supervisor (start,
  * messages) and as its own detached process afterwards.
  */
-#include "core/watchdog.h"
+#include "sandbox/watchdog.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
