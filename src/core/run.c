@@ -229,6 +229,13 @@ static void wipe_secret_values(void *gw)
     gateway_config_wipe_values(gw);
 }
 
+/* In the gateway's first moments: into the run's cgroup (best effort, as
+ * moving it was: its own limits still hold it). */
+static void join_cgroup(void *ticket)
+{
+    (void)cgroup_ticket_use(ticket);
+}
+
 static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
@@ -299,17 +306,21 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
     if (backend->prepare(&setup, &run->b, err) < 0)
         goto fail;
     if (run->b.door >= 0) {
-        run->gw_pid = gateway_start(&run->gw, run->b.door, run->host_base + 2, &run->gw_report,
-                                    err);
+        /* What the gateway buffers and spends on the run's behalf is the
+         * run's: its memory, pids and CPU count against the run's limits.
+         * It joins the run's cgroup itself, as the boundary does (moving it
+         * from here would wait out an RCU grace period). */
+        struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
+        if (run->cg.version && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
+            goto fail;
+        run->gw_pid = gateway_start(&run->gw, run->b.door, run->host_base + 2,
+                                    run->cg.version ? join_cgroup : NULL, &ticket,
+                                    &run->gw_report, err);
+        cgroup_ticket_close(&ticket);
         closep(&run->b.door);
         run->b.door = -1;
         if (run->gw_pid < 0)
             goto fail;
-        /* What the gateway buffers and spends on the run's behalf is the
-         * run's: its memory, pids and CPU count against the run's limits. */
-        struct cordon_err ignored;
-        if (run->cg.version)
-            cgroup_attach(&run->cg, run->gw_pid, &ignored);
     }
     *out = run;
     return 0;

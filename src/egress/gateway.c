@@ -683,7 +683,8 @@ static void confine_gateway(uid_t uid, pid_t parent)
         _exit(1);
 }
 
-pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, int *report_fd,
+pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid,
+                    void (*in_child)(void *arg), void *arg, int *report_fd,
                     struct cordon_err *err)
 {
     int fds[2];
@@ -706,6 +707,8 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, 
      * ever seeing EOF, nor the audit log: the supervisor records decisions);
      * dies with the supervisor; ignores the terminal's signals (the
      * supervisor decides when it ends). */
+    if (in_child)
+        in_child(arg);
     close(fds[0]);
     int keep[2] = { listen_fd, fds[1] };
     close_fds_except(keep, 2);

@@ -62,9 +62,12 @@ void gateway_config_wipe_values(struct gateway_config *cfg);
  * Fork the gateway serving LISTEN_FD (already listening). Its decisions come
  * back as JSON lines on *REPORT_FD (ours to read and close). Started by root,
  * it runs as UID; it never touches a file. It dies with its parent; stop it
- * with SIGTERM (it reports open connections first) and reap it.
+ * with SIGTERM (it reports open connections first) and reap it. IN_CHILD,
+ * when not NULL, runs first in the new process (the run joins it to its
+ * cgroup there).
  */
-pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, int *report_fd,
+pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid,
+                    void (*in_child)(void *arg), void *arg, int *report_fd,
                     struct cordon_err *err);
 
 /*
