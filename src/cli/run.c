@@ -64,12 +64,14 @@ const char cli_run_options_help[] =
     "                           placeholder; the gateway swaps in the real value for\n"
     "                           HOST (repeatable; NAME=file:PATH@HOST reads a file)\n"
     "      --result FILE        write the run's result as JSON\n"
-    "      --audit FILE         append the run to a hash-chained audit log\n";
+    "      --audit FILE         append the run to a hash-chained audit log\n"
+    "      --expect-policy-digest SHA256  refuse to run unless the effective policy\n"
+    "                           (file and flags) has this digest (cordon policy check)\n";
 
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
-    OPT_SECRET, OPT_ALLOW_TOOL,
+    OPT_SECRET, OPT_ALLOW_TOOL, OPT_EXPECT_DIGEST,
 };
 
 static const struct option options[] = {
@@ -96,6 +98,7 @@ static const struct option options[] = {
     { "dns", required_argument, NULL, OPT_DNS },
     { "secret", required_argument, NULL, OPT_SECRET },
     { "allow-tool", required_argument, NULL, OPT_ALLOW_TOOL },
+    { "expect-policy-digest", required_argument, NULL, OPT_EXPECT_DIGEST },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
@@ -172,7 +175,7 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
                  struct run_args *out)
 {
     *out = (struct run_args){ 0 };
-    const char *policy_file = NULL;
+    const char *policy_file = NULL, *expect_digest = NULL;
     _cleanup_free_ struct flag_value *flags = calloc((size_t)argc + 1, sizeof *flags);
     size_t n_flags = 0;
     if (!flags)
@@ -194,6 +197,9 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
             break;
         case OPT_RESULT:
             out->result_file = optarg;
+            break;
+        case OPT_EXPECT_DIGEST:
+            expect_digest = optarg;
             break;
         case OPT_ALLOW_TOOL:
             if (!mcp)
@@ -217,8 +223,15 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
     for (size_t i = 0; i < n_flags; i++)
         if (apply_flag(p, &flags[i], &err) < 0)
             return cli_fail(&err);
-    if (policy_finalize(p, &err) < 0)
+    if (policy_finalize(p, &err) < 0 || policy_require_trusted(p, &err) < 0)
         return cli_fail(&err);
+    if (expect_digest) {
+        char digest[65];
+        policy_digest_hex(p, digest);
+        if (strcmp(digest, expect_digest) != 0)
+            return cli_usage_error("%s: refused: the effective policy's digest is %s, not the "
+                                   "expected %s", cmd, digest, expect_digest);
+    }
     out->policy = TAKE_PTR(p);
     return 0;
 }

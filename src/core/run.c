@@ -84,7 +84,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     for (size_t i = 0; i < p->n_secrets; i++)
         json_array_append_new(secrets, json_string(p->secrets[i].name));
 
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}",
+    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
@@ -96,7 +96,8 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "tools_digest", tools_digest,
                      "syscalls_digest", syscalls_digest,
                      "secrets", secrets,
-                     "limits", limits ? limits : json_null());
+                     "limits", limits ? limits : json_null(),
+                     "policy_signer", p->signer[0] ? json_string(p->signer) : json_null());
 }
 
 /* The limit behind a reason, for the limit.fired event; NULL if none fired. */

@@ -162,6 +162,26 @@ struct policy_tools {
     bool sampling;                  /* server-to-client requests forwarded to the client */
     bool elicitation;
     bool roots;
+    char **ask;                     /* allowed tools whose calls the decider must approve */
+    size_t n_ask;
+    char *pins;                     /* host file of trust-on-first-use tool pins, or NULL */
+};
+
+/*
+ * Governance of the exceptions (issue 15): who signed the policy, who
+ * decides an `ask`, how far a break-glass run may relax it, where events
+ * are exported. Absent keys leave the effective policy's JSON unchanged.
+ */
+struct policy_gov {
+    char *require_signature;        /* PEM public key the file's signature must verify with */
+    char *decider;                  /* unix socket of the runtime decider, or NULL */
+    uint64_t decider_timeout_ms;    /* an answer later than this denies */
+    char **may_relax;               /* break_glass.may_relax: policy key paths */
+    size_t n_may_relax;
+    uint64_t break_glass_max_ms;    /* 0: break-glass refused */
+    char *approval_key;             /* PEM public key an approval token must verify with */
+    char *export;                   /* audit.export: "otlp" or NULL */
+    char *export_endpoint;          /* http://HOST:PORT/v1/logs */
 };
 
 /* The gateway tracks which secrets a connection used in one 64-bit mask. */
@@ -210,6 +230,8 @@ struct policy {
     size_t n_secrets;
     struct policy_tools tools;
     struct policy_audit audit;
+    struct policy_gov gov;
+    char signer[65];                /* key_id that signed the file (checked at load), or "" */
 };
 
 /* A policy with every default filled in. */
@@ -280,6 +302,28 @@ bool policy_tool_allowed(const struct policy *p, const char *name);
 
 /* The rules for tool NAME, or NULL when it has none. */
 const struct policy_tool_rules *policy_tool_rules(const struct policy *p, const char *name);
+
+/* Is tool NAME in tools.ask (its calls need the decider's answer)? */
+bool policy_tool_ask(const struct policy *p, const char *name);
+
+/* May a break-glass overlay set KEY (it or a section above it is in break_glass.may_relax)? */
+bool policy_may_relax(const struct policy *p, const char *key);
+
+/*
+ * Signed policies (policy_gov.c). A detached signature lives in FILE.sig:
+ * {"format", "sha256" of the file's bytes, "key_id", "sig"} with an Ed25519
+ * signature over "cordon-policy-signature v1 <sha256>". policy_load()
+ * refuses a file that require_signature or the trust directory
+ * (the .pem files of /etc/cordon/trust.d, or of $CORDON_TRUST_DIR) asks to be signed and
+ * is not, and fills p->signer when it is.
+ */
+int policy_sign_file(const char *path, const char *key_path, char key_id[65],
+                     struct cordon_err *err);
+int policy_verify_file(const char *path, const char *pub, char key_id[65], struct cordon_err *err);
+
+/* A policy not loaded from a signed file is refused when the trust directory holds keys. */
+int policy_require_trusted(const struct policy *p, struct cordon_err *err);
+const char *policy_trust_dir(void);
 
 void policy_free(struct policy *p);
 DEFINE_CLEANUP(struct policy *, policy_free)

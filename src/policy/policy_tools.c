@@ -40,6 +40,13 @@ int policy_tools_allow(struct policy *p, const char *name, char *why, size_t len
     return policy_strv_add(&p->tools.allow, &p->tools.n_allow, name);
 }
 
+int policy_tools_ask(struct policy *p, const char *name, char *why, size_t len)
+{
+    if (check_tool_name(name, why, len) < 0)
+        return -1;
+    return policy_strv_add(&p->tools.ask, &p->tools.n_ask, name);
+}
+
 bool policy_tool_allowed(const struct policy *p, const char *name)
 {
     return strv_contains(p->tools.allow, p->tools.n_allow, "*") ||
@@ -197,6 +204,11 @@ int policy_tools_check(const struct policy *p, char *why, size_t len)
 void policy_tools_release(struct policy_tools *t)
 {
     policy_strv_free(t->allow, t->n_allow);
+    policy_strv_free(t->ask, t->n_ask);
+    free(t->pins);
+    t->ask = NULL;
+    t->pins = NULL;
+    t->n_ask = 0;
     for (size_t i = 0; i < t->n_rules; i++) {
         free(t->rules[i].tool);
         for (size_t j = 0; j < t->rules[i].n_args; j++)
