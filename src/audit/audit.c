@@ -34,6 +34,7 @@ struct audit_log {
     enum audit_fsync fsync;
     uint64_t since_checkpoint;   /* lines this process wrote since its last checkpoint */
     bool closed;
+    json_t *stamp;               /* merged into every event */
 };
 
 /* The last line of the file as the next event needs it. */
@@ -321,6 +322,11 @@ static int write_event(struct audit_log *log, const struct tail *t, const char *
     json_object_foreach(fields, key, value)
         if (json_object_set(ev, key, value) < 0)
             return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    /* The log's own lines stay as the format fixes them. */
+    if (strncmp(type, "audit.", 6) != 0)
+        json_object_foreach(log->stamp, key, value)
+            if (json_object_set(ev, key, value) < 0)
+                return err_set(err, CORDON_E_INTERNAL, "out of memory");
 
     /* 15 digits: 41.2, not 41.200000000000003; durations need no more. */
     _cleanup_free_ char *text = json_dumps(ev, JSON_COMPACT | JSON_ENSURE_ASCII |
@@ -396,6 +402,7 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
         return NULL;
     }
     log->checkpoint_every = o->checkpoint_every;
+    log->stamp = json_incref(o->stamp);
     log->fsync = o->fsync;
     log->owner = getpid();
     /* Never through a link: a swapped directory would send the records elsewhere. */
@@ -497,6 +504,7 @@ void audit_free(struct audit_log *log)
     if (log->rfd >= 0)
         close(log->rfd);
     EVP_PKEY_free(log->key);
+    json_decref(log->stamp);
     free(log->path);
     free(log);
 }

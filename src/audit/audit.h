@@ -37,6 +37,7 @@ struct audit_options {
     const char *sign_key;        /* Ed25519 private key (PEM), or NULL */
     unsigned checkpoint_every;   /* with sign_key: a checkpoint every N events (0: only at close) */
     enum audit_fsync fsync;
+    json_t *stamp;               /* fields added to every event (a break-glass), or NULL; borrowed */
 };
 
 struct audit_log;

@@ -1140,6 +1140,7 @@ void policy_free(struct policy *p)
     free(p->audit.sign_key);
     free(p->network.upstream_ca);
     policy_gov_release(&p->gov);
+    json_decref(p->break_glass);
     free(p);
 }
 

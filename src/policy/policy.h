@@ -232,6 +232,8 @@ struct policy {
     struct policy_audit audit;
     struct policy_gov gov;
     char signer[65];                /* key_id that signed the file (checked at load), or "" */
+    json_t *break_glass;            /* an active break-glass: {id, reason, until, relaxed,
+                                       approved_by, base_policy_digest}; in every event */
 };
 
 /* A policy with every default filled in. */
@@ -324,6 +326,26 @@ int policy_verify_file(const char *path, const char *pub, char key_id[65], struc
 /* A policy not loaded from a signed file is refused when the trust directory holds keys. */
 int policy_require_trusted(const struct policy *p, struct cordon_err *err);
 const char *policy_trust_dir(void);
+
+/*
+ * Break-glass: apply an overlay of KEY=VALUE settings (each key must be in
+ * break_glass.may_relax) until a time no further than break_glass.max_duration,
+ * with a signed approval token when break_glass.approval_key is set. The
+ * wall limit is cut to the window. Fills p->break_glass.
+ */
+struct policy_break_glass_request {
+    const char *reason;
+    const char *until;              /* a duration from now, or an RFC 3339 UTC time */
+    char *const *relax;             /* KEY=VALUE */
+    size_t n_relax;
+    const char *approval;           /* path of an approval token, or NULL */
+};
+int policy_break_glass(struct policy *p, const struct policy_break_glass_request *req,
+                       struct cordon_err *err);
+
+/* A signed approval token (JSON, caller frees) for a break-glass of P with REASON until UNTIL. */
+int policy_approve_break_glass(const struct policy *p, const char *key_path, const char *reason,
+                               const char *until, char **out, struct cordon_err *err);
 
 void policy_free(struct policy *p);
 DEFINE_CLEANUP(struct policy *, policy_free)

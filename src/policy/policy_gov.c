@@ -8,6 +8,7 @@
 #include "common/sigkey.h"
 #include "common/hostpath.h"
 #include "common/text.h"
+#include "common/units.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -367,4 +368,181 @@ int policy_verify_file(const char *path, const char *pub, char key_id[65], struc
     if (r == 0)
         return err_set(err, CORDON_E_POLICY, "%s", why);
     return r < 0 ? -1 : 0;
+}
+
+/* ---- break-glass ---- */
+
+#define APPROVAL_FORMAT "cordon-break-glass-approval v1"
+
+/* WHEN: a duration from NOW ("30m") or an RFC 3339 UTC time ("2026-12-03T15:00:00Z"). */
+static int parse_until(const char *when, time_t now, time_t *out, char *why, size_t len)
+{
+    struct tm tm = { 0 };
+    const char *end = strptime(when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (end && !*end) {
+        *out = timegm(&tm);
+        return 0;
+    }
+    uint64_t ms = 0;
+    char dwhy[160];
+    if (parse_duration_ms(when, &ms, dwhy, sizeof dwhy) < 0 || ms == 0)
+        return why_printf(why, len, "--until: expected a duration like 30m or a time like "
+                          "2026-12-03T15:00:00Z, got \"%s\"", when);
+    *out = now + (time_t)((ms + 999) / 1000);
+    return 0;
+}
+
+static void format_utc(time_t t, char out[32])
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void approval_message(const char *digest, long long not_after, const char *reason,
+                             char out[256])
+{
+    char rd[65];
+    sha256_hex(reason, strlen(reason), rd);
+    snprintf(out, 256, APPROVAL_FORMAT " %s %lld %s", digest, not_after, rd);
+}
+
+int policy_approve_break_glass(const struct policy *p, const char *key_path, const char *reason,
+                               const char *until, char **out, struct cordon_err *err)
+{
+    char why[200];
+    time_t now = time(NULL), end = 0;
+    if (!*reason)
+        return err_set(err, CORDON_E_USAGE, "approve: the reason is empty");
+    if (parse_until(until, now, &end, why, sizeof why) < 0)
+        return err_set(err, CORDON_E_USAGE, "approve: %s", why);
+    _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = sigkey_load_private(key_path, "approval key", err);
+    if (!key)
+        return -1;
+    char digest[65], msg[256], sig[SIGKEY_B64_LEN], key_id[65], t[32];
+    policy_digest_hex(p, digest);
+    approval_message(digest, (long long)end, reason, msg);
+    TRY(sigkey_sign(key, msg, strlen(msg), sig, err));
+    sigkey_id(key, key_id);
+    format_utc(end, t);
+    json_auto_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s}", "format", APPROVAL_FORMAT,
+                               "policy_digest", digest, "reason", reason, "not_after",
+                               (json_int_t)end, "not_after_utc", t, "key_id", key_id, "sig", sig);
+    *out = j ? json_dumps(j, JSON_SORT_KEYS) : NULL;
+    return *out ? 0 : err_set(err, CORDON_E_INTERNAL, "out of memory");
+}
+
+/* The approval token at PATH for a break-glass of BASE (digest) with REASON, until END. */
+static int check_approval(const struct policy *p, const char *path, const char *base,
+                          const char *reason, time_t now, time_t end, char key_id[65],
+                          struct cordon_err *err)
+{
+    _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = sigkey_load_public(p->gov.approval_key, err);
+    if (!key)
+        return err_prefix(err, "break_glass.approval_key");
+    size_t n = 0;
+    _cleanup_free_ char *text = read_small_file(path, SIG_MAX_BYTES, &n, err);
+    if (!text)
+        return err_prefix(err, "--approval");
+    json_auto_t *j = json_loadb(text, n, 0, NULL);
+    const char *fmt = json_string_value(json_object_get(j, "format"));
+    const char *digest = json_string_value(json_object_get(j, "policy_digest"));
+    const char *why = json_string_value(json_object_get(j, "reason"));
+    const char *sig = json_string_value(json_object_get(j, "sig"));
+    json_t *na = json_object_get(j, "not_after");
+    if (!fmt || strcmp(fmt, APPROVAL_FORMAT) != 0 || !digest || !why || !sig ||
+        !json_is_integer(na))
+        return err_set(err, CORDON_E_POLICY, "--approval: '%s' is not a break-glass approval",
+                       path);
+    char msg[256];
+    approval_message(digest, (long long)json_integer_value(na), why, msg);
+    if (!sigkey_verify(key, msg, strlen(msg), sig))
+        return err_set(err, CORDON_E_POLICY, "--approval: '%s' is not signed by "
+                       "break_glass.approval_key", path);
+    if (strcmp(digest, base) != 0)
+        return err_set(err, CORDON_E_POLICY, "--approval: '%s' approves another policy "
+                       "(digest %.12s..., this one %.12s...)", path, digest, base);
+    if (strcmp(why, reason) != 0)
+        return err_set(err, CORDON_E_POLICY, "--approval: '%s' approves another reason", path);
+    if ((time_t)json_integer_value(na) <= now)
+        return err_set(err, CORDON_E_POLICY, "--approval: '%s' expired", path);
+    if (end > (time_t)json_integer_value(na))
+        return err_set(err, CORDON_E_POLICY, "--until: later than the approval allows");
+    sigkey_id(key, key_id);
+    return 0;
+}
+
+int policy_break_glass(struct policy *p, const struct policy_break_glass_request *req,
+                       struct cordon_err *err)
+{
+    char why[200], base[65];
+    time_t now = time(NULL), end = 0;
+    if (!req->reason || !*req->reason || strlen(req->reason) > 500)
+        return err_set(err, CORDON_E_USAGE, "--break-glass: needs a reason (1 to 500 bytes)");
+    if (!req->until)
+        return err_set(err, CORDON_E_USAGE, "--break-glass: needs --until DURATION");
+    if (!p->gov.break_glass_max_ms)
+        return err_set(err, CORDON_E_POLICY, "--break-glass: refused: the policy has no "
+                       "break_glass.max_duration");
+    if (parse_until(req->until, now, &end, why, sizeof why) < 0)
+        return err_set(err, CORDON_E_USAGE, "%s", why);
+    if (end <= now) {
+        char t[32];
+        format_utc(end, t);
+        return err_set(err, CORDON_E_POLICY, "--break-glass: refused: the window ended at %s", t);
+    }
+    if ((uint64_t)(end - now) * 1000 > p->gov.break_glass_max_ms) {
+        char max[32];
+        format_duration_ms(p->gov.break_glass_max_ms, max, sizeof max);
+        return err_set(err, CORDON_E_POLICY, "--until: longer than break_glass.max_duration "
+                       "(%s)", max);
+    }
+    policy_digest_hex(p, base);
+    char approver[65] = "";
+    if (p->gov.approval_key && !req->approval)
+        return err_set(err, CORDON_E_POLICY, "--break-glass: refused: the policy requires a "
+                       "signed approval (--approval FILE)");
+    if (req->approval && !p->gov.approval_key)
+        return err_set(err, CORDON_E_USAGE, "--approval: the policy names no "
+                       "break_glass.approval_key");
+    if (req->approval &&
+        check_approval(p, req->approval, base, req->reason, now, end, approver, err) < 0)
+        return -1;
+
+    json_auto_t *relaxed = json_object();
+    for (size_t i = 0; i < req->n_relax; i++) {
+        const char *eq = strchr(req->relax[i], '=');
+        _cleanup_free_ char *key = eq ? strndup(req->relax[i], (size_t)(eq - req->relax[i]))
+                                      : NULL;
+        if (!key)
+            return err_set(err, CORDON_E_USAGE, "--relax: expected KEY=VALUE, got \"%s\"",
+                           req->relax[i]);
+        if (!policy_may_relax(p, key))
+            return err_set(err, CORDON_E_POLICY, "--relax: refused: \"%s\" is not in "
+                           "break_glass.may_relax", key);
+        TRY(policy_set(p, key, eq + 1, "--relax", err));
+        json_t *prev = json_object_get(relaxed, key);
+        json_t *vals = prev ? prev : json_array();
+        json_array_append_new(vals, json_string(eq + 1));
+        if (!prev)
+            json_object_set_new(relaxed, key, vals);
+    }
+    /* The window is enforced, not only recorded: the run ends when it closes. */
+    uint64_t left = (uint64_t)(end - now) * 1000;
+    if (!p->limits.wall_ms || p->limits.wall_ms > left)
+        p->limits.wall_ms = left;
+    p->limits.defaulted &= ~(1u << POLICY_LIMIT_WALL);
+    TRY(policy_finalize(p, err));
+
+    char t[32], id[65], seed[600];
+    format_utc(end, t);
+    snprintf(seed, sizeof seed, "%s %lld %s", base, (long long)now, req->reason);
+    sha256_hex(seed, strlen(seed), id);
+    id[16] = '\0';
+    json_decref(p->break_glass);
+    p->break_glass = json_pack("{s:s, s:s, s:s, s:O, s:o, s:s}", "id", id, "reason", req->reason,
+                               "until", t, "relaxed", relaxed, "approved_by",
+                               approver[0] ? json_string(approver) : json_null(),
+                               "base_policy_digest", base);
+    return p->break_glass ? 0 : err_set(err, CORDON_E_INTERNAL, "out of memory");
 }

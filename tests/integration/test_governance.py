@@ -143,3 +143,126 @@ def test_expect_policy_digest(cordon, gov):
     assert r.status == 0, r
     (start,) = events(gov.log, "run.start")
     assert start["policy_digest"] == digest
+
+
+# --- break-glass -------------------------------------------------------------
+
+BG_POLICY = "limits:\n  best_effort: [memory]\nbreak_glass:\n  may_relax: [limits.memory, network.allow]\n  max_duration: 1h\n"
+
+
+def test_break_glass_run_is_marked_in_every_event(cordon, gov):
+    p = gov.policy(BG_POLICY)
+    r = run_touch(cordon, p, "--break-glass", "incident 42", "--until", "10m",
+                  "--relax", "limits.memory=2G")
+    assert r.status == 0, r
+    evs = [json.loads(line) for line in gov.log.read_text().splitlines()][1:]
+    types = [e["type"] for e in evs]
+    assert types == ["breakglass.start", "run.start", "run.end", "breakglass.end"], types
+    for e in evs:
+        bg = e["break_glass"]
+        assert bg["reason"] == "incident 42"
+        assert bg["relaxed"] == {"limits.memory": ["2G"]}
+    start = evs[1]
+    assert start["limits"]["memory"] == 2 << 30
+    # The window is enforced: the wall limit is cut to it.
+    assert 0 < start["limits"]["wall_ms"] <= 600_000
+    assert cordon.raw("audit", "verify", gov.log).status == 0
+
+
+BG_REFUSALS = [
+    ("key not relaxable", ["--until", "10m", "--relax", "limits.pids=9999"],
+     ["limits.pids", "not in break_glass.may_relax"]),
+    ("longer than max", ["--until", "2h"], ["longer than break_glass.max_duration"]),
+    ("expired", ["--until", "2020-01-01T00:00:00Z"], ["window ended"]),
+    ("no until", [], ["needs --until"]),
+]
+
+
+@pytest.mark.parametrize("name,opts,words", BG_REFUSALS, ids=[r[0] for r in BG_REFUSALS])
+def test_break_glass_refusals(cordon, gov, name, opts, words):
+    p = gov.policy(BG_POLICY)
+    r = run_touch(cordon, p, "--break-glass", "why", *opts)
+    assert_cordon_refused(r, *words)
+    assert_nothing_ran(gov)
+
+
+def test_break_glass_without_policy_section_is_refused(cordon, gov):
+    r = run_touch(cordon, gov.policy(), "--break-glass", "why", "--until", "5m")
+    assert_cordon_refused(r, "no break_glass.max_duration")
+    assert_nothing_ran(gov)
+    r = run_touch(cordon, gov.policy(BG_POLICY), "--relax", "limits.memory=2G")
+    assert_cordon_refused(r, "need --break-glass")
+    assert_nothing_ran(gov)
+
+
+def test_break_glass_approval_token(cordon, gov):
+    p = gov.policy(BG_POLICY + f"  approval_key: {gov.good_pub}\n")
+    r = run_touch(cordon, p, "--break-glass", "incident 7", "--until", "5m")
+    assert_cordon_refused(r, "requires a signed approval")
+    assert_nothing_ran(gov)
+
+    def token(key, reason="incident 7", until="10m"):
+        r = cordon.raw("policy", "approve", p, "--key", key, "--reason", reason, "--until", until)
+        assert r.status == 0, r
+        t = cordon.hostdir() / "token.json"
+        t.write_text(r.out)
+        os.chmod(t, 0o644)
+        return t
+
+    for tok, words in [(token(gov.evil), ["not signed by break_glass.approval_key"]),
+                       (token(gov.good, reason="other"), ["another reason"]),
+                       (token(gov.good, until="1s"), ["later than the approval allows"])]:
+        r = run_touch(cordon, p, "--break-glass", "incident 7", "--until", "5m",
+                      "--approval", tok)
+        assert_cordon_refused(r, *words)
+        assert_nothing_ran(gov)
+    # A token that has expired by the time it is used.
+    old = token(gov.good, until="1s")
+    import time
+    time.sleep(2.1)
+    r = run_touch(cordon, p, "--break-glass", "incident 7", "--until", "1s", "--approval", old)
+    assert_cordon_refused(r)
+    assert_nothing_ran(gov)
+
+    good = token(gov.good)
+    r = run_touch(cordon, p, "--break-glass", "incident 7", "--until", "5m", "--approval", good)
+    assert r.status == 0, r
+    (start,) = events(gov.log, "breakglass.start")
+    key_id = json.loads(good.read_text())["key_id"]
+    assert start["break_glass"]["approved_by"] == key_id
+
+
+# --- kill --all ----------------------------------------------------------------
+
+
+def test_kill_all_ends_every_sandbox_and_records_it(root_cordon, gov, bins):
+    """In a PID namespace of its own, so that only this test's sandboxes are visible."""
+    c = root_cordon
+    log = gov.log
+    script = (
+        f"for i in 1 2 3; do {c.bin} run --audit {log} -- sleep 60 & done; "
+        f"for i in $(seq 100); do [ $(grep -c run.start {log} 2>/dev/null || echo 0) = 3 ] && break; "
+        f"sleep 0.1; done; sleep 0.3; "
+        f"{c.bin} kill --all --audit {log} --json; wait"
+    )
+    p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["found"] == 3 and report["killed"] == 3, report
+    ends = events(log, "run.end")
+    assert len(ends) == 3 and all(e["reason"] == "killed" for e in ends), ends
+    (k,) = events(log, "kill.all")
+    assert k["killed"] == 3
+    assert c.raw("audit", "verify", log).status == 0
+
+
+def test_kill_all_leaves_a_host_process_named_like_an_init(root_cordon):
+    """A host process calling itself cordon-init is not in a sandbox: not touched."""
+    p = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+         "python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(15, b\"cordon-init\", 0, 0, 0);"
+         " time.sleep(30)' & sleep 0.5; " + root_cordon.bin + " kill --all --json; "
+         "kill -0 $! && echo alive; kill $!"],
+        capture_output=True, text=True, timeout=60)
+    assert '"found": 0' in p.stdout and "alive" in p.stdout, p
