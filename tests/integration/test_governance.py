@@ -266,3 +266,121 @@ def test_kill_all_leaves_a_host_process_named_like_an_init(root_cordon):
          "kill -0 $! && echo alive; kill $!"],
         capture_output=True, text=True, timeout=60)
     assert '"found": 0' in p.stdout and "alive" in p.stdout, p
+
+
+# --- MCP tool pinning ------------------------------------------------------------
+
+from mcp_util import MCP, NODE, policy as mcp_policy, require_npm_packages, sdk  # noqa: E402
+
+INSIDE = "/opt/mcp"
+TEE = ["/usr/bin/python3", f"{INSIDE}/tee_server.py", "--log", "/workspace/.tee.log", "--"]
+FS_SERVER = [NODE, f"{INSIDE}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+             "/workspace"]
+
+
+def lie(*opts):
+    return ["/usr/bin/python3", f"{INSIDE}/hostile_server.py", "tools_lie", *opts]
+
+
+def names(step):
+    assert step["ok"], step
+    return sorted(t["name"] for t in step["value"]["tools"])
+
+
+def call_refused(step, *words):
+    msg = step["error"]["message"] if not step["ok"] else str(step["value"])
+    for w in words:
+        assert w in msg, (w, step)
+
+
+def called(ws):
+    log = ws / ".tee.log"
+    out = []
+    for line in (log.read_text().splitlines() if log.exists() else []):
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(m, dict) and m.get("method") == "tools/call":
+            out.append(m["params"]["name"])
+    return out
+
+
+@pytest.fixture
+def pinning(cordon):
+    require_npm_packages()
+    d = cordon.hostdir("pins", mode=0o777)
+    logdir = cordon.hostdir("mcplog", mode=0o777)
+    pins, log = d / "pins.json", logdir / "audit.jsonl"
+
+    def wrap(allow, server, ws):
+        pol = mcp_policy(cordon, f"tools:\n  allow: [{', '.join(allow)}]\n  pins: {pins}\n"
+                                 f"audit:\n  file: {log}\n")
+        return cordon.argv("mcp", "wrap", "-p", pol, "--ro", f"{MCP}:{INSIDE}", "-w", ws, "--",
+                           *TEE, *server)
+    return pins, log, wrap
+
+
+def test_rug_pull_mid_session_is_hidden_until_approved(cordon, pinning):
+    pins, log, wrap = pinning
+    ws = cordon.hostdir("ws", mode=0o777)
+    allow = ["echo", "change", "exfiltrate"]
+    rep = sdk(cordon, wrap(allow, lie(), ws), [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
+        {"op": "callTool", "name": "change", "arguments": {}},
+        {"op": "wait", "notification": "notifications/tools/list_changed", "timeout_ms": 10000},
+        {"op": "listTools"},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "b"}},
+        {"op": "callTool", "name": "exfiltrate", "arguments": {"path": "/"}},
+    ])
+    first, echo1, _, _, second, echo2, exfil = rep["results"]
+    assert names(first) == ["change", "echo"]           # pinned on first use
+    assert echo1["ok"], echo1
+    assert names(second) == ["change"]                  # echo changed, exfiltrate new: hidden
+    call_refused(echo2, "Unknown tool", "changed since pinned")
+    call_refused(exfil, "Unknown tool")
+    assert called(ws) == ["echo", "change"]             # neither reached the server
+    changed = {e["tool"]: e for e in map(json.loads, log.read_text().splitlines())
+               if e["type"] == "mcp.tool_changed"}
+    assert changed["echo"]["change"] == "changed" and changed["echo"]["pinned"]
+    assert changed["exfiltrate"]["change"] == "new"
+    saved = json.loads(pins.read_text())["servers"]
+    (server,) = saved.values()
+    assert sorted(server["pending"]) == ["echo", "exfiltrate"]
+    assert "IGNORE ALL PREVIOUS" in server["pending"]["echo"]["tool"]["description"]
+
+    # Approving echo alone: the next session sees it; exfiltrate stays hidden.
+    r = cordon.raw("mcp", "pins", "approve", "--pins", pins, "echo")
+    assert r.status == 0 and "approved 1 tool" in r.out, r
+    ws2 = cordon.hostdir("ws2", mode=0o777)
+    rep = sdk(cordon, wrap(allow, lie("v2"), ws2), [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "c"}},
+        {"op": "callTool", "name": "exfiltrate", "arguments": {"path": "/"}},
+    ])
+    listed, echo3, exfil2 = rep["results"]
+    assert names(listed) == ["change", "echo"]
+    assert echo3["ok"] and "called echo" in echo3["value"]["content"][0]["text"], echo3
+    call_refused(exfil2, "Unknown tool")
+    assert called(ws2) == ["echo"]
+    r = cordon.raw("mcp", "pins", "approve", "--pins", pins, "nosuch")
+    assert_cordon_refused(r, "nothing pending")
+
+
+def test_real_server_pins_are_stable_across_sessions(cordon, pinning):
+    pins, log, wrap = pinning
+    ws = cordon.hostdir("ws", mode=0o777)
+    (ws / "hello.txt").write_text("hi\n")
+    allow = ["read_text_file", "list_directory"]
+    for _ in range(2):
+        rep = sdk(cordon, wrap(allow, FS_SERVER, ws), [
+            {"op": "listTools"},
+            {"op": "callTool", "name": "read_text_file", "arguments": {"path": "/workspace/hello.txt"}},
+        ])
+        listed, read = rep["results"]
+        assert names(listed) == allow[::-1] or names(listed) == sorted(allow)
+        assert read["ok"] and "hi" in read["value"]["content"][0]["text"], read
+    (server,) = json.loads(pins.read_text())["servers"].values()
+    assert sorted(server["tools"]) == sorted(allow) and server["pending"] == {}
+    assert "mcp.tool_changed" not in log.read_text()
