@@ -116,3 +116,26 @@ struct audit_filter {
  */
 int audit_show(const char *path, const struct audit_filter *f, FILE *out,
                struct cordon_err *err);
+
+/*
+ * Evidence of one run (RUN: its id or a unique prefix) from the log at
+ * PATH: {"format", "run", "summary" (level, digests, signer, secrets'
+ * names, limits and how they were enforced, egress decisions, tool calls,
+ * break-glass, result), "audit": {"file", "lines": [{seq, sha256, text,
+ * run}] from the run's first line to the nearest checkpoint after its
+ * last, "checkpoint"}}. New reference, or NULL with ERR.
+ */
+json_t *audit_evidence(const char *path, const char *run, struct cordon_err *err);
+
+struct evidence_report {
+    bool intact;                 /* lines chain, checkpoint signs them, summary matches */
+    bool checkpoint;             /* the lines end in a checkpoint */
+    bool signature_checked;      /* and its signature verified with the given key */
+    uint64_t lines;
+    char key_id[65];
+    char why[200];
+};
+
+/* Check DOC offline; with PUBKEY the checkpoint's signature too. -1 only when the key cannot be read. */
+int audit_evidence_verify(const json_t *doc, const char *pubkey, struct evidence_report *r,
+                          struct cordon_err *err);

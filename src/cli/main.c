@@ -24,6 +24,7 @@ static const char usage[] =
     "  policy check FILE              validate a policy; print it as JSON with its digest\n"
     "  policy sign|verify|approve FILE --key KEY   signed policies, break-glass approvals\n"
     "  kill --all [--audit FILE]      end every running sandbox, and record it\n"
+    "  evidence RUN_ID --audit FILE   the boundary a run had, verifiable offline\n"
     "  audit verify FILE [--key PUB.pem]\n"
     "                                 check an audit log's hash chain (and signatures)\n"
     "  audit show FILE [--run ID] [--type T] [--json]\n"
@@ -98,5 +99,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "audit")) return cmd_audit(argc - 1, argv + 1);
     if (!strcmp(cmd, "kill"))
         return cmd_kill(argc - 1, argv + 1);
+    if (!strcmp(cmd, "evidence"))
+        return cmd_evidence(argc - 1, argv + 1);
     return cli_usage_error("unknown command '%s'; try 'cordon --help'", cmd);
 }

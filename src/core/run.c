@@ -77,6 +77,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
         json_array_append_new(argv, json_string(*a));
     json_t *policy = policy_to_json(p);
     json_t *limits = json_incref(json_object_get(policy, "limits"));
+    json_t *network = json_incref(json_object_get(policy, "network"));
     json_decref(policy);
 
     /* Names only: values never reach the record. */
@@ -84,7 +85,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     for (size_t i = 0; i < p->n_secrets; i++)
         json_array_append_new(secrets, json_string(p->secrets[i].name));
 
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o}",
+    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
@@ -97,7 +98,8 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "syscalls_digest", syscalls_digest,
                      "secrets", secrets,
                      "limits", limits ? limits : json_null(),
-                     "policy_signer", p->signer[0] ? json_string(p->signer) : json_null());
+                     "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),
+                     "network", network ? network : json_null());
 }
 
 /* The limit behind a reason, for the limit.fired event; NULL if none fired. */

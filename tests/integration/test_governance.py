@@ -4,6 +4,7 @@ digest. Every refusal is exit 125 with one line, and nothing ran: the
 command would have left a file in a host directory and a run in the log.
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -345,6 +346,15 @@ def test_rug_pull_mid_session_is_hidden_until_approved(cordon, pinning):
                if e["type"] == "mcp.tool_changed"}
     assert changed["echo"]["change"] == "changed" and changed["echo"]["pinned"]
     assert changed["exfiltrate"]["change"] == "new"
+    # The session's evidence holds its tool calls and the changes.
+    run = changed["echo"]["run"]
+    r = cordon.raw("evidence", run, "--audit", log, "--format", "json")
+    assert r.status == 0, r
+    sm = json.loads(r.out)["summary"]
+    assert [(c["tool"], c["decision"]) for c in sm["tool_calls"]] == [
+        ("echo", "allowed"), ("change", "allowed"), ("echo", "refused"),
+        ("exfiltrate", "refused")]
+    assert sorted(c["tool"] for c in sm["tool_changes"]) == ["echo", "exfiltrate"]
     saved = json.loads(pins.read_text())["servers"]
     (server,) = saved.values()
     assert sorted(server["pending"]) == ["echo", "exfiltrate"]
@@ -384,3 +394,90 @@ def test_real_server_pins_are_stable_across_sessions(cordon, pinning):
     (server,) = json.loads(pins.read_text())["servers"].values()
     assert sorted(server["tools"]) == sorted(allow) and server["pending"] == {}
     assert "mcp.tool_changed" not in log.read_text()
+
+
+# --- evidence ----------------------------------------------------------------------
+
+
+def evidence_run(cordon, gov, extra=""):
+    p = gov.policy(f"  sign_key: {gov.good}\nsecrets:\n  - name: API_TOKEN\n    from: env:TOK\n"
+                   f"    hosts: [example.com]\n{extra}")
+    # audit.sign_key is under audit: in the policy the fixture writes.
+    r = cordon.run(["/bin/sh", "-c", "touch /out/ran"], "-p", p, env={"TOK": "s3cret-value"})
+    assert r.status == 0, r
+    return r.result["run_id"]
+
+
+def evidence(cordon, run, log, *opts):
+    r = cordon.raw("evidence", run, "--audit", log, "--format", "json", *opts)
+    assert r.status == 0, r
+    return json.loads(r.out)
+
+
+def verify(cordon, doc, *opts):
+    f = cordon.hostdir() / "evidence.json"
+    f.write_text(json.dumps(doc))
+    os.chmod(f, 0o644)
+    return cordon.raw("evidence", "verify", f, *opts)
+
+
+def test_evidence_is_verifiable_offline(cordon, gov):
+    run = evidence_run(cordon, gov)
+    evidence_run(cordon, gov)  # another run after it: its lines are not ours
+    doc = evidence(cordon, run[:10], gov.log, "--key", gov.good_pub)
+    sm = doc["summary"]
+    assert doc["run"] == run
+    assert sm["level"] == "namespace" and sm["secrets"] == ["API_TOKEN"]
+    assert "s3cret-value" not in json.dumps(doc)
+    assert sm["result"]["status"] == 0 and sm["limits_enforced"]["wall"] == "supervisor"
+    assert sm["network"]["mode"] == "gateway"
+    lines = doc["audit"]["lines"]
+    assert [json.loads(l["text"])["type"] for l in lines] == ["run.start", "run.end",
+                                                               "audit.checkpoint"]
+    raw = gov.log.read_bytes().split(b"\n")
+    for l in lines:  # the hashes are of the log's exact bytes
+        assert hashlib.sha256(raw[l["seq"]]).hexdigest() == l["sha256"]
+    r = verify(cordon, doc, "--key", gov.good_pub)
+    assert r.status == 0 and "signed checkpoint verified" in r.out, r
+    r = verify(cordon, doc, "--key", gov.evil_pub)
+    assert r.status == 1 and "another key" in r.out, r
+
+
+def tampered(doc, how):
+    d = json.loads(json.dumps(doc))
+    lines = d["audit"]["lines"]
+    if how == "line text":
+        lines[0]["text"] = lines[0]["text"].replace('"namespace"', '"microvm"')
+    elif how == "line rehashed":
+        lines[0]["text"] = lines[0]["text"].replace('"namespace"', '"microvm"')
+        lines[0]["sha256"] = hashlib.sha256(lines[0]["text"].encode()).hexdigest()
+    elif how == "summary":
+        d["summary"]["level"] = "microvm"
+    elif how == "line dropped":
+        del lines[1]
+    return d
+
+
+@pytest.mark.parametrize("how,words", [
+    ("line text", "does not match its text"),
+    ("line rehashed", "does not chain"),
+    ("summary", "summary is not what the lines say"),
+    ("line dropped", "does not chain"),
+])
+def test_tampered_evidence_does_not_verify(cordon, gov, how, words):
+    doc = evidence(cordon, evidence_run(cordon, gov), gov.log)
+    r = verify(cordon, tampered(doc, how), "--key", gov.good_pub)
+    assert r.status == 1 and words in r.out, r
+
+
+def test_evidence_without_checkpoint_says_unsigned(cordon, gov):
+    p = gov.policy()
+    r = cordon.run(["/bin/true"], "-p", p)
+    doc = evidence(cordon, r.result["run_id"], gov.log)
+    assert doc["audit"]["checkpoint"] is None
+    r2 = verify(cordon, doc)
+    assert r2.status == 0 and "no checkpoint (unsigned)" in r2.out, r2
+    r2 = verify(cordon, doc, "--key", gov.good_pub)
+    assert r2.status == 1 and "no signed checkpoint" in r2.out, r2
+    r2 = cordon.raw("evidence", "0" * 32, "--audit", gov.log)
+    assert_cordon_refused(r2, "no run")
