@@ -15,6 +15,7 @@
 #include "broker/jsonrpc.h"
 #include "broker/paths.h"
 #include "broker/pins.h"
+#include "common/decider.h"
 #include "broker/schema.h"
 #include "core/handle.h"
 #include "common/cleanup.h"
@@ -99,6 +100,7 @@ struct broker {
     json_t *waiting;        /* tools/call requests waiting for the walk */
     json_t *server_requests; /* ids of server-to-client requests in flight (dumped) -> true */
     struct mcp_pins *pins;  /* tools.pins: the pin file, or NULL */
+    struct decider *decider; /* decider.socket: asked about tools.ask calls, or NULL */
     bool pins_server_set;
     json_t *hidden;         /* tool name -> digest of a listing that does not match its pin */
 
@@ -527,6 +529,33 @@ static void fail_waiting(struct broker *b, const char *why)
     json_array_clear(b->waiting);
 }
 
+/*
+ * A call the policy marks `ask` goes ahead only if the decider allows it
+ * now; every question and answer is recorded, the decider's identity with
+ * it. The broker waits for the answer (at most decider.timeout).
+ */
+static bool decider_allows(struct broker *b, const json_t *id, const char *tool,
+                           const json_t *args, const char *digest)
+{
+    _cleanup_(json_decrefp) json_t *empty = json_object();
+    _cleanup_(json_decrefp) json_t *q =
+        json_pack("{s:s, s:O, s:s}", "tool", tool, "arguments", args ? args : empty,
+                  "arguments_digest", digest);
+    struct decider_answer a;
+    decider_ask(b->decider, "tool_call", tool, b->run_id, q, &a);
+    json_t *ev = decider_answer_json(b->decider, &a);
+    json_object_set_new(ev, "kind", json_string("tool_call"));
+    json_object_set_new(ev, "tool", json_string(tool));
+    json_object_set_new(ev, "arguments_digest", json_string(digest));
+    record(b, "decider.ask", ev);
+    if (a.decision != DECIDER_DENY)
+        return true;
+    char why[300];
+    snprintf(why, sizeof why, "the decider did not allow it: %s", a.reason);
+    refuse_call(b, id, tool, "decider", why, digest, args, false);
+    return false;
+}
+
 static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
 {
     const struct policy *p = b->p;
@@ -586,6 +615,8 @@ static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
         refuse_call(b, id, tool, rule, why, digest, args, false);
         return;
     }
+    if (policy_tool_ask(p, tool) && !decider_allows(b, id, tool, args, digest))
+        return;
     struct pending *q = forward_request(b, msg, id, PENDING_CLIENT, "tools/call");
     if (!q) {
         to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server has exited"));
@@ -1161,6 +1192,7 @@ static void broker_release(struct broker *b)
     json_decref(b->server_requests);
     json_decref(b->hidden);
     mcp_pins_free(b->pins);
+    decider_free(b->decider);
     if (b->log) {
         struct cordon_err ignored;
         audit_close(b->log, &ignored);
@@ -1182,7 +1214,9 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
     b.hidden = json_object();
     if (!b.schemas || !b.waiting || !b.server_requests || !b.hidden)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    if (p->tools.pins && !(b.pins = mcp_pins_open(p->tools.pins, err))) {
+    if ((p->tools.pins && !(b.pins = mcp_pins_open(p->tools.pins, err))) ||
+        (p->gov.decider &&
+         !(b.decider = decider_new(p->gov.decider, p->gov.decider_timeout_ms, err)))) {
         broker_release(&b);
         return -1;
     }

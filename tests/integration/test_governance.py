@@ -481,3 +481,151 @@ def test_evidence_without_checkpoint_says_unsigned(cordon, gov):
     assert r2.status == 1 and "no signed checkpoint" in r2.out, r2
     r2 = cordon.raw("evidence", "0" * 32, "--audit", gov.log)
     assert_cordon_refused(r2, "no run")
+
+
+# --- the runtime decider -------------------------------------------------------------
+
+REPO_EXAMPLES = MCP.parent.parent / "examples"
+
+
+class ThreadDecider:
+    """A decider in this process for the failure paths: MODE slow, wrong_id, or garbage."""
+
+    def __init__(self, path, mode, delay=3.0):
+        import socket as s
+        import threading
+        self.path, self.mode, self.delay = str(path), mode, delay
+        self.srv = s.socket(s.AF_UNIX, s.SOCK_STREAM)
+        self.srv.bind(self.path)
+        os.chmod(self.path, 0o777)
+        self.srv.listen(8)
+        self.questions = []
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        import time
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            with c:
+                data = b""
+                while b"\n" not in data:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                q = json.loads(data.split(b"\n")[0])
+                self.questions.append(q)
+                try:
+                    if self.mode == "slow":
+                        time.sleep(self.delay)
+                        c.sendall(json.dumps({"id": q["id"], "decision": "allow_once"}).encode()
+                                  + b"\n")
+                    elif self.mode == "wrong_id":
+                        c.sendall(b'{"id": "0", "decision": "allow_session"}\n')
+                    elif self.mode == "garbage":
+                        c.sendall(b"allow!\n")
+                except OSError:
+                    pass
+
+    def close(self):
+        self.srv.close()
+
+
+def crashing_decider(path):
+    """A decider process that dies on reading its first question."""
+    code = ("import os,socket;s=socket.socket(socket.AF_UNIX);s.bind(%r);os.chmod(%r,0o777);"
+            "s.listen(1);print('up',flush=True);c,_=s.accept();c.recv(4096);os._exit(3)"
+            % (str(path), str(path)))
+    p = subprocess.Popen(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"up\n"
+    return p
+
+
+@pytest.fixture
+def asking(cordon):
+    require_npm_packages()
+    d = cordon.hostdir("decider", mode=0o777)
+    logdir = cordon.hostdir("asklog", mode=0o777)
+    log = logdir / "audit.jsonl"
+    sock = d / "decider.sock"
+
+    def wrap(ws, timeout="500ms"):
+        pol = mcp_policy(cordon, "tools:\n  allow: [echo, change, rm_rf]\n  ask: [echo, rm_rf]\n"
+                                 f"decider:\n  socket: {sock}\n  timeout: {timeout}\n"
+                                 f"audit:\n  file: {log}\n")
+        return cordon.argv("mcp", "wrap", "-p", pol, "--ro", f"{MCP}:{INSIDE}", "-w", ws, "--",
+                           *TEE, *lie())
+    return sock, log, wrap
+
+
+def asks(log):
+    return [e for e in map(json.loads, log.read_text().splitlines()) if e["type"] == "decider.ask"]
+
+
+def test_reference_decider_allows_denies_and_remembers(cordon, asking):
+    sock, log, wrap = asking
+    rules = cordon.hostdir() / "rules.json"
+    rules.write_text(json.dumps({"echo": "allow_session", "rm_rf": "deny"}))
+    d = subprocess.Popen(["/usr/bin/python3", str(REPO_EXAMPLES / "decider.py"), str(sock),
+                          "--rules", str(rules)], stderr=subprocess.PIPE)
+    try:
+        assert b"listening" in d.stderr.readline()
+        ws = cordon.hostdir("ws", mode=0o777)
+        rep = sdk(cordon, wrap(ws, timeout="5s"), [
+            {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
+            {"op": "callTool", "name": "echo", "arguments": {"text": "b"}},
+            {"op": "callTool", "name": "rm_rf", "arguments": {"path": "/"}},
+            {"op": "callTool", "name": "change", "arguments": {}},
+        ])
+    finally:
+        d.kill()
+        d.wait()
+    e1, e2, rm, ch = rep["results"]
+    assert e1["ok"] and e2["ok"] and ch["ok"], rep
+    assert rm["value"]["isError"] and "decider did not allow it" in str(rm["value"]), rm
+    assert called(ws) == ["echo", "echo", "change"]     # rm_rf never reached the server
+    a = asks(log)
+    assert [(x["tool"], x["decision"], x["cached"]) for x in a] == [
+        ("echo", "allow_session", False), ("echo", "allow_session", True),
+        ("rm_rf", "deny", False)]
+    assert a[0]["decider"]["name"] == "cordon-reference-decider/1"
+    assert a[0]["decider"]["pid"] == d.pid and a[0]["decider"]["socket"] == str(sock)
+
+
+@pytest.mark.parametrize("mode,words", [
+    ("slow", "timeout"),
+    ("wrong_id", "answered another question"),
+    ("garbage", "not a decision"),
+    ("crash", "closed the connection"),
+    ("missing", "unreachable"),
+])
+def test_decider_failures_deny(cordon, asking, mode, words):
+    sock, log, wrap = asking
+    ws = cordon.hostdir("ws", mode=0o777)
+    dec = None
+    if mode == "crash":
+        dec = crashing_decider(sock)
+    elif mode != "missing":
+        dec = ThreadDecider(sock, mode)
+    try:
+        rep = sdk(cordon, wrap(ws), [
+            {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
+        ])
+    finally:
+        if isinstance(dec, ThreadDecider):
+            dec.close()
+        elif dec:
+            dec.kill()
+            dec.wait()
+    (call,) = rep["results"]
+    assert call["ok"] and call["value"]["isError"], call
+    assert words in str(call["value"]), call
+    assert called(ws) == []
+    (a,) = asks(log)
+    assert a["decision"] == "deny" and words in a["reason"], a
+    if mode == "crash":
+        assert dec.returncode == 3
