@@ -6,6 +6,7 @@
  */
 #include "audit/audit.h"
 #include "audit/audit_int.h"
+#include "audit/export.h"
 #include "common/hostpath.h"
 
 #include <openssl/err.h>
@@ -35,6 +36,8 @@ struct audit_log {
     uint64_t since_checkpoint;   /* lines this process wrote since its last checkpoint */
     bool closed;
     json_t *stamp;               /* merged into every event */
+    int export_fd;               /* to the OTLP exporter, or -1 */
+    unsigned long export_dropped;
 };
 
 /* The last line of the file as the next event needs it. */
@@ -345,6 +348,9 @@ static int write_event(struct audit_log *log, const struct tail *t, const char *
     if (log->fsync == AUDIT_FSYNC_ALWAYS && fsync(log->wfd) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
     log->since_checkpoint++;
+    /* After the chain has it, and never waiting: an export is a copy, not the record. */
+    if (log->export_fd >= 0 && !audit_export_send(log->export_fd, text, len))
+        log->export_dropped++;
     return 0;
 }
 
@@ -396,7 +402,7 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
     }
     _cleanup_(audit_freep) struct audit_log *log = calloc(1, sizeof *log);
     if (log)
-        log->wfd = log->rfd = -1;
+        log->wfd = log->rfd = log->export_fd = -1;
     if (!log || !(log->path = strdup(o->path))) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
@@ -433,6 +439,9 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
             return NULL;
         }
     }
+
+    if (o->export_otlp && audit_export_start(o->export_otlp, &log->export_fd, err) < 0)
+        return NULL;
 
     /* A new file gets its header now; a torn one is refused before any run starts. */
     _cleanup_(unlockp) int locked = -1;
@@ -503,6 +512,8 @@ void audit_free(struct audit_log *log)
         close(log->wfd);
     if (log->rfd >= 0)
         close(log->rfd);
+    if (log->export_fd >= 0)
+        close(log->export_fd);
     EVP_PKEY_free(log->key);
     json_decref(log->stamp);
     free(log->path);
@@ -525,9 +536,16 @@ FILE *audit_open_reader(const char *path, struct cordon_err *err)
     return f;
 }
 
-size_t audit_log_fds(const struct audit_log *log, int out[2])
+unsigned long audit_export_dropped(const struct audit_log *log)
+{
+    return log->export_dropped;
+}
+
+size_t audit_log_fds(const struct audit_log *log, int out[AUDIT_LOG_FDS_MAX])
 {
     size_t n = 0;
+    if (log && log->export_fd >= 0)
+        out[n++] = log->export_fd;
     if (log && log->wfd >= 0)
         out[n++] = log->wfd;
     if (log && log->rfd >= 0)

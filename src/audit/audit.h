@@ -38,6 +38,7 @@ struct audit_options {
     unsigned checkpoint_every;   /* with sign_key: a checkpoint every N events (0: only at close) */
     enum audit_fsync fsync;
     json_t *stamp;               /* fields added to every event (a break-glass), or NULL; borrowed */
+    const char *export_otlp;     /* OTLP/HTTP logs endpoint each line is also sent to, or NULL */
 };
 
 struct audit_log;
@@ -71,7 +72,11 @@ int audit_close(struct audit_log *log, struct cordon_err *err);
 void audit_free(struct audit_log *log);
 
 /* The descriptors LOG holds (into OUT); a forked helper keeps these and closes the rest. */
-size_t audit_log_fds(const struct audit_log *log, int out[2]);
+#define AUDIT_LOG_FDS_MAX 3
+size_t audit_log_fds(const struct audit_log *log, int out[AUDIT_LOG_FDS_MAX]);
+
+/* Events whose export was dropped (the exporter was slow or gone); the chain has them all. */
+unsigned long audit_export_dropped(const struct audit_log *log);
 DEFINE_CLEANUP(struct audit_log *, audit_free)
 
 /* A fresh 128-bit run id as 32 hex digits. */

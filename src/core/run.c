@@ -138,6 +138,8 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
     /* A break-glass run says so in every line it leaves. */
     json_auto_t *stamp = p->break_glass ? json_pack("{s:O}", "break_glass", p->break_glass) : NULL;
     o.stamp = stamp;
+    if (p->gov.export)
+        o.export_otlp = p->gov.export_endpoint;
     *out = audit_open(&o, err);
     return *out ? 0 : err_prefix(err, "audit");
 }

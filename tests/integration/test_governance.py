@@ -629,3 +629,113 @@ def test_decider_failures_deny(cordon, asking, mode, words):
     assert a["decision"] == "deny" and words in a["reason"], a
     if mode == "crash":
         assert dec.returncode == 3
+
+
+# --- audit.export: otlp ----------------------------------------------------------------
+
+
+class OtlpReceiver:
+    """A local OTLP/HTTP logs receiver: each POST's JSON kept; MODE ok, or blackhole."""
+
+    def __init__(self, mode="ok"):
+        import http.server
+        import threading
+        self.posts, self.mode = [], mode
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers["Content-Length"])
+                body = self.rfile.read(n)
+                outer.posts.append((self.path, self.headers["Content-Type"], json.loads(body)))
+                if outer.mode == "blackhole":
+                    import time
+                    time.sleep(30)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1/logs"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def records(self):
+        out = []
+        for _, _, doc in list(self.posts):
+            for rl in doc["resourceLogs"]:
+                for sl in rl["scopeLogs"]:
+                    out.extend(sl["logRecords"])
+        return out
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def attrs(rec):
+    return {a["key"]: next(iter(a["value"].values())) for a in rec["attributes"]}
+
+
+def test_otlp_export_sends_every_line_as_a_log_record(cordon, gov):
+    rx = OtlpReceiver()
+    try:
+        p = gov.policy(f"  export: otlp\n  export_endpoint: {rx.url}\n")
+        r = run_touch(cordon, p)
+        assert r.status == 0, r
+        lines = gov.log.read_text().splitlines()
+        import time
+        deadline = time.monotonic() + 20
+        while len(rx.records()) < len(lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        recs = rx.records()
+    finally:
+        rx.close()
+    assert [rec["body"]["stringValue"] for rec in recs] == lines
+    for rec, line in zip(recs, lines):
+        a = attrs(rec)
+        assert a["cordon.line_sha256"] == hashlib.sha256(line.encode()).hexdigest()
+        assert a["cordon.type"] == json.loads(line)["type"]
+        assert int(rec["timeUnixNano"]) > 1_700_000_000 * 10**9
+    path, ctype, doc = rx.posts[0]
+    assert path == "/v1/logs" and ctype == "application/json"
+    res = {a["key"]: a["value"]["stringValue"] for a in doc["resourceLogs"][0]["resource"]["attributes"]}
+    assert res["service.name"] == "cordon"
+    assert cordon.raw("audit", "verify", gov.log).status == 0
+
+
+@pytest.mark.parametrize("collector", ["blackhole", "closed"])
+def test_otlp_export_never_blocks_or_replaces_the_chain(cordon, gov, collector):
+    rx = OtlpReceiver("blackhole") if collector == "blackhole" else None
+    import socket as s
+    if rx:
+        url = rx.url
+    else:
+        probe = s.socket()
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1/logs"
+        probe.close()  # nobody listens there now
+    try:
+        p = gov.policy(f"  export: otlp\n  export_endpoint: {url}\n")
+        r = run_touch(cordon, p)
+        assert r.status == 0, r
+        # The exporter waits seconds on a collector that never answers; the run does not.
+        assert r.wall < 3.0, r
+        types = [json.loads(line)["type"] for line in gov.log.read_text().splitlines()]
+        assert types == ["audit.header", "run.start", "run.end"]
+        assert cordon.raw("audit", "verify", gov.log).status == 0
+    finally:
+        if rx:
+            rx.close()
+
+
+def test_otlp_export_needs_an_endpoint(cordon, gov):
+    r = run_touch(cordon, gov.policy("  export: otlp\n"))
+    assert_cordon_refused(r, "audit.export", "export_endpoint")
+    assert_nothing_ran(gov)
