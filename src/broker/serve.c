@@ -12,6 +12,7 @@
 #include "broker/jsonrpc.h"
 #include "core/jobs.h"
 #include "common/cleanup.h"
+#include "common/decider.h"
 #include "common/digest.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -219,6 +220,7 @@ struct server {
     char *instructions;
     struct call *calls;            /* queued and running, oldest first */
     struct jobs *jobs;             /* their runs */
+    struct decider *decider;       /* asked about tools.ask calls, or NULL */
     uint64_t n_calls;              /* tools/call accepted, against tools.max_calls */
     bool input_done, output_failed, stopping, finishing;
     unsigned signals;
@@ -947,6 +949,27 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
         call_free(c);
         return;
     }
+    /* An `ask` tool runs only if the decider allows this call now (waited for, bounded). */
+    if (srv->decider && policy_tool_ask(&srv->pol, tool->name)) {
+        struct decider_answer a;
+        decider_ask(srv->decider, "tool_call", tool->name, NULL, params, &a);
+        json_t *ev = decider_answer_json(srv->decider, &a);
+        json_object_set_new(ev, "kind", json_string("tool_call"));
+        json_object_set_new(ev, "tool", json_string(tool->name));
+        json_object_set_new(ev, "arguments_digest", json_string(c->digest));
+        struct cordon_err ignored;
+        if (srv->audit)
+            audit_append(srv->audit, "decider.ask", NULL, ev, &ignored);
+        else
+            json_decref(ev);
+        if (a.decision == DECIDER_DENY) {
+            snprintf(why, sizeof why, "the decider did not allow it: %s", a.reason);
+            record_call(srv, c, "refused", "decider", why, NULL);
+            reply(srv, rpc_result(id, rpc_tool_error("cordon refused this call: %s", why)));
+            call_free(c);
+            return;
+        }
+    }
     struct call **tail = &srv->calls;
     while (*tail)
         tail = &(*tail)->next;
@@ -1108,6 +1131,7 @@ static void server_release(struct server *srv)
     }
     json_decref(srv->tools);
     free(srv->instructions);
+    decider_free(srv->decider);
     if (srv->base)
         event_base_free(srv->base);
 }
@@ -1125,6 +1149,9 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
         srv->pol.limits.wall_ms = DEFAULT_WALL_MS;
 
     if (cordon_audit_open(p, &srv->audit, err) < 0)
+        return -1;
+    if (p->gov.decider &&
+        !(srv->decider = decider_new(p->gov.decider, p->gov.decider_timeout_ms, err)))
         return -1;
     srv->tools = tool_list(&srv->pol);
     srv->instructions = instructions(&srv->pol);

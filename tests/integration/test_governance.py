@@ -739,3 +739,33 @@ def test_otlp_export_needs_an_endpoint(cordon, gov):
     r = run_touch(cordon, gov.policy("  export: otlp\n"))
     assert_cordon_refused(r, "audit.export", "export_endpoint")
     assert_nothing_ran(gov)
+
+
+def test_mcp_serve_asks_the_decider(cordon, asking):
+    sock, log, _ = asking
+    rules = cordon.hostdir() / "rules.json"
+    rules.write_text(json.dumps({"run_code": "allow_once", "run_command": "deny"}))
+    out = cordon.hostdir("serveout", mode=0o777)
+    d = subprocess.Popen(["/usr/bin/python3", str(REPO_EXAMPLES / "decider.py"), str(sock),
+                          "--rules", str(rules)], stderr=subprocess.PIPE)
+    try:
+        assert b"listening" in d.stderr.readline()
+        pol = mcp_policy(cordon, "tools:\n  allow: [run_code, run_command]\n"
+                                 "  ask: [run_code, run_command]\n"
+                                 f"decider:\n  socket: {sock}\n  timeout: 5s\n"
+                                 f"filesystem:\n  read_write: ['{out}:/out']\n"
+                                 f"audit:\n  file: {log}\n")
+        rep = sdk(cordon, cordon.argv("mcp", "serve", "-p", pol), [
+            {"op": "callTool", "name": "run_command", "arguments": {"command": "touch /out/cmd"}},
+            {"op": "callTool", "name": "run_code",
+             "arguments": {"language": "sh", "source": "touch /out/code"}},
+        ])
+    finally:
+        d.kill()
+        d.wait()
+    cmd, code = rep["results"]
+    assert cmd["ok"] and cmd["value"]["isError"] and "decider did not allow" in str(cmd), cmd
+    assert code["ok"] and not code["value"].get("isError"), code
+    assert (out / "code").exists() and not (out / "cmd").exists()
+    assert [(a["tool"], a["decision"]) for a in asks(log)] == [
+        ("run_command", "deny"), ("run_code", "allow_once")]
