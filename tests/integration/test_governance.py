@@ -307,18 +307,25 @@ def called(ws):
     return out
 
 
-@pytest.fixture
-def pinning(cordon):
+def mcp_session(cordon, name, state):
+    """A directory for STATE (pins, a decider socket), a log, and `mcp wrap` with a policy."""
     require_npm_packages()
-    d = cordon.hostdir("pins", mode=0o777)
-    logdir = cordon.hostdir("mcplog", mode=0o777)
-    pins, log = d / "pins.json", logdir / "audit.jsonl"
+    d = cordon.hostdir(name, mode=0o777)
+    log = cordon.hostdir(name + "log", mode=0o777) / "audit.jsonl"
 
-    def wrap(allow, server, ws):
-        pol = mcp_policy(cordon, f"tools:\n  allow: [{', '.join(allow)}]\n  pins: {pins}\n"
-                                 f"audit:\n  file: {log}\n")
+    def wrap(tools, server, ws, extra=""):
+        pol = mcp_policy(cordon, f"tools:\n{tools}{extra}audit:\n  file: {log}\n")
         return cordon.argv("mcp", "wrap", "-p", pol, "--ro", f"{MCP}:{INSIDE}", "-w", ws, "--",
                            *TEE, *server)
+    return d / state, log, wrap
+
+
+@pytest.fixture
+def pinning(cordon):
+    pins, log, session = mcp_session(cordon, "pins", "pins.json")
+
+    def wrap(allow, server, ws):
+        return session(f"  allow: [{', '.join(allow)}]\n  pins: {pins}\n", server, ws)
     return pins, log, wrap
 
 
@@ -547,18 +554,11 @@ def crashing_decider(path):
 
 @pytest.fixture
 def asking(cordon):
-    require_npm_packages()
-    d = cordon.hostdir("decider", mode=0o777)
-    logdir = cordon.hostdir("asklog", mode=0o777)
-    log = logdir / "audit.jsonl"
-    sock = d / "decider.sock"
+    sock, log, session = mcp_session(cordon, "decider", "decider.sock")
 
     def wrap(ws, timeout="500ms"):
-        pol = mcp_policy(cordon, "tools:\n  allow: [echo, change, rm_rf]\n  ask: [echo, rm_rf]\n"
-                                 f"decider:\n  socket: {sock}\n  timeout: {timeout}\n"
-                                 f"audit:\n  file: {log}\n")
-        return cordon.argv("mcp", "wrap", "-p", pol, "--ro", f"{MCP}:{INSIDE}", "-w", ws, "--",
-                           *TEE, *lie())
+        return session("  allow: [echo, change, rm_rf]\n  ask: [echo, rm_rf]\n", lie(), ws,
+                       f"decider:\n  socket: {sock}\n  timeout: {timeout}\n")
     return sock, log, wrap
 
 
