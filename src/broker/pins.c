@@ -19,6 +19,7 @@ struct mcp_pins {
     json_t *root;
     json_t *server;   /* borrowed from root: this session's entry */
     bool first;       /* the server was unknown when the session began */
+    bool fixed;       /* from the policy: one set of pins, never written */
     bool dirty;
 };
 
@@ -79,6 +80,28 @@ struct mcp_pins *mcp_pins_open(const char *path, struct cordon_err *err)
     return TAKE_PTR(pins);
 }
 
+struct mcp_pins *mcp_pins_fixed(char *const *pinned, size_t n, struct cordon_err *err)
+{
+    struct mcp_pins *pins = calloc(1, sizeof *pins);
+    json_t *tools = json_object();
+    if (!pins || !tools ||
+        !(pins->root = json_pack("{s:{s:{s:o, s:{}}}}", "servers", "(policy)", "tools", tools,
+                                 "pending"))) {
+        free(pins);
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strrchr(pinned[i], '=');
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - pinned[i]), pinned[i]);
+        json_object_set_new(tools, name, json_string(eq + 1));
+    }
+    pins->fixed = true;
+    pins->server = json_object_get(json_object_get(pins->root, "servers"), "(policy)");
+    return pins;
+}
+
 static json_t *child(json_t *o, const char *key)
 {
     json_t *c = json_object_get(o, key);
@@ -91,6 +114,8 @@ static json_t *child(json_t *o, const char *key)
 
 void mcp_pins_set_server(struct mcp_pins *pins, const char *identity)
 {
+    if (pins->fixed)
+        return;
     json_t *servers = json_object_get(pins->root, "servers");
     pins->first = !json_is_object(json_object_get(servers, identity));
     pins->server = child(servers, identity);
@@ -150,7 +175,7 @@ static int save(const char *path, json_t *root, struct cordon_err *err)
 
 int mcp_pins_save(struct mcp_pins *pins, struct cordon_err *err)
 {
-    if (!pins->dirty)
+    if (!pins->dirty || pins->fixed)
         return 0;
     TRY(save(pins->path, pins->root, err));
     pins->dirty = false;

@@ -32,6 +32,12 @@ const char *pin_verdict_name(enum pin_verdict v);
 /* Load PATH (missing: empty). The caller owns the result. */
 struct mcp_pins *mcp_pins_open(const char *path, struct cordon_err *err);
 
+/*
+ * Pins written in the policy (tools.pinned, "TOOL=SHA256"): the same
+ * checks for every server, nothing trusted on first use, nothing saved.
+ */
+struct mcp_pins *mcp_pins_fixed(char *const *pinned, size_t n, struct cordon_err *err);
+
 /* The server the following checks are about; known or trusted on first use from now. */
 void mcp_pins_set_server(struct mcp_pins *pins, const char *identity);
 

@@ -103,6 +103,7 @@ static const struct policy_key keys[] = {
     KEY("tools.roots", KT_BOOL, tools.roots, 0, false),
     LIST("tools.ask", KT_TOOL_NAMES, true),
     KEY("tools.pins", KT_LOG_FILE, tools.pins, 0, 0),
+    LIST("tools.pinned", KT_TOOL_PINS, false),
     SECTION("audit"),
     KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
     KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
@@ -235,6 +236,7 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_RESERVED: return "nothing";
     case KT_TEXT: return "a text";
     case KT_KEY_PATHS: return "a list of policy keys";
+    case KT_TOOL_PINS: return "a list of TOOL=SHA256 pins";
     }
     return "a value";
 }
@@ -974,6 +976,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         return k->flag ? policy_tools_ask(p, text, why, len) : policy_tools_allow(p, text, why, len);
     case KT_KEY_PATHS:
         return policy_gov_add_relax(p, text, why, len);
+    case KT_TOOL_PINS:
+        return policy_tools_pin(p, text, why, len);
     case KT_PROTECTED:
         return apply_protected(p, k->flag, text, why, len);
     default:
@@ -1189,6 +1193,7 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_NAMESERVERS:
     case KT_TOOL_NAMES:
     case KT_KEY_PATHS:
+    case KT_TOOL_PINS:
     case KT_PROTECTED:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_SECRETS:

@@ -165,6 +165,8 @@ struct policy_tools {
     char **ask;                     /* allowed tools whose calls the decider must approve */
     size_t n_ask;
     char *pins;                     /* host file of trust-on-first-use tool pins, or NULL */
+    char **pinned;                  /* tools.pinned: "TOOL=SHA256" written in the policy, sorted */
+    size_t n_pinned;
 };
 
 /*

@@ -89,6 +89,9 @@ int policy_gov_check(const struct policy *p, char *why, size_t len)
     if (g->export && !p->audit.file)
         return why_printf(why, len, "audit.export: needs audit.file (the export follows the "
                           "chain, never replaces it)");
+    if (p->tools.pins && p->tools.n_pinned)
+        return why_printf(why, len, "tools: pins (a file) and pinned (in the policy) exclude "
+                          "each other");
     for (size_t i = 0; i < p->tools.n_ask; i++) {
         if (!policy_tool_allowed(p, p->tools.ask[i]))
             return why_printf(why, len, "tools.ask: \"%s\" is not in tools.allow",

@@ -40,6 +40,7 @@ enum key_type {
     KT_RESERVED,    /* a key that is refused, with a note saying why */
     KT_TEXT,        /* char *, any one-line text (checked where it is used) */
     KT_KEY_PATHS,   /* break_glass.may_relax: list of policy key paths */
+    KT_TOOL_PINS,   /* tools.pinned: list of TOOL=SHA256 */
 };
 
 struct policy_key {
@@ -122,6 +123,9 @@ void policy_arg_rule_release(struct policy_arg_rule *r);
 
 /* tools.ask: one allowed tool name whose calls go to the decider. */
 int policy_tools_ask(struct policy *p, const char *name, char *why, size_t len);
+
+/* tools.pinned: one TOOL=SHA256 (the digest `cordon mcp pins` shows). */
+int policy_tools_pin(struct policy *p, const char *text, char *why, size_t len);
 
 /* Governance keys (policy_gov.c): a KT_TEXT value, one may_relax path, release. */
 int policy_gov_set_text(char **field, const char *text, char *why, size_t len);

@@ -163,7 +163,8 @@ static json_t *tools_json(const struct policy_tools *t)
         return NULL;
     /* Only when set, so the digest of a policy without them is unchanged. */
     if ((t->n_ask && put(o, "ask", strv_json(t->ask, t->n_ask)) < 0) ||
-        (t->pins && put(o, "pins", json_string(t->pins)) < 0))
+        (t->pins && put(o, "pins", json_string(t->pins)) < 0) ||
+        (t->n_pinned && put(o, "pinned", strv_json(t->pinned, t->n_pinned)) < 0))
         return NULL;
     return TAKE_PTR(o);
 }

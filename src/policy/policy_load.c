@@ -523,6 +523,7 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_SECRETS:
     case KT_TOOL_NAMES:
     case KT_KEY_PATHS:
+    case KT_TOOL_PINS:
     case KT_PROTECTED:
         return load_list(l, k, key, v);
     case KT_TOOL_RULES:

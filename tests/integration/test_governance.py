@@ -385,6 +385,43 @@ def test_rug_pull_mid_session_is_hidden_until_approved(cordon, pinning):
     assert_cordon_refused(r, "nothing pending")
 
 
+def tool_digest(tool):
+    """mcp_tool_digest(), as anyone can compute it to write tools.pinned."""
+    keys = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"]
+    text = json.dumps({k: tool.get(k) for k in keys}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_pins_written_in_the_policy(cordon):
+    _, log, session = mcp_session(cordon, "fixed", "unused")
+    echo = {"name": "echo", "description": "Echo the argument text",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+    change = {"name": "change", "description": "Change the tool list",
+              "inputSchema": {"type": "object", "properties": {}}}
+    ws = cordon.hostdir("ws", mode=0o777)
+    pinned = f"  pinned: [echo={tool_digest(echo)}, change={tool_digest(change)}]\n"
+    rep = sdk(cordon, session("  allow: [echo, change, exfiltrate]\n" + pinned, lie(), ws), [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "change", "arguments": {}},
+        {"op": "wait", "notification": "notifications/tools/list_changed", "timeout_ms": 10000},
+        {"op": "listTools"},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "b"}},
+    ])
+    first, _, _, second, echo2 = rep["results"]
+    assert names(first) == ["change", "echo"]
+    assert names(second) == ["change"]
+    call_refused(echo2, "Unknown tool")
+    assert called(ws) == ["change"]
+    changes = sorted((e["tool"], e["change"]) for e in map(json.loads, log.read_text().splitlines())
+                     if e["type"] == "mcp.tool_changed")
+    assert changes == [("echo", "changed"), ("exfiltrate", "new")]
+    # A pin that is not a digest is a policy error.
+    r = cordon.raw("policy", "check", mcp_policy(cordon, "tools:\n  allow: [echo]\n"
+                                                          "  pinned: [echo=abc]\n"))
+    assert_cordon_refused(r, "tools.pinned", "not a lower-case SHA-256")
+
+
 def test_real_server_pins_are_stable_across_sessions(cordon, pinning):
     pins, log, wrap = pinning
     ws = cordon.hostdir("ws", mode=0o777)
