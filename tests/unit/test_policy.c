@@ -118,7 +118,7 @@ struct load_case {
     ",\"under\":[" under "]}"
 #define KNOWN_TOOLS                                                                      \
     "unknown key; known: allow, rules, max_calls, max_result_bytes, max_message_bytes, " \
-    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots, ask, pins"
+    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots, ask, pins, pinned"
 #define NET(mode, allow, deny, priv, resolve, req, bytes, conns, rate)                   \
     "{\"allow\":[" allow "],\"allow_private\":[" priv "],\"budgets\":{\"bytes\":" #bytes \
     ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req           \
