@@ -2,6 +2,7 @@
 """A reference runtime decider for cordon (see src/common/decider.h).
 
     decider.py SOCKET [--rules RULES.json] [--interactive]
+    decider.py --stdin [--rules RULES.json]      (as decider.command)
 
 Listens on the unix socket SOCKET. For each question cordon asks (one JSON
 line per connection) it answers one JSON line. RULES.json maps a question's
@@ -35,6 +36,12 @@ def decide(q, rules, interactive):
     return "deny", "no rule"
 
 
+def answer(q, rules, interactive):
+    decision, reason = decide(q, rules, interactive)
+    print(f"decider: {q.get('kind')} {q.get('key')} -> {decision}", file=sys.stderr, flush=True)
+    return {"id": q.get("id"), "decision": decision, "reason": reason, "decider": NAME}
+
+
 def serve(path, rules, interactive):
     if os.path.exists(path):
         os.unlink(path)
@@ -56,19 +63,16 @@ def serve(path, rules, interactive):
                 q = json.loads(data.split(b"\n", 1)[0])
             except ValueError:
                 continue
-            decision, reason = decide(q, rules, interactive)
-            print(f"decider: {q.get('kind')} {q.get('key')} -> {decision}", file=sys.stderr,
-                  flush=True)
-            answer = {"id": q.get("id"), "decision": decision, "reason": reason, "decider": NAME}
             try:
-                conn.sendall(json.dumps(answer).encode() + b"\n")
+                conn.sendall(json.dumps(answer(q, rules, interactive)).encode() + b"\n")
             except OSError:
                 pass
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("socket")
+    ap.add_argument("socket", nargs="?")
+    ap.add_argument("--stdin", action="store_true", help="answer one question on stdin")
     ap.add_argument("--rules", help="JSON file: {KEY: DECISION, '*': DECISION}")
     ap.add_argument("--interactive", action="store_true")
     a = ap.parse_args()
@@ -76,6 +80,12 @@ def main():
     if a.rules:
         with open(a.rules) as f:
             rules = json.load(f)
+    if a.stdin:
+        q = json.loads(sys.stdin.readline())
+        print(json.dumps(answer(q, rules, False)), flush=True)
+        return
+    if not a.socket:
+        ap.error("SOCKET or --stdin")
     serve(a.socket, rules, a.interactive)
 
 

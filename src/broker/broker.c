@@ -1217,8 +1217,9 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
     if ((p->tools.pins && !(b.pins = mcp_pins_open(p->tools.pins, err))) ||
         (p->tools.n_pinned &&
          !(b.pins = mcp_pins_fixed(p->tools.pinned, p->tools.n_pinned, err))) ||
-        (p->gov.decider &&
-         !(b.decider = decider_new(p->gov.decider, p->gov.decider_timeout_ms, err)))) {
+        ((p->gov.decider || p->gov.decider_command) &&
+         !(b.decider = decider_new(p->gov.decider, p->gov.decider_command,
+                                   p->gov.decider_timeout_ms, err)))) {
         broker_release(&b);
         return -1;
     }

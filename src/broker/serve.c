@@ -1150,8 +1150,9 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
 
     if (cordon_audit_open(p, &srv->audit, err) < 0)
         return -1;
-    if (p->gov.decider &&
-        !(srv->decider = decider_new(p->gov.decider, p->gov.decider_timeout_ms, err)))
+    if ((p->gov.decider || p->gov.decider_command) &&
+        !(srv->decider = decider_new(p->gov.decider, p->gov.decider_command,
+                                     p->gov.decider_timeout_ms, err)))
         return -1;
     srv->tools = tool_list(&srv->pol);
     srv->instructions = instructions(&srv->pol);

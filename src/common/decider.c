@@ -5,6 +5,8 @@
  */
 #include "common/decider.h"
 
+#include "common/fds.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,6 +17,8 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +26,7 @@
 
 struct decider {
     char *socket;
+    char *command;
     uint64_t timeout_ms;
     json_t *run_allowed;      /* "KIND KEY" -> true */
     json_t *session_allowed;
@@ -38,15 +43,21 @@ const char *decider_decision_name(enum decider_decision d)
     return "deny";
 }
 
-struct decider *decider_new(const char *socket, uint64_t timeout_ms, struct cordon_err *err)
+struct decider *decider_new(const char *socket, const char *command, uint64_t timeout_ms,
+                            struct cordon_err *err)
 {
     struct sockaddr_un sa;
-    if (strlen(socket) >= sizeof sa.sun_path) {
+    if (!socket == !command) {
+        err_set(err, CORDON_E_POLICY, "decider: give socket or command, one of the two");
+        return NULL;
+    }
+    if (socket && strlen(socket) >= sizeof sa.sun_path) {
         err_set(err, CORDON_E_POLICY, "decider socket '%s': path too long", socket);
         return NULL;
     }
     struct decider *d = calloc(1, sizeof *d);
-    if (!d || !(d->socket = strdup(socket)) || !(d->run_allowed = json_object()) ||
+    if (!d || !(d->socket = strdup(socket ? socket : "")) ||
+        (command && !(d->command = strdup(command))) || !(d->run_allowed = json_object()) ||
         !(d->session_allowed = json_object())) {
         decider_free(d);
         err_set(err, CORDON_E_INTERNAL, "out of memory");
@@ -66,6 +77,7 @@ void decider_free(struct decider *d)
     if (!d)
         return;
     free(d->socket);
+    free(d->command);
     json_decref(d->run_allowed);
     json_decref(d->session_allowed);
     free(d);
@@ -106,6 +118,9 @@ static int deny(struct decider_answer *a, const char *fmt, ...)
 }
 
 /* One exchange; fills A (a deny with a reason on any failure). */
+static int converse(int fd, bool half_close, const char *text, const char *id, uint64_t end,
+                    struct decider_answer *a);
+
 static int exchange(struct decider *d, const char *text, const char *id, uint64_t end,
                      struct decider_answer *a)
 {
@@ -123,6 +138,13 @@ static int exchange(struct decider *d, const char *text, const char *id, uint64_
         a->pid = cred.pid;
         a->uid = cred.uid;
     }
+    return converse(fd, false, text, id, end, a);
+}
+
+/* Send TEXT on FD, read one answer line to ID from it, before END. */
+static int converse(int fd, bool half_close, const char *text, const char *id, uint64_t end,
+                    struct decider_answer *a)
+{
     size_t len = strlen(text), off = 0;
     while (off < len) {
         ssize_t n = send(fd, text + off, len - off, MSG_NOSIGNAL);
@@ -131,10 +153,14 @@ static int exchange(struct decider *d, const char *text, const char *id, uint64_
         } else if (n < 0 && errno == EAGAIN) {
             if (!wait_fd(fd, POLLOUT, end))
                 return deny(a, "%s", "timeout: the decider did not take the question");
+        } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+            return deny(a, "%s", "the decider closed the connection without an answer");
         } else if (n < 0 && errno != EINTR) {
             return deny(a, "decider went away: %s", strerror(errno));
         }
     }
+    if (half_close)
+        shutdown(fd, SHUT_WR); /* the question is whole: a command sees EOF */
     char buf[ANSWER_MAX + 1];
     size_t got = 0;
     char *nl = NULL;
@@ -144,7 +170,7 @@ static int exchange(struct decider *d, const char *text, const char *id, uint64_
         if (!wait_fd(fd, POLLIN, end))
             return deny(a, "%s", "timeout: no answer before the deadline");
         ssize_t n = recv(fd, buf + got, ANSWER_MAX - got, 0);
-        if (n == 0)
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
             return deny(a, "%s", "the decider closed the connection without an answer");
         if (n < 0 && errno != EINTR && errno != EAGAIN)
             return deny(a, "decider went away: %s", strerror(errno));
@@ -168,6 +194,42 @@ static int exchange(struct decider *d, const char *text, const char *id, uint64_
             return 0;
         }
     return deny(a, "unknown decision \"%.100s\"", dec);
+}
+
+/* The command's turn: its own process group, the question on stdin, killed at the end. */
+static int exchange_command(struct decider *d, const char *text, const char *id, uint64_t end,
+                            struct decider_answer *a)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return deny(a, "cannot start the decider: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return deny(a, "cannot start the decider: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(sv[1], 0);
+        dup2(sv[1], 1);
+        int keep[] = { 0, 1, 2 };
+        close_fds_except(keep, 3);
+        execl("/bin/sh", "sh", "-c", d->command, (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    a->pid = pid;
+    a->uid = getuid();
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    int rc = converse(sv[0], true, text, id, end, a);
+    close(sv[0]);
+    /* Whatever it started goes with it: a decider does not outlive its answer. */
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return rc;
 }
 
 void decider_ask(struct decider *d, const char *kind, const char *key, const char *run,
@@ -203,7 +265,10 @@ void decider_ask(struct decider *d, const char *kind, const char *key, const cha
     if (!text || asprintf(&line, "%s\n", text) < 0) {
         deny(a, "%s", "out of memory");
     } else {
-        exchange(d, line, id, start + d->timeout_ms, a);
+        if (d->command)
+            exchange_command(d, line, id, start + d->timeout_ms, a);
+        else
+            exchange(d, line, id, start + d->timeout_ms, a);
     }
     a->elapsed_ms = now_ms() - start;
     if (a->decision == DECIDER_ALLOW_RUN)
@@ -216,7 +281,7 @@ json_t *decider_answer_json(const struct decider *d, const struct decider_answer
 {
     return json_pack("{s:s, s:s, s:b, s:I, s:{s:s, s:s, s:I, s:I}}", "decision",
                      decider_decision_name(a->decision), "reason", a->reason, "cached",
-                     a->cached, "elapsed_ms", (json_int_t)a->elapsed_ms, "decider", "socket",
-                     d->socket, "name", a->decider, "pid", (json_int_t)a->pid, "uid",
+                     a->cached, "elapsed_ms", (json_int_t)a->elapsed_ms, "decider", d->command ? "command" : "socket",
+                     d->command ? d->command : d->socket, "name", a->decider, "pid", (json_int_t)a->pid, "uid",
                      (json_int_t)a->uid);
 }

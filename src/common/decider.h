@@ -9,6 +9,10 @@
  *   decider -> {"id", "decision": "allow_once" | "allow_run" | "allow_session" | "deny",
  *               "reason", "decider" (its name and version)}
  *
+ * A decider may instead be a command (run by /bin/sh -c for each question,
+ * the question on its stdin, the answer on its stdout, killed with its
+ * process group at the deadline).
+ *
  * Fail closed: no socket, a refused connection, a late, malformed or
  * missing answer, an answer to another id, all deny. allow_run and
  * allow_session are remembered for KIND+KEY until decider_new_run() or
@@ -46,8 +50,9 @@ struct decider_answer {
 
 struct decider;
 
-/* A client for the decider at SOCKET with TIMEOUT_MS per question. */
-struct decider *decider_new(const char *socket, uint64_t timeout_ms, struct cordon_err *err);
+/* A client for the decider at SOCKET, or run as COMMAND (one of the two), TIMEOUT_MS per question. */
+struct decider *decider_new(const char *socket, const char *command, uint64_t timeout_ms,
+                            struct cordon_err *err);
 
 /* Forget the allow_run answers: a new run begins. */
 void decider_new_run(struct decider *d);

@@ -96,9 +96,12 @@ int policy_gov_check(const struct policy *p, char *why, size_t len)
         if (!policy_tool_allowed(p, p->tools.ask[i]))
             return why_printf(why, len, "tools.ask: \"%s\" is not in tools.allow",
                               p->tools.ask[i]);
-        if (!g->decider)
-            return why_printf(why, len, "tools.ask: needs decider.socket to ask");
+        if (!g->decider && !g->decider_command)
+            return why_printf(why, len, "tools.ask: needs decider.socket or decider.command "
+                              "to ask");
     }
+    if (g->decider && g->decider_command)
+        return why_printf(why, len, "decider: socket and command exclude each other");
     if ((g->n_may_relax || g->approval_key) && !g->break_glass_max_ms)
         return why_printf(why, len, "break_glass: needs max_duration");
     return 0;
@@ -108,6 +111,7 @@ void policy_gov_release(struct policy_gov *g)
 {
     free(g->require_signature);
     free(g->decider);
+    free(g->decider_command);
     policy_strv_free(g->may_relax, g->n_may_relax);
     free(g->approval_key);
     free(g->export);
@@ -142,7 +146,10 @@ int policy_gov_json(const struct policy *p, json_t *root)
         return -1;
     if (g->decider && put(section(root, "decider"), "socket", json_string(g->decider)) < 0)
         return -1;
-    if (g->decider && put(section(root, "decider"), "timeout_ms",
+    if (g->decider_command &&
+        put(section(root, "decider"), "command", json_string(g->decider_command)) < 0)
+        return -1;
+    if ((g->decider || g->decider_command) && put(section(root, "decider"), "timeout_ms",
                           json_integer((json_int_t)g->decider_timeout_ms)) < 0)
         return -1;
     if (g->break_glass_max_ms) {

@@ -806,3 +806,26 @@ def test_mcp_serve_asks_the_decider(cordon, asking):
     assert (out / "code").exists() and not (out / "cmd").exists()
     assert [(a["tool"], a["decision"]) for a in asks(log)] == [
         ("run_command", "deny"), ("run_code", "allow_once")]
+
+
+def test_command_decider(cordon):
+    """decider.command: the reference decider run per question, its answer honoured."""
+    _, log, session = mcp_session(cordon, "cmd", "unused")
+    rules = cordon.hostdir() / "rules.json"
+    rules.write_text(json.dumps({"echo": "allow_once"}))
+    os.chmod(rules, 0o644)
+    cmd = f"/usr/bin/python3 {REPO_EXAMPLES / 'decider.py'} --stdin --rules {rules}"
+    ws = cordon.hostdir("ws", mode=0o777)
+    rep = sdk(cordon, session("  allow: [echo, rm_rf]\n  ask: [echo, rm_rf]\n", lie(), ws,
+                              f"decider:\n  command: \"{cmd}\"\n  timeout: 10s\n"), [
+        {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
+        {"op": "callTool", "name": "rm_rf", "arguments": {"path": "/"}},
+    ])
+    echo, rm = rep["results"]
+    assert echo["ok"] and not echo["value"].get("isError"), echo
+    assert rm["value"]["isError"] and "no rule" in str(rm["value"]), rm
+    assert called(ws) == ["echo"]
+    a = asks(log)
+    assert [(x["tool"], x["decision"]) for x in a] == [("echo", "allow_once"), ("rm_rf", "deny")]
+    assert a[0]["decider"]["command"] == cmd
+    assert a[0]["decider"]["name"] == "cordon-reference-decider/1"

@@ -140,7 +140,7 @@ static void test_pin_verdicts(void)
 static void test_decider_fails_closed(void)
 {
     struct cordon_err err = { 0 };
-    struct decider *d = decider_new("/nonexistent/cordon-decider.sock", 200, &err);
+    struct decider *d = decider_new("/nonexistent/cordon-decider.sock", NULL, 200, &err);
     json_t *q = json_object();
     struct decider_answer a;
     decider_ask(d, "tool_call", "t", NULL, q, &a);
@@ -150,7 +150,48 @@ static void test_decider_fails_closed(void)
     char longp[200];
     memset(longp, 'x', sizeof longp - 1);
     longp[sizeof longp - 1] = '\0';
-    ok(!decider_new(longp, 100, &err) && strstr(err.msg, "too long"), "long path: %s", err.msg);
+    ok(!decider_new(longp, NULL, 100, &err) && strstr(err.msg, "too long"), "long path: %s", err.msg);
+}
+
+/* A command decider: a shell line per case, each answer as the client sees it. */
+static void test_command_decider(void)
+{
+    static const char answer[] =
+        "sed -E 's/.*\"id\":\"([0-9a-f]+)\".*/{\"id\":\"\\1\",\"decision\":\"%s\","
+        "\"decider\":\"sed\"}/'";
+    char allow_once[300], allow_run[300];
+    snprintf(allow_once, sizeof allow_once, answer, "allow_once");
+    snprintf(allow_run, sizeof allow_run, answer, "allow_run");
+    const struct {
+        const char *command;
+        enum decider_decision want;
+        const char *reason;     /* a part of it, for a deny */
+        bool cached_next;       /* a second question is answered from memory */
+    } cases[] = {
+        { allow_once, DECIDER_ALLOW_ONCE, NULL, false },
+        { allow_run, DECIDER_ALLOW_RUN, NULL, true },
+        { "sleep 5", DECIDER_DENY, "timeout", false },
+        { "sleep 5 & exec sleep 6", DECIDER_DENY, "timeout", false },
+        { "exit 3", DECIDER_DENY, "closed", false },
+        { "echo '{\"id\":\"x\",\"decision\":\"allow_once\"}'", DECIDER_DENY, "another question",
+          false },
+        { "echo '{\"decision\":\"maybe\"}'", DECIDER_DENY, "another question", false },
+        { "echo nonsense", DECIDER_DENY, "not a decision", false },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct cordon_err err = { 0 };
+        struct decider *d = decider_new(NULL, cases[i].command, 300, &err);
+        json_t *q = json_pack("{s:s}", "tool", "t");
+        struct decider_answer a, b;
+        decider_ask(d, "tool_call", "t", NULL, q, &a);
+        decider_ask(d, "tool_call", "t", NULL, q, &b);
+        ok(a.decision == cases[i].want && a.elapsed_ms < 3000 &&
+               (!cases[i].reason || strstr(a.reason, cases[i].reason)) &&
+               b.cached == cases[i].cached_next,
+           "command decider case %zu: %s (%s)", i, decider_decision_name(a.decision), a.reason);
+        json_decref(q);
+        decider_free(d);
+    }
 }
 
 int main(void)
@@ -159,5 +200,6 @@ int main(void)
     test_tool_digests();
     test_pin_verdicts();
     test_decider_fails_closed();
+    test_command_decider();
     return done_testing();
 }
