@@ -116,6 +116,7 @@ static const struct policy_key keys[] = {
     SECTION("decider"),
     KEY("decider.socket", KT_LOG_FILE, gov.decider, 0, 0),
     KEY("decider.command", KT_TEXT, gov.decider_command, 0, 0),
+    KEY("decider.elicit", KT_BOOL, gov.decider_elicit, 0, false),
     KEY("decider.timeout", KT_DURATION, gov.decider_timeout_ms, 1, 5000),
     SECTION("break_glass"),
     LIST("break_glass.may_relax", KT_KEY_PATHS, false),

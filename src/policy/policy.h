@@ -178,6 +178,7 @@ struct policy_gov {
     char *require_signature;        /* PEM public key the file's signature must verify with */
     char *decider;                  /* unix socket of the runtime decider, or NULL */
     char *decider_command;          /* or a command run (sh -c) per question */
+    bool decider_elicit;            /* mcp serve: ask the MCP client (elicitation) when it can */
     uint64_t decider_timeout_ms;    /* an answer later than this denies */
     char **may_relax;               /* break_glass.may_relax: policy key paths */
     size_t n_may_relax;

@@ -96,9 +96,9 @@ int policy_gov_check(const struct policy *p, char *why, size_t len)
         if (!policy_tool_allowed(p, p->tools.ask[i]))
             return why_printf(why, len, "tools.ask: \"%s\" is not in tools.allow",
                               p->tools.ask[i]);
-        if (!g->decider && !g->decider_command)
-            return why_printf(why, len, "tools.ask: needs decider.socket or decider.command "
-                              "to ask");
+        if (!g->decider && !g->decider_command && !g->decider_elicit)
+            return why_printf(why, len, "tools.ask: needs decider.socket, decider.command or "
+                              "decider.elicit to ask");
     }
     if (g->decider && g->decider_command)
         return why_printf(why, len, "decider: socket and command exclude each other");
@@ -149,7 +149,10 @@ int policy_gov_json(const struct policy *p, json_t *root)
     if (g->decider_command &&
         put(section(root, "decider"), "command", json_string(g->decider_command)) < 0)
         return -1;
-    if ((g->decider || g->decider_command) && put(section(root, "decider"), "timeout_ms",
+    if (g->decider_elicit && put(section(root, "decider"), "elicit", json_true()) < 0)
+        return -1;
+    if ((g->decider || g->decider_command || g->decider_elicit) &&
+        put(section(root, "decider"), "timeout_ms",
                           json_integer((json_int_t)g->decider_timeout_ms)) < 0)
         return -1;
     if (g->break_glass_max_ms) {

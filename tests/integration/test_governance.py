@@ -829,3 +829,80 @@ def test_command_decider(cordon):
     assert [(x["tool"], x["decision"]) for x in a] == [("echo", "allow_once"), ("rm_rf", "deny")]
     assert a[0]["decider"]["command"] == cmd
     assert a[0]["decider"]["name"] == "cordon-reference-decider/1"
+
+
+# --- mcp serve: asking the person through the client (elicitation) ------------------------
+
+from mcp_util import RawClient  # noqa: E402
+
+
+def serve_policy(cordon, out, log, extra=""):
+    return mcp_policy(cordon, "tools:\n  allow: [run_command]\n  ask: [run_command]\n"
+                              f"decider:\n  elicit: true\n  timeout: 2s\n{extra}"
+                              f"filesystem:\n  read_write: ['{out}:/out']\n"
+                              f"audit:\n  file: {log}\n")
+
+
+@pytest.mark.parametrize("answer,runs,words", [
+    ({"action": "accept", "content": {"decision": "allow_once"}}, True, None),
+    ({"action": "accept", "content": {"decision": "deny"}}, False, "chose deny"),
+    ({"action": "decline"}, False, "declined"),
+    ({"error": {"code": -32603, "message": "no person here"}}, False, "answered with an error"),
+])
+def test_mcp_serve_asks_the_person_by_elicitation(cordon, answer, runs, words):
+    require_npm_packages()
+    out = cordon.hostdir("out", mode=0o777)
+    log = cordon.hostdir("log", mode=0o777) / "audit.jsonl"
+    rep = sdk(cordon, cordon.argv("mcp", "serve", "-p", serve_policy(cordon, out, log)), [
+        {"op": "callTool", "name": "run_command", "arguments": {"command": "touch /out/ran"}},
+    ], handlers={"elicitation": answer})
+    (call,) = rep["results"]
+    assert call["ok"], call
+    assert (out / "ran").exists() == runs
+    if runs:
+        assert not call["value"].get("isError"), call
+    else:
+        assert call["value"]["isError"] and words in str(call["value"]), call
+    (a,) = asks(log)
+    assert a["decider"]["elicitation"] == "client"
+    assert a["decision"] == ("allow_once" if runs else "deny")
+
+
+def test_mcp_serve_without_elicitation_or_decider_refuses(cordon):
+    require_npm_packages()
+    out = cordon.hostdir("out", mode=0o777)
+    log = cordon.hostdir("log", mode=0o777) / "audit.jsonl"
+    rep = sdk(cordon, cordon.argv("mcp", "serve", "-p", serve_policy(cordon, out, log)), [
+        {"op": "callTool", "name": "run_command", "arguments": {"command": "touch /out/ran"}},
+    ])
+    (call,) = rep["results"]
+    assert call["value"]["isError"] and "no elicitation capability" in str(call["value"]), call
+    assert not (out / "ran").exists()
+
+
+def test_mcp_serve_elicitation_unanswered_times_out(cordon):
+    out = cordon.hostdir("out", mode=0o777)
+    log = cordon.hostdir("log", mode=0o777) / "audit.jsonl"
+    c = RawClient(cordon.argv("mcp", "serve", "-p", serve_policy(cordon, out, log)),
+                  cordon.ident.env(), cordon.tmp)
+    try:
+        c.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "clientInfo": {"name": "t", "version": "1"},
+                           "capabilities": {"elicitation": {}}}})
+        assert c.recv()["id"] == 1
+        c.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        c.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "run_command", "arguments": {"command": "touch /out/ran"}}})
+        ask = c.recv()
+        assert ask["method"] == "elicitation/create", ask
+        assert "run_command" in ask["params"]["message"]
+        # Never answered: after decider.timeout the call is refused and the question withdrawn.
+        got = [c.recv(timeout=15), c.recv(timeout=15)]
+    finally:
+        c.p.stdin.close()
+        c.p.wait(timeout=30)
+    cancelled = [m for m in got if m and m.get("method") == "notifications/cancelled"]
+    (res,) = [m for m in got if m and m.get("id") == 2]
+    assert cancelled and cancelled[0]["params"]["requestId"] == ask["id"]
+    assert res["result"]["isError"] and "timeout" in json.dumps(res["result"]), res
+    assert not (out / "ran").exists()

@@ -522,7 +522,7 @@ static const struct load_case load_cases[] = {
       "fsync, export, export_endpoint" },
     /* governance (issue 15) */
     { "version: 1\ntools:\n  allow: [a]\n  ask: [a]\n",
-      "policy.yaml: tools.ask: needs decider.socket or decider.command to ask" },
+      "policy.yaml: tools.ask: needs decider.socket, decider.command or decider.elicit to ask" },
     { "version: 1\ntools:\n  allow: [a]\n  ask: [b]\ndecider:\n  socket: /tmp/d.sock\n",
       "policy.yaml: tools.ask: \"b\" is not in tools.allow" },
     { "version: 1\nbreak_glass:\n  may_relax: [audit.file]\n  max_duration: 1h\n",
