@@ -17,6 +17,8 @@ int cmd_policy(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_kill(int argc, char **argv);
+int cmd_evidence(int argc, char **argv);
 
 /* The sandbox options `run`, `mcp wrap` and `mcp serve` share, for their --help. */
 extern const char cli_run_options_help[];

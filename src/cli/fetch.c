@@ -397,7 +397,7 @@ int cmd_fetch(int argc, char **argv)
     struct cordon_err err = { 0 };
     _cleanup_(policy_freep) struct policy *p =
         policy_file ? policy_load(policy_file, &err) : policy_new(&err);
-    if (!p)
+    if (!p || policy_require_trusted(p, &err) < 0)
         return cli_fail(&err);
     static const struct { int opt; const char *key, *flag; } keys[] = {
         { OPT_ALLOW, "network.allow", "--allow" },

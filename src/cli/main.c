@@ -22,6 +22,9 @@ static const char usage[] =
     "  mcp wrap [OPTIONS] -- SERVER    run an MCP server sandboxed, behind the tool broker\n"
     "  mcp serve [OPTIONS]            be an MCP server that runs code in sandboxes\n"
     "  policy check FILE              validate a policy; print it as JSON with its digest\n"
+    "  policy sign|verify|approve FILE --key KEY   signed policies, break-glass approvals\n"
+    "  kill --all [--audit FILE]      end every running sandbox, and record it\n"
+    "  evidence RUN_ID --audit FILE   the boundary a run had, verifiable offline\n"
     "  audit verify FILE [--key PUB.pem]\n"
     "                                 check an audit log's hash chain (and signatures)\n"
     "  audit show FILE [--run ID] [--type T] [--json]\n"
@@ -94,5 +97,9 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "policy"))
         return cmd_policy(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit")) return cmd_audit(argc - 1, argv + 1);
+    if (!strcmp(cmd, "kill"))
+        return cmd_kill(argc - 1, argv + 1);
+    if (!strcmp(cmd, "evidence"))
+        return cmd_evidence(argc - 1, argv + 1);
     return cli_usage_error("unknown command '%s'; try 'cordon --help'", cmd);
 }

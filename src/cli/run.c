@@ -64,12 +64,19 @@ const char cli_run_options_help[] =
     "                           placeholder; the gateway swaps in the real value for\n"
     "                           HOST (repeatable; NAME=file:PATH@HOST reads a file)\n"
     "      --result FILE        write the run's result as JSON\n"
-    "      --audit FILE         append the run to a hash-chained audit log\n";
+    "      --audit FILE         append the run to a hash-chained audit log\n"
+    "      --expect-policy-digest SHA256  refuse to run unless the effective policy\n"
+    "                           (file and flags) has this digest (cordon policy check)\n"
+    "      --break-glass REASON --until DURATION|TIME [--relax KEY=VALUE]... [--approval FILE]\n"
+    "                           run with the policy relaxed in the keys its\n"
+    "                           break_glass.may_relax names, for at most\n"
+    "                           break_glass.max_duration, recorded in every event\n";
 
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
-    OPT_SECRET, OPT_ALLOW_TOOL,
+    OPT_SECRET, OPT_ALLOW_TOOL, OPT_EXPECT_DIGEST, OPT_BREAK_GLASS, OPT_UNTIL, OPT_RELAX,
+    OPT_APPROVAL,
 };
 
 static const struct option options[] = {
@@ -96,6 +103,11 @@ static const struct option options[] = {
     { "dns", required_argument, NULL, OPT_DNS },
     { "secret", required_argument, NULL, OPT_SECRET },
     { "allow-tool", required_argument, NULL, OPT_ALLOW_TOOL },
+    { "expect-policy-digest", required_argument, NULL, OPT_EXPECT_DIGEST },
+    { "break-glass", required_argument, NULL, OPT_BREAK_GLASS },
+    { "until", required_argument, NULL, OPT_UNTIL },
+    { "relax", required_argument, NULL, OPT_RELAX },
+    { "approval", required_argument, NULL, OPT_APPROVAL },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
@@ -172,7 +184,11 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
                  struct run_args *out)
 {
     *out = (struct run_args){ 0 };
-    const char *policy_file = NULL;
+    const char *policy_file = NULL, *expect_digest = NULL;
+    struct policy_break_glass_request bg = { 0 };
+    _cleanup_free_ char **relax = calloc((size_t)argc + 1, sizeof *relax);
+    if (!relax)
+        return cli_usage_error("out of memory");
     _cleanup_free_ struct flag_value *flags = calloc((size_t)argc + 1, sizeof *flags);
     size_t n_flags = 0;
     if (!flags)
@@ -194,6 +210,21 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
             break;
         case OPT_RESULT:
             out->result_file = optarg;
+            break;
+        case OPT_EXPECT_DIGEST:
+            expect_digest = optarg;
+            break;
+        case OPT_BREAK_GLASS:
+            bg.reason = optarg;
+            break;
+        case OPT_UNTIL:
+            bg.until = optarg;
+            break;
+        case OPT_APPROVAL:
+            bg.approval = optarg;
+            break;
+        case OPT_RELAX:
+            relax[bg.n_relax++] = optarg;
             break;
         case OPT_ALLOW_TOOL:
             if (!mcp)
@@ -217,8 +248,21 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
     for (size_t i = 0; i < n_flags; i++)
         if (apply_flag(p, &flags[i], &err) < 0)
             return cli_fail(&err);
-    if (policy_finalize(p, &err) < 0)
+    if (policy_finalize(p, &err) < 0 || policy_require_trusted(p, &err) < 0)
         return cli_fail(&err);
+    bg.relax = relax;
+    if (!bg.reason && (bg.until || bg.n_relax || bg.approval))
+        return cli_usage_error("%s: --until, --relax and --approval need --break-glass REASON",
+                               cmd);
+    if (bg.reason && policy_break_glass(p, &bg, &err) < 0)
+        return cli_fail(&err);
+    if (expect_digest) {
+        char digest[65];
+        policy_digest_hex(p, digest);
+        if (strcmp(digest, expect_digest) != 0)
+            return cli_usage_error("%s: refused: the effective policy's digest is %s, not the "
+                                   "expected %s", cmd, digest, expect_digest);
+    }
     out->policy = TAKE_PTR(p);
     return 0;
 }

@@ -192,3 +192,33 @@ int hostpath_replace_file(const char *path, const char *data, size_t len,
     }
     return 0;
 }
+
+char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err *err)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f) {
+        err_sys(err, CORDON_E_POLICY, "cannot open '%s'", path);
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        err_set(err, CORDON_E_POLICY, "cannot read '%s': it is a directory", path);
+        return NULL;
+    }
+    _cleanup_free_ char *buf = malloc(max + 1);
+    if (!buf) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    *n = fread(buf, 1, max + 1, f);
+    if (ferror(f)) {
+        err_sys(err, CORDON_E_POLICY, "cannot read '%s'", path);
+        return NULL;
+    }
+    if (*n > max) {
+        err_set(err, CORDON_E_POLICY, "%s: larger than %zu bytes", path, max);
+        return NULL;
+    }
+    buf[*n] = '\0';
+    return TAKE_PTR(buf);
+}

@@ -56,3 +56,10 @@ int hostpath_check_dir_of(const char *path, struct cordon_err *err);
  */
 int hostpath_replace_file(const char *path, const char *data, size_t len,
                           struct cordon_err *err);
+
+/*
+ * The whole of the regular file PATH, NUL-terminated, if it holds at most
+ * MAX bytes (length in *N). A directory or a larger file is refused; ERR's
+ * errnum is ENOENT when PATH does not exist.
+ */
+char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err *err);

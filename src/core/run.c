@@ -70,6 +70,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
         json_array_append_new(argv, json_string(*a));
     json_t *policy = policy_to_json(p);
     json_t *limits = json_incref(json_object_get(policy, "limits"));
+    json_t *network = json_incref(json_object_get(policy, "network"));
     json_decref(policy);
 
     /* Names only: values never reach the record. */
@@ -77,7 +78,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     for (size_t i = 0; i < p->n_secrets; i++)
         json_array_append_new(secrets, json_string(p->secrets[i].name));
 
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}",
+    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
@@ -89,7 +90,9 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "tools_digest", p->evidence.tools,
                      "syscalls_digest", p->evidence.syscalls,
                      "secrets", secrets,
-                     "limits", limits ? limits : json_null());
+                     "limits", limits ? limits : json_null(),
+                     "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),
+                     "network", network ? network : json_null());
 }
 
 /* The limit behind a reason, for the limit.fired event; NULL if none fired. */
@@ -125,6 +128,11 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
         .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
                                                              : AUDIT_FSYNC_CLOSE,
     };
+    /* A break-glass run says so in every line it leaves. */
+    json_auto_t *stamp = p->break_glass ? json_pack("{s:O}", "break_glass", p->break_glass) : NULL;
+    o.stamp = stamp;
+    if (p->gov.export)
+        o.export_otlp = p->gov.export_endpoint;
     *out = audit_open(&o, err);
     return *out ? 0 : err_prefix(err, "audit");
 }
@@ -141,6 +149,9 @@ static void record_end(struct audit_log *log, const struct policy *p,
     json_t *end = sandbox_result_to_json(res, p);
     json_object_del(end, "run_id"); /* already the event's run */
     audit_append(log, "run.end", res->run_id, end, &ignored);
+    if (p->break_glass)
+        audit_append(log, "breakglass.end", res->run_id,
+                     json_pack("{s:s}", "reason", run_reason_name(res->reason)), &ignored);
 }
 
 /* ---- the environment, decided at start ---- */
@@ -338,6 +349,9 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
     run->call = *call;
+    if (run->log && run->p->break_glass &&
+        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
+        return err_prefix(err, "audit");
     if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, call),
                                  err) < 0)
         return err_prefix(err, "audit");
@@ -470,6 +484,8 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     struct audit_log *log = NULL;
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
+        if (p->break_glass)
+            audit_append(log, "breakglass.start", run_id, NULL, &ignored);
         if (audit_append(log, "run.start", run_id, start_fields(p, call), &ignored) == 0)
             record_end(log, p, res);
         audit_close(log, &ignored);

@@ -100,12 +100,27 @@ static const struct policy_key keys[] = {
     KEY("tools.sampling", KT_BOOL, tools.sampling, 0, false),
     KEY("tools.elicitation", KT_BOOL, tools.elicitation, 0, false),
     KEY("tools.roots", KT_BOOL, tools.roots, 0, false),
+    LIST("tools.ask", KT_TOOL_NAMES, true),
+    KEY("tools.pins", KT_LOG_FILE, tools.pins, 0, 0),
+    LIST("tools.pinned", KT_TOOL_PINS, false),
     SECTION("audit"),
     KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
     KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
     KEY("audit.checkpoint_every", KT_UINT, audit.checkpoint_every, 0, 0),
     RESERVED("audit.record_arguments", "moved to tools.record_arguments"),
     KEY("audit.fsync", KT_FSYNC, audit.fsync, 0, POLICY_AUDIT_FSYNC_CLOSE),
+    KEY("audit.export", KT_TEXT, gov.export, 0, 0),
+    KEY("audit.export_endpoint", KT_TEXT, gov.export_endpoint, 0, 0),
+    KEY("require_signature", KT_KEY_FILE, gov.require_signature, 0, 0),
+    SECTION("decider"),
+    KEY("decider.socket", KT_LOG_FILE, gov.decider, 0, 0),
+    KEY("decider.command", KT_TEXT, gov.decider_command, 0, 0),
+    KEY("decider.elicit", KT_BOOL, gov.decider_elicit, 0, false),
+    KEY("decider.timeout", KT_DURATION, gov.decider_timeout_ms, 1, 5000),
+    SECTION("break_glass"),
+    LIST("break_glass.may_relax", KT_KEY_PATHS, false),
+    KEY("break_glass.max_duration", KT_DURATION, gov.break_glass_max_ms, 0, 0),
+    KEY("break_glass.approval_key", KT_KEY_FILE, gov.approval_key, 0, 0),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -220,6 +235,9 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_PROTECTED: return "a list of file names";
     case KT_TOOL_RULES: return "a mapping of TOOL: {ARGUMENT: rule}";
     case KT_RESERVED: return "nothing";
+    case KT_TEXT: return "a text";
+    case KT_KEY_PATHS: return "a list of policy keys";
+    case KT_TOOL_PINS: return "a list of TOOL=SHA256 pins";
     }
     return "a value";
 }
@@ -502,6 +520,8 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         return apply_log_file(p, k, text, from, why, len);
     case KT_KEY_FILE:
         return apply_key_file(p, k, text, from, why, len);
+    case KT_TEXT:
+        return policy_gov_set_text(str_field(p, k), text, why, len);
     case KT_UINT:
         if (parse_count(text, &v, why, len) < 0)
             return -1;
@@ -955,7 +975,11 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
     case KT_NAMESERVERS:
         return apply_nameserver(p, text, why, len);
     case KT_TOOL_NAMES:
-        return policy_tools_allow(p, text, why, len);
+        return k->flag ? policy_tools_ask(p, text, why, len) : policy_tools_allow(p, text, why, len);
+    case KT_KEY_PATHS:
+        return policy_gov_add_relax(p, text, why, len);
+    case KT_TOOL_PINS:
+        return policy_tools_pin(p, text, why, len);
     case KT_PROTECTED:
         return apply_protected(p, k->flag, text, why, len);
     default:
@@ -1130,6 +1154,8 @@ void policy_free(struct policy *p)
     free(p->audit.file);
     free(p->audit.sign_key);
     free(p->network.upstream_ca);
+    policy_gov_release(&p->gov);
+    json_decref(p->break_glass);
     free(p);
 }
 
@@ -1177,6 +1203,8 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_PINS:
     case KT_NAMESERVERS:
     case KT_TOOL_NAMES:
+    case KT_KEY_PATHS:
+    case KT_TOOL_PINS:
     case KT_PROTECTED:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_SECRETS:
@@ -1400,6 +1428,8 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
         TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
     TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
     TRY(check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err));
+    TRY(check_outside_writable(p, p->gov.require_signature, "require_signature", where, err));
+    TRY(check_outside_writable(p, p->tools.pins, "tools.pins", where, err));
     for (size_t i = 0; i < p->n_secrets; i++)
         TRY(check_secret_hidden(p, &p->secrets[i], where, err));
     /* The setters refuse these already; this catches a struct filled by hand. */
@@ -1462,6 +1492,8 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     }
     if (policy_tools_check(p, why, sizeof why) < 0)
         return err_set(err, CORDON_E_POLICY, "%stools: %s", where, why);
+    if (policy_gov_check(p, why, sizeof why) < 0)
+        return err_set(err, CORDON_E_POLICY, "%s%s", where, why);
     if (p->version != 1)
         return err_set(err, CORDON_E_POLICY, "%sversion: unsupported version %d", where,
                        p->version);

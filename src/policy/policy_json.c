@@ -161,6 +161,11 @@ static json_t *tools_json(const struct policy_tools *t)
         put(o, "elicitation", json_boolean(t->elicitation)) < 0 ||
         put(o, "roots", json_boolean(t->roots)) < 0)
         return NULL;
+    /* Only when set, so the digest of a policy without them is unchanged. */
+    if ((t->n_ask && put(o, "ask", strv_json(t->ask, t->n_ask)) < 0) ||
+        (t->pins && put(o, "pins", json_string(t->pins)) < 0) ||
+        (t->n_pinned && put(o, "pinned", strv_json(t->pinned, t->n_pinned)) < 0))
+        return NULL;
     return TAKE_PTR(o);
 }
 
@@ -213,7 +218,7 @@ json_t *policy_to_json(const struct policy *p)
     if (put(root, "network", network_json(&p->network)) < 0 ||
         put(root, "secrets", secrets_json(p)) < 0 ||
         put(root, "tools", tools_json(&p->tools)) < 0 ||
-        put(root, "audit", audit_json(&p->audit)) < 0)
+        put(root, "audit", audit_json(&p->audit)) < 0 || policy_gov_json(p, root) < 0)
         return NULL;
     return TAKE_PTR(root);
 }

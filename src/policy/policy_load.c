@@ -6,6 +6,7 @@
  */
 #include "policy/policy_int.h"
 
+#include "common/hostpath.h"
 #include "common/text.h"
 
 #include <libfyaml.h>
@@ -521,6 +522,8 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_NAMESERVERS:
     case KT_SECRETS:
     case KT_TOOL_NAMES:
+    case KT_KEY_PATHS:
+    case KT_TOOL_PINS:
     case KT_PROTECTED:
         return load_list(l, k, key, v);
     case KT_TOOL_RULES:
@@ -709,30 +712,12 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
 
 struct policy *policy_load(const char *path, struct cordon_err *err)
 {
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
-    if (!f) {
-        err_sys(err, CORDON_E_POLICY, "cannot open '%s'", path);
+    size_t n = 0;
+    _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, err);
+    if (!buf)
         return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        err_set(err, CORDON_E_POLICY, "cannot read '%s': it is a directory", path);
+    _cleanup_(policy_freep) struct policy *p = policy_load_string(buf, n, path, err);
+    if (!p || policy_check_signature(p, path, buf, n, err) < 0)
         return NULL;
-    }
-    _cleanup_free_ char *buf = malloc(POLICY_MAX_BYTES + 1);
-    if (!buf) {
-        err_set(err, CORDON_E_INTERNAL, "out of memory");
-        return NULL;
-    }
-    size_t n = fread(buf, 1, POLICY_MAX_BYTES + 1, f);
-    if (ferror(f)) {
-        err_sys(err, CORDON_E_POLICY, "cannot read '%s'", path);
-        return NULL;
-    }
-    if (n > POLICY_MAX_BYTES) {
-        err_set(err, CORDON_E_POLICY, "%s: larger than %u bytes", path, POLICY_MAX_BYTES);
-        return NULL;
-    }
-    buf[n] = '\0';
-    return policy_load_string(buf, n, path, err);
+    return TAKE_PTR(p);
 }

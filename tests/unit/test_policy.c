@@ -98,7 +98,7 @@ struct load_case {
 
 #define KNOWN_TOP \
     "unknown key; known: version, isolation, filesystem, env, limits, syscalls, network, " \
-    "secrets, tools, audit"
+    "secrets, tools, audit, require_signature, decider, break_glass"
 #define AUDIT(file, key, every, fsync)                                                  \
     "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
     "\",\"sign_key\":" key "}"
@@ -118,7 +118,7 @@ struct load_case {
     ",\"under\":[" under "]}"
 #define KNOWN_TOOLS                                                                      \
     "unknown key; known: allow, rules, max_calls, max_result_bytes, max_message_bytes, " \
-    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots"
+    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots, ask, pins, pinned"
 #define NET(mode, allow, deny, priv, resolve, req, bytes, conns, rate)                   \
     "{\"allow\":[" allow "],\"allow_private\":[" priv "],\"budgets\":{\"bytes\":" #bytes \
     ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req           \
@@ -519,7 +519,22 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: audit.fsync: expected one of always, close, got \"sometimes\"" },
     { "version: 1\naudit:\n  flie: /x\n",
       "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, checkpoint_every, "
-      "fsync" },
+      "fsync, export, export_endpoint" },
+    /* governance (issue 15) */
+    { "version: 1\ntools:\n  allow: [a]\n  ask: [a]\n",
+      "policy.yaml: tools.ask: needs decider.socket, decider.command or decider.elicit to ask" },
+    { "version: 1\ntools:\n  allow: [a]\n  ask: [b]\ndecider:\n  socket: /tmp/d.sock\n",
+      "policy.yaml: tools.ask: \"b\" is not in tools.allow" },
+    { "version: 1\nbreak_glass:\n  may_relax: [audit.file]\n  max_duration: 1h\n",
+      "policy.yaml:3: break_glass.may_relax[0]: \"audit.file\" cannot be relaxed by break-glass" },
+    { "version: 1\nbreak_glass:\n  may_relax: [limits.mem]\n  max_duration: 1h\n",
+      "policy.yaml:3: break_glass.may_relax[0]: \"limits.mem\" is not a policy key" },
+    { "version: 1\nbreak_glass:\n  may_relax: [limits]\n",
+      "policy.yaml: break_glass: needs max_duration" },
+    { "version: 1\naudit:\n  export: syslog\n",
+      "policy.yaml: audit.export: expected otlp, got \"syslog\"" },
+    { "version: 1\naudit:\n  export: otlp\n",
+      "policy.yaml: audit.export: otlp needs audit.export_endpoint" },
     { "version: 1\naudit: [/x]\n", "policy.yaml:2: audit: expected a mapping, got a list" },
 
     /* limits */
