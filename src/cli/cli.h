@@ -25,6 +25,9 @@ struct run_args {
     struct policy *policy;     /* from -p and the flags, finalised; the caller owns it */
     const char *result_file;   /* --result, or NULL */
     int first;                 /* argv index of the command (argc when there is none) */
+    bool quiet;                /* run: --quiet, no notices on stderr */
+    bool json;                 /* run: --json, the result on stdout after the run */
+    bool tty;                  /* run: --tty, the command on a terminal of its own */
 };
 
 /* cli_run_args() printed the --help text: USAGE[0], the shared options, USAGE[1]. */

@@ -22,6 +22,9 @@ static const char *const usage[2] = {
     "\n"
     "Run COMMAND in a fresh sandbox, destroyed when it ends.\n"
     "\n",
+    "      --json               print the result (as --result writes it) on stdout\n"
+    "                           after the run\n"
+    "  -q, --quiet              no notices (egress refusals, degraded limits) on stderr\n"
     "  -h, --help               this help\n"
     "\n"
     "Exit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n"
@@ -41,7 +44,7 @@ const char cli_run_options_help[] =
     "  -m, --memory SIZE        memory limit (64M, 1G; default 1G)\n"
     "      --pids N             limit on processes and threads (default 256)\n"
     "      --output SIZE        cap on stdout+stderr bytes relayed (default 16M)\n"
-    "                           Each limit takes 0 or unlimited for none; a limit left\n"
+    "                           Each limit takes unlimited for none; a limit left\n"
     "                           at its default degrades to an rlimit where this host\n"
     "                           cannot enforce it (see cordon check)\n"
     "      --tmp-size SIZE      size of /tmp (default 64M)\n"
@@ -69,7 +72,7 @@ const char cli_run_options_help[] =
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
-    OPT_SECRET, OPT_ALLOW_TOOL,
+    OPT_SECRET, OPT_ALLOW_TOOL, OPT_JSON, OPT_TTY,
 };
 
 static const struct option options[] = {
@@ -96,6 +99,9 @@ static const struct option options[] = {
     { "dns", required_argument, NULL, OPT_DNS },
     { "secret", required_argument, NULL, OPT_SECRET },
     { "allow-tool", required_argument, NULL, OPT_ALLOW_TOOL },
+    { "json", no_argument, NULL, OPT_JSON },
+    { "quiet", no_argument, NULL, 'q' },
+    { "tty", no_argument, NULL, OPT_TTY },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
@@ -151,7 +157,15 @@ static int apply_flag(struct policy *p, const struct flag_value *f, struct cordo
     return 0;
 }
 
-/* Replaced whole, never written through: a run may have planted a link or a FIFO there. */
+/* What a person watching the run should know, as it happens. */
+static void print_notice(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "cordon: %s\n", line);
+}
+
+/* Replaced whole, never written through: a run may have planted a link or a
+ * FIFO there. PATH NULL: on stdout (--json). */
 static int write_result(const char *path, const struct sandbox_result *res,
                         const struct policy *p)
 {
@@ -161,6 +175,10 @@ static int write_result(const char *path, const struct sandbox_result *res,
     struct cordon_err err = { 0 };
     if (!text)
         err_set(&err, CORDON_E_INTERNAL, "out of memory");
+    if (text && !path) {
+        printf("%s\n", text);
+        return fflush(stdout) == 0 ? 0 : -1;
+    }
     if (!text || hostpath_replace_file(path, text, strlen(text), &err) < 0) {
         fprintf(stderr, "cordon: cannot write result to '%s': %s\n", path, err.msg);
         return -1;
@@ -182,7 +200,11 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
     optind = 1;
     int opt;
     /* "+": options end at the command, whose own flags are not ours. */
-    while ((opt = getopt_long(argc, argv, "+:p:l:w:e:t:m:h", options, NULL)) != -1) {
+    /* The options of a single run that a long-lived MCP front end has no use for. */
+    bool run_only = !strcmp(cmd, "run");
+    while ((opt = getopt_long(argc, argv, "+:p:l:w:e:t:m:qh", options, NULL)) != -1) {
+        if (!run_only && (opt == 'q' || opt == OPT_JSON || opt == OPT_TTY))
+            return cli_option_error(cmd, '?', argv);
         switch (opt) {
         case 'h':
             fputs(cmd_usage[0], stdout);
@@ -194,6 +216,15 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
             break;
         case OPT_RESULT:
             out->result_file = optarg;
+            break;
+        case 'q':
+            out->quiet = true;
+            break;
+        case OPT_JSON:
+            out->json = true;
+            break;
+        case OPT_TTY:
+            out->tty = true;
             break;
         case OPT_ALLOW_TOOL:
             if (!mcp)
@@ -241,6 +272,7 @@ int cmd_run(int argc, char **argv)
         .out_fd = STDOUT_FILENO,
         .err_fd = STDERR_FILENO,
         .sig_fd = signals_to_fd(), /* ^C and friends reach the command, not us */
+        .notice = a.quiet ? NULL : print_notice,
     };
     struct cordon_err err = { 0 };
     /* Refused before the run, not after it, when the result could not be written. */
@@ -252,6 +284,8 @@ int cmd_run(int argc, char **argv)
     rc = run_once(p, &call, &res, &err);
     if (a.result_file)
         write_result(a.result_file, &res, p);
+    if (a.json)
+        write_result(NULL, &res, p);
     if (rc < 0)
         return cli_fail(&err);
 

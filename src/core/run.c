@@ -11,6 +11,7 @@
 #include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/text.h"
+#include "common/units.h"
 #include "core/limits.h"
 #include "core/watchdog.h"
 #include "egress/gateway.h"
@@ -22,6 +23,7 @@
 #include "sandbox/supervise.h"
 #include "sandbox/workspace.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -303,8 +305,21 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         .in_child_arg = &run->gw,
         .host_base = run->host_base,
     };
-    if (backend->prepare(&setup, &run->b, err) < 0)
+    if (backend->prepare(&setup, &run->b, err) < 0) {
+        struct cgroup_stats st = { 0 };
+        if (cgroup_has(&run->cg, CGROUP_MEMORY))
+            cgroup_read_stats(&run->cg, &st);
+        /* Killed by its own memory limit while it was being built: the limit
+         * fired, and the run ends as oom (see run_once), not as a failure. */
+        if (st.oom_kills > 0) {
+            char v[32];
+            format_size(p->limits.memory, v, sizeof v);
+            err_set(err, CORDON_E_SETUP, "limits.memory: %s is too small for the sandbox to start",
+                    v);
+            err->errnum = ENOMEM;
+        }
         goto fail;
+    }
     if (run->b.door >= 0) {
         run->gw_pid = gateway_start(&run->gw, run->b.door, run->host_base + 2, &run->gw_report,
                                     err);
@@ -366,6 +381,25 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
 
 /* ---- wait ---- */
 
+/* A refusal the gateway reports, told to whoever watches the run as it happens. */
+static void notice_refusal(void *arg, const json_t *d)
+{
+    const struct sandbox_call *call = arg;
+    if (json_is_true(json_object_get(d, "allowed")))
+        return;
+    const char *host = json_string_value(json_object_get(d, "host"));
+    /* A refusal's rule is its short class (not_allowed, ssrf:loopback, budget...). */
+    const char *reason = json_string_value(json_object_get(d, "rule"));
+    char line[512];
+    /* A 5xx (dns, upstream_*) is a failure to get there, which the rules allowed. */
+    bool failed = json_integer_value(json_object_get(d, "status")) >= 500;
+    snprintf(line, sizeof line, "egress %s: %s:%lld (%s)", failed ? "failed" : "refused",
+             host && *host ? host : "?",
+             (long long)json_integer_value(json_object_get(d, "port")),
+             reason && *reason ? reason : "refused");
+    call->notice(call->notice_arg, line);
+}
+
 int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -385,6 +419,8 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .sig_fd = run->call.sig_fd,
         .report_r = run->gw_report,
         .audit = run->log,
+        .decided = run->call.notice ? notice_refusal : NULL,
+        .decided_arg = &run->call,
         .run_id = run->run_id,
         .call = &run->call,
         .limits = &p->limits,
@@ -463,6 +499,13 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     res->reason = RUN_SETUP_ERROR;
     res->error = *err;
     res->status = err_exit_code(err);
+    if (err->kind == CORDON_E_SETUP && err->errnum == ENOMEM) {
+        /* run_prepare(): the memory limit's OOM killer ended the run. */
+        res->reason = RUN_OOM;
+        res->signaled = true;
+        res->signal = SIGKILL;
+        res->status = 128 + SIGKILL;
+    }
     struct audit_log *log = NULL;
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
@@ -483,8 +526,10 @@ int run_once(const struct policy *p, const struct sandbox_call *call,
     else
         audit_new_run_id(run_id);
     struct run *run = NULL;
-    if (run_prepare(p, run_id, &run, err) < 0)
-        return refused(p, call, run_id, res, err);
+    if (run_prepare(p, run_id, &run, err) < 0) {
+        refused(p, call, run_id, res, err);
+        return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
+    }
     int rc = run_start(run, call, err);
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);

@@ -47,6 +47,10 @@ struct sandbox_call {
     int err_fd;              /* where stderr is relayed */
     int sig_fd;              /* a signalfd whose signals pass to the command, or -1: the
                                 front end owns its signal handling, the run path never does */
+    /* Told, one line at a time as it happens, what a person watching the run
+     * should know (an egress refusal, a limit that degraded); NULL: nobody. */
+    void (*notice)(void *arg, const char *line);
+    void *notice_arg;
 };
 
 struct sandbox_result {

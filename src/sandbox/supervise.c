@@ -175,6 +175,19 @@ static void note_decision(struct supervision *s, struct sandbox_result *res, con
     json_t *d = json_loadb(line, len, 0, &jerr);
     if (!d)
         return;
+    /* Times are integers wherever cordon writes them (see the result). */
+    json_t *ms = json_object_get(d, "duration_ms");
+    _cleanup_free_ char *fixed = NULL;
+    if (json_is_real(ms)) {
+        double v = json_real_value(ms);
+        json_object_set_new(d, "duration_us", json_integer((json_int_t)(v * 1000.0 + 0.5)));
+        json_object_set_new(d, "duration_ms", json_integer((json_int_t)(v + 0.5)));
+        fixed = json_dumps(d, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (fixed) {
+            line = fixed;
+            len = strlen(fixed);
+        }
+    }
     if (json_is_true(json_object_get(d, "allowed"))) {
         e->allowed++;
         e->bytes_up += (uint64_t)json_integer_value(json_object_get(d, "bytes_up"));
@@ -186,6 +199,8 @@ static void note_decision(struct supervision *s, struct sandbox_result *res, con
         struct cordon_err ignored;
         audit_append(s->audit, "egress.decision", s->run_id, json_incref(d), &ignored);
     }
+    if (s->decided)
+        s->decided(s->decided_arg, d);
     json_decref(d);
     if (len < sizeof e->recent[0]) {
         memcpy(e->recent[e->next], line, len);
@@ -281,7 +296,9 @@ static void finish(struct loop *l, struct rusage *ru)
         res->status = 124;
         return;
     }
-    if (l->killed || l->interrupted) {
+    /* A command that handled the signal passed on to it and exited is
+     * reported as exiting: the status is its own, not the signal's. */
+    if (l->killed || (l->interrupted && !(l->have_status && WIFEXITED(l->cmd_status)))) {
         res->reason = l->killed ? l->kill_reason : RUN_KILLED;
         res->signaled = true;
         res->signal = l->kill_signal ? l->kill_signal : SIGKILL;
@@ -289,8 +306,9 @@ static void finish(struct loop *l, struct rusage *ru)
         return;
     }
     if (!l->have_status) {
-        /* Init died without reporting: only a kill from outside does that. */
-        res->reason = RUN_KILLED;
+        /* Init died without reporting: the memory limit's OOM killer may
+         * pick init itself; otherwise only a kill from outside does that. */
+        res->reason = st.oom_kills > 0 ? RUN_OOM : RUN_KILLED;
         res->signaled = true;
         res->signal = SIGKILL;
         res->status = 128 + SIGKILL;

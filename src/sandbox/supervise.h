@@ -7,6 +7,8 @@
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 
+#include <jansson.h>
+
 struct audit_log;
 
 #include <stdint.h>
@@ -21,6 +23,9 @@ struct supervision {
     int sig_fd;               /* signalfd for SIGINT/SIGTERM/SIGHUP */
     int report_r;             /* the egress gateway's decisions (JSON lines), or -1 */
     struct audit_log *audit;  /* where each decision is recorded, or NULL */
+    /* Told of each decision as it arrives, or NULL (the core's notices). */
+    void (*decided)(void *arg, const json_t *decision);
+    void *decided_arg;
     const char *run_id;
     char report_buf[4096];    /* a partial line from report_r */
     size_t report_len;
