@@ -64,7 +64,9 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
             json_array_append_new(defaults, json_string(policy_limit_name((enum policy_limit)l)));
     }
 
-    json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:f, s:f, s:I, s:I, s:I, s:s, s:o}",
+    /* Times are integers: microseconds exact, milliseconds rounded, never a
+     * binary fraction printed as 75.126000000000005. */
+    json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o}",
         "level", cordon_level_name(p->level),
         "exit_code", res->reason == RUN_SETUP_ERROR && res->error.kind != CORDON_E_NOTFOUND &&
                              res->error.kind != CORDON_E_NOEXEC
@@ -73,8 +75,10 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         "signal", res->signaled ? json_integer(res->signal) : json_null(),
         "reason", run_reason_name(res->reason),
         "status", res->status,
-        "wall_ms", (double)res->wall_us / 1000.0,
-        "cpu_ms", (double)res->cpu_us / 1000.0,
+        "wall_ms", (json_int_t)((res->wall_us + 500) / 1000),
+        "cpu_ms", (json_int_t)((res->cpu_us + 500) / 1000),
+        "wall_us", (json_int_t)res->wall_us,
+        "cpu_us", (json_int_t)res->cpu_us,
         "peak_memory_bytes", (json_int_t)res->peak_memory,
         "stdout_bytes", (json_int_t)res->stdout_bytes,
         "stderr_bytes", (json_int_t)res->stderr_bytes,

@@ -1,0 +1,162 @@
+"""
+What a new user meets in the first hour (issue 13): refusals they can see,
+limits that say what they mean, results a script can read, and the rough
+edges of the CLI. Every test drives a real sandbox through the cordon binary.
+"""
+
+import json
+import os
+import signal
+
+import pytest
+
+import egress_servers as es
+from conftest import PROBE, assert_cordon_refused, marker, probe_pids
+from test_limits import assert_gone
+
+# Asks the gateway (the proxy in HTTP_PROXY) for URL and prints what came back.
+PROXY_GET = """
+import sys, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=20)
+    print("fetched")
+except urllib.error.HTTPError as e:
+    print(e.code, e.headers.get("X-Cordon-Denied"), e.read().decode().strip())
+"""
+
+
+# --- refusals a person can see -------------------------------------------------
+
+
+@pytest.mark.parametrize("quiet", [False, True], ids=["told", "quiet"])
+def test_egress_refusal_is_one_line_on_stderr(cordon, quiet):
+    opts = ["--allow", "allowed.test"] + (["--quiet"] if quiet else [])
+    r = cordon.run(["python3", "-c", PROXY_GET, "http://127.0.0.1:22/x"], *opts)
+    assert r.status == 0, r
+    # The client still gets the 403, the class and the reason.
+    code, cls, body = r.out.strip().split(" ", 2)
+    assert (code, cls) == ("403", "not_allowed") and "allowlist" in body, r
+    lines = r.err.splitlines()
+    assert lines == ([] if quiet else ["cordon: egress refused: 127.0.0.1:22 (not_allowed)"]), r
+    assert r.result["egress"]["refused"] == 1, r
+
+
+def test_egress_refusal_told_as_it_happens(cordon):
+    """The line is on stderr while the command still runs, not at the end."""
+    m = marker()
+    script = (PROXY_GET + f"\nimport subprocess\nsubprocess.run(['{PROBE}', 'sleep', '1000', '{m}'])")
+    p = cordon.popen(["python3", "-c", script, "http://127.0.0.1:22/"], "--allow", "allowed.test")
+    try:
+        line = p.stderr.readline().decode()
+        assert probe_pids(m), "the command is no longer running"
+        assert line == "cordon: egress refused: 127.0.0.1:22 (not_allowed)\n", line
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert_gone(m)
+
+
+def test_fetch_dns_failure_is_a_failure_not_a_refusal(cordon):
+    # A nameserver that knows no name: NXDOMAIN for the allowed one.
+    stub = es.DnsStub("127.0.0.3", 0, {})
+    try:
+        r = cordon.raw("fetch", "--allow", "nothing.invalid", "--dns",
+                       f"127.0.0.3:{stub.sock.getsockname()[1]}", "http://nothing.invalid/")
+    finally:
+        stub.close()
+    assert stub.seen, "the gateway never asked the nameserver"
+    assert r.status == 125 and r.out == "", r
+    assert r.err.startswith("cordon: fetch: failed: cannot resolve nothing.invalid"), r
+    assert r.err.count("\n") == 1, r
+    r = cordon.raw("fetch", "--allow", "allowed.test", "http://other.test/")
+    assert r.err.startswith("cordon: fetch: refused: "), r
+
+
+# --- limits that say what they mean -------------------------------------------------
+
+
+@pytest.mark.parametrize("flag,key", [("--memory", "limits.memory"), ("--timeout", "limits.wall"),
+                                      ("--pids", "limits.pids"), ("--output", "limits.output"),
+                                      ("--cpu", "limits.cpu")])
+def test_zero_limit_refused(cordon, flag, key):
+    r = cordon.run(["true"], flag, "0", result=False)
+    assert_cordon_refused(r, flag, "0 is not a limit", "unlimited")
+    p = cordon.hostdir() / "p.yaml"
+    section, name = key.split(".")
+    p.write_text(f"version: 1\n{section}:\n  {name}: 0\n")
+    r = cordon.raw("run", "-p", p, "--", "true")
+    assert_cordon_refused(r, f"{p.name}:3", key, "unlimited")
+
+
+def test_tiny_memory_limit_ends_as_oom(root_cordon):
+    r = root_cordon.run(["true"], "--memory", "1K")
+    assert r.result["reason"] == "oom", r
+    assert (r.status, r.result["signal"]) == (128 + signal.SIGKILL, signal.SIGKILL), r
+    assert r.err.strip() == "cordon: run ended: oom", r
+
+
+# --- signals -------------------------------------------------------------------------
+
+
+def test_handled_signal_exits_with_the_commands_status(cordon):
+    """A command that traps the signal cordon passes on and exits: its status, 'exited'."""
+    ws = cordon.hostdir()
+    m = marker()
+    # The handler is installed before "ready" is printed: no race with the signal.
+    script = ("import signal, subprocess, sys\n"
+              "def bye(*_):\n    open('/workspace/cleaned', 'w').write('cleaned')\n"
+              "    sys.exit(7)\n"
+              "signal.signal(signal.SIGTERM, bye)\n"
+              f"child = subprocess.Popen(['{PROBE}', 'sleep', '1000', '{m}'])\n"
+              "print('ready', flush=True)\nchild.wait()\nsignal.pause()\n")
+    res = cordon.hostdir() / "result.json"
+    p = cordon.popen(["python3", "-c", script], "-w", ws, "--result", res)
+    try:
+        assert p.stdout.readline() == b"ready\n", p.stderr.read()
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = p.stderr.read().decode()
+    assert (ws / "cleaned").read_text() == "cleaned", err
+    result = json.loads(res.read_text())
+    assert (p.returncode, result["reason"], result["exit_code"]) == (7, "exited", 7), (err, result)
+    assert "run ended" not in err, err
+    assert_gone(m)
+
+
+# --- results a script can read -----------------------------------------------------------
+
+
+def test_result_to_unwritable_place_refused_before_the_run(cordon):
+    locked = cordon.hostdir("locked", mode=0o555)
+    cases = [(locked, ["--result", "is a directory"]),
+             ("/proc/self/r.json", ["--result"])]
+    if not cordon.root:  # root may write in a 0555 directory
+        cases.append((locked / "r.json", ["--result", "cannot write", "locked"]))
+    for target, words in cases:
+        ws = cordon.hostdir()
+        r = cordon.raw("run", "--result", target, "-w", ws, "--", "touch", "/workspace/ran")
+        assert_cordon_refused(r, *words)
+        assert not (ws / "ran").exists(), "the command ran although its result had nowhere to go"
+
+
+def test_run_json_prints_the_result_after_the_output(cordon):
+    r = cordon.raw("run", "--json", "--", "sh", "-c", "echo hello; exit 3")
+    assert r.status == 3, r
+    first, rest = r.out.split("\n", 1)
+    assert first == "hello", r
+    res = json.loads(rest)
+    assert (res["reason"], res["exit_code"], res["stdout_bytes"]) == ("exited", 3, 6), res
+
+
+def test_result_times_are_integers(cordon):
+    r = cordon.run(["python3", "-c", PROXY_GET, "http://127.0.0.1:22/"], "--allow", "x.test")
+    for k in ("wall_ms", "cpu_ms", "wall_us", "cpu_us"):
+        assert type(r.result[k]) is int and r.result[k] >= 0, (k, r.result)
+    assert abs(r.result["wall_ms"] - r.result["wall_us"] / 1000) <= 0.5, r.result
+    assert r.result["wall_us"] > 0, r.result
+    (d,) = r.result["egress"]["recent"]
+    assert type(d["duration_ms"]) is int and type(d["duration_us"]) is int, d
