@@ -185,7 +185,29 @@ static void strv_free(char **v)
 }
 DEFINE_CLEANUP(char **, strv_free)
 
-/* Empty but for PATH, HOME, LANG, TERM (on a terminal) and what the policy passes. */
+/*
+ * Git refuses a repository owned by another uid ("dubious ownership"), and
+ * every bind is one: the host's files, seen by the sandbox user. The
+ * workspace and each bind are declared safe through git's environment
+ * config (GIT_CONFIG_COUNT/KEY_n/VALUE_n), not a file in anyone's HOME.
+ */
+static int git_safe_directories(char ***envp, size_t *n, const struct policy *p)
+{
+    int rc = 0;
+    size_t k = 0;
+    char name[32], count[24];
+    for (size_t i = 0; i <= p->n_binds; i++) {
+        snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", k);
+        rc |= env_add(envp, n, name, "safe.directory");
+        snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", k++);
+        rc |= env_add(envp, n, name, i < p->n_binds ? p->binds[i].dest : "/workspace");
+    }
+    snprintf(count, sizeof count, "%zu", k);
+    return rc | env_add(envp, n, "GIT_CONFIG_COUNT", count);
+}
+
+/* Empty but for PATH, HOME, LANG, TERM (on a terminal), git's safe
+ * directories and what the policy passes. */
 static char **plan_env(const struct run *run, const struct sandbox_call *call)
 {
     const struct policy *p = run->p;
@@ -194,7 +216,7 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     const char *lang = getenv("LANG");
     int rc = 0;
     rc |= env_add(&envp, &n, "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-    rc |= env_add(&envp, &n, "HOME", "/workspace");
+    rc |= env_add(&envp, &n, "HOME", SANDBOX_HOME);
     rc |= env_add(&envp, &n, "LANG", lang && *lang ? lang : "C.UTF-8");
     const char *term = getenv("TERM");
     if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
@@ -210,6 +232,7 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
         rc |= env_add(&envp, &n, "NO_PROXY", "");
         rc |= env_add(&envp, &n, "no_proxy", "");
     }
+    rc |= git_safe_directories(&envp, &n, p);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);

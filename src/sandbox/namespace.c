@@ -115,6 +115,10 @@ static _Noreturn void exec_command(const struct ns_plan *plan, const struct chil
         err_sys(&err, CORDON_E_SETUP, "cannot mark descriptors close-on-exec");
         child_fail(fds, &err);
     }
+    if (mkdir(SANDBOX_HOME, 0700) < 0 && errno != EEXIST) {
+        err_sys(&err, CORDON_E_SETUP, "cannot make %s", SANDBOX_HOME);
+        child_fail(fds, &err);
+    }
     if (chdir("/workspace") < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot enter /workspace");
         child_fail(fds, &err);

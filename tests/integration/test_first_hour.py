@@ -7,6 +7,7 @@ edges of the CLI. Every test drives a real sandbox through the cordon binary.
 import json
 import os
 import signal
+import subprocess
 
 import pytest
 
@@ -160,3 +161,37 @@ def test_result_times_are_integers(cordon):
     assert r.result["wall_us"] > 0, r.result
     (d,) = r.result["egress"]["recent"]
     assert type(d["duration_ms"]) is int and type(d["duration_us"]) is int, d
+
+
+# --- HOME and git ---------------------------------------------------------------------
+
+
+def test_tool_caches_stay_out_of_the_workspace(cordon):
+    """HOME is private to the run: what tools write there never reaches the project."""
+    ws = cordon.hostdir()
+    script = ('mkdir -p "$HOME/.npm/_logs" "$HOME/.cache/pip" && echo log > "$HOME/.npm/_logs/x" '
+              '&& git config --global user.name sandbox && cat "$HOME/.gitconfig" && '
+              'stat -c "%a %U" "$HOME" && echo "$HOME"')
+    r = cordon.run(["sh", "-c", script], "-w", ws)
+    assert r.status == 0, r
+    assert r.out.splitlines()[-2:] == ["700 sandbox", "/tmp/home"], r
+    assert list(ws.iterdir()) == [], f"tool state landed in the workspace: {list(ws.iterdir())}"
+
+
+def test_git_works_on_a_bound_repository_owned_by_another_uid(cordon, hosttmp):
+    """A read-only bind of someone else's repository: git reads it (safe.directory)."""
+    repo = hosttmp / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first commit"]):
+        subprocess.run(git + cmd, check=True, capture_output=True)
+    os.chown(repo, 4321, 4321)  # nobody's: root's files are as foreign to uid 65534
+    for d, _, files in os.walk(repo):
+        for f in [d] + [os.path.join(d, f) for f in files]:
+            os.chown(f, 4321, 4321)
+    r = cordon.run(["git", "-C", "/src", "log", "--format=%s"], "--ro", f"{repo}:/src")
+    assert (r.status, r.out) == (0, "first commit\n"), r
+    # Without cordon's setting, git would refuse: the ownership really is foreign inside.
+    r = cordon.run(["sh", "-c", "GIT_CONFIG_COUNT=0 git -C /src log --format=%s"],
+                   "--ro", f"{repo}:/src")
+    assert r.status != 0 and "dubious ownership" in r.err, r

@@ -176,7 +176,7 @@ def test_run_command_argv_shell_and_stdin(sdk_client, cordon):
     ])
     argv_run, shell, upper, big, empty = (ok(s) for s in rep["results"])
     assert argv_run["stdout"] == "['a b', '$HOME', '*']\n", argv_run  # no shell in between
-    assert shell["stdout"] == "x2\n/workspace\n", shell
+    assert shell["stdout"] == "x2\n/tmp/home\n", shell
     assert upper["stdout"] == "HELLO, SANDBOX\n", upper
     assert big["stdout"] == "200000\n", big  # wc took it all, head saw EOF
     assert empty["stdout"] == "", empty  # no stdin given: an empty one, not ours
