@@ -340,9 +340,11 @@ static void describe_sandbox(const struct policy *p, struct sbuf *b)
         if (!again)
             sb_printf(b, ", %s", names[i]);
     }
-    sb_printf(b, ", git's safe.directory settings for the mounted paths");
     if (p->network.mode == POLICY_NET_GATEWAY)
-        sb_printf(b, " and the proxy variables");
+        sb_printf(b, ", git's safe.directory settings for the mounted paths and the proxy "
+                     "variables");
+    else
+        sb_printf(b, " and git's safe.directory settings for the mounted paths");
     sb_printf(b, ". Commands run as an unprivileged user with no capabilities, under a "
                  "system-call filter.");
 }
@@ -1145,6 +1147,15 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
     if (srv->pol.limits.wall_ms == 0 ||
         (srv->pol.limits.defaulted & (1u << POLICY_LIMIT_WALL)))
         srv->pol.limits.wall_ms = DEFAULT_WALL_MS;
+
+    /* What every call would meet, met once now: a policy this host cannot
+     * enforce (a limit without a cgroup, a level it lacks) fails the session
+     * at its start, with the reason, not each call after it. Prepared and
+     * released, a run leaves nothing: no process, cgroup or audit record. */
+    struct run *trial = NULL;
+    if (run_prepare(&srv->pol, NULL, &trial, err) < 0)
+        return err_prefix(err, "this host cannot enforce the policy");
+    run_release(trial);
 
     if (cordon_audit_open(p, &srv->audit, err) < 0)
         return -1;

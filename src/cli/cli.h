@@ -28,6 +28,7 @@ struct run_args {
     bool quiet;                /* run: --quiet, no notices on stderr */
     bool json;                 /* run: --json, the result on stdout after the run */
     bool tty;                  /* run: --tty, the command on a terminal of its own */
+    struct cordon_err error;   /* why the policy or a flag was refused (kind OK otherwise) */
 };
 
 /* cli_run_args() printed the --help text: USAGE[0], the shared options, USAGE[1]. */

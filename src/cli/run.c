@@ -240,16 +240,16 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
     }
     out->first = optind;
 
-    struct cordon_err err = { 0 };
+    struct cordon_err *err = &out->error;
     _cleanup_(policy_freep) struct policy *p =
-        policy_file ? policy_load(policy_file, &err) : policy_new(&err);
+        policy_file ? policy_load(policy_file, err) : policy_new(err);
     if (!p)
-        return cli_fail(&err);
+        return cli_fail(err);
     for (size_t i = 0; i < n_flags; i++)
-        if (apply_flag(p, &flags[i], &err) < 0)
-            return cli_fail(&err);
-    if (policy_finalize(p, &err) < 0)
-        return cli_fail(&err);
+        if (apply_flag(p, &flags[i], err) < 0)
+            return cli_fail(err);
+    if (policy_finalize(p, err) < 0)
+        return cli_fail(err);
     out->policy = TAKE_PTR(p);
     return 0;
 }

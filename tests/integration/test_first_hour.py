@@ -13,6 +13,7 @@ import pytest
 
 import egress_servers as es
 from conftest import PROBE, assert_cordon_refused, marker, probe_pids
+from mcp_util import RawClient
 from test_limits import assert_gone
 
 # Asks the gateway (the proxy in HTTP_PROXY) for URL and prints what came back.
@@ -195,3 +196,92 @@ def test_git_works_on_a_bound_repository_owned_by_another_uid(cordon, hosttmp):
     r = cordon.run(["sh", "-c", "GIT_CONFIG_COUNT=0 git -C /src log --format=%s"],
                    "--ro", f"{repo}:/src")
     assert r.status != 0 and "dubious ownership" in r.err, r
+
+
+# --- MCP: failures the client is told ----------------------------------------------------
+
+# Answers initialize (with instructions of its own) and nothing else.
+TINY_SERVER = r"""
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "tiny", "version": "1"}, "instructions": "tiny's own words"}
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"""
+
+
+def mcp_client(cordon, *args):
+    return RawClient(cordon.argv("mcp", *args), cordon.ident.env(), cordon.tmp)
+
+
+def initialize_error(c):
+    r = c.request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "raw", "version": "1"}})
+    assert "error" in r, r
+    return r["error"]["message"]
+
+
+@pytest.mark.parametrize("args,status,words", [
+    (["--allow-tool", "x", "--", "no-such-server-cordon-it"], 127,
+     ["the server could not start", "command not found", "no-such-server-cordon-it"]),
+    (["--allow-tool", "x", "--ro", "/nonexistent-cordon-it", "--", "true"], 125,
+     ["the server cannot start", "--ro", "/nonexistent-cordon-it", "does not exist"]),
+    (["--allow-tool", "x", "--", "sh", "-c", "exit 3"], 3, ["exited with status 3"]),
+], ids=["not-found", "missing-ro", "exits"])
+def test_wrap_tells_the_client_why_the_server_is_gone(cordon, args, status, words):
+    c = mcp_client(cordon, "wrap", *args)
+    msg = initialize_error(c)
+    for w in words:
+        assert w in msg, (w, msg)
+    rc, _, err = c.close()
+    assert rc == status, err
+
+
+def test_wrap_with_no_tools_says_so_in_the_instructions(cordon):
+    c = mcp_client(cordon, "wrap", "--", "python3", "-c", TINY_SERVER)
+    init = c.initialize()
+    head, _, theirs = init["instructions"].partition("\n\n")
+    assert "forwards no tools" in head and "--allow-tool" in head, init
+    assert theirs == "tiny's own words", init
+    c.close()
+    c = mcp_client(cordon, "wrap", "--allow-tool", "x", "--", "python3", "-c", TINY_SERVER)
+    assert c.initialize()["instructions"] == "tiny's own words"
+    c.close()
+
+
+def test_serve_refuses_at_start_a_policy_this_host_cannot_enforce(user_cordon):
+    if user_cordon.run(["true"], "--memory", "100M", result=False).status == 0:
+        pytest.skip("this host delegates a memory cgroup to ordinary users")
+    c = mcp_client(user_cordon, "serve", "--memory", "100M")
+    msg = initialize_error(c)
+    assert "cannot enforce" in msg and "--best-effort memory" in msg, msg
+    rc, _, err = c.close()
+    assert rc == 125 and "cordon: this host cannot enforce the policy" in err, err
+    assert err.count("\n") == 1, err
+    # Marked best-effort, the same policy serves.
+    c = mcp_client(user_cordon, "serve", "--memory", "100M", "--best-effort", "memory")
+    assert "instructions" in c.initialize()
+    rc, _, err = c.close()
+    assert rc == 0, err
+
+
+def test_run_code_description_names_each_variable_once(cordon):
+    p = cordon.hostdir() / "p.yaml"
+    p.write_text("version: 1\nenv:\n  set:\n    LANG: C.UTF-8\n    HOME: /tmp/home\n"
+                 "    EXTRA: x\n  pass: [PATH]\nlimits:\n  output: 64K\n")
+    c = mcp_client(cordon, "serve", "-p", p)
+    c.initialize()
+    tools = c.request(1, "tools/list")["result"]["tools"]
+    c.close()
+    for t in tools:
+        d = t["description"]
+        env = d[d.index("The environment holds only "):].split(".")[0]
+        env = env.split(" and git's")[0][len("The environment holds only "):]
+        names = env.split(", ")
+        assert len(names) == len(set(names)), env
+        assert "EXTRA" in names and "HOME" in names, env
+        # The output that comes back is what the policy's 64K allows, not more.
+        assert "Up to 64 KiB each of stdout and stderr comes back" in d, d
+        assert "HOME is /tmp/home" in d, d
