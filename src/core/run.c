@@ -365,6 +365,25 @@ fail:
 
 /* ---- start ---- */
 
+/* Limits this run holds only per process, said once as it starts. */
+static void notice_degraded(const struct run *run, const struct sandbox_call *call)
+{
+    unsigned weak = sandbox_degraded(run->enforced);
+    if (!weak)
+        return;
+    char line[256], *end = line + sizeof line, *at = line;
+    const char *sep = "limits ";
+    for (int l = 0; l < POLICY_LIMIT_COUNT && at < end; l++)
+        if (weak & (1u << l)) {
+            at += snprintf(at, (size_t)(end - at), "%s%s", sep, policy_limit_name(l));
+            sep = ", ";
+        }
+    if (at < end)
+        snprintf(at, (size_t)(end - at), " hold per process only (rlimits): no cgroup for this "
+                                         "run; cordon check says how to get one");
+    call->notice(call->notice_arg, line);
+}
+
 int run_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err)
 {
     if (run->state != RUN_PREPARED)
@@ -387,6 +406,8 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
                 close(fds[i]);
         return err_sys(err, CORDON_E_SETUP, "cannot create pipes");
     }
+    if (call->notice)
+        notice_degraded(run, call);
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();

@@ -28,6 +28,17 @@ const char *enforcement_name(enum enforcement e)
     return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "unknown";
 }
 
+unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT])
+{
+    static const enum policy_limit tree_wide[] = { POLICY_LIMIT_MEMORY, POLICY_LIMIT_PIDS,
+                                                   POLICY_LIMIT_CPU };
+    unsigned mask = 0;
+    for (size_t i = 0; i < sizeof tree_wide / sizeof tree_wide[0]; i++)
+        if (enforced[tree_wide[i]] == ENFORCED_RLIMIT)
+            mask |= 1u << tree_wide[i];
+    return mask;
+}
+
 bool sandbox_needs_cgroup(const struct policy *p)
 {
     return p->limits.memory || p->limits.pids || p->limits.cpu_ms;
@@ -56,12 +67,16 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
     policy_digest_hex(p, digest);
 
     /* "defaults": the limits nobody wrote, which degrade where the host cannot enforce them. */
-    json_t *enforced = json_object(), *defaults = json_array();
+    /* "degraded": the tree-wide limits held only per process (sandbox_degraded). */
+    json_t *enforced = json_object(), *defaults = json_array(), *degraded = json_array();
+    unsigned weak = sandbox_degraded(res->enforced);
     for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
         json_object_set_new(enforced, policy_limit_name((enum policy_limit)l),
                             json_string(enforcement_name(res->enforced[l])));
         if (p->limits.defaulted & (1u << l))
             json_array_append_new(defaults, json_string(policy_limit_name((enum policy_limit)l)));
+        if (weak & (1u << l))
+            json_array_append_new(degraded, json_string(policy_limit_name((enum policy_limit)l)));
     }
 
     /* Times are integers: microseconds exact, milliseconds rounded, never a
@@ -101,10 +116,13 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
                                       (json_int_t)e->bytes_down, "recent", recent));
     else
         json_decref(recent);
-    if (o)
+    if (o) {
         json_object_set_new(o, "defaults", defaults);
-    else
+        json_object_set_new(o, "degraded", degraded);
+    } else {
         json_decref(defaults);
+        json_decref(degraded);
+    }
     if (o && res->workspace.scanned)
         json_object_set_new(o, "workspace", workspace_report_json(&res->workspace));
     if (o && res->run_id[0])

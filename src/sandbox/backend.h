@@ -133,6 +133,12 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
                                                   struct cordon_err *err);
 
 /*
+ * The tree-wide limits (memory, pids, CPU; 1u << enum policy_limit) that
+ * ENFORCED holds only per process, by an rlimit, for want of a cgroup.
+ */
+unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT]);
+
+/*
  * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one
  * the run still dies whole with its PID namespace, and peak memory falls
  * back to the largest process's RSS.
