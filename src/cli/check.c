@@ -139,7 +139,7 @@ static void print_defaults(const struct cgroup_set *cg)
         [POLICY_LIMIT_FILE_SIZE] = "rlimit (RLIMIT_FSIZE, any one file)",
         [POLICY_LIMIT_OPEN_FILES] = "rlimit (RLIMIT_NOFILE)",
     };
-    puts("default limits (when neither policy nor flag sets one; 0 or unlimited: none):");
+    puts("default limits (when neither policy nor flag sets one; unlimited: none):");
     for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
         char text[32];
         limit_text(&p->limits, (enum policy_limit)l, text, sizeof text);
@@ -219,6 +219,9 @@ int cmd_check(int argc, char **argv)
     for (int c = 0; c < CGROUP_COUNT; c++)
         printf("    %-7s        %s\n", names[c],
                cgroup_has(&cg, c) ? "usable" : cg.why[c]);
+    char advice[512];
+    cli_delegation_advice(&cg, advice, sizeof advice);
+    printf("    delegation     %s\n", advice);
 
     int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     printf("  kvm              %s\n", kvm >= 0 ? "usable" : strerror(errno));

@@ -6,6 +6,7 @@
 #include "common/err.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct policy;
 
@@ -47,6 +48,22 @@ int cli_fail(const struct cordon_err *err);
 
 /* The one-line error for getopt's ':' (missing value) or '?' (unknown) in CMD. */
 int cli_option_error(const char *cmd, int opt, char **argv);
+
+/* main()'s argv: the whole command line, for a re-run of cordon itself. */
+extern char **cli_main_argv;
+
+struct cgroup_set;
+
+/*
+ * Before a run that needs a cgroup: an ordinary user whose own cgroup v2 is
+ * not writable re-runs this cordon (cli_main_argv) in a delegated systemd
+ * user scope when there is a user manager (never returns then); inside that
+ * scope, moves into a leaf of it. Otherwise returns and changes nothing.
+ */
+void cli_scope_enter(const struct policy *p);
+
+/* How this caller gets the cgroups CG lacks, one line for cordon check. */
+void cli_delegation_advice(const struct cgroup_set *cg, char *out, size_t len);
 
 /* Print "cordon: FMT" and return 125. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

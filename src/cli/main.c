@@ -69,8 +69,11 @@ int cli_option_error(const char *cmd, int opt, char **argv)
                            argv[optind - 1], cmd);
 }
 
+char **cli_main_argv;
+
 int main(int argc, char **argv)
 {
+    cli_main_argv = argv;
     ensure_stdio();
     if (argc < 2)
         return cli_usage_error("missing command; try 'cordon --help'");

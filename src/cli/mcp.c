@@ -102,6 +102,7 @@ static int serve(int argc, char **argv)
     if (a.first < argc)
         return cli_usage_error("mcp serve: unexpected argument '%s'; it takes no command",
                                argv[a.first]);
+    cli_scope_enter(p);
     struct cordon_err err = { 0 };
     if (mcp_serve(p, &err) < 0) {
         mcp_refuse_session(err.msg);

@@ -264,6 +264,7 @@ int cmd_run(int argc, char **argv)
     if (a.first >= argc)
         return cli_usage_error("run: missing command: cordon run [OPTIONS] -- COMMAND [ARG...]");
 
+    cli_scope_enter(p); /* a cgroup for an ordinary user, where systemd can delegate one */
     /* A vanished reader of our output must not kill the supervisor. */
     signal(SIGPIPE, SIG_IGN);
     struct sandbox_call call = {
