@@ -65,5 +65,13 @@ void cli_scope_enter(const struct policy *p);
 /* How this caller gets the cgroups CG lacks, one line for cordon check. */
 void cli_delegation_advice(const struct cgroup_set *cg, char *out, size_t len);
 
+/*
+ * The policy file used when no -p names one: $CORDON_POLICY (which must
+ * exist), ~/.config/cordon/policy.yaml, /etc/cordon/policy.yaml. 1 with
+ * PATH and *FROM naming the place; 0 when there is none (built-in defaults);
+ * -1 with ERR.
+ */
+int cli_default_policy(char *path, size_t len, const char **from, struct cordon_err *err);
+
 /* Print "cordon: FMT" and return 125. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -33,6 +33,8 @@ static const char *const usage[2] = {
 
 const char cli_run_options_help[] =
     "  -p, --policy FILE        YAML or JSON policy; the flags below override it\n"
+    "                           (default: $CORDON_POLICY, ~/.config/cordon/policy.yaml,\n"
+    "                           /etc/cordon/policy.yaml, the first that exists)\n"
     "  -l, --level LEVEL        isolation level: namespace (default)\n"
     "  -w, --workspace DIR      host directory mounted read-write at /workspace, the\n"
     "                           working directory; default: an empty scratch tmpfs\n"
@@ -241,6 +243,13 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
     out->first = optind;
 
     struct cordon_err *err = &out->error;
+    char default_path[4096];
+    const char *from;
+    int found = policy_file ? 1 : cli_default_policy(default_path, sizeof default_path, &from, err);
+    if (found < 0)
+        return cli_fail(err);
+    if (!policy_file && found)
+        policy_file = default_path;
     _cleanup_(policy_freep) struct policy *p =
         policy_file ? policy_load(policy_file, err) : policy_new(err);
     if (!p)

@@ -381,3 +381,58 @@ def test_in_a_delegated_scope_cordon_moves_into_a_leaf(user_cordon):
     assert out[1].startswith("cordon-supervisor-"), r
     assert "not usable" not in r.stderr, r
     assert not os.path.exists(scope)
+
+
+# --- cordon check --json and the default policy location -------------------------------
+
+
+def test_check_json_says_what_the_text_says(cordon):
+    r = cordon.raw("check", "--json")
+    assert r.status == 0 and r.err == "", r
+    doc = json.loads(r.out)
+    text = cordon.raw("check").out
+    assert doc["uid"] == cordon.ident.uid and doc["cordon_version"] in text
+    assert doc["levels"]["namespace"] == {"usable": True, "why": None, "default": True}, doc
+    cg = doc["cgroups"]
+    for c in ("memory", "pids", "cpu"):
+        line = next(l for l in text.splitlines() if l.strip().startswith(c + " "))
+        assert cg[c]["usable"] == line.split(None, 1)[1].startswith("usable"), (cg, line)
+        # The same reason (each run probes with a cgroup named by its own pid).
+        assert cg[c]["usable"] or re.sub(r"check-\d+", "", cg[c]["why"]) in \
+            re.sub(r"check-\d+", "", line), (cg, line)
+    assert cg["delegation"] in text, cg
+    assert doc["default_limits"]["memory"]["value"] == "1G", doc
+    assert set(doc["default_limits"]) == {"wall", "cpu", "memory", "pids", "output", "file_size",
+                                          "open_files"}, doc
+
+
+def test_default_policy_location(cordon):
+    home = cordon.hostdir("home")
+    conf = home / ".config" / "cordon"
+    conf.mkdir(parents=True)
+    env = {"HOME": str(home)}
+    # Nothing anywhere: the built-in defaults, and where cordon looked.
+    r = cordon.raw("policy", "check", env=env)
+    doc = json.loads(r.out)
+    assert (r.status, doc["file"], doc["from"]) == (0, None, "built-in defaults"), r
+    # ~/.config/cordon/policy.yaml, used by cordon run when no -p is given.
+    (conf / "policy.yaml").write_text("version: 1\nenv:\n  set:\n    FROM_POLICY: home\n")
+    r = cordon.raw("policy", "check", env=env)
+    doc = json.loads(r.out)
+    assert (doc["file"], doc["from"]) == (str(conf / "policy.yaml"),
+                                          "~/.config/cordon/policy.yaml"), r
+    r = cordon.raw("run", "--quiet", "--", "sh", "-c", "echo $FROM_POLICY", env=env)
+    assert (r.status, r.out) == (0, "home\n"), r
+    # $CORDON_POLICY comes first, and must exist when named.
+    other = cordon.hostdir("other") / "p.yaml"
+    other.write_text("version: 1\nenv:\n  set:\n    FROM_POLICY: env\n")
+    env["CORDON_POLICY"] = str(other)
+    r = cordon.raw("run", "--quiet", "--", "sh", "-c", "echo $FROM_POLICY", env=env)
+    assert (r.status, r.out) == (0, "env\n"), r
+    assert json.loads(cordon.raw("policy", "check", env=env).out)["from"] == "$CORDON_POLICY"
+    env["CORDON_POLICY"] = str(other) + ".missing"
+    for args in (["policy", "check"], ["run", "--", "true"]):
+        assert_cordon_refused(cordon.raw(*args, env=env), "$CORDON_POLICY", ".missing")
+    # -p still wins over every default.
+    r = cordon.raw("run", "--quiet", "-p", other, "--", "sh", "-c", "echo $FROM_POLICY", env=env)
+    assert (r.status, r.out) == (0, "env\n"), r
