@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 static const char *const usage[2] = {
@@ -22,6 +23,8 @@ static const char *const usage[2] = {
     "\n"
     "Run COMMAND in a fresh sandbox, destroyed when it ends.\n"
     "\n",
+    "      --tty                run the command on a terminal of the sandbox's own,\n"
+    "                           relayed to this one (which never enters the sandbox)\n"
     "      --json               print the result (as --result writes it) on stdout\n"
     "                           after the run\n"
     "  -q, --quiet              no notices (egress refusals, degraded limits) on stderr\n"
@@ -166,6 +169,13 @@ static void print_notice(void *arg, const char *line)
     fprintf(stderr, "cordon: %s\n", line);
 }
 
+/* The same, on a terminal in raw mode (--tty), where a newline does not return. */
+static void print_notice_raw(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "cordon: %s\r\n", line);
+}
+
 /* Replaced whole, never written through: a run may have planted a link or a
  * FIFO there. PATH NULL: on stdout (--json). */
 static int write_result(const char *path, const struct sandbox_result *res,
@@ -273,16 +283,19 @@ int cmd_run(int argc, char **argv)
     if (a.first >= argc)
         return cli_usage_error("run: missing command: cordon run [OPTIONS] -- COMMAND [ARG...]");
 
+    if (a.tty && !isatty(STDIN_FILENO))
+        return cli_usage_error("run: --tty needs a terminal on stdin");
     cli_scope_enter(p); /* a cgroup for an ordinary user, where systemd can delegate one */
     /* A vanished reader of our output must not kill the supervisor. */
     signal(SIGPIPE, SIG_IGN);
     struct sandbox_call call = {
         .argv = argv + a.first,
-        .in_fd = isatty(STDIN_FILENO) ? -1 : STDIN_FILENO,
+        .in_fd = isatty(STDIN_FILENO) && !a.tty ? -1 : STDIN_FILENO,
         .out_fd = STDOUT_FILENO,
         .err_fd = STDERR_FILENO,
         .sig_fd = signals_to_fd(), /* ^C and friends reach the command, not us */
-        .notice = a.quiet ? NULL : print_notice,
+        .tty = a.tty,
+        .notice = a.quiet ? NULL : a.tty ? print_notice_raw : print_notice,
     };
     struct cordon_err err = { 0 };
     /* Refused before the run, not after it, when the result could not be written. */
@@ -290,8 +303,19 @@ int cmd_run(int argc, char **argv)
         err_prefix(&err, "--result");
         return cli_fail(&err);
     }
+    /* --tty: our terminal passes every byte (^C included) to the run's own,
+     * whose line discipline gives it meaning there; restored afterwards. */
+    struct termios saved;
+    bool raw = a.tty && tcgetattr(STDIN_FILENO, &saved) == 0;
+    if (raw) {
+        struct termios t = saved;
+        cfmakeraw(&t);
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &t);
+    }
     struct sandbox_result res;
     rc = run_once(p, &call, &res, &err);
+    if (raw)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
     if (a.result_file)
         write_result(a.result_file, &res, p);
     if (a.json)

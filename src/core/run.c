@@ -58,6 +58,7 @@ struct run {
     struct sandbox_boundary b;
     struct sandbox_call call;             /* the front end's; valid until wait returns */
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
+    int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     uint64_t start_us;
 };
 
@@ -289,7 +290,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
     run->p = p;
     run->backend = backend;
     run->gw_pid = -1;
-    run->gw_report = run->in_w = run->out_r = run->errout_r = -1;
+    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
                                         .start_w = -1, .door = -1 };
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
@@ -411,14 +412,27 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
-    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, err);
+    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->tty, err);
     for (int i = 0; i < 3; i++)
         close(stdio[i]);
-    closep(&run->b.start_w);
-    run->b.start_w = -1;
     run->in_w = in[1];
     run->out_r = out[0];
     run->errout_r = errout[0];
+    if (rc == 0 && call->tty) {
+        /* The terminal is the sandbox's own: its master carries the command's
+         * input and output both, and its size; the pipes go unused. */
+        int master = start_terminal_recv(run->b.start_w);
+        closep(&run->in_w);
+        closep(&run->out_r);
+        run->in_w = run->out_r = -1;
+        if (master >= 0) {
+            run->out_r = master;
+            run->in_w = fcntl(master, F_DUPFD_CLOEXEC, 3);
+            run->tty_w = fcntl(master, F_DUPFD_CLOEXEC, 3);
+        }
+    }
+    closep(&run->b.start_w);
+    run->b.start_w = -1;
     /* A boundary that died at the seam says why through its error records. */
     return rc < 0 && run->b.err_r < 0 ? -1 : 0;
 }
@@ -460,6 +474,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .out_r = run->out_r,
         .errout_r = run->errout_r,
         .in_w = run->in_w,
+        .tty_w = run->tty_w,
         .sig_fd = run->call.sig_fd,
         .report_r = run->gw_report,
         .audit = run->log,
@@ -475,7 +490,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     };
     /* supervise() owns and closes these now, and reaps the boundary. */
     run->b.pid = -1;
-    run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = -1;
+    run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = run->tty_w = -1;
     supervise(&sv, res);
     /* Init has exited, and with it every process of the PID namespace. */
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
@@ -506,7 +521,7 @@ void run_release(struct run *run)
         kill(run->gw_pid, SIGKILL);
         waitpid(run->gw_pid, NULL, 0);
     }
-    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r };
+    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r, &run->tty_w };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);

@@ -47,6 +47,10 @@ struct sandbox_call {
     int err_fd;              /* where stderr is relayed */
     int sig_fd;              /* a signalfd whose signals pass to the command, or -1: the
                                 front end owns its signal handling, the run path never does */
+    /* The command on a terminal of the sandbox's own (a pty from its devpts),
+     * relayed from in_fd to out_fd; in_fd's window size is passed on. The
+     * caller's terminal never enters the sandbox. */
+    bool tty;
     /* Told, one line at a time as it happens, what a person watching the run
      * should know (an egress refusal, a limit that degraded); NULL: nobody. */
     void (*notice)(void *arg, const char *line);

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -79,6 +80,15 @@ static void interrupt(struct loop *l, int sig)
     l->kill_signal = sig;
     l->grace_deadline = monotonic_us() + INTERRUPT_GRACE_US;
     kill(l->s->init_pid, sig);
+}
+
+/* The caller's terminal size onto the run's own terminal (which signals the command). */
+static void pass_window_size(const struct supervision *s)
+{
+    struct winsize ws;
+    if (s->tty_w >= 0 && (ioctl(s->call->in_fd, TIOCGWINSZ, &ws) == 0 ||
+                          ioctl(s->call->out_fd, TIOCGWINSZ, &ws) == 0))
+        ioctl(s->tty_w, TIOCSWINSZ, &ws);
 }
 
 static void relay_output(struct loop *l, int *fd, int to, uint64_t *count)
@@ -345,6 +355,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     if (s->in_w >= 0)
         fcntl(s->in_w, F_SETFL, O_NONBLOCK);
 
+    pass_window_size(s);
     uint64_t deadline = s->limits->wall_ms ? s->start_us + s->limits->wall_ms * 1000 : 0;
     bool tick = s->poll_cpu || s->poll_pids;
 
@@ -412,8 +423,12 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             relay_input(&l, i_in >= 0 ? p[i_in].revents : 0, i_inw >= 0 ? p[i_inw].revents : 0);
         if (i_sig >= 0 && p[i_sig].revents) {
             struct signalfd_siginfo si;
-            if (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si)
-                interrupt(&l, (int)si.ssi_signo);
+            if (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGWINCH)
+                    pass_window_size(s);
+                else
+                    interrupt(&l, (int)si.ssi_signo);
+            }
         }
         if (tick && !l.init_done && !l.killed)
             check_cgroup_limits(&l);
@@ -442,4 +457,6 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     if (l.output_capped && res->reason == RUN_EXITED)
         res->reason = RUN_OUTPUT_LIMIT;
     closep(&l.pidfd);
+    closep(&s->tty_w);
+    s->tty_w = -1;
 }

@@ -20,6 +20,7 @@ struct supervision {
     int status_r;             /* the command's wait status, from init */
     int out_r, errout_r;      /* the command's stdout and stderr */
     int in_w;                 /* the command's stdin, or -1 */
+    int tty_w;                /* the run's terminal (master), for its window size, or -1 */
     int sig_fd;               /* signalfd for SIGINT/SIGTERM/SIGHUP */
     int report_r;             /* the egress gateway's decisions (JSON lines), or -1 */
     struct audit_log *audit;  /* where each decision is recorded, or NULL */

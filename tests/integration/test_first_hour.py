@@ -4,11 +4,18 @@ limits that say what they mean, results a script can read, and the rough
 edges of the CLI. Every test drives a real sandbox through the cordon binary.
 """
 
+import errno
+import fcntl
 import json
 import os
+import pty
 import re
+import select
 import signal
+import struct
 import subprocess
+import termios
+import time
 
 import pytest
 
@@ -436,3 +443,87 @@ def test_default_policy_location(cordon):
     # -p still wins over every default.
     r = cordon.raw("run", "--quiet", "-p", other, "--", "sh", "-c", "echo $FROM_POLICY", env=env)
     assert (r.status, r.out) == (0, "env\n"), r
+
+
+# --- cordon run --tty ---------------------------------------------------------------------
+
+
+def on_a_terminal(cordon, cmd, steps, rows=33, cols=101, timeout=20):
+    """cordon run --tty CMD with a real pty (python's pty module) as its terminal.
+    STEPS: (bytes to wait for, action(master fd)) in turn. All output, exit status."""
+    argv = cordon.argv("run", "--tty", "--ro", f"{cordon.probe_bin}:{PROBE}", "--", *cmd)
+    env = cordon.ident.env({"TERM": "xterm"})
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(cordon.tmp)
+            os.execvpe(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    out, end, steps = b"", time.monotonic() + timeout, list(steps)
+    try:
+        while time.monotonic() < end:
+            if steps and steps[0][0] in out:
+                steps.pop(0)[1](fd)
+            r, _, _ = select.select([fd], [], [], 0.1)
+            if not r:
+                continue
+            try:
+                d = os.read(fd, 4096)
+            except OSError:  # EIO: every holder of the terminal is gone
+                break
+            if not d:
+                break
+            out += d
+    finally:
+        if time.monotonic() >= end:
+            os.kill(pid, signal.SIGKILL)
+        _, st = os.waitpid(pid, 0)
+        os.close(fd)
+    assert not steps, f"never saw {steps[0][0]!r}: {out!r}"
+    return out.decode(errors="replace"), os.waitstatus_to_exitcode(st)
+
+
+def test_tty_is_the_sandboxs_own_terminal(cordon):
+    out, status = on_a_terminal(
+        cordon, ["sh", "-c", "tty; stty size; echo READY; read x; echo got:$x; "
+                             "readlink /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2; "
+                             "ls -1 /dev/pts"],
+        [(b"READY", lambda fd: os.write(fd, b"hello\n"))])
+    lines = [l for l in out.replace("\r\n", "\n").splitlines() if not DEGRADED.match(l)]
+    assert status == 0, out
+    # A pty of the sandbox's own devpts, sized like ours, on all three stdio.
+    tty = lines[0]
+    assert tty.startswith("/dev/pts/") and lines[1] == "33 101", out
+    assert "got:hello" in lines, out
+    assert lines[-5:-2] == [tty, tty, tty], out
+    # The sandbox's devpts holds its one terminal, not the host's (ours among them).
+    assert lines[-2:] == ["0", "ptmx"], out
+
+
+def test_tty_window_size_and_interrupt_are_passed_on(cordon):
+    def resize(fd):
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 44, 120, 0, 0))
+        time.sleep(0.3)  # SIGWINCH reaches cordon, which resizes the run's terminal
+        os.write(fd, b"\n")
+    out, status = on_a_terminal(
+        cordon, ["sh", "-c", "echo READY; read x; stty size; echo SIZED; sleep 100"],
+        [(b"READY", resize), (b"SIZED", lambda fd: os.write(fd, b"\x03"))])
+    assert "44 120" in out, out
+    # ^C went to the run's terminal, whose line discipline interrupted the command.
+    assert status == 128 + signal.SIGINT, out
+
+
+def test_tty_cannot_push_input_anywhere(cordon):
+    """TIOCSTI stays impossible: the command cannot inject into its terminal,
+    and the caller's terminal (the test's pty) receives nothing it did not send."""
+    out, status = on_a_terminal(
+        cordon, [PROBE, "ioctl-tiocsti", "0"], [])
+    assert status in (errno.EPERM, errno.EIO), out
+    assert "#" not in out, out
+
+
+def test_tty_needs_a_terminal(cordon):
+    r = cordon.raw("run", "--tty", "--", "true")
+    assert_cordon_refused(r, "--tty", "terminal")

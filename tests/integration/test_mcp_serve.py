@@ -142,6 +142,7 @@ def test_descriptions_follow_the_policy(sdk_client, cordon):
     ws = cordon.hostdir("ws")
     rep = sdk(sdk_client, cordon, [{"op": "listTools"}], "-w", ws, "--net", "gateway",
               "--allow", "pypi.org", "--allow", "*.pythonhosted.org", "-m", "300M",
+              "--best-effort", "memory",  # serve refuses at start what it cannot enforce
               "--timeout", "90s")
     d = rep["results"][0]["value"]["tools"][0]["description"]
     assert "host directory shared by every call" in d and "persist" in d, d
