@@ -20,7 +20,7 @@ import time
 import pytest
 
 import egress_servers as es
-from conftest import PROBE, assert_cordon_refused, marker, probe_pids
+from conftest import BUILD, PROBE, REPO, assert_cordon_refused, marker, probe_pids
 from mcp_util import RawClient
 from test_limits import assert_gone
 
@@ -527,3 +527,58 @@ def test_tty_cannot_push_input_anywhere(cordon):
 def test_tty_needs_a_terminal(cordon):
     r = cordon.raw("run", "--tty", "--", "true")
     assert_cordon_refused(r, "--tty", "terminal")
+
+
+# --- the man page and bash completion -------------------------------------------------------
+
+
+def run_options(cordon):
+    text = cordon.raw("run", "--help").out
+    return sorted(set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)", text, re.M)))
+
+
+def test_man_page_and_completion_are_installed(hosttmp):
+    dest = hosttmp / "dest"
+    r = subprocess.run(["meson", "install", "-C", str(BUILD), "--no-rebuild", "--quiet",
+                        "--destdir", str(dest)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r
+    man = list(dest.rglob("man1/cordon.1"))
+    comp = list(dest.rglob("bash-completion/completions/cordon"))
+    assert len(man) == 1 and len(comp) == 1, (man, comp)
+    # groff reads it without a warning, and it is the one in the tree.
+    r = subprocess.run(["groff", "-man", "-ww", "-z", str(man[0])], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and r.stderr == "", r
+    assert man[0].read_text() == (REPO / "doc" / "cordon.1").read_text()
+
+
+def test_man_page_and_completion_know_every_run_option(cordon):
+    opts = run_options(cordon)
+    assert "--tty" in opts and "--quiet" in opts and len(opts) > 25, opts
+    man = subprocess.run(["groff", "-man", "-Tascii", "-P", "-cbou",
+                          str(REPO / "doc" / "cordon.1")], capture_output=True,
+                         text=True).stdout
+    comp = (REPO / "contrib" / "cordon.bash-completion").read_text()
+    assert [o for o in opts if o not in man] == [], "options missing from cordon.1"
+    assert [o for o in opts if o not in re.findall(r"--[a-z][a-z-]*", comp)] == [], \
+        "missing from completion"
+
+
+@pytest.mark.parametrize("words,want", [
+    (["cordon", ""], {"run", "check", "fetch", "mcp", "policy", "audit"}),
+    (["cordon", "run", "--me"], {"--memory"}),
+    (["cordon", "run", "--net", ""], {"none", "gateway"}),
+    (["cordon", "run", "--best-effort", "p"], {"pids"}),
+    (["cordon", "mcp", "wrap", "--allow-t"], {"--allow-tool"}),
+    (["cordon", "mcp", "serve", "--tt"], set()),  # --tty is cordon run's alone
+    (["cordon", "check", "--j"], {"--json"}),
+    (["cordon", "run", "--", "pytho"], {"python3"}),
+])
+def test_bash_completion(words, want):
+    script = (f"source {REPO / 'contrib' / 'cordon.bash-completion'}\n"
+              f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+              "_cordon; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                       env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    got = {w for w in r.stdout.split("\n") if w}
+    assert want <= got and (want or not got), (words, got, r.stderr)
