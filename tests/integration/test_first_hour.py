@@ -550,6 +550,9 @@ def test_man_page_and_completion_are_installed(hosttmp):
                        text=True)
     assert r.returncode == 0 and r.stderr == "", r
     assert man[0].read_text() == (REPO / "doc" / "cordon.1").read_text()
+    # The README's MCP example names the installed example policy.
+    assert list(dest.rglob("share/cordon/mcp-filesystem.yaml")), list(dest.rglob("*.yaml"))
+    assert "/usr/local/share/cordon/mcp-filesystem.yaml" in (REPO / "README.md").read_text()
 
 
 def test_man_page_and_completion_know_every_run_option(cordon):
