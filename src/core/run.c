@@ -366,9 +366,12 @@ fail:
 
 /* ---- start ---- */
 
-/* Limits this run holds only per process, said once as it starts. */
-static void notice_degraded(const struct run *run, const struct sandbox_call *call)
+/* Limits this run holds only per process, said once the command runs (a
+ * command that never starts has its one line of error alone). */
+static void notice_degraded(void *arg)
 {
+    const struct run *run = arg;
+    const struct sandbox_call *call = &run->call;
     unsigned weak = sandbox_degraded(run->enforced);
     if (!weak)
         return;
@@ -407,8 +410,6 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
                 close(fds[i]);
         return err_sys(err, CORDON_E_SETUP, "cannot create pipes");
     }
-    if (call->notice)
-        notice_degraded(run, call);
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
@@ -480,6 +481,8 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .audit = run->log,
         .decided = run->call.notice ? notice_refusal : NULL,
         .decided_arg = &run->call,
+        .started = run->call.notice ? notice_degraded : NULL,
+        .started_arg = run,
         .run_id = run->run_id,
         .call = &run->call,
         .limits = &p->limits,

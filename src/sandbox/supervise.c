@@ -159,6 +159,8 @@ static void read_setup_error(struct loop *l)
         rec.msg[sizeof rec.msg - 1] = '\0';
         l->res->error = rec;
         l->setup_failed = true;
+    } else if (n == 0 && l->s->started) {
+        l->s->started(l->s->started_arg);
     }
     closep(&l->s->err_r);
     l->s->err_r = -1;

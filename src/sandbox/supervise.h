@@ -27,6 +27,9 @@ struct supervision {
     /* Told of each decision as it arrives, or NULL (the core's notices). */
     void (*decided)(void *arg, const json_t *decision);
     void *decided_arg;
+    /* Told once the command has exec'd (its error pipe closed with no record), or NULL. */
+    void (*started)(void *arg);
+    void *started_arg;
     const char *run_id;
     char report_buf[4096];    /* a partial line from report_r */
     size_t report_len;

@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+import conftest
 import egress_servers as es
 from conftest import BUILD, PROBE, REPO, assert_cordon_refused, marker, probe_pids
 from mcp_util import RawClient
@@ -460,6 +461,8 @@ def on_a_terminal(cordon, cmd, steps, rows=33, cols=101, timeout=20):
             os.execvpe(argv[0], argv, env)
         finally:
             os._exit(127)
+    if conftest._test_pids is not None:  # its leftovers are the test's (see conftest)
+        conftest._test_pids.add(pid)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     out, end, steps = b"", time.monotonic() + timeout, list(steps)
     try:
