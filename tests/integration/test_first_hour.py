@@ -457,6 +457,10 @@ def on_a_terminal(cordon, cmd, steps, rows=33, cols=101, timeout=20):
     pid, fd = pty.fork()
     if pid == 0:
         try:
+            # As at a person's terminal: a suite started in the background
+            # (an async list: SIGINT ignored) must not pass that on to ^C.
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGQUIT, signal.SIG_DFL)
             os.chdir(cordon.tmp)
             os.execvpe(argv[0], argv, env)
         finally:
