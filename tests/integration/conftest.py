@@ -317,15 +317,21 @@ def host_state():
     return cordon_cgroups() | cordon_tmp()
 
 
-def new_leftovers(before, grace=3.0):
+def new_leftovers(before, grace=3.0, unnamed_grace=30.0):
     """Entries not in BEFORE that are still there after GRACE seconds.
 
     Only the current test's runs count (see _test_pids); an entry of one of
     them may take a moment to go after its process ends, a leftover does not.
+    An entry that names no pid may be a run of someone else's that outlasts
+    the test: it has UNNAMED_GRACE to go (only paid when there is one).
     """
     left = host_state() - before
-    end = time.monotonic() + grace
-    while left and time.monotonic() < end:
+    start = time.monotonic()
+    while left:
+        named = {e for e in left if _PID_IN_NAME.match(os.path.basename(e))}
+        waited = time.monotonic() - start
+        if waited >= unnamed_grace or (waited >= grace and named == left):
+            break
         time.sleep(0.1)
         left &= host_state()
     return left
