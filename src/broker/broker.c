@@ -29,6 +29,7 @@
 #include <event2/event.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,8 @@
 #define RECORDED_INFO_MAX 4096
 /* Requests in flight in each direction: past this a new one is refused. */
 #define MAX_IN_FLIGHT 1024
+/* How long a gone server's run may take to deliver its result (why it ended). */
+#define RESULT_WAIT_MS 3000
 /* Pages of tools/list the broker walks itself before giving up. */
 #define MAX_LIST_PAGES 100
 /* Tools whose schemas are kept, and their size serialised: past either a tool is left out. */
@@ -108,6 +111,7 @@ struct broker {
     bool client_done;       /* the client closed its side: no more requests */
     bool client_gone;       /* and nothing more can reach it */
     bool server_gone, child_reaped;
+    char end_why[400];      /* why the server ended, told to the client; "" until asked */
     bool stopped_by_us;     /* the server outstayed the client and was stopped */
     struct timespec reaped_at;
     int child_status;
@@ -198,6 +202,41 @@ static void to_client(struct broker *b, json_t *msg)
         !(b->client_done && rpc_stream_pending_output(b->client) > CLIENT_BACKLOG_MAX))
         rpc_send(b->client, msg);
     json_decref(msg);
+}
+
+/*
+ * Why the server's run ended, from its result (the supervisor writes it
+ * just after the command is gone): a server that could not start at all
+ * (command not found, not executable, a bind that failed) says so.
+ */
+static const char *server_end_why(struct broker *b)
+{
+    if (b->end_why[0])
+        return b->end_why;
+    char *why = b->end_why;
+    size_t len = sizeof b->end_why;
+    snprintf(why, len, "cordon: the server exited before answering");
+    struct pollfd pfd = { .fd = b->child.result_fd, .events = POLLIN };
+    char buf[16384];
+    size_t have = 0;
+    while (pfd.fd >= 0 && have < sizeof buf - 1 && poll(&pfd, 1, RESULT_WAIT_MS) > 0) {
+        ssize_t n = read(pfd.fd, buf + have, sizeof buf - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    _cleanup_(json_decrefp) json_t *res = have ? json_loadb(buf, have, 0, NULL) : NULL;
+    const char *reason = json_string_value(json_object_get(res, "reason"));
+    const char *error = json_string_value(json_object_get(res, "error"));
+    json_t *code = json_object_get(res, "exit_code");
+    if (reason && !strcmp(reason, "setup_error") && error)
+        snprintf(why, len, "cordon: the server could not start: %s", error);
+    else if (reason && strcmp(reason, "exited") != 0)
+        snprintf(why, len, "cordon: the server's run ended (%s) before answering", reason);
+    else if (json_is_integer(code))
+        snprintf(why, len, "cordon: the server exited with status %lld before answering",
+                 (long long)json_integer_value(code));
+    return why;
 }
 
 static void to_server(struct broker *b, json_t *msg)
@@ -619,7 +658,7 @@ static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
         return;
     struct pending *q = forward_request(b, msg, id, PENDING_CLIENT, "tools/call");
     if (!q) {
-        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server has exited"));
+        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "%s", server_end_why(b)));
         return;
     }
     snprintf(q->tool, sizeof q->tool, "%s", tool);
@@ -670,7 +709,7 @@ static void client_request(struct broker *b, json_t *msg, const char *method, js
     if (!strcmp(method, "initialize"))
         strip_client_capabilities(b->p, copy);
     if (!forward_request(b, copy, id, PENDING_CLIENT, method))
-        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server has exited"));
+        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "%s", server_end_why(b)));
 }
 
 static void client_notification(struct broker *b, json_t *msg, const char *method)
@@ -870,6 +909,23 @@ static void own_list_answer(struct broker *b, json_t *msg)
     run_waiting(b);
 }
 
+/*
+ * A session that forwards no tool at all is a mistake the person who set it
+ * up needs to see, and the client's log is where they look: the warning
+ * goes first into the initialize result's instructions.
+ */
+static void warn_no_tools(json_t *result)
+{
+    static const char note[] =
+        "cordon: this session forwards no tools: tools.allow is empty, so every tool of the "
+        "wrapped server is hidden; allow some with --allow-tool NAME or the policy's tools.allow.";
+    const char *theirs = json_string_value(json_object_get(result, "instructions"));
+    _cleanup_free_ char *text = NULL;
+    if (theirs && *theirs && asprintf(&text, "%s\n\n%s", note, theirs) < 0)
+        text = NULL;
+    json_object_set_new(result, "instructions", json_string(text ? text : note));
+}
+
 static void client_answer(struct broker *b, struct pending *q, json_t *msg)
 {
     _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
@@ -878,6 +934,8 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
     if (json_is_object(result)) {
         if (!strcmp(q->method, "initialize")) {
             filter_capabilities(b->p, result);
+            if (b->p->tools.n_allow == 0)
+                warn_no_tools(result);
             json_t *info = json_object_get(result, "serverInfo");
             json_t *version = json_object_get(result, "protocolVersion");
             if (recorded_size(info) > RECORDED_INFO_MAX)
@@ -1082,8 +1140,7 @@ static void server_ended(struct broker *b)
         struct pending *q = b->pending;
         b->pending = q->next;
         if (q->kind == PENDING_CLIENT)
-            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR,
-                                   "cordon: the server exited before answering"));
+            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR, "%s", server_end_why(b)));
         pending_free(q);
     }
     b->listing = false;
@@ -1285,4 +1342,27 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
     /* The server's own status, unless it was stopped because the client left. */
     *status = b.stopped_by_us ? 0 : b.child_status;
     return 0;
+}
+
+void mcp_refuse_session(const char *why)
+{
+    _cleanup_free_ char *line = NULL;
+    size_t cap = 0;
+    if (isatty(STDIN_FILENO))
+        return; /* a person at a terminal has read our stderr */
+    /* Notifications and garbage are passed over: only a request has an id to answer. */
+    while (getline(&line, &cap, stdin) > 0) {
+        _cleanup_(json_decrefp) json_t *msg = json_loads(line, 0, NULL);
+        json_t *id = json_object_get(msg, "id");
+        if (!json_is_string(json_object_get(msg, "method")) || (!json_is_integer(id) &&
+                                                                 !json_is_string(id)))
+            continue;
+        _cleanup_(json_decrefp) json_t *answer =
+            rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server cannot start: %s", why);
+        _cleanup_free_ char *text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
+        if (text)
+            printf("%s\n", text);
+        fflush(stdout);
+        return;
+    }
 }

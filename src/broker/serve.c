@@ -19,6 +19,7 @@
 #include "core/run.h"
 #include "policy/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/plan.h"
 
 #include <event2/event.h>
 
@@ -250,14 +251,15 @@ static void describe_sandbox(const struct policy *p, struct sbuf *b)
               cordon_level_name(p->level));
     sb_printf(b, "%s", p->workspace ? " except the files in /workspace.\n\n" : ".\n\n");
 
-    sb_printf(b, "Files: the working directory (and HOME) is /workspace, ");
+    sb_printf(b, "Files: the working directory is /workspace, ");
     if (p->workspace)
         sb_printf(b, "a host directory shared by every call: files written there persist between "
                      "calls and are seen on the host.");
     else
         sb_printf(b, "an empty scratch file system of %s, discarded after each call.",
                   human_size(p->workspace_size, a, sizeof a));
-    sb_printf(b, " /tmp is an empty scratch file system of %s. Everything else is read-only: the "
+    sb_printf(b, " /tmp is an empty scratch file system of %s, and HOME is " SANDBOX_HOME
+                 " on it. Everything else is read-only: the "
                  "host's /usr (programs such as sh, python3 and node, with the libraries "
                  "installed there) and the few /etc files programs need. The host's home "
                  "directories, /root, /run, /var and its other files are not visible.",
@@ -298,10 +300,14 @@ static void describe_sandbox(const struct policy *p, struct sbuf *b)
         sb_printf(b, ", largest file %s", human_size(p->limits.file_size, a, sizeof a));
     if (p->limits.open_files)
         sb_printf(b, ", %llu open files", (unsigned long long)p->limits.open_files);
+    /* What comes back is the smaller of the result's share and the output limit. */
+    uint64_t back = p->tools.max_result_bytes / 2;
+    if (p->limits.output && p->limits.output < back)
+        back = p->limits.output;
     sb_printf(b, ". A run stopped by a limit says so in its result (reason \"timeout\", \"oom\", "
                  "...). Up to %s each of stdout and stderr comes back; the rest is cut off, and "
                  "the result says so.",
-              human_size(p->tools.max_result_bytes / 2, c, sizeof c));
+              human_size(back, c, sizeof c));
 
     sb_printf(b, "\n\nCredentials: ");
     if (p->n_secrets == 0) {
@@ -320,14 +326,32 @@ static void describe_sandbox(const struct policy *p, struct sbuf *b)
                   "its hosts", p->n_secrets > 1 ? "them" : "it");
     }
     sb_printf(b, " The environment holds only PATH, HOME, LANG");
-    for (size_t i = 0; i < p->n_secrets; i++)
-        sb_printf(b, ", %s", p->secrets[i].name);
-    for (size_t i = 0; i < p->n_env_pass; i++)
-        sb_printf(b, ", %s", p->env_pass[i]);
-    for (size_t i = 0; i < p->n_env_set; i++)
-        sb_printf(b, ", %s", p->env_set[i].name);
+    /* Each name once: env.set may well set HOME or LANG again, or a secret's name. */
+    size_t n_names = 3 + p->n_secrets + p->n_env_pass + p->n_env_set, k = 0;
+    _cleanup_free_ const char **names = calloc(n_names, sizeof *names);
+    if (names) {
+        names[k++] = "PATH";
+        names[k++] = "HOME";
+        names[k++] = "LANG";
+        for (size_t i = 0; i < p->n_secrets; i++)
+            names[k++] = p->secrets[i].name;
+        for (size_t i = 0; i < p->n_env_pass; i++)
+            names[k++] = p->env_pass[i];
+        for (size_t i = 0; i < p->n_env_set; i++)
+            names[k++] = p->env_set[i].name;
+    }
+    for (size_t i = 3; i < k; i++) {
+        bool again = false;
+        for (size_t j = 0; j < i && !again; j++)
+            again = strcmp(names[j], names[i]) == 0;
+        if (!again)
+            sb_printf(b, ", %s", names[i]);
+    }
     if (p->network.mode == POLICY_NET_GATEWAY)
-        sb_printf(b, " and the proxy variables");
+        sb_printf(b, ", git's safe.directory settings for the mounted paths and the proxy "
+                     "variables");
+    else
+        sb_printf(b, " and git's safe.directory settings for the mounted paths");
     sb_printf(b, ". Commands run as an unprivileged user with no capabilities, under a "
                  "system-call filter.");
 }
@@ -1287,6 +1311,15 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
     if (srv->pol.limits.wall_ms == 0 ||
         (srv->pol.limits.defaulted & (1u << POLICY_LIMIT_WALL)))
         srv->pol.limits.wall_ms = DEFAULT_WALL_MS;
+
+    /* What every call would meet, met once now: a policy this host cannot
+     * enforce (a limit without a cgroup, a level it lacks) fails the session
+     * at its start, with the reason, not each call after it. Prepared and
+     * released, a run leaves nothing: no process, cgroup or audit record. */
+    struct run *trial = NULL;
+    if (run_prepare(&srv->pol, NULL, &trial, err) < 0)
+        return err_prefix(err, "this host cannot enforce the policy");
+    run_release(trial);
 
     if (cordon_audit_open(p, &srv->audit, err) < 0)
         return -1;

@@ -146,7 +146,7 @@ static int ch_write(struct channel *ch, const char *buf, size_t len)
 
 struct response {
     int status;
-    bool denied;              /* the gateway's own refusal (X-Cordon-Denied) */
+    bool denied;              /* the gateway's own answer (X-Cordon-Denied) */
     bool chunked;
     long long length;         /* -1 when absent */
     char head[65536];
@@ -487,7 +487,9 @@ answered:
         char *body = r.head + r.head_len;
         r.head[r.have < sizeof r.head ? r.have : sizeof r.head - 1] = '\0';
         body[strcspn(body, "\n")] = '\0';
-        fprintf(stderr, "cordon: fetch: refused: %s\n", body);
+        /* A 5xx of the gateway's (dns, upstream_*) is a failure to get
+         * there, not a refusal: the rules let the request through. */
+        fprintf(stderr, "cordon: fetch: %s: %s\n", r.status >= 500 ? "failed" : "refused", body);
         goto done;
     }
     out = output ? open_output(output, why, sizeof why) : stdout;

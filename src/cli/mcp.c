@@ -55,6 +55,8 @@ static int wrap(int argc, char **argv)
 {
     struct run_args a;
     int rc = cli_run_args("mcp wrap", wrap_usage, argc, argv, true, &a);
+    if (rc && a.error.kind != CORDON_E_OK)
+        mcp_refuse_session(a.error.msg); /* the client learns why, not only our stderr */
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
@@ -82,8 +84,10 @@ static int wrap(int argc, char **argv)
                         "tools; allow some with --allow-tool or the policy\n");
     struct cordon_err err = { 0 };
     int status = 0;
-    if (mcp_wrap(p, argv + a.first, &status, &err) < 0)
+    if (mcp_wrap(p, argv + a.first, &status, &err) < 0) {
+        mcp_refuse_session(err.msg);
         return cli_fail(&err);
+    }
     return status;
 }
 
@@ -100,9 +104,12 @@ static int serve(int argc, char **argv)
     if (a.first < argc)
         return cli_usage_error("mcp serve: unexpected argument '%s'; it takes no command",
                                argv[a.first]);
+    cli_scope_enter(p);
     struct cordon_err err = { 0 };
-    if (mcp_serve(p, &err) < 0)
+    if (mcp_serve(p, &err) < 0) {
+        mcp_refuse_session(err.msg);
         return cli_fail(&err);
+    }
     return 0;
 }
 

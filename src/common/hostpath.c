@@ -145,10 +145,16 @@ int hostpath_check_dir_of(const char *path, struct cordon_err *err)
 {
     _cleanup_free_ char *abs = NULL;
     const char *base;
-    int dir = open_dir_of(path, &abs, &base, err);
+    _cleanup_close_ int dir = open_dir_of(path, &abs, &base, err);
     if (dir < 0)
         return -1;
-    close(dir);
+    /* The file is replaced by a rename in its directory: that must be writable
+     * (AT_EACCESS: as cordon, which root passes only on a writable mount). */
+    struct stat st;
+    if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+        return err_set(err, CORDON_E_SETUP, "'%s' is a directory, not a file", path);
+    if (faccessat(dir, ".", W_OK, AT_EACCESS) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot write in the directory of '%s'", path);
     return 0;
 }
 

@@ -45,7 +45,8 @@ bool hostpath_find_link(const char *path, char *out, size_t len, char *target, s
 int hostpath_open(int dirfd, const char *path, int flags, mode_t mode, bool follow,
                   struct cordon_err *err);
 
-/* Can PATH's directory be reached without following a link? 0, or -1 with ERR. */
+/* Could hostpath_replace_file(PATH) work: its directory reached without a
+ * link and writable, PATH not a directory? 0, or -1 with ERR. */
 int hostpath_check_dir_of(const char *path, struct cordon_err *err);
 
 /*

@@ -11,6 +11,7 @@
 #include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/text.h"
+#include "common/units.h"
 #include "core/limits.h"
 #include "sandbox/watchdog.h"
 #include "egress/gateway.h"
@@ -22,6 +23,7 @@
 #include "sandbox/supervise.h"
 #include "sandbox/workspace.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,6 +58,7 @@ struct run {
     struct sandbox_boundary b;
     struct sandbox_call call;             /* the front end's; valid until wait returns */
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
+    int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     uint64_t start_us;
 };
 
@@ -187,7 +190,29 @@ static void strv_free(char **v)
 }
 DEFINE_CLEANUP(char **, strv_free)
 
-/* Empty but for PATH, HOME, LANG, TERM (on a terminal) and what the policy passes. */
+/*
+ * Git refuses a repository owned by another uid ("dubious ownership"), and
+ * every bind is one: the host's files, seen by the sandbox user. The
+ * workspace and each bind are declared safe through git's environment
+ * config (GIT_CONFIG_COUNT/KEY_n/VALUE_n), not a file in anyone's HOME.
+ */
+static int git_safe_directories(char ***envp, size_t *n, const struct policy *p)
+{
+    int rc = 0;
+    size_t k = 0;
+    char name[32], count[24];
+    for (size_t i = 0; i <= p->n_binds; i++) {
+        snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", k);
+        rc |= env_add(envp, n, name, "safe.directory");
+        snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", k++);
+        rc |= env_add(envp, n, name, i < p->n_binds ? p->binds[i].dest : "/workspace");
+    }
+    snprintf(count, sizeof count, "%zu", k);
+    return rc | env_add(envp, n, "GIT_CONFIG_COUNT", count);
+}
+
+/* Empty but for PATH, HOME, LANG, TERM (on a terminal), git's safe
+ * directories and what the policy passes. */
 static char **plan_env(const struct run *run, const struct sandbox_call *call)
 {
     const struct policy *p = run->p;
@@ -196,7 +221,7 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     const char *lang = getenv("LANG");
     int rc = 0;
     rc |= env_add(&envp, &n, "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-    rc |= env_add(&envp, &n, "HOME", "/workspace");
+    rc |= env_add(&envp, &n, "HOME", SANDBOX_HOME);
     rc |= env_add(&envp, &n, "LANG", lang && *lang ? lang : "C.UTF-8");
     const char *term = getenv("TERM");
     if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
@@ -212,6 +237,7 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
         rc |= env_add(&envp, &n, "NO_PROXY", "");
         rc |= env_add(&envp, &n, "no_proxy", "");
     }
+    rc |= git_safe_directories(&envp, &n, p);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);
@@ -275,7 +301,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
     run->p = p;
     run->backend = backend;
     run->gw_pid = -1;
-    run->gw_report = run->in_w = run->out_r = run->errout_r = -1;
+    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
                                         .start_w = -1, .door = -1 };
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
@@ -314,8 +340,21 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         .in_child_arg = &run->gw,
         .host_base = run->host_base,
     };
-    if (backend->prepare(&setup, &run->b, err) < 0)
+    if (backend->prepare(&setup, &run->b, err) < 0) {
+        struct cgroup_stats st = { 0 };
+        if (cgroup_has(&run->cg, CGROUP_MEMORY))
+            cgroup_read_stats(&run->cg, &st);
+        /* Killed by its own memory limit while it was being built: the limit
+         * fired, and the run ends as oom (see run_once), not as a failure. */
+        if (st.oom_kills > 0) {
+            char v[32];
+            format_size(p->limits.memory, v, sizeof v);
+            err_set(err, CORDON_E_SETUP, "limits.memory: %s is too small for the sandbox to start",
+                    v);
+            err->errnum = ENOMEM;
+        }
         goto fail;
+    }
     if (run->b.door >= 0) {
         /* What the gateway buffers and spends on the run's behalf is the
          * run's: its memory, pids and CPU count against the run's limits.
@@ -341,6 +380,28 @@ fail:
 }
 
 /* ---- start ---- */
+
+/* Limits this run holds only per process, said once the command runs (a
+ * command that never starts has its one line of error alone). */
+static void notice_degraded(void *arg)
+{
+    const struct run *run = arg;
+    const struct sandbox_call *call = &run->call;
+    unsigned weak = sandbox_degraded(run->enforced);
+    if (!weak)
+        return;
+    char line[256], *end = line + sizeof line, *at = line;
+    const char *sep = "limits ";
+    for (int l = 0; l < POLICY_LIMIT_COUNT && at < end; l++)
+        if (weak & (1u << l)) {
+            at += snprintf(at, (size_t)(end - at), "%s%s", sep, policy_limit_name(l));
+            sep = ", ";
+        }
+    if (at < end)
+        snprintf(at, (size_t)(end - at), " hold per process only (rlimits): no cgroup for this "
+                                         "run; cordon check says how to get one");
+    call->notice(call->notice_arg, line);
+}
 
 int run_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err)
 {
@@ -370,19 +431,51 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
-    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, err);
+    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->tty, err);
     for (int i = 0; i < 3; i++)
         close(stdio[i]);
-    closep(&run->b.start_w);
-    run->b.start_w = -1;
     run->in_w = in[1];
     run->out_r = out[0];
     run->errout_r = errout[0];
+    if (rc == 0 && call->tty) {
+        /* The terminal is the sandbox's own: its master carries the command's
+         * input and output both, and its size; the pipes go unused. */
+        int master = start_terminal_recv(run->b.start_w);
+        closep(&run->in_w);
+        closep(&run->out_r);
+        run->in_w = run->out_r = -1;
+        if (master >= 0) {
+            run->out_r = master;
+            run->in_w = fcntl(master, F_DUPFD_CLOEXEC, 3);
+            run->tty_w = fcntl(master, F_DUPFD_CLOEXEC, 3);
+        }
+    }
+    closep(&run->b.start_w);
+    run->b.start_w = -1;
     /* A boundary that died at the seam says why through its error records. */
     return rc < 0 && run->b.err_r < 0 ? -1 : 0;
 }
 
 /* ---- wait ---- */
+
+/* A refusal the gateway reports, told to whoever watches the run as it happens. */
+static void notice_refusal(void *arg, const json_t *d)
+{
+    const struct sandbox_call *call = arg;
+    if (json_is_true(json_object_get(d, "allowed")))
+        return;
+    const char *host = json_string_value(json_object_get(d, "host"));
+    /* A refusal's rule is its short class (not_allowed, ssrf:loopback, budget...). */
+    const char *reason = json_string_value(json_object_get(d, "rule"));
+    char line[512];
+    /* A 5xx (dns, upstream_*) is a failure to get there, which the rules allowed. */
+    bool failed = json_integer_value(json_object_get(d, "status")) >= 500;
+    snprintf(line, sizeof line, "egress %s: %s:%lld (%s)", failed ? "failed" : "refused",
+             host && *host ? host : "?",
+             (long long)json_integer_value(json_object_get(d, "port")),
+             reason && *reason ? reason : "refused");
+    call->notice(call->notice_arg, line);
+}
 
 int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
 {
@@ -400,9 +493,14 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .out_r = run->out_r,
         .errout_r = run->errout_r,
         .in_w = run->in_w,
+        .tty_w = run->tty_w,
         .sig_fd = run->call.sig_fd,
         .report_r = run->gw_report,
         .audit = run->log,
+        .decided = run->call.notice ? notice_refusal : NULL,
+        .decided_arg = &run->call,
+        .started = run->call.notice ? notice_degraded : NULL,
+        .started_arg = run,
         .run_id = run->run_id,
         .call = &run->call,
         .limits = &p->limits,
@@ -413,7 +511,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     };
     /* supervise() owns and closes these now, and reaps the boundary. */
     run->b.pid = -1;
-    run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = -1;
+    run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = run->tty_w = -1;
     supervise(&sv, res);
     /* Init has exited, and with it every process of the PID namespace. */
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
@@ -444,7 +542,7 @@ void run_release(struct run *run)
         kill(run->gw_pid, SIGKILL);
         waitpid(run->gw_pid, NULL, 0);
     }
-    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r };
+    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r, &run->tty_w };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
@@ -481,6 +579,13 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     res->reason = RUN_SETUP_ERROR;
     res->error = *err;
     res->status = err_exit_code(err);
+    if (err->kind == CORDON_E_SETUP && err->errnum == ENOMEM) {
+        /* run_prepare(): the memory limit's OOM killer ended the run. */
+        res->reason = RUN_OOM;
+        res->signaled = true;
+        res->signal = SIGKILL;
+        res->status = 128 + SIGKILL;
+    }
     struct audit_log *log = NULL;
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
@@ -503,8 +608,10 @@ int run_once(const struct policy *p, const struct sandbox_call *call,
     else
         audit_new_run_id(run_id);
     struct run *run = NULL;
-    if (run_prepare(p, run_id, &run, err) < 0)
-        return refused(p, call, run_id, res, err);
+    if (run_prepare(p, run_id, &run, err) < 0) {
+        refused(p, call, run_id, res, err);
+        return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
+    }
     int rc = run_start(run, call, err);
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);

@@ -29,8 +29,9 @@
 #define RESERVED(path, note) { path, KT_RESERVED, 0, 0, 0, false, note }
 
 /*
- * Every key, once. A zero limit means "no limit", so limits accept 0 (or
- * "unlimited"); the tmpfs sizes do not, since a 0-byte /tmp is only a
+ * Every key, once. A limit is lifted only by the word "unlimited" (stored
+ * as 0); a written 0 is refused, being ambiguous; the tmpfs sizes take no
+ * "unlimited", since a 0-byte /tmp is only a
  * confusing failure later. Network budgets are unlimited when absent but at
  * least 1 when given: a budget of 0 would read as "none allowed" to some and
  * "unlimited" to others.
@@ -574,6 +575,9 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
     }
     if (r < 0)
         return -1;
+    /* A 0 reads as "none allowed" to some and "no limit" to others: say which. */
+    if (v == 0 && key_limit(k) < POLICY_LIMIT_COUNT)
+        return why_printf(why, len, "0 is not a limit; write unlimited for none");
     if (v < k->min && k->min == 1)
         return why_printf(why, len, "must be greater than 0, got \"%s\"", text);
     if (v < k->min)

@@ -47,6 +47,14 @@ struct sandbox_call {
     int err_fd;              /* where stderr is relayed */
     int sig_fd;              /* a signalfd whose signals pass to the command, or -1: the
                                 front end owns its signal handling, the run path never does */
+    /* The command on a terminal of the sandbox's own (a pty from its devpts),
+     * relayed from in_fd to out_fd; in_fd's window size is passed on. The
+     * caller's terminal never enters the sandbox. */
+    bool tty;
+    /* Told, one line at a time as it happens, what a person watching the run
+     * should know (an egress refusal, a limit that degraded); NULL: nobody. */
+    void (*notice)(void *arg, const char *line);
+    void *notice_arg;
 };
 
 struct sandbox_result {
@@ -127,6 +135,12 @@ extern const struct sandbox_backend namespace_backend;
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
                                                   struct cordon_err *err);
+
+/*
+ * The tree-wide limits (memory, pids, CPU; 1u << enum policy_limit) that
+ * ENFORCED holds only per process, by an rlimit, for want of a cgroup.
+ */
+unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT]);
 
 /*
  * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one

@@ -93,7 +93,7 @@ static int become_sandbox_user(const struct ns_plan *plan, struct cordon_err *er
 }
 
 static _Noreturn void exec_command(const struct ns_plan *plan, const struct child_fds *fds,
-                                   const struct start_message *m,
+                                   const struct start_message *m, int tty,
                                    const struct seccomp_program *filter)
 {
     struct cordon_err err = { 0 };
@@ -107,13 +107,20 @@ static _Noreturn void exec_command(const struct ns_plan *plan, const struct chil
         err_sys(&err, CORDON_E_SETUP, "cannot start a session");
         child_fail(fds, &err);
     }
-    if (dup2(m->stdio[0], 0) < 0 || dup2(m->stdio[1], 1) < 0 || dup2(m->stdio[2], 2) < 0) {
+    /* With a terminal: the sandbox's own pty, made this session's controlling one. */
+    const int *in = tty >= 0 ? (const int[3]){ tty, tty, tty } : m->stdio;
+    if ((tty >= 0 && ioctl(tty, TIOCSCTTY, 0) < 0) || dup2(in[0], 0) < 0 || dup2(in[1], 1) < 0 ||
+        dup2(in[2], 2) < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot set up stdio");
         child_fail(fds, &err);
     }
     /* Whatever else is open dies at exec, the error pipe included. */
     if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot mark descriptors close-on-exec");
+        child_fail(fds, &err);
+    }
+    if (mkdir(SANDBOX_HOME, 0700) < 0 && errno != EEXIST) {
+        err_sys(&err, CORDON_E_SETUP, "cannot make %s", SANDBOX_HOME);
         child_fail(fds, &err);
     }
     if (chdir("/workspace") < 0) {
@@ -303,6 +310,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     struct start_message m;
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
         _exit(125); /* released without a start */
+    int tty = m.tty ? start_terminal_send(fds->start_r, &err) : -1;
+    if (m.tty && tty < 0)
+        child_fail(fds, &err);
     close(fds->start_r);
 
     pid_t cmd = fork();
@@ -311,7 +321,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         child_fail(fds, &err);
     }
     if (cmd == 0)
-        exec_command(plan, fds, &m, &filter);
+        exec_command(plan, fds, &m, tty, &filter);
+    if (tty >= 0)
+        close(tty); /* the command's alone: its end is the terminal's hangup */
 
     /* Init: holds nothing the command could use, reaps, reports, exits. */
     close(fds->err_w);

@@ -15,6 +15,10 @@
 #define SANDBOX_GID 1000
 #define SANDBOX_USER "sandbox"
 #define SANDBOX_HOSTNAME "cordon"
+/* HOME: private to the run, on its /tmp, so tool caches and logs (.npm,
+ * .cache/pip, .gitconfig) never land in the workspace. Each level makes it
+ * before the command runs. */
+#define SANDBOX_HOME "/tmp/home"
 /* The run's CA, alone and appended to the host's bundle, when secrets need interception. */
 #define SANDBOX_CA_CERT "/etc/cordon/run-ca.pem"
 #define SANDBOX_CA_BUNDLE "/etc/cordon/ca-bundle.pem"

@@ -8,8 +8,10 @@
 #include "common/fds.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,7 +23,10 @@ struct start_header {
     uint32_t bytes; /* of the strings that follow, each NUL-terminated */
     uint32_t argc;
     uint32_t envc;
+    uint32_t flags;
 };
+
+#define START_TTY 1u
 
 int start_ready_send(int sock)
 {
@@ -71,9 +76,9 @@ static int send_strings(int sock, char *const *v)
 }
 
 int start_message_send(int sock, char *const *argv, char *const *envp, const int stdio[3],
-                       struct cordon_err *err)
+                       bool tty, struct cordon_err *err)
 {
-    struct start_header h = { .magic = START_MAGIC };
+    struct start_header h = { .magic = START_MAGIC, .flags = tty ? START_TTY : 0 };
     size_t bytes = strv_bytes(argv, &h.argc) + strv_bytes(envp, &h.envc);
     if (h.argc == 0)
         return err_set(err, CORDON_E_USAGE, "no command to run");
@@ -109,8 +114,9 @@ int start_message_recv(int sock, struct start_message *m)
     if (recv_fds(sock, &h, sizeof h, m->stdio, 3) < 0)
         return -1;
     if (h.magic != START_MAGIC || h.argc == 0 || h.bytes > START_MAX_BYTES ||
-        h.argc + (uint64_t)h.envc > h.bytes)
+        h.argc + (uint64_t)h.envc > h.bytes || (h.flags & ~START_TTY))
         goto bad;
+    m->tty = h.flags & START_TTY;
     size_t ptrs = ((size_t)h.argc + h.envc + 2) * sizeof(char *);
     size_t size = ptrs + h.bytes;
     char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -129,4 +135,34 @@ bad:
     for (int i = 0; i < 3; i++)
         close(m->stdio[i]);
     return -1;
+}
+
+int start_terminal_send(int sock, struct cordon_err *err)
+{
+    /* /dev/ptmx is the sandbox's own devpts instance (newinstance). */
+    int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open a terminal in the sandbox");
+    int unlock = 0;
+    /* TIOCGPTPEER: the slave of exactly this master, no path looked up. */
+    int slave = ioctl(master, TIOCSPTLCK, &unlock) < 0
+                    ? -1
+                    : ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (slave < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot open the terminal's slave");
+        close(master);
+        return -1;
+    }
+    int rc = send_fd(sock, master);
+    close(master);
+    if (rc < 0) {
+        close(slave);
+        return err_sys(err, CORDON_E_SETUP, "cannot hand the terminal to the supervisor");
+    }
+    return slave;
+}
+
+int start_terminal_recv(int sock)
+{
+    return recv_fd(sock);
 }

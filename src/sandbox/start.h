@@ -8,6 +8,7 @@
 #pragma once
 #include "common/err.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* argv and environment, their strings together, at most this large. */
@@ -17,6 +18,8 @@ struct start_message {
     char **argv;   /* NULL-terminated, in a private mapping */
     char **envp;
     int stdio[3];  /* stdin, stdout, stderr: received descriptors */
+    bool tty;      /* the command gets a terminal of the sandbox's own instead
+                      (start_terminal_send), stdio[] is then unused */
 };
 
 /* In the boundary, before it blocks: one byte saying the boundary is built. */
@@ -25,9 +28,19 @@ int start_ready_send(int sock);
 /* In the supervisor: wait for that byte; -1 when the boundary died first. */
 int start_ready_wait(int sock);
 
-/* In the supervisor: send ARGV, ENVP and STDIO over SOCK. */
+/* In the supervisor: send ARGV, ENVP and STDIO over SOCK; TTY asks for a terminal. */
 int start_message_send(int sock, char *const *argv, char *const *envp, const int stdio[3],
-                       struct cordon_err *err);
+                       bool tty, struct cordon_err *err);
+
+/*
+ * A terminal for the command, from the sandbox's own devpts: in the
+ * boundary, open a pty, send its master back over SOCK and return the
+ * slave (-1 with ERR). The host's terminal never enters the sandbox.
+ */
+int start_terminal_send(int sock, struct cordon_err *err);
+
+/* In the supervisor: the master start_terminal_send() sent, or -1. */
+int start_terminal_recv(int sock);
 
 /*
  * In the boundary: block until the message arrives. -1 when the socket
