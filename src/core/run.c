@@ -192,7 +192,10 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     const char *lang = getenv("LANG");
     int rc = 0;
     rc |= env_add(&envp, &n, "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-    rc |= env_add(&envp, &n, "HOME", "/workspace");
+    const struct sandbox_boundary *b = &run->b;
+    rc |= env_add(&envp, &n, "HOME", b->workdir ? b->workdir : "/workspace");
+    if (b->tmpdir)
+        rc |= env_add(&envp, &n, "TMPDIR", b->tmpdir);
     rc |= env_add(&envp, &n, "LANG", lang && *lang ? lang : "C.UTF-8");
     const char *term = getenv("TERM");
     if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
@@ -214,10 +217,11 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     if (run->gw.mint) {
         /* Trust the run's CA (for the hosts secrets are bound to) besides the
          * usual ones, under every name common clients read. */
-        rc |= env_add(&envp, &n, "SSL_CERT_FILE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", SANDBOX_CA_CERT);
+        const char *bundle = b->ca_bundle ? b->ca_bundle : SANDBOX_CA_BUNDLE;
+        rc |= env_add(&envp, &n, "SSL_CERT_FILE", bundle);
+        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", bundle);
+        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", bundle);
+        rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", b->ca_cert ? b->ca_cert : SANDBOX_CA_CERT);
     }
     for (size_t i = 0; i < p->n_env_pass; i++) {
         const char *v = getenv(p->env_pass[i]);

@@ -40,6 +40,7 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     case CORDON_LEVEL_NAMESPACE:
         return &namespace_backend;
     case CORDON_LEVEL_PROCESS:
+        return &process_backend;
     case CORDON_LEVEL_GVISOR:
     case CORDON_LEVEL_MICROVM:
         break;

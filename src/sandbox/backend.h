@@ -103,6 +103,9 @@ struct sandbox_boundary {
     int start_w;      /* where the start message goes */
     int door;         /* the listening socket the gateway serves, or -1 */
     void *state;      /* the backend's own, for release */
+    /* The command's view where it is not the namespace level's fixed one
+     * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */
+    const char *workdir, *tmpdir, *ca_cert, *ca_bundle;
 };
 
 /*
@@ -123,6 +126,7 @@ struct sandbox_backend {
 };
 
 extern const struct sandbox_backend namespace_backend;
+extern const struct sandbox_backend process_backend;
 
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,

@@ -17,6 +17,23 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS] = {
+    "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+};
+
+const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES] = {
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
+    "/etc/alternatives", "/etc/localtime", "/etc/timezone",
+    "/etc/protocols", "/etc/services", "/etc/mime.types", "/etc/gai.conf",
+    "/etc/python3", "/etc/python3.11", "/etc/perl", "/etc/gitconfig",
+    "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
+};
+
+const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES] = {
+    "null", "zero", "full", "random", "urandom", "tty",
+};
+
 _Noreturn void boundary_fail(int err_w, struct cordon_err *err)
 {
     (void)!write(err_w, err, sizeof *err);

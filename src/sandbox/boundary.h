@@ -15,6 +15,19 @@
 
 struct policy;
 
+/*
+ * What of the host every level shows (bound at the namespace level, allowed
+ * by Landlock at the process level): merged-/usr links or real directories,
+ * the /etc entries programs need (passwd, group, hosts and nsswitch.conf are
+ * generated where a level can, never the host's), and the harmless devices.
+ */
+#define SANDBOX_N_USR_LINKS 6
+#define SANDBOX_N_ETC_FILES 21
+#define SANDBOX_N_DEV_NODES 6
+extern const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS];
+extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
+extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
+
 /* In the boundary: send ERR to the supervisor over ERR_W and exit with its status. */
 _Noreturn void boundary_fail(int err_w, struct cordon_err *err);
 

@@ -4,8 +4,9 @@
  * once its root is in place, applies the plan and restricts itself
  * (landlock_plan_apply), allocating nothing.
  *
- * Only filesystem rights and IPC scopes are handled: TCP is left to the
- * network namespace, where loopback must keep working.
+ * Filesystem rights and IPC scopes are handled; TCP only where a level asks
+ * (handled_net): at the namespace level it is left to the network namespace,
+ * where loopback must keep working.
  */
 #include "sandbox/landlock.h"
 
@@ -130,6 +131,7 @@ int landlock_plan_apply(const struct landlock_plan *plan, struct cordon_err *err
         return 0;
     struct cordon_landlock_ruleset_attr attr = {
         .handled_access_fs = plan->handled_fs,
+        .handled_access_net = plan->abi >= 4 ? plan->handled_net : 0,
         .scoped = plan->scoped,
     };
     _cleanup_close_ int ruleset = sys_landlock_create_ruleset(&attr, attr_size(plan->abi), 0);

@@ -24,6 +24,8 @@ enum landlock_access {
 struct landlock_plan {
     int abi;                   /* 0: the kernel has no Landlock */
     uint64_t handled_fs;
+    uint64_t handled_net;      /* TCP rights refused outright (process level: no network
+                                  namespace confines them); 0 leaves TCP alone */
     uint64_t scoped;
     size_t n_rules;
     struct {
