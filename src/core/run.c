@@ -60,7 +60,8 @@ struct run {
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
-static json_t *start_fields(const struct policy *p, const struct sandbox_call *call)
+static json_t *start_fields(const struct policy *p, enum cordon_level level,
+                            const struct sandbox_call *call)
 {
     struct utsname u;
     uname(&u);
@@ -88,7 +89,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
-                     "level", cordon_level_name(p->level),
+                     "level", cordon_level_name(level),
                      "argv", argv,
                      "workspace", p->workspace ? json_string(p->workspace) : json_null(),
                      "policy_digest", policy_digest,
@@ -259,7 +260,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                    struct cordon_err *err)
 {
     *out = NULL;
-    const struct sandbox_backend *backend = sandbox_backend_for(p->level, err);
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
     if (!backend)
         return -1;
     struct run *run = calloc(1, sizeof *run);
@@ -338,7 +339,7 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
     run->call = *call;
-    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, call),
+    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, run->backend->level, call),
                                  err) < 0)
         return err_prefix(err, "audit");
 
@@ -375,6 +376,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     memcpy(res->enforced, run->enforced, sizeof res->enforced);
+    res->level = run->backend->level;
     if (run->state != RUN_STARTED)
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
     run->state = RUN_WAITED;
@@ -401,6 +403,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     run->b.pid = -1;
     run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = -1;
     supervise(&sv, res);
+    res->level = run->backend->level;
     /* Init has exited, and with it every process of the PID namespace. */
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
     if (run->gw_pid > 0) {
@@ -464,13 +467,14 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
 {
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run_id, 33);
+    res->level = p->level;
     res->reason = RUN_SETUP_ERROR;
     res->error = *err;
     res->status = err_exit_code(err);
     struct audit_log *log = NULL;
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
-        if (audit_append(log, "run.start", run_id, start_fields(p, call), &ignored) == 0)
+        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call), &ignored) == 0)
             record_end(log, p, res);
         audit_close(log, &ignored);
         audit_free(log);

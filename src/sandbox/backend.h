@@ -51,6 +51,7 @@ struct sandbox_call {
 
 struct sandbox_result {
     char run_id[33];         /* set by run_once() */
+    enum cordon_level level; /* the level the run had (of the policy's list, the one chosen) */
     enum run_reason reason;
     int exit_code;           /* valid when !signaled */
     int signal;              /* valid when signaled */
@@ -115,6 +116,8 @@ struct sandbox_boundary {
 struct sandbox_backend {
     const char *name;
     enum cordon_level level;
+    /* What the level leaves the command seeing or sharing of the host (cordon check), or NULL. */
+    const char *shares;
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Build the boundary and return once it waits at the seam; -1 with ERR
@@ -131,6 +134,14 @@ extern const struct sandbox_backend process_backend;
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
                                                   struct cordon_err *err);
+
+/*
+ * The backend for P: its level, or with fallbacks (isolation: [a, b]) the
+ * first whose probe passes. A level that cannot run is never replaced by
+ * one the policy did not list: NULL with ERR naming each level's reason.
+ */
+const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct cordon_err *err);
 
 /*
  * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one

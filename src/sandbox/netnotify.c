@@ -38,6 +38,9 @@
 #define STMT(code, k) ((struct sock_filter)BPF_STMT((code), (k)))
 #define JUMP(code, k, t, f) ((struct sock_filter)BPF_JUMP((code), (k), (t), (f)))
 #define REFUSE (SECCOMP_RET_ERRNO | EACCES)
+/* The I-th of N_IPC checks, jumping to the refusal after the last. */
+#define N_IPC 13
+#define IPC_REFUSED(i, name) JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_##name, N_IPC - (i), 0)
 
 int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err)
 {
@@ -47,6 +50,16 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
         /* 1 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0),
         /* 2 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), /* the allowlist kills other arches */
         /* 3 */ STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        /* System V IPC and POSIX message queues have no namespace here: the
+         * host's segments, semaphores and queues would be a guess away. */
+        IPC_REFUSED(0, shmget), IPC_REFUSED(1, shmat), IPC_REFUSED(2, shmctl),
+        IPC_REFUSED(3, semget), IPC_REFUSED(4, semop), IPC_REFUSED(5, semtimedop),
+        IPC_REFUSED(6, semctl), IPC_REFUSED(7, msgget), IPC_REFUSED(8, msgsnd),
+        IPC_REFUSED(9, msgrcv), IPC_REFUSED(10, msgctl), IPC_REFUSED(11, mq_open),
+        IPC_REFUSED(12, mq_unlink),
+        JUMP(BPF_JMP | BPF_JA, 1, 0, 0),
+        STMT(BPF_RET | BPF_K, REFUSE),
+        /* from here on, numbered as if the lines above were not there */
         /* 4 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 6, 0),
         /* 5 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_listen, 5, 0),
         /* 6 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 5, 0),

@@ -621,6 +621,11 @@ out:
 const struct sandbox_backend process_backend = {
     .name = "process",
     .level = CORDON_LEVEL_PROCESS,
+    .shares = "no namespaces: the command sees the host's process list and /proc (command "
+              "lines included; not other processes' memory or environment), shares the "
+              "host's PID and IPC namespaces (System V IPC and POSIX queues are refused), its "
+              "hostname and users, and its network stack (held to the gateway by seccomp and Landlock); "
+              "files: Landlock only, /tmp is a private host directory without a size limit",
     .probe = proc_probe,
     .prepare = proc_prepare,
     .release = proc_release,
