@@ -67,7 +67,16 @@ int landlock_plan_add(struct landlock_plan *plan, const char *path, unsigned acc
     memcpy(plan->rules[plan->n_rules].path, path, len + 1);
     plan->rules[plan->n_rules].access = access;
     plan->rules[plan->n_rules].optional = optional;
+    plan->rules[plan->n_rules].fd = -1;
     plan->n_rules++;
+    return 0;
+}
+
+int landlock_plan_add_fd(struct landlock_plan *plan, int fd, const char *path, unsigned access,
+                         struct cordon_err *err)
+{
+    TRY(landlock_plan_add(plan, path, access, false, err));
+    plan->rules[plan->n_rules - 1].fd = fd;
     return 0;
 }
 
@@ -102,7 +111,8 @@ static int add_path(int ruleset, const struct landlock_plan *plan, size_t i,
                     struct cordon_err *err)
 {
     const char *path = plan->rules[i].path;
-    _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+    _cleanup_close_ int fd = plan->rules[i].fd >= 0 ? dup(plan->rules[i].fd)
+                                                    : open(path, O_PATH | O_CLOEXEC);
     if (fd < 0) {
         if (plan->rules[i].optional && (errno == ENOENT || errno == ENOTDIR))
             return 0;

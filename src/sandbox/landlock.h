@@ -32,6 +32,8 @@ struct landlock_plan {
         char path[512];        /* path as the child will see it */
         unsigned access;       /* enum landlock_access */
         bool optional;         /* skip when the path is missing */
+        int fd;                /* opened by the planner (O_PATH, no link followed), or -1:
+                                  the child opens PATH; the plan's owner closes it */
     } rules[LANDLOCK_PLAN_MAX_RULES];
 };
 
@@ -45,6 +47,10 @@ void landlock_plan_init(struct landlock_plan *plan, int abi);
 /* Add PATH with ACCESS; -1 with ERR when the plan is full or PATH too long. */
 int landlock_plan_add(struct landlock_plan *plan, const char *path, unsigned access,
                       bool optional, struct cordon_err *err);
+
+/* Add the tree FD (O_PATH) names, opened already; PATH names it in messages. */
+int landlock_plan_add_fd(struct landlock_plan *plan, int fd, const char *path, unsigned access,
+                         struct cordon_err *err);
 
 /* In the child: build the ruleset and restrict self. No-op when abi is 0. */
 int landlock_plan_apply(const struct landlock_plan *plan, struct cordon_err *err);

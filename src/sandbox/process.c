@@ -23,6 +23,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "egress/gateway.h"
 #include "sandbox/boundary.h"
@@ -61,6 +62,7 @@ struct process_plan {
     struct seccomp_program notify;
     struct netnotify nn;
     const char *workdir;
+    const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
     bool root;
 };
 
@@ -163,6 +165,24 @@ static void kill_tree(void)
     }
 }
 
+static void remove_tree_at(int fd);
+
+/* The run's directory, once nothing of the run is left to use it. */
+static void remove_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0)
+        remove_tree_at(fd);
+    rmdir(dir);
+}
+
+static _Noreturn void keeper_exit(const struct process_plan *plan, int status)
+{
+    kill_tree();
+    remove_dir(plan->run_dir);
+    _exit(status);
+}
+
 static void noop(int sig)
 {
     (void)sig;
@@ -178,13 +198,13 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
     }
     struct seccomp_program filter;
     if (!boundary_receive_filter(fds->bpf_r, &filter))
-        _exit(125); /* the supervisor could not compile it and reports why */
+        keeper_exit(plan, 125); /* the supervisor could not compile it and reports why */
     close(fds->bpf_r);
 
     /* The seam: the call arrives now, or never. */
     struct start_message m;
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
-        _exit(125);
+        keeper_exit(plan, 125); /* released, or the supervisor died, before a start */
     close(fds->start_r);
 
     int nsock[2];
@@ -246,8 +266,7 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
         }
     }
 done:
-    kill_tree();
-    _exit(0);
+    keeper_exit(plan, 0);
 }
 
 static _Noreturn void top_main(const struct process_plan *plan, const struct boundary_fds *fds)
@@ -321,10 +340,7 @@ static void remove_run_dir(struct process_state *st)
 {
     if (!st->run_dir[0])
         return;
-    int fd = open(st->run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0)
-        remove_tree_at(fd);
-    rmdir(st->run_dir);
+    remove_dir(st->run_dir);
     st->run_dir[0] = '\0';
 }
 
@@ -383,6 +399,26 @@ static int make_run_dir(const struct policy *p, struct process_state *st, struct
     return 0;
 }
 
+/* Is PATH TOP or beneath it? */
+static bool beneath(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+    if (n == 1 && top[0] == '/')
+        return true;
+    return strncmp(path, top, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* The writable tree (workspace or writable bind, other than bind SELF) holding PATH, or NULL. */
+static const char *writable_around(const struct policy *p, const char *path, size_t self)
+{
+    if (p->workspace && beneath(path, p->workspace))
+        return p->workspace;
+    for (size_t i = 0; i < p->n_binds; i++)
+        if (i != self && p->binds[i].writable && beneath(path, p->binds[i].source))
+            return p->binds[i].source;
+    return NULL;
+}
+
 /*
  * Without mounts, nothing can appear where it is not on the host, and
  * Landlock only adds rights beneath a tree: say which part of the policy
@@ -397,12 +433,49 @@ static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
                            "the process level has no mounts: bind '%s' cannot appear at '%s' "
                            "(bind it at its own path)",
                            p->binds[i].source, p->binds[i].dest);
+    /* Landlock rights only add up: nothing is read-only inside a writable tree. */
+    for (size_t i = 0; i < p->n_binds; i++) {
+        const char *w = writable_around(p, p->binds[i].source, i);
+        if (!p->binds[i].writable && w)
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "the process level cannot make '%s' read-only inside the writable "
+                           "'%s' (Landlock only adds rights beneath a tree)",
+                           p->binds[i].source, w);
+    }
+    /* Nor hidden inside a readable one: the namespace level masks them. */
+    const char *hidden[] = { p->audit.file, p->audit.sign_key };
+    for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+        _cleanup_free_ char *real = hidden[h] ? realpath(hidden[h], NULL) : NULL;
+        for (size_t i = 0; real && i < p->n_binds; i++)
+            if (beneath(real, p->binds[i].source))
+                return err_set(err, CORDON_E_UNSUPPORTED,
+                               "the process level cannot hide '%s' inside the bind '%s' (no "
+                               "mounts to mask it with)", hidden[h], p->binds[i].source);
+    }
     if (s->workspace && s->workspace->n_entries)
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "the process level cannot keep '%s' read-only in the workspace (Landlock "
                        "only adds rights beneath a writable tree); use --level namespace, or "
                        "take the names out with filesystem.unsafe_unprotect",
                        s->workspace->entries[0].rel);
+    return 0;
+}
+
+/*
+ * A host tree the policy names, opened here as the namespace level's mounts
+ * open it (no link on the way unless the policy follows them), so the rule
+ * covers what was checked and nothing a planted link points at.
+ */
+static int add_host_tree(struct landlock_plan *ll, const char *path, bool follow,
+                         unsigned access, struct cordon_err *err)
+{
+    int fd = hostpath_open(AT_FDCWD, path, O_PATH, 0, follow, err);
+    if (fd < 0)
+        return err_prefix(err, "'%s'", path);
+    if (landlock_plan_add_fd(ll, fd, path, access, err) < 0) {
+        close(fd);
+        return -1;
+    }
     return 0;
 }
 
@@ -434,15 +507,17 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     TRY(landlock_plan_add(ll, "/dev/pts", LANDLOCK_DEV, true, err));
     TRY(landlock_plan_add(ll, "/dev/ptmx", LANDLOCK_DEV, true, err));
     TRY(landlock_plan_add(ll, st->tmpdir, LANDLOCK_RW, false, err));
-    TRY(landlock_plan_add(ll, st->workdir, p->workspace ? LANDLOCK_HOST_RW : LANDLOCK_RW, false,
-                          err));
+    if (p->workspace)
+        TRY(add_host_tree(ll, p->workspace, p->workspace_follow_symlinks, LANDLOCK_HOST_RW, err));
+    else
+        TRY(landlock_plan_add(ll, st->workdir, LANDLOCK_RW, false, err));
     if (st->ca_cert[0]) {
         TRY(landlock_plan_add(ll, st->ca_cert, LANDLOCK_RO, false, err));
         TRY(landlock_plan_add(ll, st->ca_bundle, LANDLOCK_RO, false, err));
     }
     for (size_t i = 0; i < p->n_binds; i++)
-        TRY(landlock_plan_add(ll, p->binds[i].source,
-                              p->binds[i].writable ? LANDLOCK_HOST_RW : LANDLOCK_RO, false, err));
+        TRY(add_host_tree(ll, p->binds[i].source, p->binds[i].follow_symlinks,
+                          p->binds[i].writable ? LANDLOCK_HOST_RW : LANDLOCK_RO, err));
     return 0;
 }
 
@@ -458,9 +533,10 @@ static int plan_unix_roots(const struct policy *p, const struct process_state *s
         if (p->binds[i].writable)
             roots[n++] = p->binds[i].source;
     for (size_t i = 0; i < n; i++) {
-        int fd = open(roots[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+        struct cordon_err ignored;
+        int fd = hostpath_open(AT_FDCWD, roots[i], O_PATH | O_DIRECTORY, 0, false, &ignored);
         if (fd < 0)
-            continue; /* a file bind: no socket beneath it */
+            continue; /* a file bind (no socket beneath it), or reached through a link */
         nn->roots[nn->n_roots] = fd;
         snprintf(nn->root_paths[nn->n_roots], sizeof nn->root_paths[0], "%s", roots[i]);
         nn->n_roots++;
@@ -517,6 +593,11 @@ static void pipes_close(struct pipes *pp)
 
 static void plan_release(struct process_plan *plan)
 {
+    struct landlock_plan *ll = &plan->confine.landlock;
+    for (size_t i = 0; i < ll->n_rules; i++)
+        if (ll->rules[i].fd >= 0)
+            close(ll->rules[i].fd);
+    ll->n_rules = 0;
     seccomp_program_release(&plan->notify);
     for (size_t i = 0; i < plan->nn.n_roots; i++)
         close(plan->nn.roots[i]);
@@ -547,6 +628,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         netnotify_program(s->gateway, &plan.notify, err) < 0)
         goto out;
     plan.workdir = st->workdir;
+    plan.run_dir = st->run_dir;
     if (s->gateway && (b->door = open_door(&plan.nn, err)) < 0)
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
@@ -567,8 +649,11 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         struct boundary_fds fds = { .sync_r = pp.sync[0], .err_w = pp.err[1],
                                     .status_w = pp.status[1], .start_r = pp.start[1],
                                     .bpf_r = pp.bpf[0] };
-        int keep[5 + NETNOTIFY_MAX_ROOTS];
+        int keep[5 + NETNOTIFY_MAX_ROOTS + LANDLOCK_PLAN_MAX_RULES];
         size_t n = 0;
+        for (size_t i = 0; i < plan.confine.landlock.n_rules; i++)
+            if (plan.confine.landlock.rules[i].fd >= 0)
+                keep[n++] = plan.confine.landlock.rules[i].fd;
         const int *f = (const int *)&fds;
         for (size_t i = 0; i < sizeof fds / sizeof(int); i++)
             keep[n++] = f[i];
