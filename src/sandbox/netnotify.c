@@ -15,6 +15,7 @@
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -162,11 +164,35 @@ static bool is_proxy(const struct sockaddr_storage *a, socklen_t len)
  * A fresh connection to the gateway, shaped like the caller's socket
  * (blocking or not, Nagle and keepalive as it set them), in place of it.
  */
+/*
+ * The keeper answers one notification at a time and must stay free to end
+ * the run: no connect it makes may wait longer than this.
+ */
+#define CONNECT_WAIT_MS 5000
+
+static int dial_gateway(const struct netnotify *nn)
+{
+    _cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return -1;
+    if (connect(s, (const struct sockaddr *)&nn->gw, sizeof nn->gw) < 0) {
+        struct pollfd p = { .fd = s, .events = POLLOUT };
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (errno != EINPROGRESS || poll(&p, 1, CONNECT_WAIT_MS) != 1 ||
+            getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr)
+            return -1;
+    }
+    if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) < 0)
+        return -1;
+    return TAKE_FD(s);
+}
+
 static int redirect_to_gateway(int listener, const struct seccomp_notif *n, int theirs,
                                const struct netnotify *nn)
 {
-    _cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0 || connect(s, (const struct sockaddr *)&nn->gw, sizeof nn->gw) < 0)
+    _cleanup_close_ int s = dial_gateway(nn);
+    if (s < 0)
         return respond(listener, n->id, ECONNREFUSED, 0);
     int on = 0;
     socklen_t len = sizeof on;
@@ -230,7 +256,17 @@ static int connect_unix(int theirs, pid_t tid, const struct sockaddr_un *un, soc
             return ECONNREFUSED;
         struct sockaddr_un via = { .sun_family = AF_UNIX };
         snprintf(via.sun_path, sizeof via.sun_path, "/proc/self/fd/%d", sfd);
-        return connect(theirs, (struct sockaddr *)&via, sizeof via) < 0 ? errno : 0;
+        /* A listener that never accepts must not hold the keeper: a blocking
+         * connect waits at most the socket's send timeout, set for the call. */
+        struct timeval saved = { 0 }, wait = { CONNECT_WAIT_MS / 1000, 0 };
+        socklen_t tl = sizeof saved;
+        bool timed = getsockopt(theirs, SOL_SOCKET, SO_SNDTIMEO, &saved, &tl) == 0 &&
+                     !saved.tv_sec && !saved.tv_usec &&
+                     setsockopt(theirs, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait) == 0;
+        int rc = connect(theirs, (struct sockaddr *)&via, sizeof via) < 0 ? errno : 0;
+        if (timed)
+            setsockopt(theirs, SOL_SOCKET, SO_SNDTIMEO, &saved, sizeof saved);
+        return rc == EAGAIN ? ETIMEDOUT : rc;
     }
     return EACCES; /* a host socket: the docker, dbus or agent socket stay out of reach */
 }
