@@ -15,6 +15,12 @@ FUZZ_SECONDS ?= 60
 FUZZ_SEED ?= $(if $(CI),1,)
 # CI builds with warnings as errors.
 MESON_OPTS := $(if $(CI),--werror,)
+# The isolation levels the integration suite runs at (tests/integration/levels.py):
+# CI names them, so a level the machine lost fails instead of dropping out;
+# elsewhere, every level `cordon check` reports available.
+comma := ,
+CORDON_LEVELS ?= $(if $(CI),namespace$(comma)process,)
+export CORDON_LEVELS
 
 .PHONY: all deps test-deps fuzz-deps build demo test unit integration fuzz sanitize bench clean
 

@@ -309,6 +309,8 @@ int cmd_check(int argc, char **argv)
                    l == CORDON_LEVEL_NAMESPACE ? " (default)" : "");
         else
             printf("  %-10s no: %s\n", cordon_level_name((enum cordon_level)l), err.msg);
+        if (b && b->shares)
+            printf("  %-10s does not hide: %s\n", "", b->shares);
     }
     print_defaults(&cg);
     cgroup_destroy(&cg);

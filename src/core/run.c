@@ -63,7 +63,8 @@ struct run {
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
-static json_t *start_fields(const struct policy *p, const struct sandbox_call *call)
+static json_t *start_fields(const struct policy *p, enum cordon_level level,
+                            const struct sandbox_call *call)
 {
     struct utsname u;
     uname(&u);
@@ -85,7 +86,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
-                     "level", cordon_level_name(p->level),
+                     "level", cordon_level_name(level),
                      "argv", argv,
                      "workspace", p->workspace ? json_string(p->workspace) : json_null(),
                      "policy_digest", p->evidence.policy,
@@ -221,7 +222,12 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     const char *lang = getenv("LANG");
     int rc = 0;
     rc |= env_add(&envp, &n, "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-    rc |= env_add(&envp, &n, "HOME", SANDBOX_HOME);
+    const struct sandbox_boundary *b = &run->b;
+    /* A private home: the namespace level's own /tmp/home, the process
+     * level's per-run directory (it has no private /tmp). */
+    rc |= env_add(&envp, &n, "HOME", b->tmpdir ? b->tmpdir : SANDBOX_HOME);
+    if (b->tmpdir)
+        rc |= env_add(&envp, &n, "TMPDIR", b->tmpdir);
     rc |= env_add(&envp, &n, "LANG", lang && *lang ? lang : "C.UTF-8");
     const char *term = getenv("TERM");
     if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
@@ -244,10 +250,11 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     if (run->gw.mint) {
         /* Trust the run's CA (for the hosts secrets are bound to) besides the
          * usual ones, under every name common clients read. */
-        rc |= env_add(&envp, &n, "SSL_CERT_FILE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", SANDBOX_CA_CERT);
+        const char *bundle = b->ca_bundle ? b->ca_bundle : SANDBOX_CA_BUNDLE;
+        rc |= env_add(&envp, &n, "SSL_CERT_FILE", bundle);
+        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", bundle);
+        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", bundle);
+        rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", b->ca_cert ? b->ca_cert : SANDBOX_CA_CERT);
     }
     for (size_t i = 0; i < p->n_env_pass; i++) {
         const char *v = getenv(p->env_pass[i]);
@@ -292,7 +299,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                    struct cordon_err *err)
 {
     *out = NULL;
-    const struct sandbox_backend *backend = sandbox_backend_for(p->level, err);
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
     if (!backend)
         return -1;
     struct run *run = calloc(1, sizeof *run);
@@ -413,7 +420,7 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     if (run->log && run->p->break_glass &&
         audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
         return err_prefix(err, "audit");
-    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, call),
+    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, run->backend->level, call),
                                  err) < 0)
         return err_prefix(err, "audit");
 
@@ -482,6 +489,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     memcpy(res->enforced, run->enforced, sizeof res->enforced);
+    res->level = run->backend->level;
     if (run->state != RUN_STARTED)
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
     run->state = RUN_WAITED;
@@ -513,6 +521,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     run->b.pid = -1;
     run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = run->tty_w = -1;
     supervise(&sv, res);
+    res->level = run->backend->level;
     /* Init has exited, and with it every process of the PID namespace. */
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
     if (run->gw_pid > 0) {
@@ -576,6 +585,7 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
 {
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run_id, 33);
+    res->level = p->level;
     res->reason = RUN_SETUP_ERROR;
     res->error = *err;
     res->status = err_exit_code(err);
@@ -591,7 +601,7 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
         if (p->break_glass)
             audit_append(log, "breakglass.start", run_id, NULL, &ignored);
-        if (audit_append(log, "run.start", run_id, start_fields(p, call), &ignored) == 0)
+        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call), &ignored) == 0)
             record_end(log, p, res);
         audit_close(log, &ignored);
         audit_free(log);

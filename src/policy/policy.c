@@ -211,7 +211,7 @@ const char *policy_key_expect(const struct policy_key *k)
     switch (k->type) {
     case KT_SECTION: return "a mapping";
     case KT_VERSION: return "1";
-    case KT_LEVEL: return "one of process, namespace, gvisor, microvm";
+    case KT_LEVEL: return "one of process, namespace, gvisor, microvm, or a list of them";
     case KT_SIZE: return "a size like 256M";
     case KT_DURATION: return "a duration like 30s, 2m or 500ms";
     case KT_COUNT: return "a whole number";
@@ -375,16 +375,38 @@ static uint64_t *u64_field(struct policy *p, const struct policy_key *k)
     return (uint64_t *)((char *)p + k->offset);
 }
 
+/*
+ * One level, or several separated by commas (a YAML list arrives so): the
+ * first is the level, the rest explicit fallbacks, each named once.
+ */
 static int apply_level(struct policy *p, const char *text, char *why, size_t len)
 {
-    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++) {
-        if (strcmp(text, level_names[i]) == 0) {
-            p->level = (enum cordon_level)i;
-            return 0;
-        }
+    enum cordon_level got[4];
+    size_t n = 0;
+    for (const char *s = text;; s++) {
+        const char *end = strchr(s, ',');
+        size_t l = end ? (size_t)(end - s) : strlen(s);
+        size_t i = 0;
+        while (i < sizeof level_names / sizeof level_names[0] &&
+               (strlen(level_names[i]) != l || strncmp(s, level_names[i], l) != 0))
+            i++;
+        if (i == sizeof level_names / sizeof level_names[0])
+            return why_printf(why, len,
+                              "expected one of process, namespace, gvisor, microvm, got \"%.*s\"",
+                              (int)l, s);
+        for (size_t j = 0; j < n; j++)
+            if (got[j] == (enum cordon_level)i)
+                return why_printf(why, len, "\"%s\" is listed twice", level_names[i]);
+        got[n++] = (enum cordon_level)i;
+        if (!end)
+            break;
+        s = end;
     }
-    return why_printf(why, len, "expected one of process, namespace, gvisor, microvm, got \"%s\"",
-                   text);
+    p->level = got[0];
+    p->n_level_fallbacks = n - 1;
+    for (size_t j = 1; j < n; j++)
+        p->level_fallbacks[j - 1] = got[j];
+    return 0;
 }
 
 static char **str_field(struct policy *p, const struct policy_key *k)

@@ -217,6 +217,10 @@ struct policy_gov {
 struct policy {
     int version;                    /* 1 */
     enum cordon_level level;
+    /* isolation as a list ([namespace, process]): the levels tried, in order, after
+     * LEVEL when it cannot run here; none means LEVEL or nothing. */
+    enum cordon_level level_fallbacks[3];
+    size_t n_level_fallbacks;
     char *origin;                   /* file name the policy came from, or NULL */
 
     /* filesystem */

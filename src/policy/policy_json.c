@@ -188,12 +188,24 @@ static json_t *secrets_json(const struct policy *p)
  * origin is left out on purpose: the same rules loaded from another file
  * name, or written as JSON instead of YAML, must have the same digest.
  */
+/* One level as a name; with fallbacks, the list in the order they are tried. */
+static json_t *isolation_json(const struct policy *p)
+{
+    if (!p->n_level_fallbacks)
+        return json_string(cordon_level_name(p->level));
+    json_t *a = json_array();
+    json_array_append_new(a, json_string(cordon_level_name(p->level)));
+    for (size_t i = 0; i < p->n_level_fallbacks; i++)
+        json_array_append_new(a, json_string(cordon_level_name(p->level_fallbacks[i])));
+    return a;
+}
+
 json_t *policy_to_json(const struct policy *p)
 {
     _cleanup_(json_decrefp) json_t *root = json_object();
     json_t *fs = NULL, *sc = NULL;
     if (put(root, "version", json_integer(p->version)) < 0 ||
-        put(root, "isolation", json_string(cordon_level_name(p->level))) < 0 ||
+        put(root, "isolation", isolation_json(p)) < 0 ||
         put(root, "filesystem", fs = json_object()) < 0 ||
         put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
         put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||

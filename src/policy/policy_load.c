@@ -258,6 +258,30 @@ static int load_list(struct loader *l, const struct policy_key *k, struct fy_nod
     return 0;
 }
 
+/* isolation: [namespace, process]: the levels in order, joined as --level takes them. */
+static int load_levels(struct loader *l, const struct policy_key *k, struct fy_node *n)
+{
+    char text[128] = "";
+    void *it = NULL;
+    struct fy_node *item;
+    for (size_t i = 0; (item = fy_node_sequence_iterate(n, &it)); i++) {
+        char path[96];
+        snprintf(path, sizeof path, "%s[%zu]", k->path, i);
+        _cleanup_free_ char *name = NULL;
+        TRY(scalar_text(l, item, path, "a level name", &name, NULL));
+        if (strchr(name, ',') || strlen(text) + strlen(name) + 2 > sizeof text)
+            return fail(l, item, path, "expected a level name, got \"%s\"", name);
+        if (i)
+            strcat(text, ",");
+        strcat(text, name);
+    }
+    if (!text[0])
+        return fail(l, n, k->path, "expected at least one level, got an empty list");
+    char why[200] = "";
+    return setter_result(l, policy_apply_scalar(l->p, k, text, FROM_FILE, why, sizeof why), n,
+                         k->path, why);
+}
+
 static int load_env_set(struct loader *l, const struct policy_key *k, struct fy_node *n)
 {
     TRY(check_type(l, n, FYNT_MAPPING, k->path, policy_key_expect(k)));
@@ -533,6 +557,10 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_BEST_EFFORT:
         if (fy_node_get_type(v) == FYNT_SEQUENCE)
             return load_list(l, k, key, v);
+        break;
+    case KT_LEVEL:
+        if (fy_node_get_type(v) == FYNT_SEQUENCE)
+            return load_levels(l, k, v);
         break;
     default:
         break;

@@ -51,6 +51,7 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     case CORDON_LEVEL_NAMESPACE:
         return &namespace_backend;
     case CORDON_LEVEL_PROCESS:
+        return &process_backend;
     case CORDON_LEVEL_GVISOR:
     case CORDON_LEVEL_MICROVM:
         break;
@@ -58,6 +59,27 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     err_set(err, CORDON_E_UNSUPPORTED,
             "isolation level '%s' is not implemented yet; use 'namespace'",
             cordon_level_name(level) ? cordon_level_name(level) : "?");
+    return NULL;
+}
+
+const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct cordon_err *err)
+{
+    if (!p->n_level_fallbacks)
+        return sandbox_backend_for(p->level, err);
+    char why[sizeof err->msg] = "";
+    size_t used = 0;
+    for (size_t i = 0; i <= p->n_level_fallbacks; i++) {
+        enum cordon_level l = i ? p->level_fallbacks[i - 1] : p->level;
+        struct cordon_err e = { 0 };
+        const struct sandbox_backend *b = sandbox_backend_for(l, &e);
+        if (b && b->probe(&e) == 0)
+            return b;
+        int n = snprintf(why + used, sizeof why - used, "%s%s: %s", i ? "; " : "",
+                         cordon_level_name(l), e.msg);
+        used = n < 0 || (size_t)n >= sizeof why - used ? sizeof why - 1 : used + (size_t)n;
+    }
+    err_set(err, CORDON_E_UNSUPPORTED, "no isolation level of the policy can run here (%s)", why);
     return NULL;
 }
 
@@ -79,7 +101,7 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
     /* Times are integers: microseconds exact, milliseconds rounded, never a
      * binary fraction printed as 75.126000000000005. */
     json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o}",
-        "level", cordon_level_name(p->level),
+        "level", cordon_level_name(res->level),
         "exit_code", res->reason == RUN_SETUP_ERROR && res->error.kind != CORDON_E_NOTFOUND &&
                              res->error.kind != CORDON_E_NOEXEC
                          ? json_null()

@@ -59,6 +59,7 @@ struct sandbox_call {
 
 struct sandbox_result {
     char run_id[33];         /* set by run_once() */
+    enum cordon_level level; /* the level the run had (of the policy's list, the one chosen) */
     enum run_reason reason;
     int exit_code;           /* valid when !signaled */
     int signal;              /* valid when signaled */
@@ -111,6 +112,9 @@ struct sandbox_boundary {
     int start_w;      /* where the start message goes */
     int door;         /* the listening socket the gateway serves, or -1 */
     void *state;      /* the backend's own, for release */
+    /* The command's view where it is not the namespace level's fixed one
+     * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */
+    const char *workdir, *tmpdir, *ca_cert, *ca_bundle;
 };
 
 /*
@@ -120,6 +124,8 @@ struct sandbox_boundary {
 struct sandbox_backend {
     const char *name;
     enum cordon_level level;
+    /* What the level leaves the command seeing or sharing of the host (cordon check), or NULL. */
+    const char *shares;
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Build the boundary and return once it waits at the seam; -1 with ERR
@@ -131,6 +137,7 @@ struct sandbox_backend {
 };
 
 extern const struct sandbox_backend namespace_backend;
+extern const struct sandbox_backend process_backend;
 
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
@@ -141,6 +148,14 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
  * ENFORCED holds only per process, by an rlimit, for want of a cgroup.
  */
 unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT]);
+
+/*
+ * The backend for P: its level, or with fallbacks (isolation: [a, b]) the
+ * first whose probe passes. A level that cannot run is never replaced by
+ * one the policy did not list: NULL with ERR naming each level's reason.
+ */
+const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct cordon_err *err);
 
 /*
  * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one
