@@ -615,6 +615,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     memset(&pp, -1, sizeof pp);
     pid_t top = -1;
     int rc = -1;
+    struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
     struct process_state *st = calloc(1, sizeof *st);
     if (!st)
@@ -637,12 +638,20 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         goto out;
     }
 
+    /* The boundary joins the run's cgroups itself, first thing (see cgroup.h). */
+    if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
+        goto out;
     top = fork();
     if (top < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
         goto out;
     }
     if (top == 0) {
+        if (cgroup_ticket_use(&ticket) < 0) {
+            struct cordon_err e = { 0 };
+            err_sys(&e, CORDON_E_SETUP, "cannot join the run's cgroup");
+            boundary_fail(pp.err[1], &e);
+        }
         if (s->in_child)
             s->in_child(s->in_child_arg);
         struct boundary_fds fds = { .sync_r = pp.sync[0], .err_w = pp.err[1],
@@ -668,7 +677,8 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     closep(&pp.bpf[0]);
     pp.sync[0] = pp.err[1] = pp.status[1] = pp.start[1] = pp.bpf[0] = -1;
 
-    if ((s->cg->version && cgroup_attach(s->cg, top, err) < 0) || write(pp.sync[1], "g", 1) != 1 ||
+    cgroup_ticket_close(&ticket);
+    if (write(pp.sync[1], "g", 1) != 1 ||
         boundary_send_filter(p, &filter, pp.bpf[1], err) < 0) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
@@ -695,6 +705,7 @@ out:
         waitpid(top, NULL, 0);
     }
     pipes_close(&pp);
+    cgroup_ticket_close(&ticket);
     plan_release(&plan);
     seccomp_program_release(&filter);
     if (rc < 0)
