@@ -6,6 +6,7 @@
 #include "common/err.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct policy;
 
@@ -17,6 +18,18 @@ int cmd_policy(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+
+/*
+ * Remove option NAME ("--pool", with its value as the next argument or
+ * after '=') from ARGV before the "--", for options a subcommand takes
+ * besides run's. 1 with *VALUE, 0 when absent, or minus the exit status of
+ * a printed refusal.
+ */
+int cli_take_option(int *argc, char **argv, const char *name, const char **value);
+
+/* cli_take_option() for a count from 0 to MAX. */
+int cli_take_count(int *argc, char **argv, const char *name, uint64_t max, unsigned *out);
 
 /* The sandbox options `run`, `mcp wrap` and `mcp serve` share, for their --help. */
 extern const char cli_run_options_help[];

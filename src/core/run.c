@@ -56,6 +56,7 @@ struct run {
     struct sandbox_boundary b;
     struct sandbox_call call;             /* the front end's; valid until wait returns */
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
+    struct policy_limits limits;          /* the policy's, with the call's wall clock */
     uint64_t start_us;
 };
 
@@ -229,6 +230,47 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     return rc ? NULL : TAKE_PTR(envp);
 }
 
+/* Is NAME one the run path sets itself (the proxy, the CA, a secret's placeholder)? */
+static bool env_reserved(const struct run *run, const char *name, size_t len)
+{
+    static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+                                         "http_proxy", "https_proxy", "all_proxy", "no_proxy",
+                                         "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                         "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
+            return run->gateway;
+    for (size_t i = 0; i < run->gw.n_secrets; i++)
+        if (strlen(run->gw.secrets[i].name) == len && memcmp(run->gw.secrets[i].name, name, len) == 0)
+            return true;
+    return false;
+}
+
+/* The call's own entries on top of the policy's; the run's own names stay the run's. */
+static int add_call_env(const struct run *run, char ***envp, char *const *extra,
+                        struct cordon_err *err)
+{
+    size_t n = 0;
+    while ((*envp)[n])
+        n++;
+    for (char *const *e = extra; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || eq == *e)
+            return err_set(err, CORDON_E_USAGE, "environment entry '%s' is not NAME=VALUE", *e);
+        size_t len = (size_t)(eq - *e);
+        if (env_reserved(run, *e, len))
+            continue;
+        char name[256];
+        if (len >= sizeof name)
+            return err_set(err, CORDON_E_USAGE, "environment name too long: '%.64s...'", *e);
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        if (env_add(envp, &n, name, eq + 1) < 0)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    return 0;
+}
+
 /* ---- prepare ---- */
 
 static void wipe_secret_values(void *gw)
@@ -333,14 +375,24 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         return err_set(err, CORDON_E_USAGE, "run %s was started already", run->run_id);
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
-    run->call = *call;
-    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, call),
-                                 err) < 0)
-        return err_prefix(err, "audit");
-
     _cleanup_(strv_freep) char **envp = plan_env(run, call);
     if (!envp)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (add_call_env(run, &envp, call->envp, err) < 0)
+        return -1;
+    /* A pooled run was prepared before its call had a name: it takes the call's. */
+    if (call->run_id && strlen(call->run_id) == 32)
+        memcpy(run->run_id, call->run_id, sizeof run->run_id);
+    run->call = *call;
+    run->limits = run->p->limits;
+    if (call->wall_ms && (!run->limits.wall_ms || call->wall_ms < run->limits.wall_ms))
+        run->limits.wall_ms = call->wall_ms;
+    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, call),
+                                 err) < 0)
+        return err_prefix(err, "audit");
+    /* From here on the run has a record to close, should we die. */
+    if (watchdog_started(run->wd, run->run_id, err) < 0)
+        return -1;
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
         int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
@@ -387,7 +439,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .audit = run->log,
         .run_id = run->run_id,
         .call = &run->call,
-        .limits = &p->limits,
+        .limits = &run->limits,
         .cg = &run->cg,
         .poll_cpu = cgroup_has(&run->cg, CGROUP_CPU) && p->limits.cpu_ms,
         .poll_pids = cgroup_has(&run->cg, CGROUP_PIDS) && p->limits.pids,
@@ -474,22 +526,31 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     return -1;
 }
 
-int run_once(const struct policy *p, const struct sandbox_call *call,
-               struct sandbox_result *res, struct cordon_err *err)
+int run_call(struct run *run, const struct policy *p, const struct sandbox_call *call,
+             struct sandbox_result *res, struct cordon_err *err)
 {
     char run_id[33];
     if (call->run_id && strlen(call->run_id) == 32)
         memcpy(run_id, call->run_id, sizeof run_id);
+    else if (run)
+        memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    struct run *run = NULL;
-    if (run_prepare(p, run_id, &run, err) < 0)
+    if (!run && run_prepare(p, run_id, &run, err) < 0)
         return refused(p, call, run_id, res, err);
-    int rc = run_start(run, call, err);
+    struct sandbox_call named = *call;
+    named.run_id = run_id;
+    int rc = run_start(run, &named, err);
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);
     else
         refused(p, call, run_id, res, err);
     run_release(run);
     return rc;
+}
+
+int run_once(const struct policy *p, const struct sandbox_call *call,
+               struct sandbox_result *res, struct cordon_err *err)
+{
+    return run_call(NULL, p, call, res, err);
 }
