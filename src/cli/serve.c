@@ -18,7 +18,7 @@ static const char *const usage[2] = {
     "                    [--allow-uid UID]... [--grace DURATION] [OPTIONS]\n"
     "\n"
     "Serve JSON-RPC 2.0 (one object per line) on the unix socket PATH (mode 0600;\n"
-    "peers of our own uid or an --allow-uid only). Methods: run, cancel, policy.check,\n"
+    "peers of our uid, root or an --allow-uid only). Methods: run, cancel, policy.check,\n"
     "health, stats. Each run gets a fresh sandbox built from OPTIONS, taken from a\n"
     "warm pool of N prepared ones (default 2; 0 starts every run cold).\n"
     "\n"

@@ -94,10 +94,9 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
     if (prepare) {
         /* A failed preparation is tried again, cold, should a call come anyway. */
         char answer = run_prepare(p, NULL, &run, &err) == 0 ? RUN_HANDLE_READY : RUN_HANDLE_FAILED;
-        if (write(ctl_fd, &answer, 1) != 1) {
-            run_release(run);
-            _exit(125);
-        }
+        /* A call taken before we were ready is already in the socket, its
+         * writer gone: the answer may find no reader, the call is still read. */
+        (void)!send(ctl_fd, &answer, 1, MSG_NOSIGNAL);
     }
     json_t *msg = read_call(ctl_fd);
     close(ctl_fd);

@@ -705,6 +705,21 @@ void jobs_stop_all(struct jobs *js, bool now, void (*dropped)(void *ctx))
     }
 }
 
+void jobs_drain(struct jobs *js, void (*dropped)(void *ctx))
+{
+    js->stopping = true;
+    while (js->pool)
+        pooled_free(js, js->pool);
+    for (struct job *j = js->jobs, *next; j; j = next) {
+        next = j->next;
+        if (!j->running) {
+            if (dropped)
+                dropped(j->ctx);
+            job_stop(j, false);
+        }
+    }
+}
+
 void jobs_free(struct jobs *js)
 {
     if (!js)

@@ -113,5 +113,9 @@ bool jobs_idle(const struct jobs *js);
  * freed, each running one stopped as job_stop() does. */
 void jobs_stop_all(struct jobs *js, bool now, void (*dropped)(void *ctx));
 
+/* Take no more: the pool is let go, each queued job handed to DROPPED (with
+ * its ctx) and freed; running ones go on to their end. */
+void jobs_drain(struct jobs *js, void (*dropped)(void *ctx));
+
 /* Kill and reap what is left, and free JS. NULL is fine. */
 void jobs_free(struct jobs *js);

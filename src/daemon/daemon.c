@@ -71,6 +71,8 @@ struct daemon {
     unsigned n_clients;
     bool draining;
     int signals;
+    uint64_t flush_deadline_us;
+    struct event *flush_ev;
     uint64_t started_us;
     uint64_t connections, refused_peers, refused_connections, requests, bad_requests, busy;
 };
@@ -647,7 +649,8 @@ static bool peer_allowed(const struct daemon *d, int fd)
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         return false;
-    if (cred.uid == geteuid())
+    /* Root could take over the daemon's uid anyway: refusing it protects nothing. */
+    if (cred.uid == geteuid() || cred.uid == 0)
         return true;
     for (size_t i = 0; i < d->cfg.n_allow_uid; i++)
         if (d->cfg.allow_uid[i] == cred.uid)
@@ -772,10 +775,31 @@ static void stop_listening(struct daemon *d)
     }
 }
 
+static void on_flush_timer(evutil_socket_t fd, short what, void *arg);
+
+/* Draining and nothing runs: go once the answers are written (or 2s on). */
 static void maybe_finish(struct daemon *d)
 {
-    if (d && d->draining && jobs_idle(d->jobs))
+    if (!d || !d->draining || !jobs_idle(d->jobs))
+        return;
+    size_t pending = 0;
+    for (struct client *c = d->clients; c; c = c->next)
+        pending += rpc_stream_pending_output(c->s);
+    if (!d->flush_deadline_us)
+        d->flush_deadline_us = now_us() + 2000000u;
+    if (!pending || now_us() > d->flush_deadline_us) {
         event_base_loopexit(d->base, NULL);
+        return;
+    }
+    struct timeval tv = { 0, 10000 };
+    evtimer_add(d->flush_ev, &tv);
+}
+
+static void on_flush_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    maybe_finish(arg);
 }
 
 static void dropped(void *ctx)
@@ -806,7 +830,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     if (d->signals++ == 0) {
         d->draining = true;
         stop_listening(d);
-        jobs_stop_all(d->jobs, false, dropped);
+        jobs_drain(d->jobs, dropped);
         struct timeval tv = { d->cfg.grace_ms / 1000, (d->cfg.grace_ms % 1000) * 1000 };
         evtimer_add(d->drain_ev, &tv);
         maybe_finish(d);
@@ -852,7 +876,8 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
     d.sig_int = evsignal_new(d.base, SIGINT, on_signal, &d);
     d.drain_ev = evtimer_new(d.base, on_drain_timeout, &d);
     d.reap_ev = evtimer_new(d.base, on_reap_clients, &d);
-    if (!d.listen_ev || !d.sig_term || !d.sig_int || !d.drain_ev || !d.reap_ev ||
+    d.flush_ev = evtimer_new(d.base, on_flush_timer, &d);
+    if (!d.flush_ev || !d.listen_ev || !d.sig_term || !d.sig_int || !d.drain_ev || !d.reap_ev ||
         event_add(d.listen_ev, NULL) < 0 || evsignal_add(d.sig_term, NULL) < 0 ||
         evsignal_add(d.sig_int, NULL) < 0) {
         err_set(err, CORDON_E_INTERNAL, "cannot set up the event loop");
@@ -869,7 +894,7 @@ out:
         client_drop(d.clients);
     on_reap_clients(-1, 0, &d);
     jobs_free(d.jobs);
-    struct event *evs[] = { d.sig_term, d.sig_int, d.drain_ev, d.reap_ev };
+    struct event *evs[] = { d.sig_term, d.sig_int, d.drain_ev, d.reap_ev, d.flush_ev };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             event_free(evs[i]);
