@@ -43,7 +43,8 @@ static const char *const serve_usage[2] = {
     "\n"
     "Serve MCP on stdin/stdout with the tools run_command and run_code; each call\n"
     "runs in a fresh sandbox built from these options.\n"
-    "\n",
+    "\n"
+    "      --pool N             sandboxes kept prepared for the calls (0-64, default 0)\n",
     "  -h, --help               this help\n"
     "\n"
     "Exit status: 0 when the client ended the session; 125 if cordon failed.\n",
@@ -87,8 +88,12 @@ static int wrap(int argc, char **argv)
 
 static int serve(int argc, char **argv)
 {
+    unsigned pool = 0;
+    int rc = cli_take_count(&argc, argv, "--pool", 64, &pool);
+    if (rc < 0)
+        return -rc;
     struct run_args a;
-    int rc = cli_run_args("mcp serve", serve_usage, argc, argv, false, &a);
+    rc = cli_run_args("mcp serve", serve_usage, argc, argv, false, &a);
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
@@ -99,7 +104,7 @@ static int serve(int argc, char **argv)
         return cli_usage_error("mcp serve: unexpected argument '%s'; it takes no command",
                                argv[a.first]);
     struct cordon_err err = { 0 };
-    if (mcp_serve(p, &err) < 0)
+    if (mcp_serve(p, pool, &err) < 0)
         return cli_fail(&err);
     return 0;
 }

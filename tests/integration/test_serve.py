@@ -328,3 +328,36 @@ def test_cancel_and_policy_check(daemon):
     assert other["ok"] and not other["same_as_daemon"], other
     wrong = c.result("policy.check", {"policy": "version: 1\nlimits:\n  memory: lots\n"})
     assert not wrong["ok"] and "memory" in wrong["error"], wrong
+
+
+def test_mcp_serve_uses_the_same_pool(cordon):
+    """`cordon mcp serve --pool N` hands its calls sandboxes from the jobs module's pool."""
+    p = subprocess.Popen(cordon.argv("mcp", "serve", "--pool", "2"), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=cordon.ident.env(), cwd=cordon.tmp, start_new_session=True)
+
+    def ask(id, method, params):
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id, "method": method,
+                                  "params": params}).encode() + b"\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+
+    ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "t", "version": "1"}})
+    def children():
+        kids = []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == p.pid:
+                        kids.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+        return kids
+
+    # Two supervisors wait, prepared, before any call.
+    assert wait_until(lambda: len(children()) == 2, 15), children()
+    ans = ask(2, "tools/call", {"name": "run_command", "arguments": {"command": "echo pooled"}})
+    assert "pooled" in json.dumps(ans["result"]), ans
+    p.stdin.close()
+    assert p.wait(30) == 0, p.stderr.read()
