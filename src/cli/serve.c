@@ -27,7 +27,10 @@ static const char *const usage[2] = {
     "      --max-running N      runs at once (default 16)\n"
     "      --max-queued N       runs waiting beyond that, then \"busy\" (default 256)\n"
     "      --allow-uid UID      another uid that may connect (repeatable, up to 16)\n"
-    "      --grace DURATION     SIGTERM: how long running calls may finish (default 10s)\n",
+    "      --grace DURATION     SIGTERM: how long running calls may finish (default 10s)\n"
+    "      --state-dir DIR      sessions' workspaces (default PATH.d; made 0700, and\n"
+    "                           emptied of a previous daemon's sessions at start)\n"
+    "      --session-idle DURATION  destroy a session unused this long (default 30m)\n",
     "  -h, --help               this help\n"
     "\n"
     "Exit status: 0 after SIGTERM or SIGINT and the drain; 125 if cordon failed.\n",
@@ -86,6 +89,8 @@ int cmd_serve(int argc, char **argv)
         .max_message = 16u << 20,
         .output_cap = 1u << 20,
         .grace_ms = 10000,
+        .session_idle_ms = 30 * 60 * 1000,
+        .max_sessions = 1024,
     };
     int rc;
     if ((rc = cli_take_option(&argc, argv, "--socket", &cfg.socket_path)) < 0 ||
@@ -117,6 +122,19 @@ int cmd_serve(int argc, char **argv)
         cfg.grace_ms = (unsigned)ms;
     }
 
+    if ((rc = cli_take_option(&argc, argv, "--session-idle", &v)) < 0)
+        return -rc;
+    if (rc > 0) {
+        uint64_t ms = 0;
+        char why[128];
+        if (parse_duration_ms(v, &ms, why, sizeof why) < 0 || ms == 0 || ms > 7 * 86400000ull)
+            return cli_usage_error("serve: --session-idle: expected a duration like 30m, got '%s'",
+                                   v);
+        cfg.session_idle_ms = (unsigned)ms;
+    }
+    if ((rc = cli_take_option(&argc, argv, "--state-dir", &cfg.state_dir)) < 0)
+        return -rc;
+
     struct run_args a;
     rc = cli_run_args("serve", usage, argc, argv, false, &a);
     if (rc)
@@ -131,6 +149,15 @@ int cmd_serve(int argc, char **argv)
     if (!cfg.socket_path || !*cfg.socket_path)
         return cli_usage_error("serve: missing --socket PATH");
     cfg.policy = p;
+    _cleanup_free_ char *state = NULL;
+    if (!cfg.state_dir) {
+        if (asprintf(&state, "%s.d", cfg.socket_path) < 0)
+            return cli_usage_error("out of memory");
+        cfg.state_dir = state;
+    }
+    if (cfg.state_dir[0] != '/')
+        return cli_usage_error("serve: the state directory must be an absolute path, got '%s'",
+                               cfg.state_dir);
     struct cordon_err err = { 0 };
     if (daemon_serve(&cfg, &err) < 0)
         return cli_fail(&err);

@@ -113,6 +113,7 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
         .envp = (char *const *)envp,
         .run_id = json_string_value(json_object_get(msg, "run_id")),
         .wall_ms = (uint64_t)json_integer_value(json_object_get(msg, "wall_ms")),
+        .session_id = json_string_value(json_object_get(msg, "session")),
         .in_fd = in_fd,
         .out_fd = out_fd,
         .err_fd = err_fd,
@@ -210,8 +211,8 @@ int run_handle_send(struct run_handle *c, const struct run_handle_call *call,
 {
     json_t *argv = strings_json(call->argv), *env = strings_json(call->envp);
     _cleanup_(json_decrefp) json_t *msg =
-        json_pack("{s:o*, s:o*, s:s?, s:I}", "argv", argv, "env", env, "run_id", call->run_id,
-                  "wall_ms", (json_int_t)call->wall_ms);
+        json_pack("{s:o*, s:o*, s:s?, s:I, s:s?}", "argv", argv, "env", env, "run_id",
+                  call->run_id, "wall_ms", (json_int_t)call->wall_ms, "session", call->session_id);
     _cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
     if (!text)
         return err_set(err, CORDON_E_INTERNAL, "cannot encode the call (not UTF-8, or out of memory)");

@@ -32,6 +32,7 @@ struct run_handle_call {
     char *const *envp;    /* NAME=VALUE added to the run's environment, or NULL */
     const char *run_id;   /* 32 hex digits, or NULL */
     uint64_t wall_ms;     /* 0: the policy's */
+    const char *session_id; /* for the audit record, or NULL */
 };
 
 /* A pooled handle's answers on ctl_fd. */

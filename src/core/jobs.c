@@ -43,6 +43,8 @@ struct job {
     char **argv;                   /* NULL-terminated, owned */
     char **envp;                   /* likewise, or NULL */
     uint64_t wall_ms;
+    const struct policy *policy;   /* borrowed; NULL: the jobs' own */
+    char session_id[33];
     bool stream, pooled;
     uint64_t submit_us;
     char *input;
@@ -447,14 +449,16 @@ static void start_job(struct jobs *js, struct job *j)
         complete(j, &err);
         return;
     }
-    j->pooled = pool_take(js, &j->h);
-    if (!j->pooled && run_handle_spawn(js->cfg.policy, false, true, &j->h, &err) < 0) {
+    j->pooled = !j->policy && pool_take(js, &j->h);
+    if (!j->pooled &&
+        run_handle_spawn(j->policy ? j->policy : js->cfg.policy, false, true, &j->h, &err) < 0) {
         j->reaped = true;
         complete(j, &err);
         return;
     }
     struct run_handle_call call = { .argv = j->argv, .envp = j->envp, .run_id = j->run_id,
-                                    .wall_ms = j->wall_ms };
+                                    .wall_ms = j->wall_ms,
+                                    .session_id = j->session_id[0] ? j->session_id : NULL };
     if (run_handle_send(&j->h, &call, &err) < 0) {
         /* Its child ends without a call; the reap below collects it. */
         run_handle_close(&j->h);
@@ -613,6 +617,9 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
     j->ctx = ctx;
     j->input_len = input_len;
     j->wall_ms = call->wall_ms;
+    j->policy = call->policy;
+    if (call->session_id)
+        snprintf(j->session_id, sizeof j->session_id, "%s", call->session_id);
     j->stream = call->stream;
     j->submit_us = now_us();
     j->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,

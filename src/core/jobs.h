@@ -65,6 +65,9 @@ struct job_call {
     size_t input_len;
     uint64_t wall_ms;             /* lowers the policy's wall clock; 0: the policy's */
     bool stream;                  /* hand output to cfg.output as it comes */
+    const struct policy *policy;  /* borrowed until the job ends; NULL: cfg.policy. Only
+                                     cfg.policy's runs come from the pool */
+    const char *session_id;       /* for the audit record, or NULL */
 };
 
 struct jobs_stats {

@@ -85,7 +85,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     for (size_t i = 0; i < p->n_secrets; i++)
         json_array_append_new(secrets, json_string(p->secrets[i].name));
 
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}",
+    json_t *fields = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
@@ -98,6 +98,9 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "syscalls_digest", syscalls_digest,
                      "secrets", secrets,
                      "limits", limits ? limits : json_null());
+    if (fields && call->session_id)
+        json_object_set_new(fields, "session", json_string(call->session_id));
+    return fields;
 }
 
 /* The limit behind a reason, for the limit.fired event; NULL if none fired. */
@@ -138,7 +141,7 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
 }
 
 static void record_end(struct audit_log *log, const struct policy *p,
-                       const struct sandbox_result *res)
+                       const struct sandbox_call *call, const struct sandbox_result *res)
 {
     struct cordon_err ignored;
     const char *limit = fired_limit(res->reason);
@@ -148,6 +151,8 @@ static void record_end(struct audit_log *log, const struct policy *p,
                      &ignored);
     json_t *end = sandbox_result_to_json(res, p);
     json_object_del(end, "run_id"); /* already the event's run */
+    if (end && call->session_id)
+        json_object_set_new(end, "session", json_string(call->session_id));
     audit_append(log, "run.end", res->run_id, end, &ignored);
 }
 
@@ -462,7 +467,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     run->gw_report = -1; /* closed by the drain, or by supervise() */
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     if (run->log)
-        record_end(run->log, p, res);
+        record_end(run->log, p, &run->call, res);
     return 0;
 }
 
@@ -519,7 +524,7 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
         if (audit_append(log, "run.start", run_id, start_fields(p, call), &ignored) == 0)
-            record_end(log, p, res);
+            record_end(log, p, call, res);
         audit_close(log, &ignored);
         audit_free(log);
     }

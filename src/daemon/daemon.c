@@ -10,7 +10,9 @@
 
 #include "broker/jsonrpc.h"
 #include "common/cleanup.h"
+#include "audit/audit.h"
 #include "core/jobs.h"
+#include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
 
 #include <event2/event.h>
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,8 +46,19 @@
 
 struct daemon;
 
+struct session {
+    struct session *next;
+    char id[33];
+    int dir_fd;                   /* the workspace, O_PATH */
+    char *dir;
+    struct policy pol;            /* the daemon's, with this workspace (shallow: never freed) */
+    unsigned running;
+    uint64_t created_us, used_us;
+};
+
 struct call {
     struct call *next;            /* in its client's list */
+    struct session *session;      /* a session.exec's, or NULL */
     struct client *client;        /* NULL once the client is gone */
     json_t *id;
     struct job *job;
@@ -69,6 +83,10 @@ struct daemon {
     struct event *listen_ev, *sig_term, *sig_int, *drain_ev, *reap_ev;
     struct client *clients, *dead;
     unsigned n_clients;
+    int state_fd;
+    struct session *sessions;
+    unsigned n_sessions;
+    struct event *idle_ev;
     bool draining;
     int signals;
     uint64_t flush_deadline_us;
@@ -137,6 +155,10 @@ static void call_free(struct call *call)
 {
     if (!call)
         return;
+    if (call->session) {
+        call->session->running--;
+        call->session->used_us = now_us();
+    }
     json_decref(call->id);
     free(call);
 }
@@ -237,17 +259,18 @@ static int bad(char *why, size_t len, const char *fmt, ...)
     return -1;
 }
 
-static int parse_run(const json_t *params, struct run_request *r, char *why, size_t len)
+static int parse_run(const json_t *params, struct run_request *r, char *why, size_t len,
+                     bool session)
 {
     static const char *const known[] = { "argv", "code", "language", "stdin", "stdin_base64",
-                                         "env", "timeout", "stream", "files" };
+                                         "env", "timeout", "stream", "files", "session_id" };
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)params, key, v) {
         size_t k = 0;
-        while (k < sizeof known / sizeof known[0] && strcmp(key, known[k]) != 0)
+        while (k < sizeof known / sizeof known[0] - !session && strcmp(key, known[k]) != 0)
             k++;
-        if (k == sizeof known / sizeof known[0])
+        if (k == sizeof known / sizeof known[0] - !session)
             return bad(why, len, "unknown parameter \"%.64s\"", key);
     }
     json_t *argv = json_object_get(params, "argv"), *code = json_object_get(params, "code"),
@@ -353,7 +376,11 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     return 0;
 }
 
-static void method_run(struct client *c, const json_t *id, const json_t *params)
+static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
+                                   struct client *c, const char *method);
+
+static void method_run(struct client *c, const json_t *id, const json_t *params,
+                       struct session *ses)
 {
     struct daemon *d = c->d;
     char why[256];
@@ -369,9 +396,9 @@ static void method_run(struct client *c, const json_t *id, const json_t *params)
         return;
     }
     struct run_request r = { 0 };
-    if (parse_run(params, &r, why, sizeof why) < 0) {
+    if (parse_run(params, &r, why, sizeof why, ses != NULL) < 0) {
         d->bad_requests++;
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "run: %s", why));
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run", why));
         run_request_release(&r);
         return;
     }
@@ -385,6 +412,10 @@ static void method_run(struct client *c, const json_t *id, const json_t *params)
     call->stream = r.call.stream;
     call->recv_us = now_us();
     call->client = c;
+    if (ses) {
+        r.call.policy = &ses->pol;
+        r.call.session_id = ses->id;
+    }
     struct cordon_err err = { 0 };
     call->job = jobs_submit_call(d->jobs, &r.call, call, &err);
     run_request_release(&r);
@@ -393,6 +424,10 @@ static void method_run(struct client *c, const json_t *id, const json_t *params)
         reply(c, rpc_error(id, RPC_BUSY, "%s", err.msg));
         call_free(call);
         return;
+    }
+    if (ses) {
+        call->session = ses;
+        ses->running++;
     }
     call->next = c->calls;
     c->calls = call;
@@ -535,6 +570,299 @@ static void method_policy_check(struct client *c, const json_t *id, const json_t
                                       policy_to_json(p))));
 }
 
+/* ---- sessions ---- */
+
+static void session_free(struct daemon *d, struct session *ses)
+{
+    for (struct session **pp = &d->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == ses) {
+            *pp = ses->next;
+            d->n_sessions--;
+            break;
+        }
+    if (ses->dir_fd >= 0)
+        close(ses->dir_fd);
+    struct cordon_err ignored;
+    wsfile_remove_tree(d->state_fd, ses->id, &ignored);
+    free(ses->dir);
+    free(ses);
+}
+
+static struct session *session_new(struct daemon *d, struct cordon_err *err)
+{
+    if (d->n_sessions >= d->cfg.max_sessions) {
+        err_set(err, CORDON_E_USAGE, "busy: %u sessions are open; destroy one first",
+                d->n_sessions);
+        return NULL;
+    }
+    struct session *ses = calloc(1, sizeof *ses);
+    if (!ses) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    ses->dir_fd = -1;
+    audit_new_run_id(ses->id);
+    if (asprintf(&ses->dir, "%s/%s", d->cfg.state_dir, ses->id) < 0) {
+        free(ses);
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    ses->next = d->sessions;
+    d->sessions = ses;
+    d->n_sessions++;
+    if (mkdirat(d->state_fd, ses->id, 0755) < 0 ||
+        (ses->dir_fd = openat(d->state_fd, ses->id, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+                                                        O_CLOEXEC)) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot make the session's workspace");
+        session_free(d, ses);
+        return NULL;
+    }
+    ses->pol = *d->cfg.policy;
+    ses->pol.workspace = ses->dir;
+    ses->created_us = ses->used_us = now_us();
+    return ses;
+}
+
+static json_t *session_json(const struct session *ses)
+{
+    uint64_t now = now_us();
+    return json_pack("{s:s, s:i, s:f, s:f}", "session_id", ses->id, "running", ses->running,
+                     "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
+                     ses->running ? 0.0 : (double)(now - ses->used_us) / 1e6);
+}
+
+static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
+                                   struct client *c, const char *method)
+{
+    const char *sid = json_string_value(json_object_get(params, "session_id"));
+    if (!sid) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: \"session_id\" must be a string",
+                           method));
+        return NULL;
+    }
+    for (struct session *ses = d->sessions; ses; ses = ses->next)
+        if (strcmp(ses->id, sid) == 0) {
+            ses->used_us = now_us();
+            return ses;
+        }
+    reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: no session \"%.40s\"", method, sid));
+    return NULL;
+}
+
+static const char *file_path(struct client *c, const json_t *id, const json_t *params,
+                             const char *method)
+{
+    const char *path = json_string_value(json_object_get(params, "path"));
+    char why[256];
+    if (!path) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: \"path\" must be a string",
+                           method));
+        return NULL;
+    }
+    if (wsfile_check_path(path, why, sizeof why) < 0) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: %s", method, why));
+        return NULL;
+    }
+    return path;
+}
+
+/* Answer an operation's failure: the caller's mistake, or ours. */
+static void reply_err(struct client *c, const json_t *id, const char *method,
+                      const struct cordon_err *err)
+{
+    int code = err->kind == CORDON_E_USAGE || err->kind == CORDON_E_NOTFOUND ? RPC_INVALID_PARAMS
+                                                                             : RPC_REFUSED;
+    reply(c, rpc_error(id, code, "session.%s: %s", method, err->msg));
+}
+
+static void session_write(struct client *c, const json_t *id, const json_t *params,
+                          struct session *ses)
+{
+    const char *path = file_path(c, id, params, "write_file");
+    if (!path)
+        return;
+    json_t *text = json_object_get(params, "content"), *b64 = json_object_get(params, "content_base64");
+    json_t *mode = json_object_get(params, "mode");
+    if (!text == !b64 || (text && !json_is_string(text)) || (b64 && !json_is_string(b64)) ||
+        (mode && (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
+                  json_integer_value(mode) > 0777))) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS,
+                           "session.write_file: give \"content\" or \"content_base64\" (a "
+                           "string), and \"mode\" from 0 to 0777"));
+        return;
+    }
+    _cleanup_free_ char *decoded = NULL;
+    size_t len = 0;
+    if (b64 && base64_decode(json_string_value(b64), json_string_length(b64), &decoded, &len) < 0) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.write_file: \"content_base64\" is "
+                                                   "not base64"));
+        return;
+    }
+    struct cordon_err err = { 0 };
+    if (wsfile_write(ses->dir_fd, path, text ? json_string_value(text) : decoded,
+                     text ? json_string_length(text) : len,
+                     mode ? (mode_t)json_integer_value(mode) : 0644, &err) < 0) {
+        reply_err(c, id, "write_file", &err);
+        return;
+    }
+    reply(c, rpc_result(id, json_pack("{s:s, s:I}", "path", path,
+                                      "bytes", (json_int_t)(text ? json_string_length(text) : len))));
+}
+
+static void session_read(struct client *c, const json_t *id, const json_t *params,
+                         struct session *ses)
+{
+    const char *path = file_path(c, id, params, "read_file");
+    if (!path)
+        return;
+    size_t max = c->d->cfg.output_cap;
+    json_t *jmax = json_object_get(params, "max_bytes");
+    if (jmax) {
+        if (!json_is_integer(jmax) || json_integer_value(jmax) < 0) {
+            reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.read_file: \"max_bytes\" must be "
+                                                       "a count"));
+            return;
+        }
+        if ((size_t)json_integer_value(jmax) < max)
+            max = (size_t)json_integer_value(jmax);
+    }
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    uint64_t size = 0;
+    struct cordon_err err = { 0 };
+    if (wsfile_read(ses->dir_fd, path, max, &data, &len, &size, &err) < 0) {
+        reply_err(c, id, "read_file", &err);
+        return;
+    }
+    bool b64 = false;
+    json_t *content = bytes_json(data, len, &b64);
+    reply(c, rpc_result(id, json_pack("{s:s, s:o, s:s, s:I, s:b}", "path", path, "content",
+                                      content, "encoding", b64 ? "base64" : "utf-8", "size",
+                                      (json_int_t)size, "truncated", size > len)));
+}
+
+static void session_fork(struct client *c, const json_t *id, const json_t *params,
+                         struct session *ses)
+{
+    json_t *jn = json_object_get(params, "count");
+    if (jn && (!json_is_integer(jn) || json_integer_value(jn) < 1 || json_integer_value(jn) > 64)) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.fork: \"count\" must be 1 to 64"));
+        return;
+    }
+    json_int_t n = jn ? json_integer_value(jn) : 1;
+    json_t *ids = json_array();
+    struct cordon_err err = { 0 };
+    for (json_int_t i = 0; i < n; i++) {
+        struct session *copy = session_new(c->d, &err);
+        if (!copy || wsfile_copy_tree(ses->dir_fd, copy->dir_fd, &err) < 0) {
+            if (copy)
+                session_free(c->d, copy);
+            /* All or none: the copies made so far go too. */
+            size_t k;
+            json_t *v;
+            json_array_foreach(ids, k, v) {
+                for (struct session *s2 = c->d->sessions; s2; s2 = s2->next)
+                    if (strcmp(s2->id, json_string_value(v)) == 0) {
+                        session_free(c->d, s2);
+                        break;
+                    }
+            }
+            json_decref(ids);
+            reply_err(c, id, "fork", &err);
+            return;
+        }
+        json_array_append_new(ids, json_string(copy->id));
+    }
+    reply(c, rpc_result(id, json_pack("{s:o}", "session_ids", ids)));
+}
+
+static void method_session(struct client *c, const char *method, const json_t *id,
+                           const json_t *params)
+{
+    struct daemon *d = c->d;
+    if (strcmp(method, "create") == 0) {
+        struct cordon_err err = { 0 };
+        struct session *ses = d->draining ? NULL : session_new(d, &err);
+        if (!ses)
+            reply(c, rpc_error(id, d->draining ? RPC_SHUTTING_DOWN : RPC_BUSY, "session.create: %s",
+                               d->draining ? "the daemon is shutting down" : err.msg));
+        else
+            reply(c, rpc_result(id, session_json(ses)));
+        return;
+    }
+    if (strcmp(method, "list") == 0) {
+        json_t *all = json_array();
+        for (struct session *ses = d->sessions; ses; ses = ses->next)
+            json_array_append_new(all, session_json(ses));
+        reply(c, rpc_result(id, json_pack("{s:o}", "sessions", all)));
+        return;
+    }
+    static const char *const known[] = { "exec", "write_file", "read_file", "fork", "destroy" };
+    size_t k = 0;
+    while (k < sizeof known / sizeof known[0] && strcmp(method, known[k]) != 0)
+        k++;
+    if (k == sizeof known / sizeof known[0]) {
+        d->bad_requests++;
+        reply(c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"session.%.40s\"", method));
+        return;
+    }
+    struct session *ses = find_session(d, params, id, c, method);
+    if (!ses)
+        return;
+    if (strcmp(method, "exec") == 0) {
+        method_run(c, id, params, ses);
+    } else if (strcmp(method, "write_file") == 0) {
+        session_write(c, id, params, ses);
+    } else if (strcmp(method, "read_file") == 0) {
+        session_read(c, id, params, ses);
+    } else if (strcmp(method, "fork") == 0) {
+        session_fork(c, id, params, ses);
+    } else if (ses->running) {
+        reply(c, rpc_error(id, RPC_BUSY, "session.destroy: %u execs are still running; cancel "
+                                         "them first",
+                           ses->running));
+    } else {
+        session_free(d, ses);
+        reply(c, rpc_result(id, json_pack("{s:b}", "destroyed", 1)));
+    }
+}
+
+static void on_idle_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct daemon *d = arg;
+    uint64_t now = now_us();
+    for (struct session *ses = d->sessions, *next; ses; ses = next) {
+        next = ses->next;
+        if (!ses->running && now - ses->used_us > (uint64_t)d->cfg.session_idle_ms * 1000u)
+            session_free(d, ses);
+    }
+}
+
+/* The state directory, made ours and emptied of a killed daemon's sessions. */
+static int open_state_dir(const char *dir, struct cordon_err *err)
+{
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot make the state directory '%s'", dir);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0077)) {
+        if (fd >= 0)
+            close(fd);
+        return err_set(err, CORDON_E_USAGE, "state directory '%s' must be a directory of ours, "
+                                            "mode 0700", dir);
+    }
+    DIR *ls = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+    struct dirent *e;
+    while (ls && (e = readdir(ls)))
+        if (strlen(e->d_name) == 32)
+            wsfile_remove_tree(fd, e->d_name, err);
+    if (ls)
+        closedir(ls);
+    return fd;
+}
+
 static json_t *stats_json(struct daemon *d)
 {
     struct jobs_stats st;
@@ -555,6 +883,9 @@ static json_t *stats_json(struct daemon *d)
                      (json_int_t)d->n_clients, "requests", (json_int_t)d->requests);
 }
 
+static void method_session(struct client *c, const char *method, const json_t *id,
+                           const json_t *params);
+
 static void request(struct client *c, const char *method, const json_t *id, const json_t *params)
 {
     if (params && !json_is_object(params)) {
@@ -571,7 +902,9 @@ static void request(struct client *c, const char *method, const json_t *id, cons
     else if (!id)
         ; /* other notifications ask for nothing we do */
     else if (strcmp(method, "run") == 0)
-        method_run(c, id, params);
+        method_run(c, id, params, NULL);
+    else if (strncmp(method, "session.", 8) == 0)
+        method_session(c, method + 8, id, params);
     else if (strcmp(method, "policy.check") == 0)
         method_policy_check(c, id, params);
     else if (strcmp(method, "health") == 0)
@@ -853,7 +1186,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
 {
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
-    struct daemon d = { .cfg = *cfg, .listen_fd = -1, .started_us = now_us() };
+    struct daemon d = { .cfg = *cfg, .listen_fd = -1, .state_fd = -1, .started_us = now_us() };
     int rc = -1;
     d.base = event_base_new();
     if (!d.base)
@@ -868,6 +1201,9 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
         .output = on_job_output,
         .pool = cfg->pool,
     };
+    d.state_fd = open_state_dir(cfg->state_dir, err);
+    if (d.state_fd < 0)
+        goto out;
     d.listen_fd = listen_on(cfg->socket_path, err);
     if (d.listen_fd < 0)
         goto out;
@@ -877,7 +1213,9 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
     d.drain_ev = evtimer_new(d.base, on_drain_timeout, &d);
     d.reap_ev = evtimer_new(d.base, on_reap_clients, &d);
     d.flush_ev = evtimer_new(d.base, on_flush_timer, &d);
-    if (!d.flush_ev || !d.listen_ev || !d.sig_term || !d.sig_int || !d.drain_ev || !d.reap_ev ||
+    d.idle_ev = event_new(d.base, -1, EV_PERSIST, on_idle_timer, &d);
+    struct timeval idle_tick = { 1, 0 };
+    if (!d.idle_ev || event_add(d.idle_ev, &idle_tick) < 0 || !d.flush_ev || !d.listen_ev || !d.sig_term || !d.sig_int || !d.drain_ev || !d.reap_ev ||
         event_add(d.listen_ev, NULL) < 0 || evsignal_add(d.sig_term, NULL) < 0 ||
         evsignal_add(d.sig_int, NULL) < 0) {
         err_set(err, CORDON_E_INTERNAL, "cannot set up the event loop");
@@ -894,7 +1232,13 @@ out:
         client_drop(d.clients);
     on_reap_clients(-1, 0, &d);
     jobs_free(d.jobs);
-    struct event *evs[] = { d.sig_term, d.sig_int, d.drain_ev, d.reap_ev, d.flush_ev };
+    while (d.sessions)
+        session_free(&d, d.sessions);
+    if (d.state_fd >= 0) {
+        close(d.state_fd);
+        rmdir(cfg->state_dir); /* ours, and empty now; a non-empty one stays for a look */
+    }
+    struct event *evs[] = { d.sig_term, d.sig_int, d.drain_ev, d.reap_ev, d.flush_ev, d.idle_ev };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             event_free(evs[i]);

@@ -1,8 +1,10 @@
 /*
  * daemon/daemon.h: `cordon serve`, a JSON-RPC 2.0 daemon on a unix socket
  * (one JSON object per line each way) that runs each call in a fresh
- * sandbox, handed out of a warm pool (core/jobs.h). Methods: run, cancel,
- * policy.check, health, stats. Runs in its own process; prints nothing.
+ * sandbox, handed out of a warm pool (core/jobs.h), and sessions: a
+ * workspace kept between runs. Methods: run, cancel, policy.check, health,
+ * stats, session.create/exec/write_file/read_file/list/fork/destroy. Runs in
+ * its own process; prints nothing.
  */
 #pragma once
 #include "common/err.h"
@@ -26,6 +28,9 @@ struct daemon_config {
     unsigned grace_ms;            /* SIGTERM: how long running calls may finish */
     uid_t allow_uid[DAEMON_MAX_ALLOW]; /* besides our own */
     size_t n_allow_uid;
+    const char *state_dir;        /* sessions' workspaces live here (made 0700, emptied at start) */
+    unsigned session_idle_ms;     /* a session unused this long is destroyed */
+    unsigned max_sessions;
 };
 
 /*

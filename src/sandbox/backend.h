@@ -47,6 +47,8 @@ struct sandbox_call {
                                 none); the gateway's and the secrets' entries still win */
     uint64_t wall_ms;        /* a wall-clock limit of the call's own, or 0: it only lowers
                                 the policy's */
+    const char *session_id;  /* the daemon's session the run belongs to, for the audit
+                                record, or NULL */
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */

@@ -361,3 +361,77 @@ def test_mcp_serve_uses_the_same_pool(cordon):
     assert "pooled" in json.dumps(ans["result"]), ans
     p.stdin.close()
     assert p.wait(30) == 0, p.stderr.read()
+
+
+def test_sessions_keep_a_workspace_and_confine_file_ops(daemon, cordon, bins):
+    log = cordon.hostdir("audit") / "audit.log"
+    d = daemon("--pool", "1", "--audit", log)
+    c = d.connect()
+    sid = c.result("session.create")["session_id"]
+    assert c.result("session.write_file", {"session_id": sid, "path": "src/a.txt",
+                                           "content": "one\n"}) == {"path": "src/a.txt", "bytes": 4}
+    r = c.result("session.exec", {"session_id": sid, "argv": [
+        "sh", "-c", "cat src/a.txt; echo two > b.txt; ln -s b.txt inlink"]})
+    assert r["exit_code"] == 0 and r["stdout"] == "one\n", r
+    r2 = c.result("session.exec", {"session_id": sid, "argv": ["cat", "b.txt"]})
+    assert r2["stdout"] == "two\n" and not r2["pooled"], r2
+    got = c.result("session.read_file", {"session_id": sid, "path": "b.txt"})
+    assert (got["content"], got["encoding"], got["size"], got["truncated"]) == ("two\n", "utf-8", 4, False)
+    # Links planted while a run is still going (the end-of-run scan removes
+    # those that leave); nothing takes a file operation outside the workspace.
+    ws = os.path.join(str(d.path) + ".d", sid)
+    os.symlink("/etc", os.path.join(ws, "hostlink"))
+    os.symlink("/etc/passwd", os.path.join(ws, "src", "passwd"))
+    os.mkfifo(os.path.join(ws, "fifo"))
+    for path, words in [("../../etc/passwd", "component"), ("/etc/passwd", "relative"),
+                        ("hostlink/passwd", "cannot open"), ("src/passwd", "cannot open"),
+                        ("inlink", "cannot open"), ("fifo", "not a regular file"),
+                        ("nope", "No such file")]:
+        ans = c.call("session.read_file", {"session_id": sid, "path": path})
+        assert "error" in ans and words in ans["error"]["message"], (path, ans)
+    for path in ("hostlink/w", "src/passwd/w", "../w", "hostlink/x/w"):
+        ans = c.call("session.write_file", {"session_id": sid, "path": path, "content": "x"})
+        assert "error" in ans, (path, ans)
+    assert not os.path.exists("/etc/w") and not os.path.exists("/etc/x")
+    # Writing over a link replaces the link, never writes through it.
+    c.result("session.write_file", {"session_id": sid, "path": "src/passwd", "content": "mine"})
+    assert not os.path.islink(os.path.join(ws, "src", "passwd"))
+    assert "root:" in open("/etc/passwd").read()
+
+    # fork: independent copies.
+    forks = c.result("session.fork", {"session_id": sid, "count": 2})["session_ids"]
+    assert len(set(forks)) == 2 and sid not in forks
+    c.result("session.exec", {"session_id": forks[0], "argv": ["sh", "-c", "echo three >> b.txt"]})
+    assert c.result("session.read_file", {"session_id": forks[0], "path": "b.txt"})["content"] == "two\nthree\n"
+    assert c.result("session.read_file", {"session_id": forks[1], "path": "b.txt"})["content"] == "two\n"
+    assert c.result("session.read_file", {"session_id": sid, "path": "b.txt"})["content"] == "two\n"
+
+    listed = {s["session_id"] for s in c.result("session.list")["sessions"]}
+    assert listed == {sid, *forks}
+    for s in (sid, *forks):
+        assert c.result("session.destroy", {"session_id": s}) == {"destroyed": True}
+    assert c.result("session.list")["sessions"] == []
+    ans = c.call("session.exec", {"session_id": sid, "argv": ["true"]})
+    assert ans["error"]["code"] == -32602 and "no session" in ans["error"]["message"], ans
+    assert os.listdir(str(d.path) + ".d") == []
+    d.stop()
+    evs = assert_intact(bins, log)
+    runs = [e for e in evs if e["type"] in ("run.start", "run.end")]
+    assert len(runs) == 6 and all(e["session"] in (sid, *forks) for e in runs), runs
+
+
+def test_idle_sessions_expire_and_a_restart_clears_stale_ones(daemon):
+    d = daemon("--pool", "0", "--session-idle", "1s")
+    c = d.connect()
+    sid = c.result("session.create")["session_id"]
+    state = str(d.path) + ".d"
+    assert os.listdir(state) == [sid]
+    assert wait_until(lambda: c.result("session.list")["sessions"] == [], 10)
+    assert os.listdir(state) == []
+    c.result("session.create")
+    d.proc.kill()
+    d.proc.wait()
+    assert len(os.listdir(state)) == 1
+    d.start()
+    assert os.listdir(state) == []
+    assert d.connect().result("session.list")["sessions"] == []
