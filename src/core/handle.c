@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,62 @@
 
 /* The call's document: argv and environment (START_MAX_BYTES) and their JSON. */
 #define MAX_CALL_JSON (START_MAX_BYTES + (4u << 20))
+
+/* Files travel base64: the call's document must stay UTF-8. */
+static json_t *files_json(const struct start_file *files, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        size_t b64_len = 4 * ((files[i].len + 2) / 3);
+        char *b64 = malloc(b64_len + 1);
+        if (!b64) {
+            json_decref(a);
+            return NULL;
+        }
+        EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)files[i].data,
+                        (int)files[i].len);
+        json_array_append_new(a, json_pack("{s:s, s:i, s:s%}", "path", files[i].path, "mode",
+                                           (int)files[i].mode, "b64", b64, b64_len));
+        free(b64);
+    }
+    return a;
+}
+
+/* The files of MSG decoded into *OUT (each data malloc'd); -1 when malformed. */
+static int files_of(const json_t *list, struct start_file **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!list)
+        return 0;
+    if (!json_is_array(list) || json_array_size(list) > START_MAX_FILES)
+        return -1;
+    struct start_file *f = calloc(json_array_size(list) + 1, sizeof *f);
+    if (!f)
+        return -1;
+    *out = f;
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) {
+        const char *path = json_string_value(json_object_get(v, "path"));
+        json_t *b64 = json_object_get(v, "b64");
+        size_t len = json_string_length(b64);
+        unsigned char *data = malloc(len / 4 * 3 + 1);
+        int got = data && path && json_is_string(b64) && len % 4 == 0
+                      ? EVP_DecodeBlock(data, (const unsigned char *)json_string_value(b64), (int)len)
+                      : -1;
+        if (got < 0) {
+            free(data);
+            return -1;
+        }
+        for (size_t k = len; k > 0 && json_string_value(b64)[k - 1] == '=' && got > 0; k--)
+            got--;
+        f[i] = (struct start_file){ .path = path, .data = (char *)data, .len = (size_t)got,
+                                    .mode = (unsigned)json_integer_value(json_object_get(v, "mode")) };
+        (*n)++;
+    }
+    return 0;
+}
 
 static void close_pair(int fds[2])
 {
@@ -103,7 +160,9 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
     bool argv_ok = false, env_ok = false;
     const char **argv = strings_of(json_object_get(msg, "argv"), &argv_ok);
     const char **envp = strings_of(json_object_get(msg, "env"), &env_ok);
-    if (!msg || !argv || !env_ok) {
+    struct start_file *files = NULL;
+    size_t n_files = 0;
+    if (!msg || !argv || !env_ok || files_of(json_object_get(msg, "files"), &files, &n_files) < 0) {
         /* Released without a call: nothing ran, nothing is recorded. */
         run_release(run);
         _exit(125);
@@ -114,6 +173,8 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
         .run_id = json_string_value(json_object_get(msg, "run_id")),
         .wall_ms = (uint64_t)json_integer_value(json_object_get(msg, "wall_ms")),
         .session_id = json_string_value(json_object_get(msg, "session")),
+        .files = files,
+        .n_files = n_files,
         .in_fd = in_fd,
         .out_fd = out_fd,
         .err_fd = err_fd,
@@ -211,8 +272,9 @@ int run_handle_send(struct run_handle *c, const struct run_handle_call *call,
 {
     json_t *argv = strings_json(call->argv), *env = strings_json(call->envp);
     _cleanup_(json_decrefp) json_t *msg =
-        json_pack("{s:o*, s:o*, s:s?, s:I, s:s?}", "argv", argv, "env", env, "run_id",
-                  call->run_id, "wall_ms", (json_int_t)call->wall_ms, "session", call->session_id);
+        json_pack("{s:o*, s:o*, s:s?, s:I, s:s?, s:o*}", "argv", argv, "env", env, "run_id",
+                  call->run_id, "wall_ms", (json_int_t)call->wall_ms, "session", call->session_id,
+                  "files", call->n_files ? files_json(call->files, call->n_files) : NULL);
     _cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
     if (!text)
         return err_set(err, CORDON_E_INTERNAL, "cannot encode the call (not UTF-8, or out of memory)");

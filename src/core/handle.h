@@ -10,6 +10,7 @@
 #pragma once
 #include "common/err.h"
 #include "policy/policy.h"
+#include "sandbox/start.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,6 +34,8 @@ struct run_handle_call {
     const char *run_id;   /* 32 hex digits, or NULL */
     uint64_t wall_ms;     /* 0: the policy's */
     const char *session_id; /* for the audit record, or NULL */
+    const struct start_file *files; /* placed in /workspace first */
+    size_t n_files;
 };
 
 /* A pooled handle's answers on ctl_fd. */

@@ -45,6 +45,8 @@ struct job {
     uint64_t wall_ms;
     const struct policy *policy;   /* borrowed; NULL: the jobs' own */
     char session_id[33];
+    struct start_file *files;      /* paths and data owned */
+    size_t n_files;
     bool stream, pooled;
     uint64_t submit_us;
     char *input;
@@ -282,6 +284,11 @@ static void job_free(struct job *j)
     for (char **e = j->envp; e && *e; e++)
         free(*e);
     free(j->envp);
+    for (size_t i = 0; i < j->n_files; i++) {
+        free((char *)j->files[i].path);
+        free((char *)j->files[i].data);
+    }
+    free(j->files);
     free(j->input);
     free(j);
 }
@@ -458,7 +465,8 @@ static void start_job(struct jobs *js, struct job *j)
     }
     struct run_handle_call call = { .argv = j->argv, .envp = j->envp, .run_id = j->run_id,
                                     .wall_ms = j->wall_ms,
-                                    .session_id = j->session_id[0] ? j->session_id : NULL };
+                                    .session_id = j->session_id[0] ? j->session_id : NULL,
+                                    .files = j->files, .n_files = j->n_files };
     if (run_handle_send(&j->h, &call, &err) < 0) {
         /* Its child ends without a call; the reap below collects it. */
         run_handle_close(&j->h);
@@ -603,6 +611,17 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
         j->argv = strv_copy(call->argv, &ok);
     if (ok && call->envp)
         j->envp = strv_copy(call->envp, &ok);
+    if (ok && call->n_files)
+        ok = (j->files = calloc(call->n_files, sizeof *j->files)) != NULL;
+    for (size_t i = 0; ok && i < call->n_files; i++) {
+        char *path = strdup(call->files[i].path), *data = malloc(call->files[i].len + 1);
+        j->files[j->n_files++] = (struct start_file){ .path = path, .data = data,
+                                                      .len = call->files[i].len,
+                                                      .mode = call->files[i].mode };
+        ok = path && data;
+        if (ok)
+            memcpy(data, call->files[i].data, call->files[i].len);
+    }
     if (ok && input_len) {
         ok = (j->input = malloc(input_len)) != NULL;
         if (ok)

@@ -13,6 +13,7 @@
 #pragma once
 #include "common/err.h"
 #include "policy/policy.h"
+#include "sandbox/start.h"
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -68,6 +69,8 @@ struct job_call {
     const struct policy *policy;  /* borrowed until the job ends; NULL: cfg.policy. Only
                                      cfg.policy's runs come from the pool */
     const char *session_id;       /* for the audit record, or NULL */
+    const struct start_file *files; /* placed in /workspace before the command */
+    size_t n_files;
 };
 
 struct jobs_stats {

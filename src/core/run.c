@@ -100,6 +100,14 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "limits", limits ? limits : json_null());
     if (fields && call->session_id)
         json_object_set_new(fields, "session", json_string(call->session_id));
+    if (fields && call->n_files) {
+        /* Names and sizes: contents are the call's, like its stdin. */
+        json_t *files = json_array();
+        for (size_t i = 0; i < call->n_files; i++)
+            json_array_append_new(files, json_pack("{s:s, s:I}", "path", call->files[i].path,
+                                                   "bytes", (json_int_t)call->files[i].len));
+        json_object_set_new(fields, "files", files);
+    }
     return fields;
 }
 
@@ -409,7 +417,8 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
-    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, err);
+    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files,
+                                call->n_files, err);
     for (int i = 0; i < 3; i++)
         close(stdio[i]);
     closep(&run->b.start_w);

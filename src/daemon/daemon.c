@@ -235,6 +235,9 @@ struct run_request {
     char **envp;
     char *input;
     size_t input_len;
+    struct start_file *files;     /* paths borrowed from the request; data owned when decoded */
+    char **decoded;
+    size_t n_files;
     struct job_call call;
 };
 
@@ -247,6 +250,10 @@ static void run_request_release(struct run_request *r)
         free(*e);
     free(r->envp);
     free(r->input);
+    for (size_t i = 0; r->decoded && i < r->n_files; i++)
+        free(r->decoded[i]);
+    free(r->decoded);
+    free(r->files);
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -258,6 +265,51 @@ static int bad(char *why, size_t len, const char *fmt, ...)
     va_end(ap);
     return -1;
 }
+
+/* "files": {"path": "text"} or {"path": {"content" | "content_base64": ..., "mode": 0755}}. */
+static int parse_files(const json_t *files, struct run_request *r, char *why, size_t len)
+{
+    if (!json_is_object(files))
+        return bad(why, len, "%s", "\"files\" must be an object of path: content");
+    size_t n = json_object_size(files);
+    if (n > START_MAX_FILES)
+        return bad(why, len, "\"files\" has more than %u entries", START_MAX_FILES);
+    r->files = calloc(n + 1, sizeof *r->files);
+    r->decoded = calloc(n + 1, sizeof *r->decoded);
+    if (!r->files || !r->decoded)
+        return bad(why, len, "%s", "out of memory");
+    const char *path;
+    json_t *v;
+    json_object_foreach((json_t *)files, path, v) {
+        char pwhy[200];
+        if (wsfile_check_path(path, pwhy, sizeof pwhy) < 0)
+            return bad(why, len, "\"files\": %s", pwhy);
+        struct start_file *f = &r->files[r->n_files++];
+        f->path = path;
+        json_t *text = json_is_string(v) ? v : json_object_get(v, "content");
+        json_t *b64 = json_is_object(v) ? json_object_get(v, "content_base64") : NULL;
+        json_t *mode = json_is_object(v) ? json_object_get(v, "mode") : NULL;
+        if (!text == !b64 || (text && !json_is_string(text)) || (b64 && !json_is_string(b64)) ||
+            (mode && (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
+                      json_integer_value(mode) > 0777)))
+            return bad(why, len, "\"files\".%.64s: give a string, or \"content\" or "
+                                 "\"content_base64\" and a \"mode\" up to 0777", path);
+        f->mode = mode ? (unsigned)json_integer_value(mode) : 0644;
+        if (text) {
+            f->data = json_string_value(text);
+            f->len = json_string_length(text);
+        } else if (base64_decode(json_string_value(b64), json_string_length(b64),
+                                 &r->decoded[r->n_files - 1], &f->len) < 0) {
+            return bad(why, len, "\"files\".%.64s: \"content_base64\" is not base64", path);
+        } else {
+            f->data = r->decoded[r->n_files - 1];
+        }
+    }
+    r->call.files = r->files;
+    r->call.n_files = r->n_files;
+    return 0;
+}
+
 
 static int parse_run(const json_t *params, struct run_request *r, char *why, size_t len,
                      bool session)
@@ -275,9 +327,9 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     }
     json_t *argv = json_object_get(params, "argv"), *code = json_object_get(params, "code"),
            *lang = json_object_get(params, "language");
-    if (json_object_get(params, "files"))
-        return bad(why, len, "%s", "\"files\" is not supported yet: write them from the command "
-                                   "or use stdin");
+    json_t *files = json_object_get(params, "files");
+    if (files && parse_files(files, r, why, len) < 0)
+        return -1;
     if (!argv == !code)
         return bad(why, len, "%s", "give either \"argv\" or \"code\" and \"language\"");
     size_t n = 0;
@@ -1004,6 +1056,12 @@ static void turn_away(int fd, int code, const char *msg)
     }
     free(text);
     json_decref(e);
+    /* What it sent already is read and dropped: closing on unread input would
+     * reset the connection and lose the answer. */
+    char sink[4096];
+    while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0)
+        ;
+    shutdown(fd, SHUT_WR);
     close(fd);
 }
 

@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "policy/policy.h"
 #include "sandbox/confine.h"
+#include "sandbox/start.h"
 #include "sandbox/workspace.h"
 
 #include <stdbool.h>
@@ -49,6 +50,8 @@ struct sandbox_call {
                                 the policy's */
     const char *session_id;  /* the daemon's session the run belongs to, for the audit
                                 record, or NULL */
+    const struct start_file *files; /* placed in /workspace before the command starts */
+    size_t n_files;
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */

@@ -247,8 +247,12 @@ def test_peer_uid_is_checked(daemon, identity, bins, hosttmp):
     assert stat.S_ISSOCK(st.st_mode) and st.st_mode & 0o777 == 0o600, oct(st.st_mode)
     os.chmod(d.dir, 0o755)
     os.chmod(d.path, 0o666)  # even with the mode opened up, the uid check holds
-    probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
-             "s.sendall(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"health\"}\\n'); "
+    # A refused peer hears why as soon as it connects; an allowed one is answered.
+    probe = ("import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+             "s.settimeout(0.5)\n"
+             "try: print(s.makefile().readline()); sys.exit()\n"
+             "except socket.timeout: pass\n"
+             "s.settimeout(10); s.sendall(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"health\"}\\n'); "
              "print(s.makefile().readline())")
     as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                  "/usr/bin/python3", "-c", probe, str(d.path)]
@@ -435,3 +439,26 @@ def test_idle_sessions_expire_and_a_restart_clears_stale_ones(daemon):
     d.start()
     assert os.listdir(state) == []
     assert d.connect().result("session.list")["sessions"] == []
+
+
+def test_files_are_placed_in_the_scratch_workspace(daemon, cordon, bins):
+    log = cordon.hostdir("audit") / "audit.log"
+    d = daemon("--pool", "1", "--audit", log)
+    c = d.connect()
+    d.pool_ready(1)
+    r = c.result("run", {"argv": ["sh", "-c", "stat -c '%n %a %s' main.py d/e/run.sh bin; "
+                                              "./d/e/run.sh; od -An -tx1 bin"],
+                         "files": {"main.py": "print(1)\n",
+                                   "d/e/run.sh": {"content": "#!/bin/sh\necho ran\n", "mode": 0o755},
+                                   "bin": {"content_base64": base64.b64encode(b"\0\1\2").decode()}}})
+    assert r["pooled"] and r["exit_code"] == 0, r
+    assert r["stdout"] == "main.py 644 9\nd/e/run.sh 755 19\nbin 644 3\nran\n 00 01 02\n", r
+    for files, words in [({"../x": "a"}, '".." component'), ({"/etc/x": "a"}, "relative"),
+                         ({"a": 1}, "give a string"), ({"a": {"content": "x", "mode": 0o4755}}, "mode"),
+                         ([1], "must be an object")]:
+        ans = c.call("run", {"argv": ["true"], "files": files})
+        assert ans["error"]["code"] == -32602 and words in ans["error"]["message"], ans
+    d.stop()
+    start = [e for e in assert_intact(bins, log) if e["type"] == "run.start"][0]
+    assert start["files"] == [{"path": "main.py", "bytes": 9}, {"path": "d/e/run.sh", "bytes": 19},
+                              {"path": "bin", "bytes": 3}], start
