@@ -5,6 +5,7 @@
 #include "core/jobs.h"
 
 #include "audit/audit.h"
+#include "common/syscalls.h"
 #include "core/handle.h"
 
 #include <errno.h>
@@ -57,6 +58,8 @@ struct job {
     struct run_handle h;
     struct capture out, err, res;
     struct event *in_ev, *reap_ev, *kill_ev;
+    struct event *exit_ev;         /* the supervisor's pidfd: readable once it has exited */
+    int pidfd;
 };
 
 /* A handle prepared ahead of its call. */
@@ -273,10 +276,12 @@ static void job_free(struct job *j)
         capture_close(caps[i]);
         free(caps[i]->data);
     }
-    struct event *evs[] = { j->in_ev, j->reap_ev, j->kill_ev };
-    for (size_t i = 0; i < 3; i++)
+    struct event *evs[] = { j->in_ev, j->reap_ev, j->kill_ev, j->exit_ev };
+    for (size_t i = 0; i < 4; i++)
         if (evs[i])
             event_free(evs[i]);
+    if (j->pidfd >= 0)
+        close(j->pidfd);
     run_handle_close(&j->h);
     for (char **a = j->argv; a && *a; a++)
         free(*a);
@@ -319,6 +324,8 @@ static void complete(struct job *j, const struct cordon_err *start_error)
     pump(js);
 }
 
+static void on_reap_timer(evutil_socket_t fd, short what, void *arg);
+
 static void try_reap(struct job *j)
 {
     int st = 0;
@@ -326,7 +333,15 @@ static void try_reap(struct job *j)
     while ((r = waitpid(j->h.pid, &st, WNOHANG)) < 0 && errno == EINTR)
         ;
     if (r == 0) {
-        /* Its pipes are closed, so it is exiting now: look again shortly. */
+        /* Its pipes are closed, so it is exiting now: its pidfd says when
+         * (a timer where there is none: an older kernel). */
+        if (!j->exit_ev && (j->pidfd = sys_pidfd_open(j->h.pid, 0)) >= 0) {
+            j->exit_ev = event_new(j->js->cfg.base, j->pidfd, EV_READ, on_reap_timer, j);
+            if (j->exit_ev && event_add(j->exit_ev, NULL) == 0)
+                return;
+        } else if (j->exit_ev && event_add(j->exit_ev, NULL) == 0) {
+            return;
+        }
         struct timeval tv = { 0, REAP_RETRY_MS * 1000 };
         evtimer_add(j->reap_ev, &tv);
         return;
@@ -607,6 +622,8 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
     }
     struct job *j = calloc(1, sizeof *j);
     bool ok = j != NULL;
+    if (j)
+        j->pidfd = -1;
     if (ok)
         j->argv = strv_copy(call->argv, &ok);
     if (ok && call->envp)
@@ -643,6 +660,7 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
     j->submit_us = now_us();
     j->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
                                 .result_fd = -1, .ctl_fd = -1 };
+    j->pidfd = -1;
     audit_new_run_id(j->run_id);
     struct job **tail = &js->jobs;
     while (*tail)
