@@ -31,6 +31,10 @@ int cli_take_option(int *argc, char **argv, const char *name, const char **value
 /* cli_take_option() for a count from 0 to MAX. */
 int cli_take_count(int *argc, char **argv, const char *name, uint64_t max, unsigned *out);
 
+/* cli_take_option() for a duration (like 10s) from 1 ms to MAX_MS, in ms. */
+int cli_take_duration(int *argc, char **argv, const char *name, uint64_t max_ms, unsigned *out);
+
+
 /* The sandbox options `run`, `mcp wrap` and `mcp serve` share, for their --help. */
 extern const char cli_run_options_help[];
 
@@ -50,6 +54,13 @@ struct run_args {
  */
 int cli_run_args(const char *cmd, const char *const usage[2], int argc, char **argv, bool mcp,
                  struct run_args *a);
+
+/*
+ * cli_run_args() for a server, which takes no command and answers each call
+ * with its result (so no --result either). 0, CLI_HELP_SHOWN, or an exit status.
+ */
+int cli_server_args(const char *cmd, const char *const usage[2], int argc, char **argv,
+                    struct run_args *a);
 
 /* Print "cordon: MSG" (one line) and return the exit status for ERR. */
 int cli_fail(const struct cordon_err *err);

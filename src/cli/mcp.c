@@ -93,16 +93,10 @@ static int serve(int argc, char **argv)
     if (rc < 0)
         return -rc;
     struct run_args a;
-    rc = cli_run_args("mcp serve", serve_usage, argc, argv, false, &a);
+    rc = cli_server_args("mcp serve", serve_usage, argc, argv, &a);
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
-    if (a.result_file)
-        return cli_usage_error("mcp serve: --result is for cordon run; each call's result is "
-                               "in its answer");
-    if (a.first < argc)
-        return cli_usage_error("mcp serve: unexpected argument '%s'; it takes no command",
-                               argv[a.first]);
     struct cordon_err err = { 0 };
     if (mcp_serve(p, pool, &err) < 0)
         return cli_fail(&err);

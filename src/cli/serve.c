@@ -46,7 +46,7 @@ int cli_take_option(int *argc, char **argv, const char *name, const char **value
         int used = 0;
         if (strcmp(argv[i], name) == 0) {
             if (i + 1 >= *argc)
-                return cli_usage_error("option '%s' needs a value", name);
+                return -cli_usage_error("option '%s' needs a value", name);
             v = argv[i + 1];
             used = 2;
         } else if (strncmp(argv[i], name, nlen) == 0 && argv[i][nlen] == '=') {
@@ -72,10 +72,43 @@ int cli_take_count(int *argc, char **argv, const char *name, uint64_t max, unsig
     uint64_t n = 0;
     char why[128];
     if (parse_count(v, &n, why, sizeof why) < 0 || n > max)
-        return cli_usage_error("%s: expected a number from 0 to %llu, got '%s'", name,
+        return -cli_usage_error("%s: expected a number from 0 to %llu, got '%s'", name,
                                (unsigned long long)max, v);
     *out = (unsigned)n;
     return 1;
+}
+
+int cli_take_duration(int *argc, char **argv, const char *name, uint64_t max_ms, unsigned *out)
+{
+    const char *v = NULL;
+    int rc = cli_take_option(argc, argv, name, &v);
+    if (rc <= 0)
+        return rc;
+    uint64_t ms = 0;
+    char why[128];
+    if (parse_duration_ms(v, &ms, why, sizeof why) < 0 || ms == 0 || ms > max_ms)
+        return -cli_usage_error("%s: expected a duration like 10s, at most %llus, got '%s'", name,
+                               (unsigned long long)(max_ms / 1000), v);
+    *out = (unsigned)ms;
+    return 1;
+}
+
+int cli_server_args(const char *cmd, const char *const help[2], int argc, char **argv,
+                    struct run_args *a)
+{
+    int rc = cli_run_args(cmd, help, argc, argv, false, a);
+    if (rc)
+        return rc;
+    if (a->result_file || a->first < argc) {
+        policy_free(a->policy);
+        a->policy = NULL;
+        if (a->result_file)
+            return cli_usage_error("%s: --result is for cordon run; each call's result is in "
+                                   "its answer", cmd);
+        return cli_usage_error("%s: unexpected argument '%s'; it takes no command", cmd,
+                               argv[a->first]);
+    }
+    return 0;
 }
 
 int cmd_serve(int argc, char **argv)
@@ -112,40 +145,18 @@ int cmd_serve(int argc, char **argv)
     }
     if (rc < 0)
         return -rc;
-    if ((rc = cli_take_option(&argc, argv, "--grace", &v)) < 0)
+    if ((rc = cli_take_duration(&argc, argv, "--grace", 3600000, &cfg.grace_ms)) < 0 ||
+        (rc = cli_take_duration(&argc, argv, "--session-idle", 7 * 86400000ull,
+                                &cfg.session_idle_ms)) < 0 ||
+        (rc = cli_take_option(&argc, argv, "--state-dir", &cfg.state_dir)) < 0)
         return -rc;
-    if (rc > 0) {
-        uint64_t ms = 0;
-        char why[128];
-        if (parse_duration_ms(v, &ms, why, sizeof why) < 0 || ms > 3600000)
-            return cli_usage_error("serve: --grace: expected a duration like 10s, got '%s'", v);
-        cfg.grace_ms = (unsigned)ms;
-    }
 
-    if ((rc = cli_take_option(&argc, argv, "--session-idle", &v)) < 0)
-        return -rc;
-    if (rc > 0) {
-        uint64_t ms = 0;
-        char why[128];
-        if (parse_duration_ms(v, &ms, why, sizeof why) < 0 || ms == 0 || ms > 7 * 86400000ull)
-            return cli_usage_error("serve: --session-idle: expected a duration like 30m, got '%s'",
-                                   v);
-        cfg.session_idle_ms = (unsigned)ms;
-    }
-    if ((rc = cli_take_option(&argc, argv, "--state-dir", &cfg.state_dir)) < 0)
-        return -rc;
 
     struct run_args a;
-    rc = cli_run_args("serve", usage, argc, argv, false, &a);
+    rc = cli_server_args("serve", usage, argc, argv, &a);
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
-    if (a.result_file)
-        return cli_usage_error("serve: --result is for cordon run; each call's result is in its "
-                               "answer");
-    if (a.first < argc)
-        return cli_usage_error("serve: unexpected argument '%s'; it takes no command",
-                               argv[a.first]);
     if (!cfg.socket_path || !*cfg.socket_path)
         return cli_usage_error("serve: missing --socket PATH");
     cfg.policy = p;

@@ -5,6 +5,7 @@
 #include "core/jobs.h"
 
 #include "audit/audit.h"
+#include "common/strv.h"
 #include "common/syscalls.h"
 #include "core/handle.h"
 
@@ -283,12 +284,8 @@ static void job_free(struct job *j)
     if (j->pidfd >= 0)
         close(j->pidfd);
     run_handle_close(&j->h);
-    for (char **a = j->argv; a && *a; a++)
-        free(*a);
-    free(j->argv);
-    for (char **e = j->envp; e && *e; e++)
-        free(*e);
-    free(j->envp);
+    strv_free(j->argv);
+    strv_free(j->envp);
     for (size_t i = 0; i < j->n_files; i++) {
         free((char *)j->files[i].path);
         free((char *)j->files[i].data);

@@ -10,6 +10,7 @@
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
+#include "common/strv.h"
 #include "common/text.h"
 #include "core/limits.h"
 #include "core/watchdog.h"
@@ -189,12 +190,6 @@ static int env_add(char ***envp, size_t *n, const char *name, const char *value)
     return 0;
 }
 
-static void strv_free(char **v)
-{
-    for (char **e = v; e && *e; e++)
-        free(*e);
-    free(v);
-}
 DEFINE_CLEANUP(char **, strv_free)
 
 /* Empty but for PATH, HOME, LANG, TERM (on a terminal) and what the policy passes. */

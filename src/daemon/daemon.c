@@ -10,6 +10,8 @@
 
 #include "broker/jsonrpc.h"
 #include "common/cleanup.h"
+#include "common/strv.h"
+#include "common/text.h"
 #include "audit/audit.h"
 #include "core/jobs.h"
 #include "daemon/workspace_files.h"
@@ -243,12 +245,8 @@ struct run_request {
 
 static void run_request_release(struct run_request *r)
 {
-    for (char **a = r->argv; a && *a; a++)
-        free(*a);
-    free(r->argv);
-    for (char **e = r->envp; e && *e; e++)
-        free(*e);
-    free(r->envp);
+    strv_free(r->argv);
+    strv_free(r->envp);
     free(r->input);
     for (size_t i = 0; r->decoded && i < r->n_files; i++)
         free(r->decoded[i]);
@@ -256,34 +254,25 @@ static void run_request_release(struct run_request *r)
     free(r->files);
 }
 
-__attribute__((format(printf, 3, 4)))
-static int bad(char *why, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* "files": {"path": "text"} or {"path": {"content" | "content_base64": ..., "mode": 0755}}. */
 static int parse_files(const json_t *files, struct run_request *r, char *why, size_t len)
 {
     if (!json_is_object(files))
-        return bad(why, len, "%s", "\"files\" must be an object of path: content");
+        return why_printf(why, len, "%s", "\"files\" must be an object of path: content");
     size_t n = json_object_size(files);
     if (n > START_MAX_FILES)
-        return bad(why, len, "\"files\" has more than %u entries", START_MAX_FILES);
+        return why_printf(why, len, "\"files\" has more than %u entries", START_MAX_FILES);
     r->files = calloc(n + 1, sizeof *r->files);
     r->decoded = calloc(n + 1, sizeof *r->decoded);
     if (!r->files || !r->decoded)
-        return bad(why, len, "%s", "out of memory");
+        return why_printf(why, len, "%s", "out of memory");
     const char *path;
     json_t *v;
     json_object_foreach((json_t *)files, path, v) {
         char pwhy[200];
         if (wsfile_check_path(path, pwhy, sizeof pwhy) < 0)
-            return bad(why, len, "\"files\": %s", pwhy);
+            return why_printf(why, len, "\"files\": %s", pwhy);
         struct start_file *f = &r->files[r->n_files++];
         f->path = path;
         json_t *text = json_is_string(v) ? v : json_object_get(v, "content");
@@ -292,7 +281,7 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
         if (!text == !b64 || (text && !json_is_string(text)) || (b64 && !json_is_string(b64)) ||
             (mode && (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
                       json_integer_value(mode) > 0777)))
-            return bad(why, len, "\"files\".%.64s: give a string, or \"content\" or "
+            return why_printf(why, len, "\"files\".%.64s: give a string, or \"content\" or "
                                  "\"content_base64\" and a \"mode\" up to 0777", path);
         f->mode = mode ? (unsigned)json_integer_value(mode) : 0644;
         if (text) {
@@ -300,7 +289,7 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
             f->len = json_string_length(text);
         } else if (base64_decode(json_string_value(b64), json_string_length(b64),
                                  &r->decoded[r->n_files - 1], &f->len) < 0) {
-            return bad(why, len, "\"files\".%.64s: \"content_base64\" is not base64", path);
+            return why_printf(why, len, "\"files\".%.64s: \"content_base64\" is not base64", path);
         } else {
             f->data = r->decoded[r->n_files - 1];
         }
@@ -323,7 +312,7 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
         while (k < sizeof known / sizeof known[0] - !session && strcmp(key, known[k]) != 0)
             k++;
         if (k == sizeof known / sizeof known[0] - !session)
-            return bad(why, len, "unknown parameter \"%.64s\"", key);
+            return why_printf(why, len, "unknown parameter \"%.64s\"", key);
     }
     json_t *argv = json_object_get(params, "argv"), *code = json_object_get(params, "code"),
            *lang = json_object_get(params, "language");
@@ -331,78 +320,78 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     if (files && parse_files(files, r, why, len) < 0)
         return -1;
     if (!argv == !code)
-        return bad(why, len, "%s", "give either \"argv\" or \"code\" and \"language\"");
+        return why_printf(why, len, "%s", "give either \"argv\" or \"code\" and \"language\"");
     size_t n = 0;
     const char *fixed[2] = { NULL, NULL };
     if (argv) {
         if (!json_is_array(argv) || json_array_size(argv) == 0)
-            return bad(why, len, "%s", "\"argv\" must be a non-empty array of strings");
+            return why_printf(why, len, "%s", "\"argv\" must be a non-empty array of strings");
         if (json_array_size(argv) > MAX_ARGS)
-            return bad(why, len, "%s", "\"argv\" has too many arguments");
+            return why_printf(why, len, "%s", "\"argv\" has too many arguments");
         n = json_array_size(argv);
     } else {
         if (!json_is_string(code))
-            return bad(why, len, "%s", "\"code\" must be a string");
+            return why_printf(why, len, "%s", "\"code\" must be a string");
         size_t l = 0;
         while (l < sizeof languages / sizeof languages[0] &&
                !(json_is_string(lang) && strcmp(json_string_value(lang), languages[l].language) == 0))
             l++;
         if (l == sizeof languages / sizeof languages[0])
-            return bad(why, len, "%s", "\"language\" must be \"python\", \"node\" or \"sh\"");
+            return why_printf(why, len, "%s", "\"language\" must be \"python\", \"node\" or \"sh\"");
         fixed[0] = languages[l].argv[0];
         fixed[1] = languages[l].argv[1];
         n = 3;
     }
     r->argv = calloc(n + 1, sizeof *r->argv);
     if (!r->argv)
-        return bad(why, len, "%s", "out of memory");
+        return why_printf(why, len, "%s", "out of memory");
     for (size_t i = 0; i < n; i++) {
         const char *s = argv ? json_string_value(json_array_get(argv, i))
                              : (i < 2 ? fixed[i] : json_string_value(code));
         if (!s || (i == 0 && !*s) || strlen(s) != (argv ? json_string_length(json_array_get(argv, i))
                                                         : strlen(s)))
-            return bad(why, len, "%s", i == 0 ? "\"argv\"[0] must be a non-empty string"
+            return why_printf(why, len, "%s", i == 0 ? "\"argv\"[0] must be a non-empty string"
                                               : "\"argv\" must hold strings without NUL bytes");
         if (!(r->argv[i] = strdup(s)))
-            return bad(why, len, "%s", "out of memory");
+            return why_printf(why, len, "%s", "out of memory");
     }
 
     json_t *in = json_object_get(params, "stdin"), *in64 = json_object_get(params, "stdin_base64");
     if (in && in64)
-        return bad(why, len, "%s", "give \"stdin\" or \"stdin_base64\", not both");
+        return why_printf(why, len, "%s", "give \"stdin\" or \"stdin_base64\", not both");
     if (in) {
         if (!json_is_string(in))
-            return bad(why, len, "%s", "\"stdin\" must be a string");
+            return why_printf(why, len, "%s", "\"stdin\" must be a string");
         r->input_len = json_string_length(in);
         if (r->input_len && !(r->input = malloc(r->input_len)))
-            return bad(why, len, "%s", "out of memory");
+            return why_printf(why, len, "%s", "out of memory");
         if (r->input_len)
             memcpy(r->input, json_string_value(in), r->input_len);
     } else if (in64) {
         if (!json_is_string(in64) ||
             base64_decode(json_string_value(in64), json_string_length(in64), &r->input,
                           &r->input_len) < 0)
-            return bad(why, len, "%s", "\"stdin_base64\" must be a base64 string");
+            return why_printf(why, len, "%s", "\"stdin_base64\" must be a base64 string");
     }
 
     json_t *env = json_object_get(params, "env");
     if (env) {
         if (!json_is_object(env))
-            return bad(why, len, "%s", "\"env\" must be an object of strings");
+            return why_printf(why, len, "%s", "\"env\" must be an object of strings");
         if (json_object_size(env) > MAX_ENV)
-            return bad(why, len, "%s", "\"env\" has too many entries");
+            return why_printf(why, len, "%s", "\"env\" has too many entries");
         r->envp = calloc(json_object_size(env) + 1, sizeof *r->envp);
         if (!r->envp)
-            return bad(why, len, "%s", "out of memory");
+            return why_printf(why, len, "%s", "out of memory");
         size_t i = 0;
         json_object_foreach(env, key, v) {
             if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-                return bad(why, len, "\"env\".%.64s must be a string without NUL bytes", key);
+                return why_printf(why, len, "\"env\".%.64s must be a string without NUL bytes", key);
             if (!*key || strchr(key, '=') || strlen(key) > 255)
-                return bad(why, len, "\"env\" name \"%.64s\" is not a variable name", key);
+                return why_printf(why, len, "\"env\" name \"%.64s\" is not a variable name", key);
             if (asprintf(&r->envp[i++], "%s=%s", key, json_string_value(v)) < 0) {
                 r->envp[--i] = NULL;
-                return bad(why, len, "%s", "out of memory");
+                return why_printf(why, len, "%s", "out of memory");
             }
         }
     }
@@ -411,7 +400,7 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     if (timeout) {
         double t = json_number_value(timeout);
         if (!json_is_number(timeout) || !(t > 0) || t > MAX_TIMEOUT_S)
-            return bad(why, len, "%s", "\"timeout\" must be a number of seconds, above 0 and at "
+            return why_printf(why, len, "%s", "\"timeout\" must be a number of seconds, above 0 and at "
                                        "most 86400");
         r->call.wall_ms = (uint64_t)(t * 1000.0 + 0.5);
         if (!r->call.wall_ms)
@@ -419,7 +408,7 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     }
     json_t *stream = json_object_get(params, "stream");
     if (stream && !json_is_boolean(stream))
-        return bad(why, len, "%s", "\"stream\" must be true or false");
+        return why_printf(why, len, "%s", "\"stream\" must be true or false");
     r->call.stream = json_is_true(stream);
     r->call.argv = r->argv;
     r->call.envp = r->envp;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,21 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Write all of BUF; -1 on any failure. */
-static int write_full(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
+
 
 #define START_MAGIC 0x636f7264u /* "cord" */
 
@@ -76,11 +63,13 @@ static size_t strv_bytes(char *const *v, uint32_t *count)
     return bytes;
 }
 
-/* send(), not write(): a boundary that died must not SIGPIPE the supervisor. */
-static int send_all(int sock, const char *p, size_t len)
+/* All of P to FD, a socket or a file; -1 on any failure. send(), not write(),
+ * on a socket: a boundary that died must not SIGPIPE the supervisor. */
+static int put_all(int fd, const void *buf, size_t len, bool sock)
 {
+    const char *p = buf;
     while (len > 0) {
-        ssize_t n = send(sock, p, len, MSG_NOSIGNAL);
+        ssize_t n = sock ? send(fd, p, len, MSG_NOSIGNAL) : write(fd, p, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -94,7 +83,7 @@ static int send_all(int sock, const char *p, size_t len)
 static int send_strings(int sock, char *const *v)
 {
     for (; v && *v; v++)
-        if (send_all(sock, *v, strlen(*v) + 1) < 0)
+        if (put_all(sock, *v, strlen(*v) + 1, true) < 0)
             return -1;
     return 0;
 }
@@ -109,8 +98,9 @@ static int files_memfd(const struct start_file *files, size_t n, struct cordon_e
         struct file_header fh = { .path_len = (uint32_t)strlen(files[i].path),
                                   .mode = files[i].mode ? files[i].mode & 0777 : 0644,
                                   .len = files[i].len };
-        if (write_full(fd, &fh, sizeof fh) < 0 || write_full(fd, files[i].path, fh.path_len) < 0 ||
-            write_full(fd, files[i].data, files[i].len) < 0) {
+        if (put_all(fd, &fh, sizeof fh, false) < 0 ||
+            put_all(fd, files[i].path, fh.path_len, false) < 0 ||
+            put_all(fd, files[i].data, files[i].len, false) < 0) {
             close(fd);
             return err_sys(err, CORDON_E_SETUP, "cannot write the call's files");
         }
@@ -266,7 +256,7 @@ int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *er
         int out = dir >= 0 ? sys_openat2(dir, leaf, &how, sizeof how) : -1;
         if (dir >= 0)
             close(dir);
-        if (out < 0 || write_full(out, map + off, (size_t)fh.len) < 0)
+        if (out < 0 || put_all(out, map + off, (size_t)fh.len, false) < 0)
             rc = err_sys(err, CORDON_E_SETUP, "cannot place file '%s' in the workspace", path);
         if (out >= 0)
             close(out);

@@ -311,8 +311,19 @@ def test_second_daemon_on_a_live_socket_is_refused(daemon, cordon):
     d = daemon("--pool", "0")
     r = cordon.raw("serve", "--socket", d.path)
     assert r.status == 125 and r.err == f"cordon: a daemon is already serving on '{d.path}'\n", r
-    r = cordon.raw("serve", "--socket", d.path, "--pool", "lots")
-    assert r.status == 125 and "--pool: expected a number" in r.err, r
+    other = d.dir / "other.sock"
+    for opts, msg in [(["--pool", "lots"], "--pool: expected a number from 0 to 64, got 'lots'"),
+                      (["--pool", "65"], "--pool: expected a number from 0 to 64, got '65'"),
+                      (["--grace", "0"], "--grace: expected a duration like 10s, at most 3600s, got '0'"),
+                      (["--max-running", "0"], "serve: --max-running must be at least 1"),
+                      (["--allow-uid", "x"], "serve: --allow-uid: expected a uid, got 'x'"),
+                      (["--result", "/tmp/r"], "serve: --result is for cordon run; each call's "
+                                               "result is in its answer"),
+                      (["true"], "serve: unexpected argument 'true'; it takes no command"),
+                      (["--pool"], "option '--pool' needs a value")]:
+        r = cordon.raw("serve", "--socket", other, *opts, timeout=10)
+        assert r.status == 125 and r.err == f"cordon: {msg}\n", (opts, r)
+        assert not other.exists()
     r = cordon.raw("serve")
     assert r.status == 125 and r.err == "cordon: serve: missing --socket PATH\n", r
 
