@@ -60,6 +60,7 @@ struct session {
 
 struct call {
     struct call *next;            /* in its client's list */
+    struct daemon *d;
     struct session *session;      /* a session.exec's, or NULL */
     struct client *client;        /* NULL once the client is gone */
     json_t *id;
@@ -450,6 +451,7 @@ static void method_run(struct client *c, const json_t *id, const json_t *params,
         return;
     }
     call->id = json_deep_copy(id);
+    call->d = d;
     call->stream = r.call.stream;
     call->recv_us = now_us();
     call->client = c;
@@ -531,8 +533,10 @@ static void on_job_done(void *ctx, const struct job_end *end)
         }
         reply(c, ans);
     }
+    struct daemon *d = call->d;
     call_free(call);
-    maybe_finish(c ? c->d : NULL);
+    /* Draining: this may have been the last run, whoever's it was. */
+    maybe_finish(d);
 }
 
 static void on_job_output(void *ctx, int stream, const char *data, size_t len)
