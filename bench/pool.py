@@ -226,11 +226,13 @@ def main():
     ap.add_argument("--pool", type=int, default=8)
     ap.add_argument("--calls", type=int, default=10000)
     ap.add_argument("--no-bwrap", action="store_true")
+    ap.add_argument("--cases", default="daemon,cold,bwrap,fork")
+    ap.add_argument("--no-extras", action="store_true", help="only the latency table")
     a = ap.parse_args()
     cordon = str(pathlib.Path(a.build) / "cordon")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="cordon-bench-"))
     bw = bwrap_argv() if not a.no_bwrap and shutil.which("bwrap") else None
-    cases = ["daemon", "cold"] + (["bwrap"] if bw else []) + ["fork"]
+    cases = [c for c in a.cases.split(",") if c != "bwrap" or bw]
     clients = [int(c) for c in a.clients.split(",")]
     try:
         d = Daemon(cordon, tmp, a.pool)
@@ -249,6 +251,8 @@ def main():
               f"start latency p50 {st['start_latency_us']['p50']} us "
               f"p99 {st['start_latency_us']['p99']} us")
         d.stop()
+        if a.no_extras:
+            return
 
         # Memory per idle pooled sandbox: the daemon's whole process tree.
         d0 = Daemon(cordon, tmp, 0)
