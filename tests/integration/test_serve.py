@@ -239,10 +239,9 @@ def test_idle_connections_and_a_burst(daemon):
         s.close()
 
 
-def test_peer_uid_is_checked(daemon, identity, bins, hosttmp):
-    if not identity.root:
-        pytest.skip("needs a second uid: runs as the root identity")
-    d = daemon("--pool", "0")
+def test_peer_uid_is_checked(root_cordon):
+    """A root daemon, probed by uid 65534 (the suite's second identity)."""
+    d = Daemon(root_cordon, "--pool", "0")
     st = d.path.stat()
     assert stat.S_ISSOCK(st.st_mode) and st.st_mode & 0o777 == 0o600, oct(st.st_mode)
     os.chmod(d.dir, 0o755)
@@ -261,11 +260,12 @@ def test_peer_uid_is_checked(daemon, identity, bins, hosttmp):
     assert ans["error"]["code"] == -32004 and "may not use" in ans["error"]["message"], out
     assert d.connect().result("stats")["refusals"]["peers"] == 1
     d.stop()
-    d2 = daemon("--pool", "0", "--allow-uid", str(NOBODY))
+    d2 = Daemon(root_cordon, "--pool", "0", "--allow-uid", str(NOBODY))
     os.chmod(d2.dir, 0o755)
     os.chmod(d2.path, 0o666)
     as_nobody[-1] = str(d2.path)
     out = subprocess.run(as_nobody, capture_output=True, text=True, timeout=30)
+    d2.stop()
     assert json.loads(out.stdout)["result"]["ok"], out
 
 
