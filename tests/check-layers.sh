@@ -15,7 +15,8 @@ rank() {
     egress | sandbox) echo 2 ;;
     core) echo 3 ;;
     broker) echo 4 ;;
-    lib | cli) echo 5 ;;
+    daemon) echo 5 ;;
+    lib | cli) echo 6 ;;
     *) echo '' ;;
     esac
 }

@@ -1300,7 +1300,8 @@ static void server_release(struct server *srv)
         event_base_free(srv->base);
 }
 
-static int server_init(struct server *srv, const struct policy *p, struct cordon_err *err)
+static int server_init(struct server *srv, const struct policy *p, unsigned pool,
+                       struct cordon_err *err)
 {
     /*
      * A shallow copy: its pointers stay the caller's, borrowed for the
@@ -1343,6 +1344,7 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
         .max_queued = MAX_QUEUED,
         .output_cap = (size_t)(srv->pol.tools.max_result_bytes / 2),
         .done = on_job_done,
+        .pool = pool,
     };
     if (!(srv->jobs = jobs_new(&jc, err)))
         return -1;
@@ -1374,12 +1376,12 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
     return 0;
 }
 
-int mcp_serve(const struct policy *p, struct cordon_err *err)
+int mcp_serve(const struct policy *p, unsigned pool, struct cordon_err *err)
 {
     /* A client that goes away must not kill us in the middle of a write. */
     signal(SIGPIPE, SIG_IGN);
     struct server srv = { 0 };
-    if (server_init(&srv, p, err) < 0) {
+    if (server_init(&srv, p, pool, err) < 0) {
         server_release(&srv);
         return -1;
     }

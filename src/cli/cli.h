@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct policy;
 
@@ -20,6 +21,22 @@ int cmd_audit(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 int cmd_kill(int argc, char **argv);
 int cmd_evidence(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+
+/*
+ * Remove option NAME ("--pool", with its value as the next argument or
+ * after '=') from ARGV before the "--", for options a subcommand takes
+ * besides run's. 1 with *VALUE, 0 when absent, or minus the exit status of
+ * a printed refusal.
+ */
+int cli_take_option(int *argc, char **argv, const char *name, const char **value);
+
+/* cli_take_option() for a count from 0 to MAX. */
+int cli_take_count(int *argc, char **argv, const char *name, uint64_t max, unsigned *out);
+
+/* cli_take_option() for a duration (like 10s) from 1 ms to MAX_MS, in ms. */
+int cli_take_duration(int *argc, char **argv, const char *name, uint64_t max_ms, unsigned *out);
+
 
 /* The sandbox options `run`, `mcp wrap` and `mcp serve` share, for their --help. */
 extern const char cli_run_options_help[];
@@ -44,6 +61,13 @@ struct run_args {
  */
 int cli_run_args(const char *cmd, const char *const usage[2], int argc, char **argv, bool mcp,
                  struct run_args *a);
+
+/*
+ * cli_run_args() for a server, which takes no command and answers each call
+ * with its result (so no --result either). 0, CLI_HELP_SHOWN, or an exit status.
+ */
+int cli_server_args(const char *cmd, const char *const usage[2], int argc, char **argv,
+                    struct run_args *a);
 
 /* Print "cordon: MSG" (one line) and return the exit status for ERR. */
 int cli_fail(const struct cordon_err *err);

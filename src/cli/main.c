@@ -21,6 +21,7 @@ static const char usage[] =
     "  fetch [OPTIONS] URL            fetch a URL under the egress rules (see --help)\n"
     "  mcp wrap [OPTIONS] -- SERVER    run an MCP server sandboxed, behind the tool broker\n"
     "  mcp serve [OPTIONS]            be an MCP server that runs code in sandboxes\n"
+    "  serve --socket PATH [OPTIONS]  a JSON-RPC daemon: sandboxed runs from a warm pool\n"
     "  policy check [FILE]            validate a policy (default: the one run would use);\n"
     "                                 print it as JSON with its digest\n"
     "  policy sign|verify|approve FILE --key KEY   signed policies, break-glass approvals\n"
@@ -98,6 +99,8 @@ int main(int argc, char **argv)
         return cmd_fetch(argc - 1, argv + 1);
     if (!strcmp(cmd, "mcp"))
         return cmd_mcp(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "policy"))
         return cmd_policy(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit")) return cmd_audit(argc - 1, argv + 1);

@@ -45,7 +45,8 @@ static const char *const serve_usage[2] = {
     "\n"
     "Serve MCP on stdin/stdout with the tools run_command and run_code; each call\n"
     "runs in a fresh sandbox built from these options.\n"
-    "\n",
+    "\n"
+    "      --pool N             sandboxes kept prepared for the calls (0-64, default 0)\n",
     "  -h, --help               this help\n"
     "\n"
     "Exit status: 0 when the client ended the session; 125 if cordon failed.\n",
@@ -93,20 +94,18 @@ static int wrap(int argc, char **argv)
 
 static int serve(int argc, char **argv)
 {
+    unsigned pool = 0;
+    int rc = cli_take_count(&argc, argv, "--pool", 64, &pool);
+    if (rc < 0)
+        return -rc;
     struct run_args a;
-    int rc = cli_run_args("mcp serve", serve_usage, argc, argv, false, &a);
+    rc = cli_server_args("mcp serve", serve_usage, argc, argv, &a);
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
-    if (a.result_file)
-        return cli_usage_error("mcp serve: --result is for cordon run; each call's result is "
-                               "in its answer");
-    if (a.first < argc)
-        return cli_usage_error("mcp serve: unexpected argument '%s'; it takes no command",
-                               argv[a.first]);
     cli_scope_enter(p);
     struct cordon_err err = { 0 };
-    if (mcp_serve(p, &err) < 0) {
+    if (mcp_serve(p, pool, &err) < 0) {
         mcp_refuse_session(err.msg);
         return cli_fail(&err);
     }

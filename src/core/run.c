@@ -10,6 +10,7 @@
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
+#include "common/strv.h"
 #include "common/text.h"
 #include "common/units.h"
 #include "core/limits.h"
@@ -59,6 +60,7 @@ struct run {
     struct sandbox_call call;             /* the front end's; valid until wait returns */
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
     int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
+    struct policy_limits limits;          /* the policy's, with the call's wall clock */
     uint64_t start_us;
 };
 
@@ -82,7 +84,7 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
     for (size_t i = 0; i < p->n_secrets; i++)
         json_array_append_new(secrets, json_string(p->secrets[i].name));
 
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}",
+    json_t *fields = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
@@ -97,6 +99,17 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
                      "limits", limits ? limits : json_null(),
                      "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),
                      "network", network ? network : json_null());
+    if (fields && call->session_id)
+        json_object_set_new(fields, "session", json_string(call->session_id));
+    if (fields && call->n_files) {
+        /* Names and sizes: contents are the call's, like its stdin. */
+        json_t *files = json_array();
+        for (size_t i = 0; i < call->n_files; i++)
+            json_array_append_new(files, json_pack("{s:s, s:I}", "path", call->files[i].path,
+                                                   "bytes", (json_int_t)call->files[i].len));
+        json_object_set_new(fields, "files", files);
+    }
+    return fields;
 }
 
 /* The limit behind a reason, for the limit.fired event; NULL if none fired. */
@@ -142,7 +155,7 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
 }
 
 static void record_end(struct audit_log *log, const struct policy *p,
-                       const struct sandbox_result *res)
+                       const struct sandbox_call *call, const struct sandbox_result *res)
 {
     struct cordon_err ignored;
     const char *limit = fired_limit(res->reason);
@@ -152,6 +165,8 @@ static void record_end(struct audit_log *log, const struct policy *p,
                      &ignored);
     json_t *end = sandbox_result_to_json(res, p);
     json_object_del(end, "run_id"); /* already the event's run */
+    if (end && call->session_id)
+        json_object_set_new(end, "session", json_string(call->session_id));
     audit_append(log, "run.end", res->run_id, end, &ignored);
     if (p->break_glass)
         audit_append(log, "breakglass.end", res->run_id,
@@ -183,12 +198,6 @@ static int env_add(char ***envp, size_t *n, const char *name, const char *value)
     return 0;
 }
 
-static void strv_free(char **v)
-{
-    for (char **e = v; e && *e; e++)
-        free(*e);
-    free(v);
-}
 DEFINE_CLEANUP(char **, strv_free)
 
 /*
@@ -264,6 +273,47 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     for (size_t i = 0; i < p->n_env_set; i++)
         rc |= env_add(&envp, &n, p->env_set[i].name, p->env_set[i].value);
     return rc ? NULL : TAKE_PTR(envp);
+}
+
+/* Is NAME one the run path sets itself (the proxy, the CA, a secret's placeholder)? */
+static bool env_reserved(const struct run *run, const char *name, size_t len)
+{
+    static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+                                         "http_proxy", "https_proxy", "all_proxy", "no_proxy",
+                                         "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                         "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
+            return run->gateway;
+    for (size_t i = 0; i < run->gw.n_secrets; i++)
+        if (strlen(run->gw.secrets[i].name) == len && memcmp(run->gw.secrets[i].name, name, len) == 0)
+            return true;
+    return false;
+}
+
+/* The call's own entries on top of the policy's; the run's own names stay the run's. */
+static int add_call_env(const struct run *run, char ***envp, char *const *extra,
+                        struct cordon_err *err)
+{
+    size_t n = 0;
+    while ((*envp)[n])
+        n++;
+    for (char *const *e = extra; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || eq == *e)
+            return err_set(err, CORDON_E_USAGE, "environment entry '%s' is not NAME=VALUE", *e);
+        size_t len = (size_t)(eq - *e);
+        if (env_reserved(run, *e, len))
+            continue;
+        char name[256];
+        if (len >= sizeof name)
+            return err_set(err, CORDON_E_USAGE, "environment name too long: '%.64s...'", *e);
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        if (env_add(envp, &n, name, eq + 1) < 0)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    return 0;
 }
 
 /* ---- prepare ---- */
@@ -416,17 +466,27 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         return err_set(err, CORDON_E_USAGE, "run %s was started already", run->run_id);
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
-    run->call = *call;
-    if (run->log && run->p->break_glass &&
-        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
-        return err_prefix(err, "audit");
-    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, run->backend->level, call),
-                                 err) < 0)
-        return err_prefix(err, "audit");
-
     _cleanup_(strv_freep) char **envp = plan_env(run, call);
     if (!envp)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (add_call_env(run, &envp, call->envp, err) < 0)
+        return -1;
+    /* A pooled run was prepared before its call had a name: it takes the call's. */
+    if (call->run_id && strlen(call->run_id) == 32)
+        memcpy(run->run_id, call->run_id, sizeof run->run_id);
+    run->call = *call;
+    run->limits = run->p->limits;
+    if (call->wall_ms && (!run->limits.wall_ms || call->wall_ms < run->limits.wall_ms))
+        run->limits.wall_ms = call->wall_ms;
+    if (run->log && run->p->break_glass &&
+        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
+        return err_prefix(err, "audit");
+    if (run->log && audit_append(run->log, "run.start", run->run_id,
+                                 start_fields(run->p, run->backend->level, call), err) < 0)
+        return err_prefix(err, "audit");
+    /* From here on the run has a record to close, should we die. */
+    if (watchdog_started(run->wd, run->run_id, err) < 0)
+        return -1;
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
         int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
@@ -438,7 +498,8 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
-    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->tty, err);
+    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files,
+                                call->n_files, call->tty, err);
     for (int i = 0; i < 3; i++)
         close(stdio[i]);
     run->in_w = in[1];
@@ -511,7 +572,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .started_arg = run,
         .run_id = run->run_id,
         .call = &run->call,
-        .limits = &p->limits,
+        .limits = &run->limits,
         .cg = &run->cg,
         .poll_cpu = cgroup_has(&run->cg, CGROUP_CPU) && p->limits.cpu_ms,
         .poll_pids = cgroup_has(&run->cg, CGROUP_PIDS) && p->limits.pids,
@@ -535,7 +596,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     run->gw_report = -1; /* closed by the drain, or by supervise() */
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     if (run->log)
-        record_end(run->log, p, res);
+        record_end(run->log, p, &run->call, res);
     return 0;
 }
 
@@ -602,31 +663,40 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
         if (p->break_glass)
             audit_append(log, "breakglass.start", run_id, NULL, &ignored);
         if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call), &ignored) == 0)
-            record_end(log, p, res);
+            record_end(log, p, call, res);
         audit_close(log, &ignored);
         audit_free(log);
     }
     return -1;
 }
 
-int run_once(const struct policy *p, const struct sandbox_call *call,
-               struct sandbox_result *res, struct cordon_err *err)
+int run_call(struct run *run, const struct policy *p, const struct sandbox_call *call,
+             struct sandbox_result *res, struct cordon_err *err)
 {
     char run_id[33];
     if (call->run_id && strlen(call->run_id) == 32)
         memcpy(run_id, call->run_id, sizeof run_id);
+    else if (run)
+        memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    struct run *run = NULL;
-    if (run_prepare(p, run_id, &run, err) < 0) {
+    if (!run && run_prepare(p, run_id, &run, err) < 0) {
         refused(p, call, run_id, res, err);
         return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
     }
-    int rc = run_start(run, call, err);
+    struct sandbox_call named = *call;
+    named.run_id = run_id;
+    int rc = run_start(run, &named, err);
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);
     else
         refused(p, call, run_id, res, err);
     run_release(run);
     return rc;
+}
+
+int run_once(const struct policy *p, const struct sandbox_call *call,
+               struct sandbox_result *res, struct cordon_err *err)
+{
+    return run_call(NULL, p, call, res, err);
 }

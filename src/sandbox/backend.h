@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "policy/policy.h"
 #include "sandbox/confine.h"
+#include "sandbox/start.h"
 #include "sandbox/workspace.h"
 
 #include <stdbool.h>
@@ -41,7 +42,16 @@ const char *enforcement_name(enum enforcement e);
 /* What a front end brings to a run: the command and where its stdio goes. */
 struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
-    const char *run_id;      /* run_once(): names the run (32 hex digits), or NULL for a new one */
+    const char *run_id;      /* names the run (32 hex digits), or NULL: the one it was prepared
+                                under (a pooled run is prepared before its call is known) */
+    char *const *envp;       /* NAME=VALUE entries the call adds to the run's environment (NULL:
+                                none); the gateway's and the secrets' entries still win */
+    uint64_t wall_ms;        /* a wall-clock limit of the call's own, or 0: it only lowers
+                                the policy's */
+    const char *session_id;  /* the daemon's session the run belongs to, for the audit
+                                record, or NULL */
+    const struct start_file *files; /* placed in /workspace before the command starts */
+    size_t n_files;
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */

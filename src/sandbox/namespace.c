@@ -204,6 +204,16 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     if (m.tty && tty < 0)
         child_fail(fds, &err);
     close(fds->start_r);
+    if (m.files >= 0) {
+        /* As the sandbox user, before the command: the call's files are its own. */
+        int ws = open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (ws < 0 || start_place_files(&m, ws, &err) < 0) {
+            if (ws < 0)
+                err_sys(&err, CORDON_E_SETUP, "cannot open /workspace");
+            child_fail(fds, &err);
+        }
+        close(ws);
+    }
 
     pid_t cmd = fork();
     if (cmd < 0) {

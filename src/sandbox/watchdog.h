@@ -33,5 +33,13 @@ int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_er
 int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const char *name,
                                bool dir, const struct timespec *start, struct cordon_err *err);
 
+/*
+ * The run RUN_ID (which may differ from the one it was prepared under) has
+ * recorded its run.start: from now on a supervisor's death is recorded as
+ * the run's end. A prepared run that never started leaves no record. No-op
+ * when the watchdog is not armed (nothing to record).
+ */
+int watchdog_started(struct watchdog *wd, const char *run_id, struct cordon_err *err);
+
 /* The supervisor cleaned up itself: stop the watchdog and reap it. Frees WD. */
 void watchdog_release(struct watchdog *wd);
