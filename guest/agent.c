@@ -1,6 +1,6 @@
 /*
  * guest/agent.c: /init of the microvm level's guest. It takes one call from
- * the host over the control port (guest/proto.h), reseeds the RNG with the
+ * the host over the control port (sandbox/vm_wire.h), reseeds the RNG with the
  * host's entropy before anything runs (restored clones start from one RNG
  * state), mounts the call's 9p shares, confines and runs the command, relays
  * its stdio and returns its status; then it powers the guest off. With
@@ -8,7 +8,7 @@
  * over the egress port to the host, which hands it to cordon's gateway.
  * The host is trusted here; the command is not.
  */
-#include "proto.h"
+#include "../src/sandbox/vm_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -475,7 +475,7 @@ int main(void)
         { "/lib64", "usr/lib64" }, { "/lib32", "usr/lib32" },
     };
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
-        symlink(links[i][1], links[i][0]);
+        (void)!symlink(links[i][1], links[i][0]);
     if (!mount_shares(&call, why, sizeof why)) {
         send_error(ctl, VM_ERR_SETUP, why);
         power_off();

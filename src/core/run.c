@@ -60,7 +60,8 @@ struct run {
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
-static json_t *start_fields(const struct policy *p, const struct sandbox_call *call)
+static json_t *start_fields(const struct policy *p, const struct sandbox_call *call,
+                            const char *evidence)
 {
     struct utsname u;
     uname(&u);
@@ -84,7 +85,7 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     for (size_t i = 0; i < p->n_secrets; i++)
         json_array_append_new(secrets, json_string(p->secrets[i].name));
 
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}",
+    json_t *fields = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
@@ -97,6 +98,13 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
                      "syscalls_digest", syscalls_digest,
                      "secrets", secrets,
                      "limits", limits ? limits : json_null());
+    /* The level's own facts: a microvm's accelerator, snapshot, kernel digest. */
+    json_t *boundary = evidence && *evidence ? json_loads(evidence, 0, NULL) : NULL;
+    if (fields && boundary)
+        json_object_set_new(fields, "boundary", boundary);
+    else
+        json_decref(boundary);
+    return fields;
 }
 
 /* The limit behind a reason, for the limit.fired event; NULL if none fired. */
@@ -334,7 +342,8 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
     run->call = *call;
-    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, call),
+    if (run->log && audit_append(run->log, "run.start", run->run_id,
+                                 start_fields(run->p, call, run->b.evidence),
                                  err) < 0)
         return err_prefix(err, "audit");
 
@@ -371,6 +380,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     memcpy(res->enforced, run->enforced, sizeof res->enforced);
+    memcpy(res->boundary, run->b.evidence, sizeof res->boundary);
     if (run->state != RUN_STARTED)
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
     run->state = RUN_WAITED;
@@ -466,7 +476,7 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     struct audit_log *log = NULL;
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
-        if (audit_append(log, "run.start", run_id, start_fields(p, call), &ignored) == 0)
+        if (audit_append(log, "run.start", run_id, start_fields(p, call, NULL), &ignored) == 0)
             record_end(log, p, res);
         audit_close(log, &ignored);
         audit_free(log);

@@ -169,9 +169,17 @@ struct policy_tools {
 /* The gateway keeps a name in a fixed buffer of 128 bytes. */
 #define POLICY_SECRET_NAME_MAX 127
 
+/*
+ * microvm.accel: what may run the microvm level's guest. kvm: a hardware
+ * hypervisor only; tcg: QEMU's software emulation is allowed where there is
+ * none, knowing that an emulator is not a hypervisor boundary.
+ */
+enum policy_accel { POLICY_ACCEL_KVM, POLICY_ACCEL_TCG };
+
 struct policy {
     int version;                    /* 1 */
     enum cordon_level level;
+    enum policy_accel microvm_accel;
     char *origin;                   /* file name the policy came from, or NULL */
 
     /* filesystem */

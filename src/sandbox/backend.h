@@ -69,6 +69,7 @@ struct sandbox_result {
         unsigned n_recent, next;
     } egress;
     struct workspace_report workspace; /* a host workspace's scans */
+    char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
 
@@ -103,6 +104,8 @@ struct sandbox_boundary {
     int start_w;      /* where the start message goes */
     int door;         /* the listening socket the gateway serves, or -1 */
     void *state;      /* the backend's own, for release */
+    char evidence[512]; /* the level's own facts (a JSON object) for run.start and
+                           the result, or "" */
 };
 
 /*
@@ -123,6 +126,7 @@ struct sandbox_backend {
 };
 
 extern const struct sandbox_backend namespace_backend;
+extern const struct sandbox_backend microvm_backend;
 
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,

@@ -1,5 +1,5 @@
 /*
- * guest/proto.h: the framing between cordon (the host) and the microvm
+ * sandbox/vm_wire.h: the framing between cordon (the host) and the microvm
  * guest agent, over virtio-serial ports. Every frame is an 8-byte header,
  * type then payload length (both little-endian u32), then the payload. Both
  * ends treat the other as hostile: a frame with an unknown type or a length
