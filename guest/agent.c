@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONTROL_PORT "/dev/vport0p1"
@@ -178,6 +179,7 @@ struct call {
     uid_t uid;
     gid_t gid;
     uint32_t flags;
+    uint64_t realtime_ns;
     uint32_t n_rlimits;
     struct { int resource; struct rlimit value; } rlimits[VM_MAX_RLIMITS];
     uint32_t n_mounts;
@@ -197,6 +199,7 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
     call->uid = take_u32(&c);
     call->gid = take_u32(&c);
     call->flags = take_u32(&c);
+    call->realtime_ns = take_u64(&c);
     call->n_rlimits = take_u32(&c);
     if (call->n_rlimits > VM_MAX_RLIMITS)
         return false;
@@ -267,11 +270,43 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
         unsigned long flags = MS_NOSUID | MS_NODEV;
         if (call->mounts[i].flags & VM_MOUNT_READONLY)
             flags |= MS_RDONLY;
-        mkdir_p(path);
         int rc;
-        if (call->mounts[i].flags & VM_MOUNT_TMPFS) {
+        if (call->mounts[i].flags & VM_MOUNT_FILE) {
+            /* The file's directory is shared: mount it aside, bind the one
+             * file, and detach the rest so its siblings stay out of reach. */
+            char share[64], source[600], parent[512];
+            const char *slash = strchr(tag, '/');
+            if (!slash || slash - tag >= 16 || strchr(slash + 1, '/')) {
+                snprintf(why, why_len, "bad file share '%s'", tag);
+                return false;
+            }
+            snprintf(share, sizeof share, "/.cordon-share-%.*s", (int)(slash - tag), tag);
+            snprintf(source, sizeof source, "%s/%s", share, slash + 1);
+            snprintf(parent, sizeof parent, "%s", path);
+            if (strrchr(parent, '/'))
+                *strrchr(parent, '/') = '\0';
+            mkdir_p(share);
+            if (*parent)
+                mkdir_p(parent);
+            int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+            if (fd >= 0)
+                close(fd);
+            char shared_tag[16];
+            snprintf(shared_tag, sizeof shared_tag, "%.*s", (int)(slash - tag), tag);
+            rc = mount(shared_tag, share, "9p", flags,
+                       "trans=virtio,version=9p2000.L,msize=262144,cache=none,access=client");
+            if (rc == 0)
+                rc = mount(source, path, NULL, MS_BIND, NULL);
+            if (rc == 0)
+                rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | flags, NULL);
+            if (rc == 0)
+                rc = umount2(share, MNT_DETACH);
+            rmdir(share);
+        } else if (call->mounts[i].flags & VM_MOUNT_TMPFS) {
+            mkdir_p(path);
             rc = mount("tmpfs", path, "tmpfs", flags, tag);
         } else {
+            mkdir_p(path);
             /* cache=none: the host sees each write as it happens. */
             rc = mount(tag, path, "9p", flags,
                        "trans=virtio,version=9p2000.L,msize=262144,cache=none,access=client");
@@ -468,6 +503,9 @@ int main(void)
         power_off();
     }
     reseed(call.entropy);
+    struct timespec now = { .tv_sec = (time_t)(call.realtime_ns / 1000000000u),
+                            .tv_nsec = (long)(call.realtime_ns % 1000000000u) };
+    clock_settime(CLOCK_REALTIME, &now);
 
     char why[VM_ERROR_MAX];
     static const char *const links[][2] = {

@@ -47,6 +47,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define QEMU_DEFAULT "/usr/bin/qemu-system-x86_64"
@@ -63,6 +64,7 @@
 struct vm_share {
     const char *host;  /* host directory */
     const char *guest; /* where the agent mounts it */
+    const char *file;  /* a file bind: the file's name in HOST, bound at GUEST; or NULL */
     bool writable;
 };
 
@@ -78,6 +80,7 @@ struct vm_plan {
     bool kvm;
     uint64_t mem_mib;
     struct vm_share shares[VM_SLOTS];
+    char paths[VM_SLOTS][PATH_MAX]; /* the shares' host paths, owned here */
     size_t n_shares;
     struct vm_buf call_static; /* the call's policy part: rlimits, mounts, filter */
     bool workspace_uid;        /* the command takes the host workspace's owner */
@@ -192,21 +195,34 @@ bool microvm_has_kvm(void)
 
 /* ---- the plan ---- */
 
-static int add_share(struct vm_plan *v, const char *host, const char *guest, bool writable,
+/* A file is shared as its directory, which the guest mounts aside and
+ * detaches once the one file is bound (guest/agent.c). */
+static int add_share(struct vm_plan *v, char *host, const char *guest, bool writable,
                      struct cordon_err *err)
 {
     struct stat st;
     if (stat(host, &st) < 0)
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot share '%s'", host);
-    if (!S_ISDIR(st.st_mode))
-        return err_set(err, CORDON_E_UNSUPPORTED,
-                       "microvm: '%s' is not a directory; this level shares directories only",
-                       host);
+    const char *file = NULL;
+    if (!S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(host, '/');
+        if (!S_ISREG(st.st_mode) || !slash || !slash[1])
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "microvm: '%s' is neither a directory nor a regular file", host);
+        if (writable)
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "microvm: '%s': a file is shared read-only at this level", host);
+        /* HOST is the plan's copy: split it into directory and name. */
+        *slash = '\0';
+        file = slash + 1;
+        if (!*host)
+            host = "/";
+    }
     if (v->n_shares == VM_SLOTS)
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "microvm: at most %d shared directories (/usr, the workspace and binds)",
                        VM_SLOTS);
-    v->shares[v->n_shares++] = (struct vm_share){ host, guest, writable };
+    v->shares[v->n_shares++] = (struct vm_share){ host, guest, file, writable };
     return 0;
 }
 
@@ -222,6 +238,9 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     snprintf(v->kernel, sizeof v->kernel, "%s/vmlinux",
              env_or("CORDON_GUEST_KERNEL", KERNEL_DEFAULT));
     TRY(microvm_probe(err));
+    snprintf(v->paths[0], sizeof v->paths[0], "/usr");
+    if (p->workspace)
+        snprintf(v->paths[1], sizeof v->paths[1], "%s", p->workspace);
     TRY(find_initramfs(v->initramfs, err));
     TRY(file_sha256(v->kernel, v->kernel_digest, err));
     TRY(file_sha256(v->initramfs, v->initramfs_digest, err));
@@ -246,11 +265,17 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
              env_or("CORDON_MICROVM_SNAPSHOTS", SNAPSHOT_DIR_DEFAULT));
     snprintf(v->snapshot, sizeof v->snapshot, "%s/%.32s.snap", v->snapshot_dir, v->digest);
 
-    TRY(add_share(v, "/usr", "/usr", false, err));
+    TRY(add_share(v, v->paths[0], "/usr", false, err));
     if (p->workspace)
-        TRY(add_share(v, p->workspace, "/workspace", true, err));
-    for (size_t i = 0; i < p->n_binds; i++)
-        TRY(add_share(v, p->binds[i].source, p->binds[i].dest, p->binds[i].writable, err));
+        TRY(add_share(v, v->paths[1], "/workspace", true, err));
+    for (size_t i = 0; i < p->n_binds && i + 2 < VM_SLOTS; i++) {
+        snprintf(v->paths[i + 2], sizeof v->paths[i + 2], "%s", p->binds[i].source);
+        TRY(add_share(v, v->paths[i + 2], p->binds[i].dest, p->binds[i].writable, err));
+    }
+    if (p->n_binds + 2 > VM_SLOTS)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "microvm: at most %d binds (each is a 9p share of the guest)",
+                       VM_SLOTS - 2);
     v->workspace_uid = p->workspace != NULL;
 
     /* The call's policy part; argv, environment and entropy follow at start. */
@@ -274,8 +299,15 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     for (size_t i = 0; i < v->n_shares; i++) {
         char tag[8];
         snprintf(tag, sizeof tag, "s%zu", i);
-        vm_buf_u32(b, v->shares[i].writable ? 0 : VM_MOUNT_READONLY);
-        vm_buf_str(b, tag);
+        vm_buf_u32(b, (v->shares[i].writable ? 0 : VM_MOUNT_READONLY) |
+                          (v->shares[i].file ? VM_MOUNT_FILE : 0));
+        if (v->shares[i].file) {
+            char ftag[NAME_MAX + 16];
+            snprintf(ftag, sizeof ftag, "%s/%s", tag, v->shares[i].file);
+            vm_buf_str(b, ftag);
+        } else {
+            vm_buf_str(b, tag);
+        }
         vm_buf_str(b, v->shares[i].guest);
     }
     snprintf(opts, sizeof opts, "size=%llu,mode=1777", (unsigned long long)p->tmp_size);
@@ -792,6 +824,9 @@ static int send_call(const struct vm_plan *v, int ctl, const struct start_messag
     vm_buf_u32(&b, SANDBOX_UID);
     vm_buf_u32(&b, SANDBOX_GID);
     vm_buf_u32(&b, egress ? VM_CALL_EGRESS : 0);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    vm_buf_u64(&b, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
     vm_buf_bytes(&b, v->call_static.data, v->call_static.len);
     vm_buf_str(&b, "/workspace");
     size_t n = 0;

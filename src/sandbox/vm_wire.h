@@ -51,6 +51,7 @@ enum vm_error_kind {
  *   entropy[VM_ENTROPY_BYTES]
  *   u32 uid_from_workspace (1: the command takes /workspace's owner), u32 uid, u32 gid
  *   u32 flags (VM_CALL_EGRESS)
+ *   u64 the host's CLOCK_REALTIME in ns (a restored guest's clock is the snapshot's)
  *   u32 n_rlimits, then n x (u32 resource, u64 soft, u64 hard)
  *   u32 n_mounts, then n x (u32 flags (VM_MOUNT_*), str tag, str guest path)
  *   u32 n_insns, then n x 8-byte struct sock_filter (the seccomp filter; 0: none)
@@ -61,3 +62,4 @@ enum vm_error_kind {
 #define VM_CALL_EGRESS 1u
 #define VM_MOUNT_READONLY 1u
 #define VM_MOUNT_TMPFS 2u /* tag is tmpfs options, not a 9p share */
+#define VM_MOUNT_FILE 4u  /* tag is "TAG/NAME": file NAME of share TAG, bound at path */
