@@ -30,7 +30,9 @@ static const char *const usage[2] = {
 
 const char cli_run_options_help[] =
     "  -p, --policy FILE        YAML or JSON policy; the flags below override it\n"
-    "  -l, --level LEVEL        isolation level: namespace (default)\n"
+    "  -l, --level LEVEL        isolation level: namespace (default) or microvm\n"
+    "      --accel ACCEL        microvm: kvm (hardware only, default) or tcg (allow\n"
+    "                           QEMU's emulator, which is not a hypervisor boundary)\n"
     "  -w, --workspace DIR      host directory mounted read-write at /workspace, the\n"
     "                           working directory; default: an empty scratch tmpfs\n"
     "      --ro PATH[:DEST]     bind a host path read-only (repeatable)\n"
@@ -69,7 +71,7 @@ const char cli_run_options_help[] =
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
-    OPT_SECRET, OPT_ALLOW_TOOL,
+    OPT_SECRET, OPT_ALLOW_TOOL, OPT_ACCEL,
 };
 
 static const struct option options[] = {
@@ -85,6 +87,7 @@ static const struct option options[] = {
     { "pids", required_argument, NULL, OPT_PIDS },
     { "output", required_argument, NULL, OPT_OUTPUT },
     { "tmp-size", required_argument, NULL, OPT_TMP_SIZE },
+    { "accel", required_argument, NULL, OPT_ACCEL },
     { "best-effort", required_argument, NULL, OPT_BEST_EFFORT },
     { "result", required_argument, NULL, OPT_RESULT },
     { "audit", required_argument, NULL, OPT_AUDIT },
@@ -117,6 +120,7 @@ static const struct {
     { OPT_PIDS, "limits.pids", "--pids" },
     { OPT_OUTPUT, "limits.output", "--output" },
     { OPT_TMP_SIZE, "filesystem.tmp_size", "--tmp-size" },
+    { OPT_ACCEL, "microvm.accel", "--accel" },
     { OPT_AUDIT, "audit.file", "--audit" },
     { OPT_NET, "network.mode", "--net" },
     { OPT_ALLOW, "network.allow", "--allow" },

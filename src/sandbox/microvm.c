@@ -859,7 +859,6 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                                  const struct start_message *m)
 {
     struct cordon_err err = { 0 };
-    int err_w = fds->err_w;
     int in = m->stdio[0];
     int conns[VM_EG_MAX_CONNS];
     for (size_t i = 0; i < VM_EG_MAX_CONNS; i++)
@@ -940,16 +939,13 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                 switch (f.type) {
                 case VM_STDOUT:
                 case VM_STDERR:
-                    if (err_w >= 0) { /* the command runs: no setup error can follow */
-                        close(err_w);
-                        err_w = -1;
-                    }
+                    /* The error pipe stays open: a guest that breaks the
+                     * protocol mid-run is still reported as such. */
                     write_all(m->stdio[f.type == VM_STDOUT ? 1 : 2], (const char *)f.data, f.len);
                     break;
                 case VM_EXIT: {
                     int ws = (int)v32;
-                    if (err_w >= 0)
-                        close(err_w);
+                    close(fds->err_w);
                     (void)!write(fds->status_w, &ws, sizeof ws);
                     vm_kill(vm);
                     _exit(0);
