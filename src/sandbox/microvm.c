@@ -111,6 +111,52 @@ static int file_sha256(const char *path, char out[65], struct cordon_err *err)
     return 0;
 }
 
+/*
+ * The digest of PATH, remembered in DIR by the file's identity (device,
+ * inode, size, change time): hashing a 15 MB kernel on every run would cost
+ * more than restoring the guest. A remembered digest is trusted on the same
+ * terms as a snapshot (ours or root's, writable by no one else).
+ */
+static int cached_sha256(const char *path, const char *dir, char out[65], struct cordon_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot read '%s'", path);
+    char memo[PATH_MAX];
+    if (snprintf(memo, sizeof memo, "%s/digest-%llx-%llx-%llx-%lld.%09ld", dir,
+                 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+                 (unsigned long long)st.st_size, (long long)st.st_ctim.tv_sec,
+                 st.st_ctim.tv_nsec) >= (int)sizeof memo)
+        return file_sha256(path, out, err);
+    int fd = open(memo, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat ms;
+    if (fd >= 0 && fstat(fd, &ms) == 0 && S_ISREG(ms.st_mode) && !(ms.st_mode & 022) &&
+        (ms.st_uid == 0 || ms.st_uid == geteuid()) && read_full(fd, out, 64)) {
+        out[64] = '\0';
+        bool hex = true;
+        for (int i = 0; i < 64; i++)
+            hex &= (out[i] >= '0' && out[i] <= '9') || (out[i] >= 'a' && out[i] <= 'f');
+        close(fd);
+        if (hex)
+            return 0;
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    TRY(file_sha256(path, out, err));
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s.%d", memo, (int)getpid());
+    if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            bool ok = write(fd, out, 64) == 64;
+            close(fd);
+            if (!ok || rename(tmp, memo) < 0)
+                unlink(tmp);
+        }
+    }
+    return 0;
+}
+
 static void text_sha256(const char *text, char out[65])
 {
     unsigned char md[32];
@@ -242,8 +288,10 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     if (p->workspace)
         snprintf(v->paths[1], sizeof v->paths[1], "%s", p->workspace);
     TRY(find_initramfs(v->initramfs, err));
-    TRY(file_sha256(v->kernel, v->kernel_digest, err));
-    TRY(file_sha256(v->initramfs, v->initramfs_digest, err));
+    snprintf(v->snapshot_dir, sizeof v->snapshot_dir, "%s",
+             env_or("CORDON_MICROVM_SNAPSHOTS", SNAPSHOT_DIR_DEFAULT));
+    TRY(cached_sha256(v->kernel, v->snapshot_dir, v->kernel_digest, err));
+    TRY(cached_sha256(v->initramfs, v->snapshot_dir, v->initramfs_digest, err));
 
     /* Guest RAM inside the run's memory limit, leaving QEMU its own share. */
     uint64_t mem = p->limits.memory ? p->limits.memory : 1ull << 30;
@@ -261,8 +309,6 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
              (long long)q.st_mtim.tv_sec, q.st_mtim.tv_nsec, (unsigned long long)v->mem_mib,
              VM_SLOTS, v->kvm ? "kvm" : "tcg", getenv("CORDON_MICROVM_CONSOLE") ? "on" : "off");
     text_sha256(shape, v->digest);
-    snprintf(v->snapshot_dir, sizeof v->snapshot_dir, "%s",
-             env_or("CORDON_MICROVM_SNAPSHOTS", SNAPSHOT_DIR_DEFAULT));
     snprintf(v->snapshot, sizeof v->snapshot, "%s/%.32s.snap", v->snapshot_dir, v->digest);
 
     TRY(add_share(v, v->paths[0], "/usr", false, err));
