@@ -28,6 +28,7 @@
 #include "sandbox/supervise.h"
 #include "sandbox/vmproto.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -678,6 +679,46 @@ static int snapshot_open(const struct vm_plan *v)
     return fd;
 }
 
+/* Keep the newest few snapshots: each kernel, initramfs or QEMU update leaves
+ * one behind (tens of MB each) that no run can use again. */
+#define SNAPSHOTS_KEPT 4
+
+static void snapshot_prune(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct { char name[NAME_MAX + 1]; struct timespec mtime; } keep[SNAPSHOTS_KEPT + 1];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        struct stat st;
+        if (len < 6 || strcmp(e->d_name + len - 5, ".snap") ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        /* Insert by mtime, newest first; what falls off the end goes. */
+        size_t at = n;
+        while (at > 0 && (keep[at - 1].mtime.tv_sec < st.st_mtim.tv_sec ||
+                          (keep[at - 1].mtime.tv_sec == st.st_mtim.tv_sec &&
+                           keep[at - 1].mtime.tv_nsec < st.st_mtim.tv_nsec)))
+            at--;
+        if (at == SNAPSHOTS_KEPT) {
+            unlinkat(dirfd(d), e->d_name, 0);
+            continue;
+        }
+        if (n == SNAPSHOTS_KEPT) {
+            unlinkat(dirfd(d), keep[n - 1].name, 0);
+            n--;
+        }
+        memmove(&keep[at + 1], &keep[at], (n - at) * sizeof keep[0]);
+        snprintf(keep[at].name, sizeof keep[at].name, "%s", e->d_name);
+        keep[at].mtime = st.st_mtim;
+        n++;
+    }
+    closedir(d);
+}
+
 /* Save the booted, idle guest (stopped meanwhile); failures only cost the snapshot. */
 static void snapshot_save(const struct vm_plan *v, struct vm *vm)
 {
@@ -712,6 +753,8 @@ static void snapshot_save(const struct vm_plan *v, struct vm *vm)
         ok = rename(tmp, v->snapshot) == 0;
     if (!ok)
         unlink(tmp);
+    else
+        snapshot_prune(v->snapshot_dir);
     /* Running again either way: this guest still takes the call. */
     qmp(vm->qmp, "{\"execute\":\"cont\"}\n", -1, line, sizeof line);
 }
