@@ -385,12 +385,17 @@ struct vm {
     int ctl, eg, qmp;   /* our ends of the control port, the egress port and QMP */
 };
 
+/* The shim's QEMU, reaped before the shim goes: a QEMU that outlives it even
+ * as a zombie would hold the run's cgroup. */
+static pid_t shim_qemu = -1;
+
 static void vm_kill(struct vm *vm)
 {
     if (vm->qemu > 0) {
         kill(vm->qemu, SIGKILL);
         waitpid(vm->qemu, NULL, 0);
         vm->qemu = -1;
+        shim_qemu = -1;
     }
     closep(&vm->pidfd);
     closep(&vm->ctl);
@@ -557,6 +562,7 @@ static int vm_spawn(const struct vm_plan *v, int restore_fd, struct vm *vm, stru
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot start QEMU");
     }
     vm->qemu = pid;
+    shim_qemu = pid;
     vm->pidfd = sys_pidfd_open(pid, 0);
     vm->ctl = ctl[0];
     vm->eg = eg[0];
@@ -814,6 +820,10 @@ struct shim_fds {
 
 static _Noreturn void shim_fail(const struct shim_fds *fds, struct cordon_err *err)
 {
+    if (shim_qemu > 0) {
+        kill(shim_qemu, SIGKILL);
+        waitpid(shim_qemu, NULL, 0);
+    }
     (void)!write(fds->err_w, err, sizeof *err);
     _exit(err_exit_code(err));
 }
