@@ -816,6 +816,8 @@ static int vm_boot(const struct vm_plan *v, bool save, struct vm *vm, struct cor
 
 struct shim_fds {
     int sync_r, err_w, status_w, start_r, gw_sock, info_w;
+    uid_t uid;  /* the caller's, mapped to itself in the shim's user namespace */
+    gid_t gid;
 };
 
 static _Noreturn void shim_fail(const struct shim_fds *fds, struct cordon_err *err)
@@ -838,13 +840,16 @@ static int write_file(const char *path, const char *text)
     return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
-/* A user and network namespace of the shim's own: QEMU has no network, and
- * the gateway's door listens on a loopback nothing else on the host shares. */
-static int enter_namespaces(bool gateway, int gw_sock, struct cordon_err *err)
+/*
+ * The shim is cloned into a user and PID namespace of its own (it is PID 1
+ * there: when it dies, the kernel kills and reaps QEMU, which can then hold
+ * no cgroup); here it adds a network namespace, so QEMU has no network and
+ * the gateway's door listens on a loopback nothing else on the host shares.
+ */
+static int enter_namespaces(uid_t uid, gid_t gid, bool gateway, int gw_sock,
+                            struct cordon_err *err)
 {
-    uid_t uid = geteuid();
-    gid_t gid = getegid();
-    if (unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+    if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot create namespaces for QEMU");
     char map[64];
     snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
@@ -1107,10 +1112,12 @@ static _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v
     char go;
     if (read(fds->sync_r, &go, 1) != 1)
         _exit(125); /* the supervisor is gone */
-    /* QEMU dies with us (its own parent-death signal), we with the supervisor. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() == 1)
+    /* QEMU dies with us (we are its PID namespace's init), we with the supervisor. */
+    struct pollfd alive = { .fd = fds->sync_r, .events = POLLIN };
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ||
+        (poll(&alive, 1, 0) > 0 && (alive.revents & (POLLHUP | POLLERR))))
         _exit(125);
-    if (enter_namespaces(s->gateway, fds->gw_sock, &err) < 0)
+    if (enter_namespaces(fds->uid, fds->gid, s->gateway, fds->gw_sock, &err) < 0)
         shim_fail(fds, &err);
     if (fds->gw_sock >= 0)
         close(fds->gw_sock);
@@ -1192,9 +1199,11 @@ static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundar
         err_sys(err, CORDON_E_SETUP, "cannot create pipes");
         goto out;
     }
-    shim = fork();
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    shim = sys_clone_ns(CLONE_NEWUSER | CLONE_NEWPID);
     if (shim < 0) {
-        err_sys(err, CORDON_E_SETUP, "microvm: cannot fork");
+        err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot create the shim's namespaces");
         goto out;
     }
     if (shim == 0) {
@@ -1202,7 +1211,7 @@ static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundar
             s->in_child(s->in_child_arg);
         struct shim_fds fds = { .sync_r = sync[0], .err_w = errp[1], .status_w = status[1],
                                 .start_r = start[1], .gw_sock = s->gateway ? gw[1] : -1,
-                                .info_w = info[1] };
+                                .info_w = info[1], .uid = uid, .gid = gid };
         shim_main(s, v, &fds);
     }
     int *theirs[] = { &sync[0], &errp[1], &status[1], &start[1], &gw[1], &info[1] };
