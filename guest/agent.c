@@ -234,20 +234,20 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
 
 static void reseed(const unsigned char *entropy)
 {
-    struct {
-        struct rand_pool_info info;
-        unsigned char buf[VM_ENTROPY_BYTES];
-    } seed;
-    seed.info.entropy_count = VM_ENTROPY_BYTES * 8;
-    seed.info.buf_size = VM_ENTROPY_BYTES;
-    memcpy(seed.buf, entropy, VM_ENTROPY_BYTES);
+    /* struct rand_pool_info ends in a flexible array: the entropy follows it. */
+    _Alignas(struct rand_pool_info) unsigned char raw[sizeof(struct rand_pool_info) +
+                                                      VM_ENTROPY_BYTES];
+    struct rand_pool_info *seed = (struct rand_pool_info *)raw;
+    seed->entropy_count = VM_ENTROPY_BYTES * 8;
+    seed->buf_size = VM_ENTROPY_BYTES;
+    memcpy(raw + sizeof *seed, entropy, VM_ENTROPY_BYTES);
     int fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
     /* Added and credited, then the CRNG reseeded now rather than at its next
      * interval: the first getrandom() after this differs between clones. */
-    if (fd < 0 || ioctl(fd, RNDADDENTROPY, &seed) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
+    if (fd < 0 || ioctl(fd, RNDADDENTROPY, seed) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
         die("cannot reseed the RNG");
     close(fd);
-    memset(&seed, 0, sizeof seed);
+    explicit_bzero(raw, sizeof raw);
 }
 
 static void mkdir_p(const char *path)
