@@ -271,7 +271,24 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
         if (call->mounts[i].flags & VM_MOUNT_READONLY)
             flags |= MS_RDONLY;
         int rc;
-        if (call->mounts[i].flags & VM_MOUNT_FILE) {
+        struct stat st;
+        if (call->mounts[i].flags & (VM_MOUNT_COVER | VM_MOUNT_MASK)) {
+            /* The host workspace's protected entries, as the namespace level
+             * covers them. A link is left alone: a mount over it would land
+             * on its target; the host's after-run scan judges links. */
+            if (lstat(path, &st) < 0 || S_ISLNK(st.st_mode))
+                continue;
+            const char *source = path;
+            if (call->mounts[i].flags & VM_MOUNT_MASK) {
+                source = "/.cordon-empty";
+                int fd = open(source, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+                if (fd >= 0)
+                    close(fd);
+            }
+            rc = mount(source, path, NULL, MS_BIND, NULL);
+            if (rc == 0)
+                rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, NULL);
+        } else if (call->mounts[i].flags & VM_MOUNT_FILE) {
             /* The file's directory is shared: mount it aside, bind the one
              * file, and detach the rest so its siblings stay out of reach. */
             char share[64], source[600], parent[512];

@@ -342,7 +342,13 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         vm_buf_u64(b, p->limits.pids);
     }
     char opts[64];
-    vm_buf_u32(b, (uint32_t)(v->n_shares + 1 + (p->workspace ? 0 : 1)));
+    const struct workspace_guard *ws = p->workspace ? s->workspace : NULL;
+    size_t n_covers = ws ? ws->n_entries : 0;
+    if (v->n_shares + 2 + n_covers > VM_MAX_MOUNTS)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "microvm: %zu protected entries in the workspace (at most %u)", n_covers,
+                       VM_MAX_MOUNTS - VM_SLOTS - 2);
+    vm_buf_u32(b, (uint32_t)(v->n_shares + 1 + (p->workspace ? 0 : 1) + n_covers));
     for (size_t i = 0; i < v->n_shares; i++) {
         char tag[8];
         snprintf(tag, sizeof tag, "s%zu", i);
@@ -366,6 +372,14 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         vm_buf_u32(b, VM_MOUNT_TMPFS);
         vm_buf_str(b, opts);
         vm_buf_str(b, "/workspace");
+    }
+    /* After the workspace's share: its protected entries, read-only inside. */
+    for (size_t i = 0; i < n_covers; i++) {
+        char dest[PATH_MAX];
+        snprintf(dest, sizeof dest, "/workspace/%s", ws->entries[i].rel);
+        vm_buf_u32(b, ws->entries[i].cover == WORKSPACE_MASK ? VM_MOUNT_MASK : VM_MOUNT_COVER);
+        vm_buf_str(b, "");
+        vm_buf_str(b, dest);
     }
     struct seccomp_program prog = { 0 };
     TRY(seccomp_program_build(p, &prog, err));

@@ -17,7 +17,7 @@
 /* An error message from the guest. */
 #define VM_ERROR_MAX 512u
 #define VM_ENTROPY_BYTES 64u
-#define VM_MAX_MOUNTS 32u
+#define VM_MAX_MOUNTS 1024u /* shares, tmpfs and the workspace's covered entries */
 #define VM_MAX_RLIMITS 16u
 
 /* The control port (the first virtserialport, /dev/vport0p1 in the guest). */
@@ -63,3 +63,5 @@ enum vm_error_kind {
 #define VM_MOUNT_READONLY 1u
 #define VM_MOUNT_TMPFS 2u /* tag is tmpfs options, not a 9p share */
 #define VM_MOUNT_FILE 4u  /* tag is "TAG/NAME": file NAME of share TAG, bound at path */
+#define VM_MOUNT_COVER 8u /* a protected workspace entry: bound read-only over itself */
+#define VM_MOUNT_MASK 16u /* a socket, FIFO or link there: an empty read-only file on it */
