@@ -289,36 +289,43 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
             if (rc == 0)
                 rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, NULL);
         } else if (call->mounts[i].flags & VM_MOUNT_FILE) {
-            /* The file's directory is shared: mount it aside, bind the one
-             * file, and detach the rest so its siblings stay out of reach. */
+            /* An entry's directory is shared: mounted aside once, the entry
+             * bound, and the share detached after the last mount below, so
+             * its siblings stay out of reach. */
             char share[64], source[600], parent[512];
             const char *slash = strchr(tag, '/');
-            if (!slash || slash - tag >= 16 || strchr(slash + 1, '/')) {
-                snprintf(why, why_len, "bad file share '%s'", tag);
+            if (!slash || slash - tag >= 16 || strchr(slash + 1, '/') || !slash[1]) {
+                snprintf(why, why_len, "bad entry share '%s'", tag);
                 return false;
             }
             snprintf(share, sizeof share, "/.cordon-share-%.*s", (int)(slash - tag), tag);
             snprintf(source, sizeof source, "%s/%s", share, slash + 1);
+            rc = 0;
+            if (stat(share, &st) < 0) {
+                char shared_tag[16];
+                snprintf(shared_tag, sizeof shared_tag, "%.*s", (int)(slash - tag), tag);
+                mkdir_p(share);
+                rc = mount(shared_tag, share, "9p", flags | MS_RDONLY,
+                           "trans=virtio,version=9p2000.L,msize=262144,cache=loose,access=client");
+            }
+            if (rc == 0 && lstat(source, &st) < 0)
+                continue; /* gone on the host: like an optional bind, skipped */
             snprintf(parent, sizeof parent, "%s", path);
             if (strrchr(parent, '/'))
                 *strrchr(parent, '/') = '\0';
-            mkdir_p(share);
             if (*parent)
                 mkdir_p(parent);
-            int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-            if (fd >= 0)
-                close(fd);
-            char shared_tag[16];
-            snprintf(shared_tag, sizeof shared_tag, "%.*s", (int)(slash - tag), tag);
-            rc = mount(shared_tag, share, "9p", flags,
-                       "trans=virtio,version=9p2000.L,msize=262144,cache=none,access=client");
+            if (rc == 0 && S_ISDIR(st.st_mode)) {
+                mkdir_p(path);
+            } else if (rc == 0) {
+                int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                if (fd >= 0)
+                    close(fd);
+            }
             if (rc == 0)
-                rc = mount(source, path, NULL, MS_BIND, NULL);
+                rc = mount(source, path, NULL, MS_BIND | MS_REC, NULL);
             if (rc == 0)
-                rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | flags, NULL);
-            if (rc == 0)
-                rc = umount2(share, MNT_DETACH);
-            rmdir(share);
+                rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | flags | MS_RDONLY, NULL);
         } else if (call->mounts[i].flags & VM_MOUNT_TMPFS) {
             mkdir_p(path);
             rc = mount("tmpfs", path, "tmpfs", flags, tag);
@@ -336,6 +343,16 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
             snprintf(why, why_len, "cannot mount %s at %s: %s", tag, path, strerror(errno));
             return false;
         }
+    }
+    /* The shares entries were bound from go: only the bound entries stay. */
+    for (uint32_t i = 0; i < call->n_mounts; i++) {
+        const char *tag = call->mounts[i].tag, *slash = strchr(tag, '/');
+        char share[64];
+        if (!(call->mounts[i].flags & VM_MOUNT_FILE) || !slash)
+            continue;
+        snprintf(share, sizeof share, "/.cordon-share-%.*s", (int)(slash - tag), tag);
+        if (umount2(share, MNT_DETACH) == 0)
+            rmdir(share);
     }
     return true;
 }

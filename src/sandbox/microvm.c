@@ -66,6 +66,7 @@ struct vm_share {
     const char *host;  /* host directory */
     const char *guest; /* where the agent mounts it */
     const char *file;  /* a file bind: the file's name in HOST, bound at GUEST; or NULL */
+    bool etc;          /* HOST is /etc: the guest binds only mounts_etc_entries from it */
     bool writable;
 };
 
@@ -269,13 +270,20 @@ static int add_share(struct vm_plan *v, char *host, const char *guest, bool writ
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "microvm: at most %d shared directories (/usr, the workspace and binds)",
                        VM_SLOTS);
-    v->shares[v->n_shares++] = (struct vm_share){ host, guest, file, writable };
+    v->shares[v->n_shares++] = (struct vm_share){ .host = host, .guest = guest, .file = file,
+                                                  .writable = writable };
     return 0;
 }
 
 static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err *err)
 {
     const struct policy *p = s->p;
+    /* The run's CA would have to reach the guest's trust store; until it
+     * does, refuse rather than run with TLS to those hosts failing. */
+    if (s->ca_pem)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "microvm: secrets that the gateway swaps into TLS requests are not "
+                       "supported at this level yet; use the namespace level");
     v->kvm = hardware_kvm();
     if (!v->kvm && p->microvm_accel != POLICY_ACCEL_TCG)
         return err_set(err, CORDON_E_UNSUPPORTED,
@@ -286,8 +294,6 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
              env_or("CORDON_GUEST_KERNEL", KERNEL_DEFAULT));
     TRY(microvm_probe(err));
     snprintf(v->paths[0], sizeof v->paths[0], "/usr");
-    if (p->workspace)
-        snprintf(v->paths[1], sizeof v->paths[1], "%s", p->workspace);
     TRY(find_initramfs(v->initramfs, err));
     snprintf(v->snapshot_dir, sizeof v->snapshot_dir, "%s",
              env_or("CORDON_MICROVM_SNAPSHOTS", SNAPSHOT_DIR_DEFAULT));
@@ -313,16 +319,23 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     snprintf(v->snapshot, sizeof v->snapshot, "%s/%.32s.snap", v->snapshot_dir, v->digest);
 
     TRY(add_share(v, v->paths[0], "/usr", false, err));
-    if (p->workspace)
-        TRY(add_share(v, v->paths[1], "/workspace", true, err));
-    for (size_t i = 0; i < p->n_binds && i + 2 < VM_SLOTS; i++) {
-        snprintf(v->paths[i + 2], sizeof v->paths[i + 2], "%s", p->binds[i].source);
-        TRY(add_share(v, v->paths[i + 2], p->binds[i].dest, p->binds[i].writable, err));
+    /* The host's /etc as the namespace level shows it: the listed entries only. */
+    snprintf(v->paths[1], sizeof v->paths[1], "/etc");
+    TRY(add_share(v, v->paths[1], "/etc", false, err));
+    v->shares[v->n_shares - 1].etc = true;
+    if (p->workspace) {
+        snprintf(v->paths[2], sizeof v->paths[2], "%s", p->workspace);
+        TRY(add_share(v, v->paths[2], "/workspace", true, err));
     }
-    if (p->n_binds + 2 > VM_SLOTS)
+    size_t first_bind = v->n_shares;
+    if (first_bind + p->n_binds > VM_SLOTS)
         return err_set(err, CORDON_E_UNSUPPORTED,
-                       "microvm: at most %d binds (each is a 9p share of the guest)",
-                       VM_SLOTS - 2);
+                       "microvm: at most %zu binds here (each is a 9p share of the guest)",
+                       VM_SLOTS - first_bind);
+    for (size_t i = 0; i < p->n_binds; i++) {
+        snprintf(v->paths[first_bind + i], sizeof v->paths[0], "%s", p->binds[i].source);
+        TRY(add_share(v, v->paths[first_bind + i], p->binds[i].dest, p->binds[i].writable, err));
+    }
     v->workspace_uid = p->workspace != NULL;
 
     /* The call's policy part; argv, environment and entropy follow at start. */
@@ -348,10 +361,21 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "microvm: %zu protected entries in the workspace (at most %u)", n_covers,
                        VM_MAX_MOUNTS - VM_SLOTS - 2);
-    vm_buf_u32(b, (uint32_t)(v->n_shares + 1 + (p->workspace ? 0 : 1) + n_covers));
+    vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + mounts_n_etc_entries + 1 + (p->workspace ? 0 : 1) +
+                             n_covers));
     for (size_t i = 0; i < v->n_shares; i++) {
         char tag[8];
         snprintf(tag, sizeof tag, "s%zu", i);
+        if (v->shares[i].etc) {
+            for (size_t e = 0; e < mounts_n_etc_entries; e++) {
+                char ftag[NAME_MAX + 16];
+                snprintf(ftag, sizeof ftag, "%s/%s", tag, mounts_etc_entries[e] + strlen("/etc/"));
+                vm_buf_u32(b, VM_MOUNT_READONLY | VM_MOUNT_FILE);
+                vm_buf_str(b, ftag);
+                vm_buf_str(b, mounts_etc_entries[e]);
+            }
+            continue;
+        }
         vm_buf_u32(b, (v->shares[i].writable ? 0 : VM_MOUNT_READONLY) |
                           (v->shares[i].file ? VM_MOUNT_FILE : 0));
         if (v->shares[i].file) {

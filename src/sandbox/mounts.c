@@ -47,6 +47,10 @@ static const char *const etc_binds[] = {
     "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
 };
 
+/* The same list for the microvm guest, which binds them from a 9p share. */
+const char *const *const mounts_etc_entries = etc_binds;
+const size_t mounts_n_etc_entries = sizeof etc_binds / sizeof etc_binds[0];
+
 static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 
 static int add_step(struct ns_plan *plan, size_t *cap, struct mount_step step,

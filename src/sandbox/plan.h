@@ -70,3 +70,7 @@ int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *e
 int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err);
 
 void mounts_plan_release(struct ns_plan *plan);
+
+/* The host's /etc entries every level shows read-only ("/etc/ssl", ...). */
+extern const char *const *const mounts_etc_entries;
+extern const size_t mounts_n_etc_entries;

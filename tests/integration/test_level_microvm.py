@@ -160,6 +160,18 @@ def test_read_only_bind_and_file_bind(cordon):
     assert "cordon-share" not in r.out, r  # the file's directory was detached
 
 
+def test_etc_shows_the_listed_host_entries_only(cordon):
+    r = cordon.run(["sh", "-c", "ls /etc; test -s /etc/ssl/certs/ca-certificates.crt && echo ca; "
+                                "cat /etc/passwd"], *TCG, bind_probe=False)
+    assert r.status == 0, r
+    names = r.out.split()
+    assert "ld.so.cache" in names and "ssl" in names and "ca" in names, r
+    assert "shadow" not in names and "machine-id" not in names, r
+    assert "sandbox:x:1000:1000" in r.out and "root:x:0:0" in r.out, r
+    host_users = [l.split(":")[0] for l in open("/etc/passwd")]
+    assert not [u for u in host_users if u not in ("root", "nobody") and f"\n{u}:" in r.out], r
+
+
 # --- egress -------------------------------------------------------------------
 
 
