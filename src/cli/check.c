@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "policy/policy.h"
+#include "sandbox/microvm.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 #include "common/landlock.h"
@@ -304,7 +305,13 @@ int cmd_check(int argc, char **argv)
     for (int l = CORDON_LEVEL_PROCESS; l <= CORDON_LEVEL_MICROVM; l++) {
         struct cordon_err err = { 0 };
         const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
-        if (b && b->probe(&err) == 0)
+        if (b && b->probe(&err) == 0 && l == CORDON_LEVEL_MICROVM) {
+            /* Say what would run the guest: without VMX/SVM it is QEMU's emulator. */
+            bool hw = microvm_has_kvm();
+            printf("  %-10s yes, %s%s\n", cordon_level_name((enum cordon_level)l),
+                   microvm_accel_note(hw), hw ? "" : " (runs only where the policy says "
+                                                     "microvm.accel: tcg)");
+        } else if (b && b->probe(&err) == 0)
             printf("  %-10s yes%s\n", cordon_level_name((enum cordon_level)l),
                    l == CORDON_LEVEL_NAMESPACE ? " (default)" : "");
         else

@@ -38,8 +38,11 @@ const char cli_run_options_help[] =
     "  -p, --policy FILE        YAML or JSON policy; the flags below override it\n"
     "                           (default: $CORDON_POLICY, ~/.config/cordon/policy.yaml,\n"
     "                           /etc/cordon/policy.yaml, the first that exists)\n"
-    "  -l, --level LEVEL        isolation level: namespace (default) or process (no\n"
-    "                           namespaces; see cordon check); A,B: B where A cannot run\n"
+    "  -l, --level LEVEL        isolation level: namespace (default), process (no\n"
+    "                           namespaces) or microvm; see cordon check; A,B: B where\n"
+    "                           A cannot run\n"
+    "      --accel ACCEL        microvm: kvm (hardware only, default) or tcg (allow\n"
+    "                           QEMU's emulator, which is not a hypervisor boundary)\n"
     "  -w, --workspace DIR      host directory mounted read-write at /workspace, the\n"
     "                           working directory; default: an empty scratch tmpfs\n"
     "      --ro PATH[:DEST]     bind a host path read-only (repeatable)\n"
@@ -86,7 +89,7 @@ enum {
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
     OPT_SECRET, OPT_ALLOW_TOOL, OPT_EXPECT_DIGEST, OPT_BREAK_GLASS, OPT_UNTIL, OPT_RELAX,
     OPT_APPROVAL,
-    OPT_JSON, OPT_TTY,
+    OPT_JSON, OPT_TTY, OPT_ACCEL,
 };
 
 static const struct option options[] = {
@@ -102,6 +105,7 @@ static const struct option options[] = {
     { "pids", required_argument, NULL, OPT_PIDS },
     { "output", required_argument, NULL, OPT_OUTPUT },
     { "tmp-size", required_argument, NULL, OPT_TMP_SIZE },
+    { "accel", required_argument, NULL, OPT_ACCEL },
     { "best-effort", required_argument, NULL, OPT_BEST_EFFORT },
     { "result", required_argument, NULL, OPT_RESULT },
     { "audit", required_argument, NULL, OPT_AUDIT },
@@ -142,6 +146,7 @@ static const struct {
     { OPT_PIDS, "limits.pids", "--pids" },
     { OPT_OUTPUT, "limits.output", "--output" },
     { OPT_TMP_SIZE, "filesystem.tmp_size", "--tmp-size" },
+    { OPT_ACCEL, "microvm.accel", "--accel" },
     { OPT_AUDIT, "audit.file", "--audit" },
     { OPT_NET, "network.mode", "--net" },
     { OPT_ALLOW, "network.allow", "--allow" },

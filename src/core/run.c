@@ -66,7 +66,7 @@ struct run {
 
 /* Evidence of the boundary the run had, written before it starts. */
 static json_t *start_fields(const struct policy *p, enum cordon_level level,
-                            const struct sandbox_call *call)
+                            const struct sandbox_call *call, const char *evidence)
 {
     struct utsname u;
     uname(&u);
@@ -109,6 +109,12 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
                                                    "bytes", (json_int_t)call->files[i].len));
         json_object_set_new(fields, "files", files);
     }
+    /* The level's own facts: a microvm's accelerator, snapshot, kernel digest. */
+    json_t *boundary = evidence && *evidence ? json_loads(evidence, 0, NULL) : NULL;
+    if (fields && boundary)
+        json_object_set_new(fields, "boundary", boundary);
+    else
+        json_decref(boundary);
     return fields;
 }
 
@@ -482,7 +488,7 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
         return err_prefix(err, "audit");
     if (run->log && audit_append(run->log, "run.start", run->run_id,
-                                 start_fields(run->p, run->backend->level, call), err) < 0)
+                                 start_fields(run->p, run->backend->level, call, run->b.evidence), err) < 0)
         return err_prefix(err, "audit");
     /* From here on the run has a record to close, should we die. */
     if (watchdog_started(run->wd, run->run_id, err) < 0)
@@ -551,6 +557,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     memcpy(res->enforced, run->enforced, sizeof res->enforced);
     res->level = run->backend->level;
+    memcpy(res->boundary, run->b.evidence, sizeof res->boundary);
     if (run->state != RUN_STARTED)
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
     run->state = RUN_WAITED;
@@ -662,7 +669,7 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
         if (p->break_glass)
             audit_append(log, "breakglass.start", run_id, NULL, &ignored);
-        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call), &ignored) == 0)
+        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) == 0)
             record_end(log, p, call, res);
         audit_close(log, &ignored);
         audit_free(log);

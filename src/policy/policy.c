@@ -73,6 +73,8 @@ static const struct policy_key keys[] = {
     SECTION("syscalls"),
     LIST("syscalls.allow", KT_SYSCALLS, true),
     LIST("syscalls.deny", KT_SYSCALLS, false),
+    SECTION("microvm"),
+    KEY("microvm.accel", KT_ACCEL, microvm_accel, 0, POLICY_ACCEL_KVM),
     SECTION("network"),
     KEY("network.mode", KT_NET_MODE, network.mode, 0, POLICY_NET_NONE),
     LIST("network.allow", KT_RULES, true),
@@ -227,6 +229,7 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_BOOL: return "true or false";
     case KT_FSYNC: return "one of always, close";
     case KT_NET_MODE: return "one of none, gateway";
+    case KT_ACCEL: return "one of kvm, tcg";
     case KT_RULES: return "a list of HOST[:PORT] rules";
     case KT_CIDRS: return "a list of CIDRs";
     case KT_NAMESERVERS: return "a list of IP[:PORT] nameservers";
@@ -559,6 +562,14 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         *(bool *)((char *)p + k->offset) = b;
         return 0;
     }
+    case KT_ACCEL:
+        if (!strcmp(text, "kvm"))
+            p->microvm_accel = POLICY_ACCEL_KVM;
+        else if (!strcmp(text, "tcg"))
+            p->microvm_accel = POLICY_ACCEL_TCG;
+        else
+            return why_printf(why, len, "expected one of kvm, tcg, got \"%s\"", text);
+        return 0;
     case KT_NET_MODE:
         if (!strcmp(text, "none"))
             p->network.mode = POLICY_NET_NONE;
@@ -1137,6 +1148,9 @@ struct policy *policy_new(struct cordon_err *err)
             break;
         case KT_NET_MODE:
             p->network.mode = (enum policy_net_mode)k->def;
+            break;
+        case KT_ACCEL:
+            p->microvm_accel = (enum policy_accel)k->def;
             break;
         default:
             break;

@@ -214,6 +214,13 @@ struct policy_gov {
 /* The gateway keeps a name in a fixed buffer of 128 bytes. */
 #define POLICY_SECRET_NAME_MAX 127
 
+/*
+ * microvm.accel: what may run the microvm level's guest. kvm: a hardware
+ * hypervisor only; tcg: QEMU's software emulation is allowed where there is
+ * none, knowing that an emulator is not a hypervisor boundary.
+ */
+enum policy_accel { POLICY_ACCEL_KVM, POLICY_ACCEL_TCG };
+
 struct policy {
     int version;                    /* 1 */
     enum cordon_level level;
@@ -221,6 +228,7 @@ struct policy {
      * LEVEL when it cannot run here; none means LEVEL or nothing. */
     enum cordon_level level_fallbacks[3];
     size_t n_level_fallbacks;
+    enum policy_accel microvm_accel;
     char *origin;                   /* file name the policy came from, or NULL */
 
     /* filesystem */

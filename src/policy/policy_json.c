@@ -206,6 +206,9 @@ json_t *policy_to_json(const struct policy *p)
     json_t *fs = NULL, *sc = NULL;
     if (put(root, "version", json_integer(p->version)) < 0 ||
         put(root, "isolation", isolation_json(p)) < 0 ||
+        /* Only when set: every other policy keeps the digest it had. */
+        (p->microvm_accel == POLICY_ACCEL_TCG &&
+         put(root, "microvm", json_pack("{s:s}", "accel", "tcg")) < 0) ||
         put(root, "filesystem", fs = json_object()) < 0 ||
         put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
         put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||

@@ -50,10 +50,11 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     switch (level) {
     case CORDON_LEVEL_NAMESPACE:
         return &namespace_backend;
+    case CORDON_LEVEL_MICROVM:
+        return &microvm_backend;
     case CORDON_LEVEL_PROCESS:
         return &process_backend;
     case CORDON_LEVEL_GVISOR:
-    case CORDON_LEVEL_MICROVM:
         break;
     }
     err_set(err, CORDON_E_UNSUPPORTED,
@@ -144,6 +145,11 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
     }
     if (o && res->workspace.scanned)
         json_object_set_new(o, "workspace", workspace_report_json(&res->workspace));
+    json_t *boundary = res->boundary[0] ? json_loads(res->boundary, 0, NULL) : NULL;
+    if (o && boundary)
+        json_object_set_new(o, "boundary", boundary);
+    else
+        json_decref(boundary);
     if (o && res->run_id[0])
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)

@@ -88,6 +88,7 @@ struct sandbox_result {
         unsigned n_recent, next;
     } egress;
     struct workspace_report workspace; /* a host workspace's scans */
+    char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
 
@@ -125,6 +126,8 @@ struct sandbox_boundary {
     /* The command's view where it is not the namespace level's fixed one
      * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */
     const char *workdir, *tmpdir, *ca_cert, *ca_bundle;
+    char evidence[512]; /* the level's own facts (a JSON object) for run.start and
+                           the result, or "" */
 };
 
 /*
@@ -148,6 +151,7 @@ struct sandbox_backend {
 
 extern const struct sandbox_backend namespace_backend;
 extern const struct sandbox_backend process_backend;
+extern const struct sandbox_backend microvm_backend;
 
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,

@@ -74,3 +74,5 @@ int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *e
 int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err);
 
 void mounts_plan_release(struct ns_plan *plan);
+
+/* The host's /etc entries every level shows read-only ("/etc/ssl", ...). */

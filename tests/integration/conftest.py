@@ -372,6 +372,11 @@ def bins():
     for f in (cordon, probe):
         shutil.copy2(f, d / f.name)
         os.chmod(d / f.name, 0o755)
+    # The microvm level's initramfs, which cordon looks for beside itself.
+    guest = BUILD / "cordon-guest.cpio"
+    if guest.exists():
+        shutil.copy2(guest, d / guest.name)
+        os.chmod(d / guest.name, 0o644)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

@@ -97,7 +97,7 @@ struct load_case {
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
 #define KNOWN_TOP \
-    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, network, " \
+    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, microvm, network, " \
     "secrets, tools, audit, require_signature, decider, break_glass"
 #define AUDIT(file, key, every, fsync)                                                  \
     "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
