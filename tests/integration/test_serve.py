@@ -104,8 +104,9 @@ print('dirty')
     clean = r"""
 import os, sys
 seen = []
-for d in ('/tmp', '/dev/shm', '/workspace'):
-    seen += [d + '/' + e for e in os.listdir(d)]
+# /tmp/home is each run's own fresh HOME: what is in it counts, not it.
+for d in ('/tmp', '/tmp/home', '/dev/shm', '/workspace'):
+    seen += [d + '/' + e for e in os.listdir(d) if d + '/' + e != '/tmp/home']
 if 'MARK' in open('/proc/net/unix').read(): seen.append('abstract socket')
 if 'MARK' in open('/proc/keys').read(): seen.append('key')
 if 'RESIDUE' in os.environ: seen.append('env')
