@@ -79,10 +79,12 @@ const char cli_run_options_help[] =
     "      --audit FILE         append the run to a hash-chained audit log\n"
     "      --expect-policy-digest SHA256  refuse to run unless the effective policy\n"
     "                           (file and flags) has this digest (cordon policy check)\n"
-    "      --break-glass REASON --until DURATION|TIME [--relax KEY=VALUE]... [--approval FILE]\n"
-    "                           run with the policy relaxed in the keys its\n"
+    "      --break-glass REASON run with the policy relaxed in the keys its\n"
     "                           break_glass.may_relax names, for at most\n"
-    "                           break_glass.max_duration, recorded in every event\n";
+    "                           break_glass.max_duration, recorded in every event\n"
+    "      --until DURATION|TIME  the break-glass window: 30m, or 2026-12-03T15:00:00Z\n"
+    "      --relax KEY=VALUE    a break-glass setting (repeatable)\n"
+    "      --approval FILE      a signed break-glass approval (cordon policy approve)\n";
 
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
