@@ -2,10 +2,13 @@
 # bench/run.sh: start-up cost of one sandboxed command, cordon against bare
 # execution and against bwrap configured equivalently, in one run.
 #
-#   bench/run.sh [-n N] [-b BUILD_DIR] [--no-bwrap] [BUILD_DIR]
+#   bench/run.sh [-n N] [-b BUILD_DIR] [--before BUILD_DIR] [--no-bwrap] [BUILD_DIR]
 #
-# Prints per case the median and p90 wall time in ms of N runs (default 30,
-# after 3 warm-up runs), and the ratios cordon/bare and cordon/bwrap.
+# Prints per case the median and p90 wall time and the median CPU time (every
+# descendant counted) in ms of N interleaved runs (default 30, after 3 warm-up
+# rounds); the ratios cordon/bwrap and cordon/bare, wall and CPU; and what the
+# default limits cost (a run with them against one with limits off).
+# --before adds the same cases for another build (say, main before a change).
 # Not part of the test suite: numbers depend on the machine; nothing here
 # passes or fails.
 set -euo pipefail
@@ -14,10 +17,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 N=${N:-30}
 BUILD=${CORDON_BUILD:-$here/../build}
 BWRAP=1
+BEFORE=
 while [ $# -gt 0 ]; do
     case $1 in
     -n) N=$2; shift 2 ;;
     -b) BUILD=$2; shift 2 ;;
+    --before) BEFORE=$2; shift 2 ;;
     --no-bwrap) BWRAP=0; shift ;;
     -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     -*) echo "bench/run.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -27,37 +32,32 @@ done
 
 CORDON=$(cd "$BUILD" && pwd)/cordon
 [ -x "$CORDON" ] || { echo "bench/run.sh: $CORDON is not built (make)" >&2; exit 2; }
+if [ -n "$BEFORE" ]; then
+    BEFORE=$(cd "$BEFORE" && pwd)/cordon
+    [ -x "$BEFORE" ] || { echo "bench/run.sh: $BEFORE is not built" >&2; exit 2; }
+fi
 PY=/usr/bin/python3
 if [ "$BWRAP" = 1 ] && ! command -v bwrap >/dev/null; then
     echo "bench/run.sh: bwrap not found (apt-get install bubblewrap); skipping it" >&2
     BWRAP=0
 fi
 
-# bwrap with the same namespaces and the same binds as cordon's namespace level.
-bwrap_argv=(bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts
-    --unshare-cgroup --die-with-parent --new-session
-    --ro-bind /usr /usr)
-for l in /bin /lib /lib64 /sbin /lib32 /libx32; do
-    if [ -L "$l" ]; then
-        bwrap_argv+=(--symlink "$(readlink "$l")" "$l")
-    elif [ -d "$l" ]; then
-        bwrap_argv+=(--ro-bind "$l" "$l")
-    fi
-done
-for f in /etc/ld.so.cache /etc/passwd /etc/group /etc/nsswitch.conf /etc/ssl/certs \
-         /etc/alternatives; do
-    [ -e "$f" ] && bwrap_argv+=(--ro-bind "$f" "$f")
-done
-bwrap_argv+=(--proc /proc --dev /dev --tmpfs /tmp --tmpfs /workspace --chdir /workspace
-    --clearenv --setenv PATH /usr/local/bin:/usr/bin:/bin --setenv HOME /workspace
-    --setenv LANG C.UTF-8)
+. "$here/bwrap_argv.sh"
 
 cases=()
 add_case() { cases+=("$1"$'\t'"$2"); }
+# Limits off, to see what the default ones (memory, pids, CPU: a cgroup) cost.
+nolimits=$(mktemp /tmp/cordon-bench-XXXXXX.yaml)
+trap 'rm -f "$nolimits"' EXIT
+printf 'version: 1\nlimits:\n  memory: unlimited\n  pids: unlimited\n  cpu: unlimited\n' >"$nolimits"
 for prog in true python; do
     if [ $prog = true ]; then cmd="/bin/true"; else cmd="$PY -c pass"; fi
     add_case "bare $prog" "$cmd"
     add_case "cordon $prog" "$CORDON run -- $cmd"
+    add_case "cordon nolimits $prog" "$CORDON run -p $nolimits -- $cmd"
+    if [ -n "$BEFORE" ]; then
+        add_case "before $prog" "$BEFORE run -- $cmd"
+    fi
     [ "$BWRAP" = 1 ] && add_case "bwrap $prog" "${bwrap_argv[*]} -- $cmd"
 done
 
@@ -71,39 +71,5 @@ for c in "${cases[@]}"; do
 done
 
 echo "cordon $("$CORDON" --version 2>/dev/null | head -1), $(uname -r), $(nproc) cpus," \
-     "N=$N, as $(id -un)"
-printf '%s\n' "${cases[@]}" | N=$N $PY -c '
-import os, statistics, subprocess, sys, time
-
-n = int(os.environ["N"])
-cases = [l.rstrip("\n").split("\t", 1) for l in sys.stdin if l.strip()]
-times = {}
-for name, cmd in cases:
-    argv = cmd.split()
-    for _ in range(3):                      # warm-up: page cache, dentries
-        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    t = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       check=True)
-        t.append((time.perf_counter() - t0) * 1000)
-    times[name] = t
-
-def p90(v):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(round(0.9 * (len(v) - 1))))]
-
-print("%-16s%11s%10s" % ("case", "median ms", "p90 ms"))
-for name, _ in cases:
-    print(f"{name:<16}{statistics.median(times[name]):>11.2f}{p90(times[name]):>10.2f}")
-print()
-for prog in ("true", "python"):
-    c = statistics.median(times[f"cordon {prog}"])
-    b = statistics.median(times[f"bare {prog}"])
-    line = f"{prog:<8} cordon/bare {c / b:6.2f}x"
-    if f"bwrap {prog}" in times:
-        w = statistics.median(times[f"bwrap {prog}"])
-        line += f"   cordon/bwrap {c / w:6.2f}x"
-    print(line)
-'
+     "N=$N, as $(id -un), load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%s\n' "${cases[@]}" | N=$N $PY "$here/startup.py"

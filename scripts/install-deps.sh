@@ -8,7 +8,7 @@ set -eu
 PACKAGES="gcc make meson ninja-build pkg-config libc6-dev
 libseccomp-dev libfyaml-dev libjansson-dev libssl-dev libevent-dev libpcre2-dev zlib1g-dev
 python3 python3-pytest bubblewrap util-linux procps iproute2
-curl openssl ca-certificates nodejs"
+curl openssl ca-certificates nodejs qemu-system-x86"
 if [ "${1:-}" = fuzz ]; then
     PACKAGES="clang libclang-rt-dev"
 fi

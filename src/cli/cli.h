@@ -6,6 +6,7 @@
 #include "common/err.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct policy;
@@ -18,6 +19,8 @@ int cmd_policy(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_kill(int argc, char **argv);
+int cmd_evidence(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
 /*
@@ -42,6 +45,10 @@ struct run_args {
     struct policy *policy;     /* from -p and the flags, finalised; the caller owns it */
     const char *result_file;   /* --result, or NULL */
     int first;                 /* argv index of the command (argc when there is none) */
+    bool quiet;                /* run: --quiet, no notices on stderr */
+    bool json;                 /* run: --json, the result on stdout after the run */
+    bool tty;                  /* run: --tty, the command on a terminal of its own */
+    struct cordon_err error;   /* why the policy or a flag was refused (kind OK otherwise) */
 };
 
 /* cli_run_args() printed the --help text: USAGE[0], the shared options, USAGE[1]. */
@@ -67,6 +74,30 @@ int cli_fail(const struct cordon_err *err);
 
 /* The one-line error for getopt's ':' (missing value) or '?' (unknown) in CMD. */
 int cli_option_error(const char *cmd, int opt, char **argv);
+
+/* main()'s argv: the whole command line, for a re-run of cordon itself. */
+extern char **cli_main_argv;
+
+struct cgroup_set;
+
+/*
+ * Before a run that needs a cgroup: an ordinary user whose own cgroup v2 is
+ * not writable re-runs this cordon (cli_main_argv) in a delegated systemd
+ * user scope when there is a user manager (never returns then); inside that
+ * scope, moves into a leaf of it. Otherwise returns and changes nothing.
+ */
+void cli_scope_enter(const struct policy *p);
+
+/* How this caller gets the cgroups CG lacks, one line for cordon check. */
+void cli_delegation_advice(const struct cgroup_set *cg, char *out, size_t len);
+
+/*
+ * The policy file used when no -p names one: $CORDON_POLICY (which must
+ * exist), ~/.config/cordon/policy.yaml, /etc/cordon/policy.yaml. 1 with
+ * PATH and *FROM naming the place; 0 when there is none (built-in defaults);
+ * -1 with ERR.
+ */
+int cli_default_policy(char *path, size_t len, const char **from, struct cordon_err *err);
 
 /* Print "cordon: FMT" and return 125. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <linux/openat2.h>
+#include <linux/sched.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -49,6 +51,18 @@ static inline pid_t sys_clone_ns(unsigned long flags)
     return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
 }
 
+/*
+ * The same, created directly in the cgroup CGROUP_DIR (v2) so it never has
+ * to be moved there. -1 with errno (ENOSYS, E2BIG before 5.7) when the
+ * kernel cannot.
+ */
+static inline pid_t sys_clone_ns_into_cgroup(unsigned long flags, int cgroup_dir)
+{
+    struct clone_args args = { .flags = flags | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
+                               .cgroup = (uint64_t)cgroup_dir };
+    return (pid_t)syscall(SYS_clone3, &args, sizeof args);
+}
+
 static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
 {
     return (int)syscall(SYS_close_range, first, last, flags);
@@ -57,4 +71,20 @@ static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
 static inline int sys_capset(void *hdr, void *data)
 {
     return (int)syscall(SYS_capset, hdr, data);
+}
+
+static inline int sys_pidfd_getfd(int pidfd, int fd, unsigned flags)
+{
+    return (int)syscall(SYS_pidfd_getfd, pidfd, fd, flags);
+}
+
+static inline int sys_pidfd_send_signal(int pidfd, int sig, unsigned flags)
+{
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, flags);
+}
+
+/* seccomp(2): the only way to get a user-notification listener. */
+static inline int sys_seccomp(unsigned op, unsigned flags, void *args)
+{
+    return (int)syscall(SYS_seccomp, op, flags, args);
 }

@@ -45,14 +45,16 @@ int wsfile_check_path(const char *path, char *why, size_t len)
         snprintf(why, len, "path too long");
         return -1;
     }
-    for (const char *p = path; *p;) {
-        const char *e = strchrnul(p, '/');
+    /* Every component, the one after a trailing slash too ("a/" has an empty one). */
+    for (const char *p = path, *e;; p = e + 1) {
+        e = strchrnul(p, '/');
         size_t n = (size_t)(e - p);
         if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
             snprintf(why, len, "path \"%.200s\" has an empty, \".\" or \"..\" component", path);
             return -1;
         }
-        p = *e ? e + 1 : e;
+        if (!*e)
+            break;
     }
     return 0;
 }

@@ -90,9 +90,50 @@ static uint64_t file_value(const char *dir, const char *file)
  * Where the hierarchy holding CONTROLLER ("" for the v2 one) is mounted, and
  * the supervisor's cgroup path in it; joined into OUT.
  */
-static int own_cgroup_dir(const char *controller, char *out, size_t size)
+/* What /proc/self/cgroup and /proc/self/mountinfo said, read once per run. */
+struct own_view {
+    char *cgroup, *mountinfo;
+    size_t cgroup_len, mountinfo_len;
+};
+
+static char *read_whole(const char *path, size_t *len)
 {
-    _cleanup_fclose_ FILE *cg = fopen("/proc/self/cgroup", "re");
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    char *buf = NULL;
+    size_t cap = 0;
+    *len = 0;
+    if (!f)
+        return NULL;
+    for (;;) {
+        if (*len + 4096 > cap) {
+            char *more = realloc(buf, cap = cap * 2 + 8192);
+            if (!more) {
+                free(buf);
+                return NULL;
+            }
+            buf = more;
+        }
+        size_t n = fread(buf + *len, 1, cap - *len - 1, f);
+        *len += n;
+        if (n == 0)
+            break;
+    }
+    buf[*len] = '\0';
+    return buf;
+}
+
+static void own_view_free(struct own_view *v)
+{
+    free(v->cgroup);
+    free(v->mountinfo);
+}
+
+static int own_cgroup_dir(const struct own_view *v, const char *controller, char *out,
+                          size_t size)
+{
+    if (!v->cgroup || !v->mountinfo)
+        return -1;
+    _cleanup_fclose_ FILE *cg = fmemopen(v->cgroup, v->cgroup_len, "r");
     if (!cg)
         return -1;
     char line[1024], own[PATH_MAX] = "";
@@ -104,7 +145,7 @@ static int own_cgroup_dir(const char *controller, char *out, size_t size)
         if (!path)
             continue;
         *path++ = '\0';
-        ctrls++;
+        *ctrls++ = '\0'; /* LINE is the hierarchy id alone: "0" is the v2 one */
         bool match = false;
         if (!*controller) {
             match = strcmp(line, "0") == 0 && *ctrls == '\0';
@@ -122,7 +163,7 @@ static int own_cgroup_dir(const char *controller, char *out, size_t size)
     if (!found)
         return -1;
 
-    _cleanup_fclose_ FILE *mi = fopen("/proc/self/mountinfo", "re");
+    _cleanup_fclose_ FILE *mi = fmemopen(v->mountinfo, v->mountinfo_len, "r");
     if (!mi)
         return -1;
     char mline[4096];
@@ -163,10 +204,64 @@ static int own_cgroup_dir(const char *controller, char *out, size_t size)
     return -1;
 }
 
-static bool try_v2(struct cgroup_set *cg, const char *name)
+/* In a scope delegated to cordon, the supervisor sits in this leaf and
+ * runs are its siblings (the no-internal-processes rule of cgroup v2). */
+#define SUPERVISOR_LEAF "cordon-supervisor-"
+
+static void own_view_load(struct own_view *v)
+{
+    v->cgroup = read_whole("/proc/self/cgroup", &v->cgroup_len);
+    v->mountinfo = read_whole("/proc/self/mountinfo", &v->mountinfo_len);
+}
+
+/* The supervisor's cgroup v2 directory, or the scope above its leaf. */
+static int v2_base(const struct own_view *v, char *out, size_t size)
+{
+    if (own_cgroup_dir(v, "", out, size) < 0)
+        return -1;
+    char *slash = strrchr(out, '/');
+    if (slash && strncmp(slash + 1, SUPERVISOR_LEAF, strlen(SUPERVISOR_LEAF)) == 0)
+        *slash = '\0';
+    return 0;
+}
+
+int cgroup_v2_dir(char *out, size_t size)
+{
+    struct own_view v = { 0 };
+    own_view_load(&v);
+    int rc = v2_base(&v, out, size);
+    own_view_free(&v);
+    return rc;
+}
+
+int cgroup_enter_delegated(struct cordon_err *err)
+{
+    char own[PATH_MAX], leaf[PATH_MAX], pid[32];
+    struct own_view v = { 0 };
+    own_view_load(&v);
+    int found = own_cgroup_dir(&v, "", own, sizeof own);
+    own_view_free(&v);
+    if (found < 0)
+        return err_set(err, CORDON_E_UNSUPPORTED, "no cgroup v2 hierarchy");
+    if (snprintf(leaf, sizeof leaf, "%s/" SUPERVISOR_LEAF "%d", own, (int)getpid()) >=
+        (int)sizeof leaf)
+        return err_set(err, CORDON_E_SETUP, "cgroup path too long");
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot create cgroup '%s'", leaf);
+    if (write_file(leaf, "cgroup.procs", pid) < 0) {
+        int saved = errno;
+        rmdir(leaf);
+        errno = saved;
+        return err_sys(err, CORDON_E_SETUP, "cannot move into cgroup '%s'", leaf);
+    }
+    return 0;
+}
+
+static bool try_v2(const struct own_view *v, struct cgroup_set *cg, const char *name)
 {
     char own[PATH_MAX], buf[512];
-    if (own_cgroup_dir("", own, sizeof own) < 0)
+    if (v2_base(v, own, sizeof own) < 0)
         return false;
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/cgroup.controllers", own) >= (int)sizeof path ||
@@ -185,14 +280,23 @@ static bool try_v2(struct cgroup_set *cg, const char *name)
     return true;
 }
 
+static void create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name);
+
 void cgroup_create(struct cgroup_set *cg, const char *name)
 {
     memset(cg, 0, sizeof *cg);
-    if (try_v2(cg, name))
-        return;
+    struct own_view v = { 0 };
+    own_view_load(&v);
+    if (!try_v2(&v, cg, name))
+        create_v1(&v, cg, name);
+    own_view_free(&v);
+}
+
+static void create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name)
+{
     for (int c = 0; c < CGROUP_COUNT; c++) {
         char own[PATH_MAX];
-        if (own_cgroup_dir(v1_names[c], own, sizeof own) < 0) {
+        if (own_cgroup_dir(v, v1_names[c], own, sizeof own) < 0) {
             snprintf(cg->why[c], sizeof cg->why[c],
                      "no cgroup v1 '%s' hierarchy and no cgroup v2 with it enabled", v1_names[c]);
             continue;
@@ -261,6 +365,48 @@ int cgroup_attach(const struct cgroup_set *cg, pid_t pid, struct cordon_err *err
             return err_sys(err, CORDON_E_SETUP, "cannot move the sandbox into '%s'", cg->dir[c]);
     }
     return 0;
+}
+
+int cgroup_ticket_open(const struct cgroup_set *cg, struct cgroup_ticket *t,
+                       struct cordon_err *err)
+{
+    *t = (struct cgroup_ticket)CGROUP_TICKET_INIT;
+    for (int c = 0; c < CGROUP_COUNT; c++) {
+        if (!cgroup_has(cg, c))
+            continue;
+        bool shared = false; /* co-mounted controllers share one hierarchy */
+        for (int d = 0; d < c; d++)
+            shared |= cgroup_has(cg, d) && strcmp(cg->dir[d], cg->dir[c]) == 0;
+        if (shared)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", cg->dir[c], cg->version == 2 ? "cgroup.procs" : "tasks");
+        if ((t->fd[c] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+            goto fail;
+        if (cg->version == 2 && (t->dir = open(cg->dir[c], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+            goto fail;
+    }
+    return 0;
+fail:
+    err_sys(err, CORDON_E_SETUP, "cannot open the run's cgroup for joining");
+    cgroup_ticket_close(t);
+    return -1;
+}
+
+int cgroup_ticket_use(const struct cgroup_ticket *t)
+{
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        if (t->fd[c] >= 0 && write(t->fd[c], "0", 1) != 1)
+            return -1;
+    return 0;
+}
+
+void cgroup_ticket_close(struct cgroup_ticket *t)
+{
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        closep(&t->fd[c]);
+    closep(&t->dir);
+    *t = (struct cgroup_ticket)CGROUP_TICKET_INIT;
 }
 
 void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out)

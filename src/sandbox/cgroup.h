@@ -40,12 +40,48 @@ void cgroup_create(struct cgroup_set *cg, const char *name);
 
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c);
 
+/* The cgroup v2 directory runs are made beneath (the supervisor's own, or
+ * the delegated scope above its leaf): 0, or -1 without a v2 hierarchy. */
+int cgroup_v2_dir(char *out, size_t size);
+
+/*
+ * In a scope delegated to us (systemd's Delegate=yes), move this process
+ * into a leaf of its own, so that the scope can enable controllers for the
+ * runs made beside it. Process-wide: only a front end's main() calls it.
+ */
+int cgroup_enter_delegated(struct cordon_err *err);
+
 /* 0 = no limit. */
 int cgroup_set_memory(const struct cgroup_set *cg, uint64_t bytes, struct cordon_err *err);
 int cgroup_set_pids(const struct cgroup_set *cg, uint64_t max, struct cordon_err *err);
 
 /* Move PID into every created cgroup. */
 int cgroup_attach(const struct cgroup_set *cg, pid_t pid, struct cordon_err *err);
+
+/*
+ * A way for a new process to join the run's cgroups itself, opened by the
+ * supervisor (the kernel checks the opener's credentials, so it works from
+ * inside a user namespace too). Moving another process takes the kernel's
+ * global threadgroup lock, whose first writer waits an RCU grace period
+ * (10-20 ms on a quiet host); a single-threaded process moving itself
+ * through a v1 'tasks' file takes no such lock (~40 us). On v2 a process is
+ * best created in its cgroup (clone3 CLONE_INTO_CGROUP with DIR); joining
+ * through cgroup.procs is the slow path there.
+ */
+struct cgroup_ticket {
+    int fd[CGROUP_COUNT]; /* v1 'tasks' (v2: cgroup.procs) per hierarchy; -1 when none */
+    int dir;              /* v2: the cgroup's directory, for CLONE_INTO_CGROUP; else -1 */
+};
+
+#define CGROUP_TICKET_INIT { { -1, -1, -1 }, -1 }
+
+int cgroup_ticket_open(const struct cgroup_set *cg, struct cgroup_ticket *t,
+                       struct cordon_err *err);
+
+/* In the joining process, single-threaded: 0, or -1 with errno. Async-signal-safe. */
+int cgroup_ticket_use(const struct cgroup_ticket *t);
+
+void cgroup_ticket_close(struct cgroup_ticket *t);
 
 void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out);
 

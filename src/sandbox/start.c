@@ -15,12 +15,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-
 
 #define START_MAGIC 0x636f7264u /* "cord" */
 
@@ -30,7 +29,10 @@ struct start_header {
     uint32_t argc;
     uint32_t envc;
     uint32_t files; /* 1: a fourth descriptor holds the files */
+    uint32_t flags; /* START_TTY */
 };
+
+#define START_TTY 1u
 
 /* In the files' memfd, before each file's path and data. */
 struct file_header {
@@ -114,9 +116,11 @@ static int files_memfd(const struct start_file *files, size_t n, struct cordon_e
 }
 
 int start_message_send(int sock, char *const *argv, char *const *envp, const int stdio[3],
-                       const struct start_file *files, size_t n, struct cordon_err *err)
+                       const struct start_file *files, size_t n, bool tty,
+                       struct cordon_err *err)
 {
-    struct start_header h = { .magic = START_MAGIC, .files = n > 0 };
+    struct start_header h = { .magic = START_MAGIC, .files = n > 0,
+                              .flags = tty ? START_TTY : 0 };
     size_t bytes = strv_bytes(argv, &h.argc) + strv_bytes(envp, &h.envc);
     if (h.argc == 0)
         return err_set(err, CORDON_E_USAGE, "no command to run");
@@ -165,8 +169,9 @@ int start_message_recv(int sock, struct start_message *m)
         return -1;
     memcpy(m->stdio, fds, sizeof m->stdio);
     m->files = fds[3];
+    m->tty = h.flags & START_TTY;
     if (h.magic != START_MAGIC || h.argc == 0 || h.bytes > START_MAX_BYTES ||
-        h.argc + (uint64_t)h.envc > h.bytes)
+        h.argc + (uint64_t)h.envc > h.bytes || (h.flags & ~START_TTY))
         goto bad;
     size_t ptrs = ((size_t)h.argc + h.envc + 2) * sizeof(char *);
     size_t size = ptrs + h.bytes;
@@ -265,4 +270,34 @@ int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *er
     if (map)
         munmap(map, size);
     return rc;
+}
+
+int start_terminal_send(int sock, struct cordon_err *err)
+{
+    /* /dev/ptmx is the sandbox's own devpts instance (newinstance). */
+    int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open a terminal in the sandbox");
+    int unlock = 0;
+    /* TIOCGPTPEER: the slave of exactly this master, no path looked up. */
+    int slave = ioctl(master, TIOCSPTLCK, &unlock) < 0
+                    ? -1
+                    : ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (slave < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot open the terminal's slave");
+        close(master);
+        return -1;
+    }
+    int rc = send_fd(sock, master);
+    close(master);
+    if (rc < 0) {
+        close(slave);
+        return err_sys(err, CORDON_E_SETUP, "cannot hand the terminal to the supervisor");
+    }
+    return slave;
+}
+
+int start_terminal_recv(int sock)
+{
+    return recv_fd(sock);
 }

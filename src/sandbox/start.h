@@ -8,6 +8,7 @@
 #pragma once
 #include "common/err.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* argv and environment, their strings together, at most this large. */
@@ -28,6 +29,8 @@ struct start_message {
     char **envp;
     int stdio[3];  /* stdin, stdout, stderr: received descriptors */
     int files;     /* a sealed memfd of the call's files, or -1 */
+    bool tty;      /* the command gets a terminal of the sandbox's own instead
+                      (start_terminal_send), stdio[] is then unused */
 };
 
 /* In the boundary, before it blocks: one byte saying the boundary is built. */
@@ -36,9 +39,10 @@ int start_ready_send(int sock);
 /* In the supervisor: wait for that byte; -1 when the boundary died first. */
 int start_ready_wait(int sock);
 
-/* In the supervisor: send ARGV, ENVP, STDIO and the N FILES over SOCK. */
+/* In the supervisor: send ARGV, ENVP, STDIO and the N FILES over SOCK; TTY asks for a terminal. */
 int start_message_send(int sock, char *const *argv, char *const *envp, const int stdio[3],
-                       const struct start_file *files, size_t n, struct cordon_err *err);
+                       const struct start_file *files, size_t n, bool tty,
+                       struct cordon_err *err);
 
 /*
  * In the boundary, as the sandbox user, before the command starts: write
@@ -54,3 +58,13 @@ int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *er
  * malformed; nothing is left open then.
  */
 int start_message_recv(int sock, struct start_message *m);
+
+/*
+ * A terminal for the command, from the sandbox's own devpts: in the
+ * boundary, open a pty, send its master back over SOCK and return the
+ * slave (-1 with ERR). The host's terminal never enters the sandbox.
+ */
+int start_terminal_send(int sock, struct cordon_err *err);
+
+/* In the supervisor: the master start_terminal_send() sent, or -1. */
+int start_terminal_recv(int sock);

@@ -1,5 +1,5 @@
 /*
- * core/watchdog.h: what a run leaves behind if its supervisor dies, even by
+ * sandbox/watchdog.h: what a run leaves behind if its supervisor dies, even by
  * SIGKILL. A small detached process holds one end of a pipe; the supervisor
  * tells it each cgroup it creates, and "done" when it has cleaned up and
  * closed the audit record itself. If the pipe closes without "done", the

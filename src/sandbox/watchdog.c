@@ -1,8 +1,8 @@
 /*
- * core/watchdog.c: the cleanup watchdog. Runs in the supervisor (start,
+ * sandbox/watchdog.c: the cleanup watchdog. Runs in the supervisor (start,
  * messages) and as its own detached process afterwards.
  */
-#include "core/watchdog.h"
+#include "sandbox/watchdog.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
@@ -187,7 +187,7 @@ int watchdog_arm(struct watchdog *wd, struct cordon_err *err)
         }
         /* Nor any other run's descriptors: a copy of another watchdog's pipe
          * would keep that watchdog from ever seeing its supervisor leave. */
-        int keep[3] = { fds[0] };
+        int keep[1 + AUDIT_LOG_FDS_MAX] = { fds[0] };
         size_t n = 1 + audit_log_fds(wd->log, keep + 1);
         close_fds_except(keep, n);
         watch(wd, fds[0]);
