@@ -491,6 +491,13 @@ static json_t *output_json(json_t *ans, const char *name, const struct job_outpu
     return ans;
 }
 
+/* RES's KEY (microseconds) as fractional milliseconds: a short run's are below one. */
+static json_t *us_as_ms(const json_t *res, const char *key)
+{
+    json_t *v = res ? json_object_get(res, key) : NULL;
+    return json_is_integer(v) ? json_real((double)json_integer_value(v) / 1000.0) : json_null();
+}
+
 static void on_job_done(void *ctx, const struct job_end *end)
 {
     struct call *call = ctx;
@@ -516,15 +523,10 @@ static void on_job_done(void *ctx, const struct job_end *end)
                 json_t *error = res ? json_object_get(res, "error") : NULL;
                 if (error)
                     json_object_set(a, "error", error);
-                json_object_set_new(
-                    a, "times",
-                    json_pack("{s:O, s:O, s:f}", "wall_ms",
-                              res && json_object_get(res, "wall_ms") ? json_object_get(res, "wall_ms")
-                                                                     : json_null(),
-                              "cpu_ms",
-                              res && json_object_get(res, "cpu_ms") ? json_object_get(res, "cpu_ms")
-                                                                    : json_null(),
-                              "total_ms", (double)(now_us() - call->recv_us) / 1000.0));
+                json_object_set_new(a, "times",
+                                    json_pack("{s:o, s:o, s:f}", "wall_ms", us_as_ms(res, "wall_us"),
+                                              "cpu_ms", us_as_ms(res, "cpu_us"), "total_ms",
+                                              (double)(now_us() - call->recv_us) / 1000.0));
                 if (res)
                     json_object_set(a, "result", res);
             }

@@ -81,7 +81,7 @@ def test_streaming_notifications(daemon):
     assert chunks[0] == ("stdout", "one\n")
 
 
-def test_pooled_run_sees_nothing_of_the_previous_one(daemon, identity):
+def test_pooled_run_sees_nothing_of_the_previous_one(daemon, cordon):
     """A call leaves files, shm, an abstract socket, env, a key and a process;
     the next call, from the same pool, finds none of it."""
     d = daemon("--pool", "1", "--max-running", "1")
@@ -119,13 +119,20 @@ for p in os.listdir('/proc'):
             pass
 print(repr(seen))
 """.replace("MARK", mark)
+    # What a fresh sandbox holds by itself (a cold `cordon run`, and a pooled
+    # run before any other): the pooled run after the dirty one holds the same.
+    cold = cordon.run(["python3", "-c", clean])
+    assert cold.status == 0 and mark not in cold.out, cold
+    d.pool_ready(1)
+    r0 = c.result("run", {"code": clean, "language": "python"})
+    assert r0["pooled"] and r0["stdout"] == cold.out, (r0, cold.out)
     d.pool_ready(1)
     r1 = c.result("run", {"code": dirty, "language": "python"})
     assert r1["exit_code"] == 0 and "dirty" in r1["stdout"], r1
     d.pool_ready(1)
     r2 = c.result("run", {"code": clean, "language": "python"})
     assert r2["pooled"] and r2["exit_code"] == 0, r2
-    assert r2["stdout"] == "[]\n", r2
+    assert r2["stdout"] == cold.out, (r2["stdout"], cold.out)
     # Nor on the host: the first run's sleeper died with its sandbox.
     assert wait_until(lambda: not pids_with(mark), 10), pids_with(mark)
 
