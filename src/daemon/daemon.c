@@ -13,6 +13,8 @@
 #include "common/strv.h"
 #include "common/text.h"
 #include "audit/audit.h"
+#include "core/killall.h"
+#include "core/run.h"
 #include "core/jobs.h"
 #include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
@@ -933,6 +935,31 @@ static json_t *stats_json(struct daemon *d)
 static void method_session(struct client *c, const char *method, const json_t *id,
                            const json_t *params);
 
+/* kill_all: every running sandbox this daemon's user may signal ends, recorded
+ * in the policy's audit log (cordon kill --all over the socket). */
+static void method_kill_all(struct client *c, const json_t *id, const json_t *params)
+{
+    json_t *why = json_object_get(params, "reason");
+    if (why && !json_is_string(why)) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "kill_all: \"reason\" must be a string"));
+        return;
+    }
+    struct cordon_err err = { 0 };
+    struct audit_log *log = NULL;
+    struct killall_report *r = calloc(1, sizeof *r);
+    if (!r || cordon_audit_open(c->d->cfg.policy, &log, &err) < 0 ||
+        run_kill_all(log, why ? json_string_value(why) : "daemon kill_all", r, &err) < 0)
+        reply(c, rpc_error(id, RPC_INTERNAL_ERROR, "kill_all: %s", r ? err.msg : "out of memory"));
+    else
+        reply(c, rpc_result(id, killall_report_json(r)));
+    if (log) {
+        struct cordon_err ignored;
+        audit_close(log, &ignored);
+        audit_free(log);
+    }
+    free(r);
+}
+
 static void request(struct client *c, const char *method, const json_t *id, const json_t *params)
 {
     if (params && !json_is_object(params)) {
@@ -960,6 +987,8 @@ static void request(struct client *c, const char *method, const json_t *id, cons
                                           (double)(now_us() - c->d->started_us) / 1e6)));
     else if (strcmp(method, "stats") == 0)
         reply(c, rpc_result(id, stats_json(c->d)));
+    else if (strcmp(method, "kill_all") == 0)
+        method_kill_all(c, id, params);
     else {
         c->d->bad_requests++;
         char quoted[96];

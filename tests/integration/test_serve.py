@@ -12,6 +12,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import threading
 import time
 
@@ -481,3 +482,47 @@ def test_files_are_placed_in_the_scratch_workspace(daemon, cordon, bins):
     start = [e for e in assert_intact(bins, log) if e["type"] == "run.start"][0]
     assert start["files"] == [{"path": "main.py", "bytes": 9}, {"path": "d/e/run.sh", "bytes": 19},
                               {"path": "bin", "bytes": 3}], start
+
+
+KILL_ALL_DRIVER = r"""
+import json, os, socket, subprocess, sys, time
+cordon, sock, log = sys.argv[1:4]
+d = subprocess.Popen([cordon, "serve", "--socket", sock, "--pool", "0", "--audit", log],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(200):
+    if os.path.exists(sock):
+        break
+    time.sleep(0.05)
+def conn():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    return s, s.makefile("r")
+runner, rf = conn()
+runner.sendall(b'{"jsonrpc":"2.0","id":1,"method":"run","params":{"argv":["sleep","60"]}}\n')
+for _ in range(200):
+    if open(log).read().count('"run.start"'):
+        break
+    time.sleep(0.05)
+killer, kf = conn()
+killer.sendall(b'{"jsonrpc":"2.0","id":2,"method":"kill_all","params":{"reason":"test"}}\n')
+print(kf.readline().strip())
+print(rf.readline().strip())
+d.terminate()
+d.wait(20)
+"""
+
+
+def test_kill_all_ends_the_running_sandboxes_and_records_it(root_cordon):
+    """In a PID namespace of its own: only this test's sandboxes can be seen and ended."""
+    c = root_cordon
+    sock, log = c.tmp / "k.sock", c.tmp / "k.jsonl"
+    log.write_text("")
+    p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                        KILL_ALL_DRIVER, str(c.bin), str(sock), str(log)],
+                       capture_output=True, text=True, timeout=90)
+    assert p.returncode == 0, p
+    killed, ran = (json.loads(line) for line in p.stdout.strip().splitlines()[-2:])
+    assert killed["result"]["killed"] == 1, killed
+    assert ran["result"]["reason"] == "killed", ran
+    events = [json.loads(line)["type"] for line in log.read_text().splitlines()]
+    assert "kill.all" in events and events.count("run.end") == 1, events
