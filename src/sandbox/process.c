@@ -63,6 +63,7 @@ struct process_plan {
     struct netnotify nn;
     const char *workdir;
     const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
+    const struct cgroup_set *cg; /* the command's (version 0: none) */
     bool root;
 };
 
@@ -192,6 +193,9 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
                                   int top_alive)
 {
     struct cordon_err err = { 0 };
+    /* A group of its own: a kill of cordon's process group (a shell's, or a
+     * test's killpg) takes the top, and the keeper is left to end the run. */
+    setpgid(0, 0);
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot become the run's subreaper");
         boundary_fail(fds->err_w, &err);
@@ -220,6 +224,11 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
     if (cmd == 0) {
         close(nsock[0]);
         close(top_alive);
+        /* The command joins the run's cgroup, the keeper does not: the
+         * watchdog's kill of the cgroup (cordon died) leaves the keeper to
+         * finish the tree and remove the run's directory. */
+        if (plan->cg->version && cgroup_attach(plan->cg, getpid(), &err) < 0)
+            boundary_fail(fds->err_w, &err);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
             err_sys(&err, CORDON_E_SETUP, "cannot set parent-death signal");
             boundary_fail(fds->err_w, &err);
@@ -629,6 +638,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         goto out;
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
+    plan.cg = s->cg;
     if (s->gateway && (b->door = open_door(&plan.nn, err)) < 0)
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
@@ -669,7 +679,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     closep(&pp.bpf[0]);
     pp.sync[0] = pp.err[1] = pp.status[1] = pp.start[1] = pp.bpf[0] = -1;
 
-    if ((s->cg->version && cgroup_attach(s->cg, top, err) < 0) || write(pp.sync[1], "g", 1) != 1 ||
+    if (write(pp.sync[1], "g", 1) != 1 ||
         boundary_send_filter(p, &filter, pp.bpf[1], err) < 0) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
