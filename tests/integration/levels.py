@@ -95,6 +95,7 @@ EXCEPTIONS = [
     ("process", "*::test_workspace_files_belong_to_caller[[]*", WS_PROTECTED),
     ("process", "*::test_workspace_host_file_readable[[]*", WS_PROTECTED),
     ("process", "*::test_host_socket_in_the_workspace_is_unreachable[[]*", WS_PROTECTED),
+    ("process", "*::test_placeholders_do_not_survive_a_killed_cordon[[]*", WS_PROTECTED),
     ("process", "*::test_log_beside_the_workspace_is_not_visible[[]*", WS_PROTECTED),
     ("process", "*::test_file_size_limit[[]*", WS_PROTECTED),
     ("process", "*::test_result_through_planted_link_replaces_the_link[[]*", WS_PROTECTED),
