@@ -62,6 +62,7 @@ struct process_plan {
     struct netnotify nn;
     const char *workdir;
     const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
+    struct cgroup_ticket cg; /* the command joins the run's cgroups through it */
     bool root;
 };
 
@@ -191,6 +192,9 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
                                   int top_alive)
 {
     struct cordon_err err = { 0 };
+    /* A group of its own: a kill of cordon's process group (a shell's, or a
+     * test's killpg) takes the top, and the keeper is left to end the run. */
+    setpgid(0, 0);
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot become the run's subreaper");
         boundary_fail(fds->err_w, &err);
@@ -219,6 +223,16 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
     if (cmd == 0) {
         close(nsock[0]);
         close(top_alive);
+        /* The command joins the run's cgroup, the keeper does not: the
+         * watchdog's kill of the cgroup (cordon died) leaves the keeper to
+         * finish the tree and remove the run's directory. */
+        if (cgroup_ticket_use(&plan->cg) < 0) {
+            err_sys(&err, CORDON_E_SETUP, "cannot join the run's cgroup");
+            boundary_fail(fds->err_w, &err);
+        }
+        for (int c = 0; c < CGROUP_COUNT; c++)
+            if (plan->cg.fd[c] >= 0)
+                close(plan->cg.fd[c]);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
             err_sys(&err, CORDON_E_SETUP, "cannot set parent-death signal");
             boundary_fail(fds->err_w, &err);
@@ -227,6 +241,9 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
         boundary_exec(&m, -1, plan->workdir, fds->err_w, confine_process_command, &cc);
     }
     close(nsock[1]);
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        if (plan->cg.fd[c] >= 0)
+            close(plan->cg.fd[c]); /* the command's alone: the keeper stays out */
     close(fds->err_w);
     for (int i = 0; i < 3; i++)
         close(m.stdio[i]);
@@ -609,7 +626,8 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     const struct policy *p = s->p;
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1 };
-    struct process_plan plan = { .confine = *s->confine, .root = geteuid() == 0 };
+    struct process_plan plan = { .confine = *s->confine, .cg = CGROUP_TICKET_INIT,
+                                 .root = geteuid() == 0 };
     struct seccomp_program filter = { 0 };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
@@ -638,27 +656,26 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         goto out;
     }
 
-    /* The boundary joins the run's cgroups itself, first thing (see cgroup.h). */
+    /* The command joins the run's cgroups itself (see cgroup.h); the keeper stays out. */
     if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
         goto out;
+    plan.cg = ticket;
     top = fork();
     if (top < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
         goto out;
     }
     if (top == 0) {
-        if (cgroup_ticket_use(&ticket) < 0) {
-            struct cordon_err e = { 0 };
-            err_sys(&e, CORDON_E_SETUP, "cannot join the run's cgroup");
-            boundary_fail(pp.err[1], &e);
-        }
         if (s->in_child)
             s->in_child(s->in_child_arg);
         struct boundary_fds fds = { .sync_r = pp.sync[0], .err_w = pp.err[1],
                                     .status_w = pp.status[1], .start_r = pp.start[1],
                                     .bpf_r = pp.bpf[0] };
-        int keep[5 + NETNOTIFY_MAX_ROOTS + LANDLOCK_PLAN_MAX_RULES];
+        int keep[5 + CGROUP_COUNT + NETNOTIFY_MAX_ROOTS + LANDLOCK_PLAN_MAX_RULES];
         size_t n = 0;
+        for (int c = 0; c < CGROUP_COUNT; c++)
+            if (ticket.fd[c] >= 0)
+                keep[n++] = ticket.fd[c];
         for (size_t i = 0; i < plan.confine.landlock.n_rules; i++)
             if (plan.confine.landlock.rules[i].fd >= 0)
                 keep[n++] = plan.confine.landlock.rules[i].fd;

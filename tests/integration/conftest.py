@@ -17,6 +17,7 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import pathlib
 import re
 import secrets
@@ -29,6 +30,8 @@ import threading
 import time
 
 import pytest
+
+import levels
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("CORDON_BUILD", REPO / "build")).resolve()
@@ -124,17 +127,61 @@ def identities():
 
 
 class Cordon:
-    """Runs build/cordon as one identity; results come back as Run."""
+    """Runs build/cordon as one identity at one isolation level; results come back as Run.
 
-    def __init__(self, ident, bins, tmp):
+    Every `cordon run` it makes gets --level LEVEL. Where the level has no
+    mounts (process), each bind (the probe's too) is made at its own host
+    path, and a command argument naming the bind's destination names that
+    path instead: the tests name their fixtures once, the level decides where
+    they are seen.
+    """
+
+    def __init__(self, ident, bins, tmp, level="namespace"):
         self.ident = ident
         self.bin = str(bins / "cordon")
         self.probe_bin = str(bins / "probe")
         self.tmp = tmp
+        self.level = level
         self._n = 0
 
     def __repr__(self):
-        return f"Cordon({self.ident.name})"
+        return f"Cordon({self.ident.name}, {self.level})"
+
+    @property
+    def probe_path(self):
+        """Where the probe is seen inside a sandbox of this level."""
+        return PROBE if levels.has_mounts(self.level) else self.probe_bin
+
+    def _probe_bind(self):
+        return ["--ro", f"{self.probe_bin}:{self.probe_path}"]
+
+    def _binds(self, opts):
+        """OPTS with each bind at its host path where the level has no mounts,
+        and what each destination became."""
+        opts = [str(o) for o in opts]
+        moved = {PROBE: self.probe_bin}
+        if levels.has_mounts(self.level):
+            return opts, {}
+        binds = []
+        for i, o in enumerate(opts[:-1]):
+            if o in ("--ro", "--rw") and ":" in opts[i + 1]:
+                src, dest = opts[i + 1].split(":", 1)
+                moved[dest] = src
+                binds.append(i + 1)
+        opts = [o.split(":", 1)[0] if i in binds else self._cmd([o], moved)[0]
+                for i, o in enumerate(opts)]
+        return opts, moved
+
+    @staticmethod
+    def _cmd(cmd, moved):
+        """CMD with each moved destination, wherever it appears (a shell
+        string, an option's value), naming where the bind really is."""
+        out = []
+        for c in map(str, cmd):
+            for dest, src in moved.items():
+                c = re.sub(re.escape(dest) + r"(?=/|$|[^\w.-])", lambda _m: src, c)
+            out.append(c)
+        return out
 
     @property
     def root(self):
@@ -150,10 +197,14 @@ class Cordon:
         return d
 
     def argv(self, *args):
-        return self.ident.wrap([self.bin, *map(str, args)])
+        args = list(map(str, args))
+        if args[:1] == ["run"] and "--level" not in args and "-l" not in args:
+            args[1:1] = ["--level", self.level]
+        return self.ident.wrap([self.bin, *args])
 
     def popen(self, cmd, *opts, env=None, **kw):
-        argv = self.argv("run", *opts, "--ro", f"{self.probe_bin}:{PROBE}", "--", *cmd)
+        opts, moved = self._binds(opts)
+        argv = self.argv("run", *opts, *self._probe_bind(), "--", *self._cmd(cmd, moved))
         kw.setdefault("stdin", subprocess.DEVNULL)
         kw.setdefault("stdout", subprocess.PIPE)
         kw.setdefault("stderr", subprocess.PIPE)
@@ -175,8 +226,9 @@ class Cordon:
             rdir = self.hostdir(f"result{self._n}")
             res = rdir / "result.json"
             extra = ["--result", str(res)]
-        probe = ["--ro", f"{self.probe_bin}:{PROBE}"] if bind_probe else []
-        argv = self.argv("run", *opts, *extra, *probe, "--", *cmd)
+        probe = self._probe_bind() if bind_probe else []
+        opts, moved = self._binds(opts)
+        argv = self.argv("run", *opts, *extra, *probe, "--", *self._cmd(cmd, moved))
         return self._exec(argv, res, input, env, timeout, stdin, pass_fds)
 
     def probe(self, action, *args, opts=(), **kw):
@@ -342,6 +394,22 @@ def mounts_snapshot():
         return {" ".join(l.split()[3:5]) for l in f}
 
 
+# --- levels -------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that cannot hold at a level is expected to fail there, strictly,
+    with the reason levels.EXCEPTIONS gives: never a silent skip."""
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        lvl = cs.params.get("level") if cs else None
+        if lvl is None:
+            continue
+        reason = levels.exception(item.nodeid, lvl)
+        if reason:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=f"{lvl}: {reason}"))
+
+
 # --- strict mode --------------------------------------------------------------
 
 
@@ -395,27 +463,33 @@ def identity(request):
     return request.param
 
 
-@pytest.fixture
-def cordon(identity, bins, hosttmp):
-    """cordon as root and as an ordinary user (each test runs both ways)."""
-    return Cordon(identity, bins, hosttmp)
+@pytest.fixture(params=levels.selected(BUILD), ids=lambda l: l)
+def level(request):
+    """Every isolation level under test (CORDON_LEVELS; see levels.py)."""
+    return request.param
 
 
 @pytest.fixture
-def root_cordon(bins, hosttmp):
+def cordon(identity, level, bins, hosttmp):
+    """cordon as root and as an ordinary user (each test runs both ways), at each level."""
+    return Cordon(identity, bins, hosttmp, level)
+
+
+@pytest.fixture
+def root_cordon(level, bins, hosttmp):
     """cordon as root: what needs cgroups."""
     if os.geteuid() != 0:
         pytest.skip("needs root (the suite runs as root in CI)")
-    return Cordon(Identity("root", 0, 0), bins, hosttmp)
+    return Cordon(Identity("root", 0, 0), bins, hosttmp, level)
 
 
 @pytest.fixture
-def user_cordon(bins, hosttmp):
+def user_cordon(level, bins, hosttmp):
     """cordon as an ordinary user (uid 65534 when the suite runs as root)."""
     ident = identities()[-1]
     if ident.uid == 0:
         pytest.skip("no ordinary user to run as")
-    return Cordon(ident, bins, hosttmp)
+    return Cordon(ident, bins, hosttmp, level)
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/bpf.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/if_ether.h>
 #include <linux/io_uring.h>
 #include <linux/keyctl.h>
@@ -42,6 +45,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -738,9 +742,9 @@ static int act_open_by_handle(int argc, char **argv)
     fh->handle_bytes = 8;
     fh->handle_type = 1; /* FILEID_INO32_GEN */
     raw[sizeof(struct file_handle)] = 2;
-    int mfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int mfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* readable at every level */
     if (mfd < 0)
-        return fail("open /");
+        return fail("open .");
     long fd = syscall(SYS_open_by_handle_at, mfd, fh, O_RDONLY);
     if (fd < 0)
         return fail("open_by_handle_at");
@@ -803,9 +807,9 @@ static int act_fds(int argc, char **argv)
     if (argc != 0)
         return usage("fds");
     /* list_dir's own descriptor is the lowest free one: find it first. */
-    int probe_fd = open("/", O_RDONLY | O_CLOEXEC);
+    int probe_fd = open(".", O_RDONLY | O_CLOEXEC); /* the workdir: readable at every level */
     if (probe_fd < 0)
-        return fail("open /");
+        return fail("open .");
     close(probe_fd);
     struct fd_scan s = {.self = probe_fd, .extra = 0};
     int r = list_dir("/proc/self/fd", check_fd, &s);
@@ -917,6 +921,38 @@ static int act_syscall(int argc, char **argv)
     return 0;
 }
 
+/*
+ * deny-userns CMD [ARG...]: exec CMD where new user namespaces are refused,
+ * as a container runtime's default seccomp profile does (clone and unshare
+ * with CLONE_NEWUSER get EPERM, clone3 ENOSYS so libc falls back to clone).
+ * A host without user namespaces, for testing the process level.
+ */
+static int act_deny_userns(int argc, char **argv)
+{
+    if (argc < 1)
+        return usage("deny-userns CMD [ARG...]");
+#define NR_IS(nr, t, f) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), (t), (f))
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        NR_IS(SYS_clone3, 7, 0),
+        NR_IS(SYS_clone, 1, 0),
+        NR_IS(SYS_unshare, 0, 4),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWUSER, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    };
+#undef NR_IS
+    struct sock_fprog prog = { .len = sizeof f / sizeof f[0], .filter = f };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+        return fail("seccomp");
+    execvp(argv[0], argv);
+    return fail("exec");
+}
+
 static int act_ids(int argc, char **argv)
 {
     (void)argv;
@@ -932,6 +968,7 @@ static const struct {
     int (*fn)(int argc, char **argv);
 } actions[] = {
     {"read", act_read},
+    {"deny-userns", act_deny_userns},
     {"write", act_write},
     {"stat", act_stat},
     {"ls", act_ls},

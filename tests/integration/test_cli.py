@@ -98,7 +98,7 @@ def test_result_json(cordon):
               "peak_memory_bytes", "stdout_bytes", "stderr_bytes", "policy_digest",
               "enforcement"):
         assert k in res, f"result lacks {k}: {res}"
-    assert res["level"] == "namespace"
+    assert res["level"] == cordon.level
     assert (res["exit_code"], res["signal"], res["reason"], res["status"]) == (7, None,
                                                                               "exited", 7)
     assert (res["stdout_bytes"], res["stderr_bytes"]) == (6, 3), res

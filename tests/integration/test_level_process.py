@@ -1,0 +1,255 @@
+"""
+The process level (Landlock + seccomp, no namespaces): escape attempts from
+inside a real sandbox, each asserting a controlled refusal AND no trace on
+the host; level selection; and cordon on a host where user namespaces are
+refused (a container runtime's default seccomp profile, reproduced by the
+probe's deny-userns).
+"""
+
+import errno
+import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import (Cordon, PROBE, assert_cordon_refused, assert_errno, host_ipv4_addresses,
+                      identities, marker, pids_with, wait_until)
+
+
+@pytest.fixture(params=identities(), ids=lambda i: i.name)
+def pc(request, bins, hosttmp):
+    """cordon at the process level, as root and as an ordinary user."""
+    return Cordon(request.param, bins, hosttmp, "process")
+
+
+def host_file(pc, name, text, mode=0o600):
+    d = pc.hostdir(secrets.token_hex(4), mode=0o700)
+    f = d / name
+    f.write_text(text)
+    os.chown(f, pc.ident.uid, pc.ident.gid)
+    os.chmod(f, mode)
+    return f
+
+
+# --- filesystem ---------------------------------------------------------------
+
+
+def test_host_secret_outside_allowlist_unreadable(pc):
+    """A file the caller owns (an ~/.ssh key, say) is outside the read allowlist."""
+    value = "ssh-key-" + secrets.token_hex(8)
+    f = host_file(pc, "id_ed25519", value + "\n")
+    r = pc.probe("read", f)
+    assert_errno(r, errno.EACCES)
+    assert value not in r.out
+    r = pc.run(["cat", str(f)])
+    assert r.status != 0 and value not in r.out, r
+
+
+def test_host_etc_files_not_in_allowlist(pc):
+    """Only the /etc entries the namespace level shows are readable; passwd is not."""
+    assert_errno(pc.probe("read", "/etc/passwd"), errno.EACCES)
+    assert pc.probe("stat", "/etc/ld.so.cache").status == 0
+
+
+def test_write_outside_workspace_refused(pc):
+    d = pc.hostdir("outside", mode=0o777)
+    target = d / "planted"
+    r = pc.probe("write", target)
+    assert_errno(r, errno.EACCES)
+    assert not target.exists()
+    # the host's own /tmp too: the run's /tmp is a private directory
+    name = "/tmp/cordon-it-" + secrets.token_hex(6)
+    assert_errno(pc.probe("write", name), errno.EACCES)
+    assert not os.path.exists(name)
+
+
+def test_tmp_is_private_and_removed(pc):
+    r = pc.run(["sh", "-c", 'echo x > "$TMPDIR/f" && cat "$TMPDIR/f" && echo "$TMPDIR"'])
+    assert r.status == 0, r
+    tmpdir = r.out.split()[-1]
+    assert tmpdir.startswith("/tmp/cordon-run-"), r
+    assert not os.path.exists(tmpdir)  # removed at release
+
+
+# --- network ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("net", [[], ["--allow", "example.com"]], ids=["none", "gateway"])
+def test_host_loopback_listener_unreachable(pc, tcp_listener, net):
+    l = tcp_listener("127.0.0.1")
+    r = pc.probe("connect-tcp", "127.0.0.1", l.port, opts=net)
+    # --net none: no inet socket at all; with the gateway: only the proxy address
+    assert_errno(r, errno.EACCES if not net else errno.ECONNREFUSED)
+    assert l.count() == 0
+
+
+def test_raw_ip_past_the_gateway_refused(pc, tcp_listener):
+    addrs = host_ipv4_addresses()
+    listeners = [tcp_listener(a) for a in addrs]
+    for l in listeners:
+        r = pc.probe("connect-tcp", l.addr, l.port, opts=["--allow", "example.com"])
+        assert_errno(r, errno.ECONNREFUSED)
+    r = pc.probe("connect-tcp", "1.1.1.1", "443", opts=["--allow", "example.com"])
+    assert_errno(r, errno.ECONNREFUSED)
+    r = pc.probe("send-udp", "1.1.1.1", "53", opts=["--allow", "example.com"])
+    assert_errno(r, errno.EACCES)
+    assert all(l.count() == 0 for l in listeners)
+
+
+def test_bind_and_listen_on_inet_refused(pc):
+    r = pc.probe("bind-tcp", "127.0.0.1", "0", opts=["--allow", "example.com"])
+    assert_errno(r, errno.EACCES)
+    code = ("import socket\ns = socket.socket()\ntry:\n    s.listen()\nexcept OSError as e:\n"
+            "    raise SystemExit(e.errno)\n")
+    assert_errno(pc.run(["python3", "-c", code], "--allow", "example.com"), errno.EACCES)
+
+
+def test_gateway_refusal_is_the_namespace_levels(pc):
+    """Through the intercepted connect, the gateway answers as it does at every level."""
+    code = ("import urllib.request, sys\n"
+            "try:\n    urllib.request.urlopen('http://not-allowed.invalid/', timeout=10)\n"
+            "except urllib.error.HTTPError as e:\n"
+            "    print(e.code, e.headers.get('X-Cordon-Denied'))\n")
+    r = pc.run(["python3", "-c", code], "--allow", "example.com")
+    assert r.status == 0, r
+    assert r.out.split() == ["403", "not_allowed"], r
+    assert r.result["egress"]["refused"] == 1, r
+
+
+def test_host_unix_sockets_unreachable(pc, unix_listener, abstract_listener):
+    assert_errno(pc.probe("connect-unix", unix_listener.path), errno.EACCES)
+    assert_errno(pc.probe("connect-abstract", abstract_listener.name), errno.EPERM)
+    assert unix_listener.count() == 0 and abstract_listener.count() == 0
+
+
+def test_link_to_host_socket_not_followed(pc, unix_listener):
+    r = pc.run(["python3", "-c",
+                "import os, socket, sys\n"
+                f"os.symlink({unix_listener.path!r}, 'l.sock')\n"
+                "s = socket.socket(socket.AF_UNIX)\n"
+                "try:\n    s.connect('l.sock')\nexcept OSError as e:\n    sys.exit(e.errno)\n"])
+    assert r.status in (errno.ECONNREFUSED, errno.EACCES), r
+    assert unix_listener.count() == 0
+
+
+def test_own_unix_socket_works(pc):
+    """A socket the run makes in its own /tmp is reachable: servers and clients inside."""
+    code = ("import os, socket\np = os.environ['TMPDIR'] + '/s'\n"
+            "l = socket.socket(socket.AF_UNIX); l.bind(p); l.listen()\n"
+            "c = socket.socket(socket.AF_UNIX); c.connect(p); a, _ = l.accept()\n"
+            "c.sendall(b'hi'); print(a.recv(2).decode())\n")
+    r = pc.run(["python3", "-c", code])
+    assert r.status == 0 and r.out.strip() == "hi", r
+
+
+# --- processes ----------------------------------------------------------------
+
+
+@pytest.fixture
+def host_sleeper(pc):
+    """A host process of the same user, outside the run."""
+    p = subprocess.Popen(pc.ident.wrap(["sleep", "60"]))
+    yield p
+    p.kill()
+    p.wait()
+
+
+def test_kill_host_process_refused(pc, host_sleeper):
+    r = pc.probe("kill", host_sleeper.pid, int(signal.SIGKILL))
+    assert_errno(r, errno.EPERM)
+    time.sleep(0.2)
+    assert host_sleeper.poll() is None
+
+
+def test_ptrace_host_process_refused(pc, host_sleeper):
+    r = pc.probe("ptrace-attach", host_sleeper.pid)
+    assert_errno(r, errno.EPERM, errno.EACCES)
+    assert host_sleeper.poll() is None
+    with open(f"/proc/{host_sleeper.pid}/status") as f:
+        tracer = [l for l in f if l.startswith("TracerPid:")][0].split()[1]
+    assert tracer == "0"
+
+
+def test_host_environ_unreadable(pc, host_sleeper):
+    """The process list shows (the documented difference); another's environ does not."""
+    assert_errno(pc.probe("read", f"/proc/{host_sleeper.pid}/environ"), errno.EACCES)
+
+
+def test_double_forked_daemon_does_not_survive(pc):
+    m = marker()
+    r = pc.run(["sh", "-c", f'setsid sh -c "exec sleep 300 {m}" </dev/null >/dev/null 2>&1 & '
+                            f'sleep 0.3; exit 0'])
+    assert r.status == 0, r
+    assert not wait_until(lambda: not pids_with(m), 5) is False
+    assert pids_with(m) == [], "a daemon outlived the run"
+
+
+def test_daemon_killed_on_timeout(pc):
+    m = marker()
+    r = pc.run(["sh", "-c", f'setsid sh -c "exec sleep 300 {m}" </dev/null >/dev/null 2>&1 & '
+                            f'sleep 60'], "--timeout", "1s")
+    assert r.status == 124, r
+    assert wait_until(lambda: not pids_with(m), 5), "a daemon outlived the timeout"
+
+
+def test_sysv_ipc_refused(pc):
+    # shmget(IPC_PRIVATE, 4096, 0600): the host's IPC namespace is shared, so none at all
+    assert_errno(pc.probe("syscall", "29", "0", "4096", "384"), errno.EACCES)
+
+
+# --- levels -------------------------------------------------------------------
+
+
+def test_chosen_level_recorded(pc):
+    d = pc.hostdir("audit", mode=0o700)
+    log = d / "audit.jsonl"
+    r = pc.run(["true"], "--level", "gvisor,process", "--audit", log)
+    assert r.status == 0, r
+    assert r.result["level"] == "process"
+    start = [json.loads(l) for l in log.read_text().splitlines()
+             if json.loads(l)["type"] == "run.start"][0]
+    assert start["level"] == "process"
+
+
+def test_unknown_level_in_list_refused(pc):
+    r = pc.raw("run", "--level", "process,sandbox", "--", "true")
+    assert_cordon_refused(r, "sandbox")
+
+
+@pytest.fixture
+def no_userns(pc):
+    """argv prefix: run cordon where clone/unshare(CLONE_NEWUSER) is refused."""
+    return lambda *args: pc.ident.wrap([pc.probe_bin, "deny-userns", pc.bin, *map(str, args)])
+
+
+def run_plain(argv, ident):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=ident.env())
+
+
+def test_without_user_namespaces(pc, no_userns):
+    r = run_plain(no_userns("check"), pc.ident)
+    lines = r.stdout.splitlines()
+    levels = {l.split()[0]: l for l in lines[lines.index("levels:") + 1:]
+              if l.startswith("  ") and not l.startswith("   ")}
+    assert levels["namespace"].split()[1] == "no:", r.stdout
+    assert levels["process"].split()[1] == "yes", r.stdout
+    assert "process list" in r.stdout and "IPC" in r.stdout
+
+    # the default is never downgraded
+    r = run_plain(no_userns("run", "--", "true"), pc.ident)
+    assert r.returncode == 125 and "namespace" in r.stderr, r
+    r = run_plain(no_userns("run", "--level", "namespace", "--", "true"), pc.ident)
+    assert r.returncode == 125, r
+    # an explicit fallback is taken, and said
+    res = pc.hostdir("res") / "r.json"
+    r = run_plain(no_userns("run", "--level", "namespace,process", "--result", res, "--",
+                            "python3", "-c", "print(6 * 7)"), pc.ident)
+    assert r.returncode == 0 and r.stdout.strip() == "42", r
+    assert json.loads(res.read_text())["level"] == "process"
+    r = run_plain(no_userns("run", "--level", "process", "--", "sh", "-c", "echo ok"), pc.ident)
+    assert r.returncode == 0 and r.stdout == "ok\n", r
