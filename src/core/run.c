@@ -236,6 +236,11 @@ static void wipe_secret_values(void *gw)
     gateway_config_wipe_values(gw);
 }
 
+static int guard_dir(void *wd, const char *dir, struct cordon_err *err)
+{
+    return watchdog_guard_dir(wd, dir, err);
+}
+
 static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
@@ -301,6 +306,8 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         .gateway = run->gateway,
         .in_child = wipe_secret_values,
         .in_child_arg = &run->gw,
+        .guard_dir = guard_dir,
+        .guard_arg = run->wd,
         .host_base = run->host_base,
     };
     if (backend->prepare(&setup, &run->b, err) < 0)

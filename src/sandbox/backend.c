@@ -39,8 +39,9 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     switch (level) {
     case CORDON_LEVEL_NAMESPACE:
         return &namespace_backend;
-    case CORDON_LEVEL_PROCESS:
     case CORDON_LEVEL_GVISOR:
+        return &gvisor_backend;
+    case CORDON_LEVEL_PROCESS:
     case CORDON_LEVEL_MICROVM:
         break;
     }
