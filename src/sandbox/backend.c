@@ -65,6 +65,13 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
             json_array_append_new(defaults, json_string(policy_limit_name((enum policy_limit)l)));
     }
 
+    /* gVisor has no Landlock: what the bundle mounts is the filesystem
+     * boundary, and the run's cgroup holds gVisor's own processes too. */
+    if (p->level == CORDON_LEVEL_GVISOR) {
+        json_object_set_new(enforced, "filesystem", json_string("mounts"));
+        json_object_set_new(enforced, "cgroup_holds", json_string("runsc"));
+    }
+
     json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:f, s:f, s:I, s:I, s:I, s:s, s:o}",
         "level", cordon_level_name(p->level),
         "exit_code", res->reason == RUN_SETUP_ERROR && res->error.kind != CORDON_E_NOTFOUND &&

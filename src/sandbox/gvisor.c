@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -77,7 +78,8 @@ struct gv_state {
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
     char *argv_exec[MAX_ARGS];  /* runsc ... exec --process P CID */
-    char store[MAX_ARGS * 2][PATH_MAX + 32];
+    char *root_arg;             /* --root=DIR/state */
+    char store[8][PATH_MAX + 32];
     size_t n_store;
 };
 
@@ -427,7 +429,7 @@ static size_t global_args(struct gv_state *st, char **argv)
 {
     size_t n = 0;
     argv[n++] = st->runsc;
-    argv[n++] = keep(st, "--root=", st->dir, "/state");
+    argv[n++] = st->root_arg;
     argv[n++] = "--platform=ptrace";
     argv[n++] = "--network=none";
     /* The run's cgroup already holds runsc's processes: runsc makes none. */
@@ -441,6 +443,7 @@ static size_t global_args(struct gv_state *st, char **argv)
 
 static void plan_commands(struct gv_state *st)
 {
+    st->root_arg = keep(st, "--root=", st->dir, "/state");
     size_t n = global_args(st, st->argv_run);
     st->argv_run[n++] = "run";
     st->argv_run[n++] = keep(st, "--bundle=", st->dir, "/bundle");
@@ -449,6 +452,7 @@ static void plan_commands(struct gv_state *st)
     n = global_args(st, st->argv_exec);
     st->argv_exec[n++] = "exec";
     st->argv_exec[n++] = keep(st, "--process=", st->dir, "/process.json");
+    st->argv_exec[n++] = keep(st, "--internal-pid-file=", st->dir, "/exec.pid");
     st->argv_exec[n++] = st->cid;
     st->argv_exec[n] = NULL;
 }
@@ -523,14 +527,66 @@ static int write_process(const struct gv_state *st, const struct start_message *
     return write_json(path, process_json(args, env, "/workspace", &st->confine), err);
 }
 
-static pid_t shim_cmd = -1;
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 
-static void forward_signal(int sig)
+/*
+ * runsc exec does not pass signals on: the command, by its pid inside
+ * (runsc exec wrote it), gets SIG through runsc kill.
+ */
+static void forward_signal(struct gv_state *st, pid_t exec_pid, int sig, int null)
 {
-    int saved = errno;
-    if (shim_cmd > 0)
-        kill(shim_cmd, sig); /* runsc exec passes it on to the command */
-    errno = saved;
+    char path[PATH_MAX], buf[32] = "";
+    snprintf(path, sizeof path, "%s/exec.pid", st->dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    int inner = n > 0 ? atoi(buf) : 0;
+    if (inner <= 0) {
+        kill(exec_pid, sig); /* not started inside yet: end the attempt */
+        return;
+    }
+    char *argv[MAX_ARGS + 4];
+    size_t k = global_args(st, argv);
+    char pidarg[32], signum[16];
+    snprintf(pidarg, sizeof pidarg, "--pid=%d", inner);
+    snprintf(signum, sizeof signum, "%d", sig);
+    argv[k++] = "kill";
+    argv[k++] = pidarg;
+    argv[k++] = st->cid;
+    argv[k++] = signum;
+    argv[k] = NULL;
+    int stdio[3] = { null, null, null };
+    pid_t pid = spawn(argv, stdio);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+}
+
+/* Wait for runsc exec, passing the supervisor's signals on meanwhile. */
+static int wait_exec(struct gv_state *st, pid_t exec_pid, int sfd, int null)
+{
+    int pidfd = sys_pidfd_open(exec_pid, 0);
+    int ws = 0;
+    for (;;) {
+        struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+        if (pidfd < 0 || poll(p, 2, -1) < 0) {
+            if (pidfd >= 0 && errno == EINTR)
+                continue;
+            break; /* no pidfd: wait without forwarding */
+        }
+        if (p[1].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                forward_signal(st, exec_pid, (int)si.ssi_signo, null);
+        }
+        if (p[0].revents)
+            break;
+    }
+    while (waitpid(exec_pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    if (pidfd >= 0)
+        close(pidfd);
+    return ws;
 }
 
 /*
@@ -602,31 +658,22 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     if (write_process(st, &m, &err) < 0)
         shim_fail(fds, &err);
 
-    static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
-    struct sigaction sa = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
-    sigemptyset(&sa.sa_mask);
-    sigset_t block, old;
+    sigset_t block;
     sigemptyset(&block);
     for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
         sigaddset(&block, forwarded[i]);
-    sigprocmask(SIG_BLOCK, &block, &old);
-    shim_cmd = spawn(st->argv_exec, m.stdio);
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-        sigaction(forwarded[i], &sa, NULL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    sigprocmask(SIG_BLOCK, &block, NULL);
+    int sfd = signalfd(-1, &block, SFD_CLOEXEC);
+    pid_t exec_pid = spawn(st->argv_exec, m.stdio);
     for (int i = 0; i < 3; i++)
         close(m.stdio[i]);
-    if (shim_cmd < 0) {
+    if (exec_pid < 0) {
         err_sys(&err, CORDON_E_SETUP, "gvisor: cannot start runsc exec");
         shim_fail(fds, &err);
     }
     /* Exec'd: what follows is the command's status, not a setup error. */
     close(fds->err_w);
-    int ws = 0;
-    while (waitpid(shim_cmd, &ws, 0) < 0 && errno == EINTR)
-        ;
+    int ws = wait_exec(st, exec_pid, sfd, null);
     int status = WIFEXITED(ws) ? wait_status(WEXITSTATUS(ws)) : ws;
     /* Whatever the command left running dies with the sandbox, now. */
     kill(sandbox, SIGKILL);
