@@ -600,6 +600,21 @@ static int wait_status(int code)
     return (code & 0xff) << 8;
 }
 
+/*
+ * runsc exec exits 128 when it loses the sandbox. The sandbox's runsc run
+ * ends soon after the sentry dies; a command's own exit(128) leaves it up.
+ */
+static bool sandbox_died(pid_t sandbox)
+{
+    int pidfd = sys_pidfd_open(sandbox, 0);
+    if (pidfd < 0)
+        return false;
+    struct pollfd p = { .fd = pidfd, .events = POLLIN };
+    bool died = poll(&p, 1, 1000) == 1;
+    close(pidfd);
+    return died;
+}
+
 static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds, pid_t parent)
 {
     struct cordon_err err = { 0 };
@@ -675,6 +690,8 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     close(fds->err_w);
     int ws = wait_exec(st, exec_pid, sfd, null);
     int status = WIFEXITED(ws) ? wait_status(WEXITSTATUS(ws)) : ws;
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 128 && sandbox_died(sandbox))
+        status = SIGKILL; /* the sandbox was killed under the command (the OOM killer) */
     /* Whatever the command left running dies with the sandbox, now. */
     kill(sandbox, SIGKILL);
     (void)!write(fds->status_w, &status, sizeof status);

@@ -269,6 +269,37 @@ time.sleep(60)
     assert_nothing_left()
 
 
+# --- limits (root: the cgroup around runsc's processes) -----------------------------
+
+
+def test_memory_limit_ends_run_as_oom(root_cordon):
+    """The sentry holds the command's memory: the cgroup's OOM kill takes the
+    whole sandbox, reported as the command's death by SIGKILL, reason oom."""
+    r = gv(root_cordon, ["python3", "-c",
+                         "b = [bytearray(10 << 20) for i in range(150)]; print('all')"],
+           "-m", "64M")
+    assert r.status == 128 + signal.SIGKILL, r
+    assert r.result["reason"] == "oom", r.result
+    assert "all" not in r.out
+    assert r.result["enforcement"]["memory"] == "cgroup-v1", r.result
+    assert_nothing_left()
+
+
+def test_pids_limit_ends_fork_bomb(root_cordon):
+    r = gv(root_cordon, ["sh", "-c", "for i in $(seq 2000); do sleep 30 & done; wait"],
+           "--pids", "32", "-t", "60s")
+    assert r.result["reason"] == "pids_limit", r.result
+    assert r.status == 128 + signal.SIGKILL, r
+    assert_nothing_left()
+
+
+def test_output_cap(cordon):
+    r = gv(cordon, ["sh", "-c", "yes cordon"], "--output", "64K")
+    assert r.result["reason"] == "output_limit", r.result
+    assert len(r.stdout) <= 64 * 1024
+    assert_nothing_left()
+
+
 # --- check ---------------------------------------------------------------------
 
 
