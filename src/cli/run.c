@@ -30,7 +30,7 @@ static const char *const usage[2] = {
 
 const char cli_run_options_help[] =
     "  -p, --policy FILE        YAML or JSON policy; the flags below override it\n"
-    "  -l, --level LEVEL        isolation level: namespace (default)\n"
+    "  -l, --level LEVEL        isolation level: namespace (default), gvisor (runsc)\n"
     "  -w, --workspace DIR      host directory mounted read-write at /workspace, the\n"
     "                           working directory; default: an empty scratch tmpfs\n"
     "      --ro PATH[:DEST]     bind a host path read-only (repeatable)\n"
