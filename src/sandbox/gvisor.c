@@ -629,6 +629,7 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     if (getppid() != parent)
         _exit(125);
     prctl(PR_SET_NAME, "cordon-gvisor", 0, 0, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
     int ready[2];
     char log[PATH_MAX];
@@ -695,8 +696,13 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     /* Whatever the command left running dies with the sandbox, now. */
     kill(sandbox, SIGKILL);
     (void)!write(fds->status_w, &status, sizeof status);
-    while (waitpid(sandbox, NULL, 0) < 0 && errno == EINTR)
-        ;
+    /* A subreaper, we inherit the sandbox and gofer when runsc run dies:
+     * once they are reaped, no process of the run is left on the host. */
+    for (;;) {
+        pid_t w = waitpid(-1, NULL, 0);
+        if (w < 0 && errno != EINTR)
+            break;
+    }
     _exit(0);
 }
 

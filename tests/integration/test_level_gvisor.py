@@ -21,16 +21,18 @@ Time: about 40 s for the file on this 2-core host (about 1 s per run).
 """
 
 import errno
+import json
 import os
 import shutil
 import signal
 import subprocess
-import time
+import tempfile
 
 import pytest
 
 import egress_servers as es
-from conftest import assert_errno, host_ipv4_addresses, marker, pids_with, wait_until
+from conftest import (BUILD, assert_errno, host_ipv4_addresses, host_state, marker,
+                      new_leftovers, pids_with, wait_until)
 
 LEVEL = ("--level", "gvisor")
 NO_ROUTE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL)
@@ -298,6 +300,53 @@ def test_output_cap(cordon):
     assert r.result["reason"] == "output_limit", r.result
     assert len(r.stdout) <= 64 * 1024
     assert_nothing_left()
+
+
+# --- the seam: prepared warm, started later (what a pool holds) -----------------
+
+
+@pytest.fixture(scope="module")
+def seam_bin():
+    d = tempfile.mkdtemp(prefix="cit-seam-")
+    os.chmod(d, 0o755)
+    shutil.copy2(BUILD / "seam", d)
+    os.chmod(os.path.join(d, "seam"), 0o755)
+    yield os.path.join(d, "seam")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_two_prepared_sandboxes_started_from_one_process(identity, seam_bin):
+    r = subprocess.run(identity.wrap([seam_bin, "concurrent", "isolation=gvisor",
+                                      "limits.wall=30s"]),
+                       env=identity.env(), capture_output=True, text=True, cwd="/", timeout=90)
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    a, b = json.loads(lines[0]), json.loads(lines[1])
+    assert (a["label"], a["exit_code"], a["level"]) == ("from-a\n", 3, "gvisor"), a
+    assert (b["label"], b["exit_code"]) == ("from-b\n", 0), b
+    assert lines[2] == "children 0", r.stdout
+    assert_nothing_left()
+
+
+@pytest.mark.parametrize("extra", [[], ["network.allow=example.test"]],
+                         ids=["plain", "gateway"])
+def test_prepared_sandbox_released_without_start(identity, seam_bin, extra):
+    before = host_state()
+    p = subprocess.Popen(identity.wrap([seam_bin, "release", "isolation=gvisor", *extra]),
+                         env=identity.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd="/")
+    try:
+        first = p.stdout.readline().split()
+        assert first[:1] == ["prepared"], (first, p.stderr.read() if p.poll() else "")
+        assert runsc_pids(), "the sandbox is not up while prepared"
+        out, err = p.communicate("go\n", timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert out.strip() == "released 0", out
+    assert_nothing_left()
+    assert not new_leftovers(before), "a released sandbox left state on the host"
 
 
 # --- check ---------------------------------------------------------------------
