@@ -70,6 +70,13 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
     if (p->level == CORDON_LEVEL_GVISOR) {
         json_object_set_new(enforced, "filesystem", json_string("mounts"));
         json_object_set_new(enforced, "cgroup_holds", json_string("runsc"));
+        /* gVisor enforces RLIMIT_AS, which an explicit limit becomes, not
+         * RLIMIT_DATA, which a defaulted one stays (gvisor.c). */
+        if (res->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_RLIMIT)
+            json_object_set_new(enforced, "memory",
+                                json_string(p->limits.defaulted & (1u << POLICY_LIMIT_MEMORY)
+                                                ? "none"
+                                                : "rlimit-as"));
     }
 
     json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:f, s:f, s:I, s:I, s:I, s:s, s:o}",

@@ -75,6 +75,7 @@ struct gv_state {
     char cid[40];
     bool rootless;
     bool gateway;
+    bool memory_as;      /* the memory rlimit as RLIMIT_AS (see rlimits_json) */
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
     char *argv_exec[MAX_ARGS];  /* runsc ... exec --process P CID */
@@ -119,6 +120,22 @@ void gvisor_remove_dir(const char *dir)
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
+/* mkdir DIR, or find a real directory there: never a link (the bundle's
+ * root holds links such as /etc/localtime whose targets are host paths). */
+static int make_dir(const char *dir)
+{
+    struct stat st;
+    if (mkdir(dir, 0755) == 0)
+        return 0;
+    if (errno != EEXIST || lstat(dir, &st) < 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
 /* Make every missing directory of PATH (relative to the bundle's root ROOT). */
 static int make_parents(const char *root, const char *path, bool last_too)
 {
@@ -129,11 +146,11 @@ static int make_parents(const char *root, const char *path, bool last_too)
     for (char *p = buf + skip + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            if (make_dir(buf) < 0)
                 return -1;
             *p = '/';
         }
-    if (last_too && mkdir(buf, 0755) < 0 && errno != EEXIST)
+    if (last_too && make_dir(buf) < 0)
         return -1;
     return 0;
 }
@@ -287,7 +304,14 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
     return 0;
 }
 
-static json_t *rlimits_json(const struct confine_plan *c)
+/*
+ * gVisor enforces RLIMIT_AS but not RLIMIT_DATA, the namespace level's
+ * fallback for memory: a memory limit the policy sets becomes RLIMIT_AS
+ * here. A defaulted one stays RLIMIT_DATA (runtimes that reserve address
+ * space, Go and node, would not start under an AS limit), which gVisor does
+ * not enforce: the result says "none" for it (backend.c).
+ */
+static json_t *rlimits_json(const struct confine_plan *c, bool memory_as)
 {
     static const char *const names[] = {
         [RLIMIT_CPU] = "RLIMIT_CPU",       [RLIMIT_FSIZE] = "RLIMIT_FSIZE",
@@ -301,6 +325,8 @@ static json_t *rlimits_json(const struct confine_plan *c)
         int r = c->rlimits[i].resource;
         if (r < 0 || (size_t)r >= sizeof names / sizeof names[0] || !names[r])
             continue;
+        if (r == RLIMIT_DATA && memory_as)
+            r = RLIMIT_AS;
         json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "type", names[r], "hard",
                                            (json_int_t)c->rlimits[i].value.rlim_max, "soft",
                                            (json_int_t)c->rlimits[i].value.rlim_cur));
@@ -317,11 +343,12 @@ static json_t *rlimits_json(const struct confine_plan *c)
  * policy binds, and nobody to the host kernel, which it never calls.
  */
 static json_t *process_json(json_t *args, json_t *env, const char *cwd,
-                            const struct confine_plan *c)
+                            const struct gv_state *st)
 {
     return json_pack("{s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:{s:[], s:[], s:[], s:[], s:[]}, s:o}",
                      "args", args, "env", env, "cwd", cwd, "user", "uid", 0, "gid", 0, "noNewPrivileges", 1, "capabilities", "bounding", "effective",
-                     "inheritable", "permitted", "ambient", "rlimits", rlimits_json(c));
+                     "inheritable", "permitted", "ambient", "rlimits",
+                     rlimits_json(&st->confine, st->memory_as));
 }
 
 static int write_json(const char *path, json_t *o, struct cordon_err *err)
@@ -333,6 +360,39 @@ static int write_json(const char *path, json_t *o, struct cordon_err *err)
     if (!text)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     return write_file(path, text, strlen(text), 0600, err);
+}
+
+/* The helper, its seccomp profile and the gateway's door, bound read-only at /.cordon. */
+static int add_cordon_files(const struct policy *p, const struct gv_state *st, json_t *mounts,
+                            struct cordon_err *err)
+{
+    char file[PATH_MAX], point[PATH_MAX];
+    snprintf(file, sizeof file, "%s/files/init", st->dir);
+    TRY(write_file(file, cordon_gvisor_init_start,
+                   (size_t)(cordon_gvisor_init_end - cordon_gvisor_init_start), 0555, err));
+    json_array_append_new(mounts, bind_mount(INIT_PATH, file, false));
+
+    struct seccomp_program prog = { 0 };
+    TRY(seccomp_program_build(p, &prog, err));
+    snprintf(file, sizeof file, "%s/files/seccomp.bpf", st->dir);
+    int rc = write_file(file, prog.filter, prog.len * sizeof prog.filter[0], 0444, err);
+    seccomp_program_release(&prog);
+    TRY(rc);
+    json_array_append_new(mounts, bind_mount(BPF_PATH, file, false));
+
+    static const char *const points[] = { INIT_PATH, BPF_PATH };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(point, sizeof point, "%s/bundle/rootfs%s", st->dir, points[i]);
+        TRY(write_file(point, "", 0, 0444, err));
+    }
+    if (!st->gateway)
+        return 0;
+    snprintf(file, sizeof file, "%s/gw", st->dir);
+    json_array_append_new(mounts, bind_mount(GW_DIR, file, false));
+    snprintf(point, sizeof point, "%s/bundle/rootfs" GW_DIR, st->dir);
+    if (mkdir(point, 0755) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", point);
+    return 0;
 }
 
 static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
@@ -349,60 +409,26 @@ static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
     }
 
     struct ns_plan plan = { .caller_is_root = geteuid() == 0, .confine = *s->confine };
+    _cleanup_(json_decrefp) json_t *mounts = json_array();
     int rc = mounts_plan(p, &plan, s->host_base + 1, s->workspace, err);
     if (rc == 0 && s->ca_pem)
         rc = mounts_add_ca(&plan, s->ca_pem, err);
-    json_t *mounts = json_array();
     if (rc == 0)
         rc = plan_to_mounts(p, &plan, st->dir, mounts, err);
     st->confine = *s->confine;
     mounts_plan_release(&plan);
-    if (rc < 0) {
-        json_decref(mounts);
+    if (rc < 0 || add_cordon_files(p, st, mounts, err) < 0)
         return -1;
-    }
-
-    /* The helper, its seccomp profile and the gateway's door, read-only. */
-    char file[PATH_MAX];
-    snprintf(file, sizeof file, "%s/files/init", st->dir);
-    TRY(write_file(file, cordon_gvisor_init_start,
-                   (size_t)(cordon_gvisor_init_end - cordon_gvisor_init_start), 0555, err));
-    json_array_append_new(mounts, bind_mount(INIT_PATH, file, false));
-    struct seccomp_program prog = { 0 };
-    if (seccomp_program_build(p, &prog, err) < 0) {
-        json_decref(mounts);
-        return -1;
-    }
-    snprintf(file, sizeof file, "%s/files/seccomp.bpf", st->dir);
-    rc = write_file(file, prog.filter, prog.len * sizeof prog.filter[0], 0444, err);
-    seccomp_program_release(&prog);
-    if (rc < 0) {
-        json_decref(mounts);
-        return -1;
-    }
-    json_array_append_new(mounts, bind_mount(BPF_PATH, file, false));
-    static const char *const points[] = { "init", "seccomp.bpf" };
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/bundle/rootfs/.cordon/%s", st->dir, points[i]);
-        TRY(write_file(path, "", 0, 0444, err));
-    }
-    if (st->gateway) {
-        snprintf(file, sizeof file, "%s/gw", st->dir);
-        json_array_append_new(mounts, bind_mount(GW_DIR, file, false));
-        snprintf(path, sizeof path, "%s/bundle/rootfs" GW_DIR, st->dir);
-        if (mkdir(path, 0755) < 0)
-            return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", path);
-    }
 
     json_t *args = st->gateway ? json_pack("[s, s, s]", INIT_PATH, "init", GW_SOCK)
                                : json_pack("[s, s]", INIT_PATH, "init");
     json_t *config = json_pack(
         "{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
         "ociVersion", "1.0.2",
-        "process", process_json(args, json_pack("[s]", "PATH=/usr/bin:/bin"), "/", &st->confine),
+        "process", process_json(args, json_pack("[s]", "PATH=/usr/bin:/bin"), "/", st),
         "root", "path", "rootfs", "readonly", 1,
         "hostname", SANDBOX_HOSTNAME,
-        "mounts", mounts,
+        "mounts", json_incref(mounts),
         "linux", "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts",
         "type", "mount");
     snprintf(path, sizeof path, "%s/bundle/config.json", st->dir);
@@ -524,7 +550,7 @@ static int write_process(const struct gv_state *st, const struct start_message *
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/process.json", st->dir);
     unlink(path);
-    return write_json(path, process_json(args, env, "/workspace", &st->confine), err);
+    return write_json(path, process_json(args, env, "/workspace", st), err);
 }
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
@@ -807,6 +833,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     b->state = st;
     st->rootless = geteuid() != 0;
     st->gateway = s->gateway;
+    st->memory_as = !(s->p->limits.defaulted & (1u << POLICY_LIMIT_MEMORY));
     int rc = -1;
     pid_t shim = -1;
     int errp[2] = { -1, -1 }, statp[2] = { -1, -1 }, startp[2] = { -1, -1 };

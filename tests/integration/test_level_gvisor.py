@@ -295,6 +295,41 @@ def test_pids_limit_ends_fork_bomb(root_cordon):
     assert_nothing_left()
 
 
+def test_memory_rlimit_without_cgroup(user_cordon):
+    """No cgroup for an ordinary user: an explicit memory limit becomes
+    RLIMIT_AS, which gVisor enforces (it ignores RLIMIT_DATA)."""
+    r = gv(user_cordon, ["python3", "-c", """
+b = []
+try:
+    for i in range(30):
+        b.append(bytearray(10 << 20))
+    print('allocated', len(b))
+except MemoryError:
+    print('refused at', len(b))
+"""], "-m", "64M", "--best-effort", "memory")
+    assert r.status == 0, r
+    assert r.out.startswith("refused at"), r
+    assert r.result["enforcement"]["memory"] == "rlimit-as", r.result
+
+
+def test_pids_rlimit_without_cgroup(user_cordon):
+    r = gv(user_cordon, ["python3", "-c", """
+import os, time
+n = 0
+try:
+    for i in range(50):
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+    print('forked', n)
+except OSError as e:
+    print('refused after', n)
+"""], "--pids", "10", "--best-effort", "pids")
+    assert r.status == 0, r
+    assert r.out.startswith("refused after"), r
+
+
 def test_output_cap(cordon):
     r = gv(cordon, ["sh", "-c", "yes cordon"], "--output", "64K")
     assert r.result["reason"] == "output_limit", r.result
