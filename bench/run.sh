@@ -42,24 +42,7 @@ if [ "$BWRAP" = 1 ] && ! command -v bwrap >/dev/null; then
     BWRAP=0
 fi
 
-# bwrap with the same namespaces and the same binds as cordon's namespace level.
-bwrap_argv=(bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts
-    --unshare-cgroup --die-with-parent --new-session
-    --ro-bind /usr /usr)
-for l in /bin /lib /lib64 /sbin /lib32 /libx32; do
-    if [ -L "$l" ]; then
-        bwrap_argv+=(--symlink "$(readlink "$l")" "$l")
-    elif [ -d "$l" ]; then
-        bwrap_argv+=(--ro-bind "$l" "$l")
-    fi
-done
-for f in /etc/ld.so.cache /etc/passwd /etc/group /etc/nsswitch.conf /etc/ssl/certs \
-         /etc/alternatives; do
-    [ -e "$f" ] && bwrap_argv+=(--ro-bind "$f" "$f")
-done
-bwrap_argv+=(--proc /proc --dev /dev --tmpfs /tmp --tmpfs /workspace --chdir /workspace
-    --clearenv --setenv PATH /usr/local/bin:/usr/bin:/bin --setenv HOME /workspace
-    --setenv LANG C.UTF-8)
+. "$here/bwrap_argv.sh"
 
 cases=()
 add_case() { cases+=("$1"$'\t'"$2"); }

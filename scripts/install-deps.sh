@@ -9,7 +9,7 @@ set -eu
 PACKAGES="gcc make meson ninja-build pkg-config libc6-dev
 libseccomp-dev libfyaml-dev libjansson-dev libssl-dev libevent-dev libpcre2-dev zlib1g-dev
 python3 python3-pytest bubblewrap util-linux procps iproute2
-curl openssl ca-certificates nodejs runsc"
+curl openssl ca-certificates nodejs qemu-system-x86 runsc"
 if [ "${1:-}" = fuzz ]; then
     PACKAGES="clang libclang-rt-dev"
 fi

@@ -6,6 +6,7 @@
  */
 #include "audit/audit.h"
 #include "audit/audit_int.h"
+#include "audit/export.h"
 #include "common/hostpath.h"
 
 #include <openssl/err.h>
@@ -34,6 +35,9 @@ struct audit_log {
     enum audit_fsync fsync;
     uint64_t since_checkpoint;   /* lines this process wrote since its last checkpoint */
     bool closed;
+    json_t *stamp;               /* merged into every event */
+    int export_fd;               /* to the OTLP exporter, or -1 */
+    unsigned long export_dropped;
 };
 
 /* The last line of the file as the next event needs it. */
@@ -56,38 +60,6 @@ static void hex(const unsigned char *in, size_t n, char *out)
         out[2 * i + 1] = digits[in[i] & 15];
     }
     out[2 * n] = '\0';
-}
-
-void audit_sha256_hex(const void *data, size_t n, char out[65])
-{
-    unsigned char md[32];
-    unsigned int len = 0;
-    /* Only fails when the library cannot allocate; an all-zero digest never matches. */
-    if (EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) != 1)
-        memset(md, 0, sizeof md);
-    hex(md, 32, out);
-}
-
-int audit_key_id(EVP_PKEY *key, char out[65])
-{
-    unsigned char raw[32];
-    size_t len = sizeof raw;
-    if (EVP_PKEY_id(key) != EVP_PKEY_ED25519 ||
-        EVP_PKEY_get_raw_public_key(key, raw, &len) != 1 || len != sizeof raw) {
-        ERR_clear_error();
-        return -1;
-    }
-    audit_sha256_hex(raw, len, out);
-    return 0;
-}
-
-bool audit_is_digest(const char *s)
-{
-    size_t i = 0;
-    for (; s[i]; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return i == 64;
 }
 
 int audit_read_line(FILE *f, char *buf, size_t *len, bool *nl)
@@ -314,7 +286,7 @@ static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *e
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     if (pread_full(log->rfd, buf, len, start) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
-    audit_sha256_hex(buf, len, t->digest);
+    sha256_hex(buf, len, t->digest);
 
     json_auto_t *ev = json_loadb(buf, len, 0, NULL);
     json_t *seq = json_object_get(ev, "seq");
@@ -353,6 +325,11 @@ static int write_event(struct audit_log *log, const struct tail *t, const char *
     json_object_foreach(fields, key, value)
         if (json_object_set(ev, key, value) < 0)
             return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    /* The log's own lines stay as the format fixes them. */
+    if (strncmp(type, "audit.", 6) != 0)
+        json_object_foreach(log->stamp, key, value)
+            if (json_object_set(ev, key, value) < 0)
+                return err_set(err, CORDON_E_INTERNAL, "out of memory");
 
     /* 15 digits: 41.2, not 41.200000000000003; durations need no more. */
     _cleanup_free_ char *text = json_dumps(ev, JSON_COMPACT | JSON_ENSURE_ASCII |
@@ -362,7 +339,7 @@ static int write_event(struct audit_log *log, const struct tail *t, const char *
     size_t len = strlen(text);
     if (len > AUDIT_MAX_LINE)
         return err_set(err, CORDON_E_INTERNAL, "audit event '%s' is larger than 1 MiB", type);
-    audit_sha256_hex(text, len, out->digest);
+    sha256_hex(text, len, out->digest);
     out->seq = seq;
     out->empty = false;
     text[len] = '\n'; /* replaces the NUL: the line goes out in one write */
@@ -371,6 +348,9 @@ static int write_event(struct audit_log *log, const struct tail *t, const char *
     if (log->fsync == AUDIT_FSYNC_ALWAYS && fsync(log->wfd) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
     log->since_checkpoint++;
+    /* After the chain has it, and never waiting: an export is a copy, not the record. */
+    if (log->export_fd >= 0 && !audit_export_send(log->export_fd, text, len))
+        log->export_dropped++;
     return 0;
 }
 
@@ -382,7 +362,7 @@ static int write_header(struct audit_log *log, struct tail *out, struct cordon_e
     char genesis[65];
     hex(g, sizeof g, genesis);
     struct tail t = { .empty = true };
-    audit_sha256_hex(genesis, 64, t.digest);
+    sha256_hex(genesis, 64, t.digest);
     struct utsname u;
     if (uname(&u) < 0)
         strcpy(u.nodename, "?");
@@ -399,17 +379,9 @@ static int write_checkpoint(struct audit_log *log, const struct tail *t, struct 
 {
     char msg[128];
     snprintf(msg, sizeof msg, AUDIT_SIGN_FMT, (unsigned long long)t->seq, t->digest);
-    unsigned char sig[64];
-    size_t siglen = sizeof sig;
-    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || EVP_DigestSignInit(ctx, NULL, NULL, NULL, log->key) != 1 ||
-        EVP_DigestSign(ctx, sig, &siglen, (const unsigned char *)msg, strlen(msg)) != 1) {
-        ERR_clear_error();
-        return err_set(err, CORDON_E_INTERNAL, "audit log '%s': cannot sign a checkpoint",
-                       log->path);
-    }
-    char b64[4 * ((sizeof sig + 2) / 3) + 1];
-    EVP_EncodeBlock((unsigned char *)b64, sig, (int)siglen);
+    char b64[SIGKEY_B64_LEN];
+    if (sigkey_sign(log->key, msg, strlen(msg), b64, err) < 0)
+        return err_prefix(err, "audit log '%s': checkpoint", log->path);
     json_auto_t *f = json_pack("{s:s, s:I, s:s, s:s}", "head", t->digest, "signed_seq",
                                (json_int_t)t->seq, "key_id", log->key_id, "sig", b64);
     if (!f)
@@ -418,37 +390,6 @@ static int write_checkpoint(struct audit_log *log, const struct tail *t, struct 
     TRY(write_event(log, t, AUDIT_TYPE_CHECKPOINT, NULL, f, &out, err));
     log->since_checkpoint = 0;
     return 0;
-}
-
-/* ---- keys ---- */
-
-/* Never prompt: a supervisor has no one to ask, and may have no terminal. */
-static int no_passphrase(char *buf, int size, int rwflag, void *u)
-{
-    (void)buf, (void)size, (void)rwflag, (void)u;
-    return -1;
-}
-
-static EVP_PKEY *load_sign_key(const char *path, struct cordon_err *err)
-{
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
-    if (!f) {
-        err_sys(err, CORDON_E_POLICY, "cannot open audit signing key '%s'", path);
-        return NULL;
-    }
-    EVP_PKEY *key = PEM_read_PrivateKey(f, NULL, no_passphrase, NULL);
-    if (!key) {
-        ERR_clear_error();
-        err_set(err, CORDON_E_POLICY,
-                "audit signing key '%s' is not an unencrypted PEM private key", path);
-        return NULL;
-    }
-    if (EVP_PKEY_id(key) != EVP_PKEY_ED25519) {
-        EVP_PKEY_free(key);
-        err_set(err, CORDON_E_POLICY, "audit signing key '%s' is not an Ed25519 key", path);
-        return NULL;
-    }
-    return key;
 }
 
 /* ---- public ---- */
@@ -461,12 +402,13 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
     }
     _cleanup_(audit_freep) struct audit_log *log = calloc(1, sizeof *log);
     if (log)
-        log->wfd = log->rfd = -1;
+        log->wfd = log->rfd = log->export_fd = -1;
     if (!log || !(log->path = strdup(o->path))) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
     log->checkpoint_every = o->checkpoint_every;
+    log->stamp = json_incref(o->stamp);
     log->fsync = o->fsync;
     log->owner = getpid();
     /* Never through a link: a swapped directory would send the records elsewhere. */
@@ -489,14 +431,17 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
         return NULL;
     }
     if (o->sign_key) {
-        log->key = load_sign_key(o->sign_key, err);
-        if (!log->key || audit_key_id(log->key, log->key_id) < 0) {
+        log->key = sigkey_load_private(o->sign_key, "audit signing key", err);
+        if (!log->key || sigkey_id(log->key, log->key_id) < 0) {
             if (log->key)
                 err_set(err, CORDON_E_POLICY, "audit signing key '%s' has no public half",
                         o->sign_key);
             return NULL;
         }
     }
+
+    if (o->export_otlp && audit_export_start(o->export_otlp, &log->export_fd, err) < 0)
+        return NULL;
 
     /* A new file gets its header now; a torn one is refused before any run starts. */
     _cleanup_(unlockp) int locked = -1;
@@ -567,7 +512,10 @@ void audit_free(struct audit_log *log)
         close(log->wfd);
     if (log->rfd >= 0)
         close(log->rfd);
+    if (log->export_fd >= 0)
+        close(log->export_fd);
     EVP_PKEY_free(log->key);
+    json_decref(log->stamp);
     free(log->path);
     free(log);
 }
@@ -588,9 +536,16 @@ FILE *audit_open_reader(const char *path, struct cordon_err *err)
     return f;
 }
 
-size_t audit_log_fds(const struct audit_log *log, int out[2])
+unsigned long audit_export_dropped(const struct audit_log *log)
+{
+    return log->export_dropped;
+}
+
+size_t audit_log_fds(const struct audit_log *log, int out[AUDIT_LOG_FDS_MAX])
 {
     size_t n = 0;
+    if (log && log->export_fd >= 0)
+        out[n++] = log->export_fd;
     if (log && log->wfd >= 0)
         out[n++] = log->wfd;
     if (log && log->rfd >= 0)

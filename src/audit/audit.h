@@ -37,6 +37,8 @@ struct audit_options {
     const char *sign_key;        /* Ed25519 private key (PEM), or NULL */
     unsigned checkpoint_every;   /* with sign_key: a checkpoint every N events (0: only at close) */
     enum audit_fsync fsync;
+    json_t *stamp;               /* fields added to every event (a break-glass), or NULL; borrowed */
+    const char *export_otlp;     /* OTLP/HTTP logs endpoint each line is also sent to, or NULL */
 };
 
 struct audit_log;
@@ -70,7 +72,11 @@ int audit_close(struct audit_log *log, struct cordon_err *err);
 void audit_free(struct audit_log *log);
 
 /* The descriptors LOG holds (into OUT); a forked helper keeps these and closes the rest. */
-size_t audit_log_fds(const struct audit_log *log, int out[2]);
+#define AUDIT_LOG_FDS_MAX 3
+size_t audit_log_fds(const struct audit_log *log, int out[AUDIT_LOG_FDS_MAX]);
+
+/* Events whose export was dropped (the exporter was slow or gone); the chain has them all. */
+unsigned long audit_export_dropped(const struct audit_log *log);
 DEFINE_CLEANUP(struct audit_log *, audit_free)
 
 /* A fresh 128-bit run id as 32 hex digits. */
@@ -115,3 +121,26 @@ struct audit_filter {
  */
 int audit_show(const char *path, const struct audit_filter *f, FILE *out,
                struct cordon_err *err);
+
+/*
+ * Evidence of one run (RUN: its id or a unique prefix) from the log at
+ * PATH: {"format", "run", "summary" (level, digests, signer, secrets'
+ * names, limits and how they were enforced, egress decisions, tool calls,
+ * break-glass, result), "audit": {"file", "lines": [{seq, sha256, text,
+ * run}] from the run's first line to the nearest checkpoint after its
+ * last, "checkpoint"}}. New reference, or NULL with ERR.
+ */
+json_t *audit_evidence(const char *path, const char *run, struct cordon_err *err);
+
+struct evidence_report {
+    bool intact;                 /* lines chain, checkpoint signs them, summary matches */
+    bool checkpoint;             /* the lines end in a checkpoint */
+    bool signature_checked;      /* and its signature verified with the given key */
+    uint64_t lines;
+    char key_id[65];
+    char why[200];
+};
+
+/* Check DOC offline; with PUBKEY the checkpoint's signature too. -1 only when the key cannot be read. */
+int audit_evidence_verify(const json_t *doc, const char *pubkey, struct evidence_report *r,
+                          struct cordon_err *err);

@@ -99,23 +99,12 @@ static const char *str_of(json_t *ev, const char *key)
     return json_string_value(json_object_get(ev, key));
 }
 
-/* Ed25519 signatures are 64 bytes: 88 base64 characters with "==". */
-static bool decode_sig(const char *b64, unsigned char sig[64])
-{
-    size_t n = strlen(b64);
-    if (n != 88 || b64[86] != '=' || b64[87] != '=')
-        return false;
-    unsigned char out[66];
-    return EVP_DecodeBlock(out, (const unsigned char *)b64, (int)n) == 66 &&
-           (memcpy(sig, out, 64), true);
-}
-
 static int check_checkpoint(struct verifier *v, json_t *ev, uint64_t seq)
 {
     const char *head = str_of(ev, "head"), *key_id = str_of(ev, "key_id");
     const char *sig = str_of(ev, "sig");
     json_t *signed_seq = json_object_get(ev, "signed_seq");
-    if (!head || !audit_is_digest(head) || !key_id || !audit_is_digest(key_id) || !sig ||
+    if (!head || !sha256_hex_valid(head) || !key_id || !sha256_hex_valid(key_id) || !sig ||
         !json_is_integer(signed_seq))
         return broken(v, v->line, "checkpoint: head, signed_seq, key_id or sig missing or "
                       "malformed");
@@ -130,13 +119,7 @@ static int check_checkpoint(struct verifier *v, json_t *ev, uint64_t seq)
         return broken(v, v->line, "checkpoint signed by another key (key_id %.8s...)", key_id);
     char msg[128];
     snprintf(msg, sizeof msg, AUDIT_SIGN_FMT, (unsigned long long)(seq - 1), head);
-    unsigned char raw[64];
-    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    bool good = decode_sig(sig, raw) && ctx &&
-                EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, v->key) == 1 &&
-                EVP_DigestVerify(ctx, raw, sizeof raw, (const unsigned char *)msg,
-                                 strlen(msg)) == 1;
-    ERR_clear_error();
+    bool good = sigkey_verify(v->key, msg, strlen(msg), sig);
     if (!good)
         return broken(v, v->line, "bad signature");
     v->r->checkpoints++;
@@ -158,7 +141,7 @@ static int check_header(struct verifier *v, json_t *ev, uint64_t seq, const char
     if (!genesis)
         return broken(v, 1, "header without a genesis");
     char want[65];
-    audit_sha256_hex(genesis, strlen(genesis), want);
+    sha256_hex(genesis, strlen(genesis), want);
     if (strcmp(prev, want) != 0)
         return broken(v, 1, "header prev is not the digest of its genesis");
     return 0;
@@ -202,11 +185,11 @@ static int check_line(struct verifier *v, const char *buf, size_t len)
         return broken(v, v->line, "type missing or not a string");
     if (!run || !(json_is_string(run) || json_is_null(run)))
         return broken(v, v->line, "run missing, or neither a string nor null");
-    if (!prev || !audit_is_digest(prev))
+    if (!prev || !sha256_hex_valid(prev))
         return broken(v, v->line, "prev missing or not a SHA-256 digest");
     uint64_t seq = (uint64_t)json_integer_value(jseq);
     char digest[65];
-    audit_sha256_hex(buf, len, digest);
+    sha256_hex(buf, len, digest);
 
     if (v->line == 1) {
         if (check_header(v, ev, seq, prev))
@@ -245,28 +228,6 @@ static int check_line(struct verifier *v, const char *buf, size_t len)
     return 0;
 }
 
-static EVP_PKEY *load_public_key(const char *path, struct cordon_err *err)
-{
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
-    if (!f) {
-        err_sys(err, CORDON_E_POLICY, "cannot open public key '%s'", path);
-        return NULL;
-    }
-    EVP_PKEY *key = PEM_read_PUBKEY(f, NULL, NULL, NULL);
-    ERR_clear_error();
-    if (!key) {
-        err_set(err, CORDON_E_POLICY, "'%s' is not a PEM public key (for a private key, give "
-                "its public half: openssl pkey -in KEY -pubout)", path);
-        return NULL;
-    }
-    if (EVP_PKEY_id(key) != EVP_PKEY_ED25519) {
-        EVP_PKEY_free(key);
-        err_set(err, CORDON_E_POLICY, "public key '%s' is not an Ed25519 key", path);
-        return NULL;
-    }
-    return key;
-}
-
 int audit_verify(const char *path, const char *pubkey, struct audit_report *report,
                  struct cordon_err *err)
 {
@@ -274,9 +235,9 @@ int audit_verify(const char *path, const char *pubkey, struct audit_report *repo
     _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
     struct verifier v = { .r = report };
     if (pubkey) {
-        if (!(key = load_public_key(pubkey, err)))
+        if (!(key = sigkey_load_public(pubkey, err)))
             return -1;
-        if (audit_key_id(key, v.key_id) < 0)
+        if (sigkey_id(key, v.key_id) < 0)
             return err_set(err, CORDON_E_POLICY, "public key '%s' is not an Ed25519 key",
                            pubkey);
         v.key = key;

@@ -14,6 +14,8 @@
 #include "audit/audit.h"
 #include "broker/jsonrpc.h"
 #include "broker/paths.h"
+#include "broker/pins.h"
+#include "common/decider.h"
 #include "broker/schema.h"
 #include "core/handle.h"
 #include "common/cleanup.h"
@@ -27,6 +29,7 @@
 #include <event2/event.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +59,8 @@
 #define RECORDED_INFO_MAX 4096
 /* Requests in flight in each direction: past this a new one is refused. */
 #define MAX_IN_FLIGHT 1024
+/* How long a gone server's run may take to deliver its result (why it ended). */
+#define RESULT_WAIT_MS 3000
 /* Pages of tools/list the broker walks itself before giving up. */
 #define MAX_LIST_PAGES 100
 /* Tools whose schemas are kept, and their size serialised: past either a tool is left out. */
@@ -97,11 +102,16 @@ struct broker {
     unsigned list_pages;
     json_t *waiting;        /* tools/call requests waiting for the walk */
     json_t *server_requests; /* ids of server-to-client requests in flight (dumped) -> true */
+    struct mcp_pins *pins;  /* tools.pins: the pin file, or NULL */
+    struct decider *decider; /* decider.socket: asked about tools.ask calls, or NULL */
+    bool pins_server_set;
+    json_t *hidden;         /* tool name -> digest of a listing that does not match its pin */
 
     uint64_t calls, refused, violations;
     bool client_done;       /* the client closed its side: no more requests */
     bool client_gone;       /* and nothing more can reach it */
     bool server_gone, child_reaped;
+    char end_why[400];      /* why the server ended, told to the client; "" until asked */
     bool stopped_by_us;     /* the server outstayed the client and was stopped */
     struct timespec reaped_at;
     int child_status;
@@ -192,6 +202,41 @@ static void to_client(struct broker *b, json_t *msg)
         !(b->client_done && rpc_stream_pending_output(b->client) > CLIENT_BACKLOG_MAX))
         rpc_send(b->client, msg);
     json_decref(msg);
+}
+
+/*
+ * Why the server's run ended, from its result (the supervisor writes it
+ * just after the command is gone): a server that could not start at all
+ * (command not found, not executable, a bind that failed) says so.
+ */
+static const char *server_end_why(struct broker *b)
+{
+    if (b->end_why[0])
+        return b->end_why;
+    char *why = b->end_why;
+    size_t len = sizeof b->end_why;
+    snprintf(why, len, "cordon: the server exited before answering");
+    struct pollfd pfd = { .fd = b->child.result_fd, .events = POLLIN };
+    char buf[16384];
+    size_t have = 0;
+    while (pfd.fd >= 0 && have < sizeof buf - 1 && poll(&pfd, 1, RESULT_WAIT_MS) > 0) {
+        ssize_t n = read(pfd.fd, buf + have, sizeof buf - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    _cleanup_(json_decrefp) json_t *res = have ? json_loadb(buf, have, 0, NULL) : NULL;
+    const char *reason = json_string_value(json_object_get(res, "reason"));
+    const char *error = json_string_value(json_object_get(res, "error"));
+    json_t *code = json_object_get(res, "exit_code");
+    if (reason && !strcmp(reason, "setup_error") && error)
+        snprintf(why, len, "cordon: the server could not start: %s", error);
+    else if (reason && strcmp(reason, "exited") != 0)
+        snprintf(why, len, "cordon: the server's run ended (%s) before answering", reason);
+    else if (json_is_integer(code))
+        snprintf(why, len, "cordon: the server exited with status %lld before answering",
+                 (long long)json_integer_value(code));
+    return why;
 }
 
 static void to_server(struct broker *b, json_t *msg)
@@ -523,6 +568,33 @@ static void fail_waiting(struct broker *b, const char *why)
     json_array_clear(b->waiting);
 }
 
+/*
+ * A call the policy marks `ask` goes ahead only if the decider allows it
+ * now; every question and answer is recorded, the decider's identity with
+ * it. The broker waits for the answer (at most decider.timeout).
+ */
+static bool decider_allows(struct broker *b, const json_t *id, const char *tool,
+                           const json_t *args, const char *digest)
+{
+    _cleanup_(json_decrefp) json_t *empty = json_object();
+    _cleanup_(json_decrefp) json_t *q =
+        json_pack("{s:s, s:O, s:s}", "tool", tool, "arguments", args ? args : empty,
+                  "arguments_digest", digest);
+    struct decider_answer a;
+    decider_ask(b->decider, "tool_call", tool, b->run_id, q, &a);
+    json_t *ev = decider_answer_json(b->decider, &a);
+    json_object_set_new(ev, "kind", json_string("tool_call"));
+    json_object_set_new(ev, "tool", json_string(tool));
+    json_object_set_new(ev, "arguments_digest", json_string(digest));
+    record(b, "decider.ask", ev);
+    if (a.decision != DECIDER_DENY)
+        return true;
+    char why[300];
+    snprintf(why, sizeof why, "the decider did not allow it: %s", a.reason);
+    refuse_call(b, id, tool, "decider", why, digest, args, false);
+    return false;
+}
+
 static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
 {
     const struct policy *p = b->p;
@@ -552,6 +624,14 @@ static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
         refuse_call(b, id, tool, "not_allowed", why, digest, args, true);
         return;
     }
+    if (json_object_get(b->hidden, tool)) {
+        /* Changed since it was pinned: unknown until approved, as a hidden tool is. */
+        char why[200];
+        snprintf(why, sizeof why, "Unknown tool: %s (changed since pinned; cordon mcp pins "
+                 "approve)", tool);
+        refuse_call(b, id, tool, "pin", why, digest, args, true);
+        return;
+    }
     if (args && !json_is_object(args)) {
         refuse_call(b, id, tool, "schema", "arguments must be an object", digest, args, true);
         return;
@@ -574,9 +654,11 @@ static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
         refuse_call(b, id, tool, rule, why, digest, args, false);
         return;
     }
+    if (policy_tool_ask(p, tool) && !decider_allows(b, id, tool, args, digest))
+        return;
     struct pending *q = forward_request(b, msg, id, PENDING_CLIENT, "tools/call");
     if (!q) {
-        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server has exited"));
+        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "%s", server_end_why(b)));
         return;
     }
     snprintf(q->tool, sizeof q->tool, "%s", tool);
@@ -627,7 +709,7 @@ static void client_request(struct broker *b, json_t *msg, const char *method, js
     if (!strcmp(method, "initialize"))
         strip_client_capabilities(b->p, copy);
     if (!forward_request(b, copy, id, PENDING_CLIENT, method))
-        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server has exited"));
+        to_client(b, rpc_error(id, RPC_INTERNAL_ERROR, "%s", server_end_why(b)));
 }
 
 static void client_notification(struct broker *b, json_t *msg, const char *method)
@@ -701,9 +783,52 @@ static void on_client_garbage(void *ctx, struct rpc_stream *s, const char *line,
 
 /* ---- server to client ---- */
 
+/*
+ * The server's identity for its pins: the name it gives in initialize. Its
+ * command line is left out on purpose: a server restarted with other
+ * arguments would otherwise be new, and trusted on first use again, while
+ * a server claiming another's name gains nothing: its tools must match
+ * that server's pins.
+ */
+static void pins_identify(struct broker *b, const json_t *info)
+{
+    if (!b->pins || b->pins_server_set)
+        return;
+    const char *name = json_string_value(json_object_get(info, "name"));
+    char id[200];
+    snprintf(id, sizeof id, "%.190s", name && *name ? name : "(unnamed)");
+    mcp_pins_set_server(b->pins, id);
+    b->pins_server_set = true;
+}
+
+/* Is TOOL as listed what was pinned? If not it is hidden, and the change recorded once. */
+static bool pin_allows(struct broker *b, const json_t *tool)
+{
+    if (!b->pins)
+        return true;
+    pins_identify(b, NULL);
+    const char *name = json_string_value(json_object_get(tool, "name"));
+    char digest[65], old[65];
+    enum pin_verdict v = mcp_pins_check(b->pins, tool, digest, old);
+    if (v == PIN_OK || v == PIN_FIRST) {
+        json_object_del(b->hidden, name);
+        return true;
+    }
+    const char *seen = json_string_value(json_object_get(b->hidden, name));
+    if (!seen || strcmp(seen, digest) != 0)
+        record(b, "mcp.tool_changed",
+               json_pack("{s:s, s:s, s:s, s:s?}", "tool", name, "change", pin_verdict_name(v),
+                         "digest", digest, "pinned", old[0] ? old : NULL));
+    json_object_set_new(b->hidden, name, json_string(digest));
+    /* A schema learnt from an earlier listing must not let a call through now. */
+    json_object_del(b->schemas, name);
+    return false;
+}
+
 /* Keep only allowed tools in a tools/list result, and learn their schemas. */
 static void filter_tools(struct broker *b, json_t *result)
 {
+    bool last_page = !json_is_string(json_object_get(result, "nextCursor"));
     json_t *tools = json_object_get(result, "tools");
     if (!json_is_array(tools)) {
         json_object_set_new(result, "tools", json_array());
@@ -718,7 +843,8 @@ static void filter_tools(struct broker *b, json_t *result)
         json_t *schema = json_object_get(t, "inputSchema");
         if (!json_is_string(name) || !json_is_object(schema))
             continue;
-        if (!policy_tool_allowed(b->p, json_string_value(name)))
+        if (!policy_tool_allowed(b->p, json_string_value(name)) ||
+            !pin_allows(b, t))
             continue;
         /* Pages of new names would otherwise be kept without end (with allow: ["*"]). */
         json_t *old = json_object_get(b->schemas, json_string_value(name));
@@ -736,6 +862,13 @@ static void filter_tools(struct broker *b, json_t *result)
     if (over)
         violation(b, "server", "tool schemas past the broker's budget, left out");
     json_object_set(result, "tools", kept);
+    if (b->pins) {
+        struct cordon_err e;
+        if (last_page)
+            mcp_pins_first_done(b->pins);
+        if (mcp_pins_save(b->pins, &e) < 0)
+            violation(b, "broker", e.msg);
+    }
 }
 
 /* What the client may learn the server can do. */
@@ -776,6 +909,23 @@ static void own_list_answer(struct broker *b, json_t *msg)
     run_waiting(b);
 }
 
+/*
+ * A session that forwards no tool at all is a mistake the person who set it
+ * up needs to see, and the client's log is where they look: the warning
+ * goes first into the initialize result's instructions.
+ */
+static void warn_no_tools(json_t *result)
+{
+    static const char note[] =
+        "cordon: this session forwards no tools: tools.allow is empty, so every tool of the "
+        "wrapped server is hidden; allow some with --allow-tool NAME or the policy's tools.allow.";
+    const char *theirs = json_string_value(json_object_get(result, "instructions"));
+    _cleanup_free_ char *text = NULL;
+    if (theirs && *theirs && asprintf(&text, "%s\n\n%s", note, theirs) < 0)
+        text = NULL;
+    json_object_set_new(result, "instructions", json_string(text ? text : note));
+}
+
 static void client_answer(struct broker *b, struct pending *q, json_t *msg)
 {
     _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
@@ -784,6 +934,8 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
     if (json_is_object(result)) {
         if (!strcmp(q->method, "initialize")) {
             filter_capabilities(b->p, result);
+            if (b->p->tools.n_allow == 0)
+                warn_no_tools(result);
             json_t *info = json_object_get(result, "serverInfo");
             json_t *version = json_object_get(result, "protocolVersion");
             if (recorded_size(info) > RECORDED_INFO_MAX)
@@ -792,6 +944,7 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
                 json_incref(info);
             if (recorded_size(version) > RECORDED_INFO_MAX)
                 version = NULL;
+            pins_identify(b, json_is_object(info) ? info : NULL);
             record(b, "mcp.session", json_pack("{s:o?, s:O?}", "server", info,
                                                "protocol_version", version));
         } else if (!strcmp(q->method, "tools/list")) {
@@ -987,8 +1140,7 @@ static void server_ended(struct broker *b)
         struct pending *q = b->pending;
         b->pending = q->next;
         if (q->kind == PENDING_CLIENT)
-            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR,
-                                   "cordon: the server exited before answering"));
+            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR, "%s", server_end_why(b)));
         pending_free(q);
     }
     b->listing = false;
@@ -1095,6 +1247,9 @@ static void broker_release(struct broker *b)
     json_decref(b->schemas);
     json_decref(b->waiting);
     json_decref(b->server_requests);
+    json_decref(b->hidden);
+    mcp_pins_free(b->pins);
+    decider_free(b->decider);
     if (b->log) {
         struct cordon_err ignored;
         audit_close(b->log, &ignored);
@@ -1113,8 +1268,18 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
     b.schemas = json_object();
     b.waiting = json_array();
     b.server_requests = json_object();
-    if (!b.schemas || !b.waiting || !b.server_requests)
+    b.hidden = json_object();
+    if (!b.schemas || !b.waiting || !b.server_requests || !b.hidden)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if ((p->tools.pins && !(b.pins = mcp_pins_open(p->tools.pins, err))) ||
+        (p->tools.n_pinned &&
+         !(b.pins = mcp_pins_fixed(p->tools.pinned, p->tools.n_pinned, err))) ||
+        ((p->gov.decider || p->gov.decider_command) &&
+         !(b.decider = decider_new(p->gov.decider, p->gov.decider_command,
+                                   p->gov.decider_timeout_ms, err)))) {
+        broker_release(&b);
+        return -1;
+    }
     if (cordon_audit_open(p, &b.log, err) < 0) {
         broker_release(&b);
         return -1;
@@ -1177,4 +1342,27 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
     /* The server's own status, unless it was stopped because the client left. */
     *status = b.stopped_by_us ? 0 : b.child_status;
     return 0;
+}
+
+void mcp_refuse_session(const char *why)
+{
+    _cleanup_free_ char *line = NULL;
+    size_t cap = 0;
+    if (isatty(STDIN_FILENO))
+        return; /* a person at a terminal has read our stderr */
+    /* Notifications and garbage are passed over: only a request has an id to answer. */
+    while (getline(&line, &cap, stdin) > 0) {
+        _cleanup_(json_decrefp) json_t *msg = json_loads(line, 0, NULL);
+        json_t *id = json_object_get(msg, "id");
+        if (!json_is_string(json_object_get(msg, "method")) || (!json_is_integer(id) &&
+                                                                 !json_is_string(id)))
+            continue;
+        _cleanup_(json_decrefp) json_t *answer =
+            rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server cannot start: %s", why);
+        _cleanup_free_ char *text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
+        if (text)
+            printf("%s\n", text);
+        fflush(stdout);
+        return;
+    }
 }

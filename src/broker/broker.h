@@ -17,3 +17,10 @@
  */
 int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
              struct cordon_err *err);
+
+/*
+ * The session cannot start (a policy or flag error, WHY): tell the client,
+ * who may be the only one watching, by answering its first request with a
+ * JSON-RPC error naming WHY. Reads stdin until that request or EOF.
+ */
+void mcp_refuse_session(const char *why);

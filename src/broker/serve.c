@@ -12,12 +12,14 @@
 #include "broker/jsonrpc.h"
 #include "core/jobs.h"
 #include "common/cleanup.h"
+#include "common/decider.h"
 #include "common/digest.h"
 #include "common/text.h"
 #include "common/units.h"
 #include "core/run.h"
 #include "policy/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/plan.h"
 
 #include <event2/event.h>
 
@@ -208,6 +210,8 @@ struct call {
     uint64_t received_ms;
     char run_id[33];               /* once it is queued to run */
     struct job *job;               /* queued or running; NULL once it ended */
+    json_t *elicit_id;             /* our elicitation/create about it, while it waits */
+    struct event *elicit_timer;    /* its deadline */
 };
 
 struct server {
@@ -219,6 +223,10 @@ struct server {
     char *instructions;
     struct call *calls;            /* queued and running, oldest first */
     struct jobs *jobs;             /* their runs */
+    struct decider *decider;       /* asked about tools.ask calls, or NULL */
+    bool client_elicits;           /* the client declared the elicitation capability */
+    json_t *elicit_allowed;        /* tools the client allowed for the session -> true */
+    uint64_t n_elicits;
     uint64_t n_calls;              /* tools/call accepted, against tools.max_calls */
     bool input_done, output_failed, stopping, finishing;
     unsigned signals;
@@ -243,14 +251,15 @@ static void describe_sandbox(const struct policy *p, struct sbuf *b)
               cordon_level_name(p->level));
     sb_printf(b, "%s", p->workspace ? " except the files in /workspace.\n\n" : ".\n\n");
 
-    sb_printf(b, "Files: the working directory (and HOME) is /workspace, ");
+    sb_printf(b, "Files: the working directory is /workspace, ");
     if (p->workspace)
         sb_printf(b, "a host directory shared by every call: files written there persist between "
                      "calls and are seen on the host.");
     else
         sb_printf(b, "an empty scratch file system of %s, discarded after each call.",
                   human_size(p->workspace_size, a, sizeof a));
-    sb_printf(b, " /tmp is an empty scratch file system of %s. Everything else is read-only: the "
+    sb_printf(b, " /tmp is an empty scratch file system of %s, and HOME is " SANDBOX_HOME
+                 " on it. Everything else is read-only: the "
                  "host's /usr (programs such as sh, python3 and node, with the libraries "
                  "installed there) and the few /etc files programs need. The host's home "
                  "directories, /root, /run, /var and its other files are not visible.",
@@ -291,10 +300,14 @@ static void describe_sandbox(const struct policy *p, struct sbuf *b)
         sb_printf(b, ", largest file %s", human_size(p->limits.file_size, a, sizeof a));
     if (p->limits.open_files)
         sb_printf(b, ", %llu open files", (unsigned long long)p->limits.open_files);
+    /* What comes back is the smaller of the result's share and the output limit. */
+    uint64_t back = p->tools.max_result_bytes / 2;
+    if (p->limits.output && p->limits.output < back)
+        back = p->limits.output;
     sb_printf(b, ". A run stopped by a limit says so in its result (reason \"timeout\", \"oom\", "
                  "...). Up to %s each of stdout and stderr comes back; the rest is cut off, and "
                  "the result says so.",
-              human_size(p->tools.max_result_bytes / 2, c, sizeof c));
+              human_size(back, c, sizeof c));
 
     sb_printf(b, "\n\nCredentials: ");
     if (p->n_secrets == 0) {
@@ -313,14 +326,32 @@ static void describe_sandbox(const struct policy *p, struct sbuf *b)
                   "its hosts", p->n_secrets > 1 ? "them" : "it");
     }
     sb_printf(b, " The environment holds only PATH, HOME, LANG");
-    for (size_t i = 0; i < p->n_secrets; i++)
-        sb_printf(b, ", %s", p->secrets[i].name);
-    for (size_t i = 0; i < p->n_env_pass; i++)
-        sb_printf(b, ", %s", p->env_pass[i]);
-    for (size_t i = 0; i < p->n_env_set; i++)
-        sb_printf(b, ", %s", p->env_set[i].name);
+    /* Each name once: env.set may well set HOME or LANG again, or a secret's name. */
+    size_t n_names = 3 + p->n_secrets + p->n_env_pass + p->n_env_set, k = 0;
+    _cleanup_free_ const char **names = calloc(n_names, sizeof *names);
+    if (names) {
+        names[k++] = "PATH";
+        names[k++] = "HOME";
+        names[k++] = "LANG";
+        for (size_t i = 0; i < p->n_secrets; i++)
+            names[k++] = p->secrets[i].name;
+        for (size_t i = 0; i < p->n_env_pass; i++)
+            names[k++] = p->env_pass[i];
+        for (size_t i = 0; i < p->n_env_set; i++)
+            names[k++] = p->env_set[i].name;
+    }
+    for (size_t i = 3; i < k; i++) {
+        bool again = false;
+        for (size_t j = 0; j < i && !again; j++)
+            again = strcmp(names[j], names[i]) == 0;
+        if (!again)
+            sb_printf(b, ", %s", names[i]);
+    }
     if (p->network.mode == POLICY_NET_GATEWAY)
-        sb_printf(b, " and the proxy variables");
+        sb_printf(b, ", git's safe.directory settings for the mounted paths and the proxy "
+                     "variables");
+    else
+        sb_printf(b, " and git's safe.directory settings for the mounted paths");
     sb_printf(b, ". Commands run as an unprivileged user with no capabilities, under a "
                  "system-call filter.");
 }
@@ -629,6 +660,9 @@ static void call_free(struct call *c)
     free(c->input);
     json_decref(c->arguments);
     json_decref(c->id);
+    json_decref(c->elicit_id);
+    if (c->elicit_timer)
+        event_free(c->elicit_timer);
     free(c);
 }
 
@@ -875,6 +909,8 @@ static struct call *find_call(struct server *srv, const json_t *id)
 
 static json_t *initialize_result(struct server *srv, const json_t *params)
 {
+    json_t *caps = json_is_object(params) ? json_object_get(params, "capabilities") : NULL;
+    srv->client_elicits = json_is_object(json_object_get(caps, "elicitation"));
     const char *version = protocol_versions[0];
     json_t *asked = json_is_object(params) ? json_object_get(params, "protocolVersion") : NULL;
     for (size_t i = 0; json_is_string(asked) && i < sizeof protocol_versions /
@@ -885,6 +921,137 @@ static json_t *initialize_result(struct server *srv, const json_t *params)
                      "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "cordon",
                      "title", "cordon sandbox", "version", CORDON_VERSION, "instructions",
                      srv->instructions);
+}
+
+static void link_call(struct server *srv, struct call *c)
+{
+    struct call **tail = &srv->calls;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = c;
+}
+
+/* C (not in srv->calls) goes to the run queue. */
+static void queue_call(struct server *srv, struct call *c)
+{
+    link_call(srv, c);
+    struct cordon_err err = { 0 };
+    c->job = jobs_submit(srv->jobs, c->argv, c->input, c->input_len, c, &err);
+    if (!c->job) {
+        record_call(srv, c, "refused", "queue", err.msg, NULL);
+        reply(srv, rpc_error(c->id, RPC_REFUSED, "%s", err.msg));
+        unlink_call(srv, c);
+        call_free(c);
+        return;
+    }
+    memcpy(c->run_id, job_run_id(c->job), sizeof c->run_id);
+}
+
+/* The decider.ask event; EV is decider_answer_json()'s or the elicitation's. */
+static void record_ask(struct server *srv, const struct call *c, json_t *ev)
+{
+    json_object_set_new(ev, "kind", json_string("tool_call"));
+    json_object_set_new(ev, "tool", json_string(c->tool->name));
+    json_object_set_new(ev, "arguments_digest", json_string(c->digest));
+    struct cordon_err ignored;
+    if (srv->audit)
+        audit_append(srv->audit, "decider.ask", NULL, ev, &ignored);
+    else
+        json_decref(ev);
+}
+
+/* The end of an elicitation about C: ALLOWED runs it, otherwise WHY refuses it. */
+static void elicit_done(struct server *srv, struct call *c, const char *decision,
+                        const char *why, json_t *answer)
+{
+    bool allowed = strncmp(decision, "allow_", 6) == 0;
+    if (!strcmp(decision, "allow_session"))
+        json_object_set_new(srv->elicit_allowed, c->tool->name, json_true());
+    record_ask(srv, c, json_pack("{s:s, s:s, s:b, s:I, s:{s:s, s:O?}}", "decision", decision,
+                                 "reason", why, "cached", 0, "elapsed_ms",
+                                 (json_int_t)(now_ms() - c->received_ms), "decider",
+                                 "elicitation", "client", "answer", answer));
+    if (c->elicit_timer)
+        evtimer_del(c->elicit_timer);
+    json_decref(c->elicit_id);
+    c->elicit_id = NULL;
+    unlink_call(srv, c);
+    if (c->cancelled) {
+        record_call(srv, c, "refused", "decider", "not run: cancelled by the client", NULL);
+        call_free(c);
+    } else if (allowed) {
+        queue_call(srv, c);
+        return;
+    } else {
+        char msg[300];
+        snprintf(msg, sizeof msg, "the decider did not allow it: %s", why);
+        record_call(srv, c, "refused", "decider", msg, NULL);
+        reply(srv, rpc_result(c->id, rpc_tool_error("cordon refused this call: %s", msg)));
+        call_free(c);
+    }
+    maybe_finish(srv);
+}
+
+static void on_elicit_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct call *c = arg;
+    struct server *srv = c->srv;
+    reply(srv, json_pack("{s:s, s:s, s:{s:O, s:s}}", "jsonrpc", "2.0", "method",
+                         "notifications/cancelled", "params", "requestId", c->elicit_id,
+                         "reason", "cordon's deadline for the answer passed"));
+    elicit_done(srv, c, "deny", "timeout: the client did not answer before the deadline", NULL);
+}
+
+/* A response from the client: the answer to one of our elicitations, or nothing. */
+static void elicit_answer(struct server *srv, const json_t *msg)
+{
+    json_t *id = json_object_get(msg, "id");
+    struct call *c = srv->calls;
+    while (c && !(c->elicit_id && json_equal(c->elicit_id, id)))
+        c = c->next;
+    if (!c)
+        return;
+    json_t *result = json_object_get(msg, "result");
+    const char *action = json_string_value(json_object_get(result, "action"));
+    const char *decision = json_string_value(
+        json_object_get(json_object_get(result, "content"), "decision"));
+    if (!result)
+        elicit_done(srv, c, "deny", "the client answered with an error", NULL);
+    else if (!action || strcmp(action, "accept") != 0)
+        elicit_done(srv, c, "deny", "the person declined", result);
+    else if (decision && (!strcmp(decision, "allow_once") || !strcmp(decision, "allow_session")))
+        elicit_done(srv, c, decision, "the person allowed it", result);
+    else
+        elicit_done(srv, c, "deny", "the person chose deny", result);
+}
+
+/* Ask the client's person about C; the call waits in srv->calls for the answer. */
+static void elicit(struct server *srv, struct call *c, const json_t *params)
+{
+    _cleanup_free_ char *args = json_dumps(json_object_get(params, "arguments"),
+                                           JSON_COMPACT | JSON_SORT_KEYS);
+    char msg[1200];
+    snprintf(msg, sizeof msg, "The agent asks to run %s with %.900s. Allow it?", c->tool->name,
+             args ? args : "{}");
+    char rid[48];
+    snprintf(rid, sizeof rid, "cordon-ask-%llu", (unsigned long long)++srv->n_elicits);
+    c->elicit_id = json_string(rid);
+    c->elicit_timer = evtimer_new(srv->base, on_elicit_timeout, c);
+    uint64_t ms = srv->pol.gov.decider_timeout_ms;
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    if (!c->elicit_id || !c->elicit_timer || evtimer_add(c->elicit_timer, &tv) < 0) {
+        reply(srv, rpc_error(c->id, RPC_INTERNAL_ERROR, "out of memory"));
+        call_free(c);
+        return;
+    }
+    link_call(srv, c);
+    reply(srv, json_pack("{s:s, s:O, s:s, s:{s:s, s:{s:s, s:{s:{s:s, s:s, s:[s, s, s]}}, s:[s]}}}",
+                         "jsonrpc", "2.0", "id", c->elicit_id, "method", "elicitation/create",
+                         "params", "message", msg, "requestedSchema", "type", "object",
+                         "properties", "decision", "type", "string", "title", "Decision", "enum",
+                         "allow_once", "allow_session", "deny", "required", "decision"));
 }
 
 static void tools_call(struct server *srv, const json_t *id, const json_t *params)
@@ -947,20 +1114,34 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
         call_free(c);
         return;
     }
-    struct call **tail = &srv->calls;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = c;
-    struct cordon_err err = { 0 };
-    c->job = jobs_submit(srv->jobs, c->argv, c->input, c->input_len, c, &err);
-    if (!c->job) {
-        record_call(srv, c, "refused", "queue", err.msg, NULL);
-        reply(srv, rpc_error(id, RPC_REFUSED, "%s", err.msg));
-        unlink_call(srv, c);
+    /* An `ask` tool runs only if the decider allows this call now (waited for, bounded). */
+    bool ask = policy_tool_ask(&srv->pol, tool->name);
+    if (ask && json_object_get(srv->elicit_allowed, tool->name)) {
+        ask = false; /* the person allowed it for the session */
+    } else if (ask && srv->pol.gov.decider_elicit && srv->client_elicits) {
+        elicit(srv, c, params);
+        return;
+    } else if (ask && !srv->decider) {
+        snprintf(why, sizeof why, "the decider did not allow it: the client cannot be asked "
+                 "(no elicitation capability) and no decider socket or command is set");
+        record_call(srv, c, "refused", "decider", why, NULL);
+        reply(srv, rpc_result(id, rpc_tool_error("cordon refused this call: %s", why)));
         call_free(c);
         return;
     }
-    memcpy(c->run_id, job_run_id(c->job), sizeof c->run_id);
+    if (ask) {
+        struct decider_answer a;
+        decider_ask(srv->decider, "tool_call", tool->name, NULL, params, &a);
+        record_ask(srv, c, decider_answer_json(srv->decider, &a));
+        if (a.decision == DECIDER_DENY) {
+            snprintf(why, sizeof why, "the decider did not allow it: %s", a.reason);
+            record_call(srv, c, "refused", "decider", why, NULL);
+            reply(srv, rpc_result(id, rpc_tool_error("cordon refused this call: %s", why)));
+            call_free(c);
+            return;
+        }
+    }
+    queue_call(srv, c);
 }
 
 static void cancel(struct server *srv, const json_t *params)
@@ -970,6 +1151,10 @@ static void cancel(struct server *srv, const json_t *params)
     if (!c || c->cancelled)
         return;
     c->cancelled = true; /* no answer goes out for it */
+    if (c->elicit_id) {
+        elicit_done(srv, c, "deny", "cancelled by the client", NULL);
+        return;
+    }
     if (job_stop(c->job, false))
         return; /* running: its end is recorded as it comes */
     c->job = NULL;
@@ -1020,7 +1205,8 @@ static void on_message(void *ctx, struct rpc_stream *s, json_t *msg)
         reply(srv, rpc_error(id, RPC_INVALID_REQUEST, "invalid request: %s", why));
         return;
     case RPC_KIND_RESPONSE:
-        return; /* we ask the client nothing, so there is nothing to match it to */
+        elicit_answer(srv, msg); /* all we ask the client about is a tools.ask call */
+        return;
     case RPC_KIND_NOTIFICATION:
         if (strcmp(method, "notifications/cancelled") == 0)
             cancel(srv, json_object_get(msg, "params"));
@@ -1108,11 +1294,14 @@ static void server_release(struct server *srv)
     }
     json_decref(srv->tools);
     free(srv->instructions);
+    decider_free(srv->decider);
+    json_decref(srv->elicit_allowed);
     if (srv->base)
         event_base_free(srv->base);
 }
 
-static int server_init(struct server *srv, const struct policy *p, struct cordon_err *err)
+static int server_init(struct server *srv, const struct policy *p, unsigned pool,
+                       struct cordon_err *err)
 {
     /*
      * A shallow copy: its pointers stay the caller's, borrowed for the
@@ -1124,8 +1313,22 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
         (srv->pol.limits.defaulted & (1u << POLICY_LIMIT_WALL)))
         srv->pol.limits.wall_ms = DEFAULT_WALL_MS;
 
+    /* What every call would meet, met once now: a policy this host cannot
+     * enforce (a limit without a cgroup, a level it lacks) fails the session
+     * at its start, with the reason, not each call after it. Prepared and
+     * released, a run leaves nothing: no process, cgroup or audit record. */
+    struct run *trial = NULL;
+    if (run_prepare(&srv->pol, NULL, &trial, err) < 0)
+        return err_prefix(err, "this host cannot enforce the policy");
+    run_release(trial);
+
     if (cordon_audit_open(p, &srv->audit, err) < 0)
         return -1;
+    if ((p->gov.decider || p->gov.decider_command) &&
+        !(srv->decider = decider_new(p->gov.decider, p->gov.decider_command,
+                                     p->gov.decider_timeout_ms, err)))
+        return -1;
+    srv->elicit_allowed = json_object();
     srv->tools = tool_list(&srv->pol);
     srv->instructions = instructions(&srv->pol);
     if (!srv->tools || !srv->instructions)
@@ -1141,6 +1344,7 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
         .max_queued = MAX_QUEUED,
         .output_cap = (size_t)(srv->pol.tools.max_result_bytes / 2),
         .done = on_job_done,
+        .pool = pool,
     };
     if (!(srv->jobs = jobs_new(&jc, err)))
         return -1;
@@ -1172,12 +1376,12 @@ static int server_init(struct server *srv, const struct policy *p, struct cordon
     return 0;
 }
 
-int mcp_serve(const struct policy *p, struct cordon_err *err)
+int mcp_serve(const struct policy *p, unsigned pool, struct cordon_err *err)
 {
     /* A client that goes away must not kill us in the middle of a write. */
     signal(SIGPIPE, SIG_IGN);
     struct server srv = { 0 };
-    if (server_init(&srv, p, err) < 0) {
+    if (server_init(&srv, p, pool, err) < 0) {
         server_release(&srv);
         return -1;
     }

@@ -16,4 +16,5 @@ struct policy;
  * running and ends the session. Returns 0 when the session ended normally,
  * -1 with ERR when it could not start. P is borrowed for the whole session.
  */
-int mcp_serve(const struct policy *p, struct cordon_err *err);
+/* POOL: sandboxes kept prepared for the calls (core/jobs.h), 0 for none. */
+int mcp_serve(const struct policy *p, unsigned pool, struct cordon_err *err);

@@ -5,15 +5,17 @@
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "policy/policy.h"
+#include "sandbox/microvm.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
+#include "common/landlock.h"
 #include "sandbox/gvisor.h"
-#include "sandbox/landlock.h"
 #include "sandbox/proc_mem.h"
 #include "common/units.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <linux/seccomp.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -121,14 +123,10 @@ static void limit_text(const struct policy_limits *lim, enum policy_limit l, cha
  * this caller: the tree-wide ones by the cgroup just probed, or else
  * degraded to a per-process rlimit, as a defaulted limit may.
  */
-static void print_defaults(const struct cgroup_set *cg)
+static void default_how(const struct cgroup_set *cg, const char *how[POLICY_LIMIT_COUNT])
 {
-    struct cordon_err err = { 0 };
-    _cleanup_(policy_freep) struct policy *p = policy_new(&err);
-    if (!p)
-        return;
     const char *v = cg->version == 2 ? "cgroup-v2" : "cgroup-v1";
-    const char *how[POLICY_LIMIT_COUNT] = {
+    const char *table[POLICY_LIMIT_COUNT] = {
         [POLICY_LIMIT_WALL] = "supervisor",
         [POLICY_LIMIT_CPU] = cgroup_has(cg, CGROUP_CPU) ? v : "rlimit (RLIMIT_CPU per process)",
         [POLICY_LIMIT_MEMORY] = cgroup_has(cg, CGROUP_MEMORY) ? v
@@ -140,7 +138,18 @@ static void print_defaults(const struct cgroup_set *cg)
         [POLICY_LIMIT_FILE_SIZE] = "rlimit (RLIMIT_FSIZE, any one file)",
         [POLICY_LIMIT_OPEN_FILES] = "rlimit (RLIMIT_NOFILE)",
     };
-    puts("default limits (when neither policy nor flag sets one; 0 or unlimited: none):");
+    memcpy(how, table, sizeof table);
+}
+
+static void print_defaults(const struct cgroup_set *cg)
+{
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *p = policy_new(&err);
+    if (!p)
+        return;
+    const char *how[POLICY_LIMIT_COUNT];
+    default_how(cg, how);
+    puts("default limits (when neither policy nor flag sets one; unlimited: none):");
     for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
         char text[32];
         limit_text(&p->limits, (enum policy_limit)l, text, sizeof text);
@@ -199,13 +208,75 @@ static void print_gvisor_platforms(void)
     }
 }
 
+/* The same facts as the text report, as one JSON object on stdout (--json). */
+static int check_json(void)
+{
+    struct utsname u;
+    uname(&u);
+    struct cordon_err ns_err = { 0 };
+    bool ns_ok = namespace_backend.probe(&ns_err) == 0;
+    int abi = landlock_abi();
+    struct cgroup_set cg;
+    char name[64], advice[512];
+    snprintf(name, sizeof name, "cordon-check-%d", (int)getpid());
+    cgroup_create(&cg, name);
+    cli_delegation_advice(&cg, advice, sizeof advice);
+    static const char *const names[] = { "memory", "pids", "cpu" };
+    json_t *cgroups = json_pack("{s:i, s:s}", "version", cg.version, "delegation", advice);
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        json_object_set_new(cgroups, names[c],
+                            json_pack("{s:b, s:s?}", "usable", cgroup_has(&cg, c), "why",
+                                      cgroup_has(&cg, c) ? NULL : cg.why[c]));
+    json_t *levels = json_object();
+    for (int l = CORDON_LEVEL_PROCESS; l <= CORDON_LEVEL_MICROVM; l++) {
+        struct cordon_err err = { 0 };
+        const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
+        bool ok = b && b->probe(&err) == 0;
+        json_object_set_new(levels, cordon_level_name((enum cordon_level)l),
+                            json_pack("{s:b, s:s?, s:b}", "usable", ok, "why", ok ? NULL : err.msg,
+                                      "default", l == CORDON_LEVEL_NAMESPACE));
+    }
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *p = policy_new(&err);
+    json_t *defaults = json_object();
+    const char *how[POLICY_LIMIT_COUNT];
+    default_how(&cg, how);
+    for (int l = 0; p && l < POLICY_LIMIT_COUNT; l++) {
+        char text[32];
+        limit_text(&p->limits, (enum policy_limit)l, text, sizeof text);
+        json_object_set_new(defaults, policy_limit_name((enum policy_limit)l),
+                            json_pack("{s:s, s:s}", "value", text, "enforced_by", how[l]));
+    }
+    cgroup_destroy(&cg);
+    int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    int kvm_errno = errno;
+    if (kvm >= 0)
+        close(kvm);
+    _cleanup_(json_decrefp) json_t *o = json_pack(
+        "{s:s, s:{s:s, s:s, s:s}, s:i, s:{s:b, s:s?}, s:b, s:i, s:o, s:{s:b, s:s?}, s:b, s:b, "
+        "s:o, s:o}",
+        "cordon_version", CORDON_VERSION, "kernel", "sysname", u.sysname, "release", u.release,
+        "machine", u.machine, "uid", (int)getuid(), "user_namespaces", "usable", ns_ok, "why",
+        ns_ok ? NULL : ns_err.msg, "seccomp", prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0,
+        "landlock_abi", abi > 0 ? abi : 0, "cgroups", cgroups, "kvm", "usable", kvm >= 0, "why",
+        kvm >= 0 ? NULL : strerror(kvm_errno), "runsc", in_path("runsc"), "qemu",
+        in_path("qemu-system-x86_64"), "levels", levels, "default_limits", defaults);
+    _cleanup_free_ char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+    if (!text)
+        return cli_usage_error("check: out of memory");
+    puts(text);
+    return 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        puts("usage: cordon check\n\nReport the kernel features cordon uses and which "
-             "isolation levels can run on this host.");
+        puts("usage: cordon check [--json]\n\nReport the kernel features cordon uses and which "
+             "isolation levels can run on this host.\n\n  --json   the same as one JSON object");
         return 0;
     }
+    if (argc == 2 && !strcmp(argv[1], "--json"))
+        return check_json();
     if (argc > 1)
         return cli_usage_error("check: unexpected argument '%s'", argv[1]);
 
@@ -240,6 +311,9 @@ int cmd_check(int argc, char **argv)
     for (int c = 0; c < CGROUP_COUNT; c++)
         printf("    %-7s        %s\n", names[c],
                cgroup_has(&cg, c) ? "usable" : cg.why[c]);
+    char advice[512];
+    cli_delegation_advice(&cg, advice, sizeof advice);
+    printf("    delegation     %s\n", advice);
 
     int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     printf("  kvm              %s\n", kvm >= 0 ? "usable" : strerror(errno));
@@ -253,11 +327,19 @@ int cmd_check(int argc, char **argv)
     for (int l = CORDON_LEVEL_PROCESS; l <= CORDON_LEVEL_MICROVM; l++) {
         struct cordon_err err = { 0 };
         const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
-        if (b && b->probe(&err) == 0)
+        if (b && b->probe(&err) == 0 && l == CORDON_LEVEL_MICROVM) {
+            /* Say what would run the guest: without VMX/SVM it is QEMU's emulator. */
+            bool hw = microvm_has_kvm();
+            printf("  %-10s yes, %s%s\n", cordon_level_name((enum cordon_level)l),
+                   microvm_accel_note(hw), hw ? "" : " (runs only where the policy says "
+                                                     "microvm.accel: tcg)");
+        } else if (b && b->probe(&err) == 0)
             printf("  %-10s yes%s\n", cordon_level_name((enum cordon_level)l),
                    l == CORDON_LEVEL_NAMESPACE ? " (default)" : "");
         else
             printf("  %-10s no: %s\n", cordon_level_name((enum cordon_level)l), err.msg);
+        if (b && b->shares)
+            printf("  %-10s does not hide: %s\n", "", b->shares);
     }
     print_defaults(&cg);
     cgroup_destroy(&cg);

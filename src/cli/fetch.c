@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "common/hostpath.h"
 #include "common/units.h"
-#include "egress/addr.h"
+#include "common/addr.h"
 #include "egress/gateway.h"
 #include "policy/policy.h"
 
@@ -146,7 +146,7 @@ static int ch_write(struct channel *ch, const char *buf, size_t len)
 
 struct response {
     int status;
-    bool denied;              /* the gateway's own refusal (X-Cordon-Denied) */
+    bool denied;              /* the gateway's own answer (X-Cordon-Denied) */
     bool chunked;
     long long length;         /* -1 when absent */
     char head[65536];
@@ -397,7 +397,7 @@ int cmd_fetch(int argc, char **argv)
     struct cordon_err err = { 0 };
     _cleanup_(policy_freep) struct policy *p =
         policy_file ? policy_load(policy_file, &err) : policy_new(&err);
-    if (!p)
+    if (!p || policy_require_trusted(p, &err) < 0)
         return cli_fail(&err);
     static const struct { int opt; const char *key, *flag; } keys[] = {
         { OPT_ALLOW, "network.allow", "--allow" },
@@ -487,7 +487,9 @@ answered:
         char *body = r.head + r.head_len;
         r.head[r.have < sizeof r.head ? r.have : sizeof r.head - 1] = '\0';
         body[strcspn(body, "\n")] = '\0';
-        fprintf(stderr, "cordon: fetch: refused: %s\n", body);
+        /* A 5xx of the gateway's (dns, upstream_*) is a failure to get
+         * there, not a refusal: the rules let the request through. */
+        fprintf(stderr, "cordon: fetch: %s: %s\n", r.status >= 500 ? "failed" : "refused", body);
         goto done;
     }
     out = output ? open_output(output, why, sizeof why) : stdout;

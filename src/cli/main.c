@@ -17,11 +17,16 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  run [OPTIONS] -- CMD [ARG...]   run CMD in a fresh sandbox (see cordon run --help)\n"
-    "  check                          report what this host supports and which levels run\n"
+    "  check [--json]                 report what this host supports and which levels run\n"
     "  fetch [OPTIONS] URL            fetch a URL under the egress rules (see --help)\n"
     "  mcp wrap [OPTIONS] -- SERVER    run an MCP server sandboxed, behind the tool broker\n"
     "  mcp serve [OPTIONS]            be an MCP server that runs code in sandboxes\n"
-    "  policy check FILE              validate a policy; print it as JSON with its digest\n"
+    "  serve --socket PATH [OPTIONS]  a JSON-RPC daemon: sandboxed runs from a warm pool\n"
+    "  policy check [FILE]            validate a policy (default: the one run would use);\n"
+    "                                 print it as JSON with its digest\n"
+    "  policy sign|verify|approve FILE --key KEY   signed policies, break-glass approvals\n"
+    "  kill --all [--audit FILE]      end every running sandbox, and record it\n"
+    "  evidence RUN_ID --audit FILE   the boundary a run had, verifiable offline\n"
     "  audit verify FILE [--key PUB.pem]\n"
     "                                 check an audit log's hash chain (and signatures)\n"
     "  audit show FILE [--run ID] [--type T] [--json]\n"
@@ -69,8 +74,11 @@ int cli_option_error(const char *cmd, int opt, char **argv)
                            argv[optind - 1], cmd);
 }
 
+char **cli_main_argv;
+
 int main(int argc, char **argv)
 {
+    cli_main_argv = argv;
     ensure_stdio();
     if (argc < 2)
         return cli_usage_error("missing command; try 'cordon --help'");
@@ -91,8 +99,14 @@ int main(int argc, char **argv)
         return cmd_fetch(argc - 1, argv + 1);
     if (!strcmp(cmd, "mcp"))
         return cmd_mcp(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "policy"))
         return cmd_policy(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit")) return cmd_audit(argc - 1, argv + 1);
+    if (!strcmp(cmd, "kill"))
+        return cmd_kill(argc - 1, argv + 1);
+    if (!strcmp(cmd, "evidence"))
+        return cmd_evidence(argc - 1, argv + 1);
     return cli_usage_error("unknown command '%s'; try 'cordon --help'", cmd);
 }

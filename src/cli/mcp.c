@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 
 #include "broker/broker.h"
+#include "broker/pins.h"
 #include "broker/serve.h"
 #include "policy/policy.h"
 
@@ -15,6 +16,7 @@
 static const char usage[] =
     "usage: cordon mcp wrap [OPTIONS] -- SERVER-COMMAND [ARG...]\n"
     "       cordon mcp serve [OPTIONS]\n"
+    "       cordon mcp pins approve (--pins FILE | -p POLICY) [--server ID] [TOOL...]\n"
     "\n"
     "  wrap   run an MCP server (stdio) in a sandbox and broker every message between\n"
     "         it and the client on our stdin/stdout: only the policy's tools.allow are\n"
@@ -43,7 +45,8 @@ static const char *const serve_usage[2] = {
     "\n"
     "Serve MCP on stdin/stdout with the tools run_command and run_code; each call\n"
     "runs in a fresh sandbox built from these options.\n"
-    "\n",
+    "\n"
+    "      --pool N             sandboxes kept prepared for the calls (0-64, default 0)\n",
     "  -h, --help               this help\n"
     "\n"
     "Exit status: 0 when the client ended the session; 125 if cordon failed.\n",
@@ -53,6 +56,8 @@ static int wrap(int argc, char **argv)
 {
     struct run_args a;
     int rc = cli_run_args("mcp wrap", wrap_usage, argc, argv, true, &a);
+    if (rc && a.error.kind != CORDON_E_OK)
+        mcp_refuse_session(a.error.msg); /* the client learns why, not only our stderr */
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
@@ -80,27 +85,71 @@ static int wrap(int argc, char **argv)
                         "tools; allow some with --allow-tool or the policy\n");
     struct cordon_err err = { 0 };
     int status = 0;
-    if (mcp_wrap(p, argv + a.first, &status, &err) < 0)
+    if (mcp_wrap(p, argv + a.first, &status, &err) < 0) {
+        mcp_refuse_session(err.msg);
         return cli_fail(&err);
+    }
     return status;
 }
 
 static int serve(int argc, char **argv)
 {
+    unsigned pool = 0;
+    int rc = cli_take_count(&argc, argv, "--pool", 64, &pool);
+    if (rc < 0)
+        return -rc;
     struct run_args a;
-    int rc = cli_run_args("mcp serve", serve_usage, argc, argv, false, &a);
+    rc = cli_server_args("mcp serve", serve_usage, argc, argv, &a);
     if (rc)
         return rc == CLI_HELP_SHOWN ? 0 : rc;
     _cleanup_(policy_freep) struct policy *p = a.policy;
-    if (a.result_file)
-        return cli_usage_error("mcp serve: --result is for cordon run; each call's result is "
-                               "in its answer");
-    if (a.first < argc)
-        return cli_usage_error("mcp serve: unexpected argument '%s'; it takes no command",
-                               argv[a.first]);
+    cli_scope_enter(p);
     struct cordon_err err = { 0 };
-    if (mcp_serve(p, &err) < 0)
+    if (mcp_serve(p, pool, &err) < 0) {
+        mcp_refuse_session(err.msg);
         return cli_fail(&err);
+    }
+    return 0;
+}
+
+/* mcp pins approve (--pins FILE | -p POLICY) [--server ID] [TOOL...] */
+static int pins(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "approve") != 0)
+        return cli_usage_error("mcp pins: expected approve (--pins FILE | -p POLICY) "
+                               "[--server ID] [TOOL...]");
+    const char *file = NULL, *policy = NULL, *server = NULL;
+    _cleanup_free_ char **names = calloc((size_t)argc, sizeof *names);
+    size_t n = 0;
+    if (!names)
+        return cli_usage_error("out of memory");
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--pins") && i + 1 < argc)
+            file = argv[++i];
+        else if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--policy")) && i + 1 < argc)
+            policy = argv[++i];
+        else if (!strcmp(argv[i], "--server") && i + 1 < argc)
+            server = argv[++i];
+        else if (argv[i][0] == '-')
+            return cli_usage_error("mcp pins approve: unknown option '%s'", argv[i]);
+        else
+            names[n++] = argv[i];
+    }
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *p = NULL;
+    if (!file && policy) {
+        if (!(p = policy_load(policy, &err)))
+            return cli_fail(&err);
+        if (!p->tools.pins)
+            return cli_usage_error("mcp pins approve: '%s' names no tools.pins file", policy);
+        file = p->tools.pins;
+    }
+    if (!file)
+        return cli_usage_error("mcp pins approve: which pins? --pins FILE or -p POLICY");
+    size_t approved = 0;
+    if (mcp_pins_approve(file, server, names, n, &approved, &err) < 0)
+        return cli_fail(&err);
+    printf("approved %zu tool%s\n", approved, approved == 1 ? "" : "s");
     return 0;
 }
 
@@ -117,5 +166,7 @@ int cmd_mcp(int argc, char **argv)
         return wrap(argc - 1, argv + 1);
     if (!strcmp(sub, "serve"))
         return serve(argc - 1, argv + 1);
+    if (!strcmp(sub, "pins"))
+        return pins(argc - 1, argv + 1);
     return cli_usage_error("mcp: unknown subcommand '%s'; expected wrap or serve", sub);
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 static const char *const usage[2] = {
@@ -22,6 +23,11 @@ static const char *const usage[2] = {
     "\n"
     "Run COMMAND in a fresh sandbox, destroyed when it ends.\n"
     "\n",
+    "      --tty                run the command on a terminal of the sandbox's own,\n"
+    "                           relayed to this one (which never enters the sandbox)\n"
+    "      --json               print the result (as --result writes it) on stdout\n"
+    "                           after the run\n"
+    "  -q, --quiet              no notices (egress refusals, degraded limits) on stderr\n"
     "  -h, --help               this help\n"
     "\n"
     "Exit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n"
@@ -30,7 +36,13 @@ static const char *const usage[2] = {
 
 const char cli_run_options_help[] =
     "  -p, --policy FILE        YAML or JSON policy; the flags below override it\n"
-    "  -l, --level LEVEL        isolation level: namespace (default), gvisor (runsc)\n"
+    "                           (default: $CORDON_POLICY, ~/.config/cordon/policy.yaml,\n"
+    "                           /etc/cordon/policy.yaml, the first that exists)\n"
+    "  -l, --level LEVEL        isolation level: namespace (default), process (no\n"
+    "                           namespaces), gvisor (runsc) or microvm; see cordon\n"
+    "                           check; A,B: B where A cannot run\n"
+    "      --accel ACCEL        microvm: kvm (hardware only, default) or tcg (allow\n"
+    "                           QEMU's emulator, which is not a hypervisor boundary)\n"
     "  -w, --workspace DIR      host directory mounted read-write at /workspace, the\n"
     "                           working directory; default: an empty scratch tmpfs\n"
     "      --ro PATH[:DEST]     bind a host path read-only (repeatable)\n"
@@ -41,7 +53,7 @@ const char cli_run_options_help[] =
     "  -m, --memory SIZE        memory limit (64M, 1G; default 1G)\n"
     "      --pids N             limit on processes and threads (default 256)\n"
     "      --output SIZE        cap on stdout+stderr bytes relayed (default 16M)\n"
-    "                           Each limit takes 0 or unlimited for none; a limit left\n"
+    "                           Each limit takes unlimited for none; a limit left\n"
     "                           at its default degrades to an rlimit where this host\n"
     "                           cannot enforce it (see cordon check)\n"
     "      --tmp-size SIZE      size of /tmp (default 64M)\n"
@@ -64,12 +76,22 @@ const char cli_run_options_help[] =
     "                           placeholder; the gateway swaps in the real value for\n"
     "                           HOST (repeatable; NAME=file:PATH@HOST reads a file)\n"
     "      --result FILE        write the run's result as JSON\n"
-    "      --audit FILE         append the run to a hash-chained audit log\n";
+    "      --audit FILE         append the run to a hash-chained audit log\n"
+    "      --expect-policy-digest SHA256  refuse to run unless the effective policy\n"
+    "                           (file and flags) has this digest (cordon policy check)\n"
+    "      --break-glass REASON run with the policy relaxed in the keys its\n"
+    "                           break_glass.may_relax names, for at most\n"
+    "                           break_glass.max_duration, recorded in every event\n"
+    "      --until DURATION|TIME  the break-glass window: 30m, or 2026-12-03T15:00:00Z\n"
+    "      --relax KEY=VALUE    a break-glass setting (repeatable)\n"
+    "      --approval FILE      a signed break-glass approval (cordon policy approve)\n";
 
 enum {
     OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
-    OPT_SECRET, OPT_ALLOW_TOOL,
+    OPT_SECRET, OPT_ALLOW_TOOL, OPT_EXPECT_DIGEST, OPT_BREAK_GLASS, OPT_UNTIL, OPT_RELAX,
+    OPT_APPROVAL,
+    OPT_JSON, OPT_TTY, OPT_ACCEL,
 };
 
 static const struct option options[] = {
@@ -85,6 +107,7 @@ static const struct option options[] = {
     { "pids", required_argument, NULL, OPT_PIDS },
     { "output", required_argument, NULL, OPT_OUTPUT },
     { "tmp-size", required_argument, NULL, OPT_TMP_SIZE },
+    { "accel", required_argument, NULL, OPT_ACCEL },
     { "best-effort", required_argument, NULL, OPT_BEST_EFFORT },
     { "result", required_argument, NULL, OPT_RESULT },
     { "audit", required_argument, NULL, OPT_AUDIT },
@@ -96,6 +119,14 @@ static const struct option options[] = {
     { "dns", required_argument, NULL, OPT_DNS },
     { "secret", required_argument, NULL, OPT_SECRET },
     { "allow-tool", required_argument, NULL, OPT_ALLOW_TOOL },
+    { "expect-policy-digest", required_argument, NULL, OPT_EXPECT_DIGEST },
+    { "break-glass", required_argument, NULL, OPT_BREAK_GLASS },
+    { "until", required_argument, NULL, OPT_UNTIL },
+    { "relax", required_argument, NULL, OPT_RELAX },
+    { "approval", required_argument, NULL, OPT_APPROVAL },
+    { "json", no_argument, NULL, OPT_JSON },
+    { "quiet", no_argument, NULL, 'q' },
+    { "tty", no_argument, NULL, OPT_TTY },
     { "help", no_argument, NULL, 'h' },
     { 0 },
 };
@@ -117,6 +148,7 @@ static const struct {
     { OPT_PIDS, "limits.pids", "--pids" },
     { OPT_OUTPUT, "limits.output", "--output" },
     { OPT_TMP_SIZE, "filesystem.tmp_size", "--tmp-size" },
+    { OPT_ACCEL, "microvm.accel", "--accel" },
     { OPT_AUDIT, "audit.file", "--audit" },
     { OPT_NET, "network.mode", "--net" },
     { OPT_ALLOW, "network.allow", "--allow" },
@@ -151,7 +183,22 @@ static int apply_flag(struct policy *p, const struct flag_value *f, struct cordo
     return 0;
 }
 
-/* Replaced whole, never written through: a run may have planted a link or a FIFO there. */
+/* What a person watching the run should know, as it happens. */
+static void print_notice(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "cordon: %s\n", line);
+}
+
+/* The same, on a terminal in raw mode (--tty), where a newline does not return. */
+static void print_notice_raw(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "cordon: %s\r\n", line);
+}
+
+/* Replaced whole, never written through: a run may have planted a link or a
+ * FIFO there. PATH NULL: on stdout (--json). */
 static int write_result(const char *path, const struct sandbox_result *res,
                         const struct policy *p)
 {
@@ -161,6 +208,10 @@ static int write_result(const char *path, const struct sandbox_result *res,
     struct cordon_err err = { 0 };
     if (!text)
         err_set(&err, CORDON_E_INTERNAL, "out of memory");
+    if (text && !path) {
+        printf("%s\n", text);
+        return fflush(stdout) == 0 ? 0 : -1;
+    }
     if (!text || hostpath_replace_file(path, text, strlen(text), &err) < 0) {
         fprintf(stderr, "cordon: cannot write result to '%s': %s\n", path, err.msg);
         return -1;
@@ -172,7 +223,11 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
                  struct run_args *out)
 {
     *out = (struct run_args){ 0 };
-    const char *policy_file = NULL;
+    const char *policy_file = NULL, *expect_digest = NULL;
+    struct policy_break_glass_request bg = { 0 };
+    _cleanup_free_ char **relax = calloc((size_t)argc + 1, sizeof *relax);
+    if (!relax)
+        return cli_usage_error("out of memory");
     _cleanup_free_ struct flag_value *flags = calloc((size_t)argc + 1, sizeof *flags);
     size_t n_flags = 0;
     if (!flags)
@@ -182,7 +237,11 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
     optind = 1;
     int opt;
     /* "+": options end at the command, whose own flags are not ours. */
-    while ((opt = getopt_long(argc, argv, "+:p:l:w:e:t:m:h", options, NULL)) != -1) {
+    /* The options of a single run that a long-lived MCP front end has no use for. */
+    bool run_only = !strcmp(cmd, "run");
+    while ((opt = getopt_long(argc, argv, "+:p:l:w:e:t:m:qh", options, NULL)) != -1) {
+        if (!run_only && (opt == 'q' || opt == OPT_JSON || opt == OPT_TTY))
+            return cli_option_error(cmd, '?', argv);
         switch (opt) {
         case 'h':
             fputs(cmd_usage[0], stdout);
@@ -194,6 +253,30 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
             break;
         case OPT_RESULT:
             out->result_file = optarg;
+            break;
+        case OPT_EXPECT_DIGEST:
+            expect_digest = optarg;
+            break;
+        case OPT_BREAK_GLASS:
+            bg.reason = optarg;
+            break;
+        case OPT_UNTIL:
+            bg.until = optarg;
+            break;
+        case OPT_APPROVAL:
+            bg.approval = optarg;
+            break;
+        case OPT_RELAX:
+            relax[bg.n_relax++] = optarg;
+            break;
+        case 'q':
+            out->quiet = true;
+            break;
+        case OPT_JSON:
+            out->json = true;
+            break;
+        case OPT_TTY:
+            out->tty = true;
             break;
         case OPT_ALLOW_TOOL:
             if (!mcp)
@@ -209,16 +292,36 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
     }
     out->first = optind;
 
-    struct cordon_err err = { 0 };
+    struct cordon_err *err = &out->error;
+    char default_path[4096];
+    const char *from;
+    int found = policy_file ? 1 : cli_default_policy(default_path, sizeof default_path, &from, err);
+    if (found < 0)
+        return cli_fail(err);
+    if (!policy_file && found)
+        policy_file = default_path;
     _cleanup_(policy_freep) struct policy *p =
-        policy_file ? policy_load(policy_file, &err) : policy_new(&err);
+        policy_file ? policy_load(policy_file, err) : policy_new(err);
     if (!p)
-        return cli_fail(&err);
+        return cli_fail(err);
     for (size_t i = 0; i < n_flags; i++)
-        if (apply_flag(p, &flags[i], &err) < 0)
-            return cli_fail(&err);
-    if (policy_finalize(p, &err) < 0)
-        return cli_fail(&err);
+        if (apply_flag(p, &flags[i], err) < 0)
+            return cli_fail(err);
+    if (policy_finalize(p, err) < 0 || policy_require_trusted(p, err) < 0)
+        return cli_fail(err);
+    bg.relax = relax;
+    if (!bg.reason && (bg.until || bg.n_relax || bg.approval))
+        return cli_usage_error("%s: --until, --relax and --approval need --break-glass REASON",
+                               cmd);
+    if (bg.reason && policy_break_glass(p, &bg, err) < 0)
+        return cli_fail(err);
+    if (expect_digest) {
+        char digest[65];
+        policy_digest_hex(p, digest);
+        if (strcmp(digest, expect_digest) != 0)
+            return cli_usage_error("%s: refused: the effective policy's digest is %s, not the "
+                                   "expected %s", cmd, digest, expect_digest);
+    }
     out->policy = TAKE_PTR(p);
     return 0;
 }
@@ -233,14 +336,19 @@ int cmd_run(int argc, char **argv)
     if (a.first >= argc)
         return cli_usage_error("run: missing command: cordon run [OPTIONS] -- COMMAND [ARG...]");
 
+    if (a.tty && !isatty(STDIN_FILENO))
+        return cli_usage_error("run: --tty needs a terminal on stdin");
+    cli_scope_enter(p); /* a cgroup for an ordinary user, where systemd can delegate one */
     /* A vanished reader of our output must not kill the supervisor. */
     signal(SIGPIPE, SIG_IGN);
     struct sandbox_call call = {
         .argv = argv + a.first,
-        .in_fd = isatty(STDIN_FILENO) ? -1 : STDIN_FILENO,
+        .in_fd = isatty(STDIN_FILENO) && !a.tty ? -1 : STDIN_FILENO,
         .out_fd = STDOUT_FILENO,
         .err_fd = STDERR_FILENO,
         .sig_fd = signals_to_fd(), /* ^C and friends reach the command, not us */
+        .tty = a.tty,
+        .notice = a.quiet ? NULL : a.tty ? print_notice_raw : print_notice,
     };
     struct cordon_err err = { 0 };
     /* Refused before the run, not after it, when the result could not be written. */
@@ -248,10 +356,23 @@ int cmd_run(int argc, char **argv)
         err_prefix(&err, "--result");
         return cli_fail(&err);
     }
+    /* --tty: our terminal passes every byte (^C included) to the run's own,
+     * whose line discipline gives it meaning there; restored afterwards. */
+    struct termios saved;
+    bool raw = a.tty && tcgetattr(STDIN_FILENO, &saved) == 0;
+    if (raw) {
+        struct termios t = saved;
+        cfmakeraw(&t);
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &t);
+    }
     struct sandbox_result res;
     rc = run_once(p, &call, &res, &err);
+    if (raw)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
     if (a.result_file)
         write_result(a.result_file, &res, p);
+    if (a.json)
+        write_result(NULL, &res, p);
     if (rc < 0)
         return cli_fail(&err);
 

@@ -132,6 +132,7 @@ int signals_to_fd(void)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGWINCH); /* a resized terminal, passed on to a run's own */
     if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
         return -1;
     return signalfd(-1, &mask, SFD_CLOEXEC);

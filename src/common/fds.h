@@ -38,8 +38,9 @@ int recv_fd(int sock);
 bool read_full(int fd, void *buf, size_t len);
 
 /*
- * For a front end whose process is its own: block SIGINT, SIGTERM and SIGHUP
- * and return a close-on-exec signalfd for them, to hand a run as
- * sandbox_call.sig_fd (the run passes them on to the command). -1 on error.
+ * For a front end whose process is its own: block SIGINT, SIGTERM, SIGHUP
+ * and SIGWINCH and return a close-on-exec signalfd for them, to hand a run
+ * as sandbox_call.sig_fd (the run passes the first three on to the command,
+ * and SIGWINCH's new size to its terminal, if it has one). -1 on error.
  */
 int signals_to_fd(void);

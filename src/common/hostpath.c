@@ -145,10 +145,16 @@ int hostpath_check_dir_of(const char *path, struct cordon_err *err)
 {
     _cleanup_free_ char *abs = NULL;
     const char *base;
-    int dir = open_dir_of(path, &abs, &base, err);
+    _cleanup_close_ int dir = open_dir_of(path, &abs, &base, err);
     if (dir < 0)
         return -1;
-    close(dir);
+    /* The file is replaced by a rename in its directory: that must be writable
+     * (AT_EACCESS: as cordon, which root passes only on a writable mount). */
+    struct stat st;
+    if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+        return err_set(err, CORDON_E_SETUP, "'%s' is a directory, not a file", path);
+    if (faccessat(dir, ".", W_OK, AT_EACCESS) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot write in the directory of '%s'", path);
     return 0;
 }
 
@@ -191,4 +197,34 @@ int hostpath_replace_file(const char *path, const char *data, size_t len,
         return -1;
     }
     return 0;
+}
+
+char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err *err)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f) {
+        err_sys(err, CORDON_E_POLICY, "cannot open '%s'", path);
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        err_set(err, CORDON_E_POLICY, "cannot read '%s': it is a directory", path);
+        return NULL;
+    }
+    _cleanup_free_ char *buf = malloc(max + 1);
+    if (!buf) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    *n = fread(buf, 1, max + 1, f);
+    if (ferror(f)) {
+        err_sys(err, CORDON_E_POLICY, "cannot read '%s'", path);
+        return NULL;
+    }
+    if (*n > max) {
+        err_set(err, CORDON_E_POLICY, "%s: larger than %zu bytes", path, max);
+        return NULL;
+    }
+    buf[*n] = '\0';
+    return TAKE_PTR(buf);
 }

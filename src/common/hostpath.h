@@ -45,7 +45,8 @@ bool hostpath_find_link(const char *path, char *out, size_t len, char *target, s
 int hostpath_open(int dirfd, const char *path, int flags, mode_t mode, bool follow,
                   struct cordon_err *err);
 
-/* Can PATH's directory be reached without following a link? 0, or -1 with ERR. */
+/* Could hostpath_replace_file(PATH) work: its directory reached without a
+ * link and writable, PATH not a directory? 0, or -1 with ERR. */
 int hostpath_check_dir_of(const char *path, struct cordon_err *err);
 
 /*
@@ -56,3 +57,10 @@ int hostpath_check_dir_of(const char *path, struct cordon_err *err);
  */
 int hostpath_replace_file(const char *path, const char *data, size_t len,
                           struct cordon_err *err);
+
+/*
+ * The whole of the regular file PATH, NUL-terminated, if it holds at most
+ * MAX bytes (length in *N). A directory or a larger file is refused; ERR's
+ * errnum is ENOENT when PATH does not exist.
+ */
+char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err *err);

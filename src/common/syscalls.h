@@ -72,3 +72,19 @@ static inline int sys_capset(void *hdr, void *data)
 {
     return (int)syscall(SYS_capset, hdr, data);
 }
+
+static inline int sys_pidfd_getfd(int pidfd, int fd, unsigned flags)
+{
+    return (int)syscall(SYS_pidfd_getfd, pidfd, fd, flags);
+}
+
+static inline int sys_pidfd_send_signal(int pidfd, int sig, unsigned flags)
+{
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, flags);
+}
+
+/* seccomp(2): the only way to get a user-notification listener. */
+static inline int sys_seccomp(unsigned op, unsigned flags, void *args)
+{
+    return (int)syscall(SYS_seccomp, op, flags, args);
+}

@@ -5,6 +5,8 @@
 #include "core/jobs.h"
 
 #include "audit/audit.h"
+#include "common/strv.h"
+#include "common/syscalls.h"
 #include "core/handle.h"
 
 #include <errno.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The run's result JSON; a larger one is not a result. */
@@ -20,6 +23,10 @@
 /* A supervisor told to stop gets its 2s grace, and then some, before SIGKILL. */
 #define KILL_AFTER_MS 10000
 #define REAP_RETRY_MS 5
+/* After a pooled preparation fails, the pool waits this long before the next. */
+#define POOL_RETRY_MS 1000
+/* Start latencies kept for the percentiles. */
+#define LATENCY_RING 1024
 
 /* One of the run's output pipes, read on the loop, kept up to LIMIT bytes. */
 struct capture {
@@ -36,6 +43,14 @@ struct job {
     struct job *next;              /* in js->jobs, oldest first */
     void *ctx;
     char **argv;                   /* NULL-terminated, owned */
+    char **envp;                   /* likewise, or NULL */
+    uint64_t wall_ms;
+    const struct policy *policy;   /* borrowed; NULL: the jobs' own */
+    char session_id[33];
+    struct start_file *files;      /* paths and data owned */
+    size_t n_files;
+    bool stream, pooled;
+    uint64_t submit_us;
     char *input;
     size_t input_len, input_off;
     bool running, stopped, reaped;
@@ -44,6 +59,17 @@ struct job {
     struct run_handle h;
     struct capture out, err, res;
     struct event *in_ev, *reap_ev, *kill_ev;
+    struct event *exit_ev;         /* the supervisor's pidfd: readable once it has exited */
+    int pidfd;
+};
+
+/* A handle prepared ahead of its call. */
+struct pooled {
+    struct pooled *next;
+    struct jobs *js;
+    struct run_handle h;
+    struct event *ev;              /* its answer on ctl_fd, then its death */
+    bool ready;
 };
 
 struct jobs {
@@ -52,7 +78,169 @@ struct jobs {
     unsigned n_running;
     bool stdin_pending;            /* a running job's stdin is still being written */
     bool pumping, stopping;
+    bool pool_off;                 /* the policy holds secrets: nothing is prepared ahead */
+    struct pooled *pool;
+    unsigned n_pool;
+    uint64_t pool_retry_us;        /* no preparation before this, after a failure */
+    struct event *pool_ev;         /* the retry */
+    pid_t *orphans;                /* released handles still to reap */
+    size_t n_orphans, cap_orphans;
+    struct event *orphan_ev;
+    uint64_t lat[LATENCY_RING];
+    uint64_t n_lat;
+    uint64_t started, pooled, cold, pool_failures, refused;
 };
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- the pool ---- */
+
+static void pool_fill(struct jobs *js);
+
+static void reap_orphans(struct jobs *js, bool block)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < js->n_orphans; i++) {
+        pid_t r;
+        while ((r = waitpid(js->orphans[i], NULL, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+            ;
+        if (r == 0)
+            js->orphans[kept++] = js->orphans[i];
+    }
+    js->n_orphans = kept;
+    if (kept && js->orphan_ev) {
+        struct timeval tv = { 0, 20000 };
+        evtimer_add(js->orphan_ev, &tv);
+    }
+}
+
+static void on_orphan_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    reap_orphans(arg, false);
+}
+
+/* Let a pooled handle go: without its call it releases its run and exits. */
+static void pooled_free(struct jobs *js, struct pooled *ph)
+{
+    for (struct pooled **pp = &js->pool; *pp; pp = &(*pp)->next)
+        if (*pp == ph) {
+            *pp = ph->next;
+            js->n_pool--;
+            break;
+        }
+    if (ph->ev)
+        event_free(ph->ev);
+    run_handle_close(&ph->h);
+    if (ph->h.pid > 0) {
+        if (js->n_orphans == js->cap_orphans) {
+            size_t cap = js->cap_orphans ? 2 * js->cap_orphans : 16;
+            pid_t *grown = realloc(js->orphans, cap * sizeof *grown);
+            if (grown) {
+                js->orphans = grown;
+                js->cap_orphans = cap;
+            }
+        }
+        if (js->n_orphans < js->cap_orphans) {
+            js->orphans[js->n_orphans++] = ph->h.pid;
+        } else {
+            kill(ph->h.pid, SIGKILL);
+            waitpid(ph->h.pid, NULL, 0);
+        }
+        reap_orphans(js, false);
+    }
+    free(ph);
+}
+
+static void on_pooled(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct pooled *ph = arg;
+    struct jobs *js = ph->js;
+    char answer = 0;
+    ssize_t n;
+    while ((n = read(fd, &answer, 1)) < 0 && errno == EINTR)
+        ;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n == 1 && answer == RUN_HANDLE_READY && !ph->ready) {
+        ph->ready = true;
+        return;
+    }
+    /* It could not prepare, or died waiting: drop it and try again later. */
+    if (n != 1 || answer != RUN_HANDLE_READY) {
+        js->pool_failures++;
+        js->pool_retry_us = now_us() + POOL_RETRY_MS * 1000u;
+    }
+    pooled_free(js, ph);
+    pool_fill(js);
+}
+
+static void on_pool_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pool_fill(arg);
+}
+
+/* Prepare handles in the background until the pool is full. */
+static void pool_fill(struct jobs *js)
+{
+    if (js->pool_off || js->stopping)
+        return;
+    while (js->n_pool < js->cfg.pool) {
+        uint64_t now = now_us();
+        if (now < js->pool_retry_us) {
+            uint64_t wait = js->pool_retry_us - now;
+            struct timeval tv = { (time_t)(wait / 1000000u), (suseconds_t)(wait % 1000000u) };
+            if (js->pool_ev)
+                evtimer_add(js->pool_ev, &tv);
+            return;
+        }
+        struct pooled *ph = calloc(1, sizeof *ph);
+        struct cordon_err err = { 0 };
+        if (!ph || run_handle_spawn(js->cfg.policy, true, true, &ph->h, &err) < 0) {
+            free(ph);
+            js->pool_failures++;
+            js->pool_retry_us = now + POOL_RETRY_MS * 1000u;
+            continue;
+        }
+        ph->js = js;
+        fcntl(ph->h.ctl_fd, F_SETFL, fcntl(ph->h.ctl_fd, F_GETFL) | O_NONBLOCK);
+        ph->ev = event_new(js->cfg.base, ph->h.ctl_fd, EV_READ | EV_PERSIST, on_pooled, ph);
+        ph->next = js->pool;
+        js->pool = ph;
+        js->n_pool++;
+        if (!ph->ev || event_add(ph->ev, NULL) < 0) {
+            js->pool_retry_us = now + POOL_RETRY_MS * 1000u;
+            pooled_free(js, ph);
+        }
+    }
+}
+
+/* A prepared handle for a call (a ready one first), or false: start cold. */
+static bool pool_take(struct jobs *js, struct run_handle *h)
+{
+    struct pooled *pick = NULL;
+    for (struct pooled *ph = js->pool; ph; ph = ph->next)
+        if (!pick || (ph->ready && !pick->ready))
+            pick = ph;
+    if (!pick)
+        return false;
+    *h = pick->h;
+    pick->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
+                                   .result_fd = -1, .ctl_fd = -1 };
+    /* Blocking again: the call is written whole even while it still prepares. */
+    fcntl(h->ctl_fd, F_SETFL, fcntl(h->ctl_fd, F_GETFL) & ~O_NONBLOCK);
+    pooled_free(js, pick);
+    return true;
+}
 
 static void pump(struct jobs *js);
 
@@ -89,14 +277,20 @@ static void job_free(struct job *j)
         capture_close(caps[i]);
         free(caps[i]->data);
     }
-    struct event *evs[] = { j->in_ev, j->reap_ev, j->kill_ev };
-    for (size_t i = 0; i < 3; i++)
+    struct event *evs[] = { j->in_ev, j->reap_ev, j->kill_ev, j->exit_ev };
+    for (size_t i = 0; i < 4; i++)
         if (evs[i])
             event_free(evs[i]);
+    if (j->pidfd >= 0)
+        close(j->pidfd);
     run_handle_close(&j->h);
-    for (char **a = j->argv; a && *a; a++)
-        free(*a);
-    free(j->argv);
+    strv_free(j->argv);
+    strv_free(j->envp);
+    for (size_t i = 0; i < j->n_files; i++) {
+        free((char *)j->files[i].path);
+        free((char *)j->files[i].data);
+    }
+    free(j->files);
     free(j->input);
     free(j);
 }
@@ -127,6 +321,8 @@ static void complete(struct job *j, const struct cordon_err *start_error)
     pump(js);
 }
 
+static void on_reap_timer(evutil_socket_t fd, short what, void *arg);
+
 static void try_reap(struct job *j)
 {
     int st = 0;
@@ -134,7 +330,15 @@ static void try_reap(struct job *j)
     while ((r = waitpid(j->h.pid, &st, WNOHANG)) < 0 && errno == EINTR)
         ;
     if (r == 0) {
-        /* Its pipes are closed, so it is exiting now: look again shortly. */
+        /* Its pipes are closed, so it is exiting now: its pidfd says when
+         * (a timer where there is none: an older kernel). */
+        if (!j->exit_ev && (j->pidfd = sys_pidfd_open(j->h.pid, 0)) >= 0) {
+            j->exit_ev = event_new(j->js->cfg.base, j->pidfd, EV_READ, on_reap_timer, j);
+            if (j->exit_ev && event_add(j->exit_ev, NULL) == 0)
+                return;
+        } else if (j->exit_ev && event_add(j->exit_ev, NULL) == 0) {
+            return;
+        }
         struct timeval tv = { 0, REAP_RETRY_MS * 1000 };
         evtimer_add(j->reap_ev, &tv);
         return;
@@ -189,6 +393,9 @@ static void on_capture(evutil_socket_t fd, short what, void *arg)
         /* What does not fit is read and dropped: the command must not block on it. */
         if (take < (size_t)n)
             cap->truncated = true;
+        struct job *j = cap->job;
+        if (take && j->stream && j->js->cfg.output && cap != &j->res)
+            j->js->cfg.output(j->ctx, cap == &j->out ? 1 : 2, cap->data + cap->len - take, take);
     }
 }
 
@@ -261,11 +468,34 @@ static void start_job(struct jobs *js, struct job *j)
         complete(j, &err);
         return;
     }
-    if (run_handle_start(js->cfg.policy, j->argv, j->run_id, true, &j->h, &err) < 0) {
+    j->pooled = !j->policy && pool_take(js, &j->h);
+    if (!j->pooled &&
+        run_handle_spawn(j->policy ? j->policy : js->cfg.policy, false, true, &j->h, &err) < 0) {
         j->reaped = true;
         complete(j, &err);
         return;
     }
+    struct run_handle_call call = { .argv = j->argv, .envp = j->envp, .run_id = j->run_id,
+                                    .wall_ms = j->wall_ms,
+                                    .session_id = j->session_id[0] ? j->session_id : NULL,
+                                    .files = j->files, .n_files = j->n_files };
+    if (run_handle_send(&j->h, &call, &err) < 0) {
+        /* Its child ends without a call; the reap below collects it. */
+        run_handle_close(&j->h);
+        kill(j->h.pid, SIGKILL);
+        while (waitpid(j->h.pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        j->reaped = true;
+        complete(j, &err);
+        return;
+    }
+    js->started++;
+    if (j->pooled)
+        js->pooled++;
+    else
+        js->cold++;
+    js->lat[js->n_lat++ % LATENCY_RING] = now_us() - j->submit_us;
+    pool_fill(js);
     j->running = true;
     js->n_running++;
     if (capture_start(j, &j->out, j->h.stdout_fd, js->cfg.output_cap) < 0 ||
@@ -330,6 +560,16 @@ struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err)
         return NULL;
     }
     js->cfg = *cfg;
+    /* Secret values and placeholders are made per call, never held in advance. */
+    js->pool_off = cfg->policy->n_secrets > 0;
+    js->pool_ev = evtimer_new(cfg->base, on_pool_timer, js);
+    js->orphan_ev = evtimer_new(cfg->base, on_orphan_timer, js);
+    if (!js->pool_ev || !js->orphan_ev) {
+        jobs_free(js);
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
+    pool_fill(js);
     return js;
 }
 
@@ -346,24 +586,56 @@ bool jobs_idle(const struct jobs *js)
     return !js->jobs;
 }
 
+static char **strv_copy(char *const *v, bool *ok)
+{
+    size_t n = 0;
+    while (v[n])
+        n++;
+    char **copy = calloc(n + 1, sizeof *copy);
+    *ok = copy != NULL;
+    for (size_t i = 0; *ok && i < n; i++)
+        *ok = (copy[i] = strdup(v[i])) != NULL;
+    return copy;
+}
+
 struct job *jobs_submit(struct jobs *js, char *const *argv, const char *input, size_t input_len,
                         void *ctx, struct cordon_err *err)
 {
+    struct job_call call = { .argv = argv, .input = input, .input_len = input_len };
+    return jobs_submit_call(js, &call, ctx, err);
+}
+
+struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void *ctx,
+                             struct cordon_err *err)
+{
+    const char *input = call->input;
+    size_t input_len = call->input_len;
     unsigned queued = jobs_queued(js);
     if (queued >= js->cfg.max_queued) {
-        err_set(err, CORDON_E_USAGE, "%u calls are already waiting to run; try again later",
+        js->refused++;
+        err_set(err, CORDON_E_USAGE, "busy: %u calls are already waiting to run; try again later",
                 queued);
         return NULL;
     }
     struct job *j = calloc(1, sizeof *j);
-    size_t n = 0;
-    while (argv[n])
-        n++;
+    bool ok = j != NULL;
     if (j)
-        j->argv = calloc(n + 1, sizeof *j->argv);
-    bool ok = j && j->argv;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = (j->argv[i] = strdup(argv[i])) != NULL;
+        j->pidfd = -1;
+    if (ok)
+        j->argv = strv_copy(call->argv, &ok);
+    if (ok && call->envp)
+        j->envp = strv_copy(call->envp, &ok);
+    if (ok && call->n_files)
+        ok = (j->files = calloc(call->n_files, sizeof *j->files)) != NULL;
+    for (size_t i = 0; ok && i < call->n_files; i++) {
+        char *path = strdup(call->files[i].path), *data = malloc(call->files[i].len + 1);
+        j->files[j->n_files++] = (struct start_file){ .path = path, .data = data,
+                                                      .len = call->files[i].len,
+                                                      .mode = call->files[i].mode };
+        ok = path && data;
+        if (ok)
+            memcpy(data, call->files[i].data, call->files[i].len);
+    }
     if (ok && input_len) {
         ok = (j->input = malloc(input_len)) != NULL;
         if (ok)
@@ -377,8 +649,15 @@ struct job *jobs_submit(struct jobs *js, char *const *argv, const char *input, s
     j->js = js;
     j->ctx = ctx;
     j->input_len = input_len;
+    j->wall_ms = call->wall_ms;
+    j->policy = call->policy;
+    if (call->session_id)
+        snprintf(j->session_id, sizeof j->session_id, "%s", call->session_id);
+    j->stream = call->stream;
+    j->submit_us = now_us();
     j->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                                .result_fd = -1 };
+                                .result_fd = -1, .ctl_fd = -1 };
+    j->pidfd = -1;
     audit_new_run_id(j->run_id);
     struct job **tail = &js->jobs;
     while (*tail)
@@ -386,6 +665,45 @@ struct job *jobs_submit(struct jobs *js, char *const *argv, const char *input, s
     *tail = j;
     pump(js);
     return j;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void jobs_get_stats(const struct jobs *js, struct jobs_stats *out)
+{
+    *out = (struct jobs_stats){
+        .running = js->n_running,
+        .queued = jobs_queued(js),
+        .pool_target = js->pool_off ? 0 : js->cfg.pool,
+        .started = js->started,
+        .pooled = js->pooled,
+        .cold = js->cold,
+        .pool_failures = js->pool_failures,
+        .refused = js->refused,
+    };
+    for (const struct pooled *ph = js->pool; ph; ph = ph->next) {
+        if (ph->ready)
+            out->pool_ready++;
+        else
+            out->pool_preparing++;
+    }
+    size_t n = js->n_lat < LATENCY_RING ? (size_t)js->n_lat : LATENCY_RING;
+    if (!n)
+        return;
+    uint64_t sorted[LATENCY_RING];
+    memcpy(sorted, js->lat, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_u64);
+    out->start_p50_us = sorted[(n - 1) / 2];
+    out->start_p99_us = sorted[(n - 1) * 99 / 100];
+}
+
+bool job_pooled(const struct job *j)
+{
+    return j->pooled;
 }
 
 const char *job_run_id(const struct job *j)
@@ -418,11 +736,28 @@ bool job_stop(struct job *j, bool now)
 void jobs_stop_all(struct jobs *js, bool now, void (*dropped)(void *ctx))
 {
     js->stopping = true;
+    while (js->pool)
+        pooled_free(js, js->pool);
     for (struct job *j = js->jobs, *next; j; j = next) {
         next = j->next;
         if (!j->running && dropped)
             dropped(j->ctx);
         job_stop(j, now);
+    }
+}
+
+void jobs_drain(struct jobs *js, void (*dropped)(void *ctx))
+{
+    js->stopping = true;
+    while (js->pool)
+        pooled_free(js, js->pool);
+    for (struct job *j = js->jobs, *next; j; j = next) {
+        next = j->next;
+        if (!j->running) {
+            if (dropped)
+                dropped(j->ctx);
+            job_stop(j, false);
+        }
     }
 }
 
@@ -435,5 +770,13 @@ void jobs_free(struct jobs *js)
         js->jobs = j->next;
         job_free(j);
     }
+    while (js->pool)
+        pooled_free(js, js->pool);
+    reap_orphans(js, true);
+    free(js->orphans);
+    if (js->pool_ev)
+        event_free(js->pool_ev);
+    if (js->orphan_ev)
+        event_free(js->orphan_ev);
     free(js);
 }

@@ -4,10 +4,16 @@
  * run handle whose stdin is fed and whose output is captured (capped) on the
  * loop, stopped with a grace and reaped without blocking. The front end
  * decides what a call is and answers it from the callback.
+ *
+ * The warm pool: with cfg.pool = N, N handles are kept prepared up to the
+ * start seam (boundary built, waiting for argv); a job takes one, uses it
+ * once, and a new one is prepared in the background. A policy with secrets
+ * is never pooled: its values and placeholders are made per call.
  */
 #pragma once
 #include "common/err.h"
 #include "policy/policy.h"
+#include "sandbox/start.h"
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -38,6 +44,9 @@ struct job_end {
 
 typedef void jobs_done_fn(void *ctx, const struct job_end *end);
 
+/* Output of a job that asked to stream: STREAM 1 or 2, what was captured just now. */
+typedef void jobs_output_fn(void *ctx, int stream, const char *data, size_t len);
+
 struct jobs_config {
     struct event_base *base;
     const struct policy *policy;  /* borrowed; every job runs under it */
@@ -45,6 +54,30 @@ struct jobs_config {
     unsigned max_queued;          /* jobs waiting beyond this are refused ("busy") */
     size_t output_cap;            /* per stream */
     jobs_done_fn *done;           /* called once for every job that was started */
+    jobs_output_fn *output;       /* for jobs that stream, or NULL */
+    unsigned pool;                /* handles kept prepared (0: every run starts cold) */
+};
+
+/* One call; everything is copied at submit. */
+struct job_call {
+    char *const *argv;
+    char *const *envp;            /* NAME=VALUE added to the run's environment, or NULL */
+    const char *input;            /* stdin, INPUT_LEN bytes (may be empty) */
+    size_t input_len;
+    uint64_t wall_ms;             /* lowers the policy's wall clock; 0: the policy's */
+    bool stream;                  /* hand output to cfg.output as it comes */
+    const struct policy *policy;  /* borrowed until the job ends; NULL: cfg.policy. Only
+                                     cfg.policy's runs come from the pool */
+    const char *session_id;       /* for the audit record, or NULL */
+    const struct start_file *files; /* placed in /workspace before the command */
+    size_t n_files;
+};
+
+struct jobs_stats {
+    unsigned running, queued;
+    unsigned pool_target, pool_ready, pool_preparing;
+    uint64_t started, pooled, cold, pool_failures, refused;
+    uint64_t start_p50_us, start_p99_us; /* submit to the call handed to its sandbox, recent runs */
 };
 
 struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err);
@@ -55,6 +88,15 @@ struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err);
  */
 struct job *jobs_submit(struct jobs *js, char *const *argv, const char *input, size_t input_len,
                         void *ctx, struct cordon_err *err);
+
+/* jobs_submit() with the whole call. */
+struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void *ctx,
+                             struct cordon_err *err);
+
+void jobs_get_stats(const struct jobs *js, struct jobs_stats *out);
+
+/* Did J's run come from the pool (valid once it started)? */
+bool job_pooled(const struct job *j);
 
 /*
  * Stop J. A queued job is dropped (and freed; no callback): returns false.
@@ -76,6 +118,10 @@ bool jobs_idle(const struct jobs *js);
 /* Stop everything: each queued job is handed to DROPPED (with its ctx) and
  * freed, each running one stopped as job_stop() does. */
 void jobs_stop_all(struct jobs *js, bool now, void (*dropped)(void *ctx));
+
+/* Take no more: the pool is let go, each queued job handed to DROPPED (with
+ * its ctx) and freed; running ones go on to their end. */
+void jobs_drain(struct jobs *js, void (*dropped)(void *ctx));
 
 /* Kill and reap what is left, and free JS. NULL is fine. */
 void jobs_free(struct jobs *js);

@@ -21,10 +21,13 @@ static int refuse_limit(const struct policy *p, enum policy_limit l, const char 
                         const char *why, const char *fallback, struct cordon_err *err)
 {
     (void)p;
+    /* The remedy first, in the exact words to type: the reason may be long
+     * (a cgroup path) and the record is fixed-size. */
+    const char *name = policy_limit_name(l);
     return err_set(err, CORDON_E_UNSUPPORTED,
-                   "limits.%s: cannot enforce %s on this host: %s; mark it best_effort to "
-                   "fall back to %s",
-                   policy_limit_name(l), value, why, fallback);
+                   "limits.%s: cannot enforce %s on this host; to fall back to %s, pass "
+                   "--best-effort %s or write best_effort: [%s] under limits (%s)",
+                   name, value, fallback, name, name, why);
 }
 
 /*
@@ -111,7 +114,9 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg, struct conf
         if (lim->open_files > cur.rlim_max) {
             if (!may_degrade(p, POLICY_LIMIT_OPEN_FILES))
                 return err_set(err, CORDON_E_UNSUPPORTED,
-                               "limits.open_files: %llu exceeds this host's hard limit %llu",
+                               "limits.open_files: %llu exceeds this host's hard limit %llu; "
+                               "to fall back to it, pass --best-effort open_files or write "
+                               "best_effort: [open_files] under limits",
                                (unsigned long long)lim->open_files,
                                (unsigned long long)cur.rlim_max);
             confine_add_rlimit(plan, RLIMIT_NOFILE, cur.rlim_max, cur.rlim_max);

@@ -10,9 +10,11 @@
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
+#include "common/strv.h"
 #include "common/text.h"
+#include "common/units.h"
 #include "core/limits.h"
-#include "core/watchdog.h"
+#include "sandbox/watchdog.h"
 #include "egress/gateway.h"
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"
@@ -22,6 +24,7 @@
 #include "sandbox/supervise.h"
 #include "sandbox/workspace.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,27 +59,24 @@ struct run {
     struct sandbox_boundary b;
     struct sandbox_call call;             /* the front end's; valid until wait returns */
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
+    int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
+    struct policy_limits limits;          /* the policy's, with the call's wall clock */
     uint64_t start_us;
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
-static json_t *start_fields(const struct policy *p, const struct sandbox_call *call)
+static json_t *start_fields(const struct policy *p, enum cordon_level level,
+                            const struct sandbox_call *call, const char *evidence)
 {
     struct utsname u;
     uname(&u);
-    char policy_digest[65], syscalls_digest[65], network_digest[65], tools_digest[65];
-    policy_digest_hex(p, policy_digest);
-    unsigned char sd[32];
-    seccomp_profile_digest(p, sd);
-    hex_encode(sd, sizeof sd, syscalls_digest);
-    policy_network_digest_hex(p, network_digest);
-    policy_tools_digest_hex(p, tools_digest);
 
     json_t *argv = json_array();
     for (char *const *a = call->argv; *a; a++)
         json_array_append_new(argv, json_string(*a));
     json_t *policy = policy_to_json(p);
     json_t *limits = json_incref(json_object_get(policy, "limits"));
+    json_t *network = json_incref(json_object_get(policy, "network"));
     json_decref(policy);
 
     /* Names only: values never reach the record. */
@@ -84,19 +84,38 @@ static json_t *start_fields(const struct policy *p, const struct sandbox_call *c
     for (size_t i = 0; i < p->n_secrets; i++)
         json_array_append_new(secrets, json_string(p->secrets[i].name));
 
-    return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o}",
+    json_t *fields = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
                      "cordon_version", CORDON_VERSION,
-                     "level", cordon_level_name(p->level),
+                     "level", cordon_level_name(level),
                      "argv", argv,
                      "workspace", p->workspace ? json_string(p->workspace) : json_null(),
-                     "policy_digest", policy_digest,
-                     "network_digest", network_digest,
-                     "tools_digest", tools_digest,
-                     "syscalls_digest", syscalls_digest,
+                     "policy_digest", p->evidence.policy,
+                     "network_digest", p->evidence.network,
+                     "tools_digest", p->evidence.tools,
+                     "syscalls_digest", p->evidence.syscalls,
                      "secrets", secrets,
-                     "limits", limits ? limits : json_null());
+                     "limits", limits ? limits : json_null(),
+                     "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),
+                     "network", network ? network : json_null());
+    if (fields && call->session_id)
+        json_object_set_new(fields, "session", json_string(call->session_id));
+    if (fields && call->n_files) {
+        /* Names and sizes: contents are the call's, like its stdin. */
+        json_t *files = json_array();
+        for (size_t i = 0; i < call->n_files; i++)
+            json_array_append_new(files, json_pack("{s:s, s:I}", "path", call->files[i].path,
+                                                   "bytes", (json_int_t)call->files[i].len));
+        json_object_set_new(fields, "files", files);
+    }
+    /* The level's own facts: a microvm's accelerator, snapshot, kernel digest. */
+    json_t *boundary = evidence && *evidence ? json_loads(evidence, 0, NULL) : NULL;
+    if (fields && boundary)
+        json_object_set_new(fields, "boundary", boundary);
+    else
+        json_decref(boundary);
+    return fields;
 }
 
 /* The limit behind a reason, for the limit.fired event; NULL if none fired. */
@@ -132,12 +151,17 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
         .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
                                                              : AUDIT_FSYNC_CLOSE,
     };
+    /* A break-glass run says so in every line it leaves. */
+    json_auto_t *stamp = p->break_glass ? json_pack("{s:O}", "break_glass", p->break_glass) : NULL;
+    o.stamp = stamp;
+    if (p->gov.export)
+        o.export_otlp = p->gov.export_endpoint;
     *out = audit_open(&o, err);
     return *out ? 0 : err_prefix(err, "audit");
 }
 
 static void record_end(struct audit_log *log, const struct policy *p,
-                       const struct sandbox_result *res)
+                       const struct sandbox_call *call, const struct sandbox_result *res)
 {
     struct cordon_err ignored;
     const char *limit = fired_limit(res->reason);
@@ -147,7 +171,12 @@ static void record_end(struct audit_log *log, const struct policy *p,
                      &ignored);
     json_t *end = sandbox_result_to_json(res, p);
     json_object_del(end, "run_id"); /* already the event's run */
+    if (end && call->session_id)
+        json_object_set_new(end, "session", json_string(call->session_id));
     audit_append(log, "run.end", res->run_id, end, &ignored);
+    if (p->break_glass)
+        audit_append(log, "breakglass.end", res->run_id,
+                     json_pack("{s:s}", "reason", run_reason_name(res->reason)), &ignored);
 }
 
 /* ---- the environment, decided at start ---- */
@@ -175,15 +204,31 @@ static int env_add(char ***envp, size_t *n, const char *name, const char *value)
     return 0;
 }
 
-static void strv_free(char **v)
-{
-    for (char **e = v; e && *e; e++)
-        free(*e);
-    free(v);
-}
 DEFINE_CLEANUP(char **, strv_free)
 
-/* Empty but for PATH, HOME, LANG, TERM (on a terminal) and what the policy passes. */
+/*
+ * Git refuses a repository owned by another uid ("dubious ownership"), and
+ * every bind is one: the host's files, seen by the sandbox user. The
+ * workspace and each bind are declared safe through git's environment
+ * config (GIT_CONFIG_COUNT/KEY_n/VALUE_n), not a file in anyone's HOME.
+ */
+static int git_safe_directories(char ***envp, size_t *n, const struct policy *p)
+{
+    int rc = 0;
+    size_t k = 0;
+    char name[32], count[24];
+    for (size_t i = 0; i <= p->n_binds; i++) {
+        snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", k);
+        rc |= env_add(envp, n, name, "safe.directory");
+        snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", k++);
+        rc |= env_add(envp, n, name, i < p->n_binds ? p->binds[i].dest : "/workspace");
+    }
+    snprintf(count, sizeof count, "%zu", k);
+    return rc | env_add(envp, n, "GIT_CONFIG_COUNT", count);
+}
+
+/* Empty but for PATH, HOME, LANG, TERM (on a terminal), git's safe
+ * directories and what the policy passes. */
 static char **plan_env(const struct run *run, const struct sandbox_call *call)
 {
     const struct policy *p = run->p;
@@ -192,7 +237,12 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     const char *lang = getenv("LANG");
     int rc = 0;
     rc |= env_add(&envp, &n, "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-    rc |= env_add(&envp, &n, "HOME", "/workspace");
+    const struct sandbox_boundary *b = &run->b;
+    /* A private home: the namespace level's own /tmp/home, the process
+     * level's per-run directory (it has no private /tmp). */
+    rc |= env_add(&envp, &n, "HOME", b->tmpdir ? b->tmpdir : SANDBOX_HOME);
+    if (b->tmpdir)
+        rc |= env_add(&envp, &n, "TMPDIR", b->tmpdir);
     rc |= env_add(&envp, &n, "LANG", lang && *lang ? lang : "C.UTF-8");
     const char *term = getenv("TERM");
     if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
@@ -208,16 +258,18 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
         rc |= env_add(&envp, &n, "NO_PROXY", "");
         rc |= env_add(&envp, &n, "no_proxy", "");
     }
+    rc |= git_safe_directories(&envp, &n, p);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);
     if (run->gw.mint) {
         /* Trust the run's CA (for the hosts secrets are bound to) besides the
          * usual ones, under every name common clients read. */
-        rc |= env_add(&envp, &n, "SSL_CERT_FILE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", SANDBOX_CA_BUNDLE);
-        rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", SANDBOX_CA_CERT);
+        const char *bundle = b->ca_bundle ? b->ca_bundle : SANDBOX_CA_BUNDLE;
+        rc |= env_add(&envp, &n, "SSL_CERT_FILE", bundle);
+        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", bundle);
+        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", bundle);
+        rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", b->ca_cert ? b->ca_cert : SANDBOX_CA_CERT);
     }
     for (size_t i = 0; i < p->n_env_pass; i++) {
         const char *v = getenv(p->env_pass[i]);
@@ -227,6 +279,47 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     for (size_t i = 0; i < p->n_env_set; i++)
         rc |= env_add(&envp, &n, p->env_set[i].name, p->env_set[i].value);
     return rc ? NULL : TAKE_PTR(envp);
+}
+
+/* Is NAME one the run path sets itself (the proxy, the CA, a secret's placeholder)? */
+static bool env_reserved(const struct run *run, const char *name, size_t len)
+{
+    static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+                                         "http_proxy", "https_proxy", "all_proxy", "no_proxy",
+                                         "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                         "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
+            return run->gateway;
+    for (size_t i = 0; i < run->gw.n_secrets; i++)
+        if (strlen(run->gw.secrets[i].name) == len && memcmp(run->gw.secrets[i].name, name, len) == 0)
+            return true;
+    return false;
+}
+
+/* The call's own entries on top of the policy's; the run's own names stay the run's. */
+static int add_call_env(const struct run *run, char ***envp, char *const *extra,
+                        struct cordon_err *err)
+{
+    size_t n = 0;
+    while ((*envp)[n])
+        n++;
+    for (char *const *e = extra; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || eq == *e)
+            return err_set(err, CORDON_E_USAGE, "environment entry '%s' is not NAME=VALUE", *e);
+        size_t len = (size_t)(eq - *e);
+        if (env_reserved(run, *e, len))
+            continue;
+        char name[256];
+        if (len >= sizeof name)
+            return err_set(err, CORDON_E_USAGE, "environment name too long: '%.64s...'", *e);
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        if (env_add(envp, &n, name, eq + 1) < 0)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    return 0;
 }
 
 /* ---- prepare ---- */
@@ -239,6 +332,13 @@ static void wipe_secret_values(void *gw)
 static int guard_dir(void *wd, const char *dir, struct cordon_err *err)
 {
     return watchdog_guard_dir(wd, dir, err);
+}
+
+/* In the gateway's first moments: into the run's cgroup (best effort, as
+ * moving it was: its own limits still hold it). */
+static void join_cgroup(void *ticket)
+{
+    (void)cgroup_ticket_use(ticket);
 }
 
 static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
@@ -260,7 +360,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                    struct cordon_err *err)
 {
     *out = NULL;
-    const struct sandbox_backend *backend = sandbox_backend_for(p->level, err);
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
     if (!backend)
         return -1;
     struct run *run = calloc(1, sizeof *run);
@@ -269,7 +369,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
     run->p = p;
     run->backend = backend;
     run->gw_pid = -1;
-    run->gw_report = run->in_w = run->out_r = run->errout_r = -1;
+    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
                                         .start_w = -1, .door = -1 };
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
@@ -310,20 +410,37 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         .guard_arg = run->wd,
         .host_base = run->host_base,
     };
-    if (backend->prepare(&setup, &run->b, err) < 0)
+    if (backend->prepare(&setup, &run->b, err) < 0) {
+        struct cgroup_stats st = { 0 };
+        if (cgroup_has(&run->cg, CGROUP_MEMORY))
+            cgroup_read_stats(&run->cg, &st);
+        /* Killed by its own memory limit while it was being built: the limit
+         * fired, and the run ends as oom (see run_once), not as a failure. */
+        if (st.oom_kills > 0) {
+            char v[32];
+            format_size(p->limits.memory, v, sizeof v);
+            err_set(err, CORDON_E_SETUP, "limits.memory: %s is too small for the sandbox to start",
+                    v);
+            err->errnum = ENOMEM;
+        }
         goto fail;
+    }
     if (run->b.door >= 0) {
-        run->gw_pid = gateway_start(&run->gw, run->b.door, run->host_base + 2, &run->gw_report,
-                                    err);
+        /* What the gateway buffers and spends on the run's behalf is the
+         * run's: its memory, pids and CPU count against the run's limits.
+         * It joins the run's cgroup itself, as the boundary does (moving it
+         * from here would wait out an RCU grace period). */
+        struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
+        if (run->cg.version && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
+            goto fail;
+        run->gw_pid = gateway_start(&run->gw, run->b.door, run->host_base + 2,
+                                    run->cg.version ? join_cgroup : NULL, &ticket,
+                                    &run->gw_report, err);
+        cgroup_ticket_close(&ticket);
         closep(&run->b.door);
         run->b.door = -1;
         if (run->gw_pid < 0)
             goto fail;
-        /* What the gateway buffers and spends on the run's behalf is the
-         * run's: its memory, pids and CPU count against the run's limits. */
-        struct cordon_err ignored;
-        if (run->cg.version)
-            cgroup_attach(&run->cg, run->gw_pid, &ignored);
     }
     *out = run;
     return 0;
@@ -334,20 +451,55 @@ fail:
 
 /* ---- start ---- */
 
+/* Limits this run holds only per process, said once the command runs (a
+ * command that never starts has its one line of error alone). */
+static void notice_degraded(void *arg)
+{
+    const struct run *run = arg;
+    const struct sandbox_call *call = &run->call;
+    unsigned weak = sandbox_degraded(run->enforced);
+    if (!weak)
+        return;
+    char line[256], *end = line + sizeof line, *at = line;
+    const char *sep = "limits ";
+    for (int l = 0; l < POLICY_LIMIT_COUNT && at < end; l++)
+        if (weak & (1u << l)) {
+            at += snprintf(at, (size_t)(end - at), "%s%s", sep, policy_limit_name(l));
+            sep = ", ";
+        }
+    if (at < end)
+        snprintf(at, (size_t)(end - at), " hold per process only (rlimits): no cgroup for this "
+                                         "run; cordon check says how to get one");
+    call->notice(call->notice_arg, line);
+}
+
 int run_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err)
 {
     if (run->state != RUN_PREPARED)
         return err_set(err, CORDON_E_USAGE, "run %s was started already", run->run_id);
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
-    run->call = *call;
-    if (run->log && audit_append(run->log, "run.start", run->run_id, start_fields(run->p, call),
-                                 err) < 0)
-        return err_prefix(err, "audit");
-
     _cleanup_(strv_freep) char **envp = plan_env(run, call);
     if (!envp)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (add_call_env(run, &envp, call->envp, err) < 0)
+        return -1;
+    /* A pooled run was prepared before its call had a name: it takes the call's. */
+    if (call->run_id && strlen(call->run_id) == 32)
+        memcpy(run->run_id, call->run_id, sizeof run->run_id);
+    run->call = *call;
+    run->limits = run->p->limits;
+    if (call->wall_ms && (!run->limits.wall_ms || call->wall_ms < run->limits.wall_ms))
+        run->limits.wall_ms = call->wall_ms;
+    if (run->log && run->p->break_glass &&
+        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
+        return err_prefix(err, "audit");
+    if (run->log && audit_append(run->log, "run.start", run->run_id,
+                                 start_fields(run->p, run->backend->level, call, run->b.evidence), err) < 0)
+        return err_prefix(err, "audit");
+    /* From here on the run has a record to close, should we die. */
+    if (watchdog_started(run->wd, run->run_id, err) < 0)
+        return -1;
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
         int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
@@ -359,25 +511,60 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
-    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, err);
+    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files,
+                                call->n_files, call->tty, err);
     for (int i = 0; i < 3; i++)
         close(stdio[i]);
-    closep(&run->b.start_w);
-    run->b.start_w = -1;
     run->in_w = in[1];
     run->out_r = out[0];
     run->errout_r = errout[0];
+    if (rc == 0 && call->tty) {
+        /* The terminal is the sandbox's own: its master carries the command's
+         * input and output both, and its size; the pipes go unused. */
+        int master = start_terminal_recv(run->b.start_w);
+        closep(&run->in_w);
+        closep(&run->out_r);
+        run->in_w = run->out_r = -1;
+        if (master >= 0) {
+            run->out_r = master;
+            run->in_w = fcntl(master, F_DUPFD_CLOEXEC, 3);
+            run->tty_w = fcntl(master, F_DUPFD_CLOEXEC, 3);
+        }
+    }
+    closep(&run->b.start_w);
+    run->b.start_w = -1;
     /* A boundary that died at the seam says why through its error records. */
     return rc < 0 && run->b.err_r < 0 ? -1 : 0;
 }
 
 /* ---- wait ---- */
 
+/* A refusal the gateway reports, told to whoever watches the run as it happens. */
+static void notice_refusal(void *arg, const json_t *d)
+{
+    const struct sandbox_call *call = arg;
+    if (json_is_true(json_object_get(d, "allowed")))
+        return;
+    const char *host = json_string_value(json_object_get(d, "host"));
+    /* A refusal's rule is its short class (not_allowed, ssrf:loopback, budget...). */
+    const char *reason = json_string_value(json_object_get(d, "rule"));
+    char line[512];
+    /* A 5xx (dns, upstream_*) is a failure to get there, which the rules allowed. */
+    bool failed = json_integer_value(json_object_get(d, "status")) >= 500;
+    snprintf(line, sizeof line, "egress %s: %s:%lld (%s)", failed ? "failed" : "refused",
+             host && *host ? host : "?",
+             (long long)json_integer_value(json_object_get(d, "port")),
+             reason && *reason ? reason : "refused");
+    call->notice(call->notice_arg, line);
+}
+
 int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     memcpy(res->enforced, run->enforced, sizeof res->enforced);
+    res->level = run->backend->level;
+    memcpy(res->boundary, run->b.evidence, sizeof res->boundary);
     if (run->state != RUN_STARTED)
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
     run->state = RUN_WAITED;
@@ -389,12 +576,17 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .out_r = run->out_r,
         .errout_r = run->errout_r,
         .in_w = run->in_w,
+        .tty_w = run->tty_w,
         .sig_fd = run->call.sig_fd,
         .report_r = run->gw_report,
         .audit = run->log,
+        .decided = run->call.notice ? notice_refusal : NULL,
+        .decided_arg = &run->call,
+        .started = run->call.notice ? notice_degraded : NULL,
+        .started_arg = run,
         .run_id = run->run_id,
         .call = &run->call,
-        .limits = &p->limits,
+        .limits = &run->limits,
         .cg = &run->cg,
         .poll_cpu = cgroup_has(&run->cg, CGROUP_CPU) && p->limits.cpu_ms,
         .poll_pids = cgroup_has(&run->cg, CGROUP_PIDS) && p->limits.pids,
@@ -402,8 +594,9 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     };
     /* supervise() owns and closes these now, and reaps the boundary. */
     run->b.pid = -1;
-    run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = -1;
+    run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = run->tty_w = -1;
     supervise(&sv, res);
+    res->level = run->backend->level;
     /* Init has exited, and with it every process of the PID namespace. */
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
     if (run->gw_pid > 0) {
@@ -417,7 +610,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     run->gw_report = -1; /* closed by the drain, or by supervise() */
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     if (run->log)
-        record_end(run->log, p, res);
+        record_end(run->log, p, &run->call, res);
     return 0;
 }
 
@@ -433,7 +626,7 @@ void run_release(struct run *run)
         kill(run->gw_pid, SIGKILL);
         waitpid(run->gw_pid, NULL, 0);
     }
-    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r };
+    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r, &run->tty_w };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
@@ -467,36 +660,57 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
 {
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run_id, 33);
+    res->level = p->level;
     res->reason = RUN_SETUP_ERROR;
     res->error = *err;
     res->status = err_exit_code(err);
+    if (err->kind == CORDON_E_SETUP && err->errnum == ENOMEM) {
+        /* run_prepare(): the memory limit's OOM killer ended the run. */
+        res->reason = RUN_OOM;
+        res->signaled = true;
+        res->signal = SIGKILL;
+        res->status = 128 + SIGKILL;
+    }
     struct audit_log *log = NULL;
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
-        if (audit_append(log, "run.start", run_id, start_fields(p, call), &ignored) == 0)
-            record_end(log, p, res);
+        if (p->break_glass)
+            audit_append(log, "breakglass.start", run_id, NULL, &ignored);
+        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) == 0)
+            record_end(log, p, call, res);
         audit_close(log, &ignored);
         audit_free(log);
     }
     return -1;
 }
 
-int run_once(const struct policy *p, const struct sandbox_call *call,
-               struct sandbox_result *res, struct cordon_err *err)
+int run_call(struct run *run, const struct policy *p, const struct sandbox_call *call,
+             struct sandbox_result *res, struct cordon_err *err)
 {
     char run_id[33];
     if (call->run_id && strlen(call->run_id) == 32)
         memcpy(run_id, call->run_id, sizeof run_id);
+    else if (run)
+        memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    struct run *run = NULL;
-    if (run_prepare(p, run_id, &run, err) < 0)
-        return refused(p, call, run_id, res, err);
-    int rc = run_start(run, call, err);
+    if (!run && run_prepare(p, run_id, &run, err) < 0) {
+        refused(p, call, run_id, res, err);
+        return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
+    }
+    struct sandbox_call named = *call;
+    named.run_id = run_id;
+    int rc = run_start(run, &named, err);
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);
     else
         refused(p, call, run_id, res, err);
     run_release(run);
     return rc;
+}
+
+int run_once(const struct policy *p, const struct sandbox_call *call,
+               struct sandbox_result *res, struct cordon_err *err)
+{
+    return run_call(NULL, p, call, res, err);
 }

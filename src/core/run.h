@@ -59,6 +59,13 @@ int run_once(const struct policy *p, const struct sandbox_call *call,
                struct sandbox_result *res, struct cordon_err *err);
 
 /*
+ * run_once() with RUN already prepared under P (NULL: prepare it now), as a
+ * pool hands one out; RUN is released either way.
+ */
+int run_call(struct run *run, const struct policy *p, const struct sandbox_call *call,
+             struct sandbox_result *res, struct cordon_err *err);
+
+/*
  * The policy's audit log, opened for a front end's own events (the MCP
  * broker's calls). 0 with *OUT NULL when the policy keeps no log; -1 with
  * ERR when it cannot be opened.

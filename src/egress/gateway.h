@@ -9,16 +9,13 @@
  */
 #pragma once
 #include "common/err.h"
-#include "egress/rules.h"
+#include "policy/rules.h"
 
 #include <stdint.h>
 #include <sys/types.h>
 
 struct mint;
 struct policy;
-
-/* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
-#define GATEWAY_PORT 3128
 
 /* A credential: the sandbox holds only PLACEHOLDER; the value lives here. */
 struct gateway_secret {
@@ -32,14 +29,7 @@ struct gateway_secret {
 };
 
 struct gateway_config {
-    struct egress_rule *allow;
-    size_t n_allow;
-    struct egress_rule *deny;
-    size_t n_deny;
-    struct cidr *allow_private;
-    size_t n_allow_private;
-    struct egress_pin *pins;
-    size_t n_pins;
+    struct egress_rules rules;     /* a copy of the policy's */
     struct sockaddr_storage *dns;  /* nameservers; none: the host's resolv.conf */
     socklen_t *dns_len;
     size_t n_dns;
@@ -72,9 +62,12 @@ void gateway_config_wipe_values(struct gateway_config *cfg);
  * Fork the gateway serving LISTEN_FD (already listening). Its decisions come
  * back as JSON lines on *REPORT_FD (ours to read and close). Started by root,
  * it runs as UID; it never touches a file. It dies with its parent; stop it
- * with SIGTERM (it reports open connections first) and reap it.
+ * with SIGTERM (it reports open connections first) and reap it. IN_CHILD,
+ * when not NULL, runs first in the new process (the run joins it to its
+ * cgroup there).
  */
-pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid, int *report_fd,
+pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid,
+                    void (*in_child)(void *arg), void *arg, int *report_fd,
                     struct cordon_err *err);
 
 /*

@@ -10,7 +10,7 @@
 
 #include "common/cleanup.h"
 #include "common/err.h"
-#include "egress/addr.h"
+#include "common/addr.h"
 
 /* Most leaf contexts one mint caches; a run that needs more is refused. */
 #define MINT_MAX_HOSTS 256

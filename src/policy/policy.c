@@ -10,8 +10,7 @@
 #include "common/text.h"
 
 #include "common/units.h"
-#include "egress/rules.h"
-#include "sandbox/seccomp.h"
+#include "policy/syscall_table.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -30,8 +29,9 @@
 #define RESERVED(path, note) { path, KT_RESERVED, 0, 0, 0, false, note }
 
 /*
- * Every key, once. A zero limit means "no limit", so limits accept 0 (or
- * "unlimited"); the tmpfs sizes do not, since a 0-byte /tmp is only a
+ * Every key, once. A limit is lifted only by the word "unlimited" (stored
+ * as 0); a written 0 is refused, being ambiguous; the tmpfs sizes take no
+ * "unlimited", since a 0-byte /tmp is only a
  * confusing failure later. Network budgets are unlimited when absent but at
  * least 1 when given: a budget of 0 would read as "none allowed" to some and
  * "unlimited" to others.
@@ -73,6 +73,8 @@ static const struct policy_key keys[] = {
     SECTION("syscalls"),
     LIST("syscalls.allow", KT_SYSCALLS, true),
     LIST("syscalls.deny", KT_SYSCALLS, false),
+    SECTION("microvm"),
+    KEY("microvm.accel", KT_ACCEL, microvm_accel, 0, POLICY_ACCEL_KVM),
     SECTION("network"),
     KEY("network.mode", KT_NET_MODE, network.mode, 0, POLICY_NET_NONE),
     LIST("network.allow", KT_RULES, true),
@@ -101,12 +103,27 @@ static const struct policy_key keys[] = {
     KEY("tools.sampling", KT_BOOL, tools.sampling, 0, false),
     KEY("tools.elicitation", KT_BOOL, tools.elicitation, 0, false),
     KEY("tools.roots", KT_BOOL, tools.roots, 0, false),
+    LIST("tools.ask", KT_TOOL_NAMES, true),
+    KEY("tools.pins", KT_LOG_FILE, tools.pins, 0, 0),
+    LIST("tools.pinned", KT_TOOL_PINS, false),
     SECTION("audit"),
     KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
     KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
     KEY("audit.checkpoint_every", KT_UINT, audit.checkpoint_every, 0, 0),
     RESERVED("audit.record_arguments", "moved to tools.record_arguments"),
     KEY("audit.fsync", KT_FSYNC, audit.fsync, 0, POLICY_AUDIT_FSYNC_CLOSE),
+    KEY("audit.export", KT_TEXT, gov.export, 0, 0),
+    KEY("audit.export_endpoint", KT_TEXT, gov.export_endpoint, 0, 0),
+    KEY("require_signature", KT_KEY_FILE, gov.require_signature, 0, 0),
+    SECTION("decider"),
+    KEY("decider.socket", KT_LOG_FILE, gov.decider, 0, 0),
+    KEY("decider.command", KT_TEXT, gov.decider_command, 0, 0),
+    KEY("decider.elicit", KT_BOOL, gov.decider_elicit, 0, false),
+    KEY("decider.timeout", KT_DURATION, gov.decider_timeout_ms, 1, 5000),
+    SECTION("break_glass"),
+    LIST("break_glass.may_relax", KT_KEY_PATHS, false),
+    KEY("break_glass.max_duration", KT_DURATION, gov.break_glass_max_ms, 0, 0),
+    KEY("break_glass.approval_key", KT_KEY_FILE, gov.approval_key, 0, 0),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -196,7 +213,7 @@ const char *policy_key_expect(const struct policy_key *k)
     switch (k->type) {
     case KT_SECTION: return "a mapping";
     case KT_VERSION: return "1";
-    case KT_LEVEL: return "one of process, namespace, gvisor, microvm";
+    case KT_LEVEL: return "one of process, namespace, gvisor, microvm, or a list of them";
     case KT_SIZE: return "a size like 256M";
     case KT_DURATION: return "a duration like 30s, 2m or 500ms";
     case KT_COUNT: return "a whole number";
@@ -212,6 +229,7 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_BOOL: return "true or false";
     case KT_FSYNC: return "one of always, close";
     case KT_NET_MODE: return "one of none, gateway";
+    case KT_ACCEL: return "one of kvm, tcg";
     case KT_RULES: return "a list of HOST[:PORT] rules";
     case KT_CIDRS: return "a list of CIDRs";
     case KT_NAMESERVERS: return "a list of IP[:PORT] nameservers";
@@ -221,6 +239,9 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_PROTECTED: return "a list of file names";
     case KT_TOOL_RULES: return "a mapping of TOOL: {ARGUMENT: rule}";
     case KT_RESERVED: return "nothing";
+    case KT_TEXT: return "a text";
+    case KT_KEY_PATHS: return "a list of policy keys";
+    case KT_TOOL_PINS: return "a list of TOOL=SHA256 pins";
     }
     return "a value";
 }
@@ -357,16 +378,38 @@ static uint64_t *u64_field(struct policy *p, const struct policy_key *k)
     return (uint64_t *)((char *)p + k->offset);
 }
 
+/*
+ * One level, or several separated by commas (a YAML list arrives so): the
+ * first is the level, the rest explicit fallbacks, each named once.
+ */
 static int apply_level(struct policy *p, const char *text, char *why, size_t len)
 {
-    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++) {
-        if (strcmp(text, level_names[i]) == 0) {
-            p->level = (enum cordon_level)i;
-            return 0;
-        }
+    enum cordon_level got[4];
+    size_t n = 0;
+    for (const char *s = text;; s++) {
+        const char *end = strchr(s, ',');
+        size_t l = end ? (size_t)(end - s) : strlen(s);
+        size_t i = 0;
+        while (i < sizeof level_names / sizeof level_names[0] &&
+               (strlen(level_names[i]) != l || strncmp(s, level_names[i], l) != 0))
+            i++;
+        if (i == sizeof level_names / sizeof level_names[0])
+            return why_printf(why, len,
+                              "expected one of process, namespace, gvisor, microvm, got \"%.*s\"",
+                              (int)l, s);
+        for (size_t j = 0; j < n; j++)
+            if (got[j] == (enum cordon_level)i)
+                return why_printf(why, len, "\"%s\" is listed twice", level_names[i]);
+        got[n++] = (enum cordon_level)i;
+        if (!end)
+            break;
+        s = end;
     }
-    return why_printf(why, len, "expected one of process, namespace, gvisor, microvm, got \"%s\"",
-                   text);
+    p->level = got[0];
+    p->n_level_fallbacks = n - 1;
+    for (size_t j = 1; j < n; j++)
+        p->level_fallbacks[j - 1] = got[j];
+    return 0;
 }
 
 static char **str_field(struct policy *p, const struct policy_key *k)
@@ -503,6 +546,8 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         return apply_log_file(p, k, text, from, why, len);
     case KT_KEY_FILE:
         return apply_key_file(p, k, text, from, why, len);
+    case KT_TEXT:
+        return policy_gov_set_text(str_field(p, k), text, why, len);
     case KT_UINT:
         if (parse_count(text, &v, why, len) < 0)
             return -1;
@@ -517,6 +562,14 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
         *(bool *)((char *)p + k->offset) = b;
         return 0;
     }
+    case KT_ACCEL:
+        if (!strcmp(text, "kvm"))
+            p->microvm_accel = POLICY_ACCEL_KVM;
+        else if (!strcmp(text, "tcg"))
+            p->microvm_accel = POLICY_ACCEL_TCG;
+        else
+            return why_printf(why, len, "expected one of kvm, tcg, got \"%s\"", text);
+        return 0;
     case KT_NET_MODE:
         if (!strcmp(text, "none"))
             p->network.mode = POLICY_NET_NONE;
@@ -555,6 +608,9 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
     }
     if (r < 0)
         return -1;
+    /* A 0 reads as "none allowed" to some and "no limit" to others: say which. */
+    if (v == 0 && key_limit(k) < POLICY_LIMIT_COUNT)
+        return why_printf(why, len, "0 is not a limit; write unlimited for none");
     if (v < k->min && k->min == 1)
         return why_printf(why, len, "must be greater than 0, got \"%s\"", text);
     if (v < k->min)
@@ -703,6 +759,7 @@ void policy_secret_release(struct policy_secret *s)
     free(s->name);
     free(s->from);
     policy_strv_free(s->hosts, s->n_hosts);
+    free(s->host_rules);
     *s = (struct policy_secret){ 0 };
 }
 
@@ -955,7 +1012,11 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
     case KT_NAMESERVERS:
         return apply_nameserver(p, text, why, len);
     case KT_TOOL_NAMES:
-        return policy_tools_allow(p, text, why, len);
+        return k->flag ? policy_tools_ask(p, text, why, len) : policy_tools_allow(p, text, why, len);
+    case KT_KEY_PATHS:
+        return policy_gov_add_relax(p, text, why, len);
+    case KT_TOOL_PINS:
+        return policy_tools_pin(p, text, why, len);
     case KT_PROTECTED:
         return apply_protected(p, k->flag, text, why, len);
     default:
@@ -1041,6 +1102,14 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
 
 /* ---- public ---- */
 
+static void egress_release(struct policy_egress *e)
+{
+    egress_rules_release(&e->rules);
+    free(e->dns);
+    *e = (struct policy_egress){ 0 };
+}
+
+
 struct policy *policy_new(struct cordon_err *err)
 {
     struct policy *p = calloc(1, sizeof *p);
@@ -1080,6 +1149,9 @@ struct policy *policy_new(struct cordon_err *err)
         case KT_NET_MODE:
             p->network.mode = (enum policy_net_mode)k->def;
             break;
+        case KT_ACCEL:
+            p->microvm_accel = (enum policy_accel)k->def;
+            break;
         default:
             break;
         }
@@ -1118,9 +1190,12 @@ void policy_free(struct policy *p)
         policy_secret_release(&p->secrets[i]);
     free(p->secrets);
     policy_tools_release(&p->tools);
+    egress_release(&p->egress);
     free(p->audit.file);
     free(p->audit.sign_key);
     free(p->network.upstream_ca);
+    policy_gov_release(&p->gov);
+    json_decref(p->break_glass);
     free(p);
 }
 
@@ -1168,6 +1243,8 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_PINS:
     case KT_NAMESERVERS:
     case KT_TOOL_NAMES:
+    case KT_KEY_PATHS:
+    case KT_TOOL_PINS:
     case KT_PROTECTED:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_SECRETS:
@@ -1305,8 +1382,76 @@ static int check_secret_hidden(const struct policy *p, const struct policy_secre
     return 0;
 }
 
+/* ---- the parsed network section and the evidence, built at finalize ---- */
+
+static int parse_rules(char *const *texts, size_t n, struct egress_rule **out, char *why,
+                       size_t len)
+{
+    *out = calloc(n + 1, sizeof **out);
+    if (!*out)
+        return POLICY_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (egress_rule_parse(texts[i], &(*out)[i], why, len) < 0)
+            return -1;
+    return 0;
+}
+
+/* The canonical texts the setters stored, parsed once for the gateway. */
+static int build_egress(struct policy *p, char *why, size_t len)
+{
+    const struct policy_network *n = &p->network;
+    struct policy_egress *e = &p->egress;
+    struct egress_rules *rules = &e->rules;
+    egress_release(e);
+    int r = 0;
+    for (size_t i = 0; i < p->n_secrets && r == 0; i++) {
+        struct policy_secret *s = &p->secrets[i];
+        free(s->host_rules);
+        r = parse_rules(s->hosts, s->n_hosts, &s->host_rules, why, len);
+    }
+    if (r < 0 || (r = parse_rules(n->allow, n->n_allow, &rules->allow, why, len)) < 0 ||
+        (r = parse_rules(n->deny, n->n_deny, &rules->deny, why, len)) < 0)
+        return r;
+    rules->n_allow = n->n_allow;
+    rules->n_deny = n->n_deny;
+    rules->allow_private = calloc(n->n_allow_private + 1, sizeof *rules->allow_private);
+    rules->pins = calloc(n->n_resolve + 1, sizeof *rules->pins);
+    e->dns = calloc(n->n_dns + 1, sizeof *e->dns);
+    if (!rules->allow_private || !rules->pins || !e->dns)
+        return POLICY_ENOMEM;
+    for (; rules->n_allow_private < n->n_allow_private; rules->n_allow_private++)
+        if (cidr_parse(n->allow_private[rules->n_allow_private],
+                       &rules->allow_private[rules->n_allow_private], why, len) < 0)
+            return -1;
+    for (; rules->n_pins < n->n_resolve; rules->n_pins++)
+        if (egress_pin_parse(n->resolve[rules->n_pins], &rules->pins[rules->n_pins], why, len) < 0)
+            return -1;
+    for (; e->n_dns < n->n_dns; e->n_dns++) {
+        const char *t = n->dns[e->n_dns];
+        struct authority a;
+        if (authority_parse(t, strlen(t), &a, why, len) < 0)
+            return -1;
+        if (!a.host.is_ip)
+            return why_printf(why, len, "nameserver \"%s\" is not an address", t);
+        e->dns[e->n_dns] = (struct policy_nameserver){ a.host.ip, a.port ? a.port : 53 };
+    }
+    return 0;
+}
+
+static void build_evidence(struct policy *p)
+{
+    struct policy_evidence *ev = &p->evidence;
+    policy_digest_hex(p, ev->policy);
+    policy_network_digest_hex(p, ev->network);
+    policy_tools_digest_hex(p, ev->tools);
+    unsigned char d[32];
+    seccomp_profile_digest(p, d);
+    hex_encode(d, sizeof d, ev->syscalls);
+}
+
 int policy_finalize(struct policy *p, struct cordon_err *err)
 {
+    p->finalized = false;
     char where[200] = "";
     if (p->origin)
         snprintf(where, sizeof where, "%s: ", p->origin);
@@ -1323,6 +1468,8 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
         TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
     TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
     TRY(check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err));
+    TRY(check_outside_writable(p, p->gov.require_signature, "require_signature", where, err));
+    TRY(check_outside_writable(p, p->tools.pins, "tools.pins", where, err));
     for (size_t i = 0; i < p->n_secrets; i++)
         TRY(check_secret_hidden(p, &p->secrets[i], where, err));
     /* The setters refuse these already; this catches a struct filled by hand. */
@@ -1385,6 +1532,8 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     }
     if (policy_tools_check(p, why, sizeof why) < 0)
         return err_set(err, CORDON_E_POLICY, "%stools: %s", where, why);
+    if (policy_gov_check(p, why, sizeof why) < 0)
+        return err_set(err, CORDON_E_POLICY, "%s%s", where, why);
     if (p->version != 1)
         return err_set(err, CORDON_E_POLICY, "%sversion: unsupported version %d", where,
                        p->version);
@@ -1401,5 +1550,12 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
                 p->n_protected--;
                 break;
             }
+    int r = build_egress(p, why, sizeof why);
+    if (r == POLICY_ENOMEM)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (r < 0)
+        return err_set(err, CORDON_E_POLICY, "%snetwork: %s", where, why);
+    build_evidence(p);
+    p->finalized = true;
     return 0;
 }

@@ -7,6 +7,7 @@
 #pragma once
 #include "common/cleanup.h"
 #include "common/err.h"
+#include "policy/rules.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -76,13 +77,16 @@ struct policy_audit {
     enum policy_audit_fsync fsync;
 };
 
+/* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
+#define GATEWAY_PORT 3128
+
 enum policy_net_mode {
     POLICY_NET_NONE,                /* loopback only (default) */
     POLICY_NET_GATEWAY,             /* one door: the egress gateway */
 };
 
 /*
- * The network section; see egress/rules.h for the rule syntax. Every list
+ * The network section; see policy/rules.h for the rule syntax. Every list
  * holds canonical texts, sorted and de-duplicated, so the digest does not
  * depend on how or in which order they were written.
  */
@@ -108,6 +112,22 @@ struct policy_network {
     uint64_t request_rate;          /* requests per second */
 };
 
+/* A nameserver of network.dns, parsed. */
+struct policy_nameserver {
+    struct ip_addr ip;
+    uint16_t port;                  /* 53 unless written */
+};
+
+/*
+ * The network section parsed, as the gateway enforces it: built by
+ * policy_finalize() from the canonical texts, so nothing parses them again.
+ */
+struct policy_egress {
+    struct egress_rules rules;
+    struct policy_nameserver *dns;
+    size_t n_dns;
+};
+
 /*
  * A credential that never enters the sandbox: the sandbox sees NAME holding
  * a placeholder, and the gateway swaps in the real value only on requests
@@ -118,6 +138,7 @@ struct policy_secret {
     char *from;                     /* canonical "env:VAR" or "file:/abs/path" (realpath'd) */
     char **hosts;                   /* egress_rule_format() texts of name or *.suffix rules, sorted, unique */
     size_t n_hosts;                 /* at least 1 */
+    struct egress_rule *host_rules; /* HOSTS parsed, by policy_finalize() */
     uint64_t ttl_ms;                /* 0 = the run's lifetime */
 };
 
@@ -162,6 +183,30 @@ struct policy_tools {
     bool sampling;                  /* server-to-client requests forwarded to the client */
     bool elicitation;
     bool roots;
+    char **ask;                     /* allowed tools whose calls the decider must approve */
+    size_t n_ask;
+    char *pins;                     /* host file of trust-on-first-use tool pins, or NULL */
+    char **pinned;                  /* tools.pinned: "TOOL=SHA256" written in the policy, sorted */
+    size_t n_pinned;
+};
+
+/*
+ * Governance of the exceptions (issue 15): who signed the policy, who
+ * decides an `ask`, how far a break-glass run may relax it, where events
+ * are exported. Absent keys leave the effective policy's JSON unchanged.
+ */
+struct policy_gov {
+    char *require_signature;        /* PEM public key the file's signature must verify with */
+    char *decider;                  /* unix socket of the runtime decider, or NULL */
+    char *decider_command;          /* or a command run (sh -c) per question */
+    bool decider_elicit;            /* mcp serve: ask the MCP client (elicitation) when it can */
+    uint64_t decider_timeout_ms;    /* an answer later than this denies */
+    char **may_relax;               /* break_glass.may_relax: policy key paths */
+    size_t n_may_relax;
+    uint64_t break_glass_max_ms;    /* 0: break-glass refused */
+    char *approval_key;             /* PEM public key an approval token must verify with */
+    char *export;                   /* audit.export: "otlp" or NULL */
+    char *export_endpoint;          /* http://HOST:PORT/v1/logs */
 };
 
 /* The gateway tracks which secrets a connection used in one 64-bit mask. */
@@ -169,9 +214,21 @@ struct policy_tools {
 /* The gateway keeps a name in a fixed buffer of 128 bytes. */
 #define POLICY_SECRET_NAME_MAX 127
 
+/*
+ * microvm.accel: what may run the microvm level's guest. kvm: a hardware
+ * hypervisor only; tcg: QEMU's software emulation is allowed where there is
+ * none, knowing that an emulator is not a hypervisor boundary.
+ */
+enum policy_accel { POLICY_ACCEL_KVM, POLICY_ACCEL_TCG };
+
 struct policy {
     int version;                    /* 1 */
     enum cordon_level level;
+    /* isolation as a list ([namespace, process]): the levels tried, in order, after
+     * LEVEL when it cannot run here; none means LEVEL or nothing. */
+    enum cordon_level level_fallbacks[3];
+    size_t n_level_fallbacks;
+    enum policy_accel microvm_accel;
     char *origin;                   /* file name the policy came from, or NULL */
 
     /* filesystem */
@@ -210,6 +267,20 @@ struct policy {
     size_t n_secrets;
     struct policy_tools tools;
     struct policy_audit audit;
+
+    /* Set by policy_finalize(), from everything above. */
+    bool finalized;
+    struct policy_egress egress;
+    struct policy_evidence {        /* hex SHA-256s each run's audit record carries */
+        char policy[65];            /* policy_digest_hex() */
+        char network[65];           /* policy_network_digest_hex() */
+        char tools[65];             /* policy_tools_digest_hex() */
+        char syscalls[65];          /* seccomp_profile_digest() */
+    } evidence;
+    struct policy_gov gov;
+    char signer[65];                /* key_id that signed the file (checked at load), or "" */
+    json_t *break_glass;            /* an active break-glass: {id, reason, until, relaxed,
+                                       approved_by, base_policy_digest}; in every event */
 };
 
 /* A policy with every default filled in. */
@@ -252,7 +323,8 @@ int policy_add_env(struct policy *p, const char *spec, const char *flag,
  * resolved now). The audit log and its key may not lie in a tree the
  * sandbox can write.
  * Every secret's hosts are added to network.allow, and secrets imply the
- * gateway (an explicit mode none is an error).
+ * gateway (an explicit mode none is an error). Last, the network rules are
+ * parsed into egress and the evidence digests computed, once per policy.
  */
 int policy_finalize(struct policy *p, struct cordon_err *err);
 
@@ -280,6 +352,48 @@ bool policy_tool_allowed(const struct policy *p, const char *name);
 
 /* The rules for tool NAME, or NULL when it has none. */
 const struct policy_tool_rules *policy_tool_rules(const struct policy *p, const char *name);
+
+/* Is tool NAME in tools.ask (its calls need the decider's answer)? */
+bool policy_tool_ask(const struct policy *p, const char *name);
+
+/* May a break-glass overlay set KEY (it or a section above it is in break_glass.may_relax)? */
+bool policy_may_relax(const struct policy *p, const char *key);
+
+/*
+ * Signed policies (policy_gov.c). A detached signature lives in FILE.sig:
+ * {"format", "sha256" of the file's bytes, "key_id", "sig"} with an Ed25519
+ * signature over "cordon-policy-signature v1 <sha256>". policy_load()
+ * refuses a file that require_signature or the trust directory
+ * (the .pem files of /etc/cordon/trust.d, or of $CORDON_TRUST_DIR) asks to be signed and
+ * is not, and fills p->signer when it is.
+ */
+int policy_sign_file(const char *path, const char *key_path, char key_id[65],
+                     struct cordon_err *err);
+int policy_verify_file(const char *path, const char *pub, char key_id[65], struct cordon_err *err);
+
+/* A policy not loaded from a signed file is refused when the trust directory holds keys. */
+int policy_require_trusted(const struct policy *p, struct cordon_err *err);
+const char *policy_trust_dir(void);
+
+/*
+ * Break-glass: apply an overlay of KEY=VALUE settings (each key must be in
+ * break_glass.may_relax) until a time no further than break_glass.max_duration,
+ * with a signed approval token when break_glass.approval_key is set. The
+ * wall limit is cut to the window. Fills p->break_glass.
+ */
+struct policy_break_glass_request {
+    const char *reason;
+    const char *until;              /* a duration from now, or an RFC 3339 UTC time */
+    char *const *relax;             /* KEY=VALUE */
+    size_t n_relax;
+    const char *approval;           /* path of an approval token, or NULL */
+};
+int policy_break_glass(struct policy *p, const struct policy_break_glass_request *req,
+                       struct cordon_err *err);
+
+/* A signed approval token (JSON, caller frees) for a break-glass of P with REASON until UNTIL. */
+int policy_approve_break_glass(const struct policy *p, const char *key_path, const char *reason,
+                               const char *until, char **out, struct cordon_err *err);
 
 void policy_free(struct policy *p);
 DEFINE_CLEANUP(struct policy *, policy_free)

@@ -29,6 +29,7 @@ enum key_type {
     KT_BOOL,        /* bool: true / false */
     KT_FSYNC,       /* enum policy_audit_fsync: always / close */
     KT_NET_MODE,    /* enum policy_net_mode: none / gateway */
+    KT_ACCEL,       /* enum policy_accel: kvm / tcg */
     KT_RULES,       /* list of egress rules HOST[:PORT]; flag: allow (else deny) */
     KT_CIDRS,       /* list of CIDRs */
     KT_NAMESERVERS, /* list of IP[:PORT] DNS servers */
@@ -38,6 +39,9 @@ enum key_type {
     KT_TOOL_RULES,  /* tools.rules: TOOL: {ARG: {under, deny, max_length, pattern}} */
     KT_PROTECTED,   /* filesystem.protected: names; flag: add (else unsafe_unprotect) */
     KT_RESERVED,    /* a key that is refused, with a note saying why */
+    KT_TEXT,        /* char *, any one-line text (checked where it is used) */
+    KT_KEY_PATHS,   /* break_glass.may_relax: list of policy key paths */
+    KT_TOOL_PINS,   /* tools.pinned: list of TOOL=SHA256 */
 };
 
 struct policy_key {
@@ -117,6 +121,24 @@ int policy_arg_rule_set_pattern(struct policy_arg_rule *r, const char *re, char 
 int policy_add_arg_rule(struct policy *p, const char *tool, const char *arg,
                         struct policy_arg_rule *r, char *why, size_t len);
 void policy_arg_rule_release(struct policy_arg_rule *r);
+
+/* tools.ask: one allowed tool name whose calls go to the decider. */
+int policy_tools_ask(struct policy *p, const char *name, char *why, size_t len);
+
+/* tools.pinned: one TOOL=SHA256 (the digest `cordon mcp pins` shows). */
+int policy_tools_pin(struct policy *p, const char *text, char *why, size_t len);
+
+/* Governance keys (policy_gov.c): a KT_TEXT value, one may_relax path, release. */
+int policy_gov_set_text(char **field, const char *text, char *why, size_t len);
+int policy_gov_add_relax(struct policy *p, const char *path, char *why, size_t len);
+int policy_gov_check(const struct policy *p, char *why, size_t len);
+void policy_gov_release(struct policy_gov *g);
+/* Adds the governance keys that are set to ROOT (the effective policy's JSON). */
+int policy_gov_json(const struct policy *p, json_t *root);
+
+/* After a file loaded: its signature, as require_signature and the trust directory ask. */
+int policy_check_signature(struct policy *p, const char *path, const char *text, size_t n,
+                           struct cordon_err *err);
 
 /* Cross-checks of the tools section (a rule for a tool never allowed...). */
 int policy_tools_check(const struct policy *p, char *why, size_t len);

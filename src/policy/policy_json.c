@@ -161,6 +161,11 @@ static json_t *tools_json(const struct policy_tools *t)
         put(o, "elicitation", json_boolean(t->elicitation)) < 0 ||
         put(o, "roots", json_boolean(t->roots)) < 0)
         return NULL;
+    /* Only when set, so the digest of a policy without them is unchanged. */
+    if ((t->n_ask && put(o, "ask", strv_json(t->ask, t->n_ask)) < 0) ||
+        (t->pins && put(o, "pins", json_string(t->pins)) < 0) ||
+        (t->n_pinned && put(o, "pinned", strv_json(t->pinned, t->n_pinned)) < 0))
+        return NULL;
     return TAKE_PTR(o);
 }
 
@@ -183,12 +188,27 @@ static json_t *secrets_json(const struct policy *p)
  * origin is left out on purpose: the same rules loaded from another file
  * name, or written as JSON instead of YAML, must have the same digest.
  */
+/* One level as a name; with fallbacks, the list in the order they are tried. */
+static json_t *isolation_json(const struct policy *p)
+{
+    if (!p->n_level_fallbacks)
+        return json_string(cordon_level_name(p->level));
+    json_t *a = json_array();
+    json_array_append_new(a, json_string(cordon_level_name(p->level)));
+    for (size_t i = 0; i < p->n_level_fallbacks; i++)
+        json_array_append_new(a, json_string(cordon_level_name(p->level_fallbacks[i])));
+    return a;
+}
+
 json_t *policy_to_json(const struct policy *p)
 {
     _cleanup_(json_decrefp) json_t *root = json_object();
     json_t *fs = NULL, *sc = NULL;
     if (put(root, "version", json_integer(p->version)) < 0 ||
-        put(root, "isolation", json_string(cordon_level_name(p->level))) < 0 ||
+        put(root, "isolation", isolation_json(p)) < 0 ||
+        /* Only when set: every other policy keeps the digest it had. */
+        (p->microvm_accel == POLICY_ACCEL_TCG &&
+         put(root, "microvm", json_pack("{s:s}", "accel", "tcg")) < 0) ||
         put(root, "filesystem", fs = json_object()) < 0 ||
         put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
         put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||
@@ -213,7 +233,7 @@ json_t *policy_to_json(const struct policy *p)
     if (put(root, "network", network_json(&p->network)) < 0 ||
         put(root, "secrets", secrets_json(p)) < 0 ||
         put(root, "tools", tools_json(&p->tools)) < 0 ||
-        put(root, "audit", audit_json(&p->audit)) < 0)
+        put(root, "audit", audit_json(&p->audit)) < 0 || policy_gov_json(p, root) < 0)
         return NULL;
     return TAKE_PTR(root);
 }

@@ -6,6 +6,7 @@
  */
 #include "policy/policy_int.h"
 
+#include "common/hostpath.h"
 #include "common/text.h"
 
 #include <libfyaml.h>
@@ -255,6 +256,30 @@ static int load_list(struct loader *l, const struct policy_key *k, struct fy_nod
                           why));
     }
     return 0;
+}
+
+/* isolation: [namespace, process]: the levels in order, joined as --level takes them. */
+static int load_levels(struct loader *l, const struct policy_key *k, struct fy_node *n)
+{
+    char text[128] = "";
+    void *it = NULL;
+    struct fy_node *item;
+    for (size_t i = 0; (item = fy_node_sequence_iterate(n, &it)); i++) {
+        char path[96];
+        snprintf(path, sizeof path, "%s[%zu]", k->path, i);
+        _cleanup_free_ char *name = NULL;
+        TRY(scalar_text(l, item, path, "a level name", &name, NULL));
+        if (strchr(name, ',') || strlen(text) + strlen(name) + 2 > sizeof text)
+            return fail(l, item, path, "expected a level name, got \"%s\"", name);
+        if (i)
+            strcat(text, ",");
+        strcat(text, name);
+    }
+    if (!text[0])
+        return fail(l, n, k->path, "expected at least one level, got an empty list");
+    char why[200] = "";
+    return setter_result(l, policy_apply_scalar(l->p, k, text, FROM_FILE, why, sizeof why), n,
+                         k->path, why);
 }
 
 static int load_env_set(struct loader *l, const struct policy_key *k, struct fy_node *n)
@@ -521,6 +546,8 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_NAMESERVERS:
     case KT_SECRETS:
     case KT_TOOL_NAMES:
+    case KT_KEY_PATHS:
+    case KT_TOOL_PINS:
     case KT_PROTECTED:
         return load_list(l, k, key, v);
     case KT_TOOL_RULES:
@@ -530,6 +557,10 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_BEST_EFFORT:
         if (fy_node_get_type(v) == FYNT_SEQUENCE)
             return load_list(l, k, key, v);
+        break;
+    case KT_LEVEL:
+        if (fy_node_get_type(v) == FYNT_SEQUENCE)
+            return load_levels(l, k, v);
         break;
     default:
         break;
@@ -709,30 +740,12 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
 
 struct policy *policy_load(const char *path, struct cordon_err *err)
 {
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
-    if (!f) {
-        err_sys(err, CORDON_E_POLICY, "cannot open '%s'", path);
+    size_t n = 0;
+    _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, err);
+    if (!buf)
         return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        err_set(err, CORDON_E_POLICY, "cannot read '%s': it is a directory", path);
+    _cleanup_(policy_freep) struct policy *p = policy_load_string(buf, n, path, err);
+    if (!p || policy_check_signature(p, path, buf, n, err) < 0)
         return NULL;
-    }
-    _cleanup_free_ char *buf = malloc(POLICY_MAX_BYTES + 1);
-    if (!buf) {
-        err_set(err, CORDON_E_INTERNAL, "out of memory");
-        return NULL;
-    }
-    size_t n = fread(buf, 1, POLICY_MAX_BYTES + 1, f);
-    if (ferror(f)) {
-        err_sys(err, CORDON_E_POLICY, "cannot read '%s'", path);
-        return NULL;
-    }
-    if (n > POLICY_MAX_BYTES) {
-        err_set(err, CORDON_E_POLICY, "%s: larger than %u bytes", path, POLICY_MAX_BYTES);
-        return NULL;
-    }
-    buf[n] = '\0';
-    return policy_load_string(buf, n, path, err);
+    return TAKE_PTR(p);
 }

@@ -40,6 +40,36 @@ int policy_tools_allow(struct policy *p, const char *name, char *why, size_t len
     return policy_strv_add(&p->tools.allow, &p->tools.n_allow, name);
 }
 
+int policy_tools_ask(struct policy *p, const char *name, char *why, size_t len)
+{
+    if (check_tool_name(name, why, len) < 0)
+        return -1;
+    return policy_strv_add(&p->tools.ask, &p->tools.n_ask, name);
+}
+
+int policy_tools_pin(struct policy *p, const char *text, char *why, size_t len)
+{
+    const char *eq = strrchr(text, '=');
+    char name[TOOL_NAME_MAX + 1];
+    if (!eq || (size_t)(eq - text) > TOOL_NAME_MAX)
+        return why_printf(why, len, "expected TOOL=SHA256, got \"%s\"", text);
+    memcpy(name, text, (size_t)(eq - text));
+    name[eq - text] = '\0';
+    if (check_tool_name(name, why, len) < 0)
+        return -1;
+    size_t n = strlen(eq + 1);
+    bool hex = n == 64;
+    for (size_t i = 0; hex && i < n; i++)
+        hex = (eq[1 + i] >= '0' && eq[1 + i] <= '9') || (eq[1 + i] >= 'a' && eq[1 + i] <= 'f');
+    if (!hex)
+        return why_printf(why, len, "\"%s\": the pin is not a lower-case SHA-256", name);
+    for (size_t i = 0; i < p->tools.n_pinned; i++)
+        if (!strncmp(p->tools.pinned[i], text, (size_t)(eq - text) + 1) &&
+            strcmp(p->tools.pinned[i], text) != 0)
+            return why_printf(why, len, "\"%s\" is pinned twice", name);
+    return policy_strv_add(&p->tools.pinned, &p->tools.n_pinned, text);
+}
+
 bool policy_tool_allowed(const struct policy *p, const char *name)
 {
     return strv_contains(p->tools.allow, p->tools.n_allow, "*") ||
@@ -197,6 +227,14 @@ int policy_tools_check(const struct policy *p, char *why, size_t len)
 void policy_tools_release(struct policy_tools *t)
 {
     policy_strv_free(t->allow, t->n_allow);
+    policy_strv_free(t->ask, t->n_ask);
+    policy_strv_free(t->pinned, t->n_pinned);
+    t->pinned = NULL;
+    t->n_pinned = 0;
+    free(t->pins);
+    t->ask = NULL;
+    t->pins = NULL;
+    t->n_ask = 0;
     for (size_t i = 0; i < t->n_rules; i++) {
         free(t->rules[i].tool);
         for (size_t j = 0; j < t->rules[i].n_args; j++)

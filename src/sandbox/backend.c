@@ -28,6 +28,17 @@ const char *enforcement_name(enum enforcement e)
     return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "unknown";
 }
 
+unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT])
+{
+    static const enum policy_limit tree_wide[] = { POLICY_LIMIT_MEMORY, POLICY_LIMIT_PIDS,
+                                                   POLICY_LIMIT_CPU };
+    unsigned mask = 0;
+    for (size_t i = 0; i < sizeof tree_wide / sizeof tree_wide[0]; i++)
+        if (enforced[tree_wide[i]] == ENFORCED_RLIMIT)
+            mask |= 1u << tree_wide[i];
+    return mask;
+}
+
 bool sandbox_needs_cgroup(const struct policy *p)
 {
     return p->limits.memory || p->limits.pids || p->limits.cpu_ms;
@@ -39,11 +50,12 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     switch (level) {
     case CORDON_LEVEL_NAMESPACE:
         return &namespace_backend;
+    case CORDON_LEVEL_MICROVM:
+        return &microvm_backend;
+    case CORDON_LEVEL_PROCESS:
+        return &process_backend;
     case CORDON_LEVEL_GVISOR:
         return &gvisor_backend;
-    case CORDON_LEVEL_PROCESS:
-    case CORDON_LEVEL_MICROVM:
-        break;
     }
     err_set(err, CORDON_E_UNSUPPORTED,
             "isolation level '%s' is not implemented yet; use 'namespace'",
@@ -51,23 +63,45 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     return NULL;
 }
 
+const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct cordon_err *err)
+{
+    if (!p->n_level_fallbacks)
+        return sandbox_backend_for(p->level, err);
+    char why[sizeof err->msg] = "";
+    size_t used = 0;
+    for (size_t i = 0; i <= p->n_level_fallbacks; i++) {
+        enum cordon_level l = i ? p->level_fallbacks[i - 1] : p->level;
+        struct cordon_err e = { 0 };
+        const struct sandbox_backend *b = sandbox_backend_for(l, &e);
+        if (b && b->probe(&e) == 0)
+            return b;
+        int n = snprintf(why + used, sizeof why - used, "%s%s: %s", i ? "; " : "",
+                         cordon_level_name(l), e.msg);
+        used = n < 0 || (size_t)n >= sizeof why - used ? sizeof why - 1 : used + (size_t)n;
+    }
+    err_set(err, CORDON_E_UNSUPPORTED, "no isolation level of the policy can run here (%s)", why);
+    return NULL;
+}
+
 json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct policy *p)
 {
-    char digest[65];
-    policy_digest_hex(p, digest);
-
     /* "defaults": the limits nobody wrote, which degrade where the host cannot enforce them. */
-    json_t *enforced = json_object(), *defaults = json_array();
+    /* "degraded": the tree-wide limits held only per process (sandbox_degraded). */
+    json_t *enforced = json_object(), *defaults = json_array(), *degraded = json_array();
+    unsigned weak = sandbox_degraded(res->enforced);
     for (int l = 0; l < POLICY_LIMIT_COUNT; l++) {
         json_object_set_new(enforced, policy_limit_name((enum policy_limit)l),
                             json_string(enforcement_name(res->enforced[l])));
         if (p->limits.defaulted & (1u << l))
             json_array_append_new(defaults, json_string(policy_limit_name((enum policy_limit)l)));
+        if (weak & (1u << l))
+            json_array_append_new(degraded, json_string(policy_limit_name((enum policy_limit)l)));
     }
 
     /* gVisor has no Landlock: what the bundle mounts is the filesystem
      * boundary, and the run's cgroup holds gVisor's own processes too. */
-    if (p->level == CORDON_LEVEL_GVISOR) {
+    if (res->level == CORDON_LEVEL_GVISOR) {
         json_object_set_new(enforced, "filesystem", json_string("mounts"));
         json_object_set_new(enforced, "cgroup_holds", json_string("runsc"));
         /* gVisor enforces RLIMIT_AS, which an explicit limit becomes, not
@@ -79,8 +113,10 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
                                                 : "rlimit-as"));
     }
 
-    json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:f, s:f, s:I, s:I, s:I, s:s, s:o}",
-        "level", cordon_level_name(p->level),
+    /* Times are integers: microseconds exact, milliseconds rounded, never a
+     * binary fraction printed as 75.126000000000005. */
+    json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o}",
+        "level", cordon_level_name(res->level),
         "exit_code", res->reason == RUN_SETUP_ERROR && res->error.kind != CORDON_E_NOTFOUND &&
                              res->error.kind != CORDON_E_NOEXEC
                          ? json_null()
@@ -88,12 +124,14 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         "signal", res->signaled ? json_integer(res->signal) : json_null(),
         "reason", run_reason_name(res->reason),
         "status", res->status,
-        "wall_ms", (double)res->wall_us / 1000.0,
-        "cpu_ms", (double)res->cpu_us / 1000.0,
+        "wall_ms", (json_int_t)((res->wall_us + 500) / 1000),
+        "cpu_ms", (json_int_t)((res->cpu_us + 500) / 1000),
+        "wall_us", (json_int_t)res->wall_us,
+        "cpu_us", (json_int_t)res->cpu_us,
         "peak_memory_bytes", (json_int_t)res->peak_memory,
         "stdout_bytes", (json_int_t)res->stdout_bytes,
         "stderr_bytes", (json_int_t)res->stderr_bytes,
-        "policy_digest", digest,
+        "policy_digest", p->evidence.policy,
         "enforcement", enforced);
     json_t *recent = json_array();
     const struct egress_summary *e = &res->egress;
@@ -112,12 +150,20 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
                                       (json_int_t)e->bytes_down, "recent", recent));
     else
         json_decref(recent);
-    if (o)
+    if (o) {
         json_object_set_new(o, "defaults", defaults);
-    else
+        json_object_set_new(o, "degraded", degraded);
+    } else {
         json_decref(defaults);
+        json_decref(degraded);
+    }
     if (o && res->workspace.scanned)
         json_object_set_new(o, "workspace", workspace_report_json(&res->workspace));
+    json_t *boundary = res->boundary[0] ? json_loads(res->boundary, 0, NULL) : NULL;
+    if (o && boundary)
+        json_object_set_new(o, "boundary", boundary);
+    else
+        json_decref(boundary);
     if (o && res->run_id[0])
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)

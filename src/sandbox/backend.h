@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "policy/policy.h"
 #include "sandbox/confine.h"
+#include "sandbox/start.h"
 #include "sandbox/workspace.h"
 
 #include <stdbool.h>
@@ -41,16 +42,34 @@ const char *enforcement_name(enum enforcement e);
 /* What a front end brings to a run: the command and where its stdio goes. */
 struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
-    const char *run_id;      /* run_once(): names the run (32 hex digits), or NULL for a new one */
+    const char *run_id;      /* names the run (32 hex digits), or NULL: the one it was prepared
+                                under (a pooled run is prepared before its call is known) */
+    char *const *envp;       /* NAME=VALUE entries the call adds to the run's environment (NULL:
+                                none); the gateway's and the secrets' entries still win */
+    uint64_t wall_ms;        /* a wall-clock limit of the call's own, or 0: it only lowers
+                                the policy's */
+    const char *session_id;  /* the daemon's session the run belongs to, for the audit
+                                record, or NULL */
+    const struct start_file *files; /* placed in /workspace before the command starts */
+    size_t n_files;
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
     int out_fd;              /* where stdout is relayed */
     int err_fd;              /* where stderr is relayed */
     int sig_fd;              /* a signalfd whose signals pass to the command, or -1: the
                                 front end owns its signal handling, the run path never does */
+    /* The command on a terminal of the sandbox's own (a pty from its devpts),
+     * relayed from in_fd to out_fd; in_fd's window size is passed on. The
+     * caller's terminal never enters the sandbox. */
+    bool tty;
+    /* Told, one line at a time as it happens, what a person watching the run
+     * should know (an egress refusal, a limit that degraded); NULL: nobody. */
+    void (*notice)(void *arg, const char *line);
+    void *notice_arg;
 };
 
 struct sandbox_result {
     char run_id[33];         /* set by run_once() */
+    enum cordon_level level; /* the level the run had (of the policy's list, the one chosen) */
     enum run_reason reason;
     int exit_code;           /* valid when !signaled */
     int signal;              /* valid when signaled */
@@ -69,6 +88,7 @@ struct sandbox_result {
         unsigned n_recent, next;
     } egress;
     struct workspace_report workspace; /* a host workspace's scans */
+    char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
 
@@ -107,6 +127,11 @@ struct sandbox_boundary {
     int start_w;      /* where the start message goes */
     int door;         /* the listening socket the gateway serves, or -1 */
     void *state;      /* the backend's own, for release */
+    /* The command's view where it is not the namespace level's fixed one
+     * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */
+    const char *workdir, *tmpdir, *ca_cert, *ca_bundle;
+    char evidence[512]; /* the level's own facts (a JSON object) for run.start and
+                           the result, or "" */
 };
 
 /*
@@ -116,6 +141,8 @@ struct sandbox_boundary {
 struct sandbox_backend {
     const char *name;
     enum cordon_level level;
+    /* What the level leaves the command seeing or sharing of the host (cordon check), or NULL. */
+    const char *shares;
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Build the boundary and return once it waits at the seam; -1 with ERR
@@ -127,11 +154,27 @@ struct sandbox_backend {
 };
 
 extern const struct sandbox_backend namespace_backend;
+extern const struct sandbox_backend process_backend;
+extern const struct sandbox_backend microvm_backend;
 extern const struct sandbox_backend gvisor_backend;
 
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
                                                   struct cordon_err *err);
+
+/*
+ * The tree-wide limits (memory, pids, CPU; 1u << enum policy_limit) that
+ * ENFORCED holds only per process, by an rlimit, for want of a cgroup.
+ */
+unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT]);
+
+/*
+ * The backend for P: its level, or with fallbacks (isolation: [a, b]) the
+ * first whose probe passes. A level that cannot run is never replaced by
+ * one the policy did not list: NULL with ERR naming each level's reason.
+ */
+const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct cordon_err *err);
 
 /*
  * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one

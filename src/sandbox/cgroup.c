@@ -145,7 +145,7 @@ static int own_cgroup_dir(const struct own_view *v, const char *controller, char
         if (!path)
             continue;
         *path++ = '\0';
-        ctrls++;
+        *ctrls++ = '\0'; /* LINE is the hierarchy id alone: "0" is the v2 one */
         bool match = false;
         if (!*controller) {
             match = strcmp(line, "0") == 0 && *ctrls == '\0';
@@ -204,10 +204,64 @@ static int own_cgroup_dir(const struct own_view *v, const char *controller, char
     return -1;
 }
 
+/* In a scope delegated to cordon, the supervisor sits in this leaf and
+ * runs are its siblings (the no-internal-processes rule of cgroup v2). */
+#define SUPERVISOR_LEAF "cordon-supervisor-"
+
+static void own_view_load(struct own_view *v)
+{
+    v->cgroup = read_whole("/proc/self/cgroup", &v->cgroup_len);
+    v->mountinfo = read_whole("/proc/self/mountinfo", &v->mountinfo_len);
+}
+
+/* The supervisor's cgroup v2 directory, or the scope above its leaf. */
+static int v2_base(const struct own_view *v, char *out, size_t size)
+{
+    if (own_cgroup_dir(v, "", out, size) < 0)
+        return -1;
+    char *slash = strrchr(out, '/');
+    if (slash && strncmp(slash + 1, SUPERVISOR_LEAF, strlen(SUPERVISOR_LEAF)) == 0)
+        *slash = '\0';
+    return 0;
+}
+
+int cgroup_v2_dir(char *out, size_t size)
+{
+    struct own_view v = { 0 };
+    own_view_load(&v);
+    int rc = v2_base(&v, out, size);
+    own_view_free(&v);
+    return rc;
+}
+
+int cgroup_enter_delegated(struct cordon_err *err)
+{
+    char own[PATH_MAX], leaf[PATH_MAX], pid[32];
+    struct own_view v = { 0 };
+    own_view_load(&v);
+    int found = own_cgroup_dir(&v, "", own, sizeof own);
+    own_view_free(&v);
+    if (found < 0)
+        return err_set(err, CORDON_E_UNSUPPORTED, "no cgroup v2 hierarchy");
+    if (snprintf(leaf, sizeof leaf, "%s/" SUPERVISOR_LEAF "%d", own, (int)getpid()) >=
+        (int)sizeof leaf)
+        return err_set(err, CORDON_E_SETUP, "cgroup path too long");
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot create cgroup '%s'", leaf);
+    if (write_file(leaf, "cgroup.procs", pid) < 0) {
+        int saved = errno;
+        rmdir(leaf);
+        errno = saved;
+        return err_sys(err, CORDON_E_SETUP, "cannot move into cgroup '%s'", leaf);
+    }
+    return 0;
+}
+
 static bool try_v2(const struct own_view *v, struct cgroup_set *cg, const char *name)
 {
     char own[PATH_MAX], buf[512];
-    if (own_cgroup_dir(v, "", own, sizeof own) < 0)
+    if (v2_base(v, own, sizeof own) < 0)
         return false;
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/cgroup.controllers", own) >= (int)sizeof path ||
@@ -232,8 +286,7 @@ void cgroup_create(struct cgroup_set *cg, const char *name)
 {
     memset(cg, 0, sizeof *cg);
     struct own_view v = { 0 };
-    v.cgroup = read_whole("/proc/self/cgroup", &v.cgroup_len);
-    v.mountinfo = read_whole("/proc/self/mountinfo", &v.mountinfo_len);
+    own_view_load(&v);
     if (!try_v2(&v, cg, name))
         create_v1(&v, cg, name);
     own_view_free(&v);

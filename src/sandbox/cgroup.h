@@ -40,6 +40,17 @@ void cgroup_create(struct cgroup_set *cg, const char *name);
 
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c);
 
+/* The cgroup v2 directory runs are made beneath (the supervisor's own, or
+ * the delegated scope above its leaf): 0, or -1 without a v2 hierarchy. */
+int cgroup_v2_dir(char *out, size_t size);
+
+/*
+ * In a scope delegated to us (systemd's Delegate=yes), move this process
+ * into a leaf of its own, so that the scope can enable controllers for the
+ * runs made beside it. Process-wide: only a front end's main() calls it.
+ */
+int cgroup_enter_delegated(struct cordon_err *err);
+
 /* 0 = no limit. */
 int cgroup_set_memory(const struct cgroup_set *cg, uint64_t bytes, struct cordon_err *err);
 int cgroup_set_pids(const struct cgroup_set *cg, uint64_t max, struct cordon_err *err);

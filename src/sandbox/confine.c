@@ -4,10 +4,12 @@
  */
 #include "sandbox/confine.h"
 
+#include "common/fds.h"
 #include "common/syscalls.h"
 
 #include <errno.h>
 #include <linux/capability.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -58,13 +60,38 @@ static int apply_landlock(const struct confine_plan *c, struct cordon_err *err)
     return landlock_plan_apply(&c->landlock, err);
 }
 
-int confine_command(const struct confine_plan *c, const struct seccomp_program *filter,
-                    struct cordon_err *err)
+/* The listener goes to the supervisor; the command keeps no copy. */
+static int install_notifier(const struct seccomp_program *notify, int sock,
+                            struct cordon_err *err)
+{
+    struct sock_fprog fprog = { .len = notify->len, .filter = notify->filter };
+    int listener = sys_seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
+    if (listener < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot install the network filter");
+    int rc = send_fd(sock, listener);
+    close(listener);
+    close(sock);
+    if (rc < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot hand the network filter to the supervisor");
+    return 0;
+}
+
+int confine_command_notified(const struct confine_plan *c, const struct seccomp_program *filter,
+                             const struct seccomp_program *notify, int notify_sock,
+                             struct cordon_err *err)
 {
     TRY(apply_rlimits(c, err));
     TRY(set_no_new_privs(err));           /* Landlock and seccomp need it */
     TRY(apply_landlock(c, err));
     TRY(confine_drop_capabilities(err));
+    if (notify)
+        TRY(install_notifier(notify, notify_sock, err));
     TRY(seccomp_program_install(filter, err)); /* last: it forbids the steps above */
     return 0;
+}
+
+int confine_command(const struct confine_plan *c, const struct seccomp_program *filter,
+                    struct cordon_err *err)
+{
+    return confine_command_notified(c, filter, NULL, -1, err);
 }

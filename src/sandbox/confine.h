@@ -6,7 +6,7 @@
  */
 #pragma once
 #include "common/err.h"
-#include "sandbox/landlock.h"
+#include "common/landlock.h"
 #include "sandbox/seccomp.h"
 
 #include <stdbool.h>
@@ -41,3 +41,12 @@ int confine_drop_capabilities(struct cordon_err *err);
  */
 int confine_command(const struct confine_plan *c, const struct seccomp_program *filter,
                     struct cordon_err *err);
+
+/*
+ * The same chain with NOTIFY, a filter whose user-notification listener is
+ * sent over NOTIFY_SOCK (to the boundary's supervisor), installed just
+ * before FILTER: the allowlist may refuse seccomp() itself.
+ */
+int confine_command_notified(const struct confine_plan *c, const struct seccomp_program *filter,
+                             const struct seccomp_program *notify, int notify_sock,
+                             struct cordon_err *err);

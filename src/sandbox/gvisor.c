@@ -697,6 +697,13 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
         _exit(125); /* released without a start; the sandbox dies with us */
     close(fds->start_r);
+    /* Neither reaches inside yet: the scratch workspace is gVisor's own
+     * tmpfs, and a terminal would have to come from gVisor's devpts. */
+    if (m.tty || m.files >= 0) {
+        err_set(&err, CORDON_E_UNSUPPORTED, "gvisor: %s not supported at this level yet",
+                m.tty ? "--tty is" : "the call's files are");
+        shim_fail(fds, &err);
+    }
     if (write_process(st, &m, &err) < 0)
         shim_fail(fds, &err);
 

@@ -5,6 +5,7 @@
  * read-only binds, then pivots into it. The host's tree is detached at the
  * end: nothing the plan does not name is reachable.
  */
+#include "sandbox/boundary.h"
 #include "sandbox/plan.h"
 
 #include "common/cleanup.h"
@@ -29,25 +30,6 @@
 #define BASE "/tmp"
 #define NEWROOT "/newroot"
 #define OLDROOT "/oldroot"
-
-/* Host paths every program needs: merged-/usr symlinks or real dirs. */
-static const char *const usr_links[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
-
-/*
- * The /etc entries programs need, bound read-only from the host when present.
- * passwd, group, hosts, hostname and nsswitch.conf are generated instead, so
- * no host account, host name or NSS module leaks in.
- */
-static const char *const etc_binds[] = {
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
-    "/etc/alternatives", "/etc/localtime", "/etc/timezone",
-    "/etc/protocols", "/etc/services", "/etc/mime.types", "/etc/gai.conf",
-    "/etc/python3", "/etc/python3.11", "/etc/perl", "/etc/gitconfig",
-    "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
-};
-
-static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 
 static int add_step(struct ns_plan *plan, size_t *cap, struct mount_step step,
                     struct cordon_err *err)
@@ -297,11 +279,11 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     }
 
     TRY(add(plan, &cap, MOUNT_BIND, "/usr", "/usr", NULL, false, false, err));
-    for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++)
-        TRY(add_host_entry(plan, &cap, usr_links[i], err));
+    for (size_t i = 0; i < SANDBOX_N_USR_LINKS; i++)
+        TRY(add_host_entry(plan, &cap, sandbox_usr_links[i], err));
     TRY(add(plan, &cap, MOUNT_DIR, "/etc", NULL, NULL, false, false, err));
-    for (size_t i = 0; i < sizeof etc_binds / sizeof etc_binds[0]; i++)
-        TRY(add_host_entry(plan, &cap, etc_binds[i], err));
+    for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++)
+        TRY(add_host_entry(plan, &cap, sandbox_etc_files[i], err));
     TRY(add(plan, &cap, MOUNT_FILE, "/etc/passwd",
             "root:x:0:0:root:/root:/usr/sbin/nologin\n"
             SANDBOX_USER ":x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"
@@ -322,10 +304,10 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
 
     TRY(add(plan, &cap, MOUNT_TMPFS, "/dev", NULL, "mode=0755,size=64k,nr_inodes=64",
             false, false, err));
-    for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
+    for (size_t i = 0; i < SANDBOX_N_DEV_NODES; i++) {
         char dest[32], src[32];
-        snprintf(dest, sizeof dest, "/dev/%s", dev_nodes[i]);
-        snprintf(src, sizeof src, "/dev/%s", dev_nodes[i]);
+        snprintf(dest, sizeof dest, "/dev/%s", sandbox_dev_nodes[i]);
+        snprintf(src, sizeof src, "/dev/%s", sandbox_dev_nodes[i]);
         TRY(add(plan, &cap, MOUNT_BIND, dest, src, NULL, true, false, err));
         plan->steps[plan->n_steps - 1].device = true;
     }

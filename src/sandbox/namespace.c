@@ -5,8 +5,9 @@
  * supervises it. The child becomes PID 1 (a minimal init that reaps and
  * reports) and forks the command, which confines itself and execs.
  */
-#include "egress/gateway.h"
+#include "policy/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
@@ -53,8 +54,7 @@ struct child_fds {
 
 static _Noreturn void child_fail(const struct child_fds *fds, struct cordon_err *err)
 {
-    (void)!write(fds->err_w, err, sizeof *err);
-    _exit(err_exit_code(err));
+    boundary_fail(fds->err_w, err);
 }
 
 static int loopback_up(struct cordon_err *err)
@@ -92,46 +92,17 @@ static int become_sandbox_user(const struct ns_plan *plan, struct cordon_err *er
     return 0;
 }
 
-static _Noreturn void exec_command(const struct ns_plan *plan, const struct child_fds *fds,
-                                   const struct start_message *m,
-                                   const struct seccomp_program *filter)
+struct command_confine {
+    const struct ns_plan *plan;
+    const struct seccomp_program *filter;
+};
+
+static int confine_ns_command(void *arg, struct cordon_err *err)
 {
-    struct cordon_err err = { 0 };
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-
-    /* A session of its own: no controlling terminal to inject input into. */
-    if (setsid() < 0) {
-        err_sys(&err, CORDON_E_SETUP, "cannot start a session");
-        child_fail(fds, &err);
-    }
-    if (dup2(m->stdio[0], 0) < 0 || dup2(m->stdio[1], 1) < 0 || dup2(m->stdio[2], 2) < 0) {
-        err_sys(&err, CORDON_E_SETUP, "cannot set up stdio");
-        child_fail(fds, &err);
-    }
-    /* Whatever else is open dies at exec, the error pipe included. */
-    if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
-        err_sys(&err, CORDON_E_SETUP, "cannot mark descriptors close-on-exec");
-        child_fail(fds, &err);
-    }
-    if (chdir("/workspace") < 0) {
-        err_sys(&err, CORDON_E_SETUP, "cannot enter /workspace");
-        child_fail(fds, &err);
-    }
-    if (confine_command(&plan->confine, filter, &err) < 0)
-        child_fail(fds, &err);
-
-    execvpe(m->argv[0], m->argv, m->envp);
-    if (errno == ENOENT || errno == ENOTDIR)
-        err_set(&err, CORDON_E_NOTFOUND, "command not found: '%s'", m->argv[0]);
-    else
-        err_sys(&err, errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM
-                          ? CORDON_E_NOEXEC
-                          : CORDON_E_SETUP,
-                "cannot execute '%s'", m->argv[0]);
-    child_fail(fds, &err);
+    const struct command_confine *c = arg;
+    if (mkdir(SANDBOX_HOME, 0700) < 0 && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot make %s", SANDBOX_HOME);
+    return confine_command(&c->plan->confine, c->filter, err);
 }
 
 /*
@@ -149,68 +120,6 @@ static void close_inherited(const struct ns_plan *plan, const struct child_fds *
         if (plan->steps[i].tree_fd >= 0)
             keep[n++] = plan->steps[i].tree_fd;
     close_fds_except(keep, n);
-}
-
-/*
- * Init is a fork of the supervisor, so /proc/1/cmdline and environ inside
- * would show the supervisor's: host paths, flag values, the host's variables.
- * Blank them in place (the kernel reads them from our memory).
- */
-static void scrub_args_and_env(void)
-{
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
-    /* Fields count from the one after the command name, which may hold spaces. */
-    char *p = strrchr(buf, ')');
-    unsigned long long v[4] = { 0 };
-    for (int field = 3; p && field <= 51; field++) {
-        p = strchr(p, ' ');
-        if (!p)
-            return;
-        p++;
-        if (field >= 48) /* arg_start, arg_end, env_start, env_end */
-            v[field - 48] = strtoull(p, NULL, 10);
-    }
-    static const char name[] = "cordon-init";
-    if (v[1] > v[0] + sizeof name) {
-        memset((void *)(uintptr_t)v[0], 0, v[1] - v[0]);
-        memcpy((void *)(uintptr_t)v[0], name, sizeof name);
-    }
-    prctl(PR_SET_NAME, name, 0, 0, 0);
-    if (v[3] > v[2])
-        memset((void *)(uintptr_t)v[2], 0, v[3] - v[2]);
-}
-
-static pid_t forward_to; /* init: the command, whose session gets our signals */
-
-static void forward_signal(int sig)
-{
-    int saved = errno;
-    if (kill(-forward_to, sig) < 0) /* before the command's setsid() */
-        kill(forward_to, sig);
-    errno = saved;
-}
-
-/* Init passes on what the supervisor passes on (cordon's own SIGINT, ...). */
-static void forward_signals(pid_t cmd)
-{
-    static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
-    forward_to = cmd;
-    struct sigaction sa = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-        sigaction(forwarded[i], &sa, NULL);
-    /* The supervisor's mask came along through clone(): open it now. */
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 /*
@@ -232,18 +141,6 @@ static int open_gateway_door(int sock, struct cordon_err *err)
     return 0;
 }
 
-/* The supervisor's compiled filter, into static storage: no allocation here. */
-static bool receive_filter(int fd, struct seccomp_program *out)
-{
-    static struct sock_filter insns[BPF_MAXINSNS];
-    unsigned short len = 0;
-    if (!read_full(fd, &len, sizeof len) || len == 0 || len > BPF_MAXINSNS ||
-        !read_full(fd, insns, len * sizeof insns[0]))
-        return false;
-    *out = (struct seccomp_program){ .filter = insns, .len = len };
-    return true;
-}
-
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
 {
     struct cordon_err err = { 0 };
@@ -258,7 +155,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     for (int c = 0; c < CGROUP_COUNT; c++)
         if (fds->cg.fd[c] >= 0)
             close(fds->cg.fd[c]);
-    scrub_args_and_env();
+    boundary_scrub_args_and_env("cordon-init");
     if (read(fds->sync_r, &go, 1) != 1)
         _exit(125); /* the supervisor is gone */
 
@@ -283,7 +180,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     if (fds->gw_sock >= 0)
         close(fds->gw_sock);
     struct seccomp_program filter;
-    if (!receive_filter(fds->bpf_r, &filter))
+    if (!boundary_receive_filter(fds->bpf_r, &filter))
         _exit(125); /* the supervisor could not compile it and reports why */
     close(fds->bpf_r);
 
@@ -303,22 +200,39 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     struct start_message m;
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
         _exit(125); /* released without a start */
+    int tty = m.tty ? start_terminal_send(fds->start_r, &err) : -1;
+    if (m.tty && tty < 0)
+        child_fail(fds, &err);
     close(fds->start_r);
+    if (m.files >= 0) {
+        /* As the sandbox user, before the command: the call's files are its own. */
+        int ws = open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (ws < 0 || start_place_files(&m, ws, &err) < 0) {
+            if (ws < 0)
+                err_sys(&err, CORDON_E_SETUP, "cannot open /workspace");
+            child_fail(fds, &err);
+        }
+        close(ws);
+    }
 
     pid_t cmd = fork();
     if (cmd < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot fork the command");
         child_fail(fds, &err);
     }
-    if (cmd == 0)
-        exec_command(plan, fds, &m, &filter);
+    if (cmd == 0) {
+        struct command_confine cc = { plan, &filter };
+        boundary_exec(&m, tty, "/workspace", fds->err_w, confine_ns_command, &cc);
+    }
+    if (tty >= 0)
+        close(tty); /* the command's alone: its end is the terminal's hangup */
 
     /* Init: holds nothing the command could use, reaps, reports, exits. */
     close(fds->err_w);
     for (int i = 0; i < 3; i++)
         close(m.stdio[i]);
     confine_drop_capabilities(&err);
-    forward_signals(cmd);
+    boundary_forward_signals(cmd);
     for (;;) {
         int ws;
         pid_t w = waitpid(-1, &ws, 0);
@@ -363,27 +277,6 @@ static int write_id_maps(pid_t pid, bool root, uid_t host_base, struct cordon_er
     return write_proc(pid, "gid_map", map, err);
 }
 
-/*
- * Compiling the filter takes about as long as the child takes to build its
- * root, so it happens meanwhile, on the other core; the child only installs it.
- */
-static int send_filter(const struct policy *p, struct seccomp_program *prog, int fd,
-                       struct cordon_err *err)
-{
-    TRY(seccomp_program_build(p, prog, err));
-    /* One write well under the pipe's capacity (2 + 8 * 4096 bytes at most). */
-    size_t size = sizeof prog->len + prog->len * sizeof prog->filter[0];
-    char buf[sizeof prog->len + BPF_MAXINSNS * sizeof(struct sock_filter)];
-    memcpy(buf, &prog->len, sizeof prog->len);
-    memcpy(buf + sizeof prog->len, prog->filter, prog->len * sizeof prog->filter[0]);
-    ssize_t n = write(fd, buf, size);
-    if (n < 0 && errno == EPIPE)
-        return 0; /* the child failed first: its own error record says why */
-    if (n != (ssize_t)size)
-        return err_sys(err, CORDON_E_SETUP, "cannot hand the seccomp filter to the sandbox");
-    return 0;
-}
-
 struct pipes {
     int sync[2], err[2], status[2], start[2], bpf[2], gw[2];
 };
@@ -418,18 +311,6 @@ static void ns_release(struct sandbox_boundary *b)
     closep(&b->start_w);
     closep(&b->door);
     b->err_r = b->status_r = b->start_w = b->door = -1;
-}
-
-/* The child's error record, once it has failed (its end closed without "ready"). */
-static int child_error(int err_r, struct cordon_err *err)
-{
-    struct cordon_err rec;
-    if (read_full(err_r, &rec, sizeof rec)) {
-        rec.msg[sizeof rec.msg - 1] = '\0';
-        *err = rec;
-        return -1;
-    }
-    return err_set(err, CORDON_E_SETUP, "the sandbox failed while it was being built");
 }
 
 static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
@@ -495,14 +376,14 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
 
     cgroup_ticket_close(&ticket);
     if (write_id_maps(init, root, s->host_base, err) < 0 || write(pp.sync[1], "g", 1) != 1 ||
-        send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0) {
+        boundary_send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
         goto out;
     }
     /* The door, then "ready" at the seam; either missing means the child failed. */
     if ((s->gateway && (b->door = recv_fd(pp.gw[0])) < 0) || start_ready_wait(pp.start[0]) < 0) {
-        child_error(pp.err[0], err);
+        boundary_child_error(pp.err[0], err);
         goto out;
     }
     b->pid = init;

@@ -15,6 +15,10 @@
 #define SANDBOX_GID 1000
 #define SANDBOX_USER "sandbox"
 #define SANDBOX_HOSTNAME "cordon"
+/* HOME: private to the run, on its /tmp, so tool caches and logs (.npm,
+ * .cache/pip, .gitconfig) never land in the workspace. Each level makes it
+ * before the command runs. */
+#define SANDBOX_HOME "/tmp/home"
 /* The run's CA, alone and appended to the host's bundle, when secrets need interception. */
 #define SANDBOX_CA_CERT "/etc/cordon/run-ca.pem"
 #define SANDBOX_CA_BUNDLE "/etc/cordon/ca-bundle.pem"
@@ -70,3 +74,5 @@ int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *e
 int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err);
 
 void mounts_plan_release(struct ns_plan *plan);
+
+/* The host's /etc entries every level shows read-only ("/etc/ssl", ...). */

@@ -1,5 +1,5 @@
 /*
- * sandbox/seccomp.c: compiles the default profile (seccomp_rules.c) plus the
+ * sandbox/seccomp.c: compiles the default profile (policy/syscall_table.c) plus the
  * policy's syscalls.allow/deny into classic BPF with libseccomp. Compiling
  * runs in the supervisor before clone(); seccomp_program_install() runs in
  * the child, last before exec, and allocates nothing.
@@ -19,7 +19,6 @@
 #include "policy/policy.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
@@ -259,37 +258,6 @@ static const struct {
     { "fchmodat2", add_mode2 },
 };
 
-static const struct seccomp_rule *find_rule(const char *name)
-{
-    size_t n;
-    const struct seccomp_rule *rules = seccomp_rule_table(&n);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(rules[i].name, name) == 0)
-            return &rules[i];
-    return NULL;
-}
-
-static int resolve(const char *name)
-{
-    /* Negative numbers are libseccomp's pseudo syscalls for other arches. */
-    int nr = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, name);
-    return nr == __NR_SCMP_ERROR || nr < 0 ? -1 : nr;
-}
-
-int seccomp_check_name(const char *name, bool allow, char *why, size_t why_len)
-{
-    if (resolve(name) < 0) {
-        snprintf(why, why_len, "unknown system call \"%s\"", name);
-        return -1;
-    }
-    const struct seccomp_rule *r = find_rule(name);
-    if (allow && r && r->hard) {
-        snprintf(why, why_len, "\"%s\" cannot be allowed: %s", name, r->why);
-        return -1;
-    }
-    return 0;
-}
-
 static int check_list(char *const *names, size_t n, bool allow, struct cordon_err *err)
 {
     char why[200];
@@ -359,7 +327,7 @@ static int build_ctx(const struct policy *p, scmp_filter_ctx *out, struct cordon
     const struct seccomp_rule *rules = seccomp_rule_table(&n);
     for (size_t i = 0; i < n; i++) {
         const struct seccomp_rule *r = &rules[i];
-        int nr = resolve(r->name);
+        int nr = seccomp_syscall_nr(r->name);
         if (nr < 0)
             return err_set(err, CORDON_E_INTERNAL, "seccomp table: unknown system call \"%s\"",
                            r->name);
@@ -372,9 +340,9 @@ static int build_ctx(const struct policy *p, scmp_filter_ctx *out, struct cordon
             TRY(add_table_row(ctx, r, nr, err));
     }
     for (size_t i = 0; i < n_allow; i++) {
-        if (find_rule(allow[i]) || strv_contains(allow, i, allow[i]))
+        if (seccomp_rule_find(allow[i]) || strv_contains(allow, i, allow[i]))
             continue; /* handled with the table, or named twice */
-        TRY(add_rule(ctx, SCMP_ACT_ALLOW, resolve(allow[i]), allow[i], 0, NULL, err));
+        TRY(add_rule(ctx, SCMP_ACT_ALLOW, seccomp_syscall_nr(allow[i]), allow[i], 0, NULL, err));
     }
     *out = TAKE_PTR(ctx);
     return 0;
@@ -451,41 +419,6 @@ int seccomp_program_build(const struct policy *p, struct seccomp_program *out,
     }
 #endif
     return seccomp_program_compile(p, out, err);
-}
-
-void seccomp_profile_digest(const struct policy *p, unsigned char out[32])
-{
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    unsigned int len = 0;
-    memset(out, 0, 32);
-    if (!md)
-        return;
-    EVP_DigestInit_ex(md, EVP_sha256(), NULL);
-    size_t n;
-    const struct seccomp_rule *rules = seccomp_rule_table(&n);
-    /*
-     * Names, verdicts and hardness: what the filter is built from; the why,
-     * because it states the argument conditions (socket's protocols), which
-     * live in code. The NUL bytes keep "ab"+"c" apart from "a"+"bc".
-     */
-    for (size_t i = 0; i < n; i++) {
-        char verdict[8];
-        const char *why = rules[i].why ? rules[i].why : "";
-        snprintf(verdict, sizeof verdict, "%d%d", (int)rules[i].verdict, (int)rules[i].hard);
-        EVP_DigestUpdate(md, rules[i].name, strlen(rules[i].name) + 1);
-        EVP_DigestUpdate(md, verdict, strlen(verdict) + 1);
-        EVP_DigestUpdate(md, why, strlen(why) + 1);
-    }
-    for (size_t i = 0; p && i < p->n_syscalls_allow; i++) {
-        EVP_DigestUpdate(md, "+", 1);
-        EVP_DigestUpdate(md, p->syscalls_allow[i], strlen(p->syscalls_allow[i]) + 1);
-    }
-    for (size_t i = 0; p && i < p->n_syscalls_deny; i++) {
-        EVP_DigestUpdate(md, "-", 1);
-        EVP_DigestUpdate(md, p->syscalls_deny[i], strlen(p->syscalls_deny[i]) + 1);
-    }
-    EVP_DigestFinal_ex(md, out, &len);
-    EVP_MD_CTX_free(md);
 }
 
 int seccomp_program_dump(const struct policy *p, int fd, struct cordon_err *err)

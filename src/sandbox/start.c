@@ -7,11 +7,18 @@
 
 #include "common/fds.h"
 
+#include "common/syscalls.h"
+
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define START_MAGIC 0x636f7264u /* "cord" */
@@ -21,6 +28,17 @@ struct start_header {
     uint32_t bytes; /* of the strings that follow, each NUL-terminated */
     uint32_t argc;
     uint32_t envc;
+    uint32_t files; /* 1: a fourth descriptor holds the files */
+    uint32_t flags; /* START_TTY */
+};
+
+#define START_TTY 1u
+
+/* In the files' memfd, before each file's path and data. */
+struct file_header {
+    uint32_t path_len;
+    uint32_t mode;
+    uint64_t len;
 };
 
 int start_ready_send(int sock)
@@ -47,11 +65,13 @@ static size_t strv_bytes(char *const *v, uint32_t *count)
     return bytes;
 }
 
-/* send(), not write(): a boundary that died must not SIGPIPE the supervisor. */
-static int send_all(int sock, const char *p, size_t len)
+/* All of P to FD, a socket or a file; -1 on any failure. send(), not write(),
+ * on a socket: a boundary that died must not SIGPIPE the supervisor. */
+static int put_all(int fd, const void *buf, size_t len, bool sock)
 {
+    const char *p = buf;
     while (len > 0) {
-        ssize_t n = send(sock, p, len, MSG_NOSIGNAL);
+        ssize_t n = sock ? send(fd, p, len, MSG_NOSIGNAL) : write(fd, p, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -65,24 +85,58 @@ static int send_all(int sock, const char *p, size_t len)
 static int send_strings(int sock, char *const *v)
 {
     for (; v && *v; v++)
-        if (send_all(sock, *v, strlen(*v) + 1) < 0)
+        if (put_all(sock, *v, strlen(*v) + 1, true) < 0)
             return -1;
     return 0;
 }
 
+/* The files as one sealed memfd: the boundary reads exactly what was checked. */
+static int files_memfd(const struct start_file *files, size_t n, struct cordon_err *err)
+{
+    int fd = memfd_create("cordon-files", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create a memfd for the call's files");
+    for (size_t i = 0; i < n; i++) {
+        struct file_header fh = { .path_len = (uint32_t)strlen(files[i].path),
+                                  .mode = files[i].mode ? files[i].mode & 0777 : 0644,
+                                  .len = files[i].len };
+        if (put_all(fd, &fh, sizeof fh, false) < 0 ||
+            put_all(fd, files[i].path, fh.path_len, false) < 0 ||
+            put_all(fd, files[i].data, files[i].len, false) < 0) {
+            close(fd);
+            return err_sys(err, CORDON_E_SETUP, "cannot write the call's files");
+        }
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
+        lseek(fd, 0, SEEK_SET) < 0) {
+        close(fd);
+        return err_sys(err, CORDON_E_SETUP, "cannot seal the call's files");
+    }
+    return fd;
+}
+
 int start_message_send(int sock, char *const *argv, char *const *envp, const int stdio[3],
+                       const struct start_file *files, size_t n, bool tty,
                        struct cordon_err *err)
 {
-    struct start_header h = { .magic = START_MAGIC };
+    struct start_header h = { .magic = START_MAGIC, .files = n > 0,
+                              .flags = tty ? START_TTY : 0 };
     size_t bytes = strv_bytes(argv, &h.argc) + strv_bytes(envp, &h.envc);
     if (h.argc == 0)
         return err_set(err, CORDON_E_USAGE, "no command to run");
     if (bytes > START_MAX_BYTES)
         return err_set(err, CORDON_E_USAGE, "arguments and environment exceed %u bytes",
                        START_MAX_BYTES);
+    if (n > START_MAX_FILES)
+        return err_set(err, CORDON_E_USAGE, "more than %u files", START_MAX_FILES);
     h.bytes = (uint32_t)bytes;
-    if (send_fds(sock, &h, sizeof h, stdio, 3) < 0 || send_strings(sock, argv) < 0 ||
-        send_strings(sock, envp) < 0)
+    int fds[4] = { stdio[0], stdio[1], stdio[2], -1 };
+    if (n && (fds[3] = files_memfd(files, n, err)) < 0)
+        return -1;
+    int rc = send_fds(sock, &h, sizeof h, fds, n ? 4 : 3);
+    if (fds[3] >= 0)
+        close(fds[3]);
+    if (rc < 0 || send_strings(sock, argv) < 0 || send_strings(sock, envp) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot hand the command to the sandbox");
     return 0;
 }
@@ -106,10 +160,18 @@ static int split(char **v, uint32_t count, char **at, const char *end)
 int start_message_recv(int sock, struct start_message *m)
 {
     struct start_header h;
-    if (recv_fds(sock, &h, sizeof h, m->stdio, 3) < 0)
+    int fds[4] = { -1, -1, -1, -1 };
+    /* Peek at the header for how many descriptors come with it. */
+    ssize_t got;
+    while ((got = recv(sock, &h, sizeof h, MSG_PEEK)) < 0 && errno == EINTR)
+        ;
+    if (got != (ssize_t)sizeof h || recv_fds(sock, &h, sizeof h, fds, h.files ? 4 : 3) < 0)
         return -1;
+    memcpy(m->stdio, fds, sizeof m->stdio);
+    m->files = fds[3];
+    m->tty = h.flags & START_TTY;
     if (h.magic != START_MAGIC || h.argc == 0 || h.bytes > START_MAX_BYTES ||
-        h.argc + (uint64_t)h.envc > h.bytes)
+        h.argc + (uint64_t)h.envc > h.bytes || (h.flags & ~START_TTY))
         goto bad;
     size_t ptrs = ((size_t)h.argc + h.envc + 2) * sizeof(char *);
     size_t size = ptrs + h.bytes;
@@ -128,5 +190,114 @@ int start_message_recv(int sock, struct start_message *m)
 bad:
     for (int i = 0; i < 3; i++)
         close(m->stdio[i]);
+    if (m->files >= 0)
+        close(m->files);
+    m->files = -1;
     return -1;
+}
+
+#define CONFINED (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+/* Open PATH's parent under DIR_FD, making the directories on the way. */
+static int parent_of(int dir_fd, char *path, char **leaf)
+{
+    int dir = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+    char *p = path, *slash;
+    while (dir >= 0 && (slash = strchr(p, '/'))) {
+        *slash = '\0';
+        if (mkdirat(dir, p, 0755) < 0 && errno != EEXIST) {
+            close(dir);
+            return -1;
+        }
+        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = CONFINED };
+        int next = sys_openat2(dir, p, &how, sizeof how);
+        close(dir);
+        *slash = '/';
+        dir = next;
+        p = slash + 1;
+    }
+    *leaf = p;
+    return dir;
+}
+
+int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *err)
+{
+    if (m->files < 0)
+        return 0;
+    int fd = m->files;
+    m->files = -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return err_sys(err, CORDON_E_SETUP, "cannot read the call's files");
+    }
+    char *map = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (map == MAP_FAILED)
+        return err_sys(err, CORDON_E_SETUP, "cannot read the call's files");
+    size_t size = (size_t)st.st_size, off = 0;
+    int rc = 0;
+    char path[PATH_MAX];
+    while (rc == 0 && off < size) {
+        struct file_header fh;
+        if (size - off < sizeof fh) {
+            rc = err_set(err, CORDON_E_SETUP, "the call's files are malformed");
+            break;
+        }
+        memcpy(&fh, map + off, sizeof fh);
+        off += sizeof fh;
+        if (fh.path_len == 0 || fh.path_len >= sizeof path || size - off < fh.path_len ||
+            size - off - fh.path_len < fh.len) {
+            rc = err_set(err, CORDON_E_SETUP, "the call's files are malformed");
+            break;
+        }
+        memcpy(path, map + off, fh.path_len);
+        path[fh.path_len] = '\0';
+        off += fh.path_len;
+        char *leaf = NULL;
+        int dir = memchr(path, '\0', fh.path_len) ? -1 : parent_of(dir_fd, path, &leaf);
+        struct open_how how = { .flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                                .mode = fh.mode & 0777, .resolve = CONFINED };
+        int out = dir >= 0 ? sys_openat2(dir, leaf, &how, sizeof how) : -1;
+        if (dir >= 0)
+            close(dir);
+        if (out < 0 || put_all(out, map + off, (size_t)fh.len, false) < 0)
+            rc = err_sys(err, CORDON_E_SETUP, "cannot place file '%s' in the workspace", path);
+        if (out >= 0)
+            close(out);
+        off += (size_t)fh.len;
+    }
+    if (map)
+        munmap(map, size);
+    return rc;
+}
+
+int start_terminal_send(int sock, struct cordon_err *err)
+{
+    /* /dev/ptmx is the sandbox's own devpts instance (newinstance). */
+    int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open a terminal in the sandbox");
+    int unlock = 0;
+    /* TIOCGPTPEER: the slave of exactly this master, no path looked up. */
+    int slave = ioctl(master, TIOCSPTLCK, &unlock) < 0
+                    ? -1
+                    : ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (slave < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot open the terminal's slave");
+        close(master);
+        return -1;
+    }
+    int rc = send_fd(sock, master);
+    close(master);
+    if (rc < 0) {
+        close(slave);
+        return err_sys(err, CORDON_E_SETUP, "cannot hand the terminal to the supervisor");
+    }
+    return slave;
+}
+
+int start_terminal_recv(int sock)
+{
+    return recv_fd(sock);
 }

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -80,6 +81,15 @@ static void interrupt(struct loop *l, int sig)
     l->kill_signal = sig;
     l->grace_deadline = monotonic_us() + INTERRUPT_GRACE_US;
     kill(l->s->init_pid, sig);
+}
+
+/* The caller's terminal size onto the run's own terminal (which signals the command). */
+static void pass_window_size(const struct supervision *s)
+{
+    struct winsize ws;
+    if (s->tty_w >= 0 && (ioctl(s->call->in_fd, TIOCGWINSZ, &ws) == 0 ||
+                          ioctl(s->call->out_fd, TIOCGWINSZ, &ws) == 0))
+        ioctl(s->tty_w, TIOCSWINSZ, &ws);
 }
 
 static void relay_output(struct loop *l, int *fd, int to, uint64_t *count)
@@ -150,6 +160,8 @@ static void read_setup_error(struct loop *l)
         rec.msg[sizeof rec.msg - 1] = '\0';
         l->res->error = rec;
         l->setup_failed = true;
+    } else if (n == 0 && l->s->started) {
+        l->s->started(l->s->started_arg);
     }
     closep(&l->s->err_r);
     l->s->err_r = -1;
@@ -176,6 +188,19 @@ static void note_decision(struct supervision *s, struct sandbox_result *res, con
     json_t *d = json_loadb(line, len, 0, &jerr);
     if (!d)
         return;
+    /* Times are integers wherever cordon writes them (see the result). */
+    json_t *ms = json_object_get(d, "duration_ms");
+    _cleanup_free_ char *fixed = NULL;
+    if (json_is_real(ms)) {
+        double v = json_real_value(ms);
+        json_object_set_new(d, "duration_us", json_integer((json_int_t)(v * 1000.0 + 0.5)));
+        json_object_set_new(d, "duration_ms", json_integer((json_int_t)(v + 0.5)));
+        fixed = json_dumps(d, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (fixed) {
+            line = fixed;
+            len = strlen(fixed);
+        }
+    }
     if (json_is_true(json_object_get(d, "allowed"))) {
         e->allowed++;
         e->bytes_up += (uint64_t)json_integer_value(json_object_get(d, "bytes_up"));
@@ -187,6 +212,8 @@ static void note_decision(struct supervision *s, struct sandbox_result *res, con
         struct cordon_err ignored;
         audit_append(s->audit, "egress.decision", s->run_id, json_incref(d), &ignored);
     }
+    if (s->decided)
+        s->decided(s->decided_arg, d);
     json_decref(d);
     if (len < sizeof e->recent[0]) {
         memcpy(e->recent[e->next], line, len);
@@ -282,7 +309,9 @@ static void finish(struct loop *l, struct rusage *ru)
         res->status = 124;
         return;
     }
-    if (l->killed || l->interrupted) {
+    /* A command that handled the signal passed on to it and exited is
+     * reported as exiting: the status is its own, not the signal's. */
+    if (l->killed || (l->interrupted && !(l->have_status && WIFEXITED(l->cmd_status)))) {
         res->reason = l->killed ? l->kill_reason : RUN_KILLED;
         res->signaled = true;
         res->signal = l->kill_signal ? l->kill_signal : SIGKILL;
@@ -290,8 +319,9 @@ static void finish(struct loop *l, struct rusage *ru)
         return;
     }
     if (!l->have_status) {
-        /* Init died without reporting: only a kill from outside does that. */
-        res->reason = RUN_KILLED;
+        /* Init died without reporting: the memory limit's OOM killer may
+         * pick init itself; otherwise only a kill from outside does that. */
+        res->reason = st.oom_kills > 0 ? RUN_OOM : RUN_KILLED;
         res->signaled = true;
         res->signal = SIGKILL;
         res->status = 128 + SIGKILL;
@@ -328,6 +358,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     if (s->in_w >= 0)
         fcntl(s->in_w, F_SETFL, O_NONBLOCK);
 
+    pass_window_size(s);
     uint64_t deadline = s->limits->wall_ms ? s->start_us + s->limits->wall_ms * 1000 : 0;
     bool tick = s->poll_cpu || s->poll_pids;
 
@@ -395,8 +426,12 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             relay_input(&l, i_in >= 0 ? p[i_in].revents : 0, i_inw >= 0 ? p[i_inw].revents : 0);
         if (i_sig >= 0 && p[i_sig].revents) {
             struct signalfd_siginfo si;
-            if (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si)
-                interrupt(&l, (int)si.ssi_signo);
+            if (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGWINCH)
+                    pass_window_size(s);
+                else
+                    interrupt(&l, (int)si.ssi_signo);
+            }
         }
         /* The cgroup's counters on each tick and once more as init ends,
          * not on every relayed chunk of output. */
@@ -431,4 +466,6 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     if (l.output_capped && res->reason == RUN_EXITED)
         res->reason = RUN_OUTPUT_LIMIT;
     closep(&l.pidfd);
+    closep(&s->tty_w);
+    s->tty_w = -1;
 }

@@ -7,6 +7,8 @@
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 
+#include <jansson.h>
+
 struct audit_log;
 
 #include <stdint.h>
@@ -18,9 +20,16 @@ struct supervision {
     int status_r;             /* the command's wait status, from init */
     int out_r, errout_r;      /* the command's stdout and stderr */
     int in_w;                 /* the command's stdin, or -1 */
+    int tty_w;                /* the run's terminal (master), for its window size, or -1 */
     int sig_fd;               /* signalfd for SIGINT/SIGTERM/SIGHUP */
     int report_r;             /* the egress gateway's decisions (JSON lines), or -1 */
     struct audit_log *audit;  /* where each decision is recorded, or NULL */
+    /* Told of each decision as it arrives, or NULL (the core's notices). */
+    void (*decided)(void *arg, const json_t *decision);
+    void *decided_arg;
+    /* Told once the command has exec'd (its error pipe closed with no record), or NULL. */
+    void (*started)(void *arg);
+    void *started_arg;
     const char *run_id;
     char report_buf[4096];    /* a partial line from report_r */
     size_t report_len;

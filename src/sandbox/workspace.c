@@ -8,18 +8,17 @@
 
 #include "common/cleanup.h"
 #include "common/hostpath.h"
-#include "core/watchdog.h"
+#include "common/syscalls.h"
+#include "sandbox/watchdog.h"
 #include "policy/policy.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Names by nature directories: their placeholder is an empty directory. */
@@ -285,7 +284,7 @@ static bool link_leaves(int ws, int dir, const char *name, const char *rel, unsi
         .flags = O_PATH | O_CLOEXEC,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
     };
-    int fd = (int)syscall(SYS_openat2, ws, rel, &how, sizeof how);
+    int fd = sys_openat2(ws, rel, &how, sizeof how);
     if (fd >= 0) {
         close(fd);
         return false;

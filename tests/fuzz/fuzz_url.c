@@ -1,12 +1,12 @@
 /*
  * tests/fuzz/fuzz_url.c: libFuzzer target for the gateway's URL, authority,
- * host and CIDR parsers (egress/addr.c), which read bytes the sandbox chose.
+ * host and CIDR parsers (common/addr.c), which read bytes the sandbox chose.
  * Beyond "no crash, no out-of-bounds read" it checks that whatever parses
  * comes back the same when its canonical text is parsed again, so the
  * address classified is the address a second reading would dial.
  * Built only with clang; see tests/fuzz/README.md.
  */
-#include "egress/addr.h"
+#include "common/addr.h"
 
 #include <stdio.h>
 #include <stdlib.h>

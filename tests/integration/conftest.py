@@ -18,6 +18,7 @@ import errno
 import json
 import os
 import pathlib
+import re
 import secrets
 import shutil
 import signal
@@ -261,12 +262,41 @@ def wait_until(pred, timeout, interval=0.05):
         time.sleep(interval)
 
 
+# Pids of the processes the running test started (its cordon, seam and MCP
+# processes): a cgroup or temp entry cordon makes names its maker's pid
+# (cordon-PID-..., cordon-check-PID), so the leftover checks count only the
+# entries of the test's own runs, not those of runs others start on the host
+# meanwhile (a user's cordon, another suite). None outside a test: count all.
+_test_pids = None
+_PID_IN_NAME = re.compile(r"^\.?cordon-(?:[a-z]+-)*?(\d+)(?:-|$)")
+
+
+def _popen_init_tracking(orig):
+    def init(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        if _test_pids is not None and getattr(self, "pid", None):
+            _test_pids.add(self.pid)
+    return init
+
+
+subprocess.Popen.__init__ = _popen_init_tracking(subprocess.Popen.__init__)
+
+
+def _ours(path):
+    """Is PATH an entry of a run the current test started?"""
+    if _test_pids is None:
+        return True
+    m = _PID_IN_NAME.match(os.path.basename(path))
+    # An entry naming no pid cannot be told apart: it counts.
+    return m is None or int(m.group(1)) in _test_pids
+
+
 def cordon_cgroups():
-    """Every cgroup directory named cordon* in every hierarchy."""
+    """Cgroup directories named cordon* of the current test's runs, in every hierarchy."""
     found = set()
     for dirpath, dirnames, _ in os.walk(CGROUP_ROOT):
         for d in dirnames:
-            if d.startswith("cordon"):
+            if d.startswith("cordon") and _ours(d):
                 found.add(os.path.join(dirpath, d))
     return found
 
@@ -276,7 +306,7 @@ def cordon_tmp():
     for d in TMP_GLOBS:
         try:
             for e in os.listdir(d):
-                if e.startswith("cordon") or e.startswith(".cordon"):
+                if (e.startswith("cordon") or e.startswith(".cordon")) and _ours(e):
                     found.add(os.path.join(d, e))
         except OSError:
             pass
@@ -287,15 +317,21 @@ def host_state():
     return cordon_cgroups() | cordon_tmp()
 
 
-def new_leftovers(before, grace=3.0):
+def new_leftovers(before, grace=3.0, unnamed_grace=30.0):
     """Entries not in BEFORE that are still there after GRACE seconds.
 
-    Other people's runs on this host may create entries while a test runs;
-    they vanish on their own, a leftover does not.
+    Only the current test's runs count (see _test_pids); an entry of one of
+    them may take a moment to go after its process ends, a leftover does not.
+    An entry that names no pid may be a run of someone else's that outlasts
+    the test: it has UNNAMED_GRACE to go (only paid when there is one).
     """
     left = host_state() - before
-    end = time.monotonic() + grace
-    while left and time.monotonic() < end:
+    start = time.monotonic()
+    while left:
+        named = {e for e in left if _PID_IN_NAME.match(os.path.basename(e))}
+        waited = time.monotonic() - start
+        if waited >= unnamed_grace or (waited >= grace and named == left):
+            break
         time.sleep(0.1)
         left &= host_state()
     return left
@@ -336,6 +372,11 @@ def bins():
     for f in (cordon, probe):
         shutil.copy2(f, d / f.name)
         os.chmod(d / f.name, 0o755)
+    # The microvm level's initramfs, which cordon looks for beside itself.
+    guest = BUILD / "cordon-guest.cpio"
+    if guest.exists():
+        shutil.copy2(guest, d / guest.name)
+        os.chmod(d / guest.name, 0o644)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -379,10 +420,15 @@ def user_cordon(bins, hosttmp):
 
 @pytest.fixture(autouse=True)
 def no_leftovers():
-    """Every test: no cordon cgroup or temp entry left behind on the host."""
+    """Every test: no cordon cgroup or temp entry of its runs left behind on the host."""
+    global _test_pids
+    _test_pids = {os.getpid()}  # libcordon runs in-process would name pytest
     before = host_state()
-    yield
-    left = new_leftovers(before)
+    try:
+        yield
+        left = new_leftovers(before)
+    finally:
+        _test_pids = None
     assert not left, f"cordon left state on the host: {sorted(left)}"
 
 

@@ -40,7 +40,7 @@ def test_two_runs_prepared_and_started_from_one_process(identity, seam_bin):
     assert (b["label"], b["exit_code"], b["reason"]) == ("from-b\n", 0, "exited"), b
     assert a["run_id"] != b["run_id"]
     # B ended while A still slept: each run was supervised on its own.
-    assert b["wall_ms"] < a["wall_ms"], (a, b)
+    assert b["wall_us"] < a["wall_us"], (a, b)
     assert lines[2] == "children 0", r.stdout
 
 

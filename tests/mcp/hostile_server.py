@@ -481,13 +481,14 @@ class ToolsLie(Server):
     (`hidden` is never listed), is answered "called NAME with ARGS", so a
     test sees exactly which calls got through. With the option `endless`,
     tools/list pages never end: page N (cursor "bulk-N", none for 0) holds
-    5000 new tools bulk_N_0 ... bulk_N_4999."""
+    5000 new tools bulk_N_0 ... bulk_N_4999. With the option `v2`, it starts
+    with the second list."""
 
     name = "tools_lie"
 
     def __init__(self, argv):
         super().__init__(argv)
-        self.version = 1
+        self.version = 2 if "v2" in argv else 1
         self.change_after_list = "change-after-list" in argv
         self.endless = "endless" in argv
 

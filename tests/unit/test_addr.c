@@ -3,7 +3,7 @@
  * URLs (every literal spelling a client accepts) and the address classes the
  * SSRF rules refuse, with exact results and refusal messages.
  */
-#include "egress/addr.h"
+#include "common/addr.h"
 
 #include "tap.h"
 

@@ -174,8 +174,8 @@ static void test_writer(void)
     const char *genesis = json_string_value(json_object_get(h, "genesis"));
     char want[65] = "";
     if (genesis)
-        audit_sha256_hex(genesis, strlen(genesis), want);
-    ok(genesis && strlen(genesis) == 64 && audit_is_digest(genesis), "genesis is 32 random bytes");
+        sha256_hex(genesis, strlen(genesis), want);
+    ok(genesis && strlen(genesis) == 64 && sha256_hex_valid(genesis), "genesis is 32 random bytes");
     is_str(json_string_value(json_object_get(h, "prev")), want, "header prev = sha256(genesis)");
     ok(!strncmp(l.v[0], "{\"seq\":0,\"ts\":\"", 15), "header starts with seq, ts");
     ok(strstr(l.v[0], "\"run\":null,\"type\":\"audit.header\",\"prev\":\"") != NULL,
@@ -192,7 +192,7 @@ static void test_writer(void)
     for (size_t i = 1; i < l.n; i++) {
         json_t *e = json_loads(l.v[i], 0, NULL);
         char d[65];
-        audit_sha256_hex(l.v[i - 1], strlen(l.v[i - 1]), d);
+        sha256_hex(l.v[i - 1], strlen(l.v[i - 1]), d);
         ok(json_integer_value(json_object_get(e, "seq")) == (json_int_t)i, "line %zu: seq %zu",
            i + 1, i);
         is_str(json_string_value(json_object_get(e, "prev")), d, "prev = sha256(previous line)");
@@ -376,7 +376,7 @@ static void rechain(char **v, size_t n, size_t from, EVP_PKEY *key, const char *
     for (size_t i = from; i < n; i++) {
         json_t *e = json_loads(v[i], JSON_DECODE_ANY, NULL);
         char prev[65];
-        audit_sha256_hex(v[i - 1], strlen(v[i - 1]), prev);
+        sha256_hex(v[i - 1], strlen(v[i - 1]), prev);
         json_object_set_new(e, "prev", json_string(prev));
         if (!strcmp(json_string_value(json_object_get(e, "type")), "audit.checkpoint")) {
             char msg[128];
@@ -391,7 +391,7 @@ static void rechain(char **v, size_t n, size_t from, EVP_PKEY *key, const char *
             char b64[100];
             EVP_EncodeBlock((unsigned char *)b64, sig, 64);
             char own[65];
-            audit_key_id(key, own);
+            sigkey_id(key, own);
             json_object_set_new(e, "head", json_string(prev));
             json_object_set_new(e, "sig", json_string(b64));
             json_object_set_new(e, "key_id", json_string(key_id ? key_id : own));
@@ -415,7 +415,7 @@ static void test_verify(void)
     struct audit_report r;
     expect_intact("signed log with its key", path, pub_pem, 7, &r);
     char head[65];
-    audit_sha256_hex(l.v[6], strlen(l.v[6]), head);
+    sha256_hex(l.v[6], strlen(l.v[6]), head);
     ok(r.runs == 2 && r.checkpoints == 1 && r.unsigned_tail == 0, "2 runs, 1 checkpoint, no tail");
     is_str(r.head, head, "head is the digest of the last line");
     ok(strlen(r.first_ts) == 27 && strcmp(r.first_ts, r.last_ts) <= 0, "first and last ts");
@@ -499,7 +499,7 @@ static void test_verify(void)
     /* Appended lines. */
     {
         char prev[65];
-        audit_sha256_hex(l.v[6], strlen(l.v[6]), prev);
+        sha256_hex(l.v[6], strlen(l.v[6]), prev);
         char forged[512];
         snprintf(forged, sizeof forged, "{\"seq\":7,\"ts\":\"2026-12-02T15:04:05.123456Z\","
                  "\"run\":null,\"type\":\"note\",\"prev\":\"%s\",\"text\":\"all fine\"}", prev);
@@ -566,7 +566,7 @@ static void test_verify(void)
         expect_intact("re-signed log, the attacker's key", tmp_variant, other_pub, 7, NULL);
         char *want = NULL;
         char attacker_id[65];
-        audit_key_id(attacker_key, attacker_id);
+        sigkey_id(attacker_key, attacker_id);
         if (asprintf(&want, "checkpoint signed by another key (key_id %.8s...)", attacker_id) < 0)
             abort();
         expect_broken("re-signed log, the real key", tmp_variant, pub_pem, 7, want);

@@ -5,7 +5,7 @@
  */
 #include "tap.h"
 
-#include "sandbox/landlock.h"
+#include "common/landlock.h"
 
 #include <errno.h>
 #include <fcntl.h>

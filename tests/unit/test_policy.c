@@ -97,8 +97,8 @@ struct load_case {
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
 #define KNOWN_TOP \
-    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, network, " \
-    "secrets, tools, audit"
+    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, microvm, network, " \
+    "secrets, tools, audit, require_signature, decider, break_glass"
 #define AUDIT(file, key, every, fsync)                                                  \
     "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
     "\",\"sign_key\":" key "}"
@@ -118,7 +118,7 @@ struct load_case {
     ",\"under\":[" under "]}"
 #define KNOWN_TOOLS                                                                      \
     "unknown key; known: allow, rules, max_calls, max_result_bytes, max_message_bytes, " \
-    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots"
+    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots, ask, pins, pinned"
 #define NET(mode, allow, deny, priv, resolve, req, bytes, conns, rate)                   \
     "{\"allow\":[" allow "],\"allow_private\":[" priv "],\"budgets\":{\"bytes\":" #bytes \
     ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req           \
@@ -519,7 +519,22 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: audit.fsync: expected one of always, close, got \"sometimes\"" },
     { "version: 1\naudit:\n  flie: /x\n",
       "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, checkpoint_every, "
-      "fsync" },
+      "fsync, export, export_endpoint" },
+    /* governance (issue 15) */
+    { "version: 1\ntools:\n  allow: [a]\n  ask: [a]\n",
+      "policy.yaml: tools.ask: needs decider.socket, decider.command or decider.elicit to ask" },
+    { "version: 1\ntools:\n  allow: [a]\n  ask: [b]\ndecider:\n  socket: /tmp/d.sock\n",
+      "policy.yaml: tools.ask: \"b\" is not in tools.allow" },
+    { "version: 1\nbreak_glass:\n  may_relax: [audit.file]\n  max_duration: 1h\n",
+      "policy.yaml:3: break_glass.may_relax[0]: \"audit.file\" cannot be relaxed by break-glass" },
+    { "version: 1\nbreak_glass:\n  may_relax: [limits.mem]\n  max_duration: 1h\n",
+      "policy.yaml:3: break_glass.may_relax[0]: \"limits.mem\" is not a policy key" },
+    { "version: 1\nbreak_glass:\n  may_relax: [limits]\n",
+      "policy.yaml: break_glass: needs max_duration" },
+    { "version: 1\naudit:\n  export: syslog\n",
+      "policy.yaml: audit.export: expected otlp, got \"syslog\"" },
+    { "version: 1\naudit:\n  export: otlp\n",
+      "policy.yaml: audit.export: otlp needs audit.export_endpoint" },
     { "version: 1\naudit: [/x]\n", "policy.yaml:2: audit: expected a mapping, got a list" },
 
     /* limits */
@@ -528,9 +543,12 @@ static const struct load_case load_cases[] = {
     { "version: 1\nlimits:\n  wall: 2m\n  cpu: 1500ms\n  memory: 512M\n  pids: 128\n"
       "  output: 1M\n  file_size: 64K\n  open_files: 256\n",
       NULL, "limits", LIMITS(120000, 1500, 536870912, 128, 1048576, 65536, 256, "", "") },
-    { "version: 1\nlimits:\n  memory: 0\n  open_files: 0\n", NULL, "limits",
+    { "version: 1\nlimits:\n  memory: unlimited\n  open_files: unlimited\n", NULL, "limits",
       LIMITS(600000, 600000, 0, 256, 16777216, 1073741824, 0, "",
              "\"wall\",\"cpu\",\"pids\",\"output\",\"file_size\"") },
+    /* A written 0 could mean "none allowed" or "no limit": refused, with the word to use. */
+    { "version: 1\nlimits:\n  memory: 0\n",
+      "policy.yaml:3: limits.memory: 0 is not a limit; write unlimited for none" },
     { "version: 1\nlimits:\n  best_effort: true\n", NULL, "limits",
       LIMITS_DEFAULT(ALL_LIMITS) },
     { "version: 1\nlimits:\n  best_effort: false\n", NULL, "limits",
@@ -545,9 +563,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\nlimits:\n  wall: unlimited\n  cpu: unlimited\n  memory: unlimited\n"
       "  pids: unlimited\n  output: unlimited\n  file_size: unlimited\n"
       "  open_files: unlimited\n", NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 0, "", "") },
-    { "version: 1\nlimits:\n  pids: 0\n", NULL, "limits",
-      LIMITS(600000, 600000, 1073741824, 0, 16777216, 1073741824, 1024, "",
-             "\"wall\",\"cpu\",\"memory\",\"output\",\"file_size\",\"open_files\"") },
+    { "version: 1\nlimits:\n  pids: 0\n",
+      "policy.yaml:3: limits.pids: 0 is not a limit; write unlimited for none" },
     { "version: 1\nlimits:\n  memory: Unlimited\n",
       "policy.yaml:3: limits.memory: expected a size like 256M, got \"Unlimited\"" },
     { "version: 1\nlimits:\n  best_effort: [memory, disk]\n",
@@ -792,9 +809,12 @@ static const struct set_case set_cases[] = {
     { "limits.pids", "unlimited", "--pids", NULL, "limits",
       LIMITS(600000, 600000, 1073741824, 0, 16777216, 1073741824, 1024, "",
              "\"wall\",\"cpu\",\"memory\",\"output\",\"file_size\",\"open_files\"") },
-    { "limits.memory", "0", "--memory", NULL, "limits",
-      LIMITS(600000, 600000, 0, 256, 16777216, 1073741824, 1024, "",
-             "\"wall\",\"cpu\",\"pids\",\"output\",\"file_size\",\"open_files\"") },
+    { "limits.memory", "0", "--memory",
+      "--memory: 0 is not a limit; write unlimited for none" },
+    { "limits.output", "0", "--output",
+      "--output: 0 is not a limit; write unlimited for none" },
+    { "limits.wall", "0s", "--timeout",
+      "--timeout: 0 is not a limit; write unlimited for none" },
     { "limits.best_effort", "memory,pids", "--best-effort", NULL, "limits",
       LIMITS_DEFAULT("\"memory\",\"pids\"") },
     { "limits.best_effort", "all", "--best-effort", NULL, "limits",

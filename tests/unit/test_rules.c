@@ -2,7 +2,7 @@
  * tests/unit/test_rules.c: the gateway's allow/deny rules and pins: parsing,
  * canonical text, and what each rule matches.
  */
-#include "egress/rules.h"
+#include "policy/rules.h"
 #include "tap.h"
 
 #include <string.h>

@@ -1,13 +1,14 @@
 /*
- * sandbox/landlock.c: the Landlock layer. The supervisor plans it before
+ * common/landlock.c: the Landlock layer. The supervisor plans it before
  * clone() (landlock_abi, landlock_plan_init, landlock_plan_add); the child,
  * once its root is in place, applies the plan and restricts itself
  * (landlock_plan_apply), allocating nothing.
  *
- * Only filesystem rights and IPC scopes are handled: TCP is left to the
- * network namespace, where loopback must keep working.
+ * Filesystem rights and IPC scopes are handled; TCP only where a level asks
+ * (handled_net): at the namespace level it is left to the network namespace,
+ * where loopback must keep working.
  */
-#include "sandbox/landlock.h"
+#include "common/landlock.h"
 
 #include "common/cleanup.h"
 #include "common/syscalls.h"
@@ -66,7 +67,16 @@ int landlock_plan_add(struct landlock_plan *plan, const char *path, unsigned acc
     memcpy(plan->rules[plan->n_rules].path, path, len + 1);
     plan->rules[plan->n_rules].access = access;
     plan->rules[plan->n_rules].optional = optional;
+    plan->rules[plan->n_rules].fd = -1;
     plan->n_rules++;
+    return 0;
+}
+
+int landlock_plan_add_fd(struct landlock_plan *plan, int fd, const char *path, unsigned access,
+                         struct cordon_err *err)
+{
+    TRY(landlock_plan_add(plan, path, access, false, err));
+    plan->rules[plan->n_rules - 1].fd = fd;
     return 0;
 }
 
@@ -101,7 +111,8 @@ static int add_path(int ruleset, const struct landlock_plan *plan, size_t i,
                     struct cordon_err *err)
 {
     const char *path = plan->rules[i].path;
-    _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+    _cleanup_close_ int fd = plan->rules[i].fd >= 0 ? dup(plan->rules[i].fd)
+                                                    : open(path, O_PATH | O_CLOEXEC);
     if (fd < 0) {
         if (plan->rules[i].optional && (errno == ENOENT || errno == ENOTDIR))
             return 0;
@@ -130,6 +141,7 @@ int landlock_plan_apply(const struct landlock_plan *plan, struct cordon_err *err
         return 0;
     struct cordon_landlock_ruleset_attr attr = {
         .handled_access_fs = plan->handled_fs,
+        .handled_access_net = plan->abi >= 4 ? plan->handled_net : 0,
         .scoped = plan->scoped,
     };
     _cleanup_close_ int ruleset = sys_landlock_create_ruleset(&attr, attr_size(plan->abi), 0);

@@ -1,11 +1,11 @@
 /*
- * egress/rules.h: the gateway's allow/deny rules and name pins, parsed once
+ * policy/rules.h: the gateway's allow/deny rules and name pins, parsed once
  * from their text ("api.example.com", "*.example.com:8443", "10.0.0.0/8",
  * "[::1]:80") and matched against each request's destination. The policy
  * validates with the same parser it will be enforced with. Pure.
  */
 #pragma once
-#include "egress/addr.h"
+#include "common/addr.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -47,3 +47,19 @@ struct egress_pin {
 };
 
 int egress_pin_parse(const char *spec, struct egress_pin *out, char *why, size_t why_len);
+
+/* A run's rules, parsed: what the policy holds and the gateway enforces. */
+struct egress_rules {
+    struct egress_rule *allow;
+    size_t n_allow;
+    struct egress_rule *deny;
+    size_t n_deny;
+    struct cidr *allow_private;    /* let through the SSRF rules */
+    size_t n_allow_private;
+    struct egress_pin *pins;
+    size_t n_pins;
+};
+
+/* A deep copy of FROM (no list NULL, even an empty one); -1 when out of memory. */
+int egress_rules_copy(const struct egress_rules *from, struct egress_rules *out);
+void egress_rules_release(struct egress_rules *r);

@@ -1,8 +1,8 @@
 /*
- * egress/rules.c: allow/deny rules and name pins: parsing, canonical text
+ * policy/rules.c: allow/deny rules and name pins: parsing, canonical text
  * and matching. Pure; used by the policy (validation) and the gateway.
  */
-#include "egress/rules.h"
+#include "policy/rules.h"
 
 #include "common/text.h"
 
@@ -171,4 +171,41 @@ int egress_pin_parse(const char *spec, struct egress_pin *out, char *why, size_t
     snprintf(out->name, sizeof out->name, "%s", name.name);
     out->ip = ip.ip;
     return 0;
+}
+
+/* N items of SIZE, and one more zeroed: an empty list is not NULL. */
+static void *items_dup(const void *items, size_t n, size_t size)
+{
+    void *out = calloc(n + 1, size);
+    if (out && n)
+        memcpy(out, items, n * size);
+    return out;
+}
+
+int egress_rules_copy(const struct egress_rules *from, struct egress_rules *out)
+{
+    *out = (struct egress_rules){
+        .allow = items_dup(from->allow, from->n_allow, sizeof *from->allow),
+        .n_allow = from->n_allow,
+        .deny = items_dup(from->deny, from->n_deny, sizeof *from->deny),
+        .n_deny = from->n_deny,
+        .allow_private = items_dup(from->allow_private, from->n_allow_private,
+                                   sizeof *from->allow_private),
+        .n_allow_private = from->n_allow_private,
+        .pins = items_dup(from->pins, from->n_pins, sizeof *from->pins),
+        .n_pins = from->n_pins,
+    };
+    if (out->allow && out->deny && out->allow_private && out->pins)
+        return 0;
+    egress_rules_release(out);
+    return -1;
+}
+
+void egress_rules_release(struct egress_rules *r)
+{
+    free(r->allow);
+    free(r->deny);
+    free(r->allow_private);
+    free(r->pins);
+    *r = (struct egress_rules){ 0 };
 }

@@ -1,11 +1,11 @@
 /*
- * egress/addr.c: destinations read the way clients read them (WHATWG URL host
+ * common/addr.c: destinations read the way clients read them (WHATWG URL host
  * parsing, which also covers every inet_aton() spelling), and the address
  * classes the SSRF rules refuse. Runs in the supervisor's gateway on bytes the
  * sandbox chose, so every parser here is bounded and refuses rather than
  * guesses. Pure: no syscalls, no DNS.
  */
-#include "egress/addr.h"
+#include "common/addr.h"
 
 #include "common/text.h"
 

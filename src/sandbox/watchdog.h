@@ -1,5 +1,5 @@
 /*
- * core/watchdog.h: what a run leaves behind if its supervisor dies, even by
+ * sandbox/watchdog.h: what a run leaves behind if its supervisor dies, even by
  * SIGKILL. A small detached process holds one end of a pipe; the supervisor
  * tells it each cgroup it creates, and "done" when it has cleaned up and
  * closed the audit record itself. If the pipe closes without "done", the
@@ -36,6 +36,14 @@ int watchdog_guard_dir(struct watchdog *wd, const char *dir, struct cordon_err *
  */
 int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const char *name,
                                bool dir, const struct timespec *start, struct cordon_err *err);
+
+/*
+ * The run RUN_ID (which may differ from the one it was prepared under) has
+ * recorded its run.start: from now on a supervisor's death is recorded as
+ * the run's end. A prepared run that never started leaves no record. No-op
+ * when the watchdog is not armed (nothing to record).
+ */
+int watchdog_started(struct watchdog *wd, const char *run_id, struct cordon_err *err);
 
 /* The supervisor cleaned up itself: stop the watchdog and reap it. Frees WD. */
 void watchdog_release(struct watchdog *wd);

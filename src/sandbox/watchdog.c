@@ -1,8 +1,8 @@
 /*
- * core/watchdog.c: the cleanup watchdog. Runs in the supervisor (start,
+ * sandbox/watchdog.c: the cleanup watchdog. Runs in the supervisor (start,
  * messages) and as its own detached process afterwards.
  */
-#include "core/watchdog.h"
+#include "sandbox/watchdog.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
@@ -97,8 +97,9 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     static char buf[2 * PATH_MAX + 64];
     static char ws[PATH_MAX];
     static struct guarded_placeholder ph[MAX_PLACEHOLDERS];
+    static char run_id[33];
     size_t n_dirs = 0, n_trees = 0, n_ph = 0, len = 0;
-    bool done = false;
+    bool done = false, started = false;
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
         if (n < 0 && errno == EINTR)
@@ -112,6 +113,10 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
             *nl = '\0';
             if (strcmp(line, "done") == 0)
                 done = true;
+            else if (strncmp(line, "started ", 8) == 0 && strlen(line + 8) == 32) {
+                memcpy(run_id, line + 8, sizeof run_id);
+                started = true;
+            }
             else if (strncmp(line, "cgroup ", 7) == 0 && n_dirs < MAX_GUARDED)
                 snprintf(dirs[n_dirs++], PATH_MAX, "%s", line + 7);
             else if (strncmp(line, "tree ", 5) == 0 && n_trees < MAX_GUARDED) {
@@ -144,12 +149,12 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     for (size_t i = 0; i < n_trees; i++)
         gvisor_remove_dir(trees[i]);
     remove_placeholders(ws, ph, n_ph);
-    if (wd->log) {
+    if (wd->log && started) {
         /* The sandbox died with its supervisor (PDEATHSIG on its init). */
         json_t *fields = json_pack("{s:s, s:i, s:s}", "reason", "killed", "status", 128 + SIGKILL,
                                    "error", "the supervisor died before the run ended");
         struct cordon_err err;
-        audit_append(wd->log, "run.end", wd->run_id, fields, &err);
+        audit_append(wd->log, "run.end", run_id, fields, &err);
         audit_close(wd->log, &err);
     }
     _exit(0);
@@ -191,7 +196,7 @@ int watchdog_arm(struct watchdog *wd, struct cordon_err *err)
         }
         /* Nor any other run's descriptors: a copy of another watchdog's pipe
          * would keep that watchdog from ever seeing its supervisor leave. */
-        int keep[3] = { fds[0] };
+        int keep[1 + AUDIT_LOG_FDS_MAX] = { fds[0] };
         size_t n = 1 + audit_log_fds(wd->log, keep + 1);
         close_fds_except(keep, n);
         watch(wd, fds[0]);
@@ -208,6 +213,15 @@ static int send_line(struct watchdog *wd, const char *line, struct cordon_err *e
     if (write(wd->pipe_w, line, len) != (ssize_t)len)
         return err_sys(err, CORDON_E_SETUP, "cannot reach the cleanup watchdog");
     return 0;
+}
+
+int watchdog_started(struct watchdog *wd, const char *run_id, struct cordon_err *err)
+{
+    if (wd->pid <= 0)
+        return 0;
+    char line[48];
+    snprintf(line, sizeof line, "started %.32s\n", run_id);
+    return send_line(wd, line, err);
 }
 
 int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_err *err)

@@ -1,6 +1,6 @@
 /*
- * sandbox/seccomp_rules.c: the default syscall profile as one readable table.
- * Pure data, read by the supervisor when it compiles the filter (seccomp.c)
+ * policy/syscall_table.c: the default syscall profile as one readable table.
+ * Pure data, read by the supervisor when it compiles the filter (sandbox/seccomp.c)
  * and by `cordon check` and the unit tests; nothing here runs in the child.
  *
  * Anything not named here is refused with EPERM. Rows with SECCOMP_ALLOW may
@@ -9,7 +9,14 @@
  * creat, mknod and chmod); their why says so.
  * A hard refusal cannot be lifted by the policy's syscalls.allow.
  */
-#include "sandbox/seccomp.h"
+#include "policy/syscall_table.h"
+
+#include "policy/policy.h"
+
+#include <openssl/evp.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <string.h>
 
 #define ALLOW(n, w) { n, SECCOMP_ALLOW, false, w }
 #define DENY(n, w) { n, SECCOMP_DENY_EPERM, false, w }
@@ -235,4 +242,68 @@ const struct seccomp_rule *seccomp_rule_table(size_t *n)
 {
     *n = sizeof rules / sizeof rules[0];
     return rules;
+}
+
+const struct seccomp_rule *seccomp_rule_find(const char *name)
+{
+    size_t n = sizeof rules / sizeof rules[0];
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rules[i].name, name) == 0)
+            return &rules[i];
+    return NULL;
+}
+
+int seccomp_syscall_nr(const char *name)
+{
+    /* Negative numbers are libseccomp's pseudo syscalls for other arches. */
+    int nr = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, name);
+    return nr == __NR_SCMP_ERROR || nr < 0 ? -1 : nr;
+}
+
+int seccomp_check_name(const char *name, bool allow, char *why, size_t why_len)
+{
+    if (seccomp_syscall_nr(name) < 0) {
+        snprintf(why, why_len, "unknown system call \"%s\"", name);
+        return -1;
+    }
+    const struct seccomp_rule *r = seccomp_rule_find(name);
+    if (allow && r && r->hard) {
+        snprintf(why, why_len, "\"%s\" cannot be allowed: %s", name, r->why);
+        return -1;
+    }
+    return 0;
+}
+
+void seccomp_profile_digest(const struct policy *p, unsigned char out[32])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned int len = 0;
+    memset(out, 0, 32);
+    if (!md)
+        return;
+    EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+    size_t n = sizeof rules / sizeof rules[0];
+    /*
+     * Names, verdicts and hardness: what the filter is built from; the why,
+     * because it states the argument conditions (socket's protocols), which
+     * live in code. The NUL bytes keep "ab"+"c" apart from "a"+"bc".
+     */
+    for (size_t i = 0; i < n; i++) {
+        char verdict[8];
+        const char *why = rules[i].why ? rules[i].why : "";
+        snprintf(verdict, sizeof verdict, "%d%d", (int)rules[i].verdict, (int)rules[i].hard);
+        EVP_DigestUpdate(md, rules[i].name, strlen(rules[i].name) + 1);
+        EVP_DigestUpdate(md, verdict, strlen(verdict) + 1);
+        EVP_DigestUpdate(md, why, strlen(why) + 1);
+    }
+    for (size_t i = 0; p && i < p->n_syscalls_allow; i++) {
+        EVP_DigestUpdate(md, "+", 1);
+        EVP_DigestUpdate(md, p->syscalls_allow[i], strlen(p->syscalls_allow[i]) + 1);
+    }
+    for (size_t i = 0; p && i < p->n_syscalls_deny; i++) {
+        EVP_DigestUpdate(md, "-", 1);
+        EVP_DigestUpdate(md, p->syscalls_deny[i], strlen(p->syscalls_deny[i]) + 1);
+    }
+    EVP_DigestFinal_ex(md, out, &len);
+    EVP_MD_CTX_free(md);
 }

@@ -1,5 +1,5 @@
 /*
- * egress/addr.h: how the gateway reads destinations: hosts, authorities and
+ * common/addr.h: how the gateway reads destinations: hosts, authorities and
  * URLs parsed the way clients parse them (every IPv4 literal spelling,
  * bracketed IPv6 with zones, trailing dots, percent-encoding, userinfo), and
  * addresses classified into the ranges the SSRF rules refuse. Pure: no

@@ -1,0 +1,656 @@
+/*
+ * guest/agent.c: /init of the microvm level's guest. It takes one call from
+ * the host over the control port (sandbox/vm_wire.h), reseeds the RNG with the
+ * host's entropy before anything runs (restored clones start from one RNG
+ * state), mounts the call's 9p shares, confines and runs the command, relays
+ * its stdio and returns its status; then it powers the guest off. With
+ * egress, a forwarder listens on 127.0.0.1:3128 and carries each connection
+ * over the egress port to the host, which hands it to cordon's gateway.
+ * The host is trusted here; the command is not.
+ */
+#include "../src/sandbox/vm_wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/filter.h>
+#include <linux/random.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CONTROL_PORT "/dev/vport0p1"
+#define EGRESS_PORT "/dev/vport0p2"
+#define GATEWAY_PORT 3128
+#define MAX_CONNS 64
+
+static _Noreturn void power_off(void)
+{
+    sync();
+    reboot(RB_POWER_OFF);
+    for (;;)
+        pause();
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "cordon-agent: %s: %s\n", what, strerror(errno));
+    power_off();
+}
+
+static bool write_full(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+static bool read_full(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+/* One frame, header and payload in one write: the port is shared by nobody else. */
+static bool send_frame(int fd, uint32_t type, const void *a, size_t alen, const void *b,
+                       size_t blen)
+{
+    static char buf[VM_FRAME_HEADER + VM_DATA_MAX + 8];
+    if (alen + blen > VM_DATA_MAX + 4)
+        return false;
+    uint32_t h[2] = { type, (uint32_t)(alen + blen) };
+    memcpy(buf, h, sizeof h);
+    if (alen)
+        memcpy(buf + VM_FRAME_HEADER, a, alen);
+    if (blen)
+        memcpy(buf + VM_FRAME_HEADER + alen, b, blen);
+    return write_full(fd, buf, VM_FRAME_HEADER + alen + blen);
+}
+
+/* A frame from the host: its type, and its payload in *BUF (malloc'd). */
+static bool recv_frame(int fd, uint32_t *type, char **buf, uint32_t *len)
+{
+    uint32_t h[2];
+    if (!read_full(fd, h, sizeof h) || h[1] > VM_CALL_MAX)
+        return false;
+    *type = h[0];
+    *len = h[1];
+    *buf = malloc(h[1] + 1);
+    if (!*buf || !read_full(fd, *buf, h[1]))
+        return false;
+    (*buf)[h[1]] = '\0';
+    return true;
+}
+
+/* ---- the call, parsed; the host built it, so a short one is just dropped ---- */
+
+struct cursor {
+    const char *p, *end;
+    bool bad;
+};
+
+static const void *take(struct cursor *c, size_t n)
+{
+    if (c->bad || (size_t)(c->end - c->p) < n) {
+        c->bad = true;
+        return NULL;
+    }
+    const void *at = c->p;
+    c->p += n;
+    return at;
+}
+
+static uint32_t take_u32(struct cursor *c)
+{
+    uint32_t v = 0;
+    const void *at = take(c, sizeof v);
+    if (at)
+        memcpy(&v, at, sizeof v);
+    return v;
+}
+
+static uint64_t take_u64(struct cursor *c)
+{
+    uint64_t v = 0;
+    const void *at = take(c, sizeof v);
+    if (at)
+        memcpy(&v, at, sizeof v);
+    return v;
+}
+
+static char *take_str(struct cursor *c)
+{
+    uint32_t n = take_u32(c);
+    const char *at = take(c, n);
+    return at ? strndup(at, n) : NULL;
+}
+
+static char **take_strv(struct cursor *c)
+{
+    uint32_t n = take_u32(c);
+    if (n > VM_CALL_MAX / 4) {
+        c->bad = true;
+        return NULL;
+    }
+    char **v = calloc(n + 1, sizeof *v);
+    for (uint32_t i = 0; v && i < n; i++)
+        if (!(v[i] = take_str(c)))
+            return NULL;
+    return v;
+}
+
+struct call {
+    unsigned char entropy[VM_ENTROPY_BYTES];
+    bool uid_from_workspace;
+    uid_t uid;
+    gid_t gid;
+    uint32_t flags;
+    uint64_t realtime_ns;
+    uint32_t n_rlimits;
+    struct { int resource; struct rlimit value; } rlimits[VM_MAX_RLIMITS];
+    uint32_t n_mounts;
+    struct { uint32_t flags; char *tag, *path; } mounts[VM_MAX_MOUNTS];
+    struct sock_fprog filter;
+    char *cwd;
+    char **argv, **envp;
+};
+
+static bool parse_call(const char *buf, uint32_t len, struct call *call)
+{
+    struct cursor c = { buf, buf + len, false };
+    const void *e = take(&c, VM_ENTROPY_BYTES);
+    if (e)
+        memcpy(call->entropy, e, VM_ENTROPY_BYTES);
+    call->uid_from_workspace = take_u32(&c) != 0;
+    call->uid = take_u32(&c);
+    call->gid = take_u32(&c);
+    call->flags = take_u32(&c);
+    call->realtime_ns = take_u64(&c);
+    call->n_rlimits = take_u32(&c);
+    if (call->n_rlimits > VM_MAX_RLIMITS)
+        return false;
+    for (uint32_t i = 0; i < call->n_rlimits; i++) {
+        call->rlimits[i].resource = (int)take_u32(&c);
+        call->rlimits[i].value.rlim_cur = take_u64(&c);
+        call->rlimits[i].value.rlim_max = take_u64(&c);
+    }
+    call->n_mounts = take_u32(&c);
+    if (call->n_mounts > VM_MAX_MOUNTS)
+        return false;
+    for (uint32_t i = 0; i < call->n_mounts; i++) {
+        call->mounts[i].flags = take_u32(&c);
+        call->mounts[i].tag = take_str(&c);
+        call->mounts[i].path = take_str(&c);
+    }
+    uint32_t n_insns = take_u32(&c);
+    if (n_insns > BPF_MAXINSNS)
+        return false;
+    const void *insns = take(&c, n_insns * sizeof(struct sock_filter));
+    call->filter.len = (unsigned short)n_insns;
+    call->filter.filter = insns ? malloc(n_insns * sizeof(struct sock_filter) + 1) : NULL;
+    if (call->filter.filter)
+        memcpy(call->filter.filter, insns, n_insns * sizeof(struct sock_filter));
+    call->cwd = take_str(&c);
+    call->argv = take_strv(&c);
+    call->envp = take_strv(&c);
+    return !c.bad && call->argv && call->argv[0] && call->envp && call->cwd;
+}
+
+/* ---- guest setup ---- */
+
+static void reseed(const unsigned char *entropy)
+{
+    /* struct rand_pool_info ends in a flexible array: the entropy follows it. */
+    _Alignas(struct rand_pool_info) unsigned char raw[sizeof(struct rand_pool_info) +
+                                                      VM_ENTROPY_BYTES];
+    struct rand_pool_info *seed = (struct rand_pool_info *)raw;
+    seed->entropy_count = VM_ENTROPY_BYTES * 8;
+    seed->buf_size = VM_ENTROPY_BYTES;
+    memcpy(raw + sizeof *seed, entropy, VM_ENTROPY_BYTES);
+    int fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
+    /* Added and credited, then the CRNG reseeded now rather than at its next
+     * interval: the first getrandom() after this differs between clones. */
+    if (fd < 0 || ioctl(fd, RNDADDENTROPY, seed) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
+        die("cannot reseed the RNG");
+    close(fd);
+    explicit_bzero(raw, sizeof raw);
+}
+
+static void mkdir_p(const char *path)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *s = buf + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(buf, 0755);
+            *s = '/';
+        }
+    mkdir(buf, 0755);
+}
+
+static bool mount_shares(const struct call *call, char *why, size_t why_len)
+{
+    for (uint32_t i = 0; i < call->n_mounts; i++) {
+        const char *tag = call->mounts[i].tag, *path = call->mounts[i].path;
+        unsigned long flags = MS_NOSUID | MS_NODEV;
+        if (call->mounts[i].flags & VM_MOUNT_READONLY)
+            flags |= MS_RDONLY;
+        int rc;
+        struct stat st;
+        if (call->mounts[i].flags & (VM_MOUNT_COVER | VM_MOUNT_MASK)) {
+            /* The host workspace's protected entries, as the namespace level
+             * covers them. A link is left alone: a mount over it would land
+             * on its target; the host's after-run scan judges links. */
+            if (lstat(path, &st) < 0 || S_ISLNK(st.st_mode))
+                continue;
+            const char *source = path;
+            if (call->mounts[i].flags & VM_MOUNT_MASK) {
+                source = "/.cordon-empty";
+                int fd = open(source, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+                if (fd >= 0)
+                    close(fd);
+            }
+            rc = mount(source, path, NULL, MS_BIND, NULL);
+            if (rc == 0)
+                rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, NULL);
+        } else if (call->mounts[i].flags & VM_MOUNT_FILE) {
+            /* An entry's directory is shared: mounted aside once, the entry
+             * bound, and the share detached after the last mount below, so
+             * its siblings stay out of reach. */
+            char share[64], source[600], parent[512];
+            const char *slash = strchr(tag, '/');
+            if (!slash || slash - tag >= 16 || strchr(slash + 1, '/') || !slash[1]) {
+                snprintf(why, why_len, "bad entry share '%s'", tag);
+                return false;
+            }
+            snprintf(share, sizeof share, "/.cordon-share-%.*s", (int)(slash - tag), tag);
+            snprintf(source, sizeof source, "%s/%s", share, slash + 1);
+            rc = 0;
+            if (stat(share, &st) < 0) {
+                char shared_tag[16];
+                snprintf(shared_tag, sizeof shared_tag, "%.*s", (int)(slash - tag), tag);
+                mkdir_p(share);
+                rc = mount(shared_tag, share, "9p", flags | MS_RDONLY,
+                           "trans=virtio,version=9p2000.L,msize=262144,cache=loose,access=client");
+            }
+            if (rc == 0 && lstat(source, &st) < 0)
+                continue; /* gone on the host: like an optional bind, skipped */
+            snprintf(parent, sizeof parent, "%s", path);
+            if (strrchr(parent, '/'))
+                *strrchr(parent, '/') = '\0';
+            if (*parent)
+                mkdir_p(parent);
+            if (rc == 0 && S_ISDIR(st.st_mode)) {
+                mkdir_p(path);
+            } else if (rc == 0) {
+                int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                if (fd >= 0)
+                    close(fd);
+            }
+            if (rc == 0)
+                rc = mount(source, path, NULL, MS_BIND | MS_REC, NULL);
+            if (rc == 0)
+                rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | flags | MS_RDONLY, NULL);
+        } else if (call->mounts[i].flags & VM_MOUNT_TMPFS) {
+            mkdir_p(path);
+            rc = mount("tmpfs", path, "tmpfs", flags, tag);
+        } else {
+            mkdir_p(path);
+            /* cache=none where the guest writes: the host sees each write as it
+             * happens. A read-only share is cached: it does not change under a
+             * call, and each page fetched over 9p costs dearly under TCG. */
+            rc = mount(tag, path, "9p", flags,
+                       flags & MS_RDONLY
+                           ? "trans=virtio,version=9p2000.L,msize=262144,cache=loose,access=client"
+                           : "trans=virtio,version=9p2000.L,msize=262144,cache=none,access=client");
+        }
+        if (rc < 0) {
+            snprintf(why, why_len, "cannot mount %s at %s: %s", tag, path, strerror(errno));
+            return false;
+        }
+    }
+    /* The shares entries were bound from go: only the bound entries stay. */
+    for (uint32_t i = 0; i < call->n_mounts; i++) {
+        const char *tag = call->mounts[i].tag, *slash = strchr(tag, '/');
+        char share[64];
+        if (!(call->mounts[i].flags & VM_MOUNT_FILE) || !slash)
+            continue;
+        snprintf(share, sizeof share, "/.cordon-share-%.*s", (int)(slash - tag), tag);
+        if (umount2(share, MNT_DETACH) == 0)
+            rmdir(share);
+    }
+    return true;
+}
+
+static void loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = { 0 };
+    strcpy(ifr.ifr_name, "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        die("cannot read loopback flags");
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        die("cannot bring loopback up");
+    close(s);
+}
+
+/* ---- the egress forwarder: 127.0.0.1:3128 <-> the egress port ---- */
+
+static _Noreturn void forwarder(int port, int listener)
+{
+    int conn[MAX_CONNS];
+    for (int i = 0; i < MAX_CONNS; i++)
+        conn[i] = -1;
+    static char buf[VM_DATA_MAX];
+    uint32_t hdr[2];
+    for (;;) {
+        struct pollfd p[MAX_CONNS + 2];
+        p[0] = (struct pollfd){ .fd = listener, .events = POLLIN };
+        p[1] = (struct pollfd){ .fd = port, .events = POLLIN };
+        for (int i = 0; i < MAX_CONNS; i++)
+            p[i + 2] = (struct pollfd){ .fd = conn[i], .events = POLLIN };
+        if (poll(p, MAX_CONNS + 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(1);
+        }
+        if (p[0].revents & POLLIN) {
+            int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+            int slot = -1;
+            for (int i = 0; c >= 0 && i < MAX_CONNS && slot < 0; i++)
+                if (conn[i] < 0)
+                    slot = i;
+            if (slot < 0) {
+                if (c >= 0)
+                    close(c);
+            } else {
+                conn[slot] = c;
+                uint32_t id = (uint32_t)slot;
+                send_frame(port, VM_EG_OPEN, &id, sizeof id, NULL, 0);
+            }
+        }
+        if (p[1].revents & (POLLIN | POLLHUP)) {
+            /* One whole frame at a time: the host writes each in one piece. */
+            if (!read_full(port, hdr, sizeof hdr) || hdr[1] < 4 || hdr[1] > VM_DATA_MAX + 4)
+                _exit(1);
+            uint32_t id;
+            if (!read_full(port, &id, sizeof id) || !read_full(port, buf, hdr[1] - 4))
+                _exit(1);
+            if (id < MAX_CONNS && conn[id] >= 0) {
+                if (hdr[0] == VM_EG_DATA)
+                    write_full(conn[id], buf, hdr[1] - 4);
+                else if (hdr[0] == VM_EG_CLOSE)
+                    shutdown(conn[id], SHUT_WR);
+            }
+        }
+        for (int i = 0; i < MAX_CONNS; i++) {
+            if (conn[i] < 0 || !(p[i + 2].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t n = read(conn[i], buf, VM_DATA_MAX);
+            uint32_t id = (uint32_t)i;
+            if (n > 0) {
+                send_frame(port, VM_EG_DATA, &id, sizeof id, buf, (size_t)n);
+            } else {
+                send_frame(port, VM_EG_CLOSE, &id, sizeof id, NULL, 0);
+                close(conn[i]);
+                conn[i] = -1;
+            }
+        }
+    }
+}
+
+static void start_forwarder(void)
+{
+    int port = open(EGRESS_PORT, O_RDWR | O_CLOEXEC);
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (port < 0 || l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 64) < 0)
+        die("cannot start the egress forwarder");
+    pid_t pid = fork();
+    if (pid < 0)
+        die("cannot fork the egress forwarder");
+    if (pid == 0)
+        forwarder(port, l);
+    close(port);
+    close(l);
+}
+
+/* ---- the command ---- */
+
+struct exec_failure {
+    uint32_t kind;
+    int err;
+};
+
+static _Noreturn void run_command(const struct call *call, int in, int out, int errout,
+                                  int fail_w)
+{
+    struct exec_failure f = { VM_ERR_SETUP, 0 };
+    setsid();
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errout, 2) < 0)
+        goto fail;
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != fail_w)
+            close(fd);
+    if (chdir(call->cwd) < 0)
+        goto fail;
+    uid_t uid = call->uid;
+    gid_t gid = call->gid;
+    struct stat st;
+    if (call->uid_from_workspace && stat("/workspace", &st) == 0) {
+        uid = st.st_uid;
+        gid = st.st_gid;
+    }
+    for (uint32_t i = 0; i < call->n_rlimits; i++)
+        if (setrlimit(call->rlimits[i].resource, &call->rlimits[i].value) < 0)
+            goto fail;
+    for (int cap = 0; cap <= 63; cap++)
+        prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    /* Keeps no capability even when UID is 0 (a root-owned workspace). */
+    if (prctl(PR_SET_SECUREBITS, 0x2f /* NOROOT, NO_SETUID_FIXUP and their locks */, 0, 0, 0) < 0 ||
+        setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        goto fail;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        goto fail;
+    if (call->filter.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &call->filter, 0, 0) < 0)
+        goto fail;
+    execvpe(call->argv[0], call->argv, call->envp);
+    f.kind = errno == ENOENT || errno == ENOTDIR ? VM_ERR_NOTFOUND
+             : errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM
+                 ? VM_ERR_NOEXEC
+                 : VM_ERR_SETUP;
+fail:
+    f.err = errno;
+    write_full(fail_w, &f, sizeof f);
+    _exit(127);
+}
+
+static void send_error(int ctl, uint32_t kind, const char *msg)
+{
+    size_t n = strlen(msg);
+    if (n > VM_ERROR_MAX - 4)
+        n = VM_ERROR_MAX - 4;
+    send_frame(ctl, VM_ERROR, &kind, sizeof kind, msg, n);
+}
+
+int main(void)
+{
+    mkdir("/proc", 0555);
+    mkdir("/dev", 0755);
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, NULL);
+    int con = open("/dev/console", O_RDWR);
+    if (con >= 0) {
+        dup2(con, 1);
+        dup2(con, 2);
+    }
+    int ctl = open(CONTROL_PORT, O_RDWR | O_CLOEXEC);
+    if (ctl < 0)
+        die("cannot open the control port");
+    signal(SIGPIPE, SIG_IGN);
+
+    /* A snapshot is taken here: everything above is the same in every clone. */
+    if (!send_frame(ctl, VM_READY, NULL, 0, NULL, 0))
+        die("cannot reach the host");
+    uint32_t type, len;
+    char *buf;
+    if (!recv_frame(ctl, &type, &buf, &len) || type != VM_CALL)
+        die("no call from the host");
+    struct call call = { 0 };
+    if (!parse_call(buf, len, &call)) {
+        send_error(ctl, VM_ERR_SETUP, "malformed call");
+        power_off();
+    }
+    reseed(call.entropy);
+    struct timespec now = { .tv_sec = (time_t)(call.realtime_ns / 1000000000u),
+                            .tv_nsec = (long)(call.realtime_ns % 1000000000u) };
+    clock_settime(CLOCK_REALTIME, &now);
+
+    char why[VM_ERROR_MAX];
+    static const char *const links[][2] = {
+        { "/bin", "usr/bin" }, { "/sbin", "usr/sbin" }, { "/lib", "usr/lib" },
+        { "/lib64", "usr/lib64" }, { "/lib32", "usr/lib32" },
+    };
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+        (void)!symlink(links[i][1], links[i][0]);
+    if (!mount_shares(&call, why, sizeof why)) {
+        send_error(ctl, VM_ERR_SETUP, why);
+        power_off();
+    }
+    mkdir("/dev/shm", 01777);
+    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    loopback_up();
+    if (call.flags & VM_CALL_EGRESS)
+        start_forwarder();
+
+    int in[2], out[2], errout[2], fail[2];
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0 ||
+        pipe2(fail, O_CLOEXEC) < 0)
+        die("cannot create pipes");
+    pid_t cmd = fork();
+    if (cmd < 0)
+        die("cannot fork the command");
+    if (cmd == 0)
+        run_command(&call, in[0], out[1], errout[1], fail[1]);
+    close(in[0]);
+    close(out[1]);
+    close(errout[1]);
+    close(fail[1]);
+    struct exec_failure f;
+    if (read_full(fail[0], &f, sizeof f)) {
+        snprintf(why, sizeof why, "%s '%s': %s",
+                 f.kind == VM_ERR_NOTFOUND ? "command not found:" : "cannot execute",
+                 call.argv[0], strerror(f.err));
+        if (f.kind == VM_ERR_NOTFOUND)
+            snprintf(why, sizeof why, "command not found: '%s'", call.argv[0]);
+        send_error(ctl, f.kind, why);
+        power_off();
+    }
+    close(fail[0]);
+
+    /* Relay until the command exits (what it left behind dies with the
+     * guest), then drain what its pipes still hold and report its status. */
+    int in_w = in[1];
+    static char data[VM_DATA_MAX];
+    int pidfd = (int)syscall(SYS_pidfd_open, cmd, 0);
+    if (pidfd < 0)
+        die("cannot watch the command");
+    int outs[2] = { out[0], errout[0] };
+    bool exited = false;
+    while (!exited || outs[0] >= 0 || outs[1] >= 0) {
+        struct pollfd p[4] = {
+            { .fd = outs[0], .events = POLLIN },
+            { .fd = outs[1], .events = POLLIN },
+            { .fd = ctl, .events = POLLIN },
+            { .fd = exited ? -1 : pidfd, .events = POLLIN },
+        };
+        if (poll(p, 4, exited ? 0 : -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            die("poll");
+        }
+        bool progress = false;
+        for (int i = 0; i < 2; i++) {
+            if (outs[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t n = read(outs[i], data, sizeof data);
+            if (n > 0) {
+                send_frame(ctl, i == 0 ? VM_STDOUT : VM_STDERR, data, (size_t)n, NULL, 0);
+                progress = true;
+            } else {
+                close(outs[i]);
+                outs[i] = -1;
+            }
+        }
+        if (p[2].revents & POLLIN) {
+            char *fb;
+            if (!recv_frame(ctl, &type, &fb, &len))
+                die("lost the host");
+            if (type == VM_STDIN && in_w >= 0) {
+                if (!write_full(in_w, fb, len)) {
+                    close(in_w);
+                    in_w = -1;
+                }
+            } else if (type == VM_STDIN_EOF && in_w >= 0) {
+                close(in_w);
+                in_w = -1;
+            } else if (type == VM_SIGNAL && len == 4) {
+                uint32_t sig;
+                memcpy(&sig, fb, 4);
+                kill(-cmd, (int)sig);
+            }
+            free(fb);
+        }
+        if (p[3].revents & POLLIN)
+            exited = true;
+        /* Exited and nothing more to read right now: a background process
+         * holding the pipes open does not keep the run alive. */
+        if (exited && !progress)
+            break;
+    }
+    int ws = 0;
+    while (waitpid(cmd, &ws, 0) < 0 && errno == EINTR)
+        ;
+    uint32_t status = (uint32_t)ws;
+    send_frame(ctl, VM_EXIT, &status, sizeof status, NULL, 0);
+    power_off();
+}

@@ -1,0 +1,176 @@
+/*
+ * cli/serve.c: `cordon serve`, the daemon (daemon/daemon.h): its own
+ * options, then run's options for the policy every call runs under.
+ */
+#include "cli/cli.h"
+
+#include "common/cleanup.h"
+#include "common/units.h"
+#include "daemon/daemon.h"
+#include "policy/policy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const usage[2] = {
+    "usage: cordon serve --socket PATH [--pool N] [--max-running N] [--max-queued N]\n"
+    "                    [--allow-uid UID]... [--grace DURATION] [OPTIONS]\n"
+    "\n"
+    "Serve JSON-RPC 2.0 (one object per line) on the unix socket PATH (mode 0600;\n"
+    "peers of our uid, root or an --allow-uid only). Methods: run, cancel, policy.check,\n"
+    "health, stats. Each run gets a fresh sandbox built from OPTIONS, taken from a\n"
+    "warm pool of N prepared ones (default 2; 0 starts every run cold).\n"
+    "\n"
+    "      --socket PATH        where to listen (a stale socket is replaced)\n"
+    "      --pool N             sandboxes kept prepared (0-64, default 2)\n"
+    "      --max-running N      runs at once (default 16)\n"
+    "      --max-queued N       runs waiting beyond that, then \"busy\" (default 256)\n"
+    "      --allow-uid UID      another uid that may connect (repeatable, up to 16)\n"
+    "      --grace DURATION     SIGTERM: how long running calls may finish (default 10s)\n"
+    "      --state-dir DIR      sessions' workspaces (default PATH.d; made 0700, and\n"
+    "                           emptied of a previous daemon's sessions at start)\n"
+    "      --session-idle DURATION  destroy a session unused this long (default 30m)\n",
+    "  -h, --help               this help\n"
+    "\n"
+    "Exit status: 0 after SIGTERM or SIGINT and the drain; 125 if cordon failed.\n",
+};
+
+int cli_take_option(int *argc, char **argv, const char *name, const char **value)
+{
+    size_t nlen = strlen(name);
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return 0;
+        const char *v = NULL;
+        int used = 0;
+        if (strcmp(argv[i], name) == 0) {
+            if (i + 1 >= *argc)
+                return -cli_usage_error("option '%s' needs a value", name);
+            v = argv[i + 1];
+            used = 2;
+        } else if (strncmp(argv[i], name, nlen) == 0 && argv[i][nlen] == '=') {
+            v = argv[i] + nlen + 1;
+            used = 1;
+        } else {
+            continue;
+        }
+        memmove(argv + i, argv + i + used, (size_t)(*argc - i - used + 1) * sizeof *argv);
+        *argc -= used;
+        *value = v;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_take_count(int *argc, char **argv, const char *name, uint64_t max, unsigned *out)
+{
+    const char *v = NULL;
+    int rc = cli_take_option(argc, argv, name, &v);
+    if (rc <= 0)
+        return rc;
+    uint64_t n = 0;
+    char why[128];
+    if (parse_count(v, &n, why, sizeof why) < 0 || n > max)
+        return -cli_usage_error("%s: expected a number from 0 to %llu, got '%s'", name,
+                               (unsigned long long)max, v);
+    *out = (unsigned)n;
+    return 1;
+}
+
+int cli_take_duration(int *argc, char **argv, const char *name, uint64_t max_ms, unsigned *out)
+{
+    const char *v = NULL;
+    int rc = cli_take_option(argc, argv, name, &v);
+    if (rc <= 0)
+        return rc;
+    uint64_t ms = 0;
+    char why[128];
+    if (parse_duration_ms(v, &ms, why, sizeof why) < 0 || ms == 0 || ms > max_ms)
+        return -cli_usage_error("%s: expected a duration like 10s, at most %llus, got '%s'", name,
+                               (unsigned long long)(max_ms / 1000), v);
+    *out = (unsigned)ms;
+    return 1;
+}
+
+int cli_server_args(const char *cmd, const char *const help[2], int argc, char **argv,
+                    struct run_args *a)
+{
+    int rc = cli_run_args(cmd, help, argc, argv, false, a);
+    if (rc)
+        return rc;
+    if (a->result_file || a->first < argc) {
+        policy_free(a->policy);
+        a->policy = NULL;
+        if (a->result_file)
+            return cli_usage_error("%s: --result is for cordon run; each call's result is in "
+                                   "its answer", cmd);
+        return cli_usage_error("%s: unexpected argument '%s'; it takes no command", cmd,
+                               argv[a->first]);
+    }
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    struct daemon_config cfg = {
+        .pool = 2,
+        .max_running = 16,
+        .max_queued = 256,
+        .max_clients = 4096,
+        .max_calls_per_client = 64,
+        .max_message = 16u << 20,
+        .output_cap = 1u << 20,
+        .grace_ms = 10000,
+        .session_idle_ms = 30 * 60 * 1000,
+        .max_sessions = 1024,
+    };
+    int rc;
+    if ((rc = cli_take_option(&argc, argv, "--socket", &cfg.socket_path)) < 0 ||
+        (rc = cli_take_count(&argc, argv, "--pool", 64, &cfg.pool)) < 0 ||
+        (rc = cli_take_count(&argc, argv, "--max-running", 1024, &cfg.max_running)) < 0 ||
+        (rc = cli_take_count(&argc, argv, "--max-queued", 100000, &cfg.max_queued)) < 0)
+        return -rc;
+    if (cfg.max_running == 0)
+        return cli_usage_error("serve: --max-running must be at least 1");
+    const char *v = NULL;
+    while ((rc = cli_take_option(&argc, argv, "--allow-uid", &v)) > 0) {
+        uint64_t uid = 0;
+        char why[128];
+        if (parse_count(v, &uid, why, sizeof why) < 0 || uid >= 0xffffffffu)
+            return cli_usage_error("serve: --allow-uid: expected a uid, got '%s'", v);
+        if (cfg.n_allow_uid == DAEMON_MAX_ALLOW)
+            return cli_usage_error("serve: at most %d --allow-uid", DAEMON_MAX_ALLOW);
+        cfg.allow_uid[cfg.n_allow_uid++] = (uid_t)uid;
+    }
+    if (rc < 0)
+        return -rc;
+    if ((rc = cli_take_duration(&argc, argv, "--grace", 3600000, &cfg.grace_ms)) < 0 ||
+        (rc = cli_take_duration(&argc, argv, "--session-idle", 7 * 86400000ull,
+                                &cfg.session_idle_ms)) < 0 ||
+        (rc = cli_take_option(&argc, argv, "--state-dir", &cfg.state_dir)) < 0)
+        return -rc;
+
+
+    struct run_args a;
+    rc = cli_server_args("serve", usage, argc, argv, &a);
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    _cleanup_(policy_freep) struct policy *p = a.policy;
+    if (!cfg.socket_path || !*cfg.socket_path)
+        return cli_usage_error("serve: missing --socket PATH");
+    cfg.policy = p;
+    _cleanup_free_ char *state = NULL;
+    if (!cfg.state_dir) {
+        if (asprintf(&state, "%s.d", cfg.socket_path) < 0)
+            return cli_usage_error("out of memory");
+        cfg.state_dir = state;
+    }
+    if (cfg.state_dir[0] != '/')
+        return cli_usage_error("serve: the state directory must be an absolute path, got '%s'",
+                               cfg.state_dir);
+    struct cordon_err err = { 0 };
+    if (daemon_serve(&cfg, &err) < 0)
+        return cli_fail(&err);
+    return 0;
+}

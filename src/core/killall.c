@@ -1,0 +1,96 @@
+/*
+ * core/killall.c: find every sandbox's init through /proc and SIGKILL it.
+ * Runs in the CLI or the daemon, outside every sandbox.
+ */
+#include "core/killall.h"
+
+#include "audit/audit.h"
+#include "common/cleanup.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
+/*
+ * A sandbox init: named so, and in a PID namespace below ours (NSpid lists
+ * more than one id). A host process that merely names itself "cordon-init"
+ * is not one, and is left alone.
+ */
+static bool is_sandbox_init(pid_t pid)
+{
+    char comm[32], status[4096];
+    if (read_proc(pid, "comm", comm, sizeof comm) < 0 || strcmp(comm, "cordon-init\n") != 0 ||
+        read_proc(pid, "status", status, sizeof status) < 0)
+        return false;
+    const char *ns = strstr(status, "\nNSpid:");
+    if (!ns)
+        return false;
+    int ids = 0;
+    for (const char *c = ns + 7; *c && *c != '\n'; c++)
+        if (isdigit((unsigned char)*c) && !isdigit((unsigned char)c[1]))
+            ids++;
+    return ids >= 2;
+}
+
+int run_kill_all(struct audit_log *log, const char *reason, struct killall_report *r,
+                 struct cordon_err *err)
+{
+    memset(r, 0, sizeof *r);
+    DIR *d = opendir("/proc");
+    if (!d)
+        return err_sys(err, CORDON_E_SETUP, "cannot read '/proc'");
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == getpid() || !is_sandbox_init((pid_t)pid))
+            continue;
+        /* A nested sandbox's init is inside one already found: killed with it. */
+        r->found++;
+        if (kill((pid_t)pid, SIGKILL) == 0) {
+            if (r->killed < KILLALL_MAX)
+                r->pids[r->killed] = (pid_t)pid;
+            r->killed++;
+        } else if (errno == EPERM) {
+            r->refused++;
+        }
+    }
+    closedir(d);
+    if (log) {
+        json_t *f = killall_report_json(r);
+        json_object_set_new(f, "reason", json_string(reason ? reason : ""));
+        if (audit_append(log, "kill.all", NULL, f, err) < 0)
+            return err_prefix(err, "audit");
+    }
+    return 0;
+}
+
+json_t *killall_report_json(const struct killall_report *r)
+{
+    json_t *pids = json_array();
+    for (size_t i = 0; i < r->killed && i < KILLALL_MAX; i++)
+        json_array_append_new(pids, json_integer(r->pids[i]));
+    return json_pack("{s:I, s:I, s:I, s:o}", "found", (json_int_t)r->found, "killed",
+                     (json_int_t)r->killed, "refused", (json_int_t)r->refused, "pids", pids);
+}

@@ -1,0 +1,41 @@
+/*
+ * daemon/daemon.h: `cordon serve`, a JSON-RPC 2.0 daemon on a unix socket
+ * (one JSON object per line each way) that runs each call in a fresh
+ * sandbox, handed out of a warm pool (core/jobs.h), and sessions: a
+ * workspace kept between runs. Methods: run, cancel, policy.check, health,
+ * stats, session.create/exec/write_file/read_file/list/fork/destroy. Runs in
+ * its own process; prints nothing.
+ */
+#pragma once
+#include "common/err.h"
+#include "policy/policy.h"
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define DAEMON_MAX_ALLOW 16
+
+struct daemon_config {
+    const struct policy *policy;  /* borrowed; every run is under it */
+    const char *socket_path;
+    unsigned pool;                /* sandboxes kept prepared */
+    unsigned max_running;
+    unsigned max_queued;          /* beyond: "busy" */
+    unsigned max_clients;         /* connections at once; beyond: refused */
+    unsigned max_calls_per_client;/* in flight per connection; beyond: "busy" */
+    size_t max_message;           /* one request line, bytes */
+    size_t output_cap;            /* per stream of a run */
+    unsigned grace_ms;            /* SIGTERM: how long running calls may finish */
+    uid_t allow_uid[DAEMON_MAX_ALLOW]; /* besides our own */
+    size_t n_allow_uid;
+    const char *state_dir;        /* sessions' workspaces live here (made 0700, emptied at start) */
+    unsigned session_idle_ms;     /* a session unused this long is destroyed */
+    unsigned max_sessions;
+};
+
+/*
+ * Listen on cfg->socket_path (mode 0600; a stale socket nobody answers on is
+ * replaced, a live one is an error) and serve until SIGTERM or SIGINT, then
+ * drain. 0 after a clean drain; -1 with ERR when it could not start.
+ */
+int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err);

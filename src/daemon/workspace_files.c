@@ -1,0 +1,293 @@
+/*
+ * daemon/workspace_files.c: confined file operations on a session's
+ * workspace (see workspace_files.h). Runs in the daemon, with every run of
+ * the session possibly still writing there.
+ */
+#include "daemon/workspace_files.h"
+
+#include "common/cleanup.h"
+#include "common/syscalls.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Deeper than this a copy or removal refuses: a run could nest without end. */
+#define MAX_DEPTH 128
+
+#define CONFINED (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+    struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode,
+                            .resolve = CONFINED };
+    int fd;
+    while ((fd = sys_openat2(dirfd, path, &how, sizeof how)) < 0 && errno == EINTR)
+        ;
+    return fd;
+}
+
+int wsfile_check_path(const char *path, char *why, size_t len)
+{
+    if (!*path || *path == '/') {
+        snprintf(why, len, "path must be relative to the workspace, got \"%.200s\"", path);
+        return -1;
+    }
+    if (strlen(path) >= PATH_MAX) {
+        snprintf(why, len, "path too long");
+        return -1;
+    }
+    /* Every component, the one after a trailing slash too ("a/" has an empty one). */
+    for (const char *p = path, *e;; p = e + 1) {
+        e = strchrnul(p, '/');
+        size_t n = (size_t)(e - p);
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+            snprintf(why, len, "path \"%.200s\" has an empty, \".\" or \"..\" component", path);
+            return -1;
+        }
+        if (!*e)
+            break;
+    }
+    return 0;
+}
+
+/* The directory holding PATH's last component, parents made as needed; *LEAF points into PATH. */
+static int open_parent(int root_fd, const char *path, bool make, const char **leaf,
+                       struct cordon_err *err)
+{
+    int dir = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+    if (dir < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot use the workspace");
+    const char *p = path;
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        if (!slash)
+            break;
+        char comp[NAME_MAX + 1];
+        size_t n = (size_t)(slash - p);
+        if (n > NAME_MAX) {
+            close(dir);
+            return err_set(err, CORDON_E_USAGE, "a name in '%s' is too long", path);
+        }
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        if (make && mkdirat(dir, comp, 0755) < 0 && errno != EEXIST) {
+            int e = errno;
+            close(dir);
+            errno = e;
+            return err_sys(err, CORDON_E_SETUP, "cannot make directory '%.*s'",
+                           (int)(slash - path), path);
+        }
+        int next = open_beneath(dir, comp, O_PATH | O_DIRECTORY, 0);
+        int e = errno;
+        close(dir);
+        if (next < 0) {
+            errno = e;
+            return err_sys(err, e == ENOENT ? CORDON_E_NOTFOUND : CORDON_E_SETUP,
+                           "cannot open directory '%.*s' in the workspace", (int)(slash - path),
+                           path);
+        }
+        dir = next;
+        p = slash + 1;
+    }
+    *leaf = p;
+    return dir;
+}
+
+int wsfile_write(int root_fd, const char *path, const char *data, size_t len, mode_t mode,
+                 struct cordon_err *err)
+{
+    const char *leaf = NULL;
+    _cleanup_close_ int dir = open_parent(root_fd, path, true, &leaf, err);
+    if (dir < 0)
+        return -1;
+    /* A new file beside the old, renamed over it: whatever stood there (a
+     * FIFO, a link the sandbox planted) is replaced, never written through. */
+    char tmp[NAME_MAX + 1];
+    snprintf(tmp, sizeof tmp, ".cordon-write-%d", (int)getpid());
+    unlinkat(dir, tmp, 0);
+    _cleanup_close_ int fd = open_beneath(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                                          mode & 07777 & ~(mode_t)06000);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s' in the workspace", path);
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            unlinkat(dir, tmp, 0);
+            return err_sys(err, CORDON_E_SETUP, "cannot write '%s' in the workspace", path);
+        }
+        off += (size_t)n;
+    }
+    if (renameat(dir, tmp, dir, leaf) < 0) {
+        int e = errno;
+        unlinkat(dir, tmp, 0);
+        errno = e;
+        return err_sys(err, CORDON_E_SETUP, "cannot write '%s' in the workspace", path);
+    }
+    return 0;
+}
+
+int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *len,
+                uint64_t *size, struct cordon_err *err)
+{
+    /* O_NONBLOCK: a FIFO the sandbox left must not hang the daemon. */
+    _cleanup_close_ int fd = open_beneath(root_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+    if (fd < 0)
+        return err_sys(err, errno == ENOENT ? CORDON_E_NOTFOUND : CORDON_E_SETUP,
+                       "cannot open '%s' in the workspace", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return err_set(err, CORDON_E_USAGE, "'%s' is not a regular file", path);
+    size_t want = (uint64_t)st.st_size < max ? (size_t)st.st_size : max;
+    _cleanup_free_ char *buf = malloc(want + 1);
+    if (!buf)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = read(fd, buf + got, want - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot read '%s'", path);
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    *out = TAKE_PTR(buf);
+    *len = got;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+static int copy_file(int from_dir, int to_dir, const char *name, const struct stat *st,
+                     struct cordon_err *err)
+{
+    _cleanup_close_ int in = open_beneath(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+    if (in < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s' to copy it", name);
+    _cleanup_close_ int out = open_beneath(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                                           st->st_mode & 0777);
+    if (out < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s' in the copy", name);
+    /* A reflink shares the blocks until either side writes. */
+    if (ioctl(out, FICLONE, in) == 0)
+        return 0;
+    for (;;) {
+        ssize_t n = copy_file_range(in, NULL, out, NULL, 1u << 30, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot copy '%s'", name);
+        if (n == 0)
+            return 0;
+    }
+}
+
+static int copy_dir(int from, int to, unsigned depth, struct cordon_err *err)
+{
+    if (depth > MAX_DEPTH)
+        return err_set(err, CORDON_E_USAGE, "the workspace is nested deeper than %d", MAX_DEPTH);
+    int dup = fcntl(from, F_DUPFD_CLOEXEC, 3);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        return err_sys(err, CORDON_E_SETUP, "cannot list a workspace directory");
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        struct stat st;
+        if (fstatat(from, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* gone meanwhile */
+        if (S_ISDIR(st.st_mode)) {
+            if (mkdirat(to, e->d_name, st.st_mode & 0777) < 0) {
+                rc = err_sys(err, CORDON_E_SETUP, "cannot make '%s' in the copy", e->d_name);
+                break;
+            }
+            _cleanup_close_ int sf = open_beneath(from, e->d_name, O_RDONLY | O_DIRECTORY, 0);
+            _cleanup_close_ int tf = open_beneath(to, e->d_name, O_RDONLY | O_DIRECTORY, 0);
+            if (sf < 0 || tf < 0)
+                rc = err_sys(err, CORDON_E_SETUP, "cannot open '%s' to copy it", e->d_name);
+            else
+                rc = copy_dir(sf, tf, depth + 1, err);
+        } else if (S_ISREG(st.st_mode)) {
+            rc = copy_file(from, to, e->d_name, &st, err);
+        } else if (S_ISLNK(st.st_mode)) {
+            char target[PATH_MAX];
+            ssize_t n = readlinkat(from, e->d_name, target, sizeof target - 1);
+            if (n >= 0) {
+                target[n] = '\0';
+                if (symlinkat(target, to, e->d_name) < 0)
+                    rc = err_sys(err, CORDON_E_SETUP, "cannot copy link '%s'", e->d_name);
+            }
+        }
+        /* FIFOs, sockets and devices are not a workspace's content: not copied. */
+    }
+    closedir(d);
+    return rc;
+}
+
+int wsfile_copy_tree(int from_fd, int to_fd, struct cordon_err *err)
+{
+    _cleanup_close_ int from = open_beneath(from_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+    _cleanup_close_ int to = open_beneath(to_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+    if (from < 0 || to < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the workspaces to copy");
+    return copy_dir(from, to, 0, err);
+}
+
+static int remove_in(int dir, unsigned depth)
+{
+    if (depth > MAX_DEPTH)
+        return -1;
+    int dup = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(dir, e->d_name, 0) == 0 || errno == ENOENT)
+            continue;
+        /* A directory: empty it (opened without following), then remove it. */
+        int sub = open_beneath(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        if (sub >= 0) {
+            rc |= remove_in(sub, depth + 1);
+            close(sub);
+        }
+        if (unlinkat(dir, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+int wsfile_remove_tree(int parent_fd, const char *dir, struct cordon_err *err)
+{
+    int fd = open_beneath(parent_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : err_sys(err, CORDON_E_SETUP, "cannot open '%s'", dir);
+    int rc = remove_in(fd, 0);
+    close(fd);
+    if (rc < 0 || (unlinkat(parent_fd, dir, AT_REMOVEDIR) < 0 && errno != ENOENT))
+        return err_sys(err, CORDON_E_SETUP, "cannot remove '%s' whole", dir);
+    return 0;
+}

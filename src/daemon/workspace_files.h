@@ -1,0 +1,32 @@
+/*
+ * daemon/workspace_files.h: file operations on a session's workspace from
+ * the daemon's side, confined to it whatever the sandbox left there: every
+ * path is resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV) from the workspace's descriptor,
+ * so no link, "..", or mount planted by a run can take an operation outside.
+ */
+#pragma once
+#include "common/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A relative path with no empty, "." or ".." component; why not in WHY. */
+int wsfile_check_path(const char *path, char *why, size_t len);
+
+/* Write DATA to PATH under ROOT_FD (parents made 0755, the file MODE), replacing it. */
+int wsfile_write(int root_fd, const char *path, const char *data, size_t len, mode_t mode,
+                 struct cordon_err *err);
+
+/* Read at most MAX bytes of the regular file PATH into *OUT (malloc'd); *SIZE its full size. */
+int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *len,
+                uint64_t *size, struct cordon_err *err);
+
+/* Copy the tree under FROM_FD into the empty directory TO_FD (links copied as links,
+ * files by reflink where the filesystem allows). */
+int wsfile_copy_tree(int from_fd, int to_fd, struct cordon_err *err);
+
+/* Remove DIR (under PARENT_FD) and everything in it, following no link. */
+int wsfile_remove_tree(int parent_fd, const char *dir, struct cordon_err *err);

@@ -1,0 +1,207 @@
+/*
+ * egress/decide.c: the gateway's verdicts (see decide.h). Pure.
+ */
+#include "egress/decide.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int refused(struct decision *d, int status, const char *rule, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refused(struct decision *d, int status, const char *rule, const char *fmt, ...)
+{
+    d->allowed = false;
+    d->status = status;
+    if (rule != d->rule) /* set_rule() may have written it already */
+        snprintf(d->rule, sizeof d->rule, "%s", rule);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->reason, sizeof d->reason, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int allowed(struct decision *d)
+{
+    d->allowed = true;
+    d->status = 200;
+    d->reason[0] = '\0';
+    return 0;
+}
+
+/* "deny:10.0.0.0/8", "allow:api.example.com". */
+static void set_rule(struct decision *d, const char *kind, const struct egress_rule *r)
+{
+    char text[300];
+    egress_rule_format(r, text, sizeof text);
+    snprintf(d->rule, sizeof d->rule, "%s:%s", kind, text);
+}
+
+static const struct egress_rule *match_host(const struct egress_rule *rules, size_t n,
+                                            const struct host *h, uint16_t port)
+{
+    for (size_t i = 0; i < n; i++)
+        if (egress_rule_matches_host(&rules[i], h, port))
+            return &rules[i];
+    return NULL;
+}
+
+static const struct egress_rule *match_addr(const struct egress_rule *rules, size_t n,
+                                            const struct ip_addr *a, uint16_t port)
+{
+    for (size_t i = 0; i < n; i++)
+        if (egress_rule_matches_addr(&rules[i], a, port))
+            return &rules[i];
+    return NULL;
+}
+
+int decide_target(const struct http_request *req, struct target *t, struct decision *d)
+{
+    char why[200];
+    char target[4200];
+    if (req->target_len >= sizeof target) {
+        snprintf(t->host_text, sizeof t->host_text, "-");
+        return refused(d, 414, "bad_request", "request target longer than %zu bytes",
+                       sizeof target - 1);
+    }
+    snprintf(target, sizeof target, "%.*s", (int)req->target_len, req->target);
+
+    if (req->kind == HTTP_TARGET_AUTHORITY) {
+        struct authority a = { 0 };
+        if (authority_parse(target, strlen(target), &a, why, sizeof why) < 0 || !a.port ||
+            a.has_userinfo) {
+            snprintf(t->host_text, sizeof t->host_text, "%.255s", target);
+            return refused(d, 400, "bad_request", "bad CONNECT target: %s",
+                           a.port ? why : "no port");
+        }
+        t->is_connect = true;
+        t->host = a.host;
+        t->port = a.port;
+        if (t->port == 80) {
+            /* A tunnel to port 80 would carry plain HTTP past the per-request
+             * checks (Host, one request per connection, budgets, audit). */
+            snprintf(t->host_text, sizeof t->host_text, "%.255s", target);
+            return refused(d, 403, "connect_port", "CONNECT to port 80 is refused: send "
+                           "http:// requests as absolute URIs");
+        }
+    } else if (req->kind == HTTP_TARGET_ABSOLUTE) {
+        struct url u;
+        if (url_parse(target, &u, why, sizeof why) < 0) {
+            snprintf(t->host_text, sizeof t->host_text, "%.255s", target);
+            return refused(d, 400, "bad_request", "bad URL: %s", why);
+        }
+        if (u.https) {
+            snprintf(t->host_text, sizeof t->host_text, "%.255s", target);
+            return refused(d, 400, "bad_request", "https URLs go through CONNECT");
+        }
+        t->host = u.authority.host;
+        t->port = u.port;
+        snprintf(t->path, sizeof t->path, "%s", u.path);
+    } else {
+        return refused(d, 400, "bad_request", "not a proxy request (origin-form target)");
+    }
+    if (t->host.is_ip)
+        ip_addr_format(&t->host.ip, t->host_text, sizeof t->host_text);
+    else
+        snprintf(t->host_text, sizeof t->host_text, "%s", t->host.name);
+    return allowed(d);
+}
+
+void budget_init(struct budget *b, const struct gateway_config *cfg, uint64_t now_us)
+{
+    *b = (struct budget){ .tokens = (double)cfg->request_rate, .tokens_at_us = now_us };
+}
+
+static bool take_token(const struct gateway_config *cfg, struct budget *b, uint64_t now_us)
+{
+    uint64_t rate = cfg->request_rate;
+    if (!rate)
+        return true;
+    b->tokens += (double)(now_us - b->tokens_at_us) / 1e6 * (double)rate;
+    if (b->tokens > (double)rate)
+        b->tokens = (double)rate;
+    b->tokens_at_us = now_us;
+    if (b->tokens < 1.0)
+        return false;
+    b->tokens -= 1.0;
+    return true;
+}
+
+int decide_request(const struct gateway_config *cfg, struct budget *b, const struct target *t,
+                   uint64_t now_us, struct decision *d)
+{
+    const struct egress_rules *r = &cfg->rules;
+    if (cfg->max_requests && b->requests >= cfg->max_requests)
+        return refused(d, 429, "budget:requests", "request budget of %llu exhausted",
+                       (unsigned long long)cfg->max_requests);
+    if (!take_token(cfg, b, now_us))
+        return refused(d, 429, "budget:request_rate", "more than %llu requests per second",
+                       (unsigned long long)cfg->request_rate);
+    if (cfg->max_bytes && b->bytes >= cfg->max_bytes)
+        return refused(d, 429, "budget:bytes", "byte budget exhausted");
+    b->requests++;
+
+    const struct egress_rule *deny = match_host(r->deny, r->n_deny, &t->host, t->port);
+    if (deny) {
+        set_rule(d, "deny", deny);
+        return refused(d, 403, d->rule, "%s:%u is on the denylist", t->host_text, t->port);
+    }
+    /*
+     * Names are allowed by name rules, addresses by address rules: a name
+     * is never looked up to see whether it lands in an allowed range, or
+     * the sandbox could make the gateway send DNS queries for any name it
+     * likes (a channel out).
+     */
+    const struct egress_rule *allow = match_host(r->allow, r->n_allow, &t->host, t->port);
+    if (!allow)
+        return refused(d, 403, "not_allowed", "%s:%u is not on the allowlist", t->host_text,
+                       t->port);
+    set_rule(d, "allow", allow);
+    return allowed(d);
+}
+
+size_t decide_pins(const struct gateway_config *cfg, const char *name, struct ip_addr *addrs,
+                   size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->rules.n_pins && n < max; i++)
+        if (strcmp(cfg->rules.pins[i].name, name) == 0)
+            addrs[n++] = cfg->rules.pins[i].ip;
+    return n;
+}
+
+static bool private_allowed(const struct gateway_config *cfg, const struct ip_addr *a)
+{
+    for (size_t k = 0; k < cfg->rules.n_allow_private; k++)
+        if (cidr_contains(&cfg->rules.allow_private[k], a))
+            return true;
+    return false;
+}
+
+int decide_addresses(const struct gateway_config *cfg, const struct target *t,
+                     const struct ip_addr *addrs, size_t n, struct decision *d)
+{
+    const struct egress_rules *r = &cfg->rules;
+    for (size_t i = 0; i < n; i++) {
+        const struct ip_addr *a = &addrs[i];
+        char text[64];
+        ip_addr_format(a, text, sizeof text);
+        const struct egress_rule *deny = match_addr(r->deny, r->n_deny, a, t->port);
+        if (deny) {
+            set_rule(d, "deny", deny);
+            return refused(d, 403, d->rule, "%s (%s) is on the denylist", t->host_text, text);
+        }
+        enum addr_class cls = addr_classify(a);
+        if (cls != ADDR_PUBLIC && !private_allowed(cfg, a)) {
+            char rule[64];
+            snprintf(rule, sizeof rule, "ssrf:%s", addr_class_name(cls));
+            return refused(d, 403, rule, "%s resolves to %s, a %s address", t->host_text, text,
+                           addr_class_name(cls));
+        }
+    }
+    const struct egress_rule *allow = match_host(r->allow, r->n_allow, &t->host, t->port);
+    if (allow)
+        set_rule(d, "allow", allow);
+    return allowed(d);
+}

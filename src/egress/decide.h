@@ -1,0 +1,70 @@
+/*
+ * egress/decide.h: what the gateway lets through, decided without I/O: the
+ * request's target, the budgets, the deny and allow rules, the pins and the
+ * address classes, each giving a verdict with the rule and the reason that
+ * the audit records. No sockets, no clock, no event loop: the unit test
+ * drives it directly.
+ */
+#pragma once
+#include "common/addr.h"
+#include "egress/gateway.h"
+#include "egress/http.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct decision {
+    bool allowed;
+    int status;                /* the HTTP status a refusal answers with */
+    char rule[320];            /* "allow:api.example.com", "deny:...", "ssrf:loopback", ... */
+    char reason[200];          /* one line for the client and the audit log */
+};
+
+/* Where a request goes, read from its target. */
+struct target {
+    bool is_connect;           /* CONNECT host:port (else an absolute http:// URI) */
+    struct host host;
+    char host_text[300];       /* the host as reported; the target as written when unreadable */
+    uint16_t port;
+    char path[4096];           /* origin-form, for a plain request */
+};
+
+/* The budgets' running counts, over every connection of the run. */
+struct budget {
+    uint64_t requests;
+    uint64_t bytes;            /* both directions; the relays count them */
+    double tokens;             /* request_rate bucket */
+    uint64_t tokens_at_us;
+};
+
+/* A full bucket at NOW_US. */
+void budget_init(struct budget *b, const struct gateway_config *cfg, uint64_t now_us);
+
+/*
+ * Read REQ's target: CONNECT host:port (port 80 refused: it would carry
+ * plain HTTP past the per-request checks), or an absolute http:// URI.
+ * 0 with T filled; -1 with D a refusal (T's host_text still set).
+ */
+int decide_target(const struct http_request *req, struct target *t, struct decision *d);
+
+/*
+ * Before anything reaches out: the request, rate and byte budgets (a
+ * request that passes them is counted in B), then the denylist and the
+ * allowlist by name, or by address for an IP literal. 0 when allowed.
+ */
+int decide_request(const struct gateway_config *cfg, struct budget *b, const struct target *t,
+                   uint64_t now_us, struct decision *d);
+
+/* The pinned addresses of NAME (--resolve), at most MAX into ADDRS; their count. */
+size_t decide_pins(const struct gateway_config *cfg, const char *name, struct ip_addr *addrs,
+                   size_t max);
+
+/*
+ * After resolving: every address must pass the denylist and the address
+ * classes (only public ones, unless network.allow_private lets a range
+ * through). One bad address refuses the request, so a mixed answer cannot
+ * be used to reach inside. 0 when allowed, with D's rule the allow rule.
+ */
+int decide_addresses(const struct gateway_config *cfg, const struct target *t,
+                     const struct ip_addr *addrs, size_t n, struct decision *d);

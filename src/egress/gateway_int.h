@@ -1,0 +1,168 @@
+/*
+ * egress/gateway_int.h: what the gateway's files share: the process
+ * (struct gateway), one client connection (struct conn), and the steps each
+ * file owns:
+ *   gateway.c      the process, its connections, their heads and refusals,
+ *                  resolving and connecting
+ *   decide.c       the verdicts (pure)
+ *   relay.c        relaying a request's body and its answer
+ *   tls.c          TLS interception, for hosts a secret is bound to
+ *   credentials.c  secrets: their values, placeholders, swapping and exfiltration
+ */
+#pragma once
+#include "egress/decide.h"
+#include "egress/gateway.h"
+#include "egress/http.h"
+#include "egress/scrub.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <jansson.h>
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+#define MAX_ADDRS 16
+/* Connections at once when the policy sets no budget: well under the fds we have. */
+#define GATEWAY_MAX_CONNECTIONS 256
+/* Stop reading one side while the other has this much unsent. */
+#define RELAY_HIGH_WATER (1024 * 1024)
+#define RELAY_CHUNK (256 * 1024)
+/* A whole request head must arrive within this, however slowly it trickles. */
+#define HEAD_DEADLINE_MS 30000
+
+struct gateway {
+    const struct gateway_config *cfg;
+    struct event_base *base;
+    struct evdns_base *dns;
+    int report_fd;
+    struct budget budget;
+    uint64_t active;          /* connections open */
+    bool serve_one;           /* cordon fetch: exit after the one connection */
+    struct conn *conns;       /* open connections, reported when we are stopped */
+    struct event *resume_accept; /* re-enables accepting after a failed accept() */
+    struct event *finish;        /* the end of the run, a moment after SIGTERM */
+    SSL_CTX *upstream_tls;    /* verifying client side of intercepted connections */
+    struct scrub_pair *values;       /* secret i's value -> its placeholder */
+    struct scrub_pair *placeholders; /* secret i's placeholder, to find in bodies */
+    size_t n_pairs;
+};
+
+enum conn_state { S_HEAD, S_RESOLVING, S_CONNECTING, S_RELAY, S_CLOSING };
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+enum chunk_state { CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_END, CHUNK_TRAILER, CHUNK_DONE };
+
+struct conn {
+    struct gateway *gw;
+    struct conn *next, **pprev;
+    struct bufferevent *client, *upstream;
+    struct event *client_rev, *upstream_rev; /* relay reads, done by us (see on_readable) */
+    struct event *timer;       /* head and linger deadlines; idle time while relaying */
+    struct event *flush_ev;    /* re-checks that a TLS answer reached the socket */
+    struct evbuffer *client_in; /* client bytes not yet forwarded (partial chunk framing) */
+    bool client_eof;           /* the client half-closed after a complete request */
+    bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
+    bool inner;                /* reading the request inside an intercepted tunnel */
+    uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
+    uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
+    uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */
+    struct scrub_answer *answer; /* the answer, parsed and scrubbed (with secrets, in plaintext) */
+    struct scrub_finder find_body; /* foreign placeholders in the request body's data */
+    enum conn_state state;
+    char method[24];
+    struct target target;
+    struct ip_addr addrs[MAX_ADDRS];
+    size_t n_addrs, next_addr;
+    struct evdns_getaddrinfo_request *dns_req;
+    enum body_kind body;
+    uint64_t body_left;
+    enum chunk_state chunk;
+    bool body_done;
+    uint64_t up_bytes, down_bytes;
+    uint64_t started_us;
+    int status;               /* what we answered, or 200 once relaying */
+    bool allowed;
+    char rule[320];
+    char reason[200];
+    bool reported;
+};
+
+/* ---- gateway.c ---- */
+
+uint64_t gateway_now_us(void);
+struct timeval ms_timeval(unsigned ms);
+
+/* The parsed head, kept with the connection until the upstream head is sent. */
+struct http_request *conn_request(struct conn *c);
+/* Report C (once) and free it. */
+void conn_free(struct conn *c);
+/* (Re)arm C's one timer: a deadline, or idle time when re-armed on activity. */
+void conn_arm_timer(struct conn *c, unsigned ms);
+/* Answer STATUS and close: every refusal ends here. */
+void conn_refuse(struct conn *c, int status, const char *rule, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Bufferevent callbacks: close C once its output is out; free it when the client goes. */
+void conn_close_when_flushed(struct bufferevent *bev, void *arg);
+void conn_closing_event(struct bufferevent *bev, short what, void *arg);
+/* Bufferevent callbacks reading a request head (also inside a tunnel). */
+void conn_head_read(struct bufferevent *bev, void *arg);
+void conn_head_event(struct bufferevent *bev, short what, void *arg);
+
+/* ---- relay.c ---- */
+
+/* The upstream is connected and the request allowed: relay both ways. */
+void relay_start(struct conn *c);
+/* The upstream head: origin-form, hop-by-hop headers dropped, Host set. */
+void relay_send_head(struct conn *c, const struct http_request *req);
+/* Client bytes in IN: the request body's part goes upstream, nothing after it. */
+void relay_client_data(struct conn *c, struct evbuffer *in);
+/* Answer bytes from the server (scrubbed with secrets); false when C is gone. */
+bool relay_answer_bytes(struct conn *c, const char *buf, size_t n);
+/* The server closed; false when C is gone. */
+bool relay_answer_eof(struct conn *c);
+/* Free our own read events (before refusing, which frees the upstream). */
+void relay_stop_reading(struct conn *c);
+/* End C, with WHY as its reason unless it has one. */
+void relay_end(struct conn *c, const char *why);
+
+/* ---- tls.c ---- */
+
+/* The trust store intercepted servers are verified with; with a mint only. */
+int tls_init(struct gateway *gw, struct cordon_err *err);
+void tls_fini(struct gateway *gw);
+/* The tunnel is connected: TLS to both sides, then read the request inside. */
+void tls_intercept_start(struct conn *c);
+/* The request inside was checked and sent: relay its body and the answer. */
+void tls_relay_start(struct conn *c);
+/* The server's TLS failed, or it finished. */
+void tls_upstream_done(struct conn *c, short what);
+
+/* ---- credentials.c ---- */
+
+/* The values and placeholders of P's secrets, and the run's CA, into OUT. */
+int credentials_load(const struct policy *p, struct gateway_config *out, char *why,
+                     size_t why_len);
+/* Wipe and free what credentials_load() made. */
+void credentials_release(struct gateway_config *cfg);
+/* The scrubber's pairs for the gateway's process. */
+int credentials_init(struct gateway *gw, struct cordon_err *err);
+void credentials_fini(struct gateway *gw);
+/* The names of the secrets in MASK, as a JSON array (values never leave). */
+json_t *credentials_names(const struct gateway_config *cfg, uint64_t mask);
+/* Is any secret bound to C's destination? (Then its TLS is intercepted.) */
+bool credentials_bound_here(const struct conn *c);
+/* The request's placeholders: swapped where bound, refused elsewhere; false when refused. */
+bool credentials_check(struct conn *c, const struct http_request *req);
+/* A header value on its way upstream, with bound placeholders replaced by values. */
+void credentials_add_value(struct conn *c, struct evbuffer *out, const char *v, size_t n);
+/* The index of a secret whose placeholder must not go here, in body data or a framing line; -1. */
+int credentials_body_exfil(struct conn *c, struct evbuffer *in, size_t from, size_t len);
+int credentials_line_exfil(const struct conn *c, const char *line, size_t len);
+/* With secrets, REQ's answer is parsed and scrubbed of their values on its way
+ * back (C->answer); to a host one is BOUND to, an encoded body is refused. */
+void credentials_scrub_answer(struct conn *c, const struct http_request *req, bool bound);
+/* A placeholder in the body for a host it is not bound to: refuse, or cut. */
+void credentials_refuse_exfil(struct conn *c, size_t secret);

@@ -1,0 +1,184 @@
+/*
+ * sandbox/boundary.c: what every level's boundary does the same way (see
+ * boundary.h). Runs in the boundary between fork and exec, except the
+ * supervisor's two helpers at the end.
+ */
+#include "sandbox/boundary.h"
+
+#include "common/fds.h"
+#include "common/syscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS] = {
+    "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+};
+
+const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES] = {
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
+    "/etc/alternatives", "/etc/localtime", "/etc/timezone",
+    "/etc/protocols", "/etc/services", "/etc/mime.types", "/etc/gai.conf",
+    "/etc/python3", "/etc/python3.11", "/etc/perl", "/etc/gitconfig",
+    "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
+};
+
+const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES] = {
+    "null", "zero", "full", "random", "urandom", "tty",
+};
+
+_Noreturn void boundary_fail(int err_w, struct cordon_err *err)
+{
+    (void)!write(err_w, err, sizeof *err);
+    _exit(err_exit_code(err));
+}
+
+void boundary_scrub_args_and_env(const char *name)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    /* Fields count from the one after the command name, which may hold spaces. */
+    char *p = strrchr(buf, ')');
+    unsigned long long v[4] = { 0 };
+    for (int field = 3; p && field <= 51; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return;
+        p++;
+        if (field >= 48) /* arg_start, arg_end, env_start, env_end */
+            v[field - 48] = strtoull(p, NULL, 10);
+    }
+    size_t len = strlen(name) + 1;
+    if (v[1] > v[0] + len) {
+        memset((void *)(uintptr_t)v[0], 0, v[1] - v[0]);
+        memcpy((void *)(uintptr_t)v[0], name, len);
+    }
+    prctl(PR_SET_NAME, name, 0, 0, 0);
+    if (v[3] > v[2])
+        memset((void *)(uintptr_t)v[2], 0, v[3] - v[2]);
+}
+
+static pid_t forward_to; /* the boundary's own process: where its signals go */
+
+static void forward_signal(int sig)
+{
+    int saved = errno;
+    if (kill(-forward_to, sig) < 0) /* before the command's setsid() */
+        kill(forward_to, sig);
+    errno = saved;
+}
+
+void boundary_forward_signals(pid_t to)
+{
+    static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+    forward_to = to;
+    struct sigaction sa = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+        sigaction(forwarded[i], &sa, NULL);
+    /* The supervisor's mask came along through fork: open it now. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+bool boundary_receive_filter(int fd, struct seccomp_program *out)
+{
+    static struct sock_filter insns[BPF_MAXINSNS];
+    unsigned short len = 0;
+    if (!read_full(fd, &len, sizeof len) || len == 0 || len > BPF_MAXINSNS ||
+        !read_full(fd, insns, len * sizeof insns[0]))
+        return false;
+    *out = (struct seccomp_program){ .filter = insns, .len = len };
+    return true;
+}
+
+_Noreturn void boundary_exec(const struct start_message *m, int tty, const char *workdir,
+                             int err_w, int (*confine)(void *arg, struct cordon_err *err),
+                             void *arg)
+{
+    struct cordon_err err = { 0 };
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+
+    /* A session of its own: no controlling terminal to inject input into. */
+    if (setsid() < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot start a session");
+        boundary_fail(err_w, &err);
+    }
+    /* With a terminal: the sandbox's own pty, made this session's controlling one. */
+    const int *in = tty >= 0 ? (const int[3]){ tty, tty, tty } : m->stdio;
+    if ((tty >= 0 && ioctl(tty, TIOCSCTTY, 0) < 0) || dup2(in[0], 0) < 0 || dup2(in[1], 1) < 0 ||
+        dup2(in[2], 2) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot set up stdio");
+        boundary_fail(err_w, &err);
+    }
+    /* Whatever else is open dies at exec, the error pipe included. */
+    if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot mark descriptors close-on-exec");
+        boundary_fail(err_w, &err);
+    }
+    if (chdir(workdir) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot enter '%s'", workdir);
+        boundary_fail(err_w, &err);
+    }
+    if (confine(arg, &err) < 0)
+        boundary_fail(err_w, &err);
+
+    execvpe(m->argv[0], m->argv, m->envp);
+    if (errno == ENOENT || errno == ENOTDIR)
+        err_set(&err, CORDON_E_NOTFOUND, "command not found: '%s'", m->argv[0]);
+    else
+        err_sys(&err, errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM
+                          ? CORDON_E_NOEXEC
+                          : CORDON_E_SETUP,
+                "cannot execute '%s'", m->argv[0]);
+    boundary_fail(err_w, &err);
+}
+
+/* ---- supervisor side ---- */
+
+int boundary_send_filter(const struct policy *p, struct seccomp_program *prog, int fd,
+                         struct cordon_err *err)
+{
+    TRY(seccomp_program_build(p, prog, err));
+    /* One write well under the pipe's capacity (2 + 8 * 4096 bytes at most). */
+    size_t size = sizeof prog->len + prog->len * sizeof prog->filter[0];
+    char buf[sizeof prog->len + BPF_MAXINSNS * sizeof(struct sock_filter)];
+    memcpy(buf, &prog->len, sizeof prog->len);
+    memcpy(buf + sizeof prog->len, prog->filter, prog->len * sizeof prog->filter[0]);
+    ssize_t n = write(fd, buf, size);
+    if (n < 0 && errno == EPIPE)
+        return 0; /* the child failed first: its own error record says why */
+    if (n != (ssize_t)size)
+        return err_sys(err, CORDON_E_SETUP, "cannot hand the seccomp filter to the sandbox");
+    return 0;
+}
+
+int boundary_child_error(int err_r, struct cordon_err *err)
+{
+    struct cordon_err rec;
+    if (read_full(err_r, &rec, sizeof rec)) {
+        rec.msg[sizeof rec.msg - 1] = '\0';
+        *err = rec;
+        return -1;
+    }
+    return err_set(err, CORDON_E_SETUP, "the sandbox failed while it was being built");
+}

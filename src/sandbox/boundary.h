@@ -1,0 +1,66 @@
+/*
+ * sandbox/boundary.h: the pieces every level's boundary shares between
+ * fork and exec (its top process and the command) and the supervisor's
+ * side of building one: error records, the compiled filter handed over a
+ * pipe, signals passed on to the command, and the command's last steps
+ * before exec. Nothing here allocates in the child.
+ */
+#pragma once
+#include "common/err.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/start.h"
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct policy;
+
+/*
+ * What of the host every level shows (bound at the namespace level, allowed
+ * by Landlock at the process level): merged-/usr links or real directories,
+ * the /etc entries programs need (passwd, group, hosts and nsswitch.conf are
+ * generated where a level can, never the host's), and the harmless devices.
+ */
+#define SANDBOX_N_USR_LINKS 6
+#define SANDBOX_N_ETC_FILES 21
+#define SANDBOX_N_DEV_NODES 6
+extern const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS];
+extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
+extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
+
+/* In the boundary: send ERR to the supervisor over ERR_W and exit with its status. */
+_Noreturn void boundary_fail(int err_w, struct cordon_err *err);
+
+/*
+ * The boundary's top process is a fork of the supervisor, so its cmdline
+ * and environ would show the supervisor's (host paths, flag values, the
+ * host's variables): blank them in place and call it NAME.
+ */
+void boundary_scrub_args_and_env(const char *name);
+
+/* Pass SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 on to TO's session (or TO). */
+void boundary_forward_signals(pid_t to);
+
+/*
+ * In the supervisor: compile P's filter into PROG and write it to FD, while
+ * the boundary builds itself; EPIPE (the boundary failed first) is not ours
+ * to report.
+ */
+int boundary_send_filter(const struct policy *p, struct seccomp_program *prog, int fd,
+                         struct cordon_err *err);
+
+/* In the boundary: that filter, into static storage. */
+bool boundary_receive_filter(int fd, struct seccomp_program *out);
+
+/* In the supervisor: the boundary's error record once it failed (-1 always). */
+int boundary_child_error(int err_r, struct cordon_err *err);
+
+/*
+ * In the command, after the seam: its own session, stdio from M (or the pty
+ * TTY, >= 0, as its controlling terminal), every other
+ * descriptor close-on-exec, WORKDIR, then CONFINE(ARG) (the level's chain)
+ * and exec. Any failure goes to ERR_W.
+ */
+_Noreturn void boundary_exec(const struct start_message *m, int tty, const char *workdir,
+                             int err_w, int (*confine)(void *arg, struct cordon_err *err),
+                             void *arg);

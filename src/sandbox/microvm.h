@@ -1,0 +1,15 @@
+/*
+ * sandbox/microvm.h: what the microvm level tells beyond its backend table
+ * (backend.h): whether this host has a hardware hypervisor, and how to say
+ * what runs the guest when it has none.
+ */
+#pragma once
+#include "sandbox/backend.h"
+
+#include <stdbool.h>
+
+/* /dev/kvm usable and backed by the CPU's own VMX or SVM. */
+bool microvm_has_kvm(void);
+
+/* One line on what the accelerator is, for `cordon check` and the result. */
+const char *microvm_accel_note(bool kvm);

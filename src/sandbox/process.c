@@ -1,0 +1,727 @@
+/*
+ * sandbox/process.c: the `process` isolation level, for hosts without user
+ * namespaces (hardened distributions, Kubernetes pods, containers). No
+ * namespace and no privilege: the command sees the host's filesystem,
+ * process list and network stack, and is held by what a process can put on
+ * itself: Landlock as the only filesystem layer (deny by default, reads
+ * allowed where the namespace level binds, writes only in the workspace,
+ * its own /tmp and writable binds; signals and abstract unix sockets scoped
+ * to the run), the shared seccomp allowlist, and a second filter whose
+ * connect() and listen() its supervisor answers (netnotify.c).
+ *
+ * Three processes, all forks of the supervisor:
+ *   top      the boundary the core waits for and signals; passes signals on
+ *            and exits with the keeper. If it is killed (a timeout), the
+ *            keeper sees it and ends the run.
+ *   keeper   a child subreaper: waits at the start seam, forks the command,
+ *            answers its network notifications, reports its status, then
+ *            kills whatever of its tree is left (daemons included: orphans
+ *            come back to it) and exits.
+ *   command  confines itself and execs.
+ */
+#include "sandbox/backend.h"
+
+#include "common/cleanup.h"
+#include "common/fds.h"
+#include "common/hostpath.h"
+#include "common/syscalls.h"
+#include "sandbox/boundary.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/netnotify.h"
+#include "sandbox/plan.h"
+#include "sandbox/start.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The run's private directory on the host: tmp/, workspace/ (scratch), the CA. */
+struct process_state {
+    char run_dir[64];        /* /tmp/cordon-run-XXXXXX */
+    char workdir[PATH_MAX];
+    char tmpdir[PATH_MAX];
+    char ca_cert[PATH_MAX];
+    char ca_bundle[PATH_MAX];
+};
+
+/* What the command and its keeper need, planned before fork. */
+struct process_plan {
+    struct confine_plan confine;
+    struct seccomp_program notify;
+    struct netnotify nn;
+    const char *workdir;
+    const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
+    bool root;
+};
+
+/* File descriptors of the boundary; every other is closed at once. */
+struct boundary_fds {
+    int sync_r;    /* a byte once the supervisor set us up; HUP when it died */
+    int err_w;     /* error records */
+    int status_w;  /* the command's wait status */
+    int start_r;   /* the start seam */
+    int bpf_r;     /* the allowlist, compiled meanwhile */
+};
+
+/* Each right a Landlock ABI adds that this level cannot do without. */
+static const struct {
+    int abi;
+    const char *right;
+} needed_rights[] = {
+    { 1, "filesystem access control" },
+    { 2, "LANDLOCK_ACCESS_FS_REFER (renames and links across directories)" },
+    { 3, "LANDLOCK_ACCESS_FS_TRUNCATE (read-only files truncated)" },
+    { 4, "LANDLOCK_ACCESS_NET_BIND_TCP and _CONNECT_TCP (host ports)" },
+    { 5, "LANDLOCK_ACCESS_FS_IOCTL_DEV (device ioctls)" },
+    { 6, "LANDLOCK_SCOPE_SIGNAL and _ABSTRACT_UNIX_SOCKET (host processes and sockets)" },
+};
+
+static int check_landlock(int abi, struct cordon_err *err)
+{
+    for (size_t i = 0; i < sizeof needed_rights / sizeof needed_rights[0]; i++)
+        if (abi < needed_rights[i].abi)
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "the process level needs Landlock ABI 6; this kernel has %s%d, "
+                           "without %s",
+                           abi ? "ABI " : "no Landlock (ABI ", abi, needed_rights[i].right);
+    return 0;
+}
+
+static int proc_probe(struct cordon_err *err)
+{
+    return check_landlock(landlock_abi(), err);
+}
+
+/* ---- the command and its keeper: between fork and exec, allocating nothing ---- */
+
+struct command_confine {
+    const struct process_plan *plan;
+    const struct seccomp_program *filter;
+    int notify_w;
+};
+
+static int confine_process_command(void *arg, struct cordon_err *err)
+{
+    const struct command_confine *c = arg;
+    /* Root-started: no capability may come back at exec, the bounding set empty. */
+    if (c->plan->root)
+        for (int cap = 0; cap <= 63; cap++)
+            if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                return err_sys(err, CORDON_E_SETUP, "cannot drop capability %d", cap);
+    return confine_command_notified(&c->plan->confine, c->filter, &c->plan->notify, c->notify_w,
+                                    err);
+}
+
+/*
+ * Kill what is left of the tree. The keeper is a subreaper, so an orphan
+ * (a double-forked daemon) is its child: each round kills the children,
+ * reaps them, and so adopts their children, until none is left. A child
+ * not yet reaped keeps its pid, so the signal cannot reach a stranger.
+ */
+static void kill_tree(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+    for (int round = 0; round < 10000; round++) {
+        bool any = false;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            char buf[4096];
+            ssize_t n = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            buf[n > 0 ? n : 0] = '\0';
+            for (char *p = buf; *p;) {
+                char *end;
+                long pid = strtol(p, &end, 10);
+                if (end == p)
+                    break;
+                int pidfd = sys_pidfd_open((pid_t)pid, 0);
+                if (pidfd >= 0) {
+                    sys_pidfd_send_signal(pidfd, SIGKILL, 0);
+                    close(pidfd);
+                }
+                any = true;
+                p = end;
+            }
+        }
+        int st;
+        pid_t w;
+        while ((w = waitpid(-1, &st, any ? 0 : WNOHANG)) > 0)
+            any = false; /* reaped one; read the list again after the rest */
+        if (w < 0 && errno == ECHILD)
+            return;
+    }
+}
+
+static void remove_tree_at(int fd);
+
+/* The run's directory, once nothing of the run is left to use it. */
+static void remove_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0)
+        remove_tree_at(fd);
+    rmdir(dir);
+}
+
+static _Noreturn void keeper_exit(const struct process_plan *plan, int status)
+{
+    kill_tree();
+    remove_dir(plan->run_dir);
+    _exit(status);
+}
+
+static void noop(int sig)
+{
+    (void)sig;
+}
+
+static _Noreturn void keeper_main(const struct process_plan *plan, const struct boundary_fds *fds,
+                                  int top_alive)
+{
+    struct cordon_err err = { 0 };
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot become the run's subreaper");
+        boundary_fail(fds->err_w, &err);
+    }
+    struct seccomp_program filter;
+    if (!boundary_receive_filter(fds->bpf_r, &filter))
+        keeper_exit(plan, 125); /* the supervisor could not compile it and reports why */
+    close(fds->bpf_r);
+
+    /* The seam: the call arrives now, or never. */
+    struct start_message m;
+    if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
+        keeper_exit(plan, 125); /* released, or the supervisor died, before a start */
+    close(fds->start_r);
+
+    int nsock[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nsock) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot create the network filter's socket");
+        boundary_fail(fds->err_w, &err);
+    }
+    pid_t cmd = fork();
+    if (cmd < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot fork the command");
+        boundary_fail(fds->err_w, &err);
+    }
+    if (cmd == 0) {
+        close(nsock[0]);
+        close(top_alive);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+            err_sys(&err, CORDON_E_SETUP, "cannot set parent-death signal");
+            boundary_fail(fds->err_w, &err);
+        }
+        struct command_confine cc = { plan, &filter, nsock[1] };
+        boundary_exec(&m, -1, plan->workdir, fds->err_w, confine_process_command, &cc);
+    }
+    close(nsock[1]);
+    close(fds->err_w);
+    for (int i = 0; i < 3; i++)
+        close(m.stdio[i]);
+    boundary_forward_signals(cmd);
+    /* SIGCHLD wakes the loop to reap (an orphan's zombie would linger otherwise). */
+    struct sigaction sa = { .sa_handler = noop };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+
+    int listener = recv_fd(nsock[0]); /* -1: the command failed before it sent one */
+    close(nsock[0]);
+    for (;;) {
+        int st;
+        pid_t w;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+            if (w == cmd) {
+                (void)!write(fds->status_w, &st, sizeof st);
+                goto done;
+            }
+        if (w < 0 && errno == ECHILD)
+            goto done;
+        struct pollfd p[2] = { { .fd = top_alive, .events = POLLIN },
+                               { .fd = listener, .events = POLLIN } };
+        int r = poll(p, listener >= 0 ? 2 : 1, 1000);
+        if (r < 0)
+            continue; /* EINTR: a child ended or a signal was passed on */
+        if (p[0].revents)
+            goto done; /* the top was killed: the run is over */
+        if (listener >= 0 && (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
+            close(listener);
+            listener = -1;
+        } else if (listener >= 0 && (p[1].revents & POLLIN) &&
+                   netnotify_serve(listener, &plan->nn) < 0) {
+            close(listener);
+            listener = -1;
+        }
+    }
+done:
+    keeper_exit(plan, 0);
+}
+
+static _Noreturn void top_main(const struct process_plan *plan, const struct boundary_fds *fds)
+{
+    struct cordon_err err = { 0 };
+    char go;
+    boundary_scrub_args_and_env("cordon-process");
+    if (read(fds->sync_r, &go, 1) != 1)
+        _exit(125); /* the supervisor is gone */
+    /* Die with the supervisor; the keeper then ends the run. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot set parent-death signal");
+        boundary_fail(fds->err_w, &err);
+    }
+    struct pollfd alive = { .fd = fds->sync_r, .events = POLLIN };
+    if (poll(&alive, 1, 0) > 0 && (alive.revents & (POLLHUP | POLLERR)))
+        _exit(125);
+    int hup[2];
+    if (pipe2(hup, O_CLOEXEC) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot create a pipe");
+        boundary_fail(fds->err_w, &err);
+    }
+    pid_t keeper = fork();
+    if (keeper < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot fork the run's keeper");
+        boundary_fail(fds->err_w, &err);
+    }
+    if (keeper == 0) {
+        close(hup[1]);
+        close(fds->sync_r);
+        keeper_main(plan, fds, hup[0]);
+    }
+    close(hup[0]);
+    close(fds->err_w);
+    close(fds->status_w);
+    close(fds->start_r);
+    close(fds->bpf_r);
+    boundary_forward_signals(keeper);
+    for (;;) {
+        pid_t w = waitpid(keeper, NULL, 0);
+        if (w == keeper || (w < 0 && errno != EINTR))
+            _exit(0);
+    }
+}
+
+/* ---- supervisor side ---- */
+
+/* Remove DIR's contents beneath FD without following a link; the run is gone. */
+static void remove_tree_at(int fd)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0 || errno != EISDIR)
+            continue;
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+            remove_tree_at(sub);
+        unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
+static void remove_run_dir(struct process_state *st)
+{
+    if (!st->run_dir[0])
+        return;
+    remove_dir(st->run_dir);
+    st->run_dir[0] = '\0';
+}
+
+static int write_file(const char *path, const char *a, size_t alen, const char *b, size_t blen,
+                      struct cordon_err *err)
+{
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", path);
+    write_all(fd, a, alen);
+    if (b)
+        write_all(fd, b, blen);
+    return 0;
+}
+
+/* The run's CA alone and after the host's trust store, as the namespace level shows them. */
+static int write_ca(struct process_state *st, const char *ca_pem, struct cordon_err *err)
+{
+    snprintf(st->ca_cert, sizeof st->ca_cert, "%s/run-ca.pem", st->run_dir);
+    snprintf(st->ca_bundle, sizeof st->ca_bundle, "%s/ca-bundle.pem", st->run_dir);
+    TRY(write_file(st->ca_cert, ca_pem, strlen(ca_pem), NULL, 0, err));
+    _cleanup_free_ char *store = NULL;
+    size_t len = 0;
+    _cleanup_fclose_ FILE *f = fopen("/etc/ssl/certs/ca-certificates.crt", "re");
+    if (f) {
+        char buf[8192];
+        size_t n;
+        FILE *mem = open_memstream(&store, &len);
+        if (!mem)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            fwrite(buf, 1, n, mem);
+        if (fclose(mem) != 0)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    return write_file(st->ca_bundle, store ? store : "", len, ca_pem, strlen(ca_pem), err);
+}
+
+static int make_run_dir(const struct policy *p, struct process_state *st, struct cordon_err *err)
+{
+    snprintf(st->run_dir, sizeof st->run_dir, "/tmp/cordon-run-XXXXXX");
+    if (!mkdtemp(st->run_dir)) {
+        st->run_dir[0] = '\0';
+        return err_sys(err, CORDON_E_SETUP, "cannot create the run's directory in /tmp");
+    }
+    snprintf(st->tmpdir, sizeof st->tmpdir, "%s/tmp", st->run_dir);
+    if (mkdir(st->tmpdir, 0700) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", st->tmpdir);
+    if (p->workspace) {
+        snprintf(st->workdir, sizeof st->workdir, "%s", p->workspace);
+        return 0;
+    }
+    snprintf(st->workdir, sizeof st->workdir, "%s/workspace", st->run_dir);
+    if (mkdir(st->workdir, 0700) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", st->workdir);
+    return 0;
+}
+
+/* Is PATH TOP or beneath it? */
+static bool beneath(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+    if (n == 1 && top[0] == '/')
+        return true;
+    return strncmp(path, top, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* The writable tree (workspace or writable bind, other than bind SELF) holding PATH, or NULL. */
+static const char *writable_around(const struct policy *p, const char *path, size_t self)
+{
+    if (p->workspace && beneath(path, p->workspace))
+        return p->workspace;
+    for (size_t i = 0; i < p->n_binds; i++)
+        if (i != self && p->binds[i].writable && beneath(path, p->binds[i].source))
+            return p->binds[i].source;
+    return NULL;
+}
+
+/*
+ * Without mounts, nothing can appear where it is not on the host, and
+ * Landlock only adds rights beneath a tree: say which part of the policy
+ * this level cannot hold rather than run without it.
+ */
+static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
+{
+    const struct policy *p = s->p;
+    for (size_t i = 0; i < p->n_binds; i++)
+        if (strcmp(p->binds[i].source, p->binds[i].dest) != 0)
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "the process level has no mounts: bind '%s' cannot appear at '%s' "
+                           "(bind it at its own path)",
+                           p->binds[i].source, p->binds[i].dest);
+    /* Landlock rights only add up: nothing is read-only inside a writable tree. */
+    for (size_t i = 0; i < p->n_binds; i++) {
+        const char *w = writable_around(p, p->binds[i].source, i);
+        if (!p->binds[i].writable && w)
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "the process level cannot make '%s' read-only inside the writable "
+                           "'%s' (Landlock only adds rights beneath a tree)",
+                           p->binds[i].source, w);
+    }
+    /* Nor hidden inside a readable one: the namespace level masks them. */
+    const char *hidden[] = { p->audit.file, p->audit.sign_key };
+    for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+        _cleanup_free_ char *real = hidden[h] ? realpath(hidden[h], NULL) : NULL;
+        for (size_t i = 0; real && i < p->n_binds; i++)
+            if (beneath(real, p->binds[i].source))
+                return err_set(err, CORDON_E_UNSUPPORTED,
+                               "the process level cannot hide '%s' inside the bind '%s' (no "
+                               "mounts to mask it with)", hidden[h], p->binds[i].source);
+    }
+    if (s->workspace && s->workspace->n_entries)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "the process level cannot keep '%s' read-only in the workspace (Landlock "
+                       "only adds rights beneath a writable tree); use --level namespace, or "
+                       "take the names out with filesystem.unsafe_unprotect",
+                       s->workspace->entries[0].rel);
+    return 0;
+}
+
+/*
+ * A host tree the policy names, opened here as the namespace level's mounts
+ * open it (no link on the way unless the policy follows them), so the rule
+ * covers what was checked and nothing a planted link points at.
+ */
+static int add_host_tree(struct landlock_plan *ll, const char *path, bool follow,
+                         unsigned access, struct cordon_err *err)
+{
+    int fd = hostpath_open(AT_FDCWD, path, O_PATH, 0, follow, err);
+    if (fd < 0)
+        return err_prefix(err, "'%s'", path);
+    if (landlock_plan_add_fd(ll, fd, path, access, err) < 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+static int plan_landlock(const struct sandbox_setup *s, const struct process_state *st,
+                         struct confine_plan *c, struct cordon_err *err)
+{
+    const struct policy *p = s->p;
+    struct landlock_plan *ll = &c->landlock;
+    landlock_plan_init(ll, landlock_abi());
+    TRY(check_landlock(ll->abi, err));
+    c->landlock_required = true;
+    /* No network namespace: TCP binds and connects are the kernel's to refuse
+     * (the gateway's socket arrives connected, from outside). */
+    ll->handled_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+
+    TRY(landlock_plan_add(ll, "/usr", LANDLOCK_RO, false, err));
+    for (size_t i = 0; i < SANDBOX_N_USR_LINKS; i++)
+        TRY(landlock_plan_add(ll, sandbox_usr_links[i], LANDLOCK_RO, true, err));
+    for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++)
+        TRY(landlock_plan_add(ll, sandbox_etc_files[i], LANDLOCK_RO, true, err));
+    /* The host's /proc, read-only: the process list shows (cordon check says so);
+     * other processes' memory and environ stay behind Landlock's ptrace rule. */
+    TRY(landlock_plan_add(ll, "/proc", LANDLOCK_RO, false, err));
+    for (size_t i = 0; i < SANDBOX_N_DEV_NODES; i++) {
+        char dev[32];
+        snprintf(dev, sizeof dev, "/dev/%s", sandbox_dev_nodes[i]);
+        TRY(landlock_plan_add(ll, dev, LANDLOCK_DEV, true, err));
+    }
+    TRY(landlock_plan_add(ll, "/dev/pts", LANDLOCK_DEV, true, err));
+    TRY(landlock_plan_add(ll, "/dev/ptmx", LANDLOCK_DEV, true, err));
+    TRY(landlock_plan_add(ll, st->tmpdir, LANDLOCK_RW, false, err));
+    if (p->workspace)
+        TRY(add_host_tree(ll, p->workspace, p->workspace_follow_symlinks, LANDLOCK_HOST_RW, err));
+    else
+        TRY(landlock_plan_add(ll, st->workdir, LANDLOCK_RW, false, err));
+    if (st->ca_cert[0]) {
+        TRY(landlock_plan_add(ll, st->ca_cert, LANDLOCK_RO, false, err));
+        TRY(landlock_plan_add(ll, st->ca_bundle, LANDLOCK_RO, false, err));
+    }
+    for (size_t i = 0; i < p->n_binds; i++)
+        TRY(add_host_tree(ll, p->binds[i].source, p->binds[i].follow_symlinks,
+                          p->binds[i].writable ? LANDLOCK_HOST_RW : LANDLOCK_RO, err));
+    return 0;
+}
+
+/* The trees whose unix sockets the command may connect to: those it may write. */
+static int plan_unix_roots(const struct policy *p, const struct process_state *st,
+                           struct netnotify *nn, struct cordon_err *err)
+{
+    const char *roots[NETNOTIFY_MAX_ROOTS];
+    size_t n = 0;
+    roots[n++] = st->tmpdir;
+    roots[n++] = st->workdir;
+    for (size_t i = 0; i < p->n_binds && n < NETNOTIFY_MAX_ROOTS; i++)
+        if (p->binds[i].writable)
+            roots[n++] = p->binds[i].source;
+    for (size_t i = 0; i < n; i++) {
+        struct cordon_err ignored;
+        int fd = hostpath_open(AT_FDCWD, roots[i], O_PATH | O_DIRECTORY, 0, false, &ignored);
+        if (fd < 0)
+            continue; /* a file bind (no socket beneath it), or reached through a link */
+        nn->roots[nn->n_roots] = fd;
+        snprintf(nn->root_paths[nn->n_roots], sizeof nn->root_paths[0], "%s", roots[i]);
+        nn->n_roots++;
+    }
+    (void)err;
+    return 0;
+}
+
+/* The gateway's listener: on the host's loopback, where only the keeper dials it. */
+static int open_door(struct netnotify *nn, struct cordon_err *err)
+{
+    _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0 ||
+        getsockname(l, (struct sockaddr *)&a, &len) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the gateway's socket on 127.0.0.1");
+    nn->gateway = true;
+    nn->gw = a;
+    return TAKE_FD(l);
+}
+
+static void proc_release(struct sandbox_boundary *b)
+{
+    if (b->pid > 0) {
+        kill(b->pid, SIGKILL);
+        waitpid(b->pid, NULL, 0);
+        b->pid = -1;
+    }
+    int *fds[] = { &b->err_r, &b->status_r, &b->start_w, &b->door };
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+        closep(fds[i]);
+        *fds[i] = -1;
+    }
+    struct process_state *st = b->state;
+    if (st) {
+        remove_run_dir(st);
+        free(st);
+        b->state = NULL;
+    }
+    b->workdir = b->tmpdir = b->ca_cert = b->ca_bundle = NULL;
+}
+
+struct pipes {
+    int sync[2], err[2], status[2], start[2], bpf[2];
+};
+
+static void pipes_close(struct pipes *pp)
+{
+    int *all = (int *)pp;
+    for (size_t i = 0; i < sizeof *pp / sizeof(int); i++)
+        closep(&all[i]);
+}
+
+static void plan_release(struct process_plan *plan)
+{
+    struct landlock_plan *ll = &plan->confine.landlock;
+    for (size_t i = 0; i < ll->n_rules; i++)
+        if (ll->rules[i].fd >= 0)
+            close(ll->rules[i].fd);
+    ll->n_rules = 0;
+    seccomp_program_release(&plan->notify);
+    for (size_t i = 0; i < plan->nn.n_roots; i++)
+        close(plan->nn.roots[i]);
+    plan->nn.n_roots = 0;
+}
+
+static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
+                        struct cordon_err *err)
+{
+    const struct policy *p = s->p;
+    *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
+                                    .door = -1 };
+    struct process_plan plan = { .confine = *s->confine, .root = geteuid() == 0 };
+    struct seccomp_program filter = { 0 };
+    struct pipes pp;
+    memset(&pp, -1, sizeof pp);
+    pid_t top = -1;
+    int rc = -1;
+    struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
+
+    struct process_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    b->state = st;
+    if (check_policy(s, err) < 0 || make_run_dir(p, st, err) < 0 ||
+        (s->ca_pem && write_ca(st, s->ca_pem, err) < 0) ||
+        plan_landlock(s, st, &plan.confine, err) < 0 ||
+        plan_unix_roots(p, st, &plan.nn, err) < 0 ||
+        netnotify_program(s->gateway, &plan.notify, err) < 0)
+        goto out;
+    plan.workdir = st->workdir;
+    plan.run_dir = st->run_dir;
+    if (s->gateway && (b->door = open_door(&plan.nn, err)) < 0)
+        goto out;
+    if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
+        pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.start) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot create pipes");
+        goto out;
+    }
+
+    /* The boundary joins the run's cgroups itself, first thing (see cgroup.h). */
+    if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
+        goto out;
+    top = fork();
+    if (top < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
+        goto out;
+    }
+    if (top == 0) {
+        if (cgroup_ticket_use(&ticket) < 0) {
+            struct cordon_err e = { 0 };
+            err_sys(&e, CORDON_E_SETUP, "cannot join the run's cgroup");
+            boundary_fail(pp.err[1], &e);
+        }
+        if (s->in_child)
+            s->in_child(s->in_child_arg);
+        struct boundary_fds fds = { .sync_r = pp.sync[0], .err_w = pp.err[1],
+                                    .status_w = pp.status[1], .start_r = pp.start[1],
+                                    .bpf_r = pp.bpf[0] };
+        int keep[5 + NETNOTIFY_MAX_ROOTS + LANDLOCK_PLAN_MAX_RULES];
+        size_t n = 0;
+        for (size_t i = 0; i < plan.confine.landlock.n_rules; i++)
+            if (plan.confine.landlock.rules[i].fd >= 0)
+                keep[n++] = plan.confine.landlock.rules[i].fd;
+        const int *f = (const int *)&fds;
+        for (size_t i = 0; i < sizeof fds / sizeof(int); i++)
+            keep[n++] = f[i];
+        for (size_t i = 0; i < plan.nn.n_roots; i++)
+            keep[n++] = plan.nn.roots[i];
+        close_fds_except(keep, n);
+        top_main(&plan, &fds);
+    }
+    closep(&pp.sync[0]);
+    closep(&pp.err[1]);
+    closep(&pp.status[1]);
+    closep(&pp.start[1]);
+    closep(&pp.bpf[0]);
+    pp.sync[0] = pp.err[1] = pp.status[1] = pp.start[1] = pp.bpf[0] = -1;
+
+    cgroup_ticket_close(&ticket);
+    if (write(pp.sync[1], "g", 1) != 1 ||
+        boundary_send_filter(p, &filter, pp.bpf[1], err) < 0) {
+        if (err->kind == CORDON_E_OK)
+            err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
+        goto out;
+    }
+    if (start_ready_wait(pp.start[0]) < 0) {
+        boundary_child_error(pp.err[0], err);
+        goto out;
+    }
+    b->pid = top;
+    top = -1;
+    b->err_r = TAKE_FD(pp.err[0]);
+    b->status_r = TAKE_FD(pp.status[0]);
+    b->start_w = TAKE_FD(pp.start[0]);
+    b->workdir = st->workdir;
+    b->tmpdir = st->tmpdir;
+    b->ca_cert = st->ca_cert[0] ? st->ca_cert : NULL;
+    b->ca_bundle = st->ca_bundle[0] ? st->ca_bundle : NULL;
+    rc = 0;
+
+out:
+    if (top > 0) {
+        kill(top, SIGKILL);
+        waitpid(top, NULL, 0);
+    }
+    pipes_close(&pp);
+    cgroup_ticket_close(&ticket);
+    plan_release(&plan);
+    seccomp_program_release(&filter);
+    if (rc < 0)
+        proc_release(b);
+    return rc;
+}
+
+const struct sandbox_backend process_backend = {
+    .name = "process",
+    .level = CORDON_LEVEL_PROCESS,
+    .shares = "no namespaces: the command sees the host's process list and /proc (command "
+              "lines included; not other processes' memory or environment), shares the "
+              "host's PID and IPC namespaces (System V IPC and POSIX queues are refused), its "
+              "hostname and users, and its network stack (held to the gateway by seccomp and Landlock); "
+              "files: Landlock only, /tmp is a private host directory without a size limit",
+    .probe = proc_probe,
+    .prepare = proc_prepare,
+    .release = proc_release,
+};

@@ -1,0 +1,67 @@
+/*
+ * sandbox/vm_wire.h: the framing between cordon (the host) and the microvm
+ * guest agent, over virtio-serial ports. Every frame is an 8-byte header,
+ * type then payload length (both little-endian u32), then the payload. Both
+ * ends treat the other as hostile: a frame with an unknown type or a length
+ * over its type's cap ends the session. Shared by guest/agent.c and
+ * src/sandbox/vmproto.c; plain C, no cordon headers.
+ */
+#pragma once
+#include <stdint.h>
+
+#define VM_FRAME_HEADER 8u
+/* Data frames (stdio, egress) carry at most this much. */
+#define VM_DATA_MAX (64u << 10)
+/* The call (argv, environment, mounts, filter) at most this much. */
+#define VM_CALL_MAX (8u << 20)
+/* An error message from the guest. */
+#define VM_ERROR_MAX 512u
+#define VM_ENTROPY_BYTES 64u
+#define VM_MAX_MOUNTS 1024u /* shares, tmpfs and the workspace's covered entries */
+#define VM_MAX_RLIMITS 16u
+
+/* The control port (the first virtserialport, /dev/vport0p1 in the guest). */
+enum vm_frame_type {
+    /* host -> guest */
+    VM_CALL = 1,       /* struct layout below */
+    VM_STDIN = 2,      /* bytes for the command's stdin */
+    VM_STDIN_EOF = 3,  /* empty */
+    VM_SIGNAL = 4,     /* u32 signal number, for the command's session */
+    /* guest -> host */
+    VM_READY = 16,     /* empty: the agent is up and waits for the call */
+    VM_STDOUT = 17,    /* bytes */
+    VM_STDERR = 18,    /* bytes */
+    VM_EXIT = 19,      /* u32 wait status of the command */
+    VM_ERROR = 20,     /* u32 kind (VM_ERR_*), then a message */
+    /* the egress port (/dev/vport0p2), both ways: u32 connection id first */
+    VM_EG_OPEN = 32,   /* guest -> host: a connection to the gateway */
+    VM_EG_DATA = 33,   /* id, then bytes */
+    VM_EG_CLOSE = 34,  /* id: that side closed */
+};
+
+enum vm_error_kind {
+    VM_ERR_SETUP = 1,    /* the agent could not set the command up */
+    VM_ERR_NOTFOUND = 2, /* argv[0] not found */
+    VM_ERR_NOEXEC = 3,   /* found, not executable */
+};
+
+/*
+ * VM_CALL payload, in order (u32/u64 little-endian; a "str" is u32 length
+ * then that many bytes, no NUL):
+ *   entropy[VM_ENTROPY_BYTES]
+ *   u32 uid_from_workspace (1: the command takes /workspace's owner), u32 uid, u32 gid
+ *   u32 flags (VM_CALL_EGRESS)
+ *   u64 the host's CLOCK_REALTIME in ns (a restored guest's clock is the snapshot's)
+ *   u32 n_rlimits, then n x (u32 resource, u64 soft, u64 hard)
+ *   u32 n_mounts, then n x (u32 flags (VM_MOUNT_*), str tag, str guest path)
+ *   u32 n_insns, then n x 8-byte struct sock_filter (the seccomp filter; 0: none)
+ *   str cwd
+ *   u32 argc, then argc x str
+ *   u32 envc, then envc x str
+ */
+#define VM_CALL_EGRESS 1u
+#define VM_MOUNT_READONLY 1u
+#define VM_MOUNT_TMPFS 2u /* tag is tmpfs options, not a 9p share */
+#define VM_MOUNT_FILE 4u  /* tag is "TAG/NAME": file NAME of share TAG, bound at path */
+#define VM_MOUNT_COVER 8u /* a protected workspace entry: bound read-only over itself */
+#define VM_MOUNT_MASK 16u /* a socket, FIFO or link there: an empty read-only file on it */

@@ -1,0 +1,62 @@
+#!/bin/sh
+# The layers of src/, lowest first:
+#   common < (policy, audit) < (egress, sandbox) < core < broker < (lib, cli)
+# A file may include its own layer and any lower one; never a higher one, nor
+# a sibling on its own rank (egress and sandbox know nothing of each other).
+# The broker is a front end of its own that the CLI's `mcp` command drives.
+# And raw syscall() appears only in common/syscalls.h, where each has a wrapper.
+# TAP: one test per layer, then the syscall check. Usage: check-layers.sh SRCDIR
+src=${1:?usage: check-layers.sh SRCDIR}/src
+
+rank() {
+    case $1 in
+    common) echo 0 ;;
+    policy | audit) echo 1 ;;
+    egress | sandbox) echo 2 ;;
+    core) echo 3 ;;
+    broker) echo 4 ;;
+    daemon) echo 5 ;;
+    lib | cli) echo 6 ;;
+    *) echo '' ;;
+    esac
+}
+
+layers=$(cd "$src" && ls -d */ | tr -d /)
+echo "1..$(($(echo "$layers" | wc -w) + 1))"
+n=0
+fail=0
+for layer in $layers; do
+    n=$((n + 1))
+    mine=$(rank "$layer")
+    bad=''
+    if [ -z "$mine" ]; then
+        bad="src/$layer is in no layer: add it to tests/check-layers.sh"
+    else
+        # Every '#include "dir/..."' of the layer's files, as "file:dir".
+        for hit in $(grep -Ho '^#include "[a-z_]*/' "$src/$layer"/*.[ch] |
+                     sed 's#^'"$src"'/##; s#:\#include "#:#; s#/$##'); do
+            file=${hit%%:*}
+            dep=${hit##*:}
+            [ "$dep" = "$layer" ] && continue
+            theirs=$(rank "$dep")
+            if [ -z "$theirs" ] || [ "$theirs" -ge "$mine" ]; then
+                bad="$bad src/$file includes $dep/;"
+            fi
+        done
+    fi
+    if [ -n "$bad" ]; then
+        echo "not ok $n - $layer:$bad"
+        fail=1
+    else
+        echo "ok $n - $layer includes only lower layers"
+    fi
+done
+n=$((n + 1))
+raw=$(cd "$src" && grep -ln '[^_a-z]syscall *(' */*.[ch] | grep -vx 'common/syscalls.h' | tr '\n' ' ')
+if [ -n "$raw" ]; then
+    echo "not ok $n - raw syscall() outside common/syscalls.h: $raw"
+    fail=1
+else
+    echo "ok $n - raw syscall() only in common/syscalls.h"
+fi
+exit $fail

@@ -1,0 +1,908 @@
+"""
+Governance of the exceptions (issue 15): signed policies and an expected
+digest. Every refusal is exit 125 with one line, and nothing ran: the
+command would have left a file in a host directory and a run in the log.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import assert_cordon_refused
+
+
+def keypair(d, name):
+    key, pub = d / f"{name}.pem", d / f"{name}.pub.pem"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
+    os.chmod(key, 0o644)  # the ordinary user signs too
+    os.chmod(pub, 0o644)
+    return key, pub
+
+
+@pytest.fixture
+def gov(cordon):
+    """Keys, a policy whose command leaves a trace, and the place of that trace."""
+    keys = cordon.hostdir("keys")
+    out = cordon.hostdir("out", mode=0o777)
+    good, good_pub = keypair(keys, "good")
+    evil, evil_pub = keypair(keys, "evil")
+    log = cordon.hostdir("log", mode=0o777) / "audit.jsonl"
+
+    class G:
+        pass
+
+    g = G()
+    g.keys, g.out, g.log = keys, out, log
+    g.good, g.good_pub, g.evil, g.evil_pub = good, good_pub, evil, evil_pub
+    g.trace = out / "ran"
+
+    def policy(extra=""):
+        p = cordon.hostdir() / "policy.yaml"
+        p.write_text(f"version: 1\nfilesystem:\n  read_write: ['{out}:/out']\n"
+                     f"audit:\n  file: {log}\n{extra}")
+        os.chmod(p, 0o666)
+        os.chmod(p.parent, 0o777)
+        return p
+
+    g.policy = policy
+    return g
+
+
+def run_touch(cordon, policy, *opts, env=None):
+    return cordon.raw("run", "-p", policy, *opts, "--", "/bin/sh", "-c", "touch /out/ran",
+                      env=env)
+
+
+def assert_nothing_ran(g):
+    assert not g.trace.exists(), "the command ran"
+    if g.log.exists():
+        assert "run.start" not in g.log.read_text(), "a run was recorded"
+
+
+def sign(cordon, policy, key):
+    r = cordon.raw("policy", "sign", policy, "--key", key)
+    assert r.status == 0, r
+    return r.out.split("key_id ")[1].strip()
+
+
+def events(log, kind):
+    return [json.loads(line) for line in log.read_text().splitlines()
+            if json.loads(line)["type"] == kind]
+
+
+REFUSALS = [
+    # (name, sign with, edit after signing, message words)
+    ("unsigned", None, False, ["unsigned policy", "policy.yaml.sig"]),
+    ("wrong key", "evil", False, ["not signed by a trusted key"]),
+    ("edited after signing", "good", True, ["signs another version"]),
+]
+
+
+@pytest.mark.parametrize("name,signer,edit,words", REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_require_signature_refuses(cordon, gov, name, signer, edit, words):
+    p = gov.policy(f"require_signature: {gov.good_pub}\n")
+    if signer:
+        sign(cordon, p, getattr(gov, signer))
+    if edit:
+        p.write_text(p.read_text().replace("version: 1", "version: 1\nlimits:\n  memory: 2G"))
+    r = run_touch(cordon, p)
+    assert_cordon_refused(r, *words)
+    assert_nothing_ran(gov)
+
+
+def test_signed_policy_runs_and_names_its_signer(cordon, gov):
+    p = gov.policy(f"require_signature: {gov.good_pub}\n")
+    key_id = sign(cordon, p, gov.good)
+    r = cordon.raw("policy", "verify", p, "--key", gov.good_pub)
+    assert r.status == 0 and key_id in r.out, r
+    r = cordon.raw("policy", "verify", p, "--key", gov.evil_pub)
+    assert_cordon_refused(r, "not signed by a trusted key")
+    r = run_touch(cordon, p)
+    assert r.status == 0, r
+    assert gov.trace.exists()
+    (start,) = events(gov.log, "run.start")
+    assert start["policy_signer"] == key_id
+
+
+@pytest.mark.parametrize("signer", [None, "evil", "good"])
+def test_trust_dir_applies_to_every_policy(cordon, gov, signer):
+    trust = cordon.hostdir("trust.d")
+    (trust / "good.pem").write_bytes(gov.good_pub.read_bytes())
+    env = {"CORDON_TRUST_DIR": str(trust)}
+    p = gov.policy()
+    if signer:
+        sign(cordon, p, getattr(gov, signer))
+    r = run_touch(cordon, p, env=env)
+    if signer == "good":
+        assert r.status == 0, r
+        return
+    assert_cordon_refused(r, "unsigned policy" if signer is None else "not signed by a trusted")
+    assert_nothing_ran(gov)
+    # Flags alone are no signed policy either.
+    r = cordon.raw("run", "--rw", f"{gov.out}:/out", "--", "/bin/sh", "-c", "touch /out/ran",
+                   env=env)
+    assert_cordon_refused(r, "requires a signed policy")
+    assert_nothing_ran(gov)
+
+
+def test_expect_policy_digest(cordon, gov):
+    p = gov.policy()
+    r = cordon.raw("policy", "check", p)
+    digest = json.loads(r.out)["digest"]
+    # A flag changes the effective policy: refused.
+    r = run_touch(cordon, p, "--memory", "512M", "--expect-policy-digest", digest)
+    assert_cordon_refused(r, "digest", digest)
+    assert_nothing_ran(gov)
+    r = run_touch(cordon, p, "--expect-policy-digest", "0" * 64)
+    assert_cordon_refused(r, "digest")
+    assert_nothing_ran(gov)
+    r = run_touch(cordon, p, "--expect-policy-digest", digest)
+    assert r.status == 0, r
+    (start,) = events(gov.log, "run.start")
+    assert start["policy_digest"] == digest
+
+
+# --- break-glass -------------------------------------------------------------
+
+BG_POLICY = "limits:\n  best_effort: [memory]\nbreak_glass:\n  may_relax: [limits.memory, network.allow]\n  max_duration: 1h\n"
+
+
+def test_break_glass_run_is_marked_in_every_event(cordon, gov):
+    p = gov.policy(BG_POLICY)
+    r = run_touch(cordon, p, "--break-glass", "incident 42", "--until", "10m",
+                  "--relax", "limits.memory=2G")
+    assert r.status == 0, r
+    evs = [json.loads(line) for line in gov.log.read_text().splitlines()][1:]
+    types = [e["type"] for e in evs]
+    assert types == ["breakglass.start", "run.start", "run.end", "breakglass.end"], types
+    for e in evs:
+        bg = e["break_glass"]
+        assert bg["reason"] == "incident 42"
+        assert bg["relaxed"] == {"limits.memory": ["2G"]}
+    start = evs[1]
+    assert start["limits"]["memory"] == 2 << 30
+    # The window is enforced: the wall limit is cut to it.
+    assert 0 < start["limits"]["wall_ms"] <= 600_000
+    assert cordon.raw("audit", "verify", gov.log).status == 0
+
+
+BG_REFUSALS = [
+    ("key not relaxable", ["--until", "10m", "--relax", "limits.pids=9999"],
+     ["limits.pids", "not in break_glass.may_relax"]),
+    ("longer than max", ["--until", "2h"], ["longer than break_glass.max_duration"]),
+    ("expired", ["--until", "2020-01-01T00:00:00Z"], ["window ended"]),
+    ("no until", [], ["needs --until"]),
+]
+
+
+@pytest.mark.parametrize("name,opts,words", BG_REFUSALS, ids=[r[0] for r in BG_REFUSALS])
+def test_break_glass_refusals(cordon, gov, name, opts, words):
+    p = gov.policy(BG_POLICY)
+    r = run_touch(cordon, p, "--break-glass", "why", *opts)
+    assert_cordon_refused(r, *words)
+    assert_nothing_ran(gov)
+
+
+def test_break_glass_without_policy_section_is_refused(cordon, gov):
+    r = run_touch(cordon, gov.policy(), "--break-glass", "why", "--until", "5m")
+    assert_cordon_refused(r, "no break_glass.max_duration")
+    assert_nothing_ran(gov)
+    r = run_touch(cordon, gov.policy(BG_POLICY), "--relax", "limits.memory=2G")
+    assert_cordon_refused(r, "need --break-glass")
+    assert_nothing_ran(gov)
+
+
+def test_break_glass_approval_token(cordon, gov):
+    p = gov.policy(BG_POLICY + f"  approval_key: {gov.good_pub}\n")
+    r = run_touch(cordon, p, "--break-glass", "incident 7", "--until", "5m")
+    assert_cordon_refused(r, "requires a signed approval")
+    assert_nothing_ran(gov)
+
+    def token(key, reason="incident 7", until="10m"):
+        r = cordon.raw("policy", "approve", p, "--key", key, "--reason", reason, "--until", until)
+        assert r.status == 0, r
+        t = cordon.hostdir() / "token.json"
+        t.write_text(r.out)
+        os.chmod(t, 0o644)
+        return t
+
+    for tok, words in [(token(gov.evil), ["not signed by break_glass.approval_key"]),
+                       (token(gov.good, reason="other"), ["another reason"]),
+                       (token(gov.good, until="2m"), ["later than the approval allows"])]:
+        r = run_touch(cordon, p, "--break-glass", "incident 7", "--until", "5m",
+                      "--approval", tok)
+        assert_cordon_refused(r, *words)
+        assert_nothing_ran(gov)
+    # A token that has expired by the time it is used.
+    old = token(gov.good, until="1s")
+    import time
+    time.sleep(2.1)
+    r = run_touch(cordon, p, "--break-glass", "incident 7", "--until", "1s", "--approval", old)
+    assert_cordon_refused(r)
+    assert_nothing_ran(gov)
+
+    good = token(gov.good)
+    r = run_touch(cordon, p, "--break-glass", "incident 7", "--until", "5m", "--approval", good)
+    assert r.status == 0, r
+    (start,) = events(gov.log, "breakglass.start")
+    key_id = json.loads(good.read_text())["key_id"]
+    assert start["break_glass"]["approved_by"] == key_id
+
+
+# --- kill --all ----------------------------------------------------------------
+
+
+def test_kill_all_ends_every_sandbox_and_records_it(root_cordon, gov, bins):
+    """In a PID namespace of its own, so that only this test's sandboxes are visible."""
+    c = root_cordon
+    log = gov.log
+    script = (
+        f"for i in 1 2 3; do {c.bin} run --audit {log} -- sleep 60 & done; "
+        f"for i in $(seq 100); do [ $(grep -c run.start {log} 2>/dev/null || echo 0) = 3 ] && break; "
+        f"sleep 0.1; done; sleep 0.3; "
+        f"{c.bin} kill --all --audit {log} --json; wait"
+    )
+    p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["found"] == 3 and report["killed"] == 3, report
+    ends = events(log, "run.end")
+    assert len(ends) == 3 and all(e["reason"] == "killed" for e in ends), ends
+    (k,) = events(log, "kill.all")
+    assert k["killed"] == 3
+    assert c.raw("audit", "verify", log).status == 0
+
+
+def test_kill_all_leaves_a_host_process_named_like_an_init(root_cordon):
+    """A host process calling itself cordon-init is not in a sandbox: not touched."""
+    p = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+         "python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(15, b\"cordon-init\", 0, 0, 0);"
+         " time.sleep(30)' & sleep 0.5; " + root_cordon.bin + " kill --all --json; "
+         "kill -0 $! && echo alive; kill $!"],
+        capture_output=True, text=True, timeout=60)
+    assert '"found": 0' in p.stdout and "alive" in p.stdout, p
+
+
+# --- MCP tool pinning ------------------------------------------------------------
+
+from mcp_util import MCP, NODE, policy as mcp_policy, require_npm_packages, sdk  # noqa: E402
+
+INSIDE = "/opt/mcp"
+TEE = ["/usr/bin/python3", f"{INSIDE}/tee_server.py", "--log", "/workspace/.tee.log", "--"]
+FS_SERVER = [NODE, f"{INSIDE}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+             "/workspace"]
+
+
+def lie(*opts):
+    return ["/usr/bin/python3", f"{INSIDE}/hostile_server.py", "tools_lie", *opts]
+
+
+def names(step):
+    assert step["ok"], step
+    return sorted(t["name"] for t in step["value"]["tools"])
+
+
+def call_refused(step, *words):
+    msg = step["error"]["message"] if not step["ok"] else str(step["value"])
+    for w in words:
+        assert w in msg, (w, step)
+
+
+def called(ws):
+    log = ws / ".tee.log"
+    out = []
+    for line in (log.read_text().splitlines() if log.exists() else []):
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(m, dict) and m.get("method") == "tools/call":
+            out.append(m["params"]["name"])
+    return out
+
+
+def mcp_session(cordon, name, state):
+    """A directory for STATE (pins, a decider socket), a log, and `mcp wrap` with a policy."""
+    require_npm_packages()
+    d = cordon.hostdir(name, mode=0o777)
+    log = cordon.hostdir(name + "log", mode=0o777) / "audit.jsonl"
+
+    def wrap(tools, server, ws, extra=""):
+        pol = mcp_policy(cordon, f"tools:\n{tools}{extra}audit:\n  file: {log}\n")
+        return cordon.argv("mcp", "wrap", "-p", pol, "--ro", f"{MCP}:{INSIDE}", "-w", ws, "--",
+                           *TEE, *server)
+    return d / state, log, wrap
+
+
+@pytest.fixture
+def pinning(cordon):
+    pins, log, session = mcp_session(cordon, "pins", "pins.json")
+
+    def wrap(allow, server, ws):
+        return session(f"  allow: [{', '.join(allow)}]\n  pins: {pins}\n", server, ws)
+    return pins, log, wrap
+
+
+def test_rug_pull_mid_session_is_hidden_until_approved(cordon, pinning):
+    pins, log, wrap = pinning
+    ws = cordon.hostdir("ws", mode=0o777)
+    allow = ["echo", "change", "exfiltrate"]
+    rep = sdk(cordon, wrap(allow, lie(), ws), [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
+        {"op": "callTool", "name": "change", "arguments": {}},
+        {"op": "wait", "notification": "notifications/tools/list_changed", "timeout_ms": 10000},
+        {"op": "listTools"},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "b"}},
+        {"op": "callTool", "name": "exfiltrate", "arguments": {"path": "/"}},
+    ])
+    first, echo1, _, _, second, echo2, exfil = rep["results"]
+    assert names(first) == ["change", "echo"]           # pinned on first use
+    assert echo1["ok"], echo1
+    assert names(second) == ["change"]                  # echo changed, exfiltrate new: hidden
+    call_refused(echo2, "Unknown tool", "changed since pinned")
+    call_refused(exfil, "Unknown tool")
+    assert called(ws) == ["echo", "change"]             # neither reached the server
+    changed = {e["tool"]: e for e in map(json.loads, log.read_text().splitlines())
+               if e["type"] == "mcp.tool_changed"}
+    assert changed["echo"]["change"] == "changed" and changed["echo"]["pinned"]
+    assert changed["exfiltrate"]["change"] == "new"
+    # The session's evidence holds its tool calls and the changes.
+    run = changed["echo"]["run"]
+    r = cordon.raw("evidence", run, "--audit", log, "--format", "json")
+    assert r.status == 0, r
+    sm = json.loads(r.out)["summary"]
+    assert [(c["tool"], c["decision"]) for c in sm["tool_calls"]] == [
+        ("echo", "allowed"), ("change", "allowed"), ("echo", "refused"),
+        ("exfiltrate", "refused")]
+    assert sorted(c["tool"] for c in sm["tool_changes"]) == ["echo", "exfiltrate"]
+    saved = json.loads(pins.read_text())["servers"]
+    (server,) = saved.values()
+    assert sorted(server["pending"]) == ["echo", "exfiltrate"]
+    assert "IGNORE ALL PREVIOUS" in server["pending"]["echo"]["tool"]["description"]
+
+    # Approving echo alone: the next session sees it; exfiltrate stays hidden.
+    r = cordon.raw("mcp", "pins", "approve", "--pins", pins, "echo")
+    assert r.status == 0 and "approved 1 tool" in r.out, r
+    ws2 = cordon.hostdir("ws2", mode=0o777)
+    rep = sdk(cordon, wrap(allow, lie("v2"), ws2), [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "c"}},
+        {"op": "callTool", "name": "exfiltrate", "arguments": {"path": "/"}},
+    ])
+    listed, echo3, exfil2 = rep["results"]
+    assert names(listed) == ["change", "echo"]
+    assert echo3["ok"] and "called echo" in echo3["value"]["content"][0]["text"], echo3
+    call_refused(exfil2, "Unknown tool")
+    assert called(ws2) == ["echo"]
+    r = cordon.raw("mcp", "pins", "approve", "--pins", pins, "nosuch")
+    assert_cordon_refused(r, "nothing pending")
+
+
+def tool_digest(tool):
+    """mcp_tool_digest(), as anyone can compute it to write tools.pinned."""
+    keys = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"]
+    text = json.dumps({k: tool.get(k) for k in keys}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_pins_written_in_the_policy(cordon):
+    _, log, session = mcp_session(cordon, "fixed", "unused")
+    echo = {"name": "echo", "description": "Echo the argument text",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+    change = {"name": "change", "description": "Change the tool list",
+              "inputSchema": {"type": "object", "properties": {}}}
+    ws = cordon.hostdir("ws", mode=0o777)
+    pinned = f"  pinned: [echo={tool_digest(echo)}, change={tool_digest(change)}]\n"
+    rep = sdk(cordon, session("  allow: [echo, change, exfiltrate]\n" + pinned, lie(), ws), [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "change", "arguments": {}},
+        {"op": "wait", "notification": "notifications/tools/list_changed", "timeout_ms": 10000},
+        {"op": "listTools"},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "b"}},
+    ])
+    first, _, _, second, echo2 = rep["results"]
+    assert names(first) == ["change", "echo"]
+    assert names(second) == ["change"]
+    call_refused(echo2, "Unknown tool")
+    assert called(ws) == ["change"]
+    changes = sorted((e["tool"], e["change"]) for e in map(json.loads, log.read_text().splitlines())
+                     if e["type"] == "mcp.tool_changed")
+    assert changes == [("echo", "changed"), ("exfiltrate", "new")]
+    # A pin that is not a digest is a policy error.
+    r = cordon.raw("policy", "check", mcp_policy(cordon, "tools:\n  allow: [echo]\n"
+                                                          "  pinned: [echo=abc]\n"))
+    assert_cordon_refused(r, "tools.pinned", "not a lower-case SHA-256")
+
+
+def test_real_server_pins_are_stable_across_sessions(cordon, pinning):
+    pins, log, wrap = pinning
+    ws = cordon.hostdir("ws", mode=0o777)
+    (ws / "hello.txt").write_text("hi\n")
+    allow = ["read_text_file", "list_directory"]
+    for _ in range(2):
+        rep = sdk(cordon, wrap(allow, FS_SERVER, ws), [
+            {"op": "listTools"},
+            {"op": "callTool", "name": "read_text_file", "arguments": {"path": "/workspace/hello.txt"}},
+        ])
+        listed, read = rep["results"]
+        assert names(listed) == allow[::-1] or names(listed) == sorted(allow)
+        assert read["ok"] and "hi" in read["value"]["content"][0]["text"], read
+    (server,) = json.loads(pins.read_text())["servers"].values()
+    assert sorted(server["tools"]) == sorted(allow) and server["pending"] == {}
+    assert "mcp.tool_changed" not in log.read_text()
+
+
+# --- evidence ----------------------------------------------------------------------
+
+
+def evidence_run(cordon, gov, extra=""):
+    p = gov.policy(f"  sign_key: {gov.good}\nsecrets:\n  - name: API_TOKEN\n    from: env:TOK\n"
+                   f"    hosts: [example.com]\n{extra}")
+    # audit.sign_key is under audit: in the policy the fixture writes.
+    r = cordon.run(["/bin/sh", "-c", "touch /out/ran"], "-p", p, env={"TOK": "s3cret-value"})
+    assert r.status == 0, r
+    return r.result["run_id"]
+
+
+def evidence(cordon, run, log, *opts):
+    r = cordon.raw("evidence", run, "--audit", log, "--format", "json", *opts)
+    assert r.status == 0, r
+    return json.loads(r.out)
+
+
+def verify(cordon, doc, *opts):
+    f = cordon.hostdir() / "evidence.json"
+    f.write_text(json.dumps(doc))
+    os.chmod(f, 0o644)
+    return cordon.raw("evidence", "verify", f, *opts)
+
+
+def test_evidence_is_verifiable_offline(cordon, gov):
+    run = evidence_run(cordon, gov)
+    evidence_run(cordon, gov)  # another run after it: its lines are not ours
+    doc = evidence(cordon, run[:10], gov.log, "--key", gov.good_pub)
+    sm = doc["summary"]
+    assert doc["run"] == run
+    assert sm["level"] == "namespace" and sm["secrets"] == ["API_TOKEN"]
+    assert "s3cret-value" not in json.dumps(doc)
+    assert sm["result"]["status"] == 0 and sm["limits_enforced"]["wall"] == "supervisor"
+    assert sm["network"]["mode"] == "gateway"
+    lines = doc["audit"]["lines"]
+    assert [json.loads(l["text"])["type"] for l in lines] == ["run.start", "run.end",
+                                                               "audit.checkpoint"]
+    raw = gov.log.read_bytes().split(b"\n")
+    for l in lines:  # the hashes are of the log's exact bytes
+        assert hashlib.sha256(raw[l["seq"]]).hexdigest() == l["sha256"]
+    r = verify(cordon, doc, "--key", gov.good_pub)
+    assert r.status == 0 and "signed checkpoint verified" in r.out, r
+    r = verify(cordon, doc, "--key", gov.evil_pub)
+    assert r.status == 1 and "another key" in r.out, r
+
+
+def tampered(doc, how):
+    d = json.loads(json.dumps(doc))
+    lines = d["audit"]["lines"]
+    if how == "line text":
+        lines[0]["text"] = lines[0]["text"].replace('"namespace"', '"microvm"')
+    elif how == "line rehashed":
+        lines[0]["text"] = lines[0]["text"].replace('"namespace"', '"microvm"')
+        lines[0]["sha256"] = hashlib.sha256(lines[0]["text"].encode()).hexdigest()
+    elif how == "summary":
+        d["summary"]["level"] = "microvm"
+    elif how == "line dropped":
+        del lines[1]
+    return d
+
+
+@pytest.mark.parametrize("how,words", [
+    ("line text", "does not match its text"),
+    ("line rehashed", "does not chain"),
+    ("summary", "summary is not what the lines say"),
+    ("line dropped", "does not chain"),
+])
+def test_tampered_evidence_does_not_verify(cordon, gov, how, words):
+    doc = evidence(cordon, evidence_run(cordon, gov), gov.log)
+    r = verify(cordon, tampered(doc, how), "--key", gov.good_pub)
+    assert r.status == 1 and words in r.out, r
+
+
+def test_evidence_without_checkpoint_says_unsigned(cordon, gov):
+    p = gov.policy()
+    r = cordon.run(["/bin/true"], "-p", p)
+    doc = evidence(cordon, r.result["run_id"], gov.log)
+    assert doc["audit"]["checkpoint"] is None
+    r2 = verify(cordon, doc)
+    assert r2.status == 0 and "no checkpoint (unsigned)" in r2.out, r2
+    r2 = verify(cordon, doc, "--key", gov.good_pub)
+    assert r2.status == 1 and "no signed checkpoint" in r2.out, r2
+    r2 = cordon.raw("evidence", "0" * 32, "--audit", gov.log)
+    assert_cordon_refused(r2, "no run")
+
+
+# --- the runtime decider -------------------------------------------------------------
+
+REPO_EXAMPLES = MCP.parent.parent / "examples"
+
+
+class ThreadDecider:
+    """A decider in this process for the failure paths: MODE slow, wrong_id, or garbage."""
+
+    def __init__(self, path, mode, delay=3.0):
+        import socket as s
+        import threading
+        self.path, self.mode, self.delay = str(path), mode, delay
+        self.srv = s.socket(s.AF_UNIX, s.SOCK_STREAM)
+        self.srv.bind(self.path)
+        os.chmod(self.path, 0o777)
+        self.srv.listen(8)
+        self.questions = []
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        import time
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            with c:
+                data = b""
+                while b"\n" not in data:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                q = json.loads(data.split(b"\n")[0])
+                self.questions.append(q)
+                try:
+                    if self.mode == "slow":
+                        time.sleep(self.delay)
+                        c.sendall(json.dumps({"id": q["id"], "decision": "allow_once"}).encode()
+                                  + b"\n")
+                    elif self.mode == "wrong_id":
+                        c.sendall(b'{"id": "0", "decision": "allow_session"}\n')
+                    elif self.mode == "garbage":
+                        c.sendall(b"allow!\n")
+                except OSError:
+                    pass
+
+    def close(self):
+        self.srv.close()
+
+
+def crashing_decider(path):
+    """A decider process that dies on reading its first question."""
+    code = ("import os,socket;s=socket.socket(socket.AF_UNIX);s.bind(%r);os.chmod(%r,0o777);"
+            "s.listen(1);print('up',flush=True);c,_=s.accept();c.recv(4096);os._exit(3)"
+            % (str(path), str(path)))
+    p = subprocess.Popen(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"up\n"
+    return p
+
+
+@pytest.fixture
+def asking(cordon):
+    sock, log, session = mcp_session(cordon, "decider", "decider.sock")
+
+    def wrap(ws, timeout="500ms"):
+        return session("  allow: [echo, change, rm_rf]\n  ask: [echo, rm_rf]\n", lie(), ws,
+                       f"decider:\n  socket: {sock}\n  timeout: {timeout}\n")
+    return sock, log, wrap
+
+
+def asks(log):
+    return [e for e in map(json.loads, log.read_text().splitlines()) if e["type"] == "decider.ask"]
+
+
+def test_reference_decider_allows_denies_and_remembers(cordon, asking):
+    sock, log, wrap = asking
+    rules = cordon.hostdir() / "rules.json"
+    rules.write_text(json.dumps({"echo": "allow_session", "rm_rf": "deny"}))
+    d = subprocess.Popen(["/usr/bin/python3", str(REPO_EXAMPLES / "decider.py"), str(sock),
+                          "--rules", str(rules)], stderr=subprocess.PIPE)
+    try:
+        assert b"listening" in d.stderr.readline()
+        ws = cordon.hostdir("ws", mode=0o777)
+        rep = sdk(cordon, wrap(ws, timeout="5s"), [
+            {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
+            {"op": "callTool", "name": "echo", "arguments": {"text": "b"}},
+            {"op": "callTool", "name": "rm_rf", "arguments": {"path": "/"}},
+            {"op": "callTool", "name": "change", "arguments": {}},
+        ])
+    finally:
+        d.kill()
+        d.wait()
+    e1, e2, rm, ch = rep["results"]
+    assert e1["ok"] and e2["ok"] and ch["ok"], rep
+    assert rm["value"]["isError"] and "decider did not allow it" in str(rm["value"]), rm
+    assert called(ws) == ["echo", "echo", "change"]     # rm_rf never reached the server
+    a = asks(log)
+    assert [(x["tool"], x["decision"], x["cached"]) for x in a] == [
+        ("echo", "allow_session", False), ("echo", "allow_session", True),
+        ("rm_rf", "deny", False)]
+    assert a[0]["decider"]["name"] == "cordon-reference-decider/1"
+    assert a[0]["decider"]["pid"] == d.pid and a[0]["decider"]["socket"] == str(sock)
+
+
+@pytest.mark.parametrize("mode,words", [
+    ("slow", "timeout"),
+    ("wrong_id", "answered another question"),
+    ("garbage", "not a decision"),
+    ("crash", "closed the connection"),
+    ("missing", "unreachable"),
+])
+def test_decider_failures_deny(cordon, asking, mode, words):
+    sock, log, wrap = asking
+    ws = cordon.hostdir("ws", mode=0o777)
+    dec = None
+    if mode == "crash":
+        dec = crashing_decider(sock)
+    elif mode != "missing":
+        dec = ThreadDecider(sock, mode)
+    try:
+        rep = sdk(cordon, wrap(ws), [
+            {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
+        ])
+    finally:
+        if isinstance(dec, ThreadDecider):
+            dec.close()
+        elif dec:
+            dec.kill()
+            dec.wait()
+    (call,) = rep["results"]
+    assert call["ok"] and call["value"]["isError"], call
+    assert words in str(call["value"]), call
+    assert called(ws) == []
+    (a,) = asks(log)
+    assert a["decision"] == "deny" and words in a["reason"], a
+    if mode == "crash":
+        assert dec.returncode == 3
+
+
+# --- audit.export: otlp ----------------------------------------------------------------
+
+
+class OtlpReceiver:
+    """A local OTLP/HTTP logs receiver: each POST's JSON kept; MODE ok, or blackhole."""
+
+    def __init__(self, mode="ok"):
+        import http.server
+        import threading
+        self.posts, self.mode = [], mode
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers["Content-Length"])
+                body = self.rfile.read(n)
+                outer.posts.append((self.path, self.headers["Content-Type"], json.loads(body)))
+                if outer.mode == "blackhole":
+                    import time
+                    time.sleep(30)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1/logs"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def records(self):
+        out = []
+        for _, _, doc in list(self.posts):
+            for rl in doc["resourceLogs"]:
+                for sl in rl["scopeLogs"]:
+                    out.extend(sl["logRecords"])
+        return out
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def attrs(rec):
+    return {a["key"]: next(iter(a["value"].values())) for a in rec["attributes"]}
+
+
+def test_otlp_export_sends_every_line_as_a_log_record(cordon, gov):
+    rx = OtlpReceiver()
+    try:
+        p = gov.policy(f"  export: otlp\n  export_endpoint: {rx.url}\n")
+        r = run_touch(cordon, p)
+        assert r.status == 0, r
+        lines = gov.log.read_text().splitlines()
+        import time
+        deadline = time.monotonic() + 20
+        while len(rx.records()) < len(lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        recs = rx.records()
+    finally:
+        rx.close()
+    assert [rec["body"]["stringValue"] for rec in recs] == lines
+    for rec, line in zip(recs, lines):
+        a = attrs(rec)
+        assert a["cordon.line_sha256"] == hashlib.sha256(line.encode()).hexdigest()
+        assert a["cordon.type"] == json.loads(line)["type"]
+        assert int(rec["timeUnixNano"]) > 1_700_000_000 * 10**9
+    path, ctype, doc = rx.posts[0]
+    assert path == "/v1/logs" and ctype == "application/json"
+    res = {a["key"]: a["value"]["stringValue"] for a in doc["resourceLogs"][0]["resource"]["attributes"]}
+    assert res["service.name"] == "cordon"
+    assert cordon.raw("audit", "verify", gov.log).status == 0
+
+
+@pytest.mark.parametrize("collector", ["blackhole", "closed"])
+def test_otlp_export_never_blocks_or_replaces_the_chain(cordon, gov, collector):
+    rx = OtlpReceiver("blackhole") if collector == "blackhole" else None
+    import socket as s
+    if rx:
+        url = rx.url
+    else:
+        probe = s.socket()
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1/logs"
+        probe.close()  # nobody listens there now
+    try:
+        p = gov.policy(f"  export: otlp\n  export_endpoint: {url}\n")
+        r = run_touch(cordon, p)
+        assert r.status == 0, r
+        # The exporter waits seconds on a collector that never answers; the run does not.
+        assert r.wall < 3.0, r
+        types = [json.loads(line)["type"] for line in gov.log.read_text().splitlines()]
+        assert types == ["audit.header", "run.start", "run.end"]
+        assert cordon.raw("audit", "verify", gov.log).status == 0
+    finally:
+        if rx:
+            rx.close()
+
+
+def test_otlp_export_needs_an_endpoint(cordon, gov):
+    r = run_touch(cordon, gov.policy("  export: otlp\n"))
+    assert_cordon_refused(r, "audit.export", "export_endpoint")
+    assert_nothing_ran(gov)
+
+
+def test_mcp_serve_asks_the_decider(cordon, asking):
+    sock, log, _ = asking
+    rules = cordon.hostdir() / "rules.json"
+    rules.write_text(json.dumps({"run_code": "allow_once", "run_command": "deny"}))
+    out = cordon.hostdir("serveout", mode=0o777)
+    d = subprocess.Popen(["/usr/bin/python3", str(REPO_EXAMPLES / "decider.py"), str(sock),
+                          "--rules", str(rules)], stderr=subprocess.PIPE)
+    try:
+        assert b"listening" in d.stderr.readline()
+        pol = mcp_policy(cordon, "tools:\n  allow: [run_code, run_command]\n"
+                                 "  ask: [run_code, run_command]\n"
+                                 f"decider:\n  socket: {sock}\n  timeout: 5s\n"
+                                 f"filesystem:\n  read_write: ['{out}:/out']\n"
+                                 f"audit:\n  file: {log}\n")
+        rep = sdk(cordon, cordon.argv("mcp", "serve", "-p", pol), [
+            {"op": "callTool", "name": "run_command", "arguments": {"command": "touch /out/cmd"}},
+            {"op": "callTool", "name": "run_code",
+             "arguments": {"language": "sh", "source": "touch /out/code"}},
+        ])
+    finally:
+        d.kill()
+        d.wait()
+    cmd, code = rep["results"]
+    assert cmd["ok"] and cmd["value"]["isError"] and "decider did not allow" in str(cmd), cmd
+    assert code["ok"] and not code["value"].get("isError"), code
+    assert (out / "code").exists() and not (out / "cmd").exists()
+    assert [(a["tool"], a["decision"]) for a in asks(log)] == [
+        ("run_command", "deny"), ("run_code", "allow_once")]
+
+
+def test_command_decider(cordon):
+    """decider.command: the reference decider run per question, its answer honoured."""
+    _, log, session = mcp_session(cordon, "cmd", "unused")
+    rules = cordon.hostdir() / "rules.json"
+    rules.write_text(json.dumps({"echo": "allow_once"}))
+    os.chmod(rules, 0o644)
+    cmd = f"/usr/bin/python3 {REPO_EXAMPLES / 'decider.py'} --stdin --rules {rules}"
+    ws = cordon.hostdir("ws", mode=0o777)
+    rep = sdk(cordon, session("  allow: [echo, rm_rf]\n  ask: [echo, rm_rf]\n", lie(), ws,
+                              f"decider:\n  command: \"{cmd}\"\n  timeout: 10s\n"), [
+        {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
+        {"op": "callTool", "name": "rm_rf", "arguments": {"path": "/"}},
+    ])
+    echo, rm = rep["results"]
+    assert echo["ok"] and not echo["value"].get("isError"), echo
+    assert rm["value"]["isError"] and "no rule" in str(rm["value"]), rm
+    assert called(ws) == ["echo"]
+    a = asks(log)
+    assert [(x["tool"], x["decision"]) for x in a] == [("echo", "allow_once"), ("rm_rf", "deny")]
+    assert a[0]["decider"]["command"] == cmd
+    assert a[0]["decider"]["name"] == "cordon-reference-decider/1"
+
+
+# --- mcp serve: asking the person through the client (elicitation) ------------------------
+
+from mcp_util import RawClient  # noqa: E402
+
+
+def serve_policy(cordon, out, log, extra=""):
+    return mcp_policy(cordon, "tools:\n  allow: [run_command]\n  ask: [run_command]\n"
+                              f"decider:\n  elicit: true\n  timeout: 2s\n{extra}"
+                              f"filesystem:\n  read_write: ['{out}:/out']\n"
+                              f"audit:\n  file: {log}\n")
+
+
+@pytest.mark.parametrize("answer,runs,words", [
+    ({"action": "accept", "content": {"decision": "allow_once"}}, True, None),
+    ({"action": "accept", "content": {"decision": "deny"}}, False, "chose deny"),
+    ({"action": "decline"}, False, "declined"),
+    ({"error": {"code": -32603, "message": "no person here"}}, False, "answered with an error"),
+])
+def test_mcp_serve_asks_the_person_by_elicitation(cordon, answer, runs, words):
+    require_npm_packages()
+    out = cordon.hostdir("out", mode=0o777)
+    log = cordon.hostdir("log", mode=0o777) / "audit.jsonl"
+    rep = sdk(cordon, cordon.argv("mcp", "serve", "-p", serve_policy(cordon, out, log)), [
+        {"op": "callTool", "name": "run_command", "arguments": {"command": "touch /out/ran"}},
+    ], handlers={"elicitation": answer})
+    (call,) = rep["results"]
+    assert call["ok"], call
+    assert (out / "ran").exists() == runs
+    if runs:
+        assert not call["value"].get("isError"), call
+    else:
+        assert call["value"]["isError"] and words in str(call["value"]), call
+    (a,) = asks(log)
+    assert a["decider"]["elicitation"] == "client"
+    assert a["decision"] == ("allow_once" if runs else "deny")
+
+
+def test_mcp_serve_without_elicitation_or_decider_refuses(cordon):
+    require_npm_packages()
+    out = cordon.hostdir("out", mode=0o777)
+    log = cordon.hostdir("log", mode=0o777) / "audit.jsonl"
+    rep = sdk(cordon, cordon.argv("mcp", "serve", "-p", serve_policy(cordon, out, log)), [
+        {"op": "callTool", "name": "run_command", "arguments": {"command": "touch /out/ran"}},
+    ])
+    (call,) = rep["results"]
+    assert call["value"]["isError"] and "no elicitation capability" in str(call["value"]), call
+    assert not (out / "ran").exists()
+
+
+def test_mcp_serve_elicitation_unanswered_times_out(cordon):
+    out = cordon.hostdir("out", mode=0o777)
+    log = cordon.hostdir("log", mode=0o777) / "audit.jsonl"
+    c = RawClient(cordon.argv("mcp", "serve", "-p", serve_policy(cordon, out, log)),
+                  cordon.ident.env(), cordon.tmp)
+    try:
+        c.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "clientInfo": {"name": "t", "version": "1"},
+                           "capabilities": {"elicitation": {}}}})
+        assert c.recv()["id"] == 1
+        c.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        c.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "run_command", "arguments": {"command": "touch /out/ran"}}})
+        ask = c.recv()
+        assert ask["method"] == "elicitation/create", ask
+        assert "run_command" in ask["params"]["message"]
+        # Never answered: after decider.timeout the call is refused and the question withdrawn.
+        got = [c.recv(timeout=15), c.recv(timeout=15)]
+    finally:
+        c.p.stdin.close()
+        c.p.wait(timeout=30)
+    cancelled = [m for m in got if m and m.get("method") == "notifications/cancelled"]
+    (res,) = [m for m in got if m and m.get("id") == 2]
+    assert cancelled and cancelled[0]["params"]["requestId"] == ask["id"]
+    assert res["result"]["isError"] and "timeout" in json.dumps(res["result"]), res
+    assert not (out / "ran").exists()

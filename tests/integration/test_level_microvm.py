@@ -1,0 +1,361 @@
+"""
+The microvm level: the command runs under a guest kernel of its own (QEMU's
+microvm machine). On this machine kind /dev/kvm is PVM, which boots no
+stock kernel, so every test here runs under TCG (QEMU's emulator) and says
+so with --accel tcg; a policy that does not allow TCG is refused.
+
+Serial by nature (each test boots or restores real guests on two shared
+cores); the whole file is CI's microvm subset (~2 minutes here).
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+import egress_servers as es
+from conftest import BUILD, marker, pids_with, wait_until
+
+TCG = ["-l", "microvm", "--accel", "tcg"]
+KERNEL = pathlib.Path(os.environ.get("CORDON_GUEST_KERNEL",
+                                     "/var/cache/cordon/guest-kernel/current")) / "vmlinux"
+
+
+@pytest.fixture(autouse=True)
+def guest_kernel():
+    if not KERNEL.exists():
+        pytest.skip("no guest kernel (make guest-kernel builds it)")
+
+
+def live_qemu(word):
+    """Running (not zombie) QEMU processes with WORD in their command line."""
+    found = []
+    for pid in pids_with(word):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        state = stat[stat.rindex(")") + 2]
+        if comm.startswith("qemu-system") and state != "Z":
+            found.append(pid)
+    return found
+
+
+def marked_dir(cordon):
+    """A workspace whose path marks the run's QEMU (its 9p share names it)."""
+    return cordon.hostdir(marker())
+
+
+def snapshots_dir(cordon):
+    d = cordon.hostdir("snapshots")
+    return {"CORDON_MICROVM_SNAPSHOTS": str(d)}, d
+
+
+# --- running commands -------------------------------------------------------
+
+
+def test_true_and_python(cordon):
+    r = cordon.run(["true"], *TCG, bind_probe=False)
+    assert r.status == 0, r
+    b = r.result["boundary"]
+    assert b["accel"] == "tcg" and isinstance(b["restored"], bool), r.result
+    assert "not a hypervisor boundary" in b["note"], b
+    assert len(b["kernel_digest"]) == 64 and len(b["initramfs_digest"]) == 64, b
+    r = cordon.run(["python3", "-c", "import sys, os; print(sys.version_info[0], os.getuid())"],
+                   *TCG, bind_probe=False)
+    assert r.status == 0, r
+    assert r.out.split()[0] == "3", r
+
+
+def test_exit_status_stdin_and_stderr(cordon):
+    r = cordon.run(["sh", "-c", "tr a-z A-Z; echo oops >&2; exit 7"], *TCG, input=b"hello\n",
+                   bind_probe=False)
+    assert r.status == 7, r
+    assert r.out == "HELLO\n" and r.err.endswith("oops\n"), r
+    assert r.result["reason"] == "exited" and r.result["exit_code"] == 7, r.result
+
+
+def test_not_found(cordon):
+    r = cordon.run(["no-such-command-here"], *TCG, bind_probe=False)
+    assert r.status == 127, r
+    assert "command not found: 'no-such-command-here'" in r.err, r
+
+
+def test_tcg_needs_the_policy_to_allow_it(cordon):
+    m = marker()
+    ws = cordon.hostdir(m)
+    r = cordon.run(["true"], "-l", "microvm", "-w", ws, bind_probe=False)
+    assert r.status == 125, r
+    line = r.err.strip()
+    assert "\n" not in line, r
+    assert "no hardware KVM" in line and "not a hypervisor boundary" in line, r
+    assert "microvm.accel: tcg" in line, r
+    assert not live_qemu(m)
+
+
+def test_cordon_check_says_tcg_is_an_emulator(cordon):
+    r = cordon.raw("check")
+    assert "microvm" in r.out, r
+    assert "not a hypervisor boundary" in r.out, r
+
+
+# --- the filesystem ------------------------------------------------------
+
+
+def test_workspace_write_visible_outside_write_not(cordon):
+    ws = cordon.hostdir()
+    name = marker()
+    script = (f"echo inside > /workspace/{name}.txt; "
+              f"echo x > /usr/{name} 2>/dev/null && echo usr-writable; "
+              f"echo x > /etc/{name} && echo guest-etc-ok; "
+              f"echo x > /tmp/{name} && echo guest-tmp-ok")
+    r = cordon.run(["sh", "-c", script], *TCG, "-w", ws, bind_probe=False)
+    assert r.status == 0, r
+    assert (ws / f"{name}.txt").read_text() == "inside\n"
+    assert "usr-writable" not in r.out, r
+    # Written inside the guest's own root and /tmp: nothing of it on the host.
+    assert not pathlib.Path(f"/usr/{name}").exists()
+    assert not pathlib.Path(f"/etc/{name}").exists()
+    assert not pathlib.Path(f"/tmp/{name}").exists()
+    assert "guest-tmp-ok" in r.out, r
+
+
+def test_protected_workspace_entries_stay_read_only(cordon):
+    ws = cordon.hostdir()
+    (ws / ".bashrc").write_text("orig\n")
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("cfg\n")
+    for p in (ws / ".bashrc", ws / ".git", ws / ".git" / "config"):
+        os.chown(p, cordon.ident.uid, cordon.ident.gid)
+    r = cordon.run(["sh", "-c", "echo evil >> .bashrc; echo evil > .git/config; "
+                                "mkdir .git/hooks; echo ok > fine.txt; true"],
+                   *TCG, "-w", ws, bind_probe=False)
+    assert r.status == 0, r
+    assert (ws / ".bashrc").read_text() == "orig\n"
+    assert (ws / ".git" / "config").read_text() == "cfg\n"
+    assert not (ws / ".git" / "hooks").exists()
+    assert (ws / "fine.txt").read_text() == "ok\n"
+    assert "Read-only file system" in r.err, r
+
+
+def test_read_only_bind_and_file_bind(cordon):
+    d = cordon.hostdir()
+    (d / "data.txt").write_text("shared\n")
+    (d / "sibling.txt").write_text("not for the guest\n")
+    os.chmod(d / "data.txt", 0o644)
+    r = cordon.run(["sh", "-c", "cat /data/data.txt; cat /one.txt; ls /; "
+                                "(echo x > /data/new) 2>/dev/null && echo bind-writable; true"],
+                   *TCG, "--ro", f"{d}:/data", "--ro", f"{d / 'data.txt'}:/one.txt",
+                   bind_probe=False)
+    assert r.status == 0, r
+    assert r.out.startswith("shared\nshared\n"), r
+    assert "bind-writable" not in r.out and not (d / "new").exists(), r
+    assert "cordon-share" not in r.out, r  # the file's directory was detached
+
+
+def test_etc_shows_the_listed_host_entries_only(cordon):
+    r = cordon.run(["sh", "-c", "ls /etc; test -s /etc/ssl/certs/ca-certificates.crt && echo ca; "
+                                "cat /etc/passwd"], *TCG, bind_probe=False)
+    assert r.status == 0, r
+    names = r.out.split()
+    assert "ld.so.cache" in names and "ssl" in names and "ca" in names, r
+    assert "shadow" not in names and "machine-id" not in names, r
+    assert "sandbox:x:1000:1000" in r.out and "root:x:0:0" in r.out, r
+    host_users = [l.split(":")[0] for l in open("/etc/passwd")]
+    assert not [u for u in host_users if u not in ("root", "nobody") and f"\n{u}:" in r.out], r
+
+
+# --- egress -------------------------------------------------------------------
+
+
+@pytest.fixture
+def web():
+    s = es.Server("web", "127.0.0.2")
+    yield s
+    s.close()
+
+
+def test_egress_allowed_and_refused(cordon, web):
+    other = es.Server("other", "127.0.0.2")
+    try:
+        curl = "curl -sS --max-time 20 -o /dev/null -w '%{http_code}\\n'"
+        cmd = ["sh", "-c", f"{curl} http://example.test:{web.port}/hello; "
+                           f"{curl} http://example.test:{other.port}/no"]
+        r = cordon.run(cmd, *TCG, "--allow", f"example.test:{web.port}",
+                       "--allow-private", "127.0.0.2/32", "--resolve", "example.test=127.0.0.2",
+                       bind_probe=False)
+        assert r.status == 0, r
+        assert r.out.split() == ["200", "403"], r
+        assert [q["path"] for q in web.requests] == ["/hello"]
+        assert other.count() == 0, other.requests  # refused: never connected
+        assert r.result["egress"]["allowed"] == 1 and r.result["egress"]["refused"] == 1, r.result
+    finally:
+        other.close()
+
+
+def test_no_network_without_the_gateway(cordon, web):
+    r = cordon.run(["sh", "-c", f"curl -sS --max-time 5 --noproxy '*' http://127.0.0.2:{web.port}/;"
+                                " echo curl=$?"], *TCG, bind_probe=False)
+    assert "curl=7" in r.out or "curl=6" in r.out or "curl=28" in r.out, r
+    assert web.count() == 0
+
+
+# --- limits and cleanup -------------------------------------------------------
+
+
+def test_timeout_kills_qemu(cordon):
+    ws = marked_dir(cordon)
+    t0 = time.monotonic()
+    r = cordon.run(["sleep", "100"], *TCG, "-w", ws, "-t", "3s", bind_probe=False)
+    assert r.status == 124 and r.result["reason"] == "timeout", r
+    assert time.monotonic() - t0 < 20
+    assert not wait_until(lambda: not live_qemu(ws.name), 5) is False
+    assert not live_qemu(ws.name)
+
+
+def test_output_limit(cordon):
+    r = cordon.run(["sh", "-c", "yes"], *TCG, "--output", "64K", "-t", "60s", bind_probe=False)
+    assert r.result["reason"] == "output_limit", r.result
+    assert len(r.out) <= 64 * 1024
+
+
+def test_kill9_of_cordon_leaves_no_qemu(cordon):
+    ws = marked_dir(cordon)
+    p = cordon.popen(["sleep", "100"], *TCG, "-w", ws)
+    try:
+        assert wait_until(lambda: live_qemu(ws.name), 30), "QEMU never started"
+        time.sleep(1.0)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        gone = wait_until(lambda: not live_qemu(ws.name), 10)
+        assert gone, f"QEMU left running: {live_qemu(ws.name)}"
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        for pid in live_qemu(ws.name):
+            os.kill(pid, signal.SIGKILL)
+
+
+# --- a hostile guest ------------------------------------------------------
+
+
+ATTACKS = [
+    ("attack-unknown", "unknown type 99"),
+    ("attack-oversize", "length 4294967280"),
+    ("attack-forged-id", "connection 1000"),
+    ("attack-double-ready", "announced itself twice"),
+]
+
+
+@pytest.fixture
+def hostile(cordon):
+    """The lying agent's initramfs where cordon is told to look, and a
+    snapshot directory of its own."""
+    d = cordon.hostdir()
+    shutil.copy(BUILD / "hostile-guest.cpio", d / "hostile.cpio")
+    os.chmod(d / "hostile.cpio", 0o644)
+    env, _ = snapshots_dir(cordon)
+    env["CORDON_GUEST_INITRAMFS"] = str(d / "hostile.cpio")
+    return env
+
+
+@pytest.mark.parametrize("attack,why", ATTACKS, ids=[a for a, _ in ATTACKS])
+def test_hostile_guest_frames_end_the_run(cordon, hostile, attack, why):
+    ws = marked_dir(cordon)
+    r = cordon.run([attack], *TCG, "-w", ws, "--net", "gateway", "-t", "60s", env=hostile,
+                   bind_probe=False, timeout=60)
+    assert r.status == 125, r
+    assert r.result["reason"] == "setup_error", r.result
+    assert why in r.result["error"], r.result
+    assert r.out == "", r
+    assert not wait_until(lambda: not live_qemu(ws.name), 5) is False
+    assert not live_qemu(ws.name)
+
+
+def test_hostile_guest_error_text_is_printable(cordon, hostile):
+    r = cordon.run(["attack-escapes"], *TCG, "-t", "60s", env=hostile, bind_probe=False)
+    assert r.status == 125, r
+    msg = r.result["error"]
+    assert "fake error" in msg, r.result
+    assert all(0x20 <= ord(c) < 0x7f for c in msg), repr(msg)
+    assert "\x1b" not in r.err and "\r" not in r.err, repr(r.err)
+
+
+def test_hostile_guest_flood_meets_the_output_limit(cordon, hostile):
+    r = cordon.run(["attack-flood"], *TCG, "--output", "256K", "-t", "60s", env=hostile,
+                   bind_probe=False)
+    assert r.result["reason"] == "output_limit", r.result
+    assert len(r.out) <= 256 * 1024
+
+
+# --- snapshots ------------------------------------------------------------------
+
+
+def restored(r):
+    assert r.status == 0, r
+    return r.result["boundary"]["restored"]
+
+
+def test_snapshot_saved_validated_and_replaced(root_cordon):
+    c = root_cordon
+    env, d = snapshots_dir(c)
+    assert not restored(c.run(["true"], *TCG, env=env, bind_probe=False))
+    snaps = list(d.glob("*.snap"))
+    assert len(snaps) == 1, snaps
+    snap = snaps[0]
+    assert restored(c.run(["true"], *TCG, env=env, bind_probe=False))
+
+    # A damaged body: QEMU refuses it, the run boots cold and saves anew.
+    data = bytearray(snap.read_bytes())
+    good = bytes(data)
+    for i in range(200, len(data), 4096):
+        data[i] ^= 0xFF
+    snap.write_bytes(bytes(data[:len(data) // 3]))
+    r = c.run(["echo", "still runs"], *TCG, env=env, bind_probe=False)
+    assert not restored(r) and r.out == "still runs\n", r
+    assert snap.read_bytes() != bytes(data[:len(data) // 3])
+    assert restored(c.run(["true"], *TCG, env=env, bind_probe=False))
+
+    # A header for another kernel/initramfs/QEMU: not even tried.
+    head_end = good.index(b"\n", good.index(b"\n") + 1)
+    snap.write_bytes(good[:head_end - 64] + b"0" * 64 + good[head_end:])
+    assert not restored(c.run(["true"], *TCG, env=env, bind_probe=False))
+
+    # One that someone else could have written: guest memory is code, not trusted.
+    snap.write_bytes(good)
+    os.chmod(snap, 0o666)
+    assert not restored(c.run(["true"], *TCG, env=env, bind_probe=False))
+
+
+def test_restored_clones_draw_different_random_bytes(root_cordon):
+    c = root_cordon
+    env, _ = snapshots_dir(c)
+    c.run(["true"], *TCG, env=env, bind_probe=False)  # saves the snapshot
+    draw = ["python3", "-c", "import os, random; print(os.urandom(16).hex(), random.random())"]
+    outs = []
+    for _ in range(2):
+        r = c.run(draw, *TCG, env=env, bind_probe=False)
+        assert restored(r), r.result
+        outs.append(r.out)
+    assert outs[0] != outs[1], outs
+    assert outs[0].split()[0] != outs[1].split()[0], outs
+
+
+def test_audit_records_the_boundary(cordon):
+    d = cordon.hostdir()
+    log = d / "audit.jsonl"
+    r = cordon.run(["true"], *TCG, "--audit", log, bind_probe=False)
+    assert r.status == 0, r
+    starts = [json.loads(l) for l in log.read_text().splitlines() if '"run.start"' in l]
+    assert starts, log.read_text()
+    ev = starts[-1]
+    b = (ev.get("data") or ev).get("boundary") or ev.get("boundary")
+    assert b and b["accel"] == "tcg" and "restored" in b and len(b["kernel_digest"]) == 64, ev
