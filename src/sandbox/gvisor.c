@@ -27,7 +27,6 @@
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/syscalls.h"
-#include "egress/gateway.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"
