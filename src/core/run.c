@@ -329,6 +329,11 @@ static void wipe_secret_values(void *gw)
     gateway_config_wipe_values(gw);
 }
 
+static int guard_dir(void *wd, const char *dir, struct cordon_err *err)
+{
+    return watchdog_guard_dir(wd, dir, err);
+}
+
 /* In the gateway's first moments: into the run's cgroup (best effort, as
  * moving it was: its own limits still hold it). */
 static void join_cgroup(void *ticket)
@@ -401,6 +406,8 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         .gateway = run->gateway,
         .in_child = wipe_secret_values,
         .in_child_arg = &run->gw,
+        .guard_dir = guard_dir,
+        .guard_arg = run->wd,
         .host_base = run->host_base,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {

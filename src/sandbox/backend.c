@@ -55,7 +55,7 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     case CORDON_LEVEL_PROCESS:
         return &process_backend;
     case CORDON_LEVEL_GVISOR:
-        break;
+        return &gvisor_backend;
     }
     err_set(err, CORDON_E_UNSUPPORTED,
             "isolation level '%s' is not implemented yet; use 'namespace'",
@@ -97,6 +97,20 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
             json_array_append_new(defaults, json_string(policy_limit_name((enum policy_limit)l)));
         if (weak & (1u << l))
             json_array_append_new(degraded, json_string(policy_limit_name((enum policy_limit)l)));
+    }
+
+    /* gVisor has no Landlock: what the bundle mounts is the filesystem
+     * boundary, and the run's cgroup holds gVisor's own processes too. */
+    if (res->level == CORDON_LEVEL_GVISOR) {
+        json_object_set_new(enforced, "filesystem", json_string("mounts"));
+        json_object_set_new(enforced, "cgroup_holds", json_string("runsc"));
+        /* gVisor enforces RLIMIT_AS, which an explicit limit becomes, not
+         * RLIMIT_DATA, which a defaulted one stays (gvisor.c). */
+        if (res->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_RLIMIT)
+            json_object_set_new(enforced, "memory",
+                                json_string(p->limits.defaulted & (1u << POLICY_LIMIT_MEMORY)
+                                                ? "none"
+                                                : "rlimit-as"));
     }
 
     /* Times are integers: microseconds exact, milliseconds rounded, never a

@@ -110,6 +110,10 @@ struct sandbox_setup {
      * the core wipes there what the boundary must never hold (secret values). */
     void (*in_child)(void *arg);
     void *in_child_arg;
+    /* Have host directory DIR removed should the supervisor die (the
+     * watchdog's), for a backend that keeps state on disk; may be NULL. */
+    int (*guard_dir)(void *arg, const char *dir, struct cordon_err *err);
+    void *guard_arg;
     uid_t host_base;                /* root-started: the unprivileged host ids the run
                                        uses (base: in-namespace root, +1 the sandbox
                                        user, +2 the gateway) */
@@ -152,6 +156,7 @@ struct sandbox_backend {
 extern const struct sandbox_backend namespace_backend;
 extern const struct sandbox_backend process_backend;
 extern const struct sandbox_backend microvm_backend;
+extern const struct sandbox_backend gvisor_backend;
 
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
 const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,

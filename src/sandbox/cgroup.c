@@ -334,7 +334,10 @@ int cgroup_set_memory(const struct cgroup_set *cg, uint64_t bytes, struct cordon
             return err_sys(err, CORDON_E_SETUP, "cannot set memory.swap.max in '%s'", dir);
         return 0;
     }
-    if (write_file(dir, "memory.limit_in_bytes", v) < 0)
+    /* v1 keeps limit <= memsw limit at every step: a raise goes memsw first. */
+    if (write_file(dir, "memory.limit_in_bytes", v) < 0 &&
+        (errno != EINVAL || write_file(dir, "memory.memsw.limit_in_bytes", v) < 0 ||
+         write_file(dir, "memory.limit_in_bytes", v) < 0))
         return err_sys(err, CORDON_E_SETUP, "cannot set memory.limit_in_bytes in '%s'", dir);
     if (write_file(dir, "memory.memsw.limit_in_bytes", v) < 0 && errno != ENOENT)
         return err_sys(err, CORDON_E_SETUP, "cannot set memory.memsw.limit_in_bytes in '%s'", dir);

@@ -10,6 +10,7 @@
 #include "common/hostpath.h"
 #include "common/text.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/gvisor.h"
 #include "sandbox/workspace.h"
 
 #include <errno.h>
@@ -92,11 +93,12 @@ static void remove_placeholders(const char *ws, const struct guarded_placeholder
 static _Noreturn void watch(struct watchdog *wd, int fd)
 {
     static char dirs[MAX_GUARDED][PATH_MAX];
+    static char trees[MAX_GUARDED][PATH_MAX];
     static char buf[2 * PATH_MAX + 64];
     static char ws[PATH_MAX];
     static struct guarded_placeholder ph[MAX_PLACEHOLDERS];
     static char run_id[33];
-    size_t n_dirs = 0, n_ph = 0, len = 0;
+    size_t n_dirs = 0, n_trees = 0, n_ph = 0, len = 0;
     bool done = false, started = false;
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
@@ -117,6 +119,10 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
             }
             else if (strncmp(line, "cgroup ", 7) == 0 && n_dirs < MAX_GUARDED)
                 snprintf(dirs[n_dirs++], PATH_MAX, "%s", line + 7);
+            else if (strncmp(line, "tree ", 5) == 0 && n_trees < MAX_GUARDED) {
+                if (unhex(line + 5, trees[n_trees], PATH_MAX))
+                    n_trees++;
+            }
             else if (strncmp(line, "workspace ", 10) == 0 && !unhex(line + 10, ws, sizeof ws))
                 ws[0] = '\0';
             else if (strncmp(line, "placeholder ", 12) == 0 && n_ph < MAX_PLACEHOLDERS) {
@@ -137,8 +143,11 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     }
     if (done)
         _exit(0);
+    /* The cgroups first: emptying them kills what could still write there. */
     for (size_t i = 0; i < n_dirs; i++)
         cgroup_remove_dir(dirs[i]);
+    for (size_t i = 0; i < n_trees; i++)
+        gvisor_remove_dir(trees[i]);
     remove_placeholders(ws, ph, n_ph);
     if (wd->log && started) {
         /* The sandbox died with its supervisor (PDEATHSIG on its init). */
@@ -221,6 +230,19 @@ int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_er
     char line[PATH_MAX + 16];
     if (snprintf(line, sizeof line, "cgroup %s\n", dir) >= (int)sizeof line)
         return err_set(err, CORDON_E_SETUP, "cgroup path too long: '%s'", dir);
+    return send_line(wd, line, err);
+}
+
+int watchdog_guard_dir(struct watchdog *wd, const char *dir, struct cordon_err *err)
+{
+    TRY(watchdog_arm(wd, err));
+    size_t len = strlen(dir);
+    if (len >= PATH_MAX)
+        return err_set(err, CORDON_E_SETUP, "directory path too long: '%s'", dir);
+    char line[2 * PATH_MAX + 8];
+    memcpy(line, "tree ", 5);
+    hex_encode((const unsigned char *)dir, len, line + 5);
+    strcat(line, "\n");
     return send_line(wd, line, err);
 }
 

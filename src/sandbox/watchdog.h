@@ -25,6 +25,10 @@ int watchdog_arm(struct watchdog *wd, struct cordon_err *err);
 /* Arm if needed, and have DIR (a cgroup) removed should the supervisor die. */
 int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_err *err);
 
+/* Arm if needed, and have directory DIR (a backend's private state) removed
+ * should the supervisor die. */
+int watchdog_guard_dir(struct watchdog *wd, const char *dir, struct cordon_err *err);
+
 /*
  * Arm if needed, and have placeholder NAME in WORKSPACE (a directory if DIR)
  * removed should the supervisor die: if it is still empty, of that type, and

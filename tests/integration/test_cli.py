@@ -152,7 +152,6 @@ BAD_ARGS = [
     ("missing-workspace", ["run", "-w", "/nonexistent-cordon-it", "--", "true"],
      ["/nonexistent-cordon-it"]),
     ("unknown-level", ["run", "--level", "teleport", "--", "true"], ["teleport"]),
-    ("level-gvisor", ["run", "--level", "gvisor", "--", "true"], ["gvisor"]),
     ("bad-env", ["run", "-e", "=x", "--", "true"], []),
     ("bad-best-effort", ["run", "--best-effort", "nothing", "--", "true"], ["nothing"]),
     ("missing-policy", ["run", "-p", "/nonexistent-cordon-it.yaml", "--", "true"],

@@ -1,0 +1,395 @@
+"""
+--level gvisor: the command runs on gVisor's user-space kernel (runsc, ptrace
+platform), in an OCI bundle built from the same mount plan as the namespace
+level, with --network=none and the gateway's unix socket as the only door.
+
+Each test runs as root and as uid 65534 (runsc --rootless). Escapes are tried
+from inside a real sandbox; each test asserts the refusal and that the host
+shows nothing: no file, no connection, and (conftest's no_leftovers) no
+cordon directory in /tmp or cgroup. Tests that end a run also check that no
+runsc process of it survives.
+
+Known differences from the namespace level, by design or by this runsc
+(Debian 12's 2022 build):
+- the command runs as gVisor's uid 0 (no capability, no_new_privs): the
+  gofer shows the caller's files as owned by 0, so that is the caller;
+- the filesystem boundary is the bundle's mounts (gVisor has no Landlock);
+- runsc exec reports death by signal N and exit(128+N) alike;
+- statx() with AT_NO_AUTOMOUNT fails with EINVAL in this runsc, so coreutils
+  ls and stat cannot stat; programs using stat()/fstatat() (python) can.
+Time: about 40 s for the file on this 2-core host (about 1 s per run).
+"""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+
+import pytest
+
+import egress_servers as es
+from conftest import (BUILD, assert_errno, host_ipv4_addresses, host_state, marker,
+                      new_leftovers, pids_with, wait_until)
+
+LEVEL = ("--level", "gvisor")
+NO_ROUTE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL)
+
+
+@pytest.fixture(autouse=True)
+def runsc_installed():
+    if not shutil.which("runsc"):
+        pytest.skip("runsc is not installed (scripts/install-deps.sh installs it)")
+
+
+def gv(cordon, cmd, *opts, **kw):
+    return cordon.run(cmd, *LEVEL, *opts, **kw)
+
+
+def runsc_pids():
+    """Host processes of a gvisor run: its shim and every runsc process."""
+    return pids_with("cordon-gvisor-")
+
+
+def assert_nothing_left(timeout=5):
+    left = wait_until(lambda: not runsc_pids(), timeout)
+    assert left, f"runsc processes left: {runsc_pids()}"
+
+
+# --- runs -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cmd, status, out", [
+    (["true"], 0, ""),
+    (["sh", "-c", "echo hi; exit 3"], 3, "hi\n"),
+    (["python3", "-c", "import sys; print(sys.version_info[0])"], 0, "3\n"),
+    (["sh", "-c", "cat"], 0, "from stdin"),
+])
+def test_runs(cordon, cmd, status, out):
+    r = gv(cordon, cmd, input=b"from stdin")
+    assert r.status == status, r
+    assert r.out == out, r
+    assert r.result["level"] == "gvisor", r.result
+    assert_nothing_left()
+
+
+def test_command_not_found(cordon):
+    r = gv(cordon, ["no-such-command-here"])
+    assert r.status == 127, r
+    assert "command not found: 'no-such-command-here'" in r.err, r
+
+
+def test_runs_on_gvisor_kernel(cordon):
+    """The kernel the command sees is gVisor's, not the host's."""
+    r = gv(cordon, ["python3", "-c", "import os; print(open('/proc/version').read())"])
+    assert r.status == 0, r
+    assert os.uname().release not in r.out, r
+
+
+def test_enforcement_says_mounts(cordon):
+    r = gv(cordon, ["true"])
+    enf = r.result["enforcement"]
+    assert enf["filesystem"] == "mounts", enf
+    assert enf["cgroup_holds"] == "runsc", enf
+    assert enf["wall"] == "supervisor" and enf["output"] == "supervisor", enf
+
+
+def test_seccomp_profile_applied(cordon):
+    r = gv(cordon, ["python3", "-c",
+                    "print([l for l in open('/proc/self/status') if l.startswith('Seccomp:')][0])"])
+    assert r.status == 0, r
+    assert "Seccomp:\t2" in r.out, r
+
+
+# --- filesystem ---------------------------------------------------------------
+
+
+def test_host_files_outside_policy_invisible(cordon, host_secret):
+    path, value = host_secret
+    r = gv(cordon, ["python3", "-c", f"""
+import os
+for p in ({str(path)!r}, {str(path.parent)!r}, '/root', '/home', '/etc/shadow', '/var/log'):
+    print(p, os.path.exists(p))
+"""])
+    assert r.status == 0, r
+    assert value not in r.out
+    for line in r.out.splitlines():
+        assert line.endswith("False"), r
+
+
+@pytest.mark.parametrize("target", ["/usr/cordon-x", "/etc/cordon-x", "/cordon-x",
+                                    "/.cordon/init", "/bin/cordon-x"])
+def test_write_outside_workspace_fails(cordon, target):
+    host = "/" + target.lstrip("/")
+    existed = os.path.exists(host)
+    r = gv(cordon, ["/opt/probe", "write", target, "x"])
+    assert_errno(r, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
+    if not existed:
+        assert not os.path.exists(host), host
+
+
+def test_workspace_round_trip(cordon):
+    ws = cordon.hostdir("ws")
+    (ws / "in.txt").write_text("host data\n")
+    os.chown(ws / "in.txt", cordon.ident.uid, cordon.ident.gid)
+    r = gv(cordon, ["sh", "-c", "cat in.txt; echo made > out.txt; echo x > .bashrc"],
+           "-w", ws)
+    assert "host data" in r.out, r
+    assert (ws / "out.txt").read_text() == "made\n"
+    st = (ws / "out.txt").stat()
+    assert (st.st_uid, st.st_gid) == (cordon.ident.uid, cordon.ident.gid)
+    # Protected names stay covered at this level too.
+    assert not (ws / ".bashrc").exists()
+
+
+def test_tmp_is_private_and_sized(cordon):
+    r = gv(cordon, ["sh", "-c", "head -c 3000000 /dev/zero > /tmp/big"], "--tmp-size", "1M")
+    assert r.status != 0, r
+    r = gv(cordon, ["sh", "-c", "echo t > /tmp/t && cat /tmp/t"])
+    assert r.out == "t\n", r
+
+
+# --- network -------------------------------------------------------------------
+
+
+def test_host_loopback_listener_gets_nothing(cordon, tcp_listener):
+    l = tcp_listener("127.0.0.1")
+    r = gv(cordon, ["/opt/probe", "connect-tcp", "127.0.0.1", str(l.port)])
+    assert_errno(r, errno.ECONNREFUSED)
+    assert l.count() == 0
+
+
+def test_host_addresses_get_nothing(cordon, tcp_listener):
+    addrs = host_ipv4_addresses() + ["198.51.100.7"]
+    listeners = [tcp_listener(a) for a in addrs[:-1]]
+    for a in addrs:
+        r = gv(cordon, ["/opt/probe", "connect-tcp", a, "80"])
+        assert_errno(r, *NO_ROUTE)
+    for l in listeners:
+        r = gv(cordon, ["/opt/probe", "connect-tcp", l.sock.getsockname()[0], str(l.port)])
+        assert_errno(r, *NO_ROUTE)
+        assert l.count() == 0
+
+
+def test_host_unix_socket_gets_nothing(cordon, unix_listener):
+    r = gv(cordon, ["/opt/probe", "connect-unix", unix_listener.path])
+    assert_errno(r, errno.ENOENT)
+    assert unix_listener.count() == 0
+
+
+@pytest.fixture
+def web():
+    s = es.Server("web", "127.0.0.2")
+    other = es.Server("other", "127.0.0.3")
+    yield s, other
+    s.close()
+    other.close()
+
+
+def test_egress_allowed_and_refused(cordon, web):
+    s, other = web
+    code = f"""
+import urllib.request, urllib.error
+for url in ('http://example.test:{s.port}/x', 'http://other.test:{other.port}/y'):
+    try:
+        r = urllib.request.urlopen(url, timeout=20)
+        print(r.status, r.headers.get('X-Cordon-Denied'))
+    except urllib.error.HTTPError as e:
+        print(e.code, e.headers.get('X-Cordon-Denied'))
+"""
+    r = gv(cordon, ["python3", "-c", code], "--allow", f"example.test:{s.port}",
+           "--allow-private", "127.0.0.2/32", "--allow-private", "127.0.0.3/32",
+           "--resolve", "example.test=127.0.0.2", "--resolve", "other.test=127.0.0.3")
+    assert r.status == 0, r
+    assert r.out.splitlines() == ["200 None", "403 not_allowed"], r
+    assert s.count() == 1
+    assert other.count() == 0
+    assert r.result["egress"]["allowed"] == 1 and r.result["egress"]["refused"] == 1
+
+
+def test_gateway_run_still_has_no_direct_route(cordon, tcp_listener):
+    """With the gateway, the proxy port is the only way out."""
+    l = tcp_listener("127.0.0.1")
+    r = gv(cordon, ["/opt/probe", "connect-tcp", "127.0.0.1", str(l.port)],
+           "--allow", "example.test")
+    assert_errno(r, errno.ECONNREFUSED)
+    assert l.count() == 0
+
+
+# --- ends -------------------------------------------------------------------------
+
+
+def test_timeout_leaves_nothing(cordon):
+    r = gv(cordon, ["sh", "-c", "sleep 60 & sleep 60"], "-t", "1s")
+    assert r.status == 124, r
+    assert r.result["reason"] == "timeout"
+    assert r.wall < 20, r
+    assert_nothing_left()
+
+
+def test_background_process_dies_with_run(cordon):
+    m = marker()
+    r = gv(cordon, ["sh", "-c", f"sleep 60 {m} >/dev/null 2>&1 & echo started"])
+    assert r.status == 0 and r.out == "started\n", r
+    assert_nothing_left()
+    assert not pids_with(m)
+
+
+def test_kill_9_of_cordon_leaves_nothing(cordon):
+    m = marker()
+    p = cordon.popen(["sh", "-c", f"echo up; exec sleep 60 {m}"], *LEVEL)
+    try:
+        assert p.stdout.readline() == b"up\n"
+        assert runsc_pids()
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert_nothing_left()
+    # no_leftovers then checks /tmp and the cgroups.
+
+
+def test_signal_reaches_command(cordon):
+    p = cordon.popen(["python3", "-c", """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: (print('got term', flush=True), sys.exit(7)))
+print('ready', flush=True)
+time.sleep(60)
+"""], *LEVEL)
+    assert p.stdout.readline() == b"ready\n"
+    os.kill(p.pid, signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    # The handler ran inside (runsc kill --pid) and exited: its status is
+    # cordon's, as at every level.
+    assert out == b"got term\n", (out, err)
+    assert p.returncode == 7, (out, err)
+    assert b"run ended" not in err
+    assert_nothing_left()
+
+
+# --- limits (root: the cgroup around runsc's processes) -----------------------------
+
+
+def test_memory_limit_ends_run_as_oom(root_cordon):
+    """The sentry holds the command's memory: the cgroup's OOM kill takes the
+    whole sandbox, reported as the command's death by SIGKILL, reason oom."""
+    r = gv(root_cordon, ["python3", "-c",
+                         "b = [bytearray(10 << 20) for i in range(150)]; print('all')"],
+           "-m", "64M")
+    assert r.status == 128 + signal.SIGKILL, r
+    assert r.result["reason"] == "oom", r.result
+    assert "all" not in r.out
+    assert r.result["enforcement"]["memory"] == "cgroup-v1", r.result
+    assert_nothing_left()
+
+
+def test_pids_limit_ends_fork_bomb(root_cordon):
+    r = gv(root_cordon, ["sh", "-c", "for i in $(seq 2000); do sleep 30 & done; wait"],
+           "--pids", "32", "-t", "60s")
+    assert r.result["reason"] == "pids_limit", r.result
+    assert r.status == 128 + signal.SIGKILL, r
+    assert_nothing_left()
+
+
+def test_memory_rlimit_without_cgroup(user_cordon):
+    """No cgroup for an ordinary user: an explicit memory limit becomes
+    RLIMIT_AS, which gVisor enforces (it ignores RLIMIT_DATA)."""
+    r = gv(user_cordon, ["python3", "-c", """
+b = []
+try:
+    for i in range(30):
+        b.append(bytearray(10 << 20))
+    print('allocated', len(b))
+except MemoryError:
+    print('refused at', len(b))
+"""], "-m", "64M", "--best-effort", "memory")
+    assert r.status == 0, r
+    assert r.out.startswith("refused at"), r
+    assert r.result["enforcement"]["memory"] == "rlimit-as", r.result
+
+
+def test_pids_rlimit_without_cgroup(user_cordon):
+    r = gv(user_cordon, ["python3", "-c", """
+import os, time
+n = 0
+try:
+    for i in range(50):
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+    print('forked', n)
+except OSError as e:
+    print('refused after', n)
+"""], "--pids", "10", "--best-effort", "pids")
+    assert r.status == 0, r
+    assert r.out.startswith("refused after"), r
+
+
+def test_output_cap(cordon):
+    r = gv(cordon, ["sh", "-c", "yes cordon"], "--output", "64K")
+    assert r.result["reason"] == "output_limit", r.result
+    assert len(r.stdout) <= 64 * 1024
+    assert_nothing_left()
+
+
+# --- the seam: prepared warm, started later (what a pool holds) -----------------
+
+
+@pytest.fixture(scope="module")
+def seam_bin():
+    d = tempfile.mkdtemp(prefix="cit-seam-")
+    os.chmod(d, 0o755)
+    shutil.copy2(BUILD / "seam", d)
+    os.chmod(os.path.join(d, "seam"), 0o755)
+    yield os.path.join(d, "seam")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_two_prepared_sandboxes_started_from_one_process(identity, seam_bin):
+    r = subprocess.run(identity.wrap([seam_bin, "concurrent", "isolation=gvisor",
+                                      "limits.wall=30s"]),
+                       env=identity.env(), capture_output=True, text=True, cwd="/", timeout=90)
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    a, b = json.loads(lines[0]), json.loads(lines[1])
+    assert (a["label"], a["exit_code"], a["level"]) == ("from-a\n", 3, "gvisor"), a
+    assert (b["label"], b["exit_code"]) == ("from-b\n", 0), b
+    assert lines[2] == "children 0", r.stdout
+    assert_nothing_left()
+
+
+@pytest.mark.parametrize("extra", [[], ["network.allow=example.test"]],
+                         ids=["plain", "gateway"])
+def test_prepared_sandbox_released_without_start(identity, seam_bin, extra):
+    before = host_state()
+    p = subprocess.Popen(identity.wrap([seam_bin, "release", "isolation=gvisor", *extra]),
+                         env=identity.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd="/")
+    try:
+        first = p.stdout.readline().split()
+        assert first[:1] == ["prepared"], (first, p.stderr.read() if p.poll() else "")
+        assert runsc_pids(), "the sandbox is not up while prepared"
+        out, err = p.communicate("go\n", timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert out.strip() == "released 0", out
+    assert_nothing_left()
+    assert not new_leftovers(before), "a released sandbox left state on the host"
+
+
+# --- check ---------------------------------------------------------------------
+
+
+def test_check_reports_platforms(cordon):
+    r = cordon.raw("check", timeout=60)
+    assert r.status == 0, r
+    assert "ptrace         works (the one cordon uses)" in r.out, r
+    assert "gvisor     yes" in r.out, r
+    assert not runsc_pids()
