@@ -355,21 +355,6 @@ int cgroup_set_pids(const struct cgroup_set *cg, uint64_t max, struct cordon_err
     return 0;
 }
 
-int cgroup_attach(const struct cgroup_set *cg, pid_t pid, struct cordon_err *err)
-{
-    char v[32];
-    snprintf(v, sizeof v, "%d", (int)pid);
-    for (int c = 0; c < CGROUP_COUNT; c++) {
-        if (!cgroup_has(cg, c))
-            continue;
-        if (cg->version == 2 && c > 0)
-            break; /* one directory holds every controller */
-        if (write_file(cg->dir[c], "cgroup.procs", v) < 0)
-            return err_sys(err, CORDON_E_SETUP, "cannot move the sandbox into '%s'", cg->dir[c]);
-    }
-    return 0;
-}
-
 int cgroup_ticket_open(const struct cgroup_set *cg, struct cgroup_ticket *t,
                        struct cordon_err *err)
 {

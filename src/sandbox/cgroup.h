@@ -55,9 +55,6 @@ int cgroup_enter_delegated(struct cordon_err *err);
 int cgroup_set_memory(const struct cgroup_set *cg, uint64_t bytes, struct cordon_err *err);
 int cgroup_set_pids(const struct cgroup_set *cg, uint64_t max, struct cordon_err *err);
 
-/* Move PID into every created cgroup. */
-int cgroup_attach(const struct cgroup_set *cg, pid_t pid, struct cordon_err *err);
-
 /*
  * A way for a new process to join the run's cgroups itself, opened by the
  * supervisor (the kernel checks the opener's credentials, so it works from
