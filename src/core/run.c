@@ -68,6 +68,7 @@ struct run {
 static json_t *start_fields(const struct policy *p, enum cordon_level level,
                             const struct sandbox_call *call, const char *evidence)
 {
+    const struct policy_evidence *ev = policy_evidence(p);
     struct utsname u;
     uname(&u);
 
@@ -91,10 +92,10 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
                      "level", cordon_level_name(level),
                      "argv", argv,
                      "workspace", p->workspace ? json_string(p->workspace) : json_null(),
-                     "policy_digest", p->evidence.policy,
-                     "network_digest", p->evidence.network,
-                     "tools_digest", p->evidence.tools,
-                     "syscalls_digest", p->evidence.syscalls,
+                     "policy_digest", ev->policy,
+                     "network_digest", ev->network,
+                     "tools_digest", ev->tools,
+                     "syscalls_digest", ev->syscalls,
                      "secrets", secrets,
                      "limits", limits ? limits : json_null(),
                      "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),

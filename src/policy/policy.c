@@ -13,6 +13,7 @@
 #include "policy/syscall_table.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -1438,6 +1439,22 @@ static int build_egress(struct policy *p, char *why, size_t len)
     return 0;
 }
 
+static void build_evidence(struct policy *p);
+
+const struct policy_evidence *policy_evidence(const struct policy *p)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    /* Logically const: the digests are a function of P, cached in it. */
+    struct policy *mp = (struct policy *)p;
+    pthread_mutex_lock(&lock);
+    if (!mp->evidence_done) {
+        build_evidence(mp);
+        mp->evidence_done = true;
+    }
+    pthread_mutex_unlock(&lock);
+    return &p->evidence;
+}
+
 static void build_evidence(struct policy *p)
 {
     struct policy_evidence *ev = &p->evidence;
@@ -1555,7 +1572,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     if (r < 0)
         return err_set(err, CORDON_E_POLICY, "%snetwork: %s", where, why);
-    build_evidence(p);
+    p->evidence_done = false; /* a relaxed (break-glass) policy is finalized again */
     p->finalized = true;
     return 0;
 }

@@ -276,12 +276,21 @@ struct policy {
         char network[65];           /* policy_network_digest_hex() */
         char tools[65];             /* policy_tools_digest_hex() */
         char syscalls[65];          /* seccomp_profile_digest() */
-    } evidence;
+    } evidence;                     /* read through policy_evidence() */
+    bool evidence_done;
     struct policy_gov gov;
     char signer[65];                /* key_id that signed the file (checked at load), or "" */
     json_t *break_glass;            /* an active break-glass: {id, reason, until, relaxed,
                                        approved_by, base_policy_digest}; in every event */
 };
+
+/*
+ * P's evidence digests, computed at the first call after policy_finalize()
+ * and kept: a run that records nothing and writes no result never pays for
+ * them (the first SHA-256 loads OpenSSL's configuration, about 1 ms).
+ * Safe from several threads.
+ */
+const struct policy_evidence *policy_evidence(const struct policy *p);
 
 /* A policy with every default filled in. */
 struct policy *policy_new(struct cordon_err *err);

@@ -131,7 +131,7 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         "peak_memory_bytes", (json_int_t)res->peak_memory,
         "stdout_bytes", (json_int_t)res->stdout_bytes,
         "stderr_bytes", (json_int_t)res->stderr_bytes,
-        "policy_digest", p->evidence.policy,
+        "policy_digest", policy_evidence(p)->policy,
         "enforcement", enforced);
     json_t *recent = json_array();
     const struct egress_summary *e = &res->egress;
