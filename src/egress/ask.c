@@ -115,7 +115,8 @@ static void answered(struct conn *c, json_t *ans)
                         "failed", true, "decider", "socket", c->gw->cfg->decider);
     ask_stop(c);
     const char *name = json_string_value(json_object_get(ans, "decision"));
-    const char *why = json_string_value(json_object_get(ans, "reason"));
+    char why[200];
+    snprintf(why, sizeof why, "%s", json_string_value(json_object_get(ans, "reason")) ?: "");
     bool failed = !json_is_false(json_object_get(ans, "failed"));
     enum decider_decision dec = DECIDER_DENY;
     for (int i = DECIDER_DENY; name && i <= DECIDER_ALLOW_SESSION; i++)
@@ -132,7 +133,7 @@ static void answered(struct conn *c, json_t *ans)
     json_decref(ans);
 
     struct decision d;
-    if (decide_answer(&c->target, dec, failed, why ? why : "", &d) < 0) {
+    if (decide_answer(&c->target, dec, failed, why, &d) < 0) {
         conn_refuse(c, d.status, d.rule, "%s", d.reason);
         return;
     }
