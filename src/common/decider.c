@@ -112,6 +112,7 @@ static int deny(struct decider_answer *a, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     a->decision = DECIDER_DENY;
+    a->failed = true;
     vsnprintf(a->reason, sizeof a->reason, fmt, ap);
     va_end(ap);
     return -1;
@@ -279,9 +280,9 @@ void decider_ask(struct decider *d, const char *kind, const char *key, const cha
 
 json_t *decider_answer_json(const struct decider *d, const struct decider_answer *a)
 {
-    return json_pack("{s:s, s:s, s:b, s:I, s:{s:s, s:s, s:I, s:I}}", "decision",
+    return json_pack("{s:s, s:s, s:b, s:b, s:I, s:{s:s, s:s, s:I, s:I}}", "decision",
                      decider_decision_name(a->decision), "reason", a->reason, "cached",
-                     a->cached, "elapsed_ms", (json_int_t)a->elapsed_ms, "decider", d->command ? "command" : "socket",
+                     a->cached, "failed", a->failed, "elapsed_ms", (json_int_t)a->elapsed_ms, "decider", d->command ? "command" : "socket",
                      d->command ? d->command : d->socket, "name", a->decider, "pid", (json_int_t)a->pid, "uid",
                      (json_int_t)a->uid);
 }

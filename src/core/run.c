@@ -397,6 +397,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
     if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, run->wd, &run->ws, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
         goto fail;
+    memcpy(run->gw.run_id, run->run_id, sizeof run->gw.run_id);
 
     struct sandbox_setup setup = {
         .p = p,

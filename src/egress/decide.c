@@ -12,6 +12,7 @@ static int refused(struct decision *d, int status, const char *rule, const char 
 static int refused(struct decision *d, int status, const char *rule, const char *fmt, ...)
 {
     d->allowed = false;
+    d->ask = false;
     d->status = status;
     if (rule != d->rule) /* set_rule() may have written it already */
         snprintf(d->rule, sizeof d->rule, "%s", rule);
@@ -25,6 +26,7 @@ static int refused(struct decision *d, int status, const char *rule, const char 
 static int allowed(struct decision *d)
 {
     d->allowed = true;
+    d->ask = false;
     d->status = 200;
     d->reason[0] = '\0';
     return 0;
@@ -154,11 +156,38 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
      * likes (a channel out).
      */
     const struct egress_rule *allow = match_host(r->allow, r->n_allow, &t->host, t->port);
-    if (!allow)
+    if (allow) {
+        set_rule(d, "allow", allow);
+        return allowed(d);
+    }
+    /* Not allowed, but the policy lets the decider allow it: the gateway
+     * asks once the addresses passed (so an address class is never asked). */
+    const struct egress_rule *ask = match_host(r->ask, r->n_ask, &t->host, t->port);
+    if (!ask)
         return refused(d, 403, "not_allowed", "%s:%u is not on the allowlist", t->host_text,
                        t->port);
-    set_rule(d, "allow", allow);
-    return allowed(d);
+    set_rule(d, "ask", ask);
+    allowed(d);
+    d->ask = true;
+    return 0;
+}
+
+int decide_answer(const struct target *t, enum decider_decision decision, bool failed,
+                  const char *reason, struct decision *d)
+{
+    if (decision != DECIDER_DENY && !failed) {
+        snprintf(d->reason, sizeof d->reason, "allowed by the decider%s",
+                 decision == DECIDER_ALLOW_ONCE ? " once" : " for the run");
+        d->allowed = true;
+        d->ask = false;
+        d->status = 200;
+        return 0;
+    }
+    const char *rule = !failed ? "decider_denied"
+                       : strncmp(reason, "timeout", 7) == 0 ? "decider_timeout"
+                                                            : "decider_failed";
+    return refused(d, 403, rule, "%s:%u was asked of the decider: %s%s", t->host_text, t->port,
+                   failed ? "" : "denied: ", reason[0] ? reason : "no reason given");
 }
 
 size_t decide_pins(const struct gateway_config *cfg, const char *name, struct ip_addr *addrs,

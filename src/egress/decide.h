@@ -7,6 +7,7 @@
  */
 #pragma once
 #include "common/addr.h"
+#include "common/decider.h"
 #include "egress/gateway.h"
 #include "egress/http.h"
 
@@ -16,6 +17,7 @@
 
 struct decision {
     bool allowed;
+    bool ask;                  /* allowed only if the decider allows it (rule "ask:...") */
     int status;                /* the HTTP status a refusal answers with */
     char rule[320];            /* "allow:api.example.com", "deny:...", "ssrf:loopback", ... */
     char reason[200];          /* one line for the client and the audit log */
@@ -55,6 +57,15 @@ int decide_target(const struct http_request *req, struct target *t, struct decis
  */
 int decide_request(const struct gateway_config *cfg, struct budget *b, const struct target *t,
                    uint64_t now_us, struct decision *d);
+
+/*
+ * The decider's answer about an `ask` destination (after its addresses
+ * passed): allowed for allow_once, allow_run and allow_session, else a 403
+ * whose rule says how: decider_denied (it said deny), decider_timeout (no
+ * answer in time) or decider_failed (unreachable, crashed, garbage).
+ */
+int decide_answer(const struct target *t, enum decider_decision decision, bool failed,
+                  const char *reason, struct decision *d);
 
 /* The pinned addresses of NAME (--resolve), at most MAX into ADDRS; their count. */
 size_t decide_pins(const struct gateway_config *cfg, const char *name, struct ip_addr *addrs,

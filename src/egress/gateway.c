@@ -71,8 +71,13 @@ static void report(struct conn *c)
     /* Which values the answer carried and lost. */
     if (c->scrubbed)
         json_object_set_new(d, "scrubbed", credentials_names(gw->cfg, c->scrubbed));
-    if (gw->report_fd >= 0) {
-        char *line = json_dumps(d, JSON_COMPACT);
+    gateway_report(gw, d);
+}
+
+void gateway_report(struct gateway *gw, json_t *ev)
+{
+    if (ev && gw->report_fd >= 0) {
+        char *line = json_dumps(ev, JSON_COMPACT);
         if (line) {
             size_t len = strlen(line);
             line[len] = '\n';
@@ -80,12 +85,13 @@ static void report(struct conn *c)
             free(line);
         }
     }
-    json_decref(d);
+    json_decref(ev);
 }
 
 void conn_free(struct conn *c)
 {
     report(c);
+    ask_stop(c);
     if (c->dns_req)
         evdns_getaddrinfo_cancel(c->dns_req);
     if (c->client_rev)
@@ -251,6 +257,11 @@ void conn_refuse(struct conn *c, int status, const char *rule, const char *fmt, 
 
 static void try_connect(struct conn *c);
 
+void conn_connect(struct conn *c)
+{
+    try_connect(c);
+}
+
 static void connect_event(struct bufferevent *bev, short what, void *arg)
 {
     struct conn *c = arg;
@@ -322,7 +333,10 @@ static void proceed(struct conn *c)
     }
     if (!c->rule[0])
         snprintf(c->rule, sizeof c->rule, "%s", d.rule);
-    try_connect(c);
+    if (c->ask)
+        ask_start(c); /* only now: a refused address class is never asked */
+    else
+        try_connect(c);
 }
 
 static void dns_done(int result, struct evutil_addrinfo *res, void *arg)
@@ -400,6 +414,10 @@ static void decide(struct conn *c, struct http_request *req)
     if (r < 0 || decide_request(cfg, &gw->budget, &c->target, gateway_now_us(), &d) < 0) {
         conn_refuse(c, d.status, d.rule, "%s", d.reason);
         return;
+    }
+    if (d.ask) {
+        c->ask = true;
+        snprintf(c->rule, sizeof c->rule, "%s", d.rule);
     }
     if (!credentials_check(c, req))
         return;
@@ -501,6 +519,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     case S_HEAD:
         conn_refuse(c, 408, "bad_request", "no complete request head within %d s",
                     HEAD_DEADLINE_MS / 1000);
+        return;
+    case S_ASKING:
+        ask_timeout(c);
         return;
     case S_RESOLVING:
     case S_CONNECTING:
@@ -644,6 +665,8 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
                                                EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     }
     budget_init(&gw->budget, cfg, gateway_now_us());
+    if (!(gw->run_allowed = json_object()))
+        return err_set(err, CORDON_E_SETUP, "out of memory");
     if (credentials_init(gw, err) < 0 || tls_init(gw, err) < 0)
         return -1;
     return 0;
@@ -653,6 +676,7 @@ static void gateway_fini(struct gateway *gw)
 {
     tls_fini(gw);
     credentials_fini(gw);
+    json_decref(gw->run_allowed);
     if (gw->dns)
         evdns_base_free(gw->dns, 1);
     if (gw->base)
@@ -766,6 +790,8 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
         .max_connections = n->connections,
         .request_rate = n->request_rate,
         .upstream_ca = n->upstream_ca,
+        .decider = p->gov.decider,
+        .decider_timeout_ms = p->gov.decider_timeout_ms,
         .connect_timeout_ms = 10000,
         .idle_timeout_ms = 60000,
     };

@@ -43,6 +43,9 @@ struct gateway_config {
     size_t n_secrets;
     struct mint *mint;         /* the run's CA for intercepting bound hosts; NULL without secrets */
     const char *upstream_ca;   /* CA file intercepted servers are verified with; NULL: host's */
+    const char *decider;       /* decider.socket, asked about network.ask destinations; or NULL */
+    uint64_t decider_timeout_ms;
+    char run_id[33];           /* named in the decider's questions; "" when unknown */
 };
 
 /*

@@ -49,9 +49,10 @@ struct gateway {
     struct scrub_pair *values;       /* secret i's value -> its placeholder */
     struct scrub_pair *placeholders; /* secret i's placeholder, to find in bodies */
     size_t n_pairs;
+    json_t *run_allowed;      /* "HOST:PORT" -> true: the decider allowed it for the run */
 };
 
-enum conn_state { S_HEAD, S_RESOLVING, S_CONNECTING, S_RELAY, S_CLOSING };
+enum conn_state { S_HEAD, S_RESOLVING, S_ASKING, S_CONNECTING, S_RELAY, S_CLOSING };
 enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 enum chunk_state { CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_END, CHUNK_TRAILER, CHUNK_DONE };
 
@@ -88,6 +89,8 @@ struct conn {
     char rule[320];
     char reason[200];
     bool reported;
+    bool ask;                 /* network.ask: connect only if the decider allows it */
+    struct asking *asking;    /* the question under way (ask.c) */
 };
 
 /* ---- gateway.c ---- */
@@ -97,6 +100,10 @@ struct timeval ms_timeval(unsigned ms);
 
 /* The parsed head, kept with the connection until the upstream head is sent. */
 struct http_request *conn_request(struct conn *c);
+/* One JSON line to the supervisor (EV is consumed). */
+void gateway_report(struct gateway *gw, json_t *ev);
+/* Connect to C's checked addresses, one after the other. */
+void conn_connect(struct conn *c);
 /* Report C (once) and free it. */
 void conn_free(struct conn *c);
 /* (Re)arm C's one timer: a deadline, or idle time when re-armed on activity. */
@@ -110,6 +117,16 @@ void conn_closing_event(struct bufferevent *bev, short what, void *arg);
 /* Bufferevent callbacks reading a request head (also inside a tunnel). */
 void conn_head_read(struct bufferevent *bev, void *arg);
 void conn_head_event(struct bufferevent *bev, short what, void *arg);
+
+/* ---- ask.c ---- */
+
+/* C's destination is network.ask and its addresses passed: ask the decider,
+ * then connect or refuse. The loop goes on meanwhile. */
+void ask_start(struct conn *c);
+/* The answer is later than the decider's deadline and a grace: deny. */
+void ask_timeout(struct conn *c);
+/* C goes: the question with it. */
+void ask_stop(struct conn *c);
 
 /* ---- relay.c ---- */
 

@@ -80,6 +80,7 @@ static const struct policy_key keys[] = {
     KEY("network.mode", KT_NET_MODE, network.mode, 0, POLICY_NET_NONE),
     LIST("network.allow", KT_RULES, true),
     LIST("network.deny", KT_RULES, false),
+    LIST("network.ask", KT_RULES, false),
     LIST("network.allow_private", KT_CIDRS, false),
     LIST("network.resolve", KT_PINS, false),
     LIST("network.dns", KT_NAMESERVERS, false),
@@ -682,7 +683,7 @@ static char *trimmed(const char *text)
 }
 
 /* The rule's canonical text; a rule too long to format would not round-trip. */
-static int apply_rule(struct policy *p, bool allow, const char *text, char *why, size_t len)
+static int apply_rule(struct policy *p, const char *path, const char *text, char *why, size_t len)
 {
     _cleanup_free_ char *t = trimmed(text);
     if (!t)
@@ -692,8 +693,12 @@ static int apply_rule(struct policy *p, bool allow, const char *text, char *why,
         return -1;
     char canon[300];
     egress_rule_format(&r, canon, sizeof canon);
-    return allow ? policy_strv_add(&p->network.allow, &p->network.n_allow, canon)
-                 : policy_strv_add(&p->network.deny, &p->network.n_deny, canon);
+    struct policy_network *n = &p->network;
+    if (strcmp(path, "network.deny") == 0)
+        return policy_strv_add(&n->deny, &n->n_deny, canon);
+    if (strcmp(path, "network.ask") == 0)
+        return policy_strv_add(&n->ask, &n->n_ask, canon);
+    return policy_strv_add(&n->allow, &n->n_allow, canon);
 }
 
 static int apply_cidr(struct policy *p, const char *text, char *why, size_t len)
@@ -1005,7 +1010,7 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
                        "expected one of wall, cpu, memory, pids, output, file_size, "
                        "open_files, got \"%s\"", text);
     case KT_RULES:
-        return apply_rule(p, k->flag, text, why, len);
+        return apply_rule(p, k->path, text, why, len);
     case KT_CIDRS:
         return apply_cidr(p, text, why, len);
     case KT_PINS:
@@ -1184,6 +1189,7 @@ void policy_free(struct policy *p)
     policy_strv_free(p->syscalls_deny, p->n_syscalls_deny);
     policy_strv_free(p->network.allow, p->network.n_allow);
     policy_strv_free(p->network.deny, p->network.n_deny);
+    policy_strv_free(p->network.ask, p->network.n_ask);
     policy_strv_free(p->network.allow_private, p->network.n_allow_private);
     policy_strv_free(p->network.dns, p->network.n_dns);
     policy_strv_free(p->network.resolve, p->network.n_resolve);
@@ -1411,10 +1417,12 @@ static int build_egress(struct policy *p, char *why, size_t len)
         r = parse_rules(s->hosts, s->n_hosts, &s->host_rules, why, len);
     }
     if (r < 0 || (r = parse_rules(n->allow, n->n_allow, &rules->allow, why, len)) < 0 ||
-        (r = parse_rules(n->deny, n->n_deny, &rules->deny, why, len)) < 0)
+        (r = parse_rules(n->deny, n->n_deny, &rules->deny, why, len)) < 0 ||
+        (r = parse_rules(n->ask, n->n_ask, &rules->ask, why, len)) < 0)
         return r;
     rules->n_allow = n->n_allow;
     rules->n_deny = n->n_deny;
+    rules->n_ask = n->n_ask;
     rules->allow_private = calloc(n->n_allow_private + 1, sizeof *rules->allow_private);
     rules->pins = calloc(n->n_resolve + 1, sizeof *rules->pins);
     e->dns = calloc(n->n_dns + 1, sizeof *e->dns);
@@ -1541,10 +1549,11 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
         p->network.mode = POLICY_NET_GATEWAY;
     }
     /* An allow entry implies the gateway, unless the policy said "none" outright. */
-    if (p->network.n_allow && p->network.mode == POLICY_NET_NONE) {
+    if ((p->network.n_allow || p->network.n_ask) && p->network.mode == POLICY_NET_NONE) {
         if (p->network.mode_explicit)
             return err_set(err, CORDON_E_POLICY,
-                           "%snetwork.allow: needs mode gateway (mode is none)", where);
+                           "%snetwork.%s: needs mode gateway (mode is none)", where,
+                           p->network.n_allow ? "allow" : "ask");
         p->network.mode = POLICY_NET_GATEWAY;
     }
     if (policy_tools_check(p, why, sizeof why) < 0)

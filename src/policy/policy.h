@@ -97,6 +97,8 @@ struct policy_network {
     size_t n_allow;
     char **deny;                    /* the same; refused even if an allow matches */
     size_t n_deny;
+    char **ask;                     /* the same; not allowed, but asked of decider.socket */
+    size_t n_ask;
     char **dns;                     /* "IP:PORT" nameservers for the gateway; none = resolv.conf */
     char *upstream_ca;              /* PEM CAs that intercepted servers are verified against;
                                        NULL = the host's trust store */

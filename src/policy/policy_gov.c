@@ -100,6 +100,11 @@ int policy_gov_check(const struct policy *p, char *why, size_t len)
             return why_printf(why, len, "tools.ask: needs decider.socket, decider.command or "
                               "decider.elicit to ask");
     }
+    /* The gateway asks only a socket: it holds no file and runs nothing
+     * (see confine_gateway()), so a command could not be started there. */
+    if (p->network.n_ask && !g->decider)
+        return why_printf(why, len, "network.ask: needs decider.socket (the gateway cannot run "
+                          "decider.command)");
     if (g->decider && g->decider_command)
         return why_printf(why, len, "decider: socket and command exclude each other");
     if ((g->n_may_relax || g->approval_key) && !g->break_glass_max_ms)

@@ -189,13 +189,15 @@ int egress_rules_copy(const struct egress_rules *from, struct egress_rules *out)
         .n_allow = from->n_allow,
         .deny = items_dup(from->deny, from->n_deny, sizeof *from->deny),
         .n_deny = from->n_deny,
+        .ask = items_dup(from->ask, from->n_ask, sizeof *from->ask),
+        .n_ask = from->n_ask,
         .allow_private = items_dup(from->allow_private, from->n_allow_private,
                                    sizeof *from->allow_private),
         .n_allow_private = from->n_allow_private,
         .pins = items_dup(from->pins, from->n_pins, sizeof *from->pins),
         .n_pins = from->n_pins,
     };
-    if (out->allow && out->deny && out->allow_private && out->pins)
+    if (out->allow && out->deny && out->ask && out->allow_private && out->pins)
         return 0;
     egress_rules_release(out);
     return -1;
@@ -205,6 +207,7 @@ void egress_rules_release(struct egress_rules *r)
 {
     free(r->allow);
     free(r->deny);
+    free(r->ask);
     free(r->allow_private);
     free(r->pins);
     *r = (struct egress_rules){ 0 };

@@ -54,6 +54,8 @@ struct egress_rules {
     size_t n_allow;
     struct egress_rule *deny;
     size_t n_deny;
+    struct egress_rule *ask;       /* not allowed, but the decider may allow it now */
+    size_t n_ask;
     struct cidr *allow_private;    /* let through the SSRF rules */
     size_t n_allow_private;
     struct egress_pin *pins;

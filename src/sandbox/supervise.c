@@ -188,6 +188,18 @@ static void note_decision(struct supervision *s, struct sandbox_result *res, con
     json_t *d = json_loadb(line, len, 0, &jerr);
     if (!d)
         return;
+    /* The gateway asked the decider (network.ask): a question and its
+     * answer, recorded as such; the connection's decision follows. */
+    const char *event = json_string_value(json_object_get(d, "event"));
+    if (event && strcmp(event, "decider.ask") == 0) {
+        json_object_del(d, "event");
+        struct cordon_err ignored;
+        if (s->audit)
+            audit_append(s->audit, "decider.ask", s->run_id, d, &ignored);
+        else
+            json_decref(d);
+        return;
+    }
     /* Times are integers wherever cordon writes them (see the result). */
     json_t *ms = json_object_get(d, "duration_ms");
     _cleanup_free_ char *fixed = NULL;

@@ -531,62 +531,7 @@ def test_evidence_without_checkpoint_says_unsigned(cordon, gov):
 
 REPO_EXAMPLES = MCP.parent.parent / "examples"
 
-
-class ThreadDecider:
-    """A decider in this process for the failure paths: MODE slow, wrong_id, or garbage."""
-
-    def __init__(self, path, mode, delay=3.0):
-        import socket as s
-        import threading
-        self.path, self.mode, self.delay = str(path), mode, delay
-        self.srv = s.socket(s.AF_UNIX, s.SOCK_STREAM)
-        self.srv.bind(self.path)
-        os.chmod(self.path, 0o777)
-        self.srv.listen(8)
-        self.questions = []
-        self.t = threading.Thread(target=self.loop, daemon=True)
-        self.t.start()
-
-    def loop(self):
-        import time
-        while True:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            with c:
-                data = b""
-                while b"\n" not in data:
-                    chunk = c.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-                q = json.loads(data.split(b"\n")[0])
-                self.questions.append(q)
-                try:
-                    if self.mode == "slow":
-                        time.sleep(self.delay)
-                        c.sendall(json.dumps({"id": q["id"], "decision": "allow_once"}).encode()
-                                  + b"\n")
-                    elif self.mode == "wrong_id":
-                        c.sendall(b'{"id": "0", "decision": "allow_session"}\n')
-                    elif self.mode == "garbage":
-                        c.sendall(b"allow!\n")
-                except OSError:
-                    pass
-
-    def close(self):
-        self.srv.close()
-
-
-def crashing_decider(path):
-    """A decider process that dies on reading its first question."""
-    code = ("import os,socket;s=socket.socket(socket.AF_UNIX);s.bind(%r);os.chmod(%r,0o777);"
-            "s.listen(1);print('up',flush=True);c,_=s.accept();c.recv(4096);os._exit(3)"
-            % (str(path), str(path)))
-    p = subprocess.Popen(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE)
-    assert p.stdout.readline() == b"up\n"
-    return p
+from deciders import ThreadDecider, crashing_decider  # noqa: E402
 
 
 @pytest.fixture

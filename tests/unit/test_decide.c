@@ -335,6 +335,92 @@ static void test_budgets(void)
     is_str(d.reason, "byte budget exhausted", "byte budget reason");
 }
 
+/* network.ask: what is asked, what never is, and how an answer decides. */
+static const char *const ask_texts[] = { "*.ask.example", "bad.example.org", "127.0.0.0/8:9000",
+                                         "api.example.com:8443" };
+static struct egress_rule ask[N(ask_texts)];
+
+static const struct {
+    const char *target;
+    int status;                /* 0: goes on */
+    bool ask;
+    const char *rule;
+} ask_cases[] = {
+    { "a.ask.example:443", 0, true, "ask:*.ask.example" },
+    { "api.example.com:443", 0, false, "allow:api.example.com" }, /* allowed: never asked */
+    { "api.example.com:8443", 0, true, "ask:api.example.com:8443" },
+    { "bad.example.org:443", 403, false, "deny:bad.example.org" }, /* the denylist comes first */
+    { "ask.example:443", 403, false, "not_allowed" },
+    { "a.ask.example:8443", 403, false, "not_allowed" },
+    { "127.0.0.1:9000", 0, true, "ask:127.0.0.0/8:9000" },
+};
+
+static const struct {
+    enum decider_decision decision;
+    bool failed;
+    const char *reason;
+    const char *rule;          /* NULL: allowed */
+    const char *text;
+} answer_cases[] = {
+    { DECIDER_ALLOW_ONCE, false, "ok", NULL, "allowed by the decider once" },
+    { DECIDER_ALLOW_RUN, false, "", NULL, "allowed by the decider for the run" },
+    { DECIDER_ALLOW_SESSION, false, "", NULL, "allowed by the decider for the run" },
+    { DECIDER_DENY, false, "no rule", "decider_denied",
+      "a.ask.example:443 was asked of the decider: denied: no rule" },
+    { DECIDER_DENY, false, "", "decider_denied",
+      "a.ask.example:443 was asked of the decider: denied: no reason given" },
+    { DECIDER_DENY, true, "timeout: no answer before the deadline", "decider_timeout",
+      "a.ask.example:443 was asked of the decider: timeout: no answer before the deadline" },
+    { DECIDER_DENY, true, "the decider's answer is not a decision", "decider_failed",
+      "a.ask.example:443 was asked of the decider: the decider's answer is not a decision" },
+    /* A failed answer never allows, whatever it claims. */
+    { DECIDER_ALLOW_RUN, true, "decider unreachable: No such file", "decider_failed",
+      "a.ask.example:443 was asked of the decider: decider unreachable: No such file" },
+};
+
+static void test_ask(void)
+{
+    char why[200];
+    for (size_t i = 0; i < N(ask); i++)
+        if (!ok(egress_rule_parse(ask_texts[i], &ask[i], why, sizeof why) == 0, "ask rule %s",
+                ask_texts[i]))
+            return;
+    struct gateway_config cfg = config();
+    cfg.rules.ask = ask;
+    cfg.rules.n_ask = N(ask);
+    for (size_t i = 0; i < N(ask_cases); i++) {
+        struct decision d;
+        struct budget b;
+        budget_init(&b, &cfg, 0);
+        int st = request(&cfg, &b, ask_cases[i].target, 0, &d);
+        ok(st == ask_cases[i].status && d.ask == ask_cases[i].ask, "%s: status %d, ask %d",
+           ask_cases[i].target, st, d.ask);
+        is_str(d.rule, ask_cases[i].rule, ask_cases[i].target);
+    }
+
+    /* An asked address is still checked first: a private one is refused
+     * before any question (the gateway asks only after this passes). */
+    struct target t;
+    struct decision d;
+    target_of(HTTP_TARGET_AUTHORITY, "127.0.0.1:9000", &t, &d);
+    ok(decide_addresses(&cfg, &t, &t.host.ip, 1, &d) < 0 && !d.ask &&
+           strcmp(d.rule, "ssrf:loopback") == 0,
+       "an ask rule does not let a loopback address through (%s)", d.rule);
+
+    target_of(HTTP_TARGET_AUTHORITY, "a.ask.example:443", &t, &d);
+    for (size_t i = 0; i < N(answer_cases); i++) {
+        struct decision a = { 0 };
+        int r = decide_answer(&t, answer_cases[i].decision, answer_cases[i].failed,
+                              answer_cases[i].reason, &a);
+        bool want = answer_cases[i].rule == NULL;
+        ok((r == 0) == want && a.allowed == want && (want || a.status == 403),
+           "answer %zu: %s", i, want ? "allowed" : "refused");
+        if (!want)
+            is_str(a.rule, answer_cases[i].rule, "answer rule");
+        is_str(a.reason, answer_cases[i].text, "answer reason");
+    }
+}
+
 int main(void)
 {
     if (setup() == 0) {
@@ -343,6 +429,7 @@ int main(void)
         test_addresses();
         test_pins();
         test_budgets();
+        test_ask();
     }
     return done_testing();
 }

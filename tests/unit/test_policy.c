@@ -126,7 +126,7 @@ struct load_case {
 #define NET_DEFAULT NET("none", "", "", "", "", 0, 0, 0, 0)
 #define NET_ALLOW(allow) NET("gateway", allow, "", "", "", 0, 0, 0, 0)
 #define KNOWN_NETWORK \
-    "unknown key; known: mode, allow, deny, allow_private, resolve, dns, upstream_ca, budgets"
+    "unknown key; known: mode, allow, deny, ask, allow_private, resolve, dns, upstream_ca, budgets"
 #define KNOWN_BUDGETS "unknown key; known: requests, bytes, connections, request_rate"
 #define SECRET(name, from, hosts, ttl) \
     "{\"from\":\"" from "\",\"hosts\":[" hosts "],\"name\":\"" name "\",\"ttl_ms\":" #ttl "}"
@@ -306,6 +306,15 @@ static const struct load_case load_cases[] = {
       NULL, "network", NET_ALLOW("\"*.example.com:8443\",\"api.example.com\"") },
     { "version: 1\nnetwork:\n  allow: [\"10.1.2.3/8\", \"0x7f.1:8080\", \"[0:0::1]\", 10.0.0.0/8]\n",
       NULL, "network", NET_ALLOW("\"10.0.0.0/8\",\"127.0.0.1:8080\",\"[::1]\"") },
+    /* network.ask: canonical like allow, and it implies the gateway */
+    { "version: 1\nnetwork:\n  ask: [\" B.example.com. \", \"*.A.test:8443\", b.example.com]\n"
+      "decider:\n  socket: /tmp/decider.sock\n",
+      NULL, "network",
+      "{\"allow\":[],\"allow_private\":[],\"ask\":[\"*.a.test:8443\",\"b.example.com\"],"
+      "\"budgets\":{\"bytes\":0,\"connections\":0,\"request_rate\":0,\"requests\":0},"
+      "\"deny\":[],\"dns\":[],\"mode\":\"gateway\",\"resolve\":[],\"upstream_ca\":null}" },
+    { "version: 1\nnetwork:\n  ask: [a.test]\n",
+      "policy.yaml: network.ask: needs decider.socket (the gateway cannot run decider.command)" },
     { "version: 1\nnetwork:\n  deny: [B.example.com, a.example.com, b.example.com.]\n", NULL,
       "network", NET("none", "", "\"a.example.com\",\"b.example.com\"", "", "", 0, 0, 0, 0) },
     { "version: 1\nnetwork:\n  allow_private: [\" 127.0.0.2/32 \", 127.0.0.2, 10.9.9.9/8, \"FD00::/8\"]\n",
