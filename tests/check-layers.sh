@@ -1,9 +1,10 @@
 #!/bin/sh
 # The layers of src/, lowest first:
-#   common < (policy, audit) < (egress, sandbox) < core < broker < (lib, cli)
+#   common < (policy, audit) < (egress, sandbox) < core < broker < daemon < (lib, cli)
 # A file may include its own layer and any lower one; never a higher one, nor
 # a sibling on its own rank (egress and sandbox know nothing of each other).
-# The broker is a front end of its own that the CLI's `mcp` command drives.
+# The broker is a front end of its own that the CLI's `mcp` command drives;
+# the daemon (cordon serve) uses its JSON-RPC streams.
 # And raw syscall() appears only in common/syscalls.h, where each has a wrapper.
 # TAP: one test per layer, then the syscall check. Usage: check-layers.sh SRCDIR
 src=${1:?usage: check-layers.sh SRCDIR}/src
