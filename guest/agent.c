@@ -9,6 +9,7 @@
  * The host is trusted here; the command is not.
  */
 #include "../src/sandbox/vm_wire.h"
+#include "common/fds.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,36 +56,6 @@ static void die(const char *what)
     power_off();
 }
 
-static bool write_full(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
-static bool read_full(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
 /* One frame, header and payload in one write: the port is shared by nobody else. */
 static bool send_frame(int fd, uint32_t type, const void *a, size_t alen, const void *b,
                        size_t blen)
@@ -98,7 +69,7 @@ static bool send_frame(int fd, uint32_t type, const void *a, size_t alen, const 
         memcpy(buf + VM_FRAME_HEADER, a, alen);
     if (blen)
         memcpy(buf + VM_FRAME_HEADER + alen, b, blen);
-    return write_full(fd, buf, VM_FRAME_HEADER + alen + blen);
+    return write_all(fd, buf, VM_FRAME_HEADER + alen + blen);
 }
 
 /* A frame from the host: its type, and its payload in *BUF (malloc'd). */
@@ -414,7 +385,7 @@ static _Noreturn void forwarder(int port, int listener)
                 _exit(1);
             if (id < MAX_CONNS && conn[id] >= 0) {
                 if (hdr[0] == VM_EG_DATA)
-                    write_full(conn[id], buf, hdr[1] - 4);
+                    write_all(conn[id], buf, hdr[1] - 4);
                 else if (hdr[0] == VM_EG_CLOSE)
                     shutdown(conn[id], SHUT_WR);
             }
@@ -500,7 +471,7 @@ static _Noreturn void run_command(const struct call *call, int in, int out, int 
                  : VM_ERR_SETUP;
 fail:
     f.err = errno;
-    write_full(fail_w, &f, sizeof f);
+    write_all(fail_w, &f, sizeof f);
     _exit(127);
 }
 
@@ -626,7 +597,7 @@ int main(void)
             if (!recv_frame(ctl, &type, &fb, &len))
                 die("lost the host");
             if (type == VM_STDIN && in_w >= 0) {
-                if (!write_full(in_w, fb, len)) {
+                if (!write_all(in_w, fb, len)) {
                     close(in_w);
                     in_w = -1;
                 }

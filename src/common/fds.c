@@ -112,17 +112,19 @@ void close_fds_except(int *keep, size_t n)
     sys_close_range(next, ~0U, 0);
 }
 
-void write_all(int fd, const char *buf, size_t len)
+bool write_all(int fd, const void *data, size_t len)
 {
+    const char *buf = data;
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return;
+            return false;
         buf += n;
         len -= (size_t)n;
     }
+    return true;
 }
 
 int signals_to_fd(void)

@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Write all of BUF to FD, retrying short writes and EINTR; gives up
- * silently on any other error (a closed reader drops what is left). */
-void write_all(int fd, const char *buf, size_t len);
+/* Write all of BUF to FD, retrying short writes and EINTR; false on any
+ * other error (a closed reader drops what is left: callers may ignore it). */
+bool write_all(int fd, const void *buf, size_t len);
 
 /* Close every descriptor from 3 up except those in KEEP (sorted in place;
  * negative entries ignored). Async-signal-safe: no allocation. */

@@ -5,6 +5,8 @@
  */
 #include "sandbox/boundary.h"
 
+#include "common/cleanup.h"
+
 #include "common/fds.h"
 #include "common/syscalls.h"
 
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS] = {
@@ -170,6 +173,20 @@ int boundary_send_filter(const struct policy *p, struct seccomp_program *prog, i
     if (n != (ssize_t)size)
         return err_sys(err, CORDON_E_SETUP, "cannot hand the seccomp filter to the sandbox");
     return 0;
+}
+
+void boundary_release(struct sandbox_boundary *b)
+{
+    if (b->pid > 0) {
+        kill(b->pid, SIGKILL);
+        waitpid(b->pid, NULL, 0);
+        b->pid = -1;
+    }
+    int *fds[] = { &b->err_r, &b->status_r, &b->start_w, &b->door };
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+        closep(fds[i]);
+        *fds[i] = -1;
+    }
 }
 
 int boundary_child_error(int err_r, struct cordon_err *err)

@@ -6,6 +6,7 @@
  * before exec. Nothing here allocates in the child.
  */
 #pragma once
+#include "sandbox/backend.h"
 #include "common/err.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/start.h"
@@ -51,6 +52,10 @@ int boundary_send_filter(const struct policy *p, struct seccomp_program *prog, i
 
 /* In the boundary: that filter, into static storage. */
 bool boundary_receive_filter(int fd, struct seccomp_program *out);
+
+/* In the supervisor: kill and reap the boundary's top process and close its
+ * descriptors; every level's release starts here. Idempotent. */
+void boundary_release(struct sandbox_boundary *b);
 
 /* In the supervisor: the boundary's error record once it failed (-1 always). */
 int boundary_child_error(int err_r, struct cordon_err *err);

@@ -28,6 +28,7 @@
 #include "common/fds.h"
 #include "common/syscalls.h"
 #include "sandbox/backend.h"
+#include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
@@ -787,32 +788,12 @@ int gvisor_platform_probe(const char *name, struct cordon_err *err)
 static void gv_release(struct sandbox_boundary *b)
 {
     struct gv_state *st = b->state;
-    if (b->pid > 0) {
-        kill(b->pid, SIGKILL);
-        waitpid(b->pid, NULL, 0);
-        b->pid = -1;
-    }
-    closep(&b->err_r);
-    closep(&b->status_r);
-    closep(&b->start_w);
-    closep(&b->door);
-    b->err_r = b->status_r = b->start_w = b->door = -1;
+    boundary_release(b);
     if (st) {
         gvisor_remove_dir(st->dir);
         free(st);
         b->state = NULL;
     }
-}
-
-static int child_error(int err_r, struct cordon_err *err)
-{
-    struct cordon_err rec;
-    if (read_full(err_r, &rec, sizeof rec)) {
-        rec.msg[sizeof rec.msg - 1] = '\0';
-        *err = rec;
-        return -1;
-    }
-    return err_set(err, CORDON_E_SETUP, "gvisor: the sandbox failed while it was being built");
 }
 
 /* The gateway's door: a unix socket the sandbox reaches through --host-uds=open. */
@@ -901,7 +882,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     errp[1] = statp[1] = startp[1] = -1;
     cgroup_ticket_close(&ticket);
     if (start_ready_wait(startp[0]) < 0) {
-        child_error(errp[0], err);
+        boundary_child_error(errp[0], err);
         goto out;
     }
     b->pid = shim;

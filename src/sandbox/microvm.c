@@ -1194,27 +1194,7 @@ static _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v
 
 static void microvm_release(struct sandbox_boundary *b)
 {
-    if (b->pid > 0) {
-        kill(b->pid, SIGKILL);
-        waitpid(b->pid, NULL, 0);
-        b->pid = -1;
-    }
-    closep(&b->err_r);
-    closep(&b->status_r);
-    closep(&b->start_w);
-    closep(&b->door);
-    b->err_r = b->status_r = b->start_w = b->door = -1;
-}
-
-static int shim_error(int err_r, struct cordon_err *err)
-{
-    struct cordon_err rec;
-    if (read_full(err_r, &rec, sizeof rec)) {
-        rec.msg[sizeof rec.msg - 1] = '\0';
-        *err = rec;
-        return -1;
-    }
-    return err_set(err, CORDON_E_SETUP, "microvm: the guest failed while it was being built");
+    boundary_release(b);
 }
 
 static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
@@ -1275,7 +1255,7 @@ static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundar
     char restored = 0;
     if ((s->gateway && (b->door = recv_fd(gw[0])) < 0) || read(info[0], &restored, 1) != 1 ||
         start_ready_wait(start[0]) < 0) {
-        shim_error(errp[0], err);
+        boundary_child_error(errp[0], err);
         goto out;
     }
     snprintf(b->evidence, sizeof b->evidence,

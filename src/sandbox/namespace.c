@@ -301,16 +301,7 @@ static int ns_probe(struct cordon_err *err)
 
 static void ns_release(struct sandbox_boundary *b)
 {
-    if (b->pid > 0) {
-        kill(b->pid, SIGKILL);
-        waitpid(b->pid, NULL, 0);
-        b->pid = -1;
-    }
-    closep(&b->err_r);
-    closep(&b->status_r);
-    closep(&b->start_w);
-    closep(&b->door);
-    b->err_r = b->status_r = b->start_w = b->door = -1;
+    boundary_release(b);
 }
 
 static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,

@@ -577,16 +577,7 @@ static int open_door(struct netnotify *nn, struct cordon_err *err)
 
 static void proc_release(struct sandbox_boundary *b)
 {
-    if (b->pid > 0) {
-        kill(b->pid, SIGKILL);
-        waitpid(b->pid, NULL, 0);
-        b->pid = -1;
-    }
-    int *fds[] = { &b->err_r, &b->status_r, &b->start_w, &b->door };
-    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
-        closep(fds[i]);
-        *fds[i] = -1;
-    }
+    boundary_release(b);
     struct process_state *st = b->state;
     if (st) {
         remove_run_dir(st);
