@@ -74,7 +74,7 @@ const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
         enum cordon_level l = i ? p->level_fallbacks[i - 1] : p->level;
         struct cordon_err e = { 0 };
         const struct sandbox_backend *b = sandbox_backend_for(l, &e);
-        if (b && b->probe(&e) == 0)
+        if (b && b->probe(&e) == 0 && (!b->admits || b->admits(p, &e) == 0))
             return b;
         int n = snprintf(why + used, sizeof why - used, "%s%s: %s", i ? "; " : "",
                          cordon_level_name(l), e.msg);

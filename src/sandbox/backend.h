@@ -145,6 +145,10 @@ struct sandbox_backend {
     const char *shares;
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
+    /* Optional: can it run P here (the policy may forbid what the host
+     * offers, as microvm's TCG)? 0, or -1 with ERR. Fallbacks skip a level
+     * that does not admit the policy, as one whose probe fails. */
+    int (*admits)(const struct policy *p, struct cordon_err *err);
     /* Build the boundary and return once it waits at the seam; -1 with ERR
      * (the boundary's own error when it failed inside) and nothing left. */
     int (*prepare)(const struct sandbox_setup *s, struct sandbox_boundary *b,

@@ -217,6 +217,16 @@ static bool hardware_kvm(void)
     return found;
 }
 
+/* Without hardware KVM, only a policy that allows TCG runs here. */
+static int microvm_admits(const struct policy *p, struct cordon_err *err)
+{
+    if (p->microvm_accel == POLICY_ACCEL_TCG || hardware_kvm())
+        return 0;
+    return err_set(err, CORDON_E_UNSUPPORTED,
+                   "microvm: this host has no hardware KVM; QEMU's software emulation (TCG) "
+                   "is an emulator, not a hypervisor boundary: allow it with microvm.accel: tcg");
+}
+
 static int microvm_probe(struct cordon_err *err)
 {
     const char *qemu = env_or("CORDON_QEMU", QEMU_DEFAULT);
@@ -286,10 +296,8 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
                        "microvm: secrets that the gateway swaps into TLS requests are not "
                        "supported at this level yet; use the namespace level");
     v->kvm = hardware_kvm();
-    if (!v->kvm && p->microvm_accel != POLICY_ACCEL_TCG)
-        return err_set(err, CORDON_E_UNSUPPORTED,
-                       "microvm: this host has no hardware KVM; QEMU's software emulation (TCG) "
-                       "is an emulator, not a hypervisor boundary: allow it with microvm.accel: tcg");
+    if (!v->kvm)
+        TRY(microvm_admits(p, err));
     snprintf(v->qemu, sizeof v->qemu, "%s", env_or("CORDON_QEMU", QEMU_DEFAULT));
     snprintf(v->kernel, sizeof v->kernel, "%s/vmlinux",
              env_or("CORDON_GUEST_KERNEL", KERNEL_DEFAULT));
@@ -1291,6 +1299,7 @@ const struct sandbox_backend microvm_backend = {
     .name = "microvm",
     .level = CORDON_LEVEL_MICROVM,
     .probe = microvm_probe,
+    .admits = microvm_admits,
     .prepare = microvm_prepare,
     .release = microvm_release,
 };
