@@ -463,6 +463,17 @@ def identity(request):
     return request.param
 
 
+@pytest.fixture(scope="module")
+def seam_bin():
+    """The seam driver (tests/integration/seam.c), where every identity can run it."""
+    d = tempfile.mkdtemp(prefix="cit-seam-")
+    os.chmod(d, 0o755)
+    shutil.copy2(BUILD / "seam", d)
+    os.chmod(os.path.join(d, "seam"), 0o755)
+    yield os.path.join(d, "seam")
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture(params=levels.selected(BUILD), ids=lambda l: l)
 def level(request):
     """Every isolation level under test (CORDON_LEVELS; see levels.py)."""

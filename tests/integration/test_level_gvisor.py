@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 
 import pytest
 
@@ -345,16 +344,6 @@ def test_output_cap(cordon):
 
 
 # --- the seam: prepared warm, started later (what a pool holds) -----------------
-
-
-@pytest.fixture(scope="module")
-def seam_bin():
-    d = tempfile.mkdtemp(prefix="cit-seam-")
-    os.chmod(d, 0o755)
-    shutil.copy2(BUILD / "seam", d)
-    os.chmod(os.path.join(d, "seam"), 0o755)
-    yield os.path.join(d, "seam")
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_two_prepared_sandboxes_started_from_one_process(identity, seam_bin):

@@ -8,21 +8,10 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 
 from conftest import BUILD, host_state, new_leftovers
-
-
-@pytest.fixture(scope="module")
-def seam_bin():
-    d = tempfile.mkdtemp(prefix="cit-seam-")
-    os.chmod(d, 0o755)
-    shutil.copy2(BUILD / "seam", d)
-    os.chmod(os.path.join(d, "seam"), 0o755)
-    yield os.path.join(d, "seam")
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def seam(identity, seam_bin, *args, **kw):
