@@ -107,4 +107,4 @@ for line in sys.stdin:
 
 step "bad input is refused with one line and exit 125"
 show "$CORDON" run --memory lots -- true
-show "$CORDON" run --level gvisor -- true
+show "$CORDON" run --level teleport -- true
