@@ -271,6 +271,26 @@ static int connect_unix(int theirs, pid_t tid, const struct sockaddr_un *un, soc
     return EACCES; /* a host socket: the docker, dbus or agent socket stay out of reach */
 }
 
+/*
+ * The caller's socket (its first argument) as a descriptor of ours, once the
+ * notification is known to be still live: the same task, waiting in this
+ * very call, so what was read from it before was its. -1 with *RC what the
+ * handler returns: 0 when the call is gone, the EBADF answer otherwise.
+ */
+static int claim_socket(int listener, const struct seccomp_notif *n, int *rc)
+{
+    int fd = take_fd(n->pid, (int)n->data.args[0]);
+    __u64 id = n->id;
+    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) {
+        closep(&fd);
+        *rc = 0;
+        return -1;
+    }
+    if (fd < 0)
+        *rc = respond(listener, n->id, EBADF, 0);
+    return fd;
+}
+
 static int on_connect(int listener, const struct seccomp_notif *n, const struct netnotify *nn)
 {
     struct sockaddr_storage a = { 0 };
@@ -281,13 +301,10 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
     struct iovec remote = { (void *)(uintptr_t)n->data.args[1], len };
     if (len < sizeof a.ss_family || process_vm_readv(n->pid, &local, 1, &remote, 1, 0) != len)
         return respond(listener, n->id, EFAULT, 0);
-    _cleanup_close_ int theirs = take_fd(n->pid, (int)n->data.args[0]);
-    /* Still the same task, waiting in this very call: what we read was its. */
-    __u64 id = n->id;
-    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
-        return 0;
+    int rc;
+    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
     if (theirs < 0)
-        return respond(listener, n->id, EBADF, 0);
+        return rc;
     int domain = 0, type = 0;
     socklen_t olen = sizeof domain;
     if (getsockopt(theirs, SOL_SOCKET, SO_DOMAIN, &domain, &olen) < 0)
@@ -310,12 +327,10 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
 
 static int on_listen(int listener, const struct seccomp_notif *n)
 {
-    _cleanup_close_ int theirs = take_fd(n->pid, (int)n->data.args[0]);
-    __u64 id = n->id;
-    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
-        return 0;
+    int rc;
+    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
     if (theirs < 0)
-        return respond(listener, n->id, EBADF, 0);
+        return rc;
     int domain = 0;
     socklen_t olen = sizeof domain;
     if (getsockopt(theirs, SOL_SOCKET, SO_DOMAIN, &domain, &olen) < 0)
@@ -323,8 +338,7 @@ static int on_listen(int listener, const struct seccomp_notif *n)
     /* Only a unix socket listens: an inet one would be a port on the host. */
     if (domain != AF_UNIX)
         return respond(listener, n->id, EACCES, 0);
-    int rc = listen(theirs, (int)n->data.args[1]);
-    return respond(listener, n->id, rc < 0 ? errno : 0, 0);
+    return respond(listener, n->id, listen(theirs, (int)n->data.args[1]) < 0 ? errno : 0, 0);
 }
 
 int netnotify_serve(int listener, const struct netnotify *nn)

@@ -64,3 +64,12 @@ def crashing_decider(path):
     p = subprocess.Popen(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE)
     assert p.stdout.readline() == b"up\n"
     return p
+
+
+def stop_decider(dec):
+    """End what a test started as its decider: a ThreadDecider, a process, or None."""
+    if isinstance(dec, ThreadDecider):
+        dec.close()
+    elif dec:
+        dec.kill()
+        dec.wait()

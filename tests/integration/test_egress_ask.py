@@ -24,7 +24,7 @@ import pytest
 
 import egress_servers as es
 from conftest import assert_cordon_refused
-from deciders import ThreadDecider, crashing_decider
+from deciders import stop_decider, ThreadDecider, crashing_decider
 
 EG = "/eg"
 DECIDER = pathlib.Path(__file__).resolve().parents[2] / "examples" / "decider.py"
@@ -230,11 +230,7 @@ def test_failed_decider_denies(cordon, world, ask, mode, words):
     try:
         out, _ = ask.run([[0, *world.url("asked.test", world.asked)]])
     finally:
-        if isinstance(dec, ThreadDecider):
-            dec.close()
-        elif dec:
-            dec.kill()
-            dec.wait()
+        stop_decider(dec)
     (o,) = out
     assert o["status"] == 403 and o["denied"] == "decider_failed", o
     assert words in o["body"], o

@@ -531,7 +531,7 @@ def test_evidence_without_checkpoint_says_unsigned(cordon, gov):
 
 REPO_EXAMPLES = MCP.parent.parent / "examples"
 
-from deciders import ThreadDecider, crashing_decider  # noqa: E402
+from deciders import stop_decider, ThreadDecider, crashing_decider  # noqa: E402
 
 
 @pytest.fixture
@@ -598,11 +598,7 @@ def test_decider_failures_deny(cordon, asking, mode, words):
             {"op": "callTool", "name": "echo", "arguments": {"text": "a"}},
         ])
     finally:
-        if isinstance(dec, ThreadDecider):
-            dec.close()
-        elif dec:
-            dec.kill()
-            dec.wait()
+        stop_decider(dec)
     (call,) = rep["results"]
     assert call["ok"] and call["value"]["isError"], call
     assert words in str(call["value"]), call
