@@ -66,8 +66,11 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
 const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
                                                      struct cordon_err *err)
 {
-    if (!p->n_level_fallbacks)
-        return sandbox_backend_for(p->level, err);
+    /* Asked before anything of the run exists: a refusal leaves no host state. */
+    if (!p->n_level_fallbacks) {
+        const struct sandbox_backend *b = sandbox_backend_for(p->level, err);
+        return b && (!b->admits || b->admits(p, err) == 0) ? b : NULL;
+    }
     char why[sizeof err->msg] = "";
     size_t used = 0;
     for (size_t i = 0; i <= p->n_level_fallbacks; i++) {

@@ -440,6 +440,15 @@ static const char *writable_around(const struct policy *p, const char *path, siz
  * Landlock only adds rights beneath a tree: say which part of the policy
  * this level cannot hold rather than run without it.
  */
+static int refuse_protected(const char *name, struct cordon_err *err)
+{
+    return err_set(err, CORDON_E_UNSUPPORTED,
+                   "the process level cannot keep '%s' read-only in the workspace (Landlock "
+                   "only adds rights beneath a writable tree); use --level namespace, or "
+                   "take the names out with filesystem.unsafe_unprotect",
+                   name);
+}
+
 static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
 {
     const struct policy *p = s->p;
@@ -468,12 +477,22 @@ static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
                                "the process level cannot hide '%s' inside the bind '%s' (no "
                                "mounts to mask it with)", hidden[h], p->binds[i].source);
     }
+    /* A pattern's matches are known only once the workspace is scanned. */
     if (s->workspace && s->workspace->n_entries)
-        return err_set(err, CORDON_E_UNSUPPORTED,
-                       "the process level cannot keep '%s' read-only in the workspace (Landlock "
-                       "only adds rights beneath a writable tree); use --level namespace, or "
-                       "take the names out with filesystem.unsafe_unprotect",
-                       s->workspace->entries[0].rel);
+        return refuse_protected(s->workspace->entries[0].rel, err);
+    return 0;
+}
+
+/*
+ * Before the run exists: a protected name that is not a pattern gets a
+ * placeholder in the workspace, so refuse it here, where no placeholder
+ * has been made yet.
+ */
+static int proc_admits(const struct policy *p, struct cordon_err *err)
+{
+    for (size_t i = 0; p->workspace && i < p->n_protected; i++)
+        if (p->protected[i][strlen(p->protected[i]) - 1] != '*')
+            return refuse_protected(p->protected[i], err);
     return 0;
 }
 
@@ -730,6 +749,7 @@ const struct sandbox_backend process_backend = {
               "hostname and users, and its network stack (held to the gateway by seccomp and Landlock); "
               "files: Landlock only, /tmp is a private host directory without a size limit",
     .probe = proc_probe,
+    .admits = proc_admits,
     .prepare = proc_prepare,
     .release = proc_release,
 };
