@@ -371,12 +371,12 @@ def test_dns_rebinding_cannot_reach_internal(cordon, net, bins):
     # "The internet" at 127.0.0.2 on the internal service's port: a rebinding
     # that worked would show up at 127.0.0.1 instead.
     twin = es.Server("twin", "127.0.0.2", port=port)
-    stub = es.DnsStub("127.0.0.3", 5353, {"flip.test": [["127.0.0.2"], ["127.0.0.1"]],
-                                          "both.test": [["127.0.0.2", "127.0.0.1"]]})
+    stub = es.DnsStub("127.0.0.3", 0, {"flip.test": [["127.0.0.2"], ["127.0.0.1"]],
+                                       "both.test": [["127.0.0.2", "127.0.0.1"]]})
     try:
         reqs = [["GET", f"http://flip.test:{port}/r{n}", f"flip.test:{port}"]
                 for n in range(8)] + [["GET", f"http://both.test:{port}/", "both.test"]]
-        out, r = client(cordon, net, "hc", reqs, "--dns", "127.0.0.3:5353", "--allow",
+        out, r = client(cordon, net, "hc", reqs, "--dns", stub.address, "--allow",
                         f"flip.test:{port}", "--allow", f"both.test:{port}")
     finally:
         stub.close()
@@ -392,12 +392,12 @@ def test_dns_rebinding_cannot_reach_internal(cordon, net, bins):
 def test_unallowed_name_is_never_looked_up(cordon, net):
     """An address rule does not make the gateway resolve names to test them:
     otherwise any name could be sent out as a DNS query."""
-    stub = es.DnsStub("127.0.0.3", 5353, {})
+    stub = es.DnsStub("127.0.0.3", 0, {})
     leak = f"secret-{os.urandom(4).hex()}.exfil.test"
     try:
         out, r = client(cordon, net, "hc", [["GET", f"http://{leak}/", leak],
                                             ["CONNECT", f"{leak}:443", leak]],
-                        "--dns", "127.0.0.3:5353", "--allow", "10.0.0.0/8",
+                        "--dns", stub.address, "--allow", "10.0.0.0/8",
                         "--allow", "127.0.0.2/32")
     finally:
         stub.close()

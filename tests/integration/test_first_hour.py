@@ -78,8 +78,8 @@ def test_fetch_dns_failure_is_a_failure_not_a_refusal(cordon):
     # A nameserver that knows no name: NXDOMAIN for the allowed one.
     stub = es.DnsStub("127.0.0.3", 0, {})
     try:
-        r = cordon.raw("fetch", "--allow", "nothing.invalid", "--dns",
-                       f"127.0.0.3:{stub.sock.getsockname()[1]}", "http://nothing.invalid/")
+        r = cordon.raw("fetch", "--allow", "nothing.invalid", "--dns", stub.address,
+                       "http://nothing.invalid/")
     finally:
         stub.close()
     assert stub.seen, "the gateway never asked the nameserver"
