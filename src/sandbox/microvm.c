@@ -372,6 +372,17 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
                        VM_MAX_MOUNTS - VM_SLOTS - 2);
     vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + SANDBOX_N_ETC_FILES + 1 + (p->workspace ? 0 : 1) +
                              n_covers));
+    /* The tmpfs first: a bind beneath /tmp goes on top of it, not under it. */
+    snprintf(opts, sizeof opts, "size=%llu,mode=1777", (unsigned long long)p->tmp_size);
+    vm_buf_u32(b, VM_MOUNT_TMPFS);
+    vm_buf_str(b, opts);
+    vm_buf_str(b, "/tmp");
+    if (!p->workspace) {
+        snprintf(opts, sizeof opts, "size=%llu,mode=0777", (unsigned long long)p->workspace_size);
+        vm_buf_u32(b, VM_MOUNT_TMPFS);
+        vm_buf_str(b, opts);
+        vm_buf_str(b, "/workspace");
+    }
     for (size_t i = 0; i < v->n_shares; i++) {
         char tag[8];
         snprintf(tag, sizeof tag, "s%zu", i);
@@ -395,16 +406,6 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
             vm_buf_str(b, tag);
         }
         vm_buf_str(b, v->shares[i].guest);
-    }
-    snprintf(opts, sizeof opts, "size=%llu,mode=1777", (unsigned long long)p->tmp_size);
-    vm_buf_u32(b, VM_MOUNT_TMPFS);
-    vm_buf_str(b, opts);
-    vm_buf_str(b, "/tmp");
-    if (!p->workspace) {
-        snprintf(opts, sizeof opts, "size=%llu,mode=0777", (unsigned long long)p->workspace_size);
-        vm_buf_u32(b, VM_MOUNT_TMPFS);
-        vm_buf_str(b, opts);
-        vm_buf_str(b, "/workspace");
     }
     /* After the workspace's share: its protected entries, read-only inside. */
     for (size_t i = 0; i < n_covers; i++) {
@@ -830,12 +831,10 @@ static int vm_restore(const struct vm_plan *v, struct vm *vm, struct cordon_err 
         if (qmp(vm->qmp, "{\"execute\":\"query-status\"}\n", -1, line, sizeof line) < 0)
             goto bad;
         if (!strstr(line, "\"inmigrate\"")) {
+            /* Left paused: vm_resume runs it when the call comes. */
             if (strstr(line, "\"paused\"") || strstr(line, "\"prelaunch\"") ||
-                strstr(line, "\"postmigrate\"")) {
-                if (qmp(vm->qmp, "{\"execute\":\"cont\"}\n", -1, line, sizeof line) < 0)
-                    goto bad;
+                strstr(line, "\"postmigrate\""))
                 return 0;
-            }
             goto bad; /* the stream did not load: boot cold */
         }
         usleep(2000);
@@ -856,7 +855,21 @@ static int vm_boot(const struct vm_plan *v, bool save, struct vm *vm, struct cor
     }
     if (save)
         snapshot_save(v, vm);
+    /* Waits paused, as a restored guest does: no vCPU time until the call. */
+    char line[4096];
+    if (qmp(vm->qmp, "{\"execute\":\"stop\"}\n", -1, line, sizeof line) < 0) {
+        err_set(err, CORDON_E_SETUP, "microvm: QEMU did not pause the booted guest");
+        vm_kill(vm);
+        return -1;
+    }
     return 0;
+}
+
+/* Run the guest that waited paused (in a pool, for as long as it waited). */
+static int vm_resume(struct vm *vm)
+{
+    char line[4096];
+    return qmp(vm->qmp, "{\"execute\":\"cont\"}\n", -1, line, sizeof line);
 }
 
 /* ---- the shim ---- */
@@ -1190,7 +1203,7 @@ static _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v
         _exit(125); /* released without a start */
     }
     close(fds->start_r);
-    if (send_call(v, vm.ctl, &m, s->gateway) < 0) {
+    if (vm_resume(&vm) < 0 || send_call(v, vm.ctl, &m, s->gateway) < 0) {
         err_set(&err, CORDON_E_SETUP, "microvm: cannot hand the call to the guest");
         vm_kill(&vm);
         shim_fail(fds, &err);

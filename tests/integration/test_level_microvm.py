@@ -20,6 +20,7 @@ import pytest
 
 import egress_servers as es
 from conftest import BUILD, marker, pids_with, wait_until
+from serve_util import Daemon
 
 TCG = ["-l", "microvm", "--accel", "tcg"]
 KERNEL = pathlib.Path(os.environ.get("CORDON_GUEST_KERNEL",
@@ -158,12 +159,13 @@ def test_read_only_bind_and_file_bind(cordon):
     (d / "data.txt").write_text("shared\n")
     (d / "sibling.txt").write_text("not for the guest\n")
     os.chmod(d / "data.txt", 0o644)
-    r = cordon.run(["sh", "-c", "cat /data/data.txt; cat /one.txt; ls /; "
+    # d is beneath /tmp: its bind must land on the guest's /tmp, not under it.
+    r = cordon.run(["sh", "-c", f"cat /data/data.txt; cat /one.txt; cat {d}/data.txt; ls /; "
                                 "(echo x > /data/new) 2>/dev/null && echo bind-writable; true"],
                    *TCG, "--ro", f"{d}:/data", "--ro", f"{d / 'data.txt'}:/one.txt",
-                   bind_probe=False)
+                   "--ro", d, bind_probe=False)
     assert r.status == 0, r
-    assert r.out.startswith("shared\nshared\n"), r
+    assert r.out.startswith("shared\nshared\nshared\n"), r
     assert "bind-writable" not in r.out and not (d / "new").exists(), r
     assert "cordon-share" not in r.out, r  # the file's directory was detached
 
@@ -367,3 +369,44 @@ def test_audit_records_the_boundary(cordon):
     ev = starts[-1]
     b = (ev.get("data") or ev).get("boundary") or ev.get("boundary")
     assert b and b["accel"] == "tcg" and "restored" in b and len(b["kernel_digest"]) == 64, ev
+
+
+# --- the daemon's pool ------------------------------------------------------------
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_daemon_pool_holds_restored_guests_paused(cordon):
+    """`cordon serve --pool` at this level keeps restored guests that use no
+    CPU while they wait, and each call takes one of them."""
+    env, _ = snapshots_dir(cordon)
+    assert cordon.run(["true"], *TCG, env=env, bind_probe=False).status == 0  # the snapshot
+    mark = marked_dir(cordon)  # its path is in the pooled QEMU's command line
+    pol = cordon.hostdir() / "microvm.yaml"
+    pol.write_text(f"version: 1\nisolation: microvm\nmicrovm:\n  accel: tcg\n"
+                   f"filesystem:\n  read_only: [{mark}]\n")
+    os.chmod(pol.parent, 0o755)
+    os.chmod(pol, 0o644)
+    d = Daemon(cordon, "--policy", pol, "--pool", "1", env=env)
+    try:
+        assert d.pool_ready(1, timeout=120), "the pool never filled"
+        qemus = live_qemu(mark.name)
+        assert len(qemus) == 1, qemus
+        before = cpu_ticks(qemus[0])
+        time.sleep(2)  # long enough for a running idle guest's timer ticks to show
+        assert cpu_ticks(qemus[0]) - before <= 1, "a pooled guest ran while it waited"
+        c = d.connect(timeout=120)
+        r = c.result("run", {"argv": ["sh", "-c", f"uname -r; ls {mark}"]})
+        assert r["exit_code"] == 0 and r["stdout"].startswith("6."), (r["stderr"], r)
+        stats = c.result("stats")
+        assert stats["runs"]["pooled"] == 1 and stats["runs"]["cold"] == 0, stats
+        c.close()
+        assert wait_until(lambda: qemus[0] not in live_qemu(mark.name), 30), \
+            "the used guest was not destroyed"
+    finally:
+        d.stop()
+    assert wait_until(lambda: not live_qemu(mark.name), 30), live_qemu(mark.name)
