@@ -297,6 +297,24 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
                 rc = mount(source, path, NULL, MS_BIND | MS_REC, NULL);
             if (rc == 0)
                 rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | flags | MS_RDONLY, NULL);
+        } else if (call->mounts[i].flags & VM_MOUNT_DATA) {
+            /* A file the host made (the run's CA), read-only to the command
+             * even as root: bound read-only over itself. */
+            char parent[512];
+            snprintf(parent, sizeof parent, "%s", path);
+            if (strrchr(parent, '/'))
+                *strrchr(parent, '/') = '\0';
+            if (*parent)
+                mkdir_p(parent);
+            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
+            rc = fd >= 0 && write_all(fd, tag, strlen(tag)) ? 0 : -1;
+            if (fd >= 0)
+                close(fd);
+            if (rc == 0)
+                rc = mount(path, path, NULL, MS_BIND, NULL);
+            if (rc == 0)
+                rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, NULL);
+            tag = "data"; /* for the error below: not the contents */
         } else if (call->mounts[i].flags & VM_MOUNT_TMPFS) {
             mkdir_p(path);
             rc = mount("tmpfs", path, "tmpfs", flags, tag);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -198,4 +199,27 @@ int boundary_child_error(int err_r, struct cordon_err *err)
         return -1;
     }
     return err_set(err, CORDON_E_SETUP, "the sandbox failed while it was being built");
+}
+
+int sandbox_ca_bundle(const char *ca_pem, char **out, size_t *len, struct cordon_err *err)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *mem = open_memstream(out, len);
+    if (!mem)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    _cleanup_fclose_ FILE *f = fopen("/etc/ssl/certs/ca-certificates.crt", "re");
+    if (f) {
+        char buf[8192];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            fwrite(buf, 1, n, mem);
+    }
+    fputs(ca_pem, mem);
+    if (fclose(mem) != 0) {
+        free(*out);
+        *out = NULL;
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    return 0;
 }

@@ -29,6 +29,13 @@ extern const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS];
 extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
 extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
 
+/*
+ * The trust store every level shows the command when the gateway intercepts
+ * TLS (secrets bound to hosts): the host's store, then the run's CA PEM.
+ * *OUT is malloc'ed, *LEN its length.
+ */
+int sandbox_ca_bundle(const char *ca_pem, char **out, size_t *len, struct cordon_err *err);
+
 /* In the boundary: send ERR to the supervisor over ERR_W and exit with its status. */
 _Noreturn void boundary_fail(int err_w, struct cordon_err *err);
 

@@ -289,12 +289,6 @@ static int add_share(struct vm_plan *v, char *host, const char *guest, bool writ
 static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err *err)
 {
     const struct policy *p = s->p;
-    /* The run's CA would have to reach the guest's trust store; until it
-     * does, refuse rather than run with TLS to those hosts failing. */
-    if (s->ca_pem)
-        return err_set(err, CORDON_E_UNSUPPORTED,
-                       "microvm: secrets that the gateway swaps into TLS requests are not "
-                       "supported at this level yet; use the namespace level");
     v->kvm = hardware_kvm();
     if (!v->kvm)
         TRY(microvm_admits(p, err));
@@ -370,8 +364,12 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "microvm: %zu protected entries in the workspace (at most %u)", n_covers,
                        VM_MAX_MOUNTS - VM_SLOTS - 2);
+    _cleanup_free_ char *ca_bundle = NULL;
+    size_t ca_len = 0;
+    if (s->ca_pem)
+        TRY(sandbox_ca_bundle(s->ca_pem, &ca_bundle, &ca_len, err));
     vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + SANDBOX_N_ETC_FILES + 1 + (p->workspace ? 0 : 1) +
-                             n_covers));
+                             (s->ca_pem ? 2 : 0) + n_covers));
     /* The tmpfs first: a bind beneath /tmp goes on top of it, not under it. */
     snprintf(opts, sizeof opts, "size=%llu,mode=1777", (unsigned long long)p->tmp_size);
     vm_buf_u32(b, VM_MOUNT_TMPFS);
@@ -406,6 +404,16 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
             vm_buf_str(b, tag);
         }
         vm_buf_str(b, v->shares[i].guest);
+    }
+    /* The gateway intercepts TLS to hosts secrets are bound to: its CA, as
+     * the other levels show it (run.c points the clients' variables here). */
+    if (s->ca_pem) {
+        vm_buf_u32(b, VM_MOUNT_DATA);
+        vm_buf_str(b, s->ca_pem);
+        vm_buf_str(b, SANDBOX_CA_CERT);
+        vm_buf_u32(b, VM_MOUNT_DATA);
+        vm_buf_str(b, ca_bundle);
+        vm_buf_str(b, SANDBOX_CA_BUNDLE);
     }
     /* After the workspace's share: its protected entries, read-only inside. */
     for (size_t i = 0; i < n_covers; i++) {

@@ -368,22 +368,9 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
 int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *err)
 {
     size_t cap = plan->n_steps; /* add() grows from the current size */
-    const char *store = "/etc/ssl/certs/ca-certificates.crt";
-    _cleanup_fclose_ FILE *f = fopen(store, "re");
     _cleanup_free_ char *bundle = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&bundle, &len);
-    if (!mem)
-        return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    if (f) {
-        char buf[8192];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-            fwrite(buf, 1, n, mem);
-    }
-    fputs(ca_pem, mem);
-    if (fclose(mem) != 0)
-        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    size_t len;
+    TRY(sandbox_ca_bundle(ca_pem, &bundle, &len, err));
     TRY(add(plan, &cap, MOUNT_FILE, SANDBOX_CA_CERT, ca_pem, NULL, false, false, err));
     return add(plan, &cap, MOUNT_FILE, SANDBOX_CA_BUNDLE, bundle, NULL, false, false, err);
 }

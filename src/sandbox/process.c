@@ -360,15 +360,13 @@ static void remove_run_dir(struct process_state *st)
     st->run_dir[0] = '\0';
 }
 
-static int write_file(const char *path, const char *a, size_t alen, const char *b, size_t blen,
-                      struct cordon_err *err)
+static int write_file(const char *path, const char *data, size_t len, struct cordon_err *err)
 {
     _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", path);
-    write_all(fd, a, alen);
-    if (b)
-        write_all(fd, b, blen);
+    if (!write_all(fd, data, len))
+        return err_sys(err, CORDON_E_SETUP, "cannot write '%s'", path);
     return 0;
 }
 
@@ -377,22 +375,11 @@ static int write_ca(struct process_state *st, const char *ca_pem, struct cordon_
 {
     snprintf(st->ca_cert, sizeof st->ca_cert, "%s/run-ca.pem", st->run_dir);
     snprintf(st->ca_bundle, sizeof st->ca_bundle, "%s/ca-bundle.pem", st->run_dir);
-    TRY(write_file(st->ca_cert, ca_pem, strlen(ca_pem), NULL, 0, err));
-    _cleanup_free_ char *store = NULL;
-    size_t len = 0;
-    _cleanup_fclose_ FILE *f = fopen("/etc/ssl/certs/ca-certificates.crt", "re");
-    if (f) {
-        char buf[8192];
-        size_t n;
-        FILE *mem = open_memstream(&store, &len);
-        if (!mem)
-            return err_set(err, CORDON_E_INTERNAL, "out of memory");
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-            fwrite(buf, 1, n, mem);
-        if (fclose(mem) != 0)
-            return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    }
-    return write_file(st->ca_bundle, store ? store : "", len, ca_pem, strlen(ca_pem), err);
+    TRY(write_file(st->ca_cert, ca_pem, strlen(ca_pem), err));
+    _cleanup_free_ char *bundle = NULL;
+    size_t len;
+    TRY(sandbox_ca_bundle(ca_pem, &bundle, &len, err));
+    return write_file(st->ca_bundle, bundle, len, err);
 }
 
 static int make_run_dir(const struct policy *p, struct process_state *st, struct cordon_err *err)

@@ -14,6 +14,7 @@ import pathlib
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -21,6 +22,7 @@ import pytest
 import egress_servers as es
 from conftest import BUILD, marker, pids_with, wait_until
 from serve_util import Daemon
+from test_secrets import EG, PLACEHOLDER, Net, values
 
 TCG = ["-l", "microvm", "--accel", "tcg"]
 KERNEL = pathlib.Path(os.environ.get("CORDON_GUEST_KERNEL",
@@ -369,6 +371,39 @@ def test_audit_records_the_boundary(cordon):
     ev = starts[-1]
     b = (ev.get("data") or ev).get("boundary") or ev.get("boundary")
     assert b and b["accel"] == "tcg" and "restored" in b and len(b["kernel_digest"]) == 64, ev
+
+
+@pytest.fixture(scope="module")
+def secrets_net():
+    d = pathlib.Path(tempfile.mkdtemp(prefix="cit-secrets-"))
+    os.chmod(d, 0o755)
+    n = Net(d)
+    yield n
+    for s in n.servers():
+        s.close()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_secret_swapped_into_tls_by_the_gateway(cordon, secrets_net):
+    """The run's CA reaches the guest's trust store, so a secret bound to an
+    HTTPS host works here as at the other levels: the guest holds only the
+    placeholder, the server gets the value."""
+    net = secrets_net
+    v = values("A")
+    reqs = [[net.url(net.a_tls), {"X-Api-Key": "{A}"}]]
+    cmd = ["sh", "-c", f"echo \"$A\"; python3 {EG}/req.py '{json.dumps(reqs)}'; "
+                       "test -w /etc/cordon/run-ca.pem && echo ca-writable; true"]
+    r = cordon.run(cmd, *TCG, *net.opts("--secret", f"A=env:VAL_A@{net.hosts(net.a_tls)}"),
+                   env={"SSL_CERT_FILE": str(net.ca), "VAL_A": v["A"]}, bind_probe=False)
+    assert r.status == 0, r
+    lines = r.out.splitlines()
+    assert PLACEHOLDER.fullmatch(lines[0]), r
+    got = json.loads(lines[1])
+    assert got["status"] == 200, got
+    assert net.a_tls.requests[-1]["headers"]["X-Api-Key"] == v["A"], net.a_tls.requests
+    assert "ca-writable" not in r.out, r
+    assert v["A"].encode() not in r.stdout + r.stderr
+    assert [d.get("intercepted") for d in r.result["egress"]["recent"]] == [True], r.result
 
 
 # --- the daemon's pool ------------------------------------------------------------
