@@ -254,6 +254,9 @@ static int connect_unix(int theirs, pid_t tid, const struct sockaddr_un *un, soc
             return errno == ENOENT ? ENOENT : EACCES;
         if (fstat(sfd, &st) < 0 || !S_ISSOCK(st.st_mode))
             return ECONNREFUSED;
+        for (size_t h = 0; h < nn->n_hidden; h++)
+            if (nn->hidden[h].dev == st.st_dev && nn->hidden[h].ino == st.st_ino)
+                return EACCES;
         struct sockaddr_un via = { .sun_family = AF_UNIX };
         snprintf(via.sun_path, sizeof via.sun_path, "/proc/self/fd/%d", sfd);
         /* A listener that never accepts must not hold the keeper: a blocking
