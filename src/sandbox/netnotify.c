@@ -183,6 +183,9 @@ static int dial_gateway(const struct netnotify *nn)
             getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr)
             return -1;
     }
+    /* Before the caller holds it: a fresh connection's buffer takes it whole. */
+    if (send(s, nn->token, sizeof nn->token, MSG_NOSIGNAL) != (ssize_t)sizeof nn->token)
+        return -1;
     if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) < 0)
         return -1;
     return TAKE_FD(s);

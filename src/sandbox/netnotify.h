@@ -30,6 +30,8 @@
 struct netnotify {
     bool gateway;               /* the gateway is the one way out */
     struct sockaddr_in gw;      /* its listener on the host's loopback */
+    unsigned char token[32];    /* written first on each connection to it: the gateway
+                                   refuses any without (another host process's) */
     int roots[NETNOTIFY_MAX_ROOTS]; /* O_PATH trees whose unix sockets may be reached */
     size_t n_roots;
     char root_paths[NETNOTIFY_MAX_ROOTS][512];

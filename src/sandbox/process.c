@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -705,9 +706,18 @@ static int plan_unix_roots(const struct policy *p, const struct workspace_guard 
     return 0;
 }
 
-/* The gateway's listener: on the host's loopback, where only the keeper dials it. */
-static int open_door(struct netnotify *nn, struct cordon_err *err)
+/*
+ * The gateway's listener, on the host's loopback: any host process can
+ * connect to it, so each connection must open with a token of the run's,
+ * which only the keeper writes (on the sockets it dials for the command).
+ */
+static int open_door(struct netnotify *nn, struct sandbox_boundary *b, struct cordon_err *err)
 {
+    if (getrandom(nn->token, sizeof nn->token, 0) != (ssize_t)sizeof nn->token)
+        return err_sys(err, CORDON_E_SETUP, "cannot draw the gateway's door token");
+    _Static_assert(sizeof nn->token == sizeof b->door_token, "door token");
+    memcpy(b->door_token, nn->token, sizeof b->door_token);
+    b->door_token_set = true;
     _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t len = sizeof a;
@@ -753,6 +763,7 @@ static void plan_release(struct process_plan *plan)
     for (size_t i = 0; i < plan->nn.n_roots; i++)
         close(plan->nn.roots[i]);
     plan->nn.n_roots = 0;
+    explicit_bzero(plan->nn.token, sizeof plan->nn.token); /* the keeper has its copy */
 }
 
 static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
@@ -782,7 +793,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         goto out;
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
-    if (s->gateway && (b->door = open_door(&plan.nn, err)) < 0)
+    if (s->gateway && (b->door = open_door(&plan.nn, b, err)) < 0)
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||

@@ -12,11 +12,14 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
 
 import pytest
+
+import egress_servers as es
 
 from conftest import (Cordon, PROBE, UnixListener, assert_cordon_refused, assert_errno,
                       host_ipv4_addresses, identities, marker, pids_with, wait_until)
@@ -302,6 +305,80 @@ def test_own_unix_socket_works(pc):
             "c.sendall(b'hi'); print(a.recv(2).decode())\n")
     r = pc.run(["python3", "-c", code])
     assert r.status == 0 and r.out.strip() == "hi", r
+
+
+def door_ports(pid):
+    """The TCP ports 127.0.0.1 listens on through sockets a child of PID holds: the gateway's door."""
+    inodes = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            for child in f.read().split():
+                try:
+                    for fd in os.listdir(f"/proc/{child}/fd"):
+                        link = os.readlink(f"/proc/{child}/fd/{fd}")
+                        if link.startswith("socket:["):
+                            inodes.add(link[8:-1])
+                except OSError:
+                    pass
+    ports = []
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            w = line.split()
+            local, state, inode = w[1], w[3], w[9]
+            if state == "0A" and inode in inodes and local.startswith("0100007F:"):
+                ports.append(int(local.split(":")[1], 16))
+    return ports
+
+
+def test_gateway_door_serves_only_the_run(pc, hosttmp):
+    """
+    The gateway listens on the host's loopback for the run's life: a host
+    process that finds the port gets nothing through it (the target sees
+    no connection, the audit log records the try), while the run's own
+    requests, before and after, go through.
+    """
+    web = es.Server("web", "127.0.0.2")
+    log = pc.hostdir("audit") / "audit.log"
+    go = pc.hostdir("go")
+    os.chmod(go, 0o777)
+    url = f"http://example.test:{web.port}"
+    fetch = f"curl -sS --max-time 20 -o /dev/null -w '%{{http_code}}\\n' {url}"
+    script = (f"{fetch}/mine-1; echo waiting; i=0; while [ ! -e {go}/go ] && [ $i -lt 600 ]; "
+              f"do sleep 0.1; i=$((i+1)); done; {fetch}/mine-2")
+    p = pc.popen(["sh", "-c", script], "--allow", f"example.test:{web.port}",
+                 "--allow-private", "127.0.0.2/32", "--resolve", "example.test=127.0.0.2",
+                 "--audit", log, "-t", "90s", "--ro", f"{go}:{go}")
+    try:
+        assert p.stdout.readline().decode() == "200\n"
+        assert p.stdout.readline().decode() == "waiting\n"
+        ports = door_ports(p.pid)
+        assert len(ports) == 1, ports
+        head = (f"GET {url}/stolen HTTP/1.1\r\nHost: example.test:{web.port}\r\n"
+                "Connection: close\r\n\r\n").encode()
+        answers = []
+        for preamble in (b"", secrets.token_bytes(32)):
+            with socket.create_connection(("127.0.0.1", ports[0]), timeout=20) as s:
+                s.sendall(preamble + head)
+                got = b""
+                while chunk := s.recv(4096):
+                    got += chunk
+                answers.append(got.decode(errors="replace"))
+        for a in answers:
+            assert a.startswith("HTTP/1.1 403 ") and "X-Cordon-Denied: door" in a, a
+        (go / "go").touch()
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert out.decode() == "200\n", out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        web.close()
+    paths = [r["path"] for r in web.requests]
+    assert paths == ["/mine-1", "/mine-2"], paths
+    events = [json.loads(l) for l in log.read_text().splitlines()]
+    doors = [e for e in events if e["type"] == "egress.decision" and e["rule"] == "door"]
+    assert len(doors) == 2 and not any(e["allowed"] for e in doors), doors
 
 
 # --- processes ----------------------------------------------------------------
