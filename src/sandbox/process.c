@@ -883,7 +883,10 @@ const struct sandbox_backend process_backend = {
               "lines included; not other processes' memory or environment), shares the "
               "host's PID and IPC namespaces (System V IPC and POSIX queues are refused), its "
               "hostname and users, and its network stack (held to the gateway by seccomp and Landlock); "
-              "files: Landlock only, /tmp is a private host directory without a size limit",
+              "files: Landlock only, /tmp is a private host directory without a size limit; "
+              "a host workspace holding protected names (.git, ...) is read-only at its root "
+              "and in each directory holding one (no entry made, removed or renamed there), "
+              "writable in every other entry",
     .probe = proc_probe,
     .admits = proc_admits,
     .prepare = proc_prepare,

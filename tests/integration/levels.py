@@ -103,6 +103,7 @@ EXCEPTIONS = [
     ("process", "*::test_file_size_override_lifts_the_default[[]*", NO_MOUNTS),
     ("process", "*::test_symlink_to_host_workspace_path_stays_inside[[]*", NO_MOUNTS),
     ("process", "*test_first_hour.py::test_tool_caches_stay_out_of_the_workspace[[]*", NO_MOUNTS),
+    ("process", "*::test_value_nowhere_in_the_sandbox_view[[]*", NO_MOUNTS),
     ("process", "*::test_log_beside_the_workspace_is_not_visible[[]*", REFUSED_NOT_ABSENT),
     ("process", "*test_first_hour.py::test_tty_cannot_push_input_anywhere[[]*", BIND_AT_DEST),
     ("process", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", BIND_AT_DEST),

@@ -228,6 +228,16 @@ def test_what_landlock_cannot_hold_is_refused_before_any_placeholder(pc):
     assert sorted(os.listdir(ws2)) == before
 
 
+def test_split_workspace_under_a_low_open_files_limit(pc):
+    """A rule per entry is a descriptor while the ruleset is built: before the rlimits."""
+    ws = owned_tree(pc, {f"f{i:03}": "" for i in range(100)})
+    pol = pc.hostdir("pol") / "p.yaml"
+    pol.write_text("version: 1\nlimits:\n  open_files: 32\n")
+    r = pc.run(["sh", "-c", "echo x >> f000 && ulimit -n"], "-w", ws, "-p", pol)
+    assert (r.status, r.out) == (0, "32\n"), r
+    assert (ws / "f000").read_text() == "x\n"
+
+
 def test_too_many_entries_beside_protected_names_refused(pc):
     """Each entry beside a protected one is a Landlock rule: past the cap, 125, nothing left."""
     ws = owned_tree(pc, {f"f{i:03}": "" for i in range(300)})
