@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LANDLOCK_PLAN_MAX_RULES 64
+#define LANDLOCK_PLAN_MAX_RULES 256
 
 enum landlock_access {
     LANDLOCK_RO = 1 << 0,      /* execute, read files, list directories */

@@ -435,6 +435,9 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
         if (run->cg.version && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
             goto fail;
+        _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
+        run->gw.door_token_set = run->b.door_token_set;
+        memcpy(run->gw.door_token, run->b.door_token, sizeof run->gw.door_token);
         run->gw_pid = gateway_start(&run->gw, run->b.door, run->host_base + 2,
                                     run->cg.version ? join_cgroup : NULL, &ticket,
                                     &run->gw_report, err);

@@ -23,6 +23,7 @@
 #include <event2/util.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -503,8 +504,12 @@ void conn_head_event(struct bufferevent *bev, short what, void *arg)
             snprintf(c->reason, sizeof c->reason, "%s",
                      (what & BEV_EVENT_ERROR) ? "TLS with the client failed"
                                               : "the client sent no request in the tunnel");
-        else
+        else if (c->door_pending) { /* gone at the door: still a try worth a record */
+            snprintf(c->rule, sizeof c->rule, "door");
+            snprintf(c->reason, sizeof c->reason, "closed before the run token");
+        } else {
             c->reported = true; /* nothing was asked: not a decision */
+        }
         conn_free(c);
     }
 }
@@ -517,6 +522,11 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     switch (c->state) {
     case S_HEAD:
+        if (c->door_pending) {
+            conn_refuse(c, 403, "door", "no run token within %d s: not the run's connection",
+                        DOOR_DEADLINE_MS / 1000);
+            return;
+        }
         conn_refuse(c, 408, "bad_request", "no complete request head within %d s",
                     HEAD_DEADLINE_MS / 1000);
         return;
@@ -535,6 +545,32 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         conn_free(c);
         return;
     }
+}
+
+/*
+ * The door token, before anything is parsed: compared in constant time,
+ * then the request head is read as on any door.
+ */
+static void door_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    unsigned char got[GATEWAY_DOOR_TOKEN_LEN];
+    if (evbuffer_get_length(in) < sizeof got)
+        return;
+    evbuffer_remove(in, got, sizeof got);
+    bool ok = CRYPTO_memcmp(got, c->gw->cfg->door_token, sizeof got) == 0;
+    OPENSSL_cleanse(got, sizeof got);
+    c->door_pending = false;
+    if (!ok) {
+        conn_refuse(c, 403, "door", "no run token: not the run's connection");
+        return;
+    }
+    conn_arm_timer(c, HEAD_DEADLINE_MS);
+    bufferevent_setwatermark(bev, EV_READ, 0, 0);
+    bufferevent_setcb(bev, conn_head_read, NULL, conn_head_event, c);
+    if (evbuffer_get_length(in) > 0)
+        conn_head_read(bev, c);
 }
 
 static void start_conn(struct gateway *gw, evutil_socket_t fd)
@@ -570,6 +606,13 @@ static void start_conn(struct gateway *gw, evutil_socket_t fd)
     /* An absolute deadline for the whole head: a slow trickle gains nothing. */
     conn_arm_timer(c, HEAD_DEADLINE_MS);
     bufferevent_setcb(c->client, conn_head_read, NULL, conn_head_event, c);
+    if (gw->cfg->door_token_set) {
+        snprintf(c->target.host_text, sizeof c->target.host_text, "-");
+        c->door_pending = true;
+        conn_arm_timer(c, DOOR_DEADLINE_MS);
+        bufferevent_setwatermark(c->client, EV_READ, GATEWAY_DOOR_TOKEN_LEN, 0);
+        bufferevent_setcb(c->client, door_read, NULL, conn_head_event, c);
+    }
     bufferevent_enable(c->client, EV_READ | EV_WRITE);
     uint64_t cap = gw->cfg->max_connections ? gw->cfg->max_connections : GATEWAY_MAX_CONNECTIONS;
     if (gw->active > cap) {

@@ -28,6 +28,9 @@ struct gateway_secret {
     uint64_t expires_us;       /* CLOCK_MONOTONIC; 0 = when the run ends */
 };
 
+/* The bytes a connection to a shared door opens with. */
+#define GATEWAY_DOOR_TOKEN_LEN 32
+
 struct gateway_config {
     struct egress_rules rules;     /* a copy of the policy's */
     struct sockaddr_storage *dns;  /* nameservers; none: the host's resolv.conf */
@@ -46,6 +49,11 @@ struct gateway_config {
     const char *decider;       /* decider.socket, asked about network.ask destinations; or NULL */
     uint64_t decider_timeout_ms;
     char run_id[33];           /* named in the decider's questions; "" when unknown */
+    /* A door other processes can reach (the process level's, on the host's
+     * loopback): each connection must open with these bytes, which only
+     * the run's own dialer writes; else it is refused and audited. */
+    bool door_token_set;
+    unsigned char door_token[GATEWAY_DOOR_TOKEN_LEN];
 };
 
 /*

@@ -33,6 +33,8 @@
 #define RELAY_CHUNK (256 * 1024)
 /* A whole request head must arrive within this, however slowly it trickles. */
 #define HEAD_DEADLINE_MS 30000
+/* For the door token, written with the connection by the run's dialer. */
+#define DOOR_DEADLINE_MS 5000
 
 struct gateway {
     const struct gateway_config *cfg;
@@ -67,6 +69,7 @@ struct conn {
     bool client_eof;           /* the client half-closed after a complete request */
     bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
     bool inner;                /* reading the request inside an intercepted tunnel */
+    bool door_pending;         /* the run's door token has not arrived yet */
     uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
     uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
     uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */

@@ -126,6 +126,10 @@ struct sandbox_boundary {
     int status_r;     /* the command's wait status */
     int start_w;      /* where the start message goes */
     int door;         /* the listening socket the gateway serves, or -1 */
+    /* A door other processes can reach: the gateway must demand this token,
+     * which the boundary writes first on each connection it dials. */
+    bool door_token_set;
+    unsigned char door_token[32];
     void *state;      /* the backend's own, for release */
     /* The command's view where it is not the namespace level's fixed one
      * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */

@@ -80,9 +80,11 @@ int confine_command_notified(const struct confine_plan *c, const struct seccomp_
                              const struct seccomp_program *notify, int notify_sock,
                              struct cordon_err *err)
 {
-    TRY(apply_rlimits(c, err));
     TRY(set_no_new_privs(err));           /* Landlock and seccomp need it */
+    /* Before the rlimits: building the ruleset opens a descriptor per rule,
+     * which a low RLIMIT_NOFILE would refuse. */
     TRY(apply_landlock(c, err));
+    TRY(apply_rlimits(c, err));           /* raising a hard limit needs the capabilities */
     TRY(confine_drop_capabilities(err));
     if (notify)
         TRY(install_notifier(notify, notify_sock, err));

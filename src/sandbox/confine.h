@@ -1,7 +1,7 @@
 /*
  * sandbox/confine.h: the command's own confinement, the last steps before
  * exec, in one chain that every level runs (nsjail's containProc is the
- * model): rlimits, no_new_privs, Landlock, capabilities, seccomp. The plan is
+ * model): no_new_privs, Landlock, rlimits, capabilities, seccomp. The plan is
  * made in the supervisor; the command only installs it and allocates nothing.
  */
 #pragma once

@@ -183,6 +183,9 @@ static int dial_gateway(const struct netnotify *nn)
             getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr)
             return -1;
     }
+    /* Before the caller holds it: a fresh connection's buffer takes it whole. */
+    if (send(s, nn->token, sizeof nn->token, MSG_NOSIGNAL) != (ssize_t)sizeof nn->token)
+        return -1;
     if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) < 0)
         return -1;
     return TAKE_FD(s);
@@ -254,6 +257,9 @@ static int connect_unix(int theirs, pid_t tid, const struct sockaddr_un *un, soc
             return errno == ENOENT ? ENOENT : EACCES;
         if (fstat(sfd, &st) < 0 || !S_ISSOCK(st.st_mode))
             return ECONNREFUSED;
+        for (size_t h = 0; h < nn->n_hidden; h++)
+            if (nn->hidden[h].dev == st.st_dev && nn->hidden[h].ino == st.st_ino)
+                return EACCES;
         struct sockaddr_un via = { .sun_family = AF_UNIX };
         snprintf(via.sun_path, sizeof via.sun_path, "/proc/self/fd/%d", sfd);
         /* A listener that never accepts must not hold the keeper: a blocking

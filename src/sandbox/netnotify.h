@@ -17,19 +17,31 @@
 #include "sandbox/seccomp.h"
 
 #include <netinet/in.h>
+#include <sys/types.h>
 #include <stdbool.h>
 
 /* The address the sandbox is told its proxy is at (HTTP_PROXY). */
 #define NETNOTIFY_PROXY_PORT 3128
 
 #define NETNOTIFY_MAX_ROOTS 16
+/* Host sockets found in a host workspace before the run (workspace.h's cap). */
+#define NETNOTIFY_MAX_HIDDEN 256
 
 struct netnotify {
     bool gateway;               /* the gateway is the one way out */
     struct sockaddr_in gw;      /* its listener on the host's loopback */
+    unsigned char token[32];    /* written first on each connection to it: the gateway
+                                   refuses any without (another host process's) */
     int roots[NETNOTIFY_MAX_ROOTS]; /* O_PATH trees whose unix sockets may be reached */
     size_t n_roots;
     char root_paths[NETNOTIFY_MAX_ROOTS][512];
+    /* Sockets beneath the roots that are the host's, not the run's: the
+     * namespace level masks them, so here they stay out of reach. */
+    struct {
+        dev_t dev;
+        ino_t ino;
+    } hidden[NETNOTIFY_MAX_HIDDEN];
+    size_t n_hidden;
 };
 
 /* In the supervisor: the filter for a run with (GATEWAY) or without the gateway. */

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -423,17 +424,17 @@ static const char *writable_around(const struct policy *p, const char *path, siz
 }
 
 /*
- * Without mounts, nothing can appear where it is not on the host, and
- * Landlock only adds rights beneath a tree: say which part of the policy
- * this level cannot hold rather than run without it.
+ * A protected name Landlock cannot hold: the workspace lies inside a
+ * writable tree, whose rule every entry beneath inherits (rights only add
+ * up, never subtract).
  */
-static int refuse_protected(const char *name, struct cordon_err *err)
+static int refuse_protected(const char *name, const char *tree, struct cordon_err *err)
 {
     return err_set(err, CORDON_E_UNSUPPORTED,
-                   "the process level cannot keep '%s' read-only in the workspace (Landlock "
-                   "only adds rights beneath a writable tree); use --level namespace, or "
-                   "take the names out with filesystem.unsafe_unprotect",
-                   name);
+                   "the process level cannot keep '%s' read-only in the workspace: it is inside "
+                   "the writable '%s' (Landlock only adds rights beneath a tree); use --level "
+                   "namespace, or take the names out with filesystem.unsafe_unprotect",
+                   name, tree);
 }
 
 static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
@@ -464,22 +465,30 @@ static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
                                "the process level cannot hide '%s' inside the bind '%s' (no "
                                "mounts to mask it with)", hidden[h], p->binds[i].source);
     }
-    /* A pattern's matches are known only once the workspace is scanned. */
-    if (s->workspace && s->workspace->n_entries)
-        return refuse_protected(s->workspace->entries[0].rel, err);
+    /* A writable bind inside the workspace would hand its rights to the
+     * protected entries beneath it (a pattern's matches are known only now). */
+    const struct workspace_guard *g = s->workspace;
+    for (size_t e = 0; g && e < g->n_entries; e++) {
+        char full[PATH_MAX];
+        snprintf(full, sizeof full, "%s/%s", p->workspace, g->entries[e].rel);
+        for (size_t i = 0; i < p->n_binds; i++)
+            if (p->binds[i].writable && beneath(full, p->binds[i].source))
+                return refuse_protected(g->entries[e].rel, p->binds[i].source, err);
+    }
     return 0;
 }
 
 /*
- * Before the run exists: a protected name that is not a pattern gets a
- * placeholder in the workspace, so refuse it here, where no placeholder
- * has been made yet.
+ * Before the run exists, so before any placeholder is made: a workspace
+ * inside a writable bind cannot keep a protected name read-only.
  */
 static int proc_admits(const struct policy *p, struct cordon_err *err)
 {
-    for (size_t i = 0; p->workspace && i < p->n_protected; i++)
-        if (p->protected[i][strlen(p->protected[i]) - 1] != '*')
-            return refuse_protected(p->protected[i], err);
+    if (!p->workspace || !p->n_protected)
+        return 0;
+    for (size_t i = 0; i < p->n_binds; i++)
+        if (p->binds[i].writable && beneath(p->workspace, p->binds[i].source))
+            return refuse_protected(p->protected[0], p->binds[i].source, err);
     return 0;
 }
 
@@ -499,6 +508,110 @@ static int add_host_tree(struct landlock_plan *ll, const char *path, bool follow
         return -1;
     }
     return 0;
+}
+
+/* Is REL protected (or masked) itself, or a directory holding such an entry deeper? */
+static void classify(const struct workspace_guard *g, const char *rel, bool *covered, bool *holds)
+{
+    size_t n = strlen(rel);
+    *covered = *holds = false;
+    for (size_t i = 0; i < g->n_entries; i++) {
+        const char *e = g->entries[i].rel;
+        if (strcmp(e, rel) == 0)
+            *covered = true;
+        else if (strncmp(e, rel, n) == 0 && e[n] == '/')
+            *holds = true;
+    }
+}
+
+static int too_many_rules(const char *ws, struct cordon_err *err)
+{
+    return err_set(err, CORDON_E_UNSUPPORTED,
+                   "the process level needs more than %d Landlock rules to keep the protected "
+                   "names of '%s' read-only (one per entry beside them); use --level namespace",
+                   LANDLOCK_PLAN_MAX_RULES, ws);
+}
+
+/*
+ * Split the directory DIR (REL in the workspace WS) around its protected
+ * entries: each entry that neither is one nor holds one gets write rights
+ * on its own hierarchy (a file: write and truncate), one that holds one is
+ * split the same way, and the protected ones get nothing beyond the root's
+ * read rights. DIR itself is left read-only: making, removing or renaming
+ * an entry in it would need rights on DIR, inherited by the protected
+ * entries beneath.
+ */
+static int split_workspace(struct landlock_plan *ll, const struct workspace_guard *g, int dir,
+                           const char *ws, const char *rel, struct cordon_err *err)
+{
+    int rd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = rd < 0 ? NULL : fdopendir(rd);
+    if (!d) {
+        if (rd >= 0)
+            close(rd);
+        return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", rel[0] ? rel : ".");
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char sub[PATH_MAX], full[PATH_MAX + 1];
+        if (snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name) >=
+                (int)sizeof sub ||
+            snprintf(full, sizeof full, "%s/%s", ws, sub) >= (int)sizeof full) {
+            rc = err_set(err, CORDON_E_SETUP, "workspace: path too long at '%s'", rel);
+            break;
+        }
+        bool covered, holds;
+        classify(g, sub, &covered, &holds);
+        if (covered)
+            continue; /* read-only, from the root's rule */
+        int fd = openat(dirfd(d), e->d_name,
+                        O_PATH | O_NOFOLLOW | O_CLOEXEC | (holds ? O_DIRECTORY : 0));
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            rc = err_sys(err, CORDON_E_SETUP, "workspace: '%s' changed while the run was set up",
+                         sub);
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        if (holds) {
+            rc = split_workspace(ll, g, fd, ws, sub, err);
+            close(fd);
+        } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+            close(fd); /* a link, socket, FIFO or device: nothing to write through */
+        } else if (ll->n_rules >= LANDLOCK_PLAN_MAX_RULES) {
+            close(fd);
+            rc = too_many_rules(ws, err);
+        } else if (landlock_plan_add_fd(ll, fd, full, LANDLOCK_HOST_RW, err) < 0) {
+            close(fd);
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/*
+ * The host workspace: writable whole, or, with protected entries in it,
+ * read-only at the root and split around them (split_workspace).
+ */
+static int plan_workspace(struct landlock_plan *ll, const struct policy *p,
+                          const struct workspace_guard *g, struct cordon_err *err)
+{
+    if (!g || !g->n_entries)
+        return add_host_tree(ll, p->workspace, p->workspace_follow_symlinks, LANDLOCK_HOST_RW,
+                             err);
+    int root = fcntl(g->fd, F_DUPFD_CLOEXEC, 0);
+    if (root < 0)
+        return err_sys(err, CORDON_E_SETUP, "workspace: cannot reopen '%s'", p->workspace);
+    if (landlock_plan_add_fd(ll, root, p->workspace, LANDLOCK_RO, err) < 0) {
+        close(root);
+        return -1;
+    }
+    return split_workspace(ll, g, g->fd, p->workspace, "", err);
 }
 
 static int plan_landlock(const struct sandbox_setup *s, const struct process_state *st,
@@ -529,9 +642,7 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     TRY(landlock_plan_add(ll, "/dev/pts", LANDLOCK_DEV, true, err));
     TRY(landlock_plan_add(ll, "/dev/ptmx", LANDLOCK_DEV, true, err));
     TRY(landlock_plan_add(ll, st->tmpdir, LANDLOCK_RW, false, err));
-    if (p->workspace)
-        TRY(add_host_tree(ll, p->workspace, p->workspace_follow_symlinks, LANDLOCK_HOST_RW, err));
-    else
+    if (!p->workspace)
         TRY(landlock_plan_add(ll, st->workdir, LANDLOCK_RW, false, err));
     if (st->ca_cert[0]) {
         TRY(landlock_plan_add(ll, st->ca_cert, LANDLOCK_RO, false, err));
@@ -540,13 +651,28 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     for (size_t i = 0; i < p->n_binds; i++)
         TRY(add_host_tree(ll, p->binds[i].source, p->binds[i].follow_symlinks,
                           p->binds[i].writable ? LANDLOCK_HOST_RW : LANDLOCK_RO, err));
+    /* Last: a split workspace takes what is left of the plan's rules. */
+    if (p->workspace)
+        TRY(plan_workspace(ll, p, s->workspace, err));
     return 0;
 }
 
-/* The trees whose unix sockets the command may connect to: those it may write. */
-static int plan_unix_roots(const struct policy *p, const struct process_state *st,
-                           struct netnotify *nn, struct cordon_err *err)
+/*
+ * The trees whose unix sockets the command may connect to: those it may
+ * write, less the sockets the workspace scan found there (the host's).
+ */
+static int plan_unix_roots(const struct policy *p, const struct workspace_guard *g,
+                           const struct process_state *st, struct netnotify *nn,
+                           struct cordon_err *err)
 {
+    for (size_t i = 0; g && i < g->n_entries && nn->n_hidden < NETNOTIFY_MAX_HIDDEN; i++) {
+        struct stat sb;
+        if (fstatat(g->fd, g->entries[i].rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISSOCK(sb.st_mode)) {
+            nn->hidden[nn->n_hidden].dev = sb.st_dev;
+            nn->hidden[nn->n_hidden++].ino = sb.st_ino;
+        }
+    }
     const char *roots[NETNOTIFY_MAX_ROOTS];
     size_t n = 0;
     roots[n++] = st->tmpdir;
@@ -567,9 +693,18 @@ static int plan_unix_roots(const struct policy *p, const struct process_state *s
     return 0;
 }
 
-/* The gateway's listener: on the host's loopback, where only the keeper dials it. */
-static int open_door(struct netnotify *nn, struct cordon_err *err)
+/*
+ * The gateway's listener, on the host's loopback: any host process can
+ * connect to it, so each connection must open with a token of the run's,
+ * which only the keeper writes (on the sockets it dials for the command).
+ */
+static int open_door(struct netnotify *nn, struct sandbox_boundary *b, struct cordon_err *err)
 {
+    if (getrandom(nn->token, sizeof nn->token, 0) != (ssize_t)sizeof nn->token)
+        return err_sys(err, CORDON_E_SETUP, "cannot draw the gateway's door token");
+    _Static_assert(sizeof nn->token == sizeof b->door_token, "door token");
+    memcpy(b->door_token, nn->token, sizeof b->door_token);
+    b->door_token_set = true;
     _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t len = sizeof a;
@@ -615,6 +750,7 @@ static void plan_release(struct process_plan *plan)
     for (size_t i = 0; i < plan->nn.n_roots; i++)
         close(plan->nn.roots[i]);
     plan->nn.n_roots = 0;
+    explicit_bzero(plan->nn.token, sizeof plan->nn.token); /* the keeper has its copy */
 }
 
 static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
@@ -639,12 +775,12 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     if (check_policy(s, err) < 0 || make_run_dir(p, st, err) < 0 ||
         (s->ca_pem && write_ca(st, s->ca_pem, err) < 0) ||
         plan_landlock(s, st, &plan.confine, err) < 0 ||
-        plan_unix_roots(p, st, &plan.nn, err) < 0 ||
+        plan_unix_roots(p, s->workspace, st, &plan.nn, err) < 0 ||
         netnotify_program(s->gateway, &plan.notify, err) < 0)
         goto out;
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
-    if (s->gateway && (b->door = open_door(&plan.nn, err)) < 0)
+    if (s->gateway && (b->door = open_door(&plan.nn, b, err)) < 0)
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
@@ -734,7 +870,10 @@ const struct sandbox_backend process_backend = {
               "lines included; not other processes' memory or environment), shares the "
               "host's PID and IPC namespaces (System V IPC and POSIX queues are refused), its "
               "hostname and users, and its network stack (held to the gateway by seccomp and Landlock); "
-              "files: Landlock only, /tmp is a private host directory without a size limit",
+              "files: Landlock only, /tmp is a private host directory without a size limit; "
+              "a host workspace holding protected names (.git, ...) is read-only at its root "
+              "and in each directory holding one (no entry made, removed or renamed there), "
+              "writable in every other entry",
     .probe = proc_probe,
     .admits = proc_admits,
     .prepare = proc_prepare,

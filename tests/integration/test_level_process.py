@@ -7,18 +7,22 @@ probe's deny-userns).
 """
 
 import errno
+import hashlib
 import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
 
 import pytest
 
-from conftest import (Cordon, PROBE, assert_cordon_refused, assert_errno, host_ipv4_addresses,
-                      identities, marker, pids_with, wait_until)
+import egress_servers as es
+
+from conftest import (Cordon, PROBE, UnixListener, assert_cordon_refused, assert_errno,
+                      host_ipv4_addresses, identities, marker, pids_with, wait_until)
 
 
 @pytest.fixture(params=identities(), ids=lambda i: i.name)
@@ -74,6 +78,172 @@ def test_tmp_is_private_and_removed(pc):
     tmpdir = r.out.split()[-1]
     assert tmpdir.startswith("/tmp/cordon-run-"), r
     assert not os.path.exists(tmpdir)  # removed at release
+
+
+# --- a host workspace with protected names -------------------------------------
+
+
+def owned_tree(pc, files):
+    """A host workspace owned by the caller: {relative path: text}."""
+    ws = pc.hostdir("ws")
+    for rel, text in files.items():
+        f = ws / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    for dirpath, dirnames, filenames in os.walk(ws):
+        for n in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, n), pc.ident.uid, pc.ident.gid)
+    return ws
+
+
+def digest(ws, rels):
+    """Each REL's type, mode and content (or where a link points); None when absent."""
+    out = {}
+    for rel in rels:
+        p = ws / rel
+        if not os.path.lexists(p):
+            out[rel] = None
+            continue
+        st = os.lstat(p)
+        h = hashlib.sha256(f"{st.st_mode:o}".encode())
+        if os.path.islink(p):
+            h.update(os.readlink(p).encode())
+        elif p.is_file():
+            h.update(p.read_bytes())
+        else:
+            for dirpath, dirnames, filenames in os.walk(p):
+                for n in sorted(dirnames + filenames):
+                    q = os.path.join(dirpath, n)
+                    h.update(f"{os.path.relpath(q, p)}\0{os.lstat(q).st_mode:o}".encode())
+                    if os.path.isfile(q) and not os.path.islink(q):
+                        h.update(open(q, "rb").read())
+        out[rel] = h.hexdigest()
+    return out
+
+
+def steps_in(pc, ws, steps):
+    """Each shell STEP in one run in WS; {step: exit status}."""
+    script = "\n".join(f"( {s} ) >/dev/null 2>&1; echo \"$?\"" for s in steps)
+    r = pc.run(["sh", "-c", script], "-w", ws)
+    assert r.status == 0, r
+    codes = [int(c) for c in r.out.split()]
+    assert len(codes) == len(steps), r
+    return dict(zip(steps, codes)), r
+
+
+SPLIT_TREE = {".git/config": "[core]\n", ".git/hooks/README": "hooks\n", ".env": "K=1\n",
+              "sub/.git/config": "[core]\n", "sub/code.py": "x = 1\n",
+              "sub/deep/notes.txt": "n\n", "src/main.c": "int main;\n", "docs/a.md": "a\n",
+              "README": "hello\n"}
+PROTECTED = [".git", ".env", "sub/.git", ".bashrc", ".vscode"]
+
+
+def test_protected_names_hold_in_a_host_workspace(pc):
+    """
+    The workspace is split by Landlock rules around its protected entries:
+    every attempt on them, top level and nested, directly or by hard link,
+    symlink or rename, fails, and the host's files are unchanged.
+    """
+    ws = owned_tree(pc, SPLIT_TREE)
+    before = digest(ws, PROTECTED)
+    attacks = [
+        "echo evil >> .git/config", "touch .git/hooks/pre-commit", "mkdir .git/modules",
+        "rm .git/config", "truncate -s 0 .git/config", "mv .git g", "rm -rf .git",
+        "mv .git/config src/c", "cp /bin/sh .git/hooks/pre-commit",
+        "echo K=2 > .env", "rm .env", "mv .env e", "mv src/main.c .env",
+        "ln -sf /etc/passwd .bashrc", "echo evil >> .bashrc", "touch .vscode/tasks.json",
+        "echo evil >> sub/.git/config", "touch sub/.git/hooks", "mv sub/.git src/g",
+        "mv sub s2", "rm -rf sub",
+        "ln .git/config src/hard", "ln sub/.git/config src/hard2",
+        "ln -s ../.git/config src/soft && echo evil >> src/soft",
+        "ln -s ../sub/.git src/gitdir && touch src/gitdir/x",
+        "mkdir src/d && mv src/d .git/d",
+        "touch new-at-top", "mkdir sub/new-beside-git", "mv README R", "rm README",
+    ]
+    allowed = [
+        "echo more >> README", "echo y > src/new.c", "mkdir -p src/a/b && echo z > src/a/b/c",
+        "mv src/new.c src/renamed.c", "mv src/renamed.c docs/moved.c", "rm src/a/b/c",
+        "echo 2 >> sub/code.py", "mkdir sub/deep/more && echo m > sub/deep/more/m",
+    ]
+    codes, r = steps_in(pc, ws, attacks + allowed)
+    for step in attacks:
+        assert codes[step] != 0, f"{step!r} succeeded\n{r}"
+    for step in allowed:
+        assert codes[step] == 0, f"{step!r} failed\n{r}"
+    assert digest(ws, PROTECTED) == before
+    assert (ws / "README").read_text() == "hello\nmore\n"
+    assert (ws / "docs/moved.c").read_text() == "y\n"
+    assert (ws / "sub/deep/more/m").exists()
+    for name in ("new-at-top", "g", "e", "R", "s2", "sub/new-beside-git", "src/hard",
+                 "src/hard2", "src/g"):
+        assert not os.path.lexists(ws / name), name
+    assert r.result["workspace"]["read_only"] >= 4, r.result
+
+
+def test_new_entry_beside_a_protected_one_is_eacces(pc):
+    """The documented cost: the root (and a directory holding a protected name) is read-only."""
+    ws = owned_tree(pc, SPLIT_TREE)
+    for rel in ("new-at-top", "sub/new-beside-git"):
+        assert_errno(pc.probe("write", ws / rel, opts=["-w", ws]), errno.EACCES)
+        assert not os.path.lexists(ws / rel)
+    r = pc.probe("write", ws / "src" / "new", opts=["-w", ws])
+    assert r.status == 0, r
+    assert (ws / "src" / "new").exists()
+
+
+def test_host_socket_in_a_split_workspace_unreachable(pc):
+    """A host socket the scan found (an agent's, an IDE's) stays out of reach, by any path."""
+    ws = owned_tree(pc, {"src/x": "x\n"})
+    l1 = UnixListener(path=str(ws / "agent.sock"))
+    l2 = UnixListener(path=str(ws / "src" / "ide.sock"))
+    try:
+        for path in (ws / "agent.sock", ws / "src" / "ide.sock"):
+            assert_errno(pc.probe("connect-unix", path, opts=["-w", ws]), errno.EACCES)
+        r = pc.run(["python3", "-c",
+                    "import socket, sys\ns = socket.socket(socket.AF_UNIX)\n"
+                    "try:\n    s.connect('src/ide.sock')\nexcept OSError as e:\n"
+                    "    sys.exit(e.errno)\n"], "-w", ws)
+        assert_errno(r, errno.EACCES)
+        assert l1.count() == 0 and l2.count() == 0
+    finally:
+        l1.close()
+        l2.close()
+
+
+def test_what_landlock_cannot_hold_is_refused_before_any_placeholder(pc):
+    """A workspace inside a writable bind (or a writable bind over a protected entry)
+    would hand .git its rights: refused, 125, and the workspace left as it was."""
+    outer = pc.hostdir("outer")
+    os.chown(outer, pc.ident.uid, pc.ident.gid)
+    ws = outer / "ws"
+    ws.mkdir()
+    os.chown(ws, pc.ident.uid, pc.ident.gid)
+    r = pc.run(["true"], "--rw", f"{outer}:{outer}", "-w", ws, result=False)
+    assert_cordon_refused(r, "cannot keep", "writable")
+    assert os.listdir(ws) == []
+    ws2 = owned_tree(pc, {"sub/.git/config": "[core]\n", "sub/x": "x\n"})
+    before = sorted(os.listdir(ws2))
+    r = pc.run(["true"], "--rw", f"{ws2}/sub:{ws2}/sub", "-w", ws2, result=False)
+    assert_cordon_refused(r, "sub/.git", "writable")
+    assert sorted(os.listdir(ws2)) == before
+
+
+def test_split_workspace_under_a_low_open_files_limit(pc):
+    """A rule per entry is a descriptor while the ruleset is built: before the rlimits."""
+    ws = owned_tree(pc, {f"f{i:03}": "" for i in range(100)})
+    pol = pc.hostdir("pol") / "p.yaml"
+    pol.write_text("version: 1\nlimits:\n  open_files: 32\n")
+    r = pc.run(["sh", "-c", "echo x >> f000 && ulimit -n"], "-w", ws, "-p", pol)
+    assert (r.status, r.out) == (0, "32\n"), r
+    assert (ws / "f000").read_text() == "x\n"
+
+
+def test_too_many_entries_beside_protected_names_refused(pc):
+    """Each entry beside a protected one is a Landlock rule: past the cap, 125, nothing left."""
+    ws = owned_tree(pc, {f"f{i:03}": "" for i in range(300)})
+    r = pc.run(["true"], "-w", ws, result=False)
+    assert_cordon_refused(r, "Landlock rules", "--level namespace")
+    assert sorted(os.listdir(ws)) == [f"f{i:03}" for i in range(300)]
 
 
 # --- network ------------------------------------------------------------------
@@ -145,6 +315,80 @@ def test_own_unix_socket_works(pc):
             "c.sendall(b'hi'); print(a.recv(2).decode())\n")
     r = pc.run(["python3", "-c", code])
     assert r.status == 0 and r.out.strip() == "hi", r
+
+
+def door_ports(pid):
+    """The TCP ports 127.0.0.1 listens on through sockets a child of PID holds: the gateway's door."""
+    inodes = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            for child in f.read().split():
+                try:
+                    for fd in os.listdir(f"/proc/{child}/fd"):
+                        link = os.readlink(f"/proc/{child}/fd/{fd}")
+                        if link.startswith("socket:["):
+                            inodes.add(link[8:-1])
+                except OSError:
+                    pass
+    ports = []
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            w = line.split()
+            local, state, inode = w[1], w[3], w[9]
+            if state == "0A" and inode in inodes and local.startswith("0100007F:"):
+                ports.append(int(local.split(":")[1], 16))
+    return ports
+
+
+def test_gateway_door_serves_only_the_run(pc, hosttmp):
+    """
+    The gateway listens on the host's loopback for the run's life: a host
+    process that finds the port gets nothing through it (the target sees
+    no connection, the audit log records the try), while the run's own
+    requests, before and after, go through.
+    """
+    web = es.Server("web", "127.0.0.2")
+    log = pc.hostdir("audit") / "audit.log"
+    go = pc.hostdir("go")
+    os.chmod(go, 0o777)
+    url = f"http://example.test:{web.port}"
+    fetch = f"curl -sS --max-time 20 -o /dev/null -w '%{{http_code}}\\n' {url}"
+    script = (f"{fetch}/mine-1; echo waiting; i=0; while [ ! -e {go}/go ] && [ $i -lt 600 ]; "
+              f"do sleep 0.1; i=$((i+1)); done; {fetch}/mine-2")
+    p = pc.popen(["sh", "-c", script], "--allow", f"example.test:{web.port}",
+                 "--allow-private", "127.0.0.2/32", "--resolve", "example.test=127.0.0.2",
+                 "--audit", log, "-t", "90s", "--ro", f"{go}:{go}")
+    try:
+        assert p.stdout.readline().decode() == "200\n"
+        assert p.stdout.readline().decode() == "waiting\n"
+        ports = door_ports(p.pid)
+        assert len(ports) == 1, ports
+        head = (f"GET {url}/stolen HTTP/1.1\r\nHost: example.test:{web.port}\r\n"
+                "Connection: close\r\n\r\n").encode()
+        answers = []
+        for preamble in (b"", secrets.token_bytes(32)):
+            with socket.create_connection(("127.0.0.1", ports[0]), timeout=20) as s:
+                s.sendall(preamble + head)
+                got = b""
+                while chunk := s.recv(4096):
+                    got += chunk
+                answers.append(got.decode(errors="replace"))
+        for a in answers:
+            assert a.startswith("HTTP/1.1 403 ") and "X-Cordon-Denied: door" in a, a
+        (go / "go").touch()
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert out.decode() == "200\n", out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        web.close()
+    paths = [r["path"] for r in web.requests]
+    assert paths == ["/mine-1", "/mine-2"], paths
+    events = [json.loads(l) for l in log.read_text().splitlines()]
+    doors = [e for e in events if e["type"] == "egress.decision" and e["rule"] == "door"]
+    assert len(doors) == 2 and not any(e["allowed"] for e in doors), doors
 
 
 # --- processes ----------------------------------------------------------------

@@ -66,7 +66,7 @@ static void test_add(void)
     for (int i = 0; i < LANDLOCK_PLAN_MAX_RULES; i++)
         landlock_plan_add(&plan, "/usr", LANDLOCK_RO, false, &err);
     rc = landlock_plan_add(&plan, "/etc", LANDLOCK_RO, false, &err);
-    is_str(rc < 0 ? err.msg : NULL, "cannot plan landlock access to '/etc': more than 64 paths",
+    is_str(rc < 0 ? err.msg : NULL, "cannot plan landlock access to '/etc': more than 256 paths",
            "a full plan is refused");
     ok(err.kind == CORDON_E_SETUP, "as a setup error");
 }
