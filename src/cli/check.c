@@ -133,7 +133,8 @@ static void default_how(const struct cgroup_set *cg, const char *how[POLICY_LIMI
                                                               : "rlimit (RLIMIT_DATA per process)",
         [POLICY_LIMIT_PIDS] = cgroup_has(cg, CGROUP_PIDS) ? v
                                                           : "rlimit (RLIMIT_NPROC in the run's "
-                                                            "user namespace)",
+                                                            "user namespace; at the process "
+                                                            "level, on top of the caller's tasks)",
         [POLICY_LIMIT_OUTPUT] = "supervisor",
         [POLICY_LIMIT_FILE_SIZE] = "rlimit (RLIMIT_FSIZE, any one file)",
         [POLICY_LIMIT_OPEN_FILES] = "rlimit (RLIMIT_NOFILE)",

@@ -5,7 +5,9 @@
 
 #include "common/units.h"
 
+#include <dirent.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 /*
@@ -39,8 +41,8 @@ static int enforce_by_cgroup(const struct policy *p, const struct cgroup_set *cg
                              struct confine_plan *plan, enum enforcement *enforced,
                              enum policy_limit l, enum cgroup_controller c, const char *shown,
                              int (*set)(const struct cgroup_set *, uint64_t, struct cordon_err *),
-                             uint64_t value, int rlimit, const char *fallback,
-                             struct cordon_err *err)
+                             uint64_t value, int rlimit, uint64_t rlimit_extra,
+                             const char *fallback, struct cordon_err *err)
 {
     if (cgroup_has(cg, c)) {
         if (set)
@@ -50,7 +52,7 @@ static int enforce_by_cgroup(const struct policy *p, const struct cgroup_set *cg
     }
     if (may_degrade(p, l)) {
         if (rlimit >= 0)
-            confine_add_rlimit(plan, rlimit, value, value);
+            confine_add_rlimit(plan, rlimit, value + rlimit_extra, value + rlimit_extra);
         enforced[l] = ENFORCED_RLIMIT;
         return 0;
     }
@@ -61,8 +63,41 @@ static int enforce_by_cgroup(const struct policy *p, const struct cgroup_set *cg
  * Decide how each limit is enforced: a cgroup where one is available,
  * an rlimit where the policy allows degrading, refusal otherwise.
  */
-int limits_plan(const struct policy *p, const struct cgroup_set *cg, struct confine_plan *plan,
-                enum enforcement enforced[POLICY_LIMIT_COUNT], struct cordon_err *err)
+/*
+ * The tasks (threads included) whose real uid is UID, as RLIMIT_NPROC counts
+ * them in the host's user namespace; read from /proc, so a moment's count.
+ */
+static uint64_t tasks_of_uid(uid_t uid)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    uint64_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[32 + sizeof e->d_name], line[256];
+        snprintf(path, sizeof path, "/proc/%s/status", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue; /* gone meanwhile */
+        unsigned long real = (unsigned long)-1, threads = 0;
+        while (fgets(line, sizeof line, f)) {
+            sscanf(line, "Uid: %lu", &real);
+            sscanf(line, "Threads: %lu", &threads);
+        }
+        fclose(f);
+        if (real == (unsigned long)uid)
+            n += threads;
+    }
+    closedir(d);
+    return n;
+}
+
+int limits_plan(const struct policy *p, const struct cgroup_set *cg, bool host_uid,
+                struct confine_plan *plan, enum enforcement enforced[POLICY_LIMIT_COUNT],
+                struct cordon_err *err)
 {
     const struct policy_limits *lim = &p->limits;
     char v[32];
@@ -82,7 +117,7 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg, struct conf
          * far beyond 1G and then fails to start under RLIMIT_AS.
          */
         TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_MEMORY, CGROUP_MEMORY, v,
-                              cgroup_set_memory, lim->memory, RLIMIT_DATA,
+                              cgroup_set_memory, lim->memory, RLIMIT_DATA, 0,
                               "a per-process RLIMIT_DATA", err));
     }
     if (lim->pids) {
@@ -91,10 +126,16 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg, struct conf
          * RLIMIT_NPROC counts the tasks of a uid in the run's own user
          * namespace (ucounts, Linux 5.14+): the sandbox user's tasks of this
          * run only, not the caller's elsewhere on the host, and init (uid 0
-         * inside) is not among them.
+         * inside) is not among them. A level without a user namespace shares
+         * the count with the caller's every process: the run gets the limit
+         * on top of what the caller has now (root is never held by it).
          */
+        uint64_t outside = 0;
+        if (host_uid && !cgroup_has(cg, CGROUP_PIDS) && may_degrade(p, POLICY_LIMIT_PIDS))
+            outside = tasks_of_uid(getuid());
         TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_PIDS, CGROUP_PIDS, v,
-                              cgroup_set_pids, lim->pids, RLIMIT_NPROC, "RLIMIT_NPROC", err));
+                              cgroup_set_pids, lim->pids, RLIMIT_NPROC, outside, "RLIMIT_NPROC",
+                              err));
     }
     if (lim->cpu_ms) {
         /* Always a per-process cap too; the cgroup adds the whole tree. */
@@ -102,7 +143,7 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg, struct conf
         confine_add_rlimit(plan, RLIMIT_CPU, secs, secs + 1);
         snprintf(v, sizeof v, "%llums", (unsigned long long)lim->cpu_ms);
         TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_CPU, CGROUP_CPU, v, NULL,
-                              lim->cpu_ms, -1, "a per-process RLIMIT_CPU", err));
+                              lim->cpu_ms, -1, 0, "a per-process RLIMIT_CPU", err));
     }
     if (lim->file_size) {
         confine_add_rlimit(plan, RLIMIT_FSIZE, lim->file_size, lim->file_size);

@@ -354,7 +354,7 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
             if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
                 return -1;
     }
-    return limits_plan(p, &run->cg, &run->confine, run->enforced, err);
+    return limits_plan(p, &run->cg, run->backend->host_uid, &run->confine, run->enforced, err);
 }
 
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,

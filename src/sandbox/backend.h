@@ -147,6 +147,9 @@ struct sandbox_backend {
     enum cordon_level level;
     /* What the level leaves the command seeing or sharing of the host (cordon check), or NULL. */
     const char *shares;
+    /* The command keeps the caller's uid in the host's user namespace, so
+     * per-uid limits (RLIMIT_NPROC) count the caller's other processes too. */
+    bool host_uid;
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Optional: can it run P here (the policy may forbid what the host

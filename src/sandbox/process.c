@@ -874,6 +874,7 @@ const struct sandbox_backend process_backend = {
               "a host workspace holding protected names (.git, ...) is read-only at its root "
               "and in each directory holding one (no entry made, removed or renamed there), "
               "writable in every other entry",
+    .host_uid = true,
     .probe = proc_probe,
     .admits = proc_admits,
     .prepare = proc_prepare,

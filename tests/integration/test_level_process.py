@@ -21,7 +21,7 @@ import pytest
 
 import egress_servers as es
 
-from conftest import (Cordon, PROBE, UnixListener, assert_cordon_refused, assert_errno,
+from conftest import (Cordon, Identity, PROBE, UnixListener, assert_cordon_refused, assert_errno,
                       host_ipv4_addresses, identities, marker, pids_with, wait_until)
 
 
@@ -499,3 +499,47 @@ def test_without_user_namespaces(pc, no_userns):
     assert json.loads(res.read_text())["level"] == "process"
     r = run_plain(no_userns("run", "--level", "process", "--", "sh", "-c", "echo ok"), pc.ident)
     assert r.returncode == 0 and r.stdout == "ok\n", r
+
+
+# --- a per-uid limit with no user namespace -------------------------------------
+
+FORKS = """
+import os, time
+n = 0
+for _ in range(60):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(5)
+        os._exit(0)
+    n += 1
+print(n, flush=True)
+"""
+
+
+def test_pids_rlimit_counts_the_run_not_the_callers_other_tasks(hosttmp, bins):
+    """Without a cgroup the pids limit is RLIMIT_NPROC, which at this level
+    counts every task of the caller's uid on the host: the run gets the limit
+    on top of what the caller already has, and no more."""
+    # A uid of its own (no cgroup delegated to it): nothing else on the host
+    # starts or ends tasks under it while the test counts.
+    nobody = Cordon(Identity("pids-test", 64999, 64999), bins, hosttmp, "process")
+    busy = subprocess.Popen(
+        nobody.ident.wrap(["/usr/bin/python3", "-c", "import threading, time, sys\n"
+                           "for _ in range(300):\n"
+                           "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                           "print('up', flush=True); sys.stdin.read()"]),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert busy.stdout.readline() == "up\n"
+        r = nobody.run(["python3", "-c", FORKS], "--pids", "16", "--best-effort", "pids")
+        assert r.status == 0, r
+        assert r.result["enforcement"]["pids"] == "rlimit", r.result
+        forked = int(r.out)
+        assert 8 <= forked < 16, r  # held to the run's 16, not starved by the 300 outside
+        assert busy.poll() is None  # and nothing outside was disturbed
+    finally:
+        busy.kill()
+        busy.wait()
