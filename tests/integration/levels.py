@@ -143,7 +143,6 @@ EXCEPTIONS = [
     ("process", "*::test_host_proc_invisible[[]*", HOST_PIDS),
     ("process", "*::test_sandboxed_process_is_not_host_root[[]root-*", HOST_UID),
     ("process", "*::test_uid_inside_is_sandbox_user[[]*", HOST_UID),
-    ("process", "*::test_default_pids_count_only_the_run[[]*", HOST_UID),
     ("process", "*::test_default_inode_caps[[]*", NO_TMPFS),
     ("process", "*::test_shm_has_its_own_size[[]*", NO_TMPFS),
     ("process", "*::test_inode_override_lifts_the_default[[]*", NO_TMPFS),
