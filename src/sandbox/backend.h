@@ -8,6 +8,7 @@
 #include "policy/policy.h"
 #include "sandbox/confine.h"
 #include "sandbox/start.h"
+#include "sandbox/txn.h"
 #include "sandbox/workspace.h"
 
 #include <stdbool.h>
@@ -88,6 +89,7 @@ struct sandbox_result {
         unsigned n_recent, next;
     } egress;
     struct workspace_report workspace; /* a host workspace's scans */
+    struct txn_summary txn;  /* an overlay workspace's change, and what became of it */
     char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
@@ -126,6 +128,8 @@ struct sandbox_boundary {
     int status_r;     /* the command's wait status */
     int start_w;      /* where the start message goes */
     int door;         /* the listening socket the gateway serves, or -1 */
+    int layer;        /* an overlay workspace's layer (the tmpfs holding its upper
+                         directory, see sandbox/txn.h), or -1 */
     void *state;      /* the backend's own, for release */
     /* The command's view where it is not the namespace level's fixed one
      * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */
@@ -143,6 +147,7 @@ struct sandbox_backend {
     enum cordon_level level;
     /* What the level leaves the command seeing or sharing of the host (cordon check), or NULL. */
     const char *shares;
+    bool overlay;     /* can run a workspace on a copy-on-write layer (workspace.mode) */
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Optional: can it run P here (the policy may forbid what the host
