@@ -608,6 +608,13 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         txn_finish(run->b.layer, run->ws.fd, p, ok, &res->txn);
         if (res->txn.outcome == TXN_PENDING)
             run->layer = TAKE_FD(run->b.layer);
+        if (run->call.notice && res->txn.outcome != TXN_COMMITTED &&
+            res->txn.outcome != TXN_PENDING) {
+            char line[320];
+            snprintf(line, sizeof line, "workspace: the run's change was %s: %s",
+                     txn_outcome_name(res->txn.outcome), res->txn.reason);
+            run->call.notice(run->call.notice_arg, line);
+        }
     }
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
     if (run->gw_pid > 0) {
