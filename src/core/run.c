@@ -56,7 +56,6 @@ struct run {
     int gw_report;
     uid_t host_base;
     struct workspace_guard ws;            /* a host workspace's protections and scans */
-    int layer;                            /* an overlay's layer kept for a manual commit */
     struct sandbox_boundary b;
     struct sandbox_call call;             /* the front end's; valid until wait returns */
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
@@ -376,7 +375,6 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                                         .start_w = -1, .door = -1, .layer = -1 };
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
     run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
-    run->layer = -1;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)
         memcpy(run->run_id, run_id, sizeof run->run_id);
@@ -605,9 +603,9 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
      * the layer is still, and what commit writes the scan below examines. */
     if (run->b.layer >= 0) {
         bool ok = res->reason == RUN_EXITED && !res->signaled && res->exit_code == 0;
-        txn_finish(run->b.layer, run->ws.fd, p, ok, &res->txn);
-        if (res->txn.outcome == TXN_PENDING)
-            run->layer = TAKE_FD(run->b.layer);
+        txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+        if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
+            *run->call.keep_layer = TAKE_FD(run->b.layer);
         if (run->call.notice && res->txn.outcome != TXN_COMMITTED &&
             res->txn.outcome != TXN_PENDING) {
             char line[320];
@@ -644,8 +642,7 @@ void run_release(struct run *run)
         kill(run->gw_pid, SIGKILL);
         waitpid(run->gw_pid, NULL, 0);
     }
-    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r, &run->tty_w,
-                   &run->layer };
+    int *fds[] = { &run->gw_report, &run->in_w, &run->out_r, &run->errout_r, &run->tty_w };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
@@ -659,11 +656,6 @@ void run_release(struct run *run)
     }
     watchdog_release(run->wd);
     free(run);
-}
-
-int run_take_layer(struct run *run)
-{
-    return TAKE_FD(run->layer);
 }
 
 const struct policy *run_policy(const struct run *run)

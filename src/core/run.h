@@ -47,13 +47,6 @@ void run_release(struct run *run);
 /* The policy RUN was prepared under. */
 const struct policy *run_policy(const struct run *run);
 
-/*
- * After run_wait() of an overlay workspace under workspace.commit: manual
- * (the result's transaction is "pending"): the layer, for txn_finish() or a
- * discard (close it); the caller owns it. -1 otherwise.
- */
-int run_take_layer(struct run *run);
-
 /* The run's id (32 hex digits); valid until release. */
 const char *run_get_id(const struct run *run);
 

@@ -1520,7 +1520,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
                                                   : "filesystem.read_only",
                              "follow_symlinks: true on that bind allows it", where, err));
     if (p->workspace_mode == POLICY_WS_OVERLAY && !p->workspace)
-        return err_set(err, CORDON_E_USAGE, "%sworkspace.mode: overlay needs a host workspace "
+        return err_set(err, CORDON_E_POLICY, "%sworkspace.mode: overlay needs a host workspace "
                        "(filesystem.workspace or -w DIR)", where);
     if (p->audit.file)
         TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));

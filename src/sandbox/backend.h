@@ -66,6 +66,10 @@ struct sandbox_call {
      * should know (an egress refusal, a limit that degraded); NULL: nobody. */
     void (*notice)(void *arg, const char *line);
     void *notice_arg;
+    /* Where an overlay workspace's layer goes when workspace.commit is
+     * manual (the result's transaction "pending"); the caller owns it then
+     * (sandbox/txn.h). NULL: nobody can decide later, and it is dropped. */
+    int *keep_layer;
 };
 
 struct sandbox_result {

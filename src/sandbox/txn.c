@@ -535,8 +535,8 @@ void txn_free(struct txn *t)
     free(t);
 }
 
-void txn_finish(int layer, int host, const struct policy *p, bool succeeded,
-                struct txn_summary *sum)
+void txn_finish(int layer, int host, const struct policy *p, enum policy_ws_commit how,
+                bool succeeded, struct txn_summary *sum)
 {
     struct cordon_err err = { 0 };
     struct txn *t = txn_scan(layer, host, p, sum, &err);
@@ -546,9 +546,9 @@ void txn_finish(int layer, int host, const struct policy *p, bool succeeded,
         return;
     }
     if (sum->outcome != TXN_REFUSED) {
-        if (p->workspace_commit == POLICY_WS_COMMIT_MANUAL) {
+        if (how == POLICY_WS_COMMIT_MANUAL) {
             sum->outcome = TXN_PENDING;
-        } else if (p->workspace_commit == POLICY_WS_COMMIT_ON_SUCCESS && !succeeded) {
+        } else if (how == POLICY_WS_COMMIT_ON_SUCCESS && !succeeded) {
             sum->outcome = TXN_DISCARDED;
             snprintf(sum->reason, sizeof sum->reason,
                      "the run did not succeed (workspace.commit: on_success)");

@@ -19,12 +19,11 @@
  */
 #pragma once
 #include "common/err.h"
+#include "policy/policy.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-struct policy;
 
 /* Caps on what a commit applies; the layer itself is capped by its tmpfs
  * (filesystem.workspace_size and workspace_inodes). */
@@ -74,18 +73,10 @@ void txn_apply(struct txn *t, struct txn_summary *sum);
 void txn_free(struct txn *t);
 
 /*
- * The supervisor's end of a run's layer: scan, then commit or discard as
- * P's workspace.commit says for a run that SUCCEEDED or not. Manual keeps it:
- * the outcome is TXN_PENDING and the layer stays with the caller.
+ * Scan LAYER, then commit or discard it as HOW (a workspace.commit) says
+ * for a run that SUCCEEDED or not. Manual keeps it: the outcome is
+ * TXN_PENDING and the layer stays with the caller, whose session.commit
+ * comes back here with always. Protected names are P's.
  */
-void txn_finish(int layer, int host, const struct policy *p, bool succeeded,
-                struct txn_summary *sum);
-
-/*
- * session.fork: copy the directory tree SRC into the new, empty directory
- * DST (both O_PATH directory descriptors), by reflink (FICLONE) where the
- * filesystem allows, else by copying. *REFLINKED says whether every file
- * was cloned. Links are copied as links, never followed; special files are
- * skipped.
- */
-int txn_copy_tree(int src, int dst, bool *reflinked, struct cordon_err *err);
+void txn_finish(int layer, int host, const struct policy *p, enum policy_ws_commit how,
+                bool succeeded, struct txn_summary *sum);

@@ -193,3 +193,106 @@ def test_workspace_mode_overlay_needs_a_level_that_has_it(cordon):
     else:
         assert_cordon_refused(r, "overlay", "namespace")
         assert tree_digest(ws) == before
+
+
+# --- daemon sessions ---------------------------------------------------------
+
+from serve_util import Daemon  # noqa: E402
+from test_audit import assert_intact  # noqa: E402
+
+
+@pytest.fixture
+def daemon(cordon):
+    made = []
+
+    def make(*opts):
+        d = Daemon(cordon, *opts)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        if d.proc.poll() is None:
+            d.stop()
+
+
+def test_session_manual_commit_and_discard(daemon, cordon, bins):
+    log = cordon.hostdir("audit") / "audit.log"
+    d = daemon("--pool", "0", "--audit", log)
+    c = d.connect()
+    s = c.result("session.create", {"workspace_mode": "overlay", "workspace_commit": "manual"})
+    sid = s["session_id"]
+    assert (s["workspace_mode"], s["workspace_commit"], s["pending"]) == ("overlay", "manual", False)
+    ws = d.path.parent / (d.path.name + ".d") / sid
+    c.result("session.write_file", {"session_id": sid, "path": "a.txt", "content": "one\n"})
+
+    r = c.result("session.exec", {"session_id": sid, "argv": ["sh", "-c", "echo two > a.txt; echo new > b.txt"]})
+    t = r["transaction"]
+    assert (t["outcome"], t["changed"], t["added"]) == ("pending", 1, 1), r
+    assert (ws / "a.txt").read_text() == "one\n" and not (ws / "b.txt").exists()
+    # One change waits at a time: the next exec is refused until it is decided.
+    ans = c.call("session.exec", {"session_id": sid, "argv": ["true"]})
+    assert "not committed" in ans["error"]["message"], ans
+    done = c.result("session.commit", {"session_id": sid})
+    assert done["run_id"] == r["run_id"] and done["transaction"]["outcome"] == "committed", done
+    assert done["transaction"]["digest"] == t["digest"]
+    assert (ws / "a.txt").read_text() == "two\n" and (ws / "b.txt").read_text() == "new\n"
+
+    r = c.result("session.exec", {"session_id": sid, "argv": ["sh", "-c", "rm b.txt; echo three > a.txt"]})
+    assert r["transaction"]["outcome"] == "pending", r
+    gone = c.result("session.discard", {"session_id": sid})["transaction"]
+    assert (gone["outcome"], gone["removed"], gone["changed"]) == ("discarded", 1, 1), gone
+    assert (ws / "a.txt").read_text() == "two\n" and (ws / "b.txt").exists()
+    ans = c.call("session.commit", {"session_id": sid})
+    assert "no change waiting" in ans["error"]["message"], ans
+
+    # A protected name refuses the change at once: nothing waits, nothing lands.
+    before = sorted(os.listdir(ws))
+    r = c.result("session.exec", {"session_id": sid, "argv": ["sh", "-c", "echo x > .env; echo y > c.txt"]})
+    assert r["transaction"]["outcome"] == "refused" and ".env" in r["transaction"]["reason"], r
+    assert sorted(os.listdir(ws)) == before
+    assert c.result("session.list")["sessions"][0]["pending"] is False
+    d.stop()
+    evs = assert_intact(bins, log)
+    decisions = [e for e in evs if e["type"] == "workspace.decision"]
+    assert [e["decision"] for e in decisions] == ["commit", "discard"], decisions
+    assert decisions[0]["run"] == done["run_id"] and decisions[0]["session"] == sid
+    ends = [e for e in evs if e["type"] == "run.end"]
+    assert [e["transaction"]["outcome"] for e in ends] == ["pending", "pending", "refused"], ends
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"workspace_mode": "cow"}, "expected one of direct, overlay"),
+    ({"workspace_commit": "later"}, "expected one of always, on_success, manual"),
+    ({"workspace_mode": 1}, "must be a string"),
+    ({"bogus": "x"}, "unknown option"),
+])
+def test_session_create_refuses_bad_options(daemon, params, words):
+    d = daemon("--pool", "0")
+    c = d.connect()
+    ans = c.call("session.create", params)
+    assert ans["error"]["code"] == -32602 and words in ans["error"]["message"], ans
+    assert c.result("session.list")["sessions"] == []
+
+
+def test_session_fork_makes_independent_copies(daemon, cordon):
+    d = daemon("--pool", "0")
+    c = d.connect()
+    sid = c.result("session.create", {"workspace_mode": "overlay", "workspace_commit": "always"})["session_id"]
+    root = d.path.parent / (d.path.name + ".d")
+    for name in ("a.txt", "src/b.txt"):
+        c.result("session.write_file", {"session_id": sid, "path": name, "content": "base\n"})
+    f = c.result("session.fork", {"session_id": sid, "count": 3})
+    assert f["method"] in ("reflink", "copy", "reflink+copy"), f
+    assert f["files_reflinked"] + f["files_copied"] == 6, f
+    forks = f["session_ids"]
+    for i, fid in enumerate(forks):
+        r = c.result("session.exec", {"session_id": fid, "argv": ["sh", "-c", f"echo {i} >> a.txt; rm src/b.txt"]})
+        assert r["transaction"]["outcome"] == "committed", r
+    for i, fid in enumerate(forks):
+        assert (root / fid / "a.txt").read_text() == f"base\n{i}\n"
+        assert not (root / fid / "src" / "b.txt").exists()
+    assert (root / sid / "a.txt").read_text() == "base\n"
+    assert (root / sid / "src" / "b.txt").read_text() == "base\n"
+    listed = {s["session_id"]: s for s in c.result("session.list")["sessions"]}
+    assert all(listed[fid]["workspace_mode"] == "overlay" for fid in forks), listed
