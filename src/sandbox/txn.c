@@ -321,7 +321,7 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
             if (rc == 0)
                 rc = walk(t, sum, sub, hsub, path, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
-            _cleanup_close_ int f = open_beneath(ufd, name, O_RDONLY);
+            _cleanup_close_ int f = open_beneath(ufd, name, O_RDONLY | O_NONBLOCK);
             char hex[65], hhex[65];
             uint64_t size = 0, hsize = 0;
             if (f < 0 || !hash_fd(f, hex, &size)) {
@@ -331,7 +331,7 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
             if (host_has && S_ISREG(hst.st_mode) && hst.st_size == st.st_size &&
                 (hst.st_mode & 0777) == (st.st_mode & 0777)) {
                 /* Copied up without a change (opened for writing, say): nothing to apply. */
-                _cleanup_close_ int h = open_beneath(hfd, name, O_RDONLY);
+                _cleanup_close_ int h = open_beneath(hfd, name, O_RDONLY | O_NONBLOCK);
                 if (h >= 0 && hash_fd(h, hhex, &hsize) && !strcmp(hex, hhex))
                     continue;
             }
@@ -491,7 +491,7 @@ static int apply_one(struct txn *t, const struct txn_entry *e, char *why, size_t
         if (symlinkat(e->link, parent, tmp) < 0)
             return snprintf(why, len, "cannot create link '%.160s': %s", e->rel, strerror(errno)), -1;
     } else {
-        _cleanup_close_ int from = open_beneath(t->upper, e->rel, O_RDONLY);
+        _cleanup_close_ int from = open_beneath(t->upper, e->rel, O_RDONLY | O_NONBLOCK);
         _cleanup_close_ int to = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
                                         O_CLOEXEC, 0600);
         if (from < 0 || to < 0 || copy_data(from, to) < 0 || fchmod(to, safe_mode(e->mode)) < 0) {
