@@ -19,9 +19,9 @@ from test_workspace_trust import make_repo, tree_digest
 OVERLAY = ("--workspace-mode", "overlay")
 
 
-def sh(cordon, ws, script, *opts, audit=None):
+def sh(cordon, ws, script, *opts, audit=None, timeout=60):
     extra = ["--audit", audit] if audit else []
-    return cordon.run(["sh", "-c", script], "-w", ws, *OVERLAY, *opts, *extra)
+    return cordon.run(["sh", "-c", script], "-w", ws, *OVERLAY, *opts, *extra, timeout=timeout)
 
 
 def run_end(audit):
@@ -152,6 +152,21 @@ def test_overlay_layer_is_size_capped(cordon):
     r = sh(cordon, ws, "head -c 4000000 /dev/zero > big", "--policy", policy)
     assert r.status != 0 and "No space left" in r.err, r
     assert r.result["transaction"]["outcome"] == "discarded", r.result
+    assert tree_digest(ws) == before
+
+
+def test_overlay_commit_has_an_entry_cap(cordon):
+    ws = seed(cordon)
+    before = tree_digest(ws)
+    policy = cordon.hostdir("pol") / "policy.yaml"
+    policy.write_text("version: 1\nfilesystem:\n  workspace_inodes: 200000\n")
+    # Past the commit's 100,000 entries (the layer's own inode cap allows them).
+    r = sh(cordon, ws, "mkdir many && cd many && python3 -c 'import os\n"
+           "for i in range(100001): os.close(os.open(str(i), os.O_CREAT | os.O_WRONLY))'",
+           "--policy", policy, "--workspace-commit", "always", timeout=180)
+    assert r.status == 0, r
+    t = r.result["transaction"]
+    assert t["outcome"] == "refused" and "cap" in t["reason"], t
     assert tree_digest(ws) == before
 
 
