@@ -442,6 +442,14 @@ static void method_run(struct client *c, const json_t *id, const json_t *params,
                            c->n_calls));
         return;
     }
+    /* One layer at a time: each commit is checked against the workspace
+     * the exec started on, which a concurrent commit would change under it. */
+    if (ses && ses->pol.workspace_mode == POLICY_WS_OVERLAY && ses->running) {
+        d->busy++;
+        reply(c, rpc_error(id, RPC_BUSY, "busy: session.exec: an overlay session runs one exec at "
+                                         "a time; wait for its answer"));
+        return;
+    }
     if (ses && ses->pending >= 0) {
         reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: the session's last change is "
                            "not committed yet; session.commit or session.discard it first"));

@@ -311,3 +311,9 @@ def test_session_fork_makes_independent_copies(daemon, cordon):
     assert (root / sid / "src" / "b.txt").read_text() == "base\n"
     listed = {s["session_id"]: s for s in c.result("session.list")["sessions"]}
     assert all(listed[fid]["workspace_mode"] == "overlay" for fid in forks), listed
+    # One exec at a time on a layer: a second, while the first runs, is busy.
+    first = c.send("session.exec", {"session_id": sid, "argv": ["sh", "-c", "sleep 2; echo x > s"]})
+    second = c.send("session.exec", {"session_id": sid, "argv": ["true"]})
+    ans = c.answer(second)
+    assert ans["error"]["code"] == -32002 and "one exec at a time" in ans["error"]["message"], ans
+    assert c.answer(first)["result"]["transaction"]["outcome"] == "committed"
