@@ -37,7 +37,26 @@ export interface Result {
   pooled: boolean;
   error: string | null;
   times: { wall_ms: number | null; cpu_ms: number | null; total_ms: number };
+  /** On an overlay workspace: what the run changed and what became of it. */
+  transaction: Transaction | null;
   raw: Record<string, unknown>;
+}
+
+export interface Transaction {
+  outcome: "committed" | "discarded" | "refused" | "pending" | "failed";
+  committed: boolean;
+  added: number;
+  changed: number;
+  removed: number;
+  bytes: number;
+  digest: string;
+  paths: string[];
+  reason?: string;
+}
+
+export interface SessionOptions {
+  workspaceMode?: "direct" | "overlay";
+  workspaceCommit?: "on_success" | "always" | "manual";
 }
 
 export interface Chunk {
@@ -55,7 +74,7 @@ export declare class Client {
   health(): Promise<{ ok: boolean; version: string; draining: boolean; uptime_s: number }>;
   stats(): Promise<Record<string, any>>;
   policyCheck(policy?: string): Promise<Record<string, any>>;
-  session(): Promise<Session>;
+  session(opts?: SessionOptions): Promise<Session>;
   sessions(): Promise<Array<{ session_id: string; running: number; age_s: number; idle_s: number }>>;
   close(): void;
 }
@@ -68,5 +87,7 @@ export declare class Session {
   writeFile(path: string, content: string | Uint8Array, mode?: number): Promise<void>;
   readFile(path: string): Promise<Buffer>;
   fork(count?: number): Promise<Session[]>;
+  commit(): Promise<Transaction>;
+  discard(): Promise<Transaction>;
   destroy(): Promise<void>;
 }

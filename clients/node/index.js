@@ -40,6 +40,7 @@ function result(a) {
     pooled: a.pooled,
     error: a.error ?? null,
     times: a.times,
+    transaction: a.transaction ?? null,
     raw: a,
   };
 }
@@ -139,8 +140,11 @@ export class Client {
   stats() { return this.call("stats"); }
   policyCheck(policy) { return this.call("policy.check", policy === undefined ? {} : { policy }); }
 
-  async session() {
-    const r = await this.call("session.create");
+  async session(opts = {}) {
+    const p = {};
+    if (opts.workspaceMode) p.workspace_mode = opts.workspaceMode;
+    if (opts.workspaceCommit) p.workspace_commit = opts.workspaceCommit;
+    const r = await this.call("session.create", p);
     return new Session(this, r.session_id);
   }
 
@@ -207,6 +211,14 @@ export class Session {
   async fork(count = 1) {
     const r = await this.client.call("session.fork", { session_id: this.id, count });
     return r.session_ids.map((id) => new Session(this.client, id));
+  }
+
+  async commit() {
+    return (await this.client.call("session.commit", { session_id: this.id })).transaction;
+  }
+
+  async discard() {
+    return (await this.client.call("session.discard", { session_id: this.id })).transaction;
   }
 
   async destroy() {

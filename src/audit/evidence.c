@@ -73,12 +73,15 @@ static json_t *derive(const json_t *lines, const char *run)
             json_object_update(s, st);
         } else if (!strcmp(type, "run.end")) {
             json_object_set_new(s, "result", pick(ev, end_keys));
-            static const char *const more[] = { "enforcement", "egress", "workspace", NULL };
+            static const char *const more[] = { "enforcement", "egress", "workspace",
+                                                "transaction", NULL };
             json_t *m = pick(ev, more);
             if (json_object_get(m, "enforcement"))
                 json_object_set(s, "limits_enforced", json_object_get(m, "enforcement"));
             if (json_object_get(m, "egress"))
                 json_object_set(s, "egress", json_object_get(m, "egress"));
+            if (json_object_get(m, "transaction"))
+                json_object_set(s, "transaction", json_object_get(m, "transaction"));
             json_decref(m);
         } else if (!strcmp(type, "egress.decision")) {
             json_array_append_new(json_object_get(s, "egress_decisions"), body(ev));

@@ -187,6 +187,9 @@ static void print_protected(void)
     }
     printf("\n  no fifo, socket or device node is made there (landlock); afterwards links "
            "leaving it are removed and o+w is stripped\n");
+    printf("  --workspace-mode overlay (namespace level only): the run writes an overlayfs layer "
+           "on a tmpfs\n  (workspace_size), committed whole or not at all; a protected name at "
+           "any depth refuses it\n");
 }
 
 /*

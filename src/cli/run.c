@@ -45,6 +45,9 @@ const char cli_run_options_help[] =
     "                           QEMU's emulator, which is not a hypervisor boundary)\n"
     "  -w, --workspace DIR      host directory mounted read-write at /workspace, the\n"
     "                           working directory; default: an empty scratch tmpfs\n"
+    "      --workspace-mode MODE  direct (default): the run writes the workspace;\n"
+    "                           overlay: on a copy-on-write layer, committed after it\n"
+    "      --workspace-commit WHEN  overlay: on_success (default: exit 0) or always\n"
     "      --ro PATH[:DEST]     bind a host path read-only (repeatable)\n"
     "      --rw PATH[:DEST]     bind a host path read-write (repeatable)\n"
     "  -e, --env NAME[=VALUE]   pass NAME from the host, or set it (repeatable)\n"
@@ -91,13 +94,15 @@ enum {
     OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
     OPT_SECRET, OPT_ALLOW_TOOL, OPT_EXPECT_DIGEST, OPT_BREAK_GLASS, OPT_UNTIL, OPT_RELAX,
     OPT_APPROVAL,
-    OPT_JSON, OPT_TTY, OPT_ACCEL,
+    OPT_JSON, OPT_TTY, OPT_ACCEL, OPT_WS_MODE, OPT_WS_COMMIT,
 };
 
 static const struct option options[] = {
     { "policy", required_argument, NULL, 'p' },
     { "level", required_argument, NULL, 'l' },
     { "workspace", required_argument, NULL, 'w' },
+    { "workspace-mode", required_argument, NULL, OPT_WS_MODE },
+    { "workspace-commit", required_argument, NULL, OPT_WS_COMMIT },
     { "ro", required_argument, NULL, OPT_RO },
     { "rw", required_argument, NULL, OPT_RW },
     { "env", required_argument, NULL, 'e' },
@@ -149,6 +154,8 @@ static const struct {
     { OPT_OUTPUT, "limits.output", "--output" },
     { OPT_TMP_SIZE, "filesystem.tmp_size", "--tmp-size" },
     { OPT_ACCEL, "microvm.accel", "--accel" },
+    { OPT_WS_MODE, "workspace.mode", "--workspace-mode" },
+    { OPT_WS_COMMIT, "workspace.commit", "--workspace-commit" },
     { OPT_AUDIT, "audit.file", "--audit" },
     { OPT_NET, "network.mode", "--net" },
     { OPT_ALLOW, "network.allow", "--allow" },
@@ -309,6 +316,11 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
             return cli_fail(err);
     if (policy_finalize(p, err) < 0 || policy_require_trusted(p, err) < 0)
         return cli_fail(err);
+    /* A layer kept for later needs someone to decide later: a daemon session. */
+    if (p->workspace_mode == POLICY_WS_OVERLAY && p->workspace_commit == POLICY_WS_COMMIT_MANUAL)
+        return cli_usage_error("%s: workspace.commit: manual needs a daemon session (cordon serve: "
+                               "session.commit, session.discard); here use always or on_success",
+                               cmd);
     bg.relax = relax;
     if (!bg.reason && (bg.until || bg.n_relax || bg.approval))
         return cli_usage_error("%s: --until, --relax and --approval need --break-glass REASON",

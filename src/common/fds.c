@@ -65,6 +65,31 @@ int recv_fds(int sock, void *data, size_t len, int *fds, size_t n)
     return 0;
 }
 
+ssize_t read_maybe_fd(int sock, void *data, size_t len, int *fd)
+{
+    struct iovec iov = { .iov_base = data, .iov_len = len };
+    union fds_cmsg u;
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                          .msg_controllen = sizeof u.buf };
+    ssize_t r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (r < 0 && errno == ENOTSOCK)
+        return read(sock, data, len);
+    for (struct cmsghdr *cm = r >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int got[FDS_MAX];
+        memcpy(got, CMSG_DATA(cm), n * sizeof(int));
+        for (size_t i = 0; i < n; i++) {
+            if (i == 0 && *fd < 0)
+                *fd = got[i];
+            else
+                close(got[i]); /* one is all a caller of this asked for */
+        }
+    }
+    return r;
+}
+
 int send_fd(int sock, int fd)
 {
     return send_fds(sock, "F", 1, &fd, 1);

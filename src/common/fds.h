@@ -5,6 +5,7 @@
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Write all of BUF to FD, retrying short writes and EINTR; false on any
  * other error (a closed reader drops what is left: callers may ignore it). */
@@ -27,6 +28,13 @@ int send_fds(int sock, const void *data, size_t len, const int *fds, size_t n);
 /* Receive what send_fds() sent: exactly LEN bytes and N descriptors
  * (close-on-exec). 0, or -1 with nothing left open. */
 int recv_fds(int sock, void *data, size_t len, int *fds, size_t n);
+
+/*
+ * read() of a stream socket that may carry one descriptor with its bytes:
+ * up to LEN bytes, as read() returns them; a descriptor passed with them
+ * (close-on-exec) goes to *FD, which is left alone otherwise.
+ */
+ssize_t read_maybe_fd(int sock, void *data, size_t len, int *fd);
 
 /* One descriptor with one byte. */
 int send_fd(int sock, int fd);

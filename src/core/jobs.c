@@ -5,6 +5,7 @@
 #include "core/jobs.h"
 
 #include "audit/audit.h"
+#include "common/fds.h"
 #include "common/strv.h"
 #include "common/syscalls.h"
 #include "core/handle.h"
@@ -58,6 +59,7 @@ struct job {
     char run_id[33];
     struct run_handle h;
     struct capture out, err, res;
+    int layer;                     /* passed with the result (a manual commit's), or -1 */
     struct event *in_ev, *reap_ev, *kill_ev;
     struct event *exit_ev;         /* the supervisor's pidfd: readable once it has exited */
     int pidfd;
@@ -283,6 +285,8 @@ static void job_free(struct job *j)
             event_free(evs[i]);
     if (j->pidfd >= 0)
         close(j->pidfd);
+    if (j->layer >= 0)
+        close(j->layer);
     run_handle_close(&j->h);
     strv_free(j->argv);
     strv_free(j->envp);
@@ -309,6 +313,7 @@ static void complete(struct job *j, const struct cordon_err *start_error)
         .result = json_is_object(result) ? result : NULL,
         .wstatus = j->wstatus,
         .start_error = start_error,
+        .layer = &j->layer,
     };
     if (j->running)
         js->n_running--;
@@ -368,7 +373,10 @@ static void on_capture(evutil_socket_t fd, short what, void *arg)
     struct capture *cap = arg;
     char buf[65536];
     for (int i = 0; i < 16; i++) {
-        ssize_t n = read(fd, buf, sizeof buf);
+        struct job *jb = cap->job;
+        /* The result's stream may carry a descriptor (a manual commit's layer). */
+        ssize_t n = cap == &jb->res ? read_maybe_fd(fd, buf, sizeof buf, &jb->layer)
+                                    : read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -620,7 +628,7 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
     struct job *j = calloc(1, sizeof *j);
     bool ok = j != NULL;
     if (j)
-        j->pidfd = -1;
+        j->pidfd = j->layer = -1;
     if (ok)
         j->argv = strv_copy(call->argv, &ok);
     if (ok && call->envp)

@@ -40,6 +40,9 @@ struct job_end {
                                      its supervisor ended without one */
     int wstatus;                  /* the supervisor's wait status */
     const struct cordon_err *start_error; /* not NULL: nothing ran, and this is why */
+    int *layer;                   /* an overlay workspace's layer kept for a manual commit
+                                     (sandbox/txn.h), or -1 there: the callback takes it by
+                                     setting -1, else it is closed */
 };
 
 typedef void jobs_done_fn(void *ctx, const struct job_end *end);

@@ -372,7 +372,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
     run->gw_pid = -1;
     run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
-                                        .start_w = -1, .door = -1 };
+                                        .start_w = -1, .door = -1, .layer = -1 };
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
     run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
     /* A front end that records events of its own about the run names it first. */
@@ -602,7 +602,21 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = run->tty_w = -1;
     supervise(&sv, res);
     res->level = run->backend->level;
-    /* Init has exited, and with it every process of the PID namespace. */
+    /* Init has exited, and with it every process of the PID namespace:
+     * the layer is still, and what commit writes the scan below examines. */
+    if (run->b.layer >= 0) {
+        bool ok = res->reason == RUN_EXITED && !res->signaled && res->exit_code == 0;
+        txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+        if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
+            *run->call.keep_layer = TAKE_FD(run->b.layer);
+        if (run->call.notice && res->txn.outcome != TXN_COMMITTED &&
+            res->txn.outcome != TXN_PENDING) {
+            char line[320];
+            snprintf(line, sizeof line, "workspace: the run's change was %s: %s",
+                     txn_outcome_name(res->txn.outcome), res->txn.reason);
+            run->call.notice(run->call.notice_arg, line);
+        }
+    }
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
     if (run->gw_pid > 0) {
         /* The gateway reports the connections the run left open, then exits. */

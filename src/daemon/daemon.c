@@ -56,6 +56,9 @@ struct session {
     int dir_fd;                   /* the workspace, O_PATH */
     char *dir;
     struct policy pol;            /* the daemon's, with this workspace (shallow: never freed) */
+    int pending;                  /* workspace.commit manual: the last exec's layer, kept
+                                     until session.commit / session.discard; or -1 */
+    char pending_run[33];         /* the run that made it */
     unsigned running;
     uint64_t created_us, used_us;
 };
@@ -439,6 +442,19 @@ static void method_run(struct client *c, const json_t *id, const json_t *params,
                            c->n_calls));
         return;
     }
+    /* One layer at a time: each commit is checked against the workspace
+     * the exec started on, which a concurrent commit would change under it. */
+    if (ses && ses->pol.workspace_mode == POLICY_WS_OVERLAY && ses->running) {
+        d->busy++;
+        reply(c, rpc_error(id, RPC_BUSY, "busy: session.exec: an overlay session runs one exec at "
+                                         "a time; wait for its answer"));
+        return;
+    }
+    if (ses && ses->pending >= 0) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: the session's last change is "
+                           "not committed yet; session.commit or session.discard it first"));
+        return;
+    }
     struct run_request r = { 0 };
     if (parse_run(params, &r, why, sizeof why, ses != NULL) < 0) {
         d->bad_requests++;
@@ -531,11 +547,23 @@ static void on_job_done(void *ctx, const struct job_end *end)
                                               (double)(now_us() - call->recv_us) / 1000.0));
                 if (res)
                     json_object_set(a, "result", res);
+                /* A session on a layer: what the call changed, and what became of it. */
+                json_t *txn = res ? json_object_get(res, "transaction") : NULL;
+                if (txn)
+                    json_object_set(a, "transaction", txn);
             }
             ans = a ? rpc_result(call->id, a) : rpc_error(call->id, RPC_INTERNAL_ERROR,
                                                           "out of memory");
         }
         reply(c, ans);
+    }
+    /* Kept for the session's session.commit or session.discard; with no
+     * session (or none left) the jobs module closes it: discarded. */
+    if (call->session && *end->layer >= 0 && call->session->pending < 0) {
+        call->session->pending = *end->layer;
+        *end->layer = -1;
+        snprintf(call->session->pending_run, sizeof call->session->pending_run, "%s",
+                 end->run_id);
     }
     struct daemon *d = call->d;
     call_free(call);
@@ -631,6 +659,8 @@ static void session_free(struct daemon *d, struct session *ses)
         }
     if (ses->dir_fd >= 0)
         close(ses->dir_fd);
+    if (ses->pending >= 0)
+        close(ses->pending);
     struct cordon_err ignored;
     wsfile_remove_tree(d->state_fd, ses->id, &ignored);
     free(ses->dir);
@@ -649,7 +679,7 @@ static struct session *session_new(struct daemon *d, struct cordon_err *err)
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
-    ses->dir_fd = -1;
+    ses->dir_fd = ses->pending = -1;
     audit_new_run_id(ses->id);
     if (asprintf(&ses->dir, "%s/%s", d->cfg.state_dir, ses->id) < 0) {
         free(ses);
@@ -675,9 +705,73 @@ static struct session *session_new(struct daemon *d, struct cordon_err *err)
 static json_t *session_json(const struct session *ses)
 {
     uint64_t now = now_us();
-    return json_pack("{s:s, s:i, s:f, s:f}", "session_id", ses->id, "running", ses->running,
-                     "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
-                     ses->running ? 0.0 : (double)(now - ses->used_us) / 1e6);
+    static const char *const commits[] = { "on_success", "always", "manual" };
+    return json_pack("{s:s, s:i, s:f, s:f, s:s, s:s, s:b}", "session_id", ses->id, "running",
+                     ses->running, "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
+                     ses->running ? 0.0 : (double)(now - ses->used_us) / 1e6, "workspace_mode",
+                     ses->pol.workspace_mode == POLICY_WS_OVERLAY ? "overlay" : "direct",
+                     "workspace_commit", commits[ses->pol.workspace_commit], "pending",
+                     ses->pending >= 0);
+}
+
+/*
+ * session.create's options: the workspace's mode and commit (the policy's
+ * workspace.mode and workspace.commit, for this session). An overlay needs
+ * a level that has it, asked now rather than at the first exec.
+ */
+static int session_options(struct session *ses, const json_t *params, struct cordon_err *err)
+{
+    static const char *const keys[][2] = { { "workspace_mode", "workspace.mode" },
+                                           { "workspace_commit", "workspace.commit" } };
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)params, key, v) {
+        size_t k = 0;
+        while (k < 2 && strcmp(key, keys[k][0]) != 0)
+            k++;
+        if (k == 2)
+            return err_set(err, CORDON_E_USAGE, "unknown option \"%.40s\"", key);
+        if (!json_is_string(v))
+            return err_set(err, CORDON_E_USAGE, "\"%s\" must be a string", key);
+        TRY(policy_set(&ses->pol, keys[k][1], json_string_value(v), keys[k][0], err));
+    }
+    if (ses->pol.workspace_mode == POLICY_WS_OVERLAY && !sandbox_backend_choose(&ses->pol, err))
+        return -1;
+    return 0;
+}
+
+/* session.commit / session.discard: the decision a manual session's last exec waits for. */
+static void session_decide(struct client *c, const json_t *id, struct session *ses, bool commit)
+{
+    const char *method = commit ? "commit" : "discard";
+    if (ses->pending < 0) {
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: the session has no change "
+                           "waiting (workspace_commit: manual keeps one per exec)", method));
+        return;
+    }
+    struct txn_summary sum = { 0 };
+    if (commit) {
+        txn_finish(ses->pending, ses->dir_fd, &ses->pol, POLICY_WS_COMMIT_ALWAYS, true, &sum);
+    } else {
+        /* Scanned for the summary (what is thrown away), never applied. */
+        txn_finish(ses->pending, ses->dir_fd, &ses->pol, POLICY_WS_COMMIT_MANUAL, true, &sum);
+        if (sum.outcome == TXN_PENDING)
+            sum.outcome = TXN_DISCARDED;
+    }
+    close(ses->pending);
+    ses->pending = -1;
+    json_t *t = txn_summary_json(&sum);
+    /* The decision is the run's last word: recorded under its id, as run.end was. */
+    struct audit_log *log = NULL;
+    struct cordon_err ignored = { 0 };
+    if (cordon_audit_open(&ses->pol, &log, &ignored) == 0 && log) {
+        audit_append(log, "workspace.decision", ses->pending_run,
+                     json_pack("{s:s, s:s, s:O}", "session", ses->id, "decision", method,
+                               "transaction", t), &ignored);
+        audit_close(log, &ignored);
+        audit_free(log);
+    }
+    reply(c, rpc_result(id, json_pack("{s:s, s:o}", "run_id", ses->pending_run, "transaction", t)));
 }
 
 static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
@@ -801,9 +895,15 @@ static void session_fork(struct client *c, const json_t *id, const json_t *param
     json_int_t n = jn ? json_integer_value(jn) : 1;
     json_t *ids = json_array();
     struct cordon_err err = { 0 };
+    unsigned cloned = 0, copied = 0;
     for (json_int_t i = 0; i < n; i++) {
         struct session *copy = session_new(c->d, &err);
-        if (!copy || wsfile_copy_tree(ses->dir_fd, copy->dir_fd, &err) < 0) {
+        if (copy) {
+            /* A fork works as its origin does: the same mode and commit. */
+            copy->pol.workspace_mode = ses->pol.workspace_mode;
+            copy->pol.workspace_commit = ses->pol.workspace_commit;
+        }
+        if (!copy || wsfile_copy_tree(ses->dir_fd, copy->dir_fd, &cloned, &copied, &err) < 0) {
             if (copy)
                 session_free(c->d, copy);
             /* All or none: the copies made so far go too. */
@@ -822,7 +922,10 @@ static void session_fork(struct client *c, const json_t *id, const json_t *param
         }
         json_array_append_new(ids, json_string(copy->id));
     }
-    reply(c, rpc_result(id, json_pack("{s:o}", "session_ids", ids)));
+    /* How the copies were made: reflinks share blocks until written, a copy does not. */
+    const char *how = !copied ? (cloned ? "reflink" : "empty") : cloned ? "reflink+copy" : "copy";
+    reply(c, rpc_result(id, json_pack("{s:o, s:s, s:i, s:i}", "session_ids", ids, "method", how,
+                                      "files_reflinked", cloned, "files_copied", copied)));
 }
 
 static void method_session(struct client *c, const char *method, const json_t *id,
@@ -832,11 +935,16 @@ static void method_session(struct client *c, const char *method, const json_t *i
     if (strcmp(method, "create") == 0) {
         struct cordon_err err = { 0 };
         struct session *ses = d->draining ? NULL : session_new(d, &err);
-        if (!ses)
+        if (!ses) {
             reply(c, rpc_error(id, d->draining ? RPC_SHUTTING_DOWN : RPC_BUSY, "session.create: %s",
                                d->draining ? "the daemon is shutting down" : err.msg));
-        else
+        } else if (json_is_object(params) && session_options(ses, params, &err) < 0) {
+            session_free(d, ses);
+            d->bad_requests++;
+            reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.create: %s", err.msg));
+        } else {
             reply(c, rpc_result(id, session_json(ses)));
+        }
         return;
     }
     if (strcmp(method, "list") == 0) {
@@ -846,7 +954,8 @@ static void method_session(struct client *c, const char *method, const json_t *i
         reply(c, rpc_result(id, json_pack("{s:o}", "sessions", all)));
         return;
     }
-    static const char *const known[] = { "exec", "write_file", "read_file", "fork", "destroy" };
+    static const char *const known[] = { "exec", "write_file", "read_file", "fork", "destroy",
+                                         "commit", "discard" };
     size_t k = 0;
     while (k < sizeof known / sizeof known[0] && strcmp(method, known[k]) != 0)
         k++;
@@ -866,6 +975,8 @@ static void method_session(struct client *c, const char *method, const json_t *i
         session_read(c, id, params, ses);
     } else if (strcmp(method, "fork") == 0) {
         session_fork(c, id, params, ses);
+    } else if (strcmp(method, "commit") == 0 || strcmp(method, "discard") == 0) {
+        session_decide(c, id, ses, method[0] == 'c');
     } else if (ses->running) {
         reply(c, rpc_error(id, RPC_BUSY, "session.destroy: %u execs are still running; cancel "
                                          "them first",

@@ -169,8 +169,12 @@ int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *l
     return 0;
 }
 
+struct copy_count {
+    unsigned cloned, copied;
+};
+
 static int copy_file(int from_dir, int to_dir, const char *name, const struct stat *st,
-                     struct cordon_err *err)
+                     struct copy_count *count, struct cordon_err *err)
 {
     _cleanup_close_ int in = open_beneath(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
     if (in < 0)
@@ -181,7 +185,8 @@ static int copy_file(int from_dir, int to_dir, const char *name, const struct st
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s' in the copy", name);
     /* A reflink shares the blocks until either side writes. */
     if (ioctl(out, FICLONE, in) == 0)
-        return 0;
+        return count->cloned++, 0;
+    count->copied++;
     for (;;) {
         ssize_t n = copy_file_range(in, NULL, out, NULL, 1u << 30, 0);
         if (n < 0 && errno == EINTR)
@@ -193,7 +198,8 @@ static int copy_file(int from_dir, int to_dir, const char *name, const struct st
     }
 }
 
-static int copy_dir(int from, int to, unsigned depth, struct cordon_err *err)
+static int copy_dir(int from, int to, unsigned depth, struct copy_count *count,
+                    struct cordon_err *err)
 {
     if (depth > MAX_DEPTH)
         return err_set(err, CORDON_E_USAGE, "the workspace is nested deeper than %d", MAX_DEPTH);
@@ -222,9 +228,9 @@ static int copy_dir(int from, int to, unsigned depth, struct cordon_err *err)
             if (sf < 0 || tf < 0)
                 rc = err_sys(err, CORDON_E_SETUP, "cannot open '%s' to copy it", e->d_name);
             else
-                rc = copy_dir(sf, tf, depth + 1, err);
+                rc = copy_dir(sf, tf, depth + 1, count, err);
         } else if (S_ISREG(st.st_mode)) {
-            rc = copy_file(from, to, e->d_name, &st, err);
+            rc = copy_file(from, to, e->d_name, &st, count, err);
         } else if (S_ISLNK(st.st_mode)) {
             char target[PATH_MAX];
             ssize_t n = readlinkat(from, e->d_name, target, sizeof target - 1);
@@ -240,13 +246,18 @@ static int copy_dir(int from, int to, unsigned depth, struct cordon_err *err)
     return rc;
 }
 
-int wsfile_copy_tree(int from_fd, int to_fd, struct cordon_err *err)
+int wsfile_copy_tree(int from_fd, int to_fd, unsigned *cloned, unsigned *copied,
+                     struct cordon_err *err)
 {
     _cleanup_close_ int from = open_beneath(from_fd, ".", O_RDONLY | O_DIRECTORY, 0);
     _cleanup_close_ int to = open_beneath(to_fd, ".", O_RDONLY | O_DIRECTORY, 0);
     if (from < 0 || to < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open the workspaces to copy");
-    return copy_dir(from, to, 0, err);
+    struct copy_count n = { 0, 0 };
+    int rc = copy_dir(from, to, 0, &n, err);
+    *cloned += n.cloned;
+    *copied += n.copied;
+    return rc;
 }
 
 static int remove_in(int dir, unsigned depth)

@@ -25,8 +25,9 @@ int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *l
                 uint64_t *size, struct cordon_err *err);
 
 /* Copy the tree under FROM_FD into the empty directory TO_FD (links copied as links,
- * files by reflink where the filesystem allows). */
-int wsfile_copy_tree(int from_fd, int to_fd, struct cordon_err *err);
+ * files by reflink where the filesystem allows: *CLONED of them, *COPIED byte by byte). */
+int wsfile_copy_tree(int from_fd, int to_fd, unsigned *cloned, unsigned *copied,
+                     struct cordon_err *err);
 
 /* Remove DIR (under PARENT_FD) and everything in it, following no link. */
 int wsfile_remove_tree(int parent_fd, const char *dir, struct cordon_err *err);

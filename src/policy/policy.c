@@ -59,6 +59,9 @@ static const struct policy_key keys[] = {
     LIST("filesystem.read_write", KT_BINDS, true),
     LIST("filesystem.protected", KT_PROTECTED, true),
     LIST("filesystem.unsafe_unprotect", KT_PROTECTED, false),
+    SECTION("workspace"),
+    KEY("workspace.mode", KT_WS_MODE, workspace_mode, 0, POLICY_WS_DIRECT),
+    KEY("workspace.commit", KT_WS_COMMIT, workspace_commit, 0, POLICY_WS_COMMIT_ON_SUCCESS),
     SECTION("env"),
     LIST("env.pass", KT_NAMES, false),
     LIST("env.set", KT_ENV_MAP, false),
@@ -232,6 +235,8 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_FSYNC: return "one of always, close";
     case KT_NET_MODE: return "one of none, gateway";
     case KT_ACCEL: return "one of kvm, tcg";
+    case KT_WS_MODE: return "one of direct, overlay";
+    case KT_WS_COMMIT: return "one of always, on_success, manual";
     case KT_RULES: return "a list of HOST[:PORT] rules";
     case KT_CIDRS: return "a list of CIDRs";
     case KT_NAMESERVERS: return "a list of IP[:PORT] nameservers";
@@ -571,6 +576,25 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
             p->microvm_accel = POLICY_ACCEL_TCG;
         else
             return why_printf(why, len, "expected one of kvm, tcg, got \"%s\"", text);
+        return 0;
+    case KT_WS_MODE:
+        if (!strcmp(text, "direct"))
+            p->workspace_mode = POLICY_WS_DIRECT;
+        else if (!strcmp(text, "overlay"))
+            p->workspace_mode = POLICY_WS_OVERLAY;
+        else
+            return why_printf(why, len, "expected one of direct, overlay, got \"%s\"", text);
+        return 0;
+    case KT_WS_COMMIT:
+        if (!strcmp(text, "always"))
+            p->workspace_commit = POLICY_WS_COMMIT_ALWAYS;
+        else if (!strcmp(text, "on_success"))
+            p->workspace_commit = POLICY_WS_COMMIT_ON_SUCCESS;
+        else if (!strcmp(text, "manual"))
+            p->workspace_commit = POLICY_WS_COMMIT_MANUAL;
+        else
+            return why_printf(why, len, "expected one of always, on_success, manual, got \"%s\"",
+                              text);
         return 0;
     case KT_NET_MODE:
         if (!strcmp(text, "none"))
@@ -1158,6 +1182,12 @@ struct policy *policy_new(struct cordon_err *err)
         case KT_ACCEL:
             p->microvm_accel = (enum policy_accel)k->def;
             break;
+        case KT_WS_MODE:
+            p->workspace_mode = (enum policy_ws_mode)k->def;
+            break;
+        case KT_WS_COMMIT:
+            p->workspace_commit = (enum policy_ws_commit)k->def;
+            break;
         default:
             break;
         }
@@ -1489,6 +1519,9 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
                              p->binds[i].writable ? "filesystem.read_write"
                                                   : "filesystem.read_only",
                              "follow_symlinks: true on that bind allows it", where, err));
+    if (p->workspace_mode == POLICY_WS_OVERLAY && !p->workspace)
+        return err_set(err, CORDON_E_POLICY, "%sworkspace.mode: overlay needs a host workspace "
+                       "(filesystem.workspace or -w DIR)", where);
     if (p->audit.file)
         TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
     TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));

@@ -223,6 +223,16 @@ struct policy_gov {
  */
 enum policy_accel { POLICY_ACCEL_KVM, POLICY_ACCEL_TCG };
 
+/*
+ * workspace.mode: direct, the host workspace itself is written; overlay, the
+ * run writes on a copy-on-write layer that workspace.commit then applies to
+ * it or throws away: always, on_success (exit 0, no limit fired) or manual
+ * (a daemon session's session.commit / session.discard).
+ */
+enum policy_ws_mode { POLICY_WS_DIRECT, POLICY_WS_OVERLAY };
+enum policy_ws_commit { POLICY_WS_COMMIT_ON_SUCCESS, POLICY_WS_COMMIT_ALWAYS,
+                        POLICY_WS_COMMIT_MANUAL };
+
 struct policy {
     int version;                    /* 1 */
     enum cordon_level level;
@@ -236,7 +246,9 @@ struct policy {
     /* filesystem */
     char *workspace;                /* host dir at /workspace; NULL = scratch tmpfs */
     bool workspace_follow_symlinks; /* workspace may pass through links */
-    uint64_t workspace_size;        /* size of the scratch tmpfs */
+    uint64_t workspace_size;        /* size of the scratch tmpfs, and of an overlay's layer */
+    enum policy_ws_mode workspace_mode;     /* workspace.mode */
+    enum policy_ws_commit workspace_commit; /* workspace.commit */
     uint64_t tmp_size;              /* size of /tmp */
     uint64_t shm_size;              /* size of /dev/shm */
     uint64_t tmp_inodes;            /* nr_inodes of /tmp; 0 = the kernel's tmpfs default */

@@ -30,6 +30,8 @@ enum key_type {
     KT_FSYNC,       /* enum policy_audit_fsync: always / close */
     KT_NET_MODE,    /* enum policy_net_mode: none / gateway */
     KT_ACCEL,       /* enum policy_accel: kvm / tcg */
+    KT_WS_MODE,     /* enum policy_ws_mode: direct / overlay */
+    KT_WS_COMMIT,   /* enum policy_ws_commit: always / on_success / manual */
     KT_RULES,       /* list of egress rules HOST[:PORT]; flag: allow (else deny) */
     KT_CIDRS,       /* list of CIDRs */
     KT_NAMESERVERS, /* list of IP[:PORT] DNS servers */

@@ -210,6 +210,11 @@ json_t *policy_to_json(const struct policy *p)
         /* Only when set: every other policy keeps the digest it had. */
         (p->microvm_accel == POLICY_ACCEL_TCG &&
          put(root, "microvm", json_pack("{s:s}", "accel", "tcg")) < 0) ||
+        (p->workspace_mode == POLICY_WS_OVERLAY &&
+         put(root, "workspace", json_pack("{s:s, s:s}", "mode", "overlay", "commit",
+                                          p->workspace_commit == POLICY_WS_COMMIT_ALWAYS ? "always"
+                                          : p->workspace_commit == POLICY_WS_COMMIT_MANUAL
+                                              ? "manual" : "on_success")) < 0) ||
         put(root, "filesystem", fs = json_object()) < 0 ||
         put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
         put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||

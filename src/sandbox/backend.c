@@ -63,13 +63,22 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
     return NULL;
 }
 
+/* What every level is asked besides its own admits(): the policy's workspace mode. */
+static int admits(const struct sandbox_backend *b, const struct policy *p, struct cordon_err *err)
+{
+    if (p->workspace_mode == POLICY_WS_OVERLAY && !b->overlay)
+        return err_set(err, CORDON_E_USAGE, "workspace.mode: overlay needs the namespace "
+                       "level; the %s level runs a workspace only directly", b->name);
+    return !b->admits || b->admits(p, err) == 0 ? 0 : -1;
+}
+
 const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
                                                      struct cordon_err *err)
 {
     /* Asked before anything of the run exists: a refusal leaves no host state. */
     if (!p->n_level_fallbacks) {
         const struct sandbox_backend *b = sandbox_backend_for(p->level, err);
-        return b && (!b->admits || b->admits(p, err) == 0) ? b : NULL;
+        return b && admits(b, p, err) == 0 ? b : NULL;
     }
     char why[sizeof err->msg] = "";
     size_t used = 0;
@@ -77,7 +86,7 @@ const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
         enum cordon_level l = i ? p->level_fallbacks[i - 1] : p->level;
         struct cordon_err e = { 0 };
         const struct sandbox_backend *b = sandbox_backend_for(l, &e);
-        if (b && b->probe(&e) == 0 && (!b->admits || b->admits(p, &e) == 0))
+        if (b && b->probe(&e) == 0 && admits(b, p, &e) == 0)
             return b;
         int n = snprintf(why + used, sizeof why - used, "%s%s: %s", i ? "; " : "",
                          cordon_level_name(l), e.msg);
@@ -162,6 +171,8 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
     }
     if (o && res->workspace.scanned)
         json_object_set_new(o, "workspace", workspace_report_json(&res->workspace));
+    if (o && res->txn.outcome != TXN_NONE)
+        json_object_set_new(o, "transaction", txn_summary_json(&res->txn));
     json_t *boundary = res->boundary[0] ? json_loads(res->boundary, 0, NULL) : NULL;
     if (o && boundary)
         json_object_set_new(o, "boundary", boundary);

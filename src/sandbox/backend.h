@@ -8,6 +8,7 @@
 #include "policy/policy.h"
 #include "sandbox/confine.h"
 #include "sandbox/start.h"
+#include "sandbox/txn.h"
 #include "sandbox/workspace.h"
 
 #include <stdbool.h>
@@ -65,6 +66,10 @@ struct sandbox_call {
      * should know (an egress refusal, a limit that degraded); NULL: nobody. */
     void (*notice)(void *arg, const char *line);
     void *notice_arg;
+    /* Where an overlay workspace's layer goes when workspace.commit is
+     * manual (the result's transaction "pending"); the caller owns it then
+     * (sandbox/txn.h). NULL: nobody can decide later, and it is dropped. */
+    int *keep_layer;
 };
 
 struct sandbox_result {
@@ -88,6 +93,7 @@ struct sandbox_result {
         unsigned n_recent, next;
     } egress;
     struct workspace_report workspace; /* a host workspace's scans */
+    struct txn_summary txn;  /* an overlay workspace's change, and what became of it */
     char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
 };
@@ -130,6 +136,8 @@ struct sandbox_boundary {
      * which the boundary writes first on each connection it dials. */
     bool door_token_set;
     unsigned char door_token[32];
+    int layer;        /* an overlay workspace's layer (the tmpfs holding its upper
+                         directory, see sandbox/txn.h), or -1 */
     void *state;      /* the backend's own, for release */
     /* The command's view where it is not the namespace level's fixed one
      * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */
@@ -150,6 +158,7 @@ struct sandbox_backend {
     /* The command keeps the caller's uid in the host's user namespace, so
      * per-uid limits (RLIMIT_NPROC) count the caller's other processes too. */
     bool host_uid;
+    bool overlay;     /* can run a workspace on a copy-on-write layer (workspace.mode) */
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Optional: can it run P here (the policy may forbid what the host

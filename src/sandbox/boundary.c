@@ -183,7 +183,7 @@ void boundary_release(struct sandbox_boundary *b)
         waitpid(b->pid, NULL, 0);
         b->pid = -1;
     }
-    int *fds[] = { &b->err_r, &b->status_r, &b->start_w, &b->door };
+    int *fds[] = { &b->err_r, &b->status_r, &b->start_w, &b->door, &b->layer };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
         closep(fds[i]);
         *fds[i] = -1;

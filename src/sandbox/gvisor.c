@@ -813,7 +813,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                       struct cordon_err *err)
 {
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
-                                    .door = -1 };
+                                    .door = -1, .layer = -1 };
     struct gv_state *st = calloc(1, sizeof *st);
     if (!st)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");

@@ -1230,7 +1230,7 @@ static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundar
                            struct cordon_err *err)
 {
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
-                                    .door = -1 };
+                                    .door = -1, .layer = -1 };
     struct vm_plan *v = calloc(1, sizeof *v);
     if (!v)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");

@@ -324,8 +324,15 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     TRY(add(plan, &cap, MOUNT_TMPFS, "/tmp", NULL, opts, true, false, err));
 
     if (p->workspace) {
-        TRY(add(plan, &cap, MOUNT_BIND, "/workspace", p->workspace, NULL, true, false, err));
+        bool overlay = p->workspace_mode == POLICY_WS_OVERLAY;
+        char owner[64];
+        snprintf(owner, sizeof owner, "mode=0755,uid=%d,gid=%d", SANDBOX_UID, SANDBOX_GID);
+        tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
+        /* An overlay's lower layer is read-only: the run writes on its tmpfs. */
+        TRY(add(plan, &cap, MOUNT_BIND, "/workspace", p->workspace, overlay ? opts : NULL,
+                !overlay, false, err));
         plan->steps[plan->n_steps - 1].follow_symlinks = p->workspace_follow_symlinks;
+        plan->steps[plan->n_steps - 1].overlay = overlay;
         if (root) {
             int fd = idmapped_tree(p->workspace, p->workspace_follow_symlinks, userns, err);
             if (fd < 0)
@@ -582,6 +589,47 @@ static int do_bind(const struct mount_step *s, int parent, const char *name, int
 }
 
 /* mkdir -p for PATH beneath the new root: the fixed mounts cordon makes. */
+static int make_dirs(int newroot, const char *path, struct cordon_err *err);
+
+/*
+ * The workspace as an overlay: the host tree bound read-only at /lower in
+ * the scratch root, the upper layer and overlay's work directory on a tmpfs
+ * of the run's own at /layer (both detached with the scratch root later; the
+ * overlay holds its layers, and *LAYER the tmpfs for the supervisor), the
+ * overlay at /workspace. userxattr: in a user namespace overlayfs keeps its
+ * whiteout and opaque marks in user.* xattrs, which tmpfs stores.
+ */
+static int do_overlay(const struct mount_step *s, int newroot, int oldroot, int *layer,
+                      struct cordon_err *err)
+{
+    _cleanup_close_ int scratch = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (scratch < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the scratch root");
+    TRY(do_bind(s, scratch, "lower", oldroot, newroot, err));
+    struct stat st;
+    if (stat("/lower", &st) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot stat the workspace");
+    if (mkdir("/layer", 0700) < 0 ||
+        mount("tmpfs", "/layer", "tmpfs", MS_NOSUID | MS_NODEV, s->data) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot mount the workspace's layer");
+    /* The overlay's top takes the upper directory's owner and mode: the
+     * workspace's, as the sandbox sees it. */
+    if (mkdir("/layer/" "upper", st.st_mode & 07777) < 0 || mkdir("/layer/work", 0700) < 0 ||
+        chown("/layer/upper", SANDBOX_UID, SANDBOX_GID) < 0 ||
+        chmod("/layer/upper", st.st_mode & 07777) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot prepare the workspace's layer");
+    TRY(make_dirs(newroot, s->dest, err));
+    char dest[PATH_MAX];
+    snprintf(dest, sizeof dest, NEWROOT "%s", s->dest);
+    if (mount("overlay", dest, "overlay", MS_NOSUID | MS_NODEV,
+              "lowerdir=/lower,upperdir=/layer/upper,workdir=/layer/work,userxattr") < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot mount the workspace's overlay");
+    *layer = open("/layer", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*layer < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the workspace's layer");
+    return 0;
+}
+
 static int make_dirs(int newroot, const char *path, struct cordon_err *err)
 {
     char name[NAME_MAX + 1];
@@ -592,7 +640,8 @@ static int make_dirs(int newroot, const char *path, struct cordon_err *err)
     return fd < 0 ? -1 : 0;
 }
 
-static int do_step(const struct mount_step *s, int newroot, int oldroot, struct cordon_err *err)
+static int do_step(const struct mount_step *s, int newroot, int oldroot, int *layer,
+                   struct cordon_err *err)
 {
     char dest[PATH_MAX];
     if (snprintf(dest, sizeof dest, NEWROOT "%s", s->dest) >= (int)sizeof dest)
@@ -601,6 +650,8 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, struct 
 
     switch (s->kind) {
     case MOUNT_BIND: {
+        if (s->overlay)
+            return do_overlay(s, newroot, oldroot, layer, err);
         _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name,
                                                  !s->in_workspace, err);
         if (parent == -2)
@@ -660,8 +711,9 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, struct 
     return err_set(err, CORDON_E_INTERNAL, "unknown mount step %d", (int)s->kind);
 }
 
-int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err)
+int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err *err)
 {
+    *layer = -1;
     /* Nothing we mount may propagate back to the host. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot make mounts private");
@@ -686,7 +738,7 @@ int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err)
     if (newroot < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open new root");
     for (size_t i = 0; i < plan->n_steps; i++)
-        TRY(do_step(&plan->steps[i], newroot, oldroot, err));
+        TRY(do_step(&plan->steps[i], newroot, oldroot, layer, err));
     closep(&newroot);
     newroot = -1;
 

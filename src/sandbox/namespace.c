@@ -47,6 +47,7 @@ struct child_fds {
     int start_r;   /* the start seam: ready goes out, the start message comes in */
     int bpf_r;     /* the seccomp program, compiled while the child builds its root */
     int gw_sock;   /* where the gateway's listening socket goes, or -1 (no network) */
+    int layer_sock; /* where an overlay workspace's layer goes, or -1 (none) */
     struct cgroup_ticket cg; /* the run's cgroups, joined first (none: created in it, or no cgroup) */
 };
 
@@ -174,9 +175,21 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         err_sys(&err, CORDON_E_SETUP, "cannot set hostname");
         child_fail(fds, &err);
     }
-    if (mounts_enter_root(plan, &err) < 0 || loopback_up(&err) < 0 ||
+    int layer = -1;
+    if (mounts_enter_root(plan, &layer, &err) < 0 || loopback_up(&err) < 0 ||
         (fds->gw_sock >= 0 && open_gateway_door(fds->gw_sock, &err) < 0))
         child_fail(fds, &err);
+    if (layer >= 0) {
+        /* The supervisor commits the layer after the run: its handle leaves
+         * now, before anything of the call can run, and none stays here. */
+        if (send_fd(fds->layer_sock, layer) < 0) {
+            err_sys(&err, CORDON_E_SETUP, "cannot hand out the workspace's layer");
+            child_fail(fds, &err);
+        }
+        close(layer);
+    }
+    if (fds->layer_sock >= 0)
+        close(fds->layer_sock);
     if (fds->gw_sock >= 0)
         close(fds->gw_sock);
     struct seccomp_program filter;
@@ -278,7 +291,7 @@ static int write_id_maps(pid_t pid, bool root, uid_t host_base, struct cordon_er
 }
 
 struct pipes {
-    int sync[2], err[2], status[2], start[2], bpf[2], gw[2];
+    int sync[2], err[2], status[2], start[2], bpf[2], gw[2], layer[2];
 };
 
 static void pipes_close(struct pipes *pp)
@@ -310,7 +323,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     const struct policy *p = s->p;
     bool root = geteuid() == 0;
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
-                                    .door = -1 };
+                                    .door = -1, .layer = -1 };
+    bool overlay = p->workspace && p->workspace_mode == POLICY_WS_OVERLAY;
     struct ns_plan plan = { .caller_is_root = root, .confine = *s->confine };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
@@ -324,7 +338,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.start) < 0 ||
-        (s->gateway && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.gw) < 0)) {
+        (s->gateway && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.gw) < 0) ||
+        (overlay && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.layer) < 0)) {
         err_sys(err, CORDON_E_SETUP, "cannot create pipes");
         goto out;
     }
@@ -351,6 +366,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         struct child_fds fds = {
             .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
             .start_r = pp.start[1], .bpf_r = pp.bpf[0], .gw_sock = s->gateway ? pp.gw[1] : -1,
+            .layer_sock = overlay ? pp.layer[1] : -1,
             .cg = ticket,
         };
         child_main(&plan, &fds); /* closes everything that is not in FDS */
@@ -363,7 +379,9 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     closep(&pp.start[1]);
     closep(&pp.bpf[0]);
     closep(&pp.gw[1]);
+    closep(&pp.layer[1]);
     pp.sync[0] = pp.err[1] = pp.status[1] = pp.start[1] = pp.bpf[0] = pp.gw[1] = -1;
+    pp.layer[1] = -1;
 
     cgroup_ticket_close(&ticket);
     if (write_id_maps(init, root, s->host_base, err) < 0 || write(pp.sync[1], "g", 1) != 1 ||
@@ -373,7 +391,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     }
     /* The door, then "ready" at the seam; either missing means the child failed. */
-    if ((s->gateway && (b->door = recv_fd(pp.gw[0])) < 0) || start_ready_wait(pp.start[0]) < 0) {
+    if ((overlay && (b->layer = recv_fd(pp.layer[0])) < 0) ||
+        (s->gateway && (b->door = recv_fd(pp.gw[0])) < 0) || start_ready_wait(pp.start[0]) < 0) {
         boundary_child_error(pp.err[0], err);
         goto out;
     }
@@ -389,8 +408,11 @@ out:
         kill(init, SIGKILL);
         waitpid(init, NULL, 0);
     }
-    if (rc < 0)
+    if (rc < 0) {
         closep(&b->door);
+        closep(&b->layer);
+        b->door = b->layer = -1;
+    }
     pipes_close(&pp);
     cgroup_ticket_close(&ticket);
     mounts_plan_release(&plan);
@@ -401,6 +423,7 @@ out:
 const struct sandbox_backend namespace_backend = {
     .name = "namespace",
     .level = CORDON_LEVEL_NAMESPACE,
+    .overlay = true,
     .probe = ns_probe,
     .prepare = ns_prepare,
     .release = ns_release,

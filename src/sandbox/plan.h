@@ -49,6 +49,8 @@ struct mount_step {
                             followed, and a vanished entry is skipped */
     bool source_in_root; /* MOUNT_BIND: source is dest itself in the new root (a read-only
                             bind over itself, taken from the workspace's own mount) */
+    bool overlay;        /* MOUNT_BIND of the workspace as the read-only lower layer of an
+                            overlay whose upper is on a fresh tmpfs (data: its options) */
 };
 
 struct ns_plan {
@@ -70,8 +72,12 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
  * with the host's trust store at SANDBOX_CA_BUNDLE. */
 int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *err);
 
-/* In the child: build the root described by PLAN and pivot into it. */
-int mounts_enter_root(const struct ns_plan *plan, struct cordon_err *err);
+/*
+ * In the child: build the root described by PLAN and pivot into it. With an
+ * overlay workspace, *LAYER is an O_PATH descriptor of the tmpfs holding its
+ * upper layer (for the supervisor, who commits it); else -1.
+ */
+int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err *err);
 
 void mounts_plan_release(struct ns_plan *plan);
 

@@ -758,7 +758,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
 {
     const struct policy *p = s->p;
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
-                                    .door = -1 };
+                                    .door = -1, .layer = -1 };
     struct process_plan plan = { .confine = *s->confine, .cg = CGROUP_TICKET_INIT,
                                  .root = geteuid() == 0 };
     struct seccomp_program filter = { 0 };

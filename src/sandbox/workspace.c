@@ -231,7 +231,9 @@ int workspace_prepare(const struct policy *p, struct watchdog *wd, struct worksp
     unsigned budget = WORKSPACE_PRE_ENTRIES;
     if (pre_walk(p, g, top, "", 0, &budget, err) < 0)
         goto fail;
-    for (size_t i = 0; i < p->n_protected; i++) {
+    /* An overlay's run never writes the host tree: its commit checks every
+     * protected name instead, so it needs no placeholder there. */
+    for (size_t i = 0; p->workspace_mode == POLICY_WS_DIRECT && i < p->n_protected; i++) {
         const char *name = p->protected[i];
         if (name[strlen(name) - 1] == '*')
             continue; /* a pattern names nothing to create */

@@ -67,6 +67,12 @@ def test_python_client(running, hosttmp):
                 f.exec(["sh", "-c", "echo three >> y"])
                 assert ses.read_file("y") == b"two\\n" and f.read_file("y") == b"two\\nthree\\n"
                 f.destroy()
+            with c.session(workspace_mode="overlay", workspace_commit="manual") as ses:
+                t = ses.exec(["sh", "-c", "echo one > z"]).transaction
+                assert t is not None and (t["outcome"], t["added"]) == ("pending", 1), t
+                assert ses.commit()["outcome"] == "committed" and ses.read_file("z") == b"one\\n"
+                ses.exec(["rm", "z"])
+                assert ses.discard()["removed"] == 1 and ses.read_file("z") == b"one\\n"
             assert c.sessions() == []
             assert c.stats()["runs"]["pooled"] >= 1
         print("python client ok")

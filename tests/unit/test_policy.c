@@ -97,7 +97,7 @@ struct load_case {
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
 #define KNOWN_TOP \
-    "unknown key; known: version, isolation, filesystem, env, limits, syscalls, microvm, network, " \
+    "unknown key; known: version, isolation, filesystem, workspace, env, limits, syscalls, microvm, network, " \
     "secrets, tools, audit, require_signature, decider, break_glass"
 #define AUDIT(file, key, every, fsync)                                                  \
     "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
@@ -541,6 +541,19 @@ static const struct load_case load_cases[] = {
     { "version: 1\naudit:\n  flie: /x\n",
       "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, checkpoint_every, "
       "fsync, export, export_endpoint" },
+    /* workspace: a copy-on-write layer over a host workspace (issue 12) */
+    { "version: 1\nfilesystem:\n  workspace: @T/ws\nworkspace:\n  mode: overlay\n"
+      "  commit: manual\n", NULL, "workspace", "{\"commit\":\"manual\",\"mode\":\"overlay\"}" },
+    { "version: 1\nfilesystem:\n  workspace: @T/ws\nworkspace:\n  mode: overlay\n", NULL,
+      "workspace", "{\"commit\":\"on_success\",\"mode\":\"overlay\"}" },
+    { "version: 1\nworkspace:\n  mode: overlay\n",
+      "policy.yaml: workspace.mode: overlay needs a host workspace (filesystem.workspace or -w DIR)" },
+    { "version: 1\nworkspace:\n  mode: cow\n",
+      "policy.yaml:3: workspace.mode: expected one of direct, overlay, got \"cow\"" },
+    { "version: 1\nworkspace:\n  commit: later\n",
+      "policy.yaml:3: workspace.commit: expected one of always, on_success, manual, got \"later\"" },
+    { "version: 1\nworkspace:\n  mod: overlay\n",
+      "policy.yaml:3: workspace.mod: unknown key; known: mode, commit" },
     /* governance (issue 15) */
     { "version: 1\ntools:\n  allow: [a]\n  ask: [a]\n",
       "policy.yaml: tools.ask: needs decider.socket, decider.command or decider.elicit to ask" },

@@ -49,6 +49,15 @@ test("sessions keep files and fork", async () => {
   assert.equal((await f.readFile("x.txt")).toString(), "one\ntwo\nthree\n");
   await s.destroy();
   await f.destroy();
+  const o = await c.session({ workspaceMode: "overlay", workspaceCommit: "manual" });
+  const t = (await o.exec(["sh", "-c", "echo one > z"])).transaction;
+  assert.equal(t.outcome, "pending");
+  assert.equal((await o.commit()).outcome, "committed");
+  assert.equal((await o.readFile("z")).toString(), "one\n");
+  await o.exec(["rm", "z"]);
+  assert.equal((await o.discard()).removed, 1);
+  assert.equal((await o.readFile("z")).toString(), "one\n");
+  await o.destroy();
   assert.deepEqual(await c.sessions(), []);
   c.close();
 });

@@ -73,6 +73,11 @@ class Result:
     def ok(self) -> bool:
         return self.exit_code == 0
 
+    @property
+    def transaction(self) -> Optional[Dict[str, Any]]:
+        """On an overlay workspace: what the run changed and what became of it."""
+        return self.raw.get("transaction")
+
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
@@ -196,9 +201,14 @@ class Client:
     def policy_check(self, policy: Optional[str] = None) -> Dict[str, Any]:
         return self.call("policy.check", {"policy": policy} if policy is not None else {})
 
-    def session(self) -> "Session":
-        """A new session (a workspace kept between runs); use it as a context manager."""
-        return Session(self, self.call("session.create")["session_id"])
+    def session(self, workspace_mode: Optional[str] = None,
+                workspace_commit: Optional[str] = None) -> "Session":
+        """A new session (a workspace kept between runs); use it as a context manager.
+        workspace_mode "overlay" runs each exec on a layer, committed per workspace_commit
+        ("on_success", "always", or "manual": Session.commit() / Session.discard())."""
+        p = {k: v for k, v in (("workspace_mode", workspace_mode),
+                               ("workspace_commit", workspace_commit)) if v is not None}
+        return Session(self, self.call("session.create", p)["session_id"])
 
     def sessions(self) -> List[Dict[str, Any]]:
         return self.call("session.list")["sessions"]
@@ -272,6 +282,14 @@ class Session:
     def fork(self, count: int = 1) -> List["Session"]:
         ids = self.client.call("session.fork", self._p(count=count))["session_ids"]
         return [Session(self.client, i) for i in ids]
+
+    def commit(self) -> Dict[str, Any]:
+        """Apply the last exec's waiting change (workspace_commit "manual"); its transaction."""
+        return self.client.call("session.commit", self._p())["transaction"]
+
+    def discard(self) -> Dict[str, Any]:
+        """Throw the last exec's waiting change away; its transaction."""
+        return self.client.call("session.discard", self._p())["transaction"]
 
     def destroy(self) -> None:
         self.client.call("session.destroy", self._p())

@@ -1,0 +1,82 @@
+/*
+ * sandbox/txn.h: a transactional workspace (workspace.mode: overlay). The
+ * run writes on an overlayfs upper layer, on a size-capped tmpfs of its own;
+ * the host workspace is its read-only lower layer. Once every process of the
+ * sandbox is gone the supervisor reads the layer through a descriptor the
+ * sandbox handed out before it ran anything:
+ *
+ *  - txn_scan() walks the layer and decides, before anything is applied,
+ *    what the change is (added, changed, removed paths, bytes, a SHA-256 of
+ *    the change) and whether it may be committed at all: a device, FIFO or
+ *    socket, a link leading out of the workspace, any path with a protected
+ *    name (filesystem.protected) at any depth, or a change past the caps
+ *    refuses the whole commit;
+ *  - txn_apply() then copies it into the host workspace by descriptor, each
+ *    component opened with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, so a link
+ *    on either side is never followed: files and links are written under a
+ *    temporary name and renamed into place, whiteouts remove, an opaque
+ *    directory replaces the host's.
+ */
+#pragma once
+#include "common/err.h"
+#include "policy/policy.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Caps on what a commit applies; the layer itself is capped by its tmpfs
+ * (filesystem.workspace_size and workspace_inodes). */
+#define TXN_MAX_ENTRIES 100000
+#define TXN_MAX_DEPTH 64
+/* Paths named in the summary. */
+#define TXN_NAMES 16
+
+enum txn_outcome {
+    TXN_NONE,       /* no layer: direct mode, or the run never started */
+    TXN_COMMITTED,
+    TXN_DISCARDED,  /* by workspace.commit (on_success and the run failed) or a discard */
+    TXN_REFUSED,    /* the scan refused it; nothing applied */
+    TXN_PENDING,    /* manual: kept until session.commit / session.discard */
+    TXN_FAILED,     /* applying failed part way (an I/O error on the host) */
+};
+
+const char *txn_outcome_name(enum txn_outcome o);
+
+struct txn_summary {
+    enum txn_outcome outcome;
+    unsigned added, changed, removed;
+    uint64_t bytes;          /* of the regular files added or changed */
+    char digest[65];         /* SHA-256 of the change, hex */
+    char names[TXN_NAMES][160]; /* "added a/b", "removed c", ... in path order */
+    unsigned n_names;
+    char reason[256];        /* why it was refused, discarded or failed; "" otherwise */
+};
+
+/* S as JSON (the result's and run.end's "transaction"); new reference. */
+json_t *txn_summary_json(const struct txn_summary *s);
+
+struct txn;
+
+/*
+ * Walk the layer LAYER (the tmpfs holding "upper") against the host
+ * workspace HOST (an O_PATH directory) and fill SUM, outcome TXN_REFUSED
+ * with the reason when it may not be committed. NULL with ERR only when
+ * the layer cannot be read at all.
+ */
+struct txn *txn_scan(int layer, int host, const struct policy *p, struct txn_summary *sum,
+                     struct cordon_err *err);
+
+/* Apply T (not refused) to the host workspace; SUM's outcome says how it went. */
+void txn_apply(struct txn *t, struct txn_summary *sum);
+
+void txn_free(struct txn *t);
+
+/*
+ * Scan LAYER, then commit or discard it as HOW (a workspace.commit) says
+ * for a run that SUCCEEDED or not. Manual keeps it: the outcome is
+ * TXN_PENDING and the layer stays with the caller, whose session.commit
+ * comes back here with always. Protected names are P's.
+ */
+void txn_finish(int layer, int host, const struct policy *p, enum policy_ws_commit how,
+                bool succeeded, struct txn_summary *sum);
