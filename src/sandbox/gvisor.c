@@ -50,11 +50,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The helper, embedded at build time (gvisor_init_blob.S). */
+/* The helper and the compat library, embedded at build time (meson.build's blobs). */
 extern const unsigned char cordon_gvisor_init_start[];
 extern const unsigned char cordon_gvisor_init_end[];
+extern const unsigned char cordon_gvisor_compat_start[];
+extern const unsigned char cordon_gvisor_compat_end[];
 
 #define INIT_PATH "/.cordon/init"
+#define COMPAT_PATH "/.cordon/compat.so"
 #define BPF_PATH "/.cordon/seccomp.bpf"
 #define GW_DIR "/.cordon/gw"
 #define GW_SOCK GW_DIR "/gateway.sock"
@@ -362,15 +365,34 @@ static int write_json(const char *path, json_t *o, struct cordon_err *err)
     return write_file(path, text, strlen(text), 0600, err);
 }
 
-/* The helper, its seccomp profile and the gateway's door, bound read-only at /.cordon. */
+/* FILE in the run's files, bound read-only at DEST (whose mountpoint is made later). */
+static int add_file(const struct gv_state *st, json_t *mounts, const char *name,
+                    const char *dest, const void *data, size_t len, mode_t mode,
+                    struct cordon_err *err)
+{
+    char file[PATH_MAX];
+    snprintf(file, sizeof file, "%s/files/%s", st->dir, name);
+    TRY(write_file(file, data, len, mode, err));
+    json_array_append_new(mounts, bind_mount(dest, file, false));
+    return 0;
+}
+
+/*
+ * The helper, the compat library (gvisor_compat.c: this runsc refuses stat
+ * flags Linux accepts) preloaded through /etc/ld.so.preload, the seccomp
+ * profile and the gateway's door, bound read-only at /.cordon.
+ */
 static int add_cordon_files(const struct policy *p, const struct gv_state *st, json_t *mounts,
                             struct cordon_err *err)
 {
     char file[PATH_MAX], point[PATH_MAX];
-    snprintf(file, sizeof file, "%s/files/init", st->dir);
-    TRY(write_file(file, cordon_gvisor_init_start,
-                   (size_t)(cordon_gvisor_init_end - cordon_gvisor_init_start), 0555, err));
-    json_array_append_new(mounts, bind_mount(INIT_PATH, file, false));
+    static const char preload[] = COMPAT_PATH "\n";
+    TRY(add_file(st, mounts, "init", INIT_PATH, cordon_gvisor_init_start,
+                 (size_t)(cordon_gvisor_init_end - cordon_gvisor_init_start), 0555, err));
+    TRY(add_file(st, mounts, "compat.so", COMPAT_PATH, cordon_gvisor_compat_start,
+                 (size_t)(cordon_gvisor_compat_end - cordon_gvisor_compat_start), 0555, err));
+    TRY(add_file(st, mounts, "ld.so.preload", "/etc/ld.so.preload", preload,
+                 sizeof preload - 1, 0444, err));
 
     struct seccomp_program prog = { 0 };
     TRY(seccomp_program_build(p, &prog, err));
@@ -380,10 +402,13 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
     TRY(rc);
     json_array_append_new(mounts, bind_mount(BPF_PATH, file, false));
 
-    static const char *const points[] = { INIT_PATH, BPF_PATH };
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const points[] = { INIT_PATH, COMPAT_PATH, "/etc/ld.so.preload",
+                                          BPF_PATH };
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        struct stat sb;
         snprintf(point, sizeof point, "%s/bundle/rootfs%s", st->dir, points[i]);
-        TRY(write_file(point, "", 0, 0444, err));
+        if (lstat(point, &sb) < 0) /* a policy's bind at /etc/ld.so.preload made it */
+            TRY(write_file(point, "", 0, 0444, err));
     }
     if (!st->gateway)
         return 0;
