@@ -210,11 +210,17 @@ static json_t *bind_mount(const char *dest, const char *source, bool writable)
 static json_t *tmpfs_mount(const char *dest, const char *data)
 {
     json_t *opts = json_pack("[s, s]", "nosuid", "nodev");
-    /* gVisor's tmpfs takes mode and size; nr_inodes it does not know. */
+    /*
+     * gVisor's tmpfs takes mode and size; nr_inodes it does not know. The
+     * owner stays gVisor's uid 0, the command's here (process_json), not
+     * the namespace level's sandbox user, or the scratch workspace would
+     * not be the command's to write.
+     */
     char buf[256];
     snprintf(buf, sizeof buf, "%s", data ? data : "");
     for (char *save = NULL, *o = strtok_r(buf, ",", &save); o; o = strtok_r(NULL, ",", &save))
-        if (strncmp(o, "nr_inodes=", 10) != 0)
+        if (strncmp(o, "nr_inodes=", 10) != 0 && strncmp(o, "uid=", 4) != 0 &&
+            strncmp(o, "gid=", 4) != 0)
             json_array_append_new(opts, json_string(o));
     return json_pack("{s:s, s:s, s:s, s:o}", "destination", dest, "type", "tmpfs", "source",
                      "tmpfs", "options", opts);

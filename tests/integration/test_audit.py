@@ -156,7 +156,7 @@ def test_normal_run_record(cordon, bins):
     assert start["run"] == end["run"] == r.result["run_id"], r
     assert re.fullmatch(r"[0-9a-f]{32}", start["run"])
     assert {k: start[k] for k in ("uid", "host", "level", "argv", "workspace", "secrets")} == {
-        "uid": cordon.ident.uid, "host": os.uname().nodename, "level": "namespace",
+        "uid": cordon.ident.uid, "host": os.uname().nodename, "level": cordon.level,
         "argv": ["sh", "-c", "echo hi"], "workspace": str(ws), "secrets": []}
     assert re.fullmatch(r"\d+\.\d+\.\d+", start["cordon_version"]), start
     for k in ("policy_digest", "network_digest", "tools_digest", "syscalls_digest"):
