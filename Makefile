@@ -22,7 +22,7 @@ comma := ,
 CORDON_LEVELS ?= $(if $(CI),namespace$(comma)process,)
 export CORDON_LEVELS
 
-.PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration fuzz sanitize bench clean
+.PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration test-gvisor fuzz sanitize bench clean
 
 all: build
 
@@ -56,6 +56,12 @@ integration: build test-deps guest-kernel
 	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 test: unit integration
+
+# The whole integration suite at the gvisor level, by hand (about half an hour
+# on 2 cores): CI runs tests/integration/test_level_gvisor.py as its subset.
+test-gvisor: build test-deps
+	CORDON_LEVELS=gvisor CORDON_BUILD=$(abspath $(BUILD)) \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 # Its own build directory: clang, sanitizers and dynamic linking stay out of
 # the gcc static-pie build above.

@@ -237,7 +237,8 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
     snprintf(rootfs, sizeof rootfs, "%s/bundle/rootfs", dir);
     char empty[PATH_MAX];
     snprintf(empty, sizeof empty, "%s/files/empty", dir);
-    TRY(write_file(empty, "", 0, 0444, err));
+    /* Mode 0: a mask is unreadable, as the namespace level's /dev/null bind is. */
+    TRY(write_file(empty, "", 0, 0, err));
 
     for (size_t i = 0; i < plan->n_steps; i++) {
         const struct mount_step *s = &plan->steps[i];
