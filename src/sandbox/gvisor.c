@@ -82,6 +82,7 @@ struct gv_state {
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
     char *argv_exec[MAX_ARGS];  /* runsc ... exec --process P CID */
+    char *argv_place[MAX_ARGS]; /* the same for the helper placing the call's files */
     char *root_arg;             /* --root=DIR/state */
     char store[8][PATH_MAX + 32];
     size_t n_store;
@@ -513,6 +514,11 @@ static void plan_commands(struct gv_state *st)
     st->argv_exec[n++] = keep(st, "--internal-pid-file=", st->dir, "/exec.pid");
     st->argv_exec[n++] = st->cid;
     st->argv_exec[n] = NULL;
+    n = global_args(st, st->argv_place);
+    st->argv_place[n++] = "exec";
+    st->argv_place[n++] = keep(st, "--process=", st->dir, "/place.json");
+    st->argv_place[n++] = st->cid;
+    st->argv_place[n] = NULL;
 }
 
 /* ---- the shim: our child, the boundary's top process ---- */
@@ -583,6 +589,42 @@ static int write_process(const struct gv_state *st, const struct start_message *
     snprintf(path, sizeof path, "%s/process.json", st->dir);
     unlink(path);
     return write_json(path, process_json(args, env, "/workspace", st), err);
+}
+
+/*
+ * The call's files, written inside by the helper (`init place`, their memfd
+ * on its stdin) before the command starts: the scratch workspace is
+ * gVisor's own tmpfs, which no host process can reach, and a host
+ * workspace is written through the gofer as the caller, as the command's
+ * own files are.
+ */
+static int place_files(const struct gv_state *st, struct start_message *m, int null,
+                       struct cordon_err *err)
+{
+    char path[PATH_MAX], why[256] = "";
+    snprintf(path, sizeof path, "%s/place.json", st->dir);
+    TRY(write_json(path, process_json(json_pack("[s, s]", INIT_PATH, "place"), json_array(),
+                                      "/workspace", st),
+                   err));
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot place the call's files");
+    int stdio[3] = { m->files, null, out[1] };
+    pid_t pid = spawn(st->argv_place, stdio);
+    close(out[1]);
+    closep(&m->files);
+    ssize_t n = pid > 0 ? read(out[0], why, sizeof why - 1) : 0;
+    close(out[0]);
+    int ws = -1;
+    if (pid > 0)
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+    if (pid > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
+        return 0;
+    why[n > 0 ? n : 0] = '\0';
+    why[strcspn(why, "\n")] = '\0';
+    return err_set(err, CORDON_E_SETUP, "gvisor: %s",
+                   why[0] ? why : "cannot place the call's files");
 }
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
@@ -729,13 +771,13 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
         _exit(125); /* released without a start; the sandbox dies with us */
     close(fds->start_r);
-    /* Neither reaches inside yet: the scratch workspace is gVisor's own
-     * tmpfs, and a terminal would have to come from gVisor's devpts. */
-    if (m.tty || m.files >= 0) {
-        err_set(&err, CORDON_E_UNSUPPORTED, "gvisor: %s not supported at this level yet",
-                m.tty ? "--tty is" : "the call's files are");
+    /* A terminal would have to come from gVisor's devpts: not yet. */
+    if (m.tty) {
+        err_set(&err, CORDON_E_UNSUPPORTED, "gvisor: --tty is not supported at this level yet");
         shim_fail(fds, &err);
     }
+    if (m.files >= 0 && place_files(st, &m, null, &err) < 0)
+        shim_fail(fds, &err);
     if (write_process(st, &m, &err) < 0)
         shim_fail(fds, &err);
 

@@ -405,6 +405,48 @@ def test_prepared_sandbox_released_without_start(identity, seam_bin, extra):
     assert not new_leftovers(before), "a released sandbox left state on the host"
 
 
+# --- the call's files (cordon serve's run) ------------------------------------------
+
+
+def test_call_files_are_placed_inside(cordon):
+    """The helper writes them inside gVisor (the scratch workspace is gVisor's
+    own tmpfs) before the command runs, with their modes."""
+    from serve_util import Daemon
+    d = Daemon(cordon, *LEVEL, "--pool", "1")
+    try:
+        c = d.connect()
+        d.pool_ready(1)
+        r = c.result("run", {"argv": ["sh", "-c", "stat -c '%n %a %s' main.py d/e/run.sh; "
+                                                  "./d/e/run.sh"],
+                             "files": {"main.py": "print(1)\n",
+                                       "d/e/run.sh": {"content": "#!/bin/sh\necho ran\n",
+                                                      "mode": 0o755}}})
+        assert r["pooled"] and r["exit_code"] == 0, r
+        assert r["stdout"] == "main.py 644 9\nd/e/run.sh 755 19\nran\n", r
+        c.close()
+    finally:
+        d.stop()
+    assert_nothing_left()
+
+
+def test_call_files_do_not_follow_links(cordon):
+    """A link in a host workspace is not followed out of it: the call fails
+    with one error naming the file, and the link's target stays empty."""
+    from serve_util import Daemon
+    ws, outside = cordon.hostdir("ws"), cordon.hostdir("outside")
+    os.symlink(outside, ws / "d")
+    d = Daemon(cordon, *LEVEL, "--pool", "0", "-w", ws)
+    try:
+        c = d.connect()
+        ans = c.call("run", {"argv": ["true"], "files": {"d/x": "planted"}})
+        c.close()
+    finally:
+        d.stop()
+    assert "cannot place file 'd/x'" in json.dumps(ans), ans
+    assert os.listdir(outside) == []
+    assert_nothing_left()
+
+
 # --- check ---------------------------------------------------------------------
 
 
