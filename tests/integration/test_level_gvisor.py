@@ -15,6 +15,7 @@ Known differences from the namespace level, by design or by this runsc
   gofer shows the caller's files as owned by 0, so that is the caller;
 - the filesystem boundary is the bundle's mounts (gVisor has no Landlock);
 - runsc exec reports death by signal N and exit(128+N) alike;
+- --tty is refused; the call's files are placed inside by the helper;
 - this runsc refuses AT_NO_AUTOMOUNT in statx()/newfstatat() (EINVAL), which
   coreutils passes on every stat: a compat library preloaded through the
   bundle's /etc/ld.so.preload drops the flag (gvisor_compat.c), so dynamic
