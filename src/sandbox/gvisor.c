@@ -281,6 +281,19 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
                 snprintf(in_ws, sizeof in_ws, "%s%s", p->workspace,
                          s->dest + strlen("/workspace"));
                 source = in_ws;
+            } else if (strcmp(source, "/dev/null") == 0 && s->in_workspace) {
+                /*
+                 * The workspace's sockets, FIFOs and protected links are
+                 * masked in place at the namespace level. runsc resolves
+                 * a mount's destination through links (it would mount at
+                 * the target, making its directories in the host
+                 * workspace) and cannot mount over a socket: refused.
+                 */
+                return err_set(err, CORDON_E_UNSUPPORTED,
+                               "gvisor: cannot hide '%s' in the workspace: runsc mounts "
+                               "nothing over a link, socket or FIFO (move it out, or use "
+                               "another level)",
+                               s->dest + strlen("/workspace/"));
             } else if (strcmp(source, "/dev/null") == 0) {
                 /* A mask: an empty read-only file, not a host device. */
                 source = empty;

@@ -176,6 +176,32 @@ def test_workspace_round_trip(cordon):
     assert not (ws / ".bashrc").exists()
 
 
+@pytest.mark.parametrize("kind", ["protected-link", "socket"])
+def test_workspace_entry_it_cannot_hide_is_refused(cordon, kind):
+    """runsc cannot mount over a link (it would mount at the link's target,
+    making its directories in the host workspace) or a socket: such a
+    workspace is refused with one line, and left as it was."""
+    from conftest import UnixListener, assert_cordon_refused
+    ws = cordon.hostdir("ws")
+    listener = None
+    if kind == "socket":
+        listener = UnixListener(path=str(ws / "agent.sock"))
+        name = "agent.sock"
+    else:
+        os.symlink("config/envrc", ws / ".envrc")
+        name = ".envrc"
+    try:
+        before = sorted(os.listdir(ws))
+        r = gv(cordon, ["true"], "-w", ws)
+        assert_cordon_refused(r, name, "link, socket or FIFO")
+        assert sorted(os.listdir(ws)) == before
+        if listener:
+            assert listener.count() == 0
+    finally:
+        if listener:
+            listener.close()
+
+
 def test_tmp_is_private_and_sized(cordon):
     r = gv(cordon, ["sh", "-c", "head -c 3000000 /dev/zero > /tmp/big"], "--tmp-size", "1M")
     assert r.status != 0, r
