@@ -82,6 +82,8 @@ GV_EXEC_ERROR = ("a command not found inside gVisor is the helper's exit 127, re
                  "exited: no way out of the sandbox tells the shim what the command cannot forge")
 GV_NO_MASK = ("runsc cannot mount over a link or socket: a host workspace holding a protected "
               "link or a socket is refused (125) rather than masked in place")
+GV_UID0 = ("the command is gVisor's uid 0 with no capability, not uid 1000: the gofer shows "
+           "the caller's files as owned by 0, so 0 is the user that owns the workspace")
 
 # (level, node id glob, why the test cannot hold there)
 EXCEPTIONS = [
@@ -90,6 +92,7 @@ EXCEPTIONS = [
     ("gvisor", "*::test_masked_inside_a_read_only_bind[[]*", GV_MASK),
     ("gvisor", "*::test_setup_failures_are_recorded[[]*", GV_EXEC_ERROR),
     ("gvisor", "*::test_existing_links_are_left_alone[[]*", GV_NO_MASK),
+    ("gvisor", "*::test_uid_inside_is_sandbox_user[[]*", GV_UID0),
     ("gvisor", "*::test_host_socket_in_the_workspace_is_unreachable[[]*", GV_NO_MASK),
     # Tests of other features whose runs bind at another path or use a host workspace.
     ("process", "*test_governance.py::test_break_glass_run_is_marked_in_every_event[[]*", BIND_AT_DEST),
