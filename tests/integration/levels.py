@@ -93,6 +93,10 @@ EXCEPTIONS = [
     ("gvisor", "*::test_setup_failures_are_recorded[[]*", GV_EXEC_ERROR),
     ("gvisor", "*::test_existing_links_are_left_alone[[]*", GV_NO_MASK),
     ("gvisor", "*::test_uid_inside_is_sandbox_user[[]*", GV_UID0),
+    ("gvisor", "*::test_syscall_refused[[]*-gvisor-setuid0]", GV_UID0),
+    ("gvisor", "*::test_sandboxed_process_is_not_host_root[[]root-*",
+     "the command is no host process; the runsc exec running it is the caller's, root's here "
+     "(gVisor's sentry runs as 65534 in a user namespace of its own)"),
     ("gvisor", "*::test_host_socket_in_the_workspace_is_unreachable[[]*", GV_NO_MASK),
     # Tests of other features whose runs bind at another path or use a host workspace.
     ("process", "*test_governance.py::test_break_glass_run_is_marked_in_every_event[[]*", BIND_AT_DEST),
