@@ -84,6 +84,8 @@ GV_NO_MASK = ("runsc cannot mount over a link or socket: a host workspace holdin
               "link or a socket is refused (125) rather than masked in place")
 GV_UID0 = ("the command is gVisor's uid 0 with no capability, not uid 1000: the gofer shows "
            "the caller's files as owned by 0, so 0 is the user that owns the workspace")
+GV_TTY = ("--tty is refused at gvisor (125): runsc's --console-socket would hand the sandbox "
+          "a host pty, not one of a devpts of its own")
 
 # (level, node id glob, why the test cannot hold there)
 EXCEPTIONS = [
@@ -93,6 +95,9 @@ EXCEPTIONS = [
     ("gvisor", "*::test_setup_failures_are_recorded[[]*", GV_EXEC_ERROR),
     ("gvisor", "*::test_existing_links_are_left_alone[[]*", GV_NO_MASK),
     ("gvisor", "*::test_uid_inside_is_sandbox_user[[]*", GV_UID0),
+    ("gvisor", "*test_first_hour.py::test_tty_cannot_push_input_anywhere[[]*", GV_TTY),
+    ("gvisor", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", GV_TTY),
+    ("gvisor", "*test_first_hour.py::test_tty_window_size_and_interrupt_are_passed_on[[]*", GV_TTY),
     ("gvisor", "*::test_syscall_refused[[]*-gvisor-setuid0]", GV_UID0),
     ("gvisor", "*::test_sandboxed_process_is_not_host_root[[]root-*",
      "the command is no host process; the runsc exec running it is the caller's, root's here "
