@@ -19,28 +19,28 @@
  */
 /* Each of fstatat and fstatat64 is defined here: neither may alias the other. */
 #undef _FILE_OFFSET_BITS
+#include "common/syscalls.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #define STAT_FLAGS_GVISOR_REFUSES (AT_NO_AUTOMOUNT | AT_STATX_SYNC_TYPE)
 
 int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf)
 {
-    return (int)syscall(SYS_statx, dirfd, path, flags & ~AT_NO_AUTOMOUNT, mask, buf);
+    return sys_statx(dirfd, path, flags & ~AT_NO_AUTOMOUNT, mask, buf);
 }
 
 int fstatat(int dirfd, const char *path, struct stat *buf, int flags)
 {
-    return (int)syscall(SYS_newfstatat, dirfd, path, buf, flags & ~STAT_FLAGS_GVISOR_REFUSES);
+    return sys_newfstatat(dirfd, path, buf, flags & ~STAT_FLAGS_GVISOR_REFUSES);
 }
 
 /* Both structs are the kernel's struct stat on 64-bit Linux. */
 int fstatat64(int dirfd, const char *path, struct stat64 *buf, int flags)
 {
-    return (int)syscall(SYS_newfstatat, dirfd, path, buf, flags & ~STAT_FLAGS_GVISOR_REFUSES);
+    return sys_newfstatat(dirfd, path, buf, flags & ~STAT_FLAGS_GVISOR_REFUSES);
 }
 
 /* What programs built against glibc < 2.33 call for fstatat(). */
