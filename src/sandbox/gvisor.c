@@ -194,6 +194,58 @@ static bool under_mount(const struct ns_plan *plan, size_t upto, const char *des
     return false;
 }
 
+/*
+ * DEST lies beneath an earlier bind, whose host tree may hold links an
+ * earlier run planted: runsc would make the mountpoint through them (making
+ * directories on the host, or mounting somewhere else). Refused where any
+ * existing component is a link, as the namespace level refuses it
+ * (mounts.c's open_parent); a missing one runsc makes, as that level does.
+ */
+static int check_beneath_bind(const struct ns_plan *plan, size_t upto, const char *dest,
+                              struct cordon_err *err)
+{
+    const struct mount_step *cover = NULL;
+    size_t best = 0;
+    for (size_t i = 0; i < upto; i++) {
+        const struct mount_step *s = &plan->steps[i];
+        size_t n = strlen(s->dest);
+        if ((s->kind == MOUNT_BIND || s->kind == MOUNT_TMPFS || s->kind == MOUNT_PROC) &&
+            n > best && strncmp(dest, s->dest, n) == 0 && dest[n] == '/') {
+            cover = s;
+            best = n;
+        }
+    }
+    if (!cover || cover->kind != MOUNT_BIND || cover->source_in_root)
+        return 0; /* beneath gVisor's own tmpfs or proc: nothing planted there */
+    _cleanup_close_ int top = open(cover->source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0)
+        return 0; /* not a directory: runsc refuses the mount itself */
+    struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                       RESOLVE_NO_MAGICLINKS };
+    int fd = sys_openat2(top, dest + best + 1, &how, sizeof how);
+    if (fd >= 0)
+        close(fd);
+    else if (errno == ELOOP || errno == ENOTDIR || errno == EXDEV)
+        return err_set(err, CORDON_E_SETUP, "cannot make '%s': a component is not a directory "
+                       "(a symbolic link is never followed there)", dest);
+    return 0;
+}
+
+/*
+ * Is the host workspace's entry REL one runsc cannot mount over? A link (it
+ * mounts at the target), a socket (it fails) or a FIFO (it hangs).
+ */
+static bool unmaskable(const char *workspace, const char *rel)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if ((size_t)snprintf(path, sizeof path, "%s%s", workspace, rel) >= sizeof path)
+        return true;
+    return lstat(path, &st) < 0 || S_ISLNK(st.st_mode) || S_ISSOCK(st.st_mode) ||
+           S_ISFIFO(st.st_mode);
+}
+
 /* gVisor brings its own /dev (null, zero, full, random, urandom, tty, pts, fd). */
 static bool gvisor_provides(const struct mount_step *s)
 {
@@ -281,13 +333,14 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
                 snprintf(in_ws, sizeof in_ws, "%s%s", p->workspace,
                          s->dest + strlen("/workspace"));
                 source = in_ws;
-            } else if (strcmp(source, "/dev/null") == 0 && s->in_workspace) {
+            } else if (strcmp(source, "/dev/null") == 0 && s->in_workspace && p->workspace &&
+                       unmaskable(p->workspace, s->dest + strlen("/workspace"))) {
                 /*
                  * The workspace's sockets, FIFOs and protected links are
                  * masked in place at the namespace level. runsc resolves
                  * a mount's destination through links (it would mount at
                  * the target, making its directories in the host
-                 * workspace) and cannot mount over a socket: refused.
+                 * workspace) and cannot mount over a socket or FIFO.
                  */
                 return err_set(err, CORDON_E_UNSUPPORTED,
                                "gvisor: cannot hide '%s' in the workspace: runsc mounts "
@@ -309,8 +362,10 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
         }
         }
         /* The mountpoint, where it lies in the bundle's own root. */
-        if (!ours)
+        if (!ours) {
+            TRY(check_beneath_bind(plan, i, s->dest, err));
             continue;
+        }
         struct stat st;
         bool is_dir = s->kind != MOUNT_FILE &&
                       (s->kind != MOUNT_BIND || (stat(s->source, &st) == 0 && S_ISDIR(st.st_mode)));

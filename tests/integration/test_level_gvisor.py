@@ -176,17 +176,20 @@ def test_workspace_round_trip(cordon):
     assert not (ws / ".bashrc").exists()
 
 
-@pytest.mark.parametrize("kind", ["protected-link", "socket"])
+@pytest.mark.parametrize("kind", ["protected-link", "socket", "fifo"])
 def test_workspace_entry_it_cannot_hide_is_refused(cordon, kind):
     """runsc cannot mount over a link (it would mount at the link's target,
-    making its directories in the host workspace) or a socket: such a
-    workspace is refused with one line, and left as it was."""
+    making its directories in the host workspace), a socket (it fails) or a
+    FIFO (it hangs): such a workspace is refused with one line, untouched."""
     from conftest import UnixListener, assert_cordon_refused
     ws = cordon.hostdir("ws")
     listener = None
     if kind == "socket":
         listener = UnixListener(path=str(ws / "agent.sock"))
         name = "agent.sock"
+    elif kind == "fifo":
+        os.mkfifo(ws / "pipe")
+        name = "pipe"
     else:
         os.symlink("config/envrc", ws / ".envrc")
         name = ".envrc"
