@@ -520,9 +520,21 @@ static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
     mounts_plan_release(&plan);
     if (rc < 0 || add_cordon_files(p, st, mounts, err) < 0)
         return -1;
+    /*
+     * runsc mounts gVisor's own sysfs at /sys unless the spec mounts
+     * something there; the namespace level has no /sys: an empty read-only
+     * tmpfs stands in for it.
+     */
+    json_t *sys = tmpfs_mount("/sys", "mode=0555,size=4k");
+    json_array_append_new(json_object_get(sys, "options"), json_string("ro"));
+    json_array_append_new(mounts, sys);
+    snprintf(path, sizeof path, "%s/bundle/rootfs/sys", st->dir);
+    if (make_dir(path) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", path);
 
-    json_t *args = st->gateway ? json_pack("[s, s, s]", INIT_PATH, "init", GW_SOCK)
-                               : json_pack("[s, s]", INIT_PATH, "init");
+    json_t *args = st->gateway
+                       ? json_pack("[s, s, s, s]", INIT_PATH, "init", SANDBOX_HOME, GW_SOCK)
+                       : json_pack("[s, s, s]", INIT_PATH, "init", SANDBOX_HOME);
     json_t *config = json_pack(
         "{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
         "ociVersion", "1.0.2",

@@ -3,7 +3,8 @@
  * into every gVisor sandbox (embedded in cordon, bound read-only at
  * /.cordon/init). It runs inside the gVisor kernel, never on the host:
  *
- *   init [SOCKET]   the container's first process. Says "R" on stdout once
+ *   init HOME [SOCKET]  the container's first process. Makes HOME (the
+ *                   command's, in the fresh /tmp) and says "R" on stdout once
  *                   ready, then holds the sandbox open; with SOCKET (the
  *                   gateway's unix socket, reached through --host-uds=open)
  *                   it first listens on 127.0.0.1:3128 and relays each
@@ -105,9 +106,14 @@ static int listen_proxy(void)
     return l;
 }
 
-static int init_main(const char *gateway)
+static int init_main(const char *home, const char *gateway)
 {
     int l = -1;
+    /* gVisor's uid 0 is the command's: the home is its own, 0700 as at every level. */
+    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "cordon-gvisor-init: cannot make '%s': %s\n", home, strerror(errno));
+        return 1;
+    }
     if (gateway && (l = listen_proxy()) < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot listen on 127.0.0.1:%d: %s\n", PROXY_PORT,
                 strerror(errno));
@@ -285,12 +291,12 @@ static int place_main(void)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "init") == 0)
-        return init_main(argc >= 3 ? argv[2] : NULL);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "init") == 0)
+        return init_main(argv[2], argc == 4 ? argv[3] : NULL);
     if (argc >= 4 && strcmp(argv[1], "exec") == 0)
         return exec_main(argv[2], argv + 3);
     if (argc == 2 && strcmp(argv[1], "place") == 0)
         return place_main();
-    fprintf(stderr, "usage: cordon-gvisor-init init [SOCKET] | exec BPF|- COMMAND... | place\n");
+    fprintf(stderr, "usage: cordon-gvisor-init init HOME [SOCKET] | exec BPF|- COMMAND... | place\n");
     return 2;
 }
