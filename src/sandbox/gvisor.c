@@ -310,8 +310,11 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
                 return err_sys(err, CORDON_E_SETUP, "gvisor: cannot link '%s'", s->dest);
             continue;
         case MOUNT_PROC:
-            json_array_append_new(mounts, json_pack("{s:s, s:s, s:s}", "destination", s->dest,
-                                                    "type", "proc", "source", "proc"));
+            /* Read-only, as the namespace level mounts it: nothing of it is the command's to set. */
+            json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:[s, s, s, s]}",
+                                                    "destination", s->dest, "type", "proc",
+                                                    "source", "proc", "options", "ro", "nosuid",
+                                                    "nodev", "noexec"));
             break;
         case MOUNT_DEVPTS:
             continue;
