@@ -94,6 +94,11 @@ GV_OVERHEAD = ("the run's cgroup holds gVisor itself, with 256 MiB added for it:
                "far below that does not end a small command")
 GV_PROC = ("gVisor checks a /proc file's mode before its read-only mount: EACCES where Linux "
            "says EROFS (refused either way; the canaries stay intact)")
+GV_RLIMIT_AS = ("an explicit memory limit without a cgroup is RLIMIT_AS at gvisor (gVisor "
+                "ignores RLIMIT_DATA): its enforcement says rlimit-as")
+GV_DEFAULT_MEM = ("without a cgroup (an ordinary user) the default memory limit holds nowhere: "
+                  "gVisor ignores RLIMIT_DATA, and RLIMIT_AS would stop Go and node; it says none")
+GV_NO_INODES = "gVisor's tmpfs knows no nr_inodes: /tmp, /dev/shm and the workspace are capped by size only"
 
 # (level, node id glob, why the test cannot hold there)
 EXCEPTIONS = [
@@ -110,6 +115,15 @@ EXCEPTIONS = [
     ("gvisor", "*::test_tool_caches_stay_out_of_the_workspace[[]*", GV_UID0),
     ("gvisor", "*::test_every_mount_nosuid_and_nodev[[]*", GV_MOUNTINFO),
     ("gvisor", "*::test_dev_is_minimal[[]*", GV_DEV),
+    ("gvisor", "*::test_memory_bomb_ends_with_oom[[]*", GV_OVERHEAD),
+    ("gvisor", "*::test_default_memory_stops_a_hog[[]root-*", GV_OVERHEAD),
+    ("gvisor", "*::test_default_memory_stops_a_hog[[]nobody-*", GV_DEFAULT_MEM),
+    ("gvisor", "*::test_no_flags_runs_as_anyone_with_every_default[[]nobody-*", GV_DEFAULT_MEM),
+    ("gvisor", "*::test_unprivileged_best_effort_memory[[]*", GV_RLIMIT_AS),
+    ("gvisor", "*::test_unprivileged_best_effort_all[[]*", GV_RLIMIT_AS),
+    ("gvisor", "*::test_policy_best_effort_key[[]*", GV_RLIMIT_AS),
+    ("gvisor", "*::test_default_inode_caps[[]*", GV_NO_INODES),
+    ("gvisor", "*::test_inode_override_lifts_the_default[[]*", GV_NO_INODES),
     ("gvisor", "*::test_proc_mem_of_sibling_not_writable[[]*", GV_PROC),
     ("gvisor", "*::test_proc_self_mem_cannot_force_readonly_pages[[]*", GV_PROC),
     ("gvisor", "*::test_proc_files_not_writable[[]*-gvisor-/proc/self/timerslack_ns]", GV_PROC),
