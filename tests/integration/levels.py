@@ -98,7 +98,8 @@ GV_RLIMIT_AS = ("an explicit memory limit without a cgroup is RLIMIT_AS at gviso
                 "ignores RLIMIT_DATA): its enforcement says rlimit-as")
 GV_DEFAULT_MEM = ("without a cgroup (an ordinary user) the default memory limit holds nowhere: "
                   "gVisor ignores RLIMIT_DATA, and RLIMIT_AS would stop Go and node; it says none")
-GV_NO_INODES = "gVisor's tmpfs knows no nr_inodes: /tmp, /dev/shm and the workspace are capped by size only"
+GV_NO_INODES = ("gVisor's tmpfs knows no nr_inodes: /tmp, /dev/shm and the workspace are capped "
+                "by size only")
 
 # (level, node id glob, why the test cannot hold there)
 EXCEPTIONS = [
