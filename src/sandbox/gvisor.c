@@ -908,11 +908,12 @@ int gvisor_platform_probe(const char *name, struct cordon_err *err)
 {
     char runsc[PATH_MAX];
     TRY(gvisor_find_runsc(runsc, sizeof runsc, err));
-    char dir[] = "/tmp/cordon-gvisor-probe-XXXXXX";
+    char dir[48];
+    snprintf(dir, sizeof dir, "/tmp/cordon-gvisor-probe-%d-XXXXXX", (int)getpid());
     if (!mkdtemp(dir))
         return err_sys(err, CORDON_E_SETUP, "cannot make a directory in /tmp");
     char root[64], platform[64];
-    snprintf(root, sizeof root, "--root=%s", dir);
+    snprintf(root, sizeof root, "--root=%s", dir); /* 7 + 47 bytes at most */
     snprintf(platform, sizeof platform, "--platform=%s", name);
     char *argv[] = { runsc, root, platform, "--network=none", "--ignore-cgroups",
                      geteuid() ? "--rootless" : "--network=none", "do", "true", NULL };
@@ -985,7 +986,9 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
 
     if (gvisor_find_runsc(st->runsc, sizeof st->runsc, err) < 0)
         goto out;
-    snprintf(st->dir, sizeof st->dir, "/tmp/cordon-gvisor-XXXXXX");
+    /* Named by its maker, as the run's other host entries are (cgroups, the
+     * process level's directories): whose it is shows without looking in. */
+    snprintf(st->dir, sizeof st->dir, "/tmp/cordon-gvisor-%d-XXXXXX", (int)getpid());
     if (!mkdtemp(st->dir)) {
         st->dir[0] = '\0';
         err_sys(err, CORDON_E_SETUP, "gvisor: cannot make a private directory in /tmp");
