@@ -25,7 +25,7 @@ export CORDON_LEVELS
 # The shared suite's files that run at the microvm level in `make test` (TCG).
 MICROVM_SUBSET ?= tests/integration/test_runtime.py
 
-.PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration integration-microvm fuzz sanitize bench clean
+.PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration integration-microvm test-gvisor fuzz sanitize bench clean
 
 all: build
 
@@ -62,6 +62,12 @@ integration-microvm: build test-deps guest-kernel
 	CORDON_LEVELS=microvm CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(MICROVM_SUBSET)
 
 test: unit integration integration-microvm
+
+# The whole integration suite at the gvisor level, by hand (about half an hour
+# on 2 cores): CI runs tests/integration/test_level_gvisor.py as its subset.
+test-gvisor: build test-deps
+	CORDON_LEVELS=gvisor CORDON_BUILD=$(abspath $(BUILD)) \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 # Its own build directory: clang, sanitizers and dynamic linking stay out of
 # the gcc static-pie build above.

@@ -10,8 +10,22 @@
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* gvisor_compat.c's: the stat calls themselves, under the glibc names it replaces. */
+static inline int sys_statx(int dirfd, const char *path, int flags, unsigned int mask,
+                            struct statx *buf)
+{
+    return (int)syscall(SYS_statx, dirfd, path, flags, mask, buf);
+}
+
+/* BUF: the kernel's struct stat, which are glibc's stat and stat64 on 64-bit Linux. */
+static inline int sys_newfstatat(int dirfd, const char *path, void *buf, int flags)
+{
+    return (int)syscall(SYS_newfstatat, dirfd, path, buf, flags);
+}
 
 static inline int sys_pivot_root(const char *new_root, const char *put_old)
 {

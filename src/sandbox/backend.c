@@ -117,12 +117,10 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         json_object_set_new(enforced, "filesystem", json_string("mounts"));
         json_object_set_new(enforced, "cgroup_holds", json_string("runsc"));
         /* gVisor enforces RLIMIT_AS, which an explicit limit becomes, not
-         * RLIMIT_DATA, which a defaulted one stays (gvisor.c). */
+         * RLIMIT_DATA, which a defaulted one stays (gvisor.c; run.c says
+         * "none" for that one). */
         if (res->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_RLIMIT)
-            json_object_set_new(enforced, "memory",
-                                json_string(p->limits.defaulted & (1u << POLICY_LIMIT_MEMORY)
-                                                ? "none"
-                                                : "rlimit-as"));
+            json_object_set_new(enforced, "memory", json_string("rlimit-as"));
     }
 
     /* Times are integers: microseconds exact, milliseconds rounded, never a

@@ -50,11 +50,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The helper, embedded at build time (gvisor_init_blob.S). */
+/* The helper and the compat library, embedded at build time (meson.build's blobs). */
 extern const unsigned char cordon_gvisor_init_start[];
 extern const unsigned char cordon_gvisor_init_end[];
+extern const unsigned char cordon_gvisor_compat_start[];
+extern const unsigned char cordon_gvisor_compat_end[];
 
 #define INIT_PATH "/.cordon/init"
+#define COMPAT_PATH "/.cordon/compat.so"
 #define BPF_PATH "/.cordon/seccomp.bpf"
 #define GW_DIR "/.cordon/gw"
 #define GW_SOCK GW_DIR "/gateway.sock"
@@ -79,6 +82,7 @@ struct gv_state {
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
     char *argv_exec[MAX_ARGS];  /* runsc ... exec --process P CID */
+    char *argv_place[MAX_ARGS]; /* the same for the helper placing the call's files */
     char *root_arg;             /* --root=DIR/state */
     char store[8][PATH_MAX + 32];
     size_t n_store;
@@ -190,6 +194,58 @@ static bool under_mount(const struct ns_plan *plan, size_t upto, const char *des
     return false;
 }
 
+/*
+ * DEST lies beneath an earlier bind, whose host tree may hold links an
+ * earlier run planted: runsc would make the mountpoint through them (making
+ * directories on the host, or mounting somewhere else). Refused where any
+ * existing component is a link, as the namespace level refuses it
+ * (mounts.c's open_parent); a missing one runsc makes, as that level does.
+ */
+static int check_beneath_bind(const struct ns_plan *plan, size_t upto, const char *dest,
+                              struct cordon_err *err)
+{
+    const struct mount_step *cover = NULL;
+    size_t best = 0;
+    for (size_t i = 0; i < upto; i++) {
+        const struct mount_step *s = &plan->steps[i];
+        size_t n = strlen(s->dest);
+        if ((s->kind == MOUNT_BIND || s->kind == MOUNT_TMPFS || s->kind == MOUNT_PROC) &&
+            n > best && strncmp(dest, s->dest, n) == 0 && dest[n] == '/') {
+            cover = s;
+            best = n;
+        }
+    }
+    if (!cover || cover->kind != MOUNT_BIND || cover->source_in_root)
+        return 0; /* beneath gVisor's own tmpfs or proc: nothing planted there */
+    _cleanup_close_ int top = open(cover->source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0)
+        return 0; /* not a directory: runsc refuses the mount itself */
+    struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                       RESOLVE_NO_MAGICLINKS };
+    int fd = sys_openat2(top, dest + best + 1, &how, sizeof how);
+    if (fd >= 0)
+        close(fd);
+    else if (errno == ELOOP || errno == ENOTDIR || errno == EXDEV)
+        return err_set(err, CORDON_E_SETUP, "cannot make '%s': a component is not a directory "
+                       "(a symbolic link is never followed there)", dest);
+    return 0;
+}
+
+/*
+ * Is the host workspace's entry REL one runsc cannot mount over? A link (it
+ * mounts at the target), a socket (it fails) or a FIFO (it hangs).
+ */
+static bool unmaskable(const char *workspace, const char *rel)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if ((size_t)snprintf(path, sizeof path, "%s%s", workspace, rel) >= sizeof path)
+        return true;
+    return lstat(path, &st) < 0 || S_ISLNK(st.st_mode) || S_ISSOCK(st.st_mode) ||
+           S_ISFIFO(st.st_mode);
+}
+
 /* gVisor brings its own /dev (null, zero, full, random, urandom, tty, pts, fd). */
 static bool gvisor_provides(const struct mount_step *s)
 {
@@ -207,11 +263,17 @@ static json_t *bind_mount(const char *dest, const char *source, bool writable)
 static json_t *tmpfs_mount(const char *dest, const char *data)
 {
     json_t *opts = json_pack("[s, s]", "nosuid", "nodev");
-    /* gVisor's tmpfs takes mode and size; nr_inodes it does not know. */
+    /*
+     * gVisor's tmpfs takes mode and size; nr_inodes it does not know. The
+     * owner stays gVisor's uid 0, the command's here (process_json), not
+     * the namespace level's sandbox user, or the scratch workspace would
+     * not be the command's to write.
+     */
     char buf[256];
     snprintf(buf, sizeof buf, "%s", data ? data : "");
     for (char *save = NULL, *o = strtok_r(buf, ",", &save); o; o = strtok_r(NULL, ",", &save))
-        if (strncmp(o, "nr_inodes=", 10) != 0)
+        if (strncmp(o, "nr_inodes=", 10) != 0 && strncmp(o, "uid=", 4) != 0 &&
+            strncmp(o, "gid=", 4) != 0)
             json_array_append_new(opts, json_string(o));
     return json_pack("{s:s, s:s, s:s, s:o}", "destination", dest, "type", "tmpfs", "source",
                      "tmpfs", "options", opts);
@@ -228,7 +290,8 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
     snprintf(rootfs, sizeof rootfs, "%s/bundle/rootfs", dir);
     char empty[PATH_MAX];
     snprintf(empty, sizeof empty, "%s/files/empty", dir);
-    TRY(write_file(empty, "", 0, 0444, err));
+    /* Mode 0: a mask is unreadable, as the namespace level's /dev/null bind is. */
+    TRY(write_file(empty, "", 0, 0, err));
 
     for (size_t i = 0; i < plan->n_steps; i++) {
         const struct mount_step *s = &plan->steps[i];
@@ -247,8 +310,11 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
                 return err_sys(err, CORDON_E_SETUP, "gvisor: cannot link '%s'", s->dest);
             continue;
         case MOUNT_PROC:
-            json_array_append_new(mounts, json_pack("{s:s, s:s, s:s}", "destination", s->dest,
-                                                    "type", "proc", "source", "proc"));
+            /* Read-only, as the namespace level mounts it: nothing of it is the command's to set. */
+            json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:[s, s, s, s]}",
+                                                    "destination", s->dest, "type", "proc",
+                                                    "source", "proc", "options", "ro", "nosuid",
+                                                    "nodev", "noexec"));
             break;
         case MOUNT_DEVPTS:
             continue;
@@ -270,6 +336,20 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
                 snprintf(in_ws, sizeof in_ws, "%s%s", p->workspace,
                          s->dest + strlen("/workspace"));
                 source = in_ws;
+            } else if (strcmp(source, "/dev/null") == 0 && s->in_workspace && p->workspace &&
+                       unmaskable(p->workspace, s->dest + strlen("/workspace"))) {
+                /*
+                 * The workspace's sockets, FIFOs and protected links are
+                 * masked in place at the namespace level. runsc resolves
+                 * a mount's destination through links (it would mount at
+                 * the target, making its directories in the host
+                 * workspace) and cannot mount over a socket or FIFO.
+                 */
+                return err_set(err, CORDON_E_UNSUPPORTED,
+                               "gvisor: cannot hide '%s' in the workspace: runsc mounts "
+                               "nothing over a link, socket or FIFO (move it out, or use "
+                               "another level)",
+                               s->dest + strlen("/workspace/"));
             } else if (strcmp(source, "/dev/null") == 0) {
                 /* A mask: an empty read-only file, not a host device. */
                 source = empty;
@@ -285,8 +365,10 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
         }
         }
         /* The mountpoint, where it lies in the bundle's own root. */
-        if (!ours)
+        if (!ours) {
+            TRY(check_beneath_bind(plan, i, s->dest, err));
             continue;
+        }
         struct stat st;
         bool is_dir = s->kind != MOUNT_FILE &&
                       (s->kind != MOUNT_BIND || (stat(s->source, &st) == 0 && S_ISDIR(st.st_mode)));
@@ -362,15 +444,34 @@ static int write_json(const char *path, json_t *o, struct cordon_err *err)
     return write_file(path, text, strlen(text), 0600, err);
 }
 
-/* The helper, its seccomp profile and the gateway's door, bound read-only at /.cordon. */
+/* FILE in the run's files, bound read-only at DEST (whose mountpoint is made later). */
+static int add_file(const struct gv_state *st, json_t *mounts, const char *name,
+                    const char *dest, const void *data, size_t len, mode_t mode,
+                    struct cordon_err *err)
+{
+    char file[PATH_MAX];
+    snprintf(file, sizeof file, "%s/files/%s", st->dir, name);
+    TRY(write_file(file, data, len, mode, err));
+    json_array_append_new(mounts, bind_mount(dest, file, false));
+    return 0;
+}
+
+/*
+ * The helper, the compat library (gvisor_compat.c: this runsc refuses stat
+ * flags Linux accepts) preloaded through /etc/ld.so.preload, the seccomp
+ * profile and the gateway's door, bound read-only at /.cordon.
+ */
 static int add_cordon_files(const struct policy *p, const struct gv_state *st, json_t *mounts,
                             struct cordon_err *err)
 {
     char file[PATH_MAX], point[PATH_MAX];
-    snprintf(file, sizeof file, "%s/files/init", st->dir);
-    TRY(write_file(file, cordon_gvisor_init_start,
-                   (size_t)(cordon_gvisor_init_end - cordon_gvisor_init_start), 0555, err));
-    json_array_append_new(mounts, bind_mount(INIT_PATH, file, false));
+    static const char preload[] = COMPAT_PATH "\n";
+    TRY(add_file(st, mounts, "init", INIT_PATH, cordon_gvisor_init_start,
+                 (size_t)(cordon_gvisor_init_end - cordon_gvisor_init_start), 0555, err));
+    TRY(add_file(st, mounts, "compat.so", COMPAT_PATH, cordon_gvisor_compat_start,
+                 (size_t)(cordon_gvisor_compat_end - cordon_gvisor_compat_start), 0555, err));
+    TRY(add_file(st, mounts, "ld.so.preload", "/etc/ld.so.preload", preload,
+                 sizeof preload - 1, 0444, err));
 
     struct seccomp_program prog = { 0 };
     TRY(seccomp_program_build(p, &prog, err));
@@ -380,10 +481,13 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
     TRY(rc);
     json_array_append_new(mounts, bind_mount(BPF_PATH, file, false));
 
-    static const char *const points[] = { INIT_PATH, BPF_PATH };
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const points[] = { INIT_PATH, COMPAT_PATH, "/etc/ld.so.preload",
+                                          BPF_PATH };
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        struct stat sb;
         snprintf(point, sizeof point, "%s/bundle/rootfs%s", st->dir, points[i]);
-        TRY(write_file(point, "", 0, 0444, err));
+        if (lstat(point, &sb) < 0) /* a policy's bind at /etc/ld.so.preload made it */
+            TRY(write_file(point, "", 0, 0444, err));
     }
     if (!st->gateway)
         return 0;
@@ -419,9 +523,21 @@ static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
     mounts_plan_release(&plan);
     if (rc < 0 || add_cordon_files(p, st, mounts, err) < 0)
         return -1;
+    /*
+     * runsc mounts gVisor's own sysfs at /sys unless the spec mounts
+     * something there; the namespace level has no /sys: an empty read-only
+     * tmpfs stands in for it.
+     */
+    json_t *sys = tmpfs_mount("/sys", "mode=0555,size=4k");
+    json_array_append_new(json_object_get(sys, "options"), json_string("ro"));
+    json_array_append_new(mounts, sys);
+    snprintf(path, sizeof path, "%s/bundle/rootfs/sys", st->dir);
+    if (make_dir(path) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", path);
 
-    json_t *args = st->gateway ? json_pack("[s, s, s]", INIT_PATH, "init", GW_SOCK)
-                               : json_pack("[s, s]", INIT_PATH, "init");
+    json_t *args = st->gateway
+                       ? json_pack("[s, s, s, s]", INIT_PATH, "init", SANDBOX_HOME, GW_SOCK)
+                       : json_pack("[s, s, s]", INIT_PATH, "init", SANDBOX_HOME);
     json_t *config = json_pack(
         "{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
         "ociVersion", "1.0.2",
@@ -481,6 +597,11 @@ static void plan_commands(struct gv_state *st)
     st->argv_exec[n++] = keep(st, "--internal-pid-file=", st->dir, "/exec.pid");
     st->argv_exec[n++] = st->cid;
     st->argv_exec[n] = NULL;
+    n = global_args(st, st->argv_place);
+    st->argv_place[n++] = "exec";
+    st->argv_place[n++] = keep(st, "--process=", st->dir, "/place.json");
+    st->argv_place[n++] = st->cid;
+    st->argv_place[n] = NULL;
 }
 
 /* ---- the shim: our child, the boundary's top process ---- */
@@ -551,6 +672,42 @@ static int write_process(const struct gv_state *st, const struct start_message *
     snprintf(path, sizeof path, "%s/process.json", st->dir);
     unlink(path);
     return write_json(path, process_json(args, env, "/workspace", st), err);
+}
+
+/*
+ * The call's files, written inside by the helper (`init place`, their memfd
+ * on its stdin) before the command starts: the scratch workspace is
+ * gVisor's own tmpfs, which no host process can reach, and a host
+ * workspace is written through the gofer as the caller, as the command's
+ * own files are.
+ */
+static int place_files(const struct gv_state *st, struct start_message *m, int null,
+                       struct cordon_err *err)
+{
+    char path[PATH_MAX], why[256] = "";
+    snprintf(path, sizeof path, "%s/place.json", st->dir);
+    TRY(write_json(path, process_json(json_pack("[s, s]", INIT_PATH, "place"), json_array(),
+                                      "/workspace", st),
+                   err));
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot place the call's files");
+    int stdio[3] = { m->files, null, out[1] };
+    pid_t pid = spawn(st->argv_place, stdio);
+    close(out[1]);
+    closep(&m->files);
+    ssize_t n = pid > 0 ? read(out[0], why, sizeof why - 1) : 0;
+    close(out[0]);
+    int ws = -1;
+    if (pid > 0)
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+    if (pid > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
+        return 0;
+    why[n > 0 ? n : 0] = '\0';
+    why[strcspn(why, "\n")] = '\0';
+    return err_set(err, CORDON_E_SETUP, "gvisor: %s",
+                   why[0] ? why : "cannot place the call's files");
 }
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
@@ -697,13 +854,13 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
         _exit(125); /* released without a start; the sandbox dies with us */
     close(fds->start_r);
-    /* Neither reaches inside yet: the scratch workspace is gVisor's own
-     * tmpfs, and a terminal would have to come from gVisor's devpts. */
-    if (m.tty || m.files >= 0) {
-        err_set(&err, CORDON_E_UNSUPPORTED, "gvisor: %s not supported at this level yet",
-                m.tty ? "--tty is" : "the call's files are");
+    /* A terminal would have to come from gVisor's devpts: not yet. */
+    if (m.tty) {
+        err_set(&err, CORDON_E_UNSUPPORTED, "gvisor: --tty is not supported at this level yet");
         shim_fail(fds, &err);
     }
+    if (m.files >= 0 && place_files(st, &m, null, &err) < 0)
+        shim_fail(fds, &err);
     if (write_process(st, &m, &err) < 0)
         shim_fail(fds, &err);
 
@@ -751,11 +908,12 @@ int gvisor_platform_probe(const char *name, struct cordon_err *err)
 {
     char runsc[PATH_MAX];
     TRY(gvisor_find_runsc(runsc, sizeof runsc, err));
-    char dir[] = "/tmp/cordon-gvisor-probe-XXXXXX";
+    char dir[48];
+    snprintf(dir, sizeof dir, "/tmp/cordon-gvisor-probe-%d-XXXXXX", (int)getpid());
     if (!mkdtemp(dir))
         return err_sys(err, CORDON_E_SETUP, "cannot make a directory in /tmp");
     char root[64], platform[64];
-    snprintf(root, sizeof root, "--root=%s", dir);
+    snprintf(root, sizeof root, "--root=%s", dir); /* 7 + 47 bytes at most */
     snprintf(platform, sizeof platform, "--platform=%s", name);
     char *argv[] = { runsc, root, platform, "--network=none", "--ignore-cgroups",
                      geteuid() ? "--rootless" : "--network=none", "do", "true", NULL };
@@ -828,7 +986,9 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
 
     if (gvisor_find_runsc(st->runsc, sizeof st->runsc, err) < 0)
         goto out;
-    snprintf(st->dir, sizeof st->dir, "/tmp/cordon-gvisor-XXXXXX");
+    /* Named by its maker, as the run's other host entries are (cgroups, the
+     * process level's directories): whose it is shows without looking in. */
+    snprintf(st->dir, sizeof st->dir, "/tmp/cordon-gvisor-%d-XXXXXX", (int)getpid());
     if (!mkdtemp(st->dir)) {
         st->dir[0] = '\0';
         err_sys(err, CORDON_E_SETUP, "gvisor: cannot make a private directory in /tmp");

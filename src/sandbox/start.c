@@ -4,6 +4,7 @@
  * same stream socket.
  */
 #include "sandbox/start.h"
+#include "sandbox/start_files.h"
 
 #include "common/fds.h"
 
@@ -34,12 +35,6 @@ struct start_header {
 
 #define START_TTY 1u
 
-/* In the files' memfd, before each file's path and data. */
-struct file_header {
-    uint32_t path_len;
-    uint32_t mode;
-    uint64_t len;
-};
 
 int start_ready_send(int sock)
 {
@@ -97,7 +92,7 @@ static int files_memfd(const struct start_file *files, size_t n, struct cordon_e
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create a memfd for the call's files");
     for (size_t i = 0; i < n; i++) {
-        struct file_header fh = { .path_len = (uint32_t)strlen(files[i].path),
+        struct start_file_header fh = { .path_len = (uint32_t)strlen(files[i].path),
                                   .mode = files[i].mode ? files[i].mode & 0777 : 0644,
                                   .len = files[i].len };
         if (put_all(fd, &fh, sizeof fh, false) < 0 ||
@@ -239,7 +234,7 @@ int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *er
     int rc = 0;
     char path[PATH_MAX];
     while (rc == 0 && off < size) {
-        struct file_header fh;
+        struct start_file_header fh;
         if (size - off < sizeof fh) {
             rc = err_set(err, CORDON_E_SETUP, "the call's files are malformed");
             break;

@@ -285,8 +285,26 @@ def pids_with(word, exclude=()):
     return found
 
 
+def gvisor_exec_pids(word):
+    """Host pids of the `runsc exec` whose process file names WORD: at the
+    gvisor level the command is gVisor's, no host process, and that is what
+    runs it."""
+    found = []
+    for q in pids_with("cordon-gvisor-"):
+        try:
+            with open(f"/proc/{q}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+            spec = [a[len("--process="):] for a in args if a.startswith("--process=")]
+            if "exec" in args and spec and word in pathlib.Path(spec[0]).read_text():
+                found.append(q)
+        except OSError:
+            pass
+    return found
+
+
 def probe_pids(word, timeout=15):
-    """Host pids of the probe (comm "probe") running with WORD in its argv."""
+    """Host pids of the probe (comm "probe") running with WORD in its argv
+    (at the gvisor level, of the runsc exec running it)."""
     def find():
         found = []
         for q in pids_with(word):
@@ -296,7 +314,7 @@ def probe_pids(word, timeout=15):
                         found.append(q)
             except OSError:
                 pass
-        return found
+        return found or gvisor_exec_pids(word)
     return wait_until(find, timeout)
 
 

@@ -80,8 +80,75 @@ OVERLAY_NS = ("workspace.mode: overlay is refused (125): the level has no mount 
 DAEMON_LEVEL = ("the daemon runs at its own policy's level (namespace); the cold run it is "
                 "compared with runs at the suite's")
 
+GV_HOST_FD = ("gVisor shows a descriptor runsc passed in as host:[N] in /proc/self/fd, not "
+              "pipe:[N] (the file is still relayed through a pipe)")
+GV_MASK = "a mask is an empty mode-0 file, not /dev/null: the gofer serves no host device"
+GV_EXEC_ERROR = ("a command not found inside gVisor is the helper's exit 127, recorded as "
+                 "exited: no way out of the sandbox tells the shim what the command cannot forge")
+GV_NO_MASK = ("runsc cannot mount over a link, socket or FIFO: a host workspace holding a "
+              "protected link, a socket or a FIFO is refused (125) rather than masked in place")
+GV_UID0 = ("the command is gVisor's uid 0 with no capability, not uid 1000: the gofer shows "
+           "the caller's files as owned by 0, so 0 is the user that owns the workspace")
+GV_TTY = ("--tty is refused at gvisor (125): runsc's --console-socket would hand the sandbox "
+          "a host pty, not one of a devpts of its own")
+GV_MOUNTINFO = ("gVisor's mountinfo shows only ro/rw: runsc is given nosuid and nodev, but "
+                "this gVisor does not show them")
+GV_DEV = ("gVisor's /dev also holds its own net/tun and fuse (the sentry's, usable only with "
+          "capabilities the command lacks)")
+GV_OVERHEAD = ("the run's cgroup holds gVisor itself, with 256 MiB added for it: a memory limit "
+               "far below that does not end a small command")
+GV_PROC = ("gVisor checks a /proc file's mode before its read-only mount: EACCES where Linux "
+           "says EROFS (refused either way; the canaries stay intact)")
+GV_RLIMIT_AS = ("an explicit memory limit without a cgroup is RLIMIT_AS at gvisor (gVisor "
+                "ignores RLIMIT_DATA): its enforcement says rlimit-as")
+GV_DEFAULT_MEM = ("without a cgroup (an ordinary user) the default memory limit holds nowhere: "
+                  "gVisor ignores RLIMIT_DATA, and RLIMIT_AS would stop Go and node; it says none")
+GV_NO_INODES = ("gVisor's tmpfs knows no nr_inodes: /tmp, /dev/shm and the workspace are capped "
+                "by size only")
+
 # (level, node id glob, why the test cannot hold there)
 EXCEPTIONS = [
+    ("gvisor", "*test_cli.py::test_stdin_file_is_relayed_not_passed[[]*", GV_HOST_FD),
+    ("gvisor", "*::test_policy_check_prints_effective_policy[[]*", DIGEST_OF_FLAGS),
+    ("gvisor", "*test_governance.py::test_break_glass_approval_token[[]*", DIGEST_OF_FLAGS),
+    ("gvisor", "*test_governance.py::test_expect_policy_digest[[]*", DIGEST_OF_FLAGS),
+    ("gvisor", "*::test_masked_inside_a_read_only_bind[[]*", GV_MASK),
+    ("gvisor", "*::test_setup_failures_are_recorded[[]*", GV_EXEC_ERROR),
+    ("gvisor", "*::test_existing_links_are_left_alone[[]*", GV_NO_MASK),
+    ("gvisor", "*::test_uid_inside_is_sandbox_user[[]*", GV_UID0),
+    ("gvisor", "*::test_probe_bind_is_the_mechanism[[]*", GV_UID0),
+    ("gvisor", "*::test_sandbox_etc_has_only_what_programs_need[[]*", GV_UID0),
+    ("gvisor", "*::test_tool_caches_stay_out_of_the_workspace[[]*", GV_UID0),
+    ("gvisor", "*::test_every_mount_nosuid_and_nodev[[]*", GV_MOUNTINFO),
+    ("gvisor", "*::test_dev_is_minimal[[]*", GV_DEV),
+    ("gvisor", "*::test_memory_bomb_ends_with_oom[[]*", GV_OVERHEAD),
+    ("gvisor", "*::test_default_memory_stops_a_hog[[]root-*", GV_OVERHEAD),
+    ("gvisor", "*::test_default_memory_stops_a_hog[[]nobody-*", GV_DEFAULT_MEM),
+    ("gvisor", "*::test_no_flags_runs_as_anyone_with_every_default[[]nobody-*", GV_DEFAULT_MEM),
+    ("gvisor", "*::test_unprivileged_best_effort_memory[[]*", GV_RLIMIT_AS),
+    ("gvisor", "*::test_unprivileged_best_effort_all[[]*", GV_RLIMIT_AS),
+    ("gvisor", "*::test_policy_best_effort_key[[]*", GV_RLIMIT_AS),
+    ("gvisor", "*::test_default_inode_caps[[]*", GV_NO_INODES),
+    ("gvisor", "*::test_inode_override_lifts_the_default[[]*", GV_NO_INODES),
+    ("gvisor", "*::test_proc_mem_of_sibling_not_writable[[]*", GV_PROC),
+    ("gvisor", "*::test_proc_self_mem_cannot_force_readonly_pages[[]*", GV_PROC),
+    ("gvisor", "*::test_proc_files_not_writable[[]*-gvisor-/proc/self/timerslack_ns]", GV_PROC),
+    ("gvisor", "*::test_proc_files_not_writable[[]*-gvisor-/proc/sys/kernel/hostname]", GV_PROC),
+    ("gvisor", "*::test_tiny_memory_limit_ends_as_oom[[]*", GV_OVERHEAD),
+    ("gvisor", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*", DAEMON_LEVEL),
+    ("gvisor", "*::test_foreign_syscall_abi_killed[[]*-gvisor-i386]",
+     "gVisor (ptrace platform) has no 32-bit ABI: int 0x80 runs as the x86-64 call of that "
+     "number (i386 getpid, 20, is writev: EBADF), in the sentry, not killed"),
+    ("gvisor", "*test_first_hour.py::test_tty_cannot_push_input_anywhere[[]*", GV_TTY),
+    ("gvisor", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", GV_TTY),
+    ("gvisor", "*test_first_hour.py::test_tty_window_size_and_interrupt_are_passed_on[[]*", GV_TTY),
+    ("gvisor", "*::test_syscall_refused[[]*-gvisor-setuid0]", GV_UID0),
+    ("gvisor", "*::test_sandboxed_process_is_not_host_root[[]root-*",
+     "the command is no host process; the runsc exec running it is the caller's, root's here "
+     "(gVisor's sentry runs as 65534 in a user namespace of its own)"),
+    ("gvisor", "*::test_host_socket_in_the_workspace_is_unreachable[[]*", GV_NO_MASK),
+    ("gvisor", "*::test_result_through_planted_link_replaces_the_link[[]*", GV_NO_MASK),
+    # Tests of other features whose runs bind at another path or use a host workspace.
     # Tests of other features whose runs bind at another path.
     ("process", "*test_governance.py::test_break_glass_run_is_marked_in_every_event[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_evidence_is_verifiable_offline[[]*", BIND_AT_DEST),

@@ -765,6 +765,9 @@ static int act_caps(int argc, char **argv)
         return fail("read");
     buf[n] = 0;
     int nonzero = 0;
+    /* gVisor's /proc/self/status has no NoNewPrivs line: then the kernel's answer. */
+    if (!strstr(buf, "\nNoNewPrivs:"))
+        out("NoNewPrivs:\t%d\n", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
         if (!strncmp(line, "Cap", 3) || !strncmp(line, "NoNewPrivs", 10) ||
             !strncmp(line, "Seccomp", 7) || !strncmp(line, "Uid", 3) ||

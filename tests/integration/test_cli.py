@@ -15,7 +15,10 @@ from conftest import REPO, assert_cordon_refused, host_state, new_leftovers
 
 REASONS = {"exited", "timeout", "oom", "pids_limit", "output_limit", "cpu_limit",
            "file_size_limit", "killed", "setup_error"}
-ENFORCERS = {"cgroup-v1", "cgroup-v2", "rlimit", "supervisor", "none"}
+# What `enforcement` may say; the gvisor level adds its filesystem ("mounts"),
+# what its cgroup holds ("runsc") and the memory rlimit it enforces ("rlimit-as").
+ENFORCERS = {"cgroup-v1", "cgroup-v2", "rlimit", "supervisor", "none", "mounts", "runsc",
+             "rlimit-as"}
 
 
 # --- exit statuses ------------------------------------------------------------
@@ -291,7 +294,7 @@ def test_example_policies(cordon, example):
     assert (r.status, r.out) == (0, "ok\n"), r
     # What held only per process is said, on stderr and in the result.
     degraded = r.result["degraded"]
-    assert all(r.result["enforcement"][k] == "rlimit" for k in degraded), r
+    assert all(r.result["enforcement"][k] in ("rlimit", "rlimit-as") for k in degraded), r
     if degraded:
         assert r.err.startswith("cordon: limits " + ", ".join(degraded) + " hold per process"), r
     else:

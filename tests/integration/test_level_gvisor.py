@@ -15,8 +15,11 @@ Known differences from the namespace level, by design or by this runsc
   gofer shows the caller's files as owned by 0, so that is the caller;
 - the filesystem boundary is the bundle's mounts (gVisor has no Landlock);
 - runsc exec reports death by signal N and exit(128+N) alike;
-- statx() with AT_NO_AUTOMOUNT fails with EINVAL in this runsc, so coreutils
-  ls and stat cannot stat; programs using stat()/fstatat() (python) can.
+- --tty is refused; the call's files are placed inside by the helper;
+- this runsc refuses AT_NO_AUTOMOUNT in statx()/newfstatat() (EINVAL), which
+  coreutils passes on every stat: a compat library preloaded through the
+  bundle's /etc/ld.so.preload drops the flag (gvisor_compat.c), so dynamic
+  programs work; a static program's own statx would still get EINVAL.
 Time: about 40 s for the file on this 2-core host (about 1 s per run).
 """
 
@@ -112,6 +115,29 @@ def test_seccomp_profile_applied(cordon):
 # --- filesystem ---------------------------------------------------------------
 
 
+def test_coreutils_stat_the_workspace(cordon):
+    """ls, stat, find, cp -a, du stat with AT_NO_AUTOMOUNT, which this runsc
+    refuses unless the compat library drops it; nothing of it shows in the
+    command's environment."""
+    ws = cordon.hostdir("ws")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "f.txt").write_text("x" * 5000)
+    for p in (ws / "sub", ws / "sub" / "f.txt"):
+        os.chown(p, cordon.ident.uid, cordon.ident.gid)
+    r = gv(cordon, ["sh", "-c", """set -e
+ls -la sub | grep -c ' f.txt$'
+stat -c '%s %F' sub/f.txt
+find . -name f.txt
+cp -a sub copy && stat -c '%s' copy/f.txt
+du -s --apparent-size -B1 sub/f.txt | cut -f1
+test -z "$LD_PRELOAD" && echo clean-env
+"""], "-w", ws)
+    assert r.status == 0, r
+    assert r.out.splitlines() == ["1", "5000 regular file", "./sub/f.txt", "5000", "5000",
+                                  "clean-env"], r
+    assert (ws / "copy" / "f.txt").read_text() == "x" * 5000
+
+
 def test_host_files_outside_policy_invisible(cordon, host_secret):
     path, value = host_secret
     r = gv(cordon, ["python3", "-c", f"""
@@ -148,6 +174,35 @@ def test_workspace_round_trip(cordon):
     assert (st.st_uid, st.st_gid) == (cordon.ident.uid, cordon.ident.gid)
     # Protected names stay covered at this level too.
     assert not (ws / ".bashrc").exists()
+
+
+@pytest.mark.parametrize("kind", ["protected-link", "socket", "fifo"])
+def test_workspace_entry_it_cannot_hide_is_refused(cordon, kind):
+    """runsc cannot mount over a link (it would mount at the link's target,
+    making its directories in the host workspace), a socket (it fails) or a
+    FIFO (it hangs): such a workspace is refused with one line, untouched."""
+    from conftest import UnixListener, assert_cordon_refused
+    ws = cordon.hostdir("ws")
+    listener = None
+    if kind == "socket":
+        listener = UnixListener(path=str(ws / "agent.sock"))
+        name = "agent.sock"
+    elif kind == "fifo":
+        os.mkfifo(ws / "pipe")
+        name = "pipe"
+    else:
+        os.symlink("config/envrc", ws / ".envrc")
+        name = ".envrc"
+    try:
+        before = sorted(os.listdir(ws))
+        r = gv(cordon, ["true"], "-w", ws)
+        assert_cordon_refused(r, name, "link, socket or FIFO")
+        assert sorted(os.listdir(ws)) == before
+        if listener:
+            assert listener.count() == 0
+    finally:
+        if listener:
+            listener.close()
 
 
 def test_tmp_is_private_and_sized(cordon):
@@ -378,6 +433,48 @@ def test_prepared_sandbox_released_without_start(identity, seam_bin, extra):
     assert out.strip() == "released 0", out
     assert_nothing_left()
     assert not new_leftovers(before), "a released sandbox left state on the host"
+
+
+# --- the call's files (cordon serve's run) ------------------------------------------
+
+
+def test_call_files_are_placed_inside(cordon):
+    """The helper writes them inside gVisor (the scratch workspace is gVisor's
+    own tmpfs) before the command runs, with their modes."""
+    from serve_util import Daemon
+    d = Daemon(cordon, *LEVEL, "--pool", "1")
+    try:
+        c = d.connect()
+        d.pool_ready(1)
+        r = c.result("run", {"argv": ["sh", "-c", "stat -c '%n %a %s' main.py d/e/run.sh; "
+                                                  "./d/e/run.sh"],
+                             "files": {"main.py": "print(1)\n",
+                                       "d/e/run.sh": {"content": "#!/bin/sh\necho ran\n",
+                                                      "mode": 0o755}}})
+        assert r["pooled"] and r["exit_code"] == 0, r
+        assert r["stdout"] == "main.py 644 9\nd/e/run.sh 755 19\nran\n", r
+        c.close()
+    finally:
+        d.stop()
+    assert_nothing_left()
+
+
+def test_call_files_do_not_follow_links(cordon):
+    """A link in a host workspace is not followed out of it: the call fails
+    with one error naming the file, and the link's target stays empty."""
+    from serve_util import Daemon
+    ws, outside = cordon.hostdir("ws"), cordon.hostdir("outside")
+    os.symlink(outside, ws / "d")
+    d = Daemon(cordon, *LEVEL, "--pool", "0", "-w", ws)
+    try:
+        c = d.connect()
+        ans = c.call("run", {"argv": ["true"], "files": {"d/x": "planted"}})
+        c.close()
+    finally:
+        d.stop()
+    assert "cannot place file 'd/x'" in json.dumps(ans), ans
+    assert os.listdir(outside) == []
+    assert_nothing_left()
 
 
 # --- check ---------------------------------------------------------------------
