@@ -126,6 +126,10 @@ struct sandbox_boundary {
     int status_r;     /* the command's wait status */
     int start_w;      /* where the start message goes */
     int door;         /* the listening socket the gateway serves, or -1 */
+    /* Transparent egress (namespace level): the DNS stub's socket, then a
+     * listener per port (gateway_doors' order); N_EXTRA_DOORS 0 without. */
+    int extra_doors[1 + SYNTH_MAX_PORTS];
+    size_t n_extra_doors;
     void *state;      /* the backend's own, for release */
     /* The command's view where it is not the namespace level's fixed one
      * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */
