@@ -279,10 +279,12 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
             tls_intercept_start(c);
             return;
         }
-        if (c->target.is_connect && !c->transparent)
-            evbuffer_add_printf(bufferevent_get_output(c->client),
-                                "HTTP/1.1 200 Connection established\r\n\r\n");
-        else
+        if (c->target.is_connect) {
+            /* A transparent client sent its ClientHello already: no proxy answer. */
+            if (!c->transparent)
+                evbuffer_add_printf(bufferevent_get_output(c->client),
+                                    "HTTP/1.1 200 Connection established\r\n\r\n");
+        } else
             relay_send_head(c, conn_request(c));
         relay_start(c);
         return;

@@ -83,7 +83,7 @@ static size_t dns_respond(struct gateway *gw, const uint8_t *in, size_t n, uint8
     snprintf(h.name, sizeof h.name, "%s", q.name);
     char why[200];
     if (!q.name[0] || !decide_name(gw->cfg, &h)) {
-        snprintf(why, sizeof why, "%s is not on the allowlist (DNS)", q.name[0] ? q.name : ".");
+        snprintf(why, sizeof why, "%.150s is not on the allowlist (DNS)", q.name[0] ? q.name : ".");
         refused_name(gw, q.name, "not_allowed", why);
         return dns_answer(&q, DNS_RCODE_NXDOMAIN, 0, 0, out);
     }
@@ -173,6 +173,10 @@ static void on_port_accept(struct evconnlistener *l, evutil_socket_t fd, struct 
         /* An address the stub never gave out (or loopback): nothing to stand for. */
         snprintf(c->target.host_text, sizeof c->target.host_text, "%s", addr);
         c->raw_tls = true;
+        /* Reset, not a clean close: the nearest to the refusal a port nobody
+         * listened on would give. */
+        struct linger now = { .l_onoff = 1, .l_linger = 0 };
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
         conn_refuse(c, 403, "not_allowed", "%s:%u is no address the DNS stub gave out", addr,
                     c->target.port);
         return;

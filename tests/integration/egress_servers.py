@@ -223,6 +223,7 @@ class DnsStub:
         self.seen = []      # every name asked about, answered or not
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((addr, port))
+        self.port = self.sock.getsockname()[1]
         self.sock.settimeout(0.1)
         self._stop = False
         self._t = threading.Thread(target=self._loop, daemon=True)
