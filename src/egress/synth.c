@@ -216,10 +216,10 @@ enum sni_result tls_client_hello_sni(const uint8_t *buf, size_t len, char *name,
                 name[i] = (char)tolower(n[i]);
             }
             name[l] = '\0';
-            /* One trailing dot is the same name. */
+            /* One trailing dot is the same name; a dot alone is none. */
             if (name[l - 1] == '.')
                 name[l - 1] = '\0';
-            return SNI_FOUND;
+            return name[0] ? SNI_FOUND : SNI_BAD;
         }
         return SNI_BAD;
     }
