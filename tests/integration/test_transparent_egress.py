@@ -285,3 +285,21 @@ def test_proxy_aware_clients_are_unchanged(cordon, net):
     assert [q["path"] for q in net.web.requests] == ["/proxied"]
     (d,) = decisions(r)
     assert d["method"] == "GET" and d["allowed"] and "transparent" not in d, d
+
+
+def test_tls_to_a_host_a_secret_is_bound_to_is_intercepted(cordon, net):
+    """Without the proxy, too: the gateway ends the client's TLS (with the
+    run's CA, which the sandbox trusts) and swaps the placeholder in."""
+    value = "real-" + os.urandom(16).hex()
+    py = ("import os, urllib.request as u\n"
+          f"q = u.Request('https://{NAME}:{net.tls.port}/headers', headers={{'X-Api-Key': os.environ['A']}})\n"
+          "print(u.urlopen(q, timeout=20).read().decode())\n")
+    r = cordon.run([*NO_PROXY_ENV, "python3", "-c", py],
+                   *net.opts("--secret", f"A=env:VAL_A@{NAME}:{net.tls.port}"),
+                   env={"SSL_CERT_FILE": str(net.ca), "VAL_A": value})
+    assert r.status == 0, r
+    (q,) = net.tls.requests
+    assert q["headers"]["X-Api-Key"] == value, q
+    assert value.encode() not in r.stdout, r  # the echo was scrubbed on its way back
+    (d,) = [x for x in decisions(r) if x.get("transparent")]
+    assert d["allowed"] and d.get("intercepted") and d["secrets"] == ["A"], d
