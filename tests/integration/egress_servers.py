@@ -343,7 +343,15 @@ def direct(targets):
         s.settimeout(5)
         try:
             s.connect((host, port))
-            yield {"connected": True}
+            # What answered: the transparent gateway's listener resets a
+            # connection to an address it stands for no name behind.
+            try:
+                got = s.recv(100).decode("latin-1")
+            except ConnectionResetError:
+                got = "reset"
+            except OSError as e:
+                got = errno.errorcode.get(e.errno, str(e.errno))
+            yield {"connected": True, "got": got}
         except OSError as e:
             yield {"errno": errno.errorcode.get(e.errno, str(e.errno))}
         finally:

@@ -278,10 +278,9 @@ def test_wildcard_rule_caps_distinct_names(cordon, net):
 
 
 def test_proxy_aware_clients_are_unchanged(cordon, net):
-    cmd = ["sh", "-c", f"cat /etc/resolv.conf; curl -sS --max-time 20 http://{NAME}:{net.web.port}/proxied"]
+    cmd = ["curl", "-sS", "--max-time", "20", f"http://{NAME}:{net.web.port}/proxied"]
     r = cordon.run(cmd, *net.opts())
-    assert r.status == 0, r
-    assert "nameserver 127.0.0.53" in r.out, r
+    assert r.status == 0 and r.out == "hello from web\n", r
     assert [q["path"] for q in net.web.requests] == ["/proxied"]
     (d,) = decisions(r)
     assert d["method"] == "GET" and d["allowed"] and "transparent" not in d, d
