@@ -410,8 +410,6 @@ struct http_request *conn_request(struct conn *c)
 /* A request on a fresh connection: where it goes, and whether it may. */
 static void decide(struct conn *c, struct http_request *req)
 {
-    struct gateway *gw = c->gw;
-    const struct gateway_config *cfg = gw->cfg;
     snprintf(c->method, sizeof c->method, "%s", req->method);
     if (c->transparent) {
         transparent_http(c, req);
