@@ -15,7 +15,7 @@ SECONDS_EACH=${2:-60}
 # 16 KiB, an audit log needs a few lines to reach the chain checks.
 max_len() {
     case $1 in
-        http) echo 20000 ;;
+        http | synth) echo 20000 ;;
         audit) echo 8192 ;;
         *) echo 4096 ;;
     esac
@@ -23,7 +23,7 @@ max_len() {
 
 mkdir -p "$BUILD/fuzz-artifacts"
 failed=""
-for t in url http broker policy audit; do
+for t in url http broker policy audit synth; do
     corpus=$BUILD/fuzz-corpus/$t
     log=$BUILD/fuzz-artifacts/$t.log
     mkdir -p "$corpus"

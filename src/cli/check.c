@@ -212,6 +212,15 @@ static void print_gvisor_platforms(void)
     }
 }
 
+/* How a level's command reaches the allowed hosts (README: transparent egress). */
+static const char *egress_note(enum cordon_level l)
+{
+    return l == CORDON_LEVEL_NAMESPACE
+               ? "transparent: a DNS stub and synthetic addresses for allowed names, and the "
+                 "proxy (HTTP(S)_PROXY)"
+               : "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+}
+
 /* The same facts as the text report, as one JSON object on stdout (--json). */
 static int check_json(void)
 {
@@ -237,8 +246,9 @@ static int check_json(void)
         const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
         bool ok = b && b->probe(&err) == 0;
         json_object_set_new(levels, cordon_level_name((enum cordon_level)l),
-                            json_pack("{s:b, s:s?, s:b}", "usable", ok, "why", ok ? NULL : err.msg,
-                                      "default", l == CORDON_LEVEL_NAMESPACE));
+                            json_pack("{s:b, s:s?, s:b, s:s}", "usable", ok, "why",
+                                      ok ? NULL : err.msg, "default", l == CORDON_LEVEL_NAMESPACE,
+                                      "egress", egress_note((enum cordon_level)l)));
     }
     struct cordon_err err = { 0 };
     _cleanup_(policy_freep) struct policy *p = policy_new(&err);
@@ -344,6 +354,7 @@ int cmd_check(int argc, char **argv)
             printf("  %-10s no: %s\n", cordon_level_name((enum cordon_level)l), err.msg);
         if (b && b->shares)
             printf("  %-10s does not hide: %s\n", "", b->shares);
+        printf("  %-10s egress: %s\n", "", egress_note((enum cordon_level)l));
     }
     print_defaults(&cg);
     cgroup_destroy(&cg);

@@ -448,12 +448,21 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
         run->gw.door_token_set = run->b.door_token_set;
         memcpy(run->gw.door_token, run->b.door_token, sizeof run->gw.door_token);
-        run->gw_pid = gateway_start(&run->gw, run->b.door, run->host_base + 2,
+        struct gateway_doors doors = { .proxy = run->b.door, .dns = -1 };
+        if (run->b.n_extra_doors) {
+            doors.dns = run->b.extra_doors[0];
+            for (size_t i = 1; i < run->b.n_extra_doors && i <= SYNTH_MAX_PORTS; i++)
+                doors.ports[doors.n_ports++] = run->b.extra_doors[i];
+        }
+        run->gw_pid = gateway_start(&run->gw, &doors, run->host_base + 2,
                                     run->cg.version ? join_cgroup : NULL, &ticket,
                                     &run->gw_report, err);
         cgroup_ticket_close(&ticket);
         closep(&run->b.door);
         run->b.door = -1;
+        for (size_t i = 0; i < run->b.n_extra_doors; i++)
+            closep(&run->b.extra_doors[i]);
+        run->b.n_extra_doors = 0;
         if (run->gw_pid < 0)
             goto fail;
     }

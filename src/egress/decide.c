@@ -234,3 +234,22 @@ int decide_addresses(const struct gateway_config *cfg, const struct target *t,
         set_rule(d, "allow", allow);
     return allowed(d);
 }
+
+bool decide_name(const struct gateway_config *cfg, const struct host *name)
+{
+    const struct egress_rules *r = &cfg->rules;
+    const struct egress_rule *lists[] = { r->allow, r->ask };
+    size_t counts[] = { r->n_allow, r->n_ask };
+    if (name->is_ip)
+        return false;
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; i < counts[l]; i++) {
+            const struct egress_rule *rule = &lists[l][i];
+            uint16_t ports[2] = { rule->port ? rule->port : 80, rule->port ? rule->port : 443 };
+            for (size_t k = 0; k < 2; k++)
+                if (egress_rule_matches_host(rule, name, ports[k]) &&
+                    !match_host(r->deny, r->n_deny, name, ports[k]))
+                    return true;
+        }
+    return false;
+}

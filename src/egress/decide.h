@@ -79,3 +79,10 @@ size_t decide_pins(const struct gateway_config *cfg, const char *name, struct ip
  */
 int decide_addresses(const struct gateway_config *cfg, const struct target *t,
                      const struct ip_addr *addrs, size_t n, struct decision *d);
+
+/*
+ * Does the DNS stub give NAME an address? When an allow or ask rule covers
+ * it on one of the rule's ports and the denylist does not on that port.
+ * (The connection is decided again, as a request, when it comes.)
+ */
+bool decide_name(const struct gateway_config *cfg, const struct host *name);

@@ -66,6 +66,8 @@ static void report(struct conn *c)
         return;
     if (c->intercept)
         json_object_set_new(d, "intercepted", json_true());
+    if (c->transparent)
+        json_object_set_new(d, "transparent", json_true());
     /* Names only: the values never leave the gateway. */
     if (c->secrets_used)
         json_object_set_new(d, "secrets", credentials_names(gw->cfg, c->secrets_used));
@@ -235,6 +237,12 @@ void conn_refuse(struct conn *c, int status, const char *rule, const char *fmt, 
         c->upstream = NULL;
     }
     report(c);
+    if (c->raw_tls) {
+        /* The client speaks TLS to a server it thinks it reached: an HTTP
+         * answer would only be noise to it. Close. */
+        conn_free(c);
+        return;
+    }
     struct evbuffer *out = bufferevent_get_output(c->client);
     evbuffer_add_printf(out,
                         "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nX-Cordon-Denied: %s\r\n"
@@ -272,10 +280,12 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
             tls_intercept_start(c);
             return;
         }
-        if (c->target.is_connect)
-            evbuffer_add_printf(bufferevent_get_output(c->client),
-                                "HTTP/1.1 200 Connection established\r\n\r\n");
-        else
+        if (c->target.is_connect) {
+            /* A transparent client sent its ClientHello already: no proxy answer. */
+            if (!c->transparent)
+                evbuffer_add_printf(bufferevent_get_output(c->client),
+                                    "HTTP/1.1 200 Connection established\r\n\r\n");
+        } else
             relay_send_head(c, conn_request(c));
         relay_start(c);
         return;
@@ -401,18 +411,31 @@ struct http_request *conn_request(struct conn *c)
 /* A request on a fresh connection: where it goes, and whether it may. */
 static void decide(struct conn *c, struct http_request *req)
 {
+    snprintf(c->method, sizeof c->method, "%s", req->method);
+    if (c->transparent) {
+        transparent_http(c, req);
+        return;
+    }
+    struct decision d;
+    if (decide_target(req, &c->target, &d) < 0) {
+        conn_refuse(c, d.status, d.rule, "%s", d.reason);
+        return;
+    }
+    conn_decide(c, req);
+}
+
+void conn_decide(struct conn *c, struct http_request *req)
+{
     struct gateway *gw = c->gw;
     const struct gateway_config *cfg = gw->cfg;
-    snprintf(c->method, sizeof c->method, "%s", req->method);
     struct decision d;
-    int r = decide_target(req, &c->target, &d);
-    if (r == 0 && !c->target.is_connect) {
+    if (req && !c->target.is_connect) {
         c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
         c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
         c->body_done = c->body == BODY_NONE;
         c->chunk = CHUNK_SIZE;
     }
-    if (r < 0 || decide_request(cfg, &gw->budget, &c->target, gateway_now_us(), &d) < 0) {
+    if (decide_request(cfg, &gw->budget, &c->target, gateway_now_us(), &d) < 0) {
         conn_refuse(c, d.status, d.rule, "%s", d.reason);
         return;
     }
@@ -420,12 +443,30 @@ static void decide(struct conn *c, struct http_request *req)
         c->ask = true;
         snprintf(c->rule, sizeof c->rule, "%s", d.rule);
     }
-    if (!credentials_check(c, req))
+    if (req && !credentials_check(c, req))
         return;
     /* A tunnel to a host a secret is bound to ends here, so the requests
      * inside can have their placeholders swapped. */
     c->intercept = c->target.is_connect && cfg->mint && credentials_bound_here(c);
+    if (c->intercept)
+        c->raw_tls = false;
     resolve(c);
+}
+
+bool conn_host_names_target(const struct conn *c, const struct http_request *req)
+{
+    const struct http_header *h = http_find_header(req, "host");
+    struct authority a;
+    char why[200];
+    char named[300] = "";
+    if (!h || authority_parse(h->value, h->value_len, &a, why, sizeof why) < 0 ||
+        a.host.is_ip != c->target.host.is_ip || (a.port && a.port != c->target.port))
+        return false;
+    if (a.host.is_ip)
+        ip_addr_format(&a.host.ip, named, sizeof named);
+    else
+        snprintf(named, sizeof named, "%s", a.host.name);
+    return strcmp(named, c->target.host_text) == 0;
 }
 
 /*
@@ -440,22 +481,9 @@ static void decide_inner(struct conn *c, struct http_request *req)
         conn_refuse(c, 400, "bad_request", "expected an origin-form request inside the tunnel");
         return;
     }
-    const struct http_header *h = http_find_header(req, "host");
-    if (h) {
-        struct authority a;
-        char why[200];
-        char named[300] = "";
-        bool same = authority_parse(h->value, h->value_len, &a, why, sizeof why) == 0 &&
-                    a.host.is_ip == c->target.host.is_ip && (!a.port || a.port == c->target.port);
-        if (same && a.host.is_ip)
-            ip_addr_format(&a.host.ip, named, sizeof named);
-        else if (same)
-            snprintf(named, sizeof named, "%s", a.host.name);
-        same = same && strcmp(named, c->target.host_text) == 0;
-        if (!same) {
-            conn_refuse(c, 400, "bad_request", "Host header does not name %s", c->target.host_text);
-            return;
-        }
+    if (http_find_header(req, "host") && !conn_host_names_target(c, req)) {
+        conn_refuse(c, 400, "bad_request", "Host header does not name %s", c->target.host_text);
+        return;
     }
     memcpy(c->target.path, req->target, req->target_len);
     c->target.path[req->target_len] = '\0';
@@ -573,12 +601,12 @@ static void door_read(struct bufferevent *bev, void *arg)
         conn_head_read(bev, c);
 }
 
-static void start_conn(struct gateway *gw, evutil_socket_t fd)
+struct conn *conn_start(struct gateway *gw, evutil_socket_t fd)
 {
     struct conn_head *ch = calloc(1, sizeof *ch);
     if (!ch) {
         evutil_closesocket(fd);
-        return;
+        return NULL;
     }
     struct conn *c = &ch->conn;
     c->gw = gw;
@@ -595,13 +623,13 @@ static void start_conn(struct gateway *gw, evutil_socket_t fd)
         evutil_closesocket(fd);
         c->reported = true;
         conn_free(c);
-        return;
+        return NULL;
     }
     c->timer = evtimer_new(gw->base, on_timer, c);
     if (!c->timer) {
         c->reported = true;
         conn_free(c);
-        return;
+        return NULL;
     }
     /* An absolute deadline for the whole head: a slow trickle gains nothing. */
     conn_arm_timer(c, HEAD_DEADLINE_MS);
@@ -619,7 +647,9 @@ static void start_conn(struct gateway *gw, evutil_socket_t fd)
         snprintf(c->target.host_text, sizeof c->target.host_text, "-");
         conn_refuse(c, 429, "budget:connections", "more than %llu connections at once",
                     (unsigned long long)cap);
+        return NULL;
     }
+    return c;
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
@@ -628,7 +658,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     (void)l;
     (void)sa;
     (void)len;
-    start_conn(arg, fd);
+    conn_start(arg, fd);
 }
 
 static void resume_accepting(evutil_socket_t fd, short what, void *arg)
@@ -712,11 +742,13 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
         return err_set(err, CORDON_E_SETUP, "out of memory");
     if (credentials_init(gw, err) < 0 || tls_init(gw, err) < 0)
         return -1;
+    gw->dns_fd = -1;
     return 0;
 }
 
 static void gateway_fini(struct gateway *gw)
 {
+    transparent_fini(gw);
     tls_fini(gw);
     credentials_fini(gw);
     json_decref(gw->run_allowed);
@@ -750,7 +782,7 @@ static void confine_gateway(uid_t uid, pid_t parent)
         _exit(1);
 }
 
-pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid,
+pid_t gateway_start(const struct gateway_config *cfg, const struct gateway_doors *doors, uid_t uid,
                     void (*in_child)(void *arg), void *arg, int *report_fd,
                     struct cordon_err *err)
 {
@@ -777,8 +809,11 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid,
     if (in_child)
         in_child(arg);
     close(fds[0]);
-    int keep[2] = { listen_fd, fds[1] };
-    close_fds_except(keep, 2);
+    int keep[3 + SYNTH_MAX_PORTS] = { doors->proxy, fds[1], doors->dns };
+    size_t n_keep = 3;
+    for (size_t i = 0; i < doors->n_ports && i < SYNTH_MAX_PORTS; i++)
+        keep[n_keep++] = doors->ports[i];
+    close_fds_except(keep, n_keep);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, SIG_IGN);
@@ -791,9 +826,11 @@ pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid,
     if (gateway_init(&gw, cfg, &e) < 0)
         _exit(1);
     confine_gateway(uid, parent);
-    evutil_make_socket_nonblocking(listen_fd);
+    evutil_make_socket_nonblocking(doors->proxy);
     struct evconnlistener *l =
-        evconnlistener_new(gw.base, on_accept, &gw, LEV_OPT_CLOSE_ON_FREE, -1, listen_fd);
+        evconnlistener_new(gw.base, on_accept, &gw, LEV_OPT_CLOSE_ON_FREE, -1, doors->proxy);
+    if (transparent_init(&gw, doors, &e) < 0)
+        _exit(1);
     struct event *term = evsignal_new(gw.base, SIGTERM, on_term, &gw);
     gw.finish = evtimer_new(gw.base, finish, &gw);
     struct event *resume = evtimer_new(gw.base, resume_accepting, l);
@@ -812,7 +849,7 @@ int gateway_serve_one(const struct gateway_config *cfg, int fd, uid_t uid, struc
         return -1;
     confine_gateway(uid, 0); /* serves in the caller's own process */
     evutil_make_socket_nonblocking(fd);
-    start_conn(&gw, fd);
+    conn_start(&gw, fd);
     event_base_dispatch(gw.base);
     gateway_fini(&gw);
     return 0;

@@ -9,6 +9,7 @@
  */
 #pragma once
 #include "common/err.h"
+#include "policy/policy.h"
 #include "policy/rules.h"
 
 #include <stdint.h>
@@ -69,15 +70,23 @@ void gateway_config_release(struct gateway_config *cfg);
  * init is a fork of the supervisor and must not carry them. */
 void gateway_config_wipe_values(struct gateway_config *cfg);
 
+/* What the gateway serves, made inside the sandbox's network namespace. */
+struct gateway_doors {
+    int proxy;                 /* the proxy's listener, 127.0.0.1:GATEWAY_PORT */
+    int dns;                   /* the DNS stub's UDP socket (transparent egress), or -1 */
+    int ports[SYNTH_MAX_PORTS]; /* listeners on 0.0.0.0:PORT for synthetic addresses */
+    size_t n_ports;
+};
+
 /*
- * Fork the gateway serving LISTEN_FD (already listening). Its decisions come
+ * Fork the gateway serving DOORS (already listening). Its decisions come
  * back as JSON lines on *REPORT_FD (ours to read and close). Started by root,
  * it runs as UID; it never touches a file. It dies with its parent; stop it
  * with SIGTERM (it reports open connections first) and reap it. IN_CHILD,
  * when not NULL, runs first in the new process (the run joins it to its
  * cgroup there).
  */
-pid_t gateway_start(const struct gateway_config *cfg, int listen_fd, uid_t uid,
+pid_t gateway_start(const struct gateway_config *cfg, const struct gateway_doors *doors, uid_t uid,
                     void (*in_child)(void *arg), void *arg, int *report_fd,
                     struct cordon_err *err);
 

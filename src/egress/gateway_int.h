@@ -8,6 +8,7 @@
  *   relay.c        relaying a request's body and its answer
  *   tls.c          TLS interception, for hosts a secret is bound to
  *   credentials.c  secrets: their values, placeholders, swapping and exfiltration
+ *   transparent.c  transparent egress: the DNS stub, connections to synthetic addresses
  */
 #pragma once
 #include "egress/decide.h"
@@ -52,6 +53,14 @@ struct gateway {
     struct scrub_pair *placeholders; /* secret i's placeholder, to find in bodies */
     size_t n_pairs;
     json_t *run_allowed;      /* "HOST:PORT" -> true: the decider allowed it for the run */
+    /* Transparent egress (transparent.c): name i stands behind SYNTH_NET + 2 + i. */
+    char (*synth)[254];
+    size_t n_synth;
+    int dns_fd;
+    struct event *dns_ev;
+    struct evconnlistener *ports[SYNTH_MAX_PORTS];
+    size_t n_ports;
+    char last_refused[254];   /* the last name the stub refused: a retry is not recorded again */
 };
 
 enum conn_state { S_HEAD, S_RESOLVING, S_ASKING, S_CONNECTING, S_RELAY, S_CLOSING };
@@ -70,6 +79,9 @@ struct conn {
     bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
     bool inner;                /* reading the request inside an intercepted tunnel */
     bool door_pending;         /* the run's door token has not arrived yet */
+    bool transparent;          /* came to a synthetic address: TARGET's host is the name behind it */
+    bool raw_tls;              /* transparent TLS passed through: a refusal only closes */
+    char via[16];              /* transparent: the synthetic address it came to */
     uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
     uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
     uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */
@@ -117,9 +129,26 @@ void conn_refuse(struct conn *c, int status, const char *rule, const char *fmt, 
 /* Bufferevent callbacks: close C once its output is out; free it when the client goes. */
 void conn_close_when_flushed(struct bufferevent *bev, void *arg);
 void conn_closing_event(struct bufferevent *bev, short what, void *arg);
+/* A connection accepted on FD; NULL when it could not be set up (FD closed). */
+struct conn *conn_start(struct gateway *gw, evutil_socket_t fd);
+/* C's target is set (and REQ, a plain request's head, or NULL for a tunnel):
+ * the budgets and rules, its secrets, then resolving and connecting. */
+void conn_decide(struct conn *c, struct http_request *req);
+/* Does REQ's Host header name C's target (its port, when it has one)? */
+bool conn_host_names_target(const struct conn *c, const struct http_request *req);
 /* Bufferevent callbacks reading a request head (also inside a tunnel). */
 void conn_head_read(struct bufferevent *bev, void *arg);
 void conn_head_event(struct bufferevent *bev, short what, void *arg);
+
+/* ---- transparent.c ---- */
+
+/* The DNS stub and the synthetic addresses' listeners, on the loop. */
+int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
+                     struct cordon_err *err);
+void transparent_fini(struct gateway *gw);
+/* A plain request on a transparent connection: its Host must name the host
+ * behind the address. */
+void transparent_http(struct conn *c, struct http_request *req);
 
 /* ---- ask.c ---- */
 

@@ -189,8 +189,11 @@ void tls_intercept_start(struct conn *c)
         SSL_set_tlsext_host_name(client, c->target.host.name);
         SSL_set1_host(client, c->target.host.name);
     }
-    evbuffer_add_printf(bufferevent_get_output(c->client),
-                        "HTTP/1.1 200 Connection established\r\n\r\n");
+    /* A transparent client sent its ClientHello already: no proxy answer. */
+    if (!c->transparent)
+        evbuffer_add_printf(bufferevent_get_output(c->client),
+                            "HTTP/1.1 200 Connection established\r\n\r\n");
+    struct bufferevent *under = c->client;
     struct bufferevent *tc = bufferevent_openssl_filter_new(
         gw->base, c->client, server, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
     if (!tc) {
@@ -217,4 +220,8 @@ void tls_intercept_start(struct conn *c)
     bufferevent_setcb(tu, NULL, NULL, tls_event, c);
     bufferevent_enable(tu, EV_READ | EV_WRITE);
     conn_arm_timer(c, HEAD_DEADLINE_MS);
+    /* The ClientHello we peeked waits in the socket's buffer, where no new
+     * read would announce it: hand it to the TLS filter now. */
+    if (c->transparent && evbuffer_get_length(bufferevent_get_input(under)))
+        bufferevent_trigger(under, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }

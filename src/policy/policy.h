@@ -79,6 +79,17 @@ struct policy_audit {
 
 /* The port the gateway listens on inside every sandbox (on 127.0.0.1). */
 #define GATEWAY_PORT 3128
+/* Transparent egress (namespace level): the DNS stub's address inside, and
+ * the synthetic range its answers come from (RFC 2544's benchmarking range,
+ * 198.18.0.0/15, routed to the sandbox's loopback), host byte order. */
+#define DNS_STUB_ADDR 0x7f000035u /* 127.0.0.53 */
+#define SYNTH_NET 0xc6120000u     /* 198.18.0.0 */
+#define SYNTH_PREFIX 15
+/* Distinct names the stub gives an address, per run: a wildcard rule must
+ * not become a channel for arbitrary labels. */
+#define SYNTH_MAX_NAMES 256
+/* Ports a name may be reached on transparently (one listener each). */
+#define SYNTH_MAX_PORTS 32
 
 enum policy_net_mode {
     POLICY_NET_NONE,                /* loopback only (default) */

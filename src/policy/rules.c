@@ -212,3 +212,25 @@ void egress_rules_release(struct egress_rules *r)
     free(r->pins);
     *r = (struct egress_rules){ 0 };
 }
+
+size_t egress_rules_name_ports(const struct egress_rules *r, uint16_t *ports, size_t max)
+{
+    size_t n = 0;
+    const struct egress_rule *lists[] = { r->allow, r->ask };
+    size_t counts[] = { r->n_allow, r->n_ask };
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; i < counts[l]; i++) {
+            const struct egress_rule *rule = &lists[l][i];
+            if (rule->kind != EGRESS_RULE_NAME && rule->kind != EGRESS_RULE_SUFFIX)
+                continue;
+            uint16_t want[2] = { rule->port ? rule->port : 80, rule->port ? 0 : 443 };
+            for (size_t w = 0; w < 2 && want[w]; w++) {
+                bool seen = false;
+                for (size_t j = 0; j < n; j++)
+                    seen = seen || ports[j] == want[w];
+                if (!seen && n < max)
+                    ports[n++] = want[w];
+            }
+        }
+    return n;
+}

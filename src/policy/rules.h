@@ -65,3 +65,7 @@ struct egress_rules {
 /* A deep copy of FROM (no list NULL, even an empty one); -1 when out of memory. */
 int egress_rules_copy(const struct egress_rules *from, struct egress_rules *out);
 void egress_rules_release(struct egress_rules *r);
+
+/* The ports a name may be reached on by R's allow and ask rules (a rule
+ * without one: 80 and 443), each once, at most MAX into PORTS; their count. */
+size_t egress_rules_name_ports(const struct egress_rules *r, uint16_t *ports, size_t max);

@@ -138,6 +138,10 @@ struct sandbox_boundary {
     unsigned char door_token[32];
     int layer;        /* an overlay workspace's layer (the tmpfs holding its upper
                          directory, see sandbox/txn.h), or -1 */
+    /* Transparent egress (namespace level): the DNS stub's socket, then a
+     * listener per port (gateway_doors' order); N_EXTRA_DOORS 0 without. */
+    int extra_doors[1 + SYNTH_MAX_PORTS];
+    size_t n_extra_doors;
     void *state;      /* the backend's own, for release */
     /* The command's view where it is not the namespace level's fixed one
      * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */

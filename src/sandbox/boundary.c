@@ -188,6 +188,9 @@ void boundary_release(struct sandbox_boundary *b)
         closep(fds[i]);
         *fds[i] = -1;
     }
+    for (size_t i = 0; i < b->n_extra_doors; i++)
+        closep(&b->extra_doors[i]);
+    b->n_extra_doors = 0;
 }
 
 int boundary_child_error(int err_r, struct cordon_err *err)

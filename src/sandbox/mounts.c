@@ -296,9 +296,16 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
             NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_FILE, "/etc/hostname", SANDBOX_HOSTNAME "\n", NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_FILE, "/etc/nsswitch.conf",
-            "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
-            "protocols: files\nservices: files\n", NULL, false, false, err));
-    TRY(add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf", "", NULL, false, false, err));
+            plan->transparent
+                ? "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
+                  "protocols: files\nservices: files\n"
+                : "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
+                  "protocols: files\nservices: files\n",
+            NULL, false, false, err));
+    /* Transparent egress: the gateway's DNS stub (DNS_STUB_ADDR), nothing else. */
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf",
+            plan->transparent ? "nameserver 127.0.0.53\noptions attempts:2 timeout:2\n" : "", NULL,
+            false, false, err));
 
     TRY(add(plan, &cap, MOUNT_PROC, "/proc", NULL, NULL, false, false, err));
 

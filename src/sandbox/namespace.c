@@ -16,8 +16,11 @@
 #include "common/fds.h"
 #include "common/syscalls.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <net/if.h>
@@ -142,6 +145,99 @@ static int open_gateway_door(int sock, struct cordon_err *err)
     return 0;
 }
 
+/* One rtnetlink attribute after the message in BUF (room checked by the caller). */
+static void nl_attr(struct nlmsghdr *nh, unsigned short type, const void *data, size_t len)
+{
+    struct rtattr *rta = (struct rtattr *)((char *)nh + NLMSG_ALIGN(nh->nlmsg_len));
+    rta->rta_type = type;
+    rta->rta_len = (unsigned short)RTA_LENGTH(len);
+    memcpy(RTA_DATA(rta), data, len);
+    nh->nlmsg_len = NLMSG_ALIGN(nh->nlmsg_len) + RTA_ALIGN(rta->rta_len);
+}
+
+/*
+ * `ip route add local 198.18.0.0/15 dev lo`, by rtnetlink: every synthetic
+ * address is then the sandbox's own, so a connection to one lands on the
+ * gateway's listener for its port (and on nothing for any other port).
+ */
+static int route_synthetic_range(struct cordon_err *err)
+{
+    _cleanup_close_ int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (s < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open rtnetlink");
+    struct {
+        struct nlmsghdr nh;
+        struct rtmsg rt;
+        char attrs[64];
+    } req = {
+        .nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)), .nlmsg_type = RTM_NEWROUTE,
+                .nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK, .nlmsg_seq = 1 },
+        .rt = { .rtm_family = AF_INET, .rtm_dst_len = SYNTH_PREFIX, .rtm_table = RT_TABLE_LOCAL,
+                .rtm_protocol = RTPROT_BOOT, .rtm_scope = RT_SCOPE_HOST, .rtm_type = RTN_LOCAL },
+    };
+    uint32_t dst = htonl(SYNTH_NET);
+    int lo = (int)if_nametoindex("lo");
+    nl_attr(&req.nh, RTA_DST, &dst, sizeof dst);
+    nl_attr(&req.nh, RTA_OIF, &lo, sizeof lo);
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    if (sendto(s, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot route the synthetic range");
+    struct {
+        struct nlmsghdr nh;
+        struct nlmsgerr e;
+    } ack;
+    ssize_t n = recv(s, &ack, sizeof ack, 0);
+    if (n < (ssize_t)sizeof ack || ack.nh.nlmsg_type != NLMSG_ERROR || ack.e.error != 0) {
+        errno = n >= (ssize_t)sizeof ack && ack.e.error ? -ack.e.error : EPROTO;
+        return err_sys(err, CORDON_E_SETUP, "cannot route the synthetic range to loopback");
+    }
+    return 0;
+}
+
+/* A socket of TYPE bound to ADDR:PORT (host order) in the sandbox's namespace. */
+static int bound_socket(int type, uint32_t addr, uint16_t port, struct cordon_err *err)
+{
+    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create a socket for transparent egress");
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(addr) };
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        (type == SOCK_STREAM && listen(fd, 128) < 0)) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        char text[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+        return err_sys(err, CORDON_E_SETUP, "cannot listen on %s:%u", text, port);
+    }
+    return fd;
+}
+
+/*
+ * Transparent egress: the synthetic range routed here, then the DNS stub's
+ * socket and a listener on 0.0.0.0:PORT for each port the policy lets a name
+ * be reached on, handed to the gateway in that order.
+ */
+static int open_transparent_doors(const struct ns_plan *plan, int sock, struct cordon_err *err)
+{
+    if (route_synthetic_range(err) < 0)
+        return -1;
+    _cleanup_close_ int dns = bound_socket(SOCK_DGRAM, DNS_STUB_ADDR, 53, err);
+    if (dns < 0)
+        return -1;
+    if (send_fd(sock, dns) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot hand the gateway its DNS socket");
+    for (size_t i = 0; i < plan->n_ports; i++) {
+        _cleanup_close_ int l = bound_socket(SOCK_STREAM, INADDR_ANY, plan->ports[i], err);
+        if (l < 0)
+            return -1;
+        if (send_fd(sock, l) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot hand the gateway its sockets");
+    }
+    return 0;
+}
+
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
 {
     struct cordon_err err = { 0 };
@@ -177,7 +273,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     }
     int layer = -1;
     if (mounts_enter_root(plan, &layer, &err) < 0 || loopback_up(&err) < 0 ||
-        (fds->gw_sock >= 0 && open_gateway_door(fds->gw_sock, &err) < 0))
+        (fds->gw_sock >= 0 && open_gateway_door(fds->gw_sock, &err) < 0) ||
+        (fds->gw_sock >= 0 && plan->transparent &&
+         open_transparent_doors(plan, fds->gw_sock, &err) < 0))
         child_fail(fds, &err);
     if (layer >= 0) {
         /* The supervisor commits the layer after the run: its handle leaves
@@ -312,6 +410,18 @@ static int ns_probe(struct cordon_err *err)
     return 0;
 }
 
+/* What open_transparent_doors() handed out, in its order; -1 when one is missing. */
+static int recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b)
+{
+    for (size_t i = 0; i < 1 + plan->n_ports; i++) {
+        int fd = recv_fd(sock);
+        if (fd < 0)
+            return -1;
+        b->extra_doors[b->n_extra_doors++] = fd;
+    }
+    return 0;
+}
+
 static void ns_release(struct sandbox_boundary *b)
 {
     boundary_release(b);
@@ -332,6 +442,16 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     pid_t init = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
+    /* Transparent egress for names: a listener per port a name rule allows
+     * (the proxy's own port excepted: its door holds it on loopback). */
+    if (s->gateway) {
+        uint16_t ports[SYNTH_MAX_PORTS];
+        size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+        plan.transparent = true;
+        for (size_t i = 0; i < n; i++)
+            if (ports[i] != GATEWAY_PORT)
+                plan.ports[plan.n_ports++] = ports[i];
+    }
     if (mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
         (s->ca_pem && mounts_add_ca(&plan, s->ca_pem, err) < 0))
         goto out;
@@ -392,7 +512,9 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     }
     /* The door, then "ready" at the seam; either missing means the child failed. */
     if ((overlay && (b->layer = recv_fd(pp.layer[0])) < 0) ||
-        (s->gateway && (b->door = recv_fd(pp.gw[0])) < 0) || start_ready_wait(pp.start[0]) < 0) {
+        (s->gateway && (b->door = recv_fd(pp.gw[0])) < 0) ||
+        (plan.transparent && recv_transparent_doors(&plan, pp.gw[0], b) < 0) ||
+        start_ready_wait(pp.start[0]) < 0) {
         boundary_child_error(pp.err[0], err);
         goto out;
     }
@@ -412,6 +534,9 @@ out:
         closep(&b->door);
         closep(&b->layer);
         b->door = b->layer = -1;
+        for (size_t i = 0; i < b->n_extra_doors; i++)
+            closep(&b->extra_doors[i]);
+        b->n_extra_doors = 0;
     }
     pipes_close(&pp);
     cgroup_ticket_close(&ticket);

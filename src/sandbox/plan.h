@@ -4,6 +4,7 @@
  * nothing between clone() and exec() allocates or parses.
  */
 #pragma once
+#include "policy/policy.h"
 #include "sandbox/confine.h"
 
 #include <stdbool.h>
@@ -59,6 +60,11 @@ struct ns_plan {
     struct confine_plan confine;    /* the core's rlimits and the Landlock rules of the mounts */
     struct seccomp_program seccomp; /* compiled after clone(), sent to the child */
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
+    /* Transparent egress: resolv.conf names the DNS stub, the synthetic range
+     * is routed to loopback and the gateway gets a listener on each port. */
+    bool transparent;
+    uint16_t ports[SYNTH_MAX_PORTS];
+    size_t n_ports;
 };
 
 struct workspace_guard;

@@ -223,6 +223,7 @@ class DnsStub:
         self.seen = []      # every name asked about, answered or not
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((addr, port))
+        self.port = self.sock.getsockname()[1]
         self.address = "%s:%d" % self.sock.getsockname()  # port 0: the one the kernel chose
         self.sock.settimeout(0.1)
         self._stop = False
@@ -343,7 +344,15 @@ def direct(targets):
         s.settimeout(5)
         try:
             s.connect((host, port))
-            yield {"connected": True}
+            # What answered: the transparent gateway's listener resets a
+            # connection to an address it stands for no name behind.
+            try:
+                got = s.recv(100).decode("latin-1")
+            except ConnectionResetError:
+                got = "reset"
+            except OSError as e:
+                got = errno.errorcode.get(e.errno, str(e.errno))
+            yield {"connected": True, "got": got}
         except OSError as e:
             yield {"errno": errno.errorcode.get(e.errno, str(e.errno))}
         finally:

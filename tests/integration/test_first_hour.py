@@ -400,7 +400,11 @@ def test_check_json_says_what_the_text_says(cordon):
     doc = json.loads(r.out)
     text = cordon.raw("check").out
     assert doc["uid"] == cordon.ident.uid and doc["cordon_version"] in text
-    assert doc["levels"]["namespace"] == {"usable": True, "why": None, "default": True}, doc
+    ns = doc["levels"]["namespace"]
+    assert ns == {"usable": True, "why": None, "default": True, "egress": ns["egress"]}, doc
+    # How each level's command reaches the allowed hosts, as the text says it.
+    for lvl in doc["levels"].values():
+        assert f"egress: {lvl['egress']}" in text, (lvl, text)
     cg = doc["cgroups"]
     for c in ("memory", "pids", "cpu"):
         line = next(l for l in text.splitlines() if l.strip().startswith(c + " "))

@@ -421,6 +421,32 @@ static void test_ask(void)
     }
 }
 
+/* The names the DNS stub gives an address: those a rule could let through. */
+static void test_names(void)
+{
+    static const struct {
+        const char *name;
+        bool known;
+    } rows[] = {
+        { "api.example.com", true },   /* exact */
+        { "x.example.org", true },     /* the wildcard */
+        { "a.b.example.org", true },
+        { "example.org", false },      /* a wildcard is strictly below */
+        { "bad.example.org", false },  /* denied on the ports its allow rule has */
+        { "example.com", false },
+        { "evil.test", false },
+        { "10.0.0.1", false },         /* an address is not a name */
+    };
+    struct gateway_config cfg = config();
+    for (size_t i = 0; i < N(rows); i++) {
+        struct host h;
+        char why[200];
+        int r = host_parse(rows[i].name, strlen(rows[i].name), &h, why, sizeof why);
+        ok(r == 0 && decide_name(&cfg, &h) == rows[i].known, "dns name %s: %s", rows[i].name,
+           rows[i].known ? "answered" : "NXDOMAIN");
+    }
+}
+
 int main(void)
 {
     if (setup() == 0) {
@@ -430,6 +456,7 @@ int main(void)
         test_pins();
         test_budgets();
         test_ask();
+        test_names();
     }
     return done_testing();
 }

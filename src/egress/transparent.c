@@ -1,0 +1,265 @@
+/*
+ * egress/transparent.c: egress for clients that ignore HTTP(S)_PROXY. The
+ * sandbox's resolv.conf names the DNS stub served here: a name the policy
+ * allows gets an address from the synthetic range (one per name per run),
+ * every other name NXDOMAIN; nothing is ever forwarded, so no query for a
+ * name off the allowlist leaves the sandbox. A connection to a synthetic
+ * address lands on one of our listeners (the range is routed to the
+ * sandbox's loopback); the address says which name the client meant, and
+ * the client's TLS server name or Host header must say the same (else it is
+ * domain fronting). From there the connection is a CONNECT (TLS passes
+ * through, or is intercepted where a secret is bound) or a proxy request,
+ * decided by the same code as the proxy's.
+ */
+#include "egress/gateway_int.h"
+#include "egress/synth.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The stub's answers last the run; the TTL only bounds a client's cache. */
+#define SYNTH_TTL 300
+/* Queries read per wake-up, so a flood cannot starve the connections. */
+#define DNS_BURST 64
+/* A ClientHello's first record, at most. */
+#define HELLO_MAX (5 + 16384)
+
+static uint32_t synth_addr(size_t i)
+{
+    return SYNTH_NET + 2 + (uint32_t)i; /* .0 is the network, .1 kept back */
+}
+
+/* The address NAME stands behind, given out now if it is new; 0 past the cap. */
+static uint32_t synth_lookup_or_add(struct gateway *gw, const char *name)
+{
+    for (size_t i = 0; i < gw->n_synth; i++)
+        if (strcmp(gw->synth[i], name) == 0)
+            return synth_addr(i);
+    if (gw->n_synth >= SYNTH_MAX_NAMES)
+        return 0;
+    snprintf(gw->synth[gw->n_synth], sizeof gw->synth[0], "%s", name);
+    return synth_addr(gw->n_synth++);
+}
+
+static const char *synth_name(const struct gateway *gw, uint32_t a)
+{
+    if (!synth_in_range(a) || a < SYNTH_NET + 2 || a - SYNTH_NET - 2 >= gw->n_synth)
+        return NULL;
+    return gw->synth[a - SYNTH_NET - 2];
+}
+
+/* A name the stub refused, as a decision for the audit log (a retry of the
+ * same name, or its AAAA after its A, is not recorded again). */
+static void refused_name(struct gateway *gw, const char *name, const char *rule,
+                         const char *reason)
+{
+    if (strcmp(gw->last_refused, name) == 0)
+        return;
+    snprintf(gw->last_refused, sizeof gw->last_refused, "%s", name);
+    gateway_report(gw, json_pack("{s:b, s:s, s:s, s:i, s:n, s:s, s:s, s:i, s:I, s:I, s:f, s:b}",
+                                 "allowed", 0, "method", "DNS", "host", name, "port", 53,
+                                 "address", "rule", rule, "reason", reason, "status", 403,
+                                 "bytes_up", (json_int_t)0, "bytes_down", (json_int_t)0,
+                                 "duration_ms", 0.0, "transparent", 1));
+}
+
+/* The answer to the query IN, into OUT; 0 when there is none to send. */
+static size_t dns_respond(struct gateway *gw, const uint8_t *in, size_t n, uint8_t *out)
+{
+    struct dns_query q;
+    int rcode;
+    if (dns_parse_query(in, n, &q, &rcode) < 0)
+        return rcode < 0 ? 0 : dns_answer_bare(q.id, q.flags, rcode, out);
+    if (q.qclass != DNS_CLASS_IN)
+        return dns_answer(&q, DNS_RCODE_NOTIMP, 0, 0, out);
+    struct host h = { .is_ip = false };
+    snprintf(h.name, sizeof h.name, "%s", q.name);
+    char why[200];
+    if (!q.name[0] || !decide_name(gw->cfg, &h)) {
+        snprintf(why, sizeof why, "%.150s is not on the allowlist (DNS)", q.name[0] ? q.name : ".");
+        refused_name(gw, q.name, "not_allowed", why);
+        return dns_answer(&q, DNS_RCODE_NXDOMAIN, 0, 0, out);
+    }
+    uint32_t a = synth_lookup_or_add(gw, q.name);
+    if (!a) {
+        snprintf(why, sizeof why, "more than %d distinct names asked of the DNS stub in this run",
+                 SYNTH_MAX_NAMES);
+        refused_name(gw, q.name, "budget:dns_names", why);
+        return dns_answer(&q, DNS_RCODE_NXDOMAIN, 0, 0, out);
+    }
+    /* IPv4 only: AAAA and the rest get an empty answer, so clients fall back to A. */
+    return dns_answer(&q, DNS_RCODE_NOERROR, q.qtype == DNS_TYPE_A ? a : 0, SYNTH_TTL, out);
+}
+
+static void on_dns(evutil_socket_t fd, short what, void *arg)
+{
+    struct gateway *gw = arg;
+    (void)what;
+    for (int i = 0; i < DNS_BURST; i++) {
+        uint8_t in[1500], out[DNS_MAX_PACKET];
+        struct sockaddr_storage from;
+        socklen_t from_len = sizeof from;
+        ssize_t n = recvfrom(fd, in, sizeof in, MSG_DONTWAIT, (struct sockaddr *)&from, &from_len);
+        if (n < 0)
+            return; /* EAGAIN: all read */
+        size_t len = dns_respond(gw, in, (size_t)n, out);
+        if (len)
+            (void)!sendto(fd, out, len, MSG_DONTWAIT, (struct sockaddr *)&from, from_len);
+    }
+}
+
+/* The first bytes of a transparent connection: a TLS ClientHello, or an HTTP head. */
+static void sniff_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t avail = evbuffer_get_length(in);
+    size_t want = avail < HELLO_MAX ? avail : HELLO_MAX;
+    const uint8_t *p = evbuffer_pullup(in, (ssize_t)want);
+    if (!p || !want)
+        return;
+    if (p[0] != 0x16) {
+        /* Plain HTTP (or not even that: the head parser says which). */
+        bufferevent_setcb(bev, conn_head_read, NULL, conn_head_event, c);
+        conn_head_read(bev, c);
+        return;
+    }
+    char sni[256];
+    enum sni_result r = tls_client_hello_sni(p, want, sni, sizeof sni);
+    if (r == SNI_MORE)
+        return;
+    bufferevent_disable(bev, EV_READ);
+    snprintf(c->method, sizeof c->method, "TLS");
+    c->raw_tls = true;
+    if (r == SNI_BAD || r == SNI_NOT_TLS) {
+        conn_refuse(c, 400, "bad_request", "not a TLS ClientHello the gateway can read");
+        return;
+    }
+    if (r == SNI_NONE || strcmp(sni, c->target.host.name) != 0) {
+        conn_refuse(c, 403, "fronting", "TLS server name %s is not %s, the host %s stands for",
+                    r == SNI_NONE ? "(none)" : sni, c->target.host_text, c->via);
+        return;
+    }
+    conn_decide(c, NULL); /* the ClientHello is still in the input: it goes out first */
+}
+
+static void on_port_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                           int len, void *arg)
+{
+    struct gateway *gw = arg;
+    (void)l;
+    (void)sa;
+    (void)len;
+    struct sockaddr_in local = { 0 };
+    socklen_t local_len = sizeof local;
+    const char *name = NULL;
+    if (getsockname(fd, (struct sockaddr *)&local, &local_len) == 0 && local.sin_family == AF_INET)
+        name = synth_name(gw, ntohl(local.sin_addr.s_addr));
+    struct conn *c = conn_start(gw, fd);
+    if (!c)
+        return;
+    c->transparent = true;
+    c->target.port = ntohs(local.sin_port);
+    char addr[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &local.sin_addr, addr, sizeof addr);
+    if (!name) {
+        /* An address the stub never gave out (or loopback): nothing to stand for. */
+        snprintf(c->target.host_text, sizeof c->target.host_text, "%s", addr);
+        c->raw_tls = true;
+        /* Reset, not a clean close: the nearest to the refusal a port nobody
+         * listened on would give. */
+        struct linger now = { .l_onoff = 1, .l_linger = 0 };
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+        conn_refuse(c, 403, "not_allowed", "%s:%u is no address the DNS stub gave out", addr,
+                    c->target.port);
+        return;
+    }
+    c->target.is_connect = true; /* until the first bytes say it is plain HTTP */
+    c->target.host.is_ip = false;
+    snprintf(c->target.host.name, sizeof c->target.host.name, "%s", name);
+    snprintf(c->target.host_text, sizeof c->target.host_text, "%s", name);
+    snprintf(c->via, sizeof c->via, "%s", addr);
+    bufferevent_setcb(c->client, sniff_read, NULL, conn_head_event, c);
+}
+
+void transparent_http(struct conn *c, struct http_request *req)
+{
+    c->target.is_connect = false;
+    if (req->kind != HTTP_TARGET_ORIGIN || req->target_len >= sizeof c->target.path) {
+        conn_refuse(c, 400, "bad_request", "expected an origin-form request for %s",
+                    c->target.host_text);
+        return;
+    }
+    if (!conn_host_names_target(c, req)) {
+        conn_refuse(c, 403, "fronting", "the Host header does not name %s, the host %s stands for",
+                    c->target.host_text, c->via);
+        return;
+    }
+    memcpy(c->target.path, req->target, req->target_len);
+    c->target.path[req->target_len] = '\0';
+    conn_decide(c, req);
+}
+
+static void resume_port(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(arg);
+}
+
+/* accept() failed (out of descriptors): pause this listener rather than spin. */
+static void port_accept_failed(struct evconnlistener *l, void *arg)
+{
+    struct gateway *gw = arg;
+    struct timeval pause = ms_timeval(100);
+    evconnlistener_disable(l);
+    if (event_base_once(gw->base, -1, EV_TIMEOUT, resume_port, l, &pause) < 0)
+        evconnlistener_enable(l);
+}
+
+int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
+                     struct cordon_err *err)
+{
+    gw->dns_fd = doors->dns;
+    if (doors->dns < 0)
+        return 0; /* proxy only */
+    gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);
+    if (!gw->synth)
+        return err_set(err, CORDON_E_SETUP, "out of memory");
+    evutil_make_socket_nonblocking(doors->dns);
+    gw->dns_ev = event_new(gw->base, doors->dns, EV_READ | EV_PERSIST, on_dns, gw);
+    if (!gw->dns_ev || event_add(gw->dns_ev, NULL) < 0)
+        return err_set(err, CORDON_E_SETUP, "cannot serve the DNS stub");
+    for (size_t i = 0; i < doors->n_ports && i < SYNTH_MAX_PORTS; i++) {
+        evutil_make_socket_nonblocking(doors->ports[i]);
+        struct evconnlistener *l = evconnlistener_new(gw->base, on_port_accept, gw,
+                                                      LEV_OPT_CLOSE_ON_FREE, -1, doors->ports[i]);
+        if (!l)
+            return err_set(err, CORDON_E_SETUP, "cannot serve a transparent port");
+        evconnlistener_set_error_cb(l, port_accept_failed);
+        gw->ports[gw->n_ports++] = l;
+    }
+    return 0;
+}
+
+void transparent_fini(struct gateway *gw)
+{
+    for (size_t i = 0; i < gw->n_ports; i++)
+        evconnlistener_free(gw->ports[i]);
+    gw->n_ports = 0;
+    if (gw->dns_ev)
+        event_free(gw->dns_ev);
+    gw->dns_ev = NULL;
+    if (gw->dns_fd >= 0)
+        close(gw->dns_fd);
+    gw->dns_fd = -1;
+    free(gw->synth);
+    gw->synth = NULL;
+}
