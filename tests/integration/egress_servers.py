@@ -10,16 +10,21 @@ JSON): exact requests through the gateway at 127.0.0.1:3128, one JSON line
 per request, so that tests can send request lines no library would.
 """
 
+import contextlib
 import errno
 import gzip
 import http.client
 import http.server
 import json
+import os
+import pathlib
+import shutil
 import socket
 import socketserver
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -380,3 +385,18 @@ if __name__ == "__main__":
     res = fn(arg)
     for r in ([res] if isinstance(res, dict) else res):
         print(json.dumps(r), flush=True)
+
+
+@contextlib.contextmanager
+def scratch_net(prefix, make):
+    """A test module's servers: MAKE(dir) in a fresh 0755 directory; afterwards
+    each of its servers() and others() closed and the directory removed."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(d, 0o755)
+    n = make(d)
+    try:
+        yield n
+    finally:
+        for s in (*n.servers(), *getattr(n, "others", tuple)()):
+            s.close()
+        shutil.rmtree(d, ignore_errors=True)

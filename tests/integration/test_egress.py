@@ -15,7 +15,6 @@ import pathlib
 import shutil
 import ssl
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -57,17 +56,14 @@ class Net:
     def servers(self):
         return (self.web, self.tls, self.internal, self.metadata)
 
+    def others(self):
+        return (self.hang,)
+
 
 @pytest.fixture(scope="module")
 def net():
-    d = pathlib.Path(tempfile.mkdtemp(prefix="cit-egress-"))
-    os.chmod(d, 0o755)
-    n = Net(d)
-    yield n
-    for s in n.servers():
-        s.close()
-    n.hang.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with es.scratch_net("cit-egress-", Net) as n:
+        yield n
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,6 @@ import os
 import pathlib
 import shutil
 import signal
-import subprocess
-import tempfile
 import time
 
 import pytest
@@ -375,13 +373,8 @@ def test_audit_records_the_boundary(cordon):
 
 @pytest.fixture(scope="module")
 def secrets_net():
-    d = pathlib.Path(tempfile.mkdtemp(prefix="cit-secrets-"))
-    os.chmod(d, 0o755)
-    n = Net(d)
-    yield n
-    for s in n.servers():
-        s.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with es.scratch_net("cit-secrets-", Net) as n:
+        yield n
 
 
 def test_secret_swapped_into_tls_by_the_gateway(cordon, secrets_net):

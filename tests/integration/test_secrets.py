@@ -11,13 +11,10 @@ trusts the gateway's per-run CA. /headers echoes Authorization and X-Api-Key.
 
 import json
 import os
-import pathlib
 import re
 import secrets
-import shutil
 import ssl
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -143,13 +140,8 @@ class Net:
 
 @pytest.fixture(scope="module")
 def net():
-    d = pathlib.Path(tempfile.mkdtemp(prefix="cit-secrets-"))
-    os.chmod(d, 0o755)
-    n = Net(d)
-    yield n
-    for s in n.servers():
-        s.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with es.scratch_net("cit-secrets-", Net) as n:
+        yield n
 
 
 @pytest.fixture(autouse=True)

@@ -14,10 +14,8 @@ must never reach it. Every test ends with the "internal" service on
 
 import json
 import os
-import pathlib
 import shutil
 import ssl
-import tempfile
 
 import pytest
 
@@ -116,17 +114,14 @@ class Net:
     def servers(self):
         return (self.web, self.tls, self.internal)
 
+    def others(self):
+        return (self.dns,)
+
 
 @pytest.fixture(scope="module")
 def net():
-    d = pathlib.Path(tempfile.mkdtemp(prefix="cit-tegress-"))
-    os.chmod(d, 0o755)
-    n = Net(d)
-    yield n
-    for s in n.servers():
-        s.close()
-    n.dns.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with es.scratch_net("cit-tegress-", Net) as n:
+        yield n
 
 
 @pytest.fixture(autouse=True)
