@@ -22,10 +22,12 @@ MESON_OPTS := $(if $(CI),--werror,)
 # hand: `make integration CORDON_LEVELS=gvisor` (or microvm: about an hour).
 CORDON_LEVELS ?= namespace,process
 export CORDON_LEVELS
-# The shared suite's files that run at the microvm level in `make test` (TCG).
+# The shared suite's files that run at the gvisor and microvm levels in
+# `make test` (besides each level's own test_level_*.py file).
+GVISOR_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_filesystem.py
 MICROVM_SUBSET ?= tests/integration/test_runtime.py
 
-.PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration integration-microvm test-gvisor fuzz sanitize bench clean
+.PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration integration-gvisor integration-microvm test-gvisor fuzz sanitize bench clean
 
 all: build
 
@@ -58,10 +60,13 @@ unit: build
 integration: build test-deps guest-kernel
 	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
+integration-gvisor: build test-deps
+	CORDON_LEVELS=gvisor CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(GVISOR_SUBSET)
+
 integration-microvm: build test-deps guest-kernel
 	CORDON_LEVELS=microvm CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(MICROVM_SUBSET)
 
-test: unit integration integration-microvm
+test: unit integration integration-gvisor integration-microvm
 
 # The whole integration suite at the gvisor level, by hand (about half an hour
 # on 2 cores): CI runs tests/integration/test_level_gvisor.py as its subset.

@@ -60,6 +60,8 @@ static void fuzz_sni(const uint8_t *data, size_t size)
     }
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_dns(data, size);
