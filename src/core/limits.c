@@ -95,7 +95,8 @@ static uint64_t tasks_of_uid(uid_t uid)
     return n;
 }
 
-int limits_plan(const struct policy *p, const struct cgroup_set *cg, bool host_uid,
+int limits_plan(const struct policy *p, const struct cgroup_set *cg,
+                const struct sandbox_backend *b,
                 struct confine_plan *plan, enum enforcement enforced[POLICY_LIMIT_COUNT],
                 struct cordon_err *err)
 {
@@ -119,6 +120,11 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg, bool host_u
         TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_MEMORY, CGROUP_MEMORY, v,
                               cgroup_set_memory, lim->memory, RLIMIT_DATA, 0,
                               "a per-process RLIMIT_DATA", err));
+        /* A defaulted limit stays RLIMIT_DATA where the level ignores it
+         * (gvisor.c): without a cgroup it holds nowhere, and says so. */
+        if (b->ignores_rlimit_data && enforced[POLICY_LIMIT_MEMORY] == ENFORCED_RLIMIT &&
+            (lim->defaulted & (1u << POLICY_LIMIT_MEMORY)))
+            enforced[POLICY_LIMIT_MEMORY] = ENFORCED_NONE;
     }
     if (lim->pids) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
@@ -131,7 +137,7 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg, bool host_u
          * on top of what the caller has now (root is never held by it).
          */
         uint64_t outside = 0;
-        if (host_uid && !cgroup_has(cg, CGROUP_PIDS) && may_degrade(p, POLICY_LIMIT_PIDS))
+        if (b->host_uid && !cgroup_has(cg, CGROUP_PIDS) && may_degrade(p, POLICY_LIMIT_PIDS))
             outside = tasks_of_uid(getuid());
         TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_PIDS, CGROUP_PIDS, v,
                               cgroup_set_pids, lim->pids, RLIMIT_NPROC, outside, "RLIMIT_NPROC",

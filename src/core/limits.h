@@ -12,9 +12,10 @@
 
 /*
  * Write the cgroup's limits, add the rlimits to C and say in ENFORCED how
- * each is held. HOST_UID: the level runs the command as the caller's own
- * uid in the host's user namespace (see struct sandbox_backend).
+ * each is held at level B (which rlimits mean what there: see struct
+ * sandbox_backend).
  */
-int limits_plan(const struct policy *p, const struct cgroup_set *cg, bool host_uid,
+int limits_plan(const struct policy *p, const struct cgroup_set *cg,
+                const struct sandbox_backend *b,
                 struct confine_plan *c, enum enforcement enforced[POLICY_LIMIT_COUNT],
                 struct cordon_err *err);

@@ -354,17 +354,7 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
             if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
                 return -1;
     }
-    TRY(limits_plan(p, &run->cg, run->backend->host_uid, &run->confine, run->enforced, err));
-    /*
-     * gVisor ignores RLIMIT_DATA, which a defaulted memory limit stays
-     * there (gvisor.c): without a cgroup, that limit holds nowhere, so it
-     * is neither "rlimit" nor among the limits said to hold per process.
-     */
-    if (run->backend->level == CORDON_LEVEL_GVISOR &&
-        run->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_RLIMIT &&
-        (p->limits.defaulted & (1u << POLICY_LIMIT_MEMORY)))
-        run->enforced[POLICY_LIMIT_MEMORY] = ENFORCED_NONE;
-    return 0;
+    return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
 
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,

@@ -162,6 +162,8 @@ struct sandbox_backend {
     /* The command keeps the caller's uid in the host's user namespace, so
      * per-uid limits (RLIMIT_NPROC) count the caller's other processes too. */
     bool host_uid;
+    /* The level's kernel ignores RLIMIT_DATA (gVisor), memory's per-process fallback. */
+    bool ignores_rlimit_data;
     bool overlay;     /* can run a workspace on a copy-on-write layer (workspace.mode) */
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);

@@ -1068,6 +1068,7 @@ out:
 const struct sandbox_backend gvisor_backend = {
     .name = "gvisor",
     .level = CORDON_LEVEL_GVISOR,
+    .ignores_rlimit_data = true,
     .probe = gv_probe,
     .prepare = gv_prepare,
     .release = gv_release,
