@@ -14,13 +14,12 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/route.h"
 #include "common/syscalls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <net/if.h>
@@ -145,52 +144,15 @@ static int open_gateway_door(int sock, struct cordon_err *err)
     return 0;
 }
 
-/* One rtnetlink attribute after the message in BUF (room checked by the caller). */
-static void nl_attr(struct nlmsghdr *nh, unsigned short type, const void *data, size_t len)
-{
-    struct rtattr *rta = (struct rtattr *)((char *)nh + NLMSG_ALIGN(nh->nlmsg_len));
-    rta->rta_type = type;
-    rta->rta_len = (unsigned short)RTA_LENGTH(len);
-    memcpy(RTA_DATA(rta), data, len);
-    nh->nlmsg_len = NLMSG_ALIGN(nh->nlmsg_len) + RTA_ALIGN(rta->rta_len);
-}
-
 /*
- * `ip route add local 198.18.0.0/15 dev lo`, by rtnetlink: every synthetic
- * address is then the sandbox's own, so a connection to one lands on the
- * gateway's listener for its port (and on nothing for any other port).
+ * `ip route add local 198.18.0.0/15 dev lo`: every synthetic address is then
+ * the sandbox's own, so a connection to one lands on the gateway's listener
+ * for its port (and on nothing for any other port).
  */
 static int route_synthetic_range(struct cordon_err *err)
 {
-    _cleanup_close_ int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-    if (s < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot open rtnetlink");
-    struct {
-        struct nlmsghdr nh;
-        struct rtmsg rt;
-        char attrs[64];
-    } req = {
-        .nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)), .nlmsg_type = RTM_NEWROUTE,
-                .nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK, .nlmsg_seq = 1 },
-        .rt = { .rtm_family = AF_INET, .rtm_dst_len = SYNTH_PREFIX, .rtm_table = RT_TABLE_LOCAL,
-                .rtm_protocol = RTPROT_BOOT, .rtm_scope = RT_SCOPE_HOST, .rtm_type = RTN_LOCAL },
-    };
-    uint32_t dst = htonl(SYNTH_NET);
-    int lo = (int)if_nametoindex("lo");
-    nl_attr(&req.nh, RTA_DST, &dst, sizeof dst);
-    nl_attr(&req.nh, RTA_OIF, &lo, sizeof lo);
-    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-    if (sendto(s, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot route the synthetic range");
-    struct {
-        struct nlmsghdr nh;
-        struct nlmsgerr e;
-    } ack;
-    ssize_t n = recv(s, &ack, sizeof ack, 0);
-    if (n < (ssize_t)sizeof ack || ack.nh.nlmsg_type != NLMSG_ERROR || ack.e.error != 0) {
-        errno = n >= (ssize_t)sizeof ack && ack.e.error ? -ack.e.error : EPROTO;
+    if (route_local_range(SYNTH_NET, SYNTH_PREFIX) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot route the synthetic range to loopback");
-    }
     return 0;
 }
 

@@ -1,0 +1,13 @@
+/*
+ * common/route.h: `ip route add local NET/PREFIX dev lo`, by rtnetlink. Every
+ * address of the range is then this network namespace's own, so a connection
+ * to one lands on whatever listens on its port here (0.0.0.0 or the address).
+ * The namespace level routes the synthetic range so in the sandbox's
+ * namespace, the microvm guest agent in the guest. Plain C, no cordon
+ * headers: the static guest agent links it too.
+ */
+#pragma once
+#include <stdint.h>
+
+/* 0, or -1 with errno (the kernel's answer when it refused the route). */
+int route_local_range(uint32_t net, unsigned prefix);
