@@ -5,11 +5,16 @@
  * state), mounts the call's 9p shares, confines and runs the command, relays
  * its stdio and returns its status; then it powers the guest off. With
  * egress, a forwarder listens on 127.0.0.1:3128 and carries each connection
- * over the egress port to the host, which hands it to cordon's gateway.
+ * over the egress port to the host, which hands it to cordon's gateway; with
+ * transparent egress it also serves the DNS stub on 127.0.0.53 and a
+ * listener per port for the synthetic addresses, whose connections it opens
+ * at the gateway with a relay preface (common/relay_wire.h).
  * The host is trusted here; the command is not.
  */
 #include "../src/sandbox/vm_wire.h"
 #include "common/fds.h"
+#include "common/relay_wire.h"
+#include "common/route.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,8 +44,9 @@
 
 #define CONTROL_PORT "/dev/vport0p1"
 #define EGRESS_PORT "/dev/vport0p2"
-#define GATEWAY_PORT 3128
-#define MAX_CONNS 64
+#define MAX_CONNS 64 /* the host's VM_EG_MAX_CONNS */
+/* DNS queries sent on the stream and not yet answered: their clients, in order. */
+#define MAX_PENDING 64
 
 static _Noreturn void power_off(void)
 {
@@ -150,6 +156,8 @@ struct call {
     uid_t uid;
     gid_t gid;
     uint32_t flags;
+    uint16_t ports[VM_MAX_PORTS];
+    uint32_t n_ports;
     uint64_t realtime_ns;
     uint32_t n_rlimits;
     struct { int resource; struct rlimit value; } rlimits[VM_MAX_RLIMITS];
@@ -170,6 +178,10 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
     call->uid = take_u32(&c);
     call->gid = take_u32(&c);
     call->flags = take_u32(&c);
+    size_t used = c.bad ? 0 : vm_ports_take(c.p, (size_t)(c.end - c.p), call->ports, &call->n_ports);
+    if (!used)
+        return false;
+    c.p += used;
     call->realtime_ns = take_u64(&c);
     call->n_rlimits = take_u32(&c);
     if (call->n_rlimits > VM_MAX_RLIMITS)
@@ -359,88 +371,286 @@ static void loopback_up(void)
     close(s);
 }
 
-/* ---- the egress forwarder: 127.0.0.1:3128 <-> the egress port ---- */
+/* ---- the egress forwarder: the guest's sockets <-> the egress port ---- */
 
-static _Noreturn void forwarder(int port, int listener)
+/*
+ * A connection id stays taken until both sides have closed it: the host
+ * frees its end when it sends its close, so an id reused before the host's
+ * close arrived would land on the host's old connection to the gateway.
+ */
+struct conn {
+    int fd;           /* the client's socket; -1 once it closed (or for the DNS stream) */
+    bool used;
+    bool local_done;  /* we sent VM_EG_CLOSE */
+    bool remote_done; /* the host sent VM_EG_CLOSE */
+};
+
+struct forwarder {
+    int port;                     /* the egress port */
+    int proxy;                    /* 127.0.0.1:3128: bytes as they come */
+    int dns;                      /* 127.0.0.53:53 (UDP), or -1 */
+    int listeners[VM_MAX_PORTS];  /* 0.0.0.0:port, for the synthetic addresses */
+    uint32_t n_listeners;
+    struct conn conns[MAX_CONNS];
+    /* The DNS stream: its id (-1: none open), the answers' bytes so far,
+     * and the clients of the queries not yet answered, oldest first. */
+    int dns_id;
+    unsigned char dns_in[2 + RELAY_DNS_MAX];
+    size_t dns_have;
+    struct sockaddr_in pending[MAX_PENDING];
+    size_t pending_head, n_pending;
+};
+
+/* A new id for FD, opened at the host, and PREFACE (N bytes) sent first; -1 when all are taken. */
+static int conn_open(struct forwarder *f, int fd, const void *preface, size_t n)
 {
-    int conn[MAX_CONNS];
-    for (int i = 0; i < MAX_CONNS; i++)
-        conn[i] = -1;
-    static char buf[VM_DATA_MAX];
-    uint32_t hdr[2];
-    for (;;) {
-        struct pollfd p[MAX_CONNS + 2];
-        p[0] = (struct pollfd){ .fd = listener, .events = POLLIN };
-        p[1] = (struct pollfd){ .fd = port, .events = POLLIN };
-        for (int i = 0; i < MAX_CONNS; i++)
-            p[i + 2] = (struct pollfd){ .fd = conn[i], .events = POLLIN };
-        if (poll(p, MAX_CONNS + 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            _exit(1);
-        }
-        if (p[0].revents & POLLIN) {
-            int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-            int slot = -1;
-            for (int i = 0; c >= 0 && i < MAX_CONNS && slot < 0; i++)
-                if (conn[i] < 0)
-                    slot = i;
-            if (slot < 0) {
-                if (c >= 0)
-                    close(c);
-            } else {
-                conn[slot] = c;
-                uint32_t id = (uint32_t)slot;
-                send_frame(port, VM_EG_OPEN, &id, sizeof id, NULL, 0);
+    for (int i = 0; i < MAX_CONNS; i++) {
+        if (f->conns[i].used)
+            continue;
+        f->conns[i] = (struct conn){ .fd = fd, .used = true };
+        uint32_t id = (uint32_t)i;
+        send_frame(f->port, VM_EG_OPEN, &id, sizeof id, NULL, 0);
+        if (n)
+            send_frame(f->port, VM_EG_DATA, &id, sizeof id, preface, n);
+        return i;
+    }
+    return -1;
+}
+
+static void conn_close_local(struct forwarder *f, int i)
+{
+    struct conn *c = &f->conns[i];
+    if (!c->local_done) {
+        uint32_t id = (uint32_t)i;
+        send_frame(f->port, VM_EG_CLOSE, &id, sizeof id, NULL, 0);
+        c->local_done = true;
+    }
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    if (i == f->dns_id) {
+        /* Queries in flight on it are lost: their clients ask again. */
+        f->dns_id = -1;
+        f->dns_have = 0;
+        f->n_pending = 0;
+    }
+    if (c->remote_done)
+        c->used = false;
+}
+
+static void conn_close_remote(struct forwarder *f, int i)
+{
+    struct conn *c = &f->conns[i];
+    c->remote_done = true;
+    if (i == f->dns_id || c->fd < 0)
+        conn_close_local(f, i);
+    else if (!c->local_done)
+        shutdown(c->fd, SHUT_WR); /* the client reads the end, then closes */
+    if (c->local_done)
+        c->used = false;
+}
+
+/* A query from a client of the stub: onto the DNS stream, opened if need be. */
+static void dns_query(struct forwarder *f)
+{
+    unsigned char q[2 + RELAY_DNS_MAX + 1];
+    struct sockaddr_in from;
+    socklen_t flen = sizeof from;
+    ssize_t n = recvfrom(f->dns, q + 2, sizeof q - 2, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
+    /* Shorter than a header, longer than the stream carries, or more in
+     * flight than we remember clients for: dropped, as a busy server would. */
+    if (n < 12 || (size_t)n > RELAY_DNS_MAX || f->n_pending == MAX_PENDING)
+        return;
+    if (f->dns_id < 0) {
+        unsigned char preface[RELAY_MAGIC_LEN + 1];
+        memcpy(preface, RELAY_MAGIC, RELAY_MAGIC_LEN);
+        preface[RELAY_MAGIC_LEN] = RELAY_DNS;
+        f->dns_id = conn_open(f, -1, preface, sizeof preface);
+        if (f->dns_id < 0)
+            return;
+    }
+    q[0] = (unsigned char)(n >> 8);
+    q[1] = (unsigned char)n;
+    uint32_t id = (uint32_t)f->dns_id;
+    send_frame(f->port, VM_EG_DATA, &id, sizeof id, q, 2 + (size_t)n);
+    f->pending[(f->pending_head + f->n_pending++) % MAX_PENDING] = from;
+}
+
+/* Answers from the DNS stream, each to the client of the oldest query. */
+static void dns_answers(struct forwarder *f, const char *data, size_t len)
+{
+    int id = f->dns_id;
+    while (len) {
+        size_t take = sizeof f->dns_in - f->dns_have;
+        if (take > len)
+            take = len;
+        memcpy(f->dns_in + f->dns_have, data, take);
+        f->dns_have += take;
+        data += take;
+        len -= take;
+        for (;;) {
+            if (f->dns_have < 2)
+                break;
+            size_t mlen = (size_t)f->dns_in[0] << 8 | f->dns_in[1];
+            if (mlen > RELAY_DNS_MAX || !f->n_pending) {
+                conn_close_local(f, id); /* not the stream we asked for */
+                return;
             }
-        }
-        if (p[1].revents & (POLLIN | POLLHUP)) {
-            /* One whole frame at a time: the host writes each in one piece. */
-            if (!read_full(port, hdr, sizeof hdr) || hdr[1] < 4 || hdr[1] > VM_DATA_MAX + 4)
-                _exit(1);
-            uint32_t id;
-            if (!read_full(port, &id, sizeof id) || !read_full(port, buf, hdr[1] - 4))
-                _exit(1);
-            if (id < MAX_CONNS && conn[id] >= 0) {
-                if (hdr[0] == VM_EG_DATA)
-                    write_all(conn[id], buf, hdr[1] - 4);
-                else if (hdr[0] == VM_EG_CLOSE)
-                    shutdown(conn[id], SHUT_WR);
-            }
-        }
-        for (int i = 0; i < MAX_CONNS; i++) {
-            if (conn[i] < 0 || !(p[i + 2].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            ssize_t n = read(conn[i], buf, VM_DATA_MAX);
-            uint32_t id = (uint32_t)i;
-            if (n > 0) {
-                send_frame(port, VM_EG_DATA, &id, sizeof id, buf, (size_t)n);
-            } else {
-                send_frame(port, VM_EG_CLOSE, &id, sizeof id, NULL, 0);
-                close(conn[i]);
-                conn[i] = -1;
-            }
+            if (f->dns_have < 2 + mlen)
+                break;
+            struct sockaddr_in *to = &f->pending[f->pending_head];
+            sendto(f->dns, f->dns_in + 2, mlen, MSG_DONTWAIT, (struct sockaddr *)to, sizeof *to);
+            f->pending_head = (f->pending_head + 1) % MAX_PENDING;
+            f->n_pending--;
+            memmove(f->dns_in, f->dns_in + 2 + mlen, f->dns_have - 2 - mlen);
+            f->dns_have -= 2 + mlen;
         }
     }
 }
 
-static void start_forwarder(void)
+/* A connection to a synthetic address: opened with the address and port it was made to. */
+static void transparent_accept(struct forwarder *f, int listener)
 {
-    int port = open(EGRESS_PORT, O_RDWR | O_CLOEXEC);
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    int one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (port < 0 || l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 64) < 0)
-        die("cannot start the egress forwarder");
+    int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0)
+        return;
+    struct sockaddr_in to;
+    socklen_t tlen = sizeof to;
+    unsigned char preface[RELAY_PREFACE_MAX];
+    if (getsockname(c, (struct sockaddr *)&to, &tlen) < 0 || to.sin_family != AF_INET) {
+        close(c);
+        return;
+    }
+    memcpy(preface, RELAY_MAGIC, RELAY_MAGIC_LEN);
+    preface[RELAY_MAGIC_LEN] = RELAY_TCP;
+    /* Both already in network order, as the preface wants them. */
+    memcpy(preface + RELAY_MAGIC_LEN + 1, &to.sin_addr.s_addr, 4);
+    memcpy(preface + RELAY_MAGIC_LEN + 5, &to.sin_port, 2);
+    if (conn_open(f, c, preface, sizeof preface) < 0)
+        close(c);
+}
+
+static _Noreturn void forwarder(struct forwarder *f)
+{
+    static char buf[VM_DATA_MAX];
+    uint32_t hdr[2];
+    enum { FIXED = 3 };
+    for (;;) {
+        struct pollfd p[FIXED + VM_MAX_PORTS + MAX_CONNS];
+        p[0] = (struct pollfd){ .fd = f->port, .events = POLLIN };
+        p[1] = (struct pollfd){ .fd = f->proxy, .events = POLLIN };
+        p[2] = (struct pollfd){ .fd = f->dns, .events = POLLIN };
+        for (uint32_t i = 0; i < f->n_listeners; i++)
+            p[FIXED + i] = (struct pollfd){ .fd = f->listeners[i], .events = POLLIN };
+        struct pollfd *pc = p + FIXED + f->n_listeners;
+        for (int i = 0; i < MAX_CONNS; i++)
+            pc[i] = (struct pollfd){ .fd = f->conns[i].fd, .events = POLLIN };
+        if (poll(p, FIXED + f->n_listeners + MAX_CONNS, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(1);
+        }
+        if (p[0].revents & (POLLIN | POLLHUP)) {
+            /* One whole frame at a time: the host writes each in one piece. */
+            if (!read_full(f->port, hdr, sizeof hdr) || hdr[1] < 4 || hdr[1] > VM_DATA_MAX + 4)
+                _exit(1);
+            uint32_t id;
+            if (!read_full(f->port, &id, sizeof id) || !read_full(f->port, buf, hdr[1] - 4))
+                _exit(1);
+            struct conn *c = id < MAX_CONNS ? &f->conns[id] : NULL;
+            if (c && c->used && !c->remote_done) {
+                if (hdr[0] == VM_EG_DATA && (int)id == f->dns_id)
+                    dns_answers(f, buf, hdr[1] - 4);
+                else if (hdr[0] == VM_EG_DATA && c->fd >= 0)
+                    write_all(c->fd, buf, hdr[1] - 4);
+                else if (hdr[0] == VM_EG_CLOSE)
+                    conn_close_remote(f, (int)id);
+            }
+        }
+        if (p[1].revents & POLLIN) {
+            int c = accept4(f->proxy, NULL, NULL, SOCK_CLOEXEC);
+            if (c >= 0 && conn_open(f, c, NULL, 0) < 0)
+                close(c);
+        }
+        if (p[2].revents & POLLIN)
+            dns_query(f);
+        for (uint32_t i = 0; i < f->n_listeners; i++)
+            if (p[FIXED + i].revents & POLLIN)
+                transparent_accept(f, f->listeners[i]);
+        for (int i = 0; i < MAX_CONNS; i++) {
+            struct conn *c = &f->conns[i];
+            /* Polled before the frames above changed the table: still this connection? */
+            if (c->fd < 0 || c->fd != pc[i].fd || !(pc[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t n = read(c->fd, buf, VM_DATA_MAX);
+            uint32_t id = (uint32_t)i;
+            if (n > 0)
+                send_frame(f->port, VM_EG_DATA, &id, sizeof id, buf, (size_t)n);
+            else
+                conn_close_local(f, i);
+        }
+    }
+}
+
+/* A socket of TYPE bound to ADDR:PORT (host order); -1 with WHY. */
+static int bound_socket(int type, uint32_t addr, uint16_t port, char *why, size_t why_len)
+{
+    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(addr) };
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        (type == SOCK_STREAM && listen(fd, 128) < 0)) {
+        snprintf(why, why_len, "cannot listen on %u.%u.%u.%u:%u: %s", addr >> 24,
+                 addr >> 16 & 255, addr >> 8 & 255, addr & 255, port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool start_forwarder(const struct call *call, char *why, size_t why_len)
+{
+    static struct forwarder f;
+    f = (struct forwarder){ .port = open(EGRESS_PORT, O_RDWR | O_CLOEXEC), .dns = -1,
+                            .dns_id = -1 };
+    for (int i = 0; i < MAX_CONNS; i++)
+        f.conns[i].fd = -1;
+    if (f.port < 0) {
+        snprintf(why, why_len, "cannot open the egress port: %s", strerror(errno));
+        return false;
+    }
+    if ((f.proxy = bound_socket(SOCK_STREAM, INADDR_LOOPBACK, VM_GATEWAY_PORT, why, why_len)) < 0)
+        return false;
+    if (call->flags & VM_CALL_TRANSPARENT) {
+        if (route_local_range(VM_SYNTH_NET, VM_SYNTH_PREFIX) < 0) {
+            snprintf(why, why_len, "cannot route the synthetic range to loopback: %s",
+                     strerror(errno));
+            return false;
+        }
+        if ((f.dns = bound_socket(SOCK_DGRAM, VM_DNS_STUB_ADDR, 53, why, why_len)) < 0)
+            return false;
+        for (uint32_t i = 0; i < call->n_ports; i++) {
+            f.listeners[i] = bound_socket(SOCK_STREAM, INADDR_ANY, call->ports[i], why, why_len);
+            if (f.listeners[i] < 0)
+                return false;
+            f.n_listeners++;
+        }
+    }
     pid_t pid = fork();
-    if (pid < 0)
-        die("cannot fork the egress forwarder");
+    if (pid < 0) {
+        snprintf(why, why_len, "cannot fork the egress forwarder: %s", strerror(errno));
+        return false;
+    }
     if (pid == 0)
-        forwarder(port, l);
-    close(port);
-    close(l);
+        forwarder(&f);
+    close(f.port);
+    close(f.proxy);
+    if (f.dns >= 0)
+        close(f.dns);
+    for (uint32_t i = 0; i < f.n_listeners; i++)
+        close(f.listeners[i]);
+    return true;
 }
 
 /* ---- the command ---- */
@@ -548,8 +758,10 @@ int main(void)
     mkdir("/dev/shm", 01777);
     mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
     loopback_up();
-    if (call.flags & VM_CALL_EGRESS)
-        start_forwarder();
+    if ((call.flags & VM_CALL_EGRESS) && !start_forwarder(&call, why, sizeof why)) {
+        send_error(ctl, VM_ERR_SETUP, why);
+        power_off();
+    }
 
     int in[2], out[2], errout[2], fail[2];
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0 ||

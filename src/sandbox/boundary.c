@@ -39,6 +39,20 @@ const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES] = {
     "null", "zero", "full", "random", "urandom", "tty",
 };
 
+const char *sandbox_nsswitch_conf(bool transparent)
+{
+    return transparent ? "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
+                         "networks: files\nprotocols: files\nservices: files\n"
+                       : "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+                         "networks: files\nprotocols: files\nservices: files\n";
+}
+
+/* Transparent egress: the gateway's DNS stub (DNS_STUB_ADDR), nothing else. */
+const char *sandbox_resolv_conf(bool transparent)
+{
+    return transparent ? "nameserver 127.0.0.53\noptions attempts:2 timeout:2\n" : "";
+}
+
 _Noreturn void boundary_fail(int err_w, struct cordon_err *err)
 {
     (void)!write(err_w, err, sizeof *err);

@@ -30,6 +30,15 @@ extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
 extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
 
 /*
+ * The generated /etc/nsswitch.conf and /etc/resolv.conf, for the levels that
+ * write them (namespace, microvm): with TRANSPARENT egress the DNS stub on
+ * 127.0.0.53 is the one nameserver and hosts fall back to it; without, no
+ * nameserver at all.
+ */
+const char *sandbox_nsswitch_conf(bool transparent);
+const char *sandbox_resolv_conf(bool transparent);
+
+/*
  * The trust store every level shows the command when the gateway intercepts
  * TLS (secrets bound to hosts): the host's store, then the run's CA PEM.
  * *OUT is malloc'ed, *LEN its length.

@@ -21,6 +21,7 @@
 #include "common/syscalls.h"
 #include "common/text.h"
 #include "policy/policy.h"
+#include "policy/rules.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
 #include "common/landlock.h"
@@ -63,6 +64,13 @@
 #define BOOT_TIMEOUT_MS 30000
 #define RESTORE_TIMEOUT_MS 10000
 
+/* The guest agent knows these by vm_wire.h's names. */
+_Static_assert(VM_GATEWAY_PORT == GATEWAY_PORT, "the guest's proxy port");
+_Static_assert(VM_DNS_STUB_ADDR == DNS_STUB_ADDR, "the guest's DNS stub");
+_Static_assert(VM_SYNTH_NET == SYNTH_NET && VM_SYNTH_PREFIX == SYNTH_PREFIX,
+               "the guest's synthetic range");
+_Static_assert(SYNTH_MAX_PORTS <= VM_MAX_PORTS, "the call carries every transparent port");
+
 struct vm_share {
     const char *host;  /* host directory */
     const char *guest; /* where the agent mounts it */
@@ -87,6 +95,10 @@ struct vm_plan {
     size_t n_shares;
     struct vm_buf call_static; /* the call's policy part: rlimits, mounts, filter */
     bool workspace_uid;        /* the command takes the host workspace's owner */
+    /* Transparent egress: the guest's DNS stub, and a listener per port. */
+    bool transparent;
+    uint16_t ports[VM_MAX_PORTS];
+    uint32_t n_ports;
 };
 
 /* ---- digests and paths ---- */
@@ -338,6 +350,16 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         TRY(add_share(v, v->paths[first_bind + i], p->binds[i].dest, p->binds[i].writable, err));
     }
     v->workspace_uid = p->workspace != NULL;
+    /* Transparent egress for names: a listener per port a name rule allows
+     * (the proxy's own port excepted: the guest's forwarder holds it). */
+    if (s->gateway) {
+        uint16_t ports[SYNTH_MAX_PORTS];
+        size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+        v->transparent = true;
+        for (size_t i = 0; i < n; i++)
+            if (ports[i] != GATEWAY_PORT)
+                v->ports[v->n_ports++] = ports[i];
+    }
 
     /* The call's policy part; argv, environment and entropy follow at start. */
     struct vm_buf *b = &v->call_static;
@@ -367,7 +389,7 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     if (s->ca_pem)
         TRY(sandbox_ca_bundle(s->ca_pem, &ca_bundle, &ca_len, err));
     vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + SANDBOX_N_ETC_FILES + 1 + (p->workspace ? 0 : 1) +
-                             (s->ca_pem ? 2 : 0) + n_covers));
+                             2 + (s->ca_pem ? 2 : 0) + n_covers));
     /* The tmpfs first: a bind beneath /tmp goes on top of it, not under it. */
     snprintf(opts, sizeof opts, "size=%llu,mode=1777", (unsigned long long)p->tmp_size);
     vm_buf_u32(b, VM_MOUNT_TMPFS);
@@ -403,6 +425,14 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         }
         vm_buf_str(b, v->shares[i].guest);
     }
+    /* The namespace level's generated name service files: with transparent
+     * egress they name the guest's DNS stub. */
+    vm_buf_u32(b, VM_MOUNT_DATA);
+    vm_buf_str(b, sandbox_nsswitch_conf(v->transparent));
+    vm_buf_str(b, "/etc/nsswitch.conf");
+    vm_buf_u32(b, VM_MOUNT_DATA);
+    vm_buf_str(b, sandbox_resolv_conf(v->transparent));
+    vm_buf_str(b, "/etc/resolv.conf");
     /* The gateway intercepts TLS to hosts secrets are bound to: its CA, as
      * the other levels show it (run.c points the clients' variables here). */
     if (s->ca_pem) {
@@ -993,7 +1023,10 @@ static int send_call(const struct vm_plan *v, int ctl, const struct start_messag
     vm_buf_u32(&b, v->workspace_uid);
     vm_buf_u32(&b, SANDBOX_UID);
     vm_buf_u32(&b, SANDBOX_GID);
-    vm_buf_u32(&b, egress ? VM_CALL_EGRESS : 0);
+    vm_buf_u32(&b, (egress ? VM_CALL_EGRESS : 0) | (egress && v->transparent ? VM_CALL_TRANSPARENT : 0));
+    vm_buf_u32(&b, v->n_ports);
+    for (uint32_t i = 0; i < v->n_ports; i++)
+        vm_buf_u32(&b, v->ports[i]);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     vm_buf_u64(&b, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);

@@ -295,17 +295,10 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
             "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost\n",
             NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_FILE, "/etc/hostname", SANDBOX_HOSTNAME "\n", NULL, false, false, err));
-    TRY(add(plan, &cap, MOUNT_FILE, "/etc/nsswitch.conf",
-            plan->transparent
-                ? "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
-                  "protocols: files\nservices: files\n"
-                : "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
-                  "protocols: files\nservices: files\n",
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/nsswitch.conf", sandbox_nsswitch_conf(plan->transparent),
             NULL, false, false, err));
-    /* Transparent egress: the gateway's DNS stub (DNS_STUB_ADDR), nothing else. */
-    TRY(add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf",
-            plan->transparent ? "nameserver 127.0.0.53\noptions attempts:2 timeout:2\n" : "", NULL,
-            false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf", sandbox_resolv_conf(plan->transparent),
+            NULL, false, false, err));
 
     TRY(add(plan, &cap, MOUNT_PROC, "/proc", NULL, NULL, false, false, err));
 

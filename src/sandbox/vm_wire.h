@@ -7,6 +7,7 @@
  * src/sandbox/vmproto.c; plain C, no cordon headers.
  */
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 
 #define VM_FRAME_HEADER 8u
@@ -19,6 +20,14 @@
 #define VM_ENTROPY_BYTES 64u
 #define VM_MAX_MOUNTS 1024u /* shares, tmpfs and the workspace's covered entries */
 #define VM_MAX_RLIMITS 16u
+/* Transparent egress: the ports the guest listens on for synthetic addresses. */
+#define VM_MAX_PORTS 32u
+/* The guest's fixed addresses (policy.h's GATEWAY_PORT, DNS_STUB_ADDR,
+ * SYNTH_NET and SYNTH_PREFIX; microvm.c asserts they agree). */
+#define VM_GATEWAY_PORT 3128u
+#define VM_DNS_STUB_ADDR 0x7f000035u /* 127.0.0.53 */
+#define VM_SYNTH_NET 0xc6120000u     /* 198.18.0.0/15 */
+#define VM_SYNTH_PREFIX 15u
 
 /* The control port (the first virtserialport, /dev/vport0p1 in the guest). */
 enum vm_frame_type {
@@ -50,7 +59,8 @@ enum vm_error_kind {
  * then that many bytes, no NUL):
  *   entropy[VM_ENTROPY_BYTES]
  *   u32 uid_from_workspace (1: the command takes /workspace's owner), u32 uid, u32 gid
- *   u32 flags (VM_CALL_EGRESS)
+ *   u32 flags (VM_CALL_EGRESS, VM_CALL_TRANSPARENT)
+ *   u32 n_ports, then n x u32 port (transparent egress: see vm_ports_take())
  *   u64 the host's CLOCK_REALTIME in ns (a restored guest's clock is the snapshot's)
  *   u32 n_rlimits, then n x (u32 resource, u64 soft, u64 hard)
  *   u32 n_mounts, then n x (u32 flags (VM_MOUNT_*), str tag, str guest path)
@@ -60,9 +70,46 @@ enum vm_error_kind {
  *   u32 envc, then envc x str
  */
 #define VM_CALL_EGRESS 1u
+/* With egress: a DNS stub on 127.0.0.53, 198.18.0.0/15 routed locally and a
+ * listener on 0.0.0.0 for each of the call's ports, each connection carried
+ * to the gateway behind a relay preface (common/relay_wire.h). */
+#define VM_CALL_TRANSPARENT 2u
 #define VM_MOUNT_READONLY 1u
 #define VM_MOUNT_TMPFS 2u /* tag is tmpfs options, not a 9p share */
 #define VM_MOUNT_FILE 4u  /* tag is "TAG/NAME": file NAME of share TAG, bound at path */
 #define VM_MOUNT_COVER 8u /* a protected workspace entry: bound read-only over itself */
 #define VM_MOUNT_MASK 16u /* a socket, FIFO or link there: an empty read-only file on it */
 #define VM_MOUNT_DATA 32u /* tag is a file's contents, written at path, read-only inside */
+
+/*
+ * The call's port list at P (LEN bytes left): u32 n_ports, then n x u32
+ * port. Into PORTS (room for VM_MAX_PORTS); the bytes it took, or 0 when the
+ * list is cut short, longer than VM_MAX_PORTS, or names port 0, one past
+ * 65535, the gateway's own port or one twice. Shared by both ends, so the
+ * unit test checks what the guest accepts.
+ */
+static inline uint32_t vm_wire_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline size_t vm_ports_take(const void *p, size_t len, uint16_t *ports, uint32_t *n_ports)
+{
+    const unsigned char *b = p;
+    if (len < 4)
+        return 0;
+    uint32_t n = vm_wire_le32(b);
+    if (n > VM_MAX_PORTS || len - 4 < (size_t)n * 4)
+        return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t port = vm_wire_le32(b + 4 + 4 * i);
+        if (port == 0 || port > 65535 || port == VM_GATEWAY_PORT)
+            return 0;
+        for (uint32_t j = 0; j < i; j++)
+            if (ports[j] == port)
+                return 0;
+        ports[i] = (uint16_t)port;
+    }
+    *n_ports = n;
+    return 4 + (size_t)n * 4;
+}

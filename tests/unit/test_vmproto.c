@@ -4,7 +4,8 @@
  * type's cap, a forged connection id, a type from the other port) must each
  * end the session with the message naming the fault, in every split of the
  * byte stream; then a fuzz-style run of random and mutated streams must never
- * read past its buffer or hand out a frame that breaks the rules.
+ * read past its buffer or hand out a frame that breaks the rules. The call's
+ * port list (what the guest accepts of it, vm_ports_take()) is a table too.
  */
 #include "sandbox/vmproto.h"
 
@@ -44,6 +45,64 @@ static const struct frame_case cases[] = {
     { "forged connection id", VM_PORT_EGRESS, VM_EG_OPEN, 4, 64, "connection 64" },
     { "forged id on data", VM_PORT_EGRESS, VM_EG_DATA, 8, 0xffffffffu, "connection 4294967295" },
 };
+
+/* A call's port list: the count N as sent (it may lie), the LISTED ports
+ * that follow it, less CUT bytes at the end. */
+struct ports_case {
+    const char *name;
+    uint32_t n;
+    size_t listed;
+    uint32_t ports[VM_MAX_PORTS + 1];
+    size_t cut;
+    bool accepted;
+};
+
+static const struct ports_case ports_cases[] = {
+    { "none", 0, 0, { 0 }, 0, true },
+    { "two", 2, 2, { 80, 443 }, 0, true },
+    { "the highest port", 1, 1, { 65535 }, 0, true },
+    { "the cap", VM_MAX_PORTS, VM_MAX_PORTS,
+      { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+        25, 26, 27, 28, 29, 30, 31, 32 }, 0, true },
+    { "past the cap", VM_MAX_PORTS + 1, VM_MAX_PORTS + 1,
+      { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+        25, 26, 27, 28, 29, 30, 31, 32, 33 }, 0, false },
+    { "a count past the bytes", 3, 2, { 80, 443 }, 0, false },
+    { "a huge count", 0xffffffffu, 1, { 80 }, 0, false },
+    { "cut inside a port", 2, 2, { 80, 443 }, 1, false },
+    { "cut inside the count", 0, 0, { 0 }, 1, false },
+    { "port 0", 1, 1, { 0 }, 0, false },
+    { "one past 65535", 1, 1, { 65536 }, 0, false },
+    { "the gateway's port", 2, 2, { 80, VM_GATEWAY_PORT }, 0, false },
+    { "a port twice", 3, 3, { 80, 443, 80 }, 0, false },
+};
+
+static void check_ports(void)
+{
+    for (size_t i = 0; i < sizeof ports_cases / sizeof ports_cases[0]; i++) {
+        const struct ports_case *c = &ports_cases[i];
+        struct vm_buf b = { 0 };
+        vm_buf_u32(&b, c->n);
+        for (size_t k = 0; k < c->listed; k++)
+            vm_buf_u32(&b, c->ports[k]);
+        size_t len = b.len - c->cut;
+        /* What follows in the call is never taken as ports. */
+        if (!c->cut)
+            vm_buf_u32(&b, 443);
+        uint16_t ports[VM_MAX_PORTS];
+        uint32_t n = 0xdead;
+        size_t used = b.failed ? 0 : vm_ports_take(b.data, c->cut ? len : b.len, ports, &n);
+        if (c->accepted) {
+            bool same = n == c->n && used == len;
+            for (uint32_t k = 0; same && k < n; k++)
+                same = ports[k] == c->ports[k];
+            ok(same, "ports %s: accepted, %zu bytes taken", c->name, used);
+        } else {
+            ok(used == 0 && n == 0xdead, "ports %s: refused", c->name);
+        }
+        vm_buf_release(&b);
+    }
+}
 
 static size_t encode(const struct frame_case *c, unsigned char *out, size_t cap)
 {
@@ -165,6 +224,7 @@ int main(void)
             off += used;
         }
     }
+    check_ports();
     ok(bad == 0 && refused > 0, "fuzz: %lu frames accepted, %lu streams refused, %lu broke the rules",
        frames, refused, bad);
     free(r);
