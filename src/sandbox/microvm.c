@@ -1323,6 +1323,9 @@ static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundar
              "\"initramfs_digest\":\"%s\",\"note\":\"%s\"}",
              v->kvm ? "kvm" : "tcg", restored == 'r' ? "true" : "false", v->kernel_digest,
              v->initramfs_digest, microvm_accel_note(v->kvm));
+    /* The guest agent serves the DNS stub and the synthetic addresses and
+     * opens each such connection at the door with a relay preface. */
+    b->relay_transparent = v->transparent;
     b->pid = shim;
     shim = -1;
     b->err_r = TAKE_FD(errp[0]);
