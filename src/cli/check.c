@@ -218,6 +218,9 @@ static const char *egress_note(enum cordon_level l)
     return l == CORDON_LEVEL_NAMESPACE
                ? "transparent: a DNS stub and synthetic addresses for allowed names, and the "
                  "proxy (HTTP(S)_PROXY)"
+           : l == CORDON_LEVEL_MICROVM
+               ? "transparent: the guest agent serves a DNS stub and synthetic addresses for "
+                 "allowed names and relays them to the gateway, and the proxy (HTTP(S)_PROXY)"
                : "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
 }
 
