@@ -82,8 +82,34 @@ def connect(addr, port):
     except OSError as e:
         return {"errno": e.__class__.__name__}
 
+def burst(addr, port, host, n):
+    """N requests in a row, each on its own connection, which the client
+    closes first: as soon as the body is in (its Content-Length)."""
+    statuses = []
+    addr = addr or socket.gethostbyname(host)  # through resolv.conf: the stub
+    for i in range(n):
+        s = socket.create_connection((addr, port), timeout=20)
+        s.sendall(f"GET /burst{i} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+                  if l.lower().startswith(b"content-length:")]
+        while length and len(body) < length[0]:
+            d = s.recv(65536)
+            if not d:
+                break
+            body += d
+        s.close()
+        statuses.append(int(head.split()[1]) if head else 0)
+    return {"statuses": statuses}
+
 for step in json.loads(sys.argv[1]):
-    fn = {"query": query, "http": http, "tls": tls, "connect": connect}[step[0]]
+    fn = {"query": query, "http": http, "tls": tls, "connect": connect, "burst": burst}[step[0]]
     try:
         print(json.dumps(fn(*step[1:])), flush=True)
     except Exception as e:
@@ -191,6 +217,16 @@ def test_python_without_proxy_variables(cordon, net):
     assert out[2]["status"] == 200, out
     assert net.web.requests[-1]["path"] == "/raw"
     assert net.web.requests[-1]["headers"].get("Host") == f"{NAME}:{net.web.port}"
+
+
+def test_connections_in_a_row_each_reach_the_host(cordon, net):
+    """More connections than a relay has ids for (a microvm guest: 64), one
+    after another, each closed by the client first: each reaches the host as
+    its own request, none lands on an earlier connection's way out."""
+    n = 80
+    out, r = steps(cordon, net, [["burst", None, net.web.port, NAME, n]])
+    assert out == [{"statuses": [200] * n}], out
+    assert sorted(q["path"] for q in net.web.requests) == sorted(f"/burst{i}" for i in range(n))
 
 
 def test_refused_name_never_leaves_the_sandbox(cordon, net):
