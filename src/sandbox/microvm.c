@@ -87,6 +87,9 @@ struct vm_plan {
     size_t n_shares;
     struct vm_buf call_static; /* the call's policy part: rlimits, mounts, filter */
     bool workspace_uid;        /* the command takes the host workspace's owner */
+    /* The run's own syscall filter, for QEMU too: its -sandbox is QEMU's
+     * idea of what QEMU needs; this one is cordon's, under it. */
+    struct seccomp_program qemu_filter;
 };
 
 /* ---- digests and paths ---- */
@@ -294,6 +297,7 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     snprintf(v->kernel, sizeof v->kernel, "%s/vmlinux",
              env_or("CORDON_GUEST_KERNEL", KERNEL_DEFAULT));
     TRY(microvm_probe(err));
+    TRY(seccomp_program_build(p, &v->qemu_filter, err));
     snprintf(v->paths[0], sizeof v->paths[0], "/usr");
     TRY(find_initramfs(v->initramfs, err));
     snprintf(v->snapshot_dir, sizeof v->snapshot_dir, "%s",
@@ -501,7 +505,8 @@ static int confine_qemu(const struct vm_plan *v, bool saving, struct cordon_err 
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot set no_new_privs");
-    return landlock_plan_apply(&ll, err);
+    TRY(landlock_plan_apply(&ll, err));
+    return seccomp_program_install(&v->qemu_filter, err);
 }
 
 /* Start QEMU; RESTORE_FD >= 0 restores the snapshot read from it. */
@@ -1310,6 +1315,7 @@ out:
         if (all[i] >= 0)
             close(all[i]);
     vm_buf_release(&v->call_static);
+    seccomp_program_release(&v->qemu_filter);
     free(v);
     return rc;
 }

@@ -254,6 +254,29 @@ def test_kill9_of_cordon_leaves_no_qemu(cordon):
             os.kill(pid, signal.SIGKILL)
 
 
+def test_qemu_is_confined_like_a_command(cordon):
+    """QEMU itself runs under cordon's own syscall filter (the run's, as at the
+    namespace level) beneath its -sandbox, with no_new_privs, and in a
+    network namespace of its own: a QEMU the guest took over is still boxed."""
+    ws = marked_dir(cordon)
+    p = cordon.popen(["sh", "-c", "touch /workspace/up; exec sleep 100"], *TCG, "-w", ws)
+    try:
+        # The command runs: QEMU is past its own setup (-sandbox included).
+        assert wait_until(lambda: (ws / "up").exists(), 60), "the guest never ran the command"
+        pid = live_qemu(ws.name)[0]
+        status = dict(line.split(":", 1) for line in
+                      pathlib.Path(f"/proc/{pid}/status").read_text().splitlines())
+        assert status["Seccomp"].strip() == "2", status["Seccomp"]
+        # QEMU's -sandbox, and cordon's beneath it.
+        assert int(status["Seccomp_filters"]) >= 2, status["Seccomp_filters"]
+        assert status["NoNewPrivs"].strip() == "1"
+        assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    finally:
+        p.kill()
+        p.wait()
+    assert wait_until(lambda: not live_qemu(ws.name), 10), live_qemu(ws.name)
+
+
 # --- a hostile guest ------------------------------------------------------
 
 
