@@ -343,10 +343,12 @@ int cmd_check(int argc, char **argv)
         const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
         if (b && b->probe(&err) == 0 && l == CORDON_LEVEL_MICROVM) {
             /* Say what would run the guest: without VMX/SVM it is QEMU's emulator. */
-            bool hw = microvm_has_kvm();
+            char why[160];
+            bool hw = microvm_has_kvm(why, sizeof why);
             printf("  %-10s yes, %s%s\n", cordon_level_name((enum cordon_level)l),
                    microvm_accel_note(hw), hw ? "" : " (runs only where the policy says "
                                                      "microvm.accel: tcg)");
+            printf("  %-10s kvm: %s\n", "", why);
         } else if (b && b->probe(&err) == 0)
             printf("  %-10s yes%s\n", cordon_level_name((enum cordon_level)l),
                    l == CORDON_LEVEL_NAMESPACE ? " (default)" : "");
