@@ -32,6 +32,8 @@ import subprocess
 
 import pytest
 
+import conftest
+
 import egress_servers as es
 from conftest import (BUILD, assert_errno, host_ipv4_addresses, host_state, marker,
                       new_leftovers, pids_with, wait_until)
@@ -58,8 +60,14 @@ def gv(cordon, cmd, *opts, **kw):
 
 
 def runsc_pids():
-    """Host processes of a gvisor run: its shim and every runsc process."""
-    return pids_with("cordon-gvisor-")
+    """Host runsc processes of this test's gvisor runs (and cordon check's
+    probes): their state directories name the cordon that made them, so a
+    concurrent run elsewhere on the host is not counted."""
+    found = set()
+    for pid in conftest._test_pids or ():
+        found.update(pids_with(f"cordon-gvisor-{pid}-"))
+        found.update(pids_with(f"cordon-gvisor-probe-{pid}-"))
+    return sorted(found)
 
 
 def assert_nothing_left(timeout=5):
