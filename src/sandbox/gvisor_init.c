@@ -61,6 +61,20 @@
 #define MAX_INSNS 4096
 #define MAX_PORTS 32
 
+static int write_all(int fd, const void *data, size_t len)
+{
+    for (const char *p = data; len > 0;) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
 static void relay(int a, int b)
 {
     char buf[65536];
@@ -84,14 +98,8 @@ static void relay(int a, int b)
                 open_dirs--;
                 continue;
             }
-            for (ssize_t off = 0; off < n;) {
-                ssize_t w = write(to, buf + off, (size_t)(n - off));
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0)
-                    return;
-                off += w;
-            }
+            if (write_all(to, buf, (size_t)n) < 0)
+                return;
         }
     }
 }
@@ -108,20 +116,6 @@ static int dial(const char *path)
         return -1;
     }
     return s;
-}
-
-static int write_all(int fd, const void *data, size_t len)
-{
-    for (const char *p = data; len > 0;) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
 }
 
 /* A connection to the gateway's door that opens with the relay preface of KIND. */
@@ -512,15 +506,11 @@ static int place_one(char *path, const char *data, size_t len, unsigned mode)
     close(dir);
     if (out < 0)
         return -1;
-    for (size_t off = 0; off < len;) {
-        ssize_t w = write(out, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(out);
-            return -1;
-        }
-        off += (size_t)w;
+    if (write_all(out, data, len) < 0) {
+        int e = errno;
+        close(out);
+        errno = e;
+        return -1;
     }
     return close(out);
 }
