@@ -1059,6 +1059,9 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     if (s->gateway && (b->door = open_door(st, err)) < 0)
         goto out;
+    /* The helper serves the stub and the synthetic addresses: the gateway
+     * takes its relay's prefaces on the door (gvisor_init.c). */
+    b->relay_transparent = st->transparent;
     plan_commands(st);
 
     if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(statp, O_CLOEXEC) < 0 ||

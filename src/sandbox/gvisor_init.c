@@ -211,9 +211,12 @@ static int own_range(uint32_t net, int prefix)
  * its asker. The stream is dialled again when it ends (queries still
  * waiting then are lost, as UDP loses them: the resolver asks again).
  * Shorter than a header, or a response: dropped here, since it would end
- * the stream for everyone.
+ * the stream for everyone. The gateway ends a stream idle for 30 s
+ * (HEAD_DEADLINE_MS); the stub ends it first, after DNS_IDLE_MS with no
+ * answer owed, so no query is ever sent into a stream being closed.
  */
 #define DNS_PENDING 256
+#define DNS_IDLE_MS 10000
 static _Noreturn void dns_main(int u, const char *gateway)
 {
     static struct sockaddr_in askers[DNS_PENDING];
@@ -222,7 +225,13 @@ static _Noreturn void dns_main(int u, const char *gateway)
     int g = -1;
     for (;;) {
         struct pollfd p[2] = { { .fd = u, .events = POLLIN }, { .fd = g, .events = POLLIN } };
-        if (poll(p, g >= 0 ? 2 : 1, -1) < 0)
+        int ready = poll(p, g >= 0 ? 2 : 1, g >= 0 && waiting == 0 ? DNS_IDLE_MS : -1);
+        if (ready == 0) {
+            close(g);
+            g = -1;
+            have = 0;
+        }
+        if (ready <= 0)
             continue;
         if (g >= 0 && p[1].revents) {
             ssize_t r = read(g, in + have, sizeof in - have);
