@@ -75,11 +75,25 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-static void relay(int a, int b)
+/* FD's close, which follows, sends a reset. */
+static void reset_on_close(int fd)
+{
+    struct linger now = { .l_onoff = 1, .l_linger = 0 };
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+}
+
+/*
+ * Carry bytes between the client A and the gateway B until both ends are
+ * done. With RESET, a gateway that ends the connection before sending a
+ * byte refused it: the client gets a reset, as from the namespace level's
+ * listeners (a unix socket cannot carry one).
+ */
+static void relay(int a, int b, bool reset)
 {
     char buf[65536];
     struct pollfd p[2] = { { .fd = a, .events = POLLIN }, { .fd = b, .events = POLLIN } };
     int open_dirs = 2;
+    bool answered = false;
     while (open_dirs > 0) {
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
@@ -91,6 +105,11 @@ static void relay(int a, int b)
                 continue;
             int to = i == 0 ? b : a;
             ssize_t n = read(p[i].fd, buf, sizeof buf);
+            if (n <= 0 && i == 1 && reset && !answered) {
+                reset_on_close(a);
+                return;
+            }
+            answered |= i == 1 && n > 0;
             if (n <= 0) {
                 /* Half-close: the other side still gets its answer. */
                 shutdown(to, SHUT_WR);
@@ -284,11 +303,13 @@ static void relay_transparent(int c, const char *gateway)
 {
     struct sockaddr_in to;
     socklen_t len = sizeof to;
-    if (getsockname(c, (struct sockaddr *)&to, &len) < 0 || to.sin_family != AF_INET)
-        return;
-    int g = dial_relay(gateway, RELAY_TCP, &to);
+    int g = -1;
+    if (getsockname(c, (struct sockaddr *)&to, &len) == 0 && to.sin_family == AF_INET)
+        g = dial_relay(gateway, RELAY_TCP, &to);
     if (g >= 0)
-        relay(c, g);
+        relay(c, g, true);
+    else
+        reset_on_close(c); /* no gateway to decide: refused */
 }
 
 /* No capability left: the init is then no more than the command it serves. */
@@ -415,7 +436,7 @@ static int init_main(const char *home, struct relay_plan *r)
                 if (i > 0)
                     relay_transparent(c, r->gateway);
                 else if ((g = dial(r->gateway)) >= 0)
-                    relay(c, g);
+                    relay(c, g, false);
                 _exit(0);
             }
             close(c);
