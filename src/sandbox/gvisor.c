@@ -8,9 +8,11 @@
  * empty directories and the merged-/usr links, /usr and the policy's binds,
  * sized tmpfs /tmp, the workspace, generated /etc files), the static helper
  * cordon-gvisor-init, the seccomp profile and, for egress, the gateway's
- * unix socket. A shim, our child, joins the run's cgroup and starts the
- * container (`runsc run`, attached) whose first process is the helper: the
- * sandbox is warm. The shim then blocks at the start seam.
+ * unix socket, to which the helper relays the proxy port, its DNS stub and
+ * the synthetic addresses (transparent egress, gvisor_init.c). A shim, our
+ * child, joins the run's cgroup and starts the container (`runsc run`,
+ * attached) whose first process is the helper: the sandbox is warm. The
+ * shim then blocks at the start seam.
  *
  * start: the shim receives argv, environment and stdio, writes the process
  * spec and runs it with `runsc exec`, whose stdio are the received
