@@ -215,10 +215,16 @@ static void print_gvisor_platforms(void)
 /* How a level's command reaches the allowed hosts (README: transparent egress). */
 static const char *egress_note(enum cordon_level l)
 {
-    return l == CORDON_LEVEL_NAMESPACE
-               ? "transparent: a DNS stub and synthetic addresses for allowed names, and the "
-                 "proxy (HTTP(S)_PROXY)"
-               : "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+    switch (l) {
+    case CORDON_LEVEL_NAMESPACE:
+        return "transparent: a DNS stub and synthetic addresses for allowed names, and the "
+               "proxy (HTTP(S)_PROXY)";
+    case CORDON_LEVEL_GVISOR:
+        return "transparent: a DNS stub and synthetic addresses for allowed names in gVisor's "
+               "netstack, relayed to the gateway by the sandbox's init, and the proxy";
+    default:
+        return "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+    }
 }
 
 /* The same facts as the text report, as one JSON object on stdout (--json). */
