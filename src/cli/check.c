@@ -215,13 +215,19 @@ static void print_gvisor_platforms(void)
 /* How a level's command reaches the allowed hosts (README: transparent egress). */
 static const char *egress_note(enum cordon_level l)
 {
-    return l == CORDON_LEVEL_NAMESPACE
-               ? "transparent: a DNS stub and synthetic addresses for allowed names, and the "
-                 "proxy (HTTP(S)_PROXY)"
-           : l == CORDON_LEVEL_MICROVM
-               ? "transparent: the guest agent serves a DNS stub and synthetic addresses for "
-                 "allowed names and relays them to the gateway, and the proxy (HTTP(S)_PROXY)"
-               : "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+    switch (l) {
+    case CORDON_LEVEL_NAMESPACE:
+        return "transparent: a DNS stub and synthetic addresses for allowed names, and the "
+               "proxy (HTTP(S)_PROXY)";
+    case CORDON_LEVEL_GVISOR:
+        return "transparent: a DNS stub and synthetic addresses for allowed names in gVisor's "
+               "netstack, relayed to the gateway by the sandbox's init, and the proxy";
+    case CORDON_LEVEL_MICROVM:
+        return "transparent: a DNS stub and synthetic addresses for allowed names in the guest, "
+               "relayed to the gateway by the guest agent, and the proxy";
+    default:
+        return "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+    }
 }
 
 /* The same facts as the text report, as one JSON object on stdout (--json). */
@@ -346,10 +352,12 @@ int cmd_check(int argc, char **argv)
         const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
         if (b && b->probe(&err) == 0 && l == CORDON_LEVEL_MICROVM) {
             /* Say what would run the guest: without VMX/SVM it is QEMU's emulator. */
-            bool hw = microvm_has_kvm();
+            char why[160];
+            bool hw = microvm_has_kvm(why, sizeof why);
             printf("  %-10s yes, %s%s\n", cordon_level_name((enum cordon_level)l),
                    microvm_accel_note(hw), hw ? "" : " (runs only where the policy says "
                                                      "microvm.accel: tcg)");
+            printf("  %-10s kvm: %s\n", "", why);
         } else if (b && b->probe(&err) == 0)
             printf("  %-10s yes%s\n", cordon_level_name((enum cordon_level)l),
                    l == CORDON_LEVEL_NAMESPACE ? " (default)" : "");
