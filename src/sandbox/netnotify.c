@@ -7,6 +7,7 @@
 #include "sandbox/netnotify.h"
 
 #include "common/cleanup.h"
+#include "common/relay_wire.h"
 #include "common/syscalls.h"
 
 #include <errno.h>
@@ -144,20 +145,56 @@ static bool fd_cloexec(pid_t tid, int fd)
     return !flags || (strtoul(flags + 6, NULL, 8) & O_CLOEXEC);
 }
 
-static bool is_proxy(const struct sockaddr_storage *a, socklen_t len)
+/* An IPv4 address and port out of A (an IPv4-mapped IPv6 one too), host order. */
+static bool inet4_of(const struct sockaddr_storage *a, socklen_t len, uint32_t *addr, uint16_t *port)
 {
     if (a->ss_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
         const struct sockaddr_in *in = (const void *)a;
-        return in->sin_port == htons(NETNOTIFY_PROXY_PORT) &&
-               in->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+        *addr = ntohl(in->sin_addr.s_addr);
+        *port = ntohs(in->sin_port);
+        return true;
     }
     if (a->ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *in6 = (const void *)a;
-        static const unsigned char mapped[16] = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 1 };
-        return in6->sin6_port == htons(NETNOTIFY_PROXY_PORT) &&
-               memcmp(&in6->sin6_addr, mapped, 16) == 0;
+        static const unsigned char mapped[12] = { [10] = 0xff, [11] = 0xff };
+        if (memcmp(&in6->sin6_addr, mapped, sizeof mapped) != 0)
+            return false;
+        uint32_t v4;
+        memcpy(&v4, in6->sin6_addr.s6_addr + 12, 4);
+        *addr = ntohl(v4);
+        *port = ntohs(in6->sin6_port);
+        return true;
     }
     return false;
+}
+
+static bool is_proxy(const struct sockaddr_storage *a, socklen_t len)
+{
+    uint32_t addr;
+    uint16_t port;
+    return inet4_of(a, len, &addr, &port) && addr == INADDR_LOOPBACK &&
+           port == NETNOTIFY_PROXY_PORT;
+}
+
+/* A synthetic address on a port the policy names: what the gateway's stub gave out. */
+static bool is_transparent(const struct sockaddr_storage *a, socklen_t len,
+                           const struct netnotify *nn, uint32_t *addr, uint16_t *port)
+{
+    const uint32_t mask = ~0u << (32 - SYNTH_PREFIX);
+    if (!inet4_of(a, len, addr, port) || (*addr & mask) != SYNTH_NET)
+        return false;
+    for (size_t i = 0; i < nn->n_ports; i++)
+        if (nn->ports[i] == *port)
+            return true;
+    return false;
+}
+
+/* The preface's magic and KIND into OUT; its length. */
+static size_t relay_preface(unsigned char *out, char kind)
+{
+    memcpy(out, RELAY_MAGIC, RELAY_MAGIC_LEN);
+    out[RELAY_MAGIC_LEN] = (unsigned char)kind;
+    return RELAY_MAGIC_LEN + 1;
 }
 
 /*
@@ -170,7 +207,7 @@ static bool is_proxy(const struct sockaddr_storage *a, socklen_t len)
  */
 #define CONNECT_WAIT_MS 5000
 
-static int dial_gateway(const struct netnotify *nn)
+static int dial_gateway(const struct netnotify *nn, const void *preface, size_t plen)
 {
     _cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
@@ -184,7 +221,13 @@ static int dial_gateway(const struct netnotify *nn)
             return -1;
     }
     /* Before the caller holds it: a fresh connection's buffer takes it whole. */
-    if (send(s, nn->token, sizeof nn->token, MSG_NOSIGNAL) != (ssize_t)sizeof nn->token)
+    unsigned char head[sizeof nn->token + RELAY_PREFACE_MAX];
+    if (plen > RELAY_PREFACE_MAX)
+        return -1;
+    memcpy(head, nn->token, sizeof nn->token);
+    if (plen)
+        memcpy(head + sizeof nn->token, preface, plen);
+    if (send(s, head, sizeof nn->token + plen, MSG_NOSIGNAL) != (ssize_t)(sizeof nn->token + plen))
         return -1;
     if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) < 0)
         return -1;
@@ -192,9 +235,9 @@ static int dial_gateway(const struct netnotify *nn)
 }
 
 static int redirect_to_gateway(int listener, const struct seccomp_notif *n, int theirs,
-                               const struct netnotify *nn)
+                               const struct netnotify *nn, const void *preface, size_t plen)
 {
-    _cleanup_close_ int s = dial_gateway(nn);
+    _cleanup_close_ int s = dial_gateway(nn, preface, plen);
     if (s < 0)
         return respond(listener, n->id, ECONNREFUSED, 0);
     int on = 0;
@@ -325,7 +368,21 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
                        connect_unix(theirs, n->pid, (struct sockaddr_un *)&a, len, nn), 0);
     if ((domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->gateway &&
         is_proxy(&a, len))
-        return redirect_to_gateway(listener, n, theirs, nn);
+        return redirect_to_gateway(listener, n, theirs, nn, NULL, 0);
+    uint32_t addr;
+    uint16_t port;
+    if ((domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->gateway &&
+        is_transparent(&a, len, nn, &addr, &port)) {
+        unsigned char pre[RELAY_PREFACE_MAX];
+        size_t pl = relay_preface(pre, RELAY_TCP);
+        pre[pl++] = (unsigned char)(addr >> 24);
+        pre[pl++] = (unsigned char)(addr >> 16);
+        pre[pl++] = (unsigned char)(addr >> 8);
+        pre[pl++] = (unsigned char)addr;
+        pre[pl++] = (unsigned char)(port >> 8);
+        pre[pl++] = (unsigned char)port;
+        return redirect_to_gateway(listener, n, theirs, nn, pre, pl);
+    }
     if (domain == AF_INET || domain == AF_INET6)
         return respond(listener, n->id, ECONNREFUSED, 0);
     return respond(listener, n->id, EACCES, 0);

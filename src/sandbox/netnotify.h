@@ -14,6 +14,7 @@
  */
 #pragma once
 #include "common/err.h"
+#include "policy/policy.h"
 #include "sandbox/seccomp.h"
 
 #include <netinet/in.h>
@@ -32,6 +33,10 @@ struct netnotify {
     struct sockaddr_in gw;      /* its listener on the host's loopback */
     unsigned char token[32];    /* written first on each connection to it: the gateway
                                    refuses any without (another host process's) */
+    /* Transparent egress: a connect to a synthetic address (SYNTH_NET) on one
+     * of these ports reaches the gateway with a relay preface naming it. */
+    uint16_t ports[SYNTH_MAX_PORTS];
+    size_t n_ports;
     int roots[NETNOTIFY_MAX_ROOTS]; /* O_PATH trees whose unix sockets may be reached */
     size_t n_roots;
     char root_paths[NETNOTIFY_MAX_ROOTS][512];

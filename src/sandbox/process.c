@@ -698,7 +698,8 @@ static int plan_unix_roots(const struct policy *p, const struct workspace_guard 
  * connect to it, so each connection must open with a token of the run's,
  * which only the keeper writes (on the sockets it dials for the command).
  */
-static int open_door(struct netnotify *nn, struct sandbox_boundary *b, struct cordon_err *err)
+static int open_door(const struct policy *p, struct netnotify *nn, struct sandbox_boundary *b,
+                     struct cordon_err *err)
 {
     if (getrandom(nn->token, sizeof nn->token, 0) != (ssize_t)sizeof nn->token)
         return err_sys(err, CORDON_E_SETUP, "cannot draw the gateway's door token");
@@ -713,6 +714,12 @@ static int open_door(struct netnotify *nn, struct sandbox_boundary *b, struct co
         return err_sys(err, CORDON_E_SETUP, "cannot open the gateway's socket on 127.0.0.1");
     nn->gateway = true;
     nn->gw = a;
+    /* Transparent egress: the ports a name rule allows (the proxy's own is its door's). */
+    uint16_t ports[SYNTH_MAX_PORTS];
+    size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+    for (size_t i = 0; i < n; i++)
+        if (ports[i] != GATEWAY_PORT)
+            nn->ports[nn->n_ports++] = ports[i];
     return TAKE_FD(l);
 }
 
@@ -780,7 +787,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         goto out;
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
-    if (s->gateway && (b->door = open_door(&plan.nn, b, err)) < 0)
+    if (s->gateway && (b->door = open_door(p, &plan.nn, b, err)) < 0)
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
