@@ -17,9 +17,15 @@
 #include "policy/policy.h"
 #include "sandbox/seccomp.h"
 
+#include "common/relay_wire.h"
+
+#include <linux/seccomp.h>
 #include <netinet/in.h>
-#include <sys/types.h>
+#include <poll.h>
 #include <stdbool.h>
+#include <sys/types.h>
+#include <time.h>
+
 
 /* The address the sandbox is told its proxy is at (HTTP_PROXY). */
 #define NETNOTIFY_PROXY_PORT 3128
@@ -49,8 +55,57 @@ struct netnotify {
     size_t n_hidden;
 };
 
+/*
+ * DNS at the process level. The command's resolver reads the host's
+ * /etc/resolv.conf and sends UDP to the host's nameserver; no datagram may
+ * leave. So a UDP socket the command asks for is a stand-in the boundary's
+ * supervisor makes: one end of a unix SOCK_SEQPACKET pair (boundaries kept,
+ * and no inet address it could be sent to: sendto/sendmsg to one goes only
+ * to the other end, the supervisor's). Connecting it (or sending with an
+ * address) to port 53 makes what it sends DNS queries, which the supervisor
+ * carries over a RELAY_DNS stream to the gateway's door and whose answers
+ * it writes back; any other destination is refused. A receive asking for
+ * the sender (glibc, musl and c-ares drop an answer not from their
+ * nameserver) is answered by the supervisor with the nameserver's address;
+ * so are bind and the IP-level options a resolver sets.
+ */
+#define NETRELAY_MAX 64   /* stand-ins alive at once */
+#define NETRELAY_WAITS 16 /* blocking receives waiting for an answer */
+
+struct netrelay_sock {
+    ino_t ino;                    /* the command's end; 0: a free slot */
+    int mine;                     /* the supervisor's end */
+    int door;                     /* the RELAY_DNS stream, -1 until a query */
+    int family;                   /* AF_INET or AF_INET6, as the command asked */
+    bool dns;                     /* connected (or last sent) to a nameserver */
+    struct sockaddr_storage peer; /* that nameserver: the answers' sender */
+    socklen_t peer_len;
+    size_t got;                   /* bytes of the next answer read from the door */
+    unsigned char buf[2 + RELAY_DNS_MAX];
+};
+
+struct netrelay_wait {
+    int fd;                       /* the command's end (our copy); -1: a free slot */
+    struct seccomp_notif n;
+    struct timespec deadline;     /* SO_RCVTIMEO's; 0: none */
+};
+
+struct netrelay {
+    struct netrelay_sock socks[NETRELAY_MAX];
+    struct netrelay_wait waits[NETRELAY_WAITS];
+};
+
 /* In the supervisor: the filter for a run with (GATEWAY) or without the gateway. */
 int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err);
 
+/* In the boundary's supervisor, before its loop: no stand-in yet. */
+void netrelay_init(struct netrelay *r);
+/* The descriptors the loop polls for R (at most netrelay_max_fds()), into P. */
+#define NETRELAY_MAX_FDS (2 * NETRELAY_MAX + NETRELAY_WAITS)
+size_t netrelay_fds(const struct netrelay *r, struct pollfd *p);
+/* After poll(): serve what P (as netrelay_fds() filled it, N entries) says is ready. */
+void netrelay_serve(int listener, const struct netnotify *nn, struct netrelay *r,
+                    const struct pollfd *p, size_t n);
+
 /* In the boundary's supervisor: answer one notification on LISTENER. -1 when it is gone. */
-int netnotify_serve(int listener, const struct netnotify *nn);
+int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r);

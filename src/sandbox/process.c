@@ -256,6 +256,8 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
 
     int listener = recv_fd(nsock[0]); /* -1: the command failed before it sent one */
     close(nsock[0]);
+    struct netrelay relay;
+    netrelay_init(&relay);
     for (;;) {
         int st;
         pid_t w;
@@ -266,9 +268,10 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
             }
         if (w < 0 && errno == ECHILD)
             goto done;
-        struct pollfd p[2] = { { .fd = top_alive, .events = POLLIN },
-                               { .fd = listener, .events = POLLIN } };
-        int r = poll(p, listener >= 0 ? 2 : 1, 1000);
+        struct pollfd p[2 + NETRELAY_MAX_FDS] = { { .fd = top_alive, .events = POLLIN },
+                                                  { .fd = listener, .events = POLLIN } };
+        size_t nr = netrelay_fds(&relay, p + 2);
+        int r = poll(p, 2 + nr, 1000);
         if (r < 0)
             continue; /* EINTR: a child ended or a signal was passed on */
         if (p[0].revents)
@@ -277,10 +280,12 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
             close(listener);
             listener = -1;
         } else if (listener >= 0 && (p[1].revents & POLLIN) &&
-                   netnotify_serve(listener, &plan->nn) < 0) {
+                   netnotify_serve(listener, &plan->nn, &relay) < 0) {
             close(listener);
             listener = -1;
         }
+        if (listener >= 0)
+            netrelay_serve(listener, &plan->nn, &relay, p + 2, nr);
     }
 done:
     keeper_exit(plan, 0);
