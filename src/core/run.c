@@ -438,7 +438,8 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
         run->gw.door_token_set = run->b.door_token_set;
         memcpy(run->gw.door_token, run->b.door_token, sizeof run->gw.door_token);
-        struct gateway_doors doors = { .proxy = run->b.door, .dns = -1 };
+        struct gateway_doors doors = { .proxy = run->b.door, .dns = -1,
+                                       .relay = run->b.relay_transparent };
         if (run->b.n_extra_doors) {
             doors.dns = run->b.extra_doors[0];
             for (size_t i = 1; i < run->b.n_extra_doors && i <= SYNTH_MAX_PORTS; i++)

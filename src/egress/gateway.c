@@ -505,6 +505,16 @@ void conn_head_read(struct bufferevent *bev, void *arg)
     size_t avail = evbuffer_get_length(in);
     size_t take = avail < HTTP_MAX_HEAD + 1 ? avail : HTTP_MAX_HEAD + 1;
     size_t got = (size_t)evbuffer_copyout(in, ch->buf, take);
+    if (!c->inner && !c->transparent && got > 0 && ch->buf[0] == '\0') {
+        /* No HTTP request starts with a NUL: a relay's preface, or nothing. */
+        if (c->gw->relay) {
+            transparent_relay_read(bev, c);
+        } else {
+            snprintf(c->target.host_text, sizeof c->target.host_text, "-");
+            conn_refuse(c, 400, "bad_request", "not an HTTP request");
+        }
+        return;
+    }
     int status = 0;
     char why[200];
     int r = http_parse_request(ch->buf, got, &ch->req, &status, why, sizeof why);
@@ -550,6 +560,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     switch (c->state) {
     case S_HEAD:
+        if (c->dns_stream) { /* idle: the relay opens another when it needs one */
+            conn_free(c);
+            return;
+        }
         if (c->door_pending) {
             conn_refuse(c, 403, "door", "no run token within %d s: not the run's connection",
                         DOOR_DEADLINE_MS / 1000);

@@ -76,6 +76,9 @@ struct gateway_doors {
     int dns;                   /* the DNS stub's UDP socket (transparent egress), or -1 */
     int ports[SYNTH_MAX_PORTS]; /* listeners on 0.0.0.0:PORT for synthetic addresses */
     size_t n_ports;
+    /* Transparent egress through relays instead (gvisor, microvm, process):
+     * a connection to PROXY may open with a preface (common/relay_wire.h). */
+    bool relay;
 };
 
 /*

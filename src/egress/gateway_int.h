@@ -61,6 +61,7 @@ struct gateway {
     struct evconnlistener *ports[SYNTH_MAX_PORTS];
     size_t n_ports;
     char last_refused[254];   /* the last name the stub refused: a retry is not recorded again */
+    bool relay;               /* relays may open the proxy door with a preface (relay_wire.h) */
 };
 
 enum conn_state { S_HEAD, S_RESOLVING, S_ASKING, S_CONNECTING, S_RELAY, S_CLOSING };
@@ -82,6 +83,7 @@ struct conn {
     bool transparent;          /* came to a synthetic address: TARGET's host is the name behind it */
     bool raw_tls;              /* transparent TLS passed through: a refusal only closes */
     char via[16];              /* transparent: the synthetic address it came to */
+    bool dns_stream;           /* a relay's DNS stream: answers, never a decision */
     uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
     uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
     uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */
@@ -146,6 +148,9 @@ void conn_head_event(struct bufferevent *bev, short what, void *arg);
 int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
                      struct cordon_err *err);
 void transparent_fini(struct gateway *gw);
+/* A connection opening with a NUL on a door relays may use: their preface
+ * (see common/relay_wire.h), read from the client's input. */
+void transparent_relay_read(struct bufferevent *bev, void *arg);
 /* A plain request on a transparent connection: its Host must name the host
  * behind the address. */
 void transparent_http(struct conn *c, struct http_request *req);

@@ -13,6 +13,7 @@
  */
 #include "egress/gateway_int.h"
 #include "egress/synth.h"
+#include "common/relay_wire.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -150,25 +151,18 @@ static void sniff_read(struct bufferevent *bev, void *arg)
     conn_decide(c, NULL); /* the ClientHello is still in the input: it goes out first */
 }
 
-static void on_port_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                           int len, void *arg)
+/*
+ * C came to LOCAL (a listener's address, or the one a relay's preface
+ * names): the name the stub gave out for it is C's target, and the first
+ * bytes must agree with it. A reset when the stub gave out no such address.
+ */
+static void transparent_begin(struct conn *c, const struct sockaddr_in *local, int fd)
 {
-    struct gateway *gw = arg;
-    (void)l;
-    (void)sa;
-    (void)len;
-    struct sockaddr_in local = { 0 };
-    socklen_t local_len = sizeof local;
-    const char *name = NULL;
-    if (getsockname(fd, (struct sockaddr *)&local, &local_len) == 0 && local.sin_family == AF_INET)
-        name = synth_name(gw, ntohl(local.sin_addr.s_addr));
-    struct conn *c = conn_start(gw, fd);
-    if (!c)
-        return;
+    const char *name = synth_name(c->gw, ntohl(local->sin_addr.s_addr));
     c->transparent = true;
-    c->target.port = ntohs(local.sin_port);
+    c->target.port = ntohs(local->sin_port);
     char addr[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &local.sin_addr, addr, sizeof addr);
+    inet_ntop(AF_INET, &local->sin_addr, addr, sizeof addr);
     if (!name) {
         /* An address the stub never gave out (or loopback): nothing to stand for. */
         snprintf(c->target.host_text, sizeof c->target.host_text, "%s", addr);
@@ -187,6 +181,94 @@ static void on_port_accept(struct evconnlistener *l, evutil_socket_t fd, struct 
     snprintf(c->target.host_text, sizeof c->target.host_text, "%s", name);
     snprintf(c->via, sizeof c->via, "%s", addr);
     bufferevent_setcb(c->client, sniff_read, NULL, conn_head_event, c);
+    if (evbuffer_get_length(bufferevent_get_input(c->client)) > 0)
+        sniff_read(c->client, c);
+}
+
+static void on_port_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                           int len, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)len;
+    struct sockaddr_in local = { 0 };
+    socklen_t local_len = sizeof local;
+    if (getsockname(fd, (struct sockaddr *)&local, &local_len) < 0 || local.sin_family != AF_INET)
+        local = (struct sockaddr_in){ .sin_family = AF_INET }; /* 0.0.0.0: no name */
+    struct conn *c = conn_start(arg, fd);
+    if (c)
+        transparent_begin(c, &local, fd);
+}
+
+/* A relay's DNS stream: length-prefixed queries in, answers out in order. */
+static void dns_stream_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    for (;;) {
+        uint8_t len_be[2], q[RELAY_DNS_MAX], out[2 + DNS_MAX_PACKET];
+        if (evbuffer_copyout(in, len_be, 2) < 2)
+            return;
+        size_t n = (size_t)len_be[0] << 8 | len_be[1];
+        if (n == 0 || n > sizeof q) {
+            conn_free(c); /* no DNS message is that long here: not a relay speaking */
+            return;
+        }
+        if (evbuffer_get_length(in) < 2 + n)
+            return;
+        evbuffer_drain(in, 2);
+        evbuffer_remove(in, q, n);
+        size_t len = dns_respond(c->gw, q, n, out + 2);
+        /* An answer the relay does not read in time ends the stream, not our memory. */
+        if (!len || evbuffer_get_length(bufferevent_get_output(bev)) > 64 * DNS_MAX_PACKET) {
+            conn_free(c);
+            return;
+        }
+        out[0] = (uint8_t)(len >> 8);
+        out[1] = (uint8_t)len;
+        bufferevent_write(bev, out, 2 + len);
+        conn_arm_timer(c, HEAD_DEADLINE_MS);
+    }
+}
+
+void transparent_relay_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    uint8_t pre[RELAY_PREFACE_MAX];
+    size_t got = (size_t)evbuffer_copyout(in, pre, sizeof pre);
+    size_t cmp = got < RELAY_MAGIC_LEN ? got : RELAY_MAGIC_LEN;
+    if (memcmp(pre, RELAY_MAGIC, cmp) != 0) {
+        snprintf(c->target.host_text, sizeof c->target.host_text, "-");
+        conn_refuse(c, 400, "bad_request", "not an HTTP request, nor a relay's preface");
+        return;
+    }
+    if (got <= RELAY_MAGIC_LEN)
+        return;
+    switch (pre[RELAY_MAGIC_LEN]) {
+    case RELAY_DNS:
+        evbuffer_drain(in, RELAY_MAGIC_LEN + 1);
+        c->dns_stream = true;
+        c->reported = true; /* the stub records its own refusals */
+        bufferevent_setcb(bev, dns_stream_read, NULL, conn_head_event, c);
+        dns_stream_read(bev, c);
+        return;
+    case RELAY_TCP: {
+        if (got < RELAY_PREFACE_MAX)
+            return;
+        const uint8_t *a = pre + RELAY_MAGIC_LEN + 1;
+        struct sockaddr_in local = { .sin_family = AF_INET };
+        memcpy(&local.sin_addr.s_addr, a, 4);  /* both already big-endian */
+        memcpy(&local.sin_port, a + 4, 2);
+        evbuffer_drain(in, RELAY_PREFACE_MAX);
+        transparent_begin(c, &local, bufferevent_getfd(bev));
+        return;
+    }
+    default:
+        snprintf(c->target.host_text, sizeof c->target.host_text, "-");
+        conn_refuse(c, 400, "bad_request", "a relay's preface of an unknown kind");
+        return;
+    }
 }
 
 void transparent_http(struct conn *c, struct http_request *req)
@@ -228,11 +310,14 @@ int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
                      struct cordon_err *err)
 {
     gw->dns_fd = doors->dns;
-    if (doors->dns < 0)
+    gw->relay = doors->relay;
+    if (doors->dns < 0 && !doors->relay)
         return 0; /* proxy only */
     gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);
     if (!gw->synth)
         return err_set(err, CORDON_E_SETUP, "out of memory");
+    if (doors->dns < 0)
+        return 0; /* relays serve the stub and the addresses */
     evutil_make_socket_nonblocking(doors->dns);
     gw->dns_ev = event_new(gw->base, doors->dns, EV_READ | EV_PERSIST, on_dns, gw);
     if (!gw->dns_ev || event_add(gw->dns_ev, NULL) < 0)

@@ -1,0 +1,262 @@
+/*
+ * tests/unit/test_relay.c: the gateway's side of relayed transparent egress
+ * (common/relay_wire.h), against a real gateway process on a real socket:
+ * a DNS stream answers allowed names with synthetic addresses and refuses
+ * the rest, a relayed connection is held to the name its address stands
+ * for, and prefaces the gateway did not agree to are refused. The levels'
+ * relays are tested end to end by tests/integration/test_transparent_egress.py.
+ */
+#include "common/relay_wire.h"
+#include "egress/gateway.h"
+#include "egress/synth.h"
+#include "tap.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct sockaddr_un door_addr;
+
+static int door_listener(const char *tag)
+{
+    door_addr = (struct sockaddr_un){ .sun_family = AF_UNIX };
+    /* Abstract: nothing left in the file system, and private to this test run. */
+    snprintf(door_addr.sun_path + 1, sizeof door_addr.sun_path - 1, "cordon-test-relay-%d-%s",
+             (int)getpid(), tag);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0 || bind(l, (struct sockaddr *)&door_addr, sizeof door_addr) < 0 || listen(l, 16) < 0)
+        return -1;
+    return l;
+}
+
+static int dial(void)
+{
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct timeval tv = { .tv_sec = 10 };
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (c >= 0 && connect(c, (struct sockaddr *)&door_addr, sizeof door_addr) < 0) {
+        close(c);
+        return -1;
+    }
+    return c;
+}
+
+static bool send_all(int fd, const void *p, size_t n)
+{
+    return write(fd, p, n) == (ssize_t)n;
+}
+
+static bool read_exact(int fd, void *p, size_t n)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = read(fd, (char *)p + got, n - got);
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+/* Everything until the gateway closes (at most CAP bytes). */
+static size_t read_to_eof(int fd, char *buf, size_t cap)
+{
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + got, cap - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    return got;
+}
+
+/* A query for NAME of QTYPE, RFC 7766-framed, into OUT; its framed length. */
+static size_t framed_query(uint16_t id, const char *name, uint16_t qtype, uint8_t *out)
+{
+    uint8_t *p = out + 2;
+    const uint8_t head[12] = { id >> 8, id & 0xff, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 };
+    memcpy(p, head, sizeof head);
+    size_t n = sizeof head;
+    for (const char *label = name; *label;) {
+        const char *dot = strchr(label, '.');
+        size_t len = dot ? (size_t)(dot - label) : strlen(label);
+        p[n++] = (uint8_t)len;
+        memcpy(p + n, label, len);
+        n += len;
+        label += len + (dot ? 1 : 0);
+    }
+    p[n++] = 0;
+    p[n++] = (uint8_t)(qtype >> 8);
+    p[n++] = (uint8_t)qtype;
+    p[n++] = 0;
+    p[n++] = DNS_CLASS_IN;
+    out[0] = (uint8_t)(n >> 8);
+    out[1] = (uint8_t)n;
+    return n + 2;
+}
+
+struct answer {
+    int rcode;
+    int n_answers;
+    uint32_t a; /* host order; 0 without an A record */
+};
+
+/* Ask NAME on the DNS stream FD; false when the stream ended instead. */
+static bool ask(int fd, uint16_t id, const char *name, uint16_t qtype, struct answer *ans)
+{
+    uint8_t q[600], len_be[2], r[DNS_MAX_PACKET];
+    if (!send_all(fd, q, framed_query(id, name, qtype, q)) || !read_exact(fd, len_be, 2))
+        return false;
+    size_t n = (size_t)len_be[0] << 8 | len_be[1];
+    if (n < 12 || n > sizeof r || !read_exact(fd, r, n))
+        return false;
+    *ans = (struct answer){ .rcode = r[3] & 0x0f, .n_answers = r[6] << 8 | r[7] };
+    /* One A record, last in the packet: its four bytes end it. */
+    if (ans->n_answers == 1)
+        ans->a = (uint32_t)r[n - 4] << 24 | (uint32_t)r[n - 3] << 16 | (uint32_t)r[n - 2] << 8 |
+                 r[n - 1];
+    return (r[0] << 8 | r[1]) == id;
+}
+
+static int dns_stream(void)
+{
+    int c = dial();
+    if (c >= 0 && (!send_all(c, RELAY_MAGIC, RELAY_MAGIC_LEN) || !send_all(c, "D", 1))) {
+        close(c);
+        return -1;
+    }
+    return c;
+}
+
+/* A relayed connection to ADDR:PORT sending REQUEST; the gateway's whole answer. */
+static size_t relayed(uint32_t addr, uint16_t port, const char *request, char *buf, size_t cap)
+{
+    int c = dial();
+    if (c < 0)
+        return 0;
+    uint8_t pre[RELAY_PREFACE_MAX];
+    memcpy(pre, RELAY_MAGIC, RELAY_MAGIC_LEN);
+    pre[RELAY_MAGIC_LEN] = RELAY_TCP;
+    uint32_t a_be = htonl(addr);
+    uint16_t p_be = htons(port);
+    memcpy(pre + RELAY_MAGIC_LEN + 1, &a_be, 4);
+    memcpy(pre + RELAY_MAGIC_LEN + 5, &p_be, 2);
+    size_t n = 0;
+    if (send_all(c, pre, sizeof pre) && send_all(c, request, strlen(request)))
+        n = read_to_eof(c, buf, cap);
+    close(c);
+    return n;
+}
+
+/* What a connection that opens with RAW gets back. */
+static size_t raw(const void *bytes, size_t len, char *buf, size_t cap)
+{
+    int c = dial();
+    size_t n = 0;
+    if (c >= 0 && send_all(c, bytes, len))
+        n = read_to_eof(c, buf, cap);
+    if (c >= 0)
+        close(c);
+    return n;
+}
+
+static pid_t start(struct gateway_config *cfg, bool relay, const char *tag, int *report)
+{
+    int l = door_listener(tag);
+    if (l < 0)
+        return -1;
+    struct gateway_doors doors = { .proxy = l, .dns = -1, .relay = relay };
+    struct cordon_err err;
+    pid_t pid = gateway_start(cfg, &doors, getuid(), NULL, NULL, report, &err);
+    close(l);
+    return pid;
+}
+
+static void stop(pid_t pid, int report, char *reports, size_t cap)
+{
+    kill(pid, SIGTERM);
+    read_to_eof(report, reports, cap);
+    close(report);
+    waitpid(pid, NULL, 0);
+}
+
+int main(void)
+{
+    static const char *const allow_texts[] = { "allowed.test", "*.wild.test" };
+    struct egress_rule allow[2];
+    char why[200];
+    for (size_t i = 0; i < 2; i++)
+        if (egress_rule_parse(allow_texts[i], &allow[i], why, sizeof why) < 0)
+            return ok(0, "rule %s: %s", allow_texts[i], why), 1;
+    struct gateway_config cfg = { .rules = { .allow = allow, .n_allow = 2 },
+                                  .connect_timeout_ms = 2000 };
+    static char buf[65536], reports[1 << 20];
+    int report;
+
+    pid_t gw = start(&cfg, true, "on", &report);
+    ok(gw > 0, "the gateway starts with relays allowed");
+
+    int s = dns_stream();
+    struct answer a;
+    ok(s >= 0 && ask(s, 1, "allowed.test", DNS_TYPE_A, &a) && a.rcode == DNS_RCODE_NOERROR &&
+           a.n_answers == 1 && a.a == SYNTH_NET + 2,
+       "an allowed name gets the first synthetic address");
+    ok(ask(s, 2, "Allowed.Test", DNS_TYPE_A, &a) && a.a == SYNTH_NET + 2,
+       "the same name again (any case) gets the same address");
+    ok(ask(s, 3, "allowed.test", DNS_TYPE_AAAA, &a) && a.rcode == DNS_RCODE_NOERROR &&
+           a.n_answers == 0,
+       "AAAA gets an empty answer (IPv4 only)");
+    ok(ask(s, 4, "evil.test", DNS_TYPE_A, &a) && a.rcode == DNS_RCODE_NXDOMAIN && a.n_answers == 0,
+       "a name off the allowlist gets NXDOMAIN");
+    bool all = true;
+    for (int i = 1; i < SYNTH_MAX_NAMES && all; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "n%d.wild.test", i);
+        all = ask(s, (uint16_t)(100 + i), name, DNS_TYPE_A, &a) && a.rcode == DNS_RCODE_NOERROR;
+    }
+    ok(all, "a wildcard rule's names get addresses up to the cap (%d)", SYNTH_MAX_NAMES);
+    ok(ask(s, 5, "one-too-many.wild.test", DNS_TYPE_A, &a) && a.rcode == DNS_RCODE_NXDOMAIN,
+       "past the cap, an allowed name gets NXDOMAIN");
+    const uint8_t oversized[2] = { 0xff, 0xff };
+    ok(send_all(s, oversized, 2) && read_to_eof(s, buf, sizeof buf) == 0,
+       "a frame longer than any DNS message ends the stream");
+    close(s);
+
+    size_t n = relayed(SYNTH_NET + 2, 80, "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n", buf,
+                       sizeof buf);
+    ok(n > 0 && strstr(buf, "HTTP/1.1 403") && strstr(buf, "X-Cordon-Denied: fronting"),
+       "a relayed request whose Host is not the address's name is fronting (403)");
+    n = relayed(SYNTH_NET + 300, 443, "\x16\x03\x01", buf, sizeof buf);
+    ok(n == 0, "a relayed connection to an address never given out gets nothing back");
+    n = relayed(0x7f000001, 3128, "GET http://allowed.test/ HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    ok(n == 0, "a relayed connection to loopback is no synthetic address either");
+    const char unknown[] = "\0cordon-relay1X";
+    n = raw(unknown, sizeof unknown - 1, buf, sizeof buf);
+    ok(n > 0 && strstr(buf, "HTTP/1.1 400"), "a preface of an unknown kind gets 400");
+    const char not_magic[] = "\0cordon-relayX";
+    n = raw(not_magic, sizeof not_magic - 1, buf, sizeof buf);
+    ok(n > 0 && strstr(buf, "HTTP/1.1 400"), "a NUL that is not the preface gets 400");
+    n = raw("GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n", 51, buf, sizeof buf);
+    ok(n > 0 && strstr(buf, "HTTP/1.1 403") && strstr(buf, "not_allowed"),
+       "a proxy request on the same door is still decided as one");
+    stop(gw, report, reports, sizeof reports);
+    ok(strstr(reports, "\"method\": \"DNS\"") || strstr(reports, "\"method\":\"DNS\""),
+       "the refused name is in the gateway's reports");
+    ok(strstr(reports, "budget:dns_names") != NULL, "so is the cap");
+    ok(strstr(reports, "\"fronting\"") != NULL, "and the fronting");
+
+    gw = start(&cfg, false, "off", &report);
+    n = raw(RELAY_MAGIC "D", RELAY_MAGIC_LEN + 1, buf, sizeof buf);
+    ok(gw > 0 && n > 0 && strstr(buf, "HTTP/1.1 400"),
+       "where no relay was agreed, the preface is only a bad request");
+    stop(gw, report, reports, sizeof reports);
+    return done_testing();
+}
