@@ -122,9 +122,6 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
         jmp(&p, BPF_JEQ | BPF_K, __NR_recvfrom, L_RECVFROM, L_NONE);
     }
     ret(&p, SECCOMP_RET_ALLOW);
-    /* connect, listen, bind: the supervisor decides */
-    at(&p, L_NOTIFY);
-    ret(&p, SECCOMP_RET_USER_NOTIF);
 
     at(&p, L_SOCKET);
     ld_arg(&p, 0, false);
@@ -182,6 +179,9 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
         if_pointer(&p, 4, L_NOTIFY);
         ret(&p, SECCOMP_RET_ALLOW);
     }
+    /* connect, listen, bind, ...: the supervisor decides (BPF jumps only forward) */
+    at(&p, L_NOTIFY);
+    ret(&p, SECCOMP_RET_USER_NOTIF);
     at(&p, L_REFUSE);
     ret(&p, REFUSE);
     at(&p, L_ALLOW);
@@ -523,6 +523,13 @@ static int on_listen(int listener, const struct seccomp_notif *n)
 
 /* ---- DNS: the UDP stand-ins (see netnotify.h) ---- */
 
+/* Close *FD and forget it (closep() leaves the number behind). */
+static void drop(int *fd)
+{
+    closep(fd);
+    *fd = -1;
+}
+
 void netrelay_init(struct netrelay *r)
 {
     memset(r, 0, sizeof *r);
@@ -534,8 +541,8 @@ void netrelay_init(struct netrelay *r)
 
 static void standin_free(struct netrelay_sock *s)
 {
-    closep(&s->mine);
-    closep(&s->door);
+    drop(&s->mine);
+    drop(&s->door);
     s->ino = 0;
     s->dns = false;
     s->got = 0;
@@ -637,7 +644,7 @@ static void relay_query(const struct netnotify *nn, struct netrelay_sock *s, con
         unsigned char pre[RELAY_PREFACE_MAX];
         s->door = dial_gateway(nn, pre, relay_preface(pre, RELAY_DNS));
         if (s->door < 0 || fcntl(s->door, F_SETFL, O_NONBLOCK) < 0) {
-            closep(&s->door);
+            drop(&s->door);
             return;
         }
         s->got = 0;
@@ -647,7 +654,7 @@ static void relay_query(const struct netnotify *nn, struct netrelay_sock *s, con
     msg[1] = (unsigned char)len;
     memcpy(msg + 2, q, len);
     if (send(s->door, msg, 2 + len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(2 + len))
-        closep(&s->door); /* a stalled or broken stream: the resolver asks again */
+        drop(&s->door); /* a stalled or broken stream: the resolver asks again */
 }
 
 static int read_caller(pid_t pid, void *to, __u64 from, size_t len)
@@ -809,14 +816,14 @@ static void read_answers(struct netrelay_sock *s)
         if (s->got >= 2) {
             size_t len = (size_t)s->buf[0] << 8 | s->buf[1];
             if (!len || len > RELAY_DNS_MAX) {
-                closep(&s->door); /* not the stub's framing */
+                drop(&s->door); /* not the stub's framing */
                 return;
             }
             need = 2 + len;
         }
         ssize_t got = recv(s->door, s->buf + s->got, need - s->got, MSG_DONTWAIT);
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            closep(&s->door); /* the stub ended it (a query it could not read) */
+            drop(&s->door); /* the stub ended it (a query it could not read) */
             return;
         }
         if (got < 0)
@@ -848,14 +855,14 @@ void netrelay_serve(int listener, const struct netnotify *nn, struct netrelay *r
         if (s->door >= 0 && revents_of(p, n, s->door))
             read_answers(s);
         short ev = revents_of(p, n, s->mine);
-        if (ev & POLLIN) {
-            unsigned char q[RELAY_DNS_MAX];
-            ssize_t got = recv(s->mine, q, sizeof q, MSG_DONTWAIT | MSG_TRUNC);
-            if (got > 0 && (size_t)got <= sizeof q && s->dns)
-                relay_query(nn, s, q, (size_t)got);
-        } else if (ev & (POLLHUP | POLLERR)) {
-            standin_free(s); /* the command closed its end */
-        }
+        if (!ev)
+            continue;
+        unsigned char q[RELAY_DNS_MAX];
+        ssize_t got = recv(s->mine, q, sizeof q, MSG_DONTWAIT | MSG_TRUNC);
+        if (got > 0 && (size_t)got <= sizeof q && s->dns)
+            relay_query(nn, s, q, (size_t)got);
+        else if (got == 0 || (got < 0 && (ev & (POLLHUP | POLLERR))))
+            standin_free(s); /* the command closed its end (every copy of it) */
     }
     for (size_t i = 0; i < NETRELAY_WAITS; i++) {
         struct netrelay_wait *w = &r->waits[i];
@@ -870,7 +877,7 @@ void netrelay_serve(int listener, const struct netnotify *nn, struct netrelay *r
                 continue;
             respond(listener, w->n.id, EAGAIN, 0);
         }
-        closep(&w->fd);
+        drop(&w->fd);
     }
 }
 

@@ -279,10 +279,14 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
         if (listener >= 0 && (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
             close(listener);
             listener = -1;
-        } else if (listener >= 0 && (p[1].revents & POLLIN) &&
-                   netnotify_serve(listener, &plan->nn, &relay) < 0) {
-            close(listener);
-            listener = -1;
+        } else if (listener >= 0 && (p[1].revents & POLLIN)) {
+            if (netnotify_serve(listener, &plan->nn, &relay) < 0) {
+                close(listener);
+                listener = -1;
+            }
+            /* It may have made or ended stand-ins: the relay's events are
+             * stale (a descriptor number reused); the next poll has them. */
+            nr = 0;
         }
         if (listener >= 0)
             netrelay_serve(listener, &plan->nn, &relay, p + 2, nr);
@@ -794,6 +798,8 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     plan.run_dir = st->run_dir;
     if (s->gateway && (b->door = open_door(p, &plan.nn, b, err)) < 0)
         goto out;
+    /* The keeper is the relay: DNS stand-ins and synthetic addresses (netnotify.h). */
+    b->relay_transparent = s->gateway;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.start) < 0) {
