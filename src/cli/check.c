@@ -215,10 +215,14 @@ static void print_gvisor_platforms(void)
 /* How a level's command reaches the allowed hosts (README: transparent egress). */
 static const char *egress_note(enum cordon_level l)
 {
-    return l == CORDON_LEVEL_NAMESPACE
-               ? "transparent: a DNS stub and synthetic addresses for allowed names, and the "
-                 "proxy (HTTP(S)_PROXY)"
-               : "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+    if (l == CORDON_LEVEL_NAMESPACE)
+        return "transparent: a DNS stub and synthetic addresses for allowed names, and the "
+               "proxy (HTTP(S)_PROXY)";
+    if (l == CORDON_LEVEL_PROCESS)
+        return "transparent: the host resolver's queries (UDP to port 53) reach the gateway's "
+               "DNS stub instead, synthetic addresses for allowed names, and the proxy "
+               "(HTTP(S)_PROXY); no other UDP";
+    return "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
 }
 
 /* The same facts as the text report, as one JSON object on stdout (--json). */

@@ -8,9 +8,13 @@
  * the address, and acts itself: it dials the gateway and installs that
  * socket over the caller's (SECCOMP_ADDFD_FLAG_SETFD), connects a unix
  * socket only to a socket file beneath the run's writable trees, and
- * refuses everything else. It never lets the kernel act on the caller's
- * memory after the decision (no SECCOMP_USER_NOTIF_FLAG_CONTINUE), so a
- * racing thread can change nothing.
+ * refuses everything else. Where it decides, it never lets the kernel act
+ * on the caller's memory after the decision, so a racing thread can change
+ * nothing. SECCOMP_USER_NOTIF_FLAG_CONTINUE only passes on what the stand-ins
+ * below made it see and that is not one (bind, an IP option, a receive,
+ * sendto with an address on a TCP or unix socket): the kernel's own checks
+ * and Landlock hold there as before, and a stand-in swapped in by another
+ * thread has no inet address a datagram could go to.
  */
 #pragma once
 #include "common/err.h"
