@@ -116,10 +116,13 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
     jmp(&p, BPF_JEQ | BPF_K, __NR_sendmsg, L_FLAGS2, L_NONE);
     if (gateway) {
         /* What a resolver does to the stand-in of its UDP socket (see
-         * netrelay below), which the supervisor answers as UDP would. */
+         * netrelay below), which the supervisor answers as UDP would
+         * (c-ares reads its own address back after connect()). */
         jmp(&p, BPF_JEQ | BPF_K, __NR_bind, L_NOTIFY, L_NONE);
         jmp(&p, BPF_JEQ | BPF_K, __NR_setsockopt, L_SETSOCKOPT, L_NONE);
         jmp(&p, BPF_JEQ | BPF_K, __NR_recvfrom, L_RECVFROM, L_NONE);
+        jmp(&p, BPF_JEQ | BPF_K, __NR_getsockname, L_NOTIFY, L_NONE);
+        jmp(&p, BPF_JEQ | BPF_K, __NR_getpeername, L_NOTIFY, L_NONE);
     }
     ret(&p, SECCOMP_RET_ALLOW);
 
@@ -634,6 +637,59 @@ static int on_bind_or_option(int listener, const struct seccomp_notif *n, struct
     return respond(listener, n->id, 0, 0);
 }
 
+static int read_caller(pid_t pid, void *to, __u64 from, size_t len)
+{
+    struct iovec local = { to, len }, remote = { (void *)(uintptr_t)from, len };
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+static int write_caller(pid_t pid, __u64 to, const void *from, size_t len)
+{
+    struct iovec local = { (void *)from, len }, remote = { (void *)(uintptr_t)to, len };
+    return !len || process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+/*
+ * getsockname(), getpeername(): a stand-in's as a UDP socket's would be, on
+ * loopback (it has no address) and connected to its nameserver.
+ */
+static int on_name(int listener, const struct seccomp_notif *n, struct netrelay *r)
+{
+    int rc;
+    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    if (theirs < 0)
+        return rc;
+    const struct netrelay_sock *s = standin(r, theirs);
+    if (!s)
+        return respond_continue(listener, n->id); /* it writes only to the caller */
+    struct sockaddr_storage a = { 0 };
+    socklen_t len;
+    if (n->data.nr == __NR_getpeername) {
+        if (!s->dns)
+            return respond(listener, n->id, ENOTCONN, 0);
+        memcpy(&a, &s->peer, s->peer_len);
+        len = s->peer_len;
+    } else if (s->family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (void *)&a;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_addr = in6addr_loopback;
+        in6->sin6_port = htons((uint16_t)(32768 + s->ino % 28000));
+        len = sizeof *in6;
+    } else {
+        struct sockaddr_in *in = (void *)&a;
+        in->sin_family = AF_INET;
+        in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        in->sin_port = htons((uint16_t)(32768 + s->ino % 28000));
+        len = sizeof *in;
+    }
+    socklen_t room;
+    if (read_caller(n->pid, &room, n->data.args[2], sizeof room) < 0 ||
+        write_caller(n->pid, n->data.args[1], &a, room < len ? room : len) < 0 ||
+        write_caller(n->pid, n->data.args[2], &len, sizeof len) < 0)
+        return respond(listener, n->id, EFAULT, 0);
+    return respond(listener, n->id, 0, 0);
+}
+
 /* Query Q (LEN bytes) from stand-in S, onto its stream to the gateway's stub. */
 static void relay_query(const struct netnotify *nn, struct netrelay_sock *s, const void *q,
                         size_t len)
@@ -655,18 +711,6 @@ static void relay_query(const struct netnotify *nn, struct netrelay_sock *s, con
     memcpy(msg + 2, q, len);
     if (send(s->door, msg, 2 + len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(2 + len))
         drop(&s->door); /* a stalled or broken stream: the resolver asks again */
-}
-
-static int read_caller(pid_t pid, void *to, __u64 from, size_t len)
-{
-    struct iovec local = { to, len }, remote = { (void *)(uintptr_t)from, len };
-    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
-}
-
-static int write_caller(pid_t pid, __u64 to, const void *from, size_t len)
-{
-    struct iovec local = { (void *)from, len }, remote = { (void *)(uintptr_t)to, len };
-    return !len || process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
 /* sendto() with an address: on a stand-in, a query to a nameserver or nothing. */
@@ -899,5 +943,7 @@ int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r
         return on_sendto(listener, &n, nn, r);
     if (n.data.nr == __NR_recvfrom)
         return on_recvfrom(listener, &n, r);
+    if (n.data.nr == __NR_getsockname || n.data.nr == __NR_getpeername)
+        return on_name(listener, &n, r);
     return respond(listener, n.id, ENOSYS, 0);
 }

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -344,6 +345,7 @@ c.connect((ns, 53))                                 # connected, as glibc and c-
 c.send(q("evil.test", 8))
 d, src = c.recvfrom(1500)
 out["connected"] = dict(a(d), src=list(src))
+out["names"] = [c.getsockname()[0], list(c.getpeername())]
 b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # blocking: the keeper waits with it
 b.sendto(q("example.com", 9), (ns, 53))
 d, src = b.recvfrom(1500)
@@ -390,12 +392,36 @@ def test_dns_goes_to_the_gateway_not_the_nameserver(pc, udp_counters):
         assert out[k]["rcode"] == 0 and out[k]["a"].startswith("198.1"), out
         assert out[k]["src"] == [HOST_NS, 53], out
     assert out["connected"] == {"rcode": 3, "a": None, "src": [HOST_NS, 53]}, out  # NXDOMAIN
+    assert out["names"] == ["127.0.0.1", [HOST_NS, 53]], out  # as a UDP socket's
     # A unix socket pair, not a UDP socket: no host process can address an
     # answer to it, so none can be injected; only the keeper holds its peer.
     assert out["in"] == {"udp": False, "udp6": False, "unix": True}, out
     assert out["other_port"] == errno.ECONNREFUSED and out["other_sendto"] == errno.ECONNREFUSED
     assert out["timeout"] == errno.EAGAIN, out
     assert ns.got == [] and other.got == [], (ns.got, other.got)
+
+
+def test_node_resolvers_reach_the_stub(pc, udp_counters):
+    """node's dns.lookup (glibc) and dns.resolve4 (c-ares, which reads its
+    socket's address back) get the stub's answers; the host's nameserver,
+    whatever resolv.conf names, is never asked."""
+    if not shutil.which("node"):
+        pytest.skip("node is not installed")
+    ns = udp_counters(HOST_NS, 53)
+    js = ("const dns = require('dns'); const r = new dns.promises.Resolver();"
+          f"r.setServers(['{HOST_NS}']);"
+          "(async () => { const out = {};"
+          " out.lookup = (await dns.promises.lookup('example.com', 4)).address;"
+          " out.resolve = await r.resolve4('example.com');"
+          " try { await r.resolve4('evil.test'); out.evil = 'resolved'; }"
+          " catch (e) { out.evil = e.code; }"
+          " console.log(JSON.stringify(out)); })()")
+    r = pc.run(["node", "-e", js], "--allow", "example.com:443")
+    assert r.status == 0, r
+    out = json.loads(r.out)
+    assert out["lookup"].startswith("198.1") and out["resolve"] == [out["lookup"]], out
+    assert out["evil"] == "ENOTFOUND", out
+    assert ns.got == []
 
 
 def test_udp_to_host_servers_refused(pc, udp_counters):
