@@ -555,7 +555,13 @@ static void standin_free(struct netrelay_sock *s)
 static struct netrelay_sock *standin(struct netrelay *r, int fd)
 {
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+    int domain = 0, type = 0;
+    socklen_t dl = sizeof domain, tl = sizeof type;
+    /* The kind too: an inode number freed by the command is reused before
+     * the loop sees the stand-in go, and a TCP socket is no stand-in. */
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+        getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 || domain != AF_UNIX ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_SEQPACKET)
         return NULL;
     for (size_t i = 0; i < NETRELAY_MAX; i++)
         if (r->socks[i].ino && r->socks[i].ino == st.st_ino)
@@ -609,6 +615,11 @@ static int on_socket(int listener, const struct seccomp_notif *n, struct netrela
         standin_free(s);
         return respond(listener, n->id, ENOBUFS, 0);
     }
+    /* A slot still holding this inode number is a stand-in the command
+     * closed whose end the loop has not seen yet: the number is free again. */
+    for (size_t i = 0; i < NETRELAY_MAX; i++)
+        if (r->socks[i].ino == st.st_ino)
+            standin_free(&r->socks[i]);
     s->ino = st.st_ino;
     s->family = (int)n->data.args[0];
     struct seccomp_notif_addfd add = {
@@ -620,7 +631,7 @@ static int on_socket(int listener, const struct seccomp_notif *n, struct netrela
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
         int e = errno;
         standin_free(s);
-        return e == ENOENT ? 0 : respond(listener, n->id, EMFILE, 0);
+        return e == ENOENT ? 0 : respond(listener, n->id, e, 0);
     }
     return 0; /* answered: the call returns the new descriptor */
 }

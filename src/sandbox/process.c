@@ -285,8 +285,10 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
                 listener = -1;
             }
             /* It may have made or ended stand-ins: the relay's events are
-             * stale (a descriptor number reused); the next poll has them. */
-            nr = 0;
+             * stale (a descriptor number reused), so ask again, not waiting. */
+            nr = netrelay_fds(&relay, p + 2);
+            if (poll(p + 2, nr, 0) < 0)
+                nr = 0;
         }
         if (listener >= 0)
             netrelay_serve(listener, &plan->nn, &relay, p + 2, nr);
