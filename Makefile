@@ -24,7 +24,8 @@ CORDON_LEVELS ?= namespace,process
 export CORDON_LEVELS
 # The shared suite's files that run at the gvisor and microvm levels in
 # `make test` (besides each level's own test_level_*.py file).
-GVISOR_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_filesystem.py
+GVISOR_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_filesystem.py \
+                 tests/integration/test_transparent_egress.py
 MICROVM_SUBSET ?= tests/integration/test_runtime.py
 
 .PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration integration-gvisor integration-microvm test-gvisor fuzz sanitize bench clean

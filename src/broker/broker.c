@@ -99,6 +99,7 @@ struct broker {
     size_t schema_bytes;    /* their size, serialised */
     bool schemas_complete;  /* a full walk since the last list_changed */
     bool listing;           /* the broker's own walk is under way */
+    bool warned_unmatched;  /* the client was told tools.allow matches none */
     unsigned list_pages;
     json_t *waiting;        /* tools/call requests waiting for the walk */
     json_t *server_requests; /* ids of server-to-client requests in flight (dumped) -> true */
@@ -926,6 +927,29 @@ static void warn_no_tools(json_t *result)
     json_object_set_new(result, "instructions", json_string(text ? text : note));
 }
 
+/*
+ * tools.allow names tools, but none the server lists: the client is told
+ * once, as a log message (MCP's notifications/message), and so is stderr.
+ * The initialize result's instructions cannot say it: the server's tools
+ * are not known then.
+ */
+static void warn_unmatched(struct broker *b, size_t listed)
+{
+    if (b->warned_unmatched)
+        return;
+    b->warned_unmatched = true;
+    char text[300];
+    snprintf(text, sizeof text,
+             "cordon: this session forwards no tools: tools.allow matches none of the %zu "
+             "tool%s the server lists; allow some with --allow-tool NAME or the policy's "
+             "tools.allow.",
+             listed, listed == 1 ? "" : "s");
+    fprintf(stderr, "%s\n", text);
+    to_client(b, json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "jsonrpc", "2.0", "method",
+                           "notifications/message", "params", "level", "warning", "logger",
+                           "cordon", "data", text));
+}
+
 static void client_answer(struct broker *b, struct pending *q, json_t *msg)
 {
     _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
@@ -948,7 +972,19 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
             record(b, "mcp.session", json_pack("{s:o?, s:O?}", "server", info,
                                                "protocol_version", version));
         } else if (!strcmp(q->method, "tools/list")) {
+            json_t *tools = json_object_get(result, "tools"), *t;
+            size_t listed = json_is_array(tools) ? json_array_size(tools) : 0, i, matched = 0;
+            json_array_foreach(tools, i, t) {
+                const char *name = json_string_value(json_object_get(t, "name"));
+                matched += name && policy_tool_allowed(b->p, name);
+            }
             filter_tools(b, result);
+            if (listed && !matched && b->p->tools.n_allow && json_object_size(b->schemas) == 0 &&
+                !json_is_string(json_object_get(result, "nextCursor"))) {
+                to_client(b, json_incref(copy));
+                warn_unmatched(b, listed);
+                return;
+            }
         }
     } else if (result && !strcmp(q->method, "tools/list")) {
         json_object_set_new(copy, "result", json_pack("{s:[]}", "tools"));

@@ -215,14 +215,20 @@ static void print_gvisor_platforms(void)
 /* How a level's command reaches the allowed hosts (README: transparent egress). */
 static const char *egress_note(enum cordon_level l)
 {
-    if (l == CORDON_LEVEL_NAMESPACE)
+    switch (l) {
+    case CORDON_LEVEL_NAMESPACE:
         return "transparent: a DNS stub and synthetic addresses for allowed names, and the "
                "proxy (HTTP(S)_PROXY)";
-    if (l == CORDON_LEVEL_PROCESS)
+    case CORDON_LEVEL_GVISOR:
+        return "transparent: a DNS stub and synthetic addresses for allowed names in gVisor's "
+               "netstack, relayed to the gateway by the sandbox's init, and the proxy";
+    case CORDON_LEVEL_PROCESS:
         return "transparent: the host resolver's queries (UDP to port 53) reach the gateway's "
                "DNS stub instead, synthetic addresses for allowed names, and the proxy "
                "(HTTP(S)_PROXY); no other UDP";
-    return "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+    default:
+        return "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+    }
 }
 
 /* The same facts as the text report, as one JSON object on stdout (--json). */
@@ -347,10 +353,12 @@ int cmd_check(int argc, char **argv)
         const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
         if (b && b->probe(&err) == 0 && l == CORDON_LEVEL_MICROVM) {
             /* Say what would run the guest: without VMX/SVM it is QEMU's emulator. */
-            bool hw = microvm_has_kvm();
+            char why[160];
+            bool hw = microvm_has_kvm(why, sizeof why);
             printf("  %-10s yes, %s%s\n", cordon_level_name((enum cordon_level)l),
                    microvm_accel_note(hw), hw ? "" : " (runs only where the policy says "
                                                      "microvm.accel: tcg)");
+            printf("  %-10s kvm: %s\n", "", why);
         } else if (b && b->probe(&err) == 0)
             printf("  %-10s yes%s\n", cordon_level_name((enum cordon_level)l),
                    l == CORDON_LEVEL_NAMESPACE ? " (default)" : "");

@@ -8,9 +8,11 @@
  * empty directories and the merged-/usr links, /usr and the policy's binds,
  * sized tmpfs /tmp, the workspace, generated /etc files), the static helper
  * cordon-gvisor-init, the seccomp profile and, for egress, the gateway's
- * unix socket. A shim, our child, joins the run's cgroup and starts the
- * container (`runsc run`, attached) whose first process is the helper: the
- * sandbox is warm. The shim then blocks at the start seam.
+ * unix socket, to which the helper relays the proxy port, its DNS stub and
+ * the synthetic addresses (transparent egress, gvisor_init.c). A shim, our
+ * child, joins the run's cgroup and starts the container (`runsc run`,
+ * attached) whose first process is the helper: the sandbox is warm. The
+ * shim then blocks at the start seam.
  *
  * start: the shim receives argv, environment and stdio, writes the process
  * spec and runs it with `runsc exec`, whose stdio are the received
@@ -78,6 +80,9 @@ struct gv_state {
     char cid[40];
     bool rootless;
     bool gateway;
+    bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
+    uint16_t ports[SYNTH_MAX_PORTS]; /* its listeners' ports */
+    size_t n_ports;
     bool memory_as;      /* the memory rlimit as RLIMIT_AS (see rlimits_json) */
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
@@ -499,6 +504,50 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
     return 0;
 }
 
+/*
+ * The helper's command line: `init HOME`, with the gateway's socket when
+ * the run has egress, and for transparent egress the synthetic range, the
+ * DNS stub's address and the ports to listen on.
+ */
+static json_t *init_args(const struct gv_state *st)
+{
+    json_t *a = json_pack("[s, s, s]", INIT_PATH, "init", SANDBOX_HOME);
+    if (st->gateway)
+        json_array_append_new(a, json_string(GW_SOCK));
+    if (!st->transparent)
+        return a;
+    char text[32];
+    snprintf(text, sizeof text, "%u.%u.%u.%u/%d", SYNTH_NET >> 24, (SYNTH_NET >> 16) & 0xff,
+             (SYNTH_NET >> 8) & 0xff, SYNTH_NET & 0xff, SYNTH_PREFIX);
+    json_array_append_new(a, json_string(text));
+    snprintf(text, sizeof text, "%u.%u.%u.%u", DNS_STUB_ADDR >> 24, (DNS_STUB_ADDR >> 16) & 0xff,
+             (DNS_STUB_ADDR >> 8) & 0xff, DNS_STUB_ADDR & 0xff);
+    json_array_append_new(a, json_string(text));
+    for (size_t i = 0; i < st->n_ports; i++) {
+        snprintf(text, sizeof text, "%u", st->ports[i]);
+        json_array_append_new(a, json_string(text));
+    }
+    return a;
+}
+
+/*
+ * gVisor's capabilities for the helper: none, but for transparent egress
+ * the two it needs to make the synthetic range loopback's and to listen on
+ * port 53 and the policy's ports. It drops them before it says it is ready,
+ * before anything of the call runs (gvisor_init.c), and the command's own
+ * process gets none (process_json).
+ */
+static json_t *init_capabilities(const struct gv_state *st)
+{
+    static const char *const sets[] = { "bounding", "effective", "permitted" };
+    json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
+                             "inheritable", "permitted", "ambient");
+    for (size_t i = 0; st->transparent && i < sizeof sets / sizeof sets[0]; i++)
+        json_object_set_new(caps, sets[i],
+                            json_pack("[s, s]", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE"));
+    return caps;
+}
+
 static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
                         struct cordon_err *err)
 {
@@ -512,7 +561,8 @@ static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
             return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", path);
     }
 
-    struct ns_plan plan = { .caller_is_root = geteuid() == 0, .confine = *s->confine };
+    struct ns_plan plan = { .caller_is_root = geteuid() == 0, .confine = *s->confine,
+                            .transparent = st->transparent };
     _cleanup_(json_decrefp) json_t *mounts = json_array();
     int rc = mounts_plan(p, &plan, s->host_base + 1, s->workspace, err);
     if (rc == 0 && s->ca_pem)
@@ -535,13 +585,12 @@ static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
     if (make_dir(path) < 0)
         return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", path);
 
-    json_t *args = st->gateway
-                       ? json_pack("[s, s, s, s]", INIT_PATH, "init", SANDBOX_HOME, GW_SOCK)
-                       : json_pack("[s, s, s]", INIT_PATH, "init", SANDBOX_HOME);
+    json_t *init = process_json(init_args(st), json_pack("[s]", "PATH=/usr/bin:/bin"), "/", st);
+    json_object_set_new(init, "capabilities", init_capabilities(st));
     json_t *config = json_pack(
         "{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
         "ociVersion", "1.0.2",
-        "process", process_json(args, json_pack("[s]", "PATH=/usr/bin:/bin"), "/", st),
+        "process", init,
         "root", "path", "rootfs", "readonly", 1,
         "hostname", SANDBOX_HOSTNAME,
         "mounts", json_incref(mounts),
@@ -978,6 +1027,16 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     b->state = st;
     st->rootless = geteuid() != 0;
     st->gateway = s->gateway;
+    if (s->gateway) {
+        /* A listener per port a name rule allows, the proxy's own excepted
+         * (the helper holds it on loopback), as at the namespace level. */
+        uint16_t ports[SYNTH_MAX_PORTS];
+        size_t n = egress_rules_name_ports(&s->p->egress.rules, ports, SYNTH_MAX_PORTS);
+        st->transparent = true;
+        for (size_t i = 0; i < n; i++)
+            if (ports[i] != GATEWAY_PORT)
+                st->ports[st->n_ports++] = ports[i];
+    }
     st->memory_as = !(s->p->limits.defaulted & (1u << POLICY_LIMIT_MEMORY));
     int rc = -1;
     pid_t shim = -1;
@@ -1002,6 +1061,9 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     if (s->gateway && (b->door = open_door(st, err)) < 0)
         goto out;
+    /* The helper serves the stub and the synthetic addresses: the gateway
+     * takes its relay's prefaces on the door (gvisor_init.c). */
+    b->relay_transparent = st->transparent;
     plan_commands(st);
 
     if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(statp, O_CLOEXEC) < 0 ||

@@ -3,13 +3,20 @@
  * into every gVisor sandbox (embedded in cordon, bound read-only at
  * /.cordon/init). It runs inside the gVisor kernel, never on the host:
  *
- *   init HOME [SOCKET]  the container's first process. Makes HOME (the
+ *   init HOME [SOCKET [NET/PREFIX STUB PORT...]]
+ *                   the container's first process. Makes HOME (the
  *                   command's, in the fresh /tmp) and says "R" on stdout once
  *                   ready, then holds the sandbox open; with SOCKET (the
  *                   gateway's unix socket, reached through --host-uds=open)
  *                   it first listens on 127.0.0.1:3128 and relays each
  *                   connection to SOCKET, so HTTP(S)_PROXY works as at the
  *                   namespace level while the sandbox has no network at all.
+ *                   With NET/PREFIX (the synthetic range), STUB (the DNS
+ *                   stub's address) and the ports, egress is transparent too
+ *                   (relay_wire.h): the range is made loopback's, the stub
+ *                   relays each query over one DNS stream to SOCKET, and a
+ *                   listener on 0.0.0.0:PORT relays each connection with a
+ *                   preface naming the address and port it came to.
  *   exec BPF CMD... the command's wrapper: installs the seccomp program in
  *                   file BPF ("-" for none), then execs CMD.
  *   place           before the command, with nothing else of the call
@@ -21,13 +28,19 @@
  * Self-contained on purpose (no cordon library): it must stay small and
  * static, and it holds nothing of the supervisor's.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/seccomp.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,16 +53,47 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/relay_wire.h"
+#include "common/syscalls.h"
 #include "sandbox/start_files.h"
 
 #define PROXY_PORT 3128
 #define MAX_INSNS 4096
+#define MAX_PORTS 32
 
-static void relay(int a, int b)
+static int write_all(int fd, const void *data, size_t len)
+{
+    for (const char *p = data; len > 0;) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* FD's close, which follows, sends a reset. */
+static void reset_on_close(int fd)
+{
+    struct linger now = { .l_onoff = 1, .l_linger = 0 };
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+}
+
+/*
+ * Carry bytes between the client A and the gateway B until both ends are
+ * done. With RESET, a gateway that ends the connection before sending a
+ * byte refused it: the client gets a reset, as from the namespace level's
+ * listeners (a unix socket cannot carry one).
+ */
+static void relay(int a, int b, bool reset)
 {
     char buf[65536];
     struct pollfd p[2] = { { .fd = a, .events = POLLIN }, { .fd = b, .events = POLLIN } };
     int open_dirs = 2;
+    bool answered = false;
     while (open_dirs > 0) {
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
@@ -61,6 +105,11 @@ static void relay(int a, int b)
                 continue;
             int to = i == 0 ? b : a;
             ssize_t n = read(p[i].fd, buf, sizeof buf);
+            if (n <= 0 && i == 1 && reset && !answered) {
+                reset_on_close(a);
+                return;
+            }
+            answered |= i == 1 && n > 0;
             if (n <= 0) {
                 /* Half-close: the other side still gets its answer. */
                 shutdown(to, SHUT_WR);
@@ -68,14 +117,8 @@ static void relay(int a, int b)
                 open_dirs--;
                 continue;
             }
-            for (ssize_t off = 0; off < n;) {
-                ssize_t w = write(to, buf + off, (size_t)(n - off));
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0)
-                    return;
-                off += w;
-            }
+            if (write_all(to, buf, (size_t)n) < 0)
+                return;
         }
     }
 }
@@ -94,33 +137,274 @@ static int dial(const char *path)
     return s;
 }
 
-static int listen_proxy(void)
+/* A connection to the gateway's door that opens with the relay preface of KIND. */
+static int dial_relay(const char *gateway, char kind, const struct sockaddr_in *to)
 {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PROXY_PORT),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    unsigned char preface[RELAY_PREFACE_MAX];
+    size_t n = RELAY_MAGIC_LEN;
+    memcpy(preface, RELAY_MAGIC, RELAY_MAGIC_LEN);
+    preface[n++] = (unsigned char)kind;
+    if (to) {
+        memcpy(preface + n, &to->sin_addr.s_addr, 4); /* both already big-endian */
+        memcpy(preface + n + 4, &to->sin_port, 2);
+        n += 6;
+    }
+    int g = dial(gateway);
+    if (g >= 0 && write_all(g, preface, n) < 0) {
+        close(g);
+        return -1;
+    }
+    return g;
+}
+
+/* A socket of TYPE bound to ADDR:PORT (network order), listening if a stream. */
+static int bound_socket(int type, uint32_t addr, uint16_t port)
+{
+    int l = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = addr };
     int one = 1;
     if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
+        bind(l, (struct sockaddr *)&a, sizeof a) < 0 ||
+        (type == SOCK_STREAM && listen(l, 128) < 0)) {
+        char text[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+        fprintf(stderr, "cordon-gvisor-init: cannot listen on %s:%u: %s\n", text, ntohs(port),
+                strerror(errno));
         return -1;
+    }
     return l;
 }
 
-static int init_main(const char *home, const char *gateway)
+/*
+ * NET/PREFIX made loopback's: the address NET+1 with that prefix on lo,
+ * by rtnetlink. gVisor's netstack then takes every address of the prefix
+ * as the sandbox's own (a loopback interface owns its addresses' whole
+ * subnet, as Linux's 127.0.0.0/8) and routes the prefix to lo, so a
+ * connection to any synthetic address lands on the listener of its port.
+ * This runsc refuses RTM_NEWROUTE (`ip route add local`): the address is
+ * the only way in. It needs CAP_NET_ADMIN, which this process drops next.
+ */
+static int own_range(uint32_t net, int prefix)
 {
-    int l = -1;
+    int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (s < 0)
+        return -1;
+    struct {
+        struct nlmsghdr nh;
+        struct ifaddrmsg ifa;
+        struct rtattr local;
+        uint32_t local_addr;
+        struct rtattr address;
+        uint32_t address_addr;
+    } req = {
+        .nh = { .nlmsg_len = sizeof req, .nlmsg_type = RTM_NEWADDR,
+                .nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK,
+                .nlmsg_seq = 1 },
+        .ifa = { .ifa_family = AF_INET, .ifa_prefixlen = (unsigned char)prefix,
+                 .ifa_scope = RT_SCOPE_HOST, .ifa_index = if_nametoindex("lo") },
+        .local = { .rta_len = RTA_LENGTH(4), .rta_type = IFA_LOCAL },
+        .local_addr = htonl(ntohl(net) + 1),
+        .address = { .rta_len = RTA_LENGTH(4), .rta_type = IFA_ADDRESS },
+        .address_addr = htonl(ntohl(net) + 1),
+    };
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    struct {
+        struct nlmsghdr nh;
+        struct nlmsgerr e;
+    } ack;
+    ssize_t n = -1;
+    if (req.ifa.ifa_index != 0 &&
+        sendto(s, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) >= 0)
+        n = recv(s, &ack, sizeof ack, 0);
+    close(s);
+    if (n < (ssize_t)sizeof ack || ack.nh.nlmsg_type != NLMSG_ERROR || ack.e.error != 0) {
+        errno = n >= (ssize_t)sizeof ack && ack.e.error ? -ack.e.error : EPROTO;
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The DNS stub: each query on the UDP socket U goes on one RELAY_DNS
+ * stream to the gateway, which answers in order; each answer goes back to
+ * its asker. The stream is dialled again when it ends (queries still
+ * waiting then are lost, as UDP loses them: the resolver asks again).
+ * Shorter than a header, or a response: dropped here, since it would end
+ * the stream for everyone. The gateway ends a stream idle for 30 s
+ * (HEAD_DEADLINE_MS); the stub ends it first, after DNS_IDLE_MS with no
+ * answer owed, so no query is ever sent into a stream being closed.
+ */
+#define DNS_PENDING 256
+#define DNS_IDLE_MS 10000
+static _Noreturn void dns_main(int u, const char *gateway)
+{
+    static struct sockaddr_in askers[DNS_PENDING];
+    static unsigned char in[2 * (2 + RELAY_DNS_MAX)], q[2 + RELAY_DNS_MAX];
+    size_t head = 0, waiting = 0, have = 0, len = 0;
+    int g = -1;
+    for (;;) {
+        struct pollfd p[2] = { { .fd = u, .events = POLLIN }, { .fd = g, .events = POLLIN } };
+        int ready = poll(p, g >= 0 ? 2 : 1, g >= 0 && waiting == 0 ? DNS_IDLE_MS : -1);
+        if (ready == 0) {
+            close(g);
+            g = -1;
+            have = 0;
+        }
+        if (ready <= 0)
+            continue;
+        if (g >= 0 && p[1].revents) {
+            ssize_t r = read(g, in + have, sizeof in - have);
+            if (r < 0 && errno == EINTR)
+                continue;
+            have += r > 0 ? (size_t)r : 0;
+            while (have >= 2 && (len = (size_t)in[0] << 8 | in[1]) <= RELAY_DNS_MAX &&
+                   have >= 2 + len) {
+                if (waiting > 0) {
+                    sendto(u, in + 2, len, MSG_DONTWAIT, (struct sockaddr *)&askers[head],
+                           sizeof askers[head]);
+                    head = (head + 1) % DNS_PENDING;
+                    waiting--;
+                }
+                memmove(in, in + 2 + len, have - 2 - len);
+                have -= 2 + len;
+            }
+            if (r <= 0 || (have >= 2 && len > RELAY_DNS_MAX)) {
+                close(g);
+                g = -1;
+                have = waiting = 0;
+            }
+        }
+        if (!(p[0].revents & POLLIN))
+            continue;
+        struct sockaddr_in from;
+        socklen_t from_len = sizeof from;
+        ssize_t n = recvfrom(u, q + 2, RELAY_DNS_MAX, MSG_TRUNC, (struct sockaddr *)&from,
+                             &from_len);
+        if (n < 12 || n > (ssize_t)RELAY_DNS_MAX || (q[4] & 0x80) || waiting == DNS_PENDING)
+            continue;
+        if (g < 0 && (g = dial_relay(gateway, RELAY_DNS, NULL)) < 0)
+            continue;
+        q[0] = (unsigned char)(n >> 8);
+        q[1] = (unsigned char)n;
+        if (write_all(g, q, 2 + (size_t)n) < 0) {
+            close(g);
+            g = -1;
+            have = waiting = 0;
+            continue;
+        }
+        askers[(head + waiting++) % DNS_PENDING] = from;
+    }
+}
+
+/* A connection to a transparent listener: to the gateway, after a preface
+ * naming the address and port it came to (whatever they are: the gateway
+ * refuses one that is not a synthetic address it gave out). */
+static void relay_transparent(int c, const char *gateway)
+{
+    struct sockaddr_in to;
+    socklen_t len = sizeof to;
+    int g = -1;
+    if (getsockname(c, (struct sockaddr *)&to, &len) == 0 && to.sin_family == AF_INET)
+        g = dial_relay(gateway, RELAY_TCP, &to);
+    if (g >= 0)
+        relay(c, g, true);
+    else
+        reset_on_close(c); /* no gateway to decide: refused */
+}
+
+/* No capability left: the init is then no more than the command it serves. */
+static int drop_capabilities(void)
+{
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    memset(data, 0, sizeof data);
+    return sys_capset(&hdr, data);
+}
+
+/* The listeners: [0] the proxy's on 127.0.0.1:3128, then one per PORTS. */
+struct relay_plan {
+    const char *gateway;
+    bool transparent;
+    uint32_t net;       /* network order */
+    int prefix;
+    uint32_t stub;      /* network order */
+    int fds[1 + MAX_PORTS];
+    size_t n_fds;
+};
+
+/* ARGS: NET/PREFIX STUB PORT... */
+static int parse_transparent(char **args, int n, struct relay_plan *r)
+{
+    char net[INET_ADDRSTRLEN];
+    const char *slash = n >= 2 ? strchr(args[0], '/') : NULL;
+    if (!slash || (size_t)(slash - args[0]) >= sizeof net || n - 2 > MAX_PORTS)
+        return -1;
+    memcpy(net, args[0], (size_t)(slash - args[0]));
+    net[slash - args[0]] = '\0';
+    r->prefix = atoi(slash + 1);
+    if (inet_pton(AF_INET, net, &r->net) != 1 || inet_pton(AF_INET, args[1], &r->stub) != 1 ||
+        r->prefix < 8 || r->prefix > 30)
+        return -1;
+    for (int i = 2; i < n; i++) {
+        long port = strtol(args[i], NULL, 10);
+        if (port < 1 || port > 65535)
+            return -1;
+        r->fds[1 + (i - 2)] = (int)port; /* a port until open_relays makes it a socket */
+    }
+    r->n_fds = 1 + (size_t)(n - 2);
+    r->transparent = true;
+    return 0;
+}
+
+static int open_relays(struct relay_plan *r)
+{
+    if ((r->fds[0] = bound_socket(SOCK_STREAM, htonl(INADDR_LOOPBACK), htons(PROXY_PORT))) < 0)
+        return -1;
+    if (!r->transparent) {
+        r->n_fds = 1;
+        return 0;
+    }
+    if (own_range(r->net, r->prefix) < 0) {
+        fprintf(stderr, "cordon-gvisor-init: cannot make the synthetic range loopback's: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    for (size_t i = 1; i < r->n_fds; i++)
+        if ((r->fds[i] = bound_socket(SOCK_STREAM, htonl(INADDR_ANY),
+                                      htons((uint16_t)r->fds[i]))) < 0)
+            return -1;
+    int u = bound_socket(SOCK_DGRAM, r->stub, htons(53));
+    if (u < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        for (size_t i = 0; i < r->n_fds; i++)
+            close(r->fds[i]);
+        dns_main(u, r->gateway);
+    }
+    close(u);
+    return 0;
+}
+
+static int init_main(const char *home, struct relay_plan *r)
+{
     /* gVisor's uid 0 is the command's: the home is its own, 0700 as at every level. */
     if (mkdir(home, 0700) < 0 && errno != EEXIST) {
         fprintf(stderr, "cordon-gvisor-init: cannot make '%s': %s\n", home, strerror(errno));
         return 1;
     }
-    if (gateway && (l = listen_proxy()) < 0) {
-        fprintf(stderr, "cordon-gvisor-init: cannot listen on 127.0.0.1:%d: %s\n", PROXY_PORT,
-                strerror(errno));
-        return 1;
-    }
     /* Orphans of the command are reparented here: let the kernel reap them. */
     signal(SIGCHLD, SIG_IGN);
+    /* A client gone mid-write ends only its relay, with EPIPE. */
+    signal(SIGPIPE, SIG_IGN);
+    if (r->gateway && open_relays(r) < 0)
+        return 1;
+    if (drop_capabilities() < 0) {
+        fprintf(stderr, "cordon-gvisor-init: cannot drop capabilities: %s\n", strerror(errno));
+        return 1;
+    }
     if (write(1, "R", 1) != 1)
         return 1;
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -129,22 +413,34 @@ static int init_main(const char *home, const char *gateway)
         dup2(null, 1);
         dup2(null, 2);
     }
-    if (l < 0)
+    if (!r->gateway)
         for (;;)
             pause();
+    struct pollfd p[1 + MAX_PORTS];
+    for (size_t i = 0; i < r->n_fds; i++)
+        p[i] = (struct pollfd){ .fd = r->fds[i], .events = POLLIN };
     for (;;) {
-        int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0)
+        if (poll(p, r->n_fds, -1) < 0)
             continue;
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(l);
-            int g = dial(gateway);
-            if (g >= 0)
-                relay(c, g);
-            _exit(0);
+        for (size_t i = 0; i < r->n_fds; i++) {
+            if (!p[i].revents)
+                continue;
+            int c = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
+            if (c < 0)
+                continue;
+            pid_t pid = fork();
+            if (pid == 0) {
+                for (size_t j = 0; j < r->n_fds; j++)
+                    close(r->fds[j]);
+                int g;
+                if (i > 0)
+                    relay_transparent(c, r->gateway);
+                else if ((g = dial(r->gateway)) >= 0)
+                    relay(c, g, false);
+                _exit(0);
+            }
+            close(c);
         }
-        close(c);
     }
 }
 
@@ -240,15 +536,11 @@ static int place_one(char *path, const char *data, size_t len, unsigned mode)
     close(dir);
     if (out < 0)
         return -1;
-    for (size_t off = 0; off < len;) {
-        ssize_t w = write(out, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(out);
-            return -1;
-        }
-        off += (size_t)w;
+    if (write_all(out, data, len) < 0) {
+        int e = errno;
+        close(out);
+        errno = e;
+        return -1;
     }
     return close(out);
 }
@@ -291,12 +583,14 @@ static int place_main(void)
 
 int main(int argc, char **argv)
 {
-    if ((argc == 3 || argc == 4) && strcmp(argv[1], "init") == 0)
-        return init_main(argv[2], argc == 4 ? argv[3] : NULL);
+    struct relay_plan r = { .gateway = argc >= 4 ? argv[3] : NULL };
+    if (argc >= 3 && strcmp(argv[1], "init") == 0 &&
+        (argc <= 4 || parse_transparent(argv + 4, argc - 4, &r) == 0))
+        return init_main(argv[2], &r);
     if (argc >= 4 && strcmp(argv[1], "exec") == 0)
         return exec_main(argv[2], argv + 3);
     if (argc == 2 && strcmp(argv[1], "place") == 0)
         return place_main();
-    fprintf(stderr, "usage: cordon-gvisor-init init HOME [SOCKET] | exec BPF|- COMMAND... | place\n");
+    fprintf(stderr, "usage: cordon-gvisor-init init HOME [SOCKET [NET/PREFIX STUB PORT...]] | exec BPF|- COMMAND... | place\n");
     return 2;
 }

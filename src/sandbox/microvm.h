@@ -8,8 +8,8 @@
 
 #include <stdbool.h>
 
-/* /dev/kvm usable and backed by the CPU's own VMX or SVM. */
-bool microvm_has_kvm(void);
+/* KVM boots the guest here (probed once per kernel, QEMU and host boot); WHY says how it was found. */
+bool microvm_has_kvm(char *why, size_t size);
 
 /* One line on what the accelerator is, for `cordon check` and the result. */
 const char *microvm_accel_note(bool kvm);

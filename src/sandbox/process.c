@@ -49,7 +49,7 @@
 
 /* The run's private directory on the host: tmp/, workspace/ (scratch), the CA. */
 struct process_state {
-    char run_dir[64];        /* /tmp/cordon-run-XXXXXX */
+    char run_dir[64];        /* /tmp/cordon-run-PID-XXXXXX */
     char workdir[PATH_MAX];
     char tmpdir[PATH_MAX];
     char ca_cert[PATH_MAX];
@@ -396,7 +396,8 @@ static int write_ca(struct process_state *st, const char *ca_pem, struct cordon_
 
 static int make_run_dir(const struct policy *p, struct process_state *st, struct cordon_err *err)
 {
-    snprintf(st->run_dir, sizeof st->run_dir, "/tmp/cordon-run-XXXXXX");
+    /* Named by its maker, as gvisor's is: whose it is shows without looking in. */
+    snprintf(st->run_dir, sizeof st->run_dir, "/tmp/cordon-run-%d-XXXXXX", (int)getpid());
     if (!mkdtemp(st->run_dir)) {
         st->run_dir[0] = '\0';
         return err_sys(err, CORDON_E_SETUP, "cannot create the run's directory in /tmp");

@@ -267,6 +267,49 @@ def test_wrap_with_no_tools_says_so_in_the_instructions(cordon):
     c.close()
 
 
+LISTING_SERVER = r"""
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m.get("method") == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "lister", "version": "1"}}
+    elif m.get("method") == "tools/list":
+        r = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("read", "write")]}
+    else:
+        r = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("allow,warned", [("reed", True), ("read", False)])
+def test_wrap_whose_allowlist_matches_no_tool_says_so(cordon, allow, warned):
+    """tools.allow names tools, but none the server has (a typo): the client's
+    log hears it once, as an MCP log message, beside the empty list."""
+    c = mcp_client(cordon, "wrap", "--allow-tool", allow, "--", "python3", "-c", LISTING_SERVER)
+    c.initialize()
+    c.send({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}})
+    got = [c.recv()]
+    if warned:
+        got.append(c.recv())
+    c.send({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {}})
+    got += [c.answer(8)]
+    listed = [m for m in got if m.get("id") == 7][0]["result"]["tools"]
+    notes = [m for m in got if m.get("method") == "notifications/message"]
+    assert [t["name"] for t in listed] == ([] if warned else ["read"])
+    if warned:
+        assert len(notes) == 1, got
+        assert notes[0]["params"]["level"] == "warning"
+        text = notes[0]["params"]["data"]
+        assert "matches none of the 2 tools" in text and "--allow-tool" in text, text
+    else:
+        assert notes == [], got
+    rc, _, err = c.close()
+    assert err.count("matches none of the 2 tools") == (1 if warned else 0), err
+
+
 def test_serve_refuses_at_start_a_policy_this_host_cannot_enforce(user_cordon):
     if user_cordon.run(["true"], "--memory", "100M", result=False).status == 0:
         pytest.skip("this host delegates a memory cgroup to ordinary users")

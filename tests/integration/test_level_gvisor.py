@@ -32,6 +32,8 @@ import subprocess
 
 import pytest
 
+import conftest
+
 import egress_servers as es
 from conftest import (BUILD, assert_errno, host_ipv4_addresses, host_state, marker,
                       new_leftovers, pids_with, wait_until)
@@ -58,8 +60,14 @@ def gv(cordon, cmd, *opts, **kw):
 
 
 def runsc_pids():
-    """Host processes of a gvisor run: its shim and every runsc process."""
-    return pids_with("cordon-gvisor-")
+    """Host runsc processes of this test's gvisor runs (and cordon check's
+    probes): their state directories name the cordon that made them, so a
+    concurrent run elsewhere on the host is not counted."""
+    found = set()
+    for pid in conftest._test_pids or ():
+        found.update(pids_with(f"cordon-gvisor-{pid}-"))
+        found.update(pids_with(f"cordon-gvisor-probe-{pid}-"))
+    return sorted(found)
 
 
 def assert_nothing_left(timeout=5):
@@ -277,6 +285,48 @@ def test_gateway_run_still_has_no_direct_route(cordon, tcp_listener):
            "--allow", "example.test")
     assert_errno(r, errno.ECONNREFUSED)
     assert l.count() == 0
+
+
+TRANSPARENT_PROBE = r"""
+import errno, socket, sys
+for a, port in [tuple(t.split(":")) for t in sys.argv[1:]]:
+    s = socket.socket()
+    s.settimeout(10)
+    try:
+        s.connect((a, int(port)))
+        print(a, "connected")
+    except OSError as e:
+        print(a, errno.errorcode.get(e.errno, e.errno))
+caps = [l.split()[1] for l in open("/proc/1/status") if l.startswith(("CapPrm", "CapEff"))]
+print("init caps", *caps)
+try:
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+    print("netlink open")
+except OSError as e:
+    print("netlink", errno.errorcode.get(e.errno, e.errno))
+"""
+
+
+def test_transparent_egress_opens_no_other_route(cordon, tcp_listener):
+    """The init makes only the synthetic range the sandbox's own: a host
+    address, its listeners and the addresses just outside the range still
+    have no route, and the command cannot add one (the init dropped the
+    capabilities it used before the command started, and netlink is refused)."""
+    listeners = [tcp_listener(a) for a in host_ipv4_addresses()]
+    outside = [f"{l.sock.getsockname()[0]}:{l.port}" for l in listeners] + [
+        "198.17.255.254:443", "198.20.0.1:443", "198.51.100.7:443"]
+    r = gv(cordon, ["python3", "-c", TRANSPARENT_PROBE, "198.19.255.254:443", *outside],
+           "--allow", "example.test:443")
+    assert r.status == 0, r
+    lines = r.out.splitlines()
+    assert lines[0] == "198.19.255.254 connected", r  # the init's listener for port 443
+    for line, target in zip(lines[1:], outside):
+        a, why = line.split()
+        assert a == target.split(":")[0] and errno.errorcode[NO_ROUTE[1]] == why, r
+    # The seccomp profile refuses netlink sockets as an unsupported family.
+    assert lines[-2:] == ["init caps 0000000000000000 0000000000000000",
+                          "netlink EAFNOSUPPORT"], r
+    assert all(l.count() == 0 for l in listeners)
 
 
 # --- ends -------------------------------------------------------------------------

@@ -115,6 +115,46 @@ def test_cordon_check_says_tcg_is_an_emulator(cordon):
     assert "not a hypervisor boundary" in r.out, r
 
 
+KVM_SAID = ("/dev/kvm booted a test guest in", "/dev/kvm did not boot a test guest within",
+            "no usable /dev/kvm")
+
+
+def kvm_line(r):
+    lines = [l.strip() for l in r.out.splitlines() if l.strip().startswith("kvm:")]
+    assert len(lines) == 1, r
+    return lines[0]
+
+
+def test_kvm_is_probed_by_booting_a_guest_and_the_verdict_kept(root_cordon):
+    """/dev/kvm alone decides nothing (here it is PVM, which boots no stock
+    kernel): cordon boots a test guest under it once, keeps the verdict per
+    kernel, QEMU and host boot, and trusts no verdict another user could write."""
+    c = root_cordon
+    env, d = snapshots_dir(c)
+    first = kvm_line(c.raw("check", env=env))
+    assert any(s in first for s in KVM_SAID), first
+    verdicts = list(d.glob("kvm-*.verdict"))
+    if "no usable /dev/kvm" in first:
+        assert verdicts == []  # nothing was probed
+        return
+    assert len(verdicts) == 1, verdicts
+    kept = verdicts[0].read_text()
+    assert kept.split(" ", 1)[1].strip() in first, (kept, first)
+    stamp = verdicts[0].stat().st_mtime_ns
+    assert kvm_line(c.raw("check", env=env)) == first
+    assert verdicts[0].stat().st_mtime_ns == stamp, "the verdict was probed again"
+    assert not live_qemu("kvm"), "the probe's QEMU was left running"
+
+    # A verdict someone else could have written is not believed: probed again.
+    for mode, owner in ((0o666, 0), (0o644, 65534)):
+        verdicts[0].write_text("yes forged by a neighbour\n")
+        os.chmod(verdicts[0], mode)
+        os.chown(verdicts[0], owner, owner)
+        again = kvm_line(c.raw("check", env=env))
+        assert "forged" not in again and any(s in again for s in KVM_SAID), again
+        assert "forged" not in verdicts[0].read_text()
+
+
 # --- the filesystem ------------------------------------------------------
 
 
@@ -252,6 +292,29 @@ def test_kill9_of_cordon_leaves_no_qemu(cordon):
             p.wait()
         for pid in live_qemu(ws.name):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_qemu_is_confined_like_a_command(cordon):
+    """QEMU itself runs under cordon's own syscall filter (the run's, as at the
+    namespace level) beneath its -sandbox, with no_new_privs, and in a
+    network namespace of its own: a QEMU the guest took over is still boxed."""
+    ws = marked_dir(cordon)
+    p = cordon.popen(["sh", "-c", "touch /workspace/up; exec sleep 100"], *TCG, "-w", ws)
+    try:
+        # The command runs: QEMU is past its own setup (-sandbox included).
+        assert wait_until(lambda: (ws / "up").exists(), 60), "the guest never ran the command"
+        pid = live_qemu(ws.name)[0]
+        status = dict(line.split(":", 1) for line in
+                      pathlib.Path(f"/proc/{pid}/status").read_text().splitlines())
+        assert status["Seccomp"].strip() == "2", status["Seccomp"]
+        # QEMU's -sandbox, and cordon's beneath it.
+        assert int(status["Seccomp_filters"]) >= 2, status["Seccomp_filters"]
+        assert status["NoNewPrivs"].strip() == "1"
+        assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    finally:
+        p.kill()
+        p.wait()
+    assert wait_until(lambda: not live_qemu(ws.name), 10), live_qemu(ws.name)
 
 
 # --- a hostile guest ------------------------------------------------------
