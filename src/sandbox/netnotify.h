@@ -1,9 +1,9 @@
 /*
  * sandbox/netnotify.h: the process level's network boundary. With no
  * network namespace, a seccomp filter stops what a socket could reach:
- * inet sockets are TCP streams only (none at all without the gateway),
- * TCP Fast Open is refused, and every connect() and listen() goes to the
- * boundary's supervisor as a user notification. The supervisor decides on
+ * inet sockets are TCP streams and the DNS stand-ins below (none at all
+ * without the gateway), TCP Fast Open is refused, and every connect() and
+ * listen() goes to the boundary's supervisor as a user notification. The supervisor decides on
  * the socket it takes from the caller (pidfd_getfd) and on its own copy of
  * the address, and acts itself: it dials the gateway and installs that
  * socket over the caller's (SECCOMP_ADDFD_FLAG_SETFD), connects a unix
@@ -71,7 +71,8 @@ struct netnotify {
  * it writes back; any other destination is refused. A receive asking for
  * the sender (glibc, musl and c-ares drop an answer not from their
  * nameserver) is answered by the supervisor with the nameserver's address;
- * so are bind and the IP-level options a resolver sets.
+ * so are bind, the IP-level options a resolver sets, getsockname() and
+ * getpeername() (as a UDP socket's: c-ares reads them).
  */
 #define NETRELAY_MAX 64   /* stand-ins alive at once */
 #define NETRELAY_WAITS 16 /* blocking receives waiting for an answer */
@@ -104,7 +105,7 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
 
 /* In the boundary's supervisor, before its loop: no stand-in yet. */
 void netrelay_init(struct netrelay *r);
-/* The descriptors the loop polls for R (at most netrelay_max_fds()), into P. */
+/* The descriptors the loop polls for R (at most NETRELAY_MAX_FDS), into P; how many. */
 #define NETRELAY_MAX_FDS (2 * NETRELAY_MAX + NETRELAY_WAITS)
 size_t netrelay_fds(const struct netrelay *r, struct pollfd *p);
 /* After poll(): serve what P (as netrelay_fds() filled it, N entries) says is ready. */
