@@ -350,6 +350,11 @@ b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # blocking: the keeper wai
 b.sendto(q("example.com", 9), (ns, 53))
 d, src = b.recvfrom(1500)
 out["blocking"] = dict(a(d), src=list(src))
+v6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)  # a resolv.conf naming an IPv6 server
+v6.settimeout(10)
+v6.sendto(q("example.com", 10), ("2001:db8::53", 53))
+d, src = v6.recvfrom(1500)
+out["v6"] = dict(a(d), src=list(src[:2]))
 t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # nothing asked: its timeout ends it
 t.connect((ns, 53))
 t.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 1, 0))
@@ -393,6 +398,7 @@ def test_dns_goes_to_the_gateway_not_the_nameserver(pc, udp_counters):
         assert out[k]["src"] == [HOST_NS, 53], out
     assert out["connected"] == {"rcode": 3, "a": None, "src": [HOST_NS, 53]}, out  # NXDOMAIN
     assert out["names"] == ["127.0.0.1", [HOST_NS, 53]], out  # as a UDP socket's
+    assert out["v6"] == dict(out["sendto"], src=["2001:db8::53", 53]), out
     # A unix socket pair, not a UDP socket: no host process can address an
     # answer to it, so none can be injected; only the keeper holds its peer.
     assert out["in"] == {"udp": False, "udp6": False, "unix": True}, out
