@@ -216,18 +216,21 @@ static void print_gvisor_platforms(void)
 static const char *egress_note(enum cordon_level l)
 {
     switch (l) {
-    case CORDON_LEVEL_NAMESPACE:
-        return "transparent: a DNS stub and synthetic addresses for allowed names, and the "
-               "proxy (HTTP(S)_PROXY)";
     case CORDON_LEVEL_GVISOR:
         return "transparent: a DNS stub and synthetic addresses for allowed names in gVisor's "
                "netstack, relayed to the gateway by the sandbox's init, and the proxy";
     case CORDON_LEVEL_MICROVM:
         return "transparent: a DNS stub and synthetic addresses for allowed names in the guest, "
                "relayed to the gateway by the guest agent, and the proxy";
-    default:
-        return "proxy only: clients that ignore HTTP(S)_PROXY have no resolver and no route";
+    case CORDON_LEVEL_PROCESS:
+        return "transparent: the host resolver's queries (UDP to port 53) reach the gateway's "
+               "DNS stub instead, synthetic addresses for allowed names, and the proxy "
+               "(HTTP(S)_PROXY); no other UDP";
+    case CORDON_LEVEL_NAMESPACE:
+        break;
     }
+    return "transparent: a DNS stub and synthetic addresses for allowed names, and the "
+           "proxy (HTTP(S)_PROXY)";
 }
 
 /* The same facts as the text report, as one JSON object on stdout (--json). */

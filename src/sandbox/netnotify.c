@@ -7,6 +7,7 @@
 #include "sandbox/netnotify.h"
 
 #include "common/cleanup.h"
+#include "common/relay_wire.h"
 #include "common/syscalls.h"
 
 #include <errno.h>
@@ -37,74 +38,177 @@
 #endif
 
 #define ARG_LO(n) (offsetof(struct seccomp_data, args) + (n) * sizeof(__u64))
-#define STMT(code, k) ((struct sock_filter)BPF_STMT((code), (k)))
-#define JUMP(code, k, t, f) ((struct sock_filter)BPF_JUMP((code), (k), (t), (f)))
 #define REFUSE (SECCOMP_RET_ERRNO | EACCES)
-/* The I-th of N_IPC checks, jumping to the refusal after the last. */
-#define N_IPC 13
-#define IPC_REFUSED(i, name) JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_##name, N_IPC - (i), 0)
+
+/*
+ * A small assembler: jumps name labels, resolved once the program is
+ * laid out, so a branch added later cannot silently shift another.
+ */
+enum label {
+    L_NOTIFY, L_SOCKET, L_INET, L_STREAM, L_DGRAM, L_UNIX, L_SENDTO, L_FLAGS2, L_FLAGS3,
+    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_REFUSE, L_ALLOW, L_NONE,
+};
+#define PROG_MAX 96
+
+struct prog {
+    struct sock_filter f[PROG_MAX];
+    enum label jt[PROG_MAX], jf[PROG_MAX];
+    size_t at[L_NONE];
+    size_t n;
+};
+
+static void op(struct prog *p, unsigned short code, unsigned k)
+{
+    p->jt[p->n] = p->jf[p->n] = L_NONE;
+    p->f[p->n++] = (struct sock_filter)BPF_STMT(code, k);
+}
+
+/* A conditional jump to T when it holds, to F otherwise (L_NONE: the next). */
+static void jmp(struct prog *p, unsigned short code, unsigned k, enum label t, enum label f)
+{
+    p->jt[p->n] = t;
+    p->jf[p->n] = f;
+    p->f[p->n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | code, k, 0, 0);
+}
+
+static void at(struct prog *p, enum label l)
+{
+    p->at[l] = p->n;
+}
+
+static void ret(struct prog *p, unsigned k)
+{
+    op(p, BPF_RET | BPF_K, k);
+}
+
+static void ld_arg(struct prog *p, int n, bool high)
+{
+    op(p, BPF_LD | BPF_W | BPF_ABS, (unsigned)(ARG_LO(n) + (high ? 4 : 0)));
+}
+
+/* A pointer argument N that is not NULL: to T (both halves read). */
+static void if_pointer(struct prog *p, int n, enum label t)
+{
+    ld_arg(p, n, false);
+    jmp(p, BPF_JEQ | BPF_K, 0, L_NONE, t);
+    ld_arg(p, n, true);
+    jmp(p, BPF_JEQ | BPF_K, 0, L_NONE, t);
+}
 
 int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err)
 {
-    /* Jump offsets count from the next instruction; the labels below are fixed. */
-    const struct sock_filter prog[] = {
-        /* 0 */ STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        /* 1 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0),
-        /* 2 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), /* the allowlist kills other arches */
-        /* 3 */ STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        /* System V IPC and POSIX message queues have no namespace here: the
-         * host's segments, semaphores and queues would be a guess away. */
-        IPC_REFUSED(0, shmget), IPC_REFUSED(1, shmat), IPC_REFUSED(2, shmctl),
-        IPC_REFUSED(3, semget), IPC_REFUSED(4, semop), IPC_REFUSED(5, semtimedop),
-        IPC_REFUSED(6, semctl), IPC_REFUSED(7, msgget), IPC_REFUSED(8, msgsnd),
-        IPC_REFUSED(9, msgrcv), IPC_REFUSED(10, msgctl), IPC_REFUSED(11, mq_open),
-        IPC_REFUSED(12, mq_unlink),
-        JUMP(BPF_JMP | BPF_JA, 1, 0, 0),
-        STMT(BPF_RET | BPF_K, REFUSE),
-        /* from here on, numbered as if the lines above were not there */
-        /* 4 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 6, 0),
-        /* 5 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_listen, 5, 0),
-        /* 6 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 5, 0),
-        /* 7 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sendto, 23, 0),
-        /* 8 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sendmmsg, 22, 0),
-        /* 9 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sendmsg, 19, 0),
-        /* 10 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* 11 connect, listen: the supervisor decides */
-        /* 11 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-        /* 12 socket */
-        /* 12 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)),
-        /* 13 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 3, 0),
-        /* 14 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 2, 0),
-        /* 15 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 8, 0),
-        /* 16 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* 17 inet: a TCP stream (to the gateway), or nothing at all */
-        /* 17 */ gateway ? STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)) : STMT(BPF_RET | BPF_K, REFUSE),
-        /* 18 */ STMT(BPF_ALU | BPF_AND | BPF_K, ~(unsigned)(SOCK_NONBLOCK | SOCK_CLOEXEC)),
-        /* 19 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 0, 8),
-        /* 20 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
-        /* 21 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0),
-        /* 22 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 5),
-        /* 23 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* 24 unix: a datagram is addressed per send, past connect() */
-        /* 24 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)),
-        /* 25 */ STMT(BPF_ALU | BPF_AND | BPF_K, ~(unsigned)(SOCK_NONBLOCK | SOCK_CLOEXEC)),
-        /* 26 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, 1, 0),
-        /* 27 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* 28 */ STMT(BPF_RET | BPF_K, REFUSE),
-        /* 29 sendmsg: flags are the third argument */
-        /* 29 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
-        /* 30 */ JUMP(BPF_JMP | BPF_JA, 1, 0, 0),
-        /* 31 sendto, sendmmsg: the fourth; MSG_FASTOPEN connects without connect() */
-        /* 31 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3)),
-        /* 32 */ JUMP(BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, 0, 1),
-        /* 33 */ STMT(BPF_RET | BPF_K, REFUSE),
-        /* 34 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    out->len = sizeof prog / sizeof prog[0];
-    out->filter = malloc(sizeof prog);
+    static const int ipc[] = { __NR_shmget, __NR_shmat, __NR_shmctl, __NR_semget, __NR_semop,
+                               __NR_semtimedop, __NR_semctl, __NR_msgget, __NR_msgsnd,
+                               __NR_msgrcv, __NR_msgctl, __NR_mq_open, __NR_mq_unlink };
+    struct prog p = { .n = 0 };
+    op(&p, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+    jmp(&p, BPF_JEQ | BPF_K, NATIVE_ARCH, L_NONE, L_ALLOW); /* the allowlist kills other arches */
+    op(&p, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+    /* System V IPC and POSIX message queues have no namespace here: the
+     * host's segments, semaphores and queues would be a guess away. */
+    for (size_t i = 0; i < sizeof ipc / sizeof ipc[0]; i++)
+        jmp(&p, BPF_JEQ | BPF_K, (unsigned)ipc[i], L_REFUSE, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, __NR_connect, L_NOTIFY, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, __NR_listen, L_NOTIFY, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, __NR_sendto, L_SENDTO, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, __NR_sendmmsg, L_FLAGS3, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, __NR_sendmsg, L_FLAGS2, L_NONE);
+    if (gateway) {
+        /* What a resolver does to the stand-in of its UDP socket (see
+         * netrelay below), which the supervisor answers as UDP would
+         * (c-ares reads its own address back after connect()). */
+        jmp(&p, BPF_JEQ | BPF_K, __NR_bind, L_NOTIFY, L_NONE);
+        jmp(&p, BPF_JEQ | BPF_K, __NR_setsockopt, L_SETSOCKOPT, L_NONE);
+        jmp(&p, BPF_JEQ | BPF_K, __NR_recvfrom, L_RECVFROM, L_NONE);
+        jmp(&p, BPF_JEQ | BPF_K, __NR_getsockname, L_NOTIFY, L_NONE);
+        jmp(&p, BPF_JEQ | BPF_K, __NR_getpeername, L_NOTIFY, L_NONE);
+    }
+    ret(&p, SECCOMP_RET_ALLOW);
+
+    at(&p, L_SOCKET);
+    ld_arg(&p, 0, false);
+    jmp(&p, BPF_JEQ | BPF_K, AF_INET, L_INET, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, AF_INET6, L_INET, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, AF_UNIX, L_UNIX, L_ALLOW);
+    /* inet: a TCP stream (to the gateway), a UDP socket the supervisor
+     * makes (for DNS), or nothing at all */
+    at(&p, L_INET);
+    if (!gateway)
+        ret(&p, REFUSE);
+    ld_arg(&p, 1, false);
+    op(&p, BPF_ALU | BPF_AND | BPF_K, ~(unsigned)(SOCK_NONBLOCK | SOCK_CLOEXEC));
+    jmp(&p, BPF_JEQ | BPF_K, SOCK_STREAM, L_STREAM, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, SOCK_DGRAM, L_DGRAM, L_REFUSE);
+    at(&p, L_STREAM);
+    ld_arg(&p, 2, false);
+    jmp(&p, BPF_JEQ | BPF_K, 0, L_ALLOW, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, IPPROTO_TCP, L_ALLOW, L_REFUSE);
+    at(&p, L_DGRAM);
+    ld_arg(&p, 2, false);
+    jmp(&p, BPF_JEQ | BPF_K, 0, L_NOTIFY, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, IPPROTO_UDP, L_NOTIFY, L_REFUSE);
+    /* unix: a datagram is addressed per send, past connect() */
+    at(&p, L_UNIX);
+    ld_arg(&p, 1, false);
+    op(&p, BPF_ALU | BPF_AND | BPF_K, ~(unsigned)(SOCK_NONBLOCK | SOCK_CLOEXEC));
+    jmp(&p, BPF_JEQ | BPF_K, SOCK_DGRAM, L_REFUSE, L_ALLOW);
+
+    /* sendto: MSG_FASTOPEN connects without connect(); an address goes to
+     * the supervisor (a UDP stand-in's destination) */
+    at(&p, L_SENDTO);
+    ld_arg(&p, 3, false);
+    jmp(&p, BPF_JSET | BPF_K, MSG_FASTOPEN, L_REFUSE, L_NONE);
+    if (gateway)
+        if_pointer(&p, 4, L_NOTIFY);
+    ret(&p, SECCOMP_RET_ALLOW);
+    /* sendmsg: flags are the third argument; sendmmsg: the fourth */
+    at(&p, L_FLAGS2);
+    ld_arg(&p, 2, false);
+    jmp(&p, BPF_JA, 0, L_FLAGS, L_FLAGS);
+    at(&p, L_FLAGS3);
+    ld_arg(&p, 3, false);
+    at(&p, L_FLAGS);
+    jmp(&p, BPF_JSET | BPF_K, MSG_FASTOPEN, L_REFUSE, L_ALLOW);
+    if (gateway) {
+        /* IP and UDP options, which a stand-in (a unix socket) would refuse */
+        at(&p, L_SETSOCKOPT);
+        ld_arg(&p, 1, false);
+        jmp(&p, BPF_JEQ | BPF_K, SOL_IP, L_NOTIFY, L_NONE);
+        jmp(&p, BPF_JEQ | BPF_K, SOL_IPV6, L_NOTIFY, L_NONE);
+        jmp(&p, BPF_JEQ | BPF_K, IPPROTO_UDP, L_NOTIFY, L_ALLOW); /* SOL_UDP */
+        /* a receive that asks who sent: a stand-in's answer names its nameserver */
+        at(&p, L_RECVFROM);
+        if_pointer(&p, 4, L_NOTIFY);
+        ret(&p, SECCOMP_RET_ALLOW);
+    }
+    /* connect, listen, bind, ...: the supervisor decides (BPF jumps only forward) */
+    at(&p, L_NOTIFY);
+    ret(&p, SECCOMP_RET_USER_NOTIF);
+    at(&p, L_REFUSE);
+    ret(&p, REFUSE);
+    at(&p, L_ALLOW);
+    ret(&p, SECCOMP_RET_ALLOW);
+
+    for (size_t i = 0; i < p.n; i++) {
+        if (BPF_CLASS(p.f[i].code) != BPF_JMP)
+            continue;
+        if (BPF_OP(p.f[i].code) == BPF_JA) {
+            p.f[i].k = (unsigned)(p.at[p.jt[i]] - i - 1);
+            continue;
+        }
+        size_t t = p.jt[i] == L_NONE ? i + 1 : p.at[p.jt[i]];
+        size_t f = p.jf[i] == L_NONE ? i + 1 : p.at[p.jf[i]];
+        if (t <= i || f <= i || t - i - 1 > 255 || f - i - 1 > 255)
+            return err_set(err, CORDON_E_INTERNAL, "netnotify: jump out of range at %zu", i);
+        p.f[i].jt = (unsigned char)(t - i - 1);
+        p.f[i].jf = (unsigned char)(f - i - 1);
+    }
+    out->len = (unsigned short)p.n;
+    out->filter = malloc(p.n * sizeof p.f[0]);
     if (!out->filter)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    memcpy(out->filter, prog, sizeof prog);
+    memcpy(out->filter, p.f, p.n * sizeof p.f[0]);
     return 0;
 }
 
@@ -116,6 +220,15 @@ static int respond(int listener, __u64 id, int error, __s64 val)
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &r) < 0 && errno != ENOENT)
         return -1;
     return 0; /* ENOENT: the caller is gone (killed, or interrupted) */
+}
+
+/* Let the kernel run the call: only where it bounds the effect itself (see netnotify.h). */
+static int respond_continue(int listener, __u64 id)
+{
+    struct seccomp_notif_resp r = { .id = id, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
+    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &r) < 0 && errno != ENOENT)
+        return -1;
+    return 0;
 }
 
 /* The caller's descriptor FD, as our own; -1 when it has none there. */
@@ -144,20 +257,56 @@ static bool fd_cloexec(pid_t tid, int fd)
     return !flags || (strtoul(flags + 6, NULL, 8) & O_CLOEXEC);
 }
 
-static bool is_proxy(const struct sockaddr_storage *a, socklen_t len)
+/* An IPv4 address and port out of A (an IPv4-mapped IPv6 one too), host order. */
+static bool inet4_of(const struct sockaddr_storage *a, socklen_t len, uint32_t *addr, uint16_t *port)
 {
     if (a->ss_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
         const struct sockaddr_in *in = (const void *)a;
-        return in->sin_port == htons(NETNOTIFY_PROXY_PORT) &&
-               in->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+        *addr = ntohl(in->sin_addr.s_addr);
+        *port = ntohs(in->sin_port);
+        return true;
     }
     if (a->ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *in6 = (const void *)a;
-        static const unsigned char mapped[16] = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 1 };
-        return in6->sin6_port == htons(NETNOTIFY_PROXY_PORT) &&
-               memcmp(&in6->sin6_addr, mapped, 16) == 0;
+        static const unsigned char mapped[12] = { [10] = 0xff, [11] = 0xff };
+        if (memcmp(&in6->sin6_addr, mapped, sizeof mapped) != 0)
+            return false;
+        uint32_t v4;
+        memcpy(&v4, in6->sin6_addr.s6_addr + 12, 4);
+        *addr = ntohl(v4);
+        *port = ntohs(in6->sin6_port);
+        return true;
     }
     return false;
+}
+
+static bool is_proxy(const struct sockaddr_storage *a, socklen_t len)
+{
+    uint32_t addr;
+    uint16_t port;
+    return inet4_of(a, len, &addr, &port) && addr == INADDR_LOOPBACK &&
+           port == NETNOTIFY_PROXY_PORT;
+}
+
+/* A synthetic address on a port the policy names: what the gateway's stub gave out. */
+static bool is_transparent(const struct sockaddr_storage *a, socklen_t len,
+                           const struct netnotify *nn, uint32_t *addr, uint16_t *port)
+{
+    const uint32_t mask = ~0u << (32 - SYNTH_PREFIX);
+    if (!inet4_of(a, len, addr, port) || (*addr & mask) != SYNTH_NET)
+        return false;
+    for (size_t i = 0; i < nn->n_ports; i++)
+        if (nn->ports[i] == *port)
+            return true;
+    return false;
+}
+
+/* The preface's magic and KIND into OUT; its length. */
+static size_t relay_preface(unsigned char *out, char kind)
+{
+    memcpy(out, RELAY_MAGIC, RELAY_MAGIC_LEN);
+    out[RELAY_MAGIC_LEN] = (unsigned char)kind;
+    return RELAY_MAGIC_LEN + 1;
 }
 
 /*
@@ -170,7 +319,7 @@ static bool is_proxy(const struct sockaddr_storage *a, socklen_t len)
  */
 #define CONNECT_WAIT_MS 5000
 
-static int dial_gateway(const struct netnotify *nn)
+static int dial_gateway(const struct netnotify *nn, const void *preface, size_t plen)
 {
     _cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
@@ -184,7 +333,13 @@ static int dial_gateway(const struct netnotify *nn)
             return -1;
     }
     /* Before the caller holds it: a fresh connection's buffer takes it whole. */
-    if (send(s, nn->token, sizeof nn->token, MSG_NOSIGNAL) != (ssize_t)sizeof nn->token)
+    unsigned char head[sizeof nn->token + RELAY_PREFACE_MAX];
+    if (plen > RELAY_PREFACE_MAX)
+        return -1;
+    memcpy(head, nn->token, sizeof nn->token);
+    if (plen)
+        memcpy(head + sizeof nn->token, preface, plen);
+    if (send(s, head, sizeof nn->token + plen, MSG_NOSIGNAL) != (ssize_t)(sizeof nn->token + plen))
         return -1;
     if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) < 0)
         return -1;
@@ -192,9 +347,9 @@ static int dial_gateway(const struct netnotify *nn)
 }
 
 static int redirect_to_gateway(int listener, const struct seccomp_notif *n, int theirs,
-                               const struct netnotify *nn)
+                               const struct netnotify *nn, const void *preface, size_t plen)
 {
-    _cleanup_close_ int s = dial_gateway(nn);
+    _cleanup_close_ int s = dial_gateway(nn, preface, plen);
     if (s < 0)
         return respond(listener, n->id, ECONNREFUSED, 0);
     int on = 0;
@@ -297,7 +452,12 @@ static int claim_socket(int listener, const struct seccomp_notif *n, int *rc)
     return fd;
 }
 
-static int on_connect(int listener, const struct seccomp_notif *n, const struct netnotify *nn)
+static struct netrelay_sock *standin(struct netrelay *r, int fd);
+static int standin_connect(const struct sockaddr_storage *a, socklen_t len,
+                           struct netrelay_sock *s);
+
+static int on_connect(int listener, const struct seccomp_notif *n, const struct netnotify *nn,
+                      struct netrelay *r)
 {
     struct sockaddr_storage a = { 0 };
     socklen_t len = (socklen_t)n->data.args[2];
@@ -318,6 +478,9 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
     olen = sizeof type;
     getsockopt(theirs, SOL_SOCKET, SO_TYPE, &type, &olen);
 
+    struct netrelay_sock *sin = standin(r, theirs);
+    if (sin)
+        return respond(listener, n->id, standin_connect(&a, len, sin), 0);
     if (a.ss_family == AF_UNSPEC) /* dissolving an association reaches nothing */
         return respond(listener, n->id, connect(theirs, (struct sockaddr *)&a, len) < 0 ? errno : 0, 0);
     if (domain == AF_UNIX && a.ss_family == AF_UNIX)
@@ -325,7 +488,21 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
                        connect_unix(theirs, n->pid, (struct sockaddr_un *)&a, len, nn), 0);
     if ((domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->gateway &&
         is_proxy(&a, len))
-        return redirect_to_gateway(listener, n, theirs, nn);
+        return redirect_to_gateway(listener, n, theirs, nn, NULL, 0);
+    uint32_t addr;
+    uint16_t port;
+    if ((domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->gateway &&
+        is_transparent(&a, len, nn, &addr, &port)) {
+        unsigned char pre[RELAY_PREFACE_MAX];
+        size_t pl = relay_preface(pre, RELAY_TCP);
+        pre[pl++] = (unsigned char)(addr >> 24);
+        pre[pl++] = (unsigned char)(addr >> 16);
+        pre[pl++] = (unsigned char)(addr >> 8);
+        pre[pl++] = (unsigned char)addr;
+        pre[pl++] = (unsigned char)(port >> 8);
+        pre[pl++] = (unsigned char)port;
+        return redirect_to_gateway(listener, n, theirs, nn, pre, pl);
+    }
     if (domain == AF_INET || domain == AF_INET6)
         return respond(listener, n->id, ECONNREFUSED, 0);
     return respond(listener, n->id, EACCES, 0);
@@ -347,15 +524,437 @@ static int on_listen(int listener, const struct seccomp_notif *n)
     return respond(listener, n->id, listen(theirs, (int)n->data.args[1]) < 0 ? errno : 0, 0);
 }
 
-int netnotify_serve(int listener, const struct netnotify *nn)
+/* ---- DNS: the UDP stand-ins (see netnotify.h) ---- */
+
+/* Close *FD and forget it (closep() leaves the number behind). */
+static void drop(int *fd)
+{
+    closep(fd);
+    *fd = -1;
+}
+
+void netrelay_init(struct netrelay *r)
+{
+    memset(r, 0, sizeof *r);
+    for (size_t i = 0; i < NETRELAY_MAX; i++)
+        r->socks[i].mine = r->socks[i].door = -1;
+    for (size_t i = 0; i < NETRELAY_WAITS; i++)
+        r->waits[i].fd = -1;
+}
+
+static void standin_free(struct netrelay_sock *s)
+{
+    drop(&s->mine);
+    drop(&s->door);
+    s->ino = 0;
+    s->dns = false;
+    s->got = 0;
+}
+
+/* The stand-in FD (our copy of the command's socket) is, or NULL. */
+static struct netrelay_sock *standin(struct netrelay *r, int fd)
+{
+    struct stat st;
+    int domain = 0, type = 0;
+    socklen_t dl = sizeof domain, tl = sizeof type;
+    /* The kind too: an inode number freed by the command is reused before
+     * the loop sees the stand-in go, and a TCP socket is no stand-in. */
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+        getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 || domain != AF_UNIX ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_SEQPACKET)
+        return NULL;
+    for (size_t i = 0; i < NETRELAY_MAX; i++)
+        if (r->socks[i].ino && r->socks[i].ino == st.st_ino)
+            return &r->socks[i];
+    return NULL;
+}
+
+static bool is_nameserver(const struct sockaddr_storage *a, socklen_t len)
+{
+    if (a->ss_family == AF_INET && len >= sizeof(struct sockaddr_in))
+        return ((const struct sockaddr_in *)(const void *)a)->sin_port == htons(53);
+    if (a->ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+        return ((const struct sockaddr_in6 *)(const void *)a)->sin6_port == htons(53);
+    return false;
+}
+
+/* A stand-in connected to A: port 53 makes its datagrams queries; nothing else is reached. */
+static int standin_connect(const struct sockaddr_storage *a, socklen_t len,
+                           struct netrelay_sock *s)
+{
+    if (a->ss_family == AF_UNSPEC) {
+        s->dns = false;
+        return 0;
+    }
+    if (!is_nameserver(a, len))
+        return ECONNREFUSED;
+    memcpy(&s->peer, a, len);
+    s->peer_len = len;
+    s->dns = true;
+    return 0;
+}
+
+/* A socket(AF_INET[6], SOCK_DGRAM): the stand-in, its number the call's answer. */
+static int on_socket(int listener, const struct seccomp_notif *n, struct netrelay *r)
+{
+    struct netrelay_sock *s = NULL;
+    for (size_t i = 0; i < NETRELAY_MAX && !s; i++)
+        if (!r->socks[i].ino)
+            s = &r->socks[i];
+    if (!s)
+        return respond(listener, n->id, ENOBUFS, 0);
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+        return respond(listener, n->id, errno, 0);
+    _cleanup_close_ int theirs = pair[0];
+    s->mine = pair[1];
+    struct stat st;
+    int type = (int)n->data.args[1];
+    if (fstat(theirs, &st) < 0 || fcntl(s->mine, F_SETFL, O_NONBLOCK) < 0 ||
+        ((type & SOCK_NONBLOCK) && fcntl(theirs, F_SETFL, O_NONBLOCK) < 0)) {
+        standin_free(s);
+        return respond(listener, n->id, ENOBUFS, 0);
+    }
+    /* A slot still holding this inode number is a stand-in the command
+     * closed whose end the loop has not seen yet: the number is free again. */
+    for (size_t i = 0; i < NETRELAY_MAX; i++)
+        if (r->socks[i].ino == st.st_ino)
+            standin_free(&r->socks[i]);
+    s->ino = st.st_ino;
+    s->family = (int)n->data.args[0];
+    struct seccomp_notif_addfd add = {
+        .id = n->id,
+        .flags = SECCOMP_ADDFD_FLAG_SEND,
+        .srcfd = (__u32)theirs,
+        .newfd_flags = (type & SOCK_CLOEXEC) ? O_CLOEXEC : 0,
+    };
+    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
+        int e = errno;
+        standin_free(s);
+        return e == ENOENT ? 0 : respond(listener, n->id, e, 0);
+    }
+    return 0; /* answered: the call returns the new descriptor */
+}
+
+/* A stand-in binds nowhere (it has no inet address) and takes IP options as set. */
+static int on_bind_or_option(int listener, const struct seccomp_notif *n, struct netrelay *r)
+{
+    int rc;
+    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    if (theirs < 0)
+        return rc;
+    if (!standin(r, theirs))
+        return respond_continue(listener, n->id); /* Landlock and the kernel's own checks hold */
+    return respond(listener, n->id, 0, 0);
+}
+
+static int read_caller(pid_t pid, void *to, __u64 from, size_t len)
+{
+    struct iovec local = { to, len }, remote = { (void *)(uintptr_t)from, len };
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+static int write_caller(pid_t pid, __u64 to, const void *from, size_t len)
+{
+    struct iovec local = { (void *)from, len }, remote = { (void *)(uintptr_t)to, len };
+    return !len || process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+/*
+ * getsockname(), getpeername(): a stand-in's as a UDP socket's would be, on
+ * loopback (it has no address) and connected to its nameserver.
+ */
+static int on_name(int listener, const struct seccomp_notif *n, struct netrelay *r)
+{
+    int rc;
+    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    if (theirs < 0)
+        return rc;
+    const struct netrelay_sock *s = standin(r, theirs);
+    if (!s)
+        return respond_continue(listener, n->id); /* it writes only to the caller */
+    struct sockaddr_storage a = { 0 };
+    socklen_t len;
+    if (n->data.nr == __NR_getpeername) {
+        if (!s->dns)
+            return respond(listener, n->id, ENOTCONN, 0);
+        memcpy(&a, &s->peer, s->peer_len);
+        len = s->peer_len;
+    } else if (s->family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (void *)&a;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_addr = in6addr_loopback;
+        in6->sin6_port = htons((uint16_t)(32768 + s->ino % 28000));
+        len = sizeof *in6;
+    } else {
+        struct sockaddr_in *in = (void *)&a;
+        in->sin_family = AF_INET;
+        in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        in->sin_port = htons((uint16_t)(32768 + s->ino % 28000));
+        len = sizeof *in;
+    }
+    socklen_t room;
+    if (read_caller(n->pid, &room, n->data.args[2], sizeof room) < 0 ||
+        write_caller(n->pid, n->data.args[1], &a, room < len ? room : len) < 0 ||
+        write_caller(n->pid, n->data.args[2], &len, sizeof len) < 0)
+        return respond(listener, n->id, EFAULT, 0);
+    return respond(listener, n->id, 0, 0);
+}
+
+/* Query Q (LEN bytes) from stand-in S, onto its stream to the gateway's stub. */
+static void relay_query(const struct netnotify *nn, struct netrelay_sock *s, const void *q,
+                        size_t len)
+{
+    if (len < 12 || len > RELAY_DNS_MAX)
+        return; /* no DNS message: dropped, as a lost datagram */
+    if (s->door < 0) {
+        unsigned char pre[RELAY_PREFACE_MAX];
+        s->door = dial_gateway(nn, pre, relay_preface(pre, RELAY_DNS));
+        if (s->door < 0 || fcntl(s->door, F_SETFL, O_NONBLOCK) < 0) {
+            drop(&s->door);
+            return;
+        }
+        s->got = 0;
+    }
+    unsigned char msg[2 + RELAY_DNS_MAX];
+    msg[0] = (unsigned char)(len >> 8);
+    msg[1] = (unsigned char)len;
+    memcpy(msg + 2, q, len);
+    if (send(s->door, msg, 2 + len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(2 + len))
+        drop(&s->door); /* a stalled or broken stream: the resolver asks again */
+}
+
+/* sendto() with an address: on a stand-in, a query to a nameserver or nothing. */
+static int on_sendto(int listener, const struct seccomp_notif *n, const struct netnotify *nn,
+                     struct netrelay *r)
+{
+    int rc;
+    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    if (theirs < 0)
+        return rc;
+    struct netrelay_sock *s = standin(r, theirs);
+    if (!s) /* a TCP or unix socket: as before (a stand-in swapped in meanwhile ignores it) */
+        return respond_continue(listener, n->id);
+    struct sockaddr_storage a = { 0 };
+    socklen_t alen = (socklen_t)n->data.args[5];
+    if (alen > sizeof a)
+        alen = sizeof a;
+    if (read_caller(n->pid, &a, n->data.args[4], alen) < 0)
+        return respond(listener, n->id, EFAULT, 0);
+    if (!is_nameserver(&a, alen))
+        return respond(listener, n->id, ECONNREFUSED, 0);
+    size_t len = (size_t)n->data.args[2];
+    unsigned char q[RELAY_DNS_MAX];
+    if (len > sizeof q)
+        return respond(listener, n->id, EMSGSIZE, 0);
+    if (read_caller(n->pid, q, n->data.args[1], len) < 0)
+        return respond(listener, n->id, EFAULT, 0);
+    memcpy(&s->peer, &a, alen);
+    s->peer_len = alen;
+    s->dns = true;
+    relay_query(nn, s, q, len);
+    return respond(listener, n->id, 0, (__s64)len);
+}
+
+/*
+ * One datagram from the command's end of S (THEIRS, our copy) into the
+ * caller's recvfrom() buffer, its sender the nameserver. false when none
+ * is waiting (nothing answered then).
+ */
+static bool deliver(int listener, const struct seccomp_notif *n, int theirs,
+                    const struct netrelay_sock *s)
+{
+    unsigned char buf[RELAY_DNS_MAX];
+    size_t want = (size_t)n->data.args[2];
+    int flags = (int)n->data.args[3] & (MSG_PEEK | MSG_TRUNC);
+    ssize_t got = recv(theirs, buf, want < sizeof buf ? want : sizeof buf, flags | MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return false;
+    if (got < 0) {
+        respond(listener, n->id, errno, 0);
+        return true;
+    }
+    size_t copy = (size_t)got < want ? (size_t)got : want;
+    if (copy > sizeof buf)
+        copy = sizeof buf;
+    socklen_t room = 0;
+    if (write_caller(n->pid, n->data.args[1], buf, copy) < 0 ||
+        (n->data.args[5] && read_caller(n->pid, &room, n->data.args[5], sizeof room) < 0)) {
+        respond(listener, n->id, EFAULT, 0);
+        return true;
+    }
+    static const struct sockaddr_storage none;
+    const struct sockaddr_storage *from = s && s->dns ? &s->peer : &none;
+    socklen_t plen = s && s->dns ? s->peer_len : 0;
+    if (n->data.args[5] && (write_caller(n->pid, n->data.args[4], from, room < plen ? room : plen) < 0 ||
+                            write_caller(n->pid, n->data.args[5], &plen, sizeof plen) < 0)) {
+        respond(listener, n->id, EFAULT, 0);
+        return true;
+    }
+    respond(listener, n->id, 0, got);
+    return true;
+}
+
+/* recvfrom() asking for the sender: on a stand-in, the nameserver's answer. */
+static int on_recvfrom(int listener, const struct seccomp_notif *n, struct netrelay *r)
+{
+    int rc;
+    int theirs = claim_socket(listener, n, &rc);
+    if (theirs < 0)
+        return rc;
+    struct netrelay_sock *s = standin(r, theirs);
+    if (!s) {
+        close(theirs);
+        return respond_continue(listener, n->id); /* a receive sends nothing */
+    }
+    if (deliver(listener, n, theirs, s)) {
+        close(theirs);
+        return 0;
+    }
+    int fl = fcntl(theirs, F_GETFL);
+    if ((fl >= 0 && (fl & O_NONBLOCK)) || (n->data.args[3] & MSG_DONTWAIT)) {
+        close(theirs);
+        return respond(listener, n->id, EAGAIN, 0);
+    }
+    /* A blocking receive: answered once a datagram comes (the loop polls
+     * our copy), its timeout passes, or the caller gives up. */
+    struct netrelay_wait *w = NULL;
+    for (size_t i = 0; i < NETRELAY_WAITS && !w; i++)
+        if (r->waits[i].fd < 0)
+            w = &r->waits[i];
+    if (!w) {
+        close(theirs);
+        return respond(listener, n->id, EINTR, 0); /* the caller's loop asks again */
+    }
+    struct timeval tv = { 0 };
+    socklen_t tl = sizeof tv;
+    memset(&w->deadline, 0, sizeof w->deadline);
+    if (getsockopt(theirs, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 && (tv.tv_sec || tv.tv_usec)) {
+        clock_gettime(CLOCK_MONOTONIC, &w->deadline);
+        w->deadline.tv_sec += tv.tv_sec + (w->deadline.tv_nsec / 1000 + tv.tv_usec) / 1000000;
+        w->deadline.tv_nsec = ((w->deadline.tv_nsec / 1000 + tv.tv_usec) % 1000000) * 1000;
+    }
+    w->fd = theirs;
+    w->n = *n;
+    return 0;
+}
+
+size_t netrelay_fds(const struct netrelay *r, struct pollfd *p)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < NETRELAY_MAX; i++) {
+        if (!r->socks[i].ino)
+            continue;
+        p[k++] = (struct pollfd){ .fd = r->socks[i].mine, .events = POLLIN };
+        if (r->socks[i].door >= 0)
+            p[k++] = (struct pollfd){ .fd = r->socks[i].door, .events = POLLIN };
+    }
+    for (size_t i = 0; i < NETRELAY_WAITS; i++)
+        if (r->waits[i].fd >= 0)
+            p[k++] = (struct pollfd){ .fd = r->waits[i].fd, .events = POLLIN };
+    return k;
+}
+
+static short revents_of(const struct pollfd *p, size_t n, int fd)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i].fd == fd)
+            return p[i].revents;
+    return 0;
+}
+
+/* Answers on S's stream, each written to the command's end as one datagram. */
+static void read_answers(struct netrelay_sock *s)
+{
+    for (;;) {
+        size_t need = 2;
+        if (s->got >= 2) {
+            size_t len = (size_t)s->buf[0] << 8 | s->buf[1];
+            if (!len || len > RELAY_DNS_MAX) {
+                drop(&s->door); /* not the stub's framing */
+                return;
+            }
+            need = 2 + len;
+        }
+        ssize_t got = recv(s->door, s->buf + s->got, need - s->got, MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            drop(&s->door); /* the stub ended it (a query it could not read) */
+            return;
+        }
+        if (got < 0)
+            return;
+        s->got += (size_t)got;
+        if (s->got < need || need == 2)
+            continue;
+        (void)!send(s->mine, s->buf + 2, need - 2, MSG_DONTWAIT | MSG_NOSIGNAL);
+        s->got = 0;
+    }
+}
+
+static bool past(const struct timespec *t)
+{
+    struct timespec now;
+    if (!t->tv_sec && !t->tv_nsec)
+        return false;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+void netrelay_serve(int listener, const struct netnotify *nn, struct netrelay *r,
+                    const struct pollfd *p, size_t n)
+{
+    for (size_t i = 0; i < NETRELAY_MAX; i++) {
+        struct netrelay_sock *s = &r->socks[i];
+        if (!s->ino)
+            continue;
+        if (s->door >= 0 && revents_of(p, n, s->door))
+            read_answers(s);
+        short ev = revents_of(p, n, s->mine);
+        if (!ev)
+            continue;
+        unsigned char q[RELAY_DNS_MAX];
+        ssize_t got = recv(s->mine, q, sizeof q, MSG_DONTWAIT | MSG_TRUNC);
+        if (got > 0 && (size_t)got <= sizeof q && s->dns)
+            relay_query(nn, s, q, (size_t)got);
+        else if (got == 0 || (got < 0 && (ev & (POLLHUP | POLLERR))))
+            standin_free(s); /* the command closed its end (every copy of it) */
+    }
+    for (size_t i = 0; i < NETRELAY_WAITS; i++) {
+        struct netrelay_wait *w = &r->waits[i];
+        if (w->fd < 0)
+            continue;
+        __u64 id = w->n.id;
+        bool gone = ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0;
+        if (!gone && revents_of(p, n, w->fd) && !deliver(listener, &w->n, w->fd, standin(r, w->fd)))
+            continue; /* woken without a datagram: wait on */
+        if (!gone && !revents_of(p, n, w->fd)) {
+            if (!past(&w->deadline))
+                continue;
+            respond(listener, w->n.id, EAGAIN, 0);
+        }
+        drop(&w->fd);
+    }
+}
+
+int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r)
 {
     struct seccomp_notif n;
     memset(&n, 0, sizeof n);
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
         return errno == EINTR || errno == ENOENT ? 0 : -1;
     if (n.data.nr == __NR_connect)
-        return on_connect(listener, &n, nn);
+        return on_connect(listener, &n, nn, r);
     if (n.data.nr == __NR_listen)
         return on_listen(listener, &n);
+    if (n.data.nr == __NR_socket)
+        return on_socket(listener, &n, r);
+    if (n.data.nr == __NR_bind || n.data.nr == __NR_setsockopt)
+        return on_bind_or_option(listener, &n, r);
+    if (n.data.nr == __NR_sendto)
+        return on_sendto(listener, &n, nn, r);
+    if (n.data.nr == __NR_recvfrom)
+        return on_recvfrom(listener, &n, r);
+    if (n.data.nr == __NR_getsockname || n.data.nr == __NR_getpeername)
+        return on_name(listener, &n, r);
     return respond(listener, n.id, ENOSYS, 0);
 }

@@ -256,6 +256,8 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
 
     int listener = recv_fd(nsock[0]); /* -1: the command failed before it sent one */
     close(nsock[0]);
+    struct netrelay relay;
+    netrelay_init(&relay);
     for (;;) {
         int st;
         pid_t w;
@@ -266,9 +268,10 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
             }
         if (w < 0 && errno == ECHILD)
             goto done;
-        struct pollfd p[2] = { { .fd = top_alive, .events = POLLIN },
-                               { .fd = listener, .events = POLLIN } };
-        int r = poll(p, listener >= 0 ? 2 : 1, 1000);
+        struct pollfd p[2 + NETRELAY_MAX_FDS] = { { .fd = top_alive, .events = POLLIN },
+                                                  { .fd = listener, .events = POLLIN } };
+        size_t nr = netrelay_fds(&relay, p + 2);
+        int r = poll(p, 2 + nr, 1000);
         if (r < 0)
             continue; /* EINTR: a child ended or a signal was passed on */
         if (p[0].revents)
@@ -276,11 +279,19 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
         if (listener >= 0 && (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
             close(listener);
             listener = -1;
-        } else if (listener >= 0 && (p[1].revents & POLLIN) &&
-                   netnotify_serve(listener, &plan->nn) < 0) {
-            close(listener);
-            listener = -1;
+        } else if (listener >= 0 && (p[1].revents & POLLIN)) {
+            if (netnotify_serve(listener, &plan->nn, &relay) < 0) {
+                close(listener);
+                listener = -1;
+            }
+            /* It may have made or ended stand-ins: the relay's events are
+             * stale (a descriptor number reused), so ask again, not waiting. */
+            nr = netrelay_fds(&relay, p + 2);
+            if (poll(p + 2, nr, 0) < 0)
+                nr = 0;
         }
+        if (listener >= 0)
+            netrelay_serve(listener, &plan->nn, &relay, p + 2, nr);
     }
 done:
     keeper_exit(plan, 0);
@@ -699,7 +710,8 @@ static int plan_unix_roots(const struct policy *p, const struct workspace_guard 
  * connect to it, so each connection must open with a token of the run's,
  * which only the keeper writes (on the sockets it dials for the command).
  */
-static int open_door(struct netnotify *nn, struct sandbox_boundary *b, struct cordon_err *err)
+static int open_door(const struct policy *p, struct netnotify *nn, struct sandbox_boundary *b,
+                     struct cordon_err *err)
 {
     if (getrandom(nn->token, sizeof nn->token, 0) != (ssize_t)sizeof nn->token)
         return err_sys(err, CORDON_E_SETUP, "cannot draw the gateway's door token");
@@ -714,6 +726,12 @@ static int open_door(struct netnotify *nn, struct sandbox_boundary *b, struct co
         return err_sys(err, CORDON_E_SETUP, "cannot open the gateway's socket on 127.0.0.1");
     nn->gateway = true;
     nn->gw = a;
+    /* Transparent egress: the ports a name rule allows (the proxy's own is its door's). */
+    uint16_t ports[SYNTH_MAX_PORTS];
+    size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+    for (size_t i = 0; i < n; i++)
+        if (ports[i] != GATEWAY_PORT)
+            nn->ports[nn->n_ports++] = ports[i];
     return TAKE_FD(l);
 }
 
@@ -781,8 +799,10 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         goto out;
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
-    if (s->gateway && (b->door = open_door(&plan.nn, b, err)) < 0)
+    if (s->gateway && (b->door = open_door(p, &plan.nn, b, err)) < 0)
         goto out;
+    /* The keeper is the relay: DNS stand-ins and synthetic addresses (netnotify.h). */
+    b->relay_transparent = s->gateway;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.start) < 0) {

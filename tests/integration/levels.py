@@ -108,21 +108,8 @@ GV_DEFAULT_MEM = ("without a cgroup (an ordinary user) the default memory limit 
 GV_NO_INODES = ("gVisor's tmpfs knows no nr_inodes: /tmp, /dev/shm and the workspace are capped "
                 "by size only")
 
-PROXY_ONLY = ("egress is proxy-only: no DNS stub and no synthetic addresses, so a client that "
-              "ignores HTTP(S)_PROXY resolves nothing and reaches nothing")
-TRANSPARENT = ["test_node_fetch_reaches_allowed_host", "test_python_without_proxy_variables",
-               "test_connections_in_a_row_each_reach_the_host",
-               "test_refused_name_never_leaves_the_sandbox",
-               "test_ports_and_addresses_the_policy_does_not_allow",
-               "test_tls_server_name_must_be_the_host_behind_the_address",
-               "test_http_host_must_be_the_host_behind_the_address",
-               "test_wildcard_rule_caps_distinct_names",
-               "test_tls_to_a_host_a_secret_is_bound_to_is_intercepted"]
-
 # (level, node id glob, why the test cannot hold there)
 EXCEPTIONS = [
-    *[(lvl, f"*test_transparent_egress.py::{t}[[]*", PROXY_ONLY)
-      for lvl in ("process",) for t in TRANSPARENT],
     ("gvisor", "*test_cli.py::test_stdin_file_is_relayed_not_passed[[]*", GV_HOST_FD),
     ("gvisor", "*::test_policy_check_prints_effective_policy[[]*", DIGEST_OF_FLAGS),
     ("gvisor", "*test_governance.py::test_break_glass_approval_token[[]*", DIGEST_OF_FLAGS),

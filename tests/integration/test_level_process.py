@@ -11,9 +11,11 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -266,9 +268,181 @@ def test_raw_ip_past_the_gateway_refused(pc, tcp_listener):
         assert_errno(r, errno.ECONNREFUSED)
     r = pc.probe("connect-tcp", "1.1.1.1", "443", opts=["--allow", "example.com"])
     assert_errno(r, errno.ECONNREFUSED)
-    r = pc.probe("send-udp", "1.1.1.1", "53", opts=["--allow", "example.com"])
-    assert_errno(r, errno.EACCES)
+    r = pc.probe("send-udp", "1.1.1.1", "443", opts=["--allow", "example.com"])
+    assert_errno(r, errno.ECONNREFUSED)
     assert all(l.count() == 0 for l in listeners)
+
+
+# --- DNS: UDP sockets are the keeper's stand-ins --------------------------------
+
+
+class UdpCounter:
+    """A host UDP server that counts (and echoes) every datagram it gets."""
+
+    def __init__(self, addr, port=0):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((addr, port))
+        self.addr, self.port = self.sock.getsockname()
+        self.got = []
+        self.sock.settimeout(0.1)
+        self._stop = False
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+
+    def _loop(self):
+        while not self._stop:
+            try:
+                d, peer = self.sock.recvfrom(2048)
+            except OSError:
+                continue
+            self.got.append(d)
+            try:
+                self.sock.sendto(d, peer)
+            except OSError:
+                pass
+
+    def close(self):
+        self._stop = True
+        self._t.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def udp_counters():
+    made = []
+
+    def make(addr, port=0):
+        made.append(UdpCounter(addr, port))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()
+
+
+# A host "nameserver" on port 53 (the harness is root): what the sandbox
+# addresses there must reach the gateway's stub, never it.
+HOST_NS = "127.77.0.53"
+DNS_CLIENT = r'''
+import json, os, socket, struct, sys
+ns = sys.argv[1]
+def q(name, qid):
+    m = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    m += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0"
+    return m + struct.pack("!HH", 1, 1)
+def a(d):
+    an = struct.unpack("!H", d[6:8])[0]
+    return {"rcode": d[3] & 0xf, "a": socket.inet_ntoa(d[-4:]) if an else None}
+out = {}
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(10)
+s.sendto(q("example.com", 7), (ns, 53))            # unconnected, as musl sends
+d, src = s.recvfrom(1500)
+out["sendto"] = dict(a(d), src=list(src))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+c.settimeout(10)
+c.connect((ns, 53))                                 # connected, as glibc and c-ares send
+c.send(q("evil.test", 8))
+d, src = c.recvfrom(1500)
+out["connected"] = dict(a(d), src=list(src))
+out["names"] = [c.getsockname()[0], list(c.getpeername())]
+b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # blocking: the keeper waits with it
+b.sendto(q("example.com", 9), (ns, 53))
+d, src = b.recvfrom(1500)
+out["blocking"] = dict(a(d), src=list(src))
+v6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)  # a resolv.conf naming an IPv6 server
+v6.settimeout(10)
+v6.sendto(q("example.com", 10), ("2001:db8::53", 53))
+d, src = v6.recvfrom(1500)
+out["v6"] = dict(a(d), src=list(src[:2]))
+t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # nothing asked: its timeout ends it
+t.connect((ns, 53))
+t.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 1, 0))
+try:
+    t.recvfrom(1500)
+    out["timeout"] = "answered"
+except OSError as e:
+    out["timeout"] = e.errno
+ino = os.fstat(c.fileno()).st_ino
+def inodes(f):
+    with open(f) as t:
+        return {l.split()[9 if "udp" in f else 6] for l in t.readlines()[1:]}
+out["in"] = {f: str(ino) in inodes("/proc/net/" + f) for f in ("udp", "udp6", "unix")}
+try:
+    c.connect((ns, int(sys.argv[2])))
+    out["other_port"] = "connected"
+except OSError as e:
+    out["other_port"] = e.errno
+try:
+    s.sendto(b"x" * 20, (ns, int(sys.argv[2])))
+    out["other_sendto"] = "sent"
+except OSError as e:
+    out["other_sendto"] = e.errno
+print(json.dumps(out))
+'''
+
+
+def test_dns_goes_to_the_gateway_not_the_nameserver(pc, udp_counters):
+    """A query to the host's nameserver (any address, port 53) is answered by
+    the gateway's stub, as if by that nameserver (glibc, musl and c-ares drop
+    an answer from anyone else); the nameserver itself gets nothing, and no
+    other UDP destination is reached."""
+    ns = udp_counters(HOST_NS, 53)
+    other = udp_counters(HOST_NS)
+    r = pc.run(["python3", "-c", DNS_CLIENT, HOST_NS, str(other.port)], "--allow",
+               "example.com:443")
+    assert r.status == 0, r
+    out = json.loads(r.out)
+    for k in ("sendto", "blocking"):
+        assert out[k]["rcode"] == 0 and out[k]["a"].startswith("198.1"), out
+        assert out[k]["src"] == [HOST_NS, 53], out
+    assert out["connected"] == {"rcode": 3, "a": None, "src": [HOST_NS, 53]}, out  # NXDOMAIN
+    assert out["names"] == ["127.0.0.1", [HOST_NS, 53]], out  # as a UDP socket's
+    assert out["v6"] == dict(out["sendto"], src=["2001:db8::53", 53]), out
+    # A unix socket pair, not a UDP socket: no host process can address an
+    # answer to it, so none can be injected; only the keeper holds its peer.
+    assert out["in"] == {"udp": False, "udp6": False, "unix": True}, out
+    assert out["other_port"] == errno.ECONNREFUSED and out["other_sendto"] == errno.ECONNREFUSED
+    assert out["timeout"] == errno.EAGAIN, out
+    assert ns.got == [] and other.got == [], (ns.got, other.got)
+
+
+def test_node_resolvers_reach_the_stub(pc, udp_counters):
+    """node's dns.lookup (glibc) and dns.resolve4 (c-ares, which reads its
+    socket's address back) get the stub's answers; the host's nameserver,
+    whatever resolv.conf names, is never asked."""
+    if not shutil.which("node"):
+        pytest.skip("node is not installed")
+    ns = udp_counters(HOST_NS, 53)
+    js = ("const dns = require('dns'); const r = new dns.promises.Resolver();"
+          f"r.setServers(['{HOST_NS}']);"
+          "(async () => { const out = {};"
+          " out.lookup = (await dns.promises.lookup('example.com', 4)).address;"
+          " out.resolve = await r.resolve4('example.com');"
+          " try { await r.resolve4('evil.test'); out.evil = 'resolved'; }"
+          " catch (e) { out.evil = e.code; }"
+          " console.log(JSON.stringify(out)); })()")
+    r = pc.run(["node", "-e", js], "--allow", "example.com:443")
+    assert r.status == 0, r
+    out = json.loads(r.out)
+    assert out["lookup"].startswith("198.1") and out["resolve"] == [out["lookup"]], out
+    assert out["evil"] == "ENOTFOUND", out
+    assert ns.got == []
+
+
+def test_udp_to_host_servers_refused(pc, udp_counters):
+    """No datagram leaves: every host address and port, port 53 included
+    (that goes to the stub, and a datagram that is no query nowhere)."""
+    servers = [udp_counters(a) for a in ["127.0.0.1", *host_ipv4_addresses()]]
+    for s in servers:
+        assert_errno(pc.probe("send-udp", s.addr, s.port, opts=["--allow", "example.com"]),
+                     errno.ECONNREFUSED)
+    ns = udp_counters(HOST_NS, 53)
+    r = pc.probe("send-udp", HOST_NS, "53", opts=["--allow", "example.com"])
+    assert r.status == 0, r
+    # Without the gateway no inet socket is made at all.
+    assert_errno(pc.probe("send-udp", HOST_NS, "53"), errno.EACCES)
+    assert all(s.got == [] for s in servers) and ns.got == []
 
 
 def test_bind_and_listen_on_inet_refused(pc):
