@@ -481,8 +481,11 @@ def test_result_and_audit_record_every_decision(cordon, net):
             (False, "CONNECT", NAME, 22, None, "not_allowed", 403),
             (True, "GET", NAME, net.web.port, "127.0.0.2", f"allow:{NAME}:{net.web.port}", 200)]
     keys = ("allowed", "method", "host", "port", "address", "rule", "status")
+    # In the order the gateway recorded them: a refusal is recorded at once, an
+    # allowed request when its connection ends, which may be after the next
+    # request's refusal on a loaded machine.
     got = [tuple(d[k] for k in keys) for d in eg["recent"]]
-    assert got == want, eg
+    assert sorted(got, key=repr) == sorted(want, key=repr), eg
     assert eg["bytes_down"] == sum(d["bytes_down"] for d in eg["recent"]) > 0, eg
     for d in eg["recent"]:
         assert (d["reason"] == "") == d["allowed"] and d["duration_ms"] >= 0, d
@@ -490,7 +493,7 @@ def test_result_and_audit_record_every_decision(cordon, net):
             assert d["bytes_up"] == d["bytes_down"] == 0, d
     events = [json.loads(l) for l in log.read_text().splitlines()]
     decisions = [e for e in events if e["type"] == "egress.decision"]
-    assert [tuple(e[k] for k in keys) for e in decisions] == want, decisions
+    assert [tuple(e[k] for k in keys) for e in decisions] == got, decisions
     assert all(e["run"] == r.result["run_id"] for e in decisions)
     v = cordon.raw("audit", "verify", log)
     assert v.status == 0 and ": intact: " in v.out, v
