@@ -218,7 +218,45 @@ class Hang:
             s.close()
 
 
-class DnsStub:
+class UdpServer:
+    """A host UDP server on ADDR:PORT (0: the kernel's choice) answering each
+    datagram with what reply(data) returns (None: no answer); GOT keeps them."""
+
+    def __init__(self, addr, port=0):
+        self.got = []
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((addr, port))
+        self.addr, self.port = self.sock.getsockname()
+        self.address = "%s:%d" % (self.addr, self.port)
+        self.sock.settimeout(0.1)
+        self._stop = False
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+
+    def reply(self, data):
+        return data  # an echo
+
+    def _loop(self):
+        while not self._stop:
+            try:
+                d, peer = self.sock.recvfrom(2048)
+            except OSError:
+                continue
+            self.got.append(d)
+            try:
+                answer = self.reply(d)
+                if answer is not None:
+                    self.sock.sendto(answer, peer)
+            except (IndexError, struct.error, OSError):
+                pass
+
+    def close(self):
+        self._stop = True
+        self._t.join()
+        self.sock.close()
+
+
+class DnsStub(UdpServer):
     """UDP DNS on ADDR:PORT. ANSWERS maps a name to a list of A-record sets,
     served in turn, one per A query; other query types get no answer."""
 
@@ -226,25 +264,10 @@ class DnsStub:
         self.answers = answers
         self.queries = {}
         self.seen = []      # every name asked about, answered or not
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((addr, port))
-        self.port = self.sock.getsockname()[1]
-        self.address = "%s:%d" % self.sock.getsockname()  # port 0: the one the kernel chose
-        self.sock.settimeout(0.1)
-        self._stop = False
-        self._t = threading.Thread(target=self._loop, daemon=True)
-        self._t.start()
+        super().__init__(addr, port)
 
-    def _loop(self):
-        while not self._stop:
-            try:
-                q, peer = self.sock.recvfrom(512)
-            except (socket.timeout, OSError):
-                continue
-            try:
-                self.sock.sendto(self._answer(q), peer)
-            except (IndexError, struct.error, OSError):
-                pass
+    def reply(self, q):
+        return self._answer(q)
 
     def _answer(self, q):
         labels, i = [], 12
@@ -268,10 +291,6 @@ class DnsStub:
                         for a in addrs)
         return head + question + recs
 
-    def close(self):
-        self._stop = True
-        self._t.join()
-        self.sock.close()
 
 
 def make_ca(d, names, ips):

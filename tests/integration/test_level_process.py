@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.request
 
@@ -276,43 +275,12 @@ def test_raw_ip_past_the_gateway_refused(pc, tcp_listener):
 # --- DNS: UDP sockets are the keeper's stand-ins --------------------------------
 
 
-class UdpCounter:
-    """A host UDP server that counts (and echoes) every datagram it gets."""
-
-    def __init__(self, addr, port=0):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((addr, port))
-        self.addr, self.port = self.sock.getsockname()
-        self.got = []
-        self.sock.settimeout(0.1)
-        self._stop = False
-        self._t = threading.Thread(target=self._loop, daemon=True)
-        self._t.start()
-
-    def _loop(self):
-        while not self._stop:
-            try:
-                d, peer = self.sock.recvfrom(2048)
-            except OSError:
-                continue
-            self.got.append(d)
-            try:
-                self.sock.sendto(d, peer)
-            except OSError:
-                pass
-
-    def close(self):
-        self._stop = True
-        self._t.join()
-        self.sock.close()
-
-
 @pytest.fixture
 def udp_counters():
     made = []
 
     def make(addr, port=0):
-        made.append(UdpCounter(addr, port))
+        made.append(es.UdpServer(addr, port))
         return made[-1]
 
     yield make
