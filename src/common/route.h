@@ -11,3 +11,10 @@
 
 /* 0, or -1 with errno (the kernel's answer when it refused the route). */
 int route_local_range(uint32_t net, unsigned prefix);
+
+/*
+ * The same by an address instead, NET+1/PREFIX on lo, where a local route is
+ * refused (gVisor's netstack takes a loopback address's whole subnet as its
+ * own). NET in host order; 0, or -1 with errno.
+ */
+int route_own_range(uint32_t net, unsigned prefix);

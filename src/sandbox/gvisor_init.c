@@ -33,10 +33,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
 #include <linux/seccomp.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -54,6 +51,7 @@
 #include <unistd.h>
 
 #include "common/relay_wire.h"
+#include "common/route.h"
 #include "common/syscalls.h"
 #include "sandbox/start_files.h"
 
@@ -173,55 +171,6 @@ static int bound_socket(int type, uint32_t addr, uint16_t port)
         return -1;
     }
     return l;
-}
-
-/*
- * NET/PREFIX made loopback's: the address NET+1 with that prefix on lo,
- * by rtnetlink. gVisor's netstack then takes every address of the prefix
- * as the sandbox's own (a loopback interface owns its addresses' whole
- * subnet, as Linux's 127.0.0.0/8) and routes the prefix to lo, so a
- * connection to any synthetic address lands on the listener of its port.
- * This runsc refuses RTM_NEWROUTE (`ip route add local`): the address is
- * the only way in. It needs CAP_NET_ADMIN, which this process drops next.
- */
-static int own_range(uint32_t net, int prefix)
-{
-    int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-    if (s < 0)
-        return -1;
-    struct {
-        struct nlmsghdr nh;
-        struct ifaddrmsg ifa;
-        struct rtattr local;
-        uint32_t local_addr;
-        struct rtattr address;
-        uint32_t address_addr;
-    } req = {
-        .nh = { .nlmsg_len = sizeof req, .nlmsg_type = RTM_NEWADDR,
-                .nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK,
-                .nlmsg_seq = 1 },
-        .ifa = { .ifa_family = AF_INET, .ifa_prefixlen = (unsigned char)prefix,
-                 .ifa_scope = RT_SCOPE_HOST, .ifa_index = if_nametoindex("lo") },
-        .local = { .rta_len = RTA_LENGTH(4), .rta_type = IFA_LOCAL },
-        .local_addr = htonl(ntohl(net) + 1),
-        .address = { .rta_len = RTA_LENGTH(4), .rta_type = IFA_ADDRESS },
-        .address_addr = htonl(ntohl(net) + 1),
-    };
-    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-    struct {
-        struct nlmsghdr nh;
-        struct nlmsgerr e;
-    } ack;
-    ssize_t n = -1;
-    if (req.ifa.ifa_index != 0 &&
-        sendto(s, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) >= 0)
-        n = recv(s, &ack, sizeof ack, 0);
-    close(s);
-    if (n < (ssize_t)sizeof ack || ack.nh.nlmsg_type != NLMSG_ERROR || ack.e.error != 0) {
-        errno = n >= (ssize_t)sizeof ack && ack.e.error ? -ack.e.error : EPROTO;
-        return -1;
-    }
-    return 0;
 }
 
 /*
@@ -364,7 +313,9 @@ static int open_relays(struct relay_plan *r)
         r->n_fds = 1;
         return 0;
     }
-    if (own_range(r->net, r->prefix) < 0) {
+    /* This runsc refuses `ip route add local`; an address on lo makes the
+     * whole range the sandbox's own. It needs CAP_NET_ADMIN, dropped next. */
+    if (route_own_range(ntohl(r->net), (unsigned)r->prefix) < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot make the synthetic range loopback's: %s\n",
                 strerror(errno));
         return -1;
