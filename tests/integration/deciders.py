@@ -38,7 +38,10 @@ class ThreadDecider:
                     if not chunk:
                         break
                     data += chunk
-                q = json.loads(data.split(b"\n")[0])
+                try:
+                    q = json.loads(data.split(b"\n")[0])
+                except ValueError:
+                    continue  # a client gone before its question (a run that ended)
                 self.questions.append(q)
                 try:
                     if self.mode == "slow":
