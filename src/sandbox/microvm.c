@@ -1048,7 +1048,7 @@ static int vm_resume(struct vm *vm)
 
 struct shim_fds {
     int sync_r, err_w, status_w, start_r, gw_sock, info_w;
-    uid_t uid;  /* the caller's, mapped to itself in the shim's user namespace */
+    uid_t uid;  /* the caller's, the sandbox user in the shim's user namespace */
     gid_t gid;
 };
 
@@ -1083,11 +1083,16 @@ static int enter_namespaces(uid_t uid, gid_t gid, bool gateway, int gw_sock,
 {
     if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot create namespaces for QEMU");
+    /* The caller is the sandbox user here, as the namespace level maps it:
+     * QEMU's 9p server then shows the guest the caller's files (a --rw
+     * bind, the workspace) as the command's own, and makes the command's
+     * files the caller's on the host. Only the caller's own files are at
+     * stake: QEMU held no capability over anyone else's before either. */
     char map[64];
-    snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_UID, uid);
     if (write_file("/proc/self/uid_map", map) < 0 || write_file("/proc/self/setgroups", "deny") < 0)
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot map the user namespace");
-    snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_GID, gid);
     if (write_file("/proc/self/gid_map", map) < 0)
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot map the user namespace");
     _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
