@@ -152,7 +152,6 @@ static char **take_strv(struct cursor *c)
 
 struct call {
     unsigned char entropy[VM_ENTROPY_BYTES];
-    bool uid_from_workspace;
     uid_t uid;
     gid_t gid;
     uint32_t flags;
@@ -174,7 +173,6 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
     const void *e = take(&c, VM_ENTROPY_BYTES);
     if (e)
         memcpy(call->entropy, e, VM_ENTROPY_BYTES);
-    call->uid_from_workspace = take_u32(&c) != 0;
     call->uid = take_u32(&c);
     call->gid = take_u32(&c);
     call->flags = take_u32(&c);
@@ -772,21 +770,15 @@ static _Noreturn void run_command(const struct call *call, int in, int out, int 
             close(fd);
     if (chdir(call->cwd) < 0)
         goto fail;
-    uid_t uid = call->uid;
-    gid_t gid = call->gid;
-    struct stat st;
-    if (call->uid_from_workspace && stat("/workspace", &st) == 0) {
-        uid = st.st_uid;
-        gid = st.st_gid;
-    }
     for (uint32_t i = 0; i < call->n_rlimits; i++)
         if (setrlimit(call->rlimits[i].resource, &call->rlimits[i].value) < 0)
             goto fail;
     for (int cap = 0; cap <= 63; cap++)
         prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-    /* Keeps no capability even when UID is 0 (a root-owned workspace). */
+    /* Keeps no capability whatever the uid the host named. */
     if (prctl(PR_SET_SECUREBITS, 0x2f /* NOROOT, NO_SETUID_FIXUP and their locks */, 0, 0, 0) < 0 ||
-        setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        setgroups(0, NULL) < 0 || setresgid(call->gid, call->gid, call->gid) < 0 ||
+        setresuid(call->uid, call->uid, call->uid) < 0)
         goto fail;
     /* HOME (plan.h's SANDBOX_HOME), the command's own, as at the namespace level. */
     if (mkdir("/tmp/home", 0700) < 0 && errno != EEXIST)

@@ -94,7 +94,6 @@ struct vm_plan {
     char paths[VM_SLOTS][PATH_MAX]; /* the shares' host paths, owned here */
     size_t n_shares;
     struct vm_buf call_static; /* the call's policy part: rlimits, mounts, filter */
-    bool workspace_uid;        /* the command takes the host workspace's owner */
     /* Transparent egress: the guest's DNS stub, and a listener per port. */
     bool transparent;
     uint16_t ports[VM_MAX_PORTS];
@@ -340,7 +339,6 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         snprintf(v->paths[first_bind + i], sizeof v->paths[0], "%s", p->binds[i].source);
         TRY(add_share(v, v->paths[first_bind + i], p->binds[i].dest, p->binds[i].writable, err));
     }
-    v->workspace_uid = p->workspace != NULL;
     /* Transparent egress for names: a listener per port a name rule allows
      * (the proxy's own port excepted: the guest's forwarder holds it). */
     if (s->gateway) {
@@ -1161,7 +1159,6 @@ static int send_call(const struct vm_plan *v, int ctl, const struct start_messag
     if (getrandom(entropy, sizeof entropy, 0) != (ssize_t)sizeof entropy)
         return -1;
     vm_buf_bytes(&b, entropy, sizeof entropy);
-    vm_buf_u32(&b, v->workspace_uid);
     vm_buf_u32(&b, SANDBOX_UID);
     vm_buf_u32(&b, SANDBOX_GID);
     vm_buf_u32(&b, (egress ? VM_CALL_EGRESS : 0) | (egress && v->transparent ? VM_CALL_TRANSPARENT : 0));
