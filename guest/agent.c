@@ -363,7 +363,7 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
  * the guest (kmsg, ttys, and the agent's own control and egress ports). The
  * command gets a root of its own instead, as the namespace level builds one:
  * a fresh tmpfs (nosuid, nodev; read-only once built) with the shares, a
- * private /tmp, a /proc that shows only what the command may trace, and a
+ * private /tmp and /dev/shm, a /proc that shows only what the command may trace, and a
  * /dev of the few nodes programs need. The agent enters it too (chroot, as
  * the kernel has no mount namespaces); the ports stay reachable only by the
  * descriptors it opened before. The command keeps no capability, so it
@@ -434,9 +434,9 @@ static bool enter_root(char *why, size_t why_len)
     }
     mkdir("dev/pts", 0755);
     mkdir("dev/shm", 01777);
+    /* /dev/shm (sized by the policy) comes with the call's mounts. */
     if (!mount_at("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-                  "newinstance,ptmxmode=0666,mode=0620", why, why_len) ||
-        !mount_at("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", why, why_len))
+                  "newinstance,ptmxmode=0666,mode=0620", why, why_len))
         return false;
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
         (void)!symlink(links[i][1], links[i][0]);

@@ -366,26 +366,33 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         vm_buf_u64(b, p->limits.pids);
         vm_buf_u64(b, p->limits.pids);
     }
-    char opts[64];
+    char opts[128];
     const struct workspace_guard *ws = p->workspace ? s->workspace : NULL;
     size_t n_covers = ws ? ws->n_entries : 0;
-    if (v->n_shares + 2 + n_covers > VM_MAX_MOUNTS)
+    if (v->n_shares + 3 + n_covers > VM_MAX_MOUNTS)
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "microvm: %zu protected entries in the workspace (at most %u)", n_covers,
-                       VM_MAX_MOUNTS - VM_SLOTS - 2);
+                       VM_MAX_MOUNTS - VM_SLOTS - 3);
     _cleanup_free_ char *ca_bundle = NULL;
     size_t ca_len = 0;
     if (s->ca_pem)
         TRY(sandbox_ca_bundle(s->ca_pem, &ca_bundle, &ca_len, err));
-    vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + SANDBOX_N_ETC_FILES + 1 + (p->workspace ? 0 : 1) +
+    vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + SANDBOX_N_ETC_FILES + 2 + (p->workspace ? 0 : 1) +
                              2 + (s->ca_pem ? 2 : 0) + n_covers));
-    /* The tmpfs first: a bind beneath /tmp goes on top of it, not under it. */
-    snprintf(opts, sizeof opts, "size=%llu,mode=1777", (unsigned long long)p->tmp_size);
+    /* The tmpfs first (a bind beneath /tmp goes on top of it, not under it),
+     * sized and capped as the namespace level's. */
+    sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->tmp_size, p->tmp_inodes);
     vm_buf_u32(b, VM_MOUNT_TMPFS);
     vm_buf_str(b, opts);
     vm_buf_str(b, "/tmp");
+    sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->shm_size, p->shm_inodes);
+    vm_buf_u32(b, VM_MOUNT_TMPFS);
+    vm_buf_str(b, opts);
+    vm_buf_str(b, "/dev/shm");
     if (!p->workspace) {
-        snprintf(opts, sizeof opts, "size=%llu,mode=0777", (unsigned long long)p->workspace_size);
+        char owner[64];
+        snprintf(owner, sizeof owner, "mode=0755,uid=%d,gid=%d", SANDBOX_UID, SANDBOX_GID);
+        sandbox_tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
         vm_buf_u32(b, VM_MOUNT_TMPFS);
         vm_buf_str(b, opts);
         vm_buf_str(b, "/workspace");
