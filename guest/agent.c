@@ -411,9 +411,12 @@ static bool enter_root(char *why, size_t why_len)
     };
     char path[128];
     mkdir(NEW_ROOT, 0755);
-    if (!mount_at("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", why, why_len) ||
-        chdir(NEW_ROOT) < 0)
+    if (!mount_at("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", why, why_len))
         return false;
+    if (chdir(NEW_ROOT) < 0) {
+        snprintf(why, why_len, "cannot enter %s: %s", NEW_ROOT, strerror(errno));
+        return false;
+    }
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         mkdir(dirs[i], 0755);
     if (!mount_at("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
