@@ -248,7 +248,8 @@ EXCEPTIONS = [
 
 
 # The microvm level (under TCG here): the shared suite's CI subset at this
-# level is test_runtime.py (`make integration-microvm`); the rest is by hand.
+# level is test_runtime.py (`make integration-microvm`); the rest is by hand
+# (test_filesystem.py and test_limits.py pass there with the rows below).
 GUEST_KERNEL = ("the command runs under the guest's own kernel: its processes are not host "
                 "processes, and the guest kernel is built without namespaces (no /proc/self/ns)")
 GUEST_NO_IA32 = ("the guest kernel has no 32-bit entry (IA32_EMULATION off): int 0x80 faults "
