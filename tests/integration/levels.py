@@ -249,7 +249,7 @@ EXCEPTIONS = [
 
 # The microvm level (under TCG here): the shared suite's CI subset at this
 # level is test_runtime.py (`make integration-microvm`); the rest is by hand
-# (test_filesystem.py and test_limits.py pass there with the rows below).
+# (test_filesystem.py, test_limits.py and test_cli.py pass there with the rows below).
 GUEST_KERNEL = ("the command runs under the guest's own kernel: its processes are not host "
                 "processes, and the guest kernel is built without namespaces (no /proc/self/ns)")
 GUEST_NO_IA32 = ("the guest kernel has no 32-bit entry (IA32_EMULATION off): int 0x80 faults "
@@ -260,6 +260,7 @@ GUEST_RAM = ("the guest's RAM is the memory limit less 96 MiB (of 1 GiB when unl
              "guest kernel's OOM killer ends a 1.5 GiB hog (SIGKILL, reason exited) before an "
              "rlimit or the host's cgroup could")
 EXCEPTIONS += [
+    ("microvm", "*::test_policy_check_prints_effective_policy[[]*", DIGEST_OF_FLAGS),
     ("microvm", "*test_limits.py::test_supervisor_signal_tears_down[[]*", GUEST_KERNEL),
     ("microvm", "*test_limits.py::test_supervisor_sigkill_takes_the_run_with_it[[]*", GUEST_KERNEL),
     ("microvm", "*test_limits.py::test_cgroup_beneath_supervisor[[]*", GUEST_KERNEL),
