@@ -626,6 +626,15 @@ static void transparent_accept(struct forwarder *f, int listener)
         close(c);
         return;
     }
+    /* Made to no synthetic address (the loopback, say): reset here, as the
+     * namespace level's gateway does, rather than carried to the gateway. */
+    uint32_t mask = ~0u << (32 - VM_SYNTH_PREFIX);
+    if ((ntohl(to.sin_addr.s_addr) & mask) != VM_SYNTH_NET) {
+        struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+        setsockopt(c, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        close(c);
+        return;
+    }
     memcpy(preface, RELAY_MAGIC, RELAY_MAGIC_LEN);
     preface[RELAY_MAGIC_LEN] = RELAY_TCP;
     /* Both already in network order, as the preface wants them. */
