@@ -152,7 +152,6 @@ static char **take_strv(struct cursor *c)
 
 struct call {
     unsigned char entropy[VM_ENTROPY_BYTES];
-    bool uid_from_workspace;
     uid_t uid;
     gid_t gid;
     uint32_t flags;
@@ -174,7 +173,6 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
     const void *e = take(&c, VM_ENTROPY_BYTES);
     if (e)
         memcpy(call->entropy, e, VM_ENTROPY_BYTES);
-    call->uid_from_workspace = take_u32(&c) != 0;
     call->uid = take_u32(&c);
     call->gid = take_u32(&c);
     call->flags = take_u32(&c);
@@ -358,6 +356,113 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
     return true;
 }
 
+/* ---- the command's root ---- */
+
+/*
+ * The initramfs root holds /init, /root and a devtmpfs with every device of
+ * the guest (kmsg, ttys, and the agent's own control and egress ports). The
+ * command gets a root of its own instead, as the namespace level builds one:
+ * a fresh tmpfs (nosuid, nodev; read-only once built) with the shares, a
+ * private /tmp and /dev/shm, a /proc that shows only what the command may trace, and a
+ * /dev of the few nodes programs need. The agent enters it too (chroot, as
+ * the kernel has no mount namespaces); the ports stay reachable only by the
+ * descriptors it opened before. The command keeps no capability, so it
+ * cannot chroot back out.
+ */
+#define NEW_ROOT "/.cordon-root"
+
+static bool mount_at(const char *src, const char *dst, const char *type, unsigned long flags,
+                     const char *data, char *why, size_t why_len)
+{
+    if (mount(src, dst, type, flags, data) == 0)
+        return true;
+    snprintf(why, why_len, "cannot mount %s at %s: %s", type ? type : src, dst, strerror(errno));
+    return false;
+}
+
+static bool make_node(const char *path, const char *contents, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+    bool ok = fd >= 0 && write_all(fd, contents, strlen(contents));
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+static bool enter_root(char *why, size_t why_len)
+{
+    static const char *const dirs[] = { "dev", "proc", "tmp", "usr", "workspace", "etc" };
+    static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+    static const char *const links[][2] = {
+        { "dev/ptmx", "pts/ptmx" },         { "dev/fd", "/proc/self/fd" },
+        { "dev/stdin", "/proc/self/fd/0" }, { "dev/stdout", "/proc/self/fd/1" },
+        { "dev/stderr", "/proc/self/fd/2" }, { "bin", "usr/bin" },
+        { "sbin", "usr/sbin" },             { "lib", "usr/lib" },
+        { "lib64", "usr/lib64" },           { "lib32", "usr/lib32" },
+    };
+    /* The namespace level's name files, as the host's are not shared. */
+    static const char *const etc[][2] = {
+        { "etc/passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                        "sandbox:x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"
+                        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" },
+        { "etc/group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n" },
+        { "etc/hosts", "127.0.0.1\tlocalhost cordon\n::1\tlocalhost ip6-localhost\n" },
+        { "etc/hostname", "cordon\n" },
+    };
+    char path[128];
+    mkdir(NEW_ROOT, 0755);
+    if (!mount_at("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", why, why_len))
+        return false;
+    if (chdir(NEW_ROOT) < 0) {
+        snprintf(why, why_len, "cannot enter %s: %s", NEW_ROOT, strerror(errno));
+        return false;
+    }
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        mkdir(dirs[i], 0755);
+    if (!mount_at("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                  "hidepid=invisible", why, why_len) ||
+        !mount_at("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=0755,size=64k,nr_inodes=64", why, why_len))
+        return false;
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        char src[32];
+        snprintf(src, sizeof src, "/dev/%s", nodes[i]);
+        snprintf(path, sizeof path, "dev/%s", nodes[i]);
+        /* A bind of the devtmpfs node: the one mount here that keeps dev. */
+        if (!make_node(path, "", 0666) ||
+            !mount_at(src, path, NULL, MS_BIND, NULL, why, why_len) ||
+            !mount_at(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC, NULL, why,
+                      why_len))
+            return false;
+    }
+    mkdir("dev/pts", 0755);
+    mkdir("dev/shm", 01777);
+    /* /dev/shm (sized by the policy) comes with the call's mounts. */
+    if (!mount_at("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620", why, why_len))
+        return false;
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+        (void)!symlink(links[i][1], links[i][0]);
+    for (size_t i = 0; i < sizeof etc / sizeof etc[0]; i++)
+        if (!make_node(etc[i][0], etc[i][1], 0644)) {
+            snprintf(why, why_len, "cannot write %s: %s", etc[i][0], strerror(errno));
+            return false;
+        }
+    if (chroot(".") < 0 || chdir("/") < 0) {
+        snprintf(why, why_len, "cannot enter the command's root: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Once the shares are in place: nothing more is made at the top. */
+static bool seal_root(char *why, size_t why_len)
+{
+    unlink("/.cordon-empty");
+    return mount_at(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL, why,
+                    why_len);
+}
+
 static void loopback_up(void)
 {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -521,6 +626,15 @@ static void transparent_accept(struct forwarder *f, int listener)
         close(c);
         return;
     }
+    /* Made to no synthetic address (the loopback, say): reset here, as the
+     * namespace level's gateway does, rather than carried to the gateway. */
+    uint32_t mask = ~0u << (32 - VM_SYNTH_PREFIX);
+    if ((ntohl(to.sin_addr.s_addr) & mask) != VM_SYNTH_NET) {
+        struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+        setsockopt(c, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        close(c);
+        return;
+    }
     memcpy(preface, RELAY_MAGIC, RELAY_MAGIC_LEN);
     preface[RELAY_MAGIC_LEN] = RELAY_TCP;
     /* Both already in network order, as the preface wants them. */
@@ -609,17 +723,13 @@ static int bound_socket(int type, uint32_t addr, uint16_t port, char *why, size_
     return fd;
 }
 
-static bool start_forwarder(const struct call *call, char *why, size_t why_len)
+/* PORT: the egress port, opened before the command's root hid it. */
+static bool start_forwarder(const struct call *call, int port, char *why, size_t why_len)
 {
     static struct forwarder f;
-    f = (struct forwarder){ .port = open(EGRESS_PORT, O_RDWR | O_CLOEXEC), .dns = -1,
-                            .dns_id = -1 };
+    f = (struct forwarder){ .port = port, .dns = -1, .dns_id = -1 };
     for (int i = 0; i < MAX_CONNS; i++)
         f.conns[i].fd = -1;
-    if (f.port < 0) {
-        snprintf(why, why_len, "cannot open the egress port: %s", strerror(errno));
-        return false;
-    }
     if ((f.proxy = bound_socket(SOCK_STREAM, INADDR_LOOPBACK, VM_GATEWAY_PORT, why, why_len)) < 0)
         return false;
     if (call->flags & VM_CALL_TRANSPARENT) {
@@ -672,21 +782,18 @@ static _Noreturn void run_command(const struct call *call, int in, int out, int 
             close(fd);
     if (chdir(call->cwd) < 0)
         goto fail;
-    uid_t uid = call->uid;
-    gid_t gid = call->gid;
-    struct stat st;
-    if (call->uid_from_workspace && stat("/workspace", &st) == 0) {
-        uid = st.st_uid;
-        gid = st.st_gid;
-    }
     for (uint32_t i = 0; i < call->n_rlimits; i++)
         if (setrlimit(call->rlimits[i].resource, &call->rlimits[i].value) < 0)
             goto fail;
     for (int cap = 0; cap <= 63; cap++)
         prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-    /* Keeps no capability even when UID is 0 (a root-owned workspace). */
+    /* Keeps no capability whatever the uid the host named. */
     if (prctl(PR_SET_SECUREBITS, 0x2f /* NOROOT, NO_SETUID_FIXUP and their locks */, 0, 0, 0) < 0 ||
-        setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        setgroups(0, NULL) < 0 || setresgid(call->gid, call->gid, call->gid) < 0 ||
+        setresuid(call->uid, call->uid, call->uid) < 0)
+        goto fail;
+    /* HOME (plan.h's SANDBOX_HOME), the command's own, as at the namespace level. */
+    if (mkdir("/tmp/home", 0700) < 0 && errno != EEXIST)
         goto fail;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         goto fail;
@@ -745,20 +852,19 @@ int main(void)
     clock_settime(CLOCK_REALTIME, &now);
 
     char why[VM_ERROR_MAX];
-    static const char *const links[][2] = {
-        { "/bin", "usr/bin" }, { "/sbin", "usr/sbin" }, { "/lib", "usr/lib" },
-        { "/lib64", "usr/lib64" }, { "/lib32", "usr/lib32" },
-    };
-    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
-        (void)!symlink(links[i][1], links[i][0]);
-    if (!mount_shares(&call, why, sizeof why)) {
+    int eg = -1;
+    if ((call.flags & VM_CALL_EGRESS) && (eg = open(EGRESS_PORT, O_RDWR | O_CLOEXEC)) < 0) {
+        snprintf(why, sizeof why, "cannot open the egress port: %s", strerror(errno));
         send_error(ctl, VM_ERR_SETUP, why);
         power_off();
     }
-    mkdir("/dev/shm", 01777);
-    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    if (!enter_root(why, sizeof why) || !mount_shares(&call, why, sizeof why) ||
+        !seal_root(why, sizeof why)) {
+        send_error(ctl, VM_ERR_SETUP, why);
+        power_off();
+    }
     loopback_up();
-    if ((call.flags & VM_CALL_EGRESS) && !start_forwarder(&call, why, sizeof why)) {
+    if (eg >= 0 && !start_forwarder(&call, eg, why, sizeof why)) {
         send_error(ctl, VM_ERR_SETUP, why);
         power_off();
     }

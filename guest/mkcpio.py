@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the guest's initramfs: an uncompressed newc cpio holding the agent
-as /init and the few directories and files it needs before the shares are
-mounted. Deterministic (every mtime and owner 0), so its digest keys the
+as /init, /dev/console and the mount points of the agent's own /proc and
+/dev. Deterministic (every mtime and owner 0), so its digest keys the
 snapshot. Usage: mkcpio.py AGENT OUT"""
 import stat
 import sys
@@ -20,19 +20,11 @@ def main():
     agent, dest = sys.argv[1], sys.argv[2]
     with open(agent, "rb") as f:
         init = f.read()
+    # The command's root, its /etc included, is a tmpfs the agent builds at
+    # each call (guest/agent.c enter_root): the initramfs holds only the agent.
     files = [
         ("dev", stat.S_IFDIR | 0o755, b""),
         ("proc", stat.S_IFDIR | 0o555, b""),
-        ("tmp", stat.S_IFDIR | 0o1777, b""),
-        ("usr", stat.S_IFDIR | 0o755, b""),
-        ("workspace", stat.S_IFDIR | 0o755, b""),
-        ("etc", stat.S_IFDIR | 0o755, b""),
-        ("etc/passwd", stat.S_IFREG | 0o644,
-         b"root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
-         b"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
-        ("etc/group", stat.S_IFREG | 0o644, b"root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"),
-        ("etc/hosts", stat.S_IFREG | 0o644, b"127.0.0.1 localhost cordon\n"),
-        ("etc/hostname", stat.S_IFREG | 0o644, b"cordon\n"),
         ("init", stat.S_IFREG | 0o755, init),
     ]
     out = []

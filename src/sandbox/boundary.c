@@ -39,6 +39,15 @@ const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES] = {
     "null", "zero", "full", "random", "urandom", "tty",
 };
 
+void sandbox_tmpfs_opts(char *out, size_t len, const char *base, uint64_t size, uint64_t inodes)
+{
+    if (inodes)
+        snprintf(out, len, "%s,size=%llu,nr_inodes=%llu", base, (unsigned long long)size,
+                 (unsigned long long)inodes);
+    else
+        snprintf(out, len, "%s,size=%llu", base, (unsigned long long)size);
+}
+
 const char *sandbox_nsswitch_conf(bool transparent)
 {
     return transparent ? "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"

@@ -36,6 +36,13 @@ extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
  * nameserver at all.
  */
 const char *sandbox_nsswitch_conf(bool transparent);
+
+/*
+ * A writable tmpfs's options into OUT: BASE, its size, and its inode count,
+ * without which a run could fill memory with empty files that take no size
+ * at all. No INODES (0) leaves the kernel's default, half the RAM's pages.
+ */
+void sandbox_tmpfs_opts(char *out, size_t len, const char *base, uint64_t size, uint64_t inodes);
 const char *sandbox_resolv_conf(bool transparent);
 
 /*

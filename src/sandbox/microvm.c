@@ -94,7 +94,6 @@ struct vm_plan {
     char paths[VM_SLOTS][PATH_MAX]; /* the shares' host paths, owned here */
     size_t n_shares;
     struct vm_buf call_static; /* the call's policy part: rlimits, mounts, filter */
-    bool workspace_uid;        /* the command takes the host workspace's owner */
     /* Transparent egress: the guest's DNS stub, and a listener per port. */
     bool transparent;
     uint16_t ports[VM_MAX_PORTS];
@@ -340,7 +339,6 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         snprintf(v->paths[first_bind + i], sizeof v->paths[0], "%s", p->binds[i].source);
         TRY(add_share(v, v->paths[first_bind + i], p->binds[i].dest, p->binds[i].writable, err));
     }
-    v->workspace_uid = p->workspace != NULL;
     /* Transparent egress for names: a listener per port a name rule allows
      * (the proxy's own port excepted: the guest's forwarder holds it). */
     if (s->gateway) {
@@ -368,26 +366,33 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         vm_buf_u64(b, p->limits.pids);
         vm_buf_u64(b, p->limits.pids);
     }
-    char opts[64];
+    char opts[128];
     const struct workspace_guard *ws = p->workspace ? s->workspace : NULL;
     size_t n_covers = ws ? ws->n_entries : 0;
-    if (v->n_shares + 2 + n_covers > VM_MAX_MOUNTS)
+    if (v->n_shares + 3 + n_covers > VM_MAX_MOUNTS)
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "microvm: %zu protected entries in the workspace (at most %u)", n_covers,
-                       VM_MAX_MOUNTS - VM_SLOTS - 2);
+                       VM_MAX_MOUNTS - VM_SLOTS - 3);
     _cleanup_free_ char *ca_bundle = NULL;
     size_t ca_len = 0;
     if (s->ca_pem)
         TRY(sandbox_ca_bundle(s->ca_pem, &ca_bundle, &ca_len, err));
-    vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + SANDBOX_N_ETC_FILES + 1 + (p->workspace ? 0 : 1) +
+    vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + SANDBOX_N_ETC_FILES + 2 + (p->workspace ? 0 : 1) +
                              2 + (s->ca_pem ? 2 : 0) + n_covers));
-    /* The tmpfs first: a bind beneath /tmp goes on top of it, not under it. */
-    snprintf(opts, sizeof opts, "size=%llu,mode=1777", (unsigned long long)p->tmp_size);
+    /* The tmpfs first (a bind beneath /tmp goes on top of it, not under it),
+     * sized and capped as the namespace level's. */
+    sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->tmp_size, p->tmp_inodes);
     vm_buf_u32(b, VM_MOUNT_TMPFS);
     vm_buf_str(b, opts);
     vm_buf_str(b, "/tmp");
+    sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->shm_size, p->shm_inodes);
+    vm_buf_u32(b, VM_MOUNT_TMPFS);
+    vm_buf_str(b, opts);
+    vm_buf_str(b, "/dev/shm");
     if (!p->workspace) {
-        snprintf(opts, sizeof opts, "size=%llu,mode=0777", (unsigned long long)p->workspace_size);
+        char owner[64];
+        snprintf(owner, sizeof owner, "mode=0755,uid=%d,gid=%d", SANDBOX_UID, SANDBOX_GID);
+        sandbox_tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
         vm_buf_u32(b, VM_MOUNT_TMPFS);
         vm_buf_str(b, opts);
         vm_buf_str(b, "/workspace");
@@ -1048,7 +1053,7 @@ static int vm_resume(struct vm *vm)
 
 struct shim_fds {
     int sync_r, err_w, status_w, start_r, gw_sock, info_w;
-    uid_t uid;  /* the caller's, mapped to itself in the shim's user namespace */
+    uid_t uid;  /* the caller's, the sandbox user in the shim's user namespace */
     gid_t gid;
 };
 
@@ -1083,11 +1088,16 @@ static int enter_namespaces(uid_t uid, gid_t gid, bool gateway, int gw_sock,
 {
     if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot create namespaces for QEMU");
+    /* The caller is the sandbox user here, as the namespace level maps it:
+     * QEMU's 9p server then shows the guest the caller's files (a --rw
+     * bind, the workspace) as the command's own, and makes the command's
+     * files the caller's on the host. Only the caller's own files are at
+     * stake: QEMU held no capability over anyone else's before either. */
     char map[64];
-    snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_UID, uid);
     if (write_file("/proc/self/uid_map", map) < 0 || write_file("/proc/self/setgroups", "deny") < 0)
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot map the user namespace");
-    snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_GID, gid);
     if (write_file("/proc/self/gid_map", map) < 0)
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot map the user namespace");
     _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -1156,7 +1166,6 @@ static int send_call(const struct vm_plan *v, int ctl, const struct start_messag
     if (getrandom(entropy, sizeof entropy, 0) != (ssize_t)sizeof entropy)
         return -1;
     vm_buf_bytes(&b, entropy, sizeof entropy);
-    vm_buf_u32(&b, v->workspace_uid);
     vm_buf_u32(&b, SANDBOX_UID);
     vm_buf_u32(&b, SANDBOX_GID);
     vm_buf_u32(&b, (egress ? VM_CALL_EGRESS : 0) | (egress && v->transparent ? VM_CALL_TRANSPARENT : 0));

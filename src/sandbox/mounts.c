@@ -250,20 +250,6 @@ static int cmp_bind_depth(const void *a, const void *b)
     return strcmp(x->dest, y->dest); /* a parent sorts before its children */
 }
 
-/*
- * A writable tmpfs's options: its size, and its inode count, without which
- * a run could fill memory with empty files that take no size at all. No
- * nr_inodes (0) leaves the kernel's default, half the RAM's pages.
- */
-static void tmpfs_opts(char *out, size_t len, const char *base, uint64_t size, uint64_t inodes)
-{
-    if (inodes)
-        snprintf(out, len, "%s,size=%llu,nr_inodes=%llu", base, (unsigned long long)size,
-                 (unsigned long long)inodes);
-    else
-        snprintf(out, len, "%s,size=%llu", base, (unsigned long long)size);
-}
-
 int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid,
                 const struct workspace_guard *ws, struct cordon_err *err)
 {
@@ -318,16 +304,16 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/stdin", "/proc/self/fd/0", NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/stdout", "/proc/self/fd/1", NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/stderr", "/proc/self/fd/2", NULL, false, false, err));
-    tmpfs_opts(opts, sizeof opts, "mode=1777", p->shm_size, p->shm_inodes);
+    sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->shm_size, p->shm_inodes);
     TRY(add(plan, &cap, MOUNT_TMPFS, "/dev/shm", NULL, opts, true, false, err));
-    tmpfs_opts(opts, sizeof opts, "mode=1777", p->tmp_size, p->tmp_inodes);
+    sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->tmp_size, p->tmp_inodes);
     TRY(add(plan, &cap, MOUNT_TMPFS, "/tmp", NULL, opts, true, false, err));
 
     if (p->workspace) {
         bool overlay = p->workspace_mode == POLICY_WS_OVERLAY;
         char owner[64];
         snprintf(owner, sizeof owner, "mode=0755,uid=%d,gid=%d", SANDBOX_UID, SANDBOX_GID);
-        tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
+        sandbox_tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
         /* An overlay's lower layer is read-only: the run writes on its tmpfs. */
         TRY(add(plan, &cap, MOUNT_BIND, "/workspace", p->workspace, overlay ? opts : NULL,
                 !overlay, false, err));
@@ -344,7 +330,7 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     } else {
         char owner[64];
         snprintf(owner, sizeof owner, "mode=0755,uid=%d,gid=%d", SANDBOX_UID, SANDBOX_GID);
-        tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
+        sandbox_tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
         TRY(add(plan, &cap, MOUNT_TMPFS, "/workspace", NULL, opts, true, false, err));
     }
 

@@ -58,7 +58,8 @@ enum vm_error_kind {
  * VM_CALL payload, in order (u32/u64 little-endian; a "str" is u32 length
  * then that many bytes, no NUL):
  *   entropy[VM_ENTROPY_BYTES]
- *   u32 uid_from_workspace (1: the command takes /workspace's owner), u32 uid, u32 gid
+ *   u32 uid, u32 gid (the command's: the sandbox user, which the caller's files
+ *       show as: QEMU's user namespace maps the caller to it)
  *   u32 flags (VM_CALL_EGRESS, VM_CALL_TRANSPARENT)
  *   u32 n_ports, then n x u32 port (transparent egress: see vm_ports_take())
  *   u64 the host's CLOCK_REALTIME in ns (a restored guest's clock is the snapshot's)

@@ -599,7 +599,7 @@ def test_gateway_runs_confined(cordon, net):
         comms = {k: pathlib.Path(f"/proc/{k}/comm").read_text().strip() for k in kids}
         # A root run has a cgroup (the default limits), so a watchdog too.
         gateways = [k for k, c in comms.items()
-                    if c not in ("cordon-init", "cordon-process", "cordon-gvisor",
+                    if c not in ("cordon-init", "cordon-process", "cordon-gvisor", "cordon-vm",
                                  "cordon-watchdog")]
         assert len(gateways) == 1, comms
         # The sandbox may print before the gateway has confined itself: it

@@ -222,6 +222,35 @@ def test_etc_shows_the_listed_host_entries_only(cordon):
     assert not [u for u in host_users if u not in ("root", "nobody") and f"\n{u}:" in r.out], r
 
 
+# The agent's own view stays outside the command's root: the ports it talks to
+# the host on (control, egress), the guest's devtmpfs and the initramfs.
+AGENT_PATHS = [
+    ("/dev/vport0p1", "the control port"),
+    ("/dev/vport0p2", "the egress port"),
+    ("/dev/kmsg", "the guest kernel's log"),
+    ("/dev/ttyS0", "the serial console"),
+    ("/init", "the agent's binary"),
+    ("/proc/1/root/dev/vport0p1", "the agent's root, through its pid"),
+    ("/proc/1/fd/3", "the agent's descriptors"),
+]
+
+
+def test_agent_ports_and_initramfs_out_of_reach(cordon):
+    """Each path is tried by the command as it runs (a write open, then a read
+    open); a host-side frame it could forge would end or steer the call."""
+    script = "; ".join(
+        f"if (: >> {p}) 2>/dev/null || (: < {p}) 2>/dev/null; then echo OPEN {p}; fi"
+        for p, _ in AGENT_PATHS)
+    r = cordon.run(["sh", "-c", script + "; ls /proc | grep -cx '[0-9]*'; echo end"],
+                   *TCG, bind_probe=False)
+    assert r.status == 0 and r.out.endswith("end\n"), r
+    opened = [l for l in r.out.splitlines() if l.startswith("OPEN")]
+    assert not opened, f"reachable from the command: {opened}\n{r}"
+    # The command's own shell and its children only: no guest kernel thread, no agent.
+    assert int(r.out.splitlines()[-2]) < 5, r
+    assert r.result["reason"] == "exited", r.result
+
+
 # --- egress -------------------------------------------------------------------
 
 
