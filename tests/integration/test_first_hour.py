@@ -562,10 +562,11 @@ def test_tty_window_size_and_interrupt_are_passed_on(cordon):
         time.sleep(0.3)  # SIGWINCH reaches cordon, which resizes the run's terminal
         os.write(fd, b"\n")
     out, status = on_a_terminal(
-        cordon, ["sh", "-c", "echo READY; read x; stty size; echo SIZED; sleep 100"],
+        cordon, ["sh", "-c", "echo READY; read x; stty size; echo SIZED; exec sleep 100"],
         [(b"READY", resize), (b"SIZED", lambda fd: os.write(fd, b"\x03"))])
     assert "44 120" in out, out
-    # ^C went to the run's terminal, whose line discipline interrupted the command.
+    # ^C went to the run's terminal, whose line discipline interrupted the command
+    # (exec: one process either way, so no sleep outlives a shell the ^C reached first).
     assert status == 128 + signal.SIGINT, out
 
 
