@@ -952,6 +952,8 @@ static void warn_unmatched(struct broker *b, size_t listed)
 
 static void client_answer(struct broker *b, struct pending *q, json_t *msg)
 {
+    size_t listed = 0;      /* tools/list: what the server listed */
+    bool unmatched = false; /* ... and none of it is allowed */
     _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
     json_object_set(copy, "id", q->cid);
     json_t *result = json_object_get(copy, "result");
@@ -973,18 +975,16 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
                                                "protocol_version", version));
         } else if (!strcmp(q->method, "tools/list")) {
             json_t *tools = json_object_get(result, "tools"), *t;
-            size_t listed = json_is_array(tools) ? json_array_size(tools) : 0, i, matched = 0;
+            size_t i, matched = 0;
+            listed = json_is_array(tools) ? json_array_size(tools) : 0;
             json_array_foreach(tools, i, t) {
                 const char *name = json_string_value(json_object_get(t, "name"));
                 matched += name && policy_tool_allowed(b->p, name);
             }
             filter_tools(b, result);
-            if (listed && !matched && b->p->tools.n_allow && json_object_size(b->schemas) == 0 &&
-                !json_is_string(json_object_get(result, "nextCursor"))) {
-                to_client(b, json_incref(copy));
-                warn_unmatched(b, listed);
-                return;
-            }
+            unmatched = listed && !matched && b->p->tools.n_allow &&
+                        json_object_size(b->schemas) == 0 &&
+                        !json_is_string(json_object_get(result, "nextCursor"));
         }
     } else if (result && !strcmp(q->method, "tools/list")) {
         json_object_set_new(copy, "result", json_pack("{s:[]}", "tools"));
@@ -1007,6 +1007,8 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
                     ms_since(&q->start), size, is_error);
     }
     to_client(b, json_incref(copy));
+    if (unmatched)
+        warn_unmatched(b, listed);
 }
 
 static void server_response(struct broker *b, json_t *msg, json_t *id)
