@@ -6,15 +6,24 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-/* Accepts "12", "1.5"; rejects signs, exponents, hex, blanks. */
-static int parse_number(const char *s, const char **end, double *out)
+/*
+ * Accepts "12", "1.5", and with EXPONENT "1e2" or "2.5E-1": the decimal
+ * forms a JSON or YAML number takes, so a value means the same however a
+ * tool re-spells it (a JSON writer prints 1e2 back as 100.0, and -0 as 0).
+ * A minus sign only on a zero; no "+", hex, blanks, "inf" or a bare ".5".
+ */
+static int parse_number(const char *s, bool exponent, const char **end, double *out)
 {
     const char *p = s;
+    bool negative = *p == '-';
+    if (negative)
+        p++;
     if (!isdigit((unsigned char)*p))
         return -1;
     while (isdigit((unsigned char)*p))
@@ -26,16 +35,26 @@ static int parse_number(const char *s, const char **end, double *out)
         while (isdigit((unsigned char)*p))
             p++;
     }
-    char buf[64];
-    size_t n = (size_t)(p - s);
-    if (n >= sizeof buf)
-        return -1;
-    memcpy(buf, s, n);
-    buf[n] = '\0';
+    if (exponent && (*p == 'e' || *p == 'E')) {
+        const char *e = p + 1;
+        if (*e == '+' || *e == '-')
+            e++;
+        if (isdigit((unsigned char)*e)) {
+            while (isdigit((unsigned char)*e))
+                e++;
+            p = e;
+        }
+    }
+    /* strtod reads more forms than the above (hex, "1e3" without EXPONENT):
+     * it must stop exactly where the grammar did. */
+    char *stop;
     errno = 0;
-    *out = strtod(buf, NULL);
-    if (errno)
+    double v = strtod(s, &stop);
+    if (stop != p || (errno == ERANGE && isinf(v)))
+        return -1; /* an underflow reads as the 0 or tiny value it is */
+    if (negative && v != 0)
         return -1;
+    *out = fabs(v);
     *end = p;
     return 0;
 }
@@ -54,7 +73,7 @@ int parse_size(const char *s, uint64_t *out, char *why, size_t why_len)
     };
     const char *end = NULL;
     double v;
-    if (s && parse_number(s, &end, &v) == 0) {
+    if (s && parse_number(s, false, &end, &v) == 0) {
         for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
             if (strcasecmp(end, units[i].suffix) != 0)
                 continue;
@@ -84,7 +103,7 @@ int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len)
     };
     const char *end = NULL;
     double v;
-    if (s && parse_number(s, &end, &v) == 0) {
+    if (s && parse_number(s, true, &end, &v) == 0) {
         for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
             if (strcmp(end, units[i].suffix) != 0)
                 continue;
@@ -104,13 +123,15 @@ int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len)
 
 int parse_count(const char *s, uint64_t *out, char *why, size_t why_len)
 {
-    const char *p = s;
+    /* -0 is 0, as a JSON writer prints it back. */
+    const char *digits = s && !strcmp(s, "-0") ? s + 1 : s;
+    const char *p = digits;
     if (p && isdigit((unsigned char)*p)) {
         while (isdigit((unsigned char)*p))
             p++;
         if (*p == '\0') {
             errno = 0;
-            unsigned long long v = strtoull(s, NULL, 10);
+            unsigned long long v = strtoull(digits, NULL, 10);
             if (!errno) {
                 *out = v;
                 return 0;

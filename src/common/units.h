@@ -13,10 +13,10 @@
  */
 int parse_size(const char *s, uint64_t *out, char *why, size_t why_len);
 
-/* "30s", "2m", "500ms", "1h", "1.5s", bare "10" = seconds; result in ms. */
+/* "30s", "2m", "500ms", "1h", "1.5s", bare "10" or "1e2" = seconds; result in ms. */
 int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len);
 
-/* A non-negative integer with no suffix. */
+/* A non-negative integer with no suffix ("-0" is 0). */
 int parse_count(const char *s, uint64_t *out, char *why, size_t why_len);
 
 /* BYTES as the shortest exact "64M", "1G", "512K", or plain bytes. */
