@@ -7,7 +7,8 @@
 #
 # Per case: median and p90 of N runs (default 10, after one warm-up) of the
 # whole `cordon run` (total) and of its part after the call was handed in
-# (--result wall_ms); prepare = total - wall is the boot or restore.
+# (--result wall_ms); prepare = total - wall is the boot or restore and the
+# setup (shares mounted). Pooled: `cordon serve --pool 1`, request to answer.
 # Memory: the run's peak (--result peak_memory_bytes) and QEMU's resident
 # and proportional set sampled mid-run. Numbers depend on the machine and
 # its load; nothing here passes or fails.
@@ -69,6 +70,57 @@ r = case("cold start (true)", ["true"], "/proc/cordon-no-snapshots", False)
 accel = r["boundary"]["accel"]
 case("restored start (true)", ["true"], warm, True)
 case("python3 -c pass (restored)", ["python3", "-c", "pass"], warm, True)
+
+# From the daemon's pool: `cordon serve --pool 1` at this level keeps a
+# restored guest paused with its shares mounted; a call resumes it. Request
+# to answer, the pool refilled (and idle) before each call.
+import socket
+sock = os.path.join(tmp, "serve.sock")
+pol = os.path.join(tmp, "microvm.yaml")
+with open(pol, "w") as f:
+    f.write("version: 1\nisolation: microvm\nmicrovm:\n  accel: tcg\n")
+daemon = subprocess.Popen([cordon, "serve", "--socket", sock, "--policy", pol, "--pool", "1"],
+                          env=dict(os.environ, CORDON_MICROVM_SNAPSHOTS=warm),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def rpc(s, f, method, params=None, id=[0]):
+    id[0] += 1
+    s.sendall(json.dumps({"jsonrpc": "2.0", "id": id[0], "method": method,
+                          "params": params or {}}).encode() + b"\n")
+    while True:
+        msg = json.loads(f.readline())
+        if msg.get("id") == id[0]:
+            if "error" in msg:
+                sys.exit(f"bench/microvm.sh: {method}: {msg['error']}")
+            return msg["result"]
+try:
+    deadline = time.monotonic() + 30
+    while not os.path.exists(sock) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pooled = {}
+    for name, cmd in (("pooled start (true)", ["true"]),
+                      ("python3 -c pass (pooled)", ["python3", "-c", "pass"])):
+        lat = []
+        for i in range(n + 1):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sock)
+            f = s.makefile("rb")
+            deadline = time.monotonic() + 60
+            while rpc(s, f, "stats")["pool"]["ready"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)  # the refill's QEMU settled
+            t0 = time.monotonic()
+            r = rpc(s, f, "run", {"argv": cmd})
+            if i:  # the first is a warm-up
+                lat.append((time.monotonic() - t0) * 1000)
+            s.close()
+            if r.get("exit_code") != 0:
+                sys.exit(f"bench/microvm.sh: pooled {cmd} failed: {r}")
+        lat.sort()
+        print(f"{name:28s} request to answer median {statistics.median(lat):6.0f} ms"
+              f"  p90 {lat[min(len(lat) - 1, int(round(.9 * (len(lat) - 1))))]:6.0f}")
+finally:
+    daemon.terminate()
+    daemon.wait()
 
 # Memory of one VM: QEMU's RSS and PSS while the guest idles in a call.
 env = dict(os.environ, CORDON_MICROVM_SNAPSHOTS=warm)

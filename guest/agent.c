@@ -1,9 +1,11 @@
 /*
- * guest/agent.c: /init of the microvm level's guest. It takes one call from
- * the host over the control port (sandbox/vm_wire.h), reseeds the RNG with the
- * host's entropy before anything runs (restored clones start from one RNG
- * state), mounts the call's 9p shares, confines and runs the command, relays
- * its stdio and returns its status; then it powers the guest off. With
+ * guest/agent.c: /init of the microvm level's guest. It takes a setup and
+ * then one call from the host over the control port (sandbox/vm_wire.h):
+ * the setup's 9p shares, limits and filter are put in place as soon as it
+ * comes (a guest prepared ahead waits with them mounted); the call reseeds
+ * the RNG with the host's entropy before anything runs (restored clones
+ * start from one RNG state), then the command runs confined while the agent
+ * relays its stdio and returns its status; then it powers the guest off. With
  * egress, a forwarder listens on 127.0.0.1:3128 and carries each connection
  * over the egress port to the host, which hands it to cordon's gateway; with
  * transparent egress it also serves the DNS stub on 127.0.0.53 and a
@@ -168,12 +170,10 @@ struct call {
     char **argv, **envp;
 };
 
-static bool parse_call(const char *buf, uint32_t len, struct call *call)
+/* The setup's fields into CALL (vm_wire.h's VM_SETUP layout). */
+static bool parse_setup(const char *buf, uint32_t len, struct call *call)
 {
     struct cursor c = { buf, buf + len, false };
-    const void *e = take(&c, VM_ENTROPY_BYTES);
-    if (e)
-        memcpy(call->entropy, e, VM_ENTROPY_BYTES);
     call->uid = take_u32(&c);
     call->gid = take_u32(&c);
     call->flags = take_u32(&c);
@@ -181,7 +181,6 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
     if (!used)
         return false;
     c.p += used;
-    call->realtime_ns = take_u64(&c);
     call->n_rlimits = take_u32(&c);
     if (call->n_rlimits > VM_MAX_RLIMITS)
         return false;
@@ -206,10 +205,21 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
     call->filter.filter = insns ? malloc(n_insns * sizeof(struct sock_filter) + 1) : NULL;
     if (call->filter.filter)
         memcpy(call->filter.filter, insns, n_insns * sizeof(struct sock_filter));
+    return !c.bad && c.p == c.end;
+}
+
+/* The call's fields into CALL (VM_CALL's layout). */
+static bool parse_call(const char *buf, uint32_t len, struct call *call)
+{
+    struct cursor c = { buf, buf + len, false };
+    const void *e = take(&c, VM_ENTROPY_BYTES);
+    if (e)
+        memcpy(call->entropy, e, VM_ENTROPY_BYTES);
+    call->realtime_ns = take_u64(&c);
     call->cwd = take_str(&c);
     call->argv = take_strv(&c);
     call->envp = take_strv(&c);
-    return !c.bad && call->argv && call->argv[0] && call->envp && call->cwd;
+    return !c.bad && c.p == c.end && call->argv && call->argv[0] && call->envp && call->cwd;
 }
 
 /* ---- guest setup ---- */
@@ -865,20 +875,17 @@ int main(void)
     /* A snapshot is taken here: everything above is the same in every clone. */
     if (!send_frame(ctl, VM_READY, NULL, 0, NULL, 0))
         die("cannot reach the host");
+    /* The setup: shares, limits, filter, egress. Done before the call, so a
+     * guest prepared ahead (the daemon's pool) has only the command to start. */
     uint32_t type, len;
     char *buf;
-    if (!recv_frame(ctl, &type, &buf, &len) || type != VM_CALL)
-        die("no call from the host");
+    if (!recv_frame(ctl, &type, &buf, &len) || type != VM_SETUP)
+        die("no setup from the host");
     struct call call = { 0 };
-    if (!parse_call(buf, len, &call)) {
-        send_error(ctl, VM_ERR_SETUP, "malformed call");
+    if (!parse_setup(buf, len, &call)) {
+        send_error(ctl, VM_ERR_SETUP, "malformed setup");
         power_off();
     }
-    reseed(call.entropy);
-    struct timespec now = { .tv_sec = (time_t)(call.realtime_ns / 1000000000u),
-                            .tv_nsec = (long)(call.realtime_ns % 1000000000u) };
-    clock_settime(CLOCK_REALTIME, &now);
-
     if ((call.flags & VM_CALL_EGRESS) && eg < 0) {
         snprintf(why, sizeof why, "cannot open the egress port: %s", strerror(eg_errno));
         send_error(ctl, VM_ERR_SETUP, why);
@@ -888,14 +895,26 @@ int main(void)
         close(eg);
         eg = -1;
     }
-    if (!root_ok || !mount_shares(&call, why, sizeof why) || !seal_root(why, sizeof why)) {
+    if (!root_ok || !mount_shares(&call, why, sizeof why) || !seal_root(why, sizeof why) ||
+        (eg >= 0 && !start_forwarder(&call, eg, why, sizeof why))) {
         send_error(ctl, VM_ERR_SETUP, why);
         power_off();
     }
-    if (eg >= 0 && !start_forwarder(&call, eg, why, sizeof why)) {
-        send_error(ctl, VM_ERR_SETUP, why);
+    if (!send_frame(ctl, VM_SET, NULL, 0, NULL, 0))
+        die("cannot reach the host");
+
+    /* The call. Restored clones share one RNG state: reseeded before
+     * anything of the command runs. */
+    if (!recv_frame(ctl, &type, &buf, &len) || type != VM_CALL)
+        die("no call from the host");
+    if (!parse_call(buf, len, &call)) {
+        send_error(ctl, VM_ERR_SETUP, "malformed call");
         power_off();
     }
+    reseed(call.entropy);
+    struct timespec now = { .tv_sec = (time_t)(call.realtime_ns / 1000000000u),
+                            .tv_nsec = (long)(call.realtime_ns % 1000000000u) };
+    clock_settime(CLOCK_REALTIME, &now);
 
     int in[2], out[2], errout[2], fail[2];
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0 ||

@@ -117,6 +117,22 @@ bool read_full(int fd, void *buf, size_t len)
     return true;
 }
 
+bool pwrite_full(int fd, const void *buf, size_t len, off_t at)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+        at += n;
+    }
+    return true;
+}
+
 void close_fds_except(int *keep, size_t n)
 {
     /* Insertion sort: the lists are a handful long and qsort may allocate. */

@@ -45,6 +45,9 @@ int recv_fd(int sock);
 /* Read exactly LEN bytes (retrying short reads and EINTR); false on EOF or error. */
 bool read_full(int fd, void *buf, size_t len);
 
+/* Write all LEN bytes at offset AT (retrying short writes and EINTR); false on error. */
+bool pwrite_full(int fd, const void *buf, size_t len, off_t at);
+
 /*
  * For a front end whose process is its own: block SIGINT, SIGTERM, SIGHUP
  * and SIGWINCH and return a close-on-exec signalfd for them, to hand a run

@@ -44,7 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -57,12 +59,22 @@
 #define KERNEL_DEFAULT "/var/cache/cordon/guest-kernel/current"
 #define SNAPSHOT_DIR_DEFAULT "/var/cache/cordon/microvm"
 #define INITRAMFS_NAME "cordon-guest.cpio"
-#define SNAPSHOT_MAGIC "cordon-microvm-snapshot 1\n"
+/*
+ * A snapshot file: this magic, the digest and a newline, then "ram " and the
+ * guest memory's offset in 16 hex digits and a newline; QEMU's migration
+ * stream of the devices; then, from that page-aligned offset, the guest's
+ * memory as a sparse image (pages that were zero are holes).
+ */
+#define SNAPSHOT_MAGIC "cordon-microvm-snapshot 2\n"
+#define SNAPSHOT_RAM_FIELD "ram %016llx\n"
+#define SNAPSHOT_HEAD_LEN (sizeof SNAPSHOT_MAGIC - 1 + 65 + 21)
+#define PAGE 4096u
 /* 9p share slots: the device layout is fixed so one snapshot serves every
  * policy; a run points the slots it uses at its paths, the rest at /usr. */
 #define VM_SLOTS 6 /* microvm has 8 virtio-mmio transports; virtio-serial takes one */
 #define BOOT_TIMEOUT_MS 30000
 #define RESTORE_TIMEOUT_MS 10000
+#define SETUP_TIMEOUT_MS 30000 /* mounting the shares: ~50 ms under TCG */
 
 /* The guest agent knows these by vm_wire.h's names. */
 _Static_assert(VM_GATEWAY_PORT == GATEWAY_PORT, "the guest's proxy port");
@@ -93,7 +105,7 @@ struct vm_plan {
     struct vm_share shares[VM_SLOTS];
     char paths[VM_SLOTS][PATH_MAX]; /* the shares' host paths, owned here */
     size_t n_shares;
-    struct vm_buf call_static; /* the call's policy part: rlimits, mounts, filter */
+    struct vm_buf setup;       /* VM_SETUP's policy part: rlimits, mounts, filter */
     /* Transparent egress: the guest's DNS stub, and a listener per port. */
     bool transparent;
     uint16_t ports[VM_MAX_PORTS];
@@ -314,7 +326,8 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     if (stat(v->qemu, &q) < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot stat '%s'", v->qemu);
     char shape[PATH_MAX + 512];
-    snprintf(shape, sizeof shape, "kernel %s initramfs %s qemu %s %lld %lld.%09ld mem %llu slots %d accel %s serial %s",
+    snprintf(shape, sizeof shape, "%.26s kernel %s initramfs %s qemu %s %lld %lld.%09ld mem %llu slots %d accel %s serial %s",
+             SNAPSHOT_MAGIC,
              v->kernel_digest, v->initramfs_digest, v->qemu, (long long)q.st_size,
              (long long)q.st_mtim.tv_sec, q.st_mtim.tv_nsec, (unsigned long long)v->mem_mib,
              VM_SLOTS, v->kvm ? "kvm" : "tcg", getenv("CORDON_MICROVM_CONSOLE") ? "on" : "off");
@@ -351,7 +364,7 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     }
 
     /* The call's policy part; argv, environment and entropy follow at start. */
-    struct vm_buf *b = &v->call_static;
+    struct vm_buf *b = &v->setup;
     const struct confine_plan *c = s->confine;
     size_t n_rl = c->n_rlimits + (p->limits.pids ? 1 : 0);
     vm_buf_u32(b, (uint32_t)n_rl);
@@ -463,6 +476,7 @@ struct vm {
     pid_t qemu;
     int pidfd;
     int ctl, eg, qmp;   /* our ends of the control port, the egress port and QMP */
+    int ram;            /* the guest's memory, a memfd QEMU maps shared */
 };
 
 /* The shim's QEMU, reaped before the shim goes: a QEMU that outlives it even
@@ -481,7 +495,8 @@ static void vm_kill(struct vm *vm)
     closep(&vm->ctl);
     closep(&vm->eg);
     closep(&vm->qmp);
-    vm->pidfd = vm->ctl = vm->eg = vm->qmp = -1;
+    closep(&vm->ram);
+    vm->pidfd = vm->ctl = vm->eg = vm->qmp = vm->ram = -1;
 }
 
 struct argv_builder {
@@ -532,24 +547,34 @@ static int confine_qemu(const struct vm_plan *v, bool saving, struct cordon_err 
 }
 
 /* Start QEMU; RESTORE_FD >= 0 restores the snapshot read from it. */
-static int vm_spawn(const struct vm_plan *v, int restore_fd, struct vm *vm, struct cordon_err *err)
+/*
+ * Start QEMU; with INCOMING it waits, paused, for a migration stream (see
+ * vm_restore). The guest's memory is a memfd we hold too: a snapshot saves
+ * it as a file of its own, and a restore fills it while QEMU starts.
+ */
+static int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordon_err *err)
 {
     int ctl[2] = { -1, -1 }, eg[2] = { -1, -1 }, qmp[2] = { -1, -1 };
-    *vm = (struct vm){ .qemu = -1, .pidfd = -1, .ctl = -1, .eg = -1, .qmp = -1 };
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
+    *vm = (struct vm){ .qemu = -1, .pidfd = -1, .ctl = -1, .eg = -1, .qmp = -1, .ram = -1 };
+    int ram = memfd_create("cordon-vm-ram", MFD_CLOEXEC);
+    if (ram < 0 || ftruncate(ram, (off_t)(v->mem_mib << 20)) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, eg) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) < 0) {
-        int all[] = { ctl[0], ctl[1], eg[0], eg[1], qmp[0], qmp[1] };
-        for (size_t i = 0; i < 6; i++)
+        int all[] = { ram, ctl[0], ctl[1], eg[0], eg[1], qmp[0], qmp[1] };
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             if (all[i] >= 0)
                 close(all[i]);
-        return err_sys(err, CORDON_E_SETUP, "microvm: cannot create sockets");
+        return err_sys(err, CORDON_E_SETUP, "microvm: cannot create the guest's memory and sockets");
     }
     struct argv_builder a = { .n = 0 };
     arg(&a, "%s", v->qemu);
     arg(&a, "-M");
-    arg(&a, "microvm,x-option-roms=off,acpi=off,isa-serial=%s",
+    arg(&a, "microvm,x-option-roms=off,acpi=off,isa-serial=%s,memory-backend=ram",
         getenv("CORDON_MICROVM_CONSOLE") ? "on" : "off");
+    arg(&a, "-object");
+    arg(&a, "memory-backend-file,id=ram,size=%lluM,mem-path=/proc/self/fd/%d,share=on",
+        (unsigned long long)v->mem_mib, ram);
     arg(&a, "-accel");
     arg(&a, "%s", v->kvm ? "kvm" : "tcg,tb-size=64");
     arg(&a, "-cpu");
@@ -598,12 +623,12 @@ static int vm_spawn(const struct vm_plan *v, int restore_fd, struct vm *vm, stru
      * the snapshot travels over a descriptor, so nothing is ever spawned. */
     arg(&a, "-sandbox");
     arg(&a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
-    if (restore_fd >= 0) {
+    if (incoming) {
         /* Paused once loaded, then `cont`: under TCG a guest restored straight
          * into the running state is never kicked and stays idle. */
         arg(&a, "-S");
         arg(&a, "-incoming");
-        arg(&a, "fd:%d", restore_fd);
+        arg(&a, "defer");
     }
     bool oom = false;
     for (size_t i = 0; i < a.n; i++)
@@ -613,7 +638,7 @@ static int vm_spawn(const struct vm_plan *v, int restore_fd, struct vm *vm, stru
     if (pid == 0) {
         struct cordon_err cerr = { 0 };
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-        int keep[] = { ctl[1], eg[1], qmp[1], restore_fd, 2 };
+        int keep[] = { ctl[1], eg[1], qmp[1], ram, 2 };
         for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
             if (keep[i] >= 0)
                 fcntl(keep[i], F_SETFD, 0);
@@ -622,7 +647,7 @@ static int vm_spawn(const struct vm_plan *v, int restore_fd, struct vm *vm, stru
         dup2(devnull, 1);
         /* A snapshot that fails to load is expected now and then (a changed
          * QEMU): the cold boot that follows speaks for itself. */
-        if ((restore_fd >= 0 || v->quiet) && !getenv("CORDON_MICROVM_CONSOLE"))
+        if ((incoming || v->quiet) && !getenv("CORDON_MICROVM_CONSOLE"))
             dup2(devnull, 2);
         if (confine_qemu(v, false, &cerr) < 0) {
             dprintf(2, "cordon: microvm: %s\n", cerr.msg);
@@ -640,6 +665,7 @@ static int vm_spawn(const struct vm_plan *v, int restore_fd, struct vm *vm, stru
         close(ctl[0]);
         close(eg[0]);
         close(qmp[0]);
+        close(ram);
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot start QEMU");
     }
     vm->qemu = pid;
@@ -648,6 +674,7 @@ static int vm_spawn(const struct vm_plan *v, int restore_fd, struct vm *vm, stru
     vm->ctl = ctl[0];
     vm->eg = eg[0];
     vm->qmp = qmp[0];
+    vm->ram = ram;
     return 0;
 }
 
@@ -704,26 +731,53 @@ static int qmp_handshake(int sock)
 
 /* ---- guest frames, read whole with a deadline (boot and restore only) ---- */
 
-static int wait_ready(struct vm *vm, int timeout_ms, struct cordon_err *err)
+static enum cordon_err_kind error_kind(uint32_t vm_kind)
+{
+    return vm_kind == VM_ERR_NOTFOUND ? CORDON_E_NOTFOUND
+           : vm_kind == VM_ERR_NOEXEC ? CORDON_E_NOEXEC
+                                      : CORDON_E_SETUP;
+}
+
+/* A VM_ERROR frame F as ERR: the guest's words, shown to the user, printable bytes only. */
+static void guest_error(const struct vm_frame *f, struct cordon_err *err)
+{
+    uint32_t kind;
+    memcpy(&kind, f->data, 4);
+    size_t mlen = f->len - 4 < sizeof err->msg - 1 ? f->len - 4 : sizeof err->msg - 1;
+    err->kind = error_kind(kind);
+    memcpy(err->msg, f->data + 4, mlen);
+    err->msg[mlen] = '\0';
+    for (size_t i = 0; i < mlen; i++)
+        if ((unsigned char)err->msg[i] < 0x20 || (unsigned char)err->msg[i] > 0x7e)
+            err->msg[i] = '?';
+}
+
+/*
+ * The guest's next frame, which must be WANT (VM_READY once it is up, VM_SET
+ * once the setup is in place) and the last it sends until the host speaks:
+ * an error frame is its reason, anything else breaks the protocol.
+ */
+static int wait_frame(struct vm *vm, uint32_t want, int timeout_ms, struct cordon_err *err)
 {
     struct vm_reader *r = malloc(sizeof *r);
     if (!r)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     vm_reader_init(r, VM_PORT_CONTROL);
     uint64_t deadline = monotonic_us() + (uint64_t)timeout_ms * 1000;
+    const char *what = want == VM_READY ? "come up" : "set the run up";
     int rc = -1;
-    char buf[64];
+    char buf[VM_ERROR_MAX + VM_FRAME_HEADER];
     for (;;) {
         uint64_t now = monotonic_us();
         struct pollfd p = { .fd = vm->ctl, .events = POLLIN };
         if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000) + 1) <= 0) {
-            err_set(err, CORDON_E_SETUP, "microvm: the guest did not come up within %d ms",
+            err_set(err, CORDON_E_SETUP, "microvm: the guest did not %s within %d ms", what,
                     timeout_ms);
             break;
         }
         ssize_t n = read(vm->ctl, buf, sizeof buf);
         if (n <= 0) {
-            err_set(err, CORDON_E_SETUP, "microvm: the guest stopped while booting");
+            err_set(err, CORDON_E_SETUP, "microvm: the guest stopped before it could %s", what);
             break;
         }
         size_t used;
@@ -731,12 +785,17 @@ static int wait_ready(struct vm *vm, int timeout_ms, struct cordon_err *err)
         int got = vm_reader_feed(r, buf, (size_t)n, &used, &f, err);
         if (got < 0)
             break;
-        if (got == 1 && f.type == VM_READY && used == (size_t)n) {
+        if (got == 1 && f.type == VM_ERROR) {
+            guest_error(&f, err);
+            break;
+        }
+        if (got == 1 && f.type == want && used == (size_t)n) {
             rc = 0;
             break;
         }
         if (got == 1) {
-            err_set(err, CORDON_E_SETUP, "microvm: the guest spoke before its call");
+            err_set(err, CORDON_E_SETUP, "microvm: the guest spoke out of turn (frame type %u)",
+                    f.type);
             break;
         }
     }
@@ -747,23 +806,86 @@ static int wait_ready(struct vm *vm, int timeout_ms, struct cordon_err *err)
 /* ---- snapshots ---- */
 
 /* The snapshot for V, opened and checked, positioned at QEMU's stream; -1 if none fits. */
-static int snapshot_open(const struct vm_plan *v)
+/* The snapshot for V's layout, its header checked; *RAM_AT is where its memory starts. */
+static int snapshot_open(const struct vm_plan *v, off_t *ram_at)
 {
     int fd = open(v->snapshot, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return -1;
     struct stat st;
-    char head[sizeof SNAPSHOT_MAGIC - 1 + 65];
+    char head[SNAPSHOT_HEAD_LEN + 1];
+    unsigned long long at = 0;
+    char nl = 0;
+    const size_t magic = sizeof SNAPSHOT_MAGIC - 1;
     /* Guest memory is code the guest runs: only a file no one else could
      * have written is trusted. */
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 022) ||
-        (st.st_uid != 0 && st.st_uid != geteuid()) || !read_full(fd, head, sizeof head) ||
-        memcmp(head, SNAPSHOT_MAGIC, sizeof SNAPSHOT_MAGIC - 1) ||
-        memcmp(head + sizeof SNAPSHOT_MAGIC - 1, v->digest, 64) || head[sizeof head - 1] != '\n') {
+        (st.st_uid != 0 && st.st_uid != geteuid()) || !read_full(fd, head, SNAPSHOT_HEAD_LEN) ||
+        memcmp(head, SNAPSHOT_MAGIC, magic) || memcmp(head + magic, v->digest, 64) ||
+        head[magic + 64] != '\n' || (head[SNAPSHOT_HEAD_LEN] = '\0',
+                                     sscanf(head + magic + 65, "ram %16llx%c", &at, &nl) != 2) ||
+        nl != '\n' || at % PAGE || at < SNAPSHOT_HEAD_LEN || (off_t)at > st.st_size) {
         close(fd);
         return -1;
     }
+    *ram_at = (off_t)at;
     return fd;
+}
+
+/* The image from FD's offset RAM_AT on into the guest memory RAM of SIZE bytes:
+ * only its data, the holes are zero already. */
+static int ram_load(int fd, off_t ram_at, int ram, uint64_t size)
+{
+    for (off_t at = ram_at;;) {
+        off_t data = lseek(fd, at, SEEK_DATA);
+        if (data < 0)
+            return errno == ENXIO ? 0 : -1;
+        off_t hole = lseek(fd, data, SEEK_HOLE);
+        if (hole < 0 || (uint64_t)(hole - ram_at) > size ||
+            lseek(ram, data - ram_at, SEEK_SET) < 0)
+            return -1;
+        for (off_t from = data; from < hole;) {
+            ssize_t n = sendfile(ram, fd, &from, (size_t)(hole - from));
+            if (n <= 0)
+                return -1;
+        }
+        at = hole;
+    }
+}
+
+/* The guest memory RAM of SIZE bytes into FD from RAM_AT on, zero pages left as holes. */
+static bool ram_save(int fd, off_t ram_at, int ram, uint64_t size)
+{
+    const unsigned char *mem = mmap(NULL, size, PROT_READ, MAP_SHARED, ram, 0);
+    if (mem == MAP_FAILED)
+        return false;
+    static const unsigned char zero[PAGE];
+    bool ok = true;
+    for (off_t at = 0; ok && (uint64_t)at < size;) {
+        off_t data = lseek(ram, at, SEEK_DATA);
+        if (data < 0) {
+            ok = errno == ENXIO;
+            break;
+        }
+        off_t end = lseek(ram, data, SEEK_HOLE);
+        if (end < 0 || (uint64_t)end > size) {
+            ok = false;
+            break;
+        }
+        /* Runs of pages that are not all zero, written where they belong. */
+        for (off_t p = data; ok && p < end;) {
+            while (p < end && !memcmp(mem + p, zero, PAGE))
+                p += PAGE;
+            off_t run = p;
+            while (p < end && memcmp(mem + p, zero, PAGE))
+                p += PAGE;
+            if (p > run)
+                ok = pwrite_full(fd, mem + run, (size_t)(p - run), ram_at + run);
+        }
+        at = end;
+    }
+    munmap((void *)mem, size);
+    return ok;
 }
 
 /* Keep the newest few snapshots: each kernel, initramfs or QEMU update leaves
@@ -813,14 +935,23 @@ static void snapshot_save(const struct vm_plan *v, struct vm *vm)
         return;
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s/.%d.tmp", v->snapshot_dir, (int)getpid());
-    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    _cleanup_close_ int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
-    char line[4096];
+    char line[4096], field[32];
+    /* The memory's offset is known once the stream is written: a placeholder first. */
+    snprintf(field, sizeof field, SNAPSHOT_RAM_FIELD, 0ull);
     bool ok = write(fd, SNAPSHOT_MAGIC, sizeof SNAPSHOT_MAGIC - 1) ==
                   (ssize_t)(sizeof SNAPSHOT_MAGIC - 1) &&
-              write(fd, v->digest, 64) == 64 && write(fd, "\n", 1) == 1;
+              write(fd, v->digest, 64) == 64 && write(fd, "\n", 1) == 1 &&
+              write(fd, field, strlen(field)) == (ssize_t)strlen(field);
+    /* The stream carries the devices only: the memory is shared (the memfd)
+     * and follows it as an image of its own. */
     ok = ok && qmp(vm->qmp, "{\"execute\":\"stop\"}\n", -1, line, sizeof line) == 0 &&
+         qmp(vm->qmp,
+             "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+             "[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n",
+             -1, line, sizeof line) == 0 &&
          qmp(vm->qmp, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}\n", fd, line,
              sizeof line) == 0 &&
          qmp(vm->qmp, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}\n", -1, line,
@@ -835,9 +966,13 @@ static void snapshot_save(const struct vm_plan *v, struct vm *vm)
             break;
         usleep(5000);
     }
-    ok = ok && fsync(fd) == 0;
-    if (ok)
-        ok = rename(tmp, v->snapshot) == 0;
+    off_t end = ok ? lseek(fd, 0, SEEK_END) : -1;
+    off_t ram_at = end < 0 ? -1 : (end + PAGE - 1) / PAGE * PAGE;
+    if (ram_at >= 0)
+        snprintf(field, sizeof field, SNAPSHOT_RAM_FIELD, (unsigned long long)ram_at);
+    ok = ram_at >= 0 && ram_save(fd, ram_at, vm->ram, v->mem_mib << 20) &&
+         pwrite_full(fd, field, strlen(field), SNAPSHOT_HEAD_LEN - strlen(field)) &&
+         fsync(fd) == 0 && rename(tmp, v->snapshot) == 0;
     if (!ok)
         unlink(tmp);
     else
@@ -846,21 +981,34 @@ static void snapshot_save(const struct vm_plan *v, struct vm *vm)
     qmp(vm->qmp, "{\"execute\":\"cont\"}\n", -1, line, sizeof line);
 }
 
-/* Restore: 0 when the guest runs from the snapshot; -1 when there is none
- * that fits, -2 when one fit but did not load (it must boot cold either way). */
+/*
+ * Restore: 0 when the guest waits, paused, as the snapshot left it; -1 when
+ * there is none that fits, -2 when one fit but did not load (it must boot
+ * cold either way). The memory image is copied in while QEMU starts; the
+ * device stream follows once it is in, as the devices' state reads it.
+ */
 static int vm_restore(const struct vm_plan *v, struct vm *vm, struct cordon_err *err)
 {
-    int fd = snapshot_open(v);
+    off_t ram_at;
+    _cleanup_close_ int fd = snapshot_open(v, &ram_at);
     if (fd < 0)
         return -1;
-    int rc = vm_spawn(v, fd, vm, err);
-    close(fd);
-    if (rc < 0)
+    if (vm_spawn(v, true, vm, err) < 0)
         return -2;
     char line[4096];
-    if (qmp_handshake(vm->qmp) < 0)
+    /* The stream starts after the header (ram_load moved the offset). */
+    if (ram_load(fd, ram_at, vm->ram, v->mem_mib << 20) < 0 ||
+        lseek(fd, (off_t)SNAPSHOT_HEAD_LEN, SEEK_SET) < 0 || qmp_handshake(vm->qmp) < 0 ||
+        qmp(vm->qmp,
+            "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+            "[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n",
+            -1, line, sizeof line) < 0 ||
+        qmp(vm->qmp, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}\n", fd, line,
+            sizeof line) < 0 ||
+        qmp(vm->qmp, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:snap\"}}\n",
+            -1, line, sizeof line) < 0)
         goto bad;
-    for (int i = 0; i < RESTORE_TIMEOUT_MS / 5; i++) {
+    for (int i = 0; i < RESTORE_TIMEOUT_MS / 2; i++) {
         if (qmp(vm->qmp, "{\"execute\":\"query-status\"}\n", -1, line, sizeof line) < 0)
             goto bad;
         if (!strstr(line, "\"inmigrate\"")) {
@@ -870,7 +1018,7 @@ static int vm_restore(const struct vm_plan *v, struct vm *vm, struct cordon_err 
                 return 0;
             goto bad; /* the stream did not load: boot cold */
         }
-        usleep(2000);
+        usleep(1000);
     }
 bad:
     vm_kill(vm);
@@ -879,8 +1027,8 @@ bad:
 
 static int vm_boot(const struct vm_plan *v, bool save, struct vm *vm, struct cordon_err *err)
 {
-    TRY(vm_spawn(v, -1, vm, err));
-    if (qmp_handshake(vm->qmp) < 0 || wait_ready(vm, BOOT_TIMEOUT_MS, err) < 0) {
+    TRY(vm_spawn(v, false, vm, err));
+    if (qmp_handshake(vm->qmp) < 0 || wait_frame(vm, VM_READY, BOOT_TIMEOUT_MS, err) < 0) {
         if (err->kind == CORDON_E_OK)
             err_set(err, CORDON_E_SETUP, "microvm: QEMU did not start");
         vm_kill(vm);
@@ -924,11 +1072,11 @@ static bool kvm_boots_guest(const char *qemu, const char *kernel, const char *in
     v->mem_mib = 160;
     struct vm vm;
     uint64_t t0 = monotonic_us();
-    if (vm_spawn(v, -1, &vm, &err) < 0) {
+    if (vm_spawn(v, false, &vm, &err) < 0) {
         snprintf(why, size, "%.150s", err.msg);
         goto out;
     }
-    up = qmp_handshake(vm.qmp) == 0 && wait_ready(&vm, KVM_PROBE_MS, &err) == 0;
+    up = qmp_handshake(vm.qmp) == 0 && wait_frame(&vm, VM_READY, KVM_PROBE_MS, &err) == 0;
     vm_kill(&vm);
     if (up)
         snprintf(why, size, "/dev/kvm booted a test guest in %llu ms",
@@ -1159,23 +1307,33 @@ static bool send_frame(int fd, uint32_t type, const void *a, size_t alen, const 
     return true;
 }
 
-static int send_call(const struct vm_plan *v, int ctl, const struct start_message *m, bool egress)
+/* What the policy decides (vm_wire.h's VM_SETUP), sent once the guest is up. */
+static int send_setup(const struct vm_plan *v, int ctl, bool egress)
 {
     struct vm_buf b = { 0 };
-    unsigned char entropy[VM_ENTROPY_BYTES];
-    if (getrandom(entropy, sizeof entropy, 0) != (ssize_t)sizeof entropy)
-        return -1;
-    vm_buf_bytes(&b, entropy, sizeof entropy);
     vm_buf_u32(&b, SANDBOX_UID);
     vm_buf_u32(&b, SANDBOX_GID);
     vm_buf_u32(&b, (egress ? VM_CALL_EGRESS : 0) | (egress && v->transparent ? VM_CALL_TRANSPARENT : 0));
     vm_buf_u32(&b, v->n_ports);
     for (uint32_t i = 0; i < v->n_ports; i++)
         vm_buf_u32(&b, v->ports[i]);
+    vm_buf_bytes(&b, v->setup.data, v->setup.len);
+    bool ok = !b.failed && send_frame(ctl, VM_SETUP, b.data, b.len, NULL, 0);
+    vm_buf_release(&b);
+    return ok ? 0 : -1;
+}
+
+/* What the run brings (VM_CALL), with fresh entropy and the time. */
+static int send_call(int ctl, const struct start_message *m)
+{
+    struct vm_buf b = { 0 };
+    unsigned char entropy[VM_ENTROPY_BYTES];
+    if (getrandom(entropy, sizeof entropy, 0) != (ssize_t)sizeof entropy)
+        return -1;
+    vm_buf_bytes(&b, entropy, sizeof entropy);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     vm_buf_u64(&b, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
-    vm_buf_bytes(&b, v->call_static.data, v->call_static.len);
     vm_buf_str(&b, "/workspace");
     size_t n = 0;
     while (m->argv[n])
@@ -1193,13 +1351,6 @@ static int send_call(const struct vm_plan *v, int ctl, const struct start_messag
     explicit_bzero(entropy, sizeof entropy);
     vm_buf_release(&b);
     return ok ? 0 : -1;
-}
-
-static enum cordon_err_kind error_kind(uint32_t vm_kind)
-{
-    return vm_kind == VM_ERR_NOTFOUND ? CORDON_E_NOTFOUND
-           : vm_kind == VM_ERR_NOEXEC ? CORDON_E_NOEXEC
-                                      : CORDON_E_SETUP;
 }
 
 /* Relay between the call's stdio, the guest and the gateway until the command's status. */
@@ -1298,20 +1449,14 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                     vm_kill(vm);
                     _exit(0);
                 }
-                case VM_ERROR: {
-                    size_t mlen = f.len - 4 < sizeof err.msg - 1 ? f.len - 4 : sizeof err.msg - 1;
-                    err.kind = error_kind(v32);
-                    memcpy(err.msg, f.data + 4, mlen);
-                    err.msg[mlen] = '\0';
-                    /* The guest's text, shown to the user: printable bytes only. */
-                    for (size_t i = 0; i < mlen; i++)
-                        if ((unsigned char)err.msg[i] < 0x20 || (unsigned char)err.msg[i] > 0x7e)
-                            err.msg[i] = '?';
+                case VM_ERROR:
+                    guest_error(&f, &err);
                     vm_kill(vm);
                     shim_fail(fds, &err);
-                }
                 case VM_READY:
-                    err_set(&err, CORDON_E_SETUP, "microvm: the guest announced itself twice");
+                case VM_SET:
+                    err_set(&err, CORDON_E_SETUP, "microvm: the guest spoke out of turn (frame type %u)",
+                            f.type);
                     shim_fail(fds, &err);
                 case VM_EG_OPEN:
                     if (conns[v32] < 0)
@@ -1377,6 +1522,21 @@ static _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v
         if (vm_boot(v, access(v->snapshot, F_OK) != 0, &vm, &err) < 0)
             shim_fail(fds, &err);
     }
+    /* The setup goes in now: a run prepared ahead waits, paused, with its
+     * shares mounted, and its start is the command's alone. */
+    char line[4096];
+    if (vm_resume(&vm) < 0 || send_setup(v, vm.ctl, s->gateway) < 0) {
+        err_set(&err, CORDON_E_SETUP, "microvm: cannot hand the setup to the guest");
+        vm_kill(&vm);
+        shim_fail(fds, &err);
+    }
+    if (wait_frame(&vm, VM_SET, SETUP_TIMEOUT_MS, &err) < 0 ||
+        qmp(vm.qmp, "{\"execute\":\"stop\"}\n", -1, line, sizeof line) < 0) {
+        if (err.kind == CORDON_E_OK)
+            err_set(&err, CORDON_E_SETUP, "microvm: QEMU did not pause the prepared guest");
+        vm_kill(&vm);
+        shim_fail(fds, &err);
+    }
     char info = restored ? 'r' : 'c';
     (void)!write(fds->info_w, &info, 1);
     close(fds->info_w);
@@ -1387,7 +1547,7 @@ static _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v
         _exit(125); /* released without a start */
     }
     close(fds->start_r);
-    if (vm_resume(&vm) < 0 || send_call(v, vm.ctl, &m, s->gateway) < 0) {
+    if (vm_resume(&vm) < 0 || send_call(vm.ctl, &m) < 0) {
         err_set(&err, CORDON_E_SETUP, "microvm: cannot hand the call to the guest");
         vm_kill(&vm);
         shim_fail(fds, &err);
@@ -1490,7 +1650,7 @@ out:
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i] >= 0)
             close(all[i]);
-    vm_buf_release(&v->call_static);
+    vm_buf_release(&v->setup);
     seccomp_program_release(&v->qemu_filter);
     free(v);
     return rc;

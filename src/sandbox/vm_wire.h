@@ -32,16 +32,18 @@
 /* The control port (the first virtserialport, /dev/vport0p1 in the guest). */
 enum vm_frame_type {
     /* host -> guest */
-    VM_CALL = 1,       /* struct layout below */
+    VM_CALL = 1,       /* the command: layout below */
     VM_STDIN = 2,      /* bytes for the command's stdin */
     VM_STDIN_EOF = 3,  /* empty */
     VM_SIGNAL = 4,     /* u32 signal number, for the command's session */
+    VM_SETUP = 5,      /* the boundary, before the call: layout below */
     /* guest -> host */
-    VM_READY = 16,     /* empty: the agent is up and waits for the call */
+    VM_READY = 16,     /* empty: the agent is up and waits for the setup */
     VM_STDOUT = 17,    /* bytes */
     VM_STDERR = 18,    /* bytes */
     VM_EXIT = 19,      /* u32 wait status of the command */
     VM_ERROR = 20,     /* u32 kind (VM_ERR_*), then a message */
+    VM_SET = 21,       /* empty: the setup is in place, the agent waits for the call */
     /* the egress port (/dev/vport0p2), both ways: u32 connection id first */
     VM_EG_OPEN = 32,   /* guest -> host: a connection to the gateway */
     VM_EG_DATA = 33,   /* id, then bytes */
@@ -55,17 +57,24 @@ enum vm_error_kind {
 };
 
 /*
- * VM_CALL payload, in order (u32/u64 little-endian; a "str" is u32 length
+ * A session: READY (the snapshot is taken before it is read), SETUP, SET,
+ * then CALL, stdio, and EXIT or ERROR. The setup is what the policy decides
+ * and the call what a run brings, so a prepared guest (the daemon's pool)
+ * has its shares mounted before any call arrives.
+ *
+ * VM_SETUP payload, in order (u32/u64 little-endian; a "str" is u32 length
  * then that many bytes, no NUL):
- *   entropy[VM_ENTROPY_BYTES]
  *   u32 uid, u32 gid (the command's: the sandbox user, which the caller's files
  *       show as: QEMU's user namespace maps the caller to it)
  *   u32 flags (VM_CALL_EGRESS, VM_CALL_TRANSPARENT)
  *   u32 n_ports, then n x u32 port (transparent egress: see vm_ports_take())
- *   u64 the host's CLOCK_REALTIME in ns (a restored guest's clock is the snapshot's)
  *   u32 n_rlimits, then n x (u32 resource, u64 soft, u64 hard)
  *   u32 n_mounts, then n x (u32 flags (VM_MOUNT_*), str tag, str guest path)
  *   u32 n_insns, then n x 8-byte struct sock_filter (the seccomp filter; 0: none)
+ *
+ * VM_CALL payload:
+ *   entropy[VM_ENTROPY_BYTES] (restored clones share one RNG state: reseeded first)
+ *   u64 the host's CLOCK_REALTIME in ns (a restored guest's clock is the snapshot's)
  *   str cwd
  *   u32 argc, then argc x str
  *   u32 envc, then envc x str

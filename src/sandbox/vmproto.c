@@ -15,6 +15,7 @@ struct frame_rule {
 
 static const struct frame_rule control_rules[] = {
     { VM_READY, 0, 0, false },
+    { VM_SET, 0, 0, false },
     { VM_STDOUT, 1, VM_DATA_MAX, false },
     { VM_STDERR, 1, VM_DATA_MAX, false },
     { VM_EXIT, 4, 4, false },

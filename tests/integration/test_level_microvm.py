@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import signal
+import subprocess
 import time
 
 import pytest
@@ -353,7 +354,8 @@ ATTACKS = [
     ("attack-unknown", "unknown type 99"),
     ("attack-oversize", "length 4294967280"),
     ("attack-forged-id", "connection 1000"),
-    ("attack-double-ready", "announced itself twice"),
+    ("attack-double-ready", "spoke out of turn (frame type 16)"),
+    ("attack-second-set", "spoke out of turn (frame type 21)"),
 ]
 
 
@@ -382,6 +384,30 @@ def test_hostile_guest_frames_end_the_run(cordon, hostile, attack, why):
     assert not live_qemu(ws.name)
 
 
+SETUP_ATTACKS = [
+    ("attack-setup-unknown", "unknown type 99"),
+    ("attack-setup-stdout", "spoke out of turn (frame type 17)"),
+    ("attack-setup-escapes", "setup lie"),
+]
+
+
+@pytest.mark.parametrize("attack,why", SETUP_ATTACKS, ids=[a for a, _ in SETUP_ATTACKS])
+def test_hostile_guest_setup_ends_the_run_before_the_command(cordon, hostile, attack, why):
+    """A guest that lies while the setup goes in (a bind's guest path names
+    the attack): the run ends at its preparation with the reason, printable."""
+    ws = marked_dir(cordon)
+    ro = cordon.hostdir()
+    r = cordon.run(["echo", "never"], *TCG, "-w", ws, "--ro", f"{ro}:/{attack}", "-t", "60s",
+                   env=hostile, bind_probe=False, timeout=60)
+    assert r.status == 125, r
+    assert r.result["reason"] == "setup_error", r.result
+    assert why in r.result["error"], r.result
+    assert all(0x20 <= ord(c) < 0x7f for c in r.result["error"]), r.result
+    assert r.out == "" and "\x1b" not in r.err and "\r" not in r.err, r
+    assert not wait_until(lambda: not live_qemu(ws.name), 5) is False
+    assert not live_qemu(ws.name)
+
+
 def test_hostile_guest_error_text_is_printable(cordon, hostile):
     r = cordon.run(["attack-escapes"], *TCG, "-t", "60s", env=hostile, bind_probe=False)
     assert r.status == 125, r
@@ -406,6 +432,21 @@ def restored(r):
     return r.result["boundary"]["restored"]
 
 
+def snapshot_layout(snap):
+    """(header length, memory offset) of a snapshot: magic, digest, "ram <hex>"."""
+    with open(snap, "rb") as f:
+        head = f.read(112)
+    lines = head.split(b"\n")
+    assert lines[0] == b"cordon-microvm-snapshot 2" and len(lines[1]) == 64, head
+    assert lines[2].startswith(b"ram "), head
+    return len(lines[0]) + len(lines[1]) + len(lines[2]) + 3, int(lines[2][4:], 16)
+
+
+def copy_sparse(src, dst):
+    """The memory image is sparse (tens of MB of data in about a GB): keep it so."""
+    subprocess.run(["cp", "--sparse=always", str(src), str(dst)], check=True)
+
+
 def test_snapshot_saved_validated_and_replaced(root_cordon):
     c = root_cordon
     env, d = snapshots_dir(c)
@@ -413,26 +454,53 @@ def test_snapshot_saved_validated_and_replaced(root_cordon):
     snaps = list(d.glob("*.snap"))
     assert len(snaps) == 1, snaps
     snap = snaps[0]
+    head_len, ram_at = snapshot_layout(snap)
+    # The devices' stream is small; the memory is an image with holes.
+    assert ram_at % 4096 == 0 and ram_at < (1 << 20), ram_at
+    assert os.stat(snap).st_blocks * 512 < os.stat(snap).st_size // 4, os.stat(snap)
     assert restored(c.run(["true"], *TCG, env=env, bind_probe=False))
+    good = c.hostdir("good") / "good.snap"
+    copy_sparse(snap, good)
 
-    # A damaged body: QEMU refuses it, the run boots cold and saves anew.
-    data = bytearray(snap.read_bytes())
-    good = bytes(data)
-    for i in range(200, len(data), 4096):
-        data[i] ^= 0xFF
-    snap.write_bytes(bytes(data[:len(data) // 3]))
+    def damaged(offsets, byte=None, size=None):
+        copy_sparse(good, snap)
+        with open(snap, "r+b") as f:
+            for at in offsets:
+                f.seek(at)
+                old = f.read(1)
+                f.seek(at)
+                f.write(bytes([byte if byte is not None else old[0] ^ 0xFF]))
+            if size is not None:
+                f.truncate(size)
+
+    # A damaged device stream: QEMU refuses it, the run boots cold and saves anew.
+    damaged(range(head_len + 16, ram_at, 512))
     r = c.run(["echo", "still runs"], *TCG, env=env, bind_probe=False)
     assert not restored(r) and r.out == "still runs\n", r
-    assert snap.read_bytes() != bytes(data[:len(data) // 3])
-    assert restored(c.run(["true"], *TCG, env=env, bind_probe=False))
+    assert snapshot_layout(snap) and restored(c.run(["true"], *TCG, env=env, bind_probe=False))
+
+    # A memory image larger than the guest's memory: refused before QEMU reads it.
+    damaged([], size=ram_at + (4 << 30) + 4096)
+    with open(snap, "r+b") as f:
+        f.seek(ram_at + (4 << 30))
+        f.write(b"x")
+    r = c.run(["echo", "still runs"], *TCG, env=env, bind_probe=False)
+    assert not restored(r) and r.out == "still runs\n", r
+
+    # A memory offset that is not a page's, or past the file: not even tried.
+    for field in (b"ram 0000000000000ffe", b"ram 00000000ffffffff", b"ram 00000000000000zz"):
+        copy_sparse(good, snap)
+        with open(snap, "r+b") as f:
+            f.seek(head_len - len(field) - 1)
+            f.write(field)
+        assert not restored(c.run(["true"], *TCG, env=env, bind_probe=False))
 
     # A header for another kernel/initramfs/QEMU: not even tried.
-    head_end = good.index(b"\n", good.index(b"\n") + 1)
-    snap.write_bytes(good[:head_end - 64] + b"0" * 64 + good[head_end:])
+    damaged(range(head_len - 22 - 64, head_len - 22), byte=ord("0"))
     assert not restored(c.run(["true"], *TCG, env=env, bind_probe=False))
 
     # One that someone else could have written: guest memory is code, not trusted.
-    snap.write_bytes(good)
+    copy_sparse(good, snap)
     os.chmod(snap, 0o666)
     assert not restored(c.run(["true"], *TCG, env=env, bind_probe=False))
 
