@@ -318,24 +318,6 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
                 rc = mount(source, path, NULL, MS_BIND | MS_REC, NULL);
             if (rc == 0)
                 rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | flags | MS_RDONLY, NULL);
-        } else if (call->mounts[i].flags & VM_MOUNT_DATA) {
-            /* A file the host made (the run's CA), read-only to the command
-             * even as root: bound read-only over itself. */
-            char parent[512];
-            snprintf(parent, sizeof parent, "%s", path);
-            if (strrchr(parent, '/'))
-                *strrchr(parent, '/') = '\0';
-            if (*parent)
-                mkdir_p(parent);
-            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
-            rc = fd >= 0 && write_all(fd, tag, strlen(tag)) ? 0 : -1;
-            if (fd >= 0)
-                close(fd);
-            if (rc == 0)
-                rc = mount(path, path, NULL, MS_BIND, NULL);
-            if (rc == 0)
-                rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, NULL);
-            tag = "data"; /* for the error below: not the contents */
         } else if (call->mounts[i].flags & VM_MOUNT_TMPFS) {
             mkdir_p(path);
             rc = mount("tmpfs", path, "tmpfs", flags, tag);
@@ -411,15 +393,6 @@ static bool enter_root(char *why, size_t why_len)
         { "sbin", "usr/sbin" },             { "lib", "usr/lib" },
         { "lib64", "usr/lib64" },           { "lib32", "usr/lib32" },
     };
-    /* The namespace level's name files, as the host's are not shared. */
-    static const char *const etc[][2] = {
-        { "etc/passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                        "sandbox:x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"
-                        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" },
-        { "etc/group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n" },
-        { "etc/hosts", "127.0.0.1\tlocalhost cordon\n::1\tlocalhost ip6-localhost\n" },
-        { "etc/hostname", "cordon\n" },
-    };
     char path[128];
     mkdir(NEW_ROOT, 0755);
     if (!mount_at("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755", why, why_len))
@@ -454,11 +427,6 @@ static bool enter_root(char *why, size_t why_len)
         return false;
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
         (void)!symlink(links[i][1], links[i][0]);
-    for (size_t i = 0; i < sizeof etc / sizeof etc[0]; i++)
-        if (!make_node(etc[i][0], etc[i][1], 0644)) {
-            snprintf(why, why_len, "cannot write %s: %s", etc[i][0], strerror(errno));
-            return false;
-        }
     if (chroot(".") < 0 || chdir("/") < 0) {
         snprintf(why, why_len, "cannot enter the command's root: %s", strerror(errno));
         return false;

@@ -9,6 +9,7 @@
 
 #include "common/fds.h"
 #include "common/syscalls.h"
+#include "sandbox/plan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,15 @@ const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES] = {
     "/etc/python3", "/etc/python3.11", "/etc/perl", "/etc/gitconfig",
     "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
 };
+
+const char sandbox_passwd[] =
+    "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+    SANDBOX_USER ":x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+const char sandbox_group[] = "root:x:0:\n" SANDBOX_USER ":x:1000:\nnogroup:x:65534:\n";
+const char sandbox_hosts[] =
+    "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost\n";
+const char sandbox_hostname[] = SANDBOX_HOSTNAME "\n";
 
 const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES] = {
     "null", "zero", "full", "random", "urandom", "tty",

@@ -29,6 +29,9 @@ extern const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS];
 extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
 extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
 
+/* The generated /etc/passwd, /etc/group, /etc/hosts and /etc/hostname. */
+extern const char sandbox_passwd[], sandbox_group[], sandbox_hosts[], sandbox_hostname[];
+
 /*
  * The generated /etc/nsswitch.conf and /etc/resolv.conf, for the levels that
  * write them (namespace, microvm): with TRANSPARENT egress the DNS stub on

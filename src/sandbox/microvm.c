@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/random.h>
@@ -87,7 +88,6 @@ struct vm_share {
     const char *host;  /* host directory */
     const char *guest; /* where the agent mounts it */
     const char *file;  /* a file bind: the file's name in HOST, bound at GUEST; or NULL */
-    bool etc;          /* HOST is /etc: the guest binds only sandbox_etc_files from it */
     bool writable;
 };
 
@@ -108,6 +108,9 @@ struct vm_plan {
     struct vm_buf setup;       /* VM_SETUP's policy part: rlimits, mounts, filter */
     /* Transparent egress: the guest's DNS stub, and a listener per port. */
     bool transparent;
+    /* The run's CA and the trust store with it, for the guest's /etc (or NULL). */
+    const char *ca_pem;
+    char *ca_bundle;
     uint16_t ports[VM_MAX_PORTS];
     uint32_t n_ports;
     /* The run's own syscall filter, for QEMU too: its -sandbox is QEMU's
@@ -335,10 +338,10 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     snprintf(v->snapshot, sizeof v->snapshot, "%s/%.32s.snap", v->snapshot_dir, v->digest);
 
     TRY(add_share(v, v->paths[0], "/usr", false, err));
-    /* The host's /etc as the namespace level shows it: the listed entries only. */
+    /* The guest's /etc: the view the shim builds in QEMU's mount namespace
+     * (etc_view), one share instead of a bind per entry in the guest. */
     snprintf(v->paths[1], sizeof v->paths[1], "/etc");
     TRY(add_share(v, v->paths[1], "/etc", false, err));
-    v->shares[v->n_shares - 1].etc = true;
     if (p->workspace) {
         snprintf(v->paths[2], sizeof v->paths[2], "%s", p->workspace);
         TRY(add_share(v, v->paths[2], "/workspace", true, err));
@@ -386,12 +389,11 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "microvm: %zu protected entries in the workspace (at most %u)", n_covers,
                        VM_MAX_MOUNTS - VM_SLOTS - 3);
-    _cleanup_free_ char *ca_bundle = NULL;
     size_t ca_len = 0;
+    v->ca_pem = s->ca_pem;
     if (s->ca_pem)
-        TRY(sandbox_ca_bundle(s->ca_pem, &ca_bundle, &ca_len, err));
-    vm_buf_u32(b, (uint32_t)(v->n_shares - 1 + SANDBOX_N_ETC_FILES + 2 + (p->workspace ? 0 : 1) +
-                             2 + (s->ca_pem ? 2 : 0) + n_covers));
+        TRY(sandbox_ca_bundle(s->ca_pem, &v->ca_bundle, &ca_len, err));
+    vm_buf_u32(b, (uint32_t)(v->n_shares + 2 + (p->workspace ? 0 : 1) + n_covers));
     /* The tmpfs first (a bind beneath /tmp goes on top of it, not under it),
      * sized and capped as the namespace level's. */
     sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->tmp_size, p->tmp_inodes);
@@ -413,16 +415,6 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     for (size_t i = 0; i < v->n_shares; i++) {
         char tag[8];
         snprintf(tag, sizeof tag, "s%zu", i);
-        if (v->shares[i].etc) {
-            for (size_t e = 0; e < SANDBOX_N_ETC_FILES; e++) {
-                char ftag[NAME_MAX + 16];
-                snprintf(ftag, sizeof ftag, "%s/%s", tag, sandbox_etc_files[e] + strlen("/etc/"));
-                vm_buf_u32(b, VM_MOUNT_READONLY | VM_MOUNT_FILE);
-                vm_buf_str(b, ftag);
-                vm_buf_str(b, sandbox_etc_files[e]);
-            }
-            continue;
-        }
         vm_buf_u32(b, (v->shares[i].writable ? 0 : VM_MOUNT_READONLY) |
                           (v->shares[i].file ? VM_MOUNT_FILE : 0));
         if (v->shares[i].file) {
@@ -433,24 +425,6 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
             vm_buf_str(b, tag);
         }
         vm_buf_str(b, v->shares[i].guest);
-    }
-    /* The namespace level's generated name service files: with transparent
-     * egress they name the guest's DNS stub. */
-    vm_buf_u32(b, VM_MOUNT_DATA);
-    vm_buf_str(b, sandbox_nsswitch_conf(v->transparent));
-    vm_buf_str(b, "/etc/nsswitch.conf");
-    vm_buf_u32(b, VM_MOUNT_DATA);
-    vm_buf_str(b, sandbox_resolv_conf(v->transparent));
-    vm_buf_str(b, "/etc/resolv.conf");
-    /* The gateway intercepts TLS to hosts secrets are bound to: its CA, as
-     * the other levels show it (run.c points the clients' variables here). */
-    if (s->ca_pem) {
-        vm_buf_u32(b, VM_MOUNT_DATA);
-        vm_buf_str(b, s->ca_pem);
-        vm_buf_str(b, SANDBOX_CA_CERT);
-        vm_buf_u32(b, VM_MOUNT_DATA);
-        vm_buf_str(b, ca_bundle);
-        vm_buf_str(b, SANDBOX_CA_BUNDLE);
     }
     /* After the workspace's share: its protected entries, read-only inside. */
     for (size_t i = 0; i < n_covers; i++) {
@@ -610,7 +584,7 @@ static int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struc
     for (size_t i = 0; i < VM_SLOTS; i++) {
         bool used = i < v->n_shares;
         arg(&a, "-fsdev");
-        arg(&a, "local,id=fs%zu,path=%s,security_model=none%s", i, used ? v->shares[i].host : "/usr",
+        arg(&a, "local,id=fs%zu,path=%s,security_model=none,multidevs=remap%s", i, used ? v->shares[i].host : "/usr",
             used && v->shares[i].writable ? "" : ",readonly=on");
         arg(&a, "-device");
         arg(&a, "virtio-9p-device,fsdev=fs%zu,mount_tag=s%zu", i, i);
@@ -1268,6 +1242,72 @@ static int enter_namespaces(uid_t uid, gid_t gid, bool gateway, int gw_sock,
     return 0;
 }
 
+/* A file of TEXT at PATH in the view, read-only to all. */
+static int view_file(const char *path, const char *text, struct cordon_err *err)
+{
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0 || !write_all(fd, text, strlen(text)))
+        return err_sys(err, CORDON_E_SETUP, "microvm: cannot write '%s'", path);
+    return 0;
+}
+
+/*
+ * The guest's /etc, built here in QEMU's own mount namespace, as the
+ * namespace level builds the command's: a tmpfs over /etc holding the
+ * listed host entries (bound read-only, links as links) and the generated
+ * files. QEMU shares it whole, so the guest mounts one share and binds
+ * nothing per entry; QEMU finds its own ld.so.cache there too.
+ */
+static int etc_view(const struct vm_plan *v, struct cordon_err *err)
+{
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return err_sys(err, CORDON_E_SETUP, "microvm: cannot make QEMU's mount namespace");
+    _cleanup_close_ int host = open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (host < 0 || mount("tmpfs", "/etc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          "mode=0755,size=4m,nr_inodes=256") < 0)
+        return err_sys(err, CORDON_E_SETUP, "microvm: cannot make the guest's /etc");
+    for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++) {
+        const char *path = sandbox_etc_files[i], *name = path + strlen("/etc/");
+        char from[64], link[PATH_MAX];
+        struct stat st;
+        if (fstatat(host, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* not on this host: not in the view either */
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlinkat(host, name, link, sizeof link - 1);
+            if (n < 0)
+                return err_sys(err, CORDON_E_SETUP, "microvm: cannot read link '%s'", path);
+            link[n] = '\0';
+            if (symlink(link, path) < 0)
+                return err_sys(err, CORDON_E_SETUP, "microvm: cannot link '%s'", path);
+            continue;
+        }
+        int made = S_ISDIR(st.st_mode) ? mkdir(path, 0755) : view_file(path, "", err);
+        snprintf(from, sizeof from, "/proc/self/fd/%d/%s", host, name);
+        if (made < 0 || mount(from, path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+            mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                  NULL) < 0)
+            return err_sys(err, CORDON_E_SETUP, "microvm: cannot show '%s' to the guest", path);
+    }
+    TRY(view_file("/etc/passwd", sandbox_passwd, err));
+    TRY(view_file("/etc/group", sandbox_group, err));
+    TRY(view_file("/etc/hosts", sandbox_hosts, err));
+    TRY(view_file("/etc/hostname", sandbox_hostname, err));
+    TRY(view_file("/etc/nsswitch.conf", sandbox_nsswitch_conf(v->transparent), err));
+    TRY(view_file("/etc/resolv.conf", sandbox_resolv_conf(v->transparent), err));
+    /* The gateway intercepts TLS to hosts secrets are bound to: its CA, as
+     * the other levels show it (run.c points the clients' variables here). */
+    if (v->ca_pem) {
+        if (mkdir("/etc/cordon", 0755) < 0)
+            return err_sys(err, CORDON_E_SETUP, "microvm: cannot make /etc/cordon");
+        TRY(view_file(SANDBOX_CA_CERT, v->ca_pem, err));
+        TRY(view_file(SANDBOX_CA_BUNDLE, v->ca_bundle, err));
+    }
+    if (mount(NULL, "/etc", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "mode=0755,size=4m,nr_inodes=256") < 0)
+        return err_sys(err, CORDON_E_SETUP, "microvm: cannot seal the guest's /etc");
+    return 0;
+}
+
 static int connect_gateway(void)
 {
     int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1506,7 +1546,8 @@ static _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ||
         (poll(&alive, 1, 0) > 0 && (alive.revents & (POLLHUP | POLLERR))))
         _exit(125);
-    if (enter_namespaces(fds->uid, fds->gid, s->gateway, fds->gw_sock, &err) < 0)
+    if (enter_namespaces(fds->uid, fds->gid, s->gateway, fds->gw_sock, &err) < 0 ||
+        etc_view(v, &err) < 0)
         shim_fail(fds, &err);
     if (fds->gw_sock >= 0)
         close(fds->gw_sock);
@@ -1652,6 +1693,7 @@ out:
             close(all[i]);
     vm_buf_release(&v->setup);
     seccomp_program_release(&v->qemu_filter);
+    free(v->ca_bundle);
     free(v);
     return rc;
 }

@@ -270,17 +270,10 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     TRY(add(plan, &cap, MOUNT_DIR, "/etc", NULL, NULL, false, false, err));
     for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++)
         TRY(add_host_entry(plan, &cap, sandbox_etc_files[i], err));
-    TRY(add(plan, &cap, MOUNT_FILE, "/etc/passwd",
-            "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-            SANDBOX_USER ":x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"
-            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-            NULL, false, false, err));
-    TRY(add(plan, &cap, MOUNT_FILE, "/etc/group",
-            "root:x:0:\n" SANDBOX_USER ":x:1000:\nnogroup:x:65534:\n", NULL, false, false, err));
-    TRY(add(plan, &cap, MOUNT_FILE, "/etc/hosts",
-            "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost\n",
-            NULL, false, false, err));
-    TRY(add(plan, &cap, MOUNT_FILE, "/etc/hostname", SANDBOX_HOSTNAME "\n", NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/passwd", sandbox_passwd, NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/group", sandbox_group, NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/hosts", sandbox_hosts, NULL, false, false, err));
+    TRY(add(plan, &cap, MOUNT_FILE, "/etc/hostname", sandbox_hostname, NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_FILE, "/etc/nsswitch.conf", sandbox_nsswitch_conf(plan->transparent),
             NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf", sandbox_resolv_conf(plan->transparent),

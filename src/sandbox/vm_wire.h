@@ -89,7 +89,6 @@ enum vm_error_kind {
 #define VM_MOUNT_FILE 4u  /* tag is "TAG/NAME": file NAME of share TAG, bound at path */
 #define VM_MOUNT_COVER 8u /* a protected workspace entry: bound read-only over itself */
 #define VM_MOUNT_MASK 16u /* a socket, FIFO or link there: an empty read-only file on it */
-#define VM_MOUNT_DATA 32u /* tag is a file's contents, written at path, read-only inside */
 
 /*
  * The call's port list at P (LEN bytes left): u32 n_ports, then n x u32
