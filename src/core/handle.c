@@ -150,7 +150,7 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
     struct cordon_err err = { 0 };
     if (prepare) {
         /* A failed preparation is tried again, cold, should a call come anyway. */
-        char answer = run_prepare(p, NULL, &run, &err) == 0 ? RUN_HANDLE_READY : RUN_HANDLE_FAILED;
+        char answer = run_prepare_ahead(p, &run, &err) == 0 ? RUN_HANDLE_READY : RUN_HANDLE_FAILED;
         /* A call taken before we were ready is already in the socket, its
          * writer gone: the answer may find no reader, the call is still read. */
         (void)!send(ctl_fd, &answer, 1, MSG_NOSIGNAL);

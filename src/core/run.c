@@ -357,7 +357,7 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
 
-int run_prepare(const struct policy *p, const char *run_id, struct run **out,
+static int prepare(const struct policy *p, const char *run_id, bool ahead, struct run **out,
                    struct cordon_err *err)
 {
     *out = NULL;
@@ -411,6 +411,7 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
         .guard_dir = guard_dir,
         .guard_arg = run->wd,
         .host_base = run->host_base,
+        .ahead = ahead,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
         struct cgroup_stats st = { 0 };
@@ -462,6 +463,17 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
 fail:
     run_release(run);
     return -1;
+}
+
+int run_prepare(const struct policy *p, const char *run_id, struct run **out,
+                struct cordon_err *err)
+{
+    return prepare(p, run_id, false, out, err);
+}
+
+int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err)
+{
+    return prepare(p, NULL, true, out, err);
 }
 
 /* ---- start ---- */

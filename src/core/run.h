@@ -31,6 +31,13 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                    struct cordon_err *err);
 
 /*
+ * run_prepare() for a run prepared before anyone asks (the daemon's pool):
+ * the level may spend the wait making the start faster (microvm: a
+ * throwaway command warms the guest).
+ */
+int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err);
+
+/*
  * Start CALL in the prepared RUN; CALL's descriptors must stay open until
  * run_wait() returns. -1 with ERR when the command was not handed in (the
  * run can only be released); a command that fails to exec is reported by

@@ -123,6 +123,8 @@ struct sandbox_setup {
     uid_t host_base;                /* root-started: the unprivileged host ids the run
                                        uses (base: in-namespace root, +1 the sandbox
                                        user, +2 the gateway) */
+    bool ahead;                     /* prepared before its call (the daemon's pool):
+                                       time spent now to start faster is well spent */
 };
 
 /* A boundary built and blocked at the start seam (see sandbox/start.h). */

@@ -1348,12 +1348,13 @@ static bool send_frame(int fd, uint32_t type, const void *a, size_t alen, const 
 }
 
 /* What the policy decides (vm_wire.h's VM_SETUP), sent once the guest is up. */
-static int send_setup(const struct vm_plan *v, int ctl, bool egress)
+static int send_setup(const struct vm_plan *v, int ctl, bool egress, bool ahead)
 {
     struct vm_buf b = { 0 };
     vm_buf_u32(&b, SANDBOX_UID);
     vm_buf_u32(&b, SANDBOX_GID);
-    vm_buf_u32(&b, (egress ? VM_CALL_EGRESS : 0) | (egress && v->transparent ? VM_CALL_TRANSPARENT : 0));
+    vm_buf_u32(&b, (egress ? VM_CALL_EGRESS : 0) | (egress && v->transparent ? VM_CALL_TRANSPARENT : 0) |
+                       (ahead ? VM_SETUP_WARM : 0));
     vm_buf_u32(&b, v->n_ports);
     for (uint32_t i = 0; i < v->n_ports; i++)
         vm_buf_u32(&b, v->ports[i]);
@@ -1563,16 +1564,17 @@ static _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v
         if (vm_boot(v, access(v->snapshot, F_OK) != 0, &vm, &err) < 0)
             shim_fail(fds, &err);
     }
-    /* The setup goes in now: a run prepared ahead waits, paused, with its
-     * shares mounted, and its start is the command's alone. */
+    /* The setup goes in now: a run prepared ahead waits, paused (no CPU
+     * while it waits), with its shares mounted, and its start is the
+     * command's alone; one started at once stays running for its call. */
     char line[4096];
-    if (vm_resume(&vm) < 0 || send_setup(v, vm.ctl, s->gateway) < 0) {
+    if (vm_resume(&vm) < 0 || send_setup(v, vm.ctl, s->gateway, s->ahead) < 0) {
         err_set(&err, CORDON_E_SETUP, "microvm: cannot hand the setup to the guest");
         vm_kill(&vm);
         shim_fail(fds, &err);
     }
     if (wait_frame(&vm, VM_SET, SETUP_TIMEOUT_MS, &err) < 0 ||
-        qmp(vm.qmp, "{\"execute\":\"stop\"}\n", -1, line, sizeof line) < 0) {
+        (s->ahead && qmp(vm.qmp, "{\"execute\":\"stop\"}\n", -1, line, sizeof line) < 0)) {
         if (err.kind == CORDON_E_OK)
             err_set(&err, CORDON_E_SETUP, "microvm: QEMU did not pause the prepared guest");
         vm_kill(&vm);
@@ -1588,7 +1590,7 @@ static _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v
         _exit(125); /* released without a start */
     }
     close(fds->start_r);
-    if (vm_resume(&vm) < 0 || send_call(vm.ctl, &m) < 0) {
+    if ((s->ahead && vm_resume(&vm) < 0) || send_call(vm.ctl, &m) < 0) {
         err_set(&err, CORDON_E_SETUP, "microvm: cannot hand the call to the guest");
         vm_kill(&vm);
         shim_fail(fds, &err);

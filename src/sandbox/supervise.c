@@ -308,6 +308,16 @@ static void finish(struct loop *l, struct rusage *ru)
             res->cpu_us = st.cpu_usage_us;
     }
 
+    /* The boundary's own processes count against the memory limit too (at
+     * microvm, QEMU and the guest's memory): a limit that killed one of them
+     * ended the run, whatever the boundary then said about it. */
+    if (l->setup_failed && st.oom_kills > 0) {
+        res->reason = RUN_OOM;
+        res->signaled = true;
+        res->signal = SIGKILL;
+        res->status = 128 + SIGKILL;
+        return;
+    }
     if (l->setup_failed) {
         res->reason = RUN_SETUP_ERROR;
         res->status = err_exit_code(&res->error);

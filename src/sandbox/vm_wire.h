@@ -66,7 +66,7 @@ enum vm_error_kind {
  * then that many bytes, no NUL):
  *   u32 uid, u32 gid (the command's: the sandbox user, which the caller's files
  *       show as: QEMU's user namespace maps the caller to it)
- *   u32 flags (VM_CALL_EGRESS, VM_CALL_TRANSPARENT)
+ *   u32 flags (VM_CALL_EGRESS, VM_CALL_TRANSPARENT, VM_SETUP_WARM)
  *   u32 n_ports, then n x u32 port (transparent egress: see vm_ports_take())
  *   u32 n_rlimits, then n x (u32 resource, u64 soft, u64 hard)
  *   u32 n_mounts, then n x (u32 flags (VM_MOUNT_*), str tag, str guest path)
@@ -84,6 +84,10 @@ enum vm_error_kind {
  * listener on 0.0.0.0 for each of the call's ports, each connection carried
  * to the gateway behind a relay preface (common/relay_wire.h). */
 #define VM_CALL_TRANSPARENT 2u
+/* Prepared ahead (the daemon's pool): once the shares are in, run a
+ * throwaway /usr/bin/true as the command would run, so the call finds the
+ * loader and libc in the page cache and, under TCG, their code translated. */
+#define VM_SETUP_WARM 4u
 #define VM_MOUNT_READONLY 1u
 #define VM_MOUNT_TMPFS 2u /* tag is tmpfs options, not a 9p share */
 #define VM_MOUNT_FILE 4u  /* tag is "TAG/NAME": file NAME of share TAG, bound at path */

@@ -588,8 +588,14 @@ def test_daemon_pool_holds_restored_guests_paused(cordon):
         time.sleep(2)  # long enough for a running idle guest's timer ticks to show
         assert cpu_ticks(qemus[0]) - before <= 1, "a pooled guest ran while it waited"
         c = d.connect(timeout=120)
-        r = c.result("run", {"argv": ["sh", "-c", f"uname -r; ls {mark}"]})
+        # The pooled guest was warmed by a throwaway true before the call:
+        # nothing of it is left (no process; in /tmp only HOME and the bind).
+        r = c.result("run", {"argv": ["sh", "-c", f"uname -r; ls {mark}; echo --; ls -A /tmp;"
+                                      " echo --; ls -d /proc/[0-9]* | wc -l"]})
         assert r["exit_code"] == 0 and r["stdout"].startswith("6."), (r["stderr"], r)
+        _, tmp, procs = r["stdout"].split("--\n")
+        assert sorted(tmp.split()) == sorted(["home", mark.relative_to("/tmp").parts[0]]), r["stdout"]
+        assert int(procs) <= 3, r["stdout"]  # sh, ls, wc
         stats = c.result("stats")
         assert stats["runs"]["pooled"] == 1 and stats["runs"]["cold"] == 0, stats
         c.close()
