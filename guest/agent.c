@@ -749,6 +749,29 @@ struct exec_failure {
     int err;
 };
 
+/*
+ * Did the kernel's OOM killer fire since KMSG (the kernel log, read from
+ * where it was at the start) was last read? It logs "Out of memory:
+ * Killed process ..." whenever it kills, whichever process it picked.
+ */
+static bool oom_logged(int kmsg)
+{
+    char rec[1024];
+    for (;;) {
+        ssize_t n = read(kmsg, rec, sizeof rec - 1);
+        if (n < 0 && errno == EPIPE)
+            continue; /* records were overwritten: read on from the oldest left */
+        if (n <= 0)
+            return false;
+        rec[n] = '\0';
+        if (strstr(rec, "Out of memory"))
+            return true;
+    }
+}
+
+/* The initramfs's /proc, writable (the command's is read-only), opened before the chroot. */
+static int host_proc = -1;
+
 /* What the command's process starts from: the call and its ends of the pipes. */
 struct spawn {
     const struct call *call;
@@ -761,6 +784,12 @@ static int run_command(void *arg)
     const struct call *call = sp->call;
     struct exec_failure f = { VM_ERR_SETUP, 0 };
     setsid();
+    /* The agent is the OOM killer's last choice (see main); the command is
+     * an ordinary candidate again. */
+    int adj = openat(host_proc, "self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (adj < 0 || write(adj, "0", 1) != 1)
+        goto fail;
+    close(adj);
     if (dup2(sp->in, 0) < 0 || dup2(sp->out, 1) < 0 || dup2(sp->errout, 2) < 0)
         goto fail;
     /* Everything else the agent holds (the ports above all) stays out. */
@@ -862,6 +891,15 @@ int main(void)
      * restored clone starts with it: the egress port open (it is out of
      * reach once in the command's root), loopback up, that root built. */
     int eg = open(EGRESS_PORT, O_RDWR | O_CLOEXEC), eg_errno = errno;
+    /* The kernel log, to tell an OOM kill from another SIGKILL; and the
+     * agent (with its forwarder) is never the OOM killer's pick: a guest
+     * short of memory loses the command, not the one who reports it. */
+    int kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int adj = openat(host_proc, "self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (adj < 0 || write(adj, "-1000", 5) != 5)
+        die("cannot protect the agent from the OOM killer");
+    close(adj);
     char why[VM_ERROR_MAX];
     bool root_ok = enter_root(why, sizeof why);
     loopback_up();
@@ -916,6 +954,8 @@ int main(void)
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0 ||
         pipe2(fail, O_CLOEXEC) < 0)
         die("cannot create pipes");
+    if (kmsg >= 0)
+        lseek(kmsg, 0, SEEK_END); /* what the kernel logged from here on */
     struct spawn sp = { &call, in[0], out[1], errout[1], fail[1] };
     pid_t cmd = spawn_command(&sp);
     if (cmd < 0)
@@ -999,7 +1039,9 @@ int main(void)
     int ws = 0;
     while (waitpid(cmd, &ws, 0) < 0 && errno == EINTR)
         ;
-    uint32_t status = (uint32_t)ws;
-    send_frame(ctl, VM_EXIT, &status, sizeof status, NULL, 0);
+    uint32_t exit[2] = { (uint32_t)ws, 0 };
+    if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL && kmsg >= 0 && oom_logged(kmsg))
+        exit[1] |= VM_EXIT_OOM;
+    send_frame(ctl, VM_EXIT, exit, sizeof exit, NULL, 0);
     power_off();
 }

@@ -12,6 +12,7 @@
 #include "sandbox/start.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct policy;
@@ -54,6 +55,17 @@ const char *sandbox_resolv_conf(bool transparent);
  * *OUT is malloc'ed, *LEN its length.
  */
 int sandbox_ca_bundle(const char *ca_pem, char **out, size_t *len, struct cordon_err *err);
+
+/*
+ * What a boundary writes on its status pipe once the command is gone: the
+ * wait status, then what a kernel of its own saw (microvm's guest kernel;
+ * the other levels write the status alone and the host's cgroup tells).
+ */
+#define BOUNDARY_SEEN_OOM 1u /* its OOM killer fired while the command ran */
+struct boundary_status {
+    int ws;
+    uint32_t seen;
+};
 
 /* In the boundary: send ERR to the supervisor over ERR_W and exit with its status. */
 _Noreturn void boundary_fail(int err_w, struct cordon_err *err);

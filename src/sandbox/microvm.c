@@ -76,6 +76,7 @@
 #define BOOT_TIMEOUT_MS 30000
 #define RESTORE_TIMEOUT_MS 10000
 #define SETUP_TIMEOUT_MS 30000 /* mounting the shares: ~50 ms under TCG */
+#define VM_MAX_RAM_MIB 2048
 
 /* The guest agent knows these by vm_wire.h's names. */
 _Static_assert(VM_GATEWAY_PORT == GATEWAY_PORT, "the guest's proxy port");
@@ -318,16 +319,28 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     TRY(cached_sha256(v->kernel, v->snapshot_dir, v->kernel_digest, err));
     TRY(cached_sha256(v->initramfs, v->snapshot_dir, v->initramfs_digest, err));
 
-    /* Guest RAM inside the run's memory limit, leaving QEMU its own share. */
-    uint64_t mem = p->limits.memory ? p->limits.memory : 1ull << 30;
-    v->mem_mib = mem > (256ull << 20) ? (mem - (96ull << 20)) >> 20 : 160;
-    if (v->mem_mib > 2048)
-        v->mem_mib = 2048;
+    /* Guest RAM (touched pages only cost): where the host's cgroup holds the
+     * memory limit, inside it, leaving QEMU its own share; where the limit
+     * is the command's rlimit (no cgroup), above it, so the rlimit is what
+     * stops the command, as at the other levels; without a limit, the most
+     * this level gives a guest. */
+    bool cg_memory = s->cg && s->cg->version && cgroup_has(s->cg, CGROUP_MEMORY);
+    uint64_t mem = p->limits.memory;
+    if (!mem)
+        v->mem_mib = VM_MAX_RAM_MIB;
+    else if (cg_memory)
+        v->mem_mib = mem > (256ull << 20) ? (mem - (96ull << 20)) >> 20 : 160;
+    else
+        v->mem_mib = (mem + (256ull << 20)) >> 20;
+    if (v->mem_mib > VM_MAX_RAM_MIB)
+        v->mem_mib = VM_MAX_RAM_MIB;
 
     /* The snapshot is valid for this kernel, initramfs, QEMU build and machine. */
     struct stat q;
     if (stat(v->qemu, &q) < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot stat '%s'", v->qemu);
+    /* The format's version too: a file of an older format under the same
+     * name would never load, and never be replaced. */
     char shape[PATH_MAX + 512];
     snprintf(shape, sizeof shape, "%.26s kernel %s initramfs %s qemu %s %lld %lld.%09ld mem %llu slots %d accel %s serial %s",
              SNAPSHOT_MAGIC,
@@ -970,8 +983,12 @@ static int vm_restore(const struct vm_plan *v, struct vm *vm, struct cordon_err 
     if (vm_spawn(v, true, vm, err) < 0)
         return -2;
     char line[4096];
-    /* The stream starts after the header (ram_load moved the offset). */
-    if (ram_load(fd, ram_at, vm->ram, v->mem_mib << 20) < 0 ||
+    /* The stream starts after the header (ram_load moved the offset). The
+     * memory is QEMU's alone from here: ours goes. */
+    int loaded = ram_load(fd, ram_at, vm->ram, v->mem_mib << 20);
+    closep(&vm->ram);
+    vm->ram = -1;
+    if (loaded < 0 ||
         lseek(fd, (off_t)SNAPSHOT_HEAD_LEN, SEEK_SET) < 0 || qmp_handshake(vm->qmp) < 0 ||
         qmp(vm->qmp,
             "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
@@ -1010,6 +1027,8 @@ static int vm_boot(const struct vm_plan *v, bool save, struct vm *vm, struct cor
     }
     if (save)
         snapshot_save(v, vm);
+    closep(&vm->ram); /* the memory is QEMU's alone from here */
+    vm->ram = -1;
     /* Waits paused, as a restored guest does: no vCPU time until the call. */
     char line[4096];
     if (qmp(vm->qmp, "{\"execute\":\"stop\"}\n", -1, line, sizeof line) < 0) {
@@ -1484,9 +1503,13 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                     write_all(m->stdio[f.type == VM_STDOUT ? 1 : 2], (const char *)f.data, f.len);
                     break;
                 case VM_EXIT: {
-                    int ws = (int)v32;
+                    uint32_t flags;
+                    memcpy(&flags, f.data + 4, 4);
+                    struct boundary_status st = {
+                        .ws = (int)v32, .seen = flags & VM_EXIT_OOM ? BOUNDARY_SEEN_OOM : 0
+                    };
                     close(fds->err_w);
-                    (void)!write(fds->status_w, &ws, sizeof ws);
+                    (void)!write(fds->status_w, &st, sizeof st);
                     vm_kill(vm);
                     _exit(0);
                 }

@@ -8,6 +8,7 @@
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/syscalls.h"
+#include "sandbox/boundary.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +48,7 @@ struct loop {
     bool setup_failed;
     bool have_status;
     int cmd_status;           /* wait status of the command, from init */
+    uint32_t seen;            /* BOUNDARY_SEEN_*: what the boundary's own kernel saw */
     char in_buf[65536];
     size_t in_len, in_off;
     bool in_eof;
@@ -167,12 +169,15 @@ static void read_setup_error(struct loop *l)
     l->s->err_r = -1;
 }
 
-/* Init writes the command's wait status once, just before it exits. */
+/* Init writes the command's wait status once, just before it exits (a
+ * boundary with a kernel of its own adds what it saw: struct boundary_status). */
 static void read_command_status(struct loop *l)
 {
-    int ws;
-    if (read(l->s->status_r, &ws, sizeof ws) == (ssize_t)sizeof ws) {
-        l->cmd_status = ws;
+    struct boundary_status st = { 0 };
+    ssize_t n = read(l->s->status_r, &st, sizeof st);
+    if (n == (ssize_t)sizeof st.ws || n == (ssize_t)sizeof st) {
+        l->cmd_status = st.ws;
+        l->seen = n == (ssize_t)sizeof st ? st.seen : 0;
         l->have_status = true;
     }
     closep(&l->s->status_r);
@@ -360,7 +365,7 @@ static void finish(struct loop *l, struct rusage *ru)
     res->signal = WTERMSIG(ws);
     res->status = 128 + res->signal;
     res->reason = RUN_EXITED;
-    if (res->signal == SIGKILL && st.oom_kills > 0)
+    if (res->signal == SIGKILL && (st.oom_kills > 0 || (l->seen & BOUNDARY_SEEN_OOM)))
         res->reason = RUN_OOM;
     else if (res->signal == SIGXFSZ && s->limits->file_size)
         res->reason = RUN_FILE_SIZE_LIMIT;

@@ -41,7 +41,7 @@ enum vm_frame_type {
     VM_READY = 16,     /* empty: the agent is up and waits for the setup */
     VM_STDOUT = 17,    /* bytes */
     VM_STDERR = 18,    /* bytes */
-    VM_EXIT = 19,      /* u32 wait status of the command */
+    VM_EXIT = 19,      /* u32 wait status of the command, u32 VM_EXIT_* flags */
     VM_ERROR = 20,     /* u32 kind (VM_ERR_*), then a message */
     VM_SET = 21,       /* empty: the setup is in place, the agent waits for the call */
     /* the egress port (/dev/vport0p2), both ways: u32 connection id first */
@@ -88,6 +88,8 @@ enum vm_error_kind {
  * throwaway /usr/bin/true as the command would run, so the call finds the
  * loader and libc in the page cache and, under TCG, their code translated. */
 #define VM_SETUP_WARM 4u
+/* VM_EXIT: the guest kernel's OOM killer fired while the command ran. */
+#define VM_EXIT_OOM 1u
 #define VM_MOUNT_READONLY 1u
 #define VM_MOUNT_TMPFS 2u /* tag is tmpfs options, not a 9p share */
 #define VM_MOUNT_FILE 4u  /* tag is "TAG/NAME": file NAME of share TAG, bound at path */

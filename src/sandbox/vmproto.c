@@ -18,7 +18,7 @@ static const struct frame_rule control_rules[] = {
     { VM_SET, 0, 0, false },
     { VM_STDOUT, 1, VM_DATA_MAX, false },
     { VM_STDERR, 1, VM_DATA_MAX, false },
-    { VM_EXIT, 4, 4, false },
+    { VM_EXIT, 8, 8, false },
     { VM_ERROR, 4, VM_ERROR_MAX, false },
 };
 

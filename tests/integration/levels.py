@@ -243,9 +243,6 @@ GUEST_NO_IA32 = ("the guest kernel has no 32-bit entry (IA32_EMULATION off): int
                  "(SIGSEGV) before any filter could see it")
 GUEST_PIDS = ("pids are RLIMIT_NPROC inside the guest (the host's pids cgroup holds QEMU's "
               "threads): a fork flood gets EAGAIN and runs on, never a pids_limit verdict")
-GUEST_RAM = ("the guest's RAM is the memory limit less 96 MiB (of 1 GiB when unlimited): the "
-             "guest kernel's OOM killer ends a 1.5 GiB hog (SIGKILL, reason exited) before an "
-             "rlimit or the host's cgroup could")
 EXCEPTIONS += [
     ("microvm", "*::test_policy_check_prints_effective_policy[[]*", DIGEST_OF_FLAGS),
     ("microvm", "*test_limits.py::test_supervisor_signal_tears_down[[]*", GUEST_KERNEL),
@@ -253,8 +250,6 @@ EXCEPTIONS += [
     ("microvm", "*test_limits.py::test_cgroup_beneath_supervisor[[]*", GUEST_KERNEL),
     ("microvm", "*test_limits.py::test_fork_bomb_ends_with_pids_limit[[]*", GUEST_PIDS),
     ("microvm", "*test_limits.py::test_default_pids_stop_a_fork_flood[[]root-*", GUEST_PIDS),
-    ("microvm", "*test_limits.py::test_default_memory_stops_a_hog[[]*", GUEST_RAM),
-    ("microvm", "*test_limits.py::test_memory_override_lifts_the_default[[]*", GUEST_RAM),
     ("microvm", "*::test_sandboxed_process_is_not_host_root[[]*", GUEST_KERNEL),
     ("microvm", "*::test_syscall_refused[[]*-microvm-setns]", GUEST_KERNEL),
     ("microvm", "*::test_foreign_syscall_abi_killed[[]*-microvm-i386]", GUEST_NO_IA32),

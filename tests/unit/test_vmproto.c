@@ -26,7 +26,7 @@ static const struct frame_case cases[] = {
     { "ready", VM_PORT_CONTROL, VM_READY, 0, 0, NULL },
     { "stdout", VM_PORT_CONTROL, VM_STDOUT, 10, 0, NULL },
     { "stdout at the cap", VM_PORT_CONTROL, VM_STDOUT, VM_DATA_MAX, 0, NULL },
-    { "exit", VM_PORT_CONTROL, VM_EXIT, 4, 0, NULL },
+    { "exit", VM_PORT_CONTROL, VM_EXIT, 8, 0, NULL },
     { "error", VM_PORT_CONTROL, VM_ERROR, 20, 1, NULL },
     { "egress open", VM_PORT_EGRESS, VM_EG_OPEN, 4, 63, NULL },
     { "egress data", VM_PORT_EGRESS, VM_EG_DATA, 100, 5, NULL },
@@ -38,8 +38,8 @@ static const struct frame_case cases[] = {
     { "empty stdout", VM_PORT_CONTROL, VM_STDOUT, 0, 0, "length 0" },
     { "stdout past the cap", VM_PORT_CONTROL, VM_STDOUT, VM_DATA_MAX + 1, 0, "length 65537" },
     { "huge length", VM_PORT_CONTROL, VM_STDERR, 0xffffffffu, 0, "length 4294967295" },
-    { "short exit", VM_PORT_CONTROL, VM_EXIT, 3, 0, "length 3 (allowed 4-4)" },
-    { "long exit", VM_PORT_CONTROL, VM_EXIT, 8, 0, "length 8 (allowed 4-4)" },
+    { "short exit", VM_PORT_CONTROL, VM_EXIT, 4, 0, "length 4 (allowed 8-8)" },
+    { "long exit", VM_PORT_CONTROL, VM_EXIT, 12, 0, "length 12 (allowed 8-8)" },
     { "error past the cap", VM_PORT_CONTROL, VM_ERROR, VM_ERROR_MAX + 1, 1, "length 513" },
     { "egress data without bytes", VM_PORT_EGRESS, VM_EG_DATA, 4, 1, "length 4" },
     { "forged connection id", VM_PORT_EGRESS, VM_EG_OPEN, 4, 64, "connection 64" },
@@ -169,7 +169,7 @@ int main(void)
     /* Two frames in one read come out one at a time, the second from where the first ended. */
     {
         struct frame_case a = { "a", VM_PORT_CONTROL, VM_STDOUT, 3, 0, NULL };
-        struct frame_case b = { "b", VM_PORT_CONTROL, VM_EXIT, 4, 7, NULL };
+        struct frame_case b = { "b", VM_PORT_CONTROL, VM_EXIT, 8, 7, NULL };
         size_t na = encode(&a, bytes, sizeof bytes);
         size_t nb = encode(&b, bytes + na, sizeof bytes - na);
         struct cordon_err err = { 0 };
