@@ -327,6 +327,10 @@ struct policy *policy_new(struct cordon_err *err);
 struct policy *policy_load(const char *path, struct cordon_err *err);
 
 /* As policy_load, from a buffer; NAME stands for the file in messages. */
+/* How much of TEXT (LEN bytes) policy_load_string() hands the YAML parser:
+ * all of it but a last line of blanks (see policy_load.c). */
+size_t policy_yaml_len(const char *text, size_t len);
+
 struct policy *policy_load_string(const char *text, size_t len, const char *name,
                                   struct cordon_err *err);
 

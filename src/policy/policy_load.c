@@ -721,6 +721,17 @@ static int check_text(const char *text, size_t len, const char *file, struct cor
     return 0;
 }
 
+size_t policy_yaml_len(const char *text, size_t len)
+{
+    /* A last line of blanks without a line break means nothing in YAML or
+     * JSON, but libfyaml 0.7.12 takes its tab for the start of a plain
+     * scalar and calls the text invalid: it is left out. */
+    size_t end = len;
+    while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == '\t'))
+        end--;
+    return end < len && end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r') ? end : len;
+}
+
 struct policy *policy_load_string(const char *text, size_t len, const char *name,
                                   struct cordon_err *err)
 {
@@ -732,6 +743,7 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
+    len = policy_yaml_len(text, len);
     if (check_text(text, len, p->origin, err) < 0 || parse_into(p, text, len, p->origin, err) < 0 ||
         policy_finalize(p, err) < 0)
         return NULL;

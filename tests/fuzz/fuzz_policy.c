@@ -166,7 +166,7 @@ static char *yaml_as_json(const char *text, size_t len)
 {
     struct fy_parse_cfg cfg = { .flags = FYPCF_QUIET | FYPCF_DEFAULT_VERSION_1_2 };
     _cleanup_(fy_document_destroyp) struct fy_document *doc =
-        fy_document_build_from_string(&cfg, text, len);
+        fy_document_build_from_string(&cfg, text, policy_yaml_len(text, len));
     check(doc != NULL);
     struct text t = { 0 };
     if (!put_node(&t, fy_document_root(doc))) {
@@ -206,10 +206,14 @@ static void check_loaded(const char *text, size_t len, const struct policy *p)
  * DATA as JSON: every JSON text is YAML 1.2, so the loader may refuse what it
  * says but never its syntax, and the value's meaning cannot depend on its
  * spelling. Duplicate keys are left out: jansson keeps the last, YAML refuses.
+ * So is a NUL byte: JSON forbids it outside strings, yet jansson reads on past
+ * one between tokens, where the loader rightly refuses it.
  */
 static void check_json(const unsigned char *data, size_t size, const struct policy *p,
                        const struct cordon_err *perr)
 {
+    if (memchr(data, '\0', size))
+        return;
     json_auto_t *j = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
     if (!j || !json_is_object(j))
         return;

@@ -140,6 +140,9 @@ struct load_case {
 static const struct load_case load_cases[] = {
     /* version and isolation */
     { "version: 1\n", NULL, "version", "1" },
+    /* a last line of blanks without a line break (libfyaml 0.7.12 refused it) */
+    { "{\"version\": 1}\n\t", NULL, "version", "1" },
+    { "version: 1\r\n \t", NULL, "version", "1" },
     { "version: 1\n", NULL, "isolation", "\"namespace\"" },
     { "version: 1\nisolation: process\n", NULL, "isolation", "\"process\"" },
     { "version: 1\nisolation: namespace\n", NULL, "isolation", "\"namespace\"" },
