@@ -26,7 +26,9 @@ export CORDON_LEVELS
 # `make test` (besides each level's own test_level_*.py file).
 GVISOR_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_filesystem.py \
                  tests/integration/test_transparent_egress.py
-MICROVM_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_transparent_egress.py
+MICROVM_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_transparent_egress.py \
+	tests/integration/test_egress.py::test_half_closed_request_still_gets_its_answer \
+	tests/integration/test_egress.py::test_slow_reader_gets_the_whole_answer
 
 .PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration integration-gvisor integration-microvm test-gvisor fuzz sanitize bench clean
 

@@ -526,12 +526,24 @@ static void conn_close_remote(struct forwarder *f, int i)
 {
     struct conn *c = &f->conns[i];
     c->remote_done = true;
-    if (i == f->dns_id || c->fd < 0)
-        conn_close_local(f, i);
-    else if (!c->local_done)
+    if (i == f->dns_id || c->fd < 0 || c->local_done)
+        conn_close_local(f, i); /* both ways done */
+    else
         shutdown(c->fd, SHUT_WR); /* the client reads the end, then closes */
-    if (c->local_done)
-        c->used = false;
+}
+
+/* The client sent all it will (a half close): the host's side learns it, and
+ * the answer still comes back on the same socket until the host's end. */
+static void conn_local_end(struct forwarder *f, int i)
+{
+    struct conn *c = &f->conns[i];
+    if (c->remote_done) {
+        conn_close_local(f, i);
+        return;
+    }
+    uint32_t id = (uint32_t)i;
+    send_frame(f->port, VM_EG_CLOSE, &id, sizeof id, NULL, 0);
+    c->local_done = true;
 }
 
 /* A query from a client of the stub: onto the DNS stream, opened if need be. */
@@ -636,8 +648,10 @@ static _Noreturn void forwarder(struct forwarder *f)
         for (uint32_t i = 0; i < f->n_listeners; i++)
             p[FIXED + i] = (struct pollfd){ .fd = f->listeners[i], .events = POLLIN };
         struct pollfd *pc = p + FIXED + f->n_listeners;
+        /* A client that half-closed is watched for its hang-up only. */
         for (int i = 0; i < MAX_CONNS; i++)
-            pc[i] = (struct pollfd){ .fd = f->conns[i].fd, .events = POLLIN };
+            pc[i] = (struct pollfd){ .fd = f->conns[i].fd,
+                                     .events = f->conns[i].local_done ? 0 : POLLIN };
         if (poll(p, FIXED + f->n_listeners + MAX_CONNS, -1) < 0) {
             if (errno == EINTR)
                 continue;
@@ -675,10 +689,16 @@ static _Noreturn void forwarder(struct forwarder *f)
             /* Polled before the frames above changed the table: still this connection? */
             if (c->fd < 0 || c->fd != pc[i].fd || !(pc[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
+            if (c->local_done) {
+                conn_close_local(f, i); /* hung up: nobody reads the answer now */
+                continue;
+            }
             ssize_t n = read(c->fd, buf, VM_DATA_MAX);
             uint32_t id = (uint32_t)i;
             if (n > 0)
                 send_frame(f->port, VM_EG_DATA, &id, sizeof id, buf, (size_t)n);
+            else if (n == 0 && i != f->dns_id)
+                conn_local_end(f, i);
             else
                 conn_close_local(f, i);
         }
