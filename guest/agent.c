@@ -264,20 +264,36 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
             flags |= MS_RDONLY;
         int rc;
         struct stat st;
-        if (call->mounts[i].flags & (VM_MOUNT_COVER | VM_MOUNT_MASK)) {
-            /* The host workspace's protected entries, as the namespace level
-             * covers them. A link is left alone: a mount over it would land
-             * on its target; the host's after-run scan judges links. */
+        if (call->mounts[i].flags & VM_MOUNT_MASK) {
+            /* A socket, FIFO or protected link of the host workspace, or the
+             * audit log seen through a bind: masked as the namespace level
+             * masks, by a read-only, nodev /dev/null that can be neither
+             * opened nor removed. The entry itself is opened (a link too), so
+             * the mount lands on it, not where it points. */
+            int at = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            if (at < 0 && errno == ENOENT)
+                continue; /* gone since the host's scan */
+            int tree = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+            struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                                   MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+            rc = at < 0 || tree < 0 ||
+                         mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0 ||
+                         move_mount(tree, "", at, "",
+                                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0
+                     ? -1
+                     : 0;
+            int saved = errno;
+            if (at >= 0)
+                close(at);
+            if (tree >= 0)
+                close(tree);
+            errno = saved;
+        } else if (call->mounts[i].flags & VM_MOUNT_COVER) {
+            /* The host workspace's protected entries, bound read-only over
+             * themselves as at the namespace level (links come as masks). */
             if (lstat(path, &st) < 0 || S_ISLNK(st.st_mode))
                 continue;
-            const char *source = path;
-            if (call->mounts[i].flags & VM_MOUNT_MASK) {
-                source = "/.cordon-empty";
-                int fd = open(source, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
-                if (fd >= 0)
-                    close(fd);
-            }
-            rc = mount(source, path, NULL, MS_BIND, NULL);
+            rc = mount(path, path, NULL, MS_BIND, NULL);
             if (rc == 0)
                 rc = mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, NULL);
         } else if (call->mounts[i].flags & VM_MOUNT_FILE) {
@@ -437,7 +453,6 @@ static bool enter_root(char *why, size_t why_len)
 /* Once the shares are in place: nothing more is made at the top. */
 static bool seal_root(char *why, size_t why_len)
 {
-    unlink("/.cordon-empty");
     return mount_at(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL, why,
                     why_len);
 }

@@ -12,6 +12,7 @@
 #include "sandbox/start.h"
 
 #include <stdbool.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -29,6 +30,14 @@ struct policy;
 extern const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS];
 extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
 extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
+
+/*
+ * Where the audit log and its signing key would show inside through the
+ * policy's binds (never writable ones: policy_finalize refuses that), each
+ * to be covered by a read-only, nodev /dev/null: at most MAX paths into AT.
+ */
+#define SANDBOX_MAX_HIDDEN 64
+size_t sandbox_hidden_paths(const struct policy *p, char (*at)[PATH_MAX], size_t max);
 
 /* The generated /etc/passwd, /etc/group, /etc/hosts and /etc/hostname. */
 extern const char sandbox_passwd[], sandbox_group[], sandbox_hosts[], sandbox_hostname[];

@@ -406,7 +406,10 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
     v->ca_pem = s->ca_pem;
     if (s->ca_pem)
         TRY(sandbox_ca_bundle(s->ca_pem, &v->ca_bundle, &ca_len, err));
-    vm_buf_u32(b, (uint32_t)(v->n_shares + 2 + (p->workspace ? 0 : 1) + n_covers));
+    /* The audit log and its key, where a bind would show them: masked. */
+    static char hidden[SANDBOX_MAX_HIDDEN][PATH_MAX];
+    size_t n_hidden = sandbox_hidden_paths(p, hidden, SANDBOX_MAX_HIDDEN);
+    vm_buf_u32(b, (uint32_t)(v->n_shares + 2 + (p->workspace ? 0 : 1) + n_covers + n_hidden));
     /* The tmpfs first (a bind beneath /tmp goes on top of it, not under it),
      * sized and capped as the namespace level's. */
     sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->tmp_size, p->tmp_inodes);
@@ -446,6 +449,11 @@ static int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cord
         vm_buf_u32(b, ws->entries[i].cover == WORKSPACE_MASK ? VM_MOUNT_MASK : VM_MOUNT_COVER);
         vm_buf_str(b, "");
         vm_buf_str(b, dest);
+    }
+    for (size_t i = 0; i < n_hidden; i++) {
+        vm_buf_u32(b, VM_MOUNT_MASK);
+        vm_buf_str(b, "");
+        vm_buf_str(b, hidden[i]);
     }
     struct seccomp_program prog = { 0 };
     TRY(seccomp_program_build(p, &prog, err));

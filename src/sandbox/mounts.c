@@ -201,21 +201,30 @@ static bool seen_through(const char *path, const char *source, const char *dest,
  * tree): each place they would appear is covered by a read-only, nodev
  * /dev/null, which can be neither opened nor removed.
  */
-static int mask_host_files(const struct policy *p, struct ns_plan *plan, size_t *cap,
-                           struct cordon_err *err)
+size_t sandbox_hidden_paths(const struct policy *p, char (*at)[PATH_MAX], size_t max)
 {
     const char *hidden[] = { p->audit.file, p->audit.sign_key };
+    size_t n = 0;
     for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
         if (!hidden[h])
             continue;
         _cleanup_free_ char *real = realpath(hidden[h], NULL);
         if (!real)
             continue; /* nothing there to see */
-        char at[PATH_MAX];
-        for (size_t i = 0; i < p->n_binds; i++)
-            if (seen_through(real, p->binds[i].source, p->binds[i].dest, at, sizeof at))
-                TRY(add(plan, cap, MOUNT_BIND, at, "/dev/null", NULL, false, false, err));
+        for (size_t i = 0; i < p->n_binds && n < max; i++)
+            if (seen_through(real, p->binds[i].source, p->binds[i].dest, at[n], sizeof at[n]))
+                n++;
     }
+    return n;
+}
+
+static int mask_host_files(const struct policy *p, struct ns_plan *plan, size_t *cap,
+                           struct cordon_err *err)
+{
+    char at[SANDBOX_MAX_HIDDEN][PATH_MAX];
+    size_t n = sandbox_hidden_paths(p, at, SANDBOX_MAX_HIDDEN);
+    for (size_t i = 0; i < n; i++)
+        TRY(add(plan, cap, MOUNT_BIND, at[i], "/dev/null", NULL, false, false, err));
     return 0;
 }
 
