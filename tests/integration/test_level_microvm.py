@@ -296,8 +296,7 @@ def test_timeout_kills_qemu(cordon):
     r = cordon.run(["sleep", "100"], *TCG, "-w", ws, "-t", "3s", bind_probe=False)
     assert r.status == 124 and r.result["reason"] == "timeout", r
     assert time.monotonic() - t0 < 20
-    assert not wait_until(lambda: not live_qemu(ws.name), 5) is False
-    assert not live_qemu(ws.name)
+    assert wait_until(lambda: not live_qemu(ws.name), 5), live_qemu(ws.name)
 
 
 def test_output_limit(cordon):
@@ -380,8 +379,7 @@ def test_hostile_guest_frames_end_the_run(cordon, hostile, attack, why):
     assert r.result["reason"] == "setup_error", r.result
     assert why in r.result["error"], r.result
     assert r.out == "", r
-    assert not wait_until(lambda: not live_qemu(ws.name), 5) is False
-    assert not live_qemu(ws.name)
+    assert wait_until(lambda: not live_qemu(ws.name), 5), live_qemu(ws.name)
 
 
 SETUP_ATTACKS = [
@@ -404,8 +402,7 @@ def test_hostile_guest_setup_ends_the_run_before_the_command(cordon, hostile, at
     assert why in r.result["error"], r.result
     assert all(0x20 <= ord(c) < 0x7f for c in r.result["error"]), r.result
     assert r.out == "" and "\x1b" not in r.err and "\r" not in r.err, r
-    assert not wait_until(lambda: not live_qemu(ws.name), 5) is False
-    assert not live_qemu(ws.name)
+    assert wait_until(lambda: not live_qemu(ws.name), 5), live_qemu(ws.name)
 
 
 def test_hostile_guest_error_text_is_printable(cordon, hostile):
