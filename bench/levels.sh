@@ -27,8 +27,13 @@ PY=/usr/bin/python3
 command -v bwrap >/dev/null || { echo "bench/levels.sh: needs bwrap" >&2; exit 2; }
 . "$here/bwrap_argv.sh"
 
-# The levels this host runs, from cordon check.
-available=$("$CORDON" check | awk '/^levels:/ {on=1; next} on && /^  [a-z]/ && $2 == "yes" {print $1}')
+# The levels this host runs, from cordon check ("yes", "yes (default)",
+# "yes, TCG: ..." for a microvm that needs the policy's consent to TCG).
+check=$("$CORDON" check)
+available=$(awk '/^levels:/ {on=1; next} on && /^  [a-z]/ && $2 ~ /^yes/ {print $1}' <<<"$check")
+microvm_accel=kvm
+grep -Eq '^  microvm +yes, TCG' <<<"$check" && microvm_accel=tcg
+no_snapshot="env CORDON_MICROVM_SNAPSHOTS=/proc/cordon-no-snapshots"
 
 cases=()
 add_case() { cases+=("$1"$'\t'"$2"); }
@@ -36,7 +41,12 @@ for prog in true python; do
     if [ $prog = true ]; then cmd="/bin/true"; else cmd="$PY -c pass"; fi
     add_case "bwrap $prog" "${bwrap_argv[*]} -- $cmd"
     for level in namespace process gvisor microvm; do
-        if grep -qx "$level" <<<"$available"; then
+        grep -qx "$level" <<<"$available" || continue
+        if [ $level = microvm ]; then
+            run="$CORDON run --level microvm --accel $microvm_accel"
+            [ $prog = true ] && add_case "microvm cold $prog" "$no_snapshot $run -- $cmd"
+            add_case "microvm $prog" "$run -- $cmd"  # restored: the warm-up saved it
+        else
             add_case "$level $prog" "$CORDON run --level $level -- $cmd"
         fi
     done
@@ -44,7 +54,7 @@ for prog in true python; do
 done
 for level in namespace process gvisor microvm; do
     grep -qx "$level" <<<"$available" ||
-        echo "$level: not timed: $("$CORDON" check | awk -v l="$level" '$1 == l {$1=""; print}')"
+        echo "$level: not timed: $(awk -v l="$level" '$1 == l {$1=""; print}' <<<"$check")"
 done
 
 for c in "${cases[@]}"; do
@@ -85,3 +95,5 @@ for name, _ in cases:
     print(f"{name:<18}{statistics.median(times[name]):>11.2f}{p90(times[name]):>10.2f}"
           f"{ratio:>9.2f}x")
 '
+grep -qx microvm <<<"$available" && "$here/microvm.sh" -b "$BUILD" --memory
+exit 0
