@@ -10,7 +10,8 @@
  *
  * QEMU itself is confined as well, never instead: no network (the shim's
  * empty network namespace), a user namespace, Landlock over the paths it
- * serves, and QEMU's own seccomp sandbox (-sandbox on,...). Without a
+ * serves, the run's own seccomp filter (the command's at the other levels)
+ * and QEMU's own seccomp sandbox (-sandbox on,...) stacked on it. Without a
  * hardware hypervisor QEMU emulates the CPU (TCG): that is an emulator, not
  * a hypervisor boundary, and a policy must say microvm.accel: tcg to run so.
  */
