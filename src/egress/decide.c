@@ -58,6 +58,11 @@ static const struct egress_rule *match_addr(const struct egress_rule *rules, siz
     return NULL;
 }
 
+bool decide_tunnel_port(unsigned port)
+{
+    return port != 80;
+}
+
 int decide_target(const struct http_request *req, struct target *t, struct decision *d)
 {
     char why[200];
@@ -80,9 +85,7 @@ int decide_target(const struct http_request *req, struct target *t, struct decis
         t->is_connect = true;
         t->host = a.host;
         t->port = a.port;
-        if (t->port == 80) {
-            /* A tunnel to port 80 would carry plain HTTP past the per-request
-             * checks (Host, one request per connection, budgets, audit). */
+        if (!decide_tunnel_port(t->port)) {
             snprintf(t->host_text, sizeof t->host_text, "%.255s", target);
             return refused(d, 403, "connect_port", "CONNECT to port 80 is refused: send "
                            "http:// requests as absolute URIs");

@@ -44,8 +44,15 @@ struct budget {
 void budget_init(struct budget *b, const struct gateway_config *cfg, uint64_t now_us);
 
 /*
- * Read REQ's target: CONNECT host:port (port 80 refused: it would carry
- * plain HTTP past the per-request checks), or an absolute http:// URI.
+ * May a tunnel (CONNECT, or TLS passed through on a transparent port) go to
+ * PORT? Not to 80: bytes passed through there could carry plain HTTP past
+ * the per-request checks (Host, one request per connection, budgets, audit).
+ */
+bool decide_tunnel_port(unsigned port);
+
+/*
+ * Read REQ's target: CONNECT host:port (refused where decide_tunnel_port()
+ * says so), or an absolute http:// URI.
  * 0 with T filled; -1 with D a refusal (T's host_text still set).
  */
 int decide_target(const struct http_request *req, struct target *t, struct decision *d);

@@ -390,6 +390,11 @@ static void resolve(struct conn *c)
                     c->target.host_text);
         return;
     }
+    if (!transparent_name_counted(c->gw, c->target.host.name)) {
+        conn_refuse(c, 429, "budget:dns_names",
+                    "more than %d distinct names resolved in this run", SYNTH_MAX_NAMES);
+        return;
+    }
     struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
     c->state = S_RESOLVING;
     conn_arm_timer(c, c->gw->cfg->connect_timeout_ms);

@@ -148,6 +148,13 @@ void conn_head_event(struct bufferevent *bev, short what, void *arg);
 int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
                      struct cordon_err *err);
 void transparent_fini(struct gateway *gw);
+/*
+ * May the gateway's resolver be asked about NAME? A name counts once a run,
+ * given an address by the stub or asked for through the proxy: past
+ * SYNTH_MAX_NAMES distinct names no query leaves, so a wildcard rule is no
+ * channel for arbitrary labels through either door.
+ */
+bool transparent_name_counted(struct gateway *gw, const char *name);
 /* A connection opening with a NUL on a door relays may use: their preface
  * (see common/relay_wire.h), read from the client's input. */
 void transparent_relay_read(struct bufferevent *bev, void *arg);

@@ -49,6 +49,13 @@ static uint32_t synth_lookup_or_add(struct gateway *gw, const char *name)
     return synth_addr(gw->n_synth++);
 }
 
+bool transparent_name_counted(struct gateway *gw, const char *name)
+{
+    if (strlen(name) >= sizeof gw->synth[0])
+        return false; /* no DNS name is that long; truncated, it would count as another */
+    return synth_lookup_or_add(gw, name) != 0;
+}
+
 static const char *synth_name(const struct gateway *gw, uint32_t a)
 {
     if (!synth_in_range(a) || a < SYNTH_NET + 2 || a - SYNTH_NET - 2 >= gw->n_synth)
@@ -90,7 +97,7 @@ static size_t dns_respond(struct gateway *gw, const uint8_t *in, size_t n, uint8
     }
     uint32_t a = synth_lookup_or_add(gw, q.name);
     if (!a) {
-        snprintf(why, sizeof why, "more than %d distinct names asked of the DNS stub in this run",
+        snprintf(why, sizeof why, "more than %d distinct names in this run (DNS stub and proxy)",
                  SYNTH_MAX_NAMES);
         refused_name(gw, q.name, "budget:dns_names", why);
         return dns_answer(&q, DNS_RCODE_NXDOMAIN, 0, 0, out);
@@ -141,6 +148,12 @@ static void sniff_read(struct bufferevent *bev, void *arg)
     c->raw_tls = true;
     if (r == SNI_BAD || r == SNI_NOT_TLS) {
         conn_refuse(c, 400, "bad_request", "not a TLS ClientHello the gateway can read");
+        return;
+    }
+    if (!decide_tunnel_port(c->target.port)) {
+        /* Passed through, the bytes after the ClientHello are no one's to check. */
+        conn_refuse(c, 403, "connect_port", "TLS to %s:%u is refused: port 80 takes plain HTTP, "
+                    "checked request by request", c->target.host_text, c->target.port);
         return;
     }
     if (r == SNI_NONE || strcmp(sni, c->target.host.name) != 0) {
@@ -311,13 +324,12 @@ int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
 {
     gw->dns_fd = doors->dns;
     gw->relay = doors->relay;
-    if (doors->dns < 0 && !doors->relay)
-        return 0; /* proxy only */
+    /* The run's names, counted for the proxy's resolver too (proxy only). */
     gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);
     if (!gw->synth)
         return err_set(err, CORDON_E_SETUP, "out of memory");
     if (doors->dns < 0)
-        return 0; /* relays serve the stub and the addresses */
+        return 0; /* relays serve the stub and the addresses, or proxy only */
     evutil_make_socket_nonblocking(doors->dns);
     gw->dns_ev = event_new(gw->base, doors->dns, EV_READ | EV_PERSIST, on_dns, gw);
     if (!gw->dns_ev || event_add(gw->dns_ev, NULL) < 0)

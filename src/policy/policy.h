@@ -85,8 +85,9 @@ struct policy_audit {
 #define DNS_STUB_ADDR 0x7f000035u /* 127.0.0.53 */
 #define SYNTH_NET 0xc6120000u     /* 198.18.0.0 */
 #define SYNTH_PREFIX 15
-/* Distinct names the stub gives an address, per run: a wildcard rule must
- * not become a channel for arbitrary labels. */
+/* Distinct names per run the stub gives an address or the gateway resolves
+ * for the proxy: a wildcard rule must not become a channel for arbitrary
+ * labels. */
 #define SYNTH_MAX_NAMES 256
 /* Ports a name may be reached on transparently (one listener each). */
 #define SYNTH_MAX_PORTS 32

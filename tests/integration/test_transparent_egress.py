@@ -364,6 +364,73 @@ def test_wildcard_rule_caps_distinct_names(cordon, net):
     assert net.dns.seen == []
 
 
+# Half the cap through the stub, the rest through the proxy, in one run.
+STUB_THEN_PROXY = r"""
+import json, os, socket, sys, urllib.parse
+name, port, n_stub, n_proxy = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+for i in range(n_stub):
+    socket.gethostbyname(f"s{i}.{name}")  # through resolv.conf: the stub
+proxy = urllib.parse.urlsplit(os.environ["http_proxy"])
+seen = {}
+for i in range(n_proxy):
+    host = f"p{i}.{name}:{port}"
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=20)
+    s.sendall(f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    s.close()
+    head = data.split(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+    denied = [l.split(":", 1)[1].strip() for l in head if l.lower().startswith("x-cordon-denied:")]
+    key = head[0].split()[1] + " " + (denied[0] if denied else "-")
+    seen.setdefault(key, []).append(i)
+print(json.dumps(seen))
+"""
+
+
+def test_wildcard_cap_counts_the_names_the_proxy_resolves_too(cordon, net):
+    """The proxy door is the same channel as the stub: a name the gateway
+    resolves for a proxy request counts against the run's 256 distinct names,
+    and past them no query reaches the host's nameserver."""
+    n_stub, n_proxy = 200, 100
+    r = cordon.run(["python3", "-c", STUB_THEN_PROXY, NAME, str(net.web.port), str(n_stub),
+                    str(n_proxy)], *net.opts(allow=[f"*.{NAME}:{net.web.port}"]))
+    assert r.status == 0, r
+    got = json.loads(r.out)
+    room = 256 - n_stub
+    assert got.get("429 budget:dns_names") == list(range(room, n_proxy)), got
+    assert sorted(i for k, v in got.items() if k.startswith("502") for i in v) == \
+        list(range(room)), got  # resolved: the host's nameserver has no answer
+    asked = set(net.dns.seen)
+    assert asked == {f"p{i}.{NAME}" for i in range(room)}, sorted(asked)[:5]
+    assert any(x["rule"] == "budget:dns_names" and x["status"] == 429 for x in decisions(r)), \
+        decisions(r)
+
+
+def test_tls_to_port_80_is_refused_as_connect_there_is(cordon, net):
+    """TLS passed through on port 80 would carry plain HTTP past the
+    per-request checks, as a CONNECT to port 80 would: refused, and the
+    server on port 80 sees no connection."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(net.dir / "srv.pem", net.dir / "srv.key")
+    tls80 = es.Server("tls80", "127.0.0.2", tls=ctx, port=80)
+    try:
+        out, _ = steps(cordon, net, [["query", NAME]], allow=[f"{NAME}:80"])
+        addr = out[0]["a"][0]  # the same in the next run: one stable address per name
+        out, r = steps(cordon, net, [["query", NAME], ["tls", addr, 80, NAME, f"{EG}/ca.pem"]],
+                       allow=[f"{NAME}:80"])
+        assert "error" in out[1], out
+        assert tls80.count() == 0
+    finally:
+        tls80.close()
+    refused = [x for x in decisions(r) if x["rule"] == "connect_port"]
+    assert len(refused) == 1 and not refused[0]["allowed"] and refused[0]["host"] == NAME, \
+        decisions(r)
+
+
 def test_proxy_aware_clients_are_unchanged(cordon, net):
     cmd = ["curl", "-sS", "--max-time", "20", f"http://{NAME}:{net.web.port}/proxied"]
     r = cordon.run(cmd, *net.opts())
