@@ -13,6 +13,8 @@ import subprocess
 
 import pytest
 
+import levels
+
 from conftest import (HOST_TOKEN, PROBE, assert_errno, marker, pids_with, probe_pids,
                       proc_status, wait_until)
 
@@ -201,19 +203,11 @@ def test_raw_syscall_refused(cordon, nr, args):
     assert_errno(r, errno.EPERM, errno.ENOSYS)
 
 
-def host_has_abi(cordon, action):
-    """Whether the host kernel has the ABI at all: without IA32 emulation
-    int 0x80 faults (SIGSEGV) before any filter sees it."""
-    p = subprocess.run([cordon.probe_bin, action], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-    return p.returncode != -signal.SIGSEGV
-
-
 @pytest.mark.parametrize("action", ["i386", "x32"])
 def test_foreign_syscall_abi_killed(cordon, action):
     r = cordon.probe(action)
     assert "returned" not in r.out
-    if not host_has_abi(cordon, action):
+    if not levels.host_has_abi(cordon.probe_bin, action):
         # No entry point on this kernel: the call cannot be made, in or out.
         assert r.status == 128 + signal.SIGSEGV, r
         return
