@@ -43,7 +43,8 @@ def available(build):
         if in_levels and not line.startswith("  "):
             break
         words = line.split()
-        if in_levels and len(words) >= 2 and words[1] == "yes":
+        # "yes", "yes (default)", or "yes, TCG: ..." (microvm: the suite adds --accel tcg)
+        if in_levels and len(words) >= 2 and words[1].startswith("yes"):
             found.append(words[0])
     return found or ["namespace"]
 
