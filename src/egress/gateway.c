@@ -757,7 +757,10 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
                                                EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     }
     budget_init(&gw->budget, cfg, gateway_now_us());
-    if (!(gw->run_allowed = json_object()))
+    /* The run's distinct names (transparent.c): those the stub gave out and
+     * those resolved for the proxy, counted together at every door. */
+    gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);
+    if (!(gw->run_allowed = json_object()) || !gw->synth)
         return err_set(err, CORDON_E_SETUP, "out of memory");
     if (credentials_init(gw, err) < 0 || tls_init(gw, err) < 0)
         return -1;
@@ -768,6 +771,7 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
 static void gateway_fini(struct gateway *gw)
 {
     transparent_fini(gw);
+    free(gw->synth);
     tls_fini(gw);
     credentials_fini(gw);
     json_decref(gw->run_allowed);

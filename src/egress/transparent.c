@@ -324,10 +324,6 @@ int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
 {
     gw->dns_fd = doors->dns;
     gw->relay = doors->relay;
-    /* The run's names, counted for the proxy's resolver too (proxy only). */
-    gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);
-    if (!gw->synth)
-        return err_set(err, CORDON_E_SETUP, "out of memory");
     if (doors->dns < 0)
         return 0; /* relays serve the stub and the addresses, or proxy only */
     evutil_make_socket_nonblocking(doors->dns);
@@ -357,6 +353,4 @@ void transparent_fini(struct gateway *gw)
     if (gw->dns_fd >= 0)
         close(gw->dns_fd);
     gw->dns_fd = -1;
-    free(gw->synth);
-    gw->synth = NULL;
 }
