@@ -82,6 +82,33 @@ def connect(addr, port):
     except OSError as e:
         return {"errno": e.__class__.__name__}
 
+def read_head(s):
+    """A response's head, and what of its body came with it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head, body
+
+def proxied(name, port, n):
+    """N proxy requests, each for a name of its own under NAME: the request
+    indexes by status and X-Cordon-Denied."""
+    import os, urllib.parse
+    proxy = urllib.parse.urlsplit(os.environ["http_proxy"])
+    seen = {}
+    for i in range(n):
+        host = f"p{i}.{name}:{port}"
+        s = socket.create_connection((proxy.hostname, proxy.port), timeout=20)
+        s.sendall(f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        head = read_head(s)[0].decode("latin-1").split("\r\n")
+        s.close()
+        denied = [l.split(":", 1)[1].strip() for l in head if l.lower().startswith("x-cordon-denied:")]
+        seen.setdefault(head[0].split()[1] + " " + (denied[0] if denied else "-"), []).append(i)
+    return seen
+
 def burst(addr, port, host, n):
     """N requests in a row, each on its own connection, which the client
     closes first: as soon as the body is in (its Content-Length)."""
@@ -90,13 +117,7 @@ def burst(addr, port, host, n):
     for i in range(n):
         s = socket.create_connection((addr, port), timeout=20)
         s.sendall(f"GET /burst{i} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
-        data = b""
-        while b"\r\n\r\n" not in data:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
-        head, _, body = data.partition(b"\r\n\r\n")
+        head, body = read_head(s)
         length = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
                   if l.lower().startswith(b"content-length:")]
         while length and len(body) < length[0]:
@@ -109,7 +130,8 @@ def burst(addr, port, host, n):
     return {"statuses": statuses}
 
 for step in json.loads(sys.argv[1]):
-    fn = {"query": query, "http": http, "tls": tls, "connect": connect, "burst": burst}[step[0]]
+    fn = {"query": query, "http": http, "tls": tls, "connect": connect, "burst": burst,
+          "proxied": proxied}[step[0]]
     try:
         print(json.dumps(fn(*step[1:])), flush=True)
     except Exception as e:
@@ -364,42 +386,18 @@ def test_wildcard_rule_caps_distinct_names(cordon, net):
     assert net.dns.seen == []
 
 
-# Half the cap through the stub, the rest through the proxy, in one run.
-STUB_THEN_PROXY = r"""
-import json, os, socket, sys, urllib.parse
-name, port, n_stub, n_proxy = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-for i in range(n_stub):
-    socket.gethostbyname(f"s{i}.{name}")  # through resolv.conf: the stub
-proxy = urllib.parse.urlsplit(os.environ["http_proxy"])
-seen = {}
-for i in range(n_proxy):
-    host = f"p{i}.{name}:{port}"
-    s = socket.create_connection((proxy.hostname, proxy.port), timeout=20)
-    s.sendall(f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-    data = b""
-    while b"\r\n\r\n" not in data:
-        d = s.recv(65536)
-        if not d:
-            break
-        data += d
-    s.close()
-    head = data.split(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
-    denied = [l.split(":", 1)[1].strip() for l in head if l.lower().startswith("x-cordon-denied:")]
-    key = head[0].split()[1] + " " + (denied[0] if denied else "-")
-    seen.setdefault(key, []).append(i)
-print(json.dumps(seen))
-"""
-
-
 def test_wildcard_cap_counts_the_names_the_proxy_resolves_too(cordon, net):
     """The proxy door is the same channel as the stub: a name the gateway
     resolves for a proxy request counts against the run's 256 distinct names,
     and past them no query reaches the host's nameserver."""
     n_stub, n_proxy = 200, 100
-    r = cordon.run(["python3", "-c", STUB_THEN_PROXY, NAME, str(net.web.port), str(n_stub),
-                    str(n_proxy)], *net.opts(allow=[f"*.{NAME}:{net.web.port}"]))
+    steps_ = [["query", f"s{i}.{NAME}"] for i in range(n_stub)]
+    r = cordon.run(["python3", f"{EG}/client.py",  # with the proxy variables
+                    json.dumps(steps_ + [["proxied", NAME, net.web.port, n_proxy]])],
+                   *net.opts(allow=[f"*.{NAME}:{net.web.port}"]))
     assert r.status == 0, r
-    got = json.loads(r.out)
+    *stub, got = [json.loads(l) for l in r.out.splitlines()]
+    assert all(o["rcode"] == 0 for o in stub) and len(stub) == n_stub, stub[:3]
     room = 256 - n_stub
     assert got.get("429 budget:dns_names") == list(range(room, n_proxy)), got
     assert sorted(i for k, v in got.items() if k.startswith("502") for i in v) == \
