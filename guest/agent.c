@@ -1,6 +1,6 @@
 /*
  * guest/agent.c: /init of the microvm level's guest. It takes a setup and
- * then one call from the host over the control port (sandbox/vm_wire.h):
+ * then one call from the host over the control port (sandbox/microvm/vm_wire.h):
  * the setup's 9p shares, limits and filter are put in place as soon as it
  * comes (a guest prepared ahead waits with them mounted); the call reseeds
  * the RNG with the host's entropy before anything runs (restored clones
@@ -13,7 +13,7 @@
  * at the gateway with a relay preface (common/relay_wire.h).
  * The host is trusted here; the command is not.
  */
-#include "../src/sandbox/vm_wire.h"
+#include "../src/sandbox/microvm/vm_wire.h"
 #include "common/fds.h"
 #include "common/relay_wire.h"
 #include "common/route.h"

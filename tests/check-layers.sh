@@ -34,7 +34,7 @@ for layer in $layers; do
         bad="src/$layer is in no layer: add it to tests/check-layers.sh"
     else
         # Every '#include "dir/..."' of the layer's files, as "file:dir".
-        for hit in $(grep -Ho '^#include "[a-z_]*/' "$src/$layer"/*.[ch] |
+        for hit in $(grep -rHo --include='*.[ch]' '^#include "[a-z_]*/' "$src/$layer" |
                      sed 's#^'"$src"'/##; s#:\#include "#:#; s#/$##'); do
             file=${hit%%:*}
             dep=${hit##*:}
@@ -53,7 +53,8 @@ for layer in $layers; do
     fi
 done
 n=$((n + 1))
-raw=$(cd "$src" && grep -ln '[^_a-z]syscall *(' */*.[ch] | grep -vx 'common/syscalls.h' | tr '\n' ' ')
+raw=$(cd "$src" && grep -rln --include='*.[ch]' '[^_a-z]syscall *(' . | sed 's#^\./##' |
+      grep -vx 'common/syscalls.h' | tr '\n' ' ')
 if [ -n "$raw" ]; then
     echo "not ok $n - raw syscall() outside common/syscalls.h: $raw"
     fail=1

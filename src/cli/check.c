@@ -5,11 +5,11 @@
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "policy/policy.h"
-#include "sandbox/microvm.h"
+#include "sandbox/microvm/microvm.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
 #include "common/landlock.h"
-#include "sandbox/gvisor.h"
+#include "sandbox/gvisor/gvisor.h"
 #include "sandbox/proc_mem.h"
 #include "common/units.h"
 

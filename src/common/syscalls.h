@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* gvisor_compat.c's: the stat calls themselves, under the glibc names it replaces. */
+/* gvisor/compat.c's: the stat calls themselves, under the glibc names it replaces. */
 static inline int sys_statx(int dirfd, const char *path, int flags, unsigned int mask,
                             struct statx *buf)
 {

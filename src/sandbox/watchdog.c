@@ -10,7 +10,7 @@
 #include "common/hostpath.h"
 #include "common/text.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/gvisor.h"
+#include "sandbox/gvisor/gvisor.h"
 #include "sandbox/workspace.h"
 
 #include <errno.h>

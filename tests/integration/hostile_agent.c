@@ -6,7 +6,7 @@
  * every cap, forged connection ids, terminal escapes in an error, an output
  * flood. Afterwards it hangs, so only the host side can end the run.
  */
-#include "../../src/sandbox/vm_wire.h"
+#include "../../src/sandbox/microvm/vm_wire.h"
 
 #include <fcntl.h>
 #include <stdbool.h>

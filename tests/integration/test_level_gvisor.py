@@ -18,7 +18,7 @@ Known differences from the namespace level, by design or by this runsc
 - --tty is refused; the call's files are placed inside by the helper;
 - this runsc refuses AT_NO_AUTOMOUNT in statx()/newfstatat() (EINVAL), which
   coreutils passes on every stat: a compat library preloaded through the
-  bundle's /etc/ld.so.preload drops the flag (gvisor_compat.c), so dynamic
+  bundle's /etc/ld.so.preload drops the flag (gvisor/compat.c), so dynamic
   programs work; a static program's own statx would still get EINVAL.
 Time: about 40 s for the file on this 2-core host (about 1 s per run).
 """

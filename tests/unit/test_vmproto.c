@@ -7,7 +7,7 @@
  * read past its buffer or hand out a frame that breaks the rules. The call's
  * port list (what the guest accepts of it, vm_ports_take()) is a table too.
  */
-#include "sandbox/vmproto.h"
+#include "sandbox/microvm/vmproto.h"
 
 #include "tap.h"
 

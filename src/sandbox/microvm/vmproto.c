@@ -1,8 +1,8 @@
 /*
- * sandbox/vmproto.c: checks and reassembles the frames a microvm guest
+ * sandbox/microvm/vmproto.c: checks and reassembles the frames a microvm guest
  * sends, and builds the call the host sends it. Runs in the microvm shim.
  */
-#include "sandbox/vmproto.h"
+#include "sandbox/microvm/vmproto.h"
 
 #include <stdlib.h>
 #include <string.h>

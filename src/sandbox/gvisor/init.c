@@ -1,5 +1,5 @@
 /*
- * sandbox/gvisor_init.c: cordon-gvisor-init, the static helper cordon ships
+ * sandbox/gvisor/init.c: cordon-gvisor-init, the static helper cordon ships
  * into every gVisor sandbox (embedded in cordon, bound read-only at
  * /.cordon/init). It runs inside the gVisor kernel, never on the host:
  *

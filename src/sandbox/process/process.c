@@ -1,5 +1,5 @@
 /*
- * sandbox/process.c: the `process` isolation level, for hosts without user
+ * sandbox/process/process.c: the `process` isolation level, for hosts without user
  * namespaces (hardened distributions, Kubernetes pods, containers). No
  * namespace and no privilege: the command sees the host's filesystem,
  * process list and network stack, and is held by what a process can put on
@@ -27,7 +27,7 @@
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/netnotify.h"
+#include "sandbox/process/netnotify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
 

@@ -1,10 +1,10 @@
 /*
- * sandbox/netnotify.c: the process level's network boundary (see
+ * sandbox/process/netnotify.c: the process level's network boundary (see
  * netnotify.h). netnotify_program() runs in the supervisor;
  * netnotify_serve() in the boundary's supervisor process, which is not
  * itself confined.
  */
-#include "sandbox/netnotify.h"
+#include "sandbox/process/netnotify.h"
 
 #include "common/cleanup.h"
 #include "common/relay_wire.h"

@@ -1,5 +1,5 @@
 /*
- * sandbox/netnotify.h: the process level's network boundary. With no
+ * sandbox/process/netnotify.h: the process level's network boundary. With no
  * network namespace, a seccomp filter stops what a socket could reach:
  * inet sockets are TCP streams and the DNS stand-ins below (none at all
  * without the gateway), TCP Fast Open is refused, and every connect() and

@@ -1,10 +1,10 @@
 /*
- * sandbox/vm_wire.h: the framing between cordon (the host) and the microvm
+ * sandbox/microvm/vm_wire.h: the framing between cordon (the host) and the microvm
  * guest agent, over virtio-serial ports. Every frame is an 8-byte header,
  * type then payload length (both little-endian u32), then the payload. Both
  * ends treat the other as hostile: a frame with an unknown type or a length
  * over its type's cap ends the session. Shared by guest/agent.c and
- * src/sandbox/vmproto.c; plain C, no cordon headers.
+ * src/sandbox/microvm/vmproto.c; plain C, no cordon headers.
  */
 #pragma once
 #include <stddef.h>

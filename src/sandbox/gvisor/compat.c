@@ -1,5 +1,5 @@
 /*
- * sandbox/gvisor_compat.c: cordon-gvisor-compat.so, preloaded into every
+ * sandbox/gvisor/compat.c: cordon-gvisor-compat.so, preloaded into every
  * dynamically linked program inside a gVisor sandbox (embedded in cordon,
  * bound read-only at /.cordon/compat.so and named by the bundle's
  * /etc/ld.so.preload). It runs inside the gVisor kernel, never on the host.

@@ -1,13 +1,13 @@
 /*
- * sandbox/vmproto.h: the host's side of the microvm guest protocol
- * (sandbox/vm_wire.h). The guest is hostile: every frame it sends is checked
+ * sandbox/microvm/vmproto.h: the host's side of the microvm guest protocol
+ * (sandbox/microvm/vm_wire.h). The guest is hostile: every frame it sends is checked
  * against its port's table (known type, length within the type's bounds,
  * connection id in range) before its payload is read, so a lying header
  * costs at most VM_DATA_MAX + 4 bytes of buffer and ends the session.
  */
 #pragma once
 #include "common/err.h"
-#include "sandbox/vm_wire.h"
+#include "sandbox/microvm/vm_wire.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /*
- * sandbox/gvisor.c: the `gvisor` isolation level. The command runs on
+ * sandbox/gvisor/gvisor.c: the `gvisor` isolation level. The command runs on
  * gVisor's user-space kernel (runsc, ptrace platform), so it never makes a
  * system call to the host kernel.
  *
@@ -9,7 +9,7 @@
  * sized tmpfs /tmp, the workspace, generated /etc files), the static helper
  * cordon-gvisor-init, the seccomp profile and, for egress, the gateway's
  * unix socket, to which the helper relays the proxy port, its DNS stub and
- * the synthetic addresses (transparent egress, gvisor_init.c). A shim, our
+ * the synthetic addresses (transparent egress, gvisor/init.c). A shim, our
  * child, joins the run's cgroup and starts the container (`runsc run`,
  * attached) whose first process is the helper: the sandbox is warm. The
  * shim then blocks at the start seam.
@@ -24,7 +24,7 @@
  * supervisor, so killing the shim ends the run, and the watchdog only has
  * the directory left to remove.
  */
-#include "sandbox/gvisor.h"
+#include "sandbox/gvisor/gvisor.h"
 
 #include "common/cleanup.h"
 #include "common/fds.h"
@@ -462,7 +462,7 @@ static int add_file(const struct gv_state *st, json_t *mounts, const char *name,
 }
 
 /*
- * The helper, the compat library (gvisor_compat.c: this runsc refuses stat
+ * The helper, the compat library (gvisor/compat.c: this runsc refuses stat
  * flags Linux accepts) preloaded through /etc/ld.so.preload, the seccomp
  * profile and the gateway's door, bound read-only at /.cordon.
  */
@@ -534,7 +534,7 @@ static json_t *init_args(const struct gv_state *st)
  * gVisor's capabilities for the helper: none, but for transparent egress
  * the two it needs to make the synthetic range loopback's and to listen on
  * port 53 and the policy's ports. It drops them before it says it is ready,
- * before anything of the call runs (gvisor_init.c), and the command's own
+ * before anything of the call runs (gvisor/init.c), and the command's own
  * process gets none (process_json).
  */
 static json_t *init_capabilities(const struct gv_state *st)
@@ -1062,7 +1062,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (s->gateway && (b->door = open_door(st, err)) < 0)
         goto out;
     /* The helper serves the stub and the synthetic addresses: the gateway
-     * takes its relay's prefaces on the door (gvisor_init.c). */
+     * takes its relay's prefaces on the door (gvisor/init.c). */
     b->relay_transparent = st->transparent;
     plan_commands(st);
 

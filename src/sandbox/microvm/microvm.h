@@ -1,5 +1,5 @@
 /*
- * sandbox/microvm.h: what the microvm level tells beyond its backend table
+ * sandbox/microvm/microvm.h: what the microvm level tells beyond its backend table
  * (backend.h): whether this host has a hardware hypervisor, and how to say
  * what runs the guest when it has none.
  */
