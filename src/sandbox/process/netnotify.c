@@ -7,6 +7,7 @@
 #include "sandbox/process/netnotify.h"
 
 #include "common/cleanup.h"
+#include "sandbox/process/metanotify.h"
 #include "common/relay_wire.h"
 #include "common/syscalls.h"
 
@@ -46,9 +47,9 @@
  */
 enum label {
     L_NOTIFY, L_SOCKET, L_INET, L_STREAM, L_DGRAM, L_UNIX, L_SENDTO, L_FLAGS2, L_FLAGS3,
-    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_REFUSE, L_ALLOW, L_NONE,
+    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_IOCTL, L_REFUSE, L_ALLOW, L_NONE,
 };
-#define PROG_MAX 96
+#define PROG_MAX 160
 
 struct prog {
     struct sock_filter f[PROG_MAX];
@@ -108,6 +109,12 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
      * host's segments, semaphores and queues would be a guess away. */
     for (size_t i = 0; i < sizeof ipc / sizeof ipc[0]; i++)
         jmp(&p, BPF_JEQ | BPF_K, (unsigned)ipc[i], L_REFUSE, L_NONE);
+    /* chmod, chown, times, xattrs: Landlock has no right for them (metanotify.h) */
+    int meta[32];
+    size_t n_meta = metanotify_syscalls(meta, sizeof meta / sizeof meta[0]);
+    for (size_t i = 0; i < n_meta; i++)
+        jmp(&p, BPF_JEQ | BPF_K, (unsigned)meta[i], L_NOTIFY, L_NONE);
+    jmp(&p, BPF_JEQ | BPF_K, __NR_ioctl, L_IOCTL, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_connect, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_listen, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NONE);
@@ -182,6 +189,14 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
         if_pointer(&p, 4, L_NOTIFY);
         ret(&p, SECCOMP_RET_ALLOW);
     }
+    /* chattr's commands (the kernel reads the command as an int: the low half) */
+    at(&p, L_IOCTL);
+    unsigned cmds[16];
+    size_t n_cmds = metanotify_ioctls(cmds, sizeof cmds / sizeof cmds[0]);
+    ld_arg(&p, 1, false);
+    for (size_t i = 0; i < n_cmds; i++)
+        jmp(&p, BPF_JEQ | BPF_K, cmds[i], L_NOTIFY, L_NONE);
+    ret(&p, SECCOMP_RET_ALLOW);
     /* connect, listen, bind, ...: the supervisor decides (BPF jumps only forward) */
     at(&p, L_NOTIFY);
     ret(&p, SECCOMP_RET_USER_NOTIF);
@@ -942,6 +957,8 @@ int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r
     memset(&n, 0, sizeof n);
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
         return errno == EINTR || errno == ENOENT ? 0 : -1;
+    if (nn->meta && metanotify_handles(&n))
+        return metanotify_serve(listener, &n, nn->meta);
     if (n.data.nr == __NR_connect)
         return on_connect(listener, &n, nn, r);
     if (n.data.nr == __NR_listen)

@@ -34,6 +34,8 @@
 /* The address the sandbox is told its proxy is at (HTTP_PROXY). */
 #define NETNOTIFY_PROXY_PORT 3128
 
+struct metanotify;
+
 #define NETNOTIFY_MAX_ROOTS 16
 /* Host sockets found in a host workspace before the run (workspace.h's cap). */
 #define NETNOTIFY_MAX_HIDDEN 256
@@ -57,6 +59,8 @@ struct netnotify {
         ino_t ino;
     } hidden[NETNOTIFY_MAX_HIDDEN];
     size_t n_hidden;
+    /* Metadata calls (chmod, chown, times, xattrs) share the listener: metanotify.h. */
+    const struct metanotify *meta;
 };
 
 /*

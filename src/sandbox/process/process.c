@@ -27,6 +27,7 @@
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/process/metanotify.h"
 #include "sandbox/process/netnotify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
@@ -61,6 +62,7 @@ struct process_plan {
     struct confine_plan confine;
     struct seccomp_program notify;
     struct netnotify nn;
+    struct metanotify meta;  /* the writable trees: confine.landlock's rules */
     const char *workdir;
     const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
     struct cgroup_ticket cg; /* the command joins the run's cgroups through it */
@@ -242,6 +244,11 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
         boundary_exec(&m, -1, plan->workdir, fds->err_w, confine_process_command, &cc);
     }
     close(nsock[1]);
+    /* The command's /proc/PID, the inode its Landlock rule names, kept (see plan_proc). */
+    char self[32];
+    snprintf(self, sizeof self, "/proc/%d", (int)cmd);
+    int pin = open(self, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    (void)pin; /* held until the keeper exits */
     for (int c = 0; c < CGROUP_COUNT; c++)
         if (plan->cg.fd[c] >= 0)
             close(plan->cg.fd[c]); /* the command's alone: the keeper stays out */
@@ -626,6 +633,63 @@ static int plan_workspace(struct landlock_plan *ll, const struct policy *p,
     return split_workspace(ll, g, g->fd, p->workspace, "", err);
 }
 
+/*
+ * What of the host's /proc a program may read. A root caller's run is uid 0
+ * (with no capability) and so the owner of the kernel's own files there:
+ * kpageflags, slabinfo, vmallocinfo, timer_list, pagetypeinfo (memory and
+ * kernel layout), and another process's command line or status. So not the
+ * tree: every directory may be listed (the pids, a /proc/self/fd), and
+ * these files read, the sysctl values beneath /proc/sys too (read-only:
+ * no write to /proc at all), and the command's own /proc/PID. Landlock
+ * cannot name a process that does not exist yet: the command's children
+ * find their /proc/self listed but not readable (ps, top, /proc/self/maps).
+ */
+static const char *const proc_readable[] = {
+    "cpuinfo",     /* lscpu, libuv's os.cpus(), BLAS libraries */
+    "meminfo",     /* free, libuv's total memory, runtimes sizing their heaps */
+    "stat",        /* glibc's get_nprocs() fallback, CPU times */
+    "filesystems", /* libselinux at the start of ls, cp, ... */
+    "loadavg",     /* getloadavg(): make -l, uptime */
+    "uptime",
+    "version",
+    "swaps",       /* free */
+    "cgroups",     /* runtimes looking for their limits */
+    "sys",         /* sysctl values: osrelease, overcommit_memory, somaxconn, fips_enabled */
+};
+
+/*
+ * PATH, opened here (no link followed) and held by the plan, so the rule
+ * names what was opened; -ENOENT's absence is 0 when OPTIONAL.
+ */
+static int add_opened(struct landlock_plan *ll, const char *path, unsigned access, bool optional,
+                      struct cordon_err *err)
+{
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && optional && errno == ENOENT)
+        return 0;
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", path);
+    if (landlock_plan_add_fd(ll, fd, path, access, err) < 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+static int plan_proc(struct landlock_plan *ll, struct cordon_err *err)
+{
+    TRY(add_opened(ll, "/proc", LANDLOCK_LIST, false, err));
+    /* Each held open by the boundary for the run's life: procfs makes a new
+     * inode for an entry whose dentry was evicted, which the rule would not name. */
+    for (size_t i = 0; i < sizeof proc_readable / sizeof proc_readable[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%s", proc_readable[i]);
+        TRY(add_opened(ll, path, LANDLOCK_RO, true, err));
+    }
+    /* Opened by the command itself: /proc/self is its own pid's (the keeper pins it). */
+    return landlock_plan_add(ll, "/proc/self", LANDLOCK_RO, true, err);
+}
+
 static int plan_landlock(const struct sandbox_setup *s, const struct process_state *st,
                          struct confine_plan *c, struct cordon_err *err)
 {
@@ -643,9 +707,7 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
         TRY(landlock_plan_add(ll, sandbox_usr_links[i], LANDLOCK_RO, true, err));
     for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++)
         TRY(landlock_plan_add(ll, sandbox_etc_files[i], LANDLOCK_RO, true, err));
-    /* The host's /proc, read-only: the process list shows (cordon check says so);
-     * other processes' memory and environ stay behind Landlock's ptrace rule. */
-    TRY(landlock_plan_add(ll, "/proc", LANDLOCK_RO, false, err));
+    TRY(plan_proc(ll, err));
     for (size_t i = 0; i < SANDBOX_N_DEV_NODES; i++) {
         char dev[32];
         snprintf(dev, sizeof dev, "/dev/%s", sandbox_dev_nodes[i]);
@@ -653,9 +715,10 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     }
     TRY(landlock_plan_add(ll, "/dev/pts", LANDLOCK_DEV, true, err));
     TRY(landlock_plan_add(ll, "/dev/ptmx", LANDLOCK_DEV, true, err));
-    TRY(landlock_plan_add(ll, st->tmpdir, LANDLOCK_RW, false, err));
+    /* By descriptor: the keeper resolves metadata changes beneath them (metanotify.h). */
+    TRY(add_opened(ll, st->tmpdir, LANDLOCK_RW, false, err));
     if (!p->workspace)
-        TRY(landlock_plan_add(ll, st->workdir, LANDLOCK_RW, false, err));
+        TRY(add_opened(ll, st->workdir, LANDLOCK_RW, false, err));
     if (st->ca_cert[0]) {
         TRY(landlock_plan_add(ll, st->ca_cert, LANDLOCK_RO, false, err));
         TRY(landlock_plan_add(ll, st->ca_bundle, LANDLOCK_RO, false, err));
@@ -799,6 +862,8 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         goto out;
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
+    plan.meta.ll = &plan.confine.landlock; /* the boundary's copy is at the same address */
+    plan.nn.meta = &plan.meta;
     if (s->gateway && (b->door = open_door(p, &plan.nn, b, err)) < 0)
         goto out;
     /* The keeper is the relay: DNS stand-ins and synthetic addresses (netnotify.h). */
