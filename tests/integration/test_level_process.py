@@ -344,6 +344,63 @@ def test_metadata_race_cannot_redirect(pc):
     assert mu.state(ro / "f") == before
 
 
+MAGIC = r"""
+import os, socket, subprocess, sys
+ro = sys.argv[1]
+out = {}
+def t(name, f):
+    try:
+        f()
+        out[name] = 0
+    except OSError as e:
+        out[name] = e.errno
+os.chdir("src")
+open("mine", "w").close()
+fd = os.open("mine", os.O_PATH | os.O_NOFOLLOW)
+t("proc-self-fd", lambda: os.chmod(f"/proc/self/fd/{fd}", 0o640))
+t("dev-fd", lambda: os.chown(f"/dev/fd/{fd}", -1, os.getgid()))
+t("proc-pid-fd", lambda: os.utime(f"/proc/{os.getpid()}/fd/{fd}", (1e9, 1e9)))
+bound = os.open(ro + "/f", os.O_RDONLY)
+t("proc-self-fd-bound", lambda: os.chmod(f"/proc/self/fd/{bound}", 0o644))
+t("proc-1-fd", lambda: os.chmod("/proc/1/fd/0", 0o600))
+t("memfd", lambda: os.fchmod(os.memfd_create("m"), 0o600))
+t("pipe", lambda: os.fchmod(os.pipe()[0], 0o600))
+s = socket.socket(socket.AF_UNIX)
+t("socket", lambda: os.fchmod(s.fileno(), 0o600))
+gone = os.open("gone", os.O_CREAT | os.O_RDWR, 0o600)
+os.unlink("gone")
+t("unlinked", lambda: os.fchmod(gone, 0o640))
+t("dev-null", lambda: os.chmod("/dev/null", 0o600))
+os.mkdir("t")
+open("t/f", "w").close()
+os.chmod("t/f", 0o4755 & 0o777)
+# tar -p restores modes with fchmodat(AT_SYMLINK_NOFOLLOW): glibc's chmod of /proc/self/fd/N
+out["tar"] = subprocess.run("tar cf t.tar t && mkdir x && tar xpf t.tar -C x && "
+                            "stat -c %a x/t/f", shell=True, capture_output=True,
+                            text=True).stdout.strip()
+print(out)
+"""
+
+
+def test_metadata_by_magic_links_and_on_pathless_descriptors(pc):
+    """A magic link to a descriptor of the caller's own (/proc/self/fd/N,
+    /dev/fd/N: how glibc makes lchmod) is that descriptor's file, held to
+    the same rule; a pipe's, socket's, memfd's or unlinked file's mode is
+    the run's own. Another process's descriptor and /dev/null are not."""
+    outside, ro, ws = meta_tree(pc)
+    before = mu.state(ro / "f")
+    r = pc.run(["python3", "-c", MAGIC, str(ro)], "-w", ws, "--ro", ro)
+    assert r.status == 0, r
+    out = eval(r.out)  # a dict of names and numbers, printed by the script above
+    want = {"proc-self-fd": 0, "dev-fd": 0, "proc-pid-fd": 0, "proc-self-fd-bound": errno.EPERM,
+            "proc-1-fd": errno.EPERM, "memfd": 0, "pipe": 0, "socket": 0, "unlinked": 0,
+            "dev-null": errno.EPERM, "tar": "755"}
+    assert out == want, r
+    assert mu.state(ro / "f") == before
+    st = os.stat(ws / "src/mine")
+    assert (oct(st.st_mode), st.st_gid, st.st_mtime) == (oct(0o100640), pc.ident.gid, 1e9)
+
+
 # --- /proc: what a program reads, and not the kernel's own -----------------------
 
 # Kernel memory and layout, other processes' state: readable by uid 0 on the

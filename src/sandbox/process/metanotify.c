@@ -211,50 +211,62 @@ static int refusal(int e)
     return e == EXDEV || e == EAGAIN ? EPERM : e;
 }
 
+/* Open REL (O_PATH) beneath the writable tree ROOT, into *FD; 0 or an errno. */
+static int open_in(int root, const char *rel, bool nofollow, int *fd)
+{
+    struct stat st;
+    if (!rel[0]) {
+        *fd = fcntl(root, F_DUPFD_CLOEXEC, 0);
+        return *fd < 0 ? errno : 0;
+    }
+    if (fstat(root, &st) < 0 || !S_ISDIR(st.st_mode))
+        return ENOTDIR; /* a file bind: nothing beneath it */
+    struct open_how how = { .flags = O_PATH | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0),
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
+    *fd = sys_openat2(root, rel, &how, sizeof how);
+    return *fd < 0 ? errno : 0;
+}
+
 /*
  * Open the absolute PATH (O_PATH, the last component not followed when
  * NOFOLLOW) beneath the writable tree it names, into *FD; 0 or an errno.
+ * A tree is named as the policy gave it, or (a second pass, for paths the
+ * kernel wrote: a cwd, a descriptor's) as the kernel shows its descriptor.
  */
 static int open_beneath(const struct metanotify *m, const char *path, bool nofollow, int *fd)
 {
     const struct landlock_plan *ll = m->ll;
     int best = EPERM;
     size_t best_len = 0;
-    for (size_t i = 0; i < ll->n_rules; i++) {
-        int root = ll->rules[i].fd;
-        if (root < 0 || !(ll->rules[i].access & (LANDLOCK_RW | LANDLOCK_HOST_RW)))
-            continue;
-        /* By the name the policy gave, and by the one the kernel shows (a cwd's). */
-        char real[PATH_MAX], proc[64];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", root);
-        ssize_t len = readlink(proc, real, sizeof real - 1);
-        real[len > 0 ? len : 0] = '\0';
-        const char *rel = beneath(path, ll->rules[i].path);
-        if (!rel && real[0] == '/')
-            rel = beneath(path, real);
-        if (!rel)
-            continue;
-        struct stat st;
-        int e;
-        if (!rel[0]) {
-            *fd = fcntl(root, F_DUPFD_CLOEXEC, 0);
-            e = *fd < 0 ? errno : 0;
-        } else if (fstat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            e = ENOTDIR;
-        } else {
-            struct open_how how = { .flags = O_PATH | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0),
-                                    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
-            *fd = sys_openat2(root, rel, &how, sizeof how);
-            e = *fd < 0 ? errno : 0;
+    for (int pass = 0; pass < 2 && !best_len; pass++)
+        for (size_t i = 0; i < ll->n_rules; i++) {
+            int root = ll->rules[i].fd;
+            if (root < 0 || !(ll->rules[i].access & (LANDLOCK_RW | LANDLOCK_HOST_RW)))
+                continue;
+            char real[PATH_MAX], proc[64];
+            const char *name = ll->rules[i].path;
+            if (pass) {
+                snprintf(proc, sizeof proc, "/proc/self/fd/%d", root);
+                ssize_t len = readlink(proc, real, sizeof real - 1);
+                if (len <= 0)
+                    continue;
+                real[len] = '\0';
+                if (real[0] != '/' || !strcmp(real, name))
+                    continue; /* the same name (or none): tried already */
+                name = real;
+            }
+            const char *rel = beneath(path, name);
+            if (!rel)
+                continue;
+            int e = open_in(root, rel, nofollow, fd);
+            if (!e)
+                return 0;
+            size_t matched = (size_t)(rel - path);
+            if (matched >= best_len) {
+                best = refusal(e);
+                best_len = matched;
+            }
         }
-        if (!e)
-            return 0;
-        size_t matched = (size_t)(rel - path);
-        if (matched >= best_len) {
-            best = refusal(e);
-            best_len = matched;
-        }
-    }
     return best;
 }
 
@@ -331,16 +343,73 @@ static int own_file(const struct seccomp_notif *n, const struct metanotify *m, i
     return 0;
 }
 
-/* The file call C of N names, opened into *FD (*LINK: a symbolic link itself); 0 or an errno. */
-static int target_of(const struct seccomp_notif *n, const struct meta_call *c,
-                     const struct metanotify *m, int *fd, bool *link)
+/* The thread group of the thread TID, or -1. */
+static long tgid_of(pid_t tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *t = strstr(buf, "\nTgid:");
+    return t ? strtol(t + 6, NULL, 10) : -1;
+}
+
+/*
+ * Is PATH (absolute, tidied) one of the caller's own descriptors by a magic
+ * link: /proc/self/fd/N and its spellings, /dev/fd/N, /dev/stdin...? glibc
+ * makes lchmod() and fchmodat(AT_SYMLINK_NOFOLLOW) a chmod() of
+ * /proc/self/fd/N on an O_PATH descriptor. N into *FD.
+ */
+static bool magic_fd(const char *path, pid_t tid, int *fd)
+{
+    static const char *const stdio[] = { "/dev/stdin", "/dev/stdout", "/dev/stderr" };
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(path, stdio[i])) {
+            *fd = i;
+            return true;
+        }
+    const char *rest = NULL;
+    if (!strncmp(path, "/dev/fd/", 8))
+        rest = path + 8;
+    else if (!strncmp(path, "/proc/", 6)) {
+        char *end;
+        const char *p = path + 6;
+        long who = strtol(p, &end, 10);
+        if (!strncmp(p, "self/", 5))
+            end = (char *)p + 4;
+        else if (!strncmp(p, "thread-self/", 12))
+            end = (char *)p + 11;
+        else if (end == p || (who != tid && who != tgid_of(tid)))
+            return false;
+        if (!strncmp(end, "/task/", 6)) {
+            long task = strtol(end + 6, &end, 10);
+            if (task != tid)
+                return false;
+        }
+        if (!strncmp(end, "/fd/", 4))
+            rest = end + 4;
+    }
+    if (!rest || *rest < '0' || *rest > '9')
+        return false;
+    char *end;
+    long n = strtol(rest, &end, 10);
+    if (*end || n > INT_MAX)
+        return false;
+    *fd = (int)n;
+    return true;
+}
+
+/* The file call C of N names, opened into *FD; 0 or an errno. */
+static int open_target(const struct seccomp_notif *n, const struct meta_call *c,
+                       const struct metanotify *m, int *fd)
 {
     unsigned flags = c->flags >= 0 ? (unsigned)n->data.args[c->flags] : 0;
     long long dir = c->dir >= 0 ? (long long)(int)n->data.args[c->dir] : AT_FDCWD;
     if (flags & ~(unsigned)(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
         return EINVAL;
-    bool nofollow = c->nofollow || (flags & AT_SYMLINK_NOFOLLOW);
-    *link = false;
     if (c->path < 0)
         return own_file(n, m, (int)dir, true, fd);
     if (c->nr == __NR_utimensat && !n->data.args[c->path])
@@ -354,11 +423,19 @@ static int target_of(const struct seccomp_notif *n, const struct meta_call *c,
     if (!path[0] && dir != AT_FDCWD)
         return own_file(n, m, (int)dir, false, fd);
     e = absolute(n->pid, dir, path[0] ? path : ".", abs, sizeof abs);
-    if (!e)
-        e = open_beneath(m, abs, nofollow, fd);
+    int cfd;
+    if (!e && magic_fd(abs, n->pid, &cfd))
+        return own_file(n, m, cfd, false, fd);
+    return e ? e : open_beneath(m, abs, c->nofollow || (flags & AT_SYMLINK_NOFOLLOW), fd);
+}
+
+/* The same, and whether it is a symbolic link itself (a call that does not follow, an O_PATH). */
+static int target_of(const struct seccomp_notif *n, const struct meta_call *c,
+                     const struct metanotify *m, int *fd, bool *link)
+{
     struct stat st;
-    if (!e && nofollow && fstat(*fd, &st) == 0 && S_ISLNK(st.st_mode))
-        *link = true;
+    int e = open_target(n, c, m, fd);
+    *link = !e && fstat(*fd, &st) == 0 && S_ISLNK(st.st_mode);
     return e;
 }
 

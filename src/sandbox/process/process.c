@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -263,6 +264,9 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
 
     int listener = recv_fd(nsock[0]); /* -1: the command failed before it sent one */
     close(nsock[0]);
+    /* Every connect and chmod waits on us: answered on the caller's CPU where the kernel can. */
+    if (listener >= 0)
+        (void)!ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
     struct netrelay relay;
     netrelay_init(&relay);
     for (;;) {
@@ -952,14 +956,17 @@ out:
 const struct sandbox_backend process_backend = {
     .name = "process",
     .level = CORDON_LEVEL_PROCESS,
-    .shares = "no namespaces: the command sees the host's process list and /proc (command "
-              "lines included; not other processes' memory or environment), shares the "
-              "host's PID and IPC namespaces (System V IPC and POSIX queues are refused), its "
-              "hostname and users, and its network stack (held to the gateway by seccomp and Landlock); "
-              "files: Landlock only, /tmp is a private host directory without a size limit; "
-              "a host workspace holding protected names (.git, ...) is read-only at its root "
-              "and in each directory holding one (no entry made, removed or renamed there), "
-              "writable in every other entry",
+    .shares = "no namespaces: the command sees the host's process list (pids, not their "
+              "command lines or status: /proc reads only cpuinfo, meminfo, stat and a few more, "
+              "/proc/sys, and the command's own /proc/PID, so a child's /proc/self is listed, "
+              "not readable, and ps shows nothing), shares the host's PID and IPC namespaces "
+              "(System V IPC and POSIX queues are refused), its hostname and users, and its "
+              "network stack (held to the gateway by seccomp and Landlock); files: Landlock "
+              "only, /tmp is a private host directory without a size limit; modes, owners, "
+              "times and xattrs change only in the writable trees (each call checked by the "
+              "keeper); a host workspace holding protected names (.git, ...) is read-only at "
+              "its root and in each directory holding one (no entry made, removed or renamed "
+              "there), writable in every other entry",
     .host_uid = true,
     .probe = proc_probe,
     .admits = proc_admits,
