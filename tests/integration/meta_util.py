@@ -90,3 +90,21 @@ def codes(out):
 
 
 REFUSED = (errno.EPERM, errno.EACCES, errno.EROFS, errno.ENOENT)
+
+# Calls a level's kernel does not offer, and how it answers them, inside the
+# workspace as outside: gVisor's sentry, and the microvm's guest kernel (6.1,
+# its workspace a 9p share).
+_XATTR_OPS = ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+              "fremovexattr")
+NOT_OFFERED = {
+    "gvisor": {"fchmodat2-nofollow": errno.ENOSYS, "fchownat-empty": errno.EBADF,
+               "chattr": errno.ENOTTY, **{op: errno.EOPNOTSUPP for op in _XATTR_OPS}},
+    "microvm": {"fchmodat2-nofollow": errno.ENOSYS, "chattr": errno.ENOTTY},
+}
+
+
+def expected(level, op, default):
+    """What OP answers at LEVEL where it would otherwise answer DEFAULT."""
+    if op in dict(ALLOWLIST_REFUSED):
+        return errno.EPERM
+    return NOT_OFFERED.get(level, {}).get(op, default)
