@@ -406,7 +406,8 @@ KERNEL_INFO = ["kpageflags", "kpagecount", "kpagecgroup", "slabinfo", "vmallocin
                "timer_list", "sched_debug", "pagetypeinfo", "kallsyms", "iomem", "ioports",
                "modules", "zoneinfo", "buddyinfo", "vmstat", "keys", "key-users", "cmdline",
                "interrupts", "devices", "diskstats", "partitions", "sysvipc/shm", "1/cmdline",
-               "1/status", "1/environ", "1/mountinfo", "self/../1/stat"]
+               "1/status", "1/environ", "1/mountinfo", "self/../1/stat",
+               "sys/net/ipv4/tcp_fastopen_key", "sys/net/ipv6/conf/all/stable_secret"]
 KERNEL_WRITES = [("sysrq-trigger", "h"), ("sys/kernel/hostname", None),
                  ("sys/vm/drop_caches", "1")]
 
@@ -434,7 +435,8 @@ def test_kernel_information_refused(pc):
 PROC_NEEDS = [
     "cat /proc/cpuinfo /proc/meminfo /proc/stat /proc/loadavg /proc/uptime /proc/version "
     "/proc/filesystems /proc/swaps /proc/sys/kernel/osrelease /proc/sys/kernel/pid_max "
-    "/proc/sys/vm/overcommit_memory /proc/sys/net/core/somaxconn >/dev/null && echo ok",
+    "/proc/sys/vm/overcommit_memory /proc/sys/net/core/somaxconn /proc/sys/fs/nr_open "
+    "/proc/sys/kernel/random/boot_id >/dev/null && echo ok",
     "ls /proc/self/fd >/dev/null && ls /proc | grep -q '^[0-9]' && echo ok",
     "test \"$(nproc)\" -ge 1 && test \"$(getconf _NPROCESSORS_ONLN)\" -ge 1 && echo ok",
     "python3 -c " + shlex.quote("import os; os.listdir('/proc/self/fd'); print('ok')"),

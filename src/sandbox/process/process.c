@@ -643,8 +643,8 @@ static int plan_workspace(struct landlock_plan *ll, const struct policy *p,
  * kpageflags, slabinfo, vmallocinfo, timer_list, pagetypeinfo (memory and
  * kernel layout), and another process's command line or status. So not the
  * tree: every directory may be listed (the pids, a /proc/self/fd), and
- * these files read, the sysctl values beneath /proc/sys too (read-only:
- * no write to /proc at all), and the command's own /proc/PID. Landlock
+ * these files read, the sysctl values named here too (read-only: no write
+ * to /proc at all), and the command's own /proc/PID. Landlock
  * cannot name a process that does not exist yet: the command's children
  * find their /proc/self listed but not readable (ps, top, /proc/self/maps).
  */
@@ -658,7 +658,15 @@ static const char *const proc_readable[] = {
     "version",
     "swaps",       /* free */
     "cgroups",     /* runtimes looking for their limits */
-    "sys",         /* sysctl values: osrelease, overcommit_memory, somaxconn, fips_enabled */
+    /* sysctl values, not /proc/sys whole: net holds secrets only root reads
+     * (tcp_fastopen_key, stable_secret) */
+    "sys/kernel",  /* osrelease, pid_max, ngroups_max, cap_last_cap, random/boot_id */
+    "sys/vm",      /* overcommit_memory (jemalloc), max_map_count */
+    "sys/fs",      /* nr_open, inotify limits (file watchers) */
+    "sys/crypto",  /* fips_enabled (OpenSSL, Go) */
+    "sys/user",    /* max_user_namespaces */
+    "sys/net/core/somaxconn", /* Go's listen backlog */
+    "sys/net/ipv4/ip_local_port_range",
 };
 
 /*
