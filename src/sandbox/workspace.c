@@ -187,9 +187,23 @@ static int remember(struct workspace_guard *g, const struct stat *st, size_t *ca
     return 0;
 }
 
-/* Every entry beneath the directory FD (taken), as remember() keeps them. */
-static int record_tree(struct workspace_guard *g, int fd, unsigned depth, size_t *cap,
-                       struct cordon_err *err)
+/*
+ * Is REL (a directory) git's object store or in it? Loose objects and packs
+ * are content-addressed, checked by git on every read and made 0444 by it:
+ * the scans pass over the files there (thousands, in a repository of any
+ * age) by their directory entry's type, without a stat each.
+ */
+static bool git_objects(const char *rel)
+{
+    for (const char *m = rel; (m = strstr(m, ".git/objects")); m++)
+        if ((m == rel || m[-1] == '/') && (m[12] == '\0' || m[12] == '/'))
+            return true;
+    return false;
+}
+
+/* Every entry beneath the directory FD (taken; REL), as remember() keeps them. */
+static int record_tree(struct workspace_guard *g, int fd, const char *rel, unsigned depth,
+                       size_t *cap, struct cordon_err *err)
 {
     DIR *d = fdopendir(fd);
     if (!d) {
@@ -197,13 +211,17 @@ static int record_tree(struct workspace_guard *g, int fd, unsigned depth, size_t
         g->incomplete = true;
         return 0;
     }
+    bool objects = git_objects(rel);
     int rc = 0;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d))) {
         struct stat st;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+        char path[PATH_MAX];
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            (objects && e->d_type == DT_REG))
             continue;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (join(path, sizeof path, rel, e->d_name) < 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             g->incomplete = true;
             continue;
         }
@@ -214,7 +232,7 @@ static int record_tree(struct workspace_guard *g, int fd, unsigned depth, size_t
         if (sub < 0)
             g->incomplete = true;
         else
-            rc = record_tree(g, sub, depth + 1, cap, err);
+            rc = record_tree(g, sub, path, depth + 1, cap, err);
     }
     closedir(d);
     return rc;
@@ -236,7 +254,7 @@ static int record_modes(struct workspace_guard *g, struct cordon_err *err)
         TRY(remember(g, &st, &cap, err));
         int sub = S_ISDIR(st.st_mode) ? open_subdir(g->fd, g->entries[i].rel) : -1;
         if (sub >= 0)
-            TRY(record_tree(g, sub, 0, &cap, err));
+            TRY(record_tree(g, sub, g->entries[i].rel, 0, &cap, err));
     }
     qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
     return 0;
@@ -425,9 +443,11 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
         rep->scan_incomplete = true;
         return;
     }
+    bool objects = guarded && git_objects(rel);
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            (objects && e->d_type == DT_REG))
             continue;
         if (*budget == 0) {
             rep->scan_incomplete = true;

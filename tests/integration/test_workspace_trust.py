@@ -353,10 +353,12 @@ def test_post_run_scan_restores_git_modes_and_looks_inside(cordon):
         os.chmod(git / "config", 0o666)
         os.chmod(git / "hooks/pre-commit.sample", 0o4777)
         os.symlink("/etc/passwd", git / "hooks/pre-push")
+        os.makedirs(git / "objects/ab", exist_ok=True)
+        os.symlink("/etc/shadow", git / "objects/ab/cdef")  # among the objects, not one
         os.mkfifo(git / "fifo")
         (git / "new").write_text("x\n")
         os.chmod(git / "new", 0o666)
-        for n in ("hooks/pre-push", "fifo", "new"):
+        for n in ("hooks/pre-push", "objects/ab", "objects/ab/cdef", "fifo", "new"):
             os.lchown(git / n, cordon.ident.uid, cordon.ident.gid)
         (go / "go").touch()
         out, err = p.communicate(timeout=60)
@@ -368,9 +370,10 @@ def test_post_run_scan_restores_git_modes_and_looks_inside(cordon):
     for rel, mode in modes.items():
         assert os.lstat(git / rel).st_mode == mode, (rel, oct(os.lstat(git / rel).st_mode))
     assert not os.path.lexists(git / "hooks/pre-push")
+    assert not os.path.lexists(git / "objects/ab/cdef")
     assert not os.path.lexists(git / "fifo")
     assert os.lstat(git / "new").st_mode & 0o777 == 0o664
     w = json.loads((go / "r.json").read_text())["workspace"]
-    assert (w["modes_restored"], w["removed"], w["modes_fixed"]) == (3, 2, 1), w
+    assert (w["modes_restored"], w["removed"], w["modes_fixed"]) == (3, 3, 1), w
     assert "restored mode of .git/config" in w["paths"], w
     assert "removed link .git/hooks/pre-push" in w["paths"], w
