@@ -966,7 +966,7 @@ static int act_meta(int argc, char **argv)
     struct { time_t a, m; } ub = { T_2001, T_2001 };
     struct xattr_args_v0 xa = { (uint64_t)(uintptr_t)a2, (uint32_t)strlen(a2), 0 };
     static const char *const by_fd[] = { "fchmod", "fchown", "futimens", "fsetxattr",
-                                         "fremovexattr", "chattr" };
+                                         "fremovexattr", "chattr", "chattr-immutable" };
     long r;
     int fd = -1;
     for (size_t i = 0; i < sizeof(by_fd) / sizeof(*by_fd); i++)
@@ -1016,8 +1016,8 @@ static int act_meta(int argc, char **argv)
         r = fremovexattr(fd, a1);
     else if (!strcmp(op, "removexattrat"))
         r = syscall(466, AT_FDCWD, path, 0, a1);
-    else if (!strcmp(op, "chattr")) {
-        int flags = FS_NODUMP_FL;
+    else if (!strcmp(op, "chattr") || !strcmp(op, "chattr-immutable")) {
+        int flags = !strcmp(op, "chattr") ? FS_NODUMP_FL : FS_IMMUTABLE_FL;
         r = ioctl(fd, FS_IOC_SETFLAGS, &flags);
     } else
         return usage("meta: unknown OP");

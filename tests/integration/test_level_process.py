@@ -341,6 +341,29 @@ def test_metadata_race_cannot_redirect(pc):
     assert mu.state(ro / "f") == before
 
 
+def test_keeper_grants_no_more_than_the_command(pc):
+    """The keeper makes each change with the command's power, not its own
+    (a root caller's keeper has every capability): another user's file in
+    the workspace keeps its mode, the run's own cannot be given away, and
+    trusted xattrs and the immutable flag stay out of reach."""
+    ws = owned_tree(pc, {".git/config": "[core]\n", "src/mine": "m\n", "src/theirs": "t\n"})
+    os.chown(ws / "src/theirs", 4321, 4321)
+    os.chmod(ws / "src/theirs", 0o644)
+    before = {n: mu.state(ws / "src" / n) for n in ("mine", "theirs")}
+    steps = [("chmod", "src/theirs", "666"), ("utimensat", "src/theirs", ""),
+             ("chown", "src/mine", "4321 -1"), ("chown", "src/mine", "-1 4321"),
+             ("setxattr", "src/mine", "trusted.cordon x"),
+             ("chattr-immutable", "src/mine", "")]
+    script = "".join(f"{PROBE} meta {op} {ws}/{t} {a} 2>/dev/null; echo $?\n" for op, t, a in steps)
+    try:
+        r = pc.run(["sh", "-c", script], "-w", ws)
+        assert r.status == 0, r
+        assert [int(c) for c in r.out.split()] == [errno.EPERM] * len(steps), r
+        assert {n: mu.state(ws / "src" / n) for n in ("mine", "theirs")} == before
+    finally:
+        subprocess.run(["chattr", "-i", str(ws / "src/mine")], capture_output=True)
+
+
 MAGIC = r"""
 import os, socket, subprocess, sys
 ro = sys.argv[1]
