@@ -223,7 +223,12 @@ static int open_in(int root, const char *rel, bool nofollow, int *fd)
         return ENOTDIR; /* a file bind: nothing beneath it */
     struct open_how how = { .flags = O_PATH | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0),
                             .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
-    *fd = sys_openat2(root, rel, &how, sizeof how);
+    /* EAGAIN: a rename raced the walk, which the kernel will not vouch for; again. */
+    for (int i = 0; i < 8; i++) {
+        *fd = sys_openat2(root, rel, &how, sizeof how);
+        if (*fd >= 0 || errno != EAGAIN)
+            break;
+    }
     return *fd < 0 ? errno : 0;
 }
 
@@ -296,12 +301,17 @@ static int absolute(pid_t tid, long long dir, const char *path, char *out, size_
     return 0;
 }
 
-/* Has the file FD no host path at all: a pipe, a socket, an anonymous or unlinked inode? */
-static bool pathless(int fd, const struct stat *st)
+/*
+ * Has the file FD (whose /proc/self/fd link reads PATH) no host path at all:
+ * a pipe, a socket, an anonymous inode, or one unlinked (a memfd, an
+ * O_TMPFILE, a deleted file: linked back, if ever, only into a writable tree)?
+ */
+static bool pathless(int fd, const struct stat *st, const char *path)
 {
     struct statfs fs;
-    if (st->st_nlink == 0)
-        return true; /* memfd, O_TMPFILE, deleted: linked back only into a writable tree */
+    size_t len = strlen(path);
+    if (st->st_nlink == 0 && len > 10 && !strcmp(path + len - 10, " (deleted)"))
+        return true;
     if (fstatfs(fd, &fs) < 0)
         return false;
     return fs.f_type == PIPEFS_MAGIC || fs.f_type == SOCKFS_MAGIC ||
@@ -323,13 +333,13 @@ static int own_file(const struct seccomp_notif *n, const struct metanotify *m, i
     int fl = fcntl(taken, F_GETFL);
     if (fl < 0 || (strict && (fl & O_PATH)))
         return EBADF;
-    if (!pathless(taken, &st)) {
-        char proc[64], path[PATH_MAX];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", taken);
-        ssize_t len = readlink(proc, path, sizeof path - 1);
-        if (len <= 0 || path[0] != '/')
+    char proc[64], path[PATH_MAX];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", taken);
+    ssize_t len = readlink(proc, path, sizeof path - 1);
+    path[len > 0 ? len : 0] = '\0';
+    if (!pathless(taken, &st, path)) {
+        if (path[0] != '/')
             return EPERM;
-        path[len] = '\0';
         int o = -1;
         int e = open_beneath(m, path, true, &o);
         if (e)
