@@ -7,9 +7,9 @@
 #include "sandbox/process/netnotify.h"
 
 #include "common/cleanup.h"
-#include "sandbox/process/metanotify.h"
 #include "common/relay_wire.h"
 #include "common/syscalls.h"
+#include "sandbox/process/metanotify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +60,8 @@ struct prog {
 
 static void op(struct prog *p, unsigned short code, unsigned k)
 {
+    if (p->n == PROG_MAX)
+        return; /* refused as a whole below */
     p->jt[p->n] = p->jf[p->n] = L_NONE;
     p->f[p->n++] = (struct sock_filter)BPF_STMT(code, k);
 }
@@ -67,6 +69,8 @@ static void op(struct prog *p, unsigned short code, unsigned k)
 /* A conditional jump to T when it holds, to F otherwise (L_NONE: the next). */
 static void jmp(struct prog *p, unsigned short code, unsigned k, enum label t, enum label f)
 {
+    if (p->n == PROG_MAX)
+        return;
     p->jt[p->n] = t;
     p->jf[p->n] = f;
     p->f[p->n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | code, k, 0, 0);
@@ -205,6 +209,9 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
     at(&p, L_ALLOW);
     ret(&p, SECCOMP_RET_ALLOW);
 
+    if (p.n == PROG_MAX)
+        return err_set(err, CORDON_E_INTERNAL, "netnotify: the filter needs more than %d "
+                       "instructions", PROG_MAX);
     for (size_t i = 0; i < p.n; i++) {
         if (BPF_CLASS(p.f[i].code) != BPF_JMP)
             continue;
