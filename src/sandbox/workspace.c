@@ -226,8 +226,8 @@ static int record_tree(struct workspace_guard *g, int fd, const char *rel, unsig
             continue;
         }
         rc = remember(g, &st, cap, err);
-        if (rc < 0 || !S_ISDIR(st.st_mode))
-            continue;
+        if (rc < 0 || !S_ISDIR(st.st_mode) || objects)
+            continue; /* objects/ab holds objects only: its own mode is what is kept */
         int sub = depth + 1 < WORKSPACE_POST_DEPTH ? open_subdir(dirfd(d), e->d_name) : -1;
         if (sub < 0)
             g->incomplete = true;
@@ -462,7 +462,7 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             rep->scan_incomplete = true;
             continue;
         }
-        bool recent = !ts_before(&st.st_ctim, &g->start);
+        bool recent = !ts_before(&st.st_ctim, &g->start), changed = recent;
         mode_t type = st.st_mode & S_IFMT;
         bool protected = guarded || is_covered(g, path);
         if (recent && protected && restore_mode(g, dfd, e->d_name, &st, path, rep)) {
@@ -502,8 +502,8 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             if (f >= 0)
                 close(f);
         }
-        if (type != S_IFDIR)
-            continue;
+        if (type != S_IFDIR || (objects && !changed))
+            continue; /* objects/ab with no entry made since the start: nothing new in it */
         /* Protected trees too: read-only all run long where a level holds
          * them, and looked at all the same in case one did not. */
         if (depth + 1 >= WORKSPACE_POST_DEPTH) {
