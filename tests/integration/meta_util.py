@@ -25,6 +25,7 @@ META_OPS = [
     ("chown", ["-1", "{gid}"]), ("lchown", ["-1", "{gid}"]), ("fchown", ["-1", "{gid}"]),
     ("fchownat-empty", ["-1", "{gid}"]),
     ("utimensat", []), ("futimens", []), ("utime", []), ("utimes", []), ("futimesat", []),
+    ("futimesat-fd", []),
     ("setxattr", ["user.cordon", "evil"]), ("lsetxattr", ["user.cordon2", "evil"]),
     ("fsetxattr", ["user.cordon3", "evil"]),
     ("removexattr", ["user.keep"]), ("lremovexattr", ["user.keep2"]),

@@ -965,8 +965,9 @@ static int act_meta(int argc, char **argv)
     struct timeval tv[2] = { { T_2001, 0 }, { T_2001, 0 } };
     struct { time_t a, m; } ub = { T_2001, T_2001 };
     struct xattr_args_v0 xa = { (uint64_t)(uintptr_t)a2, (uint32_t)strlen(a2), 0 };
-    static const char *const by_fd[] = { "fchmod", "fchown", "futimens", "fsetxattr",
-                                         "fremovexattr", "chattr", "chattr-immutable" };
+    static const char *const by_fd[] = { "fchmod", "fchown", "futimens", "futimesat-fd",
+                                         "fsetxattr", "fremovexattr", "chattr",
+                                         "chattr-immutable" };
     long r;
     int fd = -1;
     for (size_t i = 0; i < sizeof(by_fd) / sizeof(*by_fd); i++)
@@ -1000,6 +1001,8 @@ static int act_meta(int argc, char **argv)
         r = syscall(SYS_utimes, path, tv);
     else if (!strcmp(op, "futimesat"))
         r = syscall(SYS_futimesat, AT_FDCWD, path, tv);
+    else if (!strcmp(op, "futimesat-fd"))
+        r = syscall(SYS_futimesat, fd, NULL, tv);
     else if (!strcmp(op, "setxattr"))
         r = setxattr(path, a1, a2, strlen(a2), 0);
     else if (!strcmp(op, "lsetxattr"))

@@ -422,8 +422,9 @@ static int open_target(const struct seccomp_notif *n, const struct meta_call *c,
         return EINVAL;
     if (c->path < 0)
         return own_file(n, m, (int)dir, true, fd);
-    if (c->nr == __NR_utimensat && !n->data.args[c->path])
-        return dir == AT_FDCWD ? EFAULT : own_file(n, m, (int)dir, true, fd); /* futimens */
+    /* utimensat(fd, NULL, ...) (futimens) and futimesat(fd, NULL, ...) name the descriptor */
+    if ((c->op == META_TIMESPEC || c->op == META_TIMEVAL) && c->dir >= 0 && !n->data.args[c->path])
+        return dir == AT_FDCWD ? EFAULT : own_file(n, m, (int)dir, true, fd);
     char path[PATH_MAX], abs[2 * PATH_MAX];
     int e = read_string(n->pid, n->data.args[c->path], path, sizeof path, ENAMETOOLONG);
     if (e)
