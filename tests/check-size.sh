@@ -17,7 +17,6 @@ src/broker/serve.c (1393) # its server skeleton to share with the daemon (issue 
 '
 allowed_functions='
 guest/agent.c:main (172) # to split (issue 23)
-src/cli/fetch.c:cmd_fetch (168) # to split (issue 23)
 src/policy/policy.c:policy_apply_scalar (123) # to table-driven enum keys (issue 23)
 src/sandbox/microvm/plan.c:plan_vm (161) # to split (issue 23)
 src/sandbox/microvm/qemu.c:vm_spawn (124) # to split (issue 23)
