@@ -12,8 +12,6 @@ allowed_files='
 src/daemon/daemon.c (1440) # to split into server, methods and sessions (issue 23)
 src/policy/policy.c (1620) # to split by section (issue 23)
 src/broker/broker.c (1406) # to split (issue 23)
-src/broker/schema.c (1439) # to split (issue 23)
-src/broker/serve.c (1393) # its server skeleton to share with the daemon (issue 23)
 '
 allowed_functions='
 guest/agent.c:main (172) # to split (issue 23)
