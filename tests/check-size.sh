@@ -11,7 +11,6 @@ cd "$top" || exit 1
 allowed_files='
 src/daemon/daemon.c (1440) # to split into server, methods and sessions (issue 23)
 src/policy/policy.c (1620) # to split by section (issue 23)
-src/broker/broker.c (1406) # to split (issue 23)
 '
 allowed_functions='
 guest/agent.c:main (172) # to split (issue 23)
