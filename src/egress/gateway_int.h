@@ -64,6 +64,26 @@ struct gateway {
     bool relay;               /* relays may open the proxy door with a preface (relay_wire.h) */
 };
 
+/*
+ * A connection's states, and what moves it (every state has one timer, see
+ * on_timer in gateway.c; any refusal goes to S_CLOSING by conn_refuse):
+ *
+ *   S_HEAD        reading a request head (or a door token, a relay preface,
+ *                 a ClientHello at a transparent port); a checked head goes
+ *                 to S_ASKING when a decider is asked, else S_RESOLVING, or
+ *                 straight to S_CONNECTING for pinned names and literals
+ *   S_ASKING      the decider's answer awaited (ask.c): allowed goes on to
+ *                 S_RESOLVING or S_CONNECTING, denied or silent to S_CLOSING
+ *   S_RESOLVING   the gateway's own lookup; the addresses found are
+ *                 classified, and a permitted one goes to S_CONNECTING
+ *   S_CONNECTING  one checked address after another (never a new lookup);
+ *                 connected goes to S_RELAY (relay.c), or for an
+ *                 intercepted tunnel back to S_HEAD for the inner request
+ *                 (tls.c), which repeats the checks once per connection
+ *   S_RELAY       bytes both ways, bodies counted and scrubbed where a
+ *                 secret is bound; the upstream's end goes to S_CLOSING
+ *   S_CLOSING     the answer or refusal flushed to the client, then freed
+ */
 enum conn_state { S_HEAD, S_RESOLVING, S_ASKING, S_CONNECTING, S_RELAY, S_CLOSING };
 enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 enum chunk_state { CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_END, CHUNK_TRAILER, CHUNK_DONE };
