@@ -70,16 +70,19 @@ struct gateway {
  *
  *   S_HEAD        reading a request head (or a door token, a relay preface,
  *                 a ClientHello at a transparent port); a checked head goes
- *                 to S_ASKING when a decider is asked, else S_RESOLVING, or
- *                 straight to S_CONNECTING for pinned names and literals
- *   S_ASKING      the decider's answer awaited (ask.c): allowed goes on to
- *                 S_RESOLVING or S_CONNECTING, denied or silent to S_CLOSING
- *   S_RESOLVING   the gateway's own lookup; the addresses found are
- *                 classified, and a permitted one goes to S_CONNECTING
+ *                 to S_RESOLVING, or with a pinned name or a literal
+ *                 address straight on as if resolved
+ *   S_RESOLVING   the gateway's own lookup; the addresses are classified
+ *                 (proceed), a refused class closes, a destination the
+ *                 policy's ask rules name goes to S_ASKING, the rest to
+ *                 S_CONNECTING
+ *   S_ASKING      the decider's answer awaited (ask.c), asked only about
+ *                 permitted addresses: allowed goes to S_CONNECTING, denied
+ *                 or silent to S_CLOSING
  *   S_CONNECTING  one checked address after another (never a new lookup);
  *                 connected goes to S_RELAY (relay.c), or for an
  *                 intercepted tunnel back to S_HEAD for the inner request
- *                 (tls.c), which repeats the checks once per connection
+ *                 (tls.c), which is checked as any head is
  *   S_RELAY       bytes both ways, bodies counted and scrubbed where a
  *                 secret is bound; the upstream's end goes to S_CLOSING
  *   S_CLOSING     the answer or refusal flushed to the client, then freed
