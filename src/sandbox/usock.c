@@ -158,17 +158,26 @@ static int each_socket(void (*each)(void *ctx, ino_t sock, const struct unix_dia
 }
 
 struct find_bound {
+    const struct usock_keeper *k;
     dev_t dev;
     ino_t ino;
-    ino_t sock;  /* 0: none */
+    bool ours;  /* a socket of the run's is bound there */
 };
 
-/* sock_diag gives the file's inode in 32 bits: compared in 32 bits. */
+/*
+ * Every socket with the file's name: the listener, and each connection it
+ * accepted (they share its name). sock_diag gives the file's inode in 32
+ * bits: compared in 32 bits.
+ */
 static void match_file(void *ctx, ino_t sock, const struct unix_diag_vfs *vfs)
 {
     struct find_bound *f = ctx;
-    if (vfs && vfs->udiag_vfs_ino == (uint32_t)f->ino && kernel_dev(vfs->udiag_vfs_dev) == f->dev)
-        f->sock = sock;
+    if (!vfs || vfs->udiag_vfs_ino != (uint32_t)f->ino || kernel_dev(vfs->udiag_vfs_dev) != f->dev)
+        return;
+    if (f->k->own_netns)
+        f->ours = true; /* the namespace holds none but the run's */
+    for (size_t i = 0; i < f->k->n_bound && !f->ours; i++)
+        f->ours = f->k->bound[i] == sock;
 }
 
 /* Is the socket file ST one the run may reach? */
@@ -177,15 +186,9 @@ static bool allowed(const struct usock_keeper *k, const struct stat *st)
     for (size_t i = 0; i < k->n_listed; i++)
         if (k->listed[i].dev == st->st_dev && k->listed[i].ino == st->st_ino)
             return true;
-    struct find_bound f = { st->st_dev, st->st_ino, 0 };
-    if (each_socket(match_file, &f) < 0 || !f.sock)
-        return false; /* none in our namespace bound there: a host socket, or a stale file */
-    if (k->own_netns)
-        return true;
-    for (size_t i = 0; i < k->n_bound; i++)
-        if (k->bound[i] == f.sock)
-            return true;
-    return false;
+    /* None of ours bound there: a host socket, or a stale file. */
+    struct find_bound f = { k, st->st_dev, st->st_ino, false };
+    return each_socket(match_file, &f) == 0 && f.ours;
 }
 
 /* The top bit of a recorded inode marks it open while the bound set is pruned. */
