@@ -71,6 +71,19 @@ int usock_keeper_init(struct usock_keeper *k, const struct policy *p, bool own_n
     return 0;
 }
 
+int usock_keeper_list(struct usock_keeper *k, int fd, struct cordon_err *err)
+{
+    struct stat st;
+    if (k->n_listed == USOCK_MAX_LISTED)
+        return err_set(err, CORDON_E_POLICY,
+                       "filesystem.unix_sockets: more than %d sockets", USOCK_MAX_LISTED - 1);
+    if (fstat(fd, &st) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot stat a socket of the run's");
+    k->listed[k->n_listed].dev = st.st_dev;
+    k->listed[k->n_listed++].ino = st.st_ino;
+    return 0;
+}
+
 int usock_program(struct seccomp_program *out, struct cordon_err *err)
 {
     static const struct sock_filter prog[] = {
@@ -186,6 +199,8 @@ static bool allowed(const struct usock_keeper *k, const struct stat *st)
     for (size_t i = 0; i < k->n_listed; i++)
         if (k->listed[i].dev == st->st_dev && k->listed[i].ino == st->st_ino)
             return true;
+    if (k->gofer)
+        return false;
     /* None of ours bound there: a host socket, or a stale file. */
     struct find_bound f = { k, st->st_dev, st->st_ino, false };
     return each_socket(match_file, &f) == 0 && f.ours;
@@ -260,21 +275,26 @@ static int connect_bounded(int sock, const struct sockaddr *a, socklen_t len)
     return timed && (rc == EAGAIN || rc == EINPROGRESS) ? ETIMEDOUT : rc;
 }
 
-/* The file a connect to PATH (of thread TID) would reach, as an O_PATH descriptor; -errno. */
-static int resolve(pid_t tid, const char *path)
+/*
+ * The file a connect to PATH (of thread TID) would reach, as an O_PATH
+ * descriptor; -errno. IN_ROOT: in TID's own root (gVisor's gofer has one
+ * of its own), else in the keeper's, which is the caller's.
+ */
+static int resolve(pid_t tid, const char *path, bool in_root)
 {
-    _cleanup_close_ int cwd = -1;
-    if (path[0] != '/') {
+    _cleanup_close_ int at = -1;
+    if (path[0] != '/' || in_root) {
         char link[64];
-        snprintf(link, sizeof link, "/proc/%d/cwd", (int)tid);
-        cwd = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (cwd < 0)
+        snprintf(link, sizeof link, "/proc/%d/%s", (int)tid, path[0] == '/' ? "root" : "cwd");
+        at = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (at < 0)
             return -EACCES;
     }
     /* As the kernel would, links followed, but no magic link of /proc
      * (/proc/self/root, /proc/PID/cwd): those name the keeper's view. */
-    struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS };
-    int fd = sys_openat2(path[0] == '/' ? AT_FDCWD : cwd, path, &how, sizeof how);
+    struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+                            .resolve = RESOLVE_NO_MAGICLINKS | (in_root ? RESOLVE_IN_ROOT : 0) };
+    int fd = sys_openat2(at >= 0 ? at : AT_FDCWD, path, &how, sizeof how);
     if (fd >= 0)
         return fd;
     if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == ENAMETOOLONG)
@@ -291,15 +311,16 @@ int usock_connect(const struct usock_keeper *k, int sock, pid_t tid, const struc
     if (plen > sizeof un->sun_path)
         plen = sizeof un->sun_path;
     if (un->sun_path[0] == '\0') {
-        /* Abstract: scoped by the network namespace, where the run has its own. */
-        if (!k->own_netns)
+        /* Abstract: scoped by the network namespace, where the run has its own
+         * (runsc's own control socket, for its processes). */
+        if (!k->own_netns && !k->gofer)
             return EPERM;
         return connect_bounded(sock, (const struct sockaddr *)un, len);
     }
     char path[sizeof un->sun_path + 1];
     memcpy(path, un->sun_path, plen);
     path[plen] = '\0';
-    _cleanup_close_ int fd = resolve(tid, path);
+    _cleanup_close_ int fd = resolve(tid, path, k->gofer);
     if (fd < 0)
         return -fd;
     struct stat st;

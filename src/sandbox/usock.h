@@ -51,6 +51,11 @@ struct usock_keeper {
     /* The run has a network namespace of its own, the keeper's: every unix
      * socket in it is the run's (its abstract ones too). */
     bool own_netns;
+    /* The keeper serves gVisor's own processes (its gofer), never the
+     * command, whose calls its Sentry serves: a path resolves in the
+     * caller's root, only a listed socket (the gateway's door among them)
+     * is reached, and an abstract name is runsc's own. */
+    bool gofer;
     struct {
         dev_t dev;
         ino_t ino;
@@ -68,7 +73,10 @@ struct usock_keeper {
 int usock_keeper_init(struct usock_keeper *k, const struct policy *p, bool own_netns,
                       struct cordon_err *err);
 
-/* The namespace level's filter: connect() to the keeper, all else allowed. */
+/* Add the socket file FD to K's listed ones (a door of cordon's own). */
+int usock_keeper_list(struct usock_keeper *k, int fd, struct cordon_err *err);
+
+/* The namespace level's (and runsc's) filter: connect() to the keeper, all else allowed. */
 int usock_program(struct seccomp_program *out, struct cordon_err *err);
 
 /* In the keeper: the run bound SOCK (our copy), so its name is the run's. */
@@ -83,7 +91,7 @@ int usock_connect(const struct usock_keeper *k, int sock, pid_t tid, const struc
                   socklen_t len);
 
 /*
- * In the namespace level's keeper (the sandbox's init): answer one
- * notification of usock_program()'s filter on LISTENER. -1 when it is gone.
+ * In the keeper of usock_program()'s filter (the namespace level's init,
+ * gVisor's shim): answer one notification on LISTENER. -1 when it is gone.
  */
 int usock_serve(int listener, const struct usock_keeper *k);

@@ -288,3 +288,10 @@ def test_policy_check_shows_unix_sockets(cordon):
     r = cordon.raw("policy", "check", pol)
     assert r.status == 0, f"{r}"
     assert json.loads(r.out)["policy"]["filesystem"]["unix_sockets"] == ["/run/x.sock"], f"{r}"
+
+
+def test_check_names_unix_sockets(cordon):
+    r = cordon.raw("check")
+    assert r.status == 0, f"{r}"
+    notes = [line for line in r.out.splitlines() if "unix sockets:" in line]
+    assert len(notes) == 4 and all("filesystem.unix_sockets" in n for n in notes), r.out
