@@ -9,6 +9,7 @@
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/notify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
 
@@ -361,6 +362,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     /* -1: the command failed before it installed its filter (it reports why). */
     int listener = recv_fd(nsock[0]);
     close(nsock[0]);
+    notify_sync_wakeup(listener);
     keep_and_reap(plan, cmd, listener, fds->status_w);
 }
 

@@ -5,6 +5,7 @@
 #include "sandbox/notify.h"
 
 #include "common/cleanup.h"
+#include "common/compat.h"
 #include "common/syscalls.h"
 
 #include <errno.h>
@@ -16,6 +17,12 @@
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+void notify_sync_wakeup(int listener)
+{
+    if (listener >= 0)
+        (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+}
 
 int notify_respond(int listener, __u64 id, int error, __s64 val)
 {

@@ -14,6 +14,7 @@
 
 #include "common/fds.h"
 #include "common/syscalls.h"
+#include "sandbox/notify.h"
 
 #include <errno.h>
 #include <linux/seccomp.h>
@@ -29,6 +30,7 @@ static _Noreturn void keeper_main(const struct usock_keeper *k, int sock)
     prctl(PR_SET_NAME, "cordon-gofer-uds", 0, 0, 0);
     int listener = recv_fd(sock); /* -1: runsc never started */
     close(sock);
+    notify_sync_wakeup(listener);
     while (listener >= 0) {
         struct pollfd p = { .fd = listener, .events = POLLIN };
         if (poll(&p, 1, -1) < 0)

@@ -27,6 +27,7 @@
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/notify.h"
 #include "sandbox/process/netnotify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
@@ -258,6 +259,7 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
 
     int listener = recv_fd(nsock[0]); /* -1: the command failed before it sent one */
     close(nsock[0]);
+    notify_sync_wakeup(listener);
     struct netrelay relay;
     netrelay_init(&relay);
     for (;;) {
