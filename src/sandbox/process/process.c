@@ -27,7 +27,6 @@
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/notify.h"
 #include "sandbox/process/netnotify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
@@ -63,11 +62,11 @@ struct process_plan {
     struct confine_plan confine;
     struct seccomp_program notify;
     struct netnotify nn;
-    struct usock_keeper usock; /* nn's: the keeper's copy notes the run's binds */
     const char *workdir;
     const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
     struct cgroup_ticket cg; /* the command joins the run's cgroups through it */
     bool root;
+    struct usock_keeper usock; /* nn's: the keeper's copy notes the run's binds */
 };
 
 /* File descriptors of the boundary; every other is closed at once. */
@@ -253,13 +252,12 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
         close(m.stdio[i]);
     boundary_forward_signals(cmd);
     /* SIGCHLD wakes the loop to reap (an orphan's zombie would linger otherwise). */
-    struct sigaction sa = { .sa_handler = noop, .sa_flags = SA_RESTART }; /* poll still wakes */
+    struct sigaction sa = { .sa_handler = noop };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
 
     int listener = recv_fd(nsock[0]); /* -1: the command failed before it sent one */
     close(nsock[0]);
-    notify_sync_wakeup(listener);
     struct netrelay relay;
     netrelay_init(&relay);
     for (;;) {
