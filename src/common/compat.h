@@ -45,15 +45,6 @@ struct cordon_landlock_ruleset_attr {
 #define AT_RECURSIVE 0x8000
 #endif
 
-/* seccomp (6.6): the caller hands its CPU to the listener and back, a round trip without
- * a trip through the scheduler's queues. */
-#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
-#define SECCOMP_IOCTL_NOTIF_SET_FLAGS 0x40082104u /* SECCOMP_IOW(4, __u64) */
-#endif
-#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
-#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP 1
-#endif
-
 /* Metadata calls newer than the headers: fchmodat2 (6.6), setxattrat and removexattrat (6.13). */
 #ifndef __NR_fchmodat2
 #define __NR_fchmodat2 452
@@ -80,4 +71,10 @@ struct cordon_xattr_args {
 #endif
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+/* seccomp user notification flags (6.6): the keeper runs on the waiting caller's CPU. */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif

@@ -9,6 +9,7 @@
 
 #include "common/cleanup.h"
 #include "common/syscalls.h"
+#include "sandbox/notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +26,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/time.h>
-#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 #include <utime.h>
@@ -125,10 +125,10 @@ bool metanotify_handles(const struct seccomp_notif *n)
 
 /* ---- the caller: its memory and its descriptors ---- */
 
+/* LEN bytes of the caller PID's memory at FROM into TO: 0, or EFAULT. */
 static int read_mem(pid_t pid, void *to, __u64 from, size_t len)
 {
-    struct iovec local = { to, len }, remote = { (void *)(uintptr_t)from, len };
-    return len && process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)len ? EFAULT : 0;
+    return len && notify_read(pid, to, from, len) < 0 ? EFAULT : 0;
 }
 
 /* A NUL-terminated string at FROM into BUF, a page at a time (the next may be unmapped). */
@@ -148,24 +148,6 @@ static int read_string(pid_t pid, __u64 from, char *buf, size_t size, int too_lo
         got += chunk;
     }
     return too_long;
-}
-
-/* The caller's descriptor FD as our own (the same open file), or -1. */
-static int take_fd(pid_t tid, int fd)
-{
-    /* The notification names a thread; PIDFD_THREAD (O_EXCL) lets a pidfd name one. */
-    _cleanup_close_ int pidfd = sys_pidfd_open(tid, O_EXCL);
-    if (pidfd < 0)
-        pidfd = sys_pidfd_open(tid, 0);
-    return pidfd < 0 ? -1 : sys_pidfd_getfd(pidfd, fd, 0);
-}
-
-static int reply(int listener, __u64 id, int error)
-{
-    struct seccomp_notif_resp r = { .id = id, .error = error ? -error : 0 };
-    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &r) < 0 && errno != ENOENT)
-        return -1;
-    return 0; /* ENOENT: the caller is gone (killed, or interrupted) */
 }
 
 /* ---- the writable trees ---- */
@@ -326,7 +308,7 @@ static bool pathless(int fd, const struct stat *st, const char *path)
 static int own_file(const struct seccomp_notif *n, const struct metanotify *m, int cfd,
                     bool strict, int *fd)
 {
-    _cleanup_close_ int taken = take_fd(n->pid, cfd);
+    _cleanup_close_ int taken = notify_take_fd(n->pid, cfd);
     struct stat st, st2;
     if (taken < 0 || fstat(taken, &st) < 0)
         return EBADF;
@@ -620,7 +602,7 @@ int metanotify_serve(int listener, const struct seccomp_notif *n, const struct m
 {
     const struct meta_call *c = call_of(n);
     if (!c)
-        return reply(listener, n->id, ENOSYS);
+        return notify_respond(listener, n->id, ENOSYS, 0);
     _cleanup_close_ int fd = -1;
     bool link = false;
     struct change ch = { .now = false };
@@ -643,5 +625,5 @@ int metanotify_serve(int listener, const struct seccomp_notif *n, const struct m
         e = act(n, c, fd, link, &ch);
         restore_caps(&caps);
     }
-    return reply(listener, n->id, e);
+    return notify_respond(listener, n->id, e, 0);
 }
