@@ -10,6 +10,7 @@
 #include "common/relay_wire.h"
 #include "common/syscalls.h"
 #include "sandbox/notify.h"
+#include "sandbox/process/metanotify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,9 +48,9 @@
  */
 enum label {
     L_NOTIFY, L_SOCKET, L_INET, L_STREAM, L_DGRAM, L_UNIX, L_SENDTO, L_FLAGS2, L_FLAGS3,
-    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_REFUSE, L_ALLOW, L_NONE,
+    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_IOCTL, L_REFUSE, L_ALLOW, L_NONE,
 };
-#define PROG_MAX 96
+#define PROG_MAX 160
 
 struct prog {
     struct sock_filter f[PROG_MAX];
@@ -60,6 +61,8 @@ struct prog {
 
 static void op(struct prog *p, unsigned short code, unsigned k)
 {
+    if (p->n == PROG_MAX)
+        return; /* refused as a whole below */
     p->jt[p->n] = p->jf[p->n] = L_NONE;
     p->f[p->n++] = (struct sock_filter)BPF_STMT(code, k);
 }
@@ -67,6 +70,8 @@ static void op(struct prog *p, unsigned short code, unsigned k)
 /* A conditional jump to T when it holds, to F otherwise (L_NONE: the next). */
 static void jmp(struct prog *p, unsigned short code, unsigned k, enum label t, enum label f)
 {
+    if (p->n == PROG_MAX)
+        return;
     p->jt[p->n] = t;
     p->jf[p->n] = f;
     p->f[p->n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | code, k, 0, 0);
@@ -96,6 +101,59 @@ static void if_pointer(struct prog *p, int n, enum label t)
     jmp(p, BPF_JEQ | BPF_K, 0, L_NONE, t);
 }
 
+/*
+ * The jumps resolved and the program copied out; refused when it outgrew
+ * PROG_MAX (op() stopped writing) or a jump would reach past 255.
+ */
+static int assemble(struct prog *p, struct seccomp_program *out, struct cordon_err *err)
+{
+    if (p->n == PROG_MAX)
+        return err_set(err, CORDON_E_INTERNAL, "netnotify: the filter needs more than %d "
+                       "instructions", PROG_MAX);
+    for (size_t i = 0; i < p->n; i++) {
+        if (BPF_CLASS(p->f[i].code) != BPF_JMP)
+            continue;
+        if (BPF_OP(p->f[i].code) == BPF_JA) {
+            p->f[i].k = (unsigned)(p->at[p->jt[i]] - i - 1);
+            continue;
+        }
+        size_t t = p->jt[i] == L_NONE ? i + 1 : p->at[p->jt[i]];
+        size_t f = p->jf[i] == L_NONE ? i + 1 : p->at[p->jf[i]];
+        if (t <= i || f <= i || t - i - 1 > 255 || f - i - 1 > 255)
+            return err_set(err, CORDON_E_INTERNAL, "netnotify: jump out of range at %zu", i);
+        p->f[i].jt = (unsigned char)(t - i - 1);
+        p->f[i].jf = (unsigned char)(f - i - 1);
+    }
+    out->len = (unsigned short)p->n;
+    out->filter = malloc(p->n * sizeof p->f[0]);
+    if (!out->filter)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    memcpy(out->filter, p->f, p->n * sizeof p->f[0]);
+    return 0;
+}
+
+/* chmod, chown, times, xattrs: Landlock has no right for them (metanotify.h). */
+static void metadata_calls(struct prog *p)
+{
+    int nrs[32];
+    size_t n = metanotify_syscalls(nrs, sizeof nrs / sizeof nrs[0]);
+    for (size_t i = 0; i < n; i++)
+        jmp(p, BPF_JEQ | BPF_K, (unsigned)nrs[i], L_NOTIFY, L_NONE);
+    jmp(p, BPF_JEQ | BPF_K, __NR_ioctl, L_IOCTL, L_NONE);
+}
+
+/* L_IOCTL: chattr's commands (the kernel reads a command as an int: the low half). */
+static void metadata_ioctls(struct prog *p)
+{
+    unsigned cmds[16];
+    size_t n = metanotify_ioctls(cmds, sizeof cmds / sizeof cmds[0]);
+    at(p, L_IOCTL);
+    ld_arg(p, 1, false);
+    for (size_t i = 0; i < n; i++)
+        jmp(p, BPF_JEQ | BPF_K, cmds[i], L_NOTIFY, L_NONE);
+    ret(p, SECCOMP_RET_ALLOW);
+}
+
 int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err)
 {
     static const int ipc[] = { __NR_shmget, __NR_shmat, __NR_shmctl, __NR_semget, __NR_semop,
@@ -109,6 +167,7 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
      * host's segments, semaphores and queues would be a guess away. */
     for (size_t i = 0; i < sizeof ipc / sizeof ipc[0]; i++)
         jmp(&p, BPF_JEQ | BPF_K, (unsigned)ipc[i], L_REFUSE, L_NONE);
+    metadata_calls(&p);
     jmp(&p, BPF_JEQ | BPF_K, __NR_connect, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_listen, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NONE);
@@ -184,6 +243,7 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
         if_pointer(&p, 4, L_NOTIFY);
         ret(&p, SECCOMP_RET_ALLOW);
     }
+    metadata_ioctls(&p);
     /* connect, listen, bind, ...: the supervisor decides (BPF jumps only forward) */
     at(&p, L_NOTIFY);
     ret(&p, SECCOMP_RET_USER_NOTIF);
@@ -192,26 +252,7 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
     at(&p, L_ALLOW);
     ret(&p, SECCOMP_RET_ALLOW);
 
-    for (size_t i = 0; i < p.n; i++) {
-        if (BPF_CLASS(p.f[i].code) != BPF_JMP)
-            continue;
-        if (BPF_OP(p.f[i].code) == BPF_JA) {
-            p.f[i].k = (unsigned)(p.at[p.jt[i]] - i - 1);
-            continue;
-        }
-        size_t t = p.jt[i] == L_NONE ? i + 1 : p.at[p.jt[i]];
-        size_t f = p.jf[i] == L_NONE ? i + 1 : p.at[p.jf[i]];
-        if (t <= i || f <= i || t - i - 1 > 255 || f - i - 1 > 255)
-            return err_set(err, CORDON_E_INTERNAL, "netnotify: jump out of range at %zu", i);
-        p.f[i].jt = (unsigned char)(t - i - 1);
-        p.f[i].jf = (unsigned char)(f - i - 1);
-    }
-    out->len = (unsigned short)p.n;
-    out->filter = malloc(p.n * sizeof p.f[0]);
-    if (!out->filter)
-        return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    memcpy(out->filter, p.f, p.n * sizeof p.f[0]);
-    return 0;
+    return assemble(&p, out, err);
 }
 
 /* ---- the boundary's supervisor ---- */
@@ -820,6 +861,8 @@ int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r
     memset(&n, 0, sizeof n);
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
         return errno == EINTR || errno == ENOENT ? 0 : -1;
+    if (nn->meta && metanotify_handles(&n))
+        return metanotify_serve(listener, &n, nn->meta);
     if (n.data.nr == __NR_connect)
         return on_connect(listener, &n, nn, r);
     if (n.data.nr == __NR_listen)

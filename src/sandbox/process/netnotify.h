@@ -35,6 +35,8 @@
 /* The address the sandbox is told its proxy is at (HTTP_PROXY). */
 #define NETNOTIFY_PROXY_PORT 3128
 
+struct metanotify;
+
 struct netnotify {
     bool gateway;               /* the gateway is the one way out */
     struct sockaddr_in gw;      /* its listener on the host's loopback */
@@ -45,6 +47,8 @@ struct netnotify {
     uint16_t ports[SYNTH_MAX_PORTS];
     size_t n_ports;
     struct usock_keeper *usock; /* the unix sockets the run may reach (the keeper's copy) */
+    /* Metadata calls (chmod, chown, times, xattrs) share the listener: metanotify.h. */
+    const struct metanotify *meta;
 };
 
 /*

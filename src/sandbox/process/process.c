@@ -27,6 +27,8 @@
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/notify.h"
+#include "sandbox/process/metanotify.h"
 #include "sandbox/process/netnotify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
@@ -62,6 +64,7 @@ struct process_plan {
     struct confine_plan confine;
     struct seccomp_program notify;
     struct netnotify nn;
+    struct metanotify meta;  /* the writable trees: confine.landlock's rules */
     const char *workdir;
     const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
     struct cgroup_ticket cg; /* the command joins the run's cgroups through it */
@@ -244,6 +247,11 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
         boundary_exec(&m, -1, plan->workdir, fds->err_w, confine_process_command, &cc);
     }
     close(nsock[1]);
+    /* The command's /proc/PID, the inode its Landlock rule names, kept (see plan_proc). */
+    char self[32];
+    snprintf(self, sizeof self, "/proc/%d", (int)cmd);
+    int pin = open(self, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    (void)pin; /* held until the keeper exits */
     for (int c = 0; c < CGROUP_COUNT; c++)
         if (plan->cg.fd[c] >= 0)
             close(plan->cg.fd[c]); /* the command's alone: the keeper stays out */
@@ -251,13 +259,17 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
     for (int i = 0; i < 3; i++)
         close(m.stdio[i]);
     boundary_forward_signals(cmd);
-    /* SIGCHLD wakes the loop to reap (an orphan's zombie would linger otherwise). */
-    struct sigaction sa = { .sa_handler = noop };
+    /* SIGCHLD wakes the loop to reap (an orphan's zombie would linger otherwise);
+     * a keeper's own call (a connect, a chmod for the command) is restarted. */
+    struct sigaction sa = { .sa_handler = noop, .sa_flags = SA_RESTART }; /* poll still wakes */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
 
     int listener = recv_fd(nsock[0]); /* -1: the command failed before it sent one */
     close(nsock[0]);
+    /* Every connect and chmod waits on us: answered on the caller's CPU where the kernel can. */
+    if (listener >= 0)
+        notify_sync_wakeup(listener);
     struct netrelay relay;
     netrelay_init(&relay);
     for (;;) {
@@ -628,6 +640,71 @@ static int plan_workspace(struct landlock_plan *ll, const struct policy *p,
     return split_workspace(ll, g, g->fd, p->workspace, "", err);
 }
 
+/*
+ * What of the host's /proc a program may read. A root caller's run is uid 0
+ * (with no capability) and so the owner of the kernel's own files there:
+ * kpageflags, slabinfo, vmallocinfo, timer_list, pagetypeinfo (memory and
+ * kernel layout), and another process's command line or status. So not the
+ * tree: every directory may be listed (the pids, a /proc/self/fd), and
+ * these files read, the sysctl values named here too (read-only: no write
+ * to /proc at all), and the command's own /proc/PID. Landlock
+ * cannot name a process that does not exist yet: the command's children
+ * find their /proc/self listed but not readable (ps, top, /proc/self/maps).
+ */
+static const char *const proc_readable[] = {
+    "cpuinfo",     /* lscpu, libuv's os.cpus(), BLAS libraries */
+    "meminfo",     /* free, libuv's total memory, runtimes sizing their heaps */
+    "stat",        /* glibc's get_nprocs() fallback, CPU times */
+    "filesystems", /* libselinux at the start of ls, cp, ... */
+    "loadavg",     /* getloadavg(): make -l, uptime */
+    "uptime",
+    "version",
+    "swaps",       /* free */
+    "cgroups",     /* runtimes looking for their limits */
+    /* sysctl values, not /proc/sys whole: net holds secrets only root reads
+     * (tcp_fastopen_key, stable_secret) */
+    "sys/kernel",  /* osrelease, pid_max, ngroups_max, cap_last_cap, random/boot_id */
+    "sys/vm",      /* overcommit_memory (jemalloc), max_map_count */
+    "sys/fs",      /* nr_open, inotify limits (file watchers) */
+    "sys/crypto",  /* fips_enabled (OpenSSL, Go) */
+    "sys/user",    /* max_user_namespaces */
+    "sys/net/core/somaxconn", /* Go's listen backlog */
+    "sys/net/ipv4/ip_local_port_range",
+};
+
+/*
+ * PATH, opened here (no link followed) and held by the plan, so the rule
+ * names what was opened; -ENOENT's absence is 0 when OPTIONAL.
+ */
+static int add_opened(struct landlock_plan *ll, const char *path, unsigned access, bool optional,
+                      struct cordon_err *err)
+{
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && optional && errno == ENOENT)
+        return 0;
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", path);
+    if (landlock_plan_add_fd(ll, fd, path, access, err) < 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+static int plan_proc(struct landlock_plan *ll, struct cordon_err *err)
+{
+    TRY(add_opened(ll, "/proc", LANDLOCK_LIST, false, err));
+    /* Each held open by the boundary for the run's life: procfs makes a new
+     * inode for an entry whose dentry was evicted, which the rule would not name. */
+    for (size_t i = 0; i < sizeof proc_readable / sizeof proc_readable[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%s", proc_readable[i]);
+        TRY(add_opened(ll, path, LANDLOCK_RO, true, err));
+    }
+    /* Opened by the command itself: /proc/self is its own pid's (the keeper pins it). */
+    return landlock_plan_add(ll, "/proc/self", LANDLOCK_RO, true, err);
+}
+
 static int plan_landlock(const struct sandbox_setup *s, const struct process_state *st,
                          struct confine_plan *c, struct cordon_err *err)
 {
@@ -645,9 +722,7 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
         TRY(landlock_plan_add(ll, sandbox_usr_links[i], LANDLOCK_RO, true, err));
     for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++)
         TRY(landlock_plan_add(ll, sandbox_etc_files[i], LANDLOCK_RO, true, err));
-    /* The host's /proc, read-only: the process list shows (cordon check says so);
-     * other processes' memory and environ stay behind Landlock's ptrace rule. */
-    TRY(landlock_plan_add(ll, "/proc", LANDLOCK_RO, false, err));
+    TRY(plan_proc(ll, err));
     for (size_t i = 0; i < SANDBOX_N_DEV_NODES; i++) {
         char dev[32];
         snprintf(dev, sizeof dev, "/dev/%s", sandbox_dev_nodes[i]);
@@ -655,9 +730,10 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     }
     TRY(landlock_plan_add(ll, "/dev/pts", LANDLOCK_DEV, true, err));
     TRY(landlock_plan_add(ll, "/dev/ptmx", LANDLOCK_DEV, true, err));
-    TRY(landlock_plan_add(ll, st->tmpdir, LANDLOCK_RW, false, err));
+    /* By descriptor: the keeper resolves metadata changes beneath them (metanotify.h). */
+    TRY(add_opened(ll, st->tmpdir, LANDLOCK_RW, false, err));
     if (!p->workspace)
-        TRY(landlock_plan_add(ll, st->workdir, LANDLOCK_RW, false, err));
+        TRY(add_opened(ll, st->workdir, LANDLOCK_RW, false, err));
     if (st->ca_cert[0]) {
         TRY(landlock_plan_add(ll, st->ca_cert, LANDLOCK_RO, false, err));
         TRY(landlock_plan_add(ll, st->ca_bundle, LANDLOCK_RO, false, err));
@@ -763,6 +839,8 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     plan.nn.usock = &plan.usock; /* the same address in the keeper, a fork */
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
+    plan.meta.ll = &plan.confine.landlock; /* the boundary's copy is at the same address */
+    plan.nn.meta = &plan.meta;
     if (s->gateway && (b->door = open_door(p, &plan.nn, b, err)) < 0)
         goto out;
     /* The keeper is the relay: DNS stand-ins and synthetic addresses (netnotify.h). */
@@ -849,14 +927,17 @@ out:
 const struct sandbox_backend process_backend = {
     .name = "process",
     .level = CORDON_LEVEL_PROCESS,
-    .shares = "no namespaces: the command sees the host's process list and /proc (command "
-              "lines included; not other processes' memory or environment), shares the "
-              "host's PID and IPC namespaces (System V IPC and POSIX queues are refused), its "
-              "hostname and users, and its network stack (held to the gateway by seccomp and Landlock); "
-              "files: Landlock only, /tmp is a private host directory without a size limit; "
-              "a host workspace holding protected names (.git, ...) is read-only at its root "
-              "and in each directory holding one (no entry made, removed or renamed there), "
-              "writable in every other entry",
+    .shares = "no namespaces: the command sees the host's process list (pids, not their "
+              "command lines or status: /proc reads only cpuinfo, meminfo, stat and a few more, "
+              "/proc/sys, and the command's own /proc/PID, so a child's /proc/self is listed, "
+              "not readable, and ps shows nothing), shares the host's PID and IPC namespaces "
+              "(System V IPC and POSIX queues are refused), its hostname and users, and its "
+              "network stack (held to the gateway by seccomp and Landlock); files: Landlock "
+              "only, /tmp is a private host directory without a size limit; modes, owners, "
+              "times and xattrs change only in the writable trees (each call checked by the "
+              "keeper); a host workspace holding protected names (.git, ...) is read-only at "
+              "its root and in each directory holding one (no entry made, removed or renamed "
+              "there), writable in every other entry",
     .host_uid = true,
     .probe = proc_probe,
     .admits = proc_admits,
