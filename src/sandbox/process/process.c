@@ -641,7 +641,8 @@ static int plan_workspace(struct landlock_plan *ll, const struct policy *p,
 }
 
 /*
- * What of the host's /proc a program may read. A root caller's run is uid 0
+ * What of the host's /proc a root caller's program may read (another
+ * caller's reads the tree, as the host lets it). A root caller's run is uid 0
  * (with no capability) and so the owner of the kernel's own files there:
  * kpageflags, slabinfo, vmallocinfo, timer_list, pagetypeinfo (memory and
  * kernel layout), and another process's command line or status. So not the
@@ -722,7 +723,13 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
         TRY(landlock_plan_add(ll, sandbox_usr_links[i], LANDLOCK_RO, true, err));
     for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++)
         TRY(landlock_plan_add(ll, sandbox_etc_files[i], LANDLOCK_RO, true, err));
-    TRY(plan_proc(ll, err));
+    /* For uid 0 the host's kernel files are readable (owner root): narrowed.
+     * Another uid reads what the host gives it, as any process of its own:
+     * the whole tree, so a child's /proc/self stays readable (ps, a JVM). */
+    if (geteuid() == 0)
+        TRY(plan_proc(ll, err));
+    else
+        TRY(landlock_plan_add(ll, "/proc", LANDLOCK_RO, false, err));
     for (size_t i = 0; i < SANDBOX_N_DEV_NODES; i++) {
         char dev[32];
         snprintf(dev, sizeof dev, "/dev/%s", sandbox_dev_nodes[i]);
@@ -927,10 +934,12 @@ out:
 const struct sandbox_backend process_backend = {
     .name = "process",
     .level = CORDON_LEVEL_PROCESS,
-    .shares = "no namespaces: the command sees the host's process list (pids, not their "
-              "command lines or status: /proc reads only cpuinfo, meminfo, stat and a few more, "
-              "/proc/sys, and the command's own /proc/PID, so a child's /proc/self is listed, "
-              "not readable, and ps shows nothing), shares the host's PID and IPC namespaces "
+    .shares = "no namespaces: the command sees the host's process list and /proc as its "
+              "uid may (command lines included; not other processes' memory or environment); "
+              "for a root caller /proc reads only cpuinfo, meminfo, stat and a few more, "
+              "/proc/sys, and the command's own /proc/PID (no kernel files: a child's "
+              "/proc/self is listed, not readable, and ps shows nothing); it shares the host's "
+              "PID and IPC namespaces "
               "(System V IPC and POSIX queues are refused), its hostname and users, and its "
               "network stack (held to the gateway by seccomp and Landlock); files: Landlock "
               "only, /tmp is a private host directory without a size limit; modes, owners, "
