@@ -6,6 +6,7 @@
  */
 #include "audit/audit.h"
 #include "audit/audit_int.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -317,7 +318,7 @@ static bool type_matches(const char *want, const char *type)
 static int show_line(struct show *s, const char *buf, size_t len, bool nl, uint64_t line,
                      FILE *out)
 {
-    json_auto_t *ev = json_loadb(buf, len, 0, NULL);
+    json_auto_t *ev = json_parse_strict(buf, len, 0, NULL);
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *jrun = json_object_get(ev, "run");
     const char *run = json_string_value(jrun);

@@ -7,6 +7,7 @@
  * signalfd its front end passes in.
  */
 #include "core/run.h"
+#include "common/json.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
@@ -111,7 +112,7 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
         json_object_set_new(fields, "files", files);
     }
     /* The level's own facts: a microvm's accelerator, snapshot, kernel digest. */
-    json_t *boundary = evidence && *evidence ? json_loads(evidence, 0, NULL) : NULL;
+    json_t *boundary = evidence && *evidence ? json_parse_strict_str(evidence, 0, NULL) : NULL;
     if (fields && boundary)
         json_object_set_new(fields, "boundary", boundary);
     else

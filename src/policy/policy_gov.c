@@ -4,6 +4,7 @@
  * Runs in the CLI or supervisor; reads key and signature files only.
  */
 #include "policy/policy_int.h"
+#include "common/json.h"
 
 #include "common/sigkey.h"
 #include "common/hostpath.h"
@@ -237,7 +238,7 @@ static int check_sig(const char *path, const char *text, size_t n, EVP_PKEY **ke
     _cleanup_free_ char *st = read_small_file(sp, SIG_MAX_BYTES, &sn, err);
     if (!st)
         return -1;
-    json_auto_t *j = json_loadb(st, sn, 0, NULL);
+    json_auto_t *j = json_parse_strict(st, sn, 0, NULL);
     const char *fmt = json_string_value(json_object_get(j, "format"));
     const char *digest = json_string_value(json_object_get(j, "sha256"));
     const char *sig = json_string_value(json_object_get(j, "sig"));
@@ -462,7 +463,7 @@ static int check_approval(const struct policy *p, const char *path, const char *
     _cleanup_free_ char *text = read_small_file(path, SIG_MAX_BYTES, &n, err);
     if (!text)
         return err_prefix(err, "--approval");
-    json_auto_t *j = json_loadb(text, n, 0, NULL);
+    json_auto_t *j = json_parse_strict(text, n, 0, NULL);
     const char *fmt = json_string_value(json_object_get(j, "format"));
     const char *digest = json_string_value(json_object_get(j, "policy_digest"));
     const char *why = json_string_value(json_object_get(j, "reason"));

@@ -1,14 +1,19 @@
 /*
  * tests/unit/test_governance.c: the pure parts of issue 15: Ed25519
  * detached signatures, tool digests and pin verdicts, and the decider
- * client's fail-closed answers.
+ * client's fail-closed answers; of issue 22, the JSON readers that refuse a
+ * key given twice (the parser itself, pins, signatures, approvals).
  */
 #include "broker/pins.h"
 #include "common/decider.h"
+#include "common/hostpath.h"
+#include "common/json.h"
 #include "common/sigkey.h"
+#include "policy/policy.h"
 
 #include "tap.h"
 
+#include <openssl/pem.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -159,9 +164,13 @@ static void test_command_decider(void)
     static const char answer[] =
         "sed -E 's/.*\"id\":\"([0-9a-f]+)\".*/{\"id\":\"\\1\",\"decision\":\"%s\","
         "\"decider\":\"sed\"}/'";
-    char allow_once[300], allow_run[300];
+    char allow_once[300], allow_run[300], deny_allow[300];
     snprintf(allow_once, sizeof allow_once, answer, "allow_once");
     snprintf(allow_run, sizeof allow_run, answer, "allow_run");
+    snprintf(deny_allow, sizeof deny_allow, answer, "deny\",\"decision\":\"allow_once");
+    static const char dup_id[] =
+        "sed -E 's/.*\"id\":\"([0-9a-f]+)\".*/{\"id\":\"x\",\"id\":\"\\1\","
+        "\"decision\":\"allow_once\"}/'";
     const struct {
         const char *command;
         enum decider_decision want;
@@ -177,6 +186,9 @@ static void test_command_decider(void)
           false },
         { "echo '{\"decision\":\"maybe\"}'", DECIDER_DENY, "another question", false },
         { "echo nonsense", DECIDER_DENY, "not a decision", false },
+        /* Ambiguous: jansson alone would keep the last key, an allow. */
+        { deny_allow, DECIDER_DENY, "duplicate object key", false },
+        { dup_id, DECIDER_DENY, "duplicate object key", false },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct cordon_err err = { 0 };
@@ -194,8 +206,109 @@ static void test_command_decider(void)
     }
 }
 
+static void test_strict_json(void)
+{
+    static const struct {
+        const char *text;
+        const char *error;   /* part of the parser's message; NULL: parses */
+    } cases[] = {
+        { "{\"a\":1,\"b\":2}", NULL },
+        { "{\"decision\":\"deny\",\"decision\":\"allow_once\"}", "duplicate object key" },
+        { "{\"a\":1,\"a\":1}", "duplicate object key" },          /* the same value too */
+        { "{\"x\":{\"a\":1,\"b\":{\"a\":2,\"a\":3}}}", "duplicate object key" },
+        { "[{\"a\":1},{\"a\":1}]", NULL },                          /* two objects */
+        { "{\"a\":1,\"x\":{\"a\":2}}", NULL },                      /* two levels */
+        { "{\"\\u0061\":1,\"a\":2}", "duplicate object key" },      /* an escape is the key */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_error_t je;
+        json_t *j = json_parse_strict(cases[i].text, strlen(cases[i].text), 0, &je);
+        if (cases[i].error)
+            ok(!j && strstr(je.text, cases[i].error), "strict json case %zu refused: %s", i,
+               j ? "parsed" : je.text);
+        else
+            ok(j != NULL, "strict json case %zu parses", i);
+        json_decref(j);
+        j = json_parse_strict_str(cases[i].text, 0, NULL);
+        ok(!j == !!cases[i].error, "strict json case %zu, as a string", i);
+        json_decref(j);
+    }
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* A pins file with its servers twice: which would be trusted is not ours to guess. */
+static void test_pins_refuse_duplicates(void)
+{
+    char path[] = "/tmp/cordon-pins-XXXXXX";
+    close(mkstemp(path));
+    write_file(path, "{\"servers\":{},\"servers\":{\"srv\":{}}}");
+    struct cordon_err err = { 0 };
+    struct mcp_pins *pins = mcp_pins_open(path, &err);
+    ok(!pins && strstr(err.msg, "not a pin file") && strstr(err.msg, "duplicate"),
+       "pins with a key twice: %s", err.msg);
+    mcp_pins_free(pins);
+    unlink(path);
+}
+
+/*
+ * A valid signature file with its "sig" given twice, a bogus one first and
+ * the real one last (the one jansson would keep): refused, not verified.
+ */
+static void test_signature_refuses_duplicates(void)
+{
+    char dir[] = "/tmp/cordon-sig-XXXXXX", key[64], pub[64], pol[64], sig[80];
+    if (!mkdtemp(dir))
+        return (void)ok(0, "mkdtemp");
+    snprintf(key, sizeof key, "%s/k.pem", dir);
+    snprintf(pub, sizeof pub, "%s/k.pub", dir);
+    snprintf(pol, sizeof pol, "%s/p.yaml", dir);
+    snprintf(sig, sizeof sig, "%s/p.yaml.sig", dir);
+    EVP_PKEY *k = new_key();
+    FILE *f = fopen(key, "w");
+    PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL);
+    fclose(f);
+    f = fopen(pub, "w");
+    PEM_write_PUBKEY(f, k);
+    fclose(f);
+    EVP_PKEY_free(k);
+    write_file(pol, "version: 1\n");
+    struct cordon_err err = { 0 };
+    char id[65];
+    ok(policy_sign_file(pol, key, id, &err) == 0 && policy_verify_file(pol, pub, id, &err) == 0,
+       "signed and verified: %s", err.msg);
+    size_t n = 0;
+    char *text = read_small_file(sig, 4096, &n, &err);
+    json_t *j = text ? json_parse_strict(text, n, 0, NULL) : NULL;
+    char doubled[1024];
+    snprintf(doubled, sizeof doubled,
+             "{\"format\":\"%s\",\"key_id\":\"%s\",\"sha256\":\"%s\",\"sig\":\"AAAA\","
+             "\"sig\":\"%s\"}\n",
+             json_string_value(json_object_get(j, "format")),
+             json_string_value(json_object_get(j, "key_id")),
+             json_string_value(json_object_get(j, "sha256")),
+             json_string_value(json_object_get(j, "sig")));
+    write_file(sig, doubled);
+    ok(policy_verify_file(pol, pub, id, &err) < 0 &&
+           strstr(err.msg, "not a cordon policy signature"),
+       "a signature with \"sig\" twice is refused: %s", err.msg);
+    json_decref(j);
+    free(text);
+    unlink(key), unlink(pub), unlink(pol), unlink(sig), rmdir(dir);
+}
+
 int main(void)
 {
+    test_strict_json();
+    test_pins_refuse_duplicates();
+    test_signature_refuses_duplicates();
     test_signatures();
     test_tool_digests();
     test_pin_verdicts();
