@@ -357,6 +357,9 @@ int policy_check_signature(struct policy *p, const char *path, const char *text,
             rc = err_set(err, CORDON_E_POLICY, "%s: refused: %s", path, why);
     }
     free_keys(keys, n_keys);
+    /* What the signer wrote holds: from here on a caller may only tighten it. */
+    if (rc == 0 && p->signer[0])
+        policy_narrow_only(p, POLICY_NARROW_SIGNED);
     return rc;
 }
 
@@ -539,7 +542,8 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
         if (!policy_may_relax(p, key))
             return err_set(err, CORDON_E_POLICY, "--relax: refused: \"%s\" is not in "
                            "break_glass.may_relax", key);
-        TRY(policy_set(p, key, eq + 1, "--relax", err));
+        /* The one way a key relaxes under a signature: it is in may_relax. */
+        TRY(policy_set_unchecked(p, key, eq + 1, "--relax", err));
         json_t *prev = json_object_get(relaxed, key);
         json_t *vals = prev ? prev : json_array();
         json_array_append_new(vals, json_string(eq + 1));

@@ -749,6 +749,11 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
     if (check_text(text, len, p->origin, err) < 0 || parse_into(p, text, len, p->origin, err) < 0 ||
         policy_finalize(p, err) < 0)
         return NULL;
+    /* What the file alone says, before any flag: its digest goes in run.start. */
+    if (!(p->loaded = policy_to_json(p))) {
+        err_set(err, CORDON_E_INTERNAL, "out of memory");
+        return NULL;
+    }
     return TAKE_PTR(p);
 }
 
@@ -762,4 +767,14 @@ struct policy *policy_load(const char *path, struct cordon_err *err)
     if (!p || policy_check_signature(p, path, buf, n, err) < 0)
         return NULL;
     return TAKE_PTR(p);
+}
+
+char *policy_audit_file_of(const char *path)
+{
+    struct cordon_err ignored = { 0 };
+    size_t n = 0;
+    _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, &ignored);
+    _cleanup_(policy_freep) struct policy *p = buf ? policy_load_string(buf, n, path, &ignored)
+                                                   : NULL;
+    return p && p->audit.file ? strdup(p->audit.file) : NULL;
 }

@@ -1,15 +1,16 @@
 /*
  * tests/unit/test_governance.c: the pure parts of issue 15: Ed25519
  * detached signatures, tool digests and pin verdicts, and the decider
- * client's fail-closed answers; of issue 22, the JSON readers that refuse a
- * key given twice (the parser itself, pins, signatures, approvals).
+ * client's fail-closed answers; of issue 22, which way each key of a signed
+ * policy may move, and the JSON readers that refuse a key given twice (the
+ * parser itself, pins, signatures).
  */
 #include "broker/pins.h"
 #include "common/decider.h"
 #include "common/hostpath.h"
 #include "common/json.h"
 #include "common/sigkey.h"
-#include "policy/policy.h"
+#include "policy/policy_int.h"
 
 #include "tap.h"
 
@@ -304,8 +305,172 @@ static void test_signature_refuses_duplicates(void)
     unlink(key), unlink(pub), unlink(pol), unlink(sig), rmdir(dir);
 }
 
+
+/* A signed policy's keys, each set by a caller: tightened, or refused as relaxing. */
+static const char narrow_base[] =
+    "version: 1\n"
+    "isolation: [gvisor, namespace]\n"
+    "filesystem:\n"
+    "  read_only: ['/usr/share:/share']\n"
+    "  read_write: ['/var/tmp:/scratch']\n"
+    "  tmp_size: 32M\n"
+    "env:\n"
+    "  pass: [HOME]\n"
+    "  set: {A: '1'}\n"
+    "limits:\n"
+    "  memory: 512M\n"
+    "  pids: 64\n"
+    "  wall: 1m\n"
+    "  best_effort: [memory]\n"
+    "network:\n"
+    "  allow: [example.com]\n"
+    "  deny: [bad.example.com]\n"
+    "  budgets: {requests: 10}\n"
+    "tools:\n"
+    "  allow: [echo]\n"
+    "audit:\n"
+    "  file: /tmp/cordon-narrow-test.log\n";
+
+static void test_narrowing(void)
+{
+    static const struct {
+        const char *key, *value;
+        bool relaxes;
+    } cases[] = {
+        { "limits.memory", "256M", false },
+        { "limits.memory", "512M", false },
+        { "limits.memory", "1G", true },
+        { "limits.memory", "unlimited", true },
+        { "limits.pids", "10", false },
+        { "limits.pids", "unlimited", true },
+        { "limits.wall", "30s", false },
+        { "limits.wall", "2m", true },
+        { "limits.cpu", "5m", false },          /* the default 10m */
+        { "limits.cpu", "20m", true },
+        { "limits.best_effort", "memory", false },
+        { "limits.best_effort", "false", false },
+        { "limits.best_effort", "pids", true },
+        { "limits.best_effort", "all", true },
+        { "isolation", "gvisor", false },
+        { "isolation", "microvm,gvisor", false },
+        { "isolation", "microvm,namespace", false },
+        { "isolation", "namespace", true },      /* where gvisor runs, weaker */
+        { "isolation", "process", true },
+        { "isolation", "gvisor,process", true }, /* a weaker fallback */
+        { "filesystem.read_only", "/usr/share:/share", false },
+        { "filesystem.read_only", "/var/tmp:/scratch", false },  /* read-write made read-only */
+        { "filesystem.read_only", "/etc:/etc", true },
+        { "filesystem.read_only", "/usr/share:/elsewhere", true },
+        { "filesystem.read_write", "/var/tmp:/scratch", false },
+        { "filesystem.read_write", "/usr/share:/share", true },
+        { "filesystem.tmp_size", "16M", false },
+        { "filesystem.tmp_size", "64M", true },
+        { "filesystem.workspace", "/tmp", true },
+        { "filesystem.workspace_follow_symlinks", "true", true },
+        { "filesystem.protected", "secrets.txt", false },
+        { "filesystem.unsafe_unprotect", ".git", true },
+        { "workspace.mode", "overlay", false },
+        { "workspace.mode", "direct", false },
+        { "workspace.commit", "on_success", false },
+        { "workspace.commit", "manual", true },
+        { "workspace.commit", "always", true },
+        { "env.pass", "HOME", false },
+        { "env.pass", "PATH", true },
+        { "env.set", "A=1", false },
+        { "env.set", "A=2", true },
+        { "env.set", "B=1", true },
+        { "network.mode", "none", false },
+        { "network.mode", "gateway", false },    /* what network.allow made it */
+        { "network.allow", "example.com", false },
+        { "network.allow", "other.example", true },
+        { "network.deny", "x.example", false },
+        { "network.ask", "other.example", true },
+        { "network.allow_private", "10.0.0.0/8", true },
+        { "network.resolve", "example.com=127.0.0.2", true },
+        { "network.dns", "127.0.0.53", true },
+        { "network.budgets.requests", "5", false },
+        { "network.budgets.requests", "20", true },
+        { "network.budgets.bytes", "1M", false }, /* unlimited before */
+        { "secrets", "X=env:HOME@example.com", true },
+        { "tools.allow", "echo", false },
+        { "tools.allow", "rm", true },
+        { "tools.ask", "echo", false },
+        { "tools.record_arguments", "true", false },
+        { "tools.resources", "true", true },
+        { "tools.max_calls", "5", false },        /* unlimited before */
+        { "syscalls.allow", "sethostname", true },
+        { "syscalls.deny", "mkdir", false },
+        { "microvm.accel", "kvm", false },
+        { "microvm.accel", "tcg", true },
+        { "audit.file", "/tmp/cordon-narrow-test.log", false },
+        { "audit.file", "/tmp/cordon-elsewhere.log", true },
+        { "audit.fsync", "always", false },
+        { "decider.timeout", "1s", true },
+        { "break_glass.max_duration", "1h", true },
+    };
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_load_string(narrow_base, strlen(narrow_base), "signed.yaml", &err);
+    if (!ok(p != NULL, "the base policy loads: %s", err.msg))
+        return;
+    policy_narrow_only(p, POLICY_NARROW_SIGNED);
+    char before[65], after[65];
+    policy_digest_hex(p, before);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err = (struct cordon_err){ 0 };
+        int rc = policy_check_tighten(p, cases[i].key, cases[i].value, "--flag", &err);
+        char want[200];
+        snprintf(want, sizeof want, "--flag %s relaxes %s of a signed policy", cases[i].value,
+                 cases[i].key);
+        ok(cases[i].relaxes ? rc < 0 && strstr(err.msg, want) : rc == 0,
+           "%s=%s %s: %s", cases[i].key, cases[i].value,
+           cases[i].relaxes ? "relaxes" : "tightens", err.msg);
+    }
+    /* The setters ask first: a refused value leaves the policy as it was. */
+    ok(policy_set(p, "limits.memory", "unlimited", "--memory", &err) < 0 &&
+           policy_add_bind(p, "/etc:/etc", true, "--rw", &err) < 0 &&
+           policy_add_env(p, "PATH", "--env", &err) < 0,
+       "policy_set, policy_add_bind, policy_add_env refuse: %s", err.msg);
+    policy_digest_hex(p, after);
+    is_str(after, before, "a refused change leaves the policy as it was");
+    ok(policy_set(p, "limits.memory", "128M", "--memory", &err) == 0 &&
+           p->limits.memory == 128u << 20,
+       "a tightening one applies");
+    /* Then the tightened value is the bar: a flag may not undo another's tightening. */
+    ok(policy_set(p, "limits.memory", "256M", "--memory", &err) < 0, "nor widen it again");
+    policy_narrow_only(p, POLICY_NARROW_BREAK_GLASS);
+    ok(policy_check_tighten(p, "limits.pids", "unlimited", "--pids", &err) < 0 &&
+           strstr(err.msg, "of a signed policy"),
+       "a signature outranks break-glass in the message");
+    policy_free(p);
+
+    p = policy_load_string(narrow_base, strlen(narrow_base), "plain.yaml", &err);
+    ok(p && policy_set(p, "limits.memory", "unlimited", "--memory", &err) == 0,
+       "an unsigned policy takes any value");
+    policy_narrow_only(p, POLICY_NARROW_BREAK_GLASS);
+    ok(policy_check_tighten(p, "filesystem.read_write", "/etc:/etc", "--rw", &err) < 0 &&
+           strstr(err.msg, "--rw /etc:/etc relaxes filesystem.read_write, which a break-glass "
+                           "run relaxes only by --relax filesystem.read_write=/etc:/etc"),
+       "break-glass: %s", err.msg);
+    ok(policy_check_tighten(p, "limits.memory", "lots", "--memory", &err) < 0 &&
+           strstr(err.msg, "--memory: expected a size"),
+       "a bad value fails as its setter would: %s", err.msg);
+    policy_free(p);
+
+    /* Every key has a direction: none falls to "any change relaxes" unseen. */
+    size_t missing = 0;
+    for (size_t i = 0; policy_key_at(i); i++) {
+        const struct policy_key *k = policy_key_at(i);
+        if (k->type != KT_SECTION && policy_key_direction(k->path) < 0) {
+            ok(0, "no direction for %s", k->path);
+            missing++;
+        }
+    }
+    ok(missing == 0, "every key has a direction");
+}
+
 int main(void)
 {
+    test_narrowing();
     test_strict_json();
     test_pins_refuse_duplicates();
     test_signature_refuses_duplicates();
