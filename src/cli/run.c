@@ -288,17 +288,17 @@ static int make_policy(const char *cmd, const char *file, const struct flag_valu
 
 /*
  * A refused run leaves a run.refused event: in the log of P (as far as it
- * was built), or of the --audit flag, or else of the file's audit.file read
- * without its signature (the record of a refused signature has to go
- * somewhere; stderr says the same).
+ * was built), or of the --audit flag, or else of the file read without its
+ * signature (the record of a refused signature has to go somewhere: the log
+ * the file names, with the file's digest; stderr says the same).
  */
 static void record_refusal(const char *cmd, const struct policy *p, const char *file,
                            const char *audit, char **argv, const struct cordon_err *why)
 {
-    _cleanup_free_ char *named = NULL;
-    if (!(p && p->audit.file) && !audit && file)
-        audit = named = policy_audit_file_of(file);
-    run_record_refused(p, false, audit, NULL, argv, cmd, why);
+    struct cordon_err ignored = { 0 };
+    _cleanup_(policy_freep) struct policy *unverified =
+        !p && file ? policy_load_unverified(file, &ignored) : NULL;
+    run_record_refused(p ? p : unverified, false, audit, NULL, argv, cmd, why);
 }
 
 int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char **argv, bool mcp,

@@ -49,6 +49,7 @@ void run_record_refused(const struct policy *p, bool effective, const char *log_
 {
     struct cordon_err ignored = { 0 };
     struct audit_log *log = NULL;
+    /* The policy's log first: a refused --audit must not take the record elsewhere. */
     if (p && p->audit.file) {
         if (cordon_audit_open(p, &log, &ignored) < 0)
             return;

@@ -349,11 +349,11 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
                                   struct cordon_err *err);
 
 /*
- * The audit.file the policy file PATH names, read without checking its
- * signature (where the record of its refusal goes); NULL when it names none
- * or cannot be read. The caller frees it.
+ * PATH as policy_load() reads it, but with no signature checked: for the
+ * record of a refused file (its digest, and the audit.file its refusal goes
+ * to), never to run. NULL with ERR when it cannot be read or parsed.
  */
-char *policy_audit_file_of(const char *path);
+struct policy *policy_load_unverified(const char *path, struct cordon_err *err);
 
 /*
  * Set one key from text, as a flag does: KEY is the policy path

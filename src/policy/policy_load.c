@@ -757,6 +757,13 @@ struct policy *policy_load_string(const char *text, size_t len, const char *name
     return TAKE_PTR(p);
 }
 
+struct policy *policy_load_unverified(const char *path, struct cordon_err *err)
+{
+    size_t n = 0;
+    _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, err);
+    return buf ? policy_load_string(buf, n, path, err) : NULL;
+}
+
 struct policy *policy_load(const char *path, struct cordon_err *err)
 {
     size_t n = 0;
@@ -769,12 +776,3 @@ struct policy *policy_load(const char *path, struct cordon_err *err)
     return TAKE_PTR(p);
 }
 
-char *policy_audit_file_of(const char *path)
-{
-    struct cordon_err ignored = { 0 };
-    size_t n = 0;
-    _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, &ignored);
-    _cleanup_(policy_freep) struct policy *p = buf ? policy_load_string(buf, n, path, &ignored)
-                                                   : NULL;
-    return p && p->audit.file ? strdup(p->audit.file) : NULL;
-}
