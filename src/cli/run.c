@@ -204,8 +204,11 @@ static int apply_flag(struct policy *p, const struct flag_value *f, struct cordo
         return -1;
     if (!p->flags)
         p->flags = json_array();
+    /* As the audit record may show it: an --env value is the command's, maybe a credential. */
+    char shown[80];
+    policy_value_shown(f->opt == 'e' ? "env.set" : "", f->arg, shown, sizeof shown);
     if (!p->flags ||
-        json_array_append_new(p->flags, json_pack("{s:s, s:s}", "flag", name, "value", f->arg)))
+        json_array_append_new(p->flags, json_pack("{s:s, s:s}", "flag", name, "value", shown)))
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     return 0;
 }

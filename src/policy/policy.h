@@ -443,6 +443,12 @@ int policy_verify_file(const char *path, const char *pub, char key_id[65], struc
 int policy_check_tighten(const struct policy *p, const char *key, const char *value,
                          const char *flag, struct cordon_err *err);
 
+/*
+ * VALUE of KEY as messages and the audit record show it (at most 64 bytes):
+ * an env.set NAME=VALUE as NAME=... (a value may be a credential).
+ */
+void policy_value_shown(const char *key, const char *value, char *out, size_t len);
+
 /* From now on P may only be tightened (a signed policy is so from its load). */
 void policy_narrow_only(struct policy *p, enum policy_narrow why);
 

@@ -546,7 +546,9 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
         TRY(policy_set_unchecked(p, key, eq + 1, "--relax", err));
         json_t *prev = json_object_get(relaxed, key);
         json_t *vals = prev ? prev : json_array();
-        json_array_append_new(vals, json_string(eq + 1));
+        char shown[80];
+        policy_value_shown(key, eq + 1, shown, sizeof shown);
+        json_array_append_new(vals, json_string(shown));
         if (!prev)
             json_object_set_new(relaxed, key, vals);
     }

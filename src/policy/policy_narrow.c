@@ -140,6 +140,16 @@ int policy_key_direction(const char *key)
     return -1;
 }
 
+void policy_value_shown(const char *key, const char *value, char *out, size_t len)
+{
+    /* An env.set value may be a credential: messages and records name the variable. */
+    const char *eq = strchr(value, '=');
+    if (!strcmp(key, "env.set") && eq)
+        snprintf(out, len, "%.*s=...", (int)(eq - value > 64 ? 64 : eq - value), value);
+    else
+        snprintf(out, len, "%.64s", value);
+}
+
 void policy_narrow_only(struct policy *p, enum policy_narrow why)
 {
     /* A signature outranks a break-glass in the message: it is what was promised. */
@@ -357,11 +367,13 @@ int policy_check_tighten(const struct policy *p, const char *key, const char *va
     if (!relaxes)
         return 0;
     const char *f = flag ? flag : key;
+    char shown[80];
+    policy_value_shown(key, value, shown, sizeof shown);
     if (p->narrow == POLICY_NARROW_BREAK_GLASS)
-        return err_set(err, CORDON_E_POLICY, "%s %.64s relaxes %s, which a break-glass run "
-                       "relaxes only by --relax %s=%.64s (if break_glass.may_relax lists it)",
-                       f, value, key, key, value);
-    return err_set(err, CORDON_E_POLICY, "%s %.64s relaxes %s of a signed policy; use "
-                   "break-glass (--relax %s=%.64s) if the policy allows it", f, value, key, key,
-                   value);
+        return err_set(err, CORDON_E_POLICY, "%s %s relaxes %s, which a break-glass run "
+                       "relaxes only by --relax %s=%s (if break_glass.may_relax lists it)",
+                       f, shown, key, key, shown);
+    return err_set(err, CORDON_E_POLICY, "%s %s relaxes %s of a signed policy; use "
+                   "break-glass (--relax %s=%s) if the policy allows it", f, shown, key, key,
+                   shown);
 }

@@ -315,7 +315,7 @@ RELAXING = {
     "gateway": (lambda o, d: ["--net", "gateway"], "--net", "network.mode"),
     "secret": (lambda o, d: ["--secret", "TOK=env:HOME@example.com"], "--secret", "secrets"),
     "env pass": (lambda o, d: ["-e", "HOME"], "--env", "env.pass"),
-    "env set": (lambda o, d: ["-e", "X=1"], "--env", "env.set"),
+    "env set": (lambda o, d: ["-e", "X=value-withheld"], "--env", "env.set"),
     "another log": (lambda o, d: ["--audit", f"{d}/elsewhere.jsonl"], "--audit", "audit.file"),
 }
 
@@ -329,6 +329,7 @@ def test_signed_policy_refuses_a_relaxing_flag(cordon, gov, other, name):
                                           "of a signed policy", f"--relax {key}=")
     assert refused["policy_signer"] and refused["policy_file"] == str(p), refused
     assert not (gov.log.parent / "elsewhere.jsonl").exists()
+    assert "value-withheld" not in gov.log.read_text()  # an env value may be a credential
 
 
 def test_signed_policy_refuses_a_weaker_level(cordon, gov, other):
@@ -529,7 +530,7 @@ def test_daemon_under_a_signed_policy_refuses_relaxing_call_options(cordon, gov,
     touch = ["/bin/sh", "-c", f"touch {other}/x; touch {gov.out}/ran"]
     try:
         for params, words in [({"timeout": 3600}, ['"timeout"', "limits.wall"]),
-                              ({"env": {"X": "1"}}, ['"env" X=1', "env.set"])]:
+                              ({"env": {"X": "value-withheld"}}, ['"env" X=...', "env.set"])]:
             ans = c.call("run", {"argv": touch, **params})
             err = ans.get("error", {})
             assert err.get("code") == -32602, ans
@@ -556,6 +557,7 @@ def test_daemon_under_a_signed_policy_refuses_relaxing_call_options(cordon, gov,
     refused = events(gov.log, "run.refused")
     assert [e["front_end"] for e in refused] == ["run", "run"], refused
     assert "limits.wall" in refused[0]["reason"] and refused[0]["policy_digest"], refused
+    assert "value-withheld" not in gov.log.read_text()
     assert cordon.raw("audit", "verify", gov.log).status == 0
 
 

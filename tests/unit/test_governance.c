@@ -418,13 +418,18 @@ static void test_narrowing(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         err = (struct cordon_err){ 0 };
         int rc = policy_check_tighten(p, cases[i].key, cases[i].value, "--flag", &err);
-        char want[200];
-        snprintf(want, sizeof want, "--flag %s relaxes %s of a signed policy", cases[i].value,
+        char want[200], shown[80];
+        policy_value_shown(cases[i].key, cases[i].value, shown, sizeof shown);
+        snprintf(want, sizeof want, "--flag %s relaxes %s of a signed policy", shown,
                  cases[i].key);
         ok(cases[i].relaxes ? rc < 0 && strstr(err.msg, want) : rc == 0,
            "%s=%s %s: %s", cases[i].key, cases[i].value,
            cases[i].relaxes ? "relaxes" : "tightens", err.msg);
     }
+    /* An env.set value may be a credential: the message names the variable alone. */
+    ok(policy_check_tighten(p, "env.set", "TOKEN=s3cr3t", "--env", &err) < 0 &&
+           !strstr(err.msg, "s3cr3t") && strstr(err.msg, "--env TOKEN=... relaxes env.set"),
+       "env.set value withheld: %s", err.msg);
     /* The setters ask first: a refused value leaves the policy as it was. */
     ok(policy_set(p, "limits.memory", "unlimited", "--memory", &err) < 0 &&
            policy_add_bind(p, "/etc:/etc", true, "--rw", &err) < 0 &&
@@ -454,6 +459,21 @@ static void test_narrowing(void)
     ok(policy_check_tighten(p, "limits.memory", "lots", "--memory", &err) < 0 &&
            strstr(err.msg, "--memory: expected a size"),
        "a bad value fails as its setter would: %s", err.msg);
+    policy_free(p);
+
+    /* --relax relaxes what may_relax lists, and its record withholds an env value. */
+    static const char bg_text[] = "version: 1\nbreak_glass:\n  may_relax: [env.set]\n"
+                                  "  max_duration: 1h\n";
+    p = policy_load_string(bg_text, strlen(bg_text), "bg.yaml", &err);
+    policy_narrow_only(p, POLICY_NARROW_SIGNED);
+    char *relax_env[] = { "env.set=TOKEN=s3cr3t" };
+    struct policy_break_glass_request req = { "incident", "10m", relax_env, 1, NULL };
+    ok(policy_break_glass(p, &req, &err) == 0 && p->n_env_set == 1, "--relax env.set: %s",
+       err.msg);
+    char *rec = json_dumps(p->break_glass, JSON_COMPACT | JSON_SORT_KEYS);
+    ok(rec && strstr(rec, "\"env.set\":[\"TOKEN=...\"]") && !strstr(rec, "s3cr3t"),
+       "the break-glass record withholds the value: %s", rec);
+    free(rec);
     policy_free(p);
 
     /* Every key has a direction: none falls to "any change relaxes" unseen. */
