@@ -100,8 +100,10 @@ CORDON_API struct cordon_policy *cordon_policy_from_json(const char *text, size_
 CORDON_API int cordon_policy_set(struct cordon_policy *p, const char *key, const char *value,
                                  struct cordon_error *err);
 
-/* Bind host path SPEC ("PATH[:DEST]") read-only, or read-write when WRITABLE; under a
- * signature only a bind the policy has (or a read-write one of it, read-only). */
+/*
+ * Bind host path SPEC ("PATH[:DEST]") read-only, or read-write when WRITABLE;
+ * under a signature only a bind the policy has already.
+ */
 CORDON_API int cordon_policy_add_bind(struct cordon_policy *p, const char *spec, int writable,
                                       struct cordon_error *err);
 

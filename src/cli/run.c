@@ -261,8 +261,10 @@ static int make_policy(const char *cmd, const char *file, const struct flag_valu
     struct policy *p = *pp = file ? policy_load(file, err) : policy_new(err);
     if (!p)
         return -1;
-    /* A break-glass run relaxes by --relax alone: its flags may only tighten, as a signed
-     * policy's (and its record names what it relaxed, nothing else). */
+    /*
+     * A break-glass run relaxes by --relax alone: its flags may only tighten, as a
+     * signed policy's (and its record names what it relaxed, nothing else).
+     */
     if (bg->reason)
         policy_narrow_only(p, POLICY_NARROW_BREAK_GLASS);
     for (size_t i = 0; i < n_flags; i++)

@@ -59,7 +59,8 @@ void run_record_refused(const struct policy *p, bool effective, const char *log_
     }
     if (!log)
         return;
-    audit_append(log, "run.refused", run_id, refused_fields(p, effective, argv, front_end, why), &ignored);
+    audit_append(log, "run.refused", run_id, refused_fields(p, effective, argv, front_end, why),
+                 &ignored);
     audit_close(log, &ignored);
     audit_free(log);
 }

@@ -664,8 +664,10 @@ static int parse_into(struct policy *p, const char *text, size_t len, const char
     fy_diag_set_collect_errors(diag, true);
 
     struct loader l = { .file = file, .diag = diag, .p = p, .err = err };
-    /* Without FYPCF_ALLOW_DUPLICATE_KEYS a key given twice, in any mapping and
-     * any spelling, is an error at its line: never "the last one wins". */
+    /*
+     * Without FYPCF_ALLOW_DUPLICATE_KEYS a key given twice, in any mapping and
+     * any spelling, is an error at its line: never "the last one wins".
+     */
     struct fy_parse_cfg cfg = {
         .flags = FYPCF_QUIET | FYPCF_DEFAULT_VERSION_1_2,
         .diag = diag,

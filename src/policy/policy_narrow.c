@@ -225,8 +225,10 @@ static bool scalar_relaxes(const struct policy_key *k, enum narrow n, const stru
             return false;
         return was || n == N_FIXED;
     }
-    default: /* the enumerations */
-        return rank(k->type, *(const int *)field(s, k)) > rank(k->type, *(const int *)field(cur, k));
+    default: { /* the enumerations */
+        int was = *(const int *)field(cur, k), now = *(const int *)field(s, k);
+        return rank(k->type, now) > rank(k->type, was);
+    }
     }
 }
 
@@ -357,8 +359,10 @@ int policy_check_tighten(const struct policy *p, const char *key, const char *va
     enum narrow n = d < 0 ? N_FIXED : (enum narrow)d;
     if (n == N_MORE)
         return 0;
-    /* The value as the setter reads it, on a policy of its own: the same
-     * rules, and nothing of P changed before the answer. */
+    /*
+     * The value as the setter reads it, on a policy of its own: the same
+     * rules, and nothing of P changed before the answer.
+     */
     _cleanup_(policy_freep) struct policy *s = policy_new(err);
     if (!s || policy_set_unchecked(s, key, value, flag, err) < 0)
         return -1;
