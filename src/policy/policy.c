@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define KEY(path, type, field, min, def) \
@@ -60,6 +61,7 @@ static const struct policy_key keys[] = {
     LIST("filesystem.read_write", KT_BINDS, true),
     LIST("filesystem.protected", KT_PROTECTED, true),
     LIST("filesystem.unsafe_unprotect", KT_PROTECTED, false),
+    LIST("filesystem.unix_sockets", KT_UNIX_SOCKETS, false),
     SECTION("workspace"),
     KEY("workspace.mode", KT_WS_MODE, workspace_mode, 0, POLICY_WS_DIRECT),
     KEY("workspace.commit", KT_WS_COMMIT, workspace_commit, 0, POLICY_WS_COMMIT_ON_SUCCESS),
@@ -255,6 +257,7 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_TEXT: return "a text";
     case KT_KEY_PATHS: return "a list of policy keys";
     case KT_TOOL_PINS: return "a list of TOOL=SHA256 pins";
+    case KT_UNIX_SOCKETS: return "a list of socket paths";
     }
     return "a value";
 }
@@ -268,6 +271,7 @@ const char *policy_key_item_expect(const struct policy_key *k)
     case KT_NAMESERVERS: return "an IP[:PORT] nameserver";
     case KT_PINS: return "HOST=IP";
     case KT_PROTECTED: return "a file name";
+    case KT_UNIX_SOCKETS: return "an absolute socket path";
     default: return "a name";
     }
 }
@@ -998,6 +1002,30 @@ static int apply_protected(struct policy *p, bool add, const char *text, char *w
     return policy_strv_add(&p->unprotect, &p->n_unprotect, text);
 }
 
+/*
+ * A host socket the run may connect to: an absolute path, kept normalised.
+ * Whether it is a socket is asked when a run opens it (it may be made
+ * later than the policy is read), never here.
+ */
+static int apply_unix_socket(struct policy *p, const char *text, char *why, size_t len)
+{
+    bool dotdot = false;
+    if (text[0] != '/')
+        return why_printf(why, len, "expected an absolute path, got \"%s\"", text);
+    _cleanup_free_ char *norm = policy_normalize_path(text, &dotdot);
+    if (!norm)
+        return POLICY_ENOMEM;
+    if (dotdot)
+        return why_printf(why, len, "\"..\" is not allowed in \"%s\"", text);
+    if (strcmp(norm, "/") == 0)
+        return why_printf(why, len, "\"/\" is not a socket");
+    if (strlen(norm) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return why_printf(why, len, "\"%s\" is longer than a unix socket's address", text);
+    if (strv_contains(p->unix_sockets, p->n_unix_sockets, norm))
+        return 0;
+    return policy_strv_add(&p->unix_sockets, &p->n_unix_sockets, norm);
+}
+
 bool policy_protected_match(const char *pattern, const char *name)
 {
     size_t n = strlen(pattern);
@@ -1055,6 +1083,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         return policy_tools_pin(p, text, why, len);
     case KT_PROTECTED:
         return apply_protected(p, k->flag, text, why, len);
+    case KT_UNIX_SOCKETS:
+        return apply_unix_socket(p, text, why, len);
     default:
         return why_printf(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
     }
@@ -1215,6 +1245,7 @@ void policy_free(struct policy *p)
     free(p->binds);
     policy_strv_free(p->protected, p->n_protected);
     policy_strv_free(p->unprotect, p->n_unprotect);
+    policy_strv_free(p->unix_sockets, p->n_unix_sockets);
     policy_strv_free(p->env_pass, p->n_env_pass);
     for (size_t i = 0; i < p->n_env_set; i++) {
         free(p->env_set[i].name);
@@ -1301,6 +1332,7 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
     case KT_KEY_PATHS:
     case KT_TOOL_PINS:
     case KT_PROTECTED:
+    case KT_UNIX_SOCKETS:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_SECRETS:
         return flag_result(apply_secret_flag(p, value, why, sizeof why), prefix, why, err);

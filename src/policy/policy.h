@@ -280,6 +280,9 @@ struct policy {
     size_t n_protected;
     char **unprotect;               /* default names taken out (filesystem.unsafe_unprotect) */
     size_t n_unprotect;
+    char **unix_sockets;            /* host unix sockets the run may connect to (absolute,
+                                       normalised); every other host socket is refused */
+    size_t n_unix_sockets;
 
     /* env */
     char **env_pass;                /* names taken from the host */

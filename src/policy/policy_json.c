@@ -229,6 +229,7 @@ json_t *policy_to_json(const struct policy *p)
         put(fs, "read_write", binds_json(p, true)) < 0 ||
         put(fs, "protected", strv_json(p->protected, p->n_protected)) < 0 ||
         put(fs, "unsafe_unprotect", strv_json(p->unprotect, p->n_unprotect)) < 0 ||
+        put(fs, "unix_sockets", strv_json(p->unix_sockets, p->n_unix_sockets)) < 0 ||
         put(root, "env", env_json(p)) < 0 ||
         put(root, "limits", limits_json(&p->limits)) < 0)
         return NULL;

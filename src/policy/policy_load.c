@@ -549,6 +549,7 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_KEY_PATHS:
     case KT_TOOL_PINS:
     case KT_PROTECTED:
+    case KT_UNIX_SOCKETS:
         return load_list(l, k, key, v);
     case KT_TOOL_RULES:
         return load_tool_rules(l, k, v);

@@ -51,6 +51,8 @@ static const struct {
     { "filesystem.read_only", N_FEWER },
     { "filesystem.read_write", N_FEWER },
     { "filesystem.protected", N_MORE },
+    /* a host socket the run may connect to */
+    { "filesystem.unix_sockets", N_FEWER },
     { "filesystem.unsafe_unprotect", N_FEWER },
     /* overlay keeps the run's writes off the host until its commit */
     { "workspace.mode", N_RANK },
@@ -239,6 +241,8 @@ static const struct {
 } lists[] = {
     { "filesystem.unsafe_unprotect", offsetof(struct policy, unprotect),
       offsetof(struct policy, n_unprotect) },
+    { "filesystem.unix_sockets", offsetof(struct policy, unix_sockets),
+      offsetof(struct policy, n_unix_sockets) },
     { "env.pass", offsetof(struct policy, env_pass), offsetof(struct policy, n_env_pass) },
     { "syscalls.allow", offsetof(struct policy, syscalls_allow),
       offsetof(struct policy, n_syscalls_allow) },
@@ -341,6 +345,7 @@ static bool is_list(enum key_type t)
     case KT_PROTECTED:
     case KT_KEY_PATHS:
     case KT_TOOL_PINS:
+    case KT_UNIX_SOCKETS:
         return true;
     default:
         return false;

@@ -146,10 +146,13 @@ static const struct seccomp_rule rules[] = {
     ALLOW("io_getevents", NULL), ALLOW("io_pgetevents", NULL),
 
     /* sockets */
-    ALLOW("socket", "AF_UNIX, and TCP, UDP and ICMP over AF_INET and AF_INET6; other known "
-                    "families get EAFNOSUPPORT, other inet protocols EPROTONOSUPPORT"),
-    ALLOW("socketpair", "AF_UNIX only; other known families get EAFNOSUPPORT"),
-    ALLOW("connect", NULL), ALLOW("bind", NULL), ALLOW("listen", NULL),
+    ALLOW("socket", "AF_UNIX streams and seqpacket (a unix datagram socket gets EACCES: each "
+                    "send names its address past connect()), and TCP, UDP and ICMP over "
+                    "AF_INET and AF_INET6; other known families get EAFNOSUPPORT, other inet "
+                    "protocols EPROTONOSUPPORT"),
+    ALLOW("socketpair", "AF_UNIX streams and seqpacket only; other known families get "
+                        "EAFNOSUPPORT"),
+    ALLOW("connect", "a keeper makes it where the host's kernel would (sandbox/usock.h)"), ALLOW("bind", NULL), ALLOW("listen", NULL),
     ALLOW("accept", NULL), ALLOW("accept4", NULL),
     ALLOW("sendto", NULL), ALLOW("recvfrom", NULL), ALLOW("sendmsg", NULL), ALLOW("recvmsg", NULL),
     ALLOW("sendmmsg", NULL), ALLOW("recvmmsg", NULL), ALLOW("shutdown", NULL),

@@ -265,7 +265,7 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     size_t cap = 0;
     char opts[128];
     /* Root's own files need the idmapping; the scratch workspace does not. */
-    bool root = geteuid() == 0 && (p->workspace || p->n_binds);
+    bool root = geteuid() == 0 && (p->workspace || p->n_binds || p->n_unix_sockets);
     _cleanup_close_ int userns = -1;
     if (root) {
         userns = idmap_userns(geteuid(), getegid(), map_host_uid, err);
@@ -353,6 +353,18 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
             int fd = idmapped_tree(binds[i].source, binds[i].follow_symlinks, userns, err);
             if (fd < 0)
                 return err_prefix(err, "bind '%s'", binds[i].source);
+            plan->steps[plan->n_steps - 1].tree_fd = fd;
+        }
+    }
+    /* The host sockets the policy lists, each at its own path (the keeper
+     * lets a connect reach them by their inode: usock.h). */
+    for (size_t i = 0; i < p->n_unix_sockets; i++) {
+        const char *path = p->unix_sockets[i];
+        TRY(add(plan, &cap, MOUNT_BIND, path, path, NULL, false, false, err));
+        if (root) {
+            int fd = idmapped_tree(path, false, userns, err);
+            if (fd < 0)
+                return err_prefix(err, "filesystem.unix_sockets '%s'", path);
             plan->steps[plan->n_steps - 1].tree_fd = fd;
         }
     }

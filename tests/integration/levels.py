@@ -93,7 +93,6 @@ NO_TMPFS = ("no tmpfs: /tmp, /dev/shm and the scratch workspace have no size or 
 HOST_PROC = ("/proc is the host's, read-only under Landlock: opening its files for writing is "
              "refused (EACCES) before the kernel's own checks")
 BIND_AT_DEST = "no mounts: a bind is made at its host path, so one at another path is refused"
-UNIX_DGRAM = "unix datagram sockets are refused: each send names its address past connect()"
 DIGEST_OF_FLAGS = ("the suite adds --level to each run, and the level is part of the effective "
                    "policy: its digest is not the one the test computed without it")
 OVERLAY_NS = ("workspace.mode: overlay is refused (125): the level has no mount namespace of "
@@ -243,7 +242,6 @@ EXCEPTIONS = [
     ("process", "*::test_socket_protocols[[]*-process-inet-stream-6]", NO_NETNS),
     ("process", "*::test_socket_protocols[[]*-process-inet6-dgram-17]", NO_NETNS),
     ("process", "*::test_socket_protocols[[]*-process-inet6-stream-6]", NO_NETNS),
-    ("process", "*::test_socket_protocols[[]*unix-dgram*", UNIX_DGRAM),
     ("process", "*::test_syscall_refused[[]root-process-setuid0]", HOST_UID),
     ("process", "*::test_no_capabilities_and_no_new_privs[[]nobody-*", HOST_UID),
     ("process", "*test_transactions.py::test_overlay_*[[]*", OVERLAY_NS),

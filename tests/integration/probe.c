@@ -314,6 +314,47 @@ static int act_connect_abstract(int argc, char **argv)
     return connect_unix(argv[0], 1);
 }
 
+/*
+ * A datagram to the unix socket PATH by every way a send can name an
+ * address: a datagram socket, each end of a datagram pair, and sendto()
+ * on a stream and on a seqpacket socket (whose kernels refuse or ignore
+ * the address). 0 when any was sent; else the first way's errno.
+ */
+static int act_sendto_unix(int argc, char **argv)
+{
+    if (argc != 1)
+        return usage("sendto-unix PATH");
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    size_t n = strlen(argv[0]);
+    if (n + 1 >= sizeof(sun.sun_path))
+        return usage("socket name too long");
+    memcpy(sun.sun_path, argv[0], n);
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+    int first = 0, sent = 0;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || sendto(fd, "probe\n", 6, 0, (struct sockaddr *)&sun, len) < 0)
+        first = fail(fd < 0 ? "socket(dgram)" : "sendto(dgram)");
+    else
+        sent = 1;
+    int pair[2];
+    errno = 0;
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair) < 0)
+        fail("socketpair(dgram)");
+    else if (sendto(pair[0], "probe\n", 6, 0, (struct sockaddr *)&sun, len) == 6)
+        sent = 1;
+    else
+        fail("sendto(pair)");
+    static const int types[] = {SOCK_STREAM, SOCK_SEQPACKET};
+    for (size_t i = 0; i < 2; i++) {
+        int s = socket(AF_UNIX, types[i] | SOCK_CLOEXEC, 0);
+        if (s >= 0 && sendto(s, "probe\n", 6, MSG_DONTWAIT, (struct sockaddr *)&sun, len) == 6)
+            sent = 1;
+        else
+            fail(i ? "sendto(seqpacket)" : "sendto(stream)");
+    }
+    return sent ? 0 : first;
+}
+
 /* Listen on IP:PORT, connect to it, and carry bytes both ways. */
 static int act_bind_tcp(int argc, char **argv)
 {
@@ -978,6 +1019,7 @@ static const struct {
     {"connect-tcp", act_connect_tcp},
     {"send-udp", act_send_udp},
     {"connect-unix", act_connect_unix},
+    {"sendto-unix", act_sendto_unix},
     {"connect-abstract", act_connect_abstract},
     {"bind-tcp", act_bind_tcp},
     {"kill", act_kill},

@@ -369,6 +369,7 @@ static void test_narrowing(void)
         { "filesystem.workspace_follow_symlinks", "true", true },
         { "filesystem.protected", "secrets.txt", false },
         { "filesystem.unsafe_unprotect", ".git", true },
+        { "filesystem.unix_sockets", "/run/cordon-test.sock", true },
         { "workspace.mode", "overlay", false },
         { "workspace.mode", "direct", false },
         { "workspace.commit", "on_success", false },

@@ -83,11 +83,16 @@ struct load_case {
     "\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\",\".login\","       \
     "\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\",\".profile\","      \
     "\".tcshrc\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\",\".zshrc\""
-#define FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot)               \
+#define FS_ALLPS(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot, socks)       \
     "{\"protected\":[" prot "],\"read_only\":[" ro "],\"read_write\":[" rw             \
     "],\"shm_inodes\":" #shmi ",\"shm_size\":" #shms ",\"tmp_inodes\":" #tmpi           \
-    ",\"tmp_size\":" #tmps ",\"unsafe_unprotect\":[" unprot "],\"workspace\":" ws        \
-    ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
+    ",\"tmp_size\":" #tmps ",\"unix_sockets\":[" socks "],\"unsafe_unprotect\":["        \
+    unprot "],\"workspace\":" ws ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
+#define FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot)               \
+    FS_ALLPS(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot, "")
+#define FS_SOCKS(socks)                                                                   \
+    FS_ALLPS("null", 268435456, 65536, 67108864, 16384, 67108864, 4096, "", "",           \
+             PROTECTED_DEFAULT, "", socks)
 #define FS_ALL(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw)                              \
     FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, PROTECTED_DEFAULT, "")
 #define FSP(ws, wss, tmps, ro, rw, prot, unprot)                                          \
@@ -664,6 +669,18 @@ static const struct load_case load_cases[] = {
     { "version: 1\nfilesystem:\n  unsafe_unprotect: [.env.local]\n",
       "policy.yaml:3: filesystem.unsafe_unprotect[0]: \".env.local\" is not a default "
       "protected name" },
+    /* filesystem.unix_sockets: absolute host paths, normalised, each once */
+    { "version: 1\nfilesystem:\n  unix_sockets: [/run//docker.sock, /run/docker.sock, /a/./b]\n",
+      NULL, "filesystem", FS_SOCKS("\"/a/b\",\"/run/docker.sock\"") },
+    { "version: 1\nfilesystem:\n  unix_sockets: [run/docker.sock]\n",
+      "policy.yaml:3: filesystem.unix_sockets[0]: expected an absolute path, got "
+      "\"run/docker.sock\"" },
+    { "version: 1\nfilesystem:\n  unix_sockets: [/run/../etc/x]\n",
+      "policy.yaml:3: filesystem.unix_sockets[0]: \"..\" is not allowed in \"/run/../etc/x\"" },
+    { "version: 1\nfilesystem:\n  unix_sockets: [/]\n",
+      "policy.yaml:3: filesystem.unix_sockets[0]: \"/\" is not a socket" },
+    { "version: 1\nfilesystem:\n  unix_sockets: /run/docker.sock\n",
+      "policy.yaml:3: filesystem.unix_sockets: expected a list of socket paths, got *" },
     { "version: 1\nfilesystem:\n  protected: [a/b]\n",
       "policy.yaml:3: filesystem.protected[0]: \"a/b\" is a path; expected a single file name" },
     { "version: 1\nfilesystem:\n  protected: ['*.sh']\n",

@@ -30,6 +30,7 @@
 #include "sandbox/process/netnotify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
+#include "sandbox/usock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -65,6 +66,7 @@ struct process_plan {
     const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
     struct cgroup_ticket cg; /* the command joins the run's cgroups through it */
     bool root;
+    struct usock_keeper usock; /* nn's: the keeper's copy notes the run's binds */
 };
 
 /* File descriptors of the boundary; every other is closed at once. */
@@ -670,42 +672,6 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
 }
 
 /*
- * The trees whose unix sockets the command may connect to: those it may
- * write, less the sockets the workspace scan found there (the host's).
- */
-static int plan_unix_roots(const struct policy *p, const struct workspace_guard *g,
-                           const struct process_state *st, struct netnotify *nn,
-                           struct cordon_err *err)
-{
-    for (size_t i = 0; g && i < g->n_entries && nn->n_hidden < NETNOTIFY_MAX_HIDDEN; i++) {
-        struct stat sb;
-        if (fstatat(g->fd, g->entries[i].rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISSOCK(sb.st_mode)) {
-            nn->hidden[nn->n_hidden].dev = sb.st_dev;
-            nn->hidden[nn->n_hidden++].ino = sb.st_ino;
-        }
-    }
-    const char *roots[NETNOTIFY_MAX_ROOTS];
-    size_t n = 0;
-    roots[n++] = st->tmpdir;
-    roots[n++] = st->workdir;
-    for (size_t i = 0; i < p->n_binds && n < NETNOTIFY_MAX_ROOTS; i++)
-        if (p->binds[i].writable)
-            roots[n++] = p->binds[i].source;
-    for (size_t i = 0; i < n; i++) {
-        struct cordon_err ignored;
-        int fd = hostpath_open(AT_FDCWD, roots[i], O_PATH | O_DIRECTORY, 0, false, &ignored);
-        if (fd < 0)
-            continue; /* a file bind (no socket beneath it), or reached through a link */
-        nn->roots[nn->n_roots] = fd;
-        snprintf(nn->root_paths[nn->n_roots], sizeof nn->root_paths[0], "%s", roots[i]);
-        nn->n_roots++;
-    }
-    (void)err;
-    return 0;
-}
-
-/*
  * The gateway's listener, on the host's loopback: any host process can
  * connect to it, so each connection must open with a token of the run's,
  * which only the keeper writes (on the sockets it dials for the command).
@@ -766,9 +732,6 @@ static void plan_release(struct process_plan *plan)
             close(ll->rules[i].fd);
     ll->n_rules = 0;
     seccomp_program_release(&plan->notify);
-    for (size_t i = 0; i < plan->nn.n_roots; i++)
-        close(plan->nn.roots[i]);
-    plan->nn.n_roots = 0;
     explicit_bzero(plan->nn.token, sizeof plan->nn.token); /* the keeper has its copy */
 }
 
@@ -794,9 +757,10 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     if (check_policy(s, err) < 0 || make_run_dir(p, st, err) < 0 ||
         (s->ca_pem && write_ca(st, s->ca_pem, err) < 0) ||
         plan_landlock(s, st, &plan.confine, err) < 0 ||
-        plan_unix_roots(p, s->workspace, st, &plan.nn, err) < 0 ||
+        usock_keeper_init(&plan.usock, p, false, err) < 0 ||
         netnotify_program(s->gateway, &plan.notify, err) < 0)
         goto out;
+    plan.nn.usock = &plan.usock; /* the same address in the keeper, a fork */
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
     if (s->gateway && (b->door = open_door(p, &plan.nn, b, err)) < 0)
@@ -825,7 +789,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         struct boundary_fds fds = { .sync_r = pp.sync[0], .err_w = pp.err[1],
                                     .status_w = pp.status[1], .start_r = pp.start[1],
                                     .bpf_r = pp.bpf[0] };
-        int keep[5 + CGROUP_COUNT + NETNOTIFY_MAX_ROOTS + LANDLOCK_PLAN_MAX_RULES];
+        int keep[5 + CGROUP_COUNT + LANDLOCK_PLAN_MAX_RULES];
         size_t n = 0;
         for (int c = 0; c < CGROUP_COUNT; c++)
             if (ticket.fd[c] >= 0)
@@ -836,8 +800,6 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         const int *f = (const int *)&fds;
         for (size_t i = 0; i < sizeof fds / sizeof(int); i++)
             keep[n++] = f[i];
-        for (size_t i = 0; i < plan.nn.n_roots; i++)
-            keep[n++] = plan.nn.roots[i];
         close_fds_except(keep, n);
         top_main(&plan, &fds);
     }
