@@ -8,6 +8,7 @@
 #include "audit/audit_int.h"
 #include "audit/export.h"
 #include "common/hostpath.h"
+#include "common/json.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -288,7 +289,7 @@ static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *e
         return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
     sha256_hex(buf, len, t->digest);
 
-    json_auto_t *ev = json_loadb(buf, len, 0, NULL);
+    json_auto_t *ev = json_parse_strict(buf, len, 0, NULL);
     json_t *seq = json_object_get(ev, "seq");
     if (!json_is_integer(seq) || json_integer_value(seq) < 0) {
         if (count_lines(log->rfd, st.st_size, &line) < 0)

@@ -16,6 +16,8 @@
  *   run.end      reason, exit_code, signal, status, wall_ms, cpu_ms,
  *                peak_memory_bytes, stdout_bytes, stderr_bytes, error
  *   limit.fired  limit, reason
+ *   run.refused  reason, front_end, uid, argv (+ policy_file, digests, signer,
+ *                flags): a run refused before it started, its only event
  * and shows any other type generically.
  */
 #pragma once

@@ -7,6 +7,7 @@
 #include "audit/audit.h"
 #include "audit/audit_int.h"
 #include "common/text.h"
+#include "common/json.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -155,7 +156,7 @@ static int seq_ahead(struct verifier *v, uint64_t seq)
     size_t len = 0;
     bool nl = false;
     if (next && audit_read_line(v->f, next, &len, &nl) == 1) {
-        json_auto_t *ev = json_loadb(next, len, 0, NULL);
+        json_auto_t *ev = json_parse_strict(next, len, 0, NULL);
         json_t *s = json_object_get(ev, "seq");
         if (json_is_integer(s) && (uint64_t)json_integer_value(s) == v->next_seq)
             return broken(v, v->line, "seq out of order: expected %llu, got %llu (lines %llu "
@@ -170,7 +171,7 @@ static int seq_ahead(struct verifier *v, uint64_t seq)
 static int check_line(struct verifier *v, const char *buf, size_t len)
 {
     json_error_t je;
-    json_auto_t *ev = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    json_auto_t *ev = json_parse_strict(buf, len, 0, &je);
     if (!ev)
         return broken(v, v->line, "bad json: %s", je.text);
     if (!json_is_object(ev))

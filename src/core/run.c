@@ -7,6 +7,7 @@
  * signalfd its front end passes in.
  */
 #include "core/run.h"
+#include "common/json.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
@@ -100,6 +101,11 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
                      "limits", limits ? limits : json_null(),
                      "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),
                      "network", network ? network : json_null());
+    /* What the flags did: the file's own digest beside the effective one, and the flags. */
+    if (fields && p->loaded)
+        json_object_set_new(fields, "policy_file_digest", json_string(ev->file));
+    if (fields && p->flags)
+        json_object_set(fields, "policy_flags", p->flags);
     if (fields && call->session_id)
         json_object_set_new(fields, "session", json_string(call->session_id));
     if (fields && call->n_files) {
@@ -111,7 +117,7 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
         json_object_set_new(fields, "files", files);
     }
     /* The level's own facts: a microvm's accelerator, snapshot, kernel digest. */
-    json_t *boundary = evidence && *evidence ? json_loads(evidence, 0, NULL) : NULL;
+    json_t *boundary = evidence && *evidence ? json_parse_strict_str(evidence, 0, NULL) : NULL;
     if (fields && boundary)
         json_object_set_new(fields, "boundary", boundary);
     else
@@ -363,7 +369,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
     *out = NULL;
     const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
     if (!backend)
-        return -1;
+        return -2; /* refused: no level of the policy can run here (see run_call) */
     struct run *run = calloc(1, sizeof *run);
     if (!run)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
@@ -468,12 +474,12 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, out, err);
+    return prepare(p, run_id, false, out, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err)
 {
-    return prepare(p, NULL, true, out, err);
+    return prepare(p, NULL, true, out, err) < 0 ? -1 : 0;
 }
 
 /* ---- start ---- */
@@ -697,7 +703,7 @@ const char *run_get_id(const struct run *run)
 
 /* A run refused before it started still has a result, and a record when audited. */
 static int refused(const struct policy *p, const struct sandbox_call *call, const char *run_id,
-                   struct sandbox_result *res, const struct cordon_err *err)
+                   bool no_level, struct sandbox_result *res, const struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run_id, 33);
@@ -711,6 +717,11 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
         res->signaled = true;
         res->signal = SIGKILL;
         res->status = 128 + SIGKILL;
+    }
+    /* Refused before anything of it existed: an attempt, not a run that failed. */
+    if (no_level) {
+        run_record_refused(p, true, NULL, run_id, call->argv, "run", err);
+        return -1;
     }
     struct audit_log *log = NULL;
     struct cordon_err ignored;
@@ -735,8 +746,9 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    if (!run && run_prepare(p, run_id, &run, err) < 0) {
-        refused(p, call, run_id, res, err);
+    int prepared = run ? 0 : prepare(p, run_id, false, &run, err);
+    if (prepared < 0) {
+        refused(p, call, run_id, prepared == -2, res, err);
         return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
     }
     struct sandbox_call named = *call;
@@ -745,7 +757,7 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);
     else
-        refused(p, call, run_id, res, err);
+        refused(p, call, run_id, false, res, err);
     run_release(run);
     return rc;
 }

@@ -5,6 +5,7 @@
  * filesystem only to resolve host paths.
  */
 #include "policy/policy_int.h"
+#include "common/digest.h"
 #include "common/hostpath.h"
 #include "common/strv.h"
 #include "common/text.h"
@@ -184,6 +185,11 @@ const char *policy_limit_name(enum policy_limit l)
     if ((unsigned)l >= POLICY_LIMIT_COUNT)
         return NULL;
     return limit_names[l];
+}
+
+const struct policy_key *policy_key_at(size_t i)
+{
+    return i < N_KEYS ? &keys[i] : NULL;
 }
 
 const struct policy_key *policy_key_find(const char *path)
@@ -1264,6 +1270,8 @@ void policy_free(struct policy *p)
     free(p->network.upstream_ca);
     policy_gov_release(&p->gov);
     json_decref(p->break_glass);
+    json_decref(p->loaded);
+    json_decref(p->flags);
     free(p);
 }
 
@@ -1277,8 +1285,18 @@ static int flag_result(int r, const char *prefix, const char *why, struct cordon
     return 0;
 }
 
+static int add_bind(struct policy *p, const char *spec, bool writable, const char *prefix,
+                    struct cordon_err *err);
+
 int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
                struct cordon_err *err)
+{
+    TRY(policy_check_tighten(p, key, value, flag, err));
+    return policy_set_unchecked(p, key, value, flag, err);
+}
+
+int policy_set_unchecked(struct policy *p, const char *key, const char *value, const char *flag,
+                         struct cordon_err *err)
 {
     const char *prefix = flag ? flag : key;
     const struct policy_key *k = policy_key_find(key);
@@ -1292,7 +1310,7 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_RESERVED:
         return err_set(err, CORDON_E_POLICY, "%s: %s: %s", prefix, key, k->note);
     case KT_BINDS:
-        return policy_add_bind(p, value, k->flag, prefix, err);
+        return add_bind(p, value, k->flag, prefix, err);
     case KT_ENV_MAP: {
         const char *eq = strchr(value, '=');
         if (!eq)
@@ -1344,8 +1362,14 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
 int policy_add_bind(struct policy *p, const char *spec, bool writable, const char *flag,
                     struct cordon_err *err)
 {
-    const char *prefix = flag ? flag : writable ? "filesystem.read_write"
-                                                : "filesystem.read_only";
+    const char *key = writable ? "filesystem.read_write" : "filesystem.read_only";
+    TRY(policy_check_tighten(p, key, spec, flag, err));
+    return add_bind(p, spec, writable, flag ? flag : key, err);
+}
+
+static int add_bind(struct policy *p, const char *spec, bool writable, const char *prefix,
+                    struct cordon_err *err)
+{
     char why[200] = "";
     /* The first ':' splits; a path containing ':' needs the {source, dest} form. */
     const char *colon = strchr(spec, ':');
@@ -1534,6 +1558,9 @@ static void build_evidence(struct policy *p)
     unsigned char d[32];
     seccomp_profile_digest(p, d);
     hex_encode(d, sizeof d, ev->syscalls);
+    ev->file[0] = '\0';
+    if (p->loaded)
+        json_sha256_hex(p->loaded, ev->file);
 }
 
 int policy_finalize(struct policy *p, struct cordon_err *err)
