@@ -32,9 +32,16 @@ extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
 extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
 
 /*
- * Where the audit log and its signing key would show inside through the
- * policy's binds (never writable ones: policy_finalize refuses that), each
- * to be covered by a read-only, nodev /dev/null: at most MAX paths into AT.
+ * The host files no run may see at any level: the audit log, its witness
+ * and its signing key (NULL where the policy has none).
+ */
+#define SANDBOX_N_HIDDEN_FILES 3
+void sandbox_hidden_files(const struct policy *p, const char *out[SANDBOX_N_HIDDEN_FILES]);
+
+/*
+ * Where those files would show inside through the policy's binds (never
+ * writable ones: policy_finalize refuses that), each to be covered by a
+ * read-only, nodev /dev/null: at most MAX paths into AT.
  */
 #define SANDBOX_MAX_HIDDEN 64
 size_t sandbox_hidden_paths(const struct policy *p, char (*at)[PATH_MAX], size_t max);

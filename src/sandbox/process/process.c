@@ -470,8 +470,9 @@ static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
                            p->binds[i].source, w);
     }
     /* Nor hidden inside a readable one: the namespace level masks them. */
-    const char *hidden[] = { p->audit.file, p->audit.sign_key };
-    for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+    const char *hidden[SANDBOX_N_HIDDEN_FILES];
+    sandbox_hidden_files(p, hidden);
+    for (size_t h = 0; h < SANDBOX_N_HIDDEN_FILES; h++) {
         _cleanup_free_ char *real = hidden[h] ? realpath(hidden[h], NULL) : NULL;
         for (size_t i = 0; real && i < p->n_binds; i++)
             if (beneath(real, p->binds[i].source))
