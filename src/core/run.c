@@ -369,6 +369,11 @@ static void join_cgroup(void *ticket)
     (void)cgroup_ticket_use(ticket);
 }
 
+static int guard_cgroup(void *wd, const char *dir, struct cordon_err *err)
+{
+    return watchdog_guard_cgroup(wd, dir, err);
+}
+
 static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
@@ -376,10 +381,8 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
-        cgroup_create(&run->cg, name);
-        for (int c = 0; c < CGROUP_COUNT; c++)
-            if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
-                return -1;
+        /* Each named to the watchdog before it exists: a kill at any point leaves none. */
+        TRY(cgroup_create(&run->cg, name, guard_cgroup, run->wd, err));
     }
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }

@@ -115,6 +115,14 @@ void boundary_release(struct sandbox_boundary *b);
 int boundary_child_error(int err_r, struct cordon_err *err);
 
 /*
+ * In the supervisor: a fresh 0700 directory /tmp/cordon-KIND-PID-XXXXXX (a
+ * random suffix) into OUT, named to S's guard (the watchdog) before it is
+ * made, so that no kill leaves it behind. -1 with ERR, OUT "".
+ */
+int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out,
+                         size_t size, struct cordon_err *err);
+
+/*
  * In the command, after the seam: its own session, stdio from M (or the pty
  * TTY, >= 0, as its controlling terminal), every other
  * descriptor close-on-exec, WORKDIR, then CONFINE(ARG) (the level's chain)

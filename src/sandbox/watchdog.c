@@ -10,7 +10,6 @@
 #include "common/hostpath.h"
 #include "common/text.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/gvisor/gvisor.h"
 #include "sandbox/workspace.h"
 
 #include <errno.h>
@@ -149,7 +148,7 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     for (size_t i = 0; i < n_dirs; i++)
         cgroup_remove_dir(dirs[i]);
     for (size_t i = 0; i < n_trees; i++)
-        gvisor_remove_dir(trees[i]);
+        hostpath_remove_tree(trees[i]);
     remove_placeholders(ws, ph, n_ph);
     if (wd->log && started) {
         /* The sandbox died with its supervisor (PDEATHSIG on its init). */

@@ -395,3 +395,35 @@ def test_watchdog_killed_supervisor_ends_the_run(cordon, bins, when):
     evs = assert_intact(bins, log)
     assert [e["type"] for e in evs] == ["audit.header", "run.start", "run.end"]
     assert evs[2]["reason"] == "exited" and "error" not in evs[2]
+
+
+def test_kills_at_random_points_leave_one_end_and_nothing_else(cordon, bins):
+    """
+    kill -9 of `cordon run` as it starts: at random delays, and the moment its first
+    cgroup exists (where it has one). Whatever point each kill hits, each run.start has
+    exactly one run.end, verify names no end as lost, and no cgroup or directory of the
+    runs is left (the watchdog is told of each before it is made).
+    """
+    before = host_state()
+    log = cordon.hostdir("audit") / "audit.log"
+    rng = random.Random(os.getpid())
+    cgroup_points = 0
+    for i in range(16):
+        m = marker()
+        p = cordon.popen([PROBE, "sleep", "1000", m], "--audit", log, *limits_for(cordon))
+        if cordon.root and i % 2 == 0:
+            # The marker: the run's cgroup exists (cordon-PID-XXXX in any hierarchy).
+            found = wait_until(lambda: p.poll() is not None or any(
+                os.path.basename(c).startswith(f"cordon-{p.pid}-") for c in cordon_cgroups()),
+                30, interval=0.001)
+            cgroup_points += bool(found) and p.poll() is None
+        else:
+            wait_until(lambda: False, rng.uniform(0, 0.25), interval=0.001)
+        kill9(p)
+        settled(log, before)
+        assert_gone(m)
+    assert not cordon.root or cgroup_points, "no kill found the run's cgroup made"
+    if log.exists():
+        evs = intact_with_lost(bins, log, [])
+        one_end_each(evs)
+    assert not (cordon_cgroups() - before)
