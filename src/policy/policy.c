@@ -1538,6 +1538,18 @@ static void build_evidence(struct policy *p)
     hex_encode(d, sizeof d, ev->syscalls);
 }
 
+/* The audit log and its witness are never written through a link, nor kept where a run writes. */
+static int settle_audit_files(struct policy *p, const char *where, struct cordon_err *err)
+{
+    if (p->audit.file)
+        TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
+    if (p->audit.witness)
+        TRY(settle_host_path(&p->audit.witness, false, "audit.witness", NULL, where, err));
+    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
+    TRY(check_outside_writable(p, p->audit.witness, "audit.witness", where, err));
+    return check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err);
+}
+
 int policy_finalize(struct policy *p, struct cordon_err *err)
 {
     p->finalized = false;
@@ -1556,13 +1568,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     if (p->workspace_mode == POLICY_WS_OVERLAY && !p->workspace)
         return err_set(err, CORDON_E_POLICY, "%sworkspace.mode: overlay needs a host workspace "
                        "(filesystem.workspace or -w DIR)", where);
-    if (p->audit.file)
-        TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
-    if (p->audit.witness)
-        TRY(settle_host_path(&p->audit.witness, false, "audit.witness", NULL, where, err));
-    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
-    TRY(check_outside_writable(p, p->audit.witness, "audit.witness", where, err));
-    TRY(check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err));
+    TRY(settle_audit_files(p, where, err));
     TRY(check_outside_writable(p, p->gov.require_signature, "require_signature", where, err));
     TRY(check_outside_writable(p, p->tools.pins, "tools.pins", where, err));
     for (size_t i = 0; i < p->n_secrets; i++)
