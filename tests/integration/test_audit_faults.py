@@ -73,8 +73,11 @@ def holders(path):
     return found
 
 
-def watchdog_of(pid):
-    """The cleanup watchdog of the cordon process PID (its child named cordon-watchdog)."""
+def watchdog_of(p):
+    """The cleanup watchdog of the cordon process P (its child named cordon-watchdog), or
+    None once P has ended."""
+    pid = p.pid
+
     def find():
         for d in os.listdir("/proc"):
             try:
@@ -85,7 +88,7 @@ def watchdog_of(pid):
             except (OSError, ValueError, KeyError):
                 pass
         return None
-    return wait_until(find, 15)
+    return wait_until(lambda: find() or p.poll() is not None, 15) and find()
 
 
 def kill9(p):
@@ -381,11 +384,12 @@ def test_watchdog_killed_supervisor_ends_the_run(cordon, bins, when):
     cmd = (": > box/running; while [ ! -e box/go ]; do sleep 0.05; done" if when == "running"
            else ": > box/exiting")
     p = cordon.popen(["sh", "-c", cmd], "--audit", log, "-w", box.parent, *limits_for(cordon))
-    wd = watchdog_of(p.pid)
-    assert wd, "no watchdog"
+    wd = watchdog_of(p)
+    assert wd or when == "exited", "no watchdog"
     assert wait_until(lambda: (box / when.replace("exited", "exiting")).exists(), 30)
     try:
-        os.kill(wd, signal.SIGKILL)
+        if wd:
+            os.kill(wd, signal.SIGKILL)
     except ProcessLookupError:
         pass                    # the run was over already: the same outcome is checked
     (box / "go").touch()
