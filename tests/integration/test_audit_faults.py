@@ -330,9 +330,16 @@ def test_witness_is_never_written_through_a_link(cordon, bins):
 # --- kills ------------------------------------------------------------------------------
 
 
-def start(cordon, log, m, *opts):
-    p = cordon.popen([PROBE, "sleep", "1000", m], "--audit", log, *limits_for(cordon), *opts)
-    assert probe_pids(m), f"run never started: {p.stderr.read() if p.poll() is not None else ''}"
+def running(cordon, log, box, m):
+    """A run whose command says it runs (box/running: at microvm no host process shows it)."""
+    p = cordon.popen(["sh", "-c", f": > box/running; exec {PROBE} sleep 1000 {m}"], "--audit", log,
+                     "-w", box.parent, *limits_for(cordon))
+    try:
+        assert wait_until(lambda: (box / "running").exists() or p.poll() is not None, 120)
+        assert p.poll() is None, p.stderr.read()
+    except BaseException:
+        kill9(p)
+        raise
     return p
 
 
@@ -341,7 +348,7 @@ def test_watchdog_adds_no_second_end(cordon, bins):
     before = host_state()
     log = cordon.hostdir("audit") / "audit.log"
     m = marker()
-    p = start(cordon, log, m)
+    p = running(cordon, log, workspace(cordon), m)
     run = next(e["run"] for e in assert_chain(log) if e["type"] == "run.start")
     # The supervisor's own end, as it writes it (the chain's next line), then its death.
     append_event(log, {"run": run, "type": "run.end", "reason": "exited", "status": 0})
@@ -360,13 +367,12 @@ def test_supervisor_killed_one_end(cordon, bins, when):
     log = cordon.hostdir("audit") / "audit.log"
     box = workspace(cordon)
     m = marker()
-    cmd = (f"{PROBE} sleep 1000 {m}" if when == "running" else
-           f": > box/exiting; exec {PROBE} sleep 0 {m}")
-    p = cordon.popen(["sh", "-c", cmd], "--audit", log, "-w", box.parent, *limits_for(cordon))
     if when == "running":
-        assert probe_pids(m)
+        p = running(cordon, log, box, m)
     else:
-        assert wait_until(lambda: (box / "exiting").exists() or p.poll() is not None, 30)
+        p = cordon.popen(["sh", "-c", f": > box/exiting; exec {PROBE} sleep 0 {m}"], "--audit",
+                         log, "-w", box.parent, *limits_for(cordon))
+        assert wait_until(lambda: (box / "exiting").exists() or p.poll() is not None, 120)
     kill9(p)
     settled(log, before)
     assert_gone(m)
@@ -384,16 +390,20 @@ def test_watchdog_killed_supervisor_ends_the_run(cordon, bins, when):
     cmd = (": > box/running; while [ ! -e box/go ]; do sleep 0.05; done" if when == "running"
            else ": > box/exiting")
     p = cordon.popen(["sh", "-c", cmd], "--audit", log, "-w", box.parent, *limits_for(cordon))
-    wd = watchdog_of(p)
-    assert wd or when == "exited", "no watchdog"
-    assert wait_until(lambda: (box / when.replace("exited", "exiting")).exists(), 30)
     try:
-        if wd:
-            os.kill(wd, signal.SIGKILL)
-    except ProcessLookupError:
-        pass                    # the run was over already: the same outcome is checked
-    (box / "go").touch()
-    out, err = p.communicate(timeout=60)
+        wd = watchdog_of(p)
+        assert wd or when == "exited", "no watchdog"
+        assert wait_until(lambda: (box / when.replace("exited", "exiting")).exists(), 120)
+        try:
+            if wd:
+                os.kill(wd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass                # the run was over already: the same outcome is checked
+        (box / "go").touch()
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            kill9(p)
     assert p.returncode == 0, err
     settled(log, before)
     evs = assert_intact(bins, log)
