@@ -461,7 +461,7 @@ static int note_in_witness(struct audit_log *log, const char *type, const struct
         return err_sys(err, CORDON_E_SETUP, "cannot write to audit witness '%s' (the event is "
                        "in the log)%s", log->witness,
                        torn ? "; the part written could not be cut back" : "");
-    (void)reserve_room(log->witness_fd, end + n, AUDIT_WITNESS_RESERVE);
+    (void)fallocate(log->witness_fd, FALLOC_FL_KEEP_SIZE, end + n, AUDIT_WITNESS_RESERVE);
     return 0;
 }
 
@@ -649,7 +649,8 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
         return NULL;
     if (t.empty && write_header(log, &t, err) < 0)
         return NULL;
-    (void)reserve_room(log->wfd, t.size, AUDIT_RESERVE); /* audit_keep_reserve() insists */
+    /* Best effort: audit_keep_reserve() insists. */
+    (void)fallocate(log->wfd, FALLOC_FL_KEEP_SIZE, t.size, AUDIT_RESERVE);
     return TAKE_PTR(log);
 }
 
@@ -690,10 +691,11 @@ static int append_locked(struct audit_log *log, struct tail *t, const char *type
     if (log->key && log->checkpoint_every && log->since_checkpoint >= log->checkpoint_every &&
         write_checkpoint(log, &written, rc ? &later : err) != 0)
         rc = 1;
-    /* Best effort: on a full disk the reserve shrinks by what was written. */
+    /* Best effort, and no more than a fallocate: on a full disk the reserve shrinks by
+     * what was written. */
     struct stat st;
     if (fstat(log->wfd, &st) == 0)
-        (void)reserve_room(log->wfd, st.st_size, AUDIT_RESERVE);
+        (void)fallocate(log->wfd, FALLOC_FL_KEEP_SIZE, st.st_size, AUDIT_RESERVE);
     return rc;
 }
 
