@@ -117,6 +117,7 @@ static const struct policy_key keys[] = {
     SECTION("audit"),
     KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
     KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
+    KEY("audit.witness", KT_LOG_FILE, audit.witness, 0, 0),
     KEY("audit.checkpoint_every", KT_UINT, audit.checkpoint_every, 0, 0),
     RESERVED("audit.record_arguments", "moved to tools.record_arguments"),
     KEY("audit.fsync", KT_FSYNC, audit.fsync, 0, POLICY_AUDIT_FSYNC_CLOSE),
@@ -1267,6 +1268,7 @@ void policy_free(struct policy *p)
     egress_release(&p->egress);
     free(p->audit.file);
     free(p->audit.sign_key);
+    free(p->audit.witness);
     free(p->network.upstream_ca);
     policy_gov_release(&p->gov);
     json_decref(p->break_glass);
@@ -1563,6 +1565,18 @@ static void build_evidence(struct policy *p)
         json_sha256_hex(p->loaded, ev->file);
 }
 
+/* The audit log and its witness are never written through a link, nor kept where a run writes. */
+static int settle_audit_files(struct policy *p, const char *where, struct cordon_err *err)
+{
+    if (p->audit.file)
+        TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
+    if (p->audit.witness)
+        TRY(settle_host_path(&p->audit.witness, false, "audit.witness", NULL, where, err));
+    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
+    TRY(check_outside_writable(p, p->audit.witness, "audit.witness", where, err));
+    return check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err);
+}
+
 int policy_finalize(struct policy *p, struct cordon_err *err)
 {
     p->finalized = false;
@@ -1581,10 +1595,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     if (p->workspace_mode == POLICY_WS_OVERLAY && !p->workspace)
         return err_set(err, CORDON_E_POLICY, "%sworkspace.mode: overlay needs a host workspace "
                        "(filesystem.workspace or -w DIR)", where);
-    if (p->audit.file)
-        TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
-    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
-    TRY(check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err));
+    TRY(settle_audit_files(p, where, err));
     TRY(check_outside_writable(p, p->gov.require_signature, "require_signature", where, err));
     TRY(check_outside_writable(p, p->tools.pins, "tools.pins", where, err));
     for (size_t i = 0; i < p->n_secrets; i++)
@@ -1616,6 +1627,13 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     /* A key or a checkpoint rate with nothing to sign would be a silent no-op. */
     if (p->audit.sign_key && !p->audit.file)
         return err_set(err, CORDON_E_POLICY, "%saudit: sign_key is set but file is not", where);
+    if (p->audit.witness && !p->audit.file)
+        return err_set(err, CORDON_E_POLICY, "%saudit: witness is set but file is not", where);
+    /* A witness beside the log is only a copy: who cuts one cuts the other. */
+    if (p->audit.witness && !strcmp(p->audit.witness, p->audit.file))
+        return err_set(err, CORDON_E_POLICY, "%saudit: witness \"%s\" is the log itself; keep "
+                       "it on another path, out of reach of whoever may edit the log", where,
+                       p->audit.witness);
     if (p->audit.checkpoint_every && !p->audit.sign_key)
         return err_set(err, CORDON_E_POLICY,
                        "%saudit: checkpoint_every needs sign_key (checkpoints are signed)", where);

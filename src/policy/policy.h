@@ -73,6 +73,7 @@ enum policy_audit_fsync {
 struct policy_audit {
     char *file;                     /* absolute host path of the log; NULL = no log */
     char *sign_key;                 /* absolute path of an Ed25519 private key (PEM), or NULL */
+    char *witness;                  /* absolute path of the log's witness, or NULL */
     unsigned checkpoint_every;      /* a signed checkpoint every N events; 0 = only at close */
     enum policy_audit_fsync fsync;
 };
