@@ -256,7 +256,8 @@ static int record_modes(struct workspace_guard *g, struct cordon_err *err)
         if (sub >= 0)
             TRY(record_tree(g, sub, g->entries[i].rel, 0, &cap, err));
     }
-    qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
+    if (g->n_modes) /* qsort and bsearch take no NULL array, even of none */
+        qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
     return 0;
 }
 
@@ -409,7 +410,7 @@ static bool restore_mode(const struct workspace_guard *g, int dfd, const char *n
 {
     struct workspace_mode key = { .dev = st->st_dev, .ino = st->st_ino };
     const struct workspace_mode *m =
-        bsearch(&key, g->modes, g->n_modes, sizeof key, mode_cmp);
+        g->n_modes ? bsearch(&key, g->modes, g->n_modes, sizeof key, mode_cmp) : NULL;
     if (!m || (m->mode & S_IFMT) != (st->st_mode & S_IFMT))
         return false;
     if ((m->mode & 07777) == (st->st_mode & 07777) && m->uid == st->st_uid &&
