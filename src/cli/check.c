@@ -174,7 +174,8 @@ static void print_protected(void)
     if (!p)
         return;
     printf("protected in a host workspace (filesystem.protected; "
-           "filesystem.unsafe_unprotect removes one):\n ");
+           "filesystem.unsafe_unprotect removes one;\n"
+           "cordon check --protected says why each is there):\n ");
     int col = 1;
     for (size_t i = 0; i < p->n_protected; i++) {
         int w = (int)strlen(p->protected[i]) + 1;
@@ -190,6 +191,67 @@ static void print_protected(void)
     printf("  --workspace-mode overlay (namespace level only): the run writes an overlayfs layer "
            "on a tmpfs\n  (workspace_size), committed whole or not at all; a protected name at "
            "any depth refuses it\n");
+}
+
+/* TEXT from column INDENT, wrapped before column 100. */
+static void print_wrapped(const char *text, int indent)
+{
+    int col = indent;
+    printf("%*s", indent, "");
+    while (*text) {
+        size_t n = strcspn(text, " ");
+        if (col > indent && col + 1 + (int)n > 100) {
+            printf("\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            putchar(' ');
+            col++;
+        }
+        printf("%.*s", (int)n, text);
+        col += (int)n;
+        text += n;
+        text += strspn(text, " ");
+    }
+    putchar('\n');
+}
+
+/* cordon check --protected: each default protected name, who reads it and why. */
+static int check_protected(void)
+{
+    size_t n = 0;
+    const struct policy_protected *rows = policy_protected_defaults(&n);
+    puts("protected in a host workspace by default (a directory's whole tree; filesystem.protected "
+         "adds,\nfilesystem.unsafe_unprotect removes): what host tools run or trust from each");
+    for (size_t i = 0; i < n; i++) {
+        printf("  %s%s  (%s)\n", rows[i].name, rows[i].dir ? "/" : "", rows[i].who);
+        print_wrapped(rows[i].why, 6);
+    }
+    puts("considered and not protected:");
+    rows = policy_protected_left_out(&n);
+    for (size_t i = 0; i < n; i++) {
+        printf("  %s  (%s)\n", rows[i].name, rows[i].who);
+        print_wrapped(rows[i].why, 6);
+    }
+    return 0;
+}
+
+/* The same table as JSON, for check --json. */
+static json_t *protected_json(void)
+{
+    json_t *o = json_object(), *in = json_array(), *out = json_array();
+    size_t n = 0;
+    const struct policy_protected *rows = policy_protected_defaults(&n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", rows[i].name,
+                                            "directory", rows[i].dir, "read_by", rows[i].who,
+                                            "why", rows[i].why));
+    rows = policy_protected_left_out(&n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "names", rows[i].name,
+                                             "read_by", rows[i].who, "why", rows[i].why));
+    json_object_set_new(o, "defaults", in);
+    json_object_set_new(o, "not_protected", out);
+    return o;
 }
 
 /*
@@ -280,13 +342,14 @@ static int check_json(void)
         close(kvm);
     _cleanup_(json_decrefp) json_t *o = json_pack(
         "{s:s, s:{s:s, s:s, s:s}, s:i, s:{s:b, s:s?}, s:b, s:i, s:o, s:{s:b, s:s?}, s:b, s:b, "
-        "s:o, s:o}",
+        "s:o, s:o, s:o}",
         "cordon_version", CORDON_VERSION, "kernel", "sysname", u.sysname, "release", u.release,
         "machine", u.machine, "uid", (int)getuid(), "user_namespaces", "usable", ns_ok, "why",
         ns_ok ? NULL : ns_err.msg, "seccomp", prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0,
         "landlock_abi", abi > 0 ? abi : 0, "cgroups", cgroups, "kvm", "usable", kvm >= 0, "why",
         kvm >= 0 ? NULL : strerror(kvm_errno), "runsc", in_path("runsc"), "qemu",
-        in_path("qemu-system-x86_64"), "levels", levels, "default_limits", defaults);
+        in_path("qemu-system-x86_64"), "levels", levels, "default_limits", defaults,
+        "protected", protected_json());
     _cleanup_free_ char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     if (!text)
         return cli_usage_error("check: out of memory");
@@ -297,12 +360,16 @@ static int check_json(void)
 int cmd_check(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        puts("usage: cordon check [--json]\n\nReport the kernel features cordon uses and which "
-             "isolation levels can run on this host.\n\n  --json   the same as one JSON object");
+        puts("usage: cordon check [--json | --protected]\n\nReport the kernel features cordon "
+             "uses and which isolation levels can run on this host.\n\n  --json        the same "
+             "as one JSON object\n  --protected   the names protected in a host workspace, and "
+             "why each is");
         return 0;
     }
     if (argc == 2 && !strcmp(argv[1], "--json"))
         return check_json();
+    if (argc == 2 && !strcmp(argv[1], "--protected"))
+        return check_protected();
     if (argc > 1)
         return cli_usage_error("check: unexpected argument '%s'", argv[1]);
 

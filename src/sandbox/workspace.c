@@ -21,20 +21,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Names by nature directories: their placeholder is an empty directory. */
-static const char *const dir_names[] = {
-    ".git", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini", ".husky",
-};
-
 /* Trees the pre-run scan does not enter: git's own (protected whole) and package trees. */
 static const char *const pre_skip[] = { ".git", "node_modules" };
 
 bool workspace_name_is_dir(const char *name)
 {
-    for (size_t i = 0; i < sizeof dir_names / sizeof dir_names[0]; i++)
-        if (strcmp(dir_names[i], name) == 0)
-            return true;
-    return false;
+    const struct policy_protected *row = policy_protected_default(name);
+    return row && row->dir;
 }
 
 bool workspace_target_escapes(unsigned depth, const char *target)
