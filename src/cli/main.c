@@ -36,7 +36,8 @@ static const char usage[] =
     "  -V, --version                  print the version\n"
     "\n"
     "Exit status of run: the command's own; 128+N if killed by signal N; 124 on\n"
-    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found.\n";
+    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found;\n"
+    "122 if an overlay workspace's change was refused or not applied.\n";
 
 int cli_fail(const struct cordon_err *err)
 {

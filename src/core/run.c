@@ -631,6 +631,9 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
+        /* A caller that checks the status must not believe the change landed. */
+        if (res->txn.outcome == TXN_REFUSED || res->txn.outcome == TXN_FAILED)
+            res->status = TXN_EXIT_NOT_COMMITTED;
         if (run->call.notice && res->txn.outcome != TXN_COMMITTED &&
             res->txn.outcome != TXN_PENDING) {
             char line[320];

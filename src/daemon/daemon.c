@@ -41,6 +41,7 @@
 #define RPC_BUSY (-32002)          /* the queue or the connection's share is full: retry */
 #define RPC_SHUTTING_DOWN (-32003)
 #define RPC_FORBIDDEN (-32004)     /* the peer's uid is not allowed */
+#define RPC_NOT_COMMITTED (-32005) /* session.commit could not apply the change */
 #define RPC_RUN_REFUSED RPC_REFUSED
 
 /* argv, the environment and stdin of one call, decoded; beyond: refused. */
@@ -771,7 +772,19 @@ static void session_decide(struct client *c, const json_t *id, struct session *s
         audit_close(log, &ignored);
         audit_free(log);
     }
-    reply(c, rpc_result(id, json_pack("{s:s, s:o}", "run_id", ses->pending_run, "transaction", t)));
+    json_t *ans = json_pack("{s:s, s:o}", "run_id", ses->pending_run, "transaction", t);
+    if (!commit || sum.outcome == TXN_COMMITTED) {
+        reply(c, rpc_result(id, ans));
+        return;
+    }
+    /* Not applied: an error, so a client that only checks for one learns it. */
+    json_t *e = sum.outcome == TXN_REFUSED
+                    ? rpc_error(id, RPC_REFUSED, "session.commit: the change was refused: %s",
+                                sum.reason)
+                    : rpc_error(id, RPC_NOT_COMMITTED, "session.commit: the change could not be "
+                                "applied, the workspace is as it was: %s", sum.reason);
+    json_object_set_new(json_object_get(e, "error"), "data", ans);
+    reply(c, e);
 }
 
 static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,

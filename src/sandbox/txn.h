@@ -32,6 +32,15 @@
 /* Paths named in the summary. */
 #define TXN_NAMES 16
 
+/*
+ * cordon run's exit status when the run's change was refused or could not
+ * be applied: the command ran (its output, its egress happened), so not
+ * 125, which says cordon could not run it; below timeout(1)'s 124-127 and
+ * apart from xargs's 123. The command's own code stays in the result's
+ * exit_code and signal.
+ */
+#define TXN_EXIT_NOT_COMMITTED 122
+
 enum txn_outcome {
     TXN_NONE,       /* no layer: direct mode, or the run never started */
     TXN_COMMITTED,
