@@ -4,6 +4,7 @@
  */
 #include "cli/cli.h"
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "policy/policy.h"
 #include "sandbox/microvm/microvm.h"
 #include "sandbox/backend.h"
@@ -11,6 +12,7 @@
 #include "common/landlock.h"
 #include "sandbox/gvisor/gvisor.h"
 #include "sandbox/proc_mem.h"
+#include "sandbox/txn.h"
 #include "common/units.h"
 
 #include <errno.h>
@@ -357,14 +359,59 @@ static int check_json(void)
     return 0;
 }
 
+/*
+ * cordon check -w DIR [-p FILE]: finish or undo a commit into DIR whose
+ * process died (--workspace-mode overlay), as its journal says, checked
+ * against the policy's protected names (FILE, or the one run would use).
+ */
+static int check_workspace(const char *dir, const char *policy_file)
+{
+    struct cordon_err err = { 0 };
+    char path[4096];
+    const char *from;
+    int found = policy_file ? 1 : cli_default_policy(path, sizeof path, &from, &err);
+    if (found < 0)
+        return cli_fail(&err);
+    _cleanup_(policy_freep) struct policy *p =
+        found ? policy_load(policy_file ? policy_file : path, &err) : policy_new(&err);
+    if (!p || policy_finalize(p, &err) < 0)
+        return cli_fail(&err);
+    _cleanup_close_ int fd = hostpath_open(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0, false, &err);
+    if (fd < 0)
+        return err_prefix(&err, "check: workspace"), cli_fail(&err);
+    struct txn_recovery rec;
+    if (txn_recover(fd, p, 10000, &rec) < 0) {
+        err_set(&err, CORDON_E_SETUP, "check: workspace '%s': an interrupted commit could not be "
+                "finished or undone: %s", dir, rec.reason);
+        return cli_fail(&err);
+    }
+    if (rec.busy)
+        printf("workspace %s: a commit is under way; try again when it is done\n", dir);
+    else if (rec.rolled_back + rec.rolled_forward)
+        printf("workspace %s: finished %u interrupted commit(s), undid %u; the tree is whole\n",
+               dir, rec.rolled_forward, rec.rolled_back);
+    else
+        printf("workspace %s: no interrupted commit\n", dir);
+    return 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        puts("usage: cordon check [--json | --protected]\n\nReport the kernel features cordon "
-             "uses and which isolation levels can run on this host.\n\n  --json        the same "
-             "as one JSON object\n  --protected   the names protected in a host workspace, and "
-             "why each is");
+        puts("usage: cordon check [--json | --protected | -w DIR [-p FILE]]\n\nReport the "
+             "kernel features cordon uses and which isolation levels can run on this host.\n\n"
+             "  --json        the same as one JSON object\n  --protected   the names protected "
+             "in a host workspace, and why each is\n  -w DIR        finish or undo a commit into "
+             "DIR whose process died\n  -p FILE       with -w: the policy (else the one run "
+             "uses)");
         return 0;
+    }
+    if (argc >= 3 && (!strcmp(argv[1], "-w") || !strcmp(argv[1], "--workspace"))) {
+        if (argc == 3)
+            return check_workspace(argv[2], NULL);
+        if (argc == 5 && (!strcmp(argv[3], "-p") || !strcmp(argv[3], "--policy")))
+            return check_workspace(argv[2], argv[4]);
+        return cli_usage_error("check: expected -w DIR [-p FILE]");
     }
     if (argc == 2 && !strcmp(argv[1], "--json"))
         return check_json();

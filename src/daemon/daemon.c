@@ -10,6 +10,7 @@
 
 #include "broker/jsonrpc.h"
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "common/strv.h"
 #include "common/text.h"
 #include "audit/audit.h"
@@ -18,6 +19,7 @@
 #include "core/jobs.h"
 #include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
+#include "sandbox/txn.h"
 
 #include <event2/event.h>
 #include <openssl/evp.h>
@@ -1036,6 +1038,27 @@ static int open_state_dir(const char *dir, struct cordon_err *err)
     return fd;
 }
 
+/*
+ * The policy's host workspace, should a commit into it have died with an
+ * earlier daemon's run: finished or undone now (each run's prepare would
+ * also; this says so at start). Sessions' own workspaces went above.
+ */
+static void recover_workspace(const struct policy *p)
+{
+    if (!p->workspace)
+        return;
+    struct cordon_err err = { 0 };
+    _cleanup_close_ int fd = hostpath_open(AT_FDCWD, p->workspace, O_PATH | O_DIRECTORY, 0,
+                                           p->workspace_follow_symlinks, &err);
+    struct txn_recovery rec;
+    if (fd >= 0 && txn_recover(fd, p, 10000, &rec) < 0)
+        fprintf(stderr, "cordon: serve: workspace '%s': an interrupted commit could not be "
+                "finished or undone: %s\n", p->workspace, rec.reason);
+    else if (fd >= 0 && rec.rolled_back + rec.rolled_forward)
+        fprintf(stderr, "cordon: serve: workspace '%s': finished %u interrupted commit(s), "
+                "undid %u\n", p->workspace, rec.rolled_forward, rec.rolled_back);
+}
+
 static json_t *stats_json(struct daemon *d)
 {
     struct jobs_stats st;
@@ -1410,6 +1433,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
     d.state_fd = open_state_dir(cfg->state_dir, err);
     if (d.state_fd < 0)
         goto out;
+    recover_workspace(cfg->policy);
     d.listen_fd = listen_on(cfg->socket_path, err);
     if (d.listen_fd < 0)
         goto out;

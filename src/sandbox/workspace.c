@@ -9,6 +9,7 @@
 #include "common/cleanup.h"
 #include "common/hostpath.h"
 #include "common/syscalls.h"
+#include "sandbox/txn.h"
 #include "sandbox/watchdog.h"
 #include "policy/policy.h"
 
@@ -218,6 +219,13 @@ int workspace_prepare(const struct policy *p, struct watchdog *wd, struct worksp
                           p->workspace_follow_symlinks, err);
     if (g->fd < 0)
         return err_prefix(err, "workspace");
+    /* A commit into it that died is finished or undone first: the run sees a whole tree. */
+    struct txn_recovery rec;
+    if (txn_recover(g->fd, p, 0, &rec) < 0) {
+        err_set(err, CORDON_E_SETUP, "workspace: an interrupted commit could not be finished or "
+                "undone (%s); cordon check -w '%s' tries again", rec.reason, p->workspace);
+        goto fail;
+    }
     int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (top < 0)
         return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", p->workspace);
