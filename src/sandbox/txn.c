@@ -544,7 +544,8 @@ static int recover_one(int host, const struct policy *p, const char *dname,
     if (text && journal_parse(text, dname + strlen(TXN_RESERVED), p, &j) < 0) {
         free(text);
         journal_release(&j);
-        return errno = 0, fail(why, len, "'%s' holds no journal cordon wrote: left alone", dname);
+        return errno = 0, fail(why, len, "'%s' holds no journal cordon wrote, or one naming a "
+                               "path this policy protects: left alone", dname);
     }
     free(text);
     int rc;

@@ -340,6 +340,30 @@ def test_session_commit_not_applied_is_an_error(daemon, cordon):
     assert "no change waiting" in c.call("session.commit", {"session_id": sid})["error"]["message"]
 
 
+def test_serve_finishes_a_dead_commit_at_start(daemon, cordon):
+    """A commit into the daemon's workspace that died past its marker (left
+    by hand: the new a.txt in place, the old one aside) is finished when
+    cordon serve starts, and said so."""
+    ws = cordon.hostdir("ws")
+    tid = "00112233445566aa"
+    d = ws / f".cordon-txn-{tid}"
+    d.mkdir(mode=0o700)
+    (ws / "a.txt").write_text("old\n")
+    (ws / f".cordon-txn-{tid}.0").write_text("new\n")
+    new_ino, old_ino = os.lstat(ws / f".cordon-txn-{tid}.0").st_ino, os.lstat(ws / "a.txt").st_ino
+    os.rename(ws / "a.txt", ws / f".cordon-txn-{tid}.0.old")
+    os.rename(ws / f".cordon-txn-{tid}.0", ws / "a.txt")
+    (d / "journal").write_text(f"cordon-txn 1 {tid}\nput {new_ino} {old_ino} 0 "
+                               f"{b'a.txt'.hex()}\nend\n")
+    (d / "committed").write_text("")
+    for p in [ws, d, *d.iterdir(), *ws.iterdir()]:
+        os.lchown(p, cordon.ident.uid, cordon.ident.gid)
+    dm = daemon("--pool", "0", "-w", ws)
+    code, err = dm.stop()
+    assert "finished 1 interrupted commit" in err, err
+    assert sorted(os.listdir(ws)) == ["a.txt"] and (ws / "a.txt").read_text() == "new\n"
+
+
 @pytest.mark.parametrize("params, words", [
     ({"workspace_mode": "cow"}, "expected one of direct, overlay"),
     ({"workspace_commit": "later"}, "expected one of always, on_success, manual"),

@@ -172,13 +172,14 @@ def test_overlay_commit_is_whole_on_a_full_disk(cordon, mount_ns):
             now = listing(mount_ns.path(ws))
             left = reserved_left(mount_ns.path(ws))
             mount_ns.sh(f"umount {mnt}")
+            got = assert_whole(now, old, new, f"{limit} +{extra}")
             assert not left, (limit, extra, t, left)
             if t["outcome"] == "committed":
-                assert status == 0 and now == new, (limit, extra, t)
+                assert status == 0 and got == "new", (limit, extra, t)
                 break
+            assert got == "old", (limit, extra, t)
             assert (status, t["outcome"]) == (NOT_COMMITTED, "failed"), (limit, extra, t, err)
             assert "No space left" in t["reason"] and "nothing was applied" in t["reason"], t
-            assert_whole(now, old, new, f"{limit} +{extra}") == "old"
             reasons.append(t["reason"])
         else:
             pytest.fail(f"{limit}: never committed")
