@@ -263,12 +263,13 @@ def txn_file(ws, name):
     return None
 
 
-def kill_mid_commit(cordon, ws, phase, also_watchdog):
+def kill_mid_commit(cordon, ws, phase, also_watchdog, audit=None):
     """Start the big change; once the commit's PHASE file appears (observed,
     not timed), wait a random moment and kill -9 the supervisor (and first
     its watchdog). What the tree may become: 'old', 'new', or 'either'."""
     mark = marker()
-    p = cordon.popen(["python3", "-c", BIG_CHANGE, mark], "-q", "-w", ws, *OVERLAY,
+    extra = ["--audit", audit] if audit else []
+    p = cordon.popen(["python3", "-c", BIG_CHANGE, mark], "-q", "-w", ws, *OVERLAY, *extra,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     seen = None
@@ -320,12 +321,18 @@ def test_overlay_commit_survives_kill_9(cordon):
         ws = big_seed(cordon)
         old = listing(ws)
         new = big_expected(old)
-        expect, mark, _ = kill_mid_commit(cordon, ws, phase, also_watchdog=False)
+        audit = cordon.hostdir() / "audit.log"
+        expect, mark, _ = kill_mid_commit(cordon, ws, phase, also_watchdog=False, audit=audit)
         assert expect, f"the commit ended before {phase} was seen"
         assert wait_until(lambda: not pids_with(mark), 240), "the watchdog did not finish"
         got = assert_whole(listing(ws), old, new, f"killed at {phase}")
         assert expect in (got, "either"), (phase, expect, got)
         assert not reserved_left(ws), reserved_left(ws)
+        # The watchdog's run.end says what became of the commit.
+        end = [json.loads(line) for line in audit.read_text().splitlines()][-1]
+        assert end["type"] == "run.end" and end["reason"] == "killed", end
+        assert end["workspace_commit"] in ({"finished", "none"} if got == "new"
+                                           else {"undone"}), (got, end)
         ends.append(got)
     assert {"old", "new"} <= set(ends), list(zip(phases, ends))
 
