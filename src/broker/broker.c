@@ -15,6 +15,7 @@
  */
 #include "broker/broker.h"
 #include "broker/broker_int.h"
+#include "common/json.h"
 
 #include "broker/schema.h"
 #include "common/cleanup.h"
@@ -141,7 +142,7 @@ static const char *server_end_why(struct broker *b)
             break;
         have += (size_t)n;
     }
-    _cleanup_(json_decrefp) json_t *res = have ? json_loadb(buf, have, 0, NULL) : NULL;
+    _cleanup_(json_decrefp) json_t *res = have ? json_parse_strict(buf, have, 0, NULL) : NULL;
     const char *reason = json_string_value(json_object_get(res, "reason"));
     const char *error = json_string_value(json_object_get(res, "error"));
     json_t *code = json_object_get(res, "exit_code");
@@ -815,7 +816,7 @@ void mcp_refuse_session(const char *why)
         return; /* a person at a terminal has read our stderr */
     /* Notifications and garbage are passed over: only a request has an id to answer. */
     while (getline(&line, &cap, stdin) > 0) {
-        _cleanup_(json_decrefp) json_t *msg = json_loads(line, 0, NULL);
+        _cleanup_(json_decrefp) json_t *msg = json_parse_strict_str(line, 0, NULL);
         json_t *id = json_object_get(msg, "id");
         if (!json_is_string(json_object_get(msg, "method")) || (!json_is_integer(id) &&
                                                                  !json_is_string(id)))

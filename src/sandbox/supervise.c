@@ -3,6 +3,7 @@
  * clock and the output; the sandbox owns nothing. Runs in the supervisor.
  */
 #include "sandbox/supervise.h"
+#include "common/json.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
@@ -190,7 +191,7 @@ static void note_decision(struct supervision *s, struct sandbox_result *res, con
 {
     struct egress_summary *e = &res->egress;
     json_error_t jerr;
-    json_t *d = json_loadb(line, len, 0, &jerr);
+    json_t *d = json_parse_strict(line, len, 0, &jerr);
     if (!d)
         return;
     /* The gateway asked the decider (network.ask): a question and its
