@@ -35,7 +35,8 @@ static const char usage[] =
     "  -V, --version                  print the version\n"
     "\n"
     "Exit status of run: the command's own; 128+N if killed by signal N; 124 on\n"
-    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found.\n";
+    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found;\n"
+    "122 if an overlay workspace's change was refused or not applied.\n";
 
 /* A closed 0, 1 or 2 would be handed to the next pipe we open: fill them. */
 static void ensure_stdio(void)

@@ -422,7 +422,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
     run->host_base = HOST_ID_BASE + ((uid_t)rnd << 2);
 
     if (cordon_audit_open(p, &run->log, err) < 0 ||
-        !(run->wd = watchdog_new(run->log, run->run_id, err)))
+        !(run->wd = watchdog_new(run->log, run->run_id, p, err)))
         goto fail;
     /* A run that fills the log's filesystem must still find room for its end. */
     if (run->log && audit_keep_reserve(run->log, err) < 0) {
@@ -692,14 +692,24 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
      * the layer is still, and what commit writes the scan below examines. */
     if (run->b.layer >= 0) {
         bool ok = res->reason == RUN_EXITED && !res->signaled && res->exit_code == 0;
+        /* Should we die mid-commit, the watchdog finishes or undoes it (else the next
+         * run on the workspace, or cordon check -w, does). */
+        struct cordon_err unguarded;
+        if (p->workspace_commit != POLICY_WS_COMMIT_MANUAL)
+            watchdog_guard_txn(run->wd, p->workspace, p->workspace_follow_symlinks, &unguarded);
         txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
+        /* A caller that checks the status must not believe the change landed. */
+        if (res->txn.outcome == TXN_REFUSED || res->txn.outcome == TXN_FAILED)
+            res->status = TXN_EXIT_NOT_COMMITTED;
         if (run->call.notice && res->txn.outcome != TXN_COMMITTED &&
             res->txn.outcome != TXN_PENDING) {
             char line[320];
-            snprintf(line, sizeof line, "workspace: the run's change was %s: %s",
-                     txn_outcome_name(res->txn.outcome), res->txn.reason);
+            snprintf(line, sizeof line, "workspace: the run's change %s: %s",
+                     res->txn.outcome == TXN_FAILED ? "could not be applied"
+                     : res->txn.outcome == TXN_REFUSED ? "was refused" : "was discarded",
+                     res->txn.reason);
             run->call.notice(run->call.notice_arg, line);
         }
     }
