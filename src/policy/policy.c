@@ -1458,6 +1458,12 @@ static int check_outside_writable(const struct policy *p, const char *file, cons
     return 0;
 }
 
+bool policy_outside_writable(const struct policy *p, const char *file)
+{
+    struct cordon_err ignored;
+    return check_outside_writable(p, file, "", "", &ignored) == 0;
+}
+
 /* A secret's file must not be readable inside: the value would enter the sandbox. */
 static int check_secret_hidden(const struct policy *p, const struct policy_secret *sec,
                                const char *where, struct cordon_err *err)

@@ -480,5 +480,12 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
 int policy_approve_break_glass(const struct policy *p, const char *key_path, const char *reason,
                                const char *until, char **out, struct cordon_err *err);
 
+/*
+ * FILE (NULL is fine) lies outside P's workspace and writable binds, where
+ * the sandbox cannot write, swap or relink it: where an audit log, its
+ * witness or its key may be.
+ */
+bool policy_outside_writable(const struct policy *p, const char *file);
+
 void policy_free(struct policy *p);
 DEFINE_CLEANUP(struct policy *, policy_free)
