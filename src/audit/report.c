@@ -76,12 +76,9 @@ static int collect(void *arg, const struct audit_line *l, struct cordon_err *err
     /* What the summary leaves to the run's other readers. */
     static const char *const start_more[] = { "levels_skipped", "policy_flags", "session" };
     if (!strcmp(l->type, "run.start")) {
-        json_object_set_new(e, "started", json_true());
         for (size_t i = 0; i < sizeof start_more / sizeof start_more[0]; i++)
             if (json_object_get(l->ev, start_more[i]))
                 json_object_set(e, start_more[i], json_object_get(l->ev, start_more[i]));
-    } else if (!strcmp(l->type, "run.end")) {
-        json_object_set_new(e, "ended", json_true());
     } else if (!strcmp(l->type, "run.refused")) {
         json_object_set(e, "refused", l->ev);
     }
@@ -90,11 +87,27 @@ static int collect(void *arg, const struct audit_line *l, struct cordon_err *err
 
 /* ---- writing ---- */
 
+/*
+ * A bidirectional control (U+200E-F, U+202A-E, U+2066-9) at S, in UTF-8: a
+ * run's argv could reorder what the page shows around it ("Trojan source").
+ */
+static bool bidi_control(const unsigned char *s)
+{
+    return s[0] == 0xe2 && ((s[1] == 0x80 && ((s[2] >= 0x8e && s[2] <= 0x8f) ||
+                                              (s[2] >= 0xaa && s[2] <= 0xae))) ||
+                            (s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9));
+}
+
 /* Text as HTML: markup characters as entities, control characters as U+FFFD. */
 static void put_text(FILE *o, const char *s)
 {
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
+        if (bidi_control((const unsigned char *)s)) {
+            fputs("&#xfffd;", o);
+            s += 2;
+            continue;
+        }
         switch (c) {
         case '&': fputs("&amp;", o); break;
         case '<': fputs("&lt;", o); break;
@@ -523,6 +536,8 @@ static void put_run_facts(FILE *o, const struct report *r, const struct audit_re
         put_row(o, "levels skipped", json_object_get(e, "levels_skipped"));
     if (json_object_get(e, "session"))
         put_row(o, "session", json_object_get(e, "session"));
+    if (json_object_get(e, "policy_flags"))
+        put_row(o, "flags", json_object_get(e, "policy_flags"));
     if (refused) {
         put_row(o, "front end", json_object_get(refused, "front_end"));
         put_row(o, "refused because", json_object_get(refused, "reason"));
@@ -591,6 +606,10 @@ int audit_html(const char *path, const struct audit_html_options *o, FILE *out,
         fprintf(out, "; %zu run%s shown%s</p>\n", json_array_size(r.runs),
                 json_array_size(r.runs) == 1 ? "" : "s", o->run ? " (--run)" : "");
         put_chain(out, &v, o);
+        if (r.bad_lines)
+            fprintf(out, "<p class=\"warn\">%llu line%s of the file %s no event and %s not "
+                    "shown.</p>\n", (unsigned long long)r.bad_lines, r.bad_lines == 1 ? "" : "s",
+                    r.bad_lines == 1 ? "is" : "are", r.bad_lines == 1 ? "is" : "are");
         fputs("</header>\n", out);
         put_timeline(out, r.runs);
         size_t i;

@@ -838,8 +838,9 @@ static void test_report(void)
     struct audit_options ao = { .path = path, .sign_key = key_pem };
     struct audit_log *log = audit_open(&ao, &err);
     ok(log && audit_append(log, "run.start", run_a,
-                           json_pack("{s:s, s:[ss], s:s}", "level", "namespace", "argv", "sh",
-                                     "<script>alert(1)</script>", "host", "\"><img src=x>"),
+                           json_pack("{s:s, s:[sss], s:s}", "level", "namespace", "argv", "sh",
+                                     "<script>alert(1)</script>", "a\u202egnp.exe", "host",
+                                     "\"><img src=x>"),
                            &err) == 0, "a run with markup in its argv and host");
     ok(audit_append(log, "egress.decision", run_a,
                     json_pack("{s:b, s:s, s:i, s:s}", "allowed", 0, "host",
@@ -861,6 +862,8 @@ static void test_report(void)
     ok(page && strstr(page, "&lt;script&gt;alert(1)&lt;/script&gt;") &&
        strstr(page, "&quot;&gt;&lt;img src=x&gt;") && strstr(page, "&lt;/td&gt;&lt;script&gt;") &&
        strstr(page, "&lt;style&gt;*{}&lt;/style&gt;"), "each as escaped text");
+    ok(page && !strstr(page, "\u202e") && strstr(page, "a&#xfffd;gnp.exe"),
+       "a bidirectional override shown as U+FFFD, reordering nothing");
     ok(page && strstr(page, "verified and signed") && strstr(page, "Chain intact: 6 events"),
        "the chain's verdict, signed");
     ok(page && strstr(page, "content=\"default-src 'none'; style-src 'unsafe-inline'\""),
