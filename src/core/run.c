@@ -64,6 +64,7 @@ struct run {
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
     uint64_t start_us;
     char audit_lost[320];                 /* what of the run's record failed at its start */
+    struct sandbox_skips skipped;         /* the policy's levels passed over for this one */
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
@@ -397,7 +398,8 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
                    struct cordon_err *err)
 {
     *out = NULL;
-    const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
+    struct sandbox_skips skipped;
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, &skipped, err);
     if (!backend)
         return -2; /* refused: no level of the policy can run here (see run_call) */
     struct run *run = calloc(1, sizeof *run);
@@ -405,6 +407,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     run->p = p;
     run->backend = backend;
+    run->skipped = skipped;
     run->gw_pid = -1;
     run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
@@ -541,6 +544,19 @@ static void notice_degraded(void *arg)
     call->notice(call->notice_arg, line);
 }
 
+/* A level of the policy's list that could not run here, said as the run at a later one starts. */
+static void notice_skipped(const struct run *run)
+{
+    const struct sandbox_call *call = &run->call;
+    for (unsigned i = 0; call->notice && i < run->skipped.n; i++) {
+        char line[400];
+        snprintf(line, sizeof line, "level %s skipped: %s; running at %s",
+                 cordon_level_name(run->skipped.skip[i].level), run->skipped.skip[i].why,
+                 cordon_level_name(run->backend->level));
+        call->notice(call->notice_arg, line);
+    }
+}
+
 static void close_pipes(int in[2], int out[2], int errout[2])
 {
     int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
@@ -561,8 +577,12 @@ static int record_start(struct run *run, const struct sandbox_call *call,
     if (run->p->break_glass &&
         audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
         return err_prefix(err, "audit");
-    int rc = audit_append(run->log, "run.start", run->run_id,
-                          start_fields(run->p, run->backend->level, call, run->b.evidence), err);
+    json_t *fields = start_fields(run->p, run->backend->level, call, run->b.evidence);
+    json_t *skips = sandbox_skips_to_json(&run->skipped);
+    if (fields && skips)
+        json_object_set(fields, "levels_skipped", skips);
+    json_decref(skips);
+    int rc = audit_append(run->log, "run.start", run->run_id, fields, err);
     if (rc < 0)
         return err_prefix(err, "audit");
     if (rc > 0)
@@ -599,6 +619,7 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         close_pipes(in, out, errout);
         return -1;
     }
+    notice_skipped(run);
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
@@ -655,6 +676,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     memcpy(res->enforced, run->enforced, sizeof res->enforced);
     res->level = run->backend->level;
+    res->skipped = run->skipped;
     memcpy(res->boundary, run->b.evidence, sizeof res->boundary);
     if (run->state != RUN_STARTED)
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);

@@ -765,7 +765,8 @@ static int session_options(struct session *ses, const json_t *params, struct cor
             return err_set(err, CORDON_E_USAGE, "\"%s\" must be a string", key);
         TRY(policy_set(&ses->pol, keys[k][1], json_string_value(v), keys[k][0], err));
     }
-    if (ses->pol.workspace_mode == POLICY_WS_OVERLAY && !sandbox_backend_choose(&ses->pol, err))
+    if (ses->pol.workspace_mode == POLICY_WS_OVERLAY &&
+        !sandbox_backend_choose(&ses->pol, NULL, err))
         return -1;
     return 0;
 }

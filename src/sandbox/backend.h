@@ -72,6 +72,15 @@ struct sandbox_call {
     int *keep_layer;
 };
 
+/* The levels of the policy's list passed over for the one chosen, and why. */
+struct sandbox_skips {
+    struct sandbox_skip {
+        enum cordon_level level;
+        char why[sizeof ((struct cordon_err *)0)->msg];
+    } skip[3];               /* the policy lists at most three fallbacks */
+    unsigned n;
+};
+
 struct sandbox_result {
     char run_id[33];         /* set by run_once() */
     enum cordon_level level; /* the level the run had (of the policy's list, the one chosen) */
@@ -97,6 +106,7 @@ struct sandbox_result {
     char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
     char audit[320];         /* what of the run's audit record could not be written, or "" */
+    struct sandbox_skips skipped; /* the policy's levels passed over for this one */
 };
 
 struct cgroup_set;
@@ -202,11 +212,16 @@ unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT]);
 
 /*
  * The backend for P: its level, or with fallbacks (isolation: [a, b]) the
- * first whose probe passes. A level that cannot run is never replaced by
- * one the policy did not list: NULL with ERR naming each level's reason.
+ * first whose probe passes, with each level tried before it and its reason
+ * in SKIPPED (NULL: not wanted). A level that cannot run is never replaced
+ * by one the policy did not list: NULL with ERR naming each level's reason.
  */
 const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct sandbox_skips *skipped,
                                                      struct cordon_err *err);
+
+/* SKIPPED as [{"level", "reason"}], for the result and run.start; NULL when none. */
+json_t *sandbox_skips_to_json(const struct sandbox_skips *skipped);
 
 /*
  * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one
