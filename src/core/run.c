@@ -62,6 +62,8 @@ struct run {
     int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
     uint64_t start_us;
+    const struct sandbox_container *container; /* an OCI bundle's (the front end's), or NULL */
+    bool keep_cgroup;                     /* a container's: its front end removes it */
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
@@ -102,6 +104,8 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
                      "network", network ? network : json_null());
     if (fields && call->session_id)
         json_object_set_new(fields, "session", json_string(call->session_id));
+    if (fields && call->container_id)
+        json_object_set_new(fields, "container", json_string(call->container_id));
     if (fields && call->n_files) {
         /* Names and sizes: contents are the call's, like its stdin. */
         json_t *files = json_array();
@@ -140,7 +144,17 @@ static const char *fired_limit(enum run_reason r)
     }
 }
 
+static int audit_open_for(const struct policy *p, const char *container, struct audit_log **out,
+                          struct cordon_err *err);
+
 int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cordon_err *err)
+{
+    return audit_open_for(p, NULL, out, err);
+}
+
+/* The policy's log, each line of it stamped with CONTAINER (an OCI container's id) if set. */
+static int audit_open_for(const struct policy *p, const char *container, struct audit_log **out,
+                          struct cordon_err *err)
 {
     *out = NULL;
     if (!p->audit.file)
@@ -154,6 +168,11 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
     };
     /* A break-glass run says so in every line it leaves. */
     json_auto_t *stamp = p->break_glass ? json_pack("{s:O}", "break_glass", p->break_glass) : NULL;
+    if (container) {
+        if (!stamp)
+            stamp = json_object();
+        json_object_set_new(stamp, "container", json_string(container));
+    }
     o.stamp = stamp;
     if (p->gov.export)
         o.export_otlp = p->gov.export_endpoint;
@@ -346,7 +365,14 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
-    if (sandbox_needs_cgroup(p)) {
+    if (run->container && run->container->cgroup) {
+        /* An engine reads a container's cgroup (its stats, its OOM events). */
+        if (cgroup_create_at(&run->cg, run->container->cgroup, err) < 0)
+            return -1;
+        for (int c = 0; c < CGROUP_COUNT; c++)
+            if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
+                return -1;
+    } else if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
         cgroup_create(&run->cg, name);
@@ -357,18 +383,23 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
 
-static int prepare(const struct policy *p, const char *run_id, bool ahead, struct run **out,
+static int prepare(const struct policy *p, const char *run_id, bool ahead,
+                   const struct sandbox_container *container, struct run **out,
                    struct cordon_err *err)
 {
     *out = NULL;
     const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
     if (!backend)
         return -1;
+    if (container && !backend->containers)
+        return err_set(err, CORDON_E_UNSUPPORTED, "the %s level cannot run an OCI bundle",
+                       backend->name);
     struct run *run = calloc(1, sizeof *run);
     if (!run)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     run->p = p;
     run->backend = backend;
+    run->container = container;
     run->gw_pid = -1;
     run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
@@ -385,7 +416,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         rnd = (uint16_t)getpid();
     run->host_base = HOST_ID_BASE + ((uid_t)rnd << 2);
 
-    if (cordon_audit_open(p, &run->log, err) < 0 ||
+    if (audit_open_for(p, container ? container->id : NULL, &run->log, err) < 0 ||
         !(run->wd = watchdog_new(run->log, run->run_id, err)))
         goto fail;
     /* Armed up front when it has a record to close, before any descriptor
@@ -412,6 +443,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         .guard_arg = run->wd,
         .host_base = run->host_base,
         .ahead = ahead,
+        .container = container,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
         struct cgroup_stats st = { 0 };
@@ -458,6 +490,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         if (run->gw_pid < 0)
             goto fail;
     }
+    run->keep_cgroup = container != NULL;
     *out = run;
     return 0;
 fail:
@@ -468,12 +501,33 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, out, err);
+    return prepare(p, run_id, false, NULL, out, err);
 }
 
 int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err)
 {
-    return prepare(p, NULL, true, out, err);
+    return prepare(p, NULL, true, NULL, out, err);
+}
+
+int run_prepare_container(const struct policy *p, const char *run_id,
+                          const struct sandbox_container *c, struct run **out,
+                          struct cordon_err *err)
+{
+    return prepare(p, run_id, false, c, out, err);
+}
+
+pid_t run_boundary_pid(const struct run *run)
+{
+    return run->b.pid;
+}
+
+int run_take_terminal(struct run *run)
+{
+    if (!run->container)
+        return -1;
+    int fd = run->b.tty_master;
+    run->b.tty_master = -1;
+    return fd;
 }
 
 /* ---- start ---- */
@@ -527,6 +581,16 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     /* From here on the run has a record to close, should we die. */
     if (watchdog_started(run->wd, run->run_id, err) < 0)
         return -1;
+    if (call->direct_stdio) {
+        int stdio[3] = { call->in_fd, call->out_fd, call->err_fd };
+        run->state = RUN_STARTED;
+        run->start_us = monotonic_us();
+        int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files,
+                                    call->n_files, false, err);
+        closep(&run->b.start_w);
+        run->b.start_w = -1;
+        return rc < 0 && run->b.err_r < 0 ? -1 : 0;
+    }
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
         int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
@@ -671,7 +735,7 @@ void run_release(struct run *run)
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
-    if (run->cg.version)
+    if (run->cg.version && !run->keep_cgroup)
         cgroup_destroy(&run->cg);
     gateway_config_release(&run->gw);
     if (run->log) {

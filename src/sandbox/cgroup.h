@@ -38,6 +38,13 @@ struct cgroup_stats {
  */
 void cgroup_create(struct cgroup_set *cg, const char *name);
 
+/*
+ * The same at PATH ("/default/ID", an OCI container's cgroupsPath) from the
+ * root of each hierarchy rather than beneath the supervisor's cgroup, its
+ * parents made as needed; a cgroup already there is an error.
+ */
+int cgroup_create_at(struct cgroup_set *cg, const char *path, struct cordon_err *err);
+
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c);
 
 /* The cgroup v2 directory runs are made beneath (the supervisor's own, or

@@ -473,6 +473,12 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             struct rusage ru;
             int ws;
             pid_t w = wait4(s->init_pid, &ws, i_pid >= 0 ? 0 : WNOHANG, &ru);
+            /* A container's init is not ours to reap (its creator's caller
+             * does): its pidfd said it is gone, the status pipe says how. */
+            if (w < 0 && errno == ECHILD && i_pid >= 0) {
+                w = s->init_pid;
+                memset(&ru, 0, sizeof ru);
+            }
             if (w == s->init_pid) {
                 l.init_done = true;
                 /* The status arrives before init exits; drain it now. */
