@@ -191,6 +191,25 @@ int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
     return 0;
 }
 
+int oci_cgroups_join(const struct oci_state *st, struct cordon_err *err)
+{
+    const char *path = oci_state_str(st, "cgroup");
+    struct hierarchy h[MAX_HIERARCHIES];
+    size_t n = path ? hierarchies(h, MAX_HIERARCHIES) : 0;
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    for (size_t i = 0; i < n; i++) {
+        char dir[PATH_MAX];
+        struct stat sb;
+        if (snprintf(dir, sizeof dir, "%s%s", h[i].mount, path) >= (int)sizeof dir ||
+            stat(dir, &sb) < 0)
+            continue; /* a hierarchy the container was not given (cpuset, blkio) */
+        if (put(dir, "cgroup.procs", pid) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot join cgroup '%s'", dir);
+    }
+    return 0;
+}
+
 void oci_cgroups_remove(const struct oci_state *st)
 {
     const char *path = oci_state_str(st, "cgroup");

@@ -38,6 +38,7 @@ int oci_fail(const struct cordon_err *err);
 /* What create reads from a bundle: the container, the command, the policy. */
 struct oci_spec {
     json_t *config;                  /* config.json */
+    json_t *process;                 /* the process read last (c.cwd points into it) */
     char bundle[4096];               /* absolute */
     char root[4096];                 /* the root filesystem, absolute */
     struct sandbox_container c;
@@ -151,5 +152,7 @@ int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
                       struct cordon_err *err);
 int oci_freeze(const struct oci_state *st, bool frozen, struct cordon_err *err);
 bool oci_frozen(const struct oci_state *st);
+/* Move this process into every cgroup of the container (exec, before its namespaces). */
+int oci_cgroups_join(const struct oci_state *st, struct cordon_err *err);
 /* Remove every cgroup directory the state names. */
 void oci_cgroups_remove(const struct oci_state *st);

@@ -304,6 +304,13 @@ int oci_spec_process(const json_t *proc, struct oci_spec *s, struct cordon_err *
     size_t n;
     if (!json_is_object(proc))
         return err_set(err, CORDON_E_USAGE, "config.json: no process");
+    strv_free(s->argv);
+    strv_free(s->env);
+    s->argv = s->env = NULL;
+    s->c.n_rlimits = 0;
+    json_decref(s->process);
+    s->process = json_incref((json_t *)proc);
+    TRY(rlimits(json_object_get(proc, "rlimits"), &s->c, err));
     TRY(strv_from(json_object_get(proc, "args"), &s->argv, &n, "process.args", err));
     if (!n)
         return err_set(err, CORDON_E_USAGE, "config.json: process.args is empty");
@@ -514,7 +521,6 @@ int oci_spec_load(const char *bundle, const char *id, struct oci_spec *s, struct
     s->c.hostname = json_string_value(json_object_get(s->config, "hostname"));
     TRY(choose_policy(s, err));
     TRY(oci_spec_process(json_object_get(s->config, "process"), s, err));
-    TRY(rlimits(json_object_get(json_object_get(s->config, "process"), "rlimits"), &s->c, err));
     TRY(namespaces(s, err));
     TRY(mounts(s, err));
     TRY(linux_section(s, err));
@@ -534,5 +540,6 @@ void oci_spec_release(struct oci_spec *s)
     policy_free(s->policy);
     s->policy = NULL;
     json_decref(s->config);
-    s->config = NULL;
+    json_decref(s->process);
+    s->config = s->process = NULL;
 }

@@ -52,6 +52,13 @@ int oci_state_new(const char *id, struct oci_state *st, struct cordon_err *err)
     if (!oci_id_valid(id))
         return err_set(err, CORDON_E_USAGE, "invalid container id '%s'", id);
     snprintf(st->id, sizeof st->id, "%s", id);
+    char parents[4096];
+    snprintf(parents, sizeof parents, "%s", oci_opts.root);
+    for (char *s = parents + 1; (s = strchr(s, '/')); s++) {
+        *s = '\0';
+        (void)mkdir(parents, 0711);
+        *s = '/';
+    }
     if (mkdir(oci_opts.root, 0711) < 0 && errno != EEXIST)
         return err_sys(err, CORDON_E_SETUP, "cannot create root '%s'", oci_opts.root);
     snprintf(st->dir, sizeof st->dir, "%s/%s", oci_opts.root, id);

@@ -35,6 +35,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Close and forget: the cleanup at the end closes what is still set. */
+static void drop(int *fd)
+{
+    closep(fd);
+    *fd = -1;
+}
+
 void container_release(struct sandbox_container *c)
 {
     for (size_t i = 0; i < c->n_mounts; i++) {
@@ -146,10 +153,10 @@ static int plan_devices(struct ns_plan *plan, size_t *cap, bool devpts, struct c
     return 0;
 }
 
-static int plan_landlock(const struct sandbox_container *c, struct ns_plan *plan,
+static int plan_landlock(const struct sandbox_container *c, struct confine_plan *cp,
                          struct cordon_err *err)
 {
-    struct landlock_plan *ll = &plan->confine.landlock;
+    struct landlock_plan *ll = &cp->landlock;
     landlock_plan_init(ll, landlock_abi());
     if (!ll->abi)
         return 0;
@@ -246,10 +253,16 @@ static int plan_container(const struct sandbox_setup *s, enum ids ids, struct ns
         last_step(plan)->follow_symlinks = false;
     }
     TRY(plan_hidden(c, plan, &cap, err));
-    TRY(plan_landlock(c, plan, err));
-    TRY(plan_rlimits(c, &plan->confine, err));
-    plan->confine.keep_caps = c->caps;
-    plan->confine.extra_filter = c->filter.len ? &c->filter : NULL;
+    return container_confine_plan(c, &plan->confine, err);
+}
+
+int container_confine_plan(const struct sandbox_container *c, struct confine_plan *cp,
+                           struct cordon_err *err)
+{
+    TRY(plan_landlock(c, cp, err));
+    TRY(plan_rlimits(c, cp, err));
+    cp->keep_caps = c->caps;
+    cp->extra_filter = c->filter.len ? &c->filter : NULL;
     return 0;
 }
 
@@ -473,7 +486,7 @@ static void pipes_close(struct pipes *pp)
 {
     int *all = (int *)pp;
     for (size_t i = 0; i < sizeof *pp / sizeof(int); i++)
-        closep(&all[i]);
+        drop(&all[i]);
 }
 
 static int open_joined(const struct sandbox_container *c, int ns_fd[CONTAINER_NS_COUNT],
@@ -520,7 +533,7 @@ static pid_t clone_boundary(const struct sandbox_setup *s, const struct ns_plan 
         goto out;
     }
     if (joins) {
-        closep(&pp->pid[1]);
+        drop(&pp->pid[1]);
         pid = -1;
         if (!read_full(pp->pid[0], &pid, sizeof pid) || pid <= 0)
             pid = -2; /* the first stage said why on the error pipe */
@@ -591,7 +604,7 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     };
     init = clone_boundary(s, &plan, &pp, &fds, err);
     if (init < 0) {
-        closep(&pp.err[1]);
+        drop(&pp.err[1]);
         if (init == -2)
             boundary_child_error(pp.err[0], err);
         init = -1;
@@ -600,7 +613,7 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     int *child_ends[] = { &pp.sync[0], &pp.err[1], &pp.status[1], &pp.start[1], &pp.bpf[0],
                           &pp.gw[1], &pp.pid[1] };
     for (size_t i = 0; i < sizeof child_ends / sizeof child_ends[0]; i++)
-        closep(child_ends[i]);
+        drop(child_ends[i]);
     cgroup_ticket_close(&ticket);
     if (write_maps(init, ids, c->id_base, count, err) < 0)
         goto out;
@@ -628,11 +641,10 @@ out:
     if (init > 0)
         kill(init, SIGKILL); /* the caller of create reaps it */
     if (rc < 0) {
-        closep(&b->door);
-        closep(&b->tty_master);
-        b->door = b->tty_master = -1;
+        drop(&b->door);
+        drop(&b->tty_master);
         for (size_t i = 0; i < b->n_extra_doors; i++)
-            closep(&b->extra_doors[i]);
+            drop(&b->extra_doors[i]);
         b->n_extra_doors = 0;
     }
     pipes_close(&pp);

@@ -81,5 +81,14 @@ struct sandbox_container {
                                     and its key), or NULL */
 };
 
+/*
+ * The command's own confinement for C on top of CP (the run's rlimits): the
+ * spec's stricter rlimits, its capabilities and filter, and Landlock over
+ * the container's tree. The boundary's command takes it; so does a process
+ * a front end starts in the container later (exec).
+ */
+int container_confine_plan(const struct sandbox_container *c, struct confine_plan *cp,
+                           struct cordon_err *err);
+
 /* Free what a front end allocated into C (mounts, paths, the filter). */
 void container_release(struct sandbox_container *c);
