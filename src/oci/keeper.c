@@ -29,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -388,9 +390,45 @@ static void undo(struct oci_state *st, pid_t keeper)
     oci_cgroups_remove(st);
 }
 
+/* Host ids 0x70000000 and up, 65536 a container, none another container here holds. */
+#define ID_RANGES_BASE 0x70000000u
+#define ID_RANGES 0x7fffu
+
+static bool id_base_taken(uint32_t base)
+{
+    DIR *d = opendir(oci_opts.root);
+    struct dirent *e;
+    bool taken = false;
+    while (d && !taken && (e = readdir(d))) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s/state.json", oci_opts.root, e->d_name);
+        json_auto_t *doc = e->d_name[0] == '.' ? NULL : json_load_file(path, 0, NULL);
+        taken = doc && (uint32_t)json_integer_value(json_object_get(doc, "id_base")) == base;
+    }
+    if (d)
+        closedir(d);
+    return taken;
+}
+
+static int pick_id_base(uint32_t *out, struct cordon_err *err)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        uint16_t k;
+        if (getrandom(&k, sizeof k, 0) != sizeof k)
+            return err_sys(err, CORDON_E_SETUP, "cannot draw a random number");
+        *out = ID_RANGES_BASE + ((uint32_t)(k % ID_RANGES) << 16);
+        if (!id_base_taken(*out))
+            return 0;
+    }
+    return err_set(err, CORDON_E_SETUP, "no free range of host ids for the container");
+}
+
 static int create_in(struct oci_spec *spec, struct oci_state *st, const struct create_args *a,
                      struct cordon_err *err)
 {
+    TRY(pick_id_base(&spec->c.id_base, err));
+    json_object_set_new(st->doc, "id_base", json_integer(spec->c.id_base));
+    TRY(oci_state_save(st, err)); /* the range is held from now on */
     int pp[2];
     if (pipe2(pp, O_CLOEXEC) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create a pipe");
