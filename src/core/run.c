@@ -466,7 +466,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
          * It joins the run's cgroup itself, as the boundary does (moving it
          * from here would wait out an RCU grace period). */
         struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
-        if (run->cg.version && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
+        if (run->cg.version && !container && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
             goto fail;
         _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
         run->gw.door_token_set = run->b.door_token_set;
@@ -478,8 +478,9 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
             for (size_t i = 1; i < run->b.n_extra_doors && i <= SYNTH_MAX_PORTS; i++)
                 doors.ports[doors.n_ports++] = run->b.extra_doors[i];
         }
+        /* A container's cgroup holds its egress lock: the gateway stays out of it. */
         run->gw_pid = gateway_start(&run->gw, &doors, run->host_base + 2,
-                                    run->cg.version ? join_cgroup : NULL, &ticket,
+                                    run->cg.version && !container ? join_cgroup : NULL, &ticket,
                                     &run->gw_report, err);
         cgroup_ticket_close(&ticket);
         closep(&run->b.door);

@@ -10,6 +10,7 @@
 
 #include "common/cleanup.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/egress_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -156,6 +157,35 @@ static int cpu_v2(const char *dir, const struct oci_spec *spec, struct cordon_er
     return 0;
 }
 
+/*
+ * The egress lock on the container's cgroup v2 directory. A network namespace the
+ * spec joins (a pod's, made by CNI) or that a hook may give an interface has routes
+ * out that bypass the gateway: there the lock is required, and its absence refuses
+ * the container. In a namespace of cordon's own it is a second layer, where the host
+ * allows it.
+ */
+static int lock_egress(const struct oci_spec *spec, struct cordon_err *err)
+{
+    const json_t *hooks = json_object_get(spec->config, "hooks");
+    bool needed = spec->c.ns_path[CONTAINER_NS_NET] ||
+                  json_array_size(json_object_get(hooks, "prestart")) ||
+                  json_array_size(json_object_get(hooks, "createRuntime"));
+    char dir[PATH_MAX];
+    struct cordon_err why;
+    if (geteuid() != 0)
+        err_set(&why, CORDON_E_UNSUPPORTED, "cordon-oci is not the host's root");
+    else if (dir_of(spec->cgroup, "", dir, sizeof dir) < 0)
+        err_set(&why, CORDON_E_UNSUPPORTED, "this host has no cgroup v2 hierarchy");
+    else if (egress_lock_attach(dir, &why) == 0)
+        return 0;
+    if (!needed)
+        return 0;
+    return err_set(err, CORDON_E_UNSUPPORTED, "the container's network namespace is not "
+                   "cordon's own (%s), so its egress needs cordon's egress lock, which cannot "
+                   "be set here: %s", spec->c.ns_path[CONTAINER_NS_NET] ? "joined by path"
+                   : "a hook configures it", why.msg);
+}
+
 int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
                       struct cordon_err *err)
 {
@@ -184,11 +214,9 @@ int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
             TRY(cpu_v1(json_string_value(json_array_get(extra, json_array_size(extra) - 1)),
                        spec, err));
     }
-    if (!v1)
-        return 0;
-    if ((spec->cpu_quota || spec->cpu_shares) && !json_array_size(extra))
+    if (v1 && (spec->cpu_quota || spec->cpu_shares) && !json_array_size(extra))
         return err_set(err, CORDON_E_UNSUPPORTED, "linux.resources.cpu: no cpu cgroup here");
-    return 0;
+    return lock_egress(spec, err);
 }
 
 int oci_cgroups_join(const struct oci_state *st, struct cordon_err *err)

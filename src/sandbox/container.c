@@ -13,6 +13,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/route.h"
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
@@ -545,6 +546,31 @@ out:
     return pid;
 }
 
+/* What a container's boundary keeps for its release: a joined network namespace whose
+ * synthetic route the first stage added. */
+struct ct_state {
+    int netns;
+};
+
+void container_boundary_release(struct sandbox_boundary *b)
+{
+    struct ct_state *st = b->state;
+    if (!st)
+        return;
+    b->state = NULL;
+    if (st->netns >= 0) {
+        /* The namespace is the pod's and outlives us: our route leaves it. */
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(setns(st->netns, CLONE_NEWNET) == 0 &&
+                  route_local_range_del(SYNTH_NET, SYNTH_PREFIX) == 0 ? 0 : 1);
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
+        close(st->netns);
+    }
+    free(st);
+}
+
 static int receive(const struct sandbox_setup *s, const struct ns_plan *plan, struct pipes *pp,
                    struct sandbox_boundary *b, struct cordon_err *err)
 {
@@ -631,6 +657,15 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     }
     if (receive(s, &plan, &pp, b, err) < 0)
         goto out;
+    if (c->ns_path[CONTAINER_NS_NET] && s->gateway) {
+        struct ct_state *st = calloc(1, sizeof *st);
+        if (!st) {
+            err_set(err, CORDON_E_INTERNAL, "out of memory");
+            goto out;
+        }
+        st->netns = open(c->ns_path[CONTAINER_NS_NET], O_RDONLY | O_CLOEXEC);
+        b->state = st;
+    }
     b->pid = init;
     init = -1;
     b->err_r = TAKE_FD(pp.err[0]);

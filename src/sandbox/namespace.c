@@ -388,6 +388,7 @@ int ns_recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandb
 
 static void ns_release(struct sandbox_boundary *b)
 {
+    container_boundary_release(b);
     boundary_release(b);
 }
 

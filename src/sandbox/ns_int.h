@@ -26,3 +26,6 @@ int ns_write_proc(pid_t pid, const char *file, const char *text, struct cordon_e
 /* The namespace level's half of an OCI container (container.c). */
 int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                       struct cordon_err *err);
+
+/* Whatever container_prepare() kept for B beyond its process; idempotent, NULL state fine. */
+void container_boundary_release(struct sandbox_boundary *b);
