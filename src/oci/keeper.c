@@ -41,13 +41,14 @@
 
 #define KEEPER_SOCK "keeper.sock"
 
-static int sock_path(const char *dir, struct sockaddr_un *a, struct cordon_err *err)
+/*
+ * The keeper's socket, named through an O_PATH descriptor of the state directory:
+ * an engine's state paths are longer than a socket address may be.
+ */
+static int sock_path(int dir, struct sockaddr_un *a)
 {
     *a = (struct sockaddr_un){ .sun_family = AF_UNIX };
-    if (snprintf(a->sun_path, sizeof a->sun_path, "%s/" KEEPER_SOCK, dir) >=
-        (int)sizeof a->sun_path)
-        return err_set(err, CORDON_E_USAGE, "state directory '%s' is too long for a socket",
-                       dir);
+    snprintf(a->sun_path, sizeof a->sun_path, "/proc/self/fd/%d/" KEEPER_SOCK, dir);
     return 0;
 }
 
@@ -155,15 +156,18 @@ static void take_stdio(bool terminal, int stdio[3])
 
 static int keeper_listen(const struct oci_state *st, struct cordon_err *err)
 {
+    _cleanup_close_ int dir = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     struct sockaddr_un a;
-    TRY(sock_path(st->dir, &a, err));
-    unlink(a.sun_path);
+    if (dir < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", st->dir);
+    sock_path(dir, &a);
+    unlinkat(dir, KEEPER_SOCK, 0);
     int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || chmod(a.sun_path, 0600) < 0 ||
-        listen(l, 4) < 0) {
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 ||
+        fchmodat(dir, KEEPER_SOCK, 0600, 0) < 0 || listen(l, 4) < 0) {
         if (l >= 0)
             close(l);
-        return err_sys(err, CORDON_E_SETUP, "cannot listen on '%s'", a.sun_path);
+        return err_sys(err, CORDON_E_SETUP, "cannot listen in '%s'", st->dir);
     }
     return l;
 }
@@ -214,9 +218,9 @@ _Noreturn void oci_keeper(struct oci_spec *spec, struct oci_state *st, const cha
             break;
     }
     close(l);
-    struct sockaddr_un a;
-    if (sock_path(st->dir, &a, &err) == 0)
-        unlink(a.sun_path);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" KEEPER_SOCK, st->dir);
+    unlink(path);
     if (started > 0) {
         struct sandbox_result res;
         if (run_wait(run, &res, &err) == 0)
@@ -229,9 +233,10 @@ _Noreturn void oci_keeper(struct oci_spec *spec, struct oci_state *st, const cha
 int oci_keeper_start(const struct oci_state *st, struct cordon_err *err)
 {
     struct sockaddr_un a;
-    TRY(sock_path(st->dir, &a, err));
+    _cleanup_close_ int dir = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    sock_path(dir, &a);
     _cleanup_close_ int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) < 0)
+    if (dir < 0 || s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot reach the keeper of container %s", st->id);
     if (send(s, "start", 5, MSG_NOSIGNAL) != 5)
         return err_sys(err, CORDON_E_SETUP, "cannot ask the keeper to start %s", st->id);

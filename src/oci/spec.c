@@ -393,16 +393,53 @@ static int namespaces(struct oci_spec *s, struct cordon_err *err)
     return 0;
 }
 
+/*
+ * A sysctl of a namespace the container has of its own (net.*, IPC's kernel.shm*,
+ * msg*, sem, fs.mqueue.*); any other would reach the host's, and is refused. One that
+ * widens what a network namespace lets out (ping sockets) is refused where the
+ * namespace is not cordon's own: there the egress lock, which holds connect and
+ * sendmsg, is the boundary, and ICMP is not in its view.
+ */
+static int sysctls(struct oci_spec *s, const json_t *obj, struct cordon_err *err)
+{
+    const char *key;
+    json_t *v;
+    const json_t *hooks = json_object_get(s->config, "hooks");
+    bool foreign_net = s->c.ns_path[CONTAINER_NS_NET] ||
+                       json_array_size(json_object_get(hooks, "prestart")) ||
+                       json_array_size(json_object_get(hooks, "createRuntime"));
+    json_object_foreach((json_t *)obj, key, v) {
+        bool net = !strncmp(key, "net.", 4);
+        bool ipc = !strncmp(key, "kernel.shm", 10) || !strncmp(key, "kernel.msg", 10) ||
+                   !strcmp(key, "kernel.sem") || !strncmp(key, "fs.mqueue.", 10);
+        if ((!net && !ipc) || strstr(key, "..") || strchr(key, '/') || !json_is_string(v))
+            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' is not one of a "
+                           "namespace the container has of its own", key);
+        if ((net && s->c.ns_path[CONTAINER_NS_NET]) || (ipc && s->c.ns_path[CONTAINER_NS_IPC]))
+            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' would change a "
+                           "namespace the container joins, not its own", key);
+        if (foreign_net && !strcmp(key, "net.ipv4.ping_group_range"))
+            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' would let ICMP past "
+                           "the egress lock of a network namespace that is not cordon's", key);
+        if (s->c.n_sysctl == sizeof s->c.sysctl / sizeof s->c.sysctl[0])
+            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: too many");
+        s->c.sysctl[s->c.n_sysctl][0] = key;
+        s->c.sysctl[s->c.n_sysctl++][1] = json_string_value(v);
+    }
+    return 0;
+}
+
 static int linux_section(struct oci_spec *s, struct cordon_err *err)
 {
     const json_t *lx = json_object_get(s->config, "linux");
-    static const char *const refused[] = { "sysctl", "personality", "intelRdt", "timeOffsets" };
+    static const char *const refused[] = { "personality", "intelRdt", "timeOffsets" };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         const json_t *v = json_object_get(lx, refused[i]);
         if (v && !(json_is_object(v) && json_object_size(v) == 0))
             return err_set(err, CORDON_E_UNSUPPORTED, "linux.%s is not something cordon sets",
                            refused[i]);
     }
+    TRY(sysctls(s, json_object_get(lx, "sysctl"), err));
     /* Devices: the harmless six are bound; any other would be a hole in the boundary. */
     static const char *const harmless[] = { "/dev/null", "/dev/zero", "/dev/full",
                                             "/dev/random", "/dev/urandom", "/dev/tty" };

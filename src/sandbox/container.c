@@ -108,6 +108,11 @@ static int plan_bind(const struct container_mount *m, struct ns_plan *plan, size
         struct cordon_err ignored;
         s->tree_fd = mounts_idmapped_tree(m->source, true, id_base, CONTAINER_IDS, &ignored);
     }
+    /* The engine's paths (its state, 0700 and root's) are reachable from here, not from
+     * inside: taken now, by the supervisor, as they are. */
+    if (ids != IDS_USER && s->tree_fd < 0 && (s->tree_fd = mounts_cloned_tree(m->source, true,
+                                                                              err)) < 0)
+        return err_prefix(err, "mount '%s'", m->dest);
     return 0;
 }
 
@@ -200,7 +205,7 @@ static int plan_rlimits(const struct sandbox_container *c, struct confine_plan *
 }
 
 static int plan_container(const struct sandbox_setup *s, enum ids ids, struct ns_plan *plan,
-                          struct cordon_err *err)
+                          bool *root_idmapped, struct cordon_err *err)
 {
     const struct sandbox_container *c = s->container;
     size_t cap = 0;
@@ -208,10 +213,17 @@ static int plan_container(const struct sandbox_setup *s, enum ids ids, struct ns
     plan->root_writable = !c->root_readonly;
     plan->root_tree = -1;
     if (ids == IDS_HOST_ROOT) {
-        plan->root_tree = mounts_idmapped_tree(c->root, true, c->id_base, CONTAINER_IDS, err);
-        if (plan->root_tree < 0)
-            return err_prefix(err, "root filesystem");
+        /* Overlayfs (Docker's overlay2, containerd's snapshots) cannot be idmapped on every
+         * kernel: its files then show as nobody's inside, and only what is writable to
+         * all is the container's to write. Nothing is widened; the run's evidence says so. */
+        struct cordon_err ignored;
+        plan->root_tree = mounts_idmapped_tree(c->root, true, c->id_base, CONTAINER_IDS,
+                                               &ignored);
     }
+    *root_idmapped = plan->root_tree >= 0 || ids != IDS_HOST_ROOT;
+    if (ids != IDS_USER && plan->root_tree < 0 &&
+        (plan->root_tree = mounts_cloned_tree(c->root, true, err)) < 0)
+        return err_prefix(err, "root filesystem");
     static const enum mount_kind kinds[] = {
         [CONTAINER_TMPFS] = MOUNT_TMPFS, [CONTAINER_PROC] = MOUNT_PROC,
         [CONTAINER_SYSFS] = MOUNT_SYSFS, [CONTAINER_DEVPTS] = MOUNT_DEVPTS,
@@ -330,6 +342,39 @@ static int drop_bounding_except(uint64_t keep, struct cordon_err *err)
     return 0;
 }
 
+/* The spec's sysctls, through the host's /proc while it is still there (the container's is
+ * read-only): each names a namespace of the container's own, so it is that one's. */
+static int write_sysctls(const struct sandbox_container *c, unsigned long max_gid,
+                         struct cordon_err *err)
+{
+    for (size_t i = 0; i < c->n_sysctl; i++) {
+        char path[256];
+        int n = snprintf(path, sizeof path, "/proc/sys/%s", c->sysctl[i][0]);
+        for (char *p = path + 10; n > 0 && *p; p++)
+            if (*p == '.')
+                *p = '/';
+        const char *value = c->sysctl[i][1];
+        char clamped[64];
+        unsigned long lo, hi;
+        /* Groups are the container's, which has no more than it maps ("all groups"). */
+        if (!strcmp(c->sysctl[i][0], "net.ipv4.ping_group_range") &&
+            sscanf(value, "%lu %lu", &lo, &hi) == 2 && hi >= max_gid) {
+            snprintf(clamped, sizeof clamped, "%lu %lu", lo < max_gid ? lo : max_gid, max_gid);
+            value = clamped;
+        }
+        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        size_t len = strlen(value);
+        if (fd < 0 || write(fd, value, len) != (ssize_t)len) {
+            err_sys(err, CORDON_E_SETUP, "cannot set sysctl %s", c->sysctl[i][0]);
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        close(fd);
+    }
+    return 0;
+}
+
 /* Build the root, the network and the terminal; -1 with ERR. */
 static int build(const struct sandbox_container *c, const struct ns_plan *plan,
                  const struct ct_fds *fds, int *tty, struct cordon_err *err)
@@ -341,6 +386,7 @@ static int build(const struct sandbox_container *c, const struct ns_plan *plan,
     if (!c->ns_path[CONTAINER_NS_UTS] && c->hostname &&
         sethostname(c->hostname, strlen(c->hostname)) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot set hostname '%s'", c->hostname);
+    TRY(write_sysctls(c, plan->caller_is_root ? CONTAINER_IDS - 1 : 0, err));
     int layer = -1;
     TRY(mounts_enter_root(plan, &layer, err));
     if (!c->ns_path[CONTAINER_NS_NET]) {
@@ -611,7 +657,8 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
             if (ports[i] != GATEWAY_PORT)
                 plan.ports[plan.n_ports++] = ports[i];
     }
-    if (plan_container(s, ids, &plan, err) < 0)
+    bool root_idmapped = false;
+    if (plan_container(s, ids, &plan, &root_idmapped, err) < 0)
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
@@ -666,6 +713,8 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         st->netns = open(c->ns_path[CONTAINER_NS_NET], O_RDONLY | O_CLOEXEC);
         b->state = st;
     }
+    snprintf(b->evidence, sizeof b->evidence, "{\"container\":true,\"root_idmapped\":%s}",
+             root_idmapped ? "true" : "false");
     b->pid = init;
     init = -1;
     b->err_r = TAKE_FD(pp.err[0]);

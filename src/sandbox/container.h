@@ -71,6 +71,9 @@ struct sandbox_container {
     struct rlimit_step rlimits[CONFINE_MAX_RLIMITS]; /* the spec's: each is a ceiling on top
                                                         of the policy's */
     size_t n_rlimits;
+    const char *sysctl[16][2];   /* name ("net.ipv4.ip_unprivileged_port_start"), value: only
+                                    of namespaces the container has of its own */
+    size_t n_sysctl;
     int oom_score_adj;
     bool set_oom_score_adj;
     uint32_t id_base;            /* root-started: host ids of the container's 0.. */

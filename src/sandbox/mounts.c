@@ -149,6 +149,18 @@ int mounts_idmapped_tree(const char *source, bool follow, uid_t from, uid_t coun
     return userns < 0 ? -1 : idmapped_tree(source, follow, userns, err);
 }
 
+int mounts_cloned_tree(const char *source, bool follow, struct cordon_err *err)
+{
+    _cleanup_close_ int src = hostpath_open(AT_FDCWD, source, O_PATH, 0, follow, err);
+    if (src < 0)
+        return -1;
+    int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                      AT_RECURSIVE);
+    if (tree < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", source);
+    return tree;
+}
+
 static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct cordon_err *err)
 {
     struct landlock_plan *ll = &plan->confine.landlock;
@@ -840,7 +852,10 @@ static int bind_root(const struct ns_plan *plan, int oldroot, struct cordon_err 
                                    : clone_source(&root, oldroot, -1, err);
     if (tree < 0)
         return -1;
-    struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+    /* Private: a tree the supervisor cloned keeps the host mount's peer group, and
+     * pivot_root refuses a shared new root. */
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                               .propagation = MS_PRIVATE };
     if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0 ||
         move_mount(tree, "", AT_FDCWD, NEWROOT, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot bind the root '%s'", plan->root);

@@ -114,4 +114,7 @@ int mounts_plan_add(struct ns_plan *plan, size_t *cap, enum mount_kind kind, con
 int mounts_idmapped_tree(const char *source, bool follow, uid_t from, uid_t count,
                          struct cordon_err *err);
 
+/* The same without an idmapping: for a source the sandbox's own ids could not reach. */
+int mounts_cloned_tree(const char *source, bool follow, struct cordon_err *err);
+
 /* The host's /etc entries every level shows read-only ("/etc/ssl", ...). */
