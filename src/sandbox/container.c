@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -204,6 +205,67 @@ static int plan_rlimits(const struct sandbox_container *c, struct confine_plan *
     return 0;
 }
 
+/* Is DEST beneath the destination of a step before step I that mounts a fresh tree? */
+static bool on_earlier_mount(const struct ns_plan *plan, size_t i, const char *dest)
+{
+    for (size_t k = 0; k < i; k++) {
+        const struct mount_step *e = &plan->steps[k];
+        size_t n = strlen(e->dest);
+        bool mounts = e->kind != MOUNT_SYMLINK && e->kind != MOUNT_DIR && e->kind != MOUNT_MASK;
+        if (mounts && !strncmp(dest, e->dest, n) && dest[n] == '/')
+            return true;
+    }
+    return false;
+}
+
+/* DEST beneath ROOT (a directory, or a file when FILE), its parents made, never through a link. */
+static void make_mountpoint(int root, const char *dest, bool file)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", dest + 1);
+    int dir = dup(root);
+    char *comp = buf;
+    for (char *slash; dir >= 0 && (slash = strchr(comp, '/')); comp = slash + 1) {
+        *slash = '\0';
+        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                           RESOLVE_NO_MAGICLINKS };
+        (void)mkdirat(dir, comp, 0755);
+        int next = sys_openat2(dir, comp, &how, sizeof how);
+        close(dir);
+        dir = next;
+    }
+    if (dir < 0 || !*comp)
+        return;
+    if (file)
+        closep(&(int){ openat(dir, comp, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                              0644) });
+    else
+        (void)mkdirat(dir, comp, 0755);
+    close(dir);
+}
+
+/*
+ * Where the root could not be idmapped, the sandbox's own root owns nothing in it and
+ * could make no mountpoint: the supervisor makes them (as an engine's runtime does as
+ * root), beneath the root and through no link, for the mounts that land on the root
+ * itself. Whatever fails here fails again, with its reason, inside.
+ */
+static void premake_mountpoints(const struct ns_plan *plan)
+{
+    _cleanup_close_ int root = open(plan->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    for (size_t i = 0; root >= 0 && i < plan->n_steps; i++) {
+        const struct mount_step *st = &plan->steps[i];
+        if (st->kind == MOUNT_SYMLINK || st->kind == MOUNT_MASK || st->source_in_root ||
+            on_earlier_mount(plan, i, st->dest))
+            continue;
+        struct stat sb;
+        bool file = st->kind == MOUNT_FILE ||
+                    (st->kind == MOUNT_BIND && stat(st->source, &sb) == 0 && !S_ISDIR(sb.st_mode));
+        make_mountpoint(root, st->dest, file);
+    }
+}
+
 static int plan_container(const struct sandbox_setup *s, enum ids ids, struct ns_plan *plan,
                           bool *root_idmapped, struct cordon_err *err)
 {
@@ -266,6 +328,8 @@ static int plan_container(const struct sandbox_setup *s, enum ids ids, struct ns
         last_step(plan)->follow_symlinks = false;
     }
     TRY(plan_hidden(c, plan, &cap, err));
+    if (!*root_idmapped)
+        premake_mountpoints(plan);
     return container_confine_plan(c, &plan->confine, err);
 }
 
