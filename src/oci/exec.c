@@ -288,7 +288,13 @@ static int plan(const struct exec_args *a, struct oci_state *st, struct oci_spec
     cp->console = -1;
     if (s->c.terminal && (cp->console = connect_console(a->console, err)) < 0)
         return -1;
+    /* The per-process limits the run's own command has (core/limits.c's rlimits). */
+    const struct policy_limits *l = &s->policy->limits;
     confine_add_rlimit(&cp->confine, RLIMIT_CORE, 0, 0);
+    if (l->open_files)
+        confine_add_rlimit(&cp->confine, RLIMIT_NOFILE, l->open_files, l->open_files);
+    if (l->file_size)
+        confine_add_rlimit(&cp->confine, RLIMIT_FSIZE, l->file_size, l->file_size);
     TRY(container_confine_plan(&s->c, &cp->confine, err));
     TRY(seccomp_program_build(s->policy, &cp->filter, err));
     cp->envp = exec_env(s, json_is_true(json_object_get(st->doc, "gateway")));

@@ -395,19 +395,14 @@ static int namespaces(struct oci_spec *s, struct cordon_err *err)
 
 /*
  * A sysctl of a namespace the container has of its own (net.*, IPC's kernel.shm*,
- * msg*, sem, fs.mqueue.*); any other would reach the host's, and is refused. One that
- * widens what a network namespace lets out (ping sockets) is refused where the
- * namespace is not cordon's own: there the egress lock, which holds connect and
- * sendmsg, is the boundary, and ICMP is not in its view.
+ * msg*, sem, fs.mqueue.*); any other would reach the host's, and is refused. (Ping
+ * sockets that ping_group_range allows are refused by the egress lock where the
+ * namespace is not cordon's own.)
  */
 static int sysctls(struct oci_spec *s, const json_t *obj, struct cordon_err *err)
 {
     const char *key;
     json_t *v;
-    const json_t *hooks = json_object_get(s->config, "hooks");
-    bool foreign_net = s->c.ns_path[CONTAINER_NS_NET] ||
-                       json_array_size(json_object_get(hooks, "prestart")) ||
-                       json_array_size(json_object_get(hooks, "createRuntime"));
     json_object_foreach((json_t *)obj, key, v) {
         bool net = !strncmp(key, "net.", 4);
         bool ipc = !strncmp(key, "kernel.shm", 10) || !strncmp(key, "kernel.msg", 10) ||
@@ -418,9 +413,6 @@ static int sysctls(struct oci_spec *s, const json_t *obj, struct cordon_err *err
         if ((net && s->c.ns_path[CONTAINER_NS_NET]) || (ipc && s->c.ns_path[CONTAINER_NS_IPC]))
             return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' would change a "
                            "namespace the container joins, not its own", key);
-        if (foreign_net && !strcmp(key, "net.ipv4.ping_group_range"))
-            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' would let ICMP past "
-                           "the egress lock of a network namespace that is not cordon's", key);
         if (s->c.n_sysctl == sizeof s->c.sysctl / sizeof s->c.sysctl[0])
             return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: too many");
         s->c.sysctl[s->c.n_sysctl][0] = key;

@@ -198,6 +198,11 @@ static int plan_rlimits(const struct sandbox_container *c, struct confine_plan *
             if (have.rlim_max < want.rlim_max)
                 want.rlim_max = have.rlim_max;
         }
+        /* Never above what this process has: raising a hard limit takes a privilege
+         * (CAP_SYS_RESOURCE in the host's namespace) a supervisor may not hold. */
+        struct rlimit now;
+        if (getrlimit(c->rlimits[i].resource, &now) == 0 && want.rlim_max > now.rlim_max)
+            want.rlim_max = now.rlim_max;
         if (want.rlim_cur > want.rlim_max)
             want.rlim_cur = want.rlim_max;
         confine_add_rlimit(cp, c->rlimits[i].resource, want.rlim_cur, want.rlim_max);

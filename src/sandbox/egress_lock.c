@@ -65,13 +65,30 @@ static const struct bpf_insn v6[] = {
     EXIT(),
 };
 
+/* Socket creation: no raw socket and no ICMP one (ping sockets): neither has an address
+ * the programs above would see. */
+#define SOCK_TYPE offsetof(struct bpf_sock, type)
+#define SOCK_PROTO offsetof(struct bpf_sock, protocol)
+static const struct bpf_insn create[] = {
+    LDX_W(BPF_REG_2, BPF_REG_1, SOCK_TYPE),
+    JEQ_IMM(BPF_REG_2, 3 /* SOCK_RAW */, 5),
+    LDX_W(BPF_REG_2, BPF_REG_1, SOCK_PROTO),
+    JEQ_IMM(BPF_REG_2, 1 /* IPPROTO_ICMP */, 3),
+    JEQ_IMM(BPF_REG_2, 58 /* IPPROTO_ICMPV6 */, 2),
+    MOV_IMM(BPF_REG_0, 1),
+    EXIT(),
+    MOV_IMM(BPF_REG_0, 0),
+    EXIT(),
+};
+
 static int load(const struct bpf_insn *insns, size_t n, enum bpf_attach_type type,
                 struct cordon_err *err)
 {
     static const char license[] = "Apache-2.0";
     union bpf_attr a;
     memset(&a, 0, sizeof a);
-    a.prog_type = BPF_PROG_TYPE_CGROUP_SOCK_ADDR;
+    a.prog_type = type == BPF_CGROUP_INET_SOCK_CREATE ? BPF_PROG_TYPE_CGROUP_SOCK
+                                                      : BPF_PROG_TYPE_CGROUP_SOCK_ADDR;
     a.expected_attach_type = type;
     a.insns = (uint64_t)(uintptr_t)insns;
     a.insn_cnt = (uint32_t)n;
@@ -86,19 +103,20 @@ int egress_lock_attach(const char *dir, struct cordon_err *err)
 {
     static const struct {
         enum bpf_attach_type type;
-        bool v6;
+        const struct bpf_insn *insns;
+        size_t n;
     } hooks[] = {
-        { BPF_CGROUP_INET4_CONNECT, false }, { BPF_CGROUP_UDP4_SENDMSG, false },
-        { BPF_CGROUP_INET6_CONNECT, true },  { BPF_CGROUP_UDP6_SENDMSG, true },
+        { BPF_CGROUP_INET4_CONNECT, v4, sizeof v4 / sizeof v4[0] },
+        { BPF_CGROUP_UDP4_SENDMSG, v4, sizeof v4 / sizeof v4[0] },
+        { BPF_CGROUP_INET6_CONNECT, v6, sizeof v6 / sizeof v6[0] },
+        { BPF_CGROUP_UDP6_SENDMSG, v6, sizeof v6 / sizeof v6[0] },
+        { BPF_CGROUP_INET_SOCK_CREATE, create, sizeof create / sizeof create[0] },
     };
     _cleanup_close_ int cg = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cg < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open cgroup '%s'", dir);
     for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++) {
-        _cleanup_close_ int prog = hooks[i].v6 ? load(v6, sizeof v6 / sizeof v6[0],
-                                                      hooks[i].type, err)
-                                               : load(v4, sizeof v4 / sizeof v4[0],
-                                                      hooks[i].type, err);
+        _cleanup_close_ int prog = load(hooks[i].insns, hooks[i].n, hooks[i].type, err);
         if (prog < 0)
             return -1;
         union bpf_attr a;

@@ -233,8 +233,9 @@ def cordon_processes(marker=None):
             cmd = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if comm == "cordon-init" or (b"cordon-oci" in cmd and (marker is None
-                                                               or marker.encode() in cmd)):
+        if marker is None and comm == "cordon-init":
+            out.append(int(pid))
+        elif b"cordon-oci" in cmd and (marker is None or marker.encode() in cmd):
             out.append(int(pid))
     return out
 
