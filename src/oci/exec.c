@@ -154,12 +154,24 @@ static int join_namespaces(pid_t init, struct cordon_err *err)
             return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", path);
         }
     }
+    /* Looked at before any is joined: /proc is the container's after its mounts. */
+    bool same[7];
+    for (size_t i = 0; i < 7; i++) {
+        char self[64];
+        struct stat mine, theirs;
+        snprintf(self, sizeof self, "/proc/self/ns/%s", ns[i].name);
+        same[i] = stat(self, &mine) == 0 && fstat(fds[i], &theirs) == 0 &&
+                  mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+    }
     /* The host's root joins the user namespace last (its privilege opens the others);
      * an ordinary user first (it is the namespace's owner, which gives it that). */
     bool root = geteuid() == 0;
     int rc = 0;
     for (size_t k = 0; k < 7 && rc == 0; k++) {
         size_t i = root ? k : (k + 6) % 7;
+        /* The process level has no user namespace of its own: that one is ours already. */
+        if (same[i])
+            continue;
         if (setns(fds[i], ns[i].type) < 0)
             rc = err_sys(err, CORDON_E_SETUP, "cannot join the container's %s namespace",
                          ns[i].name);
@@ -175,6 +187,7 @@ struct child_plan {
     struct seccomp_program filter;
     char **envp;
     int console;   /* connected to the console socket before the namespaces were joined */
+    uint32_t id_offset; /* the process level's: the container's ids on the host */
 };
 
 /* In the container (its namespaces joined): a pty from its devpts, the master to CONSOLE. */
@@ -215,11 +228,16 @@ static int confine_exec(void *arg, struct cordon_err *err)
 {
     const struct child_plan *cp = arg;
     const struct sandbox_container *c = &cp->s->c;
+    uint32_t off = cp->id_offset;
+    gid_t groups[sizeof c->groups / sizeof c->groups[0]];
+    for (size_t i = 0; i < c->n_groups; i++)
+        groups[i] = c->groups[i] + off;
     umask(022);
     if (c->caps && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot keep capabilities");
-    if (setgroups(c->n_groups, c->groups) < 0 || setresgid(c->gid, c->gid, c->gid) < 0 ||
-        setresuid(c->uid, c->uid, c->uid) < 0)
+    if (setgroups(c->n_groups, groups) < 0 ||
+        setresgid(c->gid + off, c->gid + off, c->gid + off) < 0 ||
+        setresuid(c->uid + off, c->uid + off, c->uid + off) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot become uid %u gid %u", (unsigned)c->uid,
                        (unsigned)c->gid);
     return confine_command(&cp->confine, &cp->filter, err);
@@ -295,6 +313,11 @@ static int plan(const struct exec_args *a, struct oci_state *st, struct oci_spec
         confine_add_rlimit(&cp->confine, RLIMIT_NOFILE, l->open_files, l->open_files);
     if (l->file_size)
         confine_add_rlimit(&cp->confine, RLIMIT_FSIZE, l->file_size, l->file_size);
+    const char *level = oci_state_str(st, "level");
+    if (level && !strcmp(level, "process")) {
+        cp->id_offset = (uint32_t)oci_state_int(st, "id_base");
+        cp->confine.landlock_required = true;
+    }
     TRY(container_confine_plan(&s->c, &cp->confine, err));
     TRY(seccomp_program_build(s->policy, &cp->filter, err));
     cp->envp = exec_env(s, json_is_true(json_object_get(st->doc, "gateway")));

@@ -162,6 +162,7 @@ struct sandbox_boundary {
                            the result, or "" */
     int tty_master;   /* a container's terminal, made at prepare (its master), or -1 when
                          none; the front end takes it (run_take_terminal) */
+    bool container;   /* built by container_prepare(): its release is container.c's */
 };
 
 /*

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <sched.h>
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -351,6 +353,8 @@ int container_confine_plan(const struct sandbox_container *c, struct confine_pla
 /* ---- the boundary: the container's init ---- */
 
 struct ct_fds {
+    uint32_t id_offset; /* without a user namespace: the container's ids on the host */
+    bool userns;
     int sync_r;    /* a byte once the supervisor wrote our id maps */
     int err_w;     /* error records */
     int status_w;  /* the command's wait status */
@@ -364,6 +368,7 @@ struct ct_child {
     const struct sandbox_container *c;
     const struct ns_plan *plan;
     const struct seccomp_program *filter;
+    uint32_t id_offset;
 };
 
 static _Noreturn void fail(const struct ct_fds *fds, struct cordon_err *err)
@@ -392,11 +397,16 @@ static int confine_container_command(void *arg, struct cordon_err *err)
 {
     const struct ct_child *ch = arg;
     const struct sandbox_container *c = ch->c;
+    uint32_t off = ch->id_offset;
+    gid_t groups[sizeof c->groups / sizeof c->groups[0]];
+    for (size_t i = 0; i < c->n_groups; i++)
+        groups[i] = c->groups[i] + off;
     umask(022);
     if (c->caps && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot keep capabilities");
-    if (setgroups(c->n_groups, c->groups) < 0 || setresgid(c->gid, c->gid, c->gid) < 0 ||
-        setresuid(c->uid, c->uid, c->uid) < 0)
+    if (setgroups(c->n_groups, groups) < 0 ||
+        setresgid(c->gid + off, c->gid + off, c->gid + off) < 0 ||
+        setresuid(c->uid + off, c->uid + off, c->uid + off) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot become uid %u gid %u", (unsigned)c->uid,
                        (unsigned)c->gid);
     return confine_command(&ch->plan->confine, ch->filter, err);
@@ -456,8 +466,19 @@ static int build(const struct sandbox_container *c, const struct ns_plan *plan,
         sethostname(c->hostname, strlen(c->hostname)) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot set hostname '%s'", c->hostname);
     TRY(write_sysctls(c, plan->caller_is_root ? CONTAINER_IDS - 1 : 0, err));
+    /* Without a user namespace this is the host's root, which an idmapped root does not
+     * map: what it makes there is made as the container's root. */
+    if (!fds->userns) {
+        setfsgid(fds->id_offset);
+        setfsuid(fds->id_offset);
+    }
     int layer = -1;
-    TRY(mounts_enter_root(plan, &layer, err));
+    int rc = mounts_enter_root(plan, &layer, err);
+    if (!fds->userns) {
+        setfsuid(0);
+        setfsgid(0);
+    }
+    TRY(rc);
     if (!c->ns_path[CONTAINER_NS_NET]) {
         TRY(ns_loopback_up(err));
         if (fds->gw_sock >= 0)
@@ -472,6 +493,14 @@ static int build(const struct sandbox_container *c, const struct ns_plan *plan,
     if (c->terminal && (*tty = start_terminal_send(fds->start_r, err)) < 0)
         return -1;
     return 0;
+}
+
+static void keep_kill_only(void)
+{
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct data[2] = { { 0 } };
+    data[0].effective = data[0].permitted = 1u << CAP_KILL;
+    (void)sys_capset(&hdr, data);
 }
 
 static int exit_status(int ws)
@@ -512,7 +541,7 @@ static _Noreturn void child_main(const struct sandbox_container *c, const struct
         fail(fds, &err);
     }
     if (cmd == 0) {
-        struct ct_child ch = { c, plan, &filter };
+        struct ct_child ch = { c, plan, &filter, fds->id_offset };
         boundary_exec(&m, tty, c->cwd ? c->cwd : "/", fds->err_w, confine_container_command, &ch);
     }
     if (tty >= 0)
@@ -520,7 +549,12 @@ static _Noreturn void child_main(const struct sandbox_container *c, const struct
     close(fds->err_w);
     for (int i = 0; i < 3; i++)
         close(m.stdio[i]);
-    confine_drop_capabilities(&err);
+    /* Init holds nothing; without a user namespace it is the host's root, and passes
+     * signals on to a command of another uid only with CAP_KILL. */
+    if (fds->userns)
+        confine_drop_capabilities(&err);
+    else
+        keep_kill_only();
     boundary_forward_signals(cmd);
     for (;;) {
         int ws;
@@ -629,7 +663,8 @@ static pid_t clone_boundary(const struct sandbox_setup *s, const struct ns_plan 
     const struct sandbox_container *c = s->container;
     int ns_fd[CONTAINER_NS_COUNT];
     bool joins;
-    unsigned long flags = CLONE_PARENT | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS;
+    unsigned long flags = CLONE_PARENT | CLONE_NEWPID | CLONE_NEWNS |
+                          (fds->userns ? CLONE_NEWUSER : 0);
     for (int i = 0; i < CONTAINER_NS_COUNT; i++)
         if (!c->ns_path[i])
             flags |= (unsigned long)ns_types[i];
@@ -670,6 +705,7 @@ struct ct_state {
 void container_boundary_release(struct sandbox_boundary *b)
 {
     struct ct_state *st = b->state;
+    boundary_release(b);
     if (!st)
         return;
     b->state = NULL;
@@ -697,7 +733,7 @@ static int receive(const struct sandbox_setup *s, const struct ns_plan *plan, st
     return 0;
 }
 
-int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
+int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b, bool userns,
                       struct cordon_err *err)
 {
     const struct sandbox_container *c = s->container;
@@ -705,6 +741,10 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                                     .door = -1, .layer = -1, .tty_master = -1 };
     uint32_t count;
     enum ids ids = who_am_i(&count);
+    if (!userns && ids != IDS_HOST_ROOT)
+        return err_set(err, CORDON_E_UNSUPPORTED, "the process level runs a container only for "
+                       "the host's root: it makes the spec's namespaces without a user "
+                       "namespace, with the engine's privilege");
     if (ids == IDS_HOST_ROOT)
         count = CONTAINER_IDS;
     if (ids != IDS_HOST_ROOT && (c->uid >= count || c->gid >= count))
@@ -727,6 +767,7 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                 plan.ports[plan.n_ports++] = ports[i];
     }
     bool root_idmapped = false;
+    plan.confine.landlock_required = !userns; /* the process level's only file layer */
     if (plan_container(s, ids, &plan, &root_idmapped, err) < 0)
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
@@ -740,6 +781,7 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
         goto out;
     struct ct_fds fds = {
+        .userns = userns, .id_offset = userns ? 0 : c->id_base,
         .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
         .start_r = pp.start[1], .bpf_r = pp.bpf[0], .gw_sock = s->gateway ? pp.gw[1] : -1,
         .cg = ticket,
@@ -757,7 +799,7 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     for (size_t i = 0; i < sizeof child_ends / sizeof child_ends[0]; i++)
         drop(child_ends[i]);
     cgroup_ticket_close(&ticket);
-    if (write_maps(init, ids, c->id_base, count, err) < 0)
+    if (userns && write_maps(init, ids, c->id_base, count, err) < 0)
         goto out;
     if (c->set_oom_score_adj) {
         char v[16];
@@ -784,6 +826,7 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     }
     snprintf(b->evidence, sizeof b->evidence, "{\"container\":true,\"root_idmapped\":%s}",
              root_idmapped ? "true" : "false");
+    b->container = true;
     b->pid = init;
     init = -1;
     b->err_r = TAKE_FD(pp.err[0]);

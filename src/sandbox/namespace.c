@@ -388,7 +388,8 @@ int ns_recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandb
 
 static void ns_release(struct sandbox_boundary *b)
 {
-    container_boundary_release(b);
+    if (b->container)
+        return container_boundary_release(b);
     boundary_release(b);
 }
 
@@ -398,7 +399,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     const struct policy *p = s->p;
     bool root = geteuid() == 0;
     if (s->container)
-        return container_prepare(s, b, err);
+        return container_prepare(s, b, true, err);
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1, .layer = -1 };
     bool overlay = p->workspace && p->workspace_mode == POLICY_WS_OVERLAY;

@@ -23,9 +23,14 @@ int ns_recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandb
 /* In the supervisor: write TEXT to /proc/PID/FILE. */
 int ns_write_proc(pid_t pid, const char *file, const char *text, struct cordon_err *err);
 
-/* The namespace level's half of an OCI container (container.c). */
-int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
+/*
+ * An OCI container's boundary (container.c), for the namespace level (USERNS: in a user
+ * namespace of its own) and the process level (without one: the spec's namespaces made
+ * with the engine's privilege, the container's ids a private range of host ids, Landlock
+ * required).
+ */
+int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b, bool userns,
                       struct cordon_err *err);
 
-/* Whatever container_prepare() kept for B beyond its process; idempotent, NULL state fine. */
+/* Release what container_prepare() made (B->container); idempotent. */
 void container_boundary_release(struct sandbox_boundary *b);

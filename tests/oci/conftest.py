@@ -133,6 +133,8 @@ def policies(workdir):
     pd.write("egress.yaml", f"version: 1\naudit:\n  file: {audit}\n"
              "network:\n  allow: [example.test]\n")
     pd.write("small.yaml", f"version: 1\naudit:\n  file: {audit}\nlimits:\n  memory: 48M\n")
+    pd.write("process.yaml", f"version: 1\nisolation: process\naudit:\n  file: {audit}\n"
+             "network:\n  allow: [example.test]\n")
     return pd
 
 

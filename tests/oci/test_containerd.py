@@ -219,3 +219,43 @@ def test_python_workload(containerd, python_rootfs):
                        opts=("--mount", "type=bind,src=/usr,dst=/usr,options=rbind:ro"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["py", "3", "0", "1"]
+
+
+PROCESS = ("--annotation", "run.cordon.policy=process.yaml")
+
+
+def test_process_level(containerd, rootfs, policies):
+    """The process level: no user namespace (the spec's namespaces made with the engine's
+    privilege), the container's root an unprivileged host uid, Landlock and the allowlist."""
+    r = containerd.run(rootfs, "sh", "-c",
+                       "id -u; cat /proc/self/uid_map;"
+                       " grep -E '^(NoNewPrivs|Seccomp|CapEff):' /proc/self/status;"
+                       " echo x > /tmp/by-root; stat -c %u /tmp/by-root;"
+                       + "printf 'GET http://169.254.169.254/ HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'"
+                       " | nc 127.0.0.1 3128 | head -1", opts=PROCESS)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert int(lines[0]) >= 0x70000000, "the container's root must not be the host's"
+    assert lines[1].split() == ["0", "0", "4294967295"], "no user namespace at this level"
+    assert "NoNewPrivs:\t1" in r.stdout and "Seccomp:\t2" in r.stdout
+    assert "CapEff:\t0000000000000000" in r.stdout
+    # The root is idmapped to the container's range: its root owns the root filesystem,
+    # whose files stay the host's root's on disk.
+    assert lines[-2] == lines[0]
+    assert (rootfs / "tmp" / "by-root").stat().st_uid == 0
+    (rootfs / "tmp" / "by-root").unlink()
+    assert "403" in r.stdout
+    starts = [e for e in policies.events("run.start") if e.get("container") == r.name]
+    assert starts and starts[0]["level"] == "process"
+
+
+def test_process_level_exec(containerd, rootfs):
+    r = containerd.run(rootfs, "sleep", "1000", detach=True, check=True, opts=PROCESS)
+    try:
+        e = containerd.ctr("task", "exec", "--exec-id", "p1", r.name, "sh", "-c",
+                           "id -u; grep NoNewPrivs /proc/self/status", check=False)
+        assert e.returncode == 0, e.stderr
+        assert int(e.stdout.split()[0]) >= 0x70000000
+        assert "NoNewPrivs:\t1" in e.stdout
+    finally:
+        containerd.remove(r.name)
