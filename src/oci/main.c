@@ -84,6 +84,8 @@ static const char usage[] =
     "  --log FILE          where errors are written (as well as stderr)\n"
     "  --log-format F      text or json\n"
     "  --systemd-cgroup    accepted; cgroupsPath slice:prefix:name is made as a path\n"
+    "  --policy NAME       the policy in the admin's oci/ directory a container without\n"
+    "                      a run.cordon.policy annotation runs under (default oci.yaml)\n"
     "  --debug             more in the log\n"
     "  --version           the version\n";
 
@@ -113,7 +115,7 @@ int oci_main(int argc, char **argv);
 int oci_main(int argc, char **argv)
 {
     enum { O_ROOT = 1, O_LOG, O_FORMAT, O_SYSTEMD, O_DEBUG, O_VERSION, O_HELP, O_CRIU,
-           O_ROOTLESS };
+           O_ROOTLESS, O_POLICY };
     static const struct option opts[] = {
         { "root", required_argument, NULL, O_ROOT },
         { "log", required_argument, NULL, O_LOG },
@@ -124,6 +126,7 @@ int oci_main(int argc, char **argv)
         { "help", no_argument, NULL, O_HELP },
         { "criu", required_argument, NULL, O_CRIU },
         { "rootless", required_argument, NULL, O_ROOTLESS },
+        { "policy", required_argument, NULL, O_POLICY },
         { 0 },
     };
     default_root();
@@ -148,6 +151,9 @@ int oci_main(int argc, char **argv)
             break;
         case O_DEBUG:
             oci_opts.debug = true;
+            break;
+        case O_POLICY:
+            oci_opts.policy = optarg;
             break;
         case 'v':
         case O_VERSION:

@@ -23,6 +23,7 @@ struct oci_opts {
     bool log_json;          /* --log-format json */
     bool debug;
     const char *config_dir; /* where oci.yaml and oci/POLICY are (CORDON_OCI_DIR, /etc/cordon) */
+    const char *policy;     /* --policy NAME: the engine's runtime entry names its default */
 };
 
 extern struct oci_opts oci_opts;

@@ -57,6 +57,8 @@ static const char *annotation(const json_t *config, const char *key)
 static int choose_policy(struct oci_spec *s, struct cordon_err *err)
 {
     const char *name = annotation(s->config, "run.cordon.policy");
+    if (!name)
+        name = oci_opts.policy; /* the engine's runtime entry's default, as trusted */
     char dir[2048];
     if (snprintf(dir, sizeof dir, "%s/oci", oci_opts.config_dir) >= (int)sizeof dir)
         return err_set(err, CORDON_E_USAGE, "CORDON_OCI_DIR is too long");

@@ -10,6 +10,7 @@ past the hard limits the session has (no CAP_SYS_RESOURCE), so runc's runs
 ask for lower ones; cordon-oci clamps a spec's limits to what it may set.
 """
 
+import json
 import os
 import pathlib
 import shutil
@@ -62,14 +63,22 @@ def docker(workdir, runtime, policies, rootfs, python_rootfs):
     base.mkdir()
     env = dict(os.environ, CORDON_OCI_DIR=str(policies.path))
     log = open(base / "dockerd.log", "w")
+    # daemon.json as examples/k8s/ has it, and a second entry whose runtimeArgs name the
+    # process level's policy (docker run has no --annotation to do it per container).
+    config = base / "daemon.json"
+    config.write_text(json.dumps({"runtimes": {
+        "cordon": {"path": str(runtime)},
+        "cordon-process": {"path": str(runtime), "runtimeArgs": ["--policy", "process.yaml"]},
+    }}))
     proc = subprocess.Popen(
-        ["dockerd", "--data-root", str(base / "data"), "--exec-root", str(base / "exec"),
-         "-H", f"unix://{base}/docker.sock", "--pidfile", str(base / "docker.pid"),
-         "--iptables=false", "--ip6tables=false", "--bridge=none",
-         "--add-runtime", f"cordon={runtime}"],
+        ["dockerd", "--config-file", str(config), "--data-root", str(base / "data"),
+         "--exec-root", str(base / "exec"), "-H", f"unix://{base}/docker.sock",
+         "--pidfile", str(base / "docker.pid"), "--iptables=false", "--ip6tables=false",
+         "--bridge=none"],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     d = Engine(["/usr/bin/docker", "-H", f"unix://{base}/docker.sock"], env,
-               {"runc": ("--runtime", "runc"), "cordon": ("--runtime", "cordon")})
+               {"runc": ("--runtime", "runc"), "cordon": ("--runtime", "cordon"),
+                "cordon-process": ("--runtime", "cordon-process")})
     try:
         up = wait_for(lambda: d("info").returncode == 0, 90, 0.5)
         assert up, (base / "dockerd.log").read_text()[-3000:]
@@ -97,10 +106,18 @@ def podman(workdir, runtime, policies, rootfs, python_rootfs):
     base = workdir / "podman"
     base.mkdir()
     env = dict(os.environ, CORDON_OCI_DIR=str(policies.path))
+    # Podman hands its runtime a clean environment: the test's policy directory (not
+    # /etc/cordon, which the test leaves alone) goes through a wrapper.
+    wrapper = base / "cordon-oci"
+    wrapper.write_text(f"#!/bin/sh\nCORDON_OCI_DIR={policies.path} exec {runtime} \"$@\"\n")
+    wrapper.chmod(0o755)
+    runtime = wrapper
     p = Engine(["podman", "--root", str(base / "root"), "--runroot", str(base / "run"),
                 "--cgroup-manager", "cgroupfs", "--events-backend", "file",
                 "--storage-driver", "overlay"], env,
-               {"runc": ("--runtime", "runc"), "cordon": ("--runtime", str(runtime))})
+               {"runc": ("--runtime", "runc"), "cordon": ("--runtime", str(runtime)),
+                "cordon-process": ("--runtime", str(runtime), "--annotation",
+                                   "run.cordon.policy=process.yaml")})
     try:
         p("import", str(image_tar(rootfs, base / "bb.tar")), "localhost/cordon-bb:test",
           check=True)
@@ -114,7 +131,7 @@ def podman(workdir, runtime, policies, rootfs, python_rootfs):
 
 
 ENGINES = ["docker", "podman"]
-RUNTIMES = ["runc", "cordon"]
+RUNTIMES = ["runc", "cordon", "cordon-process"]
 
 
 def engine_and_image(request, name, kind="bb"):
@@ -137,10 +154,14 @@ def test_confinement_only_under_cordon(request, engine):
     e, image = engine_and_image(request, engine)
     seen = {}
     for rt in RUNTIMES:
-        r = e.run(rt, image, "sh", "-c", "grep NoNewPrivs /proc/self/status; cat /proc/1/comm")
+        r = e.run(rt, image, "sh", "-c", "grep NoNewPrivs /proc/self/status; cat /proc/1/comm;"
+                  " id -u; grep -c . /proc/self/uid_map")
         assert r.returncode == 0, r.stderr
         seen[rt] = r.stdout.split()
-    assert seen["cordon"] == ["NoNewPrivs:", "1", "cordon-init"]
+    assert seen["cordon"] == ["NoNewPrivs:", "1", "cordon-init", "0", "1"]
+    # The process level: no user namespace; the container's root is an unprivileged host uid.
+    assert seen["cordon-process"][:3] == ["NoNewPrivs:", "1", "cordon-init"]
+    assert int(seen["cordon-process"][3]) >= 0x70000000
     assert seen["runc"][:2] == ["NoNewPrivs:", "0"]
 
 
@@ -164,7 +185,7 @@ def test_exec_and_kill(request, engine, runtime_name):
         assert code == "137"
     finally:
         e("rm", "-f", name)
-    if runtime_name == "cordon":
+    if runtime_name != "runc":
         assert keepers, "no keeper found for the container"
         assert wait_for(lambda: all(gone(p) for p in [init, *keepers]), 60)
 
