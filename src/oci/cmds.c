@@ -49,6 +49,14 @@ static int flags_only(int argc, char **argv, const char *const *names, bool *set
     return i;
 }
 
+/* A container runsc runs (the gvisor level): the command is runsc's. */
+static int delegate(struct oci_state *st, int argc, char **argv)
+{
+    int rc = oci_gvisor_forward(st, argc, argv);
+    oci_state_close(st);
+    return rc;
+}
+
 int oci_signal_parse(const char *text)
 {
     static const struct { const char *name; int sig; } names[] = {
@@ -137,6 +145,8 @@ int oci_start(int argc, char **argv)
     struct cordon_err err = { 0 };
     if (oci_state_open(id, &st, &err) < 0)
         return oci_fail(&err);
+    if (oci_gvisor_delegated(&st))
+        return delegate(&st, argc, argv);
     enum oci_status s = oci_state_status(&st);
     int rc = 0;
     if (s != OCI_CREATED) {
@@ -169,6 +179,8 @@ int oci_state_cmd(int argc, char **argv)
     struct cordon_err err = { 0 };
     if (oci_state_open(id, &st, &err) < 0)
         return oci_fail(&err);
+    if (oci_gvisor_delegated(&st))
+        return delegate(&st, argc, argv);
     json_auto_t *j = oci_state_json(&st);
     oci_state_close(&st);
     _cleanup_free_ char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
@@ -208,6 +220,8 @@ int oci_kill(int argc, char **argv)
     struct oci_state st;
     if (oci_state_open(id, &st, &err) < 0)
         return oci_fail(&err);
+    if (oci_gvisor_delegated(&st))
+        return delegate(&st, argc, argv);
     enum oci_status s = oci_state_status(&st);
     pid_t init = oci_state_init(&st);
     int rc = 0;
@@ -260,6 +274,8 @@ int oci_delete(int argc, char **argv)
             return 0; /* idempotent, as runc is with --force */
         return oci_fail(&err);
     }
+    if (oci_gvisor_delegated(&st))
+        return delegate(&st, argc, argv);
     enum oci_status s = oci_state_status(&st);
     if ((s == OCI_RUNNING || s == OCI_PAUSED) && !force) {
         err_set(&err, CORDON_E_USAGE, "cannot delete container %s that is not stopped: %s", id,
@@ -314,6 +330,8 @@ int oci_ps(int argc, char **argv)
     struct cordon_err err = { 0 };
     if (oci_state_open(id, &st, &err) < 0)
         return oci_fail(&err);
+    if (oci_gvisor_delegated(&st))
+        return delegate(&st, argc, argv);
     _cleanup_free_ pid_t *pids = NULL;
     size_t n = oci_state_pids(&st, &pids);
     oci_state_close(&st);
@@ -339,6 +357,8 @@ static int pause_resume(int argc, char **argv, bool frozen)
     struct cordon_err err = { 0 };
     if (oci_state_open(id, &st, &err) < 0)
         return oci_fail(&err);
+    if (oci_gvisor_delegated(&st))
+        return delegate(&st, argc, argv);
     enum oci_status s = oci_state_status(&st);
     int rc = 0;
     if (s != (frozen ? OCI_RUNNING : OCI_PAUSED) && !(frozen && s == OCI_CREATED))

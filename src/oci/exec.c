@@ -406,6 +406,11 @@ int oci_exec(int argc, char **argv)
     struct oci_state st;
     if (oci_state_open(a.id, &st, &err) < 0)
         return oci_fail(&err);
+    if (oci_gvisor_delegated(&st)) {
+        int rc = oci_gvisor_forward(&st, argc, argv);
+        oci_state_close(&st);
+        return rc;
+    }
     struct oci_spec s;
     struct child_plan cp = { .console = -1 };
     memset(&s, 0, sizeof s);

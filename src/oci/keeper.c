@@ -495,7 +495,9 @@ int oci_create(int argc, char **argv)
         oci_spec_release(&spec);
         return oci_fail(&err);
     }
-    int rc = create_in(&spec, &st, &a, &err);
+    int rc = spec.policy->level == CORDON_LEVEL_GVISOR
+                 ? oci_gvisor_create(&spec, &st, a.pid_file, a.console, &err)
+                 : create_in(&spec, &st, &a, &err);
     if (rc < 0)
         oci_state_remove(&st);
     oci_state_close(&st);

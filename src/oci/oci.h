@@ -142,6 +142,13 @@ int oci_keeper_start(const struct oci_state *st, struct cordon_err *err);
 int oci_hooks_run(const json_t *config, const char *kind, const struct oci_state *st,
                   struct cordon_err *err);
 
+/* The gvisor level: runsc runs the container (gvisor.c). */
+int oci_gvisor_create(struct oci_spec *spec, struct oci_state *st, const char *pid_file,
+                      const char *console, struct cordon_err *err);
+bool oci_gvisor_delegated(const struct oci_state *st);
+/* Hand ARGV (a command of ours, as runc's) to runsc for ST's container; the exit status. */
+int oci_gvisor_forward(struct oci_state *st, int argc, char **argv);
+
 /* A signal's number from "TERM", "SIGTERM" or "15"; -1 if none. */
 int oci_signal_parse(const char *text);
 

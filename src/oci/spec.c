@@ -109,6 +109,11 @@ static int choose_policy(struct oci_spec *s, struct cordon_err *err)
         return err_set(err, CORDON_E_POLICY, "annotation run.cordon.policy-digest: the policy "
                        "'%s' has digest %s, not %s", s->policy_file[0] ? s->policy_file
                        : "(built in)", ev->policy, digest);
+    if (s->policy->level == CORDON_LEVEL_MICROVM)
+        return err_set(err, CORDON_E_UNSUPPORTED, "the microvm level cannot run an engine's "
+                       "bundle yet: its root, the engine's stdio, signals and cgroup would "
+                       "have to reach a guest kernel; use the namespace, process or gvisor "
+                       "level");
     if (s->policy->workspace || s->policy->n_binds)
         return err_set(err, CORDON_E_POLICY, "policy: a container's files are its bundle's and "
                        "its mounts: filesystem.workspace and binds do not apply");

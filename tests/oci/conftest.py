@@ -133,6 +133,10 @@ def policies(workdir):
     pd.write("egress.yaml", f"version: 1\naudit:\n  file: {audit}\n"
              "network:\n  allow: [example.test]\n")
     pd.write("small.yaml", f"version: 1\naudit:\n  file: {audit}\nlimits:\n  memory: 48M\n")
+    pd.write("gvisor.yaml", f"version: 1\nisolation: gvisor\naudit:\n  file: {audit}\n")
+    pd.write("microvm.yaml", f"version: 1\nisolation: microvm\naudit:\n  file: {audit}\n")
+    pd.write("gvisor-egress.yaml", f"version: 1\nisolation: gvisor\naudit:\n  file: {audit}\n"
+             "network:\n  allow: [example.test]\n")
     pd.write("process.yaml", f"version: 1\nisolation: process\naudit:\n  file: {audit}\n"
              "network:\n  allow: [example.test]\n")
     return pd

@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import uuid
@@ -259,3 +260,31 @@ def test_process_level_exec(containerd, rootfs):
         assert "NoNewPrivs:\t1" in e.stdout
     finally:
         containerd.remove(r.name)
+
+
+def test_gvisor_level_delegates_to_runsc(containerd, rootfs):
+    need(shutil.which("runsc"), "runsc is not installed")
+    r = containerd.run(rootfs, "/bin/sh", "-c", "echo in-gvisor; dmesg | head -1; exit 3",
+                       opts=("--annotation", "run.cordon.policy=gvisor.yaml"))
+    assert r.returncode == 3, r.stderr
+    assert "in-gvisor" in r.stdout
+    assert "gVisor" in r.stdout or "Starting gVisor" in r.stdout, r.stdout
+    assert not containerd.state_dir(r.name).exists()
+
+
+def test_gvisor_level_refuses_a_gateway_it_cannot_have(containerd, rootfs):
+    need(shutil.which("runsc"), "runsc is not installed")
+    r = containerd.run(rootfs, "true", opts=("--annotation",
+                                             "run.cordon.policy=gvisor-egress.yaml"))
+    assert r.returncode != 0
+    assert "gateway" in r.stderr, r.stderr
+    assert not containerd.state_dir(r.name).exists()
+    containerd.remove(r.name)
+
+
+def test_microvm_level_is_refused_with_its_reason(containerd, rootfs):
+    r = containerd.run(rootfs, "true", opts=("--annotation", "run.cordon.policy=microvm.yaml"))
+    assert r.returncode != 0
+    assert "microvm" in r.stderr and "guest" in r.stderr, r.stderr
+    assert not containerd.state_dir(r.name).exists()
+    containerd.remove(r.name)
