@@ -9,6 +9,7 @@
 #include "common/cleanup.h"
 #include "common/syscalls.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -423,7 +424,11 @@ int oci_features(int argc, char **argv)
 
 int oci_run(int argc, char **argv)
 {
-    /* create then start, in the foreground: the caller waits for the workload. */
+    /* create then start; in the foreground (without --detach) the caller waits. */
+    bool detach = false;
+    for (int i = 1; i < argc - 1; i++)
+        detach |= !strcmp(argv[i], "--detach") || !strcmp(argv[i], "-d") ||
+                  !strcmp(argv[i], "-detach");
     int rc = oci_create(argc, argv);
     if (rc != 0)
         return rc;
@@ -431,7 +436,7 @@ int oci_run(int argc, char **argv)
     char *start[] = { "start", (char *)id, NULL };
     optind = 0;
     rc = oci_start(2, start);
-    if (rc != 0)
+    if (rc != 0 || detach)
         return rc;
     struct oci_state st;
     struct cordon_err err;
@@ -445,4 +450,44 @@ int oci_run(int argc, char **argv)
     char *del[] = { "delete", "--force", (char *)id, NULL };
     oci_delete(3, del);
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+int oci_list(int argc, char **argv)
+{
+    bool quiet = false, json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
+            quiet = true;
+        else if (!strcmp(argv[i], "--format=json") ||
+                 ((!strcmp(argv[i], "--format") || !strcmp(argv[i], "-f")) && i + 1 < argc &&
+                  !strcmp(argv[++i], "json")))
+            json = true;
+    }
+    DIR *d = opendir(oci_opts.root);
+    json_auto_t *all = json_array();
+    if (!quiet && !json)
+        printf("ID\tPID\tSTATUS\tBUNDLE\n");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        struct oci_state st;
+        struct cordon_err err;
+        if (e->d_name[0] == '.' || oci_state_open(e->d_name, &st, &err) < 0)
+            continue;
+        json_t *j = oci_state_json(&st);
+        if (quiet)
+            printf("%s\n", st.id);
+        else if (!json)
+            printf("%s\t%lld\t%s\t%s\n", st.id, json_integer_value(json_object_get(j, "pid")),
+                   json_string_value(json_object_get(j, "status")),
+                   json_string_value(json_object_get(j, "bundle")) ?: "");
+        json_array_append_new(all, j);
+        oci_state_close(&st);
+    }
+    if (d)
+        closedir(d);
+    if (json) {
+        _cleanup_free_ char *text = json_dumps(all, JSON_COMPACT);
+        printf("%s\n", text ? text : "[]");
+    }
+    return 0;
 }

@@ -293,7 +293,7 @@ static int plan(const struct exec_args *a, struct oci_state *st, struct oci_spec
                 struct child_plan *cp, struct cordon_err *err)
 {
     const char *bundle = oci_state_str(st, "bundle");
-    if (!bundle || oci_spec_load(bundle, st->id, s, err) < 0)
+    if (!bundle || oci_spec_load(bundle, oci_state_str(st, "config"), st->id, s, err) < 0)
         return bundle ? -1 : err_set(err, CORDON_E_SETUP, "container %s has no bundle", st->id);
     const char *digest = oci_state_str(st, "policy_digest");
     if (!digest || strcmp(digest, policy_evidence(s->policy)->policy) != 0)

@@ -300,14 +300,15 @@ static int read_report(int fd, json_t **doc, struct cordon_err *err)
 }
 
 struct create_args {
-    const char *bundle, *pid_file, *console;
+    const char *bundle, *pid_file, *console, *config;
     int preserve_fds;
     const char *id;
 };
 
 static int parse_create(int argc, char **argv, struct create_args *a)
 {
-    enum { O_BUNDLE = 1, O_PID, O_CONSOLE, O_NOPIVOT, O_KEYRING, O_PRESERVE, O_NOTIFY };
+    enum { O_BUNDLE = 1, O_PID, O_CONSOLE, O_NOPIVOT, O_KEYRING, O_PRESERVE, O_NOTIFY,
+           O_CONFIG };
     static const struct option opts[] = {
         { "bundle", required_argument, NULL, O_BUNDLE },
         { "pid-file", required_argument, NULL, O_PID },
@@ -317,6 +318,7 @@ static int parse_create(int argc, char **argv, struct create_args *a)
         { "preserve-fds", required_argument, NULL, O_PRESERVE },
         { "notify-socket", required_argument, NULL, O_NOTIFY },
         { "detach", no_argument, NULL, O_NOPIVOT },
+        { "config", required_argument, NULL, O_CONFIG }, /* crun's: config.json elsewhere */
         { 0 },
     };
     *a = (struct create_args){ .bundle = "." };
@@ -336,6 +338,9 @@ static int parse_create(int argc, char **argv, struct create_args *a)
             break;
         case O_PRESERVE:
             a->preserve_fds = atoi(optarg);
+            break;
+        case O_CONFIG:
+            a->config = optarg;
             break;
         case 'd':
         case O_NOPIVOT: /* cordon always pivots: the stricter */
@@ -366,6 +371,8 @@ static void fill_state(struct oci_state *st, const struct oci_spec *spec, const 
     json_object_set_new(d, "pid", json_integer(pid));
     json_object_set_new(d, "pid_start", json_integer((json_int_t)oci_proc_start_time(pid)));
     json_object_set_new(d, "bundle", json_string(spec->bundle));
+    if (spec->config_path[0])
+        json_object_set_new(d, "config", json_string(spec->config_path));
     json_object_set_new(d, "rootfs", json_string(spec->root));
     json_object_set_new(d, "created", json_string(now));
     json_object_set(d, "run_id", json_object_get(report, "run_id"));
@@ -482,7 +489,10 @@ int oci_create(int argc, char **argv)
                        "its stdio only"), oci_fail(&err);
     struct oci_spec spec;
     struct oci_state st;
-    if (oci_spec_load(a.bundle, a.id, &spec, &err) < 0) {
+    char config[4096];
+    if (a.config && !realpath(a.config, config))
+        return err_sys(&err, CORDON_E_USAGE, "--config '%s'", a.config), oci_fail(&err);
+    if (oci_spec_load(a.bundle, a.config ? config : NULL, a.id, &spec, &err) < 0) {
         oci_spec_release(&spec);
         return oci_fail(&err);
     }

@@ -75,7 +75,7 @@ static const char usage[] =
     "(its level, seccomp allowlist, Landlock, egress gateway and audit log), with\n"
     "the policy named by the bundle's annotations (doc/oci.md).\n"
     "\n"
-    "commands: create, start, run, state, kill, delete, exec, ps, pause, resume,\n"
+    "commands: create, start, run, state, kill, delete, exec, ps, list, pause, resume,\n"
     "          update, features\n"
     "\n"
     "global options:\n"
@@ -97,6 +97,7 @@ static const struct {
     { "state", oci_state_cmd }, { "kill", oci_kill },       { "delete", oci_delete },
     { "exec", oci_exec },       { "ps", oci_ps },           { "pause", oci_pause },
     { "resume", oci_resume },   { "features", oci_features }, { "update", oci_update },
+    { "list", oci_list },
 };
 
 static void default_root(void)
@@ -115,7 +116,7 @@ int oci_main(int argc, char **argv);
 int oci_main(int argc, char **argv)
 {
     enum { O_ROOT = 1, O_LOG, O_FORMAT, O_SYSTEMD, O_DEBUG, O_VERSION, O_HELP, O_CRIU,
-           O_ROOTLESS, O_POLICY };
+           O_ROOTLESS, O_POLICY, O_CGROUP_MANAGER };
     static const struct option opts[] = {
         { "root", required_argument, NULL, O_ROOT },
         { "log", required_argument, NULL, O_LOG },
@@ -127,6 +128,7 @@ int oci_main(int argc, char **argv)
         { "criu", required_argument, NULL, O_CRIU },
         { "rootless", required_argument, NULL, O_ROOTLESS },
         { "policy", required_argument, NULL, O_POLICY },
+        { "cgroup-manager", required_argument, NULL, O_CGROUP_MANAGER }, /* crun's */
         { 0 },
     };
     default_root();
@@ -166,6 +168,7 @@ int oci_main(int argc, char **argv)
         case O_SYSTEMD:
         case O_CRIU:
         case O_ROOTLESS:
+        case O_CGROUP_MANAGER:
             break;
         default:
             fprintf(stderr, "cordon-oci: unknown global option '%s'\n", argv[optind - 1]);

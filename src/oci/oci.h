@@ -41,6 +41,7 @@ struct oci_spec {
     json_t *config;                  /* config.json */
     json_t *process;                 /* the process read last (c.cwd points into it) */
     char bundle[4096];               /* absolute */
+    char config_path[4096];          /* config.json when it is not the bundle's, or "" */
     char root[4096];                 /* the root filesystem, absolute */
     struct sandbox_container c;
     char **argv;
@@ -53,9 +54,10 @@ struct oci_spec {
     uint64_t cpu_period, cpu_shares;
 };
 
-/* Read BUNDLE/config.json for container ID and choose its policy; -1 with ERR naming
- * the first thing cordon cannot do with it. */
-int oci_spec_load(const char *bundle, const char *id, struct oci_spec *s, struct cordon_err *err);
+/* Read BUNDLE/config.json (or CONFIG, a path of its own) for container ID and choose its
+ * policy; -1 with ERR naming the first thing cordon cannot do with it. */
+int oci_spec_load(const char *bundle, const char *config, const char *id, struct oci_spec *s,
+                  struct cordon_err *err);
 
 /* The process of an exec (a process.json or the command line's) into S's c/argv/env. */
 int oci_spec_process(const json_t *process, struct oci_spec *s, struct cordon_err *err);
@@ -66,8 +68,8 @@ void oci_spec_release(struct oci_spec *s);
 int oci_seccomp_compile(const json_t *seccomp, struct seccomp_program *out,
                         struct cordon_err *err);
 
-/* Capability names ("CAP_CHOWN") of LIST as bits; -1 with ERR for an unknown one. */
-int oci_caps_parse(const json_t *list, uint64_t *out, struct cordon_err *err);
+/* Capability names ("CAP_CHOWN") of LIST as bits; an unknown one is logged and left out. */
+void oci_caps_parse(const json_t *list, uint64_t *out);
 
 /* ---- state (state.c) ---- */
 
@@ -130,6 +132,7 @@ int oci_resume(int argc, char **argv);
 int oci_features(int argc, char **argv);
 int oci_run(int argc, char **argv);
 int oci_update(int argc, char **argv);
+int oci_list(int argc, char **argv);
 
 /* The keeper: prepare the run, report to the fd REPORT, serve start, supervise (keeper.c). */
 _Noreturn void oci_keeper(struct oci_spec *spec, struct oci_state *st, const char *console,

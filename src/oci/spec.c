@@ -274,7 +274,7 @@ static int mounts(struct oci_spec *s, struct cordon_err *err)
     return 0;
 }
 
-int oci_caps_parse(const json_t *list, uint64_t *out, struct cordon_err *err)
+void oci_caps_parse(const json_t *list, uint64_t *out)
 {
     static const char *const names[] = {
         "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
@@ -295,12 +295,14 @@ int oci_caps_parse(const json_t *list, uint64_t *out, struct cordon_err *err)
         size_t k = 0;
         while (t && k < sizeof names / sizeof names[0] && strcasecmp(t, names[k]))
             k++;
-        if (!t || k == sizeof names / sizeof names[0])
-            return err_set(err, CORDON_E_USAGE, "config.json: unknown capability '%s'",
-                           json_string_value(e) ? json_string_value(e) : "?");
+        if (!t || k == sizeof names / sizeof names[0]) {
+            /* As runc: a capability this runtime does not know is none it grants. */
+            oci_log("warning", "config.json: unknown capability '%s' ignored",
+                    json_string_value(e) ? json_string_value(e) : "?");
+            continue;
+        }
         *out |= 1ull << k;
     }
-    return 0;
 }
 
 static int rlimits(const json_t *list, struct sandbox_container *c, struct cordon_err *err);
@@ -344,7 +346,7 @@ int oci_spec_process(const json_t *proc, struct oci_spec *s, struct cordon_err *
     }
     uint64_t bounding = 0;
     const json_t *caps = json_object_get(proc, "capabilities");
-    TRY(oci_caps_parse(json_object_get(caps, "bounding"), &bounding, err));
+    oci_caps_parse(json_object_get(caps, "bounding"), &bounding);
     /* cordon grants no capability (DESIGN: no capabilities); the spec's are
      * intersected with that, and said so once. */
     s->c.caps = 0;
@@ -533,13 +535,19 @@ static int rlimits(const json_t *list, struct sandbox_container *c, struct cordo
     return 0;
 }
 
-int oci_spec_load(const char *bundle, const char *id, struct oci_spec *s, struct cordon_err *err)
+int oci_spec_load(const char *bundle, const char *config, const char *id, struct oci_spec *s,
+                  struct cordon_err *err)
 {
     memset(s, 0, sizeof *s);
     if (!realpath(bundle, s->bundle))
         return err_sys(err, CORDON_E_USAGE, "bundle '%s'", bundle);
     char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", s->bundle);
+    if (config) {
+        snprintf(path, sizeof path, "%s", config);
+        snprintf(s->config_path, sizeof s->config_path, "%s", config);
+    }
+    else
+        snprintf(path, sizeof path, "%s/config.json", s->bundle);
     json_error_t je;
     s->config = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!s->config)
