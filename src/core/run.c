@@ -367,8 +367,11 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
     if (run->container && run->container->cgroup) {
         /* An engine reads a container's cgroup (its stats, its OOM events). */
-        if (cgroup_create_at(&run->cg, run->container->cgroup, err) < 0)
-            return -1;
+        if (cgroup_create_at(&run->cg, run->container->cgroup, err) < 0) {
+            if (!run->container->cgroup_optional)
+                return -1;
+            memset(&run->cg, 0, sizeof run->cg);
+        }
         for (int c = 0; c < CGROUP_COUNT; c++)
             if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
                 return -1;

@@ -191,6 +191,13 @@ int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
 {
     json_t *extra = json_array();
     json_object_set_new(state, "cgroup_extra", extra);
+    /* A rootless engine's container without resources may have no cgroup of its own. */
+    char probe[PATH_MAX];
+    struct stat sb;
+    if (spec->c.cgroup_optional && (dir_of(spec->cgroup, "memory", probe, sizeof probe) < 0 ||
+                                    stat(probe, &sb) < 0) &&
+        (dir_of(spec->cgroup, "", probe, sizeof probe) < 0 || stat(probe, &sb) < 0))
+        return lock_egress(spec, err);
     struct hierarchy h[MAX_HIERARCHIES];
     size_t n = hierarchies(h, MAX_HIERARCHIES);
     bool v1 = false;

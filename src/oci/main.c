@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,11 +101,25 @@ static const struct {
     { "list", oci_list },
 };
 
+bool oci_host_root(void)
+{
+    char line[128] = "";
+    FILE *f = fopen("/proc/self/uid_map", "re");
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            line[0] = '\0';
+        fclose(f);
+    }
+    unsigned long long in = 1, out = 1, count = 0;
+    return geteuid() == 0 && sscanf(line, "%llu %llu %llu", &in, &out, &count) == 3 &&
+           in == 0 && out == 0 && count == 4294967295ull;
+}
+
 static void default_root(void)
 {
     static char buf[4096];
     const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (geteuid() != 0 && xdg && *xdg) {
+    if (!oci_host_root() && xdg && *xdg) {
         snprintf(buf, sizeof buf, "%s/cordon-oci", xdg);
         oci_opts.root = buf;
     } else {

@@ -28,6 +28,9 @@ struct oci_opts {
 
 extern struct oci_opts oci_opts;
 
+/* Root of the host's user namespace (not of one a rootless engine made)? */
+bool oci_host_root(void);
+
 /* A message for the log (runc's format) and stderr; LEVEL "error", "warning", "info". */
 void oci_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -570,6 +570,8 @@ int oci_spec_load(const char *bundle, const char *config, const char *id, struct
     TRY(linux_section(s, err));
     merge_limits(s);
     s->c.cgroup = s->cgroup;
+    s->c.cgroup_optional = !oci_host_root() && !s->memory && !s->pids && !s->cpu_quota &&
+                           !s->cpu_shares;
     s->c.hidden[0] = s->policy->audit.file;
     s->c.hidden[1] = s->policy->audit.sign_key;
     return 0;

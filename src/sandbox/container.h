@@ -80,6 +80,9 @@ struct sandbox_container {
     const char *cgroup;          /* the container's cgroup ("/default/ID": from each
                                     hierarchy's root), kept after the run for the engine's
                                     stats and removed by the front end; NULL: the run's own */
+    bool cgroup_optional;        /* a rootless engine's container asking for no resources: where
+                                    no cgroup can be made, the run goes on without (its limits
+                                    then hold per process, as the policy allows) */
     const char *hidden[2];       /* host files never shown through a bind (the audit log
                                     and its key), or NULL */
 };

@@ -207,3 +207,44 @@ def test_python_workload(request, engine, runtime_name):
               opts=("-v", "/usr:/usr:ro"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == '{"v": 3}'
+
+
+@pytest.fixture(scope="module")
+def rootless_podman(workdir, runtime, rootfs):
+    """Podman as an ordinary user (uid 65534): its runtime runs as root of a user namespace
+    Podman made, with the one id it maps; the policy directory is that user's own."""
+    need(shutil.which("podman") and shutil.which("setpriv"), "podman or setpriv missing")
+    need(os.geteuid() == 0, "making the ordinary user's home takes root")
+    home = workdir / "rootless"
+    for d in ("", "run", "etc", "etc/oci", "audit"):
+        (home / d).mkdir(exist_ok=True)
+        os.chown(home / d, 65534, 65534)
+    os.chmod(home / "run", 0o700)
+    (home / "etc" / "oci.yaml").write_text(f"version: 1\naudit:\n  file: {home}/audit/a.jsonl\n")
+    os.chown(home / "etc" / "oci.yaml", 65534, 65534)
+    tar = image_tar(rootfs, home / "bb.tar")
+    os.chown(tar, 65534, 65534)
+    wrapper = home / "cordon-oci"
+    wrapper.write_text(f"#!/bin/sh\nCORDON_OCI_DIR={home}/etc exec {runtime} \"$@\"\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, HOME=str(home), XDG_RUNTIME_DIR=str(home / "run"))
+    p = Engine(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "podman",
+                "--root", str(home / "root"), "--runroot", str(home / "runroot"),
+                "--cgroup-manager", "cgroupfs", "--events-backend", "file"], env,
+               {"cordon": ("--runtime", str(wrapper))})
+    p("import", str(tar), "localhost/cordon-bb:test", check=True)
+    try:
+        yield p, home
+    finally:
+        p("rm", "-af")
+        subprocess.run([*p.argv, "system", "reset", "-f"], capture_output=True, env=env)
+
+
+def test_rootless_podman(rootless_podman):
+    p, home = rootless_podman
+    r = p.run("cordon", "localhost/cordon-bb:test", "sh", "-c",
+              "echo rootless; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; exit 5")
+    assert r.returncode == 5, r.stderr
+    assert r.stdout.split() == ["rootless", "NoNewPrivs:", "1", "Seccomp:", "2"]
+    audit = (home / "audit" / "a.jsonl").read_text()
+    assert '"type":"run.end"' in audit
