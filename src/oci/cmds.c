@@ -7,6 +7,7 @@
 #include "oci/oci.h"
 
 #include "common/cleanup.h"
+#include "common/fds.h"
 #include "common/syscalls.h"
 
 #include <dirent.h>
@@ -18,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,8 +125,9 @@ int oci_hooks_run(const json_t *config, const char *kind, const struct oci_state
                 envp[k] = (char *)json_string_value(json_array_get(json_object_get(h, "env"), k));
             if (argv && !n)
                 argv[0] = (char *)path;
+            /* No env: the runtime's own, as runc's hooks inherit it. */
             if (argv && envp)
-                execve(path, argv, envp);
+                execve(path, argv, json_object_get(h, "env") ? envp : environ);
             _exit(127);
         }
         close(in[0]);
@@ -422,28 +427,112 @@ int oci_features(int argc, char **argv)
     return 0;
 }
 
+/* The terminal's master to our stdio and back until the workload is gone (run's foreground). */
+static void relay_terminal(int master, pid_t init)
+{
+    _cleanup_close_ int pidfd = sys_pidfd_open(init, 0);
+    bool in_open = true;
+    char buf[4096];
+    for (;;) {
+        struct pollfd p[3] = { { .fd = master, .events = POLLIN },
+                               { .fd = in_open ? 0 : -1, .events = POLLIN },
+                               { .fd = pidfd, .events = POLLIN } };
+        if (poll(p, 3, -1) < 0 && errno != EINTR)
+            return;
+        if (p[0].revents) {
+            ssize_t n = read(master, buf, sizeof buf);
+            if (n <= 0)
+                return; /* EIO: the last of the terminal's users is gone */
+            (void)!write(1, buf, (size_t)n);
+        }
+        if (p[1].revents) {
+            ssize_t n = read(0, buf, sizeof buf);
+            if (n <= 0)
+                in_open = false;
+            else
+                (void)!write(master, buf, (size_t)n);
+        }
+        if (p[2].revents && !(p[0].revents & POLLIN))
+            return;
+    }
+}
+
+/* A console socket of our own, for a foreground run with a terminal: its listener. */
+static int own_console(char *path, size_t size)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(path, size, "/tmp/cordon-oci-console-%d.sock", (int)getpid());
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    unlink(path);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l >= 0 && (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || chmod(path, 0600) < 0 ||
+                   listen(l, 1) < 0)) {
+        close(l);
+        unlink(path);
+        return -1;
+    }
+    return l;
+}
+
 int oci_run(int argc, char **argv)
 {
-    /* create then start; in the foreground (without --detach) the caller waits. */
-    bool detach = false;
-    for (int i = 1; i < argc - 1; i++)
+    /* create then start; in the foreground (without --detach) the caller waits, with a
+     * terminal on our own stdio where the spec asks for one and no socket was given. */
+    bool detach = false, console = false;
+    for (int i = 1; i < argc - 1; i++) {
         detach |= !strcmp(argv[i], "--detach") || !strcmp(argv[i], "-d") ||
                   !strcmp(argv[i], "-detach");
-    int rc = oci_create(argc, argv);
+        console |= !strncmp(argv[i], "--console-socket", 16) ||
+                   !strncmp(argv[i], "-console-socket", 15);
+    }
+    char path[100];
+    int l = !detach && !console ? own_console(path, sizeof path) : -1;
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!args)
+        return 1;
+    int n = 0;
+    for (int i = 0; i < argc - 1; i++)
+        args[n++] = argv[i];
+    if (l >= 0) {
+        args[n++] = "--console-socket";
+        args[n++] = path;
+    }
+    args[n++] = argv[argc - 1];
+    int rc = oci_create(n, args);
+    free(args);
+    int master = -1;
+    struct pollfd ready = { .fd = l, .events = POLLIN };
+    if (rc == 0 && l >= 0 && poll(&ready, 1, 0) == 1) {
+        _cleanup_close_ int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        char name[256];
+        int fd = -1;
+        if (c >= 0 && recv_fds(c, name, 1, &fd, 1) == 0)
+            master = fd;
+    }
+    if (l >= 0) {
+        close(l);
+        unlink(path);
+    }
     if (rc != 0)
         return rc;
     const char *id = argv[argc - 1];
     char *start[] = { "start", (char *)id, NULL };
     optind = 0;
     rc = oci_start(2, start);
-    if (rc != 0 || detach)
+    if (rc != 0 || detach) {
+        closep(&master);
         return rc;
+    }
     struct oci_state st;
     struct cordon_err err;
     if (oci_state_open(id, &st, &err) < 0)
         return oci_fail(&err);
     pid_t init = (pid_t)oci_state_int(&st, "pid");
     oci_state_close(&st);
+    if (master >= 0) {
+        relay_terminal(master, init);
+        close(master);
+    }
     int ws = 0;
     if (waitpid(init, &ws, 0) < 0)
         return 1;

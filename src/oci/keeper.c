@@ -70,21 +70,6 @@ static int send_console(const char *path, int master, struct cordon_err *err)
     return 0;
 }
 
-/* The command's environment: the spec's, with HOME where it has none (runc's rule). */
-static char **call_env(const struct oci_spec *spec)
-{
-    size_t n = 0;
-    bool home = false;
-    for (char **e = spec->env; e && *e; e++, n++)
-        home |= !strncmp(*e, "HOME=", 5);
-    char **out = calloc(n + 2, sizeof *out);
-    for (size_t i = 0; out && i < n; i++)
-        out[i] = spec->env[i];
-    if (out && !home)
-        out[n] = spec->c.uid == 0 ? "HOME=/root" : "HOME=/";
-    return out;
-}
-
 static void report_error(int report, const struct cordon_err *err)
 {
     json_t *j = json_pack("{s:s, s:i}", "error", err->msg, "kind", (int)err->kind);
@@ -116,10 +101,9 @@ static int serve_start(int l, struct run *run, const struct oci_spec *spec, int 
     char req[16] = "";
     if (c < 0 || read(c, req, sizeof req - 1) <= 0 || strncmp(req, "start", 5) != 0)
         return 0;
-    _cleanup_free_ char **env = call_env(spec);
     struct sandbox_call call = {
         .argv = spec->argv,
-        .envp = env,
+        .envp = spec->env,
         .container_id = spec->c.id,
         .in_fd = stdio[0],
         .out_fd = stdio[1],
@@ -128,7 +112,7 @@ static int serve_start(int l, struct run *run, const struct oci_spec *spec, int 
         .direct_stdio = true,
     };
     struct cordon_err err = { 0 };
-    int rc = env ? run_start(run, &call, &err) : err_set(&err, CORDON_E_INTERNAL, "out of memory");
+    int rc = run_start(run, &call, &err);
     /* The engine's stdio is the command's now; stderr stays ours to say why it never ran. */
     for (int i = 0; i < 2; i++)
         closep(&stdio[i]), stdio[i] = -1;

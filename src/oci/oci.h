@@ -55,6 +55,7 @@ struct oci_spec {
     uint64_t memory, pids;           /* linux.resources: 0 none */
     int64_t cpu_quota;               /* us per period, 0 none */
     uint64_t cpu_period, cpu_shares;
+    bool ipc_own;                    /* the spec lists an IPC namespace */
 };
 
 /* Read BUNDLE/config.json (or CONFIG, a path of its own) for container ID and choose its

@@ -9,8 +9,10 @@
 
 #include "common/cleanup.h"
 #include "common/strv.h"
+#include "common/syscalls.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
 #include <stdio.h>
@@ -307,6 +309,52 @@ void oci_caps_parse(const json_t *list, uint64_t *out)
 
 static int rlimits(const json_t *list, struct sandbox_container *c, struct cordon_err *err);
 
+/* UID's home in the root's /etc/passwd, looked up beneath ROOT (its links stay in it). */
+static bool passwd_home(const char *root, uid_t uid, char *out, size_t size)
+{
+    _cleanup_close_ int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct open_how how = { .flags = O_RDONLY | O_CLOEXEC,
+                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+    int fd = dir < 0 ? -1 : sys_openat2(dir, "etc/passwd", &how, sizeof how);
+    _cleanup_fclose_ FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
+    if (!f && fd >= 0)
+        close(fd);
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        char *field[7] = { line }, *p = line;
+        int n = 1;
+        while (n < 7 && (p = strchr(p, ':'))) {
+            *p++ = '\0';
+            field[n++] = p;
+        }
+        if (n == 7 && strtoul(field[2], NULL, 10) == uid && field[5][0] == '/') {
+            snprintf(out, size, "%s", field[5]);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* HOME where the process's environment has none: from the root's passwd, else runc's rule. */
+static int add_home(struct oci_spec *s, struct cordon_err *err)
+{
+    size_t n = 0;
+    for (char **e = s->env; e && *e; e++, n++)
+        if (!strncmp(*e, "HOME=", 5))
+            return 0;
+    char home[512];
+    if (!passwd_home(s->root, s->c.uid, home, sizeof home))
+        snprintf(home, sizeof home, "%s", s->c.uid == 0 ? "/root" : "/");
+    char **env = realloc(s->env, (n + 2) * sizeof *env);
+    if (!env)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    s->env = env;
+    if (asprintf(&env[n], "HOME=%s", home) < 0)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    env[n + 1] = NULL;
+    return 0;
+}
+
 /* process: args, env, cwd, user, capabilities, rlimits, terminal. */
 int oci_spec_process(const json_t *proc, struct oci_spec *s, struct cordon_err *err)
 {
@@ -356,6 +404,7 @@ int oci_spec_process(const json_t *proc, struct oci_spec *s, struct cordon_err *
     if (json_object_get(proc, "apparmorProfile") || json_object_get(proc, "selinuxLabel"))
         oci_log("warning", "process: apparmorProfile and selinuxLabel are not applied (cordon "
                 "confines with its own seccomp and Landlock)");
+    TRY(add_home(s, err));
     if (json_object_get(proc, "oomScoreAdj")) {
         s->c.set_oom_score_adj = true;
         s->c.oom_score_adj = (int)json_integer_value(json_object_get(proc, "oomScoreAdj"));
@@ -391,6 +440,8 @@ static int namespaces(struct oci_spec *s, struct cordon_err *err)
                            type);
         if (k == CONTAINER_NS_NET)
             seen[2] = true;
+        if (k == CONTAINER_NS_IPC)
+            s->ipc_own = true;
         s->c.ns_path[k] = path && *path ? path : NULL;
     }
     if (!seen[2])
@@ -419,6 +470,9 @@ static int sysctls(struct oci_spec *s, const json_t *obj, struct cordon_err *err
         if ((!net && !ipc) || strstr(key, "..") || strchr(key, '/') || !json_is_string(v))
             return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' is not one of a "
                            "namespace the container has of its own", key);
+        if (ipc && !s->ipc_own)
+            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' belongs to an IPC "
+                           "namespace the spec does not give the container", key);
         if ((net && s->c.ns_path[CONTAINER_NS_NET]) || (ipc && s->c.ns_path[CONTAINER_NS_IPC]))
             return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' would change a "
                            "namespace the container joins, not its own", key);

@@ -505,6 +505,28 @@ static void keep_kill_only(void)
     (void)sys_capset(&hdr, data);
 }
 
+/* The process's cwd, made where missing (as runc does), as the container's root. */
+static void make_cwd(const char *cwd, const struct ct_fds *fds)
+{
+    char buf[PATH_MAX];
+    if (!cwd || snprintf(buf, sizeof buf, "%s", cwd) >= (int)sizeof buf)
+        return;
+    if (!fds->userns) {
+        setfsgid(fds->id_offset);
+        setfsuid(fds->id_offset);
+    }
+    for (char *s = buf + 1; (s = strchr(s, '/')); s++) {
+        *s = '\0';
+        (void)mkdir(buf, 0755);
+        *s = '/';
+    }
+    (void)mkdir(buf, 0755);
+    if (!fds->userns) {
+        setfsuid(0);
+        setfsgid(0);
+    }
+}
+
 static int exit_status(int ws)
 {
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
@@ -537,6 +559,7 @@ static _Noreturn void child_main(const struct sandbox_container *c, const struct
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
         _exit(125); /* released without a start */
     close(fds->start_r);
+    make_cwd(c->cwd, fds);
     pid_t cmd = fork();
     if (cmd < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot fork the command");
