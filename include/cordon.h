@@ -92,12 +92,18 @@ CORDON_API struct cordon_policy *cordon_policy_from_json(const char *text, size_
  * Set one key as a command-line flag would: KEY is the policy path
  * ("limits.memory", "limits.wall", "filesystem.workspace", "network.allow",
  * "isolation", ...), VALUE its text; a list key gets VALUE added. Call
- * before the policy's first cordon_prepare().
+ * before the policy's first cordon_prepare(). A signed policy (its file's
+ * require_signature, or keys in /etc/cordon/trust.d) may only be tightened:
+ * a value that relaxes it (a larger limit, a new bind or allow, a weaker
+ * level) fails with CORDON_ERROR_POLICY and leaves the policy as it was.
  */
 CORDON_API int cordon_policy_set(struct cordon_policy *p, const char *key, const char *value,
                                  struct cordon_error *err);
 
-/* Bind host path SPEC ("PATH[:DEST]") read-only, or read-write when WRITABLE. */
+/*
+ * Bind host path SPEC ("PATH[:DEST]") read-only, or read-write when WRITABLE;
+ * under a signature only a bind the policy has already.
+ */
 CORDON_API int cordon_policy_add_bind(struct cordon_policy *p, const char *spec, int writable,
                                       struct cordon_error *err);
 

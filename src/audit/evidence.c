@@ -7,6 +7,7 @@
  */
 #include "audit/audit.h"
 #include "audit/audit_int.h"
+#include "common/json.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -62,7 +63,7 @@ static json_t *derive(const json_t *lines, const char *run)
     size_t i;
     json_t *l;
     json_array_foreach(lines, i, l) {
-        json_auto_t *ev = json_loads(str_of(l, "text") ?: "", 0, NULL);
+        json_auto_t *ev = json_parse_strict_str(str_of(l, "text") ?: "", 0, NULL);
         const char *type = str_of(ev, "type"), *r = str_of(ev, "run");
         if (!type || !r || strcmp(r, run) != 0)
             continue;
@@ -124,7 +125,7 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
             err_set(err, CORDON_E_POLICY, "audit log '%s': an unreadable line", path);
             return NULL;
         }
-        json_auto_t *ev = json_loadb(buf, len, 0, NULL);
+        json_auto_t *ev = json_parse_strict(buf, len, 0, NULL);
         const char *r = str_of(ev, "run");
         bool mine = false;
         if (r && strlen(r) == 32 && !strncmp(r, run_prefix, strlen(run_prefix))) {
@@ -154,7 +155,7 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
     /* Keep up to the first checkpoint after our last line; without one, up to our last line. */
     size_t keep = last_mine;
     for (size_t i = last_mine; i < json_array_size(lines); i++) {
-        json_auto_t *ev = json_loads(str_of(json_array_get(lines, i), "text"), 0, NULL);
+        json_auto_t *ev = json_parse_strict_str(str_of(json_array_get(lines, i), "text"), 0, NULL);
         if (!strcmp(str_of(ev, "type") ?: "", AUDIT_TYPE_CHECKPOINT)) {
             keep = i + 1;
             break;
@@ -163,7 +164,8 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
     while (json_array_size(lines) > keep)
         json_array_remove(lines, json_array_size(lines) - 1);
     json_t *cp = NULL;
-    json_auto_t *last = json_loads(str_of(json_array_get(lines, keep - 1), "text"), 0, NULL);
+    json_auto_t *last =
+        json_parse_strict_str(str_of(json_array_get(lines, keep - 1), "text"), 0, NULL);
     if (!strcmp(str_of(last, "type") ?: "", AUDIT_TYPE_CHECKPOINT)) {
         static const char *const cp_keys[] = { "seq", "head", "signed_seq", "key_id", "sig",
                                                NULL };
@@ -207,7 +209,7 @@ int audit_evidence_verify(const json_t *doc, const char *pubkey, struct evidence
         sha256_hex(text, strlen(text), got);
         if (strcmp(got, sha) != 0)
             return BAD("line %zu: sha256 does not match its text", i + 1);
-        json_auto_t *ev = json_loads(text, 0, NULL);
+        json_auto_t *ev = json_parse_strict_str(text, 0, NULL);
         json_t *s = json_object_get(ev, "seq");
         const char *p = str_of(ev, "prev");
         if (!json_is_integer(s) || !p)
@@ -219,7 +221,8 @@ int audit_evidence_verify(const json_t *doc, const char *pubkey, struct evidence
         memcpy(prev, got, sizeof prev);
         r->lines++;
     }
-    json_auto_t *last = json_loads(str_of(json_array_get(lines, r->lines - 1), "text"), 0, NULL);
+    json_auto_t *last =
+        json_parse_strict_str(str_of(json_array_get(lines, r->lines - 1), "text"), 0, NULL);
     if (!strcmp(str_of(last, "type") ?: "", AUDIT_TYPE_CHECKPOINT)) {
         const char *head = str_of(last, "head"), *sig = str_of(last, "sig");
         const char *kid = str_of(last, "key_id");

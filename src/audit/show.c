@@ -6,6 +6,7 @@
  */
 #include "audit/audit.h"
 #include "audit/audit_int.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -267,6 +268,26 @@ static void put_end(FILE *o, json_t *ev)
     fputc('\n', o);
 }
 
+/* A run refused before it started: who tried what, and why not. */
+static void put_refused(FILE *o, json_t *ev, const char *run, const char *when)
+{
+    const char *front = json_string_value(json_object_get(ev, "front_end"));
+    json_t *uid = json_object_get(ev, "uid");
+    fprintf(o, "run %.8s  %s  refused   uid %-5lld  %s", run ? run : "-", when,
+            json_is_integer(uid) ? (long long)json_integer_value(uid) : -1LL,
+            front ? front : "?");
+    json_t *argv = json_object_get(ev, "argv");
+    if (json_array_size(argv)) {
+        fputs(" $ ", o);
+        put_command(o, argv);
+    }
+    const char *reason = json_string_value(json_object_get(ev, "reason"));
+    fputs("\n      ", o);
+    for (const char *p = reason ? reason : "?"; *p; p++)
+        fputc(*p == '\n' ? ' ' : *p, o);
+    fputc('\n', o);
+}
+
 static void put_event(struct show *s, FILE *o, json_t *ev, const char *type, const char *run)
 {
     char when[32];
@@ -292,6 +313,8 @@ static void put_event(struct show *s, FILE *o, json_t *ev, const char *type, con
         fputc('\n', o);
     } else if (!strcmp(type, "run.end")) {
         put_end(o, ev);
+    } else if (!strcmp(type, "run.refused")) {
+        put_refused(o, ev, run, when);
     } else if (!strcmp(type, "limit.fired")) {
         const char *limit = json_string_value(json_object_get(ev, "limit"));
         const char *reason = json_string_value(json_object_get(ev, "reason"));
@@ -317,7 +340,7 @@ static bool type_matches(const char *want, const char *type)
 static int show_line(struct show *s, const char *buf, size_t len, bool nl, uint64_t line,
                      FILE *out)
 {
-    json_auto_t *ev = json_loadb(buf, len, 0, NULL);
+    json_auto_t *ev = json_parse_strict(buf, len, 0, NULL);
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *jrun = json_object_get(ev, "run");
     const char *run = json_string_value(jrun);
@@ -349,14 +372,15 @@ static int show_line(struct show *s, const char *buf, size_t len, bool nl, uint6
     struct block *b = run ? run_block(s, run) : new_block(s, NULL);
     if (!b)
         return -1;
-    bool start = !strcmp(type, "run.start");
+    /* A refused run never had a run.start: it begins (and ends) its block. */
+    bool start = !strcmp(type, "run.start") || !strcmp(type, "run.refused");
     if (run && !b->started && !start && ftell(b->mem) == 0) {
         char when[32];
         short_time(json_string_value(json_object_get(ev, "ts")), when);
         fprintf(b->mem, "run %.8s  %s  (its run.start is not shown)\n", run, when);
     }
     b->started |= start;
-    b->ended |= !strcmp(type, "run.end");
+    b->ended |= !strcmp(type, "run.end") || !strcmp(type, "run.refused");
     put_event(s, b->mem, ev, type, run);
     return 0;
 }

@@ -233,6 +233,31 @@ static const char *egress_note(enum cordon_level l)
            "proxy (HTTP(S)_PROXY)";
 }
 
+/*
+ * What a connect() to a unix socket's path reaches at level L (sandbox/usock.h):
+ * a bind never hands in a host socket, present at start or made later.
+ */
+static const char *unix_sockets_note(enum cordon_level l)
+{
+    switch (l) {
+    case CORDON_LEVEL_PROCESS:
+        return "a path reaches a socket the run bound (its keeper sees each bind) or one "
+               "filesystem.unix_sockets lists, checked by inode; no abstract name, no unix "
+               "datagram socket";
+    case CORDON_LEVEL_GVISOR:
+        return "gVisor's own; its gofer reaches the gateway's door and the sockets "
+               "filesystem.unix_sockets lists, a keeper checking each connect by inode";
+    case CORDON_LEVEL_MICROVM:
+        return "the guest's own: 9p shares carry no socket, so filesystem.unix_sockets is "
+               "refused";
+    case CORDON_LEVEL_NAMESPACE:
+        break;
+    }
+    return "a path reaches a socket of the run's network namespace or one "
+           "filesystem.unix_sockets lists, init making every connect() and checking it by "
+           "inode; no unix datagram socket";
+}
+
 /* The same facts as the text report, as one JSON object on stdout (--json). */
 static int check_json(void)
 {
@@ -244,7 +269,7 @@ static int check_json(void)
     struct cgroup_set cg;
     char name[64], advice[512];
     snprintf(name, sizeof name, "cordon-check-%d", (int)getpid());
-    cgroup_create(&cg, name);
+    cgroup_create(&cg, name, NULL, NULL, NULL);
     cli_delegation_advice(&cg, advice, sizeof advice);
     static const char *const names[] = { "memory", "pids", "cpu" };
     json_t *cgroups = json_pack("{s:i, s:s}", "version", cg.version, "delegation", advice);
@@ -258,9 +283,10 @@ static int check_json(void)
         const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
         bool ok = b && b->probe(&err) == 0;
         json_object_set_new(levels, cordon_level_name((enum cordon_level)l),
-                            json_pack("{s:b, s:s?, s:b, s:s}", "usable", ok, "why",
+                            json_pack("{s:b, s:s?, s:b, s:s, s:s}", "usable", ok, "why",
                                       ok ? NULL : err.msg, "default", l == CORDON_LEVEL_NAMESPACE,
-                                      "egress", egress_note((enum cordon_level)l)));
+                                      "egress", egress_note((enum cordon_level)l),
+                                      "unix_sockets", unix_sockets_note((enum cordon_level)l)));
     }
     struct cordon_err err = { 0 };
     _cleanup_(policy_freep) struct policy *p = policy_new(&err);
@@ -329,7 +355,7 @@ int cmd_check(int argc, char **argv)
     struct cgroup_set cg;
     char name[64];
     snprintf(name, sizeof name, "cordon-check-%d", (int)getpid());
-    cgroup_create(&cg, name);
+    cgroup_create(&cg, name, NULL, NULL, NULL);
     static const char *const names[] = { "memory", "pids", "cpu" };
     printf("  cgroups          %s\n", cg.version == 2   ? "v2"
                                       : cg.version == 1 ? "v1"
@@ -369,6 +395,7 @@ int cmd_check(int argc, char **argv)
         if (b && b->shares)
             printf("  %-10s does not hide: %s\n", "", b->shares);
         printf("  %-10s egress: %s\n", "", egress_note((enum cordon_level)l));
+        printf("  %-10s unix sockets: %s\n", "", unix_sockets_note((enum cordon_level)l));
     }
     print_defaults(&cg);
     cgroup_destroy(&cg);

@@ -88,6 +88,11 @@ static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
     return (int)syscall(SYS_close_range, first, last, flags);
 }
 
+static inline int sys_capget(void *hdr, void *data)
+{
+    return (int)syscall(SYS_capget, hdr, data);
+}
+
 static inline int sys_capset(void *hdr, void *data)
 {
     return (int)syscall(SYS_capset, hdr, data);

@@ -7,6 +7,7 @@
  * signalfd its front end passes in.
  */
 #include "core/run.h"
+#include "common/json.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
@@ -64,6 +65,7 @@ struct run {
     uint64_t start_us;
     const struct sandbox_container *container; /* an OCI bundle's (the front end's), or NULL */
     bool keep_cgroup;                     /* a container's: its front end removes it */
+    char audit_lost[320];                 /* what of the run's record failed at its start */
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
@@ -102,10 +104,18 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
                      "limits", limits ? limits : json_null(),
                      "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),
                      "network", network ? network : json_null());
+    /* What the flags did: the file's own digest beside the effective one, and the flags. */
+    if (fields && p->loaded)
+        json_object_set_new(fields, "policy_file_digest", json_string(ev->file));
+    if (fields && p->flags)
+        json_object_set(fields, "policy_flags", p->flags);
     if (fields && call->session_id)
         json_object_set_new(fields, "session", json_string(call->session_id));
     if (fields && call->container_id)
         json_object_set_new(fields, "container", json_string(call->container_id));
+    /* Who writes the run's end: verify tells a run going on from one whose end was lost. */
+    if (fields)
+        json_object_set_new(fields, "writer", audit_writer_stamp());
     if (fields && call->n_files) {
         /* Names and sizes: contents are the call's, like its stdin. */
         json_t *files = json_array();
@@ -115,7 +125,7 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
         json_object_set_new(fields, "files", files);
     }
     /* The level's own facts: a microvm's accelerator, snapshot, kernel digest. */
-    json_t *boundary = evidence && *evidence ? json_loads(evidence, 0, NULL) : NULL;
+    json_t *boundary = evidence && *evidence ? json_parse_strict_str(evidence, 0, NULL) : NULL;
     if (fields && boundary)
         json_object_set_new(fields, "boundary", boundary);
     else
@@ -162,6 +172,7 @@ static int audit_open_for(const struct policy *p, const char *container, struct 
     struct audit_options o = {
         .path = p->audit.file,
         .sign_key = p->audit.sign_key,
+        .witness = p->audit.witness,
         .checkpoint_every = p->audit.checkpoint_every,
         .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
                                                              : AUDIT_FSYNC_CLOSE,
@@ -180,23 +191,45 @@ static int audit_open_for(const struct policy *p, const char *container, struct 
     return *out ? 0 : err_prefix(err, "audit");
 }
 
-static void record_end(struct audit_log *log, const struct policy *p,
-                       const struct sandbox_call *call, const struct sandbox_result *res)
+/*
+ * A part of the run's record that audit_append (RC) could not write, or
+ * wrote without what follows it: the first is said in RES, whose status
+ * becomes 125 (cordon failed to keep its record) while the command's own
+ * stays in reason, exit_code and signal.
+ */
+static void record_lost(struct sandbox_result *res, const char *what, int rc,
+                        const struct cordon_err *e)
 {
-    struct cordon_err ignored;
+    if (rc == 0)
+        return;
+    if (!res->audit[0])
+        snprintf(res->audit, sizeof res->audit, "%s %s: %s", what,
+                 rc < 0 ? "not recorded" : "recorded, but", e->msg);
+    res->status = 125;
+}
+
+static void record_end(struct audit_log *log, const struct policy *p,
+                       const struct sandbox_call *call, struct sandbox_result *res)
+{
+    struct cordon_err e = { 0 };
     const char *limit = fired_limit(res->reason);
     if (limit)
-        audit_append(log, "limit.fired", res->run_id,
-                     json_pack("{s:s, s:s}", "limit", limit, "reason", run_reason_name(res->reason)),
-                     &ignored);
+        record_lost(res, "limit.fired",
+                    audit_append(log, "limit.fired", res->run_id,
+                                 json_pack("{s:s, s:s}", "limit", limit, "reason",
+                                           run_reason_name(res->reason)), &e), &e);
     json_t *end = sandbox_result_to_json(res, p);
     json_object_del(end, "run_id"); /* already the event's run */
     if (end && call->session_id)
         json_object_set_new(end, "session", json_string(call->session_id));
-    audit_append(log, "run.end", res->run_id, end, &ignored);
+    record_lost(res, "run.end", audit_append(log, "run.end", res->run_id, end, &e), &e);
     if (p->break_glass)
-        audit_append(log, "breakglass.end", res->run_id,
-                     json_pack("{s:s}", "reason", run_reason_name(res->reason)), &ignored);
+        record_lost(res, "breakglass.end",
+                    audit_append(log, "breakglass.end", res->run_id,
+                                 json_pack("{s:s}", "reason", run_reason_name(res->reason)), &e),
+                    &e);
+    /* Its closing checkpoint now, so that the result can still say it failed. */
+    record_lost(res, "the log's closing checkpoint", audit_close(log, &e), &e);
 }
 
 /* ---- the environment, decided at start ---- */
@@ -361,27 +394,27 @@ static void join_cgroup(void *ticket)
     (void)cgroup_ticket_use(ticket);
 }
 
+static int guard_cgroup(void *wd, const char *dir, struct cordon_err *err)
+{
+    return watchdog_guard_cgroup(wd, dir, err);
+}
+
 static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
     if (run->container && run->container->cgroup) {
         /* An engine reads a container's cgroup (its stats, its OOM events). */
-        if (cgroup_create_at(&run->cg, run->container->cgroup, err) < 0) {
+        if (cgroup_create_at(&run->cg, run->container->cgroup, guard_cgroup, run->wd, err) < 0) {
             if (!run->container->cgroup_optional)
                 return -1;
             memset(&run->cg, 0, sizeof run->cg);
         }
-        for (int c = 0; c < CGROUP_COUNT; c++)
-            if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
-                return -1;
     } else if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
-        cgroup_create(&run->cg, name);
-        for (int c = 0; c < CGROUP_COUNT; c++)
-            if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
-                return -1;
+        /* Each named to the watchdog before it exists: a kill at any point leaves none. */
+        TRY(cgroup_create(&run->cg, name, guard_cgroup, run->wd, err));
     }
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
@@ -393,7 +426,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     *out = NULL;
     const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
     if (!backend)
-        return -1;
+        return -2; /* refused: no level of the policy can run here (see run_call) */
     if (container && !backend->containers)
         return err_set(err, CORDON_E_UNSUPPORTED, "the %s level cannot run an OCI bundle",
                        backend->name);
@@ -422,6 +455,11 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     if (audit_open_for(p, container ? container->id : NULL, &run->log, err) < 0 ||
         !(run->wd = watchdog_new(run->log, run->run_id, err)))
         goto fail;
+    /* A run that fills the log's filesystem must still find room for its end. */
+    if (run->log && audit_keep_reserve(run->log, err) < 0) {
+        err_prefix(err, "audit");
+        goto fail;
+    }
     /* Armed up front when it has a record to close, before any descriptor
      * of the run exists for it to inherit; for a cgroup alone, when one is
      * made (a caller who cannot make one pays for no watchdog). */
@@ -505,19 +543,19 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, NULL, out, err);
+    return prepare(p, run_id, false, NULL, out, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err)
 {
-    return prepare(p, NULL, true, NULL, out, err);
+    return prepare(p, NULL, true, NULL, out, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_container(const struct policy *p, const char *run_id,
                           const struct sandbox_container *c, struct run **out,
                           struct cordon_err *err)
 {
-    return prepare(p, run_id, false, c, out, err);
+    return prepare(p, run_id, false, c, out, err) < 0 ? -1 : 0;
 }
 
 pid_t run_boundary_pid(const struct run *run)
@@ -558,6 +596,36 @@ static void notice_degraded(void *arg)
     call->notice(call->notice_arg, line);
 }
 
+static void close_pipes(int in[2], int out[2], int errout[2])
+{
+    int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
+    for (size_t i = 0; i < 6; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/*
+ * The record's first lines. The watchdog learns of the run before them:
+ * should we die anywhere from here on, it closes the record, once, if
+ * there is one to close (audit_append_once from where it began).
+ */
+static int record_start(struct run *run, const struct sandbox_call *call,
+                        struct cordon_err *err)
+{
+    TRY(watchdog_started(run->wd, run->run_id, audit_size(run->log), err));
+    if (run->p->break_glass &&
+        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
+        return err_prefix(err, "audit");
+    int rc = audit_append(run->log, "run.start", run->run_id,
+                          start_fields(run->p, run->backend->level, call, run->b.evidence), err);
+    if (rc < 0)
+        return err_prefix(err, "audit");
+    if (rc > 0)
+        snprintf(run->audit_lost, sizeof run->audit_lost, "run.start recorded, but %s",
+                 err->msg);
+    return 0;
+}
+
 int run_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err)
 {
     if (run->state != RUN_PREPARED)
@@ -576,16 +644,10 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     run->limits = run->p->limits;
     if (call->wall_ms && (!run->limits.wall_ms || call->wall_ms < run->limits.wall_ms))
         run->limits.wall_ms = call->wall_ms;
-    if (run->log && run->p->break_glass &&
-        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
-        return err_prefix(err, "audit");
-    if (run->log && audit_append(run->log, "run.start", run->run_id,
-                                 start_fields(run->p, run->backend->level, call, run->b.evidence), err) < 0)
-        return err_prefix(err, "audit");
-    /* From here on the run has a record to close, should we die. */
-    if (watchdog_started(run->wd, run->run_id, err) < 0)
-        return -1;
     if (call->direct_stdio) {
+        /* A container's stdio is its engine's: handed to the command as it is. */
+        if (run->log && record_start(run, call, err) < 0)
+            return -1;
         int stdio[3] = { call->in_fd, call->out_fd, call->err_fd };
         run->state = RUN_STARTED;
         run->start_us = monotonic_us();
@@ -595,13 +657,15 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         run->b.start_w = -1;
         return rc < 0 && run->b.err_r < 0 ? -1 : 0;
     }
+    /* Made before the record begins: once run.start is written, only the start may fail. */
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
-        int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
-        for (size_t i = 0; i < 6; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
+        close_pipes(in, out, errout);
         return err_sys(err, CORDON_E_SETUP, "cannot create pipes");
+    }
+    if (run->log && record_start(run, call, err) < 0) {
+        close_pipes(in, out, errout);
+        return -1;
     }
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
@@ -718,6 +782,10 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     }
     run->gw_report = -1; /* closed by the drain, or by supervise() */
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
+    if (run->audit_lost[0]) {
+        snprintf(res->audit, sizeof res->audit, "%s", run->audit_lost);
+        res->status = 125;
+    }
     if (run->log)
         record_end(run->log, p, &run->call, res);
     return 0;
@@ -765,7 +833,7 @@ const char *run_get_id(const struct run *run)
 
 /* A run refused before it started still has a result, and a record when audited. */
 static int refused(const struct policy *p, const struct sandbox_call *call, const char *run_id,
-                   struct sandbox_result *res, const struct cordon_err *err)
+                   bool no_level, struct sandbox_result *res, const struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run_id, 33);
@@ -780,12 +848,17 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
         res->signal = SIGKILL;
         res->status = 128 + SIGKILL;
     }
+    /* Refused before anything of it existed: an attempt, not a run that failed. */
+    if (no_level) {
+        run_record_refused(p, true, NULL, run_id, call->argv, "run", err);
+        return -1;
+    }
     struct audit_log *log = NULL;
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
         if (p->break_glass)
             audit_append(log, "breakglass.start", run_id, NULL, &ignored);
-        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) == 0)
+        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) >= 0)
             record_end(log, p, call, res);
         audit_close(log, &ignored);
         audit_free(log);
@@ -803,8 +876,9 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    if (!run && run_prepare(p, run_id, &run, err) < 0) {
-        refused(p, call, run_id, res, err);
+    int prepared = run ? 0 : prepare(p, run_id, false, NULL, &run, err);
+    if (prepared < 0) {
+        refused(p, call, run_id, prepared == -2, res, err);
         return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
     }
     struct sandbox_call named = *call;
@@ -813,7 +887,7 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);
     else
-        refused(p, call, run_id, res, err);
+        refused(p, call, run_id, false, res, err);
     run_release(run);
     return rc;
 }

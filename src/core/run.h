@@ -90,6 +90,21 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
              struct sandbox_result *res, struct cordon_err *err);
 
 /*
+ * A run refused before it started (a signature that does not hold, a flag
+ * relaxing a signed policy, a refused break-glass, a level that cannot run):
+ * one run.refused event, {reason: WHY's message, front_end ("run", "serve",
+ * "session.exec"...), uid, argv (ARGV, may be NULL), and what is known of P
+ * (may be NULL): policy_file, its digest, signer, flags; with EFFECTIVE (P is
+ * the finished policy the run would have had) its digest and level too},
+ * under RUN_ID (may be NULL), in P's audit log, or in LOG_PATH when P keeps
+ * none (a --audit flag's, when P never loaded). Best effort: nothing when
+ * neither names a log, and a log that cannot be written loses the event.
+ */
+void run_record_refused(const struct policy *p, bool effective, const char *log_path,
+                        const char *run_id, char *const *argv, const char *front_end,
+                        const struct cordon_err *why);
+
+/*
  * The policy's audit log, opened for a front end's own events (the MCP
  * broker's calls). 0 with *OUT NULL when the policy keeps no log; -1 with
  * ERR when it cannot be opened.

@@ -426,6 +426,23 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
 static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
                                    struct client *c, const char *method);
 
+/*
+ * A call's options that are no policy key of their own, asked as the keys
+ * they stand for: under a signed policy a longer timeout relaxes limits.wall,
+ * an env entry the policy does not set relaxes env.set (policy_narrow.c).
+ */
+static int check_call_options(const struct policy *p, const struct job_call *call,
+                              struct cordon_err *err)
+{
+    char ms[32];
+    snprintf(ms, sizeof ms, "%llums", (unsigned long long)call->wall_ms);
+    if (call->wall_ms && policy_check_tighten(p, "limits.wall", ms, "\"timeout\"", err) < 0)
+        return -1;
+    for (char *const *e = call->envp; e && *e; e++)
+        TRY(policy_check_tighten(p, "env.set", *e, "\"env\"", err));
+    return 0;
+}
+
 static void method_run(struct client *c, const json_t *id, const json_t *params,
                        struct session *ses)
 {
@@ -459,6 +476,16 @@ static void method_run(struct client *c, const json_t *id, const json_t *params,
     if (parse_run(params, &r, why, sizeof why, ses != NULL) < 0) {
         d->bad_requests++;
         reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run", why));
+        run_request_release(&r);
+        return;
+    }
+    struct cordon_err refusal = { 0 };
+    if (check_call_options(ses ? &ses->pol : d->cfg.policy, &r.call, &refusal) < 0) {
+        d->bad_requests++;
+        run_record_refused(d->cfg.policy, true, NULL, NULL, r.argv, ses ? "session.exec" : "run",
+                           &refusal);
+        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run",
+                           refusal.msg));
         run_request_release(&r);
         return;
     }

@@ -6,6 +6,8 @@
  */
 #include "oci/oci.h"
 
+#include "common/json.h"
+
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/syscalls.h"
@@ -165,7 +167,7 @@ int oci_start(int argc, char **argv)
     if (rc == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/config.json", oci_state_str(&st, "bundle"));
-        config = json_load_file(path, 0, NULL);
+        config = json_parse_strict_file(path, 0, NULL);
         closep(&st.lock);
         st.lock = -1;
         rc = oci_keeper_start(&st, &err);
@@ -307,7 +309,7 @@ int oci_delete(int argc, char **argv)
         kill(keeper, SIGKILL);
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", oci_state_str(&st, "bundle") ?: "/nonexistent");
-    json_auto_t *config = json_load_file(path, 0, NULL);
+    json_auto_t *config = json_parse_strict_file(path, 0, NULL);
     if (config && oci_hooks_run(config, "poststop", &st, &err) < 0)
         oci_log("warning", "%s", err.msg);
     oci_cgroups_remove(&st);

@@ -10,6 +10,8 @@
  */
 #include "oci/oci.h"
 
+#include "common/json.h"
+
 #include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/fds.h"
@@ -109,7 +111,7 @@ static int process_of(const struct exec_args *a, struct oci_spec *s, struct cord
     json_auto_t *proc = NULL;
     if (a->process) {
         json_error_t je;
-        proc = json_load_file(a->process, JSON_REJECT_DUPLICATES, &je);
+        proc = json_parse_strict_file(a->process, 0, &je);
         if (!proc)
             return err_set(err, CORDON_E_USAGE, "%s:%d: %s", a->process, je.line, je.text);
     } else {

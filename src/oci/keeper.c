@@ -15,6 +15,8 @@
  */
 #include "oci/oci.h"
 
+#include "common/json.h"
+
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/strv.h"
@@ -280,7 +282,7 @@ static int read_report(int fd, json_t **doc, struct cordon_err *err)
         len += (size_t)n;
     }
     buf[len] = '\0';
-    *doc = json_loads(buf, 0, NULL);
+    *doc = json_parse_strict_str(buf, 0, NULL);
     const char *msg = json_string_value(json_object_get(*doc, "error"));
     if (!*doc)
         return err_set(err, CORDON_E_SETUP, "the keeper died before the container was made");
@@ -405,7 +407,7 @@ static bool id_base_taken(uint32_t base)
     while (d && !taken && (e = readdir(d))) {
         char path[4400];
         snprintf(path, sizeof path, "%s/%s/state.json", oci_opts.root, e->d_name);
-        json_auto_t *doc = e->d_name[0] == '.' ? NULL : json_load_file(path, 0, NULL);
+        json_auto_t *doc = e->d_name[0] == '.' ? NULL : json_parse_strict_file(path, 0, NULL);
         taken = doc && (uint32_t)json_integer_value(json_object_get(doc, "id_base")) == base;
     }
     if (d)

@@ -7,6 +7,8 @@
  */
 #include "oci/oci.h"
 
+#include "common/json.h"
+
 #include "common/cleanup.h"
 #include "common/strv.h"
 #include "common/syscalls.h"
@@ -603,7 +605,7 @@ int oci_spec_load(const char *bundle, const char *config, const char *id, struct
     else
         snprintf(path, sizeof path, "%s/config.json", s->bundle);
     json_error_t je;
-    s->config = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    s->config = json_parse_strict_file(path, 0, &je);
     if (!s->config)
         return err_set(err, CORDON_E_USAGE, "%s:%d: %s", path, je.line, je.text);
     s->c.id = id;

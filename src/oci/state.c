@@ -6,6 +6,8 @@
  */
 #include "oci/oci.h"
 
+#include "common/json.h"
+
 #include "common/cleanup.h"
 
 #include <dirent.h>
@@ -89,7 +91,7 @@ int oci_state_open(const char *id, struct oci_state *st, struct cordon_err *err)
     TRY(lock_dir(st, err));
     char path[4200];
     snprintf(path, sizeof path, "%s/state.json", st->dir);
-    st->doc = json_load_file(path, 0, NULL);
+    st->doc = json_parse_strict_file(path, 0, NULL);
     if (!st->doc) /* create has not written it yet, or died first */
         st->doc = json_pack("{s:s, s:s}", "id", id, "status", "creating");
     return st->doc ? 0 : err_set(err, CORDON_E_INTERNAL, "out of memory");

@@ -3,6 +3,7 @@
  * and JSON form. Runs in the supervisor.
  */
 #include "sandbox/backend.h"
+#include "common/json.h"
 
 #include <stddef.h>
 
@@ -148,7 +149,7 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
     size_t cap = sizeof e->recent / sizeof e->recent[0];
     for (unsigned i = 0; i < e->n_recent; i++) {
         const char *line = e->recent[(e->next + cap - e->n_recent + i) % cap];
-        json_t *d = json_loads(line, 0, NULL);
+        json_t *d = json_parse_strict_str(line, 0, NULL);
         if (d)
             json_array_append_new(recent, d);
     }
@@ -171,7 +172,7 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         json_object_set_new(o, "workspace", workspace_report_json(&res->workspace));
     if (o && res->txn.outcome != TXN_NONE)
         json_object_set_new(o, "transaction", txn_summary_json(&res->txn));
-    json_t *boundary = res->boundary[0] ? json_loads(res->boundary, 0, NULL) : NULL;
+    json_t *boundary = res->boundary[0] ? json_parse_strict_str(res->boundary, 0, NULL) : NULL;
     if (o && boundary)
         json_object_set_new(o, "boundary", boundary);
     else
@@ -180,5 +181,8 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)
         json_object_set_new(o, "error", json_string(res->error.msg));
+    /* Only where the record is incomplete: then status is 125, whatever the command did. */
+    if (o && res->audit[0])
+        json_object_set_new(o, "audit", json_string(res->audit));
     return o;
 }

@@ -214,17 +214,25 @@ static bool seen_through(const char *path, const char *source, const char *dest,
     return snprintf(out, size, "%s%s", dest, path + n) < (int)size;
 }
 
+void sandbox_hidden_files(const struct policy *p, const char *out[SANDBOX_N_HIDDEN_FILES])
+{
+    out[0] = p->audit.file;
+    out[1] = p->audit.witness;
+    out[2] = p->audit.sign_key;
+}
+
 /*
- * The audit log and its signing key never show inside, even when a
- * read-only bind contains them (policy_finalize refuses them in a writable
- * tree): each place they would appear is covered by a read-only, nodev
- * /dev/null, which can be neither opened nor removed.
+ * The audit log, its witness and its signing key never show inside, even
+ * when a read-only bind contains them (policy_finalize refuses them in a
+ * writable tree): each place they would appear is covered by a read-only,
+ * nodev /dev/null, which can be neither opened nor removed.
  */
 size_t sandbox_hidden_paths(const struct policy *p, char (*at)[PATH_MAX], size_t max)
 {
-    const char *hidden[] = { p->audit.file, p->audit.sign_key };
+    const char *hidden[SANDBOX_N_HIDDEN_FILES];
+    sandbox_hidden_files(p, hidden);
     size_t n = 0;
-    for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+    for (size_t h = 0; h < SANDBOX_N_HIDDEN_FILES; h++) {
         if (!hidden[h])
             continue;
         _cleanup_free_ char *real = realpath(hidden[h], NULL);
@@ -284,7 +292,7 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     size_t cap = 0;
     char opts[128];
     /* Root's own files need the idmapping; the scratch workspace does not. */
-    bool root = geteuid() == 0 && (p->workspace || p->n_binds);
+    bool root = geteuid() == 0 && (p->workspace || p->n_binds || p->n_unix_sockets);
     _cleanup_close_ int userns = -1;
     if (root) {
         userns = idmap_userns(geteuid(), getegid(), map_host_uid, 1, err);
@@ -372,6 +380,18 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
             int fd = idmapped_tree(binds[i].source, binds[i].follow_symlinks, userns, err);
             if (fd < 0)
                 return err_prefix(err, "bind '%s'", binds[i].source);
+            plan->steps[plan->n_steps - 1].tree_fd = fd;
+        }
+    }
+    /* The host sockets the policy lists, each at its own path (the keeper
+     * lets a connect reach them by their inode: usock.h). */
+    for (size_t i = 0; i < p->n_unix_sockets; i++) {
+        const char *path = p->unix_sockets[i];
+        TRY(add(plan, &cap, MOUNT_BIND, path, path, NULL, false, false, err));
+        if (root) {
+            int fd = idmapped_tree(path, false, userns, err);
+            if (fd < 0)
+                return err_prefix(err, "filesystem.unix_sockets '%s'", path);
             plan->steps[plan->n_steps - 1].tree_fd = fd;
         }
     }

@@ -11,6 +11,7 @@
 #include "sandbox/container.h"
 #include "sandbox/ns_int.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/notify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
 
@@ -100,6 +101,7 @@ static int become_sandbox_user(const struct ns_plan *plan, struct cordon_err *er
 struct command_confine {
     const struct ns_plan *plan;
     const struct seccomp_program *filter;
+    int notify_w; /* the connect() filter's listener goes to init over it */
 };
 
 static int confine_ns_command(void *arg, struct cordon_err *err)
@@ -107,7 +109,8 @@ static int confine_ns_command(void *arg, struct cordon_err *err)
     const struct command_confine *c = arg;
     if (mkdir(SANDBOX_HOME, 0700) < 0 && errno != EEXIST)
         return err_sys(err, CORDON_E_SETUP, "cannot make %s", SANDBOX_HOME);
-    return confine_command(&c->plan->confine, c->filter, err);
+    return confine_command_notified(&c->plan->confine, c->filter, &c->plan->usock_filter,
+                                    c->notify_w, err);
 }
 
 /*
@@ -202,6 +205,49 @@ int ns_open_transparent_doors(const struct ns_plan *plan, int sock, struct cordo
     return 0;
 }
 
+static void noop(int sig)
+{
+    (void)sig;
+}
+
+/*
+ * Init's loop once the command runs: reap every child (orphans come here),
+ * and make the command's connect()s (usock.h) while LISTENER lasts. SIGCHLD
+ * is held but for the wait itself, so no child's end goes unseen.
+ */
+static _Noreturn void keep_and_reap(const struct ns_plan *plan, pid_t cmd, int listener,
+                                    int status_w)
+{
+    sigset_t chld, during;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    struct sigaction sa = { .sa_handler = noop, .sa_flags = SA_RESTART };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    sigprocmask(SIG_BLOCK, &chld, &during);
+    sigdelset(&during, SIGCHLD);
+    for (;;) {
+        int ws;
+        pid_t w;
+        while ((w = waitpid(-1, &ws, WNOHANG)) > 0)
+            if (w == cmd) {
+                (void)!write(status_w, &ws, sizeof ws);
+                /* Exiting kills everything else in the PID namespace. */
+                _exit(0);
+            }
+        if (w < 0 && errno == ECHILD)
+            _exit(125);
+        struct pollfd p = { .fd = listener, .events = POLLIN };
+        if (ppoll(&p, listener >= 0 ? 1 : 0, NULL, &during) <= 0)
+            continue; /* a child ended (or a signal passed on) */
+        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) ||
+            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock) < 0)) {
+            close(listener);
+            listener = -1; /* no task of the run holds the filter any more */
+        }
+    }
+}
+
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
 {
     struct cordon_err err = { 0 };
@@ -290,15 +336,22 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         close(ws);
     }
 
+    int nsock[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nsock) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot create the connect filter's socket");
+        child_fail(fds, &err);
+    }
     pid_t cmd = fork();
     if (cmd < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot fork the command");
         child_fail(fds, &err);
     }
     if (cmd == 0) {
-        struct command_confine cc = { plan, &filter };
+        close(nsock[0]);
+        struct command_confine cc = { plan, &filter, nsock[1] };
         boundary_exec(&m, tty, "/workspace", fds->err_w, confine_ns_command, &cc);
     }
+    close(nsock[1]);
     if (tty >= 0)
         close(tty); /* the command's alone: its end is the terminal's hangup */
 
@@ -308,19 +361,11 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         close(m.stdio[i]);
     confine_drop_capabilities(&err);
     boundary_forward_signals(cmd);
-    for (;;) {
-        int ws;
-        pid_t w = waitpid(-1, &ws, 0);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            _exit(125);
-        if (w == cmd) {
-            (void)!write(fds->status_w, &ws, sizeof ws);
-            /* Exiting kills everything else in the PID namespace. */
-            _exit(0);
-        }
-    }
+    /* -1: the command failed before it installed its filter (it reports why). */
+    int listener = recv_fd(nsock[0]);
+    close(nsock[0]);
+    notify_sync_wakeup(listener);
+    keep_and_reap(plan, cmd, listener, fds->status_w);
 }
 
 /* ---- supervisor side ---- */
@@ -420,7 +465,9 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
             if (ports[i] != GATEWAY_PORT)
                 plan.ports[plan.n_ports++] = ports[i];
     }
-    if (mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
+    if (usock_keeper_init(&plan.usock, p, true, err) < 0 ||
+        usock_program(&plan.usock_filter, err) < 0 ||
+        mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
         (s->ca_pem && mounts_add_ca(&plan, s->ca_pem, err) < 0))
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
@@ -510,6 +557,7 @@ out:
     cgroup_ticket_close(&ticket);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);
+    seccomp_program_release(&plan.usock_filter);
     return rc;
 }
 

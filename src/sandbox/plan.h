@@ -6,6 +6,7 @@
 #pragma once
 #include "policy/policy.h"
 #include "sandbox/confine.h"
+#include "sandbox/usock.h"
 
 #include <stdbool.h>
 #include <sys/resource.h>
@@ -72,6 +73,9 @@ struct ns_plan {
     int root_tree;
     struct confine_plan confine;    /* the core's rlimits and the Landlock rules of the mounts */
     struct seccomp_program seccomp; /* compiled after clone(), sent to the child */
+    /* The command's connect()s go to init, which makes them (usock.h). */
+    struct seccomp_program usock_filter;
+    struct usock_keeper usock;
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
     /* Transparent egress: resolv.conf names the DNS stub, the synthetic range
      * is routed to loopback and the gateway gets a listener on each port. */

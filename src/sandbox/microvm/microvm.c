@@ -25,10 +25,19 @@
 #include "sandbox/boundary.h"
 #include "sandbox/supervise.h"
 
-/* Without hardware KVM, only a policy that allows TCG runs here. */
+/*
+ * Without hardware KVM, only a policy that allows TCG runs here. A host
+ * socket cannot be reached from the guest at all: 9p shares carry none
+ * (a connect in the guest finds only the guest's own sockets).
+ */
 static int microvm_admits(const struct policy *p, struct cordon_err *err)
 {
     char why[160];
+    if (p->n_unix_sockets)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "microvm: filesystem.unix_sockets cannot reach a host socket from the "
+                       "guest ('%s'): its 9p shares carry no sockets; use another level",
+                       p->unix_sockets[0]);
     if (p->microvm_accel == POLICY_ACCEL_TCG || hardware_kvm(why, sizeof why))
         return 0;
     return err_set(err, CORDON_E_UNSUPPORTED,
