@@ -115,8 +115,8 @@ static int serve_start(int l, struct run *run, const struct oci_spec *spec, int 
     };
     struct cordon_err err = { 0 };
     int rc = run_start(run, &call, &err);
-    /* The engine's stdio is the command's now; stderr stays ours to say why it never ran. */
-    for (int i = 0; i < 2; i++)
+    /* The engine's stdio is the command's alone now: its reader sees EOF when it ends. */
+    for (int i = 0; i < 3; i++)
         closep(&stdio[i]), stdio[i] = -1;
     if (rc == 0)
         keeper_note(spec->c.id, "running", -1);
@@ -212,13 +212,10 @@ _Noreturn void oci_keeper(struct oci_spec *spec, struct oci_state *st, const cha
         struct sandbox_result res;
         if (run_wait(run, &res, &err) == 0)
             keeper_note(spec->c.id, "stopped", res.status);
-        if (res.reason == RUN_SETUP_ERROR && res.error.msg[0]) {
-            /* The command never ran: the engine shows the container's stderr and our log. */
+        /* The command never ran: its exit status (125-127) says so, and the log why. */
+        if (res.reason == RUN_SETUP_ERROR && res.error.msg[0])
             oci_log("error", "%s", res.error.msg);
-            dprintf(stdio[2], "cordon-oci: %s\n", res.error.msg);
-        }
     }
-    closep(&stdio[2]);
     run_release(run);
     _exit(0);
 }

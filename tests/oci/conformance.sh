@@ -40,6 +40,23 @@ gcc -static -O2 -DHAVE_ERROR_H -I"$WORK" -o "$WORK/init" "$WORK/src/crun/tests/i
 mkdir -p "$WORK/etc-cordon"
 export CORDON_OCI_DIR="$WORK/etc-cordon" # the built-in default policy
 
+# What a test left running (a suite's failure path may skip its own delete, and
+# removes the state directory either way): thawed, killed, its cgroups removed.
+leftovers() { # a --root prefix of the suite's
+    for p in $(pgrep -f -- "--root $1" || true); do kill -9 "$p" 2>/dev/null || true; done
+    for d in /sys/fs/cgroup/*/cordon-oci/* /sys/fs/cgroup/*/frozen; do
+        [ -d "$d" ] || continue
+        case "$d" in */cordon-oci/test*|*/cordon-oci/ct*|*/cordon-oci/test_*|*/frozen) ;; *) continue ;; esac
+        [ -f "$d/freezer.state" ] && echo THAWED > "$d/freezer.state" 2>/dev/null
+        for t in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -9 "$t" 2>/dev/null || true; done
+    done
+    sleep 1
+    for d in /sys/fs/cgroup/*/cordon-oci/test* /sys/fs/cgroup/*/cordon-oci/ct* \
+             /sys/fs/cgroup/*/frozen; do
+        [ -d "$d" ] && rmdir "$d" 2>/dev/null || true
+    done
+}
+
 pass=0 fail=0 skip=0
 tally() { # FILE: a TAP stream
     p=$(grep -c '^ok ' "$1" | tr -d ' ' || true)
@@ -55,6 +72,7 @@ for t in test_*.py; do
         > "$WORK/crun-$t.tap" 2>&1 || true
     sed -n 's/^\(not ok\|ok\) [0-9]* *-* */&/p' "$WORK/crun-$t.tap" | sed "s/^/$t: /"
     tally "$WORK/crun-$t.tap"
+    leftovers "$WORK/src/crun/tests/.testsuite-run"
 done
 crun_pass=$pass crun_fail=$fail crun_skip=$skip
 pass=0 fail=0 skip=0
@@ -118,6 +136,7 @@ for t in $RUNC_TESTS; do
     RUNC="$WORK/bin/runc-or-cordon" timeout 900 bats -t "$IT/$t.bats" > "$WORK/runc-$t.tap" 2>&1 || true
     grep -E '^(not )?ok ' "$WORK/runc-$t.tap" | sed "s/^/$t.bats: /"
     tally "$WORK/runc-$t.tap"
+    leftovers /tmp/bats-run
 done
 
 echo "== totals"
