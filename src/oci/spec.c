@@ -486,6 +486,19 @@ static int sysctls(struct oci_spec *s, const json_t *obj, struct cordon_err *err
     return 0;
 }
 
+/* Hooks cordon runs (createRuntime, prestart at create; poststart; poststop); the two that
+ * would run inside the container, in its namespaces before the command, are refused. */
+static int hooks(const struct oci_spec *s, struct cordon_err *err)
+{
+    const json_t *h = json_object_get(s->config, "hooks");
+    static const char *const inside[] = { "createContainer", "startContainer" };
+    for (size_t i = 0; i < 2; i++)
+        if (json_array_size(json_object_get(h, inside[i])))
+            return err_set(err, CORDON_E_UNSUPPORTED, "hooks.%s: cordon runs no hook inside "
+                           "the container", inside[i]);
+    return 0;
+}
+
 static int linux_section(struct oci_spec *s, struct cordon_err *err)
 {
     const json_t *lx = json_object_get(s->config, "linux");
@@ -624,6 +637,7 @@ int oci_spec_load(const char *bundle, const char *config, const char *id, struct
     TRY(namespaces(s, err));
     TRY(mounts(s, err));
     TRY(linux_section(s, err));
+    TRY(hooks(s, err));
     merge_limits(s);
     s->c.cgroup = s->cgroup;
     s->c.cgroup_optional = !oci_host_root() && !s->memory && !s->pids && !s->cpu_quota &&
