@@ -122,10 +122,18 @@ def test_run_with_tty(containerd, rootfs):
 
 
 def test_oom_is_seen_by_the_shim(containerd, rootfs):
-    # tail keeps every byte of a line it has not finished: /dev/zero has no end of line.
-    r = containerd.run(rootfs, "sh", "-c", "tail /dev/zero", opts=("--memory-limit",
-                                                                  str(32 << 20)))
+    # The shim watches the init's memory cgroup: its OOM event is containerd's /tasks/oom.
+    events = subprocess.Popen(["ctr", "-a", str(containerd.sock), "events"],
+                              stdout=subprocess.PIPE, text=True, env=containerd.env)
+    try:
+        # tail keeps every byte of a line it has not finished: /dev/zero has no end of line.
+        r = containerd.run(rootfs, "sh", "-c", "tail /dev/zero",
+                           opts=("--memory-limit", str(32 << 20)))
+    finally:
+        events.terminate()
+        seen = events.communicate(timeout=30)[0]
     assert r.returncode == 137, r.stdout + r.stderr
+    assert any("/tasks/oom" in line and r.name in line for line in seen.splitlines()), seen
     ends = [e for e in containerd_policies_events(containerd)
             if e.get("type") == "run.end" and e.get("container") == r.name]
     assert ends and ends[-1]["reason"] == "oom", ends
