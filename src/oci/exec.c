@@ -122,8 +122,22 @@ static int process_of(const struct exec_args *a, struct oci_spec *s, struct cord
         json_object_set_new(proc, "args", args);
         json_object_set_new(proc, "terminal", json_boolean(a->tty));
         json_t *env = json_object_get(proc, "env");
-        for (size_t i = 0; i < a->n_env; i++)
-            json_array_append_new(env, json_string(a->env[i]));
+        if (!env)
+            json_object_set_new(proc, "env", env = json_array());
+        for (size_t i = 0; i < a->n_env; i++) {
+            /* A name given again replaces the spec's, as runc's --env does. */
+            const char *eq = strchr(a->env[i], '=');
+            size_t len = eq ? (size_t)(eq - a->env[i]) + 1 : strlen(a->env[i]);
+            size_t k;
+            json_t *e;
+            json_array_foreach(env, k, e)
+                if (json_is_string(e) && !strncmp(json_string_value(e), a->env[i], len))
+                    break;
+            if (k < json_array_size(env))
+                json_array_set_new(env, k, json_string(a->env[i]));
+            else
+                json_array_append_new(env, json_string(a->env[i]));
+        }
         if (a->cwd)
             json_object_set_new(proc, "cwd", json_string(a->cwd));
         if (a->user) {

@@ -67,7 +67,8 @@ tally() { # FILE: a TAP stream
 
 echo "== crun's tests (OCI_RUNTIME=cordon-oci)"
 cd "$WORK/src/crun/tests"
-for t in test_*.py; do
+CRUN_TESTS=${CRUN_TESTS-"$(echo test_*.py)"}
+for t in $CRUN_TESTS; do
     OCI_RUNTIME="$WORK/bin/cordon-oci" INIT="$WORK/init" timeout 600 python3 "$t" \
         > "$WORK/crun-$t.tap" 2>&1 || true
     sed -n 's/^\(not ok\|ok\) [0-9]* *-* */&/p' "$WORK/crun-$t.tap" | sed "s/^/$t: /"
@@ -86,7 +87,9 @@ img="$WORK/busybox-root"
 rm -rf "$img"
 mkdir -p "$img/bin" "$img/etc" "$img/tmp" "$img/proc" "$img/sys" "$img/dev" "$img/root"
 cp /bin/busybox "$img/bin/busybox"
-for a in $(/bin/busybox --list); do ln -sf busybox "$img/bin/$a"; done
+for a in $(/bin/busybox --list); do
+    [ "$a" = busybox ] || ln -sf busybox "$img/bin/$a"
+done
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' > "$img/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$img/etc/group"
 tar -C "$img" -cJf "$IT/testdata/busybox.tar.xz" .
