@@ -162,6 +162,19 @@ static int plan_devices(struct ns_plan *plan, size_t *cap, bool devpts, struct c
     return 0;
 }
 
+/* A missing cwd is made (as runc makes it), before a read-only root is made read-only. */
+static int plan_cwd(const struct sandbox_container *c, struct ns_plan *plan, size_t *cap,
+                    struct cordon_err *err)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (!c->cwd || !strcmp(c->cwd, "/") ||
+        snprintf(path, sizeof path, "%s%s", c->root, c->cwd) >= (int)sizeof path ||
+        lstat(path, &st) == 0 || errno != ENOENT)
+        return 0;
+    return mounts_plan_add(plan, cap, MOUNT_DIR, c->cwd, NULL, NULL, false, false, err);
+}
+
 static int plan_landlock(const struct sandbox_container *c, struct confine_plan *cp,
                          struct cordon_err *err)
 {
@@ -310,6 +323,7 @@ static int plan_container(const struct sandbox_setup *s, enum ids ids, struct ns
                             false, err));
     }
     TRY(plan_devices(plan, &cap, devpts, err));
+    TRY(plan_cwd(c, plan, &cap, err));
     if (plan->transparent)
         TRY(mounts_plan_add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf",
                             sandbox_resolv_conf(true), NULL, false, false, err));
