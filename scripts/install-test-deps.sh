@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # started: an install must not start the engines' daemons (the tests start
 # private ones), so policy-rc.d refuses while they install.
 OCI_PACKAGES="containerd runc docker.io podman conmon catatonit uidmap slirp4netns
-fuse-overlayfs umoci busybox-static iptables python3-yaml dpkg-dev bats"
+fuse-overlayfs umoci busybox-static iptables python3-yaml dpkg-dev bats gawk"
 oci_missing=""
 for p in $OCI_PACKAGES; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

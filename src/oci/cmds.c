@@ -79,7 +79,7 @@ int oci_signal_parse(const char *text)
     char *end;
     long n = strtol(text, &end, 10);
     if (*text && !*end)
-        return n > 0 && n < 65 ? (int)n : -1;
+        return n >= 0 && n < 65 ? (int)n : -1; /* 0: is it there, as kill(2) asks */
     if (!strncasecmp(text, "SIG", 3))
         text += 3;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -557,7 +557,8 @@ int oci_list(int argc, char **argv)
     DIR *d = opendir(oci_opts.root);
     json_auto_t *all = json_array();
     if (!quiet && !json)
-        printf("ID\tPID\tSTATUS\tBUNDLE\n");
+        printf("%-24s %-8s %-10s %-40s %-32s %s\n", "ID", "PID", "STATUS", "BUNDLE", "CREATED",
+               "OWNER");
     struct dirent *e;
     while (d && (e = readdir(d))) {
         struct oci_state st;
@@ -568,9 +569,11 @@ int oci_list(int argc, char **argv)
         if (quiet)
             printf("%s\n", st.id);
         else if (!json)
-            printf("%s\t%lld\t%s\t%s\n", st.id, json_integer_value(json_object_get(j, "pid")),
+            printf("%-24s %-8lld %-10s %-40s %-32s %s\n", st.id,
+                   json_integer_value(json_object_get(j, "pid")),
                    json_string_value(json_object_get(j, "status")),
-                   json_string_value(json_object_get(j, "bundle")) ?: "");
+                   json_string_value(json_object_get(j, "bundle")) ?: "",
+                   json_string_value(json_object_get(j, "created")) ?: "", geteuid() ? "" : "root");
         json_array_append_new(all, j);
         oci_state_close(&st);
     }

@@ -248,7 +248,7 @@ static int confine_exec(void *arg, struct cordon_err *err)
     gid_t groups[sizeof c->groups / sizeof c->groups[0]];
     for (size_t i = 0; i < c->n_groups; i++)
         groups[i] = c->groups[i] + off;
-    umask(022);
+    umask(c->umask);
     if (c->caps && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot keep capabilities");
     /* A rootless engine's namespace may deny setgroups(): with no group asked for, the
@@ -434,7 +434,7 @@ int oci_exec(int argc, char **argv)
     memset(&s, 0, sizeof s);
     enum oci_status status = oci_state_status(&st);
     pid_t init = oci_state_init(&st);
-    int rc = status == OCI_RUNNING ? 0
+    int rc = status == OCI_RUNNING || status == OCI_CREATED ? 0
              : err_set(&err, CORDON_E_USAGE, "cannot exec in a container that is %s: %s",
                        oci_status_name(status), a.id);
     if (rc == 0)

@@ -383,6 +383,8 @@ int oci_spec_process(const json_t *proc, struct oci_spec *s, struct cordon_err *
     const json_t *user = json_object_get(proc, "user");
     s->c.uid = (uid_t)json_integer_value(json_object_get(user, "uid"));
     s->c.gid = (gid_t)json_integer_value(json_object_get(user, "gid"));
+    const json_t *umask = json_object_get(user, "umask");
+    s->c.umask = json_is_integer(umask) ? (mode_t)(json_integer_value(umask) & 0777) : 022;
     if (json_object_get(user, "username"))
         return err_set(err, CORDON_E_UNSUPPORTED, "process.user.username: cordon takes "
                        "numeric ids only");

@@ -415,7 +415,7 @@ static int confine_container_command(void *arg, struct cordon_err *err)
     gid_t groups[sizeof c->groups / sizeof c->groups[0]];
     for (size_t i = 0; i < c->n_groups; i++)
         groups[i] = c->groups[i] + off;
-    umask(022);
+    umask(c->umask);
     if (c->caps && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot keep capabilities");
     /* A rootless engine's namespace may deny setgroups(): with no group asked for, the
@@ -574,6 +574,7 @@ static _Noreturn void child_main(const struct sandbox_container *c, const struct
         _exit(125); /* released without a start */
     close(fds->start_r);
     make_cwd(c->cwd, fds);
+    umask(c->umask); /* the init's too: it is the pid 1 an engine looks at */
     pid_t cmd = fork();
     if (cmd < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot fork the command");

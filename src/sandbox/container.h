@@ -63,6 +63,7 @@ struct sandbox_container {
     gid_t groups[32];
     size_t n_groups;
     const char *cwd;
+    mode_t umask;                /* process.user.umask, else 022 */
     uint64_t caps;               /* bounding, permitted and effective: the spec's bounding
                                     set and the policy's allowance together (bit = CAP_*) */
     bool terminal;               /* the process gets a pty made at create (tty_master) */
