@@ -382,7 +382,8 @@ static uint64_t *u64_field(struct policy *p, const struct policy_key *k)
  */
 static int apply_level(struct policy *p, const char *text, char *why, size_t len)
 {
-    enum cordon_level got[4];
+    /* Each level at most once: N never passes the number of levels. */
+    enum cordon_level got[sizeof level_names / sizeof level_names[0]] = { 0 };
     size_t n = 0;
     for (const char *s = text;; s++) {
         const char *end = strchr(s, ',');
