@@ -48,7 +48,8 @@ static size_t hierarchies(struct hierarchy *h, size_t max)
             char *out = h[n].controllers;
             size_t used = 0;
             out[0] = '\0';
-            for (char *t = strtok(super, ","); t; t = strtok(NULL, ","))
+            char *save = NULL;
+            for (char *t = strtok_r(super, ",", &save); t; t = strtok_r(NULL, ",", &save))
                 if (strcmp(t, "rw") && strcmp(t, "ro") && strncmp(t, "name=", 5) &&
                     strcmp(t, "relatime") && strncmp(t, "release_agent", 13))
                     used += (size_t)snprintf(out + used, sizeof h[n].controllers - used, "%s%s",
