@@ -1,12 +1,15 @@
 /*
  * policy/policy_json.c: the effective policy as JSON, every default spelled
- * out, and its SHA-256 digest for the audit record. Pure: no syscalls.
+ * out, its SHA-256 digests, and the evidence each run's audit record
+ * carries (those digests, computed once per policy). Pure: no syscalls.
  */
 #include "policy/policy_int.h"
 
 #include "common/digest.h"
 #include "common/text.h"
+#include "policy/syscall_table.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,3 +280,34 @@ void policy_tools_digest_hex(const struct policy *p, char out[65])
     json_digest(tools_json(&p->tools), d);
     hex_encode(d, sizeof d, out);
 }
+
+static void build_evidence(struct policy *p);
+
+const struct policy_evidence *policy_evidence(const struct policy *p)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    /* Logically const: the digests are a function of P, cached in it. */
+    struct policy *mp = (struct policy *)p;
+    pthread_mutex_lock(&lock);
+    if (!mp->evidence_done) {
+        build_evidence(mp);
+        mp->evidence_done = true;
+    }
+    pthread_mutex_unlock(&lock);
+    return &p->evidence;
+}
+
+static void build_evidence(struct policy *p)
+{
+    struct policy_evidence *ev = &p->evidence;
+    policy_digest_hex(p, ev->policy);
+    policy_network_digest_hex(p, ev->network);
+    policy_tools_digest_hex(p, ev->tools);
+    unsigned char d[32];
+    seccomp_profile_digest(p, d);
+    hex_encode(d, sizeof d, ev->syscalls);
+    ev->file[0] = '\0';
+    if (p->loaded)
+        json_sha256_hex(p->loaded, ev->file);
+}
+

@@ -18,9 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* A policy is a page of settings; anything this large is a mistake. */
-#define POLICY_MAX_BYTES (1u << 20)
-
 struct loader {
     const char *file;
     struct fy_diag *diag;
@@ -766,16 +763,3 @@ struct policy *policy_load_unverified(const char *path, struct cordon_err *err)
     _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, err);
     return buf ? policy_load_string(buf, n, path, err) : NULL;
 }
-
-struct policy *policy_load(const char *path, struct cordon_err *err)
-{
-    size_t n = 0;
-    _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, err);
-    if (!buf)
-        return NULL;
-    _cleanup_(policy_freep) struct policy *p = policy_load_string(buf, n, path, err);
-    if (!p || policy_check_signature(p, path, buf, n, err) < 0)
-        return NULL;
-    return TAKE_PTR(p);
-}
-

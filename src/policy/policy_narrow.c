@@ -5,7 +5,9 @@
  * the daemon's session options (all through policy_set()) and by per-call
  * options that are no key of their own (a daemon call's timeout and env, which
  * the daemon asks as limits.wall and env.set). Relaxing goes through
- * break-glass alone (policy_break_glass(), keys its may_relax lists).
+ * break-glass alone (policy_break_glass(), keys its may_relax lists). The
+ * setters a caller uses live here too, each asking the check first:
+ * policy_set(), policy_add_bind(), policy_add_env().
  * Runs in the CLI or supervisor; pure but for the setters' path checks.
  */
 #include "policy/policy_int.h"
@@ -385,4 +387,26 @@ int policy_check_tighten(const struct policy *p, const char *key, const char *va
     return err_set(err, CORDON_E_POLICY, "%s %s relaxes %s of a signed policy; use "
                    "break-glass (--relax %s=%s) if the policy allows it", f, shown, key, key,
                    shown);
+}
+
+int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
+               struct cordon_err *err)
+{
+    TRY(policy_check_tighten(p, key, value, flag, err));
+    return policy_set_unchecked(p, key, value, flag, err);
+}
+
+int policy_add_bind(struct policy *p, const char *spec, bool writable, const char *flag,
+                    struct cordon_err *err)
+{
+    const char *key = writable ? "filesystem.read_write" : "filesystem.read_only";
+    TRY(policy_check_tighten(p, key, spec, flag, err));
+    return policy_set_unchecked(p, key, spec, flag, err);
+}
+
+int policy_add_env(struct policy *p, const char *spec, const char *flag,
+                   struct cordon_err *err)
+{
+    return policy_set(p, strchr(spec, '=') ? "env.set" : "env.pass", spec,
+                      flag ? flag : "--env", err);
 }
