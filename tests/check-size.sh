@@ -13,7 +13,6 @@ src/daemon/daemon.c (1440) # to split into server, methods and sessions (issue 2
 '
 allowed_functions='
 guest/agent.c:main (172) # to split (issue 23)
-src/policy/policy_keys.c:policy_apply_scalar (123) # to table-driven enum keys (issue 23)
 src/sandbox/microvm/plan.c:plan_vm (161) # to split (issue 23)
 src/sandbox/microvm/qemu.c:vm_spawn (124) # to split (issue 23)
 src/sandbox/microvm/shim.c:shim_relay (137) # to split (issue 23)

@@ -76,6 +76,7 @@ void policy_free(struct policy *p)
 int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
                       char *why, size_t len)
 {
+    char expect[160];
     switch (k->type) {
     case KT_NAMES:
         return policy_env_pass(p, text, why, len);
@@ -107,7 +108,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
     case KT_UNIX_SOCKETS:
         return policy_fs_item(p, k, text, why, len);
     default:
-        return why_printf(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
+        return why_printf(why, len, "expected %s, got \"%s\"",
+                          policy_key_expect(k, expect, sizeof expect), text);
     }
 }
 

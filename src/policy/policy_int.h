@@ -43,7 +43,7 @@
 enum key_type {
     KT_SECTION,     /* a mapping of further keys */
     KT_VERSION,     /* int, must be 1 */
-    KT_LEVEL,       /* enum cordon_level */
+    KT_LEVEL,       /* enum cordon_level, or a list of them (the fallbacks); choices */
     KT_SIZE,        /* uint64_t bytes */
     KT_DURATION,    /* uint64_t ms */
     KT_COUNT,       /* uint64_t */
@@ -57,11 +57,7 @@ enum key_type {
     KT_KEY_FILE,    /* char *, an existing, readable host file */
     KT_UINT,        /* unsigned */
     KT_BOOL,        /* bool: true / false */
-    KT_FSYNC,       /* enum policy_audit_fsync: always / close */
-    KT_NET_MODE,    /* enum policy_net_mode: none / gateway */
-    KT_ACCEL,       /* enum policy_accel: kvm / tcg */
-    KT_WS_MODE,     /* enum policy_ws_mode: direct / overlay */
-    KT_WS_COMMIT,   /* enum policy_ws_commit: always / on_success / manual */
+    KT_ENUM,        /* a C enum (int-sized): one of the names of its choices */
     KT_RULES,       /* list of egress rules HOST[:PORT]; flag: allow (else deny) */
     KT_CIDRS,       /* list of CIDRs */
     KT_NAMESERVERS, /* list of IP[:PORT] DNS servers */
@@ -77,6 +73,27 @@ enum key_type {
     KT_UNIX_SOCKETS, /* filesystem.unix_sockets: list of absolute host paths */
 };
 
+/*
+ * One value of an enumerated key (KT_ENUM, KT_LEVEL): its name in a policy,
+ * its C value, and its rank for policy_narrow.c: a signed policy may move
+ * only to a lower rank (the lower, the tighter).
+ */
+struct policy_choice {
+    const char *name;
+    int value;
+    int rank;
+};
+
+/* An enumerated key's values, in the order messages list them. */
+struct policy_enum {
+    const struct policy_choice *choices;
+    size_t n;
+};
+
+/* The choices of each enumerated key (policy_keys.c). */
+extern const struct policy_enum policy_levels, policy_accels, policy_ws_modes,
+    policy_ws_commits, policy_net_modes, policy_fsyncs;
+
 struct policy_key {
     const char *path;   /* "limits.memory" */
     enum key_type type;
@@ -85,6 +102,7 @@ struct policy_key {
     uint64_t def;       /* default (scalar types) */
     bool flag;          /* KT_BINDS: writable; KT_SYSCALLS, KT_RULES: allow */
     const char *note;   /* KT_RESERVED: why it is refused */
+    const struct policy_enum *choices; /* KT_ENUM, KT_LEVEL: its values */
 };
 
 /* Where a value came from: a flag may name a host path relative to the cwd. */
@@ -109,8 +127,17 @@ const struct policy_key *policy_key_at(size_t i);
 /* "version, isolation, ..." : the keys directly under SECTION ("" = top). */
 void policy_key_children(const char *section, char *buf, size_t len);
 
-/* What a key's value should look like, for "expected ..., got ..." messages. */
-const char *policy_key_expect(const struct policy_key *k);
+/*
+ * What a key's value should look like, for "expected ..., got ..." messages:
+ * a fixed text, or one written into BUF (an enumerated key's names).
+ */
+const char *policy_key_expect(const struct policy_key *k, char *buf, size_t len);
+
+/* The name of VALUE among E's choices, or NULL. */
+const char *policy_choice_name(const struct policy_enum *e, int value);
+
+/* The rank of VALUE among E's choices (the lower, the tighter); INT_MAX when unknown. */
+int policy_choice_rank(const struct policy_enum *e, int value);
 
 /* What one item of a list key should look like ("a name", "HOST=IP"...). */
 const char *policy_key_item_expect(const struct policy_key *k);

@@ -104,13 +104,13 @@ static json_t *audit_json(const struct policy_audit *a)
                      "file", a->file ? json_string(a->file) : json_null(),
                      "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
                      "checkpoint_every", (json_int_t)a->checkpoint_every,
-                     "fsync", a->fsync == POLICY_AUDIT_FSYNC_ALWAYS ? "always" : "close");
+                     "fsync", policy_choice_name(&policy_fsyncs, (int)a->fsync));
 }
 
 static json_t *network_json(const struct policy_network *n)
 {
     _cleanup_(json_decrefp) json_t *o = json_object();
-    if (put(o, "mode", json_string(n->mode == POLICY_NET_GATEWAY ? "gateway" : "none")) < 0 ||
+    if (put(o, "mode", json_string(policy_choice_name(&policy_net_modes, (int)n->mode))) < 0 ||
         put(o, "allow", strv_json(n->allow, n->n_allow)) < 0 ||
         put(o, "deny", strv_json(n->deny, n->n_deny)) < 0 ||
         (n->n_ask && put(o, "ask", strv_json(n->ask, n->n_ask)) < 0) ||
@@ -211,13 +211,15 @@ json_t *policy_to_json(const struct policy *p)
     if (put(root, "version", json_integer(p->version)) < 0 ||
         put(root, "isolation", isolation_json(p)) < 0 ||
         /* Only when set: every other policy keeps the digest it had. */
-        (p->microvm_accel == POLICY_ACCEL_TCG &&
-         put(root, "microvm", json_pack("{s:s}", "accel", "tcg")) < 0) ||
-        (p->workspace_mode == POLICY_WS_OVERLAY &&
-         put(root, "workspace", json_pack("{s:s, s:s}", "mode", "overlay", "commit",
-                                          p->workspace_commit == POLICY_WS_COMMIT_ALWAYS ? "always"
-                                          : p->workspace_commit == POLICY_WS_COMMIT_MANUAL
-                                              ? "manual" : "on_success")) < 0) ||
+        (p->microvm_accel != POLICY_ACCEL_KVM &&
+         put(root, "microvm", json_pack("{s:s}", "accel",
+                                        policy_choice_name(&policy_accels,
+                                                           (int)p->microvm_accel))) < 0) ||
+        (p->workspace_mode != POLICY_WS_DIRECT &&
+         put(root, "workspace",
+             json_pack("{s:s, s:s}", "mode",
+                       policy_choice_name(&policy_ws_modes, (int)p->workspace_mode), "commit",
+                       policy_choice_name(&policy_ws_commits, (int)p->workspace_commit))) < 0) ||
         put(root, "filesystem", fs = json_object()) < 0 ||
         put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
         put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||

@@ -17,11 +17,68 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/*
+ * The values of each enumerated key, in the order messages list them, each
+ * with its rank: a signed policy may only move to a lower one (see
+ * policy_narrow.c), so the rank column says which value is the tighter.
+ */
+static const struct policy_choice level_choices[] = {
+    /* microvm < gvisor < namespace < process: a stronger boundary is the tighter */
+    { "process", CORDON_LEVEL_PROCESS, 3 },
+    { "namespace", CORDON_LEVEL_NAMESPACE, 2 },
+    { "gvisor", CORDON_LEVEL_GVISOR, 1 },
+    { "microvm", CORDON_LEVEL_MICROVM, 0 },
+};
+static const struct policy_choice accel_choices[] = {
+    { "kvm", POLICY_ACCEL_KVM, 0 },
+    /* QEMU's emulator, which is not a hypervisor boundary */
+    { "tcg", POLICY_ACCEL_TCG, 1 },
+};
+static const struct policy_choice ws_mode_choices[] = {
+    { "direct", POLICY_WS_DIRECT, 1 },
+    /* keeps the run's writes off the host until its commit */
+    { "overlay", POLICY_WS_OVERLAY, 0 },
+};
+static const struct policy_choice ws_commit_choices[] = {
+    /* on_success < manual (the caller decides) < always */
+    { "always", POLICY_WS_COMMIT_ALWAYS, 2 },
+    { "on_success", POLICY_WS_COMMIT_ON_SUCCESS, 0 },
+    { "manual", POLICY_WS_COMMIT_MANUAL, 1 },
+};
+static const struct policy_choice net_mode_choices[] = {
+    { "none", POLICY_NET_NONE, 0 },
+    { "gateway", POLICY_NET_GATEWAY, 1 },
+};
+static const struct policy_choice fsync_choices[] = {
+    /* an fsync per event: a crash loses none of them */
+    { "always", POLICY_AUDIT_FSYNC_ALWAYS, 0 },
+    { "close", POLICY_AUDIT_FSYNC_CLOSE, 1 },
+};
+#define CHOICES(a) { a, sizeof a / sizeof a[0] }
+const struct policy_enum policy_levels = CHOICES(level_choices);
+const struct policy_enum policy_accels = CHOICES(accel_choices);
+const struct policy_enum policy_ws_modes = CHOICES(ws_mode_choices);
+const struct policy_enum policy_ws_commits = CHOICES(ws_commit_choices);
+const struct policy_enum policy_net_modes = CHOICES(net_mode_choices);
+const struct policy_enum policy_fsyncs = CHOICES(fsync_choices);
+
+/* An enumerated key's field is read and written as an int. */
+_Static_assert(sizeof(enum cordon_level) == sizeof(int) &&
+                   sizeof(enum policy_accel) == sizeof(int) &&
+                   sizeof(enum policy_ws_mode) == sizeof(int) &&
+                   sizeof(enum policy_ws_commit) == sizeof(int) &&
+                   sizeof(enum policy_net_mode) == sizeof(int) &&
+                   sizeof(enum policy_audit_fsync) == sizeof(int),
+               "an enumerated field is not int-sized");
+
 #define KEY(path, type, field, min, def) \
-    { path, type, offsetof(struct policy, field), min, def, false, NULL }
-#define LIST(path, type, flag) { path, type, 0, 0, 0, flag, NULL }
-#define SECTION(path) { path, KT_SECTION, 0, 0, 0, false, NULL }
-#define RESERVED(path, note) { path, KT_RESERVED, 0, 0, 0, false, note }
+    { path, type, offsetof(struct policy, field), min, def, false, NULL, NULL }
+#define CHOICE(path, type, field, choices, def) \
+    { path, type, offsetof(struct policy, field), 0, def, false, NULL, &choices }
+#define ENUM(path, field, choices, def) CHOICE(path, KT_ENUM, field, choices, def)
+#define LIST(path, type, flag) { path, type, 0, 0, 0, flag, NULL, NULL }
+#define SECTION(path) { path, KT_SECTION, 0, 0, 0, false, NULL, NULL }
+#define RESERVED(path, note) { path, KT_RESERVED, 0, 0, 0, false, note, NULL }
 
 /*
  * Every key, once. A limit is lifted only by the word "unlimited" (stored
@@ -39,7 +96,7 @@
  */
 static const struct policy_key keys[] = {
     KEY("version", KT_VERSION, version, 1, 1),
-    KEY("isolation", KT_LEVEL, level, 0, CORDON_LEVEL_NAMESPACE),
+    CHOICE("isolation", KT_LEVEL, level, policy_levels, CORDON_LEVEL_NAMESPACE),
     SECTION("filesystem"),
     KEY("filesystem.workspace", KT_DIR, workspace, 0, 0),
     KEY("filesystem.workspace_follow_symlinks", KT_BOOL, workspace_follow_symlinks, 0, false),
@@ -55,8 +112,8 @@ static const struct policy_key keys[] = {
     LIST("filesystem.unsafe_unprotect", KT_PROTECTED, false),
     LIST("filesystem.unix_sockets", KT_UNIX_SOCKETS, false),
     SECTION("workspace"),
-    KEY("workspace.mode", KT_WS_MODE, workspace_mode, 0, POLICY_WS_DIRECT),
-    KEY("workspace.commit", KT_WS_COMMIT, workspace_commit, 0, POLICY_WS_COMMIT_ON_SUCCESS),
+    ENUM("workspace.mode", workspace_mode, policy_ws_modes, POLICY_WS_DIRECT),
+    ENUM("workspace.commit", workspace_commit, policy_ws_commits, POLICY_WS_COMMIT_ON_SUCCESS),
     SECTION("env"),
     LIST("env.pass", KT_NAMES, false),
     LIST("env.set", KT_ENV_MAP, false),
@@ -73,9 +130,9 @@ static const struct policy_key keys[] = {
     LIST("syscalls.allow", KT_SYSCALLS, true),
     LIST("syscalls.deny", KT_SYSCALLS, false),
     SECTION("microvm"),
-    KEY("microvm.accel", KT_ACCEL, microvm_accel, 0, POLICY_ACCEL_KVM),
+    ENUM("microvm.accel", microvm_accel, policy_accels, POLICY_ACCEL_KVM),
     SECTION("network"),
-    KEY("network.mode", KT_NET_MODE, network.mode, 0, POLICY_NET_NONE),
+    ENUM("network.mode", network.mode, policy_net_modes, POLICY_NET_NONE),
     LIST("network.allow", KT_RULES, true),
     LIST("network.deny", KT_RULES, false),
     LIST("network.ask", KT_RULES, false),
@@ -111,7 +168,7 @@ static const struct policy_key keys[] = {
     KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
     KEY("audit.checkpoint_every", KT_UINT, audit.checkpoint_every, 0, 0),
     RESERVED("audit.record_arguments", "moved to tools.record_arguments"),
-    KEY("audit.fsync", KT_FSYNC, audit.fsync, 0, POLICY_AUDIT_FSYNC_CLOSE),
+    ENUM("audit.fsync", audit.fsync, policy_fsyncs, POLICY_AUDIT_FSYNC_CLOSE),
     KEY("audit.export", KT_TEXT, gov.export, 0, 0),
     KEY("audit.export_endpoint", KT_TEXT, gov.export_endpoint, 0, 0),
     KEY("require_signature", KT_KEY_FILE, gov.require_signature, 0, 0),
@@ -127,18 +184,53 @@ static const struct policy_key keys[] = {
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
-static const char *const level_names[] = {
-    [CORDON_LEVEL_PROCESS] = "process",
-    [CORDON_LEVEL_NAMESPACE] = "namespace",
-    [CORDON_LEVEL_GVISOR] = "gvisor",
-    [CORDON_LEVEL_MICROVM] = "microvm",
-};
+static const struct policy_choice *choice_of(const struct policy_enum *e, int value)
+{
+    for (size_t i = 0; i < e->n; i++)
+        if (e->choices[i].value == value)
+            return &e->choices[i];
+    return NULL;
+}
+
+/* The choice named by the N bytes at S, or NULL. */
+static const struct policy_choice *choice_named(const struct policy_enum *e, const char *s,
+                                                size_t n)
+{
+    for (size_t i = 0; i < e->n; i++)
+        if (strlen(e->choices[i].name) == n && strncmp(s, e->choices[i].name, n) == 0)
+            return &e->choices[i];
+    return NULL;
+}
+
+/* "kvm, tcg": E's names as messages list them, in BUF. */
+static const char *choice_names(const struct policy_enum *e, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < e->n; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", e->choices[i].name);
+        if (n < 0 || (size_t)n >= len - used)
+            break;
+        used += (size_t)n;
+    }
+    return buf;
+}
+
+const char *policy_choice_name(const struct policy_enum *e, int value)
+{
+    const struct policy_choice *c = choice_of(e, value);
+    return c ? c->name : NULL;
+}
+
+int policy_choice_rank(const struct policy_enum *e, int value)
+{
+    const struct policy_choice *c = choice_of(e, value);
+    return c ? c->rank : INT_MAX;
+}
 
 const char *cordon_level_name(enum cordon_level level)
 {
-    if ((unsigned)level >= sizeof level_names / sizeof level_names[0])
-        return NULL;
-    return level_names[level];
+    return policy_choice_name(&policy_levels, (int)level);
 }
 
 const struct policy_key *policy_key_at(size_t i)
@@ -175,12 +267,19 @@ void policy_key_children(const char *section, char *buf, size_t len)
     }
 }
 
-const char *policy_key_expect(const struct policy_key *k)
+const char *policy_key_expect(const struct policy_key *k, char *buf, size_t len)
 {
+    char names[128];
     switch (k->type) {
     case KT_SECTION: return "a mapping";
     case KT_VERSION: return "1";
-    case KT_LEVEL: return "one of process, namespace, gvisor, microvm, or a list of them";
+    case KT_LEVEL:
+        snprintf(buf, len, "one of %s, or a list of them",
+                 choice_names(k->choices, names, sizeof names));
+        return buf;
+    case KT_ENUM:
+        snprintf(buf, len, "one of %s", choice_names(k->choices, names, sizeof names));
+        return buf;
     case KT_SIZE: return "a size like 256M";
     case KT_DURATION: return "a duration like 30s, 2m or 500ms";
     case KT_COUNT: return "a whole number";
@@ -194,11 +293,6 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_KEY_FILE: return "a key file path";
     case KT_UINT: return "a whole number";
     case KT_BOOL: return "true or false";
-    case KT_FSYNC: return "one of always, close";
-    case KT_NET_MODE: return "one of none, gateway";
-    case KT_ACCEL: return "one of kvm, tcg";
-    case KT_WS_MODE: return "one of direct, overlay";
-    case KT_WS_COMMIT: return "one of always, on_success, manual";
     case KT_RULES: return "a list of HOST[:PORT] rules";
     case KT_CIDRS: return "a list of CIDRs";
     case KT_NAMESERVERS: return "a list of IP[:PORT] nameservers";
@@ -239,25 +333,23 @@ static uint64_t *u64_field(struct policy *p, const struct policy_key *k)
  * One level, or several separated by commas (a YAML list arrives so): the
  * first is the level, the rest explicit fallbacks, each named once.
  */
-static int apply_level(struct policy *p, const char *text, char *why, size_t len)
+static int apply_level(struct policy *p, const struct policy_key *k, const char *text, char *why,
+                       size_t len)
 {
     enum cordon_level got[4];
     size_t n = 0;
     for (const char *s = text;; s++) {
         const char *end = strchr(s, ',');
         size_t l = end ? (size_t)(end - s) : strlen(s);
-        size_t i = 0;
-        while (i < sizeof level_names / sizeof level_names[0] &&
-               (strlen(level_names[i]) != l || strncmp(s, level_names[i], l) != 0))
-            i++;
-        if (i == sizeof level_names / sizeof level_names[0])
-            return why_printf(why, len,
-                              "expected one of process, namespace, gvisor, microvm, got \"%.*s\"",
-                              (int)l, s);
+        const struct policy_choice *c = choice_named(k->choices, s, l);
+        char names[128];
+        if (!c)
+            return why_printf(why, len, "expected one of %s, got \"%.*s\"",
+                              choice_names(k->choices, names, sizeof names), (int)l, s);
         for (size_t j = 0; j < n; j++)
-            if (got[j] == (enum cordon_level)i)
-                return why_printf(why, len, "\"%s\" is listed twice", level_names[i]);
-        got[n++] = (enum cordon_level)i;
+            if (got[j] == (enum cordon_level)c->value)
+                return why_printf(why, len, "\"%s\" is listed twice", c->name);
+        got[n++] = (enum cordon_level)c->value;
         if (!end)
             break;
         s = end;
@@ -266,6 +358,27 @@ static int apply_level(struct policy *p, const char *text, char *why, size_t len
     p->n_level_fallbacks = n - 1;
     for (size_t j = 1; j < n; j++)
         p->level_fallbacks[j - 1] = got[j];
+    return 0;
+}
+
+static int *enum_field(struct policy *p, const struct policy_key *k)
+{
+    return (int *)((char *)p + k->offset);
+}
+
+/* One of K's choices, by its name. */
+static int apply_enum(struct policy *p, const struct policy_key *k, const char *text, char *why,
+                      size_t len)
+{
+    const struct policy_choice *c = choice_named(k->choices, text, strlen(text));
+    char names[128];
+    if (!c)
+        return why_printf(why, len, "expected one of %s, got \"%s\"",
+                          choice_names(k->choices, names, sizeof names), text);
+    *enum_field(p, k) = c->value;
+    /* Written, not implied by an allow rule: finalize refuses such rules under it. */
+    if (k->offset == offsetof(struct policy, network.mode))
+        p->network.mode_explicit = true;
     return 0;
 }
 
@@ -347,114 +460,24 @@ static int set_text(char **field, const char *text, char *why, size_t len)
     return 0;
 }
 
-int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char *text,
-                        enum value_origin from, char *why, size_t len)
+/* A size, a duration or a count, within K's bounds. */
+static int apply_number(struct policy *p, const struct policy_key *k, const char *text,
+                        char *why, size_t len)
 {
     uint64_t v = 0;
     int r = 0;
     /* Wherever 0 means "no limit", the word says so too: --memory unlimited. */
-    if (k->min == 0 && !strcmp(text, "unlimited") &&
-        (k->type == KT_SIZE || k->type == KT_DURATION || k->type == KT_COUNT)) {
+    if (k->min == 0 && !strcmp(text, "unlimited")) {
         *u64_field(p, k) = 0;
         policy_limit_given(p, k);
         return 0;
     }
-    switch (k->type) {
-    case KT_VERSION:
-        if (parse_count(text, &v, why, len) < 0)
-            return -1;
-        if (v != 1)
-            return why_printf(why, len, "unsupported version %s (this cordon reads version 1)",
-                           text);
-        p->version = 1;
-        return 0;
-    case KT_LEVEL:
-        return apply_level(p, text, why, len);
-    case KT_DIR:
-        return apply_dir(p, text, from, why, len);
-    case KT_LOG_FILE:
-        return apply_log_file(p, k, text, from, why, len);
-    case KT_KEY_FILE:
-        return apply_key_file(p, k, text, from, why, len);
-    case KT_TEXT:
-        return set_text(str_field(p, k), text, why, len);
-    case KT_UINT:
-        if (parse_count(text, &v, why, len) < 0)
-            return -1;
-        if (v > UINT_MAX)
-            return why_printf(why, len, "\"%s\" is too large", text);
-        *(unsigned *)((char *)p + k->offset) = (unsigned)v;
-        return 0;
-    case KT_BOOL: {
-        int b = policy_parse_bool(text);
-        if (b < 0)
-            return why_printf(why, len, "expected true or false, got \"%s\"", text);
-        *(bool *)((char *)p + k->offset) = b;
-        return 0;
-    }
-    case KT_ACCEL:
-        if (!strcmp(text, "kvm"))
-            p->microvm_accel = POLICY_ACCEL_KVM;
-        else if (!strcmp(text, "tcg"))
-            p->microvm_accel = POLICY_ACCEL_TCG;
-        else
-            return why_printf(why, len, "expected one of kvm, tcg, got \"%s\"", text);
-        return 0;
-    case KT_WS_MODE:
-        if (!strcmp(text, "direct"))
-            p->workspace_mode = POLICY_WS_DIRECT;
-        else if (!strcmp(text, "overlay"))
-            p->workspace_mode = POLICY_WS_OVERLAY;
-        else
-            return why_printf(why, len, "expected one of direct, overlay, got \"%s\"", text);
-        return 0;
-    case KT_WS_COMMIT:
-        if (!strcmp(text, "always"))
-            p->workspace_commit = POLICY_WS_COMMIT_ALWAYS;
-        else if (!strcmp(text, "on_success"))
-            p->workspace_commit = POLICY_WS_COMMIT_ON_SUCCESS;
-        else if (!strcmp(text, "manual"))
-            p->workspace_commit = POLICY_WS_COMMIT_MANUAL;
-        else
-            return why_printf(why, len, "expected one of always, on_success, manual, got \"%s\"",
-                              text);
-        return 0;
-    case KT_NET_MODE:
-        if (!strcmp(text, "none"))
-            p->network.mode = POLICY_NET_NONE;
-        else if (!strcmp(text, "gateway"))
-            p->network.mode = POLICY_NET_GATEWAY;
-        else
-            return why_printf(why, len, "expected one of none, gateway, got \"%s\"", text);
-        p->network.mode_explicit = true;
-        return 0;
-    case KT_FSYNC:
-        if (!strcmp(text, "always"))
-            p->audit.fsync = POLICY_AUDIT_FSYNC_ALWAYS;
-        else if (!strcmp(text, "close"))
-            p->audit.fsync = POLICY_AUDIT_FSYNC_CLOSE;
-        else
-            return why_printf(why, len, "expected one of always, close, got \"%s\"", text);
-        return 0;
-    case KT_SIZE:
+    if (k->type == KT_SIZE)
         r = parse_size(text, &v, why, len);
-        break;
-    case KT_DURATION:
+    else if (k->type == KT_DURATION)
         r = parse_duration_ms(text, &v, why, len);
-        break;
-    case KT_COUNT:
+    else
         r = parse_count(text, &v, why, len);
-        break;
-    case KT_BEST_EFFORT: {
-        int b = policy_parse_bool(text);
-        if (b < 0)
-            return policy_best_effort_add(p, text, why, len);
-        policy_set_best_effort_all(p, b);
-        return 0;
-    }
-    default:
-        return why_printf(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
-    }
     if (r < 0)
         return -1;
     /* A 0 reads as "none allowed" to some and "no limit" to others: say which. */
@@ -471,6 +494,79 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
     *u64_field(p, k) = v;
     policy_limit_given(p, k);
     return 0;
+}
+
+static int apply_version(struct policy *p, const char *text, char *why, size_t len)
+{
+    uint64_t v = 0;
+    if (parse_count(text, &v, why, len) < 0)
+        return -1;
+    if (v != 1)
+        return why_printf(why, len, "unsupported version %s (this cordon reads version 1)", text);
+    p->version = 1;
+    return 0;
+}
+
+static int apply_uint(struct policy *p, const struct policy_key *k, const char *text, char *why,
+                      size_t len)
+{
+    uint64_t v = 0;
+    if (parse_count(text, &v, why, len) < 0)
+        return -1;
+    if (v > UINT_MAX)
+        return why_printf(why, len, "\"%s\" is too large", text);
+    *(unsigned *)((char *)p + k->offset) = (unsigned)v;
+    return 0;
+}
+
+static int apply_bool(struct policy *p, const struct policy_key *k, const char *text, char *why,
+                      size_t len)
+{
+    int b = policy_parse_bool(text);
+    if (b < 0)
+        return why_printf(why, len, "expected true or false, got \"%s\"", text);
+    *(bool *)((char *)p + k->offset) = b;
+    return 0;
+}
+
+int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char *text,
+                        enum value_origin from, char *why, size_t len)
+{
+    char expect[160];
+    switch (k->type) {
+    case KT_VERSION:
+        return apply_version(p, text, why, len);
+    case KT_LEVEL:
+        return apply_level(p, k, text, why, len);
+    case KT_ENUM:
+        return apply_enum(p, k, text, why, len);
+    case KT_SIZE:
+    case KT_DURATION:
+    case KT_COUNT:
+        return apply_number(p, k, text, why, len);
+    case KT_UINT:
+        return apply_uint(p, k, text, why, len);
+    case KT_BOOL:
+        return apply_bool(p, k, text, why, len);
+    case KT_TEXT:
+        return set_text(str_field(p, k), text, why, len);
+    case KT_DIR:
+        return apply_dir(p, text, from, why, len);
+    case KT_LOG_FILE:
+        return apply_log_file(p, k, text, from, why, len);
+    case KT_KEY_FILE:
+        return apply_key_file(p, k, text, from, why, len);
+    case KT_BEST_EFFORT: {
+        int b = policy_parse_bool(text);
+        if (b < 0)
+            return policy_best_effort_add(p, text, why, len);
+        policy_set_best_effort_all(p, b);
+        return 0;
+    }
+    default:
+        return why_printf(why, len, "expected %s, got \"%s\"",
+                          policy_key_expect(k, expect, sizeof expect), text);
+    }
 }
 
 /* Every scalar key at its default (policy_new()). */
@@ -496,20 +592,8 @@ void policy_keys_defaults(struct policy *p)
         case KT_BOOL:
             *(bool *)((char *)p + k->offset) = k->def != 0;
             break;
-        case KT_FSYNC:
-            p->audit.fsync = (enum policy_audit_fsync)k->def;
-            break;
-        case KT_NET_MODE:
-            p->network.mode = (enum policy_net_mode)k->def;
-            break;
-        case KT_ACCEL:
-            p->microvm_accel = (enum policy_accel)k->def;
-            break;
-        case KT_WS_MODE:
-            p->workspace_mode = (enum policy_ws_mode)k->def;
-            break;
-        case KT_WS_COMMIT:
-            p->workspace_commit = (enum policy_ws_commit)k->def;
+        case KT_ENUM:
+            *enum_field(p, k) = (int)k->def;
             break;
         default:
             break;
