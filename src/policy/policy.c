@@ -99,7 +99,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
     case KT_NAMESERVERS:
         return policy_net_item(p, k, text, why, len);
     case KT_TOOL_NAMES:
-        return k->flag ? policy_tools_ask(p, text, why, len) : policy_tools_allow(p, text, why, len);
+        return k->flag ? policy_tools_ask(p, text, why, len)
+                       : policy_tools_allow(p, text, why, len);
     case KT_KEY_PATHS:
         return policy_gov_add_relax(p, text, why, len);
     case KT_TOOL_PINS:

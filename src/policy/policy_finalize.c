@@ -12,6 +12,7 @@
 #include "common/text.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The audit log and its key stay out of every tree the sandbox can write. */
@@ -51,13 +52,12 @@ static int check_secret_hidden(const struct policy *p, const struct policy_secre
     return 0;
 }
 
-int policy_finalize(struct policy *p, struct cordon_err *err)
+/*
+ * Host paths settled (see policy_settle_path()), and what the sandbox can
+ * write kept apart from the audit log, its keys and the secrets' files.
+ */
+static int settle_fs(struct policy *p, const char *where, struct cordon_err *err)
 {
-    p->finalized = false;
-    char where[200] = "";
-    if (p->origin)
-        snprintf(where, sizeof where, "%s: ", p->origin);
-    char why[200];
     if (p->workspace)
         TRY(policy_settle_path(&p->workspace, p->workspace_follow_symlinks, "filesystem.workspace",
                                "filesystem.workspace_follow_symlinks: true allows it", where, err));
@@ -77,21 +77,34 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     TRY(check_outside_writable(p, p->tools.pins, "tools.pins", where, err));
     for (size_t i = 0; i < p->n_secrets; i++)
         TRY(check_secret_hidden(p, &p->secrets[i], where, err));
-    /* The setters refuse these already; this catches a struct filled by hand. */
+    return 0;
+}
+
+/* The setters refuse these already; this catches a struct filled by hand. */
+static int check_binds(const struct policy *p, const char *where, struct cordon_err *err)
+{
+    char why[200];
     for (size_t i = 0; i < p->n_binds; i++) {
-        if (policy_check_dest(p->binds[i].dest, why, sizeof why) < 0)
+        const char *dest = p->binds[i].dest;
+        if (policy_check_dest(dest, why, sizeof why) < 0)
             return err_set(err, CORDON_E_POLICY, "%sfilesystem: %s", where, why);
         for (size_t j = i + 1; j < p->n_binds; j++)
-            if (strcmp(p->binds[i].dest, p->binds[j].dest) == 0)
+            if (strcmp(dest, p->binds[j].dest) == 0)
                 return err_set(err, CORDON_E_POLICY, "%sfilesystem: dest \"%s\" is bound twice",
-                               where, p->binds[i].dest);
+                               where, dest);
         /* Its mountpoint would be made in the host directory, where a run may plant links. */
         for (size_t j = 0; j < p->n_binds; j++)
-            if (j != i && p->binds[j].writable && hostpath_within(p->binds[i].dest, p->binds[j].dest))
+            if (j != i && p->binds[j].writable && hostpath_within(dest, p->binds[j].dest))
                 return err_set(err, CORDON_E_POLICY,
                                "%sfilesystem: dest \"%s\" is inside the writable bind at \"%s\"; "
-                               "bind it elsewhere", where, p->binds[i].dest, p->binds[j].dest);
+                               "bind it elsewhere", where, dest, p->binds[j].dest);
     }
+    return 0;
+}
+
+/* A name in two places that exclude each other, and audit keys with nothing to sign. */
+static int check_exclusive(const struct policy *p, const char *where, struct cordon_err *err)
+{
     for (size_t i = 0; i < p->n_syscalls_allow; i++)
         if (strv_contains(p->syscalls_deny, p->n_syscalls_deny, p->syscalls_allow[i]))
             return err_set(err, CORDON_E_POLICY,
@@ -109,33 +122,68 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
                        "%saudit: checkpoint_every needs sign_key (checkpoints are signed)", where);
     for (size_t i = 0; i < p->n_secrets; i++) {
         const char *name = p->secrets[i].name;
-        if (strv_contains(p->env_pass, p->n_env_pass, name) || policy_env_set_find(p, name) >= 0)
+        bool set = policy_env_set_find(p, name) >= 0;
+        if (set || strv_contains(p->env_pass, p->n_env_pass, name))
             return err_set(err, CORDON_E_POLICY, "%ssecrets: \"%s\" is also in env.%s", where,
-                           name, policy_env_set_find(p, name) >= 0 ? "set" : "pass");
+                           name, set ? "set" : "pass");
     }
-    /*
-     * A bound host is one the user meant to reach, so it is allowed too, and
-     * secrets only work through the gateway. Before the allow check below, so
-     * a refusal names the secrets that asked for the gateway.
-     */
+    return 0;
+}
+
+/*
+ * A bound host is one the user meant to reach, so it is allowed too, and
+ * secrets only work through the gateway. Before the allow check below, so
+ * a refusal names the secrets that asked for the gateway.
+ */
+static int imply_gateway(struct policy *p, const char *where, struct cordon_err *err)
+{
+    struct policy_network *n = &p->network;
     if (p->n_secrets) {
-        if (p->network.mode == POLICY_NET_NONE && p->network.mode_explicit)
+        if (n->mode == POLICY_NET_NONE && n->mode_explicit)
             return err_set(err, CORDON_E_POLICY,
                            "%ssecrets: need network mode gateway (mode is none)", where);
         for (size_t i = 0; i < p->n_secrets; i++)
             for (size_t j = 0; j < p->secrets[i].n_hosts; j++)
-                if (policy_strv_add(&p->network.allow, &p->network.n_allow, p->secrets[i].hosts[j]) < 0)
+                if (policy_strv_add(&n->allow, &n->n_allow, p->secrets[i].hosts[j]) < 0)
                     return err_set(err, CORDON_E_INTERNAL, "out of memory");
-        p->network.mode = POLICY_NET_GATEWAY;
+        n->mode = POLICY_NET_GATEWAY;
     }
     /* An allow entry implies the gateway, unless the policy said "none" outright. */
-    if ((p->network.n_allow || p->network.n_ask) && p->network.mode == POLICY_NET_NONE) {
-        if (p->network.mode_explicit)
+    if ((n->n_allow || n->n_ask) && n->mode == POLICY_NET_NONE) {
+        if (n->mode_explicit)
             return err_set(err, CORDON_E_POLICY,
                            "%snetwork.%s: needs mode gateway (mode is none)", where,
-                           p->network.n_allow ? "allow" : "ask");
-        p->network.mode = POLICY_NET_GATEWAY;
+                           n->n_allow ? "allow" : "ask");
+        n->mode = POLICY_NET_GATEWAY;
     }
+    return 0;
+}
+
+/* Taken out last, so a name is unprotected however the sources were ordered. */
+static void unprotect(struct policy *p)
+{
+    for (size_t i = 0; i < p->n_unprotect; i++)
+        for (size_t j = 0; j < p->n_protected; j++)
+            if (strcmp(p->protected[j], p->unprotect[i]) == 0) {
+                free(p->protected[j]);
+                memmove(p->protected + j, p->protected + j + 1,
+                        (p->n_protected - j - 1) * sizeof *p->protected);
+                p->n_protected--;
+                break;
+            }
+}
+
+int policy_finalize(struct policy *p, struct cordon_err *err)
+{
+    p->finalized = false;
+    char where[200] = "";
+    if (p->origin)
+        snprintf(where, sizeof where, "%s: ", p->origin);
+    char why[200];
+    TRY(settle_fs(p, where, err));
+    TRY(check_binds(p, where, err));
+    TRY(check_exclusive(p, where, err));
+    TRY(imply_gateway(p, where, err));
     if (policy_tools_check(p, why, sizeof why) < 0)
         return err_set(err, CORDON_E_POLICY, "%stools: %s", where, why);
     if (policy_gov_check(p, why, sizeof why) < 0)
@@ -146,16 +194,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     if (p->tmp_size == 0 || p->shm_size == 0 || p->workspace_size == 0)
         return err_set(err, CORDON_E_POLICY, "%sfilesystem: tmpfs sizes must be greater than 0",
                        where);
-    /* Taken out last, so a name is unprotected however the sources were ordered. */
-    for (size_t i = 0; i < p->n_unprotect; i++)
-        for (size_t j = 0; j < p->n_protected; j++)
-            if (strcmp(p->protected[j], p->unprotect[i]) == 0) {
-                free(p->protected[j]);
-                memmove(p->protected + j, p->protected + j + 1,
-                        (p->n_protected - j - 1) * sizeof *p->protected);
-                p->n_protected--;
-                break;
-            }
+    unprotect(p);
     int r = policy_net_build(p, why, sizeof why);
     if (r == POLICY_ENOMEM)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");

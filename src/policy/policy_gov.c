@@ -165,7 +165,7 @@ static int check_signature(struct policy *p, const char *path, const char *text,
     int rc = load_trusted(&keys, &n_keys, err);
     bool system = n_keys > 0;
     if (rc == 0 && p->gov.require_signature) {
-        /* require_signature narrows: only that key, and it must be trusted too if trust.d is set. */
+        /* require_signature narrows: only that key, which trust.d must hold too if it is set. */
         EVP_PKEY *k = sigkey_load_public(p->gov.require_signature, err);
         if (!k) {
             rc = err_prefix(err, "%s: require_signature", path);

@@ -209,8 +209,8 @@ static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
         }
         if (!source)
             return fail(l, n, path, "source: missing");
-        return setter_result(l, policy_apply_bind(l->p, source, dest, writable, follow, FROM_FILE, why,
-                                                  sizeof why), n, path, why);
+        return setter_result(l, policy_apply_bind(l->p, source, dest, writable, follow,
+                                                  FROM_FILE, why, sizeof why), n, path, why);
     }
     if (is_null(n))
         return fail_near(l, NULL, key, path, "expected a path, got null");

@@ -158,7 +158,8 @@ int policy_secret_from_flag(struct policy *p, const char *spec, char *why, size_
 {
     const char *eq = strchr(spec, '='), *at = strrchr(spec, '@');
     if (!eq || !at || at < eq)
-        return why_printf(why, len, "expected NAME=env:VAR@HOST[,HOST] or NAME=file:PATH@HOST[,HOST]");
+        return why_printf(why, len, "expected NAME=env:VAR@HOST[,HOST] or "
+                                    "NAME=file:PATH@HOST[,HOST]");
     _cleanup_(secret_releasep) struct policy_secret s = { 0 };
     _cleanup_free_ char *name = strndup(spec, (size_t)(eq - spec));
     _cleanup_free_ char *from = strndup(eq + 1, (size_t)(at - eq - 1));
