@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* A longer line is refused by every reader: no event comes near it. */
 #define AUDIT_MAX_LINE (1u << 20)
@@ -31,6 +32,12 @@
  * (skipped to its end), -2 on a read error (errno set).
  */
 int audit_read_line(FILE *f, char *buf, size_t *len, bool *nl);
+
+/* This boot's id (/proc/sys/kernel/random/boot_id), 36 characters: 0, or -1. */
+int audit_boot_id(char out[40]);
+
+/* When PID started, in clock ticks since boot (/proc/PID/stat): 0, or -1 when it is gone. */
+int audit_process_start(pid_t pid, unsigned long long *ticks);
 
 /* PATH opened for reading line by line (not a directory), or NULL with ERR. */
 FILE *audit_open_reader(const char *path, struct cordon_err *err);

@@ -9,14 +9,17 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cordon audit verify FILE [--key PUB.pem]\n"
+    "usage: cordon audit verify FILE [--key PUB.pem] [--witness WITNESS]\n"
     "       cordon audit show FILE [--run ID] [--type T] [--json]\n"
     "\n"
     "verify  check the hash chain of the audit log FILE line by line; with --key,\n"
     "        also that its checkpoints are signed by that Ed25519 public key and\n"
-    "        that nothing follows the last one. Exit 0 and a one-line summary when\n"
-    "        intact; 1 and FILE:LINE: why at the first broken line; 125 when FILE\n"
-    "        or the key cannot be read.\n"
+    "        that nothing follows the last one; with --witness (the policy's\n"
+    "        audit.witness), that every line it noted is there unchanged: a log\n"
+    "        cut short, even at a checkpoint, is reported truncated. Exit 0 and a\n"
+    "        one-line summary when intact (then a warning line per run whose\n"
+    "        run.end was lost); 1 and FILE:LINE: why at the first broken line;\n"
+    "        125 when FILE, the key or the witness cannot be read.\n"
     "show    the log as a timeline of runs with their decisions and results.\n"
     "        --run ID     only this run (a prefix of its id is enough)\n"
     "        --type T     only events of type T (run matches run.start and run.end)\n"
@@ -46,9 +49,21 @@ static const char *plural(uint64_t n)
     return n == 1 ? "" : "s";
 }
 
+/* Warnings, not a broken chain: runs whose supervisor and watchdog both died. */
+static void print_lost_ends(const char *file, const struct audit_report *r)
+{
+    uint64_t shown = r->lost_ends < AUDIT_OPEN_RUNS_SHOWN ? r->lost_ends : AUDIT_OPEN_RUNS_SHOWN;
+    for (uint64_t i = 0; i < shown; i++)
+        printf("%s:%llu: warning: run %.8s has no run.end and is not running: its end was "
+               "lost\n", file, (unsigned long long)r->lost[i].line, r->lost[i].run);
+    if (r->lost_ends > shown)
+        printf("%s: warning: %llu more runs without a run.end\n", file,
+               (unsigned long long)(r->lost_ends - shown));
+}
+
 static int cmd_verify(int argc, char **argv)
 {
-    const char *file = NULL, *key = NULL;
+    const char *file = NULL, *key = NULL, *witness = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage, stdout);
@@ -57,6 +72,10 @@ static int cmd_verify(int argc, char **argv)
         int r = option_value(argc, argv, &i, "--key", &key);
         if (r < 0)
             return cli_usage_error("audit verify: --key needs a PUB.pem file");
+        if (r > 0)
+            continue;
+        if ((r = option_value(argc, argv, &i, "--witness", &witness)) < 0)
+            return cli_usage_error("audit verify: --witness needs a file");
         if (r > 0)
             continue;
         if (argv[i][0] == '-' && argv[i][1] != '\0')
@@ -72,7 +91,7 @@ static int cmd_verify(int argc, char **argv)
 
     struct audit_report r;
     struct cordon_err err = { 0 };
-    if (audit_verify(file, key, &r, &err) < 0)
+    if (audit_verify(file, key, witness, &r, &err) < 0)
         return cli_fail(&err);
     if (r.truncated) {
         printf("%s:%llu: truncated last line (the writer was interrupted); the %llu line%s "
@@ -90,7 +109,11 @@ static int cmd_verify(int argc, char **argv)
     if (key)
         printf(", %llu signed checkpoint%s", (unsigned long long)r.checkpoints,
                plural(r.checkpoints));
+    if (witness)
+        printf(", witnessed to seq %llu (%llu note%s)", (unsigned long long)r.witness_seq,
+               (unsigned long long)r.witness_entries, plural(r.witness_entries));
     putchar('\n');
+    print_lost_ends(file, &r);
     return 0;
 }
 

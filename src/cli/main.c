@@ -26,7 +26,7 @@ static const char usage[] =
     "  policy sign|verify|approve FILE --key KEY   signed policies, break-glass approvals\n"
     "  kill --all [--audit FILE]      end every running sandbox, and record it\n"
     "  evidence RUN_ID --audit FILE   the boundary a run had, verifiable offline\n"
-    "  audit verify FILE [--key PUB.pem]\n"
+    "  audit verify FILE [--key PUB.pem] [--witness FILE]\n"
     "                                 check an audit log's hash chain (and signatures)\n"
     "  audit show FILE [--run ID] [--type T] [--json]\n"
     "                                 the audit log as a timeline of runs\n"

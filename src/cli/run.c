@@ -455,5 +455,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "cordon: %s\n", res.error.msg);
     else if (res.reason != RUN_EXITED)
         fprintf(stderr, "cordon: run ended: %s\n", run_reason_name(res.reason));
+    if (res.audit[0])
+        fprintf(stderr, "cordon: audit: %s\n", res.audit);
     return res.status;
 }

@@ -63,6 +63,7 @@ struct run {
     int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
     uint64_t start_us;
+    char audit_lost[320];                 /* what of the run's record failed at its start */
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
@@ -108,6 +109,9 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
         json_object_set(fields, "policy_flags", p->flags);
     if (fields && call->session_id)
         json_object_set_new(fields, "session", json_string(call->session_id));
+    /* Who writes the run's end: verify tells a run going on from one whose end was lost. */
+    if (fields)
+        json_object_set_new(fields, "writer", audit_writer_stamp());
     if (fields && call->n_files) {
         /* Names and sizes: contents are the call's, like its stdin. */
         json_t *files = json_array();
@@ -154,6 +158,7 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
     struct audit_options o = {
         .path = p->audit.file,
         .sign_key = p->audit.sign_key,
+        .witness = p->audit.witness,
         .checkpoint_every = p->audit.checkpoint_every,
         .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
                                                              : AUDIT_FSYNC_CLOSE,
@@ -167,23 +172,45 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
     return *out ? 0 : err_prefix(err, "audit");
 }
 
-static void record_end(struct audit_log *log, const struct policy *p,
-                       const struct sandbox_call *call, const struct sandbox_result *res)
+/*
+ * A part of the run's record that audit_append (RC) could not write, or
+ * wrote without what follows it: the first is said in RES, whose status
+ * becomes 125 (cordon failed to keep its record) while the command's own
+ * stays in reason, exit_code and signal.
+ */
+static void record_lost(struct sandbox_result *res, const char *what, int rc,
+                        const struct cordon_err *e)
 {
-    struct cordon_err ignored;
+    if (rc == 0)
+        return;
+    if (!res->audit[0])
+        snprintf(res->audit, sizeof res->audit, "%s %s: %s", what,
+                 rc < 0 ? "not recorded" : "recorded, but", e->msg);
+    res->status = 125;
+}
+
+static void record_end(struct audit_log *log, const struct policy *p,
+                       const struct sandbox_call *call, struct sandbox_result *res)
+{
+    struct cordon_err e = { 0 };
     const char *limit = fired_limit(res->reason);
     if (limit)
-        audit_append(log, "limit.fired", res->run_id,
-                     json_pack("{s:s, s:s}", "limit", limit, "reason", run_reason_name(res->reason)),
-                     &ignored);
+        record_lost(res, "limit.fired",
+                    audit_append(log, "limit.fired", res->run_id,
+                                 json_pack("{s:s, s:s}", "limit", limit, "reason",
+                                           run_reason_name(res->reason)), &e), &e);
     json_t *end = sandbox_result_to_json(res, p);
     json_object_del(end, "run_id"); /* already the event's run */
     if (end && call->session_id)
         json_object_set_new(end, "session", json_string(call->session_id));
-    audit_append(log, "run.end", res->run_id, end, &ignored);
+    record_lost(res, "run.end", audit_append(log, "run.end", res->run_id, end, &e), &e);
     if (p->break_glass)
-        audit_append(log, "breakglass.end", res->run_id,
-                     json_pack("{s:s}", "reason", run_reason_name(res->reason)), &ignored);
+        record_lost(res, "breakglass.end",
+                    audit_append(log, "breakglass.end", res->run_id,
+                                 json_pack("{s:s}", "reason", run_reason_name(res->reason)), &e),
+                    &e);
+    /* Its closing checkpoint now, so that the result can still say it failed. */
+    record_lost(res, "the log's closing checkpoint", audit_close(log, &e), &e);
 }
 
 /* ---- the environment, decided at start ---- */
@@ -348,6 +375,11 @@ static void join_cgroup(void *ticket)
     (void)cgroup_ticket_use(ticket);
 }
 
+static int guard_cgroup(void *wd, const char *dir, struct cordon_err *err)
+{
+    return watchdog_guard_cgroup(wd, dir, err);
+}
+
 static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
@@ -355,10 +387,8 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
-        cgroup_create(&run->cg, name);
-        for (int c = 0; c < CGROUP_COUNT; c++)
-            if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
-                return -1;
+        /* Each named to the watchdog before it exists: a kill at any point leaves none. */
+        TRY(cgroup_create(&run->cg, name, guard_cgroup, run->wd, err));
     }
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
@@ -394,6 +424,11 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
     if (cordon_audit_open(p, &run->log, err) < 0 ||
         !(run->wd = watchdog_new(run->log, run->run_id, err)))
         goto fail;
+    /* A run that fills the log's filesystem must still find room for its end. */
+    if (run->log && audit_keep_reserve(run->log, err) < 0) {
+        err_prefix(err, "audit");
+        goto fail;
+    }
     /* Armed up front when it has a record to close, before any descriptor
      * of the run exists for it to inherit; for a cgroup alone, when one is
      * made (a caller who cannot make one pays for no watchdog). */
@@ -506,6 +541,36 @@ static void notice_degraded(void *arg)
     call->notice(call->notice_arg, line);
 }
 
+static void close_pipes(int in[2], int out[2], int errout[2])
+{
+    int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
+    for (size_t i = 0; i < 6; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/*
+ * The record's first lines. The watchdog learns of the run before them:
+ * should we die anywhere from here on, it closes the record, once, if
+ * there is one to close (audit_append_once from where it began).
+ */
+static int record_start(struct run *run, const struct sandbox_call *call,
+                        struct cordon_err *err)
+{
+    TRY(watchdog_started(run->wd, run->run_id, audit_size(run->log), err));
+    if (run->p->break_glass &&
+        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
+        return err_prefix(err, "audit");
+    int rc = audit_append(run->log, "run.start", run->run_id,
+                          start_fields(run->p, run->backend->level, call, run->b.evidence), err);
+    if (rc < 0)
+        return err_prefix(err, "audit");
+    if (rc > 0)
+        snprintf(run->audit_lost, sizeof run->audit_lost, "run.start recorded, but %s",
+                 err->msg);
+    return 0;
+}
+
 int run_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err)
 {
     if (run->state != RUN_PREPARED)
@@ -524,22 +589,15 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     run->limits = run->p->limits;
     if (call->wall_ms && (!run->limits.wall_ms || call->wall_ms < run->limits.wall_ms))
         run->limits.wall_ms = call->wall_ms;
-    if (run->log && run->p->break_glass &&
-        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
-        return err_prefix(err, "audit");
-    if (run->log && audit_append(run->log, "run.start", run->run_id,
-                                 start_fields(run->p, run->backend->level, call, run->b.evidence), err) < 0)
-        return err_prefix(err, "audit");
-    /* From here on the run has a record to close, should we die. */
-    if (watchdog_started(run->wd, run->run_id, err) < 0)
-        return -1;
+    /* Made before the record begins: once run.start is written, only the start may fail. */
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
-        int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
-        for (size_t i = 0; i < 6; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
+        close_pipes(in, out, errout);
         return err_sys(err, CORDON_E_SETUP, "cannot create pipes");
+    }
+    if (run->log && record_start(run, call, err) < 0) {
+        close_pipes(in, out, errout);
+        return -1;
     }
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
@@ -656,6 +714,10 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     }
     run->gw_report = -1; /* closed by the drain, or by supervise() */
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
+    if (run->audit_lost[0]) {
+        snprintf(res->audit, sizeof res->audit, "%s", run->audit_lost);
+        res->status = 125;
+    }
     if (run->log)
         record_end(run->log, p, &run->call, res);
     return 0;
@@ -728,7 +790,7 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
         if (p->break_glass)
             audit_append(log, "breakglass.start", run_id, NULL, &ignored);
-        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) == 0)
+        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) >= 0)
             record_end(log, p, call, res);
         audit_close(log, &ignored);
         audit_free(log);

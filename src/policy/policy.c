@@ -65,6 +65,7 @@ void policy_free(struct policy *p)
     policy_egress_release(&p->egress);
     free(p->audit.file);
     free(p->audit.sign_key);
+    free(p->audit.witness);
     free(p->network.upstream_ca);
     policy_gov_release(&p->gov);
     json_decref(p->break_glass);

@@ -73,6 +73,7 @@ enum policy_audit_fsync {
 struct policy_audit {
     char *file;                     /* absolute host path of the log; NULL = no log */
     char *sign_key;                 /* absolute path of an Ed25519 private key (PEM), or NULL */
+    char *witness;                  /* absolute path of the log's witness, or NULL */
     unsigned checkpoint_every;      /* a signed checkpoint every N events; 0 = only at close */
     enum policy_audit_fsync fsync;
 };
@@ -478,6 +479,13 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
 /* A signed approval token (JSON, caller frees) for a break-glass of P with REASON until UNTIL. */
 int policy_approve_break_glass(const struct policy *p, const char *key_path, const char *reason,
                                const char *until, char **out, struct cordon_err *err);
+
+/*
+ * FILE (NULL is fine) lies outside P's workspace and writable binds, where
+ * the sandbox cannot write, swap or relink it: where an audit log, its
+ * witness or its key may be.
+ */
+bool policy_outside_writable(const struct policy *p, const char *file);
 
 void policy_free(struct policy *p);
 DEFINE_CLEANUP(struct policy *, policy_free)

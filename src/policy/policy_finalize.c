@@ -33,6 +33,12 @@ static int check_outside_writable(const struct policy *p, const char *file, cons
     return 0;
 }
 
+bool policy_outside_writable(const struct policy *p, const char *file)
+{
+    struct cordon_err ignored;
+    return check_outside_writable(p, file, "", "", &ignored) == 0;
+}
+
 /* A secret's file must not be readable inside: the value would enter the sandbox. */
 static int check_secret_hidden(const struct policy *p, const struct policy_secret *sec,
                                const char *where, struct cordon_err *err)
@@ -52,6 +58,18 @@ static int check_secret_hidden(const struct policy *p, const struct policy_secre
     return 0;
 }
 
+/* The audit log and its witness are never written through a link, nor kept where a run writes. */
+static int settle_audit_files(struct policy *p, const char *where, struct cordon_err *err)
+{
+    if (p->audit.file)
+        TRY(policy_settle_path(&p->audit.file, false, "audit.file", NULL, where, err));
+    if (p->audit.witness)
+        TRY(policy_settle_path(&p->audit.witness, false, "audit.witness", NULL, where, err));
+    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
+    TRY(check_outside_writable(p, p->audit.witness, "audit.witness", where, err));
+    return check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err);
+}
+
 /*
  * Host paths settled (see policy_settle_path()), and what the sandbox can
  * write kept apart from the audit log, its keys and the secrets' files.
@@ -69,10 +87,7 @@ static int settle_fs(struct policy *p, const char *where, struct cordon_err *err
     if (p->workspace_mode == POLICY_WS_OVERLAY && !p->workspace)
         return err_set(err, CORDON_E_POLICY, "%sworkspace.mode: overlay needs a host workspace "
                        "(filesystem.workspace or -w DIR)", where);
-    if (p->audit.file)
-        TRY(policy_settle_path(&p->audit.file, false, "audit.file", NULL, where, err));
-    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
-    TRY(check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err));
+    TRY(settle_audit_files(p, where, err));
     TRY(check_outside_writable(p, p->gov.require_signature, "require_signature", where, err));
     TRY(check_outside_writable(p, p->tools.pins, "tools.pins", where, err));
     for (size_t i = 0; i < p->n_secrets; i++)
@@ -117,6 +132,13 @@ static int check_exclusive(const struct policy *p, const char *where, struct cor
     /* A key or a checkpoint rate with nothing to sign would be a silent no-op. */
     if (p->audit.sign_key && !p->audit.file)
         return err_set(err, CORDON_E_POLICY, "%saudit: sign_key is set but file is not", where);
+    if (p->audit.witness && !p->audit.file)
+        return err_set(err, CORDON_E_POLICY, "%saudit: witness is set but file is not", where);
+    /* A witness beside the log is only a copy: who cuts one cuts the other. */
+    if (p->audit.witness && !strcmp(p->audit.witness, p->audit.file))
+        return err_set(err, CORDON_E_POLICY, "%saudit: witness \"%s\" is the log itself; keep "
+                       "it on another path, out of reach of whoever may edit the log", where,
+                       p->audit.witness);
     if (p->audit.checkpoint_every && !p->audit.sign_key)
         return err_set(err, CORDON_E_POLICY,
                        "%saudit: checkpoint_every needs sign_key (checkpoints are signed)", where);

@@ -100,11 +100,17 @@ static json_t *limits_json(const struct policy_limits *lim)
 
 static json_t *audit_json(const struct policy_audit *a)
 {
-    return json_pack("{s:o, s:o, s:I, s:s}",
-                     "file", a->file ? json_string(a->file) : json_null(),
-                     "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
-                     "checkpoint_every", (json_int_t)a->checkpoint_every,
-                     "fsync", policy_choice_name(&policy_fsyncs, (int)a->fsync));
+    json_t *o = json_pack("{s:o, s:o, s:I, s:s}",
+                          "file", a->file ? json_string(a->file) : json_null(),
+                          "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
+                          "checkpoint_every", (json_int_t)a->checkpoint_every,
+                          "fsync", policy_choice_name(&policy_fsyncs, (int)a->fsync));
+    /* Only where set: a policy without one keeps the digest it had. */
+    if (o && a->witness && put(o, "witness", json_string(a->witness)) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 static json_t *network_json(const struct policy_network *n)

@@ -166,6 +166,7 @@ static const struct policy_key keys[] = {
     SECTION("audit"),
     KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
     KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
+    KEY("audit.witness", KT_LOG_FILE, audit.witness, 0, 0),
     KEY("audit.checkpoint_every", KT_UINT, audit.checkpoint_every, 0, 0),
     RESERVED("audit.record_arguments", "moved to tools.record_arguments"),
     ENUM("audit.fsync", audit.fsync, policy_fsyncs, POLICY_AUDIT_FSYNC_CLOSE),

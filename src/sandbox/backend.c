@@ -181,5 +181,8 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)
         json_object_set_new(o, "error", json_string(res->error.msg));
+    /* Only where the record is incomplete: then status is 125, whatever the command did. */
+    if (o && res->audit[0])
+        json_object_set_new(o, "audit", json_string(res->audit));
     return o;
 }

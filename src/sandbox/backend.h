@@ -96,6 +96,7 @@ struct sandbox_result {
     struct txn_summary txn;  /* an overlay workspace's change, and what became of it */
     char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
+    char audit[320];         /* what of the run's audit record could not be written, or "" */
 };
 
 struct cgroup_set;

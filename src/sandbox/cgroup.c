@@ -258,41 +258,67 @@ int cgroup_enter_delegated(struct cordon_err *err)
     return 0;
 }
 
-static bool try_v2(const struct own_view *v, struct cgroup_set *cg, const char *name)
+/* Who is told of a directory before it is made. */
+struct guard {
+    int (*fn)(void *arg, const char *dir, struct cordon_err *err);
+    void *arg;
+    struct cordon_err *err;
+};
+
+static int make_guarded(const struct guard *g, const char *dir)
+{
+    if (g->fn && g->fn(g->arg, dir, g->err) < 0)
+        return -2;
+    return mkdir(dir, 0755);
+}
+
+/* 1 made, 0 not here (v1 may do), -1 the guard failed. */
+static int try_v2(const struct own_view *v, struct cgroup_set *cg, const char *name,
+                  const struct guard *g)
 {
     char own[PATH_MAX], buf[512];
     if (v2_base(v, own, sizeof own) < 0)
-        return false;
+        return 0;
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/cgroup.controllers", own) >= (int)sizeof path ||
         read_small(path, buf, sizeof buf) < 0 || !strstr(buf, "memory") || !strstr(buf, "pids"))
-        return false;
+        return 0;
     /* Fails with EBUSY when our own cgroup holds processes (no internal
      * processes rule): then v1 is the way, or nothing. */
     if (write_file(own, "cgroup.subtree_control", "+memory +pids") < 0)
-        return false;
+        return 0;
     char dir[PATH_MAX];
-    if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir || mkdir(dir, 0755) < 0)
-        return false;
+    if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir)
+        return 0;
+    int made = make_guarded(g, dir);
+    if (made < 0)
+        return made == -2 ? -1 : 0;
     for (int c = 0; c < CGROUP_COUNT; c++)
         snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
     cg->version = 2;
-    return true;
+    return 1;
 }
 
-static void create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name);
+static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name,
+                     const struct guard *g);
 
-void cgroup_create(struct cgroup_set *cg, const char *name)
+int cgroup_create(struct cgroup_set *cg, const char *name,
+                  int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
+                  struct cordon_err *err)
 {
     memset(cg, 0, sizeof *cg);
     struct own_view v = { 0 };
     own_view_load(&v);
-    if (!try_v2(&v, cg, name))
-        create_v1(&v, cg, name);
+    const struct guard g = { guard, arg, err };
+    int rc = try_v2(&v, cg, name, &g);
+    if (rc == 0)
+        rc = create_v1(&v, cg, name, &g);
     own_view_free(&v);
+    return rc < 0 ? -1 : 0;
 }
 
-static void create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name)
+static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name,
+                     const struct guard *g)
 {
     for (int c = 0; c < CGROUP_COUNT; c++) {
         char own[PATH_MAX];
@@ -304,7 +330,10 @@ static void create_v1(const struct own_view *v, struct cgroup_set *cg, const cha
         char dir[PATH_MAX];
         if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir)
             continue;
-        if (mkdir(dir, 0755) < 0) {
+        int made = make_guarded(g, dir);
+        if (made == -2)
+            return -1;
+        if (made < 0) {
             snprintf(cg->why[c], sizeof cg->why[c], "cannot create cgroup '%.120s': %s", dir,
                      strerror(errno));
             continue;
@@ -312,6 +341,7 @@ static void create_v1(const struct own_view *v, struct cgroup_set *cg, const cha
         snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
         cg->version = 1;
     }
+    return 0;
 }
 
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c)

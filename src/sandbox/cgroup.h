@@ -34,9 +34,14 @@ struct cgroup_stats {
 /*
  * Create the run's cgroup(s) named NAME under the supervisor's own. Missing
  * controllers are not an error here: each is recorded in cg->why, and the
- * caller decides whether a limit may degrade.
+ * caller decides whether a limit may degrade. GUARD (may be NULL) is told
+ * each directory before it is made (the watchdog, which removes it should
+ * the supervisor die, even between the mkdir and the next line); -1 with
+ * ERR when it fails, and nothing is made after.
  */
-void cgroup_create(struct cgroup_set *cg, const char *name);
+int cgroup_create(struct cgroup_set *cg, const char *name,
+                  int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
+                  struct cordon_err *err);
 
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c);
 

@@ -195,17 +195,25 @@ static bool seen_through(const char *path, const char *source, const char *dest,
     return snprintf(out, size, "%s%s", dest, path + n) < (int)size;
 }
 
+void sandbox_hidden_files(const struct policy *p, const char *out[SANDBOX_N_HIDDEN_FILES])
+{
+    out[0] = p->audit.file;
+    out[1] = p->audit.witness;
+    out[2] = p->audit.sign_key;
+}
+
 /*
- * The audit log and its signing key never show inside, even when a
- * read-only bind contains them (policy_finalize refuses them in a writable
- * tree): each place they would appear is covered by a read-only, nodev
- * /dev/null, which can be neither opened nor removed.
+ * The audit log, its witness and its signing key never show inside, even
+ * when a read-only bind contains them (policy_finalize refuses them in a
+ * writable tree): each place they would appear is covered by a read-only,
+ * nodev /dev/null, which can be neither opened nor removed.
  */
 size_t sandbox_hidden_paths(const struct policy *p, char (*at)[PATH_MAX], size_t max)
 {
-    const char *hidden[] = { p->audit.file, p->audit.sign_key };
+    const char *hidden[SANDBOX_N_HIDDEN_FILES];
+    sandbox_hidden_files(p, hidden);
     size_t n = 0;
-    for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+    for (size_t h = 0; h < SANDBOX_N_HIDDEN_FILES; h++) {
         if (!hidden[h])
             continue;
         _cleanup_free_ char *real = realpath(hidden[h], NULL);

@@ -10,7 +10,6 @@
 #include "common/hostpath.h"
 #include "common/text.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/gvisor/gvisor.h"
 #include "sandbox/workspace.h"
 
 #include <errno.h>
@@ -22,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,8 +87,9 @@ static void remove_placeholders(const char *ws, const struct guarded_placeholder
 }
 
 /*
- * Read "cgroup DIR", "workspace HEX", "placeholder DIR SEC NSEC HEX" and
- * "done" lines until EOF; then do what is left.
+ * Read "started RUN SINCE", "cgroup DIR", "tree HEX", "workspace HEX",
+ * "placeholder DIR SEC NSEC HEX" and "done" lines until EOF; then do what
+ * is left.
  */
 static _Noreturn void watch(struct watchdog *wd, int fd)
 {
@@ -98,6 +99,7 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     static char ws[PATH_MAX];
     static struct guarded_placeholder ph[MAX_PLACEHOLDERS];
     static char run_id[33];
+    unsigned long long since = 0;
     size_t n_dirs = 0, n_trees = 0, n_ph = 0, len = 0;
     bool done = false, started = false;
     for (;;) {
@@ -113,10 +115,9 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
             *nl = '\0';
             if (strcmp(line, "done") == 0)
                 done = true;
-            else if (strncmp(line, "started ", 8) == 0 && strlen(line + 8) == 32) {
-                memcpy(run_id, line + 8, sizeof run_id);
+            else if (sscanf(line, "started %32s %llu", run_id, &since) == 2 &&
+                     strlen(run_id) == 32)
                 started = true;
-            }
             else if (strncmp(line, "cgroup ", 7) == 0 && n_dirs < MAX_GUARDED)
                 snprintf(dirs[n_dirs++], PATH_MAX, "%s", line + 7);
             else if (strncmp(line, "tree ", 5) == 0 && n_trees < MAX_GUARDED) {
@@ -147,14 +148,16 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     for (size_t i = 0; i < n_dirs; i++)
         cgroup_remove_dir(dirs[i]);
     for (size_t i = 0; i < n_trees; i++)
-        gvisor_remove_dir(trees[i]);
+        hostpath_remove_tree(trees[i]);
     remove_placeholders(ws, ph, n_ph);
     if (wd->log && started) {
         /* The sandbox died with its supervisor (PDEATHSIG on its init). */
         json_t *fields = json_pack("{s:s, s:i, s:s}", "reason", "killed", "status", 128 + SIGKILL,
                                    "error", "the supervisor died before the run ended");
         struct cordon_err err;
-        audit_append(wd->log, "run.end", run_id, fields, &err);
+        bool written;
+        audit_append_once(wd->log, "run.end", run_id, "run.start", fields, since, &written,
+                          &err);
         audit_close(wd->log, &err);
     }
     _exit(0);
@@ -164,9 +167,11 @@ int watchdog_arm(struct watchdog *wd, struct cordon_err *err)
 {
     if (wd->pid > 0)
         return 0;
+    /* A socket, not a pipe: a watchdog killed first costs the supervisor an
+     * EPIPE (MSG_NOSIGNAL), not a SIGPIPE its host program may not ignore. */
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot create the watchdog's pipe");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot create the watchdog's socket");
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -210,17 +215,21 @@ int watchdog_arm(struct watchdog *wd, struct cordon_err *err)
 static int send_line(struct watchdog *wd, const char *line, struct cordon_err *err)
 {
     size_t len = strlen(line);
-    if (write(wd->pipe_w, line, len) != (ssize_t)len)
+    ssize_t n;
+    while ((n = send(wd->pipe_w, line, len, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+        ;
+    if (n != (ssize_t)len)
         return err_sys(err, CORDON_E_SETUP, "cannot reach the cleanup watchdog");
     return 0;
 }
 
-int watchdog_started(struct watchdog *wd, const char *run_id, struct cordon_err *err)
+int watchdog_started(struct watchdog *wd, const char *run_id, uint64_t since,
+                     struct cordon_err *err)
 {
     if (wd->pid <= 0)
         return 0;
-    char line[48];
-    snprintf(line, sizeof line, "started %.32s\n", run_id);
+    char line[80];
+    snprintf(line, sizeof line, "started %.32s %llu\n", run_id, (unsigned long long)since);
     return send_line(wd, line, err);
 }
 

@@ -1,15 +1,17 @@
 /*
  * sandbox/watchdog.h: what a run leaves behind if its supervisor dies, even by
- * SIGKILL. A small detached process holds one end of a pipe; the supervisor
- * tells it each cgroup it creates, and "done" when it has cleaned up and
- * closed the audit record itself. If the pipe closes without "done", the
- * watchdog empties and removes the cgroups and the workspace's placeholders,
- * and appends the run's run.end.
+ * SIGKILL. A small detached process holds one end of a socket; the
+ * supervisor tells it each cgroup and directory before it creates it, and
+ * "done" when it has cleaned up and closed the audit record itself. If the
+ * socket closes without "done", the watchdog empties and removes the
+ * cgroups, directories and the workspace's placeholders, and appends the
+ * run's run.end unless the supervisor wrote it.
  */
 #pragma once
 #include "common/err.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 
 struct audit_log;
@@ -38,12 +40,16 @@ int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const
                                bool dir, const struct timespec *start, struct cordon_err *err);
 
 /*
- * The run RUN_ID (which may differ from the one it was prepared under) has
- * recorded its run.start: from now on a supervisor's death is recorded as
- * the run's end. A prepared run that never started leaves no record. No-op
- * when the watchdog is not armed (nothing to record).
+ * The run RUN_ID (which may differ from the one it was prepared under) is
+ * about to record its run.start, in the log from byte SINCE on: from now on
+ * a supervisor's death is recorded as the run's end, once: the watchdog
+ * writes run.end only if the log holds the run's run.start and no run.end
+ * (the supervisor may die between writing its own and telling us "done").
+ * A prepared run that never started leaves no record. No-op when the
+ * watchdog is not armed (nothing to record).
  */
-int watchdog_started(struct watchdog *wd, const char *run_id, struct cordon_err *err);
+int watchdog_started(struct watchdog *wd, const char *run_id, uint64_t since,
+                     struct cordon_err *err);
 
 /* The supervisor cleaned up itself: stop the watchdog and reap it. Frees WD. */
 void watchdog_release(struct watchdog *wd);

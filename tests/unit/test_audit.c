@@ -328,7 +328,7 @@ static void expect_broken(const char *name, const char *path, const char *key,
 {
     struct audit_report r;
     struct cordon_err err = { 0 };
-    int rc = audit_verify(path, key, &r, &err);
+    int rc = audit_verify(path, key, NULL, &r, &err);
     if (!ok(rc == 0 && !r.intact && !r.truncated, "%s: not intact", name))
         printf("#   rc %d (%s), why: %s\n", rc, err.msg, r.why);
     ok(r.bad_line == line, "%s: line %llu (got %llu)", name, (unsigned long long)line,
@@ -341,7 +341,7 @@ static void expect_intact(const char *name, const char *path, const char *key,
 {
     struct audit_report r;
     struct cordon_err err = { 0 };
-    int rc = audit_verify(path, key, &r, &err);
+    int rc = audit_verify(path, key, NULL, &r, &err);
     if (!ok(rc == 0 && r.intact && r.bad_line == 0, "%s: intact", name))
         printf("#   rc %d (%s); line %llu: %s\n", rc, err.msg, (unsigned long long)r.bad_line,
                r.why);
@@ -534,10 +534,11 @@ static void test_verify(void)
         v[5] = strndup(l.v[5], strlen(l.v[5]) / 2);
         variant(v, 6, false);
         struct cordon_err err = { 0 };
-        ok(audit_verify(tmp_variant, NULL, &r, &err) == 0 && r.truncated && !r.intact &&
+        ok(audit_verify(tmp_variant, NULL, NULL, &r, &err) == 0 && r.truncated && !r.intact &&
                r.bad_line == 6 && r.events == 5, "torn last line: truncated at line 6, 5 verify");
         is_str(r.why, "truncated last line", "truncated why");
-        ok(audit_verify(tmp_variant, pub_pem, &r, &err) == 0 && r.truncated && r.bad_line == 6,
+        ok(audit_verify(tmp_variant, pub_pem, NULL, &r, &err) == 0 && r.truncated &&
+               r.bad_line == 6,
            "torn last line with the key: still reported as truncated");
         free(v[5]);
         v[5] = l.v[5];
@@ -548,7 +549,7 @@ static void test_verify(void)
         expect_broken("empty file", tmp_variant, NULL, 1, "empty file: no audit.header");
         char *one = strndup(l.v[0], 10);
         variant(&one, 1, false);
-        ok(audit_verify(tmp_variant, NULL, &r, &err) == 0 && r.truncated && r.bad_line == 1 &&
+        ok(audit_verify(tmp_variant, NULL, NULL, &r, &err) == 0 && r.truncated && r.bad_line == 1 &&
                r.events == 0, "a torn header is truncated at line 1");
         free(one);
     }
@@ -615,20 +616,20 @@ static void test_verify(void)
 
     struct cordon_err err = { 0 };
     char *missing = path_in("missing.jsonl");
-    ok(audit_verify(missing, NULL, &r, &err) == -1 && err.kind == CORDON_E_SETUP,
+    ok(audit_verify(missing, NULL, NULL, &r, &err) == -1 && err.kind == CORDON_E_SETUP,
        "a missing log cannot be read");
     char *want = NULL;
     if (asprintf(&want, "cannot open audit log '%s': No such file or directory", missing) < 0)
         abort();
     is_str(err.msg, want, "missing log message");
     free(want);
-    ok(audit_verify(path, ec_pub, &r, &err) == -1 && err.kind == CORDON_E_POLICY,
+    ok(audit_verify(path, ec_pub, NULL, &r, &err) == -1 && err.kind == CORDON_E_POLICY,
        "an EC public key refused");
     if (asprintf(&want, "public key '%s' is not an Ed25519 key", ec_pub) < 0)
         abort();
     is_str(err.msg, want, "EC public key message");
     free(want);
-    ok(audit_verify(path, key_pem, &r, &err) == -1, "a private key file is not a public key");
+    ok(audit_verify(path, key_pem, NULL, &r, &err) == -1, "a private key file is not a public key");
 
     unlink(every);
     free(every);

@@ -526,6 +526,23 @@ static const struct load_case load_cases[] = {
       AUDIT("\"@T/audit.jsonl\"", "\"@T/file.txt\"", 100, "always") },
     { "version: 1\naudit:\n  sign_key: @T/file.txt\n",
       "policy.yaml: audit: sign_key is set but file is not" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/data/w.jsonl\n", NULL, "audit",
+      "{\"checkpoint_every\":0,\"file\":\"@T/a.jsonl\",\"fsync\":\"close\",\"sign_key\":null,"
+      "\"witness\":\"@T/data/w.jsonl\"}" },
+    { "version: 1\naudit:\n  witness: @T/w.jsonl\n",
+      "policy.yaml: audit: witness is set but file is not" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/data/../a.jsonl\n",
+      "policy.yaml: audit: witness \"@T/a.jsonl\" is the log itself; keep it on another path, "
+      "out of reach of whoever may edit the log" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/link/w.jsonl\n",
+      "policy.yaml: audit.witness: \"@T/link\" is a symbolic link (to \"data\") that a run could "
+      "have planted; cordon never writes through one" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/ws/w.jsonl\nfilesystem:\n"
+      "  workspace: @T/ws\n",
+      "policy.yaml: audit.witness: \"@T/ws/w.jsonl\" is inside the workspace \"@T/ws\", which "
+      "the sandbox can write; keep it outside" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/nope/w.jsonl\n",
+      "policy.yaml:4: audit.witness: the directory of \"@T/nope/w.jsonl\" does not exist" },
     { "version: 1\naudit:\n  file: @T/a.jsonl\n  checkpoint_every: 10\n",
       "policy.yaml: audit: checkpoint_every needs sign_key (checkpoints are signed)" },
     /* A link in the log's path is refused: the log is never written through one. */
@@ -563,7 +580,7 @@ static const struct load_case load_cases[] = {
     { "version: 1\naudit:\n  fsync: sometimes\n",
       "policy.yaml:3: audit.fsync: expected one of always, close, got \"sometimes\"" },
     { "version: 1\naudit:\n  flie: /x\n",
-      "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, checkpoint_every, "
+      "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, witness, checkpoint_every, "
       "fsync, export, export_endpoint" },
     /* workspace: a copy-on-write layer over a host workspace (issue 12) */
     { "version: 1\nfilesystem:\n  workspace: @T/ws\nworkspace:\n  mode: overlay\n"

@@ -28,6 +28,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
@@ -37,7 +38,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -113,23 +113,6 @@ int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err)
     }
     return err_set(err, CORDON_E_UNSUPPORTED,
                    "runsc is not installed (Debian: apt-get install runsc)");
-}
-
-static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *f)
-{
-    (void)st;
-    (void)f;
-    if (type == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
-void gvisor_remove_dir(const char *dir)
-{
-    if (dir && dir[0] == '/')
-        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* mkdir DIR, or find a real directory there: never a link (the bundle's
@@ -1007,7 +990,7 @@ int gvisor_platform_probe(const char *name, struct cordon_err *err)
     } else {
         err_sys(err, CORDON_E_SETUP, "cannot start runsc");
     }
-    gvisor_remove_dir(dir);
+    hostpath_remove_tree(dir);
     return rc;
 }
 
@@ -1017,7 +1000,7 @@ static void gv_release(struct sandbox_boundary *b)
     boundary_release(b);
     if (st) {
         seccomp_program_release(&st->uds_filter);
-        gvisor_remove_dir(st->dir);
+        hostpath_remove_tree(st->dir);
         free(st);
         b->state = NULL;
     }
@@ -1076,17 +1059,11 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
 
     if (gvisor_find_runsc(st->runsc, sizeof st->runsc, err) < 0)
         goto out;
-    /* Named by its maker, as the run's other host entries are (cgroups, the
-     * process level's directories): whose it is shows without looking in. */
-    snprintf(st->dir, sizeof st->dir, "/tmp/cordon-gvisor-%d-XXXXXX", (int)getpid());
-    if (!mkdtemp(st->dir)) {
-        st->dir[0] = '\0';
-        err_sys(err, CORDON_E_SETUP, "gvisor: cannot make a private directory in /tmp");
+    /* Should the supervisor die, the watchdog removes it. */
+    if (boundary_private_dir(s, "gvisor", st->dir, sizeof st->dir, err) < 0) {
+        err_prefix(err, "gvisor");
         goto out;
     }
-    /* Should the supervisor die, the watchdog removes it. */
-    if (s->guard_dir && s->guard_dir(s->guard_arg, st->dir, err) < 0)
-        goto out;
     snprintf(st->cid, sizeof st->cid, "cordon-%s", strrchr(st->dir, '-') + 1);
     if (build_bundle(s, st, err) < 0)
         goto out;

@@ -19,12 +19,6 @@ int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err);
  */
 int gvisor_platform_probe(const char *name, struct cordon_err *err);
 
-/*
- * Remove a run's private directory (bundle, runsc state, sockets) without
- * following links. Called by release and by the watchdog; idempotent.
- */
-void gvisor_remove_dir(const char *dir);
-
 /* The keeper of runsc's connect()s (gvisor/gofer.c), a child of the shim. */
 struct gvisor_uds {
     pid_t keeper;

@@ -171,21 +171,11 @@ static void kill_tree(void)
     }
 }
 
-static void remove_tree_at(int fd);
-
-/* The run's directory, once nothing of the run is left to use it. */
-static void remove_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0)
-        remove_tree_at(fd);
-    rmdir(dir);
-}
-
 static _Noreturn void keeper_exit(const struct process_plan *plan, int status)
 {
     kill_tree();
-    remove_dir(plan->run_dir);
+    /* The run's directory, once nothing of the run is left to use it. */
+    hostpath_remove_tree(plan->run_dir);
     _exit(status);
 }
 
@@ -356,33 +346,11 @@ static _Noreturn void top_main(const struct process_plan *plan, const struct bou
 
 /* ---- supervisor side ---- */
 
-/* Remove DIR's contents beneath FD without following a link; the run is gone. */
-static void remove_tree_at(int fd)
-{
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) == 0 || errno != EISDIR)
-            continue;
-        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub >= 0)
-            remove_tree_at(sub);
-        unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
-    }
-    closedir(d);
-}
-
 static void remove_run_dir(struct process_state *st)
 {
     if (!st->run_dir[0])
         return;
-    remove_dir(st->run_dir);
+    hostpath_remove_tree(st->run_dir);
     st->run_dir[0] = '\0';
 }
 
@@ -408,19 +376,15 @@ static int write_ca(struct process_state *st, const char *ca_pem, struct cordon_
     return write_file(st->ca_bundle, bundle, len, err);
 }
 
-static int make_run_dir(const struct policy *p, struct process_state *st, struct cordon_err *err)
+static int make_run_dir(const struct sandbox_setup *s, struct process_state *st,
+                        struct cordon_err *err)
 {
-    /* Named by its maker, as gvisor's is: whose it is shows without looking in. */
-    snprintf(st->run_dir, sizeof st->run_dir, "/tmp/cordon-run-%d-XXXXXX", (int)getpid());
-    if (!mkdtemp(st->run_dir)) {
-        st->run_dir[0] = '\0';
-        return err_sys(err, CORDON_E_SETUP, "cannot create the run's directory in /tmp");
-    }
+    TRY(boundary_private_dir(s, "run", st->run_dir, sizeof st->run_dir, err));
     snprintf(st->tmpdir, sizeof st->tmpdir, "%s/tmp", st->run_dir);
     if (mkdir(st->tmpdir, 0700) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", st->tmpdir);
-    if (p->workspace) {
-        snprintf(st->workdir, sizeof st->workdir, "%s", p->workspace);
+    if (s->p->workspace) {
+        snprintf(st->workdir, sizeof st->workdir, "%s", s->p->workspace);
         return 0;
     }
     snprintf(st->workdir, sizeof st->workdir, "%s/workspace", st->run_dir);
@@ -482,8 +446,9 @@ static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
                            p->binds[i].source, w);
     }
     /* Nor hidden inside a readable one: the namespace level masks them. */
-    const char *hidden[] = { p->audit.file, p->audit.sign_key };
-    for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+    const char *hidden[SANDBOX_N_HIDDEN_FILES];
+    sandbox_hidden_files(p, hidden);
+    for (size_t h = 0; h < SANDBOX_N_HIDDEN_FILES; h++) {
         _cleanup_free_ char *real = hidden[h] ? realpath(hidden[h], NULL) : NULL;
         for (size_t i = 0; real && i < p->n_binds; i++)
             if (beneath(real, p->binds[i].source))
@@ -837,7 +802,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     if (!st)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     b->state = st;
-    if (check_policy(s, err) < 0 || make_run_dir(p, st, err) < 0 ||
+    if (check_policy(s, err) < 0 || make_run_dir(s, st, err) < 0 ||
         (s->ca_pem && write_ca(st, s->ca_pem, err) < 0) ||
         plan_landlock(s, st, &plan.confine, err) < 0 ||
         usock_keeper_init(&plan.usock, p, false, err) < 0 ||
