@@ -15,27 +15,6 @@
 #include <sys/un.h>
 
 /*
- * What host tools run or trust from a directory they are pointed at, so a
- * run must not leave it in a host workspace: git's repository (hooks,
- * config with core.fsmonitor / core.hooksPath, info/, modules/) and its
- * submodule and config files; shell start-up files (a workspace is often
- * someone's $HOME); direnv's .envrc and the .env files it and many tools
- * load; editor project settings (VS Code tasks and launch configs, JetBrains
- * run configurations, vi's and Neovim's exrc); agent and MCP configuration
- * (servers an agent will start, commands it will allow); git hook managers
- * (husky, pre-commit), which git runs. AGENTS.md and the like are data.
- */
-static const char *const protected_defaults[] = {
-    ".git", ".gitmodules", ".gitconfig", ".gitattributes",
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".login",
-    ".envrc", ".env", ".env*",
-    ".vscode", ".idea", ".exrc", ".nvimrc", ".nvim.lua",
-    ".mcp.json", ".claude", ".cursor", ".codex", ".gemini",
-    ".husky", ".pre-commit-config.yaml",
-};
-
-/*
  * The sandbox builds /, /proc and /dev itself and mounts the workspace at
  * /workspace; a bind there would hide or be hidden by those mounts. A bind
  * beneath /workspace would have to create its mountpoint inside the host's
@@ -79,14 +58,6 @@ static int check_protected_name(const char *name, char *why, size_t len)
     return 0;
 }
 
-static bool is_default_protected(const char *name)
-{
-    for (size_t i = 0; i < sizeof protected_defaults / sizeof protected_defaults[0]; i++)
-        if (strcmp(protected_defaults[i], name) == 0)
-            return true;
-    return false;
-}
-
 static int apply_protected(struct policy *p, bool add, const char *text, char *why, size_t len)
 {
     if (check_protected_name(text, why, len) < 0)
@@ -94,7 +65,7 @@ static int apply_protected(struct policy *p, bool add, const char *text, char *w
     if (add)
         return policy_strv_add(&p->protected, &p->n_protected, text);
     /* Only by its exact name: a default is never dropped by a pattern or a typo. */
-    if (!is_default_protected(text))
+    if (!policy_protected_default(text))
         return why_printf(why, len, "\"%s\" is not a default protected name", text);
     return policy_strv_add(&p->unprotect, &p->n_unprotect, text);
 }
@@ -178,11 +149,13 @@ int policy_apply_bind(struct policy *p, const char *source, const char *dest,
     return 0;
 }
 
-/* The protected names every policy starts with (policy_new()). */
+/* The protected names every policy starts with (policy_new(); the table is protected.c's). */
 int policy_fs_defaults(struct policy *p)
 {
-    for (size_t i = 0; i < sizeof protected_defaults / sizeof protected_defaults[0]; i++)
-        if (policy_strv_add(&p->protected, &p->n_protected, protected_defaults[i]) < 0)
+    size_t n_defaults = 0;
+    const struct policy_protected *defaults = policy_protected_defaults(&n_defaults);
+    for (size_t i = 0; i < n_defaults; i++)
+        if (policy_strv_add(&p->protected, &p->n_protected, defaults[i].name) < 0)
             return POLICY_ENOMEM;
     return 0;
 }

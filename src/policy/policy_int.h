@@ -16,7 +16,7 @@
  *   policy_json.c       -> gov_keys keys limits syscall_table
  *   policy_gov_keys.c   -> tools keys text
  *   policy_secrets.c    -> env paths text rules
- *   policy_fs.c         -> paths text
+ *   policy_fs.c         -> protected paths text
  *   policy_env.c        -> text
  *   policy_net.c        -> text rules
  *   policy_tools.c      -> paths text
@@ -24,6 +24,7 @@
  *   policy_limits.c     ->
  *   policy_paths.c      ->
  *   policy_text.c       ->
+ *   protected.c         ->
  *   syscall_table.c     ->
  *   rules.c             ->
  *
