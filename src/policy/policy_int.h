@@ -5,8 +5,9 @@
  *
  * One file per concern, in the shape of Firecracker's vmm_config/ (a file
  * per configuration section). The calls between them form a DAG: a file
- * calls only the files named on its line, each of them lower down the list
- * (tests/check-policy-dag.sh checks this against the objects' symbols):
+ * calls only the files named on its line (NAME for policy_NAME.c or NAME.c),
+ * each of them lower down the list (tests/check-policy-dag.sh checks this
+ * against the objects' symbols):
  *
  *   policy_gov.c        -> load finalize policy narrow gov_keys json
  *   policy_load.c       -> finalize policy fs env secrets tools json keys text
