@@ -634,6 +634,13 @@ static json_t *stats_json(struct daemon *d)
  * in the policy's audit log (cordon kill --all over the socket). */
 static void method_kill_all(struct client *c, const json_t *id, const json_t *params)
 {
+    /* It ends every uid's calls: what the daemon's own user could do outside
+     * the socket anyway, and an admin may; any other peer cancels its own calls. */
+    if (!c->admin && c->uid != geteuid()) {
+        daemon_reply(c, rpc_error(id, RPC_FORBIDDEN, "kill_all: only the daemon's user or an "
+                                                     "--admin-uid may stop every run"));
+        return;
+    }
     json_t *why = json_object_get(params, "reason");
     if (why && !json_is_string(why)) {
         daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "kill_all: \"reason\" must be a string"));
@@ -747,19 +754,26 @@ static const struct rpc_handlers handlers = {
 
 /* ---- accepting ---- */
 
-static bool peer_allowed(const struct daemon *d, int fd)
+static bool uid_listed(const uid_t *list, size_t n, uid_t uid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == uid)
+            return true;
+    return false;
+}
+
+/* May the peer on FD use the daemon? Its uid in *UID. */
+static bool peer_allowed(const struct daemon *d, int fd, uid_t *uid)
 {
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         return false;
+    *uid = cred.uid;
     /* Root could take over the daemon's uid anyway: refusing it protects nothing. */
-    if (cred.uid == geteuid() || cred.uid == 0)
-        return true;
-    for (size_t i = 0; i < d->cfg.n_allow_uid; i++)
-        if (d->cfg.allow_uid[i] == cred.uid)
-            return true;
-    return false;
+    return cred.uid == geteuid() || cred.uid == 0 ||
+           uid_listed(d->cfg.allow_uid, d->cfg.n_allow_uid, cred.uid) ||
+           uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, cred.uid);
 }
 
 /* A connection we will not serve hears why, if it listens, and is closed. */
@@ -792,7 +806,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return; /* EAGAIN, or out of descriptors: the next readiness tries again */
-        if (!peer_allowed(d, fd)) {
+        uid_t uid = (uid_t)-1;
+        if (!peer_allowed(d, fd, &uid)) {
             d->refused_peers++;
             turn_away(fd, RPC_FORBIDDEN, "this user may not use the daemon");
             continue;
@@ -807,6 +822,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         struct cordon_err err = { 0 };
         if (c) {
             c->d = d;
+            c->uid = uid;
+            c->admin = uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, uid);
             c->s = rpc_stream_new(d->base, fd, out, d->cfg.max_message, &handlers, c, &err);
         }
         if (!c || !c->s) {

@@ -28,6 +28,10 @@ struct daemon_config {
     unsigned grace_ms;            /* SIGTERM: how long running calls may finish */
     uid_t allow_uid[DAEMON_MAX_ALLOW]; /* besides our own */
     size_t n_allow_uid;
+    uid_t admin_uid[DAEMON_MAX_ALLOW]; /* may connect, and see and act on every uid's
+                                          sessions; every other peer, our own uid and root
+                                          included, sees only the sessions it created */
+    size_t n_admin_uid;
     const char *state_dir;        /* sessions' workspaces live here (made 0700, emptied at start) */
     unsigned session_idle_ms;     /* a session unused this long is destroyed */
     unsigned max_sessions;

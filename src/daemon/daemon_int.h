@@ -25,6 +25,8 @@ struct session {
     char id[33];
     int dir_fd;                   /* the workspace, O_PATH */
     char *dir;
+    uid_t owner;                  /* who created it (SO_PEERCRED): only it, and an
+                                     --admin-uid, may see or use it */
     struct policy pol;            /* the daemon's, with this workspace (shallow: never freed) */
     int pending;                  /* workspace.commit manual: the last exec's layer, kept
                                      until session.commit / session.discard; or -1 */
@@ -48,6 +50,8 @@ struct client {
     struct client *next;
     struct daemon *d;
     struct rpc_stream *s;
+    uid_t uid;                    /* the peer's (SO_PEERCRED, at accept) */
+    bool admin;                   /* an --admin-uid: sees and acts on every session */
     struct call *calls;
     unsigned n_calls;
     bool gone;

@@ -40,11 +40,12 @@ void session_free(struct daemon *d, struct session *ses)
     free(ses);
 }
 
-static struct session *session_new(struct daemon *d, struct cordon_err *err)
+static struct session *session_new(struct daemon *d, uid_t owner, struct cordon_err *err)
 {
     if (d->n_sessions >= d->cfg.max_sessions) {
-        err_set(err, CORDON_E_USAGE, "busy: %u sessions are open; destroy one first",
-                d->n_sessions);
+        /* The limit, not the count: how many others hold is none of the caller's business. */
+        err_set(err, CORDON_E_USAGE, "busy: the daemon holds its limit of %u sessions; destroy "
+                "one first", d->cfg.max_sessions);
         return NULL;
     }
     struct session *ses = calloc(1, sizeof *ses);
@@ -53,6 +54,7 @@ static struct session *session_new(struct daemon *d, struct cordon_err *err)
         return NULL;
     }
     ses->dir_fd = ses->pending = -1;
+    ses->owner = owner;
     audit_new_run_id(ses->id);
     if (asprintf(&ses->dir, "%s/%s", d->cfg.state_dir, ses->id) < 0) {
         free(ses);
@@ -79,8 +81,8 @@ static json_t *session_json(const struct session *ses)
 {
     uint64_t now = daemon_now_us();
     static const char *const commits[] = { "on_success", "always", "manual" };
-    return json_pack("{s:s, s:i, s:f, s:f, s:s, s:s, s:b}", "session_id", ses->id, "running",
-                     ses->running, "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
+    return json_pack("{s:s, s:I, s:i, s:f, s:f, s:s, s:s, s:b}", "session_id", ses->id, "owner",
+                     (json_int_t)ses->owner, "running", ses->running, "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
                      ses->running ? 0.0 : (double)(now - ses->used_us) / 1e6, "workspace_mode",
                      ses->pol.workspace_mode == POLICY_WS_OVERLAY ? "overlay" : "direct",
                      "workspace_commit", commits[ses->pol.workspace_commit], "pending",
@@ -147,6 +149,17 @@ static void session_decide(struct client *c, const json_t *id, struct session *s
     daemon_reply(c, rpc_result(id, json_pack("{s:s, s:o}", "run_id", ses->pending_run, "transaction", t)));
 }
 
+/* Does C see SES? Its creator and an admin do; to anyone else it does not exist. */
+static bool visible(const struct client *c, const struct session *ses)
+{
+    return c->admin || ses->owner == c->uid;
+}
+
+/*
+ * The session PARAMS names, or NULL when answered. One not C's is answered
+ * exactly as one that never existed, and left untouched (not even its idle
+ * clock), so nothing tells the two apart.
+ */
 static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
                                    struct client *c, const char *method)
 {
@@ -157,7 +170,7 @@ static struct session *find_session(struct daemon *d, const json_t *params, cons
         return NULL;
     }
     for (struct session *ses = d->sessions; ses; ses = ses->next)
-        if (strcmp(ses->id, sid) == 0) {
+        if (strcmp(ses->id, sid) == 0 && visible(c, ses)) {
             ses->used_us = daemon_now_us();
             return ses;
         }
@@ -270,9 +283,9 @@ static void session_fork(struct client *c, const json_t *id, const json_t *param
     struct cordon_err err = { 0 };
     unsigned cloned = 0, copied = 0;
     for (json_int_t i = 0; i < n; i++) {
-        struct session *copy = session_new(c->d, &err);
+        /* A fork is its origin's owner's, whoever asked, and works as it does. */
+        struct session *copy = session_new(c->d, ses->owner, &err);
         if (copy) {
-            /* A fork works as its origin does: the same mode and commit. */
             copy->pol.workspace_mode = ses->pol.workspace_mode;
             copy->pol.workspace_commit = ses->pol.workspace_commit;
         }
@@ -307,7 +320,7 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
     struct daemon *d = c->d;
     if (strcmp(method, "create") == 0) {
         struct cordon_err err = { 0 };
-        struct session *ses = d->draining ? NULL : session_new(d, &err);
+        struct session *ses = d->draining ? NULL : session_new(d, c->uid, &err);
         if (!ses) {
             daemon_reply(c, rpc_error(id, d->draining ? RPC_SHUTTING_DOWN : RPC_BUSY, "session.create: %s",
                                d->draining ? "the daemon is shutting down" : err.msg));
@@ -323,7 +336,8 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
     if (strcmp(method, "list") == 0) {
         json_t *all = json_array();
         for (struct session *ses = d->sessions; ses; ses = ses->next)
-            json_array_append_new(all, session_json(ses));
+            if (visible(c, ses))
+                json_array_append_new(all, session_json(ses));
         daemon_reply(c, rpc_result(id, json_pack("{s:o}", "sessions", all)));
         return;
     }

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import NOBODY, marker, pids_with, wait_until
-from serve_util import Daemon, Rpc
+from serve_util import Daemon, Rpc, connect_as
 from test_audit import assert_intact
 
 
@@ -526,3 +526,117 @@ def test_kill_all_ends_the_running_sandboxes_and_records_it(root_cordon):
     assert ran["result"]["reason"] == "killed", ran
     events = [json.loads(line)["type"] for line in log.read_text().splitlines()]
     assert "kill.all" in events and events.count("run.end") == 1, events
+
+
+OTHER = 65533  # a second ordinary uid, made up on the spot: setpriv needs no passwd entry
+
+
+def no_such_session(method, sid):
+    return {"code": -32602, "message": f'session.{method}: no session "{sid}"'}
+
+
+def test_sessions_belong_to_their_creator(cordon):
+    """Three uids (root, nobody, 65533), each with sessions of its own: none
+    sees, reads, changes, runs in, forks, decides, destroys or cancels
+    another's, each hears exactly what it hears for an id that never
+    existed, and the owner's sessions are unchanged afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as three uids")
+    d = Daemon(cordon, "--pool", "0", "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
+    os.chmod(d.dir, 0o755)
+    os.chmod(d.path, 0o666)
+    state = d.path.parent / (d.path.name + ".d")
+    uids = (0, NOBODY, OTHER)
+    conn = {u: connect_as(d.path, u) for u in uids}
+    mine = {}
+    for u, c in conn.items():
+        direct = c.result("session.create")["session_id"]
+        c.result("session.write_file", {"session_id": direct, "path": "mine.txt",
+                                        "content": f"{u}\n"})
+        layer = c.result("session.create", {"workspace_mode": "overlay",
+                                            "workspace_commit": "manual"})["session_id"]
+        c.result("session.write_file", {"session_id": layer, "path": "a.txt", "content": "old\n"})
+        r = c.result("session.exec", {"session_id": layer, "argv": ["sh", "-c", "echo new > a.txt"]})
+        assert r["transaction"]["outcome"] == "pending", r
+        # A long exec, its run id learnt from its first output.
+        rid = c.send("session.exec", {"session_id": direct, "stream": True,
+                                      "argv": ["sh", "-c", "echo up; sleep 120"]})
+        while not c.notes:
+            msg = c.line()
+            assert "method" in msg, msg
+            c.notes.append(msg)
+        mine[u] = {"direct": direct, "layer": layer, "req": rid,
+                   "run_id": c.notes[0]["params"]["run_id"]}
+    before = {u: conn[u].result("session.list")["sessions"] for u in uids}
+    for u in uids:
+        assert {s["session_id"] for s in before[u]} == {mine[u]["direct"], mine[u]["layer"]}
+        assert all(s["owner"] == u for s in before[u]), before[u]
+    tree = {p: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+
+    never = "0" * 32
+    for attacker in uids:
+        c = conn[attacker]
+        for victim in (v for v in uids if v != attacker):
+            for sid in (mine[victim]["direct"], mine[victim]["layer"], never, "x"):
+                for method, extra in [("exec", {"argv": ["touch", "/workspace/pwned"]}),
+                                      ("write_file", {"path": "mine.txt", "content": "pwned"}),
+                                      ("read_file", {"path": "mine.txt"}),
+                                      ("fork", {"count": 2}), ("commit", {}), ("discard", {}),
+                                      ("destroy", {})]:
+                    ans = c.call(f"session.{method}", {"session_id": sid, **extra})
+                    assert ans.get("error") == no_such_session(method, sid), (attacker, method, ans)
+            # A request id names a request of the caller's own connection; a
+            # run id is the one name another could learn (from the audit log).
+            assert c.result("cancel", {"run_id": mine[victim]["run_id"]}) == {"cancelled": False}
+        listed = c.result("session.list")["sessions"]
+        assert {s["session_id"] for s in listed} == {mine[attacker]["direct"],
+                                                     mine[attacker]["layer"]}, listed
+    ans = conn[OTHER].call("kill_all", {"reason": "not mine to stop"})
+    assert ans["error"]["code"] == -32004 and "kill_all" in ans["error"]["message"], ans
+
+    # Nothing of any owner's changed: files, state, and every session still works.
+    assert {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} == tree
+    assert not list(state.rglob("pwned"))
+    for u, c in conn.items():
+        now = c.result("session.list")["sessions"]
+        assert [(s["session_id"], s["running"], s["pending"]) for s in now] == \
+               [(s["session_id"], s["running"], s["pending"]) for s in before[u]], (before[u], now)
+        got = c.result("session.read_file", {"session_id": mine[u]["direct"], "path": "mine.txt"})
+        assert got["content"] == f"{u}\n"
+        assert c.result("cancel", {"id": mine[u]["req"]}) == {"cancelled": True}
+        r = c.answer(mine[u]["req"])["result"]
+        assert r["run_id"] == mine[u]["run_id"], r
+        assert r["signal"] is not None or r["reason"] == "killed", r
+        done = c.result("session.commit", {"session_id": mine[u]["layer"]})
+        assert done["transaction"]["outcome"] == "committed", done
+        got = c.result("session.read_file", {"session_id": mine[u]["layer"], "path": "a.txt"})
+        assert got["content"] == "new\n"
+        f = c.result("session.fork", {"session_id": mine[u]["direct"]})["session_ids"]
+        for s in (*f, mine[u]["direct"], mine[u]["layer"]):
+            assert c.result("session.destroy", {"session_id": s}) == {"destroyed": True}
+    assert wait_until(lambda: os.listdir(state) == [], 10), os.listdir(state)
+    d.stop()
+
+
+def test_an_admin_uid_sees_every_session_and_forks_keep_their_owner(cordon):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as three uids")
+    d = Daemon(cordon, "--pool", "0", "--allow-uid", str(NOBODY), "--admin-uid", str(OTHER))
+    os.chmod(d.dir, 0o755)
+    os.chmod(d.path, 0o666)
+    root, nobody, admin = (connect_as(d.path, u) for u in (0, NOBODY, OTHER))
+    sid = root.result("session.create")["session_id"]
+    root.result("session.write_file", {"session_id": sid, "path": "f", "content": "root's\n"})
+    theirs = nobody.result("session.create")["session_id"]
+    listed = {s["session_id"]: s["owner"] for s in admin.result("session.list")["sessions"]}
+    assert listed == {sid: 0, theirs: NOBODY}, listed
+    assert admin.result("session.read_file", {"session_id": sid, "path": "f"})["content"] == "root's\n"
+    fork = admin.result("session.fork", {"session_id": sid})["session_ids"][0]
+    # The copy is root's, as its origin: root sees and uses it, nobody does not.
+    assert {s["session_id"] for s in root.result("session.list")["sessions"]} == {sid, fork}
+    assert root.result("session.read_file", {"session_id": fork, "path": "f"})["content"] == "root's\n"
+    ans = nobody.call("session.read_file", {"session_id": fork, "path": "f"})
+    assert ans["error"] == no_such_session("read_file", fork), ans
+    assert admin.result("session.destroy", {"session_id": theirs}) == {"destroyed": True}
+    assert nobody.result("session.list")["sessions"] == []
+    d.stop()
