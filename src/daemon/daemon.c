@@ -123,8 +123,6 @@ static void unlink_call(struct call *call)
     call->client = NULL;
 }
 
-static void maybe_finish(struct daemon *d);
-
 static void on_reap_clients(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -136,7 +134,7 @@ static void on_reap_clients(evutil_socket_t fd, short what, void *arg)
         rpc_stream_free(c->s);
         free(c);
     }
-    maybe_finish(d);
+    daemon_maybe_finish(d);
 }
 
 /* The client is gone (or we are done with it): its calls stop, it is freed off the stack. */
@@ -153,6 +151,7 @@ static void client_drop(struct client *c)
         if (!call->job || !job_stop(call->job, false))
             call_free(call);
     }
+    sessions_client_gone(d, c);
     for (struct client **pp = &d->clients; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -530,7 +529,7 @@ static void on_job_done(void *ctx, const struct job_end *end)
     struct daemon *d = call->d;
     call_free(call);
     /* Draining: this may have been the last run, whoever's it was. */
-    maybe_finish(d);
+    daemon_maybe_finish(d);
 }
 
 static void on_job_output(void *ctx, int stream, const char *data, size_t len)
@@ -905,9 +904,9 @@ static void stop_listening(struct daemon *d)
 static void on_flush_timer(evutil_socket_t fd, short what, void *arg);
 
 /* Draining and nothing runs: go once the answers are written (or 2s on). */
-static void maybe_finish(struct daemon *d)
+void daemon_maybe_finish(struct daemon *d)
 {
-    if (!d || !d->draining || !jobs_idle(d->jobs))
+    if (!d || !d->draining || !jobs_idle(d->jobs) || d->ops)
         return;
     size_t pending = 0;
     for (struct client *c = d->clients; c; c = c->next)
@@ -926,7 +925,7 @@ static void on_flush_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    maybe_finish(arg);
+    daemon_maybe_finish(arg);
 }
 
 static void dropped(void *ctx)
@@ -944,7 +943,8 @@ static void on_drain_timeout(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct daemon *d = arg;
     jobs_stop_all(d->jobs, true, dropped);
-    maybe_finish(d);
+    sessions_stop_ops(d);
+    daemon_maybe_finish(d);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -960,7 +960,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         jobs_drain(d->jobs, dropped);
         struct timeval tv = { d->cfg.grace_ms / 1000, (d->cfg.grace_ms % 1000) * 1000 };
         evtimer_add(d->drain_ev, &tv);
-        maybe_finish(d);
+        daemon_maybe_finish(d);
     } else {
         on_drain_timeout(-1, 0, d);
     }
@@ -1026,6 +1026,7 @@ out:
         client_drop(d.clients);
     on_reap_clients(-1, 0, &d);
     jobs_free(d.jobs);
+    sessions_stop_ops(&d);
     while (d.sessions)
         session_free(&d, d.sessions);
     if (d.state_fd >= 0) {

@@ -32,8 +32,13 @@ struct session {
                                      until session.commit / session.discard; or -1 */
     char pending_run[33];         /* the run that made it */
     unsigned running;
+    const char *busy;             /* what a worker does with it now ("committing", "forking",
+                                     ...; daemon/worker.h), or NULL: until it is done, any
+                                     other call on the session is answered busy */
     uint64_t created_us, used_us;
 };
+
+struct session_op;
 
 struct call {
     struct call *next;            /* in its client's list */
@@ -68,6 +73,8 @@ struct daemon {
     int state_fd;
     struct session *sessions;
     unsigned n_sessions;
+    struct session_op *ops;       /* sessions' operations in workers now */
+    unsigned n_ops;
     struct event *idle_ev;
     bool draining;
     int signals;
@@ -98,6 +105,15 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
 
 /* Destroy SES now, workspace and all. */
 void session_free(struct daemon *d, struct session *ses);
+
+/* C is gone: its session operations in flight finish with no one to answer. */
+void sessions_client_gone(struct daemon *d, struct client *c);
+
+/* Kill every session operation in flight; their callers hear why. */
+void sessions_stop_ops(struct daemon *d);
+
+/* Draining and nothing is left to wait for: the loop ends once the answers are out. */
+void daemon_maybe_finish(struct daemon *d);
 
 /* Every second: sessions unused past the idle limit are destroyed. */
 void sessions_on_idle_timer(evutil_socket_t fd, short what, void *arg);

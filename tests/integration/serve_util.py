@@ -151,3 +151,43 @@ class Daemon:
             out, err = self.proc.communicate()
             pytest.fail("cordon serve did not stop")
         return self.proc.returncode, err.decode()
+
+
+def children(pid):
+    """PID's child processes."""
+    try:
+        return [int(k) for k in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def children_named(pid, name):
+    """PID's child processes called NAME (its comm: a daemon's worker is "cordon-commit"...)."""
+    found = []
+    for kid in children(pid):
+        try:
+            if open(f"/proc/{kid}/comm").read().strip() == name:
+                found.append(int(kid))
+        except OSError:
+            pass
+    return found
+
+
+class Stopped:
+    """The daemon's worker NAME, caught while it works and held stopped (SIGSTOP)
+    for the with block: its operation is in flight until the block ends."""
+
+    def __init__(self, daemon, name, timeout=60):
+        self.daemon, self.name, self.timeout = daemon, name, timeout
+        self.pid = None
+
+    def __enter__(self):
+        found = []
+        assert wait_until(lambda: found.extend(children_named(self.daemon.proc.pid, self.name))
+                          or found, self.timeout, interval=0.005), f"no {self.name} appeared"
+        self.pid = found[0]
+        os.kill(self.pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc):
+        os.kill(self.pid, signal.SIGCONT)

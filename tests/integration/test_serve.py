@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import NOBODY, marker, pids_with, wait_until
-from serve_util import Daemon, Rpc, connect_as
+from serve_util import Daemon, Rpc, Stopped, connect_as
 from test_audit import assert_intact
 
 
@@ -640,3 +640,52 @@ def test_an_admin_uid_sees_every_session_and_forks_keep_their_owner(cordon):
     assert admin.result("session.destroy", {"session_id": theirs}) == {"destroyed": True}
     assert nobody.result("session.list")["sessions"] == []
     d.stop()
+
+
+# 5,000 files in 50 directories.
+FILES = ("import os\nfor i in range(50):\n    os.mkdir('d%d' % i)\n"
+         "    for j in range(100):\n        open('d%d/f%d' % (i, j), 'w').write('x')\n")
+
+
+def test_forks_and_a_destroy_do_not_hold_up_other_clients(daemon):
+    d = daemon("--pool", "1")
+    a, b = d.connect(timeout=300), d.connect()
+    state = d.path.parent / (d.path.name + ".d")
+    sid = a.result("session.create")["session_id"]
+    a.result("session.exec", {"session_id": sid, "argv": ["python3", "-c", FILES], "timeout": 600})
+    fork = a.send("session.fork", {"session_id": sid, "count": 8})
+    with Stopped(d, "cordon-fork"):
+        listed = {s["session_id"]: s["state"] for s in b.result("session.list")["sessions"]}
+        assert listed[sid] == "forking" and len(listed) == 9, listed
+        assert set(listed.values()) == {"forking"}, listed
+        ans = b.call("session.write_file", {"session_id": sid, "path": "x", "content": "x"})
+        assert ans["error"]["code"] == -32002 and "forking" in ans["error"]["message"], ans
+        assert b.result("run", {"argv": ["echo", "meanwhile"]})["stdout"] == "meanwhile\n"
+        assert not a.pending(), "the fork was answered while its worker was stopped"
+    copies = a.answer(fork)["result"]["session_ids"]
+    assert len(copies) == 8
+    for c in copies:
+        assert sum(1 for p in (state / c).rglob("f*")) == 5000
+    listed = {s["session_id"]: s["state"] for s in b.result("session.list")["sessions"]}
+    assert listed == {s: "idle" for s in (sid, *copies)}, listed
+
+    # A destroy: 20,000 files, so that its worker is caught at work.
+    a.result("session.exec", {"session_id": sid, "argv": ["python3", "-c", FILES.replace(
+        "range(50)", "range(50, 200)")], "timeout": 600})
+    gone = a.send("session.destroy", {"session_id": sid})
+    with Stopped(d, "cordon-remove"):
+        # Gone for everyone at once; its workspace goes in the worker.
+        assert sid not in {s["session_id"] for s in b.result("session.list")["sessions"]}
+        ans = b.call("session.read_file", {"session_id": sid, "path": "d0/f0"})
+        assert ans["error"] == {"code": -32602, "message": f'session.read_file: no session "{sid}"'}
+        assert b.result("run", {"argv": ["echo", "meanwhile"]})["stdout"] == "meanwhile\n"
+        assert not a.pending()
+    assert a.answer(gone)["result"] == {"destroyed": True}
+    assert sorted(os.listdir(state)) == sorted(copies)
+    # Eight removals at once, each in its own worker.
+    asked = {a.send("session.destroy", {"session_id": c}) for c in copies}
+    answers = [a.answer() for _ in asked]  # in the order they finish
+    assert {m["id"] for m in answers} == asked
+    assert all(m["result"] == {"destroyed": True} for m in answers), answers
+    assert os.listdir(state) == []
+

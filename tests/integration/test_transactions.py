@@ -10,10 +10,11 @@ write only beneath the workspace, never through a link either side holds.
 
 import json
 import os
+import signal
 
 import pytest
 
-from conftest import assert_cordon_refused
+from conftest import assert_cordon_refused, wait_until
 from test_workspace_trust import make_repo, tree_digest
 
 OVERLAY = ("--workspace-mode", "overlay")
@@ -212,7 +213,7 @@ def test_workspace_mode_overlay_needs_a_level_that_has_it(cordon):
 
 # --- daemon sessions ---------------------------------------------------------
 
-from serve_util import Daemon  # noqa: E402
+from serve_util import Daemon, Stopped  # noqa: E402
 from test_audit import assert_intact  # noqa: E402
 
 
@@ -317,3 +318,41 @@ def test_session_fork_makes_independent_copies(daemon, cordon):
     ans = c.answer(second)
     assert ans["error"]["code"] == -32002 and "one exec at a time" in ans["error"]["message"], ans
     assert c.answer(first)["result"]["transaction"]["outcome"] == "committed"
+
+
+# 20,000 files in 200 directories.
+MANY = ("import os\nfor i in range(200):\n    os.mkdir('d%d' % i)\n"
+        "    for j in range(100):\n        open('d%d/f%d' % (i, j), 'w').write('x')\n")
+
+
+def test_a_large_commit_does_not_hold_up_other_clients(daemon):
+    """A 20,000-file commit runs in a worker: held in flight (its worker
+    stopped), another client's run is answered, a call on the same session
+    hears it is busy, and the commit's answer comes after; a SIGTERM meanwhile
+    waits for it."""
+    d = daemon("--pool", "1", "--grace", "120s")
+    a, b, owner = d.connect(timeout=300), d.connect(), d.connect()
+    sid = a.result("session.create", {"workspace_mode": "overlay",
+                                      "workspace_commit": "manual"})["session_id"]
+    r = a.result("session.exec", {"session_id": sid, "argv": ["python3", "-c", MANY],
+                                  "timeout": 600})
+    assert r["transaction"]["outcome"] == "pending" and r["transaction"]["added"] == 20200, r
+    commit = a.send("session.commit", {"session_id": sid})
+    with Stopped(d, "cordon-commit"):
+        listed = {s["session_id"]: s["state"] for s in owner.result("session.list")["sessions"]}
+        assert listed == {sid: "committing"}, listed
+        for method, extra in [("exec", {"argv": ["true"]}), ("read_file", {"path": "d0/f0"}),
+                              ("discard", {}), ("destroy", {})]:
+            ans = owner.call(f"session.{method}", {"session_id": sid, **extra})
+            assert ans["error"]["code"] == -32002 and "committing" in ans["error"]["message"], ans
+        got = b.result("run", {"argv": ["echo", "meanwhile"]})
+        assert got["stdout"] == "meanwhile\n", got
+        assert not a.pending(), "the commit was answered while its worker was stopped"
+        d.proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: b.result("health")["draining"], 30)
+    done = a.answer(commit)["result"]
+    assert (done["run_id"], done["transaction"]["outcome"]) == (r["run_id"], "committed"), done
+    assert done["transaction"]["digest"] == r["transaction"]["digest"], done
+    # Drained once the commit was answered (it exits, its sessions with it).
+    rc, err = d.stop()
+    assert rc == 0, err
