@@ -842,32 +842,36 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     }
 }
 
+/* May we serve on PATH (SA filled)? A daemon killed outright leaves its socket:
+ * it is replaced unless one answers there. */
+static int check_socket(const char *path, struct sockaddr_un *sa, struct cordon_err *err)
+{
+    *sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof sa->sun_path)
+        return err_set(err, CORDON_E_USAGE, "socket path too long: '%s'", path);
+    strcpy(sa->sun_path, path);
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return 0;
+    if (!S_ISSOCK(st.st_mode))
+        return err_set(err, CORDON_E_USAGE, "'%s' exists and is not a socket", path);
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool live = probe >= 0 && connect(probe, (struct sockaddr *)sa, sizeof *sa) == 0;
+    if (probe >= 0)
+        close(probe);
+    if (live)
+        return err_set(err, CORDON_E_USAGE, "a daemon is already serving on '%s'", path);
+    return 0;
+}
+
 static int listen_on(const char *path, struct cordon_err *err)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof sa.sun_path)
-        return err_set(err, CORDON_E_USAGE, "socket path too long: '%s'", path);
-    strcpy(sa.sun_path, path);
+    struct sockaddr_un sa;
+    TRY(check_socket(path, &sa, err));
+    unlink(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create a socket");
-    struct stat st;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            close(fd);
-            return err_set(err, CORDON_E_USAGE, "'%s' exists and is not a socket", path);
-        }
-        /* A daemon killed outright leaves its socket: replace it unless one answers. */
-        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
-        if (probe >= 0)
-            close(probe);
-        if (live) {
-            close(fd);
-            return err_set(err, CORDON_E_USAGE, "a daemon is already serving on '%s'", path);
-        }
-        unlink(path);
-    }
     /* Created 0600 (no window in which others could connect); SO_PEERCRED checks anyway. */
     mode_t old = umask(0177);
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
@@ -995,6 +999,11 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
         .output = on_job_output,
         .pool = cfg->pool,
     };
+    /* A daemon already serving there is the likelier mistake: said first. Then
+     * the state directory, emptied before the socket answers anyone. */
+    struct sockaddr_un sa;
+    if (check_socket(cfg->socket_path, &sa, err) < 0)
+        goto out;
     d.state_fd = sessions_open_state_dir(cfg->state_dir, err);
     if (d.state_fd < 0)
         goto out;
@@ -1030,8 +1039,10 @@ out:
     while (d.sessions)
         session_free(&d, d.sessions);
     if (d.state_fd >= 0) {
+        /* Ours, and empty now (a non-empty one stays for a look); removed while
+         * still locked, so never from under a daemon that comes next. */
+        rmdir(cfg->state_dir);
         close(d.state_fd);
-        rmdir(cfg->state_dir); /* ours, and empty now; a non-empty one stays for a look */
     }
     struct event *evs[] = { d.sig_term, d.sig_int, d.drain_ev, d.reap_ev, d.flush_ev, d.idle_ev };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)

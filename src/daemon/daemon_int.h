@@ -118,5 +118,9 @@ void daemon_maybe_finish(struct daemon *d);
 /* Every second: sessions unused past the idle limit are destroyed. */
 void sessions_on_idle_timer(evutil_socket_t fd, short what, void *arg);
 
-/* The state directory, made ours and emptied of a killed daemon's sessions. */
+/*
+ * The state directory, made ours, locked against a second daemon, and
+ * emptied of a killed daemon's sessions (each once no supervisor or worker
+ * of that daemon holds it any more).
+ */
 int sessions_open_state_dir(const char *dir, struct cordon_err *err);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void session_unlink(struct daemon *d, struct session *ses)
@@ -651,6 +652,26 @@ void sessions_on_idle_timer(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* How long a restart waits for a killed daemon's runs to let go of a session. */
+#define STALE_WAIT_MS 120000
+
+/*
+ * A killed daemon's session goes once no supervisor or worker of that
+ * daemon holds it any more (they hold it flock()ed, sandbox/workspace.h and
+ * worker.h, and end soon with their daemon gone), so that nothing of theirs
+ * writes there while it is removed, and none of it is left behind.
+ */
+static void remove_stale(int state_fd, const char *name)
+{
+    _cleanup_close_ int lock = openat(state_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                     O_CLOEXEC);
+    for (int i = 0; lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK &&
+                    i < STALE_WAIT_MS / 20; i++)
+        nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+    struct cordon_err ignored;
+    wsfile_remove_tree(state_fd, name, &ignored);
+}
+
 int sessions_open_state_dir(const char *dir, struct cordon_err *err)
 {
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
@@ -663,11 +684,17 @@ int sessions_open_state_dir(const char *dir, struct cordon_err *err)
         return err_set(err, CORDON_E_USAGE, "state directory '%s' must be a directory of ours, "
                                             "mode 0700", dir);
     }
+    /* One daemon to a state directory: a second would empty the first's sessions. */
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        close(fd);
+        return err_set(err, CORDON_E_USAGE, "state directory '%s' is in use by another daemon",
+                       dir);
+    }
     DIR *ls = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
     struct dirent *e;
     while (ls && (e = readdir(ls)))
         if (strlen(e->d_name) == 32)
-            wsfile_remove_tree(fd, e->d_name, err);
+            remove_stale(fd, e->d_name);
     if (ls)
         closedir(ls);
     return fd;

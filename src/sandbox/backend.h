@@ -70,6 +70,12 @@ struct sandbox_call {
      * manual (the result's transaction "pending"); the caller owns it then
      * (sandbox/txn.h). NULL: nobody can decide later, and it is dropped. */
     int *keep_layer;
+    /* The front end the run is for when it is this process's parent (a run
+     * handle's: the daemon's, mcp serve's, the broker's), or 0. Gone by the
+     * run's end, it was killed or replaced: the overlay's change is
+     * discarded, not committed into a workspace nobody is left to answer
+     * for (a restarted daemon removes the sessions of the one it replaces). */
+    pid_t parent;
 };
 
 struct sandbox_result {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -327,6 +328,14 @@ int workspace_prepare(const struct policy *p, struct watchdog *wd, struct worksp
                           p->workspace_follow_symlinks, err);
     if (g->fd < 0)
         return err_prefix(err, "workspace");
+    /* Never waited for: an exclusive holder is a daemon removing a session
+     * whose own daemon is gone, and that run's commit is discarded anyway
+     * (sandbox_call.parent); a user's own lock on a -w tree is not ours. */
+    g->lock = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (g->lock >= 0 && flock(g->lock, LOCK_SH | LOCK_NB) < 0) {
+        close(g->lock);
+        g->lock = -1;
+    }
     int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (top < 0)
         return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", p->workspace);
@@ -594,5 +603,6 @@ void workspace_guard_release(struct workspace_guard *g)
     free(g->placeholders);
     free(g->modes);
     closep(&g->fd);
+    closep(&g->lock); /* a restarted daemon may now remove the workspace */
     *g = (struct workspace_guard)WORKSPACE_GUARD_INIT;
 }

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import assert_cordon_refused, wait_until
 from test_workspace_trust import make_repo, tree_digest
+from conftest import marker, pids_with
 
 OVERLAY = ("--workspace-mode", "overlay")
 
@@ -213,7 +214,7 @@ def test_workspace_mode_overlay_needs_a_level_that_has_it(cordon):
 
 # --- daemon sessions ---------------------------------------------------------
 
-from serve_util import Daemon, Stopped  # noqa: E402
+from serve_util import Daemon, Stopped, children  # noqa: E402
 from test_audit import assert_intact  # noqa: E402
 
 
@@ -356,3 +357,59 @@ def test_a_large_commit_does_not_hold_up_other_clients(daemon):
     # Drained once the commit was answered (it exits, its sessions with it).
     rc, err = d.stop()
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("mode, restart", [("overlay", "mid_call"), ("overlay", "after_the_call"),
+                                           ("direct", "mid_call")])
+def test_a_call_outliving_its_daemon_commits_nothing(daemon, cordon, bins, mode, restart):
+    """kill -9 of the daemon while a session's call runs: the call's
+    supervisor, its daemon gone, discards an overlay's change instead of
+    committing it (the workspace is unchanged), and a daemon restarted on the
+    same state directory, mid-call or after it, waits for the old call to let
+    go of its session and leaves no session directory behind (a direct
+    session's call writes into it until its very end)."""
+    log = cordon.hostdir("audit") / "audit.log"
+    d = daemon("--pool", "0", "--audit", log)
+    state = d.path.parent / (d.path.name + ".d")
+    c = d.connect()
+    sid = c.result("session.create", {"workspace_mode": mode,
+                                      "workspace_commit": "always"})["session_id"]
+    c.result("session.write_file", {"session_id": sid, "path": "a.txt", "content": "before\n"})
+    before = tree_digest(state / sid)
+    mark = marker()
+    if mode == "overlay":
+        # 20,000 files to commit, then it waits; SIGTERM (the supervisor's, once
+        # its daemon is gone) ends it with success.
+        script = (f"python3 -c \"{MANY}\"; trap 'exit 0' TERM; echo ready; "
+                  f"while :; do sleep 0.1; done; : {mark}")
+    else:
+        # Writes on, SIGTERM or not, until its supervisor kills it.
+        script = (f"trap '' TERM; echo ready; i=0; while [ $i -lt 200000 ]; do "
+                  f"echo x > f$i; i=$((i+1)); done; : {mark}")
+    c.send("session.exec", {"session_id": sid, "argv": ["sh", "-c", script], "stream": True,
+                            "timeout": 600})
+    note = c.line()
+    assert note.get("method") == "run.output" and "ready" in note["params"]["data"], note
+    supervisors = children(d.proc.pid)
+    assert supervisors
+    d.proc.kill()
+    d.proc.wait()
+
+    def old_gone():
+        return not any(os.path.exists(f"/proc/{p}") for p in supervisors) and not pids_with(mark)
+
+    if restart == "after_the_call":
+        assert wait_until(old_gone, 120)
+        # Nothing was committed: the workspace is as it was, no temporary file in it.
+        assert tree_digest(state / sid) == before
+    d.start()
+    # It answers once the stale session is gone, which waited for the old call.
+    assert d.connect().result("session.list")["sessions"] == []
+    assert wait_until(old_gone, 120)
+    assert os.listdir(state) == [], list(state.rglob("*"))[:5]
+    d.stop()
+    end = [e for e in assert_intact(bins, log) if e["type"] == "run.end"]
+    assert len(end) == 1 and end[0]["session"] == sid, end
+    if mode == "overlay":
+        t = end[0]["transaction"]
+        assert t["outcome"] == "discarded" and "gone" in t["reason"], t
