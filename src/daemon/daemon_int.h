@@ -27,7 +27,8 @@ struct session {
     char *dir;
     uid_t owner;                  /* who created it (SO_PEERCRED): only it, and an
                                      --admin-uid, may see or use it */
-    struct policy pol;            /* the daemon's, with this workspace (shallow: never freed) */
+    struct policy pol;            /* the daemon's with this workspace and the session's options
+                                     (policy_derive: shallow, never freed; its own digests) */
     int pending;                  /* workspace.commit manual: the last exec's layer, kept
                                      until session.commit / session.discard; or -1 */
     char pending_run[33];         /* the run that made it */

@@ -85,7 +85,7 @@ static struct session *session_new(struct daemon *d, uid_t owner, struct cordon_
         session_free(d, ses);
         return NULL;
     }
-    ses->pol = *d->cfg.policy;
+    policy_derive(d->cfg.policy, &ses->pol);
     ses->pol.workspace = ses->dir;
     ses->created_us = ses->used_us = daemon_now_us();
     return ses;

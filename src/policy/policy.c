@@ -1303,6 +1303,7 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
     const char *prefix = flag ? flag : key;
     const struct policy_key *k = policy_key_find(key);
     char why[200] = "";
+    p->evidence_done = false; /* a changed policy's digests are computed anew */
     if (!k)
         return err_set(err, CORDON_E_POLICY, "%s: unknown policy key \"%s\"", prefix, key);
     switch (k->type) {
@@ -1373,6 +1374,7 @@ static int add_bind(struct policy *p, const char *spec, bool writable, const cha
                     struct cordon_err *err)
 {
     char why[200] = "";
+    p->evidence_done = false;
     /* The first ':' splits; a path containing ':' needs the {source, dest} form. */
     const char *colon = strchr(spec, ':');
     _cleanup_free_ char *source = strndup(spec, colon ? (size_t)(colon - spec) : strlen(spec));
@@ -1549,6 +1551,14 @@ const struct policy_evidence *policy_evidence(const struct policy *p)
     }
     pthread_mutex_unlock(&lock);
     return &p->evidence;
+}
+
+void policy_derive(const struct policy *base, struct policy *out)
+{
+    *out = *base;
+    /* Its digests are its own, computed at its first run: none of BASE's. */
+    memset(&out->evidence, 0, sizeof out->evidence);
+    out->evidence_done = false;
 }
 
 static void build_evidence(struct policy *p)

@@ -8,6 +8,7 @@ change must leave the host tree byte-identical (tree_digest); a commit must
 write only beneath the workspace, never through a link either side holds.
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -413,3 +414,41 @@ def test_a_call_outliving_its_daemon_commits_nothing(daemon, cordon, bins, mode,
     if mode == "overlay":
         t = end[0]["transaction"]
         assert t["outcome"] == "discarded" and "gone" in t["reason"], t
+
+
+def canonical_digest(policy):
+    """The policy digest cordon computes: SHA-256 of the compact, sorted JSON."""
+    text = json.dumps(policy, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_session_run_records_its_own_policy_digest(daemon, cordon, bins):
+    """run.start of a session's exec names the digest of the policy it ran
+    under (the daemon's with the session's workspace and options), not the
+    daemon's, whatever the daemon computed before."""
+    log = cordon.hostdir("audit") / "audit.log"
+    d = daemon("--pool", "1", "--audit", log)
+    c = d.connect()
+    base = c.result("policy.check")
+    assert canonical_digest(base["policy"]) == base["digest"]
+    assert c.result("run", {"argv": ["true"]})["exit_code"] == 0
+    sids = [c.result("session.create", opts)["session_id"] for opts in
+            ({}, {"workspace_mode": "overlay", "workspace_commit": "manual"})]
+    for sid in sids:
+        assert c.result("session.exec", {"session_id": sid, "argv": ["true"]})["exit_code"] == 0
+    fork = c.result("session.fork", {"session_id": sids[1]})["session_ids"][0]
+    c.result("session.discard", {"session_id": sids[1]})
+    assert c.result("session.exec", {"session_id": fork, "argv": ["true"]})["exit_code"] == 0
+    state = d.path.parent / (d.path.name + ".d")
+    d.stop()
+    starts = [e for e in assert_intact(bins, log) if e["type"] == "run.start"]
+    assert starts[0]["policy_digest"] == base["digest"] and "session" not in starts[0]
+    for sid, overlay in ((sids[0], False), (sids[1], True), (fork, True)):
+        want = json.loads(json.dumps(base["policy"]))
+        want["filesystem"]["workspace"] = str(state / sid)
+        if overlay:
+            want["workspace"] = {"mode": "overlay", "commit": "manual"}
+        (start,) = [e for e in starts if e.get("session") == sid]
+        assert start["workspace"] == str(state / sid)
+        assert start["policy_digest"] == canonical_digest(want) != base["digest"], (sid, start)
+
