@@ -335,6 +335,17 @@ def test_second_daemon_on_a_live_socket_is_refused(daemon, cordon):
         assert not other.exists()
     r = cordon.raw("serve")
     assert r.status == 125 and r.err == "cordon: serve: missing --socket PATH\n", r
+    # Another socket on the live daemon's state directory: refused, and the
+    # live daemon's sessions are left alone (a second used to empty them).
+    c = d.connect()
+    sid = c.result("session.create")["session_id"]
+    c.result("session.write_file", {"session_id": sid, "path": "f", "content": "kept\n"})
+    state = str(d.path) + ".d"
+    r = cordon.raw("serve", "--socket", other, "--state-dir", state, timeout=10)
+    assert r.status == 125 and r.err == (f"cordon: state directory '{state}' is in use by "
+                                         "another daemon\n"), r
+    assert not other.exists()
+    assert c.result("session.read_file", {"session_id": sid, "path": "f"})["content"] == "kept\n"
 
 
 def test_cancel_and_policy_check(daemon):
