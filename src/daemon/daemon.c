@@ -277,10 +277,12 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
             return why_printf(why, len, "%s", "\"code\" must be a string");
         size_t l = 0;
         while (l < sizeof languages / sizeof languages[0] &&
-               !(json_is_string(lang) && strcmp(json_string_value(lang), languages[l].language) == 0))
+               !(json_is_string(lang) &&
+                 strcmp(json_string_value(lang), languages[l].language) == 0))
             l++;
         if (l == sizeof languages / sizeof languages[0])
-            return why_printf(why, len, "%s", "\"language\" must be \"python\", \"node\" or \"sh\"");
+            return why_printf(why, len, "%s",
+                              "\"language\" must be \"python\", \"node\" or \"sh\"");
         fixed[0] = languages[l].argv[0];
         fixed[1] = languages[l].argv[1];
         n = 3;
@@ -291,8 +293,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     for (size_t i = 0; i < n; i++) {
         const char *s = argv ? json_string_value(json_array_get(argv, i))
                              : (i < 2 ? fixed[i] : json_string_value(code));
-        if (!s || (i == 0 && !*s) || strlen(s) != (argv ? json_string_length(json_array_get(argv, i))
-                                                        : strlen(s)))
+        size_t s_len = argv ? json_string_length(json_array_get(argv, i)) : s ? strlen(s) : 0;
+        if (!s || (i == 0 && !*s) || strlen(s) != s_len)
             return why_printf(why, len, "%s", i == 0 ? "\"argv\"[0] must be a non-empty string"
                                               : "\"argv\" must hold strings without NUL bytes");
         if (!(r->argv[i] = strdup(s)))
@@ -329,7 +331,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
         size_t i = 0;
         json_object_foreach(env, key, v) {
             if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-                return why_printf(why, len, "\"env\".%.64s must be a string without NUL bytes", key);
+                return why_printf(why, len, "\"env\".%.64s must be a string without NUL bytes",
+                                  key);
             if (!*key || strchr(key, '=') || strlen(key) > 255)
                 return why_printf(why, len, "\"env\" name \"%.64s\" is not a variable name", key);
             if (asprintf(&r->envp[i++], "%s=%s", key, json_string_value(v)) < 0) {
@@ -343,8 +346,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     if (timeout) {
         double t = json_number_value(timeout);
         if (!json_is_number(timeout) || !(t > 0) || t > MAX_TIMEOUT_S)
-            return why_printf(why, len, "%s", "\"timeout\" must be a number of seconds, above 0 and at "
-                                       "most 86400");
+            return why_printf(why, len, "%s", "\"timeout\" must be a number of seconds, above 0 "
+                                              "and at most 86400");
         r->call.wall_ms = (uint64_t)(t * 1000.0 + 0.5);
         if (!r->call.wall_ms)
             r->call.wall_ms = 1;
@@ -388,28 +391,30 @@ void daemon_method_run(struct client *c, const json_t *id, const json_t *params,
     }
     if (c->n_calls >= d->cfg.max_calls_per_client) {
         d->busy++;
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: this connection has %u calls in flight; wait "
-                                         "for an answer",
-                           c->n_calls));
+        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: this connection has %u calls in flight; "
+                                                "wait for an answer",
+                                  c->n_calls));
         return;
     }
     /* One layer at a time: each commit is checked against the workspace
      * the exec started on, which a concurrent commit would change under it. */
     if (ses && ses->pol.workspace_mode == POLICY_WS_OVERLAY && ses->running) {
         d->busy++;
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: session.exec: an overlay session runs one exec at "
-                                         "a time; wait for its answer"));
+        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: session.exec: an overlay session runs one "
+                                                "exec at a time; wait for its answer"));
         return;
     }
     if (ses && ses->pending >= 0) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: the session's last change is "
-                           "not committed yet; session.commit or session.discard it first"));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: the session's last change "
+                                  "is not committed yet; session.commit or session.discard it "
+                                  "first"));
         return;
     }
     struct run_request r = { 0 };
     if (parse_run(params, &r, why, sizeof why, ses != NULL) < 0) {
         d->bad_requests++;
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run", why));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run",
+                                  why));
         run_request_release(&r);
         return;
     }
@@ -489,7 +494,8 @@ static void on_job_done(void *ctx, const struct job_end *end)
         } else {
             json_t *res = end->result;
             json_t *a = json_pack("{s:s, s:O, s:O, s:O, s:O, s:b}", "run_id", end->run_id,
-                                  "exit_code", res ? json_object_get(res, "exit_code") : json_null(),
+                                  "exit_code", res ? json_object_get(res, "exit_code")
+                                                   : json_null(),
                                   "signal", res ? json_object_get(res, "signal") : json_null(),
                                   "reason", res ? json_object_get(res, "reason")
                                                 : json_string("killed"),
@@ -502,10 +508,11 @@ static void on_job_done(void *ctx, const struct job_end *end)
                 json_t *error = res ? json_object_get(res, "error") : NULL;
                 if (error)
                     json_object_set(a, "error", error);
-                json_object_set_new(a, "times",
-                                    json_pack("{s:o, s:o, s:f}", "wall_ms", us_as_ms(res, "wall_us"),
-                                              "cpu_ms", us_as_ms(res, "cpu_us"), "total_ms",
-                                              (double)(daemon_now_us() - call->recv_us) / 1000.0));
+                double total_ms = (double)(daemon_now_us() - call->recv_us) / 1000.0;
+                json_object_set_new(a, "times", json_pack("{s:o, s:o, s:f}", "wall_ms",
+                                                          us_as_ms(res, "wall_us"), "cpu_ms",
+                                                          us_as_ms(res, "cpu_us"), "total_ms",
+                                                          total_ms));
                 if (res)
                     json_object_set(a, "result", res);
                 /* A session on a layer: what the call changed, and what became of it. */
@@ -567,7 +574,8 @@ static void method_cancel(struct client *c, const json_t *id, const json_t *para
         if (!job_stop(call->job, false)) {
             /* It never started: answered here, as cancelled. */
             unlink_call(call);
-            daemon_reply(c, rpc_error(call->id, RPC_REQUEST_TIMEOUT, "run: cancelled before it started"));
+            daemon_reply(c, rpc_error(call->id, RPC_REQUEST_TIMEOUT,
+                                      "run: cancelled before it started"));
             call_free(call);
         }
         if (id)
@@ -582,15 +590,15 @@ static void method_policy_check(struct client *c, const json_t *id, const json_t
 {
     json_t *text = json_object_get(params, "policy");
     if (text && !json_is_string(text)) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "policy.check: \"policy\" must be a string "
-                                                   "(YAML or JSON)"));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "policy.check: \"policy\" must be a "
+                                                          "string (YAML or JSON)"));
         return;
     }
     char digest[65];
     if (!text) {
         policy_digest_hex(c->d->cfg.policy, digest);
-        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:o}", "ok", 1, "digest", digest, "policy",
-                                          policy_to_json(c->d->cfg.policy))));
+        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:o}", "ok", 1, "digest", digest,
+                                                 "policy", policy_to_json(c->d->cfg.policy))));
         return;
     }
     struct cordon_err err = { 0 };
@@ -650,7 +658,8 @@ static void method_kill_all(struct client *c, const json_t *id, const json_t *pa
     struct killall_report *r = calloc(1, sizeof *r);
     if (!r || cordon_audit_open(c->d->cfg.policy, &log, &err) < 0 ||
         run_kill_all(log, why ? json_string_value(why) : "daemon kill_all", r, &err) < 0)
-        daemon_reply(c, rpc_error(id, RPC_INTERNAL_ERROR, "kill_all: %s", r ? err.msg : "out of memory"));
+        daemon_reply(c, rpc_error(id, RPC_INTERNAL_ERROR, "kill_all: %s",
+                                  r ? err.msg : "out of memory"));
     else
         daemon_reply(c, rpc_result(id, killall_report_json(r)));
     if (log) {
@@ -666,7 +675,8 @@ static void request(struct client *c, const char *method, const json_t *id, cons
     if (params && !json_is_object(params)) {
         c->d->bad_requests++;
         if (id)
-            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: params must be an object", method));
+            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: params must be an object",
+                                      method));
         return;
     }
     json_t *empty = params ? NULL : json_object();
@@ -683,9 +693,11 @@ static void request(struct client *c, const char *method, const json_t *id, cons
     else if (strcmp(method, "policy.check") == 0)
         method_policy_check(c, id, params);
     else if (strcmp(method, "health") == 0)
-        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:b, s:f}", "ok", !c->d->draining, "version",
-                                          CORDON_VERSION, "draining", c->d->draining, "uptime_s",
-                                          (double)(daemon_now_us() - c->d->started_us) / 1e6)));
+        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:b, s:f}", "ok", !c->d->draining,
+                                                 "version", CORDON_VERSION, "draining",
+                                                 c->d->draining, "uptime_s",
+                                                 (double)(daemon_now_us() - c->d->started_us) /
+                                                     1e6)));
     else if (strcmp(method, "stats") == 0)
         daemon_reply(c, rpc_result(id, stats_json(c->d)));
     else if (strcmp(method, "kill_all") == 0)
@@ -984,7 +996,8 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
 {
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
-    struct daemon d = { .cfg = *cfg, .listen_fd = -1, .state_fd = -1, .started_us = daemon_now_us() };
+    struct daemon d = { .cfg = *cfg, .listen_fd = -1, .state_fd = -1,
+                        .started_us = daemon_now_us() };
     int rc = -1;
     d.base = event_base_new();
     if (!d.base)
@@ -1018,7 +1031,8 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
     d.flush_ev = evtimer_new(d.base, on_flush_timer, &d);
     d.idle_ev = event_new(d.base, -1, EV_PERSIST, sessions_on_idle_timer, &d);
     struct timeval idle_tick = { 1, 0 };
-    if (!d.idle_ev || event_add(d.idle_ev, &idle_tick) < 0 || !d.flush_ev || !d.listen_ev || !d.sig_term || !d.sig_int || !d.drain_ev || !d.reap_ev ||
+    if (!d.idle_ev || event_add(d.idle_ev, &idle_tick) < 0 || !d.flush_ev || !d.listen_ev ||
+        !d.sig_term || !d.sig_int || !d.drain_ev || !d.reap_ev ||
         event_add(d.listen_ev, NULL) < 0 || evsignal_add(d.sig_term, NULL) < 0 ||
         evsignal_add(d.sig_int, NULL) < 0) {
         err_set(err, CORDON_E_INTERNAL, "cannot set up the event loop");

@@ -308,7 +308,8 @@ static json_t *remove_work(void *arg)
 {
     const struct session_op *op = arg;
     struct cordon_err err = { 0 };
-    return json_pack("{s:b}", "removed", wsfile_remove_tree(op->d->state_fd, op->ses->id, &err) == 0);
+    bool removed = wsfile_remove_tree(op->d->state_fd, op->ses->id, &err) == 0;
+    return json_pack("{s:b}", "removed", removed);
 }
 
 static void remove_done(void *ctx, const json_t *answer)
@@ -360,8 +361,8 @@ static struct session *find_session(struct daemon *d, const json_t *params, cons
 {
     const char *sid = json_string_value(json_object_get(params, "session_id"));
     if (!sid) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: \"session_id\" must be a string",
-                           method));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS,
+                                  "session.%s: \"session_id\" must be a string", method));
         return NULL;
     }
     for (struct session *ses = d->sessions; ses; ses = ses->next)
@@ -369,7 +370,8 @@ static struct session *find_session(struct daemon *d, const json_t *params, cons
             ses->used_us = daemon_now_us();
             return ses;
         }
-    daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: no session \"%.40s\"", method, sid));
+    daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: no session \"%.40s\"", method,
+                              sid));
     return NULL;
 }
 
@@ -405,7 +407,8 @@ static void session_write(struct client *c, const json_t *id, const json_t *para
     const char *path = file_path(c, id, params, "write_file");
     if (!path)
         return;
-    json_t *text = json_object_get(params, "content"), *b64 = json_object_get(params, "content_base64");
+    json_t *text = json_object_get(params, "content");
+    json_t *b64 = json_object_get(params, "content_base64");
     json_t *mode = json_object_get(params, "mode");
     if (!text == !b64 || (text && !json_is_string(text)) || (b64 && !json_is_string(b64)) ||
         (mode && (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
@@ -417,9 +420,10 @@ static void session_write(struct client *c, const json_t *id, const json_t *para
     }
     _cleanup_free_ char *decoded = NULL;
     size_t len = 0;
-    if (b64 && daemon_base64_decode(json_string_value(b64), json_string_length(b64), &decoded, &len) < 0) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.write_file: \"content_base64\" is "
-                                                   "not base64"));
+    if (b64 && daemon_base64_decode(json_string_value(b64), json_string_length(b64), &decoded,
+                                    &len) < 0) {
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.write_file: "
+                                                          "\"content_base64\" is not base64"));
         return;
     }
     struct cordon_err err = { 0 };
@@ -429,8 +433,8 @@ static void session_write(struct client *c, const json_t *id, const json_t *para
         reply_err(c, id, "write_file", &err);
         return;
     }
-    daemon_reply(c, rpc_result(id, json_pack("{s:s, s:I}", "path", path,
-                                      "bytes", (json_int_t)(text ? json_string_length(text) : len))));
+    json_int_t bytes = (json_int_t)(text ? json_string_length(text) : len);
+    daemon_reply(c, rpc_result(id, json_pack("{s:s, s:I}", "path", path, "bytes", bytes)));
 }
 
 static void session_read(struct client *c, const json_t *id, const json_t *params,
@@ -443,8 +447,8 @@ static void session_read(struct client *c, const json_t *id, const json_t *param
     json_t *jmax = json_object_get(params, "max_bytes");
     if (jmax) {
         if (!json_is_integer(jmax) || json_integer_value(jmax) < 0) {
-            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.read_file: \"max_bytes\" must be "
-                                                       "a count"));
+            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.read_file: "
+                                                              "\"max_bytes\" must be a count"));
             return;
         }
         if ((size_t)json_integer_value(jmax) < max)
@@ -522,7 +526,8 @@ static void session_fork(struct client *c, const json_t *id, const json_t *param
     struct daemon *d = c->d;
     json_t *jn = json_object_get(params, "count");
     if (jn && (!json_is_integer(jn) || json_integer_value(jn) < 1 || json_integer_value(jn) > 64)) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.fork: \"count\" must be 1 to 64"));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS,
+                                  "session.fork: \"count\" must be 1 to 64"));
         return;
     }
     /* A copy of a tree being written is no snapshot. */
@@ -575,8 +580,9 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
         struct cordon_err err = { 0 };
         struct session *ses = d->draining ? NULL : session_new(d, c->uid, &err);
         if (!ses) {
-            daemon_reply(c, rpc_error(id, d->draining ? RPC_SHUTTING_DOWN : RPC_BUSY, "session.create: %s",
-                               d->draining ? "the daemon is shutting down" : err.msg));
+            daemon_reply(c, rpc_error(id, d->draining ? RPC_SHUTTING_DOWN : RPC_BUSY,
+                                      "session.create: %s",
+                                      d->draining ? "the daemon is shutting down" : err.msg));
         } else if (json_is_object(params) && session_options(ses, params, &err) < 0) {
             session_free(d, ses);
             d->bad_requests++;
@@ -601,7 +607,8 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
         k++;
     if (k == sizeof known / sizeof known[0]) {
         d->bad_requests++;
-        daemon_reply(c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"session.%.40s\"", method));
+        daemon_reply(c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"session.%.40s\"",
+                                  method));
         return;
     }
     struct session *ses = find_session(d, params, id, c, method);
@@ -624,9 +631,9 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
     } else if (strcmp(method, "commit") == 0 || strcmp(method, "discard") == 0) {
         session_decide(c, id, ses, method[0] == 'c');
     } else if (ses->running) {
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "session.destroy: %u execs are still running; cancel "
-                                         "them first",
-                           ses->running));
+        daemon_reply(c, rpc_error(id, RPC_BUSY, "session.destroy: %u execs are still running; "
+                                                "cancel them first",
+                                  ses->running));
     } else {
         struct cordon_err err = { 0 };
         if (session_remove(d, ses, c, id, &err) < 0) {
