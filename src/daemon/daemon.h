@@ -2,9 +2,10 @@
  * daemon/daemon.h: `cordon serve`, a JSON-RPC 2.0 daemon on a unix socket
  * (one JSON object per line each way) that runs each call in a fresh
  * sandbox, handed out of a warm pool (core/jobs.h), and sessions: a
- * workspace kept between runs. Methods: run, cancel, policy.check, health,
- * stats, session.create/exec/write_file/read_file/list/fork/destroy. Runs in
- * its own process; prints nothing.
+ * workspace kept between runs, each its creator's uid's. Methods: run,
+ * cancel, policy.check, health, stats, kill_all, session.create/exec/
+ * write_file/read_file/list/fork/commit/discard/destroy. Runs in its own
+ * process (and a worker process per slow session operation); prints nothing.
  */
 #pragma once
 #include "common/err.h"

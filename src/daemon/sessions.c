@@ -1,7 +1,9 @@
 /*
  * daemon/sessions.c: the daemon's sessions (see daemon.h): a workspace kept
  * between runs in the state directory, its file operations, fork, and the
- * decision a manual overlay session's last exec waits for.
+ * decision a manual overlay session's last exec waits for. A session is its
+ * creator's uid's; what takes as long as the workspace is big (a commit, a
+ * discard, a fork, a removal) runs in a worker (daemon/worker.h).
  */
 #include "daemon/daemon_int.h"
 
