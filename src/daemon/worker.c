@@ -57,7 +57,7 @@ static void child_main(const struct worker_spec *spec, pid_t parent, int out_fd)
     if (spec->lock_dir >= 0) {
         /* Our own open file description: the lock is this process's alone. */
         int lock = openat(spec->lock_dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        int rc;
+        int rc = -1;
         while (lock >= 0 && (rc = flock(lock, spec->exclusive ? LOCK_EX : LOCK_SH)) < 0 &&
                errno == EINTR)
             ;
