@@ -493,13 +493,15 @@ static void on_job_done(void *ctx, const struct job_end *end)
             ans = rpc_error(call->id, RPC_RUN_REFUSED, "run: %s", end->start_error->msg);
         } else {
             json_t *res = end->result;
-            json_t *a = json_pack("{s:s, s:O, s:O, s:O, s:O, s:b}", "run_id", end->run_id,
-                                  "exit_code", res ? json_object_get(res, "exit_code")
+            /* Without a result (its supervisor died): killed, status 125. */
+            json_t *a = json_pack("{s:s, s:o, s:o, s:o, s:o, s:b}", "run_id", end->run_id,
+                                  "exit_code", res ? json_incref(json_object_get(res, "exit_code"))
                                                    : json_null(),
-                                  "signal", res ? json_object_get(res, "signal") : json_null(),
-                                  "reason", res ? json_object_get(res, "reason")
+                                  "signal", res ? json_incref(json_object_get(res, "signal"))
+                                                : json_null(),
+                                  "reason", res ? json_incref(json_object_get(res, "reason"))
                                                 : json_string("killed"),
-                                  "status", res ? json_object_get(res, "status")
+                                  "status", res ? json_incref(json_object_get(res, "status"))
                                                 : json_integer(125),
                                   "pooled", job_pooled(call->job));
             if (a) {

@@ -257,7 +257,8 @@ static int record_modes(struct workspace_guard *g, struct cordon_err *err)
         if (sub >= 0)
             TRY(record_tree(g, sub, g->entries[i].rel, 0, &cap, err));
     }
-    qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
+    if (g->n_modes) /* none recorded: no array, and qsort() may not be given NULL */
+        qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
     return 0;
 }
 
