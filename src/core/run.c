@@ -787,7 +787,15 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         struct cordon_err unguarded;
         if (p->workspace_commit != POLICY_WS_COMMIT_MANUAL)
             watchdog_guard_txn(run->wd, p->workspace, p->workspace_follow_symlinks, &unguarded);
-        txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+        if (run->call.parent > 0 && getppid() != run->call.parent) {
+            /* Its front end is gone (we were reparented): nobody will hear of the
+             * change, and a restarted daemon removes the session it was for. */
+            res->txn.outcome = TXN_DISCARDED;
+            snprintf(res->txn.reason, sizeof res->txn.reason,
+                     "the front end that asked for the run is gone");
+        } else {
+            txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+        }
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
         /* A caller that checks the status must not believe the change landed. */

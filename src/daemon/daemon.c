@@ -6,7 +6,7 @@
  * connection is only ever answered; nothing one does reaches another
  * beyond the shared queue, whose limit is answered "busy".
  */
-#include "daemon/daemon.h"
+#include "daemon/daemon_int.h"
 
 #include "broker/jsonrpc.h"
 #include "common/cleanup.h"
@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -39,74 +38,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Application error codes, beside JSON-RPC's. */
-#define RPC_BUSY (-32002)          /* the queue or the connection's share is full: retry */
-#define RPC_SHUTTING_DOWN (-32003)
-#define RPC_FORBIDDEN (-32004)     /* the peer's uid is not allowed */
-#define RPC_NOT_COMMITTED (-32005) /* session.commit could not apply the change */
-#define RPC_RUN_REFUSED RPC_REFUSED
-
 /* argv, the environment and stdin of one call, decoded; beyond: refused. */
 #define MAX_ARGS 4096
 #define MAX_ENV 1024
 #define MAX_TIMEOUT_S 86400.0
 
-struct daemon;
-
-struct session {
-    struct session *next;
-    char id[33];
-    int dir_fd;                   /* the workspace, O_PATH */
-    char *dir;
-    struct policy pol;            /* the daemon's, with this workspace (shallow: never freed) */
-    int pending;                  /* workspace.commit manual: the last exec's layer, kept
-                                     until session.commit / session.discard; or -1 */
-    char pending_run[33];         /* the run that made it */
-    unsigned running;
-    uint64_t created_us, used_us;
-};
-
-struct call {
-    struct call *next;            /* in its client's list */
-    struct daemon *d;
-    struct session *session;      /* a session.exec's, or NULL */
-    struct client *client;        /* NULL once the client is gone */
-    json_t *id;
-    struct job *job;
-    bool stream;
-    uint64_t recv_us;
-};
-
-struct client {
-    struct client *next;
-    struct daemon *d;
-    struct rpc_stream *s;
-    struct call *calls;
-    unsigned n_calls;
-    bool gone;
-};
-
-struct daemon {
-    struct daemon_config cfg;
-    struct event_base *base;
-    struct jobs *jobs;
-    int listen_fd;
-    struct event *listen_ev, *sig_term, *sig_int, *drain_ev, *reap_ev;
-    struct client *clients, *dead;
-    unsigned n_clients;
-    int state_fd;
-    struct session *sessions;
-    unsigned n_sessions;
-    struct event *idle_ev;
-    bool draining;
-    int signals;
-    uint64_t flush_deadline_us;
-    struct event *flush_ev;
-    uint64_t started_us;
-    uint64_t connections, refused_peers, refused_connections, requests, bad_requests, busy;
-};
-
-static uint64_t now_us(void)
+uint64_t daemon_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -116,7 +53,7 @@ static uint64_t now_us(void)
 /* ---- bytes as JSON ---- */
 
 /* DATA as a JSON string: itself when it is UTF-8, base64 otherwise (*B64 says which). */
-static json_t *bytes_json(const char *data, size_t len, bool *b64)
+json_t *daemon_bytes_json(const char *data, size_t len, bool *b64)
 {
     json_t *s = json_stringn(data ? data : "", len);
     *b64 = s == NULL;
@@ -133,7 +70,7 @@ static json_t *bytes_json(const char *data, size_t len, bool *b64)
 }
 
 /* Decode base64 TEXT into *OUT (malloc'd); -1 when it is not base64. */
-static int base64_decode(const char *text, size_t len, char **out, size_t *out_len)
+int daemon_base64_decode(const char *text, size_t len, char **out, size_t *out_len)
 {
     if (len % 4)
         return -1;
@@ -155,7 +92,7 @@ static int base64_decode(const char *text, size_t len, char **out, size_t *out_l
 
 /* ---- connections ---- */
 
-static void reply(struct client *c, json_t *msg)
+void daemon_reply(struct client *c, json_t *msg)
 {
     if (c && !c->gone && msg)
         rpc_send(c->s, msg);
@@ -168,7 +105,7 @@ static void call_free(struct call *call)
         return;
     if (call->session) {
         call->session->running--;
-        call->session->used_us = now_us();
+        call->session->used_us = daemon_now_us();
     }
     json_decref(call->id);
     free(call);
@@ -188,8 +125,6 @@ static void unlink_call(struct call *call)
     call->client = NULL;
 }
 
-static void maybe_finish(struct daemon *d);
-
 static void on_reap_clients(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -201,7 +136,7 @@ static void on_reap_clients(evutil_socket_t fd, short what, void *arg)
         rpc_stream_free(c->s);
         free(c);
     }
-    maybe_finish(d);
+    daemon_maybe_finish(d);
 }
 
 /* The client is gone (or we are done with it): its calls stop, it is freed off the stack. */
@@ -218,6 +153,7 @@ static void client_drop(struct client *c)
         if (!call->job || !job_stop(call->job, false))
             call_free(call);
     }
+    sessions_client_gone(d, c);
     for (struct client **pp = &d->clients; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -296,7 +232,7 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
         if (text) {
             f->data = json_string_value(text);
             f->len = json_string_length(text);
-        } else if (base64_decode(json_string_value(b64), json_string_length(b64),
+        } else if (daemon_base64_decode(json_string_value(b64), json_string_length(b64),
                                  &r->decoded[r->n_files - 1], &f->len) < 0) {
             return why_printf(why, len, "\"files\".%.64s: \"content_base64\" is not base64", path);
         } else {
@@ -343,10 +279,12 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
             return why_printf(why, len, "%s", "\"code\" must be a string");
         size_t l = 0;
         while (l < sizeof languages / sizeof languages[0] &&
-               !(json_is_string(lang) && strcmp(json_string_value(lang), languages[l].language) == 0))
+               !(json_is_string(lang) &&
+                 strcmp(json_string_value(lang), languages[l].language) == 0))
             l++;
         if (l == sizeof languages / sizeof languages[0])
-            return why_printf(why, len, "%s", "\"language\" must be \"python\", \"node\" or \"sh\"");
+            return why_printf(why, len, "%s",
+                              "\"language\" must be \"python\", \"node\" or \"sh\"");
         fixed[0] = languages[l].argv[0];
         fixed[1] = languages[l].argv[1];
         n = 3;
@@ -357,8 +295,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     for (size_t i = 0; i < n; i++) {
         const char *s = argv ? json_string_value(json_array_get(argv, i))
                              : (i < 2 ? fixed[i] : json_string_value(code));
-        if (!s || (i == 0 && !*s) || strlen(s) != (argv ? json_string_length(json_array_get(argv, i))
-                                                        : strlen(s)))
+        size_t s_len = argv ? json_string_length(json_array_get(argv, i)) : s ? strlen(s) : 0;
+        if (!s || (i == 0 && !*s) || strlen(s) != s_len)
             return why_printf(why, len, "%s", i == 0 ? "\"argv\"[0] must be a non-empty string"
                                               : "\"argv\" must hold strings without NUL bytes");
         if (!(r->argv[i] = strdup(s)))
@@ -378,7 +316,7 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
             memcpy(r->input, json_string_value(in), r->input_len);
     } else if (in64) {
         if (!json_is_string(in64) ||
-            base64_decode(json_string_value(in64), json_string_length(in64), &r->input,
+            daemon_base64_decode(json_string_value(in64), json_string_length(in64), &r->input,
                           &r->input_len) < 0)
             return why_printf(why, len, "%s", "\"stdin_base64\" must be a base64 string");
     }
@@ -395,7 +333,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
         size_t i = 0;
         json_object_foreach(env, key, v) {
             if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-                return why_printf(why, len, "\"env\".%.64s must be a string without NUL bytes", key);
+                return why_printf(why, len, "\"env\".%.64s must be a string without NUL bytes",
+                                  key);
             if (!*key || strchr(key, '=') || strlen(key) > 255)
                 return why_printf(why, len, "\"env\" name \"%.64s\" is not a variable name", key);
             if (asprintf(&r->envp[i++], "%s=%s", key, json_string_value(v)) < 0) {
@@ -409,8 +348,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     if (timeout) {
         double t = json_number_value(timeout);
         if (!json_is_number(timeout) || !(t > 0) || t > MAX_TIMEOUT_S)
-            return why_printf(why, len, "%s", "\"timeout\" must be a number of seconds, above 0 and at "
-                                       "most 86400");
+            return why_printf(why, len, "%s", "\"timeout\" must be a number of seconds, above 0 "
+                                              "and at most 86400");
         r->call.wall_ms = (uint64_t)(t * 1000.0 + 0.5);
         if (!r->call.wall_ms)
             r->call.wall_ms = 1;
@@ -425,9 +364,6 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     r->call.input_len = r->input_len;
     return 0;
 }
-
-static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
-                                   struct client *c, const char *method);
 
 /*
  * A call's options that are no policy key of their own, asked as the keys
@@ -446,39 +382,41 @@ static int check_call_options(const struct policy *p, const struct job_call *cal
     return 0;
 }
 
-static void method_run(struct client *c, const json_t *id, const json_t *params,
+void daemon_method_run(struct client *c, const json_t *id, const json_t *params,
                        struct session *ses)
 {
     struct daemon *d = c->d;
     char why[256];
     if (d->draining) {
-        reply(c, rpc_error(id, RPC_SHUTTING_DOWN, "the daemon is shutting down"));
+        daemon_reply(c, rpc_error(id, RPC_SHUTTING_DOWN, "the daemon is shutting down"));
         return;
     }
     if (c->n_calls >= d->cfg.max_calls_per_client) {
         d->busy++;
-        reply(c, rpc_error(id, RPC_BUSY, "busy: this connection has %u calls in flight; wait "
-                                         "for an answer",
-                           c->n_calls));
+        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: this connection has %u calls in flight; "
+                                                "wait for an answer",
+                                  c->n_calls));
         return;
     }
     /* One layer at a time: each commit is checked against the workspace
      * the exec started on, which a concurrent commit would change under it. */
     if (ses && ses->pol.workspace_mode == POLICY_WS_OVERLAY && ses->running) {
         d->busy++;
-        reply(c, rpc_error(id, RPC_BUSY, "busy: session.exec: an overlay session runs one exec at "
-                                         "a time; wait for its answer"));
+        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: session.exec: an overlay session runs one "
+                                                "exec at a time; wait for its answer"));
         return;
     }
     if (ses && ses->pending >= 0) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: the session's last change is "
-                           "not committed yet; session.commit or session.discard it first"));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: the session's last change "
+                                  "is not committed yet; session.commit or session.discard it "
+                                  "first"));
         return;
     }
     struct run_request r = { 0 };
     if (parse_run(params, &r, why, sizeof why, ses != NULL) < 0) {
         d->bad_requests++;
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run", why));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run",
+                                  why));
         run_request_release(&r);
         return;
     }
@@ -487,21 +425,21 @@ static void method_run(struct client *c, const json_t *id, const json_t *params,
         d->bad_requests++;
         run_record_refused(d->cfg.policy, true, NULL, NULL, r.argv, ses ? "session.exec" : "run",
                            &refusal);
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run",
-                           refusal.msg));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run",
+                                  refusal.msg));
         run_request_release(&r);
         return;
     }
     struct call *call = calloc(1, sizeof *call);
     if (!call) {
         run_request_release(&r);
-        reply(c, rpc_error(id, RPC_INTERNAL_ERROR, "out of memory"));
+        daemon_reply(c, rpc_error(id, RPC_INTERNAL_ERROR, "out of memory"));
         return;
     }
     call->id = json_deep_copy(id);
     call->d = d;
     call->stream = r.call.stream;
-    call->recv_us = now_us();
+    call->recv_us = daemon_now_us();
     call->client = c;
     if (ses) {
         r.call.policy = &ses->pol;
@@ -512,7 +450,7 @@ static void method_run(struct client *c, const json_t *id, const json_t *params,
     run_request_release(&r);
     if (!call->job) {
         d->busy++;
-        reply(c, rpc_error(id, RPC_BUSY, "%s", err.msg));
+        daemon_reply(c, rpc_error(id, RPC_BUSY, "%s", err.msg));
         call_free(call);
         return;
     }
@@ -529,7 +467,7 @@ static json_t *output_json(json_t *ans, const char *name, const struct job_outpu
 {
     bool b64 = false;
     char key[32];
-    json_object_set_new(ans, name, bytes_json(o->data, o->len, &b64));
+    json_object_set_new(ans, name, daemon_bytes_json(o->data, o->len, &b64));
     snprintf(key, sizeof key, "%s_encoding", name);
     json_object_set_new(ans, key, json_string(b64 ? "base64" : "utf-8"));
     snprintf(key, sizeof key, "%s_truncated", name);
@@ -557,12 +495,15 @@ static void on_job_done(void *ctx, const struct job_end *end)
             ans = rpc_error(call->id, RPC_RUN_REFUSED, "run: %s", end->start_error->msg);
         } else {
             json_t *res = end->result;
-            json_t *a = json_pack("{s:s, s:O, s:O, s:O, s:O, s:b}", "run_id", end->run_id,
-                                  "exit_code", res ? json_object_get(res, "exit_code") : json_null(),
-                                  "signal", res ? json_object_get(res, "signal") : json_null(),
-                                  "reason", res ? json_object_get(res, "reason")
+            /* Without a result (its supervisor died): killed, status 125. */
+            json_t *a = json_pack("{s:s, s:o, s:o, s:o, s:o, s:b}", "run_id", end->run_id,
+                                  "exit_code", res ? json_incref(json_object_get(res, "exit_code"))
+                                                   : json_null(),
+                                  "signal", res ? json_incref(json_object_get(res, "signal"))
+                                                : json_null(),
+                                  "reason", res ? json_incref(json_object_get(res, "reason"))
                                                 : json_string("killed"),
-                                  "status", res ? json_object_get(res, "status")
+                                  "status", res ? json_incref(json_object_get(res, "status"))
                                                 : json_integer(125),
                                   "pooled", job_pooled(call->job));
             if (a) {
@@ -571,10 +512,11 @@ static void on_job_done(void *ctx, const struct job_end *end)
                 json_t *error = res ? json_object_get(res, "error") : NULL;
                 if (error)
                     json_object_set(a, "error", error);
-                json_object_set_new(a, "times",
-                                    json_pack("{s:o, s:o, s:f}", "wall_ms", us_as_ms(res, "wall_us"),
-                                              "cpu_ms", us_as_ms(res, "cpu_us"), "total_ms",
-                                              (double)(now_us() - call->recv_us) / 1000.0));
+                double total_ms = (double)(daemon_now_us() - call->recv_us) / 1000.0;
+                json_object_set_new(a, "times", json_pack("{s:o, s:o, s:f}", "wall_ms",
+                                                          us_as_ms(res, "wall_us"), "cpu_ms",
+                                                          us_as_ms(res, "cpu_us"), "total_ms",
+                                                          total_ms));
                 if (res)
                     json_object_set(a, "result", res);
                 /* A session on a layer: what the call changed, and what became of it. */
@@ -585,7 +527,7 @@ static void on_job_done(void *ctx, const struct job_end *end)
             ans = a ? rpc_result(call->id, a) : rpc_error(call->id, RPC_INTERNAL_ERROR,
                                                           "out of memory");
         }
-        reply(c, ans);
+        daemon_reply(c, ans);
     }
     /* Kept for the session's session.commit or session.discard; with no
      * session (or none left) the jobs module closes it: discarded. */
@@ -598,7 +540,7 @@ static void on_job_done(void *ctx, const struct job_end *end)
     struct daemon *d = call->d;
     call_free(call);
     /* Draining: this may have been the last run, whoever's it was. */
-    maybe_finish(d);
+    daemon_maybe_finish(d);
 }
 
 static void on_job_output(void *ctx, int stream, const char *data, size_t len)
@@ -608,8 +550,8 @@ static void on_job_output(void *ctx, int stream, const char *data, size_t len)
     if (!c || c->gone || !call->stream)
         return;
     bool b64 = false;
-    json_t *chunk = bytes_json(data, len, &b64);
-    reply(c, rpc_notification("run.output",
+    json_t *chunk = daemon_bytes_json(data, len, &b64);
+    daemon_reply(c, rpc_notification("run.output",
                               json_pack("{s:O, s:s, s:s, s:o}", "id", call->id, "run_id",
                                         job_run_id(call->job), "stream",
                                         stream == 1 ? "stdout" : "stderr", b64 ? "data_base64"
@@ -624,7 +566,7 @@ static void method_cancel(struct client *c, const json_t *id, const json_t *para
     json_t *target = json_object_get(params, "id"), *run_id = json_object_get(params, "run_id");
     if ((!target && !json_is_string(run_id)) || (target && run_id)) {
         if (id)
-            reply(c, rpc_error(id, RPC_INVALID_PARAMS,
+            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS,
                                "cancel: give the \"id\" of a run request, or its \"run_id\""));
         return;
     }
@@ -636,434 +578,46 @@ static void method_cancel(struct client *c, const json_t *id, const json_t *para
         if (!job_stop(call->job, false)) {
             /* It never started: answered here, as cancelled. */
             unlink_call(call);
-            reply(c, rpc_error(call->id, RPC_REQUEST_TIMEOUT, "run: cancelled before it started"));
+            daemon_reply(c, rpc_error(call->id, RPC_REQUEST_TIMEOUT,
+                                      "run: cancelled before it started"));
             call_free(call);
         }
         if (id)
-            reply(c, rpc_result(id, json_pack("{s:b}", "cancelled", 1)));
+            daemon_reply(c, rpc_result(id, json_pack("{s:b}", "cancelled", 1)));
         return;
     }
     if (id)
-        reply(c, rpc_result(id, json_pack("{s:b}", "cancelled", 0)));
+        daemon_reply(c, rpc_result(id, json_pack("{s:b}", "cancelled", 0)));
 }
 
 static void method_policy_check(struct client *c, const json_t *id, const json_t *params)
 {
     json_t *text = json_object_get(params, "policy");
     if (text && !json_is_string(text)) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "policy.check: \"policy\" must be a string "
-                                                   "(YAML or JSON)"));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "policy.check: \"policy\" must be a "
+                                                          "string (YAML or JSON)"));
         return;
     }
     char digest[65];
     if (!text) {
         policy_digest_hex(c->d->cfg.policy, digest);
-        reply(c, rpc_result(id, json_pack("{s:b, s:s, s:o}", "ok", 1, "digest", digest, "policy",
-                                          policy_to_json(c->d->cfg.policy))));
+        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:o}", "ok", 1, "digest", digest,
+                                                 "policy", policy_to_json(c->d->cfg.policy))));
         return;
     }
     struct cordon_err err = { 0 };
     _cleanup_(policy_freep) struct policy *p =
         policy_load_string(json_string_value(text), json_string_length(text), "policy", &err);
     if (!p || policy_finalize(p, &err) < 0) {
-        reply(c, rpc_result(id, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg)));
+        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s}", "ok", 0, "error", err.msg)));
         return;
     }
     policy_digest_hex(p, digest);
     char ours[65];
     policy_digest_hex(c->d->cfg.policy, ours);
-    reply(c, rpc_result(id, json_pack("{s:b, s:s, s:b, s:o}", "ok", 1, "digest", digest,
+    daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:b, s:o}", "ok", 1, "digest", digest,
                                       "same_as_daemon", strcmp(digest, ours) == 0, "policy",
                                       policy_to_json(p))));
-}
-
-/* ---- sessions ---- */
-
-static void session_free(struct daemon *d, struct session *ses)
-{
-    for (struct session **pp = &d->sessions; *pp; pp = &(*pp)->next)
-        if (*pp == ses) {
-            *pp = ses->next;
-            d->n_sessions--;
-            break;
-        }
-    if (ses->dir_fd >= 0)
-        close(ses->dir_fd);
-    if (ses->pending >= 0)
-        close(ses->pending);
-    struct cordon_err ignored;
-    wsfile_remove_tree(d->state_fd, ses->id, &ignored);
-    free(ses->dir);
-    free(ses);
-}
-
-static struct session *session_new(struct daemon *d, struct cordon_err *err)
-{
-    if (d->n_sessions >= d->cfg.max_sessions) {
-        err_set(err, CORDON_E_USAGE, "busy: %u sessions are open; destroy one first",
-                d->n_sessions);
-        return NULL;
-    }
-    struct session *ses = calloc(1, sizeof *ses);
-    if (!ses) {
-        err_set(err, CORDON_E_INTERNAL, "out of memory");
-        return NULL;
-    }
-    ses->dir_fd = ses->pending = -1;
-    audit_new_run_id(ses->id);
-    if (asprintf(&ses->dir, "%s/%s", d->cfg.state_dir, ses->id) < 0) {
-        free(ses);
-        err_set(err, CORDON_E_INTERNAL, "out of memory");
-        return NULL;
-    }
-    ses->next = d->sessions;
-    d->sessions = ses;
-    d->n_sessions++;
-    if (mkdirat(d->state_fd, ses->id, 0755) < 0 ||
-        (ses->dir_fd = openat(d->state_fd, ses->id, O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                        O_CLOEXEC)) < 0) {
-        err_sys(err, CORDON_E_SETUP, "cannot make the session's workspace");
-        session_free(d, ses);
-        return NULL;
-    }
-    ses->pol = *d->cfg.policy;
-    ses->pol.workspace = ses->dir;
-    ses->created_us = ses->used_us = now_us();
-    return ses;
-}
-
-static json_t *session_json(const struct session *ses)
-{
-    uint64_t now = now_us();
-    static const char *const commits[] = { "on_success", "always", "manual" };
-    return json_pack("{s:s, s:i, s:f, s:f, s:s, s:s, s:b}", "session_id", ses->id, "running",
-                     ses->running, "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
-                     ses->running ? 0.0 : (double)(now - ses->used_us) / 1e6, "workspace_mode",
-                     ses->pol.workspace_mode == POLICY_WS_OVERLAY ? "overlay" : "direct",
-                     "workspace_commit", commits[ses->pol.workspace_commit], "pending",
-                     ses->pending >= 0);
-}
-
-/*
- * session.create's options: the workspace's mode and commit (the policy's
- * workspace.mode and workspace.commit, for this session). An overlay needs
- * a level that has it, asked now rather than at the first exec.
- */
-static int session_options(struct session *ses, const json_t *params, struct cordon_err *err)
-{
-    static const char *const keys[][2] = { { "workspace_mode", "workspace.mode" },
-                                           { "workspace_commit", "workspace.commit" } };
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)params, key, v) {
-        size_t k = 0;
-        while (k < 2 && strcmp(key, keys[k][0]) != 0)
-            k++;
-        if (k == 2)
-            return err_set(err, CORDON_E_USAGE, "unknown option \"%.40s\"", key);
-        if (!json_is_string(v))
-            return err_set(err, CORDON_E_USAGE, "\"%s\" must be a string", key);
-        TRY(policy_set(&ses->pol, keys[k][1], json_string_value(v), keys[k][0], err));
-    }
-    if (ses->pol.workspace_mode == POLICY_WS_OVERLAY &&
-        !sandbox_backend_choose(&ses->pol, NULL, err))
-        return -1;
-    return 0;
-}
-
-/* session.commit / session.discard: the decision a manual session's last exec waits for. */
-static void session_decide(struct client *c, const json_t *id, struct session *ses, bool commit)
-{
-    const char *method = commit ? "commit" : "discard";
-    if (ses->pending < 0) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: the session has no change "
-                           "waiting (workspace_commit: manual keeps one per exec)", method));
-        return;
-    }
-    struct txn_summary sum = { 0 };
-    if (commit) {
-        txn_finish(ses->pending, ses->dir_fd, &ses->pol, POLICY_WS_COMMIT_ALWAYS, true, &sum);
-    } else {
-        /* Scanned for the summary (what is thrown away), never applied. */
-        txn_finish(ses->pending, ses->dir_fd, &ses->pol, POLICY_WS_COMMIT_MANUAL, true, &sum);
-        if (sum.outcome == TXN_PENDING)
-            sum.outcome = TXN_DISCARDED;
-    }
-    close(ses->pending);
-    ses->pending = -1;
-    json_t *t = txn_summary_json(&sum);
-    /* The decision is the run's last word: recorded under its id, as run.end was. */
-    struct audit_log *log = NULL;
-    struct cordon_err ignored = { 0 };
-    if (cordon_audit_open(&ses->pol, &log, &ignored) == 0 && log) {
-        audit_append(log, "workspace.decision", ses->pending_run,
-                     json_pack("{s:s, s:s, s:O}", "session", ses->id, "decision", method,
-                               "transaction", t), &ignored);
-        audit_close(log, &ignored);
-        audit_free(log);
-    }
-    json_t *ans = json_pack("{s:s, s:o}", "run_id", ses->pending_run, "transaction", t);
-    if (!commit || sum.outcome == TXN_COMMITTED) {
-        reply(c, rpc_result(id, ans));
-        return;
-    }
-    /* Not applied: an error, so a client that only checks for one learns it. */
-    json_t *e = sum.outcome == TXN_REFUSED
-                    ? rpc_error(id, RPC_REFUSED, "session.commit: the change was refused: %s",
-                                sum.reason)
-                    : rpc_error(id, RPC_NOT_COMMITTED, "session.commit: the change could not be "
-                                "applied, the workspace is as it was: %s", sum.reason);
-    json_object_set_new(json_object_get(e, "error"), "data", ans);
-    reply(c, e);
-}
-
-static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
-                                   struct client *c, const char *method)
-{
-    const char *sid = json_string_value(json_object_get(params, "session_id"));
-    if (!sid) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: \"session_id\" must be a string",
-                           method));
-        return NULL;
-    }
-    for (struct session *ses = d->sessions; ses; ses = ses->next)
-        if (strcmp(ses->id, sid) == 0) {
-            ses->used_us = now_us();
-            return ses;
-        }
-    reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: no session \"%.40s\"", method, sid));
-    return NULL;
-}
-
-static const char *file_path(struct client *c, const json_t *id, const json_t *params,
-                             const char *method)
-{
-    const char *path = json_string_value(json_object_get(params, "path"));
-    char why[256];
-    if (!path) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: \"path\" must be a string",
-                           method));
-        return NULL;
-    }
-    if (wsfile_check_path(path, why, sizeof why) < 0) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: %s", method, why));
-        return NULL;
-    }
-    return path;
-}
-
-/* Answer an operation's failure: the caller's mistake, or ours. */
-static void reply_err(struct client *c, const json_t *id, const char *method,
-                      const struct cordon_err *err)
-{
-    int code = err->kind == CORDON_E_USAGE || err->kind == CORDON_E_NOTFOUND ? RPC_INVALID_PARAMS
-                                                                             : RPC_REFUSED;
-    reply(c, rpc_error(id, code, "session.%s: %s", method, err->msg));
-}
-
-static void session_write(struct client *c, const json_t *id, const json_t *params,
-                          struct session *ses)
-{
-    const char *path = file_path(c, id, params, "write_file");
-    if (!path)
-        return;
-    json_t *text = json_object_get(params, "content"), *b64 = json_object_get(params, "content_base64");
-    json_t *mode = json_object_get(params, "mode");
-    if (!text == !b64 || (text && !json_is_string(text)) || (b64 && !json_is_string(b64)) ||
-        (mode && (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
-                  json_integer_value(mode) > 0777))) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS,
-                           "session.write_file: give \"content\" or \"content_base64\" (a "
-                           "string), and \"mode\" from 0 to 0777"));
-        return;
-    }
-    _cleanup_free_ char *decoded = NULL;
-    size_t len = 0;
-    if (b64 && base64_decode(json_string_value(b64), json_string_length(b64), &decoded, &len) < 0) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.write_file: \"content_base64\" is "
-                                                   "not base64"));
-        return;
-    }
-    struct cordon_err err = { 0 };
-    if (wsfile_write(ses->dir_fd, path, text ? json_string_value(text) : decoded,
-                     text ? json_string_length(text) : len,
-                     mode ? (mode_t)json_integer_value(mode) : 0644, &err) < 0) {
-        reply_err(c, id, "write_file", &err);
-        return;
-    }
-    reply(c, rpc_result(id, json_pack("{s:s, s:I}", "path", path,
-                                      "bytes", (json_int_t)(text ? json_string_length(text) : len))));
-}
-
-static void session_read(struct client *c, const json_t *id, const json_t *params,
-                         struct session *ses)
-{
-    const char *path = file_path(c, id, params, "read_file");
-    if (!path)
-        return;
-    size_t max = c->d->cfg.output_cap;
-    json_t *jmax = json_object_get(params, "max_bytes");
-    if (jmax) {
-        if (!json_is_integer(jmax) || json_integer_value(jmax) < 0) {
-            reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.read_file: \"max_bytes\" must be "
-                                                       "a count"));
-            return;
-        }
-        if ((size_t)json_integer_value(jmax) < max)
-            max = (size_t)json_integer_value(jmax);
-    }
-    _cleanup_free_ char *data = NULL;
-    size_t len = 0;
-    uint64_t size = 0;
-    struct cordon_err err = { 0 };
-    if (wsfile_read(ses->dir_fd, path, max, &data, &len, &size, &err) < 0) {
-        reply_err(c, id, "read_file", &err);
-        return;
-    }
-    bool b64 = false;
-    json_t *content = bytes_json(data, len, &b64);
-    reply(c, rpc_result(id, json_pack("{s:s, s:o, s:s, s:I, s:b}", "path", path, "content",
-                                      content, "encoding", b64 ? "base64" : "utf-8", "size",
-                                      (json_int_t)size, "truncated", size > len)));
-}
-
-static void session_fork(struct client *c, const json_t *id, const json_t *params,
-                         struct session *ses)
-{
-    json_t *jn = json_object_get(params, "count");
-    if (jn && (!json_is_integer(jn) || json_integer_value(jn) < 1 || json_integer_value(jn) > 64)) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.fork: \"count\" must be 1 to 64"));
-        return;
-    }
-    json_int_t n = jn ? json_integer_value(jn) : 1;
-    json_t *ids = json_array();
-    struct cordon_err err = { 0 };
-    unsigned cloned = 0, copied = 0;
-    for (json_int_t i = 0; i < n; i++) {
-        struct session *copy = session_new(c->d, &err);
-        if (copy) {
-            /* A fork works as its origin does: the same mode and commit. */
-            copy->pol.workspace_mode = ses->pol.workspace_mode;
-            copy->pol.workspace_commit = ses->pol.workspace_commit;
-        }
-        if (!copy || wsfile_copy_tree(ses->dir_fd, copy->dir_fd, &cloned, &copied, &err) < 0) {
-            if (copy)
-                session_free(c->d, copy);
-            /* All or none: the copies made so far go too. */
-            size_t k;
-            json_t *v;
-            json_array_foreach(ids, k, v) {
-                for (struct session *s2 = c->d->sessions; s2; s2 = s2->next)
-                    if (strcmp(s2->id, json_string_value(v)) == 0) {
-                        session_free(c->d, s2);
-                        break;
-                    }
-            }
-            json_decref(ids);
-            reply_err(c, id, "fork", &err);
-            return;
-        }
-        json_array_append_new(ids, json_string(copy->id));
-    }
-    /* How the copies were made: reflinks share blocks until written, a copy does not. */
-    const char *how = !copied ? (cloned ? "reflink" : "empty") : cloned ? "reflink+copy" : "copy";
-    reply(c, rpc_result(id, json_pack("{s:o, s:s, s:i, s:i}", "session_ids", ids, "method", how,
-                                      "files_reflinked", cloned, "files_copied", copied)));
-}
-
-static void method_session(struct client *c, const char *method, const json_t *id,
-                           const json_t *params)
-{
-    struct daemon *d = c->d;
-    if (strcmp(method, "create") == 0) {
-        struct cordon_err err = { 0 };
-        struct session *ses = d->draining ? NULL : session_new(d, &err);
-        if (!ses) {
-            reply(c, rpc_error(id, d->draining ? RPC_SHUTTING_DOWN : RPC_BUSY, "session.create: %s",
-                               d->draining ? "the daemon is shutting down" : err.msg));
-        } else if (json_is_object(params) && session_options(ses, params, &err) < 0) {
-            session_free(d, ses);
-            d->bad_requests++;
-            reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.create: %s", err.msg));
-        } else {
-            reply(c, rpc_result(id, session_json(ses)));
-        }
-        return;
-    }
-    if (strcmp(method, "list") == 0) {
-        json_t *all = json_array();
-        for (struct session *ses = d->sessions; ses; ses = ses->next)
-            json_array_append_new(all, session_json(ses));
-        reply(c, rpc_result(id, json_pack("{s:o}", "sessions", all)));
-        return;
-    }
-    static const char *const known[] = { "exec", "write_file", "read_file", "fork", "destroy",
-                                         "commit", "discard" };
-    size_t k = 0;
-    while (k < sizeof known / sizeof known[0] && strcmp(method, known[k]) != 0)
-        k++;
-    if (k == sizeof known / sizeof known[0]) {
-        d->bad_requests++;
-        reply(c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"session.%.40s\"", method));
-        return;
-    }
-    struct session *ses = find_session(d, params, id, c, method);
-    if (!ses)
-        return;
-    if (strcmp(method, "exec") == 0) {
-        method_run(c, id, params, ses);
-    } else if (strcmp(method, "write_file") == 0) {
-        session_write(c, id, params, ses);
-    } else if (strcmp(method, "read_file") == 0) {
-        session_read(c, id, params, ses);
-    } else if (strcmp(method, "fork") == 0) {
-        session_fork(c, id, params, ses);
-    } else if (strcmp(method, "commit") == 0 || strcmp(method, "discard") == 0) {
-        session_decide(c, id, ses, method[0] == 'c');
-    } else if (ses->running) {
-        reply(c, rpc_error(id, RPC_BUSY, "session.destroy: %u execs are still running; cancel "
-                                         "them first",
-                           ses->running));
-    } else {
-        session_free(d, ses);
-        reply(c, rpc_result(id, json_pack("{s:b}", "destroyed", 1)));
-    }
-}
-
-static void on_idle_timer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct daemon *d = arg;
-    uint64_t now = now_us();
-    for (struct session *ses = d->sessions, *next; ses; ses = next) {
-        next = ses->next;
-        if (!ses->running && now - ses->used_us > (uint64_t)d->cfg.session_idle_ms * 1000u)
-            session_free(d, ses);
-    }
-}
-
-/* The state directory, made ours and emptied of a killed daemon's sessions. */
-static int open_state_dir(const char *dir, struct cordon_err *err)
-{
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-        return err_sys(err, CORDON_E_SETUP, "cannot make the state directory '%s'", dir);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0077)) {
-        if (fd >= 0)
-            close(fd);
-        return err_set(err, CORDON_E_USAGE, "state directory '%s' must be a directory of ours, "
-                                            "mode 0700", dir);
-    }
-    DIR *ls = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
-    struct dirent *e;
-    while (ls && (e = readdir(ls)))
-        if (strlen(e->d_name) == 32)
-            wsfile_remove_tree(fd, e->d_name, err);
-    if (ls)
-        closedir(ls);
-    return fd;
 }
 
 /*
@@ -1107,16 +661,21 @@ static json_t *stats_json(struct daemon *d)
                      (json_int_t)d->n_clients, "requests", (json_int_t)d->requests);
 }
 
-static void method_session(struct client *c, const char *method, const json_t *id,
-                           const json_t *params);
 
 /* kill_all: every running sandbox this daemon's user may signal ends, recorded
  * in the policy's audit log (cordon kill --all over the socket). */
 static void method_kill_all(struct client *c, const json_t *id, const json_t *params)
 {
+    /* It ends every uid's calls: what the daemon's own user could do outside
+     * the socket anyway, and an admin may; any other peer cancels its own calls. */
+    if (!c->admin && c->uid != geteuid()) {
+        daemon_reply(c, rpc_error(id, RPC_FORBIDDEN, "kill_all: only the daemon's user or an "
+                                                     "--admin-uid may stop every run"));
+        return;
+    }
     json_t *why = json_object_get(params, "reason");
     if (why && !json_is_string(why)) {
-        reply(c, rpc_error(id, RPC_INVALID_PARAMS, "kill_all: \"reason\" must be a string"));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "kill_all: \"reason\" must be a string"));
         return;
     }
     struct cordon_err err = { 0 };
@@ -1124,9 +683,10 @@ static void method_kill_all(struct client *c, const json_t *id, const json_t *pa
     struct killall_report *r = calloc(1, sizeof *r);
     if (!r || cordon_audit_open(c->d->cfg.policy, &log, &err) < 0 ||
         run_kill_all(log, why ? json_string_value(why) : "daemon kill_all", r, &err) < 0)
-        reply(c, rpc_error(id, RPC_INTERNAL_ERROR, "kill_all: %s", r ? err.msg : "out of memory"));
+        daemon_reply(c, rpc_error(id, RPC_INTERNAL_ERROR, "kill_all: %s",
+                                  r ? err.msg : "out of memory"));
     else
-        reply(c, rpc_result(id, killall_report_json(r)));
+        daemon_reply(c, rpc_result(id, killall_report_json(r)));
     if (log) {
         struct cordon_err ignored;
         audit_close(log, &ignored);
@@ -1140,7 +700,8 @@ static void request(struct client *c, const char *method, const json_t *id, cons
     if (params && !json_is_object(params)) {
         c->d->bad_requests++;
         if (id)
-            reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: params must be an object", method));
+            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: params must be an object",
+                                      method));
         return;
     }
     json_t *empty = params ? NULL : json_object();
@@ -1151,24 +712,26 @@ static void request(struct client *c, const char *method, const json_t *id, cons
     else if (!id)
         ; /* other notifications ask for nothing we do */
     else if (strcmp(method, "run") == 0)
-        method_run(c, id, params, NULL);
+        daemon_method_run(c, id, params, NULL);
     else if (strncmp(method, "session.", 8) == 0)
-        method_session(c, method + 8, id, params);
+        sessions_method(c, method + 8, id, params);
     else if (strcmp(method, "policy.check") == 0)
         method_policy_check(c, id, params);
     else if (strcmp(method, "health") == 0)
-        reply(c, rpc_result(id, json_pack("{s:b, s:s, s:b, s:f}", "ok", !c->d->draining, "version",
-                                          CORDON_VERSION, "draining", c->d->draining, "uptime_s",
-                                          (double)(now_us() - c->d->started_us) / 1e6)));
+        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:b, s:f}", "ok", !c->d->draining,
+                                                 "version", CORDON_VERSION, "draining",
+                                                 c->d->draining, "uptime_s",
+                                                 (double)(daemon_now_us() - c->d->started_us) /
+                                                     1e6)));
     else if (strcmp(method, "stats") == 0)
-        reply(c, rpc_result(id, stats_json(c->d)));
+        daemon_reply(c, rpc_result(id, stats_json(c->d)));
     else if (strcmp(method, "kill_all") == 0)
         method_kill_all(c, id, params);
     else {
         c->d->bad_requests++;
         char quoted[96];
         snprintf(quoted, sizeof quoted, "%.64s", method);
-        reply(c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"%s\"", quoted));
+        daemon_reply(c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"%s\"", quoted));
     }
     json_decref(empty);
 }
@@ -1192,7 +755,7 @@ static void on_message(void *ctx, struct rpc_stream *s, json_t *msg)
         break; /* we ask nothing */
     case RPC_KIND_INVALID:
         c->d->bad_requests++;
-        reply(c, rpc_error(id, RPC_INVALID_REQUEST, "invalid request: %s", why));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_REQUEST, "invalid request: %s", why));
         break;
     }
 }
@@ -1206,10 +769,10 @@ static void on_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t
     struct client *c = ctx;
     c->d->bad_requests++;
     if (oversized)
-        reply(c, rpc_error(NULL, RPC_INVALID_REQUEST, "message longer than %zu bytes: %s",
+        daemon_reply(c, rpc_error(NULL, RPC_INVALID_REQUEST, "message longer than %zu bytes: %s",
                            c->d->cfg.max_message, why));
     else
-        reply(c, rpc_error(NULL, RPC_PARSE_ERROR, "parse error: %s", why));
+        daemon_reply(c, rpc_error(NULL, RPC_PARSE_ERROR, "parse error: %s", why));
 }
 
 static void on_closed(void *ctx, struct rpc_stream *s, bool output_failed)
@@ -1227,19 +790,26 @@ static const struct rpc_handlers handlers = {
 
 /* ---- accepting ---- */
 
-static bool peer_allowed(const struct daemon *d, int fd)
+static bool uid_listed(const uid_t *list, size_t n, uid_t uid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == uid)
+            return true;
+    return false;
+}
+
+/* May the peer on FD use the daemon? Its uid in *UID. */
+static bool peer_allowed(const struct daemon *d, int fd, uid_t *uid)
 {
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         return false;
+    *uid = cred.uid;
     /* Root could take over the daemon's uid anyway: refusing it protects nothing. */
-    if (cred.uid == geteuid() || cred.uid == 0)
-        return true;
-    for (size_t i = 0; i < d->cfg.n_allow_uid; i++)
-        if (d->cfg.allow_uid[i] == cred.uid)
-            return true;
-    return false;
+    return cred.uid == geteuid() || cred.uid == 0 ||
+           uid_listed(d->cfg.allow_uid, d->cfg.n_allow_uid, cred.uid) ||
+           uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, cred.uid);
 }
 
 /* A connection we will not serve hears why, if it listens, and is closed. */
@@ -1272,7 +842,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return; /* EAGAIN, or out of descriptors: the next readiness tries again */
-        if (!peer_allowed(d, fd)) {
+        uid_t uid = (uid_t)-1;
+        if (!peer_allowed(d, fd, &uid)) {
             d->refused_peers++;
             turn_away(fd, RPC_FORBIDDEN, "this user may not use the daemon");
             continue;
@@ -1287,6 +858,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         struct cordon_err err = { 0 };
         if (c) {
             c->d = d;
+            c->uid = uid;
+            c->admin = uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, uid);
             c->s = rpc_stream_new(d->base, fd, out, d->cfg.max_message, &handlers, c, &err);
         }
         if (!c || !c->s) {
@@ -1306,32 +879,36 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     }
 }
 
+/* May we serve on PATH (SA filled)? A daemon killed outright leaves its socket:
+ * it is replaced unless one answers there. */
+static int check_socket(const char *path, struct sockaddr_un *sa, struct cordon_err *err)
+{
+    *sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof sa->sun_path)
+        return err_set(err, CORDON_E_USAGE, "socket path too long: '%s'", path);
+    strcpy(sa->sun_path, path);
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return 0;
+    if (!S_ISSOCK(st.st_mode))
+        return err_set(err, CORDON_E_USAGE, "'%s' exists and is not a socket", path);
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool live = probe >= 0 && connect(probe, (struct sockaddr *)sa, sizeof *sa) == 0;
+    if (probe >= 0)
+        close(probe);
+    if (live)
+        return err_set(err, CORDON_E_USAGE, "a daemon is already serving on '%s'", path);
+    return 0;
+}
+
 static int listen_on(const char *path, struct cordon_err *err)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof sa.sun_path)
-        return err_set(err, CORDON_E_USAGE, "socket path too long: '%s'", path);
-    strcpy(sa.sun_path, path);
+    struct sockaddr_un sa;
+    TRY(check_socket(path, &sa, err));
+    unlink(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create a socket");
-    struct stat st;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            close(fd);
-            return err_set(err, CORDON_E_USAGE, "'%s' exists and is not a socket", path);
-        }
-        /* A daemon killed outright leaves its socket: replace it unless one answers. */
-        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
-        if (probe >= 0)
-            close(probe);
-        if (live) {
-            close(fd);
-            return err_set(err, CORDON_E_USAGE, "a daemon is already serving on '%s'", path);
-        }
-        unlink(path);
-    }
     /* Created 0600 (no window in which others could connect); SO_PEERCRED checks anyway. */
     mode_t old = umask(0177);
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
@@ -1368,16 +945,16 @@ static void stop_listening(struct daemon *d)
 static void on_flush_timer(evutil_socket_t fd, short what, void *arg);
 
 /* Draining and nothing runs: go once the answers are written (or 2s on). */
-static void maybe_finish(struct daemon *d)
+void daemon_maybe_finish(struct daemon *d)
 {
-    if (!d || !d->draining || !jobs_idle(d->jobs))
+    if (!d || !d->draining || !jobs_idle(d->jobs) || d->ops)
         return;
     size_t pending = 0;
     for (struct client *c = d->clients; c; c = c->next)
         pending += rpc_stream_pending_output(c->s);
     if (!d->flush_deadline_us)
-        d->flush_deadline_us = now_us() + 2000000u;
-    if (!pending || now_us() > d->flush_deadline_us) {
+        d->flush_deadline_us = daemon_now_us() + 2000000u;
+    if (!pending || daemon_now_us() > d->flush_deadline_us) {
         event_base_loopexit(d->base, NULL);
         return;
     }
@@ -1389,7 +966,7 @@ static void on_flush_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    maybe_finish(arg);
+    daemon_maybe_finish(arg);
 }
 
 static void dropped(void *ctx)
@@ -1397,7 +974,7 @@ static void dropped(void *ctx)
     struct call *call = ctx;
     struct client *c = call->client;
     unlink_call(call);
-    reply(c, rpc_error(call->id, RPC_SHUTTING_DOWN, "run: the daemon is shutting down"));
+    daemon_reply(c, rpc_error(call->id, RPC_SHUTTING_DOWN, "run: the daemon is shutting down"));
     call_free(call);
 }
 
@@ -1407,7 +984,8 @@ static void on_drain_timeout(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct daemon *d = arg;
     jobs_stop_all(d->jobs, true, dropped);
-    maybe_finish(d);
+    sessions_stop_ops(d);
+    daemon_maybe_finish(d);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -1423,7 +1001,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         jobs_drain(d->jobs, dropped);
         struct timeval tv = { d->cfg.grace_ms / 1000, (d->cfg.grace_ms % 1000) * 1000 };
         evtimer_add(d->drain_ev, &tv);
-        maybe_finish(d);
+        daemon_maybe_finish(d);
     } else {
         on_drain_timeout(-1, 0, d);
     }
@@ -1443,7 +1021,8 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
 {
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
-    struct daemon d = { .cfg = *cfg, .listen_fd = -1, .state_fd = -1, .started_us = now_us() };
+    struct daemon d = { .cfg = *cfg, .listen_fd = -1, .state_fd = -1,
+                        .started_us = daemon_now_us() };
     int rc = -1;
     d.base = event_base_new();
     if (!d.base)
@@ -1458,7 +1037,12 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
         .output = on_job_output,
         .pool = cfg->pool,
     };
-    d.state_fd = open_state_dir(cfg->state_dir, err);
+    /* A daemon already serving there is the likelier mistake: said first. Then
+     * the state directory, emptied before the socket answers anyone. */
+    struct sockaddr_un sa;
+    if (check_socket(cfg->socket_path, &sa, err) < 0)
+        goto out;
+    d.state_fd = sessions_open_state_dir(cfg->state_dir, err);
     if (d.state_fd < 0)
         goto out;
     recover_workspace(cfg->policy);
@@ -1471,9 +1055,10 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
     d.drain_ev = evtimer_new(d.base, on_drain_timeout, &d);
     d.reap_ev = evtimer_new(d.base, on_reap_clients, &d);
     d.flush_ev = evtimer_new(d.base, on_flush_timer, &d);
-    d.idle_ev = event_new(d.base, -1, EV_PERSIST, on_idle_timer, &d);
+    d.idle_ev = event_new(d.base, -1, EV_PERSIST, sessions_on_idle_timer, &d);
     struct timeval idle_tick = { 1, 0 };
-    if (!d.idle_ev || event_add(d.idle_ev, &idle_tick) < 0 || !d.flush_ev || !d.listen_ev || !d.sig_term || !d.sig_int || !d.drain_ev || !d.reap_ev ||
+    if (!d.idle_ev || event_add(d.idle_ev, &idle_tick) < 0 || !d.flush_ev || !d.listen_ev ||
+        !d.sig_term || !d.sig_int || !d.drain_ev || !d.reap_ev ||
         event_add(d.listen_ev, NULL) < 0 || evsignal_add(d.sig_term, NULL) < 0 ||
         evsignal_add(d.sig_int, NULL) < 0) {
         err_set(err, CORDON_E_INTERNAL, "cannot set up the event loop");
@@ -1490,11 +1075,14 @@ out:
         client_drop(d.clients);
     on_reap_clients(-1, 0, &d);
     jobs_free(d.jobs);
+    sessions_stop_ops(&d);
     while (d.sessions)
         session_free(&d, d.sessions);
     if (d.state_fd >= 0) {
+        /* Ours, and empty now (a non-empty one stays for a look); removed while
+         * still locked, so never from under a daemon that comes next. */
+        rmdir(cfg->state_dir);
         close(d.state_fd);
-        rmdir(cfg->state_dir); /* ours, and empty now; a non-empty one stays for a look */
     }
     struct event *evs[] = { d.sig_term, d.sig_int, d.drain_ev, d.reap_ev, d.flush_ev, d.idle_ev };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)

@@ -74,6 +74,12 @@ struct sandbox_call {
     /* in_fd, out_fd and err_fd become the command's own stdio, not relayed
      * (an OCI container's: its engine reads them); no output limit applies. */
     bool direct_stdio;
+    /* The front end the run is for when it is this process's parent (a run
+     * handle's: the daemon's, mcp serve's, the broker's), or 0. Gone by the
+     * run's end, it was killed or replaced: the overlay's change is
+     * discarded, not committed into a workspace nobody is left to answer
+     * for (a restarted daemon removes the sessions of the one it replaces). */
+    pid_t parent;
 };
 
 /* The levels of the policy's list passed over for the one chosen, and why. */
