@@ -1,14 +1,14 @@
 /*
  * daemon/daemon.c: `cordon serve` (see daemon.h). One event loop in the
  * daemon's process: a listening unix socket, one JSON-RPC stream per
- * connection (broker/jsonrpc.h: lines capped, a peer that does not read is
+ * connection (common/jsonrpc.h: lines capped, a peer that does not read is
  * not read), and the jobs module's queue and warm pool underneath. A
  * connection is only ever answered; nothing one does reaches another
  * beyond the shared queue, whose limit is answered "busy".
  */
 #include "daemon/daemon_int.h"
 
-#include "broker/jsonrpc.h"
+#include "common/jsonrpc.h"
 #include "common/cleanup.h"
 #include "common/hostpath.h"
 #include "common/strv.h"

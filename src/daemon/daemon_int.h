@@ -5,7 +5,7 @@
 #pragma once
 #include "daemon/daemon.h"
 
-#include "broker/jsonrpc.h"
+#include "common/jsonrpc.h"
 
 #include <event2/event.h>
 #include <jansson.h>
