@@ -548,6 +548,33 @@ static json_t *init_capabilities(const struct gv_state *st)
     return caps;
 }
 
+/*
+ * The helper relays every connection of the run from one process (gvisor/
+ * relay.c), two descriptors each: its own RLIMIT_NOFILE is not the
+ * command's but enough for what the gateway lets the run hold. They are
+ * gVisor's descriptors, not the host's; what they cost is memory, which the
+ * run's memory limit holds.
+ */
+#define INIT_NOFILE 16384
+
+static void raise_nofile(json_t *process)
+{
+    size_t i;
+    json_t *rl, *all = json_object_get(process, "rlimits");
+    json_array_foreach(all, i, rl) {
+        if (strcmp(json_string_value(json_object_get(rl, "type")) ?: "", "RLIMIT_NOFILE") != 0)
+            continue;
+        if (json_integer_value(json_object_get(rl, "hard")) < INIT_NOFILE)
+            json_object_set_new(rl, "hard", json_integer(INIT_NOFILE));
+        if (json_integer_value(json_object_get(rl, "soft")) < INIT_NOFILE)
+            json_object_set_new(rl, "soft", json_integer(INIT_NOFILE));
+        return;
+    }
+    json_array_append_new(all, json_pack("{s:s, s:I, s:I}", "type", "RLIMIT_NOFILE", "hard",
+                                         (json_int_t)INIT_NOFILE, "soft",
+                                         (json_int_t)INIT_NOFILE));
+}
+
 static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
                         struct cordon_err *err)
 {
@@ -587,6 +614,7 @@ static int build_bundle(const struct sandbox_setup *s, struct gv_state *st,
 
     json_t *init = process_json(init_args(st), json_pack("[s]", "PATH=/usr/bin:/bin"), "/", st);
     json_object_set_new(init, "capabilities", init_capabilities(st));
+    raise_nofile(init);
     json_t *config = json_pack(
         "{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
         "ociVersion", "1.0.2",
