@@ -459,6 +459,28 @@ static bool seal_root(char *why, size_t why_len)
                     why_len);
 }
 
+/*
+ * A command that fills the guest's memory ends as an OOM kill, not in a
+ * thrash: without swap the kernel would evict and re-read the command's own
+ * program from its 9p share for as long as the wall limit lets it, reclaim
+ * "succeeding" each time. The multi-gen LRU (kernel.config) calls the OOM
+ * killer instead when the pages used in the last second cannot be kept. A
+ * kernel built without it (an older cache) runs as before.
+ */
+static void keep_working_set(void)
+{
+    mkdir("/sys", 0555);
+    if (mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        return;
+    int fd = open("/sys/kernel/mm/lru_gen/min_ttl_ms", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, "1000", 4) != 4)
+            die("cannot set the guest's min_ttl_ms");
+        close(fd);
+    }
+    umount("/sys");
+}
+
 static void loopback_up(void)
 {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -981,6 +1003,7 @@ int main(void)
     mkdir("/dev", 0755);
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, NULL);
+    keep_working_set();
     int con = open("/dev/console", O_RDWR);
     if (con >= 0) {
         dup2(con, 1);
