@@ -18,6 +18,7 @@
 #include "egress/gateway.h"
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/meter.h"
 #include "sandbox/plan.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/start.h"
@@ -61,6 +62,7 @@ struct run {
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
     int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
+    struct mem_meter meter;               /* the level's memory, where the supervisor holds it */
     uint64_t start_us;
 };
 
@@ -375,6 +377,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
                                         .start_w = -1, .door = -1, .layer = -1 };
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
     run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
+    run->meter = (struct mem_meter)MEM_METER_INIT;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)
         memcpy(run->run_id, run_id, sizeof run->run_id);
@@ -412,6 +415,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         .guard_arg = run->wd,
         .host_base = run->host_base,
         .ahead = ahead,
+        .meter = run->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_SUPERVISOR ? &run->meter : NULL,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
         struct cgroup_stats st = { 0 };
@@ -617,6 +621,8 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .cg = &run->cg,
         .poll_cpu = cgroup_has(&run->cg, CGROUP_CPU) && p->limits.cpu_ms,
         .poll_pids = cgroup_has(&run->cg, CGROUP_PIDS) && p->limits.pids,
+        .meter = run->meter.file >= 0 ? &run->meter : NULL,
+        .poll_tree_cpu = run->enforced[POLICY_LIMIT_CPU] == ENFORCED_SUPERVISOR,
         .start_us = run->start_us,
     };
     /* supervise() owns and closes these now, and reaps the boundary. */
@@ -663,6 +669,7 @@ void run_release(struct run *run)
         return;
     if (run->backend)
         run->backend->release(&run->b);
+    mem_meter_close(&run->meter);
     if (run->gw_pid > 0) {
         kill(run->gw_pid, SIGKILL);
         waitpid(run->gw_pid, NULL, 0);

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -237,9 +238,48 @@ static int open_relays(struct relay_plan *r)
     if (pid == 0) {
         for (size_t i = 0; i < r->n_fds; i++)
             close(r->fds[i]);
+        if (drop_capabilities() < 0)
+            _exit(1);
         dns_main(u, r->gateway);
     }
     close(u);
+    return 0;
+}
+
+/*
+ * The relay, a process of its own: its RLIMIT_NOFILE, raised to carry two
+ * descriptors per connection the gateway lets the run hold (gVisor's, which
+ * the memory limit holds), is not the command's, which gVisor takes from
+ * this init's. It drops its capabilities before init says it is ready.
+ */
+#define RELAY_NOFILE 16384
+static int start_relay(struct relay_plan *r)
+{
+    int done[2];
+    if (pipe2(done, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        struct rlimit nofile = { RELAY_NOFILE, RELAY_NOFILE };
+        close(done[0]);
+        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || drop_capabilities() < 0 ||
+            write(done[1], "d", 1) != 1)
+            _exit(1);
+        close(done[1]);
+        relay_serve(r->fds, r->n_fds, r->gateway);
+    }
+    close(done[1]);
+    char c;
+    ssize_t n = read(done[0], &c, 1);
+    close(done[0]);
+    for (size_t i = 0; i < r->n_fds; i++)
+        close(r->fds[i]);
+    if (n != 1) {
+        fprintf(stderr, "cordon-gvisor-init: cannot start the relay: %s\n", strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -254,7 +294,7 @@ static int init_main(const char *home, struct relay_plan *r)
     signal(SIGCHLD, SIG_IGN);
     /* A client gone mid-write ends only its relay, with EPIPE. */
     signal(SIGPIPE, SIG_IGN);
-    if (r->gateway && open_relays(r) < 0)
+    if (r->gateway && (open_relays(r) < 0 || start_relay(r) < 0))
         return 1;
     if (drop_capabilities() < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot drop capabilities: %s\n", strerror(errno));
@@ -268,10 +308,8 @@ static int init_main(const char *home, struct relay_plan *r)
         dup2(null, 1);
         dup2(null, 2);
     }
-    if (!r->gateway)
-        for (;;)
-            pause();
-    relay_serve(r->fds, r->n_fds, r->gateway);
+    for (;;)
+        pause();
 }
 
 static int install_profile(const char *path)
