@@ -92,12 +92,18 @@ CORDON_API struct cordon_policy *cordon_policy_from_json(const char *text, size_
  * Set one key as a command-line flag would: KEY is the policy path
  * ("limits.memory", "limits.wall", "filesystem.workspace", "network.allow",
  * "isolation", ...), VALUE its text; a list key gets VALUE added. Call
- * before the policy's first cordon_prepare().
+ * before the policy's first cordon_prepare(). A signed policy (its file's
+ * require_signature, or keys in /etc/cordon/trust.d) may only be tightened:
+ * a value that relaxes it (a larger limit, a new bind or allow, a weaker
+ * level) fails with CORDON_ERROR_POLICY and leaves the policy as it was.
  */
 CORDON_API int cordon_policy_set(struct cordon_policy *p, const char *key, const char *value,
                                  struct cordon_error *err);
 
-/* Bind host path SPEC ("PATH[:DEST]") read-only, or read-write when WRITABLE. */
+/*
+ * Bind host path SPEC ("PATH[:DEST]") read-only, or read-write when WRITABLE;
+ * under a signature only a bind the policy has already.
+ */
 CORDON_API int cordon_policy_add_bind(struct cordon_policy *p, const char *spec, int writable,
                                       struct cordon_error *err);
 
@@ -139,7 +145,8 @@ CORDON_API int cordon_result_signal(const struct cordon_result *res);
  * "cpu_limit", "file_size_limit", "killed" or "setup_error". */
 CORDON_API const char *cordon_result_reason(const struct cordon_result *res);
 
-/* cordon run's exit status for it: the code, 128+signal, 124 timeout, 125-127 setup. */
+/* cordon run's exit status for it: the code, 128+signal, 124 timeout, 125-127 setup,
+ * 122 an overlay change not committed. */
 CORDON_API int cordon_result_status(const struct cordon_result *res);
 
 /* Wall-clock milliseconds from start to end. */

@@ -1,12 +1,13 @@
 #!/bin/sh
 # The layers of src/, lowest first:
-#   common < (policy, audit) < (egress, sandbox) < core < broker < daemon < (lib, cli)
+#   common < (policy, audit) < (egress, sandbox) < core < broker < daemon < (lib, cli, oci)
 # A file may include its own layer and any lower one; never a higher one, nor
 # a sibling on its own rank (egress and sandbox know nothing of each other).
 # The broker is a front end of its own that the CLI's `mcp` command drives;
 # the daemon (cordon serve) uses its JSON-RPC streams.
-# And raw syscall() appears only in common/syscalls.h, where each has a wrapper.
-# TAP: one test per layer, then the syscall check. Usage: check-layers.sh SRCDIR
+# And raw syscall() appears only in common/syscalls.h, where each has a wrapper;
+# jansson's json_load*() only in common/json.c, which refuses duplicate keys.
+# TAP: one test per layer, then those two checks. Usage: check-layers.sh SRCDIR
 src=${1:?usage: check-layers.sh SRCDIR}/src
 
 rank() {
@@ -17,13 +18,13 @@ rank() {
     core) echo 3 ;;
     broker) echo 4 ;;
     daemon) echo 5 ;;
-    lib | cli) echo 6 ;;
+    lib | cli | oci) echo 6 ;;
     *) echo '' ;;
     esac
 }
 
 layers=$(cd "$src" && ls -d */ | tr -d /)
-echo "1..$(($(echo "$layers" | wc -w) + 1))"
+echo "1..$(($(echo "$layers" | wc -w) + 2))"
 n=0
 fail=0
 for layer in $layers; do
@@ -60,5 +61,14 @@ if [ -n "$raw" ]; then
     fail=1
 else
     echo "ok $n - raw syscall() only in common/syscalls.h"
+fi
+n=$((n + 1))
+loads=$(cd "$src" && grep -rln --include='*.[ch]' 'json_load[a-z_]* *(' . | sed 's#^\./##' |
+        grep -vx 'common/json.c' | tr '\n' ' ')
+if [ -n "$loads" ]; then
+    echo "not ok $n - json_load*() outside common/json.c (use json_parse_strict): $loads"
+    fail=1
+else
+    echo "ok $n - JSON is read only through common/json.c"
 fi
 exit $fail

@@ -8,6 +8,7 @@
 #include "audit/audit_int.h"
 #include "audit/export.h"
 #include "common/hostpath.h"
+#include "common/json.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -20,6 +21,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +40,8 @@ struct audit_log {
     json_t *stamp;               /* merged into every event */
     int export_fd;               /* to the OTLP exporter, or -1 */
     unsigned long export_dropped;
+    int witness_fd;              /* O_APPEND, read for its tail; written under rfd's lock */
+    char *witness;
 };
 
 /* The last line of the file as the next event needs it. */
@@ -45,6 +49,7 @@ struct tail {
     bool empty;
     uint64_t seq;
     char digest[65];
+    off_t size;                  /* of the file with that line: where the next one goes */
 };
 
 /* Keys every event starts with, in this order; fields may not set them. */
@@ -121,6 +126,46 @@ void audit_new_run_id(char out[33])
     hex(b, sizeof b, out);
 }
 
+int audit_boot_id(char out[40])
+{
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, out, 39) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n < 36)
+        return -1;
+    out[36] = '\0';
+    return 0;
+}
+
+int audit_process_start(pid_t pid, unsigned long long *ticks)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* Fields count from the one after the command name, which may hold spaces. */
+    char *p = strrchr(buf, ')');
+    for (int field = 3; p && field <= 22; field++)
+        p = strchr(p + 1, ' ');
+    return p && sscanf(p, " %llu", ticks) == 1 ? 0 : -1;
+}
+
+json_t *audit_writer_stamp(void)
+{
+    char boot[40];
+    unsigned long long ticks;
+    if (audit_boot_id(boot) < 0 || audit_process_start(getpid(), &ticks) < 0)
+        return json_null(); /* no /proc: verify cannot tell, and says so */
+    return json_pack("{s:i, s:s, s:I}", "pid", (int)getpid(), "boot_id", boot, "start_ticks",
+                     (json_int_t)ticks);
+}
+
 /* RFC 3339, UTC, microseconds: 2026-12-02T15:04:05.123456Z */
 static void now_rfc3339(char out[40])
 {
@@ -164,6 +209,48 @@ static int write_full(int fd, const char *buf, size_t n)
         n -= (size_t)r;
     }
     return 0;
+}
+
+/*
+ * LEN bytes at the end of FD (O_APPEND), whose size under the lock was
+ * SIZE: all of them, or none. A write that stops part-way (a full disk, a
+ * quota, a file size limit) is cut back to SIZE, so the file still ends on
+ * a whole line and the next writer extends the chain instead of refusing a
+ * torn tail. -1 with the write's errno; *TORN when even the cut failed.
+ */
+static int append_whole(int fd, const char *buf, size_t len, off_t size, bool *torn)
+{
+    if (write_full(fd, buf, len) == 0)
+        return 0;
+    int saved = errno;
+    while (ftruncate(fd, size) < 0)
+        if (errno != EINTR) {
+            *torn = true;
+            break;
+        }
+    errno = saved;
+    return -1;
+}
+
+/*
+ * Room for RESERVE more bytes past SIZE, allocated now and kept past the
+ * end (a later append uses it without asking the filesystem again). 0, or
+ * -1 with errno; where the filesystem cannot allocate ahead (EOPNOTSUPP),
+ * the same room free on it will do.
+ */
+static int reserve_room(int fd, off_t size, off_t reserve)
+{
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, size, reserve) == 0)
+        return 0;
+    if (errno != EOPNOTSUPP && errno != ENOSYS)
+        return -1;
+    struct statvfs vfs;
+    if (fstatvfs(fd, &vfs) < 0)
+        return -1;
+    if ((uint64_t)vfs.f_bavail * vfs.f_frsize >= (uint64_t)reserve)
+        return 0;
+    errno = ENOSPC;
+    return -1;
 }
 
 /* 1-based number of the line that starts at or contains offset SIZE - 1. */
@@ -242,7 +329,7 @@ static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *e
         return err_sys(err, CORDON_E_SETUP, "cannot stat audit log '%s'", log->path);
     if (!S_ISREG(st.st_mode))
         return err_set(err, CORDON_E_SETUP, "audit log '%s' is not a regular file", log->path);
-    *t = (struct tail){ .empty = st.st_size == 0 };
+    *t = (struct tail){ .empty = st.st_size == 0, .size = st.st_size };
     if (t->empty)
         return 0;
 
@@ -288,7 +375,7 @@ static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *e
         return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
     sha256_hex(buf, len, t->digest);
 
-    json_auto_t *ev = json_loadb(buf, len, 0, NULL);
+    json_auto_t *ev = json_parse_strict(buf, len, 0, NULL);
     json_t *seq = json_object_get(ev, "seq");
     if (!json_is_integer(seq) || json_integer_value(seq) < 0) {
         if (count_lines(log->rfd, st.st_size, &line) < 0)
@@ -301,9 +388,89 @@ static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *e
     return 0;
 }
 
+/* ---- the witness ---- */
+
+/* The lines a witness notes: each signed head, and each run's end. */
+static bool witness_noted(const char *type)
+{
+    return !strcmp(type, AUDIT_TYPE_CHECKPOINT) || !strcmp(type, "run.end");
+}
+
+/* Under the lock: the SHA-256 of the log's first line, which names the log in its witness. */
+static int log_id(struct audit_log *log, char out[65], struct cordon_err *err)
+{
+    char head[4096];
+    ssize_t n;
+    while ((n = pread(log->rfd, head, sizeof head, 0)) < 0 && errno == EINTR)
+        ;
+    if (n < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+    const char *nl = memchr(head, '\n', (size_t)n);
+    if (!nl)
+        return err_set(err, CORDON_E_SETUP, "audit log '%s': no header line", log->path);
+    sha256_hex(head, (size_t)(nl - head), out);
+    return 0;
+}
+
+/*
+ * Under the log's lock, the one the witness is written under too: where the
+ * witness ends on a whole line. Only a writer killed mid-line leaves a
+ * partial one (the others cut theirs back), so it is cut off here: a note
+ * half written noted nothing.
+ */
+static int witness_end(struct audit_log *log, off_t *end, struct cordon_err *err)
+{
+    struct stat st;
+    if (fstat(log->witness_fd, &st) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot stat audit witness '%s'", log->witness);
+    char block[4096];
+    off_t at = st.st_size;
+    while (at > 0 && st.st_size - at < 65536) {
+        size_t n = (size_t)(at < (off_t)sizeof block ? at : (off_t)sizeof block);
+        if (pread_full(log->witness_fd, block, n, at - (off_t)n) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot read audit witness '%s'", log->witness);
+        const char *nl = memrchr(block, '\n', n);
+        if (nl) {
+            at = at - (off_t)n + (nl - block) + 1;
+            break;
+        }
+        at -= (off_t)n;
+    }
+    if (at > 0 && st.st_size - at >= 65536)
+        return err_set(err, CORDON_E_SETUP, "audit witness '%s' ends in a line longer than 64 "
+                       "KiB: it is not a witness", log->witness);
+    if (at < st.st_size && ftruncate(log->witness_fd, at) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot cut the torn last line of audit witness "
+                       "'%s'", log->witness);
+    *end = at;
+    return 0;
+}
+
+/* Under the lock: note LINE (a TYPE event written at TS) in the witness. */
+static int note_in_witness(struct audit_log *log, const char *type, const struct tail *line,
+                           const char *ts, struct cordon_err *err)
+{
+    char id[65], text[320];
+    off_t end;
+    if (log_id(log, id, err) < 0 || witness_end(log, &end, err) < 0)
+        return err_prefix(err, "audit witness '%s' (the event is in the log)", log->witness);
+    int n = snprintf(text, sizeof text, "{\"log\":\"%s\",\"seq\":%llu,\"sha256\":\"%s\","
+                     "\"type\":\"%s\",\"ts\":\"%s\"}\n",
+                     id, (unsigned long long)line->seq, line->digest, type, ts);
+    bool torn = false;
+    if (append_whole(log->witness_fd, text, (size_t)n, end, &torn) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot write to audit witness '%s' (the event is "
+                       "in the log)%s", log->witness,
+                       torn ? "; the part written could not be cut back" : "");
+    (void)fallocate(log->witness_fd, FALLOC_FL_KEEP_SIZE, end + n, AUDIT_WITNESS_RESERVE);
+    return 0;
+}
+
 /*
  * Under the lock: one line after T, in a single write() so that a reader
  * (or a crash) sees all of it or a torn tail, never a mix. FIELDS borrowed.
+ * 0; -1 when the line is not in the log; 1 when it is but its fsync or its
+ * witness note failed.
  */
 static int write_event(struct audit_log *log, const struct tail *t, const char *type,
                        const char *run, json_t *fields, struct tail *out,
@@ -342,15 +509,24 @@ static int write_event(struct audit_log *log, const struct tail *t, const char *
     sha256_hex(text, len, out->digest);
     out->seq = seq;
     out->empty = false;
+    out->size = t->size + (off_t)len + 1;
     text[len] = '\n'; /* replaces the NUL: the line goes out in one write */
-    if (write_full(log->wfd, text, len + 1) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot write to audit log '%s'", log->path);
-    if (log->fsync == AUDIT_FSYNC_ALWAYS && fsync(log->wfd) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
+    bool torn = false;
+    if (append_whole(log->wfd, text, len + 1, t->size, &torn) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot write to audit log '%s'%s", log->path,
+                       torn ? " (and the part written could not be cut back)" : "");
     log->since_checkpoint++;
     /* After the chain has it, and never waiting: an export is a copy, not the record. */
     if (log->export_fd >= 0 && !audit_export_send(log->export_fd, text, len))
         log->export_dropped++;
+    /* The line is in the log now: what fails from here leaves it there. */
+    if (log->fsync == AUDIT_FSYNC_ALWAYS && fsync(log->wfd) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
+        return 1;
+    }
+    if (log->witness_fd >= 0 && witness_noted(type) &&
+        note_in_witness(log, type, out, ts, err) < 0)
+        return 1;
     return 0;
 }
 
@@ -374,7 +550,7 @@ static int write_header(struct audit_log *log, struct tail *out, struct cordon_e
     return write_event(log, &t, AUDIT_TYPE_HEADER, NULL, f, out, err);
 }
 
-/* Signs T (the line just written) with a checkpoint line after it. */
+/* Signs T (the line just written) with a checkpoint line after it; write_event's return. */
 static int write_checkpoint(struct audit_log *log, const struct tail *t, struct cordon_err *err)
 {
     char msg[128];
@@ -387,12 +563,34 @@ static int write_checkpoint(struct audit_log *log, const struct tail *t, struct 
     if (!f)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     struct tail out;
-    TRY(write_event(log, t, AUDIT_TYPE_CHECKPOINT, NULL, f, &out, err));
-    log->since_checkpoint = 0;
-    return 0;
+    int rc = write_event(log, t, AUDIT_TYPE_CHECKPOINT, NULL, f, &out, err);
+    if (rc >= 0)
+        log->since_checkpoint = 0;
+    return rc;
 }
 
 /* ---- public ---- */
+
+/* The witness, opened as the log is (no link, created 0600), and never the log itself. */
+static int open_witness(struct audit_log *log, const char *path, struct cordon_err *err)
+{
+    if (!(log->witness = strdup(path)))
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    log->witness_fd = hostpath_open(AT_FDCWD, path, O_RDWR | O_APPEND | O_CREAT | O_NOCTTY |
+                                                        O_NONBLOCK, 0600, false, err);
+    if (log->witness_fd < 0) {
+        if (errno != ELOOP && errno != ENXIO)
+            err_sys(err, CORDON_E_SETUP, "cannot open audit witness '%s'", path);
+        return -1;
+    }
+    struct stat w, l;
+    if (fstat(log->witness_fd, &w) < 0 || !S_ISREG(w.st_mode))
+        return err_set(err, CORDON_E_SETUP, "audit witness '%s' is not a regular file", path);
+    if (fstat(log->wfd, &l) == 0 && l.st_dev == w.st_dev && l.st_ino == w.st_ino)
+        return err_set(err, CORDON_E_SETUP, "audit witness '%s' is the audit log itself", path);
+    fcntl(log->witness_fd, F_SETFL, O_APPEND);
+    return 0;
+}
 
 struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *err)
 {
@@ -402,7 +600,7 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
     }
     _cleanup_(audit_freep) struct audit_log *log = calloc(1, sizeof *log);
     if (log)
-        log->wfd = log->rfd = log->export_fd = -1;
+        log->wfd = log->rfd = log->export_fd = log->witness_fd = -1;
     if (!log || !(log->path = strdup(o->path))) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
@@ -440,6 +638,8 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
         }
     }
 
+    if (o->witness && open_witness(log, o->witness, err) < 0)
+        return NULL;
     if (o->export_otlp && audit_export_start(o->export_otlp, &log->export_fd, err) < 0)
         return NULL;
 
@@ -450,13 +650,15 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
         return NULL;
     if (t.empty && write_header(log, &t, err) < 0)
         return NULL;
+    /* Best effort: audit_keep_reserve() insists. */
+    (void)fallocate(log->wfd, FALLOC_FL_KEEP_SIZE, t.size, AUDIT_RESERVE);
     return TAKE_PTR(log);
 }
 
-int audit_append(struct audit_log *log, const char *type, const char *run, json_t *fields,
-                 struct cordon_err *err)
+/* What audit_append refuses before it takes the lock. */
+static int check_event(const struct audit_log *log, const char *type, json_t *f,
+                       struct cordon_err *err)
 {
-    json_auto_t *f = fields; /* stolen, whatever happens */
     if (log->closed)
         return err_set(err, CORDON_E_INTERNAL, "audit log '%s' is already closed", log->path);
     if (!type || !type[0])
@@ -473,16 +675,136 @@ int audit_append(struct audit_log *log, const char *type, const char *run, json_
             return err_set(err, CORDON_E_INTERNAL,
                            "audit event '%s': field '%s' belongs to the chain", type,
                            chain_keys[i]);
+    return 0;
+}
 
+/* Under the lock, after T: the event, its checkpoint when one is due, the reserve topped up. */
+static int append_locked(struct audit_log *log, struct tail *t, const char *type,
+                         const char *run, json_t *f, struct cordon_err *err)
+{
+    struct tail written;
+    if (t->empty && write_header(log, t, err) != 0)
+        return -1; /* someone emptied the file since we opened it */
+    int rc = write_event(log, t, type, run, f, &written, err);
+    if (rc < 0)
+        return -1;
+    struct cordon_err later;
+    if (log->key && log->checkpoint_every && log->since_checkpoint >= log->checkpoint_every &&
+        write_checkpoint(log, &written, rc ? &later : err) != 0)
+        rc = 1;
+    /* Best effort, and no more than a fallocate: on a full disk the reserve shrinks by
+     * what was written. */
+    struct stat st;
+    if (fstat(log->wfd, &st) == 0)
+        (void)fallocate(log->wfd, FALLOC_FL_KEEP_SIZE, st.st_size, AUDIT_RESERVE);
+    return rc;
+}
+
+int audit_append(struct audit_log *log, const char *type, const char *run, json_t *fields,
+                 struct cordon_err *err)
+{
+    json_auto_t *f = fields; /* stolen, whatever happens */
+    TRY(check_event(log, type, f, err));
     _cleanup_(unlockp) int locked = -1;
-    struct tail t, written;
+    struct tail t;
     TRY(lock_log(log, &locked, err));
     TRY(read_tail(log, &t, err));
-    if (t.empty)
-        TRY(write_header(log, &t, err)); /* someone emptied the file since we opened it */
-    TRY(write_event(log, &t, type, run, f, &written, err));
-    if (log->key && log->checkpoint_every && log->since_checkpoint >= log->checkpoint_every)
-        TRY(write_checkpoint(log, &written, err));
+    return append_locked(log, &t, type, run, f, err);
+}
+
+/*
+ * Under the lock: does the log from byte SINCE to SIZE hold RUN's AFTER
+ * event (bit 0 of *SEEN) and its TYPE event (bit 1)? Only lines naming the
+ * run are parsed.
+ */
+static int scan_run(struct audit_log *log, const char *run, const char *type, const char *after,
+                    uint64_t since, off_t size, unsigned *seen, struct cordon_err *err)
+{
+    *seen = 0;
+    /* Emptied and begun again since: the run's lines, if any, are all there is. */
+    if (since > (uint64_t)size)
+        since = 0;
+    int fd = fcntl(log->rfd, F_DUPFD_CLOEXEC, 3); /* its offset is nobody's: rfd is read by pread */
+    _cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+    }
+    _cleanup_free_ char *buf = malloc(AUDIT_MAX_LINE + 1);
+    if (!buf)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    if (fseeko(f, (off_t)since, SEEK_SET) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+    char needle[64];
+    int nlen = snprintf(needle, sizeof needle, "\"run\":\"%.40s\"", run);
+    size_t len;
+    bool nl, first = since > 0;
+    int got;
+    while ((got = audit_read_line(f, buf, &len, &nl)) != 0) {
+        if (got == -2)
+            return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
+        /* SINCE was taken without the lock: it may fall inside another writer's line. */
+        char before = '\n';
+        bool partial = first && (pread_full(log->rfd, &before, 1, (off_t)since - 1) < 0 ||
+                                 before != '\n');
+        first = false;
+        if (got < 0 || !nl || partial || !memmem(buf, len, needle, (size_t)nlen))
+            continue;
+        json_auto_t *ev = json_parse_strict(buf, len, 0, NULL);
+        const char *t = json_string_value(json_object_get(ev, "type"));
+        if (!t || strcmp(json_string_value(json_object_get(ev, "run")) ?: "", run) != 0)
+            continue;
+        *seen |= (!strcmp(t, after) ? 1u : 0u) | (!strcmp(t, type) ? 2u : 0u);
+    }
+    return 0;
+}
+
+int audit_append_once(struct audit_log *log, const char *type, const char *run,
+                      const char *after, json_t *fields, uint64_t since, bool *written,
+                      struct cordon_err *err)
+{
+    json_auto_t *f = fields;
+    *written = false;
+    TRY(check_event(log, type, f, err));
+    if (!run)
+        return err_set(err, CORDON_E_INTERNAL, "audit event '%s' once: no run", type);
+    _cleanup_(unlockp) int locked = -1;
+    struct tail t;
+    unsigned seen = 0;
+    TRY(lock_log(log, &locked, err));
+    TRY(read_tail(log, &t, err));
+    TRY(scan_run(log, run, type, after, since, t.size, &seen, err));
+    if (seen != 1)
+        return 0; /* no AFTER yet (nothing to close), or TYPE is there already */
+    int rc = append_locked(log, &t, type, run, f, err);
+    *written = rc >= 0;
+    return rc;
+}
+
+uint64_t audit_size(const struct audit_log *log)
+{
+    struct stat st;
+    return fstat(log->wfd, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+int audit_keep_reserve(struct audit_log *log, struct cordon_err *err)
+{
+    _cleanup_(unlockp) int locked = -1;
+    TRY(lock_log(log, &locked, err));
+    const struct { int fd; const char *what, *path; off_t room; } files[] = {
+        { log->wfd, "audit log", log->path, AUDIT_RESERVE },
+        { log->witness_fd, "audit witness", log->witness, AUDIT_WITNESS_RESERVE },
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        struct stat st;
+        if (files[i].fd < 0)
+            continue;
+        if (fstat(files[i].fd, &st) < 0 || reserve_room(files[i].fd, st.st_size, files[i].room) < 0)
+            return err_sys(err, CORDON_E_SETUP, "%s '%s': no room for the %u KiB it keeps in "
+                           "reserve for the runs' ends", files[i].what, files[i].path,
+                           (unsigned)(files[i].room >> 10));
+    }
     return 0;
 }
 
@@ -496,11 +818,14 @@ int audit_close(struct audit_log *log, struct cordon_err *err)
         struct tail t;
         TRY(lock_log(log, &locked, err));
         TRY(read_tail(log, &t, err));
-        if (!t.empty)
-            TRY(write_checkpoint(log, &t, err));
+        int rc = t.empty ? 0 : write_checkpoint(log, &t, err);
+        if (rc != 0)
+            return rc;
     }
     if (fsync(log->wfd) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
+    if (log->witness_fd >= 0 && fsync(log->witness_fd) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot sync audit witness '%s'", log->witness);
     return 0;
 }
 
@@ -514,9 +839,12 @@ void audit_free(struct audit_log *log)
         close(log->rfd);
     if (log->export_fd >= 0)
         close(log->export_fd);
+    if (log->witness_fd >= 0)
+        close(log->witness_fd);
     EVP_PKEY_free(log->key);
     json_decref(log->stamp);
     free(log->path);
+    free(log->witness);
     free(log);
 }
 
@@ -550,5 +878,7 @@ size_t audit_log_fds(const struct audit_log *log, int out[AUDIT_LOG_FDS_MAX])
         out[n++] = log->wfd;
     if (log && log->rfd >= 0)
         out[n++] = log->rfd;
+    if (log && log->witness_fd >= 0)
+        out[n++] = log->witness_fd;
     return n;
 }

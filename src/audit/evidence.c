@@ -7,6 +7,7 @@
  */
 #include "audit/audit.h"
 #include "audit/audit_int.h"
+#include "common/json.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -41,12 +42,13 @@ static json_t *body(const json_t *ev)
     return o;
 }
 
-/*
- * The summary of RUN from LINES (the evidence's "lines": {seq, sha256,
- * text}); the same function builds it and checks it, so a summary that
- * says more or other than its lines does not verify.
- */
-static json_t *derive(const json_t *lines, const char *run)
+json_t *audit_summary_new(const char *run)
+{
+    return json_pack("{s:s, s:[], s:[], s:[], s:[], s:[]}", "run", run, "egress_decisions",
+                     "tool_calls", "tool_changes", "limits_fired", "other_events");
+}
+
+void audit_summary_add(json_t *s, const json_t *ev)
 {
     static const char *const start_keys[] = {
         "level", "policy_digest", "policy_signer", "network_digest", "tools_digest",
@@ -57,45 +59,56 @@ static json_t *derive(const json_t *lines, const char *run)
         "reason", "exit_code", "signal", "status", "wall_ms", "cpu_ms", "peak_memory_bytes",
         "stdout_bytes", "stderr_bytes", "error", NULL,
     };
-    json_t *s = json_pack("{s:s, s:[], s:[], s:[], s:[], s:[]}", "run", run, "egress_decisions",
-                          "tool_calls", "tool_changes", "limits_fired", "other_events");
+    const char *type = str_of(ev, "type");
+    if (!s || !type)
+        return;
+    if (json_object_get(ev, "break_glass") && !json_object_get(s, "break_glass"))
+        json_object_set(s, "break_glass", json_object_get(ev, "break_glass"));
+    if (!strcmp(type, "run.start")) {
+        json_auto_t *st = pick(ev, start_keys);
+        json_object_update(s, st);
+    } else if (!strcmp(type, "run.end")) {
+        json_object_set_new(s, "result", pick(ev, end_keys));
+        static const char *const more[] = { "enforcement", "egress", "workspace",
+                                            "transaction", NULL };
+        json_t *m = pick(ev, more);
+        if (json_object_get(m, "enforcement"))
+            json_object_set(s, "limits_enforced", json_object_get(m, "enforcement"));
+        if (json_object_get(m, "egress"))
+            json_object_set(s, "egress", json_object_get(m, "egress"));
+        if (json_object_get(m, "transaction"))
+            json_object_set(s, "transaction", json_object_get(m, "transaction"));
+        json_decref(m);
+    } else if (!strcmp(type, "egress.decision")) {
+        json_array_append_new(json_object_get(s, "egress_decisions"), body(ev));
+    } else if (!strcmp(type, "mcp.call")) {
+        json_array_append_new(json_object_get(s, "tool_calls"), body(ev));
+    } else if (!strcmp(type, "mcp.tool_changed")) {
+        json_array_append_new(json_object_get(s, "tool_changes"), body(ev));
+    } else if (!strcmp(type, "limit.fired")) {
+        json_array_append_new(json_object_get(s, "limits_fired"), body(ev));
+    } else if (!strcmp(type, "mcp.session")) {
+        json_object_set(s, "mcp_server", json_object_get(ev, "server"));
+    } else {
+        json_array_append_new(json_object_get(s, "other_events"), json_string(type));
+    }
+}
+
+/*
+ * The summary of RUN from LINES (the evidence's "lines": {seq, sha256,
+ * text}); the same function builds it and checks it, so a summary that
+ * says more or other than its lines does not verify.
+ */
+static json_t *derive(const json_t *lines, const char *run)
+{
+    json_t *s = audit_summary_new(run);
     size_t i;
     json_t *l;
     json_array_foreach(lines, i, l) {
-        json_auto_t *ev = json_loads(str_of(l, "text") ?: "", 0, NULL);
-        const char *type = str_of(ev, "type"), *r = str_of(ev, "run");
-        if (!type || !r || strcmp(r, run) != 0)
-            continue;
-        if (json_object_get(ev, "break_glass") && !json_object_get(s, "break_glass"))
-            json_object_set(s, "break_glass", json_object_get(ev, "break_glass"));
-        if (!strcmp(type, "run.start")) {
-            json_auto_t *st = pick(ev, start_keys);
-            json_object_update(s, st);
-        } else if (!strcmp(type, "run.end")) {
-            json_object_set_new(s, "result", pick(ev, end_keys));
-            static const char *const more[] = { "enforcement", "egress", "workspace",
-                                                "transaction", NULL };
-            json_t *m = pick(ev, more);
-            if (json_object_get(m, "enforcement"))
-                json_object_set(s, "limits_enforced", json_object_get(m, "enforcement"));
-            if (json_object_get(m, "egress"))
-                json_object_set(s, "egress", json_object_get(m, "egress"));
-            if (json_object_get(m, "transaction"))
-                json_object_set(s, "transaction", json_object_get(m, "transaction"));
-            json_decref(m);
-        } else if (!strcmp(type, "egress.decision")) {
-            json_array_append_new(json_object_get(s, "egress_decisions"), body(ev));
-        } else if (!strcmp(type, "mcp.call")) {
-            json_array_append_new(json_object_get(s, "tool_calls"), body(ev));
-        } else if (!strcmp(type, "mcp.tool_changed")) {
-            json_array_append_new(json_object_get(s, "tool_changes"), body(ev));
-        } else if (!strcmp(type, "limit.fired")) {
-            json_array_append_new(json_object_get(s, "limits_fired"), body(ev));
-        } else if (!strcmp(type, "mcp.session")) {
-            json_object_set(s, "mcp_server", json_object_get(ev, "server"));
-        } else {
-            json_array_append_new(json_object_get(s, "other_events"), json_string(type));
-        }
+        json_auto_t *ev = json_parse_strict_str(str_of(l, "text") ?: "", 0, NULL);
+        const char *r = str_of(ev, "run");
+        if (r && !strcmp(r, run))
+            audit_summary_add(s, ev);
     }
     return s;
 }
@@ -124,7 +137,7 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
             err_set(err, CORDON_E_POLICY, "audit log '%s': an unreadable line", path);
             return NULL;
         }
-        json_auto_t *ev = json_loadb(buf, len, 0, NULL);
+        json_auto_t *ev = json_parse_strict(buf, len, 0, NULL);
         const char *r = str_of(ev, "run");
         bool mine = false;
         if (r && strlen(r) == 32 && !strncmp(r, run_prefix, strlen(run_prefix))) {
@@ -154,7 +167,7 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
     /* Keep up to the first checkpoint after our last line; without one, up to our last line. */
     size_t keep = last_mine;
     for (size_t i = last_mine; i < json_array_size(lines); i++) {
-        json_auto_t *ev = json_loads(str_of(json_array_get(lines, i), "text"), 0, NULL);
+        json_auto_t *ev = json_parse_strict_str(str_of(json_array_get(lines, i), "text"), 0, NULL);
         if (!strcmp(str_of(ev, "type") ?: "", AUDIT_TYPE_CHECKPOINT)) {
             keep = i + 1;
             break;
@@ -163,7 +176,8 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
     while (json_array_size(lines) > keep)
         json_array_remove(lines, json_array_size(lines) - 1);
     json_t *cp = NULL;
-    json_auto_t *last = json_loads(str_of(json_array_get(lines, keep - 1), "text"), 0, NULL);
+    json_auto_t *last =
+        json_parse_strict_str(str_of(json_array_get(lines, keep - 1), "text"), 0, NULL);
     if (!strcmp(str_of(last, "type") ?: "", AUDIT_TYPE_CHECKPOINT)) {
         static const char *const cp_keys[] = { "seq", "head", "signed_seq", "key_id", "sig",
                                                NULL };
@@ -207,7 +221,7 @@ int audit_evidence_verify(const json_t *doc, const char *pubkey, struct evidence
         sha256_hex(text, strlen(text), got);
         if (strcmp(got, sha) != 0)
             return BAD("line %zu: sha256 does not match its text", i + 1);
-        json_auto_t *ev = json_loads(text, 0, NULL);
+        json_auto_t *ev = json_parse_strict_str(text, 0, NULL);
         json_t *s = json_object_get(ev, "seq");
         const char *p = str_of(ev, "prev");
         if (!json_is_integer(s) || !p)
@@ -219,7 +233,8 @@ int audit_evidence_verify(const json_t *doc, const char *pubkey, struct evidence
         memcpy(prev, got, sizeof prev);
         r->lines++;
     }
-    json_auto_t *last = json_loads(str_of(json_array_get(lines, r->lines - 1), "text"), 0, NULL);
+    json_auto_t *last =
+        json_parse_strict_str(str_of(json_array_get(lines, r->lines - 1), "text"), 0, NULL);
     if (!strcmp(str_of(last, "type") ?: "", AUDIT_TYPE_CHECKPOINT)) {
         const char *head = str_of(last, "head"), *sig = str_of(last, "sig");
         const char *kid = str_of(last, "key_id");

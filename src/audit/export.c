@@ -12,6 +12,7 @@
  */
 #include "audit/audit_int.h"
 #include "audit/export.h"
+#include "common/json.h"
 
 #include "common/fds.h"
 
@@ -79,7 +80,7 @@ static json_t *attr_str(const char *k, const char *v)
 /* One OTLP LogRecord for one audit line. */
 static json_t *log_record(const char *line, size_t len)
 {
-    json_auto_t *ev = json_loadb(line, len, 0, NULL);
+    json_auto_t *ev = json_parse_strict(line, len, 0, NULL);
     char sha[65];
     sha256_hex(line, len, sha);
     struct timespec now;

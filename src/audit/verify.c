@@ -7,6 +7,7 @@
 #include "audit/audit.h"
 #include "audit/audit_int.h"
 #include "common/text.h"
+#include "common/json.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -17,9 +18,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* A run as its run.start and run.end lines leave it. */
+struct run_entry {
+    char *id;
+    uint64_t start_line, end_line;  /* 0: none yet */
+    pid_t writer;                   /* its start's writer (audit_writer_stamp) on this boot, */
+    unsigned long long writer_start; /* and when it started; 0: not of this boot */
+};
+
 /* Distinct run ids: an open-addressing set, as a log may hold many runs. */
 struct run_set {
-    char **slots;
+    struct run_entry *slots;
     size_t cap, n;
 };
 
@@ -31,18 +40,19 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-static int run_set_add(struct run_set *s, const char *id)
+/* The entry of ID, added if new; NULL when out of memory. */
+static struct run_entry *run_set_add(struct run_set *s, const char *id)
 {
     if ((s->n + 1) * 2 > s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
-        char **slots = calloc(cap, sizeof *slots);
+        struct run_entry *slots = calloc(cap, sizeof *slots);
         if (!slots)
-            return -1;
+            return NULL;
         for (size_t i = 0; i < s->cap; i++) {
-            if (!s->slots[i])
+            if (!s->slots[i].id)
                 continue;
-            size_t j = fnv1a(s->slots[i]) & (cap - 1);
-            while (slots[j])
+            size_t j = fnv1a(s->slots[i].id) & (cap - 1);
+            while (slots[j].id)
                 j = (j + 1) & (cap - 1);
             slots[j] = s->slots[i];
         }
@@ -51,20 +61,115 @@ static int run_set_add(struct run_set *s, const char *id)
         s->cap = cap;
     }
     size_t j = fnv1a(id) & (s->cap - 1);
-    for (; s->slots[j]; j = (j + 1) & (s->cap - 1))
-        if (!strcmp(s->slots[j], id))
-            return 0;
-    if (!(s->slots[j] = strdup(id)))
-        return -1;
+    for (; s->slots[j].id; j = (j + 1) & (s->cap - 1))
+        if (!strcmp(s->slots[j].id, id))
+            return &s->slots[j];
+    if (!(s->slots[j].id = strdup(id)))
+        return NULL;
     s->n++;
-    return 0;
+    return &s->slots[j];
 }
 
 static void run_set_release(struct run_set *s)
 {
     for (size_t i = 0; i < s->cap; i++)
-        free(s->slots[i]);
+        free(s->slots[i].id);
     free(s->slots);
+}
+
+static const char *str_of(json_t *ev, const char *key)
+{
+    return json_string_value(json_object_get(ev, key));
+}
+
+/* One line of a witness: the log's line SEQ had digest SHA256 and type TYPE. */
+struct witness_entry {
+    uint64_t seq;
+    char sha256[65];
+    char type[24];
+};
+
+/* What a witness noted of one log, in order. */
+struct witness {
+    struct witness_entry *v;
+    size_t n, cap;
+    size_t next;                 /* the first entry the log has not reached yet */
+    char log[65];                /* the log all its entries name: its header's digest */
+};
+
+static int bad_witness(struct cordon_err *err, const char *path, uint64_t line, const char *why)
+{
+    err_set(err, CORDON_E_USAGE, "audit witness '%s': line %llu: %s", path,
+            (unsigned long long)line, why);
+    /* jansson's reasons quote the file's own bytes. */
+    text_escape_controls(err->msg, sizeof err->msg);
+    return -1;
+}
+
+/* Line LINE of the witness at PATH into E (of the log W names, after W's last entry). */
+static int witness_line(const char *path, uint64_t line, const char *buf, size_t len,
+                        struct witness *w, struct witness_entry *e, struct cordon_err *err)
+{
+    json_error_t je;
+    json_auto_t *o = json_parse_strict(buf, len, 0, &je);
+    if (!o)
+        return bad_witness(err, path, line, je.text);
+    const char *log = str_of(o, "log"), *sha = str_of(o, "sha256"), *type = str_of(o, "type");
+    json_t *seq = json_object_get(o, "seq");
+    if (!json_is_object(o) || !log || !sha256_hex_valid(log) || !sha || !sha256_hex_valid(sha) ||
+        !type || strlen(type) >= sizeof e->type || !json_is_integer(seq) ||
+        json_integer_value(seq) < 1)
+        return bad_witness(err, path, line, "not a witness entry (log, seq, sha256, type)");
+    if (w->n && strcmp(log, w->log) != 0)
+        return bad_witness(err, path, line, "notes another log than the lines before it (one "
+                           "witness per log)");
+    if (w->n && (uint64_t)json_integer_value(seq) <= w->v[w->n - 1].seq)
+        return bad_witness(err, path, line, "seq does not rise");
+    snprintf(w->log, sizeof w->log, "%s", log);
+    e->seq = (uint64_t)json_integer_value(seq);
+    snprintf(e->sha256, sizeof e->sha256, "%s", sha);
+    snprintf(e->type, sizeof e->type, "%s", type);
+    return 0;
+}
+
+/*
+ * The witness at PATH into W. Every whole line must be an entry, all of one
+ * log, in rising seq; a torn last line (its writer was killed mid-line)
+ * noted nothing and is left out. -1 with ERR.
+ */
+static int load_witness(const char *path, struct witness *w, struct cordon_err *err)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    struct stat st;
+    if (!f)
+        return err_sys(err, CORDON_E_SETUP, "cannot open audit witness '%s'", path);
+    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode))
+        return err_set(err, CORDON_E_SETUP, "audit witness '%s' is not a regular file", path);
+    _cleanup_free_ char *buf = malloc(AUDIT_MAX_LINE + 1);
+    if (!buf)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    size_t len;
+    bool nl;
+    int got;
+    for (uint64_t line = 1; (got = audit_read_line(f, buf, &len, &nl)) != 0; line++) {
+        if (got == -2)
+            return err_sys(err, CORDON_E_SETUP, "cannot read audit witness '%s'", path);
+        if (got == -1)
+            return bad_witness(err, path, line, "longer than 1 MiB");
+        if (!nl)
+            break;
+        if (w->n == w->cap) {
+            size_t cap = w->cap ? 2 * w->cap : 64;
+            struct witness_entry *v = realloc(w->v, cap * sizeof *v);
+            if (!v)
+                return err_set(err, CORDON_E_INTERNAL, "out of memory");
+            w->v = v;
+            w->cap = cap;
+        }
+        TRY(witness_line(path, line, buf, len, w, &w->v[w->n], err));
+        w->n++;
+    }
+    return 0;
 }
 
 struct verifier {
@@ -77,6 +182,12 @@ struct verifier {
     char prev[65];               /* digest of the last line that verified */
     uint64_t last_checkpoint;    /* its line; 0 for none */
     struct run_set runs;
+    char boot_id[40];            /* this boot's, or "" */
+    struct witness *w;           /* NULL without one */
+    /* A run's second start or end, told once the next line shows the line
+     * itself unedited: an edit is named as the chain names it. */
+    uint64_t pending_line;
+    char pending[200];
 };
 
 /* Record the first problem; returns 1 so callers can `return broken(...)`. */
@@ -92,11 +203,6 @@ static int broken(struct verifier *v, uint64_t line, const char *fmt, ...)
     v->r->intact = false;
     v->r->bad_line = line;
     return 1;
-}
-
-static const char *str_of(json_t *ev, const char *key)
-{
-    return json_string_value(json_object_get(ev, key));
 }
 
 static int check_checkpoint(struct verifier *v, json_t *ev, uint64_t seq)
@@ -155,7 +261,7 @@ static int seq_ahead(struct verifier *v, uint64_t seq)
     size_t len = 0;
     bool nl = false;
     if (next && audit_read_line(v->f, next, &len, &nl) == 1) {
-        json_auto_t *ev = json_loadb(next, len, 0, NULL);
+        json_auto_t *ev = json_parse_strict(next, len, 0, NULL);
         json_t *s = json_object_get(ev, "seq");
         if (json_is_integer(s) && (uint64_t)json_integer_value(s) == v->next_seq)
             return broken(v, v->line, "seq out of order: expected %llu, got %llu (lines %llu "
@@ -166,11 +272,73 @@ static int seq_ahead(struct verifier *v, uint64_t seq)
                   got, got - want, got - want == 1 ? "" : "s");
 }
 
+__attribute__((format(printf, 2, 3)))
+static int contradicts(struct verifier *v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->pending, sizeof v->pending, fmt, ap);
+    va_end(ap);
+    v->pending_line = v->line;
+    return 0;
+}
+
+/*
+ * A run has one run.start and, after it, one run.end: a second of either
+ * contradicts the first. The writer's stamp is kept to tell, at the end, a
+ * run still going from one whose end was lost.
+ */
+static int check_run(struct verifier *v, json_t *ev, const char *type, struct run_entry *e)
+{
+    bool start = !strcmp(type, "run.start"), end = !strcmp(type, "run.end");
+    if (start && e->start_line)
+        return contradicts(v, "second run.start of run %.8s (the first is line %llu)", e->id,
+                           (unsigned long long)e->start_line);
+    if (end && !e->start_line)
+        return contradicts(v, "run.end of run %.8s without its run.start", e->id);
+    if (end && e->end_line)
+        return contradicts(v, "second run.end of run %.8s (the first is line %llu)", e->id,
+                           (unsigned long long)e->end_line);
+    if (end)
+        e->end_line = v->line;
+    if (!start)
+        return 0;
+    e->start_line = v->line;
+    json_t *w = json_object_get(ev, "writer");
+    json_t *pid = json_object_get(w, "pid"), *ticks = json_object_get(w, "start_ticks");
+    const char *boot = json_string_value(json_object_get(w, "boot_id"));
+    if (json_is_integer(pid) && json_is_integer(ticks) && boot && v->boot_id[0] &&
+        !strcmp(boot, v->boot_id)) {
+        e->writer = (pid_t)json_integer_value(pid);
+        e->writer_start = (unsigned long long)json_integer_value(ticks);
+    }
+    return 0;
+}
+
+/* Line v->line (of SEQ, DIGEST) against the witness's next entry. */
+static int check_witnessed(struct verifier *v, uint64_t seq, const char *digest)
+{
+    struct witness *w = v->w;
+    if (!w || w->next >= w->n)
+        return 0;
+    if (v->line == 1 && strcmp(w->log, digest) != 0)
+        return broken(v, 1, "the witness notes another log (its header's sha256 is %.16s...)",
+                      w->log);
+    const struct witness_entry *e = &w->v[w->next];
+    if (e->seq != seq)
+        return 0;
+    if (strcmp(e->sha256, digest) != 0)
+        return broken(v, v->line, "differs from its witness, which noted this %s line (seq "
+                      "%llu) with another digest", e->type, (unsigned long long)seq);
+    w->next++;
+    return 0;
+}
+
 /* 0 when line v->line (BUF, LEN) verifies after everything before it; 1 when not. */
 static int check_line(struct verifier *v, const char *buf, size_t len)
 {
     json_error_t je;
-    json_auto_t *ev = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    json_auto_t *ev = json_parse_strict(buf, len, 0, &je);
     if (!ev)
         return broken(v, v->line, "bad json: %s", je.text);
     if (!json_is_object(ev))
@@ -215,9 +383,18 @@ static int check_line(struct verifier *v, const char *buf, size_t len)
         }
     }
 
+    if (v->pending_line)
+        return broken(v, v->pending_line, "%s", v->pending);
     struct audit_report *r = v->r;
-    if (json_is_string(run) && run_set_add(&v->runs, json_string_value(run)) < 0)
-        return -1;
+    if (json_is_string(run)) {
+        struct run_entry *e = run_set_add(&v->runs, json_string_value(run));
+        if (!e)
+            return -1;
+        if (check_run(v, ev, type, e))
+            return 1;
+    }
+    if (check_witnessed(v, seq, digest))
+        return 1;
     memcpy(v->prev, digest, sizeof digest);
     memcpy(r->head, digest, sizeof digest);
     v->next_seq = seq + 1;
@@ -228,8 +405,94 @@ static int check_line(struct verifier *v, const char *buf, size_t len)
     return 0;
 }
 
-int audit_verify(const char *path, const char *pubkey, struct audit_report *report,
-                 struct cordon_err *err)
+/*
+ * Runs with a run.start and no run.end: still going where the process that
+ * wrote the start lives, their end lost where it does not. The first lost
+ * ones (by line) into the report.
+ */
+static void open_runs(const struct run_set *s, struct audit_report *r)
+{
+    for (size_t i = 0; i < s->cap; i++) {
+        const struct run_entry *e = &s->slots[i];
+        if (!e->id || !e->start_line || e->end_line)
+            continue;
+        unsigned long long now;
+        if (e->writer_start && audit_process_start(e->writer, &now) == 0 &&
+            now == e->writer_start) {
+            r->live_runs++;
+            continue;
+        }
+        const size_t max = AUDIT_OPEN_RUNS_SHOWN;
+        size_t n = r->lost_ends < max ? (size_t)r->lost_ends : max;
+        r->lost_ends++;
+        size_t at = n;
+        while (at > 0 && r->lost[at - 1].line > e->start_line)
+            at--;
+        if (at == max)
+            continue;
+        size_t stay = n < max ? n : max - 1; /* a full list drops its last */
+        memmove(&r->lost[at + 1], &r->lost[at], (stay - at) * sizeof r->lost[0]);
+        r->lost[at].line = e->start_line;
+        snprintf(r->lost[at].run, sizeof r->lost[at].run, "%s", e->id);
+    }
+}
+
+/* After the walk: what the witness holds that the log does not. */
+static void witness_beyond(struct verifier *v, const struct witness *w)
+{
+    struct audit_report *r = v->r;
+    r->witness_entries = w->n;
+    r->witness_seq = w->n ? w->v[w->n - 1].seq : 0;
+    /* A break before the log's end is its own verdict; a torn last line is not. */
+    if ((!r->intact && !r->truncated) || w->next >= w->n)
+        return;
+    const struct witness_entry *last = &w->v[w->n - 1];
+    size_t missing = w->n - w->next;
+    r->truncated = false;
+    broken(v, r->events + 1, "truncated: the log ends at seq %llu, its witness holds seq %llu "
+           "(%s); %zu noted line%s missing", (unsigned long long)(r->events ? v->next_seq - 1 : 0),
+           (unsigned long long)last->seq, last->type, missing, missing == 1 ? " is" : "s are");
+}
+
+/* Read PATH a line at a time into V: 0, or -1 with ERR when it cannot be read. */
+static int walk(struct verifier *v, const char *path, struct cordon_err *err)
+{
+    _cleanup_fclose_ FILE *f = audit_open_reader(path, err);
+    if (!f)
+        return -1;
+    _cleanup_free_ char *buf = malloc(AUDIT_MAX_LINE + 1);
+    if (!buf)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    v->f = f;
+    for (;;) {
+        size_t len = 0;
+        bool nl = false;
+        int got = audit_read_line(f, buf, &len, &nl);
+        if (got == 0)
+            return 0;
+        if (got == -2)
+            return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", path);
+        v->line++;
+        if (got == -1) {
+            broken(v, v->line, "line longer than 1 MiB");
+            return 0;
+        }
+        if (!nl) {
+            /* Everything before it verified: a writer interrupted mid-line, not an edit. */
+            broken(v, v->line, "truncated last line");
+            v->r->truncated = true;
+            return 0;
+        }
+        int c = check_line(v, buf, len);
+        if (c < 0)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        if (c)
+            return 0;
+    }
+}
+
+int audit_verify(const char *path, const char *pubkey, const char *witness,
+                 struct audit_report *report, struct cordon_err *err)
 {
     *report = (struct audit_report){ .intact = true };
     _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
@@ -242,43 +505,25 @@ int audit_verify(const char *path, const char *pubkey, struct audit_report *repo
                            pubkey);
         v.key = key;
     }
-    _cleanup_fclose_ FILE *f = audit_open_reader(path, err);
-    if (!f)
+    struct witness w = { 0 };
+    if (witness && load_witness(witness, &w, err) < 0) {
+        free(w.v);
         return -1;
-    _cleanup_free_ char *buf = malloc(AUDIT_MAX_LINE + 1);
-    if (!buf)
-        return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    v.f = f;
-
-    int rc = 0;
-    for (;;) {
-        size_t len = 0;
-        bool nl = false;
-        int got = audit_read_line(f, buf, &len, &nl);
-        if (got == 0)
-            break;
-        if (got == -2) {
-            rc = err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", path);
-            break;
-        }
-        v.line++;
-        if (got == -1) {
-            broken(&v, v.line, "line longer than 1 MiB");
-            break;
-        }
-        if (!nl) {
-            /* Everything before it verified: a writer interrupted mid-line, not an edit. */
-            broken(&v, v.line, "truncated last line");
-            report->truncated = true;
-            break;
-        }
-        int c = check_line(&v, buf, len);
-        if (c < 0)
-            rc = err_set(err, CORDON_E_INTERNAL, "out of memory");
-        if (c)
-            break;
     }
+    v.w = witness ? &w : NULL;
+    if (audit_boot_id(v.boot_id) < 0)
+        v.boot_id[0] = '\0';
+    int rc = walk(&v, path, err);
+    if (rc == 0 && v.pending_line && (report->intact || report->truncated)) {
+        report->truncated = false;
+        broken(&v, v.pending_line, "%s", v.pending);
+    }
+    if (rc == 0)
+        open_runs(&v.runs, report);
     run_set_release(&v.runs);
+    if (rc == 0 && witness)
+        witness_beyond(&v, &w);
+    free(w.v);
     if (rc < 0)
         return -1;
 

@@ -8,23 +8,20 @@
  * what was asked (a response to any other id is dropped), two clients' ids
  * never collide with the broker's own requests, and a timed-out request can
  * be answered and cancelled without the server's help.
+ *
+ * This file holds the audit, sending, tools/call, the client's side and the
+ * end; broker_server.c what the server says; broker_rules.c the checks that
+ * need only the policy.
  */
 #include "broker/broker.h"
+#include "broker/broker_int.h"
+#include "common/json.h"
 
-#include "audit/audit.h"
-#include "broker/jsonrpc.h"
-#include "broker/paths.h"
-#include "broker/pins.h"
-#include "common/decider.h"
 #include "broker/schema.h"
-#include "core/handle.h"
 #include "common/cleanup.h"
 #include "common/digest.h"
 #include "common/text.h"
 #include "core/run.h"
-
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 
 #include <event2/event.h>
 
@@ -39,90 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The server's working directory, against which it resolves relative paths. */
-#define SERVER_CWD "/workspace"
-/* After the client leaves: how long the server gets to exit on its stdin's EOF. */
-#define SHUTDOWN_GRACE_S 5
-/* After the client's end: what may wait for it unread, past which messages are dropped. */
-#define CLIENT_BACKLOG_MAX (16u << 20)
-/* After the server is gone: how long a client that does not read gets to take what is queued. */
-#define FINISH_DRAIN_S 5
-/* Protocol violations recorded one by one; past this only counted. */
-#define VIOLATIONS_RECORDED 20
-/* Refusals of hidden methods recorded one by one; past this only counted. */
-#define REFUSALS_RECORDED 100
-/*
- * What goes into an audit event from a peer, serialised: the log refuses an
- * event over 1 MiB whole, so a bigger value would make the event vanish.
- */
-#define RECORDED_ARGS_MAX (256u << 10)
-#define RECORDED_INFO_MAX 4096
-/* Requests in flight in each direction: past this a new one is refused. */
-#define MAX_IN_FLIGHT 1024
-/* How long a gone server's run may take to deliver its result (why it ended). */
-#define RESULT_WAIT_MS 3000
-/* Pages of tools/list the broker walks itself before giving up. */
-#define MAX_LIST_PAGES 100
-/* Tools whose schemas are kept, and their size serialised: past either a tool is left out. */
-#define MAX_TOOLS 10000
-#define SCHEMA_BYTES_MAX (16u << 20)
-
-enum pending_kind {
-    PENDING_CLIENT,     /* a client's request, answered back to it */
-    PENDING_OWN_LIST,   /* the broker's own tools/list walk, for schemas */
-};
-
-struct pending {
-    struct pending *next;
-    struct broker *b;
-    enum pending_kind kind;
-    long long sid;          /* the id the server saw */
-    json_t *cid;            /* the client's id */
-    char method[64];
-    char tool[130];         /* tools/call: the tool */
-    char args_digest[65];
-    json_t *args;           /* tools/call: recorded when the policy says so */
-    struct timespec start;
-    struct event *timer;
-};
-
-struct broker {
-    const struct policy *p;
-    struct event_base *base;
-    struct rpc_stream *client, *server;
-    struct run_handle child;
-    struct audit_log *log;
-    char run_id[33];
-
-    struct pending *pending;
-    json_t *schemas;        /* tool name -> inputSchema, from every tools/list seen */
-    size_t schema_bytes;    /* their size, serialised */
-    bool schemas_complete;  /* a full walk since the last list_changed */
-    bool listing;           /* the broker's own walk is under way */
-    bool warned_unmatched;  /* the client was told tools.allow matches none */
-    unsigned list_pages;
-    json_t *waiting;        /* tools/call requests waiting for the walk */
-    json_t *server_requests; /* ids of server-to-client requests in flight (dumped) -> true */
-    struct mcp_pins *pins;  /* tools.pins: the pin file, or NULL */
-    struct decider *decider; /* decider.socket: asked about tools.ask calls, or NULL */
-    bool pins_server_set;
-    json_t *hidden;         /* tool name -> digest of a listing that does not match its pin */
-
-    uint64_t calls, refused, violations;
-    bool client_done;       /* the client closed its side: no more requests */
-    bool client_gone;       /* and nothing more can reach it */
-    bool server_gone, child_reaped;
-    char end_why[400];      /* why the server ended, told to the client; "" until asked */
-    bool stopped_by_us;     /* the server outstayed the client and was stopped */
-    struct timespec reaped_at;
-    int child_status;
-    struct event *shutdown_timer, *finish_timer;
-    struct event *sigchld, *sigterm, *sigint;
-};
-
 /* ---- audit ---- */
 
-static void record(struct broker *b, const char *type, json_t *fields)
+void record(struct broker *b, const char *type, json_t *fields)
 {
     if (!b->log) {
         json_decref(fields);
@@ -132,7 +48,7 @@ static void record(struct broker *b, const char *type, json_t *fields)
     audit_append(b->log, type, b->run_id, fields, &ignored);
 }
 
-static uint64_t ms_since(const struct timespec *t)
+uint64_t ms_since(const struct timespec *t)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -141,13 +57,13 @@ static uint64_t ms_since(const struct timespec *t)
 }
 
 /* J's size in an audit line (0 for NULL). */
-static size_t recorded_size(const json_t *j)
+size_t recorded_size(const json_t *j)
 {
     return j ? json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY) : 0;
 }
 
 /* One mcp.call event: a tools/call and what became of it. */
-static void record_call(struct broker *b, const char *tool, const char *decision,
+void record_call(struct broker *b, const char *tool, const char *decision,
                         const char *rule, const char *reason, const char *digest,
                         const json_t *args, uint64_t duration_ms, json_int_t result_bytes,
                         int is_error)
@@ -180,14 +96,14 @@ static void record_call(struct broker *b, const char *tool, const char *decision
 }
 
 /* A method the policy hides, asked for by PEER: counted, the first ones recorded. */
-static void refused_method(struct broker *b, const char *peer, const char *method)
+void refused_method(struct broker *b, const char *peer, const char *method)
 {
     if (++b->refused <= REFUSALS_RECORDED)
         record(b, "mcp.refused", json_pack("{s:s, s:s}", "from", peer, "method", method));
 }
 
 /* A message from PEER that breaks the protocol: counted, the first few recorded. */
-static void violation(struct broker *b, const char *peer, const char *why)
+void violation(struct broker *b, const char *peer, const char *why)
 {
     if (++b->violations <= VIOLATIONS_RECORDED)
         record(b, "mcp.protocol", json_pack("{s:s, s:s}", "from", peer, "problem", why));
@@ -195,7 +111,7 @@ static void violation(struct broker *b, const char *peer, const char *why)
 
 /* ---- sending ---- */
 
-static void to_client(struct broker *b, json_t *msg)
+void to_client(struct broker *b, json_t *msg)
 {
     /* After the client's end the server is read unthrottled (below), so what
      * a client that stopped reading would be sent is capped. */
@@ -226,7 +142,7 @@ static const char *server_end_why(struct broker *b)
             break;
         have += (size_t)n;
     }
-    _cleanup_(json_decrefp) json_t *res = have ? json_loadb(buf, have, 0, NULL) : NULL;
+    _cleanup_(json_decrefp) json_t *res = have ? json_parse_strict(buf, have, 0, NULL) : NULL;
     const char *reason = json_string_value(json_object_get(res, "reason"));
     const char *error = json_string_value(json_object_get(res, "error"));
     json_t *code = json_object_get(res, "exit_code");
@@ -240,7 +156,7 @@ static const char *server_end_why(struct broker *b)
     return why;
 }
 
-static void to_server(struct broker *b, json_t *msg)
+void to_server(struct broker *b, json_t *msg)
 {
     if (msg && !b->server_gone)
         rpc_send(b->server, msg);
@@ -250,7 +166,7 @@ static void to_server(struct broker *b, json_t *msg)
 
 /* ---- pending requests ---- */
 
-static void pending_free(struct pending *q)
+void pending_free(struct pending *q)
 {
     if (q->timer)
         event_free(q->timer);
@@ -259,7 +175,7 @@ static void pending_free(struct pending *q)
     free(q);
 }
 
-static struct pending *pending_take(struct broker *b, long long sid)
+struct pending *pending_take(struct broker *b, long long sid)
 {
     for (struct pending **at = &b->pending; *at; at = &(*at)->next)
         if ((*at)->sid == sid) {
@@ -283,8 +199,6 @@ static bool client_id_in_use(const struct broker *b, const json_t *cid)
     return false;
 }
 
-static void fail_waiting(struct broker *b, const char *why);
-static void own_list_next(struct broker *b, const json_t *cursor);
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -370,138 +284,6 @@ static struct pending *forward_request(struct broker *b, const json_t *msg, json
     return q;
 }
 
-/* ---- the policy's view of methods ---- */
-
-/* May the client call METHOD at all? */
-static bool client_method_allowed(const struct policy *p, const char *method)
-{
-    static const char *const always[] = { "initialize", "ping", "tools/list", "tools/call" };
-    for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
-        if (!strcmp(method, always[i]))
-            return true;
-    if (!strncmp(method, "resources/", 10))
-        return p->tools.resources;
-    if (!strncmp(method, "prompts/", 8))
-        return p->tools.prompts;
-    if (!strcmp(method, "completion/complete"))
-        return p->tools.resources || p->tools.prompts;
-    if (!strcmp(method, "logging/setLevel"))
-        return p->tools.logging;
-    return false;
-}
-
-/* May the server ask the client METHOD? */
-static bool server_request_allowed(const struct policy *p, const char *method)
-{
-    if (!strcmp(method, "sampling/createMessage"))
-        return p->tools.sampling;
-    if (!strcmp(method, "elicitation/create"))
-        return p->tools.elicitation;
-    if (!strcmp(method, "roots/list"))
-        return p->tools.roots;
-    return false;
-}
-
-/* Which notifications pass, in each direction. */
-static bool notification_allowed(const struct policy *p, const char *method, bool from_server)
-{
-    if (!strcmp(method, "notifications/cancelled") || !strcmp(method, "notifications/progress"))
-        return true;
-    if (from_server) {
-        if (!strcmp(method, "notifications/tools/list_changed"))
-            return true;
-        if (!strcmp(method, "notifications/message"))
-            return p->tools.logging;
-        if (!strncmp(method, "notifications/resources/", 24))
-            return p->tools.resources;
-        if (!strcmp(method, "notifications/prompts/list_changed"))
-            return p->tools.prompts;
-        return false;
-    }
-    if (!strcmp(method, "notifications/initialized"))
-        return true;
-    if (!strcmp(method, "notifications/roots/list_changed"))
-        return p->tools.roots;
-    return false;
-}
-
-/* ---- argument rules ---- */
-
-/* The whole of S must match RE; a match that runs out of budget is a refusal. */
-static int full_match(const char *re, const char *s, char *why, size_t len)
-{
-    int code = 0;
-    PCRE2_SIZE at = 0;
-    pcre2_code *c = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
-                                  PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED,
-                                  &code, &at, NULL);
-    if (!c)
-        return snprintf(why, len, "pattern \"%s\" does not compile", re), -1;
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(c, NULL);
-    pcre2_match_context *mc = pcre2_match_context_create(NULL);
-    int rc = -1;
-    if (md && mc) {
-        pcre2_set_match_limit(mc, 100000);
-        pcre2_set_depth_limit(mc, 1000);
-        rc = pcre2_match(c, (PCRE2_SPTR)s, PCRE2_ZERO_TERMINATED, 0, 0, md, mc);
-    }
-    pcre2_match_context_free(mc);
-    pcre2_match_data_free(md);
-    pcre2_code_free(c);
-    if (rc >= 0)
-        return 0;
-    if (rc == PCRE2_ERROR_NOMATCH)
-        snprintf(why, len, "does not match pattern \"%s\"", re);
-    else
-        snprintf(why, len, "cannot be checked against pattern \"%s\"", re);
-    return -1;
-}
-
-static int check_string(const struct policy_arg_rule *r, const char *s, char *why, size_t len)
-{
-    char sub[300];
-    if (r->max_length && utf8_length(s, strlen(s)) > r->max_length)
-        return snprintf(why, len, "arguments.%s: longer than %llu characters", r->arg,
-                        (unsigned long long)r->max_length), -1;
-    if (r->pattern && full_match(r->pattern, s, sub, sizeof sub) < 0)
-        return snprintf(why, len, "arguments.%s: %s", r->arg, sub), -1;
-    if (r->n_under || r->n_deny) {
-        struct path_rule pr = { (const char *const *)r->under, r->n_under,
-                                (const char *const *)r->deny, r->n_deny };
-        if (path_rule_check(&pr, s, SERVER_CWD, sub, sizeof sub) < 0)
-            return snprintf(why, len, "arguments.%s: %s", r->arg, sub), -1;
-    }
-    return 0;
-}
-
-/* The policy's rules for TOOL over ARGS; a list is judged item by item. */
-static int check_rules(const struct policy *p, const char *tool, const json_t *args,
-                       char *rule, size_t rule_len, char *why, size_t len)
-{
-    const struct policy_tool_rules *tr = policy_tool_rules(p, tool);
-    for (size_t i = 0; tr && i < tr->n_args; i++) {
-        const struct policy_arg_rule *r = &tr->args[i];
-        json_t *v = json_object_get(args, r->arg);
-        if (!v)
-            continue;
-        snprintf(rule, rule_len, "rule:%s", r->arg);
-        if (json_is_string(v)) {
-            TRY(check_string(r, json_string_value(v), why, len));
-            continue;
-        }
-        if (!json_is_array(v))
-            return snprintf(why, len, "arguments.%s: expected a string", r->arg), -1;
-        size_t k;
-        json_t *item;
-        json_array_foreach(v, k, item) {
-            if (!json_is_string(item))
-                return snprintf(why, len, "arguments.%s[%zu]: expected a string", r->arg, k), -1;
-            TRY(check_string(r, json_string_value(item), why, len));
-        }
-    }
-    return 0;
-}
-
 /* ---- tools/call ---- */
 
 static void refuse_call(struct broker *b, const json_t *id, const char *tool, const char *rule,
@@ -527,7 +309,7 @@ static void start_own_list(struct broker *b)
     own_list_next(b, NULL);
 }
 
-static void own_list_next(struct broker *b, const json_t *cursor)
+void own_list_next(struct broker *b, const json_t *cursor)
 {
     json_t *params = cursor ? json_pack("{s:O}", "cursor", cursor) : json_object();
     _cleanup_(json_decrefp) json_t *req =
@@ -540,7 +322,7 @@ static void own_list_next(struct broker *b, const json_t *cursor)
 }
 
 /* Calls that waited for schemas: judged now, or refused. */
-static void run_waiting(struct broker *b)
+void run_waiting(struct broker *b)
 {
     _cleanup_(json_decrefp) json_t *w = b->waiting;
     b->waiting = json_array();
@@ -551,7 +333,7 @@ static void run_waiting(struct broker *b)
 }
 
 /* Calls that waited for the tool list it could not get: failed, and each recorded. */
-static void fail_waiting(struct broker *b, const char *why)
+void fail_waiting(struct broker *b, const char *why)
 {
     size_t i;
     json_t *msg;
@@ -780,362 +562,6 @@ static void on_client_garbage(void *ctx, struct rpc_stream *s, const char *line,
     violation(b, "client", why);
     to_client(b, rpc_error(NULL, oversized ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR, "%s%s",
                            oversized ? "" : "Parse error: ", why));
-}
-
-/* ---- server to client ---- */
-
-/*
- * The server's identity for its pins: the name it gives in initialize. Its
- * command line is left out on purpose: a server restarted with other
- * arguments would otherwise be new, and trusted on first use again, while
- * a server claiming another's name gains nothing: its tools must match
- * that server's pins.
- */
-static void pins_identify(struct broker *b, const json_t *info)
-{
-    if (!b->pins || b->pins_server_set)
-        return;
-    const char *name = json_string_value(json_object_get(info, "name"));
-    char id[200];
-    snprintf(id, sizeof id, "%.190s", name && *name ? name : "(unnamed)");
-    mcp_pins_set_server(b->pins, id);
-    b->pins_server_set = true;
-}
-
-/* Is TOOL as listed what was pinned? If not it is hidden, and the change recorded once. */
-static bool pin_allows(struct broker *b, const json_t *tool)
-{
-    if (!b->pins)
-        return true;
-    pins_identify(b, NULL);
-    const char *name = json_string_value(json_object_get(tool, "name"));
-    char digest[65], old[65];
-    enum pin_verdict v = mcp_pins_check(b->pins, tool, digest, old);
-    if (v == PIN_OK || v == PIN_FIRST) {
-        json_object_del(b->hidden, name);
-        return true;
-    }
-    const char *seen = json_string_value(json_object_get(b->hidden, name));
-    if (!seen || strcmp(seen, digest) != 0)
-        record(b, "mcp.tool_changed",
-               json_pack("{s:s, s:s, s:s, s:s?}", "tool", name, "change", pin_verdict_name(v),
-                         "digest", digest, "pinned", old[0] ? old : NULL));
-    json_object_set_new(b->hidden, name, json_string(digest));
-    /* A schema learnt from an earlier listing must not let a call through now. */
-    json_object_del(b->schemas, name);
-    return false;
-}
-
-/* Keep only allowed tools in a tools/list result, and learn their schemas. */
-static void filter_tools(struct broker *b, json_t *result)
-{
-    bool last_page = !json_is_string(json_object_get(result, "nextCursor"));
-    json_t *tools = json_object_get(result, "tools");
-    if (!json_is_array(tools)) {
-        json_object_set_new(result, "tools", json_array());
-        return;
-    }
-    _cleanup_(json_decrefp) json_t *kept = json_array();
-    size_t i;
-    json_t *t;
-    bool over = false;
-    json_array_foreach(tools, i, t) {
-        json_t *name = json_object_get(t, "name");
-        json_t *schema = json_object_get(t, "inputSchema");
-        if (!json_is_string(name) || !json_is_object(schema))
-            continue;
-        if (!policy_tool_allowed(b->p, json_string_value(name)) ||
-            !pin_allows(b, t))
-            continue;
-        /* Pages of new names would otherwise be kept without end (with allow: ["*"]). */
-        json_t *old = json_object_get(b->schemas, json_string_value(name));
-        size_t size = json_dumpb(schema, NULL, 0, JSON_COMPACT);
-        size_t old_size = old ? json_dumpb(old, NULL, 0, JSON_COMPACT) : 0;
-        if ((!old && json_object_size(b->schemas) >= MAX_TOOLS) ||
-            b->schema_bytes - old_size + size > SCHEMA_BYTES_MAX) {
-            over = true;
-            continue;
-        }
-        b->schema_bytes = b->schema_bytes - old_size + size;
-        json_object_set(b->schemas, json_string_value(name), schema);
-        json_array_append(kept, t);
-    }
-    if (over)
-        violation(b, "server", "tool schemas past the broker's budget, left out");
-    json_object_set(result, "tools", kept);
-    if (b->pins) {
-        struct cordon_err e;
-        if (last_page)
-            mcp_pins_first_done(b->pins);
-        if (mcp_pins_save(b->pins, &e) < 0)
-            violation(b, "broker", e.msg);
-    }
-}
-
-/* What the client may learn the server can do. */
-static void filter_capabilities(const struct policy *p, json_t *result)
-{
-    json_t *caps = json_object_get(result, "capabilities");
-    if (!json_is_object(caps))
-        return;
-    if (!p->tools.resources)
-        json_object_del(caps, "resources");
-    if (!p->tools.prompts)
-        json_object_del(caps, "prompts");
-    if (!p->tools.resources && !p->tools.prompts)
-        json_object_del(caps, "completions");
-    if (!p->tools.logging)
-        json_object_del(caps, "logging");
-    json_object_del(caps, "experimental");
-    json_object_del(caps, "tasks");
-}
-
-static void own_list_answer(struct broker *b, json_t *msg)
-{
-    json_t *result = json_object_get(msg, "result");
-    if (!json_is_object(result)) {
-        b->listing = false;
-        fail_waiting(b, "the server refused to list its tools");
-        return;
-    }
-    _cleanup_(json_decrefp) json_t *copy = json_deep_copy(result);
-    filter_tools(b, copy);
-    json_t *cursor = json_object_get(result, "nextCursor");
-    if (json_is_string(cursor) && ++b->list_pages < MAX_LIST_PAGES) {
-        own_list_next(b, cursor);
-        return;
-    }
-    b->listing = false;
-    b->schemas_complete = true;
-    run_waiting(b);
-}
-
-/*
- * A session that forwards no tool at all is a mistake the person who set it
- * up needs to see, and the client's log is where they look: the warning
- * goes first into the initialize result's instructions.
- */
-static void warn_no_tools(json_t *result)
-{
-    static const char note[] =
-        "cordon: this session forwards no tools: tools.allow is empty, so every tool of the "
-        "wrapped server is hidden; allow some with --allow-tool NAME or the policy's tools.allow.";
-    const char *theirs = json_string_value(json_object_get(result, "instructions"));
-    _cleanup_free_ char *text = NULL;
-    if (theirs && *theirs && asprintf(&text, "%s\n\n%s", note, theirs) < 0)
-        text = NULL;
-    json_object_set_new(result, "instructions", json_string(text ? text : note));
-}
-
-/*
- * tools.allow names tools, but none the server lists: the client is told
- * once, as a log message (MCP's notifications/message), and so is stderr.
- * The initialize result's instructions cannot say it: the server's tools
- * are not known then.
- */
-static void warn_unmatched(struct broker *b, size_t listed)
-{
-    if (b->warned_unmatched)
-        return;
-    b->warned_unmatched = true;
-    char text[300];
-    snprintf(text, sizeof text,
-             "cordon: this session forwards no tools: tools.allow matches none of the %zu "
-             "tool%s the server lists; allow some with --allow-tool NAME or the policy's "
-             "tools.allow.",
-             listed, listed == 1 ? "" : "s");
-    fprintf(stderr, "%s\n", text);
-    to_client(b, json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "jsonrpc", "2.0", "method",
-                           "notifications/message", "params", "level", "warning", "logger",
-                           "cordon", "data", text));
-}
-
-static void client_answer(struct broker *b, struct pending *q, json_t *msg)
-{
-    size_t listed = 0;      /* tools/list: what the server listed */
-    bool unmatched = false; /* ... and none of it is allowed */
-    _cleanup_(json_decrefp) json_t *copy = json_deep_copy(msg);
-    json_object_set(copy, "id", q->cid);
-    json_t *result = json_object_get(copy, "result");
-    if (json_is_object(result)) {
-        if (!strcmp(q->method, "initialize")) {
-            filter_capabilities(b->p, result);
-            if (b->p->tools.n_allow == 0)
-                warn_no_tools(result);
-            json_t *info = json_object_get(result, "serverInfo");
-            json_t *version = json_object_get(result, "protocolVersion");
-            if (recorded_size(info) > RECORDED_INFO_MAX)
-                info = json_string("(too large to record)");
-            else
-                json_incref(info);
-            if (recorded_size(version) > RECORDED_INFO_MAX)
-                version = NULL;
-            pins_identify(b, json_is_object(info) ? info : NULL);
-            record(b, "mcp.session", json_pack("{s:o?, s:O?}", "server", info,
-                                               "protocol_version", version));
-        } else if (!strcmp(q->method, "tools/list")) {
-            json_t *tools = json_object_get(result, "tools"), *t;
-            size_t i, matched = 0;
-            listed = json_is_array(tools) ? json_array_size(tools) : 0;
-            json_array_foreach(tools, i, t) {
-                const char *name = json_string_value(json_object_get(t, "name"));
-                matched += name && policy_tool_allowed(b->p, name);
-            }
-            filter_tools(b, result);
-            unmatched = listed && !matched && b->p->tools.n_allow &&
-                        json_object_size(b->schemas) == 0 &&
-                        !json_is_string(json_object_get(result, "nextCursor"));
-        }
-    } else if (result && !strcmp(q->method, "tools/list")) {
-        json_object_set_new(copy, "result", json_pack("{s:[]}", "tools"));
-    }
-    if (q->tool[0]) {
-        _cleanup_free_ char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
-        json_int_t size = text ? (json_int_t)strlen(text) : 0;
-        int is_error = json_is_true(json_object_get(result, "isError")) || !result;
-        if ((uint64_t)size > b->p->tools.max_result_bytes) {
-            char why[200];
-            snprintf(why, sizeof why,
-                     "cordon: the tool's result (%lld bytes) exceeds max_result_bytes (%llu)",
-                     (long long)size, (unsigned long long)b->p->tools.max_result_bytes);
-            record_call(b, q->tool, "allowed", "max_result_bytes", why, q->args_digest, q->args,
-                        ms_since(&q->start), size, 1);
-            to_client(b, rpc_result(q->cid, rpc_tool_error("%s", why)));
-            return;
-        }
-        record_call(b, q->tool, "allowed", NULL, NULL, q->args_digest, q->args,
-                    ms_since(&q->start), size, is_error);
-    }
-    to_client(b, json_incref(copy));
-    if (unmatched)
-        warn_unmatched(b, listed);
-}
-
-static void server_response(struct broker *b, json_t *msg, json_t *id)
-{
-    struct pending *q = json_is_integer(id) ? pending_take(b, json_integer_value(id)) : NULL;
-    if (!q) {
-        violation(b, "server", "a response to a request never made (or already answered)");
-        return;
-    }
-    if (q->kind == PENDING_OWN_LIST)
-        own_list_answer(b, msg);
-    else
-        client_answer(b, q, msg);
-    pending_free(q);
-}
-
-static void server_request(struct broker *b, json_t *msg, const char *method, json_t *id)
-{
-    if (!strcmp(method, "ping")) {
-        to_server(b, rpc_result(id, json_object()));
-        return;
-    }
-    if (!server_request_allowed(b->p, method)) {
-        refused_method(b, "server", method);
-        to_server(b, rpc_error(id, RPC_METHOD_NOT_FOUND, "cordon: %s is not allowed by policy",
-                               method));
-        return;
-    }
-    _cleanup_free_ char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (json_object_size(b->server_requests) >= MAX_IN_FLIGHT) {
-        violation(b, "server", "too many requests in flight");
-        to_server(b, rpc_error(id, RPC_INVALID_REQUEST, "cordon: too many requests in flight"));
-        return;
-    }
-    if (!key || json_object_get(b->server_requests, key)) {
-        violation(b, "server", "a request id already in flight");
-        to_server(b, rpc_error(id, RPC_INVALID_REQUEST, "request id already in use"));
-        return;
-    }
-    json_object_set_new(b->server_requests, key, json_true());
-    to_client(b, json_incref(msg));
-}
-
-static void server_notification(struct broker *b, json_t *msg, const char *method)
-{
-    if (!notification_allowed(b->p, method, true))
-        return;
-    if (!strcmp(method, "notifications/tools/list_changed")) {
-        json_object_clear(b->schemas);
-        b->schema_bytes = 0;
-        b->schemas_complete = false;
-    }
-    if (!strcmp(method, "notifications/cancelled")) {
-        /* Only for a request the server itself made. */
-        json_t *rid = json_object_get(json_object_get(msg, "params"), "requestId");
-        _cleanup_free_ char *key = rid ? json_dumps(rid, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-        if (!key || !json_object_get(b->server_requests, key))
-            return;
-        json_object_del(b->server_requests, key);
-    }
-    to_client(b, json_incref(msg));
-}
-
-static void on_server_message(void *ctx, struct rpc_stream *s, json_t *msg)
-{
-    (void)s;
-    struct broker *b = ctx;
-    const char *method;
-    json_t *id;
-    char why[160];
-    switch (rpc_classify(msg, &method, &id, why, sizeof why)) {
-    case RPC_KIND_REQUEST:
-        server_request(b, msg, method, id);
-        break;
-    case RPC_KIND_NOTIFICATION:
-        server_notification(b, msg, method);
-        break;
-    case RPC_KIND_RESPONSE:
-        server_response(b, msg, id);
-        break;
-    case RPC_KIND_INVALID: {
-        violation(b, "server", why);
-        /* A malformed answer to one of ours still ends that request. */
-        struct pending *q = json_is_integer(id) ? pending_take(b, json_integer_value(id)) : NULL;
-        if (q && q->kind == PENDING_CLIENT)
-            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR,
-                                   "cordon: the server sent an invalid response: %s", why));
-        if (q && q->kind == PENDING_OWN_LIST) {
-            b->listing = false;
-            fail_waiting(b, "the server sent an invalid tool list");
-        }
-        if (q)
-            pending_free(q);
-        break;
-    }
-    }
-}
-
-static void on_server_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t len,
-                              bool oversized, const char *why)
-{
-    (void)s;
-    struct broker *b = ctx;
-    violation(b, "server", why);
-    if (!oversized)
-        return;
-    /* Most likely an answer too large to carry: end the request it answered. */
-    long long sid = rpc_guess_id(line, len);
-    struct pending *q = sid > 0 ? pending_take(b, sid) : NULL;
-    if (!q)
-        return;
-    if (q->kind == PENDING_CLIENT) {
-        char text[200];
-        snprintf(text, sizeof text, "cordon: the server's answer exceeds max_message_bytes (%llu)",
-                 (unsigned long long)b->p->tools.max_message_bytes);
-        if (q->tool[0]) {
-            record_call(b, q->tool, "allowed", "max_message_bytes", text, q->args_digest,
-                        q->args, ms_since(&q->start), -1, 1);
-            to_client(b, rpc_result(q->cid, rpc_tool_error("%s", text)));
-        } else {
-            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR, "%s", text));
-        }
-    } else {
-        b->listing = false;
-        fail_waiting(b, "the server's tool list exceeds max_message_bytes");
-    }
-    pending_free(q);
 }
 
 /* ---- ending ---- */
@@ -1390,7 +816,7 @@ void mcp_refuse_session(const char *why)
         return; /* a person at a terminal has read our stderr */
     /* Notifications and garbage are passed over: only a request has an id to answer. */
     while (getline(&line, &cap, stdin) > 0) {
-        _cleanup_(json_decrefp) json_t *msg = json_loads(line, 0, NULL);
+        _cleanup_(json_decrefp) json_t *msg = json_parse_strict_str(line, 0, NULL);
         json_t *id = json_object_get(msg, "id");
         if (!json_is_string(json_object_get(msg, "method")) || (!json_is_integer(id) &&
                                                                  !json_is_string(id)))

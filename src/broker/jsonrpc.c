@@ -5,6 +5,7 @@
  * hostile (a third-party server, or a client driven by a model).
  */
 #include "broker/jsonrpc.h"
+#include "common/json.h"
 
 #include "common/cleanup.h"
 #include "common/text.h"
@@ -310,8 +311,8 @@ static void handle_line(struct rpc_stream *s, char *line, size_t len)
     json_error_t jerr;
     /* NULs are let through the parser so rpc_classify can refuse them with the id. */
     /* Any JSON value parses, so a bare "x" is an invalid request, not a parse error. */
-    json_t *msg = json_loadb(line + start, len - start,
-                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    json_t *msg = json_parse_strict(line + start, len - start, JSON_ALLOW_NUL | JSON_DECODE_ANY,
+                                    &jerr);
     if (!msg) {
         char why[200];
         snprintf(why, sizeof why, "not JSON: %s", jerr.text);

@@ -3,6 +3,7 @@
  * CLI (mcp pins approve); reads and replaces one host file.
  */
 #include "broker/pins.h"
+#include "common/json.h"
 
 #include "common/digest.h"
 #include "common/hostpath.h"
@@ -56,7 +57,7 @@ static json_t *load(const char *path, struct cordon_err *err)
         return json_pack("{s:{}}", "servers");
     }
     json_error_t je;
-    json_t *root = json_loadb(text, n, 0, &je);
+    json_t *root = json_parse_strict(text, n, 0, &je);
     if (!root || !json_is_object(json_object_get(root, "servers"))) {
         json_decref(root);
         err_set(err, CORDON_E_POLICY, "tool pins '%s': not a pin file (line %d: %s)", path,

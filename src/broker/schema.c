@@ -8,6 +8,8 @@
  */
 #include "broker/schema.h"
 
+#include "broker/ecma_regex.h"
+#include "broker/json_equal.h"
 #include "common/cleanup.h"
 #include "common/text.h"
 
@@ -264,134 +266,6 @@ static int spend(struct check *ck, size_t n)
     return ck->steps > MAX_STEPS ? too_costly(ck) : OK;
 }
 
-/* ---- numbers and equality ---------------------------------------------- */
-
-static bool is_integral(const json_t *v)
-{
-    if (json_is_integer(v))
-        return true;
-    double d = json_real_value(v);
-    return json_is_real(v) && isfinite(d) && d == floor(d);
-}
-
-/* The sign of I - D, exact for every long long and double. */
-static int cmp_int_real(long long i, double d)
-{
-    if (d >= 9223372036854775808.0)
-        return -1;
-    if (d < -9223372036854775808.0)
-        return 1;
-    double f = floor(d);
-    long long fi = (long long)f;
-    if (i != fi)
-        return i < fi ? -1 : 1;
-    return d > f ? -1 : 0;
-}
-
-/* JSON Schema compares numbers by value: 1 == 1.0. */
-static int num_cmp(const json_t *a, const json_t *b)
-{
-    if (json_is_integer(a) && json_is_integer(b)) {
-        json_int_t x = json_integer_value(a), y = json_integer_value(b);
-        return (x > y) - (x < y);
-    }
-    if (json_is_integer(a))
-        return cmp_int_real(json_integer_value(a), json_real_value(b));
-    if (json_is_integer(b))
-        return -cmp_int_real(json_integer_value(b), json_real_value(a));
-    double x = json_real_value(a), y = json_real_value(b);
-    return (x > y) - (x < y);
-}
-
-static bool json_same(const json_t *a, const json_t *b)
-{
-    if (json_is_number(a) && json_is_number(b))
-        return num_cmp(a, b) == 0;
-    if (json_typeof(a) != json_typeof(b))
-        return false;
-    switch (json_typeof(a)) {
-    case JSON_STRING:
-        return json_string_length(a) == json_string_length(b) &&
-               memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
-    case JSON_ARRAY:
-        if (json_array_size(a) != json_array_size(b))
-            return false;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!json_same(json_array_get(a, i), json_array_get(b, i)))
-                return false;
-        return true;
-    case JSON_OBJECT:
-        if (json_object_size(a) != json_object_size(b))
-            return false;
-        OBJECT_EACH(a, it) {
-            const json_t *other = json_object_getn(b, json_object_iter_key(it),
-                                                   json_object_iter_key_len(it));
-            if (!other || !json_same(json_object_iter_value(it), other))
-                return false;
-        }
-        return true;
-    default:
-        return true; /* true, false, null: the type is the value */
-    }
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return mix(h);
-}
-
-/* Equal values (json_same) hash equal: numbers by their double value. */
-static uint64_t hash_value(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_INTEGER:
-    case JSON_REAL: {
-        double d = json_number_value(v);
-        uint64_t bits;
-        if (d == 0)
-            d = 0; /* -0.0 == 0 */
-        memcpy(&bits, &d, sizeof bits);
-        return mix(bits ^ 0x6e756dull);
-    }
-    case JSON_STRING:
-        return hash_bytes(json_string_value(v), json_string_length(v));
-    case JSON_ARRAY: {
-        uint64_t h = 0x617272ull;
-        for (size_t i = 0; i < json_array_size(v); i++)
-            h = mix(h ^ hash_value(json_array_get(v, i)));
-        return h;
-    }
-    case JSON_OBJECT: {
-        /* A sum, so member order does not matter. */
-        uint64_t h = 0x6f626aull;
-        OBJECT_EACH(v, it)
-            h += mix(hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it)) ^
-                     (hash_value(json_object_iter_value(it)) * 0x9e3779b97f4a7c15ull));
-        return mix(h);
-    }
-    case JSON_TRUE:
-        return 1;
-    case JSON_FALSE:
-        return 2;
-    case JSON_NULL:
-        return 3;
-    }
-    return 0;
-}
-
 /* ---- keyword values ---------------------------------------------------- */
 
 /* 1 with *OUT when KW is present, 0 when absent, ERR when it is no count. */
@@ -400,7 +274,7 @@ static int get_count(struct check *ck, const json_t *schema, const char *kw, siz
     const json_t *v = json_object_get(schema, kw);
     if (!v)
         return 0;
-    if (!json_is_number(v) || !is_integral(v) || json_number_value(v) < 0)
+    if (!json_is_number(v) || !json_is_integral(v) || json_number_value(v) < 0)
         return fail(ck, ERR, "invalid schema: '%s' must be a non-negative integer", kw);
     if (json_is_integer(v))
         *out = (size_t)json_integer_value(v);
@@ -429,167 +303,6 @@ static int get_kind(struct check *ck, const json_t *schema, const char *kw, json
 }
 
 /* ---- regular expressions ----------------------------------------------- */
-
-/*
- * JSON Schema patterns are ECMA 262 regexes. PCRE2 reads most of them the
- * same way; where it does not, the pattern is rewritten to what ECMA means:
- * \d \w \s and their negations are ECMA's exact sets (\d and \w ASCII, \s
- * ECMA's white space and line terminators), '.' excludes exactly ECMA's
- * line terminators, '[' inside a class is a literal, and a '-' next to a
- * class escape is a literal (Annex B) where PCRE2 would see a range or an
- * error. Without PCRE2_UCP, \b too is ECMA's ASCII word boundary.
- */
-static const char SET_SPACE[] = "\\t\\n\\x0b\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029"
-                                "\\u202f\\u205f\\u3000\\ufeff";
-static const char SET_NOT_SPACE[] = "\\x00-\\x08\\x0e-\\x1f\\x21-\\x9f\\xa1-\\u167f\\u1681-\\u1fff"
-                                    "\\u200b-\\u2027\\u202a-\\u202e\\u2030-\\u205e\\u2060-\\u2fff"
-                                    "\\u3001-\\ufefe\\uff00-\\u{10ffff}";
-static const char SET_DIGIT[] = "0-9";
-static const char SET_NOT_DIGIT[] = "\\x00-\\x2f\\x3a-\\u{10ffff}";
-static const char SET_WORD[] = "A-Za-z0-9_";
-static const char SET_NOT_WORD[] = "\\x00-\\x2f\\x3a-\\x40\\x5b-\\x5e\\x60\\x7b-\\u{10ffff}";
-static const char ANY_CHAR[] = "[^\\n\\r\\u2028\\u2029]";
-
-/* The class body for escape \C, or NULL when C is no class escape. */
-static const char *class_escape(char c)
-{
-    switch (c) {
-    case 'd':
-        return SET_DIGIT;
-    case 'D':
-        return SET_NOT_DIGIT;
-    case 'w':
-        return SET_WORD;
-    case 'W':
-        return SET_NOT_WORD;
-    case 's':
-        return SET_SPACE;
-    case 'S':
-        return SET_NOT_SPACE;
-    default:
-        return NULL;
-    }
-}
-
-struct buf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void buf_put(struct buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->len + n + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void buf_puts(struct buf *b, const char *s)
-{
-    buf_put(b, s, strlen(s));
-}
-
-/*
- * Copy the escape \C (no class escape). ECMA's \v is one character; the
- * escapes that are PCRE2's own (\h is white space there, a plain 'h' in
- * ECMA without the u flag) are refused: 0, or -1 with *BAD set.
- */
-static int copy_escape(struct buf *out, char c, char *bad)
-{
-    if (c == 'v') {
-        buf_puts(out, "\\x0b");
-        return 0;
-    }
-    if (c && strchr("ACEGHKNQRVXZaeghoz", c)) {
-        *bad = c;
-        return -1;
-    }
-    buf_puts(out, "\\");
-    buf_put(out, &c, 1);
-    return 0;
-}
-
-/* The PCRE2 pattern for ECMA pattern SRC: 0, or -1 with *BAD the escape refused. */
-static int ecma_to_pcre(const char *src, size_t n, struct buf *out, char *bad)
-{
-    /* Inside a class, what the last token was decides what a '-' means. */
-    enum { AT_START, AT_ATOM, AT_HYPHEN, AT_RANGE_END, AT_SET } last = AT_START;
-    bool in_class = false;
-
-    for (size_t i = 0; i < n; i++) {
-        char c = src[i];
-        const char *set = c == '\\' && i + 1 < n ? class_escape(src[i + 1]) : NULL;
-        if (!in_class) {
-            if (set) {
-                bool negated = src[i + 1] == 'D' || src[i + 1] == 'W' || src[i + 1] == 'S';
-                /* Outside a class, the negations read better negated. */
-                buf_puts(out, "[");
-                buf_puts(out, negated ? "^" : "");
-                buf_puts(out, negated ? class_escape((char)(src[i + 1] | 0x20)) : set);
-                buf_puts(out, "]");
-                i++;
-            } else if (c == '\\' && i + 1 < n) {
-                if (copy_escape(out, src[++i], bad) < 0)
-                    return -1;
-            } else if (c == '[') {
-                in_class = true;
-                last = AT_START;
-                buf_puts(out, "[");
-                if (i + 1 < n && src[i + 1] == '^') {
-                    buf_puts(out, "^");
-                    i++;
-                }
-            } else if (c == '.') {
-                buf_puts(out, ANY_CHAR);
-            } else {
-                buf_put(out, &c, 1);
-            }
-            continue;
-        }
-        if (set) {
-            if (last == AT_HYPHEN && !out->oom) {
-                out->len--; /* "a-\d" is 'a', '-' and digits, no range */
-                buf_puts(out, "\\-");
-            }
-            buf_puts(out, set);
-            last = AT_SET;
-            i++;
-        } else if (c == '\\' && i + 1 < n) {
-            if (copy_escape(out, src[++i], bad) < 0)
-                return -1;
-            last = last == AT_HYPHEN ? AT_RANGE_END : AT_ATOM;
-        } else if (c == ']') {
-            /* PCRE2_ALLOW_EMPTY_CLASS: "[]" and "[^]" close at once, as in ECMA. */
-            buf_puts(out, "]");
-            in_class = false;
-        } else if (c == '[') {
-            buf_puts(out, "\\["); /* no POSIX "[:alpha:]" in ECMA */
-            last = last == AT_HYPHEN ? AT_RANGE_END : AT_ATOM;
-        } else if (c == '-' && (last == AT_SET || last == AT_RANGE_END)) {
-            buf_puts(out, "\\-");
-            last = AT_ATOM;
-        } else if (c == '-' && last == AT_ATOM) {
-            buf_puts(out, "-");
-            last = AT_HYPHEN;
-        } else {
-            buf_put(out, &c, 1);
-            last = last == AT_HYPHEN ? AT_RANGE_END : AT_ATOM;
-        }
-    }
-    return 0;
-}
 
 static int regex_setup(struct check *ck)
 {
@@ -624,14 +337,14 @@ static int regex_get(struct check *ck, const char *src, size_t n, pcre2_code **o
         return fail(ck, ERR, "cannot check pattern %s: longer than %d bytes", quote(q, src, n),
                     MAX_PATTERN);
 
-    struct buf b = { 0 };
+    struct strbuf b = { 0 };
     char bad = 0;
     int translated = ecma_to_pcre(src, n, &b, &bad);
-    _cleanup_free_ char *pat = b.p;
+    _cleanup_free_ char *pat = b.s;
     if (translated < 0)
         return fail(ck, ERR, "cannot check pattern %s: \\%c is no ECMA 262 escape",
                     quote(q, src, n), bad);
-    if (b.oom)
+    if (b.failed)
         return fail(ck, ERR, "out of memory");
 
     int code = 0;
@@ -775,7 +488,7 @@ static bool type_matches(enum type_id t, const json_t *v)
     case T_NUMBER:
         return json_is_number(v);
     case T_INTEGER:
-        return json_is_number(v) && is_integral(v); /* 3.0 too */
+        return json_is_number(v) && json_is_integral(v); /* 3.0 too */
     case T_BOOLEAN:
         return json_is_boolean(v);
     case T_OBJECT:
@@ -907,12 +620,12 @@ static bool is_multiple(const json_t *x, const json_t *m)
     json_int_t mi = 0;
     if (json_is_integer(m))
         mi = json_integer_value(m);
-    else if (is_integral(m) && json_real_value(m) < 9e18)
+    else if (json_is_integral(m) && json_real_value(m) < 9e18)
         mi = (json_int_t)json_real_value(m);
     if (mi > 0 && json_is_integer(x))
         return json_integer_value(x) % mi == 0;
     if (mi > 0) /* fmod is exact */
-        return is_integral(x) && fmod(json_real_value(x), (double)mi) == 0;
+        return json_is_integral(x) && fmod(json_real_value(x), (double)mi) == 0;
     /*
      * A decimal step ("0.01") is inexact in binary, and so is the quotient:
      * allow the few ulps that parsing and dividing cost.
@@ -948,20 +661,20 @@ static int check_number(struct check *ck, const json_t *schema, const json_t *in
     }
 
     if (min) {
-        int c = num_cmp(inst, min);
+        int c = json_num_cmp(inst, min);
         if (c < 0 || (min_open && c == 0))
             return fail(ck, BAD, "expected %s %s, got %s", min_open ? "more than" : "at least",
                         fmt_num(a, min), fmt_num(b, inst));
     }
-    if (xmin && num_cmp(inst, xmin) <= 0)
+    if (xmin && json_num_cmp(inst, xmin) <= 0)
         return fail(ck, BAD, "expected more than %s, got %s", fmt_num(a, xmin), fmt_num(b, inst));
     if (max) {
-        int c = num_cmp(inst, max);
+        int c = json_num_cmp(inst, max);
         if (c > 0 || (max_open && c == 0))
             return fail(ck, BAD, "expected %s %s, got %s", max_open ? "less than" : "at most",
                         fmt_num(a, max), fmt_num(b, inst));
     }
-    if (xmax && num_cmp(inst, xmax) >= 0)
+    if (xmax && json_num_cmp(inst, xmax) >= 0)
         return fail(ck, BAD, "expected less than %s, got %s", fmt_num(a, xmax), fmt_num(b, inst));
     if (mult) {
         if (json_number_value(mult) <= 0)
@@ -996,7 +709,7 @@ static int check_unique(struct check *ck, const json_t *inst)
     if (!hs)
         return fail(ck, ERR, "out of memory");
     for (size_t i = 0; i < n; i++)
-        hs[i] = (struct hashed){ hash_value(json_array_get(inst, i)), i };
+        hs[i] = (struct hashed){ json_same_hash(json_array_get(inst, i)), i };
     qsort(hs, n, sizeof *hs, cmp_hashed);
     size_t best_a = SIZE_MAX, best_b = SIZE_MAX;
     for (size_t start = 0, end; start < n; start = end) {

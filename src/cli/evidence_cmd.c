@@ -4,6 +4,7 @@
  */
 #include "audit/audit.h"
 #include "cli/cli.h"
+#include "common/json.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -99,7 +100,7 @@ static int verify(int argc, char **argv)
     if (!file)
         return cli_usage_error("evidence verify: expected EVIDENCE.json [--key PUB.pem]");
     json_error_t je;
-    json_auto_t *doc = json_load_file(file, 0, &je);
+    json_auto_t *doc = json_parse_strict_file(file, 0, &je);
     if (!doc)
         return cli_usage_error("evidence verify: '%s': %s", file, je.text);
     struct evidence_report r;

@@ -355,84 +355,16 @@ static FILE *open_output(const char *path, char *why, size_t len)
     return f;
 }
 
-int cmd_fetch(int argc, char **argv)
+/* The gateway of one connection, in a child: SV[1] is its side. */
+static pid_t start_gateway(const struct policy *p, int sv[2], struct cordon_err *err)
 {
-    const char *policy_file = NULL, *output = NULL, *timeout = "30s", *max_size = "10M";
-    struct { int opt; const char *arg; } flags[64];
-    size_t n_flags = 0;
-    opterr = 0;
-    optind = 1;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+:p:o:t:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'h':
-            fputs(usage, stdout);
-            return 0;
-        case 'p':
-            policy_file = optarg;
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case 't':
-            timeout = optarg;
-            break;
-        case OPT_MAX_SIZE:
-            max_size = optarg;
-            break;
-        case ':':
-        case '?':
-            return cli_option_error("fetch", opt, argv);
-        default:
-            if (n_flags == sizeof flags / sizeof flags[0])
-                return cli_usage_error("fetch: too many options");
-            flags[n_flags].opt = opt;
-            flags[n_flags++].arg = optarg;
-        }
-    }
-    if (optind + 1 != argc)
-        return cli_usage_error("fetch: expected exactly one URL");
-    const char *target = argv[optind];
-
-    struct cordon_err err = { 0 };
-    _cleanup_(policy_freep) struct policy *p =
-        policy_file ? policy_load(policy_file, &err) : policy_new(&err);
-    if (!p || policy_require_trusted(p, &err) < 0)
-        return cli_fail(&err);
-    static const struct { int opt; const char *key, *flag; } keys[] = {
-        { OPT_ALLOW, "network.allow", "--allow" },
-        { OPT_DENY, "network.deny", "--deny" },
-        { OPT_ALLOW_PRIVATE, "network.allow_private", "--allow-private" },
-        { OPT_RESOLVE, "network.resolve", "--resolve" },
-        { OPT_DNS, "network.dns", "--dns" },
-    };
-    for (size_t i = 0; i < n_flags; i++)
-        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-            if (keys[k].opt == flags[i].opt &&
-                policy_set(p, keys[k].key, flags[i].arg, keys[k].flag, &err) < 0)
-                return cli_fail(&err);
-    if (policy_finalize(p, &err) < 0)
-        return cli_fail(&err);
-
-    char why[300];
-    uint64_t timeout_ms, max;
-    if (parse_duration_ms(timeout, &timeout_ms, why, sizeof why) < 0 || !timeout_ms)
-        return cli_usage_error("--timeout: %s", timeout_ms ? why : "must be more than 0");
-    if (parse_size(max_size, &max, why, sizeof why) < 0)
-        return cli_usage_error("--max-size: %s", why);
-    struct url u;
-    if (url_parse(target, &u, why, sizeof why) < 0)
-        return cli_usage_error("fetch: %s", why);
-
     struct gateway_config cfg;
-    if (gateway_config_from_policy(p, &cfg, &err) < 0)
-        return cli_fail(&err);
-    int sv[2];
+    if (gateway_config_from_policy(p, &cfg, err) < 0)
+        return -1;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         gateway_config_release(&cfg);
-        return cli_usage_error("fetch: cannot create a socket pair: %s", strerror(errno));
+        return err_sys(err, CORDON_E_SETUP, "fetch: cannot create a socket pair");
     }
-    signal(SIGPIPE, SIG_IGN);
     pid_t gw = fork();
     if (gw == 0) {
         close(sv[0]);
@@ -443,79 +375,188 @@ int cmd_fetch(int argc, char **argv)
     }
     close(sv[1]);
     gateway_config_release(&cfg);
-    if (gw < 0)
-        return cli_usage_error("fetch: cannot start the gateway: %s", strerror(errno));
+    if (gw < 0) {
+        close(sv[0]);
+        return err_sys(err, CORDON_E_SETUP, "fetch: cannot start the gateway");
+    }
+    return gw;
+}
 
-    struct channel ch = { .fd = sv[0], .deadline_ms = now_ms() + timeout_ms };
-    static struct response r;
-    SSL_CTX *ctx = NULL;
+/* Send U's request on CH (a CONNECT and TLS first for https) and read the
+ * answer's head into R; -1 with WHY when that failed. */
+static int request(struct channel *ch, const struct url *u, const char *target, const char *host,
+                   SSL_CTX **ctx, struct response *r, char *why, size_t len)
+{
     char req[8192];
-    int status = EXIT_CORDON_FAILED;
-    FILE *out = NULL;
-    char host[300];
-    host_format(&u.authority.host, host, sizeof host);
+    if (u->https) {
+        snprintf(req, sizeof req, "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", host, u->port,
+                 host, u->port);
+        if (ch_write(ch, req, strlen(req)) < 0 || read_head(ch, r, why, len) < 0)
+            return -1;
+        if (r->status != 200 || r->head_len != r->have)
+            return 0; /* the gateway's own answer */
+        memset(r, 0, sizeof *r);
+        if (start_tls(ch, u, ctx, why, len) < 0)
+            return -1;
+    }
+    snprintf(req, sizeof req,
+             "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: cordon-fetch/%s\r\n"
+             "Accept: */*\r\nConnection: close\r\n\r\n",
+             u->https ? u->path : target, host, CORDON_VERSION);
+    if (ch_write(ch, req, strlen(req)) < 0) {
+        snprintf(why, len, "cannot send the request");
+        return -1;
+    }
+    return read_head(ch, r, why, len);
+}
 
-    if (u.https) {
-        snprintf(req, sizeof req, "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", host, u.port,
-                 host, u.port);
-        if (ch_write(&ch, req, strlen(req)) < 0 || read_head(&ch, &r, why, sizeof why) < 0)
-            goto failed;
-        if (r.status != 200 || r.head_len != r.have)
-            goto answered;
-        memset(&r, 0, sizeof r);
-        if (start_tls(&ch, &u, &ctx, why, sizeof why) < 0)
-            goto failed;
-        snprintf(req, sizeof req,
-                 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: cordon-fetch/%s\r\n"
-                 "Accept: */*\r\nConnection: close\r\n\r\n",
-                 u.path, host, CORDON_VERSION);
-    } else {
-        snprintf(req, sizeof req,
-                 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: cordon-fetch/%s\r\n"
-                 "Accept: */*\r\nConnection: close\r\n\r\n",
-                 target, host, CORDON_VERSION);
-    }
-    if (ch_write(&ch, req, strlen(req)) < 0) {
-        snprintf(why, sizeof why, "cannot send the request");
-        goto failed;
-    }
-    if (read_head(&ch, &r, why, sizeof why) < 0)
-        goto failed;
-answered:
-    if (r.denied) {
+/* The answer R (its head read) to OUTPUT or stdout: cmd_fetch's status. */
+static int deliver(struct channel *ch, struct response *r, const char *output, uint64_t max,
+                   const char *host)
+{
+    char why[300];
+    if (r->denied) {
         /* The gateway's refusal: its one-line reason is the body. */
-        char *body = r.head + r.head_len;
-        r.head[r.have < sizeof r.head ? r.have : sizeof r.head - 1] = '\0';
+        char *body = r->head + r->head_len;
+        r->head[r->have < sizeof r->head ? r->have : sizeof r->head - 1] = '\0';
         body[strcspn(body, "\n")] = '\0';
         /* A 5xx of the gateway's (dns, upstream_*) is a failure to get
          * there, not a refusal: the rules let the request through. */
-        fprintf(stderr, "cordon: fetch: %s: %s\n", r.status >= 500 ? "failed" : "refused", body);
-        goto done;
+        fprintf(stderr, "cordon: fetch: %s: %s\n", r->status >= 500 ? "failed" : "refused", body);
+        return EXIT_CORDON_FAILED;
     }
-    out = output ? open_output(output, why, sizeof why) : stdout;
+    FILE *out = output ? open_output(output, why, sizeof why) : stdout;
     if (!out)
         goto failed;
-    if (copy_body(&ch, &r, out, max, why, sizeof why) < 0) {
+    if (copy_body(ch, r, out, max, why, sizeof why) < 0) {
         if (output) {
             fclose(out);
-            out = NULL;
             unlink(output); /* no partial file left behind */
         }
         goto failed;
     }
-    if (fflush(out) != 0) {
+    int flushed = fflush(out);
+    if (out != stdout)
+        fclose(out);
+    if (flushed != 0) {
         snprintf(why, sizeof why, "cannot write the body");
         goto failed;
     }
-    status = r.status >= 200 && r.status < 300 ? 0 : 1;
-    if (status)
-        fprintf(stderr, "cordon: fetch: %s answered HTTP %d\n", host, r.status);
-    goto done;
+    if (r->status >= 200 && r->status < 300)
+        return 0;
+    fprintf(stderr, "cordon: fetch: %s answered HTTP %d\n", host, r->status);
+    return 1;
 failed:
     fprintf(stderr, "cordon: fetch: %s\n", why);
-done:
-    if (out && out != stdout)
-        fclose(out);
+    return EXIT_CORDON_FAILED;
+}
+
+struct fetch_args {
+    const char *policy_file, *output, *timeout, *max_size, *target;
+    struct { int opt; const char *arg; } flags[64];
+    size_t n_flags;
+};
+
+/* ARGV into A: -1 to go on, or the exit status of --help or a usage error. */
+static int parse_args(int argc, char **argv, struct fetch_args *a)
+{
+    *a = (struct fetch_args){ .timeout = "30s", .max_size = "10M" };
+    opterr = 0;
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+:p:o:t:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case 'p':
+            a->policy_file = optarg;
+            break;
+        case 'o':
+            a->output = optarg;
+            break;
+        case 't':
+            a->timeout = optarg;
+            break;
+        case OPT_MAX_SIZE:
+            a->max_size = optarg;
+            break;
+        case ':':
+        case '?':
+            return cli_option_error("fetch", opt, argv);
+        default:
+            if (a->n_flags == sizeof a->flags / sizeof a->flags[0])
+                return cli_usage_error("fetch: too many options");
+            a->flags[a->n_flags].opt = opt;
+            a->flags[a->n_flags++].arg = optarg;
+        }
+    }
+    if (optind + 1 != argc)
+        return cli_usage_error("fetch: expected exactly one URL");
+    a->target = argv[optind];
+    return -1;
+}
+
+/* The policy fetch uses: the file's (or the defaults), with the flags. */
+static struct policy *fetch_policy(const struct fetch_args *a, struct cordon_err *err)
+{
+    _cleanup_(policy_freep) struct policy *p =
+        a->policy_file ? policy_load(a->policy_file, err) : policy_new(err);
+    if (!p || policy_require_trusted(p, err) < 0)
+        return NULL;
+    static const struct { int opt; const char *key, *flag; } keys[] = {
+        { OPT_ALLOW, "network.allow", "--allow" },
+        { OPT_DENY, "network.deny", "--deny" },
+        { OPT_ALLOW_PRIVATE, "network.allow_private", "--allow-private" },
+        { OPT_RESOLVE, "network.resolve", "--resolve" },
+        { OPT_DNS, "network.dns", "--dns" },
+    };
+    for (size_t i = 0; i < a->n_flags; i++)
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            if (keys[k].opt == a->flags[i].opt &&
+                policy_set(p, keys[k].key, a->flags[i].arg, keys[k].flag, err) < 0)
+                return NULL;
+    if (policy_finalize(p, err) < 0)
+        return NULL;
+    return TAKE_PTR(p);
+}
+
+int cmd_fetch(int argc, char **argv)
+{
+    struct fetch_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    struct cordon_err err = { 0 };
+    _cleanup_(policy_freep) struct policy *p = fetch_policy(&a, &err);
+    if (!p)
+        return cli_fail(&err);
+
+    char why[300];
+    uint64_t timeout_ms, max;
+    if (parse_duration_ms(a.timeout, &timeout_ms, why, sizeof why) < 0 || !timeout_ms)
+        return cli_usage_error("--timeout: %s", timeout_ms ? why : "must be more than 0");
+    if (parse_size(a.max_size, &max, why, sizeof why) < 0)
+        return cli_usage_error("--max-size: %s", why);
+    struct url u;
+    if (url_parse(a.target, &u, why, sizeof why) < 0)
+        return cli_usage_error("fetch: %s", why);
+
+    signal(SIGPIPE, SIG_IGN);
+    int sv[2];
+    pid_t gw = start_gateway(p, sv, &err);
+    if (gw < 0)
+        return cli_fail(&err);
+    struct channel ch = { .fd = sv[0], .deadline_ms = now_ms() + timeout_ms };
+    static struct response r;
+    SSL_CTX *ctx = NULL;
+    char host[300];
+    host_format(&u.authority.host, host, sizeof host);
+    int status = EXIT_CORDON_FAILED;
+    if (request(&ch, &u, a.target, host, &ctx, &r, why, sizeof why) < 0)
+        fprintf(stderr, "cordon: fetch: %s\n", why);
+    else
+        status = deliver(&ch, &r, a.output, max, host);
     if (ch.ssl)
         SSL_free(ch.ssl);
     SSL_CTX_free(ctx);

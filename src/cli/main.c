@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,8 +26,10 @@ static const char usage[] =
     "  policy sign|verify|approve FILE --key KEY   signed policies, break-glass approvals\n"
     "  kill --all [--audit FILE]      end every running sandbox, and record it\n"
     "  evidence RUN_ID --audit FILE   the boundary a run had, verifiable offline\n"
-    "  audit verify FILE [--key PUB.pem]\n"
+    "  audit verify FILE [--key PUB.pem] [--witness FILE]\n"
     "                                 check an audit log's hash chain (and signatures)\n"
+    "  oci [GLOBAL] COMMAND ...       the OCI runtime engines call (also as cordon-oci;\n"
+    "                                 see cordon oci --help)\n"
     "  audit show FILE [--run ID] [--type T] [--json]\n"
     "                                 the audit log as a timeline of runs\n"
     "\n"
@@ -36,24 +37,8 @@ static const char usage[] =
     "  -V, --version                  print the version\n"
     "\n"
     "Exit status of run: the command's own; 128+N if killed by signal N; 124 on\n"
-    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found.\n";
-
-int cli_fail(const struct cordon_err *err)
-{
-    fprintf(stderr, "cordon: %s\n", err->msg);
-    return err_exit_code(err);
-}
-
-int cli_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("cordon: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return EXIT_CORDON_FAILED;
-}
+    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found;\n"
+    "122 if an overlay workspace's change was refused or not applied.\n";
 
 /* A closed 0, 1 or 2 would be handed to the next pipe we open: fill them. */
 static void ensure_stdio(void)
@@ -63,23 +48,18 @@ static void ensure_stdio(void)
             _exit(EXIT_CORDON_FAILED);
 }
 
-int cli_option_error(const char *cmd, int opt, char **argv)
-{
-    if (opt == ':')
-        return cli_usage_error("%s: option '%s' needs a value", cmd, argv[optind - 1]);
-    if (optopt)
-        return cli_usage_error("%s: unknown option '-%c'; try 'cordon %s --help'", cmd, optopt,
-                               cmd);
-    return cli_usage_error("%s: unknown option '%s'; try 'cordon %s --help'", cmd,
-                           argv[optind - 1], cmd);
-}
-
 char **cli_main_argv;
 
 int main(int argc, char **argv)
 {
     cli_main_argv = argv;
     ensure_stdio();
+    /* Called as cordon-oci (an engine's OCI runtime), or `cordon oci ...`. */
+    const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (!strcmp(base, "cordon-oci"))
+        return oci_main(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "oci"))
+        return oci_main(argc - 1, argv + 1);
     if (argc < 2)
         return cli_usage_error("missing command; try 'cordon --help'");
     const char *cmd = argv[1];

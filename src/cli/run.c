@@ -31,13 +31,15 @@ static const char *const usage[2] = {
     "  -h, --help               this help\n"
     "\n"
     "Exit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n"
-    "125 if cordon failed or refused; 126 not executable; 127 not found.\n",
+    "125 if cordon failed or refused; 126 not executable; 127 not found; 122 if an\n"
+    "overlay workspace's change was refused or not applied (--result keeps the code).\n",
 };
 
 const char cli_run_options_help[] =
     "  -p, --policy FILE        YAML or JSON policy; the flags below override it\n"
     "                           (default: $CORDON_POLICY, ~/.config/cordon/policy.yaml,\n"
-    "                           /etc/cordon/policy.yaml, the first that exists)\n"
+    "                           /etc/cordon/policy.yaml, the first that exists); a\n"
+    "                           signed one they may only tighten\n"
     "  -l, --level LEVEL        isolation level: namespace (default), process (no\n"
     "                           namespaces), gvisor (runsc) or microvm; see cordon\n"
     "                           check; A,B: B where A cannot run\n"
@@ -84,7 +86,8 @@ const char cli_run_options_help[] =
     "                           (file and flags) has this digest (cordon policy check)\n"
     "      --break-glass REASON run with the policy relaxed in the keys its\n"
     "                           break_glass.may_relax names, for at most\n"
-    "                           break_glass.max_duration, recorded in every event\n"
+    "                           break_glass.max_duration, recorded in every event;\n"
+    "                           by --relax alone: other flags may only tighten\n"
     "      --until DURATION|TIME  the break-glass window: 30m, or 2026-12-03T15:00:00Z\n"
     "      --relax KEY=VALUE    a break-glass setting (repeatable)\n"
     "      --approval FILE      a signed break-glass approval (cordon policy approve)\n";
@@ -172,21 +175,42 @@ struct flag_value {
     const char *arg;
 };
 
-static int apply_flag(struct policy *p, const struct flag_value *f, struct cordon_err *err)
+static const char *flag_name(int opt)
 {
     for (size_t i = 0; i < sizeof scalar_flags / sizeof scalar_flags[0]; i++)
+        if (scalar_flags[i].opt == opt)
+            return scalar_flags[i].flag;
+    return opt == OPT_RO ? "--ro" : opt == OPT_RW ? "--rw" : opt == 'e' ? "--env"
+                                                                     : "--best-effort";
+}
+
+/*
+ * One flag into P, through the setters that refuse a relaxing value when P
+ * is signed (policy_check_tighten); recorded in P->flags for run.start.
+ */
+static int apply_flag(struct policy *p, const struct flag_value *f, struct cordon_err *err)
+{
+    int rc = 0;
+    const char *name = flag_name(f->opt);
+    for (size_t i = 0; i < sizeof scalar_flags / sizeof scalar_flags[0]; i++)
         if (scalar_flags[i].opt == f->opt)
-            return policy_set(p, scalar_flags[i].key, f->arg, scalar_flags[i].flag, err);
-    switch (f->opt) {
-    case OPT_RO:
-        return policy_add_bind(p, f->arg, false, "--ro", err);
-    case OPT_RW:
-        return policy_add_bind(p, f->arg, true, "--rw", err);
-    case 'e':
-        return policy_add_env(p, f->arg, "--env", err);
-    case OPT_BEST_EFFORT:
-        return policy_set(p, "limits.best_effort", f->arg, "--best-effort", err);
-    }
+            rc = policy_set(p, scalar_flags[i].key, f->arg, name, err);
+    if (f->opt == OPT_RO || f->opt == OPT_RW)
+        rc = policy_add_bind(p, f->arg, f->opt == OPT_RW, name, err);
+    else if (f->opt == 'e')
+        rc = policy_add_env(p, f->arg, name, err);
+    else if (f->opt == OPT_BEST_EFFORT)
+        rc = policy_set(p, "limits.best_effort", f->arg, name, err);
+    if (rc < 0)
+        return -1;
+    if (!p->flags)
+        p->flags = json_array();
+    /* As the audit record may show it: an --env value is the command's, maybe a credential. */
+    char shown[80];
+    policy_value_shown(f->opt == 'e' ? "env.set" : "", f->arg, shown, sizeof shown);
+    if (!p->flags ||
+        json_array_append_new(p->flags, json_pack("{s:s, s:s}", "flag", name, "value", shown)))
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
     return 0;
 }
 
@@ -224,6 +248,63 @@ static int write_result(const char *path, const struct sandbox_result *res,
         return -1;
     }
     return 0;
+}
+
+/*
+ * The policy of FILE (or the defaults) with the flags on top, checked,
+ * finalised and, with --break-glass, relaxed as it allows: *PP, 0. On a
+ * refusal -1 with ERR, and *PP what was built so far (or NULL), for the record.
+ */
+static int make_policy(const char *cmd, const char *file, const struct flag_value *flags,
+                       size_t n_flags, const struct policy_break_glass_request *bg,
+                       const char *expect_digest, struct policy **pp, struct cordon_err *err)
+{
+    struct policy *p = *pp = file ? policy_load(file, err) : policy_new(err);
+    if (!p)
+        return -1;
+    /*
+     * A break-glass run relaxes by --relax alone: its flags may only tighten, as a
+     * signed policy's (and its record names what it relaxed, nothing else).
+     */
+    if (bg->reason)
+        policy_narrow_only(p, POLICY_NARROW_BREAK_GLASS);
+    for (size_t i = 0; i < n_flags; i++)
+        TRY(apply_flag(p, &flags[i], err));
+    if (policy_finalize(p, err) < 0 || policy_require_trusted(p, err) < 0)
+        return -1;
+    /* A layer kept for later needs someone to decide later: a daemon session. */
+    if (p->workspace_mode == POLICY_WS_OVERLAY && p->workspace_commit == POLICY_WS_COMMIT_MANUAL)
+        return err_set(err, CORDON_E_USAGE, "%s: workspace.commit: manual needs a daemon session "
+                       "(cordon serve: session.commit, session.discard); here use always or "
+                       "on_success", cmd);
+    if (!bg->reason && (bg->until || bg->n_relax || bg->approval))
+        return err_set(err, CORDON_E_USAGE, "%s: --until, --relax and --approval need "
+                       "--break-glass REASON", cmd);
+    if (bg->reason && policy_break_glass(p, bg, err) < 0)
+        return -1;
+    if (expect_digest) {
+        char digest[65];
+        policy_digest_hex(p, digest);
+        if (strcmp(digest, expect_digest) != 0)
+            return err_set(err, CORDON_E_POLICY, "%s: refused: the effective policy's digest is "
+                           "%s, not the expected %s", cmd, digest, expect_digest);
+    }
+    return 0;
+}
+
+/*
+ * A refused run leaves a run.refused event: in the log of P (as far as it
+ * was built), or of the --audit flag, or else of the file read without its
+ * signature (the record of a refused signature has to go somewhere: the log
+ * the file names, with the file's digest; stderr says the same).
+ */
+static void record_refusal(const char *cmd, const struct policy *p, const char *file,
+                           const char *audit, char **argv, const struct cordon_err *why)
+{
+    struct cordon_err ignored = { 0 };
+    _cleanup_(policy_freep) struct policy *unverified =
+        !p && file ? policy_load_unverified(file, &ignored) : NULL;
+    run_record_refused(p ? p : unverified, false, audit, NULL, argv, cmd, why);
 }
 
 int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char **argv, bool mcp,
@@ -298,43 +379,26 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
         }
     }
     out->first = optind;
-
-    struct cordon_err *err = &out->error;
+    bg.relax = relax;
+    struct policy *p = NULL;
     char default_path[4096];
     const char *from;
-    int found = policy_file ? 1 : cli_default_policy(default_path, sizeof default_path, &from, err);
-    if (found < 0)
-        return cli_fail(err);
-    if (!policy_file && found)
+    int found = policy_file ? 1 : cli_default_policy(default_path, sizeof default_path, &from,
+                                                     &out->error);
+    if (found > 0 && !policy_file)
         policy_file = default_path;
-    _cleanup_(policy_freep) struct policy *p =
-        policy_file ? policy_load(policy_file, err) : policy_new(err);
-    if (!p)
-        return cli_fail(err);
-    for (size_t i = 0; i < n_flags; i++)
-        if (apply_flag(p, &flags[i], err) < 0)
-            return cli_fail(err);
-    if (policy_finalize(p, err) < 0 || policy_require_trusted(p, err) < 0)
-        return cli_fail(err);
-    /* A layer kept for later needs someone to decide later: a daemon session. */
-    if (p->workspace_mode == POLICY_WS_OVERLAY && p->workspace_commit == POLICY_WS_COMMIT_MANUAL)
-        return cli_usage_error("%s: workspace.commit: manual needs a daemon session (cordon serve: "
-                               "session.commit, session.discard); here use always or on_success",
-                               cmd);
-    bg.relax = relax;
-    if (!bg.reason && (bg.until || bg.n_relax || bg.approval))
-        return cli_usage_error("%s: --until, --relax and --approval need --break-glass REASON",
-                               cmd);
-    if (bg.reason && policy_break_glass(p, &bg, err) < 0)
-        return cli_fail(err);
-    if (expect_digest) {
-        char digest[65];
-        policy_digest_hex(p, digest);
-        if (strcmp(digest, expect_digest) != 0)
-            return cli_usage_error("%s: refused: the effective policy's digest is %s, not the "
-                                   "expected %s", cmd, digest, expect_digest);
+    if (found < 0 ||
+        make_policy(cmd, policy_file, flags, n_flags, &bg, expect_digest, &p, &out->error) < 0) {
+        const char *audit = NULL;
+        for (size_t i = 0; i < n_flags; i++)
+            if (flags[i].opt == OPT_AUDIT)
+                audit = flags[i].arg;
+        record_refusal(cmd, p, policy_file, audit, optind < argc ? argv + optind : NULL,
+                       &out->error);
+        policy_free(p);
+        return cli_fail(&out->error);
     }
-    out->policy = TAKE_PTR(p);
+    out->policy = p;
     return 0;
 }
 
@@ -392,5 +456,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "cordon: %s\n", res.error.msg);
     else if (res.reason != RUN_EXITED)
         fprintf(stderr, "cordon: run ended: %s\n", run_reason_name(res.reason));
+    if (res.audit[0])
+        fprintf(stderr, "cordon: audit: %s\n", res.audit);
     return res.status;
 }

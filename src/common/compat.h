@@ -45,9 +45,36 @@ struct cordon_landlock_ruleset_attr {
 #define AT_RECURSIVE 0x8000
 #endif
 
+/* Metadata calls newer than the headers: fchmodat2 (6.6), setxattrat and removexattrat (6.13). */
+#ifndef __NR_fchmodat2
+#define __NR_fchmodat2 452
+#endif
+#ifndef __NR_setxattrat
+#define __NR_setxattrat 463
+#endif
+#ifndef __NR_removexattrat
+#define __NR_removexattrat 466
+#endif
+/* setxattrat()'s value, size and flags, in the caller's memory. */
+struct cordon_xattr_args {
+    uint64_t value;
+    uint32_t size;
+    uint32_t flags;
+};
+/* ext4's own spelling of FS_IOC_SETVERSION, _IOW('f', 4, long). */
+#ifndef EXT4_IOC_SETVERSION
+#define EXT4_IOC_SETVERSION 0x40086604u
+#endif
+
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
 #endif
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+/* seccomp user notification flags (6.6): the keeper runs on the waiting caller's CPU. */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif

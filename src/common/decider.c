@@ -6,6 +6,7 @@
 #include "common/decider.h"
 
 #include "common/fds.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -178,7 +179,11 @@ static int converse(int fd, bool half_close, const char *text, const char *id, u
         if (n > 0)
             got += (size_t)n;
     }
-    json_auto_t *ans = json_loadb(buf, (size_t)(nl - buf), 0, NULL);
+    /* {"decision":"deny","decision":"allow_once"} is no decision: refused, so denied. */
+    json_error_t je;
+    json_auto_t *ans = json_parse_strict(buf, (size_t)(nl - buf), 0, &je);
+    if (!ans)
+        return deny(a, "the decider's answer is not a decision: %.120s", je.text);
     const char *aid = json_string_value(json_object_get(ans, "id"));
     const char *dec = json_string_value(json_object_get(ans, "decision"));
     const char *who = json_string_value(json_object_get(ans, "decider"));

@@ -8,6 +8,7 @@
 #include "common/cleanup.h"
 #include "common/syscalls.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -227,4 +228,45 @@ char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err
     }
     buf[*n] = '\0';
     return TAKE_PTR(buf);
+}
+
+/* DIR's contents, beneath FD (closed here) on device DEV. */
+static void remove_beneath(int fd, dev_t dev)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+            continue;
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (sub >= 0 && fstat(sub, &st) == 0 && st.st_dev == dev)
+            remove_beneath(sub, dev);
+        else if (sub >= 0)
+            close(sub);
+        unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
+void hostpath_remove_tree(const char *path)
+{
+    if (!path || path[0] != '/')
+        return;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return;
+    }
+    remove_beneath(fd, st.st_dev);
+    rmdir(path);
 }

@@ -64,3 +64,11 @@ int hostpath_replace_file(const char *path, const char *data, size_t len,
  * errnum is ENOENT when PATH does not exist.
  */
 char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err *err);
+
+/*
+ * Remove the directory tree PATH (absolute) and everything in it, through
+ * descriptors: no link is followed and no other mount entered, so what a
+ * run wrote there (a directory swapped for a link mid-walk) cannot turn the
+ * removal elsewhere. Best effort: what cannot be removed stays.
+ */
+void hostpath_remove_tree(const char *path);

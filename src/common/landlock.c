@@ -94,6 +94,8 @@ static uint64_t rights_for(const struct landlock_plan *plan, unsigned access)
                                                  LANDLOCK_ACCESS_FS_MAKE_BLOCK);
     if (access & LANDLOCK_DEV)
         rights |= FS_RO | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV;
+    if (access & LANDLOCK_LIST)
+        rights |= LANDLOCK_ACCESS_FS_READ_DIR;
     return rights & plan->handled_fs;
 }
 

@@ -20,6 +20,8 @@ enum landlock_access {
     LANDLOCK_DEV = 1 << 2,     /* RO plus write files and device ioctls (a /dev) */
     LANDLOCK_HOST_RW = 1 << 3, /* RW but no FIFO, socket or device node made: a host tree
                                   whose contents host tools meet after the run */
+    LANDLOCK_LIST = 1 << 4,    /* list directories only: a tree whose files are granted
+                                  one by one (the process level's /proc) */
 };
 
 struct landlock_plan {

@@ -5,6 +5,7 @@
  * document behind its length.
  */
 #include "core/handle.h"
+#include "common/json.h"
 
 #include "common/cleanup.h"
 #include "common/fds.h"
@@ -121,7 +122,7 @@ static json_t *read_call(int fd)
     _cleanup_free_ char *buf = malloc(len);
     if (!buf || !read_full(fd, buf, len))
         return NULL;
-    return json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+    return json_parse_strict(buf, len, 0, NULL);
 }
 
 __attribute__((noreturn))

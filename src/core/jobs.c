@@ -3,6 +3,7 @@
  * process; each run is a run handle (core/handle.h), a forked supervisor.
  */
 #include "core/jobs.h"
+#include "common/json.h"
 
 #include "audit/audit.h"
 #include "common/fds.h"
@@ -304,7 +305,7 @@ static void complete(struct job *j, const struct cordon_err *start_error)
 {
     struct jobs *js = j->js;
     json_t *result = j->res.data && !j->res.truncated
-                         ? json_loadb(j->res.data, j->res.len, 0, NULL)
+                         ? json_parse_strict(j->res.data, j->res.len, 0, NULL)
                          : NULL;
     struct job_end end = {
         .run_id = j->run_id,

@@ -7,6 +7,7 @@
  * signalfd its front end passes in.
  */
 #include "core/run.h"
+#include "common/json.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
@@ -64,6 +65,10 @@ struct run {
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
     struct mem_meter meter;               /* the level's memory, where the supervisor holds it */
     uint64_t start_us;
+    const struct sandbox_container *container; /* an OCI bundle's (the front end's), or NULL */
+    bool keep_cgroup;                     /* a container's: its front end removes it */
+    char audit_lost[320];                 /* what of the run's record failed at its start */
+    struct sandbox_skips skipped;         /* the policy's levels passed over for this one */
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
@@ -102,8 +107,18 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
                      "limits", limits ? limits : json_null(),
                      "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),
                      "network", network ? network : json_null());
+    /* What the flags did: the file's own digest beside the effective one, and the flags. */
+    if (fields && p->loaded)
+        json_object_set_new(fields, "policy_file_digest", json_string(ev->file));
+    if (fields && p->flags)
+        json_object_set(fields, "policy_flags", p->flags);
     if (fields && call->session_id)
         json_object_set_new(fields, "session", json_string(call->session_id));
+    if (fields && call->container_id)
+        json_object_set_new(fields, "container", json_string(call->container_id));
+    /* Who writes the run's end: verify tells a run going on from one whose end was lost. */
+    if (fields)
+        json_object_set_new(fields, "writer", audit_writer_stamp());
     if (fields && call->n_files) {
         /* Names and sizes: contents are the call's, like its stdin. */
         json_t *files = json_array();
@@ -113,7 +128,7 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
         json_object_set_new(fields, "files", files);
     }
     /* The level's own facts: a microvm's accelerator, snapshot, kernel digest. */
-    json_t *boundary = evidence && *evidence ? json_loads(evidence, 0, NULL) : NULL;
+    json_t *boundary = evidence && *evidence ? json_parse_strict_str(evidence, 0, NULL) : NULL;
     if (fields && boundary)
         json_object_set_new(fields, "boundary", boundary);
     else
@@ -142,7 +157,17 @@ static const char *fired_limit(enum run_reason r)
     }
 }
 
+static int audit_open_for(const struct policy *p, const char *container, struct audit_log **out,
+                          struct cordon_err *err);
+
 int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cordon_err *err)
+{
+    return audit_open_for(p, NULL, out, err);
+}
+
+/* The policy's log, each line of it stamped with CONTAINER (an OCI container's id) if set. */
+static int audit_open_for(const struct policy *p, const char *container, struct audit_log **out,
+                          struct cordon_err *err)
 {
     *out = NULL;
     if (!p->audit.file)
@@ -150,12 +175,18 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
     struct audit_options o = {
         .path = p->audit.file,
         .sign_key = p->audit.sign_key,
+        .witness = p->audit.witness,
         .checkpoint_every = p->audit.checkpoint_every,
         .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
                                                              : AUDIT_FSYNC_CLOSE,
     };
     /* A break-glass run says so in every line it leaves. */
     json_auto_t *stamp = p->break_glass ? json_pack("{s:O}", "break_glass", p->break_glass) : NULL;
+    if (container) {
+        if (!stamp)
+            stamp = json_object();
+        json_object_set_new(stamp, "container", json_string(container));
+    }
     o.stamp = stamp;
     if (p->gov.export)
         o.export_otlp = p->gov.export_endpoint;
@@ -163,23 +194,45 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
     return *out ? 0 : err_prefix(err, "audit");
 }
 
-static void record_end(struct audit_log *log, const struct policy *p,
-                       const struct sandbox_call *call, const struct sandbox_result *res)
+/*
+ * A part of the run's record that audit_append (RC) could not write, or
+ * wrote without what follows it: the first is said in RES, whose status
+ * becomes 125 (cordon failed to keep its record) while the command's own
+ * stays in reason, exit_code and signal.
+ */
+static void record_lost(struct sandbox_result *res, const char *what, int rc,
+                        const struct cordon_err *e)
 {
-    struct cordon_err ignored;
+    if (rc == 0)
+        return;
+    if (!res->audit[0])
+        snprintf(res->audit, sizeof res->audit, "%s %s: %s", what,
+                 rc < 0 ? "not recorded" : "recorded, but", e->msg);
+    res->status = 125;
+}
+
+static void record_end(struct audit_log *log, const struct policy *p,
+                       const struct sandbox_call *call, struct sandbox_result *res)
+{
+    struct cordon_err e = { 0 };
     const char *limit = fired_limit(res->reason);
     if (limit)
-        audit_append(log, "limit.fired", res->run_id,
-                     json_pack("{s:s, s:s}", "limit", limit, "reason", run_reason_name(res->reason)),
-                     &ignored);
+        record_lost(res, "limit.fired",
+                    audit_append(log, "limit.fired", res->run_id,
+                                 json_pack("{s:s, s:s}", "limit", limit, "reason",
+                                           run_reason_name(res->reason)), &e), &e);
     json_t *end = sandbox_result_to_json(res, p);
     json_object_del(end, "run_id"); /* already the event's run */
     if (end && call->session_id)
         json_object_set_new(end, "session", json_string(call->session_id));
-    audit_append(log, "run.end", res->run_id, end, &ignored);
+    record_lost(res, "run.end", audit_append(log, "run.end", res->run_id, end, &e), &e);
     if (p->break_glass)
-        audit_append(log, "breakglass.end", res->run_id,
-                     json_pack("{s:s}", "reason", run_reason_name(res->reason)), &ignored);
+        record_lost(res, "breakglass.end",
+                    audit_append(log, "breakglass.end", res->run_id,
+                                 json_pack("{s:s}", "reason", run_reason_name(res->reason)), &e),
+                    &e);
+    /* Its closing checkpoint now, so that the result can still say it failed. */
+    record_lost(res, "the log's closing checkpoint", audit_close(log, &e), &e);
 }
 
 /* ---- the environment, decided at start ---- */
@@ -344,40 +397,63 @@ static void join_cgroup(void *ticket)
     (void)cgroup_ticket_use(ticket);
 }
 
+static int guard_cgroup(void *wd, const char *dir, struct cordon_err *err)
+{
+    return watchdog_guard_cgroup(wd, dir, err);
+}
+
 static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
-    if (sandbox_needs_cgroup(p)) {
+    if (run->container && run->container->cgroup) {
+        /* An engine reads a container's cgroup (its stats, its OOM events). */
+        if (cgroup_create_at(&run->cg, run->container->cgroup, guard_cgroup, run->wd, err) < 0) {
+            if (!run->container->cgroup_optional)
+                return -1;
+            memset(&run->cg, 0, sizeof run->cg);
+        }
+    } else if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
-        cgroup_create(&run->cg, name);
-        for (int c = 0; c < CGROUP_COUNT; c++)
-            if (cgroup_has(&run->cg, c) && watchdog_guard_cgroup(run->wd, run->cg.dir[c], err) < 0)
-                return -1;
+        /* Each named to the watchdog before it exists: a kill at any point leaves none. */
+        TRY(cgroup_create(&run->cg, name, guard_cgroup, run->wd, err));
     }
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
 
-static int prepare(const struct policy *p, const char *run_id, bool ahead, struct run **out,
+/* Nothing of RUN held yet: what run_release() looks at says so. */
+static void run_init_empty(struct run *run)
+{
+    run->gw_pid = -1;
+    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
+    run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
+                                        .start_w = -1, .door = -1, .layer = -1 };
+    run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
+    run->meter = (struct mem_meter)MEM_METER_INIT;
+}
+
+static int prepare(const struct policy *p, const char *run_id, bool ahead,
+                   const struct sandbox_container *container, struct run **out,
                    struct cordon_err *err)
 {
     *out = NULL;
-    const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
+    struct sandbox_skips skipped;
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, &skipped, err);
     if (!backend)
-        return -1;
+        return -2; /* refused: no level of the policy can run here (see run_call) */
+    if (container && !backend->containers)
+        return err_set(err, CORDON_E_UNSUPPORTED, "the %s level cannot run an OCI bundle",
+                       backend->name);
     struct run *run = calloc(1, sizeof *run);
     if (!run)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     run->p = p;
     run->backend = backend;
-    run->gw_pid = -1;
-    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
-    run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
-                                        .start_w = -1, .door = -1, .layer = -1 };
+    run->skipped = skipped;
+    run->container = container;
+    run_init_empty(run);
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
-    run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
-    run->meter = (struct mem_meter)MEM_METER_INIT;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)
         memcpy(run->run_id, run_id, sizeof run->run_id);
@@ -388,9 +464,14 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         rnd = (uint16_t)getpid();
     run->host_base = HOST_ID_BASE + ((uid_t)rnd << 2);
 
-    if (cordon_audit_open(p, &run->log, err) < 0 ||
-        !(run->wd = watchdog_new(run->log, run->run_id, err)))
+    if (audit_open_for(p, container ? container->id : NULL, &run->log, err) < 0 ||
+        !(run->wd = watchdog_new(run->log, run->run_id, p, err)))
         goto fail;
+    /* A run that fills the log's filesystem must still find room for its end. */
+    if (run->log && audit_keep_reserve(run->log, err) < 0) {
+        err_prefix(err, "audit");
+        goto fail;
+    }
     /* Armed up front when it has a record to close, before any descriptor
      * of the run exists for it to inherit; for a cgroup alone, when one is
      * made (a caller who cannot make one pays for no watchdog). */
@@ -416,6 +497,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         .host_base = run->host_base,
         .ahead = ahead,
         .meter = run->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_SUPERVISOR ? &run->meter : NULL,
+        .container = container,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
         struct cgroup_stats st = { 0 };
@@ -438,7 +520,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
          * It joins the run's cgroup itself, as the boundary does (moving it
          * from here would wait out an RCU grace period). */
         struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
-        if (run->cg.version && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
+        if (run->cg.version && !container && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
             goto fail;
         _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
         run->gw.door_token_set = run->b.door_token_set;
@@ -450,8 +532,9 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
             for (size_t i = 1; i < run->b.n_extra_doors && i <= SYNTH_MAX_PORTS; i++)
                 doors.ports[doors.n_ports++] = run->b.extra_doors[i];
         }
+        /* A container's cgroup holds its egress lock: the gateway stays out of it. */
         run->gw_pid = gateway_start(&run->gw, &doors, run->host_base + 2,
-                                    run->cg.version ? join_cgroup : NULL, &ticket,
+                                    run->cg.version && !container ? join_cgroup : NULL, &ticket,
                                     &run->gw_report, err);
         cgroup_ticket_close(&ticket);
         closep(&run->b.door);
@@ -462,6 +545,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         if (run->gw_pid < 0)
             goto fail;
     }
+    run->keep_cgroup = container != NULL;
     *out = run;
     return 0;
 fail:
@@ -472,12 +556,33 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, out, err);
+    return prepare(p, run_id, false, NULL, out, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err)
 {
-    return prepare(p, NULL, true, out, err);
+    return prepare(p, NULL, true, NULL, out, err) < 0 ? -1 : 0;
+}
+
+int run_prepare_container(const struct policy *p, const char *run_id,
+                          const struct sandbox_container *c, struct run **out,
+                          struct cordon_err *err)
+{
+    return prepare(p, run_id, false, c, out, err) < 0 ? -1 : 0;
+}
+
+pid_t run_boundary_pid(const struct run *run)
+{
+    return run->b.pid;
+}
+
+int run_take_terminal(struct run *run)
+{
+    if (!run->container)
+        return -1;
+    int fd = run->b.tty_master;
+    run->b.tty_master = -1;
+    return fd;
 }
 
 /* ---- start ---- */
@@ -504,6 +609,53 @@ static void notice_degraded(void *arg)
     call->notice(call->notice_arg, line);
 }
 
+/* A level of the policy's list that could not run here, said as the run at a later one starts. */
+static void notice_skipped(const struct run *run)
+{
+    const struct sandbox_call *call = &run->call;
+    for (unsigned i = 0; call->notice && i < run->skipped.n; i++) {
+        char line[400];
+        snprintf(line, sizeof line, "level %s skipped: %s; running at %s",
+                 cordon_level_name(run->skipped.skip[i].level), run->skipped.skip[i].why,
+                 cordon_level_name(run->backend->level));
+        call->notice(call->notice_arg, line);
+    }
+}
+
+static void close_pipes(int in[2], int out[2], int errout[2])
+{
+    int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
+    for (size_t i = 0; i < 6; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/*
+ * The record's first lines. The watchdog learns of the run before them:
+ * should we die anywhere from here on, it closes the record, once, if
+ * there is one to close (audit_append_once from where it began).
+ */
+static int record_start(struct run *run, const struct sandbox_call *call,
+                        struct cordon_err *err)
+{
+    TRY(watchdog_started(run->wd, run->run_id, audit_size(run->log), err));
+    if (run->p->break_glass &&
+        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
+        return err_prefix(err, "audit");
+    json_t *fields = start_fields(run->p, run->backend->level, call, run->b.evidence);
+    json_t *skips = sandbox_skips_to_json(&run->skipped);
+    if (fields && skips)
+        json_object_set(fields, "levels_skipped", skips);
+    json_decref(skips);
+    int rc = audit_append(run->log, "run.start", run->run_id, fields, err);
+    if (rc < 0)
+        return err_prefix(err, "audit");
+    if (rc > 0)
+        snprintf(run->audit_lost, sizeof run->audit_lost, "run.start recorded, but %s",
+                 err->msg);
+    return 0;
+}
+
 int run_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err)
 {
     if (run->state != RUN_PREPARED)
@@ -522,23 +674,30 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     run->limits = run->p->limits;
     if (call->wall_ms && (!run->limits.wall_ms || call->wall_ms < run->limits.wall_ms))
         run->limits.wall_ms = call->wall_ms;
-    if (run->log && run->p->break_glass &&
-        audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
-        return err_prefix(err, "audit");
-    if (run->log && audit_append(run->log, "run.start", run->run_id,
-                                 start_fields(run->p, run->backend->level, call, run->b.evidence), err) < 0)
-        return err_prefix(err, "audit");
-    /* From here on the run has a record to close, should we die. */
-    if (watchdog_started(run->wd, run->run_id, err) < 0)
-        return -1;
+    if (call->direct_stdio) {
+        /* A container's stdio is its engine's: handed to the command as it is. */
+        if (run->log && record_start(run, call, err) < 0)
+            return -1;
+        int stdio[3] = { call->in_fd, call->out_fd, call->err_fd };
+        run->state = RUN_STARTED;
+        run->start_us = monotonic_us();
+        int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files,
+                                    call->n_files, false, err);
+        closep(&run->b.start_w);
+        run->b.start_w = -1;
+        return rc < 0 && run->b.err_r < 0 ? -1 : 0;
+    }
+    /* Made before the record begins: once run.start is written, only the start may fail. */
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
-        int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
-        for (size_t i = 0; i < 6; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
+        close_pipes(in, out, errout);
         return err_sys(err, CORDON_E_SETUP, "cannot create pipes");
     }
+    if (run->log && record_start(run, call, err) < 0) {
+        close_pipes(in, out, errout);
+        return -1;
+    }
+    notice_skipped(run);
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
@@ -595,6 +754,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     memcpy(res->enforced, run->enforced, sizeof res->enforced);
     res->level = run->backend->level;
+    res->skipped = run->skipped;
     memcpy(res->boundary, run->b.evidence, sizeof res->boundary);
     if (run->state != RUN_STARTED)
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
@@ -634,14 +794,24 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
      * the layer is still, and what commit writes the scan below examines. */
     if (run->b.layer >= 0) {
         bool ok = res->reason == RUN_EXITED && !res->signaled && res->exit_code == 0;
+        /* Should we die mid-commit, the watchdog finishes or undoes it (else the next
+         * run on the workspace, or cordon check -w, does). */
+        struct cordon_err unguarded;
+        if (p->workspace_commit != POLICY_WS_COMMIT_MANUAL)
+            watchdog_guard_txn(run->wd, p->workspace, p->workspace_follow_symlinks, &unguarded);
         txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
+        /* A caller that checks the status must not believe the change landed. */
+        if (res->txn.outcome == TXN_REFUSED || res->txn.outcome == TXN_FAILED)
+            res->status = TXN_EXIT_NOT_COMMITTED;
         if (run->call.notice && res->txn.outcome != TXN_COMMITTED &&
             res->txn.outcome != TXN_PENDING) {
             char line[320];
-            snprintf(line, sizeof line, "workspace: the run's change was %s: %s",
-                     txn_outcome_name(res->txn.outcome), res->txn.reason);
+            snprintf(line, sizeof line, "workspace: the run's change %s: %s",
+                     res->txn.outcome == TXN_FAILED ? "could not be applied"
+                     : res->txn.outcome == TXN_REFUSED ? "was refused" : "was discarded",
+                     res->txn.reason);
             run->call.notice(run->call.notice_arg, line);
         }
     }
@@ -656,6 +826,10 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     }
     run->gw_report = -1; /* closed by the drain, or by supervise() */
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
+    if (run->audit_lost[0]) {
+        snprintf(res->audit, sizeof res->audit, "%s", run->audit_lost);
+        res->status = 125;
+    }
     if (run->log)
         record_end(run->log, p, &run->call, res);
     return 0;
@@ -678,7 +852,7 @@ void run_release(struct run *run)
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
-    if (run->cg.version)
+    if (run->cg.version && !run->keep_cgroup)
         cgroup_destroy(&run->cg);
     gateway_config_release(&run->gw);
     if (run->log) {
@@ -704,7 +878,7 @@ const char *run_get_id(const struct run *run)
 
 /* A run refused before it started still has a result, and a record when audited. */
 static int refused(const struct policy *p, const struct sandbox_call *call, const char *run_id,
-                   struct sandbox_result *res, const struct cordon_err *err)
+                   bool no_level, struct sandbox_result *res, const struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
     memcpy(res->run_id, run_id, 33);
@@ -719,12 +893,17 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
         res->signal = SIGKILL;
         res->status = 128 + SIGKILL;
     }
+    /* Refused before anything of it existed: an attempt, not a run that failed. */
+    if (no_level) {
+        run_record_refused(p, true, NULL, run_id, call->argv, "run", err);
+        return -1;
+    }
     struct audit_log *log = NULL;
     struct cordon_err ignored;
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
         if (p->break_glass)
             audit_append(log, "breakglass.start", run_id, NULL, &ignored);
-        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) == 0)
+        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) >= 0)
             record_end(log, p, call, res);
         audit_close(log, &ignored);
         audit_free(log);
@@ -742,8 +921,9 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    if (!run && run_prepare(p, run_id, &run, err) < 0) {
-        refused(p, call, run_id, res, err);
+    int prepared = run ? 0 : prepare(p, run_id, false, NULL, &run, err);
+    if (prepared < 0) {
+        refused(p, call, run_id, prepared == -2, res, err);
         return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
     }
     struct sandbox_call named = *call;
@@ -752,7 +932,7 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);
     else
-        refused(p, call, run_id, res, err);
+        refused(p, call, run_id, false, res, err);
     run_release(run);
     return rc;
 }

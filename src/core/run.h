@@ -18,6 +18,7 @@
 #pragma once
 #include "policy/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/container.h"
 
 struct run;
 struct audit_log;
@@ -36,6 +37,22 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
  * throwaway command warms the guest).
  */
 int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err);
+
+/*
+ * run_prepare() for an OCI bundle's container C (borrowed, like P): the
+ * level builds C's root, user and namespaces instead of its own, and the
+ * boundary is detached (sandbox/container.h). The container's cgroup stays
+ * after release, for its front end to remove.
+ */
+int run_prepare_container(const struct policy *p, const char *run_id,
+                          const struct sandbox_container *c, struct run **out,
+                          struct cordon_err *err);
+
+/* The boundary's top process (a container's init), or -1 once supervision took it. */
+pid_t run_boundary_pid(const struct run *run);
+
+/* A container's terminal (the pty master made at prepare), now the caller's; -1 if none. */
+int run_take_terminal(struct run *run);
 
 /*
  * Start CALL in the prepared RUN; CALL's descriptors must stay open until
@@ -71,6 +88,21 @@ int run_once(const struct policy *p, const struct sandbox_call *call,
  */
 int run_call(struct run *run, const struct policy *p, const struct sandbox_call *call,
              struct sandbox_result *res, struct cordon_err *err);
+
+/*
+ * A run refused before it started (a signature that does not hold, a flag
+ * relaxing a signed policy, a refused break-glass, a level that cannot run):
+ * one run.refused event, {reason: WHY's message, front_end ("run", "serve",
+ * "session.exec"...), uid, argv (ARGV, may be NULL), and what is known of P
+ * (may be NULL): policy_file, its digest, signer, flags; with EFFECTIVE (P is
+ * the finished policy the run would have had) its digest and level too},
+ * under RUN_ID (may be NULL), in P's audit log, or in LOG_PATH when P keeps
+ * none (a --audit flag's, when P never loaded). Best effort: nothing when
+ * neither names a log, and a log that cannot be written loses the event.
+ */
+void run_record_refused(const struct policy *p, bool effective, const char *log_path,
+                        const char *run_id, char *const *argv, const char *front_end,
+                        const struct cordon_err *why);
 
 /*
  * The policy's audit log, opened for a front end's own events (the MCP

@@ -14,6 +14,7 @@
 #include "common/decider.h"
 #include "common/fds.h"
 #include "egress/gateway_int.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -156,7 +157,7 @@ static void ask_readable(evutil_socket_t fd, short what, void *arg)
         k->len += (size_t)n;
     char *nl = memchr(k->buf, '\n', k->len);
     if (nl) {
-        answered(c, json_loadb(k->buf, (size_t)(nl - k->buf), 0, NULL));
+        answered(c, json_parse_strict(k->buf, (size_t)(nl - k->buf), 0, NULL));
         return;
     }
     if (n <= 0 || k->len == sizeof k->buf)

@@ -4,7 +4,7 @@
  * listening socket was made inside the sandbox's namespace. This file holds
  * the process and its connections: accepting, reading a request head,
  * refusing, resolving and connecting; the other steps are in the files
- * gateway_int.h lists.
+ * gateway_int.h lists, with the connection's state table.
  *
  * One request per client connection: requests are checked one by one, and
  * "Connection: close" on both sides means no second request can ride an

@@ -75,6 +75,29 @@ struct gateway {
     bool relay;               /* relays may open the proxy door with a preface (relay_wire.h) */
 };
 
+/*
+ * A connection's states, and what moves it (every state has one timer, see
+ * on_timer in gateway.c; any refusal goes to S_CLOSING by conn_refuse):
+ *
+ *   S_HEAD        reading a request head (or a door token, a relay preface,
+ *                 a ClientHello at a transparent port); a checked head goes
+ *                 to S_RESOLVING, or with a pinned name or a literal
+ *                 address straight on as if resolved
+ *   S_RESOLVING   the gateway's own lookup; the addresses are classified
+ *                 (proceed), a refused class closes, a destination the
+ *                 policy's ask rules name goes to S_ASKING, the rest to
+ *                 S_CONNECTING
+ *   S_ASKING      the decider's answer awaited (ask.c), asked only about
+ *                 permitted addresses: allowed goes to S_CONNECTING, denied
+ *                 or silent to S_CLOSING
+ *   S_CONNECTING  one checked address after another (never a new lookup);
+ *                 connected goes to S_RELAY (relay.c), or for an
+ *                 intercepted tunnel back to S_HEAD for the inner request
+ *                 (tls.c), which is checked as any head is
+ *   S_RELAY       bytes both ways, bodies counted and scrubbed where a
+ *                 secret is bound; the upstream's end goes to S_CLOSING
+ *   S_CLOSING     the answer or refusal flushed to the client, then freed
+ */
 enum conn_state { S_HEAD, S_RESOLVING, S_ASKING, S_CONNECTING, S_RELAY, S_CLOSING };
 enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 enum chunk_state { CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_END, CHUNK_TRAILER, CHUNK_DONE };

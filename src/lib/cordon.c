@@ -117,7 +117,8 @@ CORDON_API int cordon_policy_add_bind(struct cordon_policy *p, const char *spec,
 static int finalize(struct cordon_policy *p, struct cordon_error *err)
 {
     struct cordon_err e = { 0 };
-    if (!p->finalized && policy_finalize(p->p, &e) < 0)
+    /* As cordon run: with keys in the trust directory only a signed policy runs. */
+    if (!p->finalized && (policy_finalize(p->p, &e) < 0 || policy_require_trusted(p->p, &e) < 0))
         return failed(err, &e);
     p->finalized = true;
     return 0;

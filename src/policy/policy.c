@@ -5,6 +5,7 @@
  * filesystem only to resolve host paths.
  */
 #include "policy/policy_int.h"
+#include "common/digest.h"
 #include "common/hostpath.h"
 #include "common/strv.h"
 #include "common/text.h"
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define KEY(path, type, field, min, def) \
@@ -59,6 +61,7 @@ static const struct policy_key keys[] = {
     LIST("filesystem.read_write", KT_BINDS, true),
     LIST("filesystem.protected", KT_PROTECTED, true),
     LIST("filesystem.unsafe_unprotect", KT_PROTECTED, false),
+    LIST("filesystem.unix_sockets", KT_UNIX_SOCKETS, false),
     SECTION("workspace"),
     KEY("workspace.mode", KT_WS_MODE, workspace_mode, 0, POLICY_WS_DIRECT),
     KEY("workspace.commit", KT_WS_COMMIT, workspace_commit, 0, POLICY_WS_COMMIT_ON_SUCCESS),
@@ -114,6 +117,7 @@ static const struct policy_key keys[] = {
     SECTION("audit"),
     KEY("audit.file", KT_LOG_FILE, audit.file, 0, 0),
     KEY("audit.sign_key", KT_KEY_FILE, audit.sign_key, 0, 0),
+    KEY("audit.witness", KT_LOG_FILE, audit.witness, 0, 0),
     KEY("audit.checkpoint_every", KT_UINT, audit.checkpoint_every, 0, 0),
     RESERVED("audit.record_arguments", "moved to tools.record_arguments"),
     KEY("audit.fsync", KT_FSYNC, audit.fsync, 0, POLICY_AUDIT_FSYNC_CLOSE),
@@ -132,26 +136,6 @@ static const struct policy_key keys[] = {
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
-/*
- * What host tools run or trust from a directory they are pointed at, so a
- * run must not leave it in a host workspace: git's repository (hooks,
- * config with core.fsmonitor / core.hooksPath, info/, modules/) and its
- * submodule and config files; shell start-up files (a workspace is often
- * someone's $HOME); direnv's .envrc and the .env files it and many tools
- * load; editor project settings (VS Code tasks and launch configs, JetBrains
- * run configurations, vi's and Neovim's exrc); agent and MCP configuration
- * (servers an agent will start, commands it will allow); git hook managers
- * (husky, pre-commit), which git runs. AGENTS.md and the like are data.
- */
-static const char *const protected_defaults[] = {
-    ".git", ".gitmodules", ".gitconfig", ".gitattributes",
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".login",
-    ".envrc", ".env", ".env*",
-    ".vscode", ".idea", ".exrc", ".nvimrc", ".nvim.lua",
-    ".mcp.json", ".claude", ".cursor", ".codex", ".gemini",
-    ".husky", ".pre-commit-config.yaml",
-};
 
 static const char *const level_names[] = {
     [CORDON_LEVEL_PROCESS] = "process",
@@ -182,6 +166,11 @@ const char *policy_limit_name(enum policy_limit l)
     if ((unsigned)l >= POLICY_LIMIT_COUNT)
         return NULL;
     return limit_names[l];
+}
+
+const struct policy_key *policy_key_at(size_t i)
+{
+    return i < N_KEYS ? &keys[i] : NULL;
 }
 
 const struct policy_key *policy_key_find(const char *path)
@@ -249,6 +238,7 @@ const char *policy_key_expect(const struct policy_key *k)
     case KT_TEXT: return "a text";
     case KT_KEY_PATHS: return "a list of policy keys";
     case KT_TOOL_PINS: return "a list of TOOL=SHA256 pins";
+    case KT_UNIX_SOCKETS: return "a list of socket paths";
     }
     return "a value";
 }
@@ -262,6 +252,7 @@ const char *policy_key_item_expect(const struct policy_key *k)
     case KT_NAMESERVERS: return "an IP[:PORT] nameserver";
     case KT_PINS: return "HOST=IP";
     case KT_PROTECTED: return "a file name";
+    case KT_UNIX_SOCKETS: return "an absolute socket path";
     default: return "a name";
     }
 }
@@ -972,14 +963,6 @@ static int check_protected_name(const char *name, char *why, size_t len)
     return 0;
 }
 
-static bool is_default_protected(const char *name)
-{
-    for (size_t i = 0; i < sizeof protected_defaults / sizeof protected_defaults[0]; i++)
-        if (strcmp(protected_defaults[i], name) == 0)
-            return true;
-    return false;
-}
-
 static int apply_protected(struct policy *p, bool add, const char *text, char *why, size_t len)
 {
     if (check_protected_name(text, why, len) < 0)
@@ -987,9 +970,33 @@ static int apply_protected(struct policy *p, bool add, const char *text, char *w
     if (add)
         return policy_strv_add(&p->protected, &p->n_protected, text);
     /* Only by its exact name: a default is never dropped by a pattern or a typo. */
-    if (!is_default_protected(text))
+    if (!policy_protected_default(text))
         return why_printf(why, len, "\"%s\" is not a default protected name", text);
     return policy_strv_add(&p->unprotect, &p->n_unprotect, text);
+}
+
+/*
+ * A host socket the run may connect to: an absolute path, kept normalised.
+ * Whether it is a socket is asked when a run opens it (it may be made
+ * later than the policy is read), never here.
+ */
+static int apply_unix_socket(struct policy *p, const char *text, char *why, size_t len)
+{
+    bool dotdot = false;
+    if (text[0] != '/')
+        return why_printf(why, len, "expected an absolute path, got \"%s\"", text);
+    _cleanup_free_ char *norm = policy_normalize_path(text, &dotdot);
+    if (!norm)
+        return POLICY_ENOMEM;
+    if (dotdot)
+        return why_printf(why, len, "\"..\" is not allowed in \"%s\"", text);
+    if (strcmp(norm, "/") == 0)
+        return why_printf(why, len, "\"/\" is not a socket");
+    if (strlen(norm) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return why_printf(why, len, "\"%s\" is longer than a unix socket's address", text);
+    if (strv_contains(p->unix_sockets, p->n_unix_sockets, norm))
+        return 0;
+    return policy_strv_add(&p->unix_sockets, &p->n_unix_sockets, norm);
 }
 
 bool policy_protected_match(const char *pattern, const char *name)
@@ -1049,6 +1056,8 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         return policy_tools_pin(p, text, why, len);
     case KT_PROTECTED:
         return apply_protected(p, k->flag, text, why, len);
+    case KT_UNIX_SOCKETS:
+        return apply_unix_socket(p, text, why, len);
     default:
         return why_printf(why, len, "expected %s, got \"%s\"", policy_key_expect(k), text);
     }
@@ -1147,8 +1156,10 @@ struct policy *policy_new(struct cordon_err *err)
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
-    for (size_t i = 0; i < sizeof protected_defaults / sizeof protected_defaults[0]; i++)
-        if (policy_strv_add(&p->protected, &p->n_protected, protected_defaults[i]) < 0) {
+    size_t n_defaults = 0;
+    const struct policy_protected *defaults = policy_protected_defaults(&n_defaults);
+    for (size_t i = 0; i < n_defaults; i++)
+        if (policy_strv_add(&p->protected, &p->n_protected, defaults[i].name) < 0) {
             policy_free(p);
             err_set(err, CORDON_E_INTERNAL, "out of memory");
             return NULL;
@@ -1209,6 +1220,7 @@ void policy_free(struct policy *p)
     free(p->binds);
     policy_strv_free(p->protected, p->n_protected);
     policy_strv_free(p->unprotect, p->n_unprotect);
+    policy_strv_free(p->unix_sockets, p->n_unix_sockets);
     policy_strv_free(p->env_pass, p->n_env_pass);
     for (size_t i = 0; i < p->n_env_set; i++) {
         free(p->env_set[i].name);
@@ -1230,9 +1242,12 @@ void policy_free(struct policy *p)
     egress_release(&p->egress);
     free(p->audit.file);
     free(p->audit.sign_key);
+    free(p->audit.witness);
     free(p->network.upstream_ca);
     policy_gov_release(&p->gov);
     json_decref(p->break_glass);
+    json_decref(p->loaded);
+    json_decref(p->flags);
     free(p);
 }
 
@@ -1246,8 +1261,18 @@ static int flag_result(int r, const char *prefix, const char *why, struct cordon
     return 0;
 }
 
+static int add_bind(struct policy *p, const char *spec, bool writable, const char *prefix,
+                    struct cordon_err *err);
+
 int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
                struct cordon_err *err)
+{
+    TRY(policy_check_tighten(p, key, value, flag, err));
+    return policy_set_unchecked(p, key, value, flag, err);
+}
+
+int policy_set_unchecked(struct policy *p, const char *key, const char *value, const char *flag,
+                         struct cordon_err *err)
 {
     const char *prefix = flag ? flag : key;
     const struct policy_key *k = policy_key_find(key);
@@ -1261,7 +1286,7 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_RESERVED:
         return err_set(err, CORDON_E_POLICY, "%s: %s: %s", prefix, key, k->note);
     case KT_BINDS:
-        return policy_add_bind(p, value, k->flag, prefix, err);
+        return add_bind(p, value, k->flag, prefix, err);
     case KT_ENV_MAP: {
         const char *eq = strchr(value, '=');
         if (!eq)
@@ -1283,6 +1308,7 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
     case KT_KEY_PATHS:
     case KT_TOOL_PINS:
     case KT_PROTECTED:
+    case KT_UNIX_SOCKETS:
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_SECRETS:
         return flag_result(apply_secret_flag(p, value, why, sizeof why), prefix, why, err);
@@ -1312,8 +1338,14 @@ int policy_set(struct policy *p, const char *key, const char *value, const char 
 int policy_add_bind(struct policy *p, const char *spec, bool writable, const char *flag,
                     struct cordon_err *err)
 {
-    const char *prefix = flag ? flag : writable ? "filesystem.read_write"
-                                                : "filesystem.read_only";
+    const char *key = writable ? "filesystem.read_write" : "filesystem.read_only";
+    TRY(policy_check_tighten(p, key, spec, flag, err));
+    return add_bind(p, spec, writable, flag ? flag : key, err);
+}
+
+static int add_bind(struct policy *p, const char *spec, bool writable, const char *prefix,
+                    struct cordon_err *err)
+{
     char why[200] = "";
     /* The first ':' splits; a path containing ':' needs the {source, dest} form. */
     const char *colon = strchr(spec, ':');
@@ -1398,6 +1430,12 @@ static int check_outside_writable(const struct policy *p, const char *file, cons
                            "%s%s: \"%s\" is inside the writable bind \"%s\"; keep it outside",
                            where, what, file, p->binds[i].source);
     return 0;
+}
+
+bool policy_outside_writable(const struct policy *p, const char *file)
+{
+    struct cordon_err ignored;
+    return check_outside_writable(p, file, "", "", &ignored) == 0;
 }
 
 /* A secret's file must not be readable inside: the value would enter the sandbox. */
@@ -1502,6 +1540,21 @@ static void build_evidence(struct policy *p)
     unsigned char d[32];
     seccomp_profile_digest(p, d);
     hex_encode(d, sizeof d, ev->syscalls);
+    ev->file[0] = '\0';
+    if (p->loaded)
+        json_sha256_hex(p->loaded, ev->file);
+}
+
+/* The audit log and its witness are never written through a link, nor kept where a run writes. */
+static int settle_audit_files(struct policy *p, const char *where, struct cordon_err *err)
+{
+    if (p->audit.file)
+        TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
+    if (p->audit.witness)
+        TRY(settle_host_path(&p->audit.witness, false, "audit.witness", NULL, where, err));
+    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
+    TRY(check_outside_writable(p, p->audit.witness, "audit.witness", where, err));
+    return check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err);
 }
 
 int policy_finalize(struct policy *p, struct cordon_err *err)
@@ -1522,10 +1575,7 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     if (p->workspace_mode == POLICY_WS_OVERLAY && !p->workspace)
         return err_set(err, CORDON_E_POLICY, "%sworkspace.mode: overlay needs a host workspace "
                        "(filesystem.workspace or -w DIR)", where);
-    if (p->audit.file)
-        TRY(settle_host_path(&p->audit.file, false, "audit.file", NULL, where, err));
-    TRY(check_outside_writable(p, p->audit.file, "audit.file", where, err));
-    TRY(check_outside_writable(p, p->audit.sign_key, "audit.sign_key", where, err));
+    TRY(settle_audit_files(p, where, err));
     TRY(check_outside_writable(p, p->gov.require_signature, "require_signature", where, err));
     TRY(check_outside_writable(p, p->tools.pins, "tools.pins", where, err));
     for (size_t i = 0; i < p->n_secrets; i++)
@@ -1557,6 +1607,13 @@ int policy_finalize(struct policy *p, struct cordon_err *err)
     /* A key or a checkpoint rate with nothing to sign would be a silent no-op. */
     if (p->audit.sign_key && !p->audit.file)
         return err_set(err, CORDON_E_POLICY, "%saudit: sign_key is set but file is not", where);
+    if (p->audit.witness && !p->audit.file)
+        return err_set(err, CORDON_E_POLICY, "%saudit: witness is set but file is not", where);
+    /* A witness beside the log is only a copy: who cuts one cuts the other. */
+    if (p->audit.witness && !strcmp(p->audit.witness, p->audit.file))
+        return err_set(err, CORDON_E_POLICY, "%saudit: witness \"%s\" is the log itself; keep "
+                       "it on another path, out of reach of whoever may edit the log", where,
+                       p->audit.witness);
     if (p->audit.checkpoint_every && !p->audit.sign_key)
         return err_set(err, CORDON_E_POLICY,
                        "%saudit: checkpoint_every needs sign_key (checkpoints are signed)", where);

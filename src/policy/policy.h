@@ -73,6 +73,7 @@ enum policy_audit_fsync {
 struct policy_audit {
     char *file;                     /* absolute host path of the log; NULL = no log */
     char *sign_key;                 /* absolute path of an Ed25519 private key (PEM), or NULL */
+    char *witness;                  /* absolute path of the log's witness, or NULL */
     unsigned checkpoint_every;      /* a signed checkpoint every N events; 0 = only at close */
     enum policy_audit_fsync fsync;
 };
@@ -242,6 +243,13 @@ enum policy_accel { POLICY_ACCEL_KVM, POLICY_ACCEL_TCG };
  * (a daemon session's session.commit / session.discard).
  */
 enum policy_ws_mode { POLICY_WS_DIRECT, POLICY_WS_OVERLAY };
+
+/*
+ * Who may change a policy after its file (policy_narrow.c): anyone
+ * (NONE), or only to tighten it: a signed or trusted policy (SIGNED), a
+ * break-glass run's (BREAK_GLASS: it relaxes only by --relax).
+ */
+enum policy_narrow { POLICY_NARROW_NONE, POLICY_NARROW_SIGNED, POLICY_NARROW_BREAK_GLASS };
 enum policy_ws_commit { POLICY_WS_COMMIT_ON_SUCCESS, POLICY_WS_COMMIT_ALWAYS,
                         POLICY_WS_COMMIT_MANUAL };
 
@@ -273,6 +281,9 @@ struct policy {
     size_t n_protected;
     char **unprotect;               /* default names taken out (filesystem.unsafe_unprotect) */
     size_t n_unprotect;
+    char **unix_sockets;            /* host unix sockets the run may connect to (absolute,
+                                       normalised); every other host socket is refused */
+    size_t n_unix_sockets;
 
     /* env */
     char **env_pass;                /* names taken from the host */
@@ -302,10 +313,16 @@ struct policy {
         char network[65];           /* policy_network_digest_hex() */
         char tools[65];             /* policy_tools_digest_hex() */
         char syscalls[65];          /* seccomp_profile_digest() */
+        char file[65];              /* the policy as its file gave it, before flags; "" if
+                                       it came from no file */
     } evidence;                     /* read through policy_evidence() */
     bool evidence_done;
     struct policy_gov gov;
     char signer[65];                /* key_id that signed the file (checked at load), or "" */
+    enum policy_narrow narrow;      /* whether flags and per-call options may only tighten */
+    json_t *loaded;                 /* policy_to_json() as the file gave it, before any flag */
+    json_t *flags;                  /* the front end's flags on top of the file:
+                                       [{"flag", "value"}], or NULL; for run.start */
     json_t *break_glass;            /* an active break-glass: {id, reason, until, relaxed,
                                        approved_by, base_policy_digest}; in every event */
 };
@@ -334,6 +351,13 @@ size_t policy_yaml_len(const char *text, size_t len);
 
 struct policy *policy_load_string(const char *text, size_t len, const char *name,
                                   struct cordon_err *err);
+
+/*
+ * PATH as policy_load() reads it, but with no signature checked: for the
+ * record of a refused file (its digest, and the audit.file its refusal goes
+ * to), never to run. NULL with ERR when it cannot be read or parsed.
+ */
+struct policy *policy_load_unverified(const char *path, struct cordon_err *err);
 
 /*
  * Set one key from text, as a flag does: KEY is the policy path
@@ -380,6 +404,23 @@ void policy_network_digest_hex(const struct policy *p, char out[65]);
 /* The same of the tools object. */
 void policy_tools_digest_hex(const struct policy *p, char out[65]);
 
+/* One default name of filesystem.protected, with who reads it and why (protected.c). */
+struct policy_protected {
+    const char *name;  /* a file name, or a prefix ending in '*' */
+    bool dir;          /* a directory by nature: a missing one's placeholder is one */
+    const char *who;   /* the tools that read it */
+    const char *why;   /* what they run or trust from it */
+};
+
+/* The defaults, in the table's order; static. */
+const struct policy_protected *policy_protected_defaults(size_t *n);
+
+/* The default row for NAME exactly, or NULL. */
+const struct policy_protected *policy_protected_default(const char *name);
+
+/* Names considered and left unprotected, each with why; static. */
+const struct policy_protected *policy_protected_left_out(size_t *n);
+
 /*
  * Does NAME (one path component) match PATTERN from filesystem.protected:
  * exactly, or by prefix when PATTERN ends in '*'?
@@ -410,6 +451,28 @@ int policy_sign_file(const char *path, const char *key_path, char key_id[65],
                      struct cordon_err *err);
 int policy_verify_file(const char *path, const char *pub, char key_id[65], struct cordon_err *err);
 
+/*
+ * Under a signature or trust, and in a break-glass run, what a caller passes
+ * may only tighten the policy: every key has a direction (policy_narrow.c,
+ * beside the key table). policy_set(), policy_add_bind() and policy_add_env()
+ * ask policy_check_tighten() before they change anything; a front end asks it
+ * of per-call options that are no key of their own (a daemon call's timeout as
+ * limits.wall, its env as env.set NAME=VALUE). 0 when KEY=VALUE tightens P or
+ * changes nothing, or when P is POLICY_NARROW_NONE; -1 with ERR naming FLAG
+ * (KEY when NULL), VALUE and KEY. A bad VALUE fails as its setter would.
+ */
+int policy_check_tighten(const struct policy *p, const char *key, const char *value,
+                         const char *flag, struct cordon_err *err);
+
+/*
+ * VALUE of KEY as messages and the audit record show it (at most 64 bytes):
+ * an env.set NAME=VALUE as NAME=... (a value may be a credential).
+ */
+void policy_value_shown(const char *key, const char *value, char *out, size_t len);
+
+/* From now on P may only be tightened (a signed policy is so from its load). */
+void policy_narrow_only(struct policy *p, enum policy_narrow why);
+
 /* A policy not loaded from a signed file is refused when the trust directory holds keys. */
 int policy_require_trusted(const struct policy *p, struct cordon_err *err);
 const char *policy_trust_dir(void);
@@ -433,6 +496,13 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
 /* A signed approval token (JSON, caller frees) for a break-glass of P with REASON until UNTIL. */
 int policy_approve_break_glass(const struct policy *p, const char *key_path, const char *reason,
                                const char *until, char **out, struct cordon_err *err);
+
+/*
+ * FILE (NULL is fine) lies outside P's workspace and writable binds, where
+ * the sandbox cannot write, swap or relink it: where an audit log, its
+ * witness or its key may be.
+ */
+bool policy_outside_writable(const struct policy *p, const char *file);
 
 void policy_free(struct policy *p);
 DEFINE_CLEANUP(struct policy *, policy_free)

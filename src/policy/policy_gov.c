@@ -4,6 +4,7 @@
  * Runs in the CLI or supervisor; reads key and signature files only.
  */
 #include "policy/policy_int.h"
+#include "common/json.h"
 
 #include "common/sigkey.h"
 #include "common/hostpath.h"
@@ -237,7 +238,7 @@ static int check_sig(const char *path, const char *text, size_t n, EVP_PKEY **ke
     _cleanup_free_ char *st = read_small_file(sp, SIG_MAX_BYTES, &sn, err);
     if (!st)
         return -1;
-    json_auto_t *j = json_loadb(st, sn, 0, NULL);
+    json_auto_t *j = json_parse_strict(st, sn, 0, NULL);
     const char *fmt = json_string_value(json_object_get(j, "format"));
     const char *digest = json_string_value(json_object_get(j, "sha256"));
     const char *sig = json_string_value(json_object_get(j, "sig"));
@@ -356,6 +357,9 @@ int policy_check_signature(struct policy *p, const char *path, const char *text,
             rc = err_set(err, CORDON_E_POLICY, "%s: refused: %s", path, why);
     }
     free_keys(keys, n_keys);
+    /* What the signer wrote holds: from here on a caller may only tighten it. */
+    if (rc == 0 && p->signer[0])
+        policy_narrow_only(p, POLICY_NARROW_SIGNED);
     return rc;
 }
 
@@ -462,7 +466,7 @@ static int check_approval(const struct policy *p, const char *path, const char *
     _cleanup_free_ char *text = read_small_file(path, SIG_MAX_BYTES, &n, err);
     if (!text)
         return err_prefix(err, "--approval");
-    json_auto_t *j = json_loadb(text, n, 0, NULL);
+    json_auto_t *j = json_parse_strict(text, n, 0, NULL);
     const char *fmt = json_string_value(json_object_get(j, "format"));
     const char *digest = json_string_value(json_object_get(j, "policy_digest"));
     const char *why = json_string_value(json_object_get(j, "reason"));
@@ -538,10 +542,13 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
         if (!policy_may_relax(p, key))
             return err_set(err, CORDON_E_POLICY, "--relax: refused: \"%s\" is not in "
                            "break_glass.may_relax", key);
-        TRY(policy_set(p, key, eq + 1, "--relax", err));
+        /* The one way a key relaxes under a signature: it is in may_relax. */
+        TRY(policy_set_unchecked(p, key, eq + 1, "--relax", err));
         json_t *prev = json_object_get(relaxed, key);
         json_t *vals = prev ? prev : json_array();
-        json_array_append_new(vals, json_string(eq + 1));
+        char shown[80];
+        policy_value_shown(key, eq + 1, shown, sizeof shown);
+        json_array_append_new(vals, json_string(shown));
         if (!prev)
             json_object_set_new(relaxed, key, vals);
     }

@@ -44,6 +44,7 @@ enum key_type {
     KT_TEXT,        /* char *, any one-line text (checked where it is used) */
     KT_KEY_PATHS,   /* break_glass.may_relax: list of policy key paths */
     KT_TOOL_PINS,   /* tools.pinned: list of TOOL=SHA256 */
+    KT_UNIX_SOCKETS, /* filesystem.unix_sockets: list of absolute host paths */
 };
 
 struct policy_key {
@@ -66,6 +67,16 @@ enum value_origin {
 #define POLICY_ENOMEM (-2)
 
 const struct policy_key *policy_key_find(const char *path);
+
+/* The I-th key of the table, or NULL past its end (for the tests). */
+const struct policy_key *policy_key_at(size_t i);
+
+/* Which way KEY moves (policy_narrow.c's enum narrow), or -1 for a key it does not know. */
+int policy_key_direction(const char *key);
+
+/* policy_set() without asking policy_check_tighten(): break-glass's --relax, the check itself. */
+int policy_set_unchecked(struct policy *p, const char *key, const char *value, const char *flag,
+                         struct cordon_err *err);
 
 /* "version, isolation, ..." : the keys directly under SECTION ("" = top). */
 void policy_key_children(const char *section, char *buf, size_t len);

@@ -97,11 +97,17 @@ static json_t *limits_json(const struct policy_limits *lim)
 
 static json_t *audit_json(const struct policy_audit *a)
 {
-    return json_pack("{s:o, s:o, s:I, s:s}",
-                     "file", a->file ? json_string(a->file) : json_null(),
-                     "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
-                     "checkpoint_every", (json_int_t)a->checkpoint_every,
-                     "fsync", a->fsync == POLICY_AUDIT_FSYNC_ALWAYS ? "always" : "close");
+    json_t *o = json_pack("{s:o, s:o, s:I, s:s}",
+                          "file", a->file ? json_string(a->file) : json_null(),
+                          "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
+                          "checkpoint_every", (json_int_t)a->checkpoint_every,
+                          "fsync", a->fsync == POLICY_AUDIT_FSYNC_ALWAYS ? "always" : "close");
+    /* Only where set: a policy without one keeps the digest it had. */
+    if (o && a->witness && put(o, "witness", json_string(a->witness)) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 static json_t *network_json(const struct policy_network *n)
@@ -229,6 +235,7 @@ json_t *policy_to_json(const struct policy *p)
         put(fs, "read_write", binds_json(p, true)) < 0 ||
         put(fs, "protected", strv_json(p->protected, p->n_protected)) < 0 ||
         put(fs, "unsafe_unprotect", strv_json(p->unprotect, p->n_unprotect)) < 0 ||
+        put(fs, "unix_sockets", strv_json(p->unix_sockets, p->n_unix_sockets)) < 0 ||
         put(root, "env", env_json(p)) < 0 ||
         put(root, "limits", limits_json(&p->limits)) < 0)
         return NULL;

@@ -3,8 +3,10 @@
  * and JSON form. Runs in the supervisor.
  */
 #include "sandbox/backend.h"
+#include "common/json.h"
 
 #include <stddef.h>
+#include <string.h>
 
 const char *run_reason_name(enum run_reason r)
 {
@@ -73,8 +75,11 @@ static int admits(const struct sandbox_backend *b, const struct policy *p, struc
 }
 
 const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct sandbox_skips *skipped,
                                                      struct cordon_err *err)
 {
+    if (skipped)
+        skipped->n = 0;
     /* Asked before anything of the run exists: a refusal leaves no host state. */
     if (!p->n_level_fallbacks) {
         const struct sandbox_backend *b = sandbox_backend_for(p->level, err);
@@ -88,6 +93,16 @@ const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
         const struct sandbox_backend *b = sandbox_backend_for(l, &e);
         if (b && b->probe(&e) == 0 && admits(b, p, &e) == 0)
             return b;
+        /* Said when a later level runs: a fallback is never silent. */
+        if (skipped && skipped->n < sizeof skipped->skip / sizeof skipped->skip[0]) {
+            struct sandbox_skip *s = &skipped->skip[skipped->n++];
+            const char *name = cordon_level_name(l);
+            size_t n = strlen(name);
+            /* "microvm: no QEMU at ..." is said as the level's: without its name again. */
+            bool named = !strncmp(e.msg, name, n) && e.msg[n] == ':' && e.msg[n + 1] == ' ';
+            s->level = l;
+            snprintf(s->why, sizeof s->why, "%s", named ? e.msg + n + 2 : e.msg);
+        }
         int n = snprintf(why + used, sizeof why - used, "%s%s: %s", i ? "; " : "",
                          cordon_level_name(l), e.msg);
         used = n < 0 || (size_t)n >= sizeof why - used ? sizeof why - 1 : used + (size_t)n;
@@ -132,6 +147,18 @@ static void fs_caps_json(json_t *enforced, const struct sandbox_result *res,
         json_object_set_new(enforced, fs[i].size_key, json_string(sized ? "tmpfs" : "none"));
         json_object_set_new(enforced, fs[i].inodes_key, json_string(inodes));
     }
+}
+
+json_t *sandbox_skips_to_json(const struct sandbox_skips *skipped)
+{
+    if (!skipped->n)
+        return NULL;
+    json_t *a = json_array();
+    for (unsigned i = 0; a && i < skipped->n; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s}", "level",
+                                           cordon_level_name(skipped->skip[i].level),
+                                           "reason", skipped->skip[i].why));
+    return a;
 }
 
 json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct policy *p)
@@ -182,7 +209,7 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
     size_t cap = sizeof e->recent / sizeof e->recent[0];
     for (unsigned i = 0; i < e->n_recent; i++) {
         const char *line = e->recent[(e->next + cap - e->n_recent + i) % cap];
-        json_t *d = json_loads(line, 0, NULL);
+        json_t *d = json_parse_strict_str(line, 0, NULL);
         if (d)
             json_array_append_new(recent, d);
     }
@@ -205,14 +232,22 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         json_object_set_new(o, "workspace", workspace_report_json(&res->workspace));
     if (o && res->txn.outcome != TXN_NONE)
         json_object_set_new(o, "transaction", txn_summary_json(&res->txn));
-    json_t *boundary = res->boundary[0] ? json_loads(res->boundary, 0, NULL) : NULL;
+    json_t *boundary = res->boundary[0] ? json_parse_strict_str(res->boundary, 0, NULL) : NULL;
     if (o && boundary)
         json_object_set_new(o, "boundary", boundary);
     else
         json_decref(boundary);
+    json_t *skips = sandbox_skips_to_json(&res->skipped);
+    if (o && skips)
+        json_object_set_new(o, "levels_skipped", skips);
+    else
+        json_decref(skips);
     if (o && res->run_id[0])
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)
         json_object_set_new(o, "error", json_string(res->error.msg));
+    /* Only where the record is incomplete: then status is 125, whatever the command did. */
+    if (o && res->audit[0])
+        json_object_set_new(o, "audit", json_string(res->audit));
     return o;
 }

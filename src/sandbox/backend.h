@@ -52,6 +52,7 @@ struct sandbox_call {
                                 the policy's */
     const char *session_id;  /* the daemon's session the run belongs to, for the audit
                                 record, or NULL */
+    const char *container_id; /* the OCI container the run is, for the audit record, or NULL */
     const struct start_file *files; /* placed in /workspace before the command starts */
     size_t n_files;
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
@@ -71,6 +72,18 @@ struct sandbox_call {
      * manual (the result's transaction "pending"); the caller owns it then
      * (sandbox/txn.h). NULL: nobody can decide later, and it is dropped. */
     int *keep_layer;
+    /* in_fd, out_fd and err_fd become the command's own stdio, not relayed
+     * (an OCI container's: its engine reads them); no output limit applies. */
+    bool direct_stdio;
+};
+
+/* The levels of the policy's list passed over for the one chosen, and why. */
+struct sandbox_skips {
+    struct sandbox_skip {
+        enum cordon_level level;
+        char why[sizeof ((struct cordon_err *)0)->msg];
+    } skip[3];               /* the policy lists at most three fallbacks */
+    unsigned n;
 };
 
 struct sandbox_result {
@@ -97,6 +110,8 @@ struct sandbox_result {
     struct txn_summary txn;  /* an overlay workspace's change, and what became of it */
     char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
+    char audit[320];         /* what of the run's audit record could not be written, or "" */
+    struct sandbox_skips skipped; /* the policy's levels passed over for this one */
 };
 
 struct cgroup_set;
@@ -130,6 +145,9 @@ struct sandbox_setup {
     /* The supervisor holds the memory limit by this meter (meters_memory,
      * and no cgroup): the backend opens it once its boundary runs. NULL: no. */
     struct mem_meter *meter;
+    /* An OCI bundle's container (sandbox/container.h) instead of cordon's own
+     * root and user; only a level with .containers builds one. */
+    const struct sandbox_container *container;
 };
 
 /* A boundary built and blocked at the start seam (see sandbox/start.h). */
@@ -158,6 +176,9 @@ struct sandbox_boundary {
     const char *workdir, *tmpdir, *ca_cert, *ca_bundle;
     char evidence[512]; /* the level's own facts (a JSON object) for run.start and
                            the result, or "" */
+    int tty_master;   /* a container's terminal, made at prepare (its master), or -1 when
+                         none; the front end takes it (run_take_terminal) */
+    bool container;   /* built by container_prepare(): its release is container.c's */
 };
 
 /*
@@ -188,6 +209,7 @@ struct sandbox_backend {
     /* Its /tmp, /dev/shm and scratch workspace are tmpfs of the run's own
      * whose size (filesystem.*_size) and inode count (*_inodes) hold. */
     bool tmpfs_sizes, tmpfs_inodes;
+    bool containers;  /* builds an OCI bundle's container (sandbox_setup.container) */
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Optional: can it run P here (the policy may forbid what the host
@@ -219,11 +241,16 @@ unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT]);
 
 /*
  * The backend for P: its level, or with fallbacks (isolation: [a, b]) the
- * first whose probe passes. A level that cannot run is never replaced by
- * one the policy did not list: NULL with ERR naming each level's reason.
+ * first whose probe passes, with each level tried before it and its reason
+ * in SKIPPED (NULL: not wanted). A level that cannot run is never replaced
+ * by one the policy did not list: NULL with ERR naming each level's reason.
  */
 const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct sandbox_skips *skipped,
                                                      struct cordon_err *err);
+
+/* SKIPPED as [{"level", "reason"}], for the result and run.start; NULL when none. */
+json_t *sandbox_skips_to_json(const struct sandbox_skips *skipped);
 
 /*
  * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one

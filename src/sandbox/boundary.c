@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -257,5 +259,31 @@ int sandbox_ca_bundle(const char *ca_pem, char **out, size_t *len, struct cordon
         *out = NULL;
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     }
+    return 0;
+}
+
+int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out,
+                         size_t size, struct cordon_err *err)
+{
+    static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[6];
+    char suffix[sizeof r + 1];
+    out[0] = '\0';
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        return err_sys(err, CORDON_E_SETUP, "cannot name a private directory in /tmp");
+    for (size_t i = 0; i < sizeof r; i++)
+        suffix[i] = chars[r[i] % (sizeof chars - 1)];
+    suffix[sizeof r] = '\0';
+    /* Named by its maker, as the run's other host entries are (cgroups): whose it is shows. */
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "/tmp/cordon-%s-%d-%s", kind, (int)getpid(), suffix) >=
+        (int)size)
+        return err_set(err, CORDON_E_INTERNAL, "private directory name too long");
+    /* A random name cannot be taken before us; one that is, is refused, never shared. */
+    if (s->guard_dir && s->guard_dir(s->guard_arg, dir, err) < 0)
+        return -1;
+    if (mkdir(dir, 0700) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot make the run's directory '%s'", dir);
+    snprintf(out, size, "%s", dir);
     return 0;
 }

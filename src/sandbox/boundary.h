@@ -32,9 +32,16 @@ extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
 extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
 
 /*
- * Where the audit log and its signing key would show inside through the
- * policy's binds (never writable ones: policy_finalize refuses that), each
- * to be covered by a read-only, nodev /dev/null: at most MAX paths into AT.
+ * The host files no run may see at any level: the audit log, its witness
+ * and its signing key (NULL where the policy has none).
+ */
+#define SANDBOX_N_HIDDEN_FILES 3
+void sandbox_hidden_files(const struct policy *p, const char *out[SANDBOX_N_HIDDEN_FILES]);
+
+/*
+ * Where those files would show inside through the policy's binds (never
+ * writable ones: policy_finalize refuses that), each to be covered by a
+ * read-only, nodev /dev/null: at most MAX paths into AT.
  */
 #define SANDBOX_MAX_HIDDEN 64
 size_t sandbox_hidden_paths(const struct policy *p, char (*at)[PATH_MAX], size_t max);
@@ -106,6 +113,14 @@ void boundary_release(struct sandbox_boundary *b);
 
 /* In the supervisor: the boundary's error record once it failed (-1 always). */
 int boundary_child_error(int err_r, struct cordon_err *err);
+
+/*
+ * In the supervisor: a fresh 0700 directory /tmp/cordon-KIND-PID-XXXXXX (a
+ * random suffix) into OUT, named to S's guard (the watchdog) before it is
+ * made, so that no kill leaves it behind. -1 with ERR, OUT "".
+ */
+int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out,
+                         size_t size, struct cordon_err *err);
 
 /*
  * In the command, after the seam: its own session, stdio from M (or the pty

@@ -128,8 +128,18 @@ static void own_view_free(struct own_view *v)
     free(v->mountinfo);
 }
 
+static int hierarchy_dir(const struct own_view *v, const char *controller, bool mine, char *out,
+                         size_t size);
+
 static int own_cgroup_dir(const struct own_view *v, const char *controller, char *out,
                           size_t size)
+{
+    return hierarchy_dir(v, controller, true, out, size);
+}
+
+/* Where CONTROLLER's hierarchy shows our cgroup (MINE) or its own root. */
+static int hierarchy_dir(const struct own_view *v, const char *controller, bool mine, char *out,
+                         size_t size)
 {
     if (!v->cgroup || !v->mountinfo)
         return -1;
@@ -196,7 +206,7 @@ static int own_cgroup_dir(const struct own_view *v, const char *controller, char
                 continue;
             rel = own + rlen;
         }
-        if (strcmp(rel, "/") == 0)
+        if (strcmp(rel, "/") == 0 || !mine)
             rel = "";
         snprintf(out, size, "%s%s", mnt, rel);
         return 0;
@@ -258,41 +268,67 @@ int cgroup_enter_delegated(struct cordon_err *err)
     return 0;
 }
 
-static bool try_v2(const struct own_view *v, struct cgroup_set *cg, const char *name)
+/* Who is told of a directory before it is made. */
+struct guard {
+    int (*fn)(void *arg, const char *dir, struct cordon_err *err);
+    void *arg;
+    struct cordon_err *err;
+};
+
+static int make_guarded(const struct guard *g, const char *dir)
+{
+    if (g->fn && g->fn(g->arg, dir, g->err) < 0)
+        return -2;
+    return mkdir(dir, 0755);
+}
+
+/* 1 made, 0 not here (v1 may do), -1 the guard failed. */
+static int try_v2(const struct own_view *v, struct cgroup_set *cg, const char *name,
+                  const struct guard *g)
 {
     char own[PATH_MAX], buf[512];
     if (v2_base(v, own, sizeof own) < 0)
-        return false;
+        return 0;
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/cgroup.controllers", own) >= (int)sizeof path ||
         read_small(path, buf, sizeof buf) < 0 || !strstr(buf, "memory") || !strstr(buf, "pids"))
-        return false;
+        return 0;
     /* Fails with EBUSY when our own cgroup holds processes (no internal
      * processes rule): then v1 is the way, or nothing. */
     if (write_file(own, "cgroup.subtree_control", "+memory +pids") < 0)
-        return false;
+        return 0;
     char dir[PATH_MAX];
-    if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir || mkdir(dir, 0755) < 0)
-        return false;
+    if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir)
+        return 0;
+    int made = make_guarded(g, dir);
+    if (made < 0)
+        return made == -2 ? -1 : 0;
     for (int c = 0; c < CGROUP_COUNT; c++)
         snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
     cg->version = 2;
-    return true;
+    return 1;
 }
 
-static void create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name);
+static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name,
+                     const struct guard *g);
 
-void cgroup_create(struct cgroup_set *cg, const char *name)
+int cgroup_create(struct cgroup_set *cg, const char *name,
+                  int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
+                  struct cordon_err *err)
 {
     memset(cg, 0, sizeof *cg);
     struct own_view v = { 0 };
     own_view_load(&v);
-    if (!try_v2(&v, cg, name))
-        create_v1(&v, cg, name);
+    const struct guard g = { guard, arg, err };
+    int rc = try_v2(&v, cg, name, &g);
+    if (rc == 0)
+        rc = create_v1(&v, cg, name, &g);
     own_view_free(&v);
+    return rc < 0 ? -1 : 0;
 }
 
-static void create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name)
+static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name,
+                     const struct guard *g)
 {
     for (int c = 0; c < CGROUP_COUNT; c++) {
         char own[PATH_MAX];
@@ -304,7 +340,10 @@ static void create_v1(const struct own_view *v, struct cgroup_set *cg, const cha
         char dir[PATH_MAX];
         if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir)
             continue;
-        if (mkdir(dir, 0755) < 0) {
+        int made = make_guarded(g, dir);
+        if (made == -2)
+            return -1;
+        if (made < 0) {
             snprintf(cg->why[c], sizeof cg->why[c], "cannot create cgroup '%.120s': %s", dir,
                      strerror(errno));
             continue;
@@ -312,6 +351,77 @@ static void create_v1(const struct own_view *v, struct cgroup_set *cg, const cha
         snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
         cg->version = 1;
     }
+    return 0;
+}
+
+/* mkdir -p of PATH beneath BASE, each new level's controllers enabled below it (v2: CTRL). */
+static int make_path(const char *base, const char *path, const char *ctrl, char *out, size_t size,
+                     const struct guard *g)
+{
+    if (snprintf(out, size, "%s%s%s", base, *path == '/' ? "" : "/", path) >= (int)size) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *slash = out + strlen(base) + 1; (slash = strchr(slash, '/')); slash++) {
+        *slash = '\0';
+        int rc = mkdir(out, 0755);
+        *slash = '/';
+        if (rc < 0 && errno != EEXIST)
+            return -1;
+    }
+    for (char *slash = out + strlen(base); ctrl && slash; slash = strchr(slash + 1, '/')) {
+        char saved = *slash;
+        *slash = '\0';
+        (void)write_file(out, "cgroup.subtree_control", ctrl);
+        *slash = saved;
+    }
+    return make_guarded(g, out);
+}
+
+int cgroup_create_at(struct cgroup_set *cg, const char *path,
+                     int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
+                     struct cordon_err *err)
+{
+    memset(cg, 0, sizeof *cg);
+    const struct guard g = { guard, arg, err };
+    struct own_view v = { 0 };
+    own_view_load(&v);
+    char root[PATH_MAX], buf[512], probe[PATH_MAX + 32];
+    int rc = 0;
+    if (hierarchy_dir(&v, "", false, root, sizeof root) == 0 &&
+        snprintf(probe, sizeof probe, "%s/cgroup.controllers", root) < (int)sizeof probe &&
+        read_small(probe, buf, sizeof buf) > 0 && strstr(buf, "memory") && strstr(buf, "pids")) {
+        char dir[PATH_MAX];
+        int made = make_path(root, path, "+memory +pids +cpu", dir, sizeof dir, &g);
+        if (made == -1)
+            rc = err_sys(err, CORDON_E_SETUP, "cannot create cgroup '%s' under '%s'", path, root);
+        else if (made < 0)
+            rc = -1; /* the guard said why */
+        for (int c = 0; rc == 0 && c < CGROUP_COUNT; c++)
+            snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
+        cg->version = rc == 0 ? 2 : 0;
+        own_view_free(&v);
+        return rc;
+    }
+    for (int c = 0; c < CGROUP_COUNT && rc == 0; c++) {
+        if (hierarchy_dir(&v, v1_names[c], false, root, sizeof root) < 0) {
+            snprintf(cg->why[c], sizeof cg->why[c], "no cgroup v1 '%s' hierarchy", v1_names[c]);
+            continue;
+        }
+        int made = make_path(root, path, NULL, cg->dir[c], sizeof cg->dir[c], &g);
+        if (made < 0) {
+            rc = made == -1 ? err_sys(err, CORDON_E_SETUP, "cannot create cgroup '%s' under '%s'",
+                                      path, root)
+                            : -1;
+            cg->dir[c][0] = '\0';
+        } else {
+            cg->version = 1;
+        }
+    }
+    own_view_free(&v);
+    if (rc < 0)
+        cgroup_destroy(cg);
+    return rc;
 }
 
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c)

@@ -34,9 +34,24 @@ struct cgroup_stats {
 /*
  * Create the run's cgroup(s) named NAME under the supervisor's own. Missing
  * controllers are not an error here: each is recorded in cg->why, and the
- * caller decides whether a limit may degrade.
+ * caller decides whether a limit may degrade. GUARD (may be NULL) is told
+ * each directory before it is made (the watchdog, which removes it should
+ * the supervisor die, even between the mkdir and the next line); -1 with
+ * ERR when it fails, and nothing is made after.
  */
-void cgroup_create(struct cgroup_set *cg, const char *name);
+int cgroup_create(struct cgroup_set *cg, const char *name,
+                  int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
+                  struct cordon_err *err);
+
+/*
+ * The same at PATH ("/default/ID", an OCI container's cgroupsPath) from the
+ * root of each hierarchy rather than beneath the supervisor's cgroup, its
+ * parents made as needed, each cgroup named to GUARD before it is made; a
+ * cgroup already there is an error.
+ */
+int cgroup_create_at(struct cgroup_set *cg, const char *path,
+                     int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
+                     struct cordon_err *err);
 
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c);
 

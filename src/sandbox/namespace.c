@@ -8,7 +8,10 @@
 #include "policy/policy.h"
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
+#include "sandbox/container.h"
+#include "sandbox/ns_int.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/notify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
 
@@ -60,7 +63,7 @@ static _Noreturn void child_fail(const struct child_fds *fds, struct cordon_err 
     boundary_fail(fds->err_w, err);
 }
 
-static int loopback_up(struct cordon_err *err)
+int ns_loopback_up(struct cordon_err *err)
 {
     _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0)
@@ -98,6 +101,7 @@ static int become_sandbox_user(const struct ns_plan *plan, struct cordon_err *er
 struct command_confine {
     const struct ns_plan *plan;
     const struct seccomp_program *filter;
+    int notify_w; /* the connect() filter's listener goes to init over it */
 };
 
 static int confine_ns_command(void *arg, struct cordon_err *err)
@@ -105,7 +109,8 @@ static int confine_ns_command(void *arg, struct cordon_err *err)
     const struct command_confine *c = arg;
     if (mkdir(SANDBOX_HOME, 0700) < 0 && errno != EEXIST)
         return err_sys(err, CORDON_E_SETUP, "cannot make %s", SANDBOX_HOME);
-    return confine_command(&c->plan->confine, c->filter, err);
+    return confine_command_notified(&c->plan->confine, c->filter, &c->plan->usock_filter,
+                                    c->notify_w, err);
 }
 
 /*
@@ -130,7 +135,7 @@ static void close_inherited(const struct ns_plan *plan, const struct child_fds *
  * here (so it lives in the sandbox's network namespace) and handed out to
  * the gateway, which serves it from the host's. The sandbox keeps no copy.
  */
-static int open_gateway_door(int sock, struct cordon_err *err)
+int ns_open_gateway_door(int sock, struct cordon_err *err)
 {
     _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (l < 0)
@@ -181,7 +186,7 @@ static int bound_socket(int type, uint32_t addr, uint16_t port, struct cordon_er
  * socket and a listener on 0.0.0.0:PORT for each port the policy lets a name
  * be reached on, handed to the gateway in that order.
  */
-static int open_transparent_doors(const struct ns_plan *plan, int sock, struct cordon_err *err)
+int ns_open_transparent_doors(const struct ns_plan *plan, int sock, struct cordon_err *err)
 {
     if (route_synthetic_range(err) < 0)
         return -1;
@@ -198,6 +203,49 @@ static int open_transparent_doors(const struct ns_plan *plan, int sock, struct c
             return err_sys(err, CORDON_E_SETUP, "cannot hand the gateway its sockets");
     }
     return 0;
+}
+
+static void noop(int sig)
+{
+    (void)sig;
+}
+
+/*
+ * Init's loop once the command runs: reap every child (orphans come here),
+ * and make the command's connect()s (usock.h) while LISTENER lasts. SIGCHLD
+ * is held but for the wait itself, so no child's end goes unseen.
+ */
+static _Noreturn void keep_and_reap(const struct ns_plan *plan, pid_t cmd, int listener,
+                                    int status_w)
+{
+    sigset_t chld, during;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    struct sigaction sa = { .sa_handler = noop, .sa_flags = SA_RESTART };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    sigprocmask(SIG_BLOCK, &chld, &during);
+    sigdelset(&during, SIGCHLD);
+    for (;;) {
+        int ws;
+        pid_t w;
+        while ((w = waitpid(-1, &ws, WNOHANG)) > 0)
+            if (w == cmd) {
+                (void)!write(status_w, &ws, sizeof ws);
+                /* Exiting kills everything else in the PID namespace. */
+                _exit(0);
+            }
+        if (w < 0 && errno == ECHILD)
+            _exit(125);
+        struct pollfd p = { .fd = listener, .events = POLLIN };
+        if (ppoll(&p, listener >= 0 ? 1 : 0, NULL, &during) <= 0)
+            continue; /* a child ended (or a signal passed on) */
+        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) ||
+            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock) < 0)) {
+            close(listener);
+            listener = -1; /* no task of the run holds the filter any more */
+        }
+    }
 }
 
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
@@ -234,10 +282,10 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         child_fail(fds, &err);
     }
     int layer = -1;
-    if (mounts_enter_root(plan, &layer, &err) < 0 || loopback_up(&err) < 0 ||
-        (fds->gw_sock >= 0 && open_gateway_door(fds->gw_sock, &err) < 0) ||
+    if (mounts_enter_root(plan, &layer, &err) < 0 || ns_loopback_up(&err) < 0 ||
+        (fds->gw_sock >= 0 && ns_open_gateway_door(fds->gw_sock, &err) < 0) ||
         (fds->gw_sock >= 0 && plan->transparent &&
-         open_transparent_doors(plan, fds->gw_sock, &err) < 0))
+         ns_open_transparent_doors(plan, fds->gw_sock, &err) < 0))
         child_fail(fds, &err);
     if (layer >= 0) {
         /* The supervisor commits the layer after the run: its handle leaves
@@ -288,15 +336,22 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         close(ws);
     }
 
+    int nsock[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nsock) < 0) {
+        err_sys(&err, CORDON_E_SETUP, "cannot create the connect filter's socket");
+        child_fail(fds, &err);
+    }
     pid_t cmd = fork();
     if (cmd < 0) {
         err_sys(&err, CORDON_E_SETUP, "cannot fork the command");
         child_fail(fds, &err);
     }
     if (cmd == 0) {
-        struct command_confine cc = { plan, &filter };
+        close(nsock[0]);
+        struct command_confine cc = { plan, &filter, nsock[1] };
         boundary_exec(&m, tty, "/workspace", fds->err_w, confine_ns_command, &cc);
     }
+    close(nsock[1]);
     if (tty >= 0)
         close(tty); /* the command's alone: its end is the terminal's hangup */
 
@@ -306,24 +361,16 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         close(m.stdio[i]);
     confine_drop_capabilities(&err);
     boundary_forward_signals(cmd);
-    for (;;) {
-        int ws;
-        pid_t w = waitpid(-1, &ws, 0);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            _exit(125);
-        if (w == cmd) {
-            (void)!write(fds->status_w, &ws, sizeof ws);
-            /* Exiting kills everything else in the PID namespace. */
-            _exit(0);
-        }
-    }
+    /* -1: the command failed before it installed its filter (it reports why). */
+    int listener = recv_fd(nsock[0]);
+    close(nsock[0]);
+    notify_sync_wakeup(listener);
+    keep_and_reap(plan, cmd, listener, fds->status_w);
 }
 
 /* ---- supervisor side ---- */
 
-static int write_proc(pid_t pid, const char *file, const char *text, struct cordon_err *err)
+int ns_write_proc(pid_t pid, const char *file, const char *text, struct cordon_err *err)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
@@ -339,15 +386,15 @@ static int write_id_maps(pid_t pid, bool root, uid_t host_base, struct cordon_er
     if (root) {
         /* In-namespace root and the sandbox user, both unprivileged on the host. */
         snprintf(map, sizeof map, "0 %u 1\n%d %u 1\n", host_base, SANDBOX_UID, host_base + 1);
-        TRY(write_proc(pid, "uid_map", map, err));
-        TRY(write_proc(pid, "gid_map", map, err));
+        TRY(ns_write_proc(pid, "uid_map", map, err));
+        TRY(ns_write_proc(pid, "gid_map", map, err));
         return 0;
     }
     snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_UID, (unsigned)getuid());
-    TRY(write_proc(pid, "uid_map", map, err));
-    TRY(write_proc(pid, "setgroups", "deny", err));
+    TRY(ns_write_proc(pid, "uid_map", map, err));
+    TRY(ns_write_proc(pid, "setgroups", "deny", err));
     snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_GID, (unsigned)getgid());
-    return write_proc(pid, "gid_map", map, err);
+    return ns_write_proc(pid, "gid_map", map, err);
 }
 
 struct pipes {
@@ -372,8 +419,8 @@ static int ns_probe(struct cordon_err *err)
     return 0;
 }
 
-/* What open_transparent_doors() handed out, in its order; -1 when one is missing. */
-static int recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b)
+/* What ns_open_transparent_doors() handed out, in its order; -1 when one is missing. */
+int ns_recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b)
 {
     for (size_t i = 0; i < 1 + plan->n_ports; i++) {
         int fd = recv_fd(sock);
@@ -386,6 +433,8 @@ static int recv_transparent_doors(const struct ns_plan *plan, int sock, struct s
 
 static void ns_release(struct sandbox_boundary *b)
 {
+    if (b->container)
+        return container_boundary_release(b);
     boundary_release(b);
 }
 
@@ -394,6 +443,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
 {
     const struct policy *p = s->p;
     bool root = geteuid() == 0;
+    if (s->container)
+        return container_prepare(s, b, true, err);
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1, .layer = -1 };
     bool overlay = p->workspace && p->workspace_mode == POLICY_WS_OVERLAY;
@@ -414,7 +465,9 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
             if (ports[i] != GATEWAY_PORT)
                 plan.ports[plan.n_ports++] = ports[i];
     }
-    if (mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
+    if (usock_keeper_init(&plan.usock, p, true, err) < 0 ||
+        usock_program(&plan.usock_filter, err) < 0 ||
+        mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
         (s->ca_pem && mounts_add_ca(&plan, s->ca_pem, err) < 0))
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
@@ -475,7 +528,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     /* The door, then "ready" at the seam; either missing means the child failed. */
     if ((overlay && (b->layer = recv_fd(pp.layer[0])) < 0) ||
         (s->gateway && (b->door = recv_fd(pp.gw[0])) < 0) ||
-        (plan.transparent && recv_transparent_doors(&plan, pp.gw[0], b) < 0) ||
+        (plan.transparent && ns_recv_transparent_doors(&plan, pp.gw[0], b) < 0) ||
         start_ready_wait(pp.start[0]) < 0) {
         boundary_child_error(pp.err[0], err);
         goto out;
@@ -504,6 +557,7 @@ out:
     cgroup_ticket_close(&ticket);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);
+    seccomp_program_release(&plan.usock_filter);
     return rc;
 }
 
@@ -513,6 +567,7 @@ const struct sandbox_backend namespace_backend = {
     .overlay = true,
     .tmpfs_sizes = true,
     .tmpfs_inodes = true,
+    .containers = true,
     .probe = ns_probe,
     .prepare = ns_prepare,
     .release = ns_release,

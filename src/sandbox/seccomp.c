@@ -161,11 +161,30 @@ static const struct {
  */
 #define PROTOCOL_BOUND_BITS 9
 
+/*
+ * Unix streams and seqpacket sockets; a unix datagram socket gets EACCES:
+ * any send on one may name an address past connect(), which the keeper
+ * (sandbox/usock.h) cannot check without making every send itself. Other
+ * types (none the kernel has) get the default. Any protocol: the kernel
+ * takes only 0 anyway.
+ */
+static int add_unix(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
+{
+    static const uint32_t types[] = { SOCK_STREAM, SOCK_SEQPACKET };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        struct scmp_arg_cmp cmp[] = { SCMP_CMP(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_UNIX),
+                                      SCMP_CMP(1, SCMP_CMP_MASKED_EQ, SOCK_TYPE_BITS, types[i]) };
+        TRY(add_rule(ctx, SCMP_ACT_ALLOW, nr, name, 2, cmp, err));
+    }
+    struct scmp_arg_cmp dgram[] = { SCMP_CMP(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_UNIX),
+                                    SCMP_CMP(1, SCMP_CMP_MASKED_EQ, SOCK_TYPE_BITS, SOCK_DGRAM) };
+    return add_rule(ctx, SCMP_ACT_ERRNO(EACCES), nr, name, 2, dgram, err);
+}
+
 static int add_socket(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
 {
     static const uint32_t families[] = { AF_UNIX, AF_INET, AF_INET6 };
-    /* AF_UNIX with any type and protocol: the kernel takes only protocol 0 anyway. */
-    TRY(add_allow_values(ctx, nr, name, 0, families, 1, err));
+    TRY(add_unix(ctx, nr, name, err));
     for (size_t i = 0; i < sizeof inet_sockets / sizeof inet_sockets[0]; i++) {
         const uint32_t *protocols = inet_sockets[i].protocols;
         struct scmp_arg_cmp fixed[] = {
@@ -188,7 +207,7 @@ static int add_socket(scmp_filter_ctx ctx, int nr, const char *name, struct cord
 static int add_socketpair(scmp_filter_ctx ctx, int nr, const char *name, struct cordon_err *err)
 {
     static const uint32_t families[] = { AF_UNIX };
-    TRY(add_allow_values(ctx, nr, name, 0, families, 1, err));
+    TRY(add_unix(ctx, nr, name, err));
     return refuse_other_families(ctx, nr, name, families, 1, err);
 }
 
@@ -354,7 +373,12 @@ int seccomp_program_compile(const struct policy *p, struct seccomp_program *out,
     *out = (struct seccomp_program){ 0 };
     _cleanup_(ctx_releasep) scmp_filter_ctx ctx = NULL;
     TRY(build_ctx(p, &ctx, err));
+    return seccomp_program_export(ctx, out, err);
+}
 
+int seccomp_program_export(void *ctx, struct seccomp_program *out, struct cordon_err *err)
+{
+    *out = (struct seccomp_program){ 0 };
     _cleanup_close_ int fd = memfd_create("cordon-seccomp", MFD_CLOEXEC);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create a memfd for the seccomp filter");

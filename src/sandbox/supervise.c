@@ -3,6 +3,7 @@
  * clock and the output; the sandbox owns nothing. Runs in the supervisor.
  */
 #include "sandbox/supervise.h"
+#include "common/json.h"
 
 #include "audit/audit.h"
 #include "common/cleanup.h"
@@ -193,7 +194,7 @@ static void note_decision(struct supervision *s, struct sandbox_result *res, con
 {
     struct egress_summary *e = &res->egress;
     json_error_t jerr;
-    json_t *d = json_loadb(line, len, 0, &jerr);
+    json_t *d = json_parse_strict(line, len, 0, &jerr);
     if (!d)
         return;
     /* The gateway asked the decider (network.ask): a question and its
@@ -393,6 +394,34 @@ static void finish(struct loop *l, struct rusage *ru)
         res->reason = RUN_CPU_LIMIT;
 }
 
+/* Init is gone (POLLED: its pidfd said so) or may be: reap it and end the run. */
+static void reap_init(struct loop *l, bool polled)
+{
+    struct supervision *s = l->s;
+    struct rusage ru;
+    int ws;
+    pid_t w = wait4(s->init_pid, &ws, polled ? 0 : WNOHANG, &ru);
+    /* A container's init is not ours to reap (its creator's caller does): its
+     * pidfd said it is gone, the status pipe says how. */
+    if (w < 0 && errno == ECHILD && polled) {
+        w = s->init_pid;
+        memset(&ru, 0, sizeof ru);
+    }
+    if (w != s->init_pid)
+        return;
+    l->init_done = true;
+    /* The status arrives before init exits; drain it now. */
+    if (s->status_r >= 0)
+        read_command_status(l);
+    if (s->err_r >= 0) {
+        fcntl(s->err_r, F_SETFL, O_NONBLOCK);
+        read_setup_error(l);
+    }
+    if (s->in_w >= 0)
+        closep(&s->in_w), s->in_w = -1;
+    finish(l, &ru);
+}
+
 void supervise(struct supervision *s, struct sandbox_result *res)
 {
     struct loop l = { .s = s, .res = res };
@@ -488,24 +517,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             l.next_check_us = monotonic_us() + l.tick_ms * 1000;
         }
 
-        if (!l.init_done && (i_pid < 0 || p[i_pid].revents)) {
-            struct rusage ru;
-            int ws;
-            pid_t w = wait4(s->init_pid, &ws, i_pid >= 0 ? 0 : WNOHANG, &ru);
-            if (w == s->init_pid) {
-                l.init_done = true;
-                /* The status arrives before init exits; drain it now. */
-                if (s->status_r >= 0)
-                    read_command_status(&l);
-                if (s->err_r >= 0) {
-                    fcntl(s->err_r, F_SETFL, O_NONBLOCK);
-                    read_setup_error(&l);
-                }
-                if (s->in_w >= 0)
-                    closep(&s->in_w), s->in_w = -1;
-                finish(&l, &ru);
-            }
-        }
+        if (!l.init_done && (i_pid < 0 || p[i_pid].revents))
+            reap_init(&l, i_pid >= 0);
     }
     /* Output past the cap that was already written when the command ended
      * still counts: the relayed output is not all the command said. */

@@ -9,6 +9,7 @@
 #include "common/cleanup.h"
 #include "common/hostpath.h"
 #include "common/syscalls.h"
+#include "sandbox/txn.h"
 #include "sandbox/watchdog.h"
 #include "policy/policy.h"
 
@@ -21,20 +22,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Names by nature directories: their placeholder is an empty directory. */
-static const char *const dir_names[] = {
-    ".git", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini", ".husky",
-};
-
 /* Trees the pre-run scan does not enter: git's own (protected whole) and package trees. */
 static const char *const pre_skip[] = { ".git", "node_modules" };
 
 bool workspace_name_is_dir(const char *name)
 {
-    for (size_t i = 0; i < sizeof dir_names / sizeof dir_names[0]; i++)
-        if (strcmp(dir_names[i], name) == 0)
-            return true;
-    return false;
+    const struct policy_protected *row = policy_protected_default(name);
+    return row && row->dir;
 }
 
 bool workspace_target_escapes(unsigned depth, const char *target)
@@ -158,6 +152,109 @@ static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, c
     return rc;
 }
 
+static int mode_cmp(const void *a, const void *b)
+{
+    const struct workspace_mode *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static int remember(struct workspace_guard *g, const struct stat *st, size_t *cap,
+                    struct cordon_err *err)
+{
+    if (g->n_modes == WORKSPACE_MODES_MAX) {
+        g->incomplete = true;
+        return 0;
+    }
+    if (g->n_modes == *cap) {
+        size_t n = *cap ? 2 * *cap : 256;
+        struct workspace_mode *m = realloc(g->modes, n * sizeof *m);
+        if (!m)
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        g->modes = m;
+        *cap = n;
+    }
+    g->modes[g->n_modes++] = (struct workspace_mode){ .dev = st->st_dev, .ino = st->st_ino,
+                                                      .mode = st->st_mode, .uid = st->st_uid,
+                                                      .gid = st->st_gid };
+    return 0;
+}
+
+/*
+ * Is REL (a directory) git's object store or in it? Loose objects and packs
+ * are content-addressed, checked by git on every read and made 0444 by it:
+ * the scans pass over the files there (thousands, in a repository of any
+ * age) by their directory entry's type, without a stat each.
+ */
+static bool git_objects(const char *rel)
+{
+    for (const char *m = rel; (m = strstr(m, ".git/objects")); m++)
+        if ((m == rel || m[-1] == '/') && (m[12] == '\0' || m[12] == '/'))
+            return true;
+    return false;
+}
+
+/* Every entry beneath the directory FD (taken; REL), as remember() keeps them. */
+static int record_tree(struct workspace_guard *g, int fd, const char *rel, unsigned depth,
+                       size_t *cap, struct cordon_err *err)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        g->incomplete = true;
+        return 0;
+    }
+    bool objects = git_objects(rel);
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        struct stat st;
+        char path[PATH_MAX];
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            (objects && e->d_type == DT_REG))
+            continue;
+        if (join(path, sizeof path, rel, e->d_name) < 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            g->incomplete = true;
+            continue;
+        }
+        rc = remember(g, &st, cap, err);
+        if (rc < 0 || !S_ISDIR(st.st_mode) || objects)
+            continue; /* objects/ab holds objects only: its own mode is what is kept */
+        int sub = depth + 1 < WORKSPACE_POST_DEPTH ? open_subdir(dirfd(d), e->d_name) : -1;
+        if (sub < 0)
+            g->incomplete = true;
+        else
+            rc = record_tree(g, sub, path, depth + 1, cap, err);
+    }
+    closedir(d);
+    return rc;
+}
+
+/*
+ * The modes and owners of the protected entries found (the whole tree of
+ * each directory: .git with its hooks and config), before any placeholder
+ * is made: the after-run scan puts back any that changed.
+ */
+static int record_modes(struct workspace_guard *g, struct cordon_err *err)
+{
+    size_t cap = 0;
+    for (size_t i = 0; i < g->n_entries; i++) {
+        struct stat st;
+        if (g->entries[i].cover != WORKSPACE_READ_ONLY ||
+            fstatat(g->fd, g->entries[i].rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        TRY(remember(g, &st, &cap, err));
+        int sub = S_ISDIR(st.st_mode) ? open_subdir(g->fd, g->entries[i].rel) : -1;
+        if (sub >= 0)
+            TRY(record_tree(g, sub, g->entries[i].rel, 0, &cap, err));
+    }
+    if (g->n_modes) /* qsort and bsearch take no NULL array, even of none */
+        qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
+    return 0;
+}
+
 static int make_placeholder(struct workspace_guard *g, struct watchdog *wd, const char *ws,
                             const char *name, struct cordon_err *err)
 {
@@ -225,11 +322,21 @@ int workspace_prepare(const struct policy *p, struct watchdog *wd, struct worksp
                           p->workspace_follow_symlinks, err);
     if (g->fd < 0)
         return err_prefix(err, "workspace");
+    /* A commit into it that died is finished or undone first: the run sees a whole tree. */
+    struct txn_recovery rec;
+    if (txn_recover(g->fd, p, 0, &rec) < 0) {
+        err_set(err, CORDON_E_SETUP, "workspace: an interrupted commit could not be finished or "
+                "undone (%s); cordon check -w '%s' tries again", rec.reason, p->workspace);
+        goto fail;
+    }
     int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (top < 0)
         return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", p->workspace);
     unsigned budget = WORKSPACE_PRE_ENTRIES;
     if (pre_walk(p, g, top, "", 0, &budget, err) < 0)
+        goto fail;
+    /* An overlay's run never writes the host tree: nothing to put back. */
+    if (p->workspace_mode == POLICY_WS_DIRECT && record_modes(g, err) < 0)
         goto fail;
     /* An overlay's run never writes the host tree: its commit checks every
      * protected name instead, so it needs no placeholder there. */
@@ -294,8 +401,43 @@ static bool link_leaves(int ws, int dir, const char *name, const char *rel, unsi
     return errno == EXDEV || errno == ELOOP;
 }
 
+/*
+ * An entry of a protected tree (ST, NAME in DFD) whose mode or owner is not
+ * what the pre-run scan recorded gets it back, by descriptor. False when it
+ * was not recorded (new since: the ordinary rules apply).
+ */
+static bool restore_mode(const struct workspace_guard *g, int dfd, const char *name,
+                         const struct stat *st, const char *rel, struct workspace_report *rep)
+{
+    struct workspace_mode key = { .dev = st->st_dev, .ino = st->st_ino };
+    const struct workspace_mode *m =
+        g->n_modes ? bsearch(&key, g->modes, g->n_modes, sizeof key, mode_cmp) : NULL;
+    if (!m || (m->mode & S_IFMT) != (st->st_mode & S_IFMT))
+        return false;
+    if ((m->mode & 07777) == (st->st_mode & 07777) && m->uid == st->st_uid &&
+        m->gid == st->st_gid)
+        return true;
+    int f = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", f);
+    bool done = f >= 0 &&
+                ((m->uid == st->st_uid && m->gid == st->st_gid) ||
+                 fchownat(f, "", m->uid, m->gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0) &&
+                (S_ISLNK(st->st_mode) || chmod(proc, m->mode & 07777) == 0);
+    if (f >= 0)
+        close(f);
+    if (done) {
+        rep->modes_restored++;
+        note(rep, "restored mode of", rel);
+    } else {
+        rep->scan_incomplete = true;
+    }
+    return true;
+}
+
 static void post_walk(const struct policy *p, struct workspace_guard *g, int fd, const char *rel,
-                      unsigned depth, unsigned *budget, struct workspace_report *rep)
+                      unsigned depth, bool guarded, unsigned *budget,
+                      struct workspace_report *rep)
 {
     DIR *d = fdopendir(fd);
     if (!d) {
@@ -303,9 +445,11 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
         rep->scan_incomplete = true;
         return;
     }
+    bool objects = guarded && git_objects(rel);
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            (objects && e->d_type == DT_REG))
             continue;
         if (*budget == 0) {
             rep->scan_incomplete = true;
@@ -320,8 +464,14 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             rep->scan_incomplete = true;
             continue;
         }
-        bool recent = !ts_before(&st.st_ctim, &g->start);
+        bool recent = !ts_before(&st.st_ctim, &g->start), changed = recent;
         mode_t type = st.st_mode & S_IFMT;
+        bool protected = guarded || is_covered(g, path);
+        if (recent && protected && restore_mode(g, dfd, e->d_name, &st, path, rep)) {
+            recent = false; /* what it was before the run: the rules below are not for it */
+            if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+        }
         if (recent && protected_name(p, e->d_name) && !is_covered(g, path)) {
             /* Refused by name only where it existed or had a placeholder: reported. */
             rep->created_protected++;
@@ -354,8 +504,10 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             if (f >= 0)
                 close(f);
         }
-        if (type != S_IFDIR || is_covered(g, path))
-            continue; /* read-only all run long: nothing in it changed */
+        if (type != S_IFDIR || (objects && !changed))
+            continue; /* objects/ab with no entry made since the start: nothing new in it */
+        /* Protected trees too: read-only all run long where a level holds
+         * them, and looked at all the same in case one did not. */
         if (depth + 1 >= WORKSPACE_POST_DEPTH) {
             rep->scan_incomplete = true;
             continue;
@@ -365,7 +517,7 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             rep->scan_incomplete = true;
             continue;
         }
-        post_walk(p, g, sub, path, depth + 1, budget, rep);
+        post_walk(p, g, sub, path, depth + 1, protected, budget, rep);
     }
     closedir(d);
 }
@@ -396,7 +548,7 @@ void workspace_finish(const struct policy *p, struct workspace_guard *g,
         return;
     }
     unsigned budget = WORKSPACE_POST_ENTRIES;
-    post_walk(p, g, top, "", 0, &budget, rep);
+    post_walk(p, g, top, "", 0, false, &budget, rep);
 }
 
 json_t *workspace_report_json(const struct workspace_report *w)
@@ -404,12 +556,13 @@ json_t *workspace_report_json(const struct workspace_report *w)
     json_t *paths = json_array();
     for (unsigned i = 0; paths && i < w->n_names; i++)
         json_array_append_new(paths, json_string(w->names[i]));
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o}",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o}",
                      "read_only", (json_int_t)w->covered_read_only,
                      "masked", (json_int_t)w->masked,
                      "placeholders", (json_int_t)w->placeholders,
                      "removed", (json_int_t)w->removed,
                      "modes_fixed", (json_int_t)w->modes_fixed,
+                     "modes_restored", (json_int_t)w->modes_restored,
                      "created_protected", (json_int_t)w->created_protected,
                      "scan_incomplete", w->scan_incomplete, "paths", paths);
 }
@@ -441,6 +594,7 @@ void workspace_guard_release(struct workspace_guard *g)
         free(g->entries[i].rel);
     free(g->entries);
     free(g->placeholders);
+    free(g->modes);
     closep(&g->fd);
     *g = (struct workspace_guard)WORKSPACE_GUARD_INIT;
 }

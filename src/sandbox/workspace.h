@@ -12,7 +12,9 @@
  *  - after the run, with every process of the sandbox gone, a bounded scan
  *    of what changed since the start (ctime, which the run cannot set back)
  *    removes links that leave the workspace, FIFOs, sockets and device
- *    nodes, and strips o+w and set-id bits.
+ *    nodes, and strips o+w and set-id bits, inside the protected trees
+ *    (.git) too; an entry of those trees whose mode or owner changed gets
+ *    back what it had before the run (recorded by the pre-run scan).
  *
  * The scratch tmpfs workspace hands nothing back and needs none of this.
  */
@@ -34,6 +36,8 @@ struct watchdog;
 #define WORKSPACE_PRE_ENTRIES 50000
 #define WORKSPACE_POST_DEPTH 32
 #define WORKSPACE_POST_ENTRIES 200000
+/* Entries of the protected trees whose modes the pre-run scan records. */
+#define WORKSPACE_MODES_MAX 100000
 /* Each protected entry or mask is a mount; past this the run is refused. */
 #define WORKSPACE_MAX_COVERED 256
 /* Paths named in the result and the audit event. */
@@ -56,6 +60,15 @@ struct workspace_placeholder {
     bool dir;
 };
 
+/* A protected tree's entry as it was before the run: what the after-run scan puts back. */
+struct workspace_mode {
+    dev_t dev;
+    ino_t ino;
+    mode_t mode;
+    uid_t uid;
+    gid_t gid;
+};
+
 struct workspace_guard {
     int fd;                  /* the workspace, O_PATH, opened without following links */
     struct timespec placed;  /* CLOCK_REALTIME_COARSE before the placeholders were made */
@@ -64,6 +77,8 @@ struct workspace_guard {
     size_t n_entries;
     struct workspace_placeholder *placeholders;
     size_t n_placeholders;
+    struct workspace_mode *modes; /* sorted by device and inode */
+    size_t n_modes;
     bool incomplete;         /* the pre-run scan was cut by its bounds */
 };
 
@@ -74,6 +89,7 @@ struct workspace_report {
     bool scanned;
     unsigned covered_read_only, masked, placeholders;
     unsigned removed, modes_fixed, created_protected;
+    unsigned modes_restored; /* entries of protected trees given their mode back */
     bool scan_incomplete;    /* either scan was cut by its bounds */
     char names[WORKSPACE_NAMES][128]; /* "removed link a/b", ... */
     unsigned n_names;

@@ -10,7 +10,8 @@ import subprocess
 
 
 class ThreadDecider:
-    """A decider in this process for the failure paths: MODE slow, wrong_id, or garbage."""
+    """A decider in this process for the failure paths: MODE slow, wrong_id, garbage, or
+    duplicate (a deny and an allow under one key: ambiguous, so refused)."""
 
     def __init__(self, path, mode, delay=3.0):
         import socket as s
@@ -52,6 +53,9 @@ class ThreadDecider:
                         c.sendall(b'{"id": "0", "decision": "allow_session"}\n')
                     elif self.mode == "garbage":
                         c.sendall(b"allow!\n")
+                    elif self.mode == "duplicate":
+                        c.sendall(b'{"id": "%s", "decision": "deny", "decision": "allow_once"}\n'
+                                  % q["id"].encode())
                 except OSError:
                     pass
 

@@ -33,6 +33,7 @@
 #include <linux/keyctl.h>
 #include <linux/netlink.h>
 #include <linux/perf_event.h>
+#include <linux/fs.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -53,6 +54,7 @@
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -312,6 +314,47 @@ static int act_connect_abstract(int argc, char **argv)
     if (argc != 1)
         return usage("connect-abstract NAME");
     return connect_unix(argv[0], 1);
+}
+
+/*
+ * A datagram to the unix socket PATH by every way a send can name an
+ * address: a datagram socket, each end of a datagram pair, and sendto()
+ * on a stream and on a seqpacket socket (whose kernels refuse or ignore
+ * the address). 0 when any was sent; else the first way's errno.
+ */
+static int act_sendto_unix(int argc, char **argv)
+{
+    if (argc != 1)
+        return usage("sendto-unix PATH");
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    size_t n = strlen(argv[0]);
+    if (n + 1 >= sizeof(sun.sun_path))
+        return usage("socket name too long");
+    memcpy(sun.sun_path, argv[0], n);
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+    int first = 0, sent = 0;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || sendto(fd, "probe\n", 6, 0, (struct sockaddr *)&sun, len) < 0)
+        first = fail(fd < 0 ? "socket(dgram)" : "sendto(dgram)");
+    else
+        sent = 1;
+    int pair[2];
+    errno = 0;
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair) < 0)
+        fail("socketpair(dgram)");
+    else if (sendto(pair[0], "probe\n", 6, 0, (struct sockaddr *)&sun, len) == 6)
+        sent = 1;
+    else
+        fail("sendto(pair)");
+    static const int types[] = {SOCK_STREAM, SOCK_SEQPACKET};
+    for (size_t i = 0; i < 2; i++) {
+        int s = socket(AF_UNIX, types[i] | SOCK_CLOEXEC, 0);
+        if (s >= 0 && sendto(s, "probe\n", 6, MSG_DONTWAIT, (struct sockaddr *)&sun, len) == 6)
+            sent = 1;
+        else
+            fail(i ? "sendto(seqpacket)" : "sendto(stream)");
+    }
+    return sent ? 0 : first;
 }
 
 /* Listen on IP:PORT, connect to it, and carry bytes both ways. */
@@ -925,6 +968,109 @@ static int act_syscall(int argc, char **argv)
 }
 
 /*
+ * meta OP PATH [ARG...]: one change of a file's metadata, the way OP names:
+ * by path, at a directory, or on a descriptor opened first (for reading, or
+ * O_PATH). Times are set to 1000000000 (2001), a mode is octal, an owner
+ * two numbers, an xattr a name (and a value). The status is the change's
+ * errno; an open that fails first says so on stderr ("open: ...").
+ */
+#define T_2001 1000000000
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+
+struct xattr_args_v0 {
+    uint64_t value;
+    uint32_t size;
+    uint32_t flags;
+};
+
+static int meta_fd(const char *path, int flags)
+{
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0)
+        fail("open");
+    return fd;
+}
+
+static int act_meta(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage("meta OP PATH [ARG...]");
+    const char *op = argv[0], *path = argv[1];
+    const char *a1 = argc > 2 ? argv[2] : "0", *a2 = argc > 3 ? argv[3] : "";
+    mode_t mode = (mode_t)strtol(a1, NULL, 8);
+    uid_t uid = (uid_t)strtol(a1, NULL, 10);
+    gid_t gid = (gid_t)strtol(a2, NULL, 10);
+    struct timespec ts[2] = { { T_2001, 0 }, { T_2001, 0 } };
+    struct timeval tv[2] = { { T_2001, 0 }, { T_2001, 0 } };
+    struct { time_t a, m; } ub = { T_2001, T_2001 };
+    struct xattr_args_v0 xa = { (uint64_t)(uintptr_t)a2, (uint32_t)strlen(a2), 0 };
+    static const char *const by_fd[] = { "fchmod", "fchown", "futimens", "futimesat-fd",
+                                         "fsetxattr", "fremovexattr", "chattr",
+                                         "chattr-immutable" };
+    long r;
+    int fd = -1;
+    for (size_t i = 0; i < sizeof(by_fd) / sizeof(*by_fd); i++)
+        if (!strcmp(op, by_fd[i]) && (fd = meta_fd(path, O_RDONLY)) < 0)
+            return errno;
+    if (!strcmp(op, "fchownat-empty") && (fd = meta_fd(path, O_PATH)) < 0)
+        return errno;
+    if (!strcmp(op, "chmod"))
+        r = chmod(path, mode);
+    else if (!strcmp(op, "fchmod"))
+        r = fchmod(fd, mode);
+    else if (!strcmp(op, "fchmodat"))
+        r = syscall(SYS_fchmodat, AT_FDCWD, path, mode);
+    else if (!strcmp(op, "fchmodat2-nofollow"))
+        r = syscall(452, AT_FDCWD, path, mode, AT_SYMLINK_NOFOLLOW);
+    else if (!strcmp(op, "chown"))
+        r = chown(path, uid, gid);
+    else if (!strcmp(op, "lchown"))
+        r = lchown(path, uid, gid);
+    else if (!strcmp(op, "fchown"))
+        r = fchown(fd, uid, gid);
+    else if (!strcmp(op, "fchownat-empty"))
+        r = fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
+    else if (!strcmp(op, "utimensat"))
+        r = utimensat(AT_FDCWD, path, ts, 0);
+    else if (!strcmp(op, "futimens"))
+        r = futimens(fd, ts);
+    else if (!strcmp(op, "utime"))
+        r = syscall(SYS_utime, path, &ub);
+    else if (!strcmp(op, "utimes"))
+        r = syscall(SYS_utimes, path, tv);
+    else if (!strcmp(op, "futimesat"))
+        r = syscall(SYS_futimesat, AT_FDCWD, path, tv);
+    else if (!strcmp(op, "futimesat-fd"))
+        r = syscall(SYS_futimesat, fd, NULL, tv);
+    else if (!strcmp(op, "setxattr"))
+        r = setxattr(path, a1, a2, strlen(a2), 0);
+    else if (!strcmp(op, "lsetxattr"))
+        r = lsetxattr(path, a1, a2, strlen(a2), 0);
+    else if (!strcmp(op, "fsetxattr"))
+        r = fsetxattr(fd, a1, a2, strlen(a2), 0);
+    else if (!strcmp(op, "setxattrat"))
+        r = syscall(463, AT_FDCWD, path, 0, a1, &xa, sizeof xa);
+    else if (!strcmp(op, "removexattr"))
+        r = removexattr(path, a1);
+    else if (!strcmp(op, "lremovexattr"))
+        r = lremovexattr(path, a1);
+    else if (!strcmp(op, "fremovexattr"))
+        r = fremovexattr(fd, a1);
+    else if (!strcmp(op, "removexattrat"))
+        r = syscall(466, AT_FDCWD, path, 0, a1);
+    else if (!strcmp(op, "chattr") || !strcmp(op, "chattr-immutable")) {
+        int flags = !strcmp(op, "chattr") ? FS_NODUMP_FL : FS_IMMUTABLE_FL;
+        r = ioctl(fd, FS_IOC_SETFLAGS, &flags);
+    } else
+        return usage("meta: unknown OP");
+    if (r < 0)
+        return fail(op);
+    return 0;
+}
+
+/*
  * deny-userns CMD [ARG...]: exec CMD where new user namespaces are refused,
  * as a container runtime's default seccomp profile does (clone and unshare
  * with CLONE_NEWUSER get EPERM, clone3 ENOSYS so libc falls back to clone).
@@ -978,6 +1124,7 @@ static const struct {
     {"connect-tcp", act_connect_tcp},
     {"send-udp", act_send_udp},
     {"connect-unix", act_connect_unix},
+    {"sendto-unix", act_sendto_unix},
     {"connect-abstract", act_connect_abstract},
     {"bind-tcp", act_bind_tcp},
     {"kill", act_kill},
@@ -1011,6 +1158,7 @@ static const struct {
     {"x32", act_x32},
     {"ids", act_ids},
     {"syscall", act_syscall},
+    {"meta", act_meta},
     {"socket", act_socket},
     {"proc-mem-sibling", act_proc_mem_sibling},
     {"proc-mem-self-ro", act_proc_mem_self_ro},

@@ -73,6 +73,11 @@ def verify(bins, path, key=None):
     return cli(bins, "audit", "verify", path, *(["--key", key] if key else []))
 
 
+def verify_witnessed(bins, path, witness):
+    r = cli(bins, "audit", "verify", path, "--witness", witness)
+    return r.returncode == 0 and ", witnessed to seq " in r.stdout
+
+
 def assert_intact(bins, path, key=None):
     """verify exits 0 with the exact summary line; the chain recomputes here."""
     r = verify(bins, path, key)
@@ -129,11 +134,13 @@ def sign(priv, text):
     return base64.b64encode(sig).decode()
 
 
-def audit_policy(d, log, key=None, every=2):
+def audit_policy(d, log, key=None, every=2, witness=None):
     p = d / "audit.yaml"
     text = f"version: 1\naudit:\n  file: {log}\n"
     if key:
         text += f"  sign_key: {key}\n  checkpoint_every: {every}\n"
+    if witness:
+        text += f"  witness: {witness}\n"
     p.write_text(text)
     os.chmod(p, 0o644)
     return p
@@ -235,19 +242,23 @@ print(json.dumps(res))
 """
 
 
-# In a writable tree (workspace, --rw) both are refused: test_planted_links.py.
-@pytest.mark.parametrize("what", ["log", "key"])
+# In a writable tree (workspace, --rw) all three are refused: test_planted_links.py.
+@pytest.mark.parametrize("what", ["log", "key", "witness"])
 def test_masked_inside_a_read_only_bind(cordon, bins, what):
     d = cordon.hostdir("shared")
     keydir = cordon.hostdir("keys")
     name = f"secret-{secrets.token_hex(4)}"
+    key = witness = None
     if what == "log":
-        log, key = d / f"{name}.log", None
+        log = d / f"{name}.log"
     else:
         log = cordon.hostdir("audit") / "audit.log"
+    if what == "key":
         key, _ = ed25519(d, name, cordon.ident)
-    target = log if what == "log" else key
-    opts = ["-p", audit_policy(keydir, log, key), "--ro", f"{d}:/shared"]
+    if what == "witness":
+        witness = d / f"{name}.witness"
+    target = {"log": log, "key": key, "witness": witness}[what]
+    opts = ["-p", audit_policy(keydir, log, key, witness=witness), "--ro", f"{d}:/shared"]
     inside = f"/shared/{target.name}"
     before = target.read_bytes() if target.exists() else b""
     for n in (1, 2):       # the first run creates the log, the second finds it there
@@ -264,7 +275,10 @@ def test_masked_inside_a_read_only_bind(cordon, bins, what):
         assert types == ["audit.header"] + ["run.start", "run.end"] * n
         assert b"FORGED" not in log.read_bytes()
         assert not (d / "moved").exists() and not (d / "hard").exists()
-    assert target.stat().st_size and (what == "log" or target.read_bytes() == before)
+    assert target.stat().st_size and (what != "key" or target.read_bytes() == before)
+    if witness:
+        assert b"FORGED" not in witness.read_bytes() and len(lines_of(witness)) == 2
+        assert verify_witnessed(bins, log, witness)
 
 
 def test_no_descriptor_of_the_log_inside(cordon, bins):
@@ -495,9 +509,11 @@ def test_verify_catches_tampering(bins, logs, case):
 
 
 def forge_append(raw):
+    # Not a second run.end (verify flags that): a line the run could have had.
     last = json.loads(raw[-1])
     ev = {"seq": last["seq"] + 1, "ts": last["ts"], "run": json.loads(raw[1])["run"],
-          "type": "run.end", "prev": sha(raw[-1]), "reason": "exited", "status": 0}
+          "type": "egress.decision", "prev": sha(raw[-1]), "allowed": True,
+          "host": "example.org", "port": 443}
     return b"".join(l + b"\n" for l in raw + [dumps(ev)])
 
 
@@ -531,6 +547,39 @@ def resign(raw, priv, pub, kid=None):
                       sig=sign(priv, SIGN_FMT.format(ev["seq"] - 1, ev["prev"])))
         out.append(dumps(ev))
     return b"".join(l + b"\n" for l in out)
+
+
+@pytest.mark.parametrize("what", ["end", "start"])
+def test_a_second_end_or_start_is_flagged(bins, logs, what):
+    """Chained well, signed or not: a run's second run.end (or run.start) contradicts it."""
+    raw = lines_of(logs["plain"])
+    first = json.loads(raw[1])
+    end_line = next(i for i, l in enumerate(raw, 1)
+                    if json.loads(l)["type"] == f"run.{what}" and json.loads(l)["run"] ==
+                    first["run"])
+
+    def inject(raw):
+        last = json.loads(raw[-1])
+        ev = {"seq": last["seq"] + 1, "ts": last["ts"], "run": first["run"],
+              "type": f"run.{what}", "prev": sha(raw[-1]), "reason": "killed", "status": 137}
+        return b"".join(l + b"\n" for l in raw + [dumps(ev)])
+
+    path = tampered(logs, "plain", inject)
+    assert_broken(bins, path, len(raw) + 1, f"second run.{what} of run {first['run'][:8]} (the "
+                  f"first is line {end_line})")
+    # In the middle, re-chained after it, the same.
+    def middle(raw):
+        out = raw[:4]
+        for line in [dumps({**json.loads(raw[2]), "reason": "killed"})] + raw[4:]:
+            ev = json.loads(line)
+            ev.update(seq=json.loads(out[-1])["seq"] + 1, prev=sha(out[-1]))
+            out.append(dumps(ev))
+        return b"".join(l + b"\n" for l in out)
+
+    if what == "end":
+        path = tampered(logs, "plain", middle)
+        assert_broken(bins, path, 5, f"second run.end of run {first['run'][:8]} (the first is "
+                      f"line 3)")
 
 
 def test_resigned_log_fails_under_the_real_key(bins, logs):

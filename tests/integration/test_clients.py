@@ -75,6 +75,26 @@ def test_python_client(running, hosttmp):
                 assert ses.discard()["removed"] == 1 and ses.read_file("z") == b"one\\n"
             assert c.sessions() == []
             assert c.stats()["runs"]["pooled"] >= 1
+        # An answer with a key twice (an error, then a result) is no answer at all.
+        import os, socket, tempfile, threading
+        fake = os.path.join(tempfile.mkdtemp(), "fake.sock")
+        srv = socket.socket(socket.AF_UNIX)
+        srv.bind(fake)
+        srv.listen(1)
+        def answer():
+            conn, _ = srv.accept()
+            conn.makefile("rb").readline()
+            conn.sendall(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"},'
+                         b'"error":null,"result":{"ok":true}}\\n')
+        threading.Thread(target=answer, daemon=True).start()
+        with cordon.Client(fake) as c:
+            try:
+                c.call("stats")
+                raise SystemExit("no error")
+            except cordon.RpcError as e:
+                raise SystemExit(f"read as an answer: {e}")
+            except cordon.CordonError as e:
+                assert "not JSON" in str(e), e
         print("python client ok")
     """)
     env = {"PYTHONPATH": str(target), "PATH": os.environ["PATH"]}

@@ -218,6 +218,7 @@ def test_timeout_denies_and_the_loop_goes_on(cordon, world, ask):
 
 @pytest.mark.parametrize("mode,words", [
     ("garbage", "not a decision"),
+    ("duplicate", "duplicate object key"),
     ("crash", "closed the connection"),
     ("missing", "unreachable"),
 ])

@@ -444,10 +444,12 @@ def test_check_json_says_what_the_text_says(cordon):
     text = cordon.raw("check").out
     assert doc["uid"] == cordon.ident.uid and doc["cordon_version"] in text
     ns = doc["levels"]["namespace"]
-    assert ns == {"usable": True, "why": None, "default": True, "egress": ns["egress"]}, doc
-    # How each level's command reaches the allowed hosts, as the text says it.
+    assert ns == {"usable": True, "why": None, "default": True, "egress": ns["egress"],
+                  "unix_sockets": ns["unix_sockets"]}, doc
+    # How each level's command reaches the allowed hosts and unix sockets, as the text says it.
     for lvl in doc["levels"].values():
         assert f"egress: {lvl['egress']}" in text, (lvl, text)
+        assert f"unix sockets: {lvl['unix_sockets']}" in text, (lvl, text)
     cg = doc["cgroups"]
     for c in ("memory", "pids", "cpu"):
         line = next(l for l in text.splitlines() if l.strip().startswith(c + " "))

@@ -7,7 +7,9 @@ command would have left a file in a host directory and a run in the log.
 import hashlib
 import json
 import os
+import pathlib
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -22,6 +24,16 @@ def keypair(d, name):
     os.chmod(key, 0o644)  # the ordinary user signs too
     os.chmod(pub, 0o644)
     return key, pub
+
+
+def level_keys(cordon):
+    """The suite's level written in the policy: the --level (and --accel) the suite adds
+    to every run then changes nothing, where under a signature or break-glass a
+    weaker level than the policy's would be refused."""
+    keys = f"isolation: {cordon.level}\n"
+    if cordon.level == "microvm":
+        keys += f"microvm:\n  accel: {os.environ.get('CORDON_TEST_ACCEL', 'tcg')}\n"
+    return keys
 
 
 @pytest.fixture
@@ -43,7 +55,7 @@ def gov(cordon):
 
     def policy(extra=""):
         p = cordon.hostdir() / "policy.yaml"
-        p.write_text(f"version: 1\nfilesystem:\n  read_write: ['{out}:/out']\n"
+        p.write_text(f"version: 1\n{level_keys(cordon)}filesystem:\n  read_write: ['{out}:/out']\n"
                      f"audit:\n  file: {log}\n{extra}")
         os.chmod(p, 0o666)
         os.chmod(p.parent, 0o777)
@@ -232,6 +244,365 @@ def test_break_glass_approval_token(cordon, gov):
     (start,) = events(gov.log, "breakglass.start")
     key_id = json.loads(good.read_text())["key_id"]
     assert start["break_glass"]["approved_by"] == key_id
+
+
+# --- a signature means what it says (issue 22) ------------------------------------
+#
+# Under a signed policy what a caller passes may only tighten it: cordon run's
+# flags, libcordon's setters, the daemon's call and session options. Every
+# refusal is 125 (or JSON-RPC -32602) naming the flag and the key, nothing ran
+# (OTHER, a host directory no flag may open, stays empty; no run.start), and a
+# run.refused event says why. Binds are at their own paths, so every level runs them.
+
+
+def own_policy(cordon, gov, signed=True, filesystem="", extra="", name="own.yaml"):
+    """A policy of the suite's level binding OUT at its own path, logging to gov.log;
+    signed by gov.good (require_signature) unless SIGNED is false."""
+    p = cordon.hostdir() / name
+    p.write_text(f"version: 1\n{level_keys(cordon)}"
+                 + (f"require_signature: {gov.good_pub}\n" if signed else "")
+                 + f"filesystem:\n  read_write: ['{gov.out}']\n{filesystem}"
+                 f"limits:\n  memory: 512M\n  pids: 2000\n  wall: 1m\n"
+                 f"  best_effort: [memory, pids, cpu]\naudit:\n  file: {gov.log}\n{extra}")
+    os.chmod(p, 0o644)
+    if signed:
+        sign(cordon, p, gov.good)
+    return p
+
+
+@pytest.fixture
+def other(cordon):
+    return cordon.hostdir("other", mode=0o777)
+
+
+def touch_both(cordon, gov, policy, other, *opts, env=None):
+    """Run, under POLICY, a command that writes OUT/ran and, if it can, OTHER/x."""
+    return cordon.raw("run", "-p", policy, *opts, "--", "/bin/sh", "-c",
+                      f"touch {other}/x; touch {gov.out}/ran", env=env)
+
+
+def assert_refused_and_recorded(cordon, gov, other, r, *words):
+    """125 naming WORDS; no trace on the host, no run; the last event a run.refused
+    saying so; the log still verifies."""
+    assert_cordon_refused(r, *words)
+    assert list(other.iterdir()) == [], "a refused flag opened a host directory"
+    assert_nothing_ran(gov)
+    refused = events(gov.log, "run.refused")[-1]
+    assert refused["run"] is None and refused["front_end"] == "run", refused
+    assert refused["reason"] == r.err.strip()[len("cordon: "):], refused
+    assert refused["uid"] == cordon.ident.uid
+    assert cordon.raw("audit", "verify", gov.log).status == 0
+    return refused
+
+
+RELAXING = {
+    # name: (the flags, given OTHER and the log's directory; the flag; the key)
+    "rw": (lambda o, d: ["--rw", o], "--rw", "filesystem.read_write"),
+    "ro": (lambda o, d: ["--ro", o], "--ro", "filesystem.read_only"),
+    "workspace": (lambda o, d: ["-w", o], "--workspace", "filesystem.workspace"),
+    "memory unlimited": (lambda o, d: ["--memory", "unlimited"], "--memory", "limits.memory"),
+    "memory larger": (lambda o, d: ["-m", "1G"], "--memory", "limits.memory"),
+    "pids unlimited": (lambda o, d: ["--pids", "unlimited"], "--pids", "limits.pids"),
+    "longer timeout": (lambda o, d: ["--timeout", "1h"], "--timeout", "limits.wall"),
+    "best effort": (lambda o, d: ["--best-effort", "all"], "--best-effort",
+                    "limits.best_effort"),
+    "larger tmp": (lambda o, d: ["--tmp-size", "1G"], "--tmp-size", "filesystem.tmp_size"),
+    "allow": (lambda o, d: ["--allow", "example.com"], "--allow", "network.allow"),
+    "allow private": (lambda o, d: ["--allow-private", "127.0.0.0/8"], "--allow-private",
+                      "network.allow_private"),
+    "resolve": (lambda o, d: ["--resolve", "example.com=127.0.0.2"], "--resolve",
+                "network.resolve"),
+    "gateway": (lambda o, d: ["--net", "gateway"], "--net", "network.mode"),
+    "secret": (lambda o, d: ["--secret", "TOK=env:HOME@example.com"], "--secret", "secrets"),
+    "env pass": (lambda o, d: ["-e", "HOME"], "--env", "env.pass"),
+    "env set": (lambda o, d: ["-e", "X=value-withheld"], "--env", "env.set"),
+    "another log": (lambda o, d: ["--audit", f"{d}/elsewhere.jsonl"], "--audit", "audit.file"),
+}
+
+
+@pytest.mark.parametrize("name", list(RELAXING))
+def test_signed_policy_refuses_a_relaxing_flag(cordon, gov, other, name):
+    flags, flag, key = RELAXING[name]
+    p = own_policy(cordon, gov)
+    r = touch_both(cordon, gov, p, other, *flags(other, gov.log.parent))
+    refused = assert_refused_and_recorded(cordon, gov, other, r, flag, key,
+                                          "of a signed policy", f"--relax {key}=")
+    assert refused["policy_signer"] and refused["policy_file"] == str(p), refused
+    assert not (gov.log.parent / "elsewhere.jsonl").exists()
+    assert "value-withheld" not in gov.log.read_text()  # an env value may be a credential
+
+
+def test_signed_policy_refuses_a_weaker_level(cordon, gov, other):
+    """microvm signed: namespace, process, or a weaker fallback are refused (before any
+    level is asked whether it runs here); microvm itself is not weaker."""
+    p = cordon.hostdir() / "vm.yaml"
+    p.write_text(f"version: 1\nisolation: microvm\nrequire_signature: {gov.good_pub}\n"
+                 f"audit:\n  file: {gov.log}\n")
+    sign(cordon, p, gov.good)
+    for level in ("namespace", "process", "microvm,process"):
+        r = touch_both(cordon, gov, p, other, "--level", level)
+        assert_refused_and_recorded(cordon, gov, other, r, "--level", "isolation",
+                                    "of a signed policy")
+
+
+TIGHTENING = {
+    "smaller memory": ["--memory", "256M"],
+    "fewer pids": ["--pids", "1000"],
+    "shorter timeout": ["--timeout", "30s"],
+    "less cpu": ["--cpu", "20s"],
+    "smaller tmp": ["--tmp-size", "8M"],
+    "deny": ["--deny", "example.com"],
+    "no network": ["--net", "none"],
+    "best effort it has": ["--best-effort", "memory"],
+    "the same memory": ["--memory", "512M"],
+}
+
+
+@pytest.mark.parametrize("name", list(TIGHTENING))
+def test_signed_policy_takes_a_tightening_flag(cordon, gov, other, name):
+    p = own_policy(cordon, gov)
+    digest = json.loads(cordon.raw("policy", "check", p).out)["digest"]
+    opts = TIGHTENING[name]
+    r = touch_both(cordon, gov, p, other, *opts)
+    assert r.status == 0, r
+    assert (gov.out / "ran").exists() and not (other / "x").exists()
+    (start,) = events(gov.log, "run.start")
+    assert start["policy_signer"], start
+    # The file's digest (as policy check prints it) beside the effective one, and the flags.
+    assert start["policy_file_digest"] == digest, start
+    flags = [f for f in start.get("policy_flags", []) if f["flag"] not in ("--level", "--accel")]
+    assert flags == [{"flag": f, "value": v} for f, v in zip(opts[::2], opts[1::2])], start
+    if name == "smaller memory":
+        assert start["limits"]["memory"] == 256 << 20 and start["policy_digest"] != digest
+
+
+def test_break_glass_relaxes_only_by_relax(cordon, gov, other):
+    """A signed policy's break-glass relaxes what may_relax lists, by --relax alone: an
+    ordinary flag riding along is refused, as is a --relax of another key."""
+    p = own_policy(cordon, gov, extra="break_glass:\n  may_relax: [limits.memory, "
+                                      "filesystem.read_write]\n  max_duration: 1h\n")
+    bg = ["--break-glass", "incident 9", "--until", "10m"]
+    for opts, words in [
+        (["--relax", "limits.memory=1G", "--memory", "2G"], ["--memory", "limits.memory"]),
+        (["--relax", "limits.memory=1G", "--rw", str(other)], ["--rw", "filesystem.read_write"]),
+        (["--relax", "limits.memory=1G", "--pids", "unlimited"], ["--pids", "limits.pids"]),
+        (["--relax", "limits.pids=unlimited"], ["limits.pids", "not in break_glass.may_relax"]),
+    ]:
+        r = touch_both(cordon, gov, p, other, *bg, *opts)
+        assert_refused_and_recorded(cordon, gov, other, r, *words)
+    assert "breakglass.start" not in gov.log.read_text()
+    # --relax of a listed key does relax it: the bind is there, and the record says so.
+    r = touch_both(cordon, gov, p, other, *bg, "--relax", "limits.memory=1G", "--relax",
+                   f"filesystem.read_write={other}")
+    assert r.status == 0, r
+    assert (other / "x").exists() and (gov.out / "ran").exists()
+    (start,) = events(gov.log, "run.start")
+    assert start["break_glass"]["relaxed"] == {"limits.memory": ["1G"],
+                                               "filesystem.read_write": [str(other)]}, start
+    assert start["limits"]["memory"] == 1 << 30 and start["policy_signer"], start
+    assert cordon.raw("audit", "verify", gov.log).status == 0
+
+
+def test_unsigned_break_glass_flags_may_only_tighten(cordon, gov, other):
+    p = own_policy(cordon, gov, signed=False, extra="break_glass:\n  may_relax: "
+                                                    "[limits.memory]\n  max_duration: 1h\n")
+    bg = ["--break-glass", "incident 10", "--until", "10m", "--relax", "limits.memory=1G"]
+    r = touch_both(cordon, gov, p, other, *bg, "--rw", other)
+    assert_refused_and_recorded(cordon, gov, other, r, "--rw", "filesystem.read_write",
+                                "a break-glass run relaxes only by --relax")
+    r = touch_both(cordon, gov, p, other, *bg, "--timeout", "30s")
+    assert r.status == 0 and (gov.out / "ran").exists(), r
+
+
+def test_every_refusal_leaves_a_record(cordon, gov, other):
+    """One run.refused per refused run, with its reason, and the log still verifies:
+    a signature that does not hold, an unsigned policy under trust, a digest
+    mismatch, a refused break-glass, a relaxing flag, a level that cannot run."""
+    signed = own_policy(cordon, gov, name="signed.yaml")
+    edited = own_policy(cordon, gov, name="edited.yaml")
+    edited.write_text(edited.read_text().replace("pids: 2000", "pids: 6400"))
+    plain = own_policy(cordon, gov, signed=False, name="plain.yaml")
+    trust = cordon.hostdir("trust.d")
+    (trust / "good.pem").write_bytes(gov.good_pub.read_bytes())
+    ws = cordon.hostdir("ws")
+    cases = [
+        (edited, [], None, "signs another version"),
+        (plain, [], {"CORDON_TRUST_DIR": str(trust)}, "unsigned policy"),
+        (signed, ["--expect-policy-digest", "0" * 64], None, "digest"),
+        (signed, ["--break-glass", "why", "--until", "5m"], None, "no break_glass.max_duration"),
+        (signed, ["--memory", "unlimited"], None, "relaxes limits.memory"),
+        (plain, ["--level", "process", "--workspace-mode", "overlay", "-w", ws], None,
+         "overlay needs the namespace level"),
+    ]
+    for policy, opts, env, words in cases:
+        r = touch_both(cordon, gov, policy, other, *opts, env=env)
+        assert_cordon_refused(r, words)
+    assert list(other.iterdir()) == [] and not (gov.out / "ran").exists()
+    assert_nothing_ran(gov)
+    refused = events(gov.log, "run.refused")
+    assert [words in e["reason"] for (_, _, _, words), e in zip(cases, refused)] == \
+        [True] * len(cases), refused
+    assert refused[1]["policy_file"] == str(plain) and "policy_signer" not in refused[1]
+    # The level's refusal is the run's: its id, level and effective digest.
+    assert refused[-1]["run"] and refused[-1]["level"] == "process", refused[-1]
+    r = cordon.raw("audit", "verify", gov.log)
+    assert r.status == 0 and "intact" in r.out, r
+    shown = cordon.raw("audit", "show", gov.log).out
+    assert shown.count(" refused ") == len(cases), shown
+
+
+LIBCORDON = r"""
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+class Err(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("errnum", ctypes.c_int), ("message", ctypes.c_char * 256)]
+class Call(ctypes.Structure):
+    _fields_ = [("argv", ctypes.POINTER(ctypes.c_char_p)), ("stdin_fd", ctypes.c_int),
+                ("stdout_fd", ctypes.c_int), ("stderr_fd", ctypes.c_int),
+                ("signal_fd", ctypes.c_int)]
+lib.cordon_policy_load.restype = lib.cordon_policy_new.restype = ctypes.c_void_p
+e, out = Err(), {}
+def rec(name, rc):
+    out[name] = [rc, e.message.decode()]
+    e.message = b""
+p = ctypes.c_void_p(lib.cordon_policy_load(sys.argv[2].encode(), ctypes.byref(e)))
+for key, value in json.loads(sys.argv[3]):
+    rec(key + "=" + value, lib.cordon_policy_set(p, key.encode(), value.encode(), ctypes.byref(e)))
+rec("bind", lib.cordon_policy_add_bind(p, sys.argv[4].encode(), 1, ctypes.byref(e)))
+run, res = ctypes.c_void_p(), ctypes.c_void_p()
+call = Call((ctypes.c_char_p * 4)(b"/bin/sh", b"-c", sys.argv[5].encode(), None), -1, 1, 2, -1)
+rc = lib.cordon_prepare(p, ctypes.byref(run), ctypes.byref(e))
+rc = rc or lib.cordon_start(run, ctypes.byref(call), ctypes.byref(e))
+rc = rc or lib.cordon_wait(run, ctypes.byref(res), ctypes.byref(e))
+rec("run", rc)
+out["exit"] = lib.cordon_result_exit_code(res) if rc == 0 else None
+lib.cordon_result_free(res)
+lib.cordon_release(run)
+q = ctypes.c_void_p(lib.cordon_policy_new(ctypes.byref(e)))
+rec("unsigned", lib.cordon_prepare(q, ctypes.byref(ctypes.c_void_p()), ctypes.byref(e)))
+print(json.dumps(out))
+"""
+
+
+def test_libcordon_may_only_tighten_a_signed_policy(cordon, gov, other):
+    from conftest import BUILD
+    lib = cordon.hostdir("lib") / "libcordon.so.0"
+    shutil.copy2(BUILD / "libcordon.so.0", lib)
+    os.chmod(lib, 0o755)
+    trust = cordon.hostdir("trust.d")
+    (trust / "good.pem").write_bytes(gov.good_pub.read_bytes())
+    p = own_policy(cordon, gov)
+    sets = [["limits.memory", "unlimited"], ["network.allow", "example.com"],
+            ["limits.memory", "128M"]]
+    env = {"CORDON_TRUST_DIR": str(trust)}
+    # A sanitizer build's library needs its runtimes first in python (whose own leaks
+    # are not ours to report).
+    ldd = subprocess.run(["ldd", str(lib)], capture_output=True, text=True).stdout
+    runtimes = [l.split("=>")[1].split()[0] for l in ldd.splitlines()
+                if "=>" in l and ("libasan" in l or "libubsan" in l)]
+    if runtimes:
+        env.update(LD_PRELOAD=" ".join(runtimes), ASAN_OPTIONS="detect_leaks=0")
+    r = subprocess.run(cordon.ident.wrap(["/usr/bin/python3", "-c", LIBCORDON, str(lib), str(p),
+                                          json.dumps(sets), str(other),
+                                          f"touch {other}/x; touch {gov.out}/ran"]),
+                       env=cordon.ident.env(env),
+                       capture_output=True, text=True, timeout=120, cwd="/")
+    assert r.returncode == 0, r
+    out = json.loads(r.stdout.splitlines()[-1])
+    for key in ("limits.memory=unlimited", "network.allow=example.com"):
+        rc, msg = out[key]
+        assert rc == -1 and "relaxes " + key.split("=")[0] in msg, out
+    assert out["bind"][0] == -1 and "filesystem.read_write" in out["bind"][1], out
+    assert out["limits.memory=128M"] == [0, ""], out
+    # The run happened under the tightened policy, without the refused bind.
+    assert out["run"] == [0, ""] and out["exit"] == 0, out
+    assert list(other.iterdir()) == [] and (gov.out / "ran").exists()
+    (start,) = events(gov.log, "run.start")
+    assert start["limits"]["memory"] == 128 << 20 and start["policy_signer"], start
+    # With keys in the trust directory an unsigned policy does not run either.
+    assert out["unsigned"][0] == -1 and "requires a signed policy" in out["unsigned"][1], out
+
+
+def test_daemon_under_a_signed_policy_refuses_relaxing_call_options(cordon, gov, other):
+    from serve_util import Daemon
+    d = Daemon(cordon, "-p", own_policy(cordon, gov))
+    c = d.connect()
+    touch = ["/bin/sh", "-c", f"touch {other}/x; touch {gov.out}/ran"]
+    try:
+        for params, words in [({"timeout": 3600}, ['"timeout"', "limits.wall"]),
+                              ({"env": {"X": "value-withheld"}}, ['"env" X=...', "env.set"])]:
+            ans = c.call("run", {"argv": touch, **params})
+            err = ans.get("error", {})
+            assert err.get("code") == -32602, ans
+            assert all(w in err["message"] for w in words), ans
+            assert "of a signed policy" in err["message"], ans
+        ans = c.call("session.create", {"workspace_commit": "always"})
+        assert ans["error"]["code"] == -32602 and "workspace.commit" in ans["error"]["message"]
+        # Two params in one request: which would run is not the daemon's to guess.
+        c.send_raw(b'{"jsonrpc":"2.0","id":77,"method":"run","params":{"argv":["/bin/sh","-c",'
+                   + json.dumps(f"touch {other}/x").encode() + b']},"params":{"argv":["true"]}}\n')
+        ans = c.answer()
+        assert ans["error"]["code"] == -32700 and "duplicate" in ans["error"]["message"], ans
+        assert list(other.iterdir()) == [] and not (gov.out / "ran").exists()
+        # What tightens, or is no key (the call's files, like its stdin), runs.
+        ans = c.call("run", {"argv": ["/bin/sh", "-c", f"cat a.txt; touch {gov.out}/ran"],
+                             "timeout": 30, "files": {"a.txt": "from the call"}})
+        assert ans["result"]["exit_code"] == 0, ans
+        if cordon.level != "process":  # which places no call files (yet): not this test's
+            assert ans["result"]["stdout"] == "from the call", ans
+    finally:
+        c.close()
+        d.stop()
+    assert list(other.iterdir()) == [] and (gov.out / "ran").exists()
+    refused = events(gov.log, "run.refused")
+    assert [e["front_end"] for e in refused] == ["run", "run"], refused
+    assert "limits.wall" in refused[0]["reason"] and refused[0]["policy_digest"], refused
+    assert "value-withheld" not in gov.log.read_text()
+    assert cordon.raw("audit", "verify", gov.log).status == 0
+
+
+# --- ambiguous JSON: a key given twice is refused (issue 22) -------------------------
+
+
+def test_signature_with_a_key_twice_is_refused(cordon, gov, other):
+    """The real signature last, where a last-key-wins reader would find it."""
+    p = own_policy(cordon, gov)
+    sig = json.loads(pathlib.Path(f"{p}.sig").read_text())
+    text = json.dumps(sig)
+    pathlib.Path(f"{p}.sig").write_text('{"sig": "AAAA", ' + text[1:] + "\n")
+    r = touch_both(cordon, gov, p, other)
+    assert_refused_and_recorded(cordon, gov, other, r, "not a cordon policy signature")
+
+
+def test_approval_with_a_key_twice_is_refused(cordon, gov, other):
+    p = own_policy(cordon, gov, signed=False, extra=f"break_glass:\n  may_relax: [limits.memory]"
+                                                    f"\n  max_duration: 1h\n  approval_key: "
+                                                    f"{gov.good_pub}\n")
+    r = cordon.raw("policy", "approve", p, "--key", gov.good, "--reason", "incident 7",
+                   "--until", "10m")
+    assert r.status == 0, r
+    tok = cordon.hostdir() / "token.json"
+    # Another reason first: the real one, last, would win where the last key wins.
+    tok.write_text('{"reason": "something else", ' + r.out.strip()[1:] + "\n")
+    os.chmod(tok, 0o644)
+    r = touch_both(cordon, gov, p, other, "--break-glass", "something else", "--until", "5m",
+                   "--approval", tok)
+    assert_refused_and_recorded(cordon, gov, other, r, "is not a break-glass approval")
+
+
+def test_evidence_with_a_key_twice_is_refused(cordon, gov):
+    p = own_policy(cordon, gov, signed=False)
+    r = cordon.raw("run", "-p", p, "--", "/bin/true")
+    assert r.status == 0, r
+    (start,) = events(gov.log, "run.start")
+    doc = evidence(cordon, start["run"], gov.log)
+    assert verify(cordon, doc).status == 0
+    # A forged summary first, the true one last: a last-key-wins reader verifies it.
+    f = cordon.hostdir() / "twice.json"
+    f.write_text('{"summary": {"level": "microvm"}, ' + json.dumps(doc)[1:])
+    os.chmod(f, 0o644)
+    r = cordon.raw("evidence", "verify", f)
+    assert_cordon_refused(r, "duplicate object key", "summary")
 
 
 # --- kill --all ----------------------------------------------------------------

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -21,6 +22,7 @@ import urllib.request
 import pytest
 
 import egress_servers as es
+import meta_util as mu
 
 from conftest import (Cordon, Identity, PROBE, UnixListener, assert_cordon_refused, assert_errno,
                       host_ipv4_addresses, identities, marker, pids_with, wait_until)
@@ -245,6 +247,256 @@ def test_too_many_entries_beside_protected_names_refused(pc):
     r = pc.run(["true"], "-w", ws, result=False)
     assert_cordon_refused(r, "Landlock rules", "--level namespace")
     assert sorted(os.listdir(ws)) == [f"f{i:03}" for i in range(300)]
+
+
+# --- metadata: chmod, chown, times, xattrs, inode flags (Landlock holds none) ----
+
+
+def meta_tree(pc):
+    """A host file outside every tree, one in a read-only bind, and a host
+    workspace with .git (its config and hooks) and a writable src/f; each
+    the caller's, mode 0600 (0700), in a foreign group, with xattrs."""
+    outside = host_file(pc, "f", "outside\n")
+    ro = pc.hostdir("ro")
+    (ro / "f").write_text("bound read-only\n")
+    ws = owned_tree(pc, {".git/config": "[core]\n", ".git/hooks/README": "hooks\n",
+                         "src/f": "mine\n"})
+    for f in (outside, ro / "f", ws / ".git/config", ws / ".git/hooks", ws / "src/f"):
+        mu.prepare(f, pc.ident.uid)
+    return outside, ro, ws
+
+
+def test_metadata_changes_outside_the_writable_trees_refused(pc):
+    """
+    Every metadata call, by path, at a directory and on a descriptor, on a
+    host file outside the run's trees, in a read-only bind, and on .git's
+    config and hooks: refused, and the host's files keep their mode, owner,
+    times, xattrs and flags (ctime too). A link the run plants in its
+    workspace leads a following call nowhere. In the run's own trees the
+    same calls change what they name.
+    """
+    outside, ro, ws = meta_tree(pc)
+    refused = [outside, ro / "f", ws / ".git/config", ws / ".git/hooks"]
+    before = {t: mu.state(t) for t in refused}
+    inside = [ws / "src/f", "$TMPDIR/f"]
+    link = ws / "src/link"
+    script = (f"ln -s {ro}/f {link}\necho t > \"$TMPDIR/f\"\n" +
+              mu.script([*map(str, refused), str(link), *map(str, inside)], pc.ident.gid))
+    r = pc.run(["sh", "-c", script], "-w", ws, "--ro", ro)
+    assert r.status == 0, r
+    got = mu.codes(r.out)
+    for t in refused:
+        for op, code in got[str(t)].items():
+            # fd forms on the unbound file fail at its open (Landlock): EACCES
+            assert code in (errno.EPERM, errno.EACCES), f"{op} {t}: {code}\n{r}"
+        assert mu.state(t) == before[t], t
+    for op, code in got[str(link)].items():
+        # the link itself is the run's: lchown changes it, a mode it has none of
+        want = {"lchown": (0,), "fchmodat2-nofollow": (errno.EOPNOTSUPP,)}
+        assert code in want.get(op, (errno.EPERM, errno.EACCES)), f"{op} {link}: {code}\n{r}"
+    assert mu.state(ro / "f") == before[ro / "f"]
+    for t in map(str, inside):
+        for op, code in got[t].items():
+            # made in the run: no user.keep to remove
+            gone = errno.ENODATA if t.startswith("$") and op.endswith("removexattr") else 0
+            assert code == mu.expected("process", op, gone), f"{op} {t}: {code}\n{r}"
+    after = mu.state(ws / "src/f")
+    assert (after["mode"], after["gid"], after["mtime"]) == (oct(0o100640), pc.ident.gid,
+                                                            10**18), after
+    assert set(after["xattrs"]) == {"user.cordon", "user.cordon2", "user.cordon3",
+                                    "user.keep4"}, after
+    assert after["flags"] & 0x40, after  # FS_NODUMP_FL
+
+
+def test_metadata_race_cannot_redirect(pc):
+    """
+    One thread swaps a directory of the workspace with a link to a read-only
+    bind while another chmods a file through it: the keeper resolves the path
+    once, beneath the tree, so every chmod lands in the workspace or is
+    refused, and the bound file never changes.
+    """
+    outside, ro, ws = meta_tree(pc)
+    before = mu.state(ro / "f")
+    code = ("import os, threading\n"
+            "os.makedirs('src/d'); open('src/d/f', 'w').close()\n"
+            f"os.symlink({str(ro)!r}, 'src/l')\n"
+            "done = threading.Event()\n"
+            "def swap():\n"
+            "    for _ in range(2000):\n"
+            "        os.rename('src/d', 'src/t'); os.rename('src/l', 'src/d')\n"
+            "        os.rename('src/d', 'src/l'); os.rename('src/t', 'src/d')\n"
+            "    done.set()\n"
+            "threading.Thread(target=swap).start()\n"
+            "ok = refused = 0\n"
+            "while not done.is_set():\n"
+            "    try:\n"
+            "        os.chmod('src/d/f', 0o640 if ok % 2 else 0o604); ok += 1\n"
+            "    except OSError as e:\n"
+            "        refused += e.errno in (1, 13, 2)\n"
+            "print(ok, refused)\n")
+    r = pc.run(["python3", "-c", code], "-w", ws, "--ro", ro)
+    assert r.status == 0, r
+    ok, refused = map(int, r.out.split())
+    assert ok > 0, r
+    assert mu.state(ro / "f") == before
+
+
+def test_keeper_grants_no_more_than_the_command(pc):
+    """The keeper makes each change with the command's power, not its own
+    (a root caller's keeper has every capability): another user's file in
+    the workspace keeps its mode, the run's own cannot be given away, and
+    trusted xattrs and the immutable flag stay out of reach."""
+    ws = owned_tree(pc, {".git/config": "[core]\n", "src/mine": "m\n", "src/theirs": "t\n"})
+    os.chown(ws / "src/theirs", 4321, 4321)
+    os.chmod(ws / "src/theirs", 0o644)
+    before = {n: mu.state(ws / "src" / n) for n in ("mine", "theirs")}
+    steps = [("chmod", "src/theirs", "666"), ("utimensat", "src/theirs", ""),
+             ("chown", "src/mine", "4321 -1"), ("chown", "src/mine", "-1 4321"),
+             ("setxattr", "src/mine", "trusted.cordon x"),
+             ("chattr-immutable", "src/mine", "")]
+    script = "".join(f"{PROBE} meta {op} {ws}/{t} {a} 2>/dev/null; echo $?\n" for op, t, a in steps)
+    try:
+        r = pc.run(["sh", "-c", script], "-w", ws)
+        assert r.status == 0, r
+        assert [int(c) for c in r.out.split()] == [errno.EPERM] * len(steps), r
+        assert {n: mu.state(ws / "src" / n) for n in ("mine", "theirs")} == before
+    finally:
+        subprocess.run(["chattr", "-i", str(ws / "src/mine")], capture_output=True)
+
+
+MAGIC = r"""
+import os, socket, subprocess, sys
+ro = sys.argv[1]
+out = {}
+def t(name, f):
+    try:
+        f()
+        out[name] = 0
+    except OSError as e:
+        out[name] = e.errno
+os.chdir("src")
+open("mine", "w").close()
+fd = os.open("mine", os.O_PATH | os.O_NOFOLLOW)
+t("proc-self-fd", lambda: os.chmod(f"/proc/self/fd/{fd}", 0o640))
+t("dev-fd", lambda: os.chown(f"/dev/fd/{fd}", -1, os.getgid()))
+t("proc-pid-fd", lambda: os.utime(f"/proc/{os.getpid()}/fd/{fd}", (1e9, 1e9)))
+bound = os.open(ro + "/f", os.O_RDONLY)
+t("proc-self-fd-bound", lambda: os.chmod(f"/proc/self/fd/{bound}", 0o644))
+t("proc-1-fd", lambda: os.chmod("/proc/1/fd/0", 0o600))
+t("memfd", lambda: os.fchmod(os.memfd_create("m"), 0o600))
+t("pipe", lambda: os.fchmod(os.pipe()[0], 0o600))
+s = socket.socket(socket.AF_UNIX)
+t("socket", lambda: os.fchmod(s.fileno(), 0o600))
+gone = os.open("gone", os.O_CREAT | os.O_RDWR, 0o600)
+os.unlink("gone")
+t("unlinked", lambda: os.fchmod(gone, 0o640))
+t("dev-null", lambda: os.chmod("/dev/null", 0o666))  # its mode: a failure changes nothing
+os.mkdir("t")
+open("t/f", "w").close()
+os.chmod("t/f", 0o4755 & 0o777)
+# tar -p restores modes with fchmodat(AT_SYMLINK_NOFOLLOW): glibc's chmod of /proc/self/fd/N
+out["tar"] = subprocess.run("tar cf t.tar t && mkdir x && tar xpf t.tar -C x && "
+                            "stat -c %a x/t/f", shell=True, capture_output=True,
+                            text=True).stdout.strip()
+print(out)
+"""
+
+
+def test_metadata_by_magic_links_and_on_pathless_descriptors(pc):
+    """A magic link to a descriptor of the caller's own (/proc/self/fd/N,
+    /dev/fd/N: how glibc makes lchmod) is that descriptor's file, held to
+    the same rule; a pipe's, socket's, memfd's or unlinked file's mode is
+    the run's own. Another process's descriptor and /dev/null are not."""
+    outside, ro, ws = meta_tree(pc)
+    before = mu.state(ro / "f")
+    r = pc.run(["python3", "-c", MAGIC, str(ro)], "-w", ws, "--ro", ro)
+    assert r.status == 0, r
+    out = eval(r.out)  # a dict of names and numbers, printed by the script above
+    want = {"proc-self-fd": 0, "dev-fd": 0, "proc-pid-fd": 0, "proc-self-fd-bound": errno.EPERM,
+            "proc-1-fd": errno.EPERM, "memfd": 0, "pipe": 0, "socket": 0, "unlinked": 0,
+            "dev-null": errno.EPERM, "tar": "755"}
+    assert out == want, r
+    assert mu.state(ro / "f") == before
+    st = os.stat(ws / "src/mine")
+    assert (oct(st.st_mode), st.st_gid, st.st_mtime) == (oct(0o100640), pc.ident.gid, 1e9)
+
+
+# --- /proc: what a program reads, and not the kernel's own -----------------------
+
+# Kernel memory and layout, other processes' state: readable by uid 0 on the
+# host (a root caller's run is uid 0), refused here to root. Another uid
+# reads /proc as the host lets it: what the host refuses it stays refused.
+KERNEL_INFO = ["kpageflags", "kpagecount", "kpagecgroup", "slabinfo", "vmallocinfo", "kcore",
+               "timer_list", "sched_debug", "pagetypeinfo", "kallsyms", "iomem", "ioports",
+               "modules", "zoneinfo", "buddyinfo", "vmstat", "keys", "key-users", "cmdline",
+               "interrupts", "devices", "diskstats", "partitions", "sysvipc/shm", "1/cmdline",
+               "1/status", "1/environ", "1/mountinfo", "self/../1/stat",
+               "sys/net/ipv4/tcp_fastopen_key", "sys/net/ipv6/conf/all/stable_secret"]
+KERNEL_WRITES = [("sysrq-trigger", "h"), ("sys/kernel/hostname", None),
+                 ("sys/vm/drop_caches", "1")]
+
+
+def host_refuses(ident, path):
+    """Whether the host itself keeps IDENT from reading PATH (a root-only file)."""
+    if ident.root:
+        return True
+    st = os.stat(path)
+    return st.st_uid != ident.uid and not st.st_mode & 0o004
+
+
+def test_kernel_information_refused(pc):
+    paths = [f"/proc/{p}" for p in KERNEL_INFO
+             if os.path.exists(f"/proc/{p}") and host_refuses(pc.ident, f"/proc/{p}")]
+    assert "/proc/kpageflags" in paths and "/proc/slabinfo" in paths
+    # Through a shell: the probe is then not the command's first process, whose
+    # own /proc/PID is its to read.
+    script = "".join(f"{PROBE} read {p} >/dev/null 2>&1; echo {p} $?\n" for p in paths)
+    hostname = socket.gethostname()
+    writes = [(p, t) for p, t in KERNEL_WRITES if os.path.exists(f"/proc/{p}")]
+    for p, text in writes:
+        script += f"{PROBE} write /proc/{p} {text or hostname} 2>/dev/null; echo /proc/{p} $?\n"
+    r = pc.run(["sh", "-c", script])
+    assert r.status == 0, r
+    got = dict(line.rsplit(" ", 1) for line in r.out.splitlines())
+    assert len(got) == len(paths) + len(writes), r
+    for p, code in got.items():
+        assert int(code) == errno.EACCES, f"{p}: {code}\n{r}"
+    assert socket.gethostname() == hostname
+
+
+# What programs read of /proc, and still can; each line prints "ok".
+PROC_NEEDS = [
+    "cat /proc/cpuinfo /proc/meminfo /proc/stat /proc/loadavg /proc/uptime /proc/version "
+    "/proc/filesystems /proc/swaps /proc/sys/kernel/osrelease /proc/sys/kernel/pid_max "
+    "/proc/sys/vm/overcommit_memory /proc/sys/net/core/somaxconn /proc/sys/fs/nr_open "
+    "/proc/sys/kernel/random/boot_id >/dev/null && echo ok",
+    "ls /proc/self/fd >/dev/null && ls /proc | grep -q '^[0-9]' && echo ok",
+    "test \"$(nproc)\" -ge 1 && test \"$(getconf _NPROCESSORS_ONLN)\" -ge 1 && echo ok",
+    "python3 -c " + shlex.quote("import os; os.listdir('/proc/self/fd'); print('ok')"),
+    "sh -c " + shlex.quote("python3 -c " + shlex.quote(
+        "import multiprocessing, subprocess; subprocess.run(['true'], check=True); "
+        "multiprocessing.cpu_count(); print('ok')")),
+    "test -x /usr/bin/node || { echo ok; exit; }; node -e \"const os = require('os');"
+    " if (os.cpus().length && os.totalmem() && os.freemem()) console.log('ok')\"",
+]
+
+
+def test_proc_what_programs_need_still_reads(pc):
+    r = pc.run(["sh", "-c", "\n".join(f"( {s} ) 2>&1" for s in PROC_NEEDS)])
+    assert r.status == 0 and r.out.split() == ["ok"] * len(PROC_NEEDS), r
+    # The command's own /proc/PID is its to read (a runtime's stack and
+    # memory: node's process.memoryUsage(), /proc/self/maps). For root a
+    # child's own is listed but not readable (Landlock cannot name a process
+    # that does not exist yet): ps and top show nothing. Another uid reads it.
+    code = ("import os, subprocess\n"
+            "open('/proc/self/maps').read(); open('/proc/thread-self/stat').read()\n"
+            "c = subprocess.run(['cat', '/proc/self/status'], capture_output=True)\n"
+            "print(c.returncode, 'Permission denied' in c.stderr.decode())\n")
+    r = pc.run(["python3", "-c", code])
+    assert (r.status, r.out) == (0, "1 True\n" if pc.ident.root else "0 False\n"), r
+    if shutil.which("node"):
+        r = pc.run(["node", "-e", "console.log(process.memoryUsage().rss > 0)"])
+        assert (r.status, r.out) == (0, "true\n"), r
 
 
 # --- network ------------------------------------------------------------------

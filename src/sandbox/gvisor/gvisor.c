@@ -28,6 +28,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
@@ -38,7 +39,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -87,6 +87,9 @@ struct gv_state {
     char cid[40];
     bool rootless;
     bool gateway;
+    bool host_uds;       /* --host-uds=open: the door, or listed host sockets */
+    struct usock_keeper uds;          /* what runsc's gofer may connect to (gofer.c) */
+    struct seccomp_program uds_filter;
     bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
     uint16_t ports[SYNTH_MAX_PORTS]; /* its listeners' ports */
     size_t n_ports;
@@ -116,23 +119,6 @@ int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err)
     }
     return err_set(err, CORDON_E_UNSUPPORTED,
                    "runsc is not installed (Debian: apt-get install runsc)");
-}
-
-static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *f)
-{
-    (void)st;
-    (void)f;
-    if (type == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
-void gvisor_remove_dir(const char *dir)
-{
-    if (dir && dir[0] == '/')
-        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* mkdir DIR, or find a real directory there: never a link (the bundle's
@@ -329,6 +315,12 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
             break;
         case MOUNT_DEVPTS:
             continue;
+        case MOUNT_SYSFS:
+        case MOUNT_MQUEUE:
+        case MOUNT_CGROUP2:
+        case MOUNT_MASK:
+            /* Only an OCI container's plan has these, and gvisor builds none. */
+            return err_set(err, CORDON_E_INTERNAL, "gvisor: no mount of kind %d", (int)s->kind);
         case MOUNT_TMPFS:
             json_array_append_new(mounts, tmpfs_mount(s->dest, s->data));
             break;
@@ -635,8 +627,8 @@ static size_t global_args(struct gv_state *st, char **argv)
     argv[n++] = "--network=none";
     /* The run's cgroup already holds runsc's processes: runsc makes none. */
     argv[n++] = "--ignore-cgroups";
-    if (st->gateway)
-        argv[n++] = "--host-uds=open";
+    if (st->host_uds)
+        argv[n++] = "--host-uds=open"; /* each connect checked by our keeper (gofer.c) */
     if (st->rootless)
         argv[n++] = "--rootless";
     return n;
@@ -676,13 +668,19 @@ static _Noreturn void shim_fail(const struct shim_fds *fds, struct cordon_err *e
     _exit(err_exit_code(err));
 }
 
-/* Fork and exec ARGV with STDIO, dying with the shim. */
-static pid_t spawn(char *const *argv, const int stdio[3])
+/*
+ * Fork and exec ARGV with STDIO, dying with the shim; under UDS's filter
+ * when it is given (runsc run: its gofer's connect()s go to our keeper).
+ */
+static pid_t spawn_filtered(char *const *argv, const int stdio[3], const struct gv_state *st,
+                            const struct gvisor_uds *uds)
 {
     pid_t pid = fork();
     if (pid != 0)
         return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (uds && gvisor_uds_confine(&st->uds_filter, uds->give) < 0)
+        _exit(125);
     for (int i = 0; i < 3; i++)
         if (dup2(stdio[i], i) < 0)
             _exit(125);
@@ -693,6 +691,11 @@ static pid_t spawn(char *const *argv, const int stdio[3])
     sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     execv(argv[0], argv);
     _exit(127);
+}
+
+static pid_t spawn(char *const *argv, const int stdio[3])
+{
+    return spawn_filtered(argv, stdio, NULL, NULL);
 }
 
 /* The tail of runsc's log: why it failed, in its own words. */
@@ -883,7 +886,12 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
         shim_fail(fds, &err);
     }
     int run_stdio[3] = { null, ready[1], logfd };
-    pid_t sandbox = spawn(st->argv_run, run_stdio);
+    struct gvisor_uds uds = { -1, -1 };
+    if (st->host_uds && gvisor_uds_start(&st->uds, &uds, &err) < 0)
+        shim_fail(fds, &err);
+    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, st->host_uds ? &uds : NULL);
+    if (uds.give >= 0)
+        close(uds.give);
     if (sandbox < 0) {
         err_sys(&err, CORDON_E_SETUP, "gvisor: cannot start runsc");
         shim_fail(fds, &err);
@@ -998,7 +1006,7 @@ int gvisor_platform_probe(const char *name, struct cordon_err *err)
     } else {
         err_sys(err, CORDON_E_SETUP, "cannot start runsc");
     }
-    gvisor_remove_dir(dir);
+    hostpath_remove_tree(dir);
     return rc;
 }
 
@@ -1007,7 +1015,8 @@ static void gv_release(struct sandbox_boundary *b)
     struct gv_state *st = b->state;
     boundary_release(b);
     if (st) {
-        gvisor_remove_dir(st->dir);
+        seccomp_program_release(&st->uds_filter);
+        hostpath_remove_tree(st->dir);
         free(st);
         b->state = NULL;
     }
@@ -1024,6 +1033,17 @@ static int open_door(const struct gv_state *st, struct cordon_err *err)
     if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
         return err_sys(err, CORDON_E_SETUP, "gvisor: cannot listen on '%s'", a.sun_path);
     return TAKE_FD(l);
+}
+
+/* The door's socket file, the one host socket the gofer reaches besides the listed ones. */
+static int list_door(struct gv_state *st, struct cordon_err *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/gw/gateway.sock", st->dir);
+    _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot open '%s'", path);
+    return usock_keeper_list(&st->uds, fd, err);
 }
 
 static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
@@ -1054,22 +1074,24 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
 
     if (gvisor_find_runsc(st->runsc, sizeof st->runsc, err) < 0)
         goto out;
-    /* Named by its maker, as the run's other host entries are (cgroups, the
-     * process level's directories): whose it is shows without looking in. */
-    snprintf(st->dir, sizeof st->dir, "/tmp/cordon-gvisor-%d-XXXXXX", (int)getpid());
-    if (!mkdtemp(st->dir)) {
-        st->dir[0] = '\0';
-        err_sys(err, CORDON_E_SETUP, "gvisor: cannot make a private directory in /tmp");
+    /* Should the supervisor die, the watchdog removes it. */
+    if (boundary_private_dir(s, "gvisor", st->dir, sizeof st->dir, err) < 0) {
+        err_prefix(err, "gvisor");
         goto out;
     }
-    /* Should the supervisor die, the watchdog removes it. */
-    if (s->guard_dir && s->guard_dir(s->guard_arg, st->dir, err) < 0)
-        goto out;
     snprintf(st->cid, sizeof st->cid, "cordon-%s", strrchr(st->dir, '-') + 1);
     if (build_bundle(s, st, err) < 0)
         goto out;
     if (s->gateway && (b->door = open_door(st, err)) < 0)
         goto out;
+    /* runsc's gofer reaches host sockets for the door and the listed ones
+     * alone: its connect()s go to a keeper of ours (gofer.c). */
+    st->host_uds = s->gateway || s->p->n_unix_sockets;
+    if (st->host_uds &&
+        (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
+         (s->gateway && list_door(st, err) < 0) || usock_program(&st->uds_filter, err) < 0))
+        goto out;
+    st->uds.gofer = true;
     /* The helper serves the stub and the synthetic addresses: the gateway
      * takes its relay's prefaces on the door (gvisor/init.c). */
     b->relay_transparent = st->transparent;

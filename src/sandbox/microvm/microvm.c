@@ -25,10 +25,19 @@
 #include "sandbox/boundary.h"
 #include "sandbox/supervise.h"
 
-/* Without hardware KVM, only a policy that allows TCG runs here. */
+/*
+ * Without hardware KVM, only a policy that allows TCG runs here. A host
+ * socket cannot be reached from the guest at all: 9p shares carry none
+ * (a connect in the guest finds only the guest's own sockets).
+ */
 static int microvm_admits(const struct policy *p, struct cordon_err *err)
 {
     char why[160];
+    if (p->n_unix_sockets)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "microvm: filesystem.unix_sockets cannot reach a host socket from the "
+                       "guest ('%s'): its 9p shares carry no sockets; use another level",
+                       p->unix_sockets[0]);
     if (p->microvm_accel == POLICY_ACCEL_TCG || hardware_kvm(why, sizeof why))
         return 0;
     return err_set(err, CORDON_E_UNSUPPORTED,
@@ -44,10 +53,17 @@ int microvm_probe(struct cordon_err *err)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: no QEMU at '%s'", qemu);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/vmlinux", env_or("CORDON_GUEST_KERNEL", KERNEL_DEFAULT));
-    if (access(path, R_OK) < 0)
+    if (access(path, R_OK) < 0) {
+        /* The builder an installed cordon has, or a source tree's. */
+        int missing = errno;
+        char builder[PATH_MAX];
+        if (installed_path("build-guest-kernel", builder) < 0 || access(builder, X_OK) < 0)
+            snprintf(builder, sizeof builder, "scripts/build-guest-kernel.sh");
+        errno = missing;
         return err_sys(err, CORDON_E_UNSUPPORTED,
-                       "microvm: no guest kernel at '%s' (scripts/build-guest-kernel.sh builds it)",
-                       path);
+                       "microvm: no guest kernel at '%s' (%s builds it, once, in about 6 minutes)",
+                       path, builder);
+    }
     return find_initramfs(path, err);
 }
 

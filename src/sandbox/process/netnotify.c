@@ -9,6 +9,8 @@
 #include "common/cleanup.h"
 #include "common/relay_wire.h"
 #include "common/syscalls.h"
+#include "sandbox/notify.h"
+#include "sandbox/process/metanotify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,9 +48,9 @@
  */
 enum label {
     L_NOTIFY, L_SOCKET, L_INET, L_STREAM, L_DGRAM, L_UNIX, L_SENDTO, L_FLAGS2, L_FLAGS3,
-    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_REFUSE, L_ALLOW, L_NONE,
+    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_IOCTL, L_REFUSE, L_ALLOW, L_NONE,
 };
-#define PROG_MAX 96
+#define PROG_MAX 160
 
 struct prog {
     struct sock_filter f[PROG_MAX];
@@ -59,6 +61,8 @@ struct prog {
 
 static void op(struct prog *p, unsigned short code, unsigned k)
 {
+    if (p->n == PROG_MAX)
+        return; /* refused as a whole below */
     p->jt[p->n] = p->jf[p->n] = L_NONE;
     p->f[p->n++] = (struct sock_filter)BPF_STMT(code, k);
 }
@@ -66,6 +70,8 @@ static void op(struct prog *p, unsigned short code, unsigned k)
 /* A conditional jump to T when it holds, to F otherwise (L_NONE: the next). */
 static void jmp(struct prog *p, unsigned short code, unsigned k, enum label t, enum label f)
 {
+    if (p->n == PROG_MAX)
+        return;
     p->jt[p->n] = t;
     p->jf[p->n] = f;
     p->f[p->n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | code, k, 0, 0);
@@ -95,6 +101,59 @@ static void if_pointer(struct prog *p, int n, enum label t)
     jmp(p, BPF_JEQ | BPF_K, 0, L_NONE, t);
 }
 
+/*
+ * The jumps resolved and the program copied out; refused when it outgrew
+ * PROG_MAX (op() stopped writing) or a jump would reach past 255.
+ */
+static int assemble(struct prog *p, struct seccomp_program *out, struct cordon_err *err)
+{
+    if (p->n == PROG_MAX)
+        return err_set(err, CORDON_E_INTERNAL, "netnotify: the filter needs more than %d "
+                       "instructions", PROG_MAX);
+    for (size_t i = 0; i < p->n; i++) {
+        if (BPF_CLASS(p->f[i].code) != BPF_JMP)
+            continue;
+        if (BPF_OP(p->f[i].code) == BPF_JA) {
+            p->f[i].k = (unsigned)(p->at[p->jt[i]] - i - 1);
+            continue;
+        }
+        size_t t = p->jt[i] == L_NONE ? i + 1 : p->at[p->jt[i]];
+        size_t f = p->jf[i] == L_NONE ? i + 1 : p->at[p->jf[i]];
+        if (t <= i || f <= i || t - i - 1 > 255 || f - i - 1 > 255)
+            return err_set(err, CORDON_E_INTERNAL, "netnotify: jump out of range at %zu", i);
+        p->f[i].jt = (unsigned char)(t - i - 1);
+        p->f[i].jf = (unsigned char)(f - i - 1);
+    }
+    out->len = (unsigned short)p->n;
+    out->filter = malloc(p->n * sizeof p->f[0]);
+    if (!out->filter)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    memcpy(out->filter, p->f, p->n * sizeof p->f[0]);
+    return 0;
+}
+
+/* chmod, chown, times, xattrs: Landlock has no right for them (metanotify.h). */
+static void metadata_calls(struct prog *p)
+{
+    int nrs[32];
+    size_t n = metanotify_syscalls(nrs, sizeof nrs / sizeof nrs[0]);
+    for (size_t i = 0; i < n; i++)
+        jmp(p, BPF_JEQ | BPF_K, (unsigned)nrs[i], L_NOTIFY, L_NONE);
+    jmp(p, BPF_JEQ | BPF_K, __NR_ioctl, L_IOCTL, L_NONE);
+}
+
+/* L_IOCTL: chattr's commands (the kernel reads a command as an int: the low half). */
+static void metadata_ioctls(struct prog *p)
+{
+    unsigned cmds[16];
+    size_t n = metanotify_ioctls(cmds, sizeof cmds / sizeof cmds[0]);
+    at(p, L_IOCTL);
+    ld_arg(p, 1, false);
+    for (size_t i = 0; i < n; i++)
+        jmp(p, BPF_JEQ | BPF_K, cmds[i], L_NOTIFY, L_NONE);
+    ret(p, SECCOMP_RET_ALLOW);
+}
+
 int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err)
 {
     static const int ipc[] = { __NR_shmget, __NR_shmat, __NR_shmctl, __NR_semget, __NR_semop,
@@ -108,17 +167,19 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
      * host's segments, semaphores and queues would be a guess away. */
     for (size_t i = 0; i < sizeof ipc / sizeof ipc[0]; i++)
         jmp(&p, BPF_JEQ | BPF_K, (unsigned)ipc[i], L_REFUSE, L_NONE);
+    metadata_calls(&p);
     jmp(&p, BPF_JEQ | BPF_K, __NR_connect, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_listen, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_sendto, L_SENDTO, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_sendmmsg, L_FLAGS3, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_sendmsg, L_FLAGS2, L_NONE);
+    /* Every bind: a unix socket's name is then the run's own (usock.h). */
+    jmp(&p, BPF_JEQ | BPF_K, __NR_bind, L_NOTIFY, L_NONE);
     if (gateway) {
         /* What a resolver does to the stand-in of its UDP socket (see
          * netrelay below), which the supervisor answers as UDP would
          * (c-ares reads its own address back after connect()). */
-        jmp(&p, BPF_JEQ | BPF_K, __NR_bind, L_NOTIFY, L_NONE);
         jmp(&p, BPF_JEQ | BPF_K, __NR_setsockopt, L_SETSOCKOPT, L_NONE);
         jmp(&p, BPF_JEQ | BPF_K, __NR_recvfrom, L_RECVFROM, L_NONE);
         jmp(&p, BPF_JEQ | BPF_K, __NR_getsockname, L_NOTIFY, L_NONE);
@@ -182,6 +243,7 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
         if_pointer(&p, 4, L_NOTIFY);
         ret(&p, SECCOMP_RET_ALLOW);
     }
+    metadata_ioctls(&p);
     /* connect, listen, bind, ...: the supervisor decides (BPF jumps only forward) */
     at(&p, L_NOTIFY);
     ret(&p, SECCOMP_RET_USER_NOTIF);
@@ -190,72 +252,10 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
     at(&p, L_ALLOW);
     ret(&p, SECCOMP_RET_ALLOW);
 
-    for (size_t i = 0; i < p.n; i++) {
-        if (BPF_CLASS(p.f[i].code) != BPF_JMP)
-            continue;
-        if (BPF_OP(p.f[i].code) == BPF_JA) {
-            p.f[i].k = (unsigned)(p.at[p.jt[i]] - i - 1);
-            continue;
-        }
-        size_t t = p.jt[i] == L_NONE ? i + 1 : p.at[p.jt[i]];
-        size_t f = p.jf[i] == L_NONE ? i + 1 : p.at[p.jf[i]];
-        if (t <= i || f <= i || t - i - 1 > 255 || f - i - 1 > 255)
-            return err_set(err, CORDON_E_INTERNAL, "netnotify: jump out of range at %zu", i);
-        p.f[i].jt = (unsigned char)(t - i - 1);
-        p.f[i].jf = (unsigned char)(f - i - 1);
-    }
-    out->len = (unsigned short)p.n;
-    out->filter = malloc(p.n * sizeof p.f[0]);
-    if (!out->filter)
-        return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    memcpy(out->filter, p.f, p.n * sizeof p.f[0]);
-    return 0;
+    return assemble(&p, out, err);
 }
 
 /* ---- the boundary's supervisor ---- */
-
-static int respond(int listener, __u64 id, int error, __s64 val)
-{
-    struct seccomp_notif_resp r = { .id = id, .error = error ? -error : 0, .val = val };
-    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &r) < 0 && errno != ENOENT)
-        return -1;
-    return 0; /* ENOENT: the caller is gone (killed, or interrupted) */
-}
-
-/* Let the kernel run the call: only where it bounds the effect itself (see netnotify.h). */
-static int respond_continue(int listener, __u64 id)
-{
-    struct seccomp_notif_resp r = { .id = id, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
-    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &r) < 0 && errno != ENOENT)
-        return -1;
-    return 0;
-}
-
-/* The caller's descriptor FD, as our own; -1 when it has none there. */
-static int take_fd(pid_t tid, int fd)
-{
-    /* The notification names a thread; PIDFD_THREAD (O_EXCL) lets a pidfd name one. */
-    _cleanup_close_ int pidfd = sys_pidfd_open(tid, O_EXCL);
-    if (pidfd < 0)
-        pidfd = sys_pidfd_open(tid, 0);
-    if (pidfd < 0)
-        return -1;
-    return sys_pidfd_getfd(pidfd, fd, 0);
-}
-
-/* Whether the caller's FD is close-on-exec (fdinfo's flags carry O_CLOEXEC). */
-static bool fd_cloexec(pid_t tid, int fd)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)tid, fd);
-    _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
-    if (n <= 0)
-        return true;
-    buf[n] = '\0';
-    char *flags = strstr(buf, "flags:");
-    return !flags || (strtoul(flags + 6, NULL, 8) & O_CLOEXEC);
-}
 
 /* An IPv4 address and port out of A (an IPv4-mapped IPv6 one too), host order. */
 static bool inet4_of(const struct sockaddr_storage *a, socklen_t len, uint32_t *addr, uint16_t *port)
@@ -351,7 +351,7 @@ static int redirect_to_gateway(int listener, const struct seccomp_notif *n, int 
 {
     _cleanup_close_ int s = dial_gateway(nn, preface, plen);
     if (s < 0)
-        return respond(listener, n->id, ECONNREFUSED, 0);
+        return notify_respond(listener, n->id, ECONNREFUSED, 0);
     int on = 0;
     socklen_t len = sizeof on;
     if (getsockopt(theirs, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0 && on)
@@ -367,89 +367,11 @@ static int redirect_to_gateway(int listener, const struct seccomp_notif *n, int 
         .flags = SECCOMP_ADDFD_FLAG_SETFD,
         .srcfd = (__u32)s,
         .newfd = (__u32)n->data.args[0],
-        .newfd_flags = fd_cloexec(n->pid, (int)n->data.args[0]) ? O_CLOEXEC : 0,
+        .newfd_flags = notify_fd_cloexec(n->pid, (int)n->data.args[0]) ? O_CLOEXEC : 0,
     };
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0)
-        return respond(listener, n->id, errno == ENOENT ? 0 : ECONNREFUSED, 0);
-    return respond(listener, n->id, 0, 0);
-}
-
-/*
- * A unix socket file beneath one of the run's writable trees: reached
- * through a descriptor of the socket itself, so no link, "..", or
- * renamed directory can lead the connect elsewhere.
- */
-static int connect_unix(int theirs, pid_t tid, const struct sockaddr_un *un, socklen_t len,
-                        const struct netnotify *nn)
-{
-    size_t plen = len - offsetof(struct sockaddr_un, sun_path);
-    if (plen == 0 || un->sun_path[0] == '\0')
-        return EPERM; /* abstract (or unnamed): Landlock scopes them away from the host */
-    char path[sizeof un->sun_path + 1], full[PATH_MAX + sizeof un->sun_path + 2];
-    memcpy(path, un->sun_path, plen < sizeof un->sun_path ? plen : sizeof un->sun_path);
-    path[plen < sizeof un->sun_path ? plen : sizeof un->sun_path] = '\0';
-    if (path[0] != '/') {
-        char link[64], cwd[PATH_MAX];
-        snprintf(link, sizeof link, "/proc/%d/cwd", (int)tid);
-        ssize_t n = readlink(link, cwd, sizeof cwd - 1);
-        if (n < 0)
-            return EACCES;
-        cwd[n] = '\0';
-        snprintf(full, sizeof full, "%s/%s", cwd, path);
-    } else {
-        snprintf(full, sizeof full, "%s", path);
-    }
-    for (size_t i = 0; i < nn->n_roots; i++) {
-        size_t rl = strlen(nn->root_paths[i]);
-        if (strncmp(full, nn->root_paths[i], rl) != 0 || full[rl] != '/')
-            continue;
-        struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                           RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
-        _cleanup_close_ int sfd = sys_openat2(nn->roots[i], full + rl + 1, &how, sizeof how);
-        struct stat st;
-        if (sfd < 0)
-            return errno == ENOENT ? ENOENT : EACCES;
-        if (fstat(sfd, &st) < 0 || !S_ISSOCK(st.st_mode))
-            return ECONNREFUSED;
-        for (size_t h = 0; h < nn->n_hidden; h++)
-            if (nn->hidden[h].dev == st.st_dev && nn->hidden[h].ino == st.st_ino)
-                return EACCES;
-        struct sockaddr_un via = { .sun_family = AF_UNIX };
-        snprintf(via.sun_path, sizeof via.sun_path, "/proc/self/fd/%d", sfd);
-        /* A listener that never accepts must not hold the keeper: a blocking
-         * connect waits at most the socket's send timeout, set for the call. */
-        struct timeval saved = { 0 }, wait = { CONNECT_WAIT_MS / 1000, 0 };
-        socklen_t tl = sizeof saved;
-        bool timed = getsockopt(theirs, SOL_SOCKET, SO_SNDTIMEO, &saved, &tl) == 0 &&
-                     !saved.tv_sec && !saved.tv_usec &&
-                     setsockopt(theirs, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait) == 0;
-        int rc = connect(theirs, (struct sockaddr *)&via, sizeof via) < 0 ? errno : 0;
-        if (timed)
-            setsockopt(theirs, SOL_SOCKET, SO_SNDTIMEO, &saved, sizeof saved);
-        return rc == EAGAIN ? ETIMEDOUT : rc;
-    }
-    return EACCES; /* a host socket: the docker, dbus or agent socket stay out of reach */
-}
-
-/*
- * The caller's socket (its first argument) as a descriptor of ours, once the
- * notification is known to be still live: the same task, waiting in this
- * very call, so what was read from it before was its. -1 with *RC what the
- * handler returns: 0 when the call is gone, the EBADF answer otherwise.
- */
-static int claim_socket(int listener, const struct seccomp_notif *n, int *rc)
-{
-    int fd = take_fd(n->pid, (int)n->data.args[0]);
-    __u64 id = n->id;
-    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) {
-        closep(&fd);
-        *rc = 0;
-        return -1;
-    }
-    if (fd < 0)
-        *rc = respond(listener, n->id, EBADF, 0);
-    return fd;
+        return notify_respond(listener, n->id, errno == ENOENT ? 0 : ECONNREFUSED, 0);
+    return notify_respond(listener, n->id, 0, 0);
 }
 
 static struct netrelay_sock *standin(struct netrelay *r, int fd);
@@ -466,26 +388,27 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
     struct iovec local = { &a, len };
     struct iovec remote = { (void *)(uintptr_t)n->data.args[1], len };
     if (len < sizeof a.ss_family || process_vm_readv(n->pid, &local, 1, &remote, 1, 0) != len)
-        return respond(listener, n->id, EFAULT, 0);
+        return notify_respond(listener, n->id, EFAULT, 0);
     int rc;
-    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    _cleanup_close_ int theirs = notify_claim_socket(listener, n, &rc);
     if (theirs < 0)
         return rc;
     int domain = 0, type = 0;
     socklen_t olen = sizeof domain;
     if (getsockopt(theirs, SOL_SOCKET, SO_DOMAIN, &domain, &olen) < 0)
-        return respond(listener, n->id, ENOTSOCK, 0);
+        return notify_respond(listener, n->id, ENOTSOCK, 0);
     olen = sizeof type;
     getsockopt(theirs, SOL_SOCKET, SO_TYPE, &type, &olen);
 
     struct netrelay_sock *sin = standin(r, theirs);
     if (sin)
-        return respond(listener, n->id, standin_connect(&a, len, sin), 0);
+        return notify_respond(listener, n->id, standin_connect(&a, len, sin), 0);
     if (a.ss_family == AF_UNSPEC) /* dissolving an association reaches nothing */
-        return respond(listener, n->id, connect(theirs, (struct sockaddr *)&a, len) < 0 ? errno : 0, 0);
+        return notify_respond(listener, n->id, connect(theirs, (struct sockaddr *)&a, len) < 0 ? errno : 0, 0);
     if (domain == AF_UNIX && a.ss_family == AF_UNIX)
-        return respond(listener, n->id,
-                       connect_unix(theirs, n->pid, (struct sockaddr_un *)&a, len, nn), 0);
+        return notify_respond(listener, n->id,
+                              usock_connect(nn->usock, theirs, n->pid,
+                                            (struct sockaddr_un *)&a, len), 0);
     if ((domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->gateway &&
         is_proxy(&a, len))
         return redirect_to_gateway(listener, n, theirs, nn, NULL, 0);
@@ -504,24 +427,24 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
         return redirect_to_gateway(listener, n, theirs, nn, pre, pl);
     }
     if (domain == AF_INET || domain == AF_INET6)
-        return respond(listener, n->id, ECONNREFUSED, 0);
-    return respond(listener, n->id, EACCES, 0);
+        return notify_respond(listener, n->id, ECONNREFUSED, 0);
+    return notify_respond(listener, n->id, EACCES, 0);
 }
 
 static int on_listen(int listener, const struct seccomp_notif *n)
 {
     int rc;
-    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    _cleanup_close_ int theirs = notify_claim_socket(listener, n, &rc);
     if (theirs < 0)
         return rc;
     int domain = 0;
     socklen_t olen = sizeof domain;
     if (getsockopt(theirs, SOL_SOCKET, SO_DOMAIN, &domain, &olen) < 0)
-        return respond(listener, n->id, ENOTSOCK, 0);
+        return notify_respond(listener, n->id, ENOTSOCK, 0);
     /* Only a unix socket listens: an inet one would be a port on the host. */
     if (domain != AF_UNIX)
-        return respond(listener, n->id, EACCES, 0);
-    return respond(listener, n->id, listen(theirs, (int)n->data.args[1]) < 0 ? errno : 0, 0);
+        return notify_respond(listener, n->id, EACCES, 0);
+    return notify_respond(listener, n->id, listen(theirs, (int)n->data.args[1]) < 0 ? errno : 0, 0);
 }
 
 /* ---- DNS: the UDP stand-ins (see netnotify.h) ---- */
@@ -602,10 +525,10 @@ static int on_socket(int listener, const struct seccomp_notif *n, struct netrela
         if (!r->socks[i].ino)
             s = &r->socks[i];
     if (!s)
-        return respond(listener, n->id, ENOBUFS, 0);
+        return notify_respond(listener, n->id, ENOBUFS, 0);
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
-        return respond(listener, n->id, errno, 0);
+        return notify_respond(listener, n->id, errno, 0);
     _cleanup_close_ int theirs = pair[0];
     s->mine = pair[1];
     struct stat st;
@@ -613,7 +536,7 @@ static int on_socket(int listener, const struct seccomp_notif *n, struct netrela
     if (fstat(theirs, &st) < 0 || fcntl(s->mine, F_SETFL, O_NONBLOCK) < 0 ||
         ((type & SOCK_NONBLOCK) && fcntl(theirs, F_SETFL, O_NONBLOCK) < 0)) {
         standin_free(s);
-        return respond(listener, n->id, ENOBUFS, 0);
+        return notify_respond(listener, n->id, ENOBUFS, 0);
     }
     /* A slot still holding this inode number is a stand-in the command
      * closed whose end the loop has not seen yet: the number is free again. */
@@ -631,33 +554,29 @@ static int on_socket(int listener, const struct seccomp_notif *n, struct netrela
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
         int e = errno;
         standin_free(s);
-        return e == ENOENT ? 0 : respond(listener, n->id, e, 0);
+        return e == ENOENT ? 0 : notify_respond(listener, n->id, e, 0);
     }
     return 0; /* answered: the call returns the new descriptor */
 }
 
-/* A stand-in binds nowhere (it has no inet address) and takes IP options as set. */
-static int on_bind_or_option(int listener, const struct seccomp_notif *n, struct netrelay *r)
+/*
+ * A stand-in binds nowhere (it has no inet address) and takes IP options as
+ * set. Any other socket's bind is the kernel's (Landlock says where a unix
+ * socket may be made); a unix one is noted as the run's first: a racing
+ * thread swapping another in leaves that one unnoted, so unreachable.
+ */
+static int on_bind_or_option(int listener, const struct seccomp_notif *n,
+                             const struct netnotify *nn, struct netrelay *r)
 {
     int rc;
-    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    _cleanup_close_ int theirs = notify_claim_socket(listener, n, &rc);
     if (theirs < 0)
         return rc;
+    if (n->data.nr == __NR_bind && !standin(r, theirs))
+        usock_note_bind(nn->usock, theirs);
     if (!standin(r, theirs))
-        return respond_continue(listener, n->id); /* Landlock and the kernel's own checks hold */
-    return respond(listener, n->id, 0, 0);
-}
-
-static int read_caller(pid_t pid, void *to, __u64 from, size_t len)
-{
-    struct iovec local = { to, len }, remote = { (void *)(uintptr_t)from, len };
-    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
-}
-
-static int write_caller(pid_t pid, __u64 to, const void *from, size_t len)
-{
-    struct iovec local = { (void *)from, len }, remote = { (void *)(uintptr_t)to, len };
-    return !len || process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+        return notify_continue(listener, n->id); /* Landlock and the kernel's own checks hold */
+    return notify_respond(listener, n->id, 0, 0);
 }
 
 /*
@@ -667,17 +586,17 @@ static int write_caller(pid_t pid, __u64 to, const void *from, size_t len)
 static int on_name(int listener, const struct seccomp_notif *n, struct netrelay *r)
 {
     int rc;
-    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    _cleanup_close_ int theirs = notify_claim_socket(listener, n, &rc);
     if (theirs < 0)
         return rc;
     const struct netrelay_sock *s = standin(r, theirs);
     if (!s)
-        return respond_continue(listener, n->id); /* it writes only to the caller */
+        return notify_continue(listener, n->id); /* it writes only to the caller */
     struct sockaddr_storage a = { 0 };
     socklen_t len;
     if (n->data.nr == __NR_getpeername) {
         if (!s->dns)
-            return respond(listener, n->id, ENOTCONN, 0);
+            return notify_respond(listener, n->id, ENOTCONN, 0);
         memcpy(&a, &s->peer, s->peer_len);
         len = s->peer_len;
     } else if (s->family == AF_INET6) {
@@ -694,11 +613,11 @@ static int on_name(int listener, const struct seccomp_notif *n, struct netrelay 
         len = sizeof *in;
     }
     socklen_t room;
-    if (read_caller(n->pid, &room, n->data.args[2], sizeof room) < 0 ||
-        write_caller(n->pid, n->data.args[1], &a, room < len ? room : len) < 0 ||
-        write_caller(n->pid, n->data.args[2], &len, sizeof len) < 0)
-        return respond(listener, n->id, EFAULT, 0);
-    return respond(listener, n->id, 0, 0);
+    if (notify_read(n->pid, &room, n->data.args[2], sizeof room) < 0 ||
+        notify_write(n->pid, n->data.args[1], &a, room < len ? room : len) < 0 ||
+        notify_write(n->pid, n->data.args[2], &len, sizeof len) < 0)
+        return notify_respond(listener, n->id, EFAULT, 0);
+    return notify_respond(listener, n->id, 0, 0);
 }
 
 /* Query Q (LEN bytes) from stand-in S, onto its stream to the gateway's stub. */
@@ -729,31 +648,31 @@ static int on_sendto(int listener, const struct seccomp_notif *n, const struct n
                      struct netrelay *r)
 {
     int rc;
-    _cleanup_close_ int theirs = claim_socket(listener, n, &rc);
+    _cleanup_close_ int theirs = notify_claim_socket(listener, n, &rc);
     if (theirs < 0)
         return rc;
     struct netrelay_sock *s = standin(r, theirs);
     if (!s) /* a TCP or unix socket: as before (a stand-in swapped in meanwhile ignores it) */
-        return respond_continue(listener, n->id);
+        return notify_continue(listener, n->id);
     struct sockaddr_storage a = { 0 };
     socklen_t alen = (socklen_t)n->data.args[5];
     if (alen > sizeof a)
         alen = sizeof a;
-    if (read_caller(n->pid, &a, n->data.args[4], alen) < 0)
-        return respond(listener, n->id, EFAULT, 0);
+    if (notify_read(n->pid, &a, n->data.args[4], alen) < 0)
+        return notify_respond(listener, n->id, EFAULT, 0);
     if (!is_nameserver(&a, alen))
-        return respond(listener, n->id, ECONNREFUSED, 0);
+        return notify_respond(listener, n->id, ECONNREFUSED, 0);
     size_t len = (size_t)n->data.args[2];
     unsigned char q[RELAY_DNS_MAX];
     if (len > sizeof q)
-        return respond(listener, n->id, EMSGSIZE, 0);
-    if (read_caller(n->pid, q, n->data.args[1], len) < 0)
-        return respond(listener, n->id, EFAULT, 0);
+        return notify_respond(listener, n->id, EMSGSIZE, 0);
+    if (notify_read(n->pid, q, n->data.args[1], len) < 0)
+        return notify_respond(listener, n->id, EFAULT, 0);
     memcpy(&s->peer, &a, alen);
     s->peer_len = alen;
     s->dns = true;
     relay_query(nn, s, q, len);
-    return respond(listener, n->id, 0, (__s64)len);
+    return notify_respond(listener, n->id, 0, (__s64)len);
 }
 
 /*
@@ -771,27 +690,27 @@ static bool deliver(int listener, const struct seccomp_notif *n, int theirs,
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return false;
     if (got < 0) {
-        respond(listener, n->id, errno, 0);
+        notify_respond(listener, n->id, errno, 0);
         return true;
     }
     size_t copy = (size_t)got < want ? (size_t)got : want;
     if (copy > sizeof buf)
         copy = sizeof buf;
     socklen_t room = 0;
-    if (write_caller(n->pid, n->data.args[1], buf, copy) < 0 ||
-        (n->data.args[5] && read_caller(n->pid, &room, n->data.args[5], sizeof room) < 0)) {
-        respond(listener, n->id, EFAULT, 0);
+    if (notify_write(n->pid, n->data.args[1], buf, copy) < 0 ||
+        (n->data.args[5] && notify_read(n->pid, &room, n->data.args[5], sizeof room) < 0)) {
+        notify_respond(listener, n->id, EFAULT, 0);
         return true;
     }
     static const struct sockaddr_storage none;
     const struct sockaddr_storage *from = s && s->dns ? &s->peer : &none;
     socklen_t plen = s && s->dns ? s->peer_len : 0;
-    if (n->data.args[5] && (write_caller(n->pid, n->data.args[4], from, room < plen ? room : plen) < 0 ||
-                            write_caller(n->pid, n->data.args[5], &plen, sizeof plen) < 0)) {
-        respond(listener, n->id, EFAULT, 0);
+    if (n->data.args[5] && (notify_write(n->pid, n->data.args[4], from, room < plen ? room : plen) < 0 ||
+                            notify_write(n->pid, n->data.args[5], &plen, sizeof plen) < 0)) {
+        notify_respond(listener, n->id, EFAULT, 0);
         return true;
     }
-    respond(listener, n->id, 0, got);
+    notify_respond(listener, n->id, 0, got);
     return true;
 }
 
@@ -799,13 +718,13 @@ static bool deliver(int listener, const struct seccomp_notif *n, int theirs,
 static int on_recvfrom(int listener, const struct seccomp_notif *n, struct netrelay *r)
 {
     int rc;
-    int theirs = claim_socket(listener, n, &rc);
+    int theirs = notify_claim_socket(listener, n, &rc);
     if (theirs < 0)
         return rc;
     struct netrelay_sock *s = standin(r, theirs);
     if (!s) {
         close(theirs);
-        return respond_continue(listener, n->id); /* a receive sends nothing */
+        return notify_continue(listener, n->id); /* a receive sends nothing */
     }
     if (deliver(listener, n, theirs, s)) {
         close(theirs);
@@ -814,7 +733,7 @@ static int on_recvfrom(int listener, const struct seccomp_notif *n, struct netre
     int fl = fcntl(theirs, F_GETFL);
     if ((fl >= 0 && (fl & O_NONBLOCK)) || (n->data.args[3] & MSG_DONTWAIT)) {
         close(theirs);
-        return respond(listener, n->id, EAGAIN, 0);
+        return notify_respond(listener, n->id, EAGAIN, 0);
     }
     /* A blocking receive: answered once a datagram comes (the loop polls
      * our copy), its timeout passes, or the caller gives up. */
@@ -824,7 +743,7 @@ static int on_recvfrom(int listener, const struct seccomp_notif *n, struct netre
             w = &r->waits[i];
     if (!w) {
         close(theirs);
-        return respond(listener, n->id, EINTR, 0); /* the caller's loop asks again */
+        return notify_respond(listener, n->id, EINTR, 0); /* the caller's loop asks again */
     }
     struct timeval tv = { 0 };
     socklen_t tl = sizeof tv;
@@ -930,7 +849,7 @@ void netrelay_serve(int listener, const struct netnotify *nn, struct netrelay *r
         if (!gone && !revents_of(p, n, w->fd)) {
             if (!past(&w->deadline))
                 continue;
-            respond(listener, w->n.id, EAGAIN, 0);
+            notify_respond(listener, w->n.id, EAGAIN, 0);
         }
         drop(&w->fd);
     }
@@ -942,6 +861,8 @@ int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r
     memset(&n, 0, sizeof n);
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
         return errno == EINTR || errno == ENOENT ? 0 : -1;
+    if (nn->meta && metanotify_handles(&n))
+        return metanotify_serve(listener, &n, nn->meta);
     if (n.data.nr == __NR_connect)
         return on_connect(listener, &n, nn, r);
     if (n.data.nr == __NR_listen)
@@ -949,12 +870,12 @@ int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r
     if (n.data.nr == __NR_socket)
         return on_socket(listener, &n, r);
     if (n.data.nr == __NR_bind || n.data.nr == __NR_setsockopt)
-        return on_bind_or_option(listener, &n, r);
+        return on_bind_or_option(listener, &n, nn, r);
     if (n.data.nr == __NR_sendto)
         return on_sendto(listener, &n, nn, r);
     if (n.data.nr == __NR_recvfrom)
         return on_recvfrom(listener, &n, r);
     if (n.data.nr == __NR_getsockname || n.data.nr == __NR_getpeername)
         return on_name(listener, &n, r);
-    return respond(listener, n.id, ENOSYS, 0);
+    return notify_respond(listener, n.id, ENOSYS, 0);
 }

@@ -7,8 +7,8 @@
  * the socket it takes from the caller (pidfd_getfd) and on its own copy of
  * the address, and acts itself: it dials the gateway and installs that
  * socket over the caller's (SECCOMP_ADDFD_FLAG_SETFD), connects a unix
- * socket only to a socket file beneath the run's writable trees, and
- * refuses everything else. Where it decides, it never lets the kernel act
+ * socket only to one the run bound or the policy lists (sandbox/usock.h:
+ * it sees every bind() the run makes), and refuses everything else. Where it decides, it never lets the kernel act
  * on the caller's memory after the decision, so a racing thread can change
  * nothing. SECCOMP_USER_NOTIF_FLAG_CONTINUE only passes on what the stand-ins
  * below made it see and that is not one (bind, an IP option, a receive,
@@ -20,6 +20,7 @@
 #include "common/err.h"
 #include "policy/policy.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/usock.h"
 
 #include "common/relay_wire.h"
 
@@ -34,9 +35,7 @@
 /* The address the sandbox is told its proxy is at (HTTP_PROXY). */
 #define NETNOTIFY_PROXY_PORT 3128
 
-#define NETNOTIFY_MAX_ROOTS 16
-/* Host sockets found in a host workspace before the run (workspace.h's cap). */
-#define NETNOTIFY_MAX_HIDDEN 256
+struct metanotify;
 
 struct netnotify {
     bool gateway;               /* the gateway is the one way out */
@@ -47,16 +46,9 @@ struct netnotify {
      * of these ports reaches the gateway with a relay preface naming it. */
     uint16_t ports[SYNTH_MAX_PORTS];
     size_t n_ports;
-    int roots[NETNOTIFY_MAX_ROOTS]; /* O_PATH trees whose unix sockets may be reached */
-    size_t n_roots;
-    char root_paths[NETNOTIFY_MAX_ROOTS][512];
-    /* Sockets beneath the roots that are the host's, not the run's: the
-     * namespace level masks them, so here they stay out of reach. */
-    struct {
-        dev_t dev;
-        ino_t ino;
-    } hidden[NETNOTIFY_MAX_HIDDEN];
-    size_t n_hidden;
+    struct usock_keeper *usock; /* the unix sockets the run may reach (the keeper's copy) */
+    /* Metadata calls (chmod, chown, times, xattrs) share the listener: metanotify.h. */
+    const struct metanotify *meta;
 };
 
 /*

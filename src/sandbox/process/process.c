@@ -27,9 +27,13 @@
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/notify.h"
+#include "sandbox/process/metanotify.h"
 #include "sandbox/process/netnotify.h"
+#include "sandbox/ns_int.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
+#include "sandbox/usock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -61,10 +65,12 @@ struct process_plan {
     struct confine_plan confine;
     struct seccomp_program notify;
     struct netnotify nn;
+    struct metanotify meta;  /* the writable trees: confine.landlock's rules */
     const char *workdir;
     const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
     struct cgroup_ticket cg; /* the command joins the run's cgroups through it */
     bool root;
+    struct usock_keeper usock; /* nn's: the keeper's copy notes the run's binds */
 };
 
 /* File descriptors of the boundary; every other is closed at once. */
@@ -166,21 +172,11 @@ static void kill_tree(void)
     }
 }
 
-static void remove_tree_at(int fd);
-
-/* The run's directory, once nothing of the run is left to use it. */
-static void remove_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0)
-        remove_tree_at(fd);
-    rmdir(dir);
-}
-
 static _Noreturn void keeper_exit(const struct process_plan *plan, int status)
 {
     kill_tree();
-    remove_dir(plan->run_dir);
+    /* The run's directory, once nothing of the run is left to use it. */
+    hostpath_remove_tree(plan->run_dir);
     _exit(status);
 }
 
@@ -242,6 +238,11 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
         boundary_exec(&m, -1, plan->workdir, fds->err_w, confine_process_command, &cc);
     }
     close(nsock[1]);
+    /* The command's /proc/PID, the inode its Landlock rule names, kept (see plan_proc). */
+    char self[32];
+    snprintf(self, sizeof self, "/proc/%d", (int)cmd);
+    int pin = open(self, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    (void)pin; /* held until the keeper exits */
     for (int c = 0; c < CGROUP_COUNT; c++)
         if (plan->cg.fd[c] >= 0)
             close(plan->cg.fd[c]); /* the command's alone: the keeper stays out */
@@ -249,13 +250,17 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
     for (int i = 0; i < 3; i++)
         close(m.stdio[i]);
     boundary_forward_signals(cmd);
-    /* SIGCHLD wakes the loop to reap (an orphan's zombie would linger otherwise). */
-    struct sigaction sa = { .sa_handler = noop };
+    /* SIGCHLD wakes the loop to reap (an orphan's zombie would linger otherwise);
+     * a keeper's own call (a connect, a chmod for the command) is restarted. */
+    struct sigaction sa = { .sa_handler = noop, .sa_flags = SA_RESTART }; /* poll still wakes */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
 
     int listener = recv_fd(nsock[0]); /* -1: the command failed before it sent one */
     close(nsock[0]);
+    /* Every connect and chmod waits on us: answered on the caller's CPU where the kernel can. */
+    if (listener >= 0)
+        notify_sync_wakeup(listener);
     struct netrelay relay;
     netrelay_init(&relay);
     for (;;) {
@@ -342,33 +347,11 @@ static _Noreturn void top_main(const struct process_plan *plan, const struct bou
 
 /* ---- supervisor side ---- */
 
-/* Remove DIR's contents beneath FD without following a link; the run is gone. */
-static void remove_tree_at(int fd)
-{
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) == 0 || errno != EISDIR)
-            continue;
-        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub >= 0)
-            remove_tree_at(sub);
-        unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
-    }
-    closedir(d);
-}
-
 static void remove_run_dir(struct process_state *st)
 {
     if (!st->run_dir[0])
         return;
-    remove_dir(st->run_dir);
+    hostpath_remove_tree(st->run_dir);
     st->run_dir[0] = '\0';
 }
 
@@ -394,19 +377,15 @@ static int write_ca(struct process_state *st, const char *ca_pem, struct cordon_
     return write_file(st->ca_bundle, bundle, len, err);
 }
 
-static int make_run_dir(const struct policy *p, struct process_state *st, struct cordon_err *err)
+static int make_run_dir(const struct sandbox_setup *s, struct process_state *st,
+                        struct cordon_err *err)
 {
-    /* Named by its maker, as gvisor's is: whose it is shows without looking in. */
-    snprintf(st->run_dir, sizeof st->run_dir, "/tmp/cordon-run-%d-XXXXXX", (int)getpid());
-    if (!mkdtemp(st->run_dir)) {
-        st->run_dir[0] = '\0';
-        return err_sys(err, CORDON_E_SETUP, "cannot create the run's directory in /tmp");
-    }
+    TRY(boundary_private_dir(s, "run", st->run_dir, sizeof st->run_dir, err));
     snprintf(st->tmpdir, sizeof st->tmpdir, "%s/tmp", st->run_dir);
     if (mkdir(st->tmpdir, 0700) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", st->tmpdir);
-    if (p->workspace) {
-        snprintf(st->workdir, sizeof st->workdir, "%s", p->workspace);
+    if (s->p->workspace) {
+        snprintf(st->workdir, sizeof st->workdir, "%s", s->p->workspace);
         return 0;
     }
     snprintf(st->workdir, sizeof st->workdir, "%s/workspace", st->run_dir);
@@ -468,8 +447,9 @@ static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
                            p->binds[i].source, w);
     }
     /* Nor hidden inside a readable one: the namespace level masks them. */
-    const char *hidden[] = { p->audit.file, p->audit.sign_key };
-    for (size_t h = 0; h < sizeof hidden / sizeof hidden[0]; h++) {
+    const char *hidden[SANDBOX_N_HIDDEN_FILES];
+    sandbox_hidden_files(p, hidden);
+    for (size_t h = 0; h < SANDBOX_N_HIDDEN_FILES; h++) {
         _cleanup_free_ char *real = hidden[h] ? realpath(hidden[h], NULL) : NULL;
         for (size_t i = 0; real && i < p->n_binds; i++)
             if (beneath(real, p->binds[i].source))
@@ -626,6 +606,72 @@ static int plan_workspace(struct landlock_plan *ll, const struct policy *p,
     return split_workspace(ll, g, g->fd, p->workspace, "", err);
 }
 
+/*
+ * What of the host's /proc a root caller's program may read (another
+ * caller's reads the tree, as the host lets it). A root caller's run is uid 0
+ * (with no capability) and so the owner of the kernel's own files there:
+ * kpageflags, slabinfo, vmallocinfo, timer_list, pagetypeinfo (memory and
+ * kernel layout), and another process's command line or status. So not the
+ * tree: every directory may be listed (the pids, a /proc/self/fd), and
+ * these files read, the sysctl values named here too (read-only: no write
+ * to /proc at all), and the command's own /proc/PID. Landlock
+ * cannot name a process that does not exist yet: the command's children
+ * find their /proc/self listed but not readable (ps, top, /proc/self/maps).
+ */
+static const char *const proc_readable[] = {
+    "cpuinfo",     /* lscpu, libuv's os.cpus(), BLAS libraries */
+    "meminfo",     /* free, libuv's total memory, runtimes sizing their heaps */
+    "stat",        /* glibc's get_nprocs() fallback, CPU times */
+    "filesystems", /* libselinux at the start of ls, cp, ... */
+    "loadavg",     /* getloadavg(): make -l, uptime */
+    "uptime",
+    "version",
+    "swaps",       /* free */
+    "cgroups",     /* runtimes looking for their limits */
+    /* sysctl values, not /proc/sys whole: net holds secrets only root reads
+     * (tcp_fastopen_key, stable_secret) */
+    "sys/kernel",  /* osrelease, pid_max, ngroups_max, cap_last_cap, random/boot_id */
+    "sys/vm",      /* overcommit_memory (jemalloc), max_map_count */
+    "sys/fs",      /* nr_open, inotify limits (file watchers) */
+    "sys/crypto",  /* fips_enabled (OpenSSL, Go) */
+    "sys/user",    /* max_user_namespaces */
+    "sys/net/core/somaxconn", /* Go's listen backlog */
+    "sys/net/ipv4/ip_local_port_range",
+};
+
+/*
+ * PATH, opened here (no link followed) and held by the plan, so the rule
+ * names what was opened; -ENOENT's absence is 0 when OPTIONAL.
+ */
+static int add_opened(struct landlock_plan *ll, const char *path, unsigned access, bool optional,
+                      struct cordon_err *err)
+{
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && optional && errno == ENOENT)
+        return 0;
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", path);
+    if (landlock_plan_add_fd(ll, fd, path, access, err) < 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+static int plan_proc(struct landlock_plan *ll, struct cordon_err *err)
+{
+    TRY(add_opened(ll, "/proc", LANDLOCK_LIST, false, err));
+    /* Each held open by the boundary for the run's life: procfs makes a new
+     * inode for an entry whose dentry was evicted, which the rule would not name. */
+    for (size_t i = 0; i < sizeof proc_readable / sizeof proc_readable[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%s", proc_readable[i]);
+        TRY(add_opened(ll, path, LANDLOCK_RO, true, err));
+    }
+    /* Opened by the command itself: /proc/self is its own pid's (the keeper pins it). */
+    return landlock_plan_add(ll, "/proc/self", LANDLOCK_RO, true, err);
+}
+
 static int plan_landlock(const struct sandbox_setup *s, const struct process_state *st,
                          struct confine_plan *c, struct cordon_err *err)
 {
@@ -643,9 +689,13 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
         TRY(landlock_plan_add(ll, sandbox_usr_links[i], LANDLOCK_RO, true, err));
     for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++)
         TRY(landlock_plan_add(ll, sandbox_etc_files[i], LANDLOCK_RO, true, err));
-    /* The host's /proc, read-only: the process list shows (cordon check says so);
-     * other processes' memory and environ stay behind Landlock's ptrace rule. */
-    TRY(landlock_plan_add(ll, "/proc", LANDLOCK_RO, false, err));
+    /* For uid 0 the host's kernel files are readable (owner root): narrowed.
+     * Another uid reads what the host gives it, as any process of its own:
+     * the whole tree, so a child's /proc/self stays readable (ps, a JVM). */
+    if (geteuid() == 0)
+        TRY(plan_proc(ll, err));
+    else
+        TRY(landlock_plan_add(ll, "/proc", LANDLOCK_RO, false, err));
     for (size_t i = 0; i < SANDBOX_N_DEV_NODES; i++) {
         char dev[32];
         snprintf(dev, sizeof dev, "/dev/%s", sandbox_dev_nodes[i]);
@@ -653,9 +703,10 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     }
     TRY(landlock_plan_add(ll, "/dev/pts", LANDLOCK_DEV, true, err));
     TRY(landlock_plan_add(ll, "/dev/ptmx", LANDLOCK_DEV, true, err));
-    TRY(landlock_plan_add(ll, st->tmpdir, LANDLOCK_RW, false, err));
+    /* By descriptor: the keeper resolves metadata changes beneath them (metanotify.h). */
+    TRY(add_opened(ll, st->tmpdir, LANDLOCK_RW, false, err));
     if (!p->workspace)
-        TRY(landlock_plan_add(ll, st->workdir, LANDLOCK_RW, false, err));
+        TRY(add_opened(ll, st->workdir, LANDLOCK_RW, false, err));
     if (st->ca_cert[0]) {
         TRY(landlock_plan_add(ll, st->ca_cert, LANDLOCK_RO, false, err));
         TRY(landlock_plan_add(ll, st->ca_bundle, LANDLOCK_RO, false, err));
@@ -666,42 +717,6 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     /* Last: a split workspace takes what is left of the plan's rules. */
     if (p->workspace)
         TRY(plan_workspace(ll, p, s->workspace, err));
-    return 0;
-}
-
-/*
- * The trees whose unix sockets the command may connect to: those it may
- * write, less the sockets the workspace scan found there (the host's).
- */
-static int plan_unix_roots(const struct policy *p, const struct workspace_guard *g,
-                           const struct process_state *st, struct netnotify *nn,
-                           struct cordon_err *err)
-{
-    for (size_t i = 0; g && i < g->n_entries && nn->n_hidden < NETNOTIFY_MAX_HIDDEN; i++) {
-        struct stat sb;
-        if (fstatat(g->fd, g->entries[i].rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISSOCK(sb.st_mode)) {
-            nn->hidden[nn->n_hidden].dev = sb.st_dev;
-            nn->hidden[nn->n_hidden++].ino = sb.st_ino;
-        }
-    }
-    const char *roots[NETNOTIFY_MAX_ROOTS];
-    size_t n = 0;
-    roots[n++] = st->tmpdir;
-    roots[n++] = st->workdir;
-    for (size_t i = 0; i < p->n_binds && n < NETNOTIFY_MAX_ROOTS; i++)
-        if (p->binds[i].writable)
-            roots[n++] = p->binds[i].source;
-    for (size_t i = 0; i < n; i++) {
-        struct cordon_err ignored;
-        int fd = hostpath_open(AT_FDCWD, roots[i], O_PATH | O_DIRECTORY, 0, false, &ignored);
-        if (fd < 0)
-            continue; /* a file bind (no socket beneath it), or reached through a link */
-        nn->roots[nn->n_roots] = fd;
-        snprintf(nn->root_paths[nn->n_roots], sizeof nn->root_paths[0], "%s", roots[i]);
-        nn->n_roots++;
-    }
-    (void)err;
     return 0;
 }
 
@@ -737,6 +752,8 @@ static int open_door(const struct policy *p, struct netnotify *nn, struct sandbo
 
 static void proc_release(struct sandbox_boundary *b)
 {
+    if (b->container)
+        return container_boundary_release(b);
     boundary_release(b);
     struct process_state *st = b->state;
     if (st) {
@@ -766,15 +783,14 @@ static void plan_release(struct process_plan *plan)
             close(ll->rules[i].fd);
     ll->n_rules = 0;
     seccomp_program_release(&plan->notify);
-    for (size_t i = 0; i < plan->nn.n_roots; i++)
-        close(plan->nn.roots[i]);
-    plan->nn.n_roots = 0;
     explicit_bzero(plan->nn.token, sizeof plan->nn.token); /* the keeper has its copy */
 }
 
 static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                         struct cordon_err *err)
 {
+    if (s->container)
+        return container_prepare(s, b, false, err);
     const struct policy *p = s->p;
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1, .layer = -1 };
@@ -791,14 +807,17 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     if (!st)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     b->state = st;
-    if (check_policy(s, err) < 0 || make_run_dir(p, st, err) < 0 ||
+    if (check_policy(s, err) < 0 || make_run_dir(s, st, err) < 0 ||
         (s->ca_pem && write_ca(st, s->ca_pem, err) < 0) ||
         plan_landlock(s, st, &plan.confine, err) < 0 ||
-        plan_unix_roots(p, s->workspace, st, &plan.nn, err) < 0 ||
+        usock_keeper_init(&plan.usock, p, false, err) < 0 ||
         netnotify_program(s->gateway, &plan.notify, err) < 0)
         goto out;
+    plan.nn.usock = &plan.usock; /* the same address in the keeper, a fork */
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
+    plan.meta.ll = &plan.confine.landlock; /* the boundary's copy is at the same address */
+    plan.nn.meta = &plan.meta;
     if (s->gateway && (b->door = open_door(p, &plan.nn, b, err)) < 0)
         goto out;
     /* The keeper is the relay: DNS stand-ins and synthetic addresses (netnotify.h). */
@@ -825,7 +844,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         struct boundary_fds fds = { .sync_r = pp.sync[0], .err_w = pp.err[1],
                                     .status_w = pp.status[1], .start_r = pp.start[1],
                                     .bpf_r = pp.bpf[0] };
-        int keep[5 + CGROUP_COUNT + NETNOTIFY_MAX_ROOTS + LANDLOCK_PLAN_MAX_RULES];
+        int keep[5 + CGROUP_COUNT + LANDLOCK_PLAN_MAX_RULES];
         size_t n = 0;
         for (int c = 0; c < CGROUP_COUNT; c++)
             if (ticket.fd[c] >= 0)
@@ -836,8 +855,6 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         const int *f = (const int *)&fds;
         for (size_t i = 0; i < sizeof fds / sizeof(int); i++)
             keep[n++] = f[i];
-        for (size_t i = 0; i < plan.nn.n_roots; i++)
-            keep[n++] = plan.nn.roots[i];
         close_fds_except(keep, n);
         top_main(&plan, &fds);
     }
@@ -887,15 +904,21 @@ out:
 const struct sandbox_backend process_backend = {
     .name = "process",
     .level = CORDON_LEVEL_PROCESS,
-    .shares = "no namespaces: the command sees the host's process list and /proc (command "
-              "lines included; not other processes' memory or environment), shares the "
-              "host's PID and IPC namespaces (System V IPC and POSIX queues are refused), its "
-              "hostname and users, and its network stack (held to the gateway by seccomp and Landlock); "
-              "files: Landlock only, /tmp is a private host directory without a size limit; "
-              "a host workspace holding protected names (.git, ...) is read-only at its root "
-              "and in each directory holding one (no entry made, removed or renamed there), "
-              "writable in every other entry",
+    .shares = "no namespaces: the command sees the host's process list and /proc as its "
+              "uid may (command lines included; not other processes' memory or environment); "
+              "for a root caller /proc reads only cpuinfo, meminfo, stat and a few more, "
+              "/proc/sys, and the command's own /proc/PID (no kernel files: a child's "
+              "/proc/self is listed, not readable, and ps shows nothing); it shares the host's "
+              "PID and IPC namespaces "
+              "(System V IPC and POSIX queues are refused), its hostname and users, and its "
+              "network stack (held to the gateway by seccomp and Landlock); files: Landlock "
+              "only, /tmp is a private host directory without a size limit; modes, owners, "
+              "times and xattrs change only in the writable trees (each call checked by the "
+              "keeper); a host workspace holding protected names (.git, ...) is read-only at "
+              "its root and in each directory holding one (no entry made, removed or renamed "
+              "there), writable in every other entry",
     .host_uid = true,
+    .containers = true,
     .probe = proc_probe,
     .admits = proc_admits,
     .prepare = proc_prepare,
