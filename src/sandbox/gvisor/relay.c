@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -57,18 +58,33 @@ void relay_reset_on_close(int fd)
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
 }
 
+/*
+ * The gateway's door. A connect through gVisor's gofer to the host socket
+ * is refused now and then under a burst (ECONNREFUSED, EAGAIN: seen with
+ * 200 connections in a row) though the door listens all run long: tried
+ * again a few times, a moment apart, before the client is refused.
+ */
 static int dial(const char *path)
 {
     struct sockaddr_un a = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof a.sun_path)
         return -1;
     strcpy(a.sun_path, path);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
+    for (int tries = 1;; tries++) {
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+            return -1;
+        if (connect(s, (struct sockaddr *)&a, sizeof a) == 0)
+            return s;
+        int e = errno;
         close(s);
-        return -1;
+        if (tries == 8 || (e != ECONNREFUSED && e != EAGAIN && e != ETIMEDOUT && e != EINTR)) {
+            errno = e;
+            return -1;
+        }
+        struct timespec pause = { 0, 10 * 1000 * 1000 * tries };
+        nanosleep(&pause, NULL);
     }
-    return s;
 }
 
 int relay_dial(const char *gateway, char kind, const struct sockaddr_in *to)
@@ -213,9 +229,19 @@ static void add_pair(int c, bool transparent, const char *gateway)
         }
     }
     if (g < 0 || n_pairs == cap_pairs || fcntl(g, F_SETFL, O_NONBLOCK) < 0) {
-        /* No gateway to decide (or no memory to carry it): refused. */
-        if (transparent)
+        /* No gateway to decide (or no memory to carry it): refused, with
+         * the reason where HTTP can carry one. */
+        if (transparent) {
             relay_reset_on_close(c);
+        } else {
+            char answer[256], why[96];
+            int n = snprintf(why, sizeof why, "the sandbox's relay cannot reach the gateway: %s\n",
+                             strerror(g < 0 ? errno : ENOMEM));
+            n = snprintf(answer, sizeof answer,
+                         "HTTP/1.1 502 Bad Gateway\r\nX-Cordon-Denied: relay\r\n"
+                         "Connection: close\r\nContent-Length: %d\r\n\r\n%s", n, why);
+            (void)!send(c, answer, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
         close(c);
         if (g >= 0)
             close(g);
