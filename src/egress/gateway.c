@@ -603,22 +603,29 @@ void conn_head_event(struct bufferevent *bev, short what, void *arg)
     }
 }
 
-/* Do C's first bytes start an HTTP request (a method's capital), not TLS or
- * nothing yet? They may still wait in the socket, unread by the loop. */
-static bool head_is_text(struct conn *c)
+/* C's first byte, or -1 before any came; it may still wait in the socket,
+ * unread by the loop. */
+static int head_first_byte(struct conn *c)
 {
     unsigned char b = 0;
     if (evbuffer_copyout(bufferevent_get_input(c->client), &b, 1) != 1 &&
         recv(bufferevent_getfd(c->client), &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
-        return false;
-    return b >= 'A' && b <= 'Z';
+        return -1;
+    return b;
 }
 
-/* A head cut short at a synthetic address where TLS is coming (or nothing
- * yet): a reset, since no HTTP answer would mean anything to that client. */
+/*
+ * A head cut short where TLS is coming, or may be: a reset, since no HTTP
+ * answer would mean anything to that client. That is a synthetic address's
+ * client whose first bytes are not an HTTP method (or not here yet), and a
+ * relay's connection whose preface (a NUL first) is still unread: its
+ * client came to a synthetic address too.
+ */
 static void reset_unless_http(struct conn *c)
 {
-    if (c->transparent && !c->raw_tls && !head_is_text(c)) {
+    int b = head_first_byte(c);
+    bool http = b >= 'A' && b <= 'Z';
+    if (!c->raw_tls && ((c->transparent && !http) || (!c->transparent && c->gw->relay && b == 0))) {
         struct linger now = { .l_onoff = 1, .l_linger = 0 };
         c->raw_tls = true;
         setsockopt(bufferevent_getfd(c->client), SOL_SOCKET, SO_LINGER, &now, sizeof now);
