@@ -243,23 +243,18 @@ DEFINE_CLEANUP(char **, strv_free)
 
 /*
  * Git refuses a repository owned by another uid ("dubious ownership"), and
- * every bind is one: the host's files, seen by the sandbox user. The
- * workspace and each bind are declared safe through git's environment
- * config (GIT_CONFIG_COUNT/KEY_n/VALUE_n), not a file in anyone's HOME.
+ * every bind is one: the host's files, seen by the sandbox user. Git before
+ * 2.46 matches safe.directory only as a whole path or "*", and the
+ * repositories of a bind lie at any depth beneath it (a clone from
+ * /src/repo, a bare repo under a --ro tree): so "*", through git's
+ * environment config (GIT_CONFIG_COUNT/KEY_0/VALUE_0), not a file in
+ * anyone's HOME. Inside, the only repositories are the binds', the
+ * workspace's and the run's own; none of it holds on the host.
  */
-static int git_safe_directories(char ***envp, size_t *n, const struct policy *p)
+static int git_safe_directories(char ***envp, size_t *n)
 {
-    int rc = 0;
-    size_t k = 0;
-    char name[32], count[24];
-    for (size_t i = 0; i <= p->n_binds; i++) {
-        snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", k);
-        rc |= env_add(envp, n, name, "safe.directory");
-        snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", k++);
-        rc |= env_add(envp, n, name, i < p->n_binds ? p->binds[i].dest : "/workspace");
-    }
-    snprintf(count, sizeof count, "%zu", k);
-    return rc | env_add(envp, n, "GIT_CONFIG_COUNT", count);
+    return env_add(envp, n, "GIT_CONFIG_KEY_0", "safe.directory") |
+           env_add(envp, n, "GIT_CONFIG_VALUE_0", "*") | env_add(envp, n, "GIT_CONFIG_COUNT", "1");
 }
 
 /* Empty but for PATH, HOME, LANG, TERM (on a terminal), git's safe
@@ -293,7 +288,7 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
         rc |= env_add(&envp, &n, "NO_PROXY", "");
         rc |= env_add(&envp, &n, "no_proxy", "");
     }
-    rc |= git_safe_directories(&envp, &n, p);
+    rc |= git_safe_directories(&envp, &n);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);

@@ -15,6 +15,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/home.h"
 #include "common/route.h"
 #include "common/syscalls.h"
 
@@ -105,7 +106,7 @@ struct command_confine {
 static int confine_ns_command(void *arg, struct cordon_err *err)
 {
     const struct command_confine *c = arg;
-    if (mkdir(SANDBOX_HOME, 0700) < 0 && errno != EEXIST)
+    if (home_make(SANDBOX_HOME) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot make %s", SANDBOX_HOME);
     return confine_command_notified(&c->plan->confine, c->filter, &c->plan->usock_filter,
                                     c->notify_w, err);

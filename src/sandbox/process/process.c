@@ -23,6 +23,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/home.h"
 #include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
@@ -381,7 +382,8 @@ static int make_run_dir(const struct sandbox_setup *s, struct process_state *st,
 {
     TRY(boundary_private_dir(s, "run", st->run_dir, sizeof st->run_dir, err));
     snprintf(st->tmpdir, sizeof st->tmpdir, "%s/tmp", st->run_dir);
-    if (mkdir(st->tmpdir, 0700) < 0)
+    /* Its HOME too (no private /tmp here): made, with its .gitconfig, as the caller. */
+    if (mkdir(st->tmpdir, 0700) < 0 || home_make(st->tmpdir) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", st->tmpdir);
     if (s->p->workspace) {
         snprintf(st->workdir, sizeof st->workdir, "%s", s->p->workspace);
