@@ -335,7 +335,7 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
                 break;
             }
             target[len] = '\0';
-            if (workspace_target_escapes(depth, target))
+            if (workspace_target_escapes(depth, target) && !workspace_target_system(target))
                 refuse(sum, "'%s' is a link leading out of the workspace: the commit is refused",
                        path);
             if (host_has && S_ISLNK(hst.st_mode)) {

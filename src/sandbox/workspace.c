@@ -51,6 +51,29 @@ bool workspace_target_escapes(unsigned depth, const char *target)
     return false;
 }
 
+bool workspace_target_system(const char *target)
+{
+    static const char *const tops[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+    if (target[0] != '/')
+        return false;
+    bool top = true, known = false;
+    for (const char *c = target; *c;) {
+        while (*c == '/')
+            c++;
+        const char *end = strchrnul(c, '/');
+        size_t n = (size_t)(end - c);
+        if (n == 2 && c[0] == '.' && c[1] == '.')
+            return false;
+        if (n && !(n == 1 && c[0] == '.') && top) {
+            for (size_t i = 0; i < sizeof tops / sizeof tops[0]; i++)
+                known |= strlen(tops[i]) == n && memcmp(tops[i], c, n) == 0;
+            top = false;
+        }
+        c = end;
+    }
+    return known;
+}
+
 static bool protected_name(const struct policy *p, const char *name)
 {
     for (size_t i = 0; i < p->n_protected; i++)
@@ -387,6 +410,8 @@ static bool link_leaves(int ws, int dir, const char *name, const char *rel, unsi
     if (n < 0)
         return true; /* unreadable: not a link worth keeping */
     target[n] = '\0';
+    if (workspace_target_system(target))
+        return false; /* the host's own /usr: nothing new (a venv's interpreter) */
     if (workspace_target_escapes(depth, target))
         return true;
     struct open_how how = {

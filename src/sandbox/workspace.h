@@ -132,5 +132,14 @@ void workspace_remove_placeholder(int dir, const char *name, bool dir_, dev_t de
  */
 bool workspace_target_escapes(unsigned depth, const char *target);
 
+/*
+ * Does TARGET, a link's content, name the read-only system tree every
+ * sandbox has as the host has it: absolute, no "..", beneath /usr or one
+ * of the merged-/usr names (/bin, /lib, /lib64, the loader's, ...)? Such a
+ * link (a venv's bin/python3 -> /usr/bin/python3) gives the host nothing
+ * new and is kept; every other link out is not. Pure.
+ */
+bool workspace_target_system(const char *target);
+
 /* Is NAME one that is a directory by nature (.git, .vscode, ...)? Pure. */
 bool workspace_name_is_dir(const char *name);

@@ -184,6 +184,54 @@ def test_links_out_special_files_and_modes_are_undone(cordon):
     assert len(end) == 1 and "removed link out" in json.dumps(end[0]), end
 
 
+VENV_LINKS = {
+    # name: (target, kept after the run)
+    "venv/bin/python3": ("/usr/bin/python3", True),   # what python3 -m venv makes
+    "sys/loader": ("/lib64/ld-linux-x86-64.so.2", True),
+    "sys/sh": ("/bin/sh", True),
+    "out/passwd": ("/etc/passwd", False),
+    "out/home": ("/home/x", False),
+    "out/proc": ("/proc/self/root", False),
+    "out/climb": ("/usr/../etc/shadow", False),
+    "out/rel": ("../../outside", False),
+}
+
+
+@pytest.mark.parametrize("mode", ["direct", "overlay"])
+def test_venv_survives_and_other_links_out_do_not(cordon, mode):
+    """
+    A link into the read-only system tree the sandbox had (/usr, the
+    merged-/usr names, the loader) gives the host nothing new and is kept: a
+    venv made inside works on the host afterwards. Every other link out is
+    removed (direct) or refuses the commit (overlay).
+    """
+    if mode == "overlay" and cordon.level != "namespace":
+        pytest.skip("overlay mode is the namespace level's (test_transactions.py)")
+    ws = cordon.hostdir("ws")
+    opts = ["-w", ws] + (["--workspace-mode", "overlay"] if mode == "overlay" else [])
+    r = cordon.run(["sh", "-c", "python3 -m venv --without-pip venv && venv/bin/python3 -c 'print(1)'"], *opts)
+    assert (r.status, r.out) == (0, "1\n"), r
+    assert os.readlink(ws / "venv/bin/python3") == "/usr/bin/python3"
+    out = subprocess.run(cordon.ident.wrap([str(ws / "venv/bin/python3"), "-c",
+                                            "import sys; print(sys.prefix)"]),
+                         capture_output=True, text=True, env=cordon.ident.env())
+    assert (out.returncode, out.stdout) == (0, f"{ws}/venv\n"), out
+    script = "mkdir -p sys out && " + " && ".join(
+        f"ln -s {t} {n}" for n, (t, _) in VENV_LINKS.items() if not n.startswith("venv/"))
+    r = cordon.run(["sh", "-c", script], *opts)
+    if mode == "overlay":
+        assert r.status == 122 and r.result["transaction"]["outcome"] == "refused", r
+        assert "link leading out" in r.result["transaction"]["reason"], r
+        assert not (ws / "out").exists() and not (ws / "sys").exists()
+        return
+    assert r.status == 0, r
+    for name, (target, kept) in VENV_LINKS.items():
+        assert os.path.lexists(ws / name) == kept, (name, target)
+        if kept:
+            assert os.readlink(ws / name) == target
+    assert r.result["workspace"]["removed"] == 5, r.result
+
+
 def test_ordinary_work_still_works(cordon):
     ws = make_repo(cordon)
     script = """set -e

@@ -34,6 +34,30 @@ static const struct escape_case escape_cases[] = {
     { 3, "a//..//..//..", false },
 };
 
+struct system_case {
+    const char *target;
+    bool system;
+};
+
+/* Links kept though they leave: the read-only system tree every sandbox has. */
+static const struct system_case system_cases[] = {
+    { "/usr/bin/python3", true },          /* a venv's interpreter */
+    { "/usr", true },
+    { "//usr/./lib/x", true },
+    { "/bin/sh", true },                   /* merged-/usr names */
+    { "/lib64/ld-linux-x86-64.so.2", true }, /* the loader */
+    { "/usr/../etc/passwd", false },
+    { "/usr/bin/../../home/x", false },
+    { "/etc/passwd", false },
+    { "/home/x", false },
+    { "/proc/self/root", false },
+    { "/usrx/bin", false },
+    { "/", false },
+    { "usr/bin/python3", false },          /* relative: inside, judged as such */
+    { "../../outside", false },
+    { "/workspace/x", false },
+};
+
 struct match_case {
     const char *pattern, *name;
     bool match;
@@ -57,6 +81,11 @@ int main(void)
         ok(workspace_target_escapes(c->depth, c->target) == c->escapes,
            "link at depth %u to \"%s\" %s", c->depth, c->target,
            c->escapes ? "escapes" : "stays inside");
+    }
+    for (size_t i = 0; i < sizeof system_cases / sizeof system_cases[0]; i++) {
+        const struct system_case *c = &system_cases[i];
+        ok(workspace_target_system(c->target) == c->system, "link to \"%s\" %s", c->target,
+           c->system ? "names the system tree" : "does not name the system tree");
     }
     for (size_t i = 0; i < sizeof match_cases / sizeof match_cases[0]; i++) {
         const struct match_case *c = &match_cases[i];
