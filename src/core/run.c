@@ -427,13 +427,13 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         err_prefix(err, "audit");
         goto fail;
     }
-    /* Armed up front when it has a record to close, before any descriptor
-     * of the run exists for it to inherit; for a cgroup alone, when one is
-     * made (a caller who cannot make one pays for no watchdog). */
-    if (run->log && watchdog_arm(run->wd, err) < 0)
+    /* Armed up front when it has a record to close or a workspace commit to
+     * finish, before any descriptor of the run exists for it to inherit; for
+     * a cgroup alone, when one is made (a caller who cannot make one pays
+     * for no watchdog). */
+    if ((run->log || p->workspace) && watchdog_arm(run->wd, err) < 0)
         goto fail;
-    /* Placeholders are host state: the watchdog takes them back if we die. */
-    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, run->wd, &run->ws, err) < 0 ||
+    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, &run->ws, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
         goto fail;
     memcpy(run->gw.run_id, run->run_id, sizeof run->gw.run_id);

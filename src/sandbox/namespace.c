@@ -108,7 +108,7 @@ static int confine_ns_command(void *arg, struct cordon_err *err)
     const struct command_confine *c = arg;
     if (home_make(SANDBOX_HOME) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot make %s", SANDBOX_HOME);
-    return confine_command_notified(&c->plan->confine, c->filter, &c->plan->usock_filter,
+    return confine_command_notified(&c->plan->confine, c->filter, &c->plan->keeper_filter,
                                     c->notify_w, err);
 }
 
@@ -204,6 +204,17 @@ static int open_transparent_doors(const struct ns_plan *plan, int sock, struct c
     return 0;
 }
 
+/* The host workspace's root as init sees it, once the root is built: the names' keeper's. */
+static int open_names_root(struct names_keeper *names, struct cordon_err *err)
+{
+    if (names->mode == NAMES_OFF)
+        return 0;
+    int fd = open("/workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || names_keeper_root(names, fd) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the workspace's root");
+    return 0;
+}
+
 static void noop(int sig)
 {
     (void)sig;
@@ -211,11 +222,12 @@ static void noop(int sig)
 
 /*
  * Init's loop once the command runs: reap every child (orphans come here),
- * and make the command's connect()s (usock.h) while LISTENER lasts. SIGCHLD
- * is held but for the wait itself, so no child's end goes unseen.
+ * and make the command's connect()s (usock.h) and the names it makes in a
+ * host workspace (NAMES, names.h) while LISTENER lasts. SIGCHLD is held but
+ * for the wait itself, so no child's end goes unseen.
  */
-static _Noreturn void keep_and_reap(const struct ns_plan *plan, pid_t cmd, int listener,
-                                    int status_w)
+static _Noreturn void keep_and_reap(const struct ns_plan *plan, const struct names_keeper *names,
+                                    pid_t cmd, int listener, int status_w)
 {
     sigset_t chld, during;
     sigemptyset(&chld);
@@ -240,7 +252,7 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, pid_t cmd, int l
         if (ppoll(&p, listener >= 0 ? 1 : 0, NULL, &during) <= 0)
             continue; /* a child ended (or a signal passed on) */
         if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) ||
-            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock) < 0)) {
+            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock, names) < 0)) {
             close(listener);
             listener = -1; /* no task of the run holds the filter any more */
         }
@@ -281,7 +293,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         child_fail(fds, &err);
     }
     int layer = -1;
-    if (mounts_enter_root(plan, &layer, &err) < 0 || loopback_up(&err) < 0 ||
+    struct names_keeper names = plan->names;
+    if (mounts_enter_root(plan, &layer, &err) < 0 || open_names_root(&names, &err) < 0 ||
+        loopback_up(&err) < 0 ||
         (fds->gw_sock >= 0 && open_gateway_door(fds->gw_sock, &err) < 0) ||
         (fds->gw_sock >= 0 && plan->transparent &&
          open_transparent_doors(plan, fds->gw_sock, &err) < 0))
@@ -364,7 +378,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     int listener = recv_fd(nsock[0]);
     close(nsock[0]);
     notify_sync_wakeup(listener);
-    keep_and_reap(plan, cmd, listener, fds->status_w);
+    keep_and_reap(plan, &names, cmd, listener, fds->status_w);
 }
 
 /* ---- supervisor side ---- */
@@ -460,8 +474,9 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
             if (ports[i] != GATEWAY_PORT)
                 plan.ports[plan.n_ports++] = ports[i];
     }
+    names_keeper_init(&plan.names, names_mode_for(p, NAMES_MAKE), p);
     if (usock_keeper_init(&plan.usock, p, true, err) < 0 ||
-        usock_program(&plan.usock_filter, err) < 0 ||
+        names_program(plan.names.mode, true, &plan.keeper_filter, err) < 0 ||
         mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
         (s->ca_pem && mounts_add_ca(&plan, s->ca_pem, err) < 0))
         goto out;
@@ -552,7 +567,7 @@ out:
     cgroup_ticket_close(&ticket);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);
-    seccomp_program_release(&plan.usock_filter);
+    seccomp_program_release(&plan.keeper_filter);
     return rc;
 }
 

@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_workspace.c: the pure parts of the workspace scans: which
- * links lead out of the workspace on their face, which names a protected
- * pattern covers, which placeholders are directories.
+ * links lead out of the workspace on their face, which lead into the
+ * system tree, which names a protected pattern covers, the table.
  */
 #include "tap.h"
 
@@ -92,14 +92,6 @@ int main(void)
         ok(policy_protected_match(c->pattern, c->name) == c->match, "\"%s\" %s \"%s\"",
            c->pattern, c->match ? "matches" : "does not match", c->name);
     }
-    ok(workspace_name_is_dir(".git") && workspace_name_is_dir(".vscode") &&
-           !workspace_name_is_dir(".bashrc") && !workspace_name_is_dir(".mcp.json"),
-       "placeholders: directories for .git and .vscode, files for .bashrc and .mcp.json");
-    ok(workspace_name_is_dir(".devcontainer") && workspace_name_is_dir(".mise") &&
-           workspace_name_is_dir(".continue") && !workspace_name_is_dir(".tool-versions") &&
-           !workspace_name_is_dir("mise.toml") && !workspace_name_is_dir("README.md"),
-       "placeholders: directories for .devcontainer, .mise, .continue; files for .tool-versions "
-       "and mise.toml; none for an unprotected name");
     /* The table: one row a name, each a single component with a reason. */
     size_t n = 0;
     const struct policy_protected *rows = policy_protected_defaults(&n);

@@ -9,6 +9,12 @@
  * a path resolves in the caller's root and reaches only the door and the
  * listed sockets, by inode; runsc's own abstract names pass. The command's
  * own calls never reach it: the Sentry serves them (ptrace platform).
+ *
+ * With a host workspace written directly, the same keeper hears every name
+ * runsc's gofer or Sentry makes (names.h, NAMES_CHECK): a protected name at
+ * the workspace's root is refused there, on the host, so none appears even
+ * for a moment; the rest the kernel makes as runsc asked. runsc is
+ * cordon's engine, not the command, whose calls the Sentry serves.
  */
 #include "sandbox/gvisor/gvisor.h"
 
@@ -24,7 +30,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static _Noreturn void keeper_main(const struct usock_keeper *k, int sock)
+static _Noreturn void keeper_main(const struct usock_keeper *k, const struct names_keeper *names,
+                                  int sock)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     prctl(PR_SET_NAME, "cordon-gofer-uds", 0, 0, 0);
@@ -35,13 +42,14 @@ static _Noreturn void keeper_main(const struct usock_keeper *k, int sock)
         struct pollfd p = { .fd = listener, .events = POLLIN };
         if (poll(&p, 1, -1) < 0)
             continue;
-        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) || usock_serve(listener, k) < 0)
+        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) || usock_serve(listener, k, names) < 0)
             break; /* runsc's processes are gone */
     }
     _exit(0);
 }
 
-int gvisor_uds_start(const struct usock_keeper *k, struct gvisor_uds *u, struct cordon_err *err)
+int gvisor_uds_start(const struct usock_keeper *k, const struct names_keeper *names,
+                     struct gvisor_uds *u, struct cordon_err *err)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -54,7 +62,7 @@ int gvisor_uds_start(const struct usock_keeper *k, struct gvisor_uds *u, struct 
     }
     if (pid == 0) {
         close(sv[1]);
-        keeper_main(k, sv[0]);
+        keeper_main(k, names, sv[0]);
     }
     close(sv[0]);
     u->keeper = pid;

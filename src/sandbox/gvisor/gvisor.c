@@ -35,6 +35,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
+#include "sandbox/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,6 +83,7 @@ struct gv_state {
     bool gateway;
     bool host_uds;       /* --host-uds=open: the door, or listed host sockets */
     struct usock_keeper uds;          /* what runsc's gofer may connect to (gofer.c) */
+    struct names_keeper names;        /* the names it may make in a host workspace */
     struct seccomp_program uds_filter;
     bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
     uint16_t ports[SYNTH_MAX_PORTS]; /* its listeners' ports */
@@ -871,9 +873,10 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     }
     int run_stdio[3] = { null, ready[1], logfd };
     struct gvisor_uds uds = { -1, -1 };
-    if (st->host_uds && gvisor_uds_start(&st->uds, &uds, &err) < 0)
+    bool kept = st->host_uds || st->names.mode != NAMES_OFF;
+    if (kept && gvisor_uds_start(&st->uds, &st->names, &uds, &err) < 0)
         shim_fail(fds, &err);
-    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, st->host_uds ? &uds : NULL);
+    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, kept ? &uds : NULL);
     if (uds.give >= 0)
         close(uds.give);
     if (sandbox < 0) {
@@ -1000,6 +1003,8 @@ static void gv_release(struct sandbox_boundary *b)
     boundary_release(b);
     if (st) {
         seccomp_program_release(&st->uds_filter);
+        if (st->names.root >= 0)
+            close(st->names.root);
         hostpath_remove_tree(st->dir);
         free(st);
         b->state = NULL;
@@ -1039,6 +1044,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (!st)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     b->state = st;
+    st->names.root = -1;
     st->rootless = geteuid() != 0;
     st->gateway = s->gateway;
     if (s->gateway) {
@@ -1072,9 +1078,17 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     /* runsc's gofer reaches host sockets for the door and the listed ones
      * alone: its connect()s go to a keeper of ours (gofer.c). */
     st->host_uds = s->gateway || s->p->n_unix_sockets;
-    if (st->host_uds &&
+    names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
+                      s->p);
+    if (st->names.mode != NAMES_OFF &&
+        names_keeper_root(&st->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        err_sys(err, CORDON_E_SETUP, "gvisor: cannot open the workspace's root");
+        goto out;
+    }
+    if ((st->host_uds || st->names.mode != NAMES_OFF) &&
         (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
-         (s->gateway && list_door(st, err) < 0) || usock_program(&st->uds_filter, err) < 0))
+         (s->gateway && list_door(st, err) < 0) ||
+         names_program(st->names.mode, st->host_uds, &st->uds_filter, err) < 0))
         goto out;
     st->uds.gofer = true;
     /* The helper serves the stub and the synthetic addresses: the gateway
