@@ -222,6 +222,7 @@ bool names_handles(const struct names_keeper *k, const struct seccomp_notif *n)
 struct req {
     const struct call *c;
     pid_t tid;
+    pid_t proc;                /* the same, as the keeper's /proc numbers it */
     long long dir, odir;
     int flags;
     mode_t mode;
@@ -230,7 +231,35 @@ struct req {
     char path[PATH_MAX], opath[PATH_MAX];
 };
 
-/* The directory a relative path of thread TID starts at (DIR, or its working directory). */
+/*
+ * Thread TID (numbered in the keeper's PID namespace) as the keeper's /proc
+ * numbers it: an engine's keeper (microvm's, in the shim's namespace) reads
+ * the host's /proc. The pidfd's fdinfo tells; TID itself when it cannot.
+ */
+static pid_t proc_pid(pid_t tid)
+{
+    int pidfd = sys_pidfd_open(tid, O_EXCL); /* PIDFD_THREAD */
+    if (pidfd < 0)
+        pidfd = sys_pidfd_open(tid, 0);
+    if (pidfd < 0)
+        return tid;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
+    if (f >= 0)
+        close(f);
+    close(pidfd);
+    if (n <= 0)
+        return tid;
+    buf[n] = '\0';
+    const char *at = strstr(buf, "\nPid:");
+    long pid = at ? strtol(at + 5, NULL, 10) : 0;
+    return pid > 0 ? (pid_t)pid : tid;
+}
+
+/* The directory a relative path of thread TID (as /proc numbers it) starts at: DIR, or its
+ * working directory. */
 static int caller_dir(pid_t tid, long long dir)
 {
     char proc[64];
@@ -275,14 +304,16 @@ static int split(const char *path, char *dir, size_t size, char name[NAME_MAX + 
 }
 
 /*
- * The directory DIR (a path of thread TID, relative to its descriptor
+ * The directory DIR (a path of R's caller, relative to its descriptor
  * DIRARG), opened O_PATH as the caller would resolve it (RESOLVE: openat2's
  * own): 0, ELOOP when it passes a magic link (which would resolve in the
  * keeper, not the caller), or the errno.
  */
-static int open_dir(pid_t tid, long long dirarg, const char *dir, uint64_t resolve, int *out)
+static int open_dir(const struct req *r, long long dirarg, const char *dir, uint64_t resolve,
+                    int *out)
 {
     char proc[64], own[PATH_MAX];
+    pid_t tid = r->tid;
     const char *rel = dir;
     int base;
     /* /proc/self names the keeper where the keeper reads it: the caller's, spelled out. */
@@ -298,13 +329,13 @@ static int open_dir(pid_t tid, long long dirarg, const char *dir, uint64_t resol
     }
     if (dir[0] == '/' && !(resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT))) {
         /* The caller's own root: a keeper outside its mount namespace (runsc's) too. */
-        snprintf(proc, sizeof proc, "/proc/%d/root", (int)tid);
+        snprintf(proc, sizeof proc, "/proc/%d/root", (int)r->proc);
         base = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
         rel = dir + strspn(dir, "/");
         rel = *rel ? rel : ".";
         resolve |= RESOLVE_IN_ROOT;
     } else {
-        base = caller_dir(tid, dirarg);
+        base = caller_dir(r->proc, dirarg);
     }
     if (base < 0)
         return errno;
@@ -541,10 +572,10 @@ static int open_source(const struct names_keeper *k, const struct req *r, bool f
     int fdn;
     bool empty = !r->opath[0] && r->c->op == OP_LINK && (r->flags & AT_EMPTY_PATH);
     if (empty || (follow && r->c->op == OP_LINK &&
-                  notify_absolute(r->tid, r->odir, r->opath, abs, sizeof abs) == 0 &&
-                  notify_magic_fd(abs, r->tid, &fdn))) {
+                  notify_absolute(r->proc, r->odir, r->opath, abs, sizeof abs) == 0 &&
+                  notify_magic_fd(abs, r->proc, &fdn))) {
         /* A descriptor of the caller's (an O_TMPFILE's): linked by itself. */
-        s->file = caller_dir(r->tid, empty ? r->odir : fdn);
+        s->file = caller_dir(r->proc, empty ? r->odir : fdn);
         if (s->file < 0)
             return EBADF;
         s->w = k->mode == NAMES_WRITE && beneath_root(k, s->file) ? INSIDE : ELSEWHERE;
@@ -554,7 +585,7 @@ static int open_source(const struct names_keeper *k, const struct req *r, bool f
     int e = split(r->opath, dir, sizeof dir, s->name);
     if (e)
         return e < 0 ? EBUSY : e;
-    if ((e = open_dir(r->tid, r->odir, dir, 0, &s->dir)))
+    if ((e = open_dir(r, r->odir, dir, 0, &s->dir)))
         return e;
     s->w = where_is(k, s->dir);
     s->file = entry(s->dir, s->name, follow);
@@ -690,7 +721,7 @@ static int decide(const struct names_keeper *k, const struct req *r, int dir, co
     bool moves = r->c->op == OP_LINK || r->c->op == OP_RENAME;
     if (w == ELSEWHERE && !moves)
         return -1; /* not in the workspace: Landlock judges */
-    mode_t mask = notify_umask(r->tid);
+    mode_t mask = notify_umask(r->proc);
     mode_t old = umask(mask);
     int e;
     switch (r->c->op) {
@@ -732,13 +763,20 @@ int names_serve(int listener, const struct seccomp_notif *n, const struct names_
     int e = read_req(n, c, &r);
     if (!e && harmless(k, &r))
         return notify_continue(listener, n->id);
-    /* As the caller: a root keeper lowers its capabilities, even to resolve the path. */
-    struct notify_caps caps;
-    if (!e)
+    /* An engine's keeper may number tasks apart from the /proc it reads. */
+    r.proc = k->mode == NAMES_CHECK ? proc_pid(r.tid) : r.tid;
+    /*
+     * As the caller: a root keeper that acts lowers its capabilities, even to
+     * resolve the path. One that only checks (cordon's engine as the caller)
+     * acts on nothing.
+     */
+    struct notify_caps caps = { .lowered = false };
+    bool check = k->mode == NAMES_CHECK;
+    if (!e && !check)
         e = notify_lower_caps(&caps);
     if (e)
         return notify_respond(listener, n->id, e, 0);
-    char dir[PATH_MAX], name[NAME_MAX + 1];
+    char dir[PATH_MAX], name[NAME_MAX + 1] = "";
     _cleanup_close_ int parent = -1;
     /* An O_TMPFILE names its directory: the file is made there, unnamed. */
     bool tmpfile = (r.flags & O_TMPFILE) == O_TMPFILE && (c->op == OP_OPEN || c->op == OP_OPEN2);
@@ -746,7 +784,7 @@ int names_serve(int listener, const struct seccomp_notif *n, const struct names_
         snprintf(dir, sizeof dir, "%s", r.path);
     e = tmpfile ? 0 : split(r.path, dir, sizeof dir, name);
     if (!e)
-        e = open_dir(r.tid, r.dir, dir, c->op == OP_OPEN2 ? r.resolve : 0, &parent);
+        e = open_dir(&r, r.dir, dir, c->op == OP_OPEN2 ? r.resolve : 0, &parent);
     int fd = -1;
     if (e == 0 && !still_waiting(listener, n->id))
         e = -2; /* what was read was the caller's only if it still waits in this call */
@@ -766,6 +804,10 @@ int names_serve(int listener, const struct seccomp_notif *n, const struct names_
      */
     if (e == -2)
         return 0;
+    /* An engine's call the keeper could not follow (its own state, another root): the kernel's,
+     * unless it names a protected name. */
+    if (check && e > 0 && e != EACCES && !tmpfile)
+        e = refused(k, name) ? EACCES : -1;
     if (e == -1 || e == ELOOP)
         return notify_continue(listener, n->id);
     if (e)

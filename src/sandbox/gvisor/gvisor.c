@@ -33,6 +33,7 @@
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/engine.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
 #include "sandbox/workspace.h"
@@ -82,7 +83,7 @@ struct gv_state {
     bool rootless;
     bool gateway;
     bool host_uds;       /* --host-uds=open: the door, or listed host sockets */
-    struct usock_keeper uds;          /* what runsc's gofer may connect to (gofer.c) */
+    struct usock_keeper uds;          /* what runsc's gofer may connect to (sandbox/engine.h) */
     struct names_keeper names;        /* the names it may make in a host workspace */
     struct seccomp_program uds_filter;
     bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
@@ -614,7 +615,7 @@ static size_t global_args(struct gv_state *st, char **argv)
     /* The run's cgroup already holds runsc's processes: runsc makes none. */
     argv[n++] = "--ignore-cgroups";
     if (st->host_uds)
-        argv[n++] = "--host-uds=open"; /* each connect checked by our keeper (gofer.c) */
+        argv[n++] = "--host-uds=open"; /* each connect checked by our keeper (sandbox/engine.h) */
     if (st->rootless)
         argv[n++] = "--rootless";
     return n;
@@ -659,13 +660,13 @@ static _Noreturn void shim_fail(const struct shim_fds *fds, struct cordon_err *e
  * when it is given (runsc run: its gofer's connect()s go to our keeper).
  */
 static pid_t spawn_filtered(char *const *argv, const int stdio[3], const struct gv_state *st,
-                            const struct gvisor_uds *uds)
+                            const struct engine_keeper *uds)
 {
     pid_t pid = fork();
     if (pid != 0)
         return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (uds && gvisor_uds_confine(&st->uds_filter, uds->give) < 0)
+    if (uds && engine_keeper_confine(&st->uds_filter, uds->give) < 0)
         _exit(125);
     for (int i = 0; i < 3; i++)
         if (dup2(stdio[i], i) < 0)
@@ -872,9 +873,9 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
         shim_fail(fds, &err);
     }
     int run_stdio[3] = { null, ready[1], logfd };
-    struct gvisor_uds uds = { -1, -1 };
+    struct engine_keeper uds = { -1, -1 };
     bool kept = st->host_uds || st->names.mode != NAMES_OFF;
-    if (kept && gvisor_uds_start(&st->uds, &st->names, &uds, &err) < 0)
+    if (kept && engine_keeper_start(&st->uds, &st->names, &uds, &err) < 0)
         shim_fail(fds, &err);
     pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, kept ? &uds : NULL);
     if (uds.give >= 0)
@@ -1076,7 +1077,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (s->gateway && (b->door = open_door(st, err)) < 0)
         goto out;
     /* runsc's gofer reaches host sockets for the door and the listed ones
-     * alone: its connect()s go to a keeper of ours (gofer.c). */
+     * alone: its connect()s go to a keeper of ours (sandbox/engine.h). */
     st->host_uds = s->gateway || s->p->n_unix_sockets;
     names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
                       s->p);

@@ -5,8 +5,6 @@
  */
 #pragma once
 #include "common/err.h"
-#include "sandbox/names.h"
-#include "sandbox/usock.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,16 +18,3 @@ int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err);
  */
 int gvisor_platform_probe(const char *name, struct cordon_err *err);
 
-/* The keeper of runsc's connect()s and of the names it makes in a host
- * workspace (gvisor/gofer.c), a child of the shim. */
-struct gvisor_uds {
-    pid_t keeper;
-    int give;  /* runsc run's child sends the filter's listener over it */
-};
-
-/* In the shim: fork the keeper for K and NAMES into *U. */
-int gvisor_uds_start(const struct usock_keeper *k, const struct names_keeper *names,
-                     struct gvisor_uds *u, struct cordon_err *err);
-
-/* In runsc run's child, before exec: no_new_privs, PROG, its listener over GIVE. */
-int gvisor_uds_confine(const struct seccomp_program *prog, int give);

@@ -10,6 +10,7 @@
 #include "sandbox/boundary.h"
 #include "sandbox/plan.h"
 #include "sandbox/supervise.h"
+#include "sandbox/workspace.h"
 
 #include <openssl/evp.h>
 
@@ -242,6 +243,13 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
      * (etc_view), one share instead of a bind per entry in the guest. */
     snprintf(v->paths[1], sizeof v->paths[1], "/etc");
     TRY(add_share(v, v->paths[1], "/etc", false, err));
+    if (p->workspace && names_mode_for(p, NAMES_CHECK) == NAMES_CHECK) {
+        names_keeper_init(&v->names, NAMES_CHECK, p);
+        if (names_keeper_root(&v->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+            return err_sys(err, CORDON_E_SETUP, "microvm: cannot open the workspace '%s'",
+                           p->workspace);
+        TRY(names_program(NAMES_CHECK, false, &v->names_filter, err));
+    }
     if (p->workspace) {
         snprintf(v->paths[2], sizeof v->paths[2], "%s", p->workspace);
         TRY(add_share(v, v->paths[2], "/workspace", true, err));
