@@ -665,6 +665,22 @@ static void notice_refusal(void *arg, const json_t *d)
     call->notice(call->notice_arg, line);
 }
 
+/* One notice line per refusal of what git would have run (gitscan.h). */
+static void tell_git(const struct run *run, const struct gitscan_notes *git)
+{
+    char line[sizeof git->line[0] + 64];
+    for (unsigned i = 0; run->call.notice && i < git->n; i++) {
+        snprintf(line, sizeof line, "workspace: git: %s", git->line[i]);
+        text_escape_controls(line, sizeof line);
+        run->call.notice(run->call.notice_arg, line);
+    }
+    if (run->call.notice && git->total > git->n) {
+        snprintf(line, sizeof line, "workspace: git: %u more refused (--result has the count)",
+                 git->total - git->n);
+        run->call.notice(run->call.notice_arg, line);
+    }
+}
+
 int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -715,6 +731,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         if (p->workspace_commit != POLICY_WS_COMMIT_MANUAL)
             watchdog_guard_txn(run->wd, p->workspace, p->workspace_follow_symlinks, &unguarded);
         txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+        tell_git(run, &res->txn.git);
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
         /* A caller that checks the status must not believe the change landed. */
@@ -731,6 +748,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         }
     }
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
+    tell_git(run, &res->workspace.git);
     if (run->gw_pid > 0) {
         /* The gateway reports the connections the run left open, then exits. */
         kill(run->gw_pid, SIGTERM);

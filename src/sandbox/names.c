@@ -14,6 +14,7 @@
 #include "policy/policy.h"
 #include "sandbox/notify.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/txn.h"
 #include "sandbox/workspace.h"
 
 #include <errno.h>
@@ -397,6 +398,20 @@ static enum where where_is(const struct names_keeper *k, int fd)
     return root ? ROOT : beneath_root(k, fd) ? INSIDE : ELSEWHERE;
 }
 
+static bool refused(const struct names_keeper *k, const char *name);
+
+/*
+ * Is NAME refused where W says it goes: a protected name (.git aside) at the
+ * workspace's root; a name a commit makes for itself (txn.h) anywhere in it,
+ * or a journal of the run's making could be recovered later.
+ */
+static bool refused_at(const struct names_keeper *k, const char *name, enum where w)
+{
+    if (w != ELSEWHERE && !strncmp(name, TXN_RESERVED, strlen(TXN_RESERVED)))
+        return true;
+    return w == ROOT && refused(k, name);
+}
+
 /* Is NAME refused at the workspace's root (a protected name, .git aside)? */
 static bool refused(const struct names_keeper *k, const char *name)
 {
@@ -544,7 +559,7 @@ static int do_open(const struct names_keeper *k, const struct req *r, int dir, c
         return errno;
     if (!(r->flags & O_CREAT))
         return ENOENT;
-    if (w == ROOT && refused(k, name))
+    if (refused_at(k, name, w))
         return EACCES;
     if (k->mode == NAMES_WRITE && guarded(k, dir))
         return EACCES;
@@ -609,9 +624,9 @@ static int do_link_or_rename(const struct names_keeper *k, const struct req *r, 
     int e = open_source(k, r, follow, &s);
     if (!e && w == ELSEWHERE && (k->mode == NAMES_MAKE || s.w == ELSEWHERE))
         e = -1; /* out of the workspace: Landlock judges */
-    if (!e && w == ROOT && refused(k, name))
+    if (!e && refused_at(k, name, w))
         e = EACCES;
-    if (!e && !link && (r->flags & RENAME_EXCHANGE) && s.w == ROOT && refused(k, s.name))
+    if (!e && !link && (r->flags & RENAME_EXCHANGE) && refused_at(k, s.name, s.w))
         e = EACCES;
     if (!e && k->mode == NAMES_WRITE) {
         _cleanup_close_ int there = entry(dir, name, false);
@@ -707,12 +722,12 @@ static int decide(const struct names_keeper *k, const struct req *r, int dir, co
 {
     enum where w = where_is(k, dir);
     if (k->mode == NAMES_CHECK) {
-        if (w == ROOT && refused(k, name))
+        if (refused_at(k, name, w))
             return EACCES;
         if (r->c->op == OP_RENAME && (r->flags & RENAME_EXCHANGE)) {
             struct source s;
             int e = open_source(k, r, false, &s);
-            bool no = !e && s.w == ROOT && refused(k, s.name);
+            bool no = !e && refused_at(k, s.name, s.w);
             close_source(&s);
             return no ? EACCES : -1;
         }
@@ -732,7 +747,7 @@ static int decide(const struct names_keeper *k, const struct req *r, int dir, co
     case OP_MKDIR:
     case OP_MKNOD:
     case OP_SYMLINK:
-        if (w == ROOT && refused(k, name))
+        if (refused_at(k, name, w))
             e = EACCES;
         else if (k->mode == NAMES_WRITE && guarded(k, dir))
             e = EACCES;
@@ -807,7 +822,7 @@ int names_serve(int listener, const struct seccomp_notif *n, const struct names_
     /* An engine's call the keeper could not follow (its own state, another root): the kernel's,
      * unless it names a protected name. */
     if (check && e > 0 && e != EACCES && !tmpfile)
-        e = refused(k, name) ? EACCES : -1;
+        e = refused_at(k, name, ROOT) ? EACCES : -1;
     if (e == -1 || e == ELOOP)
         return notify_continue(listener, n->id);
     if (e)

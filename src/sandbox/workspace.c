@@ -116,6 +116,13 @@ static int cover(struct workspace_guard *g, const char *rel, enum workspace_cove
 static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, const char *rel,
                     unsigned depth, unsigned *budget, struct cordon_err *err)
 {
+    /* A repository (a bare one, the workspace itself): what git runs from it, kept. */
+    bool direct = p->workspace_mode == POLICY_WS_DIRECT;
+    if (direct && gitscan_is_gitdir(fd) &&
+        gitscan_record(&g->git, g->fd, rel[0] ? rel : ".", err) < 0) {
+        close(fd);
+        return -1;
+    }
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
@@ -136,6 +143,10 @@ static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, c
         if (join(path, sizeof path, rel, e->d_name) < 0 ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             g->incomplete = true;
+            continue;
+        }
+        if (direct && S_ISDIR(st.st_mode) && !strcmp(e->d_name, ".git")) {
+            rc = gitscan_record(&g->git, g->fd, path, err);
             continue;
         }
         if (protected_name(p, e->d_name)) {
@@ -412,6 +423,7 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
         return;
     }
     bool objects = guarded && git_objects(rel);
+    bool direct = p->workspace_mode == POLICY_WS_DIRECT;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
@@ -443,6 +455,10 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             rep->created_protected++;
             note(rep, "created protected", path);
         }
+        /* A .git file is a gitdir link: to the workspace's own repositories only. */
+        if (recent && direct && type == S_IFREG && !strcmp(e->d_name, ".git") &&
+            !gitscan_gitfile(dfd, e->d_name, path, depth, p->workspace, &rep->git))
+            continue;
         if (recent && (type == S_IFLNK || type == S_IFIFO || type == S_IFSOCK ||
                        type == S_IFCHR || type == S_IFBLK)) {
             if (type == S_IFLNK && !link_leaves(g->fd, dfd, e->d_name, path, depth))
@@ -483,6 +499,9 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             rep->scan_incomplete = true;
             continue;
         }
+        if (direct && gitscan_is_gitdir(sub))
+            gitscan_dir(&g->git, sub, path, depth + 1, p->workspace, &rep->git,
+                        &rep->scan_incomplete);
         post_walk(p, g, sub, path, depth + 1, protected, budget, rep);
     }
     closedir(d);
@@ -506,6 +525,10 @@ void workspace_finish(const struct policy *p, struct workspace_guard *g,
         rep->scan_incomplete = true;
         return;
     }
+    /* The workspace may be a repository itself (a bare one). */
+    if (p->workspace_mode == POLICY_WS_DIRECT && gitscan_is_gitdir(top))
+        gitscan_dir(&g->git, top, ".", 0, p->workspace, &rep->git, &rep->scan_incomplete);
+    rep->scan_incomplete |= g->git.incomplete;
     unsigned budget = WORKSPACE_POST_ENTRIES;
     post_walk(p, g, top, "", 0, false, &budget, rep);
 }
@@ -515,14 +538,15 @@ json_t *workspace_report_json(const struct workspace_report *w)
     json_t *paths = json_array();
     for (unsigned i = 0; paths && i < w->n_names; i++)
         json_array_append_new(paths, json_string(w->names[i]));
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o}",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:I, s:o}",
                      "read_only", (json_int_t)w->covered_read_only,
                      "masked", (json_int_t)w->masked,
                      "removed", (json_int_t)w->removed,
                      "modes_fixed", (json_int_t)w->modes_fixed,
                      "modes_restored", (json_int_t)w->modes_restored,
                      "created_protected", (json_int_t)w->created_protected,
-                     "scan_incomplete", w->scan_incomplete, "paths", paths);
+                     "scan_incomplete", w->scan_incomplete, "paths", paths,
+                     "git_refused", (json_int_t)w->git.total, "git", gitscan_notes_json(&w->git));
 }
 
 void workspace_guard_release(struct workspace_guard *g)
@@ -531,6 +555,7 @@ void workspace_guard_release(struct workspace_guard *g)
         free(g->entries[i].rel);
     free(g->entries);
     free(g->modes);
+    gitscan_release(&g->git);
     closep(&g->fd);
     *g = (struct workspace_guard)WORKSPACE_GUARD_INIT;
 }

@@ -13,13 +13,16 @@
  *    of what changed since the start (ctime, which the run cannot set back)
  *    removes links that leave the workspace, FIFOs, sockets and device
  *    nodes, and strips o+w and set-id bits, inside the protected trees
- *    (.git) too; an entry of those trees whose mode or owner changed gets
- *    back what it had before the run (recorded by the pre-run scan).
+ *    too; an entry of those trees whose mode or owner changed gets back what
+ *    it had before the run (recorded by the pre-run scan); and in every
+ *    repository (a .git at any depth, a bare one), what git would run
+ *    later is refused (gitscan.h).
  *
  * The scratch tmpfs workspace hands nothing back and needs none of this.
  */
 #pragma once
 #include "common/err.h"
+#include "sandbox/gitscan.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -68,6 +71,7 @@ struct workspace_guard {
     size_t n_entries;
     struct workspace_mode *modes; /* sorted by device and inode */
     size_t n_modes;
+    struct gitscan git;      /* what its repositories' hooks and configs held (direct mode) */
     bool incomplete;         /* the pre-run scan was cut by its bounds */
 };
 
@@ -82,6 +86,7 @@ struct workspace_report {
     bool scan_incomplete;    /* either scan was cut by its bounds */
     char names[WORKSPACE_NAMES][128]; /* "removed link a/b", ... */
     unsigned n_names;
+    struct gitscan_notes git; /* what git would have run, refused (gitscan.h) */
 };
 
 /* REP as JSON (the result's and the audit event's "workspace"); new reference. */

@@ -5,6 +5,7 @@
  * chattr's ioctls), which are refused outright, which pass.
  */
 #include "tap.h"
+#include "bpf_run.h"
 
 #include "sandbox/process/netnotify.h"
 
@@ -27,38 +28,6 @@
 #define ALLOW SECCOMP_RET_ALLOW
 #define REFUSE (SECCOMP_RET_ERRNO | EACCES)
 
-/* Run PROG on D: the action it returns, or 0 on an instruction it does not know. */
-static unsigned run(const struct seccomp_program *prog, const struct seccomp_data *d)
-{
-    unsigned a = 0;
-    for (size_t pc = 0; pc < prog->len; pc++) {
-        const struct sock_filter *f = &prog->filter[pc];
-        switch (f->code) {
-        case BPF_LD | BPF_W | BPF_ABS:
-            if (f->k + 4 > sizeof *d)
-                return 0;
-            memcpy(&a, (const char *)d + f->k, 4);
-            break;
-        case BPF_ALU | BPF_AND | BPF_K:
-            a &= f->k;
-            break;
-        case BPF_JMP | BPF_JA:
-            pc += f->k;
-            break;
-        case BPF_JMP | BPF_JEQ | BPF_K:
-            pc += a == f->k ? f->jt : f->jf;
-            break;
-        case BPF_JMP | BPF_JSET | BPF_K:
-            pc += (a & f->k) ? f->jt : f->jf;
-            break;
-        case BPF_RET | BPF_K:
-            return f->k;
-        default:
-            return 0;
-        }
-    }
-    return 0;
-}
 
 struct call {
     const char *what;
