@@ -42,7 +42,7 @@
 #define GITSCAN_FILE_MAX (1u << 20)
 #define GITSCAN_KEPT_MAX (16u << 20)
 #define GITSCAN_REPOS_MAX 256
-#define GITSCAN_NOTES 16
+#define GITSCAN_NOTES 96
 
 /* The refusals, as "what where" lines; TOTAL counts past the lines kept. */
 struct gitscan_notes {
