@@ -326,9 +326,11 @@ static int keep_entry(struct gitscan *gs, int dir, const char *name, const char 
         len = (size_t)n;
     } else if (S_ISREG(st.st_mode)) {
         data = gitscan_read(dir, name, GITSCAN_FILE_MAX, &len);
+    } else if (S_ISDIR(st.st_mode)) {
+        return keep(gs, rel, NULL, 0, st.st_mode, err); /* its entries are kept one by one */
     }
     if (!data) {
-        gs->incomplete = !S_ISDIR(st.st_mode) || gs->incomplete;
+        gs->incomplete = true;
         return 0;
     }
     return keep(gs, rel, data, len, st.st_mode, err);
@@ -376,6 +378,12 @@ static void record_hook(void *ctx, int dir, const char *name)
         gitscan_hook_inert(name, st.st_mode) || join(rel, sizeof rel, c->rel, name) < 0)
         return;
     c->rc = keep_entry(c->gs, dir, name, rel, c->err);
+    /* A hook manager's directory (pre-commit.d/): its scripts are kept too. */
+    if (!c->rc && S_ISDIR(st.st_mode) && c->depth < 4) {
+        struct record_ctx deeper = { c->gs, rel, 0, c->depth + 1, c->err };
+        each_entry(dir, name, record_hook, &deeper);
+        c->rc = deeper.rc;
+    }
 }
 
 static void record_worktree(void *ctx, int dir, const char *name)
@@ -428,6 +436,8 @@ static int record_dir(struct gitscan *gs, int g, const char *rel, struct cordon_
         TRY(keep_entry(gs, info, "attributes", path, err));
     char sub[PATH_MAX];
     struct record_ctx c = { gs, sub, 0, 0, err };
+    if (join(path, sizeof path, rel, "hooks") == 0)
+        TRY(keep_entry(gs, g, "hooks", path, err));
     if (join(sub, sizeof sub, rel, "hooks") == 0)
         each_entry(g, "hooks", record_hook, &c);
     if (!c.rc && join(sub, sizeof sub, rel, "worktrees") == 0)
@@ -559,61 +569,81 @@ static void check_config(const struct check *c, int dir, const char *name, const
         *c->incomplete = true;
 }
 
-/* hooks/ of DIR: each entry git would run, made or changed by the run, put back or removed. */
-struct hooks {
-    const struct check *c;
-    char rel[PATH_MAX]; /* REL/hooks */
-};
+/*
+ * The hooks tree: NAME in DIR (REL in the workspace) and what is beneath,
+ * as kept before the run. A hook (an entry git runs, or a hook manager's
+ * script beneath) made, changed or removed by the run is removed or put
+ * back; .sample files are never run and stay as they are.
+ */
+static void check_hooks(const struct check *c, int dir, const char *name, const char *rel,
+                        unsigned depth);
 
-static void check_hook(void *ctx, int dir, const char *name)
+/* The kept entries directly beneath REL that are gone: put back. */
+static void put_back_beneath(const struct check *c, int dir, const char *rel, unsigned depth)
 {
-    const struct hooks *h = ctx;
-    struct stat st;
-    char rel[PATH_MAX];
-    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || gitscan_hook_inert(name, st.st_mode) ||
-        join(rel, sizeof rel, h->rel, name) < 0)
-        return;
-    const struct gitscan_file *k = kept(h->c->gs, rel);
-    if (as_kept(dir, name, k))
-        return;
-    if (!undo(dir, name, k))
-        *h->c->incomplete = true;
-    gitscan_note(h->c->notes, "%s hook %s", k ? "put back the" : "removed the", rel);
-}
-
-static void check_hooks(const struct check *c, int gdir)
-{
-    struct hooks h = { c, "" };
-    if (join(h.rel, sizeof h.rel, c->rel, "hooks") < 0)
-        return;
-    struct stat st;
-    bool there = fstatat(gdir, "hooks", &st, AT_SYMLINK_NOFOLLOW) == 0;
-    if (there && !S_ISDIR(st.st_mode)) {
-        /* A link (git follows it) or a file: not the directory that was, nor any. */
-        hostpath_remove_at(gdir, "hooks");
-        gitscan_note(c->notes, "removed %s (not a directory)", h.rel);
-        there = false;
-    }
-    if (there)
-        each_entry(gdir, "hooks", check_hook, &h);
-    /* The hooks the run removed (or whose directory it replaced) come back. */
-    size_t hl = strlen(h.rel);
+    size_t rl = strlen(rel);
     for (size_t i = 0; i < c->gs->n_files; i++) {
         const struct gitscan_file *k = &c->gs->files[i];
-        if (strncmp(k->rel, h.rel, hl) || k->rel[hl] != '/' || strchr(k->rel + hl + 1, '/'))
+        const char *child = k->rel + rl + 1;
+        struct stat st;
+        if (strncmp(k->rel, rel, rl) || k->rel[rl] != '/' || strchr(child, '/') ||
+            fstatat(dir, child, &st, AT_SYMLINK_NOFOLLOW) == 0)
             continue;
-        if (!there && mkdirat(gdir, "hooks", 0755) == 0)
-            there = true;
-        _cleanup_close_ int hd = open_beneath(gdir, "hooks", O_PATH | O_DIRECTORY);
-        struct stat ks;
-        const char *name = k->rel + hl + 1;
-        if (hd >= 0 && fstatat(hd, name, &ks, AT_SYMLINK_NOFOLLOW) == 0)
-            continue; /* there: checked above */
-        if (hd < 0 || put(hd, name, k->data, k->len, k->mode) < 0)
-            *c->incomplete = true;
-        else
-            gitscan_note(c->notes, "put back the hook %s", k->rel);
+        check_hooks(c, dir, child, k->rel, depth + 1);
     }
+}
+
+/* NAME in DIR becomes what K holds: a file or link's bytes, a directory and what was in it. */
+static bool restore(const struct check *c, int dir, const char *name, const struct gitscan_file *k,
+                    unsigned depth)
+{
+    if (!S_ISDIR(k->mode))
+        return put(dir, name, k->data, k->len, k->mode) == 0;
+    hostpath_remove_at(dir, name);
+    if (mkdirat(dir, name, k->mode & 07777) < 0)
+        return false;
+    _cleanup_close_ int sub = open_beneath(dir, name, O_PATH | O_DIRECTORY);
+    if (sub >= 0)
+        put_back_beneath(c, sub, k->rel, depth);
+    return sub >= 0;
+}
+
+struct hooks {
+    const struct check *c;
+    const char *rel;
+    unsigned depth;
+};
+
+static void check_hook_entry(void *ctx, int dir, const char *name)
+{
+    const struct hooks *h = ctx;
+    char rel[PATH_MAX];
+    if (join(rel, sizeof rel, h->rel, name) == 0)
+        check_hooks(h->c, dir, name, rel, h->depth + 1);
+}
+
+static void check_hooks(const struct check *c, int dir, const char *name, const char *rel,
+                        unsigned depth)
+{
+    struct stat st;
+    const struct gitscan_file *k = kept(c->gs, rel);
+    bool there = fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (there && gitscan_hook_inert(name, st.st_mode))
+        return;
+    if (there && S_ISDIR(st.st_mode) && (!k || S_ISDIR(k->mode)) && depth < 8) {
+        struct hooks h = { c, rel, depth };
+        each_entry(dir, name, check_hook_entry, &h);
+        _cleanup_close_ int sub = open_beneath(dir, name, O_PATH | O_DIRECTORY);
+        if (sub >= 0 && k)
+            put_back_beneath(c, sub, rel, depth);
+        return;
+    }
+    if (there ? as_kept(dir, name, k) : !k)
+        return;
+    bool done = k ? restore(c, dir, name, k, depth) : undo(dir, name, NULL);
+    if (!done)
+        *c->incomplete = true;
+    gitscan_note(c->notes, "%s %s", k ? "put back the hook" : "removed the hook", rel);
 }
 
 /* A pointer file (a commondir, a worktree's gitdir) NAME of DIR, DEPTH below the root. */
@@ -682,7 +712,8 @@ void gitscan_dir(const struct gitscan *gs, int dir, const char *rel, unsigned de
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
         if (join(path, sizeof path, rel, configs[i]) == 0)
             check_config(&c, dir, configs[i], path);
-    check_hooks(&c, dir);
+    if (join(path, sizeof path, rel, "hooks") == 0)
+        check_hooks(&c, dir, "hooks", path, 0);
     _cleanup_close_ int info = open_beneath(dir, "info", O_PATH | O_DIRECTORY);
     if (info >= 0 && join(path, sizeof path, rel, "info/attributes") == 0)
         check_attributes(&c, info, path);

@@ -277,6 +277,8 @@ static enum git_role role_of(enum git_role parent, const char *name, int usub, i
         return GIT_WORKTREES;
     if (parent == GIT_WORKTREES)
         return GIT_WORKTREE;
+    if (parent == GIT_HOOKS)
+        return GIT_HOOKS; /* a hook manager's directory (pre-commit.d/): scripts too */
     return merged_has(usub, hsub, "HEAD", false) && merged_has(usub, hsub, "objects", true) &&
                    merged_has(usub, hsub, "refs", true)
                ? GIT_DIR
@@ -351,6 +353,14 @@ static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd
             return false; /* merged: each hook judged below */
         gitscan_note(&sum->git, "refused %s (the hooks replaced or removed whole)", path);
         return true;
+    }
+    if (role == GIT_HOOKS && S_ISDIR(st->st_mode) && hfd >= 0) {
+        /* A directory the host has, merged: each entry judged below. */
+        struct stat hst;
+        _cleanup_close_ int d = txn_open_beneath(ufd, name, O_RDONLY | O_DIRECTORY);
+        if (d >= 0 && !is_opaque(d) && fstatat(hfd, name, &hst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(hst.st_mode))
+            return false;
     }
     /* A sample removed is as inert as one kept. */
     if (role == GIT_HOOKS && !gitscan_hook_inert(name, gone ? S_IFREG : st->st_mode)) {

@@ -139,6 +139,8 @@ for h in pre-commit commit-msg post-commit post-checkout; do
 done
 echo 'touch {marks}/hook-user-changed' >> .git/hooks/pre-push
 rm .git/hooks/post-merge
+echo 'touch {marks}/hook-d-changed' >> .git/hooks/pre-commit.d/lint
+printf '{hook}' > .git/hooks/pre-commit.d/evil && chmod +x .git/hooks/pre-commit.d/evil
 mkdir -p .git/info && echo '* filter=x diff=x' > .git/info/attributes
 echo '* filter=x' > .gitattributes
 mkdir -p out && echo 'gitdir: /etc' > out/.git
@@ -157,15 +159,28 @@ def user_repo(cordon):
     host_git(cordon, "config", "user.email", "u@example.com", cwd=ws)
     host_git(cordon, "config", "user.name", "u", cwd=ws)
     host_git(cordon, "config", "alias.mine", "!echo mine", cwd=ws)
-    for name in ("pre-push", "post-merge"):
+    (ws / ".git/hooks/pre-commit.d").mkdir()  # a hook manager's scripts
+    for name in ("pre-push", "post-merge", "pre-commit.d/lint"):
         (ws / ".git/hooks" / name).write_text("#!/bin/sh\ntrue\n")
         os.chmod(ws / ".git/hooks" / name, 0o755)
+    for name in ("pre-push", "post-merge", "pre-commit.d", "pre-commit.d/lint"):
         os.chown(ws / ".git/hooks" / name, cordon.ident.uid, cordon.ident.gid)
     (ws / "a").write_text("a\n")
     os.chown(ws / "a", cordon.ident.uid, cordon.ident.gid)
     host_git(cordon, "add", "a", cwd=ws)
     host_git(cordon, "commit", "-qm", "first", cwd=ws)
     return ws
+
+
+def hooks(ws):
+    """Every entry of .git/hooks, its mode and bytes."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(ws / ".git/hooks"):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            out[os.path.relpath(p, ws)] = (st.st_mode, os.path.isfile(p) and open(p, "rb").read())
+    return out
 
 
 def nothing_runs(cordon, ws, marks):
@@ -203,8 +218,7 @@ def test_what_git_would_run_is_refused_direct(cordon, source_repo):
     marks = cordon.hostdir("marks", mode=0o777)
     audit = cordon.hostdir("audit") / "audit.log"
     config_before = config_keys(cordon, ws / ".git/config")
-    hooks_before = {n: (ws / ".git/hooks" / n).read_bytes()
-                    for n in os.listdir(ws / ".git/hooks")}
+    hooks_before = hooks(ws)
     r = cordon.run(["sh", "-c", plant_script(marks, planted_keys(cordon, marks))], "-w", ws,
                    "--ro", f"{source_repo}:/src", "--audit", audit, timeout=120)
     assert (r.status, r.out) == (0, "planted\n"), r
@@ -212,8 +226,7 @@ def test_what_git_would_run_is_refused_direct(cordon, source_repo):
     assert config_keys(cordon, ws / ".git/config") == config_before + "remote.x.url=.\n"
     assert "fsmonitor" not in (ws / "nested/.git/config").read_text()
     assert "hookspath" not in (ws / "bare.git/config").read_text().lower()
-    hooks_after = {n: (ws / ".git/hooks" / n).read_bytes() for n in os.listdir(ws / ".git/hooks")}
-    assert hooks_after == hooks_before
+    assert hooks(ws) == hooks_before
     assert not (ws / ".git/info/attributes").exists()
     assert not os.path.lexists(ws / "out/.git")
     # The rest of the run's work stays: its files, the clone, the bare repository.
@@ -223,7 +236,9 @@ def test_what_git_would_run_is_refused_direct(cordon, source_repo):
     said = [l for l in r.err.splitlines() if l.startswith("cordon: workspace: git: ")]
     assert len(said) == min(w["git_refused"], 96) + (w["git_refused"] > 96), r.err
     for what in ("refused core.fsmonitor in .git/config", "removed the hook .git/hooks/post-commit",
-                 "put back the hook .git/hooks/pre-push", "put back the hook .git/hooks/post-merge"):
+                 "put back the hook .git/hooks/pre-push", "put back the hook .git/hooks/post-merge",
+                 "removed the hook .git/hooks/pre-commit.d/evil",
+                 "put back the hook .git/hooks/pre-commit.d/lint"):
         assert any(what in line for line in w["git"]), (what, w["git"])
     assert "refused core.fsmonitor in .git/config" in audit_end(audit)
     nothing_runs(cordon, ws, marks)
@@ -234,16 +249,14 @@ def test_what_git_would_run_is_refused_overlay(cordon, source_repo):
     ws = user_repo(cordon)
     marks = cordon.hostdir("marks", mode=0o777)
     config_before = (ws / ".git/config").read_text()
-    hooks_before = {n: (ws / ".git/hooks" / n).read_bytes()
-                    for n in os.listdir(ws / ".git/hooks")}
+    hooks_before = hooks(ws)
     r = cordon.run(["sh", "-c", plant_script(marks, planted_keys(cordon, marks))], "-w", ws,
                    "--ro", f"{source_repo}:/src", *OVERLAY, timeout=120)
     assert (r.status, r.out) == (0, "planted\n"), r
     t = r.result["transaction"]
     assert t["outcome"] == "committed" and t["git_refused"] >= 8, t
     assert (ws / ".git/config").read_text() == config_before
-    hooks_after = {n: (ws / ".git/hooks" / n).read_bytes() for n in os.listdir(ws / ".git/hooks")}
-    assert hooks_after == hooks_before
+    assert hooks(ws) == hooks_before
     assert not (ws / ".git/info/attributes").exists()
     assert not os.path.lexists(ws / "out/.git")
     assert not (ws / "nested/.git/config").exists() and (ws / "nested/readme").exists()
