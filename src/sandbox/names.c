@@ -461,6 +461,22 @@ static bool guarded(const struct names_keeper *k, int fd)
     return false;
 }
 
+/*
+ * Does the directory FD hold a protected entry (the pre-run scan's) beneath
+ * it? Renamed, it would take the entry along and free its place for one of
+ * the run's making: refused at every level. By inode: an engine's keeper
+ * sees another mount namespace's paths.
+ */
+static bool holds_guarded(const struct names_keeper *k, int fd)
+{
+    const struct workspace_guard *g = k->g;
+    struct stat st;
+    if (!g || !g->n_holders || fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
+        return false;
+    struct workspace_mode key = { .dev = st.st_dev, .ino = st.st_ino };
+    return bsearch(&key, g->holders, g->n_holders, sizeof key, by_inode) != NULL;
+}
+
 /* NAMES_WRITE: may FD (a source to link or rename) change? In the workspace and unguarded,
  * or beneath another writable tree. */
 static bool changeable(const struct names_keeper *k, int fd, enum where w)
@@ -628,6 +644,8 @@ static int do_link_or_rename(const struct names_keeper *k, const struct req *r, 
         e = EACCES;
     if (!e && !link && (r->flags & RENAME_EXCHANGE) && refused_at(k, s.name, s.w))
         e = EACCES;
+    if (!e && !link && s.file >= 0 && holds_guarded(k, s.file))
+        e = EACCES;
     if (!e && k->mode == NAMES_WRITE) {
         _cleanup_close_ int there = entry(dir, name, false);
         if (!changeable(k, s.file, s.w) || (s.dir >= 0 && !changeable(k, s.dir, s.w)) ||
@@ -724,10 +742,11 @@ static int decide(const struct names_keeper *k, const struct req *r, int dir, co
     if (k->mode == NAMES_CHECK) {
         if (refused_at(k, name, w))
             return EACCES;
-        if (r->c->op == OP_RENAME && (r->flags & RENAME_EXCHANGE)) {
+        if (r->c->op == OP_RENAME) {
             struct source s;
             int e = open_source(k, r, false, &s);
-            bool no = !e && refused_at(k, s.name, s.w);
+            bool no = !e && (((r->flags & RENAME_EXCHANGE) && refused_at(k, s.name, s.w)) ||
+                             holds_guarded(k, s.file));
             close_source(&s);
             return no ? EACCES : -1;
         }

@@ -475,6 +475,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                 plan.ports[plan.n_ports++] = ports[i];
     }
     names_keeper_init(&plan.names, names_mode_for(p, NAMES_MAKE), p);
+    plan.names.g = s->workspace; /* init's copy: its protected entries, not to be moved */
     if (usock_keeper_init(&plan.usock, p, true, err) < 0 ||
         names_program(plan.names.mode, true, &plan.keeper_filter, err) < 0 ||
         mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||

@@ -180,6 +180,31 @@ static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, c
     return rc;
 }
 
+static int mode_cmp(const void *a, const void *b);
+
+/* The directories between the root and each protected entry, by inode (see workspace.h). */
+static int record_holders(struct workspace_guard *g, struct cordon_err *err)
+{
+    for (size_t i = 0; i < g->n_entries; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s", g->entries[i].rel);
+        for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {
+            *slash = '\0';
+            struct stat st;
+            if (fstatat(g->fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                continue;
+            struct workspace_mode *n = realloc(g->holders, (g->n_holders + 1) * sizeof *n);
+            if (!n)
+                return err_set(err, CORDON_E_INTERNAL, "out of memory");
+            g->holders = n;
+            n[g->n_holders++] = (struct workspace_mode){ .dev = st.st_dev, .ino = st.st_ino };
+        }
+    }
+    if (g->n_holders)
+        qsort(g->holders, g->n_holders, sizeof g->holders[0], mode_cmp);
+    return 0;
+}
+
 static int mode_cmp(const void *a, const void *b)
 {
     const struct workspace_mode *x = a, *y = b;
@@ -324,7 +349,8 @@ int workspace_prepare(const struct policy *p, struct workspace_guard *g, struct 
     if (pre_walk(p, g, top, "", 0, &budget, err) < 0)
         goto fail;
     /* An overlay's run never writes the host tree: nothing to put back. */
-    if (p->workspace_mode == POLICY_WS_DIRECT && record_modes(g, err) < 0)
+    if (p->workspace_mode == POLICY_WS_DIRECT &&
+        (record_modes(g, err) < 0 || record_holders(g, err) < 0))
         goto fail;
     mark_start(&g->start);
     return 0;
@@ -555,6 +581,7 @@ void workspace_guard_release(struct workspace_guard *g)
         free(g->entries[i].rel);
     free(g->entries);
     free(g->modes);
+    free(g->holders);
     gitscan_release(&g->git);
     closep(&g->fd);
     *g = (struct workspace_guard)WORKSPACE_GUARD_INIT;

@@ -71,6 +71,10 @@ struct workspace_guard {
     size_t n_entries;
     struct workspace_mode *modes; /* sorted by device and inode */
     size_t n_modes;
+    /* The directories holding a protected entry below the root, sorted by device and
+     * inode: moved, they would take it along (names.h refuses their rename). */
+    struct workspace_mode *holders;
+    size_t n_holders;
     struct gitscan git;      /* what its repositories' hooks and configs held (direct mode) */
     bool incomplete;         /* the pre-run scan was cut by its bounds */
 };

@@ -179,6 +179,28 @@ def test_existing_protected_files_are_read_only(cordon):
     assert entries(ws) == [".env.local", ".envrc"], entries(ws)
 
 
+def test_a_protected_entry_is_not_moved_with_its_directory(cordon):
+    """
+    A directory holding a protected entry (sub/x/.envrc) cannot be renamed:
+    it would take the entry along and free its place for one of the run's
+    making, which below the root is the run's to make.
+    """
+    ws = cordon.hostdir("ws")
+    (ws / "sub/x").mkdir(parents=True)
+    (ws / "sub/x/.envrc").write_text("use nix\n")
+    (ws / "sub/y").write_text("y\n")
+    for n in ("sub", "sub/x", "sub/x/.envrc", "sub/y"):
+        os.chown(ws / n, cordon.ident.uid, cordon.ident.gid)
+    steps = ["mv sub s2", "mv sub/x sub/x2", "mv sub/x/.envrc sub/e",
+             "python3 -c \"import ctypes; exit(ctypes.CDLL(None).renameat2(-100, b'sub', -100, "
+             "b'other', 2))\"",  # RENAME_EXCHANGE with a directory of the run's
+             "mv sub/y sub/y2"]
+    codes, r = attempts(cordon, ws, ["mkdir other"] + steps)
+    assert [codes[s] != 0 for s in steps] == [True, True, True, True, False], r
+    assert (ws / "sub/x/.envrc").read_text() == "use nix\n"
+    assert sorted(os.listdir(ws)) == ["other", "sub"], os.listdir(ws)
+
+
 def test_glob_names_refused_at_the_root_reported_below(cordon):
     """A pattern (.env*) is refused at the root as it is made, and reported below it."""
     ws = cordon.hostdir("ws")

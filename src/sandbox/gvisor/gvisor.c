@@ -1081,6 +1081,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     st->host_uds = s->gateway || s->p->n_unix_sockets;
     names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
                       s->p);
+    st->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
     if (st->names.mode != NAMES_OFF &&
         names_keeper_root(&st->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
         err_sys(err, CORDON_E_SETUP, "gvisor: cannot open the workspace's root");

@@ -245,6 +245,7 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
     TRY(add_share(v, v->paths[1], "/etc", false, err));
     if (p->workspace && names_mode_for(p, NAMES_CHECK) == NAMES_CHECK) {
         names_keeper_init(&v->names, NAMES_CHECK, p);
+        v->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
         if (names_keeper_root(&v->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
             return err_sys(err, CORDON_E_SETUP, "microvm: cannot open the workspace '%s'",
                            p->workspace);
