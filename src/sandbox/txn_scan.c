@@ -279,8 +279,10 @@ static enum git_role role_of(enum git_role parent, const char *name, int usub, i
         return GIT_WORKTREE;
     if (parent == GIT_HOOKS)
         return GIT_HOOKS; /* a hook manager's directory (pre-commit.d/): scripts too */
-    return merged_has(usub, hsub, "HEAD", false) && merged_has(usub, hsub, "objects", true) &&
-                   merged_has(usub, hsub, "refs", true)
+    /* A .git that is not a repository yet is one after a git init there (which keeps hooks). */
+    return !strcmp(name, ".git") ||
+                   (merged_has(usub, hsub, "HEAD", false) && merged_has(usub, hsub, "objects", true) &&
+                    merged_has(usub, hsub, "refs", true))
                ? GIT_DIR
                : GIT_NONE;
 }

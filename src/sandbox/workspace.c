@@ -525,7 +525,8 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             rep->scan_incomplete = true;
             continue;
         }
-        if (direct && gitscan_is_gitdir(sub))
+        /* A .git that is not a repository yet is one after a git init there. */
+        if (direct && (!strcmp(e->d_name, ".git") || gitscan_is_gitdir(sub)))
             gitscan_dir(&g->git, sub, path, depth + 1, p->workspace, &rep->git,
                         &rep->scan_incomplete);
         post_walk(p, g, sub, path, depth + 1, protected, budget, rep);

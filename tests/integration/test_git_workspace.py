@@ -146,6 +146,7 @@ echo '* filter=x' > .gitattributes
 mkdir -p out && echo 'gitdir: /etc' > out/.git
 git clone -q /src nested
 printf '[core]\n\tfsmonitor = touch {marks}/nested\n' >> nested/.git/config
+mkdir -p vendor/lib/.git/hooks && printf '{hook}' > vendor/lib/.git/hooks/post-checkout
 git init -q --bare bare.git
 printf '[core]\n\thooksPath = ../evilhooks\n' >> bare.git/config
 echo planted
@@ -229,6 +230,8 @@ def test_what_git_would_run_is_refused_direct(cordon, source_repo):
     assert hooks(ws) == hooks_before
     assert not (ws / ".git/info/attributes").exists()
     assert not os.path.lexists(ws / "out/.git")
+    # A .git that is no repository yet is one after a git init there, which keeps its hooks.
+    assert not (ws / "vendor/lib/.git/hooks/post-checkout").exists()
     # The rest of the run's work stays: its files, the clone, the bare repository.
     assert (ws / "evil.inc").exists() and (ws / "nested/readme").exists()
     w = r.result["workspace"]
@@ -261,6 +264,7 @@ def test_what_git_would_run_is_refused_overlay(cordon, source_repo):
     assert not os.path.lexists(ws / "out/.git")
     assert not (ws / "nested/.git/config").exists() and (ws / "nested/readme").exists()
     assert not (ws / "bare.git/config").exists() and (ws / "bare.git/HEAD").exists()
+    assert not (ws / "vendor/lib/.git/hooks/post-checkout").exists()
     assert (ws / "evil.inc").exists() and (ws / ".gitattributes").exists()
     said = [l for l in r.err.splitlines() if l.startswith("cordon: workspace: git: ")]
     assert any("refused the hook .git/hooks/post-commit" in l for l in said), r.err
