@@ -122,7 +122,7 @@ def test_handled_signal_exits_with_the_commands_status(cordon):
     m = marker()
     # The handler is installed before "ready" is printed: no race with the signal.
     script = ("import signal, subprocess, sys\n"
-              "def bye(*_):\n    open('/workspace/cleaned', 'w').write('cleaned')\n"
+              "def bye(*_):\n    open('cleaned', 'w').write('cleaned')\n"
               "    sys.exit(7)\n"
               "signal.signal(signal.SIGTERM, bye)\n"
               f"child = subprocess.Popen(['{PROBE}', 'sleep', '1000', '{m}'])\n"

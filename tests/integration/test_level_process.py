@@ -154,7 +154,7 @@ def test_protected_names_hold_in_a_host_workspace(pc):
         "echo K=2 > .env", "rm .env", "mv .env e", "mv src/main.c .env", "truncate -s 0 .env",
         "ln -sf /etc/passwd .bashrc", "echo evil >> .bashrc", "touch .vscode/tasks.json",
         "rm -rf .vscode", "mv .vscode v", "echo evil >> sub/.envrc", "mv sub/.envrc src/e",
-        "mv sub s2", "rm -rf sub", "echo x > .mise.toml",
+        "mv sub s2", "rm sub/.envrc", "rmdir sub", "echo x > .mise.toml",
         "ln .env src/hard", "ln sub/.envrc src/hard2",
         "ln -s ../.env src/soft && echo evil >> src/soft",
         "ln -s ../.vscode src/vs && touch src/vs/x",
