@@ -356,6 +356,32 @@ static int open_dir(const struct req *r, long long dirarg, const char *dir, uint
 enum where { ELSEWHERE, INSIDE, ROOT };
 
 /*
+ * Does the directory FD lie beneath the workspace's root, its ".." chain
+ * reaching it? By inode: an engine's keeper sees another mount namespace.
+ */
+static bool up_to_root(const struct names_keeper *k, int fd)
+{
+    int at = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    for (int i = 0; at >= 0 && i < 64; i++) {
+        int up = openat(at, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        struct stat st, here;
+        bool top = up < 0 || fstat(up, &st) < 0 || fstat(at, &here) < 0 ||
+                   (st.st_dev == here.st_dev && st.st_ino == here.st_ino);
+        close(at);
+        at = up;
+        if (!top && st.st_dev == k->dev && st.st_ino == k->ino) {
+            close(at);
+            return true;
+        }
+        if (top)
+            break;
+    }
+    if (at >= 0)
+        close(at);
+    return false;
+}
+
+/*
  * NAMES_WRITE: is FD (a file or directory) beneath the workspace's root?
  * The name the kernel shows for it, checked: the same inode, reached from
  * the root without a link.
@@ -387,7 +413,7 @@ static enum where where_is(const struct names_keeper *k, int fd)
         return ELSEWHERE;
     bool root = st.st_dev == k->dev && st.st_ino == k->ino;
     if (k->mode == NAMES_CHECK)
-        return root ? ROOT : ELSEWHERE;
+        return root ? ROOT : up_to_root(k, fd) ? INSIDE : ELSEWHERE;
     if (k->mode == NAMES_MAKE) {
         /* One mount is the workspace's: a cover is another, read-only. */
         struct statx sx;
@@ -739,7 +765,14 @@ static int decide(const struct names_keeper *k, const struct req *r, int dir, co
                   int *fd)
 {
     enum where w = where_is(k, dir);
+    /* A name that is there is made by none: the kernel answers (EEXIST, or the open). */
+    struct stat st;
+    bool makes = r->c->op != OP_LINK && r->c->op != OP_RENAME && r->c->op != OP_UNLINK &&
+                 r->c->op != OP_RMDIR && r->c->op != OP_TRUNCATE;
+    bool there = makes && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (k->mode == NAMES_CHECK) {
+        if (there)
+            return -1;
         if (refused_at(k, name, w))
             return EACCES;
         if (r->c->op == OP_RENAME) {
@@ -766,7 +799,9 @@ static int decide(const struct names_keeper *k, const struct req *r, int dir, co
     case OP_MKDIR:
     case OP_MKNOD:
     case OP_SYMLINK:
-        if (refused_at(k, name, w))
+        if (there)
+            e = EEXIST;
+        else if (refused_at(k, name, w))
             e = EACCES;
         else if (k->mode == NAMES_WRITE && guarded(k, dir))
             e = EACCES;

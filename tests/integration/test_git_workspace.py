@@ -191,6 +191,7 @@ def nothing_runs(cordon, ws, marks):
     for repo in (ws, ws / "nested", ws / "bare.git"):
         host_git(cordon, "-C", repo, "status", check=False)
     host_git(cordon, "-C", ws, "diff", check=False)
+    host_git(cordon, "-C", ws, "log", "-1", check=False)
     host_git(cordon, "-C", ws, "commit", "-qam", "host", check=False)
     host_git(cordon, "-C", ws, "evil", check=False)  # alias.evil
     host_git(cordon, "-C", ws, "mine")                # the user's own alias still works
@@ -253,9 +254,11 @@ def test_what_git_would_run_is_refused_overlay(cordon, source_repo):
     marks = cordon.hostdir("marks", mode=0o777)
     config_before = (ws / ".git/config").read_text()
     hooks_before = hooks(ws)
+    audit = cordon.hostdir("audit") / "audit.log"
     r = cordon.run(["sh", "-c", plant_script(marks, planted_keys(cordon, marks))], "-w", ws,
-                   "--ro", f"{source_repo}:/src", *OVERLAY, timeout=120)
+                   "--ro", f"{source_repo}:/src", "--audit", audit, *OVERLAY, timeout=120)
     assert (r.status, r.out) == (0, "planted\n"), r
+    assert "refused the hook .git/hooks/post-commit" in audit_end(audit)
     t = r.result["transaction"]
     assert t["outcome"] == "committed" and t["git_refused"] >= 8, t
     assert (ws / ".git/config").read_text() == config_before
