@@ -11,6 +11,7 @@
 #include "common/syscalls.h"
 #include "common/text.h"
 #include "policy/gitconfig.h"
+#include "policy/policy.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -34,6 +35,14 @@ struct gitscan_file {
 
 /* The configs of a git directory (and of each linked worktree's, under worktrees/NAME/). */
 static const char *const configs[] = { "config", "config.worktree" };
+
+bool gitscan_enabled(const struct policy *p)
+{
+    for (size_t i = 0; i < p->n_protected; i++)
+        if (policy_protected_checked(p->protected[i]))
+            return true;
+    return false;
+}
 
 json_t *gitscan_notes_json(const struct gitscan_notes *notes)
 {

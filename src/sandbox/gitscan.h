@@ -38,6 +38,11 @@
 #include <sys/types.h>
 #include <time.h>
 
+struct policy;
+
+/* Does P keep .git among its protected names (unless filesystem.unsafe_unprotect took it out)? */
+bool gitscan_enabled(const struct policy *p);
+
 /* Bounds: a file read whole, what is kept of the repositories before the run. */
 #define GITSCAN_FILE_MAX (1u << 20)
 #define GITSCAN_KEPT_MAX (16u << 20)

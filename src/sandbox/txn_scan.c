@@ -338,6 +338,8 @@ static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd
                         enum git_role role, unsigned depth)
 {
     bool gone = is_whiteout(st);
+    if (!gitscan_enabled(t->p))
+        return false; /* filesystem.unsafe_unprotect: [.git] */
     if (!strcmp(name, ".git") && S_ISREG(st->st_mode))
         return pointer_refused(t, sum, ufd, name, path, true, depth, true);
     if ((role == GIT_DIR || role == GIT_WORKTREE) &&

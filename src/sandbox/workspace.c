@@ -117,7 +117,7 @@ static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, c
                     unsigned depth, unsigned *budget, struct cordon_err *err)
 {
     /* A repository (a bare one, the workspace itself): what git runs from it, kept. */
-    bool direct = p->workspace_mode == POLICY_WS_DIRECT;
+    bool direct = p->workspace_mode == POLICY_WS_DIRECT && gitscan_enabled(p);
     if (direct && gitscan_is_gitdir(fd) &&
         gitscan_record(&g->git, g->fd, rel[0] ? rel : ".", err) < 0) {
         close(fd);
@@ -449,7 +449,7 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
         return;
     }
     bool objects = guarded && git_objects(rel);
-    bool direct = p->workspace_mode == POLICY_WS_DIRECT;
+    bool direct = p->workspace_mode == POLICY_WS_DIRECT && gitscan_enabled(p);
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
@@ -553,7 +553,7 @@ void workspace_finish(const struct policy *p, struct workspace_guard *g,
         return;
     }
     /* The workspace may be a repository itself (a bare one). */
-    if (p->workspace_mode == POLICY_WS_DIRECT && gitscan_is_gitdir(top))
+    if (p->workspace_mode == POLICY_WS_DIRECT && gitscan_enabled(p) && gitscan_is_gitdir(top))
         gitscan_dir(&g->git, top, ".", 0, p->workspace, &rep->git, &rep->scan_incomplete);
     rep->scan_incomplete |= g->git.incomplete;
     unsigned budget = WORKSPACE_POST_ENTRIES;

@@ -345,13 +345,17 @@ def test_host_socket_in_the_workspace_is_unreachable(cordon):
 
 
 def test_unsafe_unprotect_lets_the_run_write_git(cordon):
+    """Taken out of the protected names, .git is not checked either: its hooks are the run's."""
     ws = cordon.hostdir("ws")
     pol = cordon.hostdir("pol") / "p.yaml"
     pol.write_text("version: 1\nfilesystem:\n  unsafe_unprotect: [.git]\n")
-    r = cordon.run(["git", "init", "-q", "."], "-w", ws, "-p", pol)
+    r = cordon.run(["sh", "-c", "git init -q . && echo true > .git/hooks/post-commit && "
+                    "git config core.pager cat"], "-w", ws, "-p", pol)
     assert r.status == 0, r
-    assert (ws / ".git" / "HEAD").is_file()
+    assert (ws / ".git" / "HEAD").is_file() and (ws / ".git/hooks/post-commit").is_file()
+    assert "pager = cat" in (ws / ".git/config").read_text()
     assert entries(ws) == [".git"], entries(ws)
+    assert r.result["workspace"]["git_refused"] == 0, r.result
 
 
 def test_policy_shows_and_checks_the_list(cordon):
