@@ -15,6 +15,7 @@
  */
 #include "../src/sandbox/microvm/vm_wire.h"
 #include "common/fds.h"
+#include "common/home.h"
 #include "common/relay_wire.h"
 #include "common/route.h"
 
@@ -934,7 +935,7 @@ static int run_command(void *arg)
         setresuid(call->uid, call->uid, call->uid) < 0)
         goto fail;
     /* HOME (plan.h's SANDBOX_HOME), the command's own, as at the namespace level. */
-    if (mkdir("/tmp/home", 0700) < 0 && errno != EEXIST)
+    if (home_make("/tmp/home") < 0)
         goto fail;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         goto fail;

@@ -255,6 +255,22 @@ static void remove_beneath(int fd, dev_t dev)
     closedir(d);
 }
 
+void hostpath_remove_at(int dir, const char *name)
+{
+    if (unlinkat(dir, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+        return;
+    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return;
+    }
+    remove_beneath(fd, st.st_dev);
+    unlinkat(dir, name, AT_REMOVEDIR);
+}
+
 void hostpath_remove_tree(const char *path)
 {
     if (!path || path[0] != '/')

@@ -72,3 +72,6 @@ char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err
  * removal elsewhere. Best effort: what cannot be removed stays.
  */
 void hostpath_remove_tree(const char *path);
+
+/* The same for the entry NAME of the directory DIR: a file, or a tree. */
+void hostpath_remove_at(int dir, const char *name);

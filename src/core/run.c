@@ -264,23 +264,18 @@ DEFINE_CLEANUP(char **, strv_free)
 
 /*
  * Git refuses a repository owned by another uid ("dubious ownership"), and
- * every bind is one: the host's files, seen by the sandbox user. The
- * workspace and each bind are declared safe through git's environment
- * config (GIT_CONFIG_COUNT/KEY_n/VALUE_n), not a file in anyone's HOME.
+ * every bind is one: the host's files, seen by the sandbox user. Git before
+ * 2.46 matches safe.directory only as a whole path or "*", and the
+ * repositories of a bind lie at any depth beneath it (a clone from
+ * /src/repo, a bare repo under a --ro tree): so "*", through git's
+ * environment config (GIT_CONFIG_COUNT/KEY_0/VALUE_0), not a file in
+ * anyone's HOME. Inside, the only repositories are the binds', the
+ * workspace's and the run's own; none of it holds on the host.
  */
-static int git_safe_directories(char ***envp, size_t *n, const struct policy *p)
+static int git_safe_directories(char ***envp, size_t *n)
 {
-    int rc = 0;
-    size_t k = 0;
-    char name[32], count[24];
-    for (size_t i = 0; i <= p->n_binds; i++) {
-        snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", k);
-        rc |= env_add(envp, n, name, "safe.directory");
-        snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", k++);
-        rc |= env_add(envp, n, name, i < p->n_binds ? p->binds[i].dest : "/workspace");
-    }
-    snprintf(count, sizeof count, "%zu", k);
-    return rc | env_add(envp, n, "GIT_CONFIG_COUNT", count);
+    return env_add(envp, n, "GIT_CONFIG_KEY_0", "safe.directory") |
+           env_add(envp, n, "GIT_CONFIG_VALUE_0", "*") | env_add(envp, n, "GIT_CONFIG_COUNT", "1");
 }
 
 /* Empty but for PATH, HOME, LANG, TERM (on a terminal), git's safe
@@ -314,7 +309,7 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
         rc |= env_add(&envp, &n, "NO_PROXY", "");
         rc |= env_add(&envp, &n, "no_proxy", "");
     }
-    rc |= git_safe_directories(&envp, &n, p);
+    rc |= git_safe_directories(&envp, &n);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);
@@ -472,13 +467,13 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         err_prefix(err, "audit");
         goto fail;
     }
-    /* Armed up front when it has a record to close, before any descriptor
-     * of the run exists for it to inherit; for a cgroup alone, when one is
-     * made (a caller who cannot make one pays for no watchdog). */
-    if (run->log && watchdog_arm(run->wd, err) < 0)
+    /* Armed up front when it has a record to close or a workspace commit to
+     * finish, before any descriptor of the run exists for it to inherit; for
+     * a cgroup alone, when one is made (a caller who cannot make one pays
+     * for no watchdog). */
+    if ((run->log || p->workspace) && watchdog_arm(run->wd, err) < 0)
         goto fail;
-    /* Placeholders are host state: the watchdog takes them back if we die. */
-    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, run->wd, &run->ws, err) < 0 ||
+    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, &run->ws, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
         goto fail;
     memcpy(run->gw.run_id, run->run_id, sizeof run->gw.run_id);
@@ -748,6 +743,22 @@ static void notice_refusal(void *arg, const json_t *d)
     call->notice(call->notice_arg, line);
 }
 
+/* One notice line per refusal of what git would have run (gitscan.h). */
+static void tell_git(const struct run *run, const struct gitscan_notes *git)
+{
+    char line[sizeof git->line[0] + 64];
+    for (unsigned i = 0; run->call.notice && i < git->n; i++) {
+        snprintf(line, sizeof line, "workspace: git: %s", git->line[i]);
+        text_escape_controls(line, sizeof line);
+        run->call.notice(run->call.notice_arg, line);
+    }
+    if (run->call.notice && git->total > git->n) {
+        snprintf(line, sizeof line, "workspace: git: %u more refused (--result has the count)",
+                 git->total - git->n);
+        run->call.notice(run->call.notice_arg, line);
+    }
+}
+
 int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -807,6 +818,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
                      "the front end that asked for the run is gone");
         } else {
             txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+            tell_git(run, &res->txn.git);
         }
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
@@ -824,6 +836,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         }
     }
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
+    tell_git(run, &res->workspace.git);
     if (run->gw_pid > 0) {
         /* The gateway reports the connections the run left open, then exits. */
         kill(run->gw_pid, SIGTERM);

@@ -74,9 +74,6 @@ def host_has_i386():
 
 # The reasons, once each; every row below names one. A row may end with
 # conditions (functions of no argument): it holds only where all are true.
-WS_SPLIT = ("a host workspace holding protected names is split by Landlock rules around them: "
-            "its root and each directory holding one are read-only (no entry made, removed or "
-            "renamed there: EACCES), Landlock rights being inherited by .git beneath")
 PROTECTED_LINK = ("no mounts to mask with: a protected symlink stays a link (read-only, not "
                   "removable), where the namespace level hides it under an empty file")
 NO_MOUNTS = ("no mount namespace: /workspace, /tmp and /dev/shm are not the run's own; the "
@@ -176,14 +173,6 @@ EXCEPTIONS = [
     ("process", "*test_governance.py::test_trust_dir_applies_to_every_policy[[]*-good]", BIND_AT_DEST),
     ("process", "*test_governance.py::test_break_glass_approval_token[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_expect_policy_digest[[]*", BIND_AT_DEST),
-    ("process", "*::test_new_glob_names_are_reported_not_refused[[]*", WS_SPLIT),
-    ("process", "*::test_links_out_special_files_and_modes_are_undone[[]*", WS_SPLIT),
-    ("process", "*::test_ordinary_work_still_works[[]*", WS_SPLIT),
-    ("process", "*::test_unsafe_unprotect_lets_the_run_write_git[[]*", WS_SPLIT),
-    ("process", "*::test_file_size_limit[[]*", WS_SPLIT),
-    ("process", "*::test_workspace_files_belong_to_caller[[]*", WS_SPLIT),
-    ("process", "*test_first_hour.py::test_handled_signal_exits_with_the_commands_status[[]*", WS_SPLIT),
-    ("process", "*::test_signal_is_passed_on_for_cleanup[[]*", WS_SPLIT),
     ("process", "*::test_existing_links_are_left_alone[[]*", PROTECTED_LINK),
     ("process", "*::test_default_file_size_stops_a_4tib_sparse_file[[]*", NO_MOUNTS),
     ("process", "*::test_file_size_override_lifts_the_default[[]*", NO_MOUNTS),
@@ -246,6 +235,21 @@ EXCEPTIONS = [
     ("gvisor", "*test_transactions.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("microvm", "*test_transactions.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("process", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_NS),
+    ("process", "*test_git_workspace.py::*[[]*-overlay]", OVERLAY_NS),
+    ("gvisor", "*test_git_workspace.py::*[[]*-overlay]", OVERLAY_ONLY_NS),
+    ("microvm", "*test_git_workspace.py::*[[]*-overlay]", OVERLAY_ONLY_NS),
+    ("process", "*test_git_workspace.py::test_what_git_would_run_is_refused_overlay[[]*",
+     OVERLAY_NS),
+    ("gvisor", "*test_git_workspace.py::test_what_git_would_run_is_refused_overlay[[]*",
+     OVERLAY_ONLY_NS),
+    ("microvm", "*test_git_workspace.py::test_what_git_would_run_is_refused_overlay[[]*",
+     OVERLAY_ONLY_NS),
+    ("process", "*test_workspace_trust.py::test_venv_survives_and_other_links_out_do_not[[]*"
+     "-overlay]", OVERLAY_NS),
+    ("gvisor", "*test_workspace_trust.py::test_venv_survives_and_other_links_out_do_not[[]*"
+     "-overlay]", OVERLAY_ONLY_NS),
+    ("microvm", "*test_workspace_trust.py::test_venv_survives_and_other_links_out_do_not[[]*"
+     "-overlay]", OVERLAY_ONLY_NS),
     ("gvisor", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("microvm", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("process", "*::test_host_unix_socket_gets_nothing[[]*", "a host unix socket is refused at connect (EACCES), where the namespace level has no path to it (ENOENT)"),

@@ -90,7 +90,7 @@ def test_overlay_failed_run_is_discarded_unless_always(cordon, when, committed):
 @pytest.mark.parametrize("attack", [
     "echo x > .env",                                   # a protected name at the top
     "mkdir -p deep/er && echo x > deep/er/.envrc",      # at any depth
-    "mkdir -p vendor/lib/.git/hooks && echo 'rm -rf ~' > vendor/lib/.git/hooks/post-checkout",
+    "mkdir -p vendor/lib/.husky && echo 'rm -rf ~' > vendor/lib/.husky/pre-commit",
     "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
 ])
 def test_overlay_protected_change_refuses_the_whole_commit(cordon, attack):

@@ -83,7 +83,7 @@ struct load_case {
     "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\","                     \
     "\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\","                    \
     "\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\","       \
-    "\".git\",\".gitattributes\",\".gitconfig\",\".githooks\",\".gitmodules\","         \
+    "\".git\",\".gitconfig\",\".githooks\","                                           \
     "\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml\","  \
     "\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\","        \
     "\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\","            \
@@ -686,8 +686,8 @@ static const struct load_case load_cases[] = {
           "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","
           "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\",\".continuerc.json\","
           "\".cshrc\",\".cursor\",\".devcontainer\",\".devcontainer.json\",\".direnv*\","
-          "\".env\",\".envrc\",\".exrc\",\".gemini\",\".gitattributes\",\".gitconfig\","
-          "\".githooks\",\".gitmodules\",\".husky\",\".idea\",\".irbrc\",\".kube\","
+          "\".env\",\".envrc\",\".exrc\",\".gemini\",\".gitconfig\","
+          "\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\","
           "\".lefthook\",\".lefthook-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\","
           "\".mise\",\".mise.local.toml\",\".mise.toml\",\".node-version\",\".nvim.lua\","
           "\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commit-config.yaml\",\".profile\","

@@ -52,6 +52,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/home.h"
 #include "common/relay_wire.h"
 #include "common/route.h"
 #include "common/syscalls.h"
@@ -286,7 +287,7 @@ static int start_relay(struct relay_plan *r)
 static int init_main(const char *home, struct relay_plan *r)
 {
     /* gVisor's uid 0 is the command's: the home is its own, 0700 as at every level. */
-    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
+    if (home_make(home) < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot make '%s': %s\n", home, strerror(errno));
         return 1;
     }

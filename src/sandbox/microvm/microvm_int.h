@@ -11,6 +11,7 @@
 #include "common/syscalls.h"
 #include "policy/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/engine.h"
 #include "sandbox/seccomp.h"
 
 #include <errno.h>
@@ -88,6 +89,10 @@ struct vm_plan {
     /* The run's own syscall filter, for QEMU too: its -sandbox is QEMU's
      * idea of what QEMU needs; this one is cordon's, under it. */
     struct seccomp_program qemu_filter;
+    /* The names QEMU's 9p server makes in a host workspace written directly
+     * go to a keeper (sandbox/engine.h): none protected at its root. */
+    struct names_keeper names;
+    struct seccomp_program names_filter;
     bool quiet;                /* QEMU's complaints are expected (the KVM probe) */
 };
 
@@ -96,6 +101,7 @@ struct vm {
     int pidfd;
     int ctl, eg, qmp;   /* our ends of the control port, the egress port and QMP */
     int ram;            /* the guest's memory, a memfd QEMU maps shared */
+    pid_t keeper;       /* the keeper of QEMU's names, or -1 */
 };
 
 struct shim_fds {

@@ -10,6 +10,7 @@
 #include "sandbox/boundary.h"
 #include "sandbox/plan.h"
 #include "sandbox/supervise.h"
+#include "sandbox/workspace.h"
 
 #include <openssl/evp.h>
 
@@ -242,6 +243,14 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
      * (etc_view), one share instead of a bind per entry in the guest. */
     snprintf(v->paths[1], sizeof v->paths[1], "/etc");
     TRY(add_share(v, v->paths[1], "/etc", false, err));
+    if (p->workspace && names_mode_for(p, NAMES_CHECK) == NAMES_CHECK) {
+        names_keeper_init(&v->names, NAMES_CHECK, p);
+        v->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
+        if (names_keeper_root(&v->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+            return err_sys(err, CORDON_E_SETUP, "microvm: cannot open the workspace '%s'",
+                           p->workspace);
+        TRY(names_program(NAMES_CHECK, false, &v->names_filter, err));
+    }
     if (p->workspace) {
         snprintf(v->paths[2], sizeof v->paths[2], "%s", p->workspace);
         TRY(add_share(v, v->paths[2], "/workspace", true, err));
@@ -258,12 +267,9 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
     /* Transparent egress for names: a listener per port a name rule allows
      * (the proxy's own port excepted: the guest's forwarder holds it). */
     if (s->gateway) {
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+        _Static_assert(VM_MAX_PORTS >= SYNTH_MAX_PORTS, "a port list fits the wire's");
         v->transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                v->ports[v->n_ports++] = ports[i];
+        v->n_ports = (uint32_t)boundary_transparent_ports(p, v->ports);
     }
 
     /* The call's policy part; argv, environment and entropy follow at start. */
