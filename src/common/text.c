@@ -167,3 +167,11 @@ size_t utf8_length(const char *s, size_t n)
         cps += ((unsigned char)s[i] & 0xc0) != 0x80;
     return cps;
 }
+
+uint64_t text_hash64(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}

@@ -55,3 +55,6 @@ size_t utf8_decode(const char *s, size_t n, uint32_t *cp);
 
 /* Code points in S[0..N), which is valid UTF-8 (as jansson's strings are). */
 size_t utf8_length(const char *s, size_t n);
+
+/* FNV-1a of S: a hash for tables of names, not a digest (no secret input). */
+uint64_t text_hash64(const char *s);

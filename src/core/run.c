@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "core/limits.h"
 #include "sandbox/watchdog.h"
+#include "egress/decide.h"
 #include "egress/gateway.h"
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"
@@ -65,6 +66,9 @@ struct run {
     uint64_t start_us;
     char audit_lost[320];                 /* what of the run's record failed at its start */
     struct sandbox_skips skipped;         /* the policy's levels passed over for this one */
+    uint64_t noticed[64];                 /* hashes of the refusal lines told (notice_refusal) */
+    size_t n_noticed;
+    bool noticed_full;
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
@@ -283,15 +287,18 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
         rc |= env_add(&envp, &n, "TERM", term);
     if (run->gateway) {
-        /* Every spelling clients look for; nothing is exempt from the proxy. */
+        /* Every spelling clients look for. Only loopback is exempt: the
+         * run's own (a test's local server) where it has one, and where it
+         * is the host's (process level) a direct connection is the keeper's
+         * to refuse, or to hand to the gateway when the policy allows it. */
         static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
                                              "http_proxy", "https_proxy", "all_proxy" };
         char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%d", GATEWAY_PORT);
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             rc |= env_add(&envp, &n, names[i], url);
-        rc |= env_add(&envp, &n, "NO_PROXY", "");
-        rc |= env_add(&envp, &n, "no_proxy", "");
+        rc |= env_add(&envp, &n, "NO_PROXY", SANDBOX_NO_PROXY);
+        rc |= env_add(&envp, &n, "no_proxy", SANDBOX_NO_PROXY);
     }
     rc |= git_safe_directories(&envp, &n, p);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
@@ -412,7 +419,10 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
     run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
                                         .start_w = -1, .door = -1, .layer = -1 };
-    run->gateway = p->network.mode == POLICY_NET_GATEWAY;
+    /* With no network too: a gateway that allows nothing answers each lookup
+     * and connection at once and says what was refused (a client otherwise
+     * waits out its own retries, and no one hears which name it wanted). */
+    run->gateway = true;
     run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)
@@ -651,22 +661,35 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
 
 /* ---- wait ---- */
 
-/* A refusal the gateway reports, told to whoever watches the run as it happens. */
+/* A refusal the gateway reports, told to whoever watches the run as it
+ * happens: once per line (a name's lookup and its connection say the same),
+ * so a client retrying for a minute is one line, not a screenful. */
 static void notice_refusal(void *arg, const json_t *d)
 {
-    const struct sandbox_call *call = arg;
+    struct run *run = arg;
+    const struct sandbox_call *call = &run->call;
     if (json_is_true(json_object_get(d, "allowed")))
         return;
+    const char *method = json_string_value(json_object_get(d, "method"));
     const char *host = json_string_value(json_object_get(d, "host"));
-    /* A refusal's rule is its short class (not_allowed, ssrf:loopback, budget...). */
-    const char *reason = json_string_value(json_object_get(d, "rule"));
-    char line[512];
-    /* A 5xx (dns, upstream_*) is a failure to get there, which the rules allowed. */
-    bool failed = json_integer_value(json_object_get(d, "status")) >= 500;
-    snprintf(line, sizeof line, "egress %s: %s:%lld (%s)", failed ? "failed" : "refused",
-             host && *host ? host : "?",
-             (long long)json_integer_value(json_object_get(d, "port")),
-             reason && *reason ? reason : "refused");
+    const char *rule = json_string_value(json_object_get(d, "rule"));
+    char line[600];
+    decide_notice(method ? method : "-", host ? host : "",
+                  (unsigned)json_integer_value(json_object_get(d, "port")), rule ? rule : "",
+                  (int)json_integer_value(json_object_get(d, "status")),
+                  run->p->network.mode == POLICY_NET_NONE, line, sizeof line);
+    uint64_t h = text_hash64(line);
+    for (size_t i = 0; i < run->n_noticed; i++)
+        if (run->noticed[i] == h)
+            return;
+    if (run->n_noticed == sizeof run->noticed / sizeof run->noticed[0]) {
+        if (!run->noticed_full)
+            call->notice(call->notice_arg, "egress: further refusals are not told here (the "
+                                           "audit log and the result have them)");
+        run->noticed_full = true;
+        return;
+    }
+    run->noticed[run->n_noticed++] = h;
     call->notice(call->notice_arg, line);
 }
 
@@ -694,7 +717,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .report_r = run->gw_report,
         .audit = run->log,
         .decided = run->call.notice ? notice_refusal : NULL,
-        .decided_arg = &run->call,
+        .decided_arg = run,
         .started = run->call.notice ? notice_degraded : NULL,
         .started_arg = run,
         .run_id = run->run_id,

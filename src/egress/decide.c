@@ -256,3 +256,55 @@ bool decide_name(const struct gateway_config *cfg, const struct host *name)
         }
     return false;
 }
+
+/* HOST[:PORT] as --allow takes it: no port for a lookup or 80 and 443, v6 bracketed. */
+static void notice_subject(const char *host, unsigned port, bool dns, char *out, size_t len)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    if (dns || port == 80 || port == 443)
+        snprintf(out, len, v6 ? "[%s]" : "%s", host);
+    else
+        snprintf(out, len, v6 ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+/* " --allow-private A/32" when HOST is an address the SSRF rules hold back, else "". */
+static void notice_private(const char *host, char *out, size_t len)
+{
+    struct host h;
+    char why[128], text[300];
+    out[0] = '\0';
+    snprintf(text, sizeof text, strchr(host, ':') ? "[%s]" : "%s", host);
+    if (host_parse(text, strlen(text), &h, why, sizeof why) < 0 || !h.is_ip ||
+        addr_classify(&h.ip) == ADDR_PUBLIC)
+        return;
+    ip_addr_format(&h.ip, text, sizeof text);
+    snprintf(out, len, " --allow-private %s/%u", text, h.ip.family == AF_INET ? 32 : 128);
+}
+
+void decide_notice(const char *method, const char *host, unsigned port, const char *rule,
+                   int status, bool net_none, char *out, size_t len)
+{
+    char subject[300], priv[90];
+    bool dns = strcmp(method, "DNS") == 0;
+    notice_subject(host[0] ? host : "?", port, dns, subject, sizeof subject);
+    if (status >= 500) {
+        /* dns, upstream_*: a failure to get there, which the rules allowed. */
+        snprintf(out, len, "egress failed: %s (%s)", subject, rule[0] ? rule : "failed");
+    } else if (strcmp(rule, "not_allowed") == 0) {
+        notice_private(host, priv, sizeof priv);
+        if (net_none)
+            snprintf(out, len, "egress refused: %s (no rule: --net none; --allow %s%s %s "
+                     "--net gateway)", subject, subject, priv, priv[0] ? "imply" : "implies");
+        else
+            snprintf(out, len, "egress refused: %s (no rule; --allow %s%s)", subject, subject,
+                     priv);
+    } else if (strcmp(rule, "method_not_allowed") == 0) {
+        snprintf(out, len, "egress refused: %s %s (no rule for %s; --allow '%s %s')", method,
+                 subject, method, method, subject);
+    } else if (strncmp(rule, "ssrf:", 5) == 0) {
+        snprintf(out, len, "egress refused: %s (%s; --allow-private CIDR lets its range "
+                 "through)", subject, rule);
+    } else {
+        snprintf(out, len, "egress refused: %s (%s)", subject, rule[0] ? rule : "refused");
+    }
+}

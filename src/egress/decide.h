@@ -93,3 +93,13 @@ int decide_addresses(const struct gateway_config *cfg, const struct target *t,
  * (The connection is decided again, as a request, when it comes.)
  */
 bool decide_name(const struct gateway_config *cfg, const struct host *name);
+
+/*
+ * The one line a person is told of a decision the gateway reported
+ * (METHOD, HOST, PORT, RULE, STATUS as in its record), saying what was
+ * refused and what would allow it: "registry.npmjs.org (no rule; --allow
+ * registry.npmjs.org)". NET_NONE: the run has no network (--net none),
+ * which an --allow would change. Empty for an allowed decision.
+ */
+void decide_notice(const char *method, const char *host, unsigned port, const char *rule,
+                   int status, bool net_none, char *out, size_t len);

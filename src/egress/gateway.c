@@ -731,7 +731,7 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     (void)sig;
     (void)what;
     struct timeval settle = { 0, 20000 };
-    if (!gw->finish || evtimer_add(gw->finish, &settle) < 0)
+    if (!gw->conns || !gw->finish || evtimer_add(gw->finish, &settle) < 0)
         finish(-1, 0, gw);
 }
 

@@ -36,6 +36,7 @@ const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES] = {
     "/etc/protocols", "/etc/services", "/etc/mime.types", "/etc/gai.conf",
     "/etc/python3", "/etc/python3.11", "/etc/perl", "/etc/gitconfig",
     "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
+    "/etc/debian_version", /* pip (distro) reads it; EACCES at the process level fails it */
 };
 
 const char sandbox_passwd[] =

@@ -25,7 +25,7 @@ struct policy;
  * generated where a level can, never the host's), and the harmless devices.
  */
 #define SANDBOX_N_USR_LINKS 6
-#define SANDBOX_N_ETC_FILES 21
+#define SANDBOX_N_ETC_FILES 22
 #define SANDBOX_N_DEV_NODES 6
 extern const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS];
 extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];

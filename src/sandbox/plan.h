@@ -24,6 +24,8 @@
 /* The run's CA, alone and appended to the host's bundle, when secrets need interception. */
 #define SANDBOX_CA_CERT "/etc/cordon/run-ca.pem"
 #define SANDBOX_CA_BUNDLE "/etc/cordon/ca-bundle.pem"
+/* NO_PROXY inside: loopback, by every name clients compare (core/run.c says why). */
+#define SANDBOX_NO_PROXY "localhost,127.0.0.1,::1"
 
 enum mount_kind {
     MOUNT_BIND,     /* host path (or a prepared tree) at dest */

@@ -447,6 +447,52 @@ static void test_names(void)
     }
 }
 
+/* What a person is told of a refusal: the subject, and the flags that would allow it. */
+static void test_notices(void)
+{
+    static const struct {
+        const char *method, *host;
+        unsigned port;
+        const char *rule;
+        int status;
+        bool none;
+        const char *line;
+    } rows[] = {
+        { "DNS", "registry.npmjs.org", 53, "not_allowed", 403, false,
+          "egress refused: registry.npmjs.org (no rule; --allow registry.npmjs.org)" },
+        { "CONNECT", "registry.npmjs.org", 443, "not_allowed", 403, true,
+          "egress refused: registry.npmjs.org (no rule: --net none; --allow "
+          "registry.npmjs.org implies --net gateway)" },
+        { "GET", "example.com", 8080, "not_allowed", 403, false,
+          "egress refused: example.com:8080 (no rule; --allow example.com:8080)" },
+        { "TLS", "203.0.113.5", 443, "not_allowed", 403, false,
+          "egress refused: 203.0.113.5 (no rule; --allow 203.0.113.5 --allow-private "
+          "203.0.113.5/32)" },
+        { "TLS", "1.2.3.4", 443, "not_allowed", 403, false,
+          "egress refused: 1.2.3.4 (no rule; --allow 1.2.3.4)" },
+        { "GET", "127.0.0.1", 8080, "not_allowed", 403, true,
+          "egress refused: 127.0.0.1:8080 (no rule: --net none; --allow 127.0.0.1:8080 "
+          "--allow-private 127.0.0.1/32 imply --net gateway)" },
+        { "CONNECT", "::1", 8443, "not_allowed", 403, false,
+          "egress refused: [::1]:8443 (no rule; --allow [::1]:8443 --allow-private ::1/128)" },
+        { "PUT", "registry.npmjs.org", 443, "method_not_allowed", 403, false,
+          "egress refused: PUT registry.npmjs.org (no rule for PUT; --allow 'PUT "
+          "registry.npmjs.org')" },
+        { "CONNECT", "intranet.example", 443, "ssrf:private", 403, false,
+          "egress refused: intranet.example (ssrf:private; --allow-private CIDR lets its range "
+          "through)" },
+        { "GET", "bad.example.org", 80, "deny:bad.example.org", 403, false,
+          "egress refused: bad.example.org (deny:bad.example.org)" },
+        { "GET", "gone.example", 80, "dns", 502, false, "egress failed: gone.example (dns)" },
+    };
+    for (size_t i = 0; i < N(rows); i++) {
+        char line[600];
+        decide_notice(rows[i].method, rows[i].host, rows[i].port, rows[i].rule, rows[i].status,
+                      rows[i].none, line, sizeof line);
+        is_str(line, rows[i].line, rows[i].line);
+    }
+}
+
 int main(void)
 {
     if (setup() == 0) {
@@ -457,6 +503,7 @@ int main(void)
         test_budgets();
         test_ask();
         test_names();
+        test_notices();
     }
     return done_testing();
 }
