@@ -264,7 +264,7 @@ static int read_secret_value(const char *from, char **value, size_t *len, char *
     return 0;
 }
 
-/* Values, placeholders and the run's CA for P's secrets. */
+/* Values and placeholders for P's secrets. */
 int credentials_load(const struct policy *p, struct gateway_config *out, char *why,
                      size_t why_len)
 {
@@ -295,10 +295,6 @@ int credentials_load(const struct policy *p, struct gateway_config *out, char *w
         gs->n_hosts = ps->n_hosts;
         gs->expires_us = ps->ttl_ms ? gateway_now_us() + ps->ttl_ms * 1000 : 0;
     }
-    struct cordon_err err = { 0 };
-    out->mint = mint_new(&err);
-    if (!out->mint)
-        return why_printf(why, why_len, "%s", err.msg);
     return 0;
 }
 

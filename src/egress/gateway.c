@@ -16,6 +16,7 @@
 #include "common/fds.h"
 #include "common/landlock.h"
 #include "egress/gateway_int.h"
+#include "egress/mint.h"
 #include "policy/policy.h"
 
 #include <errno.h>
@@ -435,6 +436,7 @@ void conn_decide(struct conn *c, struct http_request *req)
     const struct gateway_config *cfg = gw->cfg;
     struct decision d;
     if (req && !c->target.is_connect) {
+        snprintf(c->target.method, sizeof c->target.method, "%s", req->method);
         c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
         c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
         c->body_done = c->body == BODY_NONE;
@@ -444,15 +446,19 @@ void conn_decide(struct conn *c, struct http_request *req)
         conn_refuse(c, d.status, d.rule, "%s", d.reason);
         return;
     }
-    if (d.ask) {
-        c->ask = true;
-        snprintf(c->rule, sizeof c->rule, "%s", d.rule);
-    }
+    c->ask = d.ask;
+    c->inspect = d.inspect;
+    snprintf(c->rule, sizeof c->rule, "%s", d.rule);
     if (req && !credentials_check(c, req))
         return;
     /* A tunnel to a host a secret is bound to ends here, so the requests
-     * inside can have their placeholders swapped. */
-    c->intercept = c->target.is_connect && cfg->mint && credentials_bound_here(c);
+     * inside can have their placeholders swapped; so does one only request
+     * rules allow, so each request inside can be held to them. */
+    c->intercept = c->target.is_connect && cfg->mint && (c->inspect || credentials_bound_here(c));
+    if (c->inspect && !c->intercept) {
+        conn_refuse(c, 502, "internal", "no run CA to inspect %s with", c->target.host_text);
+        return;
+    }
     if (c->intercept)
         c->raw_tls = false;
     resolve(c);
@@ -479,7 +485,7 @@ bool conn_host_names_target(const struct conn *c, const struct http_request *req
  * tunnel was opened to, its placeholders checked and swapped like a plain
  * request's. One request per tunnel, as everywhere.
  */
-static void decide_inner(struct conn *c, struct http_request *req)
+static void decide_tunnel_request(struct conn *c, struct http_request *req)
 {
     snprintf(c->method, sizeof c->method, "%s", req->method);
     if (req->kind != HTTP_TARGET_ORIGIN || req->target_len >= sizeof c->target.path) {
@@ -492,10 +498,18 @@ static void decide_inner(struct conn *c, struct http_request *req)
     }
     memcpy(c->target.path, req->target, req->target_len);
     c->target.path[req->target_len] = '\0';
+    snprintf(c->target.method, sizeof c->target.method, "%s", req->method);
     c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
     c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
     c->body_done = c->body == BODY_NONE;
     c->chunk = CHUNK_SIZE;
+    struct decision d;
+    if (c->inspect && decide_inner(c->gw->cfg, &c->target, &d) < 0) {
+        conn_refuse(c, d.status, d.rule, "%s", d.reason);
+        return;
+    }
+    if (c->inspect)
+        snprintf(c->rule, sizeof c->rule, "%s", d.rule);
     if (!credentials_check(c, req))
         return;
     relay_send_head(c, req);
@@ -533,7 +547,7 @@ void conn_head_read(struct bufferevent *bev, void *arg)
     evbuffer_drain(in, ch->req.head_len);
     bufferevent_disable(bev, EV_READ);
     if (c->inner)
-        decide_inner(c, &ch->req);
+        decide_tunnel_request(c, &ch->req);
     else
         decide(c, &ch->req);
 }
@@ -909,6 +923,14 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
     if (p->n_secrets && credentials_load(p, out, why, sizeof why) < 0) {
         gateway_config_release(out);
         return err_set(err, CORDON_E_SETUP, "secrets: %s", why);
+    }
+    /* The run's CA: to swap secrets in, and to hold requests to request rules. */
+    bool inspect = false;
+    for (size_t i = 0; i < out->rules.n_allow; i++)
+        inspect = inspect || egress_rule_is_request_rule(&out->rules.allow[i]);
+    if ((p->n_secrets || inspect) && !(out->mint = mint_new(err))) {
+        gateway_config_release(out);
+        return -1;
     }
     return 0;
 }

@@ -101,6 +101,7 @@ struct conn {
     struct evbuffer *client_in; /* client bytes not yet forwarded (partial chunk framing) */
     bool client_eof;           /* the client half-closed after a complete request */
     bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
+    bool inspect;              /* only request rules allow the tunnel: each request decided */
     bool inner;                /* reading the request inside an intercepted tunnel */
     bool door_pending;         /* the run's door token has not arrived yet */
     bool transparent;          /* came to a synthetic address: TARGET's host is the name behind it */
@@ -126,7 +127,7 @@ struct conn {
     uint64_t started_us;
     int status;               /* what we answered, or 200 once relaying */
     bool allowed;
-    char rule[320];
+    char rule[EGRESS_RULE_TEXT_MAX + 16];
     char reason[200];
     bool reported;
     bool ask;                 /* network.ask: connect only if the decider allows it */

@@ -697,23 +697,13 @@ static char *trimmed(const char *text)
     return strndup(text, n);
 }
 
-/* The rule's canonical text; a rule too long to format would not round-trip. */
+/* The rule's canonical text, or a preset's rules (presets.c). */
 static int apply_rule(struct policy *p, const char *path, const char *text, char *why, size_t len)
 {
     _cleanup_free_ char *t = trimmed(text);
     if (!t)
         return POLICY_ENOMEM;
-    struct egress_rule r;
-    if (egress_rule_parse(t, &r, why, len) < 0)
-        return -1;
-    char canon[300];
-    egress_rule_format(&r, canon, sizeof canon);
-    struct policy_network *n = &p->network;
-    if (strcmp(path, "network.deny") == 0)
-        return policy_strv_add(&n->deny, &n->n_deny, canon);
-    if (strcmp(path, "network.ask") == 0)
-        return policy_strv_add(&n->ask, &n->n_ask, canon);
-    return policy_strv_add(&n->allow, &n->n_allow, canon);
+    return policy_net_add_rule(p, path, t, why, len);
 }
 
 static int apply_cidr(struct policy *p, const char *text, char *why, size_t len)
@@ -1235,6 +1225,7 @@ void policy_free(struct policy *p)
     policy_strv_free(p->network.allow_private, p->network.n_allow_private);
     policy_strv_free(p->network.dns, p->network.n_dns);
     policy_strv_free(p->network.resolve, p->network.n_resolve);
+    policy_presets_release(&p->network);
     for (size_t i = 0; i < p->n_secrets; i++)
         policy_secret_release(&p->secrets[i]);
     free(p->secrets);

@@ -157,6 +157,15 @@ int policy_check_signature(struct policy *p, const char *path, const char *text,
 int policy_tools_check(const struct policy *p, char *why, size_t len);
 void policy_tools_release(struct policy_tools *t);
 
+/*
+ * One egress rule of PATH (network.allow, .deny, .ask), trimmed: a rule's
+ * canonical text added to its list, or for network.allow a preset ("@npm")
+ * whose rules are added and whose name and version are kept (presets.c).
+ */
+int policy_net_add_rule(struct policy *p, const char *path, const char *text, char *why,
+                        size_t len);
+void policy_presets_release(struct policy_network *n);
+
 /* Sorted string sets: insert (a duplicate is ignored), free. */
 int policy_strv_add(char ***v, size_t *n, const char *s);
 void policy_strv_free(char **v, size_t n);
