@@ -245,6 +245,14 @@ static int env_add(char ***envp, size_t *n, const char *name, const char *value)
 
 DEFINE_CLEANUP(char **, strv_free)
 
+/* The proxy's variables: every spelling clients look for. */
+static const char *const proxy_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                          "http_proxy", "https_proxy", "all_proxy" };
+/* Where clients read a CA bundle from; the run's CA alone goes in NODE_EXTRA_CA_CERTS. */
+static const char *const bundle_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                           "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+                                           "npm_config_cafile", "CARGO_HTTP_CAINFO" };
+
 /*
  * Git refuses a repository owned by another uid ("dubious ownership"), and
  * every bind is one: the host's files, seen by the sandbox user. The
@@ -291,12 +299,10 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
          * run's own (a test's local server) where it has one, and where it
          * is the host's (process level) a direct connection is the keeper's
          * to refuse, or to hand to the gateway when the policy allows it. */
-        static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                                             "http_proxy", "https_proxy", "all_proxy" };
         char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%d", GATEWAY_PORT);
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            rc |= env_add(&envp, &n, names[i], url);
+        for (size_t i = 0; i < sizeof proxy_vars / sizeof proxy_vars[0]; i++)
+            rc |= env_add(&envp, &n, proxy_vars[i], url);
         rc |= env_add(&envp, &n, "NO_PROXY", SANDBOX_NO_PROXY);
         rc |= env_add(&envp, &n, "no_proxy", SANDBOX_NO_PROXY);
     }
@@ -305,12 +311,13 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);
     if (run->gw.mint) {
-        /* Trust the run's CA (for the hosts secrets are bound to) besides the
-         * usual ones, under every name common clients read. */
+        /* Trust the run's CA (for the hosts it intercepts: secrets, request
+         * rules) besides the usual ones, under every name common clients
+         * read; npm's own cafile (Debian's npmrc names the system bundle)
+         * would otherwise replace node's trust, NODE_EXTRA_CA_CERTS with it. */
         const char *bundle = b->ca_bundle ? b->ca_bundle : SANDBOX_CA_BUNDLE;
-        rc |= env_add(&envp, &n, "SSL_CERT_FILE", bundle);
-        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", bundle);
-        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", bundle);
+        for (size_t i = 0; i < sizeof bundle_vars / sizeof bundle_vars[0]; i++)
+            rc |= env_add(&envp, &n, bundle_vars[i], bundle);
         rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", b->ca_cert ? b->ca_cert : SANDBOX_CA_CERT);
     }
     for (size_t i = 0; i < p->n_env_pass; i++) {
@@ -326,13 +333,16 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
 /* Is NAME one the run path sets itself (the proxy, the CA, a secret's placeholder)? */
 static bool env_reserved(const struct run *run, const char *name, size_t len)
 {
-    static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
-                                         "http_proxy", "https_proxy", "all_proxy", "no_proxy",
-                                         "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
-                                         "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
+    for (size_t i = 0; i < sizeof proxy_vars / sizeof proxy_vars[0]; i++)
+        if (strlen(proxy_vars[i]) == len && memcmp(proxy_vars[i], name, len) == 0)
             return run->gateway;
+    if (len == 8 && (!memcmp(name, "NO_PROXY", 8) || !memcmp(name, "no_proxy", 8)))
+        return run->gateway;
+    for (size_t i = 0; i < sizeof bundle_vars / sizeof bundle_vars[0]; i++)
+        if (strlen(bundle_vars[i]) == len && memcmp(bundle_vars[i], name, len) == 0)
+            return run->gw.mint != NULL;
+    if (len == 19 && !memcmp(name, "NODE_EXTRA_CA_CERTS", 19))
+        return run->gw.mint != NULL;
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         if (strlen(run->gw.secrets[i].name) == len && memcmp(run->gw.secrets[i].name, name, len) == 0)
             return true;
