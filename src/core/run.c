@@ -259,23 +259,59 @@ static const char *const bundle_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"
  * workspace and each bind are declared safe through git's environment
  * config (GIT_CONFIG_COUNT/KEY_n/VALUE_n), not a file in anyone's HOME.
  */
-static int git_safe_directories(char ***envp, size_t *n, const struct policy *p)
+static int git_config_add(char ***envp, size_t *n, size_t *k, const char *key, const char *value)
+{
+    char name[32];
+    snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", *k);
+    int rc = env_add(envp, n, name, key);
+    snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", (*k)++);
+    return rc | env_add(envp, n, name, value);
+}
+
+/*
+ * A secret bound to a host serves git there as git asks for a password:
+ * a credential helper for https://HOST that answers the placeholder (the
+ * gateway swaps it for the value in the Basic credentials git sends), so
+ * `git push` to a bound host needs no token in the sandbox.
+ */
+static int git_credential_helpers(char ***envp, size_t *n, size_t *k,
+                                  const struct gateway_config *gw)
+{
+    int rc = 0;
+    for (size_t i = 0; i < gw->n_secrets; i++) {
+        const struct gateway_secret *sec = &gw->secrets[i];
+        char helper[256];
+        snprintf(helper, sizeof helper, "!f() { test \"$1\" = get && printf 'username=%s\\n"
+                 "password=%s\\n'; }; f", "x-access-token", sec->placeholder);
+        for (size_t h = 0; h < sec->n_hosts; h++) {
+            const struct egress_rule *r = &sec->hosts[h];
+            char key[320], port[8] = "";
+            if (r->port && r->port != 443)
+                snprintf(port, sizeof port, ":%u", r->port);
+            snprintf(key, sizeof key, "credential.https://%s%s%s.helper",
+                     r->kind == EGRESS_RULE_SUFFIX ? "*" : "", r->name, port);
+            rc |= git_config_add(envp, n, k, key, helper);
+        }
+    }
+    return rc;
+}
+
+static int git_config_env(char ***envp, size_t *n, const struct policy *p,
+                          const struct gateway_config *gw)
 {
     int rc = 0;
     size_t k = 0;
-    char name[32], count[24];
-    for (size_t i = 0; i <= p->n_binds; i++) {
-        snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", k);
-        rc |= env_add(envp, n, name, "safe.directory");
-        snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", k++);
-        rc |= env_add(envp, n, name, i < p->n_binds ? p->binds[i].dest : "/workspace");
-    }
+    char count[24];
+    for (size_t i = 0; i <= p->n_binds; i++)
+        rc |= git_config_add(envp, n, &k, "safe.directory",
+                             i < p->n_binds ? p->binds[i].dest : "/workspace");
+    rc |= git_credential_helpers(envp, n, &k, gw);
     snprintf(count, sizeof count, "%zu", k);
     return rc | env_add(envp, n, "GIT_CONFIG_COUNT", count);
 }
 
 /* Empty but for PATH, HOME, LANG, TERM (on a terminal), git's safe
- * directories and what the policy passes. */
+ * directories and credential helpers, and what the policy passes. */
 static char **plan_env(const struct run *run, const struct sandbox_call *call)
 {
     const struct policy *p = run->p;
@@ -306,7 +342,7 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
         rc |= env_add(&envp, &n, "NO_PROXY", SANDBOX_NO_PROXY);
         rc |= env_add(&envp, &n, "no_proxy", SANDBOX_NO_PROXY);
     }
-    rc |= git_safe_directories(&envp, &n, p);
+    rc |= git_config_env(&envp, &n, p, &run->gw);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);

@@ -22,7 +22,6 @@
 #include "sandbox/txn.h"
 
 #include <event2/event.h>
-#include <openssl/evp.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -126,30 +125,21 @@ static json_t *bytes_json(const char *data, size_t len, bool *b64)
     char *out = malloc(out_len);
     if (!out)
         return NULL;
-    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
+    base64_encode(data, len, out);
     s = json_string(out);
     free(out);
     return s;
 }
 
 /* Decode base64 TEXT into *OUT (malloc'd); -1 when it is not base64. */
-static int base64_decode(const char *text, size_t len, char **out, size_t *out_len)
+static int decode_base64(const char *text, size_t len, char **out, size_t *out_len)
 {
-    if (len % 4)
-        return -1;
-    unsigned char *buf = malloc(len / 4 * 3 + 1);
-    if (!buf)
-        return -1;
-    int n = EVP_DecodeBlock(buf, (const unsigned char *)text, (int)len);
-    if (n < 0) {
+    char *buf = malloc(len / 4 * 3 + 1);
+    if (!buf || base64_decode(text, len, buf, out_len) < 0) {
         free(buf);
         return -1;
     }
-    /* EVP_DecodeBlock counts the padding as data. */
-    for (size_t i = len; i > 0 && text[i - 1] == '=' && n > 0; i--)
-        n--;
-    *out = (char *)buf;
-    *out_len = (size_t)n;
+    *out = buf;
     return 0;
 }
 
@@ -296,7 +286,7 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
         if (text) {
             f->data = json_string_value(text);
             f->len = json_string_length(text);
-        } else if (base64_decode(json_string_value(b64), json_string_length(b64),
+        } else if (decode_base64(json_string_value(b64), json_string_length(b64),
                                  &r->decoded[r->n_files - 1], &f->len) < 0) {
             return why_printf(why, len, "\"files\".%.64s: \"content_base64\" is not base64", path);
         } else {
@@ -378,7 +368,7 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
             memcpy(r->input, json_string_value(in), r->input_len);
     } else if (in64) {
         if (!json_is_string(in64) ||
-            base64_decode(json_string_value(in64), json_string_length(in64), &r->input,
+            decode_base64(json_string_value(in64), json_string_length(in64), &r->input,
                           &r->input_len) < 0)
             return why_printf(why, len, "%s", "\"stdin_base64\" must be a base64 string");
     }
@@ -879,7 +869,7 @@ static void session_write(struct client *c, const json_t *id, const json_t *para
     }
     _cleanup_free_ char *decoded = NULL;
     size_t len = 0;
-    if (b64 && base64_decode(json_string_value(b64), json_string_length(b64), &decoded, &len) < 0) {
+    if (b64 && decode_base64(json_string_value(b64), json_string_length(b64), &decoded, &len) < 0) {
         reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.write_file: \"content_base64\" is "
                                                    "not base64"));
         return;

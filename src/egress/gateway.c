@@ -74,7 +74,7 @@ static void report(struct conn *c)
         json_object_set_new(d, "secrets", credentials_names(gw->cfg, c->secrets_used));
     /* Which values the answer carried and lost. */
     if (c->scrubbed)
-        json_object_set_new(d, "scrubbed", credentials_names(gw->cfg, c->scrubbed));
+        json_object_set_new(d, "scrubbed", credentials_names(gw->cfg, credentials_scrubbed(c)));
     gateway_report(gw, d);
 }
 
@@ -112,6 +112,11 @@ void conn_free(struct conn *c)
         scrub_answer_release(c->answer);
         free(c->answer);
     }
+    free(c->pairs);
+    if (c->basic_real)
+        explicit_bzero(c->basic_real, strlen(c->basic_real));
+    free(c->basic_real);
+    free(c->basic_client);
     if (c->client)
         bufferevent_free(c->client);
     if (c->upstream)

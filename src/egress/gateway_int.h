@@ -111,6 +111,9 @@ struct conn {
     uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
     uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
     uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */
+    char *basic_real;          /* Basic credentials with values in, as sent upstream; or NULL */
+    char *basic_client;        /* the same as the client sent them (placeholders) */
+    struct scrub_pair *pairs;  /* the values' pairs and the Basic one, for C's answer */
     struct scrub_answer *answer; /* the answer, parsed and scrubbed (with secrets, in plaintext) */
     struct scrub_finder find_body; /* foreign placeholders in the request body's data */
     enum conn_state state;
@@ -246,8 +249,17 @@ void credentials_add_value(struct conn *c, struct evbuffer *out, const char *v, 
 /* The index of a secret whose placeholder must not go here, in body data or a framing line; -1. */
 int credentials_body_exfil(struct conn *c, struct evbuffer *in, size_t from, size_t len);
 int credentials_line_exfil(const struct conn *c, const char *line, size_t len);
+/*
+ * Basic credentials in REQ holding a bound placeholder: decoded, swapped
+ * and encoded again into C->basic_real (sent upstream instead), with the
+ * client's own text kept to scrub the answer with. Before
+ * credentials_scrub_answer().
+ */
+void credentials_prepare_basic(struct conn *c, const struct http_request *req);
 /* With secrets, REQ's answer is parsed and scrubbed of their values on its way
  * back (C->answer); to a host one is BOUND to, an encoded body is refused. */
 void credentials_scrub_answer(struct conn *c, const struct http_request *req, bool bound);
+/* The secrets whose values C's answer carried and lost (Basic credentials too). */
+uint64_t credentials_scrubbed(const struct conn *c);
 /* A placeholder in the body for a host it is not bound to: refuse, or cut. */
 void credentials_refuse_exfil(struct conn *c, size_t secret);
