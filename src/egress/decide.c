@@ -217,6 +217,21 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
     return 0;
 }
 
+int decide_literal(const struct gateway_config *cfg, const struct target *t, struct decision *d)
+{
+    const struct egress_rules *r = &cfg->rules;
+    const struct egress_rule *deny = match_host(r->deny, r->n_deny, &t->host, t->port);
+    if (deny) {
+        set_rule(d, "deny", deny);
+        return refused(d, 403, d->rule, "%s:%u is on the denylist", t->host_text, t->port);
+    }
+    if (!match_host(r->allow, r->n_allow, &t->host, t->port) &&
+        !match_host(r->ask, r->n_ask, &t->host, t->port))
+        return refused(d, 403, "not_allowed", "%s:%u is not on the allowlist", t->host_text,
+                       t->port);
+    return decide_addresses(cfg, t, &t->host.ip, 1, d);
+}
+
 int decide_inner(const struct gateway_config *cfg, const struct target *t, struct decision *d)
 {
     const struct egress_rule *whole = match_request(cfg->rules.allow, cfg->rules.n_allow, t);

@@ -73,6 +73,16 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
                    uint64_t now_us, struct decision *d);
 
 /*
+ * A connection a client made to an address (T's host is an IP), carried to
+ * the gateway transparently: could any rule take it? Not denied, on an
+ * allow or ask rule, and of an allowed address class. Decided at once, so
+ * a refused one is cut before the client sends a byte; an admitted one is
+ * decided again in full (budgets, method) when its first bytes come. 0
+ * when admitted.
+ */
+int decide_literal(const struct gateway_config *cfg, const struct target *t, struct decision *d);
+
+/*
  * A request inside a tunnel decide_request() let through to be inspected:
  * T's method and path must be covered by an allow rule for its destination
  * (else 403 method_not_allowed). 0 when allowed.

@@ -476,7 +476,12 @@ bool conn_host_names_target(const struct conn *c, const struct http_request *req
     char why[200];
     char named[300] = "";
     if (!h || authority_parse(h->value, h->value_len, &a, why, sizeof why) < 0 ||
-        a.host.is_ip != c->target.host.is_ip || (a.port && a.port != c->target.port))
+        (a.port && a.port != c->target.port))
+        return false;
+    /* localhost names a loopback address the client connected to itself. */
+    if (!a.host.is_ip && host_is_localhost(a.host.name) && c->target.host.is_ip)
+        return addr_classify(&c->target.host.ip) == ADDR_LOOPBACK;
+    if (a.host.is_ip != c->target.host.is_ip)
         return false;
     if (a.host.is_ip)
         ip_addr_format(&a.host.ip, named, sizeof named);

@@ -422,3 +422,36 @@ size_t egress_rules_name_ports(const struct egress_rules *r, uint16_t *ports, si
         }
     return n;
 }
+
+bool egress_rules_admit_addr(const struct egress_rules *r, const struct ip_addr *a, uint16_t port)
+{
+    for (size_t i = 0; i < r->n_deny; i++)
+        if (egress_rule_matches_addr(&r->deny[i], a, port))
+            return false;
+    bool ruled = false;
+    for (size_t i = 0; i < r->n_allow && !ruled; i++)
+        ruled = egress_rule_matches_addr(&r->allow[i], a, port);
+    for (size_t i = 0; i < r->n_ask && !ruled; i++)
+        ruled = egress_rule_matches_addr(&r->ask[i], a, port);
+    if (!ruled)
+        return false;
+    if (addr_classify(a) == ADDR_PUBLIC)
+        return true;
+    for (size_t i = 0; i < r->n_allow_private; i++)
+        if (cidr_contains(&r->allow_private[i], a))
+            return true;
+    return false;
+}
+
+size_t egress_rules_literal_v4(const struct egress_rules *r, const struct egress_rule **rules,
+                               size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_allow && n < max; i++) {
+        const struct egress_rule *x = &r->allow[i];
+        if ((x->kind == EGRESS_RULE_IP || x->kind == EGRESS_RULE_CIDR) &&
+            x->cidr.base.family == AF_INET && x->cidr.prefix >= 8)
+            rules[n++] = x;
+    }
+    return n;
+}

@@ -106,3 +106,20 @@ void egress_rules_release(struct egress_rules *r);
 /* The ports a name may be reached on by R's allow and ask rules (a rule
  * without one: 80 and 443), each once, at most MAX into PORTS; their count. */
 size_t egress_rules_name_ports(const struct egress_rules *r, uint16_t *ports, size_t max);
+
+/*
+ * Could R let a connection to the address A on PORT through (an address,
+ * not a name: a client's literal)? Not denied, covered by an allow or ask
+ * rule, and of a public class or in an allowed private range. The gateway
+ * decides each connection again; a keeper asks this to know which to hand
+ * to it (sandbox/door.h).
+ */
+bool egress_rules_admit_addr(const struct egress_rules *r, const struct ip_addr *a, uint16_t port);
+
+/*
+ * The IPv4 address rules of R's allow list (an address, or a range of at
+ * least /8) that a relay makes local so that connections to them reach it,
+ * each with its port (0: 80 and 443), at most MAX into RULES; their count.
+ */
+size_t egress_rules_literal_v4(const struct egress_rules *r, const struct egress_rule **rules,
+                               size_t max);

@@ -239,7 +239,7 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, pid_t cmd, int l
         if (ppoll(&p, listener >= 0 ? 1 : 0, NULL, &during) <= 0)
             continue; /* a child ended (or a signal passed on) */
         if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) ||
-            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock) < 0)) {
+            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock, &plan->door) < 0)) {
             close(listener);
             listener = -1; /* no task of the run holds the filter any more */
         }
@@ -417,6 +417,26 @@ static int ns_probe(struct cordon_err *err)
     return 0;
 }
 
+/*
+ * Transparent egress: for names, a listener per port a name rule allows (the
+ * proxy's own port excepted: its door holds it on loopback); for literals,
+ * init, the keeper of every connect(), hands them to the door (door.h).
+ */
+static void plan_egress(const struct policy *p, struct ns_plan *plan)
+{
+    uint16_t ports[SYNTH_MAX_PORTS];
+    size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+    plan->transparent = true;
+    for (size_t i = 0; i < n; i++)
+        if (ports[i] != GATEWAY_PORT)
+            plan->ports[plan->n_ports++] = ports[i];
+    plan->door = (struct egress_door){
+        .on = true, .rules = &p->egress.rules, .own_loopback = true,
+        .addr = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
+    };
+}
+
 /* What open_transparent_doors() handed out, in its order; -1 when one is missing. */
 static int recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b)
 {
@@ -449,16 +469,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     pid_t init = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
-    /* Transparent egress for names: a listener per port a name rule allows
-     * (the proxy's own port excepted: its door holds it on loopback). */
-    if (s->gateway) {
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
-        plan.transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                plan.ports[plan.n_ports++] = ports[i];
-    }
+    if (s->gateway)
+        plan_egress(p, &plan);
     if (usock_keeper_init(&plan.usock, p, true, err) < 0 ||
         usock_program(&plan.usock_filter, err) < 0 ||
         mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
@@ -527,6 +539,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         boundary_child_error(pp.err[0], err);
         goto out;
     }
+    /* Init's prefaces: a literal handed over (door.h). */
+    b->relay_transparent = plan.door.on;
     b->pid = init;
     init = -1;
     b->err_r = TAKE_FD(pp.err[0]);

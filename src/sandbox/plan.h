@@ -6,6 +6,7 @@
 #pragma once
 #include "policy/policy.h"
 #include "sandbox/confine.h"
+#include "sandbox/door.h"
 #include "sandbox/usock.h"
 
 #include <stdbool.h>
@@ -65,6 +66,7 @@ struct ns_plan {
     /* The command's connect()s go to init, which makes them (usock.h). */
     struct seccomp_program usock_filter;
     struct usock_keeper usock;
+    struct egress_door door;        /* and a connect to a literal goes by the gateway's door */
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
     /* Transparent egress: resolv.conf names the DNS stub, the synthetic range
      * is routed to loopback and the gateway gets a listener on each port. */

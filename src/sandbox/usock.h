@@ -43,6 +43,7 @@
 #include <sys/un.h>
 
 struct policy;
+struct egress_door;
 
 #define USOCK_MAX_LISTED 16
 #define USOCK_MAX_BOUND 1024
@@ -93,5 +94,6 @@ int usock_connect(const struct usock_keeper *k, int sock, pid_t tid, const struc
 /*
  * In the keeper of usock_program()'s filter (the namespace level's init,
  * gVisor's shim): answer one notification on LISTENER. -1 when it is gone.
+ * With DOOR, a TCP connect to a literal address goes by it (door.h).
  */
-int usock_serve(int listener, const struct usock_keeper *k);
+int usock_serve(int listener, const struct usock_keeper *k, const struct egress_door *door);

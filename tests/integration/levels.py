@@ -225,7 +225,6 @@ EXCEPTIONS = [
     ("process", "*test_kernel.py::test_proc_still_readable[[]root-*", PROC_LISTED),
     ("process", "*::test_proc_mem_of_sibling_not_writable[[]*", HOST_PROC),
     ("process", "*::test_proc_self_mem_cannot_force_readonly_pages[[]*", HOST_PROC),
-    ("process", "*::test_host_address_listener_gets_nothing[[]*", NO_NETNS),
     ("process", "*::test_public_address_unreachable[[]*", NO_NETNS),
     ("process", "*::test_local_http_server_inside[[]*", NO_NETNS),
     ("process", "*::test_loopback_inside_works[[]*", NO_NETNS),

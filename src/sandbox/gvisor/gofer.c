@@ -35,7 +35,7 @@ static _Noreturn void keeper_main(const struct usock_keeper *k, int sock)
         struct pollfd p = { .fd = listener, .events = POLLIN };
         if (poll(&p, 1, -1) < 0)
             continue;
-        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) || usock_serve(listener, k) < 0)
+        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) || usock_serve(listener, k, NULL) < 0)
             break; /* runsc's processes are gone */
     }
     _exit(0);
