@@ -32,7 +32,7 @@ MICROVM_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_trans
 	tests/integration/test_egress.py::test_half_closed_request_still_gets_its_answer \
 	tests/integration/test_egress.py::test_slow_reader_gets_the_whole_answer
 
-.PHONY: all deps test-deps fuzz-deps guest-kernel build deb demo test unit integration integration-gvisor integration-microvm test-gvisor fuzz sanitize bench clean
+.PHONY: all deps test-deps fuzz-deps guest-kernel build deb demo test unit integration integration-gvisor integration-microvm integration-oci conformance-oci test-gvisor fuzz sanitize bench clean
 
 all: build
 
@@ -74,7 +74,18 @@ integration-gvisor: build test-deps
 integration-microvm: build test-deps guest-kernel
 	CORDON_LEVELS=microvm CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(MICROVM_SUBSET)
 
-test: unit integration integration-gvisor integration-microvm
+# cordon-oci under real engines (tests/oci: a private containerd, dockerd and
+# Podman store, started and stopped by the tests; about two minutes).
+integration-oci: build test-deps
+	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/oci
+
+# By hand: crun's runtime-agnostic tests (Debian's crun source, fetched with
+# apt-get source) and a subset of runc's bats tests, with OCI_RUNTIME and
+# RUNC pointing at cordon-oci; the figures are in doc/oci.md.
+conformance-oci: build test-deps
+	tests/oci/conformance.sh $(abspath $(BUILD))
+
+test: unit integration integration-gvisor integration-microvm integration-oci
 
 # The whole integration suite at the gvisor level, by hand (about half an hour
 # on 2 cores): CI runs tests/integration/test_level_gvisor.py as its subset.

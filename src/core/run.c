@@ -53,6 +53,9 @@ struct run {
     struct confine_plan confine;          /* the core's part: rlimits */
     enum enforcement enforced[POLICY_LIMIT_COUNT];
     struct gateway_config gw;
+    /* Always: with no network the gateway allows nothing, answering each lookup
+     * and connection at once and saying what was refused (a client would
+     * otherwise wait out its own retries, and no one hear which name it wanted). */
     bool gateway;
     pid_t gw_pid;
     int gw_report;
@@ -64,6 +67,8 @@ struct run {
     int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
     uint64_t start_us;
+    const struct sandbox_container *container; /* an OCI bundle's (the front end's), or NULL */
+    bool keep_cgroup;                     /* a container's: its front end removes it */
     char audit_lost[320];                 /* what of the run's record failed at its start */
     struct sandbox_skips skipped;         /* the policy's levels passed over for this one */
     uint64_t noticed[64];                 /* hashes of the refusal lines told (notice_refusal) */
@@ -114,6 +119,8 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
         json_object_set(fields, "policy_flags", p->flags);
     if (fields && call->session_id)
         json_object_set_new(fields, "session", json_string(call->session_id));
+    if (fields && call->container_id)
+        json_object_set_new(fields, "container", json_string(call->container_id));
     /* Who writes the run's end: verify tells a run going on from one whose end was lost. */
     if (fields)
         json_object_set_new(fields, "writer", audit_writer_stamp());
@@ -155,7 +162,17 @@ static const char *fired_limit(enum run_reason r)
     }
 }
 
+static int audit_open_for(const struct policy *p, const char *container, struct audit_log **out,
+                          struct cordon_err *err);
+
 int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cordon_err *err)
+{
+    return audit_open_for(p, NULL, out, err);
+}
+
+/* The policy's log, each line of it stamped with CONTAINER (an OCI container's id) if set. */
+static int audit_open_for(const struct policy *p, const char *container, struct audit_log **out,
+                          struct cordon_err *err)
 {
     *out = NULL;
     if (!p->audit.file)
@@ -170,6 +187,11 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
     };
     /* A break-glass run says so in every line it leaves. */
     json_auto_t *stamp = p->break_glass ? json_pack("{s:O}", "break_glass", p->break_glass) : NULL;
+    if (container) {
+        if (!stamp)
+            stamp = json_object();
+        json_object_set_new(stamp, "container", json_string(container));
+    }
     o.stamp = stamp;
     if (p->gov.export)
         o.export_otlp = p->gov.export_endpoint;
@@ -438,7 +460,14 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
-    if (sandbox_needs_cgroup(p)) {
+    if (run->container && run->container->cgroup) {
+        /* An engine reads a container's cgroup (its stats, its OOM events). */
+        if (cgroup_create_at(&run->cg, run->container->cgroup, guard_cgroup, run->wd, err) < 0) {
+            if (!run->container->cgroup_optional)
+                return -1;
+            memset(&run->cg, 0, sizeof run->cg);
+        }
+    } else if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
         /* Each named to the watchdog before it exists: a kill at any point leaves none. */
@@ -447,7 +476,8 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
 
-static int prepare(const struct policy *p, const char *run_id, bool ahead, struct run **out,
+static int prepare(const struct policy *p, const char *run_id, bool ahead,
+                   const struct sandbox_container *container, struct run **out,
                    struct cordon_err *err)
 {
     *out = NULL;
@@ -455,19 +485,20 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
     const struct sandbox_backend *backend = sandbox_backend_choose(p, &skipped, err);
     if (!backend)
         return -2; /* refused: no level of the policy can run here (see run_call) */
+    if (container && !backend->containers)
+        return err_set(err, CORDON_E_UNSUPPORTED, "the %s level cannot run an OCI bundle",
+                       backend->name);
     struct run *run = calloc(1, sizeof *run);
     if (!run)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     run->p = p;
     run->backend = backend;
     run->skipped = skipped;
+    run->container = container;
     run->gw_pid = -1;
     run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
                                         .start_w = -1, .door = -1, .layer = -1 };
-    /* With no network too: a gateway that allows nothing answers each lookup
-     * and connection at once and says what was refused (a client otherwise
-     * waits out its own retries, and no one hears which name it wanted). */
     run->gateway = true;
     run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
     /* A front end that records events of its own about the run names it first. */
@@ -480,7 +511,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         rnd = (uint16_t)getpid();
     run->host_base = HOST_ID_BASE + ((uid_t)rnd << 2);
 
-    if (cordon_audit_open(p, &run->log, err) < 0 ||
+    if (audit_open_for(p, container ? container->id : NULL, &run->log, err) < 0 ||
         !(run->wd = watchdog_new(run->log, run->run_id, p, err)))
         goto fail;
     /* A run that fills the log's filesystem must still find room for its end. */
@@ -512,6 +543,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         .guard_arg = run->wd,
         .host_base = run->host_base,
         .ahead = ahead,
+        .container = container,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
         struct cgroup_stats st = { 0 };
@@ -534,7 +566,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
          * It joins the run's cgroup itself, as the boundary does (moving it
          * from here would wait out an RCU grace period). */
         struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
-        if (run->cg.version && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
+        if (run->cg.version && !container && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
             goto fail;
         _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
         run->gw.door_token_set = run->b.door_token_set;
@@ -546,8 +578,9 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
             for (size_t i = 1; i < run->b.n_extra_doors && i <= SYNTH_MAX_PORTS; i++)
                 doors.ports[doors.n_ports++] = run->b.extra_doors[i];
         }
+        /* A container's cgroup holds its egress lock: the gateway stays out of it. */
         run->gw_pid = gateway_start(&run->gw, &doors, run->host_base + 2,
-                                    run->cg.version ? join_cgroup : NULL, &ticket,
+                                    run->cg.version && !container ? join_cgroup : NULL, &ticket,
                                     &run->gw_report, err);
         cgroup_ticket_close(&ticket);
         closep(&run->b.door);
@@ -558,6 +591,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         if (run->gw_pid < 0)
             goto fail;
     }
+    run->keep_cgroup = container != NULL;
     *out = run;
     return 0;
 fail:
@@ -568,12 +602,33 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, out, err) < 0 ? -1 : 0;
+    return prepare(p, run_id, false, NULL, out, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err)
 {
-    return prepare(p, NULL, true, out, err) < 0 ? -1 : 0;
+    return prepare(p, NULL, true, NULL, out, err) < 0 ? -1 : 0;
+}
+
+int run_prepare_container(const struct policy *p, const char *run_id,
+                          const struct sandbox_container *c, struct run **out,
+                          struct cordon_err *err)
+{
+    return prepare(p, run_id, false, c, out, err) < 0 ? -1 : 0;
+}
+
+pid_t run_boundary_pid(const struct run *run)
+{
+    return run->b.pid;
+}
+
+int run_take_terminal(struct run *run)
+{
+    if (!run->container)
+        return -1;
+    int fd = run->b.tty_master;
+    run->b.tty_master = -1;
+    return fd;
 }
 
 /* ---- start ---- */
@@ -665,6 +720,19 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     run->limits = run->p->limits;
     if (call->wall_ms && (!run->limits.wall_ms || call->wall_ms < run->limits.wall_ms))
         run->limits.wall_ms = call->wall_ms;
+    if (call->direct_stdio) {
+        /* A container's stdio is its engine's: handed to the command as it is. */
+        if (run->log && record_start(run, call, err) < 0)
+            return -1;
+        int stdio[3] = { call->in_fd, call->out_fd, call->err_fd };
+        run->state = RUN_STARTED;
+        run->start_us = monotonic_us();
+        int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files,
+                                    call->n_files, false, err);
+        closep(&run->b.start_w);
+        run->b.start_w = -1;
+        return rc < 0 && run->b.err_r < 0 ? -1 : 0;
+    }
     /* Made before the record begins: once run.start is written, only the start may fail. */
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
@@ -840,7 +908,7 @@ void run_release(struct run *run)
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
-    if (run->cg.version)
+    if (run->cg.version && !run->keep_cgroup)
         cgroup_destroy(&run->cg);
     gateway_config_release(&run->gw);
     if (run->log) {
@@ -909,7 +977,7 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    int prepared = run ? 0 : prepare(p, run_id, false, &run, err);
+    int prepared = run ? 0 : prepare(p, run_id, false, NULL, &run, err);
     if (prepared < 0) {
         refused(p, call, run_id, prepared == -2, res, err);
         return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */

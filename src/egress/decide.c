@@ -96,6 +96,7 @@ bool decide_tunnel_port(unsigned port)
 
 int decide_target(const struct http_request *req, struct target *t, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     char why[200];
     char target[4200];
     if (req->target_len >= sizeof target) {
@@ -168,6 +169,7 @@ static bool take_token(const struct gateway_config *cfg, struct budget *b, uint6
 int decide_request(const struct gateway_config *cfg, struct budget *b, const struct target *t,
                    uint64_t now_us, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     const struct egress_rules *r = &cfg->rules;
     if (cfg->max_requests && b->requests >= cfg->max_requests)
         return refused(d, 429, "budget:requests", "request budget of %llu exhausted",
@@ -219,6 +221,7 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
 
 int decide_literal(const struct gateway_config *cfg, const struct target *t, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     const struct egress_rules *r = &cfg->rules;
     const struct egress_rule *deny = match_host(r->deny, r->n_deny, &t->host, t->port);
     if (deny) {
@@ -234,6 +237,7 @@ int decide_literal(const struct gateway_config *cfg, const struct target *t, str
 
 int decide_inner(const struct gateway_config *cfg, const struct target *t, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     const struct egress_rule *whole = match_request(cfg->rules.allow, cfg->rules.n_allow, t);
     if (!whole)
         return refuse_method(d, t);
@@ -244,6 +248,7 @@ int decide_inner(const struct gateway_config *cfg, const struct target *t, struc
 int decide_answer(const struct target *t, enum decider_decision decision, bool failed,
                   const char *reason, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     if (decision != DECIDER_DENY && !failed) {
         snprintf(d->reason, sizeof d->reason, "allowed by the decider%s",
                  decision == DECIDER_ALLOW_ONCE ? " once" : " for the run");
@@ -280,6 +285,7 @@ static bool private_allowed(const struct gateway_config *cfg, const struct ip_ad
 int decide_addresses(const struct gateway_config *cfg, const struct target *t,
                      const struct ip_addr *addrs, size_t n, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     const struct egress_rules *r = &cfg->rules;
     for (size_t i = 0; i < n; i++) {
         const struct ip_addr *a = &addrs[i];
@@ -344,7 +350,7 @@ static void notice_private(const char *host, char *out, size_t len)
         addr_classify(&h.ip) == ADDR_PUBLIC)
         return;
     ip_addr_format(&h.ip, text, sizeof text);
-    snprintf(out, len, " --allow-private %s/%u", text, h.ip.family == AF_INET ? 32 : 128);
+    snprintf(out, len, " --allow-private %s/%u", text, h.ip.family == AF_INET ? 32u : 128u);
 }
 
 void decide_notice(const char *method, const char *host, unsigned port, const char *rule,

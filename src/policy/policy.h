@@ -99,7 +99,7 @@ enum policy_net_mode {
 };
 
 /*
- * An egress preset network.allow named ("@npm", policy/presets.c): a named,
+ * An egress preset network.allow named ("@npm", policy/policy_presets.c): a named,
  * versioned set of rules from a data file; its rules are in network.allow.
  */
 struct policy_preset {

@@ -51,6 +51,7 @@ struct sandbox_call {
                                 the policy's */
     const char *session_id;  /* the daemon's session the run belongs to, for the audit
                                 record, or NULL */
+    const char *container_id; /* the OCI container the run is, for the audit record, or NULL */
     const struct start_file *files; /* placed in /workspace before the command starts */
     size_t n_files;
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
@@ -70,6 +71,9 @@ struct sandbox_call {
      * manual (the result's transaction "pending"); the caller owns it then
      * (sandbox/txn.h). NULL: nobody can decide later, and it is dropped. */
     int *keep_layer;
+    /* in_fd, out_fd and err_fd become the command's own stdio, not relayed
+     * (an OCI container's: its engine reads them); no output limit applies. */
+    bool direct_stdio;
 };
 
 /* The levels of the policy's list passed over for the one chosen, and why. */
@@ -136,6 +140,9 @@ struct sandbox_setup {
                                        user, +2 the gateway) */
     bool ahead;                     /* prepared before its call (the daemon's pool):
                                        time spent now to start faster is well spent */
+    /* An OCI bundle's container (sandbox/container.h) instead of cordon's own
+     * root and user; only a level with .containers builds one. */
+    const struct sandbox_container *container;
 };
 
 /* A boundary built and blocked at the start seam (see sandbox/start.h). */
@@ -165,6 +172,9 @@ struct sandbox_boundary {
     const char *workdir, *tmpdir, *ca_cert, *ca_bundle;
     char evidence[512]; /* the level's own facts (a JSON object) for run.start and
                            the result, or "" */
+    int tty_master;   /* a container's terminal, made at prepare (its master), or -1 when
+                         none; the front end takes it (run_take_terminal) */
+    bool container;   /* built by container_prepare(): its release is container.c's */
 };
 
 /*
@@ -182,6 +192,7 @@ struct sandbox_backend {
     /* The level's kernel ignores RLIMIT_DATA (gVisor), memory's per-process fallback. */
     bool ignores_rlimit_data;
     bool overlay;     /* can run a workspace on a copy-on-write layer (workspace.mode) */
+    bool containers;  /* builds an OCI bundle's container (sandbox_setup.container) */
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Optional: can it run P here (the policy may forbid what the host

@@ -305,6 +305,45 @@ static void test_signature_refuses_duplicates(void)
     unlink(key), unlink(pub), unlink(pol), unlink(sig), rmdir(dir);
 }
 
+/*
+ * A trust directory with a key and a file that is none: an unsigned policy is
+ * refused for the bad file, each time, and the key read before it is freed
+ * (make sanitize's LeakSanitizer fails the run on a leak: libcordon checks
+ * this on every prepare).
+ */
+static void test_trust_dir_with_a_bad_key(void)
+{
+    char dir[] = "/tmp/cordon-trust-XXXXXX", good[64], bad[64];
+    if (!mkdtemp(dir))
+        return (void)ok(0, "mkdtemp");
+    snprintf(good, sizeof good, "%s/a.pem", dir);
+    snprintf(bad, sizeof bad, "%s/b.pem", dir);
+    EVP_PKEY *k = new_key();
+    FILE *f = fopen(good, "w");
+    PEM_write_PUBKEY(f, k);
+    fclose(f);
+    EVP_PKEY_free(k);
+    write_file(bad, "not a key\n");
+    const char *was = getenv("CORDON_TRUST_DIR");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("CORDON_TRUST_DIR", dir, 1);
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_new(&err);
+    for (int i = 0; i < 2; i++)
+        ok(p && policy_require_trusted(p, &err) < 0 && strstr(err.msg, "b.pem"),
+           "a trust directory with a bad file refuses an unsigned policy: %s", err.msg);
+    unlink(bad);
+    ok(p && policy_require_trusted(p, &err) < 0 && strstr(err.msg, "requires a signed policy"),
+       "with the key alone, still refused: %s", err.msg);
+    policy_free(p);
+    if (saved)
+        setenv("CORDON_TRUST_DIR", saved, 1);
+    else
+        unsetenv("CORDON_TRUST_DIR");
+    free(saved);
+    unlink(good), rmdir(dir);
+}
+
 
 /* A signed policy's keys, each set by a caller: tightened, or refused as relaxing. */
 static const char narrow_base[] =
@@ -489,12 +528,46 @@ static void test_narrowing(void)
     ok(missing == 0, "every key has a direction");
 }
 
+/*
+ * An enumerated key names its choices once: each name, value and rank
+ * distinct (a tie in rank would let a signed policy move sideways unseen),
+ * the default among them, and the key ranked by them.
+ */
+static void test_choice_tables(void)
+{
+    size_t n_enums = 0, stray = 0;
+    for (size_t i = 0; policy_key_at(i); i++) {
+        const struct policy_key *k = policy_key_at(i);
+        if (k->type != KT_ENUM && k->type != KT_LEVEL) {
+            stray += k->choices != NULL;
+            continue;
+        }
+        n_enums++;
+        const struct policy_enum *e = k->choices;
+        bool distinct = e && e->n >= 2;
+        for (size_t a = 0; distinct && a < e->n; a++)
+            for (size_t b = a + 1; b < e->n; b++)
+                distinct &= strcmp(e->choices[a].name, e->choices[b].name) != 0 &&
+                            e->choices[a].value != e->choices[b].value &&
+                            e->choices[a].rank != e->choices[b].rank;
+        ok(distinct, "%s: names, values and ranks distinct", k->path);
+        ok(e && policy_choice_name(e, (int)k->def) != NULL, "%s: its default is a choice",
+           k->path);
+        ok(policy_key_direction(k->path) == policy_key_direction("isolation"),
+           "%s is ranked by its choices", k->path);
+    }
+    ok(n_enums == 6, "six enumerated keys (%zu)", n_enums);
+    ok(stray == 0, "no other key has choices");
+}
+
 int main(void)
 {
     test_narrowing();
+    test_choice_tables();
     test_strict_json();
     test_pins_refuse_duplicates();
     test_signature_refuses_duplicates();
+    test_trust_dir_with_a_bad_key();
     test_signatures();
     test_tool_digests();
     test_pin_verdicts();

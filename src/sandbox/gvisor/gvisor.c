@@ -54,9 +54,9 @@
 
 /* The helper and the compat library, embedded at build time (meson.build's blobs). */
 extern const unsigned char cordon_gvisor_init_start[];
-extern const unsigned char cordon_gvisor_init_end[];
+extern const uint64_t cordon_gvisor_init_size;
 extern const unsigned char cordon_gvisor_compat_start[];
-extern const unsigned char cordon_gvisor_compat_end[];
+extern const uint64_t cordon_gvisor_compat_size;
 
 #define INIT_PATH "/.cordon/init"
 #define COMPAT_PATH "/.cordon/compat.so"
@@ -309,6 +309,12 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
             break;
         case MOUNT_DEVPTS:
             continue;
+        case MOUNT_SYSFS:
+        case MOUNT_MQUEUE:
+        case MOUNT_CGROUP2:
+        case MOUNT_MASK:
+            /* Only an OCI container's plan has these, and gvisor builds none. */
+            return err_set(err, CORDON_E_INTERNAL, "gvisor: no mount of kind %d", (int)s->kind);
         case MOUNT_TMPFS:
             json_array_append_new(mounts, tmpfs_mount(s->dest, s->data));
             break;
@@ -458,9 +464,9 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
     char file[PATH_MAX], point[PATH_MAX];
     static const char preload[] = COMPAT_PATH "\n";
     TRY(add_file(st, mounts, "init", INIT_PATH, cordon_gvisor_init_start,
-                 (size_t)(cordon_gvisor_init_end - cordon_gvisor_init_start), 0555, err));
+                 (size_t)cordon_gvisor_init_size, 0555, err));
     TRY(add_file(st, mounts, "compat.so", COMPAT_PATH, cordon_gvisor_compat_start,
-                 (size_t)(cordon_gvisor_compat_end - cordon_gvisor_compat_start), 0555, err));
+                 (size_t)cordon_gvisor_compat_size, 0555, err));
     TRY(add_file(st, mounts, "ld.so.preload", "/etc/ld.so.preload", preload,
                  sizeof preload - 1, 0444, err));
 

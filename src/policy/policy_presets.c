@@ -1,5 +1,5 @@
 /*
- * policy/presets.c: egress rules as network.allow takes them, presets
+ * policy/policy_presets.c: egress rules as network.allow takes them, presets
  * among them. "@npm" (--allow @npm, or network.allow: ["@npm"]) stands for
  * a named, versioned set of rules shipped as a data file (data/presets/
  * NAME.yaml, installed in DATADIR/cordon/presets), read once, when the
