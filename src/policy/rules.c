@@ -6,6 +6,7 @@
 
 #include "common/text.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,15 +444,34 @@ bool egress_rules_admit_addr(const struct egress_rules *r, const struct ip_addr 
     return false;
 }
 
-size_t egress_rules_literal_v4(const struct egress_rules *r, const struct egress_rule **rules,
-                               size_t max)
+/* Add PORT to PORTS (N of MAX used), once. */
+static void add_port(uint16_t *ports, size_t *n, size_t max, uint16_t port)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < r->n_allow && n < max; i++) {
+    for (size_t j = 0; j < *n; j++)
+        if (ports[j] == port)
+            return;
+    if (*n < max)
+        ports[(*n)++] = port;
+}
+
+size_t egress_rules_literal_v4(const struct egress_rules *r, uint32_t *nets, unsigned *prefixes,
+                               size_t max, uint16_t *ports, size_t *n, size_t max_ports)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_allow; i++) {
         const struct egress_rule *x = &r->allow[i];
-        if ((x->kind == EGRESS_RULE_IP || x->kind == EGRESS_RULE_CIDR) &&
-            x->cidr.base.family == AF_INET && x->cidr.prefix >= 8)
-            rules[n++] = x;
+        if (x->kind != EGRESS_RULE_IP && x->kind != EGRESS_RULE_CIDR)
+            continue;
+        add_port(ports, n, max_ports, x->port ? x->port : 80);
+        if (!x->port)
+            add_port(ports, n, max_ports, 443);
+        uint32_t v4 = 0;
+        memcpy(&v4, x->cidr.base.bytes, 4);
+        v4 = ntohl(v4);
+        if (x->cidr.base.family != AF_INET || x->cidr.prefix < 8 || (v4 >> 24) == 127 || k == max)
+            continue;
+        nets[k] = v4;
+        prefixes[k++] = x->cidr.prefix;
     }
-    return n;
+    return k;
 }

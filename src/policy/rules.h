@@ -117,9 +117,12 @@ size_t egress_rules_name_ports(const struct egress_rules *r, uint16_t *ports, si
 bool egress_rules_admit_addr(const struct egress_rules *r, const struct ip_addr *a, uint16_t port);
 
 /*
- * The IPv4 address rules of R's allow list (an address, or a range of at
- * least /8) that a relay makes local so that connections to them reach it,
- * each with its port (0: 80 and 443), at most MAX into RULES; their count.
+ * For a relay that cannot see a connect() (gvisor's netstack, a microvm
+ * guest): the IPv4 ranges of R's allow rules it makes its own, so that a
+ * connection to one lands on its listeners (loopback is its own already),
+ * at most MAX into NETS (host order) and PREFIXES; their count. Their ports
+ * are added to PORTS (N of MAX used) as egress_rules_name_ports() gives them;
+ * the new count into *N.
  */
-size_t egress_rules_literal_v4(const struct egress_rules *r, const struct egress_rule **rules,
-                               size_t max);
+size_t egress_rules_literal_v4(const struct egress_rules *r, uint32_t *nets, unsigned *prefixes,
+                               size_t max, uint16_t *ports, size_t *n, size_t max_ports);

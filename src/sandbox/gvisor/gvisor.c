@@ -85,6 +85,11 @@ struct gv_state {
     struct seccomp_program uds_filter;
     bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
     uint16_t ports[SYNTH_MAX_PORTS]; /* its listeners' ports */
+    /* The allowed literals' IPv4 ranges the helper makes its own (door.h's
+     * job, which a keeper does elsewhere: gVisor's connect()s are its own). */
+    uint32_t nets[SYNTH_MAX_PORTS];
+    unsigned prefixes[SYNTH_MAX_PORTS];
+    size_t n_nets;
     size_t n_ports;
     bool memory_as;      /* the memory rlimit as RLIMIT_AS (see rlimits_json) */
     struct confine_plan confine;
@@ -499,7 +504,8 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
 /*
  * The helper's command line: `init HOME`, with the gateway's socket when
  * the run has egress, and for transparent egress the synthetic range, the
- * DNS stub's address and the ports to listen on.
+ * DNS stub's address, the ports to listen on and "+NET/PREFIX" for each
+ * allowed literal's range.
  */
 static json_t *init_args(const struct gv_state *st)
 {
@@ -517,6 +523,12 @@ static json_t *init_args(const struct gv_state *st)
     json_array_append_new(a, json_string(text));
     for (size_t i = 0; i < st->n_ports; i++) {
         snprintf(text, sizeof text, "%u", st->ports[i]);
+        json_array_append_new(a, json_string(text));
+    }
+    for (size_t i = 0; i < st->n_nets; i++) {
+        uint32_t n = st->nets[i];
+        snprintf(text, sizeof text, "+%u.%u.%u.%u/%u", n >> 24, (n >> 16) & 0xff,
+                 (n >> 8) & 0xff, n & 0xff, st->prefixes[i]);
         json_array_append_new(a, json_string(text));
     }
     return a;
@@ -1052,6 +1064,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
          * (the helper holds it on loopback), as at the namespace level. */
         uint16_t ports[SYNTH_MAX_PORTS];
         size_t n = egress_rules_name_ports(&s->p->egress.rules, ports, SYNTH_MAX_PORTS);
+        st->n_nets = egress_rules_literal_v4(&s->p->egress.rules, st->nets, st->prefixes,
+                                             SYNTH_MAX_PORTS, ports, &n, SYNTH_MAX_PORTS);
         st->transparent = true;
         for (size_t i = 0; i < n; i++)
             if (ports[i] != GATEWAY_PORT)

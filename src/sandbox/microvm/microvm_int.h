@@ -84,6 +84,9 @@ struct vm_plan {
     char *ca_bundle;
     uint16_t ports[VM_MAX_PORTS];
     uint32_t n_ports;
+    uint32_t nets[VM_MAX_NETS];   /* allowed literals' IPv4 ranges, routed to the guest's loopback */
+    uint32_t prefixes[VM_MAX_NETS];
+    uint32_t n_nets;
     /* The run's own syscall filter, for QEMU too: its -sandbox is QEMU's
      * idea of what QEMU needs; this one is cordon's, under it. */
     struct seccomp_program qemu_filter;

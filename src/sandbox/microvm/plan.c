@@ -226,10 +226,17 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
         TRY(add_share(v, v->paths[first_bind + i], p->binds[i].dest, p->binds[i].writable, err));
     }
     /* Transparent egress for names: a listener per port a name rule allows
-     * (the proxy's own port excepted: the guest's forwarder holds it). */
+     * (the proxy's own port excepted: the guest's forwarder holds it); for
+     * the allowed literals, their ranges routed to the guest's loopback and
+     * a listener on their ports (the guest's connect()s are its kernel's). */
     if (s->gateway) {
         uint16_t ports[SYNTH_MAX_PORTS];
         size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+        unsigned prefixes[VM_MAX_NETS];
+        v->n_nets = (uint32_t)egress_rules_literal_v4(&p->egress.rules, v->nets, prefixes,
+                                                      VM_MAX_NETS, ports, &n, SYNTH_MAX_PORTS);
+        for (uint32_t i = 0; i < v->n_nets; i++)
+            v->prefixes[i] = prefixes[i];
         v->transparent = true;
         for (size_t i = 0; i < n; i++)
             if (ports[i] != GATEWAY_PORT)
