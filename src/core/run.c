@@ -53,9 +53,10 @@ struct run {
     struct confine_plan confine;          /* the core's part: rlimits */
     enum enforcement enforced[POLICY_LIMIT_COUNT];
     struct gateway_config gw;
-    /* Always: with no network the gateway allows nothing, answering each lookup
-     * and connection at once and saying what was refused (a client would
-     * otherwise wait out its own retries, and no one hear which name it wanted). */
+    /* With no network too (but for an OCI container, whose engine decides):
+     * then the gateway allows nothing, answering each lookup and connection
+     * at once and saying what was refused (a client would otherwise wait out
+     * its own retries, and no one hear which name it wanted). */
     bool gateway;
     pid_t gw_pid;
     int gw_report;
@@ -499,7 +500,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
                                         .start_w = -1, .door = -1, .layer = -1 };
-    run->gateway = true;
+    run->gateway = !container || p->network.mode == POLICY_NET_GATEWAY;
     run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)

@@ -164,7 +164,7 @@ static bool path_plain(const char *p, size_t len)
     return true;
 }
 
-/* The rule's path: "/a/*\/b" (no trailing '/'; "/" alone is no path at all). */
+/* The rule's path, checked and without a trailing slash ("/" alone is no path at all). */
 static int parse_path(const char *text, const char *spec, char *out, char *why, size_t why_len)
 {
     size_t len = strlen(text);

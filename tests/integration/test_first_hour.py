@@ -173,7 +173,7 @@ def test_run_json_prints_the_result_after_the_output(cordon):
 
 
 def test_result_times_are_integers(cordon):
-    r = cordon.run(["python3", "-c", PROXY_GET, "http://127.0.0.1:22/"], "--allow", "x.test")
+    r = cordon.run(["python3", "-c", PROXY_GET, "http://blocked.test:22/"], "--allow", "x.test")
     for k in ("wall_ms", "cpu_ms", "wall_us", "cpu_us"):
         assert type(r.result[k]) is int and r.result[k] >= 0, (k, r.result)
     assert abs(r.result["wall_ms"] - r.result["wall_us"] / 1000) <= 0.5, r.result
