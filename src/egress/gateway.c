@@ -784,7 +784,8 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
     /* The run's distinct names (transparent.c): those the stub gave out and
      * those resolved for the proxy, counted together at every door. */
     gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);
-    if (!(gw->run_allowed = json_object()) || !gw->synth)
+    gw->refused = calloc(DNS_REFUSED_MAX, sizeof *gw->refused);
+    if (!(gw->run_allowed = json_object()) || !gw->synth || !gw->refused)
         return err_set(err, CORDON_E_SETUP, "out of memory");
     if (credentials_init(gw, err) < 0 || tls_init(gw, err) < 0)
         return -1;
@@ -796,6 +797,7 @@ static void gateway_fini(struct gateway *gw)
 {
     transparent_fini(gw);
     free(gw->synth);
+    free(gw->refused);
     tls_fini(gw);
     credentials_fini(gw);
     json_decref(gw->run_allowed);

@@ -34,6 +34,9 @@
 #define RELAY_CHUNK (256 * 1024)
 /* A whole request head must arrive within this, however slowly it trickles. */
 #define HEAD_DEADLINE_MS 30000
+/* Distinct names the DNS stub's refusals are recorded for, a run (transparent.c). */
+#define DNS_REFUSED_MAX 1024
+#define DNS_REFUSED_MAX_TEXT "1024"
 /* For the door token, written with the connection by the run's dialer. */
 #define DOOR_DEADLINE_MS 5000
 
@@ -60,7 +63,9 @@ struct gateway {
     struct event *dns_ev;
     struct evconnlistener *ports[SYNTH_MAX_PORTS];
     size_t n_ports;
-    char last_refused[254];   /* the last name the stub refused: a retry is not recorded again */
+    uint64_t *refused;        /* hashes of the names the stub refused and recorded */
+    size_t n_refused;
+    bool refused_capped;      /* past the cap: recorded once that the rest are not */
     bool relay;               /* relays may open the proxy door with a preface (relay_wire.h) */
 };
 

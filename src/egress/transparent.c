@@ -14,6 +14,7 @@
 #include "egress/gateway_int.h"
 #include "egress/synth.h"
 #include "common/relay_wire.h"
+#include "common/text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -63,14 +64,28 @@ static const char *synth_name(const struct gateway *gw, uint32_t a)
     return gw->synth[a - SYNTH_NET - 2];
 }
 
-/* A name the stub refused, as a decision for the audit log (a retry of the
- * same name, or its AAAA after its A, is not recorded again). */
+/*
+ * A name the stub refused, as a decision for the audit log: once per name
+ * (a retry, or its AAAA after its A, is not recorded again), and for at most
+ * DNS_REFUSED_MAX names a run, then once more to say the rest go unrecorded
+ * (a run that looks up a million random names must not fill the log).
+ */
 static void refused_name(struct gateway *gw, const char *name, const char *rule,
                          const char *reason)
 {
-    if (strcmp(gw->last_refused, name) == 0)
-        return;
-    snprintf(gw->last_refused, sizeof gw->last_refused, "%s", name);
+    uint64_t h = text_hash64(name);
+    for (size_t i = 0; i < gw->n_refused; i++)
+        if (gw->refused[i] == h)
+            return;
+    if (gw->n_refused == DNS_REFUSED_MAX) {
+        if (gw->refused_capped)
+            return;
+        gw->refused_capped = true;
+        rule = "budget:dns_refusals";
+        reason = "more than " DNS_REFUSED_MAX_TEXT " names refused: the rest go unrecorded";
+    } else {
+        gw->refused[gw->n_refused++] = h;
+    }
     gateway_report(gw, json_pack("{s:b, s:s, s:s, s:i, s:n, s:s, s:s, s:i, s:I, s:I, s:f, s:b}",
                                  "allowed", 0, "method", "DNS", "host", name, "port", 53,
                                  "address", "rule", rule, "reason", reason, "status", 403,

@@ -11,6 +11,7 @@ curl, git); no registry is reachable from here at all, so what they print
 is cordon's refusal or nothing.
 """
 
+import json
 import re
 import shutil
 import time
@@ -87,3 +88,29 @@ def test_clients_are_told_each_name_once(cordon, client, mode):
     assert not r.out.endswith("rc=0\n"), r
     assert told(r) == [line(name, mode)], r
     assert r.result["egress"]["allowed"] == 0, r
+
+
+FLOOD = """import socket
+for i in range(1100):
+    for _ in range(2):  # and each name again: a retry is no new record
+        try:
+            socket.getaddrinfo(f"n{i}.flood.test", 443)
+        except OSError:
+            pass
+print("asked")
+"""
+
+
+def test_refused_names_are_recorded_once_each_and_capped(cordon):
+    """A run that looks up many names (a tunnel, a scan) cannot fill the
+    audit log or the terminal: each refused name is recorded once, 1024 of
+    them, then one record says the rest go unrecorded; the terminal is told
+    64 lines, then that it is told no more."""
+    r = cordon.run(["python3", "-c", FLOOD], "-t", "120s", timeout=150)
+    assert r.status == 0 and r.out == "asked\n", r
+    eg = r.result["egress"]
+    assert eg["refused"] == 1025 and eg["allowed"] == 0, eg
+    last = json.loads(eg["recent"][-1]) if isinstance(eg["recent"][-1], str) else eg["recent"][-1]
+    assert last["rule"] == "budget:dns_refusals", last
+    lines = told(r)
+    assert len(lines) == 65 and lines[-1].startswith("cordon: egress: further refusals"), lines[-3:]
