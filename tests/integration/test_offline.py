@@ -71,8 +71,8 @@ def test_lookup_without_a_rule_is_answered_at_once(cordon):
 
 # Each client with a name of its own; pip and git retry, the line is told once.
 CLIENTS = {
-    "pip": ("python3 -m pip download --no-deps --no-cache-dir --retries 2 --timeout 10 "
-            "-d \"$HOME/p\" is-number", "pypi.org"),
+    "pip": ("python3 -m pip install --no-cache-dir --retries 2 --timeout 10 "
+            "--target \"$HOME/p\" is-number", "pypi.org"),
     "curl": ("curl -sS --max-time 20 https://example.org/ -o /dev/null; "
              "curl -sS --max-time 20 https://example.org/again -o /dev/null", "example.org"),
     "git": ("git clone -q https://github.com/example/repo \"$HOME/repo\"", "github.com"),
