@@ -24,10 +24,31 @@
  */
 #define DOOR_WAIT_MS 5000
 
+/*
+ * A's IPv4 form where it is IPv4-mapped (a dual-stack socket's, as a JVM
+ * makes them: ::ffff:198.18.0.2 is the synthetic address itself), into *V4.
+ */
+static const struct sockaddr_storage *unmapped(const struct sockaddr_storage *a, socklen_t *len,
+                                               struct sockaddr_storage *v4)
+{
+    static const unsigned char prefix[12] = { [10] = 0xff, [11] = 0xff };
+    const struct sockaddr_in6 *in6 = (const void *)a;
+    if (a->ss_family != AF_INET6 || *len < sizeof *in6 ||
+        memcmp(&in6->sin6_addr, prefix, sizeof prefix) != 0)
+        return a;
+    struct sockaddr_in *in = (struct sockaddr_in *)v4;
+    *in = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = in6->sin6_port };
+    memcpy(&in->sin_addr, in6->sin6_addr.s6_addr + 12, 4);
+    *len = sizeof *in;
+    return v4;
+}
+
 size_t door_preface(const struct sockaddr_storage *a, socklen_t len,
                     unsigned char out[RELAY_PREFACE_MAX])
 {
     struct ip_addr ip;
+    struct sockaddr_storage plain;
+    a = unmapped(a, &len, &plain);
     if (len < sizeof(sa_family_t) || ip_addr_from_sockaddr((const struct sockaddr *)a, &ip) < 0)
         return 0;
     /* Both families keep the port at the same place, in network order. */
@@ -102,8 +123,10 @@ int door_connect(const struct egress_door *d, int listener, const struct seccomp
                  int theirs, const struct sockaddr_storage *a, socklen_t len)
 {
     struct ip_addr ip;
+    struct sockaddr_storage plain;
     int type = 0;
     socklen_t tl = sizeof type;
+    a = unmapped(a, &len, &plain);
     if (!d->on || getsockopt(theirs, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
         type != SOCK_STREAM || ip_addr_from_sockaddr((const struct sockaddr *)a, &ip) < 0)
         return 0;

@@ -32,7 +32,8 @@ struct egress_door {
     bool own_loopback;                /* loopback is the run's own (not the host's) */
 };
 
-/* The relay preface naming A's address and port into OUT; its length, 0 for no inet address. */
+/* The relay preface naming A's address and port (IPv4 for an IPv4-mapped one) into OUT; its
+ * length, 0 for no inet address. */
 size_t door_preface(const struct sockaddr_storage *a, socklen_t len,
                     unsigned char out[RELAY_PREFACE_MAX]);
 

@@ -154,3 +154,32 @@ def test_with_no_network_a_literal_is_told_too(cordon, net):
     assert told(r) == [f"cordon: egress refused: {subject} (no rule: --net none; --allow "
                        f"{subject} --allow-private {net.addr}/32 imply --net gateway)"], r
     assert net.web.count() == 0
+
+
+DUAL = """import socket, sys
+def get(host, port, hostname):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)  # dual-stack, as a JVM's
+    s.settimeout(20)
+    try:
+        s.connect(("::ffff:" + host, port))
+        s.sendall(f"GET /dual HTTP/1.1\\r\\nHost: {hostname}:{port}\\r\\n\\r\\n".encode())
+        return s.recv(100).split(b"\\r\\n")[0].decode()
+    except OSError as e:
+        return type(e).__name__
+name, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+print(get(socket.gethostbyname(name), port, name))
+print(get(addr, port, addr))
+"""
+
+
+def test_dual_stack_socket_reaches_a_name_and_a_literal(cordon, net):
+    """An IPv6 socket connecting to an IPv4-mapped address (a JVM's way)
+    reaches the allowed name's synthetic address and the allowed literal."""
+    name = "dual.test"
+    r = cordon.run([*NO_PROXY_ENV, "python3", "-c", DUAL, name, net.addr, str(net.web.port)],
+                   "--allow", f"{name}:{net.web.port}", "--resolve", f"{name}={net.addr}",
+                   "--allow", f"{net.addr}:{net.web.port}", "--allow-private", f"{net.addr}/32",
+                   "-t", "60s")
+    assert r.status == 0, r
+    assert r.out.splitlines() == ["HTTP/1.1 200 OK"] * 2, r
+    assert [q["path"] for q in net.web.requests] == ["/dual", "/dual"]
