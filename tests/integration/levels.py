@@ -83,9 +83,10 @@ NO_MOUNTS = ("no mount namespace: /workspace, /tmp and /dev/shm are not the run'
              "workspace, HOME and TMPDIR are host paths")
 REFUSED_NOT_ABSENT = ("no private root: a path outside the allowlist exists and Landlock refuses "
                       "it (EACCES) rather than it being absent (ENOENT) or read-only (EROFS)")
-NO_NETNS = ("no network namespace: the keeper makes every connect(), refusing (ECONNREFUSED) what "
-            "the gateway would not take, where the namespace level has no route (ENETUNREACH); "
-            "there is no loopback of the run's own (no inet listen) and no interface list of its own")
+NO_NETNS = ("no network namespace: there is no loopback of the run's own (no inet listen) and no "
+            "interface list of its own, and a UDP socket is a DNS stand-in: a datagram to port 53 "
+            "goes to the stub, any other is refused (ECONNREFUSED) where the namespace level has "
+            "no route for it (ENETUNREACH)")
 HOST_PIDS = "no PID namespace: the host's process list is visible and its pids answer EPERM"
 HOST_UID = ("no user namespace: the command keeps the caller's uid (root's stays uid 0 with no "
             "capabilities) and an unprivileged caller cannot empty the bounding set")
