@@ -255,6 +255,22 @@ static void remove_beneath(int fd, dev_t dev)
     closedir(d);
 }
 
+void hostpath_remove_at(int dir, const char *name)
+{
+    if (unlinkat(dir, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+        return;
+    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return;
+    }
+    remove_beneath(fd, st.st_dev);
+    unlinkat(dir, name, AT_REMOVEDIR);
+}
+
 void hostpath_remove_tree(const char *path)
 {
     if (!path || path[0] != '/')
@@ -269,4 +285,20 @@ void hostpath_remove_tree(const char *path)
     }
     remove_beneath(fd, st.st_dev);
     rmdir(path);
+}
+
+bool hostpath_find_program(const char *name, char *out, size_t len)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    for (const char *p = path; *p;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n && (size_t)snprintf(out, len, "%.*s/%s", (int)n, p, name) < len &&
+            access(out, X_OK) == 0)
+            return true;
+        p += n + (end ? 1 : 0);
+    }
+    return false;
 }

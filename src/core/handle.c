@@ -180,6 +180,7 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
         .out_fd = out_fd,
         .err_fd = err_fd,
         .sig_fd = sig_fd,
+        .parent = parent,
     };
     int layer = -1;
     call.keep_layer = &layer;

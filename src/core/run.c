@@ -20,6 +20,7 @@
 #include "egress/gateway.h"
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/meter.h"
 #include "sandbox/plan.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/start.h"
@@ -67,6 +68,7 @@ struct run {
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
     int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
+    struct mem_meter meter;               /* the level's memory, where the supervisor holds it */
     uint64_t start_us;
     const struct sandbox_container *container; /* an OCI bundle's (the front end's), or NULL */
     bool keep_cgroup;                     /* a container's: its front end removes it */
@@ -278,9 +280,13 @@ static const char *const bundle_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"
 
 /*
  * Git refuses a repository owned by another uid ("dubious ownership"), and
- * every bind is one: the host's files, seen by the sandbox user. The
- * workspace and each bind are declared safe through git's environment
- * config (GIT_CONFIG_COUNT/KEY_n/VALUE_n), not a file in anyone's HOME.
+ * every bind is one: the host's files, seen by the sandbox user. Git before
+ * 2.46 matches safe.directory only as a whole path or "*", and the
+ * repositories of a bind lie at any depth beneath it (a clone from
+ * /src/repo, a bare repo under a --ro tree): so "*", through git's
+ * environment config (GIT_CONFIG_COUNT/KEY_0/VALUE_0), not a file in
+ * anyone's HOME. Inside, the only repositories are the binds', the
+ * workspace's and the run's own; none of it holds on the host.
  */
 static int git_config_add(char ***envp, size_t *n, size_t *k, const char *key, const char *value)
 {
@@ -319,15 +325,11 @@ static int git_credential_helpers(char ***envp, size_t *n, size_t *k,
     return rc;
 }
 
-static int git_config_env(char ***envp, size_t *n, const struct policy *p,
-                          const struct gateway_config *gw)
+static int git_config_env(char ***envp, size_t *n, const struct gateway_config *gw)
 {
-    int rc = 0;
     size_t k = 0;
     char count[24];
-    for (size_t i = 0; i <= p->n_binds; i++)
-        rc |= git_config_add(envp, n, &k, "safe.directory",
-                             i < p->n_binds ? p->binds[i].dest : "/workspace");
+    int rc = git_config_add(envp, n, &k, "safe.directory", "*");
     rc |= git_credential_helpers(envp, n, &k, gw);
     snprintf(count, sizeof count, "%zu", k);
     return rc | env_add(envp, n, "GIT_CONFIG_COUNT", count);
@@ -365,7 +367,7 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
         rc |= env_add(&envp, &n, "NO_PROXY", SANDBOX_NO_PROXY);
         rc |= env_add(&envp, &n, "no_proxy", SANDBOX_NO_PROXY);
     }
-    rc |= git_config_env(&envp, &n, p, &run->gw);
+    rc |= git_config_env(&envp, &n, &run->gw);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);
@@ -477,6 +479,17 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
 
+/* Nothing of RUN held yet: what run_release() looks at says so. */
+static void run_init_empty(struct run *run)
+{
+    run->gw_pid = -1;
+    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
+    run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
+                                        .start_w = -1, .door = -1, .layer = -1 };
+    run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
+    run->meter = (struct mem_meter)MEM_METER_INIT;
+}
+
 static int prepare(const struct policy *p, const char *run_id, bool ahead,
                    const struct sandbox_container *container, struct run **out,
                    struct cordon_err *err)
@@ -496,12 +509,8 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     run->backend = backend;
     run->skipped = skipped;
     run->container = container;
-    run->gw_pid = -1;
-    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
-    run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
-                                        .start_w = -1, .door = -1, .layer = -1 };
+    run_init_empty(run);
     run->gateway = !container || p->network.mode == POLICY_NET_GATEWAY;
-    run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)
         memcpy(run->run_id, run_id, sizeof run->run_id);
@@ -520,13 +529,13 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         err_prefix(err, "audit");
         goto fail;
     }
-    /* Armed up front when it has a record to close, before any descriptor
-     * of the run exists for it to inherit; for a cgroup alone, when one is
-     * made (a caller who cannot make one pays for no watchdog). */
-    if (run->log && watchdog_arm(run->wd, err) < 0)
+    /* Armed up front when it has a record to close or a workspace commit to
+     * finish, before any descriptor of the run exists for it to inherit; for
+     * a cgroup alone, when one is made (a caller who cannot make one pays
+     * for no watchdog). */
+    if ((run->log || p->workspace) && watchdog_arm(run->wd, err) < 0)
         goto fail;
-    /* Placeholders are host state: the watchdog takes them back if we die. */
-    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, run->wd, &run->ws, err) < 0 ||
+    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, &run->ws, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
         goto fail;
     memcpy(run->gw.run_id, run->run_id, sizeof run->gw.run_id);
@@ -544,6 +553,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         .guard_arg = run->wd,
         .host_base = run->host_base,
         .ahead = ahead,
+        .meter = run->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_SUPERVISOR ? &run->meter : NULL,
         .container = container,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
@@ -808,6 +818,22 @@ static void notice_refusal(void *arg, const json_t *d)
     call->notice(call->notice_arg, line);
 }
 
+/* One notice line per refusal of what git would have run (gitscan.h). */
+static void tell_git(const struct run *run, const struct gitscan_notes *git)
+{
+    char line[sizeof git->line[0] + 64];
+    for (unsigned i = 0; run->call.notice && i < git->n; i++) {
+        snprintf(line, sizeof line, "workspace: git: %s", git->line[i]);
+        text_escape_controls(line, sizeof line);
+        run->call.notice(run->call.notice_arg, line);
+    }
+    if (run->call.notice && git->total > git->n) {
+        snprintf(line, sizeof line, "workspace: git: %u more refused (--result has the count)",
+                 git->total - git->n);
+        run->call.notice(run->call.notice_arg, line);
+    }
+}
+
 int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -841,6 +867,8 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .cg = &run->cg,
         .poll_cpu = cgroup_has(&run->cg, CGROUP_CPU) && p->limits.cpu_ms,
         .poll_pids = cgroup_has(&run->cg, CGROUP_PIDS) && p->limits.pids,
+        .meter = run->meter.file >= 0 ? &run->meter : NULL,
+        .poll_tree_cpu = run->enforced[POLICY_LIMIT_CPU] == ENFORCED_SUPERVISOR,
         .start_us = run->start_us,
     };
     /* supervise() owns and closes these now, and reaps the boundary. */
@@ -857,7 +885,16 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         struct cordon_err unguarded;
         if (p->workspace_commit != POLICY_WS_COMMIT_MANUAL)
             watchdog_guard_txn(run->wd, p->workspace, p->workspace_follow_symlinks, &unguarded);
-        txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+        if (run->call.parent > 0 && getppid() != run->call.parent) {
+            /* Its front end is gone (we were reparented): nobody will hear of the
+             * change, and a restarted daemon removes the session it was for. */
+            res->txn.outcome = TXN_DISCARDED;
+            snprintf(res->txn.reason, sizeof res->txn.reason,
+                     "the front end that asked for the run is gone");
+        } else {
+            txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+            tell_git(run, &res->txn.git);
+        }
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
         /* A caller that checks the status must not believe the change landed. */
@@ -874,6 +911,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         }
     }
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
+    tell_git(run, &res->workspace.git);
     if (run->gw_pid > 0) {
         /* The gateway reports the connections the run left open, then exits. */
         kill(run->gw_pid, SIGTERM);
@@ -901,6 +939,7 @@ void run_release(struct run *run)
         return;
     if (run->backend)
         run->backend->release(&run->b);
+    mem_meter_close(&run->meter);
     if (run->gw_pid > 0) {
         kill(run->gw_pid, SIGKILL);
         waitpid(run->gw_pid, NULL, 0);

@@ -349,6 +349,16 @@ struct policy {
  */
 const struct policy_evidence *policy_evidence(const struct policy *p);
 
+/*
+ * OUT = BASE, to be changed in its scalar keys alone (the workspace path
+ * pointed elsewhere, policy_set() of workspace.mode...): a shallow copy that
+ * shares every list and string with BASE, which must outlive it (never
+ * policy_free() OUT), and none of BASE's cached evidence, so that what a run
+ * of OUT records is OUT's digest. policy_set() and policy_add_bind() drop a
+ * policy's cached evidence likewise.
+ */
+void policy_derive(const struct policy *base, struct policy *out);
+
 /* A policy with every default filled in. */
 struct policy *policy_new(struct cordon_err *err);
 
@@ -428,7 +438,9 @@ void policy_tools_digest_hex(const struct policy *p, char out[65]);
 /* One default name of filesystem.protected, with who reads it and why (protected.c). */
 struct policy_protected {
     const char *name;  /* a file name, or a prefix ending in '*' */
-    bool dir;          /* a directory by nature: a missing one's placeholder is one */
+    bool dir;          /* a directory by nature */
+    bool checked;      /* written by the run, what it leaves checked after it (.git: what
+                          git would run is refused, its objects and refs are the run's) */
     const char *who;   /* the tools that read it */
     const char *why;   /* what they run or trust from it */
 };
@@ -438,6 +450,12 @@ const struct policy_protected *policy_protected_defaults(size_t *n);
 
 /* The default row for NAME exactly, or NULL. */
 const struct policy_protected *policy_protected_default(const char *name);
+
+/*
+ * Is NAME (from filesystem.protected) one the run may write, whose contents
+ * are checked after it instead (.git)? False for any name a policy adds.
+ */
+bool policy_protected_checked(const char *name);
 
 /* Names considered and left unprotected, each with why; static. */
 const struct policy_protected *policy_protected_left_out(size_t *n);

@@ -29,6 +29,7 @@
  *   protected.c         ->
  *   syscall_table.c     ->
  *   rules.c             ->
+ *   gitconfig.c         ->
  *
  * Governance (signatures, trust, break-glass) sits above the loader: it
  * loads, finalizes and sets; nothing below calls it. The loader reaches the

@@ -79,7 +79,7 @@ static void list_presets(const char *dir, char *buf, size_t len)
     }
     free(names);
     if (!buf[0])
-        snprintf(buf, len, "none in %s", dir);
+        snprintf(buf, len, "none in %.256s", dir);
 }
 
 static void document_destroyp(struct fy_document **d)

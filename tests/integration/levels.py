@@ -74,9 +74,6 @@ def host_has_i386():
 
 # The reasons, once each; every row below names one. A row may end with
 # conditions (functions of no argument): it holds only where all are true.
-WS_SPLIT = ("a host workspace holding protected names is split by Landlock rules around them: "
-            "its root and each directory holding one are read-only (no entry made, removed or "
-            "renamed there: EACCES), Landlock rights being inherited by .git beneath")
 PROTECTED_LINK = ("no mounts to mask with: a protected symlink stays a link (read-only, not "
                   "removable), where the namespace level hides it under an empty file")
 NO_MOUNTS = ("no mount namespace: /workspace, /tmp and /dev/shm are not the run's own; the "
@@ -126,10 +123,8 @@ GV_OVERHEAD = ("the run's cgroup holds gVisor itself, with 256 MiB added for it:
                "far below that does not end a small command")
 GV_PROC = ("gVisor checks a /proc file's mode before its read-only mount: EACCES where Linux "
            "says EROFS (refused either way; the canaries stay intact)")
-GV_RLIMIT_AS = ("an explicit memory limit without a cgroup is RLIMIT_AS at gvisor (gVisor "
-                "ignores RLIMIT_DATA): its enforcement says rlimit-as")
-GV_DEFAULT_MEM = ("without a cgroup (an ordinary user) the default memory limit holds nowhere: "
-                  "gVisor ignores RLIMIT_DATA, and RLIMIT_AS would stop Go and node; it says none")
+GV_PIDS = ("pids are gVisor's RLIMIT_NPROC (the host's pids cgroup holds gVisor's own tasks, "
+           "~5 a process): a fork flood gets EAGAIN and runs on, never a pids_limit verdict")
 GV_NO_INODES = ("gVisor's tmpfs knows no nr_inodes: /tmp, /dev/shm and the workspace are capped "
                 "by size only")
 
@@ -148,11 +143,7 @@ EXCEPTIONS = [
     ("gvisor", "*::test_dev_is_minimal[[]*", GV_DEV),
     ("gvisor", "*::test_memory_bomb_ends_with_oom[[]*", GV_OVERHEAD),
     ("gvisor", "*::test_default_memory_stops_a_hog[[]root-*", GV_OVERHEAD),
-    ("gvisor", "*::test_default_memory_stops_a_hog[[]nobody-*", GV_DEFAULT_MEM),
-    ("gvisor", "*::test_no_flags_runs_as_anyone_with_every_default[[]nobody-*", GV_DEFAULT_MEM),
-    ("gvisor", "*::test_unprivileged_best_effort_memory[[]*", GV_RLIMIT_AS),
-    ("gvisor", "*::test_unprivileged_best_effort_all[[]*", GV_RLIMIT_AS),
-    ("gvisor", "*::test_policy_best_effort_key[[]*", GV_RLIMIT_AS),
+    ("gvisor", "*test_audit.py::test_cgroup_limit_kill_is_recorded[[]gvisor-pids]", GV_PIDS),
     ("gvisor", "*::test_default_inode_caps[[]*", GV_NO_INODES),
     ("gvisor", "*::test_inode_override_lifts_the_default[[]*", GV_NO_INODES),
     ("gvisor", "*::test_proc_mem_of_sibling_not_writable[[]*", GV_PROC),
@@ -184,14 +175,6 @@ EXCEPTIONS = [
     ("process", "*test_governance.py::test_trust_dir_applies_to_every_policy[[]*-good]", BIND_AT_DEST),
     ("process", "*test_governance.py::test_break_glass_approval_token[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_expect_policy_digest[[]*", BIND_AT_DEST),
-    ("process", "*::test_new_glob_names_are_reported_not_refused[[]*", WS_SPLIT),
-    ("process", "*::test_links_out_special_files_and_modes_are_undone[[]*", WS_SPLIT),
-    ("process", "*::test_ordinary_work_still_works[[]*", WS_SPLIT),
-    ("process", "*::test_unsafe_unprotect_lets_the_run_write_git[[]*", WS_SPLIT),
-    ("process", "*::test_file_size_limit[[]*", WS_SPLIT),
-    ("process", "*::test_workspace_files_belong_to_caller[[]*", WS_SPLIT),
-    ("process", "*test_first_hour.py::test_handled_signal_exits_with_the_commands_status[[]*", WS_SPLIT),
-    ("process", "*::test_signal_is_passed_on_for_cleanup[[]*", WS_SPLIT),
     ("process", "*::test_existing_links_are_left_alone[[]*", PROTECTED_LINK),
     ("process", "*::test_default_file_size_stops_a_4tib_sparse_file[[]*", NO_MOUNTS),
     ("process", "*::test_file_size_override_lifts_the_default[[]*", NO_MOUNTS),
@@ -245,6 +228,21 @@ EXCEPTIONS = [
     ("gvisor", "*test_transactions.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("microvm", "*test_transactions.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("process", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_NS),
+    ("process", "*test_git_workspace.py::*[[]*-overlay]", OVERLAY_NS),
+    ("gvisor", "*test_git_workspace.py::*[[]*-overlay]", OVERLAY_ONLY_NS),
+    ("microvm", "*test_git_workspace.py::*[[]*-overlay]", OVERLAY_ONLY_NS),
+    ("process", "*test_git_workspace.py::test_what_git_would_run_is_refused_overlay[[]*",
+     OVERLAY_NS),
+    ("gvisor", "*test_git_workspace.py::test_what_git_would_run_is_refused_overlay[[]*",
+     OVERLAY_ONLY_NS),
+    ("microvm", "*test_git_workspace.py::test_what_git_would_run_is_refused_overlay[[]*",
+     OVERLAY_ONLY_NS),
+    ("process", "*test_workspace_trust.py::test_venv_survives_and_other_links_out_do_not[[]*"
+     "-overlay]", OVERLAY_NS),
+    ("gvisor", "*test_workspace_trust.py::test_venv_survives_and_other_links_out_do_not[[]*"
+     "-overlay]", OVERLAY_ONLY_NS),
+    ("microvm", "*test_workspace_trust.py::test_venv_survives_and_other_links_out_do_not[[]*"
+     "-overlay]", OVERLAY_ONLY_NS),
     ("gvisor", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("microvm", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("process", "*::test_host_unix_socket_gets_nothing[[]*", "a host unix socket is refused at connect (EACCES), where the namespace level has no path to it (ENOENT)"),
@@ -280,8 +278,6 @@ EXCEPTIONS += [
     ("microvm", "*test_limits.py::test_supervisor_signal_tears_down[[]*", GUEST_KERNEL),
     ("microvm", "*test_limits.py::test_supervisor_sigkill_takes_the_run_with_it[[]*", GUEST_KERNEL),
     ("microvm", "*test_limits.py::test_cgroup_beneath_supervisor[[]*", GUEST_KERNEL),
-    ("microvm", "*test_limits.py::test_fork_bomb_ends_with_pids_limit[[]*", GUEST_PIDS),
-    ("microvm", "*test_limits.py::test_default_pids_stop_a_fork_flood[[]root-*", GUEST_PIDS),
     ("microvm", "*::test_sandboxed_process_is_not_host_root[[]*", GUEST_KERNEL),
     ("microvm", "*::test_syscall_refused[[]*-microvm-setns]", GUEST_KERNEL),
     ("microvm", "*::test_foreign_syscall_abi_killed[[]*-microvm-i386]", GUEST_NO_IA32,
@@ -296,6 +292,37 @@ EXCEPTIONS += [
     ("microvm", "*test_network.py::test_only_loopback_interface[[]*", GUEST_SIT),
     ("microvm", "*test_kernel.py::test_proc_mem_of_init_not_writable[[]*", GUEST_INIT_HIDDEN),
 ]
+
+# How each limit is held at each level, as the run's `enforcement` reports it
+# (README's "Limits at each level" says why): {limit: {level: (as root, as an
+# ordinary user)}}. "cgroup" stands for cgroup-v1 or cgroup-v2, whichever the
+# host has; "kernel" is the level's own kernel (gVisor's, the guest's) for the
+# whole sandbox; "memory" an inode count nothing holds but whose files cost
+# memory the run's memory limit counts; "none" what nothing holds at all.
+_ALL = {"namespace": None, "process": None, "gvisor": None, "microvm": None}
+HELD_BY = {
+    "wall": dict.fromkeys(_ALL, ("supervisor", "supervisor")),
+    "output": dict.fromkeys(_ALL, ("supervisor", "supervisor")),
+    "memory": {"namespace": ("cgroup", "rlimit"), "process": ("cgroup", "rlimit"),
+               "gvisor": ("cgroup", "supervisor"), "microvm": ("cgroup", "rlimit")},
+    "pids": {"namespace": ("cgroup", "rlimit"), "process": ("cgroup", "rlimit"),
+             "gvisor": ("kernel", "kernel"), "microvm": ("kernel", "kernel")},
+    "cpu": {"namespace": ("cgroup", "rlimit"), "process": ("cgroup", "rlimit"),
+            "gvisor": ("cgroup", "supervisor"), "microvm": ("cgroup", "rlimit")},
+    "file_size": dict.fromkeys(_ALL, ("rlimit", "rlimit")),
+    "open_files": dict.fromkeys(_ALL, ("rlimit", "rlimit")),
+}
+for _fs in ("tmp", "shm", "workspace"):
+    HELD_BY[_fs + "_size"] = {"namespace": ("tmpfs", "tmpfs"), "process": ("none", "none"),
+                              "gvisor": ("tmpfs", "tmpfs"), "microvm": ("tmpfs", "tmpfs")}
+    HELD_BY[_fs + "_inodes"] = {"namespace": ("tmpfs", "tmpfs"), "process": ("none", "none"),
+                                "gvisor": ("memory", "memory"), "microvm": ("tmpfs", "tmpfs")}
+
+
+def held_by(limit, level, root):
+    """What the run's enforcement says holds LIMIT at LEVEL (see HELD_BY)."""
+    return HELD_BY[limit][level][0 if root else 1]
+
 
 def exception(nodeid, level):
     for lvl, pattern, why, *when in EXCEPTIONS:

@@ -124,7 +124,7 @@ def test_handled_signal_exits_with_the_commands_status(cordon):
     m = marker()
     # The handler is installed before "ready" is printed: no race with the signal.
     script = ("import signal, subprocess, sys\n"
-              "def bye(*_):\n    open('/workspace/cleaned', 'w').write('cleaned')\n"
+              "def bye(*_):\n    open('cleaned', 'w').write('cleaned')\n"
               "    sys.exit(7)\n"
               "signal.signal(signal.SIGTERM, bye)\n"
               f"child = subprocess.Popen(['{PROBE}', 'sleep', '1000', '{m}'])\n"
@@ -202,7 +202,8 @@ def test_git_works_on_a_bound_repository_owned_by_another_uid(cordon, hosttmp):
     repo = hosttmp / "repo"
     repo.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
-    for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first commit"]):
+    for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first commit"],
+                ["clone", "-q", "--bare", ".", "sub.git"]):
         subprocess.run(git + cmd, check=True, capture_output=True)
     os.chown(repo, 4321, 4321)  # nobody's: root's files are as foreign to uid 65534
     for d, _, files in os.walk(repo):
@@ -210,8 +211,17 @@ def test_git_works_on_a_bound_repository_owned_by_another_uid(cordon, hosttmp):
             os.chown(f, 4321, 4321)
     r = cordon.run(["git", "-C", "/src", "log", "--format=%s"], "--ro", f"{repo}:/src")
     assert (r.status, r.out) == (0, "first commit\n"), r
+    # A repository beneath the bind, not at it: cloned, and a bare one too (issue 27, item 2).
+    r = cordon.run(["sh", "-c", "cd ${TMPDIR:-/tmp} && git clone -q /src/.git a && "
+                    "git clone -q /src/sub.git b && git -C a log --format=%s && "
+                    "git -C b log --format=%s"],
+                   "--ro", f"{hosttmp}:/src0", "--ro", f"{repo}:/src")
+    assert (r.status, r.out) == (0, "first commit\n" * 2), r
+    r = cordon.run(["git", "-C", "/src0/repo/sub.git", "log", "--format=%s"],
+                   "--ro", f"{hosttmp}:/src0")
+    assert (r.status, r.out) == (0, "first commit\n"), r
     # Without cordon's setting, git would refuse: the ownership really is foreign inside.
-    r = cordon.run(["sh", "-c", "GIT_CONFIG_COUNT=0 git -C /src log --format=%s"],
+    r = cordon.run(["sh", "-c", "HOME=/nonexistent GIT_CONFIG_COUNT=0 git -C /src log --format=%s"],
                    "--ro", f"{repo}:/src")
     assert r.status != 0 and "dubious ownership" in r.err, r
 

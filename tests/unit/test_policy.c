@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -82,7 +83,7 @@ struct load_case {
     "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\","                     \
     "\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\","                    \
     "\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\","       \
-    "\".git\",\".gitattributes\",\".gitconfig\",\".githooks\",\".gitmodules\","         \
+    "\".git\",\".gitconfig\",\".githooks\","                                           \
     "\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml\","  \
     "\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\","        \
     "\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\","            \
@@ -711,8 +712,8 @@ static const struct load_case load_cases[] = {
           "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","
           "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\",\".continuerc.json\","
           "\".cshrc\",\".cursor\",\".devcontainer\",\".devcontainer.json\",\".direnv*\","
-          "\".env\",\".envrc\",\".exrc\",\".gemini\",\".gitattributes\",\".gitconfig\","
-          "\".githooks\",\".gitmodules\",\".husky\",\".idea\",\".irbrc\",\".kube\","
+          "\".env\",\".envrc\",\".exrc\",\".gemini\",\".gitconfig\","
+          "\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\","
           "\".lefthook\",\".lefthook-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\","
           "\".mise\",\".mise.local.toml\",\".mise.toml\",\".node-version\",\".nvim.lua\","
           "\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commit-config.yaml\",\".profile\","
@@ -1512,6 +1513,33 @@ static void remove_tree(void)
     rmdir(tmp);
 }
 
+/* A derived policy (a daemon's session) records its own digest, never its base's cached one. */
+static void test_derived_evidence(void)
+{
+    struct cordon_err err = { 0 };
+    struct policy *base = policy_new(&err);
+    if (!ok(base && policy_finalize(base, &err) == 0, "a base policy")) {
+        policy_free(base);
+        return;
+    }
+    char base_digest[65], digest[65];
+    snprintf(base_digest, sizeof base_digest, "%s", policy_evidence(base)->policy);
+    struct policy derived;
+    policy_derive(base, &derived);
+    derived.workspace = tmp;
+    ok(policy_set(&derived, "workspace.mode", "overlay", NULL, &err) == 0, "a scalar key set");
+    policy_digest_hex(&derived, digest);
+    ok(strcmp(digest, base_digest) != 0, "the derived policy's digest is not the base's");
+    is_str(policy_evidence(&derived)->policy, digest, "the derived policy records its own digest");
+    is_str(policy_evidence(base)->policy, base_digest, "the base keeps its own");
+    /* Set after its digest was computed: the record follows the change. */
+    ok(policy_set(base, "limits.memory", "64M", NULL, &err) == 0, "the base changed");
+    policy_digest_hex(base, digest);
+    ok(strcmp(digest, base_digest) != 0, "its digest changed");
+    is_str(policy_evidence(base)->policy, digest, "what it records is the changed digest");
+    policy_free(base);
+}
+
 int main(void)
 {
     make_tree();
@@ -1528,6 +1556,7 @@ int main(void)
     test_digest();
     test_network_digest();
     test_files();
+    test_derived_evidence();
     remove_tree();
     return done_testing();
 }

@@ -33,8 +33,11 @@
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/engine.h"
+#include "sandbox/meter.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
+#include "sandbox/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,10 +72,16 @@ extern const uint64_t cordon_gvisor_compat_size;
  * The run's cgroup holds gVisor itself besides the command: the sentry and
  * gofer are Go programs (~170 threads idle, ~4 more per mount, measured
  * here) and the sentry's own memory. Their share is added to the policy's
- * limits rather than taken from the command's.
+ * limits rather than taken from the command's. The command's processes are
+ * counted inside, by gVisor's RLIMIT_NPROC (counts_pids): each costs ~5
+ * host tasks (its stub process and the sentry's thread tracing it, measured
+ * here), so the cgroup's pids limit only bounds what gVisor makes on the host.
  */
 #define GVISOR_PIDS_OVERHEAD 1024
+#define GVISOR_TASKS_PER_PROCESS 8
 #define GVISOR_MEMORY_OVERHEAD (256ull << 20)
+/* gVisor's memory file (a memfd of the sentry's): the meter's (sandbox/meter.h). */
+#define GVISOR_MEMORY_FILE "runsc-memory"
 
 struct gv_state {
     char dir[64];        /* the run's private directory */
@@ -81,7 +90,8 @@ struct gv_state {
     bool rootless;
     bool gateway;
     bool host_uds;       /* --host-uds=open: the door, or listed host sockets */
-    struct usock_keeper uds;          /* what runsc's gofer may connect to (gofer.c) */
+    struct usock_keeper uds;          /* what runsc's gofer may connect to (sandbox/engine.h) */
+    struct names_keeper names;        /* the names it may make in a host workspace */
     struct seccomp_program uds_filter;
     bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
     uint16_t ports[SYNTH_MAX_PORTS]; /* its listeners' ports */
@@ -91,7 +101,6 @@ struct gv_state {
     unsigned prefixes[SYNTH_MAX_PORTS];
     size_t n_nets;
     size_t n_ports;
-    bool memory_as;      /* the memory rlimit as RLIMIT_AS (see rlimits_json) */
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
     char *argv_exec[MAX_ARGS];  /* runsc ... exec --process P CID */
@@ -105,19 +114,9 @@ struct gv_state {
 
 int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err)
 {
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    for (const char *p = path; *p;) {
-        const char *end = strchr(p, ':');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n && (size_t)snprintf(buf, len, "%.*s/runsc", (int)n, p) < len &&
-            access(buf, X_OK) == 0)
-            return 0;
-        p += n + (end ? 1 : 0);
-    }
-    return err_set(err, CORDON_E_UNSUPPORTED,
-                   "runsc is not installed (Debian: apt-get install runsc)");
+    return hostpath_find_program("runsc", buf, len)
+               ? 0 : err_set(err, CORDON_E_UNSUPPORTED,
+                             "runsc is not installed (Debian: apt-get install runsc)");
 }
 
 /* mkdir DIR, or find a real directory there: never a link (the bundle's
@@ -389,13 +388,11 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
 }
 
 /*
- * gVisor enforces RLIMIT_AS but not RLIMIT_DATA, the namespace level's
- * fallback for memory: a memory limit the policy sets becomes RLIMIT_AS
- * here. A defaulted one stays RLIMIT_DATA (runtimes that reserve address
- * space, Go and node, would not start under an AS limit), which gVisor does
- * not enforce: the result says "none" for it (backend.c).
+ * The plan's rlimits, which gVisor enforces inside (but RLIMIT_DATA, the
+ * namespace level's fallback for memory: without a cgroup the supervisor
+ * holds memory by its meter instead, so the plan has none).
  */
-static json_t *rlimits_json(const struct confine_plan *c, bool memory_as)
+static json_t *rlimits_json(const struct confine_plan *c)
 {
     static const char *const names[] = {
         [RLIMIT_CPU] = "RLIMIT_CPU",       [RLIMIT_FSIZE] = "RLIMIT_FSIZE",
@@ -409,8 +406,6 @@ static json_t *rlimits_json(const struct confine_plan *c, bool memory_as)
         int r = c->rlimits[i].resource;
         if (r < 0 || (size_t)r >= sizeof names / sizeof names[0] || !names[r])
             continue;
-        if (r == RLIMIT_DATA && memory_as)
-            r = RLIMIT_AS;
         json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "type", names[r], "hard",
                                            (json_int_t)c->rlimits[i].value.rlim_max, "soft",
                                            (json_int_t)c->rlimits[i].value.rlim_cur));
@@ -432,7 +427,7 @@ static json_t *process_json(json_t *args, json_t *env, const char *cwd,
     return json_pack("{s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:{s:[], s:[], s:[], s:[], s:[]}, s:o}",
                      "args", args, "env", env, "cwd", cwd, "user", "uid", 0, "gid", 0, "noNewPrivileges", 1, "capabilities", "bounding", "effective",
                      "inheritable", "permitted", "ambient", "rlimits",
-                     rlimits_json(&st->confine, st->memory_as));
+                     rlimits_json(&st->confine));
 }
 
 static int write_json(const char *path, json_t *o, struct cordon_err *err)
@@ -535,20 +530,28 @@ static json_t *init_args(const struct gv_state *st)
 }
 
 /*
- * gVisor's capabilities for the helper: none, but for transparent egress
- * the two it needs to make the synthetic range loopback's and to listen on
- * port 53 and the policy's ports. It drops them before it says it is ready,
- * before anything of the call runs (gvisor/init.c), and the command's own
- * process gets none (process_json).
+ * gVisor's capabilities for the helper: none without egress. With it,
+ * CAP_SYS_RESOURCE, for its relay to raise its own RLIMIT_NOFILE past the
+ * command's (the command's processes take their limits from the helper's
+ * spec, so that stays the policy's); for transparent egress also the two
+ * it needs to make the synthetic range loopback's and to listen on port 53
+ * and the policy's ports. Every process of the helper drops them before it
+ * says it is ready, before anything of the call runs (gvisor/init.c), and
+ * the command's own process gets none (process_json).
  */
 static json_t *init_capabilities(const struct gv_state *st)
 {
     static const char *const sets[] = { "bounding", "effective", "permitted" };
     json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
                              "inheritable", "permitted", "ambient");
-    for (size_t i = 0; st->transparent && i < sizeof sets / sizeof sets[0]; i++)
-        json_object_set_new(caps, sets[i],
-                            json_pack("[s, s]", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE"));
+    for (size_t i = 0; st->gateway && i < sizeof sets / sizeof sets[0]; i++) {
+        json_t *set = json_object_get(caps, sets[i]);
+        json_array_append_new(set, json_string("CAP_SYS_RESOURCE"));
+        if (st->transparent) {
+            json_array_append_new(set, json_string("CAP_NET_ADMIN"));
+            json_array_append_new(set, json_string("CAP_NET_BIND_SERVICE"));
+        }
+    }
     return caps;
 }
 
@@ -630,7 +633,7 @@ static size_t global_args(struct gv_state *st, char **argv)
     /* The run's cgroup already holds runsc's processes: runsc makes none. */
     argv[n++] = "--ignore-cgroups";
     if (st->host_uds)
-        argv[n++] = "--host-uds=open"; /* each connect checked by our keeper (gofer.c) */
+        argv[n++] = "--host-uds=open"; /* each connect checked by our keeper (sandbox/engine.h) */
     if (st->rootless)
         argv[n++] = "--rootless";
     return n;
@@ -675,13 +678,13 @@ static _Noreturn void shim_fail(const struct shim_fds *fds, struct cordon_err *e
  * when it is given (runsc run: its gofer's connect()s go to our keeper).
  */
 static pid_t spawn_filtered(char *const *argv, const int stdio[3], const struct gv_state *st,
-                            const struct gvisor_uds *uds)
+                            const struct engine_keeper *uds)
 {
     pid_t pid = fork();
     if (pid != 0)
         return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (uds && gvisor_uds_confine(&st->uds_filter, uds->give) < 0)
+    if (uds && engine_keeper_confine(&st->uds_filter, uds->give) < 0)
         _exit(125);
     for (int i = 0; i < 3; i++)
         if (dup2(stdio[i], i) < 0)
@@ -888,10 +891,11 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
         shim_fail(fds, &err);
     }
     int run_stdio[3] = { null, ready[1], logfd };
-    struct gvisor_uds uds = { -1, -1 };
-    if (st->host_uds && gvisor_uds_start(&st->uds, &uds, &err) < 0)
+    struct engine_keeper uds = { -1, -1 };
+    bool kept = st->host_uds || st->names.mode != NAMES_OFF;
+    if (kept && engine_keeper_start(&st->uds, &st->names, &uds, &err) < 0)
         shim_fail(fds, &err);
-    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, st->host_uds ? &uds : NULL);
+    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, kept ? &uds : NULL);
     if (uds.give >= 0)
         close(uds.give);
     if (sandbox < 0) {
@@ -1018,6 +1022,8 @@ static void gv_release(struct sandbox_boundary *b)
     boundary_release(b);
     if (st) {
         seccomp_program_release(&st->uds_filter);
+        if (st->names.root >= 0)
+            close(st->names.root);
         hostpath_remove_tree(st->dir);
         free(st);
         b->state = NULL;
@@ -1048,6 +1054,30 @@ static int list_door(struct gv_state *st, struct cordon_err *err)
     return usock_keeper_list(&st->uds, fd, err);
 }
 
+/*
+ * runsc's gofer reaches host sockets for the door and the listed ones alone,
+ * and makes names in a host workspace as the policy says: its connect()s
+ * and those calls go to a keeper of ours (sandbox/engine.h).
+ */
+static int plan_keeper(const struct sandbox_setup *s, struct gv_state *st,
+                       struct cordon_err *err)
+{
+    st->host_uds = s->gateway || s->p->n_unix_sockets;
+    names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
+                      s->p);
+    st->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
+    if (st->names.mode != NAMES_OFF &&
+        names_keeper_root(&st->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot open the workspace's root");
+    if ((st->host_uds || st->names.mode != NAMES_OFF) &&
+        (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
+         (s->gateway && list_door(st, err) < 0) ||
+         names_program(st->names.mode, st->host_uds, &st->uds_filter, err) < 0))
+        return -1;
+    st->uds.gofer = true;
+    return 0;
+}
+
 static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                       struct cordon_err *err)
 {
@@ -1057,21 +1087,14 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (!st)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     b->state = st;
+    st->names.root = -1;
     st->rootless = geteuid() != 0;
     st->gateway = s->gateway;
     if (s->gateway) {
-        /* A listener per port a name rule allows, the proxy's own excepted
-         * (the helper holds it on loopback), as at the namespace level. */
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&s->p->egress.rules, ports, SYNTH_MAX_PORTS);
-        st->n_nets = egress_rules_literal_v4(&s->p->egress.rules, st->nets, st->prefixes,
-                                             SYNTH_MAX_PORTS, ports, &n, SYNTH_MAX_PORTS);
         st->transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                st->ports[st->n_ports++] = ports[i];
+        st->n_ports = boundary_transparent_ports(s->p, st->ports, st->nets, st->prefixes,
+                                                 SYNTH_MAX_PORTS, &st->n_nets);
     }
-    st->memory_as = !(s->p->limits.defaulted & (1u << POLICY_LIMIT_MEMORY));
     int rc = -1;
     pid_t shim = -1;
     int errp[2] = { -1, -1 }, statp[2] = { -1, -1 }, startp[2] = { -1, -1 };
@@ -1089,14 +1112,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     if (s->gateway && (b->door = open_door(st, err)) < 0)
         goto out;
-    /* runsc's gofer reaches host sockets for the door and the listed ones
-     * alone: its connect()s go to a keeper of ours (gofer.c). */
-    st->host_uds = s->gateway || s->p->n_unix_sockets;
-    if (st->host_uds &&
-        (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
-         (s->gateway && list_door(st, err) < 0) || usock_program(&st->uds_filter, err) < 0))
+    if (plan_keeper(s, st, err) < 0)
         goto out;
-    st->uds.gofer = true;
     /* The helper serves the stub and the synthetic addresses: the gateway
      * takes its relay's prefaces on the door (gvisor/init.c). */
     b->relay_transparent = st->transparent;
@@ -1109,7 +1126,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     }
     const struct policy_limits *lim = &s->p->limits;
     if ((cgroup_has(s->cg, CGROUP_PIDS) && lim->pids &&
-         cgroup_set_pids(s->cg, lim->pids + GVISOR_PIDS_OVERHEAD, err) < 0) ||
+         cgroup_set_pids(s->cg, lim->pids * GVISOR_TASKS_PER_PROCESS + GVISOR_PIDS_OVERHEAD,
+                         err) < 0) ||
         (cgroup_has(s->cg, CGROUP_MEMORY) && lim->memory &&
          cgroup_set_memory(s->cg, lim->memory + GVISOR_MEMORY_OVERHEAD, err) < 0))
         goto out;
@@ -1143,6 +1161,12 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         boundary_child_error(errp[0], err);
         goto out;
     }
+    /* The sandbox runs: where no cgroup holds its memory, the supervisor's
+     * meter does, or the run does not start. */
+    if (s->meter && mem_meter_open(shim, GVISOR_MEMORY_FILE, s->meter, err) < 0) {
+        err_prefix(err, "gvisor");
+        goto out;
+    }
     b->pid = shim;
     shim = -1;
     b->err_r = TAKE_FD(errp[0]);
@@ -1166,7 +1190,10 @@ out:
 const struct sandbox_backend gvisor_backend = {
     .name = "gvisor",
     .level = CORDON_LEVEL_GVISOR,
-    .ignores_rlimit_data = true,
+    .meters_memory = true,
+    .meters_cpu = true,
+    .counts_pids = true,
+    .tmpfs_sizes = true,  /* gVisor's tmpfs takes a size, not nr_inodes (tmpfs_mount) */
     .probe = gv_probe,
     .prepare = gv_prepare,
     .release = gv_release,

@@ -12,6 +12,7 @@
 #include "common/syscalls.h"
 #include "policy/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/engine.h"
 #include "sandbox/seccomp.h"
 
 #include <errno.h>
@@ -43,6 +44,8 @@
 /* 9p share slots: the device layout is fixed so one snapshot serves every
  * policy; a run points the slots it uses at its paths, the rest at /usr. */
 #define VM_SLOTS 6 /* microvm has 8 virtio-mmio transports; virtio-serial takes one */
+/* QEMU's own threads (vCPU, I/O, 9p workers) at most, where the run has a pids cgroup. */
+#define VM_QEMU_TASKS 256
 #define BOOT_TIMEOUT_MS 30000
 #define RESTORE_TIMEOUT_MS 10000
 #define SETUP_TIMEOUT_MS 30000 /* mounting the shares: ~50 ms under TCG */
@@ -90,6 +93,10 @@ struct vm_plan {
     /* The run's own syscall filter, for QEMU too: its -sandbox is QEMU's
      * idea of what QEMU needs; this one is cordon's, under it. */
     struct seccomp_program qemu_filter;
+    /* The names QEMU's 9p server makes in a host workspace written directly
+     * go to a keeper (sandbox/engine.h): none protected at its root. */
+    struct names_keeper names;
+    struct seccomp_program names_filter;
     bool quiet;                /* QEMU's complaints are expected (the KVM probe) */
 };
 
@@ -98,6 +105,7 @@ struct vm {
     int pidfd;
     int ctl, eg, qmp;   /* our ends of the control port, the egress port and QMP */
     int ram;            /* the guest's memory, a memfd QEMU maps shared */
+    pid_t keeper;       /* the keeper of QEMU's names, or -1 */
 };
 
 struct shim_fds {

@@ -10,6 +10,7 @@
 #include "sandbox/boundary.h"
 #include "sandbox/plan.h"
 #include "sandbox/supervise.h"
+#include "sandbox/workspace.h"
 
 #include <openssl/evp.h>
 
@@ -212,6 +213,14 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
      * (etc_view), one share instead of a bind per entry in the guest. */
     snprintf(v->paths[1], sizeof v->paths[1], "/etc");
     TRY(add_share(v, v->paths[1], "/etc", false, err));
+    if (p->workspace && names_mode_for(p, NAMES_CHECK) == NAMES_CHECK) {
+        names_keeper_init(&v->names, NAMES_CHECK, p);
+        v->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
+        if (names_keeper_root(&v->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+            return err_sys(err, CORDON_E_SETUP, "microvm: cannot open the workspace '%s'",
+                           p->workspace);
+        TRY(names_program(NAMES_CHECK, false, &v->names_filter, err));
+    }
     if (p->workspace) {
         snprintf(v->paths[2], sizeof v->paths[2], "%s", p->workspace);
         TRY(add_share(v, v->paths[2], "/workspace", true, err));
@@ -230,34 +239,27 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
      * the allowed literals, their ranges routed to the guest's loopback and
      * a listener on their ports (the guest's connect()s are its kernel's). */
     if (s->gateway) {
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+        _Static_assert(VM_MAX_PORTS >= SYNTH_MAX_PORTS, "a port list fits the wire's");
         unsigned prefixes[VM_MAX_NETS];
-        v->n_nets = (uint32_t)egress_rules_literal_v4(&p->egress.rules, v->nets, prefixes,
-                                                      VM_MAX_NETS, ports, &n, SYNTH_MAX_PORTS);
+        size_t n_nets = 0;
+        v->transparent = true;
+        v->n_ports = (uint32_t)boundary_transparent_ports(p, v->ports, v->nets, prefixes,
+                                                          VM_MAX_NETS, &n_nets);
+        v->n_nets = (uint32_t)n_nets;
         for (uint32_t i = 0; i < v->n_nets; i++)
             v->prefixes[i] = prefixes[i];
-        v->transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                v->ports[v->n_ports++] = ports[i];
     }
 
     /* The call's policy part; argv, environment and entropy follow at start. */
     struct vm_buf *b = &v->setup;
     const struct confine_plan *c = s->confine;
-    size_t n_rl = c->n_rlimits + (p->limits.pids ? 1 : 0);
-    vm_buf_u32(b, (uint32_t)n_rl);
+    /* Pids among them (counts_pids): the command's user holds at most this
+     * many in the guest. */
+    vm_buf_u32(b, (uint32_t)c->n_rlimits);
     for (size_t i = 0; i < c->n_rlimits; i++) {
         vm_buf_u32(b, (uint32_t)c->rlimits[i].resource);
         vm_buf_u64(b, c->rlimits[i].value.rlim_cur);
         vm_buf_u64(b, c->rlimits[i].value.rlim_max);
-    }
-    if (p->limits.pids) {
-        /* Pids inside the guest: the command's user holds at most this many. */
-        vm_buf_u32(b, RLIMIT_NPROC);
-        vm_buf_u64(b, p->limits.pids);
-        vm_buf_u64(b, p->limits.pids);
     }
     char opts[128];
     const struct workspace_guard *ws = p->workspace ? s->workspace : NULL;

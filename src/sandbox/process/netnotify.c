@@ -48,9 +48,9 @@
  */
 enum label {
     L_NOTIFY, L_SOCKET, L_INET, L_STREAM, L_DGRAM, L_UNIX, L_SENDTO, L_FLAGS2, L_FLAGS3,
-    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_IOCTL, L_REFUSE, L_ALLOW, L_NONE,
+    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_IOCTL, L_OPEN1, L_OPEN2, L_REFUSE, L_ALLOW, L_NONE,
 };
-#define PROG_MAX 160
+#define PROG_MAX 224
 
 struct prog {
     struct sock_filter f[PROG_MAX];
@@ -154,7 +154,32 @@ static void metadata_ioctls(struct prog *p)
     ret(p, SECCOMP_RET_ALLOW);
 }
 
-int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err)
+/* A host workspace's changes (names.h): calls always heard, and opens by their flags. */
+static void names_calls_of(struct prog *p, enum names_mode mode, unsigned *mask)
+{
+    struct names_call nc[32];
+    size_t n = mode == NAMES_OFF ? 0 : names_calls(mode, nc, sizeof nc / sizeof nc[0]);
+    for (size_t i = 0; i < n; i++) {
+        enum label at = nc[i].flags < 0 ? L_NOTIFY : nc[i].flags == 1 ? L_OPEN1 : L_OPEN2;
+        jmp(p, BPF_JEQ | BPF_K, (unsigned)nc[i].nr, at, L_NONE);
+        if (nc[i].flags >= 0)
+            *mask = nc[i].mask;
+    }
+}
+
+/* L_OPEN1 and L_OPEN2: an open whose flags (argument 1 or 2) hold a bit of MASK. */
+static void names_opens(struct prog *p, unsigned mask)
+{
+    at(p, L_OPEN1);
+    ld_arg(p, 1, false);
+    jmp(p, BPF_JSET | BPF_K, mask, L_NOTIFY, L_ALLOW);
+    at(p, L_OPEN2);
+    ld_arg(p, 2, false);
+    jmp(p, BPF_JSET | BPF_K, mask, L_NOTIFY, L_ALLOW);
+}
+
+int netnotify_program(bool gateway, enum names_mode names, struct seccomp_program *out,
+                      struct cordon_err *err)
 {
     static const int ipc[] = { __NR_shmget, __NR_shmat, __NR_shmctl, __NR_semget, __NR_semop,
                                __NR_semtimedop, __NR_semctl, __NR_msgget, __NR_msgsnd,
@@ -168,6 +193,8 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
     for (size_t i = 0; i < sizeof ipc / sizeof ipc[0]; i++)
         jmp(&p, BPF_JEQ | BPF_K, (unsigned)ipc[i], L_REFUSE, L_NONE);
     metadata_calls(&p);
+    unsigned mask = 0;
+    names_calls_of(&p, names, &mask);
     jmp(&p, BPF_JEQ | BPF_K, __NR_connect, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_listen, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NONE);
@@ -244,6 +271,7 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
         ret(&p, SECCOMP_RET_ALLOW);
     }
     metadata_ioctls(&p);
+    names_opens(&p, mask);
     /* connect, listen, bind, ...: the supervisor decides (BPF jumps only forward) */
     at(&p, L_NOTIFY);
     ret(&p, SECCOMP_RET_USER_NOTIF);
@@ -805,6 +833,8 @@ int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r
         return errno == EINTR || errno == ENOENT ? 0 : -1;
     if (nn->meta && metanotify_handles(&n))
         return metanotify_serve(listener, &n, nn->meta);
+    if (nn->names && names_handles(nn->names, &n))
+        return names_serve(listener, &n, nn->names);
     if (n.data.nr == __NR_connect)
         return on_connect(listener, &n, nn, r);
     if (n.data.nr == __NR_listen)

@@ -17,6 +17,7 @@
  * thread has no inet address a datagram could go to.
  */
 #pragma once
+#include "sandbox/names.h"
 #include "common/err.h"
 #include "policy/policy.h"
 #include "sandbox/door.h"
@@ -50,6 +51,8 @@ struct netnotify {
     struct usock_keeper *usock; /* the unix sockets the run may reach (the keeper's copy) */
     /* Metadata calls (chmod, chown, times, xattrs) share the listener: metanotify.h. */
     const struct metanotify *meta;
+    /* So do the changes to a host workspace: names.h (NULL without one). */
+    const struct names_keeper *names;
 };
 
 /*
@@ -93,8 +96,12 @@ struct netrelay {
     struct netrelay_wait waits[NETRELAY_WAITS];
 };
 
-/* In the supervisor: the filter for a run with (GATEWAY) or without the gateway. */
-int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err);
+/*
+ * In the supervisor: the filter for a run with (GATEWAY) or without the
+ * gateway, and the calls of a names keeper of NAMES (NAMES_OFF: none).
+ */
+int netnotify_program(bool gateway, enum names_mode names, struct seccomp_program *out,
+                      struct cordon_err *err);
 
 /* In the boundary's supervisor, before its loop: no stand-in yet. */
 void netrelay_init(struct netrelay *r);
