@@ -31,19 +31,8 @@
 
 static bool in_path(const char *name)
 {
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    char *save = NULL;
-    for (char *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-        char full[4200];
-        snprintf(full, sizeof full, "%s/%s", dir, name);
-        if (access(full, X_OK) == 0)
-            return true;
-    }
-    return false;
+    char full[PATH_MAX];
+    return hostpath_find_program(name, full, sizeof full);
 }
 
 /*

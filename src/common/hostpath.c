@@ -286,3 +286,19 @@ void hostpath_remove_tree(const char *path)
     remove_beneath(fd, st.st_dev);
     rmdir(path);
 }
+
+bool hostpath_find_program(const char *name, char *out, size_t len)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    for (const char *p = path; *p;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n && (size_t)snprintf(out, len, "%.*s/%s", (int)n, p, name) < len &&
+            access(out, X_OK) == 0)
+            return true;
+        p += n + (end ? 1 : 0);
+    }
+    return false;
+}

@@ -99,6 +99,18 @@ enum policy_net_mode {
 };
 
 /*
+ * An egress preset network.allow named ("@npm", policy/policy_presets.c): a named,
+ * versioned set of rules from a data file; its rules are in network.allow.
+ */
+struct policy_preset {
+    char *name;                     /* "npm" */
+    unsigned version;
+    char *file;                     /* where it was read */
+    char **allow;                   /* its rules' canonical texts, in the file's order */
+    size_t n_allow;
+};
+
+/*
  * The network section; see policy/rules.h for the rule syntax. Every list
  * holds canonical texts, sorted and de-duplicated, so the digest does not
  * depend on how or in which order they were written.
@@ -120,6 +132,8 @@ struct policy_network {
     size_t n_allow_private;
     char **resolve;                 /* "api.example.com=127.0.0.2": pins, like curl --resolve */
     size_t n_resolve;
+    struct policy_preset *presets;  /* the presets named, sorted by name */
+    size_t n_presets;
     /* budgets; 0 = unlimited */
     uint64_t requests;              /* requests over the run */
     uint64_t bytes;                 /* bytes, both directions */
@@ -403,6 +417,13 @@ int policy_finalize(struct policy *p, struct cordon_err *err);
 
 /* The effective policy as JSON (sorted keys); new reference. */
 json_t *policy_to_json(const struct policy *p);
+
+/*
+ * The presets network.allow named: ["npm@1", ...] (as the policy's JSON has
+ * them), or WHOLE, {"npm": {"version", "file", "allow": [rules]}}, for a
+ * person to read. New reference.
+ */
+json_t *policy_presets_json(const struct policy_network *n, bool whole);
 
 /* SHA-256 of the canonical (compact, sorted) JSON form. */
 void policy_digest(const struct policy *p, unsigned char out[32]);

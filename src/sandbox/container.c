@@ -827,7 +827,7 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
     if (s->gateway) {
         plan.transparent = true;
-        plan.n_ports = boundary_transparent_ports(s->p, plan.ports);
+        plan.n_ports = boundary_transparent_ports(s->p, plan.ports, NULL, NULL, 0, NULL);
     }
     bool root_idmapped = false;
     plan.confine.landlock_required = !userns; /* the process level's only file layer */

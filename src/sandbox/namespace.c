@@ -254,7 +254,8 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, const struct nam
         if (ppoll(&p, listener >= 0 ? 1 : 0, NULL, &during) <= 0)
             continue; /* a child ended (or a signal passed on) */
         if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) ||
-            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock, names) < 0)) {
+            ((p.revents & POLLIN) &&
+             usock_serve(listener, &plan->usock, &plan->door, names) < 0)) {
             close(listener);
             listener = -1; /* no task of the run holds the filter any more */
         }
@@ -434,6 +435,23 @@ static int ns_probe(struct cordon_err *err)
     return 0;
 }
 
+/*
+ * Transparent egress: for names, a listener per port a name rule allows (the
+ * proxy's own port excepted: its door holds it on loopback); for literals,
+ * init, the keeper of every connect(), hands them to the door (door.h).
+ */
+/* A connect to a literal address goes to the gateway by its door (door.h). */
+static void plan_egress(const struct policy *p, struct ns_plan *plan)
+{
+    plan->transparent = true;
+    plan->n_ports = boundary_transparent_ports(p, plan->ports, NULL, NULL, 0, NULL);
+    plan->door = (struct egress_door){
+        .on = true, .rules = &p->egress.rules, .own_loopback = true,
+        .addr = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
+    };
+}
+
 /* What ns_open_transparent_doors() handed out, in its order; -1 when one is missing. */
 int ns_recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b)
 {
@@ -460,10 +478,8 @@ static int plan_sandbox(const struct sandbox_setup *s, struct ns_plan *plan,
     const struct policy *p = s->p;
     /* Transparent egress for names: a listener per port a name rule allows
      * (the proxy's own port excepted: its door holds it on loopback). */
-    if (s->gateway) {
-        plan->transparent = true;
-        plan->n_ports = boundary_transparent_ports(p, plan->ports);
-    }
+    if (s->gateway)
+        plan_egress(p, plan);
     names_keeper_init(&plan->names, names_mode_for(p, NAMES_MAKE), p);
     plan->names.g = s->workspace; /* init's copy: its protected entries, not to be moved */
     if (usock_keeper_init(&plan->usock, p, true, err) < 0 ||
@@ -557,6 +573,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         boundary_child_error(pp.err[0], err);
         goto out;
     }
+    /* Init's prefaces: a literal handed over (door.h). */
+    b->relay_transparent = plan.door.on;
     b->pid = init;
     init = -1;
     b->err_r = TAKE_FD(pp.err[0]);

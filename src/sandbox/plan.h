@@ -6,6 +6,7 @@
 #pragma once
 #include "policy/policy.h"
 #include "sandbox/confine.h"
+#include "sandbox/door.h"
 #include "sandbox/names.h"
 #include "sandbox/usock.h"
 
@@ -25,6 +26,8 @@
 /* The run's CA, alone and appended to the host's bundle, when secrets need interception. */
 #define SANDBOX_CA_CERT "/etc/cordon/run-ca.pem"
 #define SANDBOX_CA_BUNDLE "/etc/cordon/ca-bundle.pem"
+/* NO_PROXY inside: loopback, by every name clients compare (core/run.c says why). */
+#define SANDBOX_NO_PROXY "localhost,127.0.0.1,::1"
 
 enum mount_kind {
     MOUNT_BIND,     /* host path (or a prepared tree) at dest */
@@ -78,6 +81,7 @@ struct ns_plan {
      * go to init, which makes them (usock.h, names.h). */
     struct seccomp_program keeper_filter;
     struct usock_keeper usock;
+    struct egress_door door;        /* and a connect to a literal goes by the gateway's door */
     struct names_keeper names;      /* its root is opened by init, after the pivot */
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
     /* Transparent egress: resolv.conf names the DNS stub, the synthetic range

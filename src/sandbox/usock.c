@@ -7,6 +7,8 @@
  */
 #include "sandbox/usock.h"
 
+#include "sandbox/door.h"
+
 #include "common/cleanup.h"
 #include "common/hostpath.h"
 #include "common/syscalls.h"
@@ -309,7 +311,8 @@ int usock_connect(const struct usock_keeper *k, int sock, pid_t tid, const struc
     return connect_bounded(sock, (const struct sockaddr *)&via, sizeof via);
 }
 
-int usock_serve(int listener, const struct usock_keeper *k, const struct names_keeper *names)
+int usock_serve(int listener, const struct usock_keeper *k, const struct egress_door *door,
+                const struct names_keeper *names)
 {
     struct seccomp_notif n;
     memset(&n, 0, sizeof n);
@@ -334,10 +337,16 @@ int usock_serve(int listener, const struct usock_keeper *k, const struct names_k
     if (getsockopt(theirs, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0)
         return notify_respond(listener, n.id, ENOTSOCK, 0);
     /* The caller's own socket object, in its own network namespace: an inet
-     * connect made here is the one the kernel would have made for it. */
-    if (domain == AF_UNIX && a.ss_family == AF_UNIX)
+     * connect made here is the one the kernel would have made for it, but
+     * for one to a literal address, which the gateway takes or refuses. */
+    if (domain == AF_UNIX && a.ss_family == AF_UNIX) {
         rc = usock_connect(k, theirs, n.pid, (const struct sockaddr_un *)&a, len);
-    else
+    } else {
+        int handed = door && (domain == AF_INET || domain == AF_INET6)
+                         ? door_connect(door, listener, &n, theirs, &a, len) : 0;
+        if (handed)
+            return handed < 0 ? -1 : 0;
         rc = connect_bounded(theirs, (const struct sockaddr *)&a, len);
+    }
     return notify_respond(listener, n.id, rc, 0);
 }

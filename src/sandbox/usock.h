@@ -45,6 +45,7 @@
 struct names_keeper;
 
 struct policy;
+struct egress_door;
 
 #define USOCK_MAX_LISTED 16
 #define USOCK_MAX_BOUND 1024
@@ -91,9 +92,10 @@ int usock_connect(const struct usock_keeper *k, int sock, pid_t tid, const struc
                   socklen_t len);
 
 /*
- * In the keeper of names_program()'s filter (the
- * namespace level's init, runsc's keeper): answer one notification on
- * LISTENER, a connect() as K allows, a name made as NAMES (may be NULL)
- * says (names.h). -1 when it is gone.
+ * In the keeper of names_program()'s filter (the namespace level's init,
+ * runsc's keeper): answer one notification on LISTENER, a connect() as K
+ * allows (with DOOR, a TCP connect to a literal address goes by it: door.h),
+ * a name made as NAMES (may be NULL) says (names.h). -1 when it is gone.
  */
-int usock_serve(int listener, const struct usock_keeper *k, const struct names_keeper *names);
+int usock_serve(int listener, const struct usock_keeper *k, const struct egress_door *door,
+                const struct names_keeper *names);

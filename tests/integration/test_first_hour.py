@@ -45,13 +45,15 @@ except urllib.error.HTTPError as e:
 @pytest.mark.parametrize("quiet", [False, True], ids=["told", "quiet"])
 def test_egress_refusal_is_one_line_on_stderr(cordon, quiet):
     opts = ["--allow", "allowed.test"] + (["--quiet"] if quiet else [])
-    r = cordon.run(["python3", "-c", PROXY_GET, "http://127.0.0.1:22/x"], *opts)
+    r = cordon.run(["python3", "-c", PROXY_GET, "http://blocked.test:8080/x"], *opts)
     assert r.status == 0, r
     # The client still gets the 403, the class and the reason.
     code, cls, body = r.out.strip().split(" ", 2)
     assert (code, cls) == ("403", "not_allowed") and "allowlist" in body, r
     lines = [l for l in r.err.splitlines() if not DEGRADED.match(l)]
-    assert lines == ([] if quiet else ["cordon: egress refused: 127.0.0.1:22 (not_allowed)"]), r
+    # What was refused, and the flag that would allow it.
+    told = "cordon: egress refused: blocked.test:8080 (no rule; --allow blocked.test:8080)"
+    assert lines == ([] if quiet else [told]), r
     if quiet:
         assert r.err == "", r  # --quiet hides every notice
     assert r.result["egress"]["refused"] == 1, r
@@ -61,13 +63,13 @@ def test_egress_refusal_told_as_it_happens(cordon):
     """The line is on stderr while the command still runs, not at the end."""
     m = marker()
     script = (PROXY_GET + f"\nimport subprocess\nsubprocess.run(['{PROBE}', 'sleep', '1000', '{m}'])")
-    p = cordon.popen(["python3", "-c", script, "http://127.0.0.1:22/"], "--allow", "allowed.test")
+    p = cordon.popen(["python3", "-c", script, "http://blocked.test/"], "--allow", "allowed.test")
     try:
         line = p.stderr.readline().decode()
         if DEGRADED.match(line):  # an ordinary user's run, said as it starts
             line = p.stderr.readline().decode()
         assert probe_pids(m), "the command is no longer running"
-        assert line == "cordon: egress refused: 127.0.0.1:22 (not_allowed)\n", line
+        assert line == "cordon: egress refused: blocked.test (no rule; --allow blocked.test)\n", line
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -171,7 +173,7 @@ def test_run_json_prints_the_result_after_the_output(cordon):
 
 
 def test_result_times_are_integers(cordon):
-    r = cordon.run(["python3", "-c", PROXY_GET, "http://127.0.0.1:22/"], "--allow", "x.test")
+    r = cordon.run(["python3", "-c", PROXY_GET, "http://blocked.test:22/"], "--allow", "x.test")
     for k in ("wall_ms", "cpu_ms", "wall_us", "cpu_us"):
         assert type(r.result[k]) is int and r.result[k] >= 0, (k, r.result)
     assert abs(r.result["wall_ms"] - r.result["wall_us"] / 1000) <= 0.5, r.result

@@ -95,6 +95,11 @@ struct gv_state {
     struct seccomp_program uds_filter;
     bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
     uint16_t ports[SYNTH_MAX_PORTS]; /* its listeners' ports */
+    /* The allowed literals' IPv4 ranges the helper makes its own (door.h's
+     * job, which a keeper does elsewhere: gVisor's connect()s are its own). */
+    uint32_t nets[SYNTH_MAX_PORTS];
+    unsigned prefixes[SYNTH_MAX_PORTS];
+    size_t n_nets;
     size_t n_ports;
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
@@ -109,19 +114,9 @@ struct gv_state {
 
 int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err)
 {
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    for (const char *p = path; *p;) {
-        const char *end = strchr(p, ':');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n && (size_t)snprintf(buf, len, "%.*s/runsc", (int)n, p) < len &&
-            access(buf, X_OK) == 0)
-            return 0;
-        p += n + (end ? 1 : 0);
-    }
-    return err_set(err, CORDON_E_UNSUPPORTED,
-                   "runsc is not installed (Debian: apt-get install runsc)");
+    return hostpath_find_program("runsc", buf, len)
+               ? 0 : err_set(err, CORDON_E_UNSUPPORTED,
+                             "runsc is not installed (Debian: apt-get install runsc)");
 }
 
 /* mkdir DIR, or find a real directory there: never a link (the bundle's
@@ -504,7 +499,8 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
 /*
  * The helper's command line: `init HOME`, with the gateway's socket when
  * the run has egress, and for transparent egress the synthetic range, the
- * DNS stub's address and the ports to listen on.
+ * DNS stub's address, the ports to listen on and "+NET/PREFIX" for each
+ * allowed literal's range.
  */
 static json_t *init_args(const struct gv_state *st)
 {
@@ -522,6 +518,12 @@ static json_t *init_args(const struct gv_state *st)
     json_array_append_new(a, json_string(text));
     for (size_t i = 0; i < st->n_ports; i++) {
         snprintf(text, sizeof text, "%u", st->ports[i]);
+        json_array_append_new(a, json_string(text));
+    }
+    for (size_t i = 0; i < st->n_nets; i++) {
+        uint32_t n = st->nets[i];
+        snprintf(text, sizeof text, "+%u.%u.%u.%u/%u", n >> 24, (n >> 16) & 0xff,
+                 (n >> 8) & 0xff, n & 0xff, st->prefixes[i]);
         json_array_append_new(a, json_string(text));
     }
     return a;
@@ -1052,6 +1054,30 @@ static int list_door(struct gv_state *st, struct cordon_err *err)
     return usock_keeper_list(&st->uds, fd, err);
 }
 
+/*
+ * runsc's gofer reaches host sockets for the door and the listed ones alone,
+ * and makes names in a host workspace as the policy says: its connect()s
+ * and those calls go to a keeper of ours (sandbox/engine.h).
+ */
+static int plan_keeper(const struct sandbox_setup *s, struct gv_state *st,
+                       struct cordon_err *err)
+{
+    st->host_uds = s->gateway || s->p->n_unix_sockets;
+    names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
+                      s->p);
+    st->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
+    if (st->names.mode != NAMES_OFF &&
+        names_keeper_root(&st->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot open the workspace's root");
+    if ((st->host_uds || st->names.mode != NAMES_OFF) &&
+        (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
+         (s->gateway && list_door(st, err) < 0) ||
+         names_program(st->names.mode, st->host_uds, &st->uds_filter, err) < 0))
+        return -1;
+    st->uds.gofer = true;
+    return 0;
+}
+
 static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                       struct cordon_err *err)
 {
@@ -1066,7 +1092,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     st->gateway = s->gateway;
     if (s->gateway) {
         st->transparent = true;
-        st->n_ports = boundary_transparent_ports(s->p, st->ports);
+        st->n_ports = boundary_transparent_ports(s->p, st->ports, st->nets, st->prefixes,
+                                                 SYNTH_MAX_PORTS, &st->n_nets);
     }
     int rc = -1;
     pid_t shim = -1;
@@ -1085,23 +1112,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     if (s->gateway && (b->door = open_door(st, err)) < 0)
         goto out;
-    /* runsc's gofer reaches host sockets for the door and the listed ones
-     * alone: its connect()s go to a keeper of ours (sandbox/engine.h). */
-    st->host_uds = s->gateway || s->p->n_unix_sockets;
-    names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
-                      s->p);
-    st->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
-    if (st->names.mode != NAMES_OFF &&
-        names_keeper_root(&st->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
-        err_sys(err, CORDON_E_SETUP, "gvisor: cannot open the workspace's root");
+    if (plan_keeper(s, st, err) < 0)
         goto out;
-    }
-    if ((st->host_uds || st->names.mode != NAMES_OFF) &&
-        (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
-         (s->gateway && list_door(st, err) < 0) ||
-         names_program(st->names.mode, st->host_uds, &st->uds_filter, err) < 0))
-        goto out;
-    st->uds.gofer = true;
     /* The helper serves the stub and the synthetic addresses: the gateway
      * takes its relay's prefaces on the door (gvisor/init.c). */
     b->relay_transparent = st->transparent;

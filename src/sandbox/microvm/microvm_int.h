@@ -8,6 +8,7 @@
 #include "sandbox/microvm/vmproto.h"
 #include "common/cleanup.h"
 #include "common/err.h"
+#include "common/installed.h"
 #include "common/syscalls.h"
 #include "policy/policy.h"
 #include "sandbox/backend.h"
@@ -86,6 +87,9 @@ struct vm_plan {
     char *ca_bundle;
     uint16_t ports[VM_MAX_PORTS];
     uint32_t n_ports;
+    uint32_t nets[VM_MAX_NETS];   /* allowed literals' IPv4 ranges, routed to the guest's loopback */
+    uint32_t prefixes[VM_MAX_NETS];
+    uint32_t n_nets;
     /* The run's own syscall filter, for QEMU too: its -sandbox is QEMU's
      * idea of what QEMU needs; this one is cordon's, under it. */
     struct seccomp_program qemu_filter;
@@ -117,8 +121,6 @@ int cached_sha256(const char *path, const char *dir, char out[65], struct cordon
 void text_sha256(const char *text, char out[65]);
 const char *env_or(const char *name, const char *fallback);
 int find_initramfs(char out[PATH_MAX], struct cordon_err *err);
-/* NAME in the directory `meson install` gives cordon's helpers (LIBEXECDIR/cordon): 0, or -1. */
-int installed_path(const char *name, char out[PATH_MAX]);
 int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err *err);
 
 /* qemu.c */

@@ -20,6 +20,7 @@
 #include "sandbox/names.h"
 #include "common/err.h"
 #include "policy/policy.h"
+#include "sandbox/door.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/usock.h"
 
@@ -39,10 +40,10 @@
 struct metanotify;
 
 struct netnotify {
-    bool gateway;               /* the gateway is the one way out */
-    struct sockaddr_in gw;      /* its listener on the host's loopback */
-    unsigned char token[32];    /* written first on each connection to it: the gateway
-                                   refuses any without (another host process's) */
+    /* The gateway, the one way out: its listener on the host's loopback, and
+     * the token each connection to it opens with (the gateway refuses any
+     * without: another host process's); literals go there too (door.h). */
+    struct egress_door door;
     /* Transparent egress: a connect to a synthetic address (SYNTH_NET) on one
      * of these ports reaches the gateway with a relay preface naming it. */
     uint16_t ports[SYNTH_MAX_PORTS];

@@ -658,10 +658,11 @@ static int plan_names(const struct sandbox_setup *s, struct process_plan *plan,
 static int open_door(const struct policy *p, struct netnotify *nn, struct sandbox_boundary *b,
                      struct cordon_err *err)
 {
-    if (getrandom(nn->token, sizeof nn->token, 0) != (ssize_t)sizeof nn->token)
+    struct egress_door *d = &nn->door;
+    if (getrandom(d->token, sizeof d->token, 0) != (ssize_t)sizeof d->token)
         return err_sys(err, CORDON_E_SETUP, "cannot draw the gateway's door token");
-    _Static_assert(sizeof nn->token == sizeof b->door_token, "door token");
-    memcpy(b->door_token, nn->token, sizeof b->door_token);
+    _Static_assert(sizeof d->token == sizeof b->door_token, "door token");
+    memcpy(b->door_token, d->token, sizeof b->door_token);
     b->door_token_set = true;
     _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -669,10 +670,11 @@ static int open_door(const struct policy *p, struct netnotify *nn, struct sandbo
     if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0 ||
         getsockname(l, (struct sockaddr *)&a, &len) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open the gateway's socket on 127.0.0.1");
-    nn->gateway = true;
-    nn->gw = a;
+    d->on = d->token_set = true;
+    d->addr = a;
+    d->rules = &p->egress.rules; /* loopback is the host's: no own_loopback */
     /* Transparent egress: the ports a name rule allows (the proxy's own is its door's). */
-    nn->n_ports = boundary_transparent_ports(p, nn->ports);
+    nn->n_ports = boundary_transparent_ports(p, nn->ports, NULL, NULL, 0, NULL);
     return TAKE_FD(l);
 }
 
@@ -712,7 +714,7 @@ static void plan_release(struct process_plan *plan)
     if (plan->names.root >= 0)
         close(plan->names.root);
     plan->names.root = -1;
-    explicit_bzero(plan->nn.token, sizeof plan->nn.token); /* the keeper has its copy */
+    explicit_bzero(plan->nn.door.token, sizeof plan->nn.door.token); /* the keeper has its copy */
 }
 
 static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
