@@ -255,36 +255,33 @@ static void remove_beneath(int fd, dev_t dev)
     closedir(d);
 }
 
+/* Empty the directory open as FD (taken), beneath its own file system; false when FD is not one. */
+static bool empty_dir(int fd)
+{
+    struct stat st;
+    if (fd < 0)
+        return false;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return false;
+    }
+    remove_beneath(fd, st.st_dev);
+    return true;
+}
+
 void hostpath_remove_at(int dir, const char *name)
 {
     if (unlinkat(dir, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
         return;
-    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0)
-        return;
-    if (fstat(fd, &st) < 0) {
-        close(fd);
-        return;
-    }
-    remove_beneath(fd, st.st_dev);
-    unlinkat(dir, name, AT_REMOVEDIR);
+    if (empty_dir(openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)))
+        unlinkat(dir, name, AT_REMOVEDIR);
 }
 
 void hostpath_remove_tree(const char *path)
 {
-    if (!path || path[0] != '/')
-        return;
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0)
-        return;
-    if (fstat(fd, &st) < 0) {
-        close(fd);
-        return;
-    }
-    remove_beneath(fd, st.st_dev);
-    rmdir(path);
+    if (path && path[0] == '/' && empty_dir(open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                           O_CLOEXEC)))
+        rmdir(path);
 }
 
 bool hostpath_find_program(const char *name, char *out, size_t len)
