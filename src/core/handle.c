@@ -125,6 +125,40 @@ static json_t *read_call(int fd)
     return json_parse_strict(buf, len, 0, NULL);
 }
 
+/* Where the result goes, and what closes after it: the caller's answer. */
+struct answer {
+    const struct policy *p;
+    int result_fd;
+    int stdio[3];   /* the command's, on the caller's side of the pipes */
+    int *layer;     /* a manual commit's layer, passed with the result's first byte */
+};
+
+/*
+ * The result, as soon as run_call() has it: then every descriptor the
+ * caller reads closes, so its wait ends here; the teardown that follows
+ * (namespaces, cgroup, watchdog) is this process's alone.
+ */
+static void answer(void *arg, const struct sandbox_result *res)
+{
+    struct answer *a = arg;
+    json_t *j = sandbox_result_to_json(res, a->p);
+    if (j) {
+        json_object_set_new(j, "status", json_integer(res->status));
+        char *text = json_dumps(j, JSON_COMPACT);
+        size_t off = 0;
+        if (text && *a->layer >= 0 && send_fds(a->result_fd, text, 1, a->layer, 1) == 0)
+            off = 1;
+        if (text)
+            write_all(a->result_fd, text + off, strlen(text) - off);
+        free(text);
+        json_decref(j);
+    }
+    for (int i = 0; i < 3; i++)
+        if (a->stdio[i] != STDERR_FILENO)
+            close(a->stdio[i]);
+    close(a->result_fd);
+}
+
 __attribute__((noreturn))
 static void child_main(const struct policy *p, bool prepare, pid_t parent, int in_fd, int out_fd,
                        int err_fd, int result_fd, int ctl_fd)
@@ -183,21 +217,12 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
     };
     int layer = -1;
     call.keep_layer = &layer;
+    struct answer a = { p, result_fd, { in_fd, out_fd, err_fd }, &layer };
+    call.answer = answer;
+    call.answer_arg = &a;
     struct sandbox_result res;
     err = (struct cordon_err){ 0 };
     run_call(run, p, &call, &res, &err);
-    json_t *j = sandbox_result_to_json(&res, p);
-    if (j) {
-        json_object_set_new(j, "status", json_integer(res.status));
-        char *text = json_dumps(j, JSON_COMPACT);
-        size_t off = 0;
-        if (text && layer >= 0 && send_fds(result_fd, text, 1, &layer, 1) == 0)
-            off = 1;
-        if (text)
-            write_all(result_fd, text + off, strlen(text) - off);
-        free(text);
-        json_decref(j);
-    }
     _exit(res.status);
 }
 

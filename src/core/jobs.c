@@ -6,6 +6,7 @@
 #include "common/json.h"
 
 #include "audit/audit.h"
+#include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/strv.h"
 #include "common/syscalls.h"
@@ -29,6 +30,10 @@
 #define POOL_RETRY_MS 1000
 /* Start latencies kept for the percentiles. */
 #define LATENCY_RING 1024
+/* A call's replacement in the pool is prepared once the call is answered
+ * (not beside it, on the same cores), or after this long into a call that
+ * runs on. */
+#define REFILL_AFTER_MS 20
 
 /* One of the run's output pipes, read on the loop, kept up to LIMIT bytes. */
 struct capture {
@@ -57,6 +62,7 @@ struct job {
     size_t input_len, input_off;
     bool running, stopped, reaped;
     int wstatus;
+    json_t *result;                /* the result, once all of it is in */
     char run_id[33];
     struct run_handle h;
     struct capture out, err, res;
@@ -64,6 +70,15 @@ struct job {
     struct event *in_ev, *reap_ev, *kill_ev;
     struct event *exit_ev;         /* the supervisor's pidfd: readable once it has exited */
     int pidfd;
+};
+
+/* A handle that answered and now tears its run down; reaped when it exits. */
+struct teardown {
+    struct teardown *next;
+    struct jobs *js;
+    pid_t pid;
+    int pidfd;
+    struct event *ev;
 };
 
 /* A handle prepared ahead of its call. */
@@ -89,6 +104,9 @@ struct jobs {
     pid_t *orphans;                /* released handles still to reap */
     size_t n_orphans, cap_orphans;
     struct event *orphan_ev;
+    struct teardown *teardowns;    /* answered runs still tearing down */
+    unsigned n_teardown;
+    struct event *refill_ev;
     uint64_t lat[LATENCY_RING];
     uint64_t n_lat;
     uint64_t started, pooled, cold, pool_failures, refused;
@@ -129,6 +147,88 @@ static void on_orphan_timer(evutil_socket_t fd, short what, void *arg)
     reap_orphans(arg, false);
 }
 
+static void orphan_add(struct jobs *js, pid_t pid)
+{
+    if (js->n_orphans == js->cap_orphans) {
+        size_t cap = js->cap_orphans ? 2 * js->cap_orphans : 16;
+        pid_t *grown = realloc(js->orphans, cap * sizeof *grown);
+        if (grown) {
+            js->orphans = grown;
+            js->cap_orphans = cap;
+        }
+    }
+    if (js->n_orphans < js->cap_orphans) {
+        js->orphans[js->n_orphans++] = pid;
+    } else {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    reap_orphans(js, false);
+}
+
+static void pump(struct jobs *js);
+
+static void teardown_free(struct teardown *t)
+{
+    struct jobs *js = t->js;
+    for (struct teardown **pp = &js->teardowns; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            js->n_teardown--;
+            break;
+        }
+    if (t->ev)
+        event_free(t->ev);
+    if (t->pidfd >= 0)
+        close(t->pidfd);
+    free(t);
+}
+
+static void on_teardown_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct teardown *t = arg;
+    struct jobs *js = t->js;
+    pid_t r;
+    while ((r = waitpid(t->pid, NULL, WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (r == 0)
+        return; /* not yet: the pidfd stays armed */
+    teardown_free(t);
+    pump(js);
+}
+
+/*
+ * The handle PID answered its call and tears its run down now (the
+ * boundary's exit, the cgroup, the watchdog): reaped when it exits, and
+ * counted meanwhile, so that teardowns are bounded like the runs.
+ */
+static void teardown_add(struct jobs *js, pid_t pid)
+{
+    struct teardown *t = calloc(1, sizeof *t);
+    if (t) {
+        *t = (struct teardown){ .js = js, .pid = pid, .pidfd = sys_pidfd_open(pid, 0) };
+        if (t->pidfd >= 0)
+            t->ev = event_new(js->cfg.base, t->pidfd, EV_READ | EV_PERSIST, on_teardown_done, t);
+    }
+    if (!t || !t->ev || event_add(t->ev, NULL) < 0) {
+        /* No pidfd (an older kernel) or no memory: reaped by the orphans' timer. */
+        if (t) {
+            if (t->ev)
+                event_free(t->ev);
+            if (t->pidfd >= 0)
+                close(t->pidfd);
+            free(t);
+        }
+        orphan_add(js, pid);
+        return;
+    }
+    t->next = js->teardowns;
+    js->teardowns = t;
+    js->n_teardown++;
+}
+
 /* Let a pooled handle go: without its call it releases its run and exits. */
 static void pooled_free(struct jobs *js, struct pooled *ph)
 {
@@ -141,23 +241,8 @@ static void pooled_free(struct jobs *js, struct pooled *ph)
     if (ph->ev)
         event_free(ph->ev);
     run_handle_close(&ph->h);
-    if (ph->h.pid > 0) {
-        if (js->n_orphans == js->cap_orphans) {
-            size_t cap = js->cap_orphans ? 2 * js->cap_orphans : 16;
-            pid_t *grown = realloc(js->orphans, cap * sizeof *grown);
-            if (grown) {
-                js->orphans = grown;
-                js->cap_orphans = cap;
-            }
-        }
-        if (js->n_orphans < js->cap_orphans) {
-            js->orphans[js->n_orphans++] = ph->h.pid;
-        } else {
-            kill(ph->h.pid, SIGKILL);
-            waitpid(ph->h.pid, NULL, 0);
-        }
-        reap_orphans(js, false);
-    }
+    if (ph->h.pid > 0)
+        orphan_add(js, ph->h.pid);
     free(ph);
 }
 
@@ -245,8 +330,6 @@ static bool pool_take(struct jobs *js, struct run_handle *h)
     return true;
 }
 
-static void pump(struct jobs *js);
-
 static void capture_close(struct capture *cap)
 {
     if (cap->ev)
@@ -297,6 +380,7 @@ static void job_free(struct job *j)
     }
     free(j->files);
     free(j->input);
+    json_decref(j->result);
     free(j);
 }
 
@@ -304,9 +388,7 @@ static void job_free(struct job *j)
 static void complete(struct job *j, const struct cordon_err *start_error)
 {
     struct jobs *js = j->js;
-    json_t *result = j->res.data && !j->res.truncated
-                         ? json_parse_strict(j->res.data, j->res.len, 0, NULL)
-                         : NULL;
+    json_t *result = TAKE_PTR(j->result);
     struct job_end end = {
         .run_id = j->run_id,
         .out = { j->out.data, j->out.len, j->out.total, j->out.truncated },
@@ -324,6 +406,8 @@ static void complete(struct job *j, const struct cordon_err *start_error)
     js->cfg.done(j->ctx, &end);
     json_decref(result);
     job_free(j);
+    /* Answered: now its replacement, while the cores are not the call's. */
+    pool_fill(js);
     pump(js);
 }
 
@@ -361,11 +445,27 @@ static void on_reap_timer(evutil_socket_t fd, short what, void *arg)
     try_reap(arg);
 }
 
-/* All of the run's output and its result are in: the supervisor is ending. */
+/*
+ * All of the run's output and its result are in: the call is answered now,
+ * while its supervisor tears the run down; one that ended without a
+ * result is reaped first, for its wait status.
+ */
 static void progress(struct job *j)
 {
-    if (j->out.done && j->err.done && j->res.done)
+    if (!j->out.done || !j->err.done || !j->res.done)
+        return;
+    json_t *result = j->res.data && !j->res.truncated
+                         ? json_parse_strict(j->res.data, j->res.len, 0, NULL)
+                         : NULL;
+    if (!json_is_object(result)) {
+        json_decref(result);
         try_reap(j);
+        return;
+    }
+    j->result = result;
+    j->reaped = true;
+    teardown_add(j->js, j->h.pid);
+    complete(j, NULL);
 }
 
 static void on_capture(evutil_socket_t fd, short what, void *arg)
@@ -504,7 +604,10 @@ static void start_job(struct jobs *js, struct job *j)
     else
         js->cold++;
     js->lat[js->n_lat++ % LATENCY_RING] = now_us() - j->submit_us;
-    pool_fill(js);
+    if (js->refill_ev && !evtimer_pending(js->refill_ev, NULL)) {
+        struct timeval tv = { 0, REFILL_AFTER_MS * 1000 };
+        evtimer_add(js->refill_ev, &tv);
+    }
     j->running = true;
     js->n_running++;
     if (capture_start(j, &j->out, j->h.stdout_fd, js->cfg.output_cap) < 0 ||
@@ -550,7 +653,9 @@ static void pump(struct jobs *js)
     if (js->pumping)
         return;
     js->pumping = true;
-    while (!js->stopping && js->n_running < js->cfg.max_running && !js->stdin_pending) {
+    /* Runs still tearing down count too: as many as may run, at most. */
+    while (!js->stopping && js->n_running < js->cfg.max_running &&
+           js->n_teardown < js->cfg.max_running && !js->stdin_pending) {
         struct job *j = js->jobs;
         while (j && j->running)
             j = j->next;
@@ -571,9 +676,14 @@ struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err)
     js->cfg = *cfg;
     /* Secret values and placeholders are made per call, never held in advance. */
     js->pool_off = cfg->policy->n_secrets > 0;
+    /* The policy's digests once, here: every run's result carries them, and
+     * their first computation (OpenSSL's initialisation) would otherwise
+     * be each forked handle's own. */
+    policy_evidence(cfg->policy);
     js->pool_ev = evtimer_new(cfg->base, on_pool_timer, js);
     js->orphan_ev = evtimer_new(cfg->base, on_orphan_timer, js);
-    if (!js->pool_ev || !js->orphan_ev) {
+    js->refill_ev = evtimer_new(cfg->base, on_pool_timer, js);
+    if (!js->pool_ev || !js->orphan_ev || !js->refill_ev) {
         jobs_free(js);
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
@@ -693,6 +803,7 @@ void jobs_get_stats(const struct jobs *js, struct jobs_stats *out)
         .cold = js->cold,
         .pool_failures = js->pool_failures,
         .refused = js->refused,
+        .tearing_down = js->n_teardown + (unsigned)js->n_orphans,
     };
     for (const struct pooled *ph = js->pool; ph; ph = ph->next) {
         if (ph->ready)
@@ -781,8 +892,17 @@ void jobs_free(struct jobs *js)
     }
     while (js->pool)
         pooled_free(js, js->pool);
+    /* The answered runs' teardowns are let finish: nothing of them is left. */
+    while (js->teardowns) {
+        struct teardown *t = js->teardowns;
+        while (waitpid(t->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        teardown_free(t);
+    }
     reap_orphans(js, true);
     free(js->orphans);
+    if (js->refill_ev)
+        event_free(js->refill_ev);
     if (js->pool_ev)
         event_free(js->pool_ev);
     if (js->orphan_ev)

@@ -683,10 +683,12 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .poll_pids = cgroup_has(&run->cg, CGROUP_PIDS) && p->limits.pids,
         .start_us = run->start_us,
     };
-    /* supervise() owns and closes these now, and reaps the boundary. */
-    run->b.pid = -1;
+    /* supervise() owns and closes these now, and reaps the boundary, unless
+     * it answered before the boundary's exit: then release reaps it. */
     run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = run->tty_w = -1;
     supervise(&sv, res);
+    if (sv.init_reaped)
+        run->b.pid = -1;
     res->level = run->backend->level;
     /* Init has exited, and with it every process of the PID namespace:
      * the layer is still, and what commit writes the scan below examines. */
@@ -811,6 +813,8 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
     int prepared = run ? 0 : prepare(p, run_id, false, &run, err);
     if (prepared < 0) {
         refused(p, call, run_id, prepared == -2, res, err);
+        if (call->answer)
+            call->answer(call->answer_arg, res);
         return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
     }
     struct sandbox_call named = *call;
@@ -820,6 +824,8 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         rc = run_wait(run, res, err);
     else
         refused(p, call, run_id, false, res, err);
+    if (call->answer)
+        call->answer(call->answer_arg, res);
     run_release(run);
     return rc;
 }

@@ -40,6 +40,8 @@ enum enforcement {
 
 const char *enforcement_name(enum enforcement e);
 
+struct sandbox_result;
+
 /* What a front end brings to a run: the command and where its stdio goes. */
 struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
@@ -70,6 +72,12 @@ struct sandbox_call {
      * manual (the result's transaction "pending"); the caller owns it then
      * (sandbox/txn.h). NULL: nobody can decide later, and it is dropped. */
     int *keep_layer;
+    /* run_call(): told the result as soon as it is known, the command's
+     * processes gone and its output relayed, before the teardown (the
+     * boundary's namespaces, the cgroup, the watchdog): a front end answers
+     * here, and its caller's wait ends there. NULL: nobody. */
+    void (*answer)(void *arg, const struct sandbox_result *res);
+    void *answer_arg;
 };
 
 struct sandbox_result {

@@ -209,6 +209,33 @@ static void noop(int sig)
 }
 
 /*
+ * The command has ended: the rest of the run goes now, before the supervisor
+ * hears of it, so that its answer can go at once; init's own exit, and with
+ * it the namespaces' teardown, follows off the answer's path. kill(-1)
+ * reaches every process of the PID namespace but init, and each orphan
+ * comes to init: no child left means no process left. Then the command's
+ * status, with what the whole tree spent.
+ */
+static _Noreturn void end_tree(int ws, int status_w)
+{
+    do {
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+            ;
+    } while (kill(-1, 0) == 0);
+    struct rusage kids, self;
+    getrusage(RUSAGE_CHILDREN, &kids);
+    getrusage(RUSAGE_SELF, &self);
+    struct timeval t[] = { kids.ru_utime, kids.ru_stime, self.ru_utime, self.ru_stime };
+    struct boundary_status st = { .ws = ws, .seen = BOUNDARY_TREE_GONE,
+                                  .maxrss_kib = (uint64_t)kids.ru_maxrss };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        st.cpu_us += (uint64_t)t[i].tv_sec * 1000000u + (uint64_t)t[i].tv_usec;
+    (void)!write(status_w, &st, sizeof st);
+    _exit(0);
+}
+
+/*
  * Init's loop once the command runs: reap every child (orphans come here),
  * and make the command's connect()s (usock.h) while LISTENER lasts. SIGCHLD
  * is held but for the wait itself, so no child's end goes unseen.
@@ -228,11 +255,8 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, pid_t cmd, int l
         int ws;
         pid_t w;
         while ((w = waitpid(-1, &ws, WNOHANG)) > 0)
-            if (w == cmd) {
-                (void)!write(status_w, &ws, sizeof ws);
-                /* Exiting kills everything else in the PID namespace. */
-                _exit(0);
-            }
+            if (w == cmd)
+                end_tree(ws, status_w);
         if (w < 0 && errno == ECHILD)
             _exit(125);
         struct pollfd p = { .fd = listener, .events = POLLIN };

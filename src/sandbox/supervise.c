@@ -41,6 +41,8 @@ struct loop {
     struct sandbox_result *res;
     int pidfd;
     bool init_done;
+    bool tree_gone;           /* init said every other process of the run is reaped */
+    uint64_t tree_cpu_us, tree_maxrss_kib;
     bool killed;              /* we ended the run */
     bool interrupted;         /* cordon got a signal and passed it on */
     uint64_t grace_deadline;  /* when an interrupted run is killed */
@@ -57,9 +59,15 @@ struct loop {
     uint64_t next_check_us;   /* when the cgroup's counters are read next */
 };
 
+/* The command and everything it started are gone: what is left is teardown. */
+static bool ended(const struct loop *l)
+{
+    return l->init_done || l->tree_gone;
+}
+
 static void end_run(struct loop *l, enum run_reason reason)
 {
-    if (l->killed || l->init_done)
+    if (l->killed || ended(l))
         return;
     l->killed = true;
     l->kill_reason = reason;
@@ -74,7 +82,7 @@ static void end_run(struct loop *l, enum run_reason reason)
  */
 static void interrupt(struct loop *l, int sig)
 {
-    if (l->init_done)
+    if (ended(l))
         return;
     if (l->interrupted) {
         end_run(l, RUN_KILLED);
@@ -180,6 +188,11 @@ static void read_command_status(struct loop *l)
         l->cmd_status = st.ws;
         l->seen = n == (ssize_t)sizeof st ? st.seen : 0;
         l->have_status = true;
+        if (l->seen & BOUNDARY_TREE_GONE) {
+            l->tree_gone = true;
+            l->tree_cpu_us = st.cpu_us;
+            l->tree_maxrss_kib = st.maxrss_kib;
+        }
     }
     closep(&l->s->status_r);
     l->s->status_r = -1;
@@ -376,6 +389,28 @@ static void finish(struct loop *l, struct rusage *ru)
         res->reason = RUN_CPU_LIMIT;
 }
 
+/*
+ * Init reported the run's tree gone: finish now, without waiting for init's
+ * own exit (the namespaces' teardown). The output pipes have no writer left
+ * and drain to EOF; a setup error, if any, is in its pipe already.
+ */
+static void tree_gone(struct loop *l)
+{
+    struct supervision *s = l->s;
+    if (s->err_r >= 0) {
+        fcntl(s->err_r, F_SETFL, O_NONBLOCK);
+        read_setup_error(l);
+    }
+    if (s->in_w >= 0)
+        closep(&s->in_w), s->in_w = -1;
+    struct rusage ru = {
+        .ru_utime = { .tv_sec = (time_t)(l->tree_cpu_us / 1000000u),
+                      .tv_usec = (suseconds_t)(l->tree_cpu_us % 1000000u) },
+        .ru_maxrss = (long)l->tree_maxrss_kib,
+    };
+    finish(l, &ru);
+}
+
 void supervise(struct supervision *s, struct sandbox_result *res)
 {
     struct loop l = { .s = s, .res = res };
@@ -390,7 +425,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     uint64_t deadline = s->limits->wall_ms ? s->start_us + s->limits->wall_ms * 1000 : 0;
     bool tick = s->poll_cpu || s->poll_pids;
 
-    while (!l.init_done || s->out_r >= 0 || s->errout_r >= 0) {
+    while (!ended(&l) || s->out_r >= 0 || s->errout_r >= 0) {
         struct pollfd p[10];
         int n = 0, i_out = -1, i_err = -1, i_in = -1, i_inw = -1, i_pid = -1, i_sig = -1,
             i_errp = -1, i_stat = -1, i_rep = -1;
@@ -402,7 +437,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             p[i_in = n++] = (struct pollfd){ .fd = s->call->in_fd, .events = POLLIN };
         if (s->in_w >= 0 && l.in_len > l.in_off)
             p[i_inw = n++] = (struct pollfd){ .fd = s->in_w, .events = POLLOUT };
-        if (!l.init_done && l.pidfd >= 0)
+        if (!ended(&l) && l.pidfd >= 0)
             p[i_pid = n++] = (struct pollfd){ .fd = l.pidfd, .events = POLLIN };
         if (s->sig_fd >= 0)
             p[i_sig = n++] = (struct pollfd){ .fd = s->sig_fd, .events = POLLIN };
@@ -415,14 +450,14 @@ void supervise(struct supervision *s, struct sandbox_result *res)
 
         int timeout = -1;
         uint64_t now = monotonic_us();
-        if (deadline && !l.killed && !l.init_done) {
+        if (deadline && !l.killed && !ended(&l)) {
             if (now >= deadline) {
                 end_run(&l, RUN_TIMEOUT);
                 continue;
             }
             timeout = (int)((deadline - now + 999) / 1000);
         }
-        if (l.interrupted && !l.killed && !l.init_done) {
+        if (l.interrupted && !l.killed && !ended(&l)) {
             if (now >= l.grace_deadline) {
                 end_run(&l, RUN_KILLED);
                 continue;
@@ -431,9 +466,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             if (timeout < 0 || timeout > left)
                 timeout = left;
         }
-        if (tick && !l.init_done && (timeout < 0 || timeout > TICK_MS))
+        if (tick && !ended(&l) && (timeout < 0 || timeout > TICK_MS))
             timeout = TICK_MS;
-        if (l.pidfd < 0 && !l.init_done && (timeout < 0 || timeout > TICK_MS))
+        if (l.pidfd < 0 && !ended(&l) && (timeout < 0 || timeout > TICK_MS))
             timeout = TICK_MS; /* no pidfd: poll for init's exit */
 
         int r = poll(p, (nfds_t)n, timeout);
@@ -442,8 +477,11 @@ void supervise(struct supervision *s, struct sandbox_result *res)
 
         if (i_errp >= 0 && p[i_errp].revents)
             read_setup_error(&l);
-        if (i_stat >= 0 && p[i_stat].revents)
+        if (i_stat >= 0 && p[i_stat].revents) {
             read_command_status(&l);
+            if (l.tree_gone && !l.init_done)
+                tree_gone(&l);
+        }
         if (i_rep >= 0 && p[i_rep].revents)
             read_reports(s, res);
         if (i_out >= 0 && p[i_out].revents)
@@ -464,13 +502,13 @@ void supervise(struct supervision *s, struct sandbox_result *res)
         /* The cgroup's counters on each tick and once more as init ends,
          * not on every relayed chunk of output. */
         bool init_event = i_pid >= 0 && p[i_pid].revents;
-        if (tick && !l.init_done && !l.killed &&
+        if (tick && !ended(&l) && !l.killed &&
             (init_event || monotonic_us() >= l.next_check_us)) {
             check_cgroup_limits(&l);
             l.next_check_us = monotonic_us() + TICK_MS * 1000;
         }
 
-        if (!l.init_done && (i_pid < 0 || p[i_pid].revents)) {
+        if (!ended(&l) && (i_pid < 0 || p[i_pid].revents)) {
             struct rusage ru;
             int ws;
             pid_t w = wait4(s->init_pid, &ws, i_pid >= 0 ? 0 : WNOHANG, &ru);
@@ -496,4 +534,5 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     closep(&l.pidfd);
     closep(&s->tty_w);
     s->tty_w = -1;
+    s->init_reaped = l.init_done;
 }

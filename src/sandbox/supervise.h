@@ -38,6 +38,10 @@ struct supervision {
     const struct cgroup_set *cg;
     bool poll_cpu, poll_pids; /* tree-wide limits read from the cgroup */
     uint64_t start_us;        /* CLOCK_MONOTONIC */
+    /* Out: supervise() reaped init. False when init said the run's tree was
+     * gone and the result was made without waiting for it: the caller reaps
+     * it (its exit is the namespaces' teardown). */
+    bool init_reaped;
 };
 
 /* Run the loop until the sandbox is gone; fills RES. Closes the fds. */
