@@ -7,6 +7,10 @@ ordinary user).
     bench/calls.py [-b BUILD] [-r REPEATS] [-n N] [--seconds S] [--clients 1,2,4,8]
                    [--rows pooled,rate,cpu,cold,burst,gvisor,gateway,mcp] [--before BUILD]
 
+--before adds the daemon and `cordon run` cases of another build to the
+rows that have them, interleaved with this build's: a change measured
+side by side in one run.
+
 Each repeat runs every row; within a row the cases alternate call by call
 (or cell by cell), so a slow minute of a shared machine hits every case
 alike. A row prints, per case, the range over the repeats of its statistic,
@@ -264,21 +268,26 @@ class Table:
             self.order.append(key)
         self.rows[key].append(value)
 
-    def describe(self, row, unit, peer, goal):
-        self.meta[row] = (unit, peer, goal)
+    def describe(self, row, unit, peer, goal, diff=False):
+        """DIFF: the row's goal is a difference to the peer, not a ratio."""
+        self.meta[row] = (unit, peer, goal, diff)
 
     def print(self):
         print("| row | case | value (range over repeats) | / peer | goal |")
         print("|---|---|---:|---:|---|")
         for row, case in self.order:
-            unit, peer, goal = self.meta.get(row, ("", None, ""))
+            unit, peer, goal, diff = self.meta.get(row, ("", None, "", False))
             vals = self.rows[(row, case)]
             rng = fmt_range(vals, unit)
             ratio = ""
             if peer and case != peer and (row, peer) in self.rows:
                 pv = self.rows[(row, peer)]
+                if diff:
+                    ds = [(a - b) * 1000 for a, b in zip(vals, pv)]
+                    ratio = (f"{min(ds):+.2f}–{max(ds):+.2f} ms" if len(ds) > 1
+                             else f"{ds[0]:+.2f} ms")
                 rs = [a / b for a, b in zip(vals, pv) if b]
-                if rs:
+                if rs and not diff:
                     ratio = f"{min(rs):.2f}–{max(rs):.2f}x" if len(rs) > 1 else f"{rs[0]:.2f}x"
             print(f"| {row} | {case} | {rng} | {ratio} | {goal if case != peer else ''} |")
 
@@ -297,41 +306,48 @@ def fmt_range(vals, unit):
             else f"{f(lo)} {unit}")
 
 
-def row_pooled(t, a, d, bw):
+def row_pooled(t, a, daemons, bw):
     """Request to answer of a pooled /bin/true, one client, call by call against the peers."""
-    lat = {"pooled": [], "bwrap": [], "unshare": [], "fork+exec": []}
+    lat = {name: [] for name in daemons}
+    lat.update({"bwrap": [], "unshare": [], "fork+exec": []})
     cold = 0
-    with Client(d.path) as c:
-        for _ in range(a.n):
+    clients = {name: Client(d.path) for name, d in daemons.items()}
+    for _ in range(a.n):
+        for name, d in daemons.items():
             d.rest()
-            dt, pooled = call_latency(c, ["/bin/true"])
-            lat["pooled"].append(dt)
+            dt, pooled = call_latency(clients[name], ["/bin/true"])
+            lat[name].append(dt)
             cold += not pooled
+        for d in daemons.values():
             d.rest()
-            lat["bwrap"].append(spawn_wait(bw + ["/bin/true"]))
-            lat["unshare"].append(spawn_wait(UNSHARE + ["/bin/true"]))
-            lat["fork+exec"].append(spawn_wait(["/bin/true"]))
+        lat["bwrap"].append(spawn_wait(bw + ["/bin/true"]))
+        lat["unshare"].append(spawn_wait(UNSHARE + ["/bin/true"]))
+        lat["fork+exec"].append(spawn_wait(["/bin/true"]))
+    for c in clients.values():
+        c.close()
     for q in (50, 99):
         row = f"request→answer p{q}, /bin/true, 1 client"
         t.describe(row, "ms", "bwrap", "p50 ≤ 1.5 ms" if q == 50 else "p99 ≤ 5 ms")
         for case, xs in lat.items():
-            t.add(row, case if case != "pooled" else "cordon pooled", pct(xs, q))
+            t.add(row, case, pct(xs, q))
     if cold:
-        print(f"  ({cold} of {a.n} calls found no prepared sandbox)")
+        print(f"  ({cold} of {a.n * len(daemons)} calls found no prepared sandbox)")
 
 
-def row_rate(t, a, d, bw, clients):
+def row_rate(t, a, daemons, bw, clients):
     """Calls per second at C clients, each calling back to back, cell by cell."""
     for c in clients:
         row = f"calls/s, {c} client{'s' if c > 1 else ''}"
         t.describe(row, "/s", "bwrap", "≥ 2x bwrap")
-        for case in ("cordon pooled", "bwrap", "fork+exec"):
-            d.settle()
+        for case in (*daemons, "bwrap", "fork+exec"):
+            d = daemons.get(case)
+            for other in daemons.values():
+                other.settle()
             counts = [0] * c
             stop = time.monotonic() + a.seconds
 
             def worker(i):
-                cl = Client(d.path) if case == "cordon pooled" else None
+                cl = Client(d.path) if d else None
                 while time.monotonic() < stop:
                     if cl:
                         call_latency(cl, ["/bin/true"])
@@ -350,7 +366,19 @@ def row_rate(t, a, d, bw, clients):
             t.add(row, case, sum(counts) / (time.monotonic() - t0))
 
 
-def row_cpu(t, a, daemons, cordon, bw):
+def cold_cases(cordons, bw, limits=True):
+    """The cold `cordon run` of each build (with and without the default limits) and the peers."""
+    cases = {}
+    for suffix, cordon in cordons.items():
+        cases["cordon run" + suffix] = [cordon, "run", "--", "/bin/true"]
+        if limits:
+            cases["cordon run, no limits" + suffix] = [cordon, "run", *NOLIMITS, "--", "/bin/true"]
+    cases.update({"bwrap": bw + ["/bin/true"], "unshare": UNSHARE + ["/bin/true"],
+                  "fork+exec": ["/bin/true"]})
+    return cases
+
+
+def row_cpu(t, a, daemons, cordons, bw):
     """CPU per call: the daemon's tree over N pooled calls (teardown and refill
     included), against cold runs under the subreaper."""
     row = "CPU per call, /bin/true"
@@ -363,20 +391,14 @@ def row_cpu(t, a, daemons, cordon, bw):
                 call_latency(c, ["/bin/true"])
         d.settle()
         t.add(row, name, (tree_cpu(d.proc.pid) - c0) / a.n)
-    cold = run_cold({"bwrap": bw + ["/bin/true"], "unshare": UNSHARE + ["/bin/true"],
-                     "cordon run": [cordon, "run", "--", "/bin/true"],
-                     "cordon run, no limits": [cordon, "run", *NOLIMITS, "--", "/bin/true"],
-                     "fork+exec": ["/bin/true"]}, max(10, a.n // 4))
+    cold = run_cold(cold_cases(cordons, bw), max(10, a.n // 4))
     for name, v in cold.items():
         t.add(row, name, statistics.median(v["cpu"]))
 
 
-def row_cold(t, a, cordon, bw):
+def row_cold(t, a, cordons, bw):
     """A cold `cordon run -- true`, run by run against the peers."""
-    res = run_cold({"cordon run": [cordon, "run", "--", "/bin/true"],
-                    "cordon run, no limits": [cordon, "run", *NOLIMITS, "--", "/bin/true"],
-                    "bwrap": bw + ["/bin/true"], "unshare": UNSHARE + ["/bin/true"],
-                    "fork+exec": ["/bin/true"]}, max(10, a.n // 4))
+    res = run_cold(cold_cases(cordons, bw), max(10, a.n // 4))
     for what, key, goal in (("wall p50", "wall", "≤ 0.75x bwrap"),
                             ("CPU p50", "cpu", "≤ 0.75x bwrap; limits ≤ +10%")):
         row = f"cold run -- true, {what}"
@@ -385,32 +407,33 @@ def row_cold(t, a, cordon, bw):
             t.add(row, name, statistics.median(v[key]))
 
 
-def row_burst(t, a, d, cordon, bw):
+def row_burst(t, a, daemons, cordons, bw):
     """100 starts at once: each one's wall from its spawn to its exit."""
     n = 100
-    res = run_cold({"cordon run": [cordon, "run", "--", "/bin/true"],
-                    "cordon run, no limits": [cordon, "run", *NOLIMITS, "--", "/bin/true"],
-                    "bwrap": bw + ["/bin/true"]}, n, mode="burst")
+    cases = {k: v for k, v in cold_cases(cordons, bw).items() if k not in ("unshare", "fork+exec")}
+    res = run_cold(cases, n, mode="burst")
     row = "100 concurrent starts, p50"
     t.describe(row, "ms", "bwrap", "≤ bwrap")
     # The daemon: 100 connections, one call each, all sent before any answer is read.
-    d.settle()
-    conns = [Client(d.path) for _ in range(n)]
-    starts, ends = {}, {}
+    for name, d in daemons.items():
+        d.settle()
+        conns = [Client(d.path) for _ in range(n)]
+        starts, ends = {}, {}
 
-    def one(i):
-        starts[i] = time.perf_counter()
-        conns[i].run(["/bin/true"])
-        ends[i] = time.perf_counter()
+        def one(i):
+            starts[i] = time.perf_counter()
+            conns[i].run(["/bin/true"])
+            ends[i] = time.perf_counter()
 
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    for c in conns:
-        c.close()
-    t.add(row, "cordon serve (pool)", statistics.median(ends[i] - starts[i] for i in range(n)))
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for th in ts:
+            th.start()
+        for th in ts:
+            th.join()
+        for c in conns:
+            c.close()
+        t.add(row, name.replace("pooled", "serve (pool)"),
+              statistics.median(ends[i] - starts[i] for i in range(n)))
     for name, v in res.items():
         t.add(row, name, statistics.median(v["wall"]))
 
@@ -455,8 +478,10 @@ def row_gvisor(t, a, cordon, tmp):
     gvisor_bundle(tmp / "true", ["/bin/true"])
     gvisor_bundle(tmp / "warm", ["/usr/bin/sleep", "infinity"])
     warm = f"bench-warm-{os.getpid()}"
+    # Its sandbox keeps whatever stdout it was given: never a pipe we would wait on.
     subprocess.run(runsc + ["run", "--detach", "--bundle", str(tmp / "warm"), warm],
-                   stdin=subprocess.DEVNULL, capture_output=True, check=True)
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True)
     script = tmp / "bare-runsc"
     script.write_text(f"#!/bin/sh\nexec {' '.join(runsc)} run --bundle {tmp}/true b$$ "
                       "</dev/null\n")
@@ -484,7 +509,8 @@ def row_gvisor(t, a, cordon, tmp):
         for name, xs in lat.items():
             t.add(row, name, pct(xs, 50))
     finally:
-        subprocess.run(runsc + ["delete", "--force", warm], capture_output=True)
+        subprocess.run(runsc + ["delete", "--force", warm], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def row_gateway(t, a, cordon):
@@ -555,7 +581,7 @@ def row_mcp(t, a, cordon):
     p.stdin.close()
     p.wait(30)
     row = "MCP run_code python, pooled, p50"
-    t.describe(row, "ms", "python3 -c pass", "≤ +3 ms over python3")
+    t.describe(row, "ms", "python3 -c pass", "≤ +3 ms over python3", diff=True)
     for name, xs in lat.items():
         t.add(row, name, pct(xs, 50))
 
@@ -569,8 +595,12 @@ def main():
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--pool", type=int, default=8)
     ap.add_argument("--rows", default="pooled,rate,cpu,cold,burst,gvisor,gateway,mcp")
+    ap.add_argument("--before", help="another build whose cordon runs beside, as 'X (before)'")
     a = ap.parse_args()
     cordon = str(pathlib.Path(a.build, "cordon").resolve())
+    cordons = {"": cordon}
+    if a.before:
+        cordons[" (before)"] = str(pathlib.Path(a.before, "cordon").resolve())
     rows = a.rows.split(",")
     clients = [int(c) for c in a.clients.split(",")]
     bw = bwrap_argv()
@@ -585,23 +615,27 @@ def main():
     try:
         for r in range(a.repeats):
             print(f"repeat {r + 1}: load {load()}", flush=True)
-            d = nd = None
+            ds, nds = {}, {}
             if {"pooled", "rate", "cpu", "burst"} & set(rows):
-                d = Daemon(cordon, tmp, f"d{r}", [], a.pool)
+                for suffix, c in cordons.items():
+                    ds["cordon pooled" + suffix] = Daemon(c, tmp, f"d{r}{len(ds)}", [], a.pool)
             if "cpu" in rows:
-                nd = Daemon(cordon, tmp, f"n{r}", NOLIMITS, a.pool)
+                for suffix, c in cordons.items():
+                    nds["cordon pooled, no limits" + suffix] = Daemon(c, tmp, f"n{r}{len(nds)}",
+                                                                      NOLIMITS, a.pool)
             if "pooled" in rows:
-                row_pooled(t, a, d, bw)
+                row_pooled(t, a, ds, bw)
             if "rate" in rows:
-                row_rate(t, a, d, bw, clients)
+                row_rate(t, a, ds, bw, clients)
             if "cpu" in rows:
-                row_cpu(t, a, {"cordon pooled": d, "cordon pooled, no limits": nd}, cordon, bw)
-                nd.stop()
+                row_cpu(t, a, {**ds, **nds}, cordons, bw)
+                for d in nds.values():
+                    d.stop()
             if "cold" in rows:
-                row_cold(t, a, cordon, bw)
+                row_cold(t, a, cordons, bw)
             if "burst" in rows:
-                row_burst(t, a, d, cordon, bw)
-            if d:
+                row_burst(t, a, ds, cordons, bw)
+            for d in ds.values():
                 d.stop()
             if "gvisor" in rows:
                 row_gvisor(t, a, cordon, tmp)
@@ -609,6 +643,9 @@ def main():
                 row_gateway(t, a, cordon)
             if "mcp" in rows:
                 row_mcp(t, a, cordon)
+            if r + 1 < a.repeats:
+                print(f"after repeat {r + 1}:")
+                t.print()
         print(f"end: load {load()}\n")
         t.print()
     finally:

@@ -11,6 +11,7 @@
 #include "common/strv.h"
 #include "common/syscalls.h"
 #include "core/handle.h"
+#include "core/run.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +98,7 @@ struct jobs {
     bool stdin_pending;            /* a running job's stdin is still being written */
     bool pumping, stopping;
     bool pool_off;                 /* the policy holds secrets: nothing is prepared ahead */
+    struct run_template *tmpl;     /* what every pooled run of the policy is cloned from, or NULL */
     struct pooled *pool;
     unsigned n_pool;
     uint64_t pool_retry_us;        /* no preparation before this, after a failure */
@@ -293,7 +295,7 @@ static void pool_fill(struct jobs *js)
         }
         struct pooled *ph = calloc(1, sizeof *ph);
         struct cordon_err err = { 0 };
-        if (!ph || run_handle_spawn(js->cfg.policy, true, true, &ph->h, &err) < 0) {
+        if (!ph || run_handle_spawn_ahead(js->cfg.policy, js->tmpl, true, &ph->h, &err) < 0) {
             free(ph);
             js->pool_failures++;
             js->pool_retry_us = now + POOL_RETRY_MS * 1000u;
@@ -680,6 +682,11 @@ struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err)
      * their first computation (OpenSSL's initialisation) would otherwise
      * be each forked handle's own. */
     policy_evidence(cfg->policy);
+    /* The pool's runs are clones of one template where the level has them;
+     * without one (it could not be built) each is built whole, as before. */
+    struct cordon_err terr = { 0 };
+    if (!js->pool_off && cfg->pool && run_template_new(cfg->policy, &js->tmpl, &terr) < 0)
+        js->tmpl = NULL;
     js->pool_ev = evtimer_new(cfg->base, on_pool_timer, js);
     js->orphan_ev = evtimer_new(cfg->base, on_orphan_timer, js);
     js->refill_ev = evtimer_new(cfg->base, on_pool_timer, js);
@@ -901,6 +908,7 @@ void jobs_free(struct jobs *js)
     }
     reap_orphans(js, true);
     free(js->orphans);
+    run_template_free(js->tmpl);
     if (js->refill_ev)
         event_free(js->refill_ev);
     if (js->pool_ev)

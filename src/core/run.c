@@ -393,8 +393,46 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
 
-static int prepare(const struct policy *p, const char *run_id, bool ahead, struct run **out,
-                   struct cordon_err *err)
+struct run_template {
+    const struct sandbox_backend *backend;
+    struct sandbox_template *t;
+};
+
+int run_template_new(const struct policy *p, struct run_template **out, struct cordon_err *err)
+{
+    *out = NULL;
+    struct cordon_err ignored;
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, &ignored);
+    if (!backend || !backend->template_build)
+        return 0; /* no level (each run says why), or none with templates */
+    struct run_template *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    rt->backend = backend;
+    int rc = backend->template_build(p, HOST_ID_BASE, &rt->t, err);
+    if (rc < 0 || !rt->t) {
+        free(rt);
+        return rc;
+    }
+    *out = rt;
+    return 0;
+}
+
+size_t run_template_fds(const struct run_template *t, int *out, size_t max)
+{
+    return t ? t->backend->template_fds(t->t, out, max) : 0;
+}
+
+void run_template_free(struct run_template *t)
+{
+    if (!t)
+        return;
+    t->backend->template_free(t->t);
+    free(t);
+}
+
+static int prepare(const struct policy *p, const char *run_id, bool ahead,
+                   const struct run_template *tmpl, struct run **out, struct cordon_err *err)
 {
     *out = NULL;
     const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
@@ -453,6 +491,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead, struc
         .guard_arg = run->wd,
         .host_base = run->host_base,
         .ahead = ahead,
+        .tmpl = tmpl && tmpl->backend == backend ? tmpl->t : NULL,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
         struct cgroup_stats st = { 0 };
@@ -509,12 +548,13 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, out, err) < 0 ? -1 : 0;
+    return prepare(p, run_id, false, NULL, out, err) < 0 ? -1 : 0;
 }
 
-int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err)
+int run_prepare_ahead(const struct policy *p, const struct run_template *t, struct run **out,
+                      struct cordon_err *err)
 {
-    return prepare(p, NULL, true, out, err) < 0 ? -1 : 0;
+    return prepare(p, NULL, true, t, out, err) < 0 ? -1 : 0;
 }
 
 /* ---- start ---- */
@@ -810,7 +850,7 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    int prepared = run ? 0 : prepare(p, run_id, false, &run, err);
+    int prepared = run ? 0 : prepare(p, run_id, false, NULL, &run, err);
     if (prepared < 0) {
         refused(p, call, run_id, prepared == -2, res, err);
         if (call->answer)

@@ -20,6 +20,7 @@
 #include "sandbox/backend.h"
 
 struct run;
+struct run_template;
 struct audit_log;
 
 /*
@@ -31,11 +32,25 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                    struct cordon_err *err);
 
 /*
+ * P's template, for a front end that prepares many runs of P (the pool):
+ * what every run shares and none may write, built once (the namespace
+ * level's: sandbox/template.h). 0 with *OUT, 0 with *OUT NULL where P's level
+ * has none for P, -1 with ERR. Free it once no run is being prepared from it.
+ */
+int run_template_new(const struct policy *p, struct run_template **out, struct cordon_err *err);
+void run_template_free(struct run_template *t);
+
+/* The descriptors T holds (a process preparing runs from it keeps them): at most MAX into OUT. */
+size_t run_template_fds(const struct run_template *t, int *out, size_t max);
+
+/*
  * run_prepare() for a run prepared before anyone asks (the daemon's pool):
  * the level may spend the wait making the start faster (microvm: a
- * throwaway command warms the guest).
+ * throwaway command warms the guest), and the boundary is a clone of T (may
+ * be NULL) where T is of the level P runs at.
  */
-int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err);
+int run_prepare_ahead(const struct policy *p, const struct run_template *t, struct run **out,
+                      struct cordon_err *err);
 
 /*
  * Start CALL in the prepared RUN; CALL's descriptors must stay open until

@@ -108,6 +108,7 @@ struct sandbox_result {
 };
 
 struct cgroup_set;
+struct sandbox_template;
 
 /*
  * What the core decided for a run, the same at every level; a backend builds
@@ -134,6 +135,9 @@ struct sandbox_setup {
                                        user, +2 the gateway) */
     bool ahead;                     /* prepared before its call (the daemon's pool):
                                        time spent now to start faster is well spent */
+    /* A template of P made by this level's template_build (borrowed): the
+     * boundary is cloned from it instead of built, or NULL. */
+    const struct sandbox_template *tmpl;
 };
 
 /* A boundary built and blocked at the start seam (see sandbox/start.h). */
@@ -191,6 +195,15 @@ struct sandbox_backend {
                    struct cordon_err *err);
     /* Whatever the backend keeps beyond the boundary's process; idempotent. */
     void (*release)(struct sandbox_boundary *b);
+    /* Optional: what every run of P shares and none may write, built once
+     * for many runs (the pool's), root-started with its host ids from
+     * HOST_BASE on; prepare() then clones each boundary from it. 0 with *OUT,
+     * or 0 with *OUT NULL where P cannot have one; -1 with ERR. */
+    int (*template_build)(const struct policy *p, uid_t host_base, struct sandbox_template **out,
+                          struct cordon_err *err);
+    void (*template_free)(struct sandbox_template *t);
+    /* The descriptors that pin T, which a process preparing runs from it keeps: at most MAX into OUT. */
+    size_t (*template_fds)(const struct sandbox_template *t, int *out, size_t max);
 };
 
 extern const struct sandbox_backend namespace_backend;

@@ -12,6 +12,7 @@
 #include "sandbox/notify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
+#include "sandbox/template.h"
 
 #include "common/cleanup.h"
 #include "common/fds.h"
@@ -304,7 +305,8 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         child_fail(fds, &err);
     }
     int layer = -1;
-    if (mounts_enter_root(plan, &layer, &err) < 0 || loopback_up(&err) < 0 ||
+    if ((plan->cloned ? mounts_enter_clone(plan, &err) : mounts_enter_root(plan, &layer, &err)) < 0 ||
+        loopback_up(&err) < 0 ||
         (fds->gw_sock >= 0 && open_gateway_door(fds->gw_sock, &err) < 0) ||
         (fds->gw_sock >= 0 && plan->transparent &&
          open_transparent_doors(plan, fds->gw_sock, &err) < 0))
@@ -322,8 +324,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         close(fds->layer_sock);
     if (fds->gw_sock >= 0)
         close(fds->gw_sock);
-    struct seccomp_program filter;
-    if (!boundary_receive_filter(fds->bpf_r, &filter))
+    /* A clone has its template's, compiled once; else it comes while the root is built. */
+    struct seccomp_program filter = plan->seccomp;
+    if (!plan->cloned && !boundary_receive_filter(fds->bpf_r, &filter))
         _exit(125); /* the supervisor could not compile it and reports why */
     close(fds->bpf_r);
 
@@ -458,6 +461,110 @@ static void ns_release(struct sandbox_boundary *b)
     boundary_release(b);
 }
 
+/*
+ * The run's plan: its template's, shared and borrowed (only the core's
+ * rlimits are the run's own), or made for it alone.
+ */
+static int plan_run(const struct sandbox_setup *s, struct ns_plan *plan, struct cordon_err *err)
+{
+    const struct policy *p = s->p;
+    if (s->tmpl) {
+        *plan = s->tmpl->plan;
+        plan->template = false;
+        plan->cloned = true;
+        memcpy(plan->confine.rlimits, s->confine->rlimits, sizeof plan->confine.rlimits);
+        plan->confine.n_rlimits = s->confine->n_rlimits;
+        return 0;
+    }
+    *plan = (struct ns_plan){ .caller_is_root = geteuid() == 0, .confine = *s->confine };
+    template_plan_egress(p, s->gateway, plan);
+    if (usock_keeper_init(&plan->usock, p, true, err) < 0 ||
+        usock_program(&plan->usock_filter, err) < 0 ||
+        mounts_plan(p, plan, s->host_base + 1, s->workspace, err) < 0 ||
+        (s->ca_pem && mounts_add_ca(plan, s->ca_pem, err) < 0))
+        return -1;
+    return 0;
+}
+
+static void plan_release(struct ns_plan *plan)
+{
+    if (plan->cloned)
+        return; /* the template's */
+    mounts_plan_release(plan);
+    seccomp_program_release(&plan->seccomp);
+    seccomp_program_release(&plan->usock_filter);
+}
+
+struct child_args {
+    const struct sandbox_setup *s;
+    const struct ns_plan *plan;
+    struct child_fds fds;
+};
+
+/* The init, cloned from a template by its helper (in its cgroup already, or to join it). */
+static _Noreturn void cloned_child(void *arg, bool in_cgroup)
+{
+    struct child_args *a = arg;
+    if (in_cgroup)
+        for (int c = 0; c < CGROUP_COUNT; c++)
+            a->fds.cg.fd[c] = -1; /* the helper's copies, closed with the rest */
+    if (a->s->in_child)
+        a->s->in_child(a->s->in_child_arg);
+    child_main(a->plan, &a->fds);
+}
+
+/*
+ * The init, in its namespaces and cgroup: a clone of the run's template,
+ * or cloned from here; 0 in the child (never returns there: child_main).
+ */
+static pid_t spawn_init(const struct sandbox_setup *s, struct child_args *a,
+                        struct cgroup_ticket *ticket, struct cordon_err *err)
+{
+    if (s->tmpl)
+        return template_spawn(s->tmpl, s->host_base, ticket, cloned_child, a, err);
+    /* Created in its cgroup where the kernel can (v2), else it joins first thing. */
+    pid_t init = -1;
+    if (ticket->dir >= 0) {
+        init = sys_clone_ns_into_cgroup(NS_FLAGS, ticket->dir);
+        if (init >= 0)
+            for (int c = 0; c < CGROUP_COUNT; c++)
+                closep(&ticket->fd[c]), ticket->fd[c] = -1;
+    }
+    if (init < 0)
+        init = sys_clone_ns(NS_FLAGS);
+    if (init < 0)
+        return err_sys(err, CORDON_E_UNSUPPORTED, "cannot create the sandbox's namespaces");
+    if (init == 0) {
+        if (s->in_child)
+            s->in_child(s->in_child_arg);
+        a->fds.cg = *ticket;
+        child_main(a->plan, &a->fds); /* closes everything that is not in FDS */
+    }
+    return init;
+}
+
+static int open_pipes(struct pipes *pp, bool gateway, bool overlay)
+{
+    if (pipe2(pp->sync, O_CLOEXEC) < 0 || pipe2(pp->err, O_CLOEXEC) < 0 ||
+        pipe2(pp->status, O_CLOEXEC) < 0 || pipe2(pp->bpf, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp->start) < 0 ||
+        (gateway && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp->gw) < 0) ||
+        (overlay && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp->layer) < 0))
+        return -1;
+    return 0;
+}
+
+/* The child's ends live only in the child once it exists. */
+static void close_child_ends(struct pipes *pp)
+{
+    int *ends[] = { &pp->sync[0], &pp->err[1], &pp->status[1], &pp->start[1], &pp->bpf[0],
+                    &pp->gw[1], &pp->layer[1] };
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        closep(ends[i]);
+        *ends[i] = -1;
+    }
+}
+
 static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                       struct cordon_err *err)
 {
@@ -466,79 +573,36 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1, .layer = -1 };
     bool overlay = p->workspace && p->workspace_mode == POLICY_WS_OVERLAY;
-    struct ns_plan plan = { .caller_is_root = root, .confine = *s->confine };
+    struct ns_plan plan = { 0 };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
     int rc = -1;
     pid_t init = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
-    /* Transparent egress for names: a listener per port a name rule allows
-     * (the proxy's own port excepted: its door holds it on loopback). */
-    if (s->gateway) {
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
-        plan.transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                plan.ports[plan.n_ports++] = ports[i];
-    }
-    if (usock_keeper_init(&plan.usock, p, true, err) < 0 ||
-        usock_program(&plan.usock_filter, err) < 0 ||
-        mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
-        (s->ca_pem && mounts_add_ca(&plan, s->ca_pem, err) < 0))
+    if (plan_run(s, &plan, err) < 0)
         goto out;
-    if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
-        pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.start) < 0 ||
-        (s->gateway && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.gw) < 0) ||
-        (overlay && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.layer) < 0)) {
+    if (open_pipes(&pp, s->gateway, overlay) < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot create pipes");
         goto out;
     }
-
-    /* Created in its cgroup where the kernel can (v2), else it joins first thing. */
     if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
         goto out;
-    init = -1;
-    if (ticket.dir >= 0) {
-        init = sys_clone_ns_into_cgroup(NS_FLAGS, ticket.dir);
-        if (init >= 0)
-            for (int c = 0; c < CGROUP_COUNT; c++)
-                closep(&ticket.fd[c]), ticket.fd[c] = -1;
-    }
-    if (init < 0)
-        init = sys_clone_ns(NS_FLAGS);
-    if (init < 0) {
-        err_sys(err, CORDON_E_UNSUPPORTED, "cannot create the sandbox's namespaces");
+    struct child_args a = {
+        .s = s, .plan = &plan,
+        .fds = { .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
+                 .start_r = pp.start[1], .bpf_r = pp.bpf[0],
+                 .gw_sock = s->gateway ? pp.gw[1] : -1, .layer_sock = overlay ? pp.layer[1] : -1,
+                 .cg = ticket },
+    };
+    if ((init = spawn_init(s, &a, &ticket, err)) < 0)
         goto out;
-    }
-    if (init == 0) {
-        if (s->in_child)
-            s->in_child(s->in_child_arg);
-        struct child_fds fds = {
-            .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
-            .start_r = pp.start[1], .bpf_r = pp.bpf[0], .gw_sock = s->gateway ? pp.gw[1] : -1,
-            .layer_sock = overlay ? pp.layer[1] : -1,
-            .cg = ticket,
-        };
-        child_main(&plan, &fds); /* closes everything that is not in FDS */
-    }
-
-    /* The child's ends live only in the child now. */
-    closep(&pp.sync[0]);
-    closep(&pp.err[1]);
-    closep(&pp.status[1]);
-    closep(&pp.start[1]);
-    closep(&pp.bpf[0]);
-    closep(&pp.gw[1]);
-    closep(&pp.layer[1]);
-    pp.sync[0] = pp.err[1] = pp.status[1] = pp.start[1] = pp.bpf[0] = pp.gw[1] = -1;
-    pp.layer[1] = -1;
-
+    close_child_ends(&pp);
     cgroup_ticket_close(&ticket);
-    if (write_id_maps(init, root, s->host_base, err) < 0 || write(pp.sync[1], "g", 1) != 1 ||
-        boundary_send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0) {
+    /* A clone's ids are mapped by its helper, its filter is its template's. */
+    if ((!s->tmpl && write_id_maps(init, root, s->host_base, err) < 0) ||
+        write(pp.sync[1], "g", 1) != 1 ||
+        (!s->tmpl && boundary_send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0)) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
         goto out;
@@ -573,10 +637,14 @@ out:
     }
     pipes_close(&pp);
     cgroup_ticket_close(&ticket);
-    mounts_plan_release(&plan);
-    seccomp_program_release(&plan.seccomp);
-    seccomp_program_release(&plan.usock_filter);
+    plan_release(&plan);
     return rc;
+}
+
+static int ns_template_build(const struct policy *p, uid_t host_base,
+                             struct sandbox_template **out, struct cordon_err *err)
+{
+    return template_build(p, host_base, out, err);
 }
 
 const struct sandbox_backend namespace_backend = {
@@ -586,4 +654,7 @@ const struct sandbox_backend namespace_backend = {
     .probe = ns_probe,
     .prepare = ns_prepare,
     .release = ns_release,
+    .template_build = ns_template_build,
+    .template_free = template_free,
+    .template_fds = template_fds,
 };

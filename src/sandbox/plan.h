@@ -53,6 +53,8 @@ struct mount_step {
                             bind over itself, taken from the workspace's own mount) */
     bool overlay;        /* MOUNT_BIND of the workspace as the read-only lower layer of an
                             overlay whose upper is on a fresh tmpfs (data: its options) */
+    bool per_call;       /* the run's own (/tmp, /dev/shm, the scratch workspace, devpts):
+                            a template holds only its mountpoint, each clone a fresh one */
 };
 
 struct ns_plan {
@@ -64,6 +66,12 @@ struct ns_plan {
     struct seccomp_program usock_filter;
     struct usock_keeper usock;
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
+    /* Building a template (sandbox/template.h): the steps every call
+     * shares, and only the mountpoints of the per-call ones. */
+    bool template;
+    /* A clone of a template: only the per-call steps are made; the steps,
+     * the Landlock plan and the compiled filters are the template's. */
+    bool cloned;
     /* Transparent egress: resolv.conf names the DNS stub, the synthetic range
      * is routed to loopback and the gateway gets a listener on each port. */
     bool transparent;
@@ -88,6 +96,13 @@ int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *e
  * upper layer (for the supervisor, who commits it); else -1.
  */
 int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err *err);
+
+/*
+ * In the child, a clone of a template's tree (its mount namespace copied):
+ * the per-call steps of PLAN, fresh, over their mountpoints, and a /proc of
+ * the child's own PID namespace over the template's.
+ */
+int mounts_enter_clone(const struct ns_plan *plan, struct cordon_err *err);
 
 void mounts_plan_release(struct ns_plan *plan);
 
