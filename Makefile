@@ -5,6 +5,8 @@
 #               packages the MCP tests drive are installed first)
 #   make fuzz   build the libFuzzer targets with clang in build-fuzz and run
 #               each for FUZZ_SECONDS (60); a crash fails (tests/fuzz/README.md)
+#   make deb    ... and pack the build as cordon_VERSION_ARCH.deb here
+#               (scripts/make-deb.sh: staged for /usr, nothing compiled again)
 BUILD  ?= build
 SAN_BUILD ?= build-sanitize
 PYTHON ?= /usr/bin/python3
@@ -30,7 +32,7 @@ MICROVM_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_trans
 	tests/integration/test_egress.py::test_half_closed_request_still_gets_its_answer \
 	tests/integration/test_egress.py::test_slow_reader_gets_the_whole_answer
 
-.PHONY: all deps test-deps fuzz-deps guest-kernel build demo test unit integration integration-gvisor integration-microvm test-gvisor fuzz sanitize bench clean
+.PHONY: all deps test-deps fuzz-deps guest-kernel build deb demo test unit integration integration-gvisor integration-microvm integration-oci conformance-oci test-gvisor fuzz sanitize bench clean
 
 all: build
 
@@ -57,6 +59,9 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	@scripts/demo.sh $(BUILD)/cordon
 
+deb: build
+	@scripts/make-deb.sh $(BUILD) .
+
 unit: build
 	meson test -C $(BUILD) --print-errorlogs
 
@@ -69,7 +74,18 @@ integration-gvisor: build test-deps
 integration-microvm: build test-deps guest-kernel
 	CORDON_LEVELS=microvm CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(MICROVM_SUBSET)
 
-test: unit integration integration-gvisor integration-microvm
+# cordon-oci under real engines (tests/oci: a private containerd, dockerd and
+# Podman store, started and stopped by the tests; about two minutes).
+integration-oci: build test-deps
+	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/oci
+
+# By hand: crun's runtime-agnostic tests (Debian's crun source, fetched with
+# apt-get source) and a subset of runc's bats tests, with OCI_RUNTIME and
+# RUNC pointing at cordon-oci; the figures are in doc/oci.md.
+conformance-oci: build test-deps
+	tests/oci/conformance.sh $(abspath $(BUILD))
+
+test: unit integration integration-gvisor integration-microvm integration-oci
 
 # The whole integration suite at the gvisor level, by hand (about half an hour
 # on 2 cores): CI runs tests/integration/test_level_gvisor.py as its subset.
@@ -92,6 +108,8 @@ fuzz: fuzz-deps $(FUZZ_BUILD)/build.ninja
 # only: the levels share the code the sanitizers watch, and CI's time.
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# test_install.py stages and packages the normal build; under the sanitizers
+# it would only install the same code again.
 # Without --werror: the instrumented build's extra warnings (format-overflow
 # guesses) are not the normal build's, which CI checks with --werror.
 $(SAN_BUILD)/build.ninja: | deps
@@ -101,7 +119,8 @@ sanitize: deps test-deps guest-kernel $(SAN_BUILD)/build.ninja
 	ninja -C $(SAN_BUILD)
 	$(SAN_ENV) meson test -C $(SAN_BUILD) --print-errorlogs
 	$(SAN_ENV) CORDON_LEVELS=namespace CORDON_BUILD=$(abspath $(SAN_BUILD)) \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration \
+	    --ignore=tests/integration/test_install.py
 
 bench: build
 	bench/run.sh $(BUILD)

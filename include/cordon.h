@@ -145,7 +145,8 @@ CORDON_API int cordon_result_signal(const struct cordon_result *res);
  * "cpu_limit", "file_size_limit", "killed" or "setup_error". */
 CORDON_API const char *cordon_result_reason(const struct cordon_result *res);
 
-/* cordon run's exit status for it: the code, 128+signal, 124 timeout, 125-127 setup. */
+/* cordon run's exit status for it: the code, 128+signal, 124 timeout, 125-127 setup,
+ * 122 an overlay change not committed. */
 CORDON_API int cordon_result_status(const struct cordon_result *res);
 
 /* Wall-clock milliseconds from start to end. */

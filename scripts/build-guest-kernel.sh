@@ -10,11 +10,15 @@
 #   build-guest-kernel.sh            build when missing, print the directory
 #   build-guest-kernel.sh --print    print the directory, build nothing
 #                                    (exit 1 when it is not built)
+# Installed by `meson install` as LIBEXECDIR/cordon/build-guest-kernel.
 # CORDON_GUEST_KERNEL_CACHE overrides /var/cache/cordon/guest-kernel.
 set -eu
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-fragment="$here/guest/kernel.config"
+# The fragment: a source tree's guest/kernel.config, or, installed (as
+# LIBEXECDIR/cordon/build-guest-kernel), the kernel.config beside it.
+here=$(cd "$(dirname "$0")" && pwd)
+fragment="$here/../guest/kernel.config"
+[ -f "$fragment" ] || fragment="$here/kernel.config"
 cache_root=${CORDON_GUEST_KERNEL_CACHE:-/var/cache/cordon/guest-kernel}
 pkg=linux-source-6.1
 deps="$pkg bc bison flex libelf-dev xz-utils make gcc"

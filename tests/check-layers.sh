@@ -1,6 +1,6 @@
 #!/bin/sh
 # The layers of src/, lowest first:
-#   common < (policy, audit) < (egress, sandbox) < core < broker < daemon < (lib, cli)
+#   common < (policy, audit) < (egress, sandbox) < core < broker < daemon < (lib, cli, oci)
 # A file may include its own layer and any lower one; never a higher one, nor
 # a sibling on its own rank (egress and sandbox know nothing of each other).
 # The broker is a front end of its own that the CLI's `mcp` command drives;
@@ -18,7 +18,7 @@ rank() {
     core) echo 3 ;;
     broker) echo 4 ;;
     daemon) echo 5 ;;
-    lib | cli) echo 6 ;;
+    lib | cli | oci) echo 6 ;;
     *) echo '' ;;
     esac
 }

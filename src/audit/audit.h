@@ -187,6 +187,25 @@ struct audit_filter {
 int audit_show(const char *path, const struct audit_filter *f, FILE *out,
                struct cordon_err *err);
 
+struct audit_html_options {
+    const char *run;             /* only runs whose id starts so, or NULL: every run */
+    const char *pubkey;          /* as audit_verify's: checkpoints checked against it */
+    const char *witness;         /* as audit_verify's */
+};
+
+/*
+ * A self-contained HTML page of PATH on OUT for a person: the chain's
+ * verdict (audit_verify with O's key and witness), the runs on a timeline,
+ * and each run's level, policy digest, limits as enforced, egress
+ * decisions, tool calls, break-glass and verification status. Every string
+ * from the log is escaped; the page loads nothing and runs no script.
+ * Returns 0 when the chain is intact, 1 when it is not (the page says
+ * where it breaks), -1 with ERR when the files cannot be read or O->run
+ * matches no run.
+ */
+int audit_html(const char *path, const struct audit_html_options *o, FILE *out,
+               struct cordon_err *err);
+
 /*
  * Evidence of one run (RUN: its id or a unique prefix) from the log at
  * PATH: {"format", "run", "summary" (level, digests, signer, secrets'

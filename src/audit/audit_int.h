@@ -8,6 +8,8 @@
 
 #include "common/sigkey.h"
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,3 +44,39 @@ int audit_process_start(pid_t pid, unsigned long long *ticks);
 /* PATH opened for reading line by line (not a directory), or NULL with ERR. */
 FILE *audit_open_reader(const char *path, struct cordon_err *err);
 
+
+/* One line of a log, as audit_walk hands it on. */
+struct audit_line {
+    uint64_t no;                 /* 1-based */
+    const char *text;            /* its bytes, NUL-terminated (LEN counts them) */
+    size_t len;
+    bool nl;                     /* it ended in '\n' (else: the torn last line) */
+    json_t *ev;                  /* the event, parsed strictly; NULL: not an event */
+    const char *type, *run;      /* of EV; RUN NULL for the log's own events */
+};
+
+/*
+ * The one reader the timeline (show), the report and evidence share: each
+ * line of the log at PATH in order, to FN. A line that is no JSON object
+ * with a "type" comes with EV NULL; one longer than AUDIT_MAX_LINE is
+ * skipped (verify names it). FN returns 0 to go on, 1 to stop there, or -1
+ * to stop with ERR. 0, or -1 with ERR.
+ */
+typedef int audit_line_fn(void *arg, const struct audit_line *l, struct cordon_err *err);
+int audit_walk(const char *path, audit_line_fn *fn, void *arg, struct cordon_err *err);
+
+/*
+ * A run's summary as evidence states it (audit.h, audit_evidence): a new
+ * one for RUN, and EV (one of RUN's events) added to it. The report shows
+ * the same summary.
+ */
+json_t *audit_summary_new(const char *run);
+void audit_summary_add(json_t *summary, const json_t *ev);
+
+/* What the timeline and the report both print. */
+/* "2026-12-02T15:04:05.123456Z" -> "2026-12-02 15:04:05.123" */
+void audit_short_time(const char *ts, char out[32]);
+void audit_human_size(double bytes, char out[32]);
+void audit_human_ms(double ms, char out[32]);
+/* ARGV as a shell would take it (control characters as '?'), cut to MAX bytes. */
+void audit_put_command(FILE *o, const json_t *argv, size_t max);

@@ -42,12 +42,13 @@ static json_t *body(const json_t *ev)
     return o;
 }
 
-/*
- * The summary of RUN from LINES (the evidence's "lines": {seq, sha256,
- * text}); the same function builds it and checks it, so a summary that
- * says more or other than its lines does not verify.
- */
-static json_t *derive(const json_t *lines, const char *run)
+json_t *audit_summary_new(const char *run)
+{
+    return json_pack("{s:s, s:[], s:[], s:[], s:[], s:[]}", "run", run, "egress_decisions",
+                     "tool_calls", "tool_changes", "limits_fired", "other_events");
+}
+
+void audit_summary_add(json_t *s, const json_t *ev)
 {
     static const char *const start_keys[] = {
         "level", "policy_digest", "policy_signer", "network_digest", "tools_digest",
@@ -58,45 +59,56 @@ static json_t *derive(const json_t *lines, const char *run)
         "reason", "exit_code", "signal", "status", "wall_ms", "cpu_ms", "peak_memory_bytes",
         "stdout_bytes", "stderr_bytes", "error", NULL,
     };
-    json_t *s = json_pack("{s:s, s:[], s:[], s:[], s:[], s:[]}", "run", run, "egress_decisions",
-                          "tool_calls", "tool_changes", "limits_fired", "other_events");
+    const char *type = str_of(ev, "type");
+    if (!s || !type)
+        return;
+    if (json_object_get(ev, "break_glass") && !json_object_get(s, "break_glass"))
+        json_object_set(s, "break_glass", json_object_get(ev, "break_glass"));
+    if (!strcmp(type, "run.start")) {
+        json_auto_t *st = pick(ev, start_keys);
+        json_object_update(s, st);
+    } else if (!strcmp(type, "run.end")) {
+        json_object_set_new(s, "result", pick(ev, end_keys));
+        static const char *const more[] = { "enforcement", "egress", "workspace",
+                                            "transaction", NULL };
+        json_t *m = pick(ev, more);
+        if (json_object_get(m, "enforcement"))
+            json_object_set(s, "limits_enforced", json_object_get(m, "enforcement"));
+        if (json_object_get(m, "egress"))
+            json_object_set(s, "egress", json_object_get(m, "egress"));
+        if (json_object_get(m, "transaction"))
+            json_object_set(s, "transaction", json_object_get(m, "transaction"));
+        json_decref(m);
+    } else if (!strcmp(type, "egress.decision")) {
+        json_array_append_new(json_object_get(s, "egress_decisions"), body(ev));
+    } else if (!strcmp(type, "mcp.call")) {
+        json_array_append_new(json_object_get(s, "tool_calls"), body(ev));
+    } else if (!strcmp(type, "mcp.tool_changed")) {
+        json_array_append_new(json_object_get(s, "tool_changes"), body(ev));
+    } else if (!strcmp(type, "limit.fired")) {
+        json_array_append_new(json_object_get(s, "limits_fired"), body(ev));
+    } else if (!strcmp(type, "mcp.session")) {
+        json_object_set(s, "mcp_server", json_object_get(ev, "server"));
+    } else {
+        json_array_append_new(json_object_get(s, "other_events"), json_string(type));
+    }
+}
+
+/*
+ * The summary of RUN from LINES (the evidence's "lines": {seq, sha256,
+ * text}); the same function builds it and checks it, so a summary that
+ * says more or other than its lines does not verify.
+ */
+static json_t *derive(const json_t *lines, const char *run)
+{
+    json_t *s = audit_summary_new(run);
     size_t i;
     json_t *l;
     json_array_foreach(lines, i, l) {
         json_auto_t *ev = json_parse_strict_str(str_of(l, "text") ?: "", 0, NULL);
-        const char *type = str_of(ev, "type"), *r = str_of(ev, "run");
-        if (!type || !r || strcmp(r, run) != 0)
-            continue;
-        if (json_object_get(ev, "break_glass") && !json_object_get(s, "break_glass"))
-            json_object_set(s, "break_glass", json_object_get(ev, "break_glass"));
-        if (!strcmp(type, "run.start")) {
-            json_auto_t *st = pick(ev, start_keys);
-            json_object_update(s, st);
-        } else if (!strcmp(type, "run.end")) {
-            json_object_set_new(s, "result", pick(ev, end_keys));
-            static const char *const more[] = { "enforcement", "egress", "workspace",
-                                                "transaction", NULL };
-            json_t *m = pick(ev, more);
-            if (json_object_get(m, "enforcement"))
-                json_object_set(s, "limits_enforced", json_object_get(m, "enforcement"));
-            if (json_object_get(m, "egress"))
-                json_object_set(s, "egress", json_object_get(m, "egress"));
-            if (json_object_get(m, "transaction"))
-                json_object_set(s, "transaction", json_object_get(m, "transaction"));
-            json_decref(m);
-        } else if (!strcmp(type, "egress.decision")) {
-            json_array_append_new(json_object_get(s, "egress_decisions"), body(ev));
-        } else if (!strcmp(type, "mcp.call")) {
-            json_array_append_new(json_object_get(s, "tool_calls"), body(ev));
-        } else if (!strcmp(type, "mcp.tool_changed")) {
-            json_array_append_new(json_object_get(s, "tool_changes"), body(ev));
-        } else if (!strcmp(type, "limit.fired")) {
-            json_array_append_new(json_object_get(s, "limits_fired"), body(ev));
-        } else if (!strcmp(type, "mcp.session")) {
-            json_object_set(s, "mcp_server", json_object_get(ev, "server"));
-        } else {
-            json_array_append_new(json_object_get(s, "other_events"), json_string(type));
-        }
+        const char *r = str_of(ev, "run");
+        if (r && !strcmp(r, run))
+            audit_summary_add(s, ev);
     }
     return s;
 }

@@ -33,6 +33,7 @@ struct show {
     size_t *index;               /* run id -> block + 1, open addressing */
     size_t index_cap, n_runs;
     uint64_t checkpoints;
+    FILE *out;                   /* --json passes lines through here */
 };
 
 static uint64_t fnv1a(const char *s)
@@ -106,7 +107,7 @@ static struct block *run_block(struct show *s, const char *run)
 /* ---- formatting ---- */
 
 /* "2026-12-02T15:04:05.123456Z" -> "2026-12-02 15:04:05.123" */
-static void short_time(const char *ts, char out[32])
+void audit_short_time(const char *ts, char out[32])
 {
     if (ts && strlen(ts) >= 23 && ts[10] == 'T' && ts[19] == '.') {
         memcpy(out, ts, 23);
@@ -117,7 +118,7 @@ static void short_time(const char *ts, char out[32])
     }
 }
 
-static void human_size(double b, char out[32])
+void audit_human_size(double b, char out[32])
 {
     static const char *const units[] = { "KiB", "MiB", "GiB", "TiB" };
     if (b < 1024) {
@@ -132,7 +133,7 @@ static void human_size(double b, char out[32])
     snprintf(out, 32, "%.1f %s", b, units[u]);
 }
 
-static void human_ms(double ms, char out[32])
+void audit_human_ms(double ms, char out[32])
 {
     if (ms < 1000)
         snprintf(out, 32, "%.1f ms", ms);
@@ -176,8 +177,7 @@ static void put_shell_word(FILE *o, const char *w)
     fputc('\'', o);
 }
 
-/* The command, cut to a line's worth. */
-static void put_command(FILE *o, json_t *argv)
+void audit_put_command(FILE *o, const json_t *argv, size_t max)
 {
     char *text = NULL;
     size_t len = 0;
@@ -192,8 +192,8 @@ static void put_command(FILE *o, json_t *argv)
         put_shell_word(m, json_is_string(a) ? json_string_value(a) : "?");
     }
     fclose(m);
-    if (len > 100)
-        fprintf(o, "%.97s...", text);
+    if (len > max && max > 3)
+        fprintf(o, "%.*s...", (int)(max - 3), text);
     else
         fputs(text, o);
     free(text);
@@ -240,23 +240,23 @@ static void put_end(FILE *o, json_t *ev)
     char h[32];
     bool first = true;
     if (num(ev, "wall_ms", &ms)) {
-        human_ms(ms, h);
+        audit_human_ms(ms, h);
         fprintf(o, " in %s", h);
         first = false;
     }
     if (num(ev, "cpu_ms", &ms)) {
-        human_ms(ms, h);
+        audit_human_ms(ms, h);
         fprintf(o, "%scpu %s", first ? " " : ", ", h);
         first = false;
     }
     if (num(ev, "peak_memory_bytes", &out) && out > 0) {
-        human_size(out, h);
+        audit_human_size(out, h);
         fprintf(o, "%speak %s", first ? " " : ", ", h);
         first = false;
     }
     bool have_out = num(ev, "stdout_bytes", &out);
     if (num(ev, "stderr_bytes", &more) || have_out) {
-        human_size(out + more, h);
+        audit_human_size(out + more, h);
         fprintf(o, "%sout %s", first ? " " : ", ", h);
     }
     const char *error = json_string_value(json_object_get(ev, "error"));
@@ -279,7 +279,7 @@ static void put_refused(FILE *o, json_t *ev, const char *run, const char *when)
     json_t *argv = json_object_get(ev, "argv");
     if (json_array_size(argv)) {
         fputs(" $ ", o);
-        put_command(o, argv);
+        audit_put_command(o, argv, 100);
     }
     const char *reason = json_string_value(json_object_get(ev, "reason"));
     fputs("\n      ", o);
@@ -291,7 +291,7 @@ static void put_refused(FILE *o, json_t *ev, const char *run, const char *when)
 static void put_event(struct show *s, FILE *o, json_t *ev, const char *type, const char *run)
 {
     char when[32];
-    short_time(json_string_value(json_object_get(ev, "ts")), when);
+    audit_short_time(json_string_value(json_object_get(ev, "ts")), when);
     if (!strcmp(type, AUDIT_TYPE_HEADER)) {
         const char *host = json_string_value(json_object_get(ev, "host"));
         const char *version = json_string_value(json_object_get(ev, "cordon_version"));
@@ -309,7 +309,7 @@ static void put_event(struct show *s, FILE *o, json_t *ev, const char *type, con
             snprintf(uidtext, sizeof uidtext, "%lld", (long long)json_integer_value(uid));
         fprintf(o, "run %.8s  %s  %-9s  uid %-5s  $ ", run ? run : "-", when,
                 level ? level : "?", uidtext);
-        put_command(o, json_object_get(ev, "argv"));
+        audit_put_command(o, json_object_get(ev, "argv"), 100);
         fputc('\n', o);
     } else if (!strcmp(type, "run.end")) {
         put_end(o, ev);
@@ -337,46 +337,44 @@ static bool type_matches(const char *want, const char *type)
     return !strcmp(want, type) || (!strncmp(want, type, n) && type[n] == '.');
 }
 
-static int show_line(struct show *s, const char *buf, size_t len, bool nl, uint64_t line,
-                     FILE *out)
+static int show_line(void *arg, const struct audit_line *l, struct cordon_err *err)
 {
-    json_auto_t *ev = json_parse_strict(buf, len, 0, NULL);
-    const char *type = json_string_value(json_object_get(ev, "type"));
-    json_t *jrun = json_object_get(ev, "run");
-    const char *run = json_string_value(jrun);
-    bool event = json_is_object(ev) && type;
+    struct show *s = arg;
+    FILE *out = s->out;
+    const char *type = l->type, *run = l->run;
+    json_t *ev = l->ev;
     const struct audit_filter *f = s->f;
     bool filtered = f->run || f->type;
-    if (event && ((f->run && (!run || strncmp(run, f->run, strlen(f->run)) != 0)) ||
-                  (f->type && !type_matches(f->type, type))))
+    if (ev && ((f->run && (!run || strncmp(run, f->run, strlen(f->run)) != 0)) ||
+               (f->type && !type_matches(f->type, type))))
         return 0;
     if (f->json) {
         /* Not an event: nothing a JSON reader downstream could use. */
-        if (!event)
+        if (!ev)
             return 0;
-        fwrite(buf, 1, len, out);
+        fwrite(l->text, 1, l->len, out);
         fputc('\n', out);
         return 0;
     }
-    if (!event) {
+    if (!ev) {
         if (filtered)
             return 0;
         struct block *b = new_block(s, NULL);
         if (!b)
-            return -1;
-        fprintf(b->mem, nl ? "line %llu: not an event (see 'cordon audit verify')\n"
-                           : "line %llu: truncated (the writer was interrupted)\n",
-                (unsigned long long)line);
+            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        fprintf(b->mem, l->nl ? "line %llu: not an event (see 'cordon audit verify')\n"
+                              : "line %llu: truncated (the writer was interrupted)\n",
+                (unsigned long long)l->no);
         return 0;
     }
     struct block *b = run ? run_block(s, run) : new_block(s, NULL);
     if (!b)
-        return -1;
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
     /* A refused run never had a run.start: it begins (and ends) its block. */
     bool start = !strcmp(type, "run.start") || !strcmp(type, "run.refused");
     if (run && !b->started && !start && ftell(b->mem) == 0) {
         char when[32];
-        short_time(json_string_value(json_object_get(ev, "ts")), when);
+        audit_short_time(json_string_value(json_object_get(ev, "ts")), when);
         fprintf(b->mem, "run %.8s  %s  (its run.start is not shown)\n", run, when);
     }
     b->started |= start;
@@ -417,35 +415,43 @@ static void print_blocks(struct show *s, FILE *out)
     }
 }
 
-int audit_show(const char *path, const struct audit_filter *f, FILE *out,
-               struct cordon_err *err)
+int audit_walk(const char *path, audit_line_fn *fn, void *arg, struct cordon_err *err)
 {
-    static const struct audit_filter none = { 0 };
     _cleanup_fclose_ FILE *in = audit_open_reader(path, err);
     if (!in)
         return -1;
     _cleanup_free_ char *buf = malloc(AUDIT_MAX_LINE + 1);
     if (!buf)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    struct show s = { .f = f ? f : &none };
-    int rc = 0;
-    for (uint64_t line = 1;; line++) {
-        size_t len = 0;
-        bool nl = false;
-        int got = audit_read_line(in, buf, &len, &nl);
+    for (uint64_t no = 1;; no++) {
+        struct audit_line l = { .no = no, .text = buf };
+        int got = audit_read_line(in, buf, &l.len, &l.nl);
         if (got == 0)
-            break;
-        if (got == -2) {
-            rc = err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", path);
-            break;
-        }
+            return 0;
+        if (got == -2)
+            return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", path);
         if (got == -1)
             continue; /* longer than any event: verify names it */
-        if (show_line(&s, buf, len, nl, line, out) < 0) {
-            rc = err_set(err, CORDON_E_INTERNAL, "out of memory");
-            break;
+        json_auto_t *ev = json_parse_strict(buf, l.len, 0, NULL);
+        l.type = json_string_value(json_object_get(ev, "type"));
+        if (json_is_object(ev) && l.type) {
+            l.ev = ev;
+            l.run = json_string_value(json_object_get(ev, "run"));
+        } else {
+            l.type = NULL;
         }
+        int rc = fn(arg, &l, err);
+        if (rc)
+            return rc < 0 ? -1 : 0;
     }
+}
+
+int audit_show(const char *path, const struct audit_filter *f, FILE *out,
+               struct cordon_err *err)
+{
+    static const struct audit_filter none = { 0 };
+    struct show s = { .f = f ? f : &none, .out = out };
+    int rc = audit_walk(path, show_line, &s, err);
     if (rc == 0 && !s.f->json)
         print_blocks(&s, out);
     show_release(&s);

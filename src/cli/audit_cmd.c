@@ -1,16 +1,20 @@
 /*
- * cli/audit_cmd.c: `cordon audit verify` and `cordon audit show`: argv in,
- * the verdict or the timeline out, exit 0 / 1 (log not intact) / 125.
+ * cli/audit_cmd.c: `cordon audit verify`, `show` and `report`: argv in,
+ * the verdict, the timeline or the page out, exit 0 / 1 (log not intact) / 125.
  */
 #include "audit/audit.h"
 #include "cli/cli.h"
+#include "common/cleanup.h"
+#include "common/hostpath.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
     "usage: cordon audit verify FILE [--key PUB.pem] [--witness WITNESS]\n"
     "       cordon audit show FILE [--run ID] [--type T] [--json]\n"
+    "       cordon audit report FILE --html OUT [--run ID] [--key PUB.pem] [--witness W]\n"
     "\n"
     "verify  check the hash chain of the audit log FILE line by line; with --key,\n"
     "        also that its checkpoints are signed by that Ed25519 public key and\n"
@@ -23,7 +27,14 @@ static const char usage[] =
     "show    the log as a timeline of runs with their decisions and results.\n"
     "        --run ID     only this run (a prefix of its id is enough)\n"
     "        --type T     only events of type T (run matches run.start and run.end)\n"
-    "        --json       the matching lines themselves, unchanged\n";
+    "        --json       the matching lines themselves, unchanged\n"
+    "report  a self-contained HTML page of the log for a person (OUT, or - for\n"
+    "        stdout): the chain's verdict as verify gives it (--key, --witness),\n"
+    "        the runs on a timeline, and each run's level, policy digest, limits\n"
+    "        as enforced, egress decisions, tool calls, break-glass and\n"
+    "        verification status. It loads nothing and runs no script. --run ID\n"
+    "        shows only runs whose id starts with ID. Exit 0 when written and\n"
+    "        intact, 1 when written and the chain is not intact, 125 on errors.\n";
 
 /* "--key X" or "--key=X" at argv[*i]; advances *I past the value. */
 static int option_value(int argc, char **argv, int *i, const char *name, const char **out)
@@ -153,6 +164,66 @@ static int cmd_show(int argc, char **argv)
     return 0;
 }
 
+/* The page into memory first: a file half written is never left at OUT. */
+static int write_report(const char *file, const char *out, const struct audit_html_options *o)
+{
+    struct cordon_err err = { 0 };
+    _cleanup_free_ char *page = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&page, &len);
+    if (!m)
+        return cli_fail(&(struct cordon_err){ .kind = CORDON_E_INTERNAL, .msg = "out of memory" });
+    int rc = audit_html(file, o, m, &err);
+    if (fclose(m) != 0 && rc >= 0)
+        rc = err_set(&err, CORDON_E_INTERNAL, "out of memory");
+    if (rc < 0)
+        return cli_fail(&err);
+    if (!strcmp(out, "-")) {
+        if (fwrite(page, 1, len, stdout) != len || fflush(stdout) != 0)
+            return cli_fail(&(struct cordon_err){ .kind = CORDON_E_SETUP,
+                                                  .msg = "cannot write the report to stdout" });
+    } else if (hostpath_replace_file(out, page, len, &err) < 0) {
+        err_prefix(&err, "audit report");
+        return cli_fail(&err);
+    }
+    return rc; /* 1: written, and the chain is not intact */
+}
+
+static int cmd_report(int argc, char **argv)
+{
+    const char *file = NULL, *out = NULL;
+    struct audit_html_options o = { 0 };
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        int r;
+        if ((r = option_value(argc, argv, &i, "--run", &o.run)) ||
+            (r = option_value(argc, argv, &i, "--html", &out)) ||
+            (r = option_value(argc, argv, &i, "--key", &o.pubkey)) ||
+            (r = option_value(argc, argv, &i, "--witness", &o.witness))) {
+            if (r < 0)
+                return cli_usage_error("audit report: %s needs a value", argv[i]);
+            continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return cli_usage_error("audit report: unknown option '%s'; try 'cordon audit --help'",
+                                   argv[i]);
+        if (file)
+            return cli_usage_error("audit report: expected one FILE, got '%s' and '%s'", file,
+                                   argv[i]);
+        file = argv[i];
+    }
+    if (!file)
+        return cli_usage_error("audit report: expected a FILE; try 'cordon audit --help'");
+    if (!out || !*out)
+        return cli_usage_error("audit report: expected --html OUT (- for stdout)");
+    if (o.run && !*o.run)
+        return cli_usage_error("audit report: --run needs a run id");
+    return write_report(file, out, &o);
+}
+
 int cmd_audit(int argc, char **argv)
 {
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -163,8 +234,11 @@ int cmd_audit(int argc, char **argv)
         return cmd_verify(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "show"))
         return cmd_show(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "report"))
+        return cmd_report(argc - 1, argv + 1);
     if (argc < 2)
-        return cli_usage_error("audit: expected 'verify' or 'show'; try 'cordon audit --help'");
+        return cli_usage_error("audit: expected 'verify', 'show' or 'report'; try 'cordon audit "
+                               "--help'");
     return cli_usage_error("audit: unknown subcommand '%s'; try 'cordon audit --help'",
                            argv[1]);
 }

@@ -4,6 +4,7 @@
  */
 #include "cli/cli.h"
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "policy/policy.h"
 #include "sandbox/microvm/microvm.h"
 #include "sandbox/backend.h"
@@ -11,6 +12,7 @@
 #include "common/landlock.h"
 #include "sandbox/gvisor/gvisor.h"
 #include "sandbox/proc_mem.h"
+#include "sandbox/txn.h"
 #include "common/units.h"
 
 #include <errno.h>
@@ -174,7 +176,8 @@ static void print_protected(void)
     if (!p)
         return;
     printf("protected in a host workspace (filesystem.protected; "
-           "filesystem.unsafe_unprotect removes one):\n ");
+           "filesystem.unsafe_unprotect removes one;\n"
+           "cordon check --protected says why each is there):\n ");
     int col = 1;
     for (size_t i = 0; i < p->n_protected; i++) {
         int w = (int)strlen(p->protected[i]) + 1;
@@ -190,6 +193,67 @@ static void print_protected(void)
     printf("  --workspace-mode overlay (namespace level only): the run writes an overlayfs layer "
            "on a tmpfs\n  (workspace_size), committed whole or not at all; a protected name at "
            "any depth refuses it\n");
+}
+
+/* TEXT from column INDENT, wrapped before column 100. */
+static void print_wrapped(const char *text, int indent)
+{
+    int col = indent;
+    printf("%*s", indent, "");
+    while (*text) {
+        size_t n = strcspn(text, " ");
+        if (col > indent && col + 1 + (int)n > 100) {
+            printf("\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            putchar(' ');
+            col++;
+        }
+        printf("%.*s", (int)n, text);
+        col += (int)n;
+        text += n;
+        text += strspn(text, " ");
+    }
+    putchar('\n');
+}
+
+/* cordon check --protected: each default protected name, who reads it and why. */
+static int check_protected(void)
+{
+    size_t n = 0;
+    const struct policy_protected *rows = policy_protected_defaults(&n);
+    puts("protected in a host workspace by default (a directory's whole tree; filesystem.protected "
+         "adds,\nfilesystem.unsafe_unprotect removes): what host tools run or trust from each");
+    for (size_t i = 0; i < n; i++) {
+        printf("  %s%s  (%s)\n", rows[i].name, rows[i].dir ? "/" : "", rows[i].who);
+        print_wrapped(rows[i].why, 6);
+    }
+    puts("considered and not protected:");
+    rows = policy_protected_left_out(&n);
+    for (size_t i = 0; i < n; i++) {
+        printf("  %s  (%s)\n", rows[i].name, rows[i].who);
+        print_wrapped(rows[i].why, 6);
+    }
+    return 0;
+}
+
+/* The same table as JSON, for check --json. */
+static json_t *protected_json(void)
+{
+    json_t *o = json_object(), *in = json_array(), *out = json_array();
+    size_t n = 0;
+    const struct policy_protected *rows = policy_protected_defaults(&n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", rows[i].name,
+                                            "directory", rows[i].dir, "read_by", rows[i].who,
+                                            "why", rows[i].why));
+    rows = policy_protected_left_out(&n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "names", rows[i].name,
+                                             "read_by", rows[i].who, "why", rows[i].why));
+    json_object_set_new(o, "defaults", in);
+    json_object_set_new(o, "not_protected", out);
+    return o;
 }
 
 /*
@@ -306,13 +370,14 @@ static int check_json(void)
         close(kvm);
     _cleanup_(json_decrefp) json_t *o = json_pack(
         "{s:s, s:{s:s, s:s, s:s}, s:i, s:{s:b, s:s?}, s:b, s:i, s:o, s:{s:b, s:s?}, s:b, s:b, "
-        "s:o, s:o}",
+        "s:o, s:o, s:o}",
         "cordon_version", CORDON_VERSION, "kernel", "sysname", u.sysname, "release", u.release,
         "machine", u.machine, "uid", (int)getuid(), "user_namespaces", "usable", ns_ok, "why",
         ns_ok ? NULL : ns_err.msg, "seccomp", prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0,
         "landlock_abi", abi > 0 ? abi : 0, "cgroups", cgroups, "kvm", "usable", kvm >= 0, "why",
         kvm >= 0 ? NULL : strerror(kvm_errno), "runsc", in_path("runsc"), "qemu",
-        in_path("qemu-system-x86_64"), "levels", levels, "default_limits", defaults);
+        in_path("qemu-system-x86_64"), "levels", levels, "default_limits", defaults,
+        "protected", protected_json());
     _cleanup_free_ char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     if (!text)
         return cli_usage_error("check: out of memory");
@@ -320,15 +385,64 @@ static int check_json(void)
     return 0;
 }
 
+/*
+ * cordon check -w DIR [-p FILE]: finish or undo a commit into DIR whose
+ * process died (--workspace-mode overlay), as its journal says, checked
+ * against the policy's protected names (FILE, or the one run would use).
+ */
+static int check_workspace(const char *dir, const char *policy_file)
+{
+    struct cordon_err err = { 0 };
+    char path[4096];
+    const char *from;
+    int found = policy_file ? 1 : cli_default_policy(path, sizeof path, &from, &err);
+    if (found < 0)
+        return cli_fail(&err);
+    _cleanup_(policy_freep) struct policy *p =
+        found ? policy_load(policy_file ? policy_file : path, &err) : policy_new(&err);
+    if (!p || policy_finalize(p, &err) < 0)
+        return cli_fail(&err);
+    _cleanup_close_ int fd = hostpath_open(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0, false, &err);
+    if (fd < 0)
+        return err_prefix(&err, "check: workspace"), cli_fail(&err);
+    struct txn_recovery rec;
+    if (txn_recover(fd, p, 10000, &rec) < 0) {
+        err_set(&err, CORDON_E_SETUP, "check: workspace '%s': an interrupted commit could not be "
+                "finished or undone: %s", dir, rec.reason);
+        return cli_fail(&err);
+    }
+    if (rec.busy)
+        printf("workspace %s: a commit is under way; try again when it is done\n", dir);
+    else if (rec.rolled_back + rec.rolled_forward)
+        printf("workspace %s: finished %u interrupted commit(s), undid %u; the tree is whole\n",
+               dir, rec.rolled_forward, rec.rolled_back);
+    else
+        printf("workspace %s: no interrupted commit\n", dir);
+    return 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        puts("usage: cordon check [--json]\n\nReport the kernel features cordon uses and which "
-             "isolation levels can run on this host.\n\n  --json   the same as one JSON object");
+        puts("usage: cordon check [--json | --protected | -w DIR [-p FILE]]\n\nReport the "
+             "kernel features cordon uses and which isolation levels can run on this host.\n\n"
+             "  --json        the same as one JSON object\n  --protected   the names protected "
+             "in a host workspace, and why each is\n  -w DIR        finish or undo a commit into "
+             "DIR whose process died\n  -p FILE       with -w: the policy (else the one run "
+             "uses)");
         return 0;
+    }
+    if (argc >= 3 && (!strcmp(argv[1], "-w") || !strcmp(argv[1], "--workspace"))) {
+        if (argc == 3)
+            return check_workspace(argv[2], NULL);
+        if (argc == 5 && (!strcmp(argv[3], "-p") || !strcmp(argv[3], "--policy")))
+            return check_workspace(argv[2], argv[4]);
+        return cli_usage_error("check: expected -w DIR [-p FILE]");
     }
     if (argc == 2 && !strcmp(argv[1], "--json"))
         return check_json();
+    if (argc == 2 && !strcmp(argv[1], "--protected"))
+        return check_protected();
     if (argc > 1)
         return cli_usage_error("check: unexpected argument '%s'", argv[1]);
 

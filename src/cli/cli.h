@@ -23,6 +23,9 @@ int cmd_kill(int argc, char **argv);
 int cmd_evidence(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
+/* cordon-oci (src/oci/), a front end of its own beside this one: main() hands it argv. */
+int oci_main(int argc, char **argv);
+
 /*
  * Remove option NAME ("--pool", with its value as the next argument or
  * after '=') from ARGV before the "--", for options a subcommand takes

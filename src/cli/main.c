@@ -28,6 +28,8 @@ static const char usage[] =
     "  evidence RUN_ID --audit FILE   the boundary a run had, verifiable offline\n"
     "  audit verify FILE [--key PUB.pem] [--witness FILE]\n"
     "                                 check an audit log's hash chain (and signatures)\n"
+    "  oci [GLOBAL] COMMAND ...       the OCI runtime engines call (also as cordon-oci;\n"
+    "                                 see cordon oci --help)\n"
     "  audit show FILE [--run ID] [--type T] [--json]\n"
     "                                 the audit log as a timeline of runs\n"
     "\n"
@@ -35,7 +37,8 @@ static const char usage[] =
     "  -V, --version                  print the version\n"
     "\n"
     "Exit status of run: the command's own; 128+N if killed by signal N; 124 on\n"
-    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found.\n";
+    "timeout; 125 if cordon failed or refused; 126 not executable; 127 not found;\n"
+    "122 if an overlay workspace's change was refused or not applied.\n";
 
 /* A closed 0, 1 or 2 would be handed to the next pipe we open: fill them. */
 static void ensure_stdio(void)
@@ -51,6 +54,12 @@ int main(int argc, char **argv)
 {
     cli_main_argv = argv;
     ensure_stdio();
+    /* Called as cordon-oci (an engine's OCI runtime), or `cordon oci ...`. */
+    const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (!strcmp(base, "cordon-oci"))
+        return oci_main(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "oci"))
+        return oci_main(argc - 1, argv + 1);
     if (argc < 2)
         return cli_usage_error("missing command; try 'cordon --help'");
     const char *cmd = argv[1];

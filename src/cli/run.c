@@ -31,7 +31,8 @@ static const char *const usage[2] = {
     "  -h, --help               this help\n"
     "\n"
     "Exit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n"
-    "125 if cordon failed or refused; 126 not executable; 127 not found.\n",
+    "125 if cordon failed or refused; 126 not executable; 127 not found; 122 if an\n"
+    "overlay workspace's change was refused or not applied (--result keeps the code).\n",
 };
 
 const char cli_run_options_help[] =

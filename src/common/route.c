@@ -51,15 +51,15 @@ static int nl_request(struct nlmsghdr *req)
 
 #define NL_CREATE (NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK)
 
-int route_local_range(uint32_t net, unsigned prefix)
+static int local_range(uint32_t net, unsigned prefix, unsigned short type, unsigned short flags)
 {
     struct {
         struct nlmsghdr nh;
         struct rtmsg rt;
         char attrs[64];
     } req = {
-        .nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)), .nlmsg_type = RTM_NEWROUTE,
-                .nlmsg_flags = NL_CREATE, .nlmsg_seq = 1 },
+        .nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)), .nlmsg_type = type,
+                .nlmsg_flags = flags, .nlmsg_seq = 1 },
         .rt = { .rtm_family = AF_INET, .rtm_dst_len = (unsigned char)prefix,
                 .rtm_table = RT_TABLE_LOCAL, .rtm_protocol = RTPROT_BOOT,
                 .rtm_scope = RT_SCOPE_HOST, .rtm_type = RTN_LOCAL },
@@ -69,6 +69,16 @@ int route_local_range(uint32_t net, unsigned prefix)
     nl_attr(&req.nh, RTA_DST, &dst, sizeof dst);
     nl_attr(&req.nh, RTA_OIF, &lo, sizeof lo);
     return nl_request(&req.nh);
+}
+
+int route_local_range(uint32_t net, unsigned prefix)
+{
+    return local_range(net, prefix, RTM_NEWROUTE, NL_CREATE);
+}
+
+int route_local_range_del(uint32_t net, unsigned prefix)
+{
+    return local_range(net, prefix, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK);
 }
 
 int route_own_range(uint32_t net, unsigned prefix)

@@ -12,6 +12,9 @@
 /* 0, or -1 with errno (the kernel's answer when it refused the route). */
 int route_local_range(uint32_t net, unsigned prefix);
 
+/* The route route_local_range() added, taken away again: 0, or -1 with errno. */
+int route_local_range_del(uint32_t net, unsigned prefix);
+
 /*
  * The same by an address instead, NET+1/PREFIX on lo, where a local route is
  * refused (gVisor's netstack takes a loopback address's whole subnet as its

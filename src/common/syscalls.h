@@ -49,6 +49,12 @@ static inline int sys_landlock_restrict_self(int ruleset_fd, uint32_t flags)
     return (int)syscall(SYS_landlock_restrict_self, ruleset_fd, flags);
 }
 
+/* bpf(2): glibc has no wrapper. ATTR is a union bpf_attr of SIZE bytes. */
+static inline int sys_bpf(int cmd, void *attr, unsigned size)
+{
+    return (int)syscall(SYS_bpf, cmd, attr, size);
+}
+
 static inline int sys_pidfd_open(pid_t pid, unsigned flags)
 {
     return (int)syscall(SYS_pidfd_open, pid, flags);

@@ -39,6 +39,21 @@ void hex_encode(const unsigned char *in, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
+bool hex_decode_str(const char *hex, char *out, size_t size)
+{
+    size_t n = strlen(hex);
+    if (n % 2 || n / 2 >= size)
+        return false;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hex_digit((unsigned char)hex[2 * i]), lo = hex_digit((unsigned char)hex[2 * i + 1]);
+        if (hi < 0 || lo < 0 || (hi | lo) == 0)
+            return false;
+        out[i] = (char)(hi << 4 | lo);
+    }
+    out[n / 2] = '\0';
+    return true;
+}
+
 const char *text_quote(char *out, size_t size, const char *s, size_t len, bool quoted)
 {
     static const char hex[] = "0123456789abcdef";

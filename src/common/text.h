@@ -16,6 +16,13 @@ int hex_digit(unsigned char c);
 void hex_encode(const unsigned char *in, size_t n, char *out);
 
 /*
+ * The text HEX encodes (as hex_encode writes it) into OUT of SIZE bytes,
+ * NUL-terminated; false when HEX is malformed, decodes to a NUL, or does
+ * not fit.
+ */
+bool hex_decode_str(const char *hex, char *out, size_t size);
+
+/*
  * Untrusted bytes bound for messages and audit reasons: S[0..LEN) into OUT
  * (SIZE bytes, at least 16) with '"' and '\\' backslash-escaped, everything
  * else but printable ASCII as \xNN (no forged log lines, no bidi tricks),

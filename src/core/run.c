@@ -63,7 +63,10 @@ struct run {
     int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
     uint64_t start_us;
+    const struct sandbox_container *container; /* an OCI bundle's (the front end's), or NULL */
+    bool keep_cgroup;                     /* a container's: its front end removes it */
     char audit_lost[320];                 /* what of the run's record failed at its start */
+    struct sandbox_skips skipped;         /* the policy's levels passed over for this one */
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
@@ -109,6 +112,8 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
         json_object_set(fields, "policy_flags", p->flags);
     if (fields && call->session_id)
         json_object_set_new(fields, "session", json_string(call->session_id));
+    if (fields && call->container_id)
+        json_object_set_new(fields, "container", json_string(call->container_id));
     /* Who writes the run's end: verify tells a run going on from one whose end was lost. */
     if (fields)
         json_object_set_new(fields, "writer", audit_writer_stamp());
@@ -150,7 +155,17 @@ static const char *fired_limit(enum run_reason r)
     }
 }
 
+static int audit_open_for(const struct policy *p, const char *container, struct audit_log **out,
+                          struct cordon_err *err);
+
 int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cordon_err *err)
+{
+    return audit_open_for(p, NULL, out, err);
+}
+
+/* The policy's log, each line of it stamped with CONTAINER (an OCI container's id) if set. */
+static int audit_open_for(const struct policy *p, const char *container, struct audit_log **out,
+                          struct cordon_err *err)
 {
     *out = NULL;
     if (!p->audit.file)
@@ -165,6 +180,11 @@ int cordon_audit_open(const struct policy *p, struct audit_log **out, struct cor
     };
     /* A break-glass run says so in every line it leaves. */
     json_auto_t *stamp = p->break_glass ? json_pack("{s:O}", "break_glass", p->break_glass) : NULL;
+    if (container) {
+        if (!stamp)
+            stamp = json_object();
+        json_object_set_new(stamp, "container", json_string(container));
+    }
     o.stamp = stamp;
     if (p->gov.export)
         o.export_otlp = p->gov.export_endpoint;
@@ -384,7 +404,14 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
 {
     const struct policy *p = run->p;
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
-    if (sandbox_needs_cgroup(p)) {
+    if (run->container && run->container->cgroup) {
+        /* An engine reads a container's cgroup (its stats, its OOM events). */
+        if (cgroup_create_at(&run->cg, run->container->cgroup, guard_cgroup, run->wd, err) < 0) {
+            if (!run->container->cgroup_optional)
+                return -1;
+            memset(&run->cg, 0, sizeof run->cg);
+        }
+    } else if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
         /* Each named to the watchdog before it exists: a kill at any point leaves none. */
@@ -402,7 +429,8 @@ int run_template_new(const struct policy *p, struct run_template **out, struct c
 {
     *out = NULL;
     struct cordon_err ignored;
-    const struct sandbox_backend *backend = sandbox_backend_choose(p, &ignored);
+    struct sandbox_skips skipped = { 0 };
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, &skipped, &ignored);
     if (!backend || !backend->template_build)
         return 0; /* no level (each run says why), or none with templates */
     struct run_template *rt = calloc(1, sizeof *rt);
@@ -432,17 +460,24 @@ void run_template_free(struct run_template *t)
 }
 
 static int prepare(const struct policy *p, const char *run_id, bool ahead,
-                   const struct run_template *tmpl, struct run **out, struct cordon_err *err)
+                   const struct run_template *tmpl, const struct sandbox_container *container,
+                   struct run **out, struct cordon_err *err)
 {
     *out = NULL;
-    const struct sandbox_backend *backend = sandbox_backend_choose(p, err);
+    struct sandbox_skips skipped;
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, &skipped, err);
     if (!backend)
         return -2; /* refused: no level of the policy can run here (see run_call) */
+    if (container && !backend->containers)
+        return err_set(err, CORDON_E_UNSUPPORTED, "the %s level cannot run an OCI bundle",
+                       backend->name);
     struct run *run = calloc(1, sizeof *run);
     if (!run)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     run->p = p;
     run->backend = backend;
+    run->skipped = skipped;
+    run->container = container;
     run->gw_pid = -1;
     run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
     run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
@@ -459,8 +494,8 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         rnd = (uint16_t)getpid();
     run->host_base = HOST_ID_BASE + ((uid_t)rnd << 2);
 
-    if (cordon_audit_open(p, &run->log, err) < 0 ||
-        !(run->wd = watchdog_new(run->log, run->run_id, err)))
+    if (audit_open_for(p, container ? container->id : NULL, &run->log, err) < 0 ||
+        !(run->wd = watchdog_new(run->log, run->run_id, p, err)))
         goto fail;
     /* A run that fills the log's filesystem must still find room for its end. */
     if (run->log && audit_keep_reserve(run->log, err) < 0) {
@@ -492,6 +527,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         .host_base = run->host_base,
         .ahead = ahead,
         .tmpl = tmpl && tmpl->backend == backend ? tmpl->t : NULL,
+        .container = container,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
         struct cgroup_stats st = { 0 };
@@ -514,7 +550,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
          * It joins the run's cgroup itself, as the boundary does (moving it
          * from here would wait out an RCU grace period). */
         struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
-        if (run->cg.version && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
+        if (run->cg.version && !container && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
             goto fail;
         _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
         run->gw.door_token_set = run->b.door_token_set;
@@ -526,8 +562,9 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
             for (size_t i = 1; i < run->b.n_extra_doors && i <= SYNTH_MAX_PORTS; i++)
                 doors.ports[doors.n_ports++] = run->b.extra_doors[i];
         }
+        /* A container's cgroup holds its egress lock: the gateway stays out of it. */
         run->gw_pid = gateway_start(&run->gw, &doors, run->host_base + 2,
-                                    run->cg.version ? join_cgroup : NULL, &ticket,
+                                    run->cg.version && !container ? join_cgroup : NULL, &ticket,
                                     &run->gw_report, err);
         cgroup_ticket_close(&ticket);
         closep(&run->b.door);
@@ -538,6 +575,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         if (run->gw_pid < 0)
             goto fail;
     }
+    run->keep_cgroup = container != NULL;
     *out = run;
     return 0;
 fail:
@@ -548,13 +586,34 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, NULL, out, err) < 0 ? -1 : 0;
+    return prepare(p, run_id, false, NULL, NULL, out, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_ahead(const struct policy *p, const struct run_template *t, struct run **out,
                       struct cordon_err *err)
 {
-    return prepare(p, NULL, true, t, out, err) < 0 ? -1 : 0;
+    return prepare(p, NULL, true, t, NULL, out, err) < 0 ? -1 : 0;
+}
+
+int run_prepare_container(const struct policy *p, const char *run_id,
+                          const struct sandbox_container *c, struct run **out,
+                          struct cordon_err *err)
+{
+    return prepare(p, run_id, false, NULL, c, out, err) < 0 ? -1 : 0;
+}
+
+pid_t run_boundary_pid(const struct run *run)
+{
+    return run->b.pid;
+}
+
+int run_take_terminal(struct run *run)
+{
+    if (!run->container)
+        return -1;
+    int fd = run->b.tty_master;
+    run->b.tty_master = -1;
+    return fd;
 }
 
 /* ---- start ---- */
@@ -581,6 +640,19 @@ static void notice_degraded(void *arg)
     call->notice(call->notice_arg, line);
 }
 
+/* A level of the policy's list that could not run here, said as the run at a later one starts. */
+static void notice_skipped(const struct run *run)
+{
+    const struct sandbox_call *call = &run->call;
+    for (unsigned i = 0; call->notice && i < run->skipped.n; i++) {
+        char line[400];
+        snprintf(line, sizeof line, "level %s skipped: %s; running at %s",
+                 cordon_level_name(run->skipped.skip[i].level), run->skipped.skip[i].why,
+                 cordon_level_name(run->backend->level));
+        call->notice(call->notice_arg, line);
+    }
+}
+
 static void close_pipes(int in[2], int out[2], int errout[2])
 {
     int fds[] = { in[0], in[1], out[0], out[1], errout[0], errout[1] };
@@ -601,8 +673,12 @@ static int record_start(struct run *run, const struct sandbox_call *call,
     if (run->p->break_glass &&
         audit_append(run->log, "breakglass.start", run->run_id, NULL, err) < 0)
         return err_prefix(err, "audit");
-    int rc = audit_append(run->log, "run.start", run->run_id,
-                          start_fields(run->p, run->backend->level, call, run->b.evidence), err);
+    json_t *fields = start_fields(run->p, run->backend->level, call, run->b.evidence);
+    json_t *skips = sandbox_skips_to_json(&run->skipped);
+    if (fields && skips)
+        json_object_set(fields, "levels_skipped", skips);
+    json_decref(skips);
+    int rc = audit_append(run->log, "run.start", run->run_id, fields, err);
     if (rc < 0)
         return err_prefix(err, "audit");
     if (rc > 0)
@@ -629,6 +705,19 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     run->limits = run->p->limits;
     if (call->wall_ms && (!run->limits.wall_ms || call->wall_ms < run->limits.wall_ms))
         run->limits.wall_ms = call->wall_ms;
+    if (call->direct_stdio) {
+        /* A container's stdio is its engine's: handed to the command as it is. */
+        if (run->log && record_start(run, call, err) < 0)
+            return -1;
+        int stdio[3] = { call->in_fd, call->out_fd, call->err_fd };
+        run->state = RUN_STARTED;
+        run->start_us = monotonic_us();
+        int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files,
+                                    call->n_files, false, err);
+        closep(&run->b.start_w);
+        run->b.start_w = -1;
+        return rc < 0 && run->b.err_r < 0 ? -1 : 0;
+    }
     /* Made before the record begins: once run.start is written, only the start may fail. */
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errout[2] = { -1, -1 };
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0) {
@@ -639,6 +728,7 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         close_pipes(in, out, errout);
         return -1;
     }
+    notice_skipped(run);
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
@@ -695,6 +785,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
     memcpy(res->run_id, run->run_id, sizeof res->run_id);
     memcpy(res->enforced, run->enforced, sizeof res->enforced);
     res->level = run->backend->level;
+    res->skipped = run->skipped;
     memcpy(res->boundary, run->b.evidence, sizeof res->boundary);
     if (run->state != RUN_STARTED)
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
@@ -734,14 +825,24 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
      * the layer is still, and what commit writes the scan below examines. */
     if (run->b.layer >= 0) {
         bool ok = res->reason == RUN_EXITED && !res->signaled && res->exit_code == 0;
+        /* Should we die mid-commit, the watchdog finishes or undoes it (else the next
+         * run on the workspace, or cordon check -w, does). */
+        struct cordon_err unguarded;
+        if (p->workspace_commit != POLICY_WS_COMMIT_MANUAL)
+            watchdog_guard_txn(run->wd, p->workspace, p->workspace_follow_symlinks, &unguarded);
         txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
+        /* A caller that checks the status must not believe the change landed. */
+        if (res->txn.outcome == TXN_REFUSED || res->txn.outcome == TXN_FAILED)
+            res->status = TXN_EXIT_NOT_COMMITTED;
         if (run->call.notice && res->txn.outcome != TXN_COMMITTED &&
             res->txn.outcome != TXN_PENDING) {
             char line[320];
-            snprintf(line, sizeof line, "workspace: the run's change was %s: %s",
-                     txn_outcome_name(res->txn.outcome), res->txn.reason);
+            snprintf(line, sizeof line, "workspace: the run's change %s: %s",
+                     res->txn.outcome == TXN_FAILED ? "could not be applied"
+                     : res->txn.outcome == TXN_REFUSED ? "was refused" : "was discarded",
+                     res->txn.reason);
             run->call.notice(run->call.notice_arg, line);
         }
     }
@@ -781,7 +882,7 @@ void run_release(struct run *run)
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
-    if (run->cg.version)
+    if (run->cg.version && !run->keep_cgroup)
         cgroup_destroy(&run->cg);
     gateway_config_release(&run->gw);
     if (run->log) {
@@ -850,7 +951,7 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    int prepared = run ? 0 : prepare(p, run_id, false, NULL, &run, err);
+    int prepared = run ? 0 : prepare(p, run_id, false, NULL, NULL, &run, err);
     if (prepared < 0) {
         refused(p, call, run_id, prepared == -2, res, err);
         if (call->answer)

@@ -18,6 +18,7 @@
 #pragma once
 #include "policy/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/container.h"
 
 struct run;
 struct run_template;
@@ -51,6 +52,22 @@ size_t run_template_fds(const struct run_template *t, int *out, size_t max);
  */
 int run_prepare_ahead(const struct policy *p, const struct run_template *t, struct run **out,
                       struct cordon_err *err);
+
+/*
+ * run_prepare() for an OCI bundle's container C (borrowed, like P): the
+ * level builds C's root, user and namespaces instead of its own, and the
+ * boundary is detached (sandbox/container.h). The container's cgroup stays
+ * after release, for its front end to remove.
+ */
+int run_prepare_container(const struct policy *p, const char *run_id,
+                          const struct sandbox_container *c, struct run **out,
+                          struct cordon_err *err);
+
+/* The boundary's top process (a container's init), or -1 once supervision took it. */
+pid_t run_boundary_pid(const struct run *run);
+
+/* A container's terminal (the pty master made at prepare), now the caller's; -1 if none. */
+int run_take_terminal(struct run *run);
 
 /*
  * Start CALL in the prepared RUN; CALL's descriptors must stay open until

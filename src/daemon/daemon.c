@@ -10,6 +10,7 @@
 
 #include "broker/jsonrpc.h"
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "common/strv.h"
 #include "common/text.h"
 #include "audit/audit.h"
@@ -18,6 +19,7 @@
 #include "core/jobs.h"
 #include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
+#include "sandbox/txn.h"
 
 #include <event2/event.h>
 #include <openssl/evp.h>
@@ -41,6 +43,7 @@
 #define RPC_BUSY (-32002)          /* the queue or the connection's share is full: retry */
 #define RPC_SHUTTING_DOWN (-32003)
 #define RPC_FORBIDDEN (-32004)     /* the peer's uid is not allowed */
+#define RPC_NOT_COMMITTED (-32005) /* session.commit could not apply the change */
 #define RPC_RUN_REFUSED RPC_REFUSED
 
 /* argv, the environment and stdin of one call, decoded; beyond: refused. */
@@ -762,7 +765,8 @@ static int session_options(struct session *ses, const json_t *params, struct cor
             return err_set(err, CORDON_E_USAGE, "\"%s\" must be a string", key);
         TRY(policy_set(&ses->pol, keys[k][1], json_string_value(v), keys[k][0], err));
     }
-    if (ses->pol.workspace_mode == POLICY_WS_OVERLAY && !sandbox_backend_choose(&ses->pol, err))
+    if (ses->pol.workspace_mode == POLICY_WS_OVERLAY &&
+        !sandbox_backend_choose(&ses->pol, NULL, err))
         return -1;
     return 0;
 }
@@ -798,7 +802,19 @@ static void session_decide(struct client *c, const json_t *id, struct session *s
         audit_close(log, &ignored);
         audit_free(log);
     }
-    reply(c, rpc_result(id, json_pack("{s:s, s:o}", "run_id", ses->pending_run, "transaction", t)));
+    json_t *ans = json_pack("{s:s, s:o}", "run_id", ses->pending_run, "transaction", t);
+    if (!commit || sum.outcome == TXN_COMMITTED) {
+        reply(c, rpc_result(id, ans));
+        return;
+    }
+    /* Not applied: an error, so a client that only checks for one learns it. */
+    json_t *e = sum.outcome == TXN_REFUSED
+                    ? rpc_error(id, RPC_REFUSED, "session.commit: the change was refused: %s",
+                                sum.reason)
+                    : rpc_error(id, RPC_NOT_COMMITTED, "session.commit: the change could not be "
+                                "applied, the workspace is as it was: %s", sum.reason);
+    json_object_set_new(json_object_get(e, "error"), "data", ans);
+    reply(c, e);
 }
 
 static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
@@ -1048,6 +1064,27 @@ static int open_state_dir(const char *dir, struct cordon_err *err)
     if (ls)
         closedir(ls);
     return fd;
+}
+
+/*
+ * The policy's host workspace, should a commit into it have died with an
+ * earlier daemon's run: finished or undone now (each run's prepare would
+ * also; this says so at start). Sessions' own workspaces went above.
+ */
+static void recover_workspace(const struct policy *p)
+{
+    if (!p->workspace)
+        return;
+    struct cordon_err err = { 0 };
+    _cleanup_close_ int fd = hostpath_open(AT_FDCWD, p->workspace, O_PATH | O_DIRECTORY, 0,
+                                           p->workspace_follow_symlinks, &err);
+    struct txn_recovery rec;
+    if (fd >= 0 && txn_recover(fd, p, 10000, &rec) < 0)
+        fprintf(stderr, "cordon: serve: workspace '%s': an interrupted commit could not be "
+                "finished or undone: %s\n", p->workspace, rec.reason);
+    else if (fd >= 0 && rec.rolled_back + rec.rolled_forward)
+        fprintf(stderr, "cordon: serve: workspace '%s': finished %u interrupted commit(s), "
+                "undid %u\n", p->workspace, rec.rolled_forward, rec.rolled_back);
 }
 
 static json_t *stats_json(struct daemon *d)
@@ -1425,6 +1462,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
     d.state_fd = open_state_dir(cfg->state_dir, err);
     if (d.state_fd < 0)
         goto out;
+    recover_workspace(cfg->policy);
     d.listen_fd = listen_on(cfg->socket_path, err);
     if (d.listen_fd < 0)
         goto out;

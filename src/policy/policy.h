@@ -404,6 +404,23 @@ void policy_network_digest_hex(const struct policy *p, char out[65]);
 /* The same of the tools object. */
 void policy_tools_digest_hex(const struct policy *p, char out[65]);
 
+/* One default name of filesystem.protected, with who reads it and why (protected.c). */
+struct policy_protected {
+    const char *name;  /* a file name, or a prefix ending in '*' */
+    bool dir;          /* a directory by nature: a missing one's placeholder is one */
+    const char *who;   /* the tools that read it */
+    const char *why;   /* what they run or trust from it */
+};
+
+/* The defaults, in the table's order; static. */
+const struct policy_protected *policy_protected_defaults(size_t *n);
+
+/* The default row for NAME exactly, or NULL. */
+const struct policy_protected *policy_protected_default(const char *name);
+
+/* Names considered and left unprotected, each with why; static. */
+const struct policy_protected *policy_protected_left_out(size_t *n);
+
 /*
  * Does NAME (one path component) match PATTERN from filesystem.protected:
  * exactly, or by prefix when PATTERN ends in '*'?

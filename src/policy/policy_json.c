@@ -1,12 +1,15 @@
 /*
  * policy/policy_json.c: the effective policy as JSON, every default spelled
- * out, and its SHA-256 digest for the audit record. Pure: no syscalls.
+ * out, its SHA-256 digests, and the evidence each run's audit record
+ * carries (those digests, computed once per policy). Pure: no syscalls.
  */
 #include "policy/policy_int.h"
 
 #include "common/digest.h"
 #include "common/text.h"
+#include "policy/syscall_table.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +104,7 @@ static json_t *audit_json(const struct policy_audit *a)
                           "file", a->file ? json_string(a->file) : json_null(),
                           "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
                           "checkpoint_every", (json_int_t)a->checkpoint_every,
-                          "fsync", a->fsync == POLICY_AUDIT_FSYNC_ALWAYS ? "always" : "close");
+                          "fsync", policy_choice_name(&policy_fsyncs, (int)a->fsync));
     /* Only where set: a policy without one keeps the digest it had. */
     if (o && a->witness && put(o, "witness", json_string(a->witness)) < 0) {
         json_decref(o);
@@ -113,7 +116,7 @@ static json_t *audit_json(const struct policy_audit *a)
 static json_t *network_json(const struct policy_network *n)
 {
     _cleanup_(json_decrefp) json_t *o = json_object();
-    if (put(o, "mode", json_string(n->mode == POLICY_NET_GATEWAY ? "gateway" : "none")) < 0 ||
+    if (put(o, "mode", json_string(policy_choice_name(&policy_net_modes, (int)n->mode))) < 0 ||
         put(o, "allow", strv_json(n->allow, n->n_allow)) < 0 ||
         put(o, "deny", strv_json(n->deny, n->n_deny)) < 0 ||
         (n->n_ask && put(o, "ask", strv_json(n->ask, n->n_ask)) < 0) ||
@@ -214,13 +217,15 @@ json_t *policy_to_json(const struct policy *p)
     if (put(root, "version", json_integer(p->version)) < 0 ||
         put(root, "isolation", isolation_json(p)) < 0 ||
         /* Only when set: every other policy keeps the digest it had. */
-        (p->microvm_accel == POLICY_ACCEL_TCG &&
-         put(root, "microvm", json_pack("{s:s}", "accel", "tcg")) < 0) ||
-        (p->workspace_mode == POLICY_WS_OVERLAY &&
-         put(root, "workspace", json_pack("{s:s, s:s}", "mode", "overlay", "commit",
-                                          p->workspace_commit == POLICY_WS_COMMIT_ALWAYS ? "always"
-                                          : p->workspace_commit == POLICY_WS_COMMIT_MANUAL
-                                              ? "manual" : "on_success")) < 0) ||
+        (p->microvm_accel != POLICY_ACCEL_KVM &&
+         put(root, "microvm", json_pack("{s:s}", "accel",
+                                        policy_choice_name(&policy_accels,
+                                                           (int)p->microvm_accel))) < 0) ||
+        (p->workspace_mode != POLICY_WS_DIRECT &&
+         put(root, "workspace",
+             json_pack("{s:s, s:s}", "mode",
+                       policy_choice_name(&policy_ws_modes, (int)p->workspace_mode), "commit",
+                       policy_choice_name(&policy_ws_commits, (int)p->workspace_commit))) < 0) ||
         put(root, "filesystem", fs = json_object()) < 0 ||
         put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
         put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||
@@ -283,3 +288,34 @@ void policy_tools_digest_hex(const struct policy *p, char out[65])
     json_digest(tools_json(&p->tools), d);
     hex_encode(d, sizeof d, out);
 }
+
+static void build_evidence(struct policy *p);
+
+const struct policy_evidence *policy_evidence(const struct policy *p)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    /* Logically const: the digests are a function of P, cached in it. */
+    struct policy *mp = (struct policy *)p;
+    pthread_mutex_lock(&lock);
+    if (!mp->evidence_done) {
+        build_evidence(mp);
+        mp->evidence_done = true;
+    }
+    pthread_mutex_unlock(&lock);
+    return &p->evidence;
+}
+
+static void build_evidence(struct policy *p)
+{
+    struct policy_evidence *ev = &p->evidence;
+    policy_digest_hex(p, ev->policy);
+    policy_network_digest_hex(p, ev->network);
+    policy_tools_digest_hex(p, ev->tools);
+    unsigned char d[32];
+    seccomp_profile_digest(p, d);
+    hex_encode(d, sizeof d, ev->syscalls);
+    ev->file[0] = '\0';
+    if (p->loaded)
+        json_sha256_hex(p->loaded, ev->file);
+}
+

@@ -18,9 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* A policy is a page of settings; anything this large is a mistake. */
-#define POLICY_MAX_BYTES (1u << 20)
-
 struct loader {
     const char *file;
     struct fy_diag *diag;
@@ -212,8 +209,8 @@ static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
         }
         if (!source)
             return fail(l, n, path, "source: missing");
-        return setter_result(l, policy_apply_bind(l->p, source, dest, writable, follow, FROM_FILE, why,
-                                                  sizeof why), n, path, why);
+        return setter_result(l, policy_apply_bind(l->p, source, dest, writable, follow,
+                                                  FROM_FILE, why, sizeof why), n, path, why);
     }
     if (is_null(n))
         return fail_near(l, NULL, key, path, "expected a path, got null");
@@ -232,7 +229,8 @@ static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near
 static int load_list(struct loader *l, const struct policy_key *k, struct fy_node *key,
                      struct fy_node *n)
 {
-    TRY(check_type(l, n, FYNT_SEQUENCE, k->path, policy_key_expect(k)));
+    char buf[160];
+    TRY(check_type(l, n, FYNT_SEQUENCE, k->path, policy_key_expect(k, buf, sizeof buf)));
     void *it = NULL;
     struct fy_node *item;
     for (size_t i = 0; (item = fy_node_sequence_iterate(n, &it)); i++) {
@@ -284,7 +282,8 @@ static int load_levels(struct loader *l, const struct policy_key *k, struct fy_n
 
 static int load_env_set(struct loader *l, const struct policy_key *k, struct fy_node *n)
 {
-    TRY(check_type(l, n, FYNT_MAPPING, k->path, policy_key_expect(k)));
+    char expect[160];
+    TRY(check_type(l, n, FYNT_MAPPING, k->path, policy_key_expect(k, expect, sizeof expect)));
     void *it = NULL;
     struct fy_node_pair *pair;
     while ((pair = fy_node_mapping_iterate(n, &it))) {
@@ -468,7 +467,8 @@ static int load_arg_rule(struct loader *l, const char *tool, const char *arg,
 /* tools.rules: TOOL: {ARG: rule}. */
 static int load_tool_rules(struct loader *l, const struct policy_key *k, struct fy_node *n)
 {
-    TRY(check_type(l, n, FYNT_MAPPING, k->path, policy_key_expect(k)));
+    char expect[160];
+    TRY(check_type(l, n, FYNT_MAPPING, k->path, policy_key_expect(k, expect, sizeof expect)));
     void *it = NULL;
     struct fy_node_pair *pair;
     while ((pair = fy_node_mapping_iterate(n, &it))) {
@@ -567,9 +567,11 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
         break;
     }
     _cleanup_free_ char *text = NULL;
-    TRY(scalar_text(l, v, k->path, policy_key_expect(k), &text, NULL));
+    char expect[160];
+    TRY(scalar_text(l, v, k->path, policy_key_expect(k, expect, sizeof expect), &text, NULL));
     if (k->type == KT_BEST_EFFORT && policy_parse_bool(text) < 0)
-        return fail(l, v, k->path, "expected %s, got \"%s\"", policy_key_expect(k), text);
+        return fail(l, v, k->path, "expected %s, got \"%s\"",
+                    policy_key_expect(k, expect, sizeof expect), text);
     return setter_result(l, policy_apply_scalar(l->p, k, text, FROM_FILE, why, sizeof why), v,
                          k->path, why);
 }
@@ -766,16 +768,3 @@ struct policy *policy_load_unverified(const char *path, struct cordon_err *err)
     _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, err);
     return buf ? policy_load_string(buf, n, path, err) : NULL;
 }
-
-struct policy *policy_load(const char *path, struct cordon_err *err)
-{
-    size_t n = 0;
-    _cleanup_free_ char *buf = read_small_file(path, POLICY_MAX_BYTES, &n, err);
-    if (!buf)
-        return NULL;
-    _cleanup_(policy_freep) struct policy *p = policy_load_string(buf, n, path, err);
-    if (!p || policy_check_signature(p, path, buf, n, err) < 0)
-        return NULL;
-    return TAKE_PTR(p);
-}
-

@@ -5,7 +5,9 @@
  * the daemon's session options (all through policy_set()) and by per-call
  * options that are no key of their own (a daemon call's timeout and env, which
  * the daemon asks as limits.wall and env.set). Relaxing goes through
- * break-glass alone (policy_break_glass(), keys its may_relax lists).
+ * break-glass alone (policy_break_glass(), keys its may_relax lists). The
+ * setters a caller uses live here too, each asking the check first:
+ * policy_set(), policy_add_bind(), policy_add_env().
  * Runs in the CLI or supervisor; pure but for the setters' path checks.
  */
 #include "policy/policy_int.h"
@@ -17,7 +19,7 @@
 
 enum narrow {
     N_LESS,   /* a number: smaller tightens; 0 (unlimited, never, the kernel's default) is widest */
-    N_RANK,   /* a choice: a lower rank (see rank()) tightens */
+    N_RANK,   /* a choice: a lower rank (the rank column of its choices) tightens */
     N_OFF,    /* a switch: false tightens */
     N_ON,     /* a switch: true tightens */
     N_FEWER,  /* a list: an item the policy does not hold relaxes */
@@ -27,16 +29,17 @@ enum narrow {
 };
 
 /*
- * Every key of the key table (policy.c), once; a key missing here is taken
- * as N_FIXED (test-policy checks there is none). A row's comment says why
- * where the direction is a choice.
+ * Every key of the key table (policy_keys.c), once; a key missing here is
+ * taken as N_FIXED (test-governance checks there is none). A row's comment says
+ * why where the direction is a choice; an N_RANK key's order, and why, is
+ * the rank column of its choices, beside the key table.
  */
 static const struct {
     const char *key;
     enum narrow n;
 } directions[] = {
     { "version", N_FIXED },
-    /* process < namespace < gvisor < microvm; a fallback may not be weaker either */
+    /* a stronger level tightens; a fallback may not be weaker either */
     { "isolation", N_RANK },
     /* a host directory where the signer gave none, or another one, is new host state */
     { "filesystem.workspace", N_FIXED },
@@ -54,9 +57,7 @@ static const struct {
     /* a host socket the run may connect to */
     { "filesystem.unix_sockets", N_FEWER },
     { "filesystem.unsafe_unprotect", N_FEWER },
-    /* overlay keeps the run's writes off the host until its commit */
     { "workspace.mode", N_RANK },
-    /* on_success < manual (the caller decides) < always */
     { "workspace.commit", N_RANK },
     /*
      * The environment the signer fixed: a host variable passed in is host
@@ -77,9 +78,7 @@ static const struct {
     { "limits.best_effort", N_FEWER },
     { "syscalls.allow", N_FEWER },
     { "syscalls.deny", N_MORE },
-    /* tcg: QEMU's emulator, which is not a hypervisor boundary */
     { "microvm.accel", N_RANK },
-    /* none < gateway */
     { "network.mode", N_RANK },
     { "network.allow", N_FEWER },
     { "network.deny", N_MORE },
@@ -121,7 +120,6 @@ static const struct {
     { "audit.witness", N_ONCE },
     { "audit.checkpoint_every", N_LESS },
     { "audit.record_arguments", N_FIXED },
-    /* always < close */
     { "audit.fsync", N_RANK },
     { "audit.export", N_ONCE },
     { "audit.export_endpoint", N_ONCE },
@@ -161,30 +159,13 @@ void policy_narrow_only(struct policy *p, enum policy_narrow why)
         p->narrow = why;
 }
 
-/* The rank of an enumerated value: the lower, the tighter. */
-static int rank(enum key_type t, int v)
-{
-    switch (t) {
-    case KT_LEVEL: /* process, namespace, gvisor, microvm */
-        return 3 - v;
-    case KT_WS_MODE:
-        return v == POLICY_WS_OVERLAY ? 0 : 1;
-    case KT_WS_COMMIT:
-        return v == POLICY_WS_COMMIT_ON_SUCCESS ? 0 : v == POLICY_WS_COMMIT_MANUAL ? 1 : 2;
-    case KT_FSYNC:
-        return v == POLICY_AUDIT_FSYNC_ALWAYS ? 0 : 1;
-    default: /* none < gateway, kvm < tcg */
-        return v;
-    }
-}
-
 /* The weakest level P may run at: its own or a fallback's. */
 static int weakest_level(const struct policy *p)
 {
-    int r = rank(KT_LEVEL, (int)p->level);
+    int r = policy_choice_rank(&policy_levels, (int)p->level);
     for (size_t i = 0; i < p->n_level_fallbacks; i++)
-        if (rank(KT_LEVEL, (int)p->level_fallbacks[i]) > r)
-            r = rank(KT_LEVEL, (int)p->level_fallbacks[i]);
+        if (policy_choice_rank(&policy_levels, (int)p->level_fallbacks[i]) > r)
+            r = policy_choice_rank(&policy_levels, (int)p->level_fallbacks[i]);
     return r;
 }
 
@@ -216,7 +197,8 @@ static bool scalar_relaxes(const struct policy_key *k, enum narrow n, const stru
         return n == N_FIXED ? now != was : n == N_ON ? was && !now : now && !was;
     }
     case KT_LEVEL:
-        return rank(k->type, (int)s->level) > rank(k->type, (int)cur->level) ||
+        return policy_choice_rank(k->choices, (int)s->level) >
+                   policy_choice_rank(k->choices, (int)cur->level) ||
                weakest_level(s) > weakest_level(cur);
     case KT_VERSION:
         return s->version != cur->version;
@@ -229,10 +211,12 @@ static bool scalar_relaxes(const struct policy_key *k, enum narrow n, const stru
             return false;
         return was || n == N_FIXED;
     }
-    default: { /* the enumerations */
+    case KT_ENUM: {
         int was = *(const int *)field(cur, k), now = *(const int *)field(s, k);
-        return rank(k->type, now) > rank(k->type, was);
+        return policy_choice_rank(k->choices, now) > policy_choice_rank(k->choices, was);
     }
+    default: /* a scalar this function does not know: fail closed */
+        return true;
     }
 }
 
@@ -387,4 +371,26 @@ int policy_check_tighten(const struct policy *p, const char *key, const char *va
     return err_set(err, CORDON_E_POLICY, "%s %s relaxes %s of a signed policy; use "
                    "break-glass (--relax %s=%s) if the policy allows it", f, shown, key, key,
                    shown);
+}
+
+int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
+               struct cordon_err *err)
+{
+    TRY(policy_check_tighten(p, key, value, flag, err));
+    return policy_set_unchecked(p, key, value, flag, err);
+}
+
+int policy_add_bind(struct policy *p, const char *spec, bool writable, const char *flag,
+                    struct cordon_err *err)
+{
+    const char *key = writable ? "filesystem.read_write" : "filesystem.read_only";
+    TRY(policy_check_tighten(p, key, spec, flag, err));
+    return policy_set_unchecked(p, key, spec, flag, err);
+}
+
+int policy_add_env(struct policy *p, const char *spec, const char *flag,
+                   struct cordon_err *err)
+{
+    return policy_set(p, strchr(spec, '=') ? "env.set" : "env.pass", spec,
+                      flag ? flag : "--env", err);
 }

@@ -76,6 +76,14 @@ bool policy_tool_allowed(const struct policy *p, const char *name)
            strv_contains(p->tools.allow, p->tools.n_allow, name);
 }
 
+bool policy_tool_ask(const struct policy *p, const char *name)
+{
+    for (size_t i = 0; i < p->tools.n_ask; i++)
+        if (!strcmp(p->tools.ask[i], name))
+            return true;
+    return false;
+}
+
 const struct policy_tool_rules *policy_tool_rules(const struct policy *p, const char *name)
 {
     for (size_t i = 0; i < p->tools.n_rules; i++)

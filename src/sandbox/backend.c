@@ -6,6 +6,7 @@
 #include "common/json.h"
 
 #include <stddef.h>
+#include <string.h>
 
 const char *run_reason_name(enum run_reason r)
 {
@@ -74,8 +75,11 @@ static int admits(const struct sandbox_backend *b, const struct policy *p, struc
 }
 
 const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct sandbox_skips *skipped,
                                                      struct cordon_err *err)
 {
+    if (skipped)
+        skipped->n = 0;
     /* Asked before anything of the run exists: a refusal leaves no host state. */
     if (!p->n_level_fallbacks) {
         const struct sandbox_backend *b = sandbox_backend_for(p->level, err);
@@ -89,12 +93,34 @@ const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
         const struct sandbox_backend *b = sandbox_backend_for(l, &e);
         if (b && b->probe(&e) == 0 && admits(b, p, &e) == 0)
             return b;
+        /* Said when a later level runs: a fallback is never silent. */
+        if (skipped && skipped->n < sizeof skipped->skip / sizeof skipped->skip[0]) {
+            struct sandbox_skip *s = &skipped->skip[skipped->n++];
+            const char *name = cordon_level_name(l);
+            size_t n = strlen(name);
+            /* "microvm: no QEMU at ..." is said as the level's: without its name again. */
+            bool named = !strncmp(e.msg, name, n) && e.msg[n] == ':' && e.msg[n + 1] == ' ';
+            s->level = l;
+            snprintf(s->why, sizeof s->why, "%s", named ? e.msg + n + 2 : e.msg);
+        }
         int n = snprintf(why + used, sizeof why - used, "%s%s: %s", i ? "; " : "",
                          cordon_level_name(l), e.msg);
         used = n < 0 || (size_t)n >= sizeof why - used ? sizeof why - 1 : used + (size_t)n;
     }
     err_set(err, CORDON_E_UNSUPPORTED, "no isolation level of the policy can run here (%s)", why);
     return NULL;
+}
+
+json_t *sandbox_skips_to_json(const struct sandbox_skips *skipped)
+{
+    if (!skipped->n)
+        return NULL;
+    json_t *a = json_array();
+    for (unsigned i = 0; a && i < skipped->n; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s}", "level",
+                                           cordon_level_name(skipped->skip[i].level),
+                                           "reason", skipped->skip[i].why));
+    return a;
 }
 
 json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct policy *p)
@@ -177,6 +203,11 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         json_object_set_new(o, "boundary", boundary);
     else
         json_decref(boundary);
+    json_t *skips = sandbox_skips_to_json(&res->skipped);
+    if (o && skips)
+        json_object_set_new(o, "levels_skipped", skips);
+    else
+        json_decref(skips);
     if (o && res->run_id[0])
         json_object_set_new(o, "run_id", json_string(res->run_id));
     if (o && res->reason == RUN_SETUP_ERROR)

@@ -53,6 +53,7 @@ struct sandbox_call {
                                 the policy's */
     const char *session_id;  /* the daemon's session the run belongs to, for the audit
                                 record, or NULL */
+    const char *container_id; /* the OCI container the run is, for the audit record, or NULL */
     const struct start_file *files; /* placed in /workspace before the command starts */
     size_t n_files;
     int in_fd;               /* relayed to the command's stdin (-1: empty) */
@@ -78,6 +79,18 @@ struct sandbox_call {
      * here, and its caller's wait ends there. NULL: nobody. */
     void (*answer)(void *arg, const struct sandbox_result *res);
     void *answer_arg;
+    /* in_fd, out_fd and err_fd become the command's own stdio, not relayed
+     * (an OCI container's: its engine reads them); no output limit applies. */
+    bool direct_stdio;
+};
+
+/* The levels of the policy's list passed over for the one chosen, and why. */
+struct sandbox_skips {
+    struct sandbox_skip {
+        enum cordon_level level;
+        char why[sizeof ((struct cordon_err *)0)->msg];
+    } skip[3];               /* the policy lists at most three fallbacks */
+    unsigned n;
 };
 
 struct sandbox_result {
@@ -105,6 +118,7 @@ struct sandbox_result {
     char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
     struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
     char audit[320];         /* what of the run's audit record could not be written, or "" */
+    struct sandbox_skips skipped; /* the policy's levels passed over for this one */
 };
 
 struct cgroup_set;
@@ -135,6 +149,9 @@ struct sandbox_setup {
                                        user, +2 the gateway) */
     bool ahead;                     /* prepared before its call (the daemon's pool):
                                        time spent now to start faster is well spent */
+    /* An OCI bundle's container (sandbox/container.h) instead of cordon's own
+     * root and user; only a level with .containers builds one. */
+    const struct sandbox_container *container;
     /* A template of P made by this level's template_build (borrowed): the
      * boundary is cloned from it instead of built, or NULL. */
     const struct sandbox_template *tmpl;
@@ -166,6 +183,9 @@ struct sandbox_boundary {
     const char *workdir, *tmpdir, *ca_cert, *ca_bundle;
     char evidence[512]; /* the level's own facts (a JSON object) for run.start and
                            the result, or "" */
+    int tty_master;   /* a container's terminal, made at prepare (its master), or -1 when
+                         none; the front end takes it (run_take_terminal) */
+    bool container;   /* built by container_prepare(): its release is container.c's */
 };
 
 /*
@@ -183,6 +203,7 @@ struct sandbox_backend {
     /* The level's kernel ignores RLIMIT_DATA (gVisor), memory's per-process fallback. */
     bool ignores_rlimit_data;
     bool overlay;     /* can run a workspace on a copy-on-write layer (workspace.mode) */
+    bool containers;  /* builds an OCI bundle's container (sandbox_setup.container) */
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Optional: can it run P here (the policy may forbid what the host
@@ -223,11 +244,16 @@ unsigned sandbox_degraded(const enum enforcement enforced[POLICY_LIMIT_COUNT]);
 
 /*
  * The backend for P: its level, or with fallbacks (isolation: [a, b]) the
- * first whose probe passes. A level that cannot run is never replaced by
- * one the policy did not list: NULL with ERR naming each level's reason.
+ * first whose probe passes, with each level tried before it and its reason
+ * in SKIPPED (NULL: not wanted). A level that cannot run is never replaced
+ * by one the policy did not list: NULL with ERR naming each level's reason.
  */
 const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
+                                                     struct sandbox_skips *skipped,
                                                      struct cordon_err *err);
+
+/* SKIPPED as [{"level", "reason"}], for the result and run.start; NULL when none. */
+json_t *sandbox_skips_to_json(const struct sandbox_skips *skipped);
 
 /*
  * Only the tree-wide limits (memory, pids, CPU) need a cgroup: without one

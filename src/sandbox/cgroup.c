@@ -128,8 +128,18 @@ static void own_view_free(struct own_view *v)
     free(v->mountinfo);
 }
 
+static int hierarchy_dir(const struct own_view *v, const char *controller, bool mine, char *out,
+                         size_t size);
+
 static int own_cgroup_dir(const struct own_view *v, const char *controller, char *out,
                           size_t size)
+{
+    return hierarchy_dir(v, controller, true, out, size);
+}
+
+/* Where CONTROLLER's hierarchy shows our cgroup (MINE) or its own root. */
+static int hierarchy_dir(const struct own_view *v, const char *controller, bool mine, char *out,
+                         size_t size)
 {
     if (!v->cgroup || !v->mountinfo)
         return -1;
@@ -196,7 +206,7 @@ static int own_cgroup_dir(const struct own_view *v, const char *controller, char
                 continue;
             rel = own + rlen;
         }
-        if (strcmp(rel, "/") == 0)
+        if (strcmp(rel, "/") == 0 || !mine)
             rel = "";
         snprintf(out, size, "%s%s", mnt, rel);
         return 0;
@@ -342,6 +352,76 @@ static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char
         cg->version = 1;
     }
     return 0;
+}
+
+/* mkdir -p of PATH beneath BASE, each new level's controllers enabled below it (v2: CTRL). */
+static int make_path(const char *base, const char *path, const char *ctrl, char *out, size_t size,
+                     const struct guard *g)
+{
+    if (snprintf(out, size, "%s%s%s", base, *path == '/' ? "" : "/", path) >= (int)size) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *slash = out + strlen(base) + 1; (slash = strchr(slash, '/')); slash++) {
+        *slash = '\0';
+        int rc = mkdir(out, 0755);
+        *slash = '/';
+        if (rc < 0 && errno != EEXIST)
+            return -1;
+    }
+    for (char *slash = out + strlen(base); ctrl && slash; slash = strchr(slash + 1, '/')) {
+        char saved = *slash;
+        *slash = '\0';
+        (void)write_file(out, "cgroup.subtree_control", ctrl);
+        *slash = saved;
+    }
+    return make_guarded(g, out);
+}
+
+int cgroup_create_at(struct cgroup_set *cg, const char *path,
+                     int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
+                     struct cordon_err *err)
+{
+    memset(cg, 0, sizeof *cg);
+    const struct guard g = { guard, arg, err };
+    struct own_view v = { 0 };
+    own_view_load(&v);
+    char root[PATH_MAX], buf[512], probe[PATH_MAX + 32];
+    int rc = 0;
+    if (hierarchy_dir(&v, "", false, root, sizeof root) == 0 &&
+        snprintf(probe, sizeof probe, "%s/cgroup.controllers", root) < (int)sizeof probe &&
+        read_small(probe, buf, sizeof buf) > 0 && strstr(buf, "memory") && strstr(buf, "pids")) {
+        char dir[PATH_MAX];
+        int made = make_path(root, path, "+memory +pids +cpu", dir, sizeof dir, &g);
+        if (made == -1)
+            rc = err_sys(err, CORDON_E_SETUP, "cannot create cgroup '%s' under '%s'", path, root);
+        else if (made < 0)
+            rc = -1; /* the guard said why */
+        for (int c = 0; rc == 0 && c < CGROUP_COUNT; c++)
+            snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
+        cg->version = rc == 0 ? 2 : 0;
+        own_view_free(&v);
+        return rc;
+    }
+    for (int c = 0; c < CGROUP_COUNT && rc == 0; c++) {
+        if (hierarchy_dir(&v, v1_names[c], false, root, sizeof root) < 0) {
+            snprintf(cg->why[c], sizeof cg->why[c], "no cgroup v1 '%s' hierarchy", v1_names[c]);
+            continue;
+        }
+        int made = make_path(root, path, NULL, cg->dir[c], sizeof cg->dir[c], &g);
+        if (made < 0) {
+            rc = made == -1 ? err_sys(err, CORDON_E_SETUP, "cannot create cgroup '%s' under '%s'",
+                                      path, root)
+                            : -1;
+            cg->dir[c][0] = '\0';
+        } else {
+            cg->version = 1;
+        }
+    }
+    own_view_free(&v);
+    if (rc < 0)
+        cgroup_destroy(cg);
+    return rc;
 }
 
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c)

@@ -43,6 +43,16 @@ int cgroup_create(struct cgroup_set *cg, const char *name,
                   int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
                   struct cordon_err *err);
 
+/*
+ * The same at PATH ("/default/ID", an OCI container's cgroupsPath) from the
+ * root of each hierarchy rather than beneath the supervisor's cgroup, its
+ * parents made as needed, each cgroup named to GUARD before it is made; a
+ * cgroup already there is an error.
+ */
+int cgroup_create_at(struct cgroup_set *cg, const char *path,
+                     int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
+                     struct cordon_err *err);
+
 bool cgroup_has(const struct cgroup_set *cg, enum cgroup_controller c);
 
 /* The cgroup v2 directory runs are made beneath (the supervisor's own, or

@@ -36,6 +36,21 @@ int confine_drop_capabilities(struct cordon_err *err)
     return 0;
 }
 
+/* Exactly CAPS, across exec too: ambient for a command that is not uid 0. */
+static int keep_capabilities(uint64_t caps, struct cordon_err *err)
+{
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct data[2] = { { 0 } };
+    for (int i = 0; i < 2; i++)
+        data[i].effective = data[i].permitted = data[i].inheritable = (uint32_t)(caps >> (32 * i));
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 || sys_capset(&hdr, data) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot set the container's capabilities");
+    for (int cap = 0; cap < 64; cap++)
+        if ((caps & (1ull << cap)) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot keep capability %d", cap);
+    return 0;
+}
+
 static int apply_rlimits(const struct confine_plan *c, struct cordon_err *err)
 {
     for (size_t i = 0; i < c->n_rlimits; i++)
@@ -85,9 +100,14 @@ int confine_command_notified(const struct confine_plan *c, const struct seccomp_
      * which a low RLIMIT_NOFILE would refuse. */
     TRY(apply_landlock(c, err));
     TRY(apply_rlimits(c, err));           /* raising a hard limit needs the capabilities */
-    TRY(confine_drop_capabilities(err));
+    if (c->keep_caps)
+        TRY(keep_capabilities(c->keep_caps, err));
+    else
+        TRY(confine_drop_capabilities(err));
     if (notify)
         TRY(install_notifier(notify, notify_sock, err));
+    if (c->extra_filter && c->extra_filter->len)
+        TRY(seccomp_program_install(c->extra_filter, err));
     TRY(seccomp_program_install(filter, err)); /* last: it forbids the steps above */
     return 0;
 }

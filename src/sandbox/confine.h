@@ -27,6 +27,12 @@ struct confine_plan {
     /* Landlock is the only filesystem layer (no mount namespace): a kernel
      * without it refuses the run instead of running unconfined. */
     bool landlock_required;
+    /* An OCI container's: the capabilities its command keeps (bounding,
+     * permitted, effective, inheritable and ambient: bit N = CAP_N; 0 drops
+     * them all, as every other run does), and the spec's own filter,
+     * installed just before cordon's, so that the stricter of the two wins. */
+    uint64_t keep_caps;
+    const struct seccomp_program *extra_filter;
 };
 
 /* Add an rlimit (soft SOFT, hard HARD), replacing one for the same RESOURCE. */

@@ -80,7 +80,7 @@ static int add(struct ns_plan *plan, size_t *cap, enum mount_kind kind, const ch
  * for idmapped binds: files the caller owns appear owned by the sandbox
  * user, and what the sandbox writes lands on disk as the caller's.
  */
-static int idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t host_uid,
+static int idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t host_uid, uid_t count,
                         struct cordon_err *err)
 {
     int ready[2];
@@ -104,11 +104,11 @@ static int idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t host_uid,
     for (size_t i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "/proc/%d/%s", pid, files[i]);
         if (i == 0)
-            snprintf(map, sizeof map, "%u %u 1\n", caller_uid, host_uid);
+            snprintf(map, sizeof map, "%u %u %u\n", caller_uid, host_uid, count);
         else if (i == 1)
             snprintf(map, sizeof map, "deny\n");
         else
-            snprintf(map, sizeof map, "%u %u 1\n", caller_gid, host_uid);
+            snprintf(map, sizeof map, "%u %u %u\n", caller_gid, host_uid, count);
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd < 0 || write(fd, map, strlen(map)) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot write '%s'", path);
@@ -140,6 +140,25 @@ static int idmapped_tree(const char *source, bool follow, int userns, struct cor
                        "cannot idmap '%s' for the sandbox user (its filesystem may not "
                        "support idmapped mounts)", source);
     return TAKE_FD(tree);
+}
+
+int mounts_idmapped_tree(const char *source, bool follow, uid_t from, uid_t count,
+                         struct cordon_err *err)
+{
+    _cleanup_close_ int userns = idmap_userns(0, 0, from, count, err);
+    return userns < 0 ? -1 : idmapped_tree(source, follow, userns, err);
+}
+
+int mounts_cloned_tree(const char *source, bool follow, struct cordon_err *err)
+{
+    _cleanup_close_ int src = hostpath_open(AT_FDCWD, source, O_PATH, 0, follow, err);
+    if (src < 0)
+        return -1;
+    int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                      AT_RECURSIVE);
+    if (tree < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", source);
+    return tree;
 }
 
 static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct cordon_err *err)
@@ -276,7 +295,7 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     bool root = geteuid() == 0 && (p->workspace || p->n_binds || p->n_unix_sockets);
     _cleanup_close_ int userns = -1;
     if (root) {
-        userns = idmap_userns(geteuid(), getegid(), map_host_uid, err);
+        userns = idmap_userns(geteuid(), getegid(), map_host_uid, 1, err);
         if (userns < 0)
             return -1;
     }
@@ -394,8 +413,18 @@ int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *e
     return add(plan, &cap, MOUNT_FILE, SANDBOX_CA_BUNDLE, bundle, NULL, false, false, err);
 }
 
+int mounts_plan_add(struct ns_plan *plan, size_t *cap, enum mount_kind kind, const char *dest,
+                    const char *source, const char *data, bool writable, bool optional,
+                    struct cordon_err *err)
+{
+    return add(plan, cap, kind, dest, source, data, writable, optional, err);
+}
+
 void mounts_plan_release(struct ns_plan *plan)
 {
+    if (plan->root && plan->root_tree >= 0)
+        closep(&plan->root_tree);
+    plan->root_tree = -1;
     for (size_t i = 0; i < plan->n_steps; i++) {
         free(plan->steps[i].dest);
         free(plan->steps[i].source);
@@ -652,6 +681,98 @@ static int make_dirs(int newroot, const char *path, struct cordon_err *err)
     return fd < 0 ? -1 : 0;
 }
 
+/*
+ * sysfs, mqueue and cgroup2, fresh where the kernel lets this user namespace
+ * mount them (sysfs: a network namespace of its own; mqueue: an IPC one).
+ * sysfs in a joined network namespace is the host's /sys bound read-only,
+ * as rootless runtimes do; cgroup2 shows the hierarchy from the cgroup
+ * namespace's root, which the boundary made its own cgroup.
+ */
+static int do_kernel_fs(const struct mount_step *s, const char *dest, int oldroot, int newroot,
+                        struct cordon_err *err)
+{
+    static const char *const types[] = { [MOUNT_SYSFS] = "sysfs", [MOUNT_MQUEUE] = "mqueue",
+                                         [MOUNT_CGROUP2] = "cgroup2" };
+    const char *type = types[s->kind];
+    unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    if (s->kind != MOUNT_MQUEUE || !s->writable)
+        flags |= MS_RDONLY;
+    if (mount(type, dest, type, flags, NULL) == 0)
+        return 0;
+    if (s->kind == MOUNT_SYSFS && (errno == EPERM || errno == EACCES)) {
+        struct mount_step bind = { .kind = MOUNT_BIND, .dest = s->dest, .source = "/sys",
+                                   .tree_fd = -1, .follow_symlinks = false };
+        char name[NAME_MAX + 1];
+        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, true, err);
+        return parent < 0 ? -1 : do_bind(&bind, parent, name, oldroot, newroot, err);
+    }
+    return err_sys(err, CORDON_E_SETUP, "cannot mount %s at '%s'", type, s->dest);
+}
+
+/*
+ * Hide what is at DEST, never following a link to it: a directory under an
+ * empty read-only tmpfs, anything else under a read-only, nodev /dev/null.
+ * A missing path (or a link) is left alone: a mask has nothing to cover.
+ */
+static int do_mask(const struct mount_step *s, int newroot, int oldroot, struct cordon_err *err)
+{
+    struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                       RESOLVE_NO_MAGICLINKS };
+    _cleanup_close_ int at = sys_openat2(newroot, s->dest + 1, &how, sizeof how);
+    if (at < 0 && (errno == ENOENT || errno == ELOOP || errno == ENOTDIR))
+        return 0;
+    struct stat st;
+    if (at < 0 || fstat(at, &st) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s' to mask it", s->dest);
+    _cleanup_close_ int tree = -1;
+    if (S_ISDIR(st.st_mode)) {
+        _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+        if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+            (tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                                     MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot make a tmpfs to mask '%s'", s->dest);
+    } else {
+        struct mount_step null = { .kind = MOUNT_BIND, .source = "/dev/null", .tree_fd = -1 };
+        tree = clone_source(&null, oldroot, newroot, err);
+        struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                               MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+        if (tree < 0 || mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+            return tree < 0 ? -1 : err_sys(err, CORDON_E_SETUP, "cannot mask '%s'", s->dest);
+    }
+    if (move_mount(tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot mask '%s'", s->dest);
+    return 0;
+}
+
+/*
+ * A generated file over DEST in a root that is not cordon's own (a bundle's):
+ * written in the scratch root, bound read-only, so the bundle keeps its file.
+ */
+static int do_file_over(const struct mount_step *s, int newroot, int oldroot,
+                        struct cordon_err *err)
+{
+    static unsigned n;
+    char scratch[32];
+    snprintf(scratch, sizeof scratch, "/generated-%u", n++);
+    _cleanup_close_ int fd = open(scratch, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                                  0644);
+    size_t len = strlen(s->source);
+    if (fd < 0 || write(fd, s->source, len) != (ssize_t)len)
+        return err_sys(err, CORDON_E_SETUP, "cannot write '%s'", s->dest);
+    struct mount_step bind = { .kind = MOUNT_BIND, .dest = s->dest, .source = scratch,
+                               .tree_fd = -1 };
+    bind.tree_fd = open_tree(AT_FDCWD, scratch, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (bind.tree_fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot clone '%s'", scratch);
+    char name[NAME_MAX + 1];
+    _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, true, err);
+    int rc = parent < 0 ? -1 : do_bind(&bind, parent, name, oldroot, newroot, err);
+    closep(&bind.tree_fd);
+    return rc;
+}
+
 static int do_step(const struct mount_step *s, int newroot, int oldroot, int *layer,
                    struct cordon_err *err)
 {
@@ -704,6 +825,8 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, int *la
         return 0;
     }
     case MOUNT_FILE: {
+        if (s->over)
+            return do_file_over(s, newroot, oldroot, err);
         _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, true, err);
         if (parent < 0)
             return -1;
@@ -719,8 +842,48 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, int *la
     }
     case MOUNT_DIR:
         return make_dirs(newroot, s->dest, err);
+    case MOUNT_SYSFS:
+    case MOUNT_MQUEUE:
+    case MOUNT_CGROUP2:
+        TRY(make_dirs(newroot, s->dest, err));
+        return do_kernel_fs(s, dest, oldroot, newroot, err);
+    case MOUNT_MASK:
+        return do_mask(s, newroot, oldroot, err);
     }
     return err_set(err, CORDON_E_INTERNAL, "unknown mount step %d", (int)s->kind);
+}
+
+/* A /dev of the plan's own (cordon's root always has one; a bundle's may not). */
+static bool has_dev_tmpfs(const struct ns_plan *plan)
+{
+    for (size_t i = 0; i < plan->n_steps; i++)
+        if (plan->steps[i].kind == MOUNT_TMPFS && strcmp(plan->steps[i].dest, "/dev") == 0)
+            return true;
+    return false;
+}
+
+/*
+ * A bundle's root filesystem at NEWROOT (its idmapped copy when one was
+ * prepared), nosuid and nodev; made read-only with the rest at the end, once
+ * the mountpoints are in it, unless it is writable.
+ */
+static int bind_root(const struct ns_plan *plan, int oldroot, struct cordon_err *err)
+{
+    struct mount_step root = { .kind = MOUNT_BIND, .dest = "/", .source = (char *)plan->root,
+                               .tree_fd = -1, .follow_symlinks = true };
+    _cleanup_close_ int tree = plan->root_tree >= 0
+                                   ? TAKE_FD(((struct ns_plan *)plan)->root_tree)
+                                   : clone_source(&root, oldroot, -1, err);
+    if (tree < 0)
+        return -1;
+    /* Private: a tree the supervisor cloned keeps the host mount's peer group, and
+     * pivot_root refuses a shared new root. */
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                               .propagation = MS_PRIVATE };
+    if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0 ||
+        move_mount(tree, "", AT_FDCWD, NEWROOT, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot bind the root '%s'", plan->root);
+    return 0;
 }
 
 int mounts_enter_clone(const struct ns_plan *plan, struct cordon_err *err)
@@ -759,12 +922,13 @@ int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err 
         return err_sys(err, CORDON_E_SETUP, "cannot pivot to scratch root");
     if (chdir("/") < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot enter scratch root");
-    if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot mount root tmpfs");
-
     _cleanup_close_ int oldroot = open(OLDROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (oldroot < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open host root");
+    if (plan->root)
+        TRY(bind_root(plan, oldroot, err));
+    else if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot mount root tmpfs");
     _cleanup_close_ int newroot = open(NEWROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (newroot < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open new root");
@@ -782,9 +946,11 @@ int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err 
     /* The root and /dev are read-only: only /tmp, /dev/shm, /workspace and
      * rw binds take writes (the sandbox user owns what setup created). */
     struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
-    if (mount_setattr(AT_FDCWD, NEWROOT, 0, &ro, sizeof ro) < 0 ||
-        mount_setattr(AT_FDCWD, NEWROOT "/dev", 0, &ro, sizeof ro) < 0)
+    if ((!plan->root || !plan->root_writable) &&
+        mount_setattr(AT_FDCWD, NEWROOT, 0, &ro, sizeof ro) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot make root read-only");
+    if (has_dev_tmpfs(plan) && mount_setattr(AT_FDCWD, NEWROOT "/dev", 0, &ro, sizeof ro) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot make /dev read-only");
 
     closep(&oldroot);
     oldroot = -1;

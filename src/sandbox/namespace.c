@@ -8,6 +8,8 @@
 #include "policy/policy.h"
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
+#include "sandbox/container.h"
+#include "sandbox/ns_int.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/notify.h"
 #include "sandbox/plan.h"
@@ -62,7 +64,7 @@ static _Noreturn void child_fail(const struct child_fds *fds, struct cordon_err 
     boundary_fail(fds->err_w, err);
 }
 
-static int loopback_up(struct cordon_err *err)
+int ns_loopback_up(struct cordon_err *err)
 {
     _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0)
@@ -134,7 +136,7 @@ static void close_inherited(const struct ns_plan *plan, const struct child_fds *
  * here (so it lives in the sandbox's network namespace) and handed out to
  * the gateway, which serves it from the host's. The sandbox keeps no copy.
  */
-static int open_gateway_door(int sock, struct cordon_err *err)
+int ns_open_gateway_door(int sock, struct cordon_err *err)
 {
     _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (l < 0)
@@ -185,7 +187,7 @@ static int bound_socket(int type, uint32_t addr, uint16_t port, struct cordon_er
  * socket and a listener on 0.0.0.0:PORT for each port the policy lets a name
  * be reached on, handed to the gateway in that order.
  */
-static int open_transparent_doors(const struct ns_plan *plan, int sock, struct cordon_err *err)
+int ns_open_transparent_doors(const struct ns_plan *plan, int sock, struct cordon_err *err)
 {
     if (route_synthetic_range(err) < 0)
         return -1;
@@ -306,10 +308,10 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     }
     int layer = -1;
     if ((plan->cloned ? mounts_enter_clone(plan, &err) : mounts_enter_root(plan, &layer, &err)) < 0 ||
-        loopback_up(&err) < 0 ||
-        (fds->gw_sock >= 0 && open_gateway_door(fds->gw_sock, &err) < 0) ||
+        ns_loopback_up(&err) < 0 ||
+        (fds->gw_sock >= 0 && ns_open_gateway_door(fds->gw_sock, &err) < 0) ||
         (fds->gw_sock >= 0 && plan->transparent &&
-         open_transparent_doors(plan, fds->gw_sock, &err) < 0))
+         ns_open_transparent_doors(plan, fds->gw_sock, &err) < 0))
         child_fail(fds, &err);
     if (layer >= 0) {
         /* The supervisor commits the layer after the run: its handle leaves
@@ -395,7 +397,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
 
 /* ---- supervisor side ---- */
 
-static int write_proc(pid_t pid, const char *file, const char *text, struct cordon_err *err)
+int ns_write_proc(pid_t pid, const char *file, const char *text, struct cordon_err *err)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
@@ -411,15 +413,15 @@ static int write_id_maps(pid_t pid, bool root, uid_t host_base, struct cordon_er
     if (root) {
         /* In-namespace root and the sandbox user, both unprivileged on the host. */
         snprintf(map, sizeof map, "0 %u 1\n%d %u 1\n", host_base, SANDBOX_UID, host_base + 1);
-        TRY(write_proc(pid, "uid_map", map, err));
-        TRY(write_proc(pid, "gid_map", map, err));
+        TRY(ns_write_proc(pid, "uid_map", map, err));
+        TRY(ns_write_proc(pid, "gid_map", map, err));
         return 0;
     }
     snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_UID, (unsigned)getuid());
-    TRY(write_proc(pid, "uid_map", map, err));
-    TRY(write_proc(pid, "setgroups", "deny", err));
+    TRY(ns_write_proc(pid, "uid_map", map, err));
+    TRY(ns_write_proc(pid, "setgroups", "deny", err));
     snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_GID, (unsigned)getgid());
-    return write_proc(pid, "gid_map", map, err);
+    return ns_write_proc(pid, "gid_map", map, err);
 }
 
 struct pipes {
@@ -444,8 +446,8 @@ static int ns_probe(struct cordon_err *err)
     return 0;
 }
 
-/* What open_transparent_doors() handed out, in its order; -1 when one is missing. */
-static int recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b)
+/* What ns_open_transparent_doors() handed out, in its order; -1 when one is missing. */
+int ns_recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b)
 {
     for (size_t i = 0; i < 1 + plan->n_ports; i++) {
         int fd = recv_fd(sock);
@@ -458,6 +460,8 @@ static int recv_transparent_doors(const struct ns_plan *plan, int sock, struct s
 
 static void ns_release(struct sandbox_boundary *b)
 {
+    if (b->container)
+        return container_boundary_release(b);
     boundary_release(b);
 }
 
@@ -570,6 +574,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
 {
     const struct policy *p = s->p;
     bool root = geteuid() == 0;
+    if (s->container)
+        return container_prepare(s, b, true, err);
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1, .layer = -1 };
     bool overlay = p->workspace && p->workspace_mode == POLICY_WS_OVERLAY;
@@ -610,7 +616,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     /* The door, then "ready" at the seam; either missing means the child failed. */
     if ((overlay && (b->layer = recv_fd(pp.layer[0])) < 0) ||
         (s->gateway && (b->door = recv_fd(pp.gw[0])) < 0) ||
-        (plan.transparent && recv_transparent_doors(&plan, pp.gw[0], b) < 0) ||
+        (plan.transparent && ns_recv_transparent_doors(&plan, pp.gw[0], b) < 0) ||
         start_ready_wait(pp.start[0]) < 0) {
         boundary_child_error(pp.err[0], err);
         goto out;
@@ -651,6 +657,7 @@ const struct sandbox_backend namespace_backend = {
     .name = "namespace",
     .level = CORDON_LEVEL_NAMESPACE,
     .overlay = true,
+    .containers = true,
     .probe = ns_probe,
     .prepare = ns_prepare,
     .release = ns_release,

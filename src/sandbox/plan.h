@@ -33,6 +33,12 @@ enum mount_kind {
     MOUNT_SYMLINK,  /* dest -> source */
     MOUNT_FILE,     /* a generated file: source is its content */
     MOUNT_DIR,      /* an empty directory */
+    MOUNT_SYSFS,    /* sysfs, read-only (the host's /sys bound read-only where the
+                       network namespace is not the boundary's own) */
+    MOUNT_MQUEUE,   /* a POSIX message queue filesystem */
+    MOUNT_CGROUP2,  /* the cgroup v2 hierarchy from the cgroup namespace's root, read-only */
+    MOUNT_MASK,     /* whatever is at dest hidden: a file under /dev/null, a directory under
+                       an empty read-only tmpfs; nothing there, nothing done */
 };
 
 struct mount_step {
@@ -53,6 +59,8 @@ struct mount_step {
                             bind over itself, taken from the workspace's own mount) */
     bool overlay;        /* MOUNT_BIND of the workspace as the read-only lower layer of an
                             overlay whose upper is on a fresh tmpfs (data: its options) */
+    bool over;           /* MOUNT_FILE: written in the scratch root and bound read-only
+                            over dest, so a root that is not cordon's own is not written */
     bool per_call;       /* the run's own (/tmp, /dev/shm, the scratch workspace, devpts):
                             a template holds only its mountpoint, each clone a fresh one */
 };
@@ -60,6 +68,11 @@ struct mount_step {
 struct ns_plan {
     struct mount_step *steps;
     size_t n_steps;
+    /* The root: a host tree (an OCI bundle's) bound at / instead of a fresh
+     * tmpfs, or NULL. ROOT_TREE: its prepared (idmapped) copy, or -1. */
+    const char *root;
+    bool root_writable;
+    int root_tree;
     struct confine_plan confine;    /* the core's rlimits and the Landlock rules of the mounts */
     struct seccomp_program seccomp; /* compiled after clone(), sent to the child */
     /* The command's connect()s go to init, which makes them (usock.h). */
@@ -105,5 +118,22 @@ int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err 
 int mounts_enter_clone(const struct ns_plan *plan, struct cordon_err *err);
 
 void mounts_plan_release(struct ns_plan *plan);
+
+/* In the supervisor: one more step (a front end's own root: see container.c); CAP is the
+ * size add() grew STEPS to, or the step count when nothing was added yet. */
+int mounts_plan_add(struct ns_plan *plan, size_t *cap, enum mount_kind kind, const char *dest,
+                    const char *source, const char *data, bool writable, bool optional,
+                    struct cordon_err *err);
+
+/*
+ * In the supervisor: a detached copy of host tree SOURCE whose files owned
+ * by ids 0..COUNT-1 appear owned by FROM.., for a root-started sandbox whose
+ * ids start at FROM. -1 with ERR (a filesystem without idmapped mounts).
+ */
+int mounts_idmapped_tree(const char *source, bool follow, uid_t from, uid_t count,
+                         struct cordon_err *err);
+
+/* The same without an idmapping: for a source the sandbox's own ids could not reach. */
+int mounts_cloned_tree(const char *source, bool follow, struct cordon_err *err);
 
 /* The host's /etc entries every level shows read-only ("/etc/ssl", ...). */

@@ -373,7 +373,12 @@ int seccomp_program_compile(const struct policy *p, struct seccomp_program *out,
     *out = (struct seccomp_program){ 0 };
     _cleanup_(ctx_releasep) scmp_filter_ctx ctx = NULL;
     TRY(build_ctx(p, &ctx, err));
+    return seccomp_program_export(ctx, out, err);
+}
 
+int seccomp_program_export(void *ctx, struct seccomp_program *out, struct cordon_err *err)
+{
+    *out = (struct seccomp_program){ 0 };
     _cleanup_close_ int fd = memfd_create("cordon-seccomp", MFD_CLOEXEC);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create a memfd for the seccomp filter");

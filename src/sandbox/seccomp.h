@@ -30,6 +30,9 @@ int seccomp_program_build(const struct policy *p, struct seccomp_program *out,
 int seccomp_program_compile(const struct policy *p, struct seccomp_program *out,
                             struct cordon_err *err);
 
+/* A libseccomp filter context (scmp_filter_ctx) someone else built, as BPF. */
+int seccomp_program_export(void *ctx, struct seccomp_program *out, struct cordon_err *err);
+
 /*
  * The compiled profile as libseccomp's pseudo-code, written to FD: for
  * `cordon check` and for reading what the table became.

@@ -389,12 +389,8 @@ static void finish(struct loop *l, struct rusage *ru)
         res->reason = RUN_CPU_LIMIT;
 }
 
-/*
- * Init reported the run's tree gone: finish now, without waiting for init's
- * own exit (the namespaces' teardown). The output pipes have no writer left
- * and drain to EOF; a setup error, if any, is in its pipe already.
- */
-static void tree_gone(struct loop *l)
+/* The run is over: its setup error's pipe drained, its stdin closed, its result made. */
+static void conclude(struct loop *l, struct rusage *ru)
 {
     struct supervision *s = l->s;
     if (s->err_r >= 0) {
@@ -403,12 +399,44 @@ static void tree_gone(struct loop *l)
     }
     if (s->in_w >= 0)
         closep(&s->in_w), s->in_w = -1;
+    finish(l, ru);
+}
+
+/*
+ * Init reported the run's tree gone: finish now, without waiting for init's
+ * own exit (the namespaces' teardown). The output pipes have no writer left
+ * and drain to EOF; a setup error, if any, is in its pipe already.
+ */
+static void tree_gone(struct loop *l)
+{
     struct rusage ru = {
         .ru_utime = { .tv_sec = (time_t)(l->tree_cpu_us / 1000000u),
                       .tv_usec = (suseconds_t)(l->tree_cpu_us % 1000000u) },
         .ru_maxrss = (long)l->tree_maxrss_kib,
     };
-    finish(l, &ru);
+    conclude(l, &ru);
+}
+
+/* Init is gone (POLLED: its pidfd said so) or may be: reap it and end the run. */
+static void reap_init(struct loop *l, bool polled)
+{
+    struct supervision *s = l->s;
+    struct rusage ru;
+    int ws;
+    pid_t w = wait4(s->init_pid, &ws, polled ? 0 : WNOHANG, &ru);
+    /* A container's init is not ours to reap (its creator's caller does): its
+     * pidfd said it is gone, the status pipe says how. */
+    if (w < 0 && errno == ECHILD && polled) {
+        w = s->init_pid;
+        memset(&ru, 0, sizeof ru);
+    }
+    if (w != s->init_pid)
+        return;
+    l->init_done = true;
+    /* The status arrives before init exits; drain it now. */
+    if (s->status_r >= 0)
+        read_command_status(l);
+    conclude(l, &ru);
 }
 
 void supervise(struct supervision *s, struct sandbox_result *res)
@@ -508,24 +536,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             l.next_check_us = monotonic_us() + TICK_MS * 1000;
         }
 
-        if (!ended(&l) && (i_pid < 0 || p[i_pid].revents)) {
-            struct rusage ru;
-            int ws;
-            pid_t w = wait4(s->init_pid, &ws, i_pid >= 0 ? 0 : WNOHANG, &ru);
-            if (w == s->init_pid) {
-                l.init_done = true;
-                /* The status arrives before init exits; drain it now. */
-                if (s->status_r >= 0)
-                    read_command_status(&l);
-                if (s->err_r >= 0) {
-                    fcntl(s->err_r, F_SETFL, O_NONBLOCK);
-                    read_setup_error(&l);
-                }
-                if (s->in_w >= 0)
-                    closep(&s->in_w), s->in_w = -1;
-                finish(&l, &ru);
-            }
-        }
+        if (!ended(&l) && (i_pid < 0 || p[i_pid].revents))
+            reap_init(&l, i_pid >= 0);
     }
     /* Output past the cap that was already written when the command ended
      * still counts: the relayed output is not all the command said. */

@@ -1,427 +1,705 @@
 /*
- * sandbox/txn.c: a transactional workspace's scan and commit (see txn.h).
- * Runs in the supervisor once the sandbox is gone. Every path is walked by
- * descriptor: the layer with RESOLVE_BENEATH, the host workspace with
- * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, so a link either side holds (planted
- * by this run, or an earlier one) is copied or replaced, never followed.
+ * sandbox/txn.c: a transactional workspace's commit, and its recovery after
+ * a crash (see txn.h; the scan is txn_scan.c). Runs in the supervisor once
+ * the sandbox is gone; recovery also in the watchdog should the supervisor
+ * die mid-commit, and in whoever opens the workspace next (a run's prepare,
+ * `cordon check -w`, the daemon at start).
+ *
+ * A commit is all or nothing, across ENOSPC, EACCES, kill -9 and power loss.
+ * W is the host workspace; ID 16 random hex digits; N a record's number.
+ *
+ *   W/.cordon-txn-ID/        the transaction (0700, at W's root): the files
+ *                            intent, journal and committed
+ *   P/.cordon-txn-ID.N       record N's new entry, staged beside its target
+ *                            P/NAME (one directory: a rename puts it in place,
+ *                            a relative link means the same before and after)
+ *   P/.cordon-txn-ID.N.old   the old P/NAME, moved aside (removals)
+ *
+ * A record puts a new file, link or whole new directory (its tree staged
+ * inside it) at P/NAME, removes P/NAME, or sets a directory's mode. flock(W)
+ * holds one commit or recovery at a time, so a transaction directory found
+ * under the lock is a dead commit's. The states, and what recovery does:
+ *
+ *   STAGING    the directory and `intent` (every record, fsynced), then the
+ *              new entries staged (new directories 0700). W's own entries
+ *              are untouched. Recovery removes every staged name `intent`
+ *              lists, then the directory: the old tree.
+ *   APPLYING   syncfs (the staged data is on disk), then `journal` (the
+ *              records with the inodes of each new and old entry; written
+ *              whole: a temporary name, fsync, rename, fsync). Each record
+ *              in order: a new entry replacing one goes in by
+ *              renameat2(RENAME_EXCHANGE) (the old lands on its staged name),
+ *              a new one by RENAME_NOREPLACE; a removed one is renamed aside.
+ *              Nothing is deleted. A failure here (ENOSPC, EACCES, EBUSY),
+ *              and recovery, undo each record in reverse, telling by inode
+ *              which of P/NAME, ...N and ...N.old holds what, then remove
+ *              what was staged and the directory: the old tree.
+ *   COMMITTED  syncfs, then `committed` (fsync, fsync): the point of no
+ *              return. The old entries are removed, then the directories'
+ *              modes set, deepest first (last: a new 0555 directory took its
+ *              entries while it was 0700), then the directory removed.
+ *              Recovery finishes each record (making again a rename a power
+ *              loss took), the same removals and modes: the new tree.
+ *
+ * A journal is read as untrusted, since a -w run writes W too: every path
+ * is one the run could write itself (beneath W, no link, no protected or
+ * reserved name), and only reserved names are created or deleted whole.
+ * Every host path is opened beneath W with RESOLVE_NO_SYMLINKS; the rest
+ * are single names, taken *at() without following a link.
  */
-#include "sandbox/txn.h"
+#include "sandbox/txn_int.h"
 
 #include "common/cleanup.h"
-#include "common/syscalls.h"
+#include "common/text.h"
 #include "policy/policy.h"
-#include "sandbox/workspace.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fs.h>
-#include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
-#define UPPER "upper"
+#define JOURNAL_MAX (256u << 20) /* what a recovery reads of a journal */
+#define LOCK_WAIT_MS 120000      /* a commit waits this long for another one */
 
-enum txn_op { OP_ADD, OP_CHANGE, OP_REMOVE };
+enum rec_kind { REC_PUT, REC_DEL, REC_MODE };
+static const char *const kind_names[] = { "put", "del", "mode" };
 
-struct txn_entry {
-    char *rel;          /* relative to the workspace */
-    enum txn_op op;
-    mode_t mode;        /* the layer's (type and permissions); 0 for OP_REMOVE */
-    bool clear_first;   /* the host has something else there (or a directory to replace) */
-    char *link;         /* a link's target */
+struct rec {
+    enum rec_kind kind;
+    unsigned long long new_ino, old_ino; /* 0: none */
+    mode_t mode;                         /* REC_MODE: the permissions to set */
+    char *rel;                           /* a journal's own, or the scan's (borrowed) */
 };
 
-struct txn {
-    int upper;          /* the layer's upper directory, O_PATH */
-    int host;           /* the host workspace, O_PATH (borrowed) */
-    const struct policy *p;
-    struct txn_entry *e;
+struct journal {
+    char id[17];
+    struct rec *r;
     size_t n, cap;
-    EVP_MD_CTX *md;
-    size_t visited;
+    bool own;           /* the rels are ours to free */
 };
 
-const char *txn_outcome_name(enum txn_outcome o)
+static void journal_release(struct journal *j)
 {
-    static const char *const names[] = { "none", "committed", "discarded", "refused", "pending",
-                                         "failed" };
-    return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "?";
+    for (size_t i = 0; j->own && i < j->n; i++)
+        free(j->r[i].rel);
+    free(j->r);
+    *j = (struct journal){ 0 };
 }
 
-json_t *txn_summary_json(const struct txn_summary *s)
+static struct rec *journal_add(struct journal *j, enum rec_kind kind, char *rel, mode_t mode)
 {
-    json_t *names = json_array();
-    for (unsigned i = 0; i < s->n_names; i++)
-        json_array_append_new(names, json_string(s->names[i]));
-    json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:s, s:o}",
-                          "outcome", txn_outcome_name(s->outcome),
-                          "committed", s->outcome == TXN_COMMITTED,
-                          "added", (json_int_t)s->added, "changed", (json_int_t)s->changed,
-                          "removed", (json_int_t)s->removed, "bytes", (json_int_t)s->bytes,
-                          "digest", s->digest, "paths", names);
-    if (o && s->reason[0])
-        json_object_set_new(o, "reason", json_string(s->reason));
-    return o;
+    if (j->n == j->cap) {
+        size_t ncap = j->cap ? j->cap * 2 : 64;
+        struct rec *nr = realloc(j->r, ncap * sizeof *nr);
+        if (!nr)
+            return NULL;
+        j->r = nr;
+        j->cap = ncap;
+    }
+    j->r[j->n] = (struct rec){ .kind = kind, .rel = rel, .mode = mode };
+    return &j->r[j->n++];
 }
 
-/* The first refusal is the one told; the scan goes on for the summary. */
-__attribute__((format(printf, 2, 3)))
-static void refuse(struct txn_summary *sum, const char *fmt, ...)
+__attribute__((format(printf, 3, 4)))
+static int fail(char *why, size_t len, const char *fmt, ...)
 {
-    if (sum->outcome == TXN_REFUSED)
-        return;
-    sum->outcome = TXN_REFUSED;
+    int saved = errno;
+    char what[224];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(sum->reason, sizeof sum->reason, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-}
-
-static bool is_protected(const struct policy *p, const char *name)
-{
-    for (size_t i = 0; i < p->n_protected; i++)
-        if (policy_protected_match(p->protected[i], name))
-            return true;
-    return false;
-}
-
-static int open_beneath(int dir, const char *rel, int flags)
-{
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    return sys_openat2(dir, rel, &how, sizeof how);
-}
-
-static int cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* DIR's entry names, sorted (the digest and the apply order depend on it). */
-static char **list_dir(int dir, size_t *n)
-{
-    *n = 0;
-    int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return NULL;
-    }
-    char **v = NULL;
-    size_t cap = 0;
-    for (struct dirent *de; (de = readdir(d));) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **nv = realloc(v, cap * sizeof *nv);
-            if (!nv)
-                break;
-            v = nv;
-        }
-        if (!(v[*n] = strdup(de->d_name)))
-            break;
-        (*n)++;
-    }
-    closedir(d);
-    if (!v)
-        v = calloc(1, sizeof *v);
-    if (v && *n)
-        qsort(v, *n, sizeof *v, cmp_names);
-    return v;
-}
-
-static void free_list(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-static void name_path(struct txn_summary *sum, const char *what, const char *rel)
-{
-    if (sum->n_names < TXN_NAMES)
-        snprintf(sum->names[sum->n_names++], sizeof sum->names[0], "%s %.*s", what,
-                 (int)(sizeof sum->names[0] - strlen(what) - 2), rel);
-}
-
-static int add_entry(struct txn *t, struct txn_summary *sum, const char *rel, enum txn_op op,
-                     mode_t mode, bool clear_first, const char *link, const char *content)
-{
-    if (t->n == t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 64;
-        struct txn_entry *ne = realloc(t->e, ncap * sizeof *ne);
-        if (!ne)
-            return -1;
-        t->e = ne;
-        t->cap = ncap;
-    }
-    struct txn_entry *e = &t->e[t->n];
-    *e = (struct txn_entry){ .rel = strdup(rel), .op = op, .mode = mode,
-                             .clear_first = clear_first, .link = link ? strdup(link) : NULL };
-    if (!e->rel || (link && !e->link)) {
-        free(e->rel);
-        free(e->link);
-        return -1;
-    }
-    t->n++;
-    static const char *const ops[] = { "added", "changed", "removed" };
-    if (op == OP_ADD)
-        sum->added++;
-    else if (op == OP_CHANGE)
-        sum->changed++;
+    if (saved)
+        snprintf(why, len, "%s: %s", what, strerror(saved));
     else
-        sum->removed++;
-    name_path(sum, ops[op], rel);
-    /* One line per change: what, the type and permissions, the path, and
-     * the content's SHA-256 or the link's target. */
-    char line[64];
-    int len = snprintf(line, sizeof line, "%s %o ", ops[op], (unsigned)mode);
-    EVP_DigestUpdate(t->md, line, (size_t)len);
-    EVP_DigestUpdate(t->md, rel, strlen(rel) + 1);
-    if (content)
-        EVP_DigestUpdate(t->md, content, strlen(content));
-    EVP_DigestUpdate(t->md, "\n", 1);
-    return 0;
+        snprintf(why, len, "%s", what);
+    errno = saved;
+    return -1;
 }
 
-/* SHA-256 of the regular file FD, hex; false on a read error. */
-static bool hash_fd(int fd, char hex[65], uint64_t *size)
+/* ".cordon-txn-ID.N", or with ".old". */
+static void staged_name(char out[64], const char *id, size_t i, bool old)
 {
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        EVP_MD_CTX_free(md);
-        return false;
-    }
-    char buf[65536];
-    ssize_t r;
-    *size = 0;
-    while ((r = read(fd, buf, sizeof buf)) > 0) {
-        EVP_DigestUpdate(md, buf, (size_t)r);
-        *size += (uint64_t)r;
-    }
-    unsigned char out[32];
-    unsigned len = 0;
-    bool ok = r == 0 && EVP_DigestFinal_ex(md, out, &len) == 1;
-    EVP_MD_CTX_free(md);
-    for (unsigned i = 0; ok && i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", out[i]);
-    return ok;
+    snprintf(out, 64, TXN_RESERVED "%s.%zu%s", id, i, old ? ".old" : "");
 }
 
-/*
- * A host subtree a change removes or replaces: refused if any name in it is
- * protected (removing "sub" removes "sub/.git"), and counted against the cap.
- */
-static void check_removed(struct txn *t, struct txn_summary *sum, int parent, const char *name,
-                          const char *rel, unsigned depth)
+static unsigned long long ino_at(int dir, const char *name)
 {
-    if (is_protected(t->p, name))
-        refuse(sum, "'%s' is protected (filesystem.protected): the commit is refused", rel);
-    if (++t->visited > TXN_MAX_ENTRIES || depth > TXN_MAX_DEPTH) {
-        refuse(sum, "the change is past the commit's caps (at '%s')", rel);
-        return;
-    }
-    _cleanup_close_ int fd = open_beneath(parent, name, O_PATH | O_DIRECTORY);
-    if (fd < 0)
-        return; /* not a directory: nothing beneath */
-    size_t n = 0;
-    char **names = list_dir(fd, &n);
-    for (size_t i = 0; names && i < n && sum->outcome != TXN_REFUSED; i++) {
-        char sub[PATH_MAX];
-        if (snprintf(sub, sizeof sub, "%s/%s", rel, names[i]) >= (int)sizeof sub)
-            refuse(sum, "path too long under '%s'", rel);
-        else
-            check_removed(t, sum, fd, names[i], sub, depth + 1);
-    }
-    free_list(names, n);
+    struct stat st;
+    return fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (unsigned long long)st.st_ino : 0;
 }
 
-/* A directory the run made over one it removed: it replaces the host's, not merges. */
-static bool is_opaque(int dirfd)
+/* The directory holding REL, beneath HOST; *NAME is REL's last component. */
+static int open_parent(int host, const char *rel, const char **name)
 {
-    char v[4];
-    ssize_t n = fgetxattr(dirfd, "user.overlay.opaque", v, sizeof v);
-    return n >= 1 && v[0] == 'y';
+    const char *slash = strrchr(rel, '/');
+    *name = slash ? slash + 1 : rel;
+    if (!slash)
+        return txn_open_beneath(host, ".", O_PATH | O_DIRECTORY);
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%.*s", (int)(slash - rel), rel);
+    return txn_open_beneath(host, parent, O_PATH | O_DIRECTORY);
 }
 
-/*
- * One directory of the layer, UFD, against the host's HFD (-1: the host has
- * nothing there, or it is being replaced). REL is its path, "" at the top.
- */
-static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const char *rel,
-                unsigned depth)
+/* chmod of what the O_PATH descriptor FD names (fchmod refuses O_PATH). */
+static int chmod_fd(int fd, mode_t mode)
 {
-    if (depth > TXN_MAX_DEPTH) {
-        refuse(sum, "the change is deeper than the commit's cap (at '%s')", rel);
-        return 0;
-    }
-    size_t n = 0;
-    char **names = list_dir(ufd, &n);
-    if (!names)
-        return -1;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const char *name = names[i];
-        char path[PATH_MAX];
-        if (snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", name) >= (int)sizeof path) {
-            refuse(sum, "path too long: '%s'", rel);
-            continue;
-        }
-        if (++t->visited > TXN_MAX_ENTRIES) {
-            refuse(sum, "the change is past the commit's cap on entries (at '%s')", path);
-            break;
-        }
-        struct stat st, hst;
-        if (fstatat(ufd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            rc = -1;
-            break;
-        }
-        bool host_has = hfd >= 0 && fstatat(hfd, name, &hst, AT_SYMLINK_NOFOLLOW) == 0;
-        if (is_protected(t->p, name))
-            refuse(sum, "'%s' is protected (filesystem.protected): the commit is refused", path);
-        mode_t mode = st.st_mode & (S_IFMT | 0777);
-
-        if (S_ISCHR(st.st_mode) && st.st_rdev == 0) { /* a whiteout: removed */
-            if (!host_has)
-                continue;
-            if (S_ISDIR(hst.st_mode))
-                check_removed(t, sum, hfd, name, path, depth + 1);
-            rc = add_entry(t, sum, path, OP_REMOVE, 0, false, NULL, NULL);
-        } else if (S_ISDIR(st.st_mode)) {
-            _cleanup_close_ int sub = open_beneath(ufd, name, O_RDONLY | O_DIRECTORY);
-            if (sub < 0) {
-                rc = -1;
-                break;
-            }
-            bool merge = host_has && S_ISDIR(hst.st_mode) && !is_opaque(sub);
-            _cleanup_close_ int hsub = merge ? open_beneath(hfd, name, O_PATH | O_DIRECTORY) : -1;
-            if (merge && hsub < 0)
-                merge = false;
-            if (!merge && host_has && S_ISDIR(hst.st_mode))
-                check_removed(t, sum, hfd, name, path, depth + 1);
-            if (!merge)
-                rc = add_entry(t, sum, path, host_has ? OP_CHANGE : OP_ADD, mode, host_has, NULL,
-                               NULL);
-            else if ((hst.st_mode & 0777) != (st.st_mode & 0777))
-                rc = add_entry(t, sum, path, OP_CHANGE, mode, false, NULL, NULL);
-            if (rc == 0)
-                rc = walk(t, sum, sub, hsub, path, depth + 1);
-        } else if (S_ISREG(st.st_mode)) {
-            _cleanup_close_ int f = open_beneath(ufd, name, O_RDONLY | O_NONBLOCK);
-            char hex[65], hhex[65];
-            uint64_t size = 0, hsize = 0;
-            if (f < 0 || !hash_fd(f, hex, &size)) {
-                rc = -1;
-                break;
-            }
-            if (host_has && S_ISREG(hst.st_mode) && hst.st_size == st.st_size &&
-                (hst.st_mode & 0777) == (st.st_mode & 0777)) {
-                /* Copied up without a change (opened for writing, say): nothing to apply. */
-                _cleanup_close_ int h = open_beneath(hfd, name, O_RDONLY | O_NONBLOCK);
-                if (h >= 0 && hash_fd(h, hhex, &hsize) && !strcmp(hex, hhex))
-                    continue;
-            }
-            if (host_has && S_ISDIR(hst.st_mode))
-                check_removed(t, sum, hfd, name, path, depth + 1);
-            sum->bytes += size;
-            rc = add_entry(t, sum, path, host_has ? OP_CHANGE : OP_ADD, mode,
-                           host_has && S_ISDIR(hst.st_mode), NULL, hex);
-        } else if (S_ISLNK(st.st_mode)) {
-            char target[PATH_MAX], htarget[PATH_MAX];
-            ssize_t len = readlinkat(ufd, name, target, sizeof target - 1);
-            if (len < 0) {
-                rc = -1;
-                break;
-            }
-            target[len] = '\0';
-            if (workspace_target_escapes(depth, target))
-                refuse(sum, "'%s' is a link leading out of the workspace: the commit is refused",
-                       path);
-            if (host_has && S_ISLNK(hst.st_mode)) {
-                ssize_t hl = readlinkat(hfd, name, htarget, sizeof htarget - 1);
-                if (hl == len && !memcmp(target, htarget, (size_t)len))
-                    continue;
-            }
-            if (host_has && S_ISDIR(hst.st_mode))
-                check_removed(t, sum, hfd, name, path, depth + 1);
-            rc = add_entry(t, sum, path, host_has ? OP_CHANGE : OP_ADD, mode,
-                           host_has && S_ISDIR(hst.st_mode), target, target);
-        } else {
-            refuse(sum, "'%s' is a device, FIFO or socket: the commit is refused", path);
-        }
-    }
-    free_list(names, n);
-    return rc;
+    char proc[40];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    return chmod(proc, mode);
 }
 
-struct txn *txn_scan(int layer, int host, const struct policy *p, struct txn_summary *sum,
-                     struct cordon_err *err)
-{
-    memset(sum, 0, sizeof *sum);
-    struct txn *t = calloc(1, sizeof *t);
-    if (!t) {
-        err_set(err, CORDON_E_INTERNAL, "out of memory");
-        return NULL;
-    }
-    t->host = host;
-    t->p = p;
-    t->upper = open_beneath(layer, UPPER, O_RDONLY | O_DIRECTORY);
-    t->md = EVP_MD_CTX_new();
-    if (t->upper < 0 || !t->md || EVP_DigestInit_ex(t->md, EVP_sha256(), NULL) != 1) {
-        err_sys(err, CORDON_E_SETUP, "workspace: cannot read the run's layer");
-        txn_free(t);
-        return NULL;
-    }
-    _cleanup_close_ int top = open_beneath(host, ".", O_PATH | O_DIRECTORY);
-    if (top < 0 || walk(t, sum, t->upper, top, "", 0) < 0) {
-        err_sys(err, CORDON_E_SETUP, "workspace: cannot read the run's layer");
-        txn_free(t);
-        return NULL;
-    }
-    unsigned char out[32];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(t->md, out, &len);
-    for (unsigned i = 0; i < 32; i++)
-        snprintf(sum->digest + 2 * i, 3, "%02x", out[i]);
-    return t;
-}
-
-/* ---- applying ---- */
-
-/* NAME in DIR and all beneath it, by descriptor. */
-static int remove_at(int dir, const char *name, unsigned depth)
+/* NAME in DIR and all beneath it, by descriptor; a directory is made 0700 first. */
+static int remove_tree(int dir, const char *name, unsigned depth)
 {
     if (unlinkat(dir, name, 0) == 0 || errno == ENOENT)
         return 0;
     if ((errno != EISDIR && errno != EPERM) || depth > TXN_MAX_DEPTH + 8)
         return -1;
-    int fd = open_beneath(dir, name, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
+    _cleanup_close_ int path = txn_open_beneath(dir, name, O_PATH | O_DIRECTORY);
+    if (path < 0)
         return -1;
+    chmod_fd(path, 0700); /* a 0555 directory of ours: its entries must go too */
+    _cleanup_close_ int fd = txn_open_beneath(dir, name, O_RDONLY | O_DIRECTORY);
     size_t n = 0;
-    char **names = list_dir(fd, &n);
+    char **names = fd < 0 ? NULL : txn_list_dir(fd, &n);
     int rc = names ? 0 : -1;
     for (size_t i = 0; i < n && rc == 0; i++)
-        rc = remove_at(fd, names[i], depth + 1);
-    free_list(names, n);
-    close(fd);
+        rc = remove_tree(fd, names[i], depth + 1);
+    txn_free_list(names, n);
     if (rc == 0 && unlinkat(dir, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
         rc = -1;
     return rc;
+}
+
+/*
+ * Is REL one a run could have written itself: relative, beneath the
+ * workspace by its components alone, no protected or reserved name?
+ * Every rel of a journal read back is checked so.
+ */
+static bool rel_ok(const struct policy *p, const char *rel)
+{
+    size_t len = strlen(rel), depth = 0;
+    if (len == 0 || len >= PATH_MAX || rel[0] == '/')
+        return false;
+    char name[NAME_MAX + 1];
+    for (const char *c = rel; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 0 || n > NAME_MAX || ++depth > TXN_MAX_DEPTH + 1)
+            return false;
+        memcpy(name, c, n);
+        name[n] = '\0';
+        if (!strcmp(name, ".") || !strcmp(name, "..") || txn_is_protected(p, name) ||
+            !strncmp(name, TXN_RESERVED, strlen(TXN_RESERVED)))
+            return false;
+        c += n;
+        if (*c == '/' && !*++c)
+            return false;
+    }
+    return true;
+}
+
+/* ---- the journal's text ---- */
+
+/* J as text ("cordon-txn 1 ID", a line per record, "end"); malloc'd. */
+static char *journal_text(const struct journal *j, size_t *len)
+{
+    char *buf = NULL;
+    FILE *m = open_memstream(&buf, len);
+    if (!m)
+        return NULL;
+    fprintf(m, "cordon-txn 1 %s\n", j->id);
+    char *hex = malloc(2 * PATH_MAX + 1);
+    for (size_t i = 0; hex && i < j->n; i++) {
+        const struct rec *r = &j->r[i];
+        hex_encode((const unsigned char *)r->rel, strlen(r->rel), hex);
+        fprintf(m, "%s %llu %llu %o %s\n", kind_names[r->kind], r->new_ino, r->old_ino,
+                (unsigned)r->mode, hex);
+    }
+    fputs("end\n", m);
+    bool ok = hex && !ferror(m);
+    free(hex);
+    if (fclose(m) != 0 || !ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int parse_line(struct journal *j, const struct policy *p, char *line)
+{
+    char kind[8], hex[2 * PATH_MAX + 1];
+    unsigned long long new_ino, old_ino;
+    unsigned mode;
+    int used = 0;
+    if (sscanf(line, "%7s %llu %llu %o %8192s%n", kind, &new_ino, &old_ino, &mode, hex,
+               &used) != 5 || line[used] != '\0')
+        return -1;
+    size_t k = 0;
+    while (k < 3 && strcmp(kind, kind_names[k]) != 0)
+        k++;
+    char rel[PATH_MAX];
+    if (k == 3 || mode > 0777 || !hex_decode_str(hex, rel, sizeof rel) || !rel_ok(p, rel))
+        return -1;
+    char *copy = strdup(rel);
+    struct rec *r = copy ? journal_add(j, (enum rec_kind)k, copy, mode) : NULL;
+    if (!r) {
+        free(copy);
+        return -1;
+    }
+    r->new_ino = new_ino;
+    r->old_ino = old_ino;
+    return 0;
+}
+
+/* TEXT (NUL-terminated, ours to cut) as J for transaction ID; every rel checked with P. */
+static int journal_parse(char *text, const char *id, const struct policy *p, struct journal *j)
+{
+    *j = (struct journal){ .own = true };
+    snprintf(j->id, sizeof j->id, "%s", id);
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    char head[64];
+    snprintf(head, sizeof head, "cordon-txn 1 %s", id);
+    if (!line || strcmp(line, head) != 0)
+        return -1;
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        if (strcmp(line, "end") == 0)
+            return strtok_r(NULL, "\n", &save) ? -1 : 0;
+        if (parse_line(j, p, line) < 0)
+            return -1;
+    }
+    return -1; /* no end: cut short */
+}
+
+/* The file NAME of the transaction directory DFD, whole; NULL with errno (ENOENT: none). */
+static char *read_journal_file(int dfd, const char *name)
+{
+    _cleanup_close_ int fd = txn_open_beneath(dfd, name, O_RDONLY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return NULL;
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > JOURNAL_MAX) {
+        errno = EFBIG;
+        return NULL;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t have = 0;
+    ssize_t r = 1;
+    while (buf && have < (size_t)st.st_size && (r = read(fd, buf + have, st.st_size - have)) > 0)
+        have += (size_t)r;
+    if (!buf || r < 0) {
+        free(buf);
+        return NULL;
+    }
+    buf[have] = '\0';
+    return buf;
+}
+
+/* DATA as the file NAME in DFD, durably: a new file, fsync, rename, fsync the directory. */
+static int write_durably(int dfd, const char *name, const char *data, size_t len)
+{
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    _cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                    0600);
+    if (fd < 0)
+        return -1;
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0)
+            return -1;
+        off += (size_t)w;
+    }
+    if (fsync(fd) < 0 || renameat(dfd, tmp, dfd, name) < 0)
+        return -1;
+    return fsync(dfd);
+}
+
+/* ---- one record: forward, back, and to the end ---- */
+
+/* Put record I of J in place (APPLYING). Nothing is deleted. */
+static int rec_apply(int host, const struct journal *j, size_t i, char *why, size_t len)
+{
+    const struct rec *r = &j->r[i];
+    if (r->kind == REC_MODE)
+        return 0;
+    const char *name;
+    _cleanup_close_ int dir = open_parent(host, r->rel, &name);
+    if (dir < 0)
+        return fail(why, len, "cannot open the directory of '%.160s'", r->rel);
+    char s[64], b[64];
+    staged_name(s, j->id, i, false);
+    staged_name(b, j->id, i, true);
+    if (ino_at(dir, name) != r->old_ino)
+        return errno = 0, fail(why, len, "'%.160s' changed during the commit", r->rel);
+    if (r->kind == REC_DEL) {
+        if (renameat2(dir, name, dir, b, RENAME_NOREPLACE) < 0)
+            return fail(why, len, "cannot remove '%.160s'", r->rel);
+        return 0;
+    }
+    if (!r->old_ino) {
+        if (renameat2(dir, s, dir, name, RENAME_NOREPLACE) < 0)
+            return fail(why, len, "cannot put '%.160s' in place", r->rel);
+        return 0;
+    }
+    if (renameat2(dir, s, dir, name, RENAME_EXCHANGE) == 0)
+        return 0;
+    /* A filesystem without the exchange: aside, then in (a moment without either). */
+    if ((errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) ||
+        renameat2(dir, name, dir, b, RENAME_NOREPLACE) < 0 ||
+        renameat2(dir, s, dir, name, RENAME_NOREPLACE) < 0)
+        return fail(why, len, "cannot put '%.160s' in place", r->rel);
+    return 0;
+}
+
+/*
+ * Undo record I, however far it got: told by inode which of NAME, its
+ * staged name and its ".old" hold the new and the old entry. Then NAME
+ * holds the old entry (or nothing, as before) and the staged one is gone.
+ */
+static int rec_undo(int host, const struct journal *j, size_t i, char *why, size_t len)
+{
+    const struct rec *r = &j->r[i];
+    if (r->kind == REC_MODE)
+        return 0;
+    const char *name;
+    _cleanup_close_ int dir = open_parent(host, r->rel, &name);
+    if (dir < 0)
+        return fail(why, len, "cannot open the directory of '%.160s'", r->rel);
+    char s[64], b[64];
+    staged_name(s, j->id, i, false);
+    staged_name(b, j->id, i, true);
+    unsigned long long at = ino_at(dir, name), staged = ino_at(dir, s);
+    if (r->new_ino && at == r->new_ino) {
+        if (staged && staged != r->old_ino)
+            return errno = 0, fail(why, len, "cannot undo '%.160s': its staged name holds "
+                                   "something else", r->rel);
+        /* Back to its staged name, swapped with the old entry when that is there. */
+        if (renameat2(dir, name, dir, s, staged ? RENAME_EXCHANGE : RENAME_NOREPLACE) < 0)
+            return fail(why, len, "cannot undo '%.160s'", r->rel);
+        at = ino_at(dir, name);
+    }
+    if (r->old_ino && !at && ino_at(dir, b) == r->old_ino) {
+        if (renameat2(dir, b, dir, name, RENAME_NOREPLACE) < 0)
+            return fail(why, len, "cannot put the old '%.160s' back", r->rel);
+        at = r->old_ino;
+    }
+    if (at != r->old_ino)
+        return errno = 0, fail(why, len, "cannot undo '%.160s': it is neither the old nor the "
+                               "new entry", r->rel);
+    if (remove_tree(dir, s, 0) < 0)
+        return fail(why, len, "cannot remove what was staged for '%.160s'", r->rel);
+    return 0;
+}
+
+/*
+ * Finish record I (COMMITTED): made again if a power loss took its rename,
+ * then the old entry, on its staged name or its ".old", removed.
+ */
+static int rec_finish(int host, const struct journal *j, size_t i, char *why, size_t len)
+{
+    const struct rec *r = &j->r[i];
+    if (r->kind == REC_MODE)
+        return 0;
+    const char *name;
+    _cleanup_close_ int dir = open_parent(host, r->rel, &name);
+    if (dir < 0)
+        return fail(why, len, "cannot open the directory of '%.160s'", r->rel);
+    char s[64], b[64];
+    staged_name(s, j->id, i, false);
+    staged_name(b, j->id, i, true);
+    unsigned long long at = ino_at(dir, name);
+    bool redo = r->kind == REC_PUT ? at != r->new_ino : at && at == r->old_ino;
+    if (redo && at && at == r->old_ino && renameat2(dir, name, dir, b, RENAME_NOREPLACE) < 0)
+        return fail(why, len, "cannot move the old '%.160s' aside", r->rel);
+    if (redo && r->kind == REC_PUT &&
+        (ino_at(dir, s) != r->new_ino || renameat2(dir, s, dir, name, RENAME_NOREPLACE) < 0))
+        return fail(why, len, "cannot put '%.160s' in place", r->rel);
+    if (remove_tree(dir, s, 0) < 0 || remove_tree(dir, b, 0) < 0)
+        return fail(why, len, "cannot remove the old '%.160s'", r->rel);
+    return 0;
+}
+
+static int rec_mode(int host, const struct rec *r, char *why, size_t len)
+{
+    _cleanup_close_ int fd = txn_open_beneath(host, r->rel, O_PATH | O_DIRECTORY);
+    if (fd < 0 && errno == ENOENT)
+        return 0; /* gone since: nothing to set */
+    if (fd < 0 || chmod_fd(fd, r->mode) < 0)
+        return fail(why, len, "cannot set the mode of '%.160s'", r->rel);
+    return 0;
+}
+
+/* Remove what record I staged (STAGING, or after an undo); the names are reserved. */
+static int rec_drop(int host, const struct journal *j, size_t i)
+{
+    const struct rec *r = &j->r[i];
+    if (r->kind != REC_PUT)
+        return 0;
+    const char *name;
+    _cleanup_close_ int dir = open_parent(host, r->rel, &name);
+    char s[64];
+    staged_name(s, j->id, i, false);
+    return dir < 0 ? (errno == ENOENT ? 0 : -1) : remove_tree(dir, s, 0);
+}
+
+/* ---- the three ends of a transaction ---- */
+
+/* Undo J: its records in reverse (UPTO of them; all, in recovery), then the directory. */
+static int roll_back(int host, const struct journal *j, size_t upto, const char *dname,
+                     char *why, size_t len)
+{
+    for (size_t i = upto; i-- > 0;)
+        if (rec_undo(host, j, i, why, len) < 0)
+            return -1;
+    for (size_t i = upto; i < j->n; i++)
+        if (rec_drop(host, j, i) < 0)
+            return fail(why, len, "cannot remove what was staged for '%.160s'", j->r[i].rel);
+    if (remove_tree(host, dname, 0) < 0)
+        return fail(why, len, "cannot remove '%s'", dname);
+    return 0;
+}
+
+/* Past the point of no return: old entries removed, modes set deepest first, the directory. */
+static int roll_forward(int host, const struct journal *j, const char *dname, char *why,
+                        size_t len)
+{
+    for (size_t i = 0; i < j->n; i++)
+        if (rec_finish(host, j, i, why, len) < 0)
+            return -1;
+    for (size_t i = j->n; i-- > 0;)
+        if (j->r[i].kind == REC_MODE && rec_mode(host, &j->r[i], why, len) < 0)
+            return -1;
+    if (remove_tree(host, dname, 0) < 0)
+        return fail(why, len, "cannot remove '%s'", dname);
+    return 0;
+}
+
+/* ---- the lock, and transactions a dead commit left ---- */
+
+/*
+ * The workspace, opened for flock and held exclusively: one commit or
+ * recovery at a time. Waits up to WAIT_MS for another; -1 with EWOULDBLOCK
+ * when it did not end in time.
+ */
+static int lock_workspace(int host, unsigned wait_ms)
+{
+    int fd = txn_open_beneath(host, ".", O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return -1;
+    for (unsigned waited = 0;; waited += 10) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return fd;
+        if (errno != EWOULDBLOCK || waited >= wait_ms) {
+            int saved = errno;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+    }
+}
+
+/* ".cordon-txn-" and 16 hex digits: a transaction's directory. */
+static bool is_txn_dir(const char *name)
+{
+    size_t n = strlen(TXN_RESERVED);
+    if (strncmp(name, TXN_RESERVED, n) != 0 || strlen(name) != n + 16)
+        return false;
+    for (const char *c = name + n; *c; c++)
+        if (hex_digit((unsigned char)*c) < 0)
+            return false;
+    return true;
+}
+
+/* Finish or undo the dead transaction DNAME as its files say (the states above). */
+static int recover_one(int host, const struct policy *p, const char *dname,
+                       struct txn_recovery *rec)
+{
+    char *why = rec->reason;
+    size_t len = sizeof rec->reason;
+    _cleanup_close_ int dfd = txn_open_beneath(host, dname, O_RDONLY | O_DIRECTORY);
+    struct stat st;
+    if (dfd < 0 || fstat(dfd, &st) < 0)
+        return fail(why, len, "cannot open '%s'", dname);
+    if (st.st_uid != geteuid() && geteuid() != 0)
+        return errno = 0, fail(why, len, "'%s' belongs to uid %u", dname, (unsigned)st.st_uid);
+    bool committed = faccessat(dfd, "committed", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    bool applying = true;
+    char *text = read_journal_file(dfd, "journal");
+    if (!text && errno == ENOENT && !committed) {
+        applying = false; /* STAGING: nothing was applied */
+        text = read_journal_file(dfd, "intent");
+    }
+    if (!text && errno != ENOENT)
+        return fail(why, len, "cannot read '%s'", dname);
+    struct journal j = { .own = true };
+    if (text && journal_parse(text, dname + strlen(TXN_RESERVED), p, &j) < 0) {
+        free(text);
+        journal_release(&j);
+        return errno = 0, fail(why, len, "'%s' holds no journal cordon wrote, or one naming a "
+                               "path this policy protects: left alone", dname);
+    }
+    free(text);
+    int rc;
+    if (committed)
+        rc = roll_forward(host, &j, dname, why, len);
+    else
+        rc = roll_back(host, &j, applying ? j.n : 0, dname, why, len);
+    journal_release(&j);
+    if (rc == 0 && committed)
+        rec->rolled_forward++;
+    else if (rc == 0)
+        rec->rolled_back++;
+    return rc;
+}
+
+/* Every dead transaction in the workspace; the caller holds the lock. */
+static int recover_all(int host, const struct policy *p, struct txn_recovery *rec)
+{
+    _cleanup_close_ int top = txn_open_beneath(host, ".", O_RDONLY | O_DIRECTORY);
+    size_t n = 0;
+    char **names = top < 0 ? NULL : txn_list_dir(top, &n);
+    if (!names) {
+        rec->failed++;
+        return fail(rec->reason, sizeof rec->reason, "cannot read the workspace");
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        if (!is_txn_dir(names[i]) || fstatat(top, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISDIR(st.st_mode))
+            continue;
+        if (recover_one(host, p, names[i], rec) < 0)
+            rec->failed++;
+    }
+    txn_free_list(names, n);
+    if (rec->rolled_back + rec->rolled_forward)
+        fsync(top);
+    return rec->failed ? -1 : 0;
+}
+
+static int recover_locked(int host, const struct policy *p, unsigned wait_ms,
+                          struct txn_recovery *rec)
+{
+    _cleanup_close_ int lock = lock_workspace(host, wait_ms);
+    if (lock < 0 && errno == EWOULDBLOCK) {
+        rec->busy = true; /* a commit or recovery is under way: it is theirs */
+        return 0;
+    }
+    if (lock < 0) {
+        rec->failed++;
+        return fail(rec->reason, sizeof rec->reason, "cannot lock the workspace");
+    }
+    return recover_all(host, p, rec);
+}
+
+int txn_recover(int host, const struct policy *p, unsigned wait_ms, struct txn_recovery *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    int rc = recover_locked(host, p, wait_ms, rec);
+    text_escape_controls(rec->reason, sizeof rec->reason); /* it quotes names from the disk */
+    return rc;
+}
+
+/* ---- a commit ---- */
+
+static bool under(const char *rel, const char *root)
+{
+    size_t n = strlen(root);
+    return strncmp(rel, root, n) == 0 && rel[n] == '/';
+}
+
+/*
+ * The records of T's entries: a removal, a new entry (a new directory is
+ * one, its tree staged inside it), a directory's mode. PUT[k] is entry
+ * k's record, or -1 (a removal, a merged directory, inside a new one).
+ */
+static int plan(const struct txn *t, struct journal *j, ssize_t *put, bool *probe)
+{
+    const char *root = NULL;
+    for (size_t k = 0; k < t->n; k++) {
+        const struct txn_entry *e = &t->e[k];
+        bool dir = S_ISDIR(e->mode), merged = dir && e->op == OP_CHANGE && !e->clear_first;
+        put[k] = -1;
+        if (root && !under(e->rel, root))
+            root = NULL;
+        if (!root && e->op == OP_REMOVE) {
+            if (!journal_add(j, REC_DEL, e->rel, 0))
+                return -1;
+            continue;
+        }
+        if (!root && !merged) {
+            put[k] = (ssize_t)j->n;
+            if (!journal_add(j, REC_PUT, e->rel, 0))
+                return -1;
+            root = dir ? e->rel : NULL;
+        }
+        /* A directory's mode is set last: a new one is 0700 until then. */
+        if (dir && (merged || txn_safe_mode(e->mode) != 0700)) {
+            probe[j->n] = merged;
+            if (!journal_add(j, REC_MODE, e->rel, txn_safe_mode(e->mode) & 0777))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Could the directory NAME in DIR go, with all it holds: writable and searchable, or ours? */
+static bool removable(int dir, const char *name, unsigned depth)
+{
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+        return true;
+    bool ours = st.st_uid == geteuid();
+    if (depth > TXN_MAX_DEPTH + 8 ||
+        (!ours && faccessat(dir, name, W_OK | X_OK, AT_EACCESS | AT_SYMLINK_NOFOLLOW) != 0))
+        return false;
+    _cleanup_close_ int fd = txn_open_beneath(dir, name, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return ours; /* made readable by the removal's chmod */
+    size_t n = 0;
+    char **names = txn_list_dir(fd, &n);
+    bool ok = names != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = removable(fd, names[i], depth + 1);
+    txn_free_list(names, n);
+    return ok;
+}
+
+/*
+ * Before anything is staged: each record's old entry (its inode), which
+ * must be removable when it goes; a merged directory's mode must be ours
+ * to set. What fails here fails the commit with nothing applied.
+ */
+static int check_olds(int host, struct journal *j, const bool *probe, char *why, size_t len)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        struct rec *r = &j->r[i];
+        if (r->kind == REC_MODE && !probe[i])
+            continue; /* a new directory's: ours */
+        const char *name;
+        _cleanup_close_ int dir = open_parent(host, r->rel, &name);
+        if (dir < 0)
+            return fail(why, len, "cannot open the directory of '%.160s'", r->rel);
+        if (r->kind == REC_MODE) {
+            struct stat st;
+            _cleanup_close_ int fd = txn_open_beneath(dir, name, O_PATH | O_DIRECTORY);
+            if (fd < 0 || fstat(fd, &st) < 0 || chmod_fd(fd, st.st_mode & 07777) < 0)
+                return fail(why, len, "cannot set the mode of '%.160s'", r->rel);
+            continue;
+        }
+        r->old_ino = ino_at(dir, name);
+        if (r->old_ino && !removable(dir, name, 0))
+            return errno = EACCES, fail(why, len, "cannot remove the old '%.160s'", r->rel);
+    }
+    return 0;
 }
 
 static int copy_data(int from, int to)
@@ -448,91 +726,148 @@ static int copy_data(int from, int to)
     return r < 0 ? -1 : 0;
 }
 
-/* What a committed entry may keep of its permissions: no set-id, no o+w. */
-static mode_t safe_mode(mode_t m)
+/* E's new version as NAME in DIR: a file copied from the layer, a link, a directory (0700). */
+static int make_entry(const struct txn *t, const struct txn_entry *e, int dir, const char *name)
 {
-    return m & 0775;
+    if (S_ISDIR(e->mode))
+        return mkdirat(dir, name, 0700);
+    if (S_ISLNK(e->mode))
+        return symlinkat(e->link, dir, name);
+    _cleanup_close_ int from = txn_open_beneath(t->upper, e->rel, O_RDONLY | O_NONBLOCK);
+    _cleanup_close_ int to = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+                                    O_CLOEXEC, 0600);
+    if (from < 0 || to < 0 || copy_data(from, to) < 0 || fchmod(to, txn_safe_mode(e->mode)) < 0)
+        return -1;
+    return 0;
 }
 
-static int apply_one(struct txn *t, const struct txn_entry *e, char *why, size_t len)
+/* Every new entry beside its target (a new directory's tree inside it); the inodes noted. */
+static int stage(const struct txn *t, struct journal *j, const ssize_t *put, char *why,
+                 size_t len)
 {
-    char parent_rel[PATH_MAX];
-    snprintf(parent_rel, sizeof parent_rel, "%s", e->rel);
-    char *slash = strrchr(parent_rel, '/');
-    const char *name = slash ? slash + 1 : parent_rel;
-    if (slash)
-        *slash = '\0';
-    _cleanup_close_ int parent = open_beneath(t->host, slash ? parent_rel : ".",
-                                              O_PATH | O_DIRECTORY);
-    if (parent < 0)
-        return snprintf(why, len, "cannot open '%.160s' in the workspace: %s",
-                        slash ? parent_rel : ".", strerror(errno)), -1;
-    if ((e->op == OP_REMOVE || e->clear_first) && remove_at(parent, name, 0) < 0)
-        return snprintf(why, len, "cannot remove '%.160s': %s", e->rel, strerror(errno)), -1;
-    if (e->op == OP_REMOVE)
-        return 0;
-
-    if (S_ISDIR(e->mode)) {
-        if (mkdirat(parent, name, safe_mode(e->mode)) < 0 && errno != EEXIST)
-            return snprintf(why, len, "cannot create '%.160s': %s", e->rel, strerror(errno)), -1;
-        _cleanup_close_ int d = open_beneath(parent, name, O_RDONLY | O_DIRECTORY);
-        if (d < 0 || fchmod(d, safe_mode(e->mode)) < 0)
-            return snprintf(why, len, "cannot set the mode of '%.160s': %s", e->rel,
-                            strerror(errno)), -1;
-        return 0;
-    }
-    /* A file or link is made under a name of its own, then renamed over the
-     * host's entry: a link there is replaced, not written through. */
-    unsigned long long r = 0;
-    (void)!getrandom(&r, sizeof r, 0);
-    char tmp[64];
-    snprintf(tmp, sizeof tmp, ".cordon-commit-%016llx", r);
-    if (S_ISLNK(e->mode)) {
-        if (symlinkat(e->link, parent, tmp) < 0)
-            return snprintf(why, len, "cannot create link '%.160s': %s", e->rel, strerror(errno)), -1;
-    } else {
-        _cleanup_close_ int from = open_beneath(t->upper, e->rel, O_RDONLY | O_NONBLOCK);
-        _cleanup_close_ int to = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                                        O_CLOEXEC, 0600);
-        if (from < 0 || to < 0 || copy_data(from, to) < 0 || fchmod(to, safe_mode(e->mode)) < 0) {
-            int saved = errno;
-            unlinkat(parent, tmp, 0);
-            return snprintf(why, len, "cannot write '%.160s': %s", e->rel, strerror(saved)), -1;
+    _cleanup_close_ int root = -1;
+    const char *root_rel = NULL;
+    for (size_t k = 0; k < t->n; k++) {
+        const struct txn_entry *e = &t->e[k];
+        const char *name;
+        if (root >= 0 && under(e->rel, root_rel)) {
+            _cleanup_close_ int dir = open_parent(root, e->rel + strlen(root_rel) + 1, &name);
+            if (dir < 0 || make_entry(t, e, dir, name) < 0)
+                return fail(why, len, "cannot stage '%.160s'", e->rel);
+            continue;
         }
-    }
-    if (renameat(parent, tmp, parent, name) < 0) {
-        int saved = errno;
-        unlinkat(parent, tmp, 0);
-        return snprintf(why, len, "cannot put '%.160s' in place: %s", e->rel, strerror(saved)), -1;
+        closep(&root);
+        if (put[k] < 0)
+            continue;
+        struct rec *r = &j->r[put[k]];
+        char s[64];
+        staged_name(s, j->id, (size_t)put[k], false);
+        _cleanup_close_ int dir = open_parent(t->host, e->rel, &name);
+        if (dir < 0 || make_entry(t, e, dir, s) < 0 || !(r->new_ino = ino_at(dir, s)))
+            return fail(why, len, "cannot stage '%.160s'", e->rel);
+        if (S_ISDIR(e->mode) && (root = txn_open_beneath(dir, s, O_PATH | O_DIRECTORY)) < 0)
+            return fail(why, len, "cannot stage '%.160s'", e->rel);
+        root_rel = e->rel;
     }
     return 0;
+}
+
+/* Journal J's text durably as NAME in DFD. */
+static int write_journal(int dfd, const struct journal *j, const char *name, char *why,
+                         size_t len)
+{
+    size_t n = 0;
+    _cleanup_free_ char *text = journal_text(j, &n);
+    if (!text || write_durably(dfd, name, text, n) < 0)
+        return fail(why, len, "cannot write the commit's %s", name);
+    return 0;
+}
+
+/* STAGING to APPLYING: the directory, intent, checks, staging, syncfs, journal. */
+static int prepare_commit(const struct txn *t, struct journal *j, const ssize_t *put,
+                          const bool *probe, int lock, const char *dname, char *why, size_t len)
+{
+    if (mkdirat(t->host, dname, 0700) < 0)
+        return fail(why, len, "cannot make '%s' in the workspace", dname);
+    _cleanup_close_ int dfd = txn_open_beneath(t->host, dname, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0 || fsync(lock) < 0)
+        return fail(why, len, "cannot make '%s' in the workspace", dname);
+    TRY(write_journal(dfd, j, "intent", why, len));
+    TRY(check_olds(t->host, j, probe, why, len));
+    TRY(stage(t, j, put, why, len));
+    if (syncfs(lock) < 0)
+        return fail(why, len, "cannot flush the staged entries");
+    return write_journal(dfd, j, "journal", why, len);
+}
+
+/* APPLYING to COMMITTED: every record in place, syncfs, the marker. -1: undo UPTO records. */
+static int apply_records(const struct txn *t, const struct journal *j, int lock,
+                         const char *dname, size_t *upto, char *why, size_t len)
+{
+    for (*upto = 0; *upto < j->n;) {
+        size_t i = (*upto)++; /* a record that failed may have got half way: undone too */
+        TRY(rec_apply(t->host, j, i, why, len));
+    }
+    _cleanup_close_ int dfd = txn_open_beneath(t->host, dname, O_RDONLY | O_DIRECTORY);
+    if (syncfs(lock) < 0 || dfd < 0 || write_durably(dfd, "committed", "", 0) < 0)
+        return fail(why, len, "cannot mark the commit done");
+    return 0;
+}
+
+/* The commit of T's records as the comment at the top says; SUM says how it went. */
+static void commit(struct txn *t, struct txn_summary *sum, int lock)
+{
+    char why[224], undo[224], dname[40];
+    size_t len = sizeof why, upto = 0;
+    struct journal j = { 0 };
+    unsigned char id[8] = { 0 };
+    (void)!getrandom(id, sizeof id, 0);
+    hex_encode(id, sizeof id, j.id);
+    snprintf(dname, sizeof dname, TXN_RESERVED "%s", j.id);
+    _cleanup_free_ ssize_t *put = calloc(t->n + 1, sizeof *put);
+    _cleanup_free_ bool *probe = calloc(2 * t->n + 1, sizeof *probe);
+    int rc = put && probe && plan(t, &j, put, probe) == 0 ? 0 : fail(why, len, "out of memory");
+    bool made = false;
+    if (rc == 0 && (rc = prepare_commit(t, &j, put, probe, lock, dname, why, len)) < 0)
+        made = errno != EEXIST && faccessat(t->host, dname, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    else if (rc == 0 && (rc = apply_records(t, &j, lock, dname, &upto, why, len)) < 0)
+        made = true;
+    sum->outcome = rc < 0 ? TXN_FAILED : TXN_COMMITTED;
+    if (rc < 0 && made && roll_back(t->host, &j, upto, dname, undo, sizeof undo) < 0)
+        snprintf(sum->reason, sizeof sum->reason, "%.100s; undoing it failed (%.100s): "
+                 "`cordon check -w` finishes it", why, undo);
+    else if (rc < 0)
+        snprintf(sum->reason, sizeof sum->reason, "%s; nothing was applied", why);
+    else if (roll_forward(t->host, &j, dname, why, len) < 0)
+        snprintf(sum->reason, sizeof sum->reason, "committed, but %.200s: `cordon check -w` "
+                 "finishes it", why);
+    fsync(lock);
+    journal_release(&j);
 }
 
 void txn_apply(struct txn *t, struct txn_summary *sum)
 {
     if (sum->outcome == TXN_REFUSED)
         return;
-    for (size_t i = 0; i < t->n; i++)
-        if (apply_one(t, &t->e[i], sum->reason, sizeof sum->reason) < 0) {
-            sum->outcome = TXN_FAILED;
-            return;
-        }
-    sum->outcome = TXN_COMMITTED;
-}
-
-void txn_free(struct txn *t)
-{
-    if (!t)
+    sum->reason[0] = '\0';
+    if (t->n == 0) {
+        sum->outcome = TXN_COMMITTED;
         return;
-    for (size_t i = 0; i < t->n; i++) {
-        free(t->e[i].rel);
-        free(t->e[i].link);
     }
-    free(t->e);
-    if (t->upper >= 0)
-        close(t->upper);
-    EVP_MD_CTX_free(t->md);
-    free(t);
+    sum->outcome = TXN_FAILED;
+    _cleanup_close_ int lock = lock_workspace(t->host, LOCK_WAIT_MS);
+    if (lock < 0) {
+        fail(sum->reason, sizeof sum->reason, "cannot lock the workspace; nothing was applied");
+        return;
+    }
+    /* Under the lock, a transaction left there is a dead commit's: finished or undone first. */
+    struct txn_recovery rec = { 0 };
+    if (recover_all(t->host, t->p, &rec) < 0) {
+        snprintf(sum->reason, sizeof sum->reason, "an interrupted commit is in the way "
+                 "(%.160s); nothing was applied", rec.reason);
+        return;
+    }
+    commit(t, sum, lock);
 }
 
 void txn_finish(int layer, int host, const struct policy *p, enum policy_ws_commit how,

@@ -9,13 +9,13 @@
  *    what the change is (added, changed, removed paths, bytes, a SHA-256 of
  *    the change) and whether it may be committed at all: a device, FIFO or
  *    socket, a link leading out of the workspace, any path with a protected
- *    name (filesystem.protected) at any depth, or a change past the caps
- *    refuses the whole commit;
- *  - txn_apply() then copies it into the host workspace by descriptor, each
- *    component opened with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, so a link
- *    on either side is never followed: files and links are written under a
- *    temporary name and renamed into place, whiteouts remove, an opaque
- *    directory replaces the host's.
+ *    name (filesystem.protected) or a name the commit itself uses, at any
+ *    depth, or a change past the caps refuses the whole commit;
+ *  - txn_apply() then commits it all or nothing, by a journal in the
+ *    workspace (txn.c says how), each component opened with
+ *    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, so a link on either side is
+ *    never followed; txn_recover() finishes or undoes a commit whose
+ *    process died.
  */
 #pragma once
 #include "common/err.h"
@@ -31,6 +31,15 @@
 #define TXN_MAX_DEPTH 64
 /* Paths named in the summary. */
 #define TXN_NAMES 16
+
+/*
+ * cordon run's exit status when the run's change was refused or could not
+ * be applied: the command ran (its output, its egress happened), so not
+ * 125, which says cordon could not run it; below timeout(1)'s 124-127 and
+ * apart from xargs's 123. The command's own code stays in the result's
+ * exit_code and signal.
+ */
+#define TXN_EXIT_NOT_COMMITTED 122
 
 enum txn_outcome {
     TXN_NONE,       /* no layer: direct mode, or the run never started */
@@ -80,3 +89,21 @@ void txn_free(struct txn *t);
  */
 void txn_finish(int layer, int host, const struct policy *p, enum policy_ws_commit how,
                 bool succeeded, struct txn_summary *sum);
+
+/* What txn_recover() found and did. */
+struct txn_recovery {
+    unsigned rolled_back;    /* interrupted before their point of no return: undone */
+    unsigned rolled_forward; /* past it: finished */
+    unsigned failed;         /* left as they were; REASON says why */
+    bool busy;               /* a commit or recovery held the workspace: left to it */
+    char reason[256];
+};
+
+/*
+ * Finish or undo every commit that died in the host workspace HOST (an
+ * O_PATH directory), as its journal says, so the tree is wholly old or
+ * wholly new again and no name of the commit's is left. Waits up to
+ * WAIT_MS for a commit under way (then REC's busy). P's protected names
+ * check every path a journal names. -1 when one could not be recovered.
+ */
+int txn_recover(int host, const struct policy *p, unsigned wait_ms, struct txn_recovery *rec);

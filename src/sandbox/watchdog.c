@@ -10,6 +10,7 @@
 #include "common/hostpath.h"
 #include "common/text.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/txn.h"
 #include "sandbox/workspace.h"
 
 #include <errno.h>
@@ -32,35 +33,21 @@
 struct watchdog {
     struct audit_log *log;
     const char *run_id;
+    const struct policy *p;
     pid_t pid;
     int pipe_w;
 };
 
-struct watchdog *watchdog_new(struct audit_log *log, const char *run_id, struct cordon_err *err)
+struct watchdog *watchdog_new(struct audit_log *log, const char *run_id, const struct policy *p,
+                              struct cordon_err *err)
 {
     struct watchdog *wd = calloc(1, sizeof *wd);
     if (!wd) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
-    *wd = (struct watchdog){ .log = log, .run_id = run_id, .pid = -1, .pipe_w = -1 };
+    *wd = (struct watchdog){ .log = log, .run_id = run_id, .p = p, .pid = -1, .pipe_w = -1 };
     return wd;
-}
-
-/* HEX (as hex_encode writes it) into OUT of SIZE bytes, NUL-terminated; false if it does not fit. */
-static bool unhex(const char *hex, char *out, size_t size)
-{
-    size_t n = strlen(hex);
-    if (n % 2 || n / 2 >= size)
-        return false;
-    for (size_t i = 0; i < n / 2; i++) {
-        int hi = hex_digit((unsigned char)hex[2 * i]), lo = hex_digit((unsigned char)hex[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return false;
-        out[i] = (char)(hi << 4 | lo);
-    }
-    out[n / 2] = '\0';
-    return true;
 }
 
 struct guarded_placeholder {
@@ -87,9 +74,34 @@ static void remove_placeholders(const char *ws, const struct guarded_placeholder
 }
 
 /*
+ * The commit into WS the supervisor was making when it died, finished or
+ * undone; what became of it, for run.end ("" when there was none).
+ */
+static const char *recover_commit(const char *ws, bool follow, const struct policy *p)
+{
+    if (!ws[0] || !p)
+        return "";
+    struct cordon_err err;
+    int fd = hostpath_open(AT_FDCWD, ws, O_PATH | O_DIRECTORY, 0, follow, &err);
+    if (fd < 0)
+        return "failed: cannot open the workspace";
+    static struct txn_recovery rec;
+    static char what[320];
+    int rc = txn_recover(fd, p, 30000, &rec);
+    close(fd);
+    if (rc < 0)
+        snprintf(what, sizeof what, "failed: %s", rec.reason);
+    else
+        snprintf(what, sizeof what, "%s", rec.rolled_forward ? "finished"
+                                          : rec.rolled_back ? "undone"
+                                          : rec.busy ? "left to another commit" : "none");
+    return what;
+}
+
+/*
  * Read "started RUN SINCE", "cgroup DIR", "tree HEX", "workspace HEX",
- * "placeholder DIR SEC NSEC HEX" and "done" lines until EOF; then do what
- * is left.
+ * "placeholder DIR SEC NSEC HEX", "txn FOLLOW HEX" and "done" lines until
+ * EOF; then do what is left.
  */
 static _Noreturn void watch(struct watchdog *wd, int fd)
 {
@@ -99,9 +111,10 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     static char ws[PATH_MAX];
     static struct guarded_placeholder ph[MAX_PLACEHOLDERS];
     static char run_id[33];
+    static char txn_ws[PATH_MAX];
     unsigned long long since = 0;
     size_t n_dirs = 0, n_trees = 0, n_ph = 0, len = 0;
-    bool done = false, started = false;
+    bool done = false, started = false, txn_follow = false;
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
         if (n < 0 && errno == EINTR)
@@ -121,17 +134,23 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
             else if (strncmp(line, "cgroup ", 7) == 0 && n_dirs < MAX_GUARDED)
                 snprintf(dirs[n_dirs++], PATH_MAX, "%s", line + 7);
             else if (strncmp(line, "tree ", 5) == 0 && n_trees < MAX_GUARDED) {
-                if (unhex(line + 5, trees[n_trees], PATH_MAX))
+                if (hex_decode_str(line + 5, trees[n_trees], PATH_MAX))
                     n_trees++;
             }
-            else if (strncmp(line, "workspace ", 10) == 0 && !unhex(line + 10, ws, sizeof ws))
+            else if (strncmp(line, "workspace ", 10) == 0 &&
+                     !hex_decode_str(line + 10, ws, sizeof ws))
                 ws[0] = '\0';
+            else if (strncmp(line, "txn ", 4) == 0 && (line[4] == '0' || line[4] == '1')) {
+                txn_follow = line[4] == '1';
+                if (line[5] != ' ' || !hex_decode_str(line + 6, txn_ws, sizeof txn_ws))
+                    txn_ws[0] = '\0';
+            }
             else if (strncmp(line, "placeholder ", 12) == 0 && n_ph < MAX_PLACEHOLDERS) {
                 int dir = 0, used = 0;
                 long long sec = 0;
                 long nsec = 0;
                 if (sscanf(line + 12, "%d %lld %ld %n", &dir, &sec, &nsec, &used) == 3 &&
-                    unhex(line + 12 + used, ph[n_ph].name, sizeof ph[n_ph].name)) {
+                    hex_decode_str(line + 12 + used, ph[n_ph].name, sizeof ph[n_ph].name)) {
                     ph[n_ph].dir = dir;
                     ph[n_ph].start = (struct timespec){ .tv_sec = sec, .tv_nsec = nsec };
                     n_ph++;
@@ -150,10 +169,13 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     for (size_t i = 0; i < n_trees; i++)
         hostpath_remove_tree(trees[i]);
     remove_placeholders(ws, ph, n_ph);
+    const char *commit = recover_commit(txn_ws, txn_follow, wd->p);
     if (wd->log && started) {
         /* The sandbox died with its supervisor (PDEATHSIG on its init). */
         json_t *fields = json_pack("{s:s, s:i, s:s}", "reason", "killed", "status", 128 + SIGKILL,
                                    "error", "the supervisor died before the run ended");
+        if (fields && commit[0])
+            json_object_set_new(fields, "workspace_commit", json_string(commit));
         struct cordon_err err;
         bool written;
         audit_append_once(wd->log, "run.end", run_id, "run.start", fields, since, &written,
@@ -271,6 +293,20 @@ int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const
     int n = snprintf(line, sizeof line, "placeholder %d %lld %ld ", dir ? 1 : 0,
                      (long long)start->tv_sec, (long)start->tv_nsec);
     hex_encode((const unsigned char *)name, nlen, line + n);
+    strcat(line, "\n");
+    return send_line(wd, line, err);
+}
+
+int watchdog_guard_txn(struct watchdog *wd, const char *workspace, bool follow,
+                       struct cordon_err *err)
+{
+    TRY(watchdog_arm(wd, err));
+    size_t len = strlen(workspace);
+    if (len >= PATH_MAX)
+        return err_set(err, CORDON_E_SETUP, "workspace path too long: '%s'", workspace);
+    char line[2 * PATH_MAX + 16];
+    snprintf(line, sizeof line, "txn %d ", follow ? 1 : 0);
+    hex_encode((const unsigned char *)workspace, len, line + 6);
     strcat(line, "\n");
     return send_line(wd, line, err);
 }

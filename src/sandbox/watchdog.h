@@ -4,8 +4,9 @@
  * supervisor tells it each cgroup and directory before it creates it, and
  * "done" when it has cleaned up and closed the audit record itself. If the
  * socket closes without "done", the watchdog empties and removes the
- * cgroups, directories and the workspace's placeholders, and appends the
- * run's run.end unless the supervisor wrote it.
+ * cgroups, directories and the workspace's placeholders, finishes or undoes
+ * a workspace commit it was told of, and appends the run's run.end unless
+ * the supervisor wrote it.
  */
 #pragma once
 #include "common/err.h"
@@ -15,11 +16,13 @@
 #include <time.h>
 
 struct audit_log;
+struct policy;
 struct watchdog;
 
-/* An unarmed watchdog for RUN_ID, logging to LOG (may be NULL). Borrowed
- * pointers must outlive it. */
-struct watchdog *watchdog_new(struct audit_log *log, const char *run_id, struct cordon_err *err);
+/* An unarmed watchdog for RUN_ID under policy P, logging to LOG (may be
+ * NULL). Borrowed pointers must outlive it. */
+struct watchdog *watchdog_new(struct audit_log *log, const char *run_id, const struct policy *p,
+                              struct cordon_err *err);
 
 /* Fork the watchdog now (idempotent). */
 int watchdog_arm(struct watchdog *wd, struct cordon_err *err);
@@ -38,6 +41,15 @@ int watchdog_guard_dir(struct watchdog *wd, const char *dir, struct cordon_err *
  */
 int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const char *name,
                                bool dir, const struct timespec *start, struct cordon_err *err);
+
+/*
+ * Arm if needed, and have a commit into WORKSPACE (opened again without
+ * links unless FOLLOW) finished or undone should the supervisor die while
+ * it runs (txn_recover(), with the policy's protected names). Sent before
+ * the commit begins.
+ */
+int watchdog_guard_txn(struct watchdog *wd, const char *workspace, bool follow,
+                       struct cordon_err *err);
 
 /*
  * The run RUN_ID (which may differ from the one it was prepared under) is

@@ -9,6 +9,7 @@
 #include "common/cleanup.h"
 #include "common/hostpath.h"
 #include "common/syscalls.h"
+#include "sandbox/txn.h"
 #include "sandbox/watchdog.h"
 #include "policy/policy.h"
 
@@ -21,20 +22,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Names by nature directories: their placeholder is an empty directory. */
-static const char *const dir_names[] = {
-    ".git", ".vscode", ".idea", ".claude", ".cursor", ".codex", ".gemini", ".husky",
-};
-
 /* Trees the pre-run scan does not enter: git's own (protected whole) and package trees. */
 static const char *const pre_skip[] = { ".git", "node_modules" };
 
 bool workspace_name_is_dir(const char *name)
 {
-    for (size_t i = 0; i < sizeof dir_names / sizeof dir_names[0]; i++)
-        if (strcmp(dir_names[i], name) == 0)
-            return true;
-    return false;
+    const struct policy_protected *row = policy_protected_default(name);
+    return row && row->dir;
 }
 
 bool workspace_target_escapes(unsigned depth, const char *target)
@@ -256,7 +250,8 @@ static int record_modes(struct workspace_guard *g, struct cordon_err *err)
         if (sub >= 0)
             TRY(record_tree(g, sub, g->entries[i].rel, 0, &cap, err));
     }
-    qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
+    if (g->n_modes) /* qsort and bsearch take no NULL array, even of none */
+        qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
     return 0;
 }
 
@@ -327,6 +322,13 @@ int workspace_prepare(const struct policy *p, struct watchdog *wd, struct worksp
                           p->workspace_follow_symlinks, err);
     if (g->fd < 0)
         return err_prefix(err, "workspace");
+    /* A commit into it that died is finished or undone first: the run sees a whole tree. */
+    struct txn_recovery rec;
+    if (txn_recover(g->fd, p, 0, &rec) < 0) {
+        err_set(err, CORDON_E_SETUP, "workspace: an interrupted commit could not be finished or "
+                "undone (%s); cordon check -w '%s' tries again", rec.reason, p->workspace);
+        goto fail;
+    }
     int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (top < 0)
         return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", p->workspace);
@@ -409,7 +411,7 @@ static bool restore_mode(const struct workspace_guard *g, int dfd, const char *n
 {
     struct workspace_mode key = { .dev = st->st_dev, .ino = st->st_ino };
     const struct workspace_mode *m =
-        bsearch(&key, g->modes, g->n_modes, sizeof key, mode_cmp);
+        g->n_modes ? bsearch(&key, g->modes, g->n_modes, sizeof key, mode_cmp) : NULL;
     if (!m || (m->mode & S_IFMT) != (st->st_mode & S_IFMT))
         return false;
     if ((m->mode & 07777) == (st->st_mode & 07777) && m->uid == st->st_uid &&

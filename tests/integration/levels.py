@@ -255,6 +255,9 @@ EXCEPTIONS = [
     ("process", "*test_transactions.py::test_overlay_*[[]*", OVERLAY_NS),
     ("gvisor", "*test_transactions.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("microvm", "*test_transactions.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
+    ("process", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_NS),
+    ("gvisor", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
+    ("microvm", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("process", "*::test_host_unix_socket_gets_nothing[[]*", "a host unix socket is refused at connect (EACCES), where the namespace level has no path to it (ENOENT)"),
 ]
 

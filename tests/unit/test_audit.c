@@ -815,6 +815,74 @@ static void test_show(void)
     free(path);
 }
 
+/* ---- the HTML report ---- */
+
+static char *report(const char *path, const struct audit_html_options *o, int *rc)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    struct cordon_err err = { 0 };
+    *rc = audit_html(path, o, m, &err);
+    fclose(m);
+    if (*rc < 0)
+        printf("#   %s\n", err.msg);
+    return text;
+}
+
+/* Every string of the log is the runs' own: it reaches the page as text, never as markup. */
+static void test_report(void)
+{
+    char *path = path_in("report.jsonl");
+    struct cordon_err err = { 0 };
+    struct audit_options ao = { .path = path, .sign_key = key_pem };
+    struct audit_log *log = audit_open(&ao, &err);
+    ok(log && audit_append(log, "run.start", run_a,
+                           json_pack("{s:s, s:[sss], s:s}", "level", "namespace", "argv", "sh",
+                                     "<script>alert(1)</script>", "a\u202egnp.exe", "host",
+                                     "\"><img src=x>"),
+                           &err) == 0, "a run with markup in its argv and host");
+    ok(audit_append(log, "egress.decision", run_a,
+                    json_pack("{s:b, s:s, s:i, s:s}", "allowed", 0, "host",
+                              "</td><script>x</script>", "port", 80, "rule", "not_allowed"),
+                    &err) == 0 &&
+       audit_append(log, "mcp.call", run_a,
+                    json_pack("{s:s, s:s}", "tool", "<style>*{}</style>", "decision", "refused"),
+                    &err) == 0 &&
+       audit_append(log, "run.end", run_a, json_pack("{s:s, s:i, s:i}", "reason", "exited",
+                                                     "exit_code", 0, "status", 0), &err) == 0 &&
+       audit_close(log, &err) == 0, "its egress decision, tool call and end");
+    audit_free(log);
+    int rc;
+    struct audit_html_options o = { .pubkey = pub_pem };
+    char *page = report(path, &o, &rc);
+    ok(rc == 0, "an intact signed log: 0");
+    ok(page && !strstr(page, "<script") && !strstr(page, "<img") && !strstr(page, "</td><s") &&
+       !strstr(page, "<style>*"), "no markup of the log's in the page");
+    ok(page && strstr(page, "&lt;script&gt;alert(1)&lt;/script&gt;") &&
+       strstr(page, "&quot;&gt;&lt;img src=x&gt;") && strstr(page, "&lt;/td&gt;&lt;script&gt;") &&
+       strstr(page, "&lt;style&gt;*{}&lt;/style&gt;"), "each as escaped text");
+    ok(page && !strstr(page, "\u202e") && strstr(page, "a&#xfffd;gnp.exe"),
+       "a bidirectional override shown as U+FFFD, reordering nothing");
+    ok(page && strstr(page, "verified and signed") && strstr(page, "Chain intact: 6 events"),
+       "the chain's verdict, signed");
+    ok(page && strstr(page, "content=\"default-src 'none'; style-src 'unsafe-inline'\""),
+       "a policy that loads nothing and runs no script");
+    free(page);
+    FILE *f = fopen(path, "a");
+    fputs("{\"seq\":9,\"ts\":\"x\",\"run\":\"<b>\",\"type\":\"run.start\",\"prev\":\"0\"}\n", f);
+    fclose(f);
+    page = report(path, &(struct audit_html_options){ 0 }, &rc);
+    ok(rc == 1 && page && strstr(page, "Chain broken at line 7") && !strstr(page, "<b>") &&
+       strstr(page, "data-run=\"&lt;b&gt;\""), "an edited log: 1, broken, still text");
+    free(page);
+    page = report(path, &(struct audit_html_options){ .run = "ffff" }, &rc);
+    ok(rc == -1 && !page[0], "--run naming no run: an error, no page");
+    free(page);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/cordon-audit-XXXXXX";
@@ -828,6 +896,7 @@ int main(void)
     test_verify();
     test_concurrency();
     test_show();
+    test_report();
     EVP_PKEY_free(attacker_key);
     static const char *const names[] = { "key.pem", "pub.pem", "other.pem", "other.pub.pem",
                                          "ec.pem", "ec.pub.pem", "plain.jsonl", "refuse.jsonl",

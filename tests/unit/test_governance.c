@@ -489,9 +489,42 @@ static void test_narrowing(void)
     ok(missing == 0, "every key has a direction");
 }
 
+/*
+ * An enumerated key names its choices once: each name, value and rank
+ * distinct (a tie in rank would let a signed policy move sideways unseen),
+ * the default among them, and the key ranked by them.
+ */
+static void test_choice_tables(void)
+{
+    size_t n_enums = 0, stray = 0;
+    for (size_t i = 0; policy_key_at(i); i++) {
+        const struct policy_key *k = policy_key_at(i);
+        if (k->type != KT_ENUM && k->type != KT_LEVEL) {
+            stray += k->choices != NULL;
+            continue;
+        }
+        n_enums++;
+        const struct policy_enum *e = k->choices;
+        bool distinct = e && e->n >= 2;
+        for (size_t a = 0; distinct && a < e->n; a++)
+            for (size_t b = a + 1; b < e->n; b++)
+                distinct &= strcmp(e->choices[a].name, e->choices[b].name) != 0 &&
+                            e->choices[a].value != e->choices[b].value &&
+                            e->choices[a].rank != e->choices[b].rank;
+        ok(distinct, "%s: names, values and ranks distinct", k->path);
+        ok(e && policy_choice_name(e, (int)k->def) != NULL, "%s: its default is a choice",
+           k->path);
+        ok(policy_key_direction(k->path) == policy_key_direction("isolation"),
+           "%s is ranked by its choices", k->path);
+    }
+    ok(n_enums == 6, "six enumerated keys (%zu)", n_enums);
+    ok(stray == 0, "no other key has choices");
+}
+
 int main(void)
 {
     test_narrowing();
+    test_choice_tables();
     test_strict_json();
     test_pins_refuse_duplicates();
     test_signature_refuses_duplicates();

@@ -77,12 +77,20 @@ struct load_case {
 #define ALL_LIMITS "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\""
 #define LIMITS_DEFAULT(be) \
     LIMITS(600000, 600000, 1073741824, 256, 16777216, 1073741824, 1024, be, ALL_LIMITS)
-#define PROTECTED_DEFAULT                                                                 \
-    "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\",\".codex\","  \
-    "\".cshrc\",\".cursor\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\",\".git\","      \
-    "\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\",\".login\","       \
-    "\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\",\".profile\","      \
-    "\".tcshrc\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\",\".zshrc\""
+#define PROTECTED_DEFAULT                                                           \
+    "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","  \
+    "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\","                     \
+    "\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\","                    \
+    "\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\","       \
+    "\".git\",\".gitattributes\",\".gitconfig\",\".githooks\",\".gitmodules\","         \
+    "\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml\","  \
+    "\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\","        \
+    "\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\","            \
+    "\".pdbrc\",\".pre-commit-config.yaml\",\".profile\",\".pryrc\","                   \
+    "\".python-version\",\".ruby-version\",\".sdkmanrc\",\".ssh\",\".tcshrc\","         \
+    "\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\","            \
+    "\".zshenv\",\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\","          \
+    "\"mise.local.toml\",\"mise.toml\""
 #define FS_ALLPS(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot, socks)       \
     "{\"protected\":[" prot "],\"read_only\":[" ro "],\"read_write\":[" rw             \
     "],\"shm_inodes\":" #shmi ",\"shm_size\":" #shms ",\"tmp_inodes\":" #tmpi           \
@@ -674,12 +682,18 @@ static const struct load_case load_cases[] = {
     { "version: 1\nfilesystem:\n  protected: [.tool-versions, .direnv*, .git]\n"
       "  unsafe_unprotect: [.env*, .git]\n", NULL, "filesystem",
       FSP("null", 268435456, 67108864, "", "",
-          "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\","
-          "\".codex\",\".cshrc\",\".cursor\",\".direnv*\",\".env\",\".envrc\",\".exrc\","
-          "\".gemini\",\".gitattributes\",\".gitconfig\",\".gitmodules\",\".husky\",\".idea\","
-          "\".login\",\".mcp.json\",\".nvim.lua\",\".nvimrc\",\".pre-commit-config.yaml\","
-          "\".profile\",\".tcshrc\",\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\","
-          "\".zprofile\",\".zshenv\",\".zshrc\"",
+          "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","
+          "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\",\".continuerc.json\","
+          "\".cshrc\",\".cursor\",\".devcontainer\",\".devcontainer.json\",\".direnv*\","
+          "\".env\",\".envrc\",\".exrc\",\".gemini\",\".gitattributes\",\".gitconfig\","
+          "\".githooks\",\".gitmodules\",\".husky\",\".idea\",\".irbrc\",\".kube\","
+          "\".lefthook\",\".lefthook-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\","
+          "\".mise\",\".mise.local.toml\",\".mise.toml\",\".node-version\",\".nvim.lua\","
+          "\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commit-config.yaml\",\".profile\","
+          "\".pryrc\",\".python-version\",\".ruby-version\",\".sdkmanrc\",\".ssh\",\".tcshrc\","
+          "\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\","
+          "\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\",\"mise.local.toml\","
+          "\"mise.toml\"",
           "\".env*\",\".git\"") },
     { "version: 1\nfilesystem:\n  unsafe_unprotect: [.gti]\n",
       "policy.yaml:3: filesystem.unsafe_unprotect[0]: \".gti\" is not a default protected name" },

@@ -66,5 +66,24 @@ int main(void)
     ok(workspace_name_is_dir(".git") && workspace_name_is_dir(".vscode") &&
            !workspace_name_is_dir(".bashrc") && !workspace_name_is_dir(".mcp.json"),
        "placeholders: directories for .git and .vscode, files for .bashrc and .mcp.json");
+    ok(workspace_name_is_dir(".devcontainer") && workspace_name_is_dir(".mise") &&
+           workspace_name_is_dir(".continue") && !workspace_name_is_dir(".tool-versions") &&
+           !workspace_name_is_dir("mise.toml") && !workspace_name_is_dir("README.md"),
+       "placeholders: directories for .devcontainer, .mise, .continue; files for .tool-versions "
+       "and mise.toml; none for an unprotected name");
+    /* The table: one row a name, each a single component with a reason. */
+    size_t n = 0;
+    const struct policy_protected *rows = policy_protected_defaults(&n);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = rows[i].name, *star = strchr(name, '*');
+        ok(!strchr(name, '/') && (!star || star[1] == '\0') && rows[i].who[0] &&
+               strlen(rows[i].why) > 10 && policy_protected_default(name) == &rows[i],
+           "protected row %s: one component, read by %s, a reason, listed once", name,
+           rows[i].who);
+    }
+    rows = policy_protected_left_out(&n);
+    for (size_t i = 0; i < n; i++)
+        ok(strlen(rows[i].why) > 10 && !policy_protected_default(rows[i].name),
+           "left out: %s, with a reason", rows[i].name);
     return done_testing();
 }

@@ -309,6 +309,12 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
             break;
         case MOUNT_DEVPTS:
             continue;
+        case MOUNT_SYSFS:
+        case MOUNT_MQUEUE:
+        case MOUNT_CGROUP2:
+        case MOUNT_MASK:
+            /* Only an OCI container's plan has these, and gvisor builds none. */
+            return err_set(err, CORDON_E_INTERNAL, "gvisor: no mount of kind %d", (int)s->kind);
         case MOUNT_TMPFS:
             json_array_append_new(mounts, tmpfs_mount(s->dest, s->data));
             break;

@@ -53,10 +53,17 @@ int microvm_probe(struct cordon_err *err)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: no QEMU at '%s'", qemu);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/vmlinux", env_or("CORDON_GUEST_KERNEL", KERNEL_DEFAULT));
-    if (access(path, R_OK) < 0)
+    if (access(path, R_OK) < 0) {
+        /* The builder an installed cordon has, or a source tree's. */
+        int missing = errno;
+        char builder[PATH_MAX];
+        if (installed_path("build-guest-kernel", builder) < 0 || access(builder, X_OK) < 0)
+            snprintf(builder, sizeof builder, "scripts/build-guest-kernel.sh");
+        errno = missing;
         return err_sys(err, CORDON_E_UNSUPPORTED,
-                       "microvm: no guest kernel at '%s' (scripts/build-guest-kernel.sh builds it)",
-                       path);
+                       "microvm: no guest kernel at '%s' (%s builds it, once, in about 6 minutes)",
+                       path, builder);
+    }
     return find_initramfs(path, err);
 }
 

@@ -109,6 +109,8 @@ int cached_sha256(const char *path, const char *dir, char out[65], struct cordon
 void text_sha256(const char *text, char out[65]);
 const char *env_or(const char *name, const char *fallback);
 int find_initramfs(char out[PATH_MAX], struct cordon_err *err);
+/* NAME in the directory `meson install` gives cordon's helpers (LIBEXECDIR/cordon): 0, or -1. */
+int installed_path(const char *name, char out[PATH_MAX]);
 int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err *err);
 
 /* qemu.c */

@@ -98,27 +98,61 @@ const char *env_or(const char *name, const char *fallback)
     return v && *v ? v : fallback;
 }
 
-/* The initramfs beside the running executable (build/ holds both), unless named. */
+/* The directory of the running executable (symbolic links resolved). */
+static int exe_dir(char *out, size_t len, struct cordon_err *err)
+{
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    if (n < 0)
+        return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot find cordon's executable");
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (slash)
+        *slash = '\0';
+    return 0;
+}
+
+int installed_path(const char *name, char out[PATH_MAX])
+{
+    char dir[PATH_MAX];
+#ifdef CORDON_PKGLIBEXEC_FROM_BIN
+    struct cordon_err ignored;
+    if (exe_dir(dir, sizeof dir, &ignored) < 0 ||
+        strlen(dir) + sizeof "/" CORDON_PKGLIBEXEC_FROM_BIN > sizeof dir)
+        return -1;
+    strcat(dir, "/" CORDON_PKGLIBEXEC_FROM_BIN);
+#else
+    snprintf(dir, sizeof dir, "%s", CORDON_PKGLIBEXECDIR);
+#endif
+    /* Said without the bin/.. where the directory exists. */
+    char real[PATH_MAX];
+    int n = snprintf(out, PATH_MAX, "%s/%s", realpath(dir, real) ? real : dir, name);
+    return n > 0 && n < PATH_MAX ? 0 : -1;
+}
+
+/*
+ * The initramfs: where CORDON_GUEST_INITRAMFS names it; else beside the
+ * running executable (a build tree holds both, and a copied cordon may
+ * carry its own); else where `meson install` put it.
+ */
 int find_initramfs(char out[PATH_MAX], struct cordon_err *err)
 {
     const char *named = getenv("CORDON_GUEST_INITRAMFS");
     if (named && *named) {
         snprintf(out, PATH_MAX, "%s", named);
-    } else {
-        char exe[PATH_MAX - 32];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n < 0)
-            return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot find cordon's executable");
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = '\0';
-        snprintf(out, PATH_MAX, "%s/%s", exe, INITRAMFS_NAME);
+        if (access(out, R_OK) < 0)
+            return err_sys(err, CORDON_E_UNSUPPORTED,
+                           "microvm: no guest initramfs at '%s' (CORDON_GUEST_INITRAMFS)", out);
+        return 0;
     }
-    if (access(out, R_OK) < 0)
-        return err_sys(err, CORDON_E_UNSUPPORTED,
-                       "microvm: no guest initramfs at '%s' (set CORDON_GUEST_INITRAMFS)", out);
-    return 0;
+    char dir[PATH_MAX - 32];
+    TRY(exe_dir(dir, sizeof dir, err));
+    snprintf(out, PATH_MAX, "%s/%s", dir, INITRAMFS_NAME);
+    if (access(out, R_OK) == 0 || (installed_path(INITRAMFS_NAME, out) == 0 &&
+                                   access(out, R_OK) == 0))
+        return 0;
+    return err_sys(err, CORDON_E_UNSUPPORTED,
+                   "microvm: no guest initramfs beside '%s/cordon' nor at '%s' (reinstall "
+                   "cordon, or set CORDON_GUEST_INITRAMFS)", dir, out);
 }
 
 /* ---- the plan ---- */

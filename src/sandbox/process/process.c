@@ -30,6 +30,7 @@
 #include "sandbox/notify.h"
 #include "sandbox/process/metanotify.h"
 #include "sandbox/process/netnotify.h"
+#include "sandbox/ns_int.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
 #include "sandbox/usock.h"
@@ -751,6 +752,8 @@ static int open_door(const struct policy *p, struct netnotify *nn, struct sandbo
 
 static void proc_release(struct sandbox_boundary *b)
 {
+    if (b->container)
+        return container_boundary_release(b);
     boundary_release(b);
     struct process_state *st = b->state;
     if (st) {
@@ -786,6 +789,8 @@ static void plan_release(struct process_plan *plan)
 static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                         struct cordon_err *err)
 {
+    if (s->container)
+        return container_prepare(s, b, false, err);
     const struct policy *p = s->p;
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1, .layer = -1 };
@@ -913,6 +918,7 @@ const struct sandbox_backend process_backend = {
               "its root and in each directory holding one (no entry made, removed or renamed "
               "there), writable in every other entry",
     .host_uid = true,
+    .containers = true,
     .probe = proc_probe,
     .admits = proc_admits,
     .prepare = proc_prepare,
