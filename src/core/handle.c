@@ -160,14 +160,15 @@ static void answer(void *arg, const struct sandbox_result *res)
 }
 
 __attribute__((noreturn))
-static void child_main(const struct policy *p, bool prepare, const struct run_template *tmpl,
+static void child_main(const struct policy *p, bool prepare, const struct run_lent *lent,
                        pid_t parent, int in_fd, int out_fd, int err_fd, int result_fd, int ctl_fd)
 {
     /* The broker's other runs' pipes, its loop's and its client's descriptors
      * are not this run's: an inherited write end of another run's stdin would
      * keep that run from ever seeing its end. */
     int keep[8] = { in_fd, out_fd, err_fd, result_fd, ctl_fd };
-    size_t n_keep = 5 + run_template_fds(tmpl, keep + 5, sizeof keep / sizeof keep[0] - 5);
+    size_t n_keep = 5 + run_template_fds(lent ? lent->tmpl : NULL, keep + 5,
+                                         sizeof keep / sizeof keep[0] - 5);
     close_fds_except(keep, n_keep);
     /* The broker's handlers and loop are not ours: a default SIGPIPE would
      * kill the supervisor on a vanished reader, SIGTERM must reach run_call. */
@@ -186,7 +187,7 @@ static void child_main(const struct policy *p, bool prepare, const struct run_te
     struct cordon_err err = { 0 };
     if (prepare) {
         /* A failed preparation is tried again, cold, should a call come anyway. */
-        char answer = run_prepare_ahead(p, tmpl, &run, &err) == 0 ? RUN_HANDLE_READY
+        char answer = run_prepare_ahead(p, lent, &run, &err) == 0 ? RUN_HANDLE_READY
                                                                    : RUN_HANDLE_FAILED;
         /* A call taken before we were ready is already in the socket, its
          * writer gone: the answer may find no reader, the call is still read. */
@@ -228,7 +229,7 @@ static void child_main(const struct policy *p, bool prepare, const struct run_te
     _exit(res.status);
 }
 
-static int spawn(const struct policy *p, bool prepare, const struct run_template *tmpl,
+static int spawn(const struct policy *p, bool prepare, const struct run_lent *lent,
                  bool capture_stderr, struct run_handle *c, struct cordon_err *err)
 {
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, res[2] = { -1, -1 };
@@ -269,7 +270,7 @@ static int spawn(const struct policy *p, bool prepare, const struct run_template
         close(ctl[0]);
         if (capture_stderr)
             close(errp[0]);
-        child_main(p, prepare, tmpl, parent, in[0], out[1],
+        child_main(p, prepare, lent, parent, in[0], out[1],
                    capture_stderr ? errp[1] : STDERR_FILENO, res[1], ctl[1]);
     }
     close(in[0]);
@@ -297,10 +298,10 @@ int run_handle_spawn(const struct policy *p, bool prepare, bool capture_stderr,
     return spawn(p, prepare, NULL, capture_stderr, c, err);
 }
 
-int run_handle_spawn_ahead(const struct policy *p, const struct run_template *t,
+int run_handle_spawn_ahead(const struct policy *p, const struct run_lent *lent,
                            bool capture_stderr, struct run_handle *c, struct cordon_err *err)
 {
-    return spawn(p, true, t, capture_stderr, c, err);
+    return spawn(p, true, lent, capture_stderr, c, err);
 }
 
 static json_t *strings_json(char *const *v)

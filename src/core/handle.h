@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct run_template;
+struct run_lent;
 
 struct run_handle {
     pid_t pid;        /* the supervisor: signal it to stop the run (SIGTERM, then SIGKILL) */
@@ -55,8 +55,8 @@ struct run_handle_call {
 int run_handle_spawn(const struct policy *p, bool prepare, bool capture_stderr,
                      struct run_handle *c, struct cordon_err *err);
 
-/* run_handle_spawn() with PREPARE, the boundary a clone of T (run_template_new; may be NULL). */
-int run_handle_spawn_ahead(const struct policy *p, const struct run_template *t,
+/* run_handle_spawn() with PREPARE, using what LENT lends (core/run.h; may be NULL). */
+int run_handle_spawn_ahead(const struct policy *p, const struct run_lent *lent,
                            bool capture_stderr, struct run_handle *c, struct cordon_err *err);
 
 /* Hand CALL to a spawned handle. -1 with ERR when the handle is gone. */

@@ -10,6 +10,7 @@
 #include "common/fds.h"
 #include "common/strv.h"
 #include "common/syscalls.h"
+#include "core/cgpool.h"
 #include "core/handle.h"
 #include "core/run.h"
 
@@ -66,6 +67,7 @@ struct job {
     json_t *result;                /* the result, once all of it is in */
     char run_id[33];
     struct run_handle h;
+    int slot;                      /* the pool's cgroup its run uses (core/cgpool.h), or -1 */
     struct capture out, err, res;
     int layer;                     /* passed with the result (a manual commit's), or -1 */
     struct event *in_ev, *reap_ev, *kill_ev;
@@ -78,6 +80,7 @@ struct teardown {
     struct teardown *next;
     struct jobs *js;
     pid_t pid;
+    int slot;                      /* its run's pooled cgroup, returned once it is reaped */
     int pidfd;
     struct event *ev;
 };
@@ -87,6 +90,7 @@ struct pooled {
     struct pooled *next;
     struct jobs *js;
     struct run_handle h;
+    int slot;                      /* the pooled cgroup its run will use, or -1 */
     struct event *ev;              /* its answer on ctl_fd, then its death */
     bool ready;
 };
@@ -99,11 +103,12 @@ struct jobs {
     bool pumping, stopping;
     bool pool_off;                 /* the policy holds secrets: nothing is prepared ahead */
     struct run_template *tmpl;     /* what every pooled run of the policy is cloned from, or NULL */
+    struct cgroup_pool *cgpool;    /* cgroups the pooled runs use and the pool resets, or NULL */
     struct pooled *pool;
     unsigned n_pool;
     uint64_t pool_retry_us;        /* no preparation before this, after a failure */
     struct event *pool_ev;         /* the retry */
-    pid_t *orphans;                /* released handles still to reap */
+    struct orphan { pid_t pid; int slot; } *orphans; /* released handles still to reap */
     size_t n_orphans, cap_orphans;
     struct event *orphan_ev;
     struct teardown *teardowns;    /* answered runs still tearing down */
@@ -130,10 +135,13 @@ static void reap_orphans(struct jobs *js, bool block)
     size_t kept = 0;
     for (size_t i = 0; i < js->n_orphans; i++) {
         pid_t r;
-        while ((r = waitpid(js->orphans[i], NULL, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+        while ((r = waitpid(js->orphans[i].pid, NULL, block ? 0 : WNOHANG)) < 0 &&
+               errno == EINTR)
             ;
         if (r == 0)
             js->orphans[kept++] = js->orphans[i];
+        else
+            cgroup_pool_put(js->cgpool, js->orphans[i].slot);
     }
     js->n_orphans = kept;
     if (kept && js->orphan_ev) {
@@ -149,21 +157,23 @@ static void on_orphan_timer(evutil_socket_t fd, short what, void *arg)
     reap_orphans(arg, false);
 }
 
-static void orphan_add(struct jobs *js, pid_t pid)
+/* PID, whose run used the pool's cgroup SLOT (or -1), is ending: reaped by a timer. */
+static void orphan_add(struct jobs *js, pid_t pid, int slot)
 {
     if (js->n_orphans == js->cap_orphans) {
         size_t cap = js->cap_orphans ? 2 * js->cap_orphans : 16;
-        pid_t *grown = realloc(js->orphans, cap * sizeof *grown);
+        struct orphan *grown = realloc(js->orphans, cap * sizeof *grown);
         if (grown) {
             js->orphans = grown;
             js->cap_orphans = cap;
         }
     }
     if (js->n_orphans < js->cap_orphans) {
-        js->orphans[js->n_orphans++] = pid;
+        js->orphans[js->n_orphans++] = (struct orphan){ pid, slot };
     } else {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
+        cgroup_pool_put(js->cgpool, slot);
     }
     reap_orphans(js, false);
 }
@@ -197,6 +207,7 @@ static void on_teardown_done(evutil_socket_t fd, short what, void *arg)
         ;
     if (r == 0)
         return; /* not yet: the pidfd stays armed */
+    cgroup_pool_put(js->cgpool, t->slot);
     teardown_free(t);
     pump(js);
 }
@@ -206,11 +217,12 @@ static void on_teardown_done(evutil_socket_t fd, short what, void *arg)
  * boundary's exit, the cgroup, the watchdog): reaped when it exits, and
  * counted meanwhile, so that teardowns are bounded like the runs.
  */
-static void teardown_add(struct jobs *js, pid_t pid)
+static void teardown_add(struct jobs *js, pid_t pid, int slot)
 {
     struct teardown *t = calloc(1, sizeof *t);
     if (t) {
-        *t = (struct teardown){ .js = js, .pid = pid, .pidfd = sys_pidfd_open(pid, 0) };
+        *t = (struct teardown){ .js = js, .pid = pid, .slot = slot,
+                                .pidfd = sys_pidfd_open(pid, 0) };
         if (t->pidfd >= 0)
             t->ev = event_new(js->cfg.base, t->pidfd, EV_READ | EV_PERSIST, on_teardown_done, t);
     }
@@ -223,7 +235,7 @@ static void teardown_add(struct jobs *js, pid_t pid)
                 close(t->pidfd);
             free(t);
         }
-        orphan_add(js, pid);
+        orphan_add(js, pid, slot);
         return;
     }
     t->next = js->teardowns;
@@ -244,7 +256,9 @@ static void pooled_free(struct jobs *js, struct pooled *ph)
         event_free(ph->ev);
     run_handle_close(&ph->h);
     if (ph->h.pid > 0)
-        orphan_add(js, ph->h.pid);
+        orphan_add(js, ph->h.pid, ph->slot);
+    else
+        cgroup_pool_put(js->cgpool, ph->slot);
     free(ph);
 }
 
@@ -295,7 +309,12 @@ static void pool_fill(struct jobs *js)
         }
         struct pooled *ph = calloc(1, sizeof *ph);
         struct cordon_err err = { 0 };
-        if (!ph || run_handle_spawn_ahead(js->cfg.policy, js->tmpl, true, &ph->h, &err) < 0) {
+        struct run_lent lent = { .tmpl = js->tmpl };
+        if (ph)
+            lent.cg = cgroup_pool_take(js->cgpool, &ph->slot);
+        if (!ph || run_handle_spawn_ahead(js->cfg.policy, &lent, true, &ph->h, &err) < 0) {
+            if (ph)
+                cgroup_pool_put(js->cgpool, ph->slot);
             free(ph);
             js->pool_failures++;
             js->pool_retry_us = now + POOL_RETRY_MS * 1000u;
@@ -314,8 +333,8 @@ static void pool_fill(struct jobs *js)
     }
 }
 
-/* A prepared handle for a call (a ready one first), or false: start cold. */
-static bool pool_take(struct jobs *js, struct run_handle *h)
+/* A prepared handle for a call (a ready one first) and its cgroup's SLOT, or false: start cold. */
+static bool pool_take(struct jobs *js, struct run_handle *h, int *slot)
 {
     struct pooled *pick = NULL;
     for (struct pooled *ph = js->pool; ph; ph = ph->next)
@@ -324,6 +343,8 @@ static bool pool_take(struct jobs *js, struct run_handle *h)
     if (!pick)
         return false;
     *h = pick->h;
+    *slot = pick->slot;
+    pick->slot = -1;
     pick->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
                                    .result_fd = -1, .ctl_fd = -1 };
     /* Blocking again: the call is written whole even while it still prepares. */
@@ -360,6 +381,9 @@ static void job_free(struct job *j)
         while (waitpid(j->h.pid, NULL, 0) < 0 && errno == EINTR)
             ;
     }
+    /* Its supervisor is gone (reaped here, or by try_reap): nothing of the run is left. */
+    if (j->js)
+        cgroup_pool_put(j->js->cgpool, j->slot);
     struct capture *caps[] = { &j->out, &j->err, &j->res };
     for (size_t i = 0; i < 3; i++) {
         capture_close(caps[i]);
@@ -466,7 +490,8 @@ static void progress(struct job *j)
     }
     j->result = result;
     j->reaped = true;
-    teardown_add(j->js, j->h.pid);
+    teardown_add(j->js, j->h.pid, j->slot);
+    j->slot = -1;
     complete(j, NULL);
 }
 
@@ -579,7 +604,7 @@ static void start_job(struct jobs *js, struct job *j)
         complete(j, &err);
         return;
     }
-    j->pooled = !j->policy && pool_take(js, &j->h);
+    j->pooled = !j->policy && pool_take(js, &j->h, &j->slot);
     if (!j->pooled &&
         run_handle_spawn(j->policy ? j->policy : js->cfg.policy, false, true, &j->h, &err) < 0) {
         j->reaped = true;
@@ -687,6 +712,9 @@ struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err)
     struct cordon_err terr = { 0 };
     if (!js->pool_off && cfg->pool && run_template_new(cfg->policy, &js->tmpl, &terr) < 0)
         js->tmpl = NULL;
+    /* And their cgroups made once, reset after each run (v1; v2 makes each by clone3). */
+    if (!js->pool_off && cfg->pool)
+        js->cgpool = cgroup_pool_new(cfg->policy, &terr);
     js->pool_ev = evtimer_new(cfg->base, on_pool_timer, js);
     js->orphan_ev = evtimer_new(cfg->base, on_orphan_timer, js);
     js->refill_ev = evtimer_new(cfg->base, on_pool_timer, js);
@@ -746,7 +774,7 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
     struct job *j = calloc(1, sizeof *j);
     bool ok = j != NULL;
     if (j)
-        j->pidfd = j->layer = -1;
+        j->pidfd = j->layer = j->slot = -1;
     if (ok)
         j->argv = strv_copy(call->argv, &ok);
     if (ok && call->envp)
@@ -908,6 +936,7 @@ void jobs_free(struct jobs *js)
     }
     reap_orphans(js, true);
     free(js->orphans);
+    cgroup_pool_free(js->cgpool);
     run_template_free(js->tmpl);
     if (js->refill_ev)
         event_free(js->refill_ev);

@@ -400,7 +400,8 @@ static int guard_cgroup(void *wd, const char *dir, struct cordon_err *err)
     return watchdog_guard_cgroup(wd, dir, err);
 }
 
-static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
+static int prepare_limits(struct run *run, uint16_t rnd, const struct cgroup_set *lent,
+                          struct cordon_err *err)
 {
     const struct policy *p = run->p;
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
@@ -411,6 +412,9 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
                 return -1;
             memset(&run->cg, 0, sizeof run->cg);
         }
+    } else if (sandbox_needs_cgroup(p) && lent) {
+        /* A pool's: its owner guards, resets and removes it; the run only uses it. */
+        run->cg = *lent;
     } else if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
@@ -460,7 +464,7 @@ void run_template_free(struct run_template *t)
 }
 
 static int prepare(const struct policy *p, const char *run_id, bool ahead,
-                   const struct run_template *tmpl, const struct sandbox_container *container,
+                   const struct run_lent *lent, const struct sandbox_container *container,
                    struct run **out, struct cordon_err *err)
 {
     *out = NULL;
@@ -508,7 +512,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     if (run->log && watchdog_arm(run->wd, err) < 0)
         goto fail;
     /* Placeholders are host state: the watchdog takes them back if we die. */
-    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, run->wd, &run->ws, err) < 0 ||
+    if (prepare_limits(run, rnd, lent ? lent->cg : NULL, err) < 0 || workspace_prepare(p, run->wd, &run->ws, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
         goto fail;
     memcpy(run->gw.run_id, run->run_id, sizeof run->gw.run_id);
@@ -526,7 +530,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         .guard_arg = run->wd,
         .host_base = run->host_base,
         .ahead = ahead,
-        .tmpl = tmpl && tmpl->backend == backend ? tmpl->t : NULL,
+        .tmpl = lent && lent->tmpl && lent->tmpl->backend == backend ? lent->tmpl->t : NULL,
         .container = container,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
@@ -589,10 +593,10 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
     return prepare(p, run_id, false, NULL, NULL, out, err) < 0 ? -1 : 0;
 }
 
-int run_prepare_ahead(const struct policy *p, const struct run_template *t, struct run **out,
+int run_prepare_ahead(const struct policy *p, const struct run_lent *lent, struct run **out,
                       struct cordon_err *err)
 {
-    return prepare(p, NULL, true, t, NULL, out, err) < 0 ? -1 : 0;
+    return prepare(p, NULL, true, lent, NULL, out, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_container(const struct policy *p, const char *run_id,
@@ -882,7 +886,7 @@ void run_release(struct run *run)
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
-    if (run->cg.version && !run->keep_cgroup)
+    if (run->cg.version && !run->keep_cgroup && !run->cg.pooled)
         cgroup_destroy(&run->cg);
     gateway_config_release(&run->gw);
     if (run->log) {

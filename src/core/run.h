@@ -23,6 +23,14 @@
 struct run;
 struct run_template;
 struct audit_log;
+struct cgroup_set;
+
+/* What a front end preparing many runs of one policy (the pool) lends each. */
+struct run_lent {
+    const struct run_template *tmpl; /* the boundary is a clone of it (run_template_new), or NULL */
+    const struct cgroup_set *cg;     /* a pooled cgroup (core/cgpool.h), limits set and reset,
+                                        that the run uses and leaves: or NULL */
+};
 
 /*
  * Prepare a run under P (borrowed: it must outlive the run). RUN_ID (32 hex
@@ -47,10 +55,11 @@ size_t run_template_fds(const struct run_template *t, int *out, size_t max);
 /*
  * run_prepare() for a run prepared before anyone asks (the daemon's pool):
  * the level may spend the wait making the start faster (microvm: a
- * throwaway command warms the guest), and the boundary is a clone of T (may
- * be NULL) where T is of the level P runs at.
+ * throwaway command warms the guest), and what LENT (may be NULL) lends is
+ * used: the boundary a clone of its template where that is of the level P
+ * runs at, the cgroup its.
  */
-int run_prepare_ahead(const struct policy *p, const struct run_template *t, struct run **out,
+int run_prepare_ahead(const struct policy *p, const struct run_lent *lent, struct run **out,
                       struct cordon_err *err);
 
 /*
