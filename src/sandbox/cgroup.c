@@ -280,6 +280,16 @@ struct guard {
 
 static int make_guarded(const struct guard *g, const char *dir)
 {
+    /* Where we may not make it (an ordinary user's v1 hierarchy), the
+     * watchdog need not hear of it, nor be forked for it. */
+    char parent[PATH_MAX];
+    const char *slash = strrchr(dir, '/');
+    if (slash && (size_t)(slash - dir) < sizeof parent) {
+        memcpy(parent, dir, (size_t)(slash - dir));
+        parent[slash - dir] = '\0';
+        if (faccessat(AT_FDCWD, parent[0] ? parent : "/", W_OK, AT_EACCESS) < 0)
+            return -1;
+    }
     if (g->fn && g->fn(g->arg, dir, g->err) < 0)
         return -2;
     return mkdir(dir, 0755);
