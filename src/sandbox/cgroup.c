@@ -6,6 +6,7 @@
 #include "sandbox/cgroup.h"
 
 #include "common/cleanup.h"
+#include "common/syscalls.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -615,7 +615,7 @@ static void remove_children(const char *dir)
         return;
     char buf[4096];
     long n;
-    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+    while ((n = sys_getdents64(fd, buf, sizeof buf)) > 0)
         for (long off = 0; off < n;) {
             struct linux_dirent64 {
                 uint64_t ino;

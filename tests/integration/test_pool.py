@@ -248,6 +248,39 @@ def test_concurrent_pooled_calls_see_nothing_of_each_other(pool, cordon):
     assert wait_until(lambda: not pids_with(mark), 20), pids_with(mark)
 
 
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_killed_supervisor_leaves_nothing_and_the_pool_goes_on(pool, cordon):
+    """SIGKILL the supervisor of a running pooled call (the daemon's child
+    above its sandbox): the call is answered as killed, nothing of its
+    sandbox is left, its cgroup goes back to the pool or away, and the next
+    calls are served from the pool."""
+    mark = marker()
+    d = pool(2)
+    c = d.connect()
+    assert d.pool_ready(2)
+    c.send("run", {"argv": ["sh", "-c", f"echo up; sleep 60; : {mark}"], "stream": True})
+    note = c.line()
+    assert note.get("method") == "run.output", note
+    procs = pids_with(mark)
+    assert procs, "the call's sleeper is not running"
+    sup = procs[0]
+    while parent_of(sup) != d.proc.pid:
+        sup = parent_of(sup)
+    os.kill(sup, 9)
+    ans = c.answer(1)
+    assert ans.get("result", {}).get("reason") == "killed" or "error" in ans, ans
+    assert wait_until(lambda: not pids_with(mark), 20), pids_with(mark)
+    for _ in range(3):
+        assert d.pool_ready(1)
+        r = c.result("run", {"argv": ["true"]})
+        assert r["pooled"] and r["exit_code"] == 0, r
+    c.close()
+
+
 # --- the template (namespace level) ---------------------------------------------
 
 @pytest.fixture
