@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs every Debian package cordon needs to build, test and benchmark.
 # runsc is gVisor, for --level gvisor (Debian 12's 2022 build: ptrace platform).
+# cppcheck is the static analyser `meson test` runs (tests/check-analyser.sh).
 # Does nothing when they are all present. Needs root (or sudo) only to install.
 # `install-deps.sh fuzz` adds clang and its libFuzzer runtime (make fuzz):
 # Debian's clang does not pull in libclang-rt-dev, which holds libFuzzer.
@@ -9,7 +10,7 @@ set -eu
 PACKAGES="gcc make meson ninja-build pkg-config libc6-dev
 libseccomp-dev libfyaml-dev libjansson-dev libssl-dev libevent-dev libpcre2-dev zlib1g-dev
 python3 python3-pytest bubblewrap util-linux procps iproute2
-curl openssl ca-certificates nodejs qemu-system-x86 runsc"
+curl openssl ca-certificates nodejs qemu-system-x86 runsc cppcheck"
 if [ "${1:-}" = fuzz ]; then
     PACKAGES="clang libclang-rt-dev"
 fi

@@ -11,7 +11,8 @@ export declare class RpcError extends CordonError {
   readonly data: unknown;
 }
 
-/** The daemon's queue (or this connection's share) is full: retry later. */
+/** The daemon's queue (or this connection's share) is full, or the session is
+ * busy (committing, discarding, forking, being destroyed): retry later. */
 export declare class BusyError extends RpcError {}
 
 export interface RunOptions {
@@ -59,6 +60,19 @@ export interface SessionOptions {
   workspaceCommit?: "on_success" | "always" | "manual";
 }
 
+export interface SessionInfo {
+  session_id: string;
+  /** The uid that created it (a fork's: its origin's). */
+  owner: number;
+  state: "idle" | "running" | "committing" | "discarding" | "forking" | "destroying";
+  running: number;
+  age_s: number;
+  idle_s: number;
+  workspace_mode: "direct" | "overlay";
+  workspace_commit: "on_success" | "always" | "manual";
+  pending: boolean;
+}
+
 export interface Chunk {
   stream: "stdout" | "stderr";
   data: Buffer;
@@ -75,7 +89,8 @@ export declare class Client {
   stats(): Promise<Record<string, any>>;
   policyCheck(policy?: string): Promise<Record<string, any>>;
   session(opts?: SessionOptions): Promise<Session>;
-  sessions(): Promise<Array<{ session_id: string; running: number; age_s: number; idle_s: number }>>;
+  /** This uid's own sessions (every uid's for a daemon's --admin-uid). */
+  sessions(): Promise<SessionInfo[]>;
   close(): void;
 }
 

@@ -6,7 +6,7 @@
  */
 #pragma once
 #include "audit/audit.h"
-#include "broker/jsonrpc.h"
+#include "common/jsonrpc.h"
 #include "broker/pins.h"
 #include "common/decider.h"
 #include "core/handle.h"

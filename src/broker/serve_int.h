@@ -4,7 +4,7 @@
  * serve_tools.c: the two tools; serve_text.c: what the model reads).
  */
 #pragma once
-#include "broker/jsonrpc.h"
+#include "common/jsonrpc.h"
 #include "common/strbuf.h"
 #include "core/jobs.h"
 #include "policy/policy.h"

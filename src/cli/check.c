@@ -35,7 +35,8 @@ static bool in_path(const char *name)
         path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *dir = strtok(buf, ":"); dir; dir = strtok(NULL, ":")) {
+    char *save = NULL;
+    for (char *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
         char full[4200];
         snprintf(full, sizeof full, "%s/%s", dir, name);
         if (access(full, X_OK) == 0)

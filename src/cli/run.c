@@ -236,14 +236,16 @@ static int write_result(const char *path, const struct sandbox_result *res,
     json_t *j = sandbox_result_to_json(res, p);
     _cleanup_free_ char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     json_decref(j);
-    struct cordon_err err = { 0 };
-    if (!text)
-        err_set(&err, CORDON_E_INTERNAL, "out of memory");
-    if (text && !path) {
+    if (!text) {
+        fprintf(stderr, "cordon: cannot write result: out of memory\n");
+        return -1;
+    }
+    if (!path) {
         printf("%s\n", text);
         return fflush(stdout) == 0 ? 0 : -1;
     }
-    if (!text || hostpath_replace_file(path, text, strlen(text), &err) < 0) {
+    struct cordon_err err = { 0 };
+    if (hostpath_replace_file(path, text, strlen(text), &err) < 0) {
         fprintf(stderr, "cordon: cannot write result to '%s': %s\n", path, err.msg);
         return -1;
     }

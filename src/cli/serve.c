@@ -15,18 +15,23 @@
 
 static const char *const usage[2] = {
     "usage: cordon serve --socket PATH [--pool N] [--max-running N] [--max-queued N]\n"
-    "                    [--allow-uid UID]... [--grace DURATION] [OPTIONS]\n"
+    "                    [--allow-uid UID]... [--admin-uid UID]... [--grace DURATION]\n"
+    "                    [OPTIONS]\n"
     "\n"
     "Serve JSON-RPC 2.0 (one object per line) on the unix socket PATH (mode 0600;\n"
-    "peers of our uid, root or an --allow-uid only). Methods: run, cancel, policy.check,\n"
-    "health, stats. Each run gets a fresh sandbox built from OPTIONS, taken from a\n"
-    "warm pool of N prepared ones (default 2; 0 starts every run cold).\n"
+    "peers of our uid, root, an --allow-uid or an --admin-uid only). Methods: run,\n"
+    "cancel, policy.check, health, stats, kill_all, session.*. Each run gets a fresh\n"
+    "sandbox built from OPTIONS, taken from a warm pool of N prepared ones (default 2;\n"
+    "0 starts every run cold). A session is its creator's: any other uid is told it\n"
+    "does not exist, unless it is an --admin-uid.\n"
     "\n"
     "      --socket PATH        where to listen (a stale socket is replaced)\n"
     "      --pool N             sandboxes kept prepared (0-64, default 2)\n"
     "      --max-running N      runs at once (default 16)\n"
     "      --max-queued N       runs waiting beyond that, then \"busy\" (default 256)\n"
     "      --allow-uid UID      another uid that may connect (repeatable, up to 16)\n"
+    "      --admin-uid UID      a uid that may connect and see and act on every\n"
+    "                           uid's sessions (repeatable, up to 16)\n"
     "      --grace DURATION     SIGTERM: how long running calls may finish (default 10s)\n"
     "      --state-dir DIR      sessions' workspaces (default PATH.d; made 0700, and\n"
     "                           emptied of a previous daemon's sessions at start)\n"
@@ -111,6 +116,23 @@ int cli_server_args(const char *cmd, const char *const help[2], int argc, char *
     return 0;
 }
 
+/* Every NAME UID (repeatable) into LIST, at most DAEMON_MAX_ALLOW; a negative exit on error. */
+static int take_uids(int *argc, char **argv, const char *name, uid_t *list, size_t *n)
+{
+    const char *v = NULL;
+    int rc;
+    while ((rc = cli_take_option(argc, argv, name, &v)) > 0) {
+        uint64_t uid = 0;
+        char why[128];
+        if (parse_count(v, &uid, why, sizeof why) < 0 || uid >= 0xffffffffu)
+            return -cli_usage_error("serve: %s: expected a uid, got '%s'", name, v);
+        if (*n == DAEMON_MAX_ALLOW)
+            return -cli_usage_error("serve: at most %d %s", DAEMON_MAX_ALLOW, name);
+        list[(*n)++] = (uid_t)uid;
+    }
+    return rc;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     struct daemon_config cfg = {
@@ -133,17 +155,8 @@ int cmd_serve(int argc, char **argv)
         return -rc;
     if (cfg.max_running == 0)
         return cli_usage_error("serve: --max-running must be at least 1");
-    const char *v = NULL;
-    while ((rc = cli_take_option(&argc, argv, "--allow-uid", &v)) > 0) {
-        uint64_t uid = 0;
-        char why[128];
-        if (parse_count(v, &uid, why, sizeof why) < 0 || uid >= 0xffffffffu)
-            return cli_usage_error("serve: --allow-uid: expected a uid, got '%s'", v);
-        if (cfg.n_allow_uid == DAEMON_MAX_ALLOW)
-            return cli_usage_error("serve: at most %d --allow-uid", DAEMON_MAX_ALLOW);
-        cfg.allow_uid[cfg.n_allow_uid++] = (uid_t)uid;
-    }
-    if (rc < 0)
+    if ((rc = take_uids(&argc, argv, "--allow-uid", cfg.allow_uid, &cfg.n_allow_uid)) < 0 ||
+        (rc = take_uids(&argc, argv, "--admin-uid", cfg.admin_uid, &cfg.n_admin_uid)) < 0)
         return -rc;
     if ((rc = cli_take_duration(&argc, argv, "--grace", 3600000, &cfg.grace_ms)) < 0 ||
         (rc = cli_take_duration(&argc, argv, "--session-idle", 7 * 86400000ull,

@@ -165,7 +165,7 @@ static int converse(int fd, bool half_close, const char *text, const char *id, u
     }
     if (half_close)
         shutdown(fd, SHUT_WR); /* the question is whole: a command sees EOF */
-    char buf[ANSWER_MAX + 1];
+    char buf[ANSWER_MAX + 1] = "";
     size_t got = 0;
     char *nl = NULL;
     while (!(nl = memchr(buf, '\n', got))) {

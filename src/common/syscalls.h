@@ -119,3 +119,24 @@ static inline int sys_seccomp(unsigned op, unsigned flags, void *args)
 {
     return (int)syscall(SYS_seccomp, op, flags, args);
 }
+
+/*
+ * Open-file-description record locks over the whole of FD (a directory
+ * will do for F_RDLCK): fcntl(2) itself, as glibc 2.36's fcntl() left a
+ * directory's F_OFD_GETLK answer unfilled here. They do not interact with
+ * flock(2), which a workspace's commit takes on the same directory.
+ */
+static inline int sys_ofd_lock(int fd, short type)
+{
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET };
+    return (int)syscall(SYS_fcntl, fd, F_OFD_SETLK, &fl);
+}
+
+/* Whether another open file description holds a lock FD's TYPE would conflict with: 1, 0, -1. */
+static inline int sys_ofd_conflict(int fd, short type)
+{
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET };
+    if (syscall(SYS_fcntl, fd, F_OFD_GETLK, &fl) < 0)
+        return -1;
+    return fl.l_type != F_UNLCK;
+}

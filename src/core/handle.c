@@ -217,6 +217,7 @@ static void child_main(const struct policy *p, bool prepare, const struct run_le
         .out_fd = out_fd,
         .err_fd = err_fd,
         .sig_fd = sig_fd,
+        .parent = parent,
     };
     int layer = -1;
     call.keep_layer = &layer;

@@ -2,9 +2,10 @@
  * daemon/daemon.h: `cordon serve`, a JSON-RPC 2.0 daemon on a unix socket
  * (one JSON object per line each way) that runs each call in a fresh
  * sandbox, handed out of a warm pool (core/jobs.h), and sessions: a
- * workspace kept between runs. Methods: run, cancel, policy.check, health,
- * stats, session.create/exec/write_file/read_file/list/fork/destroy. Runs in
- * its own process; prints nothing.
+ * workspace kept between runs, each its creator's uid's. Methods: run,
+ * cancel, policy.check, health, stats, kill_all, session.create/exec/
+ * write_file/read_file/list/fork/commit/discard/destroy. Runs in its own
+ * process (and a worker process per slow session operation); prints nothing.
  */
 #pragma once
 #include "common/err.h"
@@ -28,6 +29,10 @@ struct daemon_config {
     unsigned grace_ms;            /* SIGTERM: how long running calls may finish */
     uid_t allow_uid[DAEMON_MAX_ALLOW]; /* besides our own */
     size_t n_allow_uid;
+    uid_t admin_uid[DAEMON_MAX_ALLOW]; /* may connect, and see and act on every uid's
+                                          sessions; every other peer, our own uid and root
+                                          included, sees only the sessions it created */
+    size_t n_admin_uid;
     const char *state_dir;        /* sessions' workspaces live here (made 0700, emptied at start) */
     unsigned session_idle_ms;     /* a session unused this long is destroyed */
     unsigned max_sessions;

@@ -65,6 +65,7 @@ bool decide_tunnel_port(unsigned port)
 
 int decide_target(const struct http_request *req, struct target *t, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     char why[200];
     char target[4200];
     if (req->target_len >= sizeof target) {
@@ -136,6 +137,7 @@ static bool take_token(const struct gateway_config *cfg, struct budget *b, uint6
 int decide_request(const struct gateway_config *cfg, struct budget *b, const struct target *t,
                    uint64_t now_us, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     const struct egress_rules *r = &cfg->rules;
     if (cfg->max_requests && b->requests >= cfg->max_requests)
         return refused(d, 429, "budget:requests", "request budget of %llu exhausted",
@@ -178,6 +180,7 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
 int decide_answer(const struct target *t, enum decider_decision decision, bool failed,
                   const char *reason, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     if (decision != DECIDER_DENY && !failed) {
         snprintf(d->reason, sizeof d->reason, "allowed by the decider%s",
                  decision == DECIDER_ALLOW_ONCE ? " once" : " for the run");
@@ -214,6 +217,7 @@ static bool private_allowed(const struct gateway_config *cfg, const struct ip_ad
 int decide_addresses(const struct gateway_config *cfg, const struct target *t,
                      const struct ip_addr *addrs, size_t n, struct decision *d)
 {
+    *d = (struct decision){ 0 };
     const struct egress_rules *r = &cfg->rules;
     for (size_t i = 0; i < n; i++) {
         const struct ip_addr *a = &addrs[i];

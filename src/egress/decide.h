@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Written whole by each decide_*() that fills one, whatever it answers. */
 struct decision {
     bool allowed;
     bool ask;                  /* allowed only if the decider allows it (rule "ask:...") */
@@ -82,7 +83,8 @@ size_t decide_pins(const struct gateway_config *cfg, const char *name, struct ip
  * After resolving: every address must pass the denylist and the address
  * classes (only public ones, unless network.allow_private lets a range
  * through). One bad address refuses the request, so a mixed answer cannot
- * be used to reach inside. 0 when allowed, with D's rule the allow rule.
+ * be used to reach inside. 0 when allowed, with D's rule the allow rule
+ * ("" when only an ask rule covers the name).
  */
 int decide_addresses(const struct gateway_config *cfg, const struct target *t,
                      const struct ip_addr *addrs, size_t n, struct decision *d);

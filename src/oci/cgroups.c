@@ -22,9 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A mount's superblock options as read (%511s); the controllers are some of them. */
+#define SUPER_MAX 512
+
 struct hierarchy {
     char mount[PATH_MAX];
-    char controllers[256]; /* v1: "cpu,cpuacct"; v2: "" */
+    char controllers[SUPER_MAX]; /* v1: "cpu,cpuacct"; v2: "" */
 };
 
 #define MAX_HIERARCHIES 16
@@ -36,7 +39,7 @@ static size_t hierarchies(struct hierarchy *h, size_t max)
     char line[4096];
     size_t n = 0;
     while (f && n < max && fgets(line, sizeof line, f)) {
-        char root[PATH_MAX], mnt[PATH_MAX], fstype[32], src[256], super[512] = "";
+        char root[PATH_MAX], mnt[PATH_MAX], fstype[32], src[256], super[SUPER_MAX] = "";
         char *sep = strstr(line, " - ");
         if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2 ||
             sscanf(sep + 3, "%31s %255s %511s", fstype, src, super) < 2 || strcmp(root, "/"))
@@ -48,7 +51,9 @@ static size_t hierarchies(struct hierarchy *h, size_t max)
             char *out = h[n].controllers;
             size_t used = 0;
             out[0] = '\0';
-            for (char *t = strtok(super, ","); t; t = strtok(NULL, ","))
+            /* Some of SUPER's options, comma-separated as there: never longer than SUPER. */
+            char *save = NULL;
+            for (char *t = strtok_r(super, ",", &save); t; t = strtok_r(NULL, ",", &save))
                 if (strcmp(t, "rw") && strcmp(t, "ro") && strncmp(t, "name=", 5) &&
                     strcmp(t, "relatime") && strncmp(t, "release_agent", 13))
                     used += (size_t)snprintf(out + used, sizeof h[n].controllers - used, "%s%s",

@@ -129,6 +129,7 @@ static int add_bind(struct policy *p, const char *spec, bool writable, const cha
                     struct cordon_err *err)
 {
     char why[200] = "";
+    p->evidence_done = false;
     /* The first ':' splits; a path containing ':' needs the {source, dest} form. */
     const char *colon = strchr(spec, ':');
     _cleanup_free_ char *source = strndup(spec, colon ? (size_t)(colon - spec) : strlen(spec));
@@ -144,6 +145,7 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
     const char *prefix = flag ? flag : key;
     const struct policy_key *k = policy_key_find(key);
     char why[200] = "";
+    p->evidence_done = false; /* a changed policy's digests are computed anew */
     if (!k)
         return err_set(err, CORDON_E_POLICY, "%s: unknown policy key \"%s\"", prefix, key);
     switch (k->type) {

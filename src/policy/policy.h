@@ -335,6 +335,16 @@ struct policy {
  */
 const struct policy_evidence *policy_evidence(const struct policy *p);
 
+/*
+ * OUT = BASE, to be changed in its scalar keys alone (the workspace path
+ * pointed elsewhere, policy_set() of workspace.mode...): a shallow copy that
+ * shares every list and string with BASE, which must outlive it (never
+ * policy_free() OUT), and none of BASE's cached evidence, so that what a run
+ * of OUT records is OUT's digest. policy_set() and policy_add_bind() drop a
+ * policy's cached evidence likewise.
+ */
+void policy_derive(const struct policy *base, struct policy *out);
+
 /* A policy with every default filled in. */
 struct policy *policy_new(struct cordon_err *err);
 

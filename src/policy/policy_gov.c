@@ -232,8 +232,10 @@ int policy_require_trusted(const struct policy *p, struct cordon_err *err)
         return 0;
     EVP_PKEY **keys = NULL;
     size_t n = 0;
-    TRY(load_trusted(&keys, &n, err));
-    free_keys(keys, n);
+    int rc = load_trusted(&keys, &n, err);
+    free_keys(keys, n); /* what was loaded before a failure too */
+    if (rc < 0)
+        return -1;
     if (n)
         return err_set(err, CORDON_E_POLICY, "refused: %s requires a signed policy file (-p)",
                        policy_trust_dir());

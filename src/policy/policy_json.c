@@ -305,6 +305,14 @@ const struct policy_evidence *policy_evidence(const struct policy *p)
     return &p->evidence;
 }
 
+void policy_derive(const struct policy *base, struct policy *out)
+{
+    *out = *base;
+    /* Its digests are its own, computed at its first run: none of BASE's. */
+    memset(&out->evidence, 0, sizeof out->evidence);
+    out->evidence_done = false;
+}
+
 static void build_evidence(struct policy *p)
 {
     struct policy_evidence *ev = &p->evidence;

@@ -64,7 +64,7 @@ static int apply_nameserver(struct policy *p, const char *text, char *why, size_
         return why_printf(why, len, "expected IP[:PORT] of a nameserver, got \"%s\"", t);
     char addr[64], canon[80];
     ip_addr_format_bracketed(&a.host.ip, addr, sizeof addr);
-    snprintf(canon, sizeof canon, "%s:%u", addr, a.port ? a.port : 53);
+    snprintf(canon, sizeof canon, "%s:%u", addr, a.port ? (unsigned)a.port : 53u);
     return policy_strv_add(&p->network.dns, &p->network.n_dns, canon);
 }
 

@@ -163,7 +163,8 @@ static int hierarchy_dir(const struct own_view *v, const char *controller, bool 
         if (!*controller) {
             match = strcmp(line, "0") == 0 && *ctrls == '\0';
         } else {
-            for (char *tok = strtok(ctrls, ","); tok; tok = strtok(NULL, ","))
+            char *save = NULL;
+            for (char *tok = strtok_r(ctrls, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
                 if (strcmp(tok, controller) == 0)
                     match = true;
         }
@@ -195,7 +196,8 @@ static int hierarchy_dir(const struct own_view *v, const char *controller, bool 
         if (!*controller) {
             match = strcmp(fstype, "cgroup2") == 0;
         } else if (strcmp(fstype, "cgroup") == 0) {
-            for (char *tok = strtok(super, ","); tok; tok = strtok(NULL, ","))
+            char *save = NULL;
+            for (char *tok = strtok_r(super, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
                 if (strcmp(tok, controller) == 0)
                     match = true;
         }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -329,6 +330,18 @@ int workspace_prepare(const struct policy *p, struct watchdog *wd, struct worksp
                 "undone (%s); cordon check -w '%s' tries again", rec.reason, p->workspace);
         goto fail;
     }
+    /*
+     * The run is live on this tree: a read lock (an OFD record lock, which
+     * leaves flock() to the commit's own lock) that a restarted daemon waits
+     * out before it removes a session. Never waited for: a writer's lock is
+     * none of ours to respect, and that run's commit is discarded anyway
+     * (sandbox_call.parent).
+     */
+    g->lock = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (g->lock >= 0 && sys_ofd_lock(g->lock, F_RDLCK) < 0) {
+        close(g->lock);
+        g->lock = -1;
+    }
     int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (top < 0)
         return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", p->workspace);
@@ -596,5 +609,6 @@ void workspace_guard_release(struct workspace_guard *g)
     free(g->placeholders);
     free(g->modes);
     closep(&g->fd);
+    closep(&g->lock); /* a restarted daemon may now remove the workspace */
     *g = (struct workspace_guard)WORKSPACE_GUARD_INIT;
 }

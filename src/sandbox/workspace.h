@@ -71,6 +71,11 @@ struct workspace_mode {
 
 struct workspace_guard {
     int fd;                  /* the workspace, O_PATH, opened without following links */
+    int lock;                /* the workspace again, read-locked (an OFD record lock) for
+                                the run's life, or -1: whoever removes workspaces it hands
+                                out (the daemon's sessions) waits until none is held
+                                first, so never removes one a run still writes to or
+                                commits into; flock() is the commit's own (txn.c) */
     struct timespec placed;  /* CLOCK_REALTIME_COARSE before the placeholders were made */
     struct timespec start;   /* the same clock once they were, before the run began */
     struct workspace_entry *entries;
@@ -82,7 +87,7 @@ struct workspace_guard {
     bool incomplete;         /* the pre-run scan was cut by its bounds */
 };
 
-#define WORKSPACE_GUARD_INIT { .fd = -1 }
+#define WORKSPACE_GUARD_INIT { .fd = -1, .lock = -1 }
 
 /* What the after-run scan did, for the result and the audit record. */
 struct workspace_report {

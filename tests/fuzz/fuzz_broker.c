@@ -6,7 +6,7 @@
  * allows normalises outside the rule's directory, or when a reason is not
  * one printable line.
  */
-#include "broker/jsonrpc.h"
+#include "common/jsonrpc.h"
 #include "broker/paths.h"
 #include "broker/schema.h"
 

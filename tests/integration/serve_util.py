@@ -6,6 +6,7 @@ misbehave.
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -19,10 +20,13 @@ from conftest import wait_until
 class Rpc:
     """One connection: requests out, answers and notifications in."""
 
-    def __init__(self, path, timeout=60):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    def __init__(self, path, timeout=60, sock=None):
+        if sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(str(path))
+        self.sock = sock
         self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
         self.buf = b""
         self.next_id = 0
         self.notes = []
@@ -67,8 +71,36 @@ class Rpc:
         assert "result" in ans, ans
         return ans["result"]
 
+    def pending(self):
+        """Has anything arrived that was not read yet (without waiting)?"""
+        if self.buf:
+            return True
+        r, _, _ = select.select([self.sock], [], [], 0)
+        return bool(r)
+
     def close(self):
         self.sock.close()
+
+
+# Connects as another uid and hands the socket back over SCM_RIGHTS: the
+# daemon's SO_PEERCRED is the connecting process's, which is that uid.
+CONNECT_AS = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+socket.send_fds(socket.socket(fileno=int(sys.argv[2])), [b"x"], [s.fileno()])
+"""
+
+
+def connect_as(path, uid, timeout=60):
+    """A connection to the daemon on PATH made by UID (its directory must let UID in)."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                        "/usr/bin/python3", "-c", CONNECT_AS, str(path), str(theirs.fileno())],
+                       pass_fds=[theirs.fileno()], check=True, timeout=30)
+        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+    return Rpc(path, timeout, sock=socket.socket(fileno=fds[0]))
 
 
 class Daemon:
@@ -119,3 +151,43 @@ class Daemon:
             out, err = self.proc.communicate()
             pytest.fail("cordon serve did not stop")
         return self.proc.returncode, err.decode()
+
+
+def children(pid):
+    """PID's child processes."""
+    try:
+        return [int(k) for k in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def children_named(pid, name):
+    """PID's child processes called NAME (its comm: a daemon's worker is "cordon-commit"...)."""
+    found = []
+    for kid in children(pid):
+        try:
+            if open(f"/proc/{kid}/comm").read().strip() == name:
+                found.append(int(kid))
+        except OSError:
+            pass
+    return found
+
+
+class Stopped:
+    """The daemon's worker NAME, caught while it works and held stopped (SIGSTOP)
+    for the with block: its operation is in flight until the block ends."""
+
+    def __init__(self, daemon, name, timeout=60):
+        self.daemon, self.name, self.timeout = daemon, name, timeout
+        self.pid = None
+
+    def __enter__(self):
+        found = []
+        assert wait_until(lambda: found.extend(children_named(self.daemon.proc.pid, self.name))
+                          or found, self.timeout, interval=0.005), f"no {self.name} appeared"
+        self.pid = found[0]
+        os.kill(self.pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc):
+        os.kill(self.pid, signal.SIGCONT)

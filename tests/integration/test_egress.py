@@ -594,13 +594,21 @@ def test_gateway_runs_confined(cordon, net):
     try:
         assert p.stdout.readline().strip() == b"ready"
         # setpriv execs cordon, so p.pid is the supervisor either way.
-        kids = [int(k) for k in pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children")
-                .read_text().split()]
-        comms = {k: pathlib.Path(f"/proc/{k}/comm").read_text().strip() for k in kids}
-        # A root run has a cgroup (the default limits), so a watchdog too.
-        gateways = [k for k, c in comms.items()
+        def children():
+            kids = [int(k) for k in pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children")
+                    .read_text().split()]
+            return {k: pathlib.Path(f"/proc/{k}/comm").read_text().strip() for k in kids}
+
+        def unnamed(comms):
+            return [k for k, c in comms.items()
                     if c not in ("cordon-init", "cordon-process", "cordon-gvisor", "cordon-vm",
                                  "cordon-watchdog")]
+        # The watchdog names itself once it runs, which on a loaded machine
+        # may come after the command's first line: the gateway is the one
+        # child left unnamed.
+        comms = wait_until(lambda: (c := children()) and len(unnamed(c)) == 1 and c, 10) \
+            or children()
+        gateways = unnamed(comms)
         assert len(gateways) == 1, comms
         # The sandbox may print before the gateway has confined itself: it
         # confines before it accepts (and so parses) anything, so wait for it.

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import NOBODY, marker, pids_with, wait_until
-from serve_util import Daemon, Rpc
+from serve_util import Daemon, Rpc, Stopped, connect_as
 from test_audit import assert_intact
 
 
@@ -335,6 +335,17 @@ def test_second_daemon_on_a_live_socket_is_refused(daemon, cordon):
         assert not other.exists()
     r = cordon.raw("serve")
     assert r.status == 125 and r.err == "cordon: serve: missing --socket PATH\n", r
+    # Another socket on the live daemon's state directory: refused, and the
+    # live daemon's sessions are left alone (a second used to empty them).
+    c = d.connect()
+    sid = c.result("session.create")["session_id"]
+    c.result("session.write_file", {"session_id": sid, "path": "f", "content": "kept\n"})
+    state = str(d.path) + ".d"
+    r = cordon.raw("serve", "--socket", other, "--state-dir", state, timeout=10)
+    assert r.status == 125 and r.err == (f"cordon: state directory '{state}' is in use by "
+                                         "another daemon\n"), r
+    assert not other.exists()
+    assert c.result("session.read_file", {"session_id": sid, "path": "f"})["content"] == "kept\n"
 
 
 def test_cancel_and_policy_check(daemon):
@@ -454,7 +465,8 @@ def test_idle_sessions_expire_and_a_restart_clears_stale_ones(daemon):
     state = str(d.path) + ".d"
     assert os.listdir(state) == [sid]
     assert wait_until(lambda: c.result("session.list")["sessions"] == [], 10)
-    assert os.listdir(state) == []
+    # Gone from the list at once; its workspace goes in a worker, soon after.
+    assert wait_until(lambda: os.listdir(state) == [], 10), os.listdir(state)
     c.result("session.create")
     d.proc.kill()
     d.proc.wait()
@@ -529,3 +541,166 @@ def test_kill_all_ends_the_running_sandboxes_and_records_it(root_cordon):
     assert ran["result"]["reason"] == "killed", ran
     events = [json.loads(line)["type"] for line in log.read_text().splitlines()]
     assert "kill.all" in events and events.count("run.end") == 1, events
+
+
+OTHER = 65533  # a second ordinary uid, made up on the spot: setpriv needs no passwd entry
+
+
+def no_such_session(method, sid):
+    return {"code": -32602, "message": f'session.{method}: no session "{sid}"'}
+
+
+def test_sessions_belong_to_their_creator(cordon):
+    """Three uids (root, nobody, 65533), each with sessions of its own: none
+    sees, reads, changes, runs in, forks, decides, destroys or cancels
+    another's, each hears exactly what it hears for an id that never
+    existed, and the owner's sessions are unchanged afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as three uids")
+    d = Daemon(cordon, "--pool", "0", "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
+    os.chmod(d.dir, 0o755)
+    os.chmod(d.path, 0o666)
+    state = d.path.parent / (d.path.name + ".d")
+    uids = (0, NOBODY, OTHER)
+    conn = {u: connect_as(d.path, u) for u in uids}
+    mine = {}
+    for u, c in conn.items():
+        direct = c.result("session.create")["session_id"]
+        c.result("session.write_file", {"session_id": direct, "path": "mine.txt",
+                                        "content": f"{u}\n"})
+        layer = c.result("session.create", {"workspace_mode": "overlay",
+                                            "workspace_commit": "manual"})["session_id"]
+        c.result("session.write_file", {"session_id": layer, "path": "a.txt", "content": "old\n"})
+        r = c.result("session.exec", {"session_id": layer, "argv": ["sh", "-c", "echo new > a.txt"]})
+        assert r["transaction"]["outcome"] == "pending", r
+        # A long exec, its run id learnt from its first output.
+        rid = c.send("session.exec", {"session_id": direct, "stream": True,
+                                      "argv": ["sh", "-c", "echo up; sleep 120"]})
+        while not c.notes:
+            msg = c.line()
+            assert "method" in msg, msg
+            c.notes.append(msg)
+        mine[u] = {"direct": direct, "layer": layer, "req": rid,
+                   "run_id": c.notes[0]["params"]["run_id"]}
+    before = {u: conn[u].result("session.list")["sessions"] for u in uids}
+    for u in uids:
+        assert {s["session_id"] for s in before[u]} == {mine[u]["direct"], mine[u]["layer"]}
+        assert all(s["owner"] == u for s in before[u]), before[u]
+    tree = {p: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+
+    never = "0" * 32
+    for attacker in uids:
+        c = conn[attacker]
+        for victim in (v for v in uids if v != attacker):
+            for sid in (mine[victim]["direct"], mine[victim]["layer"], never, "x"):
+                for method, extra in [("exec", {"argv": ["touch", "/workspace/pwned"]}),
+                                      ("write_file", {"path": "mine.txt", "content": "pwned"}),
+                                      ("read_file", {"path": "mine.txt"}),
+                                      ("fork", {"count": 2}), ("commit", {}), ("discard", {}),
+                                      ("destroy", {})]:
+                    ans = c.call(f"session.{method}", {"session_id": sid, **extra})
+                    assert ans.get("error") == no_such_session(method, sid), (attacker, method, ans)
+            # A request id names a request of the caller's own connection; a
+            # run id is the one name another could learn (from the audit log).
+            assert c.result("cancel", {"run_id": mine[victim]["run_id"]}) == {"cancelled": False}
+        listed = c.result("session.list")["sessions"]
+        assert {s["session_id"] for s in listed} == {mine[attacker]["direct"],
+                                                     mine[attacker]["layer"]}, listed
+    ans = conn[OTHER].call("kill_all", {"reason": "not mine to stop"})
+    assert ans["error"]["code"] == -32004 and "kill_all" in ans["error"]["message"], ans
+
+    # Nothing of any owner's changed: files, state, and every session still works.
+    assert {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} == tree
+    assert not list(state.rglob("pwned"))
+    for u, c in conn.items():
+        now = c.result("session.list")["sessions"]
+        assert [(s["session_id"], s["running"], s["pending"]) for s in now] == \
+               [(s["session_id"], s["running"], s["pending"]) for s in before[u]], (before[u], now)
+        got = c.result("session.read_file", {"session_id": mine[u]["direct"], "path": "mine.txt"})
+        assert got["content"] == f"{u}\n"
+        assert c.result("cancel", {"id": mine[u]["req"]}) == {"cancelled": True}
+        r = c.answer(mine[u]["req"])["result"]
+        assert r["run_id"] == mine[u]["run_id"], r
+        assert r["signal"] is not None or r["reason"] == "killed", r
+        done = c.result("session.commit", {"session_id": mine[u]["layer"]})
+        assert done["transaction"]["outcome"] == "committed", done
+        got = c.result("session.read_file", {"session_id": mine[u]["layer"], "path": "a.txt"})
+        assert got["content"] == "new\n"
+        f = c.result("session.fork", {"session_id": mine[u]["direct"]})["session_ids"]
+        for s in (*f, mine[u]["direct"], mine[u]["layer"]):
+            assert c.result("session.destroy", {"session_id": s}) == {"destroyed": True}
+    assert wait_until(lambda: os.listdir(state) == [], 10), os.listdir(state)
+    d.stop()
+
+
+def test_an_admin_uid_sees_every_session_and_forks_keep_their_owner(cordon):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as three uids")
+    d = Daemon(cordon, "--pool", "0", "--allow-uid", str(NOBODY), "--admin-uid", str(OTHER))
+    os.chmod(d.dir, 0o755)
+    os.chmod(d.path, 0o666)
+    root, nobody, admin = (connect_as(d.path, u) for u in (0, NOBODY, OTHER))
+    sid = root.result("session.create")["session_id"]
+    root.result("session.write_file", {"session_id": sid, "path": "f", "content": "root's\n"})
+    theirs = nobody.result("session.create")["session_id"]
+    listed = {s["session_id"]: s["owner"] for s in admin.result("session.list")["sessions"]}
+    assert listed == {sid: 0, theirs: NOBODY}, listed
+    assert admin.result("session.read_file", {"session_id": sid, "path": "f"})["content"] == "root's\n"
+    fork = admin.result("session.fork", {"session_id": sid})["session_ids"][0]
+    # The copy is root's, as its origin: root sees and uses it, nobody does not.
+    assert {s["session_id"] for s in root.result("session.list")["sessions"]} == {sid, fork}
+    assert root.result("session.read_file", {"session_id": fork, "path": "f"})["content"] == "root's\n"
+    ans = nobody.call("session.read_file", {"session_id": fork, "path": "f"})
+    assert ans["error"] == no_such_session("read_file", fork), ans
+    assert admin.result("session.destroy", {"session_id": theirs}) == {"destroyed": True}
+    assert nobody.result("session.list")["sessions"] == []
+    d.stop()
+
+
+# 5,000 files in 50 directories.
+FILES = ("import os\nfor i in range(50):\n    os.mkdir('d%d' % i)\n"
+         "    for j in range(100):\n        open('d%d/f%d' % (i, j), 'w').write('x')\n")
+
+
+def test_forks_and_a_destroy_do_not_hold_up_other_clients(daemon):
+    d = daemon("--pool", "1")
+    a, b = d.connect(timeout=300), d.connect()
+    state = d.path.parent / (d.path.name + ".d")
+    sid = a.result("session.create")["session_id"]
+    a.result("session.exec", {"session_id": sid, "argv": ["python3", "-c", FILES], "timeout": 600})
+    fork = a.send("session.fork", {"session_id": sid, "count": 8})
+    with Stopped(d, "cordon-fork"):
+        listed = {s["session_id"]: s["state"] for s in b.result("session.list")["sessions"]}
+        assert listed[sid] == "forking" and len(listed) == 9, listed
+        assert set(listed.values()) == {"forking"}, listed
+        ans = b.call("session.write_file", {"session_id": sid, "path": "x", "content": "x"})
+        assert ans["error"]["code"] == -32002 and "forking" in ans["error"]["message"], ans
+        assert b.result("run", {"argv": ["echo", "meanwhile"]})["stdout"] == "meanwhile\n"
+        assert not a.pending(), "the fork was answered while its worker was stopped"
+    copies = a.answer(fork)["result"]["session_ids"]
+    assert len(copies) == 8
+    for c in copies:
+        assert sum(1 for p in (state / c).rglob("f*")) == 5000
+    listed = {s["session_id"]: s["state"] for s in b.result("session.list")["sessions"]}
+    assert listed == {s: "idle" for s in (sid, *copies)}, listed
+
+    # A destroy: 20,000 files, so that its worker is caught at work.
+    a.result("session.exec", {"session_id": sid, "argv": ["python3", "-c", FILES.replace(
+        "range(50)", "range(50, 200)")], "timeout": 600})
+    gone = a.send("session.destroy", {"session_id": sid})
+    with Stopped(d, "cordon-remove"):
+        # Gone for everyone at once; its workspace goes in the worker.
+        assert sid not in {s["session_id"] for s in b.result("session.list")["sessions"]}
+        ans = b.call("session.read_file", {"session_id": sid, "path": "d0/f0"})
+        assert ans["error"] == {"code": -32602, "message": f'session.read_file: no session "{sid}"'}
+        assert b.result("run", {"argv": ["echo", "meanwhile"]})["stdout"] == "meanwhile\n"
+        assert not a.pending()
+    assert a.answer(gone)["result"] == {"destroyed": True}
+    assert sorted(os.listdir(state)) == sorted(copies)
+    # Eight removals at once, each in its own worker.
+    asked = {a.send("session.destroy", {"session_id": c}) for c in copies}
+    answers = [a.answer() for _ in asked]  # in the order they finish
+    assert {m["id"] for m in answers} == asked
+    assert all(m["result"] == {"destroyed": True} for m in answers), answers
+    assert os.listdir(state) == []
+

@@ -8,12 +8,14 @@ change must leave the host tree byte-identical (tree_digest); a commit must
 write only beneath the workspace, never through a link either side holds.
 """
 
+import hashlib
 import json
 import os
+import signal
 
 import pytest
 
-from conftest import assert_cordon_refused
+from conftest import assert_cordon_refused, marker, pids_with, wait_until
 from test_workspace_trust import TOOL_NAMES, make_repo, tree_digest, write_step
 
 OVERLAY = ("--workspace-mode", "overlay")
@@ -253,7 +255,7 @@ def test_workspace_mode_overlay_needs_a_level_that_has_it(cordon):
 
 # --- daemon sessions ---------------------------------------------------------
 
-from serve_util import Daemon  # noqa: E402
+from serve_util import Daemon, Stopped, children  # noqa: E402
 from test_audit import assert_intact  # noqa: E402
 
 
@@ -405,3 +407,135 @@ def test_session_fork_makes_independent_copies(daemon, cordon):
     ans = c.answer(second)
     assert ans["error"]["code"] == -32002 and "one exec at a time" in ans["error"]["message"], ans
     assert c.answer(first)["result"]["transaction"]["outcome"] == "committed"
+
+
+# 20,000 files in 200 directories.
+MANY = ("import os\nfor i in range(200):\n    os.mkdir('d%d' % i)\n"
+        "    for j in range(100):\n        open('d%d/f%d' % (i, j), 'w').write('x')\n")
+
+
+def test_a_large_commit_does_not_hold_up_other_clients(daemon):
+    """A 20,000-file commit runs in a worker: held in flight (its worker
+    stopped), another client's run is answered, a call on the same session
+    hears it is busy, and the commit's answer comes after; a SIGTERM meanwhile
+    waits for it."""
+    d = daemon("--pool", "1", "--grace", "120s")
+    a, b, owner = d.connect(timeout=300), d.connect(), d.connect()
+    sid = a.result("session.create", {"workspace_mode": "overlay",
+                                      "workspace_commit": "manual"})["session_id"]
+    r = a.result("session.exec", {"session_id": sid, "argv": ["python3", "-c", MANY],
+                                  "timeout": 600})
+    assert r["transaction"]["outcome"] == "pending" and r["transaction"]["added"] == 20200, r
+    commit = a.send("session.commit", {"session_id": sid})
+    with Stopped(d, "cordon-commit"):
+        listed = {s["session_id"]: s["state"] for s in owner.result("session.list")["sessions"]}
+        assert listed == {sid: "committing"}, listed
+        for method, extra in [("exec", {"argv": ["true"]}), ("read_file", {"path": "d0/f0"}),
+                              ("discard", {}), ("destroy", {})]:
+            ans = owner.call(f"session.{method}", {"session_id": sid, **extra})
+            assert ans["error"]["code"] == -32002 and "committing" in ans["error"]["message"], ans
+        got = b.result("run", {"argv": ["echo", "meanwhile"]})
+        assert got["stdout"] == "meanwhile\n", got
+        assert not a.pending(), "the commit was answered while its worker was stopped"
+        d.proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: b.result("health")["draining"], 30)
+    done = a.answer(commit)["result"]
+    assert (done["run_id"], done["transaction"]["outcome"]) == (r["run_id"], "committed"), done
+    assert done["transaction"]["digest"] == r["transaction"]["digest"], done
+    # Drained once the commit was answered (it exits, its sessions with it).
+    rc, err = d.stop()
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("mode, restart", [("overlay", "mid_call"), ("overlay", "after_the_call"),
+                                           ("direct", "mid_call")])
+def test_a_call_outliving_its_daemon_commits_nothing(daemon, cordon, bins, mode, restart):
+    """kill -9 of the daemon while a session's call runs: the call's
+    supervisor, its daemon gone, discards an overlay's change instead of
+    committing it (the workspace is unchanged), and a daemon restarted on the
+    same state directory, mid-call or after it, waits for the old call to let
+    go of its session and leaves no session directory behind (a direct
+    session's call writes into it until its very end)."""
+    log = cordon.hostdir("audit") / "audit.log"
+    d = daemon("--pool", "0", "--audit", log)
+    state = d.path.parent / (d.path.name + ".d")
+    c = d.connect()
+    sid = c.result("session.create", {"workspace_mode": mode,
+                                      "workspace_commit": "always"})["session_id"]
+    c.result("session.write_file", {"session_id": sid, "path": "a.txt", "content": "before\n"})
+    before = tree_digest(state / sid)
+    mark = marker()
+    if mode == "overlay":
+        # 20,000 files to commit, then it waits; SIGTERM (the supervisor's, once
+        # its daemon is gone) ends it with success.
+        script = (f"python3 -c \"{MANY}\"; trap 'exit 0' TERM; echo ready; "
+                  f"while :; do sleep 0.1; done; : {mark}")
+    else:
+        # Writes on, SIGTERM or not, until its supervisor kills it.
+        script = (f"trap '' TERM; echo ready; i=0; while [ $i -lt 200000 ]; do "
+                  f"echo x > f$i; i=$((i+1)); done; : {mark}")
+    c.send("session.exec", {"session_id": sid, "argv": ["sh", "-c", script], "stream": True,
+                            "timeout": 600})
+    note = c.line()
+    assert note.get("method") == "run.output" and "ready" in note["params"]["data"], note
+    supervisors = children(d.proc.pid)
+    assert supervisors
+    d.proc.kill()
+    d.proc.wait()
+
+    def old_gone():
+        return not any(os.path.exists(f"/proc/{p}") for p in supervisors) and not pids_with(mark)
+
+    if restart == "after_the_call":
+        assert wait_until(old_gone, 120)
+        # Nothing was committed: the workspace is as it was, no temporary file in it.
+        assert tree_digest(state / sid) == before
+    d.start()
+    # It answers once the stale session is gone, which waited for the old call.
+    assert d.connect().result("session.list")["sessions"] == []
+    assert wait_until(old_gone, 120)
+    assert os.listdir(state) == [], list(state.rglob("*"))[:5]
+    d.stop()
+    end = [e for e in assert_intact(bins, log) if e["type"] == "run.end"]
+    assert len(end) == 1 and end[0]["session"] == sid, end
+    if mode == "overlay":
+        t = end[0]["transaction"]
+        assert t["outcome"] == "discarded" and "gone" in t["reason"], t
+
+
+def canonical_digest(policy):
+    """The policy digest cordon computes: SHA-256 of the compact, sorted JSON."""
+    text = json.dumps(policy, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_session_run_records_its_own_policy_digest(daemon, cordon, bins):
+    """run.start of a session's exec names the digest of the policy it ran
+    under (the daemon's with the session's workspace and options), not the
+    daemon's, whatever the daemon computed before."""
+    log = cordon.hostdir("audit") / "audit.log"
+    d = daemon("--pool", "1", "--audit", log)
+    c = d.connect()
+    base = c.result("policy.check")
+    assert canonical_digest(base["policy"]) == base["digest"]
+    assert c.result("run", {"argv": ["true"]})["exit_code"] == 0
+    sids = [c.result("session.create", opts)["session_id"] for opts in
+            ({}, {"workspace_mode": "overlay", "workspace_commit": "manual"})]
+    for sid in sids:
+        assert c.result("session.exec", {"session_id": sid, "argv": ["true"]})["exit_code"] == 0
+    fork = c.result("session.fork", {"session_id": sids[1]})["session_ids"][0]
+    c.result("session.discard", {"session_id": sids[1]})
+    assert c.result("session.exec", {"session_id": fork, "argv": ["true"]})["exit_code"] == 0
+    state = d.path.parent / (d.path.name + ".d")
+    d.stop()
+    starts = [e for e in assert_intact(bins, log) if e["type"] == "run.start"]
+    assert starts[0]["policy_digest"] == base["digest"] and "session" not in starts[0]
+    for sid, overlay in ((sids[0], False), (sids[1], True), (fork, True)):
+        want = json.loads(json.dumps(base["policy"]))
+        want["filesystem"]["workspace"] = str(state / sid)
+        if overlay:
+            want["workspace"] = {"mode": "overlay", "commit": "manual"}
+        (start,) = [e for e in starts if e.get("session") == sid]
+        assert start["workspace"] == str(state / sid)
+        assert start["policy_digest"] == canonical_digest(want) != base["digest"], (sid, start)
+

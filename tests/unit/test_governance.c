@@ -305,6 +305,45 @@ static void test_signature_refuses_duplicates(void)
     unlink(key), unlink(pub), unlink(pol), unlink(sig), rmdir(dir);
 }
 
+/*
+ * A trust directory with a key and a file that is none: an unsigned policy is
+ * refused for the bad file, each time, and the key read before it is freed
+ * (make sanitize's LeakSanitizer fails the run on a leak: libcordon checks
+ * this on every prepare).
+ */
+static void test_trust_dir_with_a_bad_key(void)
+{
+    char dir[] = "/tmp/cordon-trust-XXXXXX", good[64], bad[64];
+    if (!mkdtemp(dir))
+        return (void)ok(0, "mkdtemp");
+    snprintf(good, sizeof good, "%s/a.pem", dir);
+    snprintf(bad, sizeof bad, "%s/b.pem", dir);
+    EVP_PKEY *k = new_key();
+    FILE *f = fopen(good, "w");
+    PEM_write_PUBKEY(f, k);
+    fclose(f);
+    EVP_PKEY_free(k);
+    write_file(bad, "not a key\n");
+    const char *was = getenv("CORDON_TRUST_DIR");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("CORDON_TRUST_DIR", dir, 1);
+    struct cordon_err err = { 0 };
+    struct policy *p = policy_new(&err);
+    for (int i = 0; i < 2; i++)
+        ok(p && policy_require_trusted(p, &err) < 0 && strstr(err.msg, "b.pem"),
+           "a trust directory with a bad file refuses an unsigned policy: %s", err.msg);
+    unlink(bad);
+    ok(p && policy_require_trusted(p, &err) < 0 && strstr(err.msg, "requires a signed policy"),
+       "with the key alone, still refused: %s", err.msg);
+    policy_free(p);
+    if (saved)
+        setenv("CORDON_TRUST_DIR", saved, 1);
+    else
+        unsetenv("CORDON_TRUST_DIR");
+    free(saved);
+    unlink(good), rmdir(dir);
+}
+
 
 /* A signed policy's keys, each set by a caller: tightened, or refused as relaxing. */
 static const char narrow_base[] =
@@ -528,6 +567,7 @@ int main(void)
     test_strict_json();
     test_pins_refuse_duplicates();
     test_signature_refuses_duplicates();
+    test_trust_dir_with_a_bad_key();
     test_signatures();
     test_tool_digests();
     test_pin_verdicts();

@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1486,6 +1487,33 @@ static void remove_tree(void)
     rmdir(tmp);
 }
 
+/* A derived policy (a daemon's session) records its own digest, never its base's cached one. */
+static void test_derived_evidence(void)
+{
+    struct cordon_err err = { 0 };
+    struct policy *base = policy_new(&err);
+    if (!ok(base && policy_finalize(base, &err) == 0, "a base policy")) {
+        policy_free(base);
+        return;
+    }
+    char base_digest[65], digest[65];
+    snprintf(base_digest, sizeof base_digest, "%s", policy_evidence(base)->policy);
+    struct policy derived;
+    policy_derive(base, &derived);
+    derived.workspace = tmp;
+    ok(policy_set(&derived, "workspace.mode", "overlay", NULL, &err) == 0, "a scalar key set");
+    policy_digest_hex(&derived, digest);
+    ok(strcmp(digest, base_digest) != 0, "the derived policy's digest is not the base's");
+    is_str(policy_evidence(&derived)->policy, digest, "the derived policy records its own digest");
+    is_str(policy_evidence(base)->policy, base_digest, "the base keeps its own");
+    /* Set after its digest was computed: the record follows the change. */
+    ok(policy_set(base, "limits.memory", "64M", NULL, &err) == 0, "the base changed");
+    policy_digest_hex(base, digest);
+    ok(strcmp(digest, base_digest) != 0, "its digest changed");
+    is_str(policy_evidence(base)->policy, digest, "what it records is the changed digest");
+    policy_free(base);
+}
+
 int main(void)
 {
     make_tree();
@@ -1502,6 +1530,7 @@ int main(void)
     test_digest();
     test_network_digest();
     test_files();
+    test_derived_evidence();
     remove_tree();
     return done_testing();
 }

@@ -39,7 +39,8 @@ class RpcError(CordonError):
 
 
 class BusyError(RpcError):
-    """The daemon's queue (or this connection's share) is full: retry later."""
+    """The daemon's queue (or this connection's share) is full, or the session is busy
+    (committing, discarding, forking, being destroyed): retry later."""
 
 
 def _error(err: Mapping[str, Any]) -> RpcError:
@@ -222,6 +223,8 @@ class Client:
         return Session(self, self.call("session.create", p)["session_id"])
 
     def sessions(self) -> List[Dict[str, Any]]:
+        """This uid's own sessions (every uid's for a daemon's --admin-uid): session_id,
+        owner, state ("idle", "running", "committing", ...), workspace_mode, pending..."""
         return self.call("session.list")["sessions"]
 
     def close(self) -> None:

@@ -1,13 +1,13 @@
 /*
- * broker/jsonrpc.c: newline-delimited JSON-RPC over a pair of descriptors,
+ * common/jsonrpc.c: newline-delimited JSON-RPC over a pair of descriptors,
  * on libevent, with a cap on a message's size and back-pressure between
- * streams. Runs in the broker, outside every sandbox: what it reads is
- * hostile (a third-party server, or a client driven by a model).
+ * streams. Runs in the broker and the daemon, outside every sandbox: what
+ * it reads is hostile (a third-party server, or a client driven by a model).
  */
-#include "broker/jsonrpc.h"
-#include "common/json.h"
+#include "common/jsonrpc.h"
 
 #include "common/cleanup.h"
+#include "common/json.h"
 #include "common/text.h"
 
 #include <event2/buffer.h>

@@ -1,9 +1,10 @@
 /*
- * broker/jsonrpc.h: MCP's stdio transport: one JSON-RPC 2.0 message per
+ * common/jsonrpc.h: MCP's stdio transport: one JSON-RPC 2.0 message per
  * line, read and written without blocking on a libevent loop. Every message
  * is parsed (duplicate keys refused, so no two parsers can disagree about
  * it) and re-serialised on the way out, so a peer receives exactly what the
- * broker judged. Shared by `cordon mcp wrap` and `cordon mcp serve`.
+ * broker judged. Shared by `cordon mcp wrap`, `cordon mcp serve` and the
+ * daemon (`cordon serve`).
  */
 #pragma once
 #include "common/err.h"

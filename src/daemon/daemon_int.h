@@ -1,0 +1,141 @@
+/*
+ * daemon/daemon_int.h: what the daemon's rooms share: daemon.c (the socket,
+ * connections, runs and the other methods) and sessions.c (sessions).
+ */
+#pragma once
+#include "daemon/daemon.h"
+
+#include "common/jsonrpc.h"
+#include "core/jobs.h"
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Application error codes, beside JSON-RPC's. */
+#define RPC_BUSY (-32002)          /* the queue or the connection's share is full: retry */
+#define RPC_SHUTTING_DOWN (-32003)
+#define RPC_FORBIDDEN (-32004)     /* the peer's uid is not allowed */
+#define RPC_NOT_COMMITTED (-32005) /* session.commit could not apply the change */
+#define RPC_RUN_REFUSED RPC_REFUSED
+
+struct daemon;
+
+struct session {
+    struct session *next;
+    char id[33];
+    int dir_fd;                   /* the workspace, O_PATH */
+    char *dir;
+    uid_t owner;                  /* who created it (SO_PEERCRED): only it, and an
+                                     --admin-uid, may see or use it */
+    struct policy pol;            /* the daemon's with this workspace and the session's options
+                                     (policy_derive: shallow, never freed; its own digests) */
+    int pending;                  /* workspace.commit manual: the last exec's layer, kept
+                                     until session.commit / session.discard; or -1 */
+    char pending_run[33];         /* the run that made it */
+    unsigned running;
+    const char *busy;             /* what a worker does with it now ("committing", "forking",
+                                     ...; daemon/worker.h), or NULL: until it is done, any
+                                     other call on the session is answered busy */
+    uint64_t created_us, used_us;
+};
+
+struct session_op;
+
+struct call {
+    struct call *next;            /* in its client's list */
+    struct daemon *d;
+    struct session *session;      /* a session.exec's, or NULL */
+    struct client *client;        /* NULL once the client is gone */
+    json_t *id;
+    struct job *job;
+    bool stream;
+    uint64_t recv_us;
+};
+
+struct client {
+    struct client *next;
+    struct daemon *d;
+    struct rpc_stream *s;
+    uid_t uid;                    /* the peer's (SO_PEERCRED, at accept) */
+    bool admin;                   /* an --admin-uid: sees and acts on every session */
+    struct call *calls;
+    unsigned n_calls;
+    bool gone;
+};
+
+struct daemon {
+    struct daemon_config cfg;
+    struct event_base *base;
+    struct jobs *jobs;
+    int listen_fd;
+    struct event *listen_ev, *sig_term, *sig_int, *drain_ev, *reap_ev;
+    struct client *clients, *dead;
+    unsigned n_clients;
+    int state_fd;
+    struct session *sessions;
+    unsigned n_sessions;
+    struct session_op *ops;       /* sessions' operations in workers now */
+    unsigned n_ops;
+    struct event *idle_ev;
+    bool draining;
+    int signals;
+    uint64_t flush_deadline_us;
+    struct event *flush_ev;
+    uint64_t started_us;
+    uint64_t connections, refused_peers, refused_connections, requests, bad_requests, busy;
+};
+
+uint64_t daemon_now_us(void);
+
+/* DATA as a JSON string: itself when it is UTF-8, base64 otherwise (*B64 says which). */
+json_t *daemon_bytes_json(const char *data, size_t len, bool *b64);
+
+/* Decode base64 TEXT into *OUT (malloc'd); -1 when it is not base64. */
+int daemon_base64_decode(const char *text, size_t len, char **out, size_t *out_len);
+
+/* Send MSG (taken) to C, unless it is gone. */
+void daemon_reply(struct client *c, json_t *msg);
+
+/* run, or with SES session.exec: parse the call and queue it. */
+void daemon_method_run(struct client *c, const json_t *id, const json_t *params,
+                       struct session *ses);
+
+/* session.METHOD (METHOD past the "session." prefix). */
+void sessions_method(struct client *c, const char *method, const json_t *id,
+                     const json_t *params);
+
+/* Destroy SES now, workspace and all. */
+void session_free(struct daemon *d, struct session *ses);
+
+/* C is gone: its session operations in flight finish with no one to answer. */
+void sessions_client_gone(struct daemon *d, struct client *c);
+
+/* Kill every session operation in flight; their callers hear why. */
+void sessions_stop_ops(struct daemon *d);
+
+/* Draining and nothing is left to wait for: the loop ends once the answers are out. */
+void daemon_maybe_finish(struct daemon *d);
+
+/* Every second: sessions unused past the idle limit are destroyed. */
+void sessions_on_idle_timer(evutil_socket_t fd, short what, void *arg);
+
+/*
+ * The state directory, made ours, locked against a second daemon, and
+ * emptied of a killed daemon's sessions (each once no supervisor or worker
+ * of that daemon holds it any more).
+ */
+int sessions_open_state_dir(const char *dir, struct cordon_err *err);
+
+/* server.c */
+void daemon_call_free(struct call *call);
+void daemon_unlink_call(struct call *call);
+void daemon_client_drop(struct client *c);
+
+/* calls.c: the jobs module's callbacks */
+void daemon_on_job_done(void *ctx, const struct job_end *end);
+void daemon_on_job_output(void *ctx, int stream, const char *data, size_t len);
+
+/* methods.c: a connection's stream callbacks (the dispatch of its requests) */
+extern const struct rpc_handlers daemon_rpc_handlers;
