@@ -70,12 +70,14 @@ static bool ended(const struct loop *l)
 
 static void end_run(struct loop *l, enum run_reason reason)
 {
-    if (l->killed || ended(l))
+    if (l->killed || l->init_done)
         return;
     l->killed = true;
     l->kill_reason = reason;
-    /* Init is PID 1 of the sandbox: its death takes every process with it. */
-    kill(l->s->init_pid, SIGKILL);
+    /* Init is PID 1 of the sandbox: its death takes every process with it.
+     * Once the tree is gone there is nothing left to end: the reason stands. */
+    if (!l->tree_gone)
+        kill(l->s->init_pid, SIGKILL);
 }
 
 /*
@@ -425,8 +427,12 @@ static void conclude(struct loop *l, struct rusage *ru)
  * own exit (the namespaces' teardown). The output pipes have no writer left
  * and drain to EOF; a setup error, if any, is in its pipe already.
  */
-static void tree_gone(struct loop *l)
+static void tree_gone(struct loop *l, bool tick)
 {
+    /* The counters once more as the tree ends, as on init's exit: a limit
+     * that fired meanwhile (a refused fork) is how the run ended. */
+    if (tick && !l->killed)
+        check_polled_limits(l);
     struct rusage ru = {
         .ru_utime = { .tv_sec = (time_t)(l->tree_cpu_us / 1000000u),
                       .tv_usec = (suseconds_t)(l->tree_cpu_us % 1000000u) },
@@ -527,7 +533,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
         if (i_stat >= 0 && p[i_stat].revents) {
             read_command_status(&l);
             if (l.tree_gone && !l.init_done)
-                tree_gone(&l);
+                tree_gone(&l, tick);
         }
         if (i_rep >= 0 && p[i_rep].revents)
             read_reports(s, res);
