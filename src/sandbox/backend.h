@@ -247,7 +247,8 @@ struct sandbox_backend {
     int (*template_build)(const struct policy *p, uid_t host_base, struct sandbox_template **out,
                           struct cordon_err *err);
     void (*template_free)(struct sandbox_template *t);
-    /* The descriptors that pin T, which a process preparing runs from it keeps: at most MAX into OUT. */
+    /* The descriptors that pin T, which a process preparing runs from it
+     * keeps: at most MAX into OUT. */
     size_t (*template_fds)(const struct sandbox_template *t, int *out, size_t max);
 };
 
