@@ -83,6 +83,12 @@ static inline pid_t sys_clone_ns_into_cgroup(unsigned long flags, int cgroup_dir
     return (pid_t)syscall(SYS_clone3, &args, sizeof args);
 }
 
+/* Directory entries of FD into BUF (struct linux_dirent64 records), without allocating. */
+static inline long sys_getdents64(int fd, void *buf, size_t size)
+{
+    return syscall(SYS_getdents64, fd, buf, size);
+}
+
 static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
 {
     return (int)syscall(SYS_close_range, first, last, flags);

@@ -125,15 +125,51 @@ static json_t *read_call(int fd)
     return json_parse_strict(buf, len, 0, NULL);
 }
 
+/* Where the result goes, and what closes after it: the caller's answer. */
+struct answer {
+    const struct policy *p;
+    int result_fd;
+    int stdio[3];   /* the command's, on the caller's side of the pipes */
+    int *layer;     /* a manual commit's layer, passed with the result's first byte */
+};
+
+/*
+ * The result, as soon as run_call() has it: then every descriptor the
+ * caller reads closes, so its wait ends here; the teardown that follows
+ * (namespaces, cgroup, watchdog) is this process's alone.
+ */
+static void answer(void *arg, const struct sandbox_result *res)
+{
+    struct answer *a = arg;
+    json_t *j = sandbox_result_to_json(res, a->p);
+    if (j) {
+        json_object_set_new(j, "status", json_integer(res->status));
+        char *text = json_dumps(j, JSON_COMPACT);
+        size_t off = 0;
+        if (text && *a->layer >= 0 && send_fds(a->result_fd, text, 1, a->layer, 1) == 0)
+            off = 1;
+        if (text)
+            write_all(a->result_fd, text + off, strlen(text) - off);
+        free(text);
+        json_decref(j);
+    }
+    for (int i = 0; i < 3; i++)
+        if (a->stdio[i] != STDERR_FILENO)
+            close(a->stdio[i]);
+    close(a->result_fd);
+}
+
 __attribute__((noreturn))
-static void child_main(const struct policy *p, bool prepare, pid_t parent, int in_fd, int out_fd,
-                       int err_fd, int result_fd, int ctl_fd)
+static void child_main(const struct policy *p, bool prepare, const struct run_lent *lent,
+                       pid_t parent, int in_fd, int out_fd, int err_fd, int result_fd, int ctl_fd)
 {
     /* The broker's other runs' pipes, its loop's and its client's descriptors
      * are not this run's: an inherited write end of another run's stdin would
      * keep that run from ever seeing its end. */
-    int keep[] = { in_fd, out_fd, err_fd, result_fd, ctl_fd };
-    close_fds_except(keep, sizeof keep / sizeof keep[0]);
+    int keep[8] = { in_fd, out_fd, err_fd, result_fd, ctl_fd };
+    size_t n_keep = 5 + run_template_fds(lent ? lent->tmpl : NULL, keep + 5,
+                                         sizeof keep / sizeof keep[0] - 5);
+    close_fds_except(keep, n_keep);
     /* The broker's handlers and loop are not ours: a default SIGPIPE would
      * kill the supervisor on a vanished reader, SIGTERM must reach run_call. */
     signal(SIGPIPE, SIG_IGN);
@@ -151,7 +187,8 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
     struct cordon_err err = { 0 };
     if (prepare) {
         /* A failed preparation is tried again, cold, should a call come anyway. */
-        char answer = run_prepare_ahead(p, &run, &err) == 0 ? RUN_HANDLE_READY : RUN_HANDLE_FAILED;
+        char answer = run_prepare_ahead(p, lent, &run, &err) == 0 ? RUN_HANDLE_READY
+                                                                   : RUN_HANDLE_FAILED;
         /* A call taken before we were ready is already in the socket, its
          * writer gone: the answer may find no reader, the call is still read. */
         (void)!send(ctl_fd, &answer, 1, MSG_NOSIGNAL);
@@ -184,26 +221,17 @@ static void child_main(const struct policy *p, bool prepare, pid_t parent, int i
     };
     int layer = -1;
     call.keep_layer = &layer;
+    struct answer a = { p, result_fd, { in_fd, out_fd, err_fd }, &layer };
+    call.answer = answer;
+    call.answer_arg = &a;
     struct sandbox_result res;
     err = (struct cordon_err){ 0 };
     run_call(run, p, &call, &res, &err);
-    json_t *j = sandbox_result_to_json(&res, p);
-    if (j) {
-        json_object_set_new(j, "status", json_integer(res.status));
-        char *text = json_dumps(j, JSON_COMPACT);
-        size_t off = 0;
-        if (text && layer >= 0 && send_fds(result_fd, text, 1, &layer, 1) == 0)
-            off = 1;
-        if (text)
-            write_all(result_fd, text + off, strlen(text) - off);
-        free(text);
-        json_decref(j);
-    }
     _exit(res.status);
 }
 
-int run_handle_spawn(const struct policy *p, bool prepare, bool capture_stderr,
-                     struct run_handle *c, struct cordon_err *err)
+static int spawn(const struct policy *p, bool prepare, const struct run_lent *lent,
+                 bool capture_stderr, struct run_handle *c, struct cordon_err *err)
 {
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, res[2] = { -1, -1 };
     int ctl[2] = { -1, -1 };
@@ -243,7 +271,7 @@ int run_handle_spawn(const struct policy *p, bool prepare, bool capture_stderr,
         close(ctl[0]);
         if (capture_stderr)
             close(errp[0]);
-        child_main(p, prepare, parent, in[0], out[1],
+        child_main(p, prepare, lent, parent, in[0], out[1],
                    capture_stderr ? errp[1] : STDERR_FILENO, res[1], ctl[1]);
     }
     close(in[0]);
@@ -263,6 +291,18 @@ fail:
     close_pair(res);
     close_pair(ctl);
     return -1;
+}
+
+int run_handle_spawn(const struct policy *p, bool prepare, bool capture_stderr,
+                     struct run_handle *c, struct cordon_err *err)
+{
+    return spawn(p, prepare, NULL, capture_stderr, c, err);
+}
+
+int run_handle_spawn_ahead(const struct policy *p, const struct run_lent *lent,
+                           bool capture_stderr, struct run_handle *c, struct cordon_err *err)
+{
+    return spawn(p, true, lent, capture_stderr, c, err);
 }
 
 static json_t *strings_json(char *const *v)

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct run_lent;
+
 struct run_handle {
     pid_t pid;        /* the supervisor: signal it to stop the run (SIGTERM, then SIGKILL) */
     int stdin_fd;     /* write end of the command's stdin; close it for EOF */
@@ -52,6 +54,10 @@ struct run_handle_call {
  */
 int run_handle_spawn(const struct policy *p, bool prepare, bool capture_stderr,
                      struct run_handle *c, struct cordon_err *err);
+
+/* run_handle_spawn() with PREPARE, using what LENT lends (core/run.h; may be NULL). */
+int run_handle_spawn_ahead(const struct policy *p, const struct run_lent *lent,
+                           bool capture_stderr, struct run_handle *c, struct cordon_err *err);
 
 /* Hand CALL to a spawned handle. -1 with ERR when the handle is gone. */
 int run_handle_send(struct run_handle *c, const struct run_handle_call *call,

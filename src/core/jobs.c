@@ -6,10 +6,13 @@
 #include "common/json.h"
 
 #include "audit/audit.h"
+#include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/strv.h"
 #include "common/syscalls.h"
+#include "core/cgpool.h"
 #include "core/handle.h"
+#include "core/run.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +32,10 @@
 #define POOL_RETRY_MS 1000
 /* Start latencies kept for the percentiles. */
 #define LATENCY_RING 1024
+/* A call's replacement in the pool is prepared once the call is answered
+ * (not beside it, on the same cores), or after this long into a call that
+ * runs on. */
+#define REFILL_AFTER_MS 20
 
 /* One of the run's output pipes, read on the loop, kept up to LIMIT bytes. */
 struct capture {
@@ -57,8 +64,10 @@ struct job {
     size_t input_len, input_off;
     bool running, stopped, reaped;
     int wstatus;
+    json_t *result;                /* the result, once all of it is in */
     char run_id[33];
     struct run_handle h;
+    int slot;                      /* the pool's cgroup its run uses (core/cgpool.h), or -1 */
     struct capture out, err, res;
     int layer;                     /* passed with the result (a manual commit's), or -1 */
     struct event *in_ev, *reap_ev, *kill_ev;
@@ -66,11 +75,22 @@ struct job {
     int pidfd;
 };
 
+/* A handle that answered and now tears its run down; reaped when it exits. */
+struct teardown {
+    struct teardown *next;
+    struct jobs *js;
+    pid_t pid;
+    int slot;                      /* its run's pooled cgroup, returned once it is reaped */
+    int pidfd;
+    struct event *ev;
+};
+
 /* A handle prepared ahead of its call. */
 struct pooled {
     struct pooled *next;
     struct jobs *js;
     struct run_handle h;
+    int slot;                      /* the pooled cgroup its run will use, or -1 */
     struct event *ev;              /* its answer on ctl_fd, then its death */
     bool ready;
 };
@@ -82,13 +102,18 @@ struct jobs {
     bool stdin_pending;            /* a running job's stdin is still being written */
     bool pumping, stopping;
     bool pool_off;                 /* the policy holds secrets: nothing is prepared ahead */
+    struct run_template *tmpl;     /* what every pooled run of the policy is cloned from, or NULL */
+    struct cgroup_pool *cgpool;    /* cgroups the pooled runs use and the pool resets, or NULL */
     struct pooled *pool;
     unsigned n_pool;
     uint64_t pool_retry_us;        /* no preparation before this, after a failure */
     struct event *pool_ev;         /* the retry */
-    pid_t *orphans;                /* released handles still to reap */
+    struct orphan { pid_t pid; int slot; } *orphans; /* released handles still to reap */
     size_t n_orphans, cap_orphans;
     struct event *orphan_ev;
+    struct teardown *teardowns;    /* answered runs still tearing down */
+    unsigned n_teardown;
+    struct event *refill_ev;
     uint64_t lat[LATENCY_RING];
     uint64_t n_lat;
     uint64_t started, pooled, cold, pool_failures, refused;
@@ -110,10 +135,13 @@ static void reap_orphans(struct jobs *js, bool block)
     size_t kept = 0;
     for (size_t i = 0; i < js->n_orphans; i++) {
         pid_t r;
-        while ((r = waitpid(js->orphans[i], NULL, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+        while ((r = waitpid(js->orphans[i].pid, NULL, block ? 0 : WNOHANG)) < 0 &&
+               errno == EINTR)
             ;
         if (r == 0)
             js->orphans[kept++] = js->orphans[i];
+        else
+            cgroup_pool_put(js->cgpool, js->orphans[i].slot);
     }
     js->n_orphans = kept;
     if (kept && js->orphan_ev) {
@@ -129,6 +157,92 @@ static void on_orphan_timer(evutil_socket_t fd, short what, void *arg)
     reap_orphans(arg, false);
 }
 
+/* PID, whose run used the pool's cgroup SLOT (or -1), is ending: reaped by a timer. */
+static void orphan_add(struct jobs *js, pid_t pid, int slot)
+{
+    if (js->n_orphans == js->cap_orphans) {
+        size_t cap = js->cap_orphans ? 2 * js->cap_orphans : 16;
+        struct orphan *grown = realloc(js->orphans, cap * sizeof *grown);
+        if (grown) {
+            js->orphans = grown;
+            js->cap_orphans = cap;
+        }
+    }
+    if (js->n_orphans < js->cap_orphans) {
+        js->orphans[js->n_orphans++] = (struct orphan){ pid, slot };
+    } else {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        cgroup_pool_put(js->cgpool, slot);
+    }
+    reap_orphans(js, false);
+}
+
+static void pump(struct jobs *js);
+
+static void teardown_free(struct teardown *t)
+{
+    struct jobs *js = t->js;
+    for (struct teardown **pp = &js->teardowns; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            js->n_teardown--;
+            break;
+        }
+    if (t->ev)
+        event_free(t->ev);
+    if (t->pidfd >= 0)
+        close(t->pidfd);
+    free(t);
+}
+
+static void on_teardown_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct teardown *t = arg;
+    struct jobs *js = t->js;
+    pid_t r;
+    while ((r = waitpid(t->pid, NULL, WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (r == 0)
+        return; /* not yet: the pidfd stays armed */
+    cgroup_pool_put(js->cgpool, t->slot);
+    teardown_free(t);
+    pump(js);
+}
+
+/*
+ * The handle PID answered its call and tears its run down now (the
+ * boundary's exit, the cgroup, the watchdog): reaped when it exits, and
+ * counted meanwhile, so that teardowns are bounded like the runs.
+ */
+static void teardown_add(struct jobs *js, pid_t pid, int slot)
+{
+    struct teardown *t = calloc(1, sizeof *t);
+    if (t) {
+        *t = (struct teardown){ .js = js, .pid = pid, .slot = slot,
+                                .pidfd = sys_pidfd_open(pid, 0) };
+        if (t->pidfd >= 0)
+            t->ev = event_new(js->cfg.base, t->pidfd, EV_READ | EV_PERSIST, on_teardown_done, t);
+    }
+    if (!t || !t->ev || event_add(t->ev, NULL) < 0) {
+        /* No pidfd (an older kernel) or no memory: reaped by the orphans' timer. */
+        if (t) {
+            if (t->ev)
+                event_free(t->ev);
+            if (t->pidfd >= 0)
+                close(t->pidfd);
+            free(t);
+        }
+        orphan_add(js, pid, slot);
+        return;
+    }
+    t->next = js->teardowns;
+    js->teardowns = t;
+    js->n_teardown++;
+}
+
 /* Let a pooled handle go: without its call it releases its run and exits. */
 static void pooled_free(struct jobs *js, struct pooled *ph)
 {
@@ -141,23 +255,10 @@ static void pooled_free(struct jobs *js, struct pooled *ph)
     if (ph->ev)
         event_free(ph->ev);
     run_handle_close(&ph->h);
-    if (ph->h.pid > 0) {
-        if (js->n_orphans == js->cap_orphans) {
-            size_t cap = js->cap_orphans ? 2 * js->cap_orphans : 16;
-            pid_t *grown = realloc(js->orphans, cap * sizeof *grown);
-            if (grown) {
-                js->orphans = grown;
-                js->cap_orphans = cap;
-            }
-        }
-        if (js->n_orphans < js->cap_orphans) {
-            js->orphans[js->n_orphans++] = ph->h.pid;
-        } else {
-            kill(ph->h.pid, SIGKILL);
-            waitpid(ph->h.pid, NULL, 0);
-        }
-        reap_orphans(js, false);
-    }
+    if (ph->h.pid > 0)
+        orphan_add(js, ph->h.pid, ph->slot);
+    else
+        cgroup_pool_put(js->cgpool, ph->slot);
     free(ph);
 }
 
@@ -208,7 +309,12 @@ static void pool_fill(struct jobs *js)
         }
         struct pooled *ph = calloc(1, sizeof *ph);
         struct cordon_err err = { 0 };
-        if (!ph || run_handle_spawn(js->cfg.policy, true, true, &ph->h, &err) < 0) {
+        struct run_lent lent = { .tmpl = js->tmpl };
+        if (ph)
+            lent.cg = cgroup_pool_take(js->cgpool, &ph->slot);
+        if (!ph || run_handle_spawn_ahead(js->cfg.policy, &lent, true, &ph->h, &err) < 0) {
+            if (ph)
+                cgroup_pool_put(js->cgpool, ph->slot);
             free(ph);
             js->pool_failures++;
             js->pool_retry_us = now + POOL_RETRY_MS * 1000u;
@@ -227,8 +333,8 @@ static void pool_fill(struct jobs *js)
     }
 }
 
-/* A prepared handle for a call (a ready one first), or false: start cold. */
-static bool pool_take(struct jobs *js, struct run_handle *h)
+/* A prepared handle for a call (a ready one first) and its cgroup's SLOT, or false: start cold. */
+static bool pool_take(struct jobs *js, struct run_handle *h, int *slot)
 {
     struct pooled *pick = NULL;
     for (struct pooled *ph = js->pool; ph; ph = ph->next)
@@ -237,6 +343,8 @@ static bool pool_take(struct jobs *js, struct run_handle *h)
     if (!pick)
         return false;
     *h = pick->h;
+    *slot = pick->slot;
+    pick->slot = -1;
     pick->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
                                    .result_fd = -1, .ctl_fd = -1 };
     /* Blocking again: the call is written whole even while it still prepares. */
@@ -244,8 +352,6 @@ static bool pool_take(struct jobs *js, struct run_handle *h)
     pooled_free(js, pick);
     return true;
 }
-
-static void pump(struct jobs *js);
 
 static void capture_close(struct capture *cap)
 {
@@ -275,6 +381,9 @@ static void job_free(struct job *j)
         while (waitpid(j->h.pid, NULL, 0) < 0 && errno == EINTR)
             ;
     }
+    /* Its supervisor is gone (reaped here, or by try_reap): nothing of the run is left. */
+    if (j->js)
+        cgroup_pool_put(j->js->cgpool, j->slot);
     struct capture *caps[] = { &j->out, &j->err, &j->res };
     for (size_t i = 0; i < 3; i++) {
         capture_close(caps[i]);
@@ -297,6 +406,7 @@ static void job_free(struct job *j)
     }
     free(j->files);
     free(j->input);
+    json_decref(j->result);
     free(j);
 }
 
@@ -304,9 +414,7 @@ static void job_free(struct job *j)
 static void complete(struct job *j, const struct cordon_err *start_error)
 {
     struct jobs *js = j->js;
-    json_t *result = j->res.data && !j->res.truncated
-                         ? json_parse_strict(j->res.data, j->res.len, 0, NULL)
-                         : NULL;
+    json_t *result = TAKE_PTR(j->result);
     struct job_end end = {
         .run_id = j->run_id,
         .out = { j->out.data, j->out.len, j->out.total, j->out.truncated },
@@ -324,6 +432,8 @@ static void complete(struct job *j, const struct cordon_err *start_error)
     js->cfg.done(j->ctx, &end);
     json_decref(result);
     job_free(j);
+    /* Answered: now its replacement, while the cores are not the call's. */
+    pool_fill(js);
     pump(js);
 }
 
@@ -361,11 +471,28 @@ static void on_reap_timer(evutil_socket_t fd, short what, void *arg)
     try_reap(arg);
 }
 
-/* All of the run's output and its result are in: the supervisor is ending. */
+/*
+ * All of the run's output and its result are in: the call is answered now,
+ * while its supervisor tears the run down; one that ended without a
+ * result is reaped first, for its wait status.
+ */
 static void progress(struct job *j)
 {
-    if (j->out.done && j->err.done && j->res.done)
+    if (!j->out.done || !j->err.done || !j->res.done)
+        return;
+    json_t *result = j->res.data && !j->res.truncated
+                         ? json_parse_strict(j->res.data, j->res.len, 0, NULL)
+                         : NULL;
+    if (!json_is_object(result)) {
+        json_decref(result);
         try_reap(j);
+        return;
+    }
+    j->result = result;
+    j->reaped = true;
+    teardown_add(j->js, j->h.pid, j->slot);
+    j->slot = -1;
+    complete(j, NULL);
 }
 
 static void on_capture(evutil_socket_t fd, short what, void *arg)
@@ -477,7 +604,7 @@ static void start_job(struct jobs *js, struct job *j)
         complete(j, &err);
         return;
     }
-    j->pooled = !j->policy && pool_take(js, &j->h);
+    j->pooled = !j->policy && pool_take(js, &j->h, &j->slot);
     if (!j->pooled &&
         run_handle_spawn(j->policy ? j->policy : js->cfg.policy, false, true, &j->h, &err) < 0) {
         j->reaped = true;
@@ -504,7 +631,10 @@ static void start_job(struct jobs *js, struct job *j)
     else
         js->cold++;
     js->lat[js->n_lat++ % LATENCY_RING] = now_us() - j->submit_us;
-    pool_fill(js);
+    if (js->refill_ev && !evtimer_pending(js->refill_ev, NULL)) {
+        struct timeval tv = { 0, REFILL_AFTER_MS * 1000 };
+        evtimer_add(js->refill_ev, &tv);
+    }
     j->running = true;
     js->n_running++;
     if (capture_start(j, &j->out, j->h.stdout_fd, js->cfg.output_cap) < 0 ||
@@ -550,7 +680,9 @@ static void pump(struct jobs *js)
     if (js->pumping)
         return;
     js->pumping = true;
-    while (!js->stopping && js->n_running < js->cfg.max_running && !js->stdin_pending) {
+    /* Runs still tearing down count too: as many as may run, at most. */
+    while (!js->stopping && js->n_running < js->cfg.max_running &&
+           js->n_teardown < js->cfg.max_running && !js->stdin_pending) {
         struct job *j = js->jobs;
         while (j && j->running)
             j = j->next;
@@ -571,9 +703,22 @@ struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err)
     js->cfg = *cfg;
     /* Secret values and placeholders are made per call, never held in advance. */
     js->pool_off = cfg->policy->n_secrets > 0;
+    /* The policy's digests once, here: every run's result carries them, and
+     * their first computation (OpenSSL's initialisation) would otherwise
+     * be each forked handle's own. */
+    policy_evidence(cfg->policy);
+    /* The pool's runs are clones of one template where the level has them;
+     * without one (it could not be built) each is built whole, as before. */
+    struct cordon_err terr = { 0 };
+    if (!js->pool_off && cfg->pool && run_template_new(cfg->policy, &js->tmpl, &terr) < 0)
+        js->tmpl = NULL;
+    /* And their cgroups made once, reset after each run (v1; v2 makes each by clone3). */
+    if (!js->pool_off && cfg->pool)
+        js->cgpool = cgroup_pool_new(cfg->policy, &terr);
     js->pool_ev = evtimer_new(cfg->base, on_pool_timer, js);
     js->orphan_ev = evtimer_new(cfg->base, on_orphan_timer, js);
-    if (!js->pool_ev || !js->orphan_ev) {
+    js->refill_ev = evtimer_new(cfg->base, on_pool_timer, js);
+    if (!js->pool_ev || !js->orphan_ev || !js->refill_ev) {
         jobs_free(js);
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
@@ -629,7 +774,7 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
     struct job *j = calloc(1, sizeof *j);
     bool ok = j != NULL;
     if (j)
-        j->pidfd = j->layer = -1;
+        j->pidfd = j->layer = j->slot = -1;
     if (ok)
         j->argv = strv_copy(call->argv, &ok);
     if (ok && call->envp)
@@ -693,6 +838,7 @@ void jobs_get_stats(const struct jobs *js, struct jobs_stats *out)
         .cold = js->cold,
         .pool_failures = js->pool_failures,
         .refused = js->refused,
+        .tearing_down = js->n_teardown + (unsigned)js->n_orphans,
     };
     for (const struct pooled *ph = js->pool; ph; ph = ph->next) {
         if (ph->ready)
@@ -781,8 +927,19 @@ void jobs_free(struct jobs *js)
     }
     while (js->pool)
         pooled_free(js, js->pool);
+    /* The answered runs' teardowns are let finish: nothing of them is left. */
+    while (js->teardowns) {
+        struct teardown *t = js->teardowns;
+        while (waitpid(t->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        teardown_free(t);
+    }
     reap_orphans(js, true);
     free(js->orphans);
+    cgroup_pool_free(js->cgpool);
+    run_template_free(js->tmpl);
+    if (js->refill_ev)
+        event_free(js->refill_ev);
     if (js->pool_ev)
         event_free(js->pool_ev);
     if (js->orphan_ev)

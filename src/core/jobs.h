@@ -78,6 +78,7 @@ struct job_call {
 
 struct jobs_stats {
     unsigned running, queued;
+    unsigned tearing_down;        /* answered runs whose supervisors still clean up */
     unsigned pool_target, pool_ready, pool_preparing;
     uint64_t started, pooled, cold, pool_failures, refused;
     uint64_t start_p50_us, start_p99_us; /* submit to the call handed to its sandbox, recent runs */

@@ -45,7 +45,7 @@ static int enforce_by_cgroup(const struct policy *p, const struct cgroup_set *cg
                              const char *fallback, struct cordon_err *err)
 {
     if (cgroup_has(cg, c)) {
-        if (set)
+        if (set && !cg->pooled) /* a pool's has the policy's limits already */
             TRY(set(cg, value, err));
         enforced[l] = cg->version == 2 ? ENFORCED_CGROUP_V2 : ENFORCED_CGROUP_V1;
         return 0;

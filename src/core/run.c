@@ -459,7 +459,8 @@ static int guard_cgroup(void *wd, const char *dir, struct cordon_err *err)
     return watchdog_guard_cgroup(wd, dir, err);
 }
 
-static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
+static int prepare_limits(struct run *run, uint16_t rnd, const struct cgroup_set *lent,
+                          struct cordon_err *err)
 {
     const struct policy *p = run->p;
     confine_add_rlimit(&run->confine, RLIMIT_CORE, 0, 0);
@@ -470,6 +471,9 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
                 return -1;
             memset(&run->cg, 0, sizeof run->cg);
         }
+    } else if (sandbox_needs_cgroup(p) && lent) {
+        /* A pool's: its owner guards, resets and removes it; the run only uses it. */
+        run->cg = *lent;
     } else if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
@@ -477,6 +481,45 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
         TRY(cgroup_create(&run->cg, name, guard_cgroup, run->wd, err));
     }
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
+}
+
+struct run_template {
+    const struct sandbox_backend *backend;
+    struct sandbox_template *t;
+};
+
+int run_template_new(const struct policy *p, struct run_template **out, struct cordon_err *err)
+{
+    *out = NULL;
+    struct cordon_err ignored;
+    struct sandbox_skips skipped = { 0 };
+    const struct sandbox_backend *backend = sandbox_backend_choose(p, &skipped, &ignored);
+    if (!backend || !backend->template_build)
+        return 0; /* no level (each run says why), or none with templates */
+    struct run_template *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    rt->backend = backend;
+    int rc = backend->template_build(p, HOST_ID_BASE, &rt->t, err);
+    if (rc < 0 || !rt->t) {
+        free(rt);
+        return rc;
+    }
+    *out = rt;
+    return 0;
+}
+
+size_t run_template_fds(const struct run_template *t, int *out, size_t max)
+{
+    return t ? t->backend->template_fds(t->t, out, max) : 0;
+}
+
+void run_template_free(struct run_template *t)
+{
+    if (!t)
+        return;
+    t->backend->template_free(t->t);
+    free(t);
 }
 
 /* Nothing of RUN held yet: what run_release() looks at says so. */
@@ -491,8 +534,8 @@ static void run_init_empty(struct run *run)
 }
 
 static int prepare(const struct policy *p, const char *run_id, bool ahead,
-                   const struct sandbox_container *container, struct run **out,
-                   struct cordon_err *err)
+                   const struct run_lent *lent, const struct sandbox_container *container,
+                   struct run **out, struct cordon_err *err)
 {
     *out = NULL;
     struct sandbox_skips skipped;
@@ -535,7 +578,8 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
      * for no watchdog). */
     if ((run->log || p->workspace) && watchdog_arm(run->wd, err) < 0)
         goto fail;
-    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, &run->ws, err) < 0 ||
+    if (prepare_limits(run, rnd, lent ? lent->cg : NULL, err) < 0 ||
+        workspace_prepare(p, &run->ws, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
         goto fail;
     memcpy(run->gw.run_id, run->run_id, sizeof run->gw.run_id);
@@ -553,6 +597,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         .guard_arg = run->wd,
         .host_base = run->host_base,
         .ahead = ahead,
+        .tmpl = lent && lent->tmpl && lent->tmpl->backend == backend ? lent->tmpl->t : NULL,
         .meter = run->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_SUPERVISOR ? &run->meter : NULL,
         .container = container,
     };
@@ -613,19 +658,20 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, NULL, out, err) < 0 ? -1 : 0;
+    return prepare(p, run_id, false, NULL, NULL, out, err) < 0 ? -1 : 0;
 }
 
-int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err)
+int run_prepare_ahead(const struct policy *p, const struct run_lent *lent, struct run **out,
+                      struct cordon_err *err)
 {
-    return prepare(p, NULL, true, NULL, out, err) < 0 ? -1 : 0;
+    return prepare(p, NULL, true, lent, NULL, out, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_container(const struct policy *p, const char *run_id,
                           const struct sandbox_container *c, struct run **out,
                           struct cordon_err *err)
 {
-    return prepare(p, run_id, false, c, out, err) < 0 ? -1 : 0;
+    return prepare(p, run_id, false, NULL, c, out, err) < 0 ? -1 : 0;
 }
 
 pid_t run_boundary_pid(const struct run *run)
@@ -871,10 +917,12 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .poll_tree_cpu = run->enforced[POLICY_LIMIT_CPU] == ENFORCED_SUPERVISOR,
         .start_us = run->start_us,
     };
-    /* supervise() owns and closes these now, and reaps the boundary. */
-    run->b.pid = -1;
+    /* supervise() owns and closes these now, and reaps the boundary, unless
+     * it answered before the boundary's exit: then release reaps it. */
     run->b.err_r = run->b.status_r = run->out_r = run->errout_r = run->in_w = run->tty_w = -1;
     supervise(&sv, res);
+    if (sv.init_reaped)
+        run->b.pid = -1;
     res->level = run->backend->level;
     /* Init has exited, and with it every process of the PID namespace:
      * the layer is still, and what commit writes the scan below examines. */
@@ -948,7 +996,7 @@ void run_release(struct run *run)
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     workspace_guard_release(&run->ws);
-    if (run->cg.version && !run->keep_cgroup)
+    if (run->cg.version && !run->keep_cgroup && !run->cg.pooled)
         cgroup_destroy(&run->cg);
     gateway_config_release(&run->gw);
     if (run->log) {
@@ -1017,9 +1065,11 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    int prepared = run ? 0 : prepare(p, run_id, false, NULL, &run, err);
+    int prepared = run ? 0 : prepare(p, run_id, false, NULL, NULL, &run, err);
     if (prepared < 0) {
         refused(p, call, run_id, prepared == -2, res, err);
+        if (call->answer)
+            call->answer(call->answer_arg, res);
         return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
     }
     struct sandbox_call named = *call;
@@ -1029,6 +1079,8 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         rc = run_wait(run, res, err);
     else
         refused(p, call, run_id, false, res, err);
+    if (call->answer)
+        call->answer(call->answer_arg, res);
     run_release(run);
     return rc;
 }

@@ -21,7 +21,16 @@
 #include "sandbox/container.h"
 
 struct run;
+struct run_template;
 struct audit_log;
+struct cgroup_set;
+
+/* What a front end preparing many runs of one policy (the pool) lends each. */
+struct run_lent {
+    const struct run_template *tmpl; /* the boundary is a clone of it (run_template_new), or NULL */
+    const struct cgroup_set *cg;     /* a pooled cgroup (core/cgpool.h), limits set and reset,
+                                        that the run uses and leaves: or NULL */
+};
 
 /*
  * Prepare a run under P (borrowed: it must outlive the run). RUN_ID (32 hex
@@ -32,11 +41,26 @@ int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                    struct cordon_err *err);
 
 /*
+ * P's template, for a front end that prepares many runs of P (the pool):
+ * what every run shares and none may write, built once (the namespace
+ * level's: sandbox/template.h). 0 with *OUT, 0 with *OUT NULL where P's level
+ * has none for P, -1 with ERR. Free it once no run is being prepared from it.
+ */
+int run_template_new(const struct policy *p, struct run_template **out, struct cordon_err *err);
+void run_template_free(struct run_template *t);
+
+/* The descriptors T holds (a process preparing runs from it keeps them): at most MAX into OUT. */
+size_t run_template_fds(const struct run_template *t, int *out, size_t max);
+
+/*
  * run_prepare() for a run prepared before anyone asks (the daemon's pool):
  * the level may spend the wait making the start faster (microvm: a
- * throwaway command warms the guest).
+ * throwaway command warms the guest), and what LENT (may be NULL) lends is
+ * used: the boundary a clone of its template where that is of the level P
+ * runs at, the cgroup its.
  */
-int run_prepare_ahead(const struct policy *p, struct run **out, struct cordon_err *err);
+int run_prepare_ahead(const struct policy *p, const struct run_lent *lent, struct run **out,
+                      struct cordon_err *err);
 
 /*
  * run_prepare() for an OCI bundle's container C (borrowed, like P): the

@@ -99,12 +99,13 @@ static json_t *stats_json(struct daemon *d)
 {
     struct jobs_stats st;
     jobs_get_stats(d->jobs, &st);
-    return json_pack("{s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, "
+    return json_pack("{s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, "
                      "s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
                      "pool", "target", (json_int_t)st.pool_target, "ready",
                      (json_int_t)st.pool_ready, "preparing", (json_int_t)st.pool_preparing,
                      "failures", (json_int_t)st.pool_failures,
                      "runs", "running", (json_int_t)st.running, "queued", (json_int_t)st.queued,
+                     "tearing_down", (json_int_t)st.tearing_down,
                      "started", (json_int_t)st.started, "pooled", (json_int_t)st.pooled, "cold",
                      (json_int_t)st.cold,
                      "start_latency_us", "p50", (json_int_t)st.start_p50_us, "p99",

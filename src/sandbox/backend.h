@@ -41,6 +41,8 @@ enum enforcement {
 
 const char *enforcement_name(enum enforcement e);
 
+struct sandbox_result;
+
 /* What a front end brings to a run: the command and where its stdio goes. */
 struct sandbox_call {
     char *const *argv;       /* command and arguments; argv[0] searched in PATH */
@@ -72,6 +74,12 @@ struct sandbox_call {
      * manual (the result's transaction "pending"); the caller owns it then
      * (sandbox/txn.h). NULL: nobody can decide later, and it is dropped. */
     int *keep_layer;
+    /* run_call(): told the result as soon as it is known, the command's
+     * processes gone and its output relayed, before the teardown (the
+     * boundary's namespaces, the cgroup, the watchdog): a front end answers
+     * here, and its caller's wait ends there. NULL: nobody. */
+    void (*answer)(void *arg, const struct sandbox_result *res);
+    void *answer_arg;
     /* in_fd, out_fd and err_fd become the command's own stdio, not relayed
      * (an OCI container's: its engine reads them); no output limit applies. */
     bool direct_stdio;
@@ -122,6 +130,7 @@ struct sandbox_result {
 
 struct cgroup_set;
 struct mem_meter;
+struct sandbox_template;
 
 /*
  * What the core decided for a run, the same at every level; a backend builds
@@ -154,6 +163,9 @@ struct sandbox_setup {
     /* An OCI bundle's container (sandbox/container.h) instead of cordon's own
      * root and user; only a level with .containers builds one. */
     const struct sandbox_container *container;
+    /* A template of P made by this level's template_build (borrowed): the
+     * boundary is cloned from it instead of built, or NULL. */
+    const struct sandbox_template *tmpl;
 };
 
 /* A boundary built and blocked at the start seam (see sandbox/start.h). */
@@ -229,6 +241,16 @@ struct sandbox_backend {
                    struct cordon_err *err);
     /* Whatever the backend keeps beyond the boundary's process; idempotent. */
     void (*release)(struct sandbox_boundary *b);
+    /* Optional: what every run of P shares and none may write, built once
+     * for many runs (the pool's), root-started with its host ids from
+     * HOST_BASE on; prepare() then clones each boundary from it. 0 with *OUT,
+     * or 0 with *OUT NULL where P cannot have one; -1 with ERR. */
+    int (*template_build)(const struct policy *p, uid_t host_base, struct sandbox_template **out,
+                          struct cordon_err *err);
+    void (*template_free)(struct sandbox_template *t);
+    /* The descriptors that pin T, which a process preparing runs from it
+     * keeps: at most MAX into OUT. */
+    size_t (*template_fds)(const struct sandbox_template *t, int *out, size_t max);
 };
 
 extern const struct sandbox_backend namespace_backend;

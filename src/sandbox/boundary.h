@@ -76,11 +76,19 @@ int sandbox_ca_bundle(const char *ca_pem, char **out, size_t *len, struct cordon
  * What a boundary writes on its status pipe once the command is gone: the
  * wait status, then what a kernel of its own saw (microvm's guest kernel;
  * the other levels write the status alone and the host's cgroup tells).
+ * A boundary whose top process is the init of the run's PID namespace may
+ * say more: that every other process of the run is gone already (killed
+ * and reaped), and what their CPU and memory came to; the supervisor then
+ * answers at once, and the top's own exit (with it the namespaces'
+ * teardown) follows off the answer's path.
  */
-#define BOUNDARY_SEEN_OOM 1u /* its OOM killer fired while the command ran */
+#define BOUNDARY_SEEN_OOM 1u   /* its OOM killer fired while the command ran */
+#define BOUNDARY_TREE_GONE 2u  /* no process of the run is left but the top, which exits next */
 struct boundary_status {
     int ws;
     uint32_t seen;
+    uint64_t cpu_us;      /* with BOUNDARY_TREE_GONE: the run's processes' CPU, the top's too */
+    uint64_t maxrss_kib;  /* and the largest of them */
 };
 
 /* In the boundary: send ERR to the supervisor over ERR_W and exit with its status. */

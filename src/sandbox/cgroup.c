@@ -6,10 +6,13 @@
 #include "sandbox/cgroup.h"
 
 #include "common/cleanup.h"
+#include "common/syscalls.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +282,16 @@ struct guard {
 
 static int make_guarded(const struct guard *g, const char *dir)
 {
+    /* Where we may not make it (an ordinary user's v1 hierarchy), the
+     * watchdog need not hear of it, nor be forked for it. */
+    char parent[PATH_MAX];
+    const char *slash = strrchr(dir, '/');
+    if (slash && (size_t)(slash - dir) < sizeof parent) {
+        memcpy(parent, dir, (size_t)(slash - dir));
+        parent[slash - dir] = '\0';
+        if (faccessat(AT_FDCWD, parent[0] ? parent : "/", W_OK, AT_EACCESS) < 0)
+            return -1;
+    }
     if (g->fn && g->fn(g->arg, dir, g->err) < 0)
         return -2;
     return mkdir(dir, 0755);
@@ -509,7 +522,54 @@ void cgroup_ticket_close(struct cgroup_ticket *t)
     *t = (struct cgroup_ticket)CGROUP_TICKET_INIT;
 }
 
+static void read_stats(const struct cgroup_set *cg, struct cgroup_stats *out);
+
+static uint64_t since(uint64_t now, uint64_t base)
+{
+    return now > base ? now - base : 0;
+}
+
 void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out)
+{
+    read_stats(cg, out);
+    out->memory_peak = since(out->memory_peak, cg->base.memory_peak);
+    out->oom_kills = since(out->oom_kills, cg->base.oom_kills);
+    out->pids_max_hits = since(out->pids_max_hits, cg->base.pids_max_hits);
+    out->cpu_usage_us = since(out->cpu_usage_us, cg->base.cpu_usage_us);
+}
+
+/* Does DIR hold a process? (A missing file holds none.) */
+static bool populated(const char *dir)
+{
+    char path[PATH_MAX], buf[16];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    return read_small(path, buf, sizeof buf) > 0;
+}
+
+bool cgroup_reuse(struct cgroup_set *cg)
+{
+    if (cg->version != 1)
+        return false;
+    for (int c = 0; c < CGROUP_COUNT; c++)
+        if (cgroup_has(cg, c) && populated(cg->dir[c]))
+            return false;
+    /* The peak restarts from what is charged now (kernel objects, page cache
+     * the last run read first), which is subtracted from the next run's. */
+    const char *mem = cg->dir[CGROUP_MEMORY];
+    if (cgroup_has(cg, CGROUP_MEMORY) &&
+        (write_file(mem, "memory.max_usage_in_bytes", "0") < 0 ||
+         (write_file(mem, "memory.memsw.max_usage_in_bytes", "0") < 0 && errno != ENOENT) ||
+         write_file(mem, "memory.failcnt", "0") < 0))
+        return false;
+    if (cgroup_has(cg, CGROUP_CPU) && write_file(cg->dir[CGROUP_CPU], "cpuacct.usage", "0") < 0)
+        return false;
+    read_stats(cg, &cg->base);
+    if (cgroup_has(cg, CGROUP_MEMORY))
+        cg->base.memory_peak = file_value(mem, "memory.usage_in_bytes");
+    return true;
+}
+
+static void read_stats(const struct cgroup_set *cg, struct cgroup_stats *out)
 {
     memset(out, 0, sizeof *out);
     if (cg->version == 2) {
@@ -549,8 +609,35 @@ static bool kill_members(const char *dir)
     return false;
 }
 
+/* The cgroups beneath DIR, each removed first (no allocation: the watchdog's too). */
+static void remove_children(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[4096];
+    long n;
+    while ((n = sys_getdents64(fd, buf, sizeof buf)) > 0)
+        for (long off = 0; off < n;) {
+            struct linux_dirent64 {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *e = (void *)(buf + off);
+            off += e->reclen;
+            char sub[PATH_MAX];
+            if (e->type == DT_DIR && strcmp(e->name, ".") && strcmp(e->name, "..") &&
+                snprintf(sub, sizeof sub, "%s/%s", dir, e->name) < (int)sizeof sub)
+                cgroup_remove_dir(sub);
+        }
+    close(fd);
+}
+
 void cgroup_remove_dir(const char *dir)
 {
+    remove_children(dir);
     write_file(dir, "cgroup.kill", "1"); /* v2 only; absent on v1 */
     /* Exiting tasks leave the cgroup asynchronously: retry a while. */
     for (int tries = 0; tries < 500; tries++) {
@@ -560,6 +647,23 @@ void cgroup_remove_dir(const char *dir)
         struct timespec ts = { 0, 10 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
+}
+
+bool cgroup_try_destroy(struct cgroup_set *cg)
+{
+    bool gone = true;
+    for (int c = 0; c < CGROUP_COUNT; c++) {
+        if (!cgroup_has(cg, c))
+            continue;
+        kill_members(cg->dir[c]);
+        if (rmdir(cg->dir[c]) == 0 || errno == ENOENT)
+            cg->dir[c][0] = '\0';
+        else
+            gone = false;
+    }
+    if (gone)
+        cg->version = 0;
+    return gone;
 }
 
 void cgroup_destroy(struct cgroup_set *cg)

@@ -18,17 +18,23 @@ enum cgroup_controller {
     CGROUP_COUNT,
 };
 
-struct cgroup_set {
-    int version;                       /* 1 or 2; 0 when nothing was created */
-    char dir[CGROUP_COUNT][PATH_MAX];  /* "" where that controller is unavailable */
-    char why[CGROUP_COUNT][200];       /* why a controller is unavailable */
-};
-
 struct cgroup_stats {
     uint64_t memory_peak;   /* bytes */
     uint64_t oom_kills;
     uint64_t pids_max_hits; /* forks refused by pids.max */
     uint64_t cpu_usage_us;
+};
+
+struct cgroup_set {
+    int version;                       /* 1 or 2; 0 when nothing was created */
+    char dir[CGROUP_COUNT][PATH_MAX];  /* "" where that controller is unavailable */
+    char why[CGROUP_COUNT][200];       /* why a controller is unavailable */
+    /* A pool's (see cgroup_reuse): made ahead with its limits set, reset
+     * after each run instead of removed; its owner removes it. */
+    bool pooled;
+    /* What cgroup_read_stats() subtracts: the counters a reused cgroup had
+     * when its run began (the memory charged then for its peak). */
+    struct cgroup_stats base;
 };
 
 /*
@@ -95,10 +101,25 @@ int cgroup_ticket_use(const struct cgroup_ticket *t);
 
 void cgroup_ticket_close(struct cgroup_ticket *t);
 
+/* The run's counters: since its start, for a reused cgroup (cg->base). */
 void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out);
+
+/*
+ * A pool's cgroup once its run and everything of it is gone: true when it
+ * holds no process, its resettable counters reset (v1: the memory peak,
+ * failures, CPU time) and the others read into cg->base, ready for the
+ * next run; false when it cannot be reused so (a process left, or cgroup
+ * v2, whose memory.peak resets only for one open file): its owner removes
+ * it instead.
+ */
+bool cgroup_reuse(struct cgroup_set *cg);
 
 /* SIGKILL everything left in the cgroups and remove them. Async-signal-safe. */
 void cgroup_destroy(struct cgroup_set *cg);
 
-/* The same for one cgroup directory (the watchdog's view of a run). */
+/* cgroup_destroy() without waiting: true once every directory is gone (its
+ * processes were killed, and they have left by the next try). */
+bool cgroup_try_destroy(struct cgroup_set *cg);
+
+/* The same for one cgroup directory and those beneath it (the watchdog's view of a run). */
 void cgroup_remove_dir(const char *dir);

@@ -339,6 +339,7 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     }
     TRY(add(plan, &cap, MOUNT_DEVPTS, "/dev/pts", NULL, "newinstance,ptmxmode=0666,mode=0620",
             false, false, err));
+    plan->steps[plan->n_steps - 1].per_call = true;
     TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/ptmx", "pts/ptmx", NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/fd", "/proc/self/fd", NULL, false, false, err));
     TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/stdin", "/proc/self/fd/0", NULL, false, false, err));
@@ -346,8 +347,10 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
     TRY(add(plan, &cap, MOUNT_SYMLINK, "/dev/stderr", "/proc/self/fd/2", NULL, false, false, err));
     sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->shm_size, p->shm_inodes);
     TRY(add(plan, &cap, MOUNT_TMPFS, "/dev/shm", NULL, opts, true, false, err));
+    plan->steps[plan->n_steps - 1].per_call = true;
     sandbox_tmpfs_opts(opts, sizeof opts, "mode=1777", p->tmp_size, p->tmp_inodes);
     TRY(add(plan, &cap, MOUNT_TMPFS, "/tmp", NULL, opts, true, false, err));
+    plan->steps[plan->n_steps - 1].per_call = true;
 
     if (p->workspace) {
         bool overlay = p->workspace_mode == POLICY_WS_OVERLAY;
@@ -372,6 +375,7 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
         snprintf(owner, sizeof owner, "mode=0755,uid=%d,gid=%d", SANDBOX_UID, SANDBOX_GID);
         sandbox_tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
         TRY(add(plan, &cap, MOUNT_TMPFS, "/workspace", NULL, opts, true, false, err));
+        plan->steps[plan->n_steps - 1].per_call = true;
     }
 
     /* Parents before children, so a nested bind lands on its parent's tree. */
@@ -893,6 +897,25 @@ static int bind_root(const struct ns_plan *plan, int oldroot, struct cordon_err 
     return 0;
 }
 
+int mounts_enter_clone(const struct ns_plan *plan, struct cordon_err *err)
+{
+    /* Read-only like the template's, which the clone's locked copy demands
+     * (a proc mount may not reveal more than the one it sits on). */
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot mount /proc");
+    for (size_t i = 0; i < plan->n_steps; i++) {
+        const struct mount_step *s = &plan->steps[i];
+        if (!s->per_call)
+            continue;
+        bool pts = s->kind == MOUNT_DEVPTS;
+        if (mount(pts ? "devpts" : "tmpfs", s->dest, pts ? "devpts" : "tmpfs",
+                  MS_NOSUID | (pts ? MS_NOEXEC : MS_NODEV), s->data) < 0)
+            return err_sys(err, CORDON_E_SETUP, "cannot mount %s at '%s'", pts ? "devpts" : "tmpfs",
+                           s->dest);
+    }
+    return 0;
+}
+
 int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err *err)
 {
     *layer = -1;
@@ -920,8 +943,14 @@ int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err 
     _cleanup_close_ int newroot = open(NEWROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (newroot < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open new root");
-    for (size_t i = 0; i < plan->n_steps; i++)
-        TRY(do_step(&plan->steps[i], newroot, oldroot, layer, err));
+    for (size_t i = 0; i < plan->n_steps; i++) {
+        const struct mount_step *s = &plan->steps[i];
+        /* A template keeps the run's own mounts' places, empty, for its clones. */
+        if (plan->template && s->per_call)
+            TRY(make_dirs(newroot, s->dest, err));
+        else
+            TRY(do_step(s, newroot, oldroot, layer, err));
+    }
     closep(&newroot);
     newroot = -1;
 

@@ -14,6 +14,7 @@
 #include "sandbox/notify.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
+#include "sandbox/template.h"
 
 #include "common/cleanup.h"
 #include "common/fds.h"
@@ -223,6 +224,33 @@ static void noop(int sig)
 }
 
 /*
+ * The command has ended: the rest of the run goes now, before the supervisor
+ * hears of it, so that its answer can go at once; init's own exit, and with
+ * it the namespaces' teardown, follows off the answer's path. kill(-1)
+ * reaches every process of the PID namespace but init, and each orphan
+ * comes to init: no child left means no process left. Then the command's
+ * status, with what the whole tree spent.
+ */
+static _Noreturn void end_tree(int ws, int status_w)
+{
+    do {
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+            ;
+    } while (kill(-1, 0) == 0);
+    struct rusage kids, self;
+    getrusage(RUSAGE_CHILDREN, &kids);
+    getrusage(RUSAGE_SELF, &self);
+    struct timeval t[] = { kids.ru_utime, kids.ru_stime, self.ru_utime, self.ru_stime };
+    struct boundary_status st = { .ws = ws, .seen = BOUNDARY_TREE_GONE,
+                                  .maxrss_kib = (uint64_t)kids.ru_maxrss };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        st.cpu_us += (uint64_t)t[i].tv_sec * 1000000u + (uint64_t)t[i].tv_usec;
+    (void)!write(status_w, &st, sizeof st);
+    _exit(0);
+}
+
+/*
  * Init's loop once the command runs: reap every child (orphans come here),
  * and make the command's connect()s (usock.h) and the names it makes in a
  * host workspace (NAMES, names.h) while LISTENER lasts. SIGCHLD is held but
@@ -243,11 +271,8 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, const struct nam
         int ws;
         pid_t w;
         while ((w = waitpid(-1, &ws, WNOHANG)) > 0)
-            if (w == cmd) {
-                (void)!write(status_w, &ws, sizeof ws);
-                /* Exiting kills everything else in the PID namespace. */
-                _exit(0);
-            }
+            if (w == cmd)
+                end_tree(ws, status_w);
         if (w < 0 && errno == ECHILD)
             _exit(125);
         struct pollfd p = { .fd = listener, .events = POLLIN };
@@ -260,6 +285,19 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, const struct nam
             listener = -1; /* no task of the run holds the filter any more */
         }
     }
+}
+
+/* As the sandbox user, before the command: the call's files are its own. */
+static void place_call_files(struct start_message *m, const struct child_fds *fds)
+{
+    struct cordon_err err = { 0 };
+    int ws = open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ws < 0 || start_place_files(m, ws, &err) < 0) {
+        if (ws < 0)
+            err_sys(&err, CORDON_E_SETUP, "cannot open /workspace");
+        child_fail(fds, &err);
+    }
+    close(ws);
 }
 
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
@@ -297,7 +335,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     }
     int layer = -1;
     struct names_keeper names = plan->names;
-    if (mounts_enter_root(plan, &layer, &err) < 0 || open_names_root(&names, &err) < 0 ||
+    if ((plan->cloned ? mounts_enter_clone(plan, &err)
+                      : mounts_enter_root(plan, &layer, &err)) < 0 ||
+        open_names_root(&names, &err) < 0 ||
         ns_loopback_up(&err) < 0 ||
         (fds->gw_sock >= 0 && ns_open_gateway_door(fds->gw_sock, &err) < 0) ||
         (fds->gw_sock >= 0 && plan->transparent &&
@@ -316,8 +356,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         close(fds->layer_sock);
     if (fds->gw_sock >= 0)
         close(fds->gw_sock);
-    struct seccomp_program filter;
-    if (!boundary_receive_filter(fds->bpf_r, &filter))
+    /* A clone has its template's, compiled once; else it comes while the root is built. */
+    struct seccomp_program filter = plan->seccomp;
+    if (!plan->cloned && !boundary_receive_filter(fds->bpf_r, &filter))
         _exit(125); /* the supervisor could not compile it and reports why */
     close(fds->bpf_r);
 
@@ -341,16 +382,8 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     if (m.tty && tty < 0)
         child_fail(fds, &err);
     close(fds->start_r);
-    if (m.files >= 0) {
-        /* As the sandbox user, before the command: the call's files are its own. */
-        int ws = open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (ws < 0 || start_place_files(&m, ws, &err) < 0) {
-            if (ws < 0)
-                err_sys(&err, CORDON_E_SETUP, "cannot open /workspace");
-            child_fail(fds, &err);
-        }
-        close(ws);
-    }
+    if (m.files >= 0)
+        place_call_files(&m, fds);
 
     int nsock[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nsock) < 0) {
@@ -471,30 +504,118 @@ static void ns_release(struct sandbox_boundary *b)
     boundary_release(b);
 }
 
-/* What the sandbox will hold, planned before it exists: its doors, keepers and mounts. */
-static int plan_sandbox(const struct sandbox_setup *s, struct ns_plan *plan,
-                        struct cordon_err *err)
+int ns_plan_sandbox(const struct policy *p, bool gateway, const struct workspace_guard *ws,
+                    uid_t map_host_uid, struct ns_plan *plan, struct cordon_err *err)
 {
-    const struct policy *p = s->p;
     /* Transparent egress for names: a listener per port a name rule allows
      * (the proxy's own port excepted: its door holds it on loopback). */
-    if (s->gateway)
+    if (gateway)
         plan_egress(p, plan);
     names_keeper_init(&plan->names, names_mode_for(p, NAMES_MAKE), p);
-    plan->names.g = s->workspace; /* init's copy: its protected entries, not to be moved */
+    plan->names.g = ws; /* init's copy: its protected entries, not to be moved */
     if (usock_keeper_init(&plan->usock, p, true, err) < 0 ||
         names_program(plan->names.mode, true, &plan->keeper_filter, err) < 0 ||
-        mounts_plan(p, plan, s->host_base + 1, s->workspace, err) < 0 ||
+        mounts_plan(p, plan, map_host_uid, ws, err) < 0)
+        return -1;
+    return 0;
+}
+
+/*
+ * The run's plan: TMPL's, shared and borrowed (only the core's rlimits are
+ * the run's own), or made for it alone.
+ */
+static int plan_run(const struct sandbox_setup *s, const struct sandbox_template *tmpl,
+                    struct ns_plan *plan, struct cordon_err *err)
+{
+    if (tmpl) {
+        *plan = tmpl->plan;
+        plan->template = false;
+        plan->cloned = true;
+        memcpy(plan->confine.rlimits, s->confine->rlimits, sizeof plan->confine.rlimits);
+        plan->confine.n_rlimits = s->confine->n_rlimits;
+        return 0;
+    }
+    *plan = (struct ns_plan){ .caller_is_root = geteuid() == 0, .confine = *s->confine };
+    if (ns_plan_sandbox(s->p, s->gateway, s->workspace, s->host_base + 1, plan, err) < 0 ||
         (s->ca_pem && mounts_add_ca(plan, s->ca_pem, err) < 0))
         return -1;
     return 0;
 }
 
-/* Once the child is cloned, its ends of the pipes live only in the child. */
+static void plan_release(struct ns_plan *plan)
+{
+    if (plan->cloned)
+        return; /* the template's */
+    mounts_plan_release(plan);
+    seccomp_program_release(&plan->seccomp);
+    seccomp_program_release(&plan->keeper_filter);
+}
+
+struct child_args {
+    const struct sandbox_setup *s;
+    const struct ns_plan *plan;
+    struct child_fds fds;
+};
+
+/* The init, cloned from a template by its helper (in its cgroup already, or to join it). */
+static _Noreturn void cloned_child(void *arg, bool in_cgroup)
+{
+    struct child_args *a = arg;
+    if (in_cgroup)
+        for (int c = 0; c < CGROUP_COUNT; c++)
+            a->fds.cg.fd[c] = -1; /* the helper's copies, closed with the rest */
+    if (a->s->in_child)
+        a->s->in_child(a->s->in_child_arg);
+    child_main(a->plan, &a->fds);
+}
+
+/*
+ * The init, in its namespaces and cgroup: a clone of the run's template,
+ * or cloned from here; 0 in the child (never returns there: child_main).
+ */
+static pid_t spawn_init(const struct sandbox_setup *s, const struct sandbox_template *tmpl,
+                        struct child_args *a, struct cgroup_ticket *ticket,
+                        struct cordon_err *err)
+{
+    if (tmpl)
+        return template_spawn(tmpl, s->host_base, ticket, cloned_child, a, err);
+    /* Created in its cgroup where the kernel can (v2), else it joins first thing. */
+    pid_t init = -1;
+    if (ticket->dir >= 0) {
+        init = sys_clone_ns_into_cgroup(NS_FLAGS, ticket->dir);
+        if (init >= 0)
+            for (int c = 0; c < CGROUP_COUNT; c++)
+                closep(&ticket->fd[c]), ticket->fd[c] = -1;
+    }
+    if (init < 0)
+        init = sys_clone_ns(NS_FLAGS);
+    if (init < 0)
+        return err_sys(err, CORDON_E_UNSUPPORTED, "cannot create the sandbox's namespaces");
+    if (init == 0) {
+        if (s->in_child)
+            s->in_child(s->in_child_arg);
+        a->fds.cg = *ticket;
+        child_main(a->plan, &a->fds); /* closes everything that is not in FDS */
+    }
+    return init;
+}
+
+static int open_pipes(struct pipes *pp, bool gateway, bool overlay)
+{
+    if (pipe2(pp->sync, O_CLOEXEC) < 0 || pipe2(pp->err, O_CLOEXEC) < 0 ||
+        pipe2(pp->status, O_CLOEXEC) < 0 || pipe2(pp->bpf, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp->start) < 0 ||
+        (gateway && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp->gw) < 0) ||
+        (overlay && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp->layer) < 0))
+        return -1;
+    return 0;
+}
+
+/* The child's ends live only in the child once it exists. */
 static void close_child_ends(struct pipes *pp)
 {
-    int *ends[] = { &pp->sync[0], &pp->err[1],  &pp->status[1], &pp->start[1],
-                    &pp->bpf[0],  &pp->gw[1],   &pp->layer[1] };
+    int *ends[] = { &pp->sync[0], &pp->err[1], &pp->status[1], &pp->start[1], &pp->bpf[0],
+                    &pp->gw[1], &pp->layer[1] };
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
         closep(ends[i]);
         *ends[i] = -1;
@@ -511,56 +632,39 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1, .layer = -1 };
     bool overlay = p->workspace && p->workspace_mode == POLICY_WS_OVERLAY;
-    struct ns_plan plan = { .caller_is_root = root, .confine = *s->confine };
+    struct ns_plan plan = { 0 };
+    /* A template holds neither the run's CA nor a gateway-less plan: a run
+     * that needs either is planned whole (template_admits() says the rest). */
+    const struct sandbox_template *tmpl = s->gateway && !s->ca_pem ? s->tmpl : NULL;
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
     int rc = -1;
     pid_t init = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
-    if (plan_sandbox(s, &plan, err) < 0)
+    if (plan_run(s, tmpl, &plan, err) < 0)
         goto out;
-    if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
-        pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.start) < 0 ||
-        (s->gateway && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.gw) < 0) ||
-        (overlay && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pp.layer) < 0)) {
+    if (open_pipes(&pp, s->gateway, overlay) < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot create pipes");
         goto out;
     }
-
-    /* Created in its cgroup where the kernel can (v2), else it joins first thing. */
     if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
         goto out;
-    init = -1;
-    if (ticket.dir >= 0) {
-        init = sys_clone_ns_into_cgroup(NS_FLAGS, ticket.dir);
-        if (init >= 0)
-            for (int c = 0; c < CGROUP_COUNT; c++)
-                closep(&ticket.fd[c]), ticket.fd[c] = -1;
-    }
-    if (init < 0)
-        init = sys_clone_ns(NS_FLAGS);
-    if (init < 0) {
-        err_sys(err, CORDON_E_UNSUPPORTED, "cannot create the sandbox's namespaces");
+    struct child_args a = {
+        .s = s, .plan = &plan,
+        .fds = { .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
+                 .start_r = pp.start[1], .bpf_r = pp.bpf[0],
+                 .gw_sock = s->gateway ? pp.gw[1] : -1, .layer_sock = overlay ? pp.layer[1] : -1,
+                 .cg = ticket },
+    };
+    if ((init = spawn_init(s, tmpl, &a, &ticket, err)) < 0)
         goto out;
-    }
-    if (init == 0) {
-        if (s->in_child)
-            s->in_child(s->in_child_arg);
-        struct child_fds fds = {
-            .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
-            .start_r = pp.start[1], .bpf_r = pp.bpf[0], .gw_sock = s->gateway ? pp.gw[1] : -1,
-            .layer_sock = overlay ? pp.layer[1] : -1,
-            .cg = ticket,
-        };
-        child_main(&plan, &fds); /* closes everything that is not in FDS */
-    }
-
     close_child_ends(&pp);
     cgroup_ticket_close(&ticket);
-    if (write_id_maps(init, root, s->host_base, err) < 0 || write(pp.sync[1], "g", 1) != 1 ||
-        boundary_send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0) {
+    /* A clone's ids are mapped by its helper, its filter is its template's. */
+    if ((!tmpl && write_id_maps(init, root, s->host_base, err) < 0) ||
+        write(pp.sync[1], "g", 1) != 1 ||
+        (!tmpl && boundary_send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0)) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
         goto out;
@@ -597,10 +701,14 @@ out:
     }
     pipes_close(&pp);
     cgroup_ticket_close(&ticket);
-    mounts_plan_release(&plan);
-    seccomp_program_release(&plan.seccomp);
-    seccomp_program_release(&plan.keeper_filter);
+    plan_release(&plan);
     return rc;
+}
+
+static int ns_template_build(const struct policy *p, uid_t host_base,
+                             struct sandbox_template **out, struct cordon_err *err)
+{
+    return template_build(p, host_base, out, err);
 }
 
 const struct sandbox_backend namespace_backend = {
@@ -613,4 +721,7 @@ const struct sandbox_backend namespace_backend = {
     .probe = ns_probe,
     .prepare = ns_prepare,
     .release = ns_release,
+    .template_build = ns_template_build,
+    .template_free = template_free,
+    .template_fds = template_fds,
 };

@@ -18,6 +18,14 @@ int ns_open_gateway_door(int sock, struct cordon_err *err);
 int ns_open_transparent_doors(const struct ns_plan *plan, int sock, struct cordon_err *err);
 
 /* In the supervisor: what ns_open_transparent_doors() sent, into B; -1 when one is missing. */
+/*
+ * What a sandbox of P will hold, planned before it exists: its egress doors
+ * (with GATEWAY), its keepers (WS: the host workspace whose names init
+ * makes, or NULL) and its mounts. A run's own plan, and a template's.
+ */
+int ns_plan_sandbox(const struct policy *p, bool gateway, const struct workspace_guard *ws,
+                    uid_t map_host_uid, struct ns_plan *plan, struct cordon_err *err);
+
 int ns_recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b);
 
 /* In the supervisor: write TEXT to /proc/PID/FILE. */

@@ -65,6 +65,8 @@ struct mount_step {
                             overlay whose upper is on a fresh tmpfs (data: its options) */
     bool over;           /* MOUNT_FILE: written in the scratch root and bound read-only
                             over dest, so a root that is not cordon's own is not written */
+    bool per_call;       /* the run's own (/tmp, /dev/shm, the scratch workspace, devpts):
+                            a template holds only its mountpoint, each clone a fresh one */
 };
 
 struct ns_plan {
@@ -84,6 +86,12 @@ struct ns_plan {
     struct egress_door door;        /* and a connect to a literal goes by the gateway's door */
     struct names_keeper names;      /* its root is opened by init, after the pivot */
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
+    /* Building a template (sandbox/template.h): the steps every call
+     * shares, and only the mountpoints of the per-call ones. */
+    bool template;
+    /* A clone of a template: only the per-call steps are made; the steps,
+     * the Landlock plan and the compiled filters are the template's. */
+    bool cloned;
     /* Transparent egress: resolv.conf names the DNS stub, the synthetic range
      * is routed to loopback and the gateway gets a listener on each port. */
     bool transparent;
@@ -108,6 +116,13 @@ int mounts_add_ca(struct ns_plan *plan, const char *ca_pem, struct cordon_err *e
  * upper layer (for the supervisor, who commits it); else -1.
  */
 int mounts_enter_root(const struct ns_plan *plan, int *layer, struct cordon_err *err);
+
+/*
+ * In the child, a clone of a template's tree (its mount namespace copied):
+ * the per-call steps of PLAN, fresh, over their mountpoints, and a /proc of
+ * the child's own PID namespace over the template's.
+ */
+int mounts_enter_clone(const struct ns_plan *plan, struct cordon_err *err);
 
 void mounts_plan_release(struct ns_plan *plan);
 

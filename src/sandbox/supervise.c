@@ -43,6 +43,8 @@ struct loop {
     struct sandbox_result *res;
     int pidfd;
     bool init_done;
+    bool tree_gone;           /* init said every other process of the run is reaped */
+    uint64_t tree_cpu_us, tree_maxrss_kib;
     bool killed;              /* we ended the run */
     bool interrupted;         /* cordon got a signal and passed it on */
     uint64_t grace_deadline;  /* when an interrupted run is killed */
@@ -60,14 +62,22 @@ struct loop {
     unsigned tick_ms;         /* and how long after that */
 };
 
+/* The command and everything it started are gone: what is left is teardown. */
+static bool ended(const struct loop *l)
+{
+    return l->init_done || l->tree_gone;
+}
+
 static void end_run(struct loop *l, enum run_reason reason)
 {
     if (l->killed || l->init_done)
         return;
     l->killed = true;
     l->kill_reason = reason;
-    /* Init is PID 1 of the sandbox: its death takes every process with it. */
-    kill(l->s->init_pid, SIGKILL);
+    /* Init is PID 1 of the sandbox: its death takes every process with it.
+     * Once the tree is gone there is nothing left to end: the reason stands. */
+    if (!l->tree_gone)
+        kill(l->s->init_pid, SIGKILL);
 }
 
 /*
@@ -77,7 +87,7 @@ static void end_run(struct loop *l, enum run_reason reason)
  */
 static void interrupt(struct loop *l, int sig)
 {
-    if (l->init_done)
+    if (ended(l))
         return;
     if (l->interrupted) {
         end_run(l, RUN_KILLED);
@@ -183,6 +193,11 @@ static void read_command_status(struct loop *l)
         l->cmd_status = st.ws;
         l->seen = n == (ssize_t)sizeof st ? st.seen : 0;
         l->have_status = true;
+        if (l->seen & BOUNDARY_TREE_GONE) {
+            l->tree_gone = true;
+            l->tree_cpu_us = st.cpu_us;
+            l->tree_maxrss_kib = st.maxrss_kib;
+        }
     }
     closep(&l->s->status_r);
     l->s->status_r = -1;
@@ -394,6 +409,38 @@ static void finish(struct loop *l, struct rusage *ru)
         res->reason = RUN_CPU_LIMIT;
 }
 
+/* The run is over: its setup error's pipe drained, its stdin closed, its result made. */
+static void conclude(struct loop *l, struct rusage *ru)
+{
+    struct supervision *s = l->s;
+    if (s->err_r >= 0) {
+        fcntl(s->err_r, F_SETFL, O_NONBLOCK);
+        read_setup_error(l);
+    }
+    if (s->in_w >= 0)
+        closep(&s->in_w), s->in_w = -1;
+    finish(l, ru);
+}
+
+/*
+ * Init reported the run's tree gone: finish now, without waiting for init's
+ * own exit (the namespaces' teardown). The output pipes have no writer left
+ * and drain to EOF; a setup error, if any, is in its pipe already.
+ */
+static void tree_gone(struct loop *l, bool tick)
+{
+    /* The counters once more as the tree ends, as on init's exit: a limit
+     * that fired meanwhile (a refused fork) is how the run ended. */
+    if (tick && !l->killed)
+        check_polled_limits(l);
+    struct rusage ru = {
+        .ru_utime = { .tv_sec = (time_t)(l->tree_cpu_us / 1000000u),
+                      .tv_usec = (suseconds_t)(l->tree_cpu_us % 1000000u) },
+        .ru_maxrss = (long)l->tree_maxrss_kib,
+    };
+    conclude(l, &ru);
+}
+
 /* Init is gone (POLLED: its pidfd said so) or may be: reap it and end the run. */
 static void reap_init(struct loop *l, bool polled)
 {
@@ -413,13 +460,7 @@ static void reap_init(struct loop *l, bool polled)
     /* The status arrives before init exits; drain it now. */
     if (s->status_r >= 0)
         read_command_status(l);
-    if (s->err_r >= 0) {
-        fcntl(s->err_r, F_SETFL, O_NONBLOCK);
-        read_setup_error(l);
-    }
-    if (s->in_w >= 0)
-        closep(&s->in_w), s->in_w = -1;
-    finish(l, &ru);
+    conclude(l, &ru);
 }
 
 void supervise(struct supervision *s, struct sandbox_result *res)
@@ -437,7 +478,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     bool tick = s->poll_cpu || s->poll_pids || s->meter || s->poll_tree_cpu;
     l.tick_ms = TICK_MS;
 
-    while (!l.init_done || s->out_r >= 0 || s->errout_r >= 0) {
+    while (!ended(&l) || s->out_r >= 0 || s->errout_r >= 0) {
         struct pollfd p[10];
         int n = 0, i_out = -1, i_err = -1, i_in = -1, i_inw = -1, i_pid = -1, i_sig = -1,
             i_errp = -1, i_stat = -1, i_rep = -1;
@@ -449,7 +490,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             p[i_in = n++] = (struct pollfd){ .fd = s->call->in_fd, .events = POLLIN };
         if (s->in_w >= 0 && l.in_len > l.in_off)
             p[i_inw = n++] = (struct pollfd){ .fd = s->in_w, .events = POLLOUT };
-        if (!l.init_done && l.pidfd >= 0)
+        if (!ended(&l) && l.pidfd >= 0)
             p[i_pid = n++] = (struct pollfd){ .fd = l.pidfd, .events = POLLIN };
         if (s->sig_fd >= 0)
             p[i_sig = n++] = (struct pollfd){ .fd = s->sig_fd, .events = POLLIN };
@@ -462,14 +503,14 @@ void supervise(struct supervision *s, struct sandbox_result *res)
 
         int timeout = -1;
         uint64_t now = monotonic_us();
-        if (deadline && !l.killed && !l.init_done) {
+        if (deadline && !l.killed && !ended(&l)) {
             if (now >= deadline) {
                 end_run(&l, RUN_TIMEOUT);
                 continue;
             }
             timeout = (int)((deadline - now + 999) / 1000);
         }
-        if (l.interrupted && !l.killed && !l.init_done) {
+        if (l.interrupted && !l.killed && !ended(&l)) {
             if (now >= l.grace_deadline) {
                 end_run(&l, RUN_KILLED);
                 continue;
@@ -478,9 +519,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             if (timeout < 0 || timeout > left)
                 timeout = left;
         }
-        if (tick && !l.init_done && (timeout < 0 || timeout > (int)l.tick_ms))
+        if (tick && !ended(&l) && (timeout < 0 || timeout > (int)l.tick_ms))
             timeout = (int)l.tick_ms;
-        if (l.pidfd < 0 && !l.init_done && (timeout < 0 || timeout > TICK_MS))
+        if (l.pidfd < 0 && !ended(&l) && (timeout < 0 || timeout > TICK_MS))
             timeout = TICK_MS; /* no pidfd: poll for init's exit */
 
         int r = poll(p, (nfds_t)n, timeout);
@@ -489,8 +530,11 @@ void supervise(struct supervision *s, struct sandbox_result *res)
 
         if (i_errp >= 0 && p[i_errp].revents)
             read_setup_error(&l);
-        if (i_stat >= 0 && p[i_stat].revents)
+        if (i_stat >= 0 && p[i_stat].revents) {
             read_command_status(&l);
+            if (l.tree_gone && !l.init_done)
+                tree_gone(&l, tick);
+        }
         if (i_rep >= 0 && p[i_rep].revents)
             read_reports(s, res);
         if (i_out >= 0 && p[i_out].revents)
@@ -511,13 +555,13 @@ void supervise(struct supervision *s, struct sandbox_result *res)
         /* The cgroup's counters on each tick and once more as init ends,
          * not on every relayed chunk of output. */
         bool init_event = i_pid >= 0 && p[i_pid].revents;
-        if (tick && !l.init_done && !l.killed &&
+        if (tick && !ended(&l) && !l.killed &&
             (init_event || monotonic_us() >= l.next_check_us)) {
             check_polled_limits(&l);
             l.next_check_us = monotonic_us() + l.tick_ms * 1000;
         }
 
-        if (!l.init_done && (i_pid < 0 || p[i_pid].revents))
+        if (!ended(&l) && (i_pid < 0 || p[i_pid].revents))
             reap_init(&l, i_pid >= 0);
     }
     /* Output past the cap that was already written when the command ended
@@ -527,4 +571,5 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     closep(&l.pidfd);
     closep(&s->tty_w);
     s->tty_w = -1;
+    s->init_reaped = l.init_done;
 }

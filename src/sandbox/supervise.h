@@ -41,6 +41,10 @@ struct supervision {
     struct mem_meter *meter;  /* the memory limit held by polling the level's memory, or NULL */
     bool poll_tree_cpu;       /* the CPU limit held by counting init_pid's tree */
     uint64_t start_us;        /* CLOCK_MONOTONIC */
+    /* Out: supervise() reaped init. False when init said the run's tree was
+     * gone and the result was made without waiting for it: the caller reaps
+     * it (its exit is the namespaces' teardown). */
+    bool init_reaped;
 };
 
 /* Run the loop until the sandbox is gone; fills RES. Closes the fds. */

@@ -101,6 +101,8 @@ OVERLAY_NS = ("workspace.mode: overlay is refused (125): the level has no mount 
               "the run's own to hold an overlayfs over the workspace")
 OVERLAY_ONLY_NS = ("workspace.mode: overlay is built at the namespace level only: gvisor's "
                    "mounts are runsc's and microvm's workspace is a 9p share; refused (125)")
+HOST_VIEW = ("no PID or network namespace: a concurrent call's processes and abstract sockets "
+             "are in the host's view, which the call shares (its connect()s are the keeper's)")
 DAEMON_LEVEL = ("the daemon runs at its own policy's level (namespace); the cold run it is "
                 "compared with runs at the suite's")
 
@@ -186,6 +188,8 @@ EXCEPTIONS = [
     ("process", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", BIND_AT_DEST),
     ("process", "*test_first_hour.py::test_tty_window_size_and_interrupt_are_passed_on[[]*", BIND_AT_DEST),
     ("process", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*", DAEMON_LEVEL),
+    ("process", "*test_pool.py::test_concurrent_pooled_calls_see_nothing_of_each_other[[]*",
+     HOST_VIEW),
     ("process", "*::test_scratch_workspace_is_empty_and_writable[[]*", NO_MOUNTS),
     ("process", "*::test_tmp_is_private_and_capped[[]*", NO_MOUNTS),
     ("process", "*::test_home_and_cwd[[]*", NO_MOUNTS),

@@ -1,0 +1,410 @@
+"""
+The warm pool: each call gets a sandbox no earlier call touched. At every
+level (the daemon runs at the suite's), a call leaves behind everything it
+can (files, processes, IPC, sockets, locks, limits) and the next pooled call
+finds what a fresh sandbox holds, no more. At the namespace level pooled
+sandboxes are clones of one template per policy (doc/pool.md): calls there
+also try to write, remount, unmount, signal and trace what the template
+shares, to leave a mount behind and to see each other, and the pool goes on
+serving. Each test ends with the autouse check that no cgroup or temp entry
+is left.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import Cordon, gvisor_exec_pids, marker, mounts_snapshot, pids_with, wait_until
+from serve_util import Daemon
+
+# Python inside the sandbox, for the calls below. MARK names what a call
+# leaves; KEY (System V) and PORT (TCP) are derived from it.
+PRELUDE = r"""
+import ctypes, errno, fcntl, json, os, resource, socket, subprocess, sys
+MARK = "@MARK@"
+KEY = int(MARK[-6:], 16) | 0x10000000
+PORT = 20000 + int(MARK[-4:], 16) % 20000
+libc = ctypes.CDLL(None, use_errno=True)
+HOME = os.environ.get("HOME", "/tmp/home")
+# Where a run writes, by name. Without a mount namespace (the process level)
+# /tmp and /dev/shm are the host's: only what carries MARK there is a run's.
+DIRS = {"tmp": "/tmp", "TMPDIR": os.environ.get("TMPDIR", "/tmp"), "shm": "/dev/shm",
+        "HOME": HOME, "workspace": os.getcwd()}
+SHARED = {"tmp", "shm"} if DIRS["TMPDIR"] != "/tmp" else set()
+def check(rc):
+    if rc < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return rc
+def errname(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+"""
+
+DIRTY = PRELUDE + r"""
+did = {}
+def attempt(name, fn):
+    did[name] = errname(fn)
+for name, d in DIRS.items():
+    attempt("file " + name, lambda d=d: open(os.path.join(d, MARK), "w").write("x"))
+attempt("sysv shm", lambda: check(libc.shmget(KEY, 4096, 0o1000 | 0o600)))
+attempt("sysv sem", lambda: check(libc.semget(KEY, 1, 0o1000 | 0o600)))
+attempt("sysv msg", lambda: check(libc.msgget(KEY, 0o1000 | 0o600)))
+libc.mq_open.restype = ctypes.c_int
+attempt("mq", lambda: check(libc.mq_open(("/" + MARK).encode(), os.O_CREAT | os.O_RDWR, 0o600, None)))
+socks = []
+def listen(family, addr):
+    s = socket.socket(family)
+    socks.append(s)
+    s.bind(addr)
+    s.listen()
+attempt("abstract socket", lambda: listen(socket.AF_UNIX, "\0" + MARK))
+attempt("tcp listener", lambda: listen(socket.AF_INET, ("127.0.0.1", PORT)))
+held = []
+def lock(path):
+    fd = os.open(path, os.O_RDONLY)
+    held.append(fd)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+attempt("flock own", lambda: lock(os.path.join(HOME, MARK)))
+attempt("flock shared", lambda: lock("/etc/hostname"))
+attempt("background", lambda: subprocess.Popen(["sh", "-c", "sleep 60; : " + MARK],
+                                               start_new_session=True))
+def double_fork():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execvp("sh", ["sh", "-c", "sleep 60; : " + MARK + "-daemon"])
+        os._exit(0)
+    os.wait()
+attempt("double fork", double_fork)
+attempt("rlimit", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+os.umask(0o077)
+attempt("hostname", lambda: check(libc.sethostname(b"dirty", 5)))
+attempt("keyring", lambda: check(libc.syscall(248, b"user", MARK.encode(), b"secret", 6, -4)))
+os.environ["RESIDUE"] = MARK
+print(json.dumps({"did": did, "random": os.urandom(16).hex()}))
+"""
+
+CLEAN = PRELUDE + r"""
+seen = {}
+# HOME is a fresh, empty directory of each run's: what is in it counts, not it.
+def listing(name, d):
+    try:
+        return sorted(e for e in os.listdir(d) if os.path.join(d, e) != HOME and
+                      (name not in SHARED or MARK in e))
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+seen["files"] = {name: listing(name, d) for name, d in DIRS.items()}
+sysv = []
+for kind in ("shm", "sem", "msg"):
+    try:
+        rows = open("/proc/sysvipc/" + kind).read().splitlines()[1:]
+        sysv += [kind for r in rows if r.split() and int(r.split()[0]) == KEY]
+    except OSError:
+        pass
+seen["sysv"] = sysv
+libc.mq_open.restype = ctypes.c_int
+seen["mq"] = errname(lambda: check(libc.mq_open(("/" + MARK).encode(), os.O_RDONLY, 0, None)))
+seen["abstract socket"] = MARK in open("/proc/net/unix").read()
+seen["tcp"] = errname(lambda: socket.create_connection(("127.0.0.1", PORT), timeout=5))
+seen["flock shared"] = errname(lambda: fcntl.flock(os.open("/etc/hostname", os.O_RDONLY),
+                                                   fcntl.LOCK_EX | fcntl.LOCK_NB))
+procs = []
+for p in os.listdir("/proc"):
+    if p.isdigit() and int(p) != os.getpid():
+        try:
+            if MARK.encode() in open("/proc/%s/cmdline" % p, "rb").read():
+                procs.append(p)
+        except OSError:
+            pass
+seen["processes"] = procs
+seen["rlimit"] = list(resource.getrlimit(resource.RLIMIT_NOFILE))
+seen["umask"] = os.umask(0o022)
+seen["hostname"] = socket.gethostname()
+seen["env"] = sorted(os.environ)
+seen["residue env"] = os.environ.get("RESIDUE")
+print(json.dumps({"seen": seen, "random": os.urandom(16).hex()}))
+"""
+
+
+def level_opts(cordon):
+    """The daemon at the test's level (its policy's level is namespace otherwise)."""
+    opts = ["--level", cordon.level]
+    if cordon.level == "microvm":
+        opts += ["--accel", os.environ.get("CORDON_TEST_ACCEL", "tcg")]
+    return opts
+
+
+@pytest.fixture
+def pool(cordon):
+    made = []
+
+    def make(n=1):
+        d = Daemon(cordon, *level_opts(cordon), "--pool", str(n), "--max-running", str(n))
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        if d.proc.poll() is None:
+            d.stop()
+
+
+def run_code(c, code, **params):
+    r = c.result("run", {"code": code, "language": "python", **params})
+    assert r["exit_code"] == 0, r
+    return json.loads(r["stdout"]), r
+
+
+def host_sysv(key):
+    """System V objects with KEY in the host's IPC namespace."""
+    found = []
+    for kind in ("shm", "sem", "msg"):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            found += [kind for r in f.read().splitlines()[1:] if r.split() and int(r.split()[0]) == key]
+    return found
+
+
+def host_mq(name):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mq_open.restype = ctypes.c_int
+    fd = libc.mq_open(name.encode(), os.O_RDONLY, 0, None)
+    if fd >= 0:
+        os.close(fd)
+        return True
+    return False
+
+
+def test_a_pooled_call_finds_nothing_of_the_one_before(pool, cordon):
+    """Files in /tmp, /dev/shm, HOME and the workspace; a background and a
+    double-forked process; System V objects and a POSIX queue; an abstract
+    and a TCP listener; a lock held on a file every call reads; rlimits,
+    umask, environment; the hostname and the keyrings it tries: the next
+    pooled call sees what a cold run sees, and new random bytes."""
+    mark = marker()
+    dirty, clean = DIRTY.replace("@MARK@", mark), CLEAN.replace("@MARK@", mark)
+    d = pool()
+    c = d.connect()
+    cold = cordon.run(["python3", "-"], input=clean.encode(), bind_probe=False)
+    assert cold.status == 0, cold
+    fresh = json.loads(cold.out)["seen"]
+    assert d.pool_ready(1)
+    first, r0 = run_code(c, clean)
+    assert r0["pooled"], r0
+    assert first["seen"] == fresh, (first["seen"], fresh)
+    assert d.pool_ready(1)
+    left, r1 = run_code(c, dirty)
+    assert r1["pooled"], r1
+    # It did leave what its level lets a run make (a level refuses some: each refusal is one
+    # less thing to leave, and the clean call below looks for all of it alike).
+    assert left["did"]["file shm"] == "ok" or cordon.level == "process", left
+    assert left["did"]["background"] == "ok" and left["did"]["double fork"] == "ok", left
+    assert d.pool_ready(1)
+    after, r2 = run_code(c, clean)
+    assert r2["pooled"], r2
+    assert after["seen"] == fresh, (after["seen"], fresh)
+    assert after["random"] != left["random"] != first["random"]
+    # Nor on the host: the processes died with their sandbox, the IPC with its namespace.
+    assert wait_until(lambda: not pids_with(mark), 10), pids_with(mark)
+    key = int(mark[-6:], 16) | 0x10000000
+    assert host_sysv(key) == [] and not host_mq("/" + mark)
+    c.close()
+
+
+def test_concurrent_pooled_calls_see_nothing_of_each_other(pool, cordon):
+    """One call holds everything it made (it is still running) while another
+    runs beside it: the other sees none of it."""
+    mark = marker()
+    holder = DIRTY.replace("@MARK@", mark).replace(
+        'print(json.dumps({"did"', 'sys.stdout.write("ready\\n"); sys.stdout.flush()\n'
+        'import time; time.sleep(60)\nprint(json.dumps({"did"')
+    clean = CLEAN.replace("@MARK@", mark)
+    d = pool(2)
+    fresh = json.loads(cordon.run(["python3", "-"], input=clean.encode(), bind_probe=False).out)["seen"]
+    a, b = d.connect(), d.connect()
+    assert d.pool_ready(2)
+    a.send("run", {"code": holder, "language": "python", "stream": True})
+    # Its first output is its word that everything is made and held.
+    note = a.line()
+    assert note.get("method") == "run.output" and "ready" in json.dumps(note), note
+    beside, r = run_code(b, clean)
+    assert r["pooled"], r
+    # A lock on a file both calls read (a file of the template's, or of the
+    # host's /usr) is seen while its holder lives, as it always was: locks
+    # are advisory and die with the holder (doc/pool.md); the call before
+    # in the test above finds it free.
+    del beside["seen"]["flock shared"], fresh["flock shared"]
+    assert beside["seen"] == fresh, (beside["seen"], fresh)
+    # A client that goes away stops its runs.
+    a.close()
+    b.close()
+    assert wait_until(lambda: not pids_with(mark), 20), pids_with(mark)
+
+
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_killed_supervisor_leaves_nothing_and_the_pool_goes_on(pool, cordon):
+    """SIGKILL the supervisor of a running pooled call (the daemon's child
+    above its sandbox): the call is answered as killed, nothing of its
+    sandbox is left, its cgroup goes back to the pool or away, and the next
+    calls are served from the pool."""
+    mark = marker()
+    d = pool(2)
+    c = d.connect()
+    assert d.pool_ready(2)
+    c.send("run", {"argv": ["sh", "-c", f"echo up; sleep 60; : {mark}"], "stream": True})
+    note = c.line()
+    assert note.get("method") == "run.output", note
+    # At gvisor the sleeper is gVisor's: the host process is the runsc exec running it.
+    def call_pids():
+        return pids_with(mark) or gvisor_exec_pids(mark)
+    procs = wait_until(call_pids, 15)
+    assert procs, "the call's sleeper is not running"
+    sup = procs[0]
+    while parent_of(sup) != d.proc.pid:
+        sup = parent_of(sup)
+    os.kill(sup, 9)
+    ans = c.answer(1)
+    assert ans.get("result", {}).get("reason") == "killed" or "error" in ans, ans
+    assert wait_until(lambda: not call_pids(), 20), call_pids()
+    for _ in range(3):
+        assert d.pool_ready(1)
+        r = c.result("run", {"argv": ["true"]})
+        assert r["pooled"] and r["exit_code"] == 0, r
+    c.close()
+
+
+# --- the template (namespace level) ---------------------------------------------
+
+@pytest.fixture
+def ns_cordon(identity, bins, hosttmp):
+    """The level whose pool clones a template, as root and as an ordinary user."""
+    return Cordon(identity, bins, hosttmp, "namespace")
+
+
+@pytest.fixture
+def ns_pool(ns_cordon):
+    made = []
+
+    def make(n=1):
+        d = Daemon(ns_cordon, "--level", "namespace", "--pool", str(n), "--max-running", str(n))
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        if d.proc.poll() is None:
+            d.stop()
+
+
+# Each is tried against what a template shares; the value is the errno name.
+ATTACK = r"""
+import ctypes, errno, json, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+def errname(rc_or_fn):
+    try:
+        rc = rc_or_fn() if callable(rc_or_fn) else rc_or_fn
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    if isinstance(rc, int) and rc < 0:
+        return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+    return "ok"
+MS_REMOUNT, MS_BIND, MS_RDONLY, MNT_DETACH = 32, 4096, 1, 2
+out = {}
+for path in ("/MARK", "/etc/MARK", "/dev/MARK", "/usr/MARK", "/proc/MARK"):
+    out["create " + path] = errname(lambda p=path: os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
+out["write /etc/passwd"] = errname(lambda: os.open("/etc/passwd", os.O_WRONLY))
+out["mkdir /etc/x"] = errname(lambda: os.mkdir("/etc/MARK"))
+out["remount / rw"] = errname(lambda: libc.mount(None, b"/", None, MS_REMOUNT | MS_BIND, None))
+out["remount /etc/ssl rw"] = errname(lambda: libc.mount(None, b"/etc/ssl", None,
+                                                        MS_REMOUNT | MS_BIND, None))
+out["unmount /proc"] = errname(lambda: libc.umount2(b"/proc", MNT_DETACH))
+out["unmount /tmp"] = errname(lambda: libc.umount2(b"/tmp", MNT_DETACH))
+out["mount over /etc"] = errname(lambda: libc.mount(b"tmpfs", b"/etc", b"tmpfs", 0, None))
+out["ptrace init"] = errname(lambda: libc.ptrace(16, 1, None, None))  # PTRACE_ATTACH
+out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+out["mounts"] = sorted(" ".join(l.split()[4:5] + l.split(" - ")[1].split()[:1])
+                       for l in open("/proc/self/mountinfo"))
+print(json.dumps(out))
+"""
+
+
+def test_a_call_cannot_write_remount_or_unmount_the_template(ns_pool, ns_cordon):
+    """The template's root and everything bound in it are read-only to a call,
+    which cannot remount, unmount or mount over any of it (the copy each call
+    gets is locked: its user namespace is a child of the template's), and a
+    pooled call after it sees exactly the mount table the first one saw."""
+    mark = marker()
+    attack = ATTACK.replace("MARK", mark)
+    d = ns_pool()
+    c = d.connect()
+    assert d.pool_ready(1)
+    first, r = run_code(c, attack)
+    assert r["pooled"], r
+    for k in ("create /" + mark, "create /etc/" + mark, "create /dev/" + mark,
+              "create /usr/" + mark, "write /etc/passwd", "mkdir /etc/x"):
+        assert first[k] in ("EROFS", "EACCES", "EPERM"), (k, first)
+    assert first["create /proc/" + mark] == "ENOENT", first  # procfs makes no files
+    for k in ("remount / rw", "remount /etc/ssl rw", "unmount /proc", "unmount /tmp",
+              "mount over /etc", "ptrace init"):
+        assert first[k] == "EPERM", (k, first)
+    # Its own PID namespace: init and itself, nothing of the template or the daemon.
+    assert first["pids"] == [1, 2], first
+    assert d.pool_ready(1)
+    second, r = run_code(c, attack)
+    assert r["pooled"], r
+    assert second["mounts"] == first["mounts"] and second["pids"] == [1, 2], (first, second)
+    c.close()
+    assert not pids_with(mark)
+
+
+def test_a_call_that_kills_all_it_can_leaves_the_pool_serving(ns_pool, ns_cordon):
+    """kill(-1, SIGKILL) inside a pooled call reaches its own processes only:
+    no template process exists to reach, the other prepared sandbox and the
+    daemon are in other PID namespaces, and the next calls are served from
+    the pool with no failed preparation."""
+    d = ns_pool(2)
+    c = d.connect()
+    assert d.pool_ready(2)
+    before = c.result("stats")["pool"]["failures"]
+    # kill(-1) spares its caller: the shell goes on, its sleeper does not.
+    r = c.result("run", {"argv": ["sh", "-c", "sleep 30 & kill -9 -1; wait $!; echo $?"]})
+    assert r["pooled"] and r["stdout"] == "137\n", r
+    for _ in range(3):
+        assert d.pool_ready(1)
+        r = c.result("run", {"argv": ["sh", "-c", "ls /proc | grep -c '^[0-9]'"]})
+        assert r["pooled"] and r["exit_code"] == 0, r
+    st = c.result("stats")
+    assert st["pool"]["failures"] == before and d.proc.poll() is None, st
+    c.close()
+
+
+def test_the_template_leaves_no_process_and_no_mount_on_the_host(ns_cordon):
+    """A template is namespaces pinned by the daemon's descriptors: its
+    builder is gone once they are, no mount of it is on the host, and
+    nothing of it outlives the daemon."""
+    before = mounts_snapshot()
+    d = Daemon(ns_cordon, "--level", "namespace", "--pool", "2")
+    try:
+        assert d.pool_ready(2)
+        assert not pids_with("cordon-template")
+        assert mounts_snapshot() == before
+        c = d.connect()
+        r = c.result("run", {"argv": ["true"]})
+        assert r["pooled"] and r["exit_code"] == 0, r
+        c.close()
+    finally:
+        code, err = d.stop()
+    assert code == 0, err
+    assert mounts_snapshot() == before
+    assert not pids_with("cordon-template")
