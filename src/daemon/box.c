@@ -70,6 +70,8 @@ struct box {
 
 int box_install_agent(struct daemon *d, struct cordon_err *err)
 {
+    if (d->agent_path)
+        return 0;
     if (asprintf(&d->agent_path, "%s/" AGENT_NAME, d->cfg.state_dir) < 0)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     /* A killed daemon's copy may still run in a sandbox: a new file, not a rewrite. */
@@ -78,9 +80,12 @@ int box_install_agent(struct daemon *d, struct cordon_err *err)
                                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0555);
     struct stat st;
     if (fd < 0 || !write_all(fd, cordon_live_agent_start, cordon_live_agent_size) ||
-        fchmod(fd, 0555) < 0 || fstat(fd, &st) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot write the live agent to '%s'",
-                       d->agent_path);
+        fchmod(fd, 0555) < 0 || fstat(fd, &st) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot write the live agent to '%s'", d->agent_path);
+        free(d->agent_path);
+        d->agent_path = NULL;
+        return -1;
+    }
     d->agent_dev = st.st_dev;
     d->agent_ino = st.st_ino;
     return 0;
@@ -88,7 +93,7 @@ int box_install_agent(struct daemon *d, struct cordon_err *err)
 
 void box_remove_agent(struct daemon *d)
 {
-    if (d->agent_path && d->state_fd >= 0)
+    if (d->state_fd >= 0)
         unlinkat(d->state_fd, AGENT_NAME, 0);
     free(d->agent_path);
     d->agent_path = NULL;
@@ -369,13 +374,18 @@ static void box_free(struct box *b)
     daemon_maybe_finish(d);
 }
 
-/* Why the run ended, from its result, for the processes it took along. */
+/* Why the run ended, from its result, for the processes it took along (and its error, if
+ * it had one, as their detail when the sandbox said nothing on stderr). */
 static const char *end_reason(struct box *b)
 {
     size_t len = evbuffer_get_length(b->result);
     json_auto_t *res = len ? json_loadb((const char *)evbuffer_pullup(b->result, -1), len, 0,
                                         NULL) : NULL;
     const char *reason = json_string_value(json_object_get(res, "reason"));
+    const char *error = json_string_value(json_object_get(res, "error"));
+    if (error && !b->errlen)
+        b->errlen = (size_t)snprintf(b->errtail, sizeof b->errtail, "%s", error) %
+                    sizeof b->errtail;
     static const char *const known[] = { "timeout", "oom", "pids_limit", "output_limit",
                                          "cpu_limit", "file_size_limit", "killed" };
     for (size_t i = 0; reason && i < sizeof known / sizeof known[0]; i++)
@@ -503,24 +513,26 @@ static void box_fail(struct box *b, const char *why)
 static int derive(struct box *b, const struct box_spec *spec, struct cordon_err *err)
 {
     const struct policy *base = spec->base;
+    const struct sandbox_backend *be = sandbox_backend_choose(base, NULL, err);
+    if (!be)
+        return -1;
+    b->level = be->level;
     policy_derive(base, &b->pol);
     b->binds = calloc(base->n_binds + 1, sizeof *b->binds);
     if (!b->binds)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     if (base->n_binds)
         memcpy(b->binds, base->binds, base->n_binds * sizeof *b->binds);
-    b->binds[base->n_binds] = (struct policy_bind){ .source = b->d->agent_path,
-                                                    .dest = (char *)AGENT_DEST };
+    /* A level without mounts sees it where it is. */
+    b->binds[base->n_binds] = (struct policy_bind){
+        .source = b->d->agent_path,
+        .dest = b->level == CORDON_LEVEL_PROCESS ? b->d->agent_path : (char *)AGENT_DEST };
     b->pol.binds = b->binds;
     b->pol.n_binds = base->n_binds + 1;
     if (spec->live) {
         b->pol.limits.wall_ms = 0;
         b->pol.limits.output = 0;
     }
-    const struct sandbox_backend *be = sandbox_backend_choose(&b->pol, NULL, err);
-    if (!be)
-        return -1;
-    b->level = be->level;
     return 0;
 }
 
@@ -576,7 +588,7 @@ struct box *box_new(struct daemon *d, const struct box_spec *spec, struct cordon
         d->n_boxes++;
     if (!b->rx || !b->tx || !b->held || !b->result) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
-    } else if (derive(b, spec, err) == 0 && box_start(b, err) == 0) {
+    } else if (box_install_agent(d, err) == 0 && derive(b, spec, err) == 0 && box_start(b, err) == 0) {
         return b;
     }
     if (b->h.pid > 0) {

@@ -1074,8 +1074,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
     if (d.state_fd < 0)
         goto out;
     recover_workspace(cfg->policy);
-    if (box_install_agent(&d, err) < 0)
-        goto out;
+    box_remove_agent(&d);
     d.listen_fd = listen_on(cfg->socket_path, err);
     if (d.listen_fd < 0)
         goto out;

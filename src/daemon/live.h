@@ -44,8 +44,9 @@ struct box_cmd {
     bool shell;
 };
 
-/* The box's agent, written to the state directory at start (0555). */
+/* The boxes' agent, written to the state directory at the first box (0555). */
 int box_install_agent(struct daemon *d, struct cordon_err *err);
+/* Removed (a killed daemon's too, at start). */
 void box_remove_agent(struct daemon *d);
 
 /* A box under SPEC, its sandbox starting now. NULL with ERR. */

@@ -771,6 +771,8 @@ static json_t *process_json(const struct lproc *p)
                           (double)(daemon_now_us() - p->started_us) / 1e6);
     if (j && p->state == LPROC_EXITED)
         lproc_end_json(p, j);
+    else if (j)
+        json_object_set_new(j, "output_bytes", json_integer((json_int_t)p->out_bytes));
     return j;
 }
 

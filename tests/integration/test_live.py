@@ -1,0 +1,340 @@
+"""
+Processes over the daemon's API and live sessions (issue 26): a real daemon,
+real sandboxes with cordon-live-agent inside, real terminals. Each process
+is driven as an agent would drive a terminal (a REPL, stty, ^C, a server left
+running); the hostile side tries another uid's process ids, a terminal that
+floods, stdin after the end, and a client that never reads. Every test ends
+with the autouse check that no cgroup or temp entry of its runs is left.
+"""
+
+import base64
+import collections
+import json
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from conftest import NOBODY, marker, pids_with, wait_until
+from serve_util import Daemon, Rpc, connect_as
+
+OTHER = 65533  # a second ordinary uid: setpriv needs no passwd entry
+
+
+@pytest.fixture
+def daemon(cordon):
+    made = []
+
+    def make(*opts, **kw):
+        d = Daemon(cordon, *opts, **kw)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        if d.proc.poll() is None:
+            d.stop(signal.SIGTERM)
+
+
+class Procs:
+    """process.* on one connection, its notifications filed per process."""
+
+    def __init__(self, rpc):
+        self.c = rpc
+        self.out = collections.defaultdict(bytes)  # both streams, as they came
+        self.err = collections.defaultdict(bytes)  # stderr alone
+        self.exits = {}
+
+    def _file(self):
+        for n in self.c.notes:
+            p = n["params"]
+            if n["method"] == "process.output":
+                data = p.get("data")
+                data = data.encode() if data is not None else base64.b64decode(p["data_base64"])
+                self.out[p["process_id"]] += data
+                if p["stream"] == "stderr":
+                    self.err[p["process_id"]] += data
+            elif n["method"] == "process.exit":
+                self.exits[p["process_id"]] = p
+        self.c.notes.clear()
+
+    def pump(self, until, timeout=60):
+        end = time.monotonic() + timeout
+        self._file()
+        while not until():
+            if time.monotonic() > end:
+                return False
+            self.c.sock.settimeout(max(0.05, min(1.0, end - time.monotonic())))
+            try:
+                msg = self.c.line()
+            except (socket.timeout, TimeoutError):
+                continue
+            finally:
+                self.c.sock.settimeout(60)
+            assert "method" in msg, msg
+            self.c.notes.append(msg)
+            self._file()
+        return True
+
+    def start(self, **params):
+        r = self.c.result("process.start", params)
+        return r["process_id"]
+
+    def write(self, pid, data=None, eof=False):
+        params = {"process_id": pid, "eof": eof}
+        if data is not None:
+            params["data"] = data
+        return self.c.result("process.write_stdin", params)
+
+    def read_until(self, pid, text, timeout=60):
+        ok = self.pump(lambda: text.encode() in self.out[pid] or pid in self.exits, timeout)
+        assert ok and text.encode() in self.out[pid], (text, self.out[pid][-2000:],
+                                                       self.exits.get(pid))
+
+    def wait_exit(self, pid, timeout=60):
+        assert self.pump(lambda: pid in self.exits, timeout), (pid, self.out[pid][-2000:])
+        return self.exits[pid]
+
+
+def test_terminal_repl_resize_and_interrupt(daemon):
+    """A Python REPL on a terminal answers 2+2, stty sees a resize, ^C (SIGINT
+    to the process group) interrupts a sleep, and EOF ends the REPL."""
+    d = daemon("--pool", "0")
+    p = Procs(d.connect())
+    repl = p.start(argv=["python3", "-q", "-i"], pty={"cols": 80, "rows": 24})
+    p.write(repl, "2+2\n")
+    # The next prompt first: readline reads ^D as EOF once the terminal is its own again.
+    p.read_until(repl, "\n4\r\n>>> ")
+    p.write(repl, eof=True)
+    end = p.wait_exit(repl)
+    assert (end["exit_code"], end["reason"]) == (0, "exited"), end
+
+    sh = p.start(argv=["sh"], pty=True)
+    p.write(sh, "tty; stty size\n")
+    p.read_until(sh, "24 80")
+    assert b"/dev/pts/" in p.out[sh], p.out[sh]
+    assert p.c.result("process.resize", {"process_id": sh, "cols": 132, "rows": 50})["ok"]
+    p.write(sh, "stty size\n")
+    p.read_until(sh, "50 132")
+    # ^C reaches the foreground job through the terminal's own line discipline too.
+    # (An interactive shell drops the rest of a line ^C interrupted: the status is asked after.)
+    p.write(sh, "sleep 600\n")
+    time.sleep(0.5)
+    p.write(sh, "\x03")
+    p.write(sh, "echo status=$?\n")
+    p.read_until(sh, "status=130")
+    p.write(sh, "exit 3\n")
+    assert p.wait_exit(sh)["exit_code"] == 3
+
+    sleeper = p.start(argv=["sleep", "600"])
+    assert p.c.result("process.signal", {"process_id": sleeper, "signal": "INT"})["ok"]
+    end = p.wait_exit(sleeper)
+    assert (end["exit_code"], end["signal"], end["reason"]) == (None, 2, "exited"), end
+
+
+def test_pipes_stdin_eof_and_errors_after_the_end(daemon):
+    d = daemon("--pool", "0")
+    p = Procs(d.connect())
+    cat = p.start(argv=["sh", "-c", "cat; echo done >&2"])
+    p.write(cat, "one\n")
+    p.read_until(cat, "one\n")
+    p.write(cat, "two\n", eof=True)
+    end = p.wait_exit(cat)
+    assert p.err[cat] == b"done\n" and end["exit_code"] == 0, (p.out[cat], end)
+    assert p.out[cat].replace(b"done\n", b"") == b"one\ntwo\n", p.out[cat]
+    # Its stdin closed, then the process gone: each write is refused, and says why.
+    ans = p.c.call("process.write_stdin", {"process_id": cat, "data": "late\n"})
+    assert ans["error"] == {"code": -32602, "message":
+                            f'process.write_stdin: process "{cat}" has exited'}, ans
+    for method, extra in [("signal", {"signal": "TERM"}), ("resize", {"cols": 10, "rows": 10})]:
+        ans = p.c.call(f"process.{method}", {"process_id": cat, **extra})
+        assert ans["error"]["message"] == f'process.{method}: process "{cat}" has exited', ans
+    waited = p.c.result("process.wait", {"process_id": cat})
+    assert (waited["exit_code"], waited["reason"]) == (0, "exited"), waited
+
+    held = p.start(argv=["sleep", "600"])
+    p.write(held, eof=True)
+    ans = p.c.call("process.write_stdin", {"process_id": held, "data": "x"})
+    assert ans["error"]["message"] == \
+        f'process.write_stdin: the stdin of process "{held}" is closed', ans
+    ans = p.c.call("process.resize", {"process_id": held, "cols": 10, "rows": 10})
+    assert ans["error"]["message"] == f'process.resize: process "{held}" has no terminal', ans
+    p.c.result("process.signal", {"process_id": held, "signal": "KILL"})
+    assert p.wait_exit(held)["signal"] == 9
+
+    missing = p.start(argv=["no-such-command-here"])
+    end = p.wait_exit(missing)
+    assert (end["exit_code"], end["reason"]) == (127, "start_failed"), end
+    assert "no-such-command-here" in end["error"], end
+
+
+def test_reattach_after_disconnect(daemon):
+    """A client leaves; the process goes on; another connection attaches by
+    id, gets what was said meanwhile (bounded replay) and what follows."""
+    d = daemon("--pool", "0")
+    first = Procs(d.connect())
+    pid = first.start(argv=["sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo line$i; "
+                                        "i=$((i+1)); sleep 0.02; done"])
+    first.read_until(pid, "line3\n")
+    first.c.close()
+    time.sleep(0.5)
+    second = Procs(d.connect())
+    got = second.c.result("process.attach", {"process_id": pid})
+    assert got["state"] == "running", got
+    assert got["replay_stdout"].startswith("line0\nline1\n"), got["replay_stdout"][:100]
+    seen = int(got["replay_stdout"].strip().split("\n")[-1][4:])
+    second.read_until(pid, f"line{seen + 5}\n")
+    second.c.result("process.signal", {"process_id": pid, "signal": "TERM"})
+    assert second.wait_exit(pid)["signal"] == 15
+
+
+def test_live_session_keeps_cwd_env_tmp_and_background(daemon, cordon):
+    """One sandbox for the session: cd and exports carry to the next exec,
+    /tmp and a background loop stay; pause stops the loop's ticks, resume
+    restarts them (counted, never timed); destroy leaves nothing."""
+    audit = cordon.hostdir() / "audit.jsonl"
+    d = daemon("--pool", "0", "--audit", audit)
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    assert c.result("session.list")["sessions"][0]["live"] is True
+
+    def sh(code):
+        r = c.result("session.exec", {"session_id": sid, "code": code, "language": "sh"})
+        assert r["exit_code"] == 0, r
+        return r["stdout"]
+
+    sh("mkdir -p sub && cd sub && export GREETING=hello && echo kept > /tmp/note-$$ && "
+       "echo $$ > ../shell.pid")
+    pid = c.result("session.read_file", {"session_id": sid, "path": "shell.pid"})["content"]
+    assert sh("pwd; echo $GREETING").endswith("/sub\nhello\n")
+    r = c.result("session.exec", {"session_id": sid, "argv": ["sh", "-c", "echo $GREETING"]})
+    assert r["stdout"] == "hello\n", r
+    if cordon.level != "process":  # the process level's /tmp is the host's
+        assert sh(f"cat /tmp/note-{pid.strip()}") == "kept\n"
+    sh("cd /workspace; (i=0; while :; do i=$((i+1)); [ $((i % 2000)) = 0 ] && echo $i > t.new "
+       "&& mv t.new ticks; done) >/dev/null 2>&1 &")
+
+    def ticks():
+        got = c.call("session.read_file", {"session_id": sid, "path": "ticks"})
+        return int(got["result"]["content"]) if "result" in got else 0
+
+    first = ticks()
+    assert wait_until(lambda: ticks() > first, 60), "the background loop does not run"
+    ans = c.call("session.pause", {"session_id": sid})
+    if cordon.root:
+        assert ans["result"] == {"session_id": sid, "paused": True}, ans
+        assert c.result("session.list")["sessions"][0]["state"] == "paused"
+        frozen = ticks()
+        time.sleep(1.0)
+        assert ticks() == frozen, "ticks went on while paused"
+        refused = c.call("session.exec", {"session_id": sid, "argv": ["true"]})
+        assert "is paused" in refused["error"]["message"], refused
+        assert c.result("session.resume", {"session_id": sid})["paused"] is False
+        assert wait_until(lambda: ticks() > frozen, 60), "ticks did not come back"
+    else:
+        # No cgroup of the run's own for an ordinary user here: refused, and says why.
+        assert ans["error"]["code"] == -32000 and "freezer" in ans["error"]["message"], ans
+        assert sh("echo still") == "still\n"
+    assert c.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+    state = d.path.parent / (d.path.name + ".d")
+    assert wait_until(lambda: not [e for e in os.listdir(state) if len(e) == 32], 30)
+    d.stop()
+    events = [json.loads(l) for l in audit.read_text().splitlines()]
+    types = [e["type"] for e in events]
+    assert types.count("process.start") >= 4 and types.count("process.end") >= 4, types
+    assert types.count("run.start") == types.count("run.end") == 1, types
+    if cordon.root:
+        assert "session.pause" in types and "session.resume" in types, types
+    starts = [e for e in events if e["type"] == "process.start"]
+    assert all(e["session"] == sid and e["live"] for e in starts), starts
+
+
+def test_processes_belong_to_their_starter(cordon):
+    """root, nobody and 65533 each run a process: every other uid hears of
+    it exactly what it hears of an id that never was, and cannot touch it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as three uids")
+    d = Daemon(cordon, "--pool", "0", "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
+    try:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.path, 0o666)
+        uids = (0, NOBODY, OTHER)
+        conn = {u: Procs(connect_as(d.path, u)) for u in uids}
+        mine = {}
+        for u, p in conn.items():
+            mine[u] = p.start(argv=["sh", "-c", "read x; echo got:$x"], pty=True)
+        never = "0" * 32
+        for attacker in uids:
+            c = conn[attacker].c
+            for victim in (v for v in uids if v != attacker):
+                for pid in (mine[victim], never):
+                    for method, extra in [("write_stdin", {"data": "pwned\n"}),
+                                          ("signal", {"signal": "KILL"}),
+                                          ("resize", {"cols": 9, "rows": 9}),
+                                          ("attach", {}), ("wait", {})]:
+                        ans = c.call(f"process.{method}", {"process_id": pid, **extra})
+                        assert ans.get("error") == {"code": -32602, "message":
+                                                    f'process.{method}: no process "{pid}"'}, \
+                            (attacker, method, ans)
+            listed = c.result("process.list")["processes"]
+            assert [x["process_id"] for x in listed] == [mine[attacker]], listed
+        for u, p in conn.items():
+            p.write(mine[u], f"{u}\n")
+            p.read_until(mine[u], f"got:{u}")
+            assert b"pwned" not in p.out[mine[u]]
+            assert p.wait_exit(mine[u])["exit_code"] == 0
+    finally:
+        d.stop()
+
+
+def test_a_terminal_that_floods_is_cut_at_the_output_limit(daemon):
+    """In a sandbox of its own (the run's limit) and in a live session (the
+    process's, counted by the daemon): cut at the limit, the rest never sent,
+    and the session goes on."""
+    d = daemon("--pool", "0", "--output", "1M")
+    p = Procs(d.connect())
+    flood = p.start(argv=["yes", "flood"], pty=True)
+    end = p.wait_exit(flood, timeout=120)
+    assert end["reason"] == "output_limit", end
+    assert (1 << 19) < len(p.out[flood]) <= 1 << 20, len(p.out[flood])
+    sid = p.c.result("session.create", {"live": True})["session_id"]
+    flood = p.start(argv=["yes", "flood"], pty=True, session_id=sid)
+    end = p.wait_exit(flood, timeout=120)
+    assert (end["reason"], end["signal"]) == ("output_limit", 9), end
+    assert (1 << 19) < len(p.out[flood]) <= 1 << 20, len(p.out[flood])
+    r = p.c.result("session.exec", {"session_id": sid, "argv": ["echo", "after"]})
+    assert r["stdout"] == "after\n", r
+
+
+def test_a_client_that_never_reads_holds_the_process_back(daemon):
+    """The process blocks on its own pipe: its output stops growing, bounded
+    (window and queue), long before the output limit."""
+    d = daemon("--pool", "0", "--output", "unlimited")
+    mark = marker()
+    mute = socket.socket(socket.AF_UNIX)
+    mute.connect(str(d.path))
+    mute.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "process.start", "params": {
+        "argv": ["sh", "-c", f"exec yes {mark}"]}}).encode() + b"\n")
+    watcher = d.connect()
+
+    def written():
+        listed = watcher.result("process.list")["processes"]
+        return listed[0]["output_bytes"] if listed else -1
+
+    samples = []
+
+    def settled():
+        samples.append(written())
+        time.sleep(0.5)
+        return len(samples) > 2 and samples[-1] == samples[-2] == samples[-3] > 0
+
+    assert wait_until(settled, 60), samples
+    assert samples[-1] < 16 << 20, samples
+    pid = watcher.result("process.list")["processes"][0]["process_id"]
+    assert watcher.result("process.list")["processes"][0]["state"] == "running"
+    mute.close()
+    ans = watcher.call("process.signal", {"process_id": pid, "signal": "KILL"})
+    assert ans.get("result") == {"ok": True} or "has exited" in ans["error"]["message"], ans
+    assert wait_until(lambda: not pids_with(mark), 30)
