@@ -12,6 +12,7 @@
 #include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/json.h"
 #include "common/syscalls.h"
 #include "core/handle.h"
 #include "sandbox/backend.h"
@@ -147,7 +148,7 @@ static pid_t find_agent(const struct box *b)
     pid_t frontier[64] = { b->h.pid };
     size_t nf = 1;
     for (int depth = 0; depth < 8 && nf; depth++) {
-        pid_t next[64];
+        pid_t next[64] = { 0 };
         size_t nn = 0;
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < nf; j++)
@@ -379,8 +380,8 @@ static void box_free(struct box *b)
 static const char *end_reason(struct box *b)
 {
     size_t len = evbuffer_get_length(b->result);
-    json_auto_t *res = len ? json_loadb((const char *)evbuffer_pullup(b->result, -1), len, 0,
-                                        NULL) : NULL;
+    json_auto_t *res = len ? json_parse_strict((const char *)evbuffer_pullup(b->result, -1),
+                                               len, 0, NULL) : NULL;
     const char *reason = json_string_value(json_object_get(res, "reason"));
     const char *error = json_string_value(json_object_get(res, "error"));
     if (error && !b->errlen)

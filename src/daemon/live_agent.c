@@ -96,6 +96,8 @@ static _Noreturn void die(const char *what)
 
 static void buf_add(struct buf *b, const void *data, size_t len)
 {
+    if (!len)
+        return;
     if (b->len + len > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + len)

@@ -90,6 +90,8 @@ static void collect(struct daemon *d)
         for (struct lproc *p = d->lprocs; p; p = p->next)
             if (p->state == LPROC_EXITED && (!oldest || p->ended_us < oldest->ended_us))
                 oldest = p;
+        if (!oldest)
+            break;
         lproc_free(oldest);
         ended--;
     }
