@@ -823,6 +823,11 @@ static bool uid_listed(const uid_t *list, size_t n, uid_t uid)
     return false;
 }
 
+bool daemon_is_admin(const struct daemon *d, uid_t uid)
+{
+    return uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, uid);
+}
+
 /* May the peer on FD use the daemon? Its uid in *UID. */
 static bool peer_allowed(const struct daemon *d, int fd, uid_t *uid)
 {

@@ -126,6 +126,9 @@ int daemon_parse_env(const json_t *env, char ***out, char *why, size_t len);
 int daemon_check_call_options(const struct policy *p, uint64_t wall_ms, char *const *envp,
                               struct cordon_err *err);
 
+/* Is UID an --admin-uid? */
+bool daemon_is_admin(const struct daemon *d, uid_t uid);
+
 /* Send MSG (taken) to C, unless it is gone. */
 void daemon_reply(struct client *c, json_t *msg);
 

@@ -226,8 +226,9 @@ static void pause_resume(struct client *c, const json_t *id, struct session *ses
 void live_session_method(struct client *c, const char *method, const json_t *id,
                          const json_t *params, struct session *ses)
 {
-    if (strcmp(method, "pause") == 0 || strcmp(method, "resume") == 0)
+    if (strcmp(method, "pause") == 0 || strcmp(method, "resume") == 0) {
         pause_resume(c, id, ses, method[0] == 'p');
-    else
-        expose_method(c, id, params, ses);
+        return;
+    }
+    expose_method(c, id, params, ses, strcmp(method, "unexpose") == 0);
 }

@@ -338,3 +338,90 @@ def test_a_client_that_never_reads_holds_the_process_back(daemon):
     ans = watcher.call("process.signal", {"process_id": pid, "signal": "KILL"})
     assert ans.get("result") == {"ok": True} or "has exited" in ans["error"]["message"], ans
     assert wait_until(lambda: not pids_with(mark), 30)
+
+
+def daemon_listeners(d):
+    """Inodes of the TCP sockets the daemon's process listens on."""
+    mine = set()
+    for fd in os.listdir(f"/proc/{d.proc.pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{d.proc.pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            mine.add(link[8:-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and cols[9] in mine:
+                    found.add(cols[9])
+    return found
+
+
+def http_get(address, path, uid=None, timeout=10):
+    """GET http://ADDRESS/PATH, as UID if given: the body, or None when refused."""
+    code = ("import socket, sys\n"
+            "h, p = sys.argv[1].rsplit(':', 1)\n"
+            "s = socket.create_connection((h, int(p)), timeout=10)\n"
+            "s.sendall(b'GET /' + sys.argv[2].encode() + b' HTTP/1.0\\r\\n\\r\\n')\n"
+            "data = b''\n"
+            "try:\n"
+            "    while (c := s.recv(65536)):\n"
+            "        data += c\n"
+            "except OSError:\n"
+            "    pass\n"
+            "sys.stdout.buffer.write(data)\n")
+    argv = ["/usr/bin/python3", "-c", code, address, path]
+    if uid is not None:
+        argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
+    r = __import__("subprocess").run(argv, capture_output=True, timeout=timeout)
+    head, _, body = r.stdout.partition(b"\r\n\r\n")
+    return body if head.startswith(b"HTTP/") else None
+
+
+def test_expose_a_server_of_a_live_session(daemon, cordon):
+    """A server left running in a live session is reached from the host
+    through session.expose, only on a port the policy lists, only by the
+    session's owner (or root), each connection in the audit log; a port the
+    policy refuses gets no listener."""
+    pol = cordon.hostdir() / "expose.yaml"
+    pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
+    os.chmod(pol, 0o644)
+    audit = cordon.hostdir() / "audit.jsonl"
+    d = daemon("--pool", "0", "-p", pol, "--audit", audit)
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    before = daemon_listeners(d)
+    ans = c.call("session.expose", {"session_id": sid, "port": 8001})
+    assert ans["error"] == {"code": -32000, "message": "session.expose: port 8001 is not in "
+                                                       "the policy's network.expose"}, ans
+    assert daemon_listeners(d) == before
+    if cordon.level == "process":
+        ans = c.call("session.expose", {"session_id": sid, "port": 8000})
+        assert "no network namespace of its own" in ans["error"]["message"], ans
+        assert daemon_listeners(d) == before
+        return
+    c.result("session.exec", {"session_id": sid, "language": "sh", "code":
+                              "echo served > index.html; python3 -m http.server 8000 "
+                              "--bind 127.0.0.1 >/dev/null 2>&1 &"})
+    got = c.result("session.expose", {"session_id": sid, "port": 8000})
+    host, port = got["address"].rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) == got["host_port"], got
+    assert wait_until(lambda: http_get(got["address"], "index.html") == b"served\n", 60)
+    if os.geteuid() == 0:
+        assert http_get(got["address"], "index.html", uid=OTHER) is None
+    assert c.result("session.unexpose", {"session_id": sid, "port": 8000})["exposed"] is False
+    assert daemon_listeners(d) == before
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, int(port)), timeout=10)
+    c.result("session.destroy", {"session_id": sid})
+    d.stop()
+    events = [json.loads(l) for l in audit.read_text().splitlines()]
+    exposed = [(e["port"], e["exposed"]) for e in events if e["type"] == "session.expose"]
+    assert exposed == [(8001, False), (8000, True)], exposed
+    outcomes = {e["outcome"] for e in events if e["type"] == "expose.connection"}
+    assert "forwarded" in outcomes, outcomes
+    if os.geteuid() == 0:
+        assert "refused: not the session's owner" in outcomes, outcomes
