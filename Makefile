@@ -27,8 +27,10 @@ export CORDON_LEVELS
 # The shared suite's files that run at the gvisor and microvm levels in
 # `make test` (besides each level's own test_level_*.py file).
 GVISOR_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_filesystem.py \
-                 tests/integration/test_transparent_egress.py
+                 tests/integration/test_transparent_egress.py tests/integration/test_egress_load.py \
+                 tests/integration/test_limits_held.py
 MICROVM_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_transparent_egress.py \
+	tests/integration/test_egress_load.py tests/integration/test_limits_held.py \
 	tests/integration/test_egress.py::test_half_closed_request_still_gets_its_answer \
 	tests/integration/test_egress.py::test_slow_reader_gets_the_whole_answer
 

@@ -47,7 +47,9 @@
 
 #define CONTROL_PORT "/dev/vport0p1"
 #define EGRESS_PORT "/dev/vport0p2"
-#define MAX_CONNS 64 /* the host's VM_EG_MAX_CONNS */
+#define MAX_CONNS ((int)VM_EG_MAX_CONNS)
+/* After the host's end of a connection: how long its client may take to read the rest and close. */
+#define LINGER_MS 2000
 /* DNS queries sent on the stream and not yet answered: their clients, in order. */
 #define MAX_PENDING 64
 
@@ -457,6 +459,28 @@ static bool seal_root(char *why, size_t why_len)
                     why_len);
 }
 
+/*
+ * A command that fills the guest's memory ends as an OOM kill, not in a
+ * thrash: without swap the kernel would evict and re-read the command's own
+ * program from its 9p share for as long as the wall limit lets it, reclaim
+ * "succeeding" each time. The multi-gen LRU (kernel.config) calls the OOM
+ * killer instead when the pages used in the last second cannot be kept. A
+ * kernel built without it (an older cache) runs as before.
+ */
+static void keep_working_set(void)
+{
+    mkdir("/sys", 0555);
+    if (mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        return;
+    int fd = open("/sys/kernel/mm/lru_gen/min_ttl_ms", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, "1000", 4) != 4)
+            die("cannot set the guest's min_ttl_ms");
+        close(fd);
+    }
+    umount("/sys");
+}
+
 static void loopback_up(void)
 {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -482,6 +506,9 @@ struct conn {
     bool used;
     bool local_done;  /* we sent VM_EG_CLOSE */
     bool remote_done; /* the host sent VM_EG_CLOSE */
+    bool transparent; /* to a synthetic address: a close before any byte is a reset */
+    bool answered;    /* the host sent a byte */
+    uint64_t linger_ms; /* the host is done: when the client is closed regardless */
 };
 
 struct forwarder {
@@ -500,13 +527,27 @@ struct forwarder {
     size_t pending_head, n_pending;
 };
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* FD's close, which follows, sends a reset. */
+static void reset_on_close(int fd)
+{
+    struct linger now = { .l_onoff = 1, .l_linger = 0 };
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+}
+
 /* A new id for FD, opened at the host, and PREFACE (N bytes) sent first; -1 when all are taken. */
 static int conn_open(struct forwarder *f, int fd, const void *preface, size_t n)
 {
     for (int i = 0; i < MAX_CONNS; i++) {
         if (f->conns[i].used)
             continue;
-        f->conns[i] = (struct conn){ .fd = fd, .used = true };
+        f->conns[i] = (struct conn){ .fd = fd, .used = true, .transparent = fd >= 0 && n > 0 };
         uint32_t id = (uint32_t)i;
         send_frame(f->port, VM_EG_OPEN, &id, sizeof id, NULL, 0);
         if (n)
@@ -537,14 +578,45 @@ static void conn_close_local(struct forwarder *f, int i)
         c->used = false;
 }
 
+/*
+ * The host's end: the gateway is done with the connection. The client reads
+ * what it said and the end; a client that then neither closes nor stops
+ * sending is closed after LINGER_MS (its id is free again once both sides
+ * are). A transparent client the gateway refused before any byte gets a
+ * reset, as from the namespace level's listeners.
+ */
 static void conn_close_remote(struct forwarder *f, int i)
 {
     struct conn *c = &f->conns[i];
     c->remote_done = true;
-    if (i == f->dns_id || c->fd < 0 || c->local_done)
+    if (c->transparent && !c->answered && c->fd >= 0)
+        reset_on_close(c->fd);
+    if (i == f->dns_id || c->fd < 0 || c->local_done || (c->transparent && !c->answered)) {
         conn_close_local(f, i); /* both ways done */
+        return;
+    }
+    shutdown(c->fd, SHUT_WR); /* the client reads the end, then closes */
+    c->linger_ms = now_ms() + LINGER_MS;
+}
+
+/*
+ * Every connection id is taken (the client holds more connections than
+ * the host lets the run have; the gateway would refuse them): answered here
+ * as the gateway would, with its 429, or a reset at a synthetic address.
+ */
+static void refuse_full(int fd, bool transparent)
+{
+    static const char body[] = "the guest's egress relay holds all the connections it can\n";
+    char answer[256];
+    int n = snprintf(answer, sizeof answer,
+                     "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain\r\n"
+                     "X-Cordon-Denied: budget:connections\r\nConnection: close\r\n"
+                     "Content-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+    if (transparent)
+        reset_on_close(fd);
     else
-        shutdown(c->fd, SHUT_WR); /* the client reads the end, then closes */
+        (void)!send(fd, answer, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
 }
 
 /* The client sent all it will (a half close): the host's side learns it, and
@@ -647,16 +719,30 @@ static void transparent_accept(struct forwarder *f, int listener)
     memcpy(preface + RELAY_MAGIC_LEN + 1, &to.sin_addr.s_addr, 4);
     memcpy(preface + RELAY_MAGIC_LEN + 5, &to.sin_port, 2);
     if (conn_open(f, c, preface, sizeof preface) < 0)
-        close(c);
+        refuse_full(c, true);
 }
 
 static _Noreturn void forwarder(struct forwarder *f)
 {
     static char buf[VM_DATA_MAX];
+    static struct pollfd p[3 + VM_MAX_PORTS + MAX_CONNS];
     uint32_t hdr[2];
     enum { FIXED = 3 };
+    /* A descriptor per connection (its client's socket), and the ports and listeners. */
+    struct rlimit nofile = { MAX_CONNS + 64, MAX_CONNS + 64 };
+    setrlimit(RLIMIT_NOFILE, &nofile);
     for (;;) {
-        struct pollfd p[FIXED + VM_MAX_PORTS + MAX_CONNS];
+        int timeout = -1;
+        uint64_t now = now_ms();
+        for (int i = 0; i < MAX_CONNS; i++) {
+            struct conn *c = &f->conns[i];
+            if (c->fd >= 0 && c->linger_ms && now >= c->linger_ms)
+                conn_close_local(f, i); /* the host's end was long enough ago */
+            else if (c->fd >= 0 && c->linger_ms) {
+                int left = (int)(c->linger_ms - now);
+                timeout = timeout < 0 || left < timeout ? left : timeout;
+            }
+        }
         p[0] = (struct pollfd){ .fd = f->port, .events = POLLIN };
         p[1] = (struct pollfd){ .fd = f->proxy, .events = POLLIN };
         p[2] = (struct pollfd){ .fd = f->dns, .events = POLLIN };
@@ -667,7 +753,7 @@ static _Noreturn void forwarder(struct forwarder *f)
         for (int i = 0; i < MAX_CONNS; i++)
             pc[i] = (struct pollfd){ .fd = f->conns[i].fd,
                                      .events = f->conns[i].local_done ? 0 : POLLIN };
-        if (poll(p, FIXED + f->n_listeners + MAX_CONNS, -1) < 0) {
+        if (poll(p, FIXED + f->n_listeners + MAX_CONNS, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             _exit(1);
@@ -683,8 +769,10 @@ static _Noreturn void forwarder(struct forwarder *f)
             if (c && c->used && !c->remote_done) {
                 if (hdr[0] == VM_EG_DATA && (int)id == f->dns_id)
                     dns_answers(f, buf, hdr[1] - 4);
-                else if (hdr[0] == VM_EG_DATA && c->fd >= 0)
+                else if (hdr[0] == VM_EG_DATA && c->fd >= 0) {
+                    c->answered = true;
                     write_all(c->fd, buf, hdr[1] - 4);
+                }
                 else if (hdr[0] == VM_EG_CLOSE)
                     conn_close_remote(f, (int)id);
             }
@@ -692,7 +780,7 @@ static _Noreturn void forwarder(struct forwarder *f)
         if (p[1].revents & POLLIN) {
             int c = accept4(f->proxy, NULL, NULL, SOCK_CLOEXEC);
             if (c >= 0 && conn_open(f, c, NULL, 0) < 0)
-                close(c);
+                refuse_full(c, false);
         }
         if (p[2].revents & POLLIN)
             dns_query(f);
@@ -710,6 +798,8 @@ static _Noreturn void forwarder(struct forwarder *f)
             }
             ssize_t n = read(c->fd, buf, VM_DATA_MAX);
             uint32_t id = (uint32_t)i;
+            if (n > 0 && c->remote_done)
+                continue; /* lingering: what it still sends goes nowhere */
             if (n > 0)
                 send_frame(f->port, VM_EG_DATA, &id, sizeof id, buf, (size_t)n);
             else if (n == 0 && i != f->dns_id)
@@ -913,6 +1003,7 @@ int main(void)
     mkdir("/dev", 0755);
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, NULL);
+    keep_working_set();
     int con = open("/dev/console", O_RDWR);
     if (con >= 0) {
         dup2(con, 1);

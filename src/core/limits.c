@@ -117,16 +117,22 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg,
          * address space merely reserved, which a JVM or Go runtime reserves
          * far beyond 1G and then fails to start under RLIMIT_AS.
          */
-        TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_MEMORY, CGROUP_MEMORY, v,
-                              cgroup_set_memory, lim->memory, RLIMIT_DATA, 0,
-                              "a per-process RLIMIT_DATA", err));
-        /* A defaulted limit stays RLIMIT_DATA where the level ignores it
-         * (gvisor.c): without a cgroup it holds nowhere, and says so. */
-        if (b->ignores_rlimit_data && enforced[POLICY_LIMIT_MEMORY] == ENFORCED_RLIMIT &&
-            (lim->defaulted & (1u << POLICY_LIMIT_MEMORY)))
-            enforced[POLICY_LIMIT_MEMORY] = ENFORCED_NONE;
+        if (b->meters_memory && !cgroup_has(cg, CGROUP_MEMORY))
+            /* The level ignores RLIMIT_DATA (gVisor): the supervisor holds
+             * the limit by the level's meter, for the whole sandbox, as a
+             * cgroup would (no degrading: nothing to refuse). */
+            enforced[POLICY_LIMIT_MEMORY] = ENFORCED_SUPERVISOR;
+        else
+            TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_MEMORY, CGROUP_MEMORY, v,
+                                  cgroup_set_memory, lim->memory, RLIMIT_DATA, 0,
+                                  "a per-process RLIMIT_DATA", err));
     }
-    if (lim->pids) {
+    if (lim->pids && b->counts_pids) {
+        /* Counted by the level's own kernel (the backend bounds its own
+         * threads on the host): exact, and the whole sandbox's. */
+        confine_add_rlimit(plan, RLIMIT_NPROC, lim->pids, lim->pids);
+        enforced[POLICY_LIMIT_PIDS] = ENFORCED_KERNEL;
+    } else if (lim->pids) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
         /*
          * RLIMIT_NPROC counts the tasks of a uid in the run's own user
@@ -148,8 +154,13 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg,
         uint64_t secs = (lim->cpu_ms + 999) / 1000;
         confine_add_rlimit(plan, RLIMIT_CPU, secs, secs + 1);
         snprintf(v, sizeof v, "%llums", (unsigned long long)lim->cpu_ms);
-        TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_CPU, CGROUP_CPU, v, NULL,
-                              lim->cpu_ms, -1, 0, "a per-process RLIMIT_CPU", err));
+        if (b->meters_cpu && !cgroup_has(cg, CGROUP_CPU))
+            /* The level ignores RLIMIT_CPU (gVisor): the supervisor counts
+             * the sandbox's CPU time, as a cgroup would. */
+            enforced[POLICY_LIMIT_CPU] = ENFORCED_SUPERVISOR;
+        else
+            TRY(enforce_by_cgroup(p, cg, plan, enforced, POLICY_LIMIT_CPU, CGROUP_CPU, v, NULL,
+                                  lim->cpu_ms, -1, 0, "a per-process RLIMIT_CPU", err));
     }
     if (lim->file_size) {
         confine_add_rlimit(plan, RLIMIT_FSIZE, lim->file_size, lim->file_size);

@@ -19,6 +19,7 @@
 #include "egress/gateway.h"
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/meter.h"
 #include "sandbox/plan.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/start.h"
@@ -62,6 +63,7 @@ struct run {
     int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
     int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
     struct policy_limits limits;          /* the policy's, with the call's wall clock */
+    struct mem_meter meter;               /* the level's memory, where the supervisor holds it */
     uint64_t start_us;
     const struct sandbox_container *container; /* an OCI bundle's (the front end's), or NULL */
     bool keep_cgroup;                     /* a container's: its front end removes it */
@@ -420,6 +422,17 @@ static int prepare_limits(struct run *run, uint16_t rnd, struct cordon_err *err)
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }
 
+/* Nothing of RUN held yet: what run_release() looks at says so. */
+static void run_init_empty(struct run *run)
+{
+    run->gw_pid = -1;
+    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
+    run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
+                                        .start_w = -1, .door = -1, .layer = -1 };
+    run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
+    run->meter = (struct mem_meter)MEM_METER_INIT;
+}
+
 static int prepare(const struct policy *p, const char *run_id, bool ahead,
                    const struct sandbox_container *container, struct run **out,
                    struct cordon_err *err)
@@ -439,12 +452,8 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     run->backend = backend;
     run->skipped = skipped;
     run->container = container;
-    run->gw_pid = -1;
-    run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
-    run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
-                                        .start_w = -1, .door = -1, .layer = -1 };
+    run_init_empty(run);
     run->gateway = p->network.mode == POLICY_NET_GATEWAY;
-    run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)
         memcpy(run->run_id, run_id, sizeof run->run_id);
@@ -487,6 +496,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         .guard_arg = run->wd,
         .host_base = run->host_base,
         .ahead = ahead,
+        .meter = run->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_SUPERVISOR ? &run->meter : NULL,
         .container = container,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
@@ -771,6 +781,8 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .cg = &run->cg,
         .poll_cpu = cgroup_has(&run->cg, CGROUP_CPU) && p->limits.cpu_ms,
         .poll_pids = cgroup_has(&run->cg, CGROUP_PIDS) && p->limits.pids,
+        .meter = run->meter.file >= 0 ? &run->meter : NULL,
+        .poll_tree_cpu = run->enforced[POLICY_LIMIT_CPU] == ENFORCED_SUPERVISOR,
         .start_us = run->start_us,
     };
     /* supervise() owns and closes these now, and reaps the boundary. */
@@ -839,6 +851,7 @@ void run_release(struct run *run)
         return;
     if (run->backend)
         run->backend->release(&run->b);
+    mem_meter_close(&run->meter);
     if (run->gw_pid > 0) {
         kill(run->gw_pid, SIGKILL);
         waitpid(run->gw_pid, NULL, 0);

@@ -6,6 +6,7 @@
 #include "daemon/daemon.h"
 
 #include "common/jsonrpc.h"
+#include "core/jobs.h"
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -164,3 +165,15 @@ void sessions_on_idle_timer(evutil_socket_t fd, short what, void *arg);
  * of that daemon holds it any more).
  */
 int sessions_open_state_dir(const char *dir, struct cordon_err *err);
+
+/* server.c */
+void daemon_call_free(struct call *call);
+void daemon_unlink_call(struct call *call);
+void daemon_client_drop(struct client *c);
+
+/* calls.c: the jobs module's callbacks */
+void daemon_on_job_done(void *ctx, const struct job_end *end);
+void daemon_on_job_output(void *ctx, int stream, const char *data, size_t len);
+
+/* methods.c: a connection's stream callbacks (the dispatch of its requests) */
+extern const struct rpc_handlers daemon_rpc_handlers;

@@ -91,9 +91,27 @@ void gateway_report(struct gateway *gw, json_t *ev)
     json_decref(ev);
 }
 
+/* The connections past their head the run may hold at once. */
+static uint64_t connection_cap(const struct gateway *gw)
+{
+    return gw->cfg->max_connections ? gw->cfg->max_connections : GATEWAY_MAX_CONNECTIONS;
+}
+
+/* C no longer counts against the head budget (its head is in, or it is closing). */
+static void head_leave(struct conn *c)
+{
+    if (c->in_head) {
+        c->in_head = false;
+        c->gw->heads--;
+    }
+}
+
 void conn_free(struct conn *c)
 {
     report(c);
+    head_leave(c);
+    if (c->held)
+        c->gw->held--;
     ask_stop(c);
     if (c->dns_req)
         evdns_getaddrinfo_cancel(c->dns_req);
@@ -128,6 +146,8 @@ void conn_free(struct conn *c)
 /* How long, and how much, a refused client may still send before we close. */
 #define LINGER_MS 2000
 #define LINGER_BYTES (4u << 20)
+/* Refused connections lingering at once, about: past it the next closes at once. */
+#define LINGER_MAX 64
 
 struct timeval ms_timeval(unsigned ms)
 {
@@ -184,7 +204,11 @@ void conn_close_when_flushed(struct bufferevent *bev, void *arg)
         return;
     }
     int fd = bufferevent_getfd(under ? under : bev);
-    if (c->state != S_CLOSING || shutdown(fd, SHUT_WR) < 0) {
+    /* A flood of refused connections must not hold our descriptors: beyond
+     * what the cap and the head budget hold, few linger. */
+    struct gateway *gw = c->gw;
+    if (c->state != S_CLOSING || gw->active > connection_cap(gw) + HEAD_BUDGET + LINGER_MAX ||
+        shutdown(fd, SHUT_WR) < 0) {
         conn_free(c);
         return;
     }
@@ -232,6 +256,7 @@ void conn_refuse(struct conn *c, int status, const char *rule, const char *fmt, 
     c->status = status;
     c->allowed = false;
     c->state = S_CLOSING;
+    head_leave(c);
     if (c->upstream) {
         bufferevent_free(c->upstream);
         c->upstream = NULL;
@@ -429,11 +454,32 @@ static void decide(struct conn *c, struct http_request *req)
     conn_decide(c, req);
 }
 
+bool conn_head_done(struct conn *c, bool hold)
+{
+    struct gateway *gw = c->gw;
+    head_leave(c);
+    if (!hold || c->held)
+        return true;
+    uint64_t cap = connection_cap(gw);
+    if (gw->held >= cap) {
+        conn_refuse(c, 429, "budget:connections", "more than %llu connections at once",
+                    (unsigned long long)cap);
+        return false;
+    }
+    gw->held++;
+    c->held = true;
+    return true;
+}
+
 void conn_decide(struct conn *c, struct http_request *req)
 {
     struct gateway *gw = c->gw;
     const struct gateway_config *cfg = gw->cfg;
     struct decision d;
+    /* Every head ends here once its target is known: from now on the
+     * connection counts against the run's cap. */
+    if (!conn_head_done(c, true))
+        return;
     if (req && !c->target.is_connect) {
         c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
         c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
@@ -557,6 +603,35 @@ void conn_head_event(struct bufferevent *bev, short what, void *arg)
     }
 }
 
+/* C's first byte, or -1 before any came; it may still wait in the socket,
+ * unread by the loop. */
+static int head_first_byte(struct conn *c)
+{
+    unsigned char b = 0;
+    if (evbuffer_copyout(bufferevent_get_input(c->client), &b, 1) != 1 &&
+        recv(bufferevent_getfd(c->client), &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
+        return -1;
+    return b;
+}
+
+/*
+ * A head cut short where TLS is coming, or may be: a reset, since no HTTP
+ * answer would mean anything to that client. That is a synthetic address's
+ * client whose first bytes are not an HTTP method (or not here yet), and a
+ * relay's connection whose preface (a NUL first) is still unread: its
+ * client came to a synthetic address too.
+ */
+static void reset_unless_http(struct conn *c)
+{
+    int b = head_first_byte(c);
+    bool http = b >= 'A' && b <= 'Z';
+    if (!c->raw_tls && ((c->transparent && !http) || (!c->transparent && c->gw->relay && b == 0))) {
+        struct linger now = { .l_onoff = 1, .l_linger = 0 };
+        c->raw_tls = true;
+        setsockopt(bufferevent_getfd(c->client), SOL_SOCKET, SO_LINGER, &now, sizeof now);
+    }
+}
+
 /* The connection's one timer ran out: which deadline depends on the state. */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -574,6 +649,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                         DOOR_DEADLINE_MS / 1000);
             return;
         }
+        reset_unless_http(c);
         conn_refuse(c, 408, "bad_request", "no complete request head within %d s",
                     HEAD_DEADLINE_MS / 1000);
         return;
@@ -613,11 +689,38 @@ static void door_read(struct bufferevent *bev, void *arg)
         conn_refuse(c, 403, "door", "no run token: not the run's connection");
         return;
     }
-    conn_arm_timer(c, HEAD_DEADLINE_MS);
+    conn_arm_head_deadline(c);
     bufferevent_setwatermark(bev, EV_READ, 0, 0);
     bufferevent_setcb(bev, conn_head_read, NULL, conn_head_event, c);
     if (evbuffer_get_length(in) > 0)
         conn_head_read(bev, c);
+}
+
+void conn_arm_head_deadline(struct conn *c)
+{
+    uint64_t spent_ms = (gateway_now_us() - c->started_us) / 1000;
+    conn_arm_timer(c, spent_ms < HEAD_DEADLINE_MS ? (unsigned)(HEAD_DEADLINE_MS - spent_ms) : 0);
+}
+
+/*
+ * The head budget is spent: the connection that has been sending its head
+ * longest goes, so the newest (most likely a whole request that arrived in
+ * one piece) is read.
+ */
+static void cut_oldest_head(struct gateway *gw)
+{
+    struct conn *oldest = NULL;
+    for (struct conn *c = gw->conns; c; c = c->next)
+        if (c->in_head)
+            oldest = c; /* the list is newest first */
+    if (!oldest)
+        return;
+    if (!oldest->target.host_text[0])
+        snprintf(oldest->target.host_text, sizeof oldest->target.host_text, "-");
+    reset_unless_http(oldest);
+    conn_refuse(oldest, 429, "budget:heads",
+                "more than %d connections sending a request head at once: the oldest is cut",
+                HEAD_BUDGET);
 }
 
 struct conn *conn_start(struct gateway *gw, evutil_socket_t fd)
@@ -637,6 +740,8 @@ struct conn *conn_start(struct gateway *gw, evutil_socket_t fd)
     gw->conns = c;
     snprintf(c->method, sizeof c->method, "-");
     gw->active++;
+    c->in_head = true;
+    gw->heads++;
     c->client = bufferevent_socket_new(gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (!c->client) {
         evutil_closesocket(fd);
@@ -661,13 +766,8 @@ struct conn *conn_start(struct gateway *gw, evutil_socket_t fd)
         bufferevent_setcb(c->client, door_read, NULL, conn_head_event, c);
     }
     bufferevent_enable(c->client, EV_READ | EV_WRITE);
-    uint64_t cap = gw->cfg->max_connections ? gw->cfg->max_connections : GATEWAY_MAX_CONNECTIONS;
-    if (gw->active > cap) {
-        snprintf(c->target.host_text, sizeof c->target.host_text, "-");
-        conn_refuse(c, 429, "budget:connections", "more than %llu connections at once",
-                    (unsigned long long)cap);
-        return NULL;
-    }
+    if (gw->heads > HEAD_BUDGET)
+        cut_oldest_head(gw);
     return c;
 }
 

@@ -32,8 +32,17 @@
 /* Stop reading one side while the other has this much unsent. */
 #define RELAY_HIGH_WATER (1024 * 1024)
 #define RELAY_CHUNK (256 * 1024)
-/* A whole request head must arrive within this, however slowly it trickles. */
-#define HEAD_DEADLINE_MS 30000
+/* A whole request head must arrive within this of the accept, however slowly it trickles. */
+#define HEAD_DEADLINE_MS 10000
+/*
+ * Connections still sending their request head, at once. Past it the oldest
+ * is cut (429, or a reset where TLS was coming): slow or stalled heads never
+ * take the run's connection cap, which counts only connections past their
+ * head, and a request that arrives whole still gets through.
+ */
+#define HEAD_BUDGET 32
+/* A relay's DNS stream (transparent.c) idle this long is closed; it dials another. */
+#define DNS_STREAM_IDLE_MS 30000
 /* For the door token, written with the connection by the run's dialer. */
 #define DOOR_DEADLINE_MS 5000
 
@@ -44,6 +53,8 @@ struct gateway {
     int report_fd;
     struct budget budget;
     uint64_t active;          /* connections open */
+    uint64_t heads;           /* of them, still sending their head (HEAD_BUDGET) */
+    uint64_t held;            /* of them, past their head: the connection cap counts these */
     bool serve_one;           /* cordon fetch: exit after the one connection */
     struct conn *conns;       /* open connections, reported when we are stopped */
     struct event *resume_accept; /* re-enables accepting after a failed accept() */
@@ -107,6 +118,8 @@ struct conn {
     bool raw_tls;              /* transparent TLS passed through: a refusal only closes */
     char via[16];              /* transparent: the synthetic address it came to */
     bool dns_stream;           /* a relay's DNS stream: answers, never a decision */
+    bool in_head;              /* counted in gw->heads */
+    bool held;                 /* counted in gw->held */
     uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
     uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
     uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */
@@ -156,6 +169,11 @@ void conn_close_when_flushed(struct bufferevent *bev, void *arg);
 void conn_closing_event(struct bufferevent *bev, short what, void *arg);
 /* A connection accepted on FD; NULL when it could not be set up (FD closed). */
 struct conn *conn_start(struct gateway *gw, evutil_socket_t fd);
+/* C's head is in: it leaves the head budget and, when HOLD, takes a place
+ * under the connection cap; false when the cap refused it (C is closing). */
+bool conn_head_done(struct conn *c, bool hold);
+/* The absolute head deadline (HEAD_DEADLINE_MS from the accept), armed again. */
+void conn_arm_head_deadline(struct conn *c);
 /* C's target is set (and REQ, a plain request's head, or NULL for a tunnel):
  * the budgets and rules, its secrets, then resolving and connecting. */
 void conn_decide(struct conn *c, struct http_request *req);

@@ -240,7 +240,7 @@ static void dns_stream_read(struct bufferevent *bev, void *arg)
         out[0] = (uint8_t)(len >> 8);
         out[1] = (uint8_t)len;
         bufferevent_write(bev, out, 2 + len);
-        conn_arm_timer(c, HEAD_DEADLINE_MS);
+        conn_arm_timer(c, DNS_STREAM_IDLE_MS);
     }
 }
 
@@ -263,6 +263,8 @@ void transparent_relay_read(struct bufferevent *bev, void *arg)
         evbuffer_drain(in, RELAY_MAGIC_LEN + 1);
         c->dns_stream = true;
         c->reported = true; /* the stub records its own refusals */
+        conn_head_done(c, false); /* one per relay: never a connection of the command's */
+        conn_arm_timer(c, DNS_STREAM_IDLE_MS);
         bufferevent_setcb(bev, dns_stream_read, NULL, conn_head_event, c);
         dns_stream_read(bev, c);
         return;

@@ -25,7 +25,7 @@ const char *enforcement_name(enum enforcement e)
     static const char *const names[] = {
         [ENFORCED_NONE] = "none",         [ENFORCED_CGROUP_V1] = "cgroup-v1",
         [ENFORCED_CGROUP_V2] = "cgroup-v2", [ENFORCED_RLIMIT] = "rlimit",
-        [ENFORCED_SUPERVISOR] = "supervisor",
+        [ENFORCED_SUPERVISOR] = "supervisor", [ENFORCED_KERNEL] = "kernel",
     };
     return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "unknown";
 }
@@ -111,6 +111,44 @@ const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
     return NULL;
 }
 
+/*
+ * How the level holds the caps of the run's own filesystems: "tmpfs" (its
+ * tmpfs's size or nr_inodes), "memory" (no inode count, but what files cost
+ * is the memory limit's: gVisor's tmpfs), or "none" (the process level's
+ * host directories, a host workspace, a cap the policy lifts). A host
+ * workspace is the caller's directory: only limits.file_size bounds it.
+ */
+static void fs_caps_json(json_t *enforced, const struct sandbox_result *res,
+                         const struct policy *p)
+{
+    struct cordon_err ignored;
+    const struct sandbox_backend *b = sandbox_backend_for(res->level, &ignored);
+    const struct {
+        const char *size_key, *inodes_key;
+        uint64_t inodes;
+        bool ours;
+    } fs[] = {
+        { "tmp_size", "tmp_inodes", p->tmp_inodes, true },
+        { "shm_size", "shm_inodes", p->shm_inodes, true },
+        /* A host workspace has a layer of the run's own in overlay mode. */
+        { "workspace_size", "workspace_inodes", p->workspace_inodes,
+          !p->workspace || p->workspace_mode == POLICY_WS_OVERLAY },
+    };
+    enum enforcement mem = res->enforced[POLICY_LIMIT_MEMORY];
+    bool level_memory = mem == ENFORCED_CGROUP_V1 || mem == ENFORCED_CGROUP_V2 ||
+                        mem == ENFORCED_SUPERVISOR;
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        bool sized = b && b->tmpfs_sizes && fs[i].ours;
+        const char *inodes = "none";
+        if (sized && fs[i].inodes && b->tmpfs_inodes)
+            inodes = "tmpfs";
+        else if (sized && !b->tmpfs_inodes && level_memory)
+            inodes = "memory"; /* the level's own memory, which the whole-run limit counts */
+        json_object_set_new(enforced, fs[i].size_key, json_string(sized ? "tmpfs" : "none"));
+        json_object_set_new(enforced, fs[i].inodes_key, json_string(inodes));
+    }
+}
+
 json_t *sandbox_skips_to_json(const struct sandbox_skips *skipped)
 {
     if (!skipped->n)
@@ -138,16 +176,12 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
             json_array_append_new(degraded, json_string(policy_limit_name((enum policy_limit)l)));
     }
 
+    fs_caps_json(enforced, res, p);
     /* gVisor has no Landlock: what the bundle mounts is the filesystem
      * boundary, and the run's cgroup holds gVisor's own processes too. */
     if (res->level == CORDON_LEVEL_GVISOR) {
         json_object_set_new(enforced, "filesystem", json_string("mounts"));
         json_object_set_new(enforced, "cgroup_holds", json_string("runsc"));
-        /* gVisor enforces RLIMIT_AS, which an explicit limit becomes, not
-         * RLIMIT_DATA, which a defaulted one stays (gvisor.c; run.c says
-         * "none" for that one). */
-        if (res->enforced[POLICY_LIMIT_MEMORY] == ENFORCED_RLIMIT)
-            json_object_set_new(enforced, "memory", json_string("rlimit-as"));
     }
 
     /* Times are integers: microseconds exact, milliseconds rounded, never a

@@ -36,6 +36,7 @@ enum enforcement {
     ENFORCED_CGROUP_V2,
     ENFORCED_RLIMIT,
     ENFORCED_SUPERVISOR,
+    ENFORCED_KERNEL,  /* the level's own kernel (gVisor's, the guest's), for the whole sandbox */
 };
 
 const char *enforcement_name(enum enforcement e);
@@ -120,6 +121,7 @@ struct sandbox_result {
 };
 
 struct cgroup_set;
+struct mem_meter;
 
 /*
  * What the core decided for a run, the same at every level; a backend builds
@@ -146,6 +148,9 @@ struct sandbox_setup {
                                        user, +2 the gateway) */
     bool ahead;                     /* prepared before its call (the daemon's pool):
                                        time spent now to start faster is well spent */
+    /* The supervisor holds the memory limit by this meter (meters_memory,
+     * and no cgroup): the backend opens it once its boundary runs. NULL: no. */
+    struct mem_meter *meter;
     /* An OCI bundle's container (sandbox/container.h) instead of cordon's own
      * root and user; only a level with .containers builds one. */
     const struct sandbox_container *container;
@@ -194,9 +199,22 @@ struct sandbox_backend {
     /* The command keeps the caller's uid in the host's user namespace, so
      * per-uid limits (RLIMIT_NPROC) count the caller's other processes too. */
     bool host_uid;
-    /* The level's kernel ignores RLIMIT_DATA (gVisor), memory's per-process fallback. */
-    bool ignores_rlimit_data;
+    /* Where no cgroup holds the memory limit, the level can be metered
+     * (sandbox/meter.h: gVisor ignores RLIMIT_DATA, the per-process fallback):
+     * the supervisor holds the limit for the whole sandbox. */
+    bool meters_memory;
+    /* Likewise for CPU time (gVisor ignores RLIMIT_CPU): the supervisor
+     * counts the sandbox's processes' CPU time where no cgroup does. */
+    bool meters_cpu;
+    /* The level's own kernel counts the command's processes and threads, all
+     * of them one user there: RLIMIT_NPROC inside holds the pids limit for
+     * the whole sandbox, where the host's pids cgroup would count the level's
+     * own threads instead (gVisor's ~5 a process; QEMU's). */
+    bool counts_pids;
     bool overlay;     /* can run a workspace on a copy-on-write layer (workspace.mode) */
+    /* Its /tmp, /dev/shm and scratch workspace are tmpfs of the run's own
+     * whose size (filesystem.*_size) and inode count (*_inodes) hold. */
+    bool tmpfs_sizes, tmpfs_inodes;
     bool containers;  /* builds an OCI bundle's container (sandbox_setup.container) */
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);

@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #define TICK_MS 100
+/* A metered memory limit past half used: looked at this often. */
+#define CLOSE_TICK_MS 20
 /* How long a command may take to exit after the signal cordon got was
  * passed on to it, before everything is killed. */
 #define INTERRUPT_GRACE_US (2 * 1000 * 1000)
@@ -55,6 +57,7 @@ struct loop {
     bool in_eof;
     bool output_capped;
     uint64_t next_check_us;   /* when the cgroup's counters are read next */
+    unsigned tick_ms;         /* and how long after that */
 };
 
 static void end_run(struct loop *l, enum run_reason reason)
@@ -283,12 +286,25 @@ void supervise_drain_reports(struct supervision *s, struct sandbox_result *res, 
     s->report_r = -1;
 }
 
-static void check_cgroup_limits(struct loop *l)
+static void check_polled_limits(struct loop *l)
 {
     struct cgroup_stats st;
     cgroup_read_stats(l->s->cg, &st);
     const struct policy_limits *lim = l->s->limits;
+    /* The level's memory, metered: ended as the cgroup's OOM killer would
+     * (it may pass the limit by what it allocates in a tick; the tick is
+     * short once half is used). */
+    l->tick_ms = TICK_MS;
+    if (l->s->meter && lim->memory) {
+        uint64_t used = mem_meter_read(l->s->meter);
+        if (used > lim->memory)
+            end_run(l, RUN_OOM);
+        else if (used > lim->memory / 2)
+            l->tick_ms = CLOSE_TICK_MS;
+    }
     if (l->s->poll_cpu && lim->cpu_ms && st.cpu_usage_us >= lim->cpu_ms * 1000)
+        end_run(l, RUN_CPU_LIMIT);
+    if (l->s->poll_tree_cpu && lim->cpu_ms && tree_cpu_us(l->s->init_pid) >= lim->cpu_ms * 1000)
         end_run(l, RUN_CPU_LIMIT);
     /* A refused fork is the pids limit firing: end the run, don't let it
      * spin against the wall (a fork bomb otherwise lives until the timeout). */
@@ -304,6 +320,8 @@ static void finish(struct loop *l, struct rusage *ru)
     res->cpu_us = (uint64_t)ru->ru_utime.tv_sec * 1000000u + (uint64_t)ru->ru_utime.tv_usec +
                   (uint64_t)ru->ru_stime.tv_sec * 1000000u + (uint64_t)ru->ru_stime.tv_usec;
     res->peak_memory = (uint64_t)ru->ru_maxrss * 1024u;
+    if (s->meter && s->meter->peak > res->peak_memory)
+        res->peak_memory = s->meter->peak;
 
     struct cgroup_stats st = { 0 };
     if (s->cg && s->cg->version) {
@@ -416,7 +434,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
 
     pass_window_size(s);
     uint64_t deadline = s->limits->wall_ms ? s->start_us + s->limits->wall_ms * 1000 : 0;
-    bool tick = s->poll_cpu || s->poll_pids;
+    bool tick = s->poll_cpu || s->poll_pids || s->meter || s->poll_tree_cpu;
+    l.tick_ms = TICK_MS;
 
     while (!l.init_done || s->out_r >= 0 || s->errout_r >= 0) {
         struct pollfd p[10];
@@ -459,8 +478,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             if (timeout < 0 || timeout > left)
                 timeout = left;
         }
-        if (tick && !l.init_done && (timeout < 0 || timeout > TICK_MS))
-            timeout = TICK_MS;
+        if (tick && !l.init_done && (timeout < 0 || timeout > (int)l.tick_ms))
+            timeout = (int)l.tick_ms;
         if (l.pidfd < 0 && !l.init_done && (timeout < 0 || timeout > TICK_MS))
             timeout = TICK_MS; /* no pidfd: poll for init's exit */
 
@@ -494,8 +513,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
         bool init_event = i_pid >= 0 && p[i_pid].revents;
         if (tick && !l.init_done && !l.killed &&
             (init_event || monotonic_us() >= l.next_check_us)) {
-            check_cgroup_limits(&l);
-            l.next_check_us = monotonic_us() + TICK_MS * 1000;
+            check_polled_limits(&l);
+            l.next_check_us = monotonic_us() + l.tick_ms * 1000;
         }
 
         if (!l.init_done && (i_pid < 0 || p[i_pid].revents))

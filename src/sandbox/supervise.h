@@ -6,6 +6,7 @@
 #pragma once
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/meter.h"
 
 #include <jansson.h>
 
@@ -37,6 +38,8 @@ struct supervision {
     const struct policy_limits *limits;
     const struct cgroup_set *cg;
     bool poll_cpu, poll_pids; /* tree-wide limits read from the cgroup */
+    struct mem_meter *meter;  /* the memory limit held by polling the level's memory, or NULL */
+    bool poll_tree_cpu;       /* the CPU limit held by counting init_pid's tree */
     uint64_t start_us;        /* CLOCK_MONOTONIC */
 };
 

@@ -112,8 +112,9 @@ class Identity:
             "HOME": "/root" if self.root else "/nonexistent",
             "CORDON_TEST_TOKEN": HOST_TOKEN,
         }
-        # A sanitizer build reads its options from cordon's own environment.
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        # A sanitizer build reads its options from cordon's own environment;
+        # a guest kernel built elsewhere than the shared cache is named so.
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "CORDON_GUEST_KERNEL"):
             if k in os.environ:
                 env[k] = os.environ[k]
         env.update(extra or {})

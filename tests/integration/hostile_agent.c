@@ -78,7 +78,7 @@ int main(void)
     } else if (has(call, got, "attack-oversize")) {
         put(ctl, VM_STDOUT, 0xfffffff0u, junk, sizeof junk);
     } else if (has(call, got, "attack-forged-id")) {
-        uint32_t id = 1000;
+        uint32_t id = 5000; /* past VM_EG_MAX_CONNS */
         put(eg, VM_EG_OPEN, 4, &id, 4);
     } else if (has(call, got, "attack-escapes")) {
         static const char msg[] = "\x01\x00\x00\x00\x1b[2J\x1b]0;pwned\x07 fake error\r\nsecond";

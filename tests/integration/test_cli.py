@@ -15,10 +15,12 @@ from conftest import REPO, assert_cordon_refused, host_state, new_leftovers
 
 REASONS = {"exited", "timeout", "oom", "pids_limit", "output_limit", "cpu_limit",
            "file_size_limit", "killed", "setup_error"}
-# What `enforcement` may say; the gvisor level adds its filesystem ("mounts"),
-# what its cgroup holds ("runsc") and the memory rlimit it enforces ("rlimit-as").
-ENFORCERS = {"cgroup-v1", "cgroup-v2", "rlimit", "supervisor", "none", "mounts", "runsc",
-             "rlimit-as"}
+# What `enforcement` may say (levels.HELD_BY has what each limit says at each
+# level): the level's own kernel ("kernel"), a tmpfs's caps ("tmpfs"), an
+# inode count held only through the memory limit ("memory"); the gvisor level
+# adds its filesystem ("mounts") and what its cgroup holds ("runsc").
+ENFORCERS = {"cgroup-v1", "cgroup-v2", "rlimit", "supervisor", "kernel", "tmpfs", "memory",
+             "none", "mounts", "runsc"}
 
 
 # --- exit statuses ------------------------------------------------------------
@@ -294,7 +296,7 @@ def test_example_policies(cordon, example):
     assert (r.status, r.out) == (0, "ok\n"), r
     # What held only per process is said, on stderr and in the result.
     degraded = r.result["degraded"]
-    assert all(r.result["enforcement"][k] in ("rlimit", "rlimit-as") for k in degraded), r
+    assert all(r.result["enforcement"][k] == "rlimit" for k in degraded), r
     if degraded:
         assert r.err.startswith("cordon: limits " + ", ".join(degraded) + " hold per process"), r
     else:

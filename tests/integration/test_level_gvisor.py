@@ -398,29 +398,52 @@ def test_memory_limit_ends_run_as_oom(root_cordon):
     assert_nothing_left()
 
 
-def test_pids_limit_ends_fork_bomb(root_cordon):
-    r = gv(root_cordon, ["sh", "-c", "for i in $(seq 2000); do sleep 30 & done; wait"],
-           "--pids", "32", "-t", "60s")
-    assert r.result["reason"] == "pids_limit", r.result
-    assert r.status == 128 + signal.SIGKILL, r
+def test_pids_are_counted_inside_gvisor(root_cordon):
+    """The pids limit is gVisor's RLIMIT_NPROC, exact and the whole sandbox's:
+    a fork flood is refused at 32 and the run goes on. The host's pids cgroup
+    would count gVisor's own tasks (~5 a process): with it as the limit, 200
+    processes under a limit of 256 ended a run as pids_limit."""
+    r = gv(root_cordon, ["python3", "-c", """
+import os, time
+n = 0
+try:
+    while n < 300:
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print('refused after', n)
+"""], "--pids", "32", "-t", "60s")
+    assert r.status == 0 and r.result["reason"] == "exited", r
+    assert r.out.startswith("refused after") and int(r.out.split()[-1]) < 32, r
+    assert r.result["enforcement"]["pids"] == "kernel", r.result
+    r = gv(root_cordon, ["python3", "-c", """
+import os, time
+for i in range(200):
+    if os.fork() == 0:
+        time.sleep(3)
+        os._exit(0)
+print('forked 200')
+"""], "-t", "60s")
+    assert (r.status, r.out) == (0, "forked 200\n"), r
     assert_nothing_left()
 
 
-def test_memory_rlimit_without_cgroup(user_cordon):
-    """No cgroup for an ordinary user: an explicit memory limit becomes
-    RLIMIT_AS, which gVisor enforces (it ignores RLIMIT_DATA)."""
-    r = gv(user_cordon, ["python3", "-c", """
-b = []
-try:
-    for i in range(30):
-        b.append(bytearray(10 << 20))
-    print('allocated', len(b))
-except MemoryError:
-    print('refused at', len(b))
-"""], "-m", "64M", "--best-effort", "memory")
-    assert r.status == 0, r
-    assert r.out.startswith("refused at"), r
-    assert r.result["enforcement"]["memory"] == "rlimit-as", r.result
+def test_memory_held_by_the_supervisor_without_cgroup(user_cordon):
+    """No cgroup for an ordinary user, and gVisor ignores RLIMIT_DATA: the
+    supervisor meters gVisor's memory (its memory file and its own heap)
+    and ends the run as oom past the limit, the default's too."""
+    hog = ["python3", "-c", "b = [bytearray(16 << 20) for i in range(40)]\nprint('allocated')"]
+    r = gv(user_cordon, hog, "-m", "64M", "--best-effort", "memory")
+    assert (r.status, r.result["reason"]) == (137, "oom"), r
+    assert "allocated" not in r.out, r
+    assert r.result["enforcement"]["memory"] == "supervisor", r.result
+    r = gv(user_cordon, ["python3", "-c",
+                         "b = [bytearray(64 << 20) for i in range(24)]\nprint('allocated')"])
+    assert (r.status, r.result["reason"]) == (137, "oom"), r
+    assert r.result["enforcement"]["memory"] == "supervisor", r.result
+    assert r.result["peak_memory_bytes"] <= (1 << 30) + (256 << 20), r.result
 
 
 def test_pids_rlimit_without_cgroup(user_cordon):

@@ -352,7 +352,7 @@ def test_qemu_is_confined_like_a_command(cordon):
 ATTACKS = [
     ("attack-unknown", "unknown type 99"),
     ("attack-oversize", "length 4294967280"),
-    ("attack-forged-id", "connection 1000"),
+    ("attack-forged-id", "connection 5000"),
     ("attack-double-ready", "spoke out of turn (frame type 16)"),
     ("attack-second-set", "spoke out of turn (frame type 21)"),
 ]

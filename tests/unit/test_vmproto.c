@@ -28,7 +28,7 @@ static const struct frame_case cases[] = {
     { "stdout at the cap", VM_PORT_CONTROL, VM_STDOUT, VM_DATA_MAX, 0, NULL },
     { "exit", VM_PORT_CONTROL, VM_EXIT, 8, 0, NULL },
     { "error", VM_PORT_CONTROL, VM_ERROR, 20, 1, NULL },
-    { "egress open", VM_PORT_EGRESS, VM_EG_OPEN, 4, 63, NULL },
+    { "egress open", VM_PORT_EGRESS, VM_EG_OPEN, 4, 1023, NULL },
     { "egress data", VM_PORT_EGRESS, VM_EG_DATA, 100, 5, NULL },
     { "unknown type", VM_PORT_CONTROL, 99, 0, 0, "unknown type 99" },
     { "a host-only type", VM_PORT_CONTROL, VM_CALL, 10, 0, "unknown type 1" },
@@ -42,7 +42,7 @@ static const struct frame_case cases[] = {
     { "long exit", VM_PORT_CONTROL, VM_EXIT, 12, 0, "length 12 (allowed 8-8)" },
     { "error past the cap", VM_PORT_CONTROL, VM_ERROR, VM_ERROR_MAX + 1, 1, "length 513" },
     { "egress data without bytes", VM_PORT_EGRESS, VM_EG_DATA, 4, 1, "length 4" },
-    { "forged connection id", VM_PORT_EGRESS, VM_EG_OPEN, 4, 64, "connection 64" },
+    { "forged connection id", VM_PORT_EGRESS, VM_EG_OPEN, 4, 1024, "connection 1024" },
     { "forged id on data", VM_PORT_EGRESS, VM_EG_DATA, 8, 0xffffffffu, "connection 4294967295" },
 };
 

@@ -33,6 +33,7 @@
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/meter.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
 
@@ -69,10 +70,16 @@ extern const uint64_t cordon_gvisor_compat_size;
  * The run's cgroup holds gVisor itself besides the command: the sentry and
  * gofer are Go programs (~170 threads idle, ~4 more per mount, measured
  * here) and the sentry's own memory. Their share is added to the policy's
- * limits rather than taken from the command's.
+ * limits rather than taken from the command's. The command's processes are
+ * counted inside, by gVisor's RLIMIT_NPROC (counts_pids): each costs ~5
+ * host tasks (its stub process and the sentry's thread tracing it, measured
+ * here), so the cgroup's pids limit only bounds what gVisor makes on the host.
  */
 #define GVISOR_PIDS_OVERHEAD 1024
+#define GVISOR_TASKS_PER_PROCESS 8
 #define GVISOR_MEMORY_OVERHEAD (256ull << 20)
+/* gVisor's memory file (a memfd of the sentry's): the meter's (sandbox/meter.h). */
+#define GVISOR_MEMORY_FILE "runsc-memory"
 
 struct gv_state {
     char dir[64];        /* the run's private directory */
@@ -86,7 +93,6 @@ struct gv_state {
     bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
     uint16_t ports[SYNTH_MAX_PORTS]; /* its listeners' ports */
     size_t n_ports;
-    bool memory_as;      /* the memory rlimit as RLIMIT_AS (see rlimits_json) */
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
     char *argv_exec[MAX_ARGS];  /* runsc ... exec --process P CID */
@@ -384,13 +390,11 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
 }
 
 /*
- * gVisor enforces RLIMIT_AS but not RLIMIT_DATA, the namespace level's
- * fallback for memory: a memory limit the policy sets becomes RLIMIT_AS
- * here. A defaulted one stays RLIMIT_DATA (runtimes that reserve address
- * space, Go and node, would not start under an AS limit), which gVisor does
- * not enforce: the result says "none" for it (backend.c).
+ * The plan's rlimits, which gVisor enforces inside (but RLIMIT_DATA, the
+ * namespace level's fallback for memory: without a cgroup the supervisor
+ * holds memory by its meter instead, so the plan has none).
  */
-static json_t *rlimits_json(const struct confine_plan *c, bool memory_as)
+static json_t *rlimits_json(const struct confine_plan *c)
 {
     static const char *const names[] = {
         [RLIMIT_CPU] = "RLIMIT_CPU",       [RLIMIT_FSIZE] = "RLIMIT_FSIZE",
@@ -404,8 +408,6 @@ static json_t *rlimits_json(const struct confine_plan *c, bool memory_as)
         int r = c->rlimits[i].resource;
         if (r < 0 || (size_t)r >= sizeof names / sizeof names[0] || !names[r])
             continue;
-        if (r == RLIMIT_DATA && memory_as)
-            r = RLIMIT_AS;
         json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "type", names[r], "hard",
                                            (json_int_t)c->rlimits[i].value.rlim_max, "soft",
                                            (json_int_t)c->rlimits[i].value.rlim_cur));
@@ -427,7 +429,7 @@ static json_t *process_json(json_t *args, json_t *env, const char *cwd,
     return json_pack("{s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:{s:[], s:[], s:[], s:[], s:[]}, s:o}",
                      "args", args, "env", env, "cwd", cwd, "user", "uid", 0, "gid", 0, "noNewPrivileges", 1, "capabilities", "bounding", "effective",
                      "inheritable", "permitted", "ambient", "rlimits",
-                     rlimits_json(&st->confine, st->memory_as));
+                     rlimits_json(&st->confine));
 }
 
 static int write_json(const char *path, json_t *o, struct cordon_err *err)
@@ -523,20 +525,28 @@ static json_t *init_args(const struct gv_state *st)
 }
 
 /*
- * gVisor's capabilities for the helper: none, but for transparent egress
- * the two it needs to make the synthetic range loopback's and to listen on
- * port 53 and the policy's ports. It drops them before it says it is ready,
- * before anything of the call runs (gvisor/init.c), and the command's own
- * process gets none (process_json).
+ * gVisor's capabilities for the helper: none without egress. With it,
+ * CAP_SYS_RESOURCE, for its relay to raise its own RLIMIT_NOFILE past the
+ * command's (the command's processes take their limits from the helper's
+ * spec, so that stays the policy's); for transparent egress also the two
+ * it needs to make the synthetic range loopback's and to listen on port 53
+ * and the policy's ports. Every process of the helper drops them before it
+ * says it is ready, before anything of the call runs (gvisor/init.c), and
+ * the command's own process gets none (process_json).
  */
 static json_t *init_capabilities(const struct gv_state *st)
 {
     static const char *const sets[] = { "bounding", "effective", "permitted" };
     json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
                              "inheritable", "permitted", "ambient");
-    for (size_t i = 0; st->transparent && i < sizeof sets / sizeof sets[0]; i++)
-        json_object_set_new(caps, sets[i],
-                            json_pack("[s, s]", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE"));
+    for (size_t i = 0; st->gateway && i < sizeof sets / sizeof sets[0]; i++) {
+        json_t *set = json_object_get(caps, sets[i]);
+        json_array_append_new(set, json_string("CAP_SYS_RESOURCE"));
+        if (st->transparent) {
+            json_array_append_new(set, json_string("CAP_NET_ADMIN"));
+            json_array_append_new(set, json_string("CAP_NET_BIND_SERVICE"));
+        }
+    }
     return caps;
 }
 
@@ -1057,7 +1067,6 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
             if (ports[i] != GATEWAY_PORT)
                 st->ports[st->n_ports++] = ports[i];
     }
-    st->memory_as = !(s->p->limits.defaulted & (1u << POLICY_LIMIT_MEMORY));
     int rc = -1;
     pid_t shim = -1;
     int errp[2] = { -1, -1 }, statp[2] = { -1, -1 }, startp[2] = { -1, -1 };
@@ -1095,7 +1104,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     }
     const struct policy_limits *lim = &s->p->limits;
     if ((cgroup_has(s->cg, CGROUP_PIDS) && lim->pids &&
-         cgroup_set_pids(s->cg, lim->pids + GVISOR_PIDS_OVERHEAD, err) < 0) ||
+         cgroup_set_pids(s->cg, lim->pids * GVISOR_TASKS_PER_PROCESS + GVISOR_PIDS_OVERHEAD,
+                         err) < 0) ||
         (cgroup_has(s->cg, CGROUP_MEMORY) && lim->memory &&
          cgroup_set_memory(s->cg, lim->memory + GVISOR_MEMORY_OVERHEAD, err) < 0))
         goto out;
@@ -1129,6 +1139,12 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         boundary_child_error(errp[0], err);
         goto out;
     }
+    /* The sandbox runs: where no cgroup holds its memory, the supervisor's
+     * meter does, or the run does not start. */
+    if (s->meter && mem_meter_open(shim, GVISOR_MEMORY_FILE, s->meter, err) < 0) {
+        err_prefix(err, "gvisor");
+        goto out;
+    }
     b->pid = shim;
     shim = -1;
     b->err_r = TAKE_FD(errp[0]);
@@ -1152,7 +1168,10 @@ out:
 const struct sandbox_backend gvisor_backend = {
     .name = "gvisor",
     .level = CORDON_LEVEL_GVISOR,
-    .ignores_rlimit_data = true,
+    .meters_memory = true,
+    .meters_cpu = true,
+    .counts_pids = true,
+    .tmpfs_sizes = true,  /* gVisor's tmpfs takes a size, not nr_inodes (tmpfs_mount) */
     .probe = gv_probe,
     .prepare = gv_prepare,
     .release = gv_release,

@@ -9,7 +9,8 @@
  *                   ready, then holds the sandbox open; with SOCKET (the
  *                   gateway's unix socket, reached through --host-uds=open)
  *                   it first listens on 127.0.0.1:3128 and relays each
- *                   connection to SOCKET, so HTTP(S)_PROXY works as at the
+ *                   connection to SOCKET (all of them from one process,
+ *                   gvisor/relay.c), so HTTP(S)_PROXY works as at the
  *                   namespace level while the sandbox has no network at all.
  *                   With NET/PREFIX (the synthetic range), STUB (the DNS
  *                   stub's address) and the ports, egress is transparent too
@@ -44,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -53,6 +55,7 @@
 #include "common/relay_wire.h"
 #include "common/route.h"
 #include "common/syscalls.h"
+#include "sandbox/gvisor/relay.h"
 #include "sandbox/start_files.h"
 
 #define PROXY_PORT 3128
@@ -71,88 +74,6 @@ static int write_all(int fd, const void *data, size_t len)
         len -= (size_t)w;
     }
     return 0;
-}
-
-/* FD's close, which follows, sends a reset. */
-static void reset_on_close(int fd)
-{
-    struct linger now = { .l_onoff = 1, .l_linger = 0 };
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
-}
-
-/*
- * Carry bytes between the client A and the gateway B until both ends are
- * done. With RESET, a gateway that ends the connection before sending a
- * byte refused it: the client gets a reset, as from the namespace level's
- * listeners (a unix socket cannot carry one).
- */
-static void relay(int a, int b, bool reset)
-{
-    char buf[65536];
-    struct pollfd p[2] = { { .fd = a, .events = POLLIN }, { .fd = b, .events = POLLIN } };
-    int open_dirs = 2;
-    bool answered = false;
-    while (open_dirs > 0) {
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (p[i].fd < 0 || !p[i].revents)
-                continue;
-            int to = i == 0 ? b : a;
-            ssize_t n = read(p[i].fd, buf, sizeof buf);
-            if (n <= 0 && i == 1 && reset && !answered) {
-                reset_on_close(a);
-                return;
-            }
-            answered |= i == 1 && n > 0;
-            if (n <= 0) {
-                /* Half-close: the other side still gets its answer. */
-                shutdown(to, SHUT_WR);
-                p[i].fd = -1;
-                open_dirs--;
-                continue;
-            }
-            if (write_all(to, buf, (size_t)n) < 0)
-                return;
-        }
-    }
-}
-
-static int dial(const char *path)
-{
-    struct sockaddr_un a = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof a.sun_path)
-        return -1;
-    strcpy(a.sun_path, path);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(s);
-        return -1;
-    }
-    return s;
-}
-
-/* A connection to the gateway's door that opens with the relay preface of KIND. */
-static int dial_relay(const char *gateway, char kind, const struct sockaddr_in *to)
-{
-    unsigned char preface[RELAY_PREFACE_MAX];
-    size_t n = RELAY_MAGIC_LEN;
-    memcpy(preface, RELAY_MAGIC, RELAY_MAGIC_LEN);
-    preface[n++] = (unsigned char)kind;
-    if (to) {
-        memcpy(preface + n, &to->sin_addr.s_addr, 4); /* both already big-endian */
-        memcpy(preface + n + 4, &to->sin_port, 2);
-        n += 6;
-    }
-    int g = dial(gateway);
-    if (g >= 0 && write_all(g, preface, n) < 0) {
-        close(g);
-        return -1;
-    }
-    return g;
 }
 
 /* A socket of TYPE bound to ADDR:PORT (network order), listening if a stream. */
@@ -180,7 +101,7 @@ static int bound_socket(int type, uint32_t addr, uint16_t port)
  * waiting then are lost, as UDP loses them: the resolver asks again).
  * Shorter than a header, or a response: dropped here, since it would end
  * the stream for everyone. The gateway ends a stream idle for 30 s
- * (HEAD_DEADLINE_MS); the stub ends it first, after DNS_IDLE_MS with no
+ * (DNS_STREAM_IDLE_MS); the stub ends it first, after DNS_IDLE_MS with no
  * answer owed, so no query is ever sent into a stream being closed.
  */
 #define DNS_PENDING 256
@@ -231,7 +152,7 @@ static _Noreturn void dns_main(int u, const char *gateway)
                              &from_len);
         if (n < 12 || n > (ssize_t)RELAY_DNS_MAX || (q[4] & 0x80) || waiting == DNS_PENDING)
             continue;
-        if (g < 0 && (g = dial_relay(gateway, RELAY_DNS, NULL)) < 0)
+        if (g < 0 && (g = relay_dial(gateway, RELAY_DNS, NULL)) < 0)
             continue;
         q[0] = (unsigned char)(n >> 8);
         q[1] = (unsigned char)n;
@@ -243,22 +164,6 @@ static _Noreturn void dns_main(int u, const char *gateway)
         }
         askers[(head + waiting++) % DNS_PENDING] = from;
     }
-}
-
-/* A connection to a transparent listener: to the gateway, after a preface
- * naming the address and port it came to (whatever they are: the gateway
- * refuses one that is not a synthetic address it gave out). */
-static void relay_transparent(int c, const char *gateway)
-{
-    struct sockaddr_in to;
-    socklen_t len = sizeof to;
-    int g = -1;
-    if (getsockname(c, (struct sockaddr *)&to, &len) == 0 && to.sin_family == AF_INET)
-        g = dial_relay(gateway, RELAY_TCP, &to);
-    if (g >= 0)
-        relay(c, g, true);
-    else
-        reset_on_close(c); /* no gateway to decide: refused */
 }
 
 /* No capability left: the init is then no more than the command it serves. */
@@ -333,9 +238,48 @@ static int open_relays(struct relay_plan *r)
     if (pid == 0) {
         for (size_t i = 0; i < r->n_fds; i++)
             close(r->fds[i]);
+        if (drop_capabilities() < 0)
+            _exit(1);
         dns_main(u, r->gateway);
     }
     close(u);
+    return 0;
+}
+
+/*
+ * The relay, a process of its own: its RLIMIT_NOFILE, raised to carry two
+ * descriptors per connection the gateway lets the run hold (gVisor's, which
+ * the memory limit holds), is not the command's, which gVisor takes from
+ * this init's. It drops its capabilities before init says it is ready.
+ */
+#define RELAY_NOFILE 16384
+static int start_relay(struct relay_plan *r)
+{
+    int done[2];
+    if (pipe2(done, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        struct rlimit nofile = { RELAY_NOFILE, RELAY_NOFILE };
+        close(done[0]);
+        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || drop_capabilities() < 0 ||
+            write(done[1], "d", 1) != 1)
+            _exit(1);
+        close(done[1]);
+        relay_serve(r->fds, r->n_fds, r->gateway);
+    }
+    close(done[1]);
+    char c;
+    ssize_t n = read(done[0], &c, 1);
+    close(done[0]);
+    for (size_t i = 0; i < r->n_fds; i++)
+        close(r->fds[i]);
+    if (n != 1) {
+        fprintf(stderr, "cordon-gvisor-init: cannot start the relay: %s\n", strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -350,7 +294,7 @@ static int init_main(const char *home, struct relay_plan *r)
     signal(SIGCHLD, SIG_IGN);
     /* A client gone mid-write ends only its relay, with EPIPE. */
     signal(SIGPIPE, SIG_IGN);
-    if (r->gateway && open_relays(r) < 0)
+    if (r->gateway && (open_relays(r) < 0 || start_relay(r) < 0))
         return 1;
     if (drop_capabilities() < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot drop capabilities: %s\n", strerror(errno));
@@ -364,35 +308,8 @@ static int init_main(const char *home, struct relay_plan *r)
         dup2(null, 1);
         dup2(null, 2);
     }
-    if (!r->gateway)
-        for (;;)
-            pause();
-    struct pollfd p[1 + MAX_PORTS];
-    for (size_t i = 0; i < r->n_fds; i++)
-        p[i] = (struct pollfd){ .fd = r->fds[i], .events = POLLIN };
-    for (;;) {
-        if (poll(p, r->n_fds, -1) < 0)
-            continue;
-        for (size_t i = 0; i < r->n_fds; i++) {
-            if (!p[i].revents)
-                continue;
-            int c = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
-            if (c < 0)
-                continue;
-            pid_t pid = fork();
-            if (pid == 0) {
-                for (size_t j = 0; j < r->n_fds; j++)
-                    close(r->fds[j]);
-                int g;
-                if (i > 0)
-                    relay_transparent(c, r->gateway);
-                else if ((g = dial(r->gateway)) >= 0)
-                    relay(c, g, false);
-                _exit(0);
-            }
-            close(c);
-        }
-    }
+    for (;;)
+        pause();
 }
 
 static int install_profile(const char *path)

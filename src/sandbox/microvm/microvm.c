@@ -109,9 +109,13 @@ static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundar
     }
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    /* QEMU is the run's: its memory, CPU and pids count against the limits.
-     * The shim joins the run's cgroups itself, first thing (see cgroup.h). */
-    if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
+    /* QEMU is the run's: its memory and CPU count against the limits, its
+     * threads against a bound of their own (the command's pids are the
+     * guest's to count: counts_pids). The shim joins the run's cgroups
+     * itself, first thing (see cgroup.h). */
+    if ((cgroup_has(s->cg, CGROUP_PIDS) && s->p->limits.pids &&
+         cgroup_set_pids(s->cg, VM_QEMU_TASKS, err) < 0) ||
+        (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0))
         goto out;
     shim = sys_clone_ns(CLONE_NEWUSER | CLONE_NEWPID);
     if (shim < 0) {
@@ -183,6 +187,9 @@ out:
 const struct sandbox_backend microvm_backend = {
     .name = "microvm",
     .level = CORDON_LEVEL_MICROVM,
+    .counts_pids = true,
+    .tmpfs_sizes = true,  /* the guest kernel's tmpfs */
+    .tmpfs_inodes = true,
     .probe = microvm_probe,
     .admits = microvm_admits,
     .prepare = microvm_prepare,

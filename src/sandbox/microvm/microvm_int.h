@@ -42,6 +42,8 @@
 /* 9p share slots: the device layout is fixed so one snapshot serves every
  * policy; a run points the slots it uses at its paths, the rest at /usr. */
 #define VM_SLOTS 6 /* microvm has 8 virtio-mmio transports; virtio-serial takes one */
+/* QEMU's own threads (vCPU, I/O, 9p workers) at most, where the run has a pids cgroup. */
+#define VM_QEMU_TASKS 256
 #define BOOT_TIMEOUT_MS 30000
 #define RESTORE_TIMEOUT_MS 10000
 #define SETUP_TIMEOUT_MS 30000 /* mounting the shares: ~50 ms under TCG */

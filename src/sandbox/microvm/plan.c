@@ -269,18 +269,13 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
     /* The call's policy part; argv, environment and entropy follow at start. */
     struct vm_buf *b = &v->setup;
     const struct confine_plan *c = s->confine;
-    size_t n_rl = c->n_rlimits + (p->limits.pids ? 1 : 0);
-    vm_buf_u32(b, (uint32_t)n_rl);
+    /* Pids among them (counts_pids): the command's user holds at most this
+     * many in the guest. */
+    vm_buf_u32(b, (uint32_t)c->n_rlimits);
     for (size_t i = 0; i < c->n_rlimits; i++) {
         vm_buf_u32(b, (uint32_t)c->rlimits[i].resource);
         vm_buf_u64(b, c->rlimits[i].value.rlim_cur);
         vm_buf_u64(b, c->rlimits[i].value.rlim_max);
-    }
-    if (p->limits.pids) {
-        /* Pids inside the guest: the command's user holds at most this many. */
-        vm_buf_u32(b, RLIMIT_NPROC);
-        vm_buf_u64(b, p->limits.pids);
-        vm_buf_u64(b, p->limits.pids);
     }
     char opts[128];
     const struct workspace_guard *ws = p->workspace ? s->workspace : NULL;

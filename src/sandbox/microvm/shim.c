@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 
 /* ---- the shim ---- */
@@ -240,7 +241,14 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
 {
     struct cordon_err err = { 0 };
     int in = m->stdio[0];
-    int conns[VM_EG_MAX_CONNS];
+    static int conns[VM_EG_MAX_CONNS];
+    /* A connection to the gateway per guest connection: room for them all. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < VM_EG_MAX_CONNS + 64) {
+        nofile.rlim_cur = nofile.rlim_max < VM_EG_MAX_CONNS + 64 ? nofile.rlim_max
+                                                                  : VM_EG_MAX_CONNS + 64;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     for (size_t i = 0; i < VM_EG_MAX_CONNS; i++)
         conns[i] = -1;
     struct vm_reader *rc = malloc(sizeof *rc), *re = malloc(sizeof *re);
@@ -258,7 +266,7 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
 
     for (;;) {
-        struct pollfd p[5 + VM_EG_MAX_CONNS];
+        static struct pollfd p[5 + VM_EG_MAX_CONNS];
         p[0] = (struct pollfd){ .fd = vm->ctl, .events = POLLIN };
         p[1] = (struct pollfd){ .fd = vm->eg, .events = POLLIN };
         p[2] = (struct pollfd){ .fd = in, .events = POLLIN };

@@ -22,6 +22,13 @@
 #define VM_MAX_RLIMITS 16u
 /* Transparent egress: the ports the guest listens on for synthetic addresses. */
 #define VM_MAX_PORTS 32u
+/*
+ * Egress connections one guest may have open at once (their ids are below
+ * it): room for the gateway's cap (256), its head budget and connections
+ * ending, so the gateway decides what the run may hold, as at the other
+ * levels; past it the agent answers 429 itself.
+ */
+#define VM_EG_MAX_CONNS 1024u
 /* The guest's fixed addresses (policy.h's GATEWAY_PORT, DNS_STUB_ADDR,
  * SYNTH_NET and SYNTH_PREFIX; microvm.c asserts they agree). */
 #define VM_GATEWAY_PORT 3128u

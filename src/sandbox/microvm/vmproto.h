@@ -15,9 +15,6 @@
 
 enum vm_port { VM_PORT_CONTROL, VM_PORT_EGRESS };
 
-/* The most egress connections one guest may have open. */
-#define VM_EG_MAX_CONNS 64u
-
 /* Is a guest frame of TYPE and LEN acceptable on PORT? 0, or -1 with ERR. */
 int vm_frame_check(enum vm_port port, uint32_t type, uint32_t len, struct cordon_err *err);
 

@@ -1,0 +1,183 @@
+/*
+ * sandbox/meter.c: the memory meter (see meter.h). Supervisor only: it reads
+ * /proc, where the process it looks for runs as the caller's uid (in a user
+ * namespace the caller owns), so no privilege is needed.
+ */
+#include "sandbox/meter.h"
+
+#include "common/cleanup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The process's anonymous resident memory (RssAnon), from its /proc directory PROC. */
+static uint64_t anon_bytes(int proc)
+{
+    int fd = openat(proc, "status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *at = strstr(buf, "\nRssAnon:");
+    unsigned long long kib = 0;
+    if (!at || sscanf(at, "\nRssAnon: %llu", &kib) != 1)
+        return 0;
+    return (uint64_t)kib << 10;
+}
+
+/* Does PID hold a descriptor whose link reads WANT? Its number, or -1. */
+static int find_fd(pid_t pid, const char *want)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int found = -1;
+    struct dirent *e;
+    char link[256];
+    while (found < 0 && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        if (strcmp(link, want) == 0)
+            found = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* PID's children (of all its threads), appended to *PIDS (*N of *CAP). */
+static void add_children(pid_t pid, pid_t **pids, size_t *n, size_t *cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char file[64 + sizeof e->d_name + 16];
+        snprintf(file, sizeof file, "%s/%s/children", path, e->d_name);
+        FILE *f = fopen(file, "re");
+        int child;
+        while (f && fscanf(f, "%d", &child) == 1) {
+            if (*n == *cap) {
+                size_t more = *cap ? *cap * 2 : 64;
+                pid_t *grown = realloc(*pids, more * sizeof *grown);
+                if (!grown)
+                    break;
+                *pids = grown;
+                *cap = more;
+            }
+            (*pids)[(*n)++] = child;
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+}
+
+int mem_meter_open(pid_t top, const char *name, struct mem_meter *m, struct cordon_err *err)
+{
+    char want[128];
+    snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
+    _cleanup_free_ pid_t *pids = NULL;
+    size_t n = 0, cap = 0;
+    add_children(top, &pids, &n, &cap);
+    for (size_t i = 0; i < n; i++) {
+        int fd = find_fd(pids[i], want);
+        if (fd < 0) {
+            add_children(pids[i], &pids, &n, &cap);
+            continue;
+        }
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pids[i], fd);
+        m->file = open(path, O_RDONLY | O_CLOEXEC);
+        snprintf(path, sizeof path, "/proc/%d", (int)pids[i]);
+        m->proc = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (m->file < 0 || m->proc < 0) {
+            mem_meter_close(m);
+            return err_sys(err, CORDON_E_SETUP, "cannot open '%s' of process %d to meter its "
+                           "memory", name, (int)pids[i]);
+        }
+        m->base = anon_bytes(m->proc);
+        m->peak = 0;
+        return 0;
+    }
+    return err_set(err, CORDON_E_SETUP, "no process of the sandbox holds '%s' to meter its "
+                   "memory by", name);
+}
+
+uint64_t mem_meter_read(struct mem_meter *m)
+{
+    struct stat st;
+    if (m->file < 0 || fstat(m->file, &st) < 0)
+        return 0;
+    uint64_t used = (uint64_t)st.st_blocks * 512u, anon = anon_bytes(m->proc);
+    if (anon > m->base)
+        used += anon - m->base;
+    if (used > m->peak)
+        m->peak = used;
+    return used;
+}
+
+/* PID's utime, stime, cutime and cstime, in clock ticks. */
+static uint64_t cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* After the command name, which may hold anything but ends at the last ')'. */
+    const char *at = strrchr(buf, ')');
+    unsigned long long t[4] = { 0 };
+    if (!at || sscanf(at + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                      &t[0], &t[1], &t[2], &t[3]) != 4)
+        return 0;
+    return t[0] + t[1] + t[2] + t[3];
+}
+
+uint64_t tree_cpu_us(pid_t top)
+{
+    _cleanup_free_ pid_t *pids = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t ticks = cpu_ticks(top);
+    add_children(top, &pids, &n, &cap);
+    for (size_t i = 0; i < n; i++) {
+        ticks += cpu_ticks(pids[i]);
+        add_children(pids[i], &pids, &n, &cap);
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    return ticks * 1000000u / (uint64_t)(hz > 0 ? hz : 100);
+}
+
+void mem_meter_close(struct mem_meter *m)
+{
+    if (m->file >= 0)
+        close(m->file);
+    if (m->proc >= 0)
+        close(m->proc);
+    m->file = m->proc = -1;
+}
