@@ -679,9 +679,33 @@ static void pipes_close(struct pipes *pp)
         drop(&all[i]);
 }
 
+/*
+ * Is the namespace FD (of /proc's kind NAME) the host's: the supervisor's
+ * own, or pid 1's where that can be looked at? In the host's network
+ * namespace loopback is the host's, open to the egress lock (127.0.0.0/8
+ * passes: a pod's loopback holds its sidecars), and the door and the route
+ * would be made on the host; the host's IPC namespace holds its shared
+ * memory. So only a namespace of someone else's making (a pod's) is joined.
+ */
+static bool hosts_own(int fd, const char *name)
+{
+    struct stat ns, mine;
+    if (fstat(fd, &ns) < 0)
+        return true;
+    for (int who = 0; who < 2; who++) {
+        char path[32];
+        snprintf(path, sizeof path, "/proc/%s/ns/%s", who ? "1" : "self", name);
+        if (stat(path, &mine) == 0 && mine.st_dev == ns.st_dev && mine.st_ino == ns.st_ino)
+            return true;
+    }
+    return false;
+}
+
 static int open_joined(const struct sandbox_container *c, int ns_fd[CONTAINER_NS_COUNT],
                        bool *joins, struct cordon_err *err)
 {
+    static const char *const names[CONTAINER_NS_COUNT] = { "net", "ipc", "uts" };
+    static const char *const kinds[CONTAINER_NS_COUNT] = { "network", "ipc", "uts" };
     *joins = false;
     for (int i = 0; i < CONTAINER_NS_COUNT; i++)
         ns_fd[i] = -1;
@@ -691,6 +715,9 @@ static int open_joined(const struct sandbox_container *c, int ns_fd[CONTAINER_NS
         *joins = true;
         if ((ns_fd[i] = open(c->ns_path[i], O_RDONLY | O_CLOEXEC)) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot open namespace '%s'", c->ns_path[i]);
+        if (hosts_own(ns_fd[i], names[i]))
+            return err_set(err, CORDON_E_UNSUPPORTED, "namespace %s: '%s' is the host's own: "
+                           "cordon joins a pod's, never the host's", kinds[i], c->ns_path[i]);
     }
     return 0;
 }

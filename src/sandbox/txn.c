@@ -50,11 +50,14 @@
 #include "sandbox/txn_int.h"
 
 #include "common/cleanup.h"
+#include "common/syscalls.h"
 #include "common/text.h"
 #include "policy/policy.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +65,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -519,18 +523,12 @@ static bool is_txn_dir(const char *name)
     return true;
 }
 
-/* Finish or undo the dead transaction DNAME as its files say (the states above). */
-static int recover_one(int host, const struct policy *p, const char *dname,
+/* Finish or undo the dead transaction DNAME (open as DFD) as its files say (the states above). */
+static int recover_dir(int host, const struct policy *p, const char *dname, int dfd,
                        struct txn_recovery *rec)
 {
     char *why = rec->reason;
     size_t len = sizeof rec->reason;
-    _cleanup_close_ int dfd = txn_open_beneath(host, dname, O_RDONLY | O_DIRECTORY);
-    struct stat st;
-    if (dfd < 0 || fstat(dfd, &st) < 0)
-        return fail(why, len, "cannot open '%s'", dname);
-    if (st.st_uid != geteuid() && geteuid() != 0)
-        return errno = 0, fail(why, len, "'%s' belongs to uid %u", dname, (unsigned)st.st_uid);
     bool committed = faccessat(dfd, "committed", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
     bool applying = true;
     char *text = read_journal_file(dfd, "journal");
@@ -559,6 +557,91 @@ static int recover_one(int host, const struct policy *p, const char *dname,
     else if (rc == 0)
         rec->rolled_back++;
     return rc;
+}
+
+/* UID and GID alone: no supplementary group, no capability (uid 0 keeps them otherwise). */
+static int become(uid_t uid, gid_t gid)
+{
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct none[2] = { { 0 } };
+    if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        return -1;
+    return sys_capset(&hdr, none);
+}
+
+/* What a recovering child hands back. */
+struct recovered {
+    int rc;
+    struct txn_recovery rec;
+};
+
+/* recover_dir() in a child that is UID and GID alone (become()); its outcome into REC. */
+static int recover_as(int host, const struct policy *p, const char *dname, int dfd, uid_t uid,
+                      gid_t gid, struct txn_recovery *rec)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return fail(rec->reason, sizeof rec->reason, "cannot recover '%s'", dname);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct recovered out = { .rc = -1 };
+        close(pfd[0]);
+        if (become(uid, gid) < 0)
+            fail(out.rec.reason, sizeof out.rec.reason, "cannot act as uid %u to recover '%s'",
+                 (unsigned)uid, dname);
+        else
+            out.rc = recover_dir(host, p, dname, dfd, &out.rec);
+        _exit(write(pfd[1], &out, sizeof out) == (ssize_t)sizeof out ? 0 : 1);
+    }
+    close(pfd[1]);
+    struct recovered got = { .rc = -1 };
+    ssize_t n = pid < 0 ? -1 : read(pfd[0], &got, sizeof got);
+    int e = errno;
+    close(pfd[0]);
+    while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (n != (ssize_t)sizeof got) {
+        errno = pid < 0 ? e : 0;
+        return fail(rec->reason, sizeof rec->reason, "cannot recover '%s'", dname);
+    }
+    rec->rolled_back += got.rec.rolled_back;
+    rec->rolled_forward += got.rec.rolled_forward;
+    if (got.rc < 0)
+        snprintf(rec->reason, sizeof rec->reason, "%s", got.rec.reason);
+    return got.rc;
+}
+
+/*
+ * DNAME, recovered with no more power than its maker had. The workspace is
+ * the run's to write when it runs -w in direct mode or binds it --rw, so a
+ * transaction directory may be of a run's making, and its journal may name
+ * any path beneath W: a root caller's recovery would move, delete or chmod
+ * with root's power other users' files, which the run (uid 0 without a
+ * capability over them) could not. So the recovery acts as the directory's
+ * owner, with no capability and no supplementary group: a root caller in a
+ * child that becomes that uid; another caller recovers only its own, as
+ * itself. Its group is the directory's, unless W is set-group-ID (then the
+ * group came from W, not its maker: nogroup). cordon makes the directory
+ * 0700: one open to others (another user's, renamed here) is none of ours.
+ */
+static int recover_one(int host, const struct policy *p, const char *dname,
+                       struct txn_recovery *rec)
+{
+    char *why = rec->reason;
+    size_t len = sizeof rec->reason;
+    _cleanup_close_ int dfd = txn_open_beneath(host, dname, O_RDONLY | O_DIRECTORY);
+    struct stat st, top;
+    if (dfd < 0 || fstat(dfd, &st) < 0 || fstat(host, &top) < 0)
+        return fail(why, len, "cannot open '%s'", dname);
+    if (st.st_mode & 077)
+        return errno = 0, fail(why, len, "'%s' is open to others (mode %04o), so cordon did "
+                               "not make it: left alone", dname, (unsigned)(st.st_mode & 07777));
+    if (geteuid() == 0)
+        return recover_as(host, p, dname, dfd, st.st_uid,
+                          (top.st_mode & S_ISGID) ? 65534 : st.st_gid, rec);
+    if (st.st_uid != geteuid())
+        return errno = 0, fail(why, len, "'%s' belongs to uid %u", dname, (unsigned)st.st_uid);
+    return recover_dir(host, p, dname, dfd, rec);
 }
 
 /* Every dead transaction in the workspace; the caller holds the lock. */

@@ -343,6 +343,10 @@ def wait_until(pred, timeout, interval=0.05):
 # entries of the test's own runs, not those of runs others start on the host
 # meanwhile (a user's cordon, another suite). None outside a test: count all.
 _test_pids = None
+# Entries already there when the test began, whatever pid they name: pids are
+# reused (pid_max is 32768 here), so an old entry of someone else's run may
+# come to name a pid of the test's own runs; it is still not the test's.
+_preexisting = frozenset()
 _PID_IN_NAME = re.compile(r"^\.?cordon-(?:[a-z]+-)*?(\d+)(?:-|$)")
 
 
@@ -361,6 +365,8 @@ def _ours(path):
     """Is PATH an entry of a run the current test started?"""
     if _test_pids is None:
         return True
+    if path in _preexisting:
+        return False
     m = _PID_IN_NAME.match(os.path.basename(path))
     # An entry naming no pid cannot be told apart: it counts.
     return m is None or int(m.group(1)) in _test_pids
@@ -371,7 +377,7 @@ def cordon_cgroups():
     found = set()
     for dirpath, dirnames, _ in os.walk(CGROUP_ROOT):
         for d in dirnames:
-            if d.startswith("cordon") and _ours(d):
+            if d.startswith("cordon") and _ours(os.path.join(dirpath, d)):
                 found.add(os.path.join(dirpath, d))
     return found
 
@@ -381,7 +387,7 @@ def cordon_tmp():
     for d in TMP_GLOBS:
         try:
             for e in os.listdir(d):
-                if (e.startswith("cordon") or e.startswith(".cordon")) and _ours(e):
+                if (e.startswith("cordon") or e.startswith(".cordon")) and _ours(os.path.join(d, e)):
                     found.add(os.path.join(d, e))
         except OSError:
             pass
@@ -529,7 +535,9 @@ def user_cordon(level, bins, hosttmp):
 @pytest.fixture(autouse=True)
 def no_leftovers():
     """Every test: no cordon cgroup or temp entry of its runs left behind on the host."""
-    global _test_pids
+    global _test_pids, _preexisting
+    _test_pids = None
+    _preexisting = frozenset(host_state())  # everyone's, before the test's pids are known
     _test_pids = {os.getpid()}  # libcordon runs in-process would name pytest
     before = host_state()
     try:
@@ -537,6 +545,7 @@ def no_leftovers():
         left = new_leftovers(before)
     finally:
         _test_pids = None
+        _preexisting = frozenset()
     assert not left, f"cordon left state on the host: {sorted(left)}"
 
 

@@ -365,3 +365,48 @@ def test_overlay_commit_recovered_by_check_and_next_run(cordon):
     assert RESERVED not in r.out and r.out.endswith("new 7\n"), r
     assert_whole(listing(ws), old, new, "killed at committed, then a run") == "new"
     assert not reserved_left(ws)
+
+
+OTHER_UID = 4242  # a user who is neither the caller nor nobody: the run cannot touch their files
+
+FORGE = r"""
+set -e
+cd /mnt/w
+ino=$(stat -c %i other/f)
+hex() { printf %s "$1" | od -An -tx1 | tr -d ' \n'; }
+rm -f other/f 2>/dev/null && echo "deleted it myself" || true
+id=00112233445566ff
+umask 077; mkdir .cordon-txn-$id
+printf 'cordon-txn 1 %s\ndel 0 %s 0 %s\nmode 0 0 777 %s\nend\n' $id $ino "$(hex other/f)" \
+    "$(hex other)" > .cordon-txn-$id/journal
+: > .cordon-txn-$id/committed
+echo forged
+"""
+
+
+def test_forged_journal_recovers_no_more_than_the_run_could_do(cordon):
+    """A run that writes the workspace (-w in direct mode, or a --rw bind of
+    it, as here at every level) can leave a .cordon-txn-* directory of its
+    own making, marked committed, whose journal deletes a
+    file of another user's (and opens their directory to all) that the run
+    itself cannot touch. Recovery (the next run's, and `cordon check -w` by
+    root, whoever the run was) acts as the directory's owner without
+    capabilities: it does no more than the run could, and the file stays."""
+    ws = cordon.hostdir("ws")
+    os.chmod(ws, 0o755)
+    other = ws / "other"
+    other.mkdir()
+    (other / "f").write_text("theirs\n")
+    for p in (other, other / "f"):
+        os.chown(p, OTHER_UID, OTHER_UID)
+    os.chmod(other, 0o755)
+    before = listing(other)
+    r = cordon.run(["sh", "-c", FORGE], "--rw", f"{ws}:/mnt/w")
+    assert r.status == 0 and "forged" in r.out, r
+    assert "deleted it myself" not in r.out, "the run could delete the file: no premise"
+    # The next run recovers first; root's check does too.
+    cordon.run(["true"], "-w", ws)
+    subprocess.run([cordon.bin, "check", "-w", str(ws)], capture_output=True, timeout=60)
+    assert (other / "f").read_text() == "theirs\n", "a forged journal deleted another's file"
+    assert listing(other) == before
+    assert stat.S_IMODE(os.stat(other).st_mode) == 0o755

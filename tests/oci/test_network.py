@@ -19,6 +19,7 @@ import pytest
 from conftest import need, wait_for
 
 EGRESS = ("--annotation", "run.cordon.policy=egress.yaml")
+PROCESS = ("--annotation", "run.cordon.policy=process.yaml")
 
 
 def proxy_request(url, host):
@@ -146,3 +147,30 @@ def test_exec_in_joined_netns_is_locked(containerd, rootfs, pod_netns):
         assert accepted_lines(server) == []
     finally:
         containerd.remove(r.name)
+
+
+@pytest.mark.parametrize("level", ["namespace", "process"])
+@pytest.mark.parametrize("ns", ["network", "ipc"])
+def test_joining_the_hosts_own_namespace_is_refused(containerd, rootfs, policies, ns, level):
+    """A namespace joined by path must be a pod's, never the host's: in the
+    host's network namespace loopback is the host's, where the egress lock lets
+    127.0.0.0/8 through to every service listening there (and cordon's door and
+    route would be made on the host); the host's IPC namespace holds the host's
+    shared memory. Refused at create, as a spec without a namespace is; the
+    host's listener sees nothing."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.5)
+    port = srv.getsockname()[1]
+    try:
+        r = containerd.run(rootfs, "sh", "-c", f"timeout 5 nc 127.0.0.1 {port} </dev/null; echo lo=$?",
+                           opts=("--with-ns", f"{ns}:/proc/{os.getpid()}/ns/{ns[:3]}",
+                                 *(PROCESS if level == "process" else ())))
+        assert r.returncode != 0 and "lo=" not in r.stdout, (r.stdout, r.stderr)
+        assert "host's own" in r.stderr, r.stderr
+        with pytest.raises(socket.timeout):
+            srv.accept()
+    finally:
+        srv.close()
