@@ -129,7 +129,8 @@ static pid_t find_agent(const struct box *b)
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 512;
-            pid_t *a = realloc(pids, cap * sizeof *a), *p2 = a ? realloc(parents, cap * sizeof *p2) : NULL;
+            pid_t *a = realloc(pids, cap * sizeof *a);
+            pid_t *p2 = a ? realloc(parents, cap * sizeof *p2) : NULL;
             if (a)
                 pids = a;
             if (p2)
@@ -333,6 +334,11 @@ static void on_in(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
     struct box *b = arg;
+    /* Nothing to send (a hello with nothing held): evbuffer_write would say -1, errno stale. */
+    if (evbuffer_get_length(b->tx) == 0) {
+        event_del(b->in_ev);
+        return;
+    }
     if (evbuffer_write(b->tx, fd) < 0 && errno != EAGAIN && errno != EINTR) {
         evbuffer_drain(b->tx, evbuffer_get_length(b->tx));
         box_fail(b, NULL);
@@ -589,7 +595,8 @@ struct box *box_new(struct daemon *d, const struct box_spec *spec, struct cordon
         d->n_boxes++;
     if (!b->rx || !b->tx || !b->held || !b->result) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
-    } else if (box_install_agent(d, err) == 0 && derive(b, spec, err) == 0 && box_start(b, err) == 0) {
+    } else if (box_install_agent(d, err) == 0 && derive(b, spec, err) == 0 &&
+               box_start(b, err) == 0) {
         return b;
     }
     if (b->h.pid > 0) {
@@ -609,7 +616,8 @@ int box_spawn(struct box *b, struct lproc *lp, const struct box_cmd *cmd, struct
     if (b->closing || slot == LIVE_MAX_PROCS)
         return err_set(err, CORDON_E_USAGE, "busy: the sandbox runs %d processes already",
                        LIVE_MAX_PROCS);
-    size_t argc = 0, envc = 0, len = sizeof(struct live_spawn) + strlen(cmd->cwd ? cmd->cwd : "") + 1;
+    size_t argc = 0, envc = 0;
+    size_t len = sizeof(struct live_spawn) + strlen(cmd->cwd ? cmd->cwd : "") + 1;
     for (; cmd->argv[argc]; argc++)
         len += strlen(cmd->argv[argc]) + 1;
     for (; cmd->envp && cmd->envp[envc]; envc++)
@@ -709,6 +717,11 @@ enum cordon_level box_level(const struct box *b)
 bool box_alive(const struct box *b)
 {
     return !b->closing && !b->ended;
+}
+
+bool box_ready(const struct box *b)
+{
+    return b->hello && box_alive(b);
 }
 
 int box_freeze(struct box *b, bool frozen, struct cordon_err *err)

@@ -218,8 +218,11 @@ static void on_dialed(evutil_socket_t fd, short what, void *arg)
         if (s >= 0)
             close(s);
         event_del(x->dial_ev);
-        while (x->conns)
+        while (x->conns) {
+            if (x->conns->dialing)
+                audit_conn(x->conns, "refused: the sandbox is gone");
             conn_free(x->conns);
+        }
         return;
     }
     if (!c) {
@@ -358,6 +361,9 @@ static struct expose *expose_port(struct daemon *d, struct session *ses, unsigne
     if (n >= MAX_EXPOSED)
         return err_set(err, CORDON_E_USAGE, "a session has at most %d exposed ports",
                        MAX_EXPOSED), NULL;
+    if (ses->box && !box_ready(ses->box))
+        return err_set(err, CORDON_E_USAGE, "busy: the sandbox of session \"%s\" is starting; "
+                       "try again", ses->id), NULL;
     int userns = -1, netns = ses->box ? box_netns(ses->box, &userns) : -1;
     if (netns < 0)
         return err_set(err, CORDON_E_UNSUPPORTED, "the %s level gives this session no network "
@@ -439,8 +445,9 @@ void expose_method(struct client *c, const json_t *id, const json_t *params,
                          (int)port, "uid", (json_int_t)c->uid, "exposed", x != NULL, "error",
                          x ? NULL : err.msg, "host_port", x ? (int)x->host_port : 0));
     if (!x) {
-        daemon_reply(c, rpc_error(id, err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS
-                                                                 : RPC_REFUSED,
+        daemon_reply(c, rpc_error(id, strncmp(err.msg, "busy:", 5) == 0 ? RPC_BUSY
+                                      : err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS
+                                                                   : RPC_REFUSED,
                                   "session.expose: %s", err.msg));
         return;
     }

@@ -75,6 +75,8 @@ void box_kill_all(struct daemon *d);
 const char *box_run_id(const struct box *b);
 enum cordon_level box_level(const struct box *b);
 bool box_alive(const struct box *b);
+/* Its agent said hello: the box's namespaces and freezer are known. */
+bool box_ready(const struct box *b);
 
 /*
  * Freeze or thaw every process of a live box (its cgroup's freezer). -1

@@ -203,6 +203,11 @@ static void pause_resume(struct client *c, const json_t *id, struct session *ses
                                   "live sandbox", method, ses->id));
         return;
     }
+    if (!box_ready(ses->box)) {
+        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: session.%s: the sandbox of session \"%s\" "
+                                  "is starting; try again", method, ses->id));
+        return;
+    }
     if (ses->paused == pause) {
         daemon_reply(c, rpc_result(id, json_pack("{s:s, s:b}", "session_id", ses->id, "paused",
                                                  pause)));
