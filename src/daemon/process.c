@@ -322,6 +322,9 @@ int lproc_write(struct lproc *p, const char *data, size_t len, bool eof, struct 
         return err_set(err, CORDON_E_USAGE, "process \"%s\" has exited", p->id);
     if (p->stdin_gone || p->eof_sent)
         return err_set(err, CORDON_E_USAGE, "the stdin of process \"%s\" is closed", p->id);
+    if (len > LIVE_STDIN_WINDOW)
+        return err_set(err, CORDON_E_USAGE, "at most %u bytes of stdin at a time, got %zu",
+                       LIVE_STDIN_WINDOW, len);
     if (p->stdin_inflight + len > LIVE_STDIN_WINDOW)
         return err_set(err, CORDON_E_USAGE, "busy: %u bytes of stdin wait for process \"%s\" to "
                        "read them; try again", p->stdin_inflight, p->id);
@@ -449,7 +452,8 @@ struct lproc *lproc_start(struct daemon *d, uid_t owner, struct session *ses,
     d->lprocs = p;
     d->n_lprocs++;
     if (r->timeout_ms && (p->timeout_ev = evtimer_new(d->base, on_timeout, p))) {
-        struct timeval tv = { (time_t)(r->timeout_ms / 1000), (suseconds_t)(r->timeout_ms % 1000) * 1000 };
+        struct timeval tv = { (time_t)(r->timeout_ms / 1000),
+                              (suseconds_t)(r->timeout_ms % 1000) * 1000 };
         evtimer_add(p->timeout_ev, &tv);
     }
     audit_start(p, r, !p->own_box);
@@ -780,6 +784,13 @@ static json_t *process_json(const struct lproc *p)
 
 static void method_attach(struct client *c, const json_t *id, struct lproc *p)
 {
+    /* A session.exec's process answers its caller with what it said: not taken from it. */
+    if (p->sink.ended && p->sink.ended != client_ended) {
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.attach: process \"%s\" is "
+                                  "answered by the call that started it; process.wait waits for "
+                                  "its end", p->id));
+        return;
+    }
     json_t *ans = process_json(p);
     for (int s = 0; s < 2; s++) {
         size_t len = 0;
@@ -821,7 +832,13 @@ static void method_wait(struct client *c, const json_t *id, struct lproc *p)
 
 static void method_list(struct client *c, const json_t *id, const json_t *params)
 {
-    const char *sid = json_string_value(json_object_get(params, "session_id"));
+    json_t *jsid = json_object_get(params, "session_id");
+    const char *sid = json_string_value(jsid);
+    if (jsid && !sid) {
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.list: \"session_id\" must be "
+                                                          "a string"));
+        return;
+    }
     json_t *all = json_array();
     for (struct lproc *p = c->d->lprocs; p; p = p->next)
         if ((c->admin || p->owner == c->uid) && (!sid || strcmp(p->session_id, sid) == 0))

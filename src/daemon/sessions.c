@@ -100,9 +100,13 @@ static json_t *session_json(const struct session *ses)
     uint64_t now = daemon_now_us();
     static const char *const commits[] = { "on_success", "always", "manual" };
     bool idle = !ses->busy && !ses->running;
-    const char *state = ses->paused ? "paused" : ses->busy ? ses->busy : ses->running ? "running" : "idle";
-    return json_pack("{s:s, s:I, s:s, s:i, s:f, s:f, s:s, s:s, s:b, s:b, s:b}", "session_id", ses->id,
-                     "owner", (json_int_t)ses->owner, "state", state, "running", ses->running,
+    const char *state = ses->paused    ? "paused"
+                        : ses->busy    ? ses->busy
+                        : ses->running ? "running"
+                                       : "idle";
+    return json_pack("{s:s, s:I, s:s, s:i, s:f, s:f, s:s, s:s, s:b, s:b, s:b}", "session_id",
+                     ses->id, "owner", (json_int_t)ses->owner, "state", state, "running",
+                     ses->running,
                      "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
                      idle ? (double)(now - ses->used_us) / 1e6 : 0.0, "workspace_mode",
                      ses->pol.workspace_mode == POLICY_WS_OVERLAY ? "overlay" : "direct",
