@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import NOBODY, marker, pids_with, wait_until
+from conftest import NOBODY, host_state, marker, mounts_snapshot, pids_with, wait_until
 from serve_util import Daemon, Rpc, connect_as
 
 OTHER = 65533  # a second ordinary uid: setpriv needs no passwd entry
@@ -28,7 +28,8 @@ def daemon(cordon):
     made = []
 
     def make(*opts, **kw):
-        d = Daemon(cordon, *opts, **kw)
+        # The daemon's sandboxes at the level under test (serve's default is namespace).
+        d = Daemon(cordon, "--level", cordon.level, *opts, **kw)
         made.append(d)
         return d
 
@@ -190,6 +191,24 @@ def test_reattach_after_disconnect(daemon):
     assert second.wait_exit(pid)["signal"] == 15
 
 
+def test_an_exec_is_not_taken_from_its_caller(daemon):
+    """A live session's exec is answered to its caller: another connection of
+    the same uid sees it listed but cannot attach it away."""
+    d = daemon("--pool", "0")
+    a, b = d.connect(), Procs(d.connect())
+    sid = a.result("session.create", {"live": True})["session_id"]
+    call = a.send("session.exec", {"session_id": sid, "language": "sh",
+                                   "code": "until [ -e go ]; do sleep 0.05; done; "
+                                           "echo answered"})
+    assert wait_until(lambda: b.c.result("process.list", {"session_id": sid})["processes"], 60)
+    pid = b.c.result("process.list", {"session_id": sid})["processes"][0]["process_id"]
+    ans = b.c.call("process.attach", {"process_id": pid})
+    assert "is answered by the call that started it" in ans["error"]["message"], ans
+    b.c.result("session.write_file", {"session_id": sid, "path": "go", "content": ""})
+    got = a.answer(call)
+    assert got["result"]["stdout"] == "answered\n", got
+
+
 def test_live_session_keeps_cwd_env_tmp_and_background(daemon, cordon):
     """One sandbox for the session: cd and exports carry to the next exec,
     /tmp and a background loop stay; pause stops the loop's ticks, resume
@@ -199,26 +218,44 @@ def test_live_session_keeps_cwd_env_tmp_and_background(daemon, cordon):
     c = d.connect()
     sid = c.result("session.create", {"live": True})["session_id"]
     assert c.result("session.list")["sessions"][0]["live"] is True
+    # Idle a while first: a box whose agent said hello with nothing to send it once took
+    # that for its end (the session's sandbox was gone at the first exec).
+    time.sleep(1.0)
 
     def sh(code):
         r = c.result("session.exec", {"session_id": sid, "code": code, "language": "sh"})
-        assert r["exit_code"] == 0, r
+        assert r["exit_code"] == 0, (r["stdout"], r["stderr"], r.get("error"))
         return r["stdout"]
 
-    sh("mkdir -p sub && cd sub && export GREETING=hello && echo kept > /tmp/note-$$ && "
-       "echo $$ > ../shell.pid")
-    pid = c.result("session.read_file", {"session_id": sid, "path": "shell.pid"})["content"]
-    assert sh("pwd; echo $GREETING").endswith("/sub\nhello\n")
+    # At the process level the workspace's root holds protected names and is read-only
+    # (levels.WS_SPLIT; a directory made later inherits that): the session works in its
+    # TMPDIR there, a host path the test reads; elsewhere in /workspace/work.
+    sh('if mkdir -p work 2>/dev/null; then export W="$PWD/work"; else export W="$TMPDIR/work"; '
+       'mkdir -p "$W"; fi; cd "$W" && mkdir -p sub && cd sub && export GREETING=hello && '
+       'echo kept > "${TMPDIR:-/tmp}/note-$$" && echo $$ > "$W/shell.pid"')
+    work = sh("echo $W").strip()
+    assert work.endswith("/work") and (cordon.level == "process") != (work == "/workspace/work")
+
+    def read(name):
+        if cordon.level == "process":
+            with open(f"{work}/{name}") as f:
+                return f.read()
+        return c.result("session.read_file", {"session_id": sid, "path": f"work/{name}"})["content"]
+
+    pid = read("shell.pid")
+    assert sh("pwd; echo $GREETING").endswith("/work/sub\nhello\n")
     r = c.result("session.exec", {"session_id": sid, "argv": ["sh", "-c", "echo $GREETING"]})
     assert r["stdout"] == "hello\n", r
-    if cordon.level != "process":  # the process level's /tmp is the host's
-        assert sh(f"cat /tmp/note-{pid.strip()}") == "kept\n"
-    sh("cd /workspace; (i=0; while :; do i=$((i+1)); [ $((i % 2000)) = 0 ] && echo $i > t.new "
+    # The run's own temporary directory (the process level's TMPDIR) is kept between execs.
+    assert sh(f'cat "${{TMPDIR:-/tmp}}/note-{pid.strip()}"') == "kept\n"
+    sh("cd ..; (i=0; while :; do i=$((i+1)); [ $((i % 2000)) = 0 ] && echo $i > t.new "
        "&& mv t.new ticks; done) >/dev/null 2>&1 &")
 
     def ticks():
-        got = c.call("session.read_file", {"session_id": sid, "path": "ticks"})
-        return int(got["result"]["content"]) if "result" in got else 0
+        try:
+            return int(read("ticks"))
+        except (AssertionError, OSError, ValueError):
+            return 0
 
     first = ticks()
     assert wait_until(lambda: ticks() > first, 60), "the background loop does not run"
@@ -251,12 +288,52 @@ def test_live_session_keeps_cwd_env_tmp_and_background(daemon, cordon):
     assert all(e["session"] == sid and e["live"] for e in starts), starts
 
 
+@pytest.mark.parametrize("paused", [False, True], ids=["running", "paused"])
+def test_destroy_leaves_nothing_behind(daemon, cordon, paused):
+    """Processes that try to outlive their session (a new session of their
+    own, a double fork, TERM and HUP ignored, a stdin never closed), in a
+    session destroyed running or paused: afterwards no process of it, no
+    mount, cgroup or temporary entry, no run directory is left on the host."""
+    if paused and not cordon.root:
+        pytest.skip("no freezer for an ordinary user's session (see the pause test)")
+    mounts, state_before = mounts_snapshot(), host_state()
+    d = daemon("--pool", "0")
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    mark = marker()
+    stay = f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+           f"signal.signal(signal.SIGHUP, signal.SIG_IGN); time.sleep(3600)"
+    r = c.result("session.exec", {"session_id": sid, "language": "sh", "code":
+                                  f"setsid python3 -c '{stay}' {mark}-setsid </dev/null >/dev/null "
+                                  f"2>&1 & (nohup python3 -c '{stay}' {mark}-nohup </dev/null "
+                                  f">/dev/null 2>&1 &) ; echo started"})
+    assert r["stdout"] == "started\n", r
+    held = c.result("process.start", {"session_id": sid, "pty": True,
+                                      "argv": ["python3", "-c", stay, f"{mark}-held"]})
+    assert wait_until(lambda: len(pids_with(mark)) >= 3, 60), pids_with(mark)
+    if paused:
+        assert c.result("session.pause", {"session_id": sid})["paused"] is True
+    assert c.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+    end = c.result("process.wait", {"process_id": held["process_id"]})
+    assert end["reason"] in ("killed", "lost", "exited"), end
+    assert wait_until(lambda: not pids_with(mark), 60), pids_with(mark)
+    state = d.path.parent / (d.path.name + ".d")
+    assert wait_until(lambda: not [e for e in os.listdir(state) if len(e) == 32], 30), \
+        os.listdir(state)
+    assert wait_until(lambda: host_state() <= state_before, 30), host_state() - state_before
+    assert mounts_snapshot() == mounts
+    assert c.result("session.list")["sessions"] == []
+    listed = c.result("process.list")["processes"]
+    assert [p["state"] for p in listed] == ["exited"] * len(listed), listed
+
+
 def test_processes_belong_to_their_starter(cordon):
     """root, nobody and 65533 each run a process: every other uid hears of
     it exactly what it hears of an id that never was, and cannot touch it."""
     if os.geteuid() != 0:
         pytest.skip("needs root to connect as three uids")
-    d = Daemon(cordon, "--pool", "0", "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
+    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "--allow-uid", str(NOBODY),
+               "--allow-uid", str(OTHER))
     try:
         os.chmod(d.dir, 0o755)
         os.chmod(d.path, 0o666)
@@ -287,6 +364,148 @@ def test_processes_belong_to_their_starter(cordon):
             assert p.wait_exit(mine[u])["exit_code"] == 0
     finally:
         d.stop()
+
+
+def test_a_live_session_belongs_to_its_owner(cordon):
+    """nobody's live session, its process and its exposed port: to another
+    uid each is a session or process that never was (no start, exec, signal,
+    pause, expose or destroy gets through), and the session runs on."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as two uids")
+    if cordon.level == "process":
+        pytest.skip("the expose half needs a network namespace (the process level has none)")
+    pol = cordon.hostdir() / "expose.yaml"
+    pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
+    os.chmod(pol, 0o644)
+    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "-p", pol,
+               "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
+    try:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.path, 0o666)
+        owner, other = Procs(connect_as(d.path, NOBODY)), Procs(connect_as(d.path, OTHER))
+        sid = owner.c.result("session.create", {"live": True})["session_id"]
+        held = owner.start(session_id=sid, argv=["sh", "-c", "read x; echo got:$x"])
+        call_when_ready(owner.c, "session.pause", {"session_id": sid})
+        owner.c.result("session.resume", {"session_id": sid})
+        mine = call_when_ready(owner.c, "session.expose", {"session_id": sid, "port": 8000})
+        assert "result" in mine, mine
+        for method, params in [("process.start", {"session_id": sid, "argv": ["true"]}),
+                               ("session.exec", {"session_id": sid, "argv": ["true"]}),
+                               ("session.pause", {"session_id": sid}),
+                               ("session.resume", {"session_id": sid}),
+                               ("session.expose", {"session_id": sid, "port": 8000}),
+                               ("session.unexpose", {"session_id": sid, "port": 8000}),
+                               ("session.destroy", {"session_id": sid})]:
+            ans = other.c.call(method, params)
+            assert ans.get("error") == {"code": -32602, "message":
+                                        f'{method}: no session "{sid}"'}, (method, ans)
+        for method, extra in [("write_stdin", {"data": "pwned\n"}), ("signal", {"signal": "KILL"}),
+                              ("attach", {}), ("wait", {})]:
+            ans = other.c.call(f"process.{method}", {"process_id": held, **extra})
+            assert ans.get("error", {}).get("message") == f'process.{method}: no process "{held}"'
+        assert other.c.result("process.list", {"session_id": sid})["processes"] == []
+        assert other.c.result("session.list")["sessions"] == []
+        # Its port answers its owner's connections only: OTHER's is refused.
+        owner.c.result("session.exec", {"session_id": sid, "language": "sh", "code":
+                                        "echo served > index.html; python3 -m http.server 8000 "
+                                        "--bind 127.0.0.1 >/dev/null 2>&1 &"})
+        address = mine["result"]["address"]
+        assert wait_until(lambda: http_get(address, "index.html", uid=NOBODY) == b"served\n", 60)
+        assert http_get(address, "index.html", uid=OTHER) is None
+        owner.write(held, "mine\n")
+        owner.read_until(held, "got:mine")
+        assert b"pwned" not in owner.out[held]
+        assert owner.wait_exit(held)["exit_code"] == 0
+        assert owner.c.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+    finally:
+        d.stop()
+
+
+def test_hostile_params_get_an_error_not_a_crash(daemon):
+    """Out-of-range sizes, ids of the wrong type, signals not offered, stdin
+    after EOF and in one piece larger than the window, paths out of the
+    workspace: each is one JSON-RPC error naming what is wrong, the daemon
+    goes on and the process it was aimed at is untouched."""
+    d = daemon("--pool", "0")
+    p = Procs(d.connect())
+    victim = p.start(argv=["sh", "-c", "read x; echo got:$x"], pty={"cols": 80, "rows": 24})
+    bad = "process.%s: "
+    cases = [
+        ("resize", {"process_id": victim, "cols": 1 << 40, "rows": 24}, "must be 1 to 65535"),
+        ("resize", {"process_id": victim, "cols": 65536, "rows": 24}, "must be 1 to 65535"),
+        ("resize", {"process_id": victim, "cols": -1, "rows": -1}, "must be 1 to 65535"),
+        ("resize", {"process_id": victim, "cols": 0, "rows": 24}, "must be 1 to 65535"),
+        ("resize", {"process_id": victim, "cols": "80", "rows": 24}, "must be 1 to 65535"),
+        ("resize", {"process_id": victim, "cols": 80.5, "rows": 24}, "must be 1 to 65535"),
+        ("signal", {"process_id": victim, "signal": "STOP"}, '"signal" must be'),
+        ("signal", {"process_id": victim, "signal": "SIGKILLX"}, '"signal" must be'),
+        ("signal", {"process_id": victim, "signal": 19}, '"signal" must be'),
+        ("signal", {"process_id": victim, "signal": -9}, '"signal" must be'),
+        ("signal", {"process_id": victim, "signal": 1 << 62}, '"signal" must be'),
+        ("signal", {"process_id": victim, "signal": None}, '"signal" must be'),
+        ("signal", {"process_id": victim}, '"signal" must be'),
+        ("write_stdin", {"process_id": victim, "data": 5}, '"data" must be a string'),
+        ("write_stdin", {"process_id": victim, "data_base64": "%%%"}, "must be a base64"),
+        ("write_stdin", {"process_id": victim, "data": "a", "data_base64": "YQ=="}, "not both"),
+        ("write_stdin", {"process_id": victim, "eof": "yes"}, '"eof" must be true or false'),
+        ("write_stdin", {"process_id": victim, "data": "x" * (300 << 10)}, "at most"),
+        ("start", {"argv": ["true"], "pty": {"cols": 1 << 40, "rows": 1}}, '"pty" must be'),
+        ("start", {"argv": ["true"], "pty": {"cols": -5, "rows": 10}}, '"pty" must be'),
+        ("start", {"argv": ["true"], "pty": "yes"}, '"pty" must be'),
+        ("start", {"argv": ["true"], "timeout": -1}, '"timeout" must be'),
+        ("start", {"argv": ["true"], "timeout": 1e300}, '"timeout" must be'),
+        ("start", {"argv": ["true"], "cwd": "../.."}, '"cwd" must lie in /workspace'),
+        ("start", {"argv": ["true"], "cwd": "/workspace/../etc"}, '"cwd" must lie in /workspace'),
+        ("start", {"argv": ["true"], "cwd": "/etc"}, '"cwd" must lie in /workspace'),
+        ("start", {"argv": ["true"], "env": {"A=B": "x"}}, "is not a variable name"),
+        ("start", {"argv": ["true"], "env": {"X": 1}}, "must be a string"),
+        ("start", {"argv": []}, '"argv" must be'),
+        ("start", {"argv": ["true"], "session_id": 7}, 'no session ""'),
+        ("start", {"argv": ["true"], "bogus": 1}, 'unknown parameter "bogus"'),
+        ("list", {"session_id": 7}, '"session_id" must be a string'),
+    ]
+    for pid in (-1, 0, -(1 << 63), None, {}, [], 1.5, True):
+        for method in ("write_stdin", "signal", "resize", "wait", "attach"):
+            cases.append((method, {"process_id": pid}, '"process_id" must be a string'))
+    for pid in ("../../etc", "", "A" * 100000):
+        cases.append(("signal", {"process_id": pid, "signal": "KILL"}, "no process"))
+    for method, params, expect in cases:
+        ans = p.c.call(f"process.{method}", params)
+        err = ans.get("error")
+        assert err and err["code"] == -32602 and err["message"].startswith(bad % method) and \
+            expect in err["message"] and len(err["message"]) < 300, (method, params, ans)
+    for params in ([1, 2], "x", 5):
+        ans = p.c.call("process.signal", params)
+        # JSON-RPC lets params be an array: that is the method's to refuse, a scalar the wire's.
+        assert ans["error"]["code"] in (-32600, -32602) and "must be an object" in \
+            ans["error"]["message"], ans
+    # A NUL in a string is refused whole, before any method sees it.
+    ans = p.c.call("process.signal", {"process_id": "\u0000", "signal": "KILL"})
+    assert ans["error"] == {"code": -32600, "message": "invalid request: a string contains a "
+                                                       "NUL character"}, ans
+    # An integer past int64 is no JSON the daemon takes: a parse error (id null), not a crash.
+    p.c.send_raw(b'{"jsonrpc": "2.0", "id": 99, "method": "process.signal", "params": '
+                 b'{"process_id": 9223372036854775808, "signal": "KILL"}}\n')
+    ans = p.c.line()
+    assert ans["id"] is None and ans["error"]["code"] == -32700, ans
+    ans = p.c.call("process.nonesuch", {})
+    assert ans["error"]["code"] == -32601, ans
+    # stdin after EOF, and after the end.
+    assert p.write(victim, "ok\n", eof=True)["written"] == 3
+    for params in ({"data": "more"}, {"eof": True}, {"data": ""}):
+        ans = p.c.call("process.write_stdin", {"process_id": victim, **params})
+        assert ans.get("error", {}).get("message") in (
+            f'process.write_stdin: the stdin of process "{victim}" is closed',
+            f'process.write_stdin: process "{victim}" has exited'), ans
+    p.read_until(victim, "got:ok")
+    assert p.wait_exit(victim)["exit_code"] == 0
+    ans = p.c.call("process.write_stdin", {"process_id": victim, "data": "late"})
+    assert ans["error"]["message"] == f'process.write_stdin: process "{victim}" has exited', ans
+    # The daemon is whole: a new process runs to its end.
+    again = p.start(argv=["echo", "alive"])
+    p.read_until(again, "alive\n")
+    assert p.wait_exit(again)["exit_code"] == 0
+    assert d.proc.poll() is None
 
 
 def test_a_terminal_that_floods_is_cut_at_the_output_limit(daemon):
@@ -338,6 +557,20 @@ def test_a_client_that_never_reads_holds_the_process_back(daemon):
     ans = watcher.call("process.signal", {"process_id": pid, "signal": "KILL"})
     assert ans.get("result") == {"ok": True} or "has exited" in ans["error"]["message"], ans
     assert wait_until(lambda: not pids_with(mark), 30)
+
+
+def call_when_ready(c, method, params, timeout=60):
+    """METHOD's answer once the session's sandbox has started (until then: busy, try again)."""
+    ans = None
+
+    def answered():
+        nonlocal ans
+        ans = c.call(method, params)
+        return not (ans.get("error", {}).get("code") == -32002 and
+                    "is starting" in ans["error"]["message"])
+
+    assert wait_until(answered, timeout), ans
+    return ans
 
 
 def daemon_listeners(d):
@@ -399,8 +632,8 @@ def test_expose_a_server_of_a_live_session(daemon, cordon):
                                                        "the policy's network.expose"}, ans
     assert daemon_listeners(d) == before
     if cordon.level == "process":
-        ans = c.call("session.expose", {"session_id": sid, "port": 8000})
-        assert "no network namespace of its own" in ans["error"]["message"], ans
+        ans = call_when_ready(c, "session.expose", {"session_id": sid, "port": 8000})
+        assert "no network namespace of its own" in ans.get("error", {}).get("message", ""), ans
         assert daemon_listeners(d) == before
         return
     c.result("session.exec", {"session_id": sid, "language": "sh", "code":
