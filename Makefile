@@ -24,6 +24,8 @@ MESON_OPTS := $(if $(CI),--werror,)
 # hand: `make integration CORDON_LEVELS=gvisor` (or microvm: about an hour).
 CORDON_LEVELS ?= namespace,process
 export CORDON_LEVELS
+# Each suite ends with its slowest tests, so CI's log shows where its time goes.
+PYTEST_DURATIONS ?= --durations=15
 # The shared suite's files that run at the gvisor and microvm levels in
 # `make test` (besides each level's own test_level_*.py file).
 GVISOR_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_filesystem.py \
@@ -34,7 +36,7 @@ MICROVM_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_trans
 	tests/integration/test_egress.py::test_half_closed_request_still_gets_its_answer \
 	tests/integration/test_egress.py::test_slow_reader_gets_the_whole_answer
 
-.PHONY: all deps test-deps fuzz-deps guest-kernel build deb demo test unit integration integration-gvisor integration-microvm integration-oci conformance-oci test-gvisor fuzz sanitize bench clean
+.PHONY: all deps test-deps fuzz-deps guest-kernel build deb demo test unit integration integration-gvisor integration-microvm integration-oci conformance-oci test-gvisor fuzz sanitize sanitize-all bench clean
 
 all: build
 
@@ -68,18 +70,18 @@ unit: build
 	meson test -C $(BUILD) --print-errorlogs
 
 integration: build test-deps guest-kernel
-	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_DURATIONS) tests/integration
 
 integration-gvisor: build test-deps
-	CORDON_LEVELS=gvisor CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(GVISOR_SUBSET)
+	CORDON_LEVELS=gvisor CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_DURATIONS) $(GVISOR_SUBSET)
 
 integration-microvm: build test-deps guest-kernel
-	CORDON_LEVELS=microvm CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(MICROVM_SUBSET)
+	CORDON_LEVELS=microvm CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_DURATIONS) $(MICROVM_SUBSET)
 
 # cordon-oci under real engines (tests/oci: a private containerd, dockerd and
 # Podman store, started and stopped by the tests; about two minutes).
 integration-oci: build test-deps
-	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/oci
+	CORDON_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_DURATIONS) tests/oci
 
 # By hand: crun's runtime-agnostic tests (Debian's crun source, fetched with
 # apt-get source) and a subset of runc's bats tests, with OCI_RUNTIME and
@@ -93,7 +95,7 @@ test: unit integration integration-gvisor integration-microvm integration-oci
 # on 2 cores): CI runs tests/integration/test_level_gvisor.py as its subset.
 test-gvisor: build test-deps
 	CORDON_LEVELS=gvisor CORDON_BUILD=$(abspath $(BUILD)) \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	    $(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_DURATIONS) tests/integration
 
 # Its own build directory: clang, sanitizers and dynamic linking stay out of
 # the gcc static-pie build above.
@@ -110,8 +112,16 @@ fuzz: fuzz-deps $(FUZZ_BUILD)/build.ninja
 # only: the levels share the code the sanitizers watch, and CI's time.
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# In CI a named subset: the files that drive the code reading what others
+# write (policies, flags, JSON-RPC, MCP, HTTP heads, the audit log, git's
+# configs) and the run path at its two main levels of detail; the levels'
+# own and the slow fault-injection files run in the normal build only.
 # test_install.py stages and packages the normal build; under the sanitizers
 # it would only install the same code again.
+SANITIZE_SUBSET ?= $(addprefix tests/integration/,test_cli.py test_governance.py test_egress.py \
+	test_mcp_wrap.py test_mcp_serve.py test_serve.py test_secrets.py test_audit.py \
+	test_transactions.py test_runtime.py test_filesystem.py test_transparent_egress.py \
+	test_unix_sockets.py test_git_workspace.py test_planted_links.py)
 # Without --werror: the instrumented build's extra warnings (format-overflow
 # guesses) are not the normal build's, which CI checks with --werror.
 $(SAN_BUILD)/build.ninja: | deps
@@ -121,8 +131,11 @@ sanitize: deps test-deps guest-kernel $(SAN_BUILD)/build.ninja
 	ninja -C $(SAN_BUILD)
 	$(SAN_ENV) meson test -C $(SAN_BUILD) --print-errorlogs
 	$(SAN_ENV) CORDON_LEVELS=namespace CORDON_BUILD=$(abspath $(SAN_BUILD)) \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration \
-	    --ignore=tests/integration/test_install.py
+	    $(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_DURATIONS) $(SANITIZE_SUBSET)
+
+# The whole integration suite under the sanitizers, by hand (about 25 min).
+sanitize-all: SANITIZE_SUBSET = tests/integration --ignore=tests/integration/test_install.py
+sanitize-all: sanitize
 
 bench: build
 	bench/run.sh $(BUILD)

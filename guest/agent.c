@@ -15,6 +15,7 @@
  */
 #include "../src/sandbox/microvm/vm_wire.h"
 #include "common/fds.h"
+#include "common/home.h"
 #include "common/relay_wire.h"
 #include "common/route.h"
 
@@ -162,6 +163,8 @@ struct call {
     uint32_t flags;
     uint16_t ports[VM_MAX_PORTS];
     uint32_t n_ports;
+    uint32_t nets[VM_MAX_NETS], prefixes[VM_MAX_NETS]; /* allowed literals' ranges */
+    uint32_t n_nets;
     uint64_t realtime_ns;
     uint32_t n_rlimits;
     struct { int resource; struct rlimit value; } rlimits[VM_MAX_RLIMITS];
@@ -183,6 +186,15 @@ static bool parse_setup(const char *buf, uint32_t len, struct call *call)
     if (!used)
         return false;
     c.p += used;
+    call->n_nets = take_u32(&c);
+    if (call->n_nets > VM_MAX_NETS)
+        return false;
+    for (uint32_t i = 0; i < call->n_nets; i++) {
+        call->nets[i] = take_u32(&c);
+        call->prefixes[i] = take_u32(&c);
+        if (call->prefixes[i] < 8 || call->prefixes[i] > 32)
+            return false;
+    }
     call->n_rlimits = take_u32(&c);
     if (call->n_rlimits > VM_MAX_RLIMITS)
         return false;
@@ -691,7 +703,12 @@ static void dns_answers(struct forwarder *f, const char *data, size_t len)
     }
 }
 
-/* A connection to a synthetic address: opened with the address and port it was made to. */
+/*
+ * A connection to a listener: opened with the address and port it was made
+ * to, a synthetic one (the name behind it) or an address the client named
+ * (an allowed literal, or loopback): the gateway decides either, and resets
+ * what it refuses before a byte.
+ */
 static void transparent_accept(struct forwarder *f, int listener)
 {
     int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
@@ -699,17 +716,8 @@ static void transparent_accept(struct forwarder *f, int listener)
         return;
     struct sockaddr_in to;
     socklen_t tlen = sizeof to;
-    unsigned char preface[RELAY_PREFACE_MAX];
+    unsigned char preface[RELAY_PREFACE_TCP_LEN];
     if (getsockname(c, (struct sockaddr *)&to, &tlen) < 0 || to.sin_family != AF_INET) {
-        close(c);
-        return;
-    }
-    /* Made to no synthetic address (the loopback, say): reset here, as the
-     * namespace level's gateway does, rather than carried to the gateway. */
-    uint32_t mask = ~0u << (32 - VM_SYNTH_PREFIX);
-    if ((ntohl(to.sin_addr.s_addr) & mask) != VM_SYNTH_NET) {
-        struct linger reset = { .l_onoff = 1, .l_linger = 0 };
-        setsockopt(c, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
         close(c);
         return;
     }
@@ -842,6 +850,12 @@ static bool start_forwarder(const struct call *call, int port, char *why, size_t
                      strerror(errno));
             return false;
         }
+        for (uint32_t i = 0; i < call->n_nets; i++)
+            if (route_local_range(call->nets[i], call->prefixes[i]) < 0 && errno != EEXIST) {
+                snprintf(why, why_len, "cannot route an allowed address to loopback: %s",
+                         strerror(errno));
+                return false;
+            }
         if ((f.dns = bound_socket(SOCK_DGRAM, VM_DNS_STUB_ADDR, 53, why, why_len)) < 0)
             return false;
         for (uint32_t i = 0; i < call->n_ports; i++) {
@@ -934,7 +948,7 @@ static int run_command(void *arg)
         setresuid(call->uid, call->uid, call->uid) < 0)
         goto fail;
     /* HOME (plan.h's SANDBOX_HOME), the command's own, as at the namespace level. */
-    if (mkdir("/tmp/home", 0700) < 0 && errno != EEXIST)
+    if (home_make("/tmp/home") < 0)
         goto fail;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         goto fail;

@@ -23,7 +23,7 @@ max_len() {
 
 mkdir -p "$BUILD/fuzz-artifacts"
 failed=""
-for t in url http broker policy audit synth; do
+for t in url http broker policy audit synth gitconfig; do
     corpus=$BUILD/fuzz-corpus/$t
     log=$BUILD/fuzz-artifacts/$t.log
     mkdir -p "$corpus"

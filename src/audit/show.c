@@ -7,6 +7,7 @@
 #include "audit/audit.h"
 #include "audit/audit_int.h"
 #include "common/json.h"
+#include "common/text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -36,14 +37,6 @@ struct show {
     FILE *out;                   /* --json passes lines through here */
 };
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static struct block *new_block(struct show *s, const char *run)
 {
     if (s->n_blocks == s->cap_blocks) {
@@ -68,7 +61,7 @@ static struct block *new_block(struct show *s, const char *run)
 
 static int index_insert(size_t *slots, size_t cap, const struct block *blocks, size_t bi)
 {
-    size_t j = fnv1a(blocks[bi].run) & (cap - 1);
+    size_t j = text_hash64(blocks[bi].run) & (cap - 1);
     while (slots[j])
         j = (j + 1) & (cap - 1);
     slots[j] = bi + 1;
@@ -79,7 +72,7 @@ static int index_insert(size_t *slots, size_t cap, const struct block *blocks, s
 static struct block *run_block(struct show *s, const char *run)
 {
     if (s->index_cap) {
-        for (size_t j = fnv1a(run) & (s->index_cap - 1); s->index[j];
+        for (size_t j = text_hash64(run) & (s->index_cap - 1); s->index[j];
              j = (j + 1) & (s->index_cap - 1))
             if (!strcmp(s->blocks[s->index[j] - 1].run, run))
                 return &s->blocks[s->index[j] - 1];

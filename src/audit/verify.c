@@ -32,14 +32,6 @@ struct run_set {
     size_t cap, n;
 };
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* The entry of ID, added if new; NULL when out of memory. */
 static struct run_entry *run_set_add(struct run_set *s, const char *id)
 {
@@ -51,7 +43,7 @@ static struct run_entry *run_set_add(struct run_set *s, const char *id)
         for (size_t i = 0; i < s->cap; i++) {
             if (!s->slots[i].id)
                 continue;
-            size_t j = fnv1a(s->slots[i].id) & (cap - 1);
+            size_t j = text_hash64(s->slots[i].id) & (cap - 1);
             while (slots[j].id)
                 j = (j + 1) & (cap - 1);
             slots[j] = s->slots[i];
@@ -60,7 +52,7 @@ static struct run_entry *run_set_add(struct run_set *s, const char *id)
         s->slots = slots;
         s->cap = cap;
     }
-    size_t j = fnv1a(id) & (s->cap - 1);
+    size_t j = text_hash64(id) & (s->cap - 1);
     for (; s->slots[j].id; j = (j + 1) & (s->cap - 1))
         if (!strcmp(s->slots[j].id, id))
             return &s->slots[j];

@@ -149,10 +149,9 @@ void describe_sandbox(const struct policy *p, struct strbuf *b)
             strbuf_printf(b, ", %s", names[i]);
     }
     if (p->network.mode == POLICY_NET_GATEWAY)
-        strbuf_printf(b, ", git's safe.directory settings for the mounted paths and the proxy "
-                     "variables");
+        strbuf_printf(b, ", git's safe.directory setting and the proxy variables");
     else
-        strbuf_printf(b, " and git's safe.directory settings for the mounted paths");
+        strbuf_printf(b, " and git's safe.directory setting");
     strbuf_printf(b, ". Commands run as an unprivileged user with no capabilities, under a "
                  "system-call filter.");
 }

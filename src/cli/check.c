@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/hostpath.h"
+#include "policy/gitconfig.h"
 #include "policy/policy.h"
 #include "sandbox/microvm/microvm.h"
 #include "sandbox/backend.h"
@@ -30,19 +31,8 @@
 
 static bool in_path(const char *name)
 {
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    char *save = NULL;
-    for (char *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-        char full[4200];
-        snprintf(full, sizeof full, "%s/%s", dir, name);
-        if (access(full, X_OK) == 0)
-            return true;
-    }
-    return false;
+    char full[PATH_MAX];
+    return hostpath_find_program(name, full, sizeof full);
 }
 
 /*
@@ -226,8 +216,20 @@ static int check_protected(void)
     puts("protected in a host workspace by default (a directory's whole tree; filesystem.protected "
          "adds,\nfilesystem.unsafe_unprotect removes): what host tools run or trust from each");
     for (size_t i = 0; i < n; i++) {
-        printf("  %s%s  (%s)\n", rows[i].name, rows[i].dir ? "/" : "", rows[i].who);
+        printf("  %s%s  (%s%s)\n", rows[i].name, rows[i].dir ? "/" : "", rows[i].who,
+               rows[i].checked ? "; written by the run, checked after it" : "");
         print_wrapped(rows[i].why, 6);
+    }
+    size_t nk = 0;
+    const struct gitconfig_rule *keys = gitconfig_rules(&nk);
+    puts("in a repository of the workspace (.git at any depth, a bare one, a submodule's), the "
+         "run may\nnot leave a hook, info/attributes naming a driver, a gitdir link out of the "
+         "workspace,\nnor one of these config keys it did not find there (git config "
+         "--help names each):");
+    for (size_t i = 0; i < nk; i++) {
+        printf("  %s%s%s%s\n", keys[i].pattern, keys[i].when ? "  (when: " : "",
+               keys[i].when ? keys[i].when : "", keys[i].when ? ")" : "");
+        print_wrapped(keys[i].why, 6);
     }
     puts("considered and not protected:");
     rows = policy_protected_left_out(&n);
@@ -252,8 +254,15 @@ static json_t *protected_json(void)
     for (size_t i = 0; i < n; i++)
         json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "names", rows[i].name,
                                              "read_by", rows[i].who, "why", rows[i].why));
+    json_t *keys = json_array();
+    size_t nk = 0;
+    const struct gitconfig_rule *rules = gitconfig_rules(&nk);
+    for (size_t i = 0; i < nk; i++)
+        json_array_append_new(keys, json_pack("{s:s, s:s?, s:s}", "key", rules[i].pattern,
+                                              "when", rules[i].when, "why", rules[i].why));
     json_object_set_new(o, "defaults", in);
     json_object_set_new(o, "not_protected", out);
+    json_object_set_new(o, "git_config_keys", keys);
     return o;
 }
 

@@ -135,6 +135,9 @@ int cmd_policy(int argc, char **argv)
                             "file", found ? json_string(path) : json_null(), "from", from);
     if (p->signer[0])
         json_object_set_new(out, "signer", json_string(p->signer));
+    /* What each preset named expanded to here, and from which file. */
+    if (p->network.n_presets)
+        json_object_set_new(out, "presets", policy_presets_json(&p->network, true));
     json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
     fputc('\n', stdout);
     json_decref(out);

@@ -8,6 +8,7 @@
  */
 #include "cli/cli.h"
 
+#include "common/hostpath.h"
 #include "common/cleanup.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup.h"
@@ -22,17 +23,6 @@
 
 /* Set in the re-run cordon: it is in its scope already (never a second hop). */
 #define SCOPE_ENV "CORDON_DELEGATED_SCOPE"
-
-static bool find_in_path(const char *name, char *out, size_t len)
-{
-    const char *path = getenv("PATH");
-    _cleanup_free_ char *copy = strdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
-    for (char *save = NULL, *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir;
-         dir = strtok_r(NULL, ":", &save))
-        if (snprintf(out, len, "%s/%s", dir, name) < (int)len && access(out, X_OK) == 0)
-            return true;
-    return false;
-}
 
 /* Is there a user manager to ask? Its private socket is the sign of one. */
 static bool user_manager(void)
@@ -80,7 +70,7 @@ void cli_scope_enter(const struct policy *p)
     char dir[PATH_MAX], systemd_run[PATH_MAX], self[PATH_MAX];
     if (geteuid() == 0 || !sandbox_needs_cgroup(p) || cgroup_v2_dir(dir, sizeof dir) < 0 ||
         !v2_has_controllers(dir) || v2_own_writable(dir) || !user_manager() ||
-        !find_in_path("systemd-run", systemd_run, sizeof systemd_run))
+        !hostpath_find_program("systemd-run", systemd_run, sizeof systemd_run))
         return;
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
@@ -123,7 +113,7 @@ void cli_delegation_advice(const struct cgroup_set *cg, char *out, size_t len)
         snprintf(out, len, "cordon's own cgroup (%s) holds processes or lacks the memory and "
                            "pids controllers: start cordon from a cgroup of its own, e.g. "
                            "systemd-run --scope -p Delegate=yes cordon ...", dir);
-    } else if (!find_in_path("systemd-run", tool, sizeof tool) || !user_manager()) {
+    } else if (!hostpath_find_program("systemd-run", tool, sizeof tool) || !user_manager()) {
         snprintf(out, len, "no systemd user manager here (%s): log in through a PAM session or "
                            "run `loginctl enable-linger %d` as root; cordon then runs itself in "
                            "systemd-run --user --scope -p Delegate=yes when a limit needs it",

@@ -756,3 +756,10 @@ int url_parse(const char *in, struct url *out, char *why, size_t why_len)
     out->path[o] = '\0';
     return 0;
 }
+
+bool host_is_localhost(const char *name)
+{
+    size_t n = strlen(name);
+    return strcmp(name, "localhost") == 0 ||
+           (n > 10 && strcmp(name + n - 10, ".localhost") == 0);
+}

@@ -85,6 +85,9 @@ struct host {
  * Refuses empty hosts, control bytes, spaces, and characters no DNS name or
  * literal can hold. WHY gets a short reason.
  */
+/* Is NAME (lower case, no trailing dot) "localhost" or below it (RFC 6761: loopback)? */
+bool host_is_localhost(const char *name);
+
 int host_parse(const char *in, size_t len, struct host *out, char *why, size_t why_len);
 
 /* H as it goes in an authority or a Host header: the name, or the address

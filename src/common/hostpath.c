@@ -255,18 +255,47 @@ static void remove_beneath(int fd, dev_t dev)
     closedir(d);
 }
 
-void hostpath_remove_tree(const char *path)
+/* Empty the directory open as FD (taken), beneath its own file system; false when FD is not one. */
+static bool empty_dir(int fd)
 {
-    if (!path || path[0] != '/')
-        return;
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
     if (fd < 0)
-        return;
+        return false;
     if (fstat(fd, &st) < 0) {
         close(fd);
-        return;
+        return false;
     }
     remove_beneath(fd, st.st_dev);
-    rmdir(path);
+    return true;
+}
+
+void hostpath_remove_at(int dir, const char *name)
+{
+    if (unlinkat(dir, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+        return;
+    if (empty_dir(openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)))
+        unlinkat(dir, name, AT_REMOVEDIR);
+}
+
+void hostpath_remove_tree(const char *path)
+{
+    if (path && path[0] == '/' && empty_dir(open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                           O_CLOEXEC)))
+        rmdir(path);
+}
+
+bool hostpath_find_program(const char *name, char *out, size_t len)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    for (const char *p = path; *p;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n && (size_t)snprintf(out, len, "%.*s/%s", (int)n, p, name) < len &&
+            access(out, X_OK) == 0)
+            return true;
+        p += n + (end ? 1 : 0);
+    }
+    return false;
 }

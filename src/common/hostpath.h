@@ -72,3 +72,12 @@ char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err
  * removal elsewhere. Best effort: what cannot be removed stays.
  */
 void hostpath_remove_tree(const char *path);
+
+/*
+ * NAME's executable file on $PATH (a usual one when PATH is unset or empty),
+ * into OUT; false when there is none.
+ */
+bool hostpath_find_program(const char *name, char *out, size_t len);
+
+/* The same for the entry NAME of the directory DIR: a file, or a tree. */
+void hostpath_remove_at(int dir, const char *name);

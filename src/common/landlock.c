@@ -92,6 +92,14 @@ static uint64_t rights_for(const struct landlock_plan *plan, unsigned access)
                                                  LANDLOCK_ACCESS_FS_MAKE_SOCK |
                                                  LANDLOCK_ACCESS_FS_MAKE_CHAR |
                                                  LANDLOCK_ACCESS_FS_MAKE_BLOCK);
+    if (access & LANDLOCK_HOST_KEPT)
+        rights |= plan->handled_fs & ~(uint64_t)(LANDLOCK_ACCESS_FS_MAKE_FIFO |
+                                                 LANDLOCK_ACCESS_FS_MAKE_SOCK |
+                                                 LANDLOCK_ACCESS_FS_MAKE_CHAR |
+                                                 LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+                                                 LANDLOCK_ACCESS_FS_MAKE_REG |
+                                                 LANDLOCK_ACCESS_FS_MAKE_DIR |
+                                                 LANDLOCK_ACCESS_FS_MAKE_SYM);
     if (access & LANDLOCK_DEV)
         rights |= FS_RO | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV;
     if (access & LANDLOCK_LIST)

@@ -22,6 +22,8 @@ enum landlock_access {
                                   whose contents host tools meet after the run */
     LANDLOCK_LIST = 1 << 4,    /* list directories only: a tree whose files are granted
                                   one by one (the process level's /proc) */
+    LANDLOCK_HOST_KEPT = 1 << 5, /* HOST_RW but no name made (file, directory, link): a
+                                    keeper makes each one, refusing protected names */
 };
 
 struct landlock_plan {

@@ -83,6 +83,11 @@ int route_local_range_del(uint32_t net, unsigned prefix)
 
 int route_own_range(uint32_t net, unsigned prefix)
 {
+    return route_own_address(net + 1, prefix);
+}
+
+int route_own_address(uint32_t addr, unsigned prefix)
+{
     struct {
         struct nlmsghdr nh;
         struct ifaddrmsg ifa;
@@ -95,7 +100,7 @@ int route_own_range(uint32_t net, unsigned prefix)
     };
     if (req.ifa.ifa_index == 0)
         return -1; /* errno from if_nametoindex */
-    uint32_t first = htonl(net + 1);
+    uint32_t first = htonl(addr);
     nl_attr(&req.nh, IFA_LOCAL, &first, sizeof first);
     nl_attr(&req.nh, IFA_ADDRESS, &first, sizeof first);
     return nl_request(&req.nh);

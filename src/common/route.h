@@ -21,3 +21,6 @@ int route_local_range_del(uint32_t net, unsigned prefix);
  * own). NET in host order; 0, or -1 with errno.
  */
 int route_own_range(uint32_t net, unsigned prefix);
+
+/* ADDR itself (host order) on lo with PREFIX: the range's, or with 32 one address. */
+int route_own_address(uint32_t addr, unsigned prefix);

@@ -167,3 +167,62 @@ size_t utf8_length(const char *s, size_t n)
         cps += ((unsigned char)s[i] & 0xc0) != 0x80;
     return cps;
 }
+
+uint64_t text_hash64(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+size_t base64_encode(const void *in, size_t n, char *out)
+{
+    const unsigned char *p = in;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        out[o++] = b64_alphabet[v >> 18 & 63];
+        out[o++] = b64_alphabet[v >> 12 & 63];
+        out[o++] = i + 1 < n ? b64_alphabet[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? b64_alphabet[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return o;
+}
+
+static int b64_value(char c)
+{
+    const char *at = c ? strchr(b64_alphabet, c) : NULL;
+    return at ? (int)(at - b64_alphabet) : -1;
+}
+
+int base64_decode(const char *in, size_t n, void *out, size_t *out_len)
+{
+    unsigned char *o = out;
+    size_t k = 0;
+    if (n % 4)
+        return -1;
+    for (size_t i = 0; i < n; i += 4) {
+        bool last = i + 4 == n;
+        int pad = (in[i + 3] == '=') + (in[i + 2] == '=' && in[i + 3] == '=');
+        int v[4];
+        for (int j = 0; j < 4; j++)
+            v[j] = j >= 4 - pad ? 0 : b64_value(in[i + j]);
+        if ((pad && !last) || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0)
+            return -1;
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+                     (uint32_t)v[3];
+        o[k++] = (unsigned char)(w >> 16);
+        if (pad < 2)
+            o[k++] = (unsigned char)(w >> 8);
+        if (pad < 1)
+            o[k++] = (unsigned char)w;
+    }
+    *out_len = k;
+    return 0;
+}

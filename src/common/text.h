@@ -55,3 +55,15 @@ size_t utf8_decode(const char *s, size_t n, uint32_t *cp);
 
 /* Code points in S[0..N), which is valid UTF-8 (as jansson's strings are). */
 size_t utf8_length(const char *s, size_t n);
+
+/* FNV-1a of S: a hash for tables of names, not a digest (no secret input). */
+uint64_t text_hash64(const char *s);
+
+/* The base64 (RFC 4648, padded) of IN[0..N) into OUT (room for 4 * ((N + 2) / 3) + 1); its length. */
+size_t base64_encode(const void *in, size_t n, char *out);
+
+/*
+ * Strict base64 of IN[0..N) (padded, no blank, nothing after the padding)
+ * into OUT (room for N / 4 * 3); 0 with *OUT_LEN, or -1 when it is not.
+ */
+int base64_decode(const char *in, size_t n, void *out, size_t *out_len);

@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "core/limits.h"
 #include "sandbox/watchdog.h"
+#include "egress/decide.h"
 #include "egress/gateway.h"
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"
@@ -53,6 +54,10 @@ struct run {
     struct confine_plan confine;          /* the core's part: rlimits */
     enum enforcement enforced[POLICY_LIMIT_COUNT];
     struct gateway_config gw;
+    /* With no network too (but for an OCI container, whose engine decides):
+     * then the gateway allows nothing, answering each lookup and connection
+     * at once and saying what was refused (a client would otherwise wait out
+     * its own retries, and no one hear which name it wanted). */
     bool gateway;
     pid_t gw_pid;
     int gw_report;
@@ -69,6 +74,9 @@ struct run {
     bool keep_cgroup;                     /* a container's: its front end removes it */
     char audit_lost[320];                 /* what of the run's record failed at its start */
     struct sandbox_skips skipped;         /* the policy's levels passed over for this one */
+    uint64_t noticed[64];                 /* hashes of the refusal lines told (notice_refusal) */
+    size_t n_noticed;
+    bool noticed_full;
 };
 
 /* Evidence of the boundary the run had, written before it starts. */
@@ -262,29 +270,73 @@ static int env_add(char ***envp, size_t *n, const char *name, const char *value)
 
 DEFINE_CLEANUP(char **, strv_free)
 
+/* The proxy's variables: every spelling clients look for. */
+static const char *const proxy_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                          "http_proxy", "https_proxy", "all_proxy" };
+/* Where clients read a CA bundle from; the run's CA alone goes in NODE_EXTRA_CA_CERTS. */
+static const char *const bundle_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                           "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+                                           "npm_config_cafile", "CARGO_HTTP_CAINFO" };
+
 /*
  * Git refuses a repository owned by another uid ("dubious ownership"), and
- * every bind is one: the host's files, seen by the sandbox user. The
- * workspace and each bind are declared safe through git's environment
- * config (GIT_CONFIG_COUNT/KEY_n/VALUE_n), not a file in anyone's HOME.
+ * every bind is one: the host's files, seen by the sandbox user. Git before
+ * 2.46 matches safe.directory only as a whole path or "*", and the
+ * repositories of a bind lie at any depth beneath it (a clone from
+ * /src/repo, a bare repo under a --ro tree): so "*", through git's
+ * environment config (GIT_CONFIG_COUNT/KEY_0/VALUE_0), not a file in
+ * anyone's HOME. Inside, the only repositories are the binds', the
+ * workspace's and the run's own; none of it holds on the host.
  */
-static int git_safe_directories(char ***envp, size_t *n, const struct policy *p)
+static int git_config_add(char ***envp, size_t *n, size_t *k, const char *key, const char *value)
+{
+    char name[32];
+    snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", *k);
+    int rc = env_add(envp, n, name, key);
+    snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", (*k)++);
+    return rc | env_add(envp, n, name, value);
+}
+
+/*
+ * A secret bound to a host serves git there as git asks for a password:
+ * a credential helper for https://HOST that answers the placeholder (the
+ * gateway swaps it for the value in the Basic credentials git sends), so
+ * `git push` to a bound host needs no token in the sandbox.
+ */
+static int git_credential_helpers(char ***envp, size_t *n, size_t *k,
+                                  const struct gateway_config *gw)
 {
     int rc = 0;
-    size_t k = 0;
-    char name[32], count[24];
-    for (size_t i = 0; i <= p->n_binds; i++) {
-        snprintf(name, sizeof name, "GIT_CONFIG_KEY_%zu", k);
-        rc |= env_add(envp, n, name, "safe.directory");
-        snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%zu", k++);
-        rc |= env_add(envp, n, name, i < p->n_binds ? p->binds[i].dest : "/workspace");
+    for (size_t i = 0; i < gw->n_secrets; i++) {
+        const struct gateway_secret *sec = &gw->secrets[i];
+        char helper[256];
+        snprintf(helper, sizeof helper, "!f() { test \"$1\" = get && printf 'username=%s\\n"
+                 "password=%s\\n'; }; f", "x-access-token", sec->placeholder);
+        for (size_t h = 0; h < sec->n_hosts; h++) {
+            const struct egress_rule *r = &sec->hosts[h];
+            char key[320], port[8] = "";
+            if (r->port && r->port != 443)
+                snprintf(port, sizeof port, ":%u", r->port);
+            snprintf(key, sizeof key, "credential.https://%s%s%s.helper",
+                     r->kind == EGRESS_RULE_SUFFIX ? "*" : "", r->name, port);
+            rc |= git_config_add(envp, n, k, key, helper);
+        }
     }
+    return rc;
+}
+
+static int git_config_env(char ***envp, size_t *n, const struct gateway_config *gw)
+{
+    size_t k = 0;
+    char count[24];
+    int rc = git_config_add(envp, n, &k, "safe.directory", "*");
+    rc |= git_credential_helpers(envp, n, &k, gw);
     snprintf(count, sizeof count, "%zu", k);
     return rc | env_add(envp, n, "GIT_CONFIG_COUNT", count);
 }
 
 /* Empty but for PATH, HOME, LANG, TERM (on a terminal), git's safe
- * directories and what the policy passes. */
+ * directories and credential helpers, and what the policy passes. */
 static char **plan_env(const struct run *run, const struct sandbox_call *call)
 {
     const struct policy *p = run->p;
@@ -304,27 +356,29 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
     if (term && (isatty(call->out_fd) || isatty(call->err_fd)))
         rc |= env_add(&envp, &n, "TERM", term);
     if (run->gateway) {
-        /* Every spelling clients look for; nothing is exempt from the proxy. */
-        static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                                             "http_proxy", "https_proxy", "all_proxy" };
+        /* Every spelling clients look for. Only loopback is exempt: the
+         * run's own (a test's local server) where it has one, and where it
+         * is the host's (process level) a direct connection is the keeper's
+         * to refuse, or to hand to the gateway when the policy allows it. */
         char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%d", GATEWAY_PORT);
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            rc |= env_add(&envp, &n, names[i], url);
-        rc |= env_add(&envp, &n, "NO_PROXY", "");
-        rc |= env_add(&envp, &n, "no_proxy", "");
+        for (size_t i = 0; i < sizeof proxy_vars / sizeof proxy_vars[0]; i++)
+            rc |= env_add(&envp, &n, proxy_vars[i], url);
+        rc |= env_add(&envp, &n, "NO_PROXY", SANDBOX_NO_PROXY);
+        rc |= env_add(&envp, &n, "no_proxy", SANDBOX_NO_PROXY);
     }
-    rc |= git_safe_directories(&envp, &n, p);
+    rc |= git_config_env(&envp, &n, &run->gw);
     /* Secrets: the sandbox holds placeholders; the gateway holds the values. */
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         rc |= env_add(&envp, &n, run->gw.secrets[i].name, run->gw.secrets[i].placeholder);
     if (run->gw.mint) {
-        /* Trust the run's CA (for the hosts secrets are bound to) besides the
-         * usual ones, under every name common clients read. */
+        /* Trust the run's CA (for the hosts it intercepts: secrets, request
+         * rules) besides the usual ones, under every name common clients
+         * read; npm's own cafile (Debian's npmrc names the system bundle)
+         * would otherwise replace node's trust, NODE_EXTRA_CA_CERTS with it. */
         const char *bundle = b->ca_bundle ? b->ca_bundle : SANDBOX_CA_BUNDLE;
-        rc |= env_add(&envp, &n, "SSL_CERT_FILE", bundle);
-        rc |= env_add(&envp, &n, "REQUESTS_CA_BUNDLE", bundle);
-        rc |= env_add(&envp, &n, "CURL_CA_BUNDLE", bundle);
+        for (size_t i = 0; i < sizeof bundle_vars / sizeof bundle_vars[0]; i++)
+            rc |= env_add(&envp, &n, bundle_vars[i], bundle);
         rc |= env_add(&envp, &n, "NODE_EXTRA_CA_CERTS", b->ca_cert ? b->ca_cert : SANDBOX_CA_CERT);
     }
     for (size_t i = 0; i < p->n_env_pass; i++) {
@@ -340,13 +394,16 @@ static char **plan_env(const struct run *run, const struct sandbox_call *call)
 /* Is NAME one the run path sets itself (the proxy, the CA, a secret's placeholder)? */
 static bool env_reserved(const struct run *run, const char *name, size_t len)
 {
-    static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
-                                         "http_proxy", "https_proxy", "all_proxy", "no_proxy",
-                                         "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
-                                         "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
+    for (size_t i = 0; i < sizeof proxy_vars / sizeof proxy_vars[0]; i++)
+        if (strlen(proxy_vars[i]) == len && memcmp(proxy_vars[i], name, len) == 0)
             return run->gateway;
+    if (len == 8 && (!memcmp(name, "NO_PROXY", 8) || !memcmp(name, "no_proxy", 8)))
+        return run->gateway;
+    for (size_t i = 0; i < sizeof bundle_vars / sizeof bundle_vars[0]; i++)
+        if (strlen(bundle_vars[i]) == len && memcmp(bundle_vars[i], name, len) == 0)
+            return run->gw.mint != NULL;
+    if (len == 19 && !memcmp(name, "NODE_EXTRA_CA_CERTS", 19))
+        return run->gw.mint != NULL;
     for (size_t i = 0; i < run->gw.n_secrets; i++)
         if (strlen(run->gw.secrets[i].name) == len && memcmp(run->gw.secrets[i].name, name, len) == 0)
             return true;
@@ -453,7 +510,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     run->skipped = skipped;
     run->container = container;
     run_init_empty(run);
-    run->gateway = p->network.mode == POLICY_NET_GATEWAY;
+    run->gateway = !container || p->network.mode == POLICY_NET_GATEWAY;
     /* A front end that records events of its own about the run names it first. */
     if (run_id && strlen(run_id) == 32)
         memcpy(run->run_id, run_id, sizeof run->run_id);
@@ -472,13 +529,13 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         err_prefix(err, "audit");
         goto fail;
     }
-    /* Armed up front when it has a record to close, before any descriptor
-     * of the run exists for it to inherit; for a cgroup alone, when one is
-     * made (a caller who cannot make one pays for no watchdog). */
-    if (run->log && watchdog_arm(run->wd, err) < 0)
+    /* Armed up front when it has a record to close or a workspace commit to
+     * finish, before any descriptor of the run exists for it to inherit; for
+     * a cgroup alone, when one is made (a caller who cannot make one pays
+     * for no watchdog). */
+    if ((run->log || p->workspace) && watchdog_arm(run->wd, err) < 0)
         goto fail;
-    /* Placeholders are host state: the watchdog takes them back if we die. */
-    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, run->wd, &run->ws, err) < 0 ||
+    if (prepare_limits(run, rnd, err) < 0 || workspace_prepare(p, &run->ws, err) < 0 ||
         (run->gateway && gateway_config_from_policy(p, &run->gw, err) < 0))
         goto fail;
     memcpy(run->gw.run_id, run->run_id, sizeof run->gw.run_id);
@@ -729,23 +786,52 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
 
 /* ---- wait ---- */
 
-/* A refusal the gateway reports, told to whoever watches the run as it happens. */
+/* A refusal the gateway reports, told to whoever watches the run as it
+ * happens: once per line (a name's lookup and its connection say the same),
+ * so a client retrying for a minute is one line, not a screenful. */
 static void notice_refusal(void *arg, const json_t *d)
 {
-    const struct sandbox_call *call = arg;
+    struct run *run = arg;
+    const struct sandbox_call *call = &run->call;
     if (json_is_true(json_object_get(d, "allowed")))
         return;
+    const char *method = json_string_value(json_object_get(d, "method"));
     const char *host = json_string_value(json_object_get(d, "host"));
-    /* A refusal's rule is its short class (not_allowed, ssrf:loopback, budget...). */
-    const char *reason = json_string_value(json_object_get(d, "rule"));
-    char line[512];
-    /* A 5xx (dns, upstream_*) is a failure to get there, which the rules allowed. */
-    bool failed = json_integer_value(json_object_get(d, "status")) >= 500;
-    snprintf(line, sizeof line, "egress %s: %s:%lld (%s)", failed ? "failed" : "refused",
-             host && *host ? host : "?",
-             (long long)json_integer_value(json_object_get(d, "port")),
-             reason && *reason ? reason : "refused");
+    const char *rule = json_string_value(json_object_get(d, "rule"));
+    char line[600];
+    decide_notice(method ? method : "-", host ? host : "",
+                  (unsigned)json_integer_value(json_object_get(d, "port")), rule ? rule : "",
+                  (int)json_integer_value(json_object_get(d, "status")),
+                  run->p->network.mode == POLICY_NET_NONE, line, sizeof line);
+    uint64_t h = text_hash64(line);
+    for (size_t i = 0; i < run->n_noticed; i++)
+        if (run->noticed[i] == h)
+            return;
+    if (run->n_noticed == sizeof run->noticed / sizeof run->noticed[0]) {
+        if (!run->noticed_full)
+            call->notice(call->notice_arg, "egress: further refusals are not told here (the "
+                                           "audit log and the result have them)");
+        run->noticed_full = true;
+        return;
+    }
+    run->noticed[run->n_noticed++] = h;
     call->notice(call->notice_arg, line);
+}
+
+/* One notice line per refusal of what git would have run (gitscan.h). */
+static void tell_git(const struct run *run, const struct gitscan_notes *git)
+{
+    char line[sizeof git->line[0] + 64];
+    for (unsigned i = 0; run->call.notice && i < git->n; i++) {
+        snprintf(line, sizeof line, "workspace: git: %s", git->line[i]);
+        text_escape_controls(line, sizeof line);
+        run->call.notice(run->call.notice_arg, line);
+    }
+    if (run->call.notice && git->total > git->n) {
+        snprintf(line, sizeof line, "workspace: git: %u more refused (--result has the count)",
+                 git->total - git->n);
+        run->call.notice(run->call.notice_arg, line);
+    }
 }
 
 int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
@@ -772,7 +858,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .report_r = run->gw_report,
         .audit = run->log,
         .decided = run->call.notice ? notice_refusal : NULL,
-        .decided_arg = &run->call,
+        .decided_arg = run,
         .started = run->call.notice ? notice_degraded : NULL,
         .started_arg = run,
         .run_id = run->run_id,
@@ -807,6 +893,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
                      "the front end that asked for the run is gone");
         } else {
             txn_finish(run->b.layer, run->ws.fd, p, p->workspace_commit, ok, &res->txn);
+            tell_git(run, &res->txn.git);
         }
         if (res->txn.outcome == TXN_PENDING && run->call.keep_layer)
             *run->call.keep_layer = TAKE_FD(run->b.layer);
@@ -824,6 +911,7 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         }
     }
     workspace_finish(p, &run->ws, &res->workspace); /* run.end carries it to the audit log */
+    tell_git(run, &res->workspace.git);
     if (run->gw_pid > 0) {
         /* The gateway reports the connections the run left open, then exits. */
         kill(run->gw_pid, SIGTERM);

@@ -20,7 +20,6 @@
 #include "sandbox/txn.h"
 
 #include <event2/event.h>
-#include <openssl/evp.h>
 
 #include <errno.h>
 #include <fcntl.h>

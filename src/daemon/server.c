@@ -25,7 +25,6 @@
 #include "sandbox/txn.h"
 
 #include <event2/event.h>
-#include <openssl/evp.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,7 +60,7 @@ json_t *daemon_bytes_json(const char *data, size_t len, bool *b64)
     char *out = malloc(out_len);
     if (!out)
         return NULL;
-    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
+    base64_encode(data, len, out);
     s = json_string(out);
     free(out);
     return s;
@@ -70,21 +69,12 @@ json_t *daemon_bytes_json(const char *data, size_t len, bool *b64)
 /* Decode base64 TEXT into *OUT (malloc'd); -1 when it is not base64. */
 int daemon_base64_decode(const char *text, size_t len, char **out, size_t *out_len)
 {
-    if (len % 4)
-        return -1;
-    unsigned char *buf = malloc(len / 4 * 3 + 1);
-    if (!buf)
-        return -1;
-    int n = EVP_DecodeBlock(buf, (const unsigned char *)text, (int)len);
-    if (n < 0) {
+    char *buf = malloc(len / 4 * 3 + 1);
+    if (!buf || base64_decode(text, len, buf, out_len) < 0) {
         free(buf);
         return -1;
     }
-    /* EVP_DecodeBlock counts the padding as data. */
-    for (size_t i = len; i > 0 && text[i - 1] == '=' && n > 0; i--)
-        n--;
-    *out = (char *)buf;
-    *out_len = (size_t)n;
+    *out = buf;
     return 0;
 }
 

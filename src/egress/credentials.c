@@ -125,6 +125,65 @@ static bool carries(const char *buf, size_t len, const struct gateway_secret *se
 }
 
 /*
+ * H's Basic credentials ("Authorization: Basic base64(user:password)", as
+ * git and most HTTP clients send a password), decoded into a fresh buffer
+ * of *N bytes; NULL when H is no Authorization header of the Basic scheme
+ * with valid base64. A placeholder hides there from a plain search.
+ */
+static char *basic_credentials(const struct http_header *h, size_t *n)
+{
+    const char *v = h->value, *end = h->value + h->value_len;
+    if (!http_header_is(h, "authorization") || h->value_len < 6 ||
+        !http_equal_ci(v, 5, "basic") || (v[5] != ' ' && v[5] != '\t'))
+        return NULL;
+    v += 5;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    char *out = malloc((size_t)(end - v) / 4 * 3 + 1);
+    if (out && base64_decode(v, (size_t)(end - v), out, n) == 0)
+        return out;
+    free(out);
+    return NULL;
+}
+
+/* The base64 text of H's Basic credentials (after the scheme and its blanks). */
+static const char *basic_text(const struct http_header *h, size_t *n)
+{
+    const char *v = h->value + 5, *end = h->value + h->value_len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    *n = (size_t)(end - v);
+    return v;
+}
+
+/* Free a buffer that held credentials, wiped first. */
+static void wipe_free(char *p, size_t n)
+{
+    if (p)
+        explicit_bzero(p, n);
+    free(p);
+}
+
+/* Does REQ carry SEC's placeholder: in its target, a header, or Basic credentials? */
+static bool request_carries(const struct http_request *req, const struct gateway_secret *sec)
+{
+    if (carries(req->target, req->target_len, sec))
+        return true;
+    for (size_t h = 0; h < req->n_headers; h++) {
+        const struct http_header *hd = &req->headers[h];
+        if (carries(hd->value, hd->value_len, sec) || carries(hd->name, hd->name_len, sec))
+            return true;
+        size_t n = 0;
+        char *basic = basic_credentials(hd, &n);
+        bool in = basic && carries(basic, n, sec);
+        wipe_free(basic, n);
+        if (in)
+            return true;
+    }
+    return false;
+}
+
+/*
  * Which placeholders the request carries (in its target or any header).
  * One bound elsewhere is an exfiltration attempt: refused and recorded.
  * One bound here is swapped for its value in the headers sent upstream.
@@ -136,11 +195,7 @@ bool credentials_check(struct conn *c, const struct http_request *req)
         const struct gateway_secret *sec = &cfg->secrets[i];
         if (!secret_bound_here(sec, c))
             c->foreign |= 1ull << i; /* looked for in the body too */
-        bool found = carries(req->target, req->target_len, sec);
-        for (size_t h = 0; h < req->n_headers && !found; h++)
-            found = carries(req->headers[h].value, req->headers[h].value_len, sec) ||
-                    carries(req->headers[h].name, req->headers[h].name_len, sec);
-        if (!found)
+        if (!request_carries(req, sec))
             continue;
         char rule[200];
         if (!secret_bound_here(sec, c)) {
@@ -155,6 +210,14 @@ bool credentials_check(struct conn *c, const struct http_request *req)
             return false;
         }
         c->secrets_used |= 1ull << i;
+    }
+    /* One set of credentials: a second Authorization would go up unswapped or unscrubbed. */
+    size_t auths = 0;
+    for (size_t h = 0; h < req->n_headers; h++)
+        auths += http_header_is(&req->headers[h], "authorization");
+    if (c->secrets_used && auths > 1) {
+        conn_refuse(c, 400, "bad_request", "more than one Authorization header");
+        return false;
     }
     /*
      * TRACE echoes the request, value and all. The answer is scrubbed, but
@@ -216,14 +279,66 @@ void credentials_add_value(struct conn *c, struct evbuffer *out, const char *v, 
     }
 }
 
+void credentials_prepare_basic(struct conn *c, const struct http_request *req)
+{
+    const struct http_header *h = NULL;
+    for (size_t i = 0; i < req->n_headers && !h; i++)
+        if (http_header_is(&req->headers[i], "authorization"))
+            h = &req->headers[i];
+    size_t n = 0;
+    char *plain = h && c->secrets_used ? basic_credentials(h, &n) : NULL;
+    struct evbuffer *swapped = plain ? evbuffer_new() : NULL;
+    if (swapped) {
+        /* The credentials with the values in, encoded again. Out of memory,
+         * the header goes as the client wrote it: placeholders, no value. */
+        credentials_add_value(c, swapped, plain, n);
+        size_t len = evbuffer_get_length(swapped), ln;
+        char *text = (char *)evbuffer_pullup(swapped, -1);
+        const char *as_sent = basic_text(h, &ln);
+        c->basic_real = text ? malloc(4 * ((len + 2) / 3) + 1) : NULL;
+        c->basic_client = c->basic_real ? strndup(as_sent, ln) : NULL;
+        if (c->basic_client) {
+            base64_encode(text, len, c->basic_real);
+        } else {
+            free(c->basic_real);
+            c->basic_real = NULL;
+        }
+        if (text)
+            explicit_bzero(text, len);
+        evbuffer_free(swapped);
+    }
+    wipe_free(plain, n);
+}
+
+uint64_t credentials_scrubbed(const struct conn *c)
+{
+    size_t n = c->gw->n_pairs;
+    uint64_t own = n < 64 ? c->scrubbed & ((1ull << n) - 1) : c->scrubbed;
+    /* The pair after the values is the Basic credentials: the secrets they held. */
+    if (c->basic_real && n < 64 && (c->scrubbed >> n & 1))
+        own |= c->secrets_used;
+    return own;
+}
+
 void credentials_scrub_answer(struct conn *c, const struct http_request *req, bool bound)
 {
     struct gateway *gw = c->gw;
     if (!gw->n_pairs)
         return;
+    const struct scrub_pair *pairs = gw->values;
+    size_t n_pairs = gw->n_pairs;
+    /* An endpoint that echoes Authorization would hand back the value, encoded. */
+    if (c->basic_real && n_pairs < SCRUB_MAX_PAIRS &&
+        (c->pairs = calloc(n_pairs + 1, sizeof *c->pairs))) {
+        memcpy(c->pairs, gw->values, n_pairs * sizeof *c->pairs);
+        c->pairs[n_pairs] = (struct scrub_pair){ c->basic_real, strlen(c->basic_real),
+                                                 c->basic_client, strlen(c->basic_client) };
+        pairs = c->pairs;
+        n_pairs++;
+    }
     c->answer = calloc(1, sizeof *c->answer);
     if (c->answer)
-        scrub_answer_init(c->answer, gw->values, gw->n_pairs,
+        scrub_answer_init(c->answer, pairs, n_pairs,
                           (strcmp(c->method, "HEAD") == 0 ? SCRUB_HEAD_REQUEST : 0) |
                           (req->version_minor == 0 ? SCRUB_CLIENT_HTTP10 : 0) |
                           (bound ? SCRUB_REFUSE_ENCODED : 0));
@@ -264,7 +379,7 @@ static int read_secret_value(const char *from, char **value, size_t *len, char *
     return 0;
 }
 
-/* Values, placeholders and the run's CA for P's secrets. */
+/* Values and placeholders for P's secrets. */
 int credentials_load(const struct policy *p, struct gateway_config *out, char *why,
                      size_t why_len)
 {
@@ -295,10 +410,6 @@ int credentials_load(const struct policy *p, struct gateway_config *out, char *w
         gs->n_hosts = ps->n_hosts;
         gs->expires_us = ps->ttl_ms ? gateway_now_us() + ps->ttl_ms * 1000 : 0;
     }
-    struct cordon_err err = { 0 };
-    out->mint = mint_new(&err);
-    if (!out->mint)
-        return why_printf(why, why_len, "%s", err.msg);
     return 0;
 }
 

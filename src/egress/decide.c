@@ -13,6 +13,7 @@ static int refused(struct decision *d, int status, const char *rule, const char 
 {
     d->allowed = false;
     d->ask = false;
+    d->inspect = false;
     d->status = status;
     if (rule != d->rule) /* set_rule() may have written it already */
         snprintf(d->rule, sizeof d->rule, "%s", rule);
@@ -27,6 +28,7 @@ static int allowed(struct decision *d)
 {
     d->allowed = true;
     d->ask = false;
+    d->inspect = false;
     d->status = 200;
     d->reason[0] = '\0';
     return 0;
@@ -35,7 +37,7 @@ static int allowed(struct decision *d)
 /* "deny:10.0.0.0/8", "allow:api.example.com". */
 static void set_rule(struct decision *d, const char *kind, const struct egress_rule *r)
 {
-    char text[300];
+    char text[EGRESS_RULE_TEXT_MAX];
     egress_rule_format(r, text, sizeof text);
     snprintf(d->rule, sizeof d->rule, "%s:%s", kind, text);
 }
@@ -47,6 +49,35 @@ static const struct egress_rule *match_host(const struct egress_rule *rules, siz
         if (egress_rule_matches_host(&rules[i], h, port))
             return &rules[i];
     return NULL;
+}
+
+/* The first rule of RULES covering T's request whole: destination, method and path. */
+static const struct egress_rule *match_request(const struct egress_rule *rules, size_t n,
+                                               const struct target *t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (egress_rule_matches_host(&rules[i], &t->host, t->port) &&
+            egress_rule_matches_request(&rules[i], t->method, t->path))
+            return &rules[i];
+    return NULL;
+}
+
+/* Are the rules of RULES that cover T's destination all request rules? */
+static bool only_request_rules(const struct egress_rule *rules, size_t n, const struct target *t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (egress_rule_matches_host(&rules[i], &t->host, t->port) &&
+            !egress_rule_is_request_rule(&rules[i]))
+            return false;
+    return true;
+}
+
+static int refuse_method(struct decision *d, const struct target *t)
+{
+    size_t plen = strcspn(t->path, "?#");
+    return refused(d, 403, "method_not_allowed", "%s %s:%u%.*s is not allowed: the rules for %s "
+                   "hold its requests to certain methods and paths", t->method, t->host_text,
+                   t->port, (int)(plen > 80 ? 80 : plen), t->path, t->host_text);
 }
 
 static const struct egress_rule *match_addr(const struct egress_rule *rules, size_t n,
@@ -103,6 +134,7 @@ int decide_target(const struct http_request *req, struct target *t, struct decis
         }
         t->host = u.authority.host;
         t->port = u.port;
+        snprintf(t->method, sizeof t->method, "%s", req->method);
         snprintf(t->path, sizeof t->path, "%s", u.path);
     } else {
         return refused(d, 400, "bad_request", "not a proxy request (origin-form target)");
@@ -161,9 +193,19 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
      * likes (a channel out).
      */
     const struct egress_rule *allow = match_host(r->allow, r->n_allow, &t->host, t->port);
+    if (allow && t->method[0]) {
+        /* A plain request: decided whole, method and path. */
+        const struct egress_rule *whole = match_request(r->allow, r->n_allow, t);
+        if (!whole)
+            return refuse_method(d, t);
+        set_rule(d, "allow", whole);
+        return allowed(d);
+    }
     if (allow) {
         set_rule(d, "allow", allow);
-        return allowed(d);
+        allowed(d);
+        d->inspect = only_request_rules(r->allow, r->n_allow, t);
+        return 0;
     }
     /* Not allowed, but the policy lets the decider allow it: the gateway
      * asks once the addresses passed (so an address class is never asked). */
@@ -175,6 +217,32 @@ int decide_request(const struct gateway_config *cfg, struct budget *b, const str
     allowed(d);
     d->ask = true;
     return 0;
+}
+
+int decide_literal(const struct gateway_config *cfg, const struct target *t, struct decision *d)
+{
+    *d = (struct decision){ 0 };
+    const struct egress_rules *r = &cfg->rules;
+    const struct egress_rule *deny = match_host(r->deny, r->n_deny, &t->host, t->port);
+    if (deny) {
+        set_rule(d, "deny", deny);
+        return refused(d, 403, d->rule, "%s:%u is on the denylist", t->host_text, t->port);
+    }
+    if (!match_host(r->allow, r->n_allow, &t->host, t->port) &&
+        !match_host(r->ask, r->n_ask, &t->host, t->port))
+        return refused(d, 403, "not_allowed", "%s:%u is not on the allowlist", t->host_text,
+                       t->port);
+    return decide_addresses(cfg, t, &t->host.ip, 1, d);
+}
+
+int decide_inner(const struct gateway_config *cfg, const struct target *t, struct decision *d)
+{
+    *d = (struct decision){ 0 };
+    const struct egress_rule *whole = match_request(cfg->rules.allow, cfg->rules.n_allow, t);
+    if (!whole)
+        return refuse_method(d, t);
+    set_rule(d, "allow", whole);
+    return allowed(d);
 }
 
 int decide_answer(const struct target *t, enum decider_decision decision, bool failed,
@@ -259,4 +327,56 @@ bool decide_name(const struct gateway_config *cfg, const struct host *name)
                     return true;
         }
     return false;
+}
+
+/* HOST[:PORT] as --allow takes it: no port for a lookup or 80 and 443, v6 bracketed. */
+static void notice_subject(const char *host, unsigned port, bool dns, char *out, size_t len)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    if (dns || port == 80 || port == 443)
+        snprintf(out, len, v6 ? "[%s]" : "%s", host);
+    else
+        snprintf(out, len, v6 ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+/* " --allow-private A/32" when HOST is an address the SSRF rules hold back, else "". */
+static void notice_private(const char *host, char *out, size_t len)
+{
+    struct host h;
+    char why[128], text[300];
+    out[0] = '\0';
+    snprintf(text, sizeof text, strchr(host, ':') ? "[%s]" : "%s", host);
+    if (host_parse(text, strlen(text), &h, why, sizeof why) < 0 || !h.is_ip ||
+        addr_classify(&h.ip) == ADDR_PUBLIC)
+        return;
+    ip_addr_format(&h.ip, text, sizeof text);
+    snprintf(out, len, " --allow-private %s/%u", text, h.ip.family == AF_INET ? 32u : 128u);
+}
+
+void decide_notice(const char *method, const char *host, unsigned port, const char *rule,
+                   int status, bool net_none, char *out, size_t len)
+{
+    char subject[300], priv[90];
+    bool dns = strcmp(method, "DNS") == 0;
+    notice_subject(host[0] ? host : "?", port, dns, subject, sizeof subject);
+    if (status >= 500) {
+        /* dns, upstream_*: a failure to get there, which the rules allowed. */
+        snprintf(out, len, "egress failed: %s (%s)", subject, rule[0] ? rule : "failed");
+    } else if (strcmp(rule, "not_allowed") == 0) {
+        notice_private(host, priv, sizeof priv);
+        if (net_none)
+            snprintf(out, len, "egress refused: %s (no rule: --net none; --allow %s%s %s "
+                     "--net gateway)", subject, subject, priv, priv[0] ? "imply" : "implies");
+        else
+            snprintf(out, len, "egress refused: %s (no rule; --allow %s%s)", subject, subject,
+                     priv);
+    } else if (strcmp(rule, "method_not_allowed") == 0) {
+        snprintf(out, len, "egress refused: %s %s (no rule for %s; --allow '%s %s')", method,
+                 subject, method, method, subject);
+    } else if (strncmp(rule, "ssrf:", 5) == 0) {
+        snprintf(out, len, "egress refused: %s (%s; --allow-private CIDR lets its range "
+                 "through)", subject, rule);
+    } else {
+        snprintf(out, len, "egress refused: %s (%s)", subject, rule[0] ? rule : "refused");
+    }
 }

@@ -19,8 +19,11 @@
 struct decision {
     bool allowed;
     bool ask;                  /* allowed only if the decider allows it (rule "ask:...") */
+    /* A tunnel only request rules allow (policy/rules.h): its TLS must be
+     * intercepted, and each request inside decided (decide_inner()). */
+    bool inspect;
     int status;                /* the HTTP status a refusal answers with */
-    char rule[320];            /* "allow:api.example.com", "deny:...", "ssrf:loopback", ... */
+    char rule[EGRESS_RULE_TEXT_MAX + 16]; /* "allow:api.example.com", "deny:...", "ssrf:loopback" */
     char reason[200];          /* one line for the client and the audit log */
 };
 
@@ -30,6 +33,7 @@ struct target {
     struct host host;
     char host_text[300];       /* the host as reported; the target as written when unreadable */
     uint16_t port;
+    char method[24];           /* a plain request's ("" for a tunnel) */
     char path[4096];           /* origin-form, for a plain request */
 };
 
@@ -61,10 +65,30 @@ int decide_target(const struct http_request *req, struct target *t, struct decis
 /*
  * Before anything reaches out: the request, rate and byte budgets (a
  * request that passes them is counted in B), then the denylist and the
- * allowlist by name, or by address for an IP literal. 0 when allowed.
+ * allowlist by name, or by address for an IP literal. A plain request
+ * (T's method set) must be covered whole, method and path; a tunnel by
+ * any rule for its destination (D's inspect set when only request rules
+ * are). 0 when allowed.
  */
 int decide_request(const struct gateway_config *cfg, struct budget *b, const struct target *t,
                    uint64_t now_us, struct decision *d);
+
+/*
+ * A connection a client made to an address (T's host is an IP), carried to
+ * the gateway transparently: could any rule take it? Not denied, on an
+ * allow or ask rule, and of an allowed address class. Decided at once, so
+ * a refused one is cut before the client sends a byte; an admitted one is
+ * decided again in full (budgets, method) when its first bytes come. 0
+ * when admitted.
+ */
+int decide_literal(const struct gateway_config *cfg, const struct target *t, struct decision *d);
+
+/*
+ * A request inside a tunnel decide_request() let through to be inspected:
+ * T's method and path must be covered by an allow rule for its destination
+ * (else 403 method_not_allowed). 0 when allowed.
+ */
+int decide_inner(const struct gateway_config *cfg, const struct target *t, struct decision *d);
 
 /*
  * The decider's answer about an `ask` destination (after its addresses
@@ -95,3 +119,13 @@ int decide_addresses(const struct gateway_config *cfg, const struct target *t,
  * (The connection is decided again, as a request, when it comes.)
  */
 bool decide_name(const struct gateway_config *cfg, const struct host *name);
+
+/*
+ * The one line a person is told of a decision the gateway reported
+ * (METHOD, HOST, PORT, RULE, STATUS as in its record), saying what was
+ * refused and what would allow it: "registry.npmjs.org (no rule; --allow
+ * registry.npmjs.org)". NET_NONE: the run has no network (--net none),
+ * which an --allow would change. Empty for an allowed decision.
+ */
+void decide_notice(const char *method, const char *host, unsigned port, const char *rule,
+                   int status, bool net_none, char *out, size_t len);

@@ -16,6 +16,7 @@
 #include "common/fds.h"
 #include "common/landlock.h"
 #include "egress/gateway_int.h"
+#include "egress/mint.h"
 #include "policy/policy.h"
 
 #include <errno.h>
@@ -73,7 +74,7 @@ static void report(struct conn *c)
         json_object_set_new(d, "secrets", credentials_names(gw->cfg, c->secrets_used));
     /* Which values the answer carried and lost. */
     if (c->scrubbed)
-        json_object_set_new(d, "scrubbed", credentials_names(gw->cfg, c->scrubbed));
+        json_object_set_new(d, "scrubbed", credentials_names(gw->cfg, credentials_scrubbed(c)));
     gateway_report(gw, d);
 }
 
@@ -129,6 +130,11 @@ void conn_free(struct conn *c)
         scrub_answer_release(c->answer);
         free(c->answer);
     }
+    free(c->pairs);
+    if (c->basic_real)
+        explicit_bzero(c->basic_real, strlen(c->basic_real));
+    free(c->basic_real);
+    free(c->basic_client);
     if (c->client)
         bufferevent_free(c->client);
     if (c->upstream)
@@ -481,6 +487,7 @@ void conn_decide(struct conn *c, struct http_request *req)
     if (!conn_head_done(c, true))
         return;
     if (req && !c->target.is_connect) {
+        snprintf(c->target.method, sizeof c->target.method, "%s", req->method);
         c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
         c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
         c->body_done = c->body == BODY_NONE;
@@ -490,15 +497,19 @@ void conn_decide(struct conn *c, struct http_request *req)
         conn_refuse(c, d.status, d.rule, "%s", d.reason);
         return;
     }
-    if (d.ask) {
-        c->ask = true;
-        snprintf(c->rule, sizeof c->rule, "%s", d.rule);
-    }
+    c->ask = d.ask;
+    c->inspect = d.inspect;
+    snprintf(c->rule, sizeof c->rule, "%s", d.rule);
     if (req && !credentials_check(c, req))
         return;
     /* A tunnel to a host a secret is bound to ends here, so the requests
-     * inside can have their placeholders swapped. */
-    c->intercept = c->target.is_connect && cfg->mint && credentials_bound_here(c);
+     * inside can have their placeholders swapped; so does one only request
+     * rules allow, so each request inside can be held to them. */
+    c->intercept = c->target.is_connect && cfg->mint && (c->inspect || credentials_bound_here(c));
+    if (c->inspect && !c->intercept) {
+        conn_refuse(c, 502, "internal", "no run CA to inspect %s with", c->target.host_text);
+        return;
+    }
     if (c->intercept)
         c->raw_tls = false;
     resolve(c);
@@ -511,7 +522,12 @@ bool conn_host_names_target(const struct conn *c, const struct http_request *req
     char why[200];
     char named[300] = "";
     if (!h || authority_parse(h->value, h->value_len, &a, why, sizeof why) < 0 ||
-        a.host.is_ip != c->target.host.is_ip || (a.port && a.port != c->target.port))
+        (a.port && a.port != c->target.port))
+        return false;
+    /* localhost names a loopback address the client connected to itself. */
+    if (!a.host.is_ip && host_is_localhost(a.host.name) && c->target.host.is_ip)
+        return addr_classify(&c->target.host.ip) == ADDR_LOOPBACK;
+    if (a.host.is_ip != c->target.host.is_ip)
         return false;
     if (a.host.is_ip)
         ip_addr_format(&a.host.ip, named, sizeof named);
@@ -525,7 +541,7 @@ bool conn_host_names_target(const struct conn *c, const struct http_request *req
  * tunnel was opened to, its placeholders checked and swapped like a plain
  * request's. One request per tunnel, as everywhere.
  */
-static void decide_inner(struct conn *c, struct http_request *req)
+static void decide_tunnel_request(struct conn *c, struct http_request *req)
 {
     snprintf(c->method, sizeof c->method, "%s", req->method);
     if (req->kind != HTTP_TARGET_ORIGIN || req->target_len >= sizeof c->target.path) {
@@ -538,10 +554,18 @@ static void decide_inner(struct conn *c, struct http_request *req)
     }
     memcpy(c->target.path, req->target, req->target_len);
     c->target.path[req->target_len] = '\0';
+    snprintf(c->target.method, sizeof c->target.method, "%s", req->method);
     c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
     c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
     c->body_done = c->body == BODY_NONE;
     c->chunk = CHUNK_SIZE;
+    struct decision d;
+    if (c->inspect && decide_inner(c->gw->cfg, &c->target, &d) < 0) {
+        conn_refuse(c, d.status, d.rule, "%s", d.reason);
+        return;
+    }
+    if (c->inspect)
+        snprintf(c->rule, sizeof c->rule, "%s", d.rule);
     if (!credentials_check(c, req))
         return;
     relay_send_head(c, req);
@@ -579,7 +603,7 @@ void conn_head_read(struct bufferevent *bev, void *arg)
     evbuffer_drain(in, ch->req.head_len);
     bufferevent_disable(bev, EV_READ);
     if (c->inner)
-        decide_inner(c, &ch->req);
+        decide_tunnel_request(c, &ch->req);
     else
         decide(c, &ch->req);
 }
@@ -831,7 +855,7 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     (void)sig;
     (void)what;
     struct timeval settle = { 0, 20000 };
-    if (!gw->finish || evtimer_add(gw->finish, &settle) < 0)
+    if (!gw->conns || !gw->finish || evtimer_add(gw->finish, &settle) < 0)
         finish(-1, 0, gw);
 }
 
@@ -860,7 +884,8 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
     /* The run's distinct names (transparent.c): those the stub gave out and
      * those resolved for the proxy, counted together at every door. */
     gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);
-    if (!(gw->run_allowed = json_object()) || !gw->synth)
+    gw->refused = calloc(DNS_REFUSED_MAX, sizeof *gw->refused);
+    if (!(gw->run_allowed = json_object()) || !gw->synth || !gw->refused)
         return err_set(err, CORDON_E_SETUP, "out of memory");
     if (credentials_init(gw, err) < 0 || tls_init(gw, err) < 0)
         return -1;
@@ -872,6 +897,7 @@ static void gateway_fini(struct gateway *gw)
 {
     transparent_fini(gw);
     free(gw->synth);
+    free(gw->refused);
     tls_fini(gw);
     credentials_fini(gw);
     json_decref(gw->run_allowed);
@@ -1009,6 +1035,14 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
     if (p->n_secrets && credentials_load(p, out, why, sizeof why) < 0) {
         gateway_config_release(out);
         return err_set(err, CORDON_E_SETUP, "secrets: %s", why);
+    }
+    /* The run's CA: to swap secrets in, and to hold requests to request rules. */
+    bool inspect = false;
+    for (size_t i = 0; i < out->rules.n_allow; i++)
+        inspect = inspect || egress_rule_is_request_rule(&out->rules.allow[i]);
+    if ((p->n_secrets || inspect) && !(out->mint = mint_new(err))) {
+        gateway_config_release(out);
+        return -1;
     }
     return 0;
 }

@@ -43,6 +43,9 @@
 #define HEAD_BUDGET 32
 /* A relay's DNS stream (transparent.c) idle this long is closed; it dials another. */
 #define DNS_STREAM_IDLE_MS 30000
+/* Distinct names the DNS stub's refusals are recorded for, a run (transparent.c). */
+#define DNS_REFUSED_MAX 1024
+#define DNS_REFUSED_MAX_TEXT "1024"
 /* For the door token, written with the connection by the run's dialer. */
 #define DOOR_DEADLINE_MS 5000
 
@@ -71,7 +74,9 @@ struct gateway {
     struct event *dns_ev;
     struct evconnlistener *ports[SYNTH_MAX_PORTS];
     size_t n_ports;
-    char last_refused[254];   /* the last name the stub refused: a retry is not recorded again */
+    uint64_t *refused;        /* hashes of the names the stub refused and recorded */
+    size_t n_refused;
+    bool refused_capped;      /* past the cap: recorded once that the rest are not */
     bool relay;               /* relays may open the proxy door with a preface (relay_wire.h) */
 };
 
@@ -112,6 +117,7 @@ struct conn {
     struct evbuffer *client_in; /* client bytes not yet forwarded (partial chunk framing) */
     bool client_eof;           /* the client half-closed after a complete request */
     bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
+    bool inspect;              /* only request rules allow the tunnel: each request decided */
     bool inner;                /* reading the request inside an intercepted tunnel */
     bool door_pending;         /* the run's door token has not arrived yet */
     bool transparent;          /* came to a synthetic address: TARGET's host is the name behind it */
@@ -123,6 +129,9 @@ struct conn {
     uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
     uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
     uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */
+    char *basic_real;          /* Basic credentials with values in, as sent upstream; or NULL */
+    char *basic_client;        /* the same as the client sent them (placeholders) */
+    struct scrub_pair *pairs;  /* the values' pairs and the Basic one, for C's answer */
     struct scrub_answer *answer; /* the answer, parsed and scrubbed (with secrets, in plaintext) */
     struct scrub_finder find_body; /* foreign placeholders in the request body's data */
     enum conn_state state;
@@ -139,7 +148,7 @@ struct conn {
     uint64_t started_us;
     int status;               /* what we answered, or 200 once relaying */
     bool allowed;
-    char rule[320];
+    char rule[EGRESS_RULE_TEXT_MAX + 16];
     char reason[200];
     bool reported;
     bool ask;                 /* network.ask: connect only if the decider allows it */
@@ -263,8 +272,17 @@ void credentials_add_value(struct conn *c, struct evbuffer *out, const char *v, 
 /* The index of a secret whose placeholder must not go here, in body data or a framing line; -1. */
 int credentials_body_exfil(struct conn *c, struct evbuffer *in, size_t from, size_t len);
 int credentials_line_exfil(const struct conn *c, const char *line, size_t len);
+/*
+ * Basic credentials in REQ holding a bound placeholder: decoded, swapped
+ * and encoded again into C->basic_real (sent upstream instead), with the
+ * client's own text kept to scrub the answer with. Before
+ * credentials_scrub_answer().
+ */
+void credentials_prepare_basic(struct conn *c, const struct http_request *req);
 /* With secrets, REQ's answer is parsed and scrubbed of their values on its way
  * back (C->answer); to a host one is BOUND to, an encoded body is refused. */
 void credentials_scrub_answer(struct conn *c, const struct http_request *req, bool bound);
+/* The secrets whose values C's answer carried and lost (Basic credentials too). */
+uint64_t credentials_scrubbed(const struct conn *c);
 /* A placeholder in the body for a host it is not bound to: refuse, or cut. */
 void credentials_refuse_exfil(struct conn *c, size_t secret);

@@ -439,6 +439,7 @@ void relay_send_head(struct conn *c, const struct http_request *req)
      */
     static const char *const unscannable[] = { "accept-encoding", "range", "if-range" };
     bool bound = credentials_bound_here(c);
+    credentials_prepare_basic(c, req);
     credentials_scrub_answer(c, req, bound);
     struct evbuffer *out = bufferevent_get_output(c->upstream);
     evbuffer_add_printf(out, "%s %s HTTP/1.1\r\n", c->method, c->target.path);
@@ -460,7 +461,10 @@ void relay_send_head(struct conn *c, const struct http_request *req)
             continue;
         evbuffer_add(out, h->name, h->name_len);
         evbuffer_add(out, ": ", 2);
-        credentials_add_value(c, out, h->value, h->value_len);
+        if (c->basic_real && http_header_is(h, "authorization"))
+            evbuffer_add_printf(out, "Basic %s", c->basic_real);
+        else
+            credentials_add_value(c, out, h->value, h->value_len);
         evbuffer_add(out, "\r\n", 2);
     }
     if (bound)

@@ -14,6 +14,7 @@
 #include "egress/gateway_int.h"
 #include "egress/synth.h"
 #include "common/relay_wire.h"
+#include "common/text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -63,14 +64,28 @@ static const char *synth_name(const struct gateway *gw, uint32_t a)
     return gw->synth[a - SYNTH_NET - 2];
 }
 
-/* A name the stub refused, as a decision for the audit log (a retry of the
- * same name, or its AAAA after its A, is not recorded again). */
+/*
+ * A name the stub refused, as a decision for the audit log: once per name
+ * (a retry, or its AAAA after its A, is not recorded again), and for at most
+ * DNS_REFUSED_MAX names a run, then once more to say the rest go unrecorded
+ * (a run that looks up a million random names must not fill the log).
+ */
 static void refused_name(struct gateway *gw, const char *name, const char *rule,
                          const char *reason)
 {
-    if (strcmp(gw->last_refused, name) == 0)
-        return;
-    snprintf(gw->last_refused, sizeof gw->last_refused, "%s", name);
+    uint64_t h = text_hash64(name);
+    for (size_t i = 0; i < gw->n_refused; i++)
+        if (gw->refused[i] == h)
+            return;
+    if (gw->n_refused == DNS_REFUSED_MAX) {
+        if (gw->refused_capped)
+            return;
+        gw->refused_capped = true;
+        rule = "budget:dns_refusals";
+        reason = "more than " DNS_REFUSED_MAX_TEXT " names refused: the rest go unrecorded";
+    } else {
+        gw->refused[gw->n_refused++] = h;
+    }
     gateway_report(gw, json_pack("{s:b, s:s, s:s, s:i, s:n, s:s, s:s, s:i, s:I, s:I, s:f, s:b}",
                                  "allowed", 0, "method", "DNS", "host", name, "port", 53,
                                  "address", "rule", rule, "reason", reason, "status", 403,
@@ -90,6 +105,11 @@ static size_t dns_respond(struct gateway *gw, const uint8_t *in, size_t n, uint8
     struct host h = { .is_ip = false };
     snprintf(h.name, sizeof h.name, "%s", q.name);
     char why[200];
+    /* RFC 6761: localhost is loopback, asked of no one (the process level's
+     * /etc/hosts is the host's, which a client may not read). */
+    if (host_is_localhost(q.name))
+        return dns_answer(&q, DNS_RCODE_NOERROR, q.qtype == DNS_TYPE_A ? INADDR_LOOPBACK : 0,
+                          SYNTH_TTL, out);
     if (!q.name[0] || !decide_name(gw->cfg, &h)) {
         snprintf(why, sizeof why, "%.150s is not on the allowlist (DNS)", q.name[0] ? q.name : ".");
         refused_name(gw, q.name, "not_allowed", why);
@@ -156,7 +176,8 @@ static void sniff_read(struct bufferevent *bev, void *arg)
                     "checked request by request", c->target.host_text, c->target.port);
         return;
     }
-    if (r == SNI_NONE || strcmp(sni, c->target.host.name) != 0) {
+    /* To an address the client named, the address is what was decided: any name goes. */
+    if (!c->target.host.is_ip && (r == SNI_NONE || strcmp(sni, c->target.host.name) != 0)) {
         conn_refuse(c, 403, "fronting", "TLS server name %s is not %s, the host %s stands for",
                     r == SNI_NONE ? "(none)" : sni, c->target.host_text, c->via);
         return;
@@ -164,35 +185,57 @@ static void sniff_read(struct bufferevent *bev, void *arg)
     conn_decide(c, NULL); /* the ClientHello is still in the input: it goes out first */
 }
 
-/*
- * C came to LOCAL (a listener's address, or the one a relay's preface
- * names): the name the stub gave out for it is C's target, and the first
- * bytes must agree with it. A reset when the stub gave out no such address.
- */
-static void transparent_begin(struct conn *c, const struct sockaddr_in *local, int fd)
+/* Cut C with a reset, not a clean close: the nearest to the refusal a port
+ * nobody listened on would give. */
+static void reset_refuse(struct conn *c, int fd, int status, const char *rule, const char *why)
 {
-    const char *name = synth_name(c->gw, ntohl(local->sin_addr.s_addr));
+    c->raw_tls = true;
+    struct linger now = { .l_onoff = 1, .l_linger = 0 };
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+    conn_refuse(c, status, rule, "%s", why);
+}
+
+/*
+ * C came to TO:PORT (a listener's address, or the one a relay's preface
+ * names): for a synthetic address, the name the stub gave out for it is C's
+ * target, and the first bytes must agree with it; any other address is C's
+ * target itself (a client that named an address, handed over by a keeper or
+ * a relay), decided at once as a CONNECT to it would be. A reset when
+ * nothing may stand behind it.
+ */
+static void transparent_begin(struct conn *c, const struct ip_addr *to, uint16_t port, int fd)
+{
+    uint32_t v4 = 0;
+    if (to->family == AF_INET)
+        memcpy(&v4, to->bytes, 4);
+    v4 = ntohl(v4);
+    const char *name = to->family == AF_INET ? synth_name(c->gw, v4) : NULL;
     c->transparent = true;
-    c->target.port = ntohs(local->sin_port);
-    char addr[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &local->sin_addr, addr, sizeof addr);
-    if (!name) {
-        /* An address the stub never gave out (or loopback): nothing to stand for. */
-        snprintf(c->target.host_text, sizeof c->target.host_text, "%s", addr);
-        c->raw_tls = true;
-        /* Reset, not a clean close: the nearest to the refusal a port nobody
-         * listened on would give. */
-        struct linger now = { .l_onoff = 1, .l_linger = 0 };
-        setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
-        conn_refuse(c, 403, "not_allowed", "%s:%u is no address the DNS stub gave out", addr,
-                    c->target.port);
-        return;
-    }
+    c->target.port = port;
+    char addr[64] = "?";
+    ip_addr_format(to, addr, sizeof addr);
+    snprintf(c->via, sizeof c->via, "%.15s", addr);
+    snprintf(c->target.host_text, sizeof c->target.host_text, "%s", addr);
     c->target.is_connect = true; /* until the first bytes say it is plain HTTP */
-    c->target.host.is_ip = false;
-    snprintf(c->target.host.name, sizeof c->target.host.name, "%s", name);
-    snprintf(c->target.host_text, sizeof c->target.host_text, "%s", name);
-    snprintf(c->via, sizeof c->via, "%s", addr);
+    if (name) {
+        c->target.host.is_ip = false;
+        snprintf(c->target.host.name, sizeof c->target.host.name, "%s", name);
+        snprintf(c->target.host_text, sizeof c->target.host_text, "%s", name);
+    } else if ((to->family == AF_INET && synth_in_range(v4)) || port == 0) {
+        /* An address of the range the stub never gave out: nothing to stand for. */
+        char why[120];
+        snprintf(why, sizeof why, "%s:%u is no address the DNS stub gave out", addr, port);
+        reset_refuse(c, fd, 403, "not_allowed", why);
+        return;
+    } else {
+        c->target.host.is_ip = true;
+        c->target.host.ip = *to;
+        struct decision d;
+        if (decide_literal(c->gw->cfg, &c->target, &d) < 0) {
+            reset_refuse(c, fd, d.status, d.rule, d.reason);
+            return;
+        }
+    }
     bufferevent_setcb(c->client, sniff_read, NULL, conn_head_event, c);
     if (evbuffer_get_length(bufferevent_get_input(c->client)) > 0)
         sniff_read(c->client, c);
@@ -204,13 +247,16 @@ static void on_port_accept(struct evconnlistener *l, evutil_socket_t fd, struct 
     (void)l;
     (void)sa;
     (void)len;
-    struct sockaddr_in local = { 0 };
+    struct sockaddr_storage local = { 0 };
     socklen_t local_len = sizeof local;
-    if (getsockname(fd, (struct sockaddr *)&local, &local_len) < 0 || local.sin_family != AF_INET)
-        local = (struct sockaddr_in){ .sin_family = AF_INET }; /* 0.0.0.0: no name */
+    struct ip_addr to = { .family = AF_INET };
+    uint16_t port = 0; /* 0.0.0.0:0: no name, no address */
+    if (getsockname(fd, (struct sockaddr *)&local, &local_len) == 0 &&
+        ip_addr_from_sockaddr((struct sockaddr *)&local, &to) == 0)
+        port = ntohs(((struct sockaddr_in *)&local)->sin_port);
     struct conn *c = conn_start(arg, fd);
     if (c)
-        transparent_begin(c, &local, fd);
+        transparent_begin(c, &to, port, fd);
 }
 
 /* A relay's DNS stream: length-prefixed queries in, answers out in order. */
@@ -268,15 +314,18 @@ void transparent_relay_read(struct bufferevent *bev, void *arg)
         bufferevent_setcb(bev, dns_stream_read, NULL, conn_head_event, c);
         dns_stream_read(bev, c);
         return;
-    case RELAY_TCP: {
-        if (got < RELAY_PREFACE_MAX)
+    case RELAY_TCP:
+    case RELAY_TCP6: {
+        bool v6 = pre[RELAY_MAGIC_LEN] == RELAY_TCP6;
+        size_t want = v6 ? RELAY_PREFACE_TCP6_LEN : RELAY_PREFACE_TCP_LEN, alen = v6 ? 16 : 4;
+        if (got < want)
             return;
         const uint8_t *a = pre + RELAY_MAGIC_LEN + 1;
-        struct sockaddr_in local = { .sin_family = AF_INET };
-        memcpy(&local.sin_addr.s_addr, a, 4);  /* both already big-endian */
-        memcpy(&local.sin_port, a + 4, 2);
-        evbuffer_drain(in, RELAY_PREFACE_MAX);
-        transparent_begin(c, &local, bufferevent_getfd(bev));
+        struct ip_addr to = { .family = v6 ? AF_INET6 : AF_INET };
+        memcpy(to.bytes, a, alen); /* big-endian, as an address is kept */
+        uint16_t port = (uint16_t)(a[alen] << 8 | a[alen + 1]);
+        evbuffer_drain(in, want);
+        transparent_begin(c, &to, port, bufferevent_getfd(bev));
         return;
     }
     default:

@@ -59,6 +59,7 @@ void policy_free(struct policy *p)
     policy_strv_free(p->network.allow_private, p->network.n_allow_private);
     policy_strv_free(p->network.dns, p->network.n_dns);
     policy_strv_free(p->network.resolve, p->network.n_resolve);
+    policy_presets_release(&p->network);
     for (size_t i = 0; i < p->n_secrets; i++)
         policy_secret_release(&p->secrets[i]);
     free(p->secrets);

@@ -99,6 +99,18 @@ enum policy_net_mode {
 };
 
 /*
+ * An egress preset network.allow named ("@npm", policy/policy_presets.c): a named,
+ * versioned set of rules from a data file; its rules are in network.allow.
+ */
+struct policy_preset {
+    char *name;                     /* "npm" */
+    unsigned version;
+    char *file;                     /* where it was read */
+    char **allow;                   /* its rules' canonical texts, in the file's order */
+    size_t n_allow;
+};
+
+/*
  * The network section; see policy/rules.h for the rule syntax. Every list
  * holds canonical texts, sorted and de-duplicated, so the digest does not
  * depend on how or in which order they were written.
@@ -123,6 +135,8 @@ struct policy_network {
     char **expose;                  /* "8000": ports of a live session the daemon may forward
                                        to the host (session.expose); none by default */
     size_t n_expose;
+    struct policy_preset *presets;  /* the presets named, sorted by name */
+    size_t n_presets;
     /* budgets; 0 = unlimited */
     uint64_t requests;              /* requests over the run */
     uint64_t bytes;                 /* bytes, both directions */
@@ -407,6 +421,13 @@ int policy_finalize(struct policy *p, struct cordon_err *err);
 /* The effective policy as JSON (sorted keys); new reference. */
 json_t *policy_to_json(const struct policy *p);
 
+/*
+ * The presets network.allow named: ["npm@1", ...] (as the policy's JSON has
+ * them), or WHOLE, {"npm": {"version", "file", "allow": [rules]}}, for a
+ * person to read. New reference.
+ */
+json_t *policy_presets_json(const struct policy_network *n, bool whole);
+
 /* SHA-256 of the canonical (compact, sorted) JSON form. */
 void policy_digest(const struct policy *p, unsigned char out[32]);
 void policy_digest_hex(const struct policy *p, char out[65]);
@@ -423,7 +444,9 @@ bool policy_exposes(const struct policy *p, unsigned port);
 /* One default name of filesystem.protected, with who reads it and why (protected.c). */
 struct policy_protected {
     const char *name;  /* a file name, or a prefix ending in '*' */
-    bool dir;          /* a directory by nature: a missing one's placeholder is one */
+    bool dir;          /* a directory by nature */
+    bool checked;      /* written by the run, what it leaves checked after it (.git: what
+                          git would run is refused, its objects and refs are the run's) */
     const char *who;   /* the tools that read it */
     const char *why;   /* what they run or trust from it */
 };
@@ -433,6 +456,12 @@ const struct policy_protected *policy_protected_defaults(size_t *n);
 
 /* The default row for NAME exactly, or NULL. */
 const struct policy_protected *policy_protected_default(const char *name);
+
+/*
+ * Is NAME (from filesystem.protected) one the run may write, whose contents
+ * are checked after it instead (.git)? False for any name a policy adds.
+ */
+bool policy_protected_checked(const char *name);
 
 /* Names considered and left unprotected, each with why; static. */
 const struct policy_protected *policy_protected_left_out(size_t *n);

@@ -13,13 +13,14 @@
  *   policy_load.c       -> finalize policy fs env secrets tools json keys text
  *   policy_narrow.c     -> policy keys
  *   policy_finalize.c   -> fs env net tools gov_keys paths text
- *   policy.c            -> fs env secrets net tools gov_keys keys limits text syscall_table
- *   policy_json.c       -> gov_keys keys limits syscall_table
+ *   policy.c            -> fs env secrets net presets tools gov_keys keys limits text syscall_table
+ *   policy_json.c       -> gov_keys keys limits presets syscall_table
  *   policy_gov_keys.c   -> tools keys text
  *   policy_secrets.c    -> env paths text rules
  *   policy_fs.c         -> protected paths text
  *   policy_env.c        -> text
- *   policy_net.c        -> text rules
+ *   policy_net.c        -> presets text rules
+ *   policy_presets.c    -> text rules
  *   policy_tools.c      -> paths text
  *   policy_keys.c       -> limits paths text
  *   policy_limits.c     ->
@@ -28,6 +29,7 @@
  *   protected.c         ->
  *   syscall_table.c     ->
  *   rules.c             ->
+ *   gitconfig.c         ->
  *
  * Governance (signatures, trust, break-glass) sits above the loader: it
  * loads, finalizes and sets; nothing below calls it. The loader reaches the
@@ -310,6 +312,15 @@ int policy_settle_path(char **path, bool follow, const char *what, const char *a
 bool policy_inside_tree(const char *path, const char *tree);
 
 /* ---- policy_text.c ---- */
+
+/*
+ * One egress rule of PATH (network.allow, .deny, .ask), trimmed: a rule's
+ * canonical text added to its list, or for network.allow a preset ("@npm")
+ * whose rules are added and whose name and version are kept (policy_presets.c).
+ */
+int policy_net_add_rule(struct policy *p, const char *path, const char *text, char *why,
+                        size_t len);
+void policy_presets_release(struct policy_network *n);
 
 /* Sorted string sets: insert (a duplicate is ignored), free. */
 int policy_strv_add(char ***v, size_t *n, const char *s);

@@ -118,6 +118,8 @@ static json_t *network_json(const struct policy_network *n)
     _cleanup_(json_decrefp) json_t *o = json_object();
     if (put(o, "mode", json_string(policy_choice_name(&policy_net_modes, (int)n->mode))) < 0 ||
         put(o, "allow", strv_json(n->allow, n->n_allow)) < 0 ||
+        /* Only where named: a policy without one keeps the digest it had. */
+        (n->n_presets && put(o, "presets", policy_presets_json(n, false)) < 0) ||
         put(o, "deny", strv_json(n->deny, n->n_deny)) < 0 ||
         (n->n_ask && put(o, "ask", strv_json(n->ask, n->n_ask)) < 0) ||
         (n->n_expose && put(o, "expose", strv_json(n->expose, n->n_expose)) < 0) ||

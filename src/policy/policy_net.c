@@ -12,23 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The rule's canonical text; a rule too long to format would not round-trip. */
+/* The rule's canonical text, or a preset's rules (policy_presets.c). */
 static int apply_rule(struct policy *p, const char *path, const char *text, char *why, size_t len)
 {
     _cleanup_free_ char *t = policy_trimmed(text);
     if (!t)
         return POLICY_ENOMEM;
-    struct egress_rule r;
-    if (egress_rule_parse(t, &r, why, len) < 0)
-        return -1;
-    char canon[300];
-    egress_rule_format(&r, canon, sizeof canon);
-    struct policy_network *n = &p->network;
-    if (strcmp(path, "network.deny") == 0)
-        return policy_strv_add(&n->deny, &n->n_deny, canon);
-    if (strcmp(path, "network.ask") == 0)
-        return policy_strv_add(&n->ask, &n->n_ask, canon);
-    return policy_strv_add(&n->allow, &n->n_allow, canon);
+    return policy_net_add_rule(p, path, t, why, len);
 }
 
 static int apply_cidr(struct policy *p, const char *text, char *why, size_t len)

@@ -16,19 +16,19 @@
 #include <string.h>
 
 #define ROW(n, d, w, y) { .name = (n), .dir = (d), .who = (w), .why = (y) }
+#define CHECKED(n, w, y) { .name = (n), .dir = true, .checked = true, .who = (w), .why = (y) }
 #define HOME_SHELL "every new shell, in a workspace that is $HOME"
 #define VERSIONS "version managers' cd hooks and shims"
 
 static const struct policy_protected defaults[] = {
     /* git: what the next git command runs */
-    ROW(".git", true, "git", "hooks, and config keys that run programs (core.fsmonitor, "
-        "core.hooksPath, core.pager, credential helpers, aliases)"),
-    ROW(".gitmodules", false, "git", "submodule URLs and paths `git submodule update` fetches "
-        "and checks out"),
+    CHECKED(".git", "git", "its objects, refs, index and logs are the run's to write (commit, "
+            "branch, clone); what git would run is checked after the run: hooks, config keys "
+            "that run programs (core.fsmonitor, core.hooksPath, core.pager, credential "
+            "helpers, aliases, filter drivers, ...: `cordon check --protected` lists them), "
+            "info/attributes naming drivers, gitdir links out of the workspace"),
     ROW(".gitconfig", false, "git", "the user's git config in a workspace that is $HOME: "
         "the same program-running keys as .git/config"),
-    ROW(".gitattributes", false, "git", "picks the filter, diff and merge drivers that run on "
-        "each path"),
     ROW(".githooks", true, "git", "the usual core.hooksPath of repositories that keep their "
         "hooks in the tree: run on commit, checkout, push"),
     ROW(".husky", true, "husky, git", "the hooks husky points core.hooksPath at: run by git"),
@@ -141,6 +141,13 @@ static const struct policy_protected left_out[] = {
     ROW("Makefile, package.json, pyproject.toml, conftest.py, .npmrc, "
         ".yarnrc.yml", false, "build tools", "project code and its tools' settings, run when "
         "the user runs the build or the tests: writing code is the run's job"),
+    ROW(".gitattributes", false, "git", "names the filter, diff and merge drivers a path "
+        "uses, but runs none unless a config defines it: the run cannot leave such a "
+        "definition in .git/config (a driver of the user's own config, git-lfs's, is the "
+        "user's program); `git lfs track` and clones write it"),
+    ROW(".gitmodules", false, "git", "submodule URLs only: git ignores update = !command "
+        "from it (since 2.24.1) and allows no ext:: or file:// transport for submodules by "
+        "default; `git submodule add` and clones write it"),
     ROW(".run", false, "JetBrains IDEs", "shared run configurations run only when picked; "
         "startup tasks live in .idea"),
     ROW(".gdbinit, .lldbinit", false, "gdb, lldb", "refused in a project directory unless "
@@ -153,6 +160,12 @@ const struct policy_protected *policy_protected_defaults(size_t *n)
 {
     *n = sizeof defaults / sizeof defaults[0];
     return defaults;
+}
+
+bool policy_protected_checked(const char *name)
+{
+    const struct policy_protected *row = policy_protected_default(name);
+    return row && row->checked;
 }
 
 const struct policy_protected *policy_protected_left_out(size_t *n)

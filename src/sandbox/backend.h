@@ -173,8 +173,9 @@ struct sandbox_boundary {
      * listener per port (gateway_doors' order); N_EXTRA_DOORS 0 without. */
     int extra_doors[1 + SYNTH_MAX_PORTS];
     size_t n_extra_doors;
-    /* Transparent egress elsewhere: the level's relay serves the stub and the
-     * synthetic addresses and carries them to DOOR (common/relay_wire.h). */
+    /* Transparent egress by a relay: the level's relay (elsewhere) serves the
+     * stub and the synthetic addresses, and a keeper (sandbox/door.h) hands
+     * over literals, carried to DOOR with a preface (common/relay_wire.h). */
     bool relay_transparent;
     void *state;      /* the backend's own, for release */
     /* The command's view where it is not the namespace level's fixed one

@@ -9,6 +9,7 @@
 
 #include "common/fds.h"
 #include "common/syscalls.h"
+#include "policy/rules.h"
 #include "sandbox/plan.h"
 
 #include <errno.h>
@@ -36,6 +37,7 @@ const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES] = {
     "/etc/protocols", "/etc/services", "/etc/mime.types", "/etc/gai.conf",
     "/etc/python3", "/etc/python3.11", "/etc/perl", "/etc/gitconfig",
     "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
+    "/etc/debian_version", /* pip (distro) reads it; EACCES at the process level fails it */
 };
 
 const char sandbox_passwd[] =
@@ -286,4 +288,19 @@ int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *
         return err_sys(err, CORDON_E_SETUP, "cannot make the run's directory '%s'", dir);
     snprintf(out, size, "%s", dir);
     return 0;
+}
+
+size_t boundary_transparent_ports(const struct policy *p, uint16_t ports[SYNTH_MAX_PORTS],
+                                  uint32_t *nets, unsigned *prefixes, size_t max_nets,
+                                  size_t *n_nets)
+{
+    uint16_t named[SYNTH_MAX_PORTS];
+    size_t n = egress_rules_name_ports(&p->egress.rules, named, SYNTH_MAX_PORTS), kept = 0;
+    if (nets)
+        *n_nets = egress_rules_literal_v4(&p->egress.rules, nets, prefixes, max_nets, named, &n,
+                                          SYNTH_MAX_PORTS);
+    for (size_t i = 0; i < n; i++)
+        if (named[i] != GATEWAY_PORT)
+            ports[kept++] = named[i];
+    return kept;
 }

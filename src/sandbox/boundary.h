@@ -25,7 +25,7 @@ struct policy;
  * generated where a level can, never the host's), and the harmless devices.
  */
 #define SANDBOX_N_USR_LINKS 6
-#define SANDBOX_N_ETC_FILES 21
+#define SANDBOX_N_ETC_FILES 22
 #define SANDBOX_N_DEV_NODES 6
 extern const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS];
 extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
@@ -113,6 +113,18 @@ void boundary_release(struct sandbox_boundary *b);
 
 /* In the supervisor: the boundary's error record once it failed (-1 always). */
 int boundary_child_error(int err_r, struct cordon_err *err);
+
+/*
+ * The ports a name rule allows, each to get a transparent listener in the
+ * sandbox, into PORTS (SYNTH_MAX_PORTS of them at most); the proxy's own
+ * port is left out: every level holds that one at the gateway's door. With
+ * NETS (the levels whose own kernel makes the run's connects: gvisor,
+ * microvm), the allowed IPv4 literals' ranges too, MAX_NETS at most, their
+ * count in *N_NETS, and their ports among PORTS.
+ */
+size_t boundary_transparent_ports(const struct policy *p, uint16_t ports[SYNTH_MAX_PORTS],
+                                  uint32_t *nets, unsigned *prefixes, size_t max_nets,
+                                  size_t *n_nets);
 
 /*
  * In the supervisor: a fresh 0700 directory /tmp/cordon-KIND-PID-XXXXXX (a

@@ -826,12 +826,8 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     pid_t init = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
     if (s->gateway) {
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&s->p->egress.rules, ports, SYNTH_MAX_PORTS);
         plan.transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                plan.ports[plan.n_ports++] = ports[i];
+        plan.n_ports = boundary_transparent_ports(s->p, plan.ports, NULL, NULL, 0, NULL);
     }
     bool root_idmapped = false;
     plan.confine.landlock_required = !userns; /* the process level's only file layer */

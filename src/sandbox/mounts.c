@@ -165,6 +165,11 @@ static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct co
 {
     struct landlock_plan *ll = &plan->confine.landlock;
     landlock_plan_init(ll, landlock_abi());
+    if (!ll->abi && names_mode_for(p, NAMES_MAKE) == NAMES_MAKE)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "a host workspace written directly needs Landlock at the namespace level "
+                       "(this kernel has none): it keeps the run from making a protected name "
+                       "there; use --workspace-mode overlay");
     if (!ll->abi)
         return 0;
     /* /proc gets what / gets: Landlock refuses writes into it as its mount does. */
@@ -172,8 +177,14 @@ static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct co
     TRY(landlock_plan_add(ll, "/dev", LANDLOCK_DEV, false, err));
     TRY(landlock_plan_add(ll, "/tmp", LANDLOCK_RW, false, err));
     TRY(landlock_plan_add(ll, "/dev/shm", LANDLOCK_RW, false, err));
-    /* A host tree gets no FIFO, socket or device node: the scratch one hands nothing back. */
-    TRY(landlock_plan_add(ll, "/workspace", p->workspace ? LANDLOCK_HOST_RW : LANDLOCK_RW,
+    /*
+     * A host tree gets no FIFO, socket or device node: the scratch one hands
+     * nothing back. One the run writes directly gets no name made either:
+     * init makes each, refusing a protected one (names.h).
+     */
+    bool kept = names_mode_for(p, NAMES_MAKE) == NAMES_MAKE;
+    TRY(landlock_plan_add(ll, "/workspace",
+                          kept ? LANDLOCK_HOST_KEPT : p->workspace ? LANDLOCK_HOST_RW : LANDLOCK_RW,
                           false, err));
     for (size_t i = 0; i < p->n_binds; i++)
         if (p->binds[i].writable)

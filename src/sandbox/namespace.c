@@ -17,6 +17,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/home.h"
 #include "common/route.h"
 #include "common/syscalls.h"
 
@@ -107,9 +108,9 @@ struct command_confine {
 static int confine_ns_command(void *arg, struct cordon_err *err)
 {
     const struct command_confine *c = arg;
-    if (mkdir(SANDBOX_HOME, 0700) < 0 && errno != EEXIST)
+    if (home_make(SANDBOX_HOME) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot make %s", SANDBOX_HOME);
-    return confine_command_notified(&c->plan->confine, c->filter, &c->plan->usock_filter,
+    return confine_command_notified(&c->plan->confine, c->filter, &c->plan->keeper_filter,
                                     c->notify_w, err);
 }
 
@@ -205,6 +206,17 @@ int ns_open_transparent_doors(const struct ns_plan *plan, int sock, struct cordo
     return 0;
 }
 
+/* The host workspace's root as init sees it, once the root is built: the names' keeper's. */
+static int open_names_root(struct names_keeper *names, struct cordon_err *err)
+{
+    if (names->mode == NAMES_OFF)
+        return 0;
+    int fd = open("/workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || names_keeper_root(names, fd) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the workspace's root");
+    return 0;
+}
+
 static void noop(int sig)
 {
     (void)sig;
@@ -212,11 +224,12 @@ static void noop(int sig)
 
 /*
  * Init's loop once the command runs: reap every child (orphans come here),
- * and make the command's connect()s (usock.h) while LISTENER lasts. SIGCHLD
- * is held but for the wait itself, so no child's end goes unseen.
+ * and make the command's connect()s (usock.h) and the names it makes in a
+ * host workspace (NAMES, names.h) while LISTENER lasts. SIGCHLD is held but
+ * for the wait itself, so no child's end goes unseen.
  */
-static _Noreturn void keep_and_reap(const struct ns_plan *plan, pid_t cmd, int listener,
-                                    int status_w)
+static _Noreturn void keep_and_reap(const struct ns_plan *plan, const struct names_keeper *names,
+                                    pid_t cmd, int listener, int status_w)
 {
     sigset_t chld, during;
     sigemptyset(&chld);
@@ -241,7 +254,8 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, pid_t cmd, int l
         if (ppoll(&p, listener >= 0 ? 1 : 0, NULL, &during) <= 0)
             continue; /* a child ended (or a signal passed on) */
         if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) ||
-            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock) < 0)) {
+            ((p.revents & POLLIN) &&
+             usock_serve(listener, &plan->usock, &plan->door, names) < 0)) {
             close(listener);
             listener = -1; /* no task of the run holds the filter any more */
         }
@@ -282,7 +296,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         child_fail(fds, &err);
     }
     int layer = -1;
-    if (mounts_enter_root(plan, &layer, &err) < 0 || ns_loopback_up(&err) < 0 ||
+    struct names_keeper names = plan->names;
+    if (mounts_enter_root(plan, &layer, &err) < 0 || open_names_root(&names, &err) < 0 ||
+        ns_loopback_up(&err) < 0 ||
         (fds->gw_sock >= 0 && ns_open_gateway_door(fds->gw_sock, &err) < 0) ||
         (fds->gw_sock >= 0 && plan->transparent &&
          ns_open_transparent_doors(plan, fds->gw_sock, &err) < 0))
@@ -365,7 +381,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     int listener = recv_fd(nsock[0]);
     close(nsock[0]);
     notify_sync_wakeup(listener);
-    keep_and_reap(plan, cmd, listener, fds->status_w);
+    keep_and_reap(plan, &names, cmd, listener, fds->status_w);
 }
 
 /* ---- supervisor side ---- */
@@ -419,6 +435,23 @@ static int ns_probe(struct cordon_err *err)
     return 0;
 }
 
+/*
+ * Transparent egress: for names, a listener per port a name rule allows (the
+ * proxy's own port excepted: its door holds it on loopback); for literals,
+ * init, the keeper of every connect(), hands them to the door (door.h).
+ */
+/* A connect to a literal address goes to the gateway by its door (door.h). */
+static void plan_egress(const struct policy *p, struct ns_plan *plan)
+{
+    plan->transparent = true;
+    plan->n_ports = boundary_transparent_ports(p, plan->ports, NULL, NULL, 0, NULL);
+    plan->door = (struct egress_door){
+        .on = true, .rules = &p->egress.rules, .own_loopback = true,
+        .addr = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
+    };
+}
+
 /* What ns_open_transparent_doors() handed out, in its order; -1 when one is missing. */
 int ns_recv_transparent_doors(const struct ns_plan *plan, int sock, struct sandbox_boundary *b)
 {
@@ -438,6 +471,36 @@ static void ns_release(struct sandbox_boundary *b)
     boundary_release(b);
 }
 
+/* What the sandbox will hold, planned before it exists: its doors, keepers and mounts. */
+static int plan_sandbox(const struct sandbox_setup *s, struct ns_plan *plan,
+                        struct cordon_err *err)
+{
+    const struct policy *p = s->p;
+    /* Transparent egress for names: a listener per port a name rule allows
+     * (the proxy's own port excepted: its door holds it on loopback). */
+    if (s->gateway)
+        plan_egress(p, plan);
+    names_keeper_init(&plan->names, names_mode_for(p, NAMES_MAKE), p);
+    plan->names.g = s->workspace; /* init's copy: its protected entries, not to be moved */
+    if (usock_keeper_init(&plan->usock, p, true, err) < 0 ||
+        names_program(plan->names.mode, true, &plan->keeper_filter, err) < 0 ||
+        mounts_plan(p, plan, s->host_base + 1, s->workspace, err) < 0 ||
+        (s->ca_pem && mounts_add_ca(plan, s->ca_pem, err) < 0))
+        return -1;
+    return 0;
+}
+
+/* Once the child is cloned, its ends of the pipes live only in the child. */
+static void close_child_ends(struct pipes *pp)
+{
+    int *ends[] = { &pp->sync[0], &pp->err[1],  &pp->status[1], &pp->start[1],
+                    &pp->bpf[0],  &pp->gw[1],   &pp->layer[1] };
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        closep(ends[i]);
+        *ends[i] = -1;
+    }
+}
+
 static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                       struct cordon_err *err)
 {
@@ -455,20 +518,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     pid_t init = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
-    /* Transparent egress for names: a listener per port a name rule allows
-     * (the proxy's own port excepted: its door holds it on loopback). */
-    if (s->gateway) {
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
-        plan.transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                plan.ports[plan.n_ports++] = ports[i];
-    }
-    if (usock_keeper_init(&plan.usock, p, true, err) < 0 ||
-        usock_program(&plan.usock_filter, err) < 0 ||
-        mounts_plan(p, &plan, s->host_base + 1, s->workspace, err) < 0 ||
-        (s->ca_pem && mounts_add_ca(&plan, s->ca_pem, err) < 0))
+    if (plan_sandbox(s, &plan, err) < 0)
         goto out;
     if (pipe2(pp.sync, O_CLOEXEC) < 0 || pipe2(pp.err, O_CLOEXEC) < 0 ||
         pipe2(pp.status, O_CLOEXEC) < 0 || pipe2(pp.bpf, O_CLOEXEC) < 0 ||
@@ -507,17 +557,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         child_main(&plan, &fds); /* closes everything that is not in FDS */
     }
 
-    /* The child's ends live only in the child now. */
-    closep(&pp.sync[0]);
-    closep(&pp.err[1]);
-    closep(&pp.status[1]);
-    closep(&pp.start[1]);
-    closep(&pp.bpf[0]);
-    closep(&pp.gw[1]);
-    closep(&pp.layer[1]);
-    pp.sync[0] = pp.err[1] = pp.status[1] = pp.start[1] = pp.bpf[0] = pp.gw[1] = -1;
-    pp.layer[1] = -1;
-
+    close_child_ends(&pp);
     cgroup_ticket_close(&ticket);
     if (write_id_maps(init, root, s->host_base, err) < 0 || write(pp.sync[1], "g", 1) != 1 ||
         boundary_send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0) {
@@ -533,6 +573,8 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         boundary_child_error(pp.err[0], err);
         goto out;
     }
+    /* Init's prefaces: a literal handed over (door.h). */
+    b->relay_transparent = plan.door.on;
     b->pid = init;
     init = -1;
     b->err_r = TAKE_FD(pp.err[0]);
@@ -557,7 +599,7 @@ out:
     cgroup_ticket_close(&ticket);
     mounts_plan_release(&plan);
     seccomp_program_release(&plan.seccomp);
-    seccomp_program_release(&plan.usock_filter);
+    seccomp_program_release(&plan.keeper_filter);
     return rc;
 }
 

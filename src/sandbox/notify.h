@@ -6,6 +6,7 @@
  * not confined by the filter it serves.
  */
 #pragma once
+#include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -37,6 +38,47 @@ bool notify_fd_cloexec(pid_t tid, int fd);
  * handler returns: 0 when the call is gone, the EBADF answer otherwise.
  */
 int notify_claim_socket(int listener, const struct seccomp_notif *n, int *rc);
+
+/*
+ * A NUL-terminated string of the caller PID at FROM into BUF (SIZE bytes), a
+ * page at a time (the next may be unmapped): 0, EFAULT, or TOO_LONG when
+ * it does not fit.
+ */
+int notify_read_string(pid_t pid, __u64 from, char *buf, size_t size, int too_long);
+
+/* The caller's umask (its /proc/PID/status), or 022 when unreadable. */
+mode_t notify_umask(pid_t pid);
+
+/*
+ * A keeper's effective capabilities, dropped for a call it makes for a
+ * caller that has none (a root caller's command), and given back.
+ */
+struct notify_caps {
+    struct __user_cap_header_struct hdr;
+    struct __user_cap_data_struct data[2];
+    bool lowered;
+};
+int notify_lower_caps(struct notify_caps *c);
+void notify_restore_caps(struct notify_caps *c);
+
+/*
+ * PATH with empty and "." components dropped, in place; ".." is kept (the
+ * kernel resolves it beneath a tree, which a lexical fold could not).
+ */
+void notify_tidy(char *path);
+
+/*
+ * The caller TID's PATH (read from it once) made absolute against its
+ * directory DIR (AT_FDCWD: its working directory), tidied: 0 or an errno.
+ */
+int notify_absolute(pid_t tid, long long dir, const char *path, char *out, size_t size);
+
+/*
+ * Is PATH (absolute, tidied) one of thread TID's own descriptors by a magic
+ * link: /proc/self/fd/N and its spellings, /dev/fd/N, /dev/stdin...? N
+ * into *FD.
+ */
+bool notify_magic_fd(const char *path, pid_t tid, int *fd);
 
 /* LEN bytes of the caller PID's memory at FROM into TO; -1 when unreadable. */
 int notify_read(pid_t pid, void *to, __u64 from, size_t len);

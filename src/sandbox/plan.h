@@ -6,6 +6,8 @@
 #pragma once
 #include "policy/policy.h"
 #include "sandbox/confine.h"
+#include "sandbox/door.h"
+#include "sandbox/names.h"
 #include "sandbox/usock.h"
 
 #include <stdbool.h>
@@ -24,6 +26,8 @@
 /* The run's CA, alone and appended to the host's bundle, when secrets need interception. */
 #define SANDBOX_CA_CERT "/etc/cordon/run-ca.pem"
 #define SANDBOX_CA_BUNDLE "/etc/cordon/ca-bundle.pem"
+/* NO_PROXY inside: loopback, by every name clients compare (core/run.c says why). */
+#define SANDBOX_NO_PROXY "localhost,127.0.0.1,::1"
 
 enum mount_kind {
     MOUNT_BIND,     /* host path (or a prepared tree) at dest */
@@ -73,9 +77,12 @@ struct ns_plan {
     int root_tree;
     struct confine_plan confine;    /* the core's rlimits and the Landlock rules of the mounts */
     struct seccomp_program seccomp; /* compiled after clone(), sent to the child */
-    /* The command's connect()s go to init, which makes them (usock.h). */
-    struct seccomp_program usock_filter;
+    /* The command's connect()s, and the names it makes in a host workspace,
+     * go to init, which makes them (usock.h, names.h). */
+    struct seccomp_program keeper_filter;
     struct usock_keeper usock;
+    struct egress_door door;        /* and a connect to a literal goes by the gateway's door */
+    struct names_keeper names;      /* its root is opened by init, after the pivot */
     bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
     /* Transparent egress: resolv.conf names the DNS stub, the synthetic range
      * is routed to loopback and the gateway gets a listener on each port. */

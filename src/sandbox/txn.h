@@ -10,7 +10,10 @@
  *    the change) and whether it may be committed at all: a device, FIFO or
  *    socket, a link leading out of the workspace, any path with a protected
  *    name (filesystem.protected) or a name the commit itself uses, at any
- *    depth, or a change past the caps refuses the whole commit;
+ *    depth, or a change past the caps refuses the whole commit; in a
+ *    repository (a .git at any depth, a bare one), what git would run (a
+ *    hook, a config key, info/attributes naming a driver, a gitdir link
+ *    out: gitscan.h) is refused alone, named, and the rest commits;
  *  - txn_apply() then commits it all or nothing, by a journal in the
  *    workspace (txn.c says how), each component opened with
  *    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, so a link on either side is
@@ -20,10 +23,20 @@
 #pragma once
 #include "common/err.h"
 #include "policy/policy.h"
+#include "sandbox/gitscan.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/*
+ * The names a commit makes in the host workspace (txn.c): its directory
+ * ".cordon-txn-ID" at the root, and ".cordon-txn-ID.N[.old]" beside each
+ * target. A run's change holding such a name is refused, and a run writing
+ * the workspace directly makes none (names.h), so that no commit can hand
+ * a later recovery a journal of the run's making.
+ */
+#define TXN_RESERVED ".cordon-txn-"
 
 /* Caps on what a commit applies; the layer itself is capped by its tmpfs
  * (filesystem.workspace_size and workspace_inodes). */
@@ -60,6 +73,7 @@ struct txn_summary {
     char names[TXN_NAMES][160]; /* "added a/b", "removed c", ... in path order */
     unsigned n_names;
     char reason[256];        /* why it was refused, discarded or failed; "" otherwise */
+    struct gitscan_notes git; /* entries refused alone (what git would run); the rest commits */
 };
 
 /* S as JSON (the result's and run.end's "transaction"); new reference. */

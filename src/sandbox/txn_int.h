@@ -10,14 +10,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/*
- * The names a commit makes in the host workspace (txn.c): its directory
- * ".cordon-txn-ID" at the root, and ".cordon-txn-ID.N[.old]" beside each
- * target. A run's change holding such a name is refused, so that no
- * commit can hand a later recovery a journal of the run's making.
- */
-#define TXN_RESERVED ".cordon-txn-"
-
 enum txn_op { OP_ADD, OP_CHANGE, OP_REMOVE };
 
 struct txn_entry {

@@ -41,12 +41,14 @@ json_t *txn_summary_json(const struct txn_summary *s)
     json_t *names = json_array();
     for (unsigned i = 0; i < s->n_names; i++)
         json_array_append_new(names, json_string(s->names[i]));
-    json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:s, s:o}",
+    json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:o}",
                           "outcome", txn_outcome_name(s->outcome),
                           "committed", s->outcome == TXN_COMMITTED,
                           "added", (json_int_t)s->added, "changed", (json_int_t)s->changed,
                           "removed", (json_int_t)s->removed, "bytes", (json_int_t)s->bytes,
-                          "digest", s->digest, "paths", names);
+                          "digest", s->digest, "paths", names,
+                          "git_refused", (json_int_t)s->git.total,
+                          "git", gitscan_notes_json(&s->git));
     if (o && s->reason[0]) {
         /* Paths are the run's bytes: controls and bad UTF-8 quoted, as jansson needs. */
         char reason[sizeof s->reason];
@@ -73,7 +75,8 @@ static void refuse(struct txn_summary *sum, const char *fmt, ...)
 bool txn_is_protected(const struct policy *p, const char *name)
 {
     for (size_t i = 0; i < p->n_protected; i++)
-        if (policy_protected_match(p->protected[i], name))
+        if (!policy_protected_checked(p->protected[i]) &&
+            policy_protected_match(p->protected[i], name))
             return true;
     return false;
 }
@@ -242,12 +245,154 @@ static bool is_opaque(int dirfd)
     return n >= 1 && v[0] == 'y';
 }
 
+/* ---- what git would run (gitscan.h): refused alone ---- */
+
+/* Where a directory of the layer lies in a repository. */
+enum git_role { GIT_NONE, GIT_DIR, GIT_HOOKS, GIT_INFO, GIT_WORKTREES, GIT_WORKTREE };
+
+static bool is_whiteout(const struct stat *st)
+{
+    return S_ISCHR(st->st_mode) && st->st_rdev == 0;
+}
+
+/* Does the merged view (the layer's UFD over the host's HFD) hold NAME as a directory (or not)? */
+static bool merged_has(int ufd, int hfd, const char *name, bool dir)
+{
+    struct stat st;
+    bool up = ufd >= 0 && fstatat(ufd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!up && (hfd < 0 || fstatat(hfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0))
+        return false;
+    if (up && is_whiteout(&st))
+        return false;
+    return dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) || S_ISLNK(st.st_mode);
+}
+
+static enum git_role role_of(enum git_role parent, const char *name, int usub, int hsub)
+{
+    if (parent == GIT_DIR && !strcmp(name, "hooks"))
+        return GIT_HOOKS;
+    if (parent == GIT_DIR && !strcmp(name, "info"))
+        return GIT_INFO;
+    if (parent == GIT_DIR && !strcmp(name, "worktrees"))
+        return GIT_WORKTREES;
+    if (parent == GIT_WORKTREES)
+        return GIT_WORKTREE;
+    if (parent == GIT_HOOKS)
+        return GIT_HOOKS; /* a hook manager's directory (pre-commit.d/): scripts too */
+    /* A .git that is not a repository yet is one after a git init there (which keeps hooks). */
+    return !strcmp(name, ".git") ||
+                   (merged_has(usub, hsub, "HEAD", false) && merged_has(usub, hsub, "objects", true) &&
+                    merged_has(usub, hsub, "refs", true))
+               ? GIT_DIR
+               : GIT_NONE;
+}
+
+/* A gitdir or commondir pointer NAME of the layer's UFD: rewritten in the layer, or refused. */
+static bool pointer_refused(struct txn *t, struct txn_summary *sum, int ufd, const char *name,
+                            const char *path, bool gitdir, unsigned depth, bool refuse)
+{
+    size_t len = 0;
+    char out[PATH_MAX + 16];
+    _cleanup_free_ char *text = gitscan_read(ufd, name, 4096, &len);
+    enum gitscan_pointer v = text ? gitscan_pointer(text, len, gitdir, depth, t->p->workspace, out,
+                                                    sizeof out)
+                                  : GITSCAN_POINTER_OUT;
+    if (v == GITSCAN_POINTER_REWRITE) {
+        /* The layer is ours now: the host's spelling is what commits. */
+        _cleanup_close_ int f = txn_open_beneath(ufd, name, O_WRONLY | O_TRUNC);
+        if (f >= 0 && write(f, out, strlen(out)) == (ssize_t)strlen(out))
+            return false;
+        v = GITSCAN_POINTER_OUT;
+    }
+    if (v == GITSCAN_POINTER_OUT && refuse) {
+        gitscan_note(&sum->git, "refused %s (a gitdir link out of the workspace)", path);
+        return true;
+    }
+    return false;
+}
+
+/* A config NAME of the layer's UFD (the host's HFD) in a git directory DEPTH down. */
+static bool config_refused(struct txn_summary *sum, int ufd, int hfd, const char *name,
+                           const char *path, const struct stat *st, unsigned depth)
+{
+    size_t nl = 0, ol = 0;
+    char why[256] = "not a regular file";
+    _cleanup_free_ char *now = S_ISREG(st->st_mode) ? gitscan_read(ufd, name, GITSCAN_FILE_MAX,
+                                                                   &nl)
+                                                    : NULL;
+    _cleanup_free_ char *old = hfd >= 0 ? gitscan_read(hfd, name, GITSCAN_FILE_MAX, &ol) : NULL;
+    enum gitscan_config v = now ? gitscan_config(now, nl, old, ol, depth, path, &sum->git, why,
+                                                 sizeof why, NULL, NULL)
+                                : GITSCAN_CONFIG_SYNTAX;
+    if (v == GITSCAN_CONFIG_SYNTAX)
+        gitscan_note(&sum->git, "refused %s: %s", path, why);
+    return v != GITSCAN_CONFIG_OK;
+}
+
+/*
+ * Is the layer's entry NAME (ST, PATH) of a directory of ROLE, DEPTH down,
+ * something git would run: refused alone (not applied), and noted?
+ */
+static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd,
+                        const char *name, const char *path, const struct stat *st,
+                        enum git_role role, unsigned depth)
+{
+    bool gone = is_whiteout(st);
+    if (!gitscan_enabled(t->p))
+        return false; /* filesystem.unsafe_unprotect: [.git] */
+    if (!strcmp(name, ".git") && S_ISREG(st->st_mode))
+        return pointer_refused(t, sum, ufd, name, path, true, depth, true);
+    if ((role == GIT_DIR || role == GIT_WORKTREE) &&
+        (!strcmp(name, "config") || !strcmp(name, "config.worktree")))
+        return !gone && config_refused(sum, ufd, hfd, name, path, st, depth);
+    if ((role == GIT_DIR || role == GIT_WORKTREE) && !strcmp(name, "commondir") && !gone)
+        return pointer_refused(t, sum, ufd, name, path, false, depth, true);
+    if (role == GIT_WORKTREE && !strcmp(name, "gitdir") && !gone)
+        return pointer_refused(t, sum, ufd, name, path, false, depth, false);
+    if (role == GIT_DIR && !strcmp(name, "hooks")) {
+        _cleanup_close_ int d = S_ISDIR(st->st_mode) ? txn_open_beneath(ufd, name, O_RDONLY |
+                                                                                   O_DIRECTORY)
+                                                     : -1;
+        if (d >= 0 && !is_opaque(d))
+            return false; /* merged: each hook judged below */
+        gitscan_note(&sum->git, "refused %s (the hooks replaced or removed whole)", path);
+        return true;
+    }
+    if (role == GIT_HOOKS && S_ISDIR(st->st_mode) && hfd >= 0) {
+        /* A directory the host has, merged: each entry judged below. */
+        struct stat hst;
+        _cleanup_close_ int d = txn_open_beneath(ufd, name, O_RDONLY | O_DIRECTORY);
+        if (d >= 0 && !is_opaque(d) && fstatat(hfd, name, &hst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(hst.st_mode))
+            return false;
+    }
+    /* A sample removed is as inert as one kept. */
+    if (role == GIT_HOOKS && !gitscan_hook_inert(name, gone ? S_IFREG : st->st_mode)) {
+        gitscan_note(&sum->git, gone ? "kept the hook %s the run removed" : "refused the hook %s",
+                     path);
+        return true;
+    }
+    if (role == GIT_INFO && !strcmp(name, "attributes") && !gone) {
+        size_t len = 0;
+        char why[160] = "not a regular file";
+        _cleanup_free_ char *text = S_ISREG(st->st_mode)
+                                        ? gitscan_read(ufd, name, GITSCAN_FILE_MAX, &len)
+                                        : NULL;
+        if (text && !gitscan_attributes_refused(text, len, why, sizeof why))
+            return false;
+        gitscan_note(&sum->git, "refused %s: %s", path, why);
+        return true;
+    }
+    return false;
+}
+
 /*
  * One directory of the layer, UFD, against the host's HFD (-1: the host has
- * nothing there, or it is being replaced). REL is its path, "" at the top.
+ * nothing there, or it is being replaced). REL is its path, "" at the top;
+ * ROLE where it lies in a repository.
  */
 static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const char *rel,
-                unsigned depth)
+                unsigned depth, enum git_role role)
 {
     if (depth > TXN_MAX_DEPTH) {
         refuse(sum, "the change is deeper than the commit's cap (at '%s')", rel);
@@ -279,6 +424,8 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
             refuse(sum, "'%s' is protected (filesystem.protected): the commit is refused", path);
         else if (strncmp(name, TXN_RESERVED, strlen(TXN_RESERVED)) == 0)
             refuse(sum, "'%s' is a name cordon's commit uses: the commit is refused", path);
+        if (git_refused(t, sum, ufd, hfd, name, path, &st, role, depth))
+            continue; /* the host keeps what it had there */
         mode_t mode = st.st_mode & (S_IFMT | 0777);
 
         if (S_ISCHR(st.st_mode) && st.st_rdev == 0) { /* a whiteout: removed */
@@ -306,7 +453,7 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
             else if ((hst.st_mode & 0777) != (st.st_mode & 0777))
                 rc = add_entry(t, sum, path, OP_CHANGE, mode, false, NULL, NULL);
             if (rc == 0)
-                rc = walk(t, sum, sub, hsub, path, depth + 1);
+                rc = walk(t, sum, sub, hsub, path, depth + 1, role_of(role, name, sub, hsub));
         } else if (S_ISREG(st.st_mode)) {
             _cleanup_close_ int f = txn_open_beneath(ufd, name, O_RDONLY | O_NONBLOCK);
             char hex[65], hhex[65];
@@ -335,7 +482,7 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
                 break;
             }
             target[len] = '\0';
-            if (workspace_target_escapes(depth, target))
+            if (workspace_target_escapes(depth, target) && !workspace_target_system(target))
                 refuse(sum, "'%s' is a link leading out of the workspace: the commit is refused",
                        path);
             if (host_has && S_ISLNK(hst.st_mode)) {
@@ -374,7 +521,8 @@ struct txn *txn_scan(int layer, int host, const struct policy *p, struct txn_sum
         return NULL;
     }
     _cleanup_close_ int top = txn_open_beneath(host, ".", O_PATH | O_DIRECTORY);
-    if (top < 0 || walk(t, sum, t->upper, top, "", 0) < 0) {
+    if (top < 0 ||
+        walk(t, sum, t->upper, top, "", 0, role_of(GIT_NONE, "", t->upper, top)) < 0) {
         err_sys(err, CORDON_E_SETUP, "workspace: cannot read the run's layer");
         txn_free(t);
         return NULL;

@@ -1,21 +1,23 @@
 /*
  * sandbox/usock.c: unix sockets reached by path only through a keeper (see
- * usock.h). usock_keeper_init() and usock_program() run in the supervisor;
- * the rest in a keeper: the sandbox's init at the namespace level, the
- * process level's keeper process. Nothing here allocates after the plan.
+ * usock.h). usock_keeper_init() runs in the supervisor (names_program()
+ * builds the filter); the rest in a keeper: the sandbox's init at the
+ * namespace level, the process level's keeper process, runsc's keeper.
+ * Nothing here allocates after the plan.
  */
 #include "sandbox/usock.h"
+
+#include "sandbox/door.h"
 
 #include "common/cleanup.h"
 #include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "policy/policy.h"
+#include "sandbox/names.h"
 #include "sandbox/notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
@@ -30,13 +32,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
-#define NATIVE_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NATIVE_ARCH AUDIT_ARCH_AARCH64
-#else
-#error "usock: unknown architecture"
-#endif
 
 /*
  * The keeper answers one notification at a time and must stay free to end
@@ -81,25 +76,6 @@ int usock_keeper_list(struct usock_keeper *k, int fd, struct cordon_err *err)
         return err_sys(err, CORDON_E_SETUP, "cannot stat a socket of the run's");
     k->listed[k->n_listed].dev = st.st_dev;
     k->listed[k->n_listed++].ino = st.st_ino;
-    return 0;
-}
-
-int usock_program(struct seccomp_program *out, struct cordon_err *err)
-{
-    static const struct sock_filter prog[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        /* other arches: the allowlist kills them */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 0, 3),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    out->len = sizeof prog / sizeof prog[0];
-    out->filter = malloc(sizeof prog);
-    if (!out->filter)
-        return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    memcpy(out->filter, prog, sizeof prog);
     return 0;
 }
 
@@ -335,12 +311,15 @@ int usock_connect(const struct usock_keeper *k, int sock, pid_t tid, const struc
     return connect_bounded(sock, (const struct sockaddr *)&via, sizeof via);
 }
 
-int usock_serve(int listener, const struct usock_keeper *k)
+int usock_serve(int listener, const struct usock_keeper *k, const struct egress_door *door,
+                const struct names_keeper *names)
 {
     struct seccomp_notif n;
     memset(&n, 0, sizeof n);
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
         return errno == EINTR || errno == ENOENT ? 0 : -1;
+    if (names && names_handles(names, &n))
+        return names_serve(listener, &n, names);
     if (n.data.nr != __NR_connect)
         return notify_respond(listener, n.id, ENOSYS, 0);
     struct sockaddr_storage a = { 0 };
@@ -358,10 +337,16 @@ int usock_serve(int listener, const struct usock_keeper *k)
     if (getsockopt(theirs, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0)
         return notify_respond(listener, n.id, ENOTSOCK, 0);
     /* The caller's own socket object, in its own network namespace: an inet
-     * connect made here is the one the kernel would have made for it. */
-    if (domain == AF_UNIX && a.ss_family == AF_UNIX)
+     * connect made here is the one the kernel would have made for it, but
+     * for one to a literal address, which the gateway takes or refuses. */
+    if (domain == AF_UNIX && a.ss_family == AF_UNIX) {
         rc = usock_connect(k, theirs, n.pid, (const struct sockaddr_un *)&a, len);
-    else
+    } else {
+        int handed = door && (domain == AF_INET || domain == AF_INET6)
+                         ? door_connect(door, listener, &n, theirs, &a, len) : 0;
+        if (handed)
+            return handed < 0 ? -1 : 0;
         rc = connect_bounded(theirs, (const struct sockaddr *)&a, len);
+    }
     return notify_respond(listener, n.id, rc, 0);
 }

@@ -42,7 +42,10 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+struct names_keeper;
+
 struct policy;
+struct egress_door;
 
 #define USOCK_MAX_LISTED 16
 #define USOCK_MAX_BOUND 1024
@@ -76,8 +79,6 @@ int usock_keeper_init(struct usock_keeper *k, const struct policy *p, bool own_n
 /* Add the socket file FD to K's listed ones (a door of cordon's own). */
 int usock_keeper_list(struct usock_keeper *k, int fd, struct cordon_err *err);
 
-/* The namespace level's (and runsc's) filter: connect() to the keeper, all else allowed. */
-int usock_program(struct seccomp_program *out, struct cordon_err *err);
 
 /* In the keeper: the run bound SOCK (our copy), so its name is the run's. */
 void usock_note_bind(struct usock_keeper *k, int sock);
@@ -91,7 +92,10 @@ int usock_connect(const struct usock_keeper *k, int sock, pid_t tid, const struc
                   socklen_t len);
 
 /*
- * In the keeper of usock_program()'s filter (the namespace level's init,
- * gVisor's shim): answer one notification on LISTENER. -1 when it is gone.
+ * In the keeper of names_program()'s filter (the namespace level's init,
+ * runsc's keeper): answer one notification on LISTENER, a connect() as K
+ * allows (with DOOR, a TCP connect to a literal address goes by it: door.h),
+ * a name made as NAMES (may be NULL) says (names.h). -1 when it is gone.
  */
-int usock_serve(int listener, const struct usock_keeper *k);
+int usock_serve(int listener, const struct usock_keeper *k, const struct egress_door *door,
+                const struct names_keeper *names);

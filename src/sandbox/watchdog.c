@@ -11,7 +11,6 @@
 #include "common/text.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/txn.h"
-#include "sandbox/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +26,6 @@
 #include <unistd.h>
 
 #define MAX_GUARDED 8
-/* One per protected name at most; a policy adding more is guarded up to here. */
-#define MAX_PLACEHOLDERS 128
 
 struct watchdog {
     struct audit_log *log;
@@ -48,29 +45,6 @@ struct watchdog *watchdog_new(struct audit_log *log, const char *run_id, const s
     }
     *wd = (struct watchdog){ .log = log, .run_id = run_id, .p = p, .pid = -1, .pipe_w = -1 };
     return wd;
-}
-
-struct guarded_placeholder {
-    char name[NAME_MAX + 1];
-    bool dir;
-    struct timespec start;
-};
-
-/*
- * The placeholders of the run's workspace, as workspace_finish would remove
- * them; the workspace is opened again without following links.
- */
-static void remove_placeholders(const char *ws, const struct guarded_placeholder *ph, size_t n)
-{
-    if (!ws[0] || !n)
-        return;
-    struct cordon_err err;
-    int fd = hostpath_open(AT_FDCWD, ws, O_PATH | O_DIRECTORY, 0, false, &err);
-    if (fd < 0)
-        return;
-    for (size_t i = 0; i < n; i++)
-        workspace_remove_placeholder(fd, ph[i].name, ph[i].dir, 0, 0, &ph[i].start);
-    close(fd);
 }
 
 /*
@@ -99,21 +73,18 @@ static const char *recover_commit(const char *ws, bool follow, const struct poli
 }
 
 /*
- * Read "started RUN SINCE", "cgroup DIR", "tree HEX", "workspace HEX",
- * "placeholder DIR SEC NSEC HEX", "txn FOLLOW HEX" and "done" lines until
- * EOF; then do what is left.
+ * Read "started RUN SINCE", "cgroup DIR", "tree HEX", "txn FOLLOW HEX"
+ * and "done" lines until EOF; then do what is left.
  */
 static _Noreturn void watch(struct watchdog *wd, int fd)
 {
     static char dirs[MAX_GUARDED][PATH_MAX];
     static char trees[MAX_GUARDED][PATH_MAX];
     static char buf[2 * PATH_MAX + 64];
-    static char ws[PATH_MAX];
-    static struct guarded_placeholder ph[MAX_PLACEHOLDERS];
     static char run_id[33];
     static char txn_ws[PATH_MAX];
     unsigned long long since = 0;
-    size_t n_dirs = 0, n_trees = 0, n_ph = 0, len = 0;
+    size_t n_dirs = 0, n_trees = 0, len = 0;
     bool done = false, started = false, txn_follow = false;
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
@@ -137,24 +108,10 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
                 if (hex_decode_str(line + 5, trees[n_trees], PATH_MAX))
                     n_trees++;
             }
-            else if (strncmp(line, "workspace ", 10) == 0 &&
-                     !hex_decode_str(line + 10, ws, sizeof ws))
-                ws[0] = '\0';
             else if (strncmp(line, "txn ", 4) == 0 && (line[4] == '0' || line[4] == '1')) {
                 txn_follow = line[4] == '1';
                 if (line[5] != ' ' || !hex_decode_str(line + 6, txn_ws, sizeof txn_ws))
                     txn_ws[0] = '\0';
-            }
-            else if (strncmp(line, "placeholder ", 12) == 0 && n_ph < MAX_PLACEHOLDERS) {
-                int dir = 0, used = 0;
-                long long sec = 0;
-                long nsec = 0;
-                if (sscanf(line + 12, "%d %lld %ld %n", &dir, &sec, &nsec, &used) == 3 &&
-                    hex_decode_str(line + 12 + used, ph[n_ph].name, sizeof ph[n_ph].name)) {
-                    ph[n_ph].dir = dir;
-                    ph[n_ph].start = (struct timespec){ .tv_sec = sec, .tv_nsec = nsec };
-                    n_ph++;
-                }
             }
             line = nl + 1;
         }
@@ -168,7 +125,6 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
         cgroup_remove_dir(dirs[i]);
     for (size_t i = 0; i < n_trees; i++)
         hostpath_remove_tree(trees[i]);
-    remove_placeholders(ws, ph, n_ph);
     const char *commit = recover_commit(txn_ws, txn_follow, wd->p);
     if (wd->log && started) {
         /* The sandbox died with its supervisor (PDEATHSIG on its init). */
@@ -273,26 +229,6 @@ int watchdog_guard_dir(struct watchdog *wd, const char *dir, struct cordon_err *
     char line[2 * PATH_MAX + 8];
     memcpy(line, "tree ", 5);
     hex_encode((const unsigned char *)dir, len, line + 5);
-    strcat(line, "\n");
-    return send_line(wd, line, err);
-}
-
-int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const char *name,
-                               bool dir, const struct timespec *start, struct cordon_err *err)
-{
-    TRY(watchdog_arm(wd, err));
-    size_t wlen = strlen(workspace), nlen = strlen(name);
-    if (wlen >= PATH_MAX || nlen > NAME_MAX)
-        return err_set(err, CORDON_E_SETUP, "workspace path too long: '%s'", workspace);
-    /* Hex: a path may hold a newline, which would end the line early. */
-    char line[2 * PATH_MAX + 64];
-    memcpy(line, "workspace ", 10);
-    hex_encode((const unsigned char *)workspace, wlen, line + 10);
-    strcat(line, "\n");
-    TRY(send_line(wd, line, err));
-    int n = snprintf(line, sizeof line, "placeholder %d %lld %ld ", dir ? 1 : 0,
-                     (long long)start->tv_sec, (long)start->tv_nsec);
-    hex_encode((const unsigned char *)name, nlen, line + n);
     strcat(line, "\n");
     return send_line(wd, line, err);
 }

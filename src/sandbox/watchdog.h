@@ -4,7 +4,7 @@
  * supervisor tells it each cgroup and directory before it creates it, and
  * "done" when it has cleaned up and closed the audit record itself. If the
  * socket closes without "done", the watchdog empties and removes the
- * cgroups, directories and the workspace's placeholders, finishes or undoes
+ * cgroups and directories, finishes or undoes
  * a workspace commit it was told of, and appends the run's run.end unless
  * the supervisor wrote it.
  */
@@ -33,14 +33,6 @@ int watchdog_guard_cgroup(struct watchdog *wd, const char *dir, struct cordon_er
 /* Arm if needed, and have directory DIR (a backend's private state) removed
  * should the supervisor die. */
 int watchdog_guard_dir(struct watchdog *wd, const char *dir, struct cordon_err *err);
-
-/*
- * Arm if needed, and have placeholder NAME in WORKSPACE (a directory if DIR)
- * removed should the supervisor die: if it is still empty, of that type, and
- * changed no earlier than START. Sent before the placeholder is made.
- */
-int watchdog_guard_placeholder(struct watchdog *wd, const char *workspace, const char *name,
-                               bool dir, const struct timespec *start, struct cordon_err *err);
 
 /*
  * Arm if needed, and have a commit into WORKSPACE (opened again without

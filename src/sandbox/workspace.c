@@ -1,7 +1,6 @@
 /*
- * sandbox/workspace.c: the scans of a host workspace before and after a run,
- * and its placeholders (see workspace.h). Runs in the supervisor, and the
- * placeholder removal also in the watchdog. Every walk goes by descriptor,
+ * sandbox/workspace.c: the scans of a host workspace before and after a run
+ * (see workspace.h). Runs in the supervisor. Every walk goes by descriptor,
  * one component at a time, never through a link.
  */
 #include "sandbox/workspace.h"
@@ -10,7 +9,6 @@
 #include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "sandbox/txn.h"
-#include "sandbox/watchdog.h"
 #include "policy/policy.h"
 
 #include <dirent.h>
@@ -25,12 +23,6 @@
 
 /* Trees the pre-run scan does not enter: git's own (protected whole) and package trees. */
 static const char *const pre_skip[] = { ".git", "node_modules" };
-
-bool workspace_name_is_dir(const char *name)
-{
-    const struct policy_protected *row = policy_protected_default(name);
-    return row && row->dir;
-}
 
 bool workspace_target_escapes(unsigned depth, const char *target)
 {
@@ -52,10 +44,35 @@ bool workspace_target_escapes(unsigned depth, const char *target)
     return false;
 }
 
+bool workspace_target_system(const char *target)
+{
+    static const char *const tops[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+    if (target[0] != '/')
+        return false;
+    bool top = true, known = false;
+    for (const char *c = target; *c;) {
+        while (*c == '/')
+            c++;
+        const char *end = strchrnul(c, '/');
+        size_t n = (size_t)(end - c);
+        if (n == 2 && c[0] == '.' && c[1] == '.')
+            return false;
+        if (n && !(n == 1 && c[0] == '.') && top) {
+            for (size_t i = 0; i < sizeof tops / sizeof tops[0]; i++)
+                known |= strlen(tops[i]) == n && memcmp(tops[i], c, n) == 0;
+            top = false;
+        }
+        c = end;
+    }
+    return known;
+}
+
+/* Is NAME protected: covered where it exists, refused where it does not (.git is checked). */
 static bool protected_name(const struct policy *p, const char *name)
 {
     for (size_t i = 0; i < p->n_protected; i++)
-        if (policy_protected_match(p->protected[i], name))
+        if (!policy_protected_checked(p->protected[i]) &&
+            policy_protected_match(p->protected[i], name))
             return true;
     return false;
 }
@@ -100,6 +117,13 @@ static int cover(struct workspace_guard *g, const char *rel, enum workspace_cove
 static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, const char *rel,
                     unsigned depth, unsigned *budget, struct cordon_err *err)
 {
+    /* A repository (a bare one, the workspace itself): what git runs from it, kept. */
+    bool direct = p->workspace_mode == POLICY_WS_DIRECT && gitscan_enabled(p);
+    if (direct && gitscan_is_gitdir(fd) &&
+        gitscan_record(&g->git, g->fd, rel[0] ? rel : ".", err) < 0) {
+        close(fd);
+        return -1;
+    }
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
@@ -120,6 +144,10 @@ static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, c
         if (join(path, sizeof path, rel, e->d_name) < 0 ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             g->incomplete = true;
+            continue;
+        }
+        if (direct && S_ISDIR(st.st_mode) && !strcmp(e->d_name, ".git")) {
+            rc = gitscan_record(&g->git, g->fd, path, err);
             continue;
         }
         if (protected_name(p, e->d_name)) {
@@ -151,6 +179,31 @@ static int pre_walk(const struct policy *p, struct workspace_guard *g, int fd, c
     }
     closedir(d);
     return rc;
+}
+
+static int mode_cmp(const void *a, const void *b);
+
+/* The directories between the root and each protected entry, by inode (see workspace.h). */
+static int record_holders(struct workspace_guard *g, struct cordon_err *err)
+{
+    for (size_t i = 0; i < g->n_entries; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s", g->entries[i].rel);
+        for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {
+            *slash = '\0';
+            struct stat st;
+            if (fstatat(g->fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                continue;
+            struct workspace_mode *n = realloc(g->holders, (g->n_holders + 1) * sizeof *n);
+            if (!n)
+                return err_set(err, CORDON_E_INTERNAL, "out of memory");
+            g->holders = n;
+            n[g->n_holders++] = (struct workspace_mode){ .dev = st.st_dev, .ino = st.st_ino };
+        }
+    }
+    if (g->n_holders)
+        qsort(g->holders, g->n_holders, sizeof g->holders[0], mode_cmp);
+    return 0;
 }
 
 static int mode_cmp(const void *a, const void *b)
@@ -235,8 +288,8 @@ static int record_tree(struct workspace_guard *g, int fd, const char *rel, unsig
 
 /*
  * The modes and owners of the protected entries found (the whole tree of
- * each directory: .git with its hooks and config), before any placeholder
- * is made: the after-run scan puts back any that changed.
+ * each directory: .vscode with its tasks), before the run: the after-run
+ * scan puts back any that changed.
  */
 static int record_modes(struct workspace_guard *g, struct cordon_err *err)
 {
@@ -254,41 +307,6 @@ static int record_modes(struct workspace_guard *g, struct cordon_err *err)
     if (g->n_modes) /* qsort and bsearch take no NULL array, even of none */
         qsort(g->modes, g->n_modes, sizeof g->modes[0], mode_cmp);
     return 0;
-}
-
-static int make_placeholder(struct workspace_guard *g, struct watchdog *wd, const char *ws,
-                            const char *name, struct cordon_err *err)
-{
-    struct stat st;
-    if (fstatat(g->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
-        return 0; /* there (the scan covered it), or not ours to judge */
-    bool dir = workspace_name_is_dir(name);
-    /* Announced first: a supervisor killed right after the create still has it removed. */
-    TRY(watchdog_guard_placeholder(wd, ws, name, dir, &g->placed, err));
-    int r = dir ? mkdirat(g->fd, name, 0755)
-                : openat(g->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (r < 0) {
-        /* What the caller cannot create, the sandbox user cannot either. */
-        if (errno == EACCES || errno == EPERM || errno == EROFS || errno == EEXIST)
-            return 0;
-        return err_sys(err, CORDON_E_SETUP, "workspace: cannot create placeholder '%s'", name);
-    }
-    if (!dir)
-        close(r);
-    if (fstatat(g->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return err_sys(err, CORDON_E_SETUP, "workspace: cannot stat placeholder '%s'", name);
-    struct workspace_placeholder *n =
-        realloc(g->placeholders, (g->n_placeholders + 1) * sizeof *n);
-    if (!n) {
-        workspace_remove_placeholder(g->fd, name, dir, st.st_dev, st.st_ino, &g->placed);
-        return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    }
-    g->placeholders = n;
-    n[g->n_placeholders] = (struct workspace_placeholder){ .dev = st.st_dev, .ino = st.st_ino,
-                                                           .dir = dir };
-    snprintf(n[g->n_placeholders].name, sizeof n[0].name, "%s", name);
-    g->n_placeholders++;
-    return cover(g, name, WORKSPACE_READ_ONLY, err);
 }
 
 /*
@@ -310,15 +328,10 @@ static void mark_start(struct timespec *start)
     }
 }
 
-int workspace_prepare(const struct policy *p, struct watchdog *wd, struct workspace_guard *g,
-                      struct cordon_err *err)
+int workspace_prepare(const struct policy *p, struct workspace_guard *g, struct cordon_err *err)
 {
-    clock_gettime(CLOCK_REALTIME_COARSE, &g->placed);
     if (!p->workspace)
         return 0;
-    /* Forked before the workspace is open, so it holds none of the run's descriptors. */
-    if (wd && watchdog_arm(wd, err) < 0)
-        return -1;
     g->fd = hostpath_open(AT_FDCWD, p->workspace, O_PATH | O_DIRECTORY, 0,
                           p->workspace_follow_symlinks, err);
     if (g->fd < 0)
@@ -349,21 +362,9 @@ int workspace_prepare(const struct policy *p, struct watchdog *wd, struct worksp
     if (pre_walk(p, g, top, "", 0, &budget, err) < 0)
         goto fail;
     /* An overlay's run never writes the host tree: nothing to put back. */
-    if (p->workspace_mode == POLICY_WS_DIRECT && record_modes(g, err) < 0)
+    if (p->workspace_mode == POLICY_WS_DIRECT &&
+        (record_modes(g, err) < 0 || record_holders(g, err) < 0))
         goto fail;
-    /* An overlay's run never writes the host tree: its commit checks every
-     * protected name instead, so it needs no placeholder there. */
-    for (size_t i = 0; p->workspace_mode == POLICY_WS_DIRECT && i < p->n_protected; i++) {
-        const char *name = p->protected[i];
-        if (name[strlen(name) - 1] == '*')
-            continue; /* a pattern names nothing to create */
-        if (!wd) {
-            err_set(err, CORDON_E_INTERNAL, "workspace: placeholders need a watchdog");
-            goto fail;
-        }
-        if (make_placeholder(g, wd, p->workspace, name, err) < 0)
-            goto fail;
-    }
     mark_start(&g->start);
     return 0;
 fail:
@@ -400,6 +401,8 @@ static bool link_leaves(int ws, int dir, const char *name, const char *rel, unsi
     if (n < 0)
         return true; /* unreadable: not a link worth keeping */
     target[n] = '\0';
+    if (workspace_target_system(target))
+        return false; /* the host's own /usr: nothing new (a venv's interpreter) */
     if (workspace_target_escapes(depth, target))
         return true;
     struct open_how how = {
@@ -459,6 +462,7 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
         return;
     }
     bool objects = guarded && git_objects(rel);
+    bool direct = p->workspace_mode == POLICY_WS_DIRECT && gitscan_enabled(p);
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
@@ -486,10 +490,14 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
                 continue;
         }
         if (recent && protected_name(p, e->d_name) && !is_covered(g, path)) {
-            /* Refused by name only where it existed or had a placeholder: reported. */
+            /* Refused at the root as it is made (names.h); below, the run's: reported. */
             rep->created_protected++;
             note(rep, "created protected", path);
         }
+        /* A .git file is a gitdir link: to the workspace's own repositories only. */
+        if (recent && direct && type == S_IFREG && !strcmp(e->d_name, ".git") &&
+            !gitscan_gitfile(dfd, e->d_name, path, depth, p->workspace, &rep->git))
+            continue;
         if (recent && (type == S_IFLNK || type == S_IFIFO || type == S_IFSOCK ||
                        type == S_IFCHR || type == S_IFBLK)) {
             if (type == S_IFLNK && !link_leaves(g->fd, dfd, e->d_name, path, depth))
@@ -530,6 +538,10 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
             rep->scan_incomplete = true;
             continue;
         }
+        /* A .git that is not a repository yet is one after a git init there. */
+        if (direct && (!strcmp(e->d_name, ".git") || gitscan_is_gitdir(sub)))
+            gitscan_dir(&g->git, sub, path, depth + 1, p->workspace, &rep->git,
+                        &rep->scan_incomplete);
         post_walk(p, g, sub, path, depth + 1, protected, budget, rep);
     }
     closedir(d);
@@ -542,24 +554,21 @@ void workspace_finish(const struct policy *p, struct workspace_guard *g,
         return;
     rep->scanned = true;
     rep->scan_incomplete = g->incomplete;
-    rep->placeholders = (unsigned)g->n_placeholders;
     for (size_t i = 0; i < g->n_entries; i++) {
         if (g->entries[i].cover == WORKSPACE_READ_ONLY)
             rep->covered_read_only++;
         else
             rep->masked++;
     }
-    /* Placeholders first, so the scan does not count them. */
-    for (size_t i = 0; i < g->n_placeholders; i++) {
-        const struct workspace_placeholder *ph = &g->placeholders[i];
-        workspace_remove_placeholder(g->fd, ph->name, ph->dir, ph->dev, ph->ino, &g->placed);
-    }
-    g->n_placeholders = 0;
     int top = openat(g->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (top < 0) {
         rep->scan_incomplete = true;
         return;
     }
+    /* The workspace may be a repository itself (a bare one). */
+    if (p->workspace_mode == POLICY_WS_DIRECT && gitscan_enabled(p) && gitscan_is_gitdir(top))
+        gitscan_dir(&g->git, top, ".", 0, p->workspace, &rep->git, &rep->scan_incomplete);
+    rep->scan_incomplete |= g->git.incomplete;
     unsigned budget = WORKSPACE_POST_ENTRIES;
     post_walk(p, g, top, "", 0, false, &budget, rep);
 }
@@ -569,45 +578,25 @@ json_t *workspace_report_json(const struct workspace_report *w)
     json_t *paths = json_array();
     for (unsigned i = 0; paths && i < w->n_names; i++)
         json_array_append_new(paths, json_string(w->names[i]));
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o}",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:I, s:o}",
                      "read_only", (json_int_t)w->covered_read_only,
                      "masked", (json_int_t)w->masked,
-                     "placeholders", (json_int_t)w->placeholders,
                      "removed", (json_int_t)w->removed,
                      "modes_fixed", (json_int_t)w->modes_fixed,
                      "modes_restored", (json_int_t)w->modes_restored,
                      "created_protected", (json_int_t)w->created_protected,
-                     "scan_incomplete", w->scan_incomplete, "paths", paths);
-}
-
-void workspace_remove_placeholder(int dir, const char *name, bool dir_, dev_t dev, ino_t ino,
-                                  const struct timespec *start)
-{
-    struct stat st;
-    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return;
-    if (ino && (st.st_dev != dev || st.st_ino != ino))
-        return; /* replaced by someone on the host: theirs */
-    if (ts_before(&st.st_ctim, start))
-        return;
-    if (dir_ && S_ISDIR(st.st_mode))
-        unlinkat(dir, name, AT_REMOVEDIR); /* fails, as it should, unless empty */
-    else if (!dir_ && S_ISREG(st.st_mode) && st.st_size == 0)
-        unlinkat(dir, name, 0);
+                     "scan_incomplete", w->scan_incomplete, "paths", paths,
+                     "git_refused", (json_int_t)w->git.total, "git", gitscan_notes_json(&w->git));
 }
 
 void workspace_guard_release(struct workspace_guard *g)
 {
-    if (g->fd >= 0)
-        for (size_t i = 0; i < g->n_placeholders; i++) {
-            const struct workspace_placeholder *ph = &g->placeholders[i];
-            workspace_remove_placeholder(g->fd, ph->name, ph->dir, ph->dev, ph->ino, &g->placed);
-        }
     for (size_t i = 0; i < g->n_entries; i++)
         free(g->entries[i].rel);
     free(g->entries);
-    free(g->placeholders);
     free(g->modes);
+    free(g->holders);
+    gitscan_release(&g->git);
     closep(&g->fd);
     closep(&g->lock); /* a restarted daemon may now remove the workspace */
     *g = (struct workspace_guard)WORKSPACE_GUARD_INIT;

@@ -6,20 +6,23 @@
  *  - before the run, a bounded scan finds the protected names
  *    (filesystem.protected) that exist, which the mount plan covers with
  *    read-only binds of themselves, and the sockets and FIFOs already there,
- *    which it masks; a missing root-level name gets an empty placeholder,
- *    covered read-only inside and removed after the run (or by the
- *    watchdog, should the supervisor die);
+ *    which it masks. A missing one is never made on the host: a keeper
+ *    refuses it as the run makes it (names.h), so nothing of cordon's
+ *    shows in the workspace before, during or after the run;
  *  - after the run, with every process of the sandbox gone, a bounded scan
  *    of what changed since the start (ctime, which the run cannot set back)
  *    removes links that leave the workspace, FIFOs, sockets and device
  *    nodes, and strips o+w and set-id bits, inside the protected trees
- *    (.git) too; an entry of those trees whose mode or owner changed gets
- *    back what it had before the run (recorded by the pre-run scan).
+ *    too; an entry of those trees whose mode or owner changed gets back what
+ *    it had before the run (recorded by the pre-run scan); and in every
+ *    repository (a .git at any depth, a bare one), what git would run
+ *    later is refused (gitscan.h).
  *
  * The scratch tmpfs workspace hands nothing back and needs none of this.
  */
 #pragma once
 #include "common/err.h"
+#include "sandbox/gitscan.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -29,7 +32,6 @@
 #include <time.h>
 
 struct policy;
-struct watchdog;
 
 /* The bounds of the two scans: how deep, and how many entries examined. */
 #define WORKSPACE_PRE_DEPTH 8
@@ -53,13 +55,6 @@ struct workspace_entry {
     enum workspace_cover cover;
 };
 
-struct workspace_placeholder {
-    char name[NAME_MAX + 1];
-    dev_t dev;
-    ino_t ino;
-    bool dir;
-};
-
 /* A protected tree's entry as it was before the run: what the after-run scan puts back. */
 struct workspace_mode {
     dev_t dev;
@@ -76,14 +71,16 @@ struct workspace_guard {
                                 out (the daemon's sessions) waits until none is held
                                 first, so never removes one a run still writes to or
                                 commits into; flock() is the commit's own (txn.c) */
-    struct timespec placed;  /* CLOCK_REALTIME_COARSE before the placeholders were made */
-    struct timespec start;   /* the same clock once they were, before the run began */
+    struct timespec start;   /* CLOCK_REALTIME_COARSE once scanned, before the run began */
     struct workspace_entry *entries;
     size_t n_entries;
-    struct workspace_placeholder *placeholders;
-    size_t n_placeholders;
     struct workspace_mode *modes; /* sorted by device and inode */
     size_t n_modes;
+    /* The directories holding a protected entry below the root, sorted by device and
+     * inode: moved, they would take it along (names.h refuses their rename). */
+    struct workspace_mode *holders;
+    size_t n_holders;
+    struct gitscan git;      /* what its repositories' hooks and configs held (direct mode) */
     bool incomplete;         /* the pre-run scan was cut by its bounds */
 };
 
@@ -92,43 +89,34 @@ struct workspace_guard {
 /* What the after-run scan did, for the result and the audit record. */
 struct workspace_report {
     bool scanned;
-    unsigned covered_read_only, masked, placeholders;
+    unsigned covered_read_only, masked;
     unsigned removed, modes_fixed, created_protected;
     unsigned modes_restored; /* entries of protected trees given their mode back */
     bool scan_incomplete;    /* either scan was cut by its bounds */
     char names[WORKSPACE_NAMES][128]; /* "removed link a/b", ... */
     unsigned n_names;
+    struct gitscan_notes git; /* what git would have run, refused (gitscan.h) */
 };
 
 /* REP as JSON (the result's and the audit event's "workspace"); new reference. */
 json_t *workspace_report_json(const struct workspace_report *rep);
 
 /*
- * Before the run: scan P's workspace and make the placeholders, each
- * announced to WD first so it is removed should the supervisor die.
- * On failure nothing is left on the host.
+ * Before the run: finish or undo a commit into P's workspace that died
+ * (txn_recover()), and scan it. Leaves nothing on the host.
  */
-int workspace_prepare(const struct policy *p, struct watchdog *wd, struct workspace_guard *g,
-                      struct cordon_err *err);
+int workspace_prepare(const struct policy *p, struct workspace_guard *g, struct cordon_err *err);
 
 /*
  * After the run, once no process of it is left: the scan that removes and
- * fixes, and the placeholders removed. Fills REP; failures are counted in
- * it rather than returned (the run's own result stands).
+ * fixes. Fills REP; failures are counted in it rather than returned (the
+ * run's own result stands).
  */
 void workspace_finish(const struct policy *p, struct workspace_guard *g,
                       struct workspace_report *rep);
 
-/* Remove what is left (placeholders) and free G; idempotent. */
+/* Free G; idempotent. */
 void workspace_guard_release(struct workspace_guard *g);
-
-/*
- * Remove placeholder NAME in DIR if it is still what cordon made: of the
- * type DIR_ wanted, empty, with inode INO (0: unknown) and changed no
- * earlier than START. Used by the supervisor and by the watchdog.
- */
-void workspace_remove_placeholder(int dir, const char *name, bool dir_, dev_t dev, ino_t ino,
-                                  const struct timespec *start);
 
 /*
  * Does a link at DEPTH directories below the workspace root, holding
@@ -137,5 +125,12 @@ void workspace_remove_placeholder(int dir, const char *name, bool dir_, dev_t de
  */
 bool workspace_target_escapes(unsigned depth, const char *target);
 
-/* Is NAME one that is a directory by nature (.git, .vscode, ...)? Pure. */
-bool workspace_name_is_dir(const char *name);
+/*
+ * Does TARGET, a link's content, name the read-only system tree every
+ * sandbox has as the host has it: absolute, no "..", beneath /usr or one
+ * of the merged-/usr names (/bin, /lib, /lib64, the loader's, ...)? Such a
+ * link (a venv's bin/python3 -> /usr/bin/python3) gives the host nothing
+ * new and is kept; every other link out is not. Pure.
+ */
+bool workspace_target_system(const char *target);
+

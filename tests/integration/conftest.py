@@ -474,6 +474,11 @@ def bins():
     if guest.exists():
         shutil.copy2(guest, d / guest.name)
         os.chmod(d / guest.name, 0o644)
+    # The egress presets (--allow @npm), which cordon looks for beside itself too.
+    shutil.copytree(BUILD / "data" / "presets", d / "presets")
+    for f in (d / "presets").iterdir():
+        os.chmod(f, 0o644)
+    os.chmod(d / "presets", 0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

@@ -106,19 +106,33 @@ def test_proxy_variables_inside(cordon, net):
     env = dict(l.split("=", 1) for l in r.out.splitlines() if "=" in l)
     for v in PROXY_VARS:
         assert env.get(v) == "http://127.0.0.1:3128", r
-    assert env.get("NO_PROXY") == "" and env.get("no_proxy") == "", r
+    # Loopback only is exempt: the run's own, or (process level) the keeper's to refuse.
+    assert env.get("NO_PROXY") == env.get("no_proxy") == "localhost,127.0.0.1,::1", r
 
 
 def test_net_none_is_default(cordon, net):
-    cmd = ["sh", "-c", f"env; {' '.join(CURL)} --noproxy '*' {net.http}/hello; echo curl=$?"]
+    """No flag, no network: nothing gets out, and yet a client is not left to
+    wait out its retries. The gateway allows nothing, answers at once (a 403
+    through the proxy, NXDOMAIN from the stub), and the person is told each
+    name once, with the flags that would allow it."""
+    cmd = ["sh", "-c", f"env; for i in 1 2; do {' '.join(CURL)} {net.http}/hello; echo; done; "
+                       f"{' '.join(CURL)} --noproxy '*' {net.http}/hello; echo curl=$?"]
     r = inside(cordon, net, cmd, "--resolve", f"{NAME}=127.0.0.2", gateway=False)
     assert r.status == 0, r
-    assert not any(v in r.out for v in PROXY_VARS), r
-    assert "curl=6" in r.out or "curl=7" in r.out, r  # no name, or no route
-    out, r = client(cordon, net, "direct", [["127.0.0.1", 3128], ["127.0.0.2", net.web.port]],
-                    gateway=False)
-    # 127.0.0.0/8 inside is the sandbox's own loopback: nothing listens there.
-    assert out == [{"errno": "ECONNREFUSED"}] * 2, r
+    assert all(f"{v}=http://127.0.0.1:3128" in r.out for v in PROXY_VARS), r
+    assert r.out.count(f"{NAME}:{net.web.port} is not on the allowlist") == 2, r
+    assert "curl=6" in r.out, r  # the stub knows no name (the pin is the gateway's)
+    subject = f"{NAME}:{net.web.port}"
+    told = [l for l in r.err.splitlines() if "egress" in l]
+    assert told == [f"cordon: egress refused: {subject} (no rule: --net none; --allow {subject} "
+                    f"implies --net gateway)",
+                    f"cordon: egress refused: {NAME} (no rule: --net none; --allow {NAME} implies "
+                    f"--net gateway)"], r
+    assert r.result["egress"]["allowed"] == 0 and r.result["egress"]["refused"] == 3, r
+    out, r = client(cordon, net, "direct", [["127.0.0.2", net.web.port]], gateway=False)
+    # 127.0.0.0/8 inside is the sandbox's own loopback (at the process level
+    # the keeper refuses what no rule allows): nothing listens there.
+    assert out == [{"errno": "ECONNREFUSED"}], r
     assert net.web.count() == 0
 
 

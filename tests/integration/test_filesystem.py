@@ -12,6 +12,8 @@ import subprocess
 
 import pytest
 
+import levels
+
 from conftest import assert_errno
 
 GONE = (errno.ENOENT,)
@@ -205,7 +207,7 @@ def test_workspace_files_belong_to_caller(cordon):
     r = cordon.run(["sh", "-c", "echo hi > made.txt && mkdir sub && echo x > sub/y && pwd"],
                    "-w", ws)
     assert r.status == 0, r
-    assert r.out.strip() == "/workspace", r
+    assert r.out.strip() == ("/workspace" if levels.has_mounts(cordon.level) else str(ws)), r
     for p in (ws / "made.txt", ws / "sub", ws / "sub" / "y"):
         st = p.stat()
         assert (st.st_uid, st.st_gid) == (cordon.ident.uid, cordon.ident.gid), (p, st)

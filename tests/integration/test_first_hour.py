@@ -45,13 +45,15 @@ except urllib.error.HTTPError as e:
 @pytest.mark.parametrize("quiet", [False, True], ids=["told", "quiet"])
 def test_egress_refusal_is_one_line_on_stderr(cordon, quiet):
     opts = ["--allow", "allowed.test"] + (["--quiet"] if quiet else [])
-    r = cordon.run(["python3", "-c", PROXY_GET, "http://127.0.0.1:22/x"], *opts)
+    r = cordon.run(["python3", "-c", PROXY_GET, "http://blocked.test:8080/x"], *opts)
     assert r.status == 0, r
     # The client still gets the 403, the class and the reason.
     code, cls, body = r.out.strip().split(" ", 2)
     assert (code, cls) == ("403", "not_allowed") and "allowlist" in body, r
     lines = [l for l in r.err.splitlines() if not DEGRADED.match(l)]
-    assert lines == ([] if quiet else ["cordon: egress refused: 127.0.0.1:22 (not_allowed)"]), r
+    # What was refused, and the flag that would allow it.
+    told = "cordon: egress refused: blocked.test:8080 (no rule; --allow blocked.test:8080)"
+    assert lines == ([] if quiet else [told]), r
     if quiet:
         assert r.err == "", r  # --quiet hides every notice
     assert r.result["egress"]["refused"] == 1, r
@@ -61,13 +63,13 @@ def test_egress_refusal_told_as_it_happens(cordon):
     """The line is on stderr while the command still runs, not at the end."""
     m = marker()
     script = (PROXY_GET + f"\nimport subprocess\nsubprocess.run(['{PROBE}', 'sleep', '1000', '{m}'])")
-    p = cordon.popen(["python3", "-c", script, "http://127.0.0.1:22/"], "--allow", "allowed.test")
+    p = cordon.popen(["python3", "-c", script, "http://blocked.test/"], "--allow", "allowed.test")
     try:
         line = p.stderr.readline().decode()
         if DEGRADED.match(line):  # an ordinary user's run, said as it starts
             line = p.stderr.readline().decode()
         assert probe_pids(m), "the command is no longer running"
-        assert line == "cordon: egress refused: 127.0.0.1:22 (not_allowed)\n", line
+        assert line == "cordon: egress refused: blocked.test (no rule; --allow blocked.test)\n", line
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -122,7 +124,7 @@ def test_handled_signal_exits_with_the_commands_status(cordon):
     m = marker()
     # The handler is installed before "ready" is printed: no race with the signal.
     script = ("import signal, subprocess, sys\n"
-              "def bye(*_):\n    open('/workspace/cleaned', 'w').write('cleaned')\n"
+              "def bye(*_):\n    open('cleaned', 'w').write('cleaned')\n"
               "    sys.exit(7)\n"
               "signal.signal(signal.SIGTERM, bye)\n"
               f"child = subprocess.Popen(['{PROBE}', 'sleep', '1000', '{m}'])\n"
@@ -171,7 +173,7 @@ def test_run_json_prints_the_result_after_the_output(cordon):
 
 
 def test_result_times_are_integers(cordon):
-    r = cordon.run(["python3", "-c", PROXY_GET, "http://127.0.0.1:22/"], "--allow", "x.test")
+    r = cordon.run(["python3", "-c", PROXY_GET, "http://blocked.test:22/"], "--allow", "x.test")
     for k in ("wall_ms", "cpu_ms", "wall_us", "cpu_us"):
         assert type(r.result[k]) is int and r.result[k] >= 0, (k, r.result)
     assert abs(r.result["wall_ms"] - r.result["wall_us"] / 1000) <= 0.5, r.result
@@ -200,7 +202,8 @@ def test_git_works_on_a_bound_repository_owned_by_another_uid(cordon, hosttmp):
     repo = hosttmp / "repo"
     repo.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
-    for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first commit"]):
+    for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first commit"],
+                ["clone", "-q", "--bare", ".", "sub.git"]):
         subprocess.run(git + cmd, check=True, capture_output=True)
     os.chown(repo, 4321, 4321)  # nobody's: root's files are as foreign to uid 65534
     for d, _, files in os.walk(repo):
@@ -208,8 +211,17 @@ def test_git_works_on_a_bound_repository_owned_by_another_uid(cordon, hosttmp):
             os.chown(f, 4321, 4321)
     r = cordon.run(["git", "-C", "/src", "log", "--format=%s"], "--ro", f"{repo}:/src")
     assert (r.status, r.out) == (0, "first commit\n"), r
+    # A repository beneath the bind, not at it: cloned, and a bare one too (issue 27, item 2).
+    r = cordon.run(["sh", "-c", "cd ${TMPDIR:-/tmp} && git clone -q /src/.git a && "
+                    "git clone -q /src/sub.git b && git -C a log --format=%s && "
+                    "git -C b log --format=%s"],
+                   "--ro", f"{hosttmp}:/src0", "--ro", f"{repo}:/src")
+    assert (r.status, r.out) == (0, "first commit\n" * 2), r
+    r = cordon.run(["git", "-C", "/src0/repo/sub.git", "log", "--format=%s"],
+                   "--ro", f"{hosttmp}:/src0")
+    assert (r.status, r.out) == (0, "first commit\n"), r
     # Without cordon's setting, git would refuse: the ownership really is foreign inside.
-    r = cordon.run(["sh", "-c", "GIT_CONFIG_COUNT=0 git -C /src log --format=%s"],
+    r = cordon.run(["sh", "-c", "HOME=/nonexistent GIT_CONFIG_COUNT=0 git -C /src log --format=%s"],
                    "--ro", f"{repo}:/src")
     assert r.status != 0 and "dubious ownership" in r.err, r
 

@@ -112,6 +112,21 @@ def test_installed_microvm_uses_the_installed_initramfs(staged, hosttmp):
     assert r.returncode in (0, 1) and "guest/kernel.config" not in r.stderr, r
 
 
+def test_installed_presets(staged, hosttmp):
+    """The egress presets are installed in share/cordon/presets and found there
+    by the installed cordon (relative to its executable), not the build's."""
+    presets = staged / "share" / "cordon" / "presets"
+    assert sorted(p.stem for p in presets.glob("*.yaml")) == \
+        ["crates", "debian", "github", "go", "maven", "npm", "pypi", "rubygems"]
+    pol = hosttmp / "policy.yaml"
+    pol.write_text("version: 1\nnetwork:\n  allow: ['@npm']\n")
+    r = sh([staged / "bin" / "cordon", "policy", "check", pol], env=clean_env(), cwd=hosttmp)
+    assert r.returncode == 0, r
+    out = json.loads(r.stdout)
+    assert out["presets"]["npm"]["file"] == str((presets / "npm.yaml").resolve()), out
+    assert out["policy"]["network"]["presets"] == ["npm@1"], out
+
+
 def test_installed_man_page_and_completion(staged):
     [page] = staged.glob("share/man/man1/cordon.1")
     r = sh(["man", "-l", page], env=clean_env(MANWIDTH="100", MAN_KEEP_FORMATTING=""))

@@ -180,17 +180,17 @@ def test_workspace_write_visible_outside_write_not(cordon):
 def test_protected_workspace_entries_stay_read_only(cordon):
     ws = cordon.hostdir()
     (ws / ".bashrc").write_text("orig\n")
-    (ws / ".git").mkdir()
-    (ws / ".git" / "config").write_text("cfg\n")
-    for p in (ws / ".bashrc", ws / ".git", ws / ".git" / "config"):
+    (ws / ".vscode").mkdir()
+    (ws / ".vscode" / "settings.json").write_text("{}\n")
+    for p in (ws / ".bashrc", ws / ".vscode", ws / ".vscode" / "settings.json"):
         os.chown(p, cordon.ident.uid, cordon.ident.gid)
-    r = cordon.run(["sh", "-c", "echo evil >> .bashrc; echo evil > .git/config; "
-                                "mkdir .git/hooks; echo ok > fine.txt; true"],
+    r = cordon.run(["sh", "-c", "echo evil >> .bashrc; echo evil > .vscode/settings.json; "
+                                "mkdir .vscode/x; echo ok > fine.txt; true"],
                    *TCG, "-w", ws, bind_probe=False)
     assert r.status == 0, r
     assert (ws / ".bashrc").read_text() == "orig\n"
-    assert (ws / ".git" / "config").read_text() == "cfg\n"
-    assert not (ws / ".git" / "hooks").exists()
+    assert (ws / ".vscode" / "settings.json").read_text() == "{}\n"
+    assert not (ws / ".vscode" / "x").exists()
     assert (ws / "fine.txt").read_text() == "ok\n"
     assert "Read-only file system" in r.err, r
 

@@ -16,7 +16,7 @@ from test_limits import assert_gone
 # Its handler is installed before it says "ready", and python runs it
 # whenever the signal comes (even mid-wait): nothing here depends on timing.
 TRAP = ("import signal, subprocess, sys\n"
-        "def bye(*_):\n    open('/workspace/cleaned', 'w').write('cleaned\\n')\n    sys.exit(0)\n"
+        "def bye(*_):\n    open('cleaned', 'w').write('cleaned\\n')\n    sys.exit(0)\n"
         "signal.signal(signal.SIG{sig}, bye)\n"
         "child = subprocess.Popen(['{probe}', 'sleep', '1000', '{m}'])\n"
         "print('ready', flush=True)\nchild.wait()\n"

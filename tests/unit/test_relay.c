@@ -150,7 +150,7 @@ static size_t relayed(uint32_t addr, uint16_t port, const char *request, char *b
     memcpy(pre + RELAY_MAGIC_LEN + 1, &a_be, 4);
     memcpy(pre + RELAY_MAGIC_LEN + 5, &p_be, 2);
     size_t n = 0;
-    if (send_all(c, pre, sizeof pre) && send_all(c, request, strlen(request)))
+    if (send_all(c, pre, RELAY_PREFACE_TCP_LEN) && send_all(c, request, strlen(request)))
         n = read_to_eof(c, buf, cap);
     close(c);
     return n;
@@ -237,7 +237,17 @@ int main(void)
     n = relayed(SYNTH_NET + 300, 443, "\x16\x03\x01", buf, sizeof buf);
     ok(n == 0, "a relayed connection to an address never given out gets nothing back");
     n = relayed(0x7f000001, 3128, "GET http://allowed.test/ HTTP/1.1\r\n\r\n", buf, sizeof buf);
-    ok(n == 0, "a relayed connection to loopback is no synthetic address either");
+    ok(n == 0, "a relayed connection to an address no rule allows (loopback) is cut");
+    /* An IPv6 literal no rule allows: cut before a byte comes back. */
+    uint8_t pre6[RELAY_PREFACE_TCP6_LEN];
+    memcpy(pre6, RELAY_MAGIC, RELAY_MAGIC_LEN);
+    pre6[RELAY_MAGIC_LEN] = RELAY_TCP6;
+    memset(pre6 + RELAY_MAGIC_LEN + 1, 0, 16);
+    pre6[RELAY_MAGIC_LEN + 16] = 1; /* ::1 */
+    pre6[RELAY_MAGIC_LEN + 17] = 0;
+    pre6[RELAY_MAGIC_LEN + 18] = 9;
+    n = raw(pre6, sizeof pre6, buf, sizeof buf);
+    ok(n == 0, "a relayed connection to an IPv6 literal no rule allows is cut");
     const char unknown[] = "\0cordon-relay1X";
     n = raw(unknown, sizeof unknown - 1, buf, sizeof buf);
     ok(n > 0 && strstr(buf, "HTTP/1.1 400"), "a preface of an unknown kind gets 400");
@@ -252,6 +262,7 @@ int main(void)
        "the refused name is in the gateway's reports");
     ok(strstr(reports, "budget:dns_names") != NULL, "so is the cap");
     ok(strstr(reports, "\"fronting\"") != NULL, "and the fronting");
+    ok(strstr(reports, "\"::1\"") != NULL, "and the IPv6 literal, refused");
 
     gw = start(&cfg, false, "off", &report);
     n = raw(RELAY_MAGIC "D", RELAY_MAGIC_LEN + 1, buf, sizeof buf);

@@ -33,6 +33,61 @@ static const struct {
     { "*.10.0.0.1", NULL, "bad wildcard in \"*.10.0.0.1\" (expected *.example.com)" },
     { "[fd00::/8", NULL, "missing ']' in \"[fd00::/8\"" },
     { "[fd00::]x/8", NULL, "bad CIDR in \"[fd00::]x/8\"" },
+    /* request rules: methods, a path prefix */
+    { "GET,HEAD registry.npmjs.org", "GET,HEAD registry.npmjs.org", NULL },
+    { "HEAD,GET,GET registry.npmjs.org/", "GET,HEAD registry.npmjs.org", NULL },
+    { "POST registry.npmjs.org/-/npm/v1/security/", "POST registry.npmjs.org/-/npm/v1/security",
+      NULL },
+    { "registry.npmjs.org:8443/a/b", "registry.npmjs.org:8443/a/b", NULL },
+    { "POST github.com/*/*/git-upload-pack", "POST github.com/*/*/git-upload-pack", NULL },
+    { "GET 10.0.0.0/8:80/health", "GET 10.0.0.0/8:80/health", NULL },
+    { "GET 10.1.2.3/health", "GET 10.1.2.3/health", NULL },
+    { "10.1.2.3/8/api", "10.0.0.0/8/api", NULL },
+    { "GET [::1]:8080/x", "GET [::1]:8080/x", NULL },
+    { "GET [fd00::]/8/x", "GET [fd00::]/8/x", NULL },
+    { "GETS example.com", NULL, "unknown method \"GETS\" in \"GETS example.com\" (expected GET, "
+      "HEAD, POST, PUT, PATCH, DELETE or OPTIONS)" },
+    { "get example.com", NULL, "control character or space in host \"get example.com\"" },
+    { "GET, HEAD example.com", NULL,
+      "expected [METHOD,...] HOST[:PORT][/PATH], got \"GET, HEAD example.com\"" },
+    { "TRACE example.com", NULL, "unknown method \"TRACE\" in \"TRACE example.com\" (expected "
+      "GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS)" },
+    { "GET example.com/a/../b", NULL,
+      "bad path in \"GET example.com/a/../b\" (no empty, \".\" or \"..\" segment)" },
+    { "GET example.com/a//b", NULL,
+      "bad path in \"GET example.com/a//b\" (no empty, \".\" or \"..\" segment)" },
+    { "GET example.com/a%2fb", NULL, "a path may not hold '%' in \"GET example.com/a%2fb\"" },
+    { "GET example.com/a?b", NULL, "a path may not hold '?' in \"GET example.com/a?b\"" },
+    { "GET example.com/a*", NULL, "'*' stands for a whole segment only, in \"GET "
+      "example.com/a*\"" },
+};
+
+static const struct {
+    const char *rule, *method, *path;
+    int matches;
+} request_cases[] = {
+    { "GET,HEAD registry.npmjs.org", "GET", "/is-number", 1 },
+    { "GET,HEAD registry.npmjs.org", "HEAD", "/", 1 },
+    { "GET,HEAD registry.npmjs.org", "PUT", "/is-number", 0 },
+    { "GET,HEAD registry.npmjs.org", "get", "/is-number", 0 },     /* methods are exact */
+    { "registry.npmjs.org", "PUT", "/is-number", 1 },              /* no methods: any */
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security/advisories/bulk",
+      1 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security", 1 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security?x=1", 1 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/securityx", 0 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1", 0 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security/../../../x", 0 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security/%2e%2e/x", 0 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security/..%2F..", 0 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm//v1/security/x", 0 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security\\..\\x", 0 },
+    { "POST registry.npmjs.org/-/npm/v1/security", "POST", "*", 0 },
+    { "POST github.com/*/*/git-upload-pack", "POST", "/org/repo.git/git-upload-pack", 1 },
+    { "POST github.com/*/*/git-upload-pack", "POST", "/org/repo.git/git-receive-pack", 0 },
+    { "POST github.com/*/*/git-upload-pack", "POST", "/org/git-upload-pack", 0 },
+    { "GET example.com/a", "GET", "/a/b/c?d=/e", 1 },
+    { "GET example.com/a", "GET", "/b?x=/a", 0 },
 };
 
 struct match_case {
@@ -65,7 +120,7 @@ int main(void)
 {
     for (size_t i = 0; i < sizeof parse_cases / sizeof parse_cases[0]; i++) {
         struct egress_rule r;
-        char why[200] = "", canon[300] = "";
+        char why[200] = "", canon[EGRESS_RULE_TEXT_MAX] = "";
         int rc = egress_rule_parse(parse_cases[i].spec, &r, why, sizeof why);
         if (parse_cases[i].canon) {
             ok(rc == 0, "parse %s", parse_cases[i].spec);
@@ -86,6 +141,24 @@ int main(void)
                egress_rule_matches_host(&r, &h, (uint16_t)m->port) == m->matches,
            "%s %s %s:%u", m->rule, m->matches ? "matches" : "does not match", m->host, m->port);
     }
+
+    for (size_t i = 0; i < sizeof request_cases / sizeof request_cases[0]; i++) {
+        struct egress_rule r;
+        char why[200];
+        ok(egress_rule_parse(request_cases[i].rule, &r, why, sizeof why) == 0 &&
+               egress_rule_matches_request(&r, request_cases[i].method, request_cases[i].path) ==
+                   request_cases[i].matches,
+           "%s %s %s %s", request_cases[i].rule,
+           request_cases[i].matches ? "lets through" : "holds back", request_cases[i].method,
+           tap_show(request_cases[i].path));
+    }
+    struct egress_rule rr;
+    char reason[200];
+    ok(egress_rule_parse("GET example.com/a", &rr, reason, sizeof reason) == 0 &&
+           egress_rule_is_request_rule(&rr) && rr.port == 0 && strcmp(rr.name, "example.com") == 0,
+       "a request rule is still a rule for its host");
+    ok(egress_rule_parse("example.com/", &rr, reason, sizeof reason) == 0 &&
+           !egress_rule_is_request_rule(&rr), "a path of / is no path");
 
     struct egress_pin pin;
     char why[200] = "";

@@ -1,6 +1,7 @@
 /*
  * tests/unit/test_text.c: text_escape_controls, which every error record and
- * audit reason passes through before anyone prints it.
+ * audit reason passes through before anyone prints it; base64, which the
+ * gateway reads Basic credentials with.
  */
 #include "common/err.h"
 #include "common/text.h"
@@ -37,8 +38,37 @@ static const struct escape_case cases[] = {
     { "\x01\x01\x01\x01\x01", 16, "\\x01\\x01\\x01..." },
 };
 
+/* RFC 4648's vectors, and what a strict reader refuses. */
+static void test_base64(void)
+{
+    static const struct {
+        const char *plain, *b64;
+    } vectors[] = {
+        { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" }, { "foo", "Zm9v" }, { "foob", "Zm9vYg==" },
+        { "fooba", "Zm9vYmE=" }, { "foobar", "Zm9vYmFy" },
+        { "x-access-token:ghp_\xff", "eC1hY2Nlc3MtdG9rZW46Z2hwX/8=" },
+    };
+    for (size_t i = 0; i < sizeof vectors / sizeof vectors[0]; i++) {
+        char enc[64], dec[64];
+        size_t n = 0;
+        base64_encode(vectors[i].plain, strlen(vectors[i].plain), enc);
+        is_str(enc, vectors[i].b64, vectors[i].b64);
+        ok(base64_decode(vectors[i].b64, strlen(vectors[i].b64), dec, &n) == 0 &&
+               n == strlen(vectors[i].plain) && memcmp(dec, vectors[i].plain, n) == 0,
+           "decode %s", vectors[i].b64);
+    }
+    static const char *const bad[] = { "Zg=", "Zg", "Z===", "Zg==Zg==", "Zm 9v", "Zm9v\n", "Zm9-",
+                                       "=Zm9" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char dec[64];
+        size_t n;
+        ok(base64_decode(bad[i], strlen(bad[i]), dec, &n) < 0, "refuse %s", tap_show(bad[i]));
+    }
+}
+
 int main(void)
 {
+    test_base64();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct escape_case *c = &cases[i];
         char buf[64];

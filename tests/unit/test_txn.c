@@ -44,8 +44,9 @@ static const struct txn_case cases[] = {
       TXN_REFUSED, 1, 0, 0, "'fifo' is a device, FIFO or socket", { "-:a.txt" } },
     { "a protected name at the top", { "f:a.txt=x", "f:.env=K=v" }, { 0 },
       TXN_REFUSED, 2, 0, 0, "'.env' is protected", { "-:a.txt", "-:.env" } },
-    { "a protected name deep down", { "d:v", "d:v/w", "d:v/w/.git", "f:v/w/.git/config=x" }, { 0 },
-      TXN_REFUSED, 4, 0, 0, "'v/w/.git' is protected", { "-:v" } },
+    { "a protected name deep down", { "d:v", "d:v/w", "d:v/w/.vscode",
+      "f:v/w/.vscode/tasks.json=x" }, { 0 },
+      TXN_REFUSED, 4, 0, 0, "'v/w/.vscode' is protected", { "-:v" } },
     { "a link leading out", { "f:a.txt=x", "l:out=/etc/passwd" }, { 0 },
       TXN_REFUSED, 2, 0, 0, "'out' is a link leading out", { "-:a.txt" } },
     { "a link climbing out", { "d:d", "l:d/up=../../x" }, { 0 },
@@ -61,8 +62,8 @@ static const struct txn_case cases[] = {
       TXN_COMMITTED, 0, 1, 0, NULL, { "f:d=file" } },
     /* Replacing a directory removes what is in it: a protected name there refuses. */
     { "a protected name under a replaced directory", { "f:d=file" },
-      { "d:d", "d:d/.git", "f:d/.git/HEAD=ref" },
-      TXN_REFUSED, 0, 1, 0, "'d/.git' is protected", { "f:d/.git/HEAD=ref" } },
+      { "d:d", "d:d/.vscode", "f:d/.vscode/tasks.json=t" },
+      TXN_REFUSED, 0, 1, 0, "'d/.vscode' is protected", { "f:d/.vscode/tasks.json=t" } },
     /* The names a commit makes for itself: never from a run's layer. */
     { "a commit's own name", { "f:a.txt=x", "d:.cordon-txn-0123456789abcdef",
       "f:.cordon-txn-0123456789abcdef/committed=" }, { 0 },
@@ -279,7 +280,7 @@ static void test_forged(const struct policy *p)
     static const struct {
         const char *kind, *rel, *tail, *what;
     } bad[] = {
-        { "put 1 0 0", ".git/hooks/pre-commit", "", "a protected name" },
+        { "put 1 0 0", ".vscode/tasks.json", "", "a protected name" },
         { "put 1 0 0", "../../etc/x", "", "climbing out" },
         { "put 1 0 0", TXN ".3", "", "a reserved name" },
         { "put 1 0 0", "a", " extra", "trailing words" },

@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_workspace.c: the pure parts of the workspace scans: which
- * links lead out of the workspace on their face, which names a protected
- * pattern covers, which placeholders are directories.
+ * links lead out of the workspace on their face, which lead into the
+ * system tree, which names a protected pattern covers, the table.
  */
 #include "tap.h"
 
@@ -34,6 +34,30 @@ static const struct escape_case escape_cases[] = {
     { 3, "a//..//..//..", false },
 };
 
+struct system_case {
+    const char *target;
+    bool system;
+};
+
+/* Links kept though they leave: the read-only system tree every sandbox has. */
+static const struct system_case system_cases[] = {
+    { "/usr/bin/python3", true },          /* a venv's interpreter */
+    { "/usr", true },
+    { "//usr/./lib/x", true },
+    { "/bin/sh", true },                   /* merged-/usr names */
+    { "/lib64/ld-linux-x86-64.so.2", true }, /* the loader */
+    { "/usr/../etc/passwd", false },
+    { "/usr/bin/../../home/x", false },
+    { "/etc/passwd", false },
+    { "/home/x", false },
+    { "/proc/self/root", false },
+    { "/usrx/bin", false },
+    { "/", false },
+    { "usr/bin/python3", false },          /* relative: inside, judged as such */
+    { "../../outside", false },
+    { "/workspace/x", false },
+};
+
 struct match_case {
     const char *pattern, *name;
     bool match;
@@ -58,19 +82,16 @@ int main(void)
            "link at depth %u to \"%s\" %s", c->depth, c->target,
            c->escapes ? "escapes" : "stays inside");
     }
+    for (size_t i = 0; i < sizeof system_cases / sizeof system_cases[0]; i++) {
+        const struct system_case *c = &system_cases[i];
+        ok(workspace_target_system(c->target) == c->system, "link to \"%s\" %s", c->target,
+           c->system ? "names the system tree" : "does not name the system tree");
+    }
     for (size_t i = 0; i < sizeof match_cases / sizeof match_cases[0]; i++) {
         const struct match_case *c = &match_cases[i];
         ok(policy_protected_match(c->pattern, c->name) == c->match, "\"%s\" %s \"%s\"",
            c->pattern, c->match ? "matches" : "does not match", c->name);
     }
-    ok(workspace_name_is_dir(".git") && workspace_name_is_dir(".vscode") &&
-           !workspace_name_is_dir(".bashrc") && !workspace_name_is_dir(".mcp.json"),
-       "placeholders: directories for .git and .vscode, files for .bashrc and .mcp.json");
-    ok(workspace_name_is_dir(".devcontainer") && workspace_name_is_dir(".mise") &&
-           workspace_name_is_dir(".continue") && !workspace_name_is_dir(".tool-versions") &&
-           !workspace_name_is_dir("mise.toml") && !workspace_name_is_dir("README.md"),
-       "placeholders: directories for .devcontainer, .mise, .continue; files for .tool-versions "
-       "and mise.toml; none for an unprotected name");
     /* The table: one row a name, each a single component with a reason. */
     size_t n = 0;
     const struct policy_protected *rows = policy_protected_defaults(&n);

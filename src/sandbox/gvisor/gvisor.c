@@ -33,9 +33,11 @@
 #include "sandbox/backend.h"
 #include "sandbox/boundary.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/engine.h"
 #include "sandbox/meter.h"
 #include "sandbox/plan.h"
 #include "sandbox/start.h"
+#include "sandbox/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -88,10 +90,16 @@ struct gv_state {
     bool rootless;
     bool gateway;
     bool host_uds;       /* --host-uds=open: the door, or listed host sockets */
-    struct usock_keeper uds;          /* what runsc's gofer may connect to (gofer.c) */
+    struct usock_keeper uds;          /* what runsc's gofer may connect to (sandbox/engine.h) */
+    struct names_keeper names;        /* the names it may make in a host workspace */
     struct seccomp_program uds_filter;
     bool transparent;    /* egress through the helper's DNS stub and synthetic addresses */
     uint16_t ports[SYNTH_MAX_PORTS]; /* its listeners' ports */
+    /* The allowed literals' IPv4 ranges the helper makes its own (door.h's
+     * job, which a keeper does elsewhere: gVisor's connect()s are its own). */
+    uint32_t nets[SYNTH_MAX_PORTS];
+    unsigned prefixes[SYNTH_MAX_PORTS];
+    size_t n_nets;
     size_t n_ports;
     struct confine_plan confine;
     char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
@@ -106,19 +114,9 @@ struct gv_state {
 
 int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err)
 {
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    for (const char *p = path; *p;) {
-        const char *end = strchr(p, ':');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n && (size_t)snprintf(buf, len, "%.*s/runsc", (int)n, p) < len &&
-            access(buf, X_OK) == 0)
-            return 0;
-        p += n + (end ? 1 : 0);
-    }
-    return err_set(err, CORDON_E_UNSUPPORTED,
-                   "runsc is not installed (Debian: apt-get install runsc)");
+    return hostpath_find_program("runsc", buf, len)
+               ? 0 : err_set(err, CORDON_E_UNSUPPORTED,
+                             "runsc is not installed (Debian: apt-get install runsc)");
 }
 
 /* mkdir DIR, or find a real directory there: never a link (the bundle's
@@ -501,7 +499,8 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
 /*
  * The helper's command line: `init HOME`, with the gateway's socket when
  * the run has egress, and for transparent egress the synthetic range, the
- * DNS stub's address and the ports to listen on.
+ * DNS stub's address, the ports to listen on and "+NET/PREFIX" for each
+ * allowed literal's range.
  */
 static json_t *init_args(const struct gv_state *st)
 {
@@ -519,6 +518,12 @@ static json_t *init_args(const struct gv_state *st)
     json_array_append_new(a, json_string(text));
     for (size_t i = 0; i < st->n_ports; i++) {
         snprintf(text, sizeof text, "%u", st->ports[i]);
+        json_array_append_new(a, json_string(text));
+    }
+    for (size_t i = 0; i < st->n_nets; i++) {
+        uint32_t n = st->nets[i];
+        snprintf(text, sizeof text, "+%u.%u.%u.%u/%u", n >> 24, (n >> 16) & 0xff,
+                 (n >> 8) & 0xff, n & 0xff, st->prefixes[i]);
         json_array_append_new(a, json_string(text));
     }
     return a;
@@ -628,7 +633,7 @@ static size_t global_args(struct gv_state *st, char **argv)
     /* The run's cgroup already holds runsc's processes: runsc makes none. */
     argv[n++] = "--ignore-cgroups";
     if (st->host_uds)
-        argv[n++] = "--host-uds=open"; /* each connect checked by our keeper (gofer.c) */
+        argv[n++] = "--host-uds=open"; /* each connect checked by our keeper (sandbox/engine.h) */
     if (st->rootless)
         argv[n++] = "--rootless";
     return n;
@@ -673,13 +678,13 @@ static _Noreturn void shim_fail(const struct shim_fds *fds, struct cordon_err *e
  * when it is given (runsc run: its gofer's connect()s go to our keeper).
  */
 static pid_t spawn_filtered(char *const *argv, const int stdio[3], const struct gv_state *st,
-                            const struct gvisor_uds *uds)
+                            const struct engine_keeper *uds)
 {
     pid_t pid = fork();
     if (pid != 0)
         return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (uds && gvisor_uds_confine(&st->uds_filter, uds->give) < 0)
+    if (uds && engine_keeper_confine(&st->uds_filter, uds->give) < 0)
         _exit(125);
     for (int i = 0; i < 3; i++)
         if (dup2(stdio[i], i) < 0)
@@ -886,10 +891,11 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
         shim_fail(fds, &err);
     }
     int run_stdio[3] = { null, ready[1], logfd };
-    struct gvisor_uds uds = { -1, -1 };
-    if (st->host_uds && gvisor_uds_start(&st->uds, &uds, &err) < 0)
+    struct engine_keeper uds = { -1, -1 };
+    bool kept = st->host_uds || st->names.mode != NAMES_OFF;
+    if (kept && engine_keeper_start(&st->uds, &st->names, &uds, &err) < 0)
         shim_fail(fds, &err);
-    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, st->host_uds ? &uds : NULL);
+    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, kept ? &uds : NULL);
     if (uds.give >= 0)
         close(uds.give);
     if (sandbox < 0) {
@@ -1016,6 +1022,8 @@ static void gv_release(struct sandbox_boundary *b)
     boundary_release(b);
     if (st) {
         seccomp_program_release(&st->uds_filter);
+        if (st->names.root >= 0)
+            close(st->names.root);
         hostpath_remove_tree(st->dir);
         free(st);
         b->state = NULL;
@@ -1046,6 +1054,30 @@ static int list_door(struct gv_state *st, struct cordon_err *err)
     return usock_keeper_list(&st->uds, fd, err);
 }
 
+/*
+ * runsc's gofer reaches host sockets for the door and the listed ones alone,
+ * and makes names in a host workspace as the policy says: its connect()s
+ * and those calls go to a keeper of ours (sandbox/engine.h).
+ */
+static int plan_keeper(const struct sandbox_setup *s, struct gv_state *st,
+                       struct cordon_err *err)
+{
+    st->host_uds = s->gateway || s->p->n_unix_sockets;
+    names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
+                      s->p);
+    st->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
+    if (st->names.mode != NAMES_OFF &&
+        names_keeper_root(&st->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot open the workspace's root");
+    if ((st->host_uds || st->names.mode != NAMES_OFF) &&
+        (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
+         (s->gateway && list_door(st, err) < 0) ||
+         names_program(st->names.mode, st->host_uds, &st->uds_filter, err) < 0))
+        return -1;
+    st->uds.gofer = true;
+    return 0;
+}
+
 static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                       struct cordon_err *err)
 {
@@ -1055,17 +1087,13 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (!st)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     b->state = st;
+    st->names.root = -1;
     st->rootless = geteuid() != 0;
     st->gateway = s->gateway;
     if (s->gateway) {
-        /* A listener per port a name rule allows, the proxy's own excepted
-         * (the helper holds it on loopback), as at the namespace level. */
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&s->p->egress.rules, ports, SYNTH_MAX_PORTS);
         st->transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                st->ports[st->n_ports++] = ports[i];
+        st->n_ports = boundary_transparent_ports(s->p, st->ports, st->nets, st->prefixes,
+                                                 SYNTH_MAX_PORTS, &st->n_nets);
     }
     int rc = -1;
     pid_t shim = -1;
@@ -1084,14 +1112,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     if (s->gateway && (b->door = open_door(st, err)) < 0)
         goto out;
-    /* runsc's gofer reaches host sockets for the door and the listed ones
-     * alone: its connect()s go to a keeper of ours (gofer.c). */
-    st->host_uds = s->gateway || s->p->n_unix_sockets;
-    if (st->host_uds &&
-        (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
-         (s->gateway && list_door(st, err) < 0) || usock_program(&st->uds_filter, err) < 0))
+    if (plan_keeper(s, st, err) < 0)
         goto out;
-    st->uds.gofer = true;
     /* The helper serves the stub and the synthetic addresses: the gateway
      * takes its relay's prefaces on the door (gvisor/init.c). */
     b->relay_transparent = st->transparent;

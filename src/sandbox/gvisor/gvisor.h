@@ -5,7 +5,6 @@
  */
 #pragma once
 #include "common/err.h"
-#include "sandbox/usock.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,14 +18,3 @@ int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err);
  */
 int gvisor_platform_probe(const char *name, struct cordon_err *err);
 
-/* The keeper of runsc's connect()s (gvisor/gofer.c), a child of the shim. */
-struct gvisor_uds {
-    pid_t keeper;
-    int give;  /* runsc run's child sends the filter's listener over it */
-};
-
-/* In the shim: fork the keeper for K into *U. */
-int gvisor_uds_start(const struct usock_keeper *k, struct gvisor_uds *u, struct cordon_err *err);
-
-/* In runsc run's child, before exec: no_new_privs, PROG, its listener over GIVE. */
-int gvisor_uds_confine(const struct seccomp_program *prog, int give);

@@ -17,7 +17,10 @@
  *                   (relay_wire.h): the range is made loopback's, the stub
  *                   relays each query over one DNS stream to SOCKET, and a
  *                   listener on 0.0.0.0:PORT relays each connection with a
- *                   preface naming the address and port it came to.
+ *                   preface naming the address and port it came to. Each
+ *                   "+NET/PREFIX" after the ports (an allowed literal's
+ *                   range) is made the sandbox's own as well, so a client
+ *                   that names the address reaches a listener too.
  *   exec BPF CMD... the command's wrapper: installs the seccomp program in
  *                   file BPF ("-" for none), then execs CMD.
  *   place           before the command, with nothing else of the call
@@ -52,6 +55,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/home.h"
 #include "common/relay_wire.h"
 #include "common/route.h"
 #include "common/syscalls.h"
@@ -184,14 +188,36 @@ struct relay_plan {
     uint32_t stub;      /* network order */
     int fds[1 + MAX_PORTS];
     size_t n_fds;
+    uint32_t literal[MAX_PORTS];  /* "+NET/PREFIX": host order */
+    unsigned literal_prefix[MAX_PORTS];
+    size_t n_literal;
 };
 
-/* ARGS: NET/PREFIX STUB PORT... */
+/* "+A.B.C.D/P" into R's literals. */
+static int parse_literal(const char *arg, struct relay_plan *r)
+{
+    char net[INET_ADDRSTRLEN];
+    const char *slash = strchr(arg, '/');
+    struct in_addr a;
+    if (arg[0] != '+' || !slash || (size_t)(slash - arg - 1) >= sizeof net ||
+        r->n_literal == MAX_PORTS)
+        return -1;
+    memcpy(net, arg + 1, (size_t)(slash - arg - 1));
+    net[slash - arg - 1] = '\0';
+    int prefix = atoi(slash + 1);
+    if (inet_pton(AF_INET, net, &a) != 1 || prefix < 8 || prefix > 32)
+        return -1;
+    r->literal[r->n_literal] = ntohl(a.s_addr);
+    r->literal_prefix[r->n_literal++] = (unsigned)prefix;
+    return 0;
+}
+
+/* ARGS: NET/PREFIX STUB PORT... +NET/PREFIX... */
 static int parse_transparent(char **args, int n, struct relay_plan *r)
 {
     char net[INET_ADDRSTRLEN];
     const char *slash = n >= 2 ? strchr(args[0], '/') : NULL;
-    if (!slash || (size_t)(slash - args[0]) >= sizeof net || n - 2 > MAX_PORTS)
+    if (!slash || (size_t)(slash - args[0]) >= sizeof net)
         return -1;
     memcpy(net, args[0], (size_t)(slash - args[0]));
     net[slash - args[0]] = '\0';
@@ -199,13 +225,18 @@ static int parse_transparent(char **args, int n, struct relay_plan *r)
     if (inet_pton(AF_INET, net, &r->net) != 1 || inet_pton(AF_INET, args[1], &r->stub) != 1 ||
         r->prefix < 8 || r->prefix > 30)
         return -1;
+    r->n_fds = 1;
     for (int i = 2; i < n; i++) {
+        if (args[i][0] == '+') {
+            if (parse_literal(args[i], r) < 0)
+                return -1;
+            continue;
+        }
         long port = strtol(args[i], NULL, 10);
-        if (port < 1 || port > 65535)
+        if (port < 1 || port > 65535 || r->n_fds == 1 + MAX_PORTS)
             return -1;
-        r->fds[1 + (i - 2)] = (int)port; /* a port until open_relays makes it a socket */
+        r->fds[r->n_fds++] = (int)port; /* a port until open_relays makes it a socket */
     }
-    r->n_fds = 1 + (size_t)(n - 2);
     r->transparent = true;
     return 0;
 }
@@ -224,6 +255,14 @@ static int open_relays(struct relay_plan *r)
         fprintf(stderr, "cordon-gvisor-init: cannot make the synthetic range loopback's: %s\n",
                 strerror(errno));
         return -1;
+    }
+    for (size_t i = 0; i < r->n_literal; i++) {
+        unsigned p = r->literal_prefix[i];
+        if ((p == 32 ? route_own_address(r->literal[i], p) : route_own_range(r->literal[i], p)) < 0) {
+            fprintf(stderr, "cordon-gvisor-init: cannot make an allowed address loopback's: %s\n",
+                    strerror(errno));
+            return -1;
+        }
     }
     for (size_t i = 1; i < r->n_fds; i++)
         if ((r->fds[i] = bound_socket(SOCK_STREAM, htonl(INADDR_ANY),
@@ -286,7 +325,7 @@ static int start_relay(struct relay_plan *r)
 static int init_main(const char *home, struct relay_plan *r)
 {
     /* gVisor's uid 0 is the command's: the home is its own, 0700 as at every level. */
-    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
+    if (home_make(home) < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot make '%s': %s\n", home, strerror(errno));
         return 1;
     }

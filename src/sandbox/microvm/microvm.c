@@ -179,6 +179,9 @@ out:
             close(all[i]);
     vm_buf_release(&v->setup);
     seccomp_program_release(&v->qemu_filter);
+    seccomp_program_release(&v->names_filter);
+    if (v->names.mode != NAMES_OFF && v->names.root >= 0)
+        close(v->names.root);
     free(v->ca_bundle);
     free(v);
     return rc;

@@ -8,9 +8,11 @@
 #include "sandbox/microvm/vmproto.h"
 #include "common/cleanup.h"
 #include "common/err.h"
+#include "common/installed.h"
 #include "common/syscalls.h"
 #include "policy/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/engine.h"
 #include "sandbox/seccomp.h"
 
 #include <errno.h>
@@ -85,9 +87,16 @@ struct vm_plan {
     char *ca_bundle;
     uint16_t ports[VM_MAX_PORTS];
     uint32_t n_ports;
+    uint32_t nets[VM_MAX_NETS];   /* allowed literals' IPv4 ranges, routed to the guest's loopback */
+    uint32_t prefixes[VM_MAX_NETS];
+    uint32_t n_nets;
     /* The run's own syscall filter, for QEMU too: its -sandbox is QEMU's
      * idea of what QEMU needs; this one is cordon's, under it. */
     struct seccomp_program qemu_filter;
+    /* The names QEMU's 9p server makes in a host workspace written directly
+     * go to a keeper (sandbox/engine.h): none protected at its root. */
+    struct names_keeper names;
+    struct seccomp_program names_filter;
     bool quiet;                /* QEMU's complaints are expected (the KVM probe) */
 };
 
@@ -96,6 +105,7 @@ struct vm {
     int pidfd;
     int ctl, eg, qmp;   /* our ends of the control port, the egress port and QMP */
     int ram;            /* the guest's memory, a memfd QEMU maps shared */
+    pid_t keeper;       /* the keeper of QEMU's names, or -1 */
 };
 
 struct shim_fds {
@@ -111,8 +121,6 @@ int cached_sha256(const char *path, const char *dir, char out[65], struct cordon
 void text_sha256(const char *text, char out[65]);
 const char *env_or(const char *name, const char *fallback);
 int find_initramfs(char out[PATH_MAX], struct cordon_err *err);
-/* NAME in the directory `meson install` gives cordon's helpers (LIBEXECDIR/cordon): 0, or -1. */
-int installed_path(const char *name, char out[PATH_MAX]);
 int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err *err);
 
 /* qemu.c */

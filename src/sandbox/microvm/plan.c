@@ -10,6 +10,7 @@
 #include "sandbox/boundary.h"
 #include "sandbox/plan.h"
 #include "sandbox/supervise.h"
+#include "sandbox/workspace.h"
 
 #include <openssl/evp.h>
 
@@ -98,37 +99,6 @@ const char *env_or(const char *name, const char *fallback)
     return v && *v ? v : fallback;
 }
 
-/* The directory of the running executable (symbolic links resolved). */
-static int exe_dir(char *out, size_t len, struct cordon_err *err)
-{
-    ssize_t n = readlink("/proc/self/exe", out, len - 1);
-    if (n < 0)
-        return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot find cordon's executable");
-    out[n] = '\0';
-    char *slash = strrchr(out, '/');
-    if (slash)
-        *slash = '\0';
-    return 0;
-}
-
-int installed_path(const char *name, char out[PATH_MAX])
-{
-    char dir[PATH_MAX];
-#ifdef CORDON_PKGLIBEXEC_FROM_BIN
-    struct cordon_err ignored;
-    if (exe_dir(dir, sizeof dir, &ignored) < 0 ||
-        strlen(dir) + sizeof "/" CORDON_PKGLIBEXEC_FROM_BIN > sizeof dir)
-        return -1;
-    strcat(dir, "/" CORDON_PKGLIBEXEC_FROM_BIN);
-#else
-    snprintf(dir, sizeof dir, "%s", CORDON_PKGLIBEXECDIR);
-#endif
-    /* Said without the bin/.. where the directory exists. */
-    char real[PATH_MAX];
-    int n = snprintf(out, PATH_MAX, "%s/%s", realpath(dir, real) ? real : dir, name);
-    return n > 0 && n < PATH_MAX ? 0 : -1;
-}
-
 /*
  * The initramfs: where CORDON_GUEST_INITRAMFS names it; else beside the
  * running executable (a build tree holds both, and a copied cordon may
@@ -145,7 +115,8 @@ int find_initramfs(char out[PATH_MAX], struct cordon_err *err)
         return 0;
     }
     char dir[PATH_MAX - 32];
-    TRY(exe_dir(dir, sizeof dir, err));
+    if (installed_exe_dir(dir, sizeof dir) < 0)
+        return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot find cordon's executable");
     snprintf(out, PATH_MAX, "%s/%s", dir, INITRAMFS_NAME);
     if (access(out, R_OK) == 0 || (installed_path(INITRAMFS_NAME, out) == 0 &&
                                    access(out, R_OK) == 0))
@@ -242,6 +213,14 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
      * (etc_view), one share instead of a bind per entry in the guest. */
     snprintf(v->paths[1], sizeof v->paths[1], "/etc");
     TRY(add_share(v, v->paths[1], "/etc", false, err));
+    if (p->workspace && names_mode_for(p, NAMES_CHECK) == NAMES_CHECK) {
+        names_keeper_init(&v->names, NAMES_CHECK, p);
+        v->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
+        if (names_keeper_root(&v->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+            return err_sys(err, CORDON_E_SETUP, "microvm: cannot open the workspace '%s'",
+                           p->workspace);
+        TRY(names_program(NAMES_CHECK, false, &v->names_filter, err));
+    }
     if (p->workspace) {
         snprintf(v->paths[2], sizeof v->paths[2], "%s", p->workspace);
         TRY(add_share(v, v->paths[2], "/workspace", true, err));
@@ -256,14 +235,19 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
         TRY(add_share(v, v->paths[first_bind + i], p->binds[i].dest, p->binds[i].writable, err));
     }
     /* Transparent egress for names: a listener per port a name rule allows
-     * (the proxy's own port excepted: the guest's forwarder holds it). */
+     * (the proxy's own port excepted: the guest's forwarder holds it); for
+     * the allowed literals, their ranges routed to the guest's loopback and
+     * a listener on their ports (the guest's connect()s are its kernel's). */
     if (s->gateway) {
-        uint16_t ports[SYNTH_MAX_PORTS];
-        size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
+        _Static_assert(VM_MAX_PORTS >= SYNTH_MAX_PORTS, "a port list fits the wire's");
+        unsigned prefixes[VM_MAX_NETS];
+        size_t n_nets = 0;
         v->transparent = true;
-        for (size_t i = 0; i < n; i++)
-            if (ports[i] != GATEWAY_PORT)
-                v->ports[v->n_ports++] = ports[i];
+        v->n_ports = (uint32_t)boundary_transparent_ports(p, v->ports, v->nets, prefixes,
+                                                          VM_MAX_NETS, &n_nets);
+        v->n_nets = (uint32_t)n_nets;
+        for (uint32_t i = 0; i < v->n_nets; i++)
+            v->prefixes[i] = prefixes[i];
     }
 
     /* The call's policy part; argv, environment and entropy follow at start. */

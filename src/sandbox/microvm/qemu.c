@@ -25,6 +25,11 @@ void vm_kill(struct vm *vm)
         vm->qemu = -1;
         shim_qemu = -1;
     }
+    if (vm->keeper > 0) {
+        /* It ends once QEMU is gone (its listener hangs up). */
+        waitpid(vm->keeper, NULL, 0);
+        vm->keeper = -1;
+    }
     closep(&vm->pidfd);
     closep(&vm->ctl);
     closep(&vm->eg);
@@ -52,8 +57,8 @@ static void arg(struct argv_builder *a, const char *fmt, ...)
     a->v[a->n] = NULL;
 }
 
-/* In QEMU's child, before exec: what it may touch on the host. */
-static int confine_qemu(const struct vm_plan *v, bool saving, struct cordon_err *err)
+/* In QEMU's child, before exec: what it may touch on the host; GIVE: its names' keeper's. */
+static int confine_qemu(const struct vm_plan *v, bool saving, int give, struct cordon_err *err)
 {
     struct landlock_plan ll;
     landlock_plan_init(&ll, landlock_abi());
@@ -77,6 +82,8 @@ static int confine_qemu(const struct vm_plan *v, bool saving, struct cordon_err 
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot set no_new_privs");
     TRY(landlock_plan_apply(&ll, err));
+    if (give >= 0 && engine_keeper_confine(&v->names_filter, give) < 0)
+        return err_sys(err, CORDON_E_SETUP, "microvm: cannot hand QEMU's names to its keeper");
     return seccomp_program_install(&v->qemu_filter, err);
 }
 
@@ -89,7 +96,12 @@ static int confine_qemu(const struct vm_plan *v, bool saving, struct cordon_err 
 int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordon_err *err)
 {
     int ctl[2] = { -1, -1 }, eg[2] = { -1, -1 }, qmp[2] = { -1, -1 };
-    *vm = (struct vm){ .qemu = -1, .pidfd = -1, .ctl = -1, .eg = -1, .qmp = -1, .ram = -1 };
+    *vm = (struct vm){ .qemu = -1, .pidfd = -1, .ctl = -1, .eg = -1, .qmp = -1, .ram = -1,
+                       .keeper = -1 };
+    struct engine_keeper ek = { -1, -1 };
+    if (v->names.mode != NAMES_OFF && engine_keeper_start(NULL, &v->names, &ek, err) < 0)
+        return -1;
+    vm->keeper = ek.keeper;
     int ram = memfd_create("cordon-vm-ram", MFD_CLOEXEC);
     if (ram < 0 || ftruncate(ram, (off_t)(v->mem_mib << 20)) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
@@ -183,7 +195,7 @@ int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordo
          * QEMU): the cold boot that follows speaks for itself. */
         if ((incoming || v->quiet) && !getenv("CORDON_MICROVM_CONSOLE"))
             dup2(devnull, 2);
-        if (confine_qemu(v, false, &cerr) < 0) {
+        if (confine_qemu(v, false, ek.give, &cerr) < 0) {
             dprintf(2, "cordon: microvm: %s\n", cerr.msg);
             _exit(125);
         }
@@ -192,6 +204,8 @@ int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordo
     }
     for (size_t i = 0; i < a.n; i++)
         free(a.v[i]);
+    if (ek.give >= 0)
+        close(ek.give);
     close(ctl[1]);
     close(eg[1]);
     close(qmp[1]);

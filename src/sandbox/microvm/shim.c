@@ -199,6 +199,11 @@ static int send_setup(const struct vm_plan *v, int ctl, bool egress, bool ahead)
     vm_buf_u32(&b, v->n_ports);
     for (uint32_t i = 0; i < v->n_ports; i++)
         vm_buf_u32(&b, v->ports[i]);
+    vm_buf_u32(&b, v->n_nets);
+    for (uint32_t i = 0; i < v->n_nets; i++) {
+        vm_buf_u32(&b, v->nets[i]);
+        vm_buf_u32(&b, v->prefixes[i]);
+    }
     vm_buf_bytes(&b, v->setup.data, v->setup.len);
     bool ok = !b.failed && send_frame(ctl, VM_SETUP, b.data, b.len, NULL, 0);
     vm_buf_release(&b);

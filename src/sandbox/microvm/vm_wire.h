@@ -22,6 +22,7 @@
 #define VM_MAX_RLIMITS 16u
 /* Transparent egress: the ports the guest listens on for synthetic addresses. */
 #define VM_MAX_PORTS 32u
+#define VM_MAX_NETS 32u
 /*
  * Egress connections one guest may have open at once (their ids are below
  * it): room for the gateway's cap (256), its head budget and connections
@@ -75,6 +76,8 @@ enum vm_error_kind {
  *       show as: QEMU's user namespace maps the caller to it)
  *   u32 flags (VM_CALL_EGRESS, VM_CALL_TRANSPARENT, VM_SETUP_WARM)
  *   u32 n_ports, then n x u32 port (transparent egress: see vm_ports_take())
+ *   u32 n_nets (at most VM_MAX_NETS), then n x (u32 net, u32 prefix from 8 to
+ *       32): allowed literals' IPv4 ranges, routed to the guest's loopback
  *   u32 n_rlimits, then n x (u32 resource, u64 soft, u64 hard)
  *   u32 n_mounts, then n x (u32 flags (VM_MOUNT_*), str tag, str guest path)
  *   u32 n_insns, then n x 8-byte struct sock_filter (the seccomp filter; 0: none)

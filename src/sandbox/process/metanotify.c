@@ -131,45 +131,7 @@ static int read_mem(pid_t pid, void *to, __u64 from, size_t len)
     return len && notify_read(pid, to, from, len) < 0 ? EFAULT : 0;
 }
 
-/* A NUL-terminated string at FROM into BUF, a page at a time (the next may be unmapped). */
-static int read_string(pid_t pid, __u64 from, char *buf, size_t size, int too_long)
-{
-    size_t got = 0;
-    if (!from)
-        return EFAULT;
-    while (got < size) {
-        size_t chunk = 4096 - (size_t)((from + got) % 4096);
-        if (chunk > size - got)
-            chunk = size - got;
-        if (read_mem(pid, buf + got, from + got, chunk))
-            return EFAULT;
-        if (memchr(buf + got, '\0', chunk))
-            return 0;
-        got += chunk;
-    }
-    return too_long;
-}
-
 /* ---- the writable trees ---- */
-
-/*
- * PATH with empty and "." components dropped, in place; ".." is kept (the
- * kernel resolves it beneath the tree, which a lexical fold could not).
- */
-static void tidy(char *path)
-{
-    char *out = path;
-    for (const char *in = path; *in;) {
-        if (in[0] == '/' && (in[1] == '/' || (in[1] == '.' && (in[2] == '/' || !in[2])))) {
-            in += in[1] == '/' ? 1 : 2;
-            continue;
-        }
-        *out++ = *in++;
-    }
-    if (out == path)
-        *out++ = '/';
-    *out = '\0';
-}
 
 /* What of PATH lies beneath the tree NAME ("" for NAME itself), or NULL. */
 static const char *beneath(const char *path, const char *name)
@@ -223,6 +185,9 @@ static int open_in(int root, const char *rel, bool nofollow, int *fd)
 static int open_beneath(const struct metanotify *m, const char *path, bool nofollow, int *fd)
 {
     const struct landlock_plan *ll = m->ll;
+    int kept = m->names ? names_open_writable(m->names, path, nofollow, fd) : -1;
+    if (kept >= 0)
+        return kept; /* in the host workspace: its keeper's answer */
     int best = EPERM;
     size_t best_len = 0;
     for (int pass = 0; pass < 2 && !best_len; pass++)
@@ -255,32 +220,6 @@ static int open_beneath(const struct metanotify *m, const char *path, bool nofol
             }
         }
     return best;
-}
-
-/* The caller's PATH (read from it once) made absolute against its directory DIR. */
-static int absolute(pid_t tid, long long dir, const char *path, char *out, size_t size)
-{
-    if (path[0] == '/') {
-        if ((size_t)snprintf(out, size, "%s", path) >= size)
-            return ENAMETOOLONG;
-        tidy(out);
-        return 0;
-    }
-    char link[64], base[PATH_MAX];
-    if ((int)dir == AT_FDCWD)
-        snprintf(link, sizeof link, "/proc/%d/cwd", (int)tid);
-    else
-        snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)tid, (int)dir);
-    ssize_t n = readlink(link, base, sizeof base - 1);
-    if (n < 0)
-        return (int)dir == AT_FDCWD ? ENOENT : EBADF;
-    base[n] = '\0';
-    if (base[0] != '/')
-        return ENOTDIR; /* a pipe, a socket: no directory to start at */
-    if ((size_t)snprintf(out, size, "%s/%s", base, path) >= size)
-        return ENAMETOOLONG;
-    tidy(out);
-    return 0;
 }
 
 /*
@@ -335,65 +274,6 @@ static int own_file(const struct seccomp_notif *n, const struct metanotify *m, i
     return 0;
 }
 
-/* The thread group of the thread TID, or -1. */
-static long tgid_of(pid_t tid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-    _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    const char *t = strstr(buf, "\nTgid:");
-    return t ? strtol(t + 6, NULL, 10) : -1;
-}
-
-/*
- * Is PATH (absolute, tidied) one of the caller's own descriptors by a magic
- * link: /proc/self/fd/N and its spellings, /dev/fd/N, /dev/stdin...? glibc
- * makes lchmod() and fchmodat(AT_SYMLINK_NOFOLLOW) a chmod() of
- * /proc/self/fd/N on an O_PATH descriptor. N into *FD.
- */
-static bool magic_fd(const char *path, pid_t tid, int *fd)
-{
-    static const char *const stdio[] = { "/dev/stdin", "/dev/stdout", "/dev/stderr" };
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(path, stdio[i])) {
-            *fd = i;
-            return true;
-        }
-    const char *rest = NULL;
-    if (!strncmp(path, "/dev/fd/", 8))
-        rest = path + 8;
-    else if (!strncmp(path, "/proc/", 6)) {
-        char *end;
-        const char *p = path + 6;
-        long who = strtol(p, &end, 10);
-        if (!strncmp(p, "self/", 5))
-            end = (char *)p + 4;
-        else if (!strncmp(p, "thread-self/", 12))
-            end = (char *)p + 11;
-        else if (end == p || (who != tid && who != tgid_of(tid)))
-            return false;
-        if (!strncmp(end, "/task/", 6)) {
-            long task = strtol(end + 6, &end, 10);
-            if (task != tid)
-                return false;
-        }
-        if (!strncmp(end, "/fd/", 4))
-            rest = end + 4;
-    }
-    if (!rest || *rest < '0' || *rest > '9')
-        return false;
-    char *end;
-    long n = strtol(rest, &end, 10);
-    if (*end || n > INT_MAX)
-        return false;
-    *fd = (int)n;
-    return true;
-}
-
 /* The file call C of N names, opened into *FD; 0 or an errno. */
 static int open_target(const struct seccomp_notif *n, const struct meta_call *c,
                        const struct metanotify *m, int *fd)
@@ -408,16 +288,16 @@ static int open_target(const struct seccomp_notif *n, const struct meta_call *c,
     if ((c->op == META_TIMESPEC || c->op == META_TIMEVAL) && c->dir >= 0 && !n->data.args[c->path])
         return dir == AT_FDCWD ? EFAULT : own_file(n, m, (int)dir, true, fd);
     char path[PATH_MAX], abs[2 * PATH_MAX];
-    int e = read_string(n->pid, n->data.args[c->path], path, sizeof path, ENAMETOOLONG);
+    int e = notify_read_string(n->pid, n->data.args[c->path], path, sizeof path, ENAMETOOLONG);
     if (e)
         return e;
     if (!path[0] && !(flags & AT_EMPTY_PATH))
         return ENOENT;
     if (!path[0] && dir != AT_FDCWD)
         return own_file(n, m, (int)dir, false, fd);
-    e = absolute(n->pid, dir, path[0] ? path : ".", abs, sizeof abs);
+    e = notify_absolute(n->pid, dir, path[0] ? path : ".", abs, sizeof abs);
     int cfd;
-    if (!e && magic_fd(abs, n->pid, &cfd))
+    if (!e && notify_magic_fd(abs, n->pid, &cfd))
         return own_file(n, m, cfd, false, fd);
     return e ? e : open_beneath(m, abs, c->nofollow || (flags & AT_SYMLINK_NOFOLLOW), fd);
 }
@@ -433,36 +313,6 @@ static int target_of(const struct seccomp_notif *n, const struct meta_call *c,
 }
 
 /* ---- the change, made with the caller's power ---- */
-
-struct caps {
-    struct __user_cap_header_struct hdr;
-    struct __user_cap_data_struct data[2];
-    bool lowered;
-};
-
-/* The effective set dropped for the call: root's keeper would grant what its command lacks. */
-static int lower_caps(struct caps *c)
-{
-    c->hdr = (struct __user_cap_header_struct){ .version = _LINUX_CAPABILITY_VERSION_3 };
-    c->lowered = false;
-    if (sys_capget(&c->hdr, c->data) < 0)
-        return EPERM;
-    if (!c->data[0].effective && !c->data[1].effective)
-        return 0;
-    struct __user_cap_data_struct none[2];
-    memcpy(none, c->data, sizeof none);
-    none[0].effective = none[1].effective = 0;
-    if (sys_capset(&c->hdr, none) < 0)
-        return EPERM;
-    c->lowered = true;
-    return 0;
-}
-
-static void restore_caps(struct caps *c)
-{
-    if (c->lowered)
-        (void)!sys_capset(&c->hdr, c->data);
-}
 
 /* The times a utime-family call asks for, as utimensat()'s (*NOW: NULL, the current time). */
 static int times_of(const struct seccomp_notif *n, const struct meta_call *c,
@@ -506,7 +356,7 @@ static int xattr_of(const struct seccomp_notif *n, const struct meta_call *c,
                     struct xattr_change *x)
 {
     const __u64 *a = n->data.args;
-    int e = read_string(n->pid, a[c->arg], x->name, sizeof x->name, ERANGE);
+    int e = notify_read_string(n->pid, a[c->arg], x->name, sizeof x->name, ERANGE);
     if (e)
         return e;
     if (!x->name[0])
@@ -618,12 +468,12 @@ int metanotify_serve(int listener, const struct seccomp_notif *n, const struct m
     __u64 id = n->id;
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
         return 0;
-    struct caps caps;
+    struct notify_caps caps;
     if (!e)
-        e = lower_caps(&caps);
+        e = notify_lower_caps(&caps);
     if (!e) {
         e = act(n, c, fd, link, &ch);
-        restore_caps(&caps);
+        notify_restore_caps(&caps);
     }
     return notify_respond(listener, n->id, e, 0);
 }

@@ -24,10 +24,12 @@
  * effective capabilities dropped for the call (a root caller's command has
  * none), and answers with the result. Anything else is refused with EPERM,
  * and the host file is untouched. The protected entries of a host workspace
- * (.git, .envrc, ...) lie beneath no writable rule, so they are refused too.
+ * (.envrc, .vscode, ...) are refused too: a host workspace is beneath no
+ * writable rule, and its keeper (names.h) allows its unprotected entries.
  */
 #pragma once
 #include "common/landlock.h"
+#include "sandbox/names.h"
 
 #include <linux/seccomp.h>
 #include <stdbool.h>
@@ -42,6 +44,9 @@ struct metanotify {
     /* The run's Landlock plan: its rules with write rights (each an O_PATH
      * descriptor the keeper holds) are the trees a change may land in. */
     const struct landlock_plan *ll;
+    /* And a host workspace, read-only to Landlock, but for its protected entries
+     * (names.h): NULL without one. */
+    const struct names_keeper *names;
 };
 
 /* Is N one of the calls above? */

@@ -48,9 +48,9 @@
  */
 enum label {
     L_NOTIFY, L_SOCKET, L_INET, L_STREAM, L_DGRAM, L_UNIX, L_SENDTO, L_FLAGS2, L_FLAGS3,
-    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_IOCTL, L_REFUSE, L_ALLOW, L_NONE,
+    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_IOCTL, L_OPEN1, L_OPEN2, L_REFUSE, L_ALLOW, L_NONE,
 };
-#define PROG_MAX 160
+#define PROG_MAX 224
 
 struct prog {
     struct sock_filter f[PROG_MAX];
@@ -154,7 +154,32 @@ static void metadata_ioctls(struct prog *p)
     ret(p, SECCOMP_RET_ALLOW);
 }
 
-int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err)
+/* A host workspace's changes (names.h): calls always heard, and opens by their flags. */
+static void names_calls_of(struct prog *p, enum names_mode mode, unsigned *mask)
+{
+    struct names_call nc[32];
+    size_t n = mode == NAMES_OFF ? 0 : names_calls(mode, nc, sizeof nc / sizeof nc[0]);
+    for (size_t i = 0; i < n; i++) {
+        enum label at = nc[i].flags < 0 ? L_NOTIFY : nc[i].flags == 1 ? L_OPEN1 : L_OPEN2;
+        jmp(p, BPF_JEQ | BPF_K, (unsigned)nc[i].nr, at, L_NONE);
+        if (nc[i].flags >= 0)
+            *mask = nc[i].mask;
+    }
+}
+
+/* L_OPEN1 and L_OPEN2: an open whose flags (argument 1 or 2) hold a bit of MASK. */
+static void names_opens(struct prog *p, unsigned mask)
+{
+    at(p, L_OPEN1);
+    ld_arg(p, 1, false);
+    jmp(p, BPF_JSET | BPF_K, mask, L_NOTIFY, L_ALLOW);
+    at(p, L_OPEN2);
+    ld_arg(p, 2, false);
+    jmp(p, BPF_JSET | BPF_K, mask, L_NOTIFY, L_ALLOW);
+}
+
+int netnotify_program(bool gateway, enum names_mode names, struct seccomp_program *out,
+                      struct cordon_err *err)
 {
     static const int ipc[] = { __NR_shmget, __NR_shmat, __NR_shmctl, __NR_semget, __NR_semop,
                                __NR_semtimedop, __NR_semctl, __NR_msgget, __NR_msgsnd,
@@ -168,6 +193,8 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
     for (size_t i = 0; i < sizeof ipc / sizeof ipc[0]; i++)
         jmp(&p, BPF_JEQ | BPF_K, (unsigned)ipc[i], L_REFUSE, L_NONE);
     metadata_calls(&p);
+    unsigned mask = 0;
+    names_calls_of(&p, names, &mask);
     jmp(&p, BPF_JEQ | BPF_K, __NR_connect, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_listen, L_NOTIFY, L_NONE);
     jmp(&p, BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NONE);
@@ -244,6 +271,7 @@ int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_e
         ret(&p, SECCOMP_RET_ALLOW);
     }
     metadata_ioctls(&p);
+    names_opens(&p, mask);
     /* connect, listen, bind, ...: the supervisor decides (BPF jumps only forward) */
     at(&p, L_NOTIFY);
     ret(&p, SECCOMP_RET_USER_NOTIF);
@@ -309,69 +337,14 @@ static size_t relay_preface(unsigned char *out, char kind)
     return RELAY_MAGIC_LEN + 1;
 }
 
-/*
- * A fresh connection to the gateway, shaped like the caller's socket
- * (blocking or not, Nagle and keepalive as it set them), in place of it.
- */
-/*
- * The keeper answers one notification at a time and must stay free to end
- * the run: no connect it makes may wait longer than this.
- */
-#define CONNECT_WAIT_MS 5000
-
-static int dial_gateway(const struct netnotify *nn, const void *preface, size_t plen)
-{
-    _cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0)
-        return -1;
-    if (connect(s, (const struct sockaddr *)&nn->gw, sizeof nn->gw) < 0) {
-        struct pollfd p = { .fd = s, .events = POLLOUT };
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        if (errno != EINPROGRESS || poll(&p, 1, CONNECT_WAIT_MS) != 1 ||
-            getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr)
-            return -1;
-    }
-    /* Before the caller holds it: a fresh connection's buffer takes it whole. */
-    unsigned char head[sizeof nn->token + RELAY_PREFACE_MAX];
-    if (plen > RELAY_PREFACE_MAX)
-        return -1;
-    memcpy(head, nn->token, sizeof nn->token);
-    if (plen)
-        memcpy(head + sizeof nn->token, preface, plen);
-    if (send(s, head, sizeof nn->token + plen, MSG_NOSIGNAL) != (ssize_t)(sizeof nn->token + plen))
-        return -1;
-    if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) < 0)
-        return -1;
-    return TAKE_FD(s);
-}
-
+/* A fresh connection to the gateway, opening with PREFACE, in place of the caller's socket. */
 static int redirect_to_gateway(int listener, const struct seccomp_notif *n, int theirs,
                                const struct netnotify *nn, const void *preface, size_t plen)
 {
-    _cleanup_close_ int s = dial_gateway(nn, preface, plen);
+    _cleanup_close_ int s = door_dial(&nn->door, preface, plen);
     if (s < 0)
         return notify_respond(listener, n->id, ECONNREFUSED, 0);
-    int on = 0;
-    socklen_t len = sizeof on;
-    if (getsockopt(theirs, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0 && on)
-        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-    len = sizeof on;
-    if (getsockopt(theirs, SOL_SOCKET, SO_KEEPALIVE, &on, &len) == 0 && on)
-        setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-    int fl = fcntl(theirs, F_GETFL);
-    if (fl >= 0 && (fl & O_NONBLOCK))
-        fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
-    struct seccomp_notif_addfd add = {
-        .id = n->id,
-        .flags = SECCOMP_ADDFD_FLAG_SETFD,
-        .srcfd = (__u32)s,
-        .newfd = (__u32)n->data.args[0],
-        .newfd_flags = notify_fd_cloexec(n->pid, (int)n->data.args[0]) ? O_CLOEXEC : 0,
-    };
-    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0)
-        return notify_respond(listener, n->id, errno == ENOENT ? 0 : ECONNREFUSED, 0);
-    return notify_respond(listener, n->id, 0, 0);
+    return door_install(listener, n, theirs, s);
 }
 
 static struct netrelay_sock *standin(struct netrelay *r, int fd);
@@ -409,23 +382,20 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
         return notify_respond(listener, n->id,
                               usock_connect(nn->usock, theirs, n->pid,
                                             (struct sockaddr_un *)&a, len), 0);
-    if ((domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->gateway &&
-        is_proxy(&a, len))
+    bool tcp = (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->door.on;
+    if (tcp && is_proxy(&a, len))
         return redirect_to_gateway(listener, n, theirs, nn, NULL, 0);
     uint32_t addr;
     uint16_t port;
-    if ((domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->gateway &&
-        is_transparent(&a, len, nn, &addr, &port)) {
+    if (tcp && is_transparent(&a, len, nn, &addr, &port)) {
         unsigned char pre[RELAY_PREFACE_MAX];
-        size_t pl = relay_preface(pre, RELAY_TCP);
-        pre[pl++] = (unsigned char)(addr >> 24);
-        pre[pl++] = (unsigned char)(addr >> 16);
-        pre[pl++] = (unsigned char)(addr >> 8);
-        pre[pl++] = (unsigned char)addr;
-        pre[pl++] = (unsigned char)(port >> 8);
-        pre[pl++] = (unsigned char)port;
+        size_t pl = door_preface(&a, len, pre);
         return redirect_to_gateway(listener, n, theirs, nn, pre, pl);
     }
+    /* An address the client named: the gateway's, or refused and told (door.h). */
+    int handed = tcp ? door_connect(&nn->door, listener, n, theirs, &a, len) : 0;
+    if (handed)
+        return handed < 0 ? -1 : 0;
     if (domain == AF_INET || domain == AF_INET6)
         return notify_respond(listener, n->id, ECONNREFUSED, 0);
     return notify_respond(listener, n->id, EACCES, 0);
@@ -628,7 +598,7 @@ static void relay_query(const struct netnotify *nn, struct netrelay_sock *s, con
         return; /* no DNS message: dropped, as a lost datagram */
     if (s->door < 0) {
         unsigned char pre[RELAY_PREFACE_MAX];
-        s->door = dial_gateway(nn, pre, relay_preface(pre, RELAY_DNS));
+        s->door = door_dial(&nn->door, pre, relay_preface(pre, RELAY_DNS));
         if (s->door < 0 || fcntl(s->door, F_SETFL, O_NONBLOCK) < 0) {
             drop(&s->door);
             return;
@@ -863,6 +833,8 @@ int netnotify_serve(int listener, const struct netnotify *nn, struct netrelay *r
         return errno == EINTR || errno == ENOENT ? 0 : -1;
     if (nn->meta && metanotify_handles(&n))
         return metanotify_serve(listener, &n, nn->meta);
+    if (nn->names && names_handles(nn->names, &n))
+        return names_serve(listener, &n, nn->names);
     if (n.data.nr == __NR_connect)
         return on_connect(listener, &n, nn, r);
     if (n.data.nr == __NR_listen)

@@ -17,8 +17,10 @@
  * thread has no inet address a datagram could go to.
  */
 #pragma once
+#include "sandbox/names.h"
 #include "common/err.h"
 #include "policy/policy.h"
+#include "sandbox/door.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/usock.h"
 
@@ -38,10 +40,10 @@
 struct metanotify;
 
 struct netnotify {
-    bool gateway;               /* the gateway is the one way out */
-    struct sockaddr_in gw;      /* its listener on the host's loopback */
-    unsigned char token[32];    /* written first on each connection to it: the gateway
-                                   refuses any without (another host process's) */
+    /* The gateway, the one way out: its listener on the host's loopback, and
+     * the token each connection to it opens with (the gateway refuses any
+     * without: another host process's); literals go there too (door.h). */
+    struct egress_door door;
     /* Transparent egress: a connect to a synthetic address (SYNTH_NET) on one
      * of these ports reaches the gateway with a relay preface naming it. */
     uint16_t ports[SYNTH_MAX_PORTS];
@@ -49,6 +51,8 @@ struct netnotify {
     struct usock_keeper *usock; /* the unix sockets the run may reach (the keeper's copy) */
     /* Metadata calls (chmod, chown, times, xattrs) share the listener: metanotify.h. */
     const struct metanotify *meta;
+    /* So do the changes to a host workspace: names.h (NULL without one). */
+    const struct names_keeper *names;
 };
 
 /*
@@ -92,8 +96,12 @@ struct netrelay {
     struct netrelay_wait waits[NETRELAY_WAITS];
 };
 
-/* In the supervisor: the filter for a run with (GATEWAY) or without the gateway. */
-int netnotify_program(bool gateway, struct seccomp_program *out, struct cordon_err *err);
+/*
+ * In the supervisor: the filter for a run with (GATEWAY) or without the
+ * gateway, and the calls of a names keeper of NAMES (NAMES_OFF: none).
+ */
+int netnotify_program(bool gateway, enum names_mode names, struct seccomp_program *out,
+                      struct cordon_err *err);
 
 /* In the boundary's supervisor, before its loop: no stand-in yet. */
 void netrelay_init(struct netrelay *r);

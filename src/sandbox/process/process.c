@@ -23,6 +23,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/home.h"
 #include "common/hostpath.h"
 #include "common/syscalls.h"
 #include "sandbox/boundary.h"
@@ -66,6 +67,7 @@ struct process_plan {
     struct seccomp_program notify;
     struct netnotify nn;
     struct metanotify meta;  /* the writable trees: confine.landlock's rules */
+    struct names_keeper names; /* a host workspace's changes (names.h) */
     const char *workdir;
     const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
     struct cgroup_ticket cg; /* the command joins the run's cgroups through it */
@@ -382,7 +384,8 @@ static int make_run_dir(const struct sandbox_setup *s, struct process_state *st,
 {
     TRY(boundary_private_dir(s, "run", st->run_dir, sizeof st->run_dir, err));
     snprintf(st->tmpdir, sizeof st->tmpdir, "%s/tmp", st->run_dir);
-    if (mkdir(st->tmpdir, 0700) < 0)
+    /* Its HOME too (no private /tmp here): made, with its .gitconfig, as the caller. */
+    if (mkdir(st->tmpdir, 0700) < 0 || home_make(st->tmpdir) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", st->tmpdir);
     if (s->p->workspace) {
         snprintf(st->workdir, sizeof st->workdir, "%s", s->p->workspace);
@@ -470,10 +473,7 @@ static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
     return 0;
 }
 
-/*
- * Before the run exists, so before any placeholder is made: a workspace
- * inside a writable bind cannot keep a protected name read-only.
- */
+/* Before the run exists: a workspace inside a writable bind cannot keep a protected name read-only. */
 static int proc_admits(const struct policy *p, struct cordon_err *err)
 {
     if (!p->workspace || !p->n_protected)
@@ -502,100 +502,16 @@ static int add_host_tree(struct landlock_plan *ll, const char *path, bool follow
     return 0;
 }
 
-/* Is REL protected (or masked) itself, or a directory holding such an entry deeper? */
-static void classify(const struct workspace_guard *g, const char *rel, bool *covered, bool *holds)
-{
-    size_t n = strlen(rel);
-    *covered = *holds = false;
-    for (size_t i = 0; i < g->n_entries; i++) {
-        const char *e = g->entries[i].rel;
-        if (strcmp(e, rel) == 0)
-            *covered = true;
-        else if (strncmp(e, rel, n) == 0 && e[n] == '/')
-            *holds = true;
-    }
-}
-
-static int too_many_rules(const char *ws, struct cordon_err *err)
-{
-    return err_set(err, CORDON_E_UNSUPPORTED,
-                   "the process level needs more than %d Landlock rules to keep the protected "
-                   "names of '%s' read-only (one per entry beside them); use --level namespace",
-                   LANDLOCK_PLAN_MAX_RULES, ws);
-}
-
 /*
- * Split the directory DIR (REL in the workspace WS) around its protected
- * entries: each entry that neither is one nor holds one gets write rights
- * on its own hierarchy (a file: write and truncate), one that holds one is
- * split the same way, and the protected ones get nothing beyond the root's
- * read rights. DIR itself is left read-only: making, removing or renaming
- * an entry in it would need rights on DIR, inherited by the protected
- * entries beneath.
- */
-static int split_workspace(struct landlock_plan *ll, const struct workspace_guard *g, int dir,
-                           const char *ws, const char *rel, struct cordon_err *err)
-{
-    int rd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = rd < 0 ? NULL : fdopendir(rd);
-    if (!d) {
-        if (rd >= 0)
-            close(rd);
-        return err_sys(err, CORDON_E_SETUP, "workspace: cannot read '%s'", rel[0] ? rel : ".");
-    }
-    int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char sub[PATH_MAX], full[PATH_MAX + 1];
-        if (snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name) >=
-                (int)sizeof sub ||
-            snprintf(full, sizeof full, "%s/%s", ws, sub) >= (int)sizeof full) {
-            rc = err_set(err, CORDON_E_SETUP, "workspace: path too long at '%s'", rel);
-            break;
-        }
-        bool covered, holds;
-        classify(g, sub, &covered, &holds);
-        if (covered)
-            continue; /* read-only, from the root's rule */
-        int fd = openat(dirfd(d), e->d_name,
-                        O_PATH | O_NOFOLLOW | O_CLOEXEC | (holds ? O_DIRECTORY : 0));
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0) {
-            rc = err_sys(err, CORDON_E_SETUP, "workspace: '%s' changed while the run was set up",
-                         sub);
-            if (fd >= 0)
-                close(fd);
-            break;
-        }
-        if (holds) {
-            rc = split_workspace(ll, g, fd, ws, sub, err);
-            close(fd);
-        } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-            close(fd); /* a link, socket, FIFO or device: nothing to write through */
-        } else if (ll->n_rules >= LANDLOCK_PLAN_MAX_RULES) {
-            close(fd);
-            rc = too_many_rules(ws, err);
-        } else if (landlock_plan_add_fd(ll, fd, full, LANDLOCK_HOST_RW, err) < 0) {
-            close(fd);
-            rc = -1;
-        }
-    }
-    closedir(d);
-    return rc;
-}
-
-/*
- * The host workspace: writable whole, or, with protected entries in it,
- * read-only at the root and split around them (split_workspace).
+ * The host workspace, read-only to Landlock: Landlock rights only add up, so
+ * a writable workspace could not keep a protected entry in it read-only,
+ * nor refuse a protected name. The keeper makes every change there instead
+ * (names.h, NAMES_WRITE), refusing those. The scratch workspace is the
+ * run's whole (make_run_dir).
  */
 static int plan_workspace(struct landlock_plan *ll, const struct policy *p,
                           const struct workspace_guard *g, struct cordon_err *err)
 {
-    if (!g || !g->n_entries)
-        return add_host_tree(ll, p->workspace, p->workspace_follow_symlinks, LANDLOCK_HOST_RW,
-                             err);
     int root = fcntl(g->fd, F_DUPFD_CLOEXEC, 0);
     if (root < 0)
         return err_sys(err, CORDON_E_SETUP, "workspace: cannot reopen '%s'", p->workspace);
@@ -603,7 +519,7 @@ static int plan_workspace(struct landlock_plan *ll, const struct policy *p,
         close(root);
         return -1;
     }
-    return split_workspace(ll, g, g->fd, p->workspace, "", err);
+    return 0;
 }
 
 /*
@@ -714,9 +630,23 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     for (size_t i = 0; i < p->n_binds; i++)
         TRY(add_host_tree(ll, p->binds[i].source, p->binds[i].follow_symlinks,
                           p->binds[i].writable ? LANDLOCK_HOST_RW : LANDLOCK_RO, err));
-    /* Last: a split workspace takes what is left of the plan's rules. */
     if (p->workspace)
         TRY(plan_workspace(ll, p, s->workspace, err));
+    return 0;
+}
+
+/* A host workspace's keeper (names.h): its root, protected entries and the other writable trees. */
+static int plan_names(const struct sandbox_setup *s, struct process_plan *plan,
+                      struct cordon_err *err)
+{
+    names_keeper_init(&plan->names, s->workspace ? names_mode_for(s->p, NAMES_WRITE) : NAMES_OFF,
+                      s->p);
+    if (plan->names.mode == NAMES_OFF)
+        return 0;
+    plan->names.g = s->workspace;
+    plan->names.ll = &plan->confine.landlock; /* the keeper's copy is at the same address */
+    if (names_keeper_root(&plan->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open the workspace '%s'", s->p->workspace);
     return 0;
 }
 
@@ -728,10 +658,11 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
 static int open_door(const struct policy *p, struct netnotify *nn, struct sandbox_boundary *b,
                      struct cordon_err *err)
 {
-    if (getrandom(nn->token, sizeof nn->token, 0) != (ssize_t)sizeof nn->token)
+    struct egress_door *d = &nn->door;
+    if (getrandom(d->token, sizeof d->token, 0) != (ssize_t)sizeof d->token)
         return err_sys(err, CORDON_E_SETUP, "cannot draw the gateway's door token");
-    _Static_assert(sizeof nn->token == sizeof b->door_token, "door token");
-    memcpy(b->door_token, nn->token, sizeof b->door_token);
+    _Static_assert(sizeof d->token == sizeof b->door_token, "door token");
+    memcpy(b->door_token, d->token, sizeof b->door_token);
     b->door_token_set = true;
     _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -739,14 +670,11 @@ static int open_door(const struct policy *p, struct netnotify *nn, struct sandbo
     if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0 ||
         getsockname(l, (struct sockaddr *)&a, &len) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open the gateway's socket on 127.0.0.1");
-    nn->gateway = true;
-    nn->gw = a;
+    d->on = d->token_set = true;
+    d->addr = a;
+    d->rules = &p->egress.rules; /* loopback is the host's: no own_loopback */
     /* Transparent egress: the ports a name rule allows (the proxy's own is its door's). */
-    uint16_t ports[SYNTH_MAX_PORTS];
-    size_t n = egress_rules_name_ports(&p->egress.rules, ports, SYNTH_MAX_PORTS);
-    for (size_t i = 0; i < n; i++)
-        if (ports[i] != GATEWAY_PORT)
-            nn->ports[nn->n_ports++] = ports[i];
+    nn->n_ports = boundary_transparent_ports(p, nn->ports, NULL, NULL, 0, NULL);
     return TAKE_FD(l);
 }
 
@@ -783,7 +711,10 @@ static void plan_release(struct process_plan *plan)
             close(ll->rules[i].fd);
     ll->n_rules = 0;
     seccomp_program_release(&plan->notify);
-    explicit_bzero(plan->nn.token, sizeof plan->nn.token); /* the keeper has its copy */
+    if (plan->names.root >= 0)
+        close(plan->names.root);
+    plan->names.root = -1;
+    explicit_bzero(plan->nn.door.token, sizeof plan->nn.door.token); /* the keeper has its copy */
 }
 
 static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
@@ -795,7 +726,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
                                     .door = -1, .layer = -1 };
     struct process_plan plan = { .confine = *s->confine, .cg = CGROUP_TICKET_INIT,
-                                 .root = geteuid() == 0 };
+                                 .root = geteuid() == 0, .names = { .root = -1 } };
     struct seccomp_program filter = { 0 };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
@@ -811,13 +742,16 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         (s->ca_pem && write_ca(st, s->ca_pem, err) < 0) ||
         plan_landlock(s, st, &plan.confine, err) < 0 ||
         usock_keeper_init(&plan.usock, p, false, err) < 0 ||
-        netnotify_program(s->gateway, &plan.notify, err) < 0)
+        plan_names(s, &plan, err) < 0 ||
+        netnotify_program(s->gateway, plan.names.mode, &plan.notify, err) < 0)
         goto out;
     plan.nn.usock = &plan.usock; /* the same address in the keeper, a fork */
     plan.workdir = st->workdir;
     plan.run_dir = st->run_dir;
     plan.meta.ll = &plan.confine.landlock; /* the boundary's copy is at the same address */
     plan.nn.meta = &plan.meta;
+    if (plan.names.mode != NAMES_OFF)
+        plan.meta.names = plan.nn.names = &plan.names;
     if (s->gateway && (b->door = open_door(p, &plan.nn, b, err)) < 0)
         goto out;
     /* The keeper is the relay: DNS stand-ins and synthetic addresses (netnotify.h). */
@@ -844,7 +778,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         struct boundary_fds fds = { .sync_r = pp.sync[0], .err_w = pp.err[1],
                                     .status_w = pp.status[1], .start_r = pp.start[1],
                                     .bpf_r = pp.bpf[0] };
-        int keep[5 + CGROUP_COUNT + LANDLOCK_PLAN_MAX_RULES];
+        int keep[6 + CGROUP_COUNT + LANDLOCK_PLAN_MAX_RULES];
         size_t n = 0;
         for (int c = 0; c < CGROUP_COUNT; c++)
             if (ticket.fd[c] >= 0)
@@ -852,6 +786,8 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
         for (size_t i = 0; i < plan.confine.landlock.n_rules; i++)
             if (plan.confine.landlock.rules[i].fd >= 0)
                 keep[n++] = plan.confine.landlock.rules[i].fd;
+        if (plan.names.root >= 0)
+            keep[n++] = plan.names.root;
         const int *f = (const int *)&fds;
         for (size_t i = 0; i < sizeof fds / sizeof(int); i++)
             keep[n++] = f[i];
@@ -914,9 +850,9 @@ const struct sandbox_backend process_backend = {
               "network stack (held to the gateway by seccomp and Landlock); files: Landlock "
               "only, /tmp is a private host directory without a size limit; modes, owners, "
               "times and xattrs change only in the writable trees (each call checked by the "
-              "keeper); a host workspace holding protected names (.git, ...) is read-only at "
-              "its root and in each directory holding one (no entry made, removed or renamed "
-              "there), writable in every other entry",
+              "keeper); a host workspace is read-only to Landlock and every change there (a "
+              "file made, opened for writing, removed or renamed) is made by the keeper, which "
+              "refuses the protected entries and names: each costs a round trip",
     .host_uid = true,
     .containers = true,
     .probe = proc_probe,
