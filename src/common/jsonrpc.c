@@ -430,6 +430,8 @@ static void on_write(struct bufferevent *bev, void *arg)
         return;
     }
     resume_feeders(s);
+    if (s->h->drained)
+        s->h->drained(s->ctx, s);
 }
 
 static void on_out_event(struct bufferevent *bev, short what, void *arg)

@@ -75,6 +75,8 @@ struct rpc_handlers {
                     bool oversized, const char *why);
     /* The input ended, or the output failed (the peer is gone). */
     void (*closed)(void *ctx, struct rpc_stream *s, bool output_failed);
+    /* The output queue fell below half the throttle's mark (may be NULL). */
+    void (*drained)(void *ctx, struct rpc_stream *s);
 };
 
 /*

@@ -119,25 +119,11 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
 }
 
 
-static int parse_run(const json_t *params, struct run_request *r, char *why, size_t len,
-                     bool session)
+/* "argv", or "code" and "language", as an argv of our own (*OUT, malloc'd). */
+int daemon_parse_command(const json_t *params, char ***out, char *why, size_t len)
 {
-    static const char *const known[] = { "argv", "code", "language", "stdin", "stdin_base64",
-                                         "env", "timeout", "stream", "files", "session_id" };
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)params, key, v) {
-        size_t k = 0;
-        while (k < sizeof known / sizeof known[0] - !session && strcmp(key, known[k]) != 0)
-            k++;
-        if (k == sizeof known / sizeof known[0] - !session)
-            return why_printf(why, len, "unknown parameter \"%.64s\"", key);
-    }
     json_t *argv = json_object_get(params, "argv"), *code = json_object_get(params, "code"),
            *lang = json_object_get(params, "language");
-    json_t *files = json_object_get(params, "files");
-    if (files && parse_files(files, r, why, len) < 0)
-        return -1;
     if (!argv == !code)
         return why_printf(why, len, "%s", "give either \"argv\" or \"code\" and \"language\"");
     size_t n = 0;
@@ -163,8 +149,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
         fixed[1] = languages[l].argv[1];
         n = 3;
     }
-    r->argv = calloc(n + 1, sizeof *r->argv);
-    if (!r->argv)
+    char **v = *out = calloc(n + 1, sizeof *v);
+    if (!v)
         return why_printf(why, len, "%s", "out of memory");
     for (size_t i = 0; i < n; i++) {
         const char *s = argv ? json_string_value(json_array_get(argv, i))
@@ -173,9 +159,59 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
         if (!s || (i == 0 && !*s) || strlen(s) != s_len)
             return why_printf(why, len, "%s", i == 0 ? "\"argv\"[0] must be a non-empty string"
                                               : "\"argv\" must hold strings without NUL bytes");
-        if (!(r->argv[i] = strdup(s)))
+        if (!(v[i] = strdup(s)))
             return why_printf(why, len, "%s", "out of memory");
     }
+    return 0;
+}
+
+/* "env": {NAME: VALUE} as NAME=VALUE entries (*OUT, malloc'd; untouched when ENV is NULL). */
+int daemon_parse_env(const json_t *env, char ***out, char *why, size_t len)
+{
+    if (!env)
+        return 0;
+    if (!json_is_object(env))
+        return why_printf(why, len, "%s", "\"env\" must be an object of strings");
+    if (json_object_size(env) > MAX_ENV)
+        return why_printf(why, len, "%s", "\"env\" has too many entries");
+    char **v = *out = calloc(json_object_size(env) + 1, sizeof *v);
+    if (!v)
+        return why_printf(why, len, "%s", "out of memory");
+    size_t i = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)env, key, val) {
+        if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val))
+            return why_printf(why, len, "\"env\".%.64s must be a string without NUL bytes", key);
+        if (!*key || strchr(key, '=') || strlen(key) > 255)
+            return why_printf(why, len, "\"env\" name \"%.64s\" is not a variable name", key);
+        if (asprintf(&v[i++], "%s=%s", key, json_string_value(val)) < 0) {
+            v[--i] = NULL;
+            return why_printf(why, len, "%s", "out of memory");
+        }
+    }
+    return 0;
+}
+
+static int parse_run(const json_t *params, struct run_request *r, char *why, size_t len,
+                     bool session)
+{
+    static const char *const known[] = { "argv", "code", "language", "stdin", "stdin_base64",
+                                         "env", "timeout", "stream", "files", "session_id" };
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)params, key, v) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] - !session && strcmp(key, known[k]) != 0)
+            k++;
+        if (k == sizeof known / sizeof known[0] - !session)
+            return why_printf(why, len, "unknown parameter \"%.64s\"", key);
+    }
+    json_t *files = json_object_get(params, "files");
+    if (files && parse_files(files, r, why, len) < 0)
+        return -1;
+    if (daemon_parse_command(params, &r->argv, why, len) < 0)
+        return -1;
 
     json_t *in = json_object_get(params, "stdin"), *in64 = json_object_get(params, "stdin_base64");
     if (in && in64)
@@ -194,29 +230,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
                           &r->input_len) < 0)
             return why_printf(why, len, "%s", "\"stdin_base64\" must be a base64 string");
     }
-
-    json_t *env = json_object_get(params, "env");
-    if (env) {
-        if (!json_is_object(env))
-            return why_printf(why, len, "%s", "\"env\" must be an object of strings");
-        if (json_object_size(env) > MAX_ENV)
-            return why_printf(why, len, "%s", "\"env\" has too many entries");
-        r->envp = calloc(json_object_size(env) + 1, sizeof *r->envp);
-        if (!r->envp)
-            return why_printf(why, len, "%s", "out of memory");
-        size_t i = 0;
-        json_object_foreach(env, key, v) {
-            if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-                return why_printf(why, len, "\"env\".%.64s must be a string without NUL bytes",
-                                  key);
-            if (!*key || strchr(key, '=') || strlen(key) > 255)
-                return why_printf(why, len, "\"env\" name \"%.64s\" is not a variable name", key);
-            if (asprintf(&r->envp[i++], "%s=%s", key, json_string_value(v)) < 0) {
-                r->envp[--i] = NULL;
-                return why_printf(why, len, "%s", "out of memory");
-            }
-        }
-    }
+    if (daemon_parse_env(json_object_get(params, "env"), &r->envp, why, len) < 0)
+        return -1;
 
     json_t *timeout = json_object_get(params, "timeout");
     if (timeout) {
@@ -239,19 +254,14 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     return 0;
 }
 
-/*
- * A call's options that are no policy key of their own, asked as the keys
- * they stand for: under a signed policy a longer timeout relaxes limits.wall,
- * an env entry the policy does not set relaxes env.set (policy_narrow.c).
- */
-static int check_call_options(const struct policy *p, const struct job_call *call,
+int daemon_check_call_options(const struct policy *p, uint64_t wall_ms, char *const *envp,
                               struct cordon_err *err)
 {
     char ms[32];
-    snprintf(ms, sizeof ms, "%llums", (unsigned long long)call->wall_ms);
-    if (call->wall_ms && policy_check_tighten(p, "limits.wall", ms, "\"timeout\"", err) < 0)
+    snprintf(ms, sizeof ms, "%llums", (unsigned long long)wall_ms);
+    if (wall_ms && policy_check_tighten(p, "limits.wall", ms, "\"timeout\"", err) < 0)
         return -1;
-    for (char *const *e = call->envp; e && *e; e++)
+    for (char *const *e = envp; e && *e; e++)
         TRY(policy_check_tighten(p, "env.set", *e, "\"env\"", err));
     return 0;
 }
@@ -295,7 +305,8 @@ void daemon_method_run(struct client *c, const json_t *id, const json_t *params,
         return;
     }
     struct cordon_err refusal = { 0 };
-    if (check_call_options(ses ? &ses->pol : d->cfg.policy, &r.call, &refusal) < 0) {
+    if (daemon_check_call_options(ses ? &ses->pol : d->cfg.policy, r.call.wall_ms, r.call.envp,
+                                  &refusal) < 0) {
         d->bad_requests++;
         run_record_refused(d->cfg.policy, true, NULL, NULL, r.argv, ses ? "session.exec" : "run",
                            &refusal);

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Application error codes, beside JSON-RPC's. */
 #define RPC_BUSY (-32002)          /* the queue or the connection's share is full: retry */
@@ -39,9 +40,16 @@ struct session {
                                      ...; daemon/worker.h), or NULL: until it is done, any
                                      other call on the session is answered busy */
     uint64_t created_us, used_us;
+    bool live;                    /* session.create {live: true}: its processes share one box */
+    struct box *box;              /* a live session's sandbox, or NULL (not yet, or gone) */
+    bool paused;                  /* frozen by session.pause */
+    struct expose *exposed;       /* ports of it the daemon forwards (daemon/expose.c) */
 };
 
 struct session_op;
+struct box;
+struct expose;
+struct sandboxd;
 
 struct call {
     struct call *next;            /* in its client's list */
@@ -85,6 +93,16 @@ struct daemon {
     struct event *flush_ev;
     uint64_t started_us;
     uint64_t connections, refused_peers, refused_connections, requests, bad_requests, busy;
+    /* processes over the API (daemon/live.h) */
+    char *agent_path;             /* cordon-live-agent in the state directory */
+    dev_t agent_dev;
+    ino_t agent_ino;
+    struct box *boxes;
+    unsigned n_boxes;             /* of processes' own (a live session's are not counted) */
+    struct lproc *lprocs;
+    unsigned n_lprocs;
+    int32_t next_lproc_num;
+    struct sandboxd *sandboxd;    /* --sandboxd-grpc / --sandboxd-rest, or NULL */
 };
 
 uint64_t daemon_now_us(void);
@@ -94,6 +112,23 @@ json_t *daemon_bytes_json(const char *data, size_t len, bool *b64);
 
 /* Decode base64 TEXT into *OUT (malloc'd); -1 when it is not base64. */
 int daemon_base64_decode(const char *text, size_t len, char **out, size_t *out_len);
+
+/* "argv", or "code" and "language", as an argv (*OUT, malloc'd): 0, or -1 with WHY. */
+int daemon_parse_command(const json_t *params, char ***out, char *why, size_t len);
+
+/* "env": {NAME: VALUE} as NAME=VALUE entries (*OUT, malloc'd; untouched when ENV is NULL). */
+int daemon_parse_env(const json_t *env, char ***out, char *why, size_t len);
+
+/*
+ * A call's options that are no policy key of their own, asked as the keys
+ * they stand for: under a signed policy a longer timeout relaxes limits.wall,
+ * an env entry the policy does not set relaxes env.set (policy_narrow.c).
+ */
+int daemon_check_call_options(const struct policy *p, uint64_t wall_ms, char *const *envp,
+                              struct cordon_err *err);
+
+/* Is UID an --admin-uid? */
+bool daemon_is_admin(const struct daemon *d, uid_t uid);
 
 /* Send MSG (taken) to C, unless it is gone. */
 void daemon_reply(struct client *c, json_t *msg);
@@ -105,6 +140,9 @@ void daemon_method_run(struct client *c, const json_t *id, const json_t *params,
 /* session.METHOD (METHOD past the "session." prefix). */
 void sessions_method(struct client *c, const char *method, const json_t *id,
                      const json_t *params);
+
+/* The session SID names that C may see (quietly; NULL if none), its idle clock reset. */
+struct session *session_lookup(struct daemon *d, const struct client *c, const char *sid);
 
 /* Destroy SES now, workspace and all. */
 void session_free(struct daemon *d, struct session *ses);

@@ -14,6 +14,7 @@
 #include "core/killall.h"
 #include "core/run.h"
 #include "core/jobs.h"
+#include "daemon/live.h"
 #include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
 #include "sandbox/txn.h"
@@ -170,6 +171,8 @@ static void daemon_request(struct client *c, const char *method, const json_t *i
         daemon_method_run(c, id, params, NULL);
     else if (strncmp(method, "session.", 8) == 0)
         sessions_method(c, method + 8, id, params);
+    else if (strncmp(method, "process.", 8) == 0)
+        process_method(c, method + 8, id, params);
     else if (strcmp(method, "policy.check") == 0)
         method_policy_check(c, id, params);
     else if (strcmp(method, "health") == 0)
@@ -237,8 +240,17 @@ static void on_closed(void *ctx, struct rpc_stream *s, bool output_failed)
     daemon_client_drop(ctx);
 }
 
+/* The client reads again: the processes it holds back may go on. */
+static void on_drained(void *ctx, struct rpc_stream *s)
+{
+    (void)s;
+    struct client *c = ctx;
+    lproc_drained(c->d, c);
+}
+
 const struct rpc_handlers daemon_rpc_handlers = {
     .message = on_message,
     .garbage = on_garbage,
     .closed = on_closed,
+    .drained = on_drained,
 };

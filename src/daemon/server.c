@@ -19,6 +19,7 @@
 #include "core/killall.h"
 #include "core/run.h"
 #include "core/jobs.h"
+#include "daemon/live.h"
 #include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
 #include "sandbox/txn.h"
@@ -141,6 +142,8 @@ void daemon_client_drop(struct client *c)
             daemon_call_free(call);
     }
     sessions_client_gone(d, c);
+    lproc_detach_all(d, c);
+    live_client_gone(d, c);
     for (struct client **pp = &d->clients; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -161,6 +164,11 @@ static bool uid_listed(const uid_t *list, size_t n, uid_t uid)
         if (list[i] == uid)
             return true;
     return false;
+}
+
+bool daemon_is_admin(const struct daemon *d, uid_t uid)
+{
+    return uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, uid);
 }
 
 /* May the peer on FD use the daemon? Its uid in *UID. */
@@ -313,7 +321,7 @@ static void on_flush_timer(evutil_socket_t fd, short what, void *arg);
 /* Draining and nothing runs: go once the answers are written (or 2s on). */
 void daemon_maybe_finish(struct daemon *d)
 {
-    if (!d || !d->draining || !jobs_idle(d->jobs) || d->ops)
+    if (!d || !d->draining || !jobs_idle(d->jobs) || d->ops || d->boxes)
         return;
     size_t pending = 0;
     for (struct client *c = d->clients; c; c = c->next)
@@ -350,6 +358,7 @@ static void on_drain_timeout(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct daemon *d = arg;
     jobs_stop_all(d->jobs, true, dropped);
+    box_stop_all(d, false);
     sessions_stop_ops(d);
     daemon_maybe_finish(d);
 }
@@ -365,6 +374,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         d->draining = true;
         stop_listening(d);
         jobs_drain(d->jobs, dropped);
+        /* A live session ends with the daemon; a process of its own may finish. */
+        box_stop_all(d, true);
         struct timeval tv = { d->cfg.grace_ms / 1000, (d->cfg.grace_ms % 1000) * 1000 };
         evtimer_add(d->drain_ev, &tv);
         daemon_maybe_finish(d);
@@ -433,6 +444,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
     if (d.state_fd < 0)
         goto out;
     recover_workspace(cfg->policy);
+    box_remove_agent(&d);
     d.listen_fd = listen_on(cfg->socket_path, err);
     if (d.listen_fd < 0)
         goto out;
@@ -462,9 +474,12 @@ out:
         daemon_client_drop(d.clients);
     on_reap_clients(-1, 0, &d);
     jobs_free(d.jobs);
+    box_kill_all(&d);
+    lproc_free_all(&d);
     sessions_stop_ops(&d);
     while (d.sessions)
         session_free(&d, d.sessions);
+    box_remove_agent(&d);
     if (d.state_fd >= 0) {
         /* Ours, and empty now (a non-empty one stays for a look); removed while
          * still locked, so never from under a daemon that comes next. */

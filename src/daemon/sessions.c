@@ -11,6 +11,7 @@
 #include "common/cleanup.h"
 #include "common/text.h"
 #include "core/run.h"
+#include "daemon/live.h"
 #include "daemon/worker.h"
 #include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
@@ -50,6 +51,7 @@ static void session_release(struct session *ses)
 
 void session_free(struct daemon *d, struct session *ses)
 {
+    live_session_gone(d, ses);
     session_unlink(d, ses);
     struct cordon_err ignored;
     wsfile_remove_tree(d->state_fd, ses->id, &ignored);
@@ -97,15 +99,19 @@ static json_t *session_json(const struct session *ses)
 {
     uint64_t now = daemon_now_us();
     static const char *const commits[] = { "on_success", "always", "manual" };
-    const char *state = ses->busy ? ses->busy : ses->running ? "running" : "idle";
     bool idle = !ses->busy && !ses->running;
-    return json_pack("{s:s, s:I, s:s, s:i, s:f, s:f, s:s, s:s, s:b}", "session_id", ses->id,
-                     "owner", (json_int_t)ses->owner, "state", state, "running", ses->running,
+    const char *state = ses->paused    ? "paused"
+                        : ses->busy    ? ses->busy
+                        : ses->running ? "running"
+                                       : "idle";
+    return json_pack("{s:s, s:I, s:s, s:i, s:f, s:f, s:s, s:s, s:b, s:b, s:b}", "session_id",
+                     ses->id, "owner", (json_int_t)ses->owner, "state", state, "running",
+                     ses->running,
                      "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
                      idle ? (double)(now - ses->used_us) / 1e6 : 0.0, "workspace_mode",
                      ses->pol.workspace_mode == POLICY_WS_OVERLAY ? "overlay" : "direct",
                      "workspace_commit", commits[ses->pol.workspace_commit], "pending",
-                     ses->pending >= 0);
+                     ses->pending >= 0, "live", ses->live, "paused", ses->paused);
 }
 
 /*
@@ -120,6 +126,12 @@ static int session_options(struct session *ses, const json_t *params, struct cor
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)params, key, v) {
+        if (strcmp(key, "live") == 0) {
+            if (!json_is_boolean(v))
+                return err_set(err, CORDON_E_USAGE, "\"live\" must be true or false");
+            ses->live = json_is_true(v);
+            continue;
+        }
         size_t k = 0;
         while (k < 2 && strcmp(key, keys[k][0]) != 0)
             k++;
@@ -357,6 +369,7 @@ static int session_remove(struct daemon *d, struct session *ses, struct client *
             op_free(op);
         return -1;
     }
+    live_session_gone(d, ses);
     session_unlink(d, ses);
     ses->busy = "destroying";
     return 0;
@@ -366,6 +379,16 @@ static int session_remove(struct daemon *d, struct session *ses, struct client *
 static bool visible(const struct client *c, const struct session *ses)
 {
     return c->admin || ses->owner == c->uid;
+}
+
+struct session *session_lookup(struct daemon *d, const struct client *c, const char *sid)
+{
+    for (struct session *ses = d->sessions; sid && ses; ses = ses->next)
+        if (strcmp(ses->id, sid) == 0 && visible(c, ses)) {
+            ses->used_us = daemon_now_us();
+            return ses;
+        }
+    return NULL;
 }
 
 /*
@@ -382,11 +405,9 @@ static struct session *find_session(struct daemon *d, const json_t *params, cons
                                   "session.%s: \"session_id\" must be a string", method));
         return NULL;
     }
-    for (struct session *ses = d->sessions; ses; ses = ses->next)
-        if (strcmp(ses->id, sid) == 0 && visible(c, ses)) {
-            ses->used_us = daemon_now_us();
-            return ses;
-        }
+    struct session *ses = session_lookup(d, c, sid);
+    if (ses)
+        return ses;
     daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: no session \"%.40s\"", method,
                               sid));
     return NULL;
@@ -604,6 +625,11 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
             session_free(d, ses);
             d->bad_requests++;
             daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.create: %s", err.msg));
+        } else if (ses->live && live_session_start(d, ses, &err) < 0) {
+            session_free(d, ses);
+            daemon_reply(c, rpc_error(id, err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS
+                                                                     : RPC_REFUSED,
+                                      "session.create: %s", err.msg));
         } else {
             daemon_reply(c, rpc_result(id, session_json(ses)));
         }
@@ -618,7 +644,8 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
         return;
     }
     static const char *const known[] = { "exec", "write_file", "read_file", "fork", "destroy",
-                                         "commit", "discard" };
+                                         "commit", "discard", "pause", "resume", "expose",
+                                         "unexpose" };
     size_t k = 0;
     while (k < sizeof known / sizeof known[0] && strcmp(method, known[k]) != 0)
         k++;
@@ -637,8 +664,13 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
                                                 "that to finish", method, ses->busy));
         return;
     }
-    if (strcmp(method, "exec") == 0) {
+    if (strcmp(method, "exec") == 0 && ses->live) {
+        live_exec(c, id, params, ses);
+    } else if (strcmp(method, "exec") == 0) {
         daemon_method_run(c, id, params, ses);
+    } else if (strcmp(method, "pause") == 0 || strcmp(method, "resume") == 0 ||
+               strcmp(method, "expose") == 0 || strcmp(method, "unexpose") == 0) {
+        live_session_method(c, method, id, params, ses);
     } else if (strcmp(method, "write_file") == 0) {
         session_write(c, id, params, ses);
     } else if (strcmp(method, "read_file") == 0) {

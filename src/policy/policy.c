@@ -55,6 +55,7 @@ void policy_free(struct policy *p)
     policy_strv_free(p->network.allow, p->network.n_allow);
     policy_strv_free(p->network.deny, p->network.n_deny);
     policy_strv_free(p->network.ask, p->network.n_ask);
+    policy_strv_free(p->network.expose, p->network.n_expose);
     policy_strv_free(p->network.allow_private, p->network.n_allow_private);
     policy_strv_free(p->network.dns, p->network.n_dns);
     policy_strv_free(p->network.resolve, p->network.n_resolve);
@@ -99,6 +100,7 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
     case KT_CIDRS:
     case KT_PINS:
     case KT_NAMESERVERS:
+    case KT_PORTS:
         return policy_net_item(p, k, text, why, len);
     case KT_TOOL_NAMES:
         return k->flag ? policy_tools_ask(p, text, why, len)
@@ -174,6 +176,7 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
     case KT_CIDRS:
     case KT_PINS:
     case KT_NAMESERVERS:
+    case KT_PORTS:
     case KT_TOOL_NAMES:
     case KT_KEY_PATHS:
     case KT_TOOL_PINS:

@@ -132,6 +132,9 @@ struct policy_network {
     size_t n_allow_private;
     char **resolve;                 /* "api.example.com=127.0.0.2": pins, like curl --resolve */
     size_t n_resolve;
+    char **expose;                  /* "8000": ports of a live session the daemon may forward
+                                       to the host (session.expose); none by default */
+    size_t n_expose;
     struct policy_preset *presets;  /* the presets named, sorted by name */
     size_t n_presets;
     /* budgets; 0 = unlimited */
@@ -434,6 +437,9 @@ void policy_network_digest_hex(const struct policy *p, char out[65]);
 
 /* The same of the tools object. */
 void policy_tools_digest_hex(const struct policy *p, char out[65]);
+
+/* Does network.expose list PORT (session.expose may forward it to the host)? */
+bool policy_exposes(const struct policy *p, unsigned port);
 
 /* One default name of filesystem.protected, with who reads it and why (protected.c). */
 struct policy_protected {

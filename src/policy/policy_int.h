@@ -75,6 +75,7 @@ enum key_type {
     KT_KEY_PATHS,   /* break_glass.may_relax: list of policy key paths */
     KT_TOOL_PINS,   /* tools.pinned: list of TOOL=SHA256 */
     KT_UNIX_SOCKETS, /* filesystem.unix_sockets: list of absolute host paths */
+    KT_PORTS,       /* network.expose: list of TCP ports */
 };
 
 /*

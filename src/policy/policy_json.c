@@ -122,6 +122,7 @@ static json_t *network_json(const struct policy_network *n)
         (n->n_presets && put(o, "presets", policy_presets_json(n, false)) < 0) ||
         put(o, "deny", strv_json(n->deny, n->n_deny)) < 0 ||
         (n->n_ask && put(o, "ask", strv_json(n->ask, n->n_ask)) < 0) ||
+        (n->n_expose && put(o, "expose", strv_json(n->expose, n->n_expose)) < 0) ||
         put(o, "allow_private", strv_json(n->allow_private, n->n_allow_private)) < 0 ||
         put(o, "resolve", strv_json(n->resolve, n->n_resolve)) < 0 ||
         put(o, "dns", strv_json(n->dns, n->n_dns)) < 0 ||

@@ -139,6 +139,7 @@ static const struct policy_key keys[] = {
     LIST("network.allow_private", KT_CIDRS, false),
     LIST("network.resolve", KT_PINS, false),
     LIST("network.dns", KT_NAMESERVERS, false),
+    LIST("network.expose", KT_PORTS, false),
     KEY("network.upstream_ca", KT_KEY_FILE, network.upstream_ca, 0, 0),
     SECTION("network.budgets"),
     KEY("network.budgets.requests", KT_COUNT, network.requests, 1, 0),
@@ -307,6 +308,7 @@ const char *policy_key_expect(const struct policy_key *k, char *buf, size_t len)
     case KT_KEY_PATHS: return "a list of policy keys";
     case KT_TOOL_PINS: return "a list of TOOL=SHA256 pins";
     case KT_UNIX_SOCKETS: return "a list of socket paths";
+    case KT_PORTS: return "a list of ports";
     }
     return "a value";
 }
@@ -321,6 +323,7 @@ const char *policy_key_item_expect(const struct policy_key *k)
     case KT_PINS: return "HOST=IP";
     case KT_PROTECTED: return "a file name";
     case KT_UNIX_SOCKETS: return "an absolute socket path";
+    case KT_PORTS: return "a port from 1 to 65535";
     default: return "a name";
     }
 }

@@ -544,6 +544,7 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
     case KT_CIDRS:
     case KT_PINS:
     case KT_NAMESERVERS:
+    case KT_PORTS:
     case KT_SECRETS:
     case KT_TOOL_NAMES:
     case KT_KEY_PATHS:

@@ -88,6 +88,8 @@ static const struct {
     /* a pin or a nameserver decides where an allowed name leads */
     { "network.resolve", N_FEWER },
     { "network.dns", N_FEWER },
+    /* a port the host may reach a live session on: one more relaxes */
+    { "network.expose", N_FEWER },
     { "network.upstream_ca", N_FIXED },
     { "network.budgets.requests", N_LESS },
     { "network.budgets.bytes", N_LESS },
@@ -240,6 +242,8 @@ static const struct {
     { "network.resolve", offsetof(struct policy, network.resolve),
       offsetof(struct policy, network.n_resolve) },
     { "network.dns", offsetof(struct policy, network.dns), offsetof(struct policy, network.n_dns) },
+    { "network.expose", offsetof(struct policy, network.expose),
+      offsetof(struct policy, network.n_expose) },
     { "tools.allow", offsetof(struct policy, tools.allow), offsetof(struct policy, tools.n_allow) },
     { "break_glass.may_relax", offsetof(struct policy, gov.may_relax),
       offsetof(struct policy, gov.n_may_relax) },
@@ -324,6 +328,7 @@ static bool is_list(enum key_type t)
     case KT_RULES:
     case KT_CIDRS:
     case KT_NAMESERVERS:
+    case KT_PORTS:
     case KT_PINS:
     case KT_SECRETS:
     case KT_TOOL_NAMES:

@@ -7,6 +7,7 @@
 
 #include "common/text.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,33 @@ static int apply_pin(struct policy *p, const char *text, char *why, size_t len)
     return policy_strv_add(&p->network.resolve, &p->network.n_resolve, canon);
 }
 
-/* One item of network.allow, deny, ask, allow_private, resolve or dns. */
+/* A port of network.expose, as its decimal number. */
+static int apply_port(struct policy *p, const char *text, char *why, size_t len)
+{
+    _cleanup_free_ char *t = policy_trimmed(text);
+    if (!t)
+        return POLICY_ENOMEM;
+    char *end = NULL;
+    errno = 0;
+    unsigned long port = *t >= '0' && *t <= '9' ? strtoul(t, &end, 10) : 0;
+    if (errno || !end || *end || port < 1 || port > 65535)
+        return why_printf(why, len, "expected a port from 1 to 65535, got \"%s\"", t);
+    char canon[8];
+    snprintf(canon, sizeof canon, "%lu", port);
+    return policy_strv_add(&p->network.expose, &p->network.n_expose, canon);
+}
+
+bool policy_exposes(const struct policy *p, unsigned port)
+{
+    char text[8];
+    snprintf(text, sizeof text, "%u", port);
+    for (size_t i = 0; i < p->network.n_expose; i++)
+        if (strcmp(p->network.expose[i], text) == 0)
+            return true;
+    return false;
+}
+
+/* One item of network.allow, deny, ask, allow_private, resolve, dns or expose. */
 int policy_net_item(struct policy *p, const struct policy_key *k, const char *text, char *why,
                     size_t len)
 {
@@ -88,6 +115,8 @@ int policy_net_item(struct policy *p, const struct policy_key *k, const char *te
         return apply_cidr(p, text, why, len);
     case KT_PINS:
         return apply_pin(p, text, why, len);
+    case KT_PORTS:
+        return apply_port(p, text, why, len);
     default:
         return apply_nameserver(p, text, why, len);
     }

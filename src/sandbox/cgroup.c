@@ -682,3 +682,15 @@ void cgroup_destroy(struct cgroup_set *cg)
         cg->dir[c][0] = '\0';
     cg->version = 0;
 }
+
+int cgroup_dir_of(pid_t pid, const char *controller, char *out, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    struct own_view v = { 0 };
+    v.cgroup = read_whole(path, &v.cgroup_len);
+    v.mountinfo = read_whole("/proc/self/mountinfo", &v.mountinfo_len);
+    int rc = hierarchy_dir(&v, controller, true, out, size);
+    own_view_free(&v);
+    return rc;
+}

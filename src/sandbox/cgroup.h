@@ -72,6 +72,12 @@ int cgroup_v2_dir(char *out, size_t size);
  */
 int cgroup_enter_delegated(struct cordon_err *err);
 
+/*
+ * Where PID's cgroup of CONTROLLER ("" for the v2 hierarchy) lies, as this
+ * process sees the hierarchies: 0 with OUT, or -1.
+ */
+int cgroup_dir_of(pid_t pid, const char *controller, char *out, size_t size);
+
 /* 0 = no limit. */
 int cgroup_set_memory(const struct cgroup_set *cg, uint64_t bytes, struct cordon_err *err);
 int cgroup_set_pids(const struct cgroup_set *cg, uint64_t max, struct cordon_err *err);

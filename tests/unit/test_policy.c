@@ -140,7 +140,7 @@ struct load_case {
 #define NET_DEFAULT NET("none", "", "", "", "", 0, 0, 0, 0)
 #define NET_ALLOW(allow) NET("gateway", allow, "", "", "", 0, 0, 0, 0)
 #define KNOWN_NETWORK \
-    "unknown key; known: mode, allow, deny, ask, allow_private, resolve, dns, upstream_ca, budgets"
+    "unknown key; known: mode, allow, deny, ask, allow_private, resolve, dns, expose, upstream_ca, budgets"
 #define KNOWN_BUDGETS "unknown key; known: requests, bytes, connections, request_rate"
 #define SECRET(name, from, hosts, ttl) \
     "{\"from\":\"" from "\",\"hosts\":[" hosts "],\"name\":\"" name "\",\"ttl_ms\":" #ttl "}"

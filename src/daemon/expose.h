@@ -1,0 +1,17 @@
+/*
+ * daemon/expose.h: a live session's port on the host (session.expose): a
+ * listener on the host's loopback (or a unix socket) whose connections the
+ * daemon carries to 127.0.0.1:PORT inside the session's network namespace,
+ * each recorded in the audit. The sandbox's network is never opened: the
+ * daemon dials from inside it, the sandbox reaches nothing outside.
+ * Refused unless the policy lists the port (network.expose).
+ */
+#pragma once
+#include "daemon/daemon_int.h"
+
+/* session.expose, or with UN session.unexpose. */
+void expose_method(struct client *c, const json_t *id, const json_t *params,
+                   struct session *ses, bool un);
+
+/* Every port of SES closed (its box ended, or it is destroyed). */
+void expose_close_all(struct daemon *d, struct session *ses);

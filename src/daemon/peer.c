@@ -1,0 +1,76 @@
+/*
+ * daemon/peer.c: see peer.h. Runs in the daemon.
+ */
+#include "daemon/peer.h"
+
+#include "common/cleanup.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+/* ADDR:PORT as /proc/net/tcp* writes it (the address's bytes as host-order words, in hex). */
+static void proc_net_form(const struct sockaddr_storage *sa, char *out, size_t size)
+{
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        snprintf(out, size, "%08X:%04X", in->sin_addr.s_addr, ntohs(in->sin_port));
+        return;
+    }
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+    uint32_t w[4];
+    memcpy(w, &in6->sin6_addr, sizeof w);
+    snprintf(out, size, "%08X%08X%08X%08X:%04X", w[0], w[1], w[2], w[3], ntohs(in6->sin6_port));
+}
+
+static bool loopback(const struct sockaddr_storage *sa)
+{
+    if (sa->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) ||
+               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+int peer_uid(int fd, uid_t *uid)
+{
+    struct sockaddr_storage mine, theirs;
+    socklen_t ml = sizeof mine, tl = sizeof theirs;
+    if (getsockname(fd, (struct sockaddr *)&mine, &ml) < 0 ||
+        getpeername(fd, (struct sockaddr *)&theirs, &tl) < 0)
+        return -1;
+    if (mine.ss_family == AF_UNIX) {
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+            return -1;
+        *uid = cred.uid;
+        return 0;
+    }
+    if (!loopback(&theirs))
+        return -1;
+    /* The peer's socket: its local end is our peer, its remote end is us. */
+    char local[64], remote[64];
+    proc_net_form(&theirs, local, sizeof local);
+    proc_net_form(&mine, remote, sizeof remote);
+    _cleanup_fclose_ FILE *f = fopen(mine.ss_family == AF_INET ? "/proc/net/tcp"
+                                                               : "/proc/net/tcp6", "re");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        char l[64], r[64];
+        unsigned st, u;
+        /* sl local rem st tx:rx tr:when retrnsmt uid */
+        if (sscanf(line, " %*s %63s %63s %x %*s %*s %*s %u", l, r, &st, &u) == 4 &&
+            strcmp(l, local) == 0 && strcmp(r, remote) == 0) {
+            *uid = (uid_t)u;
+            return 0;
+        }
+    }
+    return -1;
+}

@@ -1,0 +1,141 @@
+/*
+ * sandbox/freezer.c: see freezer.h. Runs in the daemon, outside every
+ * sandbox it freezes.
+ */
+#include "sandbox/freezer.h"
+
+#include "common/cleanup.h"
+#include "sandbox/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int put(const char *dir, const char *file, const char *value)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, value, strlen(value));
+    return n == (ssize_t)strlen(value) ? 0 : -1;
+}
+
+static bool v2(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/cgroup.freeze", dir);
+    return access(path, F_OK) == 0;
+}
+
+/* Is DIR frozen as asked? v2 says so in cgroup.events, v1 in freezer.state. */
+static bool holds(const char *dir, bool frozen)
+{
+    char path[PATH_MAX + 32], buf[512] = "";
+    bool two = v2(dir);
+    snprintf(path, sizeof path, "%s/%s", dir, two ? "cgroup.events" : "freezer.state");
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    if (two)
+        return strstr(buf, frozen ? "frozen 1" : "frozen 0") != NULL;
+    return strncmp(buf, frozen ? "FROZEN" : "THAWED", 6) == 0;
+}
+
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
+    if (n <= 0)
+        return -1;
+    line[n] = '\0';
+    const char *rp = strrchr(line, ')');
+    int ppid = -1;
+    char state;
+    return rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 ? (pid_t)ppid : -1;
+}
+
+static int attach_v2(pid_t pid, char *dir, size_t size)
+{
+    char own[PATH_MAX];
+    if (cgroup_dir_of(pid, "", dir, size) < 0 || cgroup_dir_of(getpid(), "", own, sizeof own) < 0)
+        return -1;
+    size_t len = strlen(dir);
+    /* Never the caller's own cgroup, nor one it is beneath: that would freeze it too. */
+    if (strncmp(own, dir, len) == 0 && (own[len] == '\0' || own[len] == '/'))
+        return -1;
+    return v2(dir) ? 0 : -1;
+}
+
+int freezer_attach(pid_t pid, pid_t stop, const char *name, char *dir, size_t size, bool *made,
+                   struct cordon_err *err)
+{
+    *made = false;
+    if (attach_v2(pid, dir, size) == 0)
+        return 0;
+    char base[PATH_MAX];
+    if (cgroup_dir_of(getpid(), "freezer", base, sizeof base) < 0)
+        return err_set(err, CORDON_E_UNSUPPORTED, "no cgroup of the run's own and no v1 freezer "
+                       "hierarchy on this host");
+    if (snprintf(dir, size, "%s/%s", base, name) >= (int)size)
+        return err_set(err, CORDON_E_UNSUPPORTED, "freezer cgroup path too long");
+    if (mkdir(dir, 0755) < 0)
+        return err_sys(err, CORDON_E_UNSUPPORTED, "cannot make the freezer cgroup '%s'", dir);
+    *made = true;
+    for (pid_t p = pid; p > 1 && p != stop; p = parent_of(p)) {
+        char text[32];
+        snprintf(text, sizeof text, "%d", (int)p);
+        if (put(dir, "cgroup.procs", text) < 0) {
+            int e = errno;
+            rmdir(dir);
+            *made = false;
+            errno = e;
+            return err_sys(err, CORDON_E_UNSUPPORTED, "cannot move process %d into '%s'",
+                           (int)p, dir);
+        }
+    }
+    return 0;
+}
+
+int freezer_set(const char *dir, bool frozen, struct cordon_err *err)
+{
+    bool two = v2(dir);
+    const char *value = two ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
+    if (put(dir, two ? "cgroup.freeze" : "freezer.state", value) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot %s '%s'", frozen ? "freeze" : "thaw", dir);
+    /* v1 passes through FREEZING, and a task in the middle of a fork may hold
+     * it there: ask again while waiting. */
+    for (int i = 0; i < 2000 && !holds(dir, frozen); i++) {
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        if (!two && frozen && i % 20 == 19)
+            put(dir, "freezer.state", value);
+    }
+    if (!holds(dir, frozen))
+        return err_set(err, CORDON_E_SETUP, "'%s' did not %s", dir, frozen ? "freeze" : "thaw");
+    return 0;
+}
+
+void freezer_detach(const char *dir, bool made)
+{
+    if (!*dir)
+        return;
+    put(dir, v2(dir) ? "cgroup.freeze" : "freezer.state", v2(dir) ? "0" : "THAWED");
+    for (int tries = 0; made && tries < 50; tries++) {
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
