@@ -167,9 +167,15 @@ struct call {
     uint32_t n_nets;
     uint64_t realtime_ns;
     uint32_t n_rlimits;
-    struct { int resource; struct rlimit value; } rlimits[VM_MAX_RLIMITS];
+    struct {
+        int resource;
+        struct rlimit value;
+    } rlimits[VM_MAX_RLIMITS];
     uint32_t n_mounts;
-    struct { uint32_t flags; char *tag, *path; } mounts[VM_MAX_MOUNTS];
+    struct {
+        uint32_t flags;
+        char *tag, *path;
+    } mounts[VM_MAX_MOUNTS];
     struct sock_fprog filter;
     char *cwd;
     char **argv, **envp;
@@ -182,7 +188,8 @@ static bool parse_setup(const char *buf, uint32_t len, struct call *call)
     call->uid = take_u32(&c);
     call->gid = take_u32(&c);
     call->flags = take_u32(&c);
-    size_t used = c.bad ? 0 : vm_ports_take(c.p, (size_t)(c.end - c.p), call->ports, &call->n_ports);
+    size_t used =
+        c.bad ? 0 : vm_ports_take(c.p, (size_t)(c.end - c.p), call->ports, &call->n_ports);
     if (!used)
         return false;
     c.p += used;
@@ -241,8 +248,8 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
 static void reseed(const unsigned char *entropy)
 {
     /* struct rand_pool_info ends in a flexible array: the entropy follows it. */
-    _Alignas(struct rand_pool_info) unsigned char raw[sizeof(struct rand_pool_info) +
-                                                      VM_ENTROPY_BYTES];
+    _Alignas(
+        struct rand_pool_info) unsigned char raw[sizeof(struct rand_pool_info) + VM_ENTROPY_BYTES];
     struct rand_pool_info *seed = (struct rand_pool_info *)raw;
     seed->entropy_count = VM_ENTROPY_BYTES * 8;
     seed->buf_size = VM_ENTROPY_BYTES;
@@ -289,13 +296,13 @@ static bool mount_shares(const struct call *call, char *why, size_t why_len)
                 continue; /* gone since the host's scan */
             int tree = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
             struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                   MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+                                           MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
             rc = at < 0 || tree < 0 ||
-                         mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0 ||
-                         move_mount(tree, "", at, "",
-                                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0
-                     ? -1
-                     : 0;
+                    mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0 ||
+                    move_mount(tree, "", at, "",
+                               MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0
+                ? -1
+                : 0;
             int saved = errno;
             if (at >= 0)
                 close(at);
@@ -417,11 +424,16 @@ static bool enter_root(char *why, size_t why_len)
     static const char *const dirs[] = { "dev", "proc", "tmp", "usr", "workspace", "etc" };
     static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
     static const char *const links[][2] = {
-        { "dev/ptmx", "pts/ptmx" },         { "dev/fd", "/proc/self/fd" },
-        { "dev/stdin", "/proc/self/fd/0" }, { "dev/stdout", "/proc/self/fd/1" },
-        { "dev/stderr", "/proc/self/fd/2" }, { "bin", "usr/bin" },
-        { "sbin", "usr/sbin" },             { "lib", "usr/lib" },
-        { "lib64", "usr/lib64" },           { "lib32", "usr/lib32" },
+        { "dev/ptmx", "pts/ptmx" },
+        { "dev/fd", "/proc/self/fd" },
+        { "dev/stdin", "/proc/self/fd/0" },
+        { "dev/stdout", "/proc/self/fd/1" },
+        { "dev/stderr", "/proc/self/fd/2" },
+        { "bin", "usr/bin" },
+        { "sbin", "usr/sbin" },
+        { "lib", "usr/lib" },
+        { "lib64", "usr/lib64" },
+        { "lib32", "usr/lib32" },
     };
     char path[128];
     mkdir(NEW_ROOT, 0755);
@@ -443,8 +455,7 @@ static bool enter_root(char *why, size_t why_len)
         snprintf(src, sizeof src, "/dev/%s", nodes[i]);
         snprintf(path, sizeof path, "dev/%s", nodes[i]);
         /* A bind of the devtmpfs node: the one mount here that keeps dev. */
-        if (!make_node(path, "", 0666) ||
-            !mount_at(src, path, NULL, MS_BIND, NULL, why, why_len) ||
+        if (!make_node(path, "", 0666) || !mount_at(src, path, NULL, MS_BIND, NULL, why, why_len) ||
             !mount_at(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC, NULL, why,
                       why_len))
             return false;
@@ -514,20 +525,20 @@ static void loopback_up(void)
  * close arrived would land on the host's old connection to the gateway.
  */
 struct conn {
-    int fd;           /* the client's socket; -1 once it closed (or for the DNS stream) */
+    int fd; /* the client's socket; -1 once it closed (or for the DNS stream) */
     bool used;
-    bool local_done;  /* we sent VM_EG_CLOSE */
-    bool remote_done; /* the host sent VM_EG_CLOSE */
-    bool transparent; /* to a synthetic address: a close before any byte is a reset */
-    bool answered;    /* the host sent a byte */
+    bool local_done;    /* we sent VM_EG_CLOSE */
+    bool remote_done;   /* the host sent VM_EG_CLOSE */
+    bool transparent;   /* to a synthetic address: a close before any byte is a reset */
+    bool answered;      /* the host sent a byte */
     uint64_t linger_ms; /* the host is done: when the client is closed regardless */
 };
 
 struct forwarder {
-    int port;                     /* the egress port */
-    int proxy;                    /* 127.0.0.1:3128: bytes as they come */
-    int dns;                      /* 127.0.0.53:53 (UDP), or -1 */
-    int listeners[VM_MAX_PORTS];  /* 0.0.0.0:port, for the synthetic addresses */
+    int port;                    /* the egress port */
+    int proxy;                   /* 127.0.0.1:3128: bytes as they come */
+    int dns;                     /* 127.0.0.53:53 (UDP), or -1 */
+    int listeners[VM_MAX_PORTS]; /* 0.0.0.0:port, for the synthetic addresses */
     uint32_t n_listeners;
     struct conn conns[MAX_CONNS];
     /* The DNS stream: its id (-1: none open), the answers' bytes so far,
@@ -623,7 +634,8 @@ static void refuse_full(int fd, bool transparent)
     int n = snprintf(answer, sizeof answer,
                      "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain\r\n"
                      "X-Cordon-Denied: budget:connections\r\nConnection: close\r\n"
-                     "Content-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+                     "Content-Length: %zu\r\n\r\n%s",
+                     sizeof body - 1, body);
     if (transparent)
         reset_on_close(fd);
     else
@@ -651,7 +663,8 @@ static void dns_query(struct forwarder *f)
     unsigned char q[2 + RELAY_DNS_MAX + 1];
     struct sockaddr_in from;
     socklen_t flen = sizeof from;
-    ssize_t n = recvfrom(f->dns, q + 2, sizeof q - 2, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
+    ssize_t n =
+        recvfrom(f->dns, q + 2, sizeof q - 2, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
     /* Shorter than a header, longer than the stream carries, or more in
      * flight than we remember clients for: dropped, as a busy server would. */
     if (n < 12 || (size_t)n > RELAY_DNS_MAX || f->n_pending == MAX_PENDING)
@@ -780,8 +793,7 @@ static _Noreturn void forwarder(struct forwarder *f)
                 else if (hdr[0] == VM_EG_DATA && c->fd >= 0) {
                     c->answered = true;
                     write_all(c->fd, buf, hdr[1] - 4);
-                }
-                else if (hdr[0] == VM_EG_CLOSE)
+                } else if (hdr[0] == VM_EG_CLOSE)
                     conn_close_remote(f, (int)id);
             }
         }
@@ -822,12 +834,13 @@ static _Noreturn void forwarder(struct forwarder *f)
 static int bound_socket(int type, uint32_t addr, uint16_t port, char *why, size_t why_len)
 {
     int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons(port),
                              .sin_addr.s_addr = htonl(addr) };
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         (type == SOCK_STREAM && listen(fd, 128) < 0)) {
-        snprintf(why, why_len, "cannot listen on %u.%u.%u.%u:%u: %s", addr >> 24,
-                 addr >> 16 & 255, addr >> 8 & 255, addr & 255, port, strerror(errno));
+        snprintf(why, why_len, "cannot listen on %u.%u.%u.%u:%u: %s", addr >> 24, addr >> 16 & 255,
+                 addr >> 8 & 255, addr & 255, port, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
@@ -955,10 +968,9 @@ static int run_command(void *arg)
     if (call->filter.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &call->filter, 0, 0) < 0)
         goto fail;
     execvpe(call->argv[0], call->argv, call->envp);
-    f.kind = errno == ENOENT || errno == ENOTDIR ? VM_ERR_NOTFOUND
-             : errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM
-                 ? VM_ERR_NOEXEC
-                 : VM_ERR_SETUP;
+    f.kind = errno == ENOENT || errno == ENOTDIR                                   ? VM_ERR_NOTFOUND
+        : errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM ? VM_ERR_NOEXEC
+                                                                                   : VM_ERR_SETUP;
 fail:
     f.err = errno;
     write_all(sp->fail_w, &f, sizeof f);
@@ -973,8 +985,7 @@ fail:
 static pid_t spawn_command(const struct spawn *sp)
 {
     static _Alignas(16) char stack[256 * 1024];
-    return clone(run_command, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                 (void *)sp);
+    return clone(run_command, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)sp);
 }
 
 /*
@@ -1107,8 +1118,8 @@ int main(void)
     struct exec_failure f;
     if (read_full(fail[0], &f, sizeof f)) {
         snprintf(why, sizeof why, "%s '%s': %s",
-                 f.kind == VM_ERR_NOTFOUND ? "command not found:" : "cannot execute",
-                 call.argv[0], strerror(f.err));
+                 f.kind == VM_ERR_NOTFOUND ? "command not found:" : "cannot execute", call.argv[0],
+                 strerror(f.err));
         if (f.kind == VM_ERR_NOTFOUND)
             snprintf(why, sizeof why, "command not found: '%s'", call.argv[0]);
         send_error(ctl, f.kind, why);

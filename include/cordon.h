@@ -58,8 +58,8 @@ enum cordon_error_kind {
 
 struct cordon_error {
     enum cordon_error_kind kind;
-    int errnum;               /* errno, or 0 */
-    char message[256];        /* one line, lower case, naming what failed */
+    int errnum;        /* errno, or 0 */
+    char message[256]; /* one line, lower case, naming what failed */
 };
 
 struct cordon_policy;
@@ -69,11 +69,11 @@ struct cordon_result;
 /* The command and where its stdio goes; descriptors stay the caller's and
  * must stay open until cordon_wait() returns. */
 struct cordon_call {
-    const char *const *argv;  /* NULL-terminated; argv[0] is searched in PATH inside */
-    int stdin_fd;             /* relayed to the command's stdin; -1 for an empty one */
-    int stdout_fd;            /* where its stdout is relayed */
-    int stderr_fd;            /* where its stderr is relayed */
-    int signal_fd;            /* a signalfd whose signals pass to the command, or -1 */
+    const char *const *argv; /* NULL-terminated; argv[0] is searched in PATH inside */
+    int stdin_fd;            /* relayed to the command's stdin; -1 for an empty one */
+    int stdout_fd;           /* where its stdout is relayed */
+    int stderr_fd;           /* where its stderr is relayed */
+    int signal_fd;           /* a signalfd whose signals pass to the command, or -1 */
 };
 
 /* ---- policies ---- */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs every Debian package cordon needs to build, test and benchmark.
 # runsc is gVisor, for --level gvisor (Debian 12's 2022 build: ptrace platform).
-# cppcheck is the static analyser `meson test` runs (tests/check-analyser.sh).
+# cppcheck is the static analyser `meson test` runs (tests/check-analyser.sh),
+# clang-format (14, Debian 12's) the format it checks (tests/check-format.sh).
 # Does nothing when they are all present. Needs root (or sudo) only to install.
 # `install-deps.sh fuzz` adds clang and its libFuzzer runtime (make fuzz):
 # Debian's clang does not pull in libclang-rt-dev, which holds libFuzzer.
@@ -10,7 +11,8 @@ set -eu
 PACKAGES="gcc make meson ninja-build pkg-config libc6-dev
 libseccomp-dev libfyaml-dev libjansson-dev libssl-dev libevent-dev libpcre2-dev zlib1g-dev
 python3 python3-pytest bubblewrap util-linux procps iproute2
-curl openssl ca-certificates nodejs qemu-system-x86 runsc cppcheck"
+curl openssl ca-certificates nodejs qemu-system-x86 runsc cppcheck
+clang-format"
 if [ "${1:-}" = fuzz ]; then
     PACKAGES="clang libclang-rt-dev"
 fi

@@ -28,19 +28,19 @@
 
 struct audit_log {
     char *path;
-    int wfd;                     /* O_APPEND: a write lands at the end, whoever wrote last */
-    int rfd;                     /* reads the tail, and carries the lock */
-    pid_t owner;                 /* the process rfd was opened in (see lock_log) */
-    EVP_PKEY *key;               /* Ed25519 private key, or NULL */
+    int wfd;       /* O_APPEND: a write lands at the end, whoever wrote last */
+    int rfd;       /* reads the tail, and carries the lock */
+    pid_t owner;   /* the process rfd was opened in (see lock_log) */
+    EVP_PKEY *key; /* Ed25519 private key, or NULL */
     char key_id[65];
     unsigned checkpoint_every;
     enum audit_fsync fsync;
-    uint64_t since_checkpoint;   /* lines this process wrote since its last checkpoint */
+    uint64_t since_checkpoint; /* lines this process wrote since its last checkpoint */
     bool closed;
-    json_t *stamp;               /* merged into every event */
-    int export_fd;               /* to the OTLP exporter, or -1 */
+    json_t *stamp; /* merged into every event */
+    int export_fd; /* to the OTLP exporter, or -1 */
     unsigned long export_dropped;
-    int witness_fd;              /* O_APPEND, read for its tail; written under rfd's lock */
+    int witness_fd; /* O_APPEND, read for its tail; written under rfd's lock */
     char *witness;
 };
 
@@ -49,7 +49,7 @@ struct tail {
     bool empty;
     uint64_t seq;
     char digest[65];
-    off_t size;                  /* of the file with that line: where the next one goes */
+    off_t size; /* of the file with that line: where the next one goes */
 };
 
 /* Keys every event starts with, in this order; fields may not set them. */
@@ -283,8 +283,9 @@ static int reopen_for_reading(const struct audit_log *log)
         return fd;
     fd = hostpath_open(AT_FDCWD, log->path, O_RDONLY | O_NOCTTY, 0, false, NULL);
     struct stat a, b;
-    if (fd >= 0 && (fstat(fd, &a) < 0 || fstat(log->wfd, &b) < 0 || a.st_dev != b.st_dev ||
-                    a.st_ino != b.st_ino)) {
+    if (fd >= 0 &&
+        (fstat(fd, &a) < 0 || fstat(log->wfd, &b) < 0 || a.st_dev != b.st_dev ||
+         a.st_ino != b.st_ino)) {
         close(fd);
         errno = ESTALE;
         return -1;
@@ -343,7 +344,8 @@ static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *e
             return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
         return err_set(err, CORDON_E_SETUP,
                        "audit log '%s' ends in a torn line (line %llu); verify it and start a "
-                       "new file", log->path, (unsigned long long)line);
+                       "new file",
+                       log->path, (unsigned long long)line);
     }
 
     /* Back from the final '\n' to the one before it, a block at a time. */
@@ -366,7 +368,8 @@ static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *e
     if (end - start > (off_t)AUDIT_MAX_LINE)
         return err_set(err, CORDON_E_SETUP,
                        "audit log '%s': the last line is longer than 1 MiB; verify it and start "
-                       "a new file", log->path);
+                       "a new file",
+                       log->path);
     size_t len = (size_t)(end - start);
     _cleanup_free_ char *buf = malloc(len + 1);
     if (!buf)
@@ -382,7 +385,8 @@ static int read_tail(struct audit_log *log, struct tail *t, struct cordon_err *e
             return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
         return err_set(err, CORDON_E_SETUP,
                        "audit log '%s': the last line (line %llu) is not an audit event; verify "
-                       "it and start a new file", log->path, (unsigned long long)(line - 1));
+                       "it and start a new file",
+                       log->path, (unsigned long long)(line - 1));
     }
     t->seq = (uint64_t)json_integer_value(seq);
     return 0;
@@ -437,11 +441,15 @@ static int witness_end(struct audit_log *log, off_t *end, struct cordon_err *err
         at -= (off_t)n;
     }
     if (at > 0 && st.st_size - at >= 65536)
-        return err_set(err, CORDON_E_SETUP, "audit witness '%s' ends in a line longer than 64 "
-                       "KiB: it is not a witness", log->witness);
+        return err_set(err, CORDON_E_SETUP,
+                       "audit witness '%s' ends in a line longer than 64 "
+                       "KiB: it is not a witness",
+                       log->witness);
     if (at < st.st_size && ftruncate(log->witness_fd, at) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot cut the torn last line of audit witness "
-                       "'%s'", log->witness);
+        return err_sys(err, CORDON_E_SETUP,
+                       "cannot cut the torn last line of audit witness "
+                       "'%s'",
+                       log->witness);
     *end = at;
     return 0;
 }
@@ -454,14 +462,16 @@ static int note_in_witness(struct audit_log *log, const char *type, const struct
     off_t end;
     if (log_id(log, id, err) < 0 || witness_end(log, &end, err) < 0)
         return err_prefix(err, "audit witness '%s' (the event is in the log)", log->witness);
-    int n = snprintf(text, sizeof text, "{\"log\":\"%s\",\"seq\":%llu,\"sha256\":\"%s\","
+    int n = snprintf(text, sizeof text,
+                     "{\"log\":\"%s\",\"seq\":%llu,\"sha256\":\"%s\","
                      "\"type\":\"%s\",\"ts\":\"%s\"}\n",
                      id, (unsigned long long)line->seq, line->digest, type, ts);
     bool torn = false;
     if (append_whole(log->witness_fd, text, (size_t)n, end, &torn) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot write to audit witness '%s' (the event is "
-                       "in the log)%s", log->witness,
-                       torn ? "; the part written could not be cut back" : "");
+        return err_sys(err, CORDON_E_SETUP,
+                       "cannot write to audit witness '%s' (the event is "
+                       "in the log)%s",
+                       log->witness, torn ? "; the part written could not be cut back" : "");
     (void)fallocate(log->witness_fd, FALLOC_FL_KEEP_SIZE, end + n, AUDIT_WITNESS_RESERVE);
     return 0;
 }
@@ -473,8 +483,7 @@ static int note_in_witness(struct audit_log *log, const char *type, const struct
  * witness note failed.
  */
 static int write_event(struct audit_log *log, const struct tail *t, const char *type,
-                       const char *run, json_t *fields, struct tail *out,
-                       struct cordon_err *err)
+                       const char *run, json_t *fields, struct tail *out, struct cordon_err *err)
 {
     char ts[40];
     now_rfc3339(ts);
@@ -485,22 +494,23 @@ static int write_event(struct audit_log *log, const struct tail *t, const char *
         json_object_set_new(ev, "run", run ? json_string(run) : json_null()) < 0 ||
         json_object_set_new(ev, "type", json_string(type)) < 0 ||
         json_object_set_new(ev, "prev", json_string(t->digest)) < 0)
-        return err_set(err, CORDON_E_INTERNAL, "audit event '%s': cannot build it "
-                       "(out of memory, or a run id that is not UTF-8)", type);
+        return err_set(err, CORDON_E_INTERNAL,
+                       "audit event '%s': cannot build it "
+                       "(out of memory, or a run id that is not UTF-8)",
+                       type);
     const char *key;
     json_t *value;
-    json_object_foreach(fields, key, value)
-        if (json_object_set(ev, key, value) < 0)
-            return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    json_object_foreach(fields, key, value) if (json_object_set(ev, key, value) < 0) return err_set(
+        err, CORDON_E_INTERNAL, "out of memory");
     /* The log's own lines stay as the format fixes them. */
     if (strncmp(type, "audit.", 6) != 0)
-        json_object_foreach(log->stamp, key, value)
-            if (json_object_set(ev, key, value) < 0)
-                return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        json_object_foreach(log->stamp, key, value) if (json_object_set(ev, key, value) <
+                                                        0) return err_set(err, CORDON_E_INTERNAL,
+                                                                          "out of memory");
 
     /* 15 digits: 41.2, not 41.200000000000003; durations need no more. */
-    _cleanup_free_ char *text = json_dumps(ev, JSON_COMPACT | JSON_ENSURE_ASCII |
-                                               JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    _cleanup_free_ char *text = json_dumps(
+        ev, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     if (!text)
         return err_set(err, CORDON_E_INTERNAL, "audit event '%s': cannot serialise it", type);
     size_t len = strlen(text);
@@ -524,8 +534,7 @@ static int write_event(struct audit_log *log, const struct tail *t, const char *
         err_sys(err, CORDON_E_SETUP, "cannot sync audit log '%s'", log->path);
         return 1;
     }
-    if (log->witness_fd >= 0 && witness_noted(type) &&
-        note_in_witness(log, type, out, ts, err) < 0)
+    if (log->witness_fd >= 0 && witness_noted(type) && note_in_witness(log, type, out, ts, err) < 0)
         return 1;
     return 0;
 }
@@ -542,9 +551,8 @@ static int write_header(struct audit_log *log, struct tail *out, struct cordon_e
     struct utsname u;
     if (uname(&u) < 0)
         strcpy(u.nodename, "?");
-    json_auto_t *f = json_pack("{s:s, s:i, s:s, s:s}", "genesis", genesis, "version",
-                               AUDIT_VERSION, "host", u.nodename, "cordon_version",
-                               CORDON_VERSION);
+    json_auto_t *f = json_pack("{s:s, s:i, s:s, s:s}", "genesis", genesis, "version", AUDIT_VERSION,
+                               "host", u.nodename, "cordon_version", CORDON_VERSION);
     if (!f)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     return write_event(log, &t, AUDIT_TYPE_HEADER, NULL, f, out, err);
@@ -576,8 +584,8 @@ static int open_witness(struct audit_log *log, const char *path, struct cordon_e
 {
     if (!(log->witness = strdup(path)))
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    log->witness_fd = hostpath_open(AT_FDCWD, path, O_RDWR | O_APPEND | O_CREAT | O_NOCTTY |
-                                                        O_NONBLOCK, 0600, false, err);
+    log->witness_fd = hostpath_open(
+        AT_FDCWD, path, O_RDWR | O_APPEND | O_CREAT | O_NOCTTY | O_NONBLOCK, 0600, false, err);
     if (log->witness_fd < 0) {
         if (errno != ELOOP && errno != ENXIO)
             err_sys(err, CORDON_E_SETUP, "cannot open audit witness '%s'", path);
@@ -610,8 +618,8 @@ struct audit_log *audit_open(const struct audit_options *o, struct cordon_err *e
     log->fsync = o->fsync;
     log->owner = getpid();
     /* Never through a link: a swapped directory would send the records elsewhere. */
-    log->wfd = hostpath_open(AT_FDCWD, o->path, O_WRONLY | O_APPEND | O_CREAT | O_NOCTTY |
-                                                    O_NONBLOCK, 0600, false, err);
+    log->wfd = hostpath_open(
+        AT_FDCWD, o->path, O_WRONLY | O_APPEND | O_CREAT | O_NOCTTY | O_NONBLOCK, 0600, false, err);
     if (log->wfd < 0) {
         if (errno != ELOOP && errno != ENXIO) /* those are named as such already */
             err_sys(err, CORDON_E_SETUP, "cannot open audit log '%s'", o->path);
@@ -668,8 +676,7 @@ static int check_event(const struct audit_log *log, const char *type, json_t *f,
         return err_set(err, CORDON_E_INTERNAL, "audit event type '%s' is reserved for the log",
                        type);
     if (f && !json_is_object(f))
-        return err_set(err, CORDON_E_INTERNAL, "audit event '%s': fields are not an object",
-                       type);
+        return err_set(err, CORDON_E_INTERNAL, "audit event '%s': fields are not an object", type);
     for (size_t i = 0; f && i < sizeof chain_keys / sizeof chain_keys[0]; i++)
         if (json_object_get(f, chain_keys[i]))
             return err_set(err, CORDON_E_INTERNAL,
@@ -679,8 +686,8 @@ static int check_event(const struct audit_log *log, const char *type, json_t *f,
 }
 
 /* Under the lock, after T: the event, its checkpoint when one is due, the reserve topped up. */
-static int append_locked(struct audit_log *log, struct tail *t, const char *type,
-                         const char *run, json_t *f, struct cordon_err *err)
+static int append_locked(struct audit_log *log, struct tail *t, const char *type, const char *run,
+                         json_t *f, struct cordon_err *err)
 {
     struct tail written;
     if (t->empty && write_header(log, t, err) != 0)
@@ -746,8 +753,8 @@ static int scan_run(struct audit_log *log, const char *run, const char *type, co
             return err_sys(err, CORDON_E_SETUP, "cannot read audit log '%s'", log->path);
         /* SINCE was taken without the lock: it may fall inside another writer's line. */
         char before = '\n';
-        bool partial = first && (pread_full(log->rfd, &before, 1, (off_t)since - 1) < 0 ||
-                                 before != '\n');
+        bool partial =
+            first && (pread_full(log->rfd, &before, 1, (off_t)since - 1) < 0 || before != '\n');
         first = false;
         if (got < 0 || !nl || partial || !memmem(buf, len, needle, (size_t)nlen))
             continue;
@@ -760,9 +767,8 @@ static int scan_run(struct audit_log *log, const char *run, const char *type, co
     return 0;
 }
 
-int audit_append_once(struct audit_log *log, const char *type, const char *run,
-                      const char *after, json_t *fields, uint64_t since, bool *written,
-                      struct cordon_err *err)
+int audit_append_once(struct audit_log *log, const char *type, const char *run, const char *after,
+                      json_t *fields, uint64_t since, bool *written, struct cordon_err *err)
 {
     json_auto_t *f = fields;
     *written = false;
@@ -792,7 +798,11 @@ int audit_keep_reserve(struct audit_log *log, struct cordon_err *err)
 {
     _cleanup_(unlockp) int locked = -1;
     TRY(lock_log(log, &locked, err));
-    const struct { int fd; const char *what, *path; off_t room; } files[] = {
+    const struct {
+        int fd;
+        const char *what, *path;
+        off_t room;
+    } files[] = {
         { log->wfd, "audit log", log->path, AUDIT_RESERVE },
         { log->witness_fd, "audit witness", log->witness, AUDIT_WITNESS_RESERVE },
     };
@@ -801,9 +811,10 @@ int audit_keep_reserve(struct audit_log *log, struct cordon_err *err)
         if (files[i].fd < 0)
             continue;
         if (fstat(files[i].fd, &st) < 0 || reserve_room(files[i].fd, st.st_size, files[i].room) < 0)
-            return err_sys(err, CORDON_E_SETUP, "%s '%s': no room for the %u KiB it keeps in "
-                           "reserve for the runs' ends", files[i].what, files[i].path,
-                           (unsigned)(files[i].room >> 10));
+            return err_sys(err, CORDON_E_SETUP,
+                           "%s '%s': no room for the %u KiB it keeps in "
+                           "reserve for the runs' ends",
+                           files[i].what, files[i].path, (unsigned)(files[i].room >> 10));
     }
     return 0;
 }

@@ -34,18 +34,18 @@
 #include <stdio.h>
 
 enum audit_fsync {
-    AUDIT_FSYNC_CLOSE,   /* fsync once, when the log is closed (default) */
-    AUDIT_FSYNC_ALWAYS,  /* fsync after every event */
+    AUDIT_FSYNC_CLOSE,  /* fsync once, when the log is closed (default) */
+    AUDIT_FSYNC_ALWAYS, /* fsync after every event */
 };
 
 struct audit_options {
-    const char *path;            /* the log file; created 0600 if missing */
-    const char *sign_key;        /* Ed25519 private key (PEM), or NULL */
-    unsigned checkpoint_every;   /* with sign_key: a checkpoint every N events (0: only at close) */
+    const char *path;          /* the log file; created 0600 if missing */
+    const char *sign_key;      /* Ed25519 private key (PEM), or NULL */
+    unsigned checkpoint_every; /* with sign_key: a checkpoint every N events (0: only at close) */
     enum audit_fsync fsync;
-    json_t *stamp;               /* fields added to every event (a break-glass), or NULL; borrowed */
-    const char *export_otlp;     /* OTLP/HTTP logs endpoint each line is also sent to, or NULL */
-    const char *witness;         /* a second file noting each checkpoint and run.end, or NULL */
+    json_t *stamp;           /* fields added to every event (a break-glass), or NULL; borrowed */
+    const char *export_otlp; /* OTLP/HTTP logs endpoint each line is also sent to, or NULL */
+    const char *witness;     /* a second file noting each checkpoint and run.end, or NULL */
 };
 
 struct audit_log;
@@ -81,9 +81,8 @@ int audit_append(struct audit_log *log, const char *type, const char *run, json_
  * written only if they hold RUN's AFTER event and no TYPE event of RUN.
  * *WRITTEN says whether it was; the return is audit_append's.
  */
-int audit_append_once(struct audit_log *log, const char *type, const char *run,
-                      const char *after, json_t *fields, uint64_t since, bool *written,
-                      struct cordon_err *err);
+int audit_append_once(struct audit_log *log, const char *type, const char *run, const char *after,
+                      json_t *fields, uint64_t since, bool *written, struct cordon_err *err);
 
 /* The log's size now: where the next event starts, at the earliest. */
 uint64_t audit_size(const struct audit_log *log);
@@ -125,21 +124,21 @@ void audit_new_run_id(char out[33]);
 #define AUDIT_OPEN_RUNS_SHOWN 8
 struct audit_open_run {
     char run[33];
-    uint64_t line;               /* of its run.start */
+    uint64_t line; /* of its run.start */
 };
 
 /* What verify found. */
 struct audit_report {
-    bool intact;                 /* every line chains and every signature holds */
-    bool truncated;              /* the only problem: the last line is torn */
-    uint64_t events;             /* complete lines that verified */
-    uint64_t runs;               /* distinct run ids */
-    uint64_t checkpoints;        /* signed checkpoints verified */
-    uint64_t unsigned_tail;      /* events after the last checkpoint (with a key) */
+    bool intact;            /* every line chains and every signature holds */
+    bool truncated;         /* the only problem: the last line is torn */
+    uint64_t events;        /* complete lines that verified */
+    uint64_t runs;          /* distinct run ids */
+    uint64_t checkpoints;   /* signed checkpoints verified */
+    uint64_t unsigned_tail; /* events after the last checkpoint (with a key) */
     char first_ts[40], last_ts[40];
-    char head[65];               /* digest of the last intact line */
-    uint64_t bad_line;           /* 1-based line of the first problem; 0 if none */
-    char why[200];               /* "digest mismatch", "seq gap: expected 7, got 9", ... */
+    char head[65];     /* digest of the last intact line */
+    uint64_t bad_line; /* 1-based line of the first problem; 0 if none */
+    char why[200];     /* "digest mismatch", "seq gap: expected 7, got 9", ... */
     /* Runs with a run.start and no run.end whose supervisor is gone (their
      * end was lost: warnings, not a broken chain), and those still running. */
     uint64_t lost_ends, live_runs;
@@ -174,9 +173,9 @@ int audit_verify(const char *path, const char *pubkey, const char *witness,
 json_t *audit_writer_stamp(void);
 
 struct audit_filter {
-    const char *run;             /* only this run id (a prefix is enough), or NULL */
-    const char *type;            /* only this event type ("run": run.start, run.end...), or NULL */
-    bool json;                   /* pass matching lines through unchanged */
+    const char *run;  /* only this run id (a prefix is enough), or NULL */
+    const char *type; /* only this event type ("run": run.start, run.end...), or NULL */
+    bool json;        /* pass matching lines through unchanged */
 };
 
 /*
@@ -184,13 +183,12 @@ struct audit_filter {
  * lines are gathered), the log's own events on a line each. Lines that are
  * not events are named in the timeline and left out of --json.
  */
-int audit_show(const char *path, const struct audit_filter *f, FILE *out,
-               struct cordon_err *err);
+int audit_show(const char *path, const struct audit_filter *f, FILE *out, struct cordon_err *err);
 
 struct audit_html_options {
-    const char *run;             /* only runs whose id starts so, or NULL: every run */
-    const char *pubkey;          /* as audit_verify's: checkpoints checked against it */
-    const char *witness;         /* as audit_verify's */
+    const char *run;     /* only runs whose id starts so, or NULL: every run */
+    const char *pubkey;  /* as audit_verify's: checkpoints checked against it */
+    const char *witness; /* as audit_verify's */
 };
 
 /*
@@ -217,9 +215,9 @@ int audit_html(const char *path, const struct audit_html_options *o, FILE *out,
 json_t *audit_evidence(const char *path, const char *run, struct cordon_err *err);
 
 struct evidence_report {
-    bool intact;                 /* lines chain, checkpoint signs them, summary matches */
-    bool checkpoint;             /* the lines end in a checkpoint */
-    bool signature_checked;      /* and its signature verified with the given key */
+    bool intact;            /* lines chain, checkpoint signs them, summary matches */
+    bool checkpoint;        /* the lines end in a checkpoint */
+    bool signature_checked; /* and its signature verified with the given key */
     uint64_t lines;
     char key_id[65];
     char why[200];

@@ -44,15 +44,14 @@ int audit_process_start(pid_t pid, unsigned long long *ticks);
 /* PATH opened for reading line by line (not a directory), or NULL with ERR. */
 FILE *audit_open_reader(const char *path, struct cordon_err *err);
 
-
 /* One line of a log, as audit_walk hands it on. */
 struct audit_line {
-    uint64_t no;                 /* 1-based */
-    const char *text;            /* its bytes, NUL-terminated (LEN counts them) */
+    uint64_t no;      /* 1-based */
+    const char *text; /* its bytes, NUL-terminated (LEN counts them) */
     size_t len;
-    bool nl;                     /* it ended in '\n' (else: the torn last line) */
-    json_t *ev;                  /* the event, parsed strictly; NULL: not an event */
-    const char *type, *run;      /* of EV; RUN NULL for the log's own events */
+    bool nl;                /* it ended in '\n' (else: the torn last line) */
+    json_t *ev;             /* the event, parsed strictly; NULL: not an event */
+    const char *type, *run; /* of EV; RUN NULL for the log's own events */
 };
 
 /*

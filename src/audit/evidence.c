@@ -51,13 +51,26 @@ json_t *audit_summary_new(const char *run)
 void audit_summary_add(json_t *s, const json_t *ev)
 {
     static const char *const start_keys[] = {
-        "level", "policy_digest", "policy_signer", "network_digest", "tools_digest",
-        "syscalls_digest", "secrets", "limits", "argv", "uid", "host", "workspace",
-        "cordon_version", "network", NULL,
+        "level",
+        "policy_digest",
+        "policy_signer",
+        "network_digest",
+        "tools_digest",
+        "syscalls_digest",
+        "secrets",
+        "limits",
+        "argv",
+        "uid",
+        "host",
+        "workspace",
+        "cordon_version",
+        "network",
+        NULL,
     };
     static const char *const end_keys[] = {
-        "reason", "exit_code", "signal", "status", "wall_ms", "cpu_ms", "peak_memory_bytes",
-        "stdout_bytes", "stderr_bytes", "error", NULL,
+        "reason", "exit_code",         "signal",       "status",       "wall_ms",
+        "cpu_ms", "peak_memory_bytes", "stdout_bytes", "stderr_bytes", "error",
+        NULL,
     };
     const char *type = str_of(ev, "type");
     if (!s || !type)
@@ -69,8 +82,8 @@ void audit_summary_add(json_t *s, const json_t *ev)
         json_object_update(s, st);
     } else if (!strcmp(type, "run.end")) {
         json_object_set_new(s, "result", pick(ev, end_keys));
-        static const char *const more[] = { "enforcement", "egress", "workspace",
-                                            "transaction", NULL };
+        static const char *const more[] = { "enforcement", "egress", "workspace", "transaction",
+                                            NULL };
         json_t *m = pick(ev, more);
         if (json_object_get(m, "enforcement"))
             json_object_set(s, "limits_enforced", json_object_get(m, "enforcement"));
@@ -104,7 +117,8 @@ static json_t *derive(const json_t *lines, const char *run)
     json_t *s = audit_summary_new(run);
     size_t i;
     json_t *l;
-    json_array_foreach(lines, i, l) {
+    json_array_foreach(lines, i, l)
+    {
         json_auto_t *ev = json_parse_strict_str(str_of(l, "text") ?: "", 0, NULL);
         const char *r = str_of(ev, "run");
         if (r && !strcmp(r, run))
@@ -142,8 +156,7 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
         bool mine = false;
         if (r && strlen(r) == 32 && !strncmp(r, run_prefix, strlen(run_prefix))) {
             if (run[0] && strcmp(run, r) != 0) {
-                err_set(err, CORDON_E_USAGE, "run id '%s' is ambiguous in '%s'", run_prefix,
-                        path);
+                err_set(err, CORDON_E_USAGE, "run id '%s' is ambiguous in '%s'", run_prefix, path);
                 return NULL;
             }
             memcpy(run, r, 33);
@@ -154,8 +167,9 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
         char sha[65];
         sha256_hex(buf, len, sha);
         json_t *seq = json_object_get(ev, "seq");
-        json_array_append_new(lines, json_pack("{s:O?, s:s, s:s%, s:b}", "seq", seq, "sha256",
-                                               sha, "text", buf, len, "run", mine));
+        json_array_append_new(lines,
+                              json_pack("{s:O?, s:s, s:s%, s:b}", "seq", seq, "sha256", sha, "text",
+                                        buf, len, "run", mine));
         n++;
         if (mine)
             last_mine = n;
@@ -179,13 +193,14 @@ json_t *audit_evidence(const char *path, const char *run_prefix, struct cordon_e
     json_auto_t *last =
         json_parse_strict_str(str_of(json_array_get(lines, keep - 1), "text"), 0, NULL);
     if (!strcmp(str_of(last, "type") ?: "", AUDIT_TYPE_CHECKPOINT)) {
-        static const char *const cp_keys[] = { "seq", "head", "signed_seq", "key_id", "sig",
-                                               NULL };
+        static const char *const cp_keys[] = { "seq", "head", "signed_seq", "key_id", "sig", NULL };
         cp = pick(last, cp_keys);
     }
+    /* clang-format off */
     json_t *doc = json_pack("{s:s, s:s, s:o, s:{s:s, s:O, s:o}}", "format", EVIDENCE_FORMAT,
                             "run", run, "summary", derive(lines, run), "audit", "file", path,
                             "lines", lines, "checkpoint", cp ? cp : json_null());
+    /* clang-format on */
     if (!doc)
         err_set(err, CORDON_E_INTERNAL, "out of memory");
     return doc;
@@ -213,7 +228,8 @@ int audit_evidence_verify(const json_t *doc, const char *pubkey, struct evidence
     uint64_t seq = 0;
     size_t i;
     json_t *l;
-    json_array_foreach(lines, i, l) {
+    json_array_foreach(lines, i, l)
+    {
         const char *text = str_of(l, "text"), *sha = str_of(l, "sha256");
         char got[65];
         if (!text || !sha)
@@ -239,8 +255,8 @@ int audit_evidence_verify(const json_t *doc, const char *pubkey, struct evidence
         const char *head = str_of(last, "head"), *sig = str_of(last, "sig");
         const char *kid = str_of(last, "key_id");
         json_t *ss = json_object_get(last, "signed_seq");
-        const char *before = r->lines > 1 ? str_of(json_array_get(lines, r->lines - 2), "sha256")
-                                          : NULL;
+        const char *before =
+            r->lines > 1 ? str_of(json_array_get(lines, r->lines - 2), "sha256") : NULL;
         if (!head || !sig || !kid || !json_is_integer(ss) || !before || strcmp(head, before) ||
             (uint64_t)json_integer_value(ss) != seq - 1)
             return BAD("the checkpoint does not sign the line before it");

@@ -48,7 +48,8 @@ static int parse_endpoint(const char *url, struct endpoint *e, struct cordon_err
 {
     *e = (struct endpoint){ .port = "4318", .path = "/v1/logs" };
     if (strncmp(url, "http://", 7) != 0)
-        return err_set(err, CORDON_E_POLICY, "audit.export_endpoint: expected http://HOST:PORT/PATH");
+        return err_set(err, CORDON_E_POLICY,
+                       "audit.export_endpoint: expected http://HOST:PORT/PATH");
     const char *h = url + 7, *slash = strchr(h, '/');
     size_t hl = slash ? (size_t)(slash - h) : strlen(h);
     const char *colon = h[0] == '[' ? memchr(h, ']', hl) : memchr(h, ':', hl);
@@ -100,19 +101,24 @@ static json_t *log_record(const char *line, size_t len)
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *attrs = json_array();
     json_array_append_new(attrs, attr_str("cordon.type", type));
-    json_array_append_new(attrs, attr_str("cordon.run", json_string_value(json_object_get(ev, "run"))));
+    json_array_append_new(attrs,
+                          attr_str("cordon.run", json_string_value(json_object_get(ev, "run"))));
     json_array_append_new(attrs, attr_str("cordon.line_sha256", sha));
-    json_array_append_new(attrs, attr_str("cordon.prev", json_string_value(json_object_get(ev, "prev"))));
+    json_array_append_new(attrs,
+                          attr_str("cordon.prev", json_string_value(json_object_get(ev, "prev"))));
     char seq[24];
     snprintf(seq, sizeof seq, "%lld", (long long)json_integer_value(json_object_get(ev, "seq")));
-    json_array_append_new(attrs, json_pack("{s:s, s:{s:s}}", "key", "cordon.seq", "value",
-                                           "intValue", seq));
-    bool warn = type && (strstr(type, "refused") || strstr(type, "breakglass") ||
-                         strstr(type, "tool_changed") || strstr(type, "kill"));
+    json_array_append_new(
+        attrs, json_pack("{s:s, s:{s:s}}", "key", "cordon.seq", "value", "intValue", seq));
+    bool warn = type &&
+        (strstr(type, "refused") || strstr(type, "breakglass") || strstr(type, "tool_changed") ||
+         strstr(type, "kill"));
+    /* clang-format off */
     return json_pack("{s:s, s:s, s:i, s:s, s:{s:s%}, s:o}", "timeUnixNano", when,
                      "observedTimeUnixNano", observed, "severityNumber", warn ? 13 : 9,
                      "severityText", warn ? "WARN" : "INFO", "body", "stringValue", line, len,
                      "attributes", attrs);
+    /* clang-format on */
 }
 
 static bool wait_fd(int fd, short ev, int ms)
@@ -132,15 +138,17 @@ static bool post(const struct endpoint *e, const char *body)
     if (getaddrinfo(e->host, e->port, &hints, &ai) != 0)
         return false;
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    bool ok = fd >= 0 && (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
-                          (errno == EINPROGRESS && wait_fd(fd, POLLOUT, IO_TIMEOUT_MS)));
+    bool ok = fd >= 0 &&
+        (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
+         (errno == EINPROGRESS && wait_fd(fd, POLLOUT, IO_TIMEOUT_MS)));
     freeaddrinfo(ai);
     int soerr = 0;
     socklen_t sl = sizeof soerr;
     if (ok && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr))
         ok = false;
     char *req = NULL;
-    int n = ok ? asprintf(&req, "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: "
+    int n = ok ? asprintf(&req,
+                          "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: "
                           "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
                           e->path, e->host, e->port, strlen(body), body)
                : -1;
@@ -176,11 +184,13 @@ static void flush(const struct endpoint *e, json_t *records)
     struct utsname u;
     if (uname(&u) < 0)
         strcpy(u.nodename, "?");
+    /* clang-format off */
     json_auto_t *doc = json_pack(
         "{s:[{s:{s:[o, o]}, s:[{s:{s:s, s:s}, s:O}]}]}", "resourceLogs", "resource",
         "attributes", attr_str("service.name", "cordon"), attr_str("host.name", u.nodename),
         "scopeLogs", "scope", "name", "cordon.audit", "version", CORDON_VERSION, "logRecords",
         records);
+    /* clang-format on */
     _cleanup_free_ char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     /* One retry: a collector restarting should not cost a batch. */
     if (body && !post(e, body))

@@ -21,11 +21,11 @@
 
 struct report {
     const struct audit_html_options *o;
-    json_t *runs;               /* [{summary, first_line, last_line, first_ts, last_ts, ...}] */
-    json_t *index;              /* run id -> its position in RUNS */
-    json_t *header;             /* the log's audit.header, or NULL */
-    uint64_t last_checkpoint;   /* the line of the last checkpoint, or 0 */
-    uint64_t bad_lines;         /* lines that are no event */
+    json_t *runs;             /* [{summary, first_line, last_line, first_ts, last_ts, ...}] */
+    json_t *index;            /* run id -> its position in RUNS */
+    json_t *header;           /* the log's audit.header, or NULL */
+    uint64_t last_checkpoint; /* the line of the last checkpoint, or 0 */
+    uint64_t bad_lines;       /* lines that are no event */
 };
 
 static const char *str_of(const json_t *o, const char *k)
@@ -45,8 +45,8 @@ static json_t *run_entry(struct report *r, const char *run, const struct audit_l
                           "first_line", (json_int_t)l->no, "first_ts", str_of(l->ev, "ts") ?: "");
     if (!e || json_array_append_new(r->runs, e))
         return NULL;
-    if (run && json_object_set_new(r->index, run,
-                                   json_integer((json_int_t)json_array_size(r->runs) - 1)))
+    if (run &&
+        json_object_set_new(r->index, run, json_integer((json_int_t)json_array_size(r->runs) - 1)))
         return NULL;
     return e;
 }
@@ -93,9 +93,9 @@ static int collect(void *arg, const struct audit_line *l, struct cordon_err *err
  */
 static bool bidi_control(const unsigned char *s)
 {
-    return s[0] == 0xe2 && ((s[1] == 0x80 && ((s[2] >= 0x8e && s[2] <= 0x8f) ||
-                                              (s[2] >= 0xaa && s[2] <= 0xae))) ||
-                            (s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9));
+    return s[0] == 0xe2 &&
+        ((s[1] == 0x80 && ((s[2] >= 0x8e && s[2] <= 0x8f) || (s[2] >= 0xaa && s[2] <= 0xae))) ||
+         (s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9));
 }
 
 /* Text as HTML: markup characters as entities, control characters as U+FFFD. */
@@ -109,11 +109,21 @@ static void put_text(FILE *o, const char *s)
             continue;
         }
         switch (c) {
-        case '&': fputs("&amp;", o); break;
-        case '<': fputs("&lt;", o); break;
-        case '>': fputs("&gt;", o); break;
-        case '"': fputs("&quot;", o); break;
-        case '\'': fputs("&#39;", o); break;
+        case '&':
+            fputs("&amp;", o);
+            break;
+        case '<':
+            fputs("&lt;", o);
+            break;
+        case '>':
+            fputs("&gt;", o);
+            break;
+        case '"':
+            fputs("&quot;", o);
+            break;
+        case '\'':
+            fputs("&#39;", o);
+            break;
         default:
             if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
                 fputs("&#xfffd;", o);
@@ -160,8 +170,9 @@ static double ts_seconds(const char *ts)
     struct tm tm = { 0 };
     double frac = 0;
     int n = 0;
-    if (!ts || sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                      &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6)
+    if (!ts ||
+        sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, &n) != 6)
         return NAN;
     if (ts[n] == '.')
         frac = strtod(ts + n, NULL);
@@ -192,7 +203,7 @@ static const char *outcome(const json_t *e, char *text, size_t len)
         snprintf(text, len, "%s (status %lld)", reason ? reason : "?",
                  (long long)json_integer_value(json_object_get(res, "status")));
     bool ok = reason && !strcmp(reason, "exited") && json_integer_value(code) == 0 &&
-              json_is_integer(code);
+        json_is_integer(code);
     return ok ? "ok" : "failed";
 }
 
@@ -230,7 +241,8 @@ static void put_head(FILE *o, const char *path)
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
           "style-src 'unsafe-inline'\">\n"
-          "<meta name=\"viewport\" content=\"width=device-width\">\n<title>cordon audit: ", o);
+          "<meta name=\"viewport\" content=\"width=device-width\">\n<title>cordon audit: ",
+          o);
     put_text(o, path);
     fprintf(o, "</title>\n<style>%s</style></head>\n<body>\n", style);
 }
@@ -242,17 +254,19 @@ static void put_chain(FILE *o, const struct audit_report *v, const struct audit_
     bool broken = !v->intact && !v->truncated;
     fprintf(o, "<div id=\"chain\" class=\"chain %s\">", v->intact ? "intact" : "broken");
     if (v->truncated)
-        fprintf(o, "Chain: the last line (line %llu) is torn, the writer was interrupted; "
-                "the %llu events before it verify", (unsigned long long)v->bad_line,
-                (unsigned long long)v->events);
+        fprintf(o,
+                "Chain: the last line (line %llu) is torn, the writer was interrupted; "
+                "the %llu events before it verify",
+                (unsigned long long)v->bad_line, (unsigned long long)v->events);
     else if (broken)
         fprintf(o, "Chain broken at line %llu: ", (unsigned long long)v->bad_line);
     if (broken)
         put_text(o, v->why);
     if (v->intact) {
-        fprintf(o, "Chain intact: %llu events, %llu runs, head <span class=\"mono\">%.16s"
-                "</span>&hellip;", (unsigned long long)v->events, (unsigned long long)v->runs,
-                v->head);
+        fprintf(o,
+                "Chain intact: %llu events, %llu runs, head <span class=\"mono\">%.16s"
+                "</span>&hellip;",
+                (unsigned long long)v->events, (unsigned long long)v->runs, v->head);
         if (opt->pubkey)
             fprintf(o, "; every line signed: %llu checkpoints verified with the key",
                     (unsigned long long)v->checkpoints);
@@ -263,7 +277,8 @@ static void put_chain(FILE *o, const struct audit_report *v, const struct audit_
     if (!opt->pubkey)
         fputs("<p class=\"warn\">No key was given (--key): checkpoint signatures were not "
               "checked, and an unsigned chain can be extended or rewritten by anyone who "
-              "can write the file.</p>\n", o);
+              "can write the file.</p>\n",
+              o);
     uint64_t shown = v->lost_ends < AUDIT_OPEN_RUNS_SHOWN ? v->lost_ends : AUDIT_OPEN_RUNS_SHOWN;
     for (uint64_t i = 0; i < shown; i++) {
         fprintf(o, "<p class=\"warn\">Line %llu: run <span class=\"mono\">",
@@ -279,14 +294,18 @@ static void put_run_verdict(FILE *o, const struct report *r, const struct audit_
 {
     fputs("<tr><th>verification</th><td>", o);
     if (!v->intact && last >= v->bad_line)
-        fprintf(o, "<span class=\"denied\">not verified</span>: the chain breaks at line %llu, "
-                "at or before this run's last line", (unsigned long long)v->bad_line);
+        fprintf(o,
+                "<span class=\"denied\">not verified</span>: the chain breaks at line %llu, "
+                "at or before this run's last line",
+                (unsigned long long)v->bad_line);
     else if (r->o->pubkey)
         fputs("<span class=\"allowed\">verified and signed</span>: its lines chain, and a "
-              "checkpoint after them is signed by the key", o);
+              "checkpoint after them is signed by the key",
+              o);
     else if (r->last_checkpoint > last)
         fputs("<span class=\"allowed\">chain verified</span>; a checkpoint follows (its "
-              "signature not checked: no key given)", o);
+              "signature not checked: no key given)",
+              o);
     else
         fputs("<span class=\"allowed\">chain verified</span>, not signed", o);
     fputs("</td></tr>\n", o);
@@ -299,7 +318,8 @@ static void put_timeline(FILE *o, const json_t *runs)
     double t0 = INFINITY, t1 = -INFINITY;
     size_t i;
     json_t *e;
-    json_array_foreach(runs, i, e) {
+    json_array_foreach(runs, i, e)
+    {
         double a = ts_seconds(str_of(e, "first_ts")), b = ts_seconds(str_of(e, "last_ts"));
         if (!isnan(a) && a < t0)
             t0 = a;
@@ -315,10 +335,12 @@ static void put_timeline(FILE *o, const json_t *runs)
     struct tm tm;
     strftime(to, sizeof to, "%Y-%m-%d %H:%M:%S", gmtime_r(&end, &tm));
     audit_human_ms(span * 1000, len);
-    fprintf(o, "<section id=\"timeline\"><h2>Timeline</h2>\n<div class=\"axis\"><span></span>"
-            "<div><span>%s UTC</span><span>%s</span><span>%s UTC</span></div></div>\n", from,
-            len, to);
-    json_array_foreach(runs, i, e) {
+    fprintf(o,
+            "<section id=\"timeline\"><h2>Timeline</h2>\n<div class=\"axis\"><span></span>"
+            "<div><span>%s UTC</span><span>%s</span><span>%s UTC</span></div></div>\n",
+            from, len, to);
+    json_array_foreach(runs, i, e)
+    {
         double a = ts_seconds(str_of(e, "first_ts")), b = ts_seconds(str_of(e, "last_ts"));
         if (isnan(a) || isnan(b))
             continue;
@@ -334,8 +356,10 @@ static void put_timeline(FILE *o, const json_t *runs)
         put_short_id(o, str_of(s, "run"));
         fputs("</span> ", o);
         put_text(o, str_of(s, "level") ?: "-");
-        fprintf(o, ", %s</a><div class=\"track\"><a class=\"bar %s\" href=\"#run-%zu\" "
-                "style=\"left:%.3f%%;width:%.3f%%\" title=\"", text, cls, i + 1, left, width);
+        fprintf(o,
+                ", %s</a><div class=\"track\"><a class=\"bar %s\" href=\"#run-%zu\" "
+                "style=\"left:%.3f%%;width:%.3f%%\" title=\"",
+                text, cls, i + 1, left, width);
         char *cmd = NULL;
         size_t n = 0;
         FILE *m = open_memstream(&cmd, &n);
@@ -380,9 +404,8 @@ static bool in_list(const json_t *list, const char *name)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(list, i, v)
-        if (json_is_string(v) && !strcmp(json_string_value(v), name))
-            return true;
+    json_array_foreach(list, i,
+                       v) if (json_is_string(v) && !strcmp(json_string_value(v), name)) return true;
     return false;
 }
 
@@ -394,10 +417,12 @@ static void put_limits(FILE *o, const json_t *s)
     if (!json_is_object(enforced) && !json_is_object(limits))
         return;
     fputs("<h3>Limits</h3>\n<table class=\"limits\"><tr><th>limit</th><th>policy</th>"
-          "<th>enforced by</th></tr>\n", o);
+          "<th>enforced by</th></tr>\n",
+          o);
     const char *name;
     json_t *how;
-    json_object_foreach((json_t *)enforced, name, how) {
+    json_object_foreach((json_t *)enforced, name, how)
+    {
         fputs("<tr><td>", o);
         put_text(o, name);
         fputs("</td><td>", o);
@@ -412,7 +437,8 @@ static void put_limits(FILE *o, const json_t *s)
     const json_t *fired = json_object_get(s, "limits_fired");
     size_t i;
     json_t *f;
-    json_array_foreach(fired, i, f) {
+    json_array_foreach(fired, i, f)
+    {
         fputs("<p class=\"warn\">limit fired: ", o);
         put_value(o, json_object_get(f, "limit"));
         fputs(" (", o);
@@ -430,7 +456,8 @@ static void put_table(FILE *o, const char *cls, const json_t *rows, const char *
     fputs("</tr>\n", o);
     size_t i;
     json_t *row;
-    json_array_foreach(rows, i, row) {
+    json_array_foreach(rows, i, row)
+    {
         if (i == ROWS_SHOWN) {
             fprintf(o, "<tr><td colspan=\"9\">&hellip; and %zu more in the log</td></tr>\n",
                     json_array_size(rows) - ROWS_SHOWN);
@@ -440,8 +467,9 @@ static void put_table(FILE *o, const char *cls, const json_t *rows, const char *
         for (const char *const *c = cols; *c; c++) {
             const json_t *v = json_object_get(row, *c);
             /* A decision is coloured by what it was: the gateway's boolean, the broker's word. */
-            bool yes = json_is_true(v) || (json_is_string(v) && !strcmp(*c, "decision") &&
-                                           !strcmp(json_string_value(v), "allowed"));
+            bool yes = json_is_true(v) ||
+                (json_is_string(v) && !strcmp(*c, "decision") &&
+                 !strcmp(json_string_value(v), "allowed"));
             bool verdict = !strcmp(*c, "allowed") || !strcmp(*c, "decision");
             fprintf(o, "<td%s>", !verdict ? "" : yes ? " class=\"allowed\"" : " class=\"denied\"");
             if (!strcmp(*c, "allowed"))
@@ -457,8 +485,9 @@ static void put_table(FILE *o, const char *cls, const json_t *rows, const char *
 
 static void put_egress(FILE *o, const json_t *s)
 {
-    static const char *const cols[] = { "allowed", "method", "host", "port", "address", "rule",
-                                        "reason", "status", "bytes_up", "bytes_down", NULL };
+    static const char *const cols[] = { "allowed",  "method",     "host",   "port",
+                                        "address",  "rule",       "reason", "status",
+                                        "bytes_up", "bytes_down", NULL };
     const json_t *sum = json_object_get(s, "egress"), *d = json_object_get(s, "egress_decisions");
     if (!sum && !json_array_size(d))
         return;
@@ -477,8 +506,8 @@ static void put_egress(FILE *o, const json_t *s)
 
 static void put_tools(FILE *o, const json_t *s)
 {
-    static const char *const cols[] = { "tool", "decision", "rule", "reason", "duration_ms",
-                                        "arguments_digest", NULL };
+    static const char *const cols[] = { "tool",        "decision",         "rule", "reason",
+                                        "duration_ms", "arguments_digest", NULL };
     const json_t *calls = json_object_get(s, "tool_calls");
     if (!json_array_size(calls) && !json_object_get(s, "mcp_server"))
         return;
@@ -500,7 +529,8 @@ static void put_break_glass(FILE *o, const json_t *s)
     const char *k;
     json_t *v;
     if (json_is_object(bg)) {
-        json_object_foreach((json_t *)bg, k, v) {
+        json_object_foreach((json_t *)bg, k, v)
+        {
             fputs("<tr><th>", o);
             put_text(o, k);
             fputs("</th><td>", o);
@@ -561,8 +591,7 @@ static void put_run(FILE *o, const struct report *r, const struct audit_report *
     put_short_id(o, str_of(s, "run"));
     fputs("</span><span class=\"badge level\">", o);
     put_text(o, str_of(s, "level") ?: "no level");
-    fprintf(o, "</span><span class=\"badge %s\">%s</span></h2>\n<pre class=\"argv\">$ ", cls,
-            text);
+    fprintf(o, "</span><span class=\"badge %s\">%s</span></h2>\n<pre class=\"argv\">$ ", cls, text);
     char *cmd = NULL;
     size_t n = 0;
     FILE *m = open_memstream(&cmd, &n);
@@ -607,15 +636,16 @@ int audit_html(const char *path, const struct audit_html_options *o, FILE *out,
                 json_array_size(r.runs) == 1 ? "" : "s", o->run ? " (--run)" : "");
         put_chain(out, &v, o);
         if (r.bad_lines)
-            fprintf(out, "<p class=\"warn\">%llu line%s of the file %s no event and %s not "
-                    "shown.</p>\n", (unsigned long long)r.bad_lines, r.bad_lines == 1 ? "" : "s",
+            fprintf(out,
+                    "<p class=\"warn\">%llu line%s of the file %s no event and %s not "
+                    "shown.</p>\n",
+                    (unsigned long long)r.bad_lines, r.bad_lines == 1 ? "" : "s",
                     r.bad_lines == 1 ? "is" : "are", r.bad_lines == 1 ? "is" : "are");
         fputs("</header>\n", out);
         put_timeline(out, r.runs);
         size_t i;
         json_t *e;
-        json_array_foreach(r.runs, i, e)
-            put_run(out, &r, &v, i, e);
+        json_array_foreach(r.runs, i, e) put_run(out, &r, &v, i, e);
         fputs("</body></html>\n", out);
         if (fflush(out) != 0 || ferror(out))
             rc = err_sys(err, CORDON_E_SETUP, "cannot write the report");

@@ -20,10 +20,10 @@
  * into a block of its own and the blocks printed in order of first line.
  */
 struct block {
-    char *run;                   /* NULL: an event outside any run */
+    char *run; /* NULL: an event outside any run */
     char *text;
     size_t len;
-    FILE *mem;                   /* open_memstream() on text while filling */
+    FILE *mem; /* open_memstream() on text while filling */
     bool started, ended;
 };
 
@@ -31,10 +31,10 @@ struct show {
     const struct audit_filter *f;
     struct block *blocks;
     size_t n_blocks, cap_blocks;
-    size_t *index;               /* run id -> block + 1, open addressing */
+    size_t *index; /* run id -> block + 1, open addressing */
     size_t index_cap, n_runs;
     uint64_t checkpoints;
-    FILE *out;                   /* --json passes lines through here */
+    FILE *out; /* --json passes lines through here */
 };
 
 static struct block *new_block(struct show *s, const char *run)
@@ -153,7 +153,8 @@ static void put_shell_word(FILE *o, const char *w)
     bool plain = w[0] != '\0';
     for (const char *p = w; *p && plain; p++)
         plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                       "-_./=:,+@%", *p) != NULL;
+                       "-_./=:,+@%",
+                       *p) != NULL;
     if (plain) {
         fputs(w, o);
         return;
@@ -179,7 +180,8 @@ void audit_put_command(FILE *o, const json_t *argv, size_t max)
         return;
     size_t i;
     json_t *a;
-    json_array_foreach(argv, i, a) {
+    json_array_foreach(argv, i, a)
+    {
         if (i)
             fputc(' ', m);
         put_shell_word(m, json_is_string(a) ? json_string_value(a) : "?");
@@ -197,7 +199,8 @@ static void put_fields(FILE *o, json_t *ev)
 {
     const char *key;
     json_t *v;
-    json_object_foreach(ev, key, v) {
+    json_object_foreach(ev, key, v)
+    {
         if (!strcmp(key, "seq") || !strcmp(key, "ts") || !strcmp(key, "run") ||
             !strcmp(key, "type") || !strcmp(key, "prev"))
             continue;
@@ -206,8 +209,8 @@ static void put_fields(FILE *o, json_t *ev)
             put_shell_word(o, json_string_value(v));
             continue;
         }
-        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_ENSURE_ASCII |
-                                    JSON_PRESERVE_ORDER);
+        char *s =
+            json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
         if (s && strlen(s) > 120)
             fprintf(o, "%.117s...", s);
         else
@@ -267,8 +270,7 @@ static void put_refused(FILE *o, json_t *ev, const char *run, const char *when)
     const char *front = json_string_value(json_object_get(ev, "front_end"));
     json_t *uid = json_object_get(ev, "uid");
     fprintf(o, "run %.8s  %s  refused   uid %-5lld  %s", run ? run : "-", when,
-            json_is_integer(uid) ? (long long)json_integer_value(uid) : -1LL,
-            front ? front : "?");
+            json_is_integer(uid) ? (long long)json_integer_value(uid) : -1LL, front ? front : "?");
     json_t *argv = json_object_get(ev, "argv");
     if (json_array_size(argv)) {
         fputs(" $ ", o);
@@ -300,8 +302,8 @@ static void put_event(struct show *s, FILE *o, json_t *ev, const char *type, con
         char uidtext[24] = "?";
         if (json_is_integer(uid))
             snprintf(uidtext, sizeof uidtext, "%lld", (long long)json_integer_value(uid));
-        fprintf(o, "run %.8s  %s  %-9s  uid %-5s  $ ", run ? run : "-", when,
-                level ? level : "?", uidtext);
+        fprintf(o, "run %.8s  %s  %-9s  uid %-5s  $ ", run ? run : "-", when, level ? level : "?",
+                uidtext);
         audit_put_command(o, json_object_get(ev, "argv"), 100);
         fputc('\n', o);
     } else if (!strcmp(type, "run.end")) {
@@ -338,8 +340,9 @@ static int show_line(void *arg, const struct audit_line *l, struct cordon_err *e
     json_t *ev = l->ev;
     const struct audit_filter *f = s->f;
     bool filtered = f->run || f->type;
-    if (ev && ((f->run && (!run || strncmp(run, f->run, strlen(f->run)) != 0)) ||
-               (f->type && !type_matches(f->type, type))))
+    if (ev &&
+        ((f->run && (!run || strncmp(run, f->run, strlen(f->run)) != 0)) ||
+         (f->type && !type_matches(f->type, type))))
         return 0;
     if (f->json) {
         /* Not an event: nothing a JSON reader downstream could use. */
@@ -355,8 +358,9 @@ static int show_line(void *arg, const struct audit_line *l, struct cordon_err *e
         struct block *b = new_block(s, NULL);
         if (!b)
             return err_set(err, CORDON_E_INTERNAL, "out of memory");
-        fprintf(b->mem, l->nl ? "line %llu: not an event (see 'cordon audit verify')\n"
-                              : "line %llu: truncated (the writer was interrupted)\n",
+        fprintf(b->mem,
+                l->nl ? "line %llu: not an event (see 'cordon audit verify')\n"
+                      : "line %llu: truncated (the writer was interrupted)\n",
                 (unsigned long long)l->no);
         return 0;
     }
@@ -439,8 +443,7 @@ int audit_walk(const char *path, audit_line_fn *fn, void *arg, struct cordon_err
     }
 }
 
-int audit_show(const char *path, const struct audit_filter *f, FILE *out,
-               struct cordon_err *err)
+int audit_show(const char *path, const struct audit_filter *f, FILE *out, struct cordon_err *err)
 {
     static const struct audit_filter none = { 0 };
     struct show s = { .f = f ? f : &none, .out = out };

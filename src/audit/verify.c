@@ -21,8 +21,8 @@
 /* A run as its run.start and run.end lines leave it. */
 struct run_entry {
     char *id;
-    uint64_t start_line, end_line;  /* 0: none yet */
-    pid_t writer;                   /* its start's writer (audit_writer_stamp) on this boot, */
+    uint64_t start_line, end_line;   /* 0: none yet */
+    pid_t writer;                    /* its start's writer (audit_writer_stamp) on this boot, */
     unsigned long long writer_start; /* and when it started; 0: not of this boot */
 };
 
@@ -85,8 +85,8 @@ struct witness_entry {
 struct witness {
     struct witness_entry *v;
     size_t n, cap;
-    size_t next;                 /* the first entry the log has not reached yet */
-    char log[65];                /* the log all its entries name: its header's digest */
+    size_t next;  /* the first entry the log has not reached yet */
+    char log[65]; /* the log all its entries name: its header's digest */
 };
 
 static int bad_witness(struct cordon_err *err, const char *path, uint64_t line, const char *why)
@@ -113,7 +113,8 @@ static int witness_line(const char *path, uint64_t line, const char *buf, size_t
         json_integer_value(seq) < 1)
         return bad_witness(err, path, line, "not a witness entry (log, seq, sha256, type)");
     if (w->n && strcmp(log, w->log) != 0)
-        return bad_witness(err, path, line, "notes another log than the lines before it (one "
+        return bad_witness(err, path, line,
+                           "notes another log than the lines before it (one "
                            "witness per log)");
     if (w->n && (uint64_t)json_integer_value(seq) <= w->v[w->n - 1].seq)
         return bad_witness(err, path, line, "seq does not rise");
@@ -166,16 +167,16 @@ static int load_witness(const char *path, struct witness *w, struct cordon_err *
 
 struct verifier {
     struct audit_report *r;
-    FILE *f;                     /* for the one line of look-ahead a swap needs */
-    EVP_PKEY *key;               /* NULL: checkpoints checked for structure only */
+    FILE *f;       /* for the one line of look-ahead a swap needs */
+    EVP_PKEY *key; /* NULL: checkpoints checked for structure only */
     char key_id[65];
-    uint64_t line;               /* 1-based number of the line being checked */
+    uint64_t line; /* 1-based number of the line being checked */
     uint64_t next_seq;
-    char prev[65];               /* digest of the last line that verified */
-    uint64_t last_checkpoint;    /* its line; 0 for none */
+    char prev[65];            /* digest of the last line that verified */
+    uint64_t last_checkpoint; /* its line; 0 for none */
     struct run_set runs;
-    char boot_id[40];            /* this boot's, or "" */
-    struct witness *w;           /* NULL without one */
+    char boot_id[40];  /* this boot's, or "" */
+    struct witness *w; /* NULL without one */
     /* A run's second start or end, told once the next line shows the line
      * itself unedited: an edit is named as the chain names it. */
     uint64_t pending_line;
@@ -183,8 +184,8 @@ struct verifier {
 };
 
 /* Record the first problem; returns 1 so callers can `return broken(...)`. */
-__attribute__((format(printf, 3, 4)))
-static int broken(struct verifier *v, uint64_t line, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int broken(struct verifier *v, uint64_t line,
+                                                        const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -204,7 +205,8 @@ static int check_checkpoint(struct verifier *v, json_t *ev, uint64_t seq)
     json_t *signed_seq = json_object_get(ev, "signed_seq");
     if (!head || !sha256_hex_valid(head) || !key_id || !sha256_hex_valid(key_id) || !sig ||
         !json_is_integer(signed_seq))
-        return broken(v, v->line, "checkpoint: head, signed_seq, key_id or sig missing or "
+        return broken(v, v->line,
+                      "checkpoint: head, signed_seq, key_id or sig missing or "
                       "malformed");
     if (strcmp(head, v->prev) != 0)
         return broken(v, v->line, "checkpoint head is not the digest of the line before it");
@@ -256,16 +258,17 @@ static int seq_ahead(struct verifier *v, uint64_t seq)
         json_auto_t *ev = json_parse_strict(next, len, 0, NULL);
         json_t *s = json_object_get(ev, "seq");
         if (json_is_integer(s) && (uint64_t)json_integer_value(s) == v->next_seq)
-            return broken(v, v->line, "seq out of order: expected %llu, got %llu (lines %llu "
-                          "and %llu are swapped)", want, got, (unsigned long long)v->line,
-                          (unsigned long long)v->line + 1);
+            return broken(v, v->line,
+                          "seq out of order: expected %llu, got %llu (lines %llu "
+                          "and %llu are swapped)",
+                          want, got, (unsigned long long)v->line, (unsigned long long)v->line + 1);
     }
-    return broken(v, v->line, "seq gap: expected %llu, got %llu (%llu line%s missing)", want,
-                  got, got - want, got - want == 1 ? "" : "s");
+    return broken(v, v->line, "seq gap: expected %llu, got %llu (%llu line%s missing)", want, got,
+                  got - want, got - want == 1 ? "" : "s");
 }
 
-__attribute__((format(printf, 2, 3)))
-static int contradicts(struct verifier *v, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int contradicts(struct verifier *v, const char *fmt,
+                                                             ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -320,8 +323,10 @@ static int check_witnessed(struct verifier *v, uint64_t seq, const char *digest)
     if (e->seq != seq)
         return 0;
     if (strcmp(e->sha256, digest) != 0)
-        return broken(v, v->line, "differs from its witness, which noted this %s line (seq "
-                      "%llu) with another digest", e->type, (unsigned long long)seq);
+        return broken(v, v->line,
+                      "differs from its witness, which noted this %s line (seq "
+                      "%llu) with another digest",
+                      e->type, (unsigned long long)seq);
     w->next++;
     return 0;
 }
@@ -356,8 +361,7 @@ static int check_line(struct verifier *v, const char *buf, size_t len)
             return 1;
     } else {
         if (!strcmp(digest, v->prev))
-            return broken(v, v->line, "duplicate of line %llu",
-                          (unsigned long long)v->line - 1);
+            return broken(v, v->line, "duplicate of line %llu", (unsigned long long)v->line - 1);
         if (!strcmp(type, AUDIT_TYPE_HEADER))
             return broken(v, v->line, "second header (another log appended to this one?)");
         if (seq > v->next_seq)
@@ -441,9 +445,11 @@ static void witness_beyond(struct verifier *v, const struct witness *w)
     const struct witness_entry *last = &w->v[w->n - 1];
     size_t missing = w->n - w->next;
     r->truncated = false;
-    broken(v, r->events + 1, "truncated: the log ends at seq %llu, its witness holds seq %llu "
-           "(%s); %zu noted line%s missing", (unsigned long long)(r->events ? v->next_seq - 1 : 0),
-           (unsigned long long)last->seq, last->type, missing, missing == 1 ? " is" : "s are");
+    broken(v, r->events + 1,
+           "truncated: the log ends at seq %llu, its witness holds seq %llu "
+           "(%s); %zu noted line%s missing",
+           (unsigned long long)(r->events ? v->next_seq - 1 : 0), (unsigned long long)last->seq,
+           last->type, missing, missing == 1 ? " is" : "s are");
 }
 
 /* Read PATH a line at a time into V: 0, or -1 with ERR when it cannot be read. */
@@ -493,8 +499,7 @@ int audit_verify(const char *path, const char *pubkey, const char *witness,
         if (!(key = sigkey_load_public(pubkey, err)))
             return -1;
         if (sigkey_id(key, v.key_id) < 0)
-            return err_set(err, CORDON_E_POLICY, "public key '%s' is not an Ed25519 key",
-                           pubkey);
+            return err_set(err, CORDON_E_POLICY, "public key '%s' is not an Ed25519 key", pubkey);
         v.key = key;
     }
     struct witness w = { 0 };

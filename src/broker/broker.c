@@ -63,10 +63,9 @@ size_t recorded_size(const json_t *j)
 }
 
 /* One mcp.call event: a tools/call and what became of it. */
-void record_call(struct broker *b, const char *tool, const char *decision,
-                        const char *rule, const char *reason, const char *digest,
-                        const json_t *args, uint64_t duration_ms, json_int_t result_bytes,
-                        int is_error)
+void record_call(struct broker *b, const char *tool, const char *decision, const char *rule,
+                 const char *reason, const char *digest, const json_t *args, uint64_t duration_ms,
+                 json_int_t result_bytes, int is_error)
 {
     json_t *f = json_pack("{s:s, s:s, s:s, s:I}", "tool", tool, "decision", decision,
                           "arguments_digest", digest, "duration_ms", (json_int_t)duration_ms);
@@ -163,7 +162,6 @@ void to_server(struct broker *b, json_t *msg)
     json_decref(msg);
 }
 
-
 /* ---- pending requests ---- */
 
 void pending_free(struct pending *q)
@@ -193,12 +191,10 @@ static bool client_id_in_use(const struct broker *b, const json_t *cid)
             return true;
     size_t i;
     json_t *msg;
-    json_array_foreach(b->waiting, i, msg)
-        if (json_equal(json_object_get(msg, "id"), cid))
-            return true;
+    json_array_foreach(b->waiting, i,
+                       msg) if (json_equal(json_object_get(msg, "id"), cid)) return true;
     return false;
 }
-
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -211,16 +207,17 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
         return;
     double secs = (double)b->p->tools.call_timeout_ms / 1000.0;
     /* Ask the server to stop working on it; its late answer will be dropped. */
-    to_server(b, rpc_notification("notifications/cancelled",
-                                  json_pack("{s:I, s:s}", "requestId", (json_int_t)q->sid,
-                                            "reason", "timed out in cordon's broker")));
+    to_server(b,
+              rpc_notification("notifications/cancelled",
+                               json_pack("{s:I, s:s}", "requestId", (json_int_t)q->sid, "reason",
+                                         "timed out in cordon's broker")));
     if (q->kind == PENDING_OWN_LIST) {
         b->listing = false;
         fail_waiting(b, "the server did not list its tools in time");
     } else {
-        to_client(b, rpc_error(q->cid, RPC_REQUEST_TIMEOUT,
-                               "cordon: the server did not answer %s within %gs", q->method,
-                               secs));
+        to_client(b,
+                  rpc_error(q->cid, RPC_REQUEST_TIMEOUT,
+                            "cordon: the server did not answer %s within %gs", q->method, secs));
         if (q->tool[0])
             record_call(b, q->tool, "timeout", "call_timeout", NULL, q->args_digest, q->args,
                         ms_since(&q->start), -1, -1);
@@ -312,9 +309,8 @@ static void start_own_list(struct broker *b)
 void own_list_next(struct broker *b, const json_t *cursor)
 {
     json_t *params = cursor ? json_pack("{s:O}", "cursor", cursor) : json_object();
-    _cleanup_(json_decrefp) json_t *req =
-        json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 0, "method", "tools/list",
-                  "params", params);
+    _cleanup_(json_decrefp) json_t *req = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id",
+                                                    0, "method", "tools/list", "params", params);
     if (!req || !forward_request(b, req, NULL, PENDING_OWN_LIST, "tools/list")) {
         b->listing = false;
         fail_waiting(b, "the server is gone");
@@ -328,8 +324,7 @@ void run_waiting(struct broker *b)
     b->waiting = json_array();
     size_t i;
     json_t *msg;
-    json_array_foreach(w, i, msg)
-        handle_call(b, msg, json_object_get(msg, "id"), true);
+    json_array_foreach(w, i, msg) handle_call(b, msg, json_object_get(msg, "id"), true);
 }
 
 /* Calls that waited for the tool list it could not get: failed, and each recorded. */
@@ -337,7 +332,8 @@ void fail_waiting(struct broker *b, const char *why)
 {
     size_t i;
     json_t *msg;
-    json_array_foreach(b->waiting, i, msg) {
+    json_array_foreach(b->waiting, i, msg)
+    {
         json_t *params = json_object_get(msg, "params");
         json_t *args = json_object_get(params, "arguments");
         _cleanup_(json_decrefp) json_t *empty = json_object();
@@ -345,8 +341,7 @@ void fail_waiting(struct broker *b, const char *why)
         json_sha256_hex(args ? args : empty, digest);
         record_call(b, json_string_value(json_object_get(params, "name")), "refused",
                     "no_tool_list", why, digest, args, 0, -1, -1);
-        to_client(b, rpc_error(json_object_get(msg, "id"), RPC_INTERNAL_ERROR, "cordon: %s",
-                               why));
+        to_client(b, rpc_error(json_object_get(msg, "id"), RPC_INTERNAL_ERROR, "cordon: %s", why));
     }
     json_array_clear(b->waiting);
 }
@@ -356,13 +351,12 @@ void fail_waiting(struct broker *b, const char *why)
  * now; every question and answer is recorded, the decider's identity with
  * it. The broker waits for the answer (at most decider.timeout).
  */
-static bool decider_allows(struct broker *b, const json_t *id, const char *tool,
-                           const json_t *args, const char *digest)
+static bool decider_allows(struct broker *b, const json_t *id, const char *tool, const json_t *args,
+                           const char *digest)
 {
     _cleanup_(json_decrefp) json_t *empty = json_object();
-    _cleanup_(json_decrefp) json_t *q =
-        json_pack("{s:s, s:O, s:s}", "tool", tool, "arguments", args ? args : empty,
-                  "arguments_digest", digest);
+    _cleanup_(json_decrefp) json_t *q = json_pack("{s:s, s:O, s:s}", "tool", tool, "arguments",
+                                                  args ? args : empty, "arguments_digest", digest);
     struct decider_answer a;
     decider_ask(b->decider, "tool_call", tool, b->run_id, q, &a);
     json_t *ev = decider_answer_json(b->decider, &a);
@@ -410,8 +404,10 @@ static void handle_call(struct broker *b, json_t *msg, json_t *id, bool counted)
     if (json_object_get(b->hidden, tool)) {
         /* Changed since it was pinned: unknown until approved, as a hidden tool is. */
         char why[200];
-        snprintf(why, sizeof why, "Unknown tool: %s (changed since pinned; cordon mcp pins "
-                 "approve)", tool);
+        snprintf(why, sizeof why,
+                 "Unknown tool: %s (changed since pinned; cordon mcp pins "
+                 "approve)",
+                 tool);
         refuse_call(b, id, tool, "pin", why, digest, args, true);
         return;
     }
@@ -560,8 +556,9 @@ static void on_client_garbage(void *ctx, struct rpc_stream *s, const char *line,
     (void)len;
     struct broker *b = ctx;
     violation(b, "client", why);
-    to_client(b, rpc_error(NULL, oversized ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR, "%s%s",
-                           oversized ? "" : "Parse error: ", why));
+    to_client(b,
+              rpc_error(NULL, oversized ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR, "%s%s",
+                        oversized ? "" : "Parse error: ", why));
 }
 
 /* ---- ending ---- */
@@ -701,8 +698,7 @@ static void broker_release(struct broker *b)
         b->pending = q->next;
         pending_free(q);
     }
-    struct event *evs[] = { b->shutdown_timer, b->finish_timer, b->sigchld, b->sigterm,
-                            b->sigint };
+    struct event *evs[] = { b->shutdown_timer, b->finish_timer, b->sigchld, b->sigterm, b->sigint };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             event_free(evs[i]);
@@ -723,8 +719,7 @@ static void broker_release(struct broker *b)
         event_base_free(b->base);
 }
 
-int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
-             struct cordon_err *err)
+int mcp_wrap(const struct policy *p, char *const *server_argv, int *status, struct cordon_err *err)
 {
     struct broker b = { .p = p, .child = { .pid = -1 } };
     *status = 0;
@@ -799,8 +794,8 @@ int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
     }
     record(&b, "mcp.session.end",
            json_pack("{s:I, s:I, s:I, s:i}", "calls", (json_int_t)b.calls, "refused",
-                     (json_int_t)b.refused, "violations", (json_int_t)b.violations,
-                     "server_status", b.child_status));
+                     (json_int_t)b.refused, "violations", (json_int_t)b.violations, "server_status",
+                     b.child_status));
     run_handle_close(&b.child);
     broker_release(&b);
     /* The server's own status, unless it was stopped because the client left. */
@@ -818,8 +813,8 @@ void mcp_refuse_session(const char *why)
     while (getline(&line, &cap, stdin) > 0) {
         _cleanup_(json_decrefp) json_t *msg = json_parse_strict_str(line, 0, NULL);
         json_t *id = json_object_get(msg, "id");
-        if (!json_is_string(json_object_get(msg, "method")) || (!json_is_integer(id) &&
-                                                                 !json_is_string(id)))
+        if (!json_is_string(json_object_get(msg, "method")) ||
+            (!json_is_integer(id) && !json_is_string(id)))
             continue;
         _cleanup_(json_decrefp) json_t *answer =
             rpc_error(id, RPC_INTERNAL_ERROR, "cordon: the server cannot start: %s", why);

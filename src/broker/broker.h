@@ -15,8 +15,7 @@
  * session could not start; otherwise 0 with *STATUS the exit status for
  * cordon (the server's own when it failed, 0 after a clean end).
  */
-int mcp_wrap(const struct policy *p, char *const *server_argv, int *status,
-             struct cordon_err *err);
+int mcp_wrap(const struct policy *p, char *const *server_argv, int *status, struct cordon_err *err);
 
 /*
  * The session cannot start (a policy or flag error, WHY): tell the client,

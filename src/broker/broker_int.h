@@ -48,20 +48,20 @@
 #define SCHEMA_BYTES_MAX (16u << 20)
 
 enum pending_kind {
-    PENDING_CLIENT,     /* a client's request, answered back to it */
-    PENDING_OWN_LIST,   /* the broker's own tools/list walk, for schemas */
+    PENDING_CLIENT,   /* a client's request, answered back to it */
+    PENDING_OWN_LIST, /* the broker's own tools/list walk, for schemas */
 };
 
 struct pending {
     struct pending *next;
     struct broker *b;
     enum pending_kind kind;
-    long long sid;          /* the id the server saw */
-    json_t *cid;            /* the client's id */
+    long long sid; /* the id the server saw */
+    json_t *cid;   /* the client's id */
     char method[64];
-    char tool[130];         /* tools/call: the tool */
+    char tool[130]; /* tools/call: the tool */
     char args_digest[65];
-    json_t *args;           /* tools/call: recorded when the policy says so */
+    json_t *args; /* tools/call: recorded when the policy says so */
     struct timespec start;
     struct event *timer;
 };
@@ -75,25 +75,25 @@ struct broker {
     char run_id[33];
 
     struct pending *pending;
-    json_t *schemas;        /* tool name -> inputSchema, from every tools/list seen */
-    size_t schema_bytes;    /* their size, serialised */
-    bool schemas_complete;  /* a full walk since the last list_changed */
-    bool listing;           /* the broker's own walk is under way */
-    bool warned_unmatched;  /* the client was told tools.allow matches none */
+    json_t *schemas;       /* tool name -> inputSchema, from every tools/list seen */
+    size_t schema_bytes;   /* their size, serialised */
+    bool schemas_complete; /* a full walk since the last list_changed */
+    bool listing;          /* the broker's own walk is under way */
+    bool warned_unmatched; /* the client was told tools.allow matches none */
     unsigned list_pages;
-    json_t *waiting;        /* tools/call requests waiting for the walk */
+    json_t *waiting;         /* tools/call requests waiting for the walk */
     json_t *server_requests; /* ids of server-to-client requests in flight (dumped) -> true */
-    struct mcp_pins *pins;  /* tools.pins: the pin file, or NULL */
+    struct mcp_pins *pins;   /* tools.pins: the pin file, or NULL */
     struct decider *decider; /* decider.socket: asked about tools.ask calls, or NULL */
     bool pins_server_set;
-    json_t *hidden;         /* tool name -> digest of a listing that does not match its pin */
+    json_t *hidden; /* tool name -> digest of a listing that does not match its pin */
 
     uint64_t calls, refused, violations;
-    bool client_done;       /* the client closed its side: no more requests */
-    bool client_gone;       /* and nothing more can reach it */
+    bool client_done; /* the client closed its side: no more requests */
+    bool client_gone; /* and nothing more can reach it */
     bool server_gone, child_reaped;
-    char end_why[400];      /* why the server ended, told to the client; "" until asked */
-    bool stopped_by_us;     /* the server outstayed the client and was stopped */
+    char end_why[400];  /* why the server ended, told to the client; "" until asked */
+    bool stopped_by_us; /* the server outstayed the client and was stopped */
     struct timespec reaped_at;
     int child_status;
     struct event *shutdown_timer, *finish_timer;
@@ -104,7 +104,9 @@ struct broker {
 uint64_t ms_since(const struct timespec *t);
 void record(struct broker *b, const char *type, json_t *fields);
 size_t recorded_size(const json_t *j);
-void record_call(struct broker *b, const char *tool, const char *decision, const char *rule, const char *reason, const char *digest, const json_t *args, uint64_t duration_ms, json_int_t result_bytes, int is_error);
+void record_call(struct broker *b, const char *tool, const char *decision, const char *rule,
+                 const char *reason, const char *digest, const json_t *args, uint64_t duration_ms,
+                 json_int_t result_bytes, int is_error);
 void refused_method(struct broker *b, const char *peer, const char *method);
 void violation(struct broker *b, const char *peer, const char *why);
 void to_client(struct broker *b, json_t *msg);
@@ -124,4 +126,5 @@ void on_server_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t
 bool client_method_allowed(const struct policy *p, const char *method);
 bool server_request_allowed(const struct policy *p, const char *method);
 bool notification_allowed(const struct policy *p, const char *method, bool from_server);
-int check_rules(const struct policy *p, const char *tool, const json_t *args, char *rule, size_t rule_len, char *why, size_t len);
+int check_rules(const struct policy *p, const char *tool, const json_t *args, char *rule,
+                size_t rule_len, char *why, size_t len);

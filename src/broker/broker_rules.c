@@ -76,9 +76,9 @@ static int full_match(const char *re, const char *s, char *why, size_t len)
 {
     int code = 0;
     PCRE2_SIZE at = 0;
-    pcre2_code *c = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
-                                  PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED,
-                                  &code, &at, NULL);
+    pcre2_code *c =
+        pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &code, &at, NULL);
     if (!c)
         return snprintf(why, len, "pattern \"%s\" does not compile", re), -1;
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(c, NULL);
@@ -106,7 +106,8 @@ static int check_string(const struct policy_arg_rule *r, const char *s, char *wh
     char sub[300];
     if (r->max_length && utf8_length(s, strlen(s)) > r->max_length)
         return snprintf(why, len, "arguments.%s: longer than %llu characters", r->arg,
-                        (unsigned long long)r->max_length), -1;
+                        (unsigned long long)r->max_length),
+               -1;
     if (r->pattern && full_match(r->pattern, s, sub, sizeof sub) < 0)
         return snprintf(why, len, "arguments.%s: %s", r->arg, sub), -1;
     if (r->n_under || r->n_deny) {
@@ -119,8 +120,8 @@ static int check_string(const struct policy_arg_rule *r, const char *s, char *wh
 }
 
 /* The policy's rules for TOOL over ARGS; a list is judged item by item. */
-int check_rules(const struct policy *p, const char *tool, const json_t *args,
-                       char *rule, size_t rule_len, char *why, size_t len)
+int check_rules(const struct policy *p, const char *tool, const json_t *args, char *rule,
+                size_t rule_len, char *why, size_t len)
 {
     const struct policy_tool_rules *tr = policy_tool_rules(p, tool);
     for (size_t i = 0; tr && i < tr->n_args; i++) {
@@ -137,7 +138,8 @@ int check_rules(const struct policy *p, const char *tool, const json_t *args,
             return snprintf(why, len, "arguments.%s: expected a string", r->arg), -1;
         size_t k;
         json_t *item;
-        json_array_foreach(v, k, item) {
+        json_array_foreach(v, k, item)
+        {
             if (!json_is_string(item))
                 return snprintf(why, len, "arguments.%s[%zu]: expected a string", r->arg, k), -1;
             TRY(check_string(r, json_string_value(item), why, len));

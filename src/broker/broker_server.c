@@ -70,13 +70,13 @@ static void filter_tools(struct broker *b, json_t *result)
     size_t i;
     json_t *t;
     bool over = false;
-    json_array_foreach(tools, i, t) {
+    json_array_foreach(tools, i, t)
+    {
         json_t *name = json_object_get(t, "name");
         json_t *schema = json_object_get(t, "inputSchema");
         if (!json_is_string(name) || !json_is_object(schema))
             continue;
-        if (!policy_tool_allowed(b->p, json_string_value(name)) ||
-            !pin_allows(b, t))
+        if (!policy_tool_allowed(b->p, json_string_value(name)) || !pin_allows(b, t))
             continue;
         /* Pages of new names would otherwise be kept without end (with allow: ["*"]). */
         json_t *old = json_object_get(b->schemas, json_string_value(name));
@@ -176,9 +176,11 @@ static void warn_unmatched(struct broker *b, size_t listed)
              "tools.allow.",
              listed, listed == 1 ? "" : "s");
     fprintf(stderr, "%s\n", text);
+    /* clang-format off */
     to_client(b, json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "jsonrpc", "2.0", "method",
                            "notifications/message", "params", "level", "warning", "logger",
                            "cordon", "data", text));
+    /* clang-format on */
 }
 
 static void client_answer(struct broker *b, struct pending *q, json_t *msg)
@@ -202,20 +204,21 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
             if (recorded_size(version) > RECORDED_INFO_MAX)
                 version = NULL;
             pins_identify(b, json_is_object(info) ? info : NULL);
-            record(b, "mcp.session", json_pack("{s:o?, s:O?}", "server", info,
-                                               "protocol_version", version));
+            record(b, "mcp.session",
+                   json_pack("{s:o?, s:O?}", "server", info, "protocol_version", version));
         } else if (!strcmp(q->method, "tools/list")) {
             json_t *tools = json_object_get(result, "tools"), *t;
             size_t i, matched = 0;
             listed = json_is_array(tools) ? json_array_size(tools) : 0;
-            json_array_foreach(tools, i, t) {
+            json_array_foreach(tools, i, t)
+            {
                 const char *name = json_string_value(json_object_get(t, "name"));
                 matched += name && policy_tool_allowed(b->p, name);
             }
             filter_tools(b, result);
             unmatched = listed && !matched && b->p->tools.n_allow &&
-                        json_object_size(b->schemas) == 0 &&
-                        !json_is_string(json_object_get(result, "nextCursor"));
+                json_object_size(b->schemas) == 0 &&
+                !json_is_string(json_object_get(result, "nextCursor"));
         }
     } else if (result && !strcmp(q->method, "tools/list")) {
         json_object_set_new(copy, "result", json_pack("{s:[]}", "tools"));
@@ -234,8 +237,8 @@ static void client_answer(struct broker *b, struct pending *q, json_t *msg)
             to_client(b, rpc_result(q->cid, rpc_tool_error("%s", why)));
             return;
         }
-        record_call(b, q->tool, "allowed", NULL, NULL, q->args_digest, q->args,
-                    ms_since(&q->start), size, is_error);
+        record_call(b, q->tool, "allowed", NULL, NULL, q->args_digest, q->args, ms_since(&q->start),
+                    size, is_error);
     }
     to_client(b, json_incref(copy));
     if (unmatched)
@@ -264,8 +267,8 @@ static void server_request(struct broker *b, json_t *msg, const char *method, js
     }
     if (!server_request_allowed(b->p, method)) {
         refused_method(b, "server", method);
-        to_server(b, rpc_error(id, RPC_METHOD_NOT_FOUND, "cordon: %s is not allowed by policy",
-                               method));
+        to_server(
+            b, rpc_error(id, RPC_METHOD_NOT_FOUND, "cordon: %s is not allowed by policy", method));
         return;
     }
     _cleanup_free_ char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -325,8 +328,9 @@ void on_server_message(void *ctx, struct rpc_stream *s, json_t *msg)
         /* A malformed answer to one of ours still ends that request. */
         struct pending *q = json_is_integer(id) ? pending_take(b, json_integer_value(id)) : NULL;
         if (q && q->kind == PENDING_CLIENT)
-            to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR,
-                                   "cordon: the server sent an invalid response: %s", why));
+            to_client(b,
+                      rpc_error(q->cid, RPC_INTERNAL_ERROR,
+                                "cordon: the server sent an invalid response: %s", why));
         if (q && q->kind == PENDING_OWN_LIST) {
             b->listing = false;
             fail_waiting(b, "the server sent an invalid tool list");
@@ -339,7 +343,7 @@ void on_server_message(void *ctx, struct rpc_stream *s, json_t *msg)
 }
 
 void on_server_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t len,
-                              bool oversized, const char *why)
+                       bool oversized, const char *why)
 {
     (void)s;
     struct broker *b = ctx;
@@ -356,8 +360,8 @@ void on_server_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t
         snprintf(text, sizeof text, "cordon: the server's answer exceeds max_message_bytes (%llu)",
                  (unsigned long long)b->p->tools.max_message_bytes);
         if (q->tool[0]) {
-            record_call(b, q->tool, "allowed", "max_message_bytes", text, q->args_digest,
-                        q->args, ms_since(&q->start), -1, 1);
+            record_call(b, q->tool, "allowed", "max_message_bytes", text, q->args_digest, q->args,
+                        ms_since(&q->start), -1, 1);
             to_client(b, rpc_result(q->cid, rpc_tool_error("%s", text)));
         } else {
             to_client(b, rpc_error(q->cid, RPC_INTERNAL_ERROR, "%s", text));

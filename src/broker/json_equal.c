@@ -58,7 +58,7 @@ bool json_same(const json_t *a, const json_t *b)
     switch (json_typeof(a)) {
     case JSON_STRING:
         return json_string_length(a) == json_string_length(b) &&
-               memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
+            memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
     case JSON_ARRAY:
         if (json_array_size(a) != json_array_size(b))
             return false;
@@ -69,9 +69,10 @@ bool json_same(const json_t *a, const json_t *b)
     case JSON_OBJECT:
         if (json_object_size(a) != json_object_size(b))
             return false;
-        OBJECT_EACH(a, it) {
-            const json_t *other = json_object_getn(b, json_object_iter_key(it),
-                                                   json_object_iter_key_len(it));
+        OBJECT_EACH(a, it)
+        {
+            const json_t *other =
+                json_object_getn(b, json_object_iter_key(it), json_object_iter_key_len(it));
             if (!other || !json_same(json_object_iter_value(it), other))
                 return false;
         }
@@ -124,8 +125,8 @@ uint64_t json_same_hash(const json_t *v)
         /* A sum, so member order does not matter. */
         uint64_t h = 0x6f626aull;
         OBJECT_EACH(v, it)
-            h += mix(hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it)) ^
-                     (json_same_hash(json_object_iter_value(it)) * 0x9e3779b97f4a7c15ull));
+        h += mix(hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it)) ^
+                 (json_same_hash(json_object_iter_value(it)) * 0x9e3779b97f4a7c15ull));
         return mix(h);
     }
     case JSON_TRUE:

@@ -38,9 +38,9 @@ enum reading_kind {
 
 struct reading {
     char *text;
-    size_t len;                /* a refused reading may hold a NUL */
-    unsigned kinds;            /* 0 for the value itself */
-    unsigned decodes;          /* percent-decoding rounds along the chain */
+    size_t len;       /* a refused reading may hold a NUL */
+    unsigned kinds;   /* 0 for the value itself */
+    unsigned decodes; /* percent-decoding rounds along the chain */
 };
 
 struct readings {
@@ -98,13 +98,20 @@ enum text_problem {
 static const char *text_problem_what(enum text_problem p)
 {
     switch (p) {
-    case TEXT_CONTROL: return "has a control character";
-    case TEXT_UTF8: return "is not valid UTF-8";
-    case TEXT_HOME: return "is home-relative";
-    case TEXT_DRIVE: return "is a windows drive path";
-    case TEXT_UNC: return "is a windows UNC path";
-    case TEXT_URI_HOST: return "is a file URI with a host";
-    case TEXT_OK: break;
+    case TEXT_CONTROL:
+        return "has a control character";
+    case TEXT_UTF8:
+        return "is not valid UTF-8";
+    case TEXT_HOME:
+        return "is home-relative";
+    case TEXT_DRIVE:
+        return "is a windows drive path";
+    case TEXT_UNC:
+        return "is a windows UNC path";
+    case TEXT_URI_HOST:
+        return "is a file URI with a host";
+    case TEXT_OK:
+        break;
     }
     return "is refused";
 }
@@ -230,8 +237,8 @@ static size_t backslash_to_slash(const char *in, char *out)
 static bool js_space(int32_t cp)
 {
     return cp == ' ' || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) ||
-           cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000 ||
-           cp == 0xfeff;
+        cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000 ||
+        cp == 0xfeff;
 }
 
 static size_t trim(const char *in, char *out)
@@ -286,11 +293,16 @@ static int file_uri_path(const char *in, bool cut, char *out, size_t *out_len)
 static const char *reading_verb(unsigned kinds)
 {
     switch (kinds) {
-    case READ_URI: return "names";
-    case READ_DECODE: return "decodes to";
-    case READ_FOLD: return "folds to";
-    case READ_TRIM: return "trims to";
-    default: return "reads as";
+    case READ_URI:
+        return "names";
+    case READ_DECODE:
+        return "decodes to";
+    case READ_FOLD:
+        return "folds to";
+    case READ_TRIM:
+        return "trims to";
+    default:
+        return "reads as";
     }
 }
 
@@ -315,11 +327,10 @@ static int refuse(char *why, size_t len, const char *value, const struct reading
  * reading that is refused whatever the rule says refuses the value here.
  */
 static int add_reading(struct readings *rs, const struct reading *from, unsigned kind,
-                       const char *text, size_t len, const char *value, char *why,
-                       size_t why_len)
+                       const char *text, size_t len, const char *value, char *why, size_t why_len)
 {
     struct reading rd = {
-        .text = (char *)text,  /* borrowed for a reason; copied when kept */
+        .text = (char *)text, /* borrowed for a reason; copied when kept */
         .len = len,
         .kinds = from ? from->kinds | kind : 0,
         .decodes = from ? from->decodes + (kind == READ_DECODE) : 0,
@@ -355,7 +366,7 @@ static int expand(struct readings *rs, const char *value, char *why, size_t why_
 
     TRY(add_reading(rs, NULL, 0, value, strlen(value), value, why, why_len));
     for (size_t i = 0; i < rs->n; i++) {
-        const struct reading *from = &rs->r[i];  /* rs->r is fixed: adding does not move it */
+        const struct reading *from = &rs->r[i]; /* rs->r is fixed: adding does not move it */
         size_t n = 0;
 
         for (int cut = 1; cut >= 0; cut--) {
@@ -445,8 +456,8 @@ static bool under_any(const struct path_rule *r, const char *path)
         return true;
     for (size_t i = 0; i < r->n_under; i++) {
         /* An entry that is not absolute contains nothing. */
-        if (r->under[i][0] == '/' &&
-            path_normalize(r->under[i], NULL, dir, sizeof dir) == 0 && is_under(dir, path))
+        if (r->under[i][0] == '/' && path_normalize(r->under[i], NULL, dir, sizeof dir) == 0 &&
+            is_under(dir, path))
             return true;
     }
     return false;

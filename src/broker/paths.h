@@ -12,9 +12,9 @@
 #include <stddef.h>
 
 struct path_rule {
-    const char *const *under;  /* absolute directories; none: anywhere */
+    const char *const *under; /* absolute directories; none: anywhere */
     size_t n_under;
-    const char *const *deny;   /* glob patterns, see path_glob_match() */
+    const char *const *deny; /* glob patterns, see path_glob_match() */
     size_t n_deny;
 };
 

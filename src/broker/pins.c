@@ -18,27 +18,31 @@
 struct mcp_pins {
     char *path;
     json_t *root;
-    json_t *server;   /* borrowed from root: this session's entry */
-    bool first;       /* the server was unknown when the session began */
-    bool fixed;       /* from the policy: one set of pins, never written */
+    json_t *server; /* borrowed from root: this session's entry */
+    bool first;     /* the server was unknown when the session began */
+    bool fixed;     /* from the policy: one set of pins, never written */
     bool dirty;
 };
 
 const char *pin_verdict_name(enum pin_verdict v)
 {
     switch (v) {
-    case PIN_OK: return "ok";
-    case PIN_FIRST: return "first_use";
-    case PIN_CHANGED: return "changed";
-    case PIN_NEW: return "new";
+    case PIN_OK:
+        return "ok";
+    case PIN_FIRST:
+        return "first_use";
+    case PIN_CHANGED:
+        return "changed";
+    case PIN_NEW:
+        return "new";
     }
     return "?";
 }
 
 void mcp_tool_digest(const json_t *tool, char out[65])
 {
-    static const char *const fields[] = { "name", "title", "description", "inputSchema",
-                                          "outputSchema", "annotations" };
+    static const char *const fields[] = { "name",        "title",        "description",
+                                          "inputSchema", "outputSchema", "annotations" };
     json_auto_t *j = json_object();
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         json_t *v = json_object_get(tool, fields[i]);
@@ -60,8 +64,8 @@ static json_t *load(const char *path, struct cordon_err *err)
     json_t *root = json_parse_strict(text, n, 0, &je);
     if (!root || !json_is_object(json_object_get(root, "servers"))) {
         json_decref(root);
-        err_set(err, CORDON_E_POLICY, "tool pins '%s': not a pin file (line %d: %s)", path,
-                je.line, root ? "no servers object" : je.text);
+        err_set(err, CORDON_E_POLICY, "tool pins '%s': not a pin file (line %d: %s)", path, je.line,
+                root ? "no servers object" : je.text);
         return NULL;
     }
     return root;
@@ -86,8 +90,8 @@ struct mcp_pins *mcp_pins_fixed(char *const *pinned, size_t n, struct cordon_err
     struct mcp_pins *pins = calloc(1, sizeof *pins);
     json_t *tools = json_object();
     if (!pins || !tools ||
-        !(pins->root = json_pack("{s:{s:{s:o, s:{}}}}", "servers", "(policy)", "tools", tools,
-                                 "pending"))) {
+        !(pins->root =
+              json_pack("{s:{s:{s:o, s:{}}}}", "servers", "(policy)", "tools", tools, "pending"))) {
         free(pins);
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
@@ -209,13 +213,15 @@ int mcp_pins_approve(const char *path, const char *server, char *const *names, s
         return -1;
     const char *id;
     json_t *s;
-    json_object_foreach(json_object_get(root, "servers"), id, s) {
+    json_object_foreach(json_object_get(root, "servers"), id, s)
+    {
         if (server && strcmp(server, id) != 0)
             continue;
         json_t *pending = child(s, "pending"), *tools = child(s, "tools");
         const char *name;
         json_t *p, *tmp;
-        json_object_foreach_safe(pending, tmp, name, p) {
+        json_object_foreach_safe(pending, tmp, name, p)
+        {
             if (!named(name, names, n))
                 continue;
             json_object_set(tools, name, json_object_get(p, "digest"));
@@ -224,7 +230,7 @@ int mcp_pins_approve(const char *path, const char *server, char *const *names, s
         }
     }
     if (!*approved)
-        return err_set(err, CORDON_E_USAGE, "tool pins '%s': nothing pending to approve%s",
-                       path, server || n ? " by that name" : "");
+        return err_set(err, CORDON_E_USAGE, "tool pins '%s': nothing pending to approve%s", path,
+                       server || n ? " by that name" : "");
     return save(path, root, err);
 }

@@ -20,10 +20,10 @@
 struct mcp_pins;
 
 enum pin_verdict {
-    PIN_OK,        /* matches its pin */
-    PIN_FIRST,     /* the server was unknown: pinned now */
-    PIN_CHANGED,   /* pinned with another digest */
-    PIN_NEW,       /* not pinned, and the server is known */
+    PIN_OK,      /* matches its pin */
+    PIN_FIRST,   /* the server was unknown: pinned now */
+    PIN_CHANGED, /* pinned with another digest */
+    PIN_NEW,     /* not pinned, and the server is known */
 };
 
 /* "changed", "new", ... for the audit. */

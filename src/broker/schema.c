@@ -64,11 +64,11 @@ enum {
     for (void *it = json_object_iter((json_t *)(obj)); it; \
          it = json_object_iter_next((json_t *)(obj), it))
 
-#define PASS(expr)              \
-    do {                        \
-        int pass_ = (expr);     \
-        if (pass_ != OK)        \
-            return pass_;       \
+#define PASS(expr)          \
+    do {                    \
+        int pass_ = (expr); \
+        if (pass_ != OK)    \
+            return pass_;   \
     } while (0)
 
 struct regex_slot {
@@ -105,8 +105,8 @@ static int check_value(struct check *ck, const json_t *schema, const json_t *ins
 
 /* ---- messages and paths ------------------------------------------------- */
 
-__attribute__((format(printf, 3, 4)))
-static int fail(struct check *ck, int verdict, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct check *ck, int verdict,
+                                                      const char *fmt, ...)
 {
     char reason[MSG_SIZE - PATH_SHOWN - 16];
     va_list ap;
@@ -125,8 +125,8 @@ static int fail(struct check *ck, int verdict, const char *fmt, ...)
         if (head == 0)
             head = PATH_SHOWN / 2;
     }
-    snprintf(ck->msg, sizeof ck->msg, "%.*s%s%s: %s", (int)head, ck->path,
-             head < tail ? "..." : "", ck->path + tail, reason);
+    snprintf(ck->msg, sizeof ck->msg, "%.*s%s%s: %s", (int)head, ck->path, head < tail ? "..." : "",
+             ck->path + tail, reason);
     return verdict;
 }
 
@@ -350,7 +350,7 @@ static int regex_get(struct check *ck, const char *src, size_t n, pcre2_code **o
     int code = 0;
     PCRE2_SIZE off = 0;
     uint32_t opts = PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_ALT_BSUX | PCRE2_ALLOW_EMPTY_CLASS |
-                    PCRE2_MATCH_UNSET_BACKREF | PCRE2_NEVER_BACKSLASH_C | PCRE2_NEVER_UCP;
+        PCRE2_MATCH_UNSET_BACKREF | PCRE2_NEVER_BACKSLASH_C | PCRE2_NEVER_UCP;
     pcre2_code *re =
         pcre2_compile((PCRE2_SPTR)(pat ? pat : ""), b.len, opts, &code, &off, ck->cctx);
     if (!re) {
@@ -474,9 +474,12 @@ static const struct {
     const char *name;
     const char *phrase; /* in "expected ..." */
 } types[NTYPES] = {
-    [T_STRING] = { "string", "a string" },    [T_NUMBER] = { "number", "a number" },
-    [T_INTEGER] = { "integer", "an integer" }, [T_BOOLEAN] = { "boolean", "a boolean" },
-    [T_OBJECT] = { "object", "an object" },   [T_ARRAY] = { "array", "an array" },
+    [T_STRING] = { "string", "a string" },
+    [T_NUMBER] = { "number", "a number" },
+    [T_INTEGER] = { "integer", "an integer" },
+    [T_BOOLEAN] = { "boolean", "a boolean" },
+    [T_OBJECT] = { "object", "an object" },
+    [T_ARRAY] = { "array", "an array" },
     [T_NULL] = { "null", "null" },
 };
 
@@ -543,7 +546,9 @@ static int check_type(struct check *ck, const json_t *type, const json_t *inst)
             continue;
         left--;
         o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", types[t].phrase,
-                              left > 1 ? ", " : left == 1 ? " or " : "");
+                              left > 1        ? ", "
+                                  : left == 1 ? " or "
+                                              : "");
     }
     return fail(ck, BAD, "expected %s, got %s", want, got_name(inst));
 }
@@ -719,8 +724,8 @@ static int check_unique(struct check *ck, const json_t *inst)
             for (size_t y = x + 1; y < end; y++) {
                 if (++ck->steps > MAX_STEPS)
                     return too_costly(ck);
-                if (hs[y].i < best_b && json_same(json_array_get(inst, hs[x].i),
-                                                  json_array_get(inst, hs[y].i))) {
+                if (hs[y].i < best_b &&
+                    json_same(json_array_get(inst, hs[x].i), json_array_get(inst, hs[y].i))) {
                     best_a = hs[x].i;
                     best_b = hs[y].i;
                 }
@@ -811,13 +816,13 @@ static int check_array(struct check *ck, const json_t *schema, const json_t *ins
     if ((r = get_count(ck, schema, "minItems", &lim)) < 0)
         return r;
     if (r && n < lim)
-        return fail(ck, BAD, "expected at least %zu %s, got %zu", lim,
-                    plural(lim, "item", "items"), n);
+        return fail(ck, BAD, "expected at least %zu %s, got %zu", lim, plural(lim, "item", "items"),
+                    n);
     if ((r = get_count(ck, schema, "maxItems", &lim)) < 0)
         return r;
     if (r && n > lim)
-        return fail(ck, BAD, "expected at most %zu %s, got %zu", lim,
-                    plural(lim, "item", "items"), n);
+        return fail(ck, BAD, "expected at most %zu %s, got %zu", lim, plural(lim, "item", "items"),
+                    n);
     const json_t *unique = json_object_get(schema, "uniqueItems");
     if (unique && !json_is_boolean(unique))
         return fail(ck, ERR, "invalid schema: 'uniqueItems' must be a boolean");
@@ -871,7 +876,8 @@ static int check_member(struct check *ck, const json_t *schema, const char *key,
         path_pop(ck, old);
         PASS(r);
     }
-    OBJECT_EACH(pprops, it) {
+    OBJECT_EACH(pprops, it)
+    {
         const char *pat = json_object_iter_key(it);
         int m = regex_search(ck, pat, json_object_iter_key_len(it), key, klen);
         if (m < 0)
@@ -917,7 +923,8 @@ static int check_dependencies(struct check *ck, const json_t *schema, const json
     for (size_t k = 0; k < 3; k++) {
         const json_t *deps = NULL;
         PASS(get_kind(ck, schema, kws[k], JSON_OBJECT, &deps));
-        OBJECT_EACH(deps, it) {
+        OBJECT_EACH(deps, it)
+        {
             const char *key = json_object_iter_key(it);
             size_t klen = json_object_iter_key_len(it);
             const json_t *dep = json_object_iter_value(it);
@@ -953,7 +960,8 @@ static int check_object(struct check *ck, const json_t *schema, const json_t *in
     PASS(get_kind(ck, schema, "properties", JSON_OBJECT, &v));
     PASS(get_kind(ck, schema, "patternProperties", JSON_OBJECT, &v));
     const json_t *names = json_object_get(schema, "propertyNames");
-    OBJECT_EACH(inst, it) {
+    OBJECT_EACH(inst, it)
+    {
         const char *key = json_object_iter_key(it);
         size_t klen = json_object_iter_key_len(it);
         if (names)
@@ -1044,8 +1052,9 @@ static int check_combinators(struct check *ck, const json_t *schema, const json_
 
 /* Keywords that constrain values in ways this file does not check. */
 static const char *const refused[] = {
-    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
-    "extends",               "disallow",         "divisibleBy",
+    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
+    "$recursiveRef",         "extends",          "disallow",
+    "divisibleBy",
 };
 
 static int check_keywords(struct check *ck, const json_t *schema, const json_t *inst);
@@ -1085,9 +1094,9 @@ static int check_keywords(struct check *ck, const json_t *schema, const json_t *
         char q[QUOTE_SIZE];
         if (!json_is_string(ref))
             return fail(ck, ERR, "invalid schema: '$ref' must be a string");
-        const json_t *target = ck->rebased ? NULL
-                                           : resolve_ref(ck->root, json_string_value(ref),
-                                                         json_string_length(ref));
+        const json_t *target = ck->rebased
+            ? NULL
+            : resolve_ref(ck->root, json_string_value(ref), json_string_length(ref));
         if (!target)
             return fail(ck, ERR, "cannot resolve $ref %s",
                         quote(q, json_string_value(ref), json_string_length(ref)));

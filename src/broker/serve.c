@@ -39,14 +39,20 @@ uint64_t now_ms(void)
 const char *json_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
     case JSON_INTEGER:
-    case JSON_REAL: return "a number";
+    case JSON_REAL:
+        return "a number";
     case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
     }
     return "something else";
 }
@@ -115,9 +121,11 @@ static void record_call(struct server *srv, const struct call *c, const char *de
 {
     if (!srv->audit)
         return;
+    /* clang-format off */
     json_t *f = json_pack("{s:s, s:s, s:s, s:I}", "tool", c->tool->name, "decision", decision,
                           "arguments_digest", c->digest,
                           "duration_ms", (json_int_t)(now_ms() - c->received_ms));
+    /* clang-format on */
     if (!f)
         return;
     if (rule)
@@ -194,8 +202,10 @@ static void on_job_dropped(void *ctx)
     struct server *srv = c->srv;
     c->job = NULL;
     if (!c->cancelled)
-        reply(srv, rpc_error(c->id, RPC_REFUSED, "cordon is shutting down; the call did "
-                                                 "not run"));
+        reply(srv,
+              rpc_error(c->id, RPC_REFUSED,
+                        "cordon is shutting down; the call did "
+                        "not run"));
     record_call(srv, c, "allowed", NULL, "not run: cordon shut down", NULL);
     unlink_call(srv, c);
     call_free(c);
@@ -235,14 +245,16 @@ static json_t *initialize_result(struct server *srv, const json_t *params)
     srv->client_elicits = json_is_object(json_object_get(caps, "elicitation"));
     const char *version = protocol_versions[0];
     json_t *asked = json_is_object(params) ? json_object_get(params, "protocolVersion") : NULL;
-    for (size_t i = 0; json_is_string(asked) && i < sizeof protocol_versions /
-                                                    sizeof protocol_versions[0]; i++)
+    for (size_t i = 0;
+         json_is_string(asked) && i < sizeof protocol_versions / sizeof protocol_versions[0]; i++)
         if (strcmp(json_string_value(asked), protocol_versions[i]) == 0)
             version = protocol_versions[i];
+    /* clang-format off */
     return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
                      "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "cordon",
                      "title", "cordon sandbox", "version", CORDON_VERSION, "instructions",
                      srv->instructions);
+    /* clang-format on */
 }
 
 static void link_call(struct server *srv, struct call *c)
@@ -283,16 +295,18 @@ static void record_ask(struct server *srv, const struct call *c, json_t *ev)
 }
 
 /* The end of an elicitation about C: ALLOWED runs it, otherwise WHY refuses it. */
-static void elicit_done(struct server *srv, struct call *c, const char *decision,
-                        const char *why, json_t *answer)
+static void elicit_done(struct server *srv, struct call *c, const char *decision, const char *why,
+                        json_t *answer)
 {
     bool allowed = strncmp(decision, "allow_", 6) == 0;
     if (!strcmp(decision, "allow_session"))
         json_object_set_new(srv->elicit_allowed, c->tool->name, json_true());
+    /* clang-format off */
     record_ask(srv, c, json_pack("{s:s, s:s, s:b, s:I, s:{s:s, s:O?}}", "decision", decision,
                                  "reason", why, "cached", 0, "elapsed_ms",
                                  (json_int_t)(now_ms() - c->received_ms), "decider",
                                  "elicitation", "client", "answer", answer));
+    /* clang-format on */
     if (c->elicit_timer)
         evtimer_del(c->elicit_timer);
     json_decref(c->elicit_id);
@@ -320,9 +334,11 @@ static void on_elicit_timeout(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct call *c = arg;
     struct server *srv = c->srv;
+    /* clang-format off */
     reply(srv, json_pack("{s:s, s:s, s:{s:O, s:s}}", "jsonrpc", "2.0", "method",
                          "notifications/cancelled", "params", "requestId", c->elicit_id,
                          "reason", "cordon's deadline for the answer passed"));
+    /* clang-format on */
     elicit_done(srv, c, "deny", "timeout: the client did not answer before the deadline", NULL);
 }
 
@@ -337,8 +353,8 @@ static void elicit_answer(struct server *srv, const json_t *msg)
         return;
     json_t *result = json_object_get(msg, "result");
     const char *action = json_string_value(json_object_get(result, "action"));
-    const char *decision = json_string_value(
-        json_object_get(json_object_get(result, "content"), "decision"));
+    const char *decision =
+        json_string_value(json_object_get(json_object_get(result, "content"), "decision"));
     if (!result)
         elicit_done(srv, c, "deny", "the client answered with an error", NULL);
     else if (!action || strcmp(action, "accept") != 0)
@@ -352,8 +368,8 @@ static void elicit_answer(struct server *srv, const json_t *msg)
 /* Ask the client's person about C; the call waits in srv->calls for the answer. */
 static void elicit(struct server *srv, struct call *c, const json_t *params)
 {
-    _cleanup_free_ char *args = json_dumps(json_object_get(params, "arguments"),
-                                           JSON_COMPACT | JSON_SORT_KEYS);
+    _cleanup_free_ char *args =
+        json_dumps(json_object_get(params, "arguments"), JSON_COMPACT | JSON_SORT_KEYS);
     char msg[1200];
     snprintf(msg, sizeof msg, "The agent asks to run %s with %.900s. Allow it?", c->tool->name,
              args ? args : "{}");
@@ -369,11 +385,13 @@ static void elicit(struct server *srv, struct call *c, const json_t *params)
         return;
     }
     link_call(srv, c);
+    /* clang-format off */
     reply(srv, json_pack("{s:s, s:O, s:s, s:{s:s, s:{s:s, s:{s:{s:s, s:s, s:[s, s, s]}}, s:[s]}}}",
                          "jsonrpc", "2.0", "id", c->elicit_id, "method", "elicitation/create",
                          "params", "message", msg, "requestedSchema", "type", "object",
                          "properties", "decision", "type", "string", "title", "Decision", "enum",
                          "allow_once", "allow_session", "deny", "required", "decision"));
+    /* clang-format on */
 }
 
 static void tools_call(struct server *srv, const json_t *id, const json_t *params)
@@ -386,9 +404,10 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
     const struct tool *tool = find_tool(&srv->pol, json_string_value(name));
     if (!tool) {
         char quoted[80];
-        reply(srv, rpc_error(id, RPC_INVALID_PARAMS, "unknown tool %s",
-                             text_quote(quoted, sizeof quoted, json_string_value(name),
-                                        json_string_length(name), true)));
+        reply(srv,
+              rpc_error(id, RPC_INVALID_PARAMS, "unknown tool %s",
+                        text_quote(quoted, sizeof quoted, json_string_value(name),
+                                   json_string_length(name), true)));
         return;
     }
     struct call *c = call_new(srv, id, tool);
@@ -416,8 +435,7 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
     }
     unsigned queued = jobs_queued(srv->jobs);
     if (queued >= MAX_QUEUED) {
-        snprintf(why, sizeof why, "%u calls are already waiting to run; try again later",
-                 queued);
+        snprintf(why, sizeof why, "%u calls are already waiting to run; try again later", queued);
         record_call(srv, c, "refused", "queue", why, NULL);
         reply(srv, rpc_error(id, RPC_REFUSED, "%s", why));
         call_free(c);
@@ -426,9 +444,8 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
     }
     srv->n_calls++;
     int rc = json_is_object(args)
-                 ? tool->build(args, c, why, sizeof why)
-                 : why_printf(why, sizeof why, "arguments must be an object, got %s",
-                              json_type_name(args));
+        ? tool->build(args, c, why, sizeof why)
+        : why_printf(why, sizeof why, "arguments must be an object, got %s", json_type_name(args));
     json_decref(empty);
     if (rc < 0) {
         record_call(srv, c, "refused", "arguments", why, NULL);
@@ -444,7 +461,8 @@ static void tools_call(struct server *srv, const json_t *id, const json_t *param
         elicit(srv, c, params);
         return;
     } else if (ask && !srv->decider) {
-        snprintf(why, sizeof why, "the decider did not allow it: the client cannot be asked "
+        snprintf(why, sizeof why,
+                 "the decider did not allow it: the client cannot be asked "
                  "(no elicitation capability) and no decider socket or command is set");
         record_call(srv, c, "refused", "decider", why, NULL);
         reply(srv, rpc_result(id, rpc_tool_error("cordon refused this call: %s", why)));
@@ -486,12 +504,11 @@ static void cancel(struct server *srv, const json_t *params)
     maybe_finish(srv);
 }
 
-static void request(struct server *srv, const char *method, const json_t *id,
-                    const json_t *params)
+static void request(struct server *srv, const char *method, const json_t *id, const json_t *params)
 {
     if (find_call(srv, id)) {
-        reply(srv, rpc_error(id, RPC_INVALID_REQUEST,
-                             "a request with this id is still in progress"));
+        reply(srv,
+              rpc_error(id, RPC_INVALID_REQUEST, "a request with this id is still in progress"));
         return;
     }
     if (params && !json_is_object(params)) {
@@ -508,8 +525,9 @@ static void request(struct server *srv, const char *method, const json_t *id,
         tools_call(srv, id, params);
     else {
         char quoted[80];
-        reply(srv, rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s",
-                             text_quote(quoted, sizeof quoted, method, strlen(method), true)));
+        reply(srv,
+              rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s",
+                        text_quote(quoted, sizeof quoted, method, strlen(method), true)));
     }
 }
 
@@ -564,8 +582,8 @@ static void on_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t
             id = NULL;
         }
     }
-    reply(srv, rpc_error(id, RPC_INVALID_REQUEST, "message refused: %s (tools.max_message_bytes)",
-                         why));
+    reply(srv,
+          rpc_error(id, RPC_INVALID_REQUEST, "message refused: %s (tools.max_message_bytes)", why));
     json_decref(id);
 }
 
@@ -631,8 +649,7 @@ static int server_init(struct server *srv, const struct policy *p, unsigned pool
      * code must not be able to run forever when the policy sets no limit.
      */
     srv->pol = *p;
-    if (srv->pol.limits.wall_ms == 0 ||
-        (srv->pol.limits.defaulted & (1u << POLICY_LIMIT_WALL)))
+    if (srv->pol.limits.wall_ms == 0 || (srv->pol.limits.defaulted & (1u << POLICY_LIMIT_WALL)))
         srv->pol.limits.wall_ms = DEFAULT_WALL_MS;
 
     /* What every call would meet, met once now: a policy this host cannot
@@ -647,8 +664,8 @@ static int server_init(struct server *srv, const struct policy *p, unsigned pool
     if (cordon_audit_open(p, &srv->audit, err) < 0)
         return -1;
     if ((p->gov.decider || p->gov.decider_command) &&
-        !(srv->decider = decider_new(p->gov.decider, p->gov.decider_command,
-                                     p->gov.decider_timeout_ms, err)))
+        !(srv->decider =
+              decider_new(p->gov.decider, p->gov.decider_command, p->gov.decider_timeout_ms, err)))
         return -1;
     srv->elicit_allowed = json_object();
     srv->tools = tool_list(&srv->pol);
@@ -680,8 +697,8 @@ static int server_init(struct server *srv, const struct policy *p, unsigned pool
         close(in);
         return err_sys(err, CORDON_E_SETUP, "cannot use stdout");
     }
-    srv->rpc = rpc_stream_new(srv->base, in, out, (size_t)p->tools.max_message_bytes, &handlers,
-                              srv, err);
+    srv->rpc =
+        rpc_stream_new(srv->base, in, out, (size_t)p->tools.max_message_bytes, &handlers, srv, err);
     if (!srv->rpc) {
         close(in);
         close(out);
@@ -692,8 +709,8 @@ static int server_init(struct server *srv, const struct policy *p, unsigned pool
     srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
     srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
     srv->drain_ev = evtimer_new(srv->base, on_drain, srv);
-    if (!srv->sig_term || !srv->sig_int || !srv->drain_ev || evsignal_add(srv->sig_term, NULL) < 0 ||
-        evsignal_add(srv->sig_int, NULL) < 0)
+    if (!srv->sig_term || !srv->sig_int || !srv->drain_ev ||
+        evsignal_add(srv->sig_term, NULL) < 0 || evsignal_add(srv->sig_int, NULL) < 0)
         return err_set(err, CORDON_E_INTERNAL, "cannot watch for signals");
     return 0;
 }

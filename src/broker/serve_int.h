@@ -46,36 +46,36 @@ struct tool {
 
 struct call {
     struct server *srv;
-    struct call *next;             /* in srv->calls, oldest first */
-    json_t *id;                    /* the request's id */
+    struct call *next; /* in srv->calls, oldest first */
+    json_t *id;        /* the request's id */
     const struct tool *tool;
-    json_t *arguments;             /* kept only when the audit records them */
-    char digest[65];               /* of the arguments */
-    char **argv;                   /* NULL-terminated, owned */
-    char *input;                   /* the command's stdin, or NULL */
+    json_t *arguments; /* kept only when the audit records them */
+    char digest[65];   /* of the arguments */
+    char **argv;       /* NULL-terminated, owned */
+    char *input;       /* the command's stdin, or NULL */
     size_t input_len;
     bool cancelled;
     uint64_t received_ms;
-    char run_id[33];               /* once it is queued to run */
-    struct job *job;               /* queued or running; NULL once it ended */
-    json_t *elicit_id;             /* our elicitation/create about it, while it waits */
-    struct event *elicit_timer;    /* its deadline */
+    char run_id[33];            /* once it is queued to run */
+    struct job *job;            /* queued or running; NULL once it ended */
+    json_t *elicit_id;          /* our elicitation/create about it, while it waits */
+    struct event *elicit_timer; /* its deadline */
 };
 
 struct server {
-    struct policy pol;             /* the caller's, with the per-call wall default */
+    struct policy pol; /* the caller's, with the per-call wall default */
     struct event_base *base;
     struct rpc_stream *rpc;
     struct audit_log *audit;
-    json_t *tools;                 /* the tools/list answer's array */
+    json_t *tools; /* the tools/list answer's array */
     char *instructions;
-    struct call *calls;            /* queued and running, oldest first */
-    struct jobs *jobs;             /* their runs */
-    struct decider *decider;       /* asked about tools.ask calls, or NULL */
-    bool client_elicits;           /* the client declared the elicitation capability */
-    json_t *elicit_allowed;        /* tools the client allowed for the session -> true */
+    struct call *calls;      /* queued and running, oldest first */
+    struct jobs *jobs;       /* their runs */
+    struct decider *decider; /* asked about tools.ask calls, or NULL */
+    bool client_elicits;     /* the client declared the elicitation capability */
+    json_t *elicit_allowed;  /* tools the client allowed for the session -> true */
     uint64_t n_elicits;
-    uint64_t n_calls;              /* tools/call accepted, against tools.max_calls */
+    uint64_t n_calls; /* tools/call accepted, against tools.max_calls */
     bool input_done, output_failed, stopping, finishing;
     unsigned signals;
     struct event *sig_term, *sig_int, *drain_ev;

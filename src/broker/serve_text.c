@@ -20,10 +20,18 @@ static const char *human_size(uint64_t bytes, char *out, size_t len)
     size_t n = strlen(s);
     const char *unit = NULL;
     switch (s[n - 1]) {
-    case 'K': unit = "KiB"; break;
-    case 'M': unit = "MiB"; break;
-    case 'G': unit = "GiB"; break;
-    case 'T': unit = "TiB"; break;
+    case 'K':
+        unit = "KiB";
+        break;
+    case 'M':
+        unit = "MiB";
+        break;
+    case 'G':
+        unit = "GiB";
+        break;
+    case 'T':
+        unit = "TiB";
+        break;
     }
     if (unit)
         snprintf(out, len, "%.*s %s", (int)(n - 1), s, unit);
@@ -44,72 +52,37 @@ static const char *human_ms(uint64_t ms, char *out, size_t len)
 
 /* ---- what the sandbox is, told truthfully to the model ---- */
 
-void describe_sandbox(const struct policy *p, struct strbuf *b)
+/* What the network is, for the sandbox's description. */
+static void describe_network(const struct policy *p, struct strbuf *b)
 {
-    char a[48], c[48];
-    strbuf_printf(b, "Each call runs in a fresh sandbox (isolation level: %s) that is destroyed when "
-                 "the call ends: no process survives it, and nothing carries over to the next call",
-              cordon_level_name(p->level));
-    strbuf_printf(b, "%s", p->workspace ? " except the files in /workspace.\n\n" : ".\n\n");
-
-    strbuf_printf(b, "Files: the working directory is /workspace, ");
-    if (p->workspace)
-        strbuf_printf(b, "a host directory shared by every call: files written there persist between "
-                     "calls and are seen on the host.");
-    else
-        strbuf_printf(b, "an empty scratch file system of %s, discarded after each call.",
-                  human_size(p->workspace_size, a, sizeof a));
-    strbuf_printf(b, " /tmp is an empty scratch file system of %s, and HOME is " SANDBOX_HOME
-                 " on it. Everything else is read-only: the "
-                 "host's /usr (programs such as sh, python3 and node, with the libraries "
-                 "installed there) and the few /etc files programs need. The host's home "
-                 "directories, /root, /run, /var and its other files are not visible.",
-              human_size(p->tmp_size, a, sizeof a));
-    for (size_t i = 0; i < p->n_binds; i++)
-        strbuf_printf(b, "%s%s (%s)", i ? ", " : " Also mounted: ", p->binds[i].dest,
-                  p->binds[i].writable ? "read-write, shared with the host" : "read-only");
-    strbuf_printf(b, "%s\n\nNetwork: ", p->n_binds ? "." : "");
-
     if (p->network.mode == POLICY_NET_NONE) {
-        strbuf_printf(b, "none. Only loopback exists inside; there is no route to any other host, "
-                     "so downloads and package installs fail.");
+        strbuf_printf(b,
+                      "none. Only loopback exists inside; there is no route to any other host, "
+                      "so downloads and package installs fail.");
     } else if (p->network.n_allow == 0) {
-        strbuf_printf(b, "only through cordon's egress gateway (an HTTP proxy named by HTTP_PROXY "
-                     "and HTTPS_PROXY), which allows no destination: every request is refused.");
+        strbuf_printf(b,
+                      "only through cordon's egress gateway (an HTTP proxy named by HTTP_PROXY "
+                      "and HTTPS_PROXY), which allows no destination: every request is refused.");
     } else {
-        strbuf_printf(b, "only through cordon's egress gateway, an HTTP proxy named by HTTP_PROXY and "
-                     "HTTPS_PROXY (clients that ignore those have no route at all). It lets "
-                     "requests through to ");
+        strbuf_printf(b,
+                      "only through cordon's egress gateway, an HTTP proxy named by HTTP_PROXY and "
+                      "HTTPS_PROXY (clients that ignore those have no route at all). It lets "
+                      "requests through to ");
         for (size_t i = 0; i < p->network.n_allow; i++)
-            strbuf_printf(b, "%s%s", i == 0 ? "" : i + 1 < p->network.n_allow ? ", " : " and ",
-                      p->network.allow[i]);
-        strbuf_printf(b, "; everything else is refused, private, loopback and link-local addresses "
-                     "included.");
+            strbuf_printf(b, "%s%s",
+                          i == 0                           ? ""
+                              : i + 1 < p->network.n_allow ? ", "
+                                                           : " and ",
+                          p->network.allow[i]);
+        strbuf_printf(b,
+                      "; everything else is refused, private, loopback and link-local addresses "
+                      "included.");
     }
+}
 
-    strbuf_printf(b, "\n\nLimits per call: wall-clock time %s", human_ms(p->limits.wall_ms, a, sizeof a));
-    if (p->limits.cpu_ms)
-        strbuf_printf(b, ", CPU time %s", human_ms(p->limits.cpu_ms, a, sizeof a));
-    if (p->limits.memory)
-        strbuf_printf(b, ", memory %s", human_size(p->limits.memory, a, sizeof a));
-    if (p->limits.pids)
-        strbuf_printf(b, ", %llu processes and threads", (unsigned long long)p->limits.pids);
-    if (p->limits.output)
-        strbuf_printf(b, ", output (stdout and stderr together) %s",
-                  human_size(p->limits.output, a, sizeof a));
-    if (p->limits.file_size)
-        strbuf_printf(b, ", largest file %s", human_size(p->limits.file_size, a, sizeof a));
-    if (p->limits.open_files)
-        strbuf_printf(b, ", %llu open files", (unsigned long long)p->limits.open_files);
-    /* What comes back is the smaller of the result's share and the output limit. */
-    uint64_t back = p->tools.max_result_bytes / 2;
-    if (p->limits.output && p->limits.output < back)
-        back = p->limits.output;
-    strbuf_printf(b, ". A run stopped by a limit says so in its result (reason \"timeout\", \"oom\", "
-                 "...). Up to %s each of stdout and stderr comes back; the rest is cut off, and "
-                 "the result says so.",
-              human_size(back, c, sizeof c));
-
+/* What credentials a run has (placeholders), for the sandbox's description. */
+static void describe_credentials(const struct policy *p, struct strbuf *b)
+{
     strbuf_printf(b, "\n\nCredentials: ");
     if (p->n_secrets == 0) {
         strbuf_printf(b, "none. No credentials, tokens or keys are available inside.");
@@ -120,12 +93,74 @@ void describe_sandbox(const struct policy *p, struct strbuf *b)
                 strbuf_printf(b, "%s%s", h ? ", " : "", p->secrets[i].hosts[h]);
             strbuf_printf(b, ")");
         }
-        strbuf_printf(b, " %s a placeholder, not the real value: the gateway puts the real "
-                     "credential only into requests to %s, so use %s as usual in requests "
-                     "there. No other credentials are available inside.",
-                  p->n_secrets > 1 ? "each hold" : "holds", p->n_secrets > 1 ? "their hosts" :
-                  "its hosts", p->n_secrets > 1 ? "them" : "it");
+        strbuf_printf(b,
+                      " %s a placeholder, not the real value: the gateway puts the real "
+                      "credential only into requests to %s, so use %s as usual in requests "
+                      "there. No other credentials are available inside.",
+                      p->n_secrets > 1 ? "each hold" : "holds",
+                      p->n_secrets > 1 ? "their hosts" : "its hosts",
+                      p->n_secrets > 1 ? "them" : "it");
     }
+}
+
+void describe_sandbox(const struct policy *p, struct strbuf *b)
+{
+    char a[48], c[48];
+    strbuf_printf(
+        b,
+        "Each call runs in a fresh sandbox (isolation level: %s) that is destroyed when "
+        "the call ends: no process survives it, and nothing carries over to the next call",
+        cordon_level_name(p->level));
+    strbuf_printf(b, "%s", p->workspace ? " except the files in /workspace.\n\n" : ".\n\n");
+
+    strbuf_printf(b, "Files: the working directory is /workspace, ");
+    if (p->workspace)
+        strbuf_printf(b,
+                      "a host directory shared by every call: files written there persist between "
+                      "calls and are seen on the host.");
+    else
+        strbuf_printf(b, "an empty scratch file system of %s, discarded after each call.",
+                      human_size(p->workspace_size, a, sizeof a));
+    strbuf_printf(b,
+                  " /tmp is an empty scratch file system of %s, and HOME is " SANDBOX_HOME
+                  " on it. Everything else is read-only: the "
+                  "host's /usr (programs such as sh, python3 and node, with the libraries "
+                  "installed there) and the few /etc files programs need. The host's home "
+                  "directories, /root, /run, /var and its other files are not visible.",
+                  human_size(p->tmp_size, a, sizeof a));
+    for (size_t i = 0; i < p->n_binds; i++)
+        strbuf_printf(b, "%s%s (%s)", i ? ", " : " Also mounted: ", p->binds[i].dest,
+                      p->binds[i].writable ? "read-write, shared with the host" : "read-only");
+    strbuf_printf(b, "%s\n\nNetwork: ", p->n_binds ? "." : "");
+
+    describe_network(p, b);
+
+    strbuf_printf(b, "\n\nLimits per call: wall-clock time %s",
+                  human_ms(p->limits.wall_ms, a, sizeof a));
+    if (p->limits.cpu_ms)
+        strbuf_printf(b, ", CPU time %s", human_ms(p->limits.cpu_ms, a, sizeof a));
+    if (p->limits.memory)
+        strbuf_printf(b, ", memory %s", human_size(p->limits.memory, a, sizeof a));
+    if (p->limits.pids)
+        strbuf_printf(b, ", %llu processes and threads", (unsigned long long)p->limits.pids);
+    if (p->limits.output)
+        strbuf_printf(b, ", output (stdout and stderr together) %s",
+                      human_size(p->limits.output, a, sizeof a));
+    if (p->limits.file_size)
+        strbuf_printf(b, ", largest file %s", human_size(p->limits.file_size, a, sizeof a));
+    if (p->limits.open_files)
+        strbuf_printf(b, ", %llu open files", (unsigned long long)p->limits.open_files);
+    /* What comes back is the smaller of the result's share and the output limit. */
+    uint64_t back = p->tools.max_result_bytes / 2;
+    if (p->limits.output && p->limits.output < back)
+        back = p->limits.output;
+    strbuf_printf(b,
+                  ". A run stopped by a limit says so in its result (reason \"timeout\", \"oom\", "
+                  "...). Up to %s each of stdout and stderr comes back; the rest is cut off, and "
+                  "the result says so.",
+                  human_size(back, c, sizeof c));
+
+    describe_credentials(p, b);
     strbuf_printf(b, " The environment holds only PATH, HOME, LANG");
     /* Each name once: env.set may well set HOME or LANG again, or a secret's name. */
     size_t n_names = 3 + p->n_secrets + p->n_env_pass + p->n_env_set, k = 0;
@@ -152,8 +187,9 @@ void describe_sandbox(const struct policy *p, struct strbuf *b)
         strbuf_printf(b, ", git's safe.directory setting and the proxy variables");
     else
         strbuf_printf(b, " and git's safe.directory setting");
-    strbuf_printf(b, ". Commands run as an unprivileged user with no capabilities, under a "
-                 "system-call filter.");
+    strbuf_printf(b,
+                  ". Commands run as an unprivileged user with no capabilities, under a "
+                  "system-call filter.");
 }
 
 static void summarise(const struct policy *p, const char *reason, const json_t *exit_code,
@@ -162,7 +198,7 @@ static void summarise(const struct policy *p, const char *reason, const json_t *
     char a[48];
     if (json_is_integer(sig))
         strbuf_printf(t, "killed by signal %d (%s)", (int)json_integer_value(sig),
-                  strsignal((int)json_integer_value(sig)));
+                      strsignal((int)json_integer_value(sig)));
     else if (strcmp(reason, "setup_error") == 0)
         strbuf_printf(t, "not run: %s", error ? error : "cordon could not start it");
     else if (json_is_integer(exit_code))
@@ -171,22 +207,22 @@ static void summarise(const struct policy *p, const char *reason, const json_t *
         strbuf_printf(t, "ended");
     if (strcmp(reason, "timeout") == 0)
         strbuf_printf(t, "; stopped at the wall-clock limit of %s",
-                  human_ms(p->limits.wall_ms, a, sizeof a));
+                      human_ms(p->limits.wall_ms, a, sizeof a));
     else if (strcmp(reason, "oom") == 0)
         strbuf_printf(t, "; stopped at the memory limit of %s",
-                  human_size(p->limits.memory, a, sizeof a));
+                      human_size(p->limits.memory, a, sizeof a));
     else if (strcmp(reason, "pids_limit") == 0)
         strbuf_printf(t, "; stopped at the limit of %llu processes",
-                  (unsigned long long)p->limits.pids);
+                      (unsigned long long)p->limits.pids);
     else if (strcmp(reason, "output_limit") == 0)
         strbuf_printf(t, "; stopped at the output limit of %s",
-                  human_size(p->limits.output, a, sizeof a));
+                      human_size(p->limits.output, a, sizeof a));
     else if (strcmp(reason, "cpu_limit") == 0)
         strbuf_printf(t, "; stopped at the CPU-time limit of %s",
-                  human_ms(p->limits.cpu_ms, a, sizeof a));
+                      human_ms(p->limits.cpu_ms, a, sizeof a));
     else if (strcmp(reason, "file_size_limit") == 0)
         strbuf_printf(t, "; stopped at the file-size limit of %s",
-                  human_size(p->limits.file_size, a, sizeof a));
+                      human_size(p->limits.file_size, a, sizeof a));
     else if (strcmp(reason, "killed") == 0)
         strbuf_printf(t, "; the run was killed");
 }
@@ -200,7 +236,7 @@ static void add_stream(struct strbuf *t, const char *name, const struct strbuf *
     strbuf_add(t, text->s, text->len);
     if (cap->truncated)
         strbuf_printf(t, "\n[%s cut off: the first %zu of %llu bytes are shown]", name, cap->len,
-                  (unsigned long long)cap->total);
+                      (unsigned long long)cap->total);
 }
 
 json_t *run_result(struct call *c, const struct job_end *end)
@@ -250,6 +286,7 @@ json_t *run_result(struct call *c, const struct job_end *end)
 
     json_t *result = NULL;
     if (!out.failed && !err.failed && !text.failed) {
+        /* clang-format off */
         json_t *sc = json_pack("{s:O, s:O, s:s, s:s%, s:s%, s:b, s:b, s:s, s:I}",
                                "exit_code", exit_code, "signal", sig, "reason", reason,
                                "stdout", out.s ? out.s : "", out.len,
@@ -257,14 +294,14 @@ json_t *run_result(struct call *c, const struct job_end *end)
                                "stdout_truncated", end->out.truncated,
                                "stderr_truncated", end->err.truncated, "run_id", c->run_id,
                                "wall_ms", (json_int_t)(wall_ms + 0.5));
+        /* clang-format on */
         if (sc && error)
             json_object_set_new(sc, "error", json_string(error));
         bool failed = strcmp(reason, "exited") != 0 || !json_is_integer(exit_code) ||
-                      json_integer_value(exit_code) != 0;
+            json_integer_value(exit_code) != 0;
         if (sc)
-            result = json_pack("{s:[{s:s, s:s%}], s:o, s:b}", "content", "type", "text",
-                               "text", text.s, text.len, "structuredContent", sc, "isError",
-                               failed);
+            result = json_pack("{s:[{s:s, s:s%}], s:o, s:b}", "content", "type", "text", "text",
+                               text.s, text.len, "structuredContent", sc, "isError", failed);
     }
     strbuf_free(&out);
     strbuf_free(&err);

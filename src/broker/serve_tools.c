@@ -29,7 +29,8 @@ static int check_keys(const json_t *args, const char *tool, const char *const *k
 {
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)args, key, v) {
+    json_object_foreach((json_t *)args, key, v)
+    {
         bool known = false;
         for (size_t i = 0; i < n && !known; i++)
             known = strcmp(key, keys[i]) == 0;
@@ -74,8 +75,9 @@ static int build_run_command(const json_t *args, struct call *c, char *why, size
     json_t *command = json_object_get(args, "command");
     json_t *in = json_object_get(args, "stdin");
     if (!argv == !command)
-        return why_printf(why, len, "give exactly one of \"argv\" (a list of strings, run "
-                                    "directly) and \"command\" (a string run by /bin/sh -c)");
+        return why_printf(why, len,
+                          "give exactly one of \"argv\" (a list of strings, run "
+                          "directly) and \"command\" (a string run by /bin/sh -c)");
     if (argv) {
         if (!json_is_array(argv) || json_array_size(argv) == 0)
             return why_printf(why, len, "\"argv\" must be a non-empty array of strings, got %s",
@@ -139,8 +141,8 @@ static int build_run_code(const json_t *args, struct call *c, char *why, size_t 
                           language ? "source" : "language");
     size_t l = 0;
     while (l < sizeof languages / sizeof languages[0] &&
-           !(json_is_string(language) && strcmp(json_string_value(language),
-                                                languages[l].language) == 0))
+           !(json_is_string(language) &&
+             strcmp(json_string_value(language), languages[l].language) == 0))
         l++;
     if (l == sizeof languages / sizeof languages[0])
         return why_printf(why, len, "\"language\" must be \"python\", \"node\" or \"sh\"");
@@ -154,6 +156,7 @@ static int build_run_code(const json_t *args, struct call *c, char *why, size_t 
 
 static json_t *run_command_schema(void)
 {
+    /* clang-format off */
     return json_pack(
         "{s:s, s:{s:{s:s, s:{s:s}, s:i, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s}}, s:b}",
         "type", "object", "properties",
@@ -165,10 +168,12 @@ static json_t *run_command_schema(void)
         "stdin", "type", "string", "description",
         "Text for the command's standard input (at most 1 MiB); without it stdin is empty.",
         "additionalProperties", 0);
+    /* clang-format on */
 }
 
 static json_t *run_code_schema(void)
 {
+    /* clang-format off */
     return json_pack(
         "{s:s, s:{s:{s:s, s:[sss], s:s}, s:{s:s, s:s}}, s:[ss], s:b}",
         "type", "object", "properties",
@@ -177,6 +182,7 @@ static json_t *run_code_schema(void)
         "source", "type", "string", "description",
         "The program's text (at most 1 MiB).",
         "required", "language", "source", "additionalProperties", 0);
+    /* clang-format on */
 }
 
 static const struct tool tools[] = {
@@ -200,6 +206,7 @@ static json_t *output_schema(void)
     json_t *reasons = json_array();
     for (int r = RUN_EXITED; r <= RUN_SETUP_ERROR; r++)
         json_array_append_new(reasons, json_string(run_reason_name((enum run_reason)r)));
+    /* clang-format off */
     return json_pack(
         "{s:s, s:{s:{s:[ss], s:s}, s:{s:[ss], s:s}, s:{s:s, s:o, s:s}, s:{s:s}, s:{s:s}, "
         "s:{s:s}, s:{s:s}, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[sssssssss]}",
@@ -217,6 +224,7 @@ static json_t *output_schema(void)
         "error", "type", "string", "description", "Why cordon could not run it (setup_error).",
         "required", "exit_code", "signal", "reason", "stdout", "stderr", "stdout_truncated",
         "stderr_truncated", "run_id", "wall_ms");
+    /* clang-format on */
 }
 
 static bool offered(const struct policy *p, const struct tool *t)
@@ -246,6 +254,7 @@ json_t *tool_list(const struct policy *p)
             continue;
         struct strbuf d = { 0 };
         strbuf_printf(&d, "%s\n\n%s", tools[i].summary, about.s ? about.s : "");
+        /* clang-format off */
         json_t *t = d.failed ? NULL : json_pack(
             "{s:s, s:s, s:s, s:o, s:o, s:{s:s, s:b, s:b, s:b, s:b}}",
             "name", tools[i].name, "title", tools[i].title, "description", d.s,
@@ -253,6 +262,7 @@ json_t *tool_list(const struct policy *p)
             "annotations", "title", tools[i].title, "readOnlyHint", 0,
             "destructiveHint", writes_host, "idempotentHint", 0,
             "openWorldHint", p->network.mode == POLICY_NET_GATEWAY && p->network.n_allow > 0);
+        /* clang-format on */
         strbuf_free(&d);
         if (!t || json_array_append_new(list, t) < 0) {
             json_decref(list);
@@ -266,7 +276,8 @@ json_t *tool_list(const struct policy *p)
 char *instructions(const struct policy *p)
 {
     struct strbuf b = { 0 };
-    strbuf_printf(&b, "cordon runs each tool call in a fresh, isolated sandbox: run_code runs a "
+    strbuf_printf(&b,
+                  "cordon runs each tool call in a fresh, isolated sandbox: run_code runs a "
                   "Python, Node.js or shell program, run_command runs a command. Results carry "
                   "the exit code, the reason the run ended, stdout and stderr.\n\n");
     describe_sandbox(p, &b);

@@ -66,7 +66,8 @@ static void print_lost_ends(const char *file, const struct audit_report *r)
     uint64_t shown = r->lost_ends < AUDIT_OPEN_RUNS_SHOWN ? r->lost_ends : AUDIT_OPEN_RUNS_SHOWN;
     for (uint64_t i = 0; i < shown; i++)
         printf("%s:%llu: warning: run %.8s has no run.end and is not running: its end was "
-               "lost\n", file, (unsigned long long)r->lost[i].line, r->lost[i].run);
+               "lost\n",
+               file, (unsigned long long)r->lost[i].line, r->lost[i].run);
     if (r->lost_ends > shown)
         printf("%s: warning: %llu more runs without a run.end\n", file,
                (unsigned long long)(r->lost_ends - shown));
@@ -106,8 +107,9 @@ static int cmd_verify(int argc, char **argv)
         return cli_fail(&err);
     if (r.truncated) {
         printf("%s:%llu: truncated last line (the writer was interrupted); the %llu line%s "
-               "before it verif%s\n", file, (unsigned long long)r.bad_line,
-               (unsigned long long)r.events, plural(r.events), r.events == 1 ? "ies" : "y");
+               "before it verif%s\n",
+               file, (unsigned long long)r.bad_line, (unsigned long long)r.events, plural(r.events),
+               r.events == 1 ? "ies" : "y");
         return 1;
     }
     if (!r.intact) {
@@ -239,6 +241,5 @@ int cmd_audit(int argc, char **argv)
     if (argc < 2)
         return cli_usage_error("audit: expected 'verify', 'show' or 'report'; try 'cordon audit "
                                "--help'");
-    return cli_usage_error("audit: unknown subcommand '%s'; try 'cordon audit --help'",
-                           argv[1]);
+    return cli_usage_error("audit: unknown subcommand '%s'; try 'cordon audit --help'", argv[1]);
 }

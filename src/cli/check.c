@@ -83,23 +83,38 @@ static void print_proc_mem(const char *release)
     char why[256];
     proc_mem_force(release, cmdline, config, why, sizeof why);
     printf("  proc_mem force   %s\n", why);
-    printf("                   inside a run /proc is read-only: no /proc/PID/mem opens for writing\n");
+    printf(
+        "                   inside a run /proc is read-only: no /proc/PID/mem opens for writing\n");
 }
 
 /* LIMIT's value in LIM as a flag would write it; "unlimited" for 0. */
-static void limit_text(const struct policy_limits *lim, enum policy_limit l, char *out,
-                       size_t len)
+static void limit_text(const struct policy_limits *lim, enum policy_limit l, char *out, size_t len)
 {
     uint64_t v = 0;
     switch (l) {
-    case POLICY_LIMIT_WALL: v = lim->wall_ms; break;
-    case POLICY_LIMIT_CPU: v = lim->cpu_ms; break;
-    case POLICY_LIMIT_MEMORY: v = lim->memory; break;
-    case POLICY_LIMIT_PIDS: v = lim->pids; break;
-    case POLICY_LIMIT_OUTPUT: v = lim->output; break;
-    case POLICY_LIMIT_FILE_SIZE: v = lim->file_size; break;
-    case POLICY_LIMIT_OPEN_FILES: v = lim->open_files; break;
-    case POLICY_LIMIT_COUNT: break;
+    case POLICY_LIMIT_WALL:
+        v = lim->wall_ms;
+        break;
+    case POLICY_LIMIT_CPU:
+        v = lim->cpu_ms;
+        break;
+    case POLICY_LIMIT_MEMORY:
+        v = lim->memory;
+        break;
+    case POLICY_LIMIT_PIDS:
+        v = lim->pids;
+        break;
+    case POLICY_LIMIT_OUTPUT:
+        v = lim->output;
+        break;
+    case POLICY_LIMIT_FILE_SIZE:
+        v = lim->file_size;
+        break;
+    case POLICY_LIMIT_OPEN_FILES:
+        v = lim->open_files;
+        break;
+    case POLICY_LIMIT_COUNT:
+        break;
     }
     if (!v)
         snprintf(out, len, "unlimited");
@@ -122,8 +137,8 @@ static void default_how(const struct cgroup_set *cg, const char *how[POLICY_LIMI
     const char *table[POLICY_LIMIT_COUNT] = {
         [POLICY_LIMIT_WALL] = "supervisor",
         [POLICY_LIMIT_CPU] = cgroup_has(cg, CGROUP_CPU) ? v : "rlimit (RLIMIT_CPU per process)",
-        [POLICY_LIMIT_MEMORY] = cgroup_has(cg, CGROUP_MEMORY) ? v
-                                                              : "rlimit (RLIMIT_DATA per process)",
+        [POLICY_LIMIT_MEMORY] =
+            cgroup_has(cg, CGROUP_MEMORY) ? v : "rlimit (RLIMIT_DATA per process)",
         [POLICY_LIMIT_PIDS] = cgroup_has(cg, CGROUP_PIDS) ? v
                                                           : "rlimit (RLIMIT_NPROC in the run's "
                                                             "user namespace; at the process "
@@ -154,8 +169,9 @@ static void print_defaults(const struct cgroup_set *cg)
     format_size(p->shm_size, b, sizeof b);
     format_size(p->workspace_size, c, sizeof c);
     printf("  tmpfs       /tmp %s and %llu inodes, /dev/shm %s and %llu, scratch /workspace %s "
-           "and %llu\n", a, (unsigned long long)p->tmp_inodes, b,
-           (unsigned long long)p->shm_inodes, c, (unsigned long long)p->workspace_inodes);
+           "and %llu\n",
+           a, (unsigned long long)p->tmp_inodes, b, (unsigned long long)p->shm_inodes, c,
+           (unsigned long long)p->workspace_inodes);
     puts("  a host workspace (-w) has no total write budget: only file_size caps each file");
 }
 
@@ -247,19 +263,23 @@ static json_t *protected_json(void)
     size_t n = 0;
     const struct policy_protected *rows = policy_protected_defaults(&n);
     for (size_t i = 0; i < n; i++)
+        /* clang-format off */
         json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", rows[i].name,
                                             "directory", rows[i].dir, "read_by", rows[i].who,
                                             "why", rows[i].why));
+    /* clang-format on */
     rows = policy_protected_left_out(&n);
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "names", rows[i].name,
-                                             "read_by", rows[i].who, "why", rows[i].why));
+        json_array_append_new(out,
+                              json_pack("{s:s, s:s, s:s}", "names", rows[i].name, "read_by",
+                                        rows[i].who, "why", rows[i].why));
     json_t *keys = json_array();
     size_t nk = 0;
     const struct gitconfig_rule *rules = gitconfig_rules(&nk);
     for (size_t i = 0; i < nk; i++)
-        json_array_append_new(keys, json_pack("{s:s, s:s?, s:s}", "key", rules[i].pattern,
-                                              "when", rules[i].when, "why", rules[i].why));
+        json_array_append_new(keys,
+                              json_pack("{s:s, s:s?, s:s}", "key", rules[i].pattern, "when",
+                                        rules[i].when, "why", rules[i].why));
     json_object_set_new(o, "defaults", in);
     json_object_set_new(o, "not_protected", out);
     json_object_set_new(o, "git_config_keys", keys);
@@ -357,10 +377,12 @@ static int check_json(void)
         const struct sandbox_backend *b = sandbox_backend_for((enum cordon_level)l, &err);
         bool ok = b && b->probe(&err) == 0;
         json_object_set_new(levels, cordon_level_name((enum cordon_level)l),
+                            /* clang-format off */
                             json_pack("{s:b, s:s?, s:b, s:s, s:s}", "usable", ok, "why",
                                       ok ? NULL : err.msg, "default", l == CORDON_LEVEL_NAMESPACE,
                                       "egress", egress_note((enum cordon_level)l),
                                       "unix_sockets", unix_sockets_note((enum cordon_level)l)));
+        /* clang-format on */
     }
     struct cordon_err err = { 0 };
     _cleanup_(policy_freep) struct policy *p = policy_new(&err);
@@ -378,6 +400,7 @@ static int check_json(void)
     int kvm_errno = errno;
     if (kvm >= 0)
         close(kvm);
+    /* clang-format off */
     _cleanup_(json_decrefp) json_t *o = json_pack(
         "{s:s, s:{s:s, s:s, s:s}, s:i, s:{s:b, s:s?}, s:b, s:i, s:o, s:{s:b, s:s?}, s:b, s:b, "
         "s:o, s:o, s:o}",
@@ -388,6 +411,7 @@ static int check_json(void)
         kvm >= 0 ? NULL : strerror(kvm_errno), "runsc", in_path("runsc"), "qemu",
         in_path("qemu-system-x86_64"), "levels", levels, "default_limits", defaults,
         "protected", protected_json());
+    /* clang-format on */
     _cleanup_free_ char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     if (!text)
         return cli_usage_error("check: out of memory");
@@ -417,8 +441,10 @@ static int check_workspace(const char *dir, const char *policy_file)
         return err_prefix(&err, "check: workspace"), cli_fail(&err);
     struct txn_recovery rec;
     if (txn_recover(fd, p, 10000, &rec) < 0) {
-        err_set(&err, CORDON_E_SETUP, "check: workspace '%s': an interrupted commit could not be "
-                "finished or undone: %s", dir, rec.reason);
+        err_set(&err, CORDON_E_SETUP,
+                "check: workspace '%s': an interrupted commit could not be "
+                "finished or undone: %s",
+                dir, rec.reason);
         return cli_fail(&err);
     }
     if (rec.busy)
@@ -481,12 +507,12 @@ int cmd_check(int argc, char **argv)
     snprintf(name, sizeof name, "cordon-check-%d", (int)getpid());
     cgroup_create(&cg, name, NULL, NULL, NULL);
     static const char *const names[] = { "memory", "pids", "cpu" };
-    printf("  cgroups          %s\n", cg.version == 2   ? "v2"
-                                      : cg.version == 1 ? "v1"
-                                                        : "none usable");
+    printf("  cgroups          %s\n",
+           cg.version == 2       ? "v2"
+               : cg.version == 1 ? "v1"
+                                 : "none usable");
     for (int c = 0; c < CGROUP_COUNT; c++)
-        printf("    %-7s        %s\n", names[c],
-               cgroup_has(&cg, c) ? "usable" : cg.why[c]);
+        printf("    %-7s        %s\n", names[c], cgroup_has(&cg, c) ? "usable" : cg.why[c]);
     char advice[512];
     cli_delegation_advice(&cg, advice, sizeof advice);
     printf("    delegation     %s\n", advice);
@@ -508,8 +534,10 @@ int cmd_check(int argc, char **argv)
             char why[160];
             bool hw = microvm_has_kvm(why, sizeof why);
             printf("  %-10s yes, %s%s\n", cordon_level_name((enum cordon_level)l),
-                   microvm_accel_note(hw), hw ? "" : " (runs only where the policy says "
-                                                     "microvm.accel: tcg)");
+                   microvm_accel_note(hw),
+                   hw ? ""
+                      : " (runs only where the policy says "
+                        "microvm.accel: tcg)");
             printf("  %-10s kvm: %s\n", "", why);
         } else if (b && b->probe(&err) == 0)
             printf("  %-10s yes%s\n", cordon_level_name((enum cordon_level)l),

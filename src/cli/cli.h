@@ -40,18 +40,17 @@ int cli_take_count(int *argc, char **argv, const char *name, uint64_t max, unsig
 /* cli_take_option() for a duration (like 10s) from 1 ms to MAX_MS, in ms. */
 int cli_take_duration(int *argc, char **argv, const char *name, uint64_t max_ms, unsigned *out);
 
-
 /* The sandbox options `run`, `mcp wrap` and `mcp serve` share, for their --help. */
 extern const char cli_run_options_help[];
 
 struct run_args {
-    struct policy *policy;     /* from -p and the flags, finalised; the caller owns it */
-    const char *result_file;   /* --result, or NULL */
-    int first;                 /* argv index of the command (argc when there is none) */
-    bool quiet;                /* run: --quiet, no notices on stderr */
-    bool json;                 /* run: --json, the result on stdout after the run */
-    bool tty;                  /* run: --tty, the command on a terminal of its own */
-    struct cordon_err error;   /* why the policy or a flag was refused (kind OK otherwise) */
+    struct policy *policy;   /* from -p and the flags, finalised; the caller owns it */
+    const char *result_file; /* --result, or NULL */
+    int first;               /* argv index of the command (argc when there is none) */
+    bool quiet;              /* run: --quiet, no notices on stderr */
+    bool json;               /* run: --json, the result on stdout after the run */
+    bool tty;                /* run: --tty, the command on a terminal of its own */
+    struct cordon_err error; /* why the policy or a flag was refused (kind OK otherwise) */
 };
 
 /* cli_run_args() printed the --help text: USAGE[0], the shared options, USAGE[1]. */

@@ -32,7 +32,8 @@ static void print_list(const char *title, const json_t *a)
     printf("%-16s%zu\n", title, json_array_size(a));
     size_t i;
     json_t *e;
-    json_array_foreach(a, i, e) {
+    json_array_foreach(a, i, e)
+    {
         char *t = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
         printf("  %s\n", t ? t : "?");
         free(t);
@@ -113,7 +114,7 @@ static int verify(int argc, char **argv)
     }
     printf("%s: verified: %llu lines chain%s\n", file, (unsigned long long)r.lines,
            r.signature_checked ? ", signed checkpoint verified"
-           : r.checkpoint      ? ", checkpoint present (give --key to check its signature)"
+               : r.checkpoint  ? ", checkpoint present (give --key to check its signature)"
                                : ", no checkpoint (unsigned)");
     return 0;
 }
@@ -138,7 +139,8 @@ int cmd_evidence(int argc, char **argv)
             run = argv[i];
         else
             return cli_usage_error("evidence: unexpected argument '%s'; try 'cordon evidence "
-                                   "--help'", argv[i]);
+                                   "--help'",
+                                   argv[i]);
     }
     if (!run || !audit)
         return cli_usage_error("evidence: expected RUN_ID --audit FILE");

@@ -32,6 +32,6 @@ int cli_option_error(const char *cmd, int opt, char **argv)
     if (optopt)
         return cli_usage_error("%s: unknown option '-%c'; try 'cordon %s --help'", cmd, optopt,
                                cmd);
-    return cli_usage_error("%s: unknown option '%s'; try 'cordon %s --help'", cmd,
-                           argv[optind - 1], cmd);
+    return cli_usage_error("%s: unknown option '%s'; try 'cordon %s --help'", cmd, argv[optind - 1],
+                           cmd);
 }

@@ -146,11 +146,11 @@ static int ch_write(struct channel *ch, const char *buf, size_t len)
 
 struct response {
     int status;
-    bool denied;              /* the gateway's own answer (X-Cordon-Denied) */
+    bool denied; /* the gateway's own answer (X-Cordon-Denied) */
     bool chunked;
-    long long length;         /* -1 when absent */
+    long long length; /* -1 when absent */
     char head[65536];
-    size_t head_len, have;    /* bytes of head; bytes in head[] in all */
+    size_t head_len, have; /* bytes of head; bytes in head[] in all */
 };
 
 /* Read and parse a response head; body bytes already read stay after it. */
@@ -453,7 +453,10 @@ failed:
 
 struct fetch_args {
     const char *policy_file, *output, *timeout, *max_size, *target;
-    struct { int opt; const char *arg; } flags[64];
+    struct {
+        int opt;
+        const char *arg;
+    } flags[64];
     size_t n_flags;
 };
 
@@ -504,7 +507,10 @@ static struct policy *fetch_policy(const struct fetch_args *a, struct cordon_err
         a->policy_file ? policy_load(a->policy_file, err) : policy_new(err);
     if (!p || policy_require_trusted(p, err) < 0)
         return NULL;
-    static const struct { int opt; const char *key, *flag; } keys[] = {
+    static const struct {
+        int opt;
+        const char *key, *flag;
+    } keys[] = {
         { OPT_ALLOW, "network.allow", "--allow" },
         { OPT_DENY, "network.deny", "--deny" },
         { OPT_ALLOW_PRIVATE, "network.allow_private", "--allow-private" },

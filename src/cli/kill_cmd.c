@@ -56,6 +56,7 @@ int cmd_kill(int argc, char **argv)
     }
     if (r.refused)
         return cli_usage_error("kill: %zu sandbox%s of other users not ended (permission "
-                               "denied)", r.refused, r.refused == 1 ? "" : "es");
+                               "denied)",
+                               r.refused, r.refused == 1 ? "" : "es");
     return 0;
 }

@@ -83,7 +83,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "policy"))
         return cmd_policy(argc - 1, argv + 1);
-    if (!strcmp(cmd, "audit")) return cmd_audit(argc - 1, argv + 1);
+    if (!strcmp(cmd, "audit"))
+        return cmd_audit(argc - 1, argv + 1);
     if (!strcmp(cmd, "kill"))
         return cmd_kill(argc - 1, argv + 1);
     if (!strcmp(cmd, "evidence"))

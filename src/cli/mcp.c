@@ -81,8 +81,9 @@ static int wrap(int argc, char **argv)
     if (lim->defaulted & (1u << POLICY_LIMIT_OUTPUT))
         lim->output = 0;
     if (p->tools.n_allow == 0)
-        fprintf(stderr, "cordon: mcp wrap: tools.allow is empty, so the client will see no "
-                        "tools; allow some with --allow-tool or the policy\n");
+        fprintf(stderr,
+                "cordon: mcp wrap: tools.allow is empty, so the client will see no "
+                "tools; allow some with --allow-tool or the policy\n");
     struct cordon_err err = { 0 };
     int status = 0;
     if (mcp_wrap(p, argv + a.first, &status, &err) < 0) {

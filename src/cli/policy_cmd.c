@@ -113,7 +113,8 @@ int cmd_policy(int argc, char **argv)
     if (argc >= 2 && (!strcmp(argv[1], "sign") || !strcmp(argv[1], "verify")))
         return sign_or_verify(argc, argv);
     if (argc < 2 || strcmp(argv[1], "check") != 0)
-        return cli_usage_error("policy: expected check, sign, verify or approve; try 'cordon policy --help'");
+        return cli_usage_error(
+            "policy: expected check, sign, verify or approve; try 'cordon policy --help'");
     if (argc > 3)
         return cli_usage_error("policy check: expected at most one FILE");
 

@@ -96,11 +96,33 @@ const char cli_run_options_help[] =
     "      --approval FILE      a signed break-glass approval (cordon policy approve)\n";
 
 enum {
-    OPT_RO = 256, OPT_RW, OPT_CPU, OPT_PIDS, OPT_OUTPUT, OPT_TMP_SIZE, OPT_RESULT,
-    OPT_BEST_EFFORT, OPT_AUDIT, OPT_NET, OPT_ALLOW, OPT_DENY, OPT_ALLOW_PRIVATE, OPT_RESOLVE, OPT_DNS,
-    OPT_SECRET, OPT_ALLOW_TOOL, OPT_EXPECT_DIGEST, OPT_BREAK_GLASS, OPT_UNTIL, OPT_RELAX,
+    OPT_RO = 256,
+    OPT_RW,
+    OPT_CPU,
+    OPT_PIDS,
+    OPT_OUTPUT,
+    OPT_TMP_SIZE,
+    OPT_RESULT,
+    OPT_BEST_EFFORT,
+    OPT_AUDIT,
+    OPT_NET,
+    OPT_ALLOW,
+    OPT_DENY,
+    OPT_ALLOW_PRIVATE,
+    OPT_RESOLVE,
+    OPT_DNS,
+    OPT_SECRET,
+    OPT_ALLOW_TOOL,
+    OPT_EXPECT_DIGEST,
+    OPT_BREAK_GLASS,
+    OPT_UNTIL,
+    OPT_RELAX,
     OPT_APPROVAL,
-    OPT_JSON, OPT_TTY, OPT_ACCEL, OPT_WS_MODE, OPT_WS_COMMIT,
+    OPT_JSON,
+    OPT_TTY,
+    OPT_ACCEL,
+    OPT_WS_MODE,
+    OPT_WS_COMMIT,
 };
 
 static const struct option options[] = {
@@ -183,8 +205,7 @@ static const char *flag_name(int opt)
     for (size_t i = 0; i < sizeof scalar_flags / sizeof scalar_flags[0]; i++)
         if (scalar_flags[i].opt == opt)
             return scalar_flags[i].flag;
-    return opt == OPT_RO ? "--ro" : opt == OPT_RW ? "--rw" : opt == 'e' ? "--env"
-                                                                     : "--best-effort";
+    return opt == OPT_RO ? "--ro" : opt == OPT_RW ? "--rw" : opt == 'e' ? "--env" : "--best-effort";
 }
 
 /*
@@ -233,8 +254,7 @@ static void print_notice_raw(void *arg, const char *line)
 
 /* Replaced whole, never written through: a run may have planted a link or a
  * FIFO there. PATH NULL: on stdout (--json). */
-static int write_result(const char *path, const struct sandbox_result *res,
-                        const struct policy *p)
+static int write_result(const char *path, const struct sandbox_result *res, const struct policy *p)
 {
     json_t *j = sandbox_result_to_json(res, p);
     _cleanup_free_ char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
@@ -279,20 +299,26 @@ static int make_policy(const char *cmd, const char *file, const struct flag_valu
         return -1;
     /* A layer kept for later needs someone to decide later: a daemon session. */
     if (p->workspace_mode == POLICY_WS_OVERLAY && p->workspace_commit == POLICY_WS_COMMIT_MANUAL)
-        return err_set(err, CORDON_E_USAGE, "%s: workspace.commit: manual needs a daemon session "
+        return err_set(err, CORDON_E_USAGE,
+                       "%s: workspace.commit: manual needs a daemon session "
                        "(cordon serve: session.commit, session.discard); here use always or "
-                       "on_success", cmd);
+                       "on_success",
+                       cmd);
     if (!bg->reason && (bg->until || bg->n_relax || bg->approval))
-        return err_set(err, CORDON_E_USAGE, "%s: --until, --relax and --approval need "
-                       "--break-glass REASON", cmd);
+        return err_set(err, CORDON_E_USAGE,
+                       "%s: --until, --relax and --approval need "
+                       "--break-glass REASON",
+                       cmd);
     if (bg->reason && policy_break_glass(p, bg, err) < 0)
         return -1;
     if (expect_digest) {
         char digest[65];
         policy_digest_hex(p, digest);
         if (strcmp(digest, expect_digest) != 0)
-            return err_set(err, CORDON_E_POLICY, "%s: refused: the effective policy's digest is "
-                           "%s, not the expected %s", cmd, digest, expect_digest);
+            return err_set(err, CORDON_E_POLICY,
+                           "%s: refused: the effective policy's digest is "
+                           "%s, not the expected %s",
+                           cmd, digest, expect_digest);
     }
     return 0;
 }
@@ -388,8 +414,8 @@ int cli_run_args(const char *cmd, const char *const cmd_usage[2], int argc, char
     struct policy *p = NULL;
     char default_path[4096];
     const char *from;
-    int found = policy_file ? 1 : cli_default_policy(default_path, sizeof default_path, &from,
-                                                     &out->error);
+    int found =
+        policy_file ? 1 : cli_default_policy(default_path, sizeof default_path, &from, &out->error);
     if (found > 0 && !policy_file)
         policy_file = default_path;
     if (found < 0 ||
@@ -429,7 +455,9 @@ int cmd_run(int argc, char **argv)
         .err_fd = STDERR_FILENO,
         .sig_fd = signals_to_fd(), /* ^C and friends reach the command, not us */
         .tty = a.tty,
-        .notice = a.quiet ? NULL : a.tty ? print_notice_raw : print_notice,
+        .notice = a.quiet ? NULL
+            : a.tty       ? print_notice_raw
+                          : print_notice,
     };
     struct cordon_err err = { 0 };
     /* Refused before the run, not after it, when the result could not be written. */

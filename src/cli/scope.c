@@ -31,7 +31,7 @@ static bool user_manager(void)
     char sock[PATH_MAX];
     struct stat st;
     return rt && *rt && snprintf(sock, sizeof sock, "%s/systemd/private", rt) < (int)sizeof sock &&
-           stat(sock, &st) == 0;
+        stat(sock, &st) == 0;
 }
 
 /* Does the v2 hierarchy offer what a run's limits need? A hybrid host keeps
@@ -39,9 +39,8 @@ static bool user_manager(void)
 static bool v2_has_controllers(const char *dir)
 {
     char f[PATH_MAX], buf[512] = "";
-    _cleanup_fclose_ FILE *c = snprintf(f, sizeof f, "%s/cgroup.controllers", dir) < (int)sizeof f
-                                   ? fopen(f, "re")
-                                   : NULL;
+    _cleanup_fclose_ FILE *c =
+        snprintf(f, sizeof f, "%s/cgroup.controllers", dir) < (int)sizeof f ? fopen(f, "re") : NULL;
     if (!c || !fgets(buf, sizeof buf, c))
         return false;
     return strstr(buf, "memory") && strstr(buf, "pids");
@@ -52,7 +51,7 @@ static bool v2_own_writable(const char *dir)
 {
     char f[PATH_MAX];
     return snprintf(f, sizeof f, "%s/cgroup.subtree_control", dir) < (int)sizeof f &&
-           access(dir, W_OK) == 0 && access(f, W_OK) == 0;
+        access(dir, W_OK) == 0 && access(f, W_OK) == 0;
 }
 
 void cli_scope_enter(const struct policy *p)
@@ -83,8 +82,8 @@ void cli_scope_enter(const struct policy *p)
     if (!args)
         return;
     size_t k = 0;
-    static char *const head[] = { "systemd-run", "--user", "--scope", "--quiet", "--collect",
-                                  "-p", "Delegate=yes", "--" };
+    static char *const head[] = { "systemd-run", "--user", "--scope",      "--quiet",
+                                  "--collect",   "-p",     "Delegate=yes", "--" };
     for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
         args[k++] = head[i];
     args[k++] = self;
@@ -106,23 +105,28 @@ void cli_delegation_advice(const struct cgroup_set *cg, char *out, size_t len)
     if (all) {
         snprintf(out, len, "not needed: cordon can make the runs' cgroups here");
     } else if (cgroup_v2_dir(dir, sizeof dir) < 0 || !v2_has_controllers(dir)) {
-        snprintf(out, len, "this host keeps memory and pids on cgroup v1, which is not delegated "
-                           "to ordinary users: run cordon as root, boot with "
-                           "systemd.unified_cgroup_hierarchy=1, or mark limits best_effort");
+        snprintf(out, len,
+                 "this host keeps memory and pids on cgroup v1, which is not delegated "
+                 "to ordinary users: run cordon as root, boot with "
+                 "systemd.unified_cgroup_hierarchy=1, or mark limits best_effort");
     } else if (geteuid() == 0) {
-        snprintf(out, len, "cordon's own cgroup (%s) holds processes or lacks the memory and "
-                           "pids controllers: start cordon from a cgroup of its own, e.g. "
-                           "systemd-run --scope -p Delegate=yes cordon ...", dir);
+        snprintf(out, len,
+                 "cordon's own cgroup (%s) holds processes or lacks the memory and "
+                 "pids controllers: start cordon from a cgroup of its own, e.g. "
+                 "systemd-run --scope -p Delegate=yes cordon ...",
+                 dir);
     } else if (!hostpath_find_program("systemd-run", tool, sizeof tool) || !user_manager()) {
-        snprintf(out, len, "no systemd user manager here (%s): log in through a PAM session or "
-                           "run `loginctl enable-linger %d` as root; cordon then runs itself in "
-                           "systemd-run --user --scope -p Delegate=yes when a limit needs it",
+        snprintf(out, len,
+                 "no systemd user manager here (%s): log in through a PAM session or "
+                 "run `loginctl enable-linger %d` as root; cordon then runs itself in "
+                 "systemd-run --user --scope -p Delegate=yes when a limit needs it",
                  getenv("XDG_RUNTIME_DIR") ? "no $XDG_RUNTIME_DIR/systemd/private"
                                            : "XDG_RUNTIME_DIR is not set",
                  (int)getuid());
     } else {
-        snprintf(out, len, "automatic: cordon runs itself in systemd-run --user --scope -p "
-                           "Delegate=yes when a limit needs a cgroup (the user manager must "
-                           "delegate memory and pids: systemd 244 or later)");
+        snprintf(out, len,
+                 "automatic: cordon runs itself in systemd-run --user --scope -p "
+                 "Delegate=yes when a limit needs a cgroup (the user manager must "
+                 "delegate memory and pids: systemd 244 or later)");
     }
 }

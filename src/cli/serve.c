@@ -78,7 +78,7 @@ int cli_take_count(int *argc, char **argv, const char *name, uint64_t max, unsig
     char why[128];
     if (parse_count(v, &n, why, sizeof why) < 0 || n > max)
         return -cli_usage_error("%s: expected a number from 0 to %llu, got '%s'", name,
-                               (unsigned long long)max, v);
+                                (unsigned long long)max, v);
     *out = (unsigned)n;
     return 1;
 }
@@ -93,7 +93,7 @@ int cli_take_duration(int *argc, char **argv, const char *name, uint64_t max_ms,
     char why[128];
     if (parse_duration_ms(v, &ms, why, sizeof why) < 0 || ms == 0 || ms > max_ms)
         return -cli_usage_error("%s: expected a duration like 10s, at most %llus, got '%s'", name,
-                               (unsigned long long)(max_ms / 1000), v);
+                                (unsigned long long)(max_ms / 1000), v);
     *out = (unsigned)ms;
     return 1;
 }
@@ -109,7 +109,8 @@ int cli_server_args(const char *cmd, const char *const help[2], int argc, char *
         a->policy = NULL;
         if (a->result_file)
             return cli_usage_error("%s: --result is for cordon run; each call's result is in "
-                                   "its answer", cmd);
+                                   "its answer",
+                                   cmd);
         return cli_usage_error("%s: unexpected argument '%s'; it takes no command", cmd,
                                argv[a->first]);
     }
@@ -163,7 +164,6 @@ int cmd_serve(int argc, char **argv)
                                 &cfg.session_idle_ms)) < 0 ||
         (rc = cli_take_option(&argc, argv, "--state-dir", &cfg.state_dir)) < 0)
         return -rc;
-
 
     struct run_args a;
     rc = cli_server_args("serve", usage, argc, argv, &a);

@@ -90,9 +90,9 @@ static const struct {
     { { 127, 0, 0, 0 }, 8, ADDR_LOOPBACK },
     { { 169, 254, 0, 0 }, 16, ADDR_LINK_LOCAL },
     { { 172, 16, 0, 0 }, 12, ADDR_PRIVATE },
-    { { 192, 0, 0, 0 }, 24, ADDR_RESERVED },       /* IETF protocol assignments */
+    { { 192, 0, 0, 0 }, 24, ADDR_RESERVED }, /* IETF protocol assignments */
     { { 192, 0, 2, 0 }, 24, ADDR_DOCUMENTATION },
-    { { 192, 88, 99, 0 }, 24, ADDR_RESERVED },     /* deprecated 6to4 relay anycast */
+    { { 192, 88, 99, 0 }, 24, ADDR_RESERVED }, /* deprecated 6to4 relay anycast */
     { { 192, 168, 0, 0 }, 16, ADDR_PRIVATE },
     { { 198, 18, 0, 0 }, 15, ADDR_BENCHMARK },
     { { 198, 51, 100, 0 }, 24, ADDR_DOCUMENTATION },
@@ -114,16 +114,16 @@ static const struct {
     unsigned bits;
     enum addr_class cls;
 } v6_ranges[] = {
-    { { 0x01, 0x00 }, 64, ADDR_RESERVED },                  /* 100::/64 discard */
+    { { 0x01, 0x00 }, 64, ADDR_RESERVED },                          /* 100::/64 discard */
     { { 0x20, 0x01, 0x00, 0x02, 0x00, 0x00 }, 48, ADDR_BENCHMARK }, /* 2001:2::/48 */
-    { { 0x20, 0x01, 0x0d, 0xb8 }, 32, ADDR_DOCUMENTATION }, /* 2001:db8::/32 */
+    { { 0x20, 0x01, 0x0d, 0xb8 }, 32, ADDR_DOCUMENTATION },         /* 2001:db8::/32 */
     /* 2001::/23 IETF protocol assignments, with Teredo (2001::/32), whose
      * embedded IPv4 is obfuscated: nothing here is a plain destination. */
     { { 0x20, 0x01, 0x00 }, 23, ADDR_RESERVED },
-    { { 0x3f, 0xff, 0x00 }, 20, ADDR_DOCUMENTATION },       /* 3fff::/20 (RFC 9637) */
+    { { 0x3f, 0xff, 0x00 }, 20, ADDR_DOCUMENTATION }, /* 3fff::/20 (RFC 9637) */
     { { 0xfc }, 7, ADDR_ULA },
     { { 0xfe, 0x80 }, 10, ADDR_LINK_LOCAL },
-    { { 0xfe, 0xc0 }, 10, ADDR_RESERVED },                  /* deprecated site-local */
+    { { 0xfe, 0xc0 }, 10, ADDR_RESERVED }, /* deprecated site-local */
     { { 0xff }, 8, ADDR_MULTICAST },
 };
 
@@ -149,7 +149,7 @@ static enum addr_class classify6(const uint8_t b[16])
         return ADDR_UNSPECIFIED;
     if (all_zero(b, 15) && b[15] == 1)
         return ADDR_LOOPBACK;
-    if (is_v4_mapped(b) || all_zero(b, 12))  /* mapped, or deprecated compatible */
+    if (is_v4_mapped(b) || all_zero(b, 12)) /* mapped, or deprecated compatible */
         return classify4(b + 12);
     if (memcmp(b, nat64, sizeof nat64) == 0)
         return classify4(b + 12);
@@ -160,7 +160,7 @@ static enum addr_class classify6(const uint8_t b[16])
      */
     if (memcmp(b, nat64_local, sizeof nat64_local) == 0)
         return all_zero(b + 6, 6) ? classify4(b + 12) : ADDR_RESERVED;
-    if (b[0] == 0x20 && b[1] == 0x02)  /* 6to4 */
+    if (b[0] == 0x20 && b[1] == 0x02) /* 6to4 */
         return classify4(b + 2);
     for (size_t i = 0; i < sizeof v6_ranges / sizeof v6_ranges[0]; i++)
         if (prefix_match(b, v6_ranges[i].net, v6_ranges[i].bits))
@@ -416,7 +416,7 @@ static int zone_parse(const char *z, size_t len, uint32_t *scope)
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)z[i];
         bool unreserved = is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                          c == '-' || c == '.' || c == '_' || c == '~';
+            c == '-' || c == '.' || c == '_' || c == '~';
         if (!unreserved)
             return -1;
         numeric = numeric && is_digit(c);
@@ -509,7 +509,7 @@ int host_parse(const char *in, size_t len, struct host *out, char *why, size_t w
     for (size_t i = 0; i < len; i++)
         if (is_ctl_or_space((unsigned char)in[i]))
             return why_printf(why, why_len, "control character or space in host %s",
-                        quote(q, in, len));
+                              quote(q, in, len));
     /* Brackets are looked at before any decoding, as clients do: "%5B::1%5D" is no literal. */
     if (in[0] == '[')
         return host_parse_bracketed(in, len, out, why, why_len);
@@ -520,7 +520,8 @@ int host_parse(const char *in, size_t len, struct host *out, char *why, size_t w
             int hi = i + 2 < len ? hex_digit((unsigned char)in[i + 1]) : -1;
             int lo = i + 2 < len ? hex_digit((unsigned char)in[i + 2]) : -1;
             if (hi < 0 || lo < 0)
-                return why_printf(why, why_len, "bad percent-encoding in host %s", quote(q, in, len));
+                return why_printf(why, why_len, "bad percent-encoding in host %s",
+                                  quote(q, in, len));
             c = (unsigned char)(hi << 4 | lo);
             i += 2;
         }
@@ -642,8 +643,7 @@ static int port_parse(const char *s, size_t len, uint16_t *out)
     return 0;
 }
 
-int authority_parse(const char *in, size_t len, struct authority *out, char *why,
-                    size_t why_len)
+int authority_parse(const char *in, size_t len, struct authority *out, char *why, size_t why_len)
 {
     char q[QUOTE_SIZE];
     const char *host, *port = NULL;
@@ -654,7 +654,7 @@ int authority_parse(const char *in, size_t len, struct authority *out, char *why
         unsigned char c = (unsigned char)in[i];
         if (is_ctl_or_space(c))
             return why_printf(why, why_len, "control character or space in authority %s",
-                        quote(q, in, len));
+                              quote(q, in, len));
         /* These end an authority in every client; inside one they mean a confused parser. */
         if (c == '/' || c == '\\' || c == '?' || c == '#')
             return why_printf(why, why_len, "invalid character in authority %s", quote(q, in, len));
@@ -678,7 +678,7 @@ int authority_parse(const char *in, size_t len, struct authority *out, char *why
         size_t blen = (size_t)(close - host) + 1;
         if (blen < hlen && host[blen] != ':')
             return why_printf(why, why_len, "unexpected characters after IPv6 literal in %s",
-                        quote(q, in, len));
+                              quote(q, in, len));
         if (blen < hlen) {
             port = host + blen + 1;
             plen = hlen - blen - 1;
@@ -711,13 +711,14 @@ int url_parse(const char *in, struct url *out, char *why, size_t why_len)
     /* Clients strip or encode these; a proxy that forwarded them would smuggle. */
     for (size_t k = 0; k < len; k++)
         if (is_ctl_or_space((unsigned char)in[k]))
-            return why_printf(why, why_len, "control character or space in url %s", quote(q, in, len));
+            return why_printf(why, why_len, "control character or space in url %s",
+                              quote(q, in, len));
 
     bool scheme_ok = len > 0 && ((in[0] | 0x20) >= 'a' && (in[0] | 0x20) <= 'z');
     while (scheme_ok && i < len && in[i] != ':') {
         unsigned char c = (unsigned char)in[i];
         scheme_ok = is_digit(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '+' ||
-                    c == '-' || c == '.';
+            c == '-' || c == '.';
         i++;
     }
     if (!scheme_ok || i == len)
@@ -728,7 +729,8 @@ int url_parse(const char *in, struct url *out, char *why, size_t why_len)
         return why_printf(why, why_len, "unsupported scheme %s", quote(q, in, i));
     i++;
     if (len - i < 2 || in[i] != '/' || in[i + 1] != '/')
-        return why_printf(why, why_len, "expected \"//\" after the scheme in url %s", quote(q, in, len));
+        return why_printf(why, why_len, "expected \"//\" after the scheme in url %s",
+                          quote(q, in, len));
     i += 2;
 
     /* WHATWG ends a special-scheme authority at '\\' too, so must we. */
@@ -760,6 +762,5 @@ int url_parse(const char *in, struct url *out, char *why, size_t why_len)
 bool host_is_localhost(const char *name)
 {
     size_t n = strlen(name);
-    return strcmp(name, "localhost") == 0 ||
-           (n > 10 && strcmp(name + n - 10, ".localhost") == 0);
+    return strcmp(name, "localhost") == 0 || (n > 10 && strcmp(name + n - 10, ".localhost") == 0);
 }

@@ -14,25 +14,25 @@
 
 /* One address, either family, as the gateway stores and compares it. */
 struct ip_addr {
-    int family;                /* AF_INET or AF_INET6 */
-    uint8_t bytes[16];         /* network order; the first 4 for AF_INET */
-    uint32_t scope_id;         /* IPv6 zone, 0 when none */
+    int family;        /* AF_INET or AF_INET6 */
+    uint8_t bytes[16]; /* network order; the first 4 for AF_INET */
+    uint32_t scope_id; /* IPv6 zone, 0 when none */
 };
 
 enum addr_class {
-    ADDR_PUBLIC,               /* routable: the only class allowed by default */
-    ADDR_UNSPECIFIED,          /* 0.0.0.0, :: */
-    ADDR_THIS_NETWORK,         /* 0.0.0.0/8 */
-    ADDR_LOOPBACK,             /* 127.0.0.0/8, ::1 */
-    ADDR_PRIVATE,              /* 10/8, 172.16/12, 192.168/16 */
-    ADDR_CGNAT,                /* 100.64.0.0/10 */
-    ADDR_LINK_LOCAL,           /* 169.254.0.0/16 (cloud metadata), fe80::/10 */
-    ADDR_ULA,                  /* fc00::/7 */
-    ADDR_MULTICAST,            /* 224.0.0.0/4, ff00::/8 */
-    ADDR_BROADCAST,            /* 255.255.255.255 */
-    ADDR_DOCUMENTATION,        /* 192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32 */
-    ADDR_BENCHMARK,            /* 198.18.0.0/15 */
-    ADDR_RESERVED,             /* 240.0.0.0/4, 192.0.0.0/24, other IETF special-purpose */
+    ADDR_PUBLIC,        /* routable: the only class allowed by default */
+    ADDR_UNSPECIFIED,   /* 0.0.0.0, :: */
+    ADDR_THIS_NETWORK,  /* 0.0.0.0/8 */
+    ADDR_LOOPBACK,      /* 127.0.0.0/8, ::1 */
+    ADDR_PRIVATE,       /* 10/8, 172.16/12, 192.168/16 */
+    ADDR_CGNAT,         /* 100.64.0.0/10 */
+    ADDR_LINK_LOCAL,    /* 169.254.0.0/16 (cloud metadata), fe80::/10 */
+    ADDR_ULA,           /* fc00::/7 */
+    ADDR_MULTICAST,     /* 224.0.0.0/4, ff00::/8 */
+    ADDR_BROADCAST,     /* 255.255.255.255 */
+    ADDR_DOCUMENTATION, /* 192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32 */
+    ADDR_BENCHMARK,     /* 198.18.0.0/15 */
+    ADDR_RESERVED,      /* 240.0.0.0/4, 192.0.0.0/24, other IETF special-purpose */
     ADDR_CLASS_COUNT,
 };
 
@@ -61,8 +61,8 @@ void ip_addr_format(const struct ip_addr *a, char *out, size_t size);
 void ip_addr_format_bracketed(const struct ip_addr *a, char *out, size_t size);
 
 struct cidr {
-    struct ip_addr base;       /* masked */
-    unsigned prefix;           /* 0..32 or 0..128 */
+    struct ip_addr base; /* masked */
+    unsigned prefix;     /* 0..32 or 0..128 */
 };
 
 /* "10.0.0.0/8", "127.0.0.2/32", "fd00::/8", or a bare address (/32, /128). */
@@ -72,9 +72,9 @@ bool cidr_contains(const struct cidr *c, const struct ip_addr *a);
 
 /* A host as a client would read it. */
 struct host {
-    bool is_ip;                /* an IP literal in any spelling */
-    struct ip_addr ip;         /* when is_ip */
-    char name[256];            /* lower-case, percent-decoded, no trailing dot; when !is_ip */
+    bool is_ip;        /* an IP literal in any spelling */
+    struct ip_addr ip; /* when is_ip */
+    char name[256];    /* lower-case, percent-decoded, no trailing dot; when !is_ip */
 };
 
 /*
@@ -96,19 +96,18 @@ void host_format(const struct host *h, char *out, size_t size);
 
 struct authority {
     struct host host;
-    uint16_t port;             /* 0 when absent */
-    bool has_userinfo;         /* "user:pass@" was present (and is ignored for routing) */
+    uint16_t port;     /* 0 when absent */
+    bool has_userinfo; /* "user:pass@" was present (and is ignored for routing) */
 };
 
 /* "host", "host:port", "user@host:port", "[v6]:port". */
-int authority_parse(const char *in, size_t len, struct authority *out, char *why,
-                    size_t why_len);
+int authority_parse(const char *in, size_t len, struct authority *out, char *why, size_t why_len);
 
 struct url {
-    bool https;                /* scheme https (else http) */
+    bool https; /* scheme https (else http) */
     struct authority authority;
-    uint16_t port;             /* authority port, or 80/443 by scheme */
-    char path[4096];           /* origin-form: "/path?query" ("/" when empty), fragment dropped */
+    uint16_t port;   /* authority port, or 80/443 by scheme */
+    char path[4096]; /* origin-form: "/path?query" ("/" when empty), fragment dropped */
 };
 
 /* An absolute http:// or https:// URL (scheme case-insensitive). */

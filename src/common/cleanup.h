@@ -22,14 +22,17 @@
 #define _cleanup_(f) static
 #endif
 
-#define DEFINE_CLEANUP(type, func)                   \
-    static inline void func##p(type *p)             \
-    {                                                \
-        if (*p)                                      \
-            func(*p);                                \
+#define DEFINE_CLEANUP(type, func)      \
+    static inline void func##p(type *p) \
+    {                                   \
+        if (*p)                         \
+            func(*p);                   \
     }
 
-static inline void freep(void *p) { free(*(void **)p); }
+static inline void freep(void *p)
+{
+    free(*(void **)p);
+}
 
 static inline void closep(int *fd)
 {
@@ -64,15 +67,15 @@ static inline void killp(pid_t *pid)
 #define _cleanup_kill_ _cleanup_(killp)
 
 /* Hand ownership out of a cleanup-scoped variable. */
-#define TAKE_PTR(p)                    \
-    ({                                 \
-        __typeof__(p) _tp = (p);       \
-        (p) = NULL;                    \
-        _tp;                           \
+#define TAKE_PTR(p)              \
+    ({                           \
+        __typeof__(p) _tp = (p); \
+        (p) = NULL;              \
+        _tp;                     \
     })
-#define TAKE_FD(fd)                    \
-    ({                                 \
-        int _tf = (fd);                \
-        (fd) = -1;                     \
-        _tf;                           \
+#define TAKE_FD(fd)     \
+    ({                  \
+        int _tf = (fd); \
+        (fd) = -1;      \
+        _tf;            \
     })

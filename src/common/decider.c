@@ -29,17 +29,21 @@ struct decider {
     char *socket;
     char *command;
     uint64_t timeout_ms;
-    json_t *run_allowed;      /* "KIND KEY" -> true */
+    json_t *run_allowed; /* "KIND KEY" -> true */
     json_t *session_allowed;
 };
 
 const char *decider_decision_name(enum decider_decision d)
 {
     switch (d) {
-    case DECIDER_DENY: return "deny";
-    case DECIDER_ALLOW_ONCE: return "allow_once";
-    case DECIDER_ALLOW_RUN: return "allow_run";
-    case DECIDER_ALLOW_SESSION: return "allow_session";
+    case DECIDER_DENY:
+        return "deny";
+    case DECIDER_ALLOW_ONCE:
+        return "allow_once";
+    case DECIDER_ALLOW_RUN:
+        return "allow_run";
+    case DECIDER_ALLOW_SESSION:
+        return "allow_session";
     }
     return "deny";
 }
@@ -107,8 +111,8 @@ static bool wait_fd(int fd, short events, uint64_t end)
     }
 }
 
-__attribute__((format(printf, 2, 3)))
-static int deny(struct decider_answer *a, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int deny(struct decider_answer *a, const char *fmt,
+                                                      ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -124,7 +128,7 @@ static int converse(int fd, bool half_close, const char *text, const char *id, u
                     struct decider_answer *a);
 
 static int exchange(struct decider *d, const char *text, const char *id, uint64_t end,
-                     struct decider_answer *a)
+                    struct decider_answer *a)
 {
     _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -288,8 +292,8 @@ void decider_ask(struct decider *d, const char *kind, const char *key, const cha
 json_t *decider_answer_json(const struct decider *d, const struct decider_answer *a)
 {
     return json_pack("{s:s, s:s, s:b, s:b, s:I, s:{s:s, s:s, s:I, s:I}}", "decision",
-                     decider_decision_name(a->decision), "reason", a->reason, "cached",
-                     a->cached, "failed", a->failed, "elapsed_ms", (json_int_t)a->elapsed_ms, "decider", d->command ? "command" : "socket",
-                     d->command ? d->command : d->socket, "name", a->decider, "pid", (json_int_t)a->pid, "uid",
-                     (json_int_t)a->uid);
+                     decider_decision_name(a->decision), "reason", a->reason, "cached", a->cached,
+                     "failed", a->failed, "elapsed_ms", (json_int_t)a->elapsed_ms, "decider",
+                     d->command ? "command" : "socket", d->command ? d->command : d->socket, "name",
+                     a->decider, "pid", (json_int_t)a->pid, "uid", (json_int_t)a->uid);
 }

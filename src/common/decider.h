@@ -40,11 +40,11 @@ const char *decider_decision_name(enum decider_decision d);
 
 struct decider_answer {
     enum decider_decision decision;
-    bool cached;                /* from an earlier allow_run / allow_session */
-    bool failed;                /* no valid answer: cordon denied (a timeout, a crash...) */
-    char reason[200];           /* the decider's, or why cordon denied ("timeout"...) */
-    char decider[128];          /* what the decider calls itself; "" if it never said */
-    pid_t pid;                  /* the peer's credentials (SO_PEERCRED); 0 if never connected */
+    bool cached;       /* from an earlier allow_run / allow_session */
+    bool failed;       /* no valid answer: cordon denied (a timeout, a crash...) */
+    char reason[200];  /* the decider's, or why cordon denied ("timeout"...) */
+    char decider[128]; /* what the decider calls itself; "" if it never said */
+    pid_t pid;         /* the peer's credentials (SO_PEERCRED); 0 if never connected */
     uid_t uid;
     uint64_t elapsed_ms;
 };

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-__attribute__((format(printf, 4, 0)))
-static void vset(struct cordon_err *err, enum cordon_err_kind kind, int errnum,
-                 const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static void vset(struct cordon_err *err,
+                                                       enum cordon_err_kind kind, int errnum,
+                                                       const char *fmt, va_list ap)
 {
     err->kind = kind;
     err->errnum = errnum;

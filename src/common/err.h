@@ -18,7 +18,7 @@ enum cordon_err_kind {
 
 struct cordon_err {
     enum cordon_err_kind kind;
-    int errnum;           /* errno, or 0 */
+    int errnum; /* errno, or 0 */
     char msg[256];
 };
 
@@ -31,14 +31,13 @@ int err_sys(struct cordon_err *err, enum cordon_err_kind kind, const char *fmt, 
     __attribute__((format(printf, 3, 4)));
 
 /* Prepend "PREFIX: " to the message already in ERR; returns -1. */
-int err_prefix(struct cordon_err *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int err_prefix(struct cordon_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The exit status `cordon run` uses when it fails for ERR's reason. */
 int err_exit_code(const struct cordon_err *err);
 
-#define TRY(expr)               \
-    do {                        \
-        if ((expr) < 0)         \
-            return -1;          \
+#define TRY(expr)       \
+    do {                \
+        if ((expr) < 0) \
+            return -1;  \
     } while (0)

@@ -26,7 +26,9 @@ int send_fds(int sock, const void *data, size_t len, const int *fds, size_t n)
     struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
     union fds_cmsg u;
     memset(&u, 0, sizeof u);
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+    struct msghdr msg = { .msg_iov = &iov,
+                          .msg_iovlen = 1,
+                          .msg_control = u.buf,
                           .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
     cm->cmsg_level = SOL_SOCKET;
@@ -44,7 +46,9 @@ int recv_fds(int sock, void *data, size_t len, int *fds, size_t n)
 {
     struct iovec iov = { .iov_base = data, .iov_len = len };
     union fds_cmsg u;
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+    struct msghdr msg = { .msg_iov = &iov,
+                          .msg_iovlen = 1,
+                          .msg_control = u.buf,
                           .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
     if (n == 0 || n > FDS_MAX)
         return errno = EINVAL, -1;
@@ -69,8 +73,9 @@ ssize_t read_maybe_fd(int sock, void *data, size_t len, int *fd)
 {
     struct iovec iov = { .iov_base = data, .iov_len = len };
     union fds_cmsg u;
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                          .msg_controllen = sizeof u.buf };
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf
+    };
     ssize_t r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (r < 0 && errno == ENOTSOCK)
         return read(sock, data, len);

@@ -117,7 +117,8 @@ int hostpath_open(int dirfd, const char *path, int flags, mode_t mode, bool foll
             errno = saved;
             return err_set(err, CORDON_E_SETUP,
                            "'%s' is a symbolic link (to '%s'); cordon does not follow links in "
-                           "host paths", link, target);
+                           "host paths",
+                           link, target);
         }
         errno = saved;
     }
@@ -159,8 +160,7 @@ int hostpath_check_dir_of(const char *path, struct cordon_err *err)
     return 0;
 }
 
-int hostpath_replace_file(const char *path, const char *data, size_t len,
-                          struct cordon_err *err)
+int hostpath_replace_file(const char *path, const char *data, size_t len, struct cordon_err *err)
 {
     _cleanup_free_ char *abs = NULL;
     const char *base;
@@ -279,8 +279,8 @@ void hostpath_remove_at(int dir, const char *name)
 
 void hostpath_remove_tree(const char *path)
 {
-    if (path && path[0] == '/' && empty_dir(open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                           O_CLOEXEC)))
+    if (path && path[0] == '/' &&
+        empty_dir(open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)))
         rmdir(path);
 }
 

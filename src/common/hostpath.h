@@ -55,8 +55,7 @@ int hostpath_check_dir_of(const char *path, struct cordon_err *err);
  * whatever stood at PATH — a planted link, a FIFO — is replaced, never
  * written through. Mode 0666 less the umask, as an ordinary create.
  */
-int hostpath_replace_file(const char *path, const char *data, size_t len,
-                          struct cordon_err *err);
+int hostpath_replace_file(const char *path, const char *data, size_t len, struct cordon_err *err);
 
 /*
  * The whole of the regular file PATH, NUL-terminated, if it holds at most

@@ -37,14 +37,14 @@ struct rpc_stream {
     size_t max;
     const struct rpc_handlers *h;
     void *ctx;
-    bool discarding;          /* inside an oversized line, dropping it */
+    bool discarding; /* inside an oversized line, dropping it */
     size_t discarded;
     char head[KEEP_HEAD], tail[KEEP_TAIL];
     size_t head_len, tail_len;
-    bool paused;              /* reading stopped by back-pressure */
-    bool closing;             /* close the output once it drains */
-    bool eof_seen;            /* the input ended */
-    bool writer_gone;         /* the input's writer left: read what is left, unpaused */
+    bool paused;      /* reading stopped by back-pressure */
+    bool closing;     /* close the output once it drains */
+    bool eof_seen;    /* the input ended */
+    bool writer_gone; /* the input's writer left: read what is left, unpaused */
     struct event *hup_check;
     bool out_failed;
     struct rpc_stream *targets[MAX_LINKS]; /* streams our input feeds */
@@ -66,13 +66,9 @@ static bool has_nul(const json_t *j, int depth)
     json_t *v;
     size_t i;
     if (json_is_object(j)) {
-        json_object_foreach((json_t *)j, key, v)
-            if (has_nul(v, depth + 1))
-                return true;
+        json_object_foreach((json_t *)j, key, v) if (has_nul(v, depth + 1)) return true;
     } else if (json_is_array(j)) {
-        json_array_foreach(j, i, v)
-            if (has_nul(v, depth + 1))
-                return true;
+        json_array_foreach(j, i, v) if (has_nul(v, depth + 1)) return true;
     }
     return false;
 }
@@ -83,8 +79,9 @@ enum rpc_kind rpc_classify(const json_t *msg, const char **method, json_t **id, 
     *method = NULL;
     *id = NULL;
     if (!json_is_object(msg)) {
-        snprintf(why, len, "%s", json_is_array(msg) ? "batches are not supported"
-                                                    : "a message must be a JSON object");
+        snprintf(why, len, "%s",
+                 json_is_array(msg) ? "batches are not supported"
+                                    : "a message must be a JSON object");
         return RPC_KIND_INVALID;
     }
     json_t *idv = json_object_get(msg, "id");
@@ -131,8 +128,9 @@ enum rpc_kind rpc_classify(const json_t *msg, const char **method, json_t **id, 
         snprintf(why, len, "a response needs exactly one of \"result\" and \"error\"");
         return RPC_KIND_INVALID;
     }
-    if (error && (!json_is_object(error) || !json_is_integer(json_object_get(error, "code")) ||
-                  !json_is_string(json_object_get(error, "message")))) {
+    if (error &&
+        (!json_is_object(error) || !json_is_integer(json_object_get(error, "code")) ||
+         !json_is_string(json_object_get(error, "message")))) {
         snprintf(why, len, "an error needs an integer \"code\" and a string \"message\"");
         return RPC_KIND_INVALID;
     }
@@ -152,8 +150,8 @@ json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
     va_end(ap);
     /* A long name cut mid-character is not UTF-8, and jansson would give no error at all. */
     utf8_trim_partial(msg);
-    return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
-                     id ? id : json_null(), "error", "code", code, "message", msg);
+    return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+                     "error", "code", code, "message", msg);
 }
 
 json_t *rpc_tool_error(const char *fmt, ...)
@@ -164,8 +162,7 @@ json_t *rpc_tool_error(const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     utf8_trim_partial(msg);
-    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", msg,
-                     "isError", 1);
+    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", msg, "isError", 1);
 }
 
 struct event_base *rpc_event_base_new(void)
@@ -311,8 +308,8 @@ static void handle_line(struct rpc_stream *s, char *line, size_t len)
     json_error_t jerr;
     /* NULs are let through the parser so rpc_classify can refuse them with the id. */
     /* Any JSON value parses, so a bare "x" is an invalid request, not a parse error. */
-    json_t *msg = json_parse_strict(line + start, len - start, JSON_ALLOW_NUL | JSON_DECODE_ANY,
-                                    &jerr);
+    json_t *msg =
+        json_parse_strict(line + start, len - start, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
     if (!msg) {
         char why[200];
         snprintf(why, sizeof why, "not JSON: %s", jerr.text);

@@ -71,8 +71,8 @@ struct rpc_handlers {
      * LINE holds only its first and last bytes, for an id to be fished out
      * by rpc_guess_id). WHY says which.
      */
-    void (*garbage)(void *ctx, struct rpc_stream *s, const char *line, size_t len,
-                    bool oversized, const char *why);
+    void (*garbage)(void *ctx, struct rpc_stream *s, const char *line, size_t len, bool oversized,
+                    const char *why);
     /* The input ended, or the output failed (the peer is gone). */
     void (*closed)(void *ctx, struct rpc_stream *s, bool output_failed);
     /* The output queue fell below half the throttle's mark (may be NULL). */

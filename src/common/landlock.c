@@ -22,13 +22,13 @@
 /* The thirteen rights of ABI 1, EXECUTE (bit 0) through MAKE_SYM (bit 12). */
 #define FS_ABI1 ((LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1)
 
-#define FS_RO (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | \
-               LANDLOCK_ACCESS_FS_READ_DIR)
+#define FS_RO \
+    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
 
 /* The kernel refuses directory rights on a rule whose path is not a directory. */
-#define FS_FILE_ONLY (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | \
-                      LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |  \
-                      LANDLOCK_ACCESS_FS_IOCTL_DEV)
+#define FS_FILE_ONLY                                                                             \
+    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE | \
+     LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
 
 int landlock_abi(void)
 {
@@ -53,8 +53,8 @@ void landlock_plan_init(struct landlock_plan *plan, int abi)
         plan->scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
 }
 
-int landlock_plan_add(struct landlock_plan *plan, const char *path, unsigned access,
-                      bool optional, struct cordon_err *err)
+int landlock_plan_add(struct landlock_plan *plan, const char *path, unsigned access, bool optional,
+                      struct cordon_err *err)
 {
     if (plan->n_rules >= LANDLOCK_PLAN_MAX_RULES)
         return err_set(err, CORDON_E_SETUP,
@@ -88,18 +88,15 @@ static uint64_t rights_for(const struct landlock_plan *plan, unsigned access)
     if (access & LANDLOCK_RW)
         rights |= plan->handled_fs;
     if (access & LANDLOCK_HOST_RW)
-        rights |= plan->handled_fs & ~(uint64_t)(LANDLOCK_ACCESS_FS_MAKE_FIFO |
-                                                 LANDLOCK_ACCESS_FS_MAKE_SOCK |
-                                                 LANDLOCK_ACCESS_FS_MAKE_CHAR |
-                                                 LANDLOCK_ACCESS_FS_MAKE_BLOCK);
+        rights |= plan->handled_fs &
+            ~(uint64_t)(LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SOCK |
+                        LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
     if (access & LANDLOCK_HOST_KEPT)
-        rights |= plan->handled_fs & ~(uint64_t)(LANDLOCK_ACCESS_FS_MAKE_FIFO |
-                                                 LANDLOCK_ACCESS_FS_MAKE_SOCK |
-                                                 LANDLOCK_ACCESS_FS_MAKE_CHAR |
-                                                 LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-                                                 LANDLOCK_ACCESS_FS_MAKE_REG |
-                                                 LANDLOCK_ACCESS_FS_MAKE_DIR |
-                                                 LANDLOCK_ACCESS_FS_MAKE_SYM);
+        rights |= plan->handled_fs &
+            ~(uint64_t)(LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SOCK |
+                        LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+                        LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_DIR |
+                        LANDLOCK_ACCESS_FS_MAKE_SYM);
     if (access & LANDLOCK_DEV)
         rights |= FS_RO | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV;
     if (access & LANDLOCK_LIST)
@@ -117,12 +114,11 @@ static size_t attr_size(int abi)
     return sizeof(struct cordon_landlock_ruleset_attr);
 }
 
-static int add_path(int ruleset, const struct landlock_plan *plan, size_t i,
-                    struct cordon_err *err)
+static int add_path(int ruleset, const struct landlock_plan *plan, size_t i, struct cordon_err *err)
 {
     const char *path = plan->rules[i].path;
-    _cleanup_close_ int fd = plan->rules[i].fd >= 0 ? dup(plan->rules[i].fd)
-                                                    : open(path, O_PATH | O_CLOEXEC);
+    _cleanup_close_ int fd =
+        plan->rules[i].fd >= 0 ? dup(plan->rules[i].fd) : open(path, O_PATH | O_CLOEXEC);
     if (fd < 0) {
         if (plan->rules[i].optional && (errno == ENOENT || errno == ENOTDIR))
             return 0;
@@ -156,14 +152,12 @@ int landlock_plan_apply(const struct landlock_plan *plan, struct cordon_err *err
     };
     _cleanup_close_ int ruleset = sys_landlock_create_ruleset(&attr, attr_size(plan->abi), 0);
     if (ruleset < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot create a landlock ruleset (abi %d)",
-                       plan->abi);
+        return err_sys(err, CORDON_E_SETUP, "cannot create a landlock ruleset (abi %d)", plan->abi);
     for (size_t i = 0; i < plan->n_rules; i++)
         TRY(add_path(ruleset, plan, i, err));
 
     /* restrict_self demands it of a task without CAP_SYS_ADMIN; harmless to repeat. */
-    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1 &&
-        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot set no_new_privs");
     if (sys_landlock_restrict_self(ruleset, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot enforce the landlock ruleset");

@@ -58,11 +58,16 @@ static int local_range(uint32_t net, unsigned prefix, unsigned short type, unsig
         struct rtmsg rt;
         char attrs[64];
     } req = {
-        .nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)), .nlmsg_type = type,
-                .nlmsg_flags = flags, .nlmsg_seq = 1 },
-        .rt = { .rtm_family = AF_INET, .rtm_dst_len = (unsigned char)prefix,
-                .rtm_table = RT_TABLE_LOCAL, .rtm_protocol = RTPROT_BOOT,
-                .rtm_scope = RT_SCOPE_HOST, .rtm_type = RTN_LOCAL },
+        .nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)),
+                .nlmsg_type = type,
+                .nlmsg_flags = flags,
+                .nlmsg_seq = 1 },
+        .rt = { .rtm_family = AF_INET,
+                .rtm_dst_len = (unsigned char)prefix,
+                .rtm_table = RT_TABLE_LOCAL,
+                .rtm_protocol = RTPROT_BOOT,
+                .rtm_scope = RT_SCOPE_HOST,
+                .rtm_type = RTN_LOCAL },
     };
     uint32_t dst = htonl(net);
     int lo = (int)if_nametoindex("lo");
@@ -93,10 +98,14 @@ int route_own_address(uint32_t addr, unsigned prefix)
         struct ifaddrmsg ifa;
         char attrs[64];
     } req = {
-        .nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifaddrmsg)), .nlmsg_type = RTM_NEWADDR,
-                .nlmsg_flags = NL_CREATE, .nlmsg_seq = 1 },
-        .ifa = { .ifa_family = AF_INET, .ifa_prefixlen = (unsigned char)prefix,
-                 .ifa_scope = RT_SCOPE_HOST, .ifa_index = if_nametoindex("lo") },
+        .nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifaddrmsg)),
+                .nlmsg_type = RTM_NEWADDR,
+                .nlmsg_flags = NL_CREATE,
+                .nlmsg_seq = 1 },
+        .ifa = { .ifa_family = AF_INET,
+                 .ifa_prefixlen = (unsigned char)prefix,
+                 .ifa_scope = RT_SCOPE_HOST,
+                 .ifa_index = if_nametoindex("lo") },
     };
     if (req.ifa.ifa_index == 0)
         return -1; /* errno from if_nametoindex */

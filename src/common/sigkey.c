@@ -34,8 +34,8 @@ int sigkey_id(EVP_PKEY *key, char out[65])
 {
     unsigned char raw[32];
     size_t len = sizeof raw;
-    if (EVP_PKEY_id(key) != EVP_PKEY_ED25519 ||
-        EVP_PKEY_get_raw_public_key(key, raw, &len) != 1 || len != sizeof raw) {
+    if (EVP_PKEY_id(key) != EVP_PKEY_ED25519 || EVP_PKEY_get_raw_public_key(key, raw, &len) != 1 ||
+        len != sizeof raw) {
         ERR_clear_error();
         return -1;
     }
@@ -59,8 +59,7 @@ EVP_PKEY *sigkey_load_private(const char *path, const char *what, struct cordon_
     EVP_PKEY *key = PEM_read_PrivateKey(f, NULL, no_passphrase, NULL);
     if (!key) {
         ERR_clear_error();
-        err_set(err, CORDON_E_POLICY, "%s '%s' is not an unencrypted PEM private key", what,
-                path);
+        err_set(err, CORDON_E_POLICY, "%s '%s' is not an unencrypted PEM private key", what, path);
         return NULL;
     }
     if (EVP_PKEY_id(key) != EVP_PKEY_ED25519) {
@@ -81,8 +80,10 @@ EVP_PKEY *sigkey_load_public(const char *path, struct cordon_err *err)
     EVP_PKEY *key = PEM_read_PUBKEY(f, NULL, NULL, NULL);
     ERR_clear_error();
     if (!key) {
-        err_set(err, CORDON_E_POLICY, "'%s' is not a PEM public key (for a private key, give "
-                "its public half: openssl pkey -in KEY -pubout)", path);
+        err_set(err, CORDON_E_POLICY,
+                "'%s' is not a PEM public key (for a private key, give "
+                "its public half: openssl pkey -in KEY -pubout)",
+                path);
         return NULL;
     }
     if (EVP_PKEY_id(key) != EVP_PKEY_ED25519) {
@@ -116,7 +117,7 @@ static bool decode_sig(const char *b64, unsigned char sig[64])
         return false;
     unsigned char out[66];
     return EVP_DecodeBlock(out, (const unsigned char *)b64, (int)n) == 66 &&
-           (memcpy(sig, out, 64), true);
+        (memcpy(sig, out, 64), true);
 }
 
 bool sigkey_verify(EVP_PKEY *key, const void *msg, size_t n, const char *b64)
@@ -124,8 +125,8 @@ bool sigkey_verify(EVP_PKEY *key, const void *msg, size_t n, const char *b64)
     unsigned char raw[64];
     _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     bool good = b64 && decode_sig(b64, raw) && ctx &&
-                EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, key) == 1 &&
-                EVP_DigestVerify(ctx, raw, sizeof raw, msg, n) == 1;
+        EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, key) == 1 &&
+        EVP_DigestVerify(ctx, raw, sizeof raw, msg, n) == 1;
     ERR_clear_error();
     return good;
 }

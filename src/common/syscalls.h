@@ -38,8 +38,8 @@ static inline int sys_landlock_create_ruleset(const struct cordon_landlock_rules
     return (int)syscall(SYS_landlock_create_ruleset, attr, size, flags);
 }
 
-static inline int sys_landlock_add_rule(int ruleset_fd, int rule_type,
-                                        const void *rule_attr, uint32_t flags)
+static inline int sys_landlock_add_rule(int ruleset_fd, int rule_type, const void *rule_attr,
+                                        uint32_t flags)
 {
     return (int)syscall(SYS_landlock_add_rule, ruleset_fd, rule_type, rule_attr, flags);
 }
@@ -78,7 +78,8 @@ static inline pid_t sys_clone_ns(unsigned long flags)
  */
 static inline pid_t sys_clone_ns_into_cgroup(unsigned long flags, int cgroup_dir)
 {
-    struct clone_args args = { .flags = flags | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
+    struct clone_args args = { .flags = flags | CLONE_INTO_CGROUP,
+                               .exit_signal = SIGCHLD,
                                .cgroup = (uint64_t)cgroup_dir };
     return (pid_t)syscall(SYS_clone3, &args, sizeof args);
 }

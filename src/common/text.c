@@ -45,7 +45,8 @@ bool hex_decode_str(const char *hex, char *out, size_t size)
     if (n % 2 || n / 2 >= size)
         return false;
     for (size_t i = 0; i < n / 2; i++) {
-        int hi = hex_digit((unsigned char)hex[2 * i]), lo = hex_digit((unsigned char)hex[2 * i + 1]);
+        int hi = hex_digit((unsigned char)hex[2 * i]),
+            lo = hex_digit((unsigned char)hex[2 * i + 1]);
         if (hi < 0 || lo < 0 || (hi | lo) == 0)
             return false;
         out[i] = (char)(hi << 4 | lo);
@@ -185,7 +186,7 @@ size_t base64_encode(const void *in, size_t n, char *out)
     size_t o = 0;
     for (size_t i = 0; i < n; i += 3) {
         uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
+            (i + 2 < n ? p[i + 2] : 0);
         out[o++] = b64_alphabet[v >> 18 & 63];
         out[o++] = b64_alphabet[v >> 12 & 63];
         out[o++] = i + 1 < n ? b64_alphabet[v >> 6 & 63] : '=';
@@ -215,8 +216,8 @@ int base64_decode(const char *in, size_t n, void *out, size_t *out_len)
             v[j] = j >= 4 - pad ? 0 : b64_value(in[i + j]);
         if ((pad && !last) || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0)
             return -1;
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
-                     (uint32_t)v[3];
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         o[k++] = (unsigned char)(w >> 16);
         if (pad < 2)
             o[k++] = (unsigned char)(w >> 8);

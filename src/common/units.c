@@ -65,11 +65,20 @@ int parse_size(const char *s, uint64_t *out, char *why, size_t why_len)
         const char *suffix;
         double mult;
     } units[] = {
-        { "", 1 },           { "B", 1 },
-        { "K", 1024.0 },     { "KB", 1024.0 },     { "KiB", 1024.0 },
-        { "M", 1048576.0 },  { "MB", 1048576.0 },  { "MiB", 1048576.0 },
-        { "G", 1073741824.0 }, { "GB", 1073741824.0 }, { "GiB", 1073741824.0 },
-        { "T", 1099511627776.0 }, { "TB", 1099511627776.0 }, { "TiB", 1099511627776.0 },
+        { "", 1 },
+        { "B", 1 },
+        { "K", 1024.0 },
+        { "KB", 1024.0 },
+        { "KiB", 1024.0 },
+        { "M", 1048576.0 },
+        { "MB", 1048576.0 },
+        { "MiB", 1048576.0 },
+        { "G", 1073741824.0 },
+        { "GB", 1073741824.0 },
+        { "GiB", 1073741824.0 },
+        { "T", 1099511627776.0 },
+        { "TB", 1099511627776.0 },
+        { "TiB", 1099511627776.0 },
     };
     const char *end = NULL;
     double v;
@@ -98,8 +107,7 @@ int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len)
         const char *suffix;
         double ms;
     } units[] = {
-        { "", 1000.0 }, { "ms", 1.0 }, { "s", 1000.0 },
-        { "m", 60000.0 }, { "h", 3600000.0 },
+        { "", 1000.0 }, { "ms", 1.0 }, { "s", 1000.0 }, { "m", 60000.0 }, { "h", 3600000.0 },
     };
     const char *end = NULL;
     double v;
@@ -116,8 +124,7 @@ int parse_duration_ms(const char *s, uint64_t *out, char *why, size_t why_len)
             return 0;
         }
     }
-    snprintf(why, why_len, "expected a duration like 30s, 2m or 500ms, got \"%s\"",
-             s ? s : "");
+    snprintf(why, why_len, "expected a duration like 30s, 2m or 500ms, got \"%s\"", s ? s : "");
     return -1;
 }
 

@@ -19,15 +19,15 @@
 struct slot {
     struct cgroup_set cg;
     bool lent;
-    bool stale;     /* could not be reset: removed as soon as it can be */
+    bool stale; /* could not be reset: removed as soon as it can be */
 };
 
 struct cgroup_pool {
     const struct policy *p;
     struct watchdog *wd;
-    struct cgroup_set parent;       /* cordon-PID-pool, in each hierarchy */
+    struct cgroup_set parent; /* cordon-PID-pool, in each hierarchy */
     struct slot *slots[MAX_SLOTS];
-    unsigned made;                  /* s0 .. s(made-1) named so far */
+    unsigned made; /* s0 .. s(made-1) named so far */
 };
 
 static int guard(void *wd, const char *dir, struct cordon_err *err)

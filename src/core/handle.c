@@ -41,8 +41,9 @@ static json_t *files_json(const struct start_file *files, size_t n)
         }
         EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)files[i].data,
                         (int)files[i].len);
-        json_array_append_new(a, json_pack("{s:s, s:i, s:s%}", "path", files[i].path, "mode",
-                                           (int)files[i].mode, "b64", b64, b64_len));
+        json_array_append_new(a,
+                              json_pack("{s:s, s:i, s:s%}", "path", files[i].path, "mode",
+                                        (int)files[i].mode, "b64", b64, b64_len));
         free(b64);
     }
     return a;
@@ -63,22 +64,26 @@ static int files_of(const json_t *list, struct start_file **out, size_t *n)
     *out = f;
     size_t i;
     json_t *v;
-    json_array_foreach(list, i, v) {
+    json_array_foreach(list, i, v)
+    {
         const char *path = json_string_value(json_object_get(v, "path"));
         json_t *b64 = json_object_get(v, "b64");
         size_t len = json_string_length(b64);
         unsigned char *data = malloc(len / 4 * 3 + 1);
         int got = data && path && json_is_string(b64) && len % 4 == 0
-                      ? EVP_DecodeBlock(data, (const unsigned char *)json_string_value(b64), (int)len)
-                      : -1;
+            ? EVP_DecodeBlock(data, (const unsigned char *)json_string_value(b64), (int)len)
+            : -1;
         if (got < 0) {
             free(data);
             return -1;
         }
         for (size_t k = len; k > 0 && json_string_value(b64)[k - 1] == '=' && got > 0; k--)
             got--;
-        f[i] = (struct start_file){ .path = path, .data = (char *)data, .len = (size_t)got,
-                                    .mode = (unsigned)json_integer_value(json_object_get(v, "mode")) };
+        f[i] =
+            (struct start_file){ .path = path,
+                                 .data = (char *)data,
+                                 .len = (size_t)got,
+                                 .mode = (unsigned)json_integer_value(json_object_get(v, "mode")) };
         (*n)++;
     }
     return 0;
@@ -129,8 +134,8 @@ static json_t *read_call(int fd)
 struct answer {
     const struct policy *p;
     int result_fd;
-    int stdio[3];   /* the command's, on the caller's side of the pipes */
-    int *layer;     /* a manual commit's layer, passed with the result's first byte */
+    int stdio[3]; /* the command's, on the caller's side of the pipes */
+    int *layer;   /* a manual commit's layer, passed with the result's first byte */
 };
 
 /*
@@ -159,16 +164,17 @@ static void answer(void *arg, const struct sandbox_result *res)
     close(a->result_fd);
 }
 
-__attribute__((noreturn))
-static void child_main(const struct policy *p, bool prepare, const struct run_lent *lent,
-                       pid_t parent, int in_fd, int out_fd, int err_fd, int result_fd, int ctl_fd)
+__attribute__((noreturn)) static void child_main(const struct policy *p, bool prepare,
+                                                 const struct run_lent *lent, pid_t parent,
+                                                 int in_fd, int out_fd, int err_fd, int result_fd,
+                                                 int ctl_fd)
 {
     /* The broker's other runs' pipes, its loop's and its client's descriptors
      * are not this run's: an inherited write end of another run's stdin would
      * keep that run from ever seeing its end. */
     int keep[8] = { in_fd, out_fd, err_fd, result_fd, ctl_fd };
-    size_t n_keep = 5 + run_template_fds(lent ? lent->tmpl : NULL, keep + 5,
-                                         sizeof keep / sizeof keep[0] - 5);
+    size_t n_keep =
+        5 + run_template_fds(lent ? lent->tmpl : NULL, keep + 5, sizeof keep / sizeof keep[0] - 5);
     close_fds_except(keep, n_keep);
     /* The broker's handlers and loop are not ours: a default SIGPIPE would
      * kill the supervisor on a vanished reader, SIGTERM must reach run_call. */
@@ -187,8 +193,8 @@ static void child_main(const struct policy *p, bool prepare, const struct run_le
     struct cordon_err err = { 0 };
     if (prepare) {
         /* A failed preparation is tried again, cold, should a call come anyway. */
-        char answer = run_prepare_ahead(p, lent, &run, &err) == 0 ? RUN_HANDLE_READY
-                                                                   : RUN_HANDLE_FAILED;
+        char answer =
+            run_prepare_ahead(p, lent, &run, &err) == 0 ? RUN_HANDLE_READY : RUN_HANDLE_FAILED;
         /* A call taken before we were ready is already in the socket, its
          * writer gone: the answer may find no reader, the call is still read. */
         (void)!send(ctl_fd, &answer, 1, MSG_NOSIGNAL);
@@ -235,8 +241,9 @@ static int spawn(const struct policy *p, bool prepare, const struct run_lent *le
 {
     int in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 }, res[2] = { -1, -1 };
     int ctl[2] = { -1, -1 };
-    *c = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                              .result_fd = -1, .ctl_fd = -1 };
+    *c = (struct run_handle){
+        .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .result_fd = -1, .ctl_fd = -1
+    };
     /* The result's a socket: a manual commit's layer rides on its first byte. */
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, res) < 0 ||
@@ -280,9 +287,12 @@ static int spawn(const struct policy *p, bool prepare, const struct run_lent *le
     close(ctl[1]);
     if (capture_stderr)
         close(errp[1]);
-    *c = (struct run_handle){ .pid = pid, .stdin_fd = in[1], .stdout_fd = out[0],
+    *c = (struct run_handle){ .pid = pid,
+                              .stdin_fd = in[1],
+                              .stdout_fd = out[0],
                               .stderr_fd = capture_stderr ? errp[0] : -1,
-                              .result_fd = res[0], .ctl_fd = ctl[0] };
+                              .result_fd = res[0],
+                              .ctl_fd = ctl[0] };
     return 0;
 fail:
     close_pair(in);
@@ -299,8 +309,8 @@ int run_handle_spawn(const struct policy *p, bool prepare, bool capture_stderr,
     return spawn(p, prepare, NULL, capture_stderr, c, err);
 }
 
-int run_handle_spawn_ahead(const struct policy *p, const struct run_lent *lent,
-                           bool capture_stderr, struct run_handle *c, struct cordon_err *err)
+int run_handle_spawn_ahead(const struct policy *p, const struct run_lent *lent, bool capture_stderr,
+                           struct run_handle *c, struct cordon_err *err)
 {
     return spawn(p, true, lent, capture_stderr, c, err);
 }
@@ -326,7 +336,8 @@ int run_handle_send(struct run_handle *c, const struct run_handle_call *call,
                   "files", call->n_files ? files_json(call->files, call->n_files) : NULL);
     _cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
     if (!text)
-        return err_set(err, CORDON_E_INTERNAL, "cannot encode the call (not UTF-8, or out of memory)");
+        return err_set(err, CORDON_E_INTERNAL,
+                       "cannot encode the call (not UTF-8, or out of memory)");
     size_t len = strlen(text);
     if (len > MAX_CALL_JSON)
         return err_set(err, CORDON_E_USAGE, "the call's argv and environment are too large");

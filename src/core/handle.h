@@ -19,12 +19,12 @@
 struct run_lent;
 
 struct run_handle {
-    pid_t pid;        /* the supervisor: signal it to stop the run (SIGTERM, then SIGKILL) */
-    int stdin_fd;     /* write end of the command's stdin; close it for EOF */
-    int stdout_fd;    /* read end of the command's stdout */
-    int stderr_fd;    /* read end of its stderr, or -1 when it goes to ours */
-    int result_fd;    /* read end: the run's result JSON (the --result form), then EOF */
-    int ctl_fd;       /* the call goes here; a pooled handle first answers one byte:
+    pid_t pid;     /* the supervisor: signal it to stop the run (SIGTERM, then SIGKILL) */
+    int stdin_fd;  /* write end of the command's stdin; close it for EOF */
+    int stdout_fd; /* read end of the command's stdout */
+    int stderr_fd; /* read end of its stderr, or -1 when it goes to ours */
+    int result_fd; /* read end: the run's result JSON (the --result form), then EOF */
+    int ctl_fd;    /* the call goes here; a pooled handle first answers one byte:
                          'R' prepared, 'F' its preparation failed. Close it to
                          release a handle that never got a call */
 };
@@ -32,10 +32,10 @@ struct run_handle {
 /* What a call brings to a handle; everything is copied. */
 struct run_handle_call {
     char *const *argv;
-    char *const *envp;    /* NAME=VALUE added to the run's environment, or NULL */
-    const char *run_id;   /* 32 hex digits, or NULL */
-    uint64_t wall_ms;     /* 0: the policy's */
-    const char *session_id; /* for the audit record, or NULL */
+    char *const *envp;              /* NAME=VALUE added to the run's environment, or NULL */
+    const char *run_id;             /* 32 hex digits, or NULL */
+    uint64_t wall_ms;               /* 0: the policy's */
+    const char *session_id;         /* for the audit record, or NULL */
     const struct start_file *files; /* placed in /workspace first */
     size_t n_files;
 };
@@ -56,8 +56,8 @@ int run_handle_spawn(const struct policy *p, bool prepare, bool capture_stderr,
                      struct run_handle *c, struct cordon_err *err);
 
 /* run_handle_spawn() with PREPARE, using what LENT lends (core/run.h; may be NULL). */
-int run_handle_spawn_ahead(const struct policy *p, const struct run_lent *lent,
-                           bool capture_stderr, struct run_handle *c, struct cordon_err *err);
+int run_handle_spawn_ahead(const struct policy *p, const struct run_lent *lent, bool capture_stderr,
+                           struct run_handle *c, struct cordon_err *err);
 
 /* Hand CALL to a spawned handle. -1 with ERR when the handle is gone. */
 int run_handle_send(struct run_handle *c, const struct run_handle_call *call,

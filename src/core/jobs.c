@@ -49,14 +49,14 @@ struct capture {
 
 struct job {
     struct jobs *js;
-    struct job *next;              /* in js->jobs, oldest first */
+    struct job *next; /* in js->jobs, oldest first */
     void *ctx;
-    char **argv;                   /* NULL-terminated, owned */
-    char **envp;                   /* likewise, or NULL */
+    char **argv; /* NULL-terminated, owned */
+    char **envp; /* likewise, or NULL */
     uint64_t wall_ms;
-    const struct policy *policy;   /* borrowed; NULL: the jobs' own */
+    const struct policy *policy; /* borrowed; NULL: the jobs' own */
     char session_id[33];
-    struct start_file *files;      /* paths and data owned */
+    struct start_file *files; /* paths and data owned */
     size_t n_files;
     bool stream, pooled;
     uint64_t submit_us;
@@ -64,14 +64,14 @@ struct job {
     size_t input_len, input_off;
     bool running, stopped, reaped;
     int wstatus;
-    json_t *result;                /* the result, once all of it is in */
+    json_t *result; /* the result, once all of it is in */
     char run_id[33];
     struct run_handle h;
-    int slot;                      /* the pool's cgroup its run uses (core/cgpool.h), or -1 */
+    int slot; /* the pool's cgroup its run uses (core/cgpool.h), or -1 */
     struct capture out, err, res;
-    int layer;                     /* passed with the result (a manual commit's), or -1 */
+    int layer; /* passed with the result (a manual commit's), or -1 */
     struct event *in_ev, *reap_ev, *kill_ev;
-    struct event *exit_ev;         /* the supervisor's pidfd: readable once it has exited */
+    struct event *exit_ev; /* the supervisor's pidfd: readable once it has exited */
     int pidfd;
 };
 
@@ -80,7 +80,7 @@ struct teardown {
     struct teardown *next;
     struct jobs *js;
     pid_t pid;
-    int slot;                      /* its run's pooled cgroup, returned once it is reaped */
+    int slot; /* its run's pooled cgroup, returned once it is reaped */
     int pidfd;
     struct event *ev;
 };
@@ -90,28 +90,31 @@ struct pooled {
     struct pooled *next;
     struct jobs *js;
     struct run_handle h;
-    int slot;                      /* the pooled cgroup its run will use, or -1 */
-    struct event *ev;              /* its answer on ctl_fd, then its death */
+    int slot;         /* the pooled cgroup its run will use, or -1 */
+    struct event *ev; /* its answer on ctl_fd, then its death */
     bool ready;
 };
 
 struct jobs {
     struct jobs_config cfg;
-    struct job *jobs;              /* queued and running, oldest first */
+    struct job *jobs; /* queued and running, oldest first */
     unsigned n_running;
-    bool stdin_pending;            /* a running job's stdin is still being written */
+    bool stdin_pending; /* a running job's stdin is still being written */
     bool pumping, stopping;
-    bool pool_off;                 /* the policy holds secrets: nothing is prepared ahead */
-    struct run_template *tmpl;     /* what every pooled run of the policy is cloned from, or NULL */
-    struct cgroup_pool *cgpool;    /* cgroups the pooled runs use and the pool resets, or NULL */
+    bool pool_off;              /* the policy holds secrets: nothing is prepared ahead */
+    struct run_template *tmpl;  /* what every pooled run of the policy is cloned from, or NULL */
+    struct cgroup_pool *cgpool; /* cgroups the pooled runs use and the pool resets, or NULL */
     struct pooled *pool;
     unsigned n_pool;
-    uint64_t pool_retry_us;        /* no preparation before this, after a failure */
-    struct event *pool_ev;         /* the retry */
-    struct orphan { pid_t pid; int slot; } *orphans; /* released handles still to reap */
+    uint64_t pool_retry_us; /* no preparation before this, after a failure */
+    struct event *pool_ev;  /* the retry */
+    struct orphan {
+        pid_t pid;
+        int slot;
+    } * orphans; /* released handles still to reap */
     size_t n_orphans, cap_orphans;
     struct event *orphan_ev;
-    struct teardown *teardowns;    /* answered runs still tearing down */
+    struct teardown *teardowns; /* answered runs still tearing down */
     unsigned n_teardown;
     struct event *refill_ev;
     uint64_t lat[LATENCY_RING];
@@ -135,8 +138,7 @@ static void reap_orphans(struct jobs *js, bool block)
     size_t kept = 0;
     for (size_t i = 0; i < js->n_orphans; i++) {
         pid_t r;
-        while ((r = waitpid(js->orphans[i].pid, NULL, block ? 0 : WNOHANG)) < 0 &&
-               errno == EINTR)
+        while ((r = waitpid(js->orphans[i].pid, NULL, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
             ;
         if (r == 0)
             js->orphans[kept++] = js->orphans[i];
@@ -221,8 +223,9 @@ static void teardown_add(struct jobs *js, pid_t pid, int slot)
 {
     struct teardown *t = calloc(1, sizeof *t);
     if (t) {
-        *t = (struct teardown){ .js = js, .pid = pid, .slot = slot,
-                                .pidfd = sys_pidfd_open(pid, 0) };
+        *t = (struct teardown){
+            .js = js, .pid = pid, .slot = slot, .pidfd = sys_pidfd_open(pid, 0)
+        };
         if (t->pidfd >= 0)
             t->ev = event_new(js->cfg.base, t->pidfd, EV_READ | EV_PERSIST, on_teardown_done, t);
     }
@@ -345,8 +348,9 @@ static bool pool_take(struct jobs *js, struct run_handle *h, int *slot)
     *h = pick->h;
     *slot = pick->slot;
     pick->slot = -1;
-    pick->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                                   .result_fd = -1, .ctl_fd = -1 };
+    pick->h = (struct run_handle){
+        .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .result_fd = -1, .ctl_fd = -1
+    };
     /* Blocking again: the call is written whole even while it still prepares. */
     fcntl(h->ctl_fd, F_SETFL, fcntl(h->ctl_fd, F_GETFL) & ~O_NONBLOCK);
     pooled_free(js, pick);
@@ -481,8 +485,8 @@ static void progress(struct job *j)
     if (!j->out.done || !j->err.done || !j->res.done)
         return;
     json_t *result = j->res.data && !j->res.truncated
-                         ? json_parse_strict(j->res.data, j->res.len, 0, NULL)
-                         : NULL;
+        ? json_parse_strict(j->res.data, j->res.len, 0, NULL)
+        : NULL;
     if (!json_is_object(result)) {
         json_decref(result);
         try_reap(j);
@@ -611,10 +615,13 @@ static void start_job(struct jobs *js, struct job *j)
         complete(j, &err);
         return;
     }
-    struct run_handle_call call = { .argv = j->argv, .envp = j->envp, .run_id = j->run_id,
+    struct run_handle_call call = { .argv = j->argv,
+                                    .envp = j->envp,
+                                    .run_id = j->run_id,
                                     .wall_ms = j->wall_ms,
                                     .session_id = j->session_id[0] ? j->session_id : NULL,
-                                    .files = j->files, .n_files = j->n_files };
+                                    .files = j->files,
+                                    .n_files = j->n_files };
     if (run_handle_send(&j->h, &call, &err) < 0) {
         /* Its child ends without a call; the reap below collects it. */
         run_handle_close(&j->h);
@@ -783,9 +790,9 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
         ok = (j->files = calloc(call->n_files, sizeof *j->files)) != NULL;
     for (size_t i = 0; ok && i < call->n_files; i++) {
         char *path = strdup(call->files[i].path), *data = malloc(call->files[i].len + 1);
-        j->files[j->n_files++] = (struct start_file){ .path = path, .data = data,
-                                                      .len = call->files[i].len,
-                                                      .mode = call->files[i].mode };
+        j->files[j->n_files++] = (struct start_file){
+            .path = path, .data = data, .len = call->files[i].len, .mode = call->files[i].mode
+        };
         ok = path && data;
         if (ok)
             memcpy(data, call->files[i].data, call->files[i].len);
@@ -809,8 +816,9 @@ struct job *jobs_submit_call(struct jobs *js, const struct job_call *call, void 
         snprintf(j->session_id, sizeof j->session_id, "%s", call->session_id);
     j->stream = call->stream;
     j->submit_us = now_us();
-    j->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                                .result_fd = -1, .ctl_fd = -1 };
+    j->h = (struct run_handle){
+        .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .result_fd = -1, .ctl_fd = -1
+    };
     j->pidfd = -1;
     audit_new_run_id(j->run_id);
     struct job **tail = &js->jobs;

@@ -28,7 +28,7 @@ struct job;
 struct job_output {
     const char *data;
     size_t len;
-    uint64_t total;               /* bytes the command wrote */
+    uint64_t total; /* bytes the command wrote */
     bool truncated;
 };
 
@@ -36,11 +36,11 @@ struct job_output {
 struct job_end {
     const char *run_id;
     struct job_output out, err;
-    json_t *result;               /* the run's result (the --result form), or NULL when
+    json_t *result;                       /* the run's result (the --result form), or NULL when
                                      its supervisor ended without one */
-    int wstatus;                  /* the supervisor's wait status */
+    int wstatus;                          /* the supervisor's wait status */
     const struct cordon_err *start_error; /* not NULL: nothing ran, and this is why */
-    int *layer;                   /* an overlay workspace's layer kept for a manual commit
+    int *layer;                           /* an overlay workspace's layer kept for a manual commit
                                      (sandbox/txn.h), or -1 there: the callback takes it by
                                      setting -1, else it is closed */
 };
@@ -52,33 +52,33 @@ typedef void jobs_output_fn(void *ctx, int stream, const char *data, size_t len)
 
 struct jobs_config {
     struct event_base *base;
-    const struct policy *policy;  /* borrowed; every job runs under it */
+    const struct policy *policy; /* borrowed; every job runs under it */
     unsigned max_running;
-    unsigned max_queued;          /* jobs waiting beyond this are refused ("busy") */
-    size_t output_cap;            /* per stream */
-    jobs_done_fn *done;           /* called once for every job that was started */
-    jobs_output_fn *output;       /* for jobs that stream, or NULL */
-    unsigned pool;                /* handles kept prepared (0: every run starts cold) */
+    unsigned max_queued;    /* jobs waiting beyond this are refused ("busy") */
+    size_t output_cap;      /* per stream */
+    jobs_done_fn *done;     /* called once for every job that was started */
+    jobs_output_fn *output; /* for jobs that stream, or NULL */
+    unsigned pool;          /* handles kept prepared (0: every run starts cold) */
 };
 
 /* One call; everything is copied at submit. */
 struct job_call {
     char *const *argv;
-    char *const *envp;            /* NAME=VALUE added to the run's environment, or NULL */
-    const char *input;            /* stdin, INPUT_LEN bytes (may be empty) */
+    char *const *envp; /* NAME=VALUE added to the run's environment, or NULL */
+    const char *input; /* stdin, INPUT_LEN bytes (may be empty) */
     size_t input_len;
-    uint64_t wall_ms;             /* lowers the policy's wall clock; 0: the policy's */
-    bool stream;                  /* hand output to cfg.output as it comes */
-    const struct policy *policy;  /* borrowed until the job ends; NULL: cfg.policy. Only
+    uint64_t wall_ms;               /* lowers the policy's wall clock; 0: the policy's */
+    bool stream;                    /* hand output to cfg.output as it comes */
+    const struct policy *policy;    /* borrowed until the job ends; NULL: cfg.policy. Only
                                      cfg.policy's runs come from the pool */
-    const char *session_id;       /* for the audit record, or NULL */
+    const char *session_id;         /* for the audit record, or NULL */
     const struct start_file *files; /* placed in /workspace before the command */
     size_t n_files;
 };
 
 struct jobs_stats {
     unsigned running, queued;
-    unsigned tearing_down;        /* answered runs whose supervisors still clean up */
+    unsigned tearing_down; /* answered runs whose supervisors still clean up */
     unsigned pool_target, pool_ready, pool_preparing;
     uint64_t started, pooled, cold, pool_failures, refused;
     uint64_t start_p50_us, start_p99_us; /* submit to the call handed to its sandbox, recent runs */

@@ -18,8 +18,8 @@ struct audit_log;
 struct killall_report {
     size_t found;
     size_t killed;
-    size_t refused;              /* kill() said EPERM: another user's sandbox */
-    pid_t pids[KILLALL_MAX];     /* of the inits killed */
+    size_t refused;          /* kill() said EPERM: another user's sandbox */
+    pid_t pids[KILLALL_MAX]; /* of the inits killed */
 };
 
 /* Find and kill; with LOG, append one kill.all event (REASON, pids, counts). */

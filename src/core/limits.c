@@ -96,9 +96,8 @@ static uint64_t tasks_of_uid(uid_t uid)
 }
 
 int limits_plan(const struct policy *p, const struct cgroup_set *cg,
-                const struct sandbox_backend *b,
-                struct confine_plan *plan, enum enforcement enforced[POLICY_LIMIT_COUNT],
-                struct cordon_err *err)
+                const struct sandbox_backend *b, struct confine_plan *plan,
+                enum enforcement enforced[POLICY_LIMIT_COUNT], struct cordon_err *err)
 {
     const struct policy_limits *lim = &p->limits;
     char v[32];
@@ -185,4 +184,3 @@ int limits_plan(const struct policy *p, const struct cgroup_set *cg,
     }
     return 0;
 }
-

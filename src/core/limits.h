@@ -16,6 +16,5 @@
  * sandbox_backend).
  */
 int limits_plan(const struct policy *p, const struct cgroup_set *cg,
-                const struct sandbox_backend *b,
-                struct confine_plan *c, enum enforcement enforced[POLICY_LIMIT_COUNT],
-                struct cordon_err *err);
+                const struct sandbox_backend *b, struct confine_plan *c,
+                enum enforcement enforced[POLICY_LIMIT_COUNT], struct cordon_err *err);

@@ -51,10 +51,10 @@ void run_record_refused(const struct policy *p, bool effective, const char *log_
     struct audit_log *log = NULL;
     /* A log the sandbox could have written is no record (and the refusal may
      * be of that very placement): nothing is written there. */
-    if (p && (!policy_outside_writable(p, p->audit.file) ||
-              !policy_outside_writable(p, p->audit.witness) ||
-              !policy_outside_writable(p, p->audit.sign_key) ||
-              !policy_outside_writable(p, log_path)))
+    if (p &&
+        (!policy_outside_writable(p, p->audit.file) ||
+         !policy_outside_writable(p, p->audit.witness) ||
+         !policy_outside_writable(p, p->audit.sign_key) || !policy_outside_writable(p, log_path)))
         return;
     /* The policy's log first: a refused --audit must not take the record elsewhere. */
     if (p && p->audit.file) {

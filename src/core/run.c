@@ -51,7 +51,7 @@ struct run {
     struct audit_log *log;
     struct watchdog *wd;
     struct cgroup_set cg;
-    struct confine_plan confine;          /* the core's part: rlimits */
+    struct confine_plan confine; /* the core's part: rlimits */
     enum enforcement enforced[POLICY_LIMIT_COUNT];
     struct gateway_config gw;
     /* With no network too (but for an OCI container, whose engine decides):
@@ -62,19 +62,19 @@ struct run {
     pid_t gw_pid;
     int gw_report;
     uid_t host_base;
-    struct workspace_guard ws;            /* a host workspace's protections and scans */
+    struct workspace_guard ws; /* a host workspace's protections and scans */
     struct sandbox_boundary b;
-    struct sandbox_call call;             /* the front end's; valid until wait returns */
-    int in_w, out_r, errout_r;            /* the supervisor's ends of the command's stdio */
-    int tty_w;                            /* the run's terminal (--tty), for its size, or -1 */
-    struct policy_limits limits;          /* the policy's, with the call's wall clock */
-    struct mem_meter meter;               /* the level's memory, where the supervisor holds it */
+    struct sandbox_call call;    /* the front end's; valid until wait returns */
+    int in_w, out_r, errout_r;   /* the supervisor's ends of the command's stdio */
+    int tty_w;                   /* the run's terminal (--tty), for its size, or -1 */
+    struct policy_limits limits; /* the policy's, with the call's wall clock */
+    struct mem_meter meter;      /* the level's memory, where the supervisor holds it */
     uint64_t start_us;
     const struct sandbox_container *container; /* an OCI bundle's (the front end's), or NULL */
-    bool keep_cgroup;                     /* a container's: its front end removes it */
-    char audit_lost[320];                 /* what of the run's record failed at its start */
-    struct sandbox_skips skipped;         /* the policy's levels passed over for this one */
-    uint64_t noticed[64];                 /* hashes of the refusal lines told (notice_refusal) */
+    bool keep_cgroup;                          /* a container's: its front end removes it */
+    char audit_lost[320];                      /* what of the run's record failed at its start */
+    struct sandbox_skips skipped;              /* the policy's levels passed over for this one */
+    uint64_t noticed[64]; /* hashes of the refusal lines told (notice_refusal) */
     size_t n_noticed;
     bool noticed_full;
 };
@@ -100,6 +100,7 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
     for (size_t i = 0; i < p->n_secrets; i++)
         json_array_append_new(secrets, json_string(p->secrets[i].name));
 
+    /* clang-format off */
     json_t *fields = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}",
                      "uid", (int)getuid(),
                      "host", u.nodename,
@@ -115,6 +116,7 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
                      "limits", limits ? limits : json_null(),
                      "policy_signer", p->signer[0] ? json_string(p->signer) : json_null(),
                      "network", network ? network : json_null());
+    /* clang-format on */
     /* What the flags did: the file's own digest beside the effective one, and the flags. */
     if (fields && p->loaded)
         json_object_set_new(fields, "policy_file_digest", json_string(ev->file));
@@ -131,8 +133,9 @@ static json_t *start_fields(const struct policy *p, enum cordon_level level,
         /* Names and sizes: contents are the call's, like its stdin. */
         json_t *files = json_array();
         for (size_t i = 0; i < call->n_files; i++)
-            json_array_append_new(files, json_pack("{s:s, s:I}", "path", call->files[i].path,
-                                                   "bytes", (json_int_t)call->files[i].len));
+            json_array_append_new(files,
+                                  json_pack("{s:s, s:I}", "path", call->files[i].path, "bytes",
+                                            (json_int_t)call->files[i].len));
         json_object_set_new(fields, "files", files);
     }
     /* The level's own facts: a microvm's accelerator, snapshot, kernel digest. */
@@ -185,8 +188,8 @@ static int audit_open_for(const struct policy *p, const char *container, struct 
         .sign_key = p->audit.sign_key,
         .witness = p->audit.witness,
         .checkpoint_every = p->audit.checkpoint_every,
-        .fsync = p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS
-                                                             : AUDIT_FSYNC_CLOSE,
+        .fsync =
+            p->audit.fsync == POLICY_AUDIT_FSYNC_ALWAYS ? AUDIT_FSYNC_ALWAYS : AUDIT_FSYNC_CLOSE,
     };
     /* A break-glass run says so in every line it leaves. */
     json_auto_t *stamp = p->break_glass ? json_pack("{s:O}", "break_glass", p->break_glass) : NULL;
@@ -228,7 +231,9 @@ static void record_end(struct audit_log *log, const struct policy *p,
         record_lost(res, "limit.fired",
                     audit_append(log, "limit.fired", res->run_id,
                                  json_pack("{s:s, s:s}", "limit", limit, "reason",
-                                           run_reason_name(res->reason)), &e), &e);
+                                           run_reason_name(res->reason)),
+                                 &e),
+                    &e);
     json_t *end = sandbox_result_to_json(res, p);
     json_object_del(end, "run_id"); /* already the event's run */
     if (end && call->session_id)
@@ -274,8 +279,8 @@ DEFINE_CLEANUP(char **, strv_free)
 static const char *const proxy_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
                                           "http_proxy", "https_proxy", "all_proxy" };
 /* Where clients read a CA bundle from; the run's CA alone goes in NODE_EXTRA_CA_CERTS. */
-static const char *const bundle_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
-                                           "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+static const char *const bundle_vars[] = { "SSL_CERT_FILE",     "REQUESTS_CA_BUNDLE",
+                                           "CURL_CA_BUNDLE",    "GIT_SSL_CAINFO",
                                            "npm_config_cafile", "CARGO_HTTP_CAINFO" };
 
 /*
@@ -310,8 +315,10 @@ static int git_credential_helpers(char ***envp, size_t *n, size_t *k,
     for (size_t i = 0; i < gw->n_secrets; i++) {
         const struct gateway_secret *sec = &gw->secrets[i];
         char helper[256];
-        snprintf(helper, sizeof helper, "!f() { test \"$1\" = get && printf 'username=%s\\n"
-                 "password=%s\\n'; }; f", "x-access-token", sec->placeholder);
+        snprintf(helper, sizeof helper,
+                 "!f() { test \"$1\" = get && printf 'username=%s\\n"
+                 "password=%s\\n'; }; f",
+                 "x-access-token", sec->placeholder);
         for (size_t h = 0; h < sec->n_hosts; h++) {
             const struct egress_rule *r = &sec->hosts[h];
             char key[320], port[8] = "";
@@ -405,7 +412,8 @@ static bool env_reserved(const struct run *run, const char *name, size_t len)
     if (len == 19 && !memcmp(name, "NODE_EXTRA_CA_CERTS", 19))
         return run->gw.mint != NULL;
     for (size_t i = 0; i < run->gw.n_secrets; i++)
-        if (strlen(run->gw.secrets[i].name) == len && memcmp(run->gw.secrets[i].name, name, len) == 0)
+        if (strlen(run->gw.secrets[i].name) == len &&
+            memcmp(run->gw.secrets[i].name, name, len) == 0)
             return true;
     return false;
 }
@@ -527,8 +535,9 @@ static void run_init_empty(struct run *run)
 {
     run->gw_pid = -1;
     run->gw_report = run->in_w = run->out_r = run->errout_r = run->tty_w = -1;
-    run->b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1,
-                                        .start_w = -1, .door = -1, .layer = -1 };
+    run->b = (struct sandbox_boundary){
+        .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1, .door = -1, .layer = -1
+    };
     run->ws = (struct workspace_guard)WORKSPACE_GUARD_INIT;
     run->meter = (struct mem_meter)MEM_METER_INIT;
 }
@@ -627,7 +636,8 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
         run->gw.door_token_set = run->b.door_token_set;
         memcpy(run->gw.door_token, run->b.door_token, sizeof run->gw.door_token);
-        struct gateway_doors doors = { .proxy = run->b.door, .dns = -1,
+        struct gateway_doors doors = { .proxy = run->b.door,
+                                       .dns = -1,
                                        .relay = run->b.relay_transparent };
         if (run->b.n_extra_doors) {
             doors.dns = run->b.extra_doors[0];
@@ -707,8 +717,9 @@ static void notice_degraded(void *arg)
             sep = ", ";
         }
     if (at < end)
-        snprintf(at, (size_t)(end - at), " hold per process only (rlimits): no cgroup for this "
-                                         "run; cordon check says how to get one");
+        snprintf(at, (size_t)(end - at),
+                 " hold per process only (rlimits): no cgroup for this "
+                 "run; cordon check says how to get one");
     call->notice(call->notice_arg, line);
 }
 
@@ -738,8 +749,7 @@ static void close_pipes(int in[2], int out[2], int errout[2])
  * should we die anywhere from here on, it closes the record, once, if
  * there is one to close (audit_append_once from where it began).
  */
-static int record_start(struct run *run, const struct sandbox_call *call,
-                        struct cordon_err *err)
+static int record_start(struct run *run, const struct sandbox_call *call, struct cordon_err *err)
 {
     TRY(watchdog_started(run->wd, run->run_id, audit_size(run->log), err));
     if (run->p->break_glass &&
@@ -754,8 +764,7 @@ static int record_start(struct run *run, const struct sandbox_call *call,
     if (rc < 0)
         return err_prefix(err, "audit");
     if (rc > 0)
-        snprintf(run->audit_lost, sizeof run->audit_lost, "run.start recorded, but %s",
-                 err->msg);
+        snprintf(run->audit_lost, sizeof run->audit_lost, "run.start recorded, but %s", err->msg);
     return 0;
 }
 
@@ -804,8 +813,8 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
     int stdio[3] = { in[0], out[1], errout[1] };
     run->state = RUN_STARTED;
     run->start_us = monotonic_us();
-    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files,
-                                call->n_files, call->tty, err);
+    int rc = start_message_send(run->b.start_w, call->argv, envp, stdio, call->files, call->n_files,
+                                call->tty, err);
     for (int i = 0; i < 3; i++)
         close(stdio[i]);
     run->in_w = in[1];
@@ -855,8 +864,9 @@ static void notice_refusal(void *arg, const json_t *d)
             return;
     if (run->n_noticed == sizeof run->noticed / sizeof run->noticed[0]) {
         if (!run->noticed_full)
-            call->notice(call->notice_arg, "egress: further refusals are not told here (the "
-                                           "audit log and the result have them)");
+            call->notice(call->notice_arg,
+                         "egress: further refusals are not told here (the "
+                         "audit log and the result have them)");
         run->noticed_full = true;
         return;
     }
@@ -952,8 +962,9 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
             res->txn.outcome != TXN_PENDING) {
             char line[320];
             snprintf(line, sizeof line, "workspace: the run's change %s: %s",
-                     res->txn.outcome == TXN_FAILED ? "could not be applied"
-                     : res->txn.outcome == TXN_REFUSED ? "was refused" : "was discarded",
+                     res->txn.outcome == TXN_FAILED        ? "could not be applied"
+                         : res->txn.outcome == TXN_REFUSED ? "was refused"
+                                                           : "was discarded",
                      res->txn.reason);
             run->call.notice(run->call.notice_arg, line);
         }
@@ -1047,7 +1058,8 @@ static int refused(const struct policy *p, const struct sandbox_call *call, cons
     if (cordon_audit_open(p, &log, &ignored) == 0 && log) {
         if (p->break_glass)
             audit_append(log, "breakglass.start", run_id, NULL, &ignored);
-        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL), &ignored) >= 0)
+        if (audit_append(log, "run.start", run_id, start_fields(p, p->level, call, NULL),
+                         &ignored) >= 0)
             record_end(log, p, call, res);
         audit_close(log, &ignored);
         audit_free(log);
@@ -1085,8 +1097,8 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
     return rc;
 }
 
-int run_once(const struct policy *p, const struct sandbox_call *call,
-               struct sandbox_result *res, struct cordon_err *err)
+int run_once(const struct policy *p, const struct sandbox_call *call, struct sandbox_result *res,
+             struct cordon_err *err)
 {
     return run_call(NULL, p, call, res, err);
 }

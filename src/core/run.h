@@ -38,7 +38,7 @@ struct run_lent {
  * nothing left on the host (no process, cgroup or record).
  */
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
-                   struct cordon_err *err);
+                struct cordon_err *err);
 
 /*
  * P's template, for a front end that prepares many runs of P (the pool):
@@ -103,8 +103,8 @@ const char *run_get_id(const struct run *run);
  * it started (nothing ran; a run.end is still recorded when auditing);
  * otherwise 0 with RES, whose run_id names the run in the audit log.
  */
-int run_once(const struct policy *p, const struct sandbox_call *call,
-               struct sandbox_result *res, struct cordon_err *err);
+int run_once(const struct policy *p, const struct sandbox_call *call, struct sandbox_result *res,
+             struct cordon_err *err);
 
 /*
  * run_once() with RUN already prepared under P (NULL: prepare it now), as a

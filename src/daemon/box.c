@@ -42,10 +42,10 @@ extern const char cordon_live_agent_start[];
 extern const unsigned long cordon_live_agent_size;
 
 struct box {
-    struct box *next;             /* in d->boxes */
+    struct box *next; /* in d->boxes */
     struct daemon *d;
-    struct policy pol;            /* the base's, with the agent's bind */
-    struct policy_bind *binds;    /* pol.binds: the base's and the agent's (ours) */
+    struct policy pol;         /* the base's, with the agent's bind */
+    struct policy_bind *binds; /* pol.binds: the base's and the agent's (ours) */
     uid_t owner;
     bool live;
     char run_id[33];
@@ -63,8 +63,8 @@ struct box {
     /* the agent as the host sees it (a live box's, found at its hello) */
     pid_t agent;
     int netns, userns;
-    char freezer[4096];           /* its freezer's directory, or "" */
-    bool freezer_ours;            /* made by us (cgroup v1): removed when the box goes */
+    char freezer[4096]; /* its freezer's directory, or "" */
+    bool freezer_ours;  /* made by us (cgroup v1): removed when the box goes */
 };
 
 /* ---- the agent on the host ---- */
@@ -77,8 +77,8 @@ int box_install_agent(struct daemon *d, struct cordon_err *err)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     /* A killed daemon's copy may still run in a sandbox: a new file, not a rewrite. */
     unlinkat(d->state_fd, AGENT_NAME, 0);
-    _cleanup_close_ int fd = openat(d->state_fd, AGENT_NAME,
-                                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0555);
+    _cleanup_close_ int fd =
+        openat(d->state_fd, AGENT_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0555);
     struct stat st;
     if (fd < 0 || !write_all(fd, cordon_live_agent_start, cordon_live_agent_size) ||
         fchmod(fd, 0555) < 0 || fstat(fd, &st) < 0) {
@@ -159,8 +159,7 @@ static pid_t find_agent(const struct box *b)
             char exe[64];
             struct stat st;
             snprintf(exe, sizeof exe, "/proc/%d/exe", (int)next[i]);
-            if (stat(exe, &st) == 0 && st.st_dev == b->d->agent_dev &&
-                st.st_ino == b->d->agent_ino)
+            if (stat(exe, &st) == 0 && st.st_dev == b->d->agent_dev && st.st_ino == b->d->agent_ino)
                 return next[i];
         }
         memcpy(frontier, next, nn * sizeof *next);
@@ -386,15 +385,16 @@ static void box_free(struct box *b)
 static const char *end_reason(struct box *b)
 {
     size_t len = evbuffer_get_length(b->result);
-    json_auto_t *res = len ? json_parse_strict((const char *)evbuffer_pullup(b->result, -1),
-                                               len, 0, NULL) : NULL;
+    json_auto_t *res =
+        len ? json_parse_strict((const char *)evbuffer_pullup(b->result, -1), len, 0, NULL) : NULL;
     const char *reason = json_string_value(json_object_get(res, "reason"));
     const char *error = json_string_value(json_object_get(res, "error"));
     if (error && !b->errlen)
-        b->errlen = (size_t)snprintf(b->errtail, sizeof b->errtail, "%s", error) %
-                    sizeof b->errtail;
-    static const char *const known[] = { "timeout", "oom", "pids_limit", "output_limit",
-                                         "cpu_limit", "file_size_limit", "killed" };
+        b->errlen =
+            (size_t)snprintf(b->errtail, sizeof b->errtail, "%s", error) % sizeof b->errtail;
+    static const char *const known[] = { "timeout",      "oom",       "pids_limit",
+                                         "output_limit", "cpu_limit", "file_size_limit",
+                                         "killed" };
     for (size_t i = 0; reason && i < sizeof known / sizeof known[0]; i++)
         if (strcmp(reason, known[i]) == 0)
             return known[i];
@@ -531,9 +531,10 @@ static int derive(struct box *b, const struct box_spec *spec, struct cordon_err 
     if (base->n_binds)
         memcpy(b->binds, base->binds, base->n_binds * sizeof *b->binds);
     /* A level without mounts sees it where it is. */
-    b->binds[base->n_binds] = (struct policy_bind){
-        .source = b->d->agent_path,
-        .dest = b->level == CORDON_LEVEL_PROCESS ? b->d->agent_path : (char *)AGENT_DEST };
+    b->binds[base->n_binds] =
+        (struct policy_bind){ .source = b->d->agent_path,
+                              .dest = b->level == CORDON_LEVEL_PROCESS ? b->d->agent_path
+                                                                       : (char *)AGENT_DEST };
     b->pol.binds = b->binds;
     b->pol.n_binds = base->n_binds + 1;
     if (spec->live) {
@@ -556,7 +557,8 @@ static int box_start(struct box *b, struct cordon_err *err)
         return -1;
     const char *agent = b->level == CORDON_LEVEL_PROCESS ? b->d->agent_path : AGENT_DEST;
     char *argv[] = { (char *)agent, NULL };
-    struct run_handle_call call = { .argv = argv, .run_id = b->run_id,
+    struct run_handle_call call = { .argv = argv,
+                                    .run_id = b->run_id,
                                     .session_id = b->session_id[0] ? b->session_id : NULL };
     if (run_handle_send(&b->h, &call, err) < 0)
         return -1;
@@ -581,8 +583,9 @@ struct box *box_new(struct daemon *d, const struct box_spec *spec, struct cordon
     b->live = spec->live;
     b->pidfd = b->netns = b->userns = -1;
     b->agent = -1;
-    b->h = (struct run_handle){ .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                                .result_fd = -1, .ctl_fd = -1 };
+    b->h = (struct run_handle){
+        .pid = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .result_fd = -1, .ctl_fd = -1
+    };
     audit_new_run_id(b->run_id);
     snprintf(b->session_id, sizeof b->session_id, "%s", spec->session_id ? spec->session_id : "");
     b->rx = evbuffer_new();
@@ -628,7 +631,9 @@ int box_spawn(struct box *b, struct lproc *lp, const struct box_cmd *cmd, struct
     struct evbuffer *payload = evbuffer_new();
     if (!payload)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    struct live_spawn s = { .cols = cmd->cols, .rows = cmd->rows, .argc = (uint32_t)argc,
+    struct live_spawn s = { .cols = cmd->cols,
+                            .rows = cmd->rows,
+                            .argc = (uint32_t)argc,
                             .envc = (uint32_t)envc,
                             .flags = cmd->shell ? LIVE_SPAWN_SHELL : 0 };
     evbuffer_add(payload, &s, sizeof s);
@@ -727,7 +732,8 @@ bool box_ready(const struct box *b)
 int box_freeze(struct box *b, bool frozen, struct cordon_err *err)
 {
     if (!b->freezer[0])
-        return err_set(err, CORDON_E_UNSUPPORTED, "no freezer cgroup for this session here "
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "no freezer cgroup for this session here "
                        "(cordon check says whether this host gives cordon cgroups)");
     return freezer_set(b->freezer, frozen, err);
 }

@@ -56,7 +56,7 @@ struct run_request {
     char **envp;
     char *input;
     size_t input_len;
-    struct start_file *files;     /* paths borrowed from the request; data owned when decoded */
+    struct start_file *files; /* paths borrowed from the request; data owned when decoded */
     char **decoded;
     size_t n_files;
     struct job_call call;
@@ -73,7 +73,6 @@ static void run_request_release(struct run_request *r)
     free(r->files);
 }
 
-
 /* "files": {"path": "text"} or {"path": {"content" | "content_base64": ..., "mode": 0755}}. */
 static int parse_files(const json_t *files, struct run_request *r, char *why, size_t len)
 {
@@ -88,7 +87,8 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
         return why_printf(why, len, "%s", "out of memory");
     const char *path;
     json_t *v;
-    json_object_foreach((json_t *)files, path, v) {
+    json_object_foreach((json_t *)files, path, v)
+    {
         char pwhy[200];
         if (wsfile_check_path(path, pwhy, sizeof pwhy) < 0)
             return why_printf(why, len, "\"files\": %s", pwhy);
@@ -98,16 +98,19 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
         json_t *b64 = json_is_object(v) ? json_object_get(v, "content_base64") : NULL;
         json_t *mode = json_is_object(v) ? json_object_get(v, "mode") : NULL;
         if (!text == !b64 || (text && !json_is_string(text)) || (b64 && !json_is_string(b64)) ||
-            (mode && (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
-                      json_integer_value(mode) > 0777)))
-            return why_printf(why, len, "\"files\".%.64s: give a string, or \"content\" or "
-                                 "\"content_base64\" and a \"mode\" up to 0777", path);
+            (mode &&
+             (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
+              json_integer_value(mode) > 0777)))
+            return why_printf(why, len,
+                              "\"files\".%.64s: give a string, or \"content\" or "
+                              "\"content_base64\" and a \"mode\" up to 0777",
+                              path);
         f->mode = mode ? (unsigned)json_integer_value(mode) : 0644;
         if (text) {
             f->data = json_string_value(text);
             f->len = json_string_length(text);
         } else if (daemon_base64_decode(json_string_value(b64), json_string_length(b64),
-                                 &r->decoded[r->n_files - 1], &f->len) < 0) {
+                                        &r->decoded[r->n_files - 1], &f->len) < 0) {
             return why_printf(why, len, "\"files\".%.64s: \"content_base64\" is not base64", path);
         } else {
             f->data = r->decoded[r->n_files - 1];
@@ -117,7 +120,6 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
     r->call.n_files = r->n_files;
     return 0;
 }
-
 
 /* "argv", or "code" and "language", as an argv of our own (*OUT, malloc'd). */
 int daemon_parse_command(const json_t *params, char ***out, char *why, size_t len)
@@ -138,9 +140,9 @@ int daemon_parse_command(const json_t *params, char ***out, char *why, size_t le
         if (!json_is_string(code))
             return why_printf(why, len, "%s", "\"code\" must be a string");
         size_t l = 0;
-        while (l < sizeof languages / sizeof languages[0] &&
-               !(json_is_string(lang) &&
-                 strcmp(json_string_value(lang), languages[l].language) == 0))
+        while (
+            l < sizeof languages / sizeof languages[0] &&
+            !(json_is_string(lang) && strcmp(json_string_value(lang), languages[l].language) == 0))
             l++;
         if (l == sizeof languages / sizeof languages[0])
             return why_printf(why, len, "%s",
@@ -157,8 +159,9 @@ int daemon_parse_command(const json_t *params, char ***out, char *why, size_t le
                              : (i < 2 ? fixed[i] : json_string_value(code));
         size_t s_len = argv ? json_string_length(json_array_get(argv, i)) : s ? strlen(s) : 0;
         if (!s || (i == 0 && !*s) || strlen(s) != s_len)
-            return why_printf(why, len, "%s", i == 0 ? "\"argv\"[0] must be a non-empty string"
-                                              : "\"argv\" must hold strings without NUL bytes");
+            return why_printf(why, len, "%s",
+                              i == 0 ? "\"argv\"[0] must be a non-empty string"
+                                     : "\"argv\" must hold strings without NUL bytes");
         if (!(v[i] = strdup(s)))
             return why_printf(why, len, "%s", "out of memory");
     }
@@ -180,7 +183,8 @@ int daemon_parse_env(const json_t *env, char ***out, char *why, size_t len)
     size_t i = 0;
     const char *key;
     json_t *val;
-    json_object_foreach((json_t *)env, key, val) {
+    json_object_foreach((json_t *)env, key, val)
+    {
         if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val))
             return why_printf(why, len, "\"env\".%.64s must be a string without NUL bytes", key);
         if (!*key || strchr(key, '=') || strlen(key) > 255)
@@ -196,11 +200,12 @@ int daemon_parse_env(const json_t *env, char ***out, char *why, size_t len)
 static int parse_run(const json_t *params, struct run_request *r, char *why, size_t len,
                      bool session)
 {
-    static const char *const known[] = { "argv", "code", "language", "stdin", "stdin_base64",
-                                         "env", "timeout", "stream", "files", "session_id" };
+    static const char *const known[] = { "argv", "code",    "language", "stdin", "stdin_base64",
+                                         "env",  "timeout", "stream",   "files", "session_id" };
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)params, key, v) {
+    json_object_foreach((json_t *)params, key, v)
+    {
         size_t k = 0;
         while (k < sizeof known / sizeof known[0] - !session && strcmp(key, known[k]) != 0)
             k++;
@@ -227,7 +232,7 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     } else if (in64) {
         if (!json_is_string(in64) ||
             daemon_base64_decode(json_string_value(in64), json_string_length(in64), &r->input,
-                          &r->input_len) < 0)
+                                 &r->input_len) < 0)
             return why_printf(why, len, "%s", "\"stdin_base64\" must be a base64 string");
     }
     if (daemon_parse_env(json_object_get(params, "env"), &r->envp, why, len) < 0)
@@ -237,8 +242,9 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     if (timeout) {
         double t = json_number_value(timeout);
         if (!json_is_number(timeout) || !(t > 0) || t > MAX_TIMEOUT_S)
-            return why_printf(why, len, "%s", "\"timeout\" must be a number of seconds, above 0 "
-                                              "and at most 86400");
+            return why_printf(why, len, "%s",
+                              "\"timeout\" must be a number of seconds, above 0 "
+                              "and at most 86400");
         r->call.wall_ms = (uint64_t)(t * 1000.0 + 0.5);
         if (!r->call.wall_ms)
             r->call.wall_ms = 1;
@@ -277,30 +283,36 @@ void daemon_method_run(struct client *c, const json_t *id, const json_t *params,
     }
     if (c->n_calls >= d->cfg.max_calls_per_client) {
         d->busy++;
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: this connection has %u calls in flight; "
-                                                "wait for an answer",
-                                  c->n_calls));
+        daemon_reply(c,
+                     rpc_error(id, RPC_BUSY,
+                               "busy: this connection has %u calls in flight; "
+                               "wait for an answer",
+                               c->n_calls));
         return;
     }
     /* One layer at a time: each commit is checked against the workspace
      * the exec started on, which a concurrent commit would change under it. */
     if (ses && ses->pol.workspace_mode == POLICY_WS_OVERLAY && ses->running) {
         d->busy++;
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: session.exec: an overlay session runs one "
-                                                "exec at a time; wait for its answer"));
+        daemon_reply(c,
+                     rpc_error(id, RPC_BUSY,
+                               "busy: session.exec: an overlay session runs one "
+                               "exec at a time; wait for its answer"));
         return;
     }
     if (ses && ses->pending >= 0) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: the session's last change "
-                                  "is not committed yet; session.commit or session.discard it "
-                                  "first"));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "session.exec: the session's last change "
+                               "is not committed yet; session.commit or session.discard it "
+                               "first"));
         return;
     }
     struct run_request r = { 0 };
     if (parse_run(params, &r, why, sizeof why, ses != NULL) < 0) {
         d->bad_requests++;
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run",
-                                  why));
+        daemon_reply(
+            c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run", why));
         run_request_release(&r);
         return;
     }
@@ -310,8 +322,9 @@ void daemon_method_run(struct client *c, const json_t *id, const json_t *params,
         d->bad_requests++;
         run_record_refused(d->cfg.policy, true, NULL, NULL, r.argv, ses ? "session.exec" : "run",
                            &refusal);
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run",
-                                  refusal.msg));
+        daemon_reply(
+            c,
+            rpc_error(id, RPC_INVALID_PARAMS, "%s: %s", ses ? "session.exec" : "run", refusal.msg));
         run_request_release(&r);
         return;
     }
@@ -381,16 +394,13 @@ void daemon_on_job_done(void *ctx, const struct job_end *end)
         } else {
             json_t *res = end->result;
             /* Without a result (its supervisor died): killed, status 125. */
-            json_t *a = json_pack("{s:s, s:o, s:o, s:o, s:o, s:b}", "run_id", end->run_id,
-                                  "exit_code", res ? json_incref(json_object_get(res, "exit_code"))
-                                                   : json_null(),
-                                  "signal", res ? json_incref(json_object_get(res, "signal"))
-                                                : json_null(),
-                                  "reason", res ? json_incref(json_object_get(res, "reason"))
-                                                : json_string("killed"),
-                                  "status", res ? json_incref(json_object_get(res, "status"))
-                                                : json_integer(125),
-                                  "pooled", job_pooled(call->job));
+            json_t *a = json_pack(
+                "{s:s, s:o, s:o, s:o, s:o, s:b}", "run_id", end->run_id, "exit_code",
+                res ? json_incref(json_object_get(res, "exit_code")) : json_null(), "signal",
+                res ? json_incref(json_object_get(res, "signal")) : json_null(), "reason",
+                res ? json_incref(json_object_get(res, "reason")) : json_string("killed"), "status",
+                res ? json_incref(json_object_get(res, "status")) : json_integer(125), "pooled",
+                job_pooled(call->job));
             if (a) {
                 output_json(a, "stdout", &end->out);
                 output_json(a, "stderr", &end->err);
@@ -398,10 +408,10 @@ void daemon_on_job_done(void *ctx, const struct job_end *end)
                 if (error)
                     json_object_set(a, "error", error);
                 double total_ms = (double)(daemon_now_us() - call->recv_us) / 1000.0;
-                json_object_set_new(a, "times", json_pack("{s:o, s:o, s:f}", "wall_ms",
-                                                          us_as_ms(res, "wall_us"), "cpu_ms",
-                                                          us_as_ms(res, "cpu_us"), "total_ms",
-                                                          total_ms));
+                json_object_set_new(a, "times",
+                                    json_pack("{s:o, s:o, s:f}", "wall_ms",
+                                              us_as_ms(res, "wall_us"), "cpu_ms",
+                                              us_as_ms(res, "cpu_us"), "total_ms", total_ms));
                 if (res)
                     json_object_set(a, "result", res);
                 /* A session on a layer: what the call changed, and what became of it. */
@@ -409,8 +419,8 @@ void daemon_on_job_done(void *ctx, const struct job_end *end)
                 if (txn)
                     json_object_set(a, "transaction", txn);
             }
-            ans = a ? rpc_result(call->id, a) : rpc_error(call->id, RPC_INTERNAL_ERROR,
-                                                          "out of memory");
+            ans = a ? rpc_result(call->id, a)
+                    : rpc_error(call->id, RPC_INTERNAL_ERROR, "out of memory");
         }
         daemon_reply(c, ans);
     }
@@ -419,8 +429,7 @@ void daemon_on_job_done(void *ctx, const struct job_end *end)
     if (call->session && *end->layer >= 0 && call->session->pending < 0) {
         call->session->pending = *end->layer;
         *end->layer = -1;
-        snprintf(call->session->pending_run, sizeof call->session->pending_run, "%s",
-                 end->run_id);
+        snprintf(call->session->pending_run, sizeof call->session->pending_run, "%s", end->run_id);
     }
     struct daemon *d = call->d;
     daemon_call_free(call);
@@ -436,10 +445,10 @@ void daemon_on_job_output(void *ctx, int stream, const char *data, size_t len)
         return;
     bool b64 = false;
     json_t *chunk = daemon_bytes_json(data, len, &b64);
-    daemon_reply(c, rpc_notification("run.output",
-                              json_pack("{s:O, s:s, s:s, s:o}", "id", call->id, "run_id",
-                                        job_run_id(call->job), "stream",
-                                        stream == 1 ? "stdout" : "stderr", b64 ? "data_base64"
-                                                                               : "data",
-                                        chunk)));
+    daemon_reply(c,
+                 rpc_notification("run.output",
+                                  json_pack("{s:O, s:s, s:s, s:o}", "id", call->id, "run_id",
+                                            job_run_id(call->job), "stream",
+                                            stream == 1 ? "stdout" : "stderr",
+                                            b64 ? "data_base64" : "data", chunk)));
 }

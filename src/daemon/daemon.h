@@ -17,24 +17,24 @@
 #define DAEMON_MAX_ALLOW 16
 
 struct daemon_config {
-    const struct policy *policy;  /* borrowed; every run is under it */
+    const struct policy *policy; /* borrowed; every run is under it */
     const char *socket_path;
-    unsigned pool;                /* sandboxes kept prepared */
+    unsigned pool; /* sandboxes kept prepared */
     unsigned max_running;
-    unsigned max_queued;          /* beyond: "busy" */
-    unsigned max_clients;         /* connections at once; beyond: refused */
-    unsigned max_calls_per_client;/* in flight per connection; beyond: "busy" */
-    size_t max_message;           /* one request line, bytes */
-    size_t output_cap;            /* per stream of a run */
-    unsigned grace_ms;            /* SIGTERM: how long running calls may finish */
+    unsigned max_queued;               /* beyond: "busy" */
+    unsigned max_clients;              /* connections at once; beyond: refused */
+    unsigned max_calls_per_client;     /* in flight per connection; beyond: "busy" */
+    size_t max_message;                /* one request line, bytes */
+    size_t output_cap;                 /* per stream of a run */
+    unsigned grace_ms;                 /* SIGTERM: how long running calls may finish */
     uid_t allow_uid[DAEMON_MAX_ALLOW]; /* besides our own */
     size_t n_allow_uid;
     uid_t admin_uid[DAEMON_MAX_ALLOW]; /* may connect, and see and act on every uid's
                                           sessions; every other peer, our own uid and root
                                           included, sees only the sessions it created */
     size_t n_admin_uid;
-    const char *state_dir;        /* sessions' workspaces live here (made 0700, emptied at start) */
-    unsigned session_idle_ms;     /* a session unused this long is destroyed */
+    const char *state_dir;    /* sessions' workspaces live here (made 0700, emptied at start) */
+    unsigned session_idle_ms; /* a session unused this long is destroyed */
     unsigned max_sessions;
 };
 

@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 /* Application error codes, beside JSON-RPC's. */
-#define RPC_BUSY (-32002)          /* the queue or the connection's share is full: retry */
+#define RPC_BUSY (-32002) /* the queue or the connection's share is full: retry */
 #define RPC_SHUTTING_DOWN (-32003)
 #define RPC_FORBIDDEN (-32004)     /* the peer's uid is not allowed */
 #define RPC_NOT_COMMITTED (-32005) /* session.commit could not apply the change */
@@ -26,24 +26,24 @@ struct daemon;
 struct session {
     struct session *next;
     char id[33];
-    int dir_fd;                   /* the workspace, O_PATH */
+    int dir_fd; /* the workspace, O_PATH */
     char *dir;
-    uid_t owner;                  /* who created it (SO_PEERCRED): only it, and an
+    uid_t owner;          /* who created it (SO_PEERCRED): only it, and an
                                      --admin-uid, may see or use it */
-    struct policy pol;            /* the daemon's with this workspace and the session's options
+    struct policy pol;    /* the daemon's with this workspace and the session's options
                                      (policy_derive: shallow, never freed; its own digests) */
-    int pending;                  /* workspace.commit manual: the last exec's layer, kept
+    int pending;          /* workspace.commit manual: the last exec's layer, kept
                                      until session.commit / session.discard; or -1 */
-    char pending_run[33];         /* the run that made it */
+    char pending_run[33]; /* the run that made it */
     unsigned running;
-    const char *busy;             /* what a worker does with it now ("committing", "forking",
+    const char *busy; /* what a worker does with it now ("committing", "forking",
                                      ...; daemon/worker.h), or NULL: until it is done, any
                                      other call on the session is answered busy */
     uint64_t created_us, used_us;
-    bool live;                    /* session.create {live: true}: its processes share one box */
-    struct box *box;              /* a live session's sandbox, or NULL (not yet, or gone) */
-    bool paused;                  /* frozen by session.pause */
-    struct expose *exposed;       /* ports of it the daemon forwards (daemon/expose.c) */
+    bool live;              /* session.create {live: true}: its processes share one box */
+    struct box *box;        /* a live session's sandbox, or NULL (not yet, or gone) */
+    bool paused;            /* frozen by session.pause */
+    struct expose *exposed; /* ports of it the daemon forwards (daemon/expose.c) */
 };
 
 struct session_op;
@@ -52,10 +52,10 @@ struct expose;
 struct sandboxd;
 
 struct call {
-    struct call *next;            /* in its client's list */
+    struct call *next; /* in its client's list */
     struct daemon *d;
-    struct session *session;      /* a session.exec's, or NULL */
-    struct client *client;        /* NULL once the client is gone */
+    struct session *session; /* a session.exec's, or NULL */
+    struct client *client;   /* NULL once the client is gone */
     json_t *id;
     struct job *job;
     bool stream;
@@ -66,8 +66,8 @@ struct client {
     struct client *next;
     struct daemon *d;
     struct rpc_stream *s;
-    uid_t uid;                    /* the peer's (SO_PEERCRED, at accept) */
-    bool admin;                   /* an --admin-uid: sees and acts on every session */
+    uid_t uid;  /* the peer's (SO_PEERCRED, at accept) */
+    bool admin; /* an --admin-uid: sees and acts on every session */
     struct call *calls;
     unsigned n_calls;
     bool gone;
@@ -84,7 +84,7 @@ struct daemon {
     int state_fd;
     struct session *sessions;
     unsigned n_sessions;
-    struct session_op *ops;       /* sessions' operations in workers now */
+    struct session_op *ops; /* sessions' operations in workers now */
     unsigned n_ops;
     struct event *idle_ev;
     bool draining;
@@ -94,15 +94,15 @@ struct daemon {
     uint64_t started_us;
     uint64_t connections, refused_peers, refused_connections, requests, bad_requests, busy;
     /* processes over the API (daemon/live.h) */
-    char *agent_path;             /* cordon-live-agent in the state directory */
+    char *agent_path; /* cordon-live-agent in the state directory */
     dev_t agent_dev;
     ino_t agent_ino;
     struct box *boxes;
-    unsigned n_boxes;             /* of processes' own (a live session's are not counted) */
+    unsigned n_boxes; /* of processes' own (a live session's are not counted) */
     struct lproc *lprocs;
     unsigned n_lprocs;
     int32_t next_lproc_num;
-    struct sandboxd *sandboxd;    /* --sandboxd-grpc / --sandboxd-rest, or NULL */
+    struct sandboxd *sandboxd; /* --sandboxd-grpc / --sandboxd-rest, or NULL */
 };
 
 uint64_t daemon_now_us(void);
@@ -138,8 +138,7 @@ void daemon_method_run(struct client *c, const json_t *id, const json_t *params,
                        struct session *ses);
 
 /* session.METHOD (METHOD past the "session." prefix). */
-void sessions_method(struct client *c, const char *method, const json_t *id,
-                     const json_t *params);
+void sessions_method(struct client *c, const char *method, const json_t *id, const json_t *params);
 
 /* The session SID names that C may see (quietly; NULL if none), its idle clock reset. */
 struct session *session_lookup(struct daemon *d, const struct client *c, const char *sid);

@@ -34,8 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_EXPOSED 16          /* ports of one session */
-#define MAX_CONNS 64            /* connections at once through one port */
+#define MAX_EXPOSED 16           /* ports of one session */
+#define MAX_CONNS 64             /* connections at once through one port */
 #define RELAY_HIGH (256u * 1024) /* a side's queue beyond which the other is not read */
 #define DIAL_TIMEOUT_MS 5000
 
@@ -49,16 +49,16 @@ struct conn {
 };
 
 struct expose {
-    struct expose *next;          /* in its session's list */
+    struct expose *next; /* in its session's list */
     struct daemon *d;
     struct session *ses;
     unsigned port, host_port;
     int listen_fd;
     struct event *listen_ev;
     pid_t dialer;
-    int dial_fd;                  /* to the dialer: one byte asks, a socket (or errno) answers */
+    int dial_fd; /* to the dialer: one byte asks, a socket (or errno) answers */
     struct event *dial_ev;
-    struct conn *conns;           /* dialing ones answered in order: oldest last */
+    struct conn *conns; /* dialing ones answered in order: oldest last */
     unsigned n_conns;
 };
 
@@ -67,7 +67,8 @@ struct expose {
 static int dial(unsigned port)
 {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (s < 0)
         return -errno;
@@ -133,8 +134,8 @@ static void audit_conn(const struct conn *c, const char *outcome)
     struct expose *x = c->x;
     live_audit(&x->ses->pol, "expose.connection", x->ses->box ? box_run_id(x->ses->box) : NULL,
                json_pack("{s:s, s:i, s:i, s:I, s:s, s:s}", "session", x->ses->id, "port",
-                         (int)x->port, "host_port", (int)x->host_port, "uid",
-                         (json_int_t)c->uid, "peer", c->peer, "outcome", outcome));
+                         (int)x->port, "host_port", (int)x->host_port, "uid", (json_int_t)c->uid,
+                         "peer", c->peer, "outcome", outcome));
 }
 
 static struct bufferevent *other(struct conn *c, struct bufferevent *bev)
@@ -254,8 +255,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         struct conn *c = calloc(1, sizeof *c);
         uid_t uid = (uid_t)-1;
         bool known = peer_uid(fd, &uid) == 0;
-        bool allowed = known && (uid == x->ses->owner || uid == 0 ||
-                                 daemon_is_admin(x->d, uid));
+        bool allowed = known && (uid == x->ses->owner || uid == 0 || daemon_is_admin(x->d, uid));
         if (c) {
             c->x = x;
             c->uid = uid;
@@ -268,8 +268,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             if (c && !c->host)
                 close(fd);
             if (c) {
-                audit_conn(c, !allowed ? "refused: not the session's owner"
-                                       : "refused: too many connections");
+                audit_conn(c,
+                           !allowed ? "refused: not the session's owner"
+                                    : "refused: too many connections");
                 c->next = x->conns; /* conn_free unlinks it */
                 x->conns = c;
                 x->n_conns++;
@@ -359,16 +360,21 @@ static struct expose *expose_port(struct daemon *d, struct session *ses, unsigne
         if (x->port == port)
             return x;
     if (n >= MAX_EXPOSED)
-        return err_set(err, CORDON_E_USAGE, "a session has at most %d exposed ports",
-                       MAX_EXPOSED), NULL;
+        return err_set(err, CORDON_E_USAGE, "a session has at most %d exposed ports", MAX_EXPOSED),
+               NULL;
     if (ses->box && !box_ready(ses->box))
-        return err_set(err, CORDON_E_USAGE, "busy: the sandbox of session \"%s\" is starting; "
-                       "try again", ses->id), NULL;
+        return err_set(err, CORDON_E_USAGE,
+                       "busy: the sandbox of session \"%s\" is starting; "
+                       "try again",
+                       ses->id),
+               NULL;
     int userns = -1, netns = ses->box ? box_netns(ses->box, &userns) : -1;
     if (netns < 0)
-        return err_set(err, CORDON_E_UNSUPPORTED, "the %s level gives this session no network "
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "the %s level gives this session no network "
                        "namespace of its own to forward into",
-                       ses->box ? cordon_level_name(box_level(ses->box)) : "session's"), NULL;
+                       ses->box ? cordon_level_name(box_level(ses->box)) : "session's"),
+               NULL;
     struct expose *x = calloc(1, sizeof *x);
     if (!x)
         return err_set(err, CORDON_E_INTERNAL, "out of memory"), NULL;
@@ -408,23 +414,31 @@ static void unexpose(struct client *c, const json_t *id, struct session *ses, un
             live_audit(&ses->pol, "session.unexpose", ses->box ? box_run_id(ses->box) : NULL,
                        json_pack("{s:s, s:i, s:I}", "session", ses->id, "port", (int)port, "uid",
                                  (json_int_t)c->uid));
-            daemon_reply(c, rpc_result(id, json_pack("{s:s, s:i, s:b}", "session_id", ses->id,
-                                                     "port", (int)port, "exposed", 0)));
+            daemon_reply(c,
+                         rpc_result(id,
+                                    json_pack("{s:s, s:i, s:b}", "session_id", ses->id, "port",
+                                              (int)port, "exposed", 0)));
             return;
         }
-    daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.unexpose: port %u of session "
-                              "\"%s\" is not exposed", port, ses->id));
+    daemon_reply(c,
+                 rpc_error(id, RPC_INVALID_PARAMS,
+                           "session.unexpose: port %u of session "
+                           "\"%s\" is not exposed",
+                           port, ses->id));
 }
 
-void expose_method(struct client *c, const json_t *id, const json_t *params,
-                   struct session *ses, bool un)
+void expose_method(struct client *c, const json_t *id, const json_t *params, struct session *ses,
+                   bool un)
 {
     json_t *jport = json_object_get(params, "port");
     const char *method = un ? "unexpose" : "expose";
     if (!json_is_integer(jport) || json_integer_value(jport) < 1 ||
         json_integer_value(jport) > 65535) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: \"port\" must be 1 to "
-                                  "65535", method));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "session.%s: \"port\" must be 1 to "
+                               "65535",
+                               method));
         return;
     }
     unsigned port = (unsigned)json_integer_value(jport);
@@ -441,19 +455,23 @@ void expose_method(struct client *c, const json_t *id, const json_t *params,
     else
         x = expose_port(c->d, ses, port, &err);
     live_audit(&ses->pol, "session.expose", ses->box ? box_run_id(ses->box) : NULL,
-               json_pack("{s:s, s:i, s:I, s:b, s:s?, s:i}", "session", ses->id, "port",
-                         (int)port, "uid", (json_int_t)c->uid, "exposed", x != NULL, "error",
+               json_pack("{s:s, s:i, s:I, s:b, s:s?, s:i}", "session", ses->id, "port", (int)port,
+                         "uid", (json_int_t)c->uid, "exposed", x != NULL, "error",
                          x ? NULL : err.msg, "host_port", x ? (int)x->host_port : 0));
     if (!x) {
-        daemon_reply(c, rpc_error(id, strncmp(err.msg, "busy:", 5) == 0 ? RPC_BUSY
-                                      : err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS
-                                                                   : RPC_REFUSED,
-                                  "session.expose: %s", err.msg));
+        daemon_reply(c,
+                     rpc_error(id,
+                               strncmp(err.msg, "busy:", 5) == 0 ? RPC_BUSY
+                                   : err.kind == CORDON_E_USAGE  ? RPC_INVALID_PARAMS
+                                                                 : RPC_REFUSED,
+                               "session.expose: %s", err.msg));
         return;
     }
     char address[64];
     snprintf(address, sizeof address, "127.0.0.1:%u", x->host_port);
+    /* clang-format off */
     daemon_reply(c, rpc_result(id, json_pack("{s:s, s:i, s:s, s:s, s:i}", "session_id", ses->id,
                                              "port", (int)port, "address", address, "host",
                                              "127.0.0.1", "host_port", (int)x->host_port)));
+    /* clang-format on */
 }

@@ -10,8 +10,8 @@
 #include "daemon/daemon_int.h"
 
 /* session.expose, or with UN session.unexpose. */
-void expose_method(struct client *c, const json_t *id, const json_t *params,
-                   struct session *ses, bool un);
+void expose_method(struct client *c, const json_t *id, const json_t *params, struct session *ses,
+                   bool un);
 
 /* Every port of SES closed (its box ended, or it is destroyed). */
 void expose_close_all(struct daemon *d, struct session *ses);

@@ -28,19 +28,19 @@ struct lproc;
 /* ---- boxes (box.c) ---- */
 
 struct box_spec {
-    const struct policy *base;    /* borrowed until the box ends: the session's or the daemon's */
+    const struct policy *base; /* borrowed until the box ends: the session's or the daemon's */
     uid_t owner;
-    const char *session_id;       /* for the audit record, or NULL */
-    bool live;                    /* kept until closed: no wall clock of its own, and the
+    const char *session_id; /* for the audit record, or NULL */
+    bool live;              /* kept until closed: no wall clock of its own, and the
                                      output limit counted per process, not for the box */
 };
 
 /* What to start in a box. */
 struct box_cmd {
-    char *const *argv;            /* with shell: argv[0] is the text sh runs */
-    char *const *envp;            /* NAME=VALUE over the box's environment, or NULL */
-    const char *cwd;              /* relative to the workspace; "" or NULL: the box's own */
-    uint16_t cols, rows;          /* a terminal of this size; 0: pipes */
+    char *const *argv;   /* with shell: argv[0] is the text sh runs */
+    char *const *envp;   /* NAME=VALUE over the box's environment, or NULL */
+    const char *cwd;     /* relative to the workspace; "" or NULL: the box's own */
+    uint16_t cols, rows; /* a terminal of this size; 0: pipes */
     bool shell;
 };
 
@@ -53,8 +53,7 @@ void box_remove_agent(struct daemon *d);
 struct box *box_new(struct daemon *d, const struct box_spec *spec, struct cordon_err *err);
 
 /* Start CMD as LP in B (LP's wire number is set); -1 with ERR when B cannot take it. */
-int box_spawn(struct box *b, struct lproc *lp, const struct box_cmd *cmd,
-              struct cordon_err *err);
+int box_spawn(struct box *b, struct lproc *lp, const struct box_cmd *cmd, struct cordon_err *err);
 
 void box_stdin(struct box *b, uint32_t wire, const char *data, size_t len);
 void box_eof(struct box *b, uint32_t wire);
@@ -102,36 +101,36 @@ struct lproc_sink {
 struct lproc_ring {
     char data[LIVE_REPLAY];
     size_t start, len;
-    uint64_t dropped;             /* bytes that fell out of it */
+    uint64_t dropped; /* bytes that fell out of it */
 };
 
 struct lproc {
-    struct lproc *next;           /* in the daemon's list */
+    struct lproc *next; /* in the daemon's list */
     struct daemon *d;
     char id[33];
-    int32_t num;                  /* a small number, unique in the daemon (sandboxd's) */
+    int32_t num; /* a small number, unique in the daemon (sandboxd's) */
     uid_t owner;
-    struct session *ses;          /* a live session's process, or NULL */
+    struct session *ses; /* a live session's process, or NULL */
     char session_id[33];
     char run_id[33];
-    struct box *box;              /* NULL once its box is gone */
-    bool own_box;                 /* the box is this process's alone */
+    struct box *box; /* NULL once its box is gone */
+    bool own_box;    /* the box is this process's alone */
     uint32_t wire;
     enum lproc_state state;
     bool pty;
-    char *argv0;                  /* for listings */
+    char *argv0; /* for listings */
     /* the end */
-    int wstatus;                  /* valid with has_status */
+    int wstatus; /* valid with has_status */
     bool has_status;
-    const char *reason;           /* "exited", "killed", "timeout", "output_limit",
+    const char *reason; /* "exited", "killed", "timeout", "output_limit",
                                      "start_failed", "lost" */
     char error[256];
     uint64_t started_us, ended_us;
     /* output */
-    uint64_t out_bytes, limit;    /* limit: 0 = none */
-    uint32_t window;              /* bytes the agent may still send */
-    uint32_t owed;                /* credit held back from a congested consumer */
-    struct lproc_ring ring[2];    /* stdout (or the terminal), stderr */
+    uint64_t out_bytes, limit; /* limit: 0 = none */
+    uint32_t window;           /* bytes the agent may still send */
+    uint32_t owed;             /* credit held back from a congested consumer */
+    struct lproc_ring ring[2]; /* stdout (or the terminal), stderr */
     /* stdin */
     uint32_t stdin_inflight;
     bool stdin_gone, eof_sent;
@@ -158,10 +157,10 @@ void live_box_ended(struct daemon *d, struct box *b);
 struct lproc_req {
     char **argv;
     char **envp;
-    char cwd[4096];               /* relative to the workspace; "" for the box's */
+    char cwd[4096]; /* relative to the workspace; "" for the box's */
     uint16_t cols, rows;
     bool shell;
-    uint64_t timeout_ms;          /* 0: none of its own */
+    uint64_t timeout_ms; /* 0: none of its own */
 };
 
 void lproc_req_release(struct lproc_req *r);
@@ -197,8 +196,7 @@ void lproc_end_json(const struct lproc *p, json_t *obj);
 void lproc_free_all(struct daemon *d);
 
 /* process.METHOD (METHOD past the "process." prefix). */
-void process_method(struct client *c, const char *method, const json_t *id,
-                    const json_t *params);
+void process_method(struct client *c, const char *method, const json_t *id, const json_t *params);
 
 /* Parse a start's parameters ("argv" or "code"+"language", "env", "cwd", "pty", "timeout"). */
 int lproc_parse(const json_t *params, struct lproc_req *r, char *why, size_t len);

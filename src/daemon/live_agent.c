@@ -64,13 +64,13 @@ struct proc {
     bool pty;
     int in_w, out_r, err_r, state_r; /* -1 when closed; a terminal's master is in_w and out_r */
     uint32_t credit;
-    struct buf in;                    /* stdin not yet taken */
-    size_t unacked;                   /* of it, bytes the daemon sent (not a terminal's EOF) */
+    struct buf in;  /* stdin not yet taken */
+    size_t unacked; /* of it, bytes the daemon sent (not a terminal's EOF) */
     bool eof_asked;
     bool reaped;
     int status;
-    uint64_t drain_at_ms;             /* reaped: output still coming until then */
-    struct buf state;                 /* a shell spawn's directory and environment */
+    uint64_t drain_at_ms; /* reaped: output still coming until then */
+    struct buf state;     /* a shell spawn's directory and environment */
 };
 
 static int in_fd = -1, out_fd = -1, sig_fd = -1;
@@ -257,8 +257,8 @@ static int parse_spawn(char *p, size_t len, struct spawn_req *r)
 
 struct child_fds {
     int stdio[3];
-    int state;                        /* the shell's report, or -1 */
-    int error;                        /* where a failed exec says why (close-on-exec) */
+    int state; /* the shell's report, or -1 */
+    int error; /* where a failed exec says why (close-on-exec) */
 };
 
 static _Noreturn void child(const struct spawn_req *r, const struct child_fds *f, bool pty,
@@ -301,8 +301,8 @@ static int open_terminal(const struct live_spawn *s, int *master)
     *master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
     int unlock = 0;
     int slave = *master < 0 || ioctl(*master, TIOCSPTLCK, &unlock) < 0
-                    ? -1
-                    : ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        ? -1
+        : ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
     struct winsize ws = { .ws_row = s->rows, .ws_col = s->cols };
     if (slave >= 0)
         ioctl(slave, TIOCSWINSZ, &ws);
@@ -317,8 +317,8 @@ static void spawn_failed(uint32_t id, int e, const char *what)
     char payload[sizeof v + sizeof msg];
     memcpy(payload, &v, sizeof v);
     memcpy(payload + sizeof v, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
-    send_frame(LIVE_FAILED, 0, id, payload, sizeof v + ((size_t)n < sizeof msg ? (size_t)n
-                                                                               : sizeof msg - 1));
+    send_frame(LIVE_FAILED, 0, id, payload,
+               sizeof v + ((size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1));
 }
 
 /* Make the pipes (or the terminal) of P; the child's ends in F. -1 with errno. */
@@ -378,15 +378,19 @@ static void spawn(uint32_t id, char *payload, size_t len)
         spawn_failed(id, find(id) || p ? EINVAL : EAGAIN, "cannot start the process");
         return;
     }
-    *p = (struct proc){ .used = true, .id = id, .pty = r.fixed.cols && r.fixed.rows,
-                        .in_w = -1, .out_r = -1, .err_r = -1, .state_r = -1,
+    *p = (struct proc){ .used = true,
+                        .id = id,
+                        .pty = r.fixed.cols && r.fixed.rows,
+                        .in_w = -1,
+                        .out_r = -1,
+                        .err_r = -1,
+                        .state_r = -1,
                         .credit = LIVE_WINDOW };
     struct child_fds f = { { -1, -1, -1 }, -1, -1 };
     int ep[2] = { -1, -1 }, sp[2] = { -1, -1 };
     bool shell = r.fixed.flags & LIVE_SPAWN_SHELL;
-    char **env = r.fixed.flags & LIVE_SPAWN_CLEAR_ENV
-                     ? env_merge(NULL, r.env, r.fixed.envc)
-                     : env_merge(box_env, r.env, r.fixed.envc);
+    char **env = r.fixed.flags & LIVE_SPAWN_CLEAR_ENV ? env_merge(NULL, r.env, r.fixed.envc)
+                                                      : env_merge(box_env, r.env, r.fixed.envc);
     char *cwd = NULL;
     int e = 0;
     if (*r.cwd ? asprintf(&cwd, "%s/%s", workspace, r.cwd) < 0 : !(cwd = strdup(box_cwd)))
@@ -711,14 +715,34 @@ static void serve(void)
                 continue;
             struct proc *p = &procs[sl[i].index];
             switch (sl[i].kind) {
-            case S_DAEMON_IN: read_frames(); break;
-            case S_DAEMON_OUT: flush_frames(); break;
-            case S_SIGNALS: reap(); break;
-            case S_OUT: if (p->used && p->out_r >= 0) read_output(p, &p->out_r, 1); break;
-            case S_ERR: if (p->used && p->err_r >= 0) read_output(p, &p->err_r, 2); break;
-            case S_STATE: if (p->used && p->state_r >= 0) read_state(p); break;
-            case S_STDIN: if (p->used && p->in_w >= 0 && p->in.len) write_stdin(p); break;
-            case S_ORPHAN: drop_orphan_output(sl[i].index); break;
+            case S_DAEMON_IN:
+                read_frames();
+                break;
+            case S_DAEMON_OUT:
+                flush_frames();
+                break;
+            case S_SIGNALS:
+                reap();
+                break;
+            case S_OUT:
+                if (p->used && p->out_r >= 0)
+                    read_output(p, &p->out_r, 1);
+                break;
+            case S_ERR:
+                if (p->used && p->err_r >= 0)
+                    read_output(p, &p->err_r, 2);
+                break;
+            case S_STATE:
+                if (p->used && p->state_r >= 0)
+                    read_state(p);
+                break;
+            case S_STDIN:
+                if (p->used && p->in_w >= 0 && p->in.len)
+                    write_stdin(p);
+                break;
+            case S_ORPHAN:
+                drop_orphan_output(sl[i].index);
+                break;
             }
         }
         finish_exited(now_ms());

@@ -23,10 +23,12 @@
 int live_session_start(struct daemon *d, struct session *ses, struct cordon_err *err)
 {
     if (ses->pol.workspace_mode == POLICY_WS_OVERLAY)
-        return err_set(err, CORDON_E_USAGE, "a live session's workspace is direct: its "
+        return err_set(err, CORDON_E_USAGE,
+                       "a live session's workspace is direct: its "
                        "processes run together, not as one change each");
-    struct box_spec spec = { .base = &ses->pol, .owner = ses->owner, .session_id = ses->id,
-                             .live = true };
+    struct box_spec spec = {
+        .base = &ses->pol, .owner = ses->owner, .session_id = ses->id, .live = true
+    };
     ses->box = box_new(d, &spec, err);
     if (!ses->box)
         return -1;
@@ -119,14 +121,14 @@ static void exec_ended(void *ctx, struct lproc *p)
 {
     struct live_exec *x = ctx;
     if (x->c) {
-        json_t *ans = json_pack("{s:s, s:s, s:i, s:b}", "run_id", p->run_id, "process_id",
-                                p->id, "status", status_of(p), "live", 1);
+        json_t *ans = json_pack("{s:s, s:s, s:i, s:b}", "run_id", p->run_id, "process_id", p->id,
+                                "status", status_of(p), "live", 1);
         lproc_end_json(p, ans);
         capture_json(ans, "stdout", &x->out[0]);
         capture_json(ans, "stderr", &x->out[1]);
-        json_object_set_new(ans, "times", json_pack("{s:f}", "total_ms",
-                                                    (double)(daemon_now_us() - x->start_us) /
-                                                        1000.0));
+        json_object_set_new(
+            ans, "times",
+            json_pack("{s:f}", "total_ms", (double)(daemon_now_us() - x->start_us) / 1000.0));
         daemon_reply(x->c, rpc_result(x->id, ans));
     }
     json_decref(x->id);
@@ -160,8 +162,9 @@ void live_exec(struct client *c, const json_t *id, const json_t *params, struct 
     json_t *in = json_object_get(params, "stdin");
     if (lproc_parse(params, &r, why, sizeof why) < 0 || (in && !json_is_string(in))) {
         d->bad_requests++;
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: %s",
-                                  in && !json_is_string(in) ? "\"stdin\" must be a string" : why));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS, "session.exec: %s",
+                               in && !json_is_string(in) ? "\"stdin\" must be a string" : why));
         lproc_req_release(&r);
         return;
     }
@@ -172,8 +175,9 @@ void live_exec(struct client *c, const json_t *id, const json_t *params, struct 
     struct lproc *p = NULL;
     if (x) {
         *x = (struct live_exec){ .c = c, .id = json_deep_copy(id), .start_us = daemon_now_us() };
-        struct lproc_sink sink = { .output = exec_output, .ended = exec_ended,
-                                   .backlog = exec_backlog, .ctx = x };
+        struct lproc_sink sink = {
+            .output = exec_output, .ended = exec_ended, .backlog = exec_backlog, .ctx = x
+        };
         p = lproc_start(d, c->uid, ses, &r, &sink, &err);
     } else {
         err_set(&err, CORDON_E_INTERNAL, "out of memory");
@@ -183,9 +187,10 @@ void live_exec(struct client *c, const json_t *id, const json_t *params, struct 
         if (x)
             json_decref(x->id);
         free(x);
-        daemon_reply(c, rpc_error(id, strncmp(err.msg, "busy:", 5) == 0 ? RPC_BUSY
-                                                                         : RPC_INVALID_PARAMS,
-                                  "session.exec: %s", err.msg));
+        daemon_reply(c,
+                     rpc_error(id,
+                               strncmp(err.msg, "busy:", 5) == 0 ? RPC_BUSY : RPC_INVALID_PARAMS,
+                               "session.exec: %s", err.msg));
         return;
     }
     /* An exec's stdin is what it was given, then its end, as a run's is. */
@@ -199,33 +204,39 @@ static void pause_resume(struct client *c, const json_t *id, struct session *ses
     const char *method = pause ? "pause" : "resume";
     struct cordon_err err = { 0 };
     if (!ses->live || !ses->box) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: session \"%s\" has no "
-                                  "live sandbox", method, ses->id));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "session.%s: session \"%s\" has no "
+                               "live sandbox",
+                               method, ses->id));
         return;
     }
     if (!box_ready(ses->box)) {
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: session.%s: the sandbox of session \"%s\" "
-                                  "is starting; try again", method, ses->id));
+        daemon_reply(c,
+                     rpc_error(id, RPC_BUSY,
+                               "busy: session.%s: the sandbox of session \"%s\" "
+                               "is starting; try again",
+                               method, ses->id));
         return;
     }
     if (ses->paused == pause) {
-        daemon_reply(c, rpc_result(id, json_pack("{s:s, s:b}", "session_id", ses->id, "paused",
-                                                 pause)));
+        daemon_reply(
+            c, rpc_result(id, json_pack("{s:s, s:b}", "session_id", ses->id, "paused", pause)));
         return;
     }
     if (box_freeze(ses->box, pause, &err) < 0) {
         live_audit(&ses->pol, pause ? "session.pause" : "session.resume", box_run_id(ses->box),
-                   json_pack("{s:s, s:I, s:b, s:s}", "session", ses->id, "uid",
-                             (json_int_t)c->uid, "done", 0, "error", err.msg));
+                   json_pack("{s:s, s:I, s:b, s:s}", "session", ses->id, "uid", (json_int_t)c->uid,
+                             "done", 0, "error", err.msg));
         daemon_reply(c, rpc_error(id, RPC_REFUSED, "session.%s: %s", method, err.msg));
         return;
     }
     ses->paused = pause;
-    live_audit(&ses->pol, pause ? "session.pause" : "session.resume", box_run_id(ses->box),
-               json_pack("{s:s, s:I, s:b}", "session", ses->id, "uid", (json_int_t)c->uid, "done",
-                         1));
-    daemon_reply(c, rpc_result(id, json_pack("{s:s, s:b}", "session_id", ses->id, "paused",
-                                             pause)));
+    live_audit(
+        &ses->pol, pause ? "session.pause" : "session.resume", box_run_id(ses->box),
+        json_pack("{s:s, s:I, s:b}", "session", ses->id, "uid", (json_int_t)c->uid, "done", 1));
+    daemon_reply(c,
+                 rpc_result(id, json_pack("{s:s, s:b}", "session_id", ses->id, "paused", pause)));
 }
 
 void live_session_method(struct client *c, const char *method, const json_t *id,

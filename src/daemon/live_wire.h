@@ -31,33 +31,33 @@ struct live_hdr {
     uint8_t type;
     uint8_t flags;
     uint16_t pad;
-    uint32_t id;               /* the process the frame is about (the daemon numbers them) */
-    uint32_t len;              /* payload bytes that follow */
+    uint32_t id;  /* the process the frame is about (the daemon numbers them) */
+    uint32_t len; /* payload bytes that follow */
 };
 
 enum live_type {
     /* daemon -> agent */
-    LIVE_SPAWN = 1,            /* struct live_spawn, then cwd, argv and env, each NUL-ended */
-    LIVE_STDIN = 2,            /* bytes for the process's stdin (its terminal's input) */
-    LIVE_EOF = 3,              /* no more stdin: closed (a terminal gets its EOF character) */
-    LIVE_SIGNAL = 4,           /* uint32 signal, to the process group */
-    LIVE_RESIZE = 5,           /* uint16 cols, uint16 rows */
-    LIVE_CREDIT = 6,           /* uint32: that many more output bytes may be sent */
+    LIVE_SPAWN = 1,  /* struct live_spawn, then cwd, argv and env, each NUL-ended */
+    LIVE_STDIN = 2,  /* bytes for the process's stdin (its terminal's input) */
+    LIVE_EOF = 3,    /* no more stdin: closed (a terminal gets its EOF character) */
+    LIVE_SIGNAL = 4, /* uint32 signal, to the process group */
+    LIVE_RESIZE = 5, /* uint16 cols, uint16 rows */
+    LIVE_CREDIT = 6, /* uint32: that many more output bytes may be sent */
     /* agent -> daemon */
-    LIVE_HELLO = 64,           /* uint32 LIVE_WIRE_VERSION: ready for spawns */
-    LIVE_STARTED = 65,         /* int32 the process's pid inside */
-    LIVE_FAILED = 66,          /* int32 errno, then a message: nothing started */
-    LIVE_OUT = 67,             /* flags: stream (1 stdout or terminal, 2 stderr); bytes */
-    LIVE_EXITED = 68,          /* int32 wait status; every output byte was sent before */
-    LIVE_STDIN_ACK = 69,       /* uint32 bytes the process took */
-    LIVE_STDIN_GONE = 70,      /* its stdin is closed: what was not taken is dropped */
+    LIVE_HELLO = 64,      /* uint32 LIVE_WIRE_VERSION: ready for spawns */
+    LIVE_STARTED = 65,    /* int32 the process's pid inside */
+    LIVE_FAILED = 66,     /* int32 errno, then a message: nothing started */
+    LIVE_OUT = 67,        /* flags: stream (1 stdout or terminal, 2 stderr); bytes */
+    LIVE_EXITED = 68,     /* int32 wait status; every output byte was sent before */
+    LIVE_STDIN_ACK = 69,  /* uint32 bytes the process took */
+    LIVE_STDIN_GONE = 70, /* its stdin is closed: what was not taken is dropped */
 };
 
 /* LIVE_SPAWN's fixed part. */
 struct live_spawn {
-    uint16_t cols, rows;       /* a terminal of this size; 0, 0: pipes */
-    uint32_t flags;            /* enum live_spawn_flags */
-    uint32_t argc, envc;       /* strings after cwd */
+    uint16_t cols, rows; /* a terminal of this size; 0, 0: pipes */
+    uint32_t flags;      /* enum live_spawn_flags */
+    uint32_t argc, envc; /* strings after cwd */
 };
 
 enum live_spawn_flags {

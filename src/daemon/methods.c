@@ -42,8 +42,9 @@ static void method_cancel(struct client *c, const json_t *id, const json_t *para
     json_t *target = json_object_get(params, "id"), *run_id = json_object_get(params, "run_id");
     if ((!target && !json_is_string(run_id)) || (target && run_id)) {
         if (id)
-            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS,
-                               "cancel: give the \"id\" of a run request, or its \"run_id\""));
+            daemon_reply(c,
+                         rpc_error(id, RPC_INVALID_PARAMS,
+                                   "cancel: give the \"id\" of a run request, or its \"run_id\""));
         return;
     }
     for (struct call *call = c->calls; call; call = call->next) {
@@ -54,8 +55,8 @@ static void method_cancel(struct client *c, const json_t *id, const json_t *para
         if (!job_stop(call->job, false)) {
             /* It never started: answered here, as cancelled. */
             daemon_unlink_call(call);
-            daemon_reply(c, rpc_error(call->id, RPC_REQUEST_TIMEOUT,
-                                      "run: cancelled before it started"));
+            daemon_reply(
+                c, rpc_error(call->id, RPC_REQUEST_TIMEOUT, "run: cancelled before it started"));
             daemon_call_free(call);
         }
         if (id)
@@ -70,15 +71,19 @@ static void method_policy_check(struct client *c, const json_t *id, const json_t
 {
     json_t *text = json_object_get(params, "policy");
     if (text && !json_is_string(text)) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "policy.check: \"policy\" must be a "
-                                                          "string (YAML or JSON)"));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "policy.check: \"policy\" must be a "
+                               "string (YAML or JSON)"));
         return;
     }
     char digest[65];
     if (!text) {
         policy_digest_hex(c->d->cfg.policy, digest);
-        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:o}", "ok", 1, "digest", digest,
-                                                 "policy", policy_to_json(c->d->cfg.policy))));
+        daemon_reply(c,
+                     rpc_result(id,
+                                json_pack("{s:b, s:s, s:o}", "ok", 1, "digest", digest, "policy",
+                                          policy_to_json(c->d->cfg.policy))));
         return;
     }
     struct cordon_err err = { 0 };
@@ -91,15 +96,18 @@ static void method_policy_check(struct client *c, const json_t *id, const json_t
     policy_digest_hex(p, digest);
     char ours[65];
     policy_digest_hex(c->d->cfg.policy, ours);
-    daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:b, s:o}", "ok", 1, "digest", digest,
-                                      "same_as_daemon", strcmp(digest, ours) == 0, "policy",
-                                      policy_to_json(p))));
+    daemon_reply(
+        c,
+        rpc_result(id,
+                   json_pack("{s:b, s:s, s:b, s:o}", "ok", 1, "digest", digest, "same_as_daemon",
+                             strcmp(digest, ours) == 0, "policy", policy_to_json(p))));
 }
 
 static json_t *stats_json(struct daemon *d)
 {
     struct jobs_stats st;
     jobs_get_stats(d->jobs, &st);
+    /* clang-format off */
     return json_pack("{s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, "
                      "s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
                      "pool", "target", (json_int_t)st.pool_target, "ready",
@@ -115,8 +123,8 @@ static json_t *stats_json(struct daemon *d)
                      (json_int_t)d->bad_requests, "peers", (json_int_t)d->refused_peers,
                      "connections", (json_int_t)d->refused_connections, "open_connections",
                      (json_int_t)d->n_clients, "requests", (json_int_t)d->requests);
+    /* clang-format on */
 }
-
 
 /* kill_all: every running sandbox this daemon's user may signal ends, recorded
  * in the policy's audit log (cordon kill --all over the socket). */
@@ -125,8 +133,10 @@ static void method_kill_all(struct client *c, const json_t *id, const json_t *pa
     /* It ends every uid's calls: what the daemon's own user could do outside
      * the socket anyway, and an admin may; any other peer cancels its own calls. */
     if (!c->admin && c->uid != geteuid()) {
-        daemon_reply(c, rpc_error(id, RPC_FORBIDDEN, "kill_all: only the daemon's user or an "
-                                                     "--admin-uid may stop every run"));
+        daemon_reply(c,
+                     rpc_error(id, RPC_FORBIDDEN,
+                               "kill_all: only the daemon's user or an "
+                               "--admin-uid may stop every run"));
         return;
     }
     json_t *why = json_object_get(params, "reason");
@@ -139,8 +149,8 @@ static void method_kill_all(struct client *c, const json_t *id, const json_t *pa
     struct killall_report *r = calloc(1, sizeof *r);
     if (!r || cordon_audit_open(c->d->cfg.policy, &log, &err) < 0 ||
         run_kill_all(log, why ? json_string_value(why) : "daemon kill_all", r, &err) < 0)
-        daemon_reply(c, rpc_error(id, RPC_INTERNAL_ERROR, "kill_all: %s",
-                                  r ? err.msg : "out of memory"));
+        daemon_reply(
+            c, rpc_error(id, RPC_INTERNAL_ERROR, "kill_all: %s", r ? err.msg : "out of memory"));
     else
         daemon_reply(c, rpc_result(id, killall_report_json(r)));
     if (log) {
@@ -151,13 +161,14 @@ static void method_kill_all(struct client *c, const json_t *id, const json_t *pa
     free(r);
 }
 
-static void daemon_request(struct client *c, const char *method, const json_t *id, const json_t *params)
+static void daemon_request(struct client *c, const char *method, const json_t *id,
+                           const json_t *params)
 {
     if (params && !json_is_object(params)) {
         c->d->bad_requests++;
         if (id)
-            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "%s: params must be an object",
-                                      method));
+            daemon_reply(c,
+                         rpc_error(id, RPC_INVALID_PARAMS, "%s: params must be an object", method));
         return;
     }
     json_t *empty = params ? NULL : json_object();
@@ -176,11 +187,11 @@ static void daemon_request(struct client *c, const char *method, const json_t *i
     else if (strcmp(method, "policy.check") == 0)
         method_policy_check(c, id, params);
     else if (strcmp(method, "health") == 0)
-        daemon_reply(c, rpc_result(id, json_pack("{s:b, s:s, s:b, s:f}", "ok", !c->d->draining,
-                                                 "version", CORDON_VERSION, "draining",
-                                                 c->d->draining, "uptime_s",
-                                                 (double)(daemon_now_us() - c->d->started_us) /
-                                                     1e6)));
+        daemon_reply(c,
+                     rpc_result(id,
+                                json_pack("{s:b, s:s, s:b, s:f}", "ok", !c->d->draining, "version",
+                                          CORDON_VERSION, "draining", c->d->draining, "uptime_s",
+                                          (double)(daemon_now_us() - c->d->started_us) / 1e6)));
     else if (strcmp(method, "stats") == 0)
         daemon_reply(c, rpc_result(id, stats_json(c->d)));
     else if (strcmp(method, "kill_all") == 0)
@@ -227,8 +238,9 @@ static void on_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t
     struct client *c = ctx;
     c->d->bad_requests++;
     if (oversized)
-        daemon_reply(c, rpc_error(NULL, RPC_INVALID_REQUEST, "message longer than %zu bytes: %s",
-                           c->d->cfg.max_message, why));
+        daemon_reply(c,
+                     rpc_error(NULL, RPC_INVALID_REQUEST, "message longer than %zu bytes: %s",
+                               c->d->cfg.max_message, why));
     else
         daemon_reply(c, rpc_error(NULL, RPC_PARSE_ERROR, "parse error: %s", why));
 }

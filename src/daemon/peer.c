@@ -32,8 +32,7 @@ static bool loopback(const struct sockaddr_storage *sa)
         return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
     if (sa->ss_family == AF_INET6) {
         const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) ||
-               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
     }
     return false;
 }
@@ -59,8 +58,8 @@ int peer_uid(int fd, uid_t *uid)
     char local[64], remote[64];
     proc_net_form(&theirs, local, sizeof local);
     proc_net_form(&mine, remote, sizeof remote);
-    _cleanup_fclose_ FILE *f = fopen(mine.ss_family == AF_INET ? "/proc/net/tcp"
-                                                               : "/proc/net/tcp6", "re");
+    _cleanup_fclose_ FILE *f =
+        fopen(mine.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", "re");
     char line[512];
     while (f && fgets(line, sizeof line, f)) {
         char l[64], r[64];

@@ -212,9 +212,9 @@ void lproc_end_json(const struct lproc *p, json_t *obj)
     bool exited = p->has_status && WIFEXITED(p->wstatus);
     bool signaled = p->has_status && WIFSIGNALED(p->wstatus);
     json_t *code = exited ? json_integer(WEXITSTATUS(p->wstatus))
-                   : strcmp(p->reason ? p->reason : "", "start_failed") == 0
-                       ? json_integer(strstr(p->error, "No such file") ? 127 : 126)
-                       : json_null();
+        : strcmp(p->reason ? p->reason : "", "start_failed") == 0
+        ? json_integer(strstr(p->error, "No such file") ? 127 : 126)
+        : json_null();
     json_object_set_new(obj, "exit_code", code);
     json_object_set_new(obj, "signal", signaled ? json_integer(WTERMSIG(p->wstatus)) : json_null());
     json_object_set_new(obj, "reason", json_string(p->reason ? p->reason : "exited"));
@@ -285,9 +285,9 @@ void lproc_lost(struct lproc *p, const char *reason, const char *detail)
         n--;
     if (!p->error[0])
         snprintf(p->error, sizeof p->error, "the sandbox ended %s the process %s%s%.*s",
-                 p->state == LPROC_STARTING ? "before" : "while", p->state == LPROC_STARTING
-                 ? "started" : "ran", n ? ": " : "", (int)(n > 200 ? 200 : n),
-                 detail + (n > 200 ? n - 200 : 0));
+                 p->state == LPROC_STARTING ? "before" : "while",
+                 p->state == LPROC_STARTING ? "started" : "ran", n ? ": " : "",
+                 (int)(n > 200 ? 200 : n), detail + (n > 200 ? n - 200 : 0));
     finish(p);
 }
 
@@ -326,8 +326,10 @@ int lproc_write(struct lproc *p, const char *data, size_t len, bool eof, struct 
         return err_set(err, CORDON_E_USAGE, "at most %u bytes of stdin at a time, got %zu",
                        LIVE_STDIN_WINDOW, len);
     if (p->stdin_inflight + len > LIVE_STDIN_WINDOW)
-        return err_set(err, CORDON_E_USAGE, "busy: %u bytes of stdin wait for process \"%s\" to "
-                       "read them; try again", p->stdin_inflight, p->id);
+        return err_set(err, CORDON_E_USAGE,
+                       "busy: %u bytes of stdin wait for process \"%s\" to "
+                       "read them; try again",
+                       p->stdin_inflight, p->id);
     if (len) {
         box_stdin(p->box, p->wire, data, len);
         p->stdin_inflight += (uint32_t)len;
@@ -378,8 +380,11 @@ static struct box *box_for(struct daemon *d, uid_t owner, struct session *ses,
 {
     if (ses && ses->live) {
         if (ses->paused)
-            return err_set(err, CORDON_E_USAGE, "session \"%s\" is paused; session.resume it "
-                           "first", ses->id), NULL;
+            return err_set(err, CORDON_E_USAGE,
+                           "session \"%s\" is paused; session.resume it "
+                           "first",
+                           ses->id),
+                   NULL;
         if (!ses->box || !box_alive(ses->box))
             return err_set(err, CORDON_E_USAGE, "the sandbox of session \"%s\" is gone", ses->id),
                    NULL;
@@ -387,11 +392,16 @@ static struct box *box_for(struct daemon *d, uid_t owner, struct session *ses,
     }
     const struct policy *pol = ses ? &ses->pol : d->cfg.policy;
     if (pol->workspace_mode == POLICY_WS_OVERLAY)
-        return err_set(err, CORDON_E_USAGE, "an overlay workspace's runs go through run or "
-                       "session.exec, one commit each"), NULL;
+        return err_set(err, CORDON_E_USAGE,
+                       "an overlay workspace's runs go through run or "
+                       "session.exec, one commit each"),
+               NULL;
     if (d->n_boxes >= d->cfg.max_running)
-        return err_set(err, CORDON_E_USAGE, "busy: %u processes run in sandboxes of their own; "
-                       "wait for one to end", d->n_boxes), NULL;
+        return err_set(err, CORDON_E_USAGE,
+                       "busy: %u processes run in sandboxes of their own; "
+                       "wait for one to end",
+                       d->n_boxes),
+               NULL;
     struct box_spec spec = { .base = pol, .owner = owner, .session_id = ses ? ses->id : NULL };
     return box_new(d, &spec, err);
 }
@@ -402,10 +412,12 @@ static void audit_start(const struct lproc *p, const struct lproc_req *r, bool l
     for (char **a = r->argv; argv && a && *a; a++)
         json_array_append_new(argv, json_string(*a));
     live_audit(policy_of(p), "process.start", p->run_id,
+               /* clang-format off */
                json_pack("{s:s, s:s?, s:o, s:b, s:b, s:s, s:b, s:I}", "process_id", p->id,
                          "session", p->session_id[0] ? p->session_id : NULL, "argv", argv,
                          "shell", r->shell, "pty", p->pty, "cwd", r->cwd, "live", live, "uid",
                          (json_int_t)p->owner));
+    /* clang-format on */
 }
 
 struct lproc *lproc_start(struct daemon *d, uid_t owner, struct session *ses,
@@ -437,8 +449,12 @@ struct lproc *lproc_start(struct daemon *d, uid_t owner, struct session *ses,
     p->pty = r->cols && r->rows;
     p->limit = pol->limits.output;
     p->started_us = daemon_now_us();
-    struct box_cmd cmd = { .argv = r->argv, .envp = r->envp, .cwd = r->cwd, .cols = r->cols,
-                           .rows = r->rows, .shell = r->shell };
+    struct box_cmd cmd = { .argv = r->argv,
+                           .envp = r->envp,
+                           .cwd = r->cwd,
+                           .cols = r->cols,
+                           .rows = r->rows,
+                           .shell = r->shell };
     if (box_spawn(b, p, &cmd, err) < 0) {
         if (p->own_box)
             box_close(b);
@@ -479,19 +495,20 @@ static int rpc_code(const struct cordon_err *e)
     if (strncmp(e->msg, "busy:", 5) == 0)
         return RPC_BUSY;
     return e->kind == CORDON_E_USAGE || e->kind == CORDON_E_NOTFOUND ||
-                   e->kind == CORDON_E_UNSUPPORTED
-               ? RPC_INVALID_PARAMS
-               : RPC_REFUSED;
+            e->kind == CORDON_E_UNSUPPORTED
+        ? RPC_INVALID_PARAMS
+        : RPC_REFUSED;
 }
 
 static void client_output(void *ctx, struct lproc *p, int stream, const char *data, size_t len)
 {
     bool b64 = false;
     json_t *chunk = daemon_bytes_json(data, len, &b64);
-    daemon_reply(ctx, rpc_notification("process.output",
-                                       json_pack("{s:s, s:s, s:o}", "process_id", p->id,
-                                                 "stream", stream == 2 ? "stderr" : "stdout",
-                                                 b64 ? "data_base64" : "data", chunk)));
+    daemon_reply(ctx,
+                 rpc_notification("process.output",
+                                  json_pack("{s:s, s:s, s:o}", "process_id", p->id, "stream",
+                                            stream == 2 ? "stderr" : "stdout",
+                                            b64 ? "data_base64" : "data", chunk)));
 }
 
 static void client_ended(void *ctx, struct lproc *p)
@@ -509,8 +526,9 @@ static size_t client_backlog(void *ctx)
 
 static struct lproc_sink client_sink(struct client *c)
 {
-    return (struct lproc_sink){ .output = client_output, .ended = client_ended,
-                                .backlog = client_backlog, .ctx = c };
+    return (struct lproc_sink){
+        .output = client_output, .ended = client_ended, .backlog = client_backlog, .ctx = c
+    };
 }
 
 /* "cwd": inside /workspace, as a path relative to it ("." for itself) in OUT. */
@@ -556,8 +574,9 @@ static int parse_pty(const json_t *pty, struct lproc_req *r, char *why, size_t l
     if (!json_is_object(pty) || !json_is_integer(cols) || !json_is_integer(rows) ||
         json_integer_value(cols) < 1 || json_integer_value(cols) > 65535 ||
         json_integer_value(rows) < 1 || json_integer_value(rows) > 65535)
-        return why_printf(why, len, "%s", "\"pty\" must be true or {\"cols\": N, \"rows\": N}, "
-                                          "each 1 to 65535");
+        return why_printf(why, len, "%s",
+                          "\"pty\" must be true or {\"cols\": N, \"rows\": N}, "
+                          "each 1 to 65535");
     r->cols = (uint16_t)json_integer_value(cols);
     r->rows = (uint16_t)json_integer_value(rows);
     return 0;
@@ -565,11 +584,12 @@ static int parse_pty(const json_t *pty, struct lproc_req *r, char *why, size_t l
 
 int lproc_parse(const json_t *params, struct lproc_req *r, char *why, size_t len)
 {
-    static const char *const known[] = { "argv", "code", "language", "env", "cwd", "pty",
-                                         "timeout", "session_id", "stdin", "stdin_base64" };
+    static const char *const known[] = { "argv", "code",    "language",   "env",   "cwd",
+                                         "pty",  "timeout", "session_id", "stdin", "stdin_base64" };
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)params, key, v) {
+    json_object_foreach((json_t *)params, key, v)
+    {
         size_t k = 0;
         while (k < sizeof known / sizeof known[0] && strcmp(key, known[k]) != 0)
             k++;
@@ -601,16 +621,17 @@ int lproc_parse(const json_t *params, struct lproc_req *r, char *why, size_t len
     if (timeout) {
         double t = json_number_value(timeout);
         if (!json_is_number(timeout) || !(t > 0) || t > MAX_TIMEOUT_S)
-            return why_printf(why, len, "%s", "\"timeout\" must be a number of seconds, above 0 "
-                                              "and at most 86400");
+            return why_printf(why, len, "%s",
+                              "\"timeout\" must be a number of seconds, above 0 "
+                              "and at most 86400");
         r->timeout_ms = (uint64_t)(t * 1000.0 + 0.5) ? (uint64_t)(t * 1000.0 + 0.5) : 1;
     }
     return 0;
 }
 
 /* "stdin" or "stdin_base64" (or "data"/"data_base64" for write_stdin) into *OUT. */
-static int parse_bytes(const json_t *params, const char *text_key, const char *b64_key,
-                       char **out, size_t *out_len, char *why, size_t len)
+static int parse_bytes(const json_t *params, const char *text_key, const char *b64_key, char **out,
+                       size_t *out_len, char *why, size_t len)
 {
     json_t *text = json_object_get(params, text_key), *b64 = json_object_get(params, b64_key);
     *out = NULL;
@@ -624,9 +645,10 @@ static int parse_bytes(const json_t *params, const char *text_key, const char *b
         if (!(*out = malloc(*out_len + 1)))
             return why_printf(why, len, "%s", "out of memory");
         memcpy(*out, json_string_value(text), *out_len);
-    } else if (b64 && (!json_is_string(b64) ||
-                       daemon_base64_decode(json_string_value(b64), json_string_length(b64), out,
-                                            out_len) < 0)) {
+    } else if (b64 &&
+               (!json_is_string(b64) ||
+                daemon_base64_decode(json_string_value(b64), json_string_length(b64), out,
+                                     out_len) < 0)) {
         return why_printf(why, len, "\"%s\" must be a base64 string", b64_key);
     }
     return 0;
@@ -637,15 +659,18 @@ static struct lproc *target(struct client *c, const json_t *id, const json_t *pa
 {
     const char *pid = json_string_value(json_object_get(params, "process_id"));
     if (!pid) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.%s: \"process_id\" must be a "
-                                                          "string", method));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "process.%s: \"process_id\" must be a "
+                               "string",
+                               method));
         return NULL;
     }
     struct lproc *p = lproc_find(c->d, c->uid, c->admin, pid, 0);
     /* Another uid's is answered as one that never was. */
     if (!p)
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.%s: no process \"%.40s\"",
-                                  method, pid));
+        daemon_reply(
+            c, rpc_error(id, RPC_INVALID_PARAMS, "process.%s: no process \"%.40s\"", method, pid));
     return p;
 }
 
@@ -660,14 +685,18 @@ static void method_start(struct client *c, const json_t *id, const json_t *param
         return;
     }
     if (sid && !(ses = session_lookup(d, c, json_string_value(sid)))) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.start: no session \"%.40s\"",
-                                  json_is_string(sid) ? json_string_value(sid) : ""));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS, "process.start: no session \"%.40s\"",
+                               json_is_string(sid) ? json_string_value(sid) : ""));
         return;
     }
     if (ses && ses->busy) {
         d->busy++;
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: process.start: the session is %s; wait "
-                                                "for that to finish", ses->busy));
+        daemon_reply(c,
+                     rpc_error(id, RPC_BUSY,
+                               "busy: process.start: the session is %s; wait "
+                               "for that to finish",
+                               ses->busy));
         return;
     }
     struct lproc_req r = { 0 };
@@ -690,13 +719,14 @@ static void method_start(struct client *c, const json_t *id, const json_t *param
     }
     if (input_len)
         lproc_write(p, input, input_len, false, &err);
+    /* clang-format off */
     daemon_reply(c, rpc_result(id, json_pack("{s:s, s:i, s:s, s:s?, s:b}", "process_id", p->id,
                                              "num", (int)p->num, "run_id", p->run_id,
                                              "session_id", ses ? ses->id : NULL, "pty", p->pty)));
+    /* clang-format on */
 }
 
-static void method_write(struct client *c, const json_t *id, const json_t *params,
-                         struct lproc *p)
+static void method_write(struct client *c, const json_t *id, const json_t *params, struct lproc *p)
 {
     char why[200];
     _cleanup_free_ char *data = NULL;
@@ -704,9 +734,10 @@ static void method_write(struct client *c, const json_t *id, const json_t *param
     json_t *eof = json_object_get(params, "eof");
     if (parse_bytes(params, "data", "data_base64", &data, &len, why, sizeof why) < 0 ||
         (eof && !json_is_boolean(eof))) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.write_stdin: %s",
-                                  eof && !json_is_boolean(eof) ? "\"eof\" must be true or false"
-                                                               : why));
+        daemon_reply(
+            c,
+            rpc_error(id, RPC_INVALID_PARAMS, "process.write_stdin: %s",
+                      eof && !json_is_boolean(eof) ? "\"eof\" must be true or false" : why));
         return;
     }
     struct cordon_err err = { 0 };
@@ -719,8 +750,14 @@ static void method_write(struct client *c, const json_t *id, const json_t *param
 /* "INT", "SIGINT" or 2; only the four a terminal's user sends. */
 static int parse_signal(const json_t *v)
 {
-    static const struct { const char *name; int sig; } known[] = {
-        { "INT", SIGINT }, { "TERM", SIGTERM }, { "KILL", SIGKILL }, { "HUP", SIGHUP },
+    static const struct {
+        const char *name;
+        int sig;
+    } known[] = {
+        { "INT", SIGINT },
+        { "TERM", SIGTERM },
+        { "KILL", SIGKILL },
+        { "HUP", SIGHUP },
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         const char *s = json_string_value(v);
@@ -733,8 +770,8 @@ static int parse_signal(const json_t *v)
     return 0;
 }
 
-static void method_on(struct client *c, const char *method, const json_t *id,
-                      const json_t *params, struct lproc *p)
+static void method_on(struct client *c, const char *method, const json_t *id, const json_t *params,
+                      struct lproc *p)
 {
     struct cordon_err err = { 0 };
     int rc = 0;
@@ -744,8 +781,10 @@ static void method_on(struct client *c, const char *method, const json_t *id,
     } else if (strcmp(method, "signal") == 0) {
         int sig = parse_signal(json_object_get(params, "signal"));
         if (!sig) {
-            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.signal: \"signal\" must "
-                                      "be \"INT\", \"TERM\", \"KILL\" or \"HUP\""));
+            daemon_reply(c,
+                         rpc_error(id, RPC_INVALID_PARAMS,
+                                   "process.signal: \"signal\" must "
+                                   "be \"INT\", \"TERM\", \"KILL\" or \"HUP\""));
             return;
         }
         rc = lproc_signal(p, sig, c->uid, &err);
@@ -754,12 +793,14 @@ static void method_on(struct client *c, const char *method, const json_t *id,
         if (!json_is_integer(cols) || !json_is_integer(rows) || json_integer_value(cols) < 1 ||
             json_integer_value(cols) > 65535 || json_integer_value(rows) < 1 ||
             json_integer_value(rows) > 65535) {
-            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.resize: \"cols\" and "
-                                      "\"rows\" must be 1 to 65535"));
+            daemon_reply(c,
+                         rpc_error(id, RPC_INVALID_PARAMS,
+                                   "process.resize: \"cols\" and "
+                                   "\"rows\" must be 1 to 65535"));
             return;
         }
-        rc = lproc_resize(p, (uint16_t)json_integer_value(cols),
-                          (uint16_t)json_integer_value(rows), &err);
+        rc = lproc_resize(p, (uint16_t)json_integer_value(cols), (uint16_t)json_integer_value(rows),
+                          &err);
     }
     if (rc < 0)
         daemon_reply(c, rpc_error(id, rpc_code(&err), "process.%s: %s", method, err.msg));
@@ -770,11 +811,13 @@ static void method_on(struct client *c, const char *method, const json_t *id,
 static json_t *process_json(const struct lproc *p)
 {
     static const char *const states[] = { "starting", "running", "exited" };
+    /* clang-format off */
     json_t *j = json_pack("{s:s, s:i, s:s?, s:s, s:s, s:s, s:b, s:f}", "process_id", p->id,
                           "num", (int)p->num, "session_id", p->session_id[0] ? p->session_id : NULL,
                           "run_id", p->run_id, "command", p->argv0, "state", states[p->state],
                           "pty", p->pty, "age_s",
                           (double)(daemon_now_us() - p->started_us) / 1e6);
+    /* clang-format on */
     if (j && p->state == LPROC_EXITED)
         lproc_end_json(p, j);
     else if (j)
@@ -786,9 +829,12 @@ static void method_attach(struct client *c, const json_t *id, struct lproc *p)
 {
     /* A session.exec's process answers its caller with what it said: not taken from it. */
     if (p->sink.ended && p->sink.ended != client_ended) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.attach: process \"%s\" is "
-                                  "answered by the call that started it; process.wait waits for "
-                                  "its end", p->id));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "process.attach: process \"%s\" is "
+                               "answered by the call that started it; process.wait waits for "
+                               "its end",
+                               p->id));
         return;
     }
     json_t *ans = process_json(p);
@@ -835,8 +881,10 @@ static void method_list(struct client *c, const json_t *id, const json_t *params
     json_t *jsid = json_object_get(params, "session_id");
     const char *sid = json_string_value(jsid);
     if (jsid && !sid) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.list: \"session_id\" must be "
-                                                          "a string"));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "process.list: \"session_id\" must be "
+                               "a string"));
         return;
     }
     json_t *all = json_array();
@@ -846,8 +894,7 @@ static void method_list(struct client *c, const json_t *id, const json_t *params
     daemon_reply(c, rpc_result(id, json_pack("{s:o}", "processes", all)));
 }
 
-void process_method(struct client *c, const char *method, const json_t *id,
-                    const json_t *params)
+void process_method(struct client *c, const char *method, const json_t *id, const json_t *params)
 {
     if (strcmp(method, "start") == 0) {
         method_start(c, id, params);
@@ -863,8 +910,8 @@ void process_method(struct client *c, const char *method, const json_t *id,
         k++;
     if (k == sizeof known / sizeof known[0]) {
         c->d->bad_requests++;
-        daemon_reply(c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"process.%.40s\"",
-                                  method));
+        daemon_reply(
+            c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"process.%.40s\"", method));
         return;
     }
     struct lproc *p = target(c, id, params, method);

@@ -181,8 +181,8 @@ static bool peer_allowed(const struct daemon *d, int fd, uid_t *uid)
     *uid = cred.uid;
     /* Root could take over the daemon's uid anyway: refusing it protects nothing. */
     return cred.uid == geteuid() || cred.uid == 0 ||
-           uid_listed(d->cfg.allow_uid, d->cfg.n_allow_uid, cred.uid) ||
-           uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, cred.uid);
+        uid_listed(d->cfg.allow_uid, d->cfg.n_allow_uid, cred.uid) ||
+        uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, cred.uid);
 }
 
 /* A connection we will not serve hears why, if it listens, and is closed. */
@@ -233,8 +233,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             c->d = d;
             c->uid = uid;
             c->admin = uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, uid);
-            c->s = rpc_stream_new(d->base, fd, out, d->cfg.max_message, &daemon_rpc_handlers, c,
-                                  &err);
+            c->s =
+                rpc_stream_new(d->base, fd, out, d->cfg.max_message, &daemon_rpc_handlers, c, &err);
         }
         if (!c || !c->s) {
             free(c);
@@ -399,11 +399,15 @@ static void recover_workspace(const struct policy *p)
                                            p->workspace_follow_symlinks, &err);
     struct txn_recovery rec;
     if (fd >= 0 && txn_recover(fd, p, 10000, &rec) < 0)
-        fprintf(stderr, "cordon: serve: workspace '%s': an interrupted commit could not be "
-                "finished or undone: %s\n", p->workspace, rec.reason);
+        fprintf(stderr,
+                "cordon: serve: workspace '%s': an interrupted commit could not be "
+                "finished or undone: %s\n",
+                p->workspace, rec.reason);
     else if (fd >= 0 && rec.rolled_back + rec.rolled_forward)
-        fprintf(stderr, "cordon: serve: workspace '%s': finished %u interrupted commit(s), "
-                "undid %u\n", p->workspace, rec.rolled_forward, rec.rolled_back);
+        fprintf(stderr,
+                "cordon: serve: workspace '%s': finished %u interrupted commit(s), "
+                "undid %u\n",
+                p->workspace, rec.rolled_forward, rec.rolled_back);
 }
 
 static void raise_fd_limit(void)
@@ -419,8 +423,9 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
 {
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
-    struct daemon d = { .cfg = *cfg, .listen_fd = -1, .state_fd = -1,
-                        .started_us = daemon_now_us() };
+    struct daemon d = {
+        .cfg = *cfg, .listen_fd = -1, .state_fd = -1, .started_us = daemon_now_us()
+    };
     int rc = -1;
     d.base = event_base_new();
     if (!d.base)

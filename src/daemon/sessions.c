@@ -62,8 +62,10 @@ static struct session *session_new(struct daemon *d, uid_t owner, struct cordon_
 {
     if (d->n_sessions >= d->cfg.max_sessions) {
         /* The limit, not the count: how many others hold is none of the caller's business. */
-        err_set(err, CORDON_E_USAGE, "busy: the daemon holds its limit of %u sessions; destroy "
-                "one first", d->cfg.max_sessions);
+        err_set(err, CORDON_E_USAGE,
+                "busy: the daemon holds its limit of %u sessions; destroy "
+                "one first",
+                d->cfg.max_sessions);
         return NULL;
     }
     struct session *ses = calloc(1, sizeof *ses);
@@ -83,8 +85,8 @@ static struct session *session_new(struct daemon *d, uid_t owner, struct cordon_
     d->sessions = ses;
     d->n_sessions++;
     if (mkdirat(d->state_fd, ses->id, 0755) < 0 ||
-        (ses->dir_fd = openat(d->state_fd, ses->id, O_PATH | O_DIRECTORY | O_NOFOLLOW |
-                                                        O_CLOEXEC)) < 0) {
+        (ses->dir_fd =
+             openat(d->state_fd, ses->id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot make the session's workspace");
         session_free(d, ses);
         return NULL;
@@ -100,14 +102,13 @@ static json_t *session_json(const struct session *ses)
     uint64_t now = daemon_now_us();
     static const char *const commits[] = { "on_success", "always", "manual" };
     bool idle = !ses->busy && !ses->running;
-    const char *state = ses->paused    ? "paused"
-                        : ses->busy    ? ses->busy
-                        : ses->running ? "running"
-                                       : "idle";
+    const char *state = ses->paused ? "paused"
+        : ses->busy                 ? ses->busy
+        : ses->running              ? "running"
+                                    : "idle";
     return json_pack("{s:s, s:I, s:s, s:i, s:f, s:f, s:s, s:s, s:b, s:b, s:b}", "session_id",
                      ses->id, "owner", (json_int_t)ses->owner, "state", state, "running",
-                     ses->running,
-                     "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
+                     ses->running, "age_s", (double)(now - ses->created_us) / 1e6, "idle_s",
                      idle ? (double)(now - ses->used_us) / 1e6 : 0.0, "workspace_mode",
                      ses->pol.workspace_mode == POLICY_WS_OVERLAY ? "overlay" : "direct",
                      "workspace_commit", commits[ses->pol.workspace_commit], "pending",
@@ -125,7 +126,8 @@ static int session_options(struct session *ses, const json_t *params, struct cor
                                            { "workspace_commit", "workspace.commit" } };
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)params, key, v) {
+    json_object_foreach((json_t *)params, key, v)
+    {
         if (strcmp(key, "live") == 0) {
             if (!json_is_boolean(v))
                 return err_set(err, CORDON_E_USAGE, "\"live\" must be true or false");
@@ -157,13 +159,13 @@ static int session_options(struct session *ses, const json_t *params, struct cor
 #define MAX_OPS 64
 
 struct session_op {
-    struct session_op *next;      /* in d->ops */
+    struct session_op *next; /* in d->ops */
     struct daemon *d;
-    struct client *c;             /* who asked; NULL once gone (or nobody: an idle expiry) */
+    struct client *c; /* who asked; NULL once gone (or nobody: an idle expiry) */
     json_t *id;
-    const char *method;           /* "commit", "discard", "fork", "destroy" */
-    struct session *ses;          /* the one worked on; a removal's is out of the list */
-    struct session **copies;      /* a fork's, made empty before its worker fills them */
+    const char *method;      /* "commit", "discard", "fork", "destroy" */
+    struct session *ses;     /* the one worked on; a removal's is out of the list */
+    struct session **copies; /* a fork's, made empty before its worker fills them */
     size_t n_copies;
     worker_done_fn *done;
     struct worker *w;
@@ -174,7 +176,8 @@ static struct session_op *op_new(struct daemon *d, struct client *c, const json_
                                  const char *method, struct session *ses, struct cordon_err *err)
 {
     if (d->n_ops >= MAX_OPS) {
-        err_set(err, CORDON_E_USAGE, "busy: too many session operations are under way; try "
+        err_set(err, CORDON_E_USAGE,
+                "busy: too many session operations are under way; try "
                 "again later");
         return NULL;
     }
@@ -183,8 +186,9 @@ static struct session_op *op_new(struct daemon *d, struct client *c, const json_
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
-    *op = (struct session_op){ .d = d, .c = c, .id = json_deep_copy(id), .method = method,
-                               .ses = ses };
+    *op = (struct session_op){
+        .d = d, .c = c, .id = json_deep_copy(id), .method = method, .ses = ses
+    };
     return op;
 }
 
@@ -212,9 +216,15 @@ static void op_free(struct session_op *op)
 static int op_start(struct session_op *op, const char *name, worker_fn *fn, worker_done_fn *done,
                     const int *keep, size_t n_keep, bool exclusive, struct cordon_err *err)
 {
-    struct worker_spec spec = { .name = name, .lock_dir = op->ses->dir_fd,
-                                .exclusive = exclusive, .keep = keep, .n_keep = n_keep,
-                                .fn = fn, .arg = op, .done = done, .ctx = op };
+    struct worker_spec spec = { .name = name,
+                                .lock_dir = op->ses->dir_fd,
+                                .exclusive = exclusive,
+                                .keep = keep,
+                                .n_keep = n_keep,
+                                .fn = fn,
+                                .arg = op,
+                                .done = done,
+                                .ctx = op };
     op->done = done;
     op->w = worker_start(op->d->base, &spec, err);
     if (!op->w)
@@ -267,7 +277,8 @@ static json_t *decide_work(void *arg)
     if (t && cordon_audit_open(&ses->pol, &log, &ignored) == 0 && log) {
         audit_append(log, "workspace.decision", ses->pending_run,
                      json_pack("{s:s, s:s, s:O}", "session", ses->id, "decision", op->method,
-                               "transaction", t), &ignored);
+                               "transaction", t),
+                     &ignored);
         audit_close(log, &ignored);
         audit_free(log);
     }
@@ -286,16 +297,21 @@ static void decide_done(void *ctx, const json_t *answer)
         json_t *ans = json_pack("{s:s, s:O}", "run_id", ses->pending_run, "transaction", answer);
         const char *outcome = json_string_value(json_object_get(answer, "outcome"));
         const char *reason = json_string_value(json_object_get(answer, "reason"));
-        if (strcmp(op->method, "commit") != 0 || json_is_true(json_object_get(answer, "committed"))) {
+        if (strcmp(op->method, "commit") != 0 ||
+            json_is_true(json_object_get(answer, "committed"))) {
             daemon_reply(op->c, rpc_result(op->id, ans));
         } else {
             /* Not applied: an error, so a client that only checks for one learns it. */
             bool refused = outcome && strcmp(outcome, txn_outcome_name(TXN_REFUSED)) == 0;
-            json_t *e = refused ? rpc_error(op->id, RPC_REFUSED, "session.commit: the change "
-                                            "was refused: %s", reason ? reason : "")
-                                : rpc_error(op->id, RPC_NOT_COMMITTED, "session.commit: the "
+            json_t *e = refused ? rpc_error(op->id, RPC_REFUSED,
+                                            "session.commit: the change "
+                                            "was refused: %s",
+                                            reason ? reason : "")
+                                : rpc_error(op->id, RPC_NOT_COMMITTED,
+                                            "session.commit: the "
                                             "change could not be applied, the workspace is as "
-                                            "it was: %s", reason ? reason : "");
+                                            "it was: %s",
+                                            reason ? reason : "");
             json_object_set_new(json_object_get(e, "error"), "data", ans);
             daemon_reply(op->c, e);
         }
@@ -303,8 +319,11 @@ static void decide_done(void *ctx, const json_t *answer)
         /* The layer stays: a commit killed part way is applied whole by the next one. */
         int code;
         const char *why = op_lost(op, &code);
-        daemon_reply(op->c, rpc_error(op->id, code, "session.%s: %s; the change is still "
-                                                    "pending", op->method, why));
+        daemon_reply(op->c,
+                     rpc_error(op->id, code,
+                               "session.%s: %s; the change is still "
+                               "pending",
+                               op->method, why));
     }
     op_free(op);
 }
@@ -314,15 +333,19 @@ static void session_decide(struct client *c, const json_t *id, struct session *s
 {
     const char *method = commit ? "commit" : "discard";
     if (ses->pending < 0) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: the session has no change "
-                           "waiting (workspace_commit: manual keeps one per exec)", method));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "session.%s: the session has no change "
+                               "waiting (workspace_commit: manual keeps one per exec)",
+                               method));
         return;
     }
     struct cordon_err err = { 0 };
     struct session_op *op = op_new(c->d, c, id, method, ses, &err);
     int keep[] = { ses->dir_fd, ses->pending };
-    if (!op || op_start(op, commit ? "cordon-commit" : "cordon-discard", decide_work,
-                        decide_done, keep, 2, false, &err) < 0) {
+    if (!op ||
+        op_start(op, commit ? "cordon-commit" : "cordon-discard", decide_work, decide_done, keep, 2,
+                 false, &err) < 0) {
         c->d->busy++;
         daemon_reply(c, rpc_error(id, RPC_BUSY, "session.%s: %s", method, err.msg));
         if (op)
@@ -359,8 +382,8 @@ static void remove_done(void *ctx, const json_t *answer)
  * workspace in a worker; C (if any) is answered once it is gone. -1 with
  * ERR when no worker could start: then nothing changed.
  */
-static int session_remove(struct daemon *d, struct session *ses, struct client *c,
-                          const json_t *id, struct cordon_err *err)
+static int session_remove(struct daemon *d, struct session *ses, struct client *c, const json_t *id,
+                          struct cordon_err *err)
 {
     struct session_op *op = op_new(d, c, id, "destroy", ses, err);
     int keep[] = { d->state_fd };
@@ -397,19 +420,20 @@ struct session *session_lookup(struct daemon *d, const struct client *c, const c
  * clock), so nothing tells the two apart.
  */
 static struct session *find_session(struct daemon *d, const json_t *params, const json_t *id,
-                                   struct client *c, const char *method)
+                                    struct client *c, const char *method)
 {
     const char *sid = json_string_value(json_object_get(params, "session_id"));
     if (!sid) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS,
-                                  "session.%s: \"session_id\" must be a string", method));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "session.%s: \"session_id\" must be a string", method));
         return NULL;
     }
     struct session *ses = session_lookup(d, c, sid);
     if (ses)
         return ses;
-    daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: no session \"%.40s\"", method,
-                              sid));
+    daemon_reply(
+        c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: no session \"%.40s\"", method, sid));
     return NULL;
 }
 
@@ -419,8 +443,8 @@ static const char *file_path(struct client *c, const json_t *id, const json_t *p
     const char *path = json_string_value(json_object_get(params, "path"));
     char why[256];
     if (!path) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: \"path\" must be a string",
-                           method));
+        daemon_reply(
+            c, rpc_error(id, RPC_INVALID_PARAMS, "session.%s: \"path\" must be a string", method));
         return NULL;
     }
     if (wsfile_check_path(path, why, sizeof why) < 0) {
@@ -449,19 +473,23 @@ static void session_write(struct client *c, const json_t *id, const json_t *para
     json_t *b64 = json_object_get(params, "content_base64");
     json_t *mode = json_object_get(params, "mode");
     if (!text == !b64 || (text && !json_is_string(text)) || (b64 && !json_is_string(b64)) ||
-        (mode && (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
-                  json_integer_value(mode) > 0777))) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS,
-                           "session.write_file: give \"content\" or \"content_base64\" (a "
-                           "string), and \"mode\" from 0 to 0777"));
+        (mode &&
+         (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
+          json_integer_value(mode) > 0777))) {
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "session.write_file: give \"content\" or \"content_base64\" (a "
+                               "string), and \"mode\" from 0 to 0777"));
         return;
     }
     _cleanup_free_ char *decoded = NULL;
     size_t len = 0;
-    if (b64 && daemon_base64_decode(json_string_value(b64), json_string_length(b64), &decoded,
-                                    &len) < 0) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.write_file: "
-                                                          "\"content_base64\" is not base64"));
+    if (b64 &&
+        daemon_base64_decode(json_string_value(b64), json_string_length(b64), &decoded, &len) < 0) {
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "session.write_file: "
+                               "\"content_base64\" is not base64"));
         return;
     }
     struct cordon_err err = { 0 };
@@ -485,8 +513,10 @@ static void session_read(struct client *c, const json_t *id, const json_t *param
     json_t *jmax = json_object_get(params, "max_bytes");
     if (jmax) {
         if (!json_is_integer(jmax) || json_integer_value(jmax) < 0) {
-            daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.read_file: "
-                                                              "\"max_bytes\" must be a count"));
+            daemon_reply(c,
+                         rpc_error(id, RPC_INVALID_PARAMS,
+                                   "session.read_file: "
+                                   "\"max_bytes\" must be a count"));
             return;
         }
         if ((size_t)json_integer_value(jmax) < max)
@@ -502,8 +532,10 @@ static void session_read(struct client *c, const json_t *id, const json_t *param
     }
     bool b64 = false;
     json_t *content = daemon_bytes_json(data, len, &b64);
-    daemon_reply(c, rpc_result(id, json_pack("{s:s, s:o, s:s, s:I, s:b}", "path", path, "content",
-                                      content, "encoding", b64 ? "base64" : "utf-8", "size",
+    daemon_reply(c,
+                 rpc_result(id,
+                            json_pack("{s:s, s:o, s:s, s:I, s:b}", "path", path, "content", content,
+                                      "encoding", b64 ? "base64" : "utf-8", "size",
                                       (json_int_t)size, "truncated", size > len)));
 }
 
@@ -528,8 +560,8 @@ static void fork_done(void *ctx, const json_t *answer)
     op->ses->busy = NULL;
     op->ses->used_us = now;
     int code = json_is_true(json_object_get(answer, "usage")) ? RPC_INVALID_PARAMS : RPC_REFUSED;
-    const char *error = answer ? json_string_value(json_object_get(answer, "error"))
-                               : op_lost(op, &code);
+    const char *error =
+        answer ? json_string_value(json_object_get(answer, "error")) : op_lost(op, &code);
     if (error) {
         /* All or none: the copies go too (off the loop, unless their worker was lost). */
         for (size_t i = 0; i < op->n_copies; i++) {
@@ -552,9 +584,11 @@ static void fork_done(void *ctx, const json_t *answer)
     json_int_t copied = json_integer_value(json_object_get(answer, "copied"));
     /* How the copies were made: reflinks share blocks until written, a copy does not. */
     const char *how = !copied ? (cloned ? "reflink" : "empty") : cloned ? "reflink+copy" : "copy";
+    /* clang-format off */
     daemon_reply(op->c, rpc_result(op->id, json_pack("{s:o, s:s, s:I, s:I}", "session_ids", ids,
                                                      "method", how, "files_reflinked", cloned,
                                                      "files_copied", copied)));
+    /* clang-format on */
     op_free(op);
 }
 
@@ -564,15 +598,17 @@ static void session_fork(struct client *c, const json_t *id, const json_t *param
     struct daemon *d = c->d;
     json_t *jn = json_object_get(params, "count");
     if (jn && (!json_is_integer(jn) || json_integer_value(jn) < 1 || json_integer_value(jn) > 64)) {
-        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS,
-                                  "session.fork: \"count\" must be 1 to 64"));
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS, "session.fork: \"count\" must be 1 to 64"));
         return;
     }
     /* A copy of a tree being written is no snapshot. */
     if (ses->running) {
         d->busy++;
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: session.fork: an exec is running on the "
-                                                "session; wait for its answer"));
+        daemon_reply(c,
+                     rpc_error(id, RPC_BUSY,
+                               "busy: session.fork: an exec is running on the "
+                               "session; wait for its answer"));
         return;
     }
     size_t n = jn ? (size_t)json_integer_value(jn) : 1;
@@ -610,26 +646,27 @@ static void session_fork(struct client *c, const json_t *id, const json_t *param
     ses->busy = "forking";
 }
 
-void sessions_method(struct client *c, const char *method, const json_t *id,
-                           const json_t *params)
+void sessions_method(struct client *c, const char *method, const json_t *id, const json_t *params)
 {
     struct daemon *d = c->d;
     if (strcmp(method, "create") == 0) {
         struct cordon_err err = { 0 };
         struct session *ses = d->draining ? NULL : session_new(d, c->uid, &err);
         if (!ses) {
-            daemon_reply(c, rpc_error(id, d->draining ? RPC_SHUTTING_DOWN : RPC_BUSY,
-                                      "session.create: %s",
-                                      d->draining ? "the daemon is shutting down" : err.msg));
+            daemon_reply(c,
+                         rpc_error(id, d->draining ? RPC_SHUTTING_DOWN : RPC_BUSY,
+                                   "session.create: %s",
+                                   d->draining ? "the daemon is shutting down" : err.msg));
         } else if (json_is_object(params) && session_options(ses, params, &err) < 0) {
             session_free(d, ses);
             d->bad_requests++;
             daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.create: %s", err.msg));
         } else if (ses->live && live_session_start(d, ses, &err) < 0) {
             session_free(d, ses);
-            daemon_reply(c, rpc_error(id, err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS
-                                                                     : RPC_REFUSED,
-                                      "session.create: %s", err.msg));
+            daemon_reply(c,
+                         rpc_error(id,
+                                   err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS : RPC_REFUSED,
+                                   "session.create: %s", err.msg));
         } else {
             daemon_reply(c, rpc_result(id, session_json(ses)));
         }
@@ -643,16 +680,16 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
         daemon_reply(c, rpc_result(id, json_pack("{s:o}", "sessions", all)));
         return;
     }
-    static const char *const known[] = { "exec", "write_file", "read_file", "fork", "destroy",
-                                         "commit", "discard", "pause", "resume", "expose",
-                                         "unexpose" };
+    static const char *const known[] = { "exec",    "write_file", "read_file", "fork",
+                                         "destroy", "commit",     "discard",   "pause",
+                                         "resume",  "expose",     "unexpose" };
     size_t k = 0;
     while (k < sizeof known / sizeof known[0] && strcmp(method, known[k]) != 0)
         k++;
     if (k == sizeof known / sizeof known[0]) {
         d->bad_requests++;
-        daemon_reply(c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"session.%.40s\"",
-                                  method));
+        daemon_reply(
+            c, rpc_error(id, RPC_METHOD_NOT_FOUND, "unknown method \"session.%.40s\"", method));
         return;
     }
     struct session *ses = find_session(d, params, id, c, method);
@@ -660,8 +697,11 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
         return;
     if (ses->busy) {
         d->busy++;
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "busy: session.%s: the session is %s; wait for "
-                                                "that to finish", method, ses->busy));
+        daemon_reply(c,
+                     rpc_error(id, RPC_BUSY,
+                               "busy: session.%s: the session is %s; wait for "
+                               "that to finish",
+                               method, ses->busy));
         return;
     }
     if (strcmp(method, "exec") == 0 && ses->live) {
@@ -680,9 +720,11 @@ void sessions_method(struct client *c, const char *method, const json_t *id,
     } else if (strcmp(method, "commit") == 0 || strcmp(method, "discard") == 0) {
         session_decide(c, id, ses, method[0] == 'c');
     } else if (ses->running) {
-        daemon_reply(c, rpc_error(id, RPC_BUSY, "session.destroy: %u execs are still running; "
-                                                "cancel them first",
-                                  ses->running));
+        daemon_reply(c,
+                     rpc_error(id, RPC_BUSY,
+                               "session.destroy: %u execs are still running; "
+                               "cancel them first",
+                               ses->running));
     } else {
         struct cordon_err err = { 0 };
         if (session_remove(d, ses, c, id, &err) < 0) {
@@ -719,8 +761,8 @@ void sessions_on_idle_timer(evutil_socket_t fd, short what, void *arg)
  */
 static void remove_stale(int state_fd, const char *name)
 {
-    _cleanup_close_ int lock = openat(state_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                     O_CLOEXEC);
+    _cleanup_close_ int lock =
+        openat(state_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (lock >= 0)
         worker_wait_sole(lock, STALE_WAIT_MS);
     struct cordon_err ignored;
@@ -736,8 +778,10 @@ int sessions_open_state_dir(const char *dir, struct cordon_err *err)
     if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0077)) {
         if (fd >= 0)
             close(fd);
-        return err_set(err, CORDON_E_USAGE, "state directory '%s' must be a directory of ours, "
-                                            "mode 0700", dir);
+        return err_set(err, CORDON_E_USAGE,
+                       "state directory '%s' must be a directory of ours, "
+                       "mode 0700",
+                       dir);
     }
     /* One daemon to a state directory: a second would empty the first's sessions. */
     if (flock(fd, LOCK_EX | LOCK_NB) < 0) {

@@ -47,8 +47,8 @@ struct worker {
     void *ctx;
 };
 
-__attribute__((noreturn))
-static void child_main(const struct worker_spec *spec, pid_t parent, int out_fd)
+__attribute__((noreturn)) static void child_main(const struct worker_spec *spec, pid_t parent,
+                                                 int out_fd)
 {
     int keep[WORKER_MAX_KEEP + 2];
     size_t n = 0;
@@ -171,8 +171,9 @@ struct worker *worker_start(struct event_base *base, const struct worker_spec *s
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
-    *w = (struct worker){ .pid = -1, .out_fd = out[0], .pidfd = -1, .done = spec->done,
-                          .ctx = spec->ctx };
+    *w = (struct worker){
+        .pid = -1, .out_fd = out[0], .pidfd = -1, .done = spec->done, .ctx = spec->ctx
+    };
     fcntl(w->out_fd, F_SETFL, fcntl(w->out_fd, F_GETFL) | O_NONBLOCK);
     w->out_ev = event_new(base, w->out_fd, EV_READ | EV_PERSIST, on_output, w);
     if (!w->out_ev || event_add(w->out_ev, NULL) < 0) {

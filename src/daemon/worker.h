@@ -26,7 +26,7 @@ typedef json_t *worker_fn(void *arg);
 typedef void worker_done_fn(void *ctx, const json_t *answer);
 
 struct worker_spec {
-    const char *name;      /* the process's name, as ps shows it ("cordon-commit") */
+    const char *name; /* the process's name, as ps shows it ("cordon-commit") */
     /*
      * A directory the worker holds read-locked while it works (an OFD record
      * lock, as a run's supervisor does, sandbox/workspace.h; flock() is the
@@ -38,7 +38,7 @@ struct worker_spec {
      */
     int lock_dir;
     bool exclusive;
-    const int *keep;       /* the descriptors FN uses (at most WORKER_MAX_KEEP); every
+    const int *keep; /* the descriptors FN uses (at most WORKER_MAX_KEEP); every
                               other one is closed */
     size_t n_keep;
     worker_fn *fn;

@@ -27,7 +27,8 @@
 
 static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
-    struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode,
+    struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
+                            .mode = mode,
                             .resolve = CONFINED };
     int fd;
     while ((fd = sys_openat2(dirfd, path, &how, sizeof how)) < 0 && errno == EINTR)
@@ -83,8 +84,8 @@ static int open_parent(int root_fd, const char *path, bool make, const char **le
             int e = errno;
             close(dir);
             errno = e;
-            return err_sys(err, CORDON_E_SETUP, "cannot make directory '%.*s'",
-                           (int)(slash - path), path);
+            return err_sys(err, CORDON_E_SETUP, "cannot make directory '%.*s'", (int)(slash - path),
+                           path);
         }
         int next = open_beneath(dir, comp, O_PATH | O_DIRECTORY, 0);
         int e = errno;
@@ -137,8 +138,8 @@ int wsfile_write(int root_fd, const char *path, const char *data, size_t len, mo
     return 0;
 }
 
-int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *len,
-                uint64_t *size, struct cordon_err *err)
+int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *len, uint64_t *size,
+                struct cordon_err *err)
 {
     /* O_NONBLOCK: a FIFO the sandbox left must not hang the daemon. */
     _cleanup_close_ int fd = open_beneath(root_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
@@ -179,8 +180,8 @@ static int copy_file(int from_dir, int to_dir, const char *name, const struct st
     _cleanup_close_ int in = open_beneath(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
     if (in < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open '%s' to copy it", name);
-    _cleanup_close_ int out = open_beneath(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
-                                           st->st_mode & 0777);
+    _cleanup_close_ int out =
+        open_beneath(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, st->st_mode & 0777);
     if (out < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s' in the copy", name);
     /* A reflink shares the blocks until either side writes. */

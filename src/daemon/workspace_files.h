@@ -21,8 +21,8 @@ int wsfile_write(int root_fd, const char *path, const char *data, size_t len, mo
                  struct cordon_err *err);
 
 /* Read at most MAX bytes of the regular file PATH into *OUT (malloc'd); *SIZE its full size. */
-int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *len,
-                uint64_t *size, struct cordon_err *err);
+int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *len, uint64_t *size,
+                struct cordon_err *err);
 
 /* Copy the tree under FROM_FD into the empty directory TO_FD (links copied as links,
  * files by reflink where the filesystem allows: *CLONED of them, *COPIED byte by byte). */

@@ -57,8 +57,8 @@ static json_t *question(const struct conn *c)
     }
     return json_pack("{s:s, s:s, s:i, s:o, s:s, s:s}", "method", c->method, "host",
                      c->target.host_text, "port", (int)c->target.port, "addresses",
-                     addrs ? addrs : json_null(), "scheme", c->target.is_connect ? "connect" : "http",
-                     "rule", c->rule);
+                     addrs ? addrs : json_null(), "scheme",
+                     c->target.is_connect ? "connect" : "http", "rule", c->rule);
 }
 
 /* The child: ask, write the answer, leave (no libevent, no handlers: _exit). */
@@ -111,9 +111,11 @@ void ask_stop(struct conn *c)
 static void answered(struct conn *c, json_t *ans)
 {
     if (!ans)
+        /* clang-format off */
         ans = json_pack("{s:s, s:s, s:b, s:b, s:{s:s}}", "decision", "deny", "reason",
                         "the decider's question ended without an answer", "cached", false,
                         "failed", true, "decider", "socket", c->gw->cfg->decider);
+    /* clang-format on */
     ask_stop(c);
     const char *name = json_string_value(json_object_get(ans, "decision"));
     char why[200];
@@ -166,9 +168,10 @@ static void ask_readable(evutil_socket_t fd, short what, void *arg)
 
 void ask_timeout(struct conn *c)
 {
-    answered(c, json_pack("{s:s, s:s, s:b, s:b, s:{s:s}}", "decision", "deny", "reason",
-                          "timeout: no answer before the deadline", "cached", false, "failed",
-                          true, "decider", "socket", c->gw->cfg->decider));
+    answered(c,
+             json_pack("{s:s, s:s, s:b, s:b, s:{s:s}}", "decision", "deny", "reason",
+                       "timeout: no answer before the deadline", "cached", false, "failed", true,
+                       "decider", "socket", c->gw->cfg->decider));
 }
 
 void ask_start(struct conn *c)
@@ -195,8 +198,8 @@ void ask_start(struct conn *c)
     if (k->pid == 0)
         ask_child(c, p[1]);
     close(p[1]);
-    k->ev = k->pid > 0 ? event_new(c->gw->base, k->fd, EV_READ | EV_PERSIST, ask_readable, c)
-                       : NULL;
+    k->ev =
+        k->pid > 0 ? event_new(c->gw->base, k->fd, EV_READ | EV_PERSIST, ask_readable, c) : NULL;
     if (!k->ev || event_add(k->ev, NULL) < 0) {
         answered(c, NULL);
         return;

@@ -95,8 +95,8 @@ int credentials_line_exfil(const struct conn *c, const char *line, size_t len)
 {
     const struct gateway *gw = c->gw;
     for (size_t i = 0; i < gw->n_pairs; i++)
-        if ((c->foreign >> i & 1) && memmem(line, len, gw->placeholders[i].from,
-                                            gw->placeholders[i].from_len))
+        if ((c->foreign >> i & 1) &&
+            memmem(line, len, gw->placeholders[i].from, gw->placeholders[i].from_len))
             return (int)i;
     return -1;
 }
@@ -133,8 +133,8 @@ static bool carries(const char *buf, size_t len, const struct gateway_secret *se
 static char *basic_credentials(const struct http_header *h, size_t *n)
 {
     const char *v = h->value, *end = h->value + h->value_len;
-    if (!http_header_is(h, "authorization") || h->value_len < 6 ||
-        !http_equal_ci(v, 5, "basic") || (v[5] != ' ' && v[5] != '\t'))
+    if (!http_header_is(h, "authorization") || h->value_len < 6 || !http_equal_ci(v, 5, "basic") ||
+        (v[5] != ' ' && v[5] != '\t'))
         return NULL;
     v += 5;
     while (v < end && (*v == ' ' || *v == '\t'))
@@ -224,8 +224,8 @@ bool credentials_check(struct conn *c, const struct http_request *req)
      * a method whose whole point is the reflection is refused outright.
      * Any case: some servers read "trace" as TRACE.
      */
-    if (c->secrets_used && (strcasecmp(req->method, "TRACE") == 0 ||
-                            strcasecmp(req->method, "TRACK") == 0)) {
+    if (c->secrets_used &&
+        (strcasecmp(req->method, "TRACE") == 0 || strcasecmp(req->method, "TRACK") == 0)) {
         conn_refuse(c, 403, "trace_with_secret", "%s would echo a secret back; refused",
                     req->method);
         return false;
@@ -340,13 +340,12 @@ void credentials_scrub_answer(struct conn *c, const struct http_request *req, bo
     if (c->answer)
         scrub_answer_init(c->answer, pairs, n_pairs,
                           (strcmp(c->method, "HEAD") == 0 ? SCRUB_HEAD_REQUEST : 0) |
-                          (req->version_minor == 0 ? SCRUB_CLIENT_HTTP10 : 0) |
-                          (bound ? SCRUB_REFUSE_ENCODED : 0));
+                              (req->version_minor == 0 ? SCRUB_CLIENT_HTTP10 : 0) |
+                              (bound ? SCRUB_REFUSE_ENCODED : 0));
 }
 
 /* A secret's real value from "env:VAR" or "file:PATH", read by the supervisor. */
-static int read_secret_value(const char *from, char **value, size_t *len, char *why,
-                             size_t why_len)
+static int read_secret_value(const char *from, char **value, size_t *len, char *why, size_t why_len)
 {
     if (strncmp(from, "env:", 4) == 0) {
         const char *v = getenv(from + 4);
@@ -380,8 +379,7 @@ static int read_secret_value(const char *from, char **value, size_t *len, char *
 }
 
 /* Values and placeholders for P's secrets. */
-int credentials_load(const struct policy *p, struct gateway_config *out, char *why,
-                     size_t why_len)
+int credentials_load(const struct policy *p, struct gateway_config *out, char *why, size_t why_len)
 {
     /* The policy refuses more; each secret is a bit of secrets_used. */
     _Static_assert(POLICY_MAX_SECRETS <= 64, "secrets_used is a 64-bit mask");

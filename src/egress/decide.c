@@ -75,9 +75,11 @@ static bool only_request_rules(const struct egress_rule *rules, size_t n, const 
 static int refuse_method(struct decision *d, const struct target *t)
 {
     size_t plen = strcspn(t->path, "?#");
-    return refused(d, 403, "method_not_allowed", "%s %s:%u%.*s is not allowed: the rules for %s "
-                   "hold its requests to certain methods and paths", t->method, t->host_text,
-                   t->port, (int)(plen > 80 ? 80 : plen), t->path, t->host_text);
+    return refused(d, 403, "method_not_allowed",
+                   "%s %s:%u%.*s is not allowed: the rules for %s "
+                   "hold its requests to certain methods and paths",
+                   t->method, t->host_text, t->port, (int)(plen > 80 ? 80 : plen), t->path,
+                   t->host_text);
 }
 
 static const struct egress_rule *match_addr(const struct egress_rule *rules, size_t n,
@@ -119,7 +121,8 @@ int decide_target(const struct http_request *req, struct target *t, struct decis
         t->port = a.port;
         if (!decide_tunnel_port(t->port)) {
             snprintf(t->host_text, sizeof t->host_text, "%.255s", target);
-            return refused(d, 403, "connect_port", "CONNECT to port 80 is refused: send "
+            return refused(d, 403, "connect_port",
+                           "CONNECT to port 80 is refused: send "
                            "http:// requests as absolute URIs");
         }
     } else if (req->kind == HTTP_TARGET_ABSOLUTE) {
@@ -257,9 +260,9 @@ int decide_answer(const struct target *t, enum decider_decision decision, bool f
         d->status = 200;
         return 0;
     }
-    const char *rule = !failed ? "decider_denied"
-                       : strncmp(reason, "timeout", 7) == 0 ? "decider_timeout"
-                                                            : "decider_failed";
+    const char *rule = !failed               ? "decider_denied"
+        : strncmp(reason, "timeout", 7) == 0 ? "decider_timeout"
+                                             : "decider_failed";
     return refused(d, 403, rule, "%s:%u was asked of the decider: %s%s", t->host_text, t->port,
                    failed ? "" : "denied: ", reason[0] ? reason : "no reason given");
 }
@@ -365,8 +368,10 @@ void decide_notice(const char *method, const char *host, unsigned port, const ch
     } else if (strcmp(rule, "not_allowed") == 0) {
         notice_private(host, priv, sizeof priv);
         if (net_none)
-            snprintf(out, len, "egress refused: %s (no rule: --net none; --allow %s%s %s "
-                     "--net gateway)", subject, subject, priv, priv[0] ? "imply" : "implies");
+            snprintf(out, len,
+                     "egress refused: %s (no rule: --net none; --allow %s%s %s "
+                     "--net gateway)",
+                     subject, subject, priv, priv[0] ? "imply" : "implies");
         else
             snprintf(out, len, "egress refused: %s (no rule; --allow %s%s)", subject, subject,
                      priv);
@@ -374,8 +379,10 @@ void decide_notice(const char *method, const char *host, unsigned port, const ch
         snprintf(out, len, "egress refused: %s %s (no rule for %s; --allow '%s %s')", method,
                  subject, method, method, subject);
     } else if (strncmp(rule, "ssrf:", 5) == 0) {
-        snprintf(out, len, "egress refused: %s (%s; --allow-private CIDR lets its range "
-                 "through)", subject, rule);
+        snprintf(out, len,
+                 "egress refused: %s (%s; --allow-private CIDR lets its range "
+                 "through)",
+                 subject, rule);
     } else {
         snprintf(out, len, "egress refused: %s (%s)", subject, rule[0] ? rule : "refused");
     }

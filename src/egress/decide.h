@@ -18,30 +18,30 @@
 /* Written whole by each decide_*() that fills one, whatever it answers. */
 struct decision {
     bool allowed;
-    bool ask;                  /* allowed only if the decider allows it (rule "ask:...") */
+    bool ask; /* allowed only if the decider allows it (rule "ask:...") */
     /* A tunnel only request rules allow (policy/rules.h): its TLS must be
      * intercepted, and each request inside decided (decide_inner()). */
     bool inspect;
-    int status;                /* the HTTP status a refusal answers with */
+    int status;                           /* the HTTP status a refusal answers with */
     char rule[EGRESS_RULE_TEXT_MAX + 16]; /* "allow:api.example.com", "deny:...", "ssrf:loopback" */
-    char reason[200];          /* one line for the client and the audit log */
+    char reason[200];                     /* one line for the client and the audit log */
 };
 
 /* Where a request goes, read from its target. */
 struct target {
-    bool is_connect;           /* CONNECT host:port (else an absolute http:// URI) */
+    bool is_connect; /* CONNECT host:port (else an absolute http:// URI) */
     struct host host;
-    char host_text[300];       /* the host as reported; the target as written when unreadable */
+    char host_text[300]; /* the host as reported; the target as written when unreadable */
     uint16_t port;
-    char method[24];           /* a plain request's ("" for a tunnel) */
-    char path[4096];           /* origin-form, for a plain request */
+    char method[24]; /* a plain request's ("" for a tunnel) */
+    char path[4096]; /* origin-form, for a plain request */
 };
 
 /* The budgets' running counts, over every connection of the run. */
 struct budget {
     uint64_t requests;
-    uint64_t bytes;            /* both directions; the relays count them */
-    double tokens;             /* request_rate bucket */
+    uint64_t bytes; /* both directions; the relays count them */
+    double tokens;  /* request_rate bucket */
     uint64_t tokens_at_us;
 };
 

@@ -51,6 +51,7 @@ static void report(struct conn *c)
     char addr[64] = "";
     if (c->allowed && c->next_addr > 0)
         ip_addr_format(&c->addrs[c->next_addr - 1], addr, sizeof addr);
+    /* clang-format off */
     json_t *d = json_pack("{s:b, s:s, s:s, s:i, s:o, s:s, s:s, s:i, s:I, s:I, s:f}",
                           "allowed", c->allowed,
                           "method", c->method,
@@ -63,6 +64,7 @@ static void report(struct conn *c)
                           "bytes_up", (json_int_t)c->up_bytes,
                           "bytes_down", (json_int_t)c->down_bytes,
                           "duration_ms", (double)(gateway_now_us() - c->started_us) / 1000.0);
+    /* clang-format on */
     if (!d)
         return;
     if (c->intercept)
@@ -244,10 +246,11 @@ void conn_refuse(struct conn *c, int status, const char *rule, const char *fmt, 
         int status;
         const char *text;
     } texts[] = {
-        { 400, "Bad Request" }, { 403, "Forbidden" }, { 408, "Request Timeout" },
-        { 414, "URI Too Long" }, { 429, "Too Many Requests" },
-        { 431, "Request Header Fields Too Large" }, { 501, "Not Implemented" },
-        { 502, "Bad Gateway" }, { 504, "Gateway Timeout" }, { 505, "HTTP Version Not Supported" },
+        { 400, "Bad Request" },       { 403, "Forbidden" },
+        { 408, "Request Timeout" },   { 414, "URI Too Long" },
+        { 429, "Too Many Requests" }, { 431, "Request Header Fields Too Large" },
+        { 501, "Not Implemented" },   { 502, "Bad Gateway" },
+        { 504, "Gateway Timeout" },   { 505, "HTTP Version Not Supported" },
     };
     const char *text = "Error";
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
@@ -422,8 +425,8 @@ static void resolve(struct conn *c)
         return;
     }
     if (!transparent_name_counted(c->gw, c->target.host.name)) {
-        conn_refuse(c, 429, "budget:dns_names",
-                    "more than %d distinct names resolved in this run", SYNTH_MAX_NAMES);
+        conn_refuse(c, 429, "budget:dns_names", "more than %d distinct names resolved in this run",
+                    SYNTH_MAX_NAMES);
         return;
     }
     struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
@@ -795,8 +798,8 @@ struct conn *conn_start(struct gateway *gw, evutil_socket_t fd)
     return c;
 }
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                      int len, void *arg)
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+                      void *arg)
 {
     (void)l;
     (void)sa;
@@ -877,8 +880,8 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
                                                    cfg->dns_len[i], 0) != 0)
                 return err_set(err, CORDON_E_SETUP, "cannot use nameserver %zu", i + 1);
     } else {
-        gw->dns = evdns_base_new(gw->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-                                               EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        gw->dns = evdns_base_new(
+            gw->base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     }
     budget_init(&gw->budget, cfg, gateway_now_us());
     /* The run's distinct names (transparent.c): those the stub gave out and
@@ -932,8 +935,7 @@ static void confine_gateway(uid_t uid, pid_t parent)
 }
 
 pid_t gateway_start(const struct gateway_config *cfg, const struct gateway_doors *doors, uid_t uid,
-                    void (*in_child)(void *arg), void *arg, int *report_fd,
-                    struct cordon_err *err)
+                    void (*in_child)(void *arg), void *arg, int *report_fd, struct cordon_err *err)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
@@ -1029,8 +1031,8 @@ int gateway_config_from_policy(const struct policy *p, struct gateway_config *ou
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     }
     for (; out->n_dns < e->n_dns; out->n_dns++)
-        ip_addr_to_sockaddr(&e->dns[out->n_dns].ip, e->dns[out->n_dns].port,
-                            &out->dns[out->n_dns], &out->dns_len[out->n_dns]);
+        ip_addr_to_sockaddr(&e->dns[out->n_dns].ip, e->dns[out->n_dns].port, &out->dns[out->n_dns],
+                            &out->dns_len[out->n_dns]);
     char why[200];
     if (p->n_secrets && credentials_load(p, out, why, sizeof why) < 0) {
         gateway_config_release(out);

@@ -22,34 +22,34 @@ struct policy;
 struct gateway_secret {
     char name[128];
     char placeholder[64];
-    char *value;               /* only ever in the supervisor's and the gateway's memory */
+    char *value; /* only ever in the supervisor's and the gateway's memory */
     size_t value_len;
     struct egress_rule *hosts; /* where the value may go */
     size_t n_hosts;
-    uint64_t expires_us;       /* CLOCK_MONOTONIC; 0 = when the run ends */
+    uint64_t expires_us; /* CLOCK_MONOTONIC; 0 = when the run ends */
 };
 
 /* The bytes a connection to a shared door opens with. */
 #define GATEWAY_DOOR_TOKEN_LEN 32
 
 struct gateway_config {
-    struct egress_rules rules;     /* a copy of the policy's */
-    struct sockaddr_storage *dns;  /* nameservers; none: the host's resolv.conf */
+    struct egress_rules rules;    /* a copy of the policy's */
+    struct sockaddr_storage *dns; /* nameservers; none: the host's resolv.conf */
     socklen_t *dns_len;
     size_t n_dns;
-    uint64_t max_requests;     /* 0 = unlimited, likewise below */
-    uint64_t max_bytes;        /* both directions, all connections */
-    uint64_t max_connections;  /* at once */
-    uint64_t request_rate;     /* requests per second */
+    uint64_t max_requests;    /* 0 = unlimited, likewise below */
+    uint64_t max_bytes;       /* both directions, all connections */
+    uint64_t max_connections; /* at once */
+    uint64_t request_rate;    /* requests per second */
     unsigned connect_timeout_ms;
     unsigned idle_timeout_ms;
     struct gateway_secret *secrets;
     size_t n_secrets;
-    struct mint *mint;         /* the run's CA for intercepting bound hosts; NULL without secrets */
-    const char *upstream_ca;   /* CA file intercepted servers are verified with; NULL: host's */
-    const char *decider;       /* decider.socket, asked about network.ask destinations; or NULL */
+    struct mint *mint;       /* the run's CA for intercepting bound hosts; NULL without secrets */
+    const char *upstream_ca; /* CA file intercepted servers are verified with; NULL: host's */
+    const char *decider;     /* decider.socket, asked about network.ask destinations; or NULL */
     uint64_t decider_timeout_ms;
-    char run_id[33];           /* named in the decider's questions; "" when unknown */
+    char run_id[33]; /* named in the decider's questions; "" when unknown */
     /* A door other processes can reach (the process level's, on the host's
      * loopback): each connection must open with these bytes, which only
      * the run's own dialer writes; else it is refused and audited. */
@@ -72,8 +72,8 @@ void gateway_config_wipe_values(struct gateway_config *cfg);
 
 /* What the gateway serves, made inside the sandbox's network namespace. */
 struct gateway_doors {
-    int proxy;                 /* the proxy's listener, 127.0.0.1:GATEWAY_PORT */
-    int dns;                   /* the DNS stub's UDP socket (transparent egress), or -1 */
+    int proxy;                  /* the proxy's listener, 127.0.0.1:GATEWAY_PORT */
+    int dns;                    /* the DNS stub's UDP socket (transparent egress), or -1 */
     int ports[SYNTH_MAX_PORTS]; /* listeners on 0.0.0.0:PORT for synthetic addresses */
     size_t n_ports;
     /* Transparent egress through relays instead (gvisor, microvm, process):
@@ -90,8 +90,7 @@ struct gateway_doors {
  * cgroup there).
  */
 pid_t gateway_start(const struct gateway_config *cfg, const struct gateway_doors *doors, uid_t uid,
-                    void (*in_child)(void *arg), void *arg, int *report_fd,
-                    struct cordon_err *err);
+                    void (*in_child)(void *arg), void *arg, int *report_fd, struct cordon_err *err);
 
 /*
  * Serve one connection on FD in this process until it ends (cordon fetch:

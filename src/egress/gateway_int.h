@@ -55,18 +55,18 @@ struct gateway {
     struct evdns_base *dns;
     int report_fd;
     struct budget budget;
-    uint64_t active;          /* connections open */
-    uint64_t heads;           /* of them, still sending their head (HEAD_BUDGET) */
-    uint64_t held;            /* of them, past their head: the connection cap counts these */
-    bool serve_one;           /* cordon fetch: exit after the one connection */
-    struct conn *conns;       /* open connections, reported when we are stopped */
-    struct event *resume_accept; /* re-enables accepting after a failed accept() */
-    struct event *finish;        /* the end of the run, a moment after SIGTERM */
-    SSL_CTX *upstream_tls;    /* verifying client side of intercepted connections */
+    uint64_t active;                 /* connections open */
+    uint64_t heads;                  /* of them, still sending their head (HEAD_BUDGET) */
+    uint64_t held;                   /* of them, past their head: the connection cap counts these */
+    bool serve_one;                  /* cordon fetch: exit after the one connection */
+    struct conn *conns;              /* open connections, reported when we are stopped */
+    struct event *resume_accept;     /* re-enables accepting after a failed accept() */
+    struct event *finish;            /* the end of the run, a moment after SIGTERM */
+    SSL_CTX *upstream_tls;           /* verifying client side of intercepted connections */
     struct scrub_pair *values;       /* secret i's value -> its placeholder */
     struct scrub_pair *placeholders; /* secret i's placeholder, to find in bodies */
     size_t n_pairs;
-    json_t *run_allowed;      /* "HOST:PORT" -> true: the decider allowed it for the run */
+    json_t *run_allowed; /* "HOST:PORT" -> true: the decider allowed it for the run */
     /* Transparent egress (transparent.c): name i stands behind SYNTH_NET + 2 + i. */
     char (*synth)[254];
     size_t n_synth;
@@ -74,10 +74,10 @@ struct gateway {
     struct event *dns_ev;
     struct evconnlistener *ports[SYNTH_MAX_PORTS];
     size_t n_ports;
-    uint64_t *refused;        /* hashes of the names the stub refused and recorded */
+    uint64_t *refused; /* hashes of the names the stub refused and recorded */
     size_t n_refused;
-    bool refused_capped;      /* past the cap: recorded once that the rest are not */
-    bool relay;               /* relays may open the proxy door with a preface (relay_wire.h) */
+    bool refused_capped; /* past the cap: recorded once that the rest are not */
+    bool relay;          /* relays may open the proxy door with a preface (relay_wire.h) */
 };
 
 /*
@@ -112,26 +112,26 @@ struct conn {
     struct conn *next, **pprev;
     struct bufferevent *client, *upstream;
     struct event *client_rev, *upstream_rev; /* relay reads, done by us (see on_readable) */
-    struct event *timer;       /* head and linger deadlines; idle time while relaying */
-    struct event *flush_ev;    /* re-checks that a TLS answer reached the socket */
+    struct event *timer;        /* head and linger deadlines; idle time while relaying */
+    struct event *flush_ev;     /* re-checks that a TLS answer reached the socket */
     struct evbuffer *client_in; /* client bytes not yet forwarded (partial chunk framing) */
-    bool client_eof;           /* the client half-closed after a complete request */
-    bool intercept;            /* CONNECT to a host a secret is bound to: TLS ends here */
-    bool inspect;              /* only request rules allow the tunnel: each request decided */
-    bool inner;                /* reading the request inside an intercepted tunnel */
-    bool door_pending;         /* the run's door token has not arrived yet */
-    bool transparent;          /* came to a synthetic address: TARGET's host is the name behind it */
-    bool raw_tls;              /* transparent TLS passed through: a refusal only closes */
-    char via[16];              /* transparent: the synthetic address it came to */
-    bool dns_stream;           /* a relay's DNS stream: answers, never a decision */
-    bool in_head;              /* counted in gw->heads */
-    bool held;                 /* counted in gw->held */
-    uint64_t secrets_used;     /* bit i: secret i's value was swapped in */
-    uint64_t foreign;          /* bit i: secret i is not bound here (its placeholder stays in) */
-    uint64_t scrubbed;         /* bit i: secret i's value was taken out of the answer */
-    char *basic_real;          /* Basic credentials with values in, as sent upstream; or NULL */
-    char *basic_client;        /* the same as the client sent them (placeholders) */
-    struct scrub_pair *pairs;  /* the values' pairs and the Basic one, for C's answer */
+    bool client_eof;            /* the client half-closed after a complete request */
+    bool intercept;             /* CONNECT to a host a secret is bound to: TLS ends here */
+    bool inspect;               /* only request rules allow the tunnel: each request decided */
+    bool inner;                 /* reading the request inside an intercepted tunnel */
+    bool door_pending;          /* the run's door token has not arrived yet */
+    bool transparent;         /* came to a synthetic address: TARGET's host is the name behind it */
+    bool raw_tls;             /* transparent TLS passed through: a refusal only closes */
+    char via[16];             /* transparent: the synthetic address it came to */
+    bool dns_stream;          /* a relay's DNS stream: answers, never a decision */
+    bool in_head;             /* counted in gw->heads */
+    bool held;                /* counted in gw->held */
+    uint64_t secrets_used;    /* bit i: secret i's value was swapped in */
+    uint64_t foreign;         /* bit i: secret i is not bound here (its placeholder stays in) */
+    uint64_t scrubbed;        /* bit i: secret i's value was taken out of the answer */
+    char *basic_real;         /* Basic credentials with values in, as sent upstream; or NULL */
+    char *basic_client;       /* the same as the client sent them (placeholders) */
+    struct scrub_pair *pairs; /* the values' pairs and the Basic one, for C's answer */
     struct scrub_answer *answer; /* the answer, parsed and scrubbed (with secrets, in plaintext) */
     struct scrub_finder find_body; /* foreign placeholders in the request body's data */
     enum conn_state state;
@@ -146,13 +146,13 @@ struct conn {
     bool body_done;
     uint64_t up_bytes, down_bytes;
     uint64_t started_us;
-    int status;               /* what we answered, or 200 once relaying */
+    int status; /* what we answered, or 200 once relaying */
     bool allowed;
     char rule[EGRESS_RULE_TEXT_MAX + 16];
     char reason[200];
     bool reported;
-    bool ask;                 /* network.ask: connect only if the decider allows it */
-    struct asking *asking;    /* the question under way (ask.c) */
+    bool ask;              /* network.ask: connect only if the decider allows it */
+    struct asking *asking; /* the question under way (ask.c) */
 };
 
 /* ---- gateway.c ---- */
@@ -195,8 +195,7 @@ void conn_head_event(struct bufferevent *bev, short what, void *arg);
 /* ---- transparent.c ---- */
 
 /* The DNS stub and the synthetic addresses' listeners, on the loop. */
-int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
-                     struct cordon_err *err);
+int transparent_init(struct gateway *gw, const struct gateway_doors *doors, struct cordon_err *err);
 void transparent_fini(struct gateway *gw);
 /*
  * May the gateway's resolver be asked about NAME? A name counts once a run,
@@ -254,8 +253,7 @@ void tls_upstream_done(struct conn *c, short what);
 /* ---- credentials.c ---- */
 
 /* The values and placeholders of P's secrets, and the run's CA, into OUT. */
-int credentials_load(const struct policy *p, struct gateway_config *out, char *why,
-                     size_t why_len);
+int credentials_load(const struct policy *p, struct gateway_config *out, char *why, size_t why_len);
 /* Wipe and free what credentials_load() made. */
 void credentials_release(struct gateway_config *cfg);
 /* The scrubber's pairs for the gateway's process. */

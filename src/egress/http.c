@@ -27,8 +27,8 @@ struct ctx {
     bool seen_cl, seen_te, seen_host;
 };
 
-__attribute__((format(printf, 5, 6)))
-static int fail(int *status, char *why, size_t why_len, int code, const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static int fail(int *status, char *why, size_t why_len,
+                                                      int code, const char *fmt, ...)
 {
     if (status)
         *status = code;
@@ -221,8 +221,8 @@ static int parse_request_line(struct ctx *c, const char *line, size_t n)
     if (vlen == 0)
         return FAIL(c, 400, "trailing space in request line");
     /* HTTP-name is case-sensitive (RFC 9112 2.3): "http/1.1" is malformed. */
-    if (vlen != 8 || memcmp(v, "HTTP/", 5) != 0 || !is_digit((unsigned char)v[5]) ||
-        v[6] != '.' || !is_digit((unsigned char)v[7]))
+    if (vlen != 8 || memcmp(v, "HTTP/", 5) != 0 || !is_digit((unsigned char)v[5]) || v[6] != '.' ||
+        !is_digit((unsigned char)v[7]))
         return FAIL(c, 400, "malformed http version \"%s\"", quote(q, v, vlen));
     if (v[5] != '1' || (v[7] != '0' && v[7] != '1'))
         return FAIL(c, 505, "unsupported http version \"%.8s\"", v);
@@ -367,8 +367,7 @@ static int parse_header_line(struct ctx *c, const char *line, size_t n)
         while (j < n && is_ows((unsigned char)line[j]))
             j++;
         if (i > 0 && j > i && j < n && line[j] == ':')
-            return FAIL(c, 400, "whitespace before colon in header " NAME_FMT,
-                        NAME_ARG(line, i));
+            return FAIL(c, 400, "whitespace before colon in header " NAME_FMT, NAME_ARG(line, i));
         return FAIL(c, 400, "invalid byte 0x%02x in header name", (unsigned char)line[i]);
     }
     if (i == 0)
@@ -383,8 +382,7 @@ static int parse_header_line(struct ctx *c, const char *line, size_t n)
         unsigned char b = (unsigned char)line[k];
         /* field-vchar, SP, HTAB and obs-text; NUL and other CTLs are not. */
         if ((b < 0x20 && b != '\t') || b == 0x7f)
-            return FAIL(c, 400, "control byte 0x%02x in header " NAME_FMT, b,
-                        NAME_ARG(line, i));
+            return FAIL(c, 400, "control byte 0x%02x in header " NAME_FMT, b, NAME_ARG(line, i));
     }
 
     struct http_header *h = &out->headers[out->n_headers++];
@@ -493,7 +491,7 @@ bool http_header_is(const struct http_header *h, const char *name)
 static bool is_qdtext(unsigned char b)
 {
     return b == '\t' || b == ' ' || b == 0x21 || (b >= 0x23 && b <= 0x5b) ||
-           (b >= 0x5d && b <= 0x7e) || b >= 0x80;
+        (b >= 0x5d && b <= 0x7e) || b >= 0x80;
 }
 
 int http_parse_chunk_size(const char *buf, size_t len, uint64_t *size, size_t *line_len, char *why,
@@ -503,8 +501,17 @@ int http_parse_chunk_size(const char *buf, size_t len, uint64_t *size, size_t *l
      * A byte-at-a-time state machine, so an error is reported at the first
      * byte that makes it one, whatever follows.
      */
-    enum { HEX, EXT_START, EXT_NAME, EXT_VALUE_START, EXT_TOKEN, EXT_QUOTED, EXT_QUOTED_PAIR,
-           EXT_AFTER_QUOTE, CR } st = HEX;
+    enum {
+        HEX,
+        EXT_START,
+        EXT_NAME,
+        EXT_VALUE_START,
+        EXT_TOKEN,
+        EXT_QUOTED,
+        EXT_QUOTED_PAIR,
+        EXT_AFTER_QUOTE,
+        CR
+    } st = HEX;
     uint64_t v = 0;
     size_t digits = 0;
     size_t limit = len < HTTP_MAX_CHUNK_LINE ? len : HTTP_MAX_CHUNK_LINE;

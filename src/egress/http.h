@@ -8,34 +8,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HTTP_MAX_HEAD 16384     /* request line + headers; more is 431 */
+#define HTTP_MAX_HEAD 16384 /* request line + headers; more is 431 */
 #define HTTP_MAX_HEADERS 100
 #define HTTP_MAX_CHUNK_LINE 1024 /* chunk-size line with extensions and CRLF */
 
 enum http_target_kind {
-    HTTP_TARGET_ABSOLUTE,      /* "http://host/path": a proxy request */
-    HTTP_TARGET_AUTHORITY,     /* "host:port": CONNECT */
-    HTTP_TARGET_ORIGIN,        /* "/path": not for a proxy (refused by the gateway) */
+    HTTP_TARGET_ABSOLUTE,  /* "http://host/path": a proxy request */
+    HTTP_TARGET_AUTHORITY, /* "host:port": CONNECT */
+    HTTP_TARGET_ORIGIN,    /* "/path": not for a proxy (refused by the gateway) */
 };
 
 struct http_header {
-    const char *name;          /* points into the caller's buffer; not NUL-terminated */
+    const char *name; /* points into the caller's buffer; not NUL-terminated */
     size_t name_len;
-    const char *value;         /* leading/trailing blanks trimmed */
+    const char *value; /* leading/trailing blanks trimmed */
     size_t value_len;
 };
 
 struct http_request {
     char method[24];
     enum http_target_kind kind;
-    const char *target;        /* into the buffer */
+    const char *target; /* into the buffer */
     size_t target_len;
-    int version_minor;         /* HTTP/1.0 or 1.1 */
+    int version_minor; /* HTTP/1.0 or 1.1 */
     struct http_header headers[HTTP_MAX_HEADERS];
     size_t n_headers;
-    int64_t content_length;    /* -1 when absent */
-    bool chunked;              /* Transfer-Encoding: chunked (the only coding accepted) */
-    size_t head_len;           /* bytes up to and including the blank line */
+    int64_t content_length; /* -1 when absent */
+    bool chunked;           /* Transfer-Encoding: chunked (the only coding accepted) */
+    size_t head_len;        /* bytes up to and including the blank line */
 };
 
 /*

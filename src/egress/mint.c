@@ -76,8 +76,7 @@ static X509 *cert_new(EVP_PKEY *key, long lifetime, struct cordon_err *err)
     _cleanup_(X509_freep) X509 *x = X509_new();
     if (!x || !X509_set_version(x, X509_VERSION_3) ||
         !X509_time_adj_ex(X509_getm_notBefore(x), 0, -HOUR, &now) ||
-        !X509_time_adj_ex(X509_getm_notAfter(x), 0, lifetime, &now) ||
-        !X509_set_pubkey(x, key)) {
+        !X509_time_adj_ex(X509_getm_notAfter(x), 0, lifetime, &now) || !X509_set_pubkey(x, key)) {
         ssl_fail(err, "cannot create a certificate");
         return NULL;
     }
@@ -123,8 +122,8 @@ static int make_ca(struct mint *m, struct cordon_err *err)
     if (!ca)
         return -1;
     X509_NAME *name = X509_get_subject_name(ca);
-    if (!X509_NAME_add_entry_by_NID(name, NID_commonName, MBSTRING_ASC,
-                                    (const unsigned char *)cn, -1, -1, 0) ||
+    if (!X509_NAME_add_entry_by_NID(name, NID_commonName, MBSTRING_ASC, (const unsigned char *)cn,
+                                    -1, -1, 0) ||
         !X509_NAME_add_entry_by_NID(name, NID_organizationName, MBSTRING_ASC,
                                     (const unsigned char *)"cordon", -1, -1, 0) ||
         !X509_set_issuer_name(ca, name))
@@ -176,7 +175,7 @@ static bool same_host(const struct host *a, const struct host *b)
         return strcmp(a->name, b->name) == 0;
     /* The zone routes the connection; the certificate cannot carry it. */
     return a->ip.family == b->ip.family &&
-           memcmp(a->ip.bytes, b->ip.bytes, a->ip.family == AF_INET ? 4 : 16) == 0;
+        memcmp(a->ip.bytes, b->ip.bytes, a->ip.family == AF_INET ? 4 : 16) == 0;
 }
 
 /*
@@ -217,9 +216,9 @@ static X509 *make_leaf(struct mint *m, const struct host *h, const char *text,
     if (!leaf)
         return NULL;
     bool has_cn = strlen(text) <= CN_MAX;
-    if ((has_cn && !X509_NAME_add_entry_by_NID(X509_get_subject_name(leaf), NID_commonName,
-                                               MBSTRING_ASC, (const unsigned char *)text, -1,
-                                               -1, 0)) ||
+    if ((has_cn &&
+         !X509_NAME_add_entry_by_NID(X509_get_subject_name(leaf), NID_commonName, MBSTRING_ASC,
+                                     (const unsigned char *)text, -1, -1, 0)) ||
         !X509_set_issuer_name(leaf, X509_get_subject_name(m->ca))) {
         ssl_fail(err, "cannot name the certificate");
         return NULL;

@@ -429,9 +429,15 @@ static void upstream_closed(struct conn *c)
 /* The upstream head: origin-form, hop-by-hop headers dropped, Host set to the target. */
 void relay_send_head(struct conn *c, const struct http_request *req)
 {
-    static const char *const hop[] = { "connection", "proxy-connection", "keep-alive",
-                                       "proxy-authorization", "proxy-authenticate", "te",
-                                       "trailer", "upgrade", "host" };
+    static const char *const hop[] = { "connection",
+                                       "proxy-connection",
+                                       "keep-alive",
+                                       "proxy-authorization",
+                                       "proxy-authenticate",
+                                       "te",
+                                       "trailer",
+                                       "upgrade",
+                                       "host" };
     /*
      * To a host a secret is bound to: a body we can scan (identity), and the
      * whole of it (a range could hand out a value piece by piece, each
@@ -501,8 +507,8 @@ void relay_start(struct conn *c)
     bufferevent_enable(c->client, EV_WRITE);
     c->upstream_rev = event_new(c->gw->base, bufferevent_getfd(c->upstream), EV_READ | EV_PERSIST,
                                 on_readable, c);
-    c->client_rev = event_new(c->gw->base, bufferevent_getfd(c->client), EV_READ | EV_PERSIST,
-                              on_readable, c);
+    c->client_rev =
+        event_new(c->gw->base, bufferevent_getfd(c->client), EV_READ | EV_PERSIST, on_readable, c);
     c->client_in = evbuffer_new();
     if (!c->upstream_rev || !c->client_rev || !c->client_in) {
         relay_end(c, "out of memory");

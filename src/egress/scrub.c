@@ -17,13 +17,13 @@
 #define MAX_CONTENT_LENGTH (UINT64_C(1) << 53)
 
 enum answer_state {
-    A_HEAD,          /* collecting a head (an interim 1xx one, or the final one) */
-    A_LENGTH,        /* Content-Length body */
+    A_HEAD,   /* collecting a head (an interim 1xx one, or the final one) */
+    A_LENGTH, /* Content-Length body */
     A_CHUNK_SIZE,
     A_CHUNK_DATA,
     A_CHUNK_DATA_END,
     A_TRAILER,
-    A_CLOSE,         /* body delimited by the close */
+    A_CLOSE, /* body delimited by the close */
     A_DONE,
 };
 
@@ -97,11 +97,11 @@ int scrubber_feed(struct scrubber *s, const char *buf, size_t len, bool final,
             if (p->from_len == 0)
                 continue;
             if (next[i] == SIZE_MAX || (next[i] < n && next[i] < cur)) {
-                const char *hit = cur < n ? memmem(w + cur, n - cur, p->from, p->from_len)
-                                          : NULL;
+                const char *hit = cur < n ? memmem(w + cur, n - cur, p->from, p->from_len) : NULL;
                 next[i] = hit ? (size_t)(hit - w) : n;
             }
-            if (next[i] < at || (next[i] == at && at < n && p->from_len > s->pairs[best].from_len)) {
+            if (next[i] < at ||
+                (next[i] == at && at < n && p->from_len > s->pairs[best].from_len)) {
                 at = next[i];
                 best = i;
             }
@@ -160,8 +160,8 @@ void scrub_answer_release(struct scrub_answer *a)
     scrub_buf_free(&a->data);
 }
 
-__attribute__((format(printf, 3, 4)))
-static int fail(char *why, size_t why_len, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(char *why, size_t why_len, const char *fmt,
+                                                      ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -191,7 +191,7 @@ struct answer_head {
     int status;
     bool has_length, chunked;
     uint64_t length;
-    char coding[68];           /* a Content-Encoding we cannot read through, or "" */
+    char coding[68]; /* a Content-Encoding we cannot read through, or "" */
 };
 
 /* Drop from what the client gets: hop-by-hop fields, and the framing we redo. */
@@ -200,8 +200,8 @@ static bool hop_field(const char *name, size_t n, bool reframe)
     if (http_equal_ci(name, n, "connection") || http_equal_ci(name, n, "keep-alive") ||
         http_equal_ci(name, n, "proxy-connection"))
         return true;
-    return reframe && (http_equal_ci(name, n, "content-length") ||
-                       http_equal_ci(name, n, "transfer-encoding"));
+    return reframe &&
+        (http_equal_ci(name, n, "content-length") || http_equal_ci(name, n, "transfer-encoding"));
 }
 
 /*
@@ -235,8 +235,8 @@ static int answer_field(struct scrub_answer *a, struct answer_head *h, const cha
         if (vlen == 0)
             return fail(why, why_len, "%s", "empty Content-Length in the answer");
         for (size_t k = 0; k < vlen; k++) {
-            if (v[k] < '0' || v[k] > '9' || (len = len * 10 + (uint64_t)(v[k] - '0')) >
-                                                MAX_CONTENT_LENGTH)
+            if (v[k] < '0' || v[k] > '9' ||
+                (len = len * 10 + (uint64_t)(v[k] - '0')) > MAX_CONTENT_LENGTH)
                 return fail(why, why_len, "invalid Content-Length \"%s\" in the answer",
                             quote(q, v, vlen));
         }
@@ -287,7 +287,7 @@ static int parse_head(struct scrub_answer *a, struct scrub_buf *out, char *why, 
 
     bool interim = h.status < 200;
     bool bodiless = interim || h.status == 204 || h.status == 304 ||
-                    (a->flags & SCRUB_HEAD_REQUEST) || (h.has_length && h.length == 0 && !h.chunked);
+        (a->flags & SCRUB_HEAD_REQUEST) || (h.has_length && h.length == 0 && !h.chunked);
     if (h.coding[0] && !bodiless)
         return fail(why, why_len,
                     "compressed answer (Content-Encoding: %s) cannot be scanned for secrets",
@@ -435,8 +435,8 @@ int scrub_answer_feed(struct scrub_answer *a, const char *buf, size_t len, struc
             pos += collect(a, p, n, "\r\n", 2, HTTP_MAX_CHUNK_LINE, &done, &over);
             uint64_t size;
             size_t line_len;
-            int c = http_parse_chunk_size(a->pend.data, a->pend.len, &size, &line_len, why,
-                                          why_len);
+            int c =
+                http_parse_chunk_size(a->pend.data, a->pend.len, &size, &line_len, why, why_len);
             if (c < 0 || over) {
                 if (over)
                     snprintf(why, why_len, "chunk-size line too long in the answer");
@@ -477,8 +477,9 @@ int scrub_answer_feed(struct scrub_answer *a, const char *buf, size_t len, struc
                 return fail(why, why_len, "%s", "answer trailer too large");
             if (!crlf_only(&a->pend))
                 return fail(why, why_len, "%s", "bare CR or LF in the answer's trailer");
-            if (!done || !(a->pend.len == 2 || (a->pend.len >= 4 &&
-                           memcmp(a->pend.data + a->pend.len - 4, "\r\n\r\n", 4) == 0)))
+            if (!done ||
+                !(a->pend.len == 2 ||
+                  (a->pend.len >= 4 && memcmp(a->pend.data + a->pend.len - 4, "\r\n\r\n", 4) == 0)))
                 break;
             r = body(a, NULL, 0, true);
             if (r == 0)
@@ -519,9 +520,9 @@ int scrub_answer_end(struct scrub_answer *a, struct scrub_buf *out, char *why, s
     }
     scrubber_drop(&a->body);
     a->data.len = 0;
-    return fail(why, why_len, "%s", a->head_sent || a->pend.len
-                                        ? "the server closed before the end of its answer"
-                                        : "the server closed without answering");
+    return fail(why, why_len, "%s",
+                a->head_sent || a->pend.len ? "the server closed before the end of its answer"
+                                            : "the server closed without answering");
 }
 
 /* ---- the finder ---- */

@@ -24,7 +24,7 @@
 /* What is replaced (FROM) and by what (TO); at most 64 pairs (a 64-bit mask). */
 struct scrub_pair {
     const char *from;
-    size_t from_len;           /* > 0 */
+    size_t from_len; /* > 0 */
     const char *to;
     size_t to_len;
 };
@@ -43,9 +43,9 @@ void scrub_buf_free(struct scrub_buf *b);
 struct scrubber {
     const struct scrub_pair *pairs; /* borrowed */
     size_t n_pairs;
-    size_t keep;               /* longest FROM - 1: what may still become a match */
-    struct scrub_buf work;     /* held-back bytes, then the current read */
-    uint64_t hits;             /* bit i: pair i was replaced at least once */
+    size_t keep;           /* longest FROM - 1: what may still become a match */
+    struct scrub_buf work; /* held-back bytes, then the current read */
+    uint64_t hits;         /* bit i: pair i was replaced at least once */
 };
 
 void scrubber_init(struct scrubber *s, const struct scrub_pair *pairs, size_t n_pairs);
@@ -65,21 +65,21 @@ void scrubber_drop(struct scrubber *s);
 void scrubber_release(struct scrubber *s);
 
 enum scrub_answer_flags {
-    SCRUB_HEAD_REQUEST = 1 << 0,  /* the request was HEAD: no body follows */
-    SCRUB_CLIENT_HTTP10 = 1 << 1, /* the client spoke HTTP/1.0: no chunked framing */
+    SCRUB_HEAD_REQUEST = 1 << 0,   /* the request was HEAD: no body follows */
+    SCRUB_CLIENT_HTTP10 = 1 << 1,  /* the client spoke HTTP/1.0: no chunked framing */
     SCRUB_REFUSE_ENCODED = 1 << 2, /* a Content-Encoding body cannot be scanned: refuse it */
 };
 
 struct scrub_answer {
     struct scrubber body;
     unsigned flags;
-    int state;                 /* private */
-    bool head_sent;            /* the client has been sent a head (after that, only cutting) */
-    bool chunked_out;          /* the client gets the body chunked, as we frame it */
-    int status;                /* the final answer's status */
+    int state;        /* private */
+    bool head_sent;   /* the client has been sent a head (after that, only cutting) */
+    bool chunked_out; /* the client gets the body chunked, as we frame it */
+    int status;       /* the final answer's status */
     uint64_t left;
-    struct scrub_buf pend;     /* a head, chunk-size line or trailer being collected */
-    struct scrub_buf data;     /* one feed's scrubbed body bytes, before framing */
+    struct scrub_buf pend; /* a head, chunk-size line or trailer being collected */
+    struct scrub_buf data; /* one feed's scrubbed body bytes, before framing */
 };
 
 void scrub_answer_init(struct scrub_answer *a, const struct scrub_pair *pairs, size_t n_pairs,

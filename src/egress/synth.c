@@ -181,7 +181,7 @@ enum sni_result tls_client_hello_sni(const uint8_t *buf, size_t len, char *name,
         return SNI_MORE;
     struct cursor r = { buf + 5, buf + 5 + rec, true };
     if (u8(&r) != 1)
-        return SNI_BAD; /* not a ClientHello */
+        return SNI_BAD;                 /* not a ClientHello */
     struct cursor h = sub(&r, u24(&r)); /* a hello beyond its first record is refused */
     take(&h, 2 + 32, NULL);             /* version, random */
     take(&h, u8(&h), NULL);             /* session id */

@@ -23,10 +23,10 @@
 
 struct dns_query {
     uint16_t id;
-    uint16_t flags;        /* as sent: opcode and RD are echoed */
-    char name[254];        /* lower case, dotted, no trailing dot; "" for the root */
+    uint16_t flags; /* as sent: opcode and RD are echoed */
+    char name[254]; /* lower case, dotted, no trailing dot; "" for the root */
     uint16_t qtype, qclass;
-    size_t question_len;   /* bytes of the question after the header */
+    size_t question_len; /* bytes of the question after the header */
 };
 
 /*
@@ -52,11 +52,11 @@ size_t dns_answer(const struct dns_query *q, int rcode, uint32_t a, uint32_t ttl
 size_t dns_answer_bare(uint16_t id, uint16_t flags, int rcode, uint8_t *out);
 
 enum sni_result {
-    SNI_FOUND,       /* NAME holds the server name (lower case) */
-    SNI_NONE,        /* a complete ClientHello without a server name */
-    SNI_MORE,        /* not enough bytes yet */
-    SNI_NOT_TLS,     /* not a TLS handshake record */
-    SNI_BAD,         /* a malformed or over-long ClientHello */
+    SNI_FOUND,   /* NAME holds the server name (lower case) */
+    SNI_NONE,    /* a complete ClientHello without a server name */
+    SNI_MORE,    /* not enough bytes yet */
+    SNI_NOT_TLS, /* not a TLS handshake record */
+    SNI_BAD,     /* a malformed or over-long ClientHello */
 };
 
 /*

@@ -21,9 +21,9 @@ int tls_init(struct gateway *gw, struct cordon_err *err)
      * cannot open files (SSL_CERT_FILE is honoured, as OpenSSL does). */
     gw->upstream_tls = SSL_CTX_new(TLS_client_method());
     const char *env = getenv(X509_get_default_cert_file_env());
-    const char *file = cfg->upstream_ca        ? cfg->upstream_ca
-                       : env && *env           ? env
-                                               : X509_get_default_cert_file();
+    const char *file = cfg->upstream_ca ? cfg->upstream_ca
+        : env && *env                   ? env
+                                        : X509_get_default_cert_file();
     if (!gw->upstream_tls || SSL_CTX_load_verify_locations(gw->upstream_tls, file, NULL) != 1) {
         ERR_clear_error();
         return err_set(err, CORDON_E_SETUP, "cannot load the trust store '%s'", file);
@@ -96,7 +96,8 @@ static void tls_event(struct bufferevent *bev, short what, void *arg)
     if (bev == c->upstream) {
         /* A failed handshake is refused as such; a close ends the answer. */
         if (((what & BEV_EVENT_ERROR) && c->down_bytes == 0 &&
-             !(c->answer && c->answer->head_sent)) || relay_answer_eof(c))
+             !(c->answer && c->answer->head_sent)) ||
+            relay_answer_eof(c))
             tls_upstream_done(c, what);
         return;
     }

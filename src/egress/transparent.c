@@ -70,8 +70,7 @@ static const char *synth_name(const struct gateway *gw, uint32_t a)
  * DNS_REFUSED_MAX names a run, then once more to say the rest go unrecorded
  * (a run that looks up a million random names must not fill the log).
  */
-static void refused_name(struct gateway *gw, const char *name, const char *rule,
-                         const char *reason)
+static void refused_name(struct gateway *gw, const char *name, const char *rule, const char *reason)
 {
     uint64_t h = text_hash64(name);
     for (size_t i = 0; i < gw->n_refused; i++)
@@ -86,11 +85,13 @@ static void refused_name(struct gateway *gw, const char *name, const char *rule,
     } else {
         gw->refused[gw->n_refused++] = h;
     }
+    /* clang-format off */
     gateway_report(gw, json_pack("{s:b, s:s, s:s, s:i, s:n, s:s, s:s, s:i, s:I, s:I, s:f, s:b}",
                                  "allowed", 0, "method", "DNS", "host", name, "port", 53,
                                  "address", "rule", rule, "reason", reason, "status", 403,
                                  "bytes_up", (json_int_t)0, "bytes_down", (json_int_t)0,
                                  "duration_ms", 0.0, "transparent", 1));
+    /* clang-format on */
 }
 
 /* The answer to the query IN, into OUT; 0 when there is none to send. */
@@ -172,8 +173,10 @@ static void sniff_read(struct bufferevent *bev, void *arg)
     }
     if (!decide_tunnel_port(c->target.port)) {
         /* Passed through, the bytes after the ClientHello are no one's to check. */
-        conn_refuse(c, 403, "connect_port", "TLS to %s:%u is refused: port 80 takes plain HTTP, "
-                    "checked request by request", c->target.host_text, c->target.port);
+        conn_refuse(c, 403, "connect_port",
+                    "TLS to %s:%u is refused: port 80 takes plain HTTP, "
+                    "checked request by request",
+                    c->target.host_text, c->target.port);
         return;
     }
     /* To an address the client named, the address is what was decided: any name goes. */
@@ -308,7 +311,7 @@ void transparent_relay_read(struct bufferevent *bev, void *arg)
     case RELAY_DNS:
         evbuffer_drain(in, RELAY_MAGIC_LEN + 1);
         c->dns_stream = true;
-        c->reported = true; /* the stub records its own refusals */
+        c->reported = true;       /* the stub records its own refusals */
         conn_head_done(c, false); /* one per relay: never a connection of the command's */
         conn_arm_timer(c, DNS_STREAM_IDLE_MS);
         bufferevent_setcb(bev, dns_stream_read, NULL, conn_head_event, c);
@@ -370,8 +373,7 @@ static void port_accept_failed(struct evconnlistener *l, void *arg)
         evconnlistener_enable(l);
 }
 
-int transparent_init(struct gateway *gw, const struct gateway_doors *doors,
-                     struct cordon_err *err)
+int transparent_init(struct gateway *gw, const struct gateway_doors *doors, struct cordon_err *err)
 {
     gw->dns_fd = doors->dns;
     gw->relay = doors->relay;

@@ -13,7 +13,7 @@
 
 struct cordon_policy {
     struct policy *p;
-    bool finalized;  /* cross-field checks run before the first run */
+    bool finalized; /* cross-field checks run before the first run */
 };
 
 struct cordon_run {
@@ -88,8 +88,11 @@ static int not_after_prepare(struct cordon_policy *p, struct cordon_error *err)
 {
     struct cordon_err e = { 0 };
     if (p->finalized)
-        return failed(err, (err_set(&e, CORDON_E_USAGE, "the policy is in use by a run; "
-                                    "change it before the first cordon_prepare()"), &e));
+        return failed(err,
+                      (err_set(&e, CORDON_E_USAGE,
+                               "the policy is in use by a run; "
+                               "change it before the first cordon_prepare()"),
+                       &e));
     return 0;
 }
 
@@ -108,10 +111,9 @@ CORDON_API int cordon_policy_add_bind(struct cordon_policy *p, const char *spec,
     struct cordon_err e = { 0 };
     if (not_after_prepare(p, err) < 0)
         return -1;
-    return policy_add_bind(p->p, spec, writable != 0, writable ? "read_write" : "read_only",
-                           &e) < 0
-               ? failed(err, &e)
-               : 0;
+    return policy_add_bind(p->p, spec, writable != 0, writable ? "read_write" : "read_only", &e) < 0
+        ? failed(err, &e)
+        : 0;
 }
 
 static int finalize(struct cordon_policy *p, struct cordon_error *err)

@@ -173,8 +173,8 @@ static int lock_egress(const struct oci_spec *spec, struct cordon_err *err)
 {
     const json_t *hooks = json_object_get(spec->config, "hooks");
     bool needed = spec->c.ns_path[CONTAINER_NS_NET] ||
-                  json_array_size(json_object_get(hooks, "prestart")) ||
-                  json_array_size(json_object_get(hooks, "createRuntime"));
+        json_array_size(json_object_get(hooks, "prestart")) ||
+        json_array_size(json_object_get(hooks, "createRuntime"));
     char dir[PATH_MAX];
     struct cordon_err why;
     if (geteuid() != 0)
@@ -185,10 +185,12 @@ static int lock_egress(const struct oci_spec *spec, struct cordon_err *err)
         return 0;
     if (!needed)
         return 0;
-    return err_set(err, CORDON_E_UNSUPPORTED, "the container's network namespace is not "
+    return err_set(err, CORDON_E_UNSUPPORTED,
+                   "the container's network namespace is not "
                    "cordon's own (%s), so its egress needs cordon's egress lock, which cannot "
-                   "be set here: %s", spec->c.ns_path[CONTAINER_NS_NET] ? "joined by path"
-                   : "a hook configures it", why.msg);
+                   "be set here: %s",
+                   spec->c.ns_path[CONTAINER_NS_NET] ? "joined by path" : "a hook configures it",
+                   why.msg);
 }
 
 int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
@@ -199,8 +201,8 @@ int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
     /* A rootless engine's container without resources may have no cgroup of its own. */
     char probe[PATH_MAX];
     struct stat sb;
-    if (spec->c.cgroup_optional && (dir_of(spec->cgroup, "memory", probe, sizeof probe) < 0 ||
-                                    stat(probe, &sb) < 0) &&
+    if (spec->c.cgroup_optional &&
+        (dir_of(spec->cgroup, "memory", probe, sizeof probe) < 0 || stat(probe, &sb) < 0) &&
         (dir_of(spec->cgroup, "", probe, sizeof probe) < 0 || stat(probe, &sb) < 0))
         return lock_egress(spec, err);
     struct hierarchy h[MAX_HIERARCHIES];
@@ -223,8 +225,8 @@ int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
             continue;
         TRY(join_extra(h[i].mount, spec->cgroup, init, extra, err));
         if (has(c, "cpu"))
-            TRY(cpu_v1(json_string_value(json_array_get(extra, json_array_size(extra) - 1)),
-                       spec, err));
+            TRY(cpu_v1(json_string_value(json_array_get(extra, json_array_size(extra) - 1)), spec,
+                       err));
     }
     if (v1 && (spec->cpu_quota || spec->cpu_shares) && !json_array_size(extra))
         return err_set(err, CORDON_E_UNSUPPORTED, "linux.resources.cpu: no cpu cgroup here");
@@ -300,8 +302,8 @@ int oci_freeze(const struct oci_state *st, bool frozen, struct cordon_err *err)
         return err_set(err, CORDON_E_UNSUPPORTED, "container %s has no freezer cgroup", st->id);
     const char *value = v2 ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
     if (put(dir, v2 ? "cgroup.freeze" : "freezer.state", value) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot %s container %s",
-                       frozen ? "pause" : "resume", st->id);
+        return err_sys(err, CORDON_E_SETUP, "cannot %s container %s", frozen ? "pause" : "resume",
+                       st->id);
     /* v1 passes through FREEZING: wait, generously, for the state asked for. */
     for (int i = 0; i < 2000 && oci_frozen(st) != frozen; i++) {
         struct timespec ts = { 0, 5 * 1000 * 1000 };
@@ -320,8 +322,9 @@ size_t oci_state_pids(const struct oci_state *st, pid_t **out)
     *out = NULL;
     const char *path = oci_state_str(st, "cgroup");
     char dir[PATH_MAX], file[PATH_MAX + 32];
-    if (!path || (dir_of(path, "pids", dir, sizeof dir) < 0 &&
-                  dir_of(path, "memory", dir, sizeof dir) < 0 && dir_of(path, "", dir, sizeof dir) < 0))
+    if (!path ||
+        (dir_of(path, "pids", dir, sizeof dir) < 0 && dir_of(path, "memory", dir, sizeof dir) < 0 &&
+         dir_of(path, "", dir, sizeof dir) < 0))
         return 0;
     snprintf(file, sizeof file, "%s/cgroup.procs", dir);
     _cleanup_fclose_ FILE *f = fopen(file, "re");

@@ -66,15 +66,18 @@ static int delegate(struct oci_state *st, int argc, char **argv)
 
 int oci_signal_parse(const char *text)
 {
-    static const struct { const char *name; int sig; } names[] = {
-        { "HUP", SIGHUP },   { "INT", SIGINT },     { "QUIT", SIGQUIT }, { "ILL", SIGILL },
-        { "TRAP", SIGTRAP }, { "ABRT", SIGABRT },   { "BUS", SIGBUS },   { "FPE", SIGFPE },
-        { "KILL", SIGKILL }, { "USR1", SIGUSR1 },   { "SEGV", SIGSEGV }, { "USR2", SIGUSR2 },
-        { "PIPE", SIGPIPE }, { "ALRM", SIGALRM },   { "TERM", SIGTERM }, { "CHLD", SIGCHLD },
-        { "CONT", SIGCONT }, { "STOP", SIGSTOP },   { "TSTP", SIGTSTP }, { "TTIN", SIGTTIN },
-        { "TTOU", SIGTTOU }, { "URG", SIGURG },     { "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ },
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = {
+        { "HUP", SIGHUP },       { "INT", SIGINT },   { "QUIT", SIGQUIT },   { "ILL", SIGILL },
+        { "TRAP", SIGTRAP },     { "ABRT", SIGABRT }, { "BUS", SIGBUS },     { "FPE", SIGFPE },
+        { "KILL", SIGKILL },     { "USR1", SIGUSR1 }, { "SEGV", SIGSEGV },   { "USR2", SIGUSR2 },
+        { "PIPE", SIGPIPE },     { "ALRM", SIGALRM }, { "TERM", SIGTERM },   { "CHLD", SIGCHLD },
+        { "CONT", SIGCONT },     { "STOP", SIGSTOP }, { "TSTP", SIGTSTP },   { "TTIN", SIGTTIN },
+        { "TTOU", SIGTTOU },     { "URG", SIGURG },   { "XCPU", SIGXCPU },   { "XFSZ", SIGXFSZ },
         { "VTALRM", SIGVTALRM }, { "PROF", SIGPROF }, { "WINCH", SIGWINCH }, { "IO", SIGIO },
-        { "PWR", SIGPWR },   { "SYS", SIGSYS },
+        { "PWR", SIGPWR },       { "SYS", SIGSYS },
     };
     char *end;
     long n = strtol(text, &end, 10);
@@ -102,7 +105,8 @@ int oci_hooks_run(const json_t *config, const char *kind, const struct oci_state
     const json_t *hooks = json_object_get(json_object_get(config, "hooks"), kind);
     size_t i;
     json_t *h;
-    json_array_foreach(hooks, i, h) {
+    json_array_foreach(hooks, i, h)
+    {
         const char *path = json_string_value(json_object_get(h, "path"));
         if (!path)
             return err_set(err, CORDON_E_USAGE, "hooks.%s[%zu]: no path", kind, i);
@@ -158,8 +162,8 @@ int oci_start(int argc, char **argv)
     enum oci_status s = oci_state_status(&st);
     int rc = 0;
     if (s != OCI_CREATED) {
-        err_set(&err, CORDON_E_USAGE, "cannot start a container that is %s: %s",
-                oci_status_name(s), id);
+        err_set(&err, CORDON_E_USAGE, "cannot start a container that is %s: %s", oci_status_name(s),
+                id);
         rc = -1;
     }
     /* The keeper takes the lock to note "running"; it is not ours to hold meanwhile. */
@@ -392,8 +396,10 @@ int oci_update(int argc, char **argv)
 {
     (void)argc;
     struct cordon_err err;
-    err_set(&err, CORDON_E_UNSUPPORTED, "%s: a container's limits are fixed at create (its "
-            "policy's); update is not supported", argv[0]);
+    err_set(&err, CORDON_E_UNSUPPORTED,
+            "%s: a container's limits are fixed at create (its "
+            "policy's); update is not supported",
+            argv[0]);
     return oci_fail(&err);
 }
 
@@ -401,6 +407,7 @@ int oci_features(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
+    /* clang-format off */
     json_auto_t *f = json_pack(
         "{s:s, s:s, s:[s,s,s,s], s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s], "
         "s:{s:[s,s,s,s,s,s,s], s:[], s:{s:b, s:b, s:b}, "
@@ -422,6 +429,7 @@ int oci_features(int argc, char **argv)
         "apparmor", "enabled", false, "selinux", "enabled", false,
         "annotations", "run.cordon.policy", "a policy file name under the admin's oci/ "
         "directory", "run.cordon.level", "process, namespace, gvisor or microvm: stronger only");
+    /* clang-format on */
     _cleanup_free_ char *text = f ? json_dumps(f, JSON_INDENT(2)) : NULL;
     if (!text)
         return 1;
@@ -467,8 +475,9 @@ static int own_console(char *path, size_t size)
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
     unlink(path);
     int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l >= 0 && (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || chmod(path, 0600) < 0 ||
-                   listen(l, 1) < 0)) {
+    if (l >= 0 &&
+        (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || chmod(path, 0600) < 0 ||
+         listen(l, 1) < 0)) {
         close(l);
         unlink(path);
         return -1;
@@ -482,10 +491,10 @@ int oci_run(int argc, char **argv)
      * terminal on our own stdio where the spec asks for one and no socket was given. */
     bool detach = false, console = false;
     for (int i = 1; i < argc - 1; i++) {
-        detach |= !strcmp(argv[i], "--detach") || !strcmp(argv[i], "-d") ||
-                  !strcmp(argv[i], "-detach");
-        console |= !strncmp(argv[i], "--console-socket", 16) ||
-                   !strncmp(argv[i], "-console-socket", 15);
+        detach |=
+            !strcmp(argv[i], "--detach") || !strcmp(argv[i], "-d") || !strcmp(argv[i], "-detach");
+        console |=
+            !strncmp(argv[i], "--console-socket", 16) || !strncmp(argv[i], "-console-socket", 15);
     }
     char path[100];
     int l = !detach && !console ? own_console(path, sizeof path) : -1;

@@ -49,8 +49,18 @@ struct exec_args {
 
 static int parse(int argc, char **argv, struct exec_args *a)
 {
-    enum { O_PROCESS = 1, O_PID, O_CONSOLE, O_CWD, O_USER, O_DETACH, O_TTY, O_ENV, O_IGNORED,
-           O_IGNORED_ARG };
+    enum {
+        O_PROCESS = 1,
+        O_PID,
+        O_CONSOLE,
+        O_CWD,
+        O_USER,
+        O_DETACH,
+        O_TTY,
+        O_ENV,
+        O_IGNORED,
+        O_IGNORED_ARG
+    };
     static const struct option opts[] = {
         { "process", required_argument, NULL, O_PROCESS },
         { "pid-file", required_argument, NULL, O_PID },
@@ -73,16 +83,30 @@ static int parse(int argc, char **argv, struct exec_args *a)
     while ((c = getopt_long_only(argc, argv, "+dtu:e:p:c:", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
-        case O_PROCESS: a->process = optarg; break;
-        case O_PID: a->pid_file = optarg; break;
-        case O_CONSOLE: a->console = optarg; break;
-        case O_CWD: a->cwd = optarg; break;
+        case O_PROCESS:
+            a->process = optarg;
+            break;
+        case O_PID:
+            a->pid_file = optarg;
+            break;
+        case O_CONSOLE:
+            a->console = optarg;
+            break;
+        case O_CWD:
+            a->cwd = optarg;
+            break;
         case 'u':
-        case O_USER: a->user = optarg; break;
+        case O_USER:
+            a->user = optarg;
+            break;
         case 'd':
-        case O_DETACH: a->detach = true; break;
+        case O_DETACH:
+            a->detach = true;
+            break;
         case 't':
-        case O_TTY: a->tty = true; break;
+        case O_TTY:
+            a->tty = true;
+            break;
         case 'e':
         case O_ENV:
             if (a->n_env == sizeof a->env / sizeof a->env[0] - 1)
@@ -130,9 +154,8 @@ static int process_of(const struct exec_args *a, struct oci_spec *s, struct cord
             size_t len = eq ? (size_t)(eq - a->env[i]) + 1 : strlen(a->env[i]);
             size_t k;
             json_t *e;
-            json_array_foreach(env, k, e)
-                if (json_is_string(e) && !strncmp(json_string_value(e), a->env[i], len))
-                    break;
+            json_array_foreach(env, k, e) if (json_is_string(e) &&
+                                              !strncmp(json_string_value(e), a->env[i], len)) break;
             if (k < json_array_size(env))
                 json_array_set_new(env, k, json_string(a->env[i]));
             else
@@ -144,10 +167,10 @@ static int process_of(const struct exec_args *a, struct oci_spec *s, struct cord
             unsigned uid = 0, gid = 0;
             int n = sscanf(a->user, "%u:%u", &uid, &gid);
             if (n < 1)
-                return err_set(err, CORDON_E_USAGE, "exec: --user '%s' is not UID[:GID]",
-                               a->user);
-            json_object_set_new(proc, "user", json_pack("{s:i, s:i}", "uid", (int)uid, "gid",
-                                                        (int)(n == 2 ? gid : uid)));
+                return err_set(err, CORDON_E_USAGE, "exec: --user '%s' is not UID[:GID]", a->user);
+            json_object_set_new(
+                proc, "user",
+                json_pack("{s:i, s:i}", "uid", (int)uid, "gid", (int)(n == 2 ? gid : uid)));
         }
     }
     return oci_spec_process(proc, s, err);
@@ -155,7 +178,10 @@ static int process_of(const struct exec_args *a, struct oci_spec *s, struct cord
 
 static int join_namespaces(pid_t init, struct cordon_err *err)
 {
-    static const struct { const char *name; int type; } ns[] = {
+    static const struct {
+        const char *name;
+        int type;
+    } ns[] = {
         { "cgroup", CLONE_NEWCGROUP }, { "ipc", CLONE_NEWIPC }, { "uts", CLONE_NEWUTS },
         { "net", CLONE_NEWNET },       { "pid", CLONE_NEWPID }, { "mnt", CLONE_NEWNS },
         { "user", CLONE_NEWUSER },
@@ -177,7 +203,7 @@ static int join_namespaces(pid_t init, struct cordon_err *err)
         struct stat mine, theirs;
         snprintf(self, sizeof self, "/proc/self/ns/%s", ns[i].name);
         same[i] = stat(self, &mine) == 0 && fstat(fds[i], &theirs) == 0 &&
-                  mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+            mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
     }
     /* The host's root joins the user namespace last (its privilege opens the others);
      * an ordinary user first (it is the namespace's owner, which gives it that). */
@@ -202,7 +228,7 @@ struct child_plan {
     struct confine_plan confine;
     struct seccomp_program filter;
     char **envp;
-    int console;   /* connected to the console socket before the namespaces were joined */
+    int console;        /* connected to the console socket before the namespaces were joined */
     uint32_t id_offset; /* the process level's: the container's ids on the host */
 };
 
@@ -267,8 +293,9 @@ static _Noreturn void child(const struct child_plan *cp, int err_w)
     int tty = -1;
     if (cp->s->c.terminal && (tty = open_terminal(cp->console, &err)) < 0)
         boundary_fail(err_w, &err);
-    struct start_message m = { .argv = cp->s->argv, .envp = cp->envp, .stdio = { 0, 1, 2 },
-                               .files = -1 };
+    struct start_message m = {
+        .argv = cp->s->argv, .envp = cp->envp, .stdio = { 0, 1, 2 }, .files = -1
+    };
     boundary_exec(&m, tty, cp->s->c.cwd, err_w, confine_exec, (void *)cp);
 }
 
@@ -301,8 +328,10 @@ static void record(const struct oci_spec *s, const struct oci_state *st, pid_t p
     for (char **a = s->argv; *a; a++)
         json_array_append_new(argv, json_string(*a));
     const char *run = oci_state_str(st, "run_id");
-    audit_append(log, "oci.exec", run ? run : "", json_pack("{s:s, s:o, s:i, s:i}", "container",
-                 st->id, "argv", argv, "uid", (int)s->c.uid, "pid", (int)pid), &err);
+    audit_append(log, "oci.exec", run ? run : "",
+                 json_pack("{s:s, s:o, s:i, s:i}", "container", st->id, "argv", argv, "uid",
+                           (int)s->c.uid, "pid", (int)pid),
+                 &err);
     audit_close(log, &err);
     audit_free(log);
 }
@@ -315,8 +344,10 @@ static int plan(const struct exec_args *a, struct oci_state *st, struct oci_spec
         return bundle ? -1 : err_set(err, CORDON_E_SETUP, "container %s has no bundle", st->id);
     const char *digest = oci_state_str(st, "policy_digest");
     if (!digest || strcmp(digest, policy_evidence(s->policy)->policy) != 0)
-        return err_set(err, CORDON_E_POLICY, "the policy of container %s changed since it was "
-                       "created: exec refused", st->id);
+        return err_set(err, CORDON_E_POLICY,
+                       "the policy of container %s changed since it was "
+                       "created: exec refused",
+                       st->id);
     TRY(process_of(a, s, err));
     if (s->c.terminal && !a->console)
         return err_set(err, CORDON_E_USAGE, "exec: a terminal needs --console-socket");
@@ -358,8 +389,8 @@ static int write_pid(const char *path, pid_t pid, struct cordon_err *err)
  * to PID_W; setup errors to ERR_W. The host's paths (the pid file, the audit log) stay
  * ours to write: we never join.
  */
-static _Noreturn void joiner(const struct child_plan *cp, const struct oci_state *st,
-                             pid_t init, int pid_w, int err_w)
+static _Noreturn void joiner(const struct child_plan *cp, const struct oci_state *st, pid_t init,
+                             int pid_w, int err_w)
 {
     struct cordon_err err = { 0 };
     if (oci_cgroups_join(st, &err) < 0 || join_namespaces(init, &err) < 0)
@@ -434,9 +465,10 @@ int oci_exec(int argc, char **argv)
     memset(&s, 0, sizeof s);
     enum oci_status status = oci_state_status(&st);
     pid_t init = oci_state_init(&st);
-    int rc = status == OCI_RUNNING || status == OCI_CREATED ? 0
-             : err_set(&err, CORDON_E_USAGE, "cannot exec in a container that is %s: %s",
-                       oci_status_name(status), a.id);
+    int rc = status == OCI_RUNNING || status == OCI_CREATED
+        ? 0
+        : err_set(&err, CORDON_E_USAGE, "cannot exec in a container that is %s: %s",
+                  oci_status_name(status), a.id);
     if (rc == 0)
         rc = plan(&a, &st, &s, &cp, &err);
     pid_t pid = rc == 0 ? start_process(&cp, &st, init, &err) : -1;

@@ -28,8 +28,7 @@ bool oci_gvisor_delegated(const struct oci_state *st)
 }
 
 /* runsc and its global flags, then ARGV (a command and its arguments); NULL-terminated. */
-static char **runsc_argv(const struct oci_state *st, int argc, char **argv, char *runsc,
-                         char *root)
+static char **runsc_argv(const struct oci_state *st, int argc, char **argv, char *runsc, char *root)
 {
     char **out = calloc((size_t)argc + 10, sizeof *out);
     size_t n = 0;
@@ -78,14 +77,14 @@ int oci_gvisor_forward(struct oci_state *st, int argc, char **argv)
     int rc = run_runsc(st, argc, argv, &err);
     if (rc < 0)
         return oci_fail(&err);
-    if (delete && rc == 0)
+    if (delete &&rc == 0)
         oci_state_remove(st);
     return rc;
 }
 
 /* The bundle runsc runs: config.json with the policy's stricter limits, the root absolute. */
-static int wrap_bundle(const struct oci_spec *spec, const struct oci_state *st,
-                       char *bundle, size_t size, struct cordon_err *err)
+static int wrap_bundle(const struct oci_spec *spec, const struct oci_state *st, char *bundle,
+                       size_t size, struct cordon_err *err)
 {
     json_auto_t *c = json_deep_copy(spec->config);
     json_t *root = json_object_get(c, "root");
@@ -114,7 +113,8 @@ int oci_gvisor_create(struct oci_spec *spec, struct oci_state *st, const char *p
                       const char *console, struct cordon_err *err)
 {
     if (spec->policy->network.mode == POLICY_NET_GATEWAY)
-        return err_set(err, CORDON_E_UNSUPPORTED, "the gvisor level under an engine runs "
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "the gvisor level under an engine runs "
                        "runsc without cordon's gateway (--network=none): a policy with "
                        "network.allow needs the namespace or process level");
     char bundle[PATH_MAX];
@@ -143,7 +143,9 @@ int oci_gvisor_create(struct oci_spec *spec, struct oci_state *st, const char *p
     argv[n] = NULL;
     int rc = run_runsc(st, n, argv, err);
     if (rc > 0)
-        return err_set(err, CORDON_E_SETUP, "runsc create failed (status %d; its log says "
-                       "why)", rc);
+        return err_set(err, CORDON_E_SETUP,
+                       "runsc create failed (status %d; its log says "
+                       "why)",
+                       rc);
     return rc;
 }

@@ -129,8 +129,7 @@ static int serve_start(int l, struct run *run, const struct oci_spec *spec, int 
 static void take_stdio(bool terminal, int stdio[3])
 {
     for (int i = 0; i < 3; i++) {
-        stdio[i] = terminal ? open("/dev/null", O_RDWR | O_CLOEXEC)
-                            : fcntl(i, F_DUPFD_CLOEXEC, 3);
+        stdio[i] = terminal ? open("/dev/null", O_RDWR | O_CLOEXEC) : fcntl(i, F_DUPFD_CLOEXEC, 3);
         if (stdio[i] < 0)
             stdio[i] = open("/dev/null", O_RDWR | O_CLOEXEC);
     }
@@ -184,8 +183,8 @@ _Noreturn void oci_keeper(struct oci_spec *spec, struct oci_state *st, const cha
         _exit(1);
     }
     closep(&master);
-    json_t *ok = json_pack("{s:i, s:s, s:O}", "pid", (int)init, "run_id", run_get_id(run),
-                           "extra", json_object_get(st->doc, "cgroup_extra") ?: json_null());
+    json_t *ok = json_pack("{s:i, s:s, s:O}", "pid", (int)init, "run_id", run_get_id(run), "extra",
+                           json_object_get(st->doc, "cgroup_extra") ?: json_null());
     char *text = ok ? json_dumps(ok, JSON_COMPACT) : NULL;
     if (!text || write(report, text, strlen(text)) != (ssize_t)strlen(text))
         _exit(1);
@@ -297,8 +296,7 @@ struct create_args {
 
 static int parse_create(int argc, char **argv, struct create_args *a)
 {
-    enum { O_BUNDLE = 1, O_PID, O_CONSOLE, O_NOPIVOT, O_KEYRING, O_PRESERVE, O_NOTIFY,
-           O_CONFIG };
+    enum { O_BUNDLE = 1, O_PID, O_CONSOLE, O_NOPIVOT, O_KEYRING, O_PRESERVE, O_NOTIFY, O_CONFIG };
     static const struct option opts[] = {
         { "bundle", required_argument, NULL, O_BUNDLE },
         { "pid-file", required_argument, NULL, O_PID },
@@ -369,8 +367,8 @@ static void fill_state(struct oci_state *st, const struct oci_spec *spec, const 
     json_object_set_new(d, "policy", json_string(spec->policy_file));
     json_object_set_new(d, "policy_digest", json_string(policy_evidence(spec->policy)->policy));
     json_object_set_new(d, "level", json_string(cordon_level_name(spec->policy->level)));
-    json_object_set_new(d, "gateway", json_boolean(spec->policy->network.mode ==
-                                                   POLICY_NET_GATEWAY));
+    json_object_set_new(d, "gateway",
+                        json_boolean(spec->policy->network.mode == POLICY_NET_GATEWAY));
     json_object_set_new(d, "cgroup", json_string(spec->cgroup));
     json_object_set(d, "cgroup_extra", json_object_get(report, "extra"));
     json_t *ann = json_object_get(spec->config, "annotations");
@@ -475,8 +473,10 @@ int oci_create(int argc, char **argv)
         return 1;
     struct cordon_err err = { 0 };
     if (a.preserve_fds > 0)
-        return err_set(&err, CORDON_E_UNSUPPORTED, "--preserve-fds: cordon hands a container "
-                       "its stdio only"), oci_fail(&err);
+        return err_set(&err, CORDON_E_UNSUPPORTED,
+                       "--preserve-fds: cordon hands a container "
+                       "its stdio only"),
+               oci_fail(&err);
     struct oci_spec spec;
     struct oci_state st;
     char config[4096];
@@ -496,8 +496,8 @@ int oci_create(int argc, char **argv)
         return oci_fail(&err);
     }
     int rc = spec.policy->level == CORDON_LEVEL_GVISOR
-                 ? oci_gvisor_create(&spec, &st, a.pid_file, a.console, &err)
-                 : create_in(&spec, &st, &a, &err);
+        ? oci_gvisor_create(&spec, &st, a.pid_file, a.console, &err)
+        : create_in(&spec, &st, &a, &err);
     if (rc < 0)
         oci_state_remove(&st);
     oci_state_close(&st);

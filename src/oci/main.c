@@ -44,8 +44,8 @@ void oci_log(const char *level, const char *fmt, ...)
         if (fd >= 0) {
             char *line = NULL;
             json_t *j = oci_opts.log_json
-                            ? json_pack("{s:s, s:s, s:s}", "level", level, "msg", msg, "time", when)
-                            : NULL;
+                ? json_pack("{s:s, s:s, s:s}", "level", level, "msg", msg, "time", when)
+                : NULL;
             char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
             if (text)
                 (void)!asprintf(&line, "%s\n", text);
@@ -94,10 +94,12 @@ static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
 } commands[] = {
-    { "create", oci_create },   { "start", oci_start },     { "run", oci_run },
-    { "state", oci_state_cmd }, { "kill", oci_kill },       { "delete", oci_delete },
-    { "exec", oci_exec },       { "ps", oci_ps },           { "pause", oci_pause },
-    { "resume", oci_resume },   { "features", oci_features }, { "update", oci_update },
+    { "create", oci_create },     { "start", oci_start },
+    { "run", oci_run },           { "state", oci_state_cmd },
+    { "kill", oci_kill },         { "delete", oci_delete },
+    { "exec", oci_exec },         { "ps", oci_ps },
+    { "pause", oci_pause },       { "resume", oci_resume },
+    { "features", oci_features }, { "update", oci_update },
     { "list", oci_list },
 };
 
@@ -111,8 +113,8 @@ bool oci_host_root(void)
         fclose(f);
     }
     unsigned long long in = 1, out = 1, count = 0;
-    return geteuid() == 0 && sscanf(line, "%llu %llu %llu", &in, &out, &count) == 3 &&
-           in == 0 && out == 0 && count == 4294967295ull;
+    return geteuid() == 0 && sscanf(line, "%llu %llu %llu", &in, &out, &count) == 3 && in == 0 &&
+        out == 0 && count == 4294967295ull;
 }
 
 static void default_root(void)
@@ -130,8 +132,19 @@ static void default_root(void)
 int oci_main(int argc, char **argv);
 int oci_main(int argc, char **argv)
 {
-    enum { O_ROOT = 1, O_LOG, O_FORMAT, O_SYSTEMD, O_DEBUG, O_VERSION, O_HELP, O_CRIU,
-           O_ROOTLESS, O_POLICY, O_CGROUP_MANAGER };
+    enum {
+        O_ROOT = 1,
+        O_LOG,
+        O_FORMAT,
+        O_SYSTEMD,
+        O_DEBUG,
+        O_VERSION,
+        O_HELP,
+        O_CRIU,
+        O_ROOTLESS,
+        O_POLICY,
+        O_CGROUP_MANAGER
+    };
     static const struct option opts[] = {
         { "root", required_argument, NULL, O_ROOT },
         { "log", required_argument, NULL, O_LOG },

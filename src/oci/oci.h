@@ -18,9 +18,9 @@
 
 /* The global options, runc's. */
 struct oci_opts {
-    const char *root;       /* --root: where containers' state lives */
-    const char *log;        /* --log FILE, or NULL: stderr only */
-    bool log_json;          /* --log-format json */
+    const char *root; /* --root: where containers' state lives */
+    const char *log;  /* --log FILE, or NULL: stderr only */
+    bool log_json;    /* --log-format json */
     bool debug;
     const char *config_dir; /* where oci.yaml and oci/POLICY are (CORDON_OCI_DIR, /etc/cordon) */
     const char *policy;     /* --policy NAME: the engine's runtime entry names its default */
@@ -41,21 +41,21 @@ int oci_fail(const struct cordon_err *err);
 
 /* What create reads from a bundle: the container, the command, the policy. */
 struct oci_spec {
-    json_t *config;                  /* config.json */
-    json_t *process;                 /* the process read last (c.cwd points into it) */
-    char bundle[4096];               /* absolute */
-    char config_path[4096];          /* config.json when it is not the bundle's, or "" */
-    char root[4096];                 /* the root filesystem, absolute */
+    json_t *config;         /* config.json */
+    json_t *process;        /* the process read last (c.cwd points into it) */
+    char bundle[4096];      /* absolute */
+    char config_path[4096]; /* config.json when it is not the bundle's, or "" */
+    char root[4096];        /* the root filesystem, absolute */
     struct sandbox_container c;
     char **argv;
     char **env;
     struct policy *policy;
-    char policy_file[4096];          /* where the policy came from ("" built in) */
-    char cgroup[4096];               /* linux.cgroupsPath made absolute, or "" */
-    uint64_t memory, pids;           /* linux.resources: 0 none */
-    int64_t cpu_quota;               /* us per period, 0 none */
+    char policy_file[4096]; /* where the policy came from ("" built in) */
+    char cgroup[4096];      /* linux.cgroupsPath made absolute, or "" */
+    uint64_t memory, pids;  /* linux.resources: 0 none */
+    int64_t cpu_quota;      /* us per period, 0 none */
     uint64_t cpu_period, cpu_shares;
-    bool ipc_own;                    /* the spec lists an IPC namespace */
+    bool ipc_own; /* the spec lists an IPC namespace */
 };
 
 /* Read BUNDLE/config.json (or CONFIG, a path of its own) for container ID and choose its
@@ -69,8 +69,7 @@ int oci_spec_process(const json_t *process, struct oci_spec *s, struct cordon_er
 void oci_spec_release(struct oci_spec *s);
 
 /* The spec's seccomp section as a filter (seccomp.c); len 0 when there is none. */
-int oci_seccomp_compile(const json_t *seccomp, struct seccomp_program *out,
-                        struct cordon_err *err);
+int oci_seccomp_compile(const json_t *seccomp, struct seccomp_program *out, struct cordon_err *err);
 
 /* Capability names ("CAP_CHOWN") of LIST as bits; an unknown one is logged and left out. */
 void oci_caps_parse(const json_t *list, uint64_t *out);
@@ -82,9 +81,9 @@ const char *oci_status_name(enum oci_status s);
 
 struct oci_state {
     char id[256];
-    char dir[4096];          /* ROOT/ID */
-    json_t *doc;             /* state.json */
-    int lock;                /* the held lock, or -1 */
+    char dir[4096]; /* ROOT/ID */
+    json_t *doc;    /* state.json */
+    int lock;       /* the held lock, or -1 */
 };
 
 /* Is ID a container name runc would take? */

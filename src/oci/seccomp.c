@@ -18,11 +18,11 @@ static void ctx_release(scmp_filter_ctx *ctx)
         seccomp_release(*ctx);
 }
 
-static int action(const char *name, const json_t *errno_ret, uint32_t default_errno,
-                  uint32_t *out, struct cordon_err *err)
+static int action(const char *name, const json_t *errno_ret, uint32_t default_errno, uint32_t *out,
+                  struct cordon_err *err)
 {
-    uint32_t e = json_is_integer(errno_ret) ? (uint32_t)json_integer_value(errno_ret)
-                                            : default_errno;
+    uint32_t e =
+        json_is_integer(errno_ret) ? (uint32_t)json_integer_value(errno_ret) : default_errno;
     if (!name)
         return err_set(err, CORDON_E_USAGE, "linux.seccomp: an action is missing");
     if (!strcmp(name, "SCMP_ACT_ALLOW"))
@@ -40,17 +40,25 @@ static int action(const char *name, const json_t *errno_ret, uint32_t default_er
     else if (!strcmp(name, "SCMP_ACT_TRACE"))
         *out = SCMP_ACT_TRACE(e);
     else
-        return err_set(err, CORDON_E_UNSUPPORTED, "linux.seccomp: action '%s' is not one "
-                       "cordon installs", name);
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "linux.seccomp: action '%s' is not one "
+                       "cordon installs",
+                       name);
     return 0;
 }
 
 static int operator(const char *op, enum scmp_compare *out, struct cordon_err *err)
 {
-    static const struct { const char *name; enum scmp_compare op; } ops[] = {
-        { "SCMP_CMP_NE", SCMP_CMP_NE }, { "SCMP_CMP_LT", SCMP_CMP_LT },
-        { "SCMP_CMP_LE", SCMP_CMP_LE }, { "SCMP_CMP_EQ", SCMP_CMP_EQ },
-        { "SCMP_CMP_GE", SCMP_CMP_GE }, { "SCMP_CMP_GT", SCMP_CMP_GT },
+    static const struct {
+        const char *name;
+        enum scmp_compare op;
+    } ops[] = {
+        { "SCMP_CMP_NE", SCMP_CMP_NE },
+        { "SCMP_CMP_LT", SCMP_CMP_LT },
+        { "SCMP_CMP_LE", SCMP_CMP_LE },
+        { "SCMP_CMP_EQ", SCMP_CMP_EQ },
+        { "SCMP_CMP_GE", SCMP_CMP_GE },
+        { "SCMP_CMP_GT", SCMP_CMP_GT },
         { "SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ },
     };
     for (size_t i = 0; op && i < sizeof ops / sizeof ops[0]; i++)
@@ -73,7 +81,8 @@ static int add_rule(scmp_filter_ctx ctx, const json_t *rule, uint32_t default_er
     struct scmp_arg_cmp cmp[6];
     size_t n = 0, i;
     json_t *a;
-    json_array_foreach(args, i, a) {
+    json_array_foreach(args, i, a)
+    {
         if (n == 6)
             return err_set(err, CORDON_E_USAGE, "linux.seccomp: more than 6 arguments");
         enum scmp_compare op = SCMP_CMP_EQ;
@@ -86,7 +95,8 @@ static int add_rule(scmp_filter_ctx ctx, const json_t *rule, uint32_t default_er
         };
     }
     json_t *name;
-    json_array_foreach(json_object_get(rule, "names"), i, name) {
+    json_array_foreach(json_object_get(rule, "names"), i, name)
+    {
         /* A name this libseccomp or kernel does not know is no call to filter. */
         int nr = seccomp_syscall_resolve_name(json_string_value(name) ?: "");
         if (nr == __NR_SCMP_ERROR)
@@ -107,11 +117,12 @@ int oci_seccomp_compile(const json_t *sc, struct seccomp_program *out, struct co
     if (!sc || json_is_null(sc))
         return 0;
     if (json_object_get(sc, "listenerPath") || json_array_size(json_object_get(sc, "flags")))
-        return err_set(err, CORDON_E_UNSUPPORTED, "linux.seccomp: listenerPath and flags are "
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "linux.seccomp: listenerPath and flags are "
                        "not something cordon installs");
     const json_t *def_errno = json_object_get(sc, "defaultErrnoRet");
-    uint32_t errno_default = json_is_integer(def_errno) ? (uint32_t)json_integer_value(def_errno)
-                                                        : EPERM;
+    uint32_t errno_default =
+        json_is_integer(def_errno) ? (uint32_t)json_integer_value(def_errno) : EPERM;
     uint32_t def;
     TRY(action(json_string_value(json_object_get(sc, "defaultAction")), def_errno, EPERM, &def,
                err));

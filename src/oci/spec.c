@@ -46,9 +46,11 @@ static int admin_owned(const char *path, struct cordon_err *err)
     if (stat(path, &st) < 0)
         return err_sys(err, CORDON_E_POLICY, "cannot read '%s'", path);
     if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH)))
-        return err_set(err, CORDON_E_POLICY, "'%s' is not the administrator's (owned by uid %u, "
+        return err_set(err, CORDON_E_POLICY,
+                       "'%s' is not the administrator's (owned by uid %u, "
                        "mode %03o): cordon-oci reads policies only from files nobody else "
-                       "can write", path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+                       "can write",
+                       path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
     return 0;
 }
 
@@ -69,10 +71,14 @@ static int choose_policy(struct oci_spec *s, struct cordon_err *err)
     if (name && strlen(name) > 255)
         return err_set(err, CORDON_E_POLICY, "annotation run.cordon.policy: too long");
     if (name) {
-        if (!*name || *name == '.' || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
-                                                   "QRSTUVWXYZ0123456789._-") != strlen(name))
-            return err_set(err, CORDON_E_POLICY, "annotation run.cordon.policy: '%s' is not a "
-                           "policy name (letters, digits, '.', '_', '-')", name);
+        if (!*name || *name == '.' ||
+            strspn(name,
+                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                   "QRSTUVWXYZ0123456789._-") != strlen(name))
+            return err_set(err, CORDON_E_POLICY,
+                           "annotation run.cordon.policy: '%s' is not a "
+                           "policy name (letters, digits, '.', '_', '-')",
+                           name);
         snprintf(s->policy_file, sizeof s->policy_file, "%s/%s", dir, name);
         if (access(s->policy_file, F_OK) < 0 && !strchr(name, '.'))
             snprintf(s->policy_file, sizeof s->policy_file, "%s/%s.yaml", dir, name);
@@ -100,8 +106,10 @@ static int choose_policy(struct oci_spec *s, struct cordon_err *err)
             return -1;
         /* An annotation is the pod's: it may ask for a stronger level, never a weaker one. */
         if (s->policy->level < was)
-            return err_set(err, CORDON_E_POLICY, "annotation run.cordon.level: '%s' is weaker "
-                           "than the policy's '%s'", level, cordon_level_name(was));
+            return err_set(err, CORDON_E_POLICY,
+                           "annotation run.cordon.level: '%s' is weaker "
+                           "than the policy's '%s'",
+                           level, cordon_level_name(was));
     }
     container_limits(s->policy);
     if (policy_finalize(s->policy, err) < 0)
@@ -110,19 +118,23 @@ static int choose_policy(struct oci_spec *s, struct cordon_err *err)
     const struct policy_evidence *ev = policy_evidence(s->policy);
     if (digest && strcmp(digest, ev->policy) != 0 &&
         !(strncmp(digest, "sha256:", 7) == 0 && strcmp(digest + 7, ev->policy) == 0))
-        return err_set(err, CORDON_E_POLICY, "annotation run.cordon.policy-digest: the policy "
-                       "'%s' has digest %s, not %s", s->policy_file[0] ? s->policy_file
-                       : "(built in)", ev->policy, digest);
+        return err_set(err, CORDON_E_POLICY,
+                       "annotation run.cordon.policy-digest: the policy "
+                       "'%s' has digest %s, not %s",
+                       s->policy_file[0] ? s->policy_file : "(built in)", ev->policy, digest);
     if (s->policy->level == CORDON_LEVEL_MICROVM)
-        return err_set(err, CORDON_E_UNSUPPORTED, "the microvm level cannot run an engine's "
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "the microvm level cannot run an engine's "
                        "bundle yet: its root, the engine's stdio, signals and cgroup would "
                        "have to reach a guest kernel; use the namespace, process or gvisor "
                        "level");
     if (s->policy->workspace || s->policy->n_binds)
-        return err_set(err, CORDON_E_POLICY, "policy: a container's files are its bundle's and "
+        return err_set(err, CORDON_E_POLICY,
+                       "policy: a container's files are its bundle's and "
                        "its mounts: filesystem.workspace and binds do not apply");
     if (s->policy->limits.output)
-        return err_set(err, CORDON_E_POLICY, "policy: limits.output: a container's output goes "
+        return err_set(err, CORDON_E_POLICY,
+                       "policy: limits.output: a container's output goes "
                        "to its engine, not through cordon");
     return 0;
 }
@@ -151,7 +163,8 @@ static int strv_from(const json_t *arr, char ***out, size_t *n, const char *what
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     size_t i;
     json_t *e;
-    json_array_foreach(arr, i, e) {
+    json_array_foreach(arr, i, e)
+    {
         if (!json_is_string(e) || !(v[i] = strdup(json_string_value(e)))) {
             strv_free(v);
             return err_set(err, CORDON_E_USAGE, "config.json: %s holds a non-string", what);
@@ -168,15 +181,17 @@ static int mount_options(const json_t *opts, const char *dest, bool *ro, char *d
 {
     static const char *const ignored[] = {
         /* cordon mounts nosuid, nodev and private already; bind is rbind */
-        "nosuid", "nodev", "noexec", "rw", "bind", "rbind", "private", "rprivate", "slave",
-        "rslave", "shared", "rshared", "strictatime", "relatime", "noatime", "nodiratime",
-        "exec", "suid", "dev", "sync", "async", "norelatime",
+        "nosuid",      "nodev",    "noexec",  "rw",         "bind",   "rbind",
+        "private",     "rprivate", "slave",   "rslave",     "shared", "rshared",
+        "strictatime", "relatime", "noatime", "nodiratime", "exec",   "suid",
+        "dev",         "sync",     "async",   "norelatime",
     };
     size_t i, used = 0;
     json_t *o;
     *ro = false;
     data[0] = '\0';
-    json_array_foreach(opts, i, o) {
+    json_array_foreach(opts, i, o)
+    {
         const char *t = json_string_value(o);
         if (!t)
             return err_set(err, CORDON_E_USAGE, "config.json: mount '%s': bad option", dest);
@@ -199,8 +214,10 @@ static int mount_options(const json_t *opts, const char *dest, bool *ro, char *d
                                      used ? "," : "", t);
             continue;
         }
-        return err_set(err, CORDON_E_UNSUPPORTED, "mount '%s': option '%s' is not one cordon "
-                       "applies", dest, t);
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "mount '%s': option '%s' is not one cordon "
+                       "applies",
+                       dest, t);
     }
     return used < size ? 0 : err_set(err, CORDON_E_USAGE, "mount '%s': options too long", dest);
 }
@@ -211,8 +228,10 @@ static int one_mount(const json_t *m, struct container_mount *out, struct cordon
     const char *type = json_string_value(json_object_get(m, "type"));
     const char *source = json_string_value(json_object_get(m, "source"));
     if (!dest || dest[0] != '/' || strstr(dest, "/../") || strcmp(dest, "/") == 0)
-        return err_set(err, CORDON_E_USAGE, "config.json: a mount's destination '%s' is not an "
-                       "absolute path below /", dest ? dest : "");
+        return err_set(err, CORDON_E_USAGE,
+                       "config.json: a mount's destination '%s' is not an "
+                       "absolute path below /",
+                       dest ? dest : "");
     char data[512];
     bool ro;
     TRY(mount_options(json_object_get(m, "options"), dest, &ro, data, sizeof data, err));
@@ -220,7 +239,8 @@ static int one_mount(const json_t *m, struct container_mount *out, struct cordon
     const json_t *opts = json_object_get(m, "options");
     size_t i;
     json_t *o;
-    json_array_foreach(opts, i, o) {
+    json_array_foreach(opts, i, o)
+    {
         const char *t = json_string_value(o);
         bind |= t && (!strcmp(t, "bind") || !strcmp(t, "rbind"));
     }
@@ -237,8 +257,10 @@ static int one_mount(const json_t *m, struct container_mount *out, struct cordon
         out->source = strdup(source);
     } else if (type && !strcmp(type, "tmpfs")) {
         if (ro)
-            return err_set(err, CORDON_E_UNSUPPORTED, "mount '%s': a read-only tmpfs is not one "
-                           "cordon makes", dest);
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "mount '%s': a read-only tmpfs is not one "
+                           "cordon makes",
+                           dest);
         out->type = CONTAINER_TMPFS;
     } else if (type && !strcmp(type, "proc")) {
         out->type = CONTAINER_PROC;
@@ -254,8 +276,10 @@ static int one_mount(const json_t *m, struct container_mount *out, struct cordon
         out->type = CONTAINER_CGROUP;
         out->readonly = true;
     } else {
-        return err_set(err, CORDON_E_UNSUPPORTED, "mount '%s': type '%s' is not one cordon "
-                       "mounts", dest, type ? type : "(none)");
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "mount '%s': type '%s' is not one cordon "
+                       "mounts",
+                       dest, type ? type : "(none)");
     }
     out->dest = strdup(dest);
     out->data = data[0] ? strdup(data) : NULL;
@@ -281,18 +305,53 @@ static int mounts(struct oci_spec *s, struct cordon_err *err)
 void oci_caps_parse(const json_t *list, uint64_t *out)
 {
     static const char *const names[] = {
-        "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
-        "SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST",
-        "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO",
-        "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
-        "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE",
-        "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
-        "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "DAC_READ_SEARCH",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "SETGID",
+        "SETUID",
+        "SETPCAP",
+        "LINUX_IMMUTABLE",
+        "NET_BIND_SERVICE",
+        "NET_BROADCAST",
+        "NET_ADMIN",
+        "NET_RAW",
+        "IPC_LOCK",
+        "IPC_OWNER",
+        "SYS_MODULE",
+        "SYS_RAWIO",
+        "SYS_CHROOT",
+        "SYS_PTRACE",
+        "SYS_PACCT",
+        "SYS_ADMIN",
+        "SYS_BOOT",
+        "SYS_NICE",
+        "SYS_RESOURCE",
+        "SYS_TIME",
+        "SYS_TTY_CONFIG",
+        "MKNOD",
+        "LEASE",
+        "AUDIT_WRITE",
+        "AUDIT_CONTROL",
+        "SETFCAP",
+        "MAC_OVERRIDE",
+        "MAC_ADMIN",
+        "SYSLOG",
+        "WAKE_ALARM",
+        "BLOCK_SUSPEND",
+        "AUDIT_READ",
+        "PERFMON",
+        "BPF",
+        "CHECKPOINT_RESTORE",
     };
     *out = 0;
     size_t i;
     json_t *e;
-    json_array_foreach(list, i, e) {
+    json_array_foreach(list, i, e)
+    {
         const char *t = json_string_value(e);
         if (t && !strncasecmp(t, "CAP_", 4))
             t += 4;
@@ -376,8 +435,7 @@ int oci_spec_process(const json_t *proc, struct oci_spec *s, struct cordon_err *
     TRY(strv_from(json_object_get(proc, "env"), &s->env, &n, "process.env", err));
     const char *cwd = json_string_value(json_object_get(proc, "cwd"));
     if (cwd && cwd[0] != '/')
-        return err_set(err, CORDON_E_USAGE, "config.json: process.cwd '%s' is not absolute",
-                       cwd);
+        return err_set(err, CORDON_E_USAGE, "config.json: process.cwd '%s' is not absolute", cwd);
     s->c.cwd = cwd ? cwd : "/";
     s->c.terminal = json_is_true(json_object_get(proc, "terminal"));
     const json_t *user = json_object_get(proc, "user");
@@ -386,14 +444,17 @@ int oci_spec_process(const json_t *proc, struct oci_spec *s, struct cordon_err *
     const json_t *umask = json_object_get(user, "umask");
     s->c.umask = json_is_integer(umask) ? (mode_t)(json_integer_value(umask) & 0777) : 022;
     if (json_object_get(user, "username"))
-        return err_set(err, CORDON_E_UNSUPPORTED, "process.user.username: cordon takes "
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "process.user.username: cordon takes "
                        "numeric ids only");
     const json_t *groups = json_object_get(user, "additionalGids");
     s->c.n_groups = 0;
     for (size_t i = 0; i < json_array_size(groups); i++) {
         if (s->c.n_groups == sizeof s->c.groups / sizeof s->c.groups[0])
-            return err_set(err, CORDON_E_UNSUPPORTED, "process.user.additionalGids: more than "
-                           "%zu", sizeof s->c.groups / sizeof s->c.groups[0]);
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "process.user.additionalGids: more than "
+                           "%zu",
+                           sizeof s->c.groups / sizeof s->c.groups[0]);
         s->c.groups[s->c.n_groups++] = (gid_t)json_integer_value(json_array_get(groups, i));
     }
     uint64_t bounding = 0;
@@ -403,10 +464,13 @@ int oci_spec_process(const json_t *proc, struct oci_spec *s, struct cordon_err *
      * intersected with that, and said so once. */
     s->c.caps = 0;
     if (bounding)
-        oci_log("info", "capabilities: the spec's %d are not granted: cordon runs a "
-                "container with none", __builtin_popcountll(bounding));
+        oci_log("info",
+                "capabilities: the spec's %d are not granted: cordon runs a "
+                "container with none",
+                __builtin_popcountll(bounding));
     if (json_object_get(proc, "apparmorProfile") || json_object_get(proc, "selinuxLabel"))
-        oci_log("warning", "process: apparmorProfile and selinuxLabel are not applied (cordon "
+        oci_log("warning",
+                "process: apparmorProfile and selinuxLabel are not applied (cordon "
                 "confines with its own seccomp and Landlock)");
     TRY(add_home(s, err));
     if (json_object_get(proc, "oomScoreAdj")) {
@@ -423,7 +487,8 @@ static int namespaces(struct oci_spec *s, struct cordon_err *err)
     const json_t *list = json_object_get(json_object_get(s->config, "linux"), "namespaces");
     size_t i;
     json_t *ns;
-    json_array_foreach(list, i, ns) {
+    json_array_foreach(list, i, ns)
+    {
         const char *type = json_string_value(json_object_get(ns, "type"));
         const char *path = json_string_value(json_object_get(ns, "path"));
         if (!type)
@@ -431,8 +496,10 @@ static int namespaces(struct oci_spec *s, struct cordon_err *err)
         if (!strcmp(type, "pid") || !strcmp(type, "mount") || !strcmp(type, "user") ||
             !strcmp(type, "cgroup")) {
             if (path)
-                return err_set(err, CORDON_E_UNSUPPORTED, "namespace %s: cordon makes a new "
-                               "one and cannot join '%s'", type, path);
+                return err_set(err, CORDON_E_UNSUPPORTED,
+                               "namespace %s: cordon makes a new "
+                               "one and cannot join '%s'",
+                               type, path);
             seen[!strcmp(type, "pid") ? 0 : !strcmp(type, "mount") ? 1 : 3] = true;
             continue;
         }
@@ -449,11 +516,14 @@ static int namespaces(struct oci_spec *s, struct cordon_err *err)
         s->c.ns_path[k] = path && *path ? path : NULL;
     }
     if (!seen[2])
-        return err_set(err, CORDON_E_UNSUPPORTED, "the spec shares the host's network "
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "the spec shares the host's network "
                        "namespace: cordon's egress boundary needs one of the container's own");
     if (!seen[0] || !seen[1])
-        return err_set(err, CORDON_E_UNSUPPORTED, "the spec shares the host's %s namespace: "
-                       "cordon gives every container its own", !seen[0] ? "pid" : "mount");
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "the spec shares the host's %s namespace: "
+                       "cordon gives every container its own",
+                       !seen[0] ? "pid" : "mount");
     return 0;
 }
 
@@ -467,19 +537,26 @@ static int sysctls(struct oci_spec *s, const json_t *obj, struct cordon_err *err
 {
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         bool net = !strncmp(key, "net.", 4);
         bool ipc = !strncmp(key, "kernel.shm", 10) || !strncmp(key, "kernel.msg", 10) ||
-                   !strcmp(key, "kernel.sem") || !strncmp(key, "fs.mqueue.", 10);
+            !strcmp(key, "kernel.sem") || !strncmp(key, "fs.mqueue.", 10);
         if ((!net && !ipc) || strstr(key, "..") || strchr(key, '/') || !json_is_string(v))
-            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' is not one of a "
-                           "namespace the container has of its own", key);
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "linux.sysctl: '%s' is not one of a "
+                           "namespace the container has of its own",
+                           key);
         if (ipc && !s->ipc_own)
-            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' belongs to an IPC "
-                           "namespace the spec does not give the container", key);
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "linux.sysctl: '%s' belongs to an IPC "
+                           "namespace the spec does not give the container",
+                           key);
         if ((net && s->c.ns_path[CONTAINER_NS_NET]) || (ipc && s->c.ns_path[CONTAINER_NS_IPC]))
-            return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: '%s' would change a "
-                           "namespace the container joins, not its own", key);
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "linux.sysctl: '%s' would change a "
+                           "namespace the container joins, not its own",
+                           key);
         if (s->c.n_sysctl == sizeof s->c.sysctl / sizeof s->c.sysctl[0])
             return err_set(err, CORDON_E_UNSUPPORTED, "linux.sysctl: too many");
         s->c.sysctl[s->c.n_sysctl][0] = key;
@@ -496,8 +573,10 @@ static int hooks(const struct oci_spec *s, struct cordon_err *err)
     static const char *const inside[] = { "createContainer", "startContainer" };
     for (size_t i = 0; i < 2; i++)
         if (json_array_size(json_object_get(h, inside[i])))
-            return err_set(err, CORDON_E_UNSUPPORTED, "hooks.%s: cordon runs no hook inside "
-                           "the container", inside[i]);
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "hooks.%s: cordon runs no hook inside "
+                           "the container",
+                           inside[i]);
     return 0;
 }
 
@@ -513,18 +592,21 @@ static int linux_section(struct oci_spec *s, struct cordon_err *err)
     }
     TRY(sysctls(s, json_object_get(lx, "sysctl"), err));
     /* Devices: the harmless six are bound; any other would be a hole in the boundary. */
-    static const char *const harmless[] = { "/dev/null", "/dev/zero", "/dev/full",
+    static const char *const harmless[] = { "/dev/null",   "/dev/zero",    "/dev/full",
                                             "/dev/random", "/dev/urandom", "/dev/tty" };
     size_t i;
     json_t *d;
-    json_array_foreach(json_object_get(lx, "devices"), i, d) {
+    json_array_foreach(json_object_get(lx, "devices"), i, d)
+    {
         const char *path = json_string_value(json_object_get(d, "path"));
         bool ok = false;
         for (size_t k = 0; path && k < sizeof harmless / sizeof harmless[0]; k++)
             ok |= strcmp(path, harmless[k]) == 0;
         if (!ok)
-            return err_set(err, CORDON_E_UNSUPPORTED, "linux.devices: '%s' is not a device "
-                           "cordon lets into a container", path ? path : "?");
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "linux.devices: '%s' is not a device "
+                           "cordon lets into a container",
+                           path ? path : "?");
     }
     size_t n;
     TRY(strv_from(json_object_get(lx, "maskedPaths"), &s->c.masked, &s->c.n_masked,
@@ -564,8 +646,8 @@ static int linux_section(struct oci_spec *s, struct cordon_err *err)
 static void merge_limits(struct oci_spec *s)
 {
     struct policy_limits *l = &s->policy->limits;
-    if (s->memory && (!l->memory || (l->defaulted & (1u << POLICY_LIMIT_MEMORY)) ||
-                      s->memory < l->memory))
+    if (s->memory &&
+        (!l->memory || (l->defaulted & (1u << POLICY_LIMIT_MEMORY)) || s->memory < l->memory))
         l->memory = s->memory;
     if (s->pids && (!l->pids || (l->defaulted & (1u << POLICY_LIMIT_PIDS)) || s->pids < l->pids))
         l->pids = s->pids;
@@ -573,19 +655,31 @@ static void merge_limits(struct oci_spec *s)
 
 static int rlimits(const json_t *list, struct sandbox_container *c, struct cordon_err *err)
 {
-    static const struct { const char *name; int resource; } table[] = {
-        { "RLIMIT_NOFILE", RLIMIT_NOFILE }, { "RLIMIT_NPROC", RLIMIT_NPROC },
-        { "RLIMIT_CORE", RLIMIT_CORE }, { "RLIMIT_FSIZE", RLIMIT_FSIZE },
-        { "RLIMIT_STACK", RLIMIT_STACK }, { "RLIMIT_MEMLOCK", RLIMIT_MEMLOCK },
-        { "RLIMIT_AS", RLIMIT_AS }, { "RLIMIT_CPU", RLIMIT_CPU },
-        { "RLIMIT_DATA", RLIMIT_DATA }, { "RLIMIT_NICE", RLIMIT_NICE },
-        { "RLIMIT_RTPRIO", RLIMIT_RTPRIO }, { "RLIMIT_SIGPENDING", RLIMIT_SIGPENDING },
-        { "RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE }, { "RLIMIT_LOCKS", RLIMIT_LOCKS },
-        { "RLIMIT_RSS", RLIMIT_RSS }, { "RLIMIT_RTTIME", RLIMIT_RTTIME },
+    static const struct {
+        const char *name;
+        int resource;
+    } table[] = {
+        { "RLIMIT_NOFILE", RLIMIT_NOFILE },
+        { "RLIMIT_NPROC", RLIMIT_NPROC },
+        { "RLIMIT_CORE", RLIMIT_CORE },
+        { "RLIMIT_FSIZE", RLIMIT_FSIZE },
+        { "RLIMIT_STACK", RLIMIT_STACK },
+        { "RLIMIT_MEMLOCK", RLIMIT_MEMLOCK },
+        { "RLIMIT_AS", RLIMIT_AS },
+        { "RLIMIT_CPU", RLIMIT_CPU },
+        { "RLIMIT_DATA", RLIMIT_DATA },
+        { "RLIMIT_NICE", RLIMIT_NICE },
+        { "RLIMIT_RTPRIO", RLIMIT_RTPRIO },
+        { "RLIMIT_SIGPENDING", RLIMIT_SIGPENDING },
+        { "RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE },
+        { "RLIMIT_LOCKS", RLIMIT_LOCKS },
+        { "RLIMIT_RSS", RLIMIT_RSS },
+        { "RLIMIT_RTTIME", RLIMIT_RTTIME },
     };
     size_t i;
     json_t *r;
-    json_array_foreach(list, i, r) {
+    json_array_foreach(list, i, r)
+    {
         const char *type = json_string_value(json_object_get(r, "type"));
         size_t k = 0;
         while (type && k < sizeof table / sizeof table[0] && strcmp(type, table[k].name))
@@ -598,10 +692,10 @@ static int rlimits(const json_t *list, struct sandbox_container *c, struct cordo
                            CONFINE_MAX_RLIMITS);
         json_int_t soft = json_integer_value(json_object_get(r, "soft"));
         json_int_t hard = json_integer_value(json_object_get(r, "hard"));
-        c->rlimits[c->n_rlimits++] = (struct rlimit_step){
-            table[k].resource,
-            { .rlim_cur = soft < 0 ? RLIM_INFINITY : (rlim_t)soft,
-              .rlim_max = hard < 0 ? RLIM_INFINITY : (rlim_t)hard } };
+        c->rlimits[c->n_rlimits++] =
+            (struct rlimit_step){ table[k].resource,
+                                  { .rlim_cur = soft < 0 ? RLIM_INFINITY : (rlim_t)soft,
+                                    .rlim_max = hard < 0 ? RLIM_INFINITY : (rlim_t)hard } };
     }
     return 0;
 }
@@ -616,8 +710,7 @@ int oci_spec_load(const char *bundle, const char *config, const char *id, struct
     if (config) {
         snprintf(path, sizeof path, "%s", config);
         snprintf(s->config_path, sizeof s->config_path, "%s", config);
-    }
-    else
+    } else
         snprintf(path, sizeof path, "%s/config.json", s->bundle);
     json_error_t je;
     s->config = json_parse_strict_file(path, 0, &je);
@@ -642,8 +735,8 @@ int oci_spec_load(const char *bundle, const char *config, const char *id, struct
     TRY(hooks(s, err));
     merge_limits(s);
     s->c.cgroup = s->cgroup;
-    s->c.cgroup_optional = !oci_host_root() && !s->memory && !s->pids && !s->cpu_quota &&
-                           !s->cpu_shares;
+    s->c.cgroup_optional =
+        !oci_host_root() && !s->memory && !s->pids && !s->cpu_quota && !s->cpu_shares;
     s->c.hidden[0] = s->policy->audit.file;
     s->c.hidden[1] = s->policy->audit.sign_key;
     return 0;

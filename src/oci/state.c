@@ -31,7 +31,7 @@ bool oci_id_valid(const char *id)
 {
     size_t n = strlen(id);
     return n > 0 && n < 200 && strcmp(id, ".") && strcmp(id, "..") &&
-           strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-.") == n;
+        strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-.") == n;
 }
 
 static int lock_dir(struct oci_state *st, struct cordon_err *err)
@@ -129,8 +129,7 @@ static void remove_tree(int dir)
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno == EISDIR) {
-            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                      O_CLOEXEC);
+            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0)
                 remove_tree(sub);
             unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
@@ -210,6 +209,7 @@ enum oci_status oci_state_status(const struct oci_state *st)
 json_t *oci_state_json(const struct oci_state *st)
 {
     enum oci_status s = oci_state_status(st);
+    /* clang-format off */
     json_t *out = json_pack("{s:s, s:s, s:s, s:i, s:O?, s:O?, s:O?, s:s}",
                             "ociVersion", "1.0.2", "id", st->id, "status", oci_status_name(s),
                             "pid", s == OCI_STOPPED ? 0 : (int)oci_state_int(st, "pid"),
@@ -217,6 +217,7 @@ json_t *oci_state_json(const struct oci_state *st)
                             "rootfs", json_object_get(st->doc, "rootfs"),
                             "created", json_object_get(st->doc, "created"),
                             "owner", "");
+    /* clang-format on */
     json_t *ann = json_object_get(st->doc, "annotations");
     if (out && ann)
         json_object_set(out, "annotations", ann);

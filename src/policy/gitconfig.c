@@ -132,12 +132,20 @@ static int value(struct cursor *c, struct gitconfig_entry *e, char *why, size_t 
             if (ch == '\n')
                 continue; /* a continuation (at the end of the file too, as git reads it) */
             switch (ch) {
-            case 't': ch = '\t'; break;
-            case 'b': ch = '\b'; break;
-            case 'n': ch = '\n'; break;
+            case 't':
+                ch = '\t';
+                break;
+            case 'b':
+                ch = '\b';
+                break;
+            case 'n':
+                ch = '\n';
+                break;
             case '\\':
-            case '"': break;
-            default: return fail(why, why_len, c, "bad escape in a value");
+            case '"':
+                break;
+            default:
+                return fail(why, why_len, c, "bad escape in a value");
             }
             add(e->value, sizeof e->value, &len, ch, &e->cut);
             continue;
@@ -151,8 +159,8 @@ static int value(struct cursor *c, struct gitconfig_entry *e, char *why, size_t 
 }
 
 int gitconfig_parse(const char *text, size_t len,
-                    bool (*each)(void *ctx, const struct gitconfig_entry *e), void *ctx,
-                    char *why, size_t why_len)
+                    bool (*each)(void *ctx, const struct gitconfig_entry *e), void *ctx, char *why,
+                    size_t why_len)
 {
     struct cursor c = { text, text + len, 0, 0, false };
     if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3))
@@ -217,7 +225,10 @@ int gitconfig_parse(const char *text, size_t len,
 
 /* ---- the keys ---- */
 
-#define RULE(p, w, y) { .pattern = (p), .when = (w), .why = (y) }
+#define RULE(p, w, y)                           \
+    {                                           \
+        .pattern = (p), .when = (w), .why = (y) \
+    }
 #define RUNS "the program it names runs"
 
 static const struct gitconfig_rule rules[] = {
@@ -229,7 +240,8 @@ static const struct gitconfig_rule rules[] = {
     RULE("core.askpass", NULL, RUNS " when git needs a password"),
     RULE("core.gitproxy", NULL, RUNS " to connect over git://"),
     RULE("core.alternaterefscommand", NULL, RUNS " to list an alternate's refs"),
-    RULE("core.worktree", "escapes", "points the repository's work tree elsewhere: refused "
+    RULE("core.worktree", "escapes",
+         "points the repository's work tree elsewhere: refused "
          "when absolute or climbing out of the workspace (checkout and reset write there)"),
     RULE("sequence.editor", NULL, RUNS " for rebase -i's todo list"),
     RULE("diff.external", NULL, RUNS " for every diff"),
@@ -239,25 +251,29 @@ static const struct gitconfig_rule rules[] = {
     RULE("filter.*.clean", NULL, RUNS " on add and status for a filter's paths"),
     RULE("filter.*.smudge", NULL, RUNS " on checkout for a filter's paths"),
     RULE("filter.*.process", NULL, RUNS " as a long-running filter"),
-    RULE("credential.helper", NULL, RUNS " (a helper, or '!' through the shell) for "
-         "credentials, and receives them"),
+    RULE("credential.helper", NULL,
+         RUNS " (a helper, or '!' through the shell) for "
+              "credentials, and receives them"),
     RULE("credential.*.helper", NULL, "the same, for one URL"),
     RULE("gpg.program", NULL, RUNS " to sign and verify"),
     RULE("gpg.*.program", NULL, "the same, for one signature format"),
     RULE("gpg.ssh.defaultkeycommand", NULL, RUNS " to pick the signing key"),
     RULE("include.*", NULL, "reads another config file, whose keys are not checked here"),
     RULE("includeif.*", NULL, "the same, under a condition"),
-    RULE("alias.*", NULL, "'!' runs a shell command, and any alias may pass -c options "
+    RULE("alias.*", NULL,
+         "'!' runs a shell command, and any alias may pass -c options "
          "(core.pager=...) to git; a repository's alias overrides the user's own of that "
          "name"),
     RULE("uploadpack.packobjectshook", NULL, RUNS " instead of pack-objects"),
     RULE("remote.*.uploadpack", NULL, RUNS " when fetching from a local or ssh remote"),
     RULE("remote.*.receivepack", NULL, RUNS " when pushing to a local or ssh remote"),
     RULE("remote.*.vcs", NULL, "runs git-remote-<vcs> as the remote's helper"),
-    RULE("remote.*.url", "ext", "ext:: and fd:: URLs run a command or speak over a "
+    RULE("remote.*.url", "ext",
+         "ext:: and fd:: URLs run a command or speak over a "
          "descriptor"),
     RULE("remote.*.pushurl", "ext", "ext:: and fd:: push URLs, as for url"),
-    RULE("url.*.insteadof", NULL, "rewrites every URL with that prefix, the user's later "
+    RULE("url.*.insteadof", NULL,
+         "rewrites every URL with that prefix, the user's later "
          "clones and fetches too, to one the run chose"),
     RULE("url.*.pushinsteadof", NULL, "the same, for pushes"),
     RULE("protocol.allow", NULL, "lets transports run that git refuses by default (ext::)"),
@@ -276,7 +292,8 @@ static const struct gitconfig_rule rules[] = {
     RULE("guitool.*.cmd", NULL, RUNS " from git gui's menu"),
     RULE("instaweb.httpd", NULL, RUNS " on git instaweb"),
     RULE("imap.tunnel", NULL, RUNS " on git imap-send"),
-    RULE("sendemail.*", NULL, "smtpServer as a path, sendmailCmd, toCmd, ccCmd and "
+    RULE("sendemail.*", NULL,
+         "smtpServer as a path, sendmailCmd, toCmd, ccCmd and "
          "headerCmd run programs on git send-email"),
     RULE("trailer.*.command", NULL, RUNS " to fill in a trailer"),
     RULE("trailer.*.cmd", NULL, RUNS " to fill in a trailer (the older name)"),
@@ -315,8 +332,7 @@ static bool matches(const char *pattern, const char *key)
 
 static bool boolean(const struct gitconfig_entry *e)
 {
-    static const char *const words[] = { "true", "false", "yes", "no", "on", "off", "1", "0",
-                                         "" };
+    static const char *const words[] = { "true", "false", "yes", "no", "on", "off", "1", "0", "" };
     if (e->bare)
         return true;
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)

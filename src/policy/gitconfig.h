@@ -36,8 +36,8 @@ struct gitconfig_entry {
  * wrong in WHY (a file git would refuse, or one this does not read).
  */
 int gitconfig_parse(const char *text, size_t len,
-                    bool (*each)(void *ctx, const struct gitconfig_entry *e), void *ctx,
-                    char *why, size_t why_len);
+                    bool (*each)(void *ctx, const struct gitconfig_entry *e), void *ctx, char *why,
+                    size_t why_len);
 
 /* A row of the table: a key (or a family) git or git-lfs acts on by running something. */
 struct gitconfig_rule {

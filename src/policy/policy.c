@@ -76,8 +76,8 @@ void policy_free(struct policy *p)
     free(p);
 }
 
-int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
-                      char *why, size_t len)
+int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text, char *why,
+                      size_t len)
 {
     char expect[160];
     switch (k->type) {
@@ -88,9 +88,9 @@ int policy_apply_item(struct policy *p, const struct policy_key *k, const char *
         if (seccomp_check_name(text, allow, why, len) < 0)
             return -1;
         if (strv_contains(allow ? p->syscalls_deny : p->syscalls_allow,
-                     allow ? p->n_syscalls_deny : p->n_syscalls_allow, text))
+                          allow ? p->n_syscalls_deny : p->n_syscalls_allow, text))
             return why_printf(why, len, "\"%s\" is also in syscalls.%s", text,
-                           allow ? "deny" : "allow");
+                              allow ? "deny" : "allow");
         return allow ? policy_strv_add(&p->syscalls_allow, &p->n_syscalls_allow, text)
                      : policy_strv_add(&p->syscalls_deny, &p->n_syscalls_deny, text);
     }
@@ -139,7 +139,8 @@ static int add_bind(struct policy *p, const char *spec, bool writable, const cha
     if (!source)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
     return flag_result(policy_apply_bind(p, source, colon ? colon + 1 : NULL, writable, false,
-                                         FROM_FLAG, why, sizeof why), prefix, why, err);
+                                         FROM_FLAG, why, sizeof why),
+                       prefix, why, err);
 }
 
 int policy_set_unchecked(struct policy *p, const char *key, const char *value, const char *flag,
@@ -153,8 +154,7 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
         return err_set(err, CORDON_E_POLICY, "%s: unknown policy key \"%s\"", prefix, key);
     switch (k->type) {
     case KT_SECTION:
-        return err_set(err, CORDON_E_POLICY, "%s: \"%s\" is a section, not a value", prefix,
-                       key);
+        return err_set(err, CORDON_E_POLICY, "%s: \"%s\" is a section, not a value", prefix, key);
     case KT_RESERVED:
         return err_set(err, CORDON_E_POLICY, "%s: %s: %s", prefix, key, k->note);
     case KT_BINDS:
@@ -162,13 +162,13 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
     case KT_ENV_MAP: {
         const char *eq = strchr(value, '=');
         if (!eq)
-            return err_set(err, CORDON_E_POLICY, "%s: expected NAME=VALUE, got \"%s\"",
-                           prefix, value);
+            return err_set(err, CORDON_E_POLICY, "%s: expected NAME=VALUE, got \"%s\"", prefix,
+                           value);
         _cleanup_free_ char *name = strndup(value, (size_t)(eq - value));
         if (!name)
             return err_set(err, CORDON_E_INTERNAL, "out of memory");
-        return flag_result(policy_apply_env_set(p, name, eq + 1, strlen(eq + 1), why,
-                                                sizeof why), prefix, why, err);
+        return flag_result(policy_apply_env_set(p, name, eq + 1, strlen(eq + 1), why, sizeof why),
+                           prefix, why, err);
     }
     case KT_NAMES:
     case KT_SYSCALLS:
@@ -192,8 +192,8 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
             return 0;
         }
         if (policy_parse_bool(value) >= 0 || !strchr(value, ','))
-            return flag_result(policy_apply_scalar(p, k, value, FROM_FLAG, why, sizeof why),
-                               prefix, why, err);
+            return flag_result(policy_apply_scalar(p, k, value, FROM_FLAG, why, sizeof why), prefix,
+                               why, err);
         _cleanup_free_ char *copy = strdup(value);
         if (!copy)
             return err_set(err, CORDON_E_INTERNAL, "out of memory");
@@ -203,7 +203,7 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
         return 0;
     }
     default:
-        return flag_result(policy_apply_scalar(p, k, value, FROM_FLAG, why, sizeof why),
-                           prefix, why, err);
+        return flag_result(policy_apply_scalar(p, k, value, FROM_FLAG, why, sizeof why), prefix,
+                           why, err);
     }
 }

@@ -40,23 +40,23 @@ enum policy_limit {
 const char *policy_limit_name(enum policy_limit l);
 
 struct policy_limits {
-    uint64_t wall_ms;      /* 0 = no limit */
-    uint64_t cpu_ms;       /* 0 = no limit */
-    uint64_t memory;       /* bytes; 0 = no limit */
-    uint64_t pids;         /* 0 = no limit */
-    uint64_t output;       /* stdout+stderr bytes relayed; 0 = no limit */
-    uint64_t file_size;    /* bytes; 0 = no limit */
-    uint64_t open_files;   /* 0 = no limit */
-    unsigned best_effort;  /* 1u << enum policy_limit: may degrade, not refuse */
-    unsigned defaulted;    /* 1u << enum policy_limit: neither file nor flag set it,
+    uint64_t wall_ms;     /* 0 = no limit */
+    uint64_t cpu_ms;      /* 0 = no limit */
+    uint64_t memory;      /* bytes; 0 = no limit */
+    uint64_t pids;        /* 0 = no limit */
+    uint64_t output;      /* stdout+stderr bytes relayed; 0 = no limit */
+    uint64_t file_size;   /* bytes; 0 = no limit */
+    uint64_t open_files;  /* 0 = no limit */
+    unsigned best_effort; /* 1u << enum policy_limit: may degrade, not refuse */
+    unsigned defaulted;   /* 1u << enum policy_limit: neither file nor flag set it,
                               so it degrades like best_effort instead of refusing */
 };
 
 struct policy_bind {
-    char *source;          /* absolute, normalised host path; exists */
-    char *dest;            /* absolute, normalised path inside the sandbox */
+    char *source; /* absolute, normalised host path; exists */
+    char *dest;   /* absolute, normalised path inside the sandbox */
     bool writable;
-    bool follow_symlinks;  /* source may pass through links (resolved at finalize) */
+    bool follow_symlinks; /* source may pass through links (resolved at finalize) */
 };
 
 struct policy_env_set {
@@ -65,16 +65,16 @@ struct policy_env_set {
 };
 
 enum policy_audit_fsync {
-    POLICY_AUDIT_FSYNC_CLOSE,       /* fsync once, when the log is closed (default) */
-    POLICY_AUDIT_FSYNC_ALWAYS,      /* fsync after every event */
+    POLICY_AUDIT_FSYNC_CLOSE,  /* fsync once, when the log is closed (default) */
+    POLICY_AUDIT_FSYNC_ALWAYS, /* fsync after every event */
 };
 
 /* The audit section; see audit/audit.h for what the log holds. */
 struct policy_audit {
-    char *file;                     /* absolute host path of the log; NULL = no log */
-    char *sign_key;                 /* absolute path of an Ed25519 private key (PEM), or NULL */
-    char *witness;                  /* absolute path of the log's witness, or NULL */
-    unsigned checkpoint_every;      /* a signed checkpoint every N events; 0 = only at close */
+    char *file;                /* absolute host path of the log; NULL = no log */
+    char *sign_key;            /* absolute path of an Ed25519 private key (PEM), or NULL */
+    char *witness;             /* absolute path of the log's witness, or NULL */
+    unsigned checkpoint_every; /* a signed checkpoint every N events; 0 = only at close */
     enum policy_audit_fsync fsync;
 };
 
@@ -94,8 +94,8 @@ struct policy_audit {
 #define SYNTH_MAX_PORTS 32
 
 enum policy_net_mode {
-    POLICY_NET_NONE,                /* loopback only (default) */
-    POLICY_NET_GATEWAY,             /* one door: the egress gateway */
+    POLICY_NET_NONE,    /* loopback only (default) */
+    POLICY_NET_GATEWAY, /* one door: the egress gateway */
 };
 
 /*
@@ -103,10 +103,10 @@ enum policy_net_mode {
  * versioned set of rules from a data file; its rules are in network.allow.
  */
 struct policy_preset {
-    char *name;                     /* "npm" */
+    char *name; /* "npm" */
     unsigned version;
-    char *file;                     /* where it was read */
-    char **allow;                   /* its rules' canonical texts, in the file's order */
+    char *file;   /* where it was read */
+    char **allow; /* its rules' canonical texts, in the file's order */
     size_t n_allow;
 };
 
@@ -117,37 +117,37 @@ struct policy_preset {
  */
 struct policy_network {
     enum policy_net_mode mode;
-    bool mode_explicit;             /* mode was given (file or flag), not implied */
-    char **allow;                   /* egress_rule_format() texts: "api.example.com", "*.example.com:8443" */
+    bool mode_explicit; /* mode was given (file or flag), not implied */
+    char **allow;       /* egress_rule_format() texts: "api.example.com", "*.example.com:8443" */
     size_t n_allow;
-    char **deny;                    /* the same; refused even if an allow matches */
+    char **deny; /* the same; refused even if an allow matches */
     size_t n_deny;
-    char **ask;                     /* the same; not allowed, but asked of decider.socket */
+    char **ask; /* the same; not allowed, but asked of decider.socket */
     size_t n_ask;
-    char **dns;                     /* "IP:PORT" nameservers for the gateway; none = resolv.conf */
-    char *upstream_ca;              /* PEM CAs that intercepted servers are verified against;
+    char **dns;        /* "IP:PORT" nameservers for the gateway; none = resolv.conf */
+    char *upstream_ca; /* PEM CAs that intercepted servers are verified against;
                                        NULL = the host's trust store */
     size_t n_dns;
-    char **allow_private;           /* "127.0.0.2/32", "fd00::/8": let through the SSRF rules */
+    char **allow_private; /* "127.0.0.2/32", "fd00::/8": let through the SSRF rules */
     size_t n_allow_private;
-    char **resolve;                 /* "api.example.com=127.0.0.2": pins, like curl --resolve */
+    char **resolve; /* "api.example.com=127.0.0.2": pins, like curl --resolve */
     size_t n_resolve;
-    char **expose;                  /* "8000": ports of a live session the daemon may forward
+    char **expose; /* "8000": ports of a live session the daemon may forward
                                        to the host (session.expose); none by default */
     size_t n_expose;
-    struct policy_preset *presets;  /* the presets named, sorted by name */
+    struct policy_preset *presets; /* the presets named, sorted by name */
     size_t n_presets;
     /* budgets; 0 = unlimited */
-    uint64_t requests;              /* requests over the run */
-    uint64_t bytes;                 /* bytes, both directions */
-    uint64_t connections;           /* concurrent connections */
-    uint64_t request_rate;          /* requests per second */
+    uint64_t requests;     /* requests over the run */
+    uint64_t bytes;        /* bytes, both directions */
+    uint64_t connections;  /* concurrent connections */
+    uint64_t request_rate; /* requests per second */
 };
 
 /* A nameserver of network.dns, parsed. */
 struct policy_nameserver {
     struct ip_addr ip;
-    uint16_t port;                  /* 53 unless written */
+    uint16_t port; /* 53 unless written */
 };
 
 /*
@@ -166,10 +166,10 @@ struct policy_egress {
  * to HOSTS. The policy holds where the value is, never the value itself.
  */
 struct policy_secret {
-    char *name;                     /* the variable the sandbox sees */
-    char *from;                     /* canonical "env:VAR" or "file:/abs/path" (realpath'd) */
-    char **hosts;                   /* egress_rule_format() texts of name or *.suffix rules, sorted, unique */
-    size_t n_hosts;                 /* at least 1 */
+    char *name;     /* the variable the sandbox sees */
+    char *from;     /* canonical "env:VAR" or "file:/abs/path" (realpath'd) */
+    char **hosts;   /* egress_rule_format() texts of name or *.suffix rules, sorted, unique */
+    size_t n_hosts; /* at least 1 */
     struct egress_rule *host_rules; /* HOSTS parsed, by policy_finalize() */
     uint64_t ttl_ms;                /* 0 = the run's lifetime */
 };
@@ -180,18 +180,18 @@ struct policy_secret {
  * value is judged item by item.
  */
 struct policy_arg_rule {
-    char *arg;                      /* the argument's name */
-    char **under;                   /* normalised absolute dirs; the path must lie in one */
+    char *arg;    /* the argument's name */
+    char **under; /* normalised absolute dirs; the path must lie in one */
     size_t n_under;
-    char **deny;                    /* globs the normalised path must not match */
+    char **deny; /* globs the normalised path must not match */
     size_t n_deny;
-    uint64_t max_length;            /* in code points; 0 = no limit */
-    char *pattern;                  /* PCRE2 pattern the whole value must match, or NULL */
+    uint64_t max_length; /* in code points; 0 = no limit */
+    char *pattern;       /* PCRE2 pattern the whole value must match, or NULL */
 };
 
 struct policy_tool_rules {
     char *tool;
-    struct policy_arg_rule *args;   /* sorted by arg, unique */
+    struct policy_arg_rule *args; /* sorted by arg, unique */
     size_t n_args;
 };
 
@@ -200,25 +200,25 @@ struct policy_tool_rules {
  * sandboxed server. Everything not allowed here is hidden and refused.
  */
 struct policy_tools {
-    char **allow;                   /* tool names, sorted, unique; "*" = every tool */
+    char **allow; /* tool names, sorted, unique; "*" = every tool */
     size_t n_allow;
     struct policy_tool_rules *rules; /* sorted by tool, unique */
     size_t n_rules;
-    uint64_t max_calls;             /* tools/call per session; 0 = unlimited */
-    uint64_t max_result_bytes;      /* a larger result is replaced by an error */
-    uint64_t max_message_bytes;     /* a larger JSON-RPC message is refused */
-    uint64_t call_timeout_ms;       /* a call unanswered this long fails; 0 = never */
-    bool record_arguments;          /* audit the arguments, not only their digest */
-    bool resources;                 /* resources/... methods: forwarded, or hidden as a whole */
-    bool prompts;                   /* prompts/... methods: the same */
-    bool logging;                   /* logging/setLevel and the server's log messages */
-    bool sampling;                  /* server-to-client requests forwarded to the client */
+    uint64_t max_calls;         /* tools/call per session; 0 = unlimited */
+    uint64_t max_result_bytes;  /* a larger result is replaced by an error */
+    uint64_t max_message_bytes; /* a larger JSON-RPC message is refused */
+    uint64_t call_timeout_ms;   /* a call unanswered this long fails; 0 = never */
+    bool record_arguments;      /* audit the arguments, not only their digest */
+    bool resources;             /* resources/... methods: forwarded, or hidden as a whole */
+    bool prompts;               /* prompts/... methods: the same */
+    bool logging;               /* logging/setLevel and the server's log messages */
+    bool sampling;              /* server-to-client requests forwarded to the client */
     bool elicitation;
     bool roots;
-    char **ask;                     /* allowed tools whose calls the decider must approve */
+    char **ask; /* allowed tools whose calls the decider must approve */
     size_t n_ask;
-    char *pins;                     /* host file of trust-on-first-use tool pins, or NULL */
-    char **pinned;                  /* tools.pinned: "TOOL=SHA256" written in the policy, sorted */
+    char *pins;    /* host file of trust-on-first-use tool pins, or NULL */
+    char **pinned; /* tools.pinned: "TOOL=SHA256" written in the policy, sorted */
     size_t n_pinned;
 };
 
@@ -228,17 +228,17 @@ struct policy_tools {
  * are exported. Absent keys leave the effective policy's JSON unchanged.
  */
 struct policy_gov {
-    char *require_signature;        /* PEM public key the file's signature must verify with */
-    char *decider;                  /* unix socket of the runtime decider, or NULL */
-    char *decider_command;          /* or a command run (sh -c) per question */
-    bool decider_elicit;            /* mcp serve: ask the MCP client (elicitation) when it can */
-    uint64_t decider_timeout_ms;    /* an answer later than this denies */
-    char **may_relax;               /* break_glass.may_relax: policy key paths */
+    char *require_signature;     /* PEM public key the file's signature must verify with */
+    char *decider;               /* unix socket of the runtime decider, or NULL */
+    char *decider_command;       /* or a command run (sh -c) per question */
+    bool decider_elicit;         /* mcp serve: ask the MCP client (elicitation) when it can */
+    uint64_t decider_timeout_ms; /* an answer later than this denies */
+    char **may_relax;            /* break_glass.may_relax: policy key paths */
     size_t n_may_relax;
-    uint64_t break_glass_max_ms;    /* 0: break-glass refused */
-    char *approval_key;             /* PEM public key an approval token must verify with */
-    char *export;                   /* audit.export: "otlp" or NULL */
-    char *export_endpoint;          /* http://HOST:PORT/v1/logs */
+    uint64_t break_glass_max_ms; /* 0: break-glass refused */
+    char *approval_key;          /* PEM public key an approval token must verify with */
+    char *export;                /* audit.export: "otlp" or NULL */
+    char *export_endpoint;       /* http://HOST:PORT/v1/logs */
 };
 
 /* The gateway tracks which secrets a connection used in one 64-bit mask. */
@@ -267,43 +267,46 @@ enum policy_ws_mode { POLICY_WS_DIRECT, POLICY_WS_OVERLAY };
  * break-glass run's (BREAK_GLASS: it relaxes only by --relax).
  */
 enum policy_narrow { POLICY_NARROW_NONE, POLICY_NARROW_SIGNED, POLICY_NARROW_BREAK_GLASS };
-enum policy_ws_commit { POLICY_WS_COMMIT_ON_SUCCESS, POLICY_WS_COMMIT_ALWAYS,
-                        POLICY_WS_COMMIT_MANUAL };
+enum policy_ws_commit {
+    POLICY_WS_COMMIT_ON_SUCCESS,
+    POLICY_WS_COMMIT_ALWAYS,
+    POLICY_WS_COMMIT_MANUAL
+};
 
 struct policy {
-    int version;                    /* 1 */
+    int version; /* 1 */
     enum cordon_level level;
     /* isolation as a list ([namespace, process]): the levels tried, in order, after
      * LEVEL when it cannot run here; none means LEVEL or nothing. */
     enum cordon_level level_fallbacks[3];
     size_t n_level_fallbacks;
     enum policy_accel microvm_accel;
-    char *origin;                   /* file name the policy came from, or NULL */
+    char *origin; /* file name the policy came from, or NULL */
 
     /* filesystem */
-    char *workspace;                /* host dir at /workspace; NULL = scratch tmpfs */
-    bool workspace_follow_symlinks; /* workspace may pass through links */
-    uint64_t workspace_size;        /* size of the scratch tmpfs, and of an overlay's layer */
-    enum policy_ws_mode workspace_mode;     /* workspace.mode */
+    char *workspace;                    /* host dir at /workspace; NULL = scratch tmpfs */
+    bool workspace_follow_symlinks;     /* workspace may pass through links */
+    uint64_t workspace_size;            /* size of the scratch tmpfs, and of an overlay's layer */
+    enum policy_ws_mode workspace_mode; /* workspace.mode */
     enum policy_ws_commit workspace_commit; /* workspace.commit */
-    uint64_t tmp_size;              /* size of /tmp */
-    uint64_t shm_size;              /* size of /dev/shm */
-    uint64_t tmp_inodes;            /* nr_inodes of /tmp; 0 = the kernel's tmpfs default */
-    uint64_t shm_inodes;            /* of /dev/shm; the same */
-    uint64_t workspace_inodes;      /* of the scratch /workspace; the same */
+    uint64_t tmp_size;                      /* size of /tmp */
+    uint64_t shm_size;                      /* size of /dev/shm */
+    uint64_t tmp_inodes;                    /* nr_inodes of /tmp; 0 = the kernel's tmpfs default */
+    uint64_t shm_inodes;                    /* of /dev/shm; the same */
+    uint64_t workspace_inodes;              /* of the scratch /workspace; the same */
     struct policy_bind *binds;
     size_t n_binds;
-    char **protected;               /* names read-only in a host workspace, sorted; a
+    char **protected; /* names read-only in a host workspace, sorted; a
                                        trailing '*' globs (".env*") */
     size_t n_protected;
-    char **unprotect;               /* default names taken out (filesystem.unsafe_unprotect) */
+    char **unprotect; /* default names taken out (filesystem.unsafe_unprotect) */
     size_t n_unprotect;
-    char **unix_sockets;            /* host unix sockets the run may connect to (absolute,
+    char **unix_sockets; /* host unix sockets the run may connect to (absolute,
                                        normalised); every other host socket is refused */
     size_t n_unix_sockets;
 
     /* env */
-    char **env_pass;                /* names taken from the host */
+    char **env_pass; /* names taken from the host */
     size_t n_env_pass;
     struct policy_env_set *env_set; /* names set to fixed values */
     size_t n_env_set;
@@ -317,7 +320,7 @@ struct policy {
     size_t n_syscalls_deny;
 
     struct policy_network network;
-    struct policy_secret *secrets;  /* sorted by name; names unique and not in env.* */
+    struct policy_secret *secrets; /* sorted by name; names unique and not in env.* */
     size_t n_secrets;
     struct policy_tools tools;
     struct policy_audit audit;
@@ -325,22 +328,22 @@ struct policy {
     /* Set by policy_finalize(), from everything above. */
     bool finalized;
     struct policy_egress egress;
-    struct policy_evidence {        /* hex SHA-256s each run's audit record carries */
-        char policy[65];            /* policy_digest_hex() */
-        char network[65];           /* policy_network_digest_hex() */
-        char tools[65];             /* policy_tools_digest_hex() */
-        char syscalls[65];          /* seccomp_profile_digest() */
-        char file[65];              /* the policy as its file gave it, before flags; "" if
+    struct policy_evidence { /* hex SHA-256s each run's audit record carries */
+        char policy[65];     /* policy_digest_hex() */
+        char network[65];    /* policy_network_digest_hex() */
+        char tools[65];      /* policy_tools_digest_hex() */
+        char syscalls[65];   /* seccomp_profile_digest() */
+        char file[65];       /* the policy as its file gave it, before flags; "" if
                                        it came from no file */
-    } evidence;                     /* read through policy_evidence() */
+    } evidence;              /* read through policy_evidence() */
     bool evidence_done;
     struct policy_gov gov;
-    char signer[65];                /* key_id that signed the file (checked at load), or "" */
-    enum policy_narrow narrow;      /* whether flags and per-call options may only tighten */
-    json_t *loaded;                 /* policy_to_json() as the file gave it, before any flag */
-    json_t *flags;                  /* the front end's flags on top of the file:
+    char signer[65];           /* key_id that signed the file (checked at load), or "" */
+    enum policy_narrow narrow; /* whether flags and per-call options may only tighten */
+    json_t *loaded;            /* policy_to_json() as the file gave it, before any flag */
+    json_t *flags;             /* the front end's flags on top of the file:
                                        [{"flag", "value"}], or NULL; for run.start */
-    json_t *break_glass;            /* an active break-glass: {id, reason, until, relaxed,
+    json_t *break_glass;       /* an active break-glass: {id, reason, until, relaxed,
                                        approved_by, base_policy_digest}; in every event */
 };
 
@@ -402,8 +405,7 @@ int policy_add_bind(struct policy *p, const char *spec, bool writable, const cha
                     struct cordon_err *err);
 
 /* --env NAME or NAME=VALUE. */
-int policy_add_env(struct policy *p, const char *spec, const char *flag,
-                   struct cordon_err *err);
+int policy_add_env(struct policy *p, const char *spec, const char *flag, struct cordon_err *err);
 
 /*
  * Cross-field checks after every source has been applied (duplicate dests...).
@@ -443,12 +445,12 @@ bool policy_exposes(const struct policy *p, unsigned port);
 
 /* One default name of filesystem.protected, with who reads it and why (protected.c). */
 struct policy_protected {
-    const char *name;  /* a file name, or a prefix ending in '*' */
-    bool dir;          /* a directory by nature */
-    bool checked;      /* written by the run, what it leaves checked after it (.git: what
+    const char *name; /* a file name, or a prefix ending in '*' */
+    bool dir;         /* a directory by nature */
+    bool checked;     /* written by the run, what it leaves checked after it (.git: what
                           git would run is refused, its objects and refs are the run's) */
-    const char *who;   /* the tools that read it */
-    const char *why;   /* what they run or trust from it */
+    const char *who;  /* the tools that read it */
+    const char *why;  /* what they run or trust from it */
 };
 
 /* The defaults, in the table's order; static. */
@@ -530,10 +532,10 @@ const char *policy_trust_dir(void);
  */
 struct policy_break_glass_request {
     const char *reason;
-    const char *until;              /* a duration from now, or an RFC 3339 UTC time */
-    char *const *relax;             /* KEY=VALUE */
+    const char *until;  /* a duration from now, or an RFC 3339 UTC time */
+    char *const *relax; /* KEY=VALUE */
     size_t n_relax;
-    const char *approval;           /* path of an approval token, or NULL */
+    const char *approval; /* path of an approval token, or NULL */
 };
 int policy_break_glass(struct policy *p, const struct policy_break_glass_request *req,
                        struct cordon_err *err);

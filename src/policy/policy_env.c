@@ -17,8 +17,8 @@ static bool valid_env_name(const char *s)
     if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
         return false;
     for (s++; *s; s++)
-        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
-              (*s >= '0' && *s <= '9') || *s == '_'))
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
             return false;
     return true;
 }
@@ -27,7 +27,7 @@ int policy_check_env_name(const char *name, char *why, size_t len)
 {
     if (!valid_env_name(name))
         return why_printf(why, len,
-                       "\"%s\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)", name);
+                          "\"%s\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)", name);
     return 0;
 }
 
@@ -59,8 +59,8 @@ int policy_env_pass(struct policy *p, const char *text, char *why, size_t len)
     return policy_strv_add(&p->env_pass, &p->n_env_pass, text);
 }
 
-int policy_apply_env_set(struct policy *p, const char *name, const char *value,
-                         size_t value_len, char *why, size_t len)
+int policy_apply_env_set(struct policy *p, const char *name, const char *value, size_t value_len,
+                         char *why, size_t len)
 {
     if (policy_check_env_name(name, why, len) < 0)
         return -1;
@@ -96,4 +96,3 @@ int policy_apply_env_set(struct policy *p, const char *name, const char *value,
     p->n_env_set++;
     return 0;
 }
-

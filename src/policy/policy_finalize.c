@@ -24,7 +24,8 @@ static int check_outside_writable(const struct policy *p, const char *file, cons
     if (p->workspace && policy_inside_tree(file, p->workspace))
         return err_set(err, CORDON_E_POLICY,
                        "%s%s: \"%s\" is inside the workspace \"%s\", which the sandbox can "
-                       "write; keep it outside", where, what, file, p->workspace);
+                       "write; keep it outside",
+                       where, what, file, p->workspace);
     for (size_t i = 0; i < p->n_binds; i++)
         if (p->binds[i].writable && policy_inside_tree(file, p->binds[i].source))
             return err_set(err, CORDON_E_POLICY,
@@ -53,8 +54,8 @@ static int check_secret_hidden(const struct policy *p, const struct policy_secre
     if (tree)
         return err_set(err, CORDON_E_POLICY,
                        "%ssecrets: the file of \"%s\" (\"%s\") is inside \"%s\", which the "
-                       "sandbox sees; the value would enter the sandbox", where, sec->name, file,
-                       tree);
+                       "sandbox sees; the value would enter the sandbox",
+                       where, sec->name, file, tree);
     return 0;
 }
 
@@ -85,8 +86,10 @@ static int settle_fs(struct policy *p, const char *where, struct cordon_err *err
                                                     : "filesystem.read_only",
                                "follow_symlinks: true on that bind allows it", where, err));
     if (p->workspace_mode == POLICY_WS_OVERLAY && !p->workspace)
-        return err_set(err, CORDON_E_POLICY, "%sworkspace.mode: overlay needs a host workspace "
-                       "(filesystem.workspace or -w DIR)", where);
+        return err_set(err, CORDON_E_POLICY,
+                       "%sworkspace.mode: overlay needs a host workspace "
+                       "(filesystem.workspace or -w DIR)",
+                       where);
     TRY(settle_audit_files(p, where, err));
     TRY(check_outside_writable(p, p->gov.require_signature, "require_signature", where, err));
     TRY(check_outside_writable(p, p->tools.pins, "tools.pins", where, err));
@@ -112,7 +115,8 @@ static int check_binds(const struct policy *p, const char *where, struct cordon_
             if (j != i && p->binds[j].writable && hostpath_within(dest, p->binds[j].dest))
                 return err_set(err, CORDON_E_POLICY,
                                "%sfilesystem: dest \"%s\" is inside the writable bind at \"%s\"; "
-                               "bind it elsewhere", where, dest, p->binds[j].dest);
+                               "bind it elsewhere",
+                               where, dest, p->binds[j].dest);
     }
     return 0;
 }
@@ -122,13 +126,12 @@ static int check_exclusive(const struct policy *p, const char *where, struct cor
 {
     for (size_t i = 0; i < p->n_syscalls_allow; i++)
         if (strv_contains(p->syscalls_deny, p->n_syscalls_deny, p->syscalls_allow[i]))
-            return err_set(err, CORDON_E_POLICY,
-                           "%ssyscalls: \"%s\" is both allowed and denied", where,
-                           p->syscalls_allow[i]);
+            return err_set(err, CORDON_E_POLICY, "%ssyscalls: \"%s\" is both allowed and denied",
+                           where, p->syscalls_allow[i]);
     for (size_t i = 0; i < p->n_env_pass; i++)
         if (policy_env_set_find(p, p->env_pass[i]) >= 0)
-            return err_set(err, CORDON_E_POLICY, "%senv: \"%s\" is both passed and set",
-                           where, p->env_pass[i]);
+            return err_set(err, CORDON_E_POLICY, "%senv: \"%s\" is both passed and set", where,
+                           p->env_pass[i]);
     /* A key or a checkpoint rate with nothing to sign would be a silent no-op. */
     if (p->audit.sign_key && !p->audit.file)
         return err_set(err, CORDON_E_POLICY, "%saudit: sign_key is set but file is not", where);
@@ -136,9 +139,10 @@ static int check_exclusive(const struct policy *p, const char *where, struct cor
         return err_set(err, CORDON_E_POLICY, "%saudit: witness is set but file is not", where);
     /* A witness beside the log is only a copy: who cuts one cuts the other. */
     if (p->audit.witness && !strcmp(p->audit.witness, p->audit.file))
-        return err_set(err, CORDON_E_POLICY, "%saudit: witness \"%s\" is the log itself; keep "
-                       "it on another path, out of reach of whoever may edit the log", where,
-                       p->audit.witness);
+        return err_set(err, CORDON_E_POLICY,
+                       "%saudit: witness \"%s\" is the log itself; keep "
+                       "it on another path, out of reach of whoever may edit the log",
+                       where, p->audit.witness);
     if (p->audit.checkpoint_every && !p->audit.sign_key)
         return err_set(err, CORDON_E_POLICY,
                        "%saudit: checkpoint_every needs sign_key (checkpoints are signed)", where);
@@ -146,8 +150,8 @@ static int check_exclusive(const struct policy *p, const char *where, struct cor
         const char *name = p->secrets[i].name;
         bool set = policy_env_set_find(p, name) >= 0;
         if (set || strv_contains(p->env_pass, p->n_env_pass, name))
-            return err_set(err, CORDON_E_POLICY, "%ssecrets: \"%s\" is also in env.%s", where,
-                           name, set ? "set" : "pass");
+            return err_set(err, CORDON_E_POLICY, "%ssecrets: \"%s\" is also in env.%s", where, name,
+                           set ? "set" : "pass");
     }
     return 0;
 }
@@ -173,9 +177,8 @@ static int imply_gateway(struct policy *p, const char *where, struct cordon_err 
     /* An allow entry implies the gateway, unless the policy said "none" outright. */
     if ((n->n_allow || n->n_ask) && n->mode == POLICY_NET_NONE) {
         if (n->mode_explicit)
-            return err_set(err, CORDON_E_POLICY,
-                           "%snetwork.%s: needs mode gateway (mode is none)", where,
-                           n->n_allow ? "allow" : "ask");
+            return err_set(err, CORDON_E_POLICY, "%snetwork.%s: needs mode gateway (mode is none)",
+                           where, n->n_allow ? "allow" : "ask");
         n->mode = POLICY_NET_GATEWAY;
     }
     return 0;
@@ -186,7 +189,7 @@ static void unprotect(struct policy *p)
 {
     for (size_t i = 0; i < p->n_unprotect; i++)
         for (size_t j = 0; j < p->n_protected; j++)
-            if (strcmp(p->protected[j], p->unprotect[i]) == 0) {
+            if (strcmp(p->protected[j], p -> unprotect[i]) == 0) {
                 free(p->protected[j]);
                 memmove(p->protected + j, p->protected + j + 1,
                         (p->n_protected - j - 1) * sizeof *p->protected);

@@ -28,10 +28,10 @@ int policy_check_dest(const char *dest, char *why, size_t len)
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
         if (hostpath_within(dest, reserved[i]))
             return why_printf(why, len, "dest \"%s\" is inside %s, which the sandbox builds itself",
-                           dest, reserved[i]);
+                              dest, reserved[i]);
     if (strcmp(dest, "/workspace") == 0)
         return why_printf(why, len,
-                       "dest \"/workspace\" is the workspace; use filesystem.workspace");
+                          "dest \"/workspace\" is the workspace; use filesystem.workspace");
     if (hostpath_within(dest, "/workspace"))
         return why_printf(why, len, "dest \"%s\" is inside /workspace; bind it elsewhere", dest);
     return 0;
@@ -45,8 +45,7 @@ int policy_check_dest(const char *dest, char *why, size_t len)
 static int check_protected_name(const char *name, char *why, size_t len)
 {
     size_t n = strlen(name);
-    if (n == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
-        strcmp(name, "*") == 0)
+    if (n == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, "*") == 0)
         return why_printf(why, len, "expected a file name, got \"%s\"", name);
     if (n > NAME_MAX)
         return why_printf(why, len, "\"%.32s...\" is longer than a file name can be", name);
@@ -115,8 +114,8 @@ bool policy_protected_match(const char *pattern, const char *name)
  * Binds are kept sorted by dest: a canonical order for the digest, and one in
  * which a parent directory is always mounted before anything beneath it.
  */
-int policy_apply_bind(struct policy *p, const char *source, const char *dest,
-                      bool writable, bool follow, enum value_origin from, char *why, size_t len)
+int policy_apply_bind(struct policy *p, const char *source, const char *dest, bool writable,
+                      bool follow, enum value_origin from, char *why, size_t len)
 {
     _cleanup_free_ char *real = NULL;
     int r = policy_resolve_host(source, from, &real, why, len);

@@ -57,8 +57,7 @@ int policy_sign_file(const char *path, const char *key_path, char key_id[65],
     sha256_hex(text, n, digest);
     sig_message(digest, msg);
     if (sigkey_id(key, key_id) < 0 || sigkey_sign(key, msg, strlen(msg), sig, err) < 0)
-        return err_set(err, CORDON_E_POLICY, "signing key '%s' is not an Ed25519 key",
-                       key_path);
+        return err_set(err, CORDON_E_POLICY, "signing key '%s' is not an Ed25519 key", key_path);
     json_auto_t *j = json_pack("{s:s, s:s, s:s, s:s}", "format", SIG_FORMAT, "sha256", digest,
                                "key_id", key_id, "sig", sig);
     _cleanup_free_ char *out = j ? json_dumps(j, JSON_SORT_KEYS) : NULL;
@@ -76,9 +75,8 @@ int policy_sign_file(const char *path, const char *key_path, char key_id[65],
  * KEYS? 1 with the signer's key_id, 0 with WHY when not, -1 with ERR when
  * the signature file is missing or unreadable.
  */
-static int check_sig(const char *path, const char *text, size_t n, EVP_PKEY **keys,
-                     size_t n_keys, char key_id[65], char *why, size_t len,
-                     struct cordon_err *err)
+static int check_sig(const char *path, const char *text, size_t n, EVP_PKEY **keys, size_t n_keys,
+                     char key_id[65], char *why, size_t len, struct cordon_err *err)
 {
     _cleanup_free_ char *sp = sig_path(path);
     if (!sp)
@@ -181,8 +179,8 @@ static int check_signature(struct policy *p, const char *path, const char *text,
             n_keys = 0;
             if (!in_trust) {
                 EVP_PKEY_free(k);
-                rc = err_set(err, CORDON_E_POLICY, "%s: require_signature: key is not in %s",
-                             path, policy_trust_dir());
+                rc = err_set(err, CORDON_E_POLICY, "%s: require_signature: key is not in %s", path,
+                             policy_trust_dir());
             } else {
                 keys = malloc(sizeof *keys);
                 if (!keys) {
@@ -199,8 +197,8 @@ static int check_signature(struct policy *p, const char *path, const char *text,
         char why[200] = "";
         int r = check_sig(path, text, n, keys, n_keys, p->signer, why, sizeof why, err);
         if (r < 0 && err->errnum == ENOENT)
-            rc = err_set(err, CORDON_E_POLICY, "%s: unsigned policy: no '%s.sig' (%s)", path,
-                         path, system ? "trust.d requires a signature" : "require_signature");
+            rc = err_set(err, CORDON_E_POLICY, "%s: unsigned policy: no '%s.sig' (%s)", path, path,
+                         system ? "trust.d requires a signature" : "require_signature");
         else if (r < 0)
             rc = -1;
         else if (r == 0)
@@ -224,7 +222,6 @@ struct policy *policy_load(const char *path, struct cordon_err *err)
         return NULL;
     return TAKE_PTR(p);
 }
-
 
 int policy_require_trusted(const struct policy *p, struct cordon_err *err)
 {
@@ -273,8 +270,10 @@ static int parse_until(const char *when, time_t now, time_t *out, char *why, siz
     uint64_t ms = 0;
     char dwhy[160];
     if (parse_duration_ms(when, &ms, dwhy, sizeof dwhy) < 0 || ms == 0)
-        return why_printf(why, len, "--until: expected a duration like 30m or a time like "
-                          "2026-12-03T15:00:00Z, got \"%s\"", when);
+        return why_printf(why, len,
+                          "--until: expected a duration like 30m or a time like "
+                          "2026-12-03T15:00:00Z, got \"%s\"",
+                          when);
     *out = now + (time_t)((ms + 999) / 1000);
     return 0;
 }
@@ -344,11 +343,15 @@ static int check_approval(const struct policy *p, const char *path, const char *
     char msg[256];
     approval_message(digest, (long long)json_integer_value(na), why, msg);
     if (!sigkey_verify(key, msg, strlen(msg), sig))
-        return err_set(err, CORDON_E_POLICY, "--approval: '%s' is not signed by "
-                       "break_glass.approval_key", path);
+        return err_set(err, CORDON_E_POLICY,
+                       "--approval: '%s' is not signed by "
+                       "break_glass.approval_key",
+                       path);
     if (strcmp(digest, base) != 0)
-        return err_set(err, CORDON_E_POLICY, "--approval: '%s' approves another policy "
-                       "(digest %.12s..., this one %.12s...)", path, digest, base);
+        return err_set(err, CORDON_E_POLICY,
+                       "--approval: '%s' approves another policy "
+                       "(digest %.12s..., this one %.12s...)",
+                       path, digest, base);
     if (strcmp(why, reason) != 0)
         return err_set(err, CORDON_E_POLICY, "--approval: '%s' approves another reason", path);
     if ((time_t)json_integer_value(na) <= now)
@@ -369,7 +372,8 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
     if (!req->until)
         return err_set(err, CORDON_E_USAGE, "--break-glass: needs --until DURATION");
     if (!p->gov.break_glass_max_ms)
-        return err_set(err, CORDON_E_POLICY, "--break-glass: refused: the policy has no "
+        return err_set(err, CORDON_E_POLICY,
+                       "--break-glass: refused: the policy has no "
                        "break_glass.max_duration");
     if (parse_until(req->until, now, &end, why, sizeof why) < 0)
         return err_set(err, CORDON_E_USAGE, "%s", why);
@@ -381,16 +385,20 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
     if ((uint64_t)(end - now) * 1000 > p->gov.break_glass_max_ms) {
         char max[32];
         format_duration_ms(p->gov.break_glass_max_ms, max, sizeof max);
-        return err_set(err, CORDON_E_POLICY, "--until: longer than break_glass.max_duration "
-                       "(%s)", max);
+        return err_set(err, CORDON_E_POLICY,
+                       "--until: longer than break_glass.max_duration "
+                       "(%s)",
+                       max);
     }
     policy_digest_hex(p, base);
     char approver[65] = "";
     if (p->gov.approval_key && !req->approval)
-        return err_set(err, CORDON_E_POLICY, "--break-glass: refused: the policy requires a "
+        return err_set(err, CORDON_E_POLICY,
+                       "--break-glass: refused: the policy requires a "
                        "signed approval (--approval FILE)");
     if (req->approval && !p->gov.approval_key)
-        return err_set(err, CORDON_E_USAGE, "--approval: the policy names no "
+        return err_set(err, CORDON_E_USAGE,
+                       "--approval: the policy names no "
                        "break_glass.approval_key");
     if (req->approval &&
         check_approval(p, req->approval, base, req->reason, now, end, approver, err) < 0)
@@ -399,14 +407,15 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
     json_auto_t *relaxed = json_object();
     for (size_t i = 0; i < req->n_relax; i++) {
         const char *eq = strchr(req->relax[i], '=');
-        _cleanup_free_ char *key = eq ? strndup(req->relax[i], (size_t)(eq - req->relax[i]))
-                                      : NULL;
+        _cleanup_free_ char *key = eq ? strndup(req->relax[i], (size_t)(eq - req->relax[i])) : NULL;
         if (!key)
             return err_set(err, CORDON_E_USAGE, "--relax: expected KEY=VALUE, got \"%s\"",
                            req->relax[i]);
         if (!policy_may_relax(p, key))
-            return err_set(err, CORDON_E_POLICY, "--relax: refused: \"%s\" is not in "
-                           "break_glass.may_relax", key);
+            return err_set(err, CORDON_E_POLICY,
+                           "--relax: refused: \"%s\" is not in "
+                           "break_glass.may_relax",
+                           key);
         /* The one way a key relaxes under a signature: it is in may_relax. */
         TRY(policy_set_unchecked(p, key, eq + 1, "--relax", err));
         json_t *prev = json_object_get(relaxed, key);
@@ -430,9 +439,11 @@ int policy_break_glass(struct policy *p, const struct policy_break_glass_request
     sha256_hex(seed, strlen(seed), id);
     id[16] = '\0';
     json_decref(p->break_glass);
+    /* clang-format off */
     p->break_glass = json_pack("{s:s, s:s, s:s, s:O, s:o, s:s}", "id", id, "reason", req->reason,
                                "until", t, "relaxed", relaxed, "approved_by",
                                approver[0] ? json_string(approver) : json_null(),
                                "base_policy_digest", base);
+    /* clang-format on */
     return p->break_glass ? 0 : err_set(err, CORDON_E_INTERNAL, "out of memory");
 }

@@ -53,26 +53,31 @@ int policy_gov_check(const struct policy *p, char *why, size_t len)
     if (g->export && !g->export_endpoint)
         return why_printf(why, len, "audit.export: otlp needs audit.export_endpoint");
     if (g->export_endpoint && strncmp(g->export_endpoint, "http://", 7) != 0)
-        return why_printf(why, len, "audit.export_endpoint: expected http://HOST:PORT/PATH, "
-                          "got \"%s\"", g->export_endpoint);
+        return why_printf(why, len,
+                          "audit.export_endpoint: expected http://HOST:PORT/PATH, "
+                          "got \"%s\"",
+                          g->export_endpoint);
     if (g->export && !p->audit.file)
-        return why_printf(why, len, "audit.export: needs audit.file (the export follows the "
+        return why_printf(why, len,
+                          "audit.export: needs audit.file (the export follows the "
                           "chain, never replaces it)");
     if (p->tools.pins && p->tools.n_pinned)
-        return why_printf(why, len, "tools: pins (a file) and pinned (in the policy) exclude "
+        return why_printf(why, len,
+                          "tools: pins (a file) and pinned (in the policy) exclude "
                           "each other");
     for (size_t i = 0; i < p->tools.n_ask; i++) {
         if (!policy_tool_allowed(p, p->tools.ask[i]))
-            return why_printf(why, len, "tools.ask: \"%s\" is not in tools.allow",
-                              p->tools.ask[i]);
+            return why_printf(why, len, "tools.ask: \"%s\" is not in tools.allow", p->tools.ask[i]);
         if (!g->decider && !g->decider_command && !g->decider_elicit)
-            return why_printf(why, len, "tools.ask: needs decider.socket, decider.command or "
+            return why_printf(why, len,
+                              "tools.ask: needs decider.socket, decider.command or "
                               "decider.elicit to ask");
     }
     /* The gateway asks only a socket: it holds no file and runs nothing
      * (see confine_gateway()), so a command could not be started there. */
     if (p->network.n_ask && !g->decider)
-        return why_printf(why, len, "network.ask: needs decider.socket (the gateway cannot run "
+        return why_printf(why, len,
+                          "network.ask: needs decider.socket (the gateway cannot run "
                           "decider.command)");
     if (g->decider && g->decider_command)
         return why_printf(why, len, "decider: socket and command exclude each other");
@@ -115,8 +120,8 @@ static json_t *section(json_t *root, const char *name)
 int policy_gov_json(const struct policy *p, json_t *root)
 {
     const struct policy_gov *g = &p->gov;
-    if (g->require_signature && put(root, "require_signature",
-                                    json_string(g->require_signature)) < 0)
+    if (g->require_signature &&
+        put(root, "require_signature", json_string(g->require_signature)) < 0)
         return -1;
     if (g->decider && put(section(root, "decider"), "socket", json_string(g->decider)) < 0)
         return -1;
@@ -127,7 +132,7 @@ int policy_gov_json(const struct policy *p, json_t *root)
         return -1;
     if ((g->decider || g->decider_command || g->decider_elicit) &&
         put(section(root, "decider"), "timeout_ms",
-                          json_integer((json_int_t)g->decider_timeout_ms)) < 0)
+            json_integer((json_int_t)g->decider_timeout_ms)) < 0)
         return -1;
     if (g->break_glass_max_ms) {
         json_t *bg = section(root, "break_glass"), *relax = json_array();
@@ -138,9 +143,9 @@ int policy_gov_json(const struct policy *p, json_t *root)
             (g->approval_key && put(bg, "approval_key", json_string(g->approval_key)) < 0))
             return -1;
     }
-    if (g->export && (put(section(root, "audit"), "export", json_string(g->export)) < 0 ||
-                      put(section(root, "audit"), "export_endpoint",
-                          json_string(g->export_endpoint)) < 0))
+    if (g->export &&
+        (put(section(root, "audit"), "export", json_string(g->export)) < 0 ||
+         put(section(root, "audit"), "export_endpoint", json_string(g->export_endpoint)) < 0))
         return -1;
     return 0;
 }

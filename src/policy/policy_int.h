@@ -45,37 +45,37 @@
 #include <sys/types.h>
 
 enum key_type {
-    KT_SECTION,     /* a mapping of further keys */
-    KT_VERSION,     /* int, must be 1 */
-    KT_LEVEL,       /* enum cordon_level, or a list of them (the fallbacks); choices */
-    KT_SIZE,        /* uint64_t bytes */
-    KT_DURATION,    /* uint64_t ms */
-    KT_COUNT,       /* uint64_t */
-    KT_DIR,         /* char *, an existing host directory */
-    KT_BINDS,       /* list of PATH[:DEST] or {source, dest} */
-    KT_NAMES,       /* env.pass: list of variable names */
-    KT_ENV_MAP,     /* env.set: NAME: VALUE */
-    KT_SYSCALLS,    /* list of syscall names */
-    KT_BEST_EFFORT, /* list of limit names, or true/false */
-    KT_LOG_FILE,    /* char *, a host file that may not exist yet; its directory must */
-    KT_KEY_FILE,    /* char *, an existing, readable host file */
-    KT_UINT,        /* unsigned */
-    KT_BOOL,        /* bool: true / false */
-    KT_ENUM,        /* a C enum (int-sized): one of the names of its choices */
-    KT_RULES,       /* list of egress rules HOST[:PORT]; flag: allow (else deny) */
-    KT_CIDRS,       /* list of CIDRs */
-    KT_NAMESERVERS, /* list of IP[:PORT] DNS servers */
-    KT_PINS,        /* list of HOST=IP pins */
-    KT_SECRETS,     /* list of {name, from, hosts, ttl}; flag: NAME=SOURCE@HOST[,HOST] */
-    KT_TOOL_NAMES,  /* tools.allow: list of tool names, or "*" */
-    KT_TOOL_RULES,  /* tools.rules: TOOL: {ARG: {under, deny, max_length, pattern}} */
-    KT_PROTECTED,   /* filesystem.protected: names; flag: add (else unsafe_unprotect) */
-    KT_RESERVED,    /* a key that is refused, with a note saying why */
-    KT_TEXT,        /* char *, any one-line text (checked where it is used) */
-    KT_KEY_PATHS,   /* break_glass.may_relax: list of policy key paths */
-    KT_TOOL_PINS,   /* tools.pinned: list of TOOL=SHA256 */
+    KT_SECTION,      /* a mapping of further keys */
+    KT_VERSION,      /* int, must be 1 */
+    KT_LEVEL,        /* enum cordon_level, or a list of them (the fallbacks); choices */
+    KT_SIZE,         /* uint64_t bytes */
+    KT_DURATION,     /* uint64_t ms */
+    KT_COUNT,        /* uint64_t */
+    KT_DIR,          /* char *, an existing host directory */
+    KT_BINDS,        /* list of PATH[:DEST] or {source, dest} */
+    KT_NAMES,        /* env.pass: list of variable names */
+    KT_ENV_MAP,      /* env.set: NAME: VALUE */
+    KT_SYSCALLS,     /* list of syscall names */
+    KT_BEST_EFFORT,  /* list of limit names, or true/false */
+    KT_LOG_FILE,     /* char *, a host file that may not exist yet; its directory must */
+    KT_KEY_FILE,     /* char *, an existing, readable host file */
+    KT_UINT,         /* unsigned */
+    KT_BOOL,         /* bool: true / false */
+    KT_ENUM,         /* a C enum (int-sized): one of the names of its choices */
+    KT_RULES,        /* list of egress rules HOST[:PORT]; flag: allow (else deny) */
+    KT_CIDRS,        /* list of CIDRs */
+    KT_NAMESERVERS,  /* list of IP[:PORT] DNS servers */
+    KT_PINS,         /* list of HOST=IP pins */
+    KT_SECRETS,      /* list of {name, from, hosts, ttl}; flag: NAME=SOURCE@HOST[,HOST] */
+    KT_TOOL_NAMES,   /* tools.allow: list of tool names, or "*" */
+    KT_TOOL_RULES,   /* tools.rules: TOOL: {ARG: {under, deny, max_length, pattern}} */
+    KT_PROTECTED,    /* filesystem.protected: names; flag: add (else unsafe_unprotect) */
+    KT_RESERVED,     /* a key that is refused, with a note saying why */
+    KT_TEXT,         /* char *, any one-line text (checked where it is used) */
+    KT_KEY_PATHS,    /* break_glass.may_relax: list of policy key paths */
+    KT_TOOL_PINS,    /* tools.pinned: list of TOOL=SHA256 */
     KT_UNIX_SOCKETS, /* filesystem.unix_sockets: list of absolute host paths */
-    KT_PORTS,       /* network.expose: list of TCP ports */
+    KT_PORTS,        /* network.expose: list of TCP ports */
 };
 
 /*
@@ -96,17 +96,17 @@ struct policy_enum {
 };
 
 /* The choices of each enumerated key (policy_keys.c). */
-extern const struct policy_enum policy_levels, policy_accels, policy_ws_modes,
-    policy_ws_commits, policy_net_modes, policy_fsyncs;
+extern const struct policy_enum policy_levels, policy_accels, policy_ws_modes, policy_ws_commits,
+    policy_net_modes, policy_fsyncs;
 
 struct policy_key {
-    const char *path;   /* "limits.memory" */
+    const char *path; /* "limits.memory" */
     enum key_type type;
-    size_t offset;      /* of the field in struct policy (scalar types) */
-    uint64_t min;       /* smallest accepted value (sizes, durations, counts) */
-    uint64_t def;       /* default (scalar types) */
-    bool flag;          /* KT_BINDS: writable; KT_SYSCALLS, KT_RULES: allow */
-    const char *note;   /* KT_RESERVED: why it is refused */
+    size_t offset;                     /* of the field in struct policy (scalar types) */
+    uint64_t min;                      /* smallest accepted value (sizes, durations, counts) */
+    uint64_t def;                      /* default (scalar types) */
+    bool flag;                         /* KT_BINDS: writable; KT_SYSCALLS, KT_RULES: allow */
+    const char *note;                  /* KT_RESERVED: why it is refused */
     const struct policy_enum *choices; /* KT_ENUM, KT_LEVEL: its values */
 };
 
@@ -161,8 +161,8 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
                          struct cordon_err *err);
 
 /* One item of a list key (env.pass, syscalls.*, limits.best_effort, network.*). */
-int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text,
-                      char *why, size_t len);
+int policy_apply_item(struct policy *p, const struct policy_key *k, const char *text, char *why,
+                      size_t len);
 
 /* ---- policy_narrow.c ---- */
 
@@ -186,8 +186,8 @@ int policy_best_effort_add(struct policy *p, const char *text, char *why, size_t
 /* ---- policy_fs.c: the filesystem section ---- */
 
 /* One bind; DEST NULL means "the same path as SOURCE". */
-int policy_apply_bind(struct policy *p, const char *source, const char *dest,
-                      bool writable, bool follow, enum value_origin from, char *why, size_t len);
+int policy_apply_bind(struct policy *p, const char *source, const char *dest, bool writable,
+                      bool follow, enum value_origin from, char *why, size_t len);
 
 /* One item of filesystem.protected, unsafe_unprotect or unix_sockets. */
 int policy_fs_item(struct policy *p, const struct policy_key *k, const char *text, char *why,
@@ -205,8 +205,8 @@ int policy_fs_defaults(struct policy *p);
 int policy_env_pass(struct policy *p, const char *text, char *why, size_t len);
 
 /* env.set NAME=VALUE; VALUE_LEN so an embedded NUL can be refused. */
-int policy_apply_env_set(struct policy *p, const char *name, const char *value,
-                         size_t value_len, char *why, size_t len);
+int policy_apply_env_set(struct policy *p, const char *name, const char *value, size_t value_len,
+                         char *why, size_t len);
 
 /* NAME is [A-Za-z_][A-Za-z0-9_]*. */
 int policy_check_env_name(const char *name, char *why, size_t len);

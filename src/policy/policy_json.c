@@ -42,8 +42,7 @@ static json_t *binds_json(const struct policy *p, bool writable)
     for (size_t i = 0; a && i < p->n_binds; i++) {
         if (p->binds[i].writable != writable)
             continue;
-        json_t *b = json_pack("{s:s, s:s}", "source", p->binds[i].source, "dest",
-                              p->binds[i].dest);
+        json_t *b = json_pack("{s:s, s:s}", "source", p->binds[i].source, "dest", p->binds[i].dest);
         /* Only when set, so the digest of a policy without it is unchanged. */
         if (b && p->binds[i].follow_symlinks)
             json_object_set_new(b, "follow_symlinks", json_true());
@@ -86,12 +85,14 @@ static json_t *limit_names_json(unsigned mask)
  */
 static json_t *limits_json(const struct policy_limits *lim)
 {
+    /* clang-format off */
     _cleanup_(json_decrefp) json_t *o = json_pack(
         "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
         "wall_ms", (json_int_t)lim->wall_ms, "cpu_ms", (json_int_t)lim->cpu_ms,
         "memory", (json_int_t)lim->memory, "pids", (json_int_t)lim->pids,
         "output", (json_int_t)lim->output, "file_size", (json_int_t)lim->file_size,
         "open_files", (json_int_t)lim->open_files);
+    /* clang-format on */
     if (put(o, "best_effort", limit_names_json(lim->best_effort)) < 0 ||
         put(o, "defaults", limit_names_json(lim->defaulted)) < 0)
         return NULL;
@@ -100,11 +101,13 @@ static json_t *limits_json(const struct policy_limits *lim)
 
 static json_t *audit_json(const struct policy_audit *a)
 {
+    /* clang-format off */
     json_t *o = json_pack("{s:o, s:o, s:I, s:s}",
                           "file", a->file ? json_string(a->file) : json_null(),
                           "sign_key", a->sign_key ? json_string(a->sign_key) : json_null(),
                           "checkpoint_every", (json_int_t)a->checkpoint_every,
                           "fsync", policy_choice_name(&policy_fsyncs, (int)a->fsync));
+    /* clang-format on */
     /* Only where set: a policy without one keeps the digest it had. */
     if (o && a->witness && put(o, "witness", json_string(a->witness)) < 0) {
         json_decref(o);
@@ -127,11 +130,13 @@ static json_t *network_json(const struct policy_network *n)
         put(o, "resolve", strv_json(n->resolve, n->n_resolve)) < 0 ||
         put(o, "dns", strv_json(n->dns, n->n_dns)) < 0 ||
         put(o, "upstream_ca", n->upstream_ca ? json_string(n->upstream_ca) : json_null()) < 0 ||
+        /* clang-format off */
         put(o, "budgets", json_pack("{s:I, s:I, s:I, s:I}",
                                     "requests", (json_int_t)n->requests,
                                     "bytes", (json_int_t)n->bytes,
                                     "connections", (json_int_t)n->connections,
                                     "request_rate", (json_int_t)n->request_rate)) < 0)
+        /* clang-format on */
         return NULL;
     return TAKE_PTR(o);
 }
@@ -188,10 +193,10 @@ static json_t *secrets_json(const struct policy *p)
     _cleanup_(json_decrefp) json_t *a = json_array();
     for (size_t i = 0; a && i < p->n_secrets; i++) {
         const struct policy_secret *s = &p->secrets[i];
-        if (json_array_append_new(a, json_pack("{s:s, s:s, s:o, s:I}", "name", s->name,
-                                               "from", s->from, "hosts",
-                                               strv_json(s->hosts, s->n_hosts), "ttl_ms",
-                                               (json_int_t)s->ttl_ms)) < 0)
+        if (json_array_append_new(a,
+                                  json_pack("{s:s, s:s, s:o, s:I}", "name", s->name, "from",
+                                            s->from, "hosts", strv_json(s->hosts, s->n_hosts),
+                                            "ttl_ms", (json_int_t)s->ttl_ms)) < 0)
             return NULL;
     }
     return TAKE_PTR(a);
@@ -221,9 +226,9 @@ json_t *policy_to_json(const struct policy *p)
         put(root, "isolation", isolation_json(p)) < 0 ||
         /* Only when set: every other policy keeps the digest it had. */
         (p->microvm_accel != POLICY_ACCEL_KVM &&
-         put(root, "microvm", json_pack("{s:s}", "accel",
-                                        policy_choice_name(&policy_accels,
-                                                           (int)p->microvm_accel))) < 0) ||
+         put(root, "microvm",
+             json_pack("{s:s}", "accel",
+                       policy_choice_name(&policy_accels, (int)p->microvm_accel))) < 0) ||
         (p->workspace_mode != POLICY_WS_DIRECT &&
          put(root, "workspace",
              json_pack("{s:s, s:s}", "mode",
@@ -233,8 +238,7 @@ json_t *policy_to_json(const struct policy *p)
         put(fs, "workspace", p->workspace ? json_string(p->workspace) : json_null()) < 0 ||
         put(fs, "workspace_size", json_integer((json_int_t)p->workspace_size)) < 0 ||
         put(fs, "tmp_size", json_integer((json_int_t)p->tmp_size)) < 0 ||
-        (p->workspace_follow_symlinks &&
-         put(fs, "workspace_follow_symlinks", json_true()) < 0) ||
+        (p->workspace_follow_symlinks && put(fs, "workspace_follow_symlinks", json_true()) < 0) ||
         put(fs, "shm_size", json_integer((json_int_t)p->shm_size)) < 0 ||
         put(fs, "workspace_inodes", json_integer((json_int_t)p->workspace_inodes)) < 0 ||
         put(fs, "tmp_inodes", json_integer((json_int_t)p->tmp_inodes)) < 0 ||
@@ -244,8 +248,7 @@ json_t *policy_to_json(const struct policy *p)
         put(fs, "protected", strv_json(p->protected, p->n_protected)) < 0 ||
         put(fs, "unsafe_unprotect", strv_json(p->unprotect, p->n_unprotect)) < 0 ||
         put(fs, "unix_sockets", strv_json(p->unix_sockets, p->n_unix_sockets)) < 0 ||
-        put(root, "env", env_json(p)) < 0 ||
-        put(root, "limits", limits_json(&p->limits)) < 0)
+        put(root, "env", env_json(p)) < 0 || put(root, "limits", limits_json(&p->limits)) < 0)
         return NULL;
     if (put(root, "syscalls", sc = json_object()) < 0 ||
         put(sc, "allow", strv_json(p->syscalls_allow, p->n_syscalls_allow)) < 0 ||
@@ -329,4 +332,3 @@ static void build_evidence(struct policy *p)
     if (p->loaded)
         json_sha256_hex(p->loaded, ev->file);
 }
-

@@ -54,7 +54,10 @@ static const struct policy_choice fsync_choices[] = {
     { "always", POLICY_AUDIT_FSYNC_ALWAYS, 0 },
     { "close", POLICY_AUDIT_FSYNC_CLOSE, 1 },
 };
-#define CHOICES(a) { a, sizeof a / sizeof a[0] }
+#define CHOICES(a)                \
+    {                             \
+        a, sizeof a / sizeof a[0] \
+    }
 const struct policy_enum policy_levels = CHOICES(level_choices);
 const struct policy_enum policy_accels = CHOICES(accel_choices);
 const struct policy_enum policy_ws_modes = CHOICES(ws_mode_choices);
@@ -71,14 +74,27 @@ _Static_assert(sizeof(enum cordon_level) == sizeof(int) &&
                    sizeof(enum policy_audit_fsync) == sizeof(int),
                "an enumerated field is not int-sized");
 
-#define KEY(path, type, field, min, def) \
-    { path, type, offsetof(struct policy, field), min, def, false, NULL, NULL }
-#define CHOICE(path, type, field, choices, def) \
-    { path, type, offsetof(struct policy, field), 0, def, false, NULL, &choices }
+#define KEY(path, type, field, min, def)                                        \
+    {                                                                           \
+        path, type, offsetof(struct policy, field), min, def, false, NULL, NULL \
+    }
+#define CHOICE(path, type, field, choices, def)                                   \
+    {                                                                             \
+        path, type, offsetof(struct policy, field), 0, def, false, NULL, &choices \
+    }
 #define ENUM(path, field, choices, def) CHOICE(path, KT_ENUM, field, choices, def)
-#define LIST(path, type, flag) { path, type, 0, 0, 0, flag, NULL, NULL }
-#define SECTION(path) { path, KT_SECTION, 0, 0, 0, false, NULL, NULL }
-#define RESERVED(path, note) { path, KT_RESERVED, 0, 0, 0, false, note, NULL }
+#define LIST(path, type, flag)                \
+    {                                         \
+        path, type, 0, 0, 0, flag, NULL, NULL \
+    }
+#define SECTION(path)                                \
+    {                                                \
+        path, KT_SECTION, 0, 0, 0, false, NULL, NULL \
+    }
+#define RESERVED(path, note)                          \
+    {                                                 \
+        path, KT_RESERVED, 0, 0, 0, false, note, NULL \
+    }
 
 /*
  * Every key, once. A limit is lifted only by the word "unlimited" (stored
@@ -273,8 +289,10 @@ const char *policy_key_expect(const struct policy_key *k, char *buf, size_t len)
 {
     char names[128];
     switch (k->type) {
-    case KT_SECTION: return "a mapping";
-    case KT_VERSION: return "1";
+    case KT_SECTION:
+        return "a mapping";
+    case KT_VERSION:
+        return "1";
     case KT_LEVEL:
         snprintf(buf, len, "one of %s, or a list of them",
                  choice_names(k->choices, names, sizeof names));
@@ -282,33 +300,60 @@ const char *policy_key_expect(const struct policy_key *k, char *buf, size_t len)
     case KT_ENUM:
         snprintf(buf, len, "one of %s", choice_names(k->choices, names, sizeof names));
         return buf;
-    case KT_SIZE: return "a size like 256M";
-    case KT_DURATION: return "a duration like 30s, 2m or 500ms";
-    case KT_COUNT: return "a whole number";
-    case KT_DIR: return "a directory path";
-    case KT_BINDS: return "a list of paths";
-    case KT_NAMES: return "a list of variable names";
-    case KT_ENV_MAP: return "a mapping of NAME: value";
-    case KT_SYSCALLS: return "a list of syscall names";
-    case KT_BEST_EFFORT: return "a list of limit names, or true";
-    case KT_LOG_FILE: return "a file path";
-    case KT_KEY_FILE: return "a key file path";
-    case KT_UINT: return "a whole number";
-    case KT_BOOL: return "true or false";
-    case KT_RULES: return "a list of HOST[:PORT] rules";
-    case KT_CIDRS: return "a list of CIDRs";
-    case KT_NAMESERVERS: return "a list of IP[:PORT] nameservers";
-    case KT_PINS: return "a list of HOST=IP pins";
-    case KT_SECRETS: return "a list of secrets";
-    case KT_TOOL_NAMES: return "a list of tool names";
-    case KT_PROTECTED: return "a list of file names";
-    case KT_TOOL_RULES: return "a mapping of TOOL: {ARGUMENT: rule}";
-    case KT_RESERVED: return "nothing";
-    case KT_TEXT: return "a text";
-    case KT_KEY_PATHS: return "a list of policy keys";
-    case KT_TOOL_PINS: return "a list of TOOL=SHA256 pins";
-    case KT_UNIX_SOCKETS: return "a list of socket paths";
-    case KT_PORTS: return "a list of ports";
+    case KT_SIZE:
+        return "a size like 256M";
+    case KT_DURATION:
+        return "a duration like 30s, 2m or 500ms";
+    case KT_COUNT:
+        return "a whole number";
+    case KT_DIR:
+        return "a directory path";
+    case KT_BINDS:
+        return "a list of paths";
+    case KT_NAMES:
+        return "a list of variable names";
+    case KT_ENV_MAP:
+        return "a mapping of NAME: value";
+    case KT_SYSCALLS:
+        return "a list of syscall names";
+    case KT_BEST_EFFORT:
+        return "a list of limit names, or true";
+    case KT_LOG_FILE:
+        return "a file path";
+    case KT_KEY_FILE:
+        return "a key file path";
+    case KT_UINT:
+        return "a whole number";
+    case KT_BOOL:
+        return "true or false";
+    case KT_RULES:
+        return "a list of HOST[:PORT] rules";
+    case KT_CIDRS:
+        return "a list of CIDRs";
+    case KT_NAMESERVERS:
+        return "a list of IP[:PORT] nameservers";
+    case KT_PINS:
+        return "a list of HOST=IP pins";
+    case KT_SECRETS:
+        return "a list of secrets";
+    case KT_TOOL_NAMES:
+        return "a list of tool names";
+    case KT_PROTECTED:
+        return "a list of file names";
+    case KT_TOOL_RULES:
+        return "a mapping of TOOL: {ARGUMENT: rule}";
+    case KT_RESERVED:
+        return "nothing";
+    case KT_TEXT:
+        return "a text";
+    case KT_KEY_PATHS:
+        return "a list of policy keys";
+    case KT_TOOL_PINS:
+        return "a list of TOOL=SHA256 pins";
+    case KT_UNIX_SOCKETS:
+        return "a list of socket paths";
+    case KT_PORTS:
+        return "a list of ports";
     }
     return "a value";
 }
@@ -316,15 +361,24 @@ const char *policy_key_expect(const struct policy_key *k, char *buf, size_t len)
 const char *policy_key_item_expect(const struct policy_key *k)
 {
     switch (k->type) {
-    case KT_BINDS: return "a path";
-    case KT_RULES: return "HOST[:PORT]";
-    case KT_CIDRS: return "a CIDR";
-    case KT_NAMESERVERS: return "an IP[:PORT] nameserver";
-    case KT_PINS: return "HOST=IP";
-    case KT_PROTECTED: return "a file name";
-    case KT_UNIX_SOCKETS: return "an absolute socket path";
-    case KT_PORTS: return "a port from 1 to 65535";
-    default: return "a name";
+    case KT_BINDS:
+        return "a path";
+    case KT_RULES:
+        return "HOST[:PORT]";
+    case KT_CIDRS:
+        return "a CIDR";
+    case KT_NAMESERVERS:
+        return "an IP[:PORT] nameserver";
+    case KT_PINS:
+        return "HOST=IP";
+    case KT_PROTECTED:
+        return "a file name";
+    case KT_UNIX_SOCKETS:
+        return "an absolute socket path";
+    case KT_PORTS:
+        return "a port from 1 to 65535";
+    default:
+        return "a name";
     }
 }
 
@@ -465,8 +519,8 @@ static int set_text(char **field, const char *text, char *why, size_t len)
 }
 
 /* A size, a duration or a count, within K's bounds. */
-static int apply_number(struct policy *p, const struct policy_key *k, const char *text,
-                        char *why, size_t len)
+static int apply_number(struct policy *p, const struct policy_key *k, const char *text, char *why,
+                        size_t len)
 {
     uint64_t v = 0;
     int r = 0;
@@ -490,8 +544,8 @@ static int apply_number(struct policy *p, const struct policy_key *k, const char
     if (v < k->min && k->min == 1)
         return why_printf(why, len, "must be greater than 0, got \"%s\"", text);
     if (v < k->min)
-        return why_printf(why, len, "must be at least %llu, got \"%s\"",
-                          (unsigned long long)k->min, text);
+        return why_printf(why, len, "must be at least %llu, got \"%s\"", (unsigned long long)k->min,
+                          text);
     /* JSON integers are signed 64-bit; nothing sane is that large anyway. */
     if (v > (uint64_t)INT64_MAX)
         return why_printf(why, len, "\"%s\" is too large", text);

@@ -49,7 +49,6 @@ void policy_set_best_effort_all(struct policy *p, bool all)
     p->limits.best_effort = all ? (1u << POLICY_LIMIT_COUNT) - 1 : 0;
 }
 
-
 /* limits.best_effort: one limit's name. */
 int policy_best_effort_add(struct policy *p, const char *text, char *why, size_t len)
 {
@@ -60,6 +59,7 @@ int policy_best_effort_add(struct policy *p, const char *text, char *why, size_t
         }
     }
     return why_printf(why, len,
-                   "expected one of wall, cpu, memory, pids, output, file_size, "
-                   "open_files, got \"%s\"", text);
+                      "expected one of wall, cpu, memory, pids, output, file_size, "
+                      "open_files, got \"%s\"",
+                      text);
 }

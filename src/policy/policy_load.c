@@ -55,8 +55,8 @@ static int line_of(struct loader *l, struct fy_node *n)
     return last && last->line > 0 ? last->line : 0;
 }
 
-__attribute__((format(printf, 4, 0)))
-static int vfail(struct loader *l, int line, const char *path, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static int vfail(struct loader *l, int line, const char *path,
+                                                       const char *fmt, va_list ap)
 {
     char msg[200];
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -67,8 +67,8 @@ static int vfail(struct loader *l, int line, const char *path, const char *fmt, 
                    path ? ": " : "", msg);
 }
 
-__attribute__((format(printf, 4, 5)))
-static int fail(struct loader *l, struct fy_node *at, const char *path, const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static int fail(struct loader *l, struct fy_node *at,
+                                                      const char *path, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -81,9 +81,9 @@ static int fail(struct loader *l, struct fy_node *at, const char *path, const ch
  * An empty value has no token of its own, so no trustworthy position: report
  * it at the key (or list) that holds it.
  */
-__attribute__((format(printf, 5, 6)))
-static int fail_near(struct loader *l, struct fy_node *at, struct fy_node *near,
-                     const char *path, const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static int fail_near(struct loader *l, struct fy_node *at,
+                                                           struct fy_node *near, const char *path,
+                                                           const char *fmt, ...)
 {
     int line = line_of(l, at);
     if (line <= 0)
@@ -121,8 +121,7 @@ static bool is_null(struct fy_node *n)
     size_t len = 0;
     const char *s = fy_node_get_scalar(n, &len);
     return len == 0 || (len == 1 && s[0] == '~') ||
-           (len == 4 && (!memcmp(s, "null", 4) || !memcmp(s, "Null", 4) ||
-                         !memcmp(s, "NULL", 4)));
+        (len == 4 && (!memcmp(s, "null", 4) || !memcmp(s, "Null", 4) || !memcmp(s, "NULL", 4)));
 }
 
 static const char *kind_of(struct fy_node *n)
@@ -143,8 +142,8 @@ static const char *kind_of(struct fy_node *n)
  * The scalar's text as a C string. *LEN keeps the real length so a value
  * with an embedded NUL ("\0" in a double-quoted scalar) can be refused.
  */
-static int scalar_text(struct loader *l, struct fy_node *n, const char *path,
-                       const char *expect, char **out, size_t *lenp)
+static int scalar_text(struct loader *l, struct fy_node *n, const char *path, const char *expect,
+                       char **out, size_t *lenp)
 {
     if (fy_node_is_alias(n))
         return fail(l, n, path, "YAML aliases are not supported");
@@ -165,8 +164,8 @@ static int scalar_text(struct loader *l, struct fy_node *n, const char *path,
     return 0;
 }
 
-static int check_type(struct loader *l, struct fy_node *n, enum fy_node_type want,
-                      const char *path, const char *expect)
+static int check_type(struct loader *l, struct fy_node *n, enum fy_node_type want, const char *path,
+                      const char *expect)
 {
     if (fy_node_is_alias(n))
         return fail(l, n, path, "YAML aliases are not supported");
@@ -176,8 +175,8 @@ static int check_type(struct loader *l, struct fy_node *n, enum fy_node_type wan
 }
 
 /* One read_only/read_write item: "PATH[:DEST]" or {source, dest, follow_symlinks}. */
-static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
-                     const char *path, bool writable)
+static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key, const char *path,
+                     bool writable)
 {
     char why[200] = "";
     _cleanup_free_ char *source = NULL;
@@ -209,8 +208,9 @@ static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
         }
         if (!source)
             return fail(l, n, path, "source: missing");
-        return setter_result(l, policy_apply_bind(l->p, source, dest, writable, follow,
-                                                  FROM_FILE, why, sizeof why), n, path, why);
+        return setter_result(
+            l, policy_apply_bind(l->p, source, dest, writable, follow, FROM_FILE, why, sizeof why),
+            n, path, why);
     }
     if (is_null(n))
         return fail_near(l, NULL, key, path, "expected a path, got null");
@@ -219,12 +219,13 @@ static int load_bind(struct loader *l, struct fy_node *n, struct fy_node *key,
     char *colon = strchr(spec, ':');
     if (colon)
         *colon = '\0';
-    return setter_result(l, policy_apply_bind(l->p, spec, colon ? colon + 1 : NULL, writable,
-                                              false, FROM_FILE, why, sizeof why), n, path, why);
+    return setter_result(l,
+                         policy_apply_bind(l->p, spec, colon ? colon + 1 : NULL, writable, false,
+                                           FROM_FILE, why, sizeof why),
+                         n, path, why);
 }
 
-static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near,
-                       const char *path);
+static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near, const char *path);
 
 static int load_list(struct loader *l, const struct policy_key *k, struct fy_node *key,
                      struct fy_node *n)
@@ -250,8 +251,7 @@ static int load_list(struct loader *l, const struct policy_key *k, struct fy_nod
         _cleanup_free_ char *text = NULL;
         TRY(scalar_text(l, item, path, expect, &text, NULL));
         char why[200] = "";
-        TRY(setter_result(l, policy_apply_item(l->p, k, text, why, sizeof why), item, path,
-                          why));
+        TRY(setter_result(l, policy_apply_item(l->p, k, text, why, sizeof why), item, path, why));
     }
     return 0;
 }
@@ -299,8 +299,8 @@ static int load_env_set(struct loader *l, const struct policy_key *k, struct fy_
         size_t vlen = 0;
         TRY(scalar_text(l, v, path, "a string", &value, &vlen));
         char why[200] = "";
-        TRY(setter_result(l, policy_apply_env_set(l->p, name, value, vlen, why, sizeof why),
-                          v, path, why));
+        TRY(setter_result(l, policy_apply_env_set(l->p, name, value, vlen, why, sizeof why), v,
+                          path, why));
     }
     return 0;
 }
@@ -336,8 +336,7 @@ static int load_secret_hosts(struct loader *l, struct policy_secret *s, struct f
 }
 
 /* One secrets item: {name, from, hosts, ttl}; each error names its field. */
-static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near,
-                       const char *path)
+static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near, const char *path)
 {
     static const char expect[] = "a mapping of name, from, hosts, ttl";
     if (is_null(n))
@@ -359,9 +358,9 @@ static int load_secret(struct loader *l, struct fy_node *n, struct fy_node *near
             continue;
         }
         const char *what = !strcmp(field, "name") ? "a variable name"
-                           : !strcmp(field, "from") ? "env:VAR or file:PATH"
-                           : !strcmp(field, "ttl") ? "a duration like 30s, 2m or 500ms"
-                                                   : NULL;
+            : !strcmp(field, "from")              ? "env:VAR or file:PATH"
+            : !strcmp(field, "ttl")               ? "a duration like 30s, 2m or 500ms"
+                                                  : NULL;
         if (!what)
             return fail(l, k, sub, "unknown key; known: name, from, hosts, ttl");
         /* A null ttl is the default (the run's lifetime); name and from have none. */
@@ -423,8 +422,8 @@ static void arg_rule_releasep(struct policy_arg_rule *r)
 }
 
 /* tools.rules.TOOL.ARG: {under, deny, max_length, pattern}. */
-static int load_arg_rule(struct loader *l, const char *tool, const char *arg,
-                         struct fy_node *key, struct fy_node *n, const char *path)
+static int load_arg_rule(struct loader *l, const char *tool, const char *arg, struct fy_node *key,
+                         struct fy_node *n, const char *path)
 {
     static const char expect[] = "a mapping of under, deny, max_length, pattern";
     if (is_null(n))
@@ -509,8 +508,7 @@ static int load_section(struct loader *l, const char *section, struct fy_node *n
         char path[128];
         int w = snprintf(path, sizeof path, "%s%s%s", section, section[0] ? "." : "", name);
         const struct policy_key *k =
-            w > 0 && (size_t)w < sizeof path && !strchr(name, '.') ? policy_key_find(path)
-                                                                   : NULL;
+            w > 0 && (size_t)w < sizeof path && !strchr(name, '.') ? policy_key_find(path) : NULL;
         if (!k) {
             char known[200];
             policy_key_children(section, known, sizeof known);
@@ -581,8 +579,10 @@ static int load_value(struct loader *l, const struct policy_key *k, struct fy_no
 static int load_root(struct loader *l, struct fy_node *root)
 {
     if (!root || is_null(root))
-        return err_set(l->err, CORDON_E_POLICY, "%s: empty policy; it needs at least "
-                       "\"version: 1\"", l->file);
+        return err_set(l->err, CORDON_E_POLICY,
+                       "%s: empty policy; it needs at least "
+                       "\"version: 1\"",
+                       l->file);
     if (fy_node_get_type(root) != FYNT_MAPPING)
         return fail(l, root, NULL, "expected a mapping of policy keys, got %s", kind_of(root));
     struct fy_node_pair *version = fy_node_mapping_lookup_pair_by_string(root, "version", 7);
@@ -632,8 +632,7 @@ static int refuse_tags(struct loader *l, struct fy_document *doc)
         const char *tag = fy_node_get_tag(n, &len);
         if (tag) {
             char shown[40];
-            return fail_near(l, n, holder_of(n), NULL,
-                             "YAML tags are not supported, got %s",
+            return fail_near(l, n, holder_of(n), NULL, "YAML tags are not supported, got %s",
                              text_quote(shown, sizeof shown, tag, len, true));
         }
     }
@@ -649,8 +648,8 @@ static int syntax_error(struct loader *l)
         if (e->type < FYET_ERROR)
             continue;
         if (e->line > 0)
-            return err_set(l->err, CORDON_E_POLICY, "%s:%d: invalid YAML: %s", l->file,
-                           e->line, e->msg);
+            return err_set(l->err, CORDON_E_POLICY, "%s:%d: invalid YAML: %s", l->file, e->line,
+                           e->msg);
         return err_set(l->err, CORDON_E_POLICY, "%s: invalid YAML: %s", l->file, e->msg);
     }
     return err_set(l->err, CORDON_E_POLICY, "%s: invalid YAML", l->file);
@@ -715,12 +714,15 @@ static int check_text(const char *text, size_t len, const char *file, struct cor
         uint32_t cp = 0;
         size_t n = utf8_decode(text + i, len - i, &cp);
         if (n == 0)
-            return err_set(err, CORDON_E_POLICY, "%s:%d: not UTF-8: byte 0x%02x is not part "
-                           "of a valid sequence", file, line, (unsigned char)text[i]);
+            return err_set(err, CORDON_E_POLICY,
+                           "%s:%d: not UTF-8: byte 0x%02x is not part "
+                           "of a valid sequence",
+                           file, line, (unsigned char)text[i]);
         bool printable = cp == '\t' || cp == '\n' || cp == '\r' || (cp >= 0x20 && cp < 0x7f) ||
-                         cp == 0x85 || (cp >= 0xa0 && cp != 0xfffe && cp != 0xffff);
+            cp == 0x85 || (cp >= 0xa0 && cp != 0xfffe && cp != 0xffff);
         if (!printable)
-            return err_set(err, CORDON_E_POLICY, "%s:%d: character U+%04X cannot appear in "
+            return err_set(err, CORDON_E_POLICY,
+                           "%s:%d: character U+%04X cannot appear in "
                            "YAML or JSON text (write it escaped in a double-quoted string)",
                            file, line, (unsigned)cp);
         line += cp == '\n';

@@ -18,14 +18,14 @@
 #include <string.h>
 
 enum narrow {
-    N_LESS,   /* a number: smaller tightens; 0 (unlimited, never, the kernel's default) is widest */
-    N_RANK,   /* a choice: a lower rank (the rank column of its choices) tightens */
-    N_OFF,    /* a switch: false tightens */
-    N_ON,     /* a switch: true tightens */
-    N_FEWER,  /* a list: an item the policy does not hold relaxes */
-    N_MORE,   /* a list: an item added tightens (nothing a caller passes removes one) */
-    N_ONCE,   /* a path or text: setting one where there was none tightens; changing relaxes */
-    N_FIXED,  /* any change relaxes */
+    N_LESS,  /* a number: smaller tightens; 0 (unlimited, never, the kernel's default) is widest */
+    N_RANK,  /* a choice: a lower rank (the rank column of its choices) tightens */
+    N_OFF,   /* a switch: false tightens */
+    N_ON,    /* a switch: true tightens */
+    N_FEWER, /* a list: an item the policy does not hold relaxes */
+    N_MORE,  /* a list: an item added tightens (nothing a caller passes removes one) */
+    N_ONCE,  /* a path or text: setting one where there was none tightens; changing relaxes */
+    N_FIXED, /* any change relaxes */
 };
 
 /*
@@ -200,8 +200,8 @@ static bool scalar_relaxes(const struct policy_key *k, enum narrow n, const stru
     }
     case KT_LEVEL:
         return policy_choice_rank(k->choices, (int)s->level) >
-                   policy_choice_rank(k->choices, (int)cur->level) ||
-               weakest_level(s) > weakest_level(cur);
+            policy_choice_rank(k->choices, (int)cur->level) ||
+            weakest_level(s) > weakest_level(cur);
     case KT_VERSION:
         return s->version != cur->version;
     case KT_DIR:
@@ -252,7 +252,7 @@ static const struct {
 static bool same_bind(const struct policy_bind *a, const struct policy_bind *b)
 {
     return !strcmp(a->source, b->source) && !strcmp(a->dest, b->dest) &&
-           (b->writable || !a->writable) && (b->follow_symlinks || !a->follow_symlinks);
+        (b->writable || !a->writable) && (b->follow_symlinks || !a->follow_symlinks);
 }
 
 static bool same_secret(const struct policy_secret *a, const struct policy_secret *b)
@@ -282,8 +282,9 @@ static bool list_relaxes(const char *key, const struct policy *cur, const struct
     if (!strcmp(key, "env.set")) {
         for (size_t i = 0; i < s->n_env_set; i++) {
             size_t j = 0;
-            while (j < cur->n_env_set && (strcmp(s->env_set[i].name, cur->env_set[j].name) ||
-                                          strcmp(s->env_set[i].value, cur->env_set[j].value)))
+            while (j < cur->n_env_set &&
+                   (strcmp(s->env_set[i].name, cur->env_set[j].name) ||
+                    strcmp(s->env_set[i].value, cur->env_set[j].value)))
                 j++;
             if (j == cur->n_env_set)
                 return true;
@@ -370,12 +371,14 @@ int policy_check_tighten(const struct policy *p, const char *key, const char *va
     char shown[80];
     policy_value_shown(key, value, shown, sizeof shown);
     if (p->narrow == POLICY_NARROW_BREAK_GLASS)
-        return err_set(err, CORDON_E_POLICY, "%s %s relaxes %s, which a break-glass run "
+        return err_set(err, CORDON_E_POLICY,
+                       "%s %s relaxes %s, which a break-glass run "
                        "relaxes only by --relax %s=%s (if break_glass.may_relax lists it)",
                        f, shown, key, key, shown);
-    return err_set(err, CORDON_E_POLICY, "%s %s relaxes %s of a signed policy; use "
-                   "break-glass (--relax %s=%s) if the policy allows it", f, shown, key, key,
-                   shown);
+    return err_set(err, CORDON_E_POLICY,
+                   "%s %s relaxes %s of a signed policy; use "
+                   "break-glass (--relax %s=%s) if the policy allows it",
+                   f, shown, key, key, shown);
 }
 
 int policy_set(struct policy *p, const char *key, const char *value, const char *flag,
@@ -393,9 +396,8 @@ int policy_add_bind(struct policy *p, const char *spec, bool writable, const cha
     return policy_set_unchecked(p, key, spec, flag, err);
 }
 
-int policy_add_env(struct policy *p, const char *spec, const char *flag,
-                   struct cordon_err *err)
+int policy_add_env(struct policy *p, const char *spec, const char *flag, struct cordon_err *err)
 {
-    return policy_set(p, strchr(spec, '=') ? "env.set" : "env.pass", spec,
-                      flag ? flag : "--env", err);
+    return policy_set(p, strchr(spec, '=') ? "env.set" : "env.pass", spec, flag ? flag : "--env",
+                      err);
 }

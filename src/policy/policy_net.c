@@ -186,4 +186,3 @@ int policy_net_build(struct policy *p, char *why, size_t len)
     }
     return 0;
 }
-

@@ -37,9 +37,9 @@ int policy_host_path_text(const char *text, enum value_origin from, char **abs, 
         return why_printf(why, len, "host path \"%s\" is not absolute", text);
     *abs = hostpath_absolute(text);
     if (!*abs)
-        return errno == ENOMEM ? POLICY_ENOMEM
-                               : why_printf(why, len, "cannot resolve \"%s\": %s", text,
-                                            strerror(errno));
+        return errno == ENOMEM
+            ? POLICY_ENOMEM
+            : why_printf(why, len, "cannot resolve \"%s\": %s", text, strerror(errno));
     return 0;
 }
 
@@ -48,8 +48,7 @@ int policy_host_path_text(const char *text, enum value_origin from, char **abs, 
  * policy_finalize() decides whether it may pass through links. Relative
  * only when a flag gave it.
  */
-int policy_resolve_host(const char *path, enum value_origin from, char **out, char *why,
-                        size_t len)
+int policy_resolve_host(const char *path, enum value_origin from, char **out, char *why, size_t len)
 {
     _cleanup_free_ char *abs = NULL;
     int r = policy_host_path_text(path, from, &abs, why, len);
@@ -78,7 +77,7 @@ int policy_resolve_existing(const char *text, enum value_origin from, mode_t typ
         return why_printf(why, len, "cannot stat \"%s\": %s", text, strerror(errno));
     if ((st.st_mode & S_IFMT) != type)
         return why_printf(why, len, "\"%s\" is not a %s", text,
-                       type == S_IFDIR ? "directory" : "regular file");
+                          type == S_IFDIR ? "directory" : "regular file");
     if (type == S_IFREG && access(real, R_OK) < 0)
         return why_printf(why, len, "\"%s\" is not readable: %s", text, strerror(errno));
     free(*out);
@@ -107,7 +106,8 @@ int policy_settle_path(char **path, bool follow, const char *what, const char *a
     if (hostpath_find_link(*path, link, sizeof link, target, sizeof target))
         return err_set(err, CORDON_E_POLICY,
                        "%s%s: \"%s\" is a symbolic link (to \"%s\") that a run could have "
-                       "planted; %s", where, what, link, target,
+                       "planted; %s",
+                       where, what, link, target,
                        allow ? allow : "cordon never writes through one");
     return 0;
 }
@@ -136,4 +136,3 @@ bool policy_inside_tree(const char *path, const char *tree)
     }
     return false;
 }
-

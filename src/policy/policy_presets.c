@@ -37,8 +37,10 @@ static int rule_text(const char *path, const char *text, char canon[EGRESS_RULE_
     if (egress_rule_parse(text, &r, why, len) < 0)
         return -1;
     if (egress_rule_is_request_rule(&r) && strcmp(path, "network.allow") != 0)
-        return why_printf(why, len, "a method or a path limits only what network.allow lets "
-                          "through, not %s: \"%s\"", path, text);
+        return why_printf(why, len,
+                          "a method or a path limits only what network.allow lets "
+                          "through, not %s: \"%s\"",
+                          path, text);
     egress_rule_format(&r, canon, EGRESS_RULE_TEXT_MAX);
     return 0;
 }
@@ -147,15 +149,19 @@ static int load_preset(const char *file, const char *name, struct policy_preset 
         else if (k && !strcmp(k, "allow"))
             allow = v;
         else if (!k || strcmp(k, "description") != 0)
-            return why_printf(why, len, "'%s': unknown key \"%s\" (known: name, version, "
-                              "description, allow)", file, k ? k : "?");
+            return why_printf(why, len,
+                              "'%s': unknown key \"%s\" (known: name, version, "
+                              "description, allow)",
+                              file, k ? k : "?");
     }
     char *end = NULL;
     unsigned long ver = version ? strtoul(version, &end, 10) : 0;
     if (!got_name || strcmp(got_name, name) != 0 || !version || *end || ver < 1 || ver > 9999 ||
         !allow || !fy_node_is_sequence(allow))
-        return why_printf(why, len, "'%s' must name itself \"%s\" and give a version (1 or "
-                          "more) and an allow list", file, name);
+        return why_printf(why, len,
+                          "'%s' must name itself \"%s\" and give a version (1 or "
+                          "more) and an allow list",
+                          file, name);
     pr->version = (unsigned)ver;
     it = NULL;
     struct fy_node *item;
@@ -163,8 +169,10 @@ static int load_preset(const char *file, const char *name, struct policy_preset 
         const char *rule = scalar(item);
         char canon[EGRESS_RULE_TEXT_MAX], reason[200];
         if (!rule || rule[0] == '@' || pr->n_allow == PRESET_MAX_RULES)
-            return why_printf(why, len, "'%s': allow holds at most %d rules, each a rule, no "
-                              "preset", file, PRESET_MAX_RULES);
+            return why_printf(why, len,
+                              "'%s': allow holds at most %d rules, each a rule, no "
+                              "preset",
+                              file, PRESET_MAX_RULES);
         if (rule_text("network.allow", rule, canon, reason, sizeof reason) < 0)
             return why_printf(why, len, "'%s': %s", file, reason);
         char **grown = realloc(pr->allow, (pr->n_allow + 1) * sizeof *grown);
@@ -211,8 +219,10 @@ static int parse_ref(const char *ref, char out[PRESET_NAME_MAX + 1], unsigned *v
         ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i > 0);
     }
     if (!ok)
-        return why_printf(why, len, "expected a preset as @NAME or @NAME@VERSION (lower case), "
-                          "got \"%s\"", ref);
+        return why_printf(why, len,
+                          "expected a preset as @NAME or @NAME@VERSION (lower case), "
+                          "got \"%s\"",
+                          ref);
     memcpy(out, ref + 1, n);
     out[n] = '\0';
     *ver = (unsigned)v;
@@ -269,8 +279,7 @@ static int add_preset(struct policy *p, const char *ref, char *why, size_t len)
     return 0;
 }
 
-int policy_net_add_rule(struct policy *p, const char *path, const char *text, char *why,
-                        size_t len)
+int policy_net_add_rule(struct policy *p, const char *path, const char *text, char *why, size_t len)
 {
     if (text[0] == '@') {
         if (strcmp(path, "network.allow") != 0)
@@ -302,9 +311,9 @@ json_t *policy_presets_json(const struct policy_network *n, bool whole)
         json_t *allow = json_array();
         for (size_t k = 0; allow && k < pr->n_allow; k++)
             json_array_append_new(allow, json_string(pr->allow[k]));
-        json_object_set_new(out, pr->name, json_pack("{s:i, s:s, s:o*}", "version",
-                                                     (int)pr->version, "file", pr->file,
-                                                     "allow", allow));
+        json_object_set_new(out, pr->name,
+                            json_pack("{s:i, s:s, s:o*}", "version", (int)pr->version, "file",
+                                      pr->file, "allow", allow));
     }
     return out;
 }

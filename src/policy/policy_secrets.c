@@ -70,8 +70,9 @@ int policy_secret_set_from(struct policy_secret *s, const char *text, enum value
         if (asprintf(&canon, "file:%s", real) < 0)
             return POLICY_ENOMEM;
     } else {
-        return why_printf(why, len, "expected env:VAR or file:PATH, a reference to where the "
-                                    "value is, not the value");
+        return why_printf(why, len,
+                          "expected env:VAR or file:PATH, a reference to where the "
+                          "value is, not the value");
     }
     free(s->from);
     s->from = canon;
@@ -158,8 +159,9 @@ int policy_secret_from_flag(struct policy *p, const char *spec, char *why, size_
 {
     const char *eq = strchr(spec, '='), *at = strrchr(spec, '@');
     if (!eq || !at || at < eq)
-        return why_printf(why, len, "expected NAME=env:VAR@HOST[,HOST] or "
-                                    "NAME=file:PATH@HOST[,HOST]");
+        return why_printf(why, len,
+                          "expected NAME=env:VAR@HOST[,HOST] or "
+                          "NAME=file:PATH@HOST[,HOST]");
     _cleanup_(secret_releasep) struct policy_secret s = { 0 };
     _cleanup_free_ char *name = strndup(spec, (size_t)(eq - spec));
     _cleanup_free_ char *from = strndup(eq + 1, (size_t)(at - eq - 1));
@@ -184,4 +186,3 @@ int policy_secret_from_flag(struct policy *p, const char *spec, char *why, size_
     }
     return policy_add_secret(p, &s, why, len);
 }
-

@@ -27,9 +27,8 @@ static int check_tool_name(const char *name, char *why, size_t len)
     for (const char *c = name; *c; c++)
         if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
               *c == '_' || *c == '-' || *c == '.' || *c == '/'))
-            return why_printf(why, len,
-                              "\"%s\" is not a tool name (expected letters, digits, _ - . /)",
-                              name);
+            return why_printf(
+                why, len, "\"%s\" is not a tool name (expected letters, digits, _ - . /)", name);
     return 0;
 }
 
@@ -73,7 +72,7 @@ int policy_tools_pin(struct policy *p, const char *text, char *why, size_t len)
 bool policy_tool_allowed(const struct policy *p, const char *name)
 {
     return strv_contains(p->tools.allow, p->tools.n_allow, "*") ||
-           strv_contains(p->tools.allow, p->tools.n_allow, name);
+        strv_contains(p->tools.allow, p->tools.n_allow, name);
 }
 
 bool policy_tool_ask(const struct policy *p, const char *name)

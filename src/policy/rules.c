@@ -77,7 +77,8 @@ static int parse_destination(const char *spec, struct egress_rule *out, char *wh
         struct host h;
         char reason[128];
         if (host_parse(host + 2, strlen(host + 2), &h, reason, sizeof reason) < 0 || h.is_ip)
-            return why_printf(why, why_len, "bad wildcard in \"%s\" (expected *.example.com)", spec);
+            return why_printf(why, why_len, "bad wildcard in \"%s\" (expected *.example.com)",
+                              spec);
         out->kind = EGRESS_RULE_SUFFIX;
         if (snprintf(out->name, sizeof out->name, ".%s", h.name) >= (int)sizeof out->name)
             return why_printf(why, why_len, "name too long in \"%s\"", spec);
@@ -105,8 +106,8 @@ static const char *const method_names[EGRESS_METHOD_COUNT] = {
 };
 
 /* "GET,HEAD" into *BITS. */
-static int parse_methods(const char *text, size_t len, const char *spec, unsigned *bits,
-                         char *why, size_t why_len)
+static int parse_methods(const char *text, size_t len, const char *spec, unsigned *bits, char *why,
+                         size_t why_len)
 {
     *bits = 0;
     const char *p = text, *end = text + len;
@@ -118,8 +119,10 @@ static int parse_methods(const char *text, size_t len, const char *spec, unsigne
             if (strlen(method_names[i]) == n && memcmp(method_names[i], p, n) == 0)
                 m = i;
         if (m < 0)
-            return why_printf(why, why_len, "unknown method \"%.*s\" in \"%s\" (expected GET, "
-                              "HEAD, POST, PUT, PATCH, DELETE or OPTIONS)", (int)n, p, spec);
+            return why_printf(why, why_len,
+                              "unknown method \"%.*s\" in \"%s\" (expected GET, "
+                              "HEAD, POST, PUT, PATCH, DELETE or OPTIONS)",
+                              (int)n, p, spec);
         *bits |= 1u << m;
         if (!comma)
             break;
@@ -132,7 +135,7 @@ static int parse_methods(const char *text, size_t len, const char *spec, unsigne
 static bool path_char(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           strchr("-._~!$&'()*+,;=:@/", c) != NULL;
+        strchr("-._~!$&'()*+,;=:@/", c) != NULL;
 }
 
 /*
@@ -177,12 +180,13 @@ static int parse_path(const char *text, const char *spec, char *out, char *why, 
     while (len > 1 && text[len - 1] == '/')
         len--;
     if (!path_plain(text, len))
-        return why_printf(why, why_len, "bad path in \"%s\" (no empty, \".\" or \"..\" "
-                          "segment)", spec);
+        return why_printf(why, why_len,
+                          "bad path in \"%s\" (no empty, \".\" or \"..\" "
+                          "segment)",
+                          spec);
     for (size_t i = 0; i < len; i++)
         if (text[i] == '*' && (text[i - 1] != '/' || (i + 1 < len && text[i + 1] != '/')))
-            return why_printf(why, why_len, "'*' stands for a whole segment only, in \"%s\"",
-                              spec);
+            return why_printf(why, why_len, "'*' stands for a whole segment only, in \"%s\"", spec);
     if (len > 1)
         memcpy(out, text, len);
     out[len > 1 ? len : 0] = '\0';
@@ -202,8 +206,8 @@ static const char *path_start(const char *dest)
     const char *bracket = memchr(dest, ']', (size_t)(slash - dest));
     if (dest[0] == '[' && !bracket)
         return NULL; /* no address yet: its parser says what is wrong */
-    const char *colon = memchr(bracket ? bracket : dest, ':',
-                               (size_t)(slash - (bracket ? bracket : dest)));
+    const char *colon =
+        memchr(bracket ? bracket : dest, ':', (size_t)(slash - (bracket ? bracket : dest)));
     const char *d = slash + 1;
     while (*d >= '0' && *d <= '9' && d - slash <= 3)
         d++;
@@ -220,8 +224,10 @@ int egress_rule_parse(const char *spec, struct egress_rule *out, char *why, size
     /* Methods are upper case: anything else before a space is a bad host. */
     if (space && strspn(spec, "ABCDEFGHIJKLMNOPQRSTUVWXYZ,") == (size_t)(space - spec)) {
         if (space == spec || space[1] == '\0' || strchr(space + 1, ' '))
-            return why_printf(why, why_len, "expected [METHOD,...] HOST[:PORT][/PATH], got "
-                              "\"%s\"", spec);
+            return why_printf(why, why_len,
+                              "expected [METHOD,...] HOST[:PORT][/PATH], got "
+                              "\"%s\"",
+                              spec);
         if (parse_methods(spec, (size_t)(space - spec), spec, &out->methods, why, why_len) < 0)
             return -1;
         dest = space + 1;
@@ -267,8 +273,7 @@ static bool path_under(const char *prefix, const char *path, size_t len)
     return true;
 }
 
-bool egress_rule_matches_request(const struct egress_rule *r, const char *method,
-                                 const char *path)
+bool egress_rule_matches_request(const struct egress_rule *r, const char *method, const char *path)
 {
     if (r->methods) {
         bool known = false;
@@ -380,8 +385,8 @@ int egress_rules_copy(const struct egress_rules *from, struct egress_rules *out)
         .n_deny = from->n_deny,
         .ask = items_dup(from->ask, from->n_ask, sizeof *from->ask),
         .n_ask = from->n_ask,
-        .allow_private = items_dup(from->allow_private, from->n_allow_private,
-                                   sizeof *from->allow_private),
+        .allow_private =
+            items_dup(from->allow_private, from->n_allow_private, sizeof *from->allow_private),
         .n_allow_private = from->n_allow_private,
         .pins = items_dup(from->pins, from->n_pins, sizeof *from->pins),
         .n_pins = from->n_pins,

@@ -12,16 +12,22 @@
 #include <stdint.h>
 
 enum egress_rule_kind {
-    EGRESS_RULE_NAME,    /* exact host name */
-    EGRESS_RULE_SUFFIX,  /* "*.example.com": any name strictly below example.com */
-    EGRESS_RULE_IP,      /* one address */
-    EGRESS_RULE_CIDR,    /* a range */
+    EGRESS_RULE_NAME,   /* exact host name */
+    EGRESS_RULE_SUFFIX, /* "*.example.com": any name strictly below example.com */
+    EGRESS_RULE_IP,     /* one address */
+    EGRESS_RULE_CIDR,   /* a range */
 };
 
 /* The methods a rule may name, one bit each (EGRESS_METHOD_GET is 1 << 0, ...). */
 enum egress_method {
-    EGRESS_METHOD_GET, EGRESS_METHOD_HEAD, EGRESS_METHOD_POST, EGRESS_METHOD_PUT,
-    EGRESS_METHOD_PATCH, EGRESS_METHOD_DELETE, EGRESS_METHOD_OPTIONS, EGRESS_METHOD_COUNT,
+    EGRESS_METHOD_GET,
+    EGRESS_METHOD_HEAD,
+    EGRESS_METHOD_POST,
+    EGRESS_METHOD_PUT,
+    EGRESS_METHOD_PATCH,
+    EGRESS_METHOD_DELETE,
+    EGRESS_METHOD_OPTIONS,
+    EGRESS_METHOD_COUNT,
 };
 
 /* A rule's path prefix, at most this long. */
@@ -31,9 +37,9 @@ enum egress_method {
 
 struct egress_rule {
     enum egress_rule_kind kind;
-    char name[256];      /* NAME: the name; SUFFIX: ".example.com" */
-    struct cidr cidr;    /* IP (as a host route) and CIDR */
-    uint16_t port;       /* 0: the default ports, 80 and 443 */
+    char name[256];   /* NAME: the name; SUFFIX: ".example.com" */
+    struct cidr cidr; /* IP (as a host route) and CIDR */
+    uint16_t port;    /* 0: the default ports, 80 and 443 */
     /*
      * A request rule (network.allow only): the request must also be one of
      * METHODS (bits of enum egress_method; 0: any) for a path under PATH
@@ -65,8 +71,7 @@ bool egress_rule_is_request_rule(const struct egress_rule *r);
  * be read two ways (dot segments, "//", an escaped '/', '.' or '\\', a
  * backslash) is under no path prefix.
  */
-bool egress_rule_matches_request(const struct egress_rule *r, const char *method,
-                                 const char *path);
+bool egress_rule_matches_request(const struct egress_rule *r, const char *method, const char *path);
 
 /* The canonical text of R (what the policy stores and the audit shows). */
 void egress_rule_format(const struct egress_rule *r, char *out, size_t size);
@@ -91,9 +96,9 @@ struct egress_rules {
     size_t n_allow;
     struct egress_rule *deny;
     size_t n_deny;
-    struct egress_rule *ask;       /* not allowed, but the decider may allow it now */
+    struct egress_rule *ask; /* not allowed, but the decider may allow it now */
     size_t n_ask;
-    struct cidr *allow_private;    /* let through the SSRF rules */
+    struct cidr *allow_private; /* let through the SSRF rules */
     size_t n_allow_private;
     struct egress_pin *pins;
     size_t n_pins;

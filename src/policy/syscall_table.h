@@ -12,16 +12,16 @@ struct policy;
 
 /* What a syscall named in the rule table gets. */
 enum seccomp_verdict {
-    SECCOMP_ALLOW,      /* allowed (possibly with argument conditions) */
-    SECCOMP_DENY_EPERM, /* refused with EPERM */
-    SECCOMP_DENY_ENOSYS,/* refused with ENOSYS so libc falls back (clone3) */
+    SECCOMP_ALLOW,       /* allowed (possibly with argument conditions) */
+    SECCOMP_DENY_EPERM,  /* refused with EPERM */
+    SECCOMP_DENY_ENOSYS, /* refused with ENOSYS so libc falls back (clone3) */
 };
 
 /* One row of the readable rule table: a name, a verdict and why. */
 struct seccomp_rule {
     const char *name;
     enum seccomp_verdict verdict;
-    bool hard;          /* refusal the policy cannot lift with syscalls.allow */
+    bool hard; /* refusal the policy cannot lift with syscalls.allow */
     const char *why;
 };
 

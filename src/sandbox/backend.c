@@ -11,11 +11,15 @@
 const char *run_reason_name(enum run_reason r)
 {
     static const char *const names[] = {
-        [RUN_EXITED] = "exited",         [RUN_TIMEOUT] = "timeout",
-        [RUN_OOM] = "oom",               [RUN_PIDS_LIMIT] = "pids_limit",
-        [RUN_OUTPUT_LIMIT] = "output_limit", [RUN_CPU_LIMIT] = "cpu_limit",
+        [RUN_EXITED] = "exited",
+        [RUN_TIMEOUT] = "timeout",
+        [RUN_OOM] = "oom",
+        [RUN_PIDS_LIMIT] = "pids_limit",
+        [RUN_OUTPUT_LIMIT] = "output_limit",
+        [RUN_CPU_LIMIT] = "cpu_limit",
         [RUN_FILE_SIZE_LIMIT] = "file_size_limit",
-        [RUN_KILLED] = "killed",         [RUN_SETUP_ERROR] = "setup_error",
+        [RUN_KILLED] = "killed",
+        [RUN_SETUP_ERROR] = "setup_error",
     };
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "unknown";
 }
@@ -23,9 +27,12 @@ const char *run_reason_name(enum run_reason r)
 const char *enforcement_name(enum enforcement e)
 {
     static const char *const names[] = {
-        [ENFORCED_NONE] = "none",         [ENFORCED_CGROUP_V1] = "cgroup-v1",
-        [ENFORCED_CGROUP_V2] = "cgroup-v2", [ENFORCED_RLIMIT] = "rlimit",
-        [ENFORCED_SUPERVISOR] = "supervisor", [ENFORCED_KERNEL] = "kernel",
+        [ENFORCED_NONE] = "none",
+        [ENFORCED_CGROUP_V1] = "cgroup-v1",
+        [ENFORCED_CGROUP_V2] = "cgroup-v2",
+        [ENFORCED_RLIMIT] = "rlimit",
+        [ENFORCED_SUPERVISOR] = "supervisor",
+        [ENFORCED_KERNEL] = "kernel",
     };
     return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "unknown";
 }
@@ -46,8 +53,7 @@ bool sandbox_needs_cgroup(const struct policy *p)
     return p->limits.memory || p->limits.pids || p->limits.cpu_ms;
 }
 
-const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
-                                                  struct cordon_err *err)
+const struct sandbox_backend *sandbox_backend_for(enum cordon_level level, struct cordon_err *err)
 {
     switch (level) {
     case CORDON_LEVEL_NAMESPACE:
@@ -69,8 +75,10 @@ const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
 static int admits(const struct sandbox_backend *b, const struct policy *p, struct cordon_err *err)
 {
     if (p->workspace_mode == POLICY_WS_OVERLAY && !b->overlay)
-        return err_set(err, CORDON_E_USAGE, "workspace.mode: overlay needs the namespace "
-                       "level; the %s level runs a workspace only directly", b->name);
+        return err_set(err, CORDON_E_USAGE,
+                       "workspace.mode: overlay needs the namespace "
+                       "level; the %s level runs a workspace only directly",
+                       b->name);
     return !b->admits || b->admits(p, err) == 0 ? 0 : -1;
 }
 
@@ -118,8 +126,7 @@ const struct sandbox_backend *sandbox_backend_choose(const struct policy *p,
  * host directories, a host workspace, a cap the policy lifts). A host
  * workspace is the caller's directory: only limits.file_size bounds it.
  */
-static void fs_caps_json(json_t *enforced, const struct sandbox_result *res,
-                         const struct policy *p)
+static void fs_caps_json(json_t *enforced, const struct sandbox_result *res, const struct policy *p)
 {
     struct cordon_err ignored;
     const struct sandbox_backend *b = sandbox_backend_for(res->level, &ignored);
@@ -135,8 +142,8 @@ static void fs_caps_json(json_t *enforced, const struct sandbox_result *res,
           !p->workspace || p->workspace_mode == POLICY_WS_OVERLAY },
     };
     enum enforcement mem = res->enforced[POLICY_LIMIT_MEMORY];
-    bool level_memory = mem == ENFORCED_CGROUP_V1 || mem == ENFORCED_CGROUP_V2 ||
-                        mem == ENFORCED_SUPERVISOR;
+    bool level_memory =
+        mem == ENFORCED_CGROUP_V1 || mem == ENFORCED_CGROUP_V2 || mem == ENFORCED_SUPERVISOR;
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
         bool sized = b && b->tmpfs_sizes && fs[i].ours;
         const char *inodes = "none";
@@ -155,9 +162,10 @@ json_t *sandbox_skips_to_json(const struct sandbox_skips *skipped)
         return NULL;
     json_t *a = json_array();
     for (unsigned i = 0; a && i < skipped->n; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s}", "level",
-                                           cordon_level_name(skipped->skip[i].level),
-                                           "reason", skipped->skip[i].why));
+        json_array_append_new(a,
+                              json_pack("{s:s, s:s}", "level",
+                                        cordon_level_name(skipped->skip[i].level), "reason",
+                                        skipped->skip[i].why));
     return a;
 }
 
@@ -186,6 +194,7 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
 
     /* Times are integers: microseconds exact, milliseconds rounded, never a
      * binary fraction printed as 75.126000000000005. */
+    /* clang-format off */
     json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o}",
         "level", cordon_level_name(res->level),
         "exit_code", res->reason == RUN_SETUP_ERROR && res->error.kind != CORDON_E_NOTFOUND &&
@@ -204,6 +213,7 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         "stderr_bytes", (json_int_t)res->stderr_bytes,
         "policy_digest", policy_evidence(p)->policy,
         "enforcement", enforced);
+    /* clang-format on */
     json_t *recent = json_array();
     const struct egress_summary *e = &res->egress;
     size_t cap = sizeof e->recent / sizeof e->recent[0];

@@ -36,7 +36,7 @@ enum enforcement {
     ENFORCED_CGROUP_V2,
     ENFORCED_RLIMIT,
     ENFORCED_SUPERVISOR,
-    ENFORCED_KERNEL,  /* the level's own kernel (gVisor's, the guest's), for the whole sandbox */
+    ENFORCED_KERNEL, /* the level's own kernel (gVisor's, the guest's), for the whole sandbox */
 };
 
 const char *enforcement_name(enum enforcement e);
@@ -45,22 +45,22 @@ struct sandbox_result;
 
 /* What a front end brings to a run: the command and where its stdio goes. */
 struct sandbox_call {
-    char *const *argv;       /* command and arguments; argv[0] searched in PATH */
-    const char *run_id;      /* names the run (32 hex digits), or NULL: the one it was prepared
+    char *const *argv;        /* command and arguments; argv[0] searched in PATH */
+    const char *run_id;       /* names the run (32 hex digits), or NULL: the one it was prepared
                                 under (a pooled run is prepared before its call is known) */
-    char *const *envp;       /* NAME=VALUE entries the call adds to the run's environment (NULL:
+    char *const *envp;        /* NAME=VALUE entries the call adds to the run's environment (NULL:
                                 none); the gateway's and the secrets' entries still win */
-    uint64_t wall_ms;        /* a wall-clock limit of the call's own, or 0: it only lowers
+    uint64_t wall_ms;         /* a wall-clock limit of the call's own, or 0: it only lowers
                                 the policy's */
-    const char *session_id;  /* the daemon's session the run belongs to, for the audit
+    const char *session_id;   /* the daemon's session the run belongs to, for the audit
                                 record, or NULL */
     const char *container_id; /* the OCI container the run is, for the audit record, or NULL */
     const struct start_file *files; /* placed in /workspace before the command starts */
     size_t n_files;
-    int in_fd;               /* relayed to the command's stdin (-1: empty) */
-    int out_fd;              /* where stdout is relayed */
-    int err_fd;              /* where stderr is relayed */
-    int sig_fd;              /* a signalfd whose signals pass to the command, or -1: the
+    int in_fd;  /* relayed to the command's stdin (-1: empty) */
+    int out_fd; /* where stdout is relayed */
+    int err_fd; /* where stderr is relayed */
+    int sig_fd; /* a signalfd whose signals pass to the command, or -1: the
                                 front end owns its signal handling, the run path never does */
     /* The command on a terminal of the sandbox's own (a pty from its devpts),
      * relayed from in_fd to out_fd; in_fd's window size is passed on. The
@@ -95,8 +95,8 @@ struct sandbox_call {
 struct sandbox_skips {
     struct sandbox_skip {
         enum cordon_level level;
-        char why[sizeof ((struct cordon_err *)0)->msg];
-    } skip[3];               /* the policy lists at most three fallbacks */
+        char why[sizeof((struct cordon_err *)0)->msg];
+    } skip[3]; /* the policy lists at most three fallbacks */
     unsigned n;
 };
 
@@ -104,14 +104,14 @@ struct sandbox_result {
     char run_id[33];         /* set by run_once() */
     enum cordon_level level; /* the level the run had (of the policy's list, the one chosen) */
     enum run_reason reason;
-    int exit_code;           /* valid when !signaled */
-    int signal;              /* valid when signaled */
+    int exit_code; /* valid when !signaled */
+    int signal;    /* valid when signaled */
     bool signaled;
-    int status;              /* cordon's exit status for this run */
+    int status; /* cordon's exit status for this run */
     uint64_t wall_us;
     uint64_t cpu_us;
-    uint64_t peak_memory;    /* bytes; 0 when unknown */
-    uint64_t stdout_bytes;   /* relayed */
+    uint64_t peak_memory;  /* bytes; 0 when unknown */
+    uint64_t stdout_bytes; /* relayed */
     uint64_t stderr_bytes;
     enum enforcement enforced[POLICY_LIMIT_COUNT];
     struct egress_summary {
@@ -121,10 +121,10 @@ struct sandbox_result {
         unsigned n_recent, next;
     } egress;
     struct workspace_report workspace; /* a host workspace's scans */
-    struct txn_summary txn;  /* an overlay workspace's change, and what became of it */
-    char boundary[512];      /* the boundary's evidence (sandbox_boundary.evidence) */
-    struct cordon_err error; /* kind != OK when reason is RUN_SETUP_ERROR */
-    char audit[320];         /* what of the run's audit record could not be written, or "" */
+    struct txn_summary txn;            /* an overlay workspace's change, and what became of it */
+    char boundary[512];                /* the boundary's evidence (sandbox_boundary.evidence) */
+    struct cordon_err error;           /* kind != OK when reason is RUN_SETUP_ERROR */
+    char audit[320];              /* what of the run's audit record could not be written, or "" */
     struct sandbox_skips skipped; /* the policy's levels passed over for this one */
 };
 
@@ -138,12 +138,12 @@ struct sandbox_template;
  */
 struct sandbox_setup {
     const struct policy *p;
-    const struct cgroup_set *cg;    /* the run's cgroup (version 0: none); the boundary
+    const struct cgroup_set *cg;        /* the run's cgroup (version 0: none); the boundary
                                        joins it before it runs anything */
     const struct confine_plan *confine; /* the core's part (rlimits); the backend adds its own */
-    const char *ca_pem;             /* the run's CA, to be trusted inside, or NULL */
+    const char *ca_pem;                 /* the run's CA, to be trusted inside, or NULL */
     const struct workspace_guard *workspace; /* a host workspace's protections, or NULL */
-    bool gateway;                   /* open a door for the egress gateway */
+    bool gateway;                            /* open a door for the egress gateway */
     /* Run first in the boundary's first process, a copy of the supervisor:
      * the core wipes there what the boundary must never hold (secret values). */
     void (*in_child)(void *arg);
@@ -152,10 +152,10 @@ struct sandbox_setup {
      * watchdog's), for a backend that keeps state on disk; may be NULL. */
     int (*guard_dir)(void *arg, const char *dir, struct cordon_err *err);
     void *guard_arg;
-    uid_t host_base;                /* root-started: the unprivileged host ids the run
+    uid_t host_base; /* root-started: the unprivileged host ids the run
                                        uses (base: in-namespace root, +1 the sandbox
                                        user, +2 the gateway) */
-    bool ahead;                     /* prepared before its call (the daemon's pool):
+    bool ahead;      /* prepared before its call (the daemon's pool):
                                        time spent now to start faster is well spent */
     /* The supervisor holds the memory limit by this meter (meters_memory,
      * and no cgroup): the backend opens it once its boundary runs. NULL: no. */
@@ -170,16 +170,16 @@ struct sandbox_setup {
 
 /* A boundary built and blocked at the start seam (see sandbox/start.h). */
 struct sandbox_boundary {
-    pid_t pid;        /* its top process, our child */
-    int err_r;        /* error records from inside; EOF once the command has exec'd */
-    int status_r;     /* the command's wait status */
-    int start_w;      /* where the start message goes */
-    int door;         /* the listening socket the gateway serves, or -1 */
+    pid_t pid;    /* its top process, our child */
+    int err_r;    /* error records from inside; EOF once the command has exec'd */
+    int status_r; /* the command's wait status */
+    int start_w;  /* where the start message goes */
+    int door;     /* the listening socket the gateway serves, or -1 */
     /* A door other processes can reach: the gateway must demand this token,
      * which the boundary writes first on each connection it dials. */
     bool door_token_set;
     unsigned char door_token[32];
-    int layer;        /* an overlay workspace's layer (the tmpfs holding its upper
+    int layer; /* an overlay workspace's layer (the tmpfs holding its upper
                          directory, see sandbox/txn.h), or -1 */
     /* Transparent egress (namespace level): the DNS stub's socket, then a
      * listener per port (gateway_doors' order); N_EXTRA_DOORS 0 without. */
@@ -189,15 +189,15 @@ struct sandbox_boundary {
      * stub and the synthetic addresses, and a keeper (sandbox/door.h) hands
      * over literals, carried to DOOR with a preface (common/relay_wire.h). */
     bool relay_transparent;
-    void *state;      /* the backend's own, for release */
+    void *state; /* the backend's own, for release */
     /* The command's view where it is not the namespace level's fixed one
      * (/workspace, /tmp, SANDBOX_CA_*): NULL there. Owned by STATE. */
     const char *workdir, *tmpdir, *ca_cert, *ca_bundle;
     char evidence[512]; /* the level's own facts (a JSON object) for run.start and
                            the result, or "" */
-    int tty_master;   /* a container's terminal, made at prepare (its master), or -1 when
+    int tty_master;     /* a container's terminal, made at prepare (its master), or -1 when
                          none; the front end takes it (run_take_terminal) */
-    bool container;   /* built by container_prepare(): its release is container.c's */
+    bool container;     /* built by container_prepare(): its release is container.c's */
 };
 
 /*
@@ -224,11 +224,11 @@ struct sandbox_backend {
      * the whole sandbox, where the host's pids cgroup would count the level's
      * own threads instead (gVisor's ~5 a process; QEMU's). */
     bool counts_pids;
-    bool overlay;     /* can run a workspace on a copy-on-write layer (workspace.mode) */
+    bool overlay; /* can run a workspace on a copy-on-write layer (workspace.mode) */
     /* Its /tmp, /dev/shm and scratch workspace are tmpfs of the run's own
      * whose size (filesystem.*_size) and inode count (*_inodes) hold. */
     bool tmpfs_sizes, tmpfs_inodes;
-    bool containers;  /* builds an OCI bundle's container (sandbox_setup.container) */
+    bool containers; /* builds an OCI bundle's container (sandbox_setup.container) */
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);
     /* Optional: can it run P here (the policy may forbid what the host
@@ -259,8 +259,7 @@ extern const struct sandbox_backend microvm_backend;
 extern const struct sandbox_backend gvisor_backend;
 
 /* The backend for LEVEL, or NULL with ERR naming why it cannot run here. */
-const struct sandbox_backend *sandbox_backend_for(enum cordon_level level,
-                                                  struct cordon_err *err);
+const struct sandbox_backend *sandbox_backend_for(enum cordon_level level, struct cordon_err *err);
 
 /*
  * The tree-wide limits (memory, pids, CPU; 1u << enum policy_limit) that

@@ -31,19 +31,33 @@ const char *const sandbox_usr_links[SANDBOX_N_USR_LINKS] = {
 };
 
 const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES] = {
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
-    "/etc/alternatives", "/etc/localtime", "/etc/timezone",
-    "/etc/protocols", "/etc/services", "/etc/mime.types", "/etc/gai.conf",
-    "/etc/python3", "/etc/python3.11", "/etc/perl", "/etc/gitconfig",
-    "/etc/bash.bashrc", "/etc/inputrc", "/etc/magic", "/etc/terminfo",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/mime.types",
+    "/etc/gai.conf",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/perl",
+    "/etc/gitconfig",
+    "/etc/bash.bashrc",
+    "/etc/inputrc",
+    "/etc/magic",
+    "/etc/terminfo",
     "/etc/debian_version", /* pip (distro) reads it; EACCES at the process level fails it */
 };
 
-const char sandbox_passwd[] =
-    "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-    SANDBOX_USER ":x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"
-    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+const char sandbox_passwd[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n" SANDBOX_USER
+                              ":x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"
+                              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 const char sandbox_group[] = "root:x:0:\n" SANDBOX_USER ":x:1000:\nnogroup:x:65534:\n";
 const char sandbox_hosts[] =
     "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost ip6-localhost\n";
@@ -149,9 +163,8 @@ bool boundary_receive_filter(int fd, struct seccomp_program *out)
     return true;
 }
 
-_Noreturn void boundary_exec(const struct start_message *m, int tty, const char *workdir,
-                             int err_w, int (*confine)(void *arg, struct cordon_err *err),
-                             void *arg)
+_Noreturn void boundary_exec(const struct start_message *m, int tty, const char *workdir, int err_w,
+                             int (*confine)(void *arg, struct cordon_err *err), void *arg)
 {
     struct cordon_err err = { 0 };
     sigset_t none;
@@ -187,9 +200,10 @@ _Noreturn void boundary_exec(const struct start_message *m, int tty, const char 
     if (errno == ENOENT || errno == ENOTDIR)
         err_set(&err, CORDON_E_NOTFOUND, "command not found: '%s'", m->argv[0]);
     else
-        err_sys(&err, errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM
-                          ? CORDON_E_NOEXEC
-                          : CORDON_E_SETUP,
+        err_sys(&err,
+                errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM
+                    ? CORDON_E_NOEXEC
+                    : CORDON_E_SETUP,
                 "cannot execute '%s'", m->argv[0]);
     boundary_fail(err_w, &err);
 }
@@ -264,8 +278,8 @@ int sandbox_ca_bundle(const char *ca_pem, char **out, size_t *len, struct cordon
     return 0;
 }
 
-int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out,
-                         size_t size, struct cordon_err *err)
+int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out, size_t size,
+                         struct cordon_err *err)
 {
     static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     unsigned char r[6];
@@ -278,8 +292,7 @@ int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *
     suffix[sizeof r] = '\0';
     /* Named by its maker, as the run's other host entries are (cgroups): whose it is shows. */
     char dir[PATH_MAX];
-    if (snprintf(dir, sizeof dir, "/tmp/cordon-%s-%d-%s", kind, (int)getpid(), suffix) >=
-        (int)size)
+    if (snprintf(dir, sizeof dir, "/tmp/cordon-%s-%d-%s", kind, (int)getpid(), suffix) >= (int)size)
         return err_set(err, CORDON_E_INTERNAL, "private directory name too long");
     /* A random name cannot be taken before us; one that is, is refused, never shared. */
     if (s->guard_dir && s->guard_dir(s->guard_arg, dir, err) < 0)

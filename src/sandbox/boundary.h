@@ -82,13 +82,13 @@ int sandbox_ca_bundle(const char *ca_pem, char **out, size_t *len, struct cordon
  * answers at once, and the top's own exit (with it the namespaces'
  * teardown) follows off the answer's path.
  */
-#define BOUNDARY_SEEN_OOM 1u   /* its OOM killer fired while the command ran */
-#define BOUNDARY_TREE_GONE 2u  /* no process of the run is left but the top, which exits next */
+#define BOUNDARY_SEEN_OOM 1u  /* its OOM killer fired while the command ran */
+#define BOUNDARY_TREE_GONE 2u /* no process of the run is left but the top, which exits next */
 struct boundary_status {
     int ws;
     uint32_t seen;
-    uint64_t cpu_us;      /* with BOUNDARY_TREE_GONE: the run's processes' CPU, the top's too */
-    uint64_t maxrss_kib;  /* and the largest of them */
+    uint64_t cpu_us;     /* with BOUNDARY_TREE_GONE: the run's processes' CPU, the top's too */
+    uint64_t maxrss_kib; /* and the largest of them */
 };
 
 /* In the boundary: send ERR to the supervisor over ERR_W and exit with its status. */
@@ -139,8 +139,8 @@ size_t boundary_transparent_ports(const struct policy *p, uint16_t ports[SYNTH_M
  * random suffix) into OUT, named to S's guard (the watchdog) before it is
  * made, so that no kill leaves it behind. -1 with ERR, OUT "".
  */
-int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out,
-                         size_t size, struct cordon_err *err);
+int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out, size_t size,
+                         struct cordon_err *err);
 
 /*
  * In the command, after the seam: its own session, stdio from M (or the pty
@@ -148,6 +148,5 @@ int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *
  * descriptor close-on-exec, WORKDIR, then CONFINE(ARG) (the level's chain)
  * and exec. Any failure goes to ERR_W.
  */
-_Noreturn void boundary_exec(const struct start_message *m, int tty, const char *workdir,
-                             int err_w, int (*confine)(void *arg, struct cordon_err *err),
-                             void *arg);
+_Noreturn void boundary_exec(const struct start_message *m, int tty, const char *workdir, int err_w,
+                             int (*confine)(void *arg, struct cordon_err *err), void *arg);

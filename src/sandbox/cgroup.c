@@ -134,8 +134,7 @@ static void own_view_free(struct own_view *v)
 static int hierarchy_dir(const struct own_view *v, const char *controller, bool mine, char *out,
                          size_t size);
 
-static int own_cgroup_dir(const struct own_view *v, const char *controller, char *out,
-                          size_t size)
+static int own_cgroup_dir(const struct own_view *v, const char *controller, char *out, size_t size)
 {
     return hierarchy_dir(v, controller, true, out, size);
 }
@@ -425,9 +424,9 @@ int cgroup_create_at(struct cgroup_set *cg, const char *path,
         }
         int made = make_path(root, path, NULL, cg->dir[c], sizeof cg->dir[c], &g);
         if (made < 0) {
-            rc = made == -1 ? err_sys(err, CORDON_E_SETUP, "cannot create cgroup '%s' under '%s'",
-                                      path, root)
-                            : -1;
+            rc = made == -1
+                ? err_sys(err, CORDON_E_SETUP, "cannot create cgroup '%s' under '%s'", path, root)
+                : -1;
             cg->dir[c][0] = '\0';
         } else {
             cg->version = 1;
@@ -480,8 +479,7 @@ int cgroup_set_pids(const struct cgroup_set *cg, uint64_t max, struct cordon_err
     return 0;
 }
 
-int cgroup_ticket_open(const struct cgroup_set *cg, struct cgroup_ticket *t,
-                       struct cordon_err *err)
+int cgroup_ticket_open(const struct cgroup_set *cg, struct cgroup_ticket *t, struct cordon_err *err)
 {
     *t = (struct cgroup_ticket)CGROUP_TICKET_INIT;
     for (int c = 0; c < CGROUP_COUNT; c++) {
@@ -493,7 +491,8 @@ int cgroup_ticket_open(const struct cgroup_set *cg, struct cgroup_ticket *t,
         if (shared)
             continue;
         char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", cg->dir[c], cg->version == 2 ? "cgroup.procs" : "tasks");
+        snprintf(path, sizeof path, "%s/%s", cg->dir[c],
+                 cg->version == 2 ? "cgroup.procs" : "tasks");
         if ((t->fd[c] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
             goto fail;
         if (cg->version == 2 && (t->dir = open(cg->dir[c], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)

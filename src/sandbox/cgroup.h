@@ -14,21 +14,21 @@
 enum cgroup_controller {
     CGROUP_MEMORY,
     CGROUP_PIDS,
-    CGROUP_CPU,  /* CPU-time accounting: cpuacct on v1, cpu.stat on v2 */
+    CGROUP_CPU, /* CPU-time accounting: cpuacct on v1, cpu.stat on v2 */
     CGROUP_COUNT,
 };
 
 struct cgroup_stats {
-    uint64_t memory_peak;   /* bytes */
+    uint64_t memory_peak; /* bytes */
     uint64_t oom_kills;
     uint64_t pids_max_hits; /* forks refused by pids.max */
     uint64_t cpu_usage_us;
 };
 
 struct cgroup_set {
-    int version;                       /* 1 or 2; 0 when nothing was created */
-    char dir[CGROUP_COUNT][PATH_MAX];  /* "" where that controller is unavailable */
-    char why[CGROUP_COUNT][200];       /* why a controller is unavailable */
+    int version;                      /* 1 or 2; 0 when nothing was created */
+    char dir[CGROUP_COUNT][PATH_MAX]; /* "" where that controller is unavailable */
+    char why[CGROUP_COUNT][200];      /* why a controller is unavailable */
     /* A pool's (see cgroup_reuse): made ahead with its limits set, reset
      * after each run instead of removed; its owner removes it. */
     bool pooled;
@@ -97,7 +97,10 @@ struct cgroup_ticket {
     int dir;              /* v2: the cgroup's directory, for CLONE_INTO_CGROUP; else -1 */
 };
 
-#define CGROUP_TICKET_INIT { { -1, -1, -1 }, -1 }
+#define CGROUP_TICKET_INIT \
+    {                      \
+        { -1, -1, -1 }, -1 \
+    }
 
 int cgroup_ticket_open(const struct cgroup_set *cg, struct cgroup_ticket *t,
                        struct cordon_err *err);

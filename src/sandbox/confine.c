@@ -76,8 +76,7 @@ static int apply_landlock(const struct confine_plan *c, struct cordon_err *err)
 }
 
 /* The listener goes to the supervisor; the command keeps no copy. */
-static int install_notifier(const struct seccomp_program *notify, int sock,
-                            struct cordon_err *err)
+static int install_notifier(const struct seccomp_program *notify, int sock, struct cordon_err *err)
 {
     struct sock_fprog fprog = { .len = notify->len, .filter = notify->filter };
     int listener = sys_seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
@@ -95,11 +94,11 @@ int confine_command_notified(const struct confine_plan *c, const struct seccomp_
                              const struct seccomp_program *notify, int notify_sock,
                              struct cordon_err *err)
 {
-    TRY(set_no_new_privs(err));           /* Landlock and seccomp need it */
+    TRY(set_no_new_privs(err)); /* Landlock and seccomp need it */
     /* Before the rlimits: building the ruleset opens a descriptor per rule,
      * which a low RLIMIT_NOFILE would refuse. */
     TRY(apply_landlock(c, err));
-    TRY(apply_rlimits(c, err));           /* raising a hard limit needs the capabilities */
+    TRY(apply_rlimits(c, err)); /* raising a hard limit needs the capabilities */
     if (c->keep_caps)
         TRY(keep_capabilities(c->keep_caps, err));
     else

@@ -100,8 +100,7 @@ static struct mount_step *last_step(struct ns_plan *plan)
 static int plan_bind(const struct container_mount *m, struct ns_plan *plan, size_t *cap,
                      enum ids ids, uint32_t id_base, struct cordon_err *err)
 {
-    TRY(mounts_plan_add(plan, cap, MOUNT_BIND, m->dest, m->source, NULL, !m->readonly, false,
-                        err));
+    TRY(mounts_plan_add(plan, cap, MOUNT_BIND, m->dest, m->source, NULL, !m->readonly, false, err));
     struct mount_step *s = last_step(plan);
     s->device = m->device;
     s->follow_symlinks = true; /* the engine's own paths (its state, volumes) */
@@ -113,8 +112,8 @@ static int plan_bind(const struct container_mount *m, struct ns_plan *plan, size
     }
     /* The engine's paths (its state, 0700 and root's) are reachable from here, not from
      * inside: taken now, by the supervisor, as they are. */
-    if (ids != IDS_USER && s->tree_fd < 0 && (s->tree_fd = mounts_cloned_tree(m->source, true,
-                                                                              err)) < 0)
+    if (ids != IDS_USER && s->tree_fd < 0 &&
+        (s->tree_fd = mounts_cloned_tree(m->source, true, err)) < 0)
         return err_prefix(err, "mount '%s'", m->dest);
     return 0;
 }
@@ -127,8 +126,7 @@ static int plan_hidden(const struct sandbox_container *c, struct ns_plan *plan, 
         _cleanup_free_ char *real = c->hidden[h] ? realpath(c->hidden[h], NULL) : NULL;
         for (size_t i = 0; real && i < c->n_mounts; i++) {
             const struct container_mount *m = &c->mounts[i];
-            _cleanup_free_ char *src = m->type == CONTAINER_BIND ? realpath(m->source, NULL)
-                                                                 : NULL;
+            _cleanup_free_ char *src = m->type == CONTAINER_BIND ? realpath(m->source, NULL) : NULL;
             size_t n = src ? strlen(src) : 0;
             if (!src || strncmp(real, src, n) != 0 || (real[n] != '/' && real[n] != '\0'))
                 continue;
@@ -154,8 +152,8 @@ static int plan_devices(struct ns_plan *plan, size_t *cap, bool devpts, struct c
                                             { "/dev/stdout", "/proc/self/fd/1" },
                                             { "/dev/stderr", "/proc/self/fd/2" } };
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
-        TRY(mounts_plan_add(plan, cap, MOUNT_SYMLINK, links[i][0], links[i][1], NULL, false,
-                            false, err));
+        TRY(mounts_plan_add(plan, cap, MOUNT_SYMLINK, links[i][0], links[i][1], NULL, false, false,
+                            err));
     if (devpts)
         TRY(mounts_plan_add(plan, cap, MOUNT_SYMLINK, "/dev/ptmx", "pts/ptmx", NULL, false, false,
                             err));
@@ -187,7 +185,7 @@ static int plan_landlock(const struct sandbox_container *c, struct confine_plan 
     for (size_t i = 0; i < c->n_mounts; i++) {
         const struct container_mount *m = &c->mounts[i];
         bool writable = (m->type == CONTAINER_BIND && !m->readonly && !m->device) ||
-                        m->type == CONTAINER_TMPFS || m->type == CONTAINER_MQUEUE;
+            m->type == CONTAINER_TMPFS || m->type == CONTAINER_MQUEUE;
         if (writable && strcmp(m->dest, "/dev") != 0)
             TRY(landlock_plan_add(ll, m->dest, LANDLOCK_RW, true, err));
     }
@@ -248,8 +246,8 @@ static void make_mountpoint(int root, const char *dest, bool file)
     for (char *slash; dir >= 0 && (slash = strchr(comp, '/')); comp = slash + 1) {
         *slash = '\0';
         struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                           RESOLVE_NO_MAGICLINKS };
+                                .resolve =
+                                    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
         (void)mkdirat(dir, comp, 0755);
         int next = sys_openat2(dir, comp, &how, sizeof how);
         close(dir);
@@ -258,8 +256,8 @@ static void make_mountpoint(int root, const char *dest, bool file)
     if (dir < 0 || !*comp)
         return;
     if (file)
-        closep(&(int){ openat(dir, comp, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                              0644) });
+        closep(&(int){
+            openat(dir, comp, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) });
     else
         (void)mkdirat(dir, comp, 0755);
     close(dir);
@@ -281,7 +279,7 @@ static void premake_mountpoints(const struct ns_plan *plan)
             continue;
         struct stat sb;
         bool file = st->kind == MOUNT_FILE ||
-                    (st->kind == MOUNT_BIND && stat(st->source, &sb) == 0 && !S_ISDIR(sb.st_mode));
+            (st->kind == MOUNT_BIND && stat(st->source, &sb) == 0 && !S_ISDIR(sb.st_mode));
         make_mountpoint(root, st->dest, file);
     }
 }
@@ -299,16 +297,15 @@ static int plan_container(const struct sandbox_setup *s, enum ids ids, struct ns
          * kernel: its files then show as nobody's inside, and only what is writable to
          * all is the container's to write. Nothing is widened; the run's evidence says so. */
         struct cordon_err ignored;
-        plan->root_tree = mounts_idmapped_tree(c->root, true, c->id_base, CONTAINER_IDS,
-                                               &ignored);
+        plan->root_tree = mounts_idmapped_tree(c->root, true, c->id_base, CONTAINER_IDS, &ignored);
     }
     *root_idmapped = plan->root_tree >= 0 || ids != IDS_HOST_ROOT;
     if (ids != IDS_USER && plan->root_tree < 0 &&
         (plan->root_tree = mounts_cloned_tree(c->root, true, err)) < 0)
         return err_prefix(err, "root filesystem");
     static const enum mount_kind kinds[] = {
-        [CONTAINER_TMPFS] = MOUNT_TMPFS, [CONTAINER_PROC] = MOUNT_PROC,
-        [CONTAINER_SYSFS] = MOUNT_SYSFS, [CONTAINER_DEVPTS] = MOUNT_DEVPTS,
+        [CONTAINER_TMPFS] = MOUNT_TMPFS,   [CONTAINER_PROC] = MOUNT_PROC,
+        [CONTAINER_SYSFS] = MOUNT_SYSFS,   [CONTAINER_DEVPTS] = MOUNT_DEVPTS,
         [CONTAINER_MQUEUE] = MOUNT_MQUEUE, [CONTAINER_CGROUP] = MOUNT_CGROUP2,
     };
     bool devpts = false;
@@ -319,25 +316,25 @@ static int plan_container(const struct sandbox_setup *s, enum ids ids, struct ns
             continue;
         }
         devpts |= m->type == CONTAINER_DEVPTS;
-        TRY(mounts_plan_add(plan, &cap, kinds[m->type], m->dest, NULL, m->data, !m->readonly,
-                            false, err));
+        TRY(mounts_plan_add(plan, &cap, kinds[m->type], m->dest, NULL, m->data, !m->readonly, false,
+                            err));
     }
     TRY(plan_devices(plan, &cap, devpts, err));
     TRY(plan_cwd(c, plan, &cap, err));
     if (plan->transparent)
-        TRY(mounts_plan_add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf",
-                            sandbox_resolv_conf(true), NULL, false, false, err));
+        TRY(mounts_plan_add(plan, &cap, MOUNT_FILE, "/etc/resolv.conf", sandbox_resolv_conf(true),
+                            NULL, false, false, err));
     if (plan->transparent)
         last_step(plan)->over = true;
     if (s->ca_pem) {
         _cleanup_free_ char *bundle = NULL;
         size_t len;
         TRY(sandbox_ca_bundle(s->ca_pem, &bundle, &len, err));
-        TRY(mounts_plan_add(plan, &cap, MOUNT_FILE, SANDBOX_CA_CERT, s->ca_pem, NULL, false,
-                            false, err));
+        TRY(mounts_plan_add(plan, &cap, MOUNT_FILE, SANDBOX_CA_CERT, s->ca_pem, NULL, false, false,
+                            err));
         last_step(plan)->over = true;
-        TRY(mounts_plan_add(plan, &cap, MOUNT_FILE, SANDBOX_CA_BUNDLE, bundle, NULL, false,
-                            false, err));
+        TRY(mounts_plan_add(plan, &cap, MOUNT_FILE, SANDBOX_CA_BUNDLE, bundle, NULL, false, false,
+                            err));
         last_step(plan)->over = true;
     }
     for (size_t i = 0; i < c->n_masked; i++)
@@ -369,12 +366,12 @@ int container_confine_plan(const struct sandbox_container *c, struct confine_pla
 struct ct_fds {
     uint32_t id_offset; /* without a user namespace: the container's ids on the host */
     bool userns;
-    int sync_r;    /* a byte once the supervisor wrote our id maps */
-    int err_w;     /* error records */
-    int status_w;  /* the command's wait status */
-    int start_r;   /* the start seam (and the terminal's master on its way out) */
-    int bpf_r;     /* cordon's filter */
-    int gw_sock;   /* the gateway's doors, or -1 (none, or made by the first stage) */
+    int sync_r;   /* a byte once the supervisor wrote our id maps */
+    int err_w;    /* error records */
+    int status_w; /* the command's wait status */
+    int start_r;  /* the start seam (and the terminal's master on its way out) */
+    int bpf_r;    /* cordon's filter */
+    int gw_sock;  /* the gateway's doors, or -1 (none, or made by the first stage) */
     struct cgroup_ticket cg;
 };
 
@@ -394,8 +391,8 @@ static void close_inherited(const struct ns_plan *plan, const struct ct_fds *fds
 {
     int keep[16 + 256];
     size_t n = 0;
-    int own[] = { fds->sync_r, fds->err_w, fds->status_w, fds->start_r, fds->bpf_r, fds->gw_sock,
-                  fds->cg.dir, plan->root_tree };
+    int own[] = { fds->sync_r, fds->err_w,   fds->status_w, fds->start_r,
+                  fds->bpf_r,  fds->gw_sock, fds->cg.dir,   plan->root_tree };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         keep[n++] = own[i];
     for (int c = 0; c < CGROUP_COUNT; c++)
@@ -431,8 +428,7 @@ static int confine_container_command(void *arg, struct cordon_err *err)
 static int drop_bounding_except(uint64_t keep, struct cordon_err *err)
 {
     for (int cap = 0; cap <= 63; cap++)
-        if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
-            errno != EINVAL)
+        if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             return err_sys(err, CORDON_E_SETUP, "cannot drop capability %d", cap);
     return 0;
 }
@@ -716,8 +712,10 @@ static int open_joined(const struct sandbox_container *c, int ns_fd[CONTAINER_NS
         if ((ns_fd[i] = open(c->ns_path[i], O_RDONLY | O_CLOEXEC)) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot open namespace '%s'", c->ns_path[i]);
         if (hosts_own(ns_fd[i], names[i]))
-            return err_set(err, CORDON_E_UNSUPPORTED, "namespace %s: '%s' is the host's own: "
-                           "cordon joins a pod's, never the host's", kinds[i], c->ns_path[i]);
+            return err_set(err, CORDON_E_UNSUPPORTED,
+                           "namespace %s: '%s' is the host's own: "
+                           "cordon joins a pod's, never the host's",
+                           kinds[i], c->ns_path[i]);
     }
     return 0;
 }
@@ -730,8 +728,8 @@ static pid_t clone_boundary(const struct sandbox_setup *s, const struct ns_plan 
     const struct sandbox_container *c = s->container;
     int ns_fd[CONTAINER_NS_COUNT];
     bool joins;
-    unsigned long flags = CLONE_PARENT | CLONE_NEWPID | CLONE_NEWNS |
-                          (fds->userns ? CLONE_NEWUSER : 0);
+    unsigned long flags =
+        CLONE_PARENT | CLONE_NEWPID | CLONE_NEWNS | (fds->userns ? CLONE_NEWUSER : 0);
     for (int i = 0; i < CONTAINER_NS_COUNT; i++)
         if (!c->ns_path[i])
             flags |= (unsigned long)ns_types[i];
@@ -781,7 +779,9 @@ void container_boundary_release(struct sandbox_boundary *b)
         pid_t pid = fork();
         if (pid == 0)
             _exit(setns(st->netns, CLONE_NEWNET) == 0 &&
-                  route_local_range_del(SYNTH_NET, SYNTH_PREFIX) == 0 ? 0 : 1);
+                          route_local_range_del(SYNTH_NET, SYNTH_PREFIX) == 0
+                      ? 0
+                      : 1);
         if (pid > 0)
             waitpid(pid, NULL, 0);
         close(st->netns);
@@ -800,25 +800,43 @@ static int receive(const struct sandbox_setup *s, const struct ns_plan *plan, st
     return 0;
 }
 
+/* Who this runtime is (*IDS) and how many ids it has to map (*COUNT): enough for C's user? */
+static int container_ids(const struct sandbox_container *c, bool userns, enum ids *ids,
+                         uint32_t *count, struct cordon_err *err)
+{
+    *ids = who_am_i(count);
+    if (!userns && *ids != IDS_HOST_ROOT)
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "the process level runs a container only for "
+                       "the host's root: it makes the spec's namespaces without a user "
+                       "namespace, with the engine's privilege");
+    if (*ids == IDS_HOST_ROOT)
+        *count = CONTAINER_IDS;
+    if (*ids != IDS_HOST_ROOT && (c->uid >= *count || c->gid >= *count))
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "uid %u gid %u: this runtime has %u id%s to "
+                       "map into the container",
+                       (unsigned)c->uid, (unsigned)c->gid, *count, *count == 1 ? "" : "s");
+    return 0;
+}
+
 int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b, bool userns,
                       struct cordon_err *err)
 {
     const struct sandbox_container *c = s->container;
-    *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
-                                    .door = -1, .layer = -1, .tty_master = -1 };
+    *b = (struct sandbox_boundary){ .pid = -1,
+                                    .err_r = -1,
+                                    .status_r = -1,
+                                    .start_w = -1,
+                                    .door = -1,
+                                    .layer = -1,
+                                    .tty_master = -1 };
     uint32_t count;
-    enum ids ids = who_am_i(&count);
-    if (!userns && ids != IDS_HOST_ROOT)
-        return err_set(err, CORDON_E_UNSUPPORTED, "the process level runs a container only for "
-                       "the host's root: it makes the spec's namespaces without a user "
-                       "namespace, with the engine's privilege");
-    if (ids == IDS_HOST_ROOT)
-        count = CONTAINER_IDS;
-    if (ids != IDS_HOST_ROOT && (c->uid >= count || c->gid >= count))
-        return err_set(err, CORDON_E_UNSUPPORTED, "uid %u gid %u: this runtime has %u id%s to "
-                       "map into the container", (unsigned)c->uid, (unsigned)c->gid, count,
-                       count == 1 ? "" : "s");
-    struct ns_plan plan = { .caller_is_root = ids != IDS_USER, .confine = *s->confine,
+    enum ids ids;
+    if (container_ids(c, userns, &ids, &count, err) < 0)
+        return -1;
+    struct ns_plan plan = { .caller_is_root = ids != IDS_USER,
+                            .confine = *s->confine,
                             .root_tree = -1 };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
@@ -844,9 +862,14 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
         goto out;
     struct ct_fds fds = {
-        .userns = userns, .id_offset = userns ? 0 : c->id_base,
-        .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
-        .start_r = pp.start[1], .bpf_r = pp.bpf[0], .gw_sock = s->gateway ? pp.gw[1] : -1,
+        .userns = userns,
+        .id_offset = userns ? 0 : c->id_base,
+        .sync_r = pp.sync[0],
+        .err_w = pp.err[1],
+        .status_w = pp.status[1],
+        .start_r = pp.start[1],
+        .bpf_r = pp.bpf[0],
+        .gw_sock = s->gateway ? pp.gw[1] : -1,
         .cg = ticket,
     };
     init = clone_boundary(s, &plan, &pp, &fds, err);
@@ -857,8 +880,8 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         init = -1;
         goto out;
     }
-    int *child_ends[] = { &pp.sync[0], &pp.err[1], &pp.status[1], &pp.start[1], &pp.bpf[0],
-                          &pp.gw[1], &pp.pid[1] };
+    int *child_ends[] = { &pp.sync[0], &pp.err[1], &pp.status[1], &pp.start[1],
+                          &pp.bpf[0],  &pp.gw[1],  &pp.pid[1] };
     for (size_t i = 0; i < sizeof child_ends / sizeof child_ends[0]; i++)
         drop(child_ends[i]);
     cgroup_ticket_close(&ticket);
@@ -870,8 +893,8 @@ int container_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         if (ns_write_proc(init, "oom_score_adj", v, err) < 0)
             goto out;
     }
-    if (write(pp.sync[1], "g", 1) != 1 || boundary_send_filter(s->p, &plan.seccomp, pp.bpf[1],
-                                                               err) < 0) {
+    if (write(pp.sync[1], "g", 1) != 1 ||
+        boundary_send_filter(s->p, &plan.seccomp, pp.bpf[1], err) < 0) {
         if (err->kind == CORDON_E_OK)
             boundary_child_error(pp.err[0], err);
         goto out;

@@ -127,8 +127,8 @@ int door_connect(const struct egress_door *d, int listener, const struct seccomp
     int type = 0;
     socklen_t tl = sizeof type;
     a = unmapped(a, &len, &plain);
-    if (!d->on || getsockopt(theirs, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
-        type != SOCK_STREAM || ip_addr_from_sockaddr((const struct sockaddr *)a, &ip) < 0)
+    if (!d->on || getsockopt(theirs, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM ||
+        ip_addr_from_sockaddr((const struct sockaddr *)a, &ip) < 0)
         return 0;
     uint16_t port = ntohs(((const struct sockaddr_in *)a)->sin_port);
     uint32_t v4 = 0;

@@ -24,9 +24,9 @@
 #include <sys/socket.h>
 
 struct egress_door {
-    bool on;                          /* a gateway serves the run */
-    struct sockaddr_in addr;          /* its door: 127.0.0.1:3128 inside, or the host's port */
-    bool token_set;                   /* each connection opens with TOKEN (the host's loopback) */
+    bool on;                 /* a gateway serves the run */
+    struct sockaddr_in addr; /* its door: 127.0.0.1:3128 inside, or the host's port */
+    bool token_set;          /* each connection opens with TOKEN (the host's loopback) */
     unsigned char token[32];
     const struct egress_rules *rules; /* the policy's (the keeper is a fork: the same address) */
     bool own_loopback;                /* loopback is the run's own (not the host's) */

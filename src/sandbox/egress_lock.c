@@ -17,7 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define INSN(c, d, s, o, i) { .code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i) }
+#define INSN(c, d, s, o, i)                                                 \
+    {                                                                       \
+        .code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i) \
+    }
 #define LDX_W(d, s, o) INSN(BPF_LDX | BPF_MEM | BPF_W, d, s, o, 0)
 #define MOV_REG(d, s) INSN(BPF_ALU64 | BPF_MOV | BPF_X, d, s, 0, 0)
 #define AND_IMM(d, i) INSN(BPF_ALU64 | BPF_AND | BPF_K, d, 0, 0, i)
@@ -126,8 +129,7 @@ int egress_lock_attach(const char *dir, struct cordon_err *err)
         a.attach_type = hooks[i].type;
         a.attach_flags = BPF_F_ALLOW_MULTI;
         if (sys_bpf(BPF_PROG_ATTACH, &a, sizeof a) < 0)
-            return err_sys(err, CORDON_E_UNSUPPORTED, "cannot attach the egress lock to '%s'",
-                           dir);
+            return err_sys(err, CORDON_E_UNSUPPORTED, "cannot attach the egress lock to '%s'", dir);
     }
     return 0;
 }

@@ -29,7 +29,8 @@ static _Noreturn void keeper_main(const struct usock_keeper *k, const struct nam
         struct pollfd p = { .fd = listener, .events = POLLIN };
         if (poll(&p, 1, -1) < 0)
             continue;
-        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) || usock_serve(listener, k, NULL, names) < 0)
+        if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) ||
+            usock_serve(listener, k, NULL, names) < 0)
             break; /* the engine's processes are gone */
     }
     _exit(0);

@@ -28,7 +28,7 @@
 
 struct engine_keeper {
     pid_t keeper;
-    int give;  /* the engine's child sends the filter's listener over it */
+    int give; /* the engine's child sends the filter's listener over it */
 };
 
 /* Fork the keeper for K (connects; may be NULL without) and NAMES into *U. */

@@ -86,7 +86,8 @@ int freezer_attach(pid_t pid, pid_t stop, const char *name, char *dir, size_t si
         return 0;
     char base[PATH_MAX];
     if (cgroup_dir_of(getpid(), "freezer", base, sizeof base) < 0)
-        return err_set(err, CORDON_E_UNSUPPORTED, "no cgroup of the run's own and no v1 freezer "
+        return err_set(err, CORDON_E_UNSUPPORTED,
+                       "no cgroup of the run's own and no v1 freezer "
                        "hierarchy on this host");
     if (snprintf(dir, size, "%s/%s", base, name) >= (int)size)
         return err_set(err, CORDON_E_UNSUPPORTED, "freezer cgroup path too long");
@@ -101,8 +102,8 @@ int freezer_attach(pid_t pid, pid_t stop, const char *name, char *dir, size_t si
             rmdir(dir);
             *made = false;
             errno = e;
-            return err_sys(err, CORDON_E_UNSUPPORTED, "cannot move process %d into '%s'",
-                           (int)p, dir);
+            return err_sys(err, CORDON_E_UNSUPPORTED, "cannot move process %d into '%s'", (int)p,
+                           dir);
         }
     }
     return 0;

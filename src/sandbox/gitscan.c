@@ -70,8 +70,8 @@ void gitscan_note(struct gitscan_notes *notes, const char *fmt, ...)
 static int open_beneath(int dir, const char *rel, int flags)
 {
     struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
-                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                       RESOLVE_NO_MAGICLINKS };
+                            .resolve =
+                                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
     return sys_openat2(dir, rel, &how, sizeof how);
 }
 
@@ -100,9 +100,9 @@ bool gitscan_is_gitdir(int dir)
 {
     struct stat st;
     return fstatat(dir, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-           (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) &&
-           fstatat(dir, "objects", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-           fstatat(dir, "refs", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+        (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) &&
+        fstatat(dir, "objects", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+        fstatat(dir, "refs", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 }
 
 bool gitscan_hook_inert(const char *name, mode_t mode)
@@ -115,7 +115,7 @@ bool gitscan_hook_inert(const char *name, mode_t mode)
 /* ---- judgements ---- */
 
 struct judge {
-    const char *old;      /* the config before the run, or NULL */
+    const char *old; /* the config before the run, or NULL */
     size_t olen;
     unsigned depth;
     const char *where;
@@ -169,8 +169,9 @@ enum gitscan_config gitscan_config(const char *new, size_t nlen, const char *old
                                    char *why, size_t why_len, char **keep, size_t *keep_len)
 {
     struct gitscan_notes dropped = { 0 };
-    struct judge j = { .old = old, .olen = olen, .depth = depth, .where = where,
-                       .notes = &dropped };
+    struct judge j = {
+        .old = old, .olen = olen, .depth = depth, .where = where, .notes = &dropped
+    };
     char syntax[128];
     if (keep)
         *keep = NULL;
@@ -352,8 +353,7 @@ static int join(char *out, size_t size, const char *a, const char *b)
 }
 
 /* Every entry of the directory NAME in DIR (REL/NAME in the workspace), each through EACH. */
-static int each_entry(int dir, const char *name, void (*each)(void *, int, const char *),
-                      void *ctx)
+static int each_entry(int dir, const char *name, void (*each)(void *, int, const char *), void *ctx)
 {
     int fd = open_beneath(dir, name, O_RDONLY | O_DIRECTORY);
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -372,7 +372,7 @@ static int each_entry(int dir, const char *name, void (*each)(void *, int, const
 
 struct record_ctx {
     struct gitscan *gs;
-    const char *rel;   /* the directory being listed, in the workspace */
+    const char *rel; /* the directory being listed, in the workspace */
     int rc;
     unsigned depth;
     struct cordon_err *err;
@@ -499,8 +499,8 @@ static int put(int dir, const char *name, const char *data, size_t len, mode_t m
     if (S_ISLNK(mode)) {
         rc = symlinkat(data, dir, tmp);
     } else {
-        _cleanup_close_ int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                                                       O_CLOEXEC, 0600);
+        _cleanup_close_ int fd =
+            openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         size_t done = 0;
         ssize_t w = 0;
         while (fd >= 0 && done < len && (w = write(fd, data + done, len - done)) > 0)
@@ -542,7 +542,7 @@ static bool undo(int dir, const char *name, const struct gitscan_file *k)
 
 struct check {
     const struct gitscan *gs;
-    const char *rel;        /* the git directory, in the workspace */
+    const char *rel; /* the git directory, in the workspace */
     unsigned depth;
     struct gitscan_notes *notes;
     bool *incomplete;
@@ -559,9 +559,8 @@ static void check_config(const struct check *c, int dir, const char *name, const
         return;
     char why[256];
     size_t len = 0, klen = 0;
-    _cleanup_free_ char *now = S_ISREG(st.st_mode) ? gitscan_read(dir, name, GITSCAN_FILE_MAX,
-                                                                  &len)
-                                                   : NULL;
+    _cleanup_free_ char *now =
+        S_ISREG(st.st_mode) ? gitscan_read(dir, name, GITSCAN_FILE_MAX, &len) : NULL;
     _cleanup_free_ char *rest = NULL;
     enum gitscan_config v = GITSCAN_CONFIG_SYNTAX;
     if (!now)
@@ -738,9 +737,9 @@ bool gitscan_gitfile(int dir, const char *name, const char *rel, unsigned depth,
     size_t len = 0;
     char out[PATH_MAX + 16];
     _cleanup_free_ char *text = gitscan_read(dir, name, 4096, &len);
-    enum gitscan_pointer v = text ? gitscan_pointer(text, len, true, depth, host_ws, out,
-                                                    sizeof out)
-                                  : GITSCAN_POINTER_OUT;
+    enum gitscan_pointer v = text
+        ? gitscan_pointer(text, len, true, depth, host_ws, out, sizeof out)
+        : GITSCAN_POINTER_OUT;
     if (v == GITSCAN_POINTER_OK)
         return true;
     if (v == GITSCAN_POINTER_REWRITE && put(dir, name, out, strlen(out), 0644) == 0)

@@ -57,8 +57,8 @@ struct gitscan_notes {
 };
 
 /* One more refusal in NOTES (counted past the lines kept). */
-__attribute__((format(printf, 2, 3)))
-void gitscan_note(struct gitscan_notes *notes, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void gitscan_note(struct gitscan_notes *notes,
+                                                        const char *fmt, ...);
 
 /* NOTES as a JSON array of its lines; new reference. */
 json_t *gitscan_notes_json(const struct gitscan_notes *notes);
@@ -69,9 +69,9 @@ struct gitscan_file;
 struct gitscan {
     struct gitscan_file *files;
     size_t n_files;
-    size_t kept;       /* bytes */
+    size_t kept; /* bytes */
     unsigned n_repos;
-    bool incomplete;   /* a bound was reached: what was not kept is removed, not put back */
+    bool incomplete; /* a bound was reached: what was not kept is removed, not put back */
 };
 
 /*
@@ -106,9 +106,9 @@ bool gitscan_gitfile(int dir, const char *name, const char *rel, unsigned depth,
 /* ---- the judgements, shared with the overlay commit's scan ---- */
 
 enum gitscan_config {
-    GITSCAN_CONFIG_OK,      /* nothing to refuse */
-    GITSCAN_CONFIG_KEYS,    /* keys to refuse: each noted */
-    GITSCAN_CONFIG_SYNTAX,  /* not git's syntax (or not readable so): why, in WHY */
+    GITSCAN_CONFIG_OK,     /* nothing to refuse */
+    GITSCAN_CONFIG_KEYS,   /* keys to refuse: each noted */
+    GITSCAN_CONFIG_SYNTAX, /* not git's syntax (or not readable so): why, in WHY */
 };
 
 /*

@@ -113,15 +113,19 @@ int mem_meter_open(pid_t top, const char *name, struct mem_meter *m, struct cord
         m->proc = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (m->file < 0 || m->proc < 0) {
             mem_meter_close(m);
-            return err_sys(err, CORDON_E_SETUP, "cannot open '%s' of process %d to meter its "
-                           "memory", name, (int)pids[i]);
+            return err_sys(err, CORDON_E_SETUP,
+                           "cannot open '%s' of process %d to meter its "
+                           "memory",
+                           name, (int)pids[i]);
         }
         m->base = anon_bytes(m->proc);
         m->peak = 0;
         return 0;
     }
-    return err_set(err, CORDON_E_SETUP, "no process of the sandbox holds '%s' to meter its "
-                   "memory by", name);
+    return err_set(err, CORDON_E_SETUP,
+                   "no process of the sandbox holds '%s' to meter its "
+                   "memory by",
+                   name);
 }
 
 uint64_t mem_meter_read(struct mem_meter *m)
@@ -153,8 +157,9 @@ static uint64_t cpu_ticks(pid_t pid)
     /* After the command name, which may hold anything but ends at the last ')'. */
     const char *at = strrchr(buf, ')');
     unsigned long long t[4] = { 0 };
-    if (!at || sscanf(at + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
-                      &t[0], &t[1], &t[2], &t[3]) != 4)
+    if (!at ||
+        sscanf(at + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &t[0],
+               &t[1], &t[2], &t[3]) != 4)
         return 0;
     return t[0] + t[1] + t[2] + t[3];
 }

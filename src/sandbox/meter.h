@@ -14,13 +14,16 @@
 #include <sys/types.h>
 
 struct mem_meter {
-    int file;       /* the memory file, reopened; -1: no meter */
-    int proc;       /* /proc/PID of the process holding it (O_PATH) */
-    uint64_t base;  /* that process's anonymous memory when the meter was opened */
-    uint64_t peak;  /* the most read so far */
+    int file;      /* the memory file, reopened; -1: no meter */
+    int proc;      /* /proc/PID of the process holding it (O_PATH) */
+    uint64_t base; /* that process's anonymous memory when the meter was opened */
+    uint64_t peak; /* the most read so far */
 };
 
-#define MEM_METER_INIT { .file = -1, .proc = -1, .base = 0, .peak = 0 }
+#define MEM_METER_INIT                               \
+    {                                                \
+        .file = -1, .proc = -1, .base = 0, .peak = 0 \
+    }
 
 /*
  * The meter of the process beneath TOP (TOP's descendants) holding a

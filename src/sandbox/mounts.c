@@ -130,15 +130,16 @@ static int idmapped_tree(const char *source, bool follow, int userns, struct cor
     _cleanup_close_ int src = hostpath_open(AT_FDCWD, source, O_PATH, 0, follow, err);
     if (src < 0)
         return -1;
-    _cleanup_close_ int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-                                                      AT_EMPTY_PATH | AT_RECURSIVE);
+    _cleanup_close_ int tree =
+        open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
     if (tree < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", source);
     struct mount_attr attr = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns };
     if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
         return err_sys(err, CORDON_E_SETUP,
                        "cannot idmap '%s' for the sandbox user (its filesystem may not "
-                       "support idmapped mounts)", source);
+                       "support idmapped mounts)",
+                       source);
     return TAKE_FD(tree);
 }
 
@@ -154,8 +155,8 @@ int mounts_cloned_tree(const char *source, bool follow, struct cordon_err *err)
     _cleanup_close_ int src = hostpath_open(AT_FDCWD, source, O_PATH, 0, follow, err);
     if (src < 0)
         return -1;
-    int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-                                      AT_RECURSIVE);
+    int tree =
+        open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
     if (tree < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", source);
     return tree;
@@ -184,7 +185,9 @@ static int plan_landlock(const struct policy *p, struct ns_plan *plan, struct co
      */
     bool kept = names_mode_for(p, NAMES_MAKE) == NAMES_MAKE;
     TRY(landlock_plan_add(ll, "/workspace",
-                          kept ? LANDLOCK_HOST_KEPT : p->workspace ? LANDLOCK_HOST_RW : LANDLOCK_RW,
+                          kept               ? LANDLOCK_HOST_KEPT
+                              : p->workspace ? LANDLOCK_HOST_RW
+                                             : LANDLOCK_RW,
                           false, err));
     for (size_t i = 0; i < p->n_binds; i++)
         if (p->binds[i].writable)
@@ -328,8 +331,8 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
 
     TRY(add(plan, &cap, MOUNT_PROC, "/proc", NULL, NULL, false, false, err));
 
-    TRY(add(plan, &cap, MOUNT_TMPFS, "/dev", NULL, "mode=0755,size=64k,nr_inodes=64",
-            false, false, err));
+    TRY(add(plan, &cap, MOUNT_TMPFS, "/dev", NULL, "mode=0755,size=64k,nr_inodes=64", false, false,
+            err));
     for (size_t i = 0; i < SANDBOX_N_DEV_NODES; i++) {
         char dest[32], src[32];
         snprintf(dest, sizeof dest, "/dev/%s", sandbox_dev_nodes[i]);
@@ -358,8 +361,8 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
         snprintf(owner, sizeof owner, "mode=0755,uid=%d,gid=%d", SANDBOX_UID, SANDBOX_GID);
         sandbox_tmpfs_opts(opts, sizeof opts, owner, p->workspace_size, p->workspace_inodes);
         /* An overlay's lower layer is read-only: the run writes on its tmpfs. */
-        TRY(add(plan, &cap, MOUNT_BIND, "/workspace", p->workspace, overlay ? opts : NULL,
-                !overlay, false, err));
+        TRY(add(plan, &cap, MOUNT_BIND, "/workspace", p->workspace, overlay ? opts : NULL, !overlay,
+                false, err));
         plan->steps[plan->n_steps - 1].follow_symlinks = p->workspace_follow_symlinks;
         plan->steps[plan->n_steps - 1].overlay = overlay;
         if (root) {
@@ -388,8 +391,8 @@ int mounts_plan(const struct policy *p, struct ns_plan *plan, uid_t map_host_uid
         qsort(binds, p->n_binds, sizeof *binds, cmp_bind_depth);
     }
     for (size_t i = 0; i < p->n_binds; i++) {
-        TRY(add(plan, &cap, MOUNT_BIND, binds[i].dest, binds[i].source, NULL,
-                binds[i].writable, false, err));
+        TRY(add(plan, &cap, MOUNT_BIND, binds[i].dest, binds[i].source, NULL, binds[i].writable,
+                false, err));
         plan->steps[plan->n_steps - 1].follow_symlinks = binds[i].follow_symlinks;
         if (root) {
             int fd = idmapped_tree(binds[i].source, binds[i].follow_symlinks, userns, err);
@@ -499,8 +502,10 @@ static int open_parent(int newroot, const char *path, char *name, size_t size, b
             if (!create && e == ENOENT)
                 return -2;
             if (e == ELOOP || e == ENOTDIR)
-                return err_set(err, CORDON_E_SETUP, "cannot make '%s': '%s' is not a directory "
-                               "(a symbolic link is never followed there)", path, buf);
+                return err_set(err, CORDON_E_SETUP,
+                               "cannot make '%s': '%s' is not a directory "
+                               "(a symbolic link is never followed there)",
+                               path, buf);
             return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", buf);
         }
         close(dir);
@@ -541,8 +546,7 @@ static int open_mountpoint(int dir, const char *name, bool is_dir, const char *d
         fd = sys_openat2(dir, name, &how, sizeof how);
     if (fd < 0) {
         if (errno == ELOOP)
-            return err_set(err, CORDON_E_SETUP, "cannot bind at '%s': it is a symbolic link",
-                           dest);
+            return err_set(err, CORDON_E_SETUP, "cannot bind at '%s': it is a symbolic link", dest);
         return err_sys(err, CORDON_E_SETUP, "cannot open mountpoint '%s'", dest);
     }
     return fd;
@@ -553,8 +557,7 @@ static int open_mountpoint(int dir, const char *name, bool is_dir, const char *d
  * one, gone since the scan, is -2), and a link is opened itself, so the
  * mount hides it rather than landing where it points.
  */
-static int open_workspace_entry(int dir, const char *name, const char *dest,
-                                struct cordon_err *err)
+static int open_workspace_entry(int dir, const char *name, const char *dest, struct cordon_err *err)
 {
     struct open_how how = {
         .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
@@ -579,24 +582,26 @@ static int clone_source(const struct mount_step *s, int oldroot, int newroot,
     struct open_how how = {
         .flags = O_PATH | O_CLOEXEC,
         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-                   (s->follow_symlinks ? 0 : RESOLVE_NO_SYMLINKS),
+            (s->follow_symlinks ? 0 : RESOLVE_NO_SYMLINKS),
     };
     /* A bind over itself: the entry as the sandbox's root has it, beneath it. */
     if (s->source_in_root)
         how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
     _cleanup_close_ int src = s->source_in_root
-                                  ? sys_openat2(newroot, s->source + 1, &how, sizeof how)
-                                  : sys_openat2(oldroot, s->source, &how, sizeof how);
+        ? sys_openat2(newroot, s->source + 1, &how, sizeof how)
+        : sys_openat2(oldroot, s->source, &how, sizeof how);
     if (src < 0) {
         if (s->optional && errno == ENOENT)
             return -2;
         if (errno == ELOOP)
-            return err_set(err, CORDON_E_SETUP, "'%s' passes through a symbolic link; "
-                           "cordon does not follow links in host paths", s->source);
+            return err_set(err, CORDON_E_SETUP,
+                           "'%s' passes through a symbolic link; "
+                           "cordon does not follow links in host paths",
+                           s->source);
         return err_sys(err, CORDON_E_SETUP, "cannot open '%s'", s->source);
     }
-    int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-                                      AT_RECURSIVE);
+    int tree =
+        open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
     if (tree < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot clone mount of '%s'", s->source);
     return tree;
@@ -629,8 +634,8 @@ static int do_bind(const struct mount_step *s, int parent, const char *name, int
         return err_sys(err, CORDON_E_SETUP, "cannot set mount flags on '%s'", s->dest);
 
     _cleanup_close_ int mp = s->in_workspace
-                                 ? open_workspace_entry(parent, name, s->dest, err)
-                                 : open_mountpoint(parent, name, S_ISDIR(st.st_mode), s->dest, err);
+        ? open_workspace_entry(parent, name, s->dest, err)
+        : open_mountpoint(parent, name, S_ISDIR(st.st_mode), s->dest, err);
     if (mp == -2)
         return 0;
     if (mp < 0)
@@ -666,8 +671,10 @@ static int do_overlay(const struct mount_step *s, int newroot, int oldroot, int 
         return err_sys(err, CORDON_E_SETUP, "cannot mount the workspace's layer");
     /* The overlay's top takes the upper directory's owner and mode: the
      * workspace's, as the sandbox sees it. */
-    if (mkdir("/layer/" "upper", st.st_mode & 07777) < 0 || mkdir("/layer/work", 0700) < 0 ||
-        chown("/layer/upper", SANDBOX_UID, SANDBOX_GID) < 0 ||
+    if (mkdir("/layer/"
+              "upper",
+              st.st_mode & 07777) < 0 ||
+        mkdir("/layer/work", 0700) < 0 || chown("/layer/upper", SANDBOX_UID, SANDBOX_GID) < 0 ||
         chmod("/layer/upper", st.st_mode & 07777) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot prepare the workspace's layer");
     TRY(make_dirs(newroot, s->dest, err));
@@ -702,8 +709,9 @@ static int make_dirs(int newroot, const char *path, struct cordon_err *err)
 static int do_kernel_fs(const struct mount_step *s, const char *dest, int oldroot, int newroot,
                         struct cordon_err *err)
 {
-    static const char *const types[] = { [MOUNT_SYSFS] = "sysfs", [MOUNT_MQUEUE] = "mqueue",
-                                         [MOUNT_CGROUP2] = "cgroup2" };
+    static const char *const types[] = {
+        [MOUNT_SYSFS] = "sysfs", [MOUNT_MQUEUE] = "mqueue", [MOUNT_CGROUP2] = "cgroup2"
+    };
     const char *type = types[s->kind];
     unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
     if (s->kind != MOUNT_MQUEUE || !s->writable)
@@ -711,8 +719,11 @@ static int do_kernel_fs(const struct mount_step *s, const char *dest, int oldroo
     if (mount(type, dest, type, flags, NULL) == 0)
         return 0;
     if (s->kind == MOUNT_SYSFS && (errno == EPERM || errno == EACCES)) {
-        struct mount_step bind = { .kind = MOUNT_BIND, .dest = s->dest, .source = "/sys",
-                                   .tree_fd = -1, .follow_symlinks = false };
+        struct mount_step bind = { .kind = MOUNT_BIND,
+                                   .dest = s->dest,
+                                   .source = "/sys",
+                                   .tree_fd = -1,
+                                   .follow_symlinks = false };
         char name[NAME_MAX + 1];
         _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, true, err);
         return parent < 0 ? -1 : do_bind(&bind, parent, name, oldroot, newroot, err);
@@ -728,8 +739,8 @@ static int do_kernel_fs(const struct mount_step *s, const char *dest, int oldroo
 static int do_mask(const struct mount_step *s, int newroot, int oldroot, struct cordon_err *err)
 {
     struct open_how how = { .flags = O_PATH | O_CLOEXEC,
-                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                       RESOLVE_NO_MAGICLINKS };
+                            .resolve =
+                                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
     _cleanup_close_ int at = sys_openat2(newroot, s->dest + 1, &how, sizeof how);
     if (at < 0 && (errno == ENOENT || errno == ELOOP || errno == ENOTDIR))
         return 0;
@@ -741,14 +752,15 @@ static int do_mask(const struct mount_step *s, int newroot, int oldroot, struct 
         _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
         if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
             fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
-            (tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                     MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0)
+            (tree = fsmount(fs, FSMOUNT_CLOEXEC,
+                            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                MOUNT_ATTR_NOEXEC)) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot make a tmpfs to mask '%s'", s->dest);
     } else {
         struct mount_step null = { .kind = MOUNT_BIND, .source = "/dev/null", .tree_fd = -1 };
         tree = clone_source(&null, oldroot, newroot, err);
         struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                               MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+                                       MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
         if (tree < 0 || mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
             return tree < 0 ? -1 : err_sys(err, CORDON_E_SETUP, "cannot mask '%s'", s->dest);
     }
@@ -767,13 +779,14 @@ static int do_file_over(const struct mount_step *s, int newroot, int oldroot,
     static unsigned n;
     char scratch[32];
     snprintf(scratch, sizeof scratch, "/generated-%u", n++);
-    _cleanup_close_ int fd = open(scratch, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                                  0644);
+    _cleanup_close_ int fd =
+        open(scratch, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     size_t len = strlen(s->source);
     if (fd < 0 || write(fd, s->source, len) != (ssize_t)len)
         return err_sys(err, CORDON_E_SETUP, "cannot write '%s'", s->dest);
-    struct mount_step bind = { .kind = MOUNT_BIND, .dest = s->dest, .source = scratch,
-                               .tree_fd = -1 };
+    struct mount_step bind = {
+        .kind = MOUNT_BIND, .dest = s->dest, .source = scratch, .tree_fd = -1
+    };
     bind.tree_fd = open_tree(AT_FDCWD, scratch, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     if (bind.tree_fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot clone '%s'", scratch);
@@ -796,16 +809,16 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, int *la
     case MOUNT_BIND: {
         if (s->overlay)
             return do_overlay(s, newroot, oldroot, layer, err);
-        _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name,
-                                                 !s->in_workspace, err);
+        _cleanup_close_ int parent =
+            open_parent(newroot, s->dest, name, sizeof name, !s->in_workspace, err);
         if (parent == -2)
             return 0; /* gone from the workspace since the scan */
         return parent < 0 ? -1 : do_bind(s, parent, name, oldroot, newroot, err);
     }
     case MOUNT_TMPFS:
         TRY(make_dirs(newroot, s->dest, err));
-        if (mount("tmpfs", dest, "tmpfs", MS_NOSUID | MS_NODEV | (strcmp(s->dest, "/dev") ? 0 : MS_NOEXEC),
-                  s->data) < 0)
+        if (mount("tmpfs", dest, "tmpfs",
+                  MS_NOSUID | MS_NODEV | (strcmp(s->dest, "/dev") ? 0 : MS_NOEXEC), s->data) < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot mount tmpfs at '%s'", s->dest);
         return 0;
     case MOUNT_PROC:
@@ -841,9 +854,8 @@ static int do_step(const struct mount_step *s, int newroot, int oldroot, int *la
         _cleanup_close_ int parent = open_parent(newroot, s->dest, name, sizeof name, true, err);
         if (parent < 0)
             return -1;
-        _cleanup_close_ int fd = openat(parent, name,
-                                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                                        0644);
+        _cleanup_close_ int fd =
+            openat(parent, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0)
             return err_sys(err, CORDON_E_SETUP, "cannot create '%s'", s->dest);
         size_t len = strlen(s->source);
@@ -880,11 +892,13 @@ static bool has_dev_tmpfs(const struct ns_plan *plan)
  */
 static int bind_root(const struct ns_plan *plan, int oldroot, struct cordon_err *err)
 {
-    struct mount_step root = { .kind = MOUNT_BIND, .dest = "/", .source = (char *)plan->root,
-                               .tree_fd = -1, .follow_symlinks = true };
-    _cleanup_close_ int tree = plan->root_tree >= 0
-                                   ? TAKE_FD(((struct ns_plan *)plan)->root_tree)
-                                   : clone_source(&root, oldroot, -1, err);
+    struct mount_step root = { .kind = MOUNT_BIND,
+                               .dest = "/",
+                               .source = (char *)plan->root,
+                               .tree_fd = -1,
+                               .follow_symlinks = true };
+    _cleanup_close_ int tree = plan->root_tree >= 0 ? TAKE_FD(((struct ns_plan *)plan)->root_tree)
+                                                    : clone_source(&root, oldroot, -1, err);
     if (tree < 0)
         return -1;
     /* Private: a tree the supervisor cloned keeps the host mount's peer group, and

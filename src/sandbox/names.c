@@ -38,8 +38,18 @@
 #error "names: unknown architecture"
 #endif
 
-enum op { OP_OPEN, OP_OPEN2, OP_MKDIR, OP_MKNOD, OP_SYMLINK, OP_LINK, OP_RENAME, OP_UNLINK,
-          OP_RMDIR, OP_TRUNCATE };
+enum op {
+    OP_OPEN,
+    OP_OPEN2,
+    OP_MKDIR,
+    OP_MKNOD,
+    OP_SYMLINK,
+    OP_LINK,
+    OP_RENAME,
+    OP_UNLINK,
+    OP_RMDIR,
+    OP_TRUNCATE
+};
 
 #define M_CHECK (1u << NAMES_CHECK)
 #define M_MAKE (1u << NAMES_MAKE)
@@ -124,7 +134,8 @@ size_t names_calls(enum names_mode mode, struct names_call *out, size_t room)
         if (!(calls[i].modes & (1u << mode)))
             continue;
         bool open = calls[i].op == OP_OPEN && calls[i].flags >= 0;
-        out[n++] = (struct names_call){ .nr = calls[i].nr, .flags = open ? calls[i].flags : -1,
+        out[n++] = (struct names_call){ .nr = calls[i].nr,
+                                        .flags = open ? calls[i].flags : -1,
                                         .mask = mode == NAMES_WRITE ? WRITES : MAKES };
     }
     return n;
@@ -156,12 +167,15 @@ int names_program(enum names_mode mode, bool connect, struct seccomp_program *ou
     struct names_call nc[32];
     size_t n = mode == NAMES_OFF ? 0 : names_calls(mode, nc, 32);
     struct asm_prog a = { .n = 0 };
-    emit(&a, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                          offsetof(struct seccomp_data, arch)), 0, 0);
+    emit(
+        &a,
+        (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        0, 0);
     emit(&a, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 0, 0), 0,
          L_ALLOW); /* other arches: the allowlist kills them */
-    emit(&a, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                          offsetof(struct seccomp_data, nr)), 0, 0);
+    emit(&a,
+         (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+         0, 0);
     if (connect)
         emit(&a, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 0, 0),
              L_NOTIFY, 0);
@@ -174,9 +188,11 @@ int names_program(enum names_mode mode, bool connect, struct seccomp_program *ou
         if (nc[i].flags < 0)
             continue;
         a.at[L_BLOCK + i] = a.n;
-        emit(&a, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                              offsetof(struct seccomp_data, args) +
-                                                  (unsigned)nc[i].flags * sizeof(__u64)), 0, 0);
+        emit(&a,
+             (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                          offsetof(struct seccomp_data, args) +
+                                              (unsigned)nc[i].flags * sizeof(__u64)),
+             0, 0);
         emit(&a, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, nc[i].mask, 0, 0),
              L_NOTIFY, L_ALLOW);
     }
@@ -223,12 +239,12 @@ bool names_handles(const struct names_keeper *k, const struct seccomp_notif *n)
 struct req {
     const struct call *c;
     pid_t tid;
-    pid_t proc;                /* the same, as the keeper's /proc numbers it */
+    pid_t proc; /* the same, as the keeper's /proc numbers it */
     long long dir, odir;
     int flags;
     mode_t mode;
-    uint64_t resolve;          /* openat2's */
-    off_t length;              /* truncate's */
+    uint64_t resolve; /* openat2's */
+    off_t length;     /* truncate's */
     char path[PATH_MAX], opath[PATH_MAX];
 };
 
@@ -323,8 +339,8 @@ static int open_dir(const struct req *r, long long dirarg, const char *dir, uint
             return ENAMETOOLONG;
         dir = rel = own;
     } else if (!strncmp(dir, "/proc/thread-self", 17) && (dir[17] == '/' || !dir[17])) {
-        if ((size_t)snprintf(own, sizeof own, "/proc/%d/task/%d%s", (int)tid, (int)tid,
-                             dir + 17) >= sizeof own)
+        if ((size_t)snprintf(own, sizeof own, "/proc/%d/task/%d%s", (int)tid, (int)tid, dir + 17) >=
+            sizeof own)
             return ENAMETOOLONG;
         dir = rel = own;
     }
@@ -341,8 +357,8 @@ static int open_dir(const struct req *r, long long dirarg, const char *dir, uint
     if (base < 0)
         return errno;
     struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                            .resolve = (resolve & ~(uint64_t)RESOLVE_CACHED) |
-                                       RESOLVE_NO_MAGICLINKS };
+                            .resolve =
+                                (resolve & ~(uint64_t)RESOLVE_CACHED) | RESOLVE_NO_MAGICLINKS };
     for (int i = 0; i < 8; i++) {
         *out = sys_openat2(base, rel, &how, sizeof how);
         if (*out >= 0 || errno != EAGAIN)
@@ -366,7 +382,7 @@ static bool up_to_root(const struct names_keeper *k, int fd)
         int up = openat(at, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
         struct stat st, here;
         bool top = up < 0 || fstat(up, &st) < 0 || fstat(at, &here) < 0 ||
-                   (st.st_dev == here.st_dev && st.st_ino == here.st_ino);
+            (st.st_dev == here.st_dev && st.st_ino == here.st_ino);
         close(at);
         at = up;
         if (!top && st.st_dev == k->dev && st.st_ino == k->ino) {
@@ -398,11 +414,11 @@ static bool beneath_root(const struct names_keeper *k, int fd)
         return false;
     path[n] = '\0';
     struct open_how how = { .flags = O_PATH | O_CLOEXEC,
-                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                       RESOLVE_NO_MAGICLINKS };
+                            .resolve =
+                                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
     _cleanup_close_ int again = sys_openat2(k->root, path + rl + 1, &how, sizeof how);
     return again >= 0 && fstat(again, &st2) == 0 && st2.st_dev == st.st_dev &&
-           st2.st_ino == st.st_ino;
+        st2.st_ino == st.st_ino;
 }
 
 /* Is the directory FD the workspace's root, in it, or elsewhere? */
@@ -523,8 +539,7 @@ static bool changeable(const struct names_keeper *k, int fd, enum where w)
             continue;
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", k->ll->rules[i].fd);
         ssize_t t = readlink(proc, tree, sizeof tree - 1);
-        if (t <= 0 || (size_t)t >= (size_t)n || strncmp(path, tree, (size_t)t) ||
-            path[t] != '/')
+        if (t <= 0 || (size_t)t >= (size_t)n || strncmp(path, tree, (size_t)t) || path[t] != '/')
             continue;
         return true;
     }
@@ -541,7 +556,8 @@ static bool still_waiting(int listener, __u64 id)
 /* Answer N with FD (ours, taken) as the call's new descriptor. */
 static int give(int listener, const struct seccomp_notif *n, int fd, bool cloexec)
 {
-    struct seccomp_notif_addfd add = { .id = n->id, .flags = SECCOMP_ADDFD_FLAG_SEND,
+    struct seccomp_notif_addfd add = { .id = n->id,
+                                       .flags = SECCOMP_ADDFD_FLAG_SEND,
                                        .srcfd = (__u32)fd,
                                        .newfd_flags = cloexec ? O_CLOEXEC : 0 };
     int rc = ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
@@ -614,8 +630,8 @@ static int do_open(const struct names_keeper *k, const struct req *r, int dir, c
 
 /* A link's or rename's source: R's ODIR and OPATH, opened; its directory and name too. */
 struct source {
-    int file;            /* O_PATH of the entry (the link itself unless followed) */
-    int dir;             /* its directory, or -1 (a descriptor linked by itself) */
+    int file; /* O_PATH of the entry (the link itself unless followed) */
+    int dir;  /* its directory, or -1 (a descriptor linked by itself) */
     char name[NAME_MAX + 1];
     enum where w;
 };
@@ -628,9 +644,10 @@ static int open_source(const struct names_keeper *k, const struct req *r, bool f
     char abs[2 * PATH_MAX];
     int fdn;
     bool empty = !r->opath[0] && r->c->op == OP_LINK && (r->flags & AT_EMPTY_PATH);
-    if (empty || (follow && r->c->op == OP_LINK &&
-                  notify_absolute(r->proc, r->odir, r->opath, abs, sizeof abs) == 0 &&
-                  notify_magic_fd(abs, r->proc, &fdn))) {
+    if (empty ||
+        (follow && r->c->op == OP_LINK &&
+         notify_absolute(r->proc, r->odir, r->opath, abs, sizeof abs) == 0 &&
+         notify_magic_fd(abs, r->proc, &fdn))) {
         /* A descriptor of the caller's (an O_TMPFILE's): linked by itself. */
         s->file = caller_dir(r->proc, empty ? r->odir : fdn);
         if (s->file < 0)
@@ -722,7 +739,8 @@ static int do_remove_or_truncate(const struct names_keeper *k, const struct req 
 static int read_req(const struct seccomp_notif *n, const struct call *c, struct req *r)
 {
     const __u64 *a = n->data.args;
-    *r = (struct req){ .c = c, .tid = (pid_t)n->pid,
+    *r = (struct req){ .c = c,
+                       .tid = (pid_t)n->pid,
                        .dir = c->dir >= 0 ? (long long)(int)a[c->dir] : AT_FDCWD,
                        .odir = c->odir >= 0 ? (long long)(int)a[c->odir] : AT_FDCWD,
                        .flags = c->flags >= 0 ? (int)a[c->flags] : (int)c->fixed,
@@ -768,7 +786,7 @@ static int decide(const struct names_keeper *k, const struct req *r, int dir, co
     /* A name that is there is made by none: the kernel answers (EEXIST, or the open). */
     struct stat st;
     bool makes = r->c->op != OP_LINK && r->c->op != OP_RENAME && r->c->op != OP_UNLINK &&
-                 r->c->op != OP_RMDIR && r->c->op != OP_TRUNCATE;
+        r->c->op != OP_RMDIR && r->c->op != OP_TRUNCATE;
     bool there = makes && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (k->mode == NAMES_CHECK) {
         if (there)
@@ -778,8 +796,9 @@ static int decide(const struct names_keeper *k, const struct req *r, int dir, co
         if (r->c->op == OP_RENAME) {
             struct source s;
             int e = open_source(k, r, false, &s);
-            bool no = !e && (((r->flags & RENAME_EXCHANGE) && refused_at(k, s.name, s.w)) ||
-                             holds_guarded(k, s.file));
+            bool no = !e &&
+                (((r->flags & RENAME_EXCHANGE) && refused_at(k, s.name, s.w)) ||
+                 holds_guarded(k, s.file));
             close_source(&s);
             return no ? EACCES : -1;
         }
@@ -858,10 +877,10 @@ int names_serve(int listener, const struct seccomp_notif *n, const struct names_
     if (e == 0 && !still_waiting(listener, n->id))
         e = -2; /* what was read was the caller's only if it still waits in this call */
     else if (e == 0 && tmpfile)
-        e = where_is(k, parent) == ELSEWHERE || k->mode != NAMES_WRITE ? -1
-            : guarded(k, parent) ? EACCES
+        e = where_is(k, parent) == ELSEWHERE || k->mode != NAMES_WRITE                   ? -1
+            : guarded(k, parent)                                                         ? EACCES
             : (fd = openat(parent, ".", (r.flags & ~O_CLOEXEC) | O_CLOEXEC, r.mode)) < 0 ? errno
-            : 0;
+                                                                                         : 0;
     else if (e == 0)
         e = decide(k, &r, parent, name, &fd);
     notify_restore_caps(&caps);

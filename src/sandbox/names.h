@@ -67,8 +67,8 @@ struct names_keeper {
     int root;
     dev_t dev;
     ino_t ino;
-    uint64_t mnt;                    /* its mount (NAMES_MAKE: the name's must be it) */
-    char real[PATH_MAX];             /* as /proc/self/fd shows it (NAMES_WRITE) */
+    uint64_t mnt;        /* its mount (NAMES_MAKE: the name's must be it) */
+    char real[PATH_MAX]; /* as /proc/self/fd shows it (NAMES_WRITE) */
 };
 
 /* K for P's workspace in MODE; the root is set later. */

@@ -43,19 +43,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define NS_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | \
-                  CLONE_NEWUTS)
+#define NS_FLAGS \
+    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
 /* File descriptors the child needs; every other is closed before exec. */
 struct child_fds {
-    int sync_r;    /* a byte when the supervisor has set us up; HUP when it died */
-    int err_w;     /* error record, close-on-exec */
-    int status_w;  /* the command's wait status */
-    int start_r;   /* the start seam: ready goes out, the start message comes in */
-    int bpf_r;     /* the seccomp program, compiled while the child builds its root */
-    int gw_sock;   /* where the gateway's listening socket goes, or -1 (no network) */
+    int sync_r;     /* a byte when the supervisor has set us up; HUP when it died */
+    int err_w;      /* error record, close-on-exec */
+    int status_w;   /* the command's wait status */
+    int start_r;    /* the start seam: ready goes out, the start message comes in */
+    int bpf_r;      /* the seccomp program, compiled while the child builds its root */
+    int gw_sock;    /* where the gateway's listening socket goes, or -1 (no network) */
     int layer_sock; /* where an overlay workspace's layer goes, or -1 (none) */
-    struct cgroup_ticket cg; /* the run's cgroups, joined first (none: created in it, or no cgroup) */
+    struct cgroup_ticket
+        cg; /* the run's cgroups, joined first (none: created in it, or no cgroup) */
 };
 
 /* ---- child side: runs between clone() and exec(), allocates nothing ---- */
@@ -142,7 +143,8 @@ int ns_open_gateway_door(int sock, struct cordon_err *err)
     _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (l < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create the gateway's socket");
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons(GATEWAY_PORT),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot listen on 127.0.0.1:%d", GATEWAY_PORT);
@@ -169,7 +171,8 @@ static int bound_socket(int type, uint32_t addr, uint16_t port, struct cordon_er
     int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create a socket for transparent egress");
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons(port),
                              .sin_addr.s_addr = htonl(addr) };
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         (type == SOCK_STREAM && listen(fd, 128) < 0)) {
@@ -242,7 +245,8 @@ static _Noreturn void end_tree(int ws, int status_w)
     getrusage(RUSAGE_CHILDREN, &kids);
     getrusage(RUSAGE_SELF, &self);
     struct timeval t[] = { kids.ru_utime, kids.ru_stime, self.ru_utime, self.ru_stime };
-    struct boundary_status st = { .ws = ws, .seen = BOUNDARY_TREE_GONE,
+    struct boundary_status st = { .ws = ws,
+                                  .seen = BOUNDARY_TREE_GONE,
                                   .maxrss_kib = (uint64_t)kids.ru_maxrss };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         st.cpu_us += (uint64_t)t[i].tv_sec * 1000000u + (uint64_t)t[i].tv_usec;
@@ -279,8 +283,7 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, const struct nam
         if (ppoll(&p, listener >= 0 ? 1 : 0, NULL, &during) <= 0)
             continue; /* a child ended (or a signal passed on) */
         if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) ||
-            ((p.revents & POLLIN) &&
-             usock_serve(listener, &plan->usock, &plan->door, names) < 0)) {
+            ((p.revents & POLLIN) && usock_serve(listener, &plan->usock, &plan->door, names) < 0)) {
             close(listener);
             listener = -1; /* no task of the run holds the filter any more */
         }
@@ -335,10 +338,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     }
     int layer = -1;
     struct names_keeper names = plan->names;
-    if ((plan->cloned ? mounts_enter_clone(plan, &err)
-                      : mounts_enter_root(plan, &layer, &err)) < 0 ||
-        open_names_root(&names, &err) < 0 ||
-        ns_loopback_up(&err) < 0 ||
+    if ((plan->cloned ? mounts_enter_clone(plan, &err) : mounts_enter_root(plan, &layer, &err)) <
+            0 ||
+        open_names_root(&names, &err) < 0 || ns_loopback_up(&err) < 0 ||
         (fds->gw_sock >= 0 && ns_open_gateway_door(fds->gw_sock, &err) < 0) ||
         (fds->gw_sock >= 0 && plan->transparent &&
          ns_open_transparent_doors(plan, fds->gw_sock, &err) < 0))
@@ -479,8 +481,11 @@ static void plan_egress(const struct policy *p, struct ns_plan *plan)
     plan->transparent = true;
     plan->n_ports = boundary_transparent_ports(p, plan->ports, NULL, NULL, 0, NULL);
     plan->door = (struct egress_door){
-        .on = true, .rules = &p->egress.rules, .own_loopback = true,
-        .addr = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+        .on = true,
+        .rules = &p->egress.rules,
+        .own_loopback = true,
+        .addr = { .sin_family = AF_INET,
+                  .sin_port = htons(GATEWAY_PORT),
                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) },
     };
 }
@@ -574,8 +579,7 @@ static _Noreturn void cloned_child(void *arg, bool in_cgroup)
  * or cloned from here; 0 in the child (never returns there: child_main).
  */
 static pid_t spawn_init(const struct sandbox_setup *s, const struct sandbox_template *tmpl,
-                        struct child_args *a, struct cgroup_ticket *ticket,
-                        struct cordon_err *err)
+                        struct child_args *a, struct cgroup_ticket *ticket, struct cordon_err *err)
 {
     if (tmpl)
         return template_spawn(tmpl, s->host_base, ticket, cloned_child, a, err);
@@ -614,8 +618,8 @@ static int open_pipes(struct pipes *pp, bool gateway, bool overlay)
 /* The child's ends live only in the child once it exists. */
 static void close_child_ends(struct pipes *pp)
 {
-    int *ends[] = { &pp->sync[0], &pp->err[1], &pp->status[1], &pp->start[1], &pp->bpf[0],
-                    &pp->gw[1], &pp->layer[1] };
+    int *ends[] = { &pp->sync[0], &pp->err[1], &pp->status[1], &pp->start[1],
+                    &pp->bpf[0],  &pp->gw[1],  &pp->layer[1] };
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
         closep(ends[i]);
         *ends[i] = -1;
@@ -629,8 +633,9 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     bool root = geteuid() == 0;
     if (s->container)
         return container_prepare(s, b, true, err);
-    *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
-                                    .door = -1, .layer = -1 };
+    *b = (struct sandbox_boundary){
+        .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1, .door = -1, .layer = -1
+    };
     bool overlay = p->workspace && p->workspace_mode == POLICY_WS_OVERLAY;
     struct ns_plan plan = { 0 };
     /* A template holds neither the run's CA nor a gateway-less plan: a run
@@ -651,10 +656,15 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (s->cg->version && cgroup_ticket_open(s->cg, &ticket, err) < 0)
         goto out;
     struct child_args a = {
-        .s = s, .plan = &plan,
-        .fds = { .sync_r = pp.sync[0], .err_w = pp.err[1], .status_w = pp.status[1],
-                 .start_r = pp.start[1], .bpf_r = pp.bpf[0],
-                 .gw_sock = s->gateway ? pp.gw[1] : -1, .layer_sock = overlay ? pp.layer[1] : -1,
+        .s = s,
+        .plan = &plan,
+        .fds = { .sync_r = pp.sync[0],
+                 .err_w = pp.err[1],
+                 .status_w = pp.status[1],
+                 .start_r = pp.start[1],
+                 .bpf_r = pp.bpf[0],
+                 .gw_sock = s->gateway ? pp.gw[1] : -1,
+                 .layer_sock = overlay ? pp.layer[1] : -1,
                  .cg = ticket },
     };
     if ((init = spawn_init(s, tmpl, &a, &ticket, err)) < 0)
@@ -705,8 +715,8 @@ out:
     return rc;
 }
 
-static int ns_template_build(const struct policy *p, uid_t host_base,
-                             struct sandbox_template **out, struct cordon_err *err)
+static int ns_template_build(const struct policy *p, uid_t host_base, struct sandbox_template **out,
+                             struct cordon_err *err)
 {
     return template_build(p, host_base, out, err);
 }

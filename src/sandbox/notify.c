@@ -237,7 +237,6 @@ bool notify_magic_fd(const char *path, pid_t tid, int *fd)
     return true;
 }
 
-
 int notify_read(pid_t pid, void *to, __u64 from, size_t len)
 {
     /* cppcheck-suppress ctuuninitvar ; process_vm_readv() writes TO, never reads it */

@@ -30,42 +30,42 @@
 #define SANDBOX_NO_PROXY "localhost,127.0.0.1,::1"
 
 enum mount_kind {
-    MOUNT_BIND,     /* host path (or a prepared tree) at dest */
-    MOUNT_TMPFS,    /* fresh tmpfs; data holds its options */
-    MOUNT_PROC,     /* fresh procfs of the sandbox's PID namespace */
-    MOUNT_DEVPTS,   /* a private devpts instance */
-    MOUNT_SYMLINK,  /* dest -> source */
-    MOUNT_FILE,     /* a generated file: source is its content */
-    MOUNT_DIR,      /* an empty directory */
-    MOUNT_SYSFS,    /* sysfs, read-only (the host's /sys bound read-only where the
+    MOUNT_BIND,    /* host path (or a prepared tree) at dest */
+    MOUNT_TMPFS,   /* fresh tmpfs; data holds its options */
+    MOUNT_PROC,    /* fresh procfs of the sandbox's PID namespace */
+    MOUNT_DEVPTS,  /* a private devpts instance */
+    MOUNT_SYMLINK, /* dest -> source */
+    MOUNT_FILE,    /* a generated file: source is its content */
+    MOUNT_DIR,     /* an empty directory */
+    MOUNT_SYSFS,   /* sysfs, read-only (the host's /sys bound read-only where the
                        network namespace is not the boundary's own) */
-    MOUNT_MQUEUE,   /* a POSIX message queue filesystem */
-    MOUNT_CGROUP2,  /* the cgroup v2 hierarchy from the cgroup namespace's root, read-only */
-    MOUNT_MASK,     /* whatever is at dest hidden: a file under /dev/null, a directory under
+    MOUNT_MQUEUE,  /* a POSIX message queue filesystem */
+    MOUNT_CGROUP2, /* the cgroup v2 hierarchy from the cgroup namespace's root, read-only */
+    MOUNT_MASK,    /* whatever is at dest hidden: a file under /dev/null, a directory under
                        an empty read-only tmpfs; nothing there, nothing done */
 };
 
 struct mount_step {
     enum mount_kind kind;
-    char *dest;          /* absolute path inside the sandbox */
-    char *source;        /* host path, link target or content, per kind */
-    char *data;          /* tmpfs options */
-    int tree_fd;         /* MOUNT_BIND: prepared detached tree, or -1 */
+    char *dest;   /* absolute path inside the sandbox */
+    char *source; /* host path, link target or content, per kind */
+    char *data;   /* tmpfs options */
+    int tree_fd;  /* MOUNT_BIND: prepared detached tree, or -1 */
     bool writable;
-    bool device;         /* MOUNT_BIND of a device node: keep dev, add noexec */
-    bool optional;       /* skip when the host source is missing */
+    bool device;          /* MOUNT_BIND of a device node: keep dev, add noexec */
+    bool optional;        /* skip when the host source is missing */
     bool follow_symlinks; /* MOUNT_BIND: the source may pass through links (host-owned
                              system paths, or a bind the policy lets follow them) */
-    bool in_workspace;   /* MOUNT_BIND onto an entry of the host workspace: its parents
+    bool in_workspace;    /* MOUNT_BIND onto an entry of the host workspace: its parents
                             and itself are never made, a link there is covered, not
                             followed, and a vanished entry is skipped */
-    bool source_in_root; /* MOUNT_BIND: source is dest itself in the new root (a read-only
+    bool source_in_root;  /* MOUNT_BIND: source is dest itself in the new root (a read-only
                             bind over itself, taken from the workspace's own mount) */
-    bool overlay;        /* MOUNT_BIND of the workspace as the read-only lower layer of an
+    bool overlay;         /* MOUNT_BIND of the workspace as the read-only lower layer of an
                             overlay whose upper is on a fresh tmpfs (data: its options) */
-    bool over;           /* MOUNT_FILE: written in the scratch root and bound read-only
+    bool over;            /* MOUNT_FILE: written in the scratch root and bound read-only
                             over dest, so a root that is not cordon's own is not written */
-    bool per_call;       /* the run's own (/tmp, /dev/shm, the scratch workspace, devpts):
+    bool per_call;        /* the run's own (/tmp, /dev/shm, the scratch workspace, devpts):
                             a template holds only its mountpoint, each clone a fresh one */
 };
 
@@ -83,9 +83,9 @@ struct ns_plan {
      * go to init, which makes them (usock.h, names.h). */
     struct seccomp_program keeper_filter;
     struct usock_keeper usock;
-    struct egress_door door;        /* and a connect to a literal goes by the gateway's door */
-    struct names_keeper names;      /* its root is opened by init, after the pivot */
-    bool caller_is_root;  /* root-started: become the sandbox uid, drop groups */
+    struct egress_door door;   /* and a connect to a literal goes by the gateway's door */
+    struct names_keeper names; /* its root is opened by init, after the pivot */
+    bool caller_is_root;       /* root-started: become the sandbox uid, drop groups */
     /* Building a template (sandbox/template.h): the steps every call
      * shares, and only the mountpoints of the per-call ones. */
     bool template;

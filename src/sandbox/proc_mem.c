@@ -93,8 +93,8 @@ enum proc_mem_force proc_mem_force(const char *release, const char *cmdline, con
     if (def >= 0)
         snprintf(dflt, sizeof dflt, "%s, %s", settings[def].value, settings[def].config);
     else
-        snprintf(dflt, sizeof dflt, "unknown, %s", config ? "not in the kernel config"
-                                                          : "no kernel config found");
+        snprintf(dflt, sizeof dflt, "unknown, %s",
+                 config ? "not in the kernel config" : "no kernel config found");
     if (set >= 0) {
         why_printf(why, len, "%s (" PARAM "%s on the kernel command line; default: %s)",
                    settings[set].value, settings[set].value, dflt);

@@ -44,9 +44,9 @@ static void ctx_releasep(scmp_filter_ctx *ctx)
 }
 
 /* Namespace flags clone() must not carry: unshare and setns are refused too. */
-#define CLONE_NS_FLAGS                                                       \
-    ((uint64_t)(CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |  \
-                CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWTIME))
+#define CLONE_NS_FLAGS                                                                     \
+    ((uint64_t)(CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | \
+                CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWTIME))
 
 /*
  * Socket families are compared below this bound: every family the kernel
@@ -54,8 +54,8 @@ static void ctx_releasep(scmp_filter_ctx *ctx)
  */
 #define FAMILY_BOUND_BITS 6
 
-static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *name,
-                    unsigned n_cmp, const struct scmp_arg_cmp *cmp, struct cordon_err *err)
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *name, unsigned n_cmp,
+                    const struct scmp_arg_cmp *cmp, struct cordon_err *err)
 {
     int rc = seccomp_rule_add_array(ctx, action, nr, n_cmp, cmp);
     if (rc < 0) {
@@ -193,7 +193,9 @@ static int add_socket(scmp_filter_ctx ctx, int nr, const char *name, struct cord
         };
         for (size_t p = 0; p < inet_sockets[i].n; p++) {
             struct scmp_arg_cmp cmp[] = {
-                fixed[0], fixed[1], SCMP_CMP(2, SCMP_CMP_MASKED_EQ, 0xffffffffu, protocols[p]),
+                fixed[0],
+                fixed[1],
+                SCMP_CMP(2, SCMP_CMP_MASKED_EQ, 0xffffffffu, protocols[p]),
             };
             TRY(add_rule(ctx, SCMP_ACT_ALLOW, nr, name, 3, cmp, err));
         }
@@ -282,8 +284,7 @@ static int check_list(char *const *names, size_t n, bool allow, struct cordon_er
     char why[200];
     for (size_t i = 0; i < n; i++)
         if (seccomp_check_name(names[i], allow, why, sizeof why) < 0)
-            return err_set(err, CORDON_E_POLICY, "syscalls.%s: %s", allow ? "allow" : "deny",
-                           why);
+            return err_set(err, CORDON_E_POLICY, "syscalls.%s: %s", allow ? "allow" : "deny", why);
     return 0;
 }
 
@@ -462,8 +463,7 @@ int seccomp_program_install(const struct seccomp_program *prog, struct cordon_er
     if (!prog->filter || prog->len == 0)
         return err_set(err, CORDON_E_INTERNAL, "no seccomp program to install");
     /* The kernel refuses a filter from an unprivileged task without it. */
-    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1 &&
-        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot set no_new_privs");
     struct sock_fprog fprog = { .len = prog->len, .filter = prog->filter };
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) < 0)

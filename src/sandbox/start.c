@@ -35,7 +35,6 @@ struct start_header {
 
 #define START_TTY 1u
 
-
 int start_ready_send(int sock)
 {
     return write(sock, "R", 1) == 1 ? 0 : -1;
@@ -93,8 +92,8 @@ static int files_memfd(const struct start_file *files, size_t n, struct cordon_e
         return err_sys(err, CORDON_E_SETUP, "cannot create a memfd for the call's files");
     for (size_t i = 0; i < n; i++) {
         struct start_file_header fh = { .path_len = (uint32_t)strlen(files[i].path),
-                                  .mode = files[i].mode ? files[i].mode & 0777 : 0644,
-                                  .len = files[i].len };
+                                        .mode = files[i].mode ? files[i].mode & 0777 : 0644,
+                                        .len = files[i].len };
         if (put_all(fd, &fh, sizeof fh, false) < 0 ||
             put_all(fd, files[i].path, fh.path_len, false) < 0 ||
             put_all(fd, files[i].data, files[i].len, false) < 0) {
@@ -111,11 +110,9 @@ static int files_memfd(const struct start_file *files, size_t n, struct cordon_e
 }
 
 int start_message_send(int sock, char *const *argv, char *const *envp, const int stdio[3],
-                       const struct start_file *files, size_t n, bool tty,
-                       struct cordon_err *err)
+                       const struct start_file *files, size_t n, bool tty, struct cordon_err *err)
 {
-    struct start_header h = { .magic = START_MAGIC, .files = n > 0,
-                              .flags = tty ? START_TTY : 0 };
+    struct start_header h = { .magic = START_MAGIC, .files = n > 0, .flags = tty ? START_TTY : 0 };
     size_t bytes = strv_bytes(argv, &h.argc) + strv_bytes(envp, &h.envc);
     if (h.argc == 0)
         return err_set(err, CORDON_E_USAGE, "no command to run");
@@ -252,7 +249,8 @@ int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *er
         char *leaf = NULL;
         int dir = memchr(path, '\0', fh.path_len) ? -1 : parent_of(dir_fd, path, &leaf);
         struct open_how how = { .flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                                .mode = fh.mode & 0777, .resolve = CONFINED };
+                                .mode = fh.mode & 0777,
+                                .resolve = CONFINED };
         int out = dir >= 0 ? sys_openat2(dir, leaf, &how, sizeof how) : -1;
         if (dir >= 0)
             close(dir);
@@ -276,8 +274,8 @@ int start_terminal_send(int sock, struct cordon_err *err)
     int unlock = 0;
     /* TIOCGPTPEER: the slave of exactly this master, no path looked up. */
     int slave = ioctl(master, TIOCSPTLCK, &unlock) < 0
-                    ? -1
-                    : ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        ? -1
+        : ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (slave < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot open the terminal's slave");
         close(master);

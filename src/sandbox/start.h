@@ -18,18 +18,18 @@
 #define START_MAX_FILES 1024
 
 struct start_file {
-    const char *path;   /* relative to the workspace, checked by the front end */
+    const char *path; /* relative to the workspace, checked by the front end */
     const char *data;
     size_t len;
-    unsigned mode;      /* permission bits; 0: 0644 */
+    unsigned mode; /* permission bits; 0: 0644 */
 };
 
 struct start_message {
-    char **argv;   /* NULL-terminated, in a private mapping */
+    char **argv; /* NULL-terminated, in a private mapping */
     char **envp;
-    int stdio[3];  /* stdin, stdout, stderr: received descriptors */
-    int files;     /* a sealed memfd of the call's files, or -1 */
-    bool tty;      /* the command gets a terminal of the sandbox's own instead
+    int stdio[3]; /* stdin, stdout, stderr: received descriptors */
+    int files;    /* a sealed memfd of the call's files, or -1 */
+    bool tty;     /* the command gets a terminal of the sandbox's own instead
                       (start_terminal_send), stdio[] is then unused */
 };
 
@@ -41,8 +41,7 @@ int start_ready_wait(int sock);
 
 /* In the supervisor: send ARGV, ENVP, STDIO and the N FILES over SOCK; TTY asks for a terminal. */
 int start_message_send(int sock, char *const *argv, char *const *envp, const int stdio[3],
-                       const struct start_file *files, size_t n, bool tty,
-                       struct cordon_err *err);
+                       const struct start_file *files, size_t n, bool tty, struct cordon_err *err);
 
 /*
  * In the boundary, as the sandbox user, before the command starts: write

@@ -43,23 +43,23 @@ struct loop {
     struct sandbox_result *res;
     int pidfd;
     bool init_done;
-    bool tree_gone;           /* init said every other process of the run is reaped */
+    bool tree_gone; /* init said every other process of the run is reaped */
     uint64_t tree_cpu_us, tree_maxrss_kib;
-    bool killed;              /* we ended the run */
-    bool interrupted;         /* cordon got a signal and passed it on */
-    uint64_t grace_deadline;  /* when an interrupted run is killed */
+    bool killed;             /* we ended the run */
+    bool interrupted;        /* cordon got a signal and passed it on */
+    uint64_t grace_deadline; /* when an interrupted run is killed */
     enum run_reason kill_reason;
-    int kill_signal;          /* the signal cordon itself received, or 0 */
+    int kill_signal; /* the signal cordon itself received, or 0 */
     bool setup_failed;
     bool have_status;
-    int cmd_status;           /* wait status of the command, from init */
-    uint32_t seen;            /* BOUNDARY_SEEN_*: what the boundary's own kernel saw */
+    int cmd_status; /* wait status of the command, from init */
+    uint32_t seen;  /* BOUNDARY_SEEN_*: what the boundary's own kernel saw */
     char in_buf[65536];
     size_t in_len, in_off;
     bool in_eof;
     bool output_capped;
-    uint64_t next_check_us;   /* when the cgroup's counters are read next */
-    unsigned tick_ms;         /* and how long after that */
+    uint64_t next_check_us; /* when the cgroup's counters are read next */
+    unsigned tick_ms;       /* and how long after that */
 };
 
 /* The command and everything it started are gone: what is left is teardown. */
@@ -103,8 +103,9 @@ static void interrupt(struct loop *l, int sig)
 static void pass_window_size(const struct supervision *s)
 {
     struct winsize ws;
-    if (s->tty_w >= 0 && (ioctl(s->call->in_fd, TIOCGWINSZ, &ws) == 0 ||
-                          ioctl(s->call->out_fd, TIOCGWINSZ, &ws) == 0))
+    if (s->tty_w >= 0 &&
+        (ioctl(s->call->in_fd, TIOCGWINSZ, &ws) == 0 ||
+         ioctl(s->call->out_fd, TIOCGWINSZ, &ws) == 0))
         ioctl(s->tty_w, TIOCSWINSZ, &ws);
 }
 
@@ -263,8 +264,8 @@ static void note_decision(struct supervision *s, struct sandbox_result *res, con
 /* Read what the gateway sent; false at EOF (report_r closed). */
 static bool read_reports(struct supervision *s, struct sandbox_result *res)
 {
-    ssize_t n = read(s->report_r, s->report_buf + s->report_len,
-                     sizeof s->report_buf - s->report_len);
+    ssize_t n =
+        read(s->report_r, s->report_buf + s->report_len, sizeof s->report_buf - s->report_len);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return true;
     if (n <= 0) {
@@ -333,7 +334,7 @@ static void finish(struct loop *l, struct rusage *ru)
     const struct supervision *s = l->s;
     res->wall_us = monotonic_us() - s->start_us;
     res->cpu_us = (uint64_t)ru->ru_utime.tv_sec * 1000000u + (uint64_t)ru->ru_utime.tv_usec +
-                  (uint64_t)ru->ru_stime.tv_sec * 1000000u + (uint64_t)ru->ru_stime.tv_usec;
+        (uint64_t)ru->ru_stime.tv_sec * 1000000u + (uint64_t)ru->ru_stime.tv_usec;
     res->peak_memory = (uint64_t)ru->ru_maxrss * 1024u;
     if (s->meter && s->meter->peak > res->peak_memory)
         res->peak_memory = s->meter->peak;
@@ -555,8 +556,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
         /* The cgroup's counters on each tick and once more as init ends,
          * not on every relayed chunk of output. */
         bool init_event = i_pid >= 0 && p[i_pid].revents;
-        if (tick && !ended(&l) && !l.killed &&
-            (init_event || monotonic_us() >= l.next_check_us)) {
+        if (tick && !ended(&l) && !l.killed && (init_event || monotonic_us() >= l.next_check_us)) {
             check_polled_limits(&l);
             l.next_check_us = monotonic_us() + l.tick_ms * 1000;
         }

@@ -16,15 +16,15 @@ struct audit_log;
 #include <sys/types.h>
 
 struct supervision {
-    pid_t init_pid;           /* the sandbox's top process, our child */
-    int err_r;                /* setup/exec error records; EOF once exec'd */
-    int status_r;             /* the command's wait status, from init */
-    int out_r, errout_r;      /* the command's stdout and stderr */
-    int in_w;                 /* the command's stdin, or -1 */
-    int tty_w;                /* the run's terminal (master), for its window size, or -1 */
-    int sig_fd;               /* signalfd for SIGINT/SIGTERM/SIGHUP */
-    int report_r;             /* the egress gateway's decisions (JSON lines), or -1 */
-    struct audit_log *audit;  /* where each decision is recorded, or NULL */
+    pid_t init_pid;          /* the sandbox's top process, our child */
+    int err_r;               /* setup/exec error records; EOF once exec'd */
+    int status_r;            /* the command's wait status, from init */
+    int out_r, errout_r;     /* the command's stdout and stderr */
+    int in_w;                /* the command's stdin, or -1 */
+    int tty_w;               /* the run's terminal (master), for its window size, or -1 */
+    int sig_fd;              /* signalfd for SIGINT/SIGTERM/SIGHUP */
+    int report_r;            /* the egress gateway's decisions (JSON lines), or -1 */
+    struct audit_log *audit; /* where each decision is recorded, or NULL */
     /* Told of each decision as it arrives, or NULL (the core's notices). */
     void (*decided)(void *arg, const json_t *decision);
     void *decided_arg;
@@ -32,7 +32,7 @@ struct supervision {
     void (*started)(void *arg);
     void *started_arg;
     const char *run_id;
-    char report_buf[4096];    /* a partial line from report_r */
+    char report_buf[4096]; /* a partial line from report_r */
     size_t report_len;
     const struct sandbox_call *call;
     const struct policy_limits *limits;
@@ -54,5 +54,4 @@ uint64_t monotonic_us(void);
 
 /* After the run: read the gateway's last decisions until it closes its end
  * (or TIMEOUT_MS passes), then close report_r. */
-void supervise_drain_reports(struct supervision *s, struct sandbox_result *res,
-                             int timeout_ms);
+void supervise_drain_reports(struct supervision *s, struct sandbox_result *res, int timeout_ms);

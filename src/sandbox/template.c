@@ -27,13 +27,12 @@
 #include <unistd.h>
 
 /* A run's namespaces: the template's user namespace is the parent of its own. */
-#define RUN_NS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | \
-                CLONE_NEWUTS)
+#define RUN_NS \
+    (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
 bool template_admits(const struct policy *p)
 {
-    return !p->workspace && !p->n_unix_sockets && !p->n_secrets &&
-           !(geteuid() == 0 && p->n_binds);
+    return !p->workspace && !p->n_unix_sockets && !p->n_secrets && !(geteuid() == 0 && p->n_binds);
 }
 
 /* TEXT into /proc/PID/FILE, beneath PROC (a descriptor of a /proc, or AT_FDCWD for ours). */
@@ -56,8 +55,7 @@ static int write_map(int proc, pid_t pid, const char *file, const char *text)
  * (each run maps its own pair out of it); else the sandbox user is the
  * caller, as at every run.
  */
-static int write_template_maps(pid_t pid, const struct sandbox_template *t,
-                               struct cordon_err *err)
+static int write_template_maps(pid_t pid, const struct sandbox_template *t, struct cordon_err *err)
 {
     char uid[64], gid[64];
     if (t->root) {
@@ -190,7 +188,9 @@ int template_build(const struct policy *p, uid_t host_base, struct sandbox_templ
     _cleanup_(template_freep) struct sandbox_template *t = calloc(1, sizeof *t);
     if (!t)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    *t = (struct sandbox_template){ .userns = -1, .mntns = -1, .root = root,
+    *t = (struct sandbox_template){ .userns = -1,
+                                    .mntns = -1,
+                                    .root = root,
                                     .host_base = host_base,
                                     .plan = { .caller_is_root = root, .template = true } };
     /* Every run but a container's has a gateway (ns_prepare uses no template without one). */
@@ -211,8 +211,7 @@ struct spawned {
 };
 
 /* The run's ids out of the template's (root: its own pair of host ids, as offsets). */
-static int write_run_maps(int proc, pid_t pid, const struct sandbox_template *t,
-                          uid_t host_base)
+static int write_run_maps(int proc, pid_t pid, const struct sandbox_template *t, uid_t host_base)
 {
     char map[96];
     if (t->root) {
@@ -222,9 +221,8 @@ static int write_run_maps(int proc, pid_t pid, const struct sandbox_template *t,
     } else {
         snprintf(map, sizeof map, "%d %d 1\n", SANDBOX_UID, SANDBOX_UID);
     }
-    return write_map(proc, pid, "uid_map", map) < 0 || write_map(proc, pid, "gid_map", map) < 0
-               ? -1
-               : 0;
+    return write_map(proc, pid, "uid_map", map) < 0 || write_map(proc, pid, "gid_map", map) < 0 ? -1
+                                                                                                : 0;
 }
 
 /*
@@ -236,8 +234,7 @@ static int write_run_maps(int proc, pid_t pid, const struct sandbox_template *t,
  */
 static _Noreturn void helper_main(const struct sandbox_template *t, uid_t host_base,
                                   const struct cgroup_ticket *ticket,
-                                  void (*child)(void *arg, bool in_cgroup), void *arg,
-                                  int out)
+                                  void (*child)(void *arg, bool in_cgroup), void *arg, int out)
 {
     struct spawned sp = { .pid = -1 };
     const char *what = "open /proc";
@@ -285,9 +282,8 @@ fail:
 }
 
 pid_t template_spawn(const struct sandbox_template *t, uid_t host_base,
-                     const struct cgroup_ticket *ticket,
-                     void (*child)(void *arg, bool in_cgroup), void *arg,
-                     struct cordon_err *err)
+                     const struct cgroup_ticket *ticket, void (*child)(void *arg, bool in_cgroup),
+                     void *arg, struct cordon_err *err)
 {
     int pp[2];
     if (pipe2(pp, O_CLOEXEC) < 0)

@@ -26,10 +26,10 @@
 #define TEMPLATE_HOST_IDS (1u << 18)
 
 struct sandbox_template {
-    int userns, mntns;      /* the template's namespaces, O_RDONLY nsfs descriptors */
-    bool root;              /* built by root: its user namespace maps TEMPLATE_HOST_IDS ids */
-    uid_t host_base;        /* root: where they start on the host */
-    struct ns_plan plan;    /* the per-call steps, the Landlock plan, the compiled filters */
+    int userns, mntns;   /* the template's namespaces, O_RDONLY nsfs descriptors */
+    bool root;           /* built by root: its user namespace maps TEMPLATE_HOST_IDS ids */
+    uid_t host_base;     /* root: where they start on the host */
+    struct ns_plan plan; /* the per-call steps, the Landlock plan, the compiled filters */
 };
 
 /*
@@ -62,7 +62,5 @@ size_t template_fds(const struct sandbox_template *t, int *out, size_t max);
  * HOST_BASE, +1 for the sandbox user). Its pid, or -1 with ERR.
  */
 pid_t template_spawn(const struct sandbox_template *t, uid_t host_base,
-                     const struct cgroup_ticket *ticket,
-                     void (*child)(void *arg, bool in_cgroup), void *arg,
-                     struct cordon_err *err);
-
+                     const struct cgroup_ticket *ticket, void (*child)(void *arg, bool in_cgroup),
+                     void *arg, struct cordon_err *err);

@@ -86,7 +86,7 @@ struct journal {
     char id[17];
     struct rec *r;
     size_t n, cap;
-    bool own;           /* the rels are ours to free */
+    bool own; /* the rels are ours to free */
 };
 
 static void journal_release(struct journal *j)
@@ -111,8 +111,7 @@ static struct rec *journal_add(struct journal *j, enum rec_kind kind, char *rel,
     return &j->r[j->n++];
 }
 
-__attribute__((format(printf, 3, 4)))
-static int fail(char *why, size_t len, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(char *why, size_t len, const char *fmt, ...)
 {
     int saved = errno;
     char what[224];
@@ -243,8 +242,9 @@ static int parse_line(struct journal *j, const struct policy *p, char *line)
     unsigned long long new_ino, old_ino;
     unsigned mode;
     int used = 0;
-    if (sscanf(line, "%7s %llu %llu %o %8192s%n", kind, &new_ino, &old_ino, &mode, hex,
-               &used) != 5 || line[used] != '\0')
+    if (sscanf(line, "%7s %llu %llu %o %8192s%n", kind, &new_ino, &old_ino, &mode, hex, &used) !=
+            5 ||
+        line[used] != '\0')
         return -1;
     size_t k = 0;
     while (k < 3 && strcmp(kind, kind_names[k]) != 0)
@@ -311,8 +311,8 @@ static int write_durably(int dfd, const char *name, const char *data, size_t len
 {
     char tmp[32];
     snprintf(tmp, sizeof tmp, "%s.tmp", name);
-    _cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                    0600);
+    _cleanup_close_ int fd =
+        openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
     for (size_t off = 0; off < len;) {
@@ -383,8 +383,11 @@ static int rec_undo(int host, const struct journal *j, size_t i, char *why, size
     unsigned long long at = ino_at(dir, name), staged = ino_at(dir, s);
     if (r->new_ino && at == r->new_ino) {
         if (staged && staged != r->old_ino)
-            return errno = 0, fail(why, len, "cannot undo '%.160s': its staged name holds "
-                                   "something else", r->rel);
+            return errno = 0,
+                   fail(why, len,
+                        "cannot undo '%.160s': its staged name holds "
+                        "something else",
+                        r->rel);
         /* Back to its staged name, swapped with the old entry when that is there. */
         if (renameat2(dir, name, dir, s, staged ? RENAME_EXCHANGE : RENAME_NOREPLACE) < 0)
             return fail(why, len, "cannot undo '%.160s'", r->rel);
@@ -396,8 +399,11 @@ static int rec_undo(int host, const struct journal *j, size_t i, char *why, size
         at = r->old_ino;
     }
     if (at != r->old_ino)
-        return errno = 0, fail(why, len, "cannot undo '%.160s': it is neither the old nor the "
-                               "new entry", r->rel);
+        return errno = 0,
+               fail(why, len,
+                    "cannot undo '%.160s': it is neither the old nor the "
+                    "new entry",
+                    r->rel);
     if (remove_tree(dir, s, 0) < 0)
         return fail(why, len, "cannot remove what was staged for '%.160s'", r->rel);
     return 0;
@@ -457,8 +463,8 @@ static int rec_drop(int host, const struct journal *j, size_t i)
 /* ---- the three ends of a transaction ---- */
 
 /* Undo J: its records in reverse (UPTO of them; all, in recovery), then the directory. */
-static int roll_back(int host, const struct journal *j, size_t upto, const char *dname,
-                     char *why, size_t len)
+static int roll_back(int host, const struct journal *j, size_t upto, const char *dname, char *why,
+                     size_t len)
 {
     for (size_t i = upto; i-- > 0;)
         if (rec_undo(host, j, i, why, len) < 0)
@@ -472,8 +478,7 @@ static int roll_back(int host, const struct journal *j, size_t upto, const char 
 }
 
 /* Past the point of no return: old entries removed, modes set deepest first, the directory. */
-static int roll_forward(int host, const struct journal *j, const char *dname, char *why,
-                        size_t len)
+static int roll_forward(int host, const struct journal *j, const char *dname, char *why, size_t len)
 {
     for (size_t i = 0; i < j->n; i++)
         if (rec_finish(host, j, i, why, len) < 0)
@@ -542,8 +547,11 @@ static int recover_dir(int host, const struct policy *p, const char *dname, int 
     if (text && journal_parse(text, dname + strlen(TXN_RESERVED), p, &j) < 0) {
         free(text);
         journal_release(&j);
-        return errno = 0, fail(why, len, "'%s' holds no journal cordon wrote, or one naming a "
-                               "path this policy protects: left alone", dname);
+        return errno = 0,
+               fail(why, len,
+                    "'%s' holds no journal cordon wrote, or one naming a "
+                    "path this policy protects: left alone",
+                    dname);
     }
     free(text);
     int rc;
@@ -634,8 +642,11 @@ static int recover_one(int host, const struct policy *p, const char *dname,
     if (dfd < 0 || fstat(dfd, &st) < 0 || fstat(host, &top) < 0)
         return fail(why, len, "cannot open '%s'", dname);
     if (st.st_mode & 077)
-        return errno = 0, fail(why, len, "'%s' is open to others (mode %04o), so cordon did "
-                               "not make it: left alone", dname, (unsigned)(st.st_mode & 07777));
+        return errno = 0,
+               fail(why, len,
+                    "'%s' is open to others (mode %04o), so cordon did "
+                    "not make it: left alone",
+                    dname, (unsigned)(st.st_mode & 07777));
     if (geteuid() == 0)
         return recover_as(host, p, dname, dfd, st.st_uid,
                           (top.st_mode & S_ISGID) ? 65534 : st.st_gid, rec);
@@ -817,16 +828,15 @@ static int make_entry(const struct txn *t, const struct txn_entry *e, int dir, c
     if (S_ISLNK(e->mode))
         return symlinkat(e->link, dir, name);
     _cleanup_close_ int from = txn_open_beneath(t->upper, e->rel, O_RDONLY | O_NONBLOCK);
-    _cleanup_close_ int to = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                                    O_CLOEXEC, 0600);
+    _cleanup_close_ int to =
+        openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (from < 0 || to < 0 || copy_data(from, to) < 0 || fchmod(to, txn_safe_mode(e->mode)) < 0)
         return -1;
     return 0;
 }
 
 /* Every new entry beside its target (a new directory's tree inside it); the inodes noted. */
-static int stage(const struct txn *t, struct journal *j, const ssize_t *put, char *why,
-                 size_t len)
+static int stage(const struct txn *t, struct journal *j, const ssize_t *put, char *why, size_t len)
 {
     _cleanup_close_ int root = -1;
     const char *root_rel = NULL;
@@ -856,8 +866,7 @@ static int stage(const struct txn *t, struct journal *j, const ssize_t *put, cha
 }
 
 /* Journal J's text durably as NAME in DFD. */
-static int write_journal(int dfd, const struct journal *j, const char *name, char *why,
-                         size_t len)
+static int write_journal(int dfd, const struct journal *j, const char *name, char *why, size_t len)
 {
     size_t n = 0;
     _cleanup_free_ char *text = journal_text(j, &n);
@@ -884,8 +893,8 @@ static int prepare_commit(const struct txn *t, struct journal *j, const ssize_t 
 }
 
 /* APPLYING to COMMITTED: every record in place, syncfs, the marker. -1: undo UPTO records. */
-static int apply_records(const struct txn *t, const struct journal *j, int lock,
-                         const char *dname, size_t *upto, char *why, size_t len)
+static int apply_records(const struct txn *t, const struct journal *j, int lock, const char *dname,
+                         size_t *upto, char *why, size_t len)
 {
     for (*upto = 0; *upto < j->n;) {
         size_t i = (*upto)++; /* a record that failed may have got half way: undone too */
@@ -917,13 +926,17 @@ static void commit(struct txn *t, struct txn_summary *sum, int lock)
         made = true;
     sum->outcome = rc < 0 ? TXN_FAILED : TXN_COMMITTED;
     if (rc < 0 && made && roll_back(t->host, &j, upto, dname, undo, sizeof undo) < 0)
-        snprintf(sum->reason, sizeof sum->reason, "%.100s; undoing it failed (%.100s): "
-                 "`cordon check -w` finishes it", why, undo);
+        snprintf(sum->reason, sizeof sum->reason,
+                 "%.100s; undoing it failed (%.100s): "
+                 "`cordon check -w` finishes it",
+                 why, undo);
     else if (rc < 0)
         snprintf(sum->reason, sizeof sum->reason, "%s; nothing was applied", why);
     else if (roll_forward(t->host, &j, dname, why, len) < 0)
-        snprintf(sum->reason, sizeof sum->reason, "committed, but %.200s: `cordon check -w` "
-                 "finishes it", why);
+        snprintf(sum->reason, sizeof sum->reason,
+                 "committed, but %.200s: `cordon check -w` "
+                 "finishes it",
+                 why);
     fsync(lock);
     journal_release(&j);
 }
@@ -946,8 +959,10 @@ void txn_apply(struct txn *t, struct txn_summary *sum)
     /* Under the lock, a transaction left there is a dead commit's: finished or undone first. */
     struct txn_recovery rec = { 0 };
     if (recover_all(t->host, t->p, &rec) < 0) {
-        snprintf(sum->reason, sizeof sum->reason, "an interrupted commit is in the way "
-                 "(%.160s); nothing was applied", rec.reason);
+        snprintf(sum->reason, sizeof sum->reason,
+                 "an interrupted commit is in the way "
+                 "(%.160s); nothing was applied",
+                 rec.reason);
         return;
     }
     commit(t, sum, lock);

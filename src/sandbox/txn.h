@@ -55,12 +55,12 @@
 #define TXN_EXIT_NOT_COMMITTED 122
 
 enum txn_outcome {
-    TXN_NONE,       /* no layer: direct mode, or the run never started */
+    TXN_NONE, /* no layer: direct mode, or the run never started */
     TXN_COMMITTED,
-    TXN_DISCARDED,  /* by workspace.commit (on_success and the run failed) or a discard */
-    TXN_REFUSED,    /* the scan refused it; nothing applied */
-    TXN_PENDING,    /* manual: kept until session.commit / session.discard */
-    TXN_FAILED,     /* applying failed part way (an I/O error on the host) */
+    TXN_DISCARDED, /* by workspace.commit (on_success and the run failed) or a discard */
+    TXN_REFUSED,   /* the scan refused it; nothing applied */
+    TXN_PENDING,   /* manual: kept until session.commit / session.discard */
+    TXN_FAILED,    /* applying failed part way (an I/O error on the host) */
 };
 
 const char *txn_outcome_name(enum txn_outcome o);
@@ -68,11 +68,11 @@ const char *txn_outcome_name(enum txn_outcome o);
 struct txn_summary {
     enum txn_outcome outcome;
     unsigned added, changed, removed;
-    uint64_t bytes;          /* of the regular files added or changed */
-    char digest[65];         /* SHA-256 of the change, hex */
+    uint64_t bytes;             /* of the regular files added or changed */
+    char digest[65];            /* SHA-256 of the change, hex */
     char names[TXN_NAMES][160]; /* "added a/b", "removed c", ... in path order */
     unsigned n_names;
-    char reason[256];        /* why it was refused, discarded or failed; "" otherwise */
+    char reason[256];         /* why it was refused, discarded or failed; "" otherwise */
     struct gitscan_notes git; /* entries refused alone (what git would run); the rest commits */
 };
 

@@ -13,16 +13,16 @@
 enum txn_op { OP_ADD, OP_CHANGE, OP_REMOVE };
 
 struct txn_entry {
-    char *rel;          /* relative to the workspace */
+    char *rel; /* relative to the workspace */
     enum txn_op op;
-    mode_t mode;        /* the layer's (type and permissions); 0 for OP_REMOVE */
-    bool clear_first;   /* the host has something else there (or a directory to replace) */
-    char *link;         /* a link's target */
+    mode_t mode;      /* the layer's (type and permissions); 0 for OP_REMOVE */
+    bool clear_first; /* the host has something else there (or a directory to replace) */
+    char *link;       /* a link's target */
 };
 
 struct txn {
-    int upper;          /* the layer's upper directory */
-    int host;           /* the host workspace, O_PATH (borrowed) */
+    int upper; /* the layer's upper directory */
+    int host;  /* the host workspace, O_PATH (borrowed) */
     const struct policy *p;
     struct txn_entry *e; /* in walk order: sorted names, a directory before its entries */
     size_t n, cap;

@@ -31,8 +31,8 @@
 
 const char *txn_outcome_name(enum txn_outcome o)
 {
-    static const char *const names[] = { "none", "committed", "discarded", "refused", "pending",
-                                         "failed" };
+    static const char *const names[] = { "none",    "committed", "discarded",
+                                         "refused", "pending",   "failed" };
     return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "?";
 }
 
@@ -41,6 +41,7 @@ json_t *txn_summary_json(const struct txn_summary *s)
     json_t *names = json_array();
     for (unsigned i = 0; i < s->n_names; i++)
         json_array_append_new(names, json_string(s->names[i]));
+    /* clang-format off */
     json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:o}",
                           "outcome", txn_outcome_name(s->outcome),
                           "committed", s->outcome == TXN_COMMITTED,
@@ -49,6 +50,7 @@ json_t *txn_summary_json(const struct txn_summary *s)
                           "digest", s->digest, "paths", names,
                           "git_refused", (json_int_t)s->git.total,
                           "git", gitscan_notes_json(&s->git));
+    /* clang-format on */
     if (o && s->reason[0]) {
         /* Paths are the run's bytes: controls and bad UTF-8 quoted, as jansson needs. */
         char reason[sizeof s->reason];
@@ -60,8 +62,8 @@ json_t *txn_summary_json(const struct txn_summary *s)
 }
 
 /* The first refusal is the one told; the scan goes on for the summary. */
-__attribute__((format(printf, 2, 3)))
-static void refuse(struct txn_summary *sum, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void refuse(struct txn_summary *sum, const char *fmt,
+                                                         ...)
 {
     if (sum->outcome == TXN_REFUSED)
         return;
@@ -157,8 +159,11 @@ static int add_entry(struct txn *t, struct txn_summary *sum, const char *rel, en
         t->cap = ncap;
     }
     struct txn_entry *e = &t->e[t->n];
-    *e = (struct txn_entry){ .rel = strdup(rel), .op = op, .mode = mode,
-                             .clear_first = clear_first, .link = link ? strdup(link) : NULL };
+    *e = (struct txn_entry){ .rel = strdup(rel),
+                             .op = op,
+                             .mode = mode,
+                             .clear_first = clear_first,
+                             .link = link ? strdup(link) : NULL };
     if (!e->rel || (link && !e->link)) {
         free(e->rel);
         free(e->link);
@@ -281,10 +286,10 @@ static enum git_role role_of(enum git_role parent, const char *name, int usub, i
         return GIT_HOOKS; /* a hook manager's directory (pre-commit.d/): scripts too */
     /* A .git that is not a repository yet is one after a git init there (which keeps hooks). */
     return !strcmp(name, ".git") ||
-                   (merged_has(usub, hsub, "HEAD", false) && merged_has(usub, hsub, "objects", true) &&
-                    merged_has(usub, hsub, "refs", true))
-               ? GIT_DIR
-               : GIT_NONE;
+            (merged_has(usub, hsub, "HEAD", false) && merged_has(usub, hsub, "objects", true) &&
+             merged_has(usub, hsub, "refs", true))
+        ? GIT_DIR
+        : GIT_NONE;
 }
 
 /* A gitdir or commondir pointer NAME of the layer's UFD: rewritten in the layer, or refused. */
@@ -294,9 +299,9 @@ static bool pointer_refused(struct txn *t, struct txn_summary *sum, int ufd, con
     size_t len = 0;
     char out[PATH_MAX + 16];
     _cleanup_free_ char *text = gitscan_read(ufd, name, 4096, &len);
-    enum gitscan_pointer v = text ? gitscan_pointer(text, len, gitdir, depth, t->p->workspace, out,
-                                                    sizeof out)
-                                  : GITSCAN_POINTER_OUT;
+    enum gitscan_pointer v = text
+        ? gitscan_pointer(text, len, gitdir, depth, t->p->workspace, out, sizeof out)
+        : GITSCAN_POINTER_OUT;
     if (v == GITSCAN_POINTER_REWRITE) {
         /* The layer is ours now: the host's spelling is what commits. */
         _cleanup_close_ int f = txn_open_beneath(ufd, name, O_WRONLY | O_TRUNC);
@@ -317,13 +322,12 @@ static bool config_refused(struct txn_summary *sum, int ufd, int hfd, const char
 {
     size_t nl = 0, ol = 0;
     char why[256] = "not a regular file";
-    _cleanup_free_ char *now = S_ISREG(st->st_mode) ? gitscan_read(ufd, name, GITSCAN_FILE_MAX,
-                                                                   &nl)
-                                                    : NULL;
+    _cleanup_free_ char *now =
+        S_ISREG(st->st_mode) ? gitscan_read(ufd, name, GITSCAN_FILE_MAX, &nl) : NULL;
     _cleanup_free_ char *old = hfd >= 0 ? gitscan_read(hfd, name, GITSCAN_FILE_MAX, &ol) : NULL;
-    enum gitscan_config v = now ? gitscan_config(now, nl, old, ol, depth, path, &sum->git, why,
-                                                 sizeof why, NULL, NULL)
-                                : GITSCAN_CONFIG_SYNTAX;
+    enum gitscan_config v = now
+        ? gitscan_config(now, nl, old, ol, depth, path, &sum->git, why, sizeof why, NULL, NULL)
+        : GITSCAN_CONFIG_SYNTAX;
     if (v == GITSCAN_CONFIG_SYNTAX)
         gitscan_note(&sum->git, "refused %s: %s", path, why);
     return v != GITSCAN_CONFIG_OK;
@@ -333,9 +337,8 @@ static bool config_refused(struct txn_summary *sum, int ufd, int hfd, const char
  * Is the layer's entry NAME (ST, PATH) of a directory of ROLE, DEPTH down,
  * something git would run: refused alone (not applied), and noted?
  */
-static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd,
-                        const char *name, const char *path, const struct stat *st,
-                        enum git_role role, unsigned depth)
+static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const char *name,
+                        const char *path, const struct stat *st, enum git_role role, unsigned depth)
 {
     bool gone = is_whiteout(st);
     if (!gitscan_enabled(t->p))
@@ -350,9 +353,8 @@ static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd
     if (role == GIT_WORKTREE && !strcmp(name, "gitdir") && !gone)
         return pointer_refused(t, sum, ufd, name, path, false, depth, false);
     if (role == GIT_DIR && !strcmp(name, "hooks")) {
-        _cleanup_close_ int d = S_ISDIR(st->st_mode) ? txn_open_beneath(ufd, name, O_RDONLY |
-                                                                                   O_DIRECTORY)
-                                                     : -1;
+        _cleanup_close_ int d =
+            S_ISDIR(st->st_mode) ? txn_open_beneath(ufd, name, O_RDONLY | O_DIRECTORY) : -1;
         if (d >= 0 && !is_opaque(d))
             return false; /* merged: each hook judged below */
         gitscan_note(&sum->git, "refused %s (the hooks replaced or removed whole)", path);
@@ -375,9 +377,8 @@ static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd
     if (role == GIT_INFO && !strcmp(name, "attributes") && !gone) {
         size_t len = 0;
         char why[160] = "not a regular file";
-        _cleanup_free_ char *text = S_ISREG(st->st_mode)
-                                        ? gitscan_read(ufd, name, GITSCAN_FILE_MAX, &len)
-                                        : NULL;
+        _cleanup_free_ char *text =
+            S_ISREG(st->st_mode) ? gitscan_read(ufd, name, GITSCAN_FILE_MAX, &len) : NULL;
         if (text && !gitscan_attributes_refused(text, len, why, sizeof why))
             return false;
         gitscan_note(&sum->git, "refused %s: %s", path, why);
@@ -521,8 +522,7 @@ struct txn *txn_scan(int layer, int host, const struct policy *p, struct txn_sum
         return NULL;
     }
     _cleanup_close_ int top = txn_open_beneath(host, ".", O_PATH | O_DIRECTORY);
-    if (top < 0 ||
-        walk(t, sum, t->upper, top, "", 0, role_of(GIT_NONE, "", t->upper, top)) < 0) {
+    if (top < 0 || walk(t, sum, t->upper, top, "", 0, role_of(GIT_NONE, "", t->upper, top)) < 0) {
         err_sys(err, CORDON_E_SETUP, "workspace: cannot read the run's layer");
         txn_free(t);
         return NULL;
@@ -534,7 +534,6 @@ struct txn *txn_scan(int layer, int host, const struct policy *p, struct txn_sum
         snprintf(sum->digest + 2 * i, 3, "%02x", out[i]);
     return t;
 }
-
 
 void txn_free(struct txn *t)
 {

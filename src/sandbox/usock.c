@@ -32,7 +32,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-
 /*
  * The keeper answers one notification at a time and must stay free to end
  * the run: a blocking connect it makes waits at most this long (a listener
@@ -48,15 +47,14 @@ int usock_keeper_init(struct usock_keeper *k, const struct policy *p, bool own_n
     for (size_t i = 0; i < p->n_unix_sockets; i++) {
         const char *path = p->unix_sockets[i];
         if (k->n_listed == USOCK_MAX_LISTED)
-            return err_set(err, CORDON_E_POLICY,
-                           "filesystem.unix_sockets: more than %d sockets", USOCK_MAX_LISTED);
+            return err_set(err, CORDON_E_POLICY, "filesystem.unix_sockets: more than %d sockets",
+                           USOCK_MAX_LISTED);
         _cleanup_close_ int fd = hostpath_open(AT_FDCWD, path, O_PATH, 0, false, err);
         if (fd < 0)
             return err_prefix(err, "filesystem.unix_sockets");
         struct stat st;
         if (fstat(fd, &st) < 0)
-            return err_sys(err, CORDON_E_SETUP, "filesystem.unix_sockets: cannot stat '%s'",
-                           path);
+            return err_sys(err, CORDON_E_SETUP, "filesystem.unix_sockets: cannot stat '%s'", path);
         if (!S_ISSOCK(st.st_mode))
             return err_set(err, CORDON_E_POLICY,
                            "filesystem.unix_sockets: '%s' is not a unix socket", path);
@@ -70,8 +68,8 @@ int usock_keeper_list(struct usock_keeper *k, int fd, struct cordon_err *err)
 {
     struct stat st;
     if (k->n_listed == USOCK_MAX_LISTED)
-        return err_set(err, CORDON_E_POLICY,
-                       "filesystem.unix_sockets: more than %d sockets", USOCK_MAX_LISTED - 1);
+        return err_set(err, CORDON_E_POLICY, "filesystem.unix_sockets: more than %d sockets",
+                       USOCK_MAX_LISTED - 1);
     if (fstat(fd, &st) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot stat a socket of the run's");
     k->listed[k->n_listed].dev = st.st_dev;
@@ -120,7 +118,8 @@ static int each_socket(void (*each)(void *ctx, ino_t sock, const struct unix_dia
         struct nlmsghdr h;
         struct unix_diag_req r;
     } q = {
-        .h = { .nlmsg_len = sizeof q, .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+        .h = { .nlmsg_len = sizeof q,
+               .nlmsg_type = SOCK_DIAG_BY_FAMILY,
                .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
         .r = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_show = UDIAG_SHOW_VFS },
     };
@@ -150,7 +149,7 @@ struct find_bound {
     const struct usock_keeper *k;
     dev_t dev;
     ino_t ino;
-    bool ours;  /* a socket of the run's is bound there */
+    bool ours; /* a socket of the run's is bound there */
 };
 
 /*
@@ -237,9 +236,8 @@ static int connect_bounded(int sock, const struct sockaddr *a, socklen_t len)
     socklen_t tl = sizeof saved;
     int fl = fcntl(sock, F_GETFL);
     bool timed = fl >= 0 && !(fl & O_NONBLOCK) &&
-                 getsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &saved, &tl) == 0 &&
-                 !saved.tv_sec && !saved.tv_usec &&
-                 setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait) == 0;
+        getsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &saved, &tl) == 0 && !saved.tv_sec &&
+        !saved.tv_usec && setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait) == 0;
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &old);
@@ -343,7 +341,8 @@ int usock_serve(int listener, const struct usock_keeper *k, const struct egress_
         rc = usock_connect(k, theirs, n.pid, (const struct sockaddr_un *)&a, len);
     } else {
         int handed = door && (domain == AF_INET || domain == AF_INET6)
-                         ? door_connect(door, listener, &n, theirs, &a, len) : 0;
+            ? door_connect(door, listener, &n, theirs, &a, len)
+            : 0;
         if (handed)
             return handed < 0 ? -1 : 0;
         rc = connect_bounded(theirs, (const struct sockaddr *)&a, len);

@@ -62,7 +62,7 @@ struct usock_keeper {
     struct {
         dev_t dev;
         ino_t ino;
-    } listed[USOCK_MAX_LISTED];  /* filesystem.unix_sockets, opened at prepare */
+    } listed[USOCK_MAX_LISTED]; /* filesystem.unix_sockets, opened at prepare */
     size_t n_listed;
     /* Without one (process level): the sockfs inodes of the sockets the run bound. */
     ino_t bound[USOCK_MAX_BOUND];
@@ -78,7 +78,6 @@ int usock_keeper_init(struct usock_keeper *k, const struct policy *p, bool own_n
 
 /* Add the socket file FD to K's listed ones (a door of cordon's own). */
 int usock_keeper_list(struct usock_keeper *k, int fd, struct cordon_err *err);
-
 
 /* In the keeper: the run bound SOCK (our copy), so its name is the run's. */
 void usock_note_bind(struct usock_keeper *k, int sock);

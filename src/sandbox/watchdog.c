@@ -66,9 +66,11 @@ static const char *recover_commit(const char *ws, bool follow, const struct poli
     if (rc < 0)
         snprintf(what, sizeof what, "failed: %s", rec.reason);
     else
-        snprintf(what, sizeof what, "%s", rec.rolled_forward ? "finished"
-                                          : rec.rolled_back ? "undone"
-                                          : rec.busy ? "left to another commit" : "none");
+        snprintf(what, sizeof what, "%s",
+                 rec.rolled_forward    ? "finished"
+                     : rec.rolled_back ? "undone"
+                     : rec.busy        ? "left to another commit"
+                                       : "none");
     return what;
 }
 
@@ -99,16 +101,14 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
             *nl = '\0';
             if (strcmp(line, "done") == 0)
                 done = true;
-            else if (sscanf(line, "started %32s %llu", run_id, &since) == 2 &&
-                     strlen(run_id) == 32)
+            else if (sscanf(line, "started %32s %llu", run_id, &since) == 2 && strlen(run_id) == 32)
                 started = true;
             else if (strncmp(line, "cgroup ", 7) == 0 && n_dirs < MAX_GUARDED)
                 snprintf(dirs[n_dirs++], PATH_MAX, "%s", line + 7);
             else if (strncmp(line, "tree ", 5) == 0 && n_trees < MAX_GUARDED) {
                 if (hex_decode_str(line + 5, trees[n_trees], PATH_MAX))
                     n_trees++;
-            }
-            else if (strncmp(line, "txn ", 4) == 0 && (line[4] == '0' || line[4] == '1')) {
+            } else if (strncmp(line, "txn ", 4) == 0 && (line[4] == '0' || line[4] == '1')) {
                 txn_follow = line[4] == '1';
                 if (line[5] != ' ' || !hex_decode_str(line + 6, txn_ws, sizeof txn_ws))
                     txn_ws[0] = '\0';
@@ -134,8 +134,7 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
             json_object_set_new(fields, "workspace_commit", json_string(commit));
         struct cordon_err err;
         bool written;
-        audit_append_once(wd->log, "run.end", run_id, "run.start", fields, since, &written,
-                          &err);
+        audit_append_once(wd->log, "run.end", run_id, "run.start", fields, since, &written, &err);
         audit_close(wd->log, &err);
     }
     _exit(0);

@@ -229,8 +229,10 @@ static int remember(struct workspace_guard *g, const struct stat *st, size_t *ca
         g->modes = m;
         *cap = n;
     }
-    g->modes[g->n_modes++] = (struct workspace_mode){ .dev = st->st_dev, .ino = st->st_ino,
-                                                      .mode = st->st_mode, .uid = st->st_uid,
+    g->modes[g->n_modes++] = (struct workspace_mode){ .dev = st->st_dev,
+                                                      .ino = st->st_ino,
+                                                      .mode = st->st_mode,
+                                                      .uid = st->st_uid,
                                                       .gid = st->st_gid };
     return 0;
 }
@@ -265,8 +267,7 @@ static int record_tree(struct workspace_guard *g, int fd, const char *rel, unsig
     while (rc == 0 && (e = readdir(d))) {
         struct stat st;
         char path[PATH_MAX];
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            (objects && e->d_type == DT_REG))
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || (objects && e->d_type == DT_REG))
             continue;
         if (join(path, sizeof path, rel, e->d_name) < 0 ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -339,8 +340,10 @@ int workspace_prepare(const struct policy *p, struct workspace_guard *g, struct 
     /* A commit into it that died is finished or undone first: the run sees a whole tree. */
     struct txn_recovery rec;
     if (txn_recover(g->fd, p, 0, &rec) < 0) {
-        err_set(err, CORDON_E_SETUP, "workspace: an interrupted commit could not be finished or "
-                "undone (%s); cordon check -w '%s' tries again", rec.reason, p->workspace);
+        err_set(err, CORDON_E_SETUP,
+                "workspace: an interrupted commit could not be finished or "
+                "undone (%s); cordon check -w '%s' tries again",
+                rec.reason, p->workspace);
         goto fail;
     }
     /*
@@ -430,16 +433,15 @@ static bool restore_mode(const struct workspace_guard *g, int dfd, const char *n
         g->n_modes ? bsearch(&key, g->modes, g->n_modes, sizeof key, mode_cmp) : NULL;
     if (!m || (m->mode & S_IFMT) != (st->st_mode & S_IFMT))
         return false;
-    if ((m->mode & 07777) == (st->st_mode & 07777) && m->uid == st->st_uid &&
-        m->gid == st->st_gid)
+    if ((m->mode & 07777) == (st->st_mode & 07777) && m->uid == st->st_uid && m->gid == st->st_gid)
         return true;
     int f = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", f);
     bool done = f >= 0 &&
-                ((m->uid == st->st_uid && m->gid == st->st_gid) ||
-                 fchownat(f, "", m->uid, m->gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0) &&
-                (S_ISLNK(st->st_mode) || chmod(proc, m->mode & 07777) == 0);
+        ((m->uid == st->st_uid && m->gid == st->st_gid) ||
+         fchownat(f, "", m->uid, m->gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0) &&
+        (S_ISLNK(st->st_mode) || chmod(proc, m->mode & 07777) == 0);
     if (f >= 0)
         close(f);
     if (done) {
@@ -452,8 +454,7 @@ static bool restore_mode(const struct workspace_guard *g, int dfd, const char *n
 }
 
 static void post_walk(const struct policy *p, struct workspace_guard *g, int fd, const char *rel,
-                      unsigned depth, bool guarded, unsigned *budget,
-                      struct workspace_report *rep)
+                      unsigned depth, bool guarded, unsigned *budget, struct workspace_report *rep)
 {
     DIR *d = fdopendir(fd);
     if (!d) {
@@ -465,8 +466,7 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
     bool direct = p->workspace_mode == POLICY_WS_DIRECT && gitscan_enabled(p);
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            (objects && e->d_type == DT_REG))
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || (objects && e->d_type == DT_REG))
             continue;
         if (*budget == 0) {
             rep->scan_incomplete = true;
@@ -498,8 +498,9 @@ static void post_walk(const struct policy *p, struct workspace_guard *g, int fd,
         if (recent && direct && type == S_IFREG && !strcmp(e->d_name, ".git") &&
             !gitscan_gitfile(dfd, e->d_name, path, depth, p->workspace, &rep->git))
             continue;
-        if (recent && (type == S_IFLNK || type == S_IFIFO || type == S_IFSOCK ||
-                       type == S_IFCHR || type == S_IFBLK)) {
+        if (recent &&
+            (type == S_IFLNK || type == S_IFIFO || type == S_IFSOCK || type == S_IFCHR ||
+             type == S_IFBLK)) {
             if (type == S_IFLNK && !link_leaves(g->fd, dfd, e->d_name, path, depth))
                 continue;
             if (unlinkat(dfd, e->d_name, 0) == 0) {
@@ -578,6 +579,7 @@ json_t *workspace_report_json(const struct workspace_report *w)
     json_t *paths = json_array();
     for (unsigned i = 0; paths && i < w->n_names; i++)
         json_array_append_new(paths, json_string(w->names[i]));
+    /* clang-format off */
     return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:I, s:o}",
                      "read_only", (json_int_t)w->covered_read_only,
                      "masked", (json_int_t)w->masked,
@@ -587,6 +589,7 @@ json_t *workspace_report_json(const struct workspace_report *w)
                      "created_protected", (json_int_t)w->created_protected,
                      "scan_incomplete", w->scan_incomplete, "paths", paths,
                      "git_refused", (json_int_t)w->git.total, "git", gitscan_notes_json(&w->git));
+    /* clang-format on */
 }
 
 void workspace_guard_release(struct workspace_guard *g)

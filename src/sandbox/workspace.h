@@ -51,7 +51,7 @@ enum workspace_cover {
 };
 
 struct workspace_entry {
-    char *rel;               /* relative to the workspace, no leading '/' */
+    char *rel; /* relative to the workspace, no leading '/' */
     enum workspace_cover cover;
 };
 
@@ -65,13 +65,13 @@ struct workspace_mode {
 };
 
 struct workspace_guard {
-    int fd;                  /* the workspace, O_PATH, opened without following links */
-    int lock;                /* the workspace again, read-locked (an OFD record lock) for
+    int fd;                /* the workspace, O_PATH, opened without following links */
+    int lock;              /* the workspace again, read-locked (an OFD record lock) for
                                 the run's life, or -1: whoever removes workspaces it hands
                                 out (the daemon's sessions) waits until none is held
                                 first, so never removes one a run still writes to or
                                 commits into; flock() is the commit's own (txn.c) */
-    struct timespec start;   /* CLOCK_REALTIME_COARSE once scanned, before the run began */
+    struct timespec start; /* CLOCK_REALTIME_COARSE once scanned, before the run began */
     struct workspace_entry *entries;
     size_t n_entries;
     struct workspace_mode *modes; /* sorted by device and inode */
@@ -80,19 +80,22 @@ struct workspace_guard {
      * inode: moved, they would take it along (names.h refuses their rename). */
     struct workspace_mode *holders;
     size_t n_holders;
-    struct gitscan git;      /* what its repositories' hooks and configs held (direct mode) */
-    bool incomplete;         /* the pre-run scan was cut by its bounds */
+    struct gitscan git; /* what its repositories' hooks and configs held (direct mode) */
+    bool incomplete;    /* the pre-run scan was cut by its bounds */
 };
 
-#define WORKSPACE_GUARD_INIT { .fd = -1, .lock = -1 }
+#define WORKSPACE_GUARD_INIT \
+    {                        \
+        .fd = -1, .lock = -1 \
+    }
 
 /* What the after-run scan did, for the result and the audit record. */
 struct workspace_report {
     bool scanned;
     unsigned covered_read_only, masked;
     unsigned removed, modes_fixed, created_protected;
-    unsigned modes_restored; /* entries of protected trees given their mode back */
-    bool scan_incomplete;    /* either scan was cut by its bounds */
+    unsigned modes_restored;          /* entries of protected trees given their mode back */
+    bool scan_incomplete;             /* either scan was cut by its bounds */
     char names[WORKSPACE_NAMES][128]; /* "removed link a/b", ... */
     unsigned n_names;
     struct gitscan_notes git; /* what git would have run, refused (gitscan.h) */
@@ -133,4 +136,3 @@ bool workspace_target_escapes(unsigned depth, const char *target);
  * new and is kept; every other link out is not. Pure.
  */
 bool workspace_target_system(const char *target);
-

@@ -28,10 +28,9 @@
 #include <unistd.h>
 
 /* The public half of tests/fuzz/audit-seed-key.pem. */
-static const char seed_pubkey[] =
-    "-----BEGIN PUBLIC KEY-----\n"
-    "MCowBQYDK2VwAyEAaoGkY+7x7IQ3qPk8e5qAkV7tCnySwJuEShqeMJAzrMA=\n"
-    "-----END PUBLIC KEY-----\n";
+static const char seed_pubkey[] = "-----BEGIN PUBLIC KEY-----\n"
+                                  "MCowBQYDK2VwAyEAaoGkY+7x7IQ3qPk8e5qAkV7tCnySwJuEShqeMJAzrMA=\n"
+                                  "-----END PUBLIC KEY-----\n";
 
 static char log_path[64], key_path[64];
 static int log_fd = -1;

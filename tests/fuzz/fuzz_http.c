@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
             fprintf(stderr, "fuzz_http: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                       \
-        }                                                                  \
+            abort();                                                                     \
+        }                                                                                \
     } while (0)
 
 static bool within(const char *p, size_t n, const char *lo, size_t len)

@@ -139,7 +139,7 @@ static int parse_sockaddr_in(const char *ip, const char *port, struct sockaddr_s
 
 static void set_timeouts(int fd)
 {
-    struct timeval tv = {.tv_sec = 5};
+    struct timeval tv = { .tv_sec = 5 };
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
@@ -285,7 +285,7 @@ static int act_send_udp(int argc, char **argv)
 
 static int connect_unix(const char *name, int abstract)
 {
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
     size_t n = strlen(name);
     if (n + 1 >= sizeof(sun.sun_path))
         return usage("socket name too long");
@@ -326,7 +326,7 @@ static int act_sendto_unix(int argc, char **argv)
 {
     if (argc != 1)
         return usage("sendto-unix PATH");
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
     size_t n = strlen(argv[0]);
     if (n + 1 >= sizeof(sun.sun_path))
         return usage("socket name too long");
@@ -346,7 +346,7 @@ static int act_sendto_unix(int argc, char **argv)
         sent = 1;
     else
         fail("sendto(pair)");
-    static const int types[] = {SOCK_STREAM, SOCK_SEQPACKET};
+    static const int types[] = { SOCK_STREAM, SOCK_SEQPACKET };
     for (size_t i = 0; i < 2; i++) {
         int s = socket(AF_UNIX, types[i] | SOCK_CLOEXEC, 0);
         if (s >= 0 && sendto(s, "probe\n", 6, MSG_DONTWAIT, (struct sockaddr *)&sun, len) == 6)
@@ -387,7 +387,7 @@ static int act_bind_tcp(int argc, char **argv)
     if (a < 0)
         return fail("accept");
     set_timeouts(a);
-    char buf[16] = {0};
+    char buf[16] = { 0 };
     if (write(c, "ping", 4) != 4)
         return fail("write");
     if (read(a, buf, sizeof(buf)) != 4 || memcmp(buf, "ping", 4))
@@ -534,7 +534,7 @@ static int tty_ioctl(int argc, char **argv, unsigned long req, const char *name)
         }
     }
     char c = '#';
-    char sub[2] = {12 /* TIOCL_GETSHIFTSTATE */, 0};
+    char sub[2] = { 12 /* TIOCL_GETSHIFTSTATE */, 0 };
     if (ioctl(fd, req, req == TIOCSTI ? (void *)&c : (void *)sub) < 0)
         return fail(name);
     return 0;
@@ -578,7 +578,10 @@ static int act_socket_packet(int argc, char **argv)
  */
 static int act_socket(int argc, char **argv)
 {
-    static const struct { const char *name; int value; } families[] = {
+    static const struct {
+        const char *name;
+        int value;
+    } families[] = {
         {"unix", AF_UNIX}, {"inet", AF_INET}, {"inet6", AF_INET6},
     }, types[] = {
         {"stream", SOCK_STREAM}, {"dgram", SOCK_DGRAM}, {"raw", SOCK_RAW},
@@ -813,11 +816,10 @@ static int act_caps(int argc, char **argv)
         out("NoNewPrivs:\t%d\n", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
         if (!strncmp(line, "Cap", 3) || !strncmp(line, "NoNewPrivs", 10) ||
-            !strncmp(line, "Seccomp", 7) || !strncmp(line, "Uid", 3) ||
-            !strncmp(line, "Gid", 3) || !strncmp(line, "Groups", 6))
+            !strncmp(line, "Seccomp", 7) || !strncmp(line, "Uid", 3) || !strncmp(line, "Gid", 3) ||
+            !strncmp(line, "Groups", 6))
             out("%s\n", line);
-        static const char *const must_be_empty[] = {"CapEff:", "CapPrm:", "CapInh:",
-                                                    "CapAmb:"};
+        static const char *const must_be_empty[] = { "CapEff:", "CapPrm:", "CapInh:", "CapAmb:" };
         for (size_t i = 0; i < sizeof(must_be_empty) / sizeof(*must_be_empty); i++) {
             size_t k = strlen(must_be_empty[i]);
             if (!strncmp(line, must_be_empty[i], k) && strtoull(line + k, NULL, 16) != 0)
@@ -857,7 +859,7 @@ static int act_fds(int argc, char **argv)
     if (probe_fd < 0)
         return fail("open .");
     close(probe_fd);
-    struct fd_scan s = {.self = probe_fd, .extra = 0};
+    struct fd_scan s = { .self = probe_fd, .extra = 0 };
     int r = list_dir("/proc/self/fd", check_fd, &s);
     if (r)
         return r;
@@ -878,7 +880,7 @@ static int act_sleep(int argc, char **argv)
 {
     if (argc < 1)
         return usage("sleep SECONDS [MARKER...]");
-    struct timespec ts = {.tv_sec = strtol(argv[0], NULL, 10)};
+    struct timespec ts = { .tv_sec = strtol(argv[0], NULL, 10) };
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
     return 0;
@@ -915,7 +917,7 @@ static int act_daemon(int argc, char **argv)
             dup2(null, fd);
         else
             close(fd);
-    struct timespec ts = {.tv_sec = strtol(argv[1], NULL, 10)};
+    struct timespec ts = { .tv_sec = strtol(argv[1], NULL, 10) };
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
     int fd = open(argv[0], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -957,7 +959,7 @@ static int act_syscall(int argc, char **argv)
 {
     if (argc < 1 || argc > 7)
         return usage("syscall NR [ARG...] (up to 6 integer arguments)");
-    long a[6] = {0};
+    long a[6] = { 0 };
     for (int i = 1; i < argc; i++)
         a[i - 1] = strtol(argv[i], NULL, 0);
     long ret = syscall(strtol(argv[0], NULL, 0), a[0], a[1], a[2], a[3], a[4], a[5]);
@@ -1004,11 +1006,14 @@ static int act_meta(int argc, char **argv)
     gid_t gid = (gid_t)strtol(a2, NULL, 10);
     struct timespec ts[2] = { { T_2001, 0 }, { T_2001, 0 } };
     struct timeval tv[2] = { { T_2001, 0 }, { T_2001, 0 } };
-    struct { time_t a, m; } ub = { T_2001, T_2001 };
+    struct {
+        time_t a, m;
+    } ub = { T_2001, T_2001 };
     struct xattr_args_v0 xa = { (uint64_t)(uintptr_t)a2, (uint32_t)strlen(a2), 0 };
-    static const char *const by_fd[] = { "fchmod", "fchown", "futimens", "futimesat-fd",
-                                         "fsetxattr", "fremovexattr", "chattr",
-                                         "chattr-immutable" };
+    static const char *const by_fd[] = {
+        "fchmod",    "fchown",       "futimens", "futimesat-fd",
+        "fsetxattr", "fremovexattr", "chattr",   "chattr-immutable"
+    };
     long r;
     int fd = -1;
     for (size_t i = 0; i < sizeof(by_fd) / sizeof(*by_fd); i++)
@@ -1107,8 +1112,8 @@ static int act_ids(int argc, char **argv)
     (void)argv;
     if (argc != 0)
         return usage("ids");
-    out("uid=%u euid=%u gid=%u egid=%u pid=%d ppid=%d\n", getuid(), geteuid(), getgid(),
-        getegid(), getpid(), getppid());
+    out("uid=%u euid=%u gid=%u egid=%u pid=%d ppid=%d\n", getuid(), geteuid(), getgid(), getegid(),
+        getpid(), getppid());
     return 0;
 }
 
@@ -1116,52 +1121,52 @@ static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
 } actions[] = {
-    {"read", act_read},
-    {"deny-userns", act_deny_userns},
-    {"write", act_write},
-    {"stat", act_stat},
-    {"ls", act_ls},
-    {"connect-tcp", act_connect_tcp},
-    {"send-udp", act_send_udp},
-    {"connect-unix", act_connect_unix},
-    {"sendto-unix", act_sendto_unix},
-    {"connect-abstract", act_connect_abstract},
-    {"bind-tcp", act_bind_tcp},
-    {"kill", act_kill},
-    {"unshare", act_unshare},
-    {"unshare-ns", act_unshare_ns},
-    {"setns", act_setns},
-    {"clone-newuser", act_clone_newuser},
-    {"mount", act_mount},
-    {"open-tree", act_open_tree},
-    {"chroot", act_chroot},
-    {"setuid0", act_setuid0},
-    {"ptrace-attach", act_ptrace_attach},
-    {"ptrace-traceme", act_ptrace_traceme},
-    {"ioctl-tiocsti", act_tiocsti},
-    {"ioctl-tioclinux", act_tioclinux},
-    {"socket-netlink", act_socket_netlink},
-    {"socket-packet", act_socket_packet},
-    {"io-uring", act_io_uring},
-    {"bpf", act_bpf},
-    {"perf-event-open", act_perf},
-    {"userfaultfd", act_userfaultfd},
-    {"keyctl", act_keyctl},
-    {"add-key", act_add_key},
-    {"open-by-handle", act_open_by_handle},
-    {"caps", act_caps},
-    {"fds", act_fds},
-    {"env", act_env},
-    {"sleep", act_sleep},
-    {"daemon", act_daemon},
-    {"i386", act_i386},
-    {"x32", act_x32},
-    {"ids", act_ids},
-    {"syscall", act_syscall},
-    {"meta", act_meta},
-    {"socket", act_socket},
-    {"proc-mem-sibling", act_proc_mem_sibling},
-    {"proc-mem-self-ro", act_proc_mem_self_ro},
+    { "read", act_read },
+    { "deny-userns", act_deny_userns },
+    { "write", act_write },
+    { "stat", act_stat },
+    { "ls", act_ls },
+    { "connect-tcp", act_connect_tcp },
+    { "send-udp", act_send_udp },
+    { "connect-unix", act_connect_unix },
+    { "sendto-unix", act_sendto_unix },
+    { "connect-abstract", act_connect_abstract },
+    { "bind-tcp", act_bind_tcp },
+    { "kill", act_kill },
+    { "unshare", act_unshare },
+    { "unshare-ns", act_unshare_ns },
+    { "setns", act_setns },
+    { "clone-newuser", act_clone_newuser },
+    { "mount", act_mount },
+    { "open-tree", act_open_tree },
+    { "chroot", act_chroot },
+    { "setuid0", act_setuid0 },
+    { "ptrace-attach", act_ptrace_attach },
+    { "ptrace-traceme", act_ptrace_traceme },
+    { "ioctl-tiocsti", act_tiocsti },
+    { "ioctl-tioclinux", act_tioclinux },
+    { "socket-netlink", act_socket_netlink },
+    { "socket-packet", act_socket_packet },
+    { "io-uring", act_io_uring },
+    { "bpf", act_bpf },
+    { "perf-event-open", act_perf },
+    { "userfaultfd", act_userfaultfd },
+    { "keyctl", act_keyctl },
+    { "add-key", act_add_key },
+    { "open-by-handle", act_open_by_handle },
+    { "caps", act_caps },
+    { "fds", act_fds },
+    { "env", act_env },
+    { "sleep", act_sleep },
+    { "daemon", act_daemon },
+    { "i386", act_i386 },
+    { "x32", act_x32 },
+    { "ids", act_ids },
+    { "syscall", act_syscall },
+    { "meta", act_meta },
+    { "socket", act_socket },
+    { "proc-mem-sibling", act_proc_mem_sibling },
+    { "proc-mem-self-ro", act_proc_mem_self_ro },
 };
 
 int main(int argc, char **argv)

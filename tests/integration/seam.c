@@ -78,10 +78,12 @@ static int concurrent(const struct policy *p)
         return 1;
     char *argv_a[] = { "sh", "-c", "sleep 0.3; echo from-a; exit 3", NULL };
     char *argv_b[] = { "sh", "-c", "echo from-b", NULL };
-    struct sandbox_call ca = { .argv = argv_a, .in_fd = -1, .out_fd = pa[1], .err_fd = 2,
-                               .sig_fd = -1 };
-    struct sandbox_call cb = { .argv = argv_b, .in_fd = -1, .out_fd = pb[1], .err_fd = 2,
-                               .sig_fd = -1 };
+    struct sandbox_call ca = {
+        .argv = argv_a, .in_fd = -1, .out_fd = pa[1], .err_fd = 2, .sig_fd = -1
+    };
+    struct sandbox_call cb = {
+        .argv = argv_b, .in_fd = -1, .out_fd = pb[1], .err_fd = 2, .sig_fd = -1
+    };
     if (run_start(a, &ca, &err) < 0 || run_start(b, &cb, &err) < 0) {
         fprintf(stderr, "seam: start: %s\n", err.msg);
         return 1;
@@ -131,7 +133,7 @@ int main(int argc, char **argv)
         return 2;
     struct policy *p = policy_from_args(argc - 2, argv + 2);
     int rc = strcmp(argv[1], "concurrent") == 0 ? concurrent(p)
-             : strcmp(argv[1], "release") == 0  ? release_unstarted(p)
+        : strcmp(argv[1], "release") == 0       ? release_unstarted(p)
                                                 : 2;
     policy_free(p);
     return rc;

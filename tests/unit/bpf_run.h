@@ -10,7 +10,8 @@
 #include <string.h>
 
 /* Run PROG on D: the action it returns, or 0 on an instruction it does not know. */
-__attribute__((unused)) static unsigned run(const struct seccomp_program *prog, const struct seccomp_data *d)
+__attribute__((unused)) static unsigned run(const struct seccomp_program *prog,
+                                            const struct seccomp_data *d)
 {
     unsigned a = 0;
     for (size_t pc = 0; pc < prog->len; pc++) {
@@ -41,4 +42,3 @@ __attribute__((unused)) static unsigned run(const struct seccomp_program *prog, 
     }
     return 0;
 }
-

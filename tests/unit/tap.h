@@ -8,8 +8,7 @@
 
 static int tap_n, tap_failed;
 
-__attribute__((format(printf, 2, 3)))
-static int ok(int cond, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int ok(int cond, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -25,8 +24,7 @@ static int ok(int cond, const char *fmt, ...)
 /* Compare strings; prints both on mismatch. */
 __attribute__((unused)) static int is_str(const char *got, const char *want, const char *name)
 {
-    int same = (got == NULL && want == NULL) ||
-               (got && want && strcmp(got, want) == 0);
+    int same = (got == NULL && want == NULL) || (got && want && strcmp(got, want) == 0);
     ok(same, "%s", name);
     if (!same)
         printf("#   got:  %s\n#   want: %s\n", got ? got : "(null)", want ? want : "(null)");
@@ -34,8 +32,7 @@ __attribute__((unused)) static int is_str(const char *got, const char *want, con
 }
 
 /* Test names must stay on one TAP line: control and non-ASCII bytes as \xNN. */
-__attribute__((unused))
-__attribute__((unused)) static const char *tap_show(const char *s)
+__attribute__((unused)) __attribute__((unused)) static const char *tap_show(const char *s)
 {
     static char bufs[2][300];
     static int turn;

@@ -13,12 +13,15 @@
 
 struct host_case {
     const char *in;
-    const char *want;  /* formatted address, or the name; NULL on error */
+    const char *want; /* formatted address, or the name; NULL on error */
     bool is_ip;
-    const char *why;   /* NULL: must parse */
+    const char *why; /* NULL: must parse */
 };
 
-#define LOOP(s) { s, "127.0.0.1", true, NULL }
+#define LOOP(s)                    \
+    {                              \
+        s, "127.0.0.1", true, NULL \
+    }
 
 static const struct host_case host_cases[] = {
     /* Every spelling of 127.0.0.1 a client would connect to. */
@@ -89,8 +92,7 @@ static const struct host_case host_cases[] = {
     { "256.0.0.1", NULL, false, "invalid IPv4 literal \"256.0.0.1\"" },
     { "0x100000000", NULL, false, "invalid IPv4 literal \"0x100000000\"" },
     { "4294967296", NULL, false, "invalid IPv4 literal \"4294967296\"" },
-    { "99999999999999999999999", NULL, false,
-      "invalid IPv4 literal \"99999999999999999999999\"" },
+    { "99999999999999999999999", NULL, false, "invalid IPv4 literal \"99999999999999999999999\"" },
     { "08", NULL, false, "invalid IPv4 literal \"08\"" },
     { "1.2.3.09", NULL, false, "invalid IPv4 literal \"1.2.3.09\"" },
     { "1.2.3.4.5", NULL, false, "invalid IPv4 literal \"1.2.3.4.5\"" },
@@ -112,8 +114,7 @@ static const struct host_case host_cases[] = {
       "control character or space in host \"example.com\\x0d\\x0aX: y\"" },
     { "a%00b", NULL, false, "invalid character in host \"a%00b\"" },
     { "a%20b", NULL, false, "invalid character in host \"a%20b\"" },
-    { "%2531%2532%2537.0.0.1", NULL, false,
-      "invalid character in host \"%2531%2532%2537.0.0.1\"" },
+    { "%2531%2532%2537.0.0.1", NULL, false, "invalid character in host \"%2531%2532%2537.0.0.1\"" },
     { "allowed.com%40127.0.0.1", NULL, false,
       "invalid character in host \"allowed.com%40127.0.0.1\"" },
     { "a%2fb", NULL, false, "invalid character in host \"a%2fb\"" },
@@ -122,7 +123,9 @@ static const struct host_case host_cases[] = {
     { "a%zz", NULL, false, "bad percent-encoding in host \"a%zz\"" },
     { "*.example.com", NULL, false, "invalid character in host \"*.example.com\"" },
     { "ex\"ample", NULL, false, "invalid character in host \"ex\\\"ample\"" },
-    { "b\xc3\xbc" "cher.de", NULL, false, "invalid character in host \"b\\xc3\\xbccher.de\"" },
+    { "b\xc3\xbc"
+      "cher.de",
+      NULL, false, "invalid character in host \"b\\xc3\\xbccher.de\"" },
     { "a:b", NULL, false, "invalid character in host \"a:b\"" },
 };
 
@@ -185,8 +188,7 @@ static void test_host_limits(void)
     ok(host_parse(name, n + 1, &h, why, sizeof why) == 0 && strlen(h.name) == 253,
        "253-byte name with trailing dot accepted");
     name[n] = 'b';
-    ok(host_parse(name, n + 1, &h, why, sizeof why) == -1 &&
-           strncmp(why, "host too long", 13) == 0,
+    ok(host_parse(name, n + 1, &h, why, sizeof why) == -1 && strncmp(why, "host too long", 13) == 0,
        "254-byte name refused");
 
     /* Long quoted inputs are capped in the reason. */
@@ -329,8 +331,9 @@ static void test_classes(void)
     }
 
     static const char *const names[ADDR_CLASS_COUNT] = {
-        "public", "unspecified", "this_network", "loopback", "private", "cgnat", "link_local",
-        "ula", "multicast", "broadcast", "documentation", "benchmark", "reserved",
+        "public",        "unspecified", "this_network", "loopback",  "private",
+        "cgnat",         "link_local",  "ula",          "multicast", "broadcast",
+        "documentation", "benchmark",   "reserved",
     };
     int same = 1;
     for (int c = 0; c < ADDR_CLASS_COUNT; c++)
@@ -384,7 +387,7 @@ static const struct cidr_case cidr_cases[] = {
 
 struct cidr_parse_case {
     const char *in;
-    const char *want;  /* base/prefix as formatted; NULL on error */
+    const char *want; /* base/prefix as formatted; NULL on error */
     const char *why;
 };
 
@@ -448,7 +451,7 @@ static void test_cidrs(void)
 
 struct auth_case {
     const char *in;
-    const char *host;  /* formatted address or name */
+    const char *host; /* formatted address or name */
     uint16_t port;
     bool userinfo;
     const char *why;
@@ -608,7 +611,7 @@ static void test_urls(void)
         else
             snprintf(got, sizeof got, "%s", u.authority.host.name);
         bool same = u.https == c->https && strcmp(got, c->host) == 0 && u.port == c->port &&
-                    strcmp(u.path, c->path) == 0;
+            strcmp(u.path, c->path) == 0;
         ok(same, "url %s is %s %s:%u %s", c->in, c->https ? "https" : "http", c->host, c->port,
            c->path);
         if (!same)

@@ -141,17 +141,20 @@ static int write_sample(const char *path, const char *key, unsigned every)
                        json_pack("{s:s, s:s}", "limit", "wall", "reason", "timeout"), &err);
     rc |= audit_append(log, "run.end", run_a,
                        json_pack("{s:s, s:n, s:n, s:i, s:f, s:f, s:I, s:I, s:I}", "reason",
-                                 "timeout", "exit_code", "signal", "status", 124, "wall_ms",
-                                 2000.5, "cpu_ms", 30.1, "peak_memory_bytes",
-                                 (json_int_t)13002342, "stdout_bytes", (json_int_t)10,
-                                 "stderr_bytes", (json_int_t)2), &err);
+                                 "timeout", "exit_code", "signal", "status", 124, "wall_ms", 2000.5,
+                                 "cpu_ms", 30.1, "peak_memory_bytes", (json_int_t)13002342,
+                                 "stdout_bytes", (json_int_t)10, "stderr_bytes", (json_int_t)2),
+                       &err);
     rc |= audit_append(log, "run.start", run_b,
                        json_pack("{s:i, s:s, s:[ss]}", "uid", 1000, "level", "process", "argv",
-                                 "true", "x\x1b[31m"), &err);
+                                 "true", "x\x1b[31m"),
+                       &err);
     rc |= audit_append(log, "run.end", run_b,
+                       /* clang-format off */
                        json_pack("{s:s, s:i, s:n, s:i, s:f, s:f}", "reason", "exited",
                                  "exit_code", 0, "signal", "status", 0, "wall_ms", 41.2,
                                  "cpu_ms", 0.4), &err);
+    /* clang-format on */
     rc |= audit_close(log, &err);
     rc |= audit_close(log, &err); /* safe twice */
     if (rc)
@@ -234,8 +237,7 @@ static void test_refusals(void)
     for (size_t i = 0; i < 5; i++) {
         char want[128];
         snprintf(want, sizeof want, "audit event 'x': field '%s' belongs to the chain", chain[i]);
-        int r = audit_append(log, "x", NULL, json_pack("{s:s, s:i}", "ok", "y", chain[i], 1),
-                             &err);
+        int r = audit_append(log, "x", NULL, json_pack("{s:s, s:i}", "ok", "y", chain[i], 1), &err);
         ok(r == -1 && err.kind == CORDON_E_INTERNAL, "field %s refused", chain[i]);
         is_str(err.msg, want, "field override message");
     }
@@ -249,8 +251,10 @@ static void test_refusals(void)
     ok(fd >= 0 && write(fd, "{\"seq\":1,\"ts\"", 13) == 13, "tear the tail");
     close(fd);
     char want[4400];
-    snprintf(want, sizeof want, "audit log '%s' ends in a torn line (line 2); verify it and "
-             "start a new file", path);
+    snprintf(want, sizeof want,
+             "audit log '%s' ends in a torn line (line 2); verify it and "
+             "start a new file",
+             path);
     ok(audit_append(log, "x", NULL, NULL, &err) == -1 && err.kind == CORDON_E_SETUP,
        "append onto a torn tail refused");
     is_str(err.msg, want, "torn tail message (append)");
@@ -267,8 +271,10 @@ static void test_refusals(void)
     write_lines(junk, (char *[]){ "hello" }, 1, true);
     struct audit_options oj = { .path = junk };
     ok(audit_open(&oj, &err) == NULL, "a file of something else refused");
-    snprintf(want, sizeof want, "audit log '%s': the last line (line 1) is not an audit event; "
-             "verify it and start a new file", junk);
+    snprintf(want, sizeof want,
+             "audit log '%s': the last line (line 1) is not an audit event; "
+             "verify it and start a new file",
+             junk);
     is_str(err.msg, want, "not an event message");
 
     /* Keys. */
@@ -323,8 +329,8 @@ static void is_why(const char *got, const char *want, const char *name)
     }
 }
 
-static void expect_broken(const char *name, const char *path, const char *key,
-                          uint64_t line, const char *why)
+static void expect_broken(const char *name, const char *path, const char *key, uint64_t line,
+                          const char *why)
 {
     struct audit_report r;
     struct cordon_err err = { 0 };
@@ -336,8 +342,8 @@ static void expect_broken(const char *name, const char *path, const char *key,
     is_why(r.why, why, name);
 }
 
-static void expect_intact(const char *name, const char *path, const char *key,
-                          uint64_t events, struct audit_report *out)
+static void expect_intact(const char *name, const char *path, const char *key, uint64_t events,
+                          struct audit_report *out)
 {
     struct audit_report r;
     struct cordon_err err = { 0 };
@@ -459,8 +465,7 @@ static void test_verify(void)
         free(v[0]);
         v[0] = mutate(l.v[0], "\"host\":\"", 0);
         variant(v, 7, true);
-        expect_broken("changed header host", tmp_variant, NULL, 2,
-                      MISMATCH);
+        expect_broken("changed header host", tmp_variant, NULL, 2, MISMATCH);
         free(v[0]);
         /* The seq edited to fit (2 -> 3) is still caught by the chain. */
     }
@@ -475,8 +480,7 @@ static void test_verify(void)
     variant((char *[]){ l.v[1], l.v[2], l.v[3], l.v[4], l.v[5], l.v[6] }, 6, true);
     expect_broken("deleted header", tmp_variant, NULL, 1,
                   "not an audit log: the first line is not an audit.header");
-    variant((char *[]){ l.v[0], l.v[1], l.v[2], l.v[2], l.v[3], l.v[4], l.v[5], l.v[6] }, 8,
-            true);
+    variant((char *[]){ l.v[0], l.v[1], l.v[2], l.v[2], l.v[3], l.v[4], l.v[5], l.v[6] }, 8, true);
     expect_broken("duplicated line 3", tmp_variant, NULL, 4, "duplicate of line 3");
     variant((char *[]){ l.v[0], l.v[1], l.v[3], l.v[2], l.v[4], l.v[5], l.v[6] }, 7, true);
     expect_broken("swapped lines 3 and 4", tmp_variant, NULL, 3,
@@ -501,8 +505,10 @@ static void test_verify(void)
         char prev[65];
         sha256_hex(l.v[6], strlen(l.v[6]), prev);
         char forged[512];
-        snprintf(forged, sizeof forged, "{\"seq\":7,\"ts\":\"2026-12-02T15:04:05.123456Z\","
-                 "\"run\":null,\"type\":\"note\",\"prev\":\"%s\",\"text\":\"all fine\"}", prev);
+        snprintf(forged, sizeof forged,
+                 "{\"seq\":7,\"ts\":\"2026-12-02T15:04:05.123456Z\","
+                 "\"run\":null,\"type\":\"note\",\"prev\":\"%s\",\"text\":\"all fine\"}",
+                 prev);
         char *v[8];
         memcpy(v, l.v, 7 * sizeof *v);
         v[7] = forged;
@@ -514,8 +520,7 @@ static void test_verify(void)
         char *p = strstr(forged, "\"prev\":\"") + 8;
         *p = *p == '0' ? '1' : '0'; /* its prev no longer matches */
         variant(v, 8, true);
-        expect_broken("a sloppily forged appended line", tmp_variant, NULL, 8,
-                      MISMATCH);
+        expect_broken("a sloppily forged appended line", tmp_variant, NULL, 8, MISMATCH);
         char *other = path_in("plain.jsonl");
         struct lines o;
         read_lines(other, &o);
@@ -535,7 +540,8 @@ static void test_verify(void)
         variant(v, 6, false);
         struct cordon_err err = { 0 };
         ok(audit_verify(tmp_variant, NULL, NULL, &r, &err) == 0 && r.truncated && !r.intact &&
-               r.bad_line == 6 && r.events == 5, "torn last line: truncated at line 6, 5 verify");
+               r.bad_line == 6 && r.events == 5,
+           "torn last line: truncated at line 6, 5 verify");
         is_str(r.why, "truncated last line", "truncated why");
         ok(audit_verify(tmp_variant, pub_pem, NULL, &r, &err) == 0 && r.truncated &&
                r.bad_line == 6,
@@ -550,7 +556,8 @@ static void test_verify(void)
         char *one = strndup(l.v[0], 10);
         variant(&one, 1, false);
         ok(audit_verify(tmp_variant, NULL, NULL, &r, &err) == 0 && r.truncated && r.bad_line == 1 &&
-               r.events == 0, "a torn header is truncated at line 1");
+               r.events == 0,
+           "a torn header is truncated at line 1");
         free(one);
     }
 
@@ -650,8 +657,8 @@ static void append_many(struct audit_log *shared, const char *path, int child, i
     char run[33];
     audit_new_run_id(run);
     for (int i = 0; i < n; i++)
-        if (audit_append(log, "tick", run, json_pack("{s:i, s:i}", "child", child, "i", i),
-                         &err) < 0) {
+        if (audit_append(log, "tick", run, json_pack("{s:i, s:i}", "child", child, "i", i), &err) <
+            0) {
             fprintf(stderr, "child %d: %s\n", child, err.msg);
             _exit(1);
         }
@@ -762,12 +769,17 @@ static void test_show(void)
     char *all = show(path, NULL);
     char want[256];
     snprintf(want, sizeof want, "run %.8s  ", run_a);
-    ok(strstr(all, want) && strstr(all, "  namespace  uid 1000   $ python3 -c 'print('\\''hi "
-                                        "there'\\'')'\n"), "run.start line");
+    ok(strstr(all, want) &&
+           strstr(all,
+                  "  namespace  uid 1000   $ python3 -c 'print('\\''hi "
+                  "there'\\'')'\n"),
+       "run.start line");
     ok(strstr(all, "log opened on ") != NULL, "header line");
     ok(strstr(all, "  limit wall fired (timeout)\n") != NULL, "limit line");
-    ok(strstr(all, "  end timeout (status 124) in 2.00 s, cpu 30.1 ms, peak 12.4 MiB, out 12 B\n")
-           != NULL, "end line of a timeout");
+    ok(strstr(all,
+              "  end timeout (status 124) in 2.00 s, cpu 30.1 ms, peak 12.4 MiB, out 12 B\n") !=
+           NULL,
+       "end line of a timeout");
     ok(strstr(all, "  end exited 0 in 41.2 ms, cpu 0.4 ms\n") != NULL, "end line of an exit");
     ok(strstr(all, "checkpoint #1 signed  ") != NULL, "checkpoint line");
     ok(strstr(all, "\x1b") == NULL && strstr(all, "'x?[31m'") != NULL,
@@ -837,31 +849,42 @@ static void test_report(void)
     struct cordon_err err = { 0 };
     struct audit_options ao = { .path = path, .sign_key = key_pem };
     struct audit_log *log = audit_open(&ao, &err);
-    ok(log && audit_append(log, "run.start", run_a,
+    ok(log &&
+           audit_append(log, "run.start", run_a,
+                        /* clang-format off */
                            json_pack("{s:s, s:[sss], s:s}", "level", "namespace", "argv", "sh",
                                      "<script>alert(1)</script>", "a\u202egnp.exe", "host",
                                      "\"><img src=x>"),
-                           &err) == 0, "a run with markup in its argv and host");
+                        /* clang-format on */
+                        &err) == 0,
+       "a run with markup in its argv and host");
     ok(audit_append(log, "egress.decision", run_a,
                     json_pack("{s:b, s:s, s:i, s:s}", "allowed", 0, "host",
                               "</td><script>x</script>", "port", 80, "rule", "not_allowed"),
                     &err) == 0 &&
-       audit_append(log, "mcp.call", run_a,
-                    json_pack("{s:s, s:s}", "tool", "<style>*{}</style>", "decision", "refused"),
-                    &err) == 0 &&
-       audit_append(log, "run.end", run_a, json_pack("{s:s, s:i, s:i}", "reason", "exited",
-                                                     "exit_code", 0, "status", 0), &err) == 0 &&
-       audit_close(log, &err) == 0, "its egress decision, tool call and end");
+           audit_append(
+               log, "mcp.call", run_a,
+               json_pack("{s:s, s:s}", "tool", "<style>*{}</style>", "decision", "refused"),
+               &err) == 0 &&
+           audit_append(
+               log, "run.end", run_a,
+               json_pack("{s:s, s:i, s:i}", "reason", "exited", "exit_code", 0, "status", 0),
+               &err) == 0 &&
+           audit_close(log, &err) == 0,
+       "its egress decision, tool call and end");
     audit_free(log);
     int rc;
     struct audit_html_options o = { .pubkey = pub_pem };
     char *page = report(path, &o, &rc);
     ok(rc == 0, "an intact signed log: 0");
     ok(page && !strstr(page, "<script") && !strstr(page, "<img") && !strstr(page, "</td><s") &&
-       !strstr(page, "<style>*"), "no markup of the log's in the page");
+           !strstr(page, "<style>*"),
+       "no markup of the log's in the page");
     ok(page && strstr(page, "&lt;script&gt;alert(1)&lt;/script&gt;") &&
-       strstr(page, "&quot;&gt;&lt;img src=x&gt;") && strstr(page, "&lt;/td&gt;&lt;script&gt;") &&
-       strstr(page, "&lt;style&gt;*{}&lt;/style&gt;"), "each as escaped text");
+           strstr(page, "&quot;&gt;&lt;img src=x&gt;") &&
+           strstr(page, "&lt;/td&gt;&lt;script&gt;") &&
+           strstr(page, "&lt;style&gt;*{}&lt;/style&gt;"),
+       "each as escaped text");
     ok(page && !strstr(page, "\u202e") && strstr(page, "a&#xfffd;gnp.exe"),
        "a bidirectional override shown as U+FFFD, reordering nothing");
     ok(page && strstr(page, "verified and signed") && strstr(page, "Chain intact: 6 events"),
@@ -874,7 +897,8 @@ static void test_report(void)
     fclose(f);
     page = report(path, &(struct audit_html_options){ 0 }, &rc);
     ok(rc == 1 && page && strstr(page, "Chain broken at line 7") && !strstr(page, "<b>") &&
-       strstr(page, "data-run=\"&lt;b&gt;\""), "an edited log: 1, broken, still text");
+           strstr(page, "data-run=\"&lt;b&gt;\""),
+       "an edited log: 1, broken, still text");
     free(page);
     page = report(path, &(struct audit_html_options){ .run = "ffff" }, &rc);
     ok(rc == -1 && !page[0], "--run naming no run: an error, no page");
@@ -898,9 +922,9 @@ int main(void)
     test_show();
     test_report();
     EVP_PKEY_free(attacker_key);
-    static const char *const names[] = { "key.pem", "pub.pem", "other.pem", "other.pub.pem",
-                                         "ec.pem", "ec.pub.pem", "plain.jsonl", "refuse.jsonl",
-                                         "variant.jsonl" };
+    static const char *const names[] = { "key.pem",       "pub.pem",      "other.pem",
+                                         "other.pub.pem", "ec.pem",       "ec.pub.pem",
+                                         "plain.jsonl",   "refuse.jsonl", "variant.jsonl" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *p = path_in(names[i]);
         unlink(p);

@@ -162,16 +162,21 @@ static void test_append_once(void)
     struct cordon_err err = { 0 };
     bool written = true;
     ok(audit_append_once(log, "run.end", "cc", "run.start", NULL, since, &written, &err) == 0 &&
-           !written, "no run.end for a run that never started");
+           !written,
+       "no run.end for a run that never started");
     ok(audit_append_once(log, "run.end", "aa", "run.start", NULL, since, &written, &err) == 0 &&
-           written, "a run.end for a started run");
+           written,
+       "a run.end for a started run");
     ok(audit_append_once(log, "run.end", "aa", "run.start", NULL, since, &written, &err) == 0 &&
-           !written, "never a second one");
+           !written,
+       "never a second one");
     ok(append(log, "run.end", "bb") == 0, "the supervisor writes b's own end");
     ok(audit_append_once(log, "run.end", "bb", "run.start", NULL, since + 7, &written, &err) == 0 &&
-           !written, "and the watchdog sees it, from inside a line on");
+           !written,
+       "and the watchdog sees it, from inside a line on");
     ok(audit_append_once(log, "run.end", "bb", "run.start", NULL, 1u << 30, &written, &err) == 0 &&
-           !written, "or from past the end (the file began again): from the start");
+           !written,
+       "or from past the end (the file began again): from the start");
     struct audit_report r = verify(path, NULL, NULL);
     ok(r.intact && r.events == 5 && r.runs == 2 && r.lost_ends == 0,
        "one start and one end per run: %s", r.why);
@@ -191,12 +196,14 @@ static void test_runs(void)
      * cc: its writer is this process, still running. */
     ok(log && append(log, "run.start", "aa") == 0 && append(log, "run.end", "aa") == 0 &&
            append(log, "run.start", "bb") == 0 &&
-           audit_append(log, "run.start", "cc", json_pack("{s:o}", "writer",
-                                                          audit_writer_stamp()), &err) == 0,
+           audit_append(log, "run.start", "cc", json_pack("{s:o}", "writer", audit_writer_stamp()),
+                        &err) == 0,
        "three runs");
     struct audit_report r = verify(path, NULL, NULL);
-    ok(r.intact && r.lost_ends == 1 && r.live_runs == 1, "intact: one end lost, one live (%llu, "
-       "%llu)", (unsigned long long)r.lost_ends, (unsigned long long)r.live_runs);
+    ok(r.intact && r.lost_ends == 1 && r.live_runs == 1,
+       "intact: one end lost, one live (%llu, "
+       "%llu)",
+       (unsigned long long)r.lost_ends, (unsigned long long)r.live_runs);
     ok(r.lost_ends == 1 && !strcmp(r.lost[0].run, "bb") && r.lost[0].line == 4,
        "the lost one named, at its run.start's line");
 
@@ -215,8 +222,8 @@ static void test_runs(void)
         spit(copy, text);
         free(text);
         struct audit_log *c = open_log(copy, NULL, NULL);
-        ok(c && append(c, cases[i].type, cases[i].run) == 0, "%s of %s appended",
-           cases[i].type, cases[i].run);
+        ok(c && append(c, cases[i].type, cases[i].run) == 0, "%s of %s appended", cases[i].type,
+           cases[i].run);
         audit_close(c, &err);
         audit_free(c);
         r = verify(copy, NULL, NULL);
@@ -251,11 +258,13 @@ static void test_witness(void)
     /* 1 header, 2 start a, 3 end a, 4 checkpoint (close), then the same for b. */
     struct cordon_err err = { 0 };
     ok(log && append(log, "run.start", "aa") == 0 && append(log, "run.end", "aa") == 0 &&
-           audit_close(log, &err) == 0, "run a, and the closing checkpoint");
+           audit_close(log, &err) == 0,
+       "run a, and the closing checkpoint");
     audit_free(log);
     log = open_log(path, witness, key_pem);
     ok(log && append(log, "run.start", "bb") == 0 && append(log, "run.end", "bb") == 0 &&
-           audit_close(log, &err) == 0, "run b, and its checkpoint");
+           audit_close(log, &err) == 0,
+       "run b, and its checkpoint");
     audit_free(log);
     struct audit_report r = verify(path, pub_pem, witness);
     ok(r.intact && r.witness_entries == 4 && r.witness_seq == 6 && r.checkpoints == 2,
@@ -268,12 +277,16 @@ static void test_witness(void)
     ok(r.intact && r.events == 4, "without the witness the cut log verifies, signed");
     r = verify(cut, pub_pem, witness);
     ok(!r.intact && r.bad_line == 5, "with it, it does not: line 5");
-    is_str(r.why, "truncated: the log ends at seq 3, its witness holds seq 6 (audit.checkpoint); "
-           "2 noted lines are missing", "named truncated, with the last seq the witness holds");
+    is_str(r.why,
+           "truncated: the log ends at seq 3, its witness holds seq 6 (audit.checkpoint); "
+           "2 noted lines are missing",
+           "named truncated, with the last seq the witness holds");
     cut_after(path, cut, 6);
     r = verify(cut, NULL, witness);
-    is_str(r.why, "truncated: the log ends at seq 5, its witness holds seq 6 (audit.checkpoint); "
-           "1 noted line is missing", "cut before the last checkpoint");
+    is_str(r.why,
+           "truncated: the log ends at seq 5, its witness holds seq 6 (audit.checkpoint); "
+           "1 noted line is missing",
+           "cut before the last checkpoint");
 
     /* A witness of another log, and one whose note disagrees. */
     char *other = path_in("other.jsonl");
@@ -291,8 +304,10 @@ static void test_witness(void)
     free(text);
     r = verify(path, NULL, bad);
     ok(!r.intact && r.bad_line == 3, "a note that disagrees: line 3");
-    is_str(r.why, "differs from its witness, which noted this run.end line (seq 2) with another "
-           "digest", "named");
+    is_str(r.why,
+           "differs from its witness, which noted this run.end line (seq 2) with another "
+           "digest",
+           "named");
 
     /* A torn last note noted nothing; a line that is no note is refused. */
     text = slurp(witness);
@@ -351,7 +366,8 @@ static void test_reserve(void)
     ok((uint64_t)st.st_blocks * 512 >= AUDIT_RESERVE && st.st_size < 4096,
        "the log holds %llu bytes past its end, unseen", (unsigned long long)st.st_blocks * 512);
     ok(stat(witness, &ws) == 0 && (uint64_t)ws.st_blocks * 512 >= AUDIT_WITNESS_RESERVE &&
-           ws.st_size == 0, "and its witness its own");
+           ws.st_size == 0,
+       "and its witness its own");
     ok(append(log, "run.start", "aa") == 0 && stat(path, &st) == 0 &&
            (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size + AUDIT_RESERVE,
        "kept past each append");

@@ -12,12 +12,17 @@
 
 /* The policy every case below runs against. */
 static const char *const allow_texts[] = {
-    "api.example.com", "*.example.org", "10.0.0.0/8:5432", "[2001:db8::1]:8080",
+    "api.example.com",
+    "*.example.org",
+    "10.0.0.0/8:5432",
+    "[2001:db8::1]:8080",
 };
 static const char *const deny_texts[] = { "bad.example.org", "10.9.0.0/16", "10.8.0.0/16:5432" };
 static const char *const private_texts[] = { "127.0.0.2/32" };
 static const char *const pin_texts[] = {
-    "pinned.example.org=127.0.0.2", "pinned.example.org=[2001:db8::2]", "other.example.org=5.6.7.8",
+    "pinned.example.org=127.0.0.2",
+    "pinned.example.org=[2001:db8::2]",
+    "other.example.org=5.6.7.8",
 };
 #define N(a) (sizeof a / sizeof a[0])
 
@@ -66,17 +71,17 @@ static int target_of(enum http_target_kind kind, const char *text, struct target
 static const struct {
     enum http_target_kind kind;
     const char *target;
-    int status;                /* 0: read */
+    int status; /* 0: read */
     const char *rule;
     const char *reason;
-    const char *host;          /* host_text, also when refused */
+    const char *host; /* host_text, also when refused */
     unsigned port;
     const char *path;
 } target_cases[] = {
-    { HTTP_TARGET_ABSOLUTE, "http://api.example.com/v1?q=1#frag", 0, NULL, NULL,
-      "api.example.com", 80, "/v1?q=1" },
-    { HTTP_TARGET_ABSOLUTE, "http://API.example.com.:8080", 0, NULL, NULL, "api.example.com",
-      8080, "/" },
+    { HTTP_TARGET_ABSOLUTE, "http://api.example.com/v1?q=1#frag", 0, NULL, NULL, "api.example.com",
+      80, "/v1?q=1" },
+    { HTTP_TARGET_ABSOLUTE, "http://API.example.com.:8080", 0, NULL, NULL, "api.example.com", 8080,
+      "/" },
     { HTTP_TARGET_ABSOLUTE, "http://0x7f.1/", 0, NULL, NULL, "127.0.0.1", 80, "/" },
     { HTTP_TARGET_ABSOLUTE, "https://api.example.com/", 400, "bad_request",
       "https URLs go through CONNECT", "https://api.example.com/", 0, "" },
@@ -85,10 +90,10 @@ static const struct {
     { HTTP_TARGET_AUTHORITY, "api.example.com:443", 0, NULL, NULL, "api.example.com", 443, "" },
     { HTTP_TARGET_AUTHORITY, "[2001:db8::1]:8080", 0, NULL, NULL, "2001:db8::1", 8080, "" },
     { HTTP_TARGET_AUTHORITY, "api.example.com:80", 403, "connect_port",
-      "CONNECT to port 80 is refused: send http:// requests as absolute URIs",
-      "api.example.com:80", 80, "" },
-    { HTTP_TARGET_AUTHORITY, "api.example.com", 400, "bad_request",
-      "bad CONNECT target: no port", "api.example.com", 0, "" },
+      "CONNECT to port 80 is refused: send http:// requests as absolute URIs", "api.example.com:80",
+      80, "" },
+    { HTTP_TARGET_AUTHORITY, "api.example.com", 400, "bad_request", "bad CONNECT target: no port",
+      "api.example.com", 0, "" },
     { HTTP_TARGET_AUTHORITY, "user@api.example.com:443", 400, "bad_request", NULL,
       "user@api.example.com:443", 0, "" },
     { HTTP_TARGET_ORIGIN, "/index.html", 400, "bad_request",
@@ -110,8 +115,8 @@ static void test_targets(void)
             ok(t.port == tc->port, "%s: port %u (got %u)", name, tc->port, t.port);
             is_str(t.path, tc->path, name);
         } else {
-            ok(r == -1 && !d.allowed && d.status == tc->status, "%s refused with %d (got %d)",
-               name, tc->status, d.status);
+            ok(r == -1 && !d.allowed && d.status == tc->status, "%s refused with %d (got %d)", name,
+               tc->status, d.status);
             is_str(d.rule, tc->rule, name);
             if (tc->reason)
                 is_str(d.reason, tc->reason, name);
@@ -130,10 +135,10 @@ static void test_targets(void)
 }
 
 static const struct {
-    const char *target;        /* CONNECT authority */
+    const char *target; /* CONNECT authority */
     int allowed;
     const char *rule;
-    const char *reason;        /* when refused */
+    const char *reason; /* when refused */
 } request_cases[] = {
     { "api.example.com:443", 1, "allow:api.example.com", NULL },
     { "API.EXAMPLE.COM:443", 1, "allow:api.example.com", NULL },
@@ -179,12 +184,14 @@ static void test_rules(void)
 
 static const struct {
     const char *target;
-    const char *addrs[3];      /* what the name resolved to */
-    const char *rule;          /* allow:... or the refusal's */
-    const char *reason;        /* when refused */
+    const char *addrs[3]; /* what the name resolved to */
+    const char *rule;     /* allow:... or the refusal's */
+    const char *reason;   /* when refused */
 } address_cases[] = {
     { "api.example.com:443", { "93.184.216.34" }, "allow:api.example.com", NULL },
-    { "api.example.com:443", { "127.0.0.1" }, "ssrf:loopback",
+    { "api.example.com:443",
+      { "127.0.0.1" },
+      "ssrf:loopback",
       "api.example.com resolves to 127.0.0.1, a loopback address" },
     { "api.example.com:443", { "::ffff:127.0.0.1" }, "ssrf:loopback", NULL },
     { "api.example.com:443", { "169.254.169.254" }, "ssrf:link_local", NULL },
@@ -196,13 +203,17 @@ static const struct {
     { "api.example.com:443", { "64:ff9b::a9fe:a9fe" }, "ssrf:link_local", NULL },
     { "api.example.com:443", { "224.0.0.1" }, "ssrf:multicast", NULL },
     /* One bad address refuses the lot: a mixed answer cannot reach inside. */
-    { "api.example.com:443", { "93.184.216.34", "10.0.0.1" }, "ssrf:private",
+    { "api.example.com:443",
+      { "93.184.216.34", "10.0.0.1" },
+      "ssrf:private",
       "api.example.com resolves to 10.0.0.1, a private address" },
     /* network.allow_private lets exactly its range through. */
     { "api.example.com:443", { "127.0.0.2" }, "allow:api.example.com", NULL },
     { "api.example.com:443", { "127.0.0.3" }, "ssrf:loopback", NULL },
     /* The denylist by address, before the classes. */
-    { "a.example.org:443", { "93.184.216.34", "10.9.1.1" }, "deny:10.9.0.0/16",
+    { "a.example.org:443",
+      { "93.184.216.34", "10.9.1.1" },
+      "deny:10.9.0.0/16",
       "a.example.org (10.9.1.1) is on the denylist" },
     /* An address rule is no exception to the classes. */
     { "10.1.2.3:5432", { "10.1.2.3" }, "ssrf:private", NULL },
@@ -230,14 +241,13 @@ static void test_addresses(void)
                 break;
             addrs[n] = h.ip;
         }
-        if (!ok(target_of(HTTP_TARGET_AUTHORITY, address_cases[i].target, &t, &d) == 0 &&
-                    n > 0 && !address_cases[i].addrs[n],
+        if (!ok(target_of(HTTP_TARGET_AUTHORITY, address_cases[i].target, &t, &d) == 0 && n > 0 &&
+                    !address_cases[i].addrs[n],
                 "%s: set up", name))
             continue;
         int r = decide_addresses(&cfg, &t, addrs, n, &d);
         bool want = strncmp(address_cases[i].rule, "allow:", 6) == 0;
-        ok((r == 0) == want && d.allowed == want, "%s is %s", name,
-           want ? "allowed" : "refused");
+        ok((r == 0) == want && d.allowed == want, "%s is %s", name, want ? "allowed" : "refused");
         is_str(d.rule, address_cases[i].rule, name);
         if (!want)
             ok(d.status == 403, "%s: 403", name);
@@ -342,7 +352,7 @@ static struct egress_rule ask[N(ask_texts)];
 
 static const struct {
     const char *target;
-    int status;                /* 0: goes on */
+    int status; /* 0: goes on */
     bool ask;
     const char *rule;
 } ask_cases[] = {
@@ -359,7 +369,7 @@ static const struct {
     enum decider_decision decision;
     bool failed;
     const char *reason;
-    const char *rule;          /* NULL: allowed */
+    const char *rule; /* NULL: allowed */
     const char *text;
 } answer_cases[] = {
     { DECIDER_ALLOW_ONCE, false, "ok", NULL, "allowed by the decider once" },
@@ -413,8 +423,8 @@ static void test_ask(void)
         int r = decide_answer(&t, answer_cases[i].decision, answer_cases[i].failed,
                               answer_cases[i].reason, &a);
         bool want = answer_cases[i].rule == NULL;
-        ok((r == 0) == want && a.allowed == want && (want || a.status == 403),
-           "answer %zu: %s", i, want ? "allowed" : "refused");
+        ok((r == 0) == want && a.allowed == want && (want || a.status == 403), "answer %zu: %s", i,
+           want ? "allowed" : "refused");
         if (!want)
             is_str(a.rule, answer_cases[i].rule, "answer rule");
         is_str(a.reason, answer_cases[i].text, "answer reason");
@@ -428,14 +438,12 @@ static void test_names(void)
         const char *name;
         bool known;
     } rows[] = {
-        { "api.example.com", true },   /* exact */
-        { "x.example.org", true },     /* the wildcard */
-        { "a.b.example.org", true },
-        { "example.org", false },      /* a wildcard is strictly below */
-        { "bad.example.org", false },  /* denied on the ports its allow rule has */
-        { "example.com", false },
-        { "evil.test", false },
-        { "10.0.0.1", false },         /* an address is not a name */
+        { "api.example.com", true },                            /* exact */
+        { "x.example.org", true },                              /* the wildcard */
+        { "a.b.example.org", true },  { "example.org", false }, /* a wildcard is strictly below */
+        { "bad.example.org", false }, /* denied on the ports its allow rule has */
+        { "example.com", false },     { "evil.test", false },
+        { "10.0.0.1", false }, /* an address is not a name */
     };
     struct gateway_config cfg = config();
     for (size_t i = 0; i < N(rows); i++) {
@@ -449,8 +457,11 @@ static void test_names(void)
 
 /* Request rules: a method and a path prefix, held where requests are read. */
 static const char *const request_texts[] = {
-    "GET,HEAD registry.example", "POST registry.example/-/npm/v1/security", "open.example",
-    "GET,HEAD mixed.example", "mixed.example:443",
+    "GET,HEAD registry.example",
+    "POST registry.example/-/npm/v1/security",
+    "open.example",
+    "GET,HEAD mixed.example",
+    "mixed.example:443",
 };
 static struct egress_rule request_rules[N(request_texts)];
 
@@ -458,7 +469,8 @@ static struct egress_rule request_rules[N(request_texts)];
 static int plain(const struct gateway_config *cfg, const char *method, const char *url,
                  struct decision *d)
 {
-    struct http_request req = { .kind = HTTP_TARGET_ABSOLUTE, .target = url,
+    struct http_request req = { .kind = HTTP_TARGET_ABSOLUTE,
+                                .target = url,
                                 .target_len = strlen(url) };
     snprintf(req.method, sizeof req.method, "%s", method);
     struct target t = { 0 };
@@ -484,9 +496,9 @@ static void test_request_rules(void)
         int status;
         bool inspect;
     } tunnels[] = {
-        { "registry.example:443", 0, true },   /* only request rules: inspected */
+        { "registry.example:443", 0, true }, /* only request rules: inspected */
         { "open.example:443", 0, false },
-        { "mixed.example:443", 0, false },     /* a plain rule covers 443 */
+        { "mixed.example:443", 0, false }, /* a plain rule covers 443 */
         { "other.example:443", 403, false },
     };
     for (size_t i = 0; i < N(tunnels); i++) {
@@ -517,8 +529,10 @@ static void test_request_rules(void)
         is_str(d.rule, plains[i].rule, "its rule");
     }
     plain(&cfg, "PUT", "http://registry.example/is-number?token=x", &d);
-    is_str(d.reason, "PUT registry.example:80/is-number is not allowed: the rules for "
-           "registry.example hold its requests to certain methods and paths", "the reason");
+    is_str(d.reason,
+           "PUT registry.example:80/is-number is not allowed: the rules for "
+           "registry.example hold its requests to certain methods and paths",
+           "the reason");
     /* Inside an inspected tunnel. */
     struct target t = { .port = 443 };
     host_parse("registry.example", 16, &t.host, why, sizeof why);

@@ -125,7 +125,7 @@ static const struct pointer_case pointer_cases[] = {
     { "gitdir: /workspace/../etc\n", true, 1, GITSCAN_POINTER_OUT, NULL },
     { "gitdir: /home/u/wsx/.git\n", true, 1, GITSCAN_POINTER_OUT, NULL },
     { "nonsense\n", true, 1, GITSCAN_POINTER_OUT, NULL },
-    { "../..\n", false, 3, GITSCAN_POINTER_OK, NULL },   /* a worktree's commondir */
+    { "../..\n", false, 3, GITSCAN_POINTER_OK, NULL }, /* a worktree's commondir */
     { "../../../..\n", false, 3, GITSCAN_POINTER_OUT, NULL },
     { "/workspace/wt/.git\n", false, 3, GITSCAN_POINTER_REWRITE, "/home/u/ws/wt/.git\n" },
 };
@@ -138,10 +138,10 @@ struct config_case {
 
 static const struct config_case config_cases[] = {
     { "[user]\n\tname = a\n", NULL, GITSCAN_CONFIG_OK, NULL },
-    { "[core]\n\tbare = false\n\tfsmonitor = x\n[user]\n\tname = a\n", NULL,
-      GITSCAN_CONFIG_KEYS, "[core]\n\tbare = false\n[user]\n\tname = a\n" },
-    { "[alias]\n\tmine = !echo\n\tnew = !evil\n", "[alias]\n\tmine = !echo\n",
-      GITSCAN_CONFIG_KEYS, "[alias]\n\tmine = !echo\n" }, /* the user's own stays */
+    { "[core]\n\tbare = false\n\tfsmonitor = x\n[user]\n\tname = a\n", NULL, GITSCAN_CONFIG_KEYS,
+      "[core]\n\tbare = false\n[user]\n\tname = a\n" },
+    { "[alias]\n\tmine = !echo\n\tnew = !evil\n", "[alias]\n\tmine = !echo\n", GITSCAN_CONFIG_KEYS,
+      "[alias]\n\tmine = !echo\n" }, /* the user's own stays */
     { "[alias]\n\tmine = !other\n", "[alias]\n\tmine = !echo\n", GITSCAN_CONFIG_KEYS,
       "[alias]\n" }, /* the same key, a new value */
     { "[core]\n\tpager = a \\\n\t\tb\n\teditor=c\n", NULL, GITSCAN_CONFIG_KEYS,
@@ -154,8 +154,8 @@ int main(void)
     for (size_t i = 0; i < sizeof pointer_cases / sizeof pointer_cases[0]; i++) {
         const struct pointer_case *c = &pointer_cases[i];
         char out[256] = "";
-        enum gitscan_pointer got = gitscan_pointer(c->text, strlen(c->text), c->gitdir,
-                                                   c->depth, "/home/u/ws", out, sizeof out);
+        enum gitscan_pointer got = gitscan_pointer(c->text, strlen(c->text), c->gitdir, c->depth,
+                                                   "/home/u/ws", out, sizeof out);
         ok(got == c->want && (!c->out || !strcmp(out, c->out)), "pointer %s: %d%s%s",
            tap_show(c->text), got, c->out ? " " : "", c->out ? tap_show(out) : "");
     }
@@ -164,9 +164,9 @@ int main(void)
         struct gitscan_notes notes = { 0 };
         char why[256] = "", *kept = NULL;
         size_t kl = 0;
-        enum gitscan_config got = gitscan_config(
-            c->now, strlen(c->now), c->before, c->before ? strlen(c->before) : 0, 1,
-            ".git/config", &notes, why, sizeof why, &kept, &kl);
+        enum gitscan_config got =
+            gitscan_config(c->now, strlen(c->now), c->before, c->before ? strlen(c->before) : 0, 1,
+                           ".git/config", &notes, why, sizeof why, &kept, &kl);
         ok(got == c->want && (!c->kept || (kept && !strcmp(kept, c->kept))) &&
                (got != GITSCAN_CONFIG_KEYS || notes.n >= 1),
            "config %s: %d, %u noted%s", tap_show(c->now), got, notes.n,
@@ -179,15 +179,18 @@ int main(void)
         const char *text;
         bool refused;
     } attrs[] = {
-        { "*.c diff=cpp\n", true }, { "* text=auto eol=lf\n", false },
-        { "*.bin -diff -merge binary\n", false }, { "a filter=lfs\n", true },
-        { "# filter=x\n", false }, { "[attr]m merge=evil\n", true },
+        { "*.c diff=cpp\n", true },
+        { "* text=auto eol=lf\n", false },
+        { "*.bin -diff -merge binary\n", false },
+        { "a filter=lfs\n", true },
+        { "# filter=x\n", false },
+        { "[attr]m merge=evil\n", true },
     };
     for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
         char why[160];
         ok(gitscan_attributes_refused(attrs[i].text, strlen(attrs[i].text), why, sizeof why) ==
-               attrs[i].refused, "attributes %s %s", tap_show(attrs[i].text),
-           attrs[i].refused ? "refused" : "allowed");
+               attrs[i].refused,
+           "attributes %s %s", tap_show(attrs[i].text), attrs[i].refused ? "refused" : "allowed");
     }
     ok(gitscan_hook_inert("pre-commit.sample", S_IFREG | 0755) &&
            !gitscan_hook_inert("pre-commit", S_IFREG | 0644) &&
@@ -206,8 +209,8 @@ int main(void)
         struct gitconfig_entry e = { .bare = c->bare };
         snprintf(e.key, sizeof e.key, "%s", c->key);
         snprintf(e.value, sizeof e.value, "%s", c->value);
-        ok((gitconfig_refused(&e, c->depth) != NULL) == c->refused, "%s = %s: %s", c->key,
-           c->value, c->refused ? "refused" : "allowed");
+        ok((gitconfig_refused(&e, c->depth) != NULL) == c->refused, "%s = %s: %s", c->key, c->value,
+           c->refused ? "refused" : "allowed");
     }
     /* An entry's bytes: whole lines, or from the key after a header on its line. */
     const char *text = "[core]\n\tpager = less\n[x] k = v \\\n w\n";

@@ -35,14 +35,14 @@ static void test_signatures(void)
     struct cordon_err err = { 0 };
     ok(a && b && sigkey_sign(a, "policy", 6, sig, &err) == 0, "sign");
     static const struct {
-        int key;           /* 0: a, 1: b */
+        int key; /* 0: a, 1: b */
         const char *msg;
-        const char *sig;   /* NULL: the real one */
+        const char *sig; /* NULL: the real one */
         bool want;
     } cases[] = {
         { 0, "policy", NULL, true },
-        { 1, "policy", NULL, false },                 /* another key */
-        { 0, "polic", NULL, false },                  /* another message */
+        { 1, "policy", NULL, false }, /* another key */
+        { 0, "polic", NULL, false },  /* another message */
         { 0, "policy", "", false },
         { 0, "policy", "AAAA", false },
         { 0, "policy", "not base64 at all, and far too short to be a signature==", false },
@@ -52,7 +52,8 @@ static void test_signatures(void)
                          cases[i].sig ? cases[i].sig : sig) == cases[i].want,
            "verify case %zu", i);
     char ida[65], idb[65];
-    ok(sigkey_id(a, ida) == 0 && sigkey_id(b, idb) == 0 && strcmp(ida, idb) && sha256_hex_valid(ida),
+    ok(sigkey_id(a, ida) == 0 && sigkey_id(b, idb) == 0 && strcmp(ida, idb) &&
+           sha256_hex_valid(ida),
        "key ids differ and are digests");
     EVP_PKEY_free(a);
     EVP_PKEY_free(b);
@@ -66,10 +67,11 @@ static void test_tool_digests(void)
     } cases[] = {
         { "{\"name\":\"t\",\"description\":\"d\",\"inputSchema\":{\"type\":\"object\"}}",
           "{\"inputSchema\":{\"type\":\"object\"},\"description\":\"d\",\"name\":\"t\"}", true },
-        { "{\"name\":\"t\",\"description\":\"d\"}",
-          "{\"name\":\"t\",\"description\":\"d \"}", false },
+        { "{\"name\":\"t\",\"description\":\"d\"}", "{\"name\":\"t\",\"description\":\"d \"}",
+          false },
         { "{\"name\":\"t\"}", "{\"name\":\"t\",\"title\":null}", true },
-        { "{\"name\":\"t\"}", "{\"name\":\"t\",\"annotations\":{\"destructiveHint\":true}}", false },
+        { "{\"name\":\"t\"}", "{\"name\":\"t\",\"annotations\":{\"destructiveHint\":true}}",
+          false },
         { "{\"name\":\"t\"}", "{\"name\":\"u\"}", false },
         { "{\"name\":\"t\"}", "{\"name\":\"t\",\"_meta\":{\"x\":1}}", true },
         { "{\"name\":\"t\"}", "{\"name\":\"t\",\"outputSchema\":{}}", false },
@@ -93,8 +95,8 @@ static void test_pin_verdicts(void)
     unlink(path);
     struct cordon_err err = { 0 };
     static const struct {
-        int session;       /* a new session starts when this changes */
-        bool done_first;   /* the first listing ended before this tool */
+        int session;     /* a new session starts when this changes */
+        bool done_first; /* the first listing ended before this tool */
         const char *tool;
         enum pin_verdict want;
     } cases[] = {
@@ -156,7 +158,8 @@ static void test_decider_fails_closed(void)
     char longp[200];
     memset(longp, 'x', sizeof longp - 1);
     longp[sizeof longp - 1] = '\0';
-    ok(!decider_new(longp, NULL, 100, &err) && strstr(err.msg, "too long"), "long path: %s", err.msg);
+    ok(!decider_new(longp, NULL, 100, &err) && strstr(err.msg, "too long"), "long path: %s",
+       err.msg);
 }
 
 /* A command decider: a shell line per case, each answer as the client sees it. */
@@ -175,8 +178,8 @@ static void test_command_decider(void)
     const struct {
         const char *command;
         enum decider_decision want;
-        const char *reason;     /* a part of it, for a deny */
-        bool cached_next;       /* a second question is answered from memory */
+        const char *reason; /* a part of it, for a deny */
+        bool cached_next;   /* a second question is answered from memory */
     } cases[] = {
         { allow_once, DECIDER_ALLOW_ONCE, NULL, false },
         { allow_run, DECIDER_ALLOW_RUN, NULL, true },
@@ -211,15 +214,15 @@ static void test_strict_json(void)
 {
     static const struct {
         const char *text;
-        const char *error;   /* part of the parser's message; NULL: parses */
+        const char *error; /* part of the parser's message; NULL: parses */
     } cases[] = {
         { "{\"a\":1,\"b\":2}", NULL },
         { "{\"decision\":\"deny\",\"decision\":\"allow_once\"}", "duplicate object key" },
-        { "{\"a\":1,\"a\":1}", "duplicate object key" },          /* the same value too */
+        { "{\"a\":1,\"a\":1}", "duplicate object key" }, /* the same value too */
         { "{\"x\":{\"a\":1,\"b\":{\"a\":2,\"a\":3}}}", "duplicate object key" },
-        { "[{\"a\":1},{\"a\":1}]", NULL },                          /* two objects */
-        { "{\"a\":1,\"x\":{\"a\":2}}", NULL },                      /* two levels */
-        { "{\"\\u0061\":1,\"a\":2}", "duplicate object key" },      /* an escape is the key */
+        { "[{\"a\":1},{\"a\":1}]", NULL },                     /* two objects */
+        { "{\"a\":1,\"x\":{\"a\":2}}", NULL },                 /* two levels */
+        { "{\"\\u0061\":1,\"a\":2}", "duplicate object key" }, /* an escape is the key */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_error_t je;
@@ -344,31 +347,29 @@ static void test_trust_dir_with_a_bad_key(void)
     unlink(good), rmdir(dir);
 }
 
-
 /* A signed policy's keys, each set by a caller: tightened, or refused as relaxing. */
-static const char narrow_base[] =
-    "version: 1\n"
-    "isolation: [gvisor, namespace]\n"
-    "filesystem:\n"
-    "  read_only: ['/usr/share:/share']\n"
-    "  read_write: ['/var/tmp:/scratch']\n"
-    "  tmp_size: 32M\n"
-    "env:\n"
-    "  pass: [HOME]\n"
-    "  set: {A: '1'}\n"
-    "limits:\n"
-    "  memory: 512M\n"
-    "  pids: 64\n"
-    "  wall: 1m\n"
-    "  best_effort: [memory]\n"
-    "network:\n"
-    "  allow: [example.com]\n"
-    "  deny: [bad.example.com]\n"
-    "  budgets: {requests: 10}\n"
-    "tools:\n"
-    "  allow: [echo]\n"
-    "audit:\n"
-    "  file: /tmp/cordon-narrow-test.log\n";
+static const char narrow_base[] = "version: 1\n"
+                                  "isolation: [gvisor, namespace]\n"
+                                  "filesystem:\n"
+                                  "  read_only: ['/usr/share:/share']\n"
+                                  "  read_write: ['/var/tmp:/scratch']\n"
+                                  "  tmp_size: 32M\n"
+                                  "env:\n"
+                                  "  pass: [HOME]\n"
+                                  "  set: {A: '1'}\n"
+                                  "limits:\n"
+                                  "  memory: 512M\n"
+                                  "  pids: 64\n"
+                                  "  wall: 1m\n"
+                                  "  best_effort: [memory]\n"
+                                  "network:\n"
+                                  "  allow: [example.com]\n"
+                                  "  deny: [bad.example.com]\n"
+                                  "  budgets: {requests: 10}\n"
+                                  "tools:\n"
+                                  "  allow: [echo]\n"
+                                  "audit:\n"
+                                  "  file: /tmp/cordon-narrow-test.log\n";
 
 static void test_narrowing(void)
 {
@@ -384,7 +385,7 @@ static void test_narrowing(void)
         { "limits.pids", "unlimited", true },
         { "limits.wall", "30s", false },
         { "limits.wall", "2m", true },
-        { "limits.cpu", "5m", false },          /* the default 10m */
+        { "limits.cpu", "5m", false }, /* the default 10m */
         { "limits.cpu", "20m", true },
         { "limits.best_effort", "memory", false },
         { "limits.best_effort", "false", false },
@@ -393,11 +394,11 @@ static void test_narrowing(void)
         { "isolation", "gvisor", false },
         { "isolation", "microvm,gvisor", false },
         { "isolation", "microvm,namespace", false },
-        { "isolation", "namespace", true },      /* where gvisor runs, weaker */
+        { "isolation", "namespace", true }, /* where gvisor runs, weaker */
         { "isolation", "process", true },
         { "isolation", "gvisor,process", true }, /* a weaker fallback */
         { "filesystem.read_only", "/usr/share:/share", false },
-        { "filesystem.read_only", "/var/tmp:/scratch", false },  /* read-write made read-only */
+        { "filesystem.read_only", "/var/tmp:/scratch", false }, /* read-write made read-only */
         { "filesystem.read_only", "/etc:/etc", true },
         { "filesystem.read_only", "/usr/share:/elsewhere", true },
         { "filesystem.read_write", "/var/tmp:/scratch", false },
@@ -420,7 +421,7 @@ static void test_narrowing(void)
         { "env.set", "A=2", true },
         { "env.set", "B=1", true },
         { "network.mode", "none", false },
-        { "network.mode", "gateway", false },    /* what network.allow made it */
+        { "network.mode", "gateway", false }, /* what network.allow made it */
         { "network.allow", "example.com", false },
         { "network.allow", "other.example", true },
         { "network.deny", "x.example", false },
@@ -437,7 +438,7 @@ static void test_narrowing(void)
         { "tools.ask", "echo", false },
         { "tools.record_arguments", "true", false },
         { "tools.resources", "true", true },
-        { "tools.max_calls", "5", false },        /* unlimited before */
+        { "tools.max_calls", "5", false }, /* unlimited before */
         { "syscalls.allow", "sethostname", true },
         { "syscalls.deny", "mkdir", false },
         { "microvm.accel", "kvm", false },
@@ -460,11 +461,9 @@ static void test_narrowing(void)
         int rc = policy_check_tighten(p, cases[i].key, cases[i].value, "--flag", &err);
         char want[200], shown[80];
         policy_value_shown(cases[i].key, cases[i].value, shown, sizeof shown);
-        snprintf(want, sizeof want, "--flag %s relaxes %s of a signed policy", shown,
-                 cases[i].key);
-        ok(cases[i].relaxes ? rc < 0 && strstr(err.msg, want) : rc == 0,
-           "%s=%s %s: %s", cases[i].key, cases[i].value,
-           cases[i].relaxes ? "relaxes" : "tightens", err.msg);
+        snprintf(want, sizeof want, "--flag %s relaxes %s of a signed policy", shown, cases[i].key);
+        ok(cases[i].relaxes ? rc < 0 && strstr(err.msg, want) : rc == 0, "%s=%s %s: %s",
+           cases[i].key, cases[i].value, cases[i].relaxes ? "relaxes" : "tightens", err.msg);
     }
     /* An env.set value may be a credential: the message names the variable alone. */
     ok(policy_check_tighten(p, "env.set", "TOKEN=s3cr3t", "--env", &err) < 0 &&
@@ -493,8 +492,9 @@ static void test_narrowing(void)
        "an unsigned policy takes any value");
     policy_narrow_only(p, POLICY_NARROW_BREAK_GLASS);
     ok(policy_check_tighten(p, "filesystem.read_write", "/etc:/etc", "--rw", &err) < 0 &&
-           strstr(err.msg, "--rw /etc:/etc relaxes filesystem.read_write, which a break-glass "
-                           "run relaxes only by --relax filesystem.read_write=/etc:/etc"),
+           strstr(err.msg,
+                  "--rw /etc:/etc relaxes filesystem.read_write, which a break-glass "
+                  "run relaxes only by --relax filesystem.read_write=/etc:/etc"),
        "break-glass: %s", err.msg);
     ok(policy_check_tighten(p, "limits.memory", "lots", "--memory", &err) < 0 &&
            strstr(err.msg, "--memory: expected a size"),
@@ -508,8 +508,7 @@ static void test_narrowing(void)
     policy_narrow_only(p, POLICY_NARROW_SIGNED);
     char *relax_env[] = { "env.set=TOKEN=s3cr3t" };
     struct policy_break_glass_request req = { "incident", "10m", relax_env, 1, NULL };
-    ok(policy_break_glass(p, &req, &err) == 0 && p->n_env_set == 1, "--relax env.set: %s",
-       err.msg);
+    ok(policy_break_glass(p, &req, &err) == 0 && p->n_env_set == 1, "--relax env.set: %s", err.msg);
     char *rec = json_dumps(p->break_glass, JSON_COMPACT | JSON_SORT_KEYS);
     ok(rec && strstr(rec, "\"env.set\":[\"TOKEN=...\"]") && !strstr(rec, "s3cr3t"),
        "the break-glass record withholds the value: %s", rec);
@@ -548,11 +547,10 @@ static void test_choice_tables(void)
         for (size_t a = 0; distinct && a < e->n; a++)
             for (size_t b = a + 1; b < e->n; b++)
                 distinct &= strcmp(e->choices[a].name, e->choices[b].name) != 0 &&
-                            e->choices[a].value != e->choices[b].value &&
-                            e->choices[a].rank != e->choices[b].rank;
+                    e->choices[a].value != e->choices[b].value &&
+                    e->choices[a].rank != e->choices[b].rank;
         ok(distinct, "%s: names, values and ranks distinct", k->path);
-        ok(e && policy_choice_name(e, (int)k->def) != NULL, "%s: its default is a choice",
-           k->path);
+        ok(e && policy_choice_name(e, (int)k->def) != NULL, "%s: its default is a choice", k->path);
         ok(policy_key_direction(k->path) == policy_key_direction("isolation"),
            "%s is ranked by its choices", k->path);
     }

@@ -20,8 +20,8 @@ struct refusal_case {
     const char *name;
     const char *in;
     size_t len;
-    int ret;        /* 0 or -1 */
-    int status;     /* when ret is -1 */
+    int ret;    /* 0 or -1 */
+    int status; /* when ret is -1 */
     const char *why;
 };
 
@@ -63,8 +63,7 @@ static const struct refusal_case refusals[] = {
       "unsupported http version \"HTTP/1.2\"" },
     { "HTTP/0.9", RAW("GET http://a/ HTTP/0.9\r\n\r\n"), -1, 505,
       "unsupported http version \"HTTP/0.9\"" },
-    { "asterisk-form", RAW("OPTIONS * HTTP/1.1\r\n\r\n"), -1, 400,
-      "asterisk-form request target" },
+    { "asterisk-form", RAW("OPTIONS * HTTP/1.1\r\n\r\n"), -1, 400, "asterisk-form request target" },
     { "authority-form without CONNECT", RAW("GET example.com:443 HTTP/1.1\r\n\r\n"), -1, 400,
       "request target \"example.com:443\" is neither absolute nor origin form" },
     { "scheme without //", RAW("GET http:example.com HTTP/1.1\r\n\r\n"), -1, 400,
@@ -120,18 +119,15 @@ static const struct refusal_case refusals[] = {
     { "bare LF as blank line", RAW(GET_ABS "Host: a\r\n\n"), -1, 400, "bare LF in request head" },
     { "bare CR as blank line", RAW(GET_ABS "Host: a\r\n\r\r\n"), -1, 400,
       "bare CR in request head" },
-    { "header injection via CR", RAW(GET_ABS "X-A: 1\rTransfer-Encoding: chunked\r\n\r\n"), -1,
-      400, "bare CR in request head" },
-    { "bare CR in incomplete line", RAW(GET_ABS "X-A: 1\rX"), -1, 400,
+    { "header injection via CR", RAW(GET_ABS "X-A: 1\rTransfer-Encoding: chunked\r\n\r\n"), -1, 400,
       "bare CR in request head" },
+    { "bare CR in incomplete line", RAW(GET_ABS "X-A: 1\rX"), -1, 400, "bare CR in request head" },
     { "bare CR before bare LF on one line", RAW(GET_ABS "X-A: 1\r2\n\r\n"), -1, 400,
       "bare CR in request head" },
     { "CR at end of input waits", RAW(GET_ABS "X-A: 1\r"), 0, 0, NULL },
     /* header syntax */
-    { "obs-fold with space", RAW(GET_ABS "X-A: 1\r\n 2\r\n\r\n"), -1, 400,
-      "obs-fold header line" },
-    { "obs-fold with tab", RAW(GET_ABS "X-A: 1\r\n\t2\r\n\r\n"), -1, 400,
-      "obs-fold header line" },
+    { "obs-fold with space", RAW(GET_ABS "X-A: 1\r\n 2\r\n\r\n"), -1, 400, "obs-fold header line" },
+    { "obs-fold with tab", RAW(GET_ABS "X-A: 1\r\n\t2\r\n\r\n"), -1, 400, "obs-fold header line" },
     { "first header folded", RAW(GET_ABS " Host: a\r\n\r\n"), -1, 400, "obs-fold header line" },
     { "space before colon", RAW(GET_ABS "Foo : bar\r\n\r\n"), -1, 400,
       "whitespace before colon in header \"Foo\"" },
@@ -154,17 +150,16 @@ static const struct refusal_case refusals[] = {
       400, "both Content-Length and Transfer-Encoding" },
     { "TE then CL", RAW(POST_ABS "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"), -1,
       400, "both Content-Length and Transfer-Encoding" },
-    { "TE then CL 0", RAW(POST_ABS "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n"),
-      -1, 400, "both Content-Length and Transfer-Encoding" },
+    { "TE then CL 0", RAW(POST_ABS "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n"), -1,
+      400, "both Content-Length and Transfer-Encoding" },
     { "CL list differing", RAW(POST_ABS "Content-Length: 5, 6\r\n\r\n"), -1, 400,
       "invalid Content-Length \"5, 6\"" },
     { "CL list same", RAW(POST_ABS "Content-Length: 5, 5\r\n\r\n"), -1, 400,
       "invalid Content-Length \"5, 5\"" },
     { "CL duplicated same value", RAW(POST_ABS "Content-Length: 5\r\nContent-Length: 5\r\n\r\n"),
       -1, 400, "duplicate Content-Length" },
-    { "CL duplicated other case",
-      RAW(POST_ABS "Content-Length: 5\r\ncontent-length: 6\r\n\r\n"), -1, 400,
-      "duplicate Content-Length" },
+    { "CL duplicated other case", RAW(POST_ABS "Content-Length: 5\r\ncontent-length: 6\r\n\r\n"),
+      -1, 400, "duplicate Content-Length" },
     { "CL plus sign", RAW(POST_ABS "Content-Length: +5\r\n\r\n"), -1, 400,
       "invalid Content-Length \"+5\"" },
     { "CL minus", RAW(POST_ABS "Content-Length: -1\r\n\r\n"), -1, 400,
@@ -182,8 +177,8 @@ static const struct refusal_case refusals[] = {
       "Content-Length larger than 2^53" },
     { "TE space before colon", RAW(POST_ABS "Transfer-Encoding : chunked\r\n\r\n"), -1, 400,
       "whitespace before colon in header \"Transfer-Encoding\"" },
-    { "TE chunked, identity", RAW(POST_ABS "Transfer-Encoding: chunked, identity\r\n\r\n"), -1,
-      400, "chunked is not the final transfer coding" },
+    { "TE chunked, identity", RAW(POST_ABS "Transfer-Encoding: chunked, identity\r\n\r\n"), -1, 400,
+      "chunked is not the final transfer coding" },
     { "TE chunked, gzip", RAW(POST_ABS "Transfer-Encoding: chunked, gzip\r\n\r\n"), -1, 400,
       "chunked is not the final transfer coding" },
     { "TE gzip", RAW(POST_ABS "Transfer-Encoding: gzip\r\n\r\n"), -1, 501,
@@ -192,22 +187,23 @@ static const struct refusal_case refusals[] = {
       "unsupported transfer coding \"gzip, chunked\"" },
     { "TE xchunked", RAW(POST_ABS "Transfer-Encoding: xchunked\r\n\r\n"), -1, 501,
       "unsupported transfer coding \"xchunked\"" },
-    { "TE chunked with parameter", RAW(POST_ABS "Transfer-Encoding: chunked;q=1\r\n\r\n"), -1,
-      501, "unsupported transfer coding \"chunked;q=1\"" },
+    { "TE chunked with parameter", RAW(POST_ABS "Transfer-Encoding: chunked;q=1\r\n\r\n"), -1, 501,
+      "unsupported transfer coding \"chunked;q=1\"" },
     { "TE empty", RAW(POST_ABS "Transfer-Encoding: \r\n\r\n"), -1, 400,
       "malformed Transfer-Encoding \"\"" },
     { "TE empty list element", RAW(POST_ABS "Transfer-Encoding: gzip,,chunked\r\n\r\n"), -1, 400,
       "malformed Transfer-Encoding \"gzip,,chunked\"" },
     { "TE two words", RAW(POST_ABS "Transfer-Encoding: chunked chunked\r\n\r\n"), -1, 400,
       "malformed Transfer-Encoding \"chunked chunked\"" },
-    { "TE vertical tab", RAW(POST_ABS "Transfer-Encoding: \x0b" "chunked\r\n\r\n"), -1, 400,
-      "control byte 0x0b in header \"Transfer-Encoding\"" },
+    { "TE vertical tab",
+      RAW(POST_ABS "Transfer-Encoding: \x0b"
+                   "chunked\r\n\r\n"),
+      -1, 400, "control byte 0x0b in header \"Transfer-Encoding\"" },
     { "TE duplicated",
       RAW(POST_ABS "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"), -1, 400,
       "duplicate Transfer-Encoding" },
-    { "TE in HTTP/1.0",
-      RAW("POST http://a/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), -1, 400,
-      "Transfer-Encoding in an HTTP/1.0 request" },
+    { "TE in HTTP/1.0", RAW("POST http://a/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), -1,
+      400, "Transfer-Encoding in an HTTP/1.0 request" },
     { "Content_Length", RAW(POST_ABS "Content_Length: 5\r\n\r\n"), -1, 400,
       "underscore in header name \"Content_Length\"" },
     { "transfer_encoding", RAW(POST_ABS "transfer_encoding: chunked\r\n\r\n"), -1, 400,
@@ -251,27 +247,26 @@ static const struct valid_case valids[] = {
       HTTP_TARGET_AUTHORITY, "127.0.0.1:8080", 0, 0, -1, false },
     { "CONNECT zone id", RAW("CONNECT [fe80::1%25eth0]:443 HTTP/1.1\r\n\r\n"), "CONNECT",
       HTTP_TARGET_AUTHORITY, "[fe80::1%25eth0]:443", 1, 0, -1, false },
-    { "origin-form", RAW("GET /index.html HTTP/1.1\r\nHost: a\r\n\r\n"), "GET",
-      HTTP_TARGET_ORIGIN, "/index.html", 1, 1, -1, false },
+    { "origin-form", RAW("GET /index.html HTTP/1.1\r\nHost: a\r\n\r\n"), "GET", HTTP_TARGET_ORIGIN,
+      "/index.html", 1, 1, -1, false },
     { "POST with Content-Length", RAW(POST_ABS "Content-Length: 42\r\n\r\n"), "POST",
       HTTP_TARGET_ABSOLUTE, "http://example.com/upload", 1, 2, 42, false },
-    { "Content-Length 0", RAW(POST_ABS "Content-Length: 0\r\n\r\n"), "POST",
-      HTTP_TARGET_ABSOLUTE, "http://example.com/upload", 1, 2, 0, false },
+    { "Content-Length 0", RAW(POST_ABS "Content-Length: 0\r\n\r\n"), "POST", HTTP_TARGET_ABSOLUTE,
+      "http://example.com/upload", 1, 2, 0, false },
     { "Content-Length 2^53", RAW(POST_ABS "Content-Length: 9007199254740992\r\n\r\n"), "POST",
-      HTTP_TARGET_ABSOLUTE, "http://example.com/upload", 1, 2, INT64_C(9007199254740992),
-      false },
+      HTTP_TARGET_ABSOLUTE, "http://example.com/upload", 1, 2, INT64_C(9007199254740992), false },
     { "TE chunked", RAW(POST_ABS "Transfer-Encoding: chunked\r\n\r\n"), "POST",
       HTTP_TARGET_ABSOLUTE, "http://example.com/upload", 1, 2, -1, true },
-    { "TE CHUNKED with trailing space", RAW(POST_ABS "Transfer-Encoding: CHUNKED \r\n\r\n"),
-      "POST", HTTP_TARGET_ABSOLUTE, "http://example.com/upload", 1, 2, -1, true },
+    { "TE CHUNKED with trailing space", RAW(POST_ABS "Transfer-Encoding: CHUNKED \r\n\r\n"), "POST",
+      HTTP_TARGET_ABSOLUTE, "http://example.com/upload", 1, 2, -1, true },
     { "TE chunked with tabs", RAW(POST_ABS "Transfer-Encoding:\tchunked\t\r\n\r\n"), "POST",
       HTTP_TARGET_ABSOLUTE, "http://example.com/upload", 1, 2, -1, true },
     { "extension method, https scheme", RAW("PROPFIND https://a.example/dav HTTP/1.1\r\n\r\n"),
       "PROPFIND", HTTP_TARGET_ABSOLUTE, "https://a.example/dav", 1, 0, -1, false },
     { "underscore in other names", RAW(GET_ABS "X_Trace_Id: 1\r\nHost_Name: a\r\n\r\n"), "GET",
       HTTP_TARGET_ABSOLUTE, "http://example.com/", 1, 2, -1, false },
-    { "obs-text value, empty value", RAW(GET_ABS "X-Name: caf\xc3\xa9\r\nX-Empty:\r\n\r\n"),
-      "GET", HTTP_TARGET_ABSOLUTE, "http://example.com/", 1, 2, -1, false },
+    { "obs-text value, empty value", RAW(GET_ABS "X-Name: caf\xc3\xa9\r\nX-Empty:\r\n\r\n"), "GET",
+      HTTP_TARGET_ABSOLUTE, "http://example.com/", 1, 2, -1, false },
 };
 
 static void run_refusals(void)
@@ -286,8 +281,8 @@ static void run_refusals(void)
             ok(ret == 0, "%s: needs more (got %d)", c->name, ret);
             continue;
         }
-        if (!ok(ret == -1 && status == c->status && strcmp(why, c->why) == 0, "%s: %d %s",
-                c->name, c->status, c->why))
+        if (!ok(ret == -1 && status == c->status && strcmp(why, c->why) == 0, "%s: %d %s", c->name,
+                c->status, c->why))
             printf("#   got: %d %d %s\n", ret, status, why);
     }
 }
@@ -295,11 +290,9 @@ static void run_refusals(void)
 static void check_valid(const struct valid_case *c, const struct http_request *r, const char *how)
 {
     bool same = strcmp(r->method, c->method) == 0 && r->kind == c->kind &&
-                r->target_len == strlen(c->target) &&
-                memcmp(r->target, c->target, r->target_len) == 0 &&
-                r->version_minor == c->minor && r->n_headers == c->n_headers &&
-                r->content_length == c->content_length && r->chunked == c->chunked &&
-                r->head_len == c->len;
+        r->target_len == strlen(c->target) && memcmp(r->target, c->target, r->target_len) == 0 &&
+        r->version_minor == c->minor && r->n_headers == c->n_headers &&
+        r->content_length == c->content_length && r->chunked == c->chunked && r->head_len == c->len;
     if (!ok(same, "%s%s", c->name, how))
         printf("#   got: %s kind %d target %.*s minor %d headers %zu cl %" PRId64
                " chunked %d head_len %zu\n",
@@ -373,8 +366,9 @@ static void test_incremental(void)
         int ret = http_parse_request(bad, n, &r, &status, why, sizeof why);
         if (ret == -1 && !first)
             first = n;
-        if (first && (ret != -1 || status != 400 ||
-                      strcmp(why, "whitespace before colon in header \"Foo\"") != 0))
+        if (first &&
+            (ret != -1 || status != 400 ||
+             strcmp(why, "whitespace before colon in header \"Foo\"") != 0))
             stable = false;
     }
     ok(stable && first == strlen(GET_ABS "Foo : x\r\n"),
@@ -417,8 +411,7 @@ static void test_limits(void)
     /* A complete head followed by a large body is fine. */
     n = head_of_size(200);
     memset(big + n, 'b', sizeof big - n);
-    ok(http_parse_request(big, sizeof big, &r, &status, why, sizeof why) == 1 &&
-           r.head_len == 200,
+    ok(http_parse_request(big, sizeof big, &r, &status, why, sizeof why) == 1 && r.head_len == 200,
        "a small head followed by a large body parses");
 
     /* Header count: 100 parse, 101 are 431. */
@@ -450,8 +443,7 @@ static void test_limits(void)
     ret = http_parse_request(big, o + 50, &r, &status, why, sizeof why);
     is_str(why, "invalid Content-Length \"777\\x80\\x22\\x5cxxxxxxxxxxxxxxxxxxxxxxxxxx...\"",
            "untrusted bytes in a reason are escaped and cut short");
-    ok(http_parse_request(big, o + 50, &r, NULL, NULL, 0) == -1,
-       "status and why may be NULL");
+    ok(http_parse_request(big, o + 50, &r, NULL, NULL, 0) == -1, "status and why may be NULL");
 }
 
 struct chunk_case {
@@ -508,8 +500,7 @@ static void run_chunks(void)
         if (same && ret == -1)
             same = strcmp(why, c->why) == 0;
         if (!ok(same, "chunk %s", c->name))
-            printf("#   got: %d size %" PRIu64 " line_len %zu why %s\n", ret, size, line_len,
-                   why);
+            printf("#   got: %d size %" PRIu64 " line_len %zu why %s\n", ret, size, line_len, why);
     }
 
     /* Extensions are bounded by the line cap. */
@@ -519,8 +510,8 @@ static void run_chunks(void)
     big[0] = '1';
     big[1] = ';';
     memset(big + 2, 'e', HTTP_MAX_CHUNK_LINE);
-    int ret = http_parse_chunk_size(big, HTTP_MAX_CHUNK_LINE - 1, &size, &line_len, why,
-                                    sizeof why);
+    int ret =
+        http_parse_chunk_size(big, HTTP_MAX_CHUNK_LINE - 1, &size, &line_len, why, sizeof why);
     ok(ret == 0, "a long extension under the cap needs more");
     ret = http_parse_chunk_size(big, HTTP_MAX_CHUNK_LINE + 2, &size, &line_len, why, sizeof why);
     ok(ret == -1 && strcmp(why, "chunk-size line longer than 1024 bytes") == 0,

@@ -26,14 +26,8 @@ struct abi_case {
 };
 
 static const struct abi_case abi_cases[] = {
-    { 0, 0, 0 },
-    { 1, 0x1fff, 0 },
-    { 2, 0x3fff, 0 },
-    { 3, 0x7fff, 0 },
-    { 4, 0x7fff, 0 },
-    { 5, 0xffff, 0 },
-    { 6, 0xffff, 3 },
-    { 7, 0xffff, 3 },
+    { 0, 0, 0 },      { 1, 0x1fff, 0 }, { 2, 0x3fff, 0 }, { 3, 0x7fff, 0 },
+    { 4, 0x7fff, 0 }, { 5, 0xffff, 0 }, { 6, 0xffff, 3 }, { 7, 0xffff, 3 },
 };
 
 static void test_init(void)
@@ -43,8 +37,8 @@ static void test_init(void)
         struct landlock_plan plan;
         landlock_plan_init(&plan, c->abi);
         ok(plan.abi == c->abi && plan.handled_fs == c->handled_fs && plan.scoped == c->scoped,
-           "abi %d handles fs 0x%llx, scopes 0x%llx", c->abi,
-           (unsigned long long)plan.handled_fs, (unsigned long long)plan.scoped);
+           "abi %d handles fs 0x%llx, scopes 0x%llx", c->abi, (unsigned long long)plan.handled_fs,
+           (unsigned long long)plan.scoped);
     }
 }
 
@@ -95,7 +89,10 @@ static int try_write_scratch(void)
     return rc;
 }
 
-static int try_signal_parent(void) { return kill(getppid(), 0) < 0 ? errno : 0; }
+static int try_signal_parent(void)
+{
+    return kill(getppid(), 0) < 0 ? errno : 0;
+}
 
 static int try_abstract_connect(void)
 {
@@ -110,9 +107,18 @@ static int try_abstract_connect(void)
     return rc < 0 ? errno : 0;
 }
 
-static int try_read_hostname(void) { return try_read("/etc/hostname"); }
-static int try_read_passwd(void) { return try_read("/etc/passwd"); }
-static int try_read_usr(void) { return try_read("/usr/bin/env"); }
+static int try_read_hostname(void)
+{
+    return try_read("/etc/hostname");
+}
+static int try_read_passwd(void)
+{
+    return try_read("/etc/passwd");
+}
+static int try_read_usr(void)
+{
+    return try_read("/usr/bin/env");
+}
 static int try_write_usr(void)
 {
     int fd = open("/usr/cordon-landlock-probe", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -154,7 +160,7 @@ static int in_child(const struct landlock_plan *plan, int (*fn)(void), char *msg
 struct enforce_case {
     const char *name;
     int (*fn)(void);
-    int want;       /* errno, or 0 */
+    int want; /* errno, or 0 */
     int min_abi;
 };
 
@@ -184,17 +190,19 @@ static void test_enforce(void)
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     size_t len = strlen(abstract_name + 1) + 1;
     memcpy(sa.sun_path, abstract_name, len);
-    ok(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa,
-                        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) == 0 &&
-       listen(lfd, 4) == 0, "the parent listens on an abstract socket");
+    ok(lfd >= 0 &&
+           bind(lfd, (struct sockaddr *)&sa,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) == 0 &&
+           listen(lfd, 4) == 0,
+       "the parent listens on an abstract socket");
 
     static struct landlock_plan plan;
     struct cordon_err err = { 0 };
     landlock_plan_init(&plan, abi);
     ok(landlock_plan_add(&plan, "/usr", LANDLOCK_RO, false, &err) == 0 &&
-       landlock_plan_add(&plan, "/etc/passwd", LANDLOCK_RW, false, &err) == 0 &&
-       landlock_plan_add(&plan, "/nonexistent/optional", LANDLOCK_RO, true, &err) == 0 &&
-       landlock_plan_add(&plan, scratch, LANDLOCK_RW, false, &err) == 0,
+           landlock_plan_add(&plan, "/etc/passwd", LANDLOCK_RW, false, &err) == 0 &&
+           landlock_plan_add(&plan, "/nonexistent/optional", LANDLOCK_RO, true, &err) == 0 &&
+           landlock_plan_add(&plan, scratch, LANDLOCK_RW, false, &err) == 0,
        "plan: /usr ro, /etc/passwd (a file) rw, a missing optional path, scratch rw");
 
     char msg[256];

@@ -75,7 +75,7 @@ static bool starts_an_hour_ago(X509 *x)
 {
     time_t lo = time(NULL) - 3600 - 60, hi = time(NULL) - 3600 + 1;
     return X509_cmp_time(X509_get0_notBefore(x), &lo) > 0 &&
-           X509_cmp_time(X509_get0_notBefore(x), &hi) < 0;
+        X509_cmp_time(X509_get0_notBefore(x), &hi) < 0;
 }
 
 static bool serial_is_128_bit_positive(X509 *x)
@@ -91,7 +91,8 @@ static void test_ca(struct mint *m, X509 *ca)
     if (!ca)
         return;
     ok(X509_check_ca(ca) == 1, "ca is a ca");
-    ok(X509_get_key_usage(ca) == (KU_KEY_CERT_SIGN | KU_CRL_SIGN), "ca key usage keyCertSign, cRLSign");
+    ok(X509_get_key_usage(ca) == (KU_KEY_CERT_SIGN | KU_CRL_SIGN),
+       "ca key usage keyCertSign, cRLSign");
     ok(ext_critical(ca, NID_key_usage) == 1, "ca key usage critical");
     ok(ext_critical(ca, NID_basic_constraints) == 1, "ca basic constraints critical");
     ok(X509_get_pathlen(ca) == 0, "ca pathlen 0");
@@ -106,7 +107,7 @@ static void test_ca(struct mint *m, X509 *ca)
 
     const char *cn = name_entry(ca, NID_commonName);
     bool cn_ok = cn && strlen(cn) == 30 && strncmp(cn, "cordon run CA ", 14) == 0 &&
-                 strspn(cn + 14, "0123456789abcdef") == 16;
+        strspn(cn + 14, "0123456789abcdef") == 16;
     ok(cn_ok, "ca cn 'cordon run CA <16 hex>' (%s)", cn ? cn : "none");
     is_str(name_entry(ca, NID_organizationName), "cordon", "ca o");
     ok(serial_is_128_bit_positive(ca), "ca serial 128-bit positive");
@@ -169,8 +170,8 @@ static void test_leaf(struct mint *m, X509 *ca)
     X509 *ipleaf = ipctx ? SSL_CTX_get0_certificate(ipctx) : NULL;
     ok(ipleaf && EVP_PKEY_eq(X509_get0_pubkey(leaf), X509_get0_pubkey(ipleaf)) == 1,
        "one leaf key per mint");
-    ok(ipleaf && ASN1_INTEGER_cmp(X509_get0_serialNumber(leaf),
-                                  X509_get0_serialNumber(ipleaf)) != 0,
+    ok(ipleaf &&
+           ASN1_INTEGER_cmp(X509_get0_serialNumber(leaf), X509_get0_serialNumber(ipleaf)) != 0,
        "leaves have different serials");
     is_str(ipleaf ? name_entry(ipleaf, NID_commonName) : NULL, "127.0.0.2", "ipv4 leaf cn");
     struct host v6 = host_of("[::1]");
@@ -184,15 +185,14 @@ static void test_leaf(struct mint *m, X509 *ca)
     ok(lleaf && name_entry(lleaf, NID_commonName) == NULL &&
            X509_NAME_entry_count(X509_get_subject_name(lleaf)) == 0,
        "name over 64 bytes: empty subject");
-    ok(lleaf && ext_critical(lleaf, NID_subject_alt_name) == 1,
-       "name over 64 bytes: san critical");
+    ok(lleaf && ext_critical(lleaf, NID_subject_alt_name) == 1, "name over 64 bytes: san critical");
 }
 
 struct verify_case {
-    const char *minted;   /* host the leaf is minted for */
-    const char *dns;      /* name to check, or NULL */
-    const char *ip;       /* address to check, or NULL */
-    int want;             /* X509_verify_cert() error */
+    const char *minted; /* host the leaf is minted for */
+    const char *dns;    /* name to check, or NULL */
+    const char *ip;     /* address to check, or NULL */
+    int want;           /* X509_verify_cert() error */
 };
 
 static const struct verify_case verify_cases[] = {
@@ -293,11 +293,12 @@ static void test_limit(void)
     ok(minted == MINT_MAX_HOSTS, "%d hosts minted", minted);
     struct host over = host_of("one-more.example.com");
     err = (struct cordon_err){ 0 };
-    ok(mint_server_ctx(m, &over, &err) == NULL && err.kind == CORDON_E_SETUP,
-       "host %d refused", MINT_MAX_HOSTS + 1);
-    is_str(err.msg,
-           "cannot mint a certificate for 'one-more.example.com': 256 hosts already minted this run",
-           "cache full message");
+    ok(mint_server_ctx(m, &over, &err) == NULL && err.kind == CORDON_E_SETUP, "host %d refused",
+       MINT_MAX_HOSTS + 1);
+    is_str(
+        err.msg,
+        "cannot mint a certificate for 'one-more.example.com': 256 hosts already minted this run",
+        "cache full message");
     struct host h0 = host_of("h0.example.com");
     ok(first && mint_server_ctx(m, &h0, &err) == first, "cached host still served when full");
 }
@@ -343,9 +344,9 @@ static int pass_byte(SSL *from, SSL *to, char byte)
 }
 
 struct tls_result {
-    int handshake;  /* 0 or -1 */
-    long verify;    /* the client's verify result */
-    int bytes;      /* 0 when one byte went each way */
+    int handshake; /* 0 or -1 */
+    long verify;   /* the client's verify result */
+    int bytes;     /* 0 when one byte went each way */
 };
 
 /*
@@ -381,9 +382,8 @@ static struct tls_result tls_run(SSL_CTX *server_ctx, const char *trust_pem, con
     res.handshake = handshake(client, server);
     res.verify = SSL_get_verify_result(client);
     if (res.handshake == 0)
-        res.bytes = pass_byte(client, server, 'q') == 0 && pass_byte(server, client, 'r') == 0
-                        ? 0
-                        : -1;
+        res.bytes =
+            pass_byte(client, server, 'q') == 0 && pass_byte(server, client, 'r') == 0 ? 0 : -1;
     ERR_clear_error();
     return res;
 }
@@ -396,10 +396,10 @@ static void test_tls(struct mint *m)
     for (size_t i = 0; i < 3; i++) {
         struct host h = host_of(spellings[i]);
         SSL_CTX *ctx = mint_server_ctx(m, &h, &err);
-        struct tls_result r = ctx ? tls_run(ctx, mint_ca_pem(m), names[i])
-                                  : (struct tls_result){ -1, -1, -1 };
-        ok(r.handshake == 0 && r.verify == X509_V_OK, "tls handshake to %s verifies (%s)",
-           names[i], X509_verify_cert_error_string(r.verify));
+        struct tls_result r =
+            ctx ? tls_run(ctx, mint_ca_pem(m), names[i]) : (struct tls_result){ -1, -1, -1 };
+        ok(r.handshake == 0 && r.verify == X509_V_OK, "tls handshake to %s verifies (%s)", names[i],
+           X509_verify_cert_error_string(r.verify));
         ok(r.bytes == 0, "tls to %s: one byte each way", names[i]);
     }
 
@@ -413,8 +413,7 @@ static void test_tls(struct mint *m)
     r = other ? tls_run(ctx, mint_ca_pem(other), "api.example.com")
               : (struct tls_result){ 0, X509_V_OK, 0 };
     ok(r.handshake < 0 && r.verify == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN,
-       "tls: client trusting another run's ca fails (%s)",
-       X509_verify_cert_error_string(r.verify));
+       "tls: client trusting another run's ca fails (%s)", X509_verify_cert_error_string(r.verify));
 }
 
 int main(void)

@@ -28,7 +28,6 @@
 #define ALLOW SECCOMP_RET_ALLOW
 #define REFUSE (SECCOMP_RET_ERRNO | EACCES)
 
-
 struct call {
     const char *what;
     bool gateway;
@@ -65,8 +64,11 @@ static const struct call calls[] = {
     { "removexattrat", false, __NR_removexattrat, { 0 }, NOTIFY },
     { "getxattr", false, __NR_getxattr, { 0 }, ALLOW },
     { "ioctl SETFLAGS", false, __NR_ioctl, { 3, FS_IOC_SETFLAGS }, NOTIFY },
-    { "ioctl SETFLAGS, upper half set", false, __NR_ioctl,
-      { 3, 0x100000000ull | FS_IOC_SETFLAGS }, NOTIFY },
+    { "ioctl SETFLAGS, upper half set",
+      false,
+      __NR_ioctl,
+      { 3, 0x100000000ull | FS_IOC_SETFLAGS },
+      NOTIFY },
     { "ioctl 32-bit SETFLAGS", true, __NR_ioctl, { 3, FS_IOC32_SETFLAGS }, NOTIFY },
     { "ioctl FSSETXATTR", false, __NR_ioctl, { 3, FS_IOC_FSSETXATTR }, NOTIFY },
     { "ioctl SETVERSION", false, __NR_ioctl, { 3, FS_IOC_SETVERSION }, NOTIFY },

@@ -33,11 +33,17 @@ struct check_case {
     const struct path_rule *rule;
     const char *cwd;
     const char *value;
-    const char *why;   /* NULL: allowed */
+    const char *why; /* NULL: allowed */
 };
 
-#define WS(v, why) { &rule_ws, "/workspace", v, why }
-#define PEM(v, why) { &rule_pem, "/workspace", v, why }
+#define WS(v, why)                     \
+    {                                  \
+        &rule_ws, "/workspace", v, why \
+    }
+#define PEM(v, why)                     \
+    {                                   \
+        &rule_pem, "/workspace", v, why \
+    }
 
 /* U+FF0F FULLWIDTH SOLIDUS, U+FF0E FULLWIDTH FULL STOP, and friends. */
 #define FW_SLASH "\xef\xbc\x8f"
@@ -130,8 +136,7 @@ static const struct check_case check_cases[] = {
     WS("file://user@localhost/x", "\"file://user@localhost/x\" is a file URI with a host"),
     WS("file:%2f%2fevil/share",
        "\"file:%2f%2fevil/share\" decodes to file://evil/share, which is a file URI with a host"),
-    WS("file%3a%2f%2f%2fetc",
-       "\"file%3a%2f%2f%2fetc\" reads as /etc, which is outside /workspace"),
+    WS("file%3a%2f%2f%2fetc", "\"file%3a%2f%2f%2fetc\" reads as /etc, which is outside /workspace"),
     /* Unicode look-alikes. */
     WS(FW_SLASH "etc" FW_SLASH "passwd",
        "\"\\xef\\xbc\\x8fetc\\xef\\xbc\\x8fpasswd\" folds to /etc/passwd, which is outside "
@@ -174,11 +179,12 @@ static const struct check_case check_cases[] = {
     WS("%EF%BC%8E%EF%BC%8E%EF%BC%8Fetc",
        "\"%EF%BC%8E%EF%BC%8E%EF%BC%8Fetc\" reads as ../etc, which resolves to /etc, outside "
        "/workspace"),
-    WS("/workspace/\xe2\x80\xa6", NULL),  /* an ellipsis folds to "...", a name */
+    WS("/workspace/\xe2\x80\xa6", NULL), /* an ellipsis folds to "...", a name */
     WS("/workspace/ｆｕｌｌ", NULL),
     /* Backslash as a separator. */
-    WS("..\\..\\etc", "\"..\\\\..\\\\etc\" reads as ../../etc, which resolves to /etc, outside "
-                      "/workspace"),
+    WS("..\\..\\etc",
+       "\"..\\\\..\\\\etc\" reads as ../../etc, which resolves to /etc, outside "
+       "/workspace"),
     WS("a\\b", NULL),
     WS("\\etc\\passwd", "\"\\\\etc\\\\passwd\" reads as /etc/passwd, which is outside /workspace"),
     WS("/workspace\\..\\..\\etc", "\"/workspace\\\\..\\\\..\\\\etc\" is outside /workspace"),
@@ -211,7 +217,9 @@ static const struct check_case check_cases[] = {
     WS("a%0d%0aX", "\"a%0d%0aX\" decodes to a\\x0d\\x0aX, which has a control character"),
     WS("\xff", "\"\\xff\" is not valid UTF-8"),
     WS("/workspace/\xc3", "\"/workspace/\\xc3\" is not valid UTF-8"),
-    WS("\xc0\xaf" "etc", "\"\\xc0\\xafetc\" is not valid UTF-8"),
+    WS("\xc0\xaf"
+       "etc",
+       "\"\\xc0\\xafetc\" is not valid UTF-8"),
     WS("\xed\xa0\x80", "\"\\xed\\xa0\\x80\" is not valid UTF-8"),
     WS("\xf4\x90\x80\x80", "\"\\xf4\\x90\\x80\\x80\" is not valid UTF-8"),
     WS("%c0%ae%c0%ae/etc",
@@ -220,7 +228,9 @@ static const struct check_case check_cases[] = {
        "\"/workspace/%ff\" decodes to /workspace/\\xff, which is not valid UTF-8"),
     WS("", "empty path"),
     /* Only crafted values come near the cap on readings. */
-    WS(" file:///w\\" "\xef\xbd\x81" "%25252541#x",
+    WS(" file:///w\\"
+       "\xef\xbd\x81"
+       "%25252541#x",
        "\" file:///w\\\\\\xef\\xbd\\x81%25252541#x\" has more than 64 readings"),
     /* Windows forms. */
     WS("C:\\x", "\"C:\\\\x\" is a windows drive path"),
@@ -249,8 +259,9 @@ static const struct check_case check_cases[] = {
     WS("/workspace/.env.example", NULL),
     WS("/workspace/x.env", NULL),
     WS("/workspace/.git", "\"/workspace/.git\" matches denied pattern \"**/.git/**\""),
-    WS("/workspace/.git/", "\"/workspace/.git/\" resolves to /workspace/.git, matching denied "
-                           "pattern \"**/.git/**\""),
+    WS("/workspace/.git/",
+       "\"/workspace/.git/\" resolves to /workspace/.git, matching denied "
+       "pattern \"**/.git/**\""),
     WS("/workspace/a/.git/config",
        "\"/workspace/a/.git/config\" matches denied pattern \"**/.git/**\""),
     WS(".git/config",
@@ -265,8 +276,8 @@ static const struct check_case check_cases[] = {
         "\"/workspace/secret/k\" matches denied pattern \"/workspace/secret/*\""),
     PEM("/workspace/secret/.hidden",
         "\"/workspace/secret/.hidden\" matches denied pattern \"/workspace/secret/*\""),
-    PEM("/workspace/secret", NULL),         /* `*` is one component, not zero */
-    PEM("/workspace/secret/a/b", NULL),     /* nor several: a tree takes secret/ and then ** */
+    PEM("/workspace/secret", NULL),     /* `*` is one component, not zero */
+    PEM("/workspace/secret/a/b", NULL), /* nor several: a tree takes secret/ and then ** */
     PEM("/workspace/a.txt", "\"/workspace/a.txt\" matches denied pattern \"[abc].txt\""),
     PEM("/workspace/sub/c.txt", "\"/workspace/sub/c.txt\" matches denied pattern \"[abc].txt\""),
     PEM("/workspace/d.txt", NULL),
@@ -359,8 +370,8 @@ static void test_reason_buffers(void)
 struct norm_case {
     const char *in;
     const char *cwd;
-    size_t size;       /* 0: a roomy buffer */
-    const char *want;  /* NULL: -1 */
+    size_t size;      /* 0: a roomy buffer */
+    const char *want; /* NULL: -1 */
 };
 
 static const struct norm_case norm_cases[] = {

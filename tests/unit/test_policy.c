@@ -57,8 +57,8 @@ static void is_msg(const char *got, const char *want_raw, const char *name)
 static char *section_json(const struct policy *p, const char *section)
 {
     json_t *j = policy_to_json(p);
-    char *s = json_dumps(json_object_get(j, section), JSON_COMPACT | JSON_SORT_KEYS |
-                                                       JSON_ENCODE_ANY);
+    char *s =
+        json_dumps(json_object_get(j, section), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     json_decref(j);
     return s;
 }
@@ -70,77 +70,79 @@ struct load_case {
     const char *json;    /* ... must be exactly this */
 };
 
-#define LIMITS(wall, cpu, mem, pids, out, fsz, nofile, be, def)                        \
-    "{\"best_effort\":[" be "],\"cpu_ms\":" #cpu ",\"defaults\":[" def "],\"file_size\":" \
-    #fsz ",\"memory\":" #mem ",\"open_files\":" #nofile ",\"output\":" #out ",\"pids\":"  \
-    #pids ",\"wall_ms\":" #wall "}"
+#define LIMITS(wall, cpu, mem, pids, out, fsz, nofile, be, def)                                \
+    "{\"best_effort\":[" be "],\"cpu_ms\":" #cpu ",\"defaults\":[" def "],\"file_size\":" #fsz \
+    ",\"memory\":" #mem ",\"open_files\":" #nofile ",\"output\":" #out ",\"pids\":" #pids      \
+    ",\"wall_ms\":" #wall "}"
 /* The defaults table: 10m wall and CPU, 1G memory, 256 pids, 16M output, 1G files. */
 #define ALL_LIMITS "\"wall\",\"cpu\",\"memory\",\"pids\",\"output\",\"file_size\",\"open_files\""
 #define LIMITS_DEFAULT(be) \
     LIMITS(600000, 600000, 1073741824, 256, 16777216, 1073741824, 1024, be, ALL_LIMITS)
-#define PROTECTED_DEFAULT                                                           \
-    "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","  \
-    "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\","                     \
-    "\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\","                    \
-    "\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\","       \
+#define PROTECTED_DEFAULT                                                              \
+    "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\"," \
+    "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\","                    \
+    "\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\","                   \
+    "\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\","      \
     "\".git\",\".gitconfig\",\".githooks\","                                           \
-    "\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml\","  \
-    "\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\","        \
-    "\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\","            \
-    "\".pdbrc\",\".pre-commit-config.yaml\",\".profile\",\".pryrc\","                   \
-    "\".python-version\",\".ruby-version\",\".sdkmanrc\",\".ssh\",\".tcshrc\","         \
-    "\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\","            \
-    "\".zshenv\",\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\","          \
+    "\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml\"," \
+    "\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\","       \
+    "\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\","           \
+    "\".pdbrc\",\".pre-commit-config.yaml\",\".profile\",\".pryrc\","                  \
+    "\".python-version\",\".ruby-version\",\".sdkmanrc\",\".ssh\",\".tcshrc\","        \
+    "\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\","           \
+    "\".zshenv\",\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\","         \
     "\"mise.local.toml\",\"mise.toml\""
-#define FS_ALLPS(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot, socks)       \
-    "{\"protected\":[" prot "],\"read_only\":[" ro "],\"read_write\":[" rw             \
-    "],\"shm_inodes\":" #shmi ",\"shm_size\":" #shms ",\"tmp_inodes\":" #tmpi           \
-    ",\"tmp_size\":" #tmps ",\"unix_sockets\":[" socks "],\"unsafe_unprotect\":["        \
-    unprot "],\"workspace\":" ws ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
-#define FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot)               \
+#define FS_ALLPS(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot, socks)      \
+    "{\"protected\":[" prot "],\"read_only\":[" ro "],\"read_write\":[" rw               \
+    "],\"shm_inodes\":" #shmi ",\"shm_size\":" #shms ",\"tmp_inodes\":" #tmpi            \
+    ",\"tmp_size\":" #tmps ",\"unix_sockets\":[" socks "],\"unsafe_unprotect\":[" unprot \
+    "],\"workspace\":" ws ",\"workspace_inodes\":" #wsi ",\"workspace_size\":" #wss "}"
+#define FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot) \
     FS_ALLPS(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, prot, unprot, "")
-#define FS_SOCKS(socks)                                                                   \
-    FS_ALLPS("null", 268435456, 65536, 67108864, 16384, 67108864, 4096, "", "",           \
-             PROTECTED_DEFAULT, "", socks)
-#define FS_ALL(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw)                              \
+#define FS_SOCKS(socks)                                                                            \
+    FS_ALLPS("null", 268435456, 65536, 67108864, 16384, 67108864, 4096, "", "", PROTECTED_DEFAULT, \
+             "", socks)
+#define FS_ALL(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw) \
     FS_ALLP(ws, wss, wsi, tmps, tmpi, shms, shmi, ro, rw, PROTECTED_DEFAULT, "")
-#define FSP(ws, wss, tmps, ro, rw, prot, unprot)                                          \
+#define FSP(ws, wss, tmps, ro, rw, prot, unprot) \
     FS_ALLP(ws, wss, 65536, tmps, 16384, 67108864, 4096, ro, rw, prot, unprot)
 #define FS(ws, wss, tmps, ro, rw) FSP(ws, wss, tmps, ro, rw, PROTECTED_DEFAULT, "")
 #define FS_DEFAULT_SIZES(ro, rw) FS("null", 268435456, 67108864, ro, rw)
 #define BIND(src, dst) "{\"dest\":\"" dst "\",\"source\":\"" src "\"}"
 
-#define KNOWN_TOP \
-    "unknown key; known: version, isolation, filesystem, workspace, env, limits, syscalls, microvm, network, " \
+#define KNOWN_TOP                                                                            \
+    "unknown key; known: version, isolation, filesystem, workspace, env, limits, syscalls, " \
+    "microvm, network, "                                                                     \
     "secrets, tools, audit, require_signature, decider, break_glass"
-#define AUDIT(file, key, every, fsync)                                                  \
-    "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync            \
-    "\",\"sign_key\":" key "}"
+#define AUDIT(file, key, every, fsync)                                                             \
+    "{\"checkpoint_every\":" #every ",\"file\":" file ",\"fsync\":\"" fsync "\",\"sign_key\":" key \
+    "}"
 #define AUDIT_DEFAULT AUDIT("null", "null", 0, "close")
-#define TOOLS(allow, rules, calls, result, message, timeout, args, res, prompts, logging, \
-              sampling, elicit, roots)                                                   \
-    "{\"allow\":[" allow "],\"call_timeout_ms\":" #timeout ",\"elicitation\":" #elicit  \
-    ",\"logging\":" #logging ",\"max_calls\":" #calls ",\"max_message_bytes\":" #message \
-    ",\"max_result_bytes\":" #result ",\"prompts\":" #prompts ",\"record_arguments\":"   \
-    #args ",\"resources\":" #res ",\"roots\":" #roots ",\"rules\":{" rules "},"          \
+#define TOOLS(allow, rules, calls, result, message, timeout, args, res, prompts, logging,    \
+              sampling, elicit, roots)                                                       \
+    "{\"allow\":[" allow "],\"call_timeout_ms\":" #timeout ",\"elicitation\":" #elicit       \
+    ",\"logging\":" #logging ",\"max_calls\":" #calls ",\"max_message_bytes\":" #message     \
+    ",\"max_result_bytes\":" #result ",\"prompts\":" #prompts ",\"record_arguments\":" #args \
+    ",\"resources\":" #res ",\"roots\":" #roots ",\"rules\":{" rules "},"                    \
     "\"sampling\":" #sampling "}"
-#define TOOLS_ALLOW(allow, rules)                                                        \
-    TOOLS(allow, rules, 0, 4194304, 8388608, 300000, false, false, false, true, false,    \
-          false, false)
-#define ARG_RULE(under, deny, max, pattern)                                              \
-    "{\"deny\":[" deny "],\"max_length\":" #max ",\"pattern\":" pattern               \
-    ",\"under\":[" under "]}"
-#define KNOWN_TOOLS                                                                      \
-    "unknown key; known: allow, rules, max_calls, max_result_bytes, max_message_bytes, " \
-    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots, ask, pins, pinned"
+#define TOOLS_ALLOW(allow, rules) \
+    TOOLS(allow, rules, 0, 4194304, 8388608, 300000, false, false, false, true, false, false, false)
+#define ARG_RULE(under, deny, max, pattern) \
+    "{\"deny\":[" deny "],\"max_length\":" #max ",\"pattern\":" pattern ",\"under\":[" under "]}"
+#define KNOWN_TOOLS                                                                               \
+    "unknown key; known: allow, rules, max_calls, max_result_bytes, max_message_bytes, "          \
+    "call_timeout, record_arguments, resources, prompts, logging, sampling, elicitation, roots, " \
+    "ask, pins, pinned"
 #define NET(mode, allow, deny, priv, resolve, req, bytes, conns, rate)                   \
     "{\"allow\":[" allow "],\"allow_private\":[" priv "],\"budgets\":{\"bytes\":" #bytes \
-    ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req           \
-    "},\"deny\":[" deny "],\"dns\":[],\"mode\":\"" mode "\",\"resolve\":[" resolve "],\"upstream_ca\":null}"
+    ",\"connections\":" #conns ",\"request_rate\":" #rate ",\"requests\":" #req          \
+    "},\"deny\":[" deny "],\"dns\":[],\"mode\":\"" mode "\",\"resolve\":[" resolve       \
+    "],\"upstream_ca\":null}"
 #define NET_DEFAULT NET("none", "", "", "", "", 0, 0, 0, 0)
 #define NET_ALLOW(allow) NET("gateway", allow, "", "", "", 0, 0, 0, 0)
-#define KNOWN_NETWORK \
-    "unknown key; known: mode, allow, deny, ask, allow_private, resolve, dns, expose, upstream_ca, budgets"
+#define KNOWN_NETWORK                                                                   \
+    "unknown key; known: mode, allow, deny, ask, allow_private, resolve, dns, expose, " \
+    "upstream_ca, budgets"
 #define KNOWN_BUDGETS "unknown key; known: requests, bytes, connections, request_rate"
 #define SECRET(name, from, hosts, ttl) \
     "{\"from\":\"" from "\",\"hosts\":[" hosts "],\"name\":\"" name "\",\"ttl_ms\":" #ttl "}"
@@ -233,8 +235,9 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: syscalls: YAML aliases are not supported" },
 
     /* JSON is YAML */
-    { "{\"version\": 1, \"limits\": {\"memory\": \"1G\", \"pids\": 64, \"wall\": \"30s\"}}",
-      NULL, "limits", LIMITS(30000, 600000, 1073741824, 64, 16777216, 1073741824, 1024, "",
+    { "{\"version\": 1, \"limits\": {\"memory\": \"1G\", \"pids\": 64, \"wall\": \"30s\"}}", NULL,
+      "limits",
+      LIMITS(30000, 600000, 1073741824, 64, 16777216, 1073741824, 1024, "",
              "\"cpu\",\"output\",\"file_size\",\"open_files\"") },
     { "{\n  \"version\": 1,\n  \"limits\": {\"memory\": \"lots\"}\n}",
       "policy.yaml:3: limits.memory: expected a size like 256M, got \"lots\"" },
@@ -255,22 +258,26 @@ static const struct load_case load_cases[] = {
       "tools", TOOLS_ALLOW("\"list_directory\",\"read_text_file\"", "") },
     { "version: 1\ntools:\n  allow: ['*']\n", NULL, "tools", TOOLS_ALLOW("\"*\"", "") },
     { "version: 1\ntools:\n  allow: [\"a b\"]\n",
-      "policy.yaml:3: tools.allow[0]: \"a b\" is not a tool name (expected letters, digits, _ - . /)" },
+      "policy.yaml:3: tools.allow[0]: \"a b\" is not a tool name (expected letters, digits, _ - . "
+      "/)" },
     { "version: 1\ntools:\n  allow: [\"\"]\n",
       "policy.yaml:3: tools.allow[0]: \"\" is not a tool name (1 to 128 characters)" },
     { "version: 1\ntools:\n  allow: read\n",
       "policy.yaml:3: tools.allow: expected a list of tool names, got a single value" },
     { "version: 1\ntools:\n  alow: [x]\n", "policy.yaml:3: tools.alow: " KNOWN_TOOLS },
     { "version: 1\ntools:\n  allow: [read_text_file, search_files]\n  rules:\n"
-      "    read_text_file:\n      path: { under: [/workspace/, /data//x/.], deny: [\"**/.env\", \"**/.git/**\"] }\n"
+      "    read_text_file:\n      path: { under: [/workspace/, /data//x/.], deny: [\"**/.env\", "
+      "\"**/.git/**\"] }\n"
       "    search_files:\n      pattern: { max_length: 200, pattern: '^[a-z*]+$' }\n"
       "  max_calls: 500\n  max_result_bytes: 1M\n  max_message_bytes: 2M\n  call_timeout: 30s\n"
       "  record_arguments: true\n  resources: true\n  prompts: true\n  logging: false\n"
-      "  sampling: true\n  elicitation: true\n  roots: true\n", NULL, "tools",
+      "  sampling: true\n  elicitation: true\n  roots: true\n",
+      NULL, "tools",
       TOOLS("\"read_text_file\",\"search_files\"",
-            "\"read_text_file\":{\"path\":" ARG_RULE("\"/data/x\",\"/workspace\"",
-                                                   "\"**/.env\",\"**/.git/**\"", 0, "null") "},"
-            "\"search_files\":{\"pattern\":" ARG_RULE("", "", 200, "\"^[a-z*]+$\"") "}",
+            "\"read_text_file\":{\"path\":" ARG_RULE(
+                "\"/data/x\",\"/workspace\"", "\"**/.env\",\"**/.git/**\"", 0,
+                "null") "},"
+                        "\"search_files\":{\"pattern\":" ARG_RULE("", "", 200, "\"^[a-z*]+$\"") "}",
             500, 1048576, 2097152, 30000, true, true, true, false, true, true, true) },
     { "version: 1\ntools:\n  allow: [a]\n  rules:\n    b:\n      path: { under: [/w] }\n",
       "policy.yaml: tools: rules for \"b\", which is not in tools.allow" },
@@ -283,7 +290,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      path: {}\n",
       "policy.yaml:6: tools.rules.a.path: an empty rule; give under, deny, max_length or pattern" },
     { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      path: { undr: [/w] }\n",
-      "policy.yaml:6: tools.rules.a.path.undr: unknown key; known: under, deny, max_length, pattern" },
+      "policy.yaml:6: tools.rules.a.path.undr: unknown key; known: under, deny, max_length, "
+      "pattern" },
     { "version: 1\ntools:\n  allow: [a]\n  rules:\n    a:\n      q: { pattern: '(' }\n",
       "policy.yaml:6: tools.rules.a.q.pattern: pattern \"(\" does not compile at offset 1: "
       "missing closing parenthesis" },
@@ -335,9 +343,11 @@ static const struct load_case load_cases[] = {
           "\"secret.example.com\"", "\"127.0.0.2/32\",\"fd00::/8\"",
           "\"api.example.com=127.0.0.2\"", 100, 104857600, 4, 10) },
     { "version: 1\nnetwork:\n"
-      "  allow: [\" API.Example.com. \", api.example.com, \"*.EXAMPLE.com:8443\", \"api.example.com\"]\n",
+      "  allow: [\" API.Example.com. \", api.example.com, \"*.EXAMPLE.com:8443\", "
+      "\"api.example.com\"]\n",
       NULL, "network", NET_ALLOW("\"*.example.com:8443\",\"api.example.com\"") },
-    { "version: 1\nnetwork:\n  allow: [\"10.1.2.3/8\", \"0x7f.1:8080\", \"[0:0::1]\", 10.0.0.0/8]\n",
+    { "version: 1\nnetwork:\n  allow: [\"10.1.2.3/8\", \"0x7f.1:8080\", \"[0:0::1]\", "
+      "10.0.0.0/8]\n",
       NULL, "network", NET_ALLOW("\"10.0.0.0/8\",\"127.0.0.1:8080\",\"[::1]\"") },
     /* network.ask: canonical like allow, and it implies the gateway */
     { "version: 1\nnetwork:\n  ask: [\" B.example.com. \", \"*.A.test:8443\", b.example.com]\n"
@@ -350,20 +360,23 @@ static const struct load_case load_cases[] = {
       "policy.yaml: network.ask: needs decider.socket (the gateway cannot run decider.command)" },
     { "version: 1\nnetwork:\n  deny: [B.example.com, a.example.com, b.example.com.]\n", NULL,
       "network", NET("none", "", "\"a.example.com\",\"b.example.com\"", "", "", 0, 0, 0, 0) },
-    { "version: 1\nnetwork:\n  allow_private: [\" 127.0.0.2/32 \", 127.0.0.2, 10.9.9.9/8, \"FD00::/8\"]\n",
-      NULL, "network", NET("none", "", "", "\"10.0.0.0/8\",\"127.0.0.2/32\",\"fd00::/8\"", "",
-                           0, 0, 0, 0) },
+    { "version: 1\nnetwork:\n  allow_private: [\" 127.0.0.2/32 \", 127.0.0.2, 10.9.9.9/8, "
+      "\"FD00::/8\"]\n",
+      NULL, "network",
+      NET("none", "", "", "\"10.0.0.0/8\",\"127.0.0.2/32\",\"fd00::/8\"", "", 0, 0, 0, 0) },
     { "version: 1\nnetwork:\n  resolve:\n    - \"API.example.com.=127.0.0.2\"\n"
       "    - api.example.com=127.0.0.2\n    - \"api.example.com=[0::1]\"\n    - b.test=127.0.0.3\n",
-      NULL, "network", NET("none", "", "", "",
-                           "\"api.example.com=127.0.0.2\",\"api.example.com=[::1]\",\"b.test=127.0.0.3\"",
-                           0, 0, 0, 0) },
+      NULL, "network",
+      NET("none", "", "", "",
+          "\"api.example.com=127.0.0.2\",\"api.example.com=[::1]\",\"b.test=127.0.0.3\"", 0, 0, 0,
+          0) },
     { "{\"version\": 1, \"network\": {\"allow\": [\"a.test\"], \"budgets\": {\"bytes\": 1024}}}",
       NULL, "network", NET("gateway", "\"a.test\"", "", "", "", 0, 1024, 0, 0) },
     { "version: 1\nnetwork:\n  allow: []\n  budgets:\n", NULL, "network", NET_DEFAULT },
 
     /* network: errors */
-    { "version: 1\nnetwork:\n  allowed: [a.test]\n", "policy.yaml:3: network.allowed: " KNOWN_NETWORK },
+    { "version: 1\nnetwork:\n  allowed: [a.test]\n",
+      "policy.yaml:3: network.allowed: " KNOWN_NETWORK },
     { "version: 1\nnetwork:\n  budgets:\n    rps: 5\n",
       "policy.yaml:4: network.budgets.rps: " KNOWN_BUDGETS },
     { "version: 1\nnetwork: [a.test]\n", "policy.yaml:2: network: expected a mapping, got a list" },
@@ -415,7 +428,8 @@ static const struct load_case load_cases[] = {
       "got \"@../npm\"" },
     { "version: 1\nnetwork:\n  deny: [\"@npm\"]\n",
       "policy.yaml:3: network.deny[0]: a preset (\"@npm\") goes in network.allow only" },
-    { "version: 1\nnetwork:\n  deny: [\"a b.test\"]\n", "policy.yaml:3: network.deny[0]: control character or space in host \"a b.test\"" },
+    { "version: 1\nnetwork:\n  deny: [\"a b.test\"]\n",
+      "policy.yaml:3: network.deny[0]: control character or space in host \"a b.test\"" },
     { "version: 1\nnetwork:\n  allow_private: [10.0.0.0/33]\n",
       "policy.yaml:3: network.allow_private[0]: bad prefix length in CIDR \"10.0.0.0/33\"" },
     { "version: 1\nnetwork:\n  allow_private: [example.com]\n",
@@ -437,7 +451,8 @@ static const struct load_case load_cases[] = {
 
     /* network: budgets */
     { "version: 1\nnetwork:\n  budgets:\n    requests: 1\n    bytes: 1\n    connections: 1\n"
-      "    request_rate: 1\n", NULL, "network", NET("none", "", "", "", "", 1, 1, 1, 1) },
+      "    request_rate: 1\n",
+      NULL, "network", NET("none", "", "", "", "", 1, 1, 1, 1) },
     { "version: 1\nnetwork:\n  budgets:\n    bytes: 1.5G\n", NULL, "network",
       NET("none", "", "", "", "", 0, 1610612736, 0, 0) },
     { "version: 1\nnetwork:\n  budgets:\n    requests: 0\n",
@@ -453,7 +468,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\nnetwork:\n  budgets:\n    requests: [1]\n",
       "policy.yaml:4: network.budgets.requests: expected a whole number, got a list" },
     { "version: 1\nnetwork:\n  budgets:\n    requests: 99999999999999999999\n",
-      "policy.yaml:4: network.budgets.requests: expected a whole number, got \"99999999999999999999\"" },
+      "policy.yaml:4: network.budgets.requests: expected a whole number, got "
+      "\"99999999999999999999\"" },
 
     /* secrets: GH_TOKEN is set and CORDON_TEST_EMPTY is "" (main) */
     { "version: 1\n", NULL, "secrets", "[]" },
@@ -463,32 +479,39 @@ static const struct load_case load_cases[] = {
       "    hosts: [api.github.com, \"*.GitHub.com:8443\", API.github.com.]\n    ttl: 10m\n",
       NULL, "secrets", "[" SECRET("GITHUB_TOKEN", "env:GH_TOKEN", GH_HOSTS, 600000) "]" },
     { "version: 1\nsecrets:\n  - name: GITHUB_TOKEN\n    from: env:GH_TOKEN\n"
-      "    hosts: [api.github.com, \"*.github.com:8443\"]\n", NULL, "network",
-      NET_ALLOW(GH_HOSTS) },
+      "    hosts: [api.github.com, \"*.github.com:8443\"]\n",
+      NULL, "network", NET_ALLOW(GH_HOSTS) },
     { "version: 1\nnetwork:\n  allow: [b.test]\n  deny: [x.a.test]\nsecrets:\n" ONE_SECRET("A"),
-      NULL, "network", NET("gateway", "\"a.test:443\",\"b.test\"", "\"x.a.test\"", "", "", 0, 0, 0, 0) },
+      NULL, "network",
+      NET("gateway", "\"a.test:443\",\"b.test\"", "\"x.a.test\"", "", "", 0, 0, 0, 0) },
     { "version: 1\nnetwork:\n  mode: gateway\nsecrets:\n" ONE_SECRET("A"), NULL, "network",
       NET_ALLOW("\"a.test:443\"") },
-    { "version: 1\nsecrets:\n  - name: Z\n    from: file:@T//link/../file.txt\n    hosts: [z.test]\n"
+    { "version: 1\nsecrets:\n  - name: Z\n    from: file:@T//link/../file.txt\n    hosts: "
+      "[z.test]\n"
       "    ttl: 1ms\n  - name: _a\n    from: \"file:@T/a@b.txt\"\n    hosts: [\"*.a.test\"]\n"
-      "    ttl:\n", NULL, "secrets",
-      "[" SECRET("Z", "file:@T/file.txt", "\"z.test:443\"", 1) ","
-      SECRET("_a", "file:@T/a@b.txt", "\"*.a.test:443\"", 0) "]" },
+      "    ttl:\n",
+      NULL, "secrets",
+      "[" SECRET("Z", "file:@T/file.txt", "\"z.test:443\"",
+                 1) "," SECRET("_a", "file:@T/a@b.txt", "\"*.a.test:443\"", 0) "]" },
     { "{\"version\": 1, \"secrets\": [{\"hosts\": [\"b.test\", \"a.test\"], \"ttl\": \"90s\","
-      " \"from\": \"env:GH_TOKEN\", \"name\": \"K\"}]}", NULL, "secrets",
+      " \"from\": \"env:GH_TOKEN\", \"name\": \"K\"}]}",
+      NULL, "secrets",
       "[" SECRET("K", "env:GH_TOKEN", "\"a.test:443\",\"b.test:443\"", 90000) "]" },
     { "{\"version\": 1,\n \"secrets\": [{\"name\": \"K\", \"from\": \"env:GH_TOKEN\",\n"
       " \"hosts\": [\"127.0.0.1\"]}]}",
       "policy.yaml:3: secrets[0].hosts[0]: a secret binds to host names, not addresses" },
 
     /* secrets: errors */
-    { "version: 1\nsecrets: {}\n", "policy.yaml:2: secrets: expected a list of secrets, got a mapping" },
+    { "version: 1\nsecrets: {}\n",
+      "policy.yaml:2: secrets: expected a list of secrets, got a mapping" },
     { "version: 1\nsecrets:\n  - GH_TOKEN\n",
-      "policy.yaml:3: secrets[0]: expected a mapping of name, from, hosts, ttl, got a single value" },
+      "policy.yaml:3: secrets[0]: expected a mapping of name, from, hosts, ttl, got a single "
+      "value" },
     { "version: 1\nsecrets:\n  -\n",
       "policy.yaml:2: secrets[0]: expected a mapping of name, from, hosts, ttl, got null" },
     { "version: 1\nsecrets:\n  - name: 1X\n    from: env:GH_TOKEN\n    hosts: [a.test]\n",
-      "policy.yaml:3: secrets[0].name: \"1X\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+      "policy.yaml:3: secrets[0].name: \"1X\" is not a variable name (expected "
+      "[A-Za-z_][A-Za-z0-9_]*)" },
     { "version: 1\nsecrets:\n  - name:\n    from: env:GH_TOKEN\n",
       "policy.yaml:3: secrets[0].name: expected a variable name, got null" },
     { "version: 1\nsecrets:\n" ONE_SECRET("A") ONE_SECRET("B") ONE_SECRET("A"),
@@ -506,7 +529,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\nsecrets:\n  - name: A\n    from: env:CORDON_TEST_EMPTY\n    hosts: [a.test]\n",
       "policy.yaml:4: secrets[0].from: environment variable \"CORDON_TEST_EMPTY\" is empty" },
     { "version: 1\nsecrets:\n  - name: A\n    from: env:GH-TOKEN\n",
-      "policy.yaml:4: secrets[0].from: \"GH-TOKEN\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+      "policy.yaml:4: secrets[0].from: \"GH-TOKEN\" is not a variable name (expected "
+      "[A-Za-z_][A-Za-z0-9_]*)" },
     { "version: 1\nsecrets:\n  - name: A\n    from: ghp_notareference\n",
       "policy.yaml:4: secrets[0].from: " REFERENCE },
     { "version: 1\nsecrets:\n  - name: A\n    from: [env:GH_TOKEN]\n",
@@ -538,11 +562,14 @@ static const struct load_case load_cases[] = {
       "policy.yaml:5: secrets[0].hosts[0]: expected HOST[:PORT], got \"\"" },
     { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [[a.test]]\n",
       "policy.yaml:5: secrets[0].hosts[0]: expected a host name, got a list" },
-    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    ttl: 0\n",
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    ttl: "
+      "0\n",
       "policy.yaml:6: secrets[0].ttl: must be greater than 0, got \"0\"" },
-    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    ttl: soon\n",
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    ttl: "
+      "soon\n",
       "policy.yaml:6: secrets[0].ttl: expected a duration like 30s, 2m or 500ms, got \"soon\"" },
-    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    value: x\n",
+    { "version: 1\nsecrets:\n  - name: A\n    from: env:GH_TOKEN\n    hosts: [a.test]\n    value: "
+      "x\n",
       "policy.yaml:6: secrets[0].value: " KNOWN_SECRET },
     { "version: 1\nsecrets:\n  - from: env:GH_TOKEN\n    hosts: [a.test]\n",
       "policy.yaml:3: secrets[0]: name: missing" },
@@ -557,8 +584,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\n", NULL, "audit", AUDIT_DEFAULT },
     { "version: 1\naudit: {}\n", NULL, "audit", AUDIT_DEFAULT },
     { "version: 1\naudit:\n  file: @T/audit.jsonl\n  sign_key: @T/file.txt\n"
-      "  checkpoint_every: 100\n  fsync: always\n", NULL, "audit",
-      AUDIT("\"@T/audit.jsonl\"", "\"@T/file.txt\"", 100, "always") },
+      "  checkpoint_every: 100\n  fsync: always\n",
+      NULL, "audit", AUDIT("\"@T/audit.jsonl\"", "\"@T/file.txt\"", 100, "always") },
     { "version: 1\naudit:\n  sign_key: @T/file.txt\n",
       "policy.yaml: audit: sign_key is set but file is not" },
     { "version: 1\naudit:\n  file: @T/a.jsonl\n  witness: @T/data/w.jsonl\n", NULL, "audit",
@@ -584,8 +611,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\naudit:\n  file: @T/link/./a.jsonl\n  fsync: close\n",
       "policy.yaml: audit.file: \"@T/link\" is a symbolic link (to \"data\") that a run could "
       "have planted; cordon never writes through one" },
-    { "version: 1\naudit:\n  file: @T/data/../data/./a.jsonl\n  fsync: close\n",
-      NULL, "audit", AUDIT("\"@T/data/a.jsonl\"", "null", 0, "close") },
+    { "version: 1\naudit:\n  file: @T/data/../data/./a.jsonl\n  fsync: close\n", NULL, "audit",
+      AUDIT("\"@T/data/a.jsonl\"", "null", 0, "close") },
     { "version: 1\naudit:\n  file: @T/file.txt\n", NULL, "audit",
       AUDIT("\"@T/file.txt\"", "null", 0, "close") },
     { "version: 1\naudit:\n  file: @T/ws\n",
@@ -619,15 +646,18 @@ static const struct load_case load_cases[] = {
       "fsync, export, export_endpoint" },
     /* workspace: a copy-on-write layer over a host workspace (issue 12) */
     { "version: 1\nfilesystem:\n  workspace: @T/ws\nworkspace:\n  mode: overlay\n"
-      "  commit: manual\n", NULL, "workspace", "{\"commit\":\"manual\",\"mode\":\"overlay\"}" },
+      "  commit: manual\n",
+      NULL, "workspace", "{\"commit\":\"manual\",\"mode\":\"overlay\"}" },
     { "version: 1\nfilesystem:\n  workspace: @T/ws\nworkspace:\n  mode: overlay\n", NULL,
       "workspace", "{\"commit\":\"on_success\",\"mode\":\"overlay\"}" },
     { "version: 1\nworkspace:\n  mode: overlay\n",
-      "policy.yaml: workspace.mode: overlay needs a host workspace (filesystem.workspace or -w DIR)" },
+      "policy.yaml: workspace.mode: overlay needs a host workspace (filesystem.workspace or -w "
+      "DIR)" },
     { "version: 1\nworkspace:\n  mode: cow\n",
       "policy.yaml:3: workspace.mode: expected one of direct, overlay, got \"cow\"" },
     { "version: 1\nworkspace:\n  commit: later\n",
-      "policy.yaml:3: workspace.commit: expected one of always, on_success, manual, got \"later\"" },
+      "policy.yaml:3: workspace.commit: expected one of always, on_success, manual, got "
+      "\"later\"" },
     { "version: 1\nworkspace:\n  mod: overlay\n",
       "policy.yaml:3: workspace.mod: unknown key; known: mode, commit" },
     /* governance (issue 15) */
@@ -659,10 +689,8 @@ static const struct load_case load_cases[] = {
     /* A written 0 could mean "none allowed" or "no limit": refused, with the word to use. */
     { "version: 1\nlimits:\n  memory: 0\n",
       "policy.yaml:3: limits.memory: 0 is not a limit; write unlimited for none" },
-    { "version: 1\nlimits:\n  best_effort: true\n", NULL, "limits",
-      LIMITS_DEFAULT(ALL_LIMITS) },
-    { "version: 1\nlimits:\n  best_effort: false\n", NULL, "limits",
-      LIMITS_DEFAULT("") },
+    { "version: 1\nlimits:\n  best_effort: true\n", NULL, "limits", LIMITS_DEFAULT(ALL_LIMITS) },
+    { "version: 1\nlimits:\n  best_effort: false\n", NULL, "limits", LIMITS_DEFAULT("") },
     { "version: 1\nlimits:\n  best_effort: [pids, memory]\n", NULL, "limits",
       LIMITS_DEFAULT("\"memory\",\"pids\"") },
     /* A value written, even the default's own, is no longer a default. */
@@ -672,7 +700,8 @@ static const struct load_case load_cases[] = {
     /* "unlimited" is 0, for every limit, and written. */
     { "version: 1\nlimits:\n  wall: unlimited\n  cpu: unlimited\n  memory: unlimited\n"
       "  pids: unlimited\n  output: unlimited\n  file_size: unlimited\n"
-      "  open_files: unlimited\n", NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 0, "", "") },
+      "  open_files: unlimited\n",
+      NULL, "limits", LIMITS(0, 0, 0, 0, 0, 0, 0, "", "") },
     { "version: 1\nlimits:\n  pids: 0\n",
       "policy.yaml:3: limits.pids: 0 is not a limit; write unlimited for none" },
     { "version: 1\nlimits:\n  memory: Unlimited\n",
@@ -681,7 +710,8 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: limits.best_effort[1]: expected one of wall, cpu, memory, pids, output, "
       "file_size, open_files, got \"disk\"" },
     { "version: 1\nlimits:\n  best_effort: memory\n",
-      "policy.yaml:3: limits.best_effort: expected a list of limit names, or true, got \"memory\"" },
+      "policy.yaml:3: limits.best_effort: expected a list of limit names, or true, got "
+      "\"memory\"" },
     { "version: 1\nlimits:\n  memory: lots\n",
       "policy.yaml:3: limits.memory: expected a size like 256M, got \"lots\"" },
     { "version: 1\nlimits:\n  memory: -1G\n",
@@ -707,7 +737,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\n", NULL, "filesystem", FS_DEFAULT_SIZES("", "") },
     /* filesystem.protected adds; unsafe_unprotect takes a default out, by exact name only */
     { "version: 1\nfilesystem:\n  protected: [.tool-versions, .direnv*, .git]\n"
-      "  unsafe_unprotect: [.env*, .git]\n", NULL, "filesystem",
+      "  unsafe_unprotect: [.env*, .git]\n",
+      NULL, "filesystem",
       FSP("null", 268435456, 67108864, "", "",
           "\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\","
           "\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\",\".continuerc.json\","
@@ -750,8 +781,8 @@ static const struct load_case load_cases[] = {
     { "version: 1\nfilesystem:\n  workspace_size: 1G\n  tmp_size: 16M\n", NULL, "filesystem",
       FS("null", 1073741824, 16777216, "", "") },
     { "version: 1\nfilesystem:\n  shm_size: 8M\n  tmp_inodes: 100\n  shm_inodes: unlimited\n"
-      "  workspace_inodes: 0\n", NULL, "filesystem",
-      FS_ALL("null", 268435456, 0, 67108864, 100, 8388608, 0, "", "") },
+      "  workspace_inodes: 0\n",
+      NULL, "filesystem", FS_ALL("null", 268435456, 0, 67108864, 100, 8388608, 0, "", "") },
     { "version: 1\nfilesystem:\n  shm_size: 0\n",
       "policy.yaml:3: filesystem.shm_size: must be greater than 0, got \"0\"" },
     { "version: 1\nfilesystem:\n  tmp_size: unlimited\n",
@@ -790,20 +821,22 @@ static const struct load_case load_cases[] = {
       "policy.yaml: filesystem.workspace: \"@T/link\" is a symbolic link (to \"data\") that a "
       "run could have planted; filesystem.workspace_follow_symlinks: true allows it" },
     { "version: 1\nfilesystem:\n  read_only:\n    - {source: @T/data, follow_symlinks: maybe}\n",
-      "policy.yaml:4: filesystem.read_only[0].follow_symlinks: expected true or false, got \"maybe\"" },
+      "policy.yaml:4: filesystem.read_only[0].follow_symlinks: expected true or false, got "
+      "\"maybe\"" },
     { "version: 1\nfilesystem:\n  read_write: [@T/ws:/out]\n  read_only: [@T/data:/out/d]\n",
       "policy.yaml: filesystem: dest \"/out/d\" is inside the writable bind at \"/out\"; bind it "
       "elsewhere" },
-    { "version: 1\nfilesystem:\n  read_only:\n    - @T//data/./:/opt//x/./y/\n", NULL,
-      "filesystem", FS_DEFAULT_SIZES(BIND("@T/data", "/opt/x/y"), "") },
+    { "version: 1\nfilesystem:\n  read_only:\n    - @T//data/./:/opt//x/./y/\n", NULL, "filesystem",
+      FS_DEFAULT_SIZES(BIND("@T/data", "/opt/x/y"), "") },
     { "version: 1\nfilesystem:\n  read_only:\n    - {source: @T/data, dest: /d}\n"
-      "    - source: @T/file.txt\n  read_write: [@T/ws:/out]\n", NULL, "filesystem",
+      "    - source: @T/file.txt\n  read_write: [@T/ws:/out]\n",
+      NULL, "filesystem",
       FS_DEFAULT_SIZES(BIND("@T/data", "/d") "," BIND("@T/file.txt", "@T/file.txt"),
                        BIND("@T/ws", "/out")) },
-    { "version: 1\nfilesystem:\n  read_only: [@T/data:/zz, @T/ws:/aa, @T/file.txt:/aa/b]\n",
-      NULL, "filesystem",
-      FS_DEFAULT_SIZES(BIND("@T/ws", "/aa") "," BIND("@T/file.txt", "/aa/b") ","
-                       BIND("@T/data", "/zz"), "") },
+    { "version: 1\nfilesystem:\n  read_only: [@T/data:/zz, @T/ws:/aa, @T/file.txt:/aa/b]\n", NULL,
+      "filesystem",
+      FS_DEFAULT_SIZES(
+          BIND("@T/ws", "/aa") "," BIND("@T/file.txt", "/aa/b") "," BIND("@T/data", "/zz"), "") },
     { "version: 1\nfilesystem:\n  read_only: [@T/data:/process]\n", NULL, "filesystem",
       FS_DEFAULT_SIZES(BIND("@T/data", "/process"), "") },
     { "version: 1\nfilesystem:\n  read_only: []\n  read_write: []\n", NULL, "filesystem",
@@ -819,21 +852,27 @@ static const struct load_case load_cases[] = {
     { "version: 1\nfilesystem:\n  read_only: [@T/data:/a/../etc]\n",
       "policy.yaml:3: filesystem.read_only[0]: dest \"/a/../etc\" contains \"..\"" },
     { "version: 1\nfilesystem:\n  read_only: [@T/data:/]\n",
-      "policy.yaml:3: filesystem.read_only[0]: dest \"/\" is the sandbox root, which cordon builds" },
+      "policy.yaml:3: filesystem.read_only[0]: dest \"/\" is the sandbox root, which cordon "
+      "builds" },
     { "version: 1\nfilesystem:\n  read_only: [@T/data:/proc]\n",
-      "policy.yaml:3: filesystem.read_only[0]: dest \"/proc\" is inside /proc, which the sandbox builds itself" },
+      "policy.yaml:3: filesystem.read_only[0]: dest \"/proc\" is inside /proc, which the sandbox "
+      "builds itself" },
     { "version: 1\nfilesystem:\n  read_write: [@T/data://dev/./shm]\n",
-      "policy.yaml:3: filesystem.read_write[0]: dest \"/dev/shm\" is inside /dev, which the sandbox builds itself" },
+      "policy.yaml:3: filesystem.read_write[0]: dest \"/dev/shm\" is inside /dev, which the "
+      "sandbox builds itself" },
     { "version: 1\nfilesystem:\n  read_write: [@T/ws:/workspace/]\n",
-      "policy.yaml:3: filesystem.read_write[0]: dest \"/workspace\" is the workspace; use filesystem.workspace" },
+      "policy.yaml:3: filesystem.read_write[0]: dest \"/workspace\" is the workspace; use "
+      "filesystem.workspace" },
     { "version: 1\nfilesystem:\n  read_only: [@T/data:/workspace/data]\n",
-      "policy.yaml:3: filesystem.read_only[0]: dest \"/workspace/data\" is inside /workspace; bind it elsewhere" },
+      "policy.yaml:3: filesystem.read_only[0]: dest \"/workspace/data\" is inside /workspace; bind "
+      "it elsewhere" },
     { "version: 1\nfilesystem:\n  read_only: [@T/data]\n  read_write:\n    - @T/ws:@T/data\n",
       "policy.yaml:5: filesystem.read_write[0]: dest \"@T/data\" is already bound" },
     { "version: 1\nfilesystem:\n  read_only:\n    - {dest: /d}\n",
       "policy.yaml:4: filesystem.read_only[0]: source: missing" },
     { "version: 1\nfilesystem:\n  read_only:\n    - {src: /d}\n",
-      "policy.yaml:4: filesystem.read_only[0].src: unknown key; known: source, dest, follow_symlinks" },
+      "policy.yaml:4: filesystem.read_only[0].src: unknown key; known: source, dest, "
+      "follow_symlinks" },
     { "version: 1\nfilesystem:\n  read_only:\n    - {source: [/d]}\n",
       "policy.yaml:4: filesystem.read_only[0].source: expected a path, got a list" },
     { "version: 1\nfilesystem:\n  read_only:\n    -\n",
@@ -846,12 +885,16 @@ static const struct load_case load_cases[] = {
     /* env */
     { "version: 1\n", NULL, "env", "{\"pass\":[],\"set\":{}}" },
     { "version: 1\nenv:\n  pass: [PATH, HOME, PATH]\n  set:\n    LANG: C.UTF-8\n    EMPTY: \"\"\n"
-      "    _n1: '42'\n", NULL, "env",
-      "{\"pass\":[\"HOME\",\"PATH\"],\"set\":{\"EMPTY\":\"\",\"LANG\":\"C.UTF-8\",\"_n1\":\"42\"}}" },
+      "    _n1: '42'\n",
+      NULL, "env",
+      "{\"pass\":[\"HOME\",\"PATH\"],\"set\":{\"EMPTY\":\"\",\"LANG\":\"C.UTF-8\",\"_n1\":\"42\"}"
+      "}" },
     { "version: 1\nenv:\n  pass: [HOME, 1X]\n",
-      "policy.yaml:3: env.pass[1]: \"1X\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+      "policy.yaml:3: env.pass[1]: \"1X\" is not a variable name (expected "
+      "[A-Za-z_][A-Za-z0-9_]*)" },
     { "version: 1\nenv:\n  set:\n    A-B: x\n",
-      "policy.yaml:4: env.set.A-B: \"A-B\" is not a variable name (expected [A-Za-z_][A-Za-z0-9_]*)" },
+      "policy.yaml:4: env.set.A-B: \"A-B\" is not a variable name (expected "
+      "[A-Za-z_][A-Za-z0-9_]*)" },
     { "version: 1\nenv:\n  set:\n    A: \"x\\0y\"\n",
       "policy.yaml:4: env.set.A: value of \"A\" contains a NUL byte" },
     { "version: 1\nenv:\n  set:\n    A:\n",
@@ -884,8 +927,10 @@ static void test_nul_byte(void)
     struct cordon_err err = { 0 };
     struct policy *p = policy_load_string(text, sizeof text - 1, "policy.yaml", &err);
     ok(!p && err.kind == CORDON_E_POLICY, "a NUL byte is refused as a policy error");
-    is_str(err.msg, "policy.yaml:3: character U+0000 cannot appear in YAML or JSON text (write "
-           "it escaped in a double-quoted string)", "a NUL byte is named with its line");
+    is_str(err.msg,
+           "policy.yaml:3: character U+0000 cannot appear in YAML or JSON text (write "
+           "it escaped in a double-quoted string)",
+           "a NUL byte is named with its line");
     policy_free(p);
 }
 
@@ -937,16 +982,12 @@ static const struct set_case set_cases[] = {
     { "limits.pids", "unlimited", "--pids", NULL, "limits",
       LIMITS(600000, 600000, 1073741824, 0, 16777216, 1073741824, 1024, "",
              "\"wall\",\"cpu\",\"memory\",\"output\",\"file_size\",\"open_files\"") },
-    { "limits.memory", "0", "--memory",
-      "--memory: 0 is not a limit; write unlimited for none" },
-    { "limits.output", "0", "--output",
-      "--output: 0 is not a limit; write unlimited for none" },
-    { "limits.wall", "0s", "--timeout",
-      "--timeout: 0 is not a limit; write unlimited for none" },
+    { "limits.memory", "0", "--memory", "--memory: 0 is not a limit; write unlimited for none" },
+    { "limits.output", "0", "--output", "--output: 0 is not a limit; write unlimited for none" },
+    { "limits.wall", "0s", "--timeout", "--timeout: 0 is not a limit; write unlimited for none" },
     { "limits.best_effort", "memory,pids", "--best-effort", NULL, "limits",
       LIMITS_DEFAULT("\"memory\",\"pids\"") },
-    { "limits.best_effort", "all", "--best-effort", NULL, "limits",
-      LIMITS_DEFAULT(ALL_LIMITS) },
+    { "limits.best_effort", "all", "--best-effort", NULL, "limits", LIMITS_DEFAULT(ALL_LIMITS) },
     { "limits.best_effort", "memory,disk", "--best-effort",
       "--best-effort: expected one of wall, cpu, memory, pids, output, file_size, open_files, "
       "got \"disk\"" },
@@ -987,7 +1028,8 @@ static const struct set_case set_cases[] = {
       NET("none", "", "", "\"127.0.0.2/32\"", "", 0, 0, 0, 0) },
     { "network.allow_private", "[FD00::1]/8", "--allow-private", NULL, "network",
       NET("none", "", "", "\"fd00::/8\"", "", 0, 0, 0, 0) },
-    { "network.allow_private", "nope", "--allow-private", "--allow-private: invalid CIDR \"nope\"" },
+    { "network.allow_private", "nope", "--allow-private",
+      "--allow-private: invalid CIDR \"nope\"" },
     { "network.resolve", "api.example.com=127.0.0.2", "--resolve", NULL, "network",
       NET("none", "", "", "", "\"api.example.com=127.0.0.2\"", 0, 0, 0, 0) },
     { "network.resolve", "api.example.com:127.0.0.2", "--resolve",
@@ -1006,7 +1048,8 @@ static const struct set_case set_cases[] = {
       NET("none", "", "", "", "", 0, 1073741824, 0, 0) },
     { "network.budgets.requests", "0", NULL,
       "network.budgets.requests: must be greater than 0, got \"0\"" },
-    { "network.budgets", "5", NULL, "network.budgets: \"network.budgets\" is a section, not a value" },
+    { "network.budgets", "5", NULL,
+      "network.budgets: \"network.budgets\" is a section, not a value" },
     { "limits", "x", "--limits", "--limits: \"limits\" is a section, not a value" },
     { "limits.disk", "1G", "--disk", "--disk: unknown policy key \"limits.disk\"" },
     { "audit.file", "@T/a.jsonl", "--audit", NULL, "audit",
@@ -1015,13 +1058,13 @@ static const struct set_case set_cases[] = {
     { "audit.file", "", "--audit", "--audit: expected a path, got \"\"" },
     { "audit.file", "@T/nope/a", "--audit",
       "--audit: the directory of \"@T/nope/a\" does not exist" },
-    { "audit.fsync", "always", "--audit-fsync", NULL, "audit",
-      AUDIT("null", "null", 0, "always") },
+    { "audit.fsync", "always", "--audit-fsync", NULL, "audit", AUDIT("null", "null", 0, "always") },
     { "audit.checkpoint_every", "x", NULL,
       "audit.checkpoint_every: expected a whole number, got \"x\"" },
     { "audit", "x", "--audit", "--audit: \"audit\" is a section, not a value" },
     { "secrets", "GH=env:GH_TOKEN@api.github.com,uploads.github.com", "--secret", NULL, "secrets",
-      "[" SECRET("GH", "env:GH_TOKEN", "\"api.github.com:443\",\"uploads.github.com:443\"", 0) "]" },
+      "[" SECRET("GH", "env:GH_TOKEN", "\"api.github.com:443\",\"uploads.github.com:443\"",
+                 0) "]" },
     { "secrets", "GH=env:GH_TOKEN@api.github.com,uploads.github.com", "--secret", NULL, "network",
       NET_ALLOW("\"api.github.com:443\",\"uploads.github.com:443\"") },
     { "secrets", "K=file:@T/a@b.txt@ *.a.test:8443 ", "--secret", NULL, "secrets",
@@ -1099,14 +1142,15 @@ static void test_flags_over_file(void)
     char *ws = expand("@T/ws");
     ok(p->n_binds == 2 && strcmp(p->binds[1].dest, ws) == 0, "relative bind dest is absolute");
     ok(policy_set(p, "filesystem.workspace", "./ws", "--workspace", &err) == 0 &&
-           strcmp(p->workspace, ws) == 0, "--workspace ./ws resolves against the cwd");
+           strcmp(p->workspace, ws) == 0,
+       "--workspace ./ws resolves against the cwd");
     ok(policy_set(p, "audit.file", "audit.jsonl", "--audit", &err) == 0 && p->audit.file,
        "--audit audit.jsonl (relative) accepted");
     char *log = expand("@T/audit.jsonl");
     is_str(p->audit.file, log, "--audit audit.jsonl resolves against the cwd");
     free(log);
-    ok(policy_set(p, "audit.sign_key", "file.txt", "--audit-key", &err) == 0 &&
-           p->audit.sign_key, "a relative key path is accepted from a flag");
+    ok(policy_set(p, "audit.sign_key", "file.txt", "--audit-key", &err) == 0 && p->audit.sign_key,
+       "a relative key path is accepted from a flag");
     ok(chdir(cwd) == 0, "chdir back");
 
     /* finalize also catches a struct filled by hand */
@@ -1118,8 +1162,10 @@ static void test_flags_over_file(void)
     free(p->binds[1].dest);
     p->binds[1].dest = strdup("/workspace");
     ok(policy_finalize(p, &err) == -1, "finalize refuses /workspace as a bind dest");
-    is_str(err.msg, "p.yaml: filesystem: dest \"/workspace\" is the workspace; use "
-                    "filesystem.workspace", "finalize workspace message");
+    is_str(err.msg,
+           "p.yaml: filesystem: dest \"/workspace\" is the workspace; use "
+           "filesystem.workspace",
+           "finalize workspace message");
 
     free(dup);
     free(ws);
@@ -1145,9 +1191,9 @@ static void test_network_flags(void)
     ok(policy_set(p, "network.resolve", "b.test=[::1]", "--resolve", &err) == 0, "--resolve adds");
     ok(policy_finalize(p, &err) == 0, "finalize passes");
     char *got = section_json(p, "network");
-    is_str(got, NET("gateway", "\"a.test\",\"b.test\",\"c.test:8080\"",
-                    "\"b.test\",\"x.a.test\"", "\"127.0.0.2/32\"",
-                    "\"a.test=127.0.0.2\",\"b.test=[::1]\"", 0, 0, 0, 0),
+    is_str(got,
+           NET("gateway", "\"a.test\",\"b.test\",\"c.test:8080\"", "\"b.test\",\"x.a.test\"",
+               "\"127.0.0.2/32\"", "\"a.test=127.0.0.2\",\"b.test=[::1]\"", 0, 0, 0, 0),
            "flags extend the file's network lists");
     free(got);
     ok(p->network.n_allow == 3 && strcmp(p->network.allow[2], "c.test:8080") == 0,
@@ -1180,7 +1226,8 @@ static void test_network_flags(void)
     p = policy_new(&err);
     ok(policy_set(p, "network.allow", "a.test", "--allow", &err) == 0 &&
            policy_set(p, "network.mode", "none", "--net", &err) == 0 &&
-           policy_finalize(p, &err) == -1, "--allow with --net none refused");
+           policy_finalize(p, &err) == -1,
+       "--allow with --net none refused");
     is_str(err.msg, "network.allow: needs mode gateway (mode is none)",
            "--allow with --net none message");
     policy_free(p);
@@ -1194,15 +1241,17 @@ static void test_network_flags(void)
 /* Secrets: flags on top of a file, the implied gateway, and no value anywhere. */
 static void test_secrets(void)
 {
-    char *text = expand("version: 1\nenv:\n  pass: [HOME]\nsecrets:\n"
-                        "  - {name: GH, from: \"env:GH_TOKEN\", hosts: [api.github.com]}\n"
-                        "  - {name: FILE_TOKEN, from: \"file:@T/secret.txt\", hosts: [\"*.b.test\"]}\n");
+    char *text =
+        expand("version: 1\nenv:\n  pass: [HOME]\nsecrets:\n"
+               "  - {name: GH, from: \"env:GH_TOKEN\", hosts: [api.github.com]}\n"
+               "  - {name: FILE_TOKEN, from: \"file:@T/secret.txt\", hosts: [\"*.b.test\"]}\n");
     struct cordon_err err = { 0 };
     struct policy *p = policy_load_string(text, strlen(text), "p.yaml", &err);
     if (!ok(p != NULL, "secrets policy loads"))
         printf("#   %s\n", err.msg);
     ok(p->n_secrets == 2 && strcmp(p->secrets[0].name, "FILE_TOKEN") == 0 &&
-           strcmp(p->secrets[1].name, "GH") == 0, "secrets are sorted by name");
+           strcmp(p->secrets[1].name, "GH") == 0,
+       "secrets are sorted by name");
     ok(p->network.mode == POLICY_NET_GATEWAY && !p->network.mode_explicit,
        "secrets imply the gateway");
     ok(p->network.n_allow == 2 && strcmp(p->network.allow[0], "*.b.test:443") == 0 &&
@@ -1236,15 +1285,16 @@ static void test_secrets(void)
     json_decref(j);
 
     /* --net none after the fact, and an explicit none from the start. */
-    ok(policy_set(p, "network.mode", "none", "--net", &err) == 0 &&
-           policy_finalize(p, &err) == -1, "--net none with secrets refused");
+    ok(policy_set(p, "network.mode", "none", "--net", &err) == 0 && policy_finalize(p, &err) == -1,
+       "--net none with secrets refused");
     is_str(err.msg, "p.yaml: secrets: need network mode gateway (mode is none)",
            "--net none with secrets message");
     policy_free(p);
     p = policy_new(&err);
     ok(policy_set(p, "network.mode", "none", "--net", &err) == 0 &&
            policy_set(p, "secrets", "GH=env:GH_TOKEN@a.test", "--secret", &err) == 0 &&
-           policy_finalize(p, &err) == -1, "--secret with --net none refused");
+           policy_finalize(p, &err) == -1,
+       "--secret with --net none refused");
     is_str(err.msg, "secrets: need network mode gateway (mode is none)",
            "--secret with --net none message");
     policy_free(p);
@@ -1266,8 +1316,10 @@ static void test_secrets(void)
     memset(spec, 'N', 128);
     strcpy(spec + 128, "=env:GH_TOKEN@a.test");
     ok(policy_set(p, "secrets", spec, "--secret", &err) == -1, "a 128-character name refused");
-    is_str(err.msg, "--secret: \"NNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN...\" is too long "
-                    "(at most 127 characters)", "long name message");
+    is_str(err.msg,
+           "--secret: \"NNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN...\" is too long "
+           "(at most 127 characters)",
+           "long name message");
     int added = 0;
     for (int i = 0; i < POLICY_MAX_SECRETS - 1; i++) {
         snprintf(spec, sizeof spec, "S%02d=env:GH_TOKEN@a.test", i);
@@ -1294,13 +1346,24 @@ static void test_defaults_and_json(void)
     struct policy *p = policy_new(&err);
     json_t *j = policy_to_json(p);
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-    is_str(s, "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"close\","
-              "\"sign_key\":null},"
-              "\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":" FS_DEFAULT_SIZES("", "")
-              ",\"isolation\":\"namespace\",\"limits\":" LIMITS_DEFAULT("") ","
-              "\"network\":" NET_DEFAULT ",\"secrets\":[],\"syscalls\":"
-              "{\"allow\":[],\"deny\":[]},\"tools\":" TOOLS_ALLOW("", "") ",\"version\":1}",
-           "defaults as JSON");
+    is_str(
+        s,
+        "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"close\","
+        "\"sign_key\":null},"
+        "\"env\":{\"pass\":[],\"set\":{}},\"filesystem\":" FS_DEFAULT_SIZES(
+            "", "") ",\"isolation\":\"namespace\",\"limits\":" LIMITS_DEFAULT("") ","
+                                                                                  "\"network\""
+                                                                                  ":" NET_DEFAULT
+                                                                                  ",\"secrets\":[],"
+                                                                                  "\"syscalls\":"
+                                                                                  "{\"allow\":[],"
+                                                                                  "\"deny\":[]},"
+                                                                                  "\"tools\""
+                                                                                  ":" TOOLS_ALLOW(
+                                                                                      "",
+                                                                                      "") ",\"versi"
+                                                                                          "on\":1}",
+        "defaults as JSON");
     ok(policy_finalize(p, &err) == 0, "defaults finalize");
     free(s);
     json_decref(j);
@@ -1347,12 +1410,15 @@ static void test_digest(void)
     digest_of("{\"version\": 1, \"env\": {\"pass\": [\"PATH\", \"HOME\"]},"
               " \"filesystem\": {\"read_only\": [{\"source\": \"@T/ws\", \"dest\": \"/w\"},"
               " \"@T/data\"]},"
-              " \"limits\": {\"wall\": \"30000ms\", \"memory\": 268435456}}", json);
+              " \"limits\": {\"wall\": \"30000ms\", \"memory\": 268435456}}",
+              json);
     digest_of("version: 1\nlimits:\n  memory: 256M\n  wall: 31s\n"
               "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n",
               changed);
-    digest_of("version: 1\nenv:\n  pass: [PATH, HOME]\nfilesystem:\n  read_only: [@T/ws:/w, @T/data]\n"
-              "limits:\n  wall: 30s\n  memory: 256M\n", reordered);
+    digest_of(
+        "version: 1\nenv:\n  pass: [PATH, HOME]\nfilesystem:\n  read_only: [@T/ws:/w, @T/data]\n"
+        "limits:\n  wall: 30s\n  memory: 256M\n",
+        reordered);
     ok(strlen(yaml) == 64, "digest is 64 hex digits");
     is_str(json, yaml, "same policy as JSON has the same digest");
     is_str(reordered, yaml, "reordered keys and lists keep the digest");
@@ -1360,22 +1426,28 @@ static void test_digest(void)
     char audited[65];
     digest_of("version: 1\nlimits:\n  memory: 256M\n  wall: 30s\n"
               "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n"
-              "audit:\n  fsync: always\n", audited);
+              "audit:\n  fsync: always\n",
+              audited);
     ok(strcmp(audited, yaml) != 0, "the audit section is part of the digest");
     char networked[65];
     digest_of("version: 1\nlimits:\n  memory: 256M\n  wall: 30s\n"
               "filesystem:\n  read_only: [@T/data, @T/ws:/w]\nenv:\n  pass: [HOME, PATH]\n"
-              "network:\n  allow: [a.test]\n", networked);
+              "network:\n  allow: [a.test]\n",
+              networked);
     ok(strcmp(networked, yaml) != 0, "the network section is part of the digest");
     char sec[65], sec_host[65], sec_reordered[65], sec_ttl[65];
-    digest_of("version: 1\nsecrets:\n  - {name: A, from: \"env:GH_TOKEN\", hosts: [a.test, b.test]}\n",
-              sec);
-    digest_of("version: 1\nsecrets:\n  - {name: A, from: \"env:GH_TOKEN\", hosts: [a.test, c.test]}\n",
-              sec_host);
+    digest_of(
+        "version: 1\nsecrets:\n  - {name: A, from: \"env:GH_TOKEN\", hosts: [a.test, b.test]}\n",
+        sec);
+    digest_of(
+        "version: 1\nsecrets:\n  - {name: A, from: \"env:GH_TOKEN\", hosts: [a.test, c.test]}\n",
+        sec_host);
     digest_of("{\"version\": 1, \"secrets\": [{\"hosts\": [\"B.test\", \"a.test\"], "
-              "\"from\": \"env:GH_TOKEN\", \"name\": \"A\"}]}", sec_reordered);
+              "\"from\": \"env:GH_TOKEN\", \"name\": \"A\"}]}",
+              sec_reordered);
     digest_of("version: 1\nsecrets:\n  - {name: A, from: \"env:GH_TOKEN\", hosts: [a.test, b.test],"
-              " ttl: 1h}\n", sec_ttl);
+              " ttl: 1h}\n",
+              sec_ttl);
     ok(strlen(sec) == 64 && strcmp(sec, a_default()) != 0, "secrets are part of the digest");
     ok(strcmp(sec_host, sec) != 0, "a changed secret host changes the digest");
     is_str(sec_reordered, sec, "another spelling and order of a secret keeps the digest");
@@ -1407,14 +1479,18 @@ static void test_network_digest(void)
 {
     char base[65], spelled[65], limits[65], budget[65], none[65];
     network_digest_of("version: 1\nnetwork:\n  allow: [a.test, \"*.b.test:8443\"]\n"
-                      "  resolve: [a.test=127.0.0.2]\n", base);
-    network_digest_of("{\"version\": 1, \"network\": {\"resolve\": [\"A.test.=127.0.0.2\"],"
-                      " \"mode\": \"gateway\", \"allow\": [\"*.B.test:8443\", \"a.test\", \"A.TEST\"]}}",
-                      spelled);
+                      "  resolve: [a.test=127.0.0.2]\n",
+                      base);
+    network_digest_of(
+        "{\"version\": 1, \"network\": {\"resolve\": [\"A.test.=127.0.0.2\"],"
+        " \"mode\": \"gateway\", \"allow\": [\"*.B.test:8443\", \"a.test\", \"A.TEST\"]}}",
+        spelled);
     network_digest_of("version: 1\nlimits: {memory: 1G}\nnetwork:\n"
-                      "  allow: [a.test, \"*.b.test:8443\"]\n  resolve: [a.test=127.0.0.2]\n", limits);
+                      "  allow: [a.test, \"*.b.test:8443\"]\n  resolve: [a.test=127.0.0.2]\n",
+                      limits);
     network_digest_of("version: 1\nnetwork:\n  allow: [a.test, \"*.b.test:8443\"]\n"
-                      "  resolve: [a.test=127.0.0.2]\n  budgets: {requests: 5}\n", budget);
+                      "  resolve: [a.test=127.0.0.2]\n  budgets: {requests: 5}\n",
+                      budget);
     network_digest_of("version: 1\n", none);
     ok(strlen(base) == 64, "network digest is 64 hex digits");
     is_str(spelled, base, "another spelling and order keeps the network digest");
@@ -1502,8 +1578,8 @@ static void make_tree(void)
 
 static void remove_tree(void)
 {
-    static const char *const names[] = { "ws", "data", "file.txt", "link", "bad.json",
-                                         "a@b.txt", "secret.txt" };
+    static const char *const names[] = { "ws",       "data",    "file.txt",  "link",
+                                         "bad.json", "a@b.txt", "secret.txt" };
     char path[4200];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", tmp, names[i]);

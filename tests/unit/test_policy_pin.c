@@ -115,119 +115,124 @@ static const char enums_b[] =
     "network: {mode: gateway}\naudit: {fsync: always}\n";
 
 struct pinned {
-    const char *json;               /* NULL: not compared (the digest covers it) */
+    const char *json; /* NULL: not compared (the digest covers it) */
     const char *digest, *network, *tools;
 };
 
 static const struct pinned pinned_default = {
-      "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"close\",\"sign_key\":null},\"e"
-      "nv\":{\"pass\":[],\"set\":{}},\"filesystem\":{\"protected\":[\".aider.conf.yml\",\".aws\","
-      "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\",\".codex\",\".co"
-      "nfig\",\".continue\",\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\",\".devco"
-      "ntainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\",\".git\",\".gitconfig\","
-      "\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml"
-      "\",\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\",\".mise.toml\""
-      ",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commit-config.yam"
-      "l\",\".profile\",\".pryrc\",\".python-version\",\".ruby-version\",\".sdkmanrc\",\".ssh\",\""
-      ".tcshrc\",\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\""
-      ",\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\",\"mise.local.toml\",\"mise.tom"
-      "l\"],\"read_only\":[],\"read_write\":[],\"shm_inodes\":4096,\"shm_size\":67108864,\"tmp_ino"
-      "des\":16384,\"tmp_size\":67108864,\"unix_sockets\":[],\"unsafe_unprotect\":[],\"workspace\""
-      ":null,\"workspace_inodes\":65536,\"workspace_size\":268435456},\"isolation\":\"namespace\","
-      "\"limits\":{\"best_effort\":[],\"cpu_ms\":600000,\"defaults\":[\"wall\",\"cpu\",\"memory\","
-      "\"pids\",\"output\",\"file_size\",\"open_files\"],\"file_size\":1073741824,\"memory\":10737"
-      "41824,\"open_files\":1024,\"output\":16777216,\"pids\":256,\"wall_ms\":600000},\"network\":"
-      "{\"allow\":[],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"connections\":0,\"request_rat"
-      "e\":0,\"requests\":0},\"deny\":[],\"dns\":[],\"mode\":\"none\",\"resolve\":[],\"upstream_ca"
-      "\":null},\"secrets\":[],\"syscalls\":{\"allow\":[],\"deny\":[]},\"tools\":{\"allow\":[],\"c"
-      "all_timeout_ms\":300000,\"elicitation\":false,\"logging\":true,\"max_calls\":0,\"max_messag"
-      "e_bytes\":8388608,\"max_result_bytes\":4194304,\"prompts\":false,\"record_arguments\":false"
-      ",\"resources\":false,\"roots\":false,\"rules\":{},\"sa"
-      "mpling\":false},\"version\":1}",
+    "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"close\",\"sign_key\":null},\"e"
+    "nv\":{\"pass\":[],\"set\":{}},\"filesystem\":{\"protected\":[\".aider.conf.yml\",\".aws\","
+    "\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\",\".codex\",\".co"
+    "nfig\",\".continue\",\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontainer\",\".devco"
+    "ntainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\",\".git\",\".gitconfig\","
+    "\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".lefthook-local.yml"
+    "\",\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\",\".mise.toml\""
+    ",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commit-config.yam"
+    "l\",\".profile\",\".pryrc\",\".python-version\",\".ruby-version\",\".sdkmanrc\",\".ssh\",\""
+    ".tcshrc\",\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\""
+    ",\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\",\"mise.local.toml\",\"mise.tom"
+    "l\"],\"read_only\":[],\"read_write\":[],\"shm_inodes\":4096,\"shm_size\":67108864,\"tmp_ino"
+    "des\":16384,\"tmp_size\":67108864,\"unix_sockets\":[],\"unsafe_unprotect\":[],\"workspace\""
+    ":null,\"workspace_inodes\":65536,\"workspace_size\":268435456},\"isolation\":\"namespace\","
+    "\"limits\":{\"best_effort\":[],\"cpu_ms\":600000,\"defaults\":[\"wall\",\"cpu\",\"memory\","
+    "\"pids\",\"output\",\"file_size\",\"open_files\"],\"file_size\":1073741824,\"memory\":10737"
+    "41824,\"open_files\":1024,\"output\":16777216,\"pids\":256,\"wall_ms\":600000},\"network\":"
+    "{\"allow\":[],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"connections\":0,\"request_rat"
+    "e\":0,\"requests\":0},\"deny\":[],\"dns\":[],\"mode\":\"none\",\"resolve\":[],\"upstream_ca"
+    "\":null},\"secrets\":[],\"syscalls\":{\"allow\":[],\"deny\":[]},\"tools\":{\"allow\":[],\"c"
+    "all_timeout_ms\":300000,\"elicitation\":false,\"logging\":true,\"max_calls\":0,\"max_messag"
+    "e_bytes\":8388608,\"max_result_bytes\":4194304,\"prompts\":false,\"record_arguments\":false"
+    ",\"resources\":false,\"roots\":false,\"rules\":{},\"sa"
+    "mpling\":false},\"version\":1}",
     "0e7caabe33f58e4d3aeeda2d3e3144812410eb3eded053f224c16d716df10c88",
     "0d39e10ea8908b7080ee472f532edefa8e53541bbf7f295f630f7a4f711fee62",
-    "43b1f3bffeb7b35f4cea189414e0514538531bcedf648ef76f3013e7fae2101c" };
+    "43b1f3bffeb7b35f4cea189414e0514538531bcedf648ef76f3013e7fae2101c"
+};
 static const struct pinned pinned_rich = {
-      "{\"audit\":{\"checkpoint_every\":0,\"export\":\"otlp\",\"export_endpoint\":\"http://127.0.0"
-      ".1:4318/v1/logs\",\"file\":\"/run/cordon-pin-audit.log\",\"fsync\":\"always\",\"sign_key\":"
-      "null},\"break_glass\":{\"max_duration_ms\":3600000,\"may_relax\":[\"limits.wall\",\"network"
-      "\"]},\"decider\":{\"socket\":\"/run/cordon-pin-decider.sock\",\"timeout_ms\":2000},\"env\":"
-      "{\"pass\":[\"HOME\",\"PATH\"],\"set\":{\"EMPTY\":\"\",\"LANG\":\"C.UTF-8\"}},\"filesystem\""
-      ":{\"protected\":[\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_prof"
-      "ile\",\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\",\".continuerc.json\",\"."
-      "cshrc\",\".cursor\",\".devcontainer\",\".devcontainer.json\",\".env\",\".env*\",\".exrc\","
-      "\".gemini\",\".git\",\".gitconfig\",\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\""
-      ",\".lefthook\",\".lefthook-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\""
-      ",\".mise.local.toml\",\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\""
-      ",\".pdbrc\",\".pre-commit-config.yaml\",\".profile\",\".pryrc\",\".python-version\",\".ruby"
-      "-version\",\".sdkmanrc\",\".secret*\",\".ssh\",\".tcshrc\",\".tool-versions\",\".vscode\","
-      "\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\",\".zshrc\",\"lefthook-local.yml\",\"left"
-      "hook.yml\",\"mise\",\"mise.local.toml\",\"mise.toml\"],\"read_only\":[{\"dest\":\"/host-etc"
-      "\",\"follow_symlinks\":true,\"source\":\"/etc\"},{\"dest\":\"/usr\",\"source\":\"/usr\"}],"
-      "\"read_write\":[{\"dest\":\"/scratch\",\"source\":\"/tmp\"}],\"shm_inodes\":3000,\"shm_size"
-      "\":16777216,\"tmp_inodes\":2000,\"tmp_size\":33554432,\"unix_sockets\":[\"/run/pin.sock\"],"
-      "\"unsafe_unprotect\":[\".envrc\"],\"workspace\":\"/usr/share\",\"workspace_inodes\":1000,\""
-      "workspace_size\":134217728},\"isolation\":[\"gvisor\",\"namespace\"],\"limits\":{\"best_eff"
-      "ort\":[\"memory\",\"pids\"],\"cpu_ms\":60000,\"defaults\":[],\"file_size\":67108864,\"memor"
-      "y\":268435456,\"open_files\":64,\"output\":1048576,\"pids\":0,\"wall_ms\":30000},\"microvm"
-      "\":{\"accel\":\"tcg\"},\"network\":{\"allow\":[\"*.example.org:8443\",\"192.0.2.7\",\"api.e"
-      "xample.com\",\"api.example.com:443\"],\"allow_private\":[\"10.0.0.0/8\",\"fd00::/8\"],\"ask"
-      "\":[\"maybe.example.net\"],\"budgets\":{\"bytes\":10485760,\"connections\":4,\"request_rate"
-      "\":5,\"requests\":100},\"deny\":[\"bad.example.com\"],\"dns\":[\"1.1.1.1:53\",\"[2606:4700:"
-      ":1111]:5353\"],\"mode\":\"gateway\",\"resolve\":[\"api.example.com=127.0.0.2\"],\"upstream_"
-      "ca\":null},\"secrets\":[{\"from\":\"env:PIN_TEST_TOKEN\",\"hosts\":[\"api.example.com:443\""
-      "],\"name\":\"PIN_TOKEN\",\"ttl_ms\":300000}],\"syscalls\":{\"allow\":[\"chroot\"],\"deny\":"
-      "[\"uname\"]},\"tools\":{\"allow\":[\"read_file\",\"search\"],\"ask\":[\"search\"],\"call_ti"
-      "meout_ms\":30000,\"elicitation\":true,\"logging\":false,\"max_calls\":10,\"max_message_byte"
-      "s\":65536,\"max_result_bytes\":1048576,\"pinned\":[\"search=0123456789abcdef0123456789abcde"
-      "f0123456789abcdef0123456789abcdef\"],\"prompts\":true,\"record_arguments\":true,\"resources"
-      "\":true,\"roots\":true,\"rules\":{\"read_file\":{\"path\":{\"deny\":[\"*.key\"],\"max_lengt"
-      "h\":4096,\"pattern\":\"^[a-z/]+$\",\"under\":[\"/workspace\"]}}},\"sampling\":true},\"versi"
-      "on\":1,\"workspace\":{\"commit\":\"manual\",\"mode\":"
-      "\"overlay\"}}",
+    "{\"audit\":{\"checkpoint_every\":0,\"export\":\"otlp\",\"export_endpoint\":\"http://127.0.0"
+    ".1:4318/v1/logs\",\"file\":\"/run/cordon-pin-audit.log\",\"fsync\":\"always\",\"sign_key\":"
+    "null},\"break_glass\":{\"max_duration_ms\":3600000,\"may_relax\":[\"limits.wall\",\"network"
+    "\"]},\"decider\":{\"socket\":\"/run/cordon-pin-decider.sock\",\"timeout_ms\":2000},\"env\":"
+    "{\"pass\":[\"HOME\",\"PATH\"],\"set\":{\"EMPTY\":\"\",\"LANG\":\"C.UTF-8\"}},\"filesystem\""
+    ":{\"protected\":[\".aider.conf.yml\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_prof"
+    "ile\",\".bashrc\",\".claude\",\".codex\",\".config\",\".continue\",\".continuerc.json\",\"."
+    "cshrc\",\".cursor\",\".devcontainer\",\".devcontainer.json\",\".env\",\".env*\",\".exrc\","
+    "\".gemini\",\".git\",\".gitconfig\",\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\""
+    ",\".lefthook\",\".lefthook-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\""
+    ",\".mise.local.toml\",\".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\""
+    ",\".pdbrc\",\".pre-commit-config.yaml\",\".profile\",\".pryrc\",\".python-version\",\".ruby"
+    "-version\",\".sdkmanrc\",\".secret*\",\".ssh\",\".tcshrc\",\".tool-versions\",\".vscode\","
+    "\".zlogin\",\".zlogout\",\".zprofile\",\".zshenv\",\".zshrc\",\"lefthook-local.yml\",\"left"
+    "hook.yml\",\"mise\",\"mise.local.toml\",\"mise.toml\"],\"read_only\":[{\"dest\":\"/host-etc"
+    "\",\"follow_symlinks\":true,\"source\":\"/etc\"},{\"dest\":\"/usr\",\"source\":\"/usr\"}],"
+    "\"read_write\":[{\"dest\":\"/scratch\",\"source\":\"/tmp\"}],\"shm_inodes\":3000,\"shm_size"
+    "\":16777216,\"tmp_inodes\":2000,\"tmp_size\":33554432,\"unix_sockets\":[\"/run/pin.sock\"],"
+    "\"unsafe_unprotect\":[\".envrc\"],\"workspace\":\"/usr/share\",\"workspace_inodes\":1000,\""
+    "workspace_size\":134217728},\"isolation\":[\"gvisor\",\"namespace\"],\"limits\":{\"best_eff"
+    "ort\":[\"memory\",\"pids\"],\"cpu_ms\":60000,\"defaults\":[],\"file_size\":67108864,\"memor"
+    "y\":268435456,\"open_files\":64,\"output\":1048576,\"pids\":0,\"wall_ms\":30000},\"microvm"
+    "\":{\"accel\":\"tcg\"},\"network\":{\"allow\":[\"*.example.org:8443\",\"192.0.2.7\",\"api.e"
+    "xample.com\",\"api.example.com:443\"],\"allow_private\":[\"10.0.0.0/8\",\"fd00::/8\"],\"ask"
+    "\":[\"maybe.example.net\"],\"budgets\":{\"bytes\":10485760,\"connections\":4,\"request_rate"
+    "\":5,\"requests\":100},\"deny\":[\"bad.example.com\"],\"dns\":[\"1.1.1.1:53\",\"[2606:4700:"
+    ":1111]:5353\"],\"mode\":\"gateway\",\"resolve\":[\"api.example.com=127.0.0.2\"],\"upstream_"
+    "ca\":null},\"secrets\":[{\"from\":\"env:PIN_TEST_TOKEN\",\"hosts\":[\"api.example.com:443\""
+    "],\"name\":\"PIN_TOKEN\",\"ttl_ms\":300000}],\"syscalls\":{\"allow\":[\"chroot\"],\"deny\":"
+    "[\"uname\"]},\"tools\":{\"allow\":[\"read_file\",\"search\"],\"ask\":[\"search\"],\"call_ti"
+    "meout_ms\":30000,\"elicitation\":true,\"logging\":false,\"max_calls\":10,\"max_message_byte"
+    "s\":65536,\"max_result_bytes\":1048576,\"pinned\":[\"search=0123456789abcdef0123456789abcde"
+    "f0123456789abcdef0123456789abcdef\"],\"prompts\":true,\"record_arguments\":true,\"resources"
+    "\":true,\"roots\":true,\"rules\":{\"read_file\":{\"path\":{\"deny\":[\"*.key\"],\"max_lengt"
+    "h\":4096,\"pattern\":\"^[a-z/]+$\",\"under\":[\"/workspace\"]}}},\"sampling\":true},\"versi"
+    "on\":1,\"workspace\":{\"commit\":\"manual\",\"mode\":"
+    "\"overlay\"}}",
     "4f4b3c62215fc2726254e17b4573f0ee2fe17fa710b43f56814a278cdd32e119",
     "1ee00239ff0e7b331d299108a8e15a407c638520ad3bdd01a08eeed4d3f97a53",
-    "dba35a99e8d167c7fc288c9803fbb29d5648705dc5b9b14ba20b4abf8c482a9a" };
+    "dba35a99e8d167c7fc288c9803fbb29d5648705dc5b9b14ba20b4abf8c482a9a"
+};
 static const struct pinned pinned_enums_a = {
     NULL, /* the digest pins it; the JSON of every key is pinned above */
     "34550504bf5f8a8038ee1d3d8fa604648437c9e71eff5cf326eef862f2f0b693",
     "0d39e10ea8908b7080ee472f532edefa8e53541bbf7f295f630f7a4f711fee62",
-    "43b1f3bffeb7b35f4cea189414e0514538531bcedf648ef76f3013e7fae2101c" };
+    "43b1f3bffeb7b35f4cea189414e0514538531bcedf648ef76f3013e7fae2101c"
+};
 static const struct pinned pinned_enums_b = {
     NULL, /* the digest pins it; the JSON of every key is pinned above */
     "401d02cce14095a01b8ed9330c6841250ebffcadcf704d225dec79fbb9520e4c",
     "f50b9d11a791a7c0ead828161bbb2158260c30dd70fda4b6c6110ad6d5aecc81",
-    "43b1f3bffeb7b35f4cea189414e0514538531bcedf648ef76f3013e7fae2101c" };
+    "43b1f3bffeb7b35f4cea189414e0514538531bcedf648ef76f3013e7fae2101c"
+};
 static const struct pinned pinned_flags = {
-      "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"always\",\"sign_key\":null},\""
-      "env\":{\"pass\":[],\"set\":{\"A\":\"b\"}},\"filesystem\":{\"protected\":[\".aider.conf.yml"
-      "\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\",\".c"
-      "odex\",\".config\",\".continue\",\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontaine"
-      "r\",\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\",\".git\",\"."
-      "gitconfig\",\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".leftho"
-      "ok-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\",\""
-      ".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commi"
-      "t-config.yaml\",\".profile\",\".pryrc\",\".python-version\",\".ruby-version\",\".sdkmanrc\""
-      ",\".ssh\",\".tcshrc\",\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\""
-      ",\".zshenv\",\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\",\"mise.local.toml"
-      "\",\"mise.toml\"],\"read_only\":[{\"dest\":\"/e\",\"source\":\"/etc\"}],\"read_write\":[],"
-      "\"shm_inodes\":4096,\"shm_size\":67108864,\"tmp_inodes\":16384,\"tmp_size\":67108864,\"unix"
-      "_sockets\":[],\"unsafe_unprotect\":[],\"workspace\":\"/usr\",\"workspace_inodes\":65536,\"w"
-      "orkspace_size\":268435456},\"isolation\":[\"namespace\",\"process\"],\"limits\":{\"best_eff"
-      "ort\":[\"wall\",\"memory\"],\"cpu_ms\":600000,\"defaults\":[\"wall\",\"cpu\",\"pids\",\"out"
-      "put\",\"file_size\",\"open_files\"],\"file_size\":1073741824,\"memory\":0,\"open_files\":10"
-      "24,\"output\":16777216,\"pids\":256,\"wall_ms\":600000},\"microvm\":{\"accel\":\"tcg\"},\"n"
-      "etwork\":{\"allow\":[\"api.example.com\"],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"c"
-      "onnections\":0,\"request_rate\":0,\"requests\":0},\"deny\":[],\"dns\":[],\"mode\":\"gateway"
-      "\",\"resolve\":[],\"upstream_ca\":null},\"secrets\":[],\"syscalls\":{\"allow\":[],\"deny\":"
-      "[]},\"tools\":{\"allow\":[],\"call_timeout_ms\":300000,\"elicitation\":false,\"logging\":tr"
-      "ue,\"max_calls\":0,\"max_message_bytes\":8388608,\"max_result_bytes\":4194304,\"prompts\":f"
-      "alse,\"record_arguments\":false,\"resources\":false,\"roots\":false,\"rules\":{},\"sampling"
-      "\":false},\"version\":1,\"workspace\":{\"commit\":\""
-      "always\",\"mode\":\"overlay\"}}",
+    "{\"audit\":{\"checkpoint_every\":0,\"file\":null,\"fsync\":\"always\",\"sign_key\":null},\""
+    "env\":{\"pass\":[],\"set\":{\"A\":\"b\"}},\"filesystem\":{\"protected\":[\".aider.conf.yml"
+    "\",\".aws\",\".bash_login\",\".bash_logout\",\".bash_profile\",\".bashrc\",\".claude\",\".c"
+    "odex\",\".config\",\".continue\",\".continuerc.json\",\".cshrc\",\".cursor\",\".devcontaine"
+    "r\",\".devcontainer.json\",\".env\",\".env*\",\".envrc\",\".exrc\",\".gemini\",\".git\",\"."
+    "gitconfig\",\".githooks\",\".husky\",\".idea\",\".irbrc\",\".kube\",\".lefthook\",\".leftho"
+    "ok-local.yml\",\".lefthook.yml\",\".login\",\".mcp.json\",\".mise\",\".mise.local.toml\",\""
+    ".mise.toml\",\".node-version\",\".nvim.lua\",\".nvimrc\",\".nvmrc\",\".pdbrc\",\".pre-commi"
+    "t-config.yaml\",\".profile\",\".pryrc\",\".python-version\",\".ruby-version\",\".sdkmanrc\""
+    ",\".ssh\",\".tcshrc\",\".tool-versions\",\".vscode\",\".zlogin\",\".zlogout\",\".zprofile\""
+    ",\".zshenv\",\".zshrc\",\"lefthook-local.yml\",\"lefthook.yml\",\"mise\",\"mise.local.toml"
+    "\",\"mise.toml\"],\"read_only\":[{\"dest\":\"/e\",\"source\":\"/etc\"}],\"read_write\":[],"
+    "\"shm_inodes\":4096,\"shm_size\":67108864,\"tmp_inodes\":16384,\"tmp_size\":67108864,\"unix"
+    "_sockets\":[],\"unsafe_unprotect\":[],\"workspace\":\"/usr\",\"workspace_inodes\":65536,\"w"
+    "orkspace_size\":268435456},\"isolation\":[\"namespace\",\"process\"],\"limits\":{\"best_eff"
+    "ort\":[\"wall\",\"memory\"],\"cpu_ms\":600000,\"defaults\":[\"wall\",\"cpu\",\"pids\",\"out"
+    "put\",\"file_size\",\"open_files\"],\"file_size\":1073741824,\"memory\":0,\"open_files\":10"
+    "24,\"output\":16777216,\"pids\":256,\"wall_ms\":600000},\"microvm\":{\"accel\":\"tcg\"},\"n"
+    "etwork\":{\"allow\":[\"api.example.com\"],\"allow_private\":[],\"budgets\":{\"bytes\":0,\"c"
+    "onnections\":0,\"request_rate\":0,\"requests\":0},\"deny\":[],\"dns\":[],\"mode\":\"gateway"
+    "\",\"resolve\":[],\"upstream_ca\":null},\"secrets\":[],\"syscalls\":{\"allow\":[],\"deny\":"
+    "[]},\"tools\":{\"allow\":[],\"call_timeout_ms\":300000,\"elicitation\":false,\"logging\":tr"
+    "ue,\"max_calls\":0,\"max_message_bytes\":8388608,\"max_result_bytes\":4194304,\"prompts\":f"
+    "alse,\"record_arguments\":false,\"resources\":false,\"roots\":false,\"rules\":{},\"sampling"
+    "\":false},\"version\":1,\"workspace\":{\"commit\":\""
+    "always\",\"mode\":\"overlay\"}}",
     "9f7186d3ef9867ec26f1d534fe168668e692e1065cfdb30a969b5b7a04d54d65",
     "a6aed327ff6fb2a7792930e24740c286b0c286a503cffb062c6f74612ba92094",
-    "43b1f3bffeb7b35f4cea189414e0514538531bcedf648ef76f3013e7fae2101c" };
+    "43b1f3bffeb7b35f4cea189414e0514538531bcedf648ef76f3013e7fae2101c"
+};
 
 static const char *const file_msgs[][2] = {
     { "version: 1\nisolation: vm\n",
@@ -281,18 +286,15 @@ static const char *const flag_msgs[][4] = {
       "--level: expected one of process, namespace, gvisor, microvm, got \"vm\"" },
     { "isolation", "namespace,", "--level",
       "--level: expected one of process, namespace, gvisor, microvm, got \"\"" },
-    { "isolation", "process,process", "--level",
-      "--level: \"process\" is listed twice" },
+    { "isolation", "process,process", "--level", "--level: \"process\" is listed twice" },
     { "isolation", "", "--level",
       "--level: expected one of process, namespace, gvisor, microvm, got \"\"" },
-    { "microvm.accel", "KVM", "--accel",
-      "--accel: expected one of kvm, tcg, got \"KVM\"" },
+    { "microvm.accel", "KVM", "--accel", "--accel: expected one of kvm, tcg, got \"KVM\"" },
     { "workspace.mode", "", "--workspace-mode",
       "--workspace-mode: expected one of direct, overlay, got \"\"" },
     { "workspace.commit", "never", NULL,
       "workspace.commit: expected one of always, on_success, manual, got \"never\"" },
-    { "network.mode", "off", "--net",
-      "--net: expected one of none, gateway, got \"off\"" },
+    { "network.mode", "off", "--net", "--net: expected one of none, gateway, got \"off\"" },
     { "audit.fsync", "1", "--audit-fsync",
       "--audit-fsync: expected one of always, close, got \"1\"" },
 };

@@ -6,8 +6,9 @@
 
 #include "sandbox/proc_mem.h"
 
-#define ALWAYS_Y "CONFIG_FOO=y\nCONFIG_PROC_MEM_ALWAYS_FORCE=y\n" \
-                 "# CONFIG_PROC_MEM_FORCE_PTRACE is not set\n# CONFIG_PROC_MEM_NO_FORCE is not set\n"
+#define ALWAYS_Y                                     \
+    "CONFIG_FOO=y\nCONFIG_PROC_MEM_ALWAYS_FORCE=y\n" \
+    "# CONFIG_PROC_MEM_FORCE_PTRACE is not set\n# CONFIG_PROC_MEM_NO_FORCE is not set\n"
 #define PTRACE_Y "# CONFIG_PROC_MEM_ALWAYS_FORCE is not set\nCONFIG_PROC_MEM_FORCE_PTRACE=y\n"
 #define NEVER_Y "CONFIG_PROC_MEM_NO_FORCE=y"
 
@@ -63,8 +64,7 @@ int main(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct case_ *c = &cases[i];
         char why[256] = "";
-        enum proc_mem_force f = proc_mem_force(c->release, c->cmdline, c->config, why,
-                                               sizeof why);
+        enum proc_mem_force f = proc_mem_force(c->release, c->cmdline, c->config, why, sizeof why);
         char label[160];
         snprintf(label, sizeof label, "%s, \"%s\"", c->release,
                  tap_show(c->cmdline ? c->cmdline : "(none)"));

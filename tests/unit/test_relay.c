@@ -122,7 +122,7 @@ static bool ask(int fd, uint16_t id, const char *name, uint16_t qtype, struct an
     /* One A record, last in the packet: its four bytes end it. */
     if (ans->n_answers == 1)
         ans->a = (uint32_t)r[n - 4] << 24 | (uint32_t)r[n - 3] << 16 | (uint32_t)r[n - 2] << 8 |
-                 r[n - 1];
+            r[n - 1];
     return (r[0] << 8 | r[1]) == id;
 }
 
@@ -230,8 +230,8 @@ int main(void)
        "a frame longer than any DNS message ends the stream");
     close(s);
 
-    size_t n = relayed(SYNTH_NET + 2, 80, "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n", buf,
-                       sizeof buf);
+    size_t n =
+        relayed(SYNTH_NET + 2, 80, "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n", buf, sizeof buf);
     ok(n > 0 && strstr(buf, "HTTP/1.1 403") && strstr(buf, "X-Cordon-Denied: fronting"),
        "a relayed request whose Host is not the address's name is fronting (403)");
     n = relayed(SYNTH_NET + 300, 443, "\x16\x03\x01", buf, sizeof buf);

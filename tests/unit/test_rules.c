@@ -9,8 +9,8 @@
 
 static const struct {
     const char *spec;
-    const char *canon;      /* NULL: refused */
-    const char *why;        /* expected reason when refused */
+    const char *canon; /* NULL: refused */
+    const char *why;   /* expected reason when refused */
 } parse_cases[] = {
     { "api.example.com", "api.example.com", NULL },
     { "API.Example.COM.", "api.example.com", NULL },
@@ -45,12 +45,14 @@ static const struct {
     { "10.1.2.3/8/api", "10.0.0.0/8/api", NULL },
     { "GET [::1]:8080/x", "GET [::1]:8080/x", NULL },
     { "GET [fd00::]/8/x", "GET [fd00::]/8/x", NULL },
-    { "GETS example.com", NULL, "unknown method \"GETS\" in \"GETS example.com\" (expected GET, "
+    { "GETS example.com", NULL,
+      "unknown method \"GETS\" in \"GETS example.com\" (expected GET, "
       "HEAD, POST, PUT, PATCH, DELETE or OPTIONS)" },
     { "get example.com", NULL, "control character or space in host \"get example.com\"" },
     { "GET, HEAD example.com", NULL,
       "expected [METHOD,...] HOST[:PORT][/PATH], got \"GET, HEAD example.com\"" },
-    { "TRACE example.com", NULL, "unknown method \"TRACE\" in \"TRACE example.com\" (expected "
+    { "TRACE example.com", NULL,
+      "unknown method \"TRACE\" in \"TRACE example.com\" (expected "
       "GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS)" },
     { "GET example.com/a/../b", NULL,
       "bad path in \"GET example.com/a/../b\" (no empty, \".\" or \"..\" segment)" },
@@ -58,7 +60,8 @@ static const struct {
       "bad path in \"GET example.com/a//b\" (no empty, \".\" or \"..\" segment)" },
     { "GET example.com/a%2fb", NULL, "a path may not hold '%' in \"GET example.com/a%2fb\"" },
     { "GET example.com/a?b", NULL, "a path may not hold '?' in \"GET example.com/a?b\"" },
-    { "GET example.com/a*", NULL, "'*' stands for a whole segment only, in \"GET "
+    { "GET example.com/a*", NULL,
+      "'*' stands for a whole segment only, in \"GET "
       "example.com/a*\"" },
 };
 
@@ -69,8 +72,8 @@ static const struct {
     { "GET,HEAD registry.npmjs.org", "GET", "/is-number", 1 },
     { "GET,HEAD registry.npmjs.org", "HEAD", "/", 1 },
     { "GET,HEAD registry.npmjs.org", "PUT", "/is-number", 0 },
-    { "GET,HEAD registry.npmjs.org", "get", "/is-number", 0 },     /* methods are exact */
-    { "registry.npmjs.org", "PUT", "/is-number", 1 },              /* no methods: any */
+    { "GET,HEAD registry.npmjs.org", "get", "/is-number", 0 }, /* methods are exact */
+    { "registry.npmjs.org", "PUT", "/is-number", 1 },          /* no methods: any */
     { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security/advisories/bulk",
       1 },
     { "POST registry.npmjs.org/-/npm/v1/security", "POST", "/-/npm/v1/security", 1 },
@@ -92,7 +95,7 @@ static const struct {
 
 struct match_case {
     const char *rule;
-    const char *host;       /* as a client names it */
+    const char *host; /* as a client names it */
     unsigned port;
     int matches;
 };
@@ -100,18 +103,18 @@ struct match_case {
 static const struct match_case match_cases[] = {
     { "api.example.com", "api.example.com", 443, 1 },
     { "api.example.com", "api.example.com", 80, 1 },
-    { "api.example.com", "api.example.com", 8080, 0 },      /* default ports only */
+    { "api.example.com", "api.example.com", 8080, 0 }, /* default ports only */
     { "api.example.com:8080", "api.example.com", 8080, 1 },
     { "api.example.com:8080", "api.example.com", 443, 0 },
-    { "api.example.com", "x.api.example.com", 443, 0 },     /* exact means exact */
+    { "api.example.com", "x.api.example.com", 443, 0 }, /* exact means exact */
     { "*.example.com", "api.example.com", 443, 1 },
     { "*.example.com", "a.b.example.com", 443, 1 },
-    { "*.example.com", "example.com", 443, 0 },             /* strictly below */
+    { "*.example.com", "example.com", 443, 0 }, /* strictly below */
     { "*.example.com", "badexample.com", 443, 0 },
     { "10.0.0.0/8", "10.9.8.7", 80, 1 },
     { "10.0.0.0/8", "11.0.0.1", 80, 0 },
-    { "10.0.0.0/8", "ten.example", 80, 0 },                 /* names never match addresses */
-    { "127.0.0.1", "2130706433", 80, 1 },                   /* any spelling of the address */
+    { "10.0.0.0/8", "ten.example", 80, 0 }, /* names never match addresses */
+    { "127.0.0.1", "2130706433", 80, 1 },   /* any spelling of the address */
     { "127.0.0.1", "[::ffff:127.0.0.1]", 80, 1 },
     { "[::1]", "[::1]", 443, 1 },
 };
@@ -158,7 +161,8 @@ int main(void)
            egress_rule_is_request_rule(&rr) && rr.port == 0 && strcmp(rr.name, "example.com") == 0,
        "a request rule is still a rule for its host");
     ok(egress_rule_parse("example.com/", &rr, reason, sizeof reason) == 0 &&
-           !egress_rule_is_request_rule(&rr), "a path of / is no path");
+           !egress_rule_is_request_rule(&rr),
+       "a path of / is no path");
 
     struct egress_pin pin;
     char why[200] = "";
@@ -166,7 +170,8 @@ int main(void)
            strcmp(pin.name, "api.example.com") == 0 && pin.ip.family == AF_INET,
        "pin parses");
     ok(egress_pin_parse("api.example.com=[::1]", &pin, why, sizeof why) == 0 &&
-           pin.ip.family == AF_INET6, "IPv6 pin parses");
+           pin.ip.family == AF_INET6,
+       "IPv6 pin parses");
     ok(egress_pin_parse("api.example.com:127.0.0.2", &pin, why, sizeof why) < 0, "pin needs =");
     is_str(why, "expected HOST=IP, got \"api.example.com:127.0.0.2\"", "pin reason");
     ok(egress_pin_parse("1.2.3.4=127.0.0.2", &pin, why, sizeof why) < 0, "pin needs a name");

@@ -22,53 +22,53 @@ struct schema_case {
 };
 
 /* The schemas as @modelcontextprotocol/server-filesystem publishes them. */
-#define READ_TEXT_FILE                                                                             \
-    "{'type':'object','properties':{'path':{'type':'string'},"                                     \
-    "'tail':{'type':'number','description':'If provided, returns only the last N lines'},"         \
-    "'head':{'type':'number','description':'If provided, returns only the first N lines'}},"       \
-    "'required':['path'],'additionalProperties':false,"                                            \
+#define READ_TEXT_FILE                                                                       \
+    "{'type':'object','properties':{'path':{'type':'string'},"                               \
+    "'tail':{'type':'number','description':'If provided, returns only the last N lines'},"   \
+    "'head':{'type':'number','description':'If provided, returns only the first N lines'}}," \
+    "'required':['path'],'additionalProperties':false,"                                      \
     "'$schema':'http://json-schema.org/draft-07/schema#'}"
-#define EDIT_FILE                                                                                  \
-    "{'type':'object','properties':{'path':{'type':'string'},'edits':{'type':'array',"             \
-    "'items':{'type':'object','properties':{'oldText':{'type':'string',"                          \
-    "'description':'Text to search for - must match exactly'},"                                   \
-    "'newText':{'type':'string','description':'Text to replace with'}},"                          \
-    "'required':['oldText','newText'],'additionalProperties':false}},"                            \
-    "'dryRun':{'type':'boolean','default':false,"                                                  \
-    "'description':'Preview changes using git-style diff format'}},"                              \
-    "'required':['path','edits'],'additionalProperties':false,"                                    \
+#define EDIT_FILE                                                                      \
+    "{'type':'object','properties':{'path':{'type':'string'},'edits':{'type':'array'," \
+    "'items':{'type':'object','properties':{'oldText':{'type':'string',"               \
+    "'description':'Text to search for - must match exactly'},"                        \
+    "'newText':{'type':'string','description':'Text to replace with'}},"               \
+    "'required':['oldText','newText'],'additionalProperties':false}},"                 \
+    "'dryRun':{'type':'boolean','default':false,"                                      \
+    "'description':'Preview changes using git-style diff format'}},"                   \
+    "'required':['path','edits'],'additionalProperties':false,"                        \
     "'$schema':'http://json-schema.org/draft-07/schema#'}"
-#define WRITE_FILE                                                                                 \
-    "{'type':'object','properties':{'path':{'type':'string'},'content':{'type':'string'}},"        \
-    "'required':['path','content'],'additionalProperties':false,"                                  \
+#define WRITE_FILE                                                                          \
+    "{'type':'object','properties':{'path':{'type':'string'},'content':{'type':'string'}}," \
+    "'required':['path','content'],'additionalProperties':false,"                           \
     "'$schema':'http://json-schema.org/draft-07/schema#'}"
 /* And @modelcontextprotocol/server-everything. */
 #define ECHO                                                                                       \
     "{'type':'object','properties':{'message':{'type':'string','description':'Message to echo'}}," \
     "'required':['message'],'additionalProperties':false,"                                         \
     "'$schema':'http://json-schema.org/draft-07/schema#'}"
-#define ADD                                                                                        \
-    "{'type':'object','properties':{'a':{'type':'number','description':'First number'},"          \
-    "'b':{'type':'number','description':'Second number'}},'required':['a','b'],"                  \
+#define ADD                                                                              \
+    "{'type':'object','properties':{'a':{'type':'number','description':'First number'}," \
+    "'b':{'type':'number','description':'Second number'}},'required':['a','b'],"         \
     "'additionalProperties':false,'$schema':'http://json-schema.org/draft-07/schema#'}"
 /* What zod 4's toJSONSchema writes (2020-12). */
-#define ZOD4                                                                                       \
-    "{'$schema':'https://json-schema.org/draft/2020-12/schema','type':'object','properties':{"    \
-    "'limit':{'type':'integer','exclusiveMinimum':0,'maximum':9007199254740991},"                 \
-    "'sort':{'type':'string','enum':['asc','desc']},"                                              \
-    "'tags':{'type':'array','items':{'type':'string','minLength':1}},"                            \
-    "'since':{'anyOf':[{'type':'string','format':'date',"                                         \
-    "'pattern':'^\\\\d{4}-\\\\d{2}-\\\\d{2}$'},{'type':'null'}]}},"                               \
+#define ZOD4                                                                                   \
+    "{'$schema':'https://json-schema.org/draft/2020-12/schema','type':'object','properties':{" \
+    "'limit':{'type':'integer','exclusiveMinimum':0,'maximum':9007199254740991},"              \
+    "'sort':{'type':'string','enum':['asc','desc']},"                                          \
+    "'tags':{'type':'array','items':{'type':'string','minLength':1}},"                         \
+    "'since':{'anyOf':[{'type':'string','format':'date',"                                      \
+    "'pattern':'^\\\\d{4}-\\\\d{2}-\\\\d{2}$'},{'type':'null'}]}},"                            \
     "'required':['limit'],'additionalProperties':false}"
 /* zod-to-json-schema's default: a repeated schema is a $ref to its first path. */
 #define ZOD_REF                                                                                    \
     "{'type':'object','properties':{'from':{'type':'object','properties':{'x':{'type':'string'}}," \
     "'required':['x']},'to':{'$ref':'#/properties/from'}}}"
-#define TREE                                                                                       \
-    "{'type':'object','properties':{'name':{'type':'string'},"                                     \
+#define TREE                                                   \
+    "{'type':'object','properties':{'name':{'type':'string'}," \
     "'children':{'type':'array','items':{'$ref':'#'}}},'required':['name']}"
-#define IF_THEN_ELSE                                                                               \
-    "{'if':{'properties':{'kind':{'const':'file'}}},'then':{'required':['path']},"                 \
+#define IF_THEN_ELSE                                                               \
+    "{'if':{'properties':{'kind':{'const':'file'}}},'then':{'required':['path']}," \
     "'else':{'required':['url']}}"
 
 static const struct schema_case cases[] = {
@@ -292,8 +292,7 @@ static const struct schema_case cases[] = {
     { "{'patternProperties':{'^x-':{'type':'string'}},'additionalProperties':false}", "{'y':1}",
       "arguments: unexpected property \"y\"" },
     { "{'properties':{'a':{'type':'string'}},'patternProperties':{'a':{'minLength':2}}}",
-      "{'a':'x'}",
-      "arguments.a: expected at least 2 characters, got 1" },
+      "{'a':'x'}", "arguments.a: expected at least 2 characters, got 1" },
     { "{'properties':{'a b':{'type':'string'}}}", "{'a b':1}",
       "arguments[\"a b\"]: expected a string, got number" },
     { "{'required':['a\\nb\\\"']}", "{}", "arguments[\"a\\x0ab\\\"\"]: missing required property" },
@@ -353,8 +352,7 @@ static const struct schema_case cases[] = {
 
     /* $ref: local JSON pointers */
     { "{'definitions':{'s':{'type':'string'}},'properties':{'a':{'$ref':'#/definitions/s'}}}",
-      "{'a':1}",
-      "arguments.a: expected a string, got number" },
+      "{'a':1}", "arguments.a: expected a string, got number" },
     { "{'$defs':{'s':{'type':'string'}},'properties':{'a':{'$ref':'#/$defs/s'}}}", "{'a':'x'}",
       NULL },
     { "{'$defs':{'a/b':{'type':'string'}},'$ref':'#/$defs/a~1b'}", "1",
@@ -364,8 +362,7 @@ static const struct schema_case cases[] = {
     { "{'$defs':{'a b':{'type':'string'}},'$ref':'#/$defs/a%20b'}", "1",
       "arguments: expected a string, got number" },
     { "{'anyOf':[{'type':'string'},{'type':'object'}],'properties':{'a':{'$ref':'#/anyOf/0'}}}",
-      "{'a':1}",
-      "arguments.a: expected a string, got number" },
+      "{'a':1}", "arguments.a: expected a string, got number" },
     { "{'$defs':{'s':{'type':'string'}},'$ref':'#/$defs/s','maxLength':2}", "'abc'",
       "arguments: expected at most 2 characters, got 3" },
     { TREE, "{'name':'a','children':[{'name':'b','children':[]}]}", NULL },
@@ -382,8 +379,8 @@ static const struct schema_case cases[] = {
     { "{'$ref':5}", "1", "arguments: invalid schema: '$ref' must be a string" },
     /* Under a subschema with its own $id, "#" is that document: not resolved. */
     { "{'properties':{'a':{'$id':'http://x.test/a.json','$ref':'#/definitions/s',"
-      "'definitions':{'s':{'type':'string'}}}}}", "{'a':'x'}",
-      "arguments.a: cannot resolve $ref \"#/definitions/s\"" },
+      "'definitions':{'s':{'type':'string'}}}}}",
+      "{'a':'x'}", "arguments.a: cannot resolve $ref \"#/definitions/s\"" },
     { "{'$defs':{'a':{'$id':'http://x.test/a.json','type':'string'}},'$ref':'#/$defs/a'}", "'x'",
       "arguments: cannot resolve $ref \"#/$defs/a\"" },
     { "{'$id':'http://x.test/root.json','$defs':{'s':{'$id':'#s','type':'string'}},"

@@ -15,7 +15,7 @@
 
 static const struct scrub_pair pairs[] = {
     { "SECRETvalue", 11, "<PH-A>", 6 },
-    { "SECRETvalue-longer", 18, "<PH-B>", 6 },  /* A is a prefix of B */
+    { "SECRETvalue-longer", 18, "<PH-B>", 6 }, /* A is a prefix of B */
     { "tok", 3, "<PH-C-much-longer-than-tok>", 27 },
 };
 #define N_PAIRS (sizeof pairs / sizeof pairs[0])
@@ -100,9 +100,9 @@ struct answer_case {
     const char *name;
     unsigned flags;
     const char *in;
-    const char *want;      /* what the client gets */
-    int ret;               /* of the last feed: 1 complete, 0 more wanted, -1 refused */
-    int end;               /* of scrub_answer_end() when ret is 0 */
+    const char *want; /* what the client gets */
+    int ret;          /* of the last feed: 1 complete, 0 more wanted, -1 refused */
+    int end;          /* of scrub_answer_end() when ret is 0 */
     const char *why;
 };
 
@@ -112,21 +112,19 @@ static const struct answer_case answers[] = {
     { "length body, value in it", 0,
       OK_HEAD "Content-Length: 17\r\nConnection: keep-alive\r\nX: 1\r\n\r\nkey=SECRETvalue\r\n",
       OK_HEAD "X: 1\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n", 1, 0, NULL },
-    { "value in a header", 0,
-      OK_HEAD "X-Echo: Bearer SECRETvalue\r\nContent-Length: 0\r\n\r\n",
+    { "value in a header", 0, OK_HEAD "X-Echo: Bearer SECRETvalue\r\nContent-Length: 0\r\n\r\n",
       OK_HEAD "X-Echo: Bearer <PH-A>\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 1, 0,
       NULL },
     { "value in the reason phrase", 0,
       "HTTP/1.1 404 no SECRETvalue here\r\nContent-Length: 0\r\n\r\n",
-      "HTTP/1.1 404 no <PH-A> here\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 1, 0,
-      NULL },
+      "HTTP/1.1 404 no <PH-A> here\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 1, 0, NULL },
     { "chunked, value across chunks", 0,
       OK_HEAD "Transfer-Encoding: chunked\r\n\r\n6\r\nSECRET\r\n5;x=y\r\nvalue\r\n0\r\n"
               "X-T: SECRETvalue\r\n\r\n",
       OK_HEAD "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n", 1, 0, NULL },
     { "http/1.0 client: close-delimited", SCRUB_CLIENT_HTTP10,
-      OK_HEAD "Content-Length: 11\r\n\r\nSECRETvalue",
-      OK_HEAD "Connection: close\r\n\r\n<PH-A>", 1, 0, NULL },
+      OK_HEAD "Content-Length: 11\r\n\r\nSECRETvalue", OK_HEAD "Connection: close\r\n\r\n<PH-A>", 1,
+      0, NULL },
     { "body until close", 0, "HTTP/1.0 200 OK\r\n\r\nSECRETvalue-longer!",
       "HTTP/1.0 200 OK\r\nConnection: close\r\n\r\n<PH-B>!", 0, 0, NULL },
     { "HEAD keeps its Content-Length", SCRUB_HEAD_REQUEST,
@@ -136,7 +134,8 @@ static const struct answer_case answers[] = {
       "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n", 1, 0, NULL },
     { "100 continue, then the answer", 0,
       "HTTP/1.1 100 Continue\r\n\r\n" OK_HEAD "Content-Length: 3\r\n\r\ntok",
-      "HTTP/1.1 100 Continue\r\n\r\n" OK_HEAD "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "HTTP/1.1 100 Continue\r\n\r\n" OK_HEAD
+      "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n",
       1, 0, NULL },
     { "a second answer is ignored", 0,
       OK_HEAD "Content-Length: 1\r\n\r\nx" OK_HEAD "Content-Length: 3\r\n\r\ntok",
@@ -152,10 +151,10 @@ static const struct answer_case answers[] = {
     { "identity is not compressed", SCRUB_REFUSE_ENCODED,
       OK_HEAD "Content-Encoding: identity\r\nContent-Length: 1\r\n\r\nx",
       OK_HEAD "Content-Encoding: identity\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n"
-              "\r\n1\r\nx\r\n0\r\n\r\n", 1, 0, NULL },
-    { "both framings", 0,
-      OK_HEAD "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", "", -1, 0,
-      "both Content-Length and Transfer-Encoding in the answer" },
+              "\r\n1\r\nx\r\n0\r\n\r\n",
+      1, 0, NULL },
+    { "both framings", 0, OK_HEAD "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", "", -1,
+      0, "both Content-Length and Transfer-Encoding in the answer" },
     { "gzip transfer coding", 0, OK_HEAD "Transfer-Encoding: gzip, chunked\r\n\r\n", "", -1, 0,
       "unsupported transfer coding \"gzip, chunked\" in the answer" },
     { "switching protocols", 0, "HTTP/1.1 101 Switching Protocols\r\n\r\n", "", -1, 0,
@@ -171,8 +170,8 @@ static const struct answer_case answers[] = {
 };
 
 /* The client's bytes for answer C fed in pieces cut at CUT; *RET the last feed's. */
-static char *run_answer(const struct answer_case *c, size_t cut, int *ret, int *end,
-                        char *why, size_t why_len)
+static char *run_answer(const struct answer_case *c, size_t cut, int *ret, int *end, char *why,
+                        size_t why_len)
 {
     struct scrub_answer a;
     struct scrub_buf out = { 0 };
@@ -225,9 +224,25 @@ static void dechunk(const char *s, char *head, char *body)
 }
 
 static const char *const bodies[] = {
-    "key=<PH-A>\r\n<end>\r\n", "", "", "<PH-A><end>X-T: <PH-A>\r\n\r\n", "", "", "", "",
-    "<PH-C-much-longer-than-tok><end>\r\n", "x<end>\r\n", "", "", "x<end>\r\n", "", "", "", "",
-    "", "012345678901234567<cut>",
+    "key=<PH-A>\r\n<end>\r\n",
+    "",
+    "",
+    "<PH-A><end>X-T: <PH-A>\r\n\r\n",
+    "",
+    "",
+    "",
+    "",
+    "<PH-C-much-longer-than-tok><end>\r\n",
+    "x<end>\r\n",
+    "",
+    "",
+    "x<end>\r\n",
+    "",
+    "",
+    "",
+    "",
+    "",
+    "012345678901234567<cut>",
 };
 
 static void test_answers(void)
@@ -247,9 +262,9 @@ static void test_answers(void)
             /* Close-delimited and refused answers compare whole; chunked by content. */
             const char *wb = strstr(c->want, "chunked") ? bodies[i] : want_body;
             bool same = ret == c->ret && end == c->end &&
-                        (c->ret < 0 ? true : strcmp(head, want_head) == 0) &&
-                        (c->ret < 0 ? true : strcmp(body, wb) == 0) &&
-                        strcmp(why, c->why ? c->why : "") == 0;
+                (c->ret < 0 ? true : strcmp(head, want_head) == 0) &&
+                (c->ret < 0 ? true : strcmp(body, wb) == 0) &&
+                strcmp(why, c->why ? c->why : "") == 0;
             if (!same && !bad++)
                 printf("#   cut %zu: ret %d end %d why \"%s\"\n#   got:  %s\n#   body: %s\n", cut,
                        ret, end, why, tap_show(got), tap_show(body));
@@ -280,7 +295,8 @@ static void test_find(void)
         }
     ok(!bad, "a placeholder split in three is found at every split");
     struct scrub_finder f = { 0 };
-    ok(scrub_find(&f, ph, 2, 1, stream, len) == -1, "a placeholder outside the mask is not looked for");
+    ok(scrub_find(&f, ph, 2, 1, stream, len) == -1,
+       "a placeholder outside the mask is not looked for");
     f = (struct scrub_finder){ 0 };
     ok(scrub_find(&f, ph, 2, 3, "cordon-placeholder-00f", 22) == -1 &&
            scrub_find(&f, ph, 2, 3, "e", 1) == -1,

@@ -42,8 +42,14 @@ static int result(long rc)
     return rc < 0 ? errno : 0;
 }
 
-static int probe_getpid(void) { return result(syscall(SYS_getpid)); }
-static int probe_unshare_user(void) { return result(unshare(CLONE_NEWUSER)); }
+static int probe_getpid(void)
+{
+    return result(syscall(SYS_getpid));
+}
+static int probe_unshare_user(void)
+{
+    return result(unshare(CLONE_NEWUSER));
+}
 
 static int raw_clone(unsigned long flags)
 {
@@ -57,9 +63,18 @@ static int raw_clone(unsigned long flags)
     return flags ? CREATED : (WIFEXITED(st) ? WEXITSTATUS(st) : 255);
 }
 
-static int probe_clone_plain(void) { return raw_clone(0); }
-static int probe_clone_newuser(void) { return raw_clone(CLONE_NEWUSER); }
-static int probe_clone_newnet(void) { return raw_clone(CLONE_NEWNET); }
+static int probe_clone_plain(void)
+{
+    return raw_clone(0);
+}
+static int probe_clone_newuser(void)
+{
+    return raw_clone(CLONE_NEWUSER);
+}
+static int probe_clone_newnet(void)
+{
+    return raw_clone(CLONE_NEWNET);
+}
 
 static int probe_clone3(void)
 {
@@ -77,7 +92,10 @@ static int probe_io_uring(void)
     return result(syscall(SYS_io_uring_setup, 1, &params));
 }
 
-static int probe_bpf(void) { return result(syscall(SYS_bpf, 0, NULL, 0)); }
+static int probe_bpf(void)
+{
+    return result(syscall(SYS_bpf, 0, NULL, 0));
+}
 
 static int probe_socket3(unsigned long family, long type, unsigned long protocol)
 {
@@ -92,34 +110,94 @@ static int probe_socket(unsigned long family, int type)
     return probe_socket3(family, type, 0);
 }
 
-static int probe_netlink(void) { return probe_socket(AF_NETLINK, SOCK_RAW); }
-static int probe_packet(void) { return probe_socket(AF_PACKET, SOCK_RAW); }
-static int probe_netlink_high(void) { return probe_socket(0x100000000ul | AF_NETLINK, SOCK_RAW); }
-static int probe_family_100(void) { return probe_socket(100, SOCK_STREAM); }
-static int probe_inet(void) { return probe_socket(AF_INET, SOCK_STREAM); }
-static int probe_inet_high(void) { return probe_socket(0x100000000ul | AF_INET, SOCK_STREAM); }
-static int probe_unix(void) { return probe_socket(AF_UNIX, SOCK_STREAM); }
-static int probe_unix_seqpacket(void) { return probe_socket(AF_UNIX, SOCK_SEQPACKET); }
+static int probe_netlink(void)
+{
+    return probe_socket(AF_NETLINK, SOCK_RAW);
+}
+static int probe_packet(void)
+{
+    return probe_socket(AF_PACKET, SOCK_RAW);
+}
+static int probe_netlink_high(void)
+{
+    return probe_socket(0x100000000ul | AF_NETLINK, SOCK_RAW);
+}
+static int probe_family_100(void)
+{
+    return probe_socket(100, SOCK_STREAM);
+}
+static int probe_inet(void)
+{
+    return probe_socket(AF_INET, SOCK_STREAM);
+}
+static int probe_inet_high(void)
+{
+    return probe_socket(0x100000000ul | AF_INET, SOCK_STREAM);
+}
+static int probe_unix(void)
+{
+    return probe_socket(AF_UNIX, SOCK_STREAM);
+}
+static int probe_unix_seqpacket(void)
+{
+    return probe_socket(AF_UNIX, SOCK_SEQPACKET);
+}
 static int probe_tcp_flags(void)
 {
     return probe_socket3(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
 }
-static int probe_udp(void) { return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_UDP); }
-static int probe_udp6(void) { return probe_socket3(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0); }
+static int probe_udp(void)
+{
+    return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_UDP);
+}
+static int probe_udp6(void)
+{
+    return probe_socket3(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+}
 static int probe_tcp_proto_high(void)
 {
     return probe_socket3(AF_INET, SOCK_STREAM, 0x100000000ul | IPPROTO_TCP);
 }
-static int probe_udplite(void) { return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE); }
-static int probe_udplite6(void) { return probe_socket3(AF_INET6, SOCK_DGRAM, IPPROTO_UDPLITE); }
-static int probe_sctp(void) { return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_SCTP); }
-static int probe_sctp_seqpacket(void) { return probe_socket3(AF_INET6, SOCK_SEQPACKET, IPPROTO_SCTP); }
-static int probe_mptcp(void) { return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_MPTCP); }
-static int probe_udp_as_stream(void) { return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_UDP); }
-static int probe_icmp6_on_inet(void) { return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_ICMPV6); }
-static int probe_raw(void) { return probe_socket3(AF_INET, SOCK_RAW, IPPROTO_ICMP); }
-static int probe_raw6(void) { return probe_socket3(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW); }
-static int probe_proto_large(void) { return probe_socket3(AF_INET, SOCK_DGRAM, 1000); }
+static int probe_udplite(void)
+{
+    return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE);
+}
+static int probe_udplite6(void)
+{
+    return probe_socket3(AF_INET6, SOCK_DGRAM, IPPROTO_UDPLITE);
+}
+static int probe_sctp(void)
+{
+    return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_SCTP);
+}
+static int probe_sctp_seqpacket(void)
+{
+    return probe_socket3(AF_INET6, SOCK_SEQPACKET, IPPROTO_SCTP);
+}
+static int probe_mptcp(void)
+{
+    return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_MPTCP);
+}
+static int probe_udp_as_stream(void)
+{
+    return probe_socket3(AF_INET, SOCK_STREAM, IPPROTO_UDP);
+}
+static int probe_icmp6_on_inet(void)
+{
+    return probe_socket3(AF_INET, SOCK_DGRAM, IPPROTO_ICMPV6);
+}
+static int probe_raw(void)
+{
+    return probe_socket3(AF_INET, SOCK_RAW, IPPROTO_ICMP);
+}
+static int probe_raw6(void)
+{
+    return probe_socket3(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+}
+static int probe_proto_large(void)
+{
+    return probe_socket3(AF_INET, SOCK_DGRAM, 1000);
+}
 
 /* Ping sockets reach the kernel, which answers by net.ipv4.ping_group_range. */
 static int probe_ping(void)
@@ -155,15 +233,36 @@ static int ioctl_on_pipe(unsigned long cmd)
     return result(syscall(SYS_ioctl, p[0], cmd, &arg));
 }
 
-static int probe_tiocsti(void) { return ioctl_on_pipe(TIOCSTI); }
-static int probe_tiocsti_high(void) { return ioctl_on_pipe(0x100000000ul | TIOCSTI); }
-static int probe_tioclinux(void) { return ioctl_on_pipe(TIOCLINUX); }
-static int probe_fionread(void) { return ioctl_on_pipe(FIONREAD); }
+static int probe_tiocsti(void)
+{
+    return ioctl_on_pipe(TIOCSTI);
+}
+static int probe_tiocsti_high(void)
+{
+    return ioctl_on_pipe(0x100000000ul | TIOCSTI);
+}
+static int probe_tioclinux(void)
+{
+    return ioctl_on_pipe(TIOCLINUX);
+}
+static int probe_fionread(void)
+{
+    return ioctl_on_pipe(FIONREAD);
+}
 /* musl sign-extends the int request: the filter must not refuse that. */
-static int probe_sign_extended(void) { return ioctl_on_pipe(0xffffffff00000000ul | TIOCGPTN); }
+static int probe_sign_extended(void)
+{
+    return ioctl_on_pipe(0xffffffff00000000ul | TIOCGPTN);
+}
 
-static int probe_personality_query(void) { return result(personality(0xffffffff)); }
-static int probe_personality_aslr(void) { return result(personality(ADDR_NO_RANDOMIZE)); }
+static int probe_personality_query(void)
+{
+    return result(personality(0xffffffff));
+}
+static int probe_personality_aslr(void)
+{
+    return result(personality(ADDR_NO_RANDOMIZE));
+}
 
 static int probe_mkdirat(void)
 {
@@ -179,7 +278,10 @@ static int probe_kcmp(void)
     return rc >= 0 || errno == ENOSYS ? 0 : errno;
 }
 
-static int probe_x32(void) { return result(syscall(0x40000000 | SYS_getpid)); }
+static int probe_x32(void)
+{
+    return result(syscall(0x40000000 | SYS_getpid));
+}
 
 static int probe_int80(void)
 {
@@ -209,7 +311,8 @@ static int probe_sh(void)
 
 static int probe_python(void)
 {
-    char *const argv[] = { "/usr/bin/python3", "-c",
+    char *const argv[] = {
+        "/usr/bin/python3", "-c",
         "import subprocess,multiprocessing,asyncio,json\n"
         "print(subprocess.run(['true']).returncode)\n"
         "with multiprocessing.Pool(2) as p: assert p.map(abs, [-1, -2]) == [1, 2]\n"
@@ -217,17 +320,18 @@ static int probe_python(void)
         "    p = await asyncio.create_subprocess_exec('true')\n"
         "    return await p.wait()\n"
         "assert asyncio.run(main()) == 0\n",
-        NULL };
+        NULL
+    };
     return run_argv(argv);
 }
 
 static int probe_node(void)
 {
     char *const argv[] = { "/usr/bin/node", "-e",
-        "require('child_process').execSync('true');"
-        "require('fs').readFileSync('/etc/hostname');"
-        "console.log(1)",
-        NULL };
+                           "require('child_process').execSync('true');"
+                           "require('fs').readFileSync('/etc/hostname');"
+                           "console.log(1)",
+                           NULL };
     return run_argv(argv);
 }
 
@@ -237,8 +341,8 @@ struct probe_case {
     const char *name;
     enum variant variant;
     int (*fn)(void);
-    int exit_code;   /* expected errno (0: success); ignored when signal is set */
-    int signal;      /* expected fatal signal, or 0 */
+    int exit_code;     /* expected errno (0: success); ignored when signal is set */
+    int signal;        /* expected fatal signal, or 0 */
     const char *needs; /* a file that must exist, or NULL */
 };
 
@@ -260,16 +364,16 @@ static const struct probe_case probes[] = {
     { "socket(AF_INET with high bits) works", V_DEFAULT, probe_inet_high, 0, 0, NULL },
     { "socket(AF_UNIX) works", V_DEFAULT, probe_unix, 0, 0, NULL },
     { "socket(AF_UNIX, SOCK_SEQPACKET) works", V_DEFAULT, probe_unix_seqpacket, 0, 0, NULL },
-    { "socket(AF_INET6, SOCK_STREAM with flags, IPPROTO_TCP) works", V_DEFAULT, probe_tcp_flags,
-      0, 0, NULL },
+    { "socket(AF_INET6, SOCK_STREAM with flags, IPPROTO_TCP) works", V_DEFAULT, probe_tcp_flags, 0,
+      0, NULL },
     { "socket(AF_INET, SOCK_DGRAM, IPPROTO_UDP) works", V_DEFAULT, probe_udp, 0, 0, NULL },
     { "socket(AF_INET6, SOCK_DGRAM, 0) works", V_DEFAULT, probe_udp6, 0, 0, NULL },
     { "socket(AF_INET, SOCK_STREAM, IPPROTO_TCP with high bits) works", V_DEFAULT,
       probe_tcp_proto_high, 0, 0, NULL },
     { "socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP) reaches the kernel", V_DEFAULT, probe_ping, 0, 0,
       NULL },
-    { "socket(AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6) reaches the kernel", V_DEFAULT, probe_ping6,
-      0, 0, NULL },
+    { "socket(AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6) reaches the kernel", V_DEFAULT, probe_ping6, 0,
+      0, NULL },
     { "socket(AF_INET, IPPROTO_UDPLITE) is EPROTONOSUPPORT", V_DEFAULT, probe_udplite,
       EPROTONOSUPPORT, 0, NULL },
     { "socket(AF_INET6, IPPROTO_UDPLITE) is EPROTONOSUPPORT", V_DEFAULT, probe_udplite6,
@@ -278,8 +382,8 @@ static const struct probe_case probes[] = {
       EPROTONOSUPPORT, 0, NULL },
     { "socket(AF_INET6, SOCK_SEQPACKET, IPPROTO_SCTP) is EPERM", V_DEFAULT, probe_sctp_seqpacket,
       EPERM, 0, NULL },
-    { "socket(AF_INET, IPPROTO_MPTCP) is EPROTONOSUPPORT", V_DEFAULT, probe_mptcp,
-      EPROTONOSUPPORT, 0, NULL },
+    { "socket(AF_INET, IPPROTO_MPTCP) is EPROTONOSUPPORT", V_DEFAULT, probe_mptcp, EPROTONOSUPPORT,
+      0, NULL },
     { "socket(AF_INET, SOCK_STREAM, IPPROTO_UDP) is EPROTONOSUPPORT", V_DEFAULT,
       probe_udp_as_stream, EPROTONOSUPPORT, 0, NULL },
     { "socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMPV6) is EPROTONOSUPPORT", V_DEFAULT,
@@ -294,8 +398,8 @@ static const struct probe_case probes[] = {
     { "ioctl(0x1_0000_5412) is EPERM", V_DEFAULT, probe_tiocsti_high, EPERM, 0, NULL },
     { "ioctl(TIOCLINUX) is EPERM", V_DEFAULT, probe_tioclinux, EPERM, 0, NULL },
     { "ioctl(FIONREAD) works", V_DEFAULT, probe_fionread, 0, 0, NULL },
-    { "sign-extended ioctl reaches the kernel (ENOTTY)", V_DEFAULT, probe_sign_extended, ENOTTY,
-      0, NULL },
+    { "sign-extended ioctl reaches the kernel (ENOTTY)", V_DEFAULT, probe_sign_extended, ENOTTY, 0,
+      NULL },
     { "personality query works", V_DEFAULT, probe_personality_query, 0, 0, NULL },
     { "personality(ADDR_NO_RANDOMIZE) is EPERM", V_DEFAULT, probe_personality_aslr, EPERM, 0,
       NULL },
@@ -412,8 +516,7 @@ static void test_pfc(void)
     buf[got > 0 ? got : 0] = '\0';
     ok(strstr(buf, "# invalid architecture action\naction KILL_PROCESS;") != NULL,
        "a foreign architecture kills the process");
-    ok(strstr(buf, "# default action\n  action ERRNO(1);") != NULL,
-       "anything unlisted is EPERM");
+    ok(strstr(buf, "# default action\n  action ERRNO(1);") != NULL, "anything unlisted is EPERM");
     ok(strstr(buf, "action ERRNO(38)") != NULL, "clone3 is ENOSYS in the filter");
     ok(strstr(buf, "syscall \"bpf\"") == NULL, "bpf has no rule of its own");
 }

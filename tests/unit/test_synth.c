@@ -39,9 +39,16 @@ static void test_dns_queries(void)
         { "an A query", 0x0100, 1, Q("\3api\7Example\3com\0" A_IN), 0, 0, "api.example.com", 1 },
         { "an AAAA query", 0x0100, 1, Q("\3api\3com\0\0\x1c\0\1"), 0, 0, "api.com", 28 },
         { "the root", 0x0100, 1, Q("\0" A_IN), 0, 0, "", 1 },
-        { "a compression pointer", 0x0100, 1, Q("\3api\xc0\x0c" A_IN), -1, DNS_RCODE_FORMERR, "", 0 },
-        { "a reserved label type", 0x0100, 1, Q("\x40" "abc\0" A_IN), -1, DNS_RCODE_FORMERR, "", 0 },
-        { "a label past the end", 0x0100, 1, Q("\x20" "abc"), -1, DNS_RCODE_FORMERR, "", 0 },
+        { "a compression pointer", 0x0100, 1, Q("\3api\xc0\x0c" A_IN), -1, DNS_RCODE_FORMERR, "",
+          0 },
+        { "a reserved label type", 0x0100, 1,
+          Q("\x40"
+            "abc\0" A_IN),
+          -1, DNS_RCODE_FORMERR, "", 0 },
+        { "a label past the end", 0x0100, 1,
+          Q("\x20"
+            "abc"),
+          -1, DNS_RCODE_FORMERR, "", 0 },
         { "no type and class", 0x0100, 1, Q("\3api\0\0"), -1, DNS_RCODE_FORMERR, "", 0 },
         { "no terminating label", 0x0100, 1, Q("\3api"), -1, DNS_RCODE_FORMERR, "", 0 },
         { "a dot inside a label", 0x0100, 1, Q("\3a.b\3com\0" A_IN), -1, DNS_RCODE_FORMERR, "", 0 },
@@ -100,18 +107,21 @@ static void test_dns_answers(void)
     size_t n = dns_answer(&q, DNS_RCODE_NOERROR, a, 300, out);
     /* Header, the question again, one A record pointing at it. */
     ok(n == 12 + (len - 12) + 16, "answer: its length (%zu)", n);
-    ok(out[0] == 0x12 && out[1] == 0x34 && (out[2] & 0x80) && (out[2] & 0x01) && (out[3] & 0x0f) == 0,
+    ok(out[0] == 0x12 && out[1] == 0x34 && (out[2] & 0x80) && (out[2] & 0x01) &&
+           (out[3] & 0x0f) == 0,
        "answer: id, QR, RD echoed, NOERROR");
     ok(out[5] == 1 && out[7] == 1 && memcmp(out + 12, pkt + 12, len - 12) == 0,
        "answer: one question (the same), one answer");
     ok(memcmp(out + n - 4, "\xc6\x12\x00\x07", 4) == 0, "answer: the address 198.18.0.7");
-    ok(synth_in_range(a) && synth_in_range(SYNTH_NET + 0x1ffff) && !synth_in_range(SYNTH_NET + 0x20000) &&
-           !synth_in_range(0x7f000001u),
+    ok(synth_in_range(a) && synth_in_range(SYNTH_NET + 0x1ffff) &&
+           !synth_in_range(SYNTH_NET + 0x20000) && !synth_in_range(0x7f000001u),
        "the synthetic range is 198.18.0.0/15");
     n = dns_answer(&q, DNS_RCODE_NXDOMAIN, 0, 0, out);
-    ok(n == len && (out[3] & 0x0f) == DNS_RCODE_NXDOMAIN && out[7] == 0, "answer: NXDOMAIN, no record");
+    ok(n == len && (out[3] & 0x0f) == DNS_RCODE_NXDOMAIN && out[7] == 0,
+       "answer: NXDOMAIN, no record");
     n = dns_answer_bare(0x1234, 0x0100, DNS_RCODE_FORMERR, out);
-    ok(n == 12 && (out[3] & 0x0f) == DNS_RCODE_FORMERR && out[5] == 0, "answer: FORMERR, no question");
+    ok(n == 12 && (out[3] & 0x0f) == DNS_RCODE_FORMERR && out[5] == 0,
+       "answer: FORMERR, no question");
 }
 
 /* A ClientHello record carrying EXT (its extensions block body), as a client sends it. */
@@ -119,17 +129,18 @@ static size_t hello(uint8_t *out, const uint8_t *ext, size_t ext_len, bool with_
 {
     uint8_t body[1024];
     size_t n = 0;
-    body[n++] = 3, body[n++] = 3;          /* version */
-    memset(body + n, 0x42, 32), n += 32;   /* random */
-    body[n++] = 0;                         /* session id */
+    body[n++] = 3, body[n++] = 3;                                     /* version */
+    memset(body + n, 0x42, 32), n += 32;                              /* random */
+    body[n++] = 0;                                                    /* session id */
     body[n++] = 0, body[n++] = 2, body[n++] = 0x13, body[n++] = 0x01; /* one suite */
-    body[n++] = 1, body[n++] = 0;          /* null compression */
+    body[n++] = 1, body[n++] = 0;                                     /* null compression */
     if (with_ext) {
         body[n++] = (uint8_t)(ext_len >> 8), body[n++] = (uint8_t)ext_len;
         memcpy(body + n, ext, ext_len), n += ext_len;
     }
     size_t hs = 4 + n, m = 0;
-    out[m++] = 0x16, out[m++] = 3, out[m++] = 1, out[m++] = (uint8_t)(hs >> 8), out[m++] = (uint8_t)hs;
+    out[m++] = 0x16, out[m++] = 3, out[m++] = 1, out[m++] = (uint8_t)(hs >> 8),
+    out[m++] = (uint8_t)hs;
     out[m++] = 1, out[m++] = 0, out[m++] = (uint8_t)(n >> 8), out[m++] = (uint8_t)n;
     memcpy(out + m, body, n);
     return m + n;
@@ -139,7 +150,8 @@ static size_t hello(uint8_t *out, const uint8_t *ext, size_t ext_len, bool with_
 static size_t sni_ext(uint8_t *out, const char *name, size_t name_len)
 {
     size_t n = 0;
-    out[n++] = 0, out[n++] = 21, out[n++] = 0, out[n++] = 3, out[n++] = 0, out[n++] = 0, out[n++] = 0;
+    out[n++] = 0, out[n++] = 21, out[n++] = 0, out[n++] = 3, out[n++] = 0, out[n++] = 0,
+    out[n++] = 0;
     out[n++] = 0, out[n++] = 0;
     size_t list = 3 + name_len;
     out[n++] = (uint8_t)((list + 2) >> 8), out[n++] = (uint8_t)(list + 2);
@@ -153,9 +165,9 @@ static void test_sni(void)
 {
     static const struct {
         const char *what;
-        const char *name;     /* NULL: no server_name extension */
+        const char *name; /* NULL: no server_name extension */
         bool with_ext;
-        long cut;             /* bytes dropped from the end; -1: the hello length overstated */
+        long cut; /* bytes dropped from the end; -1: the hello length overstated */
         enum sni_result want;
         const char *found;
     } rows[] = {
@@ -194,13 +206,15 @@ static void test_sni(void)
     ok(tls_client_hello_sni((const uint8_t *)"GET / HTTP/1.1\r\n", 16, name, sizeof name) ==
            SNI_NOT_TLS,
        "sni: plain HTTP is not TLS");
-    ok(tls_client_hello_sni((const uint8_t *)"\x16\x03\x01\xff\xff", 5, name, sizeof name) == SNI_BAD,
+    ok(tls_client_hello_sni((const uint8_t *)"\x16\x03\x01\xff\xff", 5, name, sizeof name) ==
+           SNI_BAD,
        "sni: a record longer than TLS allows");
     uint8_t ext[600], buf[1200];
     char longname[300];
     memset(longname, 'a', 299);
     size_t len = hello(buf, ext, sni_ext(ext, longname, 299), true);
-    ok(tls_client_hello_sni(buf, len, name, sizeof name) == SNI_BAD, "sni: a name too long to hold");
+    ok(tls_client_hello_sni(buf, len, name, sizeof name) == SNI_BAD,
+       "sni: a name too long to hold");
 }
 
 int main(void)

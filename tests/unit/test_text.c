@@ -13,7 +13,7 @@
 
 struct escape_case {
     const char *in;
-    size_t size;            /* the buffer's size; 0: sizeof the case's buffer */
+    size_t size; /* the buffer's size; 0: sizeof the case's buffer */
     const char *want;
 };
 
@@ -26,7 +26,9 @@ static const struct escape_case cases[] = {
     { "del\x7f", 0, "del\\x7f" },
     /* UTF-8 stays; C1 controls and malformed bytes do not */
     { "caf\xc3\xa9 \xe2\x9c\x93", 0, "caf\xc3\xa9 \xe2\x9c\x93" },
-    { "c1 \xc2\x9b" "31m", 0, "c1 \\xc2\\x9b31m" },
+    { "c1 \xc2\x9b"
+      "31m",
+      0, "c1 \\xc2\\x9b31m" },
     { "bare \x9b and \xff", 0, "bare \\x9b and \\xff" },
     { "overlong \xc0\xaf", 0, "overlong \\xc0\\xaf" },
     { "cut \xe2\x9c", 0, "cut \\xe2\\x9c" },
@@ -44,8 +46,13 @@ static void test_base64(void)
     static const struct {
         const char *plain, *b64;
     } vectors[] = {
-        { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" }, { "foo", "Zm9v" }, { "foob", "Zm9vYg==" },
-        { "fooba", "Zm9vYmE=" }, { "foobar", "Zm9vYmFy" },
+        { "", "" },
+        { "f", "Zg==" },
+        { "fo", "Zm8=" },
+        { "foo", "Zm9v" },
+        { "foob", "Zm9vYg==" },
+        { "fooba", "Zm9vYmE=" },
+        { "foobar", "Zm9vYmFy" },
         { "x-access-token:ghp_\xff", "eC1hY2Nlc3MtdG9rZW46Z2hwX/8=" },
     };
     for (size_t i = 0; i < sizeof vectors / sizeof vectors[0]; i++) {
@@ -57,8 +64,8 @@ static void test_base64(void)
                n == strlen(vectors[i].plain) && memcmp(dec, vectors[i].plain, n) == 0,
            "decode %s", vectors[i].b64);
     }
-    static const char *const bad[] = { "Zg=", "Zg", "Z===", "Zg==Zg==", "Zm 9v", "Zm9v\n", "Zm9-",
-                                       "=Zm9" };
+    static const char *const bad[] = { "Zg=",   "Zg",     "Z===", "Zg==Zg==",
+                                       "Zm 9v", "Zm9v\n", "Zm9-", "=Zm9" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char dec[64];
         size_t n;

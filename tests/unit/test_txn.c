@@ -26,54 +26,154 @@
 struct txn_case {
     const char *name;
     const char *upper[6];
-    const char *host[6];   /* "r:path" makes a path 0555 (after what it holds) */
+    const char *host[6]; /* "r:path" makes a path 0555 (after what it holds) */
     enum txn_outcome outcome;
     unsigned added, changed, removed;
-    const char *reason;       /* a part of the refusal, or NULL */
-    const char *after[4];     /* on the host afterwards: "f:path=content", "d:path", "-:path" */
+    const char *reason;   /* a part of the refusal, or NULL */
+    const char *after[4]; /* on the host afterwards: "f:path=content", "d:path", "-:path" */
 };
 
 static const struct txn_case cases[] = {
-    { "new file and directory", { "f:a.txt=x", "d:d", "f:d/f=yz" }, { 0 },
-      TXN_COMMITTED, 3, 0, 0, NULL, { "f:a.txt=x", "f:d/f=yz" } },
-    { "changed file", { "f:a.txt=new" }, { "f:a.txt=old" },
-      TXN_COMMITTED, 0, 1, 0, NULL, { "f:a.txt=new" } },
-    { "copied up but unchanged", { "f:a.txt=same" }, { "f:a.txt=same" },
-      TXN_COMMITTED, 0, 0, 0, NULL, { "f:a.txt=same" } },
-    { "a FIFO", { "f:a.txt=x", "p:fifo" }, { 0 },
-      TXN_REFUSED, 1, 0, 0, "'fifo' is a device, FIFO or socket", { "-:a.txt" } },
-    { "a protected name at the top", { "f:a.txt=x", "f:.env=K=v" }, { 0 },
-      TXN_REFUSED, 2, 0, 0, "'.env' is protected", { "-:a.txt", "-:.env" } },
-    { "a protected name deep down", { "d:v", "d:v/w", "d:v/w/.vscode",
-      "f:v/w/.vscode/tasks.json=x" }, { 0 },
-      TXN_REFUSED, 4, 0, 0, "'v/w/.vscode' is protected", { "-:v" } },
-    { "a link leading out", { "f:a.txt=x", "l:out=/etc/passwd" }, { 0 },
-      TXN_REFUSED, 2, 0, 0, "'out' is a link leading out", { "-:a.txt" } },
-    { "a link climbing out", { "d:d", "l:d/up=../../x" }, { 0 },
-      TXN_REFUSED, 2, 0, 0, "'d/up' is a link leading out", { "-:d" } },
-    { "a link staying in", { "d:d", "l:d/ok=../a.txt" }, { "f:a.txt=x" },
-      TXN_COMMITTED, 2, 0, 0, NULL, { "f:d/ok=x" } },
+    { "new file and directory",
+      { "f:a.txt=x", "d:d", "f:d/f=yz" },
+      { 0 },
+      TXN_COMMITTED,
+      3,
+      0,
+      0,
+      NULL,
+      { "f:a.txt=x", "f:d/f=yz" } },
+    { "changed file",
+      { "f:a.txt=new" },
+      { "f:a.txt=old" },
+      TXN_COMMITTED,
+      0,
+      1,
+      0,
+      NULL,
+      { "f:a.txt=new" } },
+    { "copied up but unchanged",
+      { "f:a.txt=same" },
+      { "f:a.txt=same" },
+      TXN_COMMITTED,
+      0,
+      0,
+      0,
+      NULL,
+      { "f:a.txt=same" } },
+    { "a FIFO",
+      { "f:a.txt=x", "p:fifo" },
+      { 0 },
+      TXN_REFUSED,
+      1,
+      0,
+      0,
+      "'fifo' is a device, FIFO or socket",
+      { "-:a.txt" } },
+    { "a protected name at the top",
+      { "f:a.txt=x", "f:.env=K=v" },
+      { 0 },
+      TXN_REFUSED,
+      2,
+      0,
+      0,
+      "'.env' is protected",
+      { "-:a.txt", "-:.env" } },
+    { "a protected name deep down",
+      { "d:v", "d:v/w", "d:v/w/.vscode", "f:v/w/.vscode/tasks.json=x" },
+      { 0 },
+      TXN_REFUSED,
+      4,
+      0,
+      0,
+      "'v/w/.vscode' is protected",
+      { "-:v" } },
+    { "a link leading out",
+      { "f:a.txt=x", "l:out=/etc/passwd" },
+      { 0 },
+      TXN_REFUSED,
+      2,
+      0,
+      0,
+      "'out' is a link leading out",
+      { "-:a.txt" } },
+    { "a link climbing out",
+      { "d:d", "l:d/up=../../x" },
+      { 0 },
+      TXN_REFUSED,
+      2,
+      0,
+      0,
+      "'d/up' is a link leading out",
+      { "-:d" } },
+    { "a link staying in",
+      { "d:d", "l:d/ok=../a.txt" },
+      { "f:a.txt=x" },
+      TXN_COMMITTED,
+      2,
+      0,
+      0,
+      NULL,
+      { "f:d/ok=x" } },
     /* The host's "sub" is a link out (planted earlier): the layer's directory
      * replaces it, and nothing is written where it pointed. */
-    { "a host link under a new directory", { "d:sub", "f:sub/f=pwned" },
+    { "a host link under a new directory",
+      { "d:sub", "f:sub/f=pwned" },
       { "d:../outside", "l:sub=../outside" },
-      TXN_COMMITTED, 1, 1, 0, NULL, { "d:sub", "f:sub/f=pwned", "-:../outside/f" } },
-    { "a host directory replaced by a file", { "f:d=file" }, { "d:d", "f:d/x=x" },
-      TXN_COMMITTED, 0, 1, 0, NULL, { "f:d=file" } },
+      TXN_COMMITTED,
+      1,
+      1,
+      0,
+      NULL,
+      { "d:sub", "f:sub/f=pwned", "-:../outside/f" } },
+    { "a host directory replaced by a file",
+      { "f:d=file" },
+      { "d:d", "f:d/x=x" },
+      TXN_COMMITTED,
+      0,
+      1,
+      0,
+      NULL,
+      { "f:d=file" } },
     /* Replacing a directory removes what is in it: a protected name there refuses. */
-    { "a protected name under a replaced directory", { "f:d=file" },
+    { "a protected name under a replaced directory",
+      { "f:d=file" },
       { "d:d", "d:d/.vscode", "f:d/.vscode/tasks.json=t" },
-      TXN_REFUSED, 0, 1, 0, "'d/.vscode' is protected", { "f:d/.vscode/tasks.json=t" } },
+      TXN_REFUSED,
+      0,
+      1,
+      0,
+      "'d/.vscode' is protected",
+      { "f:d/.vscode/tasks.json=t" } },
     /* The names a commit makes for itself: never from a run's layer. */
-    { "a commit's own name", { "f:a.txt=x", "d:.cordon-txn-0123456789abcdef",
-      "f:.cordon-txn-0123456789abcdef/committed=" }, { 0 },
-      TXN_REFUSED, 3, 0, 0, "is a name cordon's commit uses", { "-:a.txt" } },
+    { "a commit's own name",
+      { "f:a.txt=x", "d:.cordon-txn-0123456789abcdef",
+        "f:.cordon-txn-0123456789abcdef/committed=" },
+      { 0 },
+      TXN_REFUSED,
+      3,
+      0,
+      0,
+      "is a name cordon's commit uses",
+      { "-:a.txt" } },
     /* A new read-only directory with entries: its mode is set last. */
-    { "a new 0555 directory holding entries", { "d:ro", "d:ro/sub", "f:ro/sub/f=x", "r:ro/sub",
-      "r:ro" }, { "d:keep" }, TXN_COMMITTED, 3, 0, 0, NULL,
+    { "a new 0555 directory holding entries",
+      { "d:ro", "d:ro/sub", "f:ro/sub/f=x", "r:ro/sub", "r:ro" },
+      { "d:keep" },
+      TXN_COMMITTED,
+      3,
+      0,
+      0,
+      NULL,
       { "f:ro/sub/f=x", "5:ro", "5:ro/sub" } },
-    { "a directory replaced by a file, a file by a directory", { "f:d=file", "d:f", "f:f/in=y" },
-      { "d:d", "f:d/x=x", "f:f=old" }, TXN_COMMITTED, 1, 2, 0, NULL,
+    { "a directory replaced by a file, a file by a directory",
+      { "f:d=file", "d:f", "f:f/in=y" },
+      { "d:d", "f:d/x=x", "f:f=old" },
+      TXN_COMMITTED,
+      1,
+      2,
+      0,
+      NULL,
       { "f:d=file", "f:f/in=y", "-:d/x" } },
 };
 
@@ -209,8 +309,8 @@ static void test_states(const struct policy *p)
     snprintf(d, sizeof d, "%s/" TXN ".1", ws);
     mkdir(d, 0700);
     put(d, "f", "new-f");
-    snprintf(j, sizeof j, "cordon-txn 1 " ID "\nput 0 0 644 %s\nput 0 0 0 %s\nend\n",
-             hex("a.txt"), hex("d"));
+    snprintf(j, sizeof j, "cordon-txn 1 " ID "\nput 0 0 644 %s\nput 0 0 0 %s\nend\n", hex("a.txt"),
+             hex("d"));
     put(ws, TXN "/intent", j);
     ok(recover(p, ws, &rec) == 0 && rec.rolled_back == 1, "staging: undone (%s)", rec.reason);
     ok(holds(ws, "f:a.txt=old-a") && holds(ws, "-:d") && !reserved_left(ws),
@@ -234,14 +334,16 @@ static void test_states(const struct policy *p)
     snprintf(from, sizeof from, "%s/c.txt", ws);
     snprintf(to, sizeof to, "%s/" TXN ".2.old", ws);
     rename(from, to);
-    snprintf(j, sizeof j, "cordon-txn 1 " ID "\nput %llu %llu 0 %s\nput %llu %llu 0 %s\n"
-             "del 0 %llu 0 %s\nend\n", na, oa, hex("a.txt"), nb, ob, hex("b.txt"), oc,
-             hex("c.txt"));
+    snprintf(j, sizeof j,
+             "cordon-txn 1 " ID "\nput %llu %llu 0 %s\nput %llu %llu 0 %s\n"
+             "del 0 %llu 0 %s\nend\n",
+             na, oa, hex("a.txt"), nb, ob, hex("b.txt"), oc, hex("c.txt"));
     put(ws, TXN "/intent", j);
     put(ws, TXN "/journal", j);
     ok(recover(p, ws, &rec) == 0 && rec.rolled_back == 1, "applying: undone (%s)", rec.reason);
     ok(holds(ws, "f:a.txt=old-a") && holds(ws, "f:b.txt=old-b") && holds(ws, "f:c.txt=old-c") &&
-           !reserved_left(ws), "applying: the old tree by inode, nothing staged left");
+           !reserved_left(ws),
+       "applying: the old tree by inode, nothing staged left");
 
     /* The same, past the marker (b.txt's rename lost, as a power loss can), and a mode. */
     put(ws, TXN ".0", "new-a");
@@ -261,9 +363,10 @@ static void test_states(const struct policy *p)
     rename(from, to);
     snprintf(d, sizeof d, "%s/n", ws);
     mkdir(d, 0700);
-    snprintf(j, sizeof j, "cordon-txn 1 " ID "\nput %llu %llu 0 %s\nput %llu %llu 0 %s\n"
-             "del 0 %llu 0 %s\nmode 0 0 555 %s\nend\n", na, oa, hex("a.txt"), nb, ob,
-             hex("b.txt"), oc, hex("c.txt"), hex("n"));
+    snprintf(j, sizeof j,
+             "cordon-txn 1 " ID "\nput %llu %llu 0 %s\nput %llu %llu 0 %s\n"
+             "del 0 %llu 0 %s\nmode 0 0 555 %s\nend\n",
+             na, oa, hex("a.txt"), nb, ob, hex("b.txt"), oc, hex("c.txt"), hex("n"));
     put(ws, TXN "/journal", j);
     put(ws, TXN "/committed", "");
     ok(recover(p, ws, &rec) == 0 && rec.rolled_forward == 1, "committed: finished (%s)",
@@ -293,8 +396,8 @@ static void test_forged(const struct policy *p)
         if (fresh(top, ws) < 0)
             return;
         put(ws, TXN ".0", "planted");
-        snprintf(j, sizeof j, "cordon-txn 1 " ID "\n%s %s%s\nend\n", bad[i].kind,
-                 hex(bad[i].rel), bad[i].tail);
+        snprintf(j, sizeof j, "cordon-txn 1 " ID "\n%s %s%s\nend\n", bad[i].kind, hex(bad[i].rel),
+                 bad[i].tail);
         put(ws, TXN "/journal", j);
         put(ws, TXN "/committed", "");
         ok(recover(p, ws, &rec) < 0 && strstr(rec.reason, "holds no journal cordon wrote"),

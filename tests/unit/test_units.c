@@ -117,8 +117,8 @@ static void run(const char *what, int (*parse)(const char *, uint64_t *, char *,
             ok(r == -1, "%s fails", name);
             is_str(why, c->why, name);
         } else {
-            ok(r == 0 && got == c->want, "%s = %" PRIu64 " (got %" PRIu64 ", %s)", name,
-               c->want, got, why);
+            ok(r == 0 && got == c->want, "%s = %" PRIu64 " (got %" PRIu64 ", %s)", name, c->want,
+               got, why);
         }
     }
 }
@@ -134,8 +134,8 @@ int main(void)
     static const struct {
         uint64_t ms;
         const char *text;
-    } shown[] = { { 600000, "10m" }, { 7200000, "2h" }, { 90000, "90s" }, { 1500, "1500ms" },
-                  { 0, "0ms" }, { 3600000 + 1000, "3601s" } };
+    } shown[] = { { 600000, "10m" },  { 7200000, "2h" }, { 90000, "90s" },
+                  { 1500, "1500ms" }, { 0, "0ms" },      { 3600000 + 1000, "3601s" } };
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
         char text[32], name[64];
         uint64_t back = 1;

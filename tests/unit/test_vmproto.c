@@ -61,12 +61,20 @@ static const struct ports_case ports_cases[] = {
     { "none", 0, 0, { 0 }, 0, true },
     { "two", 2, 2, { 80, 443 }, 0, true },
     { "the highest port", 1, 1, { 65535 }, 0, true },
-    { "the cap", VM_MAX_PORTS, VM_MAX_PORTS,
-      { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-        25, 26, 27, 28, 29, 30, 31, 32 }, 0, true },
-    { "past the cap", VM_MAX_PORTS + 1, VM_MAX_PORTS + 1,
-      { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-        25, 26, 27, 28, 29, 30, 31, 32, 33 }, 0, false },
+    { "the cap",
+      VM_MAX_PORTS,
+      VM_MAX_PORTS,
+      { 1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32 },
+      0,
+      true },
+    { "past the cap",
+      VM_MAX_PORTS + 1,
+      VM_MAX_PORTS + 1,
+      { 1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
+        18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33 },
+      0,
+      false },
     { "a count past the bytes", 3, 2, { 80, 443 }, 0, false },
     { "a huge count", 0xffffffffu, 1, { 80 }, 0, false },
     { "cut inside a port", 2, 2, { 80, 443 }, 1, false },
@@ -177,7 +185,8 @@ int main(void)
         size_t used;
         vm_reader_init(r, VM_PORT_CONTROL);
         int g1 = vm_reader_feed(r, bytes, na + nb, &used, &f, &err);
-        ok(g1 == 1 && f.type == VM_STDOUT && used == na, "first of two frames, %zu bytes used", used);
+        ok(g1 == 1 && f.type == VM_STDOUT && used == na, "first of two frames, %zu bytes used",
+           used);
         int g2 = vm_reader_feed(r, bytes + used, na + nb - used, &used, &f, &err);
         uint32_t status = 0;
         if (g2 == 1)
@@ -201,7 +210,8 @@ int main(void)
             for (size_t k = 0; k < n; k++)
                 bytes[k] = (unsigned char)rand();
             if (round % 5 == 0) /* a plausible header with a random length */
-                bytes[0] = (unsigned char)(port == VM_PORT_CONTROL ? 17 : 33), bytes[1] = bytes[2] = bytes[3] = 0;
+                bytes[0] = (unsigned char)(port == VM_PORT_CONTROL ? 17 : 33),
+                bytes[1] = bytes[2] = bytes[3] = 0;
         }
         vm_reader_init(r, port);
         size_t off = 0;
@@ -225,8 +235,8 @@ int main(void)
         }
     }
     check_ports();
-    ok(bad == 0 && refused > 0, "fuzz: %lu frames accepted, %lu streams refused, %lu broke the rules",
-       frames, refused, bad);
+    ok(bad == 0 && refused > 0,
+       "fuzz: %lu frames accepted, %lu streams refused, %lu broke the rules", frames, refused, bad);
     free(r);
     return done_testing();
 }

@@ -11,19 +11,19 @@
 #include <stdio.h>
 
 struct escape_case {
-    unsigned depth;      /* directories between the workspace root and the link */
+    unsigned depth; /* directories between the workspace root and the link */
     const char *target;
     bool escapes;
 };
 
 static const struct escape_case escape_cases[] = {
     { 0, "/etc/passwd", true },
-    { 0, "/workspace/a", true },  /* the host has no /workspace: out */
+    { 0, "/workspace/a", true }, /* the host has no /workspace: out */
     { 0, "", true },
     { 0, "a.txt", false },
     { 0, "./a/./b", false },
     { 0, "..", true },
-    { 0, "../ws/a", true },       /* even back in: it leaves on its face */
+    { 0, "../ws/a", true }, /* even back in: it leaves on its face */
     { 0, "a/../b", false },
     { 0, "a/../../b", true },
     { 1, "../a.txt", false },
@@ -41,10 +41,10 @@ struct system_case {
 
 /* Links kept though they leave: the read-only system tree every sandbox has. */
 static const struct system_case system_cases[] = {
-    { "/usr/bin/python3", true },          /* a venv's interpreter */
+    { "/usr/bin/python3", true }, /* a venv's interpreter */
     { "/usr", true },
     { "//usr/./lib/x", true },
-    { "/bin/sh", true },                   /* merged-/usr names */
+    { "/bin/sh", true },                     /* merged-/usr names */
     { "/lib64/ld-linux-x86-64.so.2", true }, /* the loader */
     { "/usr/../etc/passwd", false },
     { "/usr/bin/../../home/x", false },
@@ -53,7 +53,7 @@ static const struct system_case system_cases[] = {
     { "/proc/self/root", false },
     { "/usrx/bin", false },
     { "/", false },
-    { "usr/bin/python3", false },          /* relative: inside, judged as such */
+    { "usr/bin/python3", false }, /* relative: inside, judged as such */
     { "../../outside", false },
     { "/workspace/x", false },
 };
@@ -64,14 +64,9 @@ struct match_case {
 };
 
 static const struct match_case match_cases[] = {
-    { ".env", ".env", true },
-    { ".env", ".env.local", false },
-    { ".env*", ".env", true },
-    { ".env*", ".env.local", true },
-    { ".env*", ".envrc", true },
-    { ".env*", "x.env", false },
-    { ".git", ".gitignore", false },
-    { ".git", ".GIT", false },
+    { ".env", ".env", true },        { ".env", ".env.local", false }, { ".env*", ".env", true },
+    { ".env*", ".env.local", true }, { ".env*", ".envrc", true },     { ".env*", "x.env", false },
+    { ".git", ".gitignore", false }, { ".git", ".GIT", false },
 };
 
 int main(void)
@@ -89,8 +84,8 @@ int main(void)
     }
     for (size_t i = 0; i < sizeof match_cases / sizeof match_cases[0]; i++) {
         const struct match_case *c = &match_cases[i];
-        ok(policy_protected_match(c->pattern, c->name) == c->match, "\"%s\" %s \"%s\"",
-           c->pattern, c->match ? "matches" : "does not match", c->name);
+        ok(policy_protected_match(c->pattern, c->name) == c->match, "\"%s\" %s \"%s\"", c->pattern,
+           c->match ? "matches" : "does not match", c->name);
     }
     /* The table: one row a name, each a single component with a reason. */
     size_t n = 0;
@@ -99,8 +94,7 @@ int main(void)
         const char *name = rows[i].name, *star = strchr(name, '*');
         ok(!strchr(name, '/') && (!star || star[1] == '\0') && rows[i].who[0] &&
                strlen(rows[i].why) > 10 && policy_protected_default(name) == &rows[i],
-           "protected row %s: one component, read by %s, a reason, listed once", name,
-           rows[i].who);
+           "protected row %s: one component, read by %s, a reason, listed once", name, rows[i].who);
     }
     rows = policy_protected_left_out(&n);
     for (size_t i = 0; i < n; i++)

@@ -12,7 +12,7 @@
 
 struct path_case {
     const char *path;
-    const char *why;  /* NULL: accepted */
+    const char *why; /* NULL: accepted */
 };
 
 static const struct path_case cases[] = {

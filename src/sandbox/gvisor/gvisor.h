@@ -17,4 +17,3 @@ int gvisor_find_runsc(char *buf, size_t len, struct cordon_err *err);
  * here within a second: 0, or -1 with the reason in ERR.
  */
 int gvisor_platform_probe(const char *name, struct cordon_err *err);
-

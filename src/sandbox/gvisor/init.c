@@ -152,8 +152,8 @@ static _Noreturn void dns_main(int u, const char *gateway)
             continue;
         struct sockaddr_in from;
         socklen_t from_len = sizeof from;
-        ssize_t n = recvfrom(u, q + 2, RELAY_DNS_MAX, MSG_TRUNC, (struct sockaddr *)&from,
-                             &from_len);
+        ssize_t n =
+            recvfrom(u, q + 2, RELAY_DNS_MAX, MSG_TRUNC, (struct sockaddr *)&from, &from_len);
         if (n < 12 || n > (ssize_t)RELAY_DNS_MAX || (q[4] & 0x80) || waiting == DNS_PENDING)
             continue;
         if (g < 0 && (g = relay_dial(gateway, RELAY_DNS, NULL)) < 0)
@@ -183,12 +183,12 @@ static int drop_capabilities(void)
 struct relay_plan {
     const char *gateway;
     bool transparent;
-    uint32_t net;       /* network order */
+    uint32_t net; /* network order */
     int prefix;
-    uint32_t stub;      /* network order */
+    uint32_t stub; /* network order */
     int fds[1 + MAX_PORTS];
     size_t n_fds;
-    uint32_t literal[MAX_PORTS];  /* "+NET/PREFIX": host order */
+    uint32_t literal[MAX_PORTS]; /* "+NET/PREFIX": host order */
     unsigned literal_prefix[MAX_PORTS];
     size_t n_literal;
 };
@@ -258,15 +258,16 @@ static int open_relays(struct relay_plan *r)
     }
     for (size_t i = 0; i < r->n_literal; i++) {
         unsigned p = r->literal_prefix[i];
-        if ((p == 32 ? route_own_address(r->literal[i], p) : route_own_range(r->literal[i], p)) < 0) {
+        if ((p == 32 ? route_own_address(r->literal[i], p) : route_own_range(r->literal[i], p)) <
+            0) {
             fprintf(stderr, "cordon-gvisor-init: cannot make an allowed address loopback's: %s\n",
                     strerror(errno));
             return -1;
         }
     }
     for (size_t i = 1; i < r->n_fds; i++)
-        if ((r->fds[i] = bound_socket(SOCK_STREAM, htonl(INADDR_ANY),
-                                      htons((uint16_t)r->fds[i]))) < 0)
+        if ((r->fds[i] = bound_socket(SOCK_STREAM, htonl(INADDR_ANY), htons((uint16_t)r->fds[i]))) <
+            0)
             return -1;
     int u = bound_socket(SOCK_DGRAM, r->stub, htons(53));
     if (u < 0)
@@ -437,9 +438,9 @@ static int place_one(char *path, const char *data, size_t len, unsigned mode)
     }
     if (dir < 0)
         return -1;
-    int out = strcmp(p, "..") == 0 ? (errno = EPERM, -1)
-                                   : openat(dir, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                                                        O_CLOEXEC, mode & 0777);
+    int out = strcmp(p, "..") == 0
+        ? (errno = EPERM, -1)
+        : openat(dir, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
     close(dir);
     if (out < 0)
         return -1;
@@ -475,8 +476,7 @@ static int place_main(void)
         off += fh.path_len;
         if (memchr(path, '\0', fh.path_len) ||
             place_one(path, map + off, (size_t)fh.len, fh.mode) < 0) {
-            fprintf(stderr, "cannot place file '%s' in the workspace: %s\n", path,
-                    strerror(errno));
+            fprintf(stderr, "cannot place file '%s' in the workspace: %s\n", path, strerror(errno));
             return 1;
         }
         off += (size_t)fh.len;
@@ -498,6 +498,8 @@ int main(int argc, char **argv)
         return exec_main(argv[2], argv + 3);
     if (argc == 2 && strcmp(argv[1], "place") == 0)
         return place_main();
-    fprintf(stderr, "usage: cordon-gvisor-init init HOME [SOCKET [NET/PREFIX STUB PORT...]] | exec BPF|- COMMAND... | place\n");
+    fprintf(stderr,
+            "usage: cordon-gvisor-init init HOME [SOCKET [NET/PREFIX STUB PORT...]] | exec BPF|- "
+            "COMMAND... | place\n");
     return 2;
 }

@@ -33,8 +33,8 @@
 
 /* One client connection and its connection to the gateway. */
 struct pair {
-    int fd[2];          /* [0] the client, [1] the gateway; -1 once closed */
-    char *pend[2];      /* bytes still to write to fd[i] */
+    int fd[2];     /* [0] the client, [1] the gateway; -1 once closed */
+    char *pend[2]; /* bytes still to write to fd[i] */
     size_t len[2], off[2];
     bool eof[2];        /* fd[i] has said all it will */
     bool transparent;   /* a gateway that ends it before a byte refused it: a reset */
@@ -239,7 +239,8 @@ static void add_pair(int c, bool transparent, const char *gateway)
                              strerror(g < 0 ? errno : ENOMEM));
             n = snprintf(answer, sizeof answer,
                          "HTTP/1.1 502 Bad Gateway\r\nX-Cordon-Denied: relay\r\n"
-                         "Connection: close\r\nContent-Length: %d\r\n\r\n%s", n, why);
+                         "Connection: close\r\nContent-Length: %d\r\n\r\n%s",
+                         n, why);
             (void)!send(c, answer, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
         }
         close(c);
@@ -309,8 +310,7 @@ _Noreturn void relay_serve(const int *listeners, size_t n_listeners, const char 
                     continue;
                 if ((re & POLLOUT) && !flush_side(p, i))
                     alive = i == 1 ? gateway_done(p) : false;
-                if (alive && (re & (POLLIN | POLLHUP | POLLERR)) && p->fd[i] >= 0 &&
-                    !p->eof[i])
+                if (alive && (re & (POLLIN | POLLHUP | POLLERR)) && p->fd[i] >= 0 && !p->eof[i])
                     alive = read_side(p, i);
                 else if (alive && (re & (POLLHUP | POLLERR)) && p->eof[i] && i == 0)
                     alive = false; /* hung up after its end: nobody reads more */

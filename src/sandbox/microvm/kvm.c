@@ -12,8 +12,8 @@
 #define KVM_PROBE_MS 3000
 
 /* Boot the guest under KVM with nothing to run: does it come up in time? */
-static bool kvm_boots_guest(const char *qemu, const char *kernel, const char *initramfs,
-                            char *why, size_t size)
+static bool kvm_boots_guest(const char *qemu, const char *kernel, const char *initramfs, char *why,
+                            size_t size)
 {
     struct vm_plan *v = calloc(1, sizeof *v);
     struct policy *defaults = NULL;

@@ -88,20 +88,21 @@ static void microvm_release(struct sandbox_boundary *b)
 static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
                            struct cordon_err *err)
 {
-    *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
-                                    .door = -1, .layer = -1 };
+    *b = (struct sandbox_boundary){
+        .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1, .door = -1, .layer = -1
+    };
     struct vm_plan *v = calloc(1, sizeof *v);
     if (!v)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
-    int sync[2] = { -1, -1 }, errp[2] = { -1, -1 }, status[2] = { -1, -1 },
-        start[2] = { -1, -1 }, gw[2] = { -1, -1 }, info[2] = { -1, -1 };
+    int sync[2] = { -1, -1 }, errp[2] = { -1, -1 }, status[2] = { -1, -1 }, start[2] = { -1, -1 },
+        gw[2] = { -1, -1 }, info[2] = { -1, -1 };
     int rc = -1;
     pid_t shim = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
     if (plan_vm(s, v, err) < 0)
         goto out;
-    if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-        pipe2(status, O_CLOEXEC) < 0 || pipe2(info, O_CLOEXEC) < 0 ||
+    if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0 ||
+        pipe2(info, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, start) < 0 ||
         (s->gateway && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gw) < 0)) {
         err_sys(err, CORDON_E_SETUP, "cannot create pipes");
@@ -128,9 +129,14 @@ static int microvm_prepare(const struct sandbox_setup *s, struct sandbox_boundar
         cgroup_ticket_close(&ticket);
         if (s->in_child)
             s->in_child(s->in_child_arg);
-        struct shim_fds fds = { .sync_r = sync[0], .err_w = errp[1], .status_w = status[1],
-                                .start_r = start[1], .gw_sock = s->gateway ? gw[1] : -1,
-                                .info_w = info[1], .uid = uid, .gid = gid };
+        struct shim_fds fds = { .sync_r = sync[0],
+                                .err_w = errp[1],
+                                .status_w = status[1],
+                                .start_r = start[1],
+                                .gw_sock = s->gateway ? gw[1] : -1,
+                                .info_w = info[1],
+                                .uid = uid,
+                                .gid = gid };
         shim_main(s, v, &fds);
     }
     int *theirs[] = { &sync[0], &errp[1], &status[1], &start[1], &gw[1], &info[1] };
@@ -172,8 +178,8 @@ out:
     if (rc < 0)
         closep(&b->door);
     cgroup_ticket_close(&ticket);
-    int all[] = { sync[0], sync[1], errp[0], errp[1], status[0], status[1], start[0], start[1],
-                  gw[0], gw[1], info[0], info[1] };
+    int all[] = { sync[0],  sync[1],  errp[0], errp[1], status[0], status[1],
+                  start[0], start[1], gw[0],   gw[1],   info[0],   info[1] };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i] >= 0)
             close(all[i]);
@@ -191,7 +197,7 @@ const struct sandbox_backend microvm_backend = {
     .name = "microvm",
     .level = CORDON_LEVEL_MICROVM,
     .counts_pids = true,
-    .tmpfs_sizes = true,  /* the guest kernel's tmpfs */
+    .tmpfs_sizes = true, /* the guest kernel's tmpfs */
     .tmpfs_inodes = true,
     .probe = microvm_probe,
     .admits = microvm_admits,

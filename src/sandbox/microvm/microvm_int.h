@@ -70,16 +70,16 @@ struct vm_plan {
     char qemu[PATH_MAX];
     char kernel[PATH_MAX];
     char initramfs[PATH_MAX];
-    char snapshot[PATH_MAX];   /* the snapshot file for this layout, or "" */
+    char snapshot[PATH_MAX]; /* the snapshot file for this layout, or "" */
     char snapshot_dir[PATH_MAX - 64];
-    char digest[65];           /* kernel, initramfs, QEMU and the machine's shape */
+    char digest[65]; /* kernel, initramfs, QEMU and the machine's shape */
     char kernel_digest[65], initramfs_digest[65];
     bool kvm;
     uint64_t mem_mib;
     struct vm_share shares[VM_SLOTS];
     char paths[VM_SLOTS][PATH_MAX]; /* the shares' host paths, owned here */
     size_t n_shares;
-    struct vm_buf setup;       /* VM_SETUP's policy part: rlimits, mounts, filter */
+    struct vm_buf setup; /* VM_SETUP's policy part: rlimits, mounts, filter */
     /* Transparent egress: the guest's DNS stub, and a listener per port. */
     bool transparent;
     /* The run's CA and the trust store with it, for the guest's /etc (or NULL). */
@@ -87,7 +87,7 @@ struct vm_plan {
     char *ca_bundle;
     uint16_t ports[VM_MAX_PORTS];
     uint32_t n_ports;
-    uint32_t nets[VM_MAX_NETS];   /* allowed literals' IPv4 ranges, routed to the guest's loopback */
+    uint32_t nets[VM_MAX_NETS]; /* allowed literals' IPv4 ranges, routed to the guest's loopback */
     uint32_t prefixes[VM_MAX_NETS];
     uint32_t n_nets;
     /* The run's own syscall filter, for QEMU too: its -sandbox is QEMU's
@@ -97,20 +97,20 @@ struct vm_plan {
      * go to a keeper (sandbox/engine.h): none protected at its root. */
     struct names_keeper names;
     struct seccomp_program names_filter;
-    bool quiet;                /* QEMU's complaints are expected (the KVM probe) */
+    bool quiet; /* QEMU's complaints are expected (the KVM probe) */
 };
 
 struct vm {
     pid_t qemu;
     int pidfd;
-    int ctl, eg, qmp;   /* our ends of the control port, the egress port and QMP */
-    int ram;            /* the guest's memory, a memfd QEMU maps shared */
-    pid_t keeper;       /* the keeper of QEMU's names, or -1 */
+    int ctl, eg, qmp; /* our ends of the control port, the egress port and QMP */
+    int ram;          /* the guest's memory, a memfd QEMU maps shared */
+    pid_t keeper;     /* the keeper of QEMU's names, or -1 */
 };
 
 struct shim_fds {
     int sync_r, err_w, status_w, start_r, gw_sock, info_w;
-    uid_t uid;  /* the caller's, the sandbox user in the shim's user namespace */
+    uid_t uid; /* the caller's, the sandbox user in the shim's user namespace */
     gid_t gid;
 };
 
@@ -140,7 +140,8 @@ int vm_resume(struct vm *vm);
 bool hardware_kvm(char *why, size_t size);
 
 /* shim.c */
-_Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v, const struct shim_fds *fds);
+_Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v,
+                         const struct shim_fds *fds);
 
 /* microvm.c */
 int microvm_probe(struct cordon_err *err);

@@ -118,12 +118,13 @@ int find_initramfs(char out[PATH_MAX], struct cordon_err *err)
     if (installed_exe_dir(dir, sizeof dir) < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot find cordon's executable");
     snprintf(out, PATH_MAX, "%s/%s", dir, INITRAMFS_NAME);
-    if (access(out, R_OK) == 0 || (installed_path(INITRAMFS_NAME, out) == 0 &&
-                                   access(out, R_OK) == 0))
+    if (access(out, R_OK) == 0 ||
+        (installed_path(INITRAMFS_NAME, out) == 0 && access(out, R_OK) == 0))
         return 0;
     return err_sys(err, CORDON_E_UNSUPPORTED,
                    "microvm: no guest initramfs beside '%s/cordon' nor at '%s' (reinstall "
-                   "cordon, or set CORDON_GUEST_INITRAMFS)", dir, out);
+                   "cordon, or set CORDON_GUEST_INITRAMFS)",
+                   dir, out);
 }
 
 /* ---- the plan ---- */
@@ -155,8 +156,8 @@ static int add_share(struct vm_plan *v, char *host, const char *guest, bool writ
         return err_set(err, CORDON_E_UNSUPPORTED,
                        "microvm: at most %d shared directories (/usr, the workspace and binds)",
                        VM_SLOTS);
-    v->shares[v->n_shares++] = (struct vm_share){ .host = host, .guest = guest, .file = file,
-                                                  .writable = writable };
+    v->shares[v->n_shares++] =
+        (struct vm_share){ .host = host, .guest = guest, .file = file, .writable = writable };
     return 0;
 }
 
@@ -200,11 +201,12 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
     /* The format's version too: a file of an older format under the same
      * name would never load, and never be replaced. */
     char shape[PATH_MAX + 512];
-    snprintf(shape, sizeof shape, "%.26s kernel %s initramfs %s qemu %s %lld %lld.%09ld mem %llu slots %d accel %s serial %s",
-             SNAPSHOT_MAGIC,
-             v->kernel_digest, v->initramfs_digest, v->qemu, (long long)q.st_size,
-             (long long)q.st_mtim.tv_sec, q.st_mtim.tv_nsec, (unsigned long long)v->mem_mib,
-             VM_SLOTS, v->kvm ? "kvm" : "tcg", getenv("CORDON_MICROVM_CONSOLE") ? "on" : "off");
+    snprintf(
+        shape, sizeof shape,
+        "%.26s kernel %s initramfs %s qemu %s %lld %lld.%09ld mem %llu slots %d accel %s serial %s",
+        SNAPSHOT_MAGIC, v->kernel_digest, v->initramfs_digest, v->qemu, (long long)q.st_size,
+        (long long)q.st_mtim.tv_sec, q.st_mtim.tv_nsec, (unsigned long long)v->mem_mib, VM_SLOTS,
+        v->kvm ? "kvm" : "tcg", getenv("CORDON_MICROVM_CONSOLE") ? "on" : "off");
     text_sha256(shape, v->digest);
     snprintf(v->snapshot, sizeof v->snapshot, "%s/%.32s.snap", v->snapshot_dir, v->digest);
 
@@ -297,8 +299,9 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
     for (size_t i = 0; i < v->n_shares; i++) {
         char tag[8];
         snprintf(tag, sizeof tag, "s%zu", i);
-        vm_buf_u32(b, (v->shares[i].writable ? 0 : VM_MOUNT_READONLY) |
-                          (v->shares[i].file ? VM_MOUNT_FILE : 0));
+        vm_buf_u32(b,
+                   (v->shares[i].writable ? 0 : VM_MOUNT_READONLY) |
+                       (v->shares[i].file ? VM_MOUNT_FILE : 0));
         if (v->shares[i].file) {
             char ftag[NAME_MAX + 16];
             snprintf(ftag, sizeof ftag, "%s/%s", tag, v->shares[i].file);

@@ -75,7 +75,8 @@ static int confine_qemu(const struct vm_plan *v, bool saving, int give, struct c
     /* Debugging only: the guest's console, written to a file the caller names. */
     const char *console = getenv("CORDON_MICROVM_CONSOLE");
     char dir[PATH_MAX];
-    if (console && snprintf(dir, sizeof dir, "%s", console) < (int)sizeof dir && strrchr(dir, '/')) {
+    if (console && snprintf(dir, sizeof dir, "%s", console) < (int)sizeof dir &&
+        strrchr(dir, '/')) {
         *strrchr(dir, '/') = '\0';
         TRY(landlock_plan_add(&ll, *dir ? dir : "/", LANDLOCK_RW, false, err));
     }
@@ -96,8 +97,9 @@ static int confine_qemu(const struct vm_plan *v, bool saving, int give, struct c
 int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordon_err *err)
 {
     int ctl[2] = { -1, -1 }, eg[2] = { -1, -1 }, qmp[2] = { -1, -1 };
-    *vm = (struct vm){ .qemu = -1, .pidfd = -1, .ctl = -1, .eg = -1, .qmp = -1, .ram = -1,
-                       .keeper = -1 };
+    *vm = (struct vm){
+        .qemu = -1, .pidfd = -1, .ctl = -1, .eg = -1, .qmp = -1, .ram = -1, .keeper = -1
+    };
     struct engine_keeper ek = { -1, -1 };
     if (v->names.mode != NAMES_OFF && engine_keeper_start(NULL, &v->names, &ek, err) < 0)
         return -1;
@@ -111,7 +113,8 @@ int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordo
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             if (all[i] >= 0)
                 close(all[i]);
-        return err_sys(err, CORDON_E_SETUP, "microvm: cannot create the guest's memory and sockets");
+        return err_sys(err, CORDON_E_SETUP,
+                       "microvm: cannot create the guest's memory and sockets");
     }
     struct argv_builder a = { .n = 0 };
     arg(&a, "%s", v->qemu);
@@ -129,8 +132,8 @@ int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordo
     arg(&a, "%lluM", (unsigned long long)v->mem_mib);
     arg(&a, "-smp");
     arg(&a, "1");
-    static const char *const fixed[] = { "-nodefaults", "-no-user-config", "-display", "none",
-                                         "-no-reboot", "-kernel" };
+    static const char *const fixed[] = { "-nodefaults", "-no-user-config", "-display",
+                                         "none",        "-no-reboot",      "-kernel" };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         arg(&a, "%s", fixed[i]);
     arg(&a, "%s", v->kernel);
@@ -156,8 +159,8 @@ int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordo
     for (size_t i = 0; i < VM_SLOTS; i++) {
         bool used = i < v->n_shares;
         arg(&a, "-fsdev");
-        arg(&a, "local,id=fs%zu,path=%s,security_model=none,multidevs=remap%s", i, used ? v->shares[i].host : "/usr",
-            used && v->shares[i].writable ? "" : ",readonly=on");
+        arg(&a, "local,id=fs%zu,path=%s,security_model=none,multidevs=remap%s", i,
+            used ? v->shares[i].host : "/usr", used && v->shares[i].writable ? "" : ",readonly=on");
         arg(&a, "-device");
         arg(&a, "virtio-9p-device,fsdev=fs%zu,mount_tag=s%zu", i, i);
     }
@@ -282,7 +285,7 @@ int qmp_handshake(int sock)
 static enum cordon_err_kind error_kind(uint32_t vm_kind)
 {
     return vm_kind == VM_ERR_NOTFOUND ? CORDON_E_NOTFOUND
-           : vm_kind == VM_ERR_NOEXEC ? CORDON_E_NOEXEC
+        : vm_kind == VM_ERR_NOEXEC    ? CORDON_E_NOEXEC
                                       : CORDON_E_SETUP;
 }
 

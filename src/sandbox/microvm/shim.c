@@ -46,8 +46,7 @@ static int write_file(const char *path, const char *text)
  * no cgroup); here it adds a network namespace, so QEMU has no network and
  * the gateway's door listens on a loopback nothing else on the host shares.
  */
-static int enter_namespaces(uid_t uid, gid_t gid, bool gateway, int gw_sock,
-                            struct cordon_err *err)
+static int enter_namespaces(uid_t uid, gid_t gid, bool gateway, int gw_sock, struct cordon_err *err)
 {
     if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "microvm: cannot create namespaces for QEMU");
@@ -74,7 +73,8 @@ static int enter_namespaces(uid_t uid, gid_t gid, bool gateway, int gw_sock,
     if (!gateway)
         return 0;
     _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons(GATEWAY_PORT),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot listen on 127.0.0.1:%d", GATEWAY_PORT);
@@ -104,8 +104,9 @@ static int etc_view(const struct vm_plan *v, struct cordon_err *err)
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot make QEMU's mount namespace");
     _cleanup_close_ int host = open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (host < 0 || mount("tmpfs", "/etc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                          "mode=0755,size=4m,nr_inodes=256") < 0)
+    if (host < 0 ||
+        mount("tmpfs", "/etc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "mode=0755,size=4m,nr_inodes=256") < 0)
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot make the guest's /etc");
     for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++) {
         const char *path = sandbox_etc_files[i], *name = path + strlen("/etc/");
@@ -125,8 +126,8 @@ static int etc_view(const struct vm_plan *v, struct cordon_err *err)
         int made = S_ISDIR(st.st_mode) ? mkdir(path, 0755) : view_file(path, "", err);
         snprintf(from, sizeof from, "/proc/self/fd/%d/%s", host, name);
         if (made < 0 || mount(from, path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
-            mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
-                  NULL) < 0)
+            mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+                0)
             return err_sys(err, CORDON_E_SETUP, "microvm: cannot show '%s' to the guest", path);
     }
     TRY(view_file("/etc/passwd", sandbox_passwd, err));
@@ -152,7 +153,8 @@ static int etc_view(const struct vm_plan *v, struct cordon_err *err)
 static int connect_gateway(void)
 {
     int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(GATEWAY_PORT),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons(GATEWAY_PORT),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (c >= 0 && connect(c, (struct sockaddr *)&a, sizeof a) < 0) {
         close(c);
@@ -194,8 +196,10 @@ static int send_setup(const struct vm_plan *v, int ctl, bool egress, bool ahead)
     struct vm_buf b = { 0 };
     vm_buf_u32(&b, SANDBOX_UID);
     vm_buf_u32(&b, SANDBOX_GID);
-    vm_buf_u32(&b, (egress ? VM_CALL_EGRESS : 0) | (egress && v->transparent ? VM_CALL_TRANSPARENT : 0) |
-                       (ahead ? VM_SETUP_WARM : 0));
+    vm_buf_u32(&b,
+               (egress ? VM_CALL_EGRESS : 0) |
+                   (egress && v->transparent ? VM_CALL_TRANSPARENT : 0) |
+                   (ahead ? VM_SETUP_WARM : 0));
     vm_buf_u32(&b, v->n_ports);
     for (uint32_t i = 0; i < v->n_ports; i++)
         vm_buf_u32(&b, v->ports[i]);
@@ -250,8 +254,8 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
     /* A connection to the gateway per guest connection: room for them all. */
     struct rlimit nofile;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < VM_EG_MAX_CONNS + 64) {
-        nofile.rlim_cur = nofile.rlim_max < VM_EG_MAX_CONNS + 64 ? nofile.rlim_max
-                                                                  : VM_EG_MAX_CONNS + 64;
+        nofile.rlim_cur =
+            nofile.rlim_max < VM_EG_MAX_CONNS + 64 ? nofile.rlim_max : VM_EG_MAX_CONNS + 64;
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
     for (size_t i = 0; i < VM_EG_MAX_CONNS; i++)
@@ -319,8 +323,8 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
             while (off < (size_t)n) {
                 size_t used;
                 struct vm_frame f;
-                int got = vm_reader_feed(port == 0 ? rc : re, buf + off, (size_t)n - off, &used,
-                                         &f, &err);
+                int got = vm_reader_feed(port == 0 ? rc : re, buf + off, (size_t)n - off, &used, &f,
+                                         &err);
                 if (got < 0)
                     shim_fail(fds, &err); /* a hostile or broken guest: the run ends */
                 off += used;
@@ -339,9 +343,9 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                 case VM_EXIT: {
                     uint32_t flags;
                     memcpy(&flags, f.data + 4, 4);
-                    struct boundary_status st = {
-                        .ws = (int)v32, .seen = flags & VM_EXIT_OOM ? BOUNDARY_SEEN_OOM : 0
-                    };
+                    struct boundary_status st = { .ws = (int)v32,
+                                                  .seen =
+                                                      flags & VM_EXIT_OOM ? BOUNDARY_SEEN_OOM : 0 };
                     close(fds->err_w);
                     (void)!write(fds->status_w, &st, sizeof st);
                     vm_kill(vm);
@@ -353,8 +357,8 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                     shim_fail(fds, &err);
                 case VM_READY:
                 case VM_SET:
-                    err_set(&err, CORDON_E_SETUP, "microvm: the guest spoke out of turn (frame type %u)",
-                            f.type);
+                    err_set(&err, CORDON_E_SETUP,
+                            "microvm: the guest spoke out of turn (frame type %u)", f.type);
                     shim_fail(fds, &err);
                 case VM_EG_OPEN:
                     if (conns[v32] < 0)
@@ -389,11 +393,12 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
 }
 
 _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v,
-                                const struct shim_fds *fds)
+                         const struct shim_fds *fds)
 {
     struct cordon_err err = { 0 };
-    int keep[] = { fds->sync_r, fds->err_w, fds->status_w, fds->start_r, fds->gw_sock,
-                   fds->info_w };
+    int keep[] = {
+        fds->sync_r, fds->err_w, fds->status_w, fds->start_r, fds->gw_sock, fds->info_w
+    };
     close_fds_except(keep, sizeof keep / sizeof keep[0]);
     prctl(PR_SET_NAME, "cordon-vm", 0, 0, 0);
     char go;

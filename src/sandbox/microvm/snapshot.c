@@ -30,8 +30,9 @@ static int snapshot_open(const struct vm_plan *v, off_t *ram_at)
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 022) ||
         (st.st_uid != 0 && st.st_uid != geteuid()) || !read_full(fd, head, SNAPSHOT_HEAD_LEN) ||
         memcmp(head, SNAPSHOT_MAGIC, magic) || memcmp(head + magic, v->digest, 64) ||
-        head[magic + 64] != '\n' || (head[SNAPSHOT_HEAD_LEN] = '\0',
-                                     sscanf(head + magic + 65, "ram %16llx%c", &at, &nl) != 2) ||
+        head[magic + 64] != '\n' ||
+        (head[SNAPSHOT_HEAD_LEN] = '\0',
+         sscanf(head + magic + 65, "ram %16llx%c", &at, &nl) != 2) ||
         nl != '\n' || at % PAGE || at < SNAPSHOT_HEAD_LEN || (off_t)at > st.st_size) {
         close(fd);
         return -1;
@@ -49,8 +50,7 @@ static int ram_load(int fd, off_t ram_at, int ram, uint64_t size)
         if (data < 0)
             return errno == ENXIO ? 0 : -1;
         off_t hole = lseek(fd, data, SEEK_HOLE);
-        if (hole < 0 || (uint64_t)(hole - ram_at) > size ||
-            lseek(ram, data - ram_at, SEEK_SET) < 0)
+        if (hole < 0 || (uint64_t)(hole - ram_at) > size || lseek(ram, data - ram_at, SEEK_SET) < 0)
             return -1;
         for (off_t from = data; from < hole;) {
             ssize_t n = sendfile(ram, fd, &from, (size_t)(hole - from));
@@ -105,7 +105,10 @@ static void snapshot_prune(const char *dir)
     DIR *d = opendir(dir);
     if (!d)
         return;
-    struct { char name[NAME_MAX + 1]; struct timespec mtime; } keep[SNAPSHOTS_KEPT + 1];
+    struct {
+        char name[NAME_MAX + 1];
+        struct timespec mtime;
+    } keep[SNAPSHOTS_KEPT + 1];
     size_t n = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -116,9 +119,10 @@ static void snapshot_prune(const char *dir)
             continue;
         /* Insert by mtime, newest first; what falls off the end goes. */
         size_t at = n;
-        while (at > 0 && (keep[at - 1].mtime.tv_sec < st.st_mtim.tv_sec ||
-                          (keep[at - 1].mtime.tv_sec == st.st_mtim.tv_sec &&
-                           keep[at - 1].mtime.tv_nsec < st.st_mtim.tv_nsec)))
+        while (at > 0 &&
+               (keep[at - 1].mtime.tv_sec < st.st_mtim.tv_sec ||
+                (keep[at - 1].mtime.tv_sec == st.st_mtim.tv_sec &&
+                 keep[at - 1].mtime.tv_nsec < st.st_mtim.tv_nsec)))
             at--;
         if (at == SNAPSHOTS_KEPT) {
             unlinkat(dirfd(d), e->d_name, 0);
@@ -150,20 +154,20 @@ static void snapshot_save(const struct vm_plan *v, struct vm *vm)
     /* The memory's offset is known once the stream is written: a placeholder first. */
     snprintf(field, sizeof field, SNAPSHOT_RAM_FIELD, 0ull);
     bool ok = write(fd, SNAPSHOT_MAGIC, sizeof SNAPSHOT_MAGIC - 1) ==
-                  (ssize_t)(sizeof SNAPSHOT_MAGIC - 1) &&
-              write(fd, v->digest, 64) == 64 && write(fd, "\n", 1) == 1 &&
-              write(fd, field, strlen(field)) == (ssize_t)strlen(field);
+            (ssize_t)(sizeof SNAPSHOT_MAGIC - 1) &&
+        write(fd, v->digest, 64) == 64 && write(fd, "\n", 1) == 1 &&
+        write(fd, field, strlen(field)) == (ssize_t)strlen(field);
     /* The stream carries the devices only: the memory is shared (the memfd)
      * and follows it as an image of its own. */
     ok = ok && qmp(vm->qmp, "{\"execute\":\"stop\"}\n", -1, line, sizeof line) == 0 &&
-         qmp(vm->qmp,
-             "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
-             "[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n",
-             -1, line, sizeof line) == 0 &&
-         qmp(vm->qmp, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}\n", fd, line,
-             sizeof line) == 0 &&
-         qmp(vm->qmp, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}\n", -1, line,
-             sizeof line) == 0;
+        qmp(vm->qmp,
+            "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+            "[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n",
+            -1, line, sizeof line) == 0 &&
+        qmp(vm->qmp, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}\n", fd, line,
+            sizeof line) == 0 &&
+        qmp(vm->qmp, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}\n", -1, line,
+            sizeof line) == 0;
     for (int i = 0; ok && i < 1000; i++) {
         if (qmp(vm->qmp, "{\"execute\":\"query-migrate\"}\n", -1, line, sizeof line) < 0 ||
             strstr(line, "\"failed\"") || strstr(line, "\"cancelled\"")) {
@@ -179,8 +183,8 @@ static void snapshot_save(const struct vm_plan *v, struct vm *vm)
     if (ram_at >= 0)
         snprintf(field, sizeof field, SNAPSHOT_RAM_FIELD, (unsigned long long)ram_at);
     ok = ram_at >= 0 && ram_save(fd, ram_at, vm->ram, v->mem_mib << 20) &&
-         pwrite_full(fd, field, strlen(field), SNAPSHOT_HEAD_LEN - strlen(field)) &&
-         fsync(fd) == 0 && rename(tmp, v->snapshot) == 0;
+        pwrite_full(fd, field, strlen(field), SNAPSHOT_HEAD_LEN - strlen(field)) &&
+        fsync(fd) == 0 && rename(tmp, v->snapshot) == 0;
     if (!ok)
         unlink(tmp);
     else
@@ -209,16 +213,16 @@ int vm_restore(const struct vm_plan *v, struct vm *vm, struct cordon_err *err)
     int loaded = ram_load(fd, ram_at, vm->ram, v->mem_mib << 20);
     closep(&vm->ram);
     vm->ram = -1;
-    if (loaded < 0 ||
-        lseek(fd, (off_t)SNAPSHOT_HEAD_LEN, SEEK_SET) < 0 || qmp_handshake(vm->qmp) < 0 ||
+    if (loaded < 0 || lseek(fd, (off_t)SNAPSHOT_HEAD_LEN, SEEK_SET) < 0 ||
+        qmp_handshake(vm->qmp) < 0 ||
         qmp(vm->qmp,
             "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
             "[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n",
             -1, line, sizeof line) < 0 ||
         qmp(vm->qmp, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}\n", fd, line,
             sizeof line) < 0 ||
-        qmp(vm->qmp, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:snap\"}}\n",
-            -1, line, sizeof line) < 0)
+        qmp(vm->qmp, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:snap\"}}\n", -1,
+            line, sizeof line) < 0)
         goto bad;
     for (int i = 0; i < RESTORE_TIMEOUT_MS / 2; i++) {
         if (qmp(vm->qmp, "{\"execute\":\"query-status\"}\n", -1, line, sizeof line) < 0)

@@ -40,22 +40,22 @@
 /* The control port (the first virtserialport, /dev/vport0p1 in the guest). */
 enum vm_frame_type {
     /* host -> guest */
-    VM_CALL = 1,       /* the command: layout below */
-    VM_STDIN = 2,      /* bytes for the command's stdin */
-    VM_STDIN_EOF = 3,  /* empty */
-    VM_SIGNAL = 4,     /* u32 signal number, for the command's session */
-    VM_SETUP = 5,      /* the boundary, before the call: layout below */
+    VM_CALL = 1,      /* the command: layout below */
+    VM_STDIN = 2,     /* bytes for the command's stdin */
+    VM_STDIN_EOF = 3, /* empty */
+    VM_SIGNAL = 4,    /* u32 signal number, for the command's session */
+    VM_SETUP = 5,     /* the boundary, before the call: layout below */
     /* guest -> host */
-    VM_READY = 16,     /* empty: the agent is up and waits for the setup */
-    VM_STDOUT = 17,    /* bytes */
-    VM_STDERR = 18,    /* bytes */
-    VM_EXIT = 19,      /* u32 wait status of the command, u32 VM_EXIT_* flags */
-    VM_ERROR = 20,     /* u32 kind (VM_ERR_*), then a message */
-    VM_SET = 21,       /* empty: the setup is in place, the agent waits for the call */
+    VM_READY = 16,  /* empty: the agent is up and waits for the setup */
+    VM_STDOUT = 17, /* bytes */
+    VM_STDERR = 18, /* bytes */
+    VM_EXIT = 19,   /* u32 wait status of the command, u32 VM_EXIT_* flags */
+    VM_ERROR = 20,  /* u32 kind (VM_ERR_*), then a message */
+    VM_SET = 21,    /* empty: the setup is in place, the agent waits for the call */
     /* the egress port (/dev/vport0p2), both ways: u32 connection id first */
-    VM_EG_OPEN = 32,   /* guest -> host: a connection to the gateway */
-    VM_EG_DATA = 33,   /* id, then bytes */
-    VM_EG_CLOSE = 34,  /* id: that side closed */
+    VM_EG_OPEN = 32,  /* guest -> host: a connection to the gateway */
+    VM_EG_DATA = 33,  /* id, then bytes */
+    VM_EG_CLOSE = 34, /* id: that side closed */
 };
 
 enum vm_error_kind {

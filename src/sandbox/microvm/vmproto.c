@@ -43,12 +43,11 @@ int vm_frame_check(enum vm_port port, uint32_t type, uint32_t len, struct cordon
 {
     const struct frame_rule *r = rule_for(port, type);
     if (!r)
-        return err_set(err, CORDON_E_SETUP, "microvm guest sent a frame of unknown type %u",
-                       type);
+        return err_set(err, CORDON_E_SETUP, "microvm guest sent a frame of unknown type %u", type);
     if (len < r->min || len > r->max)
         return err_set(err, CORDON_E_SETUP,
-                       "microvm guest sent a frame of type %u with length %u (allowed %u-%u)",
-                       type, len, r->min, r->max);
+                       "microvm guest sent a frame of type %u with length %u (allowed %u-%u)", type,
+                       len, r->min, r->max);
     return 0;
 }
 
@@ -83,7 +82,8 @@ int vm_reader_feed(struct vm_reader *r, const void *data, size_t len, size_t *us
                     return err_set(err, CORDON_E_SETUP,
                                    "microvm guest named egress connection %u (at most %u)",
                                    le32(r->buf + VM_FRAME_HEADER), VM_EG_MAX_CONNS);
-                *out = (struct vm_frame){ .type = type, .len = flen,
+                *out = (struct vm_frame){ .type = type,
+                                          .len = flen,
                                           .data = r->buf + VM_FRAME_HEADER };
                 r->have = 0;
                 *used = taken;

@@ -21,14 +21,14 @@ int vm_frame_check(enum vm_port port, uint32_t type, uint32_t len, struct cordon
 /* Reassembles frames from a byte stream the guest controls. */
 struct vm_reader {
     enum vm_port port;
-    size_t have;                                 /* bytes of the current frame so far */
+    size_t have; /* bytes of the current frame so far */
     unsigned char buf[VM_FRAME_HEADER + VM_DATA_MAX + 4];
 };
 
 struct vm_frame {
     uint32_t type;
     uint32_t len;
-    const unsigned char *data;                   /* in the reader; valid until the next feed */
+    const unsigned char *data; /* in the reader; valid until the next feed */
 };
 
 void vm_reader_init(struct vm_reader *r, enum vm_port port);
@@ -45,7 +45,7 @@ int vm_reader_feed(struct vm_reader *r, const void *data, size_t len, size_t *us
 struct vm_buf {
     unsigned char *data;
     size_t len, cap;
-    bool failed;       /* out of memory or over VM_CALL_MAX */
+    bool failed; /* out of memory or over VM_CALL_MAX */
 };
 
 void vm_buf_u32(struct vm_buf *b, uint32_t v);

@@ -84,7 +84,7 @@ static const struct meta_call {
  * make a file's contents permanent: refused wherever the file is.
  */
 static const unsigned ioctls[] = {
-    FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR, FS_IOC_SETVERSION,
+    FS_IOC_SETFLAGS,     FS_IOC32_SETFLAGS,   FS_IOC_FSSETXATTR,    FS_IOC_SETVERSION,
     FS_IOC32_SETVERSION, EXT4_IOC_SETVERSION, FS_IOC_ENABLE_VERITY, FS_IOC_SET_ENCRYPTION_POLICY,
 };
 #define N_IOCTLS (sizeof ioctls / sizeof ioctls[0])
@@ -236,7 +236,7 @@ static bool pathless(int fd, const struct stat *st, const char *path)
     if (fstatfs(fd, &fs) < 0)
         return false;
     return fs.f_type == PIPEFS_MAGIC || fs.f_type == SOCKFS_MAGIC ||
-           fs.f_type == ANON_INODE_FS_MAGIC;
+        fs.f_type == ANON_INODE_FS_MAGIC;
 }
 
 /*
@@ -244,8 +244,8 @@ static bool pathless(int fd, const struct stat *st, const char *path)
  * a change may touch: pathless, or the very inode its path opens to beneath
  * a writable tree. STRICT: the call takes no O_PATH descriptor (fchmod...).
  */
-static int own_file(const struct seccomp_notif *n, const struct metanotify *m, int cfd,
-                    bool strict, int *fd)
+static int own_file(const struct seccomp_notif *n, const struct metanotify *m, int cfd, bool strict,
+                    int *fd)
 {
     _cleanup_close_ int taken = notify_take_fd(n->pid, cfd);
     struct stat st, st2;
@@ -315,8 +315,8 @@ static int target_of(const struct seccomp_notif *n, const struct meta_call *c,
 /* ---- the change, made with the caller's power ---- */
 
 /* The times a utime-family call asks for, as utimensat()'s (*NOW: NULL, the current time). */
-static int times_of(const struct seccomp_notif *n, const struct meta_call *c,
-                    struct timespec ts[2], bool *now)
+static int times_of(const struct seccomp_notif *n, const struct meta_call *c, struct timespec ts[2],
+                    bool *now)
 {
     __u64 at = n->data.args[c->arg];
     *now = !at;

@@ -47,8 +47,24 @@
  * laid out, so a branch added later cannot silently shift another.
  */
 enum label {
-    L_NOTIFY, L_SOCKET, L_INET, L_STREAM, L_DGRAM, L_UNIX, L_SENDTO, L_FLAGS2, L_FLAGS3,
-    L_FLAGS, L_SETSOCKOPT, L_RECVFROM, L_IOCTL, L_OPEN1, L_OPEN2, L_REFUSE, L_ALLOW, L_NONE,
+    L_NOTIFY,
+    L_SOCKET,
+    L_INET,
+    L_STREAM,
+    L_DGRAM,
+    L_UNIX,
+    L_SENDTO,
+    L_FLAGS2,
+    L_FLAGS3,
+    L_FLAGS,
+    L_SETSOCKOPT,
+    L_RECVFROM,
+    L_IOCTL,
+    L_OPEN1,
+    L_OPEN2,
+    L_REFUSE,
+    L_ALLOW,
+    L_NONE,
 };
 #define PROG_MAX 224
 
@@ -108,8 +124,10 @@ static void if_pointer(struct prog *p, int n, enum label t)
 static int assemble(struct prog *p, struct seccomp_program *out, struct cordon_err *err)
 {
     if (p->n == PROG_MAX)
-        return err_set(err, CORDON_E_INTERNAL, "netnotify: the filter needs more than %d "
-                       "instructions", PROG_MAX);
+        return err_set(err, CORDON_E_INTERNAL,
+                       "netnotify: the filter needs more than %d "
+                       "instructions",
+                       PROG_MAX);
     for (size_t i = 0; i < p->n; i++) {
         if (BPF_CLASS(p->f[i].code) != BPF_JMP)
             continue;
@@ -181,9 +199,10 @@ static void names_opens(struct prog *p, unsigned mask)
 int netnotify_program(bool gateway, enum names_mode names, struct seccomp_program *out,
                       struct cordon_err *err)
 {
-    static const int ipc[] = { __NR_shmget, __NR_shmat, __NR_shmctl, __NR_semget, __NR_semop,
-                               __NR_semtimedop, __NR_semctl, __NR_msgget, __NR_msgsnd,
-                               __NR_msgrcv, __NR_msgctl, __NR_mq_open, __NR_mq_unlink };
+    static const int ipc[] = { __NR_shmget,   __NR_shmat,      __NR_shmctl, __NR_semget,
+                               __NR_semop,    __NR_semtimedop, __NR_semctl, __NR_msgget,
+                               __NR_msgsnd,   __NR_msgrcv,     __NR_msgctl, __NR_mq_open,
+                               __NR_mq_unlink };
     struct prog p = { .n = 0 };
     op(&p, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     jmp(&p, BPF_JEQ | BPF_K, NATIVE_ARCH, L_NONE, L_ALLOW); /* the allowlist kills other arches */
@@ -286,7 +305,8 @@ int netnotify_program(bool gateway, enum names_mode names, struct seccomp_progra
 /* ---- the boundary's supervisor ---- */
 
 /* An IPv4 address and port out of A (an IPv4-mapped IPv6 one too), host order. */
-static bool inet4_of(const struct sockaddr_storage *a, socklen_t len, uint32_t *addr, uint16_t *port)
+static bool inet4_of(const struct sockaddr_storage *a, socklen_t len, uint32_t *addr,
+                     uint16_t *port)
 {
     if (a->ss_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
         const struct sockaddr_in *in = (const void *)a;
@@ -313,7 +333,7 @@ static bool is_proxy(const struct sockaddr_storage *a, socklen_t len)
     uint32_t addr;
     uint16_t port;
     return inet4_of(a, len, &addr, &port) && addr == INADDR_LOOPBACK &&
-           port == NETNOTIFY_PROXY_PORT;
+        port == NETNOTIFY_PROXY_PORT;
 }
 
 /* A synthetic address on a port the policy names: what the gateway's stub gave out. */
@@ -377,11 +397,12 @@ static int on_connect(int listener, const struct seccomp_notif *n, const struct 
     if (sin)
         return notify_respond(listener, n->id, standin_connect(&a, len, sin), 0);
     if (a.ss_family == AF_UNSPEC) /* dissolving an association reaches nothing */
-        return notify_respond(listener, n->id, connect(theirs, (struct sockaddr *)&a, len) < 0 ? errno : 0, 0);
-    if (domain == AF_UNIX && a.ss_family == AF_UNIX)
         return notify_respond(listener, n->id,
-                              usock_connect(nn->usock, theirs, n->pid,
-                                            (struct sockaddr_un *)&a, len), 0);
+                              connect(theirs, (struct sockaddr *)&a, len) < 0 ? errno : 0, 0);
+    if (domain == AF_UNIX && a.ss_family == AF_UNIX)
+        return notify_respond(
+            listener, n->id,
+            usock_connect(nn->usock, theirs, n->pid, (struct sockaddr_un *)&a, len), 0);
     bool tcp = (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && nn->door.on;
     if (tcp && is_proxy(&a, len))
         return redirect_to_gateway(listener, n, theirs, nn, NULL, 0);
@@ -472,8 +493,7 @@ static bool is_nameserver(const struct sockaddr_storage *a, socklen_t len)
 }
 
 /* A stand-in connected to A: port 53 makes its datagrams queries; nothing else is reached. */
-static int standin_connect(const struct sockaddr_storage *a, socklen_t len,
-                           struct netrelay_sock *s)
+static int standin_connect(const struct sockaddr_storage *a, socklen_t len, struct netrelay_sock *s)
 {
     if (a->ss_family == AF_UNSPEC) {
         s->dns = false;
@@ -675,8 +695,9 @@ static bool deliver(int listener, const struct seccomp_notif *n, int theirs,
     static const struct sockaddr_storage none;
     const struct sockaddr_storage *from = s && s->dns ? &s->peer : &none;
     socklen_t plen = s && s->dns ? s->peer_len : 0;
-    if (n->data.args[5] && (notify_write(n->pid, n->data.args[4], from, room < plen ? room : plen) < 0 ||
-                            notify_write(n->pid, n->data.args[5], &plen, sizeof plen) < 0)) {
+    if (n->data.args[5] &&
+        (notify_write(n->pid, n->data.args[4], from, room < plen ? room : plen) < 0 ||
+         notify_write(n->pid, n->data.args[5], &plen, sizeof plen) < 0)) {
         notify_respond(listener, n->id, EFAULT, 0);
         return true;
     }

@@ -33,7 +33,6 @@
 #include <sys/types.h>
 #include <time.h>
 
-
 /* The address the sandbox is told its proxy is at (HTTP_PROXY). */
 #define NETNOTIFY_PROXY_PORT 3128
 
@@ -81,14 +80,14 @@ struct netrelay_sock {
     bool dns;                     /* connected (or last sent) to a nameserver */
     struct sockaddr_storage peer; /* that nameserver: the answers' sender */
     socklen_t peer_len;
-    size_t got;                   /* bytes of the next answer read from the door */
+    size_t got; /* bytes of the next answer read from the door */
     unsigned char buf[2 + RELAY_DNS_MAX];
 };
 
 struct netrelay_wait {
-    int fd;                       /* the command's end (our copy); -1: a free slot */
+    int fd; /* the command's end (our copy); -1: a free slot */
     struct seccomp_notif n;
-    struct timespec deadline;     /* SO_RCVTIMEO's; 0: none */
+    struct timespec deadline; /* SO_RCVTIMEO's; 0: none */
 };
 
 struct netrelay {

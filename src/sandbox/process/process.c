@@ -54,7 +54,7 @@
 
 /* The run's private directory on the host: tmp/, workspace/ (scratch), the CA. */
 struct process_state {
-    char run_dir[64];        /* /tmp/cordon-run-PID-XXXXXX */
+    char run_dir[64]; /* /tmp/cordon-run-PID-XXXXXX */
     char workdir[PATH_MAX];
     char tmpdir[PATH_MAX];
     char ca_cert[PATH_MAX];
@@ -66,10 +66,10 @@ struct process_plan {
     struct confine_plan confine;
     struct seccomp_program notify;
     struct netnotify nn;
-    struct metanotify meta;  /* the writable trees: confine.landlock's rules */
+    struct metanotify meta;    /* the writable trees: confine.landlock's rules */
     struct names_keeper names; /* a host workspace's changes (names.h) */
     const char *workdir;
-    const char *run_dir;    /* removed by the keeper as it ends, whatever ends the run */
+    const char *run_dir;     /* removed by the keeper as it ends, whatever ends the run */
     struct cgroup_ticket cg; /* the command joins the run's cgroups through it */
     bool root;
     struct usock_keeper usock; /* nn's: the keeper's copy notes the run's binds */
@@ -77,11 +77,11 @@ struct process_plan {
 
 /* File descriptors of the boundary; every other is closed at once. */
 struct boundary_fds {
-    int sync_r;    /* a byte once the supervisor set us up; HUP when it died */
-    int err_w;     /* error records */
-    int status_w;  /* the command's wait status */
-    int start_r;   /* the start seam */
-    int bpf_r;     /* the allowlist, compiled meanwhile */
+    int sync_r;   /* a byte once the supervisor set us up; HUP when it died */
+    int err_w;    /* error records */
+    int status_w; /* the command's wait status */
+    int start_r;  /* the start seam */
+    int bpf_r;    /* the allowlist, compiled meanwhile */
 };
 
 /* Each right a Landlock ABI adds that this level cannot do without. */
@@ -458,7 +458,8 @@ static int check_policy(const struct sandbox_setup *s, struct cordon_err *err)
             if (beneath(real, p->binds[i].source))
                 return err_set(err, CORDON_E_UNSUPPORTED,
                                "the process level cannot hide '%s' inside the bind '%s' (no "
-                               "mounts to mask it with)", hidden[h], p->binds[i].source);
+                               "mounts to mask it with)",
+                               hidden[h], p->binds[i].source);
     }
     /* A writable bind inside the workspace would hand its rights to the
      * protected entries beneath it (a pattern's matches are known only now). */
@@ -480,7 +481,7 @@ static int proc_admits(const struct policy *p, struct cordon_err *err)
         return 0;
     for (size_t i = 0; i < p->n_binds; i++)
         if (p->binds[i].writable && beneath(p->workspace, p->binds[i].source))
-            return refuse_protected(p->protected[0], p->binds[i].source, err);
+            return refuse_protected(p->protected[0], p -> binds[i].source, err);
     return 0;
 }
 
@@ -489,8 +490,8 @@ static int proc_admits(const struct policy *p, struct cordon_err *err)
  * open it (no link on the way unless the policy follows them), so the rule
  * covers what was checked and nothing a planted link points at.
  */
-static int add_host_tree(struct landlock_plan *ll, const char *path, bool follow,
-                         unsigned access, struct cordon_err *err)
+static int add_host_tree(struct landlock_plan *ll, const char *path, bool follow, unsigned access,
+                         struct cordon_err *err)
 {
     int fd = hostpath_open(AT_FDCWD, path, O_PATH, 0, follow, err);
     if (fd < 0)
@@ -542,15 +543,15 @@ static const char *const proc_readable[] = {
     "loadavg",     /* getloadavg(): make -l, uptime */
     "uptime",
     "version",
-    "swaps",       /* free */
-    "cgroups",     /* runtimes looking for their limits */
+    "swaps",   /* free */
+    "cgroups", /* runtimes looking for their limits */
     /* sysctl values, not /proc/sys whole: net holds secrets only root reads
      * (tcp_fastopen_key, stable_secret) */
-    "sys/kernel",  /* osrelease, pid_max, ngroups_max, cap_last_cap, random/boot_id */
-    "sys/vm",      /* overcommit_memory (jemalloc), max_map_count */
-    "sys/fs",      /* nr_open, inotify limits (file watchers) */
-    "sys/crypto",  /* fips_enabled (OpenSSL, Go) */
-    "sys/user",    /* max_user_namespaces */
+    "sys/kernel",             /* osrelease, pid_max, ngroups_max, cap_last_cap, random/boot_id */
+    "sys/vm",                 /* overcommit_memory (jemalloc), max_map_count */
+    "sys/fs",                 /* nr_open, inotify limits (file watchers) */
+    "sys/crypto",             /* fips_enabled (OpenSSL, Go) */
+    "sys/user",               /* max_user_namespaces */
     "sys/net/core/somaxconn", /* Go's listen backlog */
     "sys/net/ipv4/ip_local_port_range",
 };
@@ -723,10 +724,13 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     if (s->container)
         return container_prepare(s, b, false, err);
     const struct policy *p = s->p;
-    *b = (struct sandbox_boundary){ .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1,
-                                    .door = -1, .layer = -1 };
-    struct process_plan plan = { .confine = *s->confine, .cg = CGROUP_TICKET_INIT,
-                                 .root = geteuid() == 0, .names = { .root = -1 } };
+    *b = (struct sandbox_boundary){
+        .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1, .door = -1, .layer = -1
+    };
+    struct process_plan plan = { .confine = *s->confine,
+                                 .cg = CGROUP_TICKET_INIT,
+                                 .root = geteuid() == 0,
+                                 .names = { .root = -1 } };
     struct seccomp_program filter = { 0 };
     struct pipes pp;
     memset(&pp, -1, sizeof pp);
@@ -741,8 +745,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     if (check_policy(s, err) < 0 || make_run_dir(s, st, err) < 0 ||
         (s->ca_pem && write_ca(st, s->ca_pem, err) < 0) ||
         plan_landlock(s, st, &plan.confine, err) < 0 ||
-        usock_keeper_init(&plan.usock, p, false, err) < 0 ||
-        plan_names(s, &plan, err) < 0 ||
+        usock_keeper_init(&plan.usock, p, false, err) < 0 || plan_names(s, &plan, err) < 0 ||
         netnotify_program(s->gateway, plan.names.mode, &plan.notify, err) < 0)
         goto out;
     plan.nn.usock = &plan.usock; /* the same address in the keeper, a fork */
@@ -775,8 +778,10 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     if (top == 0) {
         if (s->in_child)
             s->in_child(s->in_child_arg);
-        struct boundary_fds fds = { .sync_r = pp.sync[0], .err_w = pp.err[1],
-                                    .status_w = pp.status[1], .start_r = pp.start[1],
+        struct boundary_fds fds = { .sync_r = pp.sync[0],
+                                    .err_w = pp.err[1],
+                                    .status_w = pp.status[1],
+                                    .start_r = pp.start[1],
                                     .bpf_r = pp.bpf[0] };
         int keep[6 + CGROUP_COUNT + LANDLOCK_PLAN_MAX_RULES];
         size_t n = 0;
@@ -802,8 +807,7 @@ static int proc_prepare(const struct sandbox_setup *s, struct sandbox_boundary *
     pp.sync[0] = pp.err[1] = pp.status[1] = pp.start[1] = pp.bpf[0] = -1;
 
     cgroup_ticket_close(&ticket);
-    if (write(pp.sync[1], "g", 1) != 1 ||
-        boundary_send_filter(p, &filter, pp.bpf[1], err) < 0) {
+    if (write(pp.sync[1], "g", 1) != 1 || boundary_send_filter(p, &filter, pp.bpf[1], err) < 0) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
         goto out;

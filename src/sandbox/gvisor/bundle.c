@@ -1,0 +1,534 @@
+/*
+ * sandbox/gvisor/bundle.c: the OCI bundle runsc runs for a run of the
+ * gvisor level (see gvisor.c): a root of empty directories and the
+ * merged-/usr links, the mount plan the namespace level would make turned
+ * into the spec's mounts, generated /etc files, the helper, its compat
+ * library, the seccomp profile and, for egress, the gateway's socket.
+ */
+#include "sandbox/gvisor/gvisor_int.h"
+
+#include "sandbox/gvisor/gvisor.h"
+
+#include "common/cleanup.h"
+#include "common/fds.h"
+#include "common/hostpath.h"
+#include "common/syscalls.h"
+#include "sandbox/backend.h"
+#include "sandbox/boundary.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/engine.h"
+#include "sandbox/meter.h"
+#include "sandbox/plan.h"
+#include "sandbox/start.h"
+#include "sandbox/workspace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* mkdir DIR, or find a real directory there: never a link (the bundle's
+ * root holds links such as /etc/localtime whose targets are host paths). */
+static int make_dir(const char *dir)
+{
+    struct stat st;
+    if (mkdir(dir, 0755) == 0)
+        return 0;
+    if (errno != EEXIST || lstat(dir, &st) < 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+/* Make every missing directory of PATH (relative to the bundle's root ROOT). */
+static int make_parents(const char *root, const char *path, bool last_too)
+{
+    char buf[PATH_MAX];
+    if ((size_t)snprintf(buf, sizeof buf, "%s%s", root, path) >= sizeof buf)
+        return -1;
+    size_t skip = strlen(root);
+    for (char *p = buf + skip + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (make_dir(buf) < 0)
+                return -1;
+            *p = '/';
+        }
+    if (last_too && make_dir(buf) < 0)
+        return -1;
+    return 0;
+}
+
+static int write_file(const char *path, const void *data, size_t len, mode_t mode,
+                      struct cordon_err *err)
+{
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot create '%s'", path);
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return err_sys(err, CORDON_E_SETUP, "gvisor: cannot write '%s'", path);
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* ---- the bundle ---- */
+
+/* Is DEST inside the mount of an earlier step (so its mountpoint is not ours to make)? */
+static bool under_mount(const struct ns_plan *plan, size_t upto, const char *dest)
+{
+    for (size_t i = 0; i < upto; i++) {
+        const struct mount_step *s = &plan->steps[i];
+        if (s->kind != MOUNT_BIND && s->kind != MOUNT_TMPFS && s->kind != MOUNT_PROC)
+            continue;
+        size_t n = strlen(s->dest);
+        if (strncmp(dest, s->dest, n) == 0 && dest[n] == '/')
+            return true;
+    }
+    return false;
+}
+
+/*
+ * DEST lies beneath an earlier bind, whose host tree may hold links an
+ * earlier run planted: runsc would make the mountpoint through them (making
+ * directories on the host, or mounting somewhere else). Refused where any
+ * existing component is a link, as the namespace level refuses it
+ * (mounts.c's open_parent); a missing one runsc makes, as that level does.
+ */
+static int check_beneath_bind(const struct ns_plan *plan, size_t upto, const char *dest,
+                              struct cordon_err *err)
+{
+    const struct mount_step *cover = NULL;
+    size_t best = 0;
+    for (size_t i = 0; i < upto; i++) {
+        const struct mount_step *s = &plan->steps[i];
+        size_t n = strlen(s->dest);
+        if ((s->kind == MOUNT_BIND || s->kind == MOUNT_TMPFS || s->kind == MOUNT_PROC) &&
+            n > best && strncmp(dest, s->dest, n) == 0 && dest[n] == '/') {
+            cover = s;
+            best = n;
+        }
+    }
+    if (!cover || cover->kind != MOUNT_BIND || cover->source_in_root)
+        return 0; /* beneath gVisor's own tmpfs or proc: nothing planted there */
+    _cleanup_close_ int top = open(cover->source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0)
+        return 0; /* not a directory: runsc refuses the mount itself */
+    struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+                            .resolve =
+                                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+    int fd = sys_openat2(top, dest + best + 1, &how, sizeof how);
+    if (fd >= 0)
+        close(fd);
+    else if (errno == ELOOP || errno == ENOTDIR || errno == EXDEV)
+        return err_set(err, CORDON_E_SETUP,
+                       "cannot make '%s': a component is not a directory "
+                       "(a symbolic link is never followed there)",
+                       dest);
+    return 0;
+}
+
+/*
+ * Is the host workspace's entry REL one runsc cannot mount over? A link (it
+ * mounts at the target), a socket (it fails) or a FIFO (it hangs).
+ */
+static bool unmaskable(const char *workspace, const char *rel)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if ((size_t)snprintf(path, sizeof path, "%s%s", workspace, rel) >= sizeof path)
+        return true;
+    return lstat(path, &st) < 0 || S_ISLNK(st.st_mode) || S_ISSOCK(st.st_mode) ||
+        S_ISFIFO(st.st_mode);
+}
+
+/* gVisor brings its own /dev (null, zero, full, random, urandom, tty, pts, fd). */
+static bool gvisor_provides(const struct mount_step *s)
+{
+    if (strcmp(s->dest, "/dev/shm") == 0)
+        return false; /* sized by the policy */
+    return strcmp(s->dest, "/dev") == 0 || strncmp(s->dest, "/dev/", 5) == 0;
+}
+
+static json_t *bind_mount(const char *dest, const char *source, bool writable)
+{
+    return json_pack("{s:s, s:s, s:s, s:[s, s, s]}", "destination", dest, "type", "bind", "source",
+                     source, "options", "rbind", writable ? "rw" : "ro", "nosuid");
+}
+
+static json_t *tmpfs_mount(const char *dest, const char *data)
+{
+    json_t *opts = json_pack("[s, s]", "nosuid", "nodev");
+    /*
+     * gVisor's tmpfs takes mode and size; nr_inodes it does not know. The
+     * owner stays gVisor's uid 0, the command's here (process_json), not
+     * the namespace level's sandbox user, or the scratch workspace would
+     * not be the command's to write.
+     */
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", data ? data : "");
+    for (char *save = NULL, *o = strtok_r(buf, ",", &save); o; o = strtok_r(NULL, ",", &save))
+        if (strncmp(o, "nr_inodes=", 10) != 0 && strncmp(o, "uid=", 4) != 0 &&
+            strncmp(o, "gid=", 4) != 0)
+            json_array_append_new(opts, json_string(o));
+    return json_pack("{s:s, s:s, s:s, s:o}", "destination", dest, "type", "tmpfs", "source",
+                     "tmpfs", "options", opts);
+}
+
+/*
+ * The namespace level's mount plan as OCI mounts: the one place that
+ * decides what a sandbox sees stays mounts.c, at both levels.
+ */
+static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, const char *dir,
+                          json_t *mounts, struct cordon_err *err)
+{
+    char rootfs[PATH_MAX], path[PATH_MAX];
+    snprintf(rootfs, sizeof rootfs, "%s/bundle/rootfs", dir);
+    char empty[PATH_MAX];
+    snprintf(empty, sizeof empty, "%s/files/empty", dir);
+    /* Mode 0: a mask is unreadable, as the namespace level's /dev/null bind is. */
+    TRY(write_file(empty, "", 0, 0, err));
+
+    for (size_t i = 0; i < plan->n_steps; i++) {
+        const struct mount_step *s = &plan->steps[i];
+        if (gvisor_provides(s))
+            continue;
+        bool ours = !under_mount(plan, i, s->dest);
+        switch (s->kind) {
+        case MOUNT_DIR:
+            if (ours && make_parents(rootfs, s->dest, true) < 0)
+                return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", s->dest);
+            continue;
+        case MOUNT_SYMLINK:
+            snprintf(path, sizeof path, "%s%s", rootfs, s->dest);
+            if (ours &&
+                (make_parents(rootfs, s->dest, false) < 0 ||
+                 (symlink(s->source, path) < 0 && errno != EEXIST)))
+                return err_sys(err, CORDON_E_SETUP, "gvisor: cannot link '%s'", s->dest);
+            continue;
+        case MOUNT_PROC:
+            /* Read-only, as the namespace level mounts it: nothing of it is the command's to set. */
+            /* clang-format off */
+            json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:[s, s, s, s]}",
+                                                    "destination", s->dest, "type", "proc",
+                                                    "source", "proc", "options", "ro", "nosuid",
+                                                    "nodev", "noexec"));
+            /* clang-format on */
+            break;
+        case MOUNT_DEVPTS:
+            continue;
+        case MOUNT_SYSFS:
+        case MOUNT_MQUEUE:
+        case MOUNT_CGROUP2:
+        case MOUNT_MASK:
+            /* Only an OCI container's plan has these, and gvisor builds none. */
+            return err_set(err, CORDON_E_INTERNAL, "gvisor: no mount of kind %d", (int)s->kind);
+        case MOUNT_TMPFS:
+            json_array_append_new(mounts, tmpfs_mount(s->dest, s->data));
+            break;
+        case MOUNT_FILE: {
+            char file[PATH_MAX];
+            snprintf(file, sizeof file, "%s/files/%zu", dir, i);
+            TRY(write_file(file, s->source, strlen(s->source), 0444, err));
+            json_array_append_new(mounts, bind_mount(s->dest, file, false));
+            break;
+        }
+        case MOUNT_BIND: {
+            const char *source = s->source;
+            char in_ws[PATH_MAX];
+            if (s->source_in_root && p->workspace) {
+                /* A protected entry bound read-only over itself. */
+                snprintf(in_ws, sizeof in_ws, "%s%s", p->workspace, s->dest + strlen("/workspace"));
+                source = in_ws;
+            } else if (strcmp(source, "/dev/null") == 0 && s->in_workspace && p->workspace &&
+                       unmaskable(p->workspace, s->dest + strlen("/workspace"))) {
+                /*
+                 * The workspace's sockets, FIFOs and protected links are
+                 * masked in place at the namespace level. runsc resolves
+                 * a mount's destination through links (it would mount at
+                 * the target, making its directories in the host
+                 * workspace) and cannot mount over a socket or FIFO.
+                 */
+                return err_set(err, CORDON_E_UNSUPPORTED,
+                               "gvisor: cannot hide '%s' in the workspace: runsc mounts "
+                               "nothing over a link, socket or FIFO (move it out, or use "
+                               "another level)",
+                               s->dest + strlen("/workspace/"));
+            } else if (strcmp(source, "/dev/null") == 0) {
+                /* A mask: an empty read-only file, not a host device. */
+                source = empty;
+            }
+            struct stat st;
+            if (stat(source, &st) < 0) {
+                if (s->optional || s->in_workspace)
+                    continue;
+                return err_sys(err, CORDON_E_SETUP, "gvisor: cannot bind '%s'", source);
+            }
+            json_array_append_new(mounts, bind_mount(s->dest, source, s->writable));
+            break;
+        }
+        }
+        /* The mountpoint, where it lies in the bundle's own root. */
+        if (!ours) {
+            TRY(check_beneath_bind(plan, i, s->dest, err));
+            continue;
+        }
+        struct stat st;
+        bool is_dir = s->kind != MOUNT_FILE &&
+            (s->kind != MOUNT_BIND || (stat(s->source, &st) == 0 && S_ISDIR(st.st_mode)));
+        snprintf(path, sizeof path, "%s%s", rootfs, s->dest);
+        if (make_parents(rootfs, s->dest, is_dir) < 0)
+            return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", s->dest);
+        if (!is_dir) {
+            int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+            if (fd < 0 && errno != EEXIST)
+                return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", s->dest);
+            if (fd >= 0)
+                close(fd);
+        }
+    }
+    return 0;
+}
+
+/*
+ * The plan's rlimits, which gVisor enforces inside (but RLIMIT_DATA, the
+ * namespace level's fallback for memory: without a cgroup the supervisor
+ * holds memory by its meter instead, so the plan has none).
+ */
+static json_t *rlimits_json(const struct confine_plan *c)
+{
+    static const char *const names[] = {
+        [RLIMIT_CPU] = "RLIMIT_CPU",         [RLIMIT_FSIZE] = "RLIMIT_FSIZE",
+        [RLIMIT_DATA] = "RLIMIT_DATA",       [RLIMIT_STACK] = "RLIMIT_STACK",
+        [RLIMIT_CORE] = "RLIMIT_CORE",       [RLIMIT_RSS] = "RLIMIT_RSS",
+        [RLIMIT_NPROC] = "RLIMIT_NPROC",     [RLIMIT_NOFILE] = "RLIMIT_NOFILE",
+        [RLIMIT_MEMLOCK] = "RLIMIT_MEMLOCK", [RLIMIT_AS] = "RLIMIT_AS",
+    };
+    json_t *a = json_array();
+    for (size_t i = 0; i < c->n_rlimits; i++) {
+        int r = c->rlimits[i].resource;
+        if (r < 0 || (size_t)r >= sizeof names / sizeof names[0] || !names[r])
+            continue;
+        json_array_append_new(a,
+                              json_pack("{s:s, s:I, s:I}", "type", names[r], "hard",
+                                        (json_int_t)c->rlimits[i].value.rlim_max, "soft",
+                                        (json_int_t)c->rlimits[i].value.rlim_cur));
+    }
+    return a;
+}
+
+/*
+ * The OCI process for ARGS: no capability, no new privileges, as gVisor's
+ * uid 0. The gofer shows the caller's files as owned by 0 (root-started: the
+ * host's owners; rootless: its user namespace maps the caller to 0) and
+ * creates files on the host as the caller, so uid 0 is what the namespace
+ * level's idmapped sandbox user is there: the caller, for the files the
+ * policy binds, and nobody to the host kernel, which it never calls.
+ */
+json_t *gvisor_process_json(json_t *args, json_t *env, const char *cwd, const struct gv_state *st)
+{
+    /* clang-format off */
+    return json_pack("{s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:{s:[], s:[], s:[], s:[], s:[]}, s:o}",
+                     "args", args, "env", env, "cwd", cwd, "user", "uid", 0, "gid", 0, "noNewPrivileges", 1, "capabilities", "bounding", "effective",
+                     "inheritable", "permitted", "ambient", "rlimits",
+                     rlimits_json(&st->confine));
+    /* clang-format on */
+}
+
+int gvisor_write_json(const char *path, json_t *o, struct cordon_err *err)
+{
+    if (!o)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!text)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    return write_file(path, text, strlen(text), 0600, err);
+}
+
+/* FILE in the run's files, bound read-only at DEST (whose mountpoint is made later). */
+static int add_file(const struct gv_state *st, json_t *mounts, const char *name, const char *dest,
+                    const void *data, size_t len, mode_t mode, struct cordon_err *err)
+{
+    char file[PATH_MAX];
+    snprintf(file, sizeof file, "%s/files/%s", st->dir, name);
+    TRY(write_file(file, data, len, mode, err));
+    json_array_append_new(mounts, bind_mount(dest, file, false));
+    return 0;
+}
+
+/*
+ * The helper, the compat library (gvisor/compat.c: this runsc refuses stat
+ * flags Linux accepts) preloaded through /etc/ld.so.preload, the seccomp
+ * profile and the gateway's door, bound read-only at /.cordon.
+ */
+static int add_cordon_files(const struct policy *p, const struct gv_state *st, json_t *mounts,
+                            struct cordon_err *err)
+{
+    char file[PATH_MAX], point[PATH_MAX];
+    static const char preload[] = COMPAT_PATH "\n";
+    TRY(add_file(st, mounts, "init", INIT_PATH, cordon_gvisor_init_start,
+                 (size_t)cordon_gvisor_init_size, 0555, err));
+    TRY(add_file(st, mounts, "compat.so", COMPAT_PATH, cordon_gvisor_compat_start,
+                 (size_t)cordon_gvisor_compat_size, 0555, err));
+    TRY(add_file(st, mounts, "ld.so.preload", "/etc/ld.so.preload", preload, sizeof preload - 1,
+                 0444, err));
+
+    struct seccomp_program prog = { 0 };
+    TRY(seccomp_program_build(p, &prog, err));
+    snprintf(file, sizeof file, "%s/files/seccomp.bpf", st->dir);
+    int rc = write_file(file, prog.filter, prog.len * sizeof prog.filter[0], 0444, err);
+    seccomp_program_release(&prog);
+    TRY(rc);
+    json_array_append_new(mounts, bind_mount(BPF_PATH, file, false));
+
+    static const char *const points[] = { INIT_PATH, COMPAT_PATH, "/etc/ld.so.preload", BPF_PATH };
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        struct stat sb;
+        snprintf(point, sizeof point, "%s/bundle/rootfs%s", st->dir, points[i]);
+        if (lstat(point, &sb) < 0) /* a policy's bind at /etc/ld.so.preload made it */
+            TRY(write_file(point, "", 0, 0444, err));
+    }
+    if (!st->gateway)
+        return 0;
+    snprintf(file, sizeof file, "%s/gw", st->dir);
+    json_array_append_new(mounts, bind_mount(GW_DIR, file, false));
+    snprintf(point, sizeof point, "%s/bundle/rootfs" GW_DIR, st->dir);
+    if (mkdir(point, 0755) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", point);
+    return 0;
+}
+
+/*
+ * The helper's command line: `init HOME`, with the gateway's socket when
+ * the run has egress, and for transparent egress the synthetic range, the
+ * DNS stub's address, the ports to listen on and "+NET/PREFIX" for each
+ * allowed literal's range.
+ */
+static json_t *init_args(const struct gv_state *st)
+{
+    json_t *a = json_pack("[s, s, s]", INIT_PATH, "init", SANDBOX_HOME);
+    if (st->gateway)
+        json_array_append_new(a, json_string(GW_SOCK));
+    if (!st->transparent)
+        return a;
+    char text[32];
+    snprintf(text, sizeof text, "%u.%u.%u.%u/%d", SYNTH_NET >> 24, (SYNTH_NET >> 16) & 0xff,
+             (SYNTH_NET >> 8) & 0xff, SYNTH_NET & 0xff, SYNTH_PREFIX);
+    json_array_append_new(a, json_string(text));
+    snprintf(text, sizeof text, "%u.%u.%u.%u", DNS_STUB_ADDR >> 24, (DNS_STUB_ADDR >> 16) & 0xff,
+             (DNS_STUB_ADDR >> 8) & 0xff, DNS_STUB_ADDR & 0xff);
+    json_array_append_new(a, json_string(text));
+    for (size_t i = 0; i < st->n_ports; i++) {
+        snprintf(text, sizeof text, "%u", st->ports[i]);
+        json_array_append_new(a, json_string(text));
+    }
+    for (size_t i = 0; i < st->n_nets; i++) {
+        uint32_t n = st->nets[i];
+        snprintf(text, sizeof text, "+%u.%u.%u.%u/%u", n >> 24, (n >> 16) & 0xff, (n >> 8) & 0xff,
+                 n & 0xff, st->prefixes[i]);
+        json_array_append_new(a, json_string(text));
+    }
+    return a;
+}
+
+/*
+ * gVisor's capabilities for the helper: none without egress. With it,
+ * CAP_SYS_RESOURCE, for its relay to raise its own RLIMIT_NOFILE past the
+ * command's (the command's processes take their limits from the helper's
+ * spec, so that stays the policy's); for transparent egress also the two
+ * it needs to make the synthetic range loopback's and to listen on port 53
+ * and the policy's ports. Every process of the helper drops them before it
+ * says it is ready, before anything of the call runs (gvisor/init.c), and
+ * the command's own process gets none (process_json).
+ */
+static json_t *init_capabilities(const struct gv_state *st)
+{
+    static const char *const sets[] = { "bounding", "effective", "permitted" };
+    json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
+                             "inheritable", "permitted", "ambient");
+    for (size_t i = 0; st->gateway && i < sizeof sets / sizeof sets[0]; i++) {
+        json_t *set = json_object_get(caps, sets[i]);
+        json_array_append_new(set, json_string("CAP_SYS_RESOURCE"));
+        if (st->transparent) {
+            json_array_append_new(set, json_string("CAP_NET_ADMIN"));
+            json_array_append_new(set, json_string("CAP_NET_BIND_SERVICE"));
+        }
+    }
+    return caps;
+}
+
+int gvisor_build_bundle(const struct sandbox_setup *s, struct gv_state *st, struct cordon_err *err)
+{
+    const struct policy *p = s->p;
+    char path[PATH_MAX];
+    static const char *const subdirs[] = { "bundle", "bundle/rootfs", "bundle/rootfs/.cordon",
+                                           "files",  "state",         "gw" };
+    for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", st->dir, subdirs[i]);
+        if (mkdir(path, 0755) < 0)
+            return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", path);
+    }
+
+    struct ns_plan plan = { .caller_is_root = geteuid() == 0,
+                            .confine = *s->confine,
+                            .transparent = st->transparent };
+    _cleanup_(json_decrefp) json_t *mounts = json_array();
+    int rc = mounts_plan(p, &plan, s->host_base + 1, s->workspace, err);
+    if (rc == 0 && s->ca_pem)
+        rc = mounts_add_ca(&plan, s->ca_pem, err);
+    if (rc == 0)
+        rc = plan_to_mounts(p, &plan, st->dir, mounts, err);
+    st->confine = *s->confine;
+    mounts_plan_release(&plan);
+    if (rc < 0 || add_cordon_files(p, st, mounts, err) < 0)
+        return -1;
+    /*
+     * runsc mounts gVisor's own sysfs at /sys unless the spec mounts
+     * something there; the namespace level has no /sys: an empty read-only
+     * tmpfs stands in for it.
+     */
+    json_t *sys = tmpfs_mount("/sys", "mode=0555,size=4k");
+    json_array_append_new(json_object_get(sys, "options"), json_string("ro"));
+    json_array_append_new(mounts, sys);
+    snprintf(path, sizeof path, "%s/bundle/rootfs/sys", st->dir);
+    if (make_dir(path) < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", path);
+
+    json_t *init =
+        gvisor_process_json(init_args(st), json_pack("[s]", "PATH=/usr/bin:/bin"), "/", st);
+    json_object_set_new(init, "capabilities", init_capabilities(st));
+    /* clang-format off */
+    json_t *config = json_pack(
+        "{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
+        "ociVersion", "1.0.2",
+        "process", init,
+        "root", "path", "rootfs", "readonly", 1,
+        "hostname", SANDBOX_HOSTNAME,
+        "mounts", json_incref(mounts),
+        "linux", "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts",
+        "type", "mount");
+    /* clang-format on */
+    snprintf(path, sizeof path, "%s/bundle/config.json", st->dir);
+    return gvisor_write_json(path, config, err);
+}
