@@ -11,10 +11,6 @@ cd "$top" || exit 1
 allowed_files='
 '
 allowed_functions='
-guest/agent.c:main (172) # to split (issue 23)
-src/sandbox/microvm/plan.c:plan_vm (161) # to split (issue 23)
-src/sandbox/microvm/qemu.c:vm_spawn (124) # to split (issue 23)
-src/sandbox/microvm/shim.c:shim_relay (137) # to split (issue 23)
 '
 
 echo "1..2"

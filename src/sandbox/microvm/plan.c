@@ -161,23 +161,11 @@ static int add_share(struct vm_plan *v, char *host, const char *guest, bool writ
     return 0;
 }
 
-int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err *err)
+/* The guest's RAM, and the snapshot's name: valid for this kernel, initramfs, QEMU and machine. */
+static int plan_memory_and_snapshot(const struct sandbox_setup *s, struct vm_plan *v,
+                                    struct cordon_err *err)
 {
     const struct policy *p = s->p;
-    char why[160];
-    v->kvm = hardware_kvm(why, sizeof why); /* else TCG was allowed: admits() came first */
-    snprintf(v->qemu, sizeof v->qemu, "%s", env_or("CORDON_QEMU", QEMU_DEFAULT));
-    snprintf(v->kernel, sizeof v->kernel, "%s/vmlinux",
-             env_or("CORDON_GUEST_KERNEL", KERNEL_DEFAULT));
-    TRY(microvm_probe(err));
-    TRY(seccomp_program_build(p, &v->qemu_filter, err));
-    snprintf(v->paths[0], sizeof v->paths[0], "/usr");
-    TRY(find_initramfs(v->initramfs, err));
-    snprintf(v->snapshot_dir, sizeof v->snapshot_dir, "%s",
-             env_or("CORDON_MICROVM_SNAPSHOTS", SNAPSHOT_DIR_DEFAULT));
-    TRY(cached_sha256(v->kernel, v->snapshot_dir, v->kernel_digest, err));
-    TRY(cached_sha256(v->initramfs, v->snapshot_dir, v->initramfs_digest, err));
-
     /* Guest RAM (touched pages only cost): where the host's cgroup holds the
      * memory limit, inside it, leaving QEMU its own share; where the limit
      * is the command's rlimit (no cgroup), above it, so the rlimit is what
@@ -210,6 +198,13 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
     text_sha256(shape, v->digest);
     snprintf(v->snapshot, sizeof v->snapshot, "%s/%.32s.snap", v->snapshot_dir, v->digest);
 
+    return 0;
+}
+
+/* The 9p shares (/usr, /etc, the workspace, the binds), the names keeper and the egress ports. */
+static int plan_shares(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err *err)
+{
+    const struct policy *p = s->p;
     TRY(add_share(v, v->paths[0], "/usr", false, err));
     /* The guest's /etc: the view the shim builds in QEMU's mount namespace
      * (etc_view), one share instead of a bind per entry in the guest. */
@@ -252,17 +247,14 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
             v->prefixes[i] = prefixes[i];
     }
 
-    /* The call's policy part; argv, environment and entropy follow at start. */
-    struct vm_buf *b = &v->setup;
-    const struct confine_plan *c = s->confine;
-    /* Pids among them (counts_pids): the command's user holds at most this
-     * many in the guest. */
-    vm_buf_u32(b, (uint32_t)c->n_rlimits);
-    for (size_t i = 0; i < c->n_rlimits; i++) {
-        vm_buf_u32(b, (uint32_t)c->rlimits[i].resource);
-        vm_buf_u64(b, c->rlimits[i].value.rlim_cur);
-        vm_buf_u64(b, c->rlimits[i].value.rlim_max);
-    }
+    return 0;
+}
+
+/* The guest's mounts on the wire: tmpfs, shares, the workspace's covers, the hidden paths. */
+static int plan_mounts(const struct sandbox_setup *s, struct vm_plan *v, struct vm_buf *b,
+                       struct cordon_err *err)
+{
+    const struct policy *p = s->p;
     char opts[128];
     const struct workspace_guard *ws = p->workspace ? s->workspace : NULL;
     size_t n_covers = ws ? ws->n_entries : 0;
@@ -324,6 +316,41 @@ int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err 
         vm_buf_str(b, "");
         vm_buf_str(b, hidden[i]);
     }
+    return 0;
+}
+
+int plan_vm(const struct sandbox_setup *s, struct vm_plan *v, struct cordon_err *err)
+{
+    const struct policy *p = s->p;
+    char why[160];
+    v->kvm = hardware_kvm(why, sizeof why); /* else TCG was allowed: admits() came first */
+    snprintf(v->qemu, sizeof v->qemu, "%s", env_or("CORDON_QEMU", QEMU_DEFAULT));
+    snprintf(v->kernel, sizeof v->kernel, "%s/vmlinux",
+             env_or("CORDON_GUEST_KERNEL", KERNEL_DEFAULT));
+    TRY(microvm_probe(err));
+    TRY(seccomp_program_build(p, &v->qemu_filter, err));
+    snprintf(v->paths[0], sizeof v->paths[0], "/usr");
+    TRY(find_initramfs(v->initramfs, err));
+    snprintf(v->snapshot_dir, sizeof v->snapshot_dir, "%s",
+             env_or("CORDON_MICROVM_SNAPSHOTS", SNAPSHOT_DIR_DEFAULT));
+    TRY(cached_sha256(v->kernel, v->snapshot_dir, v->kernel_digest, err));
+    TRY(cached_sha256(v->initramfs, v->snapshot_dir, v->initramfs_digest, err));
+
+    TRY(plan_memory_and_snapshot(s, v, err));
+    TRY(plan_shares(s, v, err));
+
+    /* The call's policy part; argv, environment and entropy follow at start. */
+    struct vm_buf *b = &v->setup;
+    const struct confine_plan *c = s->confine;
+    /* Pids among them (counts_pids): the command's user holds at most this
+     * many in the guest. */
+    vm_buf_u32(b, (uint32_t)c->n_rlimits);
+    for (size_t i = 0; i < c->n_rlimits; i++) {
+        vm_buf_u32(b, (uint32_t)c->rlimits[i].resource);
+        vm_buf_u64(b, c->rlimits[i].value.rlim_cur);
+        vm_buf_u64(b, c->rlimits[i].value.rlim_max);
+    }
+    TRY(plan_mounts(s, v, b, err));
     struct seccomp_program prog = { 0 };
     TRY(seccomp_program_build(p, &prog, err));
     vm_buf_u32(b, prog.len);

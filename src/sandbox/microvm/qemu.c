@@ -94,6 +94,77 @@ static int confine_qemu(const struct vm_plan *v, bool saving, int give, struct c
  * vm_restore). The guest's memory is a memfd we hold too: a snapshot saves
  * it as a file of its own, and a restore fills it while QEMU starts.
  */
+/*
+ * QEMU's command line for plan V: the microvm machine on the RAM memfd, the
+ * guest's kernel and initramfs, its serial ports on CTL and EG, the 9p
+ * shares, QMP on QMP, QEMU's own sandbox; INCOMING: paused, for a snapshot.
+ */
+static void qemu_argv(struct argv_builder *a, const struct vm_plan *v, bool incoming, int ram,
+                      int ctl, int eg, int qmp)
+{
+    arg(a, "%s", v->qemu);
+    arg(a, "-M");
+    arg(a, "microvm,x-option-roms=off,acpi=off,isa-serial=%s,memory-backend=ram",
+        getenv("CORDON_MICROVM_CONSOLE") ? "on" : "off");
+    arg(a, "-object");
+    arg(a, "memory-backend-file,id=ram,size=%lluM,mem-path=/proc/self/fd/%d,share=on",
+        (unsigned long long)v->mem_mib, ram);
+    arg(a, "-accel");
+    arg(a, "%s", v->kvm ? "kvm" : "tcg,tb-size=64");
+    arg(a, "-cpu");
+    arg(a, "%s", v->kvm ? "host" : "max");
+    arg(a, "-m");
+    arg(a, "%lluM", (unsigned long long)v->mem_mib);
+    arg(a, "-smp");
+    arg(a, "1");
+    static const char *const fixed[] = { "-nodefaults", "-no-user-config", "-display",
+                                         "none",        "-no-reboot",      "-kernel" };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        arg(a, "%s", fixed[i]);
+    arg(a, "%s", v->kernel);
+    arg(a, "-initrd");
+    arg(a, "%s", v->initramfs);
+    arg(a, "-append");
+    arg(a, "console=ttyS0 quiet panic=-1 random.trust_cpu=on");
+    const char *console = getenv("CORDON_MICROVM_CONSOLE");
+    if (console) {
+        arg(a, "-serial");
+        arg(a, "file:%s", console);
+    }
+    arg(a, "-device");
+    arg(a, "virtio-serial-device,max_ports=3");
+    arg(a, "-chardev");
+    arg(a, "socket,id=ctl,fd=%d", ctl);
+    arg(a, "-device");
+    arg(a, "virtserialport,chardev=ctl,nr=1");
+    arg(a, "-chardev");
+    arg(a, "socket,id=eg,fd=%d", eg);
+    arg(a, "-device");
+    arg(a, "virtserialport,chardev=eg,nr=2");
+    for (size_t i = 0; i < VM_SLOTS; i++) {
+        bool used = i < v->n_shares;
+        arg(a, "-fsdev");
+        arg(a, "local,id=fs%zu,path=%s,security_model=none,multidevs=remap%s", i,
+            used ? v->shares[i].host : "/usr", used && v->shares[i].writable ? "" : ",readonly=on");
+        arg(a, "-device");
+        arg(a, "virtio-9p-device,fsdev=fs%zu,mount_tag=s%zu", i, i);
+    }
+    arg(a, "-chardev");
+    arg(a, "socket,id=qmp,fd=%d", qmp);
+    arg(a, "-mon");
+    arg(a, "chardev=qmp,mode=control");
+    /* QEMU's own seccomp sandbox: it never spawns (a snapshot travels over a descriptor). */
+    arg(a, "-sandbox");
+    arg(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+    if (incoming) {
+        /* Paused once loaded, then `cont`: under TCG a guest restored straight
+         * into the running state is never kicked and stays idle. */
+        arg(a, "-S");
+        arg(a, "-incoming");
+        arg(a, "defer");
+    }
+}
+
 int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordon_err *err)
 {
     int ctl[2] = { -1, -1 }, eg[2] = { -1, -1 }, qmp[2] = { -1, -1 };
@@ -117,68 +188,7 @@ int vm_spawn(const struct vm_plan *v, bool incoming, struct vm *vm, struct cordo
                        "microvm: cannot create the guest's memory and sockets");
     }
     struct argv_builder a = { .n = 0 };
-    arg(&a, "%s", v->qemu);
-    arg(&a, "-M");
-    arg(&a, "microvm,x-option-roms=off,acpi=off,isa-serial=%s,memory-backend=ram",
-        getenv("CORDON_MICROVM_CONSOLE") ? "on" : "off");
-    arg(&a, "-object");
-    arg(&a, "memory-backend-file,id=ram,size=%lluM,mem-path=/proc/self/fd/%d,share=on",
-        (unsigned long long)v->mem_mib, ram);
-    arg(&a, "-accel");
-    arg(&a, "%s", v->kvm ? "kvm" : "tcg,tb-size=64");
-    arg(&a, "-cpu");
-    arg(&a, "%s", v->kvm ? "host" : "max");
-    arg(&a, "-m");
-    arg(&a, "%lluM", (unsigned long long)v->mem_mib);
-    arg(&a, "-smp");
-    arg(&a, "1");
-    static const char *const fixed[] = { "-nodefaults", "-no-user-config", "-display",
-                                         "none",        "-no-reboot",      "-kernel" };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        arg(&a, "%s", fixed[i]);
-    arg(&a, "%s", v->kernel);
-    arg(&a, "-initrd");
-    arg(&a, "%s", v->initramfs);
-    arg(&a, "-append");
-    arg(&a, "console=ttyS0 quiet panic=-1 random.trust_cpu=on");
-    const char *console = getenv("CORDON_MICROVM_CONSOLE");
-    if (console) {
-        arg(&a, "-serial");
-        arg(&a, "file:%s", console);
-    }
-    arg(&a, "-device");
-    arg(&a, "virtio-serial-device,max_ports=3");
-    arg(&a, "-chardev");
-    arg(&a, "socket,id=ctl,fd=%d", ctl[1]);
-    arg(&a, "-device");
-    arg(&a, "virtserialport,chardev=ctl,nr=1");
-    arg(&a, "-chardev");
-    arg(&a, "socket,id=eg,fd=%d", eg[1]);
-    arg(&a, "-device");
-    arg(&a, "virtserialport,chardev=eg,nr=2");
-    for (size_t i = 0; i < VM_SLOTS; i++) {
-        bool used = i < v->n_shares;
-        arg(&a, "-fsdev");
-        arg(&a, "local,id=fs%zu,path=%s,security_model=none,multidevs=remap%s", i,
-            used ? v->shares[i].host : "/usr", used && v->shares[i].writable ? "" : ",readonly=on");
-        arg(&a, "-device");
-        arg(&a, "virtio-9p-device,fsdev=fs%zu,mount_tag=s%zu", i, i);
-    }
-    arg(&a, "-chardev");
-    arg(&a, "socket,id=qmp,fd=%d", qmp[1]);
-    arg(&a, "-mon");
-    arg(&a, "chardev=qmp,mode=control");
-    /* QEMU's own seccomp sandbox; spawn stays allowed only to save a snapshot? No:
-     * the snapshot travels over a descriptor, so nothing is ever spawned. */
-    arg(&a, "-sandbox");
-    arg(&a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
-    if (incoming) {
-        /* Paused once loaded, then `cont`: under TCG a guest restored straight
-         * into the running state is never kicked and stays idle. */
-        arg(&a, "-S");
-        arg(&a, "-incoming");
-        arg(&a, "defer");
-    }
+    qemu_argv(&a, v, incoming, ram, ctl[1], eg[1], qmp[1]);
     bool oom = false;
     for (size_t i = 0; i < a.n; i++)
         oom |= !a.v[i];

@@ -244,6 +244,57 @@ static int send_call(int ctl, const struct start_message *m)
     return ok ? 0 : -1;
 }
 
+/* One frame of the guest's on the control or egress port; the run's end where it says so. */
+static void on_guest_frame(struct vm *vm, const struct shim_fds *fds, const struct start_message *m,
+                           int *conns, const struct vm_frame *f)
+{
+    struct cordon_err err = { 0 };
+    uint32_t v32 = 0;
+    if (f->len >= 4)
+        memcpy(&v32, f->data, 4);
+    switch (f->type) {
+    case VM_STDOUT:
+    case VM_STDERR:
+        /* The error pipe stays open: a guest that breaks the
+         * protocol mid-run is still reported as such. */
+        write_all(m->stdio[f->type == VM_STDOUT ? 1 : 2], (const char *)f->data, f->len);
+        break;
+    case VM_EXIT: {
+        uint32_t flags;
+        memcpy(&flags, f->data + 4, 4);
+        struct boundary_status st = { .ws = (int)v32,
+                                      .seen = flags & VM_EXIT_OOM ? BOUNDARY_SEEN_OOM : 0 };
+        close(fds->err_w);
+        (void)!write(fds->status_w, &st, sizeof st);
+        vm_kill(vm);
+        _exit(0);
+    }
+    case VM_ERROR:
+        guest_error(f, &err);
+        vm_kill(vm);
+        shim_fail(fds, &err);
+    case VM_READY:
+    case VM_SET:
+        err_set(&err, CORDON_E_SETUP, "microvm: the guest spoke out of turn (frame type %u)",
+                f->type);
+        shim_fail(fds, &err);
+    case VM_EG_OPEN:
+        if (conns[v32] < 0)
+            conns[v32] = connect_gateway();
+        if (conns[v32] < 0)
+            send_frame(vm->eg, VM_EG_CLOSE, &v32, 4, NULL, 0);
+        break;
+    case VM_EG_DATA:
+        if (conns[v32] >= 0)
+            write_all(conns[v32], (const char *)f->data + 4, f->len - 4);
+        break;
+    case VM_EG_CLOSE:
+        if (conns[v32] >= 0)
+            shutdown(conns[v32], SHUT_WR);
+        break;
+    }
+}
+
 /* Relay between the call's stdio, the guest and the gateway until the command's status. */
 static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                                  const struct start_message *m)
@@ -330,51 +381,7 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                 off += used;
                 if (got == 0)
                     break;
-                uint32_t v32 = 0;
-                if (f.len >= 4)
-                    memcpy(&v32, f.data, 4);
-                switch (f.type) {
-                case VM_STDOUT:
-                case VM_STDERR:
-                    /* The error pipe stays open: a guest that breaks the
-                     * protocol mid-run is still reported as such. */
-                    write_all(m->stdio[f.type == VM_STDOUT ? 1 : 2], (const char *)f.data, f.len);
-                    break;
-                case VM_EXIT: {
-                    uint32_t flags;
-                    memcpy(&flags, f.data + 4, 4);
-                    struct boundary_status st = { .ws = (int)v32,
-                                                  .seen =
-                                                      flags & VM_EXIT_OOM ? BOUNDARY_SEEN_OOM : 0 };
-                    close(fds->err_w);
-                    (void)!write(fds->status_w, &st, sizeof st);
-                    vm_kill(vm);
-                    _exit(0);
-                }
-                case VM_ERROR:
-                    guest_error(&f, &err);
-                    vm_kill(vm);
-                    shim_fail(fds, &err);
-                case VM_READY:
-                case VM_SET:
-                    err_set(&err, CORDON_E_SETUP,
-                            "microvm: the guest spoke out of turn (frame type %u)", f.type);
-                    shim_fail(fds, &err);
-                case VM_EG_OPEN:
-                    if (conns[v32] < 0)
-                        conns[v32] = connect_gateway();
-                    if (conns[v32] < 0)
-                        send_frame(vm->eg, VM_EG_CLOSE, &v32, 4, NULL, 0);
-                    break;
-                case VM_EG_DATA:
-                    if (conns[v32] >= 0)
-                        write_all(conns[v32], (const char *)f.data + 4, f.len - 4);
-                    break;
-                case VM_EG_CLOSE:
-                    if (conns[v32] >= 0)
-                        shutdown(conns[v32], SHUT_WR);
-                    break;
-                }
+                on_guest_frame(vm, fds, m, conns, &f);
             }
         }
         for (uint32_t i = 0; i < VM_EG_MAX_CONNS; i++) {
