@@ -141,3 +141,22 @@ static inline int sys_ofd_conflict(int fd, short type)
         return -1;
     return fl.l_type != F_UNLCK;
 }
+
+/*
+ * fork() with SIGTERM and SIGINT blocked in the child (the caller's mask is
+ * back at once): the child puts them back to their defaults, or reads them
+ * from a signalfd, before it unblocks them, so the caller's handlers never
+ * take a stop meant for the child.
+ */
+static inline pid_t fork_stops_blocked(void)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    pid_t pid = fork();
+    if (pid != 0)
+        sigprocmask(SIG_SETMASK, &old, NULL);
+    return pid;
+}

@@ -8,6 +8,7 @@
 #include "common/json.h"
 
 #include "common/cleanup.h"
+#include "common/syscalls.h"
 #include "common/fds.h"
 #include "core/run.h"
 #include "sandbox/backend.h"
@@ -252,21 +253,10 @@ static int spawn(const struct policy *p, bool prepare, const struct run_lent *le
         err_sys(err, CORDON_E_SETUP, "cannot create pipes for the sandbox");
         goto fail;
     }
-    /*
-     * Until the child has put SIGTERM and SIGINT back to their defaults, the
-     * broker's handlers would catch a stop meant for the run (and stop the
-     * broker), so the child is born with them blocked; run_call's
-     * supervisor reads them from a signalfd.
-     */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigprocmask(SIG_BLOCK, &block, &old);
+    /* The broker's handlers must not catch a stop meant for the run (and stop
+     * the broker): run_call's supervisor reads them from a signalfd. */
     pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0)
-        sigprocmask(SIG_SETMASK, &old, NULL);
+    pid_t pid = fork_stops_blocked();
     if (pid < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot fork the sandbox supervisor");
         goto fail;

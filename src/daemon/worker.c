@@ -182,18 +182,11 @@ struct worker *worker_start(struct event_base *base, const struct worker_spec *s
         err_set(err, CORDON_E_INTERNAL, "cannot watch a worker");
         return NULL;
     }
-    /* Born with SIGTERM and SIGINT blocked until it has put them back to their
-     * defaults: until then the daemon's handlers would take them. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigprocmask(SIG_BLOCK, &block, &old);
+    /* Until it has put them back to their defaults, the daemon's handlers would take them. */
     pid_t parent = getpid();
-    w->pid = fork();
+    w->pid = fork_stops_blocked();
     if (w->pid == 0)
         child_main(spec, parent, out[1]);
-    sigprocmask(SIG_SETMASK, &old, NULL);
     close(out[1]);
     if (w->pid < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot fork a worker");
