@@ -201,6 +201,13 @@ void process_method(struct client *c, const char *method, const json_t *id, cons
 /* Parse a start's parameters ("argv" or "code"+"language", "env", "cwd", "pty", "timeout"). */
 int lproc_parse(const json_t *params, struct lproc_req *r, char *why, size_t len);
 
+/* TEXT_KEY's string or B64_KEY's base64 ("stdin"/"stdin_base64", ...) into *OUT (malloc'd). */
+int lproc_parse_bytes(const json_t *params, const char *text_key, const char *b64_key, char **out,
+                      size_t *out_len, char *why, size_t len);
+
+/* Does a process of SES's live sandbox still run (or start)? Then the session is not idle. */
+bool lproc_session_active(const struct daemon *d, const struct session *ses);
+
 /* An audit event of the daemon's own (session.pause, process.signal...) in POL's log. */
 void live_audit(const struct policy *pol, const char *type, const char *run_id, json_t *fields);
 

@@ -159,12 +159,12 @@ void live_exec(struct client *c, const json_t *id, const json_t *params, struct 
     struct daemon *d = c->d;
     char why[256];
     struct lproc_req r = { 0 };
-    json_t *in = json_object_get(params, "stdin");
-    if (lproc_parse(params, &r, why, sizeof why) < 0 || (in && !json_is_string(in))) {
+    _cleanup_free_ char *in = NULL;
+    size_t in_len = 0;
+    if (lproc_parse(params, &r, why, sizeof why) < 0 ||
+        lproc_parse_bytes(params, "stdin", "stdin_base64", &in, &in_len, why, sizeof why) < 0) {
         d->bad_requests++;
-        daemon_reply(c,
-                     rpc_error(id, RPC_INVALID_PARAMS, "session.exec: %s",
-                               in && !json_is_string(in) ? "\"stdin\" must be a string" : why));
+        daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.exec: %s", why));
         lproc_req_release(&r);
         return;
     }
@@ -194,7 +194,7 @@ void live_exec(struct client *c, const json_t *id, const json_t *params, struct 
         return;
     }
     /* An exec's stdin is what it was given, then its end, as a run's is. */
-    lproc_write(p, in ? json_string_value(in) : "", in ? json_string_length(in) : 0, true, &err);
+    lproc_write(p, in ? in : "", in_len, true, &err);
 }
 
 /* ---- pause and resume ---- */

@@ -427,6 +427,10 @@ struct lproc *lproc_start(struct daemon *d, uid_t owner, struct session *ses,
     const struct policy *pol = ses ? &ses->pol : d->cfg.policy;
     if (daemon_check_call_options(pol, r->timeout_ms, r->envp, err) < 0)
         return NULL;
+    /* A timeout lowers the policy's wall clock, never raises it (as run's does). */
+    uint64_t timeout_ms = r->timeout_ms;
+    if (timeout_ms && pol->limits.wall_ms && timeout_ms > pol->limits.wall_ms)
+        timeout_ms = pol->limits.wall_ms;
     struct box *b = box_for(d, owner, ses, err);
     if (!b)
         return NULL;
@@ -467,9 +471,9 @@ struct lproc *lproc_start(struct daemon *d, uid_t owner, struct session *ses,
     p->next = d->lprocs;
     d->lprocs = p;
     d->n_lprocs++;
-    if (r->timeout_ms && (p->timeout_ev = evtimer_new(d->base, on_timeout, p))) {
-        struct timeval tv = { (time_t)(r->timeout_ms / 1000),
-                              (suseconds_t)(r->timeout_ms % 1000) * 1000 };
+    if (timeout_ms && (p->timeout_ev = evtimer_new(d->base, on_timeout, p))) {
+        struct timeval tv = { (time_t)(timeout_ms / 1000),
+                              (suseconds_t)(timeout_ms % 1000) * 1000 };
         evtimer_add(p->timeout_ev, &tv);
     }
     audit_start(p, r, !p->own_box);
@@ -629,9 +633,8 @@ int lproc_parse(const json_t *params, struct lproc_req *r, char *why, size_t len
     return 0;
 }
 
-/* "stdin" or "stdin_base64" (or "data"/"data_base64" for write_stdin) into *OUT. */
-static int parse_bytes(const json_t *params, const char *text_key, const char *b64_key, char **out,
-                       size_t *out_len, char *why, size_t len)
+int lproc_parse_bytes(const json_t *params, const char *text_key, const char *b64_key, char **out,
+                      size_t *out_len, char *why, size_t len)
 {
     json_t *text = json_object_get(params, text_key), *b64 = json_object_get(params, b64_key);
     *out = NULL;
@@ -703,7 +706,8 @@ static void method_start(struct client *c, const json_t *id, const json_t *param
     _cleanup_free_ char *input = NULL;
     size_t input_len = 0;
     if (lproc_parse(params, &r, why, sizeof why) < 0 ||
-        parse_bytes(params, "stdin", "stdin_base64", &input, &input_len, why, sizeof why) < 0) {
+        lproc_parse_bytes(params, "stdin", "stdin_base64", &input, &input_len, why, sizeof why) <
+            0) {
         d->bad_requests++;
         daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "process.start: %s", why));
         lproc_req_release(&r);
@@ -732,7 +736,7 @@ static void method_write(struct client *c, const json_t *id, const json_t *param
     _cleanup_free_ char *data = NULL;
     size_t len = 0;
     json_t *eof = json_object_get(params, "eof");
-    if (parse_bytes(params, "data", "data_base64", &data, &len, why, sizeof why) < 0 ||
+    if (lproc_parse_bytes(params, "data", "data_base64", &data, &len, why, sizeof why) < 0 ||
         (eof && !json_is_boolean(eof))) {
         daemon_reply(
             c,
@@ -923,4 +927,12 @@ void process_method(struct client *c, const char *method, const json_t *id, cons
         method_attach(c, id, p);
     else
         method_on(c, method, id, params, p);
+}
+
+bool lproc_session_active(const struct daemon *d, const struct session *ses)
+{
+    for (const struct lproc *p = d->lprocs; p; p = p->next)
+        if (p->ses == ses && p->state != LPROC_EXITED)
+            return true;
+    return false;
 }

@@ -97,14 +97,14 @@ static struct session *session_new(struct daemon *d, uid_t owner, struct cordon_
     return ses;
 }
 
-static json_t *session_json(const struct session *ses)
+static json_t *session_json(const struct daemon *d, const struct session *ses)
 {
     uint64_t now = daemon_now_us();
     static const char *const commits[] = { "on_success", "always", "manual" };
-    bool idle = !ses->busy && !ses->running;
+    bool active = ses->running || lproc_session_active(d, ses), idle = !ses->busy && !active;
     const char *state = ses->paused ? "paused"
         : ses->busy                 ? ses->busy
-        : ses->running              ? "running"
+        : active                    ? "running"
                                     : "idle";
     return json_pack("{s:s, s:I, s:s, s:i, s:f, s:f, s:s, s:s, s:b, s:b, s:b}", "session_id",
                      ses->id, "owner", (json_int_t)ses->owner, "state", state, "running",
@@ -668,7 +668,7 @@ void sessions_method(struct client *c, const char *method, const json_t *id, con
                                    err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS : RPC_REFUSED,
                                    "session.create: %s", err.msg));
         } else {
-            daemon_reply(c, rpc_result(id, session_json(ses)));
+            daemon_reply(c, rpc_result(id, session_json(d, ses)));
         }
         return;
     }
@@ -676,7 +676,7 @@ void sessions_method(struct client *c, const char *method, const json_t *id, con
         json_t *all = json_array();
         for (struct session *ses = d->sessions; ses; ses = ses->next)
             if (visible(c, ses))
-                json_array_append_new(all, session_json(ses));
+                json_array_append_new(all, session_json(d, ses));
         daemon_reply(c, rpc_result(id, json_pack("{s:o}", "sessions", all)));
         return;
     }
@@ -744,7 +744,8 @@ void sessions_on_idle_timer(evutil_socket_t fd, short what, void *arg)
         next = ses->next;
         struct cordon_err ignored;
         /* No worker now (too many at once): the next tick tries again. */
-        if (!ses->running && !ses->busy &&
+        /* A live session's running process keeps it, as a running exec does. */
+        if (!ses->running && !ses->busy && !lproc_session_active(d, ses) &&
             now - ses->used_us > (uint64_t)d->cfg.session_idle_ms * 1000u)
             session_remove(d, ses, NULL, NULL, &ignored);
     }

@@ -9,6 +9,7 @@ with the autouse check that no cgroup or temp entry of its runs is left.
 
 import base64
 import collections
+import hashlib
 import json
 import os
 import signal
@@ -658,3 +659,46 @@ def test_expose_a_server_of_a_live_session(daemon, cordon):
     assert "forwarded" in outcomes, outcomes
     if os.geteuid() == 0:
         assert "refused: not the session's owner" in outcomes, outcomes
+
+
+def test_a_running_process_keeps_its_live_session(daemon):
+    """The idle clock of a live session runs only while nothing runs in it:
+    a background process keeps the session (it was once removed under it);
+    once the process is gone the session idles out as any does."""
+    d = daemon("--pool", "0", "--session-idle", "2s")
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    p = Procs(c)
+    sleeper = call_when_ready(c, "process.start", {"session_id": sid, "argv": ["sleep", "600"]})
+    pid = sleeper["result"]["process_id"]
+    # Three idle periods and more: the session and its process are still there.
+    time.sleep(7)
+    listed = {s["session_id"]: s for s in c.result("session.list")["sessions"]}
+    assert sid in listed and listed[sid]["state"] != "idle", listed
+    assert c.result("process.list")["processes"], "the session's process is gone"
+    c.result("process.signal", {"process_id": pid, "signal": "KILL"})
+    assert p.wait_exit(pid)["signal"] == 9
+    # Now idle: it goes (the timer ticks, however late).
+    assert wait_until(lambda: sid not in {s["session_id"] for s in
+                                          c.result("session.list")["sessions"]}, 120)
+
+
+def test_live_exec_takes_stdin_base64_and_the_policy_caps_a_timeout(daemon):
+    """stdin_base64 reaches a live exec's command byte for byte (it was once
+    dropped without a word); a process's timeout above the policy's wall
+    clock is the policy's (a caller lowers it, never raises it)."""
+    d = daemon("--pool", "0", "--timeout", "3s")
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    data = bytes(range(256)) * 4
+    r = call_when_ready(c, "session.exec", {"session_id": sid, "argv": ["sha256sum"],
+                                            "stdin_base64": base64.b64encode(data).decode()})
+    r = r.get("result", r)
+    assert r["exit_code"] == 0 and r["stdout"].split()[0] == hashlib.sha256(data).hexdigest(), r
+    ans = c.call("session.exec", {"session_id": sid, "argv": ["cat"], "stdin": "a",
+                                  "stdin_base64": "YQ=="})
+    assert ans["error"]["code"] == -32602 and "not both" in ans["error"]["message"], ans
+    p = Procs(c)
+    pid = p.start(session_id=sid, argv=["sleep", "600"], timeout=86400)
+    end = p.wait_exit(pid, timeout=120)
+    assert end["reason"] == "timeout", end
