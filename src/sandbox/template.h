@@ -35,8 +35,10 @@ struct sandbox_template {
 /*
  * Can P's runs at the namespace level be clones of a template? Not with a
  * host workspace (scanned and covered per run), the policy's unix sockets
- * (their inodes are checked per run), secrets (a CA of the run's own), nor,
- * for root, binds (idmapped to each run's own host ids).
+ * (their inodes are checked per run), secrets (a CA of the run's own), nor
+ * binds: for root they are idmapped to each run's own host ids, and for
+ * anyone their Landlock rules are opened by host path, which a clone, already
+ * in the template's root, no longer sees.
  */
 bool template_admits(const struct policy *p);
 

@@ -28,8 +28,15 @@ def test_host_env_token_does_not_leak(cordon):
     assert "CORDON_TEST_TOKEN" not in r.out
     names = {l.split("=", 1)[0] for l in r.out.splitlines()}
     git = {"GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0"}  # safe.directory
-    assert names <= {"PATH", "HOME", "LANG", "TERM"} | git, f"unexpected variables: {names}\n{r}"
+    # Every run has a gateway (with no network it allows nothing, and says so at once).
+    proxy = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"}
+    proxy |= {v.lower() for v in proxy}
+    assert names <= {"PATH", "HOME", "LANG", "TERM"} | git | proxy, \
+        f"unexpected variables: {names}\n{r}"
     assert {"PATH", "HOME"} <= names, r
+    env = dict(l.split("=", 1) for l in r.out.splitlines())
+    assert all(env[v] == "http://127.0.0.1:3128" for v in proxy & names
+               if v.lower() != "no_proxy"), r
     r = cordon.probe("read", "/proc/self/environ")
     assert r.status == 0, r
     assert HOST_TOKEN.encode() not in r.stdout
