@@ -658,3 +658,89 @@ def test_expose_a_server_of_a_live_session(daemon, cordon):
     assert "forwarded" in outcomes, outcomes
     if os.geteuid() == 0:
         assert "refused: not the session's owner" in outcomes, outcomes
+
+
+# A server for an exposed port that appends what each connection sent to /workspace/got.
+RECORDER = ("python3 -c 'import socket\n"
+            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            "s.bind((\"127.0.0.1\", 8000)); s.listen()\n"
+            "while True:\n"
+            "    c, _ = s.accept(); d = b\"\"\n"
+            "    while (x := c.recv(4096)): d += x\n"
+            "    open(\"/workspace/got\", \"ab\").write(d + b\"\\n\"); c.close()\n"
+            "' >/dev/null 2>&1 &")
+
+SEND_AND_CLOSE = ("import socket, sys\n"
+                  "h, p = sys.argv[1].rsplit(':', 1)\n"
+                  "s = socket.create_connection((h, int(p)), timeout=10)\n"
+                  "s.sendall(sys.argv[2].encode())\n"
+                  "if sys.argv[3] == 'half':\n"
+                  "    s.shutdown(socket.SHUT_WR)\n"
+                  "    s.settimeout(30)\n"
+                  "    while s.recv(4096):\n"
+                  "        pass\n"
+                  "s.close()\n")
+
+
+def send_as(uid, address, data, how):
+    __import__("subprocess").run(["setpriv", f"--reuid={uid}", f"--regid={uid}",
+                                  "--clear-groups", "/usr/bin/python3", "-c", SEND_AND_CLOSE,
+                                  address, data, how], check=True, timeout=60)
+
+
+def test_an_exposed_port_refuses_a_peer_gone_before_it_is_asked(cordon):
+    """Another uid connects to nobody's exposed port, sends, and closes
+    before the daemon looks at it (the daemon is stopped meanwhile): its
+    socket's end is then the kernel's (time-wait, uid 0 in /proc/net/tcp),
+    which must not pass for root's. The bytes never reach the server inside,
+    the audit says refused; the owner's own half-closed connection goes
+    through."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as two uids")
+    if cordon.level == "process":
+        pytest.skip("expose needs a network namespace (the process level has none)")
+    pol = cordon.hostdir() / "expose.yaml"
+    pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
+    os.chmod(pol, 0o644)
+    audit = cordon.hostdir() / "audit.jsonl"
+    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "-p", pol, "--audit", audit,
+               "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
+    try:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.path, 0o666)
+        owner = connect_as(d.path, NOBODY)
+        sid = owner.result("session.create", {"live": True})["session_id"]
+        call_when_ready(owner, "session.exec", {"session_id": sid, "language": "sh",
+                                                "code": RECORDER})
+        address = call_when_ready(owner, "session.expose",
+                                  {"session_id": sid, "port": 8000})["result"]["address"]
+        mark = marker()
+        os.kill(d.proc.pid, signal.SIGSTOP)
+        try:
+            for i in range(3):
+                send_as(OTHER, address, f"{mark}-{i}", "close")
+            time.sleep(0.5)  # their ends are the kernel's by now (not a timing assertion)
+        finally:
+            os.kill(d.proc.pid, signal.SIGCONT)
+
+        def heard():
+            events = [json.loads(l) for l in audit.read_text().splitlines()]
+            return [e["outcome"] for e in events if e["type"] == "expose.connection"]
+
+        assert wait_until(lambda: len(heard()) >= 3, 60), heard()
+        assert heard() == ["refused: not the session's owner"] * 3, heard()
+        send_as(NOBODY, address, "from-the-owner", "half")
+
+        def got():
+            r = owner.result("session.exec", {"session_id": sid, "language": "sh",
+                                              "code": "cat /workspace/got 2>/dev/null; true"})
+            return r["stdout"]
+
+        assert wait_until(lambda: "from-the-owner" in got(), 60), got()
+        assert mark not in got()
+        assert owner.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+    finally:
+        d.stop()
+    events = [json.loads(l) for l in audit.read_text().splitlines()]
+    conns = [(e["uid"], e["outcome"]) for e in events if e["type"] == "expose.connection"]
+    assert conns.count((NOBODY, "forwarded")) == 1 and len(conns) == 4, conns
