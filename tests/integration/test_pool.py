@@ -332,9 +332,18 @@ out["unmount /proc"] = errname(lambda: libc.umount2(b"/proc", MNT_DETACH))
 out["unmount /tmp"] = errname(lambda: libc.umount2(b"/tmp", MNT_DETACH))
 out["mount over /etc"] = errname(lambda: libc.mount(b"tmpfs", b"/etc", b"tmpfs", 0, None))
 out["ptrace init"] = errname(lambda: libc.ptrace(16, 1, None, None))  # PTRACE_ATTACH
+# Init is the one process here that came through the template: its namespaces' and
+# descriptors' links, and itself, are out of reach.
+for what in ("ns/user", "ns/mnt", "fd", "root/"):
+    out["open init's " + what] = errname(lambda w=what: os.close(os.open("/proc/1/" + w, os.O_RDONLY)))
+out["kill init"] = errname(lambda: os.kill(1, signal.SIGKILL))
 out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 out["mounts"] = sorted(" ".join(l.split()[4:5] + l.split(" - ")[1].split()[:1])
                        for l in open("/proc/self/mountinfo"))
+# Optional fields (shared:N, master:N): a mount of a peer group would carry
+# mounts between the call and the template, or the calls after it.
+out["propagation"] = sorted(f for l in open("/proc/self/mountinfo")
+                            for f in l.split(" - ")[0].split()[6:])
 print(json.dumps(out))
 """
 
@@ -343,7 +352,9 @@ def test_a_call_cannot_write_remount_or_unmount_the_template(ns_pool, ns_cordon)
     """The template's root and everything bound in it are read-only to a call,
     which cannot remount, unmount or mount over any of it (the copy each call
     gets is locked: its user namespace is a child of the template's), and a
-    pooled call after it sees exactly the mount table the first one saw."""
+    pooled call after it sees exactly the mount table the first one saw, none
+    of its mounts in a peer group (nothing propagates to or from the
+    template)."""
     mark = marker()
     attack = ATTACK.replace("MARK", mark)
     d = ns_pool()
@@ -360,6 +371,10 @@ def test_a_call_cannot_write_remount_or_unmount_the_template(ns_pool, ns_cordon)
         assert first[k] == "EPERM", (k, first)
     # Its own PID namespace: init and itself, nothing of the template or the daemon.
     assert first["pids"] == [1, 2], first
+    assert first["propagation"] == [], first
+    for what in ("ns/user", "ns/mnt", "fd", "root/"):
+        assert first["open init's " + what] == "EACCES", (what, first)
+    assert first["kill init"] == "EPERM", first
     assert d.pool_ready(1)
     second, r = run_code(c, attack)
     assert r["pooled"], r
