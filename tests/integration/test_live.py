@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import NOBODY, host_state, marker, mounts_snapshot, pids_with, wait_until
-from serve_util import Daemon, Rpc, connect_as
+from serve_util import Daemon, Rpc, children, connect_as
 
 OTHER = 65533  # a second ordinary uid: setpriv needs no passwd entry
 
@@ -744,3 +744,70 @@ def test_an_exposed_port_refuses_a_peer_gone_before_it_is_asked(cordon):
     events = [json.loads(l) for l in audit.read_text().splitlines()]
     conns = [(e["uid"], e["outcome"]) for e in events if e["type"] == "expose.connection"]
     assert conns.count((NOBODY, "forwarded")) == 1 and len(conns) == 4, conns
+
+
+# Stops the live agent from inside its own session (a co-process, the same user).
+STOP_AGENT = ("import os, signal\n"
+              "for p in os.listdir('/proc'):\n"
+              "    try:\n"
+              "        exe = os.readlink('/proc/%s/exe' % p) if p.isdigit() else ''\n"
+              "    except OSError:\n"
+              "        continue\n"
+              "    if exe == '/.cordon/agent' or exe.endswith('/cordon-live-agent'):\n"
+              "        os.kill(int(p), signal.SIGSTOP)\n"
+              "        print(p)\n")
+
+
+def test_control_frames_for_an_agent_that_reads_none_are_bounded(daemon):
+    """A process of the session stops the live agent, and its client sends
+    signals without end: what the daemon queues for the agent is bounded
+    (a signal past it is busy, try again) instead of growing the daemon
+    without limit; once the agent goes on, signals pass again."""
+    d = daemon("--pool", "0")
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    ignore = ("import signal, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+              "time.sleep(3600)")
+    held = call_when_ready(c, "process.start", {"session_id": sid,
+                                                "argv": ["python3", "-c", ignore]})
+    held = held["result"]["process_id"]
+    # Started, not exec'd: the agent that would report its end is what it stops.
+    c.result("process.start", {"session_id": sid, "argv": ["python3", "-c", STOP_AGENT]})
+
+    def descendants(pid):
+        kids = children(pid)
+        return kids + [g for k in kids for g in descendants(k)]
+
+    def stopped():
+        found = []
+        for p in descendants(d.proc.pid):
+            try:
+                if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
+                    found.append(p)
+            except OSError:
+                pass
+        return found
+
+    assert wait_until(stopped, 60), "the live agent was not stopped"
+    answers, busy = 0, None
+    while busy is None and answers < 400000:
+        for _ in range(2000):
+            c.send("process.signal", {"process_id": held, "signal": "HUP"})
+        for _ in range(2000):
+            ans = c.answer()
+            answers += 1
+            if "error" in ans and busy is None:
+                busy = ans["error"]
+    assert busy is not None, answers
+    assert busy["code"] == -32002 and busy["message"].startswith(
+        f'process.signal: busy: the sandbox of process "{held}" has not read'), busy
+    # The agent goes on (from the host: it is ours to stop and continue): signals pass again.
+    agent = stopped()
+    assert len(agent) == 1, agent
+    for p in agent:
+        os.kill(p, signal.SIGCONT)
+    assert wait_until(lambda: "result" in c.call("process.signal", {"process_id": held,
+                                                                     "signal": "KILL"}), 120)
+    end = c.result("process.wait", {"process_id": held})
+    assert end["signal"] == signal.SIGKILL, end
+    assert c.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
