@@ -19,7 +19,8 @@
 struct slot {
     struct cgroup_set cg;
     bool lent;
-    bool stale; /* could not be reset: removed as soon as it can be */
+    bool settling; /* its last run's memory is still being freed: reset once it is */
+    bool stale;    /* could not be reset: removed as soon as it can be */
 };
 
 struct cgroup_pool {
@@ -100,11 +101,24 @@ static bool make_slot(struct cgroup_pool *cp, unsigned i)
     return true;
 }
 
-/* Stale slots whose processes have gone by now, removed (without waiting for them). */
+/* S, back from its run: reset for the next, left to settle, or marked for removal. */
+static void reset(struct slot *s)
+{
+    enum cgroup_reuse r = cgroup_reuse(&s->cg);
+    s->settling = r == CGROUP_SETTLING;
+    s->stale = r == CGROUP_SPENT;
+}
+
+/*
+ * Settling slots whose last run's memory has been freed by now, reset; stale
+ * ones whose processes have gone, removed (without waiting for either).
+ */
 static void sweep(struct cgroup_pool *cp)
 {
     for (unsigned i = 0; i < cp->made; i++) {
         struct slot *s = cp->slots[i];
+        if (s && s->settling)
+            reset(s);
         if (s && s->stale && cgroup_try_destroy(&s->cg)) {
             free(s);
             cp->slots[i] = NULL;
@@ -121,7 +135,7 @@ const struct cgroup_set *cgroup_pool_take(struct cgroup_pool *cp, int *slot)
     unsigned i, empty = MAX_SLOTS;
     for (i = 0; i < cp->made; i++) {
         struct slot *s = cp->slots[i];
-        if (s && !s->lent && !s->stale)
+        if (s && !s->lent && !s->settling && !s->stale)
             break;
         if (!s && empty == MAX_SLOTS)
             empty = i;
@@ -144,9 +158,8 @@ void cgroup_pool_put(struct cgroup_pool *cp, int slot)
         return;
     struct slot *s = cp->slots[slot];
     s->lent = false;
-    /* Nothing of the run may be left in it for the next: else it goes. */
-    if (!cgroup_reuse(&s->cg))
-        s->stale = true;
+    /* Nothing of the run may be left in it for the next: else it waits, or goes. */
+    reset(s);
     sweep(cp);
 }
 

@@ -35,6 +35,10 @@
 #define AGENT_NAME "cordon-live-agent"
 #define AGENT_DEST "/.cordon/agent"
 #define MAX_RESULT (256u * 1024)
+/* Queued for an agent that does not read (paused, or stopped from inside) beyond which a
+ * process.signal or process.resize is busy: everything else sent to it has a bound of its
+ * own (stdin and output windows, spawns per slot), these had none. */
+#define MAX_QUEUED LIVE_MAX_SPAWN
 /* A box let go whose run has not ended by then is killed. */
 #define CLOSE_GRACE_MS 3000
 
@@ -649,6 +653,11 @@ int box_spawn(struct box *b, struct lproc *lp, const struct box_cmd *cmd, struct
     send_frame(b, LIVE_SPAWN, lp->wire, evbuffer_pullup(payload, -1), evbuffer_get_length(payload));
     evbuffer_free(payload);
     return 0;
+}
+
+bool box_backlogged(const struct box *b)
+{
+    return evbuffer_get_length(b->tx) + evbuffer_get_length(b->held) >= MAX_QUEUED;
 }
 
 void box_stdin(struct box *b, uint32_t wire, const char *data, size_t len)

@@ -58,6 +58,8 @@ int box_spawn(struct box *b, struct lproc *lp, const struct box_cmd *cmd, struct
 void box_stdin(struct box *b, uint32_t wire, const char *data, size_t len);
 void box_eof(struct box *b, uint32_t wire);
 void box_signal(struct box *b, uint32_t wire, int sig);
+/* Has B's agent left so much unread that a client's control frame must wait? */
+bool box_backlogged(const struct box *b);
 void box_resize(struct box *b, uint32_t wire, uint16_t cols, uint16_t rows);
 void box_credit(struct box *b, uint32_t wire, uint32_t n);
 

@@ -64,12 +64,21 @@ int peer_uid(int fd, uid_t *uid)
     while (f && fgets(line, sizeof line, f)) {
         char l[64], r[64];
         unsigned st, u;
-        /* sl local rem st tx:rx tr:when retrnsmt uid */
-        if (sscanf(line, " %*s %63s %63s %x %*s %*s %*s %u", l, r, &st, &u) == 4 &&
-            strcmp(l, local) == 0 && strcmp(r, remote) == 0) {
-            *uid = (uid_t)u;
-            return 0;
-        }
+        unsigned long ino;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*s %63s %63s %x %*s %*s %*s %u %*s %lu", l, r, &st, &u, &ino) != 5 ||
+            strcmp(l, local) != 0 || strcmp(r, remote) != 0)
+            continue;
+        /*
+         * Only a socket some process still holds says who owns it: one its
+         * owner closed (a time-wait or orphaned end, which any user makes by
+         * connecting, sending and closing before we look) shows uid 0 and
+         * inode 0, and is nobody's.
+         */
+        if (ino == 0)
+            return -1;
+        *uid = (uid_t)u;
+        return 0;
     }
     return -1;
 }

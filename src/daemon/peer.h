@@ -4,7 +4,8 @@
  * sandboxd listeners): the peer's uid from SO_PEERCRED on a unix socket, or
  * for a TCP connection over loopback from the kernel's socket table
  * (/proc/net/tcp, tcp6: the socket whose ends are the peer's and ours, and
- * its owner), which no peer can forge.
+ * its owner, and only while a process holds that socket: one already
+ * closed shows uid 0), which no peer can forge.
  */
 #pragma once
 #include <stdbool.h>

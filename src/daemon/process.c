@@ -341,10 +341,22 @@ int lproc_write(struct lproc *p, const char *data, size_t len, bool eof, struct 
     return 0;
 }
 
-int lproc_signal(struct lproc *p, int sig, uid_t by, struct cordon_err *err)
+/* A control frame for P's agent, unless it has not read what it was sent (bounded). */
+static int control_room(const struct lproc *p, struct cordon_err *err)
 {
     if (p->state == LPROC_EXITED || !p->box)
         return err_set(err, CORDON_E_USAGE, "process \"%s\" has exited", p->id);
+    if (box_backlogged(p->box))
+        return err_set(err, CORDON_E_USAGE,
+                       "busy: the sandbox of process \"%s\" has not read what was "
+                       "sent to it (paused or stopped); try again",
+                       p->id);
+    return 0;
+}
+
+int lproc_signal(struct lproc *p, int sig, uid_t by, struct cordon_err *err)
+{
+    TRY(control_room(p, err));
     live_audit(policy_of(p), "process.signal", p->run_id,
                json_pack("{s:s, s:s?, s:i, s:I}", "process_id", p->id, "session",
                          p->session_id[0] ? p->session_id : NULL, "signal", sig, "uid",
@@ -355,8 +367,7 @@ int lproc_signal(struct lproc *p, int sig, uid_t by, struct cordon_err *err)
 
 int lproc_resize(struct lproc *p, uint16_t cols, uint16_t rows, struct cordon_err *err)
 {
-    if (p->state == LPROC_EXITED || !p->box)
-        return err_set(err, CORDON_E_USAGE, "process \"%s\" has exited", p->id);
+    TRY(control_room(p, err));
     if (!p->pty)
         return err_set(err, CORDON_E_UNSUPPORTED, "process \"%s\" has no terminal", p->id);
     if (!cols || !rows)

@@ -545,27 +545,32 @@ static bool populated(const char *dir)
     return read_small(path, buf, sizeof buf) > 0;
 }
 
-bool cgroup_reuse(struct cgroup_set *cg)
+enum cgroup_reuse cgroup_reuse(struct cgroup_set *cg)
 {
     if (cg->version != 1)
-        return false;
+        return CGROUP_SPENT;
     for (int c = 0; c < CGROUP_COUNT; c++)
         if (cgroup_has(cg, c) && populated(cg->dir[c]))
-            return false;
+            return CGROUP_SPENT;
+    /* tmpfs and System V pages ("shmem"): the run's /tmp, /dev/shm and IPC objects, freed
+     * with its namespaces; anonymous memory ("rss") goes with the processes. */
+    const char *mem = cg->dir[CGROUP_MEMORY];
+    if (cgroup_has(cg, CGROUP_MEMORY) &&
+        (keyed_value(mem, "memory.stat", "shmem") || keyed_value(mem, "memory.stat", "rss")))
+        return CGROUP_SETTLING;
     /* The peak restarts from what is charged now (kernel objects, page cache
      * the last run read first), which is subtracted from the next run's. */
-    const char *mem = cg->dir[CGROUP_MEMORY];
     if (cgroup_has(cg, CGROUP_MEMORY) &&
         (write_file(mem, "memory.max_usage_in_bytes", "0") < 0 ||
          (write_file(mem, "memory.memsw.max_usage_in_bytes", "0") < 0 && errno != ENOENT) ||
          write_file(mem, "memory.failcnt", "0") < 0))
-        return false;
+        return CGROUP_SPENT;
     if (cgroup_has(cg, CGROUP_CPU) && write_file(cg->dir[CGROUP_CPU], "cpuacct.usage", "0") < 0)
-        return false;
+        return CGROUP_SPENT;
     read_stats(cg, &cg->base);
     if (cgroup_has(cg, CGROUP_MEMORY))
         cg->base.memory_peak = file_value(mem, "memory.usage_in_bytes");
-    return true;
+    return CGROUP_REUSED;
 }
 
 static void read_stats(const struct cgroup_set *cg, struct cgroup_stats *out)

@@ -113,15 +113,26 @@ void cgroup_ticket_close(struct cgroup_ticket *t);
 /* The run's counters: since its start, for a reused cgroup (cg->base). */
 void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out);
 
+/* What cgroup_reuse() made of a pool's cgroup. */
+enum cgroup_reuse {
+    CGROUP_REUSED,   /* ready for the next run */
+    CGROUP_SETTLING, /* the last run's memory is still being freed: ask again later */
+    CGROUP_SPENT,    /* cannot be reused: its owner removes it */
+};
+
 /*
- * A pool's cgroup once its run and everything of it is gone: true when it
- * holds no process, its resettable counters reset (v1: the memory peak,
- * failures, CPU time) and the others read into cg->base, ready for the
- * next run; false when it cannot be reused so (a process left, or cgroup
- * v2, whose memory.peak resets only for one open file): its owner removes
- * it instead.
+ * A pool's cgroup once its run's processes are gone. REUSED when it holds
+ * no process and none of the last run's tmpfs or System V memory (which
+ * the kernel uncharges only as it tears down the run's mount and IPC
+ * namespaces, after the last process has gone), its resettable counters
+ * reset (v1: the memory peak, failures, CPU time) and the others read into
+ * cg->base; SETTLING while that memory is still charged (reset now, the
+ * next run would start with less than its limit, and the charge in its
+ * baseline would hide that much of its own peak); SPENT when it cannot be
+ * reused so (a process left, or cgroup v2, whose memory.peak resets only
+ * for one open file).
  */
-bool cgroup_reuse(struct cgroup_set *cg);
+enum cgroup_reuse cgroup_reuse(struct cgroup_set *cg);
 
 /* SIGKILL everything left in the cgroups and remove them. Async-signal-safe. */
 void cgroup_destroy(struct cgroup_set *cg);

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import NOBODY, host_state, marker, mounts_snapshot, pids_with, wait_until
-from serve_util import Daemon, Rpc, connect_as
+from serve_util import Daemon, Rpc, children, connect_as
 
 OTHER = 65533  # a second ordinary uid: setpriv needs no passwd entry
 
@@ -708,3 +708,154 @@ def test_live_exec_takes_stdin_base64_and_the_policy_caps_a_timeout(daemon):
     pid = p.start(session_id=sid, argv=["sleep", "600"], timeout=86400)
     end = p.wait_exit(pid, timeout=120)
     assert end["reason"] == "timeout", end
+
+
+# A server for an exposed port that appends what each connection sent to /workspace/got.
+RECORDER = ("python3 -c 'import socket\n"
+            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            "s.bind((\"127.0.0.1\", 8000)); s.listen()\n"
+            "while True:\n"
+            "    c, _ = s.accept(); d = b\"\"\n"
+            "    while (x := c.recv(4096)): d += x\n"
+            "    open(\"/workspace/got\", \"ab\").write(d + b\"\\n\"); c.close()\n"
+            "' >/dev/null 2>&1 &")
+
+SEND_AND_CLOSE = ("import socket, sys\n"
+                  "h, p = sys.argv[1].rsplit(':', 1)\n"
+                  "s = socket.create_connection((h, int(p)), timeout=10)\n"
+                  "s.sendall(sys.argv[2].encode())\n"
+                  "if sys.argv[3] == 'half':\n"
+                  "    s.shutdown(socket.SHUT_WR)\n"
+                  "    s.settimeout(30)\n"
+                  "    while s.recv(4096):\n"
+                  "        pass\n"
+                  "s.close()\n")
+
+
+def send_as(uid, address, data, how):
+    __import__("subprocess").run(["setpriv", f"--reuid={uid}", f"--regid={uid}",
+                                  "--clear-groups", "/usr/bin/python3", "-c", SEND_AND_CLOSE,
+                                  address, data, how], check=True, timeout=60)
+
+
+def test_an_exposed_port_refuses_a_peer_gone_before_it_is_asked(cordon):
+    """Another uid connects to nobody's exposed port, sends, and closes
+    before the daemon looks at it (the daemon is stopped meanwhile): its
+    socket's end is then the kernel's (time-wait, uid 0 in /proc/net/tcp),
+    which must not pass for root's. The bytes never reach the server inside,
+    the audit says refused; the owner's own half-closed connection goes
+    through."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as two uids")
+    pol = cordon.hostdir() / "expose.yaml"
+    pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
+    os.chmod(pol, 0o644)
+    audit = cordon.hostdir() / "audit.jsonl"
+    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "-p", pol, "--audit", audit,
+               "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
+    try:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.path, 0o666)
+        owner = connect_as(d.path, NOBODY)
+        sid = owner.result("session.create", {"live": True})["session_id"]
+        call_when_ready(owner, "session.exec", {"session_id": sid, "language": "sh",
+                                                "code": RECORDER})
+        address = call_when_ready(owner, "session.expose",
+                                  {"session_id": sid, "port": 8000})["result"]["address"]
+        mark = marker()
+        os.kill(d.proc.pid, signal.SIGSTOP)
+        try:
+            for i in range(3):
+                send_as(OTHER, address, f"{mark}-{i}", "close")
+            time.sleep(0.5)  # their ends are the kernel's by now (not a timing assertion)
+        finally:
+            os.kill(d.proc.pid, signal.SIGCONT)
+
+        def heard():
+            events = [json.loads(l) for l in audit.read_text().splitlines()]
+            return [e["outcome"] for e in events if e["type"] == "expose.connection"]
+
+        assert wait_until(lambda: len(heard()) >= 3, 60), heard()
+        assert heard() == ["refused: not the session's owner"] * 3, heard()
+        send_as(NOBODY, address, "from-the-owner", "half")
+
+        def got():
+            r = owner.result("session.exec", {"session_id": sid, "language": "sh",
+                                              "code": "cat /workspace/got 2>/dev/null; true"})
+            return r["stdout"]
+
+        assert wait_until(lambda: "from-the-owner" in got(), 60), got()
+        assert mark not in got()
+        assert owner.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+    finally:
+        d.stop()
+    events = [json.loads(l) for l in audit.read_text().splitlines()]
+    conns = [(e["uid"], e["outcome"]) for e in events if e["type"] == "expose.connection"]
+    assert conns.count((NOBODY, "forwarded")) == 1 and len(conns) == 4, conns
+
+
+# Stops the live agent from inside its own session (a co-process, the same user).
+STOP_AGENT = ("import os, signal\n"
+              "for p in os.listdir('/proc'):\n"
+              "    try:\n"
+              "        exe = os.readlink('/proc/%s/exe' % p) if p.isdigit() else ''\n"
+              "    except OSError:\n"
+              "        continue\n"
+              "    if exe == '/.cordon/agent' or exe.endswith('/cordon-live-agent'):\n"
+              "        os.kill(int(p), signal.SIGSTOP)\n"
+              "        print(p)\n")
+
+
+def test_control_frames_for_an_agent_that_reads_none_are_bounded(daemon):
+    """A process of the session stops the live agent, and its client sends
+    signals without end: what the daemon queues for the agent is bounded
+    (a signal past it is busy, try again) instead of growing the daemon
+    without limit; once the agent goes on, signals pass again."""
+    d = daemon("--pool", "0")
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    ignore = ("import signal, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+              "time.sleep(3600)")
+    held = call_when_ready(c, "process.start", {"session_id": sid,
+                                                "argv": ["python3", "-c", ignore]})
+    held = held["result"]["process_id"]
+    # Started, not exec'd: the agent that would report its end is what it stops.
+    c.result("process.start", {"session_id": sid, "argv": ["python3", "-c", STOP_AGENT]})
+
+    def descendants(pid):
+        kids = children(pid)
+        return kids + [g for k in kids for g in descendants(k)]
+
+    def stopped():
+        found = []
+        for p in descendants(d.proc.pid):
+            try:
+                if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
+                    found.append(p)
+            except OSError:
+                pass
+        return found
+
+    assert wait_until(stopped, 60), "the live agent was not stopped"
+    answers, busy = 0, None
+    while busy is None and answers < 400000:
+        for _ in range(2000):
+            c.send("process.signal", {"process_id": held, "signal": "HUP"})
+        for _ in range(2000):
+            ans = c.answer()
+            answers += 1
+            if "error" in ans and busy is None:
+                busy = ans["error"]
+    assert busy is not None, answers
+    assert busy["code"] == -32002 and busy["message"].startswith(
+        f'process.signal: busy: the sandbox of process "{held}" has not read'), busy
+    # The agent goes on (from the host: it is ours to stop and continue): signals pass again.
+    agent = stopped()
+    assert len(agent) == 1, agent
+    for p in agent:
+        os.kill(p, signal.SIGCONT)
+    assert wait_until(lambda: "result" in c.call("process.signal", {"process_id": held,
+                                                                     "signal": "KILL"}), 120)
+    end = c.result("process.wait", {"process_id": held})
+    assert end["signal"] == signal.SIGKILL, end
+    assert c.result("session.destroy", {"session_id": sid}) == {"destroyed": True}

@@ -332,9 +332,18 @@ out["unmount /proc"] = errname(lambda: libc.umount2(b"/proc", MNT_DETACH))
 out["unmount /tmp"] = errname(lambda: libc.umount2(b"/tmp", MNT_DETACH))
 out["mount over /etc"] = errname(lambda: libc.mount(b"tmpfs", b"/etc", b"tmpfs", 0, None))
 out["ptrace init"] = errname(lambda: libc.ptrace(16, 1, None, None))  # PTRACE_ATTACH
+# Init is the one process here that came through the template: its namespaces' and
+# descriptors' links, and itself, are out of reach.
+for what in ("ns/user", "ns/mnt", "fd", "root/"):
+    out["open init's " + what] = errname(lambda w=what: os.close(os.open("/proc/1/" + w, os.O_RDONLY)))
+out["kill init"] = errname(lambda: os.kill(1, signal.SIGKILL))
 out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 out["mounts"] = sorted(" ".join(l.split()[4:5] + l.split(" - ")[1].split()[:1])
                        for l in open("/proc/self/mountinfo"))
+# Optional fields (shared:N, master:N): a mount of a peer group would carry
+# mounts between the call and the template, or the calls after it.
+out["propagation"] = sorted(f for l in open("/proc/self/mountinfo")
+                            for f in l.split(" - ")[0].split()[6:])
 print(json.dumps(out))
 """
 
@@ -343,7 +352,9 @@ def test_a_call_cannot_write_remount_or_unmount_the_template(ns_pool, ns_cordon)
     """The template's root and everything bound in it are read-only to a call,
     which cannot remount, unmount or mount over any of it (the copy each call
     gets is locked: its user namespace is a child of the template's), and a
-    pooled call after it sees exactly the mount table the first one saw."""
+    pooled call after it sees exactly the mount table the first one saw, none
+    of its mounts in a peer group (nothing propagates to or from the
+    template)."""
     mark = marker()
     attack = ATTACK.replace("MARK", mark)
     d = ns_pool()
@@ -360,6 +371,10 @@ def test_a_call_cannot_write_remount_or_unmount_the_template(ns_pool, ns_cordon)
         assert first[k] == "EPERM", (k, first)
     # Its own PID namespace: init and itself, nothing of the template or the daemon.
     assert first["pids"] == [1, 2], first
+    assert first["propagation"] == [], first
+    for what in ("ns/user", "ns/mnt", "fd", "root/"):
+        assert first["open init's " + what] == "EACCES", (what, first)
+    assert first["kill init"] == "EPERM", first
     assert d.pool_ready(1)
     second, r = run_code(c, attack)
     assert r["pooled"], r
@@ -408,3 +423,58 @@ def test_the_template_leaves_no_process_and_no_mount_on_the_host(ns_cordon):
     assert code == 0, err
     assert mounts_snapshot() == before
     assert not pids_with("cordon-template")
+
+
+# Leaves what the kernel frees only as it tears the run's namespaces down: a
+# System V segment never removed and files in its tmpfs, all touched.
+HOARD = r"""
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+touched = 0
+sid = libc.shmget(0, 100 << 20, 0o1000 | 0o600)
+addr = libc.shmat(sid, None, 0) if sid >= 0 else None
+if addr and addr != ctypes.c_void_p(-1).value:
+    ctypes.memset(addr, 1, 100 << 20)
+    touched += 100 << 20
+with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "hoard"), "wb") as f:
+    for _ in range(50):
+        f.write(b"x" * (1 << 20))
+    touched += 50 << 20
+print(json.dumps({"touched": touched}))
+"""
+
+# Takes most of the limit in memory of its own.
+TAKE = r"""
+b = bytearray(240 << 20)
+for i in range(0, len(b), 4096):
+    b[i] = 1
+print("took")
+"""
+
+
+def test_memory_a_call_leaves_charged_is_not_the_next_ones(cordon):
+    """A call leaves 150 MB that only its namespaces' teardown frees (a
+    System V segment, tmpfs files) in the cgroup the pool lends the next
+    call: a cgroup is lent again only once that is gone, so the next call
+    has its whole limit (it takes 240 MB of 320 MB) and each call's peak is
+    at least what it touched itself, never less by what was charged before."""
+    pol = cordon.hostdir() / "memory.yaml"
+    # Where this user gets no cgroup the limit is the kernel's to give or not (best effort).
+    pol.write_text("version: 1\nlimits:\n  memory: 320M\n  best_effort: [memory]\n")
+    os.chmod(pol, 0o644)
+    d = Daemon(cordon, *level_opts(cordon), "--pool", "1", "--max-running", "1", "-p", pol)
+    try:
+        c = d.connect()
+        for _ in range(4):
+            assert d.pool_ready(1)
+            hoard, r = run_code(c, HOARD)
+            assert r["pooled"], r
+            if r["result"]["enforcement"]["memory"].startswith("cgroup"):
+                assert r["result"]["peak_memory_bytes"] >= hoard["touched"], (hoard, r["result"])
+            assert d.pool_ready(1)
+            r = c.result("run", {"code": TAKE, "language": "python"})
+            assert r["pooled"] and r["exit_code"] == 0 and r["stdout"] == "took\n", r
+        c.close()
+    finally:
+        d.stop()
