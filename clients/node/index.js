@@ -103,7 +103,7 @@ class Output {
   dropped = 0;
   end = null;
   claimed = false;
-  waiter = null;
+  waiters = [];
   constructor(limit) {
     this.limit = limit;
   }
@@ -119,9 +119,9 @@ class Output {
   }
 
   wake() {
-    const w = this.waiter;
-    this.waiter = null;
-    if (w) w();
+    const all = this.waiters;
+    this.waiters = [];
+    for (const w of all) w();
   }
 }
 
@@ -259,7 +259,7 @@ export class Client {
       this.#readers++;
       this.#flow();
       try {
-        await new Promise((r) => { out.waiter = r; });
+        await new Promise((r) => { out.waiters.push(r); });
       } finally {
         this.#readers--;
       }

@@ -107,7 +107,7 @@ def test_node_client(running):
     node = shutil.which("node")
     if not node:
         pytest.skip("node is not installed")
-    r = subprocess.run([node, "--test", str(NODE_CLIENT / "test")], capture_output=True,
+    r = subprocess.run([node, "--test", str(NODE_CLIENT / "test" / "client.test.mjs")], capture_output=True,
                        text=True, timeout=120,
                        env={"CORDON_SOCKET": str(running.path), "PATH": os.environ["PATH"]})
     assert r.returncode == 0 and "# pass 4" in r.stdout and "# fail 0" in r.stdout, r.stdout + r.stderr
