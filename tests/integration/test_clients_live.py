@@ -282,7 +282,7 @@ def test_python_live_session(cordon, daemon, py_client):
         except cordon.RpcError as e:
             assert e.message == "session.expose: port 8001 is not in the policy's network.expose"
         s.destroy()
-        assert c.sessions() == []
+        assert s.id not in [x["session_id"] for x in c.sessions()]
         print("ok")
     """)
 
@@ -308,7 +308,7 @@ def test_python_slow_reader_holds_the_process_back(cordon, daemon, py_client):
             return len(samples) > 2 and samples[-1] == samples[-2] == samples[-3] > 0
         eventually(settled)
         assert samples[-1] < 16 << 20, samples
-        assert p.buffered == 0 and p.exit is None
+        assert p.buffered <= 64 << 10 and p.exit is None, (p.buffered, p.exit)   # one recv at most
         assert [x["state"] for x in watcher.processes() if x["process_id"] == p.id] == ["running"]
         got = 0
         while got < 4 << 20:                   # it goes on once read again
