@@ -244,12 +244,14 @@ class Client:
 
     def _recv_lines(self, deadline: Optional[float]) -> List[bytes]:
         """Complete lines from the socket (at least one), waiting until DEADLINE."""
+        scan = 0                             # a long answer is searched once, not per recv
         while True:
-            nl = self._rbuf.find(b"\n")
-            if nl >= 0:
-                lines = bytes(self._rbuf[:self._rbuf.rfind(b"\n") + 1]).split(b"\n")[:-1]
-                del self._rbuf[:self._rbuf.rfind(b"\n") + 1]
+            last = self._rbuf.rfind(b"\n", scan)
+            if last >= 0:
+                lines = bytes(self._rbuf[:last]).split(b"\n")
+                del self._rbuf[:last + 1]
                 return lines
+            scan = len(self._rbuf)
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise TimeoutError("no answer from the daemon in time")
