@@ -163,10 +163,11 @@ export class Client {
 
   #data(d) {
     this.#buf += d;
-    let nl;
-    while ((nl = this.#buf.indexOf("\n")) >= 0) {
-      const line = this.#buf.slice(0, nl);
-      this.#buf = this.#buf.slice(nl + 1);
+    // Only new data can end a line: a long answer is not searched again at each chunk.
+    if (!d.includes("\n")) return;
+    const lines = this.#buf.split("\n");
+    this.#buf = lines.pop();
+    for (const line of lines) {
       let msg;
       try {
         msg = JSON.parse(line);
