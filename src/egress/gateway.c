@@ -126,6 +126,7 @@ void conn_free(struct conn *c)
         event_free(c->timer);
     if (c->flush_ev)
         event_free(c->flush_ev);
+    bulk_release(c);
     if (c->client_in)
         evbuffer_free(c->client_in);
     if (c->answer) {
