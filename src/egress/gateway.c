@@ -182,9 +182,12 @@ static void discard_input(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
-    c->up_bytes += evbuffer_get_length(in);
-    evbuffer_drain(in, evbuffer_get_length(in));
-    if (c->up_bytes > LINGER_BYTES)
+    size_t n = evbuffer_get_length(in);
+    c->lingered += n;
+    if (!c->allowed)
+        c->up_bytes += n; /* a refusal's record: what came after it */
+    evbuffer_drain(in, n);
+    if (c->lingered > LINGER_BYTES)
         conn_free(c);
 }
 
@@ -221,7 +224,13 @@ void conn_close_when_flushed(struct bufferevent *bev, void *arg)
         conn_free(c);
         return;
     }
-    c->up_bytes = 0;
+    /*
+     * An allowed connection's record keeps what it relayed; the bytes
+     * swallowed here were never forwarded and count only for the linger.
+     */
+    c->lingered = 0;
+    if (!c->allowed)
+        c->up_bytes = 0;
     /* An absolute deadline: a trickle of bytes must not keep us here. */
     conn_arm_timer(c, LINGER_MS);
     bufferevent_set_timeouts(bev, NULL, NULL);

@@ -157,6 +157,7 @@ struct conn {
     enum chunk_state chunk;
     bool body_done;
     uint64_t up_bytes, down_bytes;
+    uint64_t lingered; /* swallowed after our answer, before closing (LINGER_BYTES) */
     uint64_t started_us;
     int status; /* what we answered, or 200 once relaying */
     bool allowed;
