@@ -12,7 +12,8 @@
  * A pass starts only when nothing is queued on the copying path for the
  * same direction (its bufferevent's output, the client's unparsed input),
  * and the copying path only runs while the pipe is empty: the two never
- * reorder bytes. Whatever cannot have a pipe (out of descriptors) copies.
+ * reorder bytes. Whatever cannot have a pipe (out of descriptors, or past
+ * the gateway's pipe budget, see pipe_budget()) copies.
  */
 #include "egress/gateway_int.h"
 
@@ -63,7 +64,7 @@ static bool unspliceable(struct pump *p)
     return true;
 }
 
-static void pump_close(struct pump *p)
+static void pump_close(struct conn *c, struct pump *p)
 {
     if (p->wev)
         event_free(p->wev);
@@ -71,6 +72,7 @@ static void pump_close(struct pump *p)
     if (p->made) {
         close(p->r);
         close(p->w);
+        c->gw->pipes_left++;
     }
     p->made = false;
     p->held = 0;
@@ -78,8 +80,8 @@ static void pump_close(struct pump *p)
 
 void bulk_release(struct conn *c)
 {
-    pump_close(&c->down);
-    pump_close(&c->up);
+    pump_close(c, &c->down);
+    pump_close(c, &c->up);
 }
 
 /* ---- answer bytes: upstream to client ---- */
@@ -281,7 +283,7 @@ static bool pump_open(struct conn *c, struct pump *p, evutil_socket_t to,
     if (p->made)
         return true;
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (!c->gw->pipes_left || pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
         p->failed = true;
         return false;
     }
@@ -297,5 +299,6 @@ static bool pump_open(struct conn *c, struct pump *p, evutil_socket_t to,
     p->r = fds[0];
     p->w = fds[1];
     p->made = true;
+    c->gw->pipes_left--;
     return true;
 }

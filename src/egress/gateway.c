@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -872,6 +873,24 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
         finish(-1, 0, gw);
 }
 
+/*
+ * How many pipes the bulk path (bulk.c) may hold at once: the descriptors
+ * left once every connection the caps admit (the cap, the head budget, the
+ * lingering) has its two sockets, with a margin for the listeners, DNS and
+ * the rest. Past it a connection copies: its pipes never cost another one
+ * its place.
+ */
+static uint64_t pipe_budget(const struct gateway *gw)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) < 0)
+        return 0;
+    if (r.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    uint64_t reserved = 64 + 2 * (connection_cap(gw) + HEAD_BUDGET + LINGER_MAX);
+    return r.rlim_cur > reserved ? (r.rlim_cur - reserved) / 2 : 0;
+}
+
 static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
                         struct cordon_err *err)
 {
@@ -894,6 +913,7 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
             gw->base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     }
     budget_init(&gw->budget, cfg, gateway_now_us());
+    gw->pipes_left = pipe_budget(gw);
     /* The run's distinct names (transparent.c): those the stub gave out and
      * those resolved for the proxy, counted together at every door. */
     gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);

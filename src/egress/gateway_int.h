@@ -79,6 +79,7 @@ struct gateway {
     size_t n_refused;
     bool refused_capped; /* past the cap: recorded once that the rest are not */
     bool relay;          /* relays may open the proxy door with a preface (relay_wire.h) */
+    uint64_t pipes_left; /* the bulk path's pipes still to be had (bulk.c) */
 };
 
 /*

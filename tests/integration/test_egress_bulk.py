@@ -16,6 +16,7 @@ so the tunnels and bodies are all the bulk path's.
 import hashlib
 import json
 import os
+import resource
 import socket
 import threading
 
@@ -179,6 +180,23 @@ def test_large_tunnel_both_ways_byte_for_byte_with_half_close(cordon, net):
     eg = r.result["egress"]
     assert (eg["bytes_up"], eg["bytes_down"]) == (UP, DOWN), eg
     assert [d["reason"] for d in eg["recent"]] == [""], eg
+
+
+def test_without_pipes_to_spare_the_tunnel_copies_intact(cordon, net):
+    # Under 700 descriptors the gateway keeps every one for the connections
+    # its caps admit (src/egress/gateway.c, pipe_budget): no pipe, the
+    # copying path carries the same bytes.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (700, hard))
+    try:
+        out, r = tunnel(cordon, net, net.sink, UP)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert out["status"] == 200, out
+    assert net.sink.got == [{"sha": out["sent"], "len": UP}], (net.sink.got, out)
+    assert (out["got"], out["len"]) == (net.sink.sent_sha, DOWN), out
+    eg = r.result["egress"]
+    assert (eg["bytes_up"], eg["bytes_down"]) == (UP, DOWN), eg
 
 
 def test_large_request_body_and_answer_byte_for_byte(cordon, net):
