@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -126,6 +127,7 @@ void conn_free(struct conn *c)
         event_free(c->timer);
     if (c->flush_ev)
         event_free(c->flush_ev);
+    bulk_release(c);
     if (c->client_in)
         evbuffer_free(c->client_in);
     if (c->answer) {
@@ -181,9 +183,12 @@ static void discard_input(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
-    c->up_bytes += evbuffer_get_length(in);
-    evbuffer_drain(in, evbuffer_get_length(in));
-    if (c->up_bytes > LINGER_BYTES)
+    size_t n = evbuffer_get_length(in);
+    c->lingered += n;
+    if (!c->allowed)
+        c->up_bytes += n; /* a refusal's record: what came after it */
+    evbuffer_drain(in, n);
+    if (c->lingered > LINGER_BYTES)
         conn_free(c);
 }
 
@@ -220,7 +225,13 @@ void conn_close_when_flushed(struct bufferevent *bev, void *arg)
         conn_free(c);
         return;
     }
-    c->up_bytes = 0;
+    /*
+     * An allowed connection's record keeps what it relayed; the bytes
+     * swallowed here were never forwarded and count only for the linger.
+     */
+    c->lingered = 0;
+    if (!c->allowed)
+        c->up_bytes = 0;
     /* An absolute deadline: a trickle of bytes must not keep us here. */
     conn_arm_timer(c, LINGER_MS);
     bufferevent_set_timeouts(bev, NULL, NULL);
@@ -862,6 +873,24 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
         finish(-1, 0, gw);
 }
 
+/*
+ * How many pipes the bulk path (bulk.c) may hold at once: the descriptors
+ * left once every connection the caps admit (the cap, the head budget, the
+ * lingering) has its two sockets, with a margin for the listeners, DNS and
+ * the rest. Past it a connection copies: its pipes never cost another one
+ * its place.
+ */
+static uint64_t pipe_budget(const struct gateway *gw)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) < 0)
+        return 0;
+    if (r.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    uint64_t reserved = 64 + 2 * (connection_cap(gw) + HEAD_BUDGET + LINGER_MAX);
+    return r.rlim_cur > reserved ? (r.rlim_cur - reserved) / 2 : 0;
+}
+
 static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
                         struct cordon_err *err)
 {
@@ -884,6 +913,7 @@ static int gateway_init(struct gateway *gw, const struct gateway_config *cfg,
             gw->base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     }
     budget_init(&gw->budget, cfg, gateway_now_us());
+    gw->pipes_left = pipe_budget(gw);
     /* The run's distinct names (transparent.c): those the stub gave out and
      * those resolved for the proxy, counted together at every door. */
     gw->synth = calloc(SYNTH_MAX_NAMES, sizeof *gw->synth);

@@ -6,6 +6,7 @@
  *                  resolving and connecting
  *   decide.c       the verdicts (pure)
  *   relay.c        relaying a request's body and its answer
+ *   bulk.c         the relay's bulk path: splice(2) where nothing must be read
  *   tls.c          TLS interception, for hosts a secret is bound to
  *   credentials.c  secrets: their values, placeholders, swapping and exfiltration
  *   transparent.c  transparent egress: the DNS stub, connections to synthetic addresses
@@ -78,6 +79,7 @@ struct gateway {
     size_t n_refused;
     bool refused_capped; /* past the cap: recorded once that the rest are not */
     bool relay;          /* relays may open the proxy door with a preface (relay_wire.h) */
+    uint64_t pipes_left; /* the bulk path's pipes still to be had (bulk.c) */
 };
 
 /*
@@ -100,9 +102,19 @@ struct gateway {
  *                 intercepted tunnel back to S_HEAD for the inner request
  *                 (tls.c), which is checked as any head is
  *   S_RELAY       bytes both ways, bodies counted and scrubbed where a
- *                 secret is bound; the upstream's end goes to S_CLOSING
+ *                 secret is bound, spliced socket to socket where nothing
+ *                 must be read (bulk.c); the upstream's end goes to S_CLOSING
  *   S_CLOSING     the answer or refusal flushed to the client, then freed
  */
+/* One direction of the bulk path (bulk.c): a pipe of the connection's own. */
+struct pump {
+    int r, w;          /* the pipe, once MADE */
+    bool made, failed; /* FAILED: none could be had; that direction copies */
+    bool cut;          /* the byte budget ran out in the pass HELD is from */
+    size_t held;       /* bytes in the pipe not yet passed on */
+    struct event *wev; /* the destination's writability, while HELD */
+};
+
 enum conn_state { S_HEAD, S_RESOLVING, S_ASKING, S_CONNECTING, S_RELAY, S_CLOSING };
 enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 enum chunk_state { CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_END, CHUNK_TRAILER, CHUNK_DONE };
@@ -115,6 +127,7 @@ struct conn {
     struct event *timer;        /* head and linger deadlines; idle time while relaying */
     struct event *flush_ev;     /* re-checks that a TLS answer reached the socket */
     struct evbuffer *client_in; /* client bytes not yet forwarded (partial chunk framing) */
+    struct pump down, up;       /* the bulk path (bulk.c): answer bytes, request bytes */
     bool client_eof;            /* the client half-closed after a complete request */
     bool intercept;             /* CONNECT to a host a secret is bound to: TLS ends here */
     bool inspect;               /* only request rules allow the tunnel: each request decided */
@@ -145,6 +158,7 @@ struct conn {
     enum chunk_state chunk;
     bool body_done;
     uint64_t up_bytes, down_bytes;
+    uint64_t lingered; /* swallowed after our answer, before closing (LINGER_BYTES) */
     uint64_t started_us;
     int status; /* what we answered, or 200 once relaying */
     bool allowed;
@@ -237,6 +251,21 @@ bool relay_answer_eof(struct conn *c);
 void relay_stop_reading(struct conn *c);
 /* End C, with WHY as its reason unless it has one. */
 void relay_end(struct conn *c, const char *why);
+
+/* The server is done (EOF, an error, or the budget cut it): flush, then close. */
+void relay_upstream_done(struct conn *c);
+
+/* ---- bulk.c ---- */
+
+/*
+ * The upstream is readable: splice what it has to the client if nothing
+ * must read it (false: the copying path reads it).
+ */
+bool bulk_down(struct conn *c);
+/* The client is readable: likewise towards the upstream. */
+bool bulk_up(struct conn *c);
+/* The pipes and their events go (the upstream is gone, or C). */
+void bulk_release(struct conn *c);
 
 /* ---- tls.c ---- */
 

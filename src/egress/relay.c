@@ -226,6 +226,11 @@ static void client_closed(struct conn *c)
         shutdown(bufferevent_getfd(c->upstream), SHUT_WR);
 }
 
+void relay_upstream_done(struct conn *c)
+{
+    upstream_closed(c);
+}
+
 /* The server is done (or we are with it): flush what reached us, then close. */
 static void finish_answer(struct conn *c)
 {
@@ -280,6 +285,7 @@ static bool answer_data(struct conn *c, const char *buf, size_t n)
 /* Our own read events go before the upstream's socket does (conn_refuse() frees it). */
 void relay_stop_reading(struct conn *c)
 {
+    bulk_release(c);
     if (c->upstream_rev)
         event_free(c->upstream_rev);
     if (c->client_rev)
@@ -369,6 +375,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
     (void)what;
     bool from_upstream = c->upstream && fd == bufferevent_getfd(c->upstream);
+    if (from_upstream ? bulk_down(c) : bulk_up(c))
+        return;
     ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
@@ -407,6 +415,7 @@ static void relay_event(struct bufferevent *bev, short what, void *arg)
 /* The server finished (or failed): flush what it said, then close. */
 static void upstream_closed(struct conn *c)
 {
+    bulk_release(c);
     event_free(c->upstream_rev);
     c->upstream_rev = NULL;
     event_free(c->client_rev);
