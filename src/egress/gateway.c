@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/landlock.h"
+#include "common/syscalls.h"
 #include "egress/gateway_int.h"
 #include "egress/mint.h"
 #include "policy/policy.h"
@@ -32,6 +33,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -844,12 +846,33 @@ static void quiet_log(int severity, const char *msg)
     (void)msg;
 }
 
+/* Most of a second past SIGTERM a head still unread is cut: the supervisor drains for two. */
+#define HEAD_SETTLE_MS 1000
+
+/* Is a connection still to read a head whose bytes have come (a keeper's told refusal)? */
+static bool head_waiting(const struct gateway *gw)
+{
+    for (const struct conn *c = gw->conns; c; c = c->next) {
+        int n = 0;
+        if (c->state == S_HEAD && c->client &&
+            (evbuffer_get_length(bufferevent_get_input(c->client)) ||
+             (ioctl(bufferevent_getfd(c->client), FIONREAD, &n) == 0 && n > 0)))
+            return true;
+    }
+    return false;
+}
+
 /* The run has ended: report what is still open, and exit. */
 static void finish(evutil_socket_t fd, short what, void *arg)
 {
     struct gateway *gw = arg;
     (void)fd;
     (void)what;
+    /* What a connection of the run's last moment said is decided and recorded first. */
+    struct timeval settle = { 0, 20000 };
+    if (gw->term_us && gateway_now_us() - gw->term_us < HEAD_SETTLE_MS * 1000u &&
+        head_waiting(gw) && evtimer_add(gw->finish, &settle) == 0)
+        return;
     while (gw->conns) {
         if (!gw->conns->reason[0])
             snprintf(gw->conns->reason, sizeof gw->conns->reason, "the run ended");
@@ -868,7 +891,18 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     struct gateway *gw = arg;
     (void)sig;
     (void)what;
+    /* A connection made just before the end may still wait in the backlog: a
+     * keeper's refused literal is told and closed at once, and the command
+     * may be gone before we accepted it. Each is taken in first, so it is
+     * decided and recorded (the settle below reads what it holds). */
+    if (gw->door) {
+        evutil_socket_t door = evconnlistener_get_fd(gw->door);
+        int fd;
+        while ((fd = accept4(door, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+            conn_start(gw, fd);
+    }
     struct timeval settle = { 0, 20000 };
+    gw->term_us = gateway_now_us();
     if (!gw->conns || !gw->finish || evtimer_add(gw->finish, &settle) < 0)
         finish(-1, 0, gw);
 }
@@ -971,7 +1005,9 @@ pid_t gateway_start(const struct gateway_config *cfg, const struct gateway_doors
     if (pipe2(fds, O_CLOEXEC) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create the gateway's report pipe");
     pid_t parent = getpid();
-    pid_t pid = fork();
+    /* Born with SIGTERM blocked until its loop handles it: a run that ends at
+     * once must not kill the gateway before it has heard what the run did. */
+    pid_t pid = fork_stops_blocked();
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
@@ -999,9 +1035,6 @@ pid_t gateway_start(const struct gateway_config *cfg, const struct gateway_doors
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
     struct gateway gw = { .report_fd = fds[1] };
     struct cordon_err e;
     if (gateway_init(&gw, cfg, &e) < 0)
@@ -1019,6 +1052,10 @@ pid_t gateway_start(const struct gateway_config *cfg, const struct gateway_doors
         _exit(1);
     evconnlistener_set_error_cb(l, accept_failed);
     gw.resume_accept = resume;
+    gw.door = l;
+    sigset_t none; /* a SIGTERM that came meanwhile is handled by the loop now */
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     event_base_dispatch(gw.base);
     _exit(0);
 }

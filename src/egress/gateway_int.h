@@ -63,6 +63,8 @@ struct gateway {
     struct conn *conns;              /* open connections, reported when we are stopped */
     struct event *resume_accept;     /* re-enables accepting after a failed accept() */
     struct event *finish;            /* the end of the run, a moment after SIGTERM */
+    struct evconnlistener *door;     /* the proxy's door: keepers' connections come there too */
+    uint64_t term_us;                /* when SIGTERM came (0: not yet) */
     SSL_CTX *upstream_tls;           /* verifying client side of intercepted connections */
     struct scrub_pair *values;       /* secret i's value -> its placeholder */
     struct scrub_pair *placeholders; /* secret i's placeholder, to find in bodies */
