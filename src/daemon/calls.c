@@ -169,6 +169,19 @@ int daemon_parse_command(const json_t *params, char ***out, char *why, size_t le
 }
 
 /* "env": {NAME: VALUE} as NAME=VALUE entries (*OUT, malloc'd; untouched when ENV is NULL). */
+int daemon_parse_timeout(const json_t *params, uint64_t *ms, char *why, size_t len)
+{
+    json_t *timeout = json_object_get(params, "timeout");
+    if (!timeout)
+        return 0;
+    double t = json_number_value(timeout);
+    if (!json_is_number(timeout) || !(t > 0) || t > MAX_TIMEOUT_S)
+        return why_printf(why, len, "%s",
+                          "\"timeout\" must be a number of seconds, above 0 and at most 86400");
+    *ms = (uint64_t)(t * 1000.0 + 0.5) ? (uint64_t)(t * 1000.0 + 0.5) : 1;
+    return 0;
+}
+
 int daemon_parse_env(const json_t *env, char ***out, char *why, size_t len)
 {
     if (!env)
@@ -238,17 +251,8 @@ static int parse_run(const json_t *params, struct run_request *r, char *why, siz
     if (daemon_parse_env(json_object_get(params, "env"), &r->envp, why, len) < 0)
         return -1;
 
-    json_t *timeout = json_object_get(params, "timeout");
-    if (timeout) {
-        double t = json_number_value(timeout);
-        if (!json_is_number(timeout) || !(t > 0) || t > MAX_TIMEOUT_S)
-            return why_printf(why, len, "%s",
-                              "\"timeout\" must be a number of seconds, above 0 "
-                              "and at most 86400");
-        r->call.wall_ms = (uint64_t)(t * 1000.0 + 0.5);
-        if (!r->call.wall_ms)
-            r->call.wall_ms = 1;
-    }
+    if (daemon_parse_timeout(params, &r->call.wall_ms, why, len) < 0)
+        return -1;
     json_t *stream = json_object_get(params, "stream");
     if (stream && !json_is_boolean(stream))
         return why_printf(why, len, "%s", "\"stream\" must be true or false");

@@ -119,6 +119,9 @@ int daemon_parse_command(const json_t *params, char ***out, char *why, size_t le
 /* "env": {NAME: VALUE} as NAME=VALUE entries (*OUT, malloc'd; untouched when ENV is NULL). */
 int daemon_parse_env(const json_t *env, char ***out, char *why, size_t len);
 
+/* PARAMS' "timeout" (seconds, above 0, at most a day) into *MS; 0 untouched when absent. */
+int daemon_parse_timeout(const json_t *params, uint64_t *ms, char *why, size_t len);
+
 /*
  * A call's options that are no policy key of their own, asked as the keys
  * they stand for: under a signed policy a longer timeout relaxes limits.wall,

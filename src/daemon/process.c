@@ -25,7 +25,6 @@
 
 /* Ended processes kept for process.wait and process.list; the oldest go first. */
 #define MAX_ENDED 256
-#define MAX_TIMEOUT_S 86400.0
 
 struct lproc_waiter {
     struct lproc_waiter *next;
@@ -632,16 +631,7 @@ int lproc_parse(const json_t *params, struct lproc_req *r, char *why, size_t len
     if (cwd)
         TRY(parse_cwd(json_string_value(cwd), r->cwd, sizeof r->cwd, why, len));
     TRY(parse_pty(json_object_get(params, "pty"), r, why, len));
-    json_t *timeout = json_object_get(params, "timeout");
-    if (timeout) {
-        double t = json_number_value(timeout);
-        if (!json_is_number(timeout) || !(t > 0) || t > MAX_TIMEOUT_S)
-            return why_printf(why, len, "%s",
-                              "\"timeout\" must be a number of seconds, above 0 "
-                              "and at most 86400");
-        r->timeout_ms = (uint64_t)(t * 1000.0 + 0.5) ? (uint64_t)(t * 1000.0 + 0.5) : 1;
-    }
-    return 0;
+    return daemon_parse_timeout(params, &r->timeout_ms, why, len);
 }
 
 int lproc_parse_bytes(const json_t *params, const char *text_key, const char *b64_key, char **out,

@@ -97,27 +97,38 @@ static bool down_ok(const struct conn *c)
         evbuffer_get_length(bufferevent_get_output(c->client)) == 0;
 }
 
-/* What the down pipe holds goes to the client; once it is empty, the upstream is read again. */
-static void drain_down(struct conn *c)
+/*
+ * What P holds into TO until it is empty (true), or until TO is full (false,
+ * its write event armed) or gone (false, the connection ended).
+ */
+static bool drain(struct conn *c, struct pump *p, struct bufferevent *to)
 {
-    struct pump *p = &c->down;
     while (p->held) {
-        ssize_t n = splice(p->r, NULL, bufferevent_getfd(c->client), NULL, p->held,
+        ssize_t n = splice(p->r, NULL, bufferevent_getfd(to), NULL, p->held,
                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
             struct timeval idle = ms_timeval(c->gw->cfg->idle_timeout_ms);
             event_add(p->wev, &idle);
-            return;
+            return false;
         }
         if (n <= 0) {
-            relay_end(c, NULL); /* the client is gone */
-            return;
+            relay_end(c, NULL); /* the other end is gone */
+            return false;
         }
         p->held -= (size_t)n;
     }
     event_del(p->wev);
+    return true;
+}
+
+/* What the down pipe holds goes to the client; once it is empty, the upstream is read again. */
+static void drain_down(struct conn *c)
+{
+    struct pump *p = &c->down;
+    if (!drain(c, p, c->client))
+        return;
     if (p->cut) {
         /* The budget ran out in this pass: its allowed part is out, the rest dropped. */
         snprintf(c->rule, sizeof c->rule, "budget:bytes");
@@ -194,23 +205,8 @@ static uint64_t up_room(const struct conn *c)
 static void drain_up(struct conn *c)
 {
     struct pump *p = &c->up;
-    while (p->held) {
-        ssize_t n = splice(p->r, NULL, bufferevent_getfd(c->upstream), NULL, p->held,
-                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            struct timeval idle = ms_timeval(c->gw->cfg->idle_timeout_ms);
-            event_add(p->wev, &idle);
-            return;
-        }
-        if (n <= 0) {
-            relay_end(c, NULL); /* the server is gone */
-            return;
-        }
-        p->held -= (size_t)n;
-    }
-    event_del(p->wev);
+    if (!drain(c, p, c->upstream))
+        return;
     if (c->client_rev)
         event_add(c->client_rev, NULL);
 }
