@@ -542,9 +542,31 @@ static void run_init_empty(struct run *run)
     run->meter = (struct mem_meter)MEM_METER_INIT;
 }
 
+/*
+ * Killed by its own memory limit while it was built: the limit fired, and
+ * the run ends as oom (see run_call), not as a failure.
+ */
+static void tell_oom_while_built(const struct run *run, struct cordon_err *err)
+{
+    struct cgroup_stats st = { 0 };
+    if (cgroup_has(&run->cg, CGROUP_MEMORY))
+        cgroup_read_stats(&run->cg, &st);
+    if (st.oom_kills > 0) {
+        char v[32];
+        format_size(run->p->limits.memory, v, sizeof v);
+        err_set(err, CORDON_E_SETUP, "limits.memory: %s is too small for the sandbox to start", v);
+        err->errnum = ENOMEM;
+    }
+}
+
+/*
+ * The run of P, prepared up to its start; -1 with ERR, -2 when no level of
+ * P can run here. On a failure ENFORCED (when given) gets how each limit was
+ * held so far: a run its memory limit ended while it was built has a result.
+ */
 static int prepare(const struct policy *p, const char *run_id, bool ahead,
                    const struct run_lent *lent, const struct sandbox_container *container,
-                   struct run **out, struct cordon_err *err)
+                   struct run **out, enum enforcement *enforced, struct cordon_err *err)
 {
     *out = NULL;
     struct sandbox_skips skipped;
@@ -611,18 +633,7 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
         .container = container,
     };
     if (backend->prepare(&setup, &run->b, err) < 0) {
-        struct cgroup_stats st = { 0 };
-        if (cgroup_has(&run->cg, CGROUP_MEMORY))
-            cgroup_read_stats(&run->cg, &st);
-        /* Killed by its own memory limit while it was being built: the limit
-         * fired, and the run ends as oom (see run_once), not as a failure. */
-        if (st.oom_kills > 0) {
-            char v[32];
-            format_size(p->limits.memory, v, sizeof v);
-            err_set(err, CORDON_E_SETUP, "limits.memory: %s is too small for the sandbox to start",
-                    v);
-            err->errnum = ENOMEM;
-        }
+        tell_oom_while_built(run, err);
         goto fail;
     }
     if (run->b.door >= 0) {
@@ -661,6 +672,8 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     *out = run;
     return 0;
 fail:
+    if (enforced)
+        memcpy(enforced, run->enforced, sizeof run->enforced);
     run_release(run);
     return -1;
 }
@@ -668,20 +681,20 @@ fail:
 int run_prepare(const struct policy *p, const char *run_id, struct run **out,
                 struct cordon_err *err)
 {
-    return prepare(p, run_id, false, NULL, NULL, out, err) < 0 ? -1 : 0;
+    return prepare(p, run_id, false, NULL, NULL, out, NULL, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_ahead(const struct policy *p, const struct run_lent *lent, struct run **out,
                       struct cordon_err *err)
 {
-    return prepare(p, NULL, true, lent, NULL, out, err) < 0 ? -1 : 0;
+    return prepare(p, NULL, true, lent, NULL, out, NULL, err) < 0 ? -1 : 0;
 }
 
 int run_prepare_container(const struct policy *p, const char *run_id,
                           const struct sandbox_container *c, struct run **out,
                           struct cordon_err *err)
 {
-    return prepare(p, run_id, false, NULL, c, out, err) < 0 ? -1 : 0;
+    return prepare(p, run_id, false, NULL, c, out, NULL, err) < 0 ? -1 : 0;
 }
 
 pid_t run_boundary_pid(const struct run *run)
@@ -1033,9 +1046,12 @@ const char *run_get_id(const struct run *run)
 
 /* A run refused before it started still has a result, and a record when audited. */
 static int refused(const struct policy *p, const struct sandbox_call *call, const char *run_id,
-                   bool no_level, struct sandbox_result *res, const struct cordon_err *err)
+                   bool no_level, const enum enforcement *enforced, struct sandbox_result *res,
+                   const struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
+    if (enforced) /* what held the limits while it was built: its memory limit's cgroup */
+        memcpy(res->enforced, enforced, sizeof res->enforced);
     memcpy(res->run_id, run_id, 33);
     res->level = p->level;
     res->reason = RUN_SETUP_ERROR;
@@ -1077,9 +1093,10 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
         memcpy(run_id, run->run_id, sizeof run_id);
     else
         audit_new_run_id(run_id);
-    int prepared = run ? 0 : prepare(p, run_id, false, NULL, NULL, &run, err);
+    enum enforcement enforced[POLICY_LIMIT_COUNT] = { 0 };
+    int prepared = run ? 0 : prepare(p, run_id, false, NULL, NULL, &run, enforced, err);
     if (prepared < 0) {
-        refused(p, call, run_id, prepared == -2, res, err);
+        refused(p, call, run_id, prepared == -2, prepared == -2 ? NULL : enforced, res, err);
         if (call->answer)
             call->answer(call->answer_arg, res);
         return res->reason == RUN_OOM ? 0 : -1; /* a limit fired: the run happened */
@@ -1090,7 +1107,7 @@ int run_call(struct run *run, const struct policy *p, const struct sandbox_call 
     if (rc == 0 || run->state == RUN_STARTED)
         rc = run_wait(run, res, err);
     else
-        refused(p, call, run_id, false, res, err);
+        refused(p, call, run_id, false, run->enforced, res, err);
     if (call->answer)
         call->answer(call->answer_arg, res);
     run_release(run);

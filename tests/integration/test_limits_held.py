@@ -138,6 +138,16 @@ def test_memory_is_held(cordon):
     assert got["got"] <= 64, r
 
 
+def test_a_memory_limit_too_small_to_start_still_says_what_held_it(cordon):
+    """24M: enough for `true` at most levels, too little for the microvm's
+    QEMU to start. A run its memory limit ends while it is being built is
+    an oom whose result still says what held the limit (it once said
+    "none", at wall 0: test_memory_is_held's rare microvm failure)."""
+    r = cordon.run(["true"], "-m", "24M", *best_effort(cordon, "memory"))
+    assert_reported(cordon, r, "memory")
+    assert r.status == 0 or (r.status, r.result["reason"]) == (137, "oom"), r
+
+
 def test_pids_are_held(cordon):
     """32, and 100 forks asked for: the run ends as pids_limit, or forks are
     refused (EAGAIN) before the 32nd."""
