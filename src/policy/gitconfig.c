@@ -361,14 +361,24 @@ static bool escapes(const char *v, unsigned depth)
     return false;
 }
 
+/*
+ * An entry longer than the bounds: its key may have lost the name a rule
+ * would match ([credential "https://<300 bytes>"] helper = !x reads as a
+ * key cut inside its subsection), or its value the part a rule reads.
+ */
+static const struct gitconfig_rule cut_rule = RULE(
+    "*", NULL, "a key or value longer than cordon reads (256 and 1024 bytes): not vouched for");
+
 const struct gitconfig_rule *gitconfig_refused(const struct gitconfig_entry *e, unsigned depth)
 {
+    if (e->cut)
+        return &cut_rule;
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         const struct gitconfig_rule *r = &rules[i];
         if (!matches(r->pattern, e->key))
             continue;
-        if (!r->when || e->cut)
-            return r; /* a value cut at the bound is not vouched for */
+        if (!r->when)
+            return r;
         if (!strcmp(r->when, "!") && e->value[0] == '!')
             return r;
         if (!strcmp(r->when, "not-bool") && !boolean(e))

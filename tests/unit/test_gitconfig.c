@@ -212,6 +212,18 @@ int main(void)
         ok((gitconfig_refused(&e, c->depth) != NULL) == c->refused, "%s = %s: %s", c->key, c->value,
            c->refused ? "refused" : "allowed");
     }
+    /* A subsection past the key's bound hides the name a rule matches: refused whole. */
+    char long_config[600];
+    snprintf(long_config, sizeof long_config, "[credential \"https://%0300d\"]\n\thelper = !evil\n",
+             0);
+    struct gitscan_notes long_notes = { 0 };
+    char long_why[256] = "", *long_kept = NULL;
+    size_t long_kl = 0;
+    ok(gitscan_config(long_config, strlen(long_config), NULL, 0, 1, ".git/config", &long_notes,
+                      long_why, sizeof long_why, &long_kept, &long_kl) == GITSCAN_CONFIG_KEYS &&
+           long_kept && !strstr(long_kept, "evil"),
+       "a credential helper behind a 300-byte subsection is refused");
+    free(long_kept);
     /* An entry's bytes: whole lines, or from the key after a header on its line. */
     const char *text = "[core]\n\tpager = less\n[x] k = v \\\n w\n";
     struct collect col = { "" };
