@@ -10,6 +10,7 @@ set -eu
 
 PACKAGES="gcc make meson ninja-build pkg-config libc6-dev
 libseccomp-dev libfyaml-dev libjansson-dev libssl-dev libevent-dev libpcre2-dev zlib1g-dev
+libnghttp2-dev
 python3 python3-pytest bubblewrap util-linux procps iproute2
 curl openssl ca-certificates nodejs qemu-system-x86 runsc cppcheck
 clang-format"

@@ -12,12 +12,14 @@ cd "$(dirname "$0")/.."
 # client offline, and man-db reads the installed man page (test_install.py).
 # tests/oci: the engines cordon-oci runs under (containerd with its runc shim,
 # Docker, Podman with conmon), runc to compare with, busybox-static for the
-# test images, umoci, and python3-yaml for examples/k8s. No service is
+# test images, umoci, and python3-yaml for examples/k8s. grpcio, protobuf
+# and protoc: a real gRPC client for sandboxd (test_sandboxd.py). No service is
 # started: an install must not start the engines' daemons (the tests start
 # private ones), so policy-rc.d refuses while they install.
 PACKAGES="chromium python3-pip python3-setuptools python3-venv man-db
 containerd runc docker.io podman conmon catatonit uidmap slirp4netns
-fuse-overlayfs umoci busybox-static iptables python3-yaml dpkg-dev bats gawk"
+fuse-overlayfs umoci busybox-static iptables python3-yaml dpkg-dev bats gawk
+python3-grpcio python3-protobuf protobuf-compiler libprotobuf-dev"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

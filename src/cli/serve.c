@@ -37,7 +37,12 @@ static const char *const usage[2] = {
     "      --grace DURATION     SIGTERM: how long running calls may finish (default 10s)\n"
     "      --state-dir DIR      sessions' workspaces (default PATH.d; made 0700, and\n"
     "                           emptied of a previous daemon's sessions at start)\n"
-    "      --session-idle DURATION  destroy a session unused this long (default 30m)\n",
+    "      --session-idle DURATION  destroy a session unused this long (default 30m)\n"
+    "      --sandboxd-grpc HOST:PORT  serve agent-sandbox's in-pod process API (gRPC\n"
+    "                           process.v1.ProcessService) on this loopback address;\n"
+    "                           each Start or Execute is a fresh sandbox on the workspace\n"
+    "      --sandboxd-rest HOST:PORT  and its REST files, health and metadata (needs\n"
+    "                           --workspace DIR); port 0 picks one (method health says)\n",
     "  -h, --help               this help\n"
     "\n"
     "Exit status: 0 after SIGTERM or SIGINT and the drain; 125 if cordon failed.\n",
@@ -164,7 +169,9 @@ int cmd_serve(int argc, char **argv)
     if ((rc = cli_take_duration(&argc, argv, "--grace", 3600000, &cfg.grace_ms)) < 0 ||
         (rc = cli_take_duration(&argc, argv, "--session-idle", 7 * 86400000ull,
                                 &cfg.session_idle_ms)) < 0 ||
-        (rc = cli_take_option(&argc, argv, "--state-dir", &cfg.state_dir)) < 0)
+        (rc = cli_take_option(&argc, argv, "--state-dir", &cfg.state_dir)) < 0 ||
+        (rc = cli_take_option(&argc, argv, "--sandboxd-grpc", &cfg.sandboxd_grpc)) < 0 ||
+        (rc = cli_take_option(&argc, argv, "--sandboxd-rest", &cfg.sandboxd_rest)) < 0)
         return -rc;
 
     struct run_args a;

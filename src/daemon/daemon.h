@@ -36,6 +36,8 @@ struct daemon_config {
     const char *state_dir;    /* sessions' workspaces live here (made 0700, emptied at start) */
     unsigned session_idle_ms; /* a session unused this long is destroyed */
     unsigned max_sessions;
+    const char *sandboxd_grpc; /* HOST:PORT on loopback for sandboxd's gRPC, or NULL */
+    const char *sandboxd_rest; /* and for its REST files (daemon/sandboxd.h) */
 };
 
 /*

@@ -130,6 +130,9 @@ int daemon_parse_timeout(const json_t *params, uint64_t *ms, char *why, size_t l
 int daemon_check_call_options(const struct policy *p, uint64_t wall_ms, char *const *envp,
                               struct cordon_err *err);
 
+/* May UID use the daemon (our own, root, an --allow-uid or an --admin-uid)? */
+bool daemon_uid_allowed(const struct daemon *d, uid_t uid);
+
 /* Is UID an --admin-uid? */
 bool daemon_is_admin(const struct daemon *d, uid_t uid);
 

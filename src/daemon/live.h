@@ -203,6 +203,9 @@ void process_method(struct client *c, const char *method, const json_t *id, cons
 /* Parse a start's parameters ("argv" or "code"+"language", "env", "cwd", "pty", "timeout"). */
 int lproc_parse(const json_t *params, struct lproc_req *r, char *why, size_t len);
 
+/* "cwd": inside /workspace, as a path relative to it ("." for itself) in OUT; -1 with WHY. */
+int lproc_parse_cwd(const char *cwd, char *out, size_t size, char *why, size_t len);
+
 /* TEXT_KEY's string or B64_KEY's base64 ("stdin"/"stdin_base64", ...) into *OUT (malloc'd). */
 int lproc_parse_bytes(const json_t *params, const char *text_key, const char *b64_key, char **out,
                       size_t *out_len, char *why, size_t len);

@@ -3,6 +3,7 @@
  * (calls.c) and the sessions' (sessions.c): cancel, policy.check, stats,
  * kill_all, and the dispatch of every request a connection sends.
  */
+#include "daemon/sandboxd.h"
 #include "daemon/daemon_int.h"
 
 #include "common/jsonrpc.h"
@@ -189,9 +190,11 @@ static void daemon_request(struct client *c, const char *method, const json_t *i
     else if (strcmp(method, "health") == 0)
         daemon_reply(c,
                      rpc_result(id,
-                                json_pack("{s:b, s:s, s:b, s:f}", "ok", !c->d->draining, "version",
-                                          CORDON_VERSION, "draining", c->d->draining, "uptime_s",
-                                          (double)(daemon_now_us() - c->d->started_us) / 1e6)));
+                                json_pack("{s:b, s:s, s:b, s:f, s:o?}", "ok", !c->d->draining,
+                                          "version", CORDON_VERSION, "draining", c->d->draining,
+                                          "uptime_s",
+                                          (double)(daemon_now_us() - c->d->started_us) / 1e6,
+                                          "sandboxd", sandboxd_addresses(c->d))));
     else if (strcmp(method, "stats") == 0)
         daemon_reply(c, rpc_result(id, stats_json(c->d)));
     else if (strcmp(method, "kill_all") == 0)

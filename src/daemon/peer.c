@@ -37,29 +37,26 @@ static bool loopback(const struct sockaddr_storage *sa)
     return false;
 }
 
-int peer_uid(int fd, uid_t *uid)
+/* As an IPv6 socket sees it: an IPv4 address mapped (::ffff:a.b.c.d). */
+static void mapped(const struct sockaddr_storage *in, struct sockaddr_storage *out)
 {
-    struct sockaddr_storage mine, theirs;
-    socklen_t ml = sizeof mine, tl = sizeof theirs;
-    if (getsockname(fd, (struct sockaddr *)&mine, &ml) < 0 ||
-        getpeername(fd, (struct sockaddr *)&theirs, &tl) < 0)
-        return -1;
-    if (mine.ss_family == AF_UNIX) {
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-            return -1;
-        *uid = cred.uid;
-        return 0;
-    }
-    if (!loopback(&theirs))
-        return -1;
-    /* The peer's socket: its local end is our peer, its remote end is us. */
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)in;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)out;
+    memset(out, 0, sizeof *out);
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = v4->sin_port;
+    v6->sin6_addr.s6_addr[10] = v6->sin6_addr.s6_addr[11] = 0xff;
+    memcpy(&v6->sin6_addr.s6_addr[12], &v4->sin_addr, 4);
+}
+
+/* The owner of the socket whose ends are LOCAL and REMOTE in the table at PATH. */
+static int table_uid(const char *path, const struct sockaddr_storage *local_sa,
+                     const struct sockaddr_storage *remote_sa, uid_t *uid)
+{
     char local[64], remote[64];
-    proc_net_form(&theirs, local, sizeof local);
-    proc_net_form(&mine, remote, sizeof remote);
-    _cleanup_fclose_ FILE *f =
-        fopen(mine.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", "re");
+    proc_net_form(local_sa, local, sizeof local);
+    proc_net_form(remote_sa, remote, sizeof remote);
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
     char line[512];
     while (f && fgets(line, sizeof line, f)) {
         char l[64], r[64];
@@ -81,4 +78,33 @@ int peer_uid(int fd, uid_t *uid)
         return 0;
     }
     return -1;
+}
+
+int peer_uid(int fd, uid_t *uid)
+{
+    struct sockaddr_storage mine, theirs;
+    socklen_t ml = sizeof mine, tl = sizeof theirs;
+    if (getsockname(fd, (struct sockaddr *)&mine, &ml) < 0 ||
+        getpeername(fd, (struct sockaddr *)&theirs, &tl) < 0)
+        return -1;
+    if (mine.ss_family == AF_UNIX) {
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+            return -1;
+        *uid = cred.uid;
+        return 0;
+    }
+    if (!loopback(&theirs))
+        return -1;
+    /* The peer's socket: its local end is our peer, its remote end is us. */
+    if (mine.ss_family == AF_INET6)
+        return table_uid("/proc/net/tcp6", &theirs, &mine, uid);
+    if (table_uid("/proc/net/tcp", &theirs, &mine, uid) == 0)
+        return 0;
+    /* A dual-stack IPv6 socket reaches an IPv4 listener too (gRPC's do). */
+    struct sockaddr_storage theirs6, mine6;
+    mapped(&theirs, &theirs6);
+    mapped(&mine, &mine6);
+    return table_uid("/proc/net/tcp6", &theirs6, &mine6, uid);
 }

@@ -545,8 +545,7 @@ static struct lproc_sink client_sink(struct client *c)
     };
 }
 
-/* "cwd": inside /workspace, as a path relative to it ("." for itself) in OUT. */
-static int parse_cwd(const char *cwd, char *out, size_t size, char *why, size_t len)
+int lproc_parse_cwd(const char *cwd, char *out, size_t size, char *why, size_t len)
 {
     const char *rel = cwd;
     if (cwd[0] == '/') {
@@ -629,7 +628,7 @@ int lproc_parse(const json_t *params, struct lproc_req *r, char *why, size_t len
     if (cwd && !json_is_string(cwd))
         return why_printf(why, len, "%s", "\"cwd\" must be a string");
     if (cwd)
-        TRY(parse_cwd(json_string_value(cwd), r->cwd, sizeof r->cwd, why, len));
+        TRY(lproc_parse_cwd(json_string_value(cwd), r->cwd, sizeof r->cwd, why, len));
     TRY(parse_pty(json_object_get(params, "pty"), r, why, len));
     return daemon_parse_timeout(params, &r->timeout_ms, why, len);
 }

@@ -20,6 +20,7 @@
 #include "core/run.h"
 #include "core/jobs.h"
 #include "daemon/live.h"
+#include "daemon/sandboxd.h"
 #include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
 #include "sandbox/txn.h"
@@ -171,6 +172,13 @@ bool daemon_is_admin(const struct daemon *d, uid_t uid)
     return uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, uid);
 }
 
+bool daemon_uid_allowed(const struct daemon *d, uid_t uid)
+{
+    /* Root could take over the daemon's uid anyway: refusing it protects nothing. */
+    return uid == geteuid() || uid == 0 || uid_listed(d->cfg.allow_uid, d->cfg.n_allow_uid, uid) ||
+        uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, uid);
+}
+
 /* May the peer on FD use the daemon? Its uid in *UID. */
 static bool peer_allowed(const struct daemon *d, int fd, uid_t *uid)
 {
@@ -179,10 +187,7 @@ static bool peer_allowed(const struct daemon *d, int fd, uid_t *uid)
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         return false;
     *uid = cred.uid;
-    /* Root could take over the daemon's uid anyway: refusing it protects nothing. */
-    return cred.uid == geteuid() || cred.uid == 0 ||
-        uid_listed(d->cfg.allow_uid, d->cfg.n_allow_uid, cred.uid) ||
-        uid_listed(d->cfg.admin_uid, d->cfg.n_admin_uid, cred.uid);
+    return daemon_uid_allowed(d, cred.uid);
 }
 
 /* A connection we will not serve hears why, if it listens, and is closed. */
@@ -373,6 +378,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     if (d->signals++ == 0) {
         d->draining = true;
         stop_listening(d);
+        sandboxd_drain(d);
         jobs_drain(d->jobs, dropped);
         /* A live session ends with the daemon; a process of its own may finish. */
         box_stop_all(d, true);
@@ -469,7 +475,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
         goto out;
     }
     /* After the signal handlers: the pool's handles are born with them blocked. */
-    if (!(d.jobs = jobs_new(&jc, err)))
+    if (!(d.jobs = jobs_new(&jc, err)) || sandboxd_open(&d, err) < 0)
         goto out;
     rc = event_base_dispatch(d.base) < 0 ? err_set(err, CORDON_E_INTERNAL, "the event loop failed")
                                          : 0;
@@ -478,6 +484,7 @@ out:
     while (d.clients)
         daemon_client_drop(d.clients);
     on_reap_clients(-1, 0, &d);
+    sandboxd_free(&d); /* before the processes: its calls let theirs go */
     jobs_free(d.jobs);
     box_kill_all(&d);
     lproc_free_all(&d);

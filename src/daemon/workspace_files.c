@@ -25,7 +25,7 @@
 
 #define CONFINED (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
-static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+int wsfile_open(int dirfd, const char *path, int flags, mode_t mode)
 {
     struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
                             .mode = mode,
@@ -60,8 +60,7 @@ int wsfile_check_path(const char *path, char *why, size_t len)
     return 0;
 }
 
-/* The directory holding PATH's last component, parents made as needed; *LEAF points into PATH. */
-static int open_parent(int root_fd, const char *path, bool make, const char **leaf,
+int wsfile_open_parent(int root_fd, const char *path, bool make, const char **leaf,
                        struct cordon_err *err)
 {
     int dir = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
@@ -87,7 +86,7 @@ static int open_parent(int root_fd, const char *path, bool make, const char **le
             return err_sys(err, CORDON_E_SETUP, "cannot make directory '%.*s'", (int)(slash - path),
                            path);
         }
-        int next = open_beneath(dir, comp, O_PATH | O_DIRECTORY, 0);
+        int next = wsfile_open(dir, comp, O_PATH | O_DIRECTORY, 0);
         int e = errno;
         close(dir);
         if (next < 0) {
@@ -107,7 +106,7 @@ int wsfile_write(int root_fd, const char *path, const char *data, size_t len, mo
                  struct cordon_err *err)
 {
     const char *leaf = NULL;
-    _cleanup_close_ int dir = open_parent(root_fd, path, true, &leaf, err);
+    _cleanup_close_ int dir = wsfile_open_parent(root_fd, path, true, &leaf, err);
     if (dir < 0)
         return -1;
     /* A new file beside the old, renamed over it: whatever stood there (a
@@ -115,7 +114,7 @@ int wsfile_write(int root_fd, const char *path, const char *data, size_t len, mo
     char tmp[NAME_MAX + 1];
     snprintf(tmp, sizeof tmp, ".cordon-write-%d", (int)getpid());
     unlinkat(dir, tmp, 0);
-    _cleanup_close_ int fd = open_beneath(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+    _cleanup_close_ int fd = wsfile_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
                                           mode & 07777 & ~(mode_t)06000);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s' in the workspace", path);
@@ -142,7 +141,7 @@ int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *l
                 struct cordon_err *err)
 {
     /* O_NONBLOCK: a FIFO the sandbox left must not hang the daemon. */
-    _cleanup_close_ int fd = open_beneath(root_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+    _cleanup_close_ int fd = wsfile_open(root_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
     if (fd < 0)
         return err_sys(err, errno == ENOENT ? CORDON_E_NOTFOUND : CORDON_E_SETUP,
                        "cannot open '%s' in the workspace", path);
@@ -177,11 +176,11 @@ struct copy_count {
 static int copy_file(int from_dir, int to_dir, const char *name, const struct stat *st,
                      struct copy_count *count, struct cordon_err *err)
 {
-    _cleanup_close_ int in = open_beneath(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+    _cleanup_close_ int in = wsfile_open(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
     if (in < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open '%s' to copy it", name);
     _cleanup_close_ int out =
-        open_beneath(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, st->st_mode & 0777);
+        wsfile_open(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, st->st_mode & 0777);
     if (out < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s' in the copy", name);
     /* A reflink shares the blocks until either side writes. */
@@ -224,8 +223,8 @@ static int copy_dir(int from, int to, unsigned depth, struct copy_count *count,
                 rc = err_sys(err, CORDON_E_SETUP, "cannot make '%s' in the copy", e->d_name);
                 break;
             }
-            _cleanup_close_ int sf = open_beneath(from, e->d_name, O_RDONLY | O_DIRECTORY, 0);
-            _cleanup_close_ int tf = open_beneath(to, e->d_name, O_RDONLY | O_DIRECTORY, 0);
+            _cleanup_close_ int sf = wsfile_open(from, e->d_name, O_RDONLY | O_DIRECTORY, 0);
+            _cleanup_close_ int tf = wsfile_open(to, e->d_name, O_RDONLY | O_DIRECTORY, 0);
             if (sf < 0 || tf < 0)
                 rc = err_sys(err, CORDON_E_SETUP, "cannot open '%s' to copy it", e->d_name);
             else
@@ -250,8 +249,8 @@ static int copy_dir(int from, int to, unsigned depth, struct copy_count *count,
 int wsfile_copy_tree(int from_fd, int to_fd, unsigned *cloned, unsigned *copied,
                      struct cordon_err *err)
 {
-    _cleanup_close_ int from = open_beneath(from_fd, ".", O_RDONLY | O_DIRECTORY, 0);
-    _cleanup_close_ int to = open_beneath(to_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+    _cleanup_close_ int from = wsfile_open(from_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+    _cleanup_close_ int to = wsfile_open(to_fd, ".", O_RDONLY | O_DIRECTORY, 0);
     if (from < 0 || to < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot open the workspaces to copy");
     struct copy_count n = { 0, 0 };
@@ -280,7 +279,7 @@ static int remove_in(int dir, unsigned depth)
         if (unlinkat(dir, e->d_name, 0) == 0 || errno == ENOENT)
             continue;
         /* A directory: empty it (opened without following), then remove it. */
-        int sub = open_beneath(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        int sub = wsfile_open(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
         if (sub >= 0) {
             rc |= remove_in(sub, depth + 1);
             close(sub);
@@ -292,9 +291,17 @@ static int remove_in(int dir, unsigned depth)
     return rc;
 }
 
+int wsfile_empty_dir(int dir_fd, struct cordon_err *err)
+{
+    _cleanup_close_ int fd = wsfile_open(dir_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0 || remove_in(fd, 0) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot empty the directory");
+    return 0;
+}
+
 int wsfile_remove_tree(int parent_fd, const char *dir, struct cordon_err *err)
 {
-    int fd = open_beneath(parent_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    int fd = wsfile_open(parent_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
     if (fd < 0)
         return errno == ENOENT ? 0 : err_sys(err, CORDON_E_SETUP, "cannot open '%s'", dir);
     int rc = remove_in(fd, 0);

@@ -16,6 +16,16 @@
 /* A relative path with no empty, "." or ".." component; why not in WHY. */
 int wsfile_check_path(const char *path, char *why, size_t len);
 
+/* PATH under DIRFD opened with FLAGS (and MODE), confined as above; -1 with errno. */
+int wsfile_open(int dirfd, const char *path, int flags, mode_t mode);
+
+/*
+ * The directory holding PATH's last component (parents made 0755 when
+ * MAKE), confined; *LEAF points into PATH. -1 with ERR (errnum set).
+ */
+int wsfile_open_parent(int root_fd, const char *path, bool make, const char **leaf,
+                       struct cordon_err *err);
+
 /* Write DATA to PATH under ROOT_FD (parents made 0755, the file MODE), replacing it. */
 int wsfile_write(int root_fd, const char *path, const char *data, size_t len, mode_t mode,
                  struct cordon_err *err);
@@ -28,6 +38,9 @@ int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *l
  * files by reflink where the filesystem allows: *CLONED of them, *COPIED byte by byte). */
 int wsfile_copy_tree(int from_fd, int to_fd, unsigned *cloned, unsigned *copied,
                      struct cordon_err *err);
+
+/* Remove everything in the directory DIR_FD, following no link. */
+int wsfile_empty_dir(int dir_fd, struct cordon_err *err);
 
 /* Remove DIR (under PARENT_FD) and everything in it, following no link. */
 int wsfile_remove_tree(int parent_fd, const char *dir, struct cordon_err *err);

@@ -1,0 +1,434 @@
+/*
+ * daemon/sandboxd_rest.c: sandboxd's REST surface on the daemon's host
+ * workspace (libevent's HTTP server): GET, HEAD, PUT and DELETE of
+ * /v1/files/{path}, GET /v1/health and /v1/metadata. Every path is resolved
+ * from the workspace's descriptor with nothing followed out of it
+ * (daemon/workspace_files.h): "..", a link and a mount are refused with 403,
+ * whatever a run planted. Writes are atomic (a new file renamed into place).
+ */
+#include "daemon/sandboxd_int.h"
+
+#include "common/cleanup.h"
+#include "daemon/workspace_files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A PUT's body is held in memory whole: at most this. */
+#define MAX_BODY (256ull << 20)
+/* A listing stops here (a run may have made millions of names). */
+#define MAX_ENTRIES 100000
+
+extern char **environ;
+
+static void reply_json(struct evhttp_request *req, int code, const char *reason, json_t *body)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    struct evbuffer *buf = evbuffer_new();
+    if (buf && text) {
+        evbuffer_add(buf, text, strlen(text));
+        evbuffer_add(buf, "\n", 1);
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/json");
+    evhttp_send_reply(req, code, reason, buf);
+    if (buf)
+        evbuffer_free(buf);
+    free(text);
+}
+
+static void reply_error(struct evhttp_request *req, int code, const char *status, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+static void reply_error(struct evhttp_request *req, int code, const char *status, const char *fmt,
+                        ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    reply_json(req, code, NULL, json_pack("{s:s, s:s}", "code", status, "message", msg));
+}
+
+/* A failed operation on PATH, told by its errno. */
+static void reply_errno(struct evhttp_request *req, int e, const char *what, const char *path)
+{
+    if (e == ENOENT || e == ENOTDIR)
+        reply_error(req, 404, "NOT_FOUND", "'%s' does not exist in the workspace", path);
+    else if (e == ELOOP || e == EXDEV || e == EACCES || e == EPERM || e == EAGAIN)
+        reply_error(req, 403, "PERMISSION_DENIED",
+                    "'%s': a link, a mount or a name outside the workspace is not followed",
+                    path);
+    else if (e == ENOTEMPTY || e == EEXIST)
+        reply_error(req, 409, "CONFLICT",
+                    "directory '%s' is not empty; pass recursive=true to remove it", path);
+    else if (e == EISDIR)
+        reply_error(req, 400, "INVALID_ARGUMENT", "'%s' is a directory", path);
+    else
+        reply_error(req, 500, "INTERNAL", "cannot %s '%s': %s", what, path, strerror(e));
+}
+
+/*
+ * The request's path past PREFIX, percent-decoded, as a path relative to the
+ * workspace ("." for itself) in OUT: no NUL, no "..", empty and "." parts
+ * dropped. -1 when it cannot be one (the reply sent).
+ */
+static int workspace_path(struct evhttp_request *req, const char *raw, char *out, size_t size)
+{
+    size_t len = 0;
+    _cleanup_free_ char *dec = evhttp_uridecode(raw, 0, &len);
+    if (!dec || strlen(dec) != len) {
+        reply_error(req, 400, "INVALID_ARGUMENT", "the path is not a valid name");
+        return -1;
+    }
+    size_t n = 0;
+    for (const char *c = dec; *c;) {
+        size_t seg = strcspn(c, "/");
+        if (seg == 2 && c[0] == '.' && c[1] == '.') {
+            reply_error(req, 403, "PERMISSION_DENIED",
+                        "path traversal outside the workspace is refused");
+            return -1;
+        }
+        if (seg && !(seg == 1 && *c == '.')) {
+            if (n + seg + 2 > size || seg > NAME_MAX) {
+                reply_error(req, 400, "INVALID_ARGUMENT", "the path is too long");
+                return -1;
+            }
+            if (n)
+                out[n++] = '/';
+            memcpy(out + n, c, seg);
+            n += seg;
+        }
+        c += seg + (c[seg] == '/');
+    }
+    if (!n)
+        out[n++] = '.';
+    out[n] = '\0';
+    return 0;
+}
+
+/* ---- GET and HEAD ---- */
+
+static json_t *entry_json(int dir, const char *name)
+{
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+        return NULL; /* links, FIFOs, sockets: not something the API can open */
+    char when[32];
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&st.st_mtime, &tm));
+    char mode[8];
+    snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    return json_pack("{s:s, s:I, s:s, s:s, s:s}", "name", name, "size", (json_int_t)st.st_size,
+                     "type", S_ISDIR(st.st_mode) ? "directory" : "file", "modified_at", when,
+                     "mode", mode);
+}
+
+static void serve_listing(struct evhttp_request *req, int fd, const char *path)
+{
+    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    DIR *dir = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!dir) {
+        if (dup >= 0)
+            close(dup);
+        reply_errno(req, errno, "list", path);
+        return;
+    }
+    json_t *entries = json_array();
+    struct dirent *e;
+    unsigned n = 0;
+    while ((e = readdir(dir)) && n < MAX_ENTRIES) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        json_t *one = entry_json(fd, e->d_name);
+        if (one) {
+            json_array_append_new(entries, one);
+            n++;
+        }
+    }
+    closedir(dir);
+    char shown[PATH_MAX + 2];
+    snprintf(shown, sizeof shown, "/%s", strcmp(path, ".") == 0 ? "" : path);
+    reply_json(req, 200, "OK", json_pack("{s:s, s:o}", "path", shown, "entries", entries));
+}
+
+static void serve_get(struct sandboxd *sd, struct evhttp_request *req, const char *path)
+{
+    /* O_NONBLOCK: a FIFO a run left must not hang the daemon. */
+    _cleanup_close_ int fd =
+        wsfile_open(sd->root_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        reply_errno(req, errno, "open", path);
+        return;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        serve_listing(req, fd, path);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        reply_error(req, 403, "PERMISSION_DENIED", "'%s' is not a regular file", path);
+        return;
+    }
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "application/octet-stream");
+    struct evbuffer *buf = evbuffer_new();
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        char size[32];
+        snprintf(size, sizeof size, "%lld", (long long)st.st_size);
+        evhttp_add_header(h, "Content-Length", size);
+    } else if (buf && st.st_size > 0) {
+        /* The file's bytes go out as the socket takes them (the descriptor is the buffer's). */
+        if (evbuffer_add_file(buf, fd, 0, st.st_size) == 0)
+            fd = -1;
+    }
+    evhttp_send_reply(req, 200, "OK", buf);
+    if (buf)
+        evbuffer_free(buf);
+}
+
+/* ---- PUT ---- */
+
+/* The "file" part of a multipart/form-data BODY (TYPE its content type): *DATA, *LEN. */
+static int multipart_file(const char *type, const char *body, size_t size, const char **data,
+                          size_t *len)
+{
+    const char *b = strstr(type, "boundary=");
+    if (!b)
+        return -1;
+    b += 9;
+    char boundary[80];
+    size_t bl = strcspn(b, ";");
+    if (bl && b[0] == '"' && b[bl - 1] == '"') {
+        b++;
+        bl -= 2;
+    }
+    if (!bl || bl + 4 >= sizeof boundary)
+        return -1;
+    snprintf(boundary, sizeof boundary, "--%.*s", (int)bl, b);
+    size_t dl = strlen(boundary);
+    for (const char *p = memmem(body, size, boundary, dl); p;) {
+        const char *head = p + dl;
+        const char *end = head;
+        size_t left = size - (size_t)(head - body);
+        const char *sep = memmem(head, left, "\r\n\r\n", 4);
+        if (!sep)
+            return -1;
+        const char *content = sep + 4;
+        const char *next = memmem(content, size - (size_t)(content - body), boundary, dl);
+        if (!next || next < content + 2)
+            return -1;
+        /* Content-Disposition: form-data; name="file" */
+        size_t hl = (size_t)(sep - end);
+        const char *name = memmem(head, hl, "name=\"file\"", 11);
+        if (name) {
+            *data = content;
+            *len = (size_t)(next - 2 - content); /* the CRLF before the boundary */
+            return 0;
+        }
+        p = next;
+    }
+    return -1;
+}
+
+static void serve_put(struct sandboxd *sd, struct evhttp_request *req, const char *path,
+                      const char *query)
+{
+    mode_t mode = 0644;
+    struct evkeyvalq q = { 0 };
+    evhttp_parse_query_str(query ? query : "", &q);
+    const char *m = evhttp_find_header(&q, "mode");
+    bool mode_ok = !m ||
+        (strlen(m) == 4 && m[0] == '0' && strspn(m + 1, "01234567") == 3);
+    if (m && mode_ok)
+        mode = (mode_t)strtoul(m, NULL, 8);
+    evhttp_clear_headers(&q);
+    if (!mode_ok) {
+        reply_error(req, 400, "INVALID_ARGUMENT", "mode must match ^0[0-7]{3}$");
+        return;
+    }
+    if (strcmp(path, ".") == 0) {
+        reply_error(req, 400, "INVALID_ARGUMENT", "the workspace itself is a directory");
+        return;
+    }
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    const char *data = len ? (const char *)evbuffer_pullup(in, -1) : "";
+    const char *type = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+    if (type && strncmp(type, "multipart/form-data", 19) == 0 &&
+        multipart_file(type, data, len, &data, &len) < 0) {
+        reply_error(req, 400, "INVALID_ARGUMENT",
+                    "a multipart/form-data body needs its \"file\" part");
+        return;
+    }
+    struct cordon_err err = { 0 };
+    if (wsfile_write(sd->root_fd, path, data, len, mode, &err) < 0) {
+        reply_errno(req, err.errnum ? err.errnum : EACCES, "write", path);
+        return;
+    }
+    evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+/* ---- DELETE ---- */
+
+static void serve_delete(struct sandboxd *sd, struct evhttp_request *req, const char *path,
+                         const char *query)
+{
+    struct evkeyvalq q = { 0 };
+    evhttp_parse_query_str(query ? query : "", &q);
+    const char *r = evhttp_find_header(&q, "recursive");
+    bool yes = r && (!strcmp(r, "true") || !strcmp(r, "1") || !strcmp(r, "True") ||
+                     !strcmp(r, "TRUE") || !strcmp(r, "t") || !strcmp(r, "T"));
+    bool no = !r || !strcmp(r, "false") || !strcmp(r, "0") || !strcmp(r, "False") ||
+        !strcmp(r, "FALSE") || !strcmp(r, "f") || !strcmp(r, "F");
+    evhttp_clear_headers(&q);
+    if (!yes && !no) {
+        reply_error(req, 400, "INVALID_ARGUMENT", "recursive must be true or false");
+        return;
+    }
+    struct cordon_err err = { 0 };
+    if (strcmp(path, ".") == 0) { /* the workspace itself: emptied, never removed */
+        if (!yes)
+            reply_errno(req, ENOTEMPTY, "remove", "/");
+        else if (wsfile_empty_dir(sd->root_fd, &err) < 0)
+            reply_errno(req, err.errnum ? err.errnum : EIO, "empty", "/");
+        else
+            evhttp_send_reply(req, 204, "No Content", NULL);
+        return;
+    }
+    const char *leaf = NULL;
+    _cleanup_close_ int dir = wsfile_open_parent(sd->root_fd, path, false, &leaf, &err);
+    struct stat st;
+    if (dir < 0 || fstatat(dir, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        reply_errno(req, dir < 0 ? (err.errnum ? err.errnum : ENOENT) : errno, "remove", path);
+        return;
+    }
+    int rc = 0;
+    if (!S_ISDIR(st.st_mode))
+        rc = unlinkat(dir, leaf, 0);
+    else if (yes)
+        rc = wsfile_remove_tree(dir, leaf, &err) < 0 ? (errno = err.errnum ? err.errnum : EIO, -1)
+                                                     : 0;
+    else
+        rc = unlinkat(dir, leaf, AT_REMOVEDIR);
+    if (rc < 0)
+        reply_errno(req, errno, "remove", path);
+    else
+        evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+/* ---- health and metadata ---- */
+
+static bool sensitive(const char *name, size_t len)
+{
+    static const char *const markers[] = { "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "KEY" };
+    char up[256];
+    if (len >= sizeof up)
+        return true;
+    for (size_t i = 0; i < len; i++)
+        up[i] = (char)(name[i] >= 'a' && name[i] <= 'z' ? name[i] - 32 : name[i]);
+    up[len] = '\0';
+    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++)
+        if (strstr(up, markers[i]))
+            return true;
+    return false;
+}
+
+static void serve_metadata(struct evhttp_request *req)
+{
+    json_t *env = json_object();
+    for (char **e = environ; env && e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || strncmp(*e, "SANDBOX_", 8) != 0 || sensitive(*e, (size_t)(eq - *e)))
+            continue;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+        json_object_set_new(env, name, json_string(eq + 1));
+    }
+    reply_json(req, 200, "OK", json_pack("{s:o}", "env", env));
+}
+
+/* ---- routing ---- */
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    struct sandboxd *sd = arg;
+    struct evhttp_connection *con = evhttp_request_get_connection(req);
+    struct bufferevent *bev = con ? evhttp_connection_get_bufferevent(con) : NULL;
+    uid_t uid = 0;
+    bool admin = false;
+    if (!bev || !sandboxd_peer_allowed(sd, bufferevent_getfd(bev), &uid, &admin)) {
+        sd->d->refused_peers++;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        reply_error(req, 403, "PERMISSION_DENIED", "this uid may not use the daemon");
+        return;
+    }
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
+    if (raw && get && strcmp(raw, "/v1/health") == 0) {
+        if (sd->draining)
+            reply_error(req, 503, "UNAVAILABLE", "the daemon is shutting down");
+        else
+            reply_json(req, 200, "OK",
+                       json_pack("{s:s, s:I}", "status", "ok", "uptime_seconds",
+                                 (json_int_t)((daemon_now_us() - sd->d->started_us) / 1000000)));
+        return;
+    }
+    if (raw && get && strcmp(raw, "/v1/metadata") == 0) {
+        serve_metadata(req);
+        return;
+    }
+    if (!raw || (strncmp(raw, "/v1/files/", 10) != 0 && strcmp(raw, "/v1/files") != 0)) {
+        reply_error(req, 404, "NOT_FOUND", "no such endpoint; see /v1/files, /v1/health and "
+                                           "/v1/metadata");
+        return;
+    }
+    char path[PATH_MAX];
+    if (workspace_path(req, raw + 9, path, sizeof path) < 0)
+        return;
+    const char *query = evhttp_uri_get_query(uri);
+    if (get)
+        serve_get(sd, req, path);
+    else if (cmd == EVHTTP_REQ_PUT)
+        serve_put(sd, req, path, query);
+    else if (cmd == EVHTTP_REQ_DELETE)
+        serve_delete(sd, req, path, query);
+    else
+        reply_error(req, 405, "INVALID_ARGUMENT", "files take GET, HEAD, PUT and DELETE");
+}
+
+int rest_open(struct sandboxd *sd, int fd, struct cordon_err *err)
+{
+    sd->http = evhttp_new(sd->d->base);
+    if (!sd->http) {
+        close(fd);
+        return err_set(err, CORDON_E_INTERNAL, "cannot set up the HTTP server");
+    }
+    evhttp_set_allowed_methods(sd->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                             EVHTTP_REQ_DELETE);
+    evhttp_set_max_body_size(sd->http, (ev_ssize_t)MAX_BODY);
+    evhttp_set_max_headers_size(sd->http, 16384);
+    evhttp_set_timeout(sd->http, 60);
+    evhttp_set_gencb(sd->http, on_request, sd);
+    if (!evhttp_accept_socket_with_handle(sd->http, fd)) {
+        close(fd);
+        return err_set(err, CORDON_E_INTERNAL, "cannot set up the HTTP server");
+    }
+    return 0;
+}
