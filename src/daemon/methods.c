@@ -188,13 +188,13 @@ static void daemon_request(struct client *c, const char *method, const json_t *i
     else if (strcmp(method, "policy.check") == 0)
         method_policy_check(c, id, params);
     else if (strcmp(method, "health") == 0)
-        daemon_reply(c,
-                     rpc_result(id,
-                                json_pack("{s:b, s:s, s:b, s:f, s:o?}", "ok", !c->d->draining,
-                                          "version", CORDON_VERSION, "draining", c->d->draining,
-                                          "uptime_s",
-                                          (double)(daemon_now_us() - c->d->started_us) / 1e6,
-                                          "sandboxd", sandboxd_addresses(c->d))));
+        daemon_reply(
+            c,
+            rpc_result(id,
+                       json_pack("{s:b, s:s, s:b, s:f, s:o?}", "ok", !c->d->draining, "version",
+                                 CORDON_VERSION, "draining", c->d->draining, "uptime_s",
+                                 (double)(daemon_now_us() - c->d->started_us) / 1e6, "sandboxd",
+                                 sandboxd_addresses(c->d))));
     else if (strcmp(method, "stats") == 0)
         daemon_reply(c, rpc_result(id, stats_json(c->d)));
     else if (strcmp(method, "kill_all") == 0)

@@ -92,8 +92,9 @@ static int listen_on_addr(const char *what, const char *spec, char *out, size_t 
     len = sizeof sa;
     getsockname(fd, (struct sockaddr *)&sa, &len);
     char ip[INET6_ADDRSTRLEN] = "";
-    const void *a = sa.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&sa)->sin_addr
-                                            : (const void *)&((struct sockaddr_in6 *)&sa)->sin6_addr;
+    const void *a = sa.ss_family == AF_INET
+        ? (const void *)&((struct sockaddr_in *)&sa)->sin_addr
+        : (const void *)&((struct sockaddr_in6 *)&sa)->sin6_addr;
     inet_ntop(sa.ss_family, a, ip, sizeof ip);
     uint16_t port = ntohs(sa.ss_family == AF_INET ? ((struct sockaddr_in *)&sa)->sin_port
                                                   : ((struct sockaddr_in6 *)&sa)->sin6_port);

@@ -29,9 +29,9 @@ struct h2stream {
     char method[40]; /* past SERVICE_PREFIX; "" when the path is another */
     bool post, grpc_type, other_path;
     struct evbuffer *in;
-    bool answered;   /* dispatched, or refused before it */
-    bool finished;   /* the service said its status */
-    bool head_sent;  /* response HEADERS submitted (with a body to follow) */
+    bool answered;  /* dispatched, or refused before it */
+    bool finished;  /* the service said its status */
+    bool head_sent; /* response HEADERS submitted (with a body to follow) */
     struct evbuffer *out;
     int status;
     char message[256];
@@ -149,10 +149,10 @@ static void encode_message(const char *in, char *out, size_t size)
     out[n] = '\0';
 }
 
-#define NV(name, value)                                                                     \
-    {                                                                                       \
-        (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value),             \
-            NGHTTP2_NV_FLAG_NO_COPY_NAME                                                    \
+#define NV(name, value)                                                         \
+    {                                                                           \
+        (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value), \
+            NGHTTP2_NV_FLAG_NO_COPY_NAME                                        \
     }
 
 static void submit_status(struct h2stream *s, bool trailers_only)
@@ -274,8 +274,10 @@ static void dispatch(struct h2stream *s)
         return;
     }
     if (s->other_path || !process_service_knows(s->method)) {
-        refuse(s, GRPC_UNIMPLEMENTED, "unknown method; this server has %sStart, Execute, "
-               "WriteStdin, SendSignal and ResizeTTY", SERVICE_PREFIX);
+        refuse(s, GRPC_UNIMPLEMENTED,
+               "unknown method; this server has %sStart, Execute, "
+               "WriteStdin, SendSignal and ResizeTTY",
+               SERVICE_PREFIX);
         return;
     }
     size_t n = evbuffer_get_length(s->in);
@@ -336,8 +338,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
     return 0;
 }
 
-static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
-                   size_t len, void *arg)
+static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *arg)
 {
     (void)flags;
     (void)arg;

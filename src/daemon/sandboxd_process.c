@@ -67,13 +67,14 @@ static char *env_entry(const struct pb_field *entry, char *why, size_t len)
             break;
     }
     if (rc < 0 || !key || !key->len || memchr(key->data, '=', key->len)) {
-        why_printf(why, len, "%s", "env_vars: each name must be a non-empty string without '=' "
-                                   "or NUL, each value a string without NUL");
+        why_printf(why, len, "%s",
+                   "env_vars: each name must be a non-empty string without '=' "
+                   "or NUL, each value a string without NUL");
         return NULL;
     }
     char *out = NULL;
-    if (asprintf(&out, "%.*s=%.*s", (int)key->len, (const char *)key->data,
-                 val ? (int)val->len : 0, val ? (const char *)val->data : "") < 0)
+    if (asprintf(&out, "%.*s=%.*s", (int)key->len, (const char *)key->data, val ? (int)val->len : 0,
+                 val ? (const char *)val->data : "") < 0)
         return NULL;
     return out;
 }
@@ -102,8 +103,9 @@ static int parse_config(const uint8_t *data, size_t size, struct lproc_req *r, b
     while ((rc = pb_next(&rd, &f)) > 0) {
         if (f.num == 1) {
             if (!is_text(&f))
-                return why_printf(why, len, "%s", "command: each word must be a string "
-                                                  "without NUL");
+                return why_printf(why, len, "%s",
+                                  "command: each word must be a string "
+                                  "without NUL");
             if (add_str(&r->argv, &argc, strndup((const char *)f.data, f.len)) < 0)
                 return why_printf(why, len, "%s", "out of memory");
         } else if (f.num == 2) {

@@ -42,8 +42,7 @@ static void reply_json(struct evhttp_request *req, int code, const char *reason,
         evbuffer_add(buf, text, strlen(text));
         evbuffer_add(buf, "\n", 1);
     }
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "application/json");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
     evhttp_send_reply(req, code, reason, buf);
     if (buf)
         evbuffer_free(buf);
@@ -70,8 +69,7 @@ static void reply_errno(struct evhttp_request *req, int e, const char *what, con
         reply_error(req, 404, "NOT_FOUND", "'%s' does not exist in the workspace", path);
     else if (e == ELOOP || e == EXDEV || e == EACCES || e == EPERM || e == EAGAIN)
         reply_error(req, 403, "PERMISSION_DENIED",
-                    "'%s': a link, a mount or a name outside the workspace is not followed",
-                    path);
+                    "'%s': a link, a mount or a name outside the workspace is not followed", path);
     else if (e == ENOTEMPTY || e == EEXIST)
         reply_error(req, 409, "CONFLICT",
                     "directory '%s' is not empty; pass recursive=true to remove it", path);
@@ -252,8 +250,7 @@ static void serve_put(struct sandboxd *sd, struct evhttp_request *req, const cha
     struct evkeyvalq q = { 0 };
     evhttp_parse_query_str(query ? query : "", &q);
     const char *m = evhttp_find_header(&q, "mode");
-    bool mode_ok = !m ||
-        (strlen(m) == 4 && m[0] == '0' && strspn(m + 1, "01234567") == 3);
+    bool mode_ok = !m || (strlen(m) == 4 && m[0] == '0' && strspn(m + 1, "01234567") == 3);
     if (m && mode_ok)
         mode = (mode_t)strtoul(m, NULL, 8);
     evhttp_clear_headers(&q);
@@ -291,8 +288,9 @@ static void serve_delete(struct sandboxd *sd, struct evhttp_request *req, const 
     struct evkeyvalq q = { 0 };
     evhttp_parse_query_str(query ? query : "", &q);
     const char *r = evhttp_find_header(&q, "recursive");
-    bool yes = r && (!strcmp(r, "true") || !strcmp(r, "1") || !strcmp(r, "True") ||
-                     !strcmp(r, "TRUE") || !strcmp(r, "t") || !strcmp(r, "T"));
+    bool yes = r &&
+        (!strcmp(r, "true") || !strcmp(r, "1") || !strcmp(r, "True") || !strcmp(r, "TRUE") ||
+         !strcmp(r, "t") || !strcmp(r, "T"));
     bool no = !r || !strcmp(r, "false") || !strcmp(r, "0") || !strcmp(r, "False") ||
         !strcmp(r, "FALSE") || !strcmp(r, "f") || !strcmp(r, "F");
     evhttp_clear_headers(&q);
@@ -395,8 +393,9 @@ static void on_request(struct evhttp_request *req, void *arg)
         return;
     }
     if (!raw || (strncmp(raw, "/v1/files/", 10) != 0 && strcmp(raw, "/v1/files") != 0)) {
-        reply_error(req, 404, "NOT_FOUND", "no such endpoint; see /v1/files, /v1/health and "
-                                           "/v1/metadata");
+        reply_error(req, 404, "NOT_FOUND",
+                    "no such endpoint; see /v1/files, /v1/health and "
+                    "/v1/metadata");
         return;
     }
     char path[PATH_MAX];
@@ -420,8 +419,8 @@ int rest_open(struct sandboxd *sd, int fd, struct cordon_err *err)
         close(fd);
         return err_set(err, CORDON_E_INTERNAL, "cannot set up the HTTP server");
     }
-    evhttp_set_allowed_methods(sd->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                             EVHTTP_REQ_DELETE);
+    evhttp_set_allowed_methods(
+        sd->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE);
     evhttp_set_max_body_size(sd->http, (ev_ssize_t)MAX_BODY);
     evhttp_set_max_headers_size(sd->http, 16384);
     evhttp_set_timeout(sd->http, 60);

@@ -115,7 +115,7 @@ int wsfile_write(int root_fd, const char *path, const char *data, size_t len, mo
     snprintf(tmp, sizeof tmp, ".cordon-write-%d", (int)getpid());
     unlinkat(dir, tmp, 0);
     _cleanup_close_ int fd = wsfile_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
-                                          mode & 07777 & ~(mode_t)06000);
+                                         mode & 07777 & ~(mode_t)06000);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create '%s' in the workspace", path);
     for (size_t off = 0; off < len;) {

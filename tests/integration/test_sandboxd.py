@@ -1,0 +1,388 @@
+"""
+kubernetes-sigs/agent-sandbox's in-pod API (sandboxd) served by `cordon
+serve --sandboxd-grpc --sandboxd-rest` (issue 26, item 5): a real daemon,
+a real gRPC client (grpcio with protoc's classes from proto/), plain HTTP for
+the files. Every Start and Execute is a fresh sandbox on the workspace. The
+hostile side: another uid's process numbers, a uid the daemon does not
+serve, malformed and oversized messages, traversal, links and FIFOs planted
+in the workspace, a client that goes away. Every test ends with the autouse
+check that no cgroup or temp entry of its runs is left.
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import NOBODY, marker, pids_with, wait_until
+from sandboxd_client import Client, generate
+from serve_util import Daemon
+
+OTHER = 65533     # allowed by --allow-uid
+STRANGER = 65532  # not allowed
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def pb_dir():
+    # Readable by the other uids the tests call as (pytest's own temp is 0700).
+    d = tempfile.mkdtemp(prefix="cordon-test-pb-")
+    generate(d)
+    yield d
+    shutil.rmtree(d)
+
+
+class Sandboxd:
+    def __init__(self, cordon, pb_dir, *opts, env=None):
+        self.ws = cordon.hostdir()
+        self.d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "--workspace", self.ws,
+                        "--sandboxd-grpc", "127.0.0.1:0", "--sandboxd-rest", "127.0.0.1:0",
+                        *opts, env=env)
+        c = self.d.connect()
+        addrs = c.result("health")["sandboxd"]
+        c.close()
+        self.grpc, self.rest = addrs["grpc"], addrs["rest"]
+        self.pb_dir = pb_dir
+        self.client = Client(pb_dir, self.grpc)
+
+    def http(self, method, path, body=None, headers=None):
+        host, port = self.rest.rsplit(":", 1)
+        h = http.client.HTTPConnection(host, int(port), timeout=60)
+        h.request(method, path, body=body, headers=headers or {})
+        r = h.getresponse()
+        data = r.read()
+        h.close()
+        return r.status, dict(r.getheaders()), data
+
+    def as_uid(self, uid, method, *args):
+        """A gRPC call made by another uid's process: [status name, detail]."""
+        r = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                            "/usr/bin/python3", os.path.join(HERE, "sandboxd_client.py"),
+                            self.pb_dir, self.grpc, method, json.dumps(list(args))],
+                           capture_output=True, timeout=120, cwd="/")
+        assert r.returncode == 0, r.stderr.decode()[-2000:]
+        return json.loads(r.stdout)
+
+    def stop(self):
+        self.client.close()
+        if self.d.proc.poll() is None:
+            return self.d.stop(signal.SIGTERM)
+
+
+@pytest.fixture
+def sandboxd(cordon, pb_dir):
+    made = []
+
+    def make(*opts, **kw):
+        s = Sandboxd(cordon, pb_dir, *opts, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.stop()
+
+
+class Stream:
+    """A Start call read on a thread of its own: its events as they come."""
+
+    def __init__(self, call):
+        self.call = call
+        self.events = []
+        self.error = None
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        try:
+            for ev in self.call:
+                self.events.append(ev)
+        except Exception as e:  # the status of a call that did not end OK
+            self.error = e
+
+    def pid(self, timeout=120):
+        assert wait_until(lambda: self.events or self.error, timeout), "no init event"
+        assert self.events and self.events[0].WhichOneof("event") == "init", (self.events,
+                                                                              self.error)
+        return self.events[0].init.process_id
+
+    def output(self):
+        return b"".join(e.stdout + e.stderr for e in self.events)
+
+    def until(self, text, timeout=120):
+        ok = wait_until(lambda: text.encode() in self.output() or self.error, timeout)
+        assert ok and text.encode() in self.output(), (text, self.output()[-500:], self.error)
+
+    def exit_code(self, timeout=120):
+        self.t.join(timeout)
+        assert not self.t.is_alive(), "the stream did not end"
+        assert self.error is None, self.error
+        kinds = [e.WhichOneof("event") for e in self.events]
+        assert kinds[0] == "init" and kinds[-1] == "exit" and kinds.count("exit") == 1, kinds
+        return self.events[-1].exit.exit_code
+
+
+def code_of(call):
+    with pytest.raises(Exception) as e:
+        call()
+    return e.value.code().name
+
+
+def test_execute_and_start_round_trips(sandboxd, cordon):
+    """Execute answers output, errors and the exit code at once; Start
+    streams init, output and exit; env_vars and cwd (relative, or absolute
+    in /workspace) apply; a file one call writes the next one reads; the
+    audit log has each process's start and end."""
+    audit = cordon.hostdir() / "audit.jsonl"
+    s = sandboxd("--audit", audit)
+    c = s.client
+    # The process level has no mounts of its own: the workspace is where the host has it.
+    ws = str(s.ws) if cordon.level == "process" else "/workspace"
+    r = c.execute(["sh", "-c", "echo out; echo err >&2; echo $GREETING; pwd; exit 7"],
+                  env={"GREETING": "hello"})
+    assert (r.exit_code, r.stdout, r.stderr) == (7, f"out\nhello\n{ws}\n".encode(), b"err\n")
+    (s.ws / "sub").mkdir()
+    os.chown(s.ws / "sub", os.stat(s.ws).st_uid, os.stat(s.ws).st_gid)
+    for cwd in ("sub", "/workspace/sub", "./sub/"):
+        assert c.execute(["pwd"], cwd=cwd).stdout == f"{ws}/sub\n".encode(), cwd
+    assert c.execute(["sh", "-c", "echo kept > note"]).exit_code == 0
+    assert (s.ws / "note").read_text() == "kept\n"
+    st = Stream(c.start(["sh", "-c", "cat note; echo two >&2; kill -TERM $$"]))
+    assert st.exit_code() == 128 + signal.SIGTERM
+    assert b"".join(e.stdout for e in st.events) == b"kept\n"
+    assert b"".join(e.stderr for e in st.events) == b"two\n"
+    # A program that is not there: a shell's 127, and why on stderr.
+    r = c.execute(["/no/such/program"])
+    assert r.exit_code == 127 and b"No such file" in r.stderr, r
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    starts = [e for e in events if e.get("type") == "process.start"]
+    ends = [e for e in events if e.get("type") == "process.end"]
+    assert len(starts) == len(ends) == 7, [e.get("type") for e in events]
+    assert starts[0]["argv"][:2] == ["sh", "-c"] and starts[0]["uid"] == 0, starts[0]
+
+
+def test_a_terminal_repl_resize_and_interrupt(sandboxd):
+    """A Python REPL through a PTY answers 2+2; stty size follows a resize;
+    ^C interrupts a sleep in a shell, which lives on; SendSignal's SIGINT
+    ends a sleep."""
+    s = sandboxd()
+    c = s.client
+    py = Stream(c.start(["python3", "-q", "-i"], pty=(80, 24)))
+    pid = py.pid()
+    c.write(pid, b"2+2\n")
+    py.until("4\r\n")
+    c.write(pid, b"exit()\n")
+    assert py.exit_code() == 0
+    sh = Stream(c.start(["sh"], pty=(80, 24)))
+    pid = sh.pid()
+    c.write(pid, b"stty size\n")
+    sh.until("24 80")
+    c.resize(pid, 132, 50)
+    c.write(pid, b"stty size\n")
+    sh.until("50 132")
+    # ^C through the terminal's line discipline (an interactive shell drops the
+    # rest of the line it interrupted: the status is asked after).
+    c.write(pid, b"sleep 600\n")
+    time.sleep(0.5)
+    c.write(pid, b"\x03")
+    c.write(pid, b"echo status=$?\n")
+    sh.until("status=130")
+    c.write(pid, b"exit 3\n")
+    assert sh.exit_code() == 3
+    # SendSignal: to the process group of a process without a terminal.
+    sleeper = Stream(c.start(["sleep", "600"]))
+    c.signal(sleeper.pid(), 2)
+    assert sleeper.exit_code() == 128 + signal.SIGINT
+
+
+def test_stdin_eof_and_what_is_refused(sandboxd):
+    """stdin and its EOF reach a process; after its end, stdin and signals
+    are refused; a process without a terminal cannot be resized; numbers
+    that were never given are not found; bad requests are named."""
+    s = sandboxd()
+    c = s.client
+    st = Stream(c.start(["sh", "-c", "cat; echo done"]))
+    pid = st.pid()
+    assert code_of(lambda: c.resize(pid, 10, 10)) == "FAILED_PRECONDITION"
+    c.write(pid, b"hello\n")
+    c.write(pid, eof=True)
+    assert st.exit_code() == 0
+    assert st.output() == b"hello\ndone\n"
+    assert code_of(lambda: c.write(pid, b"late")) == "FAILED_PRECONDITION"
+    assert code_of(lambda: c.signal(pid, 9)) == "FAILED_PRECONDITION"
+    for never in (0, 99999, -1):
+        assert code_of(lambda: c.signal(never, 9)) == "NOT_FOUND", never
+    assert code_of(lambda: c.signal(pid + 1000, 9)) == "NOT_FOUND"
+    # A cwd out of /workspace is refused before anything runs.
+    for cwd in ("/etc", "..", "sub/../../etc", "/workspace/../etc", "/workspacex"):
+        assert code_of(lambda: c.execute(["true"], cwd=cwd)) == "PERMISSION_DENIED", cwd
+    assert code_of(lambda: c.execute([])) == "INVALID_ARGUMENT"
+    assert code_of(lambda: c.execute(["true"], env={"A=B": "x"})) == "INVALID_ARGUMENT"
+    assert code_of(lambda: c.signal(pid, 11)) in ("INVALID_ARGUMENT", "FAILED_PRECONDITION")
+
+
+def test_hostile_messages_get_a_status_not_a_crash(sandboxd):
+    """Malformed protobuf, a truncated varint, an unknown method, a
+    message over the limit and an empty request each get their status; the
+    daemon then still serves."""
+    s = sandboxd()
+    c = s.client
+    for bad in (b"\x0a\xff\xff\xff\xff\x0f", b"\x0a\x05ab", b"\x08", b"\xff\xff\xff",
+                b"\x0a\x02\x0a\x00\x0a", b"\x0f"):
+        for method in ("Execute", "WriteStdin", "SendSignal", "ResizeTTY"):
+            assert code_of(lambda: c.raw(method, bad)) == "INVALID_ARGUMENT", (method, bad)
+    assert code_of(lambda: c.raw("Start", b"", stream=True)) == "INVALID_ARGUMENT"
+    assert code_of(lambda: c.raw("Nope", b"")) == "UNIMPLEMENTED"
+    big = b"\x0a" + b"\x80\x80\x80\x03" + b"x" * (6 << 20)
+    assert code_of(lambda: c.raw("Execute", big)) == "RESOURCE_EXHAUSTED"
+    # Not gRPC at all: plain HTTP/1.1 on the gRPC port gets the connection closed.
+    host, port = s.grpc.rsplit(":", 1)
+    h = http.client.HTTPConnection(host, int(port), timeout=30)
+    with pytest.raises((http.client.HTTPException, OSError)):
+        h.request("GET", "/")
+        h.getresponse().read()
+    h.close()
+    assert c.execute(["echo", "alive"]).stdout == b"alive\n"
+
+
+def test_processes_belong_to_their_starter(sandboxd):
+    """A process root started is not found by another allowed uid, whatever
+    it asks; a uid the daemon does not serve is refused at connect and
+    starts nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to call as other uids")
+    s = sandboxd("--allow-uid", str(OTHER))
+    word = marker()
+    st = Stream(s.client.start(["sh", "-c", f"read x; echo got:$x; echo {word} > /dev/null"]))
+    pid = st.pid()
+    for method, args in (("write", [pid, "cHduZWQ="]), ("signal", [pid, 9]),
+                         ("resize", [pid, 9, 9])):
+        assert s.as_uid(OTHER, method, *args)[0] == "NOT_FOUND", method
+    code, detail = s.as_uid(STRANGER, "execute", ["sh", "-c", f"echo {word} > stranger"])
+    assert code == "UNAVAILABLE", (code, detail)
+    code, detail = s.as_uid(OTHER, "execute", ["sh", "-c", "echo $((6*7))"])
+    assert code == "OK" and "42" in detail, detail
+    s.client.write(pid, b"mine\n")
+    st.until("got:mine")
+    assert st.exit_code() == 0
+    assert not (s.ws / "stranger").exists()
+
+
+def test_a_call_whose_client_goes_away_kills_its_process(sandboxd):
+    """A Start whose client cancels (and one that never reads a flood) has
+    its process killed and leaves none behind."""
+    s = sandboxd()
+    word = marker()
+    call = s.client.start(["sh", "-c", f"sleep 1000; echo {word}"])
+    st = Stream(call)
+    st.pid()
+    assert wait_until(lambda: pids_with(word), 60)
+    call.cancel()
+    assert wait_until(lambda: not pids_with(word), 60), pids_with(word)
+    flood = s.client.start(["sh", "-c", "yes flood"])
+    first = next(flood)
+    assert first.WhichOneof("event") == "init"
+    next(flood)  # some output came, then nobody reads
+    time.sleep(1)
+    flood.cancel()
+    assert wait_until(lambda: not pids_with("yes flood"), 60)
+    assert s.client.execute(["echo", "ok"]).stdout == b"ok\n"
+
+
+def test_files_round_trip(sandboxd):
+    """PUT (raw, multipart, a mode) makes parents and replaces atomically;
+    GET reads bytes or lists a directory; HEAD probes; DELETE removes, a
+    non-empty directory only with recursive=true; a file written over REST
+    is read by a sandboxed run and the other way round; health; metadata
+    shows SANDBOX_ variables but never a credential's."""
+    s = sandboxd(env={"SANDBOX_ID": "pod-7", "SANDBOX_API_TOKEN": "secret", "OTHER_X": "1"})
+    assert s.http("PUT", "/v1/files/src/main.py?mode=0755", b"print(6*7)\n")[0] == 204
+    assert (s.ws / "src" / "main.py").read_bytes() == b"print(6*7)\n"
+    assert oct((s.ws / "src" / "main.py").stat().st_mode & 0o777) == "0o755"
+    assert s.client.execute(["python3", "src/main.py"]).stdout == b"42\n"
+    s.client.execute(["sh", "-c", "printf 'from the run' > src/out.txt"])
+    code, headers, body = s.http("GET", "/v1/files/src/out.txt")
+    assert (code, body) == (200, b"from the run")
+    assert headers["Content-Type"] == "application/octet-stream"
+    code, headers, body = s.http("HEAD", "/v1/files/src/out.txt")
+    assert (code, body, headers.get("Content-Length")) == (200, b"", "12")
+    code, _, body = s.http("GET", "/v1/files/src")
+    listing = json.loads(body)
+    assert code == 200 and listing["path"] == "/src"
+    names = {e["name"]: e for e in listing["entries"]}
+    assert set(names) == {"main.py", "out.txt"} and names["main.py"]["mode"] == "0755"
+    assert names["out.txt"]["type"] == "file" and names["out.txt"]["size"] == 12
+    assert json.loads(s.http("GET", "/v1/files/")[2])["path"] == "/"
+    mp = (b"--XyZ\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nnope\r\n"
+          b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n"
+          b"Content-Type: application/octet-stream\r\n\r\nmulti\r\npart\r\n--XyZ--\r\n")
+    assert s.http("PUT", "/v1/files/mp.bin", mp,
+                  {"Content-Type": "multipart/form-data; boundary=XyZ"})[0] == 204
+    assert (s.ws / "mp.bin").read_bytes() == b"multi\r\npart"
+    assert s.http("PUT", "/v1/files/x?mode=777", b"")[0] == 400
+    assert s.http("PUT", "/v1/files/src", b"x")[0] == 400
+    assert s.http("GET", "/v1/files/missing")[0] == 404
+    assert s.http("DELETE", "/v1/files/src")[0] == 409
+    assert s.http("DELETE", "/v1/files/src?recursive=maybe")[0] == 400
+    assert s.http("DELETE", "/v1/files/src?recursive=true")[0] == 204
+    assert not (s.ws / "src").exists() and s.http("DELETE", "/v1/files/src")[0] == 404
+    assert s.http("DELETE", "/v1/files/")[0] == 409
+    assert s.http("DELETE", "/v1/files/?recursive=true")[0] == 204
+    assert s.ws.is_dir() and list(s.ws.iterdir()) == []
+    code, _, body = s.http("GET", "/v1/health")
+    assert code == 200 and json.loads(body)["status"] == "ok"
+    assert json.loads(s.http("GET", "/v1/metadata")[2]) == {"env": {"SANDBOX_ID": "pod-7"}}
+    assert s.http("GET", "/v2/anything")[0] == 404
+
+
+def test_files_refuse_traversal_links_and_fifos(sandboxd, cordon):
+    """"..", encoded or not, a link a run planted (to a host file, to /, to a
+    directory in the workspace) and a FIFO are refused with 403, and the
+    host shows no trace: the link's target unchanged, nothing written
+    outside. A uid the daemon does not serve gets 403 and writes nothing."""
+    s = sandboxd()
+    outside = cordon.hostdir() / "outside.txt"
+    outside.write_text("host\n")
+    os.chmod(outside, 0o666)
+    r = s.client.execute(["sh", "-c", f"ln -s {outside} link; mkdir d && ln -s d dlink"])
+    assert r.exit_code == 0, r
+    # cordon removes a run's links out of the workspace after it; the pod's other
+    # container (which shares the volume) can still plant them, and FIFOs.
+    assert not os.path.lexists(s.ws / "link")
+    os.symlink(outside, s.ws / "link")
+    os.symlink("/", s.ws / "root")
+    os.mkfifo(s.ws / "fifo")
+    for path in ("/v1/files/..", "/v1/files/../outside.txt", "/v1/files/%2e%2e/outside.txt",
+                 "/v1/files/d/..%2F..%2Foutside.txt"):
+        for method in ("GET", "PUT", "DELETE"):
+            assert s.http(method, path, b"pwned")[0] == 403, (method, path)
+    for path in ("link", "root/etc/passwd", "dlink/x", "fifo"):
+        for method in ("GET", "HEAD", "PUT"):
+            code = s.http(method, f"/v1/files/{path}", b"pwned")[0]
+            if method == "PUT" and path in ("link", "fifo"):
+                assert code == 204, (method, path)  # the name replaced, never written through
+            else:
+                assert code == 403, (method, path, code)
+    assert outside.read_text() == "host\n"
+    assert not os.path.exists("/x") and not (s.ws / "d" / "x").exists()
+    assert os.path.islink(s.ws / "root") and os.path.islink(s.ws / "dlink")
+    assert s.http("GET", "/v1/files/a%00b")[0] == 400
+    if os.geteuid() == 0:
+        word = marker()
+        host, port = s.rest.rsplit(":", 1)
+        code = ("import http.client, sys\n"
+                "h = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=30)\n"
+                "h.request('PUT', '/v1/files/' + sys.argv[3], body=b'x')\n"
+                "print(h.getresponse().status)\n")
+        r = subprocess.run(["setpriv", f"--reuid={STRANGER}", f"--regid={STRANGER}",
+                            "--clear-groups", "/usr/bin/python3", "-c", code, host, port, word],
+                           capture_output=True, timeout=60, cwd="/")
+        assert r.stdout.strip() == b"403", r
+        assert not (s.ws / word).exists()
