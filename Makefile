@@ -121,7 +121,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 SANITIZE_SUBSET ?= $(addprefix tests/integration/,test_cli.py test_governance.py test_egress.py \
 	test_mcp_wrap.py test_mcp_serve.py test_serve.py test_secrets.py test_audit.py \
 	test_transactions.py test_runtime.py test_filesystem.py test_transparent_egress.py \
-	test_unix_sockets.py test_git_workspace.py test_planted_links.py)
+	test_unix_sockets.py test_git_workspace.py test_planted_links.py test_sandboxd.py)
 # Without --werror: the instrumented build's extra warnings (format-overflow
 # guesses) are not the normal build's, which CI checks with --werror.
 $(SAN_BUILD)/build.ninja: | deps
