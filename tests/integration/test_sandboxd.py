@@ -275,24 +275,39 @@ def test_processes_belong_to_their_starter(sandboxd):
     assert not (s.ws / "stranger").exists()
 
 
-def test_a_call_whose_client_goes_away_kills_its_process(sandboxd):
-    """A Start whose client cancels (and one that never reads a flood) has
-    its process killed and leaves none behind."""
+def listed(s, num):
+    """The daemon's record of the process numbered NUM (process.list, as root)."""
+    c = s.d.connect()
+    try:
+        return next(p for p in c.result("process.list")["processes"] if p["num"] == num)
+    finally:
+        c.close()
+
+
+def test_a_call_whose_client_goes_away_kills_its_process(sandboxd, cordon):
+    """A Start whose client cancels has its process killed, recorded as such,
+    and none is left on the host; one that floods a client that never reads
+    is held back, not buffered, until the client goes too."""
     s = sandboxd()
     word = marker()
     call = s.client.start(["sh", "-c", f"sleep 1000; echo {word}"])
-    st = Stream(call)
-    st.pid()
-    assert wait_until(lambda: pids_with(word), 60)
+    pid = Stream(call).pid()
+    host_pids = cordon.level in ("namespace", "process")  # gVisor's are its own
+    assert not host_pids or wait_until(lambda: pids_with(word), 60)
     call.cancel()
-    assert wait_until(lambda: not pids_with(word), 60), pids_with(word)
+    assert wait_until(lambda: listed(s, pid)["state"] == "exited", 60), listed(s, pid)
+    assert listed(s, pid)["reason"] == "killed", listed(s, pid)
+    assert not host_pids or wait_until(lambda: not pids_with(word), 60), pids_with(word)
     flood = s.client.start(["sh", "-c", "yes flood"])
     first = next(flood)
     assert first.WhichOneof("event") == "init"
     next(flood)  # some output came, then nobody reads
-    time.sleep(1)
+    time.sleep(2)
+    held = listed(s, first.init.process_id)
+    # Unread output waits in the daemon up to 256 KiB (and gRPC's windows): not gigabytes.
+    assert held["state"] == "running" and held["output_bytes"] < (64 << 20), held
     flood.cancel()
-    assert wait_until(lambda: not pids_with("yes flood"), 60)
+    assert wait_until(lambda: listed(s, first.init.process_id)["state"] == "exited", 60)
     assert s.client.execute(["echo", "ok"]).stdout == b"ok\n"
 
 
@@ -355,7 +370,7 @@ def test_files_refuse_traversal_links_and_fifos(sandboxd, cordon):
     assert r.exit_code == 0, r
     # cordon removes a run's links out of the workspace after it; the pod's other
     # container (which shares the volume) can still plant them, and FIFOs.
-    assert not os.path.lexists(s.ws / "link")
+    assert wait_until(lambda: not os.path.lexists(s.ws / "link"), 60)  # after the run's end
     os.symlink(outside, s.ws / "link")
     os.symlink("/", s.ws / "root")
     os.mkfifo(s.ws / "fifo")
