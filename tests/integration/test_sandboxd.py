@@ -87,7 +87,9 @@ def sandboxd(cordon, pb_dir):
 
     yield make
     for s in made:
-        s.stop()
+        stopped = s.stop()
+        if stopped:  # a clean drain: exit 0, nothing on stderr (a sanitizer's report included)
+            assert stopped == (0, ""), stopped
 
 
 class Stream:
