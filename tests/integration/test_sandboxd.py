@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @pytest.fixture(scope="module")
 def pb_dir():
     # Readable by the other uids the tests call as (pytest's own temp is 0700).
-    d = tempfile.mkdtemp(prefix="cordon-test-pb-")
+    d = tempfile.mkdtemp(prefix="sandboxd-pb-")  # not "cordon*": the leftover check's
     generate(d)
     yield d
     shutil.rmtree(d)
