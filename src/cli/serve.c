@@ -35,8 +35,8 @@ static const char *const usage[2] = {
     "      --admin-uid UID      a uid that may connect and see and act on every\n"
     "                           uid's sessions (repeatable, up to 16)\n"
     "      --grace DURATION     SIGTERM: how long running calls may finish (default 10s)\n"
-    "      --state-dir DIR      sessions' workspaces (default PATH.d; made 0700, and\n"
-    "                           emptied of a previous daemon's sessions at start)\n"
+    "      --state-dir DIR      sessions' workspaces (default PATH.d; made 0711, each\n"
+    "                           session's 0700; a previous daemon's emptied at start)\n"
     "      --session-idle DURATION  destroy a session unused this long (default 30m)\n",
     "  -h, --help               this help\n"
     "\n"
