@@ -104,10 +104,12 @@ export interface ProcessInfo {
 export interface Exposed {
   session_id: string;
   port: number;
-  /** "127.0.0.1:PORT" on the host. */
-  address: string;
-  host: string;
-  host_port: number;
+  /** "127.0.0.1:PORT" on the host (not with unix). */
+  address?: string;
+  host?: string;
+  host_port?: number;
+  /** With unix: the unix socket's path. */
+  path?: string;
 }
 
 /** A process started with spawn() (or found with attach()). Output is read
@@ -193,7 +195,7 @@ export declare class Session {
   pause(): Promise<void>;
   resume(): Promise<void>;
   /** The policy's network.expose must list PORT. */
-  expose(port: number): Promise<Exposed>;
+  expose(port: number, opts?: { unix?: boolean }): Promise<Exposed>;
   unexpose(port: number): Promise<void>;
   exec(argv: readonly string[] | null, opts?: RunOptions): Promise<Result>;
   stream(argv: readonly string[] | null, opts?: RunOptions): AsyncGenerator<StreamItem>;

@@ -405,11 +405,14 @@ export class Session {
     await this.#starting("session.resume");
   }
 
-  // Reach PORT of the live sandbox from the host: {address, host, host_port, port}.
-  expose(port) {
-    return this.#starting("session.expose", { port });
+  // Reach PORT of the live sandbox from the host: {address, host, host_port, port}; with
+  // {unix: true}, {path, port}: a unix socket only the session's owner, root and an admin
+  // uid may connect to.
+  expose(port, opts = {}) {
+    return this.#starting("session.expose", opts.unix ? { port, unix: true } : { port });
   }
 
+  // Close PORT's listeners, the loopback one and the unix socket both.
   async unexpose(port) {
     await this.client.call("session.unexpose", { session_id: this.id, port });
   }

@@ -17,6 +17,7 @@
 #include "core/handle.h"
 #include "sandbox/backend.h"
 #include "sandbox/freezer.h"
+#include "sandbox/microvm/microvm.h"
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -106,10 +107,11 @@ void box_remove_agent(struct daemon *d)
 
 /*
  * The agent's pid on the host: the descendant of the supervisor that runs
- * the agent's file. Asked at its hello, before it started anything, so no
- * process of the sandbox's own can stand in for it.
+ * the file DEV:INO (the agent's; at the microvm level, where the agent
+ * runs in the guest, QEMU's). Asked at its hello, before it started
+ * anything, so no process of the sandbox's own can stand in for it.
  */
-static pid_t find_agent(const struct box *b)
+static pid_t find_agent(const struct box *b, dev_t dev, ino_t ino)
 {
     DIR *proc = opendir("/proc");
     size_t n = 0, cap = 0;
@@ -163,7 +165,7 @@ static pid_t find_agent(const struct box *b)
             char exe[64];
             struct stat st;
             snprintf(exe, sizeof exe, "/proc/%d/exe", (int)next[i]);
-            if (stat(exe, &st) == 0 && st.st_dev == b->d->agent_dev && st.st_ino == b->d->agent_ino)
+            if (stat(exe, &st) == 0 && st.st_dev == dev && st.st_ino == ino)
                 return next[i];
         }
         memcpy(frontier, next, nn * sizeof *next);
@@ -172,12 +174,9 @@ static pid_t find_agent(const struct box *b)
     return -1;
 }
 
-/* The agent's namespaces and freezer, kept while the box lives. */
-static void locate_agent(struct box *b)
+/* The agent's namespaces, kept while the box lives (none of its own: none). */
+static void keep_namespaces(struct box *b)
 {
-    b->agent = find_agent(b);
-    if (b->agent <= 0)
-        return;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/ns/net", (int)b->agent);
     int net = open(path, O_RDONLY | O_CLOEXEC);
@@ -195,6 +194,26 @@ static void locate_agent(struct box *b)
         if (user >= 0)
             close(user);
     }
+}
+
+/* The agent's namespaces and freezer, kept while the box lives. */
+static void locate_agent(struct box *b)
+{
+    b->agent = find_agent(b, b->d->agent_dev, b->d->agent_ino);
+    struct stat qemu;
+    if (b->agent > 0) {
+        keep_namespaces(b);
+    } else if (b->level == CORDON_LEVEL_MICROVM && stat(microvm_qemu_path(), &qemu) == 0) {
+        /*
+         * The microvm level's agent is the guest's: what the host can pause
+         * is its VM, QEMU and the namespace around it, whose freezer stops
+         * every vCPU (so every process of the guest) until thawed. QEMU's
+         * network namespace is not the guest's: nothing is exposed from it.
+         */
+        b->agent = find_agent(b, qemu.st_dev, qemu.st_ino);
+    }
+    if (b->agent <= 0)
+        return;
     struct cordon_err ignored;
     char name[64];
     snprintf(name, sizeof name, "cordon-live-%d-%.12s", (int)getpid(), b->run_id);

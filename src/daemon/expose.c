@@ -1,6 +1,7 @@
 /*
  * daemon/expose.c: see expose.h. Each exposed port has a listener on
- * 127.0.0.1 (a port the kernel picks) and a dialer: a process forked from
+ * 127.0.0.1 (a port the kernel picks), or on a unix socket in the state
+ * directory (STATE/expose-SID/PORT.sock), and a dialer: a process forked from
  * the daemon that joins the session's network namespace (through its user
  * namespace when the daemon is not root) and, for each connection the
  * daemon accepts, connects to 127.0.0.1:PORT there and hands the socket
@@ -20,6 +21,7 @@
 #include <event2/event.h>
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -31,7 +33,10 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define MAX_EXPOSED 16           /* ports of one session */
@@ -52,7 +57,9 @@ struct expose {
     struct expose *next; /* in its session's list */
     struct daemon *d;
     struct session *ses;
-    unsigned port, host_port;
+    unsigned port, host_port; /* host_port: 0 on a unix socket */
+    char *path;               /* the unix socket's, or NULL: a loopback port */
+    ino_t ino;                /* the socket's inode: only that one is removed */
     int listen_fd;
     struct event *listen_ev;
     pid_t dialer;
@@ -132,10 +139,13 @@ static void conn_free(struct conn *c)
 static void audit_conn(const struct conn *c, const char *outcome)
 {
     struct expose *x = c->x;
+    json_t *fields = json_pack("{s:s, s:i, s:i, s:I, s:s, s:s}", "session", x->ses->id, "port",
+                               (int)x->port, "host_port", (int)x->host_port, "uid",
+                               (json_int_t)c->uid, "peer", c->peer, "outcome", outcome);
+    if (fields && x->path)
+        json_object_set_new(fields, "path", json_string(x->path));
     live_audit(&x->ses->pol, "expose.connection", x->ses->box ? box_run_id(x->ses->box) : NULL,
-               json_pack("{s:s, s:i, s:i, s:I, s:s, s:s}", "session", x->ses->id, "port",
-                         (int)x->port, "host_port", (int)x->host_port, "uid", (json_int_t)c->uid,
-                         "peer", c->peer, "outcome", outcome));
+               fields);
 }
 
 static struct bufferevent *other(struct conn *c, struct bufferevent *bev)
@@ -242,6 +252,24 @@ static void on_dialed(evutil_socket_t fd, short what, void *arg)
     connected(c, s);
 }
 
+/* ADDR:PORT of a TCP peer; "pid N" of a unix one (its SO_PEERCRED). */
+static void describe_peer(int fd, const struct sockaddr_storage *sa, char *out, size_t size)
+{
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        char a[INET_ADDRSTRLEN] = "";
+        inet_ntop(AF_INET, &in->sin_addr, a, sizeof a);
+        snprintf(out, size, "%s:%u", a, ntohs(in->sin_port));
+        return;
+    }
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        snprintf(out, size, "pid %d", (int)cred.pid);
+    else
+        snprintf(out, size, "unknown");
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
     (void)what;
@@ -259,9 +287,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         if (c) {
             c->x = x;
             c->uid = uid;
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, c->peer, sizeof c->peer);
-            snprintf(c->peer + strlen(c->peer), sizeof c->peer - strlen(c->peer), ":%u",
-                     ntohs(((struct sockaddr_in *)&sa)->sin_port));
+            describe_peer(fd, &sa, c->peer, sizeof c->peer);
         }
         if (!c || !allowed || x->n_conns >= MAX_CONNS || x->dial_fd < 0 ||
             !(c->host = bufferevent_socket_new(x->d->base, fd, BEV_OPT_CLOSE_ON_FREE))) {
@@ -294,6 +320,155 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     }
 }
 
+/* ---- unix sockets in the state directory ---- */
+
+/* A POSIX ACL as the kernel takes it in system.posix_acl_access (little-endian). */
+struct acl_entry {
+    uint16_t tag, perm;
+    uint32_t id;
+};
+
+enum {
+    ACL_TAG_USER_OBJ = 0x01,
+    ACL_TAG_USER = 0x02,
+    ACL_TAG_GROUP_OBJ = 0x04,
+    ACL_TAG_MASK = 0x10,
+    ACL_TAG_OTHER = 0x20
+};
+
+#define ACL_RW 6
+#define ACL_NO_ID 0xffffffffu
+
+static struct acl_entry acl_entry(uint16_t tag, uint16_t perm, uint32_t id)
+{
+    return (struct acl_entry){ htole16(tag), htole16(perm), htole32(id) };
+}
+
+static int uid_cmp(const void *a, const void *b)
+{
+    uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * The session's owner and the --admin-uids may connect to the socket NAME
+ * in DFD (connect needs write permission on it): user entries of its ACL,
+ * in the kernel's order (by uid, each once). We and root need none. -1
+ * with errno.
+ */
+static int grant_connect(const struct daemon *d, int dfd, const char *name, uid_t owner)
+{
+    uid_t uids[DAEMON_MAX_ALLOW + 1], me = geteuid();
+    size_t n = 0;
+    if (owner != me && owner != 0)
+        uids[n++] = owner;
+    for (size_t i = 0; i < d->cfg.n_admin_uid; i++)
+        if (d->cfg.admin_uid[i] != me && d->cfg.admin_uid[i] != 0)
+            uids[n++] = d->cfg.admin_uid[i];
+    if (n == 0)
+        return 0;
+    qsort(uids, n, sizeof *uids, uid_cmp);
+    struct {
+        uint32_t version;
+        struct acl_entry e[DAEMON_MAX_ALLOW + 5];
+    } acl = { .version = htole32(2) };
+    size_t k = 0;
+    acl.e[k++] = acl_entry(ACL_TAG_USER_OBJ, ACL_RW, ACL_NO_ID);
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || uids[i] != uids[i - 1])
+            acl.e[k++] = acl_entry(ACL_TAG_USER, ACL_RW, uids[i]);
+    acl.e[k++] = acl_entry(ACL_TAG_GROUP_OBJ, 0, ACL_NO_ID);
+    acl.e[k++] = acl_entry(ACL_TAG_MASK, ACL_RW, ACL_NO_ID);
+    acl.e[k++] = acl_entry(ACL_TAG_OTHER, 0, ACL_NO_ID);
+    char at[64];
+    snprintf(at, sizeof at, "/proc/self/fd/%d/%s", dfd, name);
+    if (lsetxattr(at, "system.posix_acl_access", &acl, sizeof acl.version + k * sizeof *acl.e, 0) ==
+        0)
+        return 0;
+    /*
+     * A filesystem without ACLs: open to every uid, as the loopback port
+     * is; who passes is decided at accept (SO_PEERCRED) either way.
+     */
+    return errno == EOPNOTSUPP ? fchmodat(dfd, name, 0666, 0) : -1;
+}
+
+static void socket_dir(const struct expose *x, char *out, size_t size)
+{
+    snprintf(out, size, EXPOSE_DIR_PREFIX "%s", x->ses->id);
+}
+
+/* X's socket, if it is still the one we bound, and its directory with its last socket. */
+static void remove_socket(struct expose *x)
+{
+    char dir[64];
+    socket_dir(x, dir, sizeof dir);
+    const char *name = strrchr(x->path, '/') + 1;
+    _cleanup_close_ int dfd =
+        openat(x->d->state_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (dfd >= 0 && x->ino && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISSOCK(st.st_mode) && st.st_ino == x->ino)
+        unlinkat(dfd, name, 0);
+    unlinkat(x->d->state_fd, dir, AT_REMOVEDIR); /* ENOTEMPTY: another port's is there */
+}
+
+/*
+ * A unix socket at STATE/expose-SID/PORT.sock (X's path; its fd). The
+ * directory is ours, 0711 (others may pass, not list or create); the
+ * socket 0600 with the owner and --admin-uids let in by its ACL, and it
+ * listens only once that is so. Whatever is at the path already (a file,
+ * a planted link) is refused, never followed or replaced.
+ */
+static int unix_listener(struct expose *x, struct cordon_err *err)
+{
+    struct daemon *d = x->d;
+    char dir[64], name[16], at[64];
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    socket_dir(x, dir, sizeof dir);
+    snprintf(name, sizeof name, "%u.sock", x->port);
+    if (asprintf(&x->path, "%s/%s/%s", d->cfg.state_dir, dir, name) < 0) {
+        x->path = NULL;
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    }
+    if (strlen(x->path) >= sizeof sa.sun_path)
+        return err_set(err, CORDON_E_SETUP,
+                       "the socket path '%s' is longer than a unix socket's %zu bytes: "
+                       "serve with a shorter --state-dir",
+                       x->path, sizeof sa.sun_path - 1);
+    if (mkdirat(d->state_fd, dir, 0700) < 0 && errno != EEXIST)
+        return err_sys(err, CORDON_E_SETUP, "cannot make '%s/%s'", d->cfg.state_dir, dir);
+    _cleanup_close_ int dfd =
+        openat(d->state_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (dfd < 0 || fstat(dfd, &st) < 0 || fchmod(dfd, 0711) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot open '%s/%s'", d->cfg.state_dir, dir);
+    if (st.st_uid != geteuid())
+        return err_set(err, CORDON_E_SETUP, "'%s/%s' is not the daemon's", d->cfg.state_dir, dir);
+    /* Bound through the directory we checked, not by a path that could lead elsewhere. */
+    snprintf(at, sizeof at, "/proc/self/fd/%d/%s", dfd, name);
+    memcpy(sa.sun_path, at, strlen(at) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot make a unix socket");
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot listen on '%s'", x->path);
+        if (errno == EADDRINUSE)
+            err_set(err, CORDON_E_SETUP, "cannot listen on '%s': something is already there",
+                    x->path);
+        close(fd);
+        return -1;
+    }
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        x->ino = st.st_ino;
+    if (!x->ino || fchmodat(dfd, name, 0600, 0) < 0 ||
+        grant_connect(d, dfd, name, x->ses->owner) < 0 || listen(fd, 128) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot listen on '%s'", x->path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* ---- ports ---- */
 
 static void expose_free(struct expose *x)
@@ -313,6 +488,9 @@ static void expose_free(struct expose *x)
         while (waitpid(x->dialer, NULL, 0) < 0 && errno == EINTR)
             ;
     }
+    if (x->path)
+        remove_socket(x);
+    free(x->path);
     free(x);
 }
 
@@ -351,13 +529,16 @@ static int start_dialer(struct expose *x, int userns, int netns, struct cordon_e
     return 0;
 }
 
-/* Expose SES's PORT: a new listener and dialer, or the one there is. NULL with ERR. */
+/*
+ * Expose SES's PORT on the loopback or (ON_PATH) a unix socket: a new
+ * listener and dialer, or the one there is. NULL with ERR.
+ */
 static struct expose *expose_port(struct daemon *d, struct session *ses, unsigned port,
-                                  struct cordon_err *err)
+                                  bool on_path, struct cordon_err *err)
 {
     unsigned n = 0;
     for (struct expose *x = ses->exposed; x; x = x->next, n++)
-        if (x->port == port)
+        if (x->port == port && (x->path != NULL) == on_path)
             return x;
     if (n >= MAX_EXPOSED)
         return err_set(err, CORDON_E_USAGE, "a session has at most %d exposed ports", MAX_EXPOSED),
@@ -379,8 +560,8 @@ static struct expose *expose_port(struct daemon *d, struct session *ses, unsigne
     if (!x)
         return err_set(err, CORDON_E_INTERNAL, "out of memory"), NULL;
     *x = (struct expose){ .d = d, .ses = ses, .port = port, .listen_fd = -1, .dial_fd = -1 };
-    if ((x->listen_fd = host_listener(&x->host_port, err)) < 0 ||
-        start_dialer(x, userns, netns, err) < 0 ||
+    x->listen_fd = on_path ? unix_listener(x, err) : host_listener(&x->host_port, err);
+    if (x->listen_fd < 0 || start_dialer(x, userns, netns, err) < 0 ||
         !(x->listen_ev = event_new(d->base, x->listen_fd, EV_READ | EV_PERSIST, on_accept, x)) ||
         !(x->dial_ev = event_new(d->base, x->dial_fd, EV_READ | EV_PERSIST, on_dialed, x)) ||
         event_add(x->listen_ev, NULL) < 0 || event_add(x->dial_ev, NULL) < 0) {
@@ -404,33 +585,52 @@ void expose_close_all(struct daemon *d, struct session *ses)
     }
 }
 
+/* Every listener of PORT goes: the loopback one and the unix socket both. */
 static void unexpose(struct client *c, const json_t *id, struct session *ses, unsigned port)
 {
-    for (struct expose **pp = &ses->exposed; *pp; pp = &(*pp)->next)
-        if ((*pp)->port == port) {
-            struct expose *x = *pp;
-            *pp = x->next;
-            expose_free(x);
-            live_audit(&ses->pol, "session.unexpose", ses->box ? box_run_id(ses->box) : NULL,
-                       json_pack("{s:s, s:i, s:I}", "session", ses->id, "port", (int)port, "uid",
-                                 (json_int_t)c->uid));
-            daemon_reply(c,
-                         rpc_result(id,
-                                    json_pack("{s:s, s:i, s:b}", "session_id", ses->id, "port",
-                                              (int)port, "exposed", 0)));
-            return;
+    bool found = false;
+    for (struct expose **pp = &ses->exposed; *pp;) {
+        struct expose *x = *pp;
+        if (x->port != port) {
+            pp = &x->next;
+            continue;
         }
+        *pp = x->next;
+        expose_free(x);
+        found = true;
+    }
+    if (!found) {
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               "session.unexpose: port %u of session \"%s\" is not exposed", port,
+                               ses->id));
+        return;
+    }
+    live_audit(&ses->pol, "session.unexpose", ses->box ? box_run_id(ses->box) : NULL,
+               json_pack("{s:s, s:i, s:I}", "session", ses->id, "port", (int)port, "uid",
+                         (json_int_t)c->uid));
     daemon_reply(c,
-                 rpc_error(id, RPC_INVALID_PARAMS,
-                           "session.unexpose: port %u of session "
-                           "\"%s\" is not exposed",
-                           port, ses->id));
+                 rpc_result(id,
+                            json_pack("{s:s, s:i, s:b}", "session_id", ses->id, "port", (int)port,
+                                      "exposed", 0)));
+}
+
+/* Where X answers: "address" (127.0.0.1:PORT), "host", "host_port"; or "path". */
+static json_t *exposed_json(const struct session *ses, const struct expose *x)
+{
+    if (x->path)
+        return json_pack("{s:s, s:i, s:s}", "session_id", ses->id, "port", (int)x->port, "path",
+                         x->path);
+    char address[64];
+    snprintf(address, sizeof address, "127.0.0.1:%u", x->host_port);
+    return json_pack("{s:s, s:i, s:s, s:s, s:i}", "session_id", ses->id, "port", (int)x->port,
+                     "address", address, "host", "127.0.0.1", "host_port", (int)x->host_port);
 }
 
 void expose_method(struct client *c, const json_t *id, const json_t *params, struct session *ses,
                    bool un)
 {
-    json_t *jport = json_object_get(params, "port");
+    json_t *jport = json_object_get(params, "port"), *junix = json_object_get(params, "unix");
     const char *method = un ? "unexpose" : "expose";
     if (!json_is_integer(jport) || json_integer_value(jport) < 1 ||
         json_integer_value(jport) > 65535) {
@@ -441,11 +641,20 @@ void expose_method(struct client *c, const json_t *id, const json_t *params, str
                                method));
         return;
     }
+    if (junix && (un || !json_is_boolean(junix))) {
+        daemon_reply(c,
+                     rpc_error(id, RPC_INVALID_PARAMS,
+                               un ? "session.unexpose: \"unix\" is not taken: every listener "
+                                    "of the port goes"
+                                  : "session.expose: \"unix\" must be true or false"));
+        return;
+    }
     unsigned port = (unsigned)json_integer_value(jport);
     if (un) {
         unexpose(c, id, ses, port);
         return;
     }
+    bool on_path = json_is_true(junix);
     struct cordon_err err = { 0 };
     struct expose *x = NULL;
     if (!ses->live || !ses->box)
@@ -453,11 +662,13 @@ void expose_method(struct client *c, const json_t *id, const json_t *params, str
     else if (!policy_exposes(&ses->pol, port))
         err_set(&err, CORDON_E_POLICY, "port %u is not in the policy's network.expose", port);
     else
-        x = expose_port(c->d, ses, port, &err);
-    live_audit(&ses->pol, "session.expose", ses->box ? box_run_id(ses->box) : NULL,
-               json_pack("{s:s, s:i, s:I, s:b, s:s?, s:i}", "session", ses->id, "port", (int)port,
-                         "uid", (json_int_t)c->uid, "exposed", x != NULL, "error",
-                         x ? NULL : err.msg, "host_port", x ? (int)x->host_port : 0));
+        x = expose_port(c->d, ses, port, on_path, &err);
+    json_t *fields = json_pack("{s:s, s:i, s:I, s:b, s:s?, s:i}", "session", ses->id, "port",
+                               (int)port, "uid", (json_int_t)c->uid, "exposed", x != NULL, "error",
+                               x ? NULL : err.msg, "host_port", x ? (int)x->host_port : 0);
+    if (fields && on_path)
+        json_object_set_new(fields, "path", x ? json_string(x->path) : json_null());
+    live_audit(&ses->pol, "session.expose", ses->box ? box_run_id(ses->box) : NULL, fields);
     if (!x) {
         daemon_reply(c,
                      rpc_error(id,
@@ -467,11 +678,5 @@ void expose_method(struct client *c, const json_t *id, const json_t *params, str
                                "session.expose: %s", err.msg));
         return;
     }
-    char address[64];
-    snprintf(address, sizeof address, "127.0.0.1:%u", x->host_port);
-    /* clang-format off */
-    daemon_reply(c, rpc_result(id, json_pack("{s:s, s:i, s:s, s:s, s:i}", "session_id", ses->id,
-                                             "port", (int)port, "address", address, "host",
-                                             "127.0.0.1", "host_port", (int)x->host_port)));
-    /* clang-format on */
+    daemon_reply(c, rpc_result(id, exposed_json(ses, x)));
 }

@@ -295,14 +295,27 @@ static _Noreturn void child(const struct spawn_req *r, const struct child_fds *f
     _exit(127);
 }
 
+/*
+ * The slave of MASTER: by TIOCGPTPEER, or where the kernel has none (gVisor's
+ * Sentry answers ENOTTY) by its number in the same devpts, /dev/pts/N.
+ */
+static int open_slave(int master)
+{
+    int slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    unsigned n;
+    if (slave >= 0 || (errno != ENOTTY && errno != EINVAL) || ioctl(master, TIOCGPTN, &n) < 0)
+        return slave;
+    char path[32];
+    snprintf(path, sizeof path, "/dev/pts/%u", n);
+    return open(path, O_RDWR | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 /* A terminal of the sandbox's own devpts: *MASTER, and its slave. */
 static int open_terminal(const struct live_spawn *s, int *master)
 {
     *master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
     int unlock = 0;
-    int slave = *master < 0 || ioctl(*master, TIOCSPTLCK, &unlock) < 0
-        ? -1
-        : ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    int slave = *master < 0 || ioctl(*master, TIOCSPTLCK, &unlock) < 0 ? -1 : open_slave(*master);
     struct winsize ws = { .ws_row = s->rows, .ws_col = s->cols };
     if (slave >= 0)
         ioctl(slave, TIOCSWINSZ, &ws);

@@ -11,6 +11,7 @@
 #include "common/cleanup.h"
 #include "common/text.h"
 #include "core/run.h"
+#include "daemon/expose.h"
 #include "daemon/live.h"
 #include "daemon/worker.h"
 #include "daemon/workspace_files.h"
@@ -84,7 +85,8 @@ static struct session *session_new(struct daemon *d, uid_t owner, struct cordon_
     ses->next = d->sessions;
     d->sessions = ses;
     d->n_sessions++;
-    if (mkdirat(d->state_fd, ses->id, 0755) < 0 ||
+    /* 0700: the state directory lets others pass to the exposed sockets, not in here. */
+    if (mkdirat(d->state_fd, ses->id, 0700) < 0 ||
         (ses->dir_fd =
              openat(d->state_fd, ses->id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot make the session's workspace");
@@ -776,12 +778,12 @@ int sessions_open_state_dir(const char *dir, struct cordon_err *err)
         return err_sys(err, CORDON_E_SETUP, "cannot make the state directory '%s'", dir);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0077)) {
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0066)) {
         if (fd >= 0)
             close(fd);
         return err_set(err, CORDON_E_USAGE,
                        "state directory '%s' must be a directory of ours, "
-                       "mode 0700",
+                       "mode 0700 or 0711",
                        dir);
     }
     /* One daemon to a state directory: a second would empty the first's sessions. */
@@ -792,10 +794,23 @@ int sessions_open_state_dir(const char *dir, struct cordon_err *err)
     }
     DIR *ls = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
     struct dirent *e;
+    struct cordon_err ignored;
     while (ls && (e = readdir(ls)))
         if (strlen(e->d_name) == 32)
             remove_stale(fd, e->d_name);
+        else if (strncmp(e->d_name, EXPOSE_DIR_PREFIX, strlen(EXPOSE_DIR_PREFIX)) == 0)
+            wsfile_remove_tree(fd, e->d_name, &ignored); /* a killed daemon's sockets */
     if (ls)
         closedir(ls);
+    /*
+     * 0711: a session's owner of another uid passes through to its exposed
+     * sockets (expose-SID/, daemon/expose.h); nobody lists it, and each
+     * session's workspace is 0700.
+     */
+    if (fchmod(fd, 0711) < 0) {
+        err_sys(err, CORDON_E_SETUP, "cannot make the state directory '%s' mode 0711", dir);
+        close(fd);
+        return -1;
+    }
     return fd;
 }

@@ -264,9 +264,15 @@ def test_python_live_session(cordon, daemon, py_client):
             got = s.expose(8000)
             host, port = got["address"].rsplit(":", 1)
             assert host == "127.0.0.1" and int(port) == got["host_port"], got
-            def fetch():
+            def fetch(path=None):
                 try:
-                    with socket.create_connection((host, int(port)), timeout=10) as k:
+                    if path:
+                        k = socket.socket(socket.AF_UNIX)
+                        k.settimeout(10)
+                        k.connect(path)
+                    else:
+                        k = socket.create_connection((host, int(port)), timeout=10)
+                    with k:
                         k.sendall(b"GET /index.html HTTP/1.0\\r\\n\\r\\n")
                         data = b""
                         while (part := k.recv(65536)):
@@ -275,6 +281,9 @@ def test_python_live_session(cordon, daemon, py_client):
                 except OSError:
                     return b""
             eventually(lambda: fetch().endswith(b"\\r\\n\\r\\nserved\\n"))
+            via_path = s.expose(8000, unix=True)["path"]
+            assert via_path.endswith(f"/expose-{s.id}/8000.sock"), via_path
+            assert fetch(via_path).endswith(b"\\r\\n\\r\\nserved\\n")
             s.unexpose(8000)
         try:
             s.expose(8001)

@@ -601,3 +601,63 @@ def test_daemon_pool_holds_restored_guests_paused(cordon):
     finally:
         d.stop()
     assert wait_until(lambda: not live_qemu(mark.name), 30), live_qemu(mark.name)
+
+
+def test_a_live_session_pauses_its_vm(cordon):
+    """session.pause at this level freezes the VM (QEMU and the namespace
+    around it: the agent is the guest's, no host process): a CPU loop in the
+    guest makes no tick and QEMU uses no CPU while paused, and goes on after
+    resume (counted, never timed). An ordinary user's daemon has no freezer
+    here: refused, saying so, and the loop runs on."""
+    pol = cordon.hostdir() / "microvm.yaml"
+    pol.write_text("version: 1\nisolation: microvm\nmicrovm:\n  accel: tcg\n")
+    os.chmod(pol.parent, 0o755)
+    os.chmod(pol, 0o644)
+    d = Daemon(cordon, "--policy", pol, "--pool", "0")
+    qemus = []
+    try:
+        c = d.connect(timeout=120)
+        sid = c.result("session.create", {"live": True})["session_id"]
+        loop = ("(i=0; while :; do i=$((i+1)); [ $((i % 50)) = 0 ] && echo $i > t.new && "
+                "mv t.new ticks; done) >/dev/null 2>&1 &")
+        assert wait_until(lambda: "result" in c.call("session.exec", {
+            "session_id": sid, "language": "sh", "code": loop}), 120)
+
+        def ticks():
+            ans = c.call("session.read_file", {"session_id": sid, "path": "ticks"})
+            return int(ans["result"]["content"]) if "result" in ans else 0
+
+        first = ticks()
+        assert wait_until(lambda: ticks() > first, 120), "the guest's loop does not run"
+        ans = c.call("session.pause", {"session_id": sid})
+        if not cordon.root:
+            assert ans.get("error", {}).get("code") == -32000, ans
+            assert "freezer" in ans["error"]["message"], ans
+            now = ticks()
+            assert wait_until(lambda: ticks() > now, 120), "the loop stopped unpaused"
+            return
+        assert ans.get("result") == {"session_id": sid, "paused": True}, ans
+        qemus = [p for p in live_qemu("") if d.proc.pid in ancestors(p)]
+        assert len(qemus) == 1, qemus
+        frozen, cpu = ticks(), cpu_ticks(qemus[0])
+        time.sleep(2)
+        assert ticks() == frozen, "the guest ran while paused"
+        assert cpu_ticks(qemus[0]) == cpu, "QEMU ran while paused"
+        assert c.result("session.resume", {"session_id": sid})["paused"] is False
+        assert wait_until(lambda: ticks() > frozen, 120), "the guest did not go on"
+        assert c.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+    finally:
+        d.stop()
+    assert not [p for p in live_qemu("") if p in qemus], "the session's QEMU is left"
+
+
+def ancestors(pid):
+    found = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        found.append(pid)
+    return found

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import time
 
 import pytest
@@ -22,6 +23,7 @@ from conftest import NOBODY, host_state, marker, mounts_snapshot, pids_with, wai
 from serve_util import Daemon, Rpc, children, connect_as
 
 OTHER = 65533  # a second ordinary uid: setpriv needs no passwd entry
+ADMIN = 65532  # an --admin-uid
 
 
 @pytest.fixture
@@ -29,8 +31,11 @@ def daemon(cordon):
     made = []
 
     def make(*opts, **kw):
-        # The daemon's sandboxes at the level under test (serve's default is namespace).
-        d = Daemon(cordon, "--level", cordon.level, *opts, **kw)
+        # The daemon's sandboxes at the level under test (serve's default is namespace);
+        # microvm under QEMU's emulator where there is no hypervisor (as conftest's runs).
+        accel = ["--accel", os.environ.get("CORDON_TEST_ACCEL", "tcg")] \
+            if cordon.level == "microvm" else []
+        d = Daemon(cordon, "--level", cordon.level, *accel, *opts, **kw)
         made.append(d)
         return d
 
@@ -600,11 +605,21 @@ def daemon_listeners(d):
     return found
 
 
+# A connection to sys.argv[1]: HOST:PORT, or a unix socket's path.
+CONNECT = ("import socket, sys\n"
+           "if sys.argv[1].startswith('/'):\n"
+           "    s = socket.socket(socket.AF_UNIX)\n"
+           "    s.settimeout(10)\n"
+           "    s.connect(sys.argv[1])\n"
+           "else:\n"
+           "    h, p = sys.argv[1].rsplit(':', 1)\n"
+           "    s = socket.create_connection((h, int(p)), timeout=10)\n")
+
+
 def http_get(address, path, uid=None, timeout=10):
-    """GET http://ADDRESS/PATH, as UID if given: the body, or None when refused."""
-    code = ("import socket, sys\n"
-            "h, p = sys.argv[1].rsplit(':', 1)\n"
-            "s = socket.create_connection((h, int(p)), timeout=10)\n"
+    """GET http://ADDRESS/PATH (ADDRESS: HOST:PORT or a unix socket's path), as UID if
+    given: the body, or None when refused."""
+    code = (CONNECT +
             "s.sendall(b'GET /' + sys.argv[2].encode() + b' HTTP/1.0\\r\\n\\r\\n')\n"
             "data = b''\n"
             "try:\n"
@@ -720,9 +735,7 @@ RECORDER = ("python3 -c 'import socket\n"
             "    open(\"/workspace/got\", \"ab\").write(d + b\"\\n\"); c.close()\n"
             "' >/dev/null 2>&1 &")
 
-SEND_AND_CLOSE = ("import socket, sys\n"
-                  "h, p = sys.argv[1].rsplit(':', 1)\n"
-                  "s = socket.create_connection((h, int(p)), timeout=10)\n"
+SEND_AND_CLOSE = (CONNECT +
                   "s.sendall(sys.argv[2].encode())\n"
                   "if sys.argv[3] == 'half':\n"
                   "    s.shutdown(socket.SHUT_WR)\n"
@@ -732,10 +745,14 @@ SEND_AND_CLOSE = ("import socket, sys\n"
                   "s.close()\n")
 
 
-def send_as(uid, address, data, how):
-    __import__("subprocess").run(["setpriv", f"--reuid={uid}", f"--regid={uid}",
-                                  "--clear-groups", "/usr/bin/python3", "-c", SEND_AND_CLOSE,
-                                  address, data, how], check=True, timeout=60)
+def send_as(uid, address, data, how, check=True):
+    """UID sends DATA to ADDRESS and closes (HOW: "close" at once, "half": after the
+    server's end); did it connect and send?"""
+    r = __import__("subprocess").run(["setpriv", f"--reuid={uid}", f"--regid={uid}",
+                                      "--clear-groups", "/usr/bin/python3", "-c", SEND_AND_CLOSE,
+                                      address, data, how], check=check, timeout=60,
+                                     capture_output=not check)
+    return r.returncode == 0
 
 
 def test_an_exposed_port_refuses_a_peer_gone_before_it_is_asked(cordon):
@@ -792,6 +809,93 @@ def test_an_exposed_port_refuses_a_peer_gone_before_it_is_asked(cordon):
     events = [json.loads(l) for l in audit.read_text().splitlines()]
     conns = [(e["uid"], e["outcome"]) for e in events if e["type"] == "expose.connection"]
     assert conns.count((NOBODY, "forwarded")) == 1 and len(conns) == 4, conns
+
+
+def test_expose_through_a_unix_socket(cordon):
+    """session.expose {unix: true}: nobody's server in a live session is
+    reached through a socket in the daemon's state directory by its owner
+    and an --admin-uid (as the daemon's uid, which is root or nobody: the
+    socket's ACL lets the others in), never by another uid (the server hears
+    nothing); a link or file planted at the path is refused, not followed;
+    unexpose, destroy and the daemon's exit each remove socket and directory;
+    each connection is audited with the path."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to connect as several uids")
+    pol = cordon.hostdir() / "expose.yaml"
+    pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
+    os.chmod(pol, 0o644)
+    audit = cordon.hostdir() / "audit.jsonl"
+    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "-p", pol, "--audit", audit,
+               "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER), "--admin-uid", str(ADMIN))
+    try:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.path, 0o666)
+        state = d.path.parent / (d.path.name + ".d")
+        owner = connect_as(d.path, NOBODY)
+        sid = owner.result("session.create", {"live": True})["session_id"]
+        sockdir = state / f"expose-{sid}"
+        params = {"session_id": sid, "port": 8000, "unix": True}
+        if cordon.level == "process":
+            ans = call_when_ready(owner, "session.expose", params)
+            assert "no network namespace of its own" in ans.get("error", {}).get("message",
+                                                                                 ""), ans
+            assert not sockdir.exists()
+            return
+        call_when_ready(owner, "session.exec", {"session_id": sid, "language": "sh",
+                                                "code": RECORDER})
+        # Planted by the daemon's uid, the only one but root that can write there.
+        target = cordon.hostdir() / "planted-target"
+        os.mkdir(sockdir, 0o711)
+        os.chown(sockdir, cordon.ident.uid, cordon.ident.gid)
+        for plant in (lambda p: os.symlink(target, p), lambda p: p.write_text("mine")):
+            plant(sockdir / "8000.sock")
+            ans = owner.call("session.expose", params)
+            assert ans.get("error") == {"code": -32000, "message": "session.expose: cannot "
+                                        f"listen on '{sockdir}/8000.sock': something is already "
+                                        "there"}, ans
+            assert not os.path.lexists(target)
+            os.unlink(sockdir / "8000.sock")
+        os.rmdir(sockdir)
+        path = owner.result("session.expose", params)["path"]
+        assert path == f"{sockdir}/8000.sock"
+        st = os.lstat(path)
+        assert stat.S_ISSOCK(st.st_mode) and st.st_uid == cordon.ident.uid, st
+        assert stat.S_IMODE(st.st_mode) & 0o007 == 0, oct(st.st_mode)
+        assert stat.S_IMODE(os.stat(sockdir).st_mode) == 0o711
+
+        def got():
+            r = owner.result("session.exec", {"session_id": sid, "language": "sh",
+                                              "code": "cat /workspace/got 2>/dev/null; true"})
+            return r["stdout"]
+
+        mark = marker()
+        assert not send_as(OTHER, path, mark, "close", check=False)
+        # Until the server inside listens, a connection is refused there: sent again.
+        assert wait_until(lambda: send_as(ADMIN, path, "from-the-admin", "half", check=False) and
+                          "from-the-admin" in got(), 60), got()
+        send_as(NOBODY, path, "from-the-owner", "half")
+        assert wait_until(lambda: "from-the-owner" in got(), 60), got()
+        assert mark not in got()
+        assert owner.result("session.expose", params)["path"] == path  # the one there is
+        assert owner.result("session.unexpose", {"session_id": sid, "port": 8000}) == \
+            {"session_id": sid, "port": 8000, "exposed": False}
+        assert not os.path.lexists(path) and not sockdir.exists()
+        assert owner.result("session.expose", params)["path"] == path
+        assert owner.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+        assert not sockdir.exists()
+        # The daemon's exit takes a live session's socket with it: nothing is left.
+        sid = owner.result("session.create", {"live": True})["session_id"]
+        path = call_when_ready(owner, "session.expose",
+                               {**params, "session_id": sid})["result"]["path"]
+        assert os.path.exists(path)
+    finally:
+        d.stop()
+    assert not state.exists(), list(state.iterdir())
+    events = [json.loads(l) for l in audit.read_text().splitlines()]
+    conns = [(e["uid"], e["outcome"]) for e in events
+             if e["type"] == "expose.connection" and e.get("path", "").endswith("/8000.sock")]
+    assert (NOBODY, "forwarded") in conns and (ADMIN, "forwarded") in conns, conns
+    assert [o for u, o in conns if u == OTHER] == [], conns  # its connect() was refused
 
 
 # Stops the live agent from inside its own session (a co-process, the same user).

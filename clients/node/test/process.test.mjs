@@ -127,9 +127,10 @@ test("re-attach from a second connection; the daemon's errors are RpcErrors", as
   second.close();
 });
 
+// GET /index.html from HOST:PORT, or from the unix socket at HOST when PORT is null.
 function get(host, port) {
   return new Promise((resolve) => {
-    const k = net.createConnection({ host, port });
+    const k = net.createConnection(port === null ? { path: host } : { host, port });
     let data = "";
     k.setEncoding("utf8");
     k.on("data", (d) => { data += d; });
@@ -187,6 +188,9 @@ test("a live session: cwd, env and background processes kept; pause, resume, exp
     const got = await s.expose(8000);
     assert.equal(got.address, `127.0.0.1:${got.host_port}`);
     await eventually(async () => (await get(got.host, got.host_port)).endsWith("\r\n\r\nserved\n"));
+    const viaPath = await s.expose(8000, { unix: true });
+    assert.ok(viaPath.path.endsWith(`/expose-${s.id}/8000.sock`), viaPath.path);
+    assert.ok((await get(viaPath.path, null)).endsWith("\r\n\r\nserved\n"));
     await s.unexpose(8000);
   }
   await refused(s.expose(8001), -32000, "port 8001 is not in the policy's network.expose");

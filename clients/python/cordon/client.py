@@ -549,12 +549,16 @@ class Session:
     def resume(self) -> None:
         self._starting("session.resume")
 
-    def expose(self, port: int) -> Dict[str, Any]:
+    def expose(self, port: int, unix: bool = False) -> Dict[str, Any]:
         """Reach PORT of the live sandbox from the host (the policy's network.expose must
-        list it): answers address ("127.0.0.1:PORT"), host, host_port."""
+        list it): answers address ("127.0.0.1:PORT"), host, host_port; with unix=True,
+        path: a unix socket only the session's owner, root and an admin uid may connect to."""
+        if unix:
+            return self._starting("session.expose", port=port, unix=True)
         return self._starting("session.expose", port=port)
 
     def unexpose(self, port: int) -> None:
+        """Close PORT's listeners, the loopback one and the unix socket both."""
         self.client.call("session.unexpose", self._p(port=port))
 
     def fork(self, count: int = 1) -> List["Session"]:

@@ -46,6 +46,11 @@ static int microvm_admits(const struct policy *p, struct cordon_err *err)
                    why);
 }
 
+const char *microvm_qemu_path(void)
+{
+    return env_or("CORDON_QEMU", QEMU_DEFAULT);
+}
+
 int microvm_probe(struct cordon_err *err)
 {
     const char *qemu = env_or("CORDON_QEMU", QEMU_DEFAULT);

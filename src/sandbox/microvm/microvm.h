@@ -13,3 +13,6 @@ bool microvm_has_kvm(char *why, size_t size);
 
 /* One line on what the accelerator is, for `cordon check` and the result. */
 const char *microvm_accel_note(bool kvm);
+
+/* The QEMU binary this level runs (CORDON_QEMU, or Debian's): a pause finds the VM by it. */
+const char *microvm_qemu_path(void);
