@@ -9,6 +9,7 @@
 #include "audit/export.h"
 #include "common/hostpath.h"
 #include "common/json.h"
+#include "common/procfs.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -128,11 +129,7 @@ void audit_new_run_id(char out[33])
 
 int audit_boot_id(char out[40])
 {
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, out, 39) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n < 36)
+    if (read_small_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", out, 40) < 36)
         return -1;
     out[36] = '\0';
     return 0;
@@ -140,20 +137,9 @@ int audit_boot_id(char out[40])
 
 int audit_process_start(pid_t pid, unsigned long long *ticks)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    /* Fields count from the one after the command name, which may hold spaces. */
-    char *p = strrchr(buf, ')');
-    for (int field = 3; p && field <= 22; field++)
-        p = strchr(p + 1, ' ');
-    return p && sscanf(p, " %llu", ticks) == 1 ? 0 : -1;
+    char buf[1024];
+    const char *stat = proc_stat(pid, buf, sizeof buf);
+    return stat && proc_stat_field(stat, 22, ticks) ? 0 : -1;
 }
 
 json_t *audit_writer_stamp(void)

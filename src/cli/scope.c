@@ -14,6 +14,7 @@
 #include "sandbox/cgroup.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +39,9 @@ static bool user_manager(void)
  * memory and pids on v1, and a scope there would hold nothing. */
 static bool v2_has_controllers(const char *dir)
 {
-    char f[PATH_MAX], buf[512] = "";
-    _cleanup_fclose_ FILE *c =
-        snprintf(f, sizeof f, "%s/cgroup.controllers", dir) < (int)sizeof f ? fopen(f, "re") : NULL;
-    if (!c || !fgets(buf, sizeof buf, c))
+    char f[PATH_MAX], buf[512];
+    if (snprintf(f, sizeof f, "%s/cgroup.controllers", dir) >= (int)sizeof f ||
+        read_small_at(AT_FDCWD, f, buf, sizeof buf) <= 0)
         return false;
     return strstr(buf, "memory") && strstr(buf, "pids");
 }

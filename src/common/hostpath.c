@@ -202,32 +202,65 @@ int hostpath_replace_file(const char *path, const char *data, size_t len, struct
 
 char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err *err)
 {
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
-    if (!f) {
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         err_sys(err, CORDON_E_POLICY, "cannot open '%s'", path);
         return NULL;
     }
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        err_set(err, CORDON_E_POLICY, "cannot read '%s': it is a directory", path);
-        return NULL;
-    }
-    _cleanup_free_ char *buf = malloc(max + 1);
+    /* Room for one byte more than MAX: a file that fills it is larger. */
+    _cleanup_free_ char *buf = malloc(max + 2);
     if (!buf) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
         return NULL;
     }
-    *n = fread(buf, 1, max + 1, f);
-    if (ferror(f)) {
+    ssize_t len = read_small_fd(fd, buf, max + 2);
+    if (len < 0 && errno == EISDIR) {
+        err_set(err, CORDON_E_POLICY, "cannot read '%s': it is a directory", path);
+        return NULL;
+    }
+    if (len < 0) {
         err_sys(err, CORDON_E_POLICY, "cannot read '%s'", path);
         return NULL;
     }
-    if (*n > max) {
+    if ((size_t)len > max) {
         err_set(err, CORDON_E_POLICY, "%s: larger than %zu bytes", path, max);
         return NULL;
     }
-    buf[*n] = '\0';
+    *n = (size_t)len;
     return TAKE_PTR(buf);
+}
+
+ssize_t read_small_fd(int fd, char *buf, size_t size)
+{
+    size_t len = 0;
+    while (len + 1 < size) {
+        ssize_t n = read(fd, buf + len, size - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            buf[0] = '\0';
+            return -1;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+ssize_t read_small_at(int dir, const char *path, char *buf, size_t size)
+{
+    int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        buf[0] = '\0';
+        return -1;
+    }
+    ssize_t len = read_small_fd(fd, buf, size);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return len;
 }
 
 /* DIR's contents, beneath FD (closed here) on device DEV. */

@@ -65,6 +65,22 @@ int hostpath_replace_file(const char *path, const char *data, size_t len, struct
 char *read_small_file(const char *path, size_t max, size_t *n, struct cordon_err *err);
 
 /*
+ * At most SIZE - 1 bytes of the file open as FD into BUF, NUL-terminated
+ * (BUF is "" after a failure): its length, or -1 with errno. Only read(), so
+ * it serves in a forked child, a signal handler and the cleanup watchdog.
+ */
+ssize_t read_small_fd(int fd, char *buf, size_t size);
+
+/*
+ * read_small_fd() of PATH, opened read-only beneath DIR as openat() takes
+ * it (AT_FDCWD, or a descriptor of a /proc/PID or a cgroup directory).
+ * -1 with errno when it cannot be opened or read: a /proc/PID file of a
+ * process that has gone reads so (ENOENT, ESRCH), which callers take as
+ * "gone". Only openat(), read() and close(), as read_small_fd().
+ */
+ssize_t read_small_at(int dir, const char *path, char *buf, size_t size);
+
+/*
  * Remove the directory tree PATH (absolute) and everything in it, through
  * descriptors: no link is followed and no other mount entered, so what a
  * run wrote there (a directory swapped for a link mid-walk) cannot turn the

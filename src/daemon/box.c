@@ -13,6 +13,7 @@
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/json.h"
+#include "common/procfs.h"
 #include "common/syscalls.h"
 #include "core/handle.h"
 #include "sandbox/backend.h"
@@ -119,19 +120,11 @@ static pid_t find_agent(const struct box *b, dev_t dev, ino_t ino)
     struct dirent *e;
     bool short_of_memory = false;
     while (proc && !short_of_memory && (e = readdir(proc))) {
-        char path[64], stat_line[512];
+        char stat_line[512];
         pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        _cleanup_close_ int fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-        ssize_t len = fd >= 0 ? read(fd, stat_line, sizeof stat_line - 1) : -1;
-        if (len <= 0)
-            continue;
-        stat_line[len] = '\0';
-        /* "pid (comm) state ppid": comm may hold anything, so from its last ')'. */
-        const char *rp = strrchr(stat_line, ')');
-        int ppid = 0;
-        char state;
-        if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
+        const char *stat = proc_stat(pid, stat_line, sizeof stat_line);
+        unsigned long long ppid;
+        if (!stat || !proc_stat_field(stat, 4, &ppid))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 512;

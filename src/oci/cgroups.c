@@ -9,6 +9,7 @@
 #include "oci/oci.h"
 
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/egress_lock.h"
 
@@ -282,14 +283,12 @@ static int freezer_dir(const struct oci_state *st, char *dir, size_t size, bool 
 
 bool oci_frozen(const struct oci_state *st)
 {
-    char dir[PATH_MAX], path[PATH_MAX + 32], buf[32] = "";
+    char dir[PATH_MAX], path[PATH_MAX + 32], buf[32];
     bool v2;
     if (freezer_dir(st, dir, sizeof dir, &v2) < 0)
         return false;
     snprintf(path, sizeof path, "%s/%s", dir, v2 ? "cgroup.freeze" : "freezer.state");
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    if (n <= 0)
+    if (read_small_at(AT_FDCWD, path, buf, sizeof buf) <= 0)
         return false;
     return v2 ? buf[0] == '1' : strncmp(buf, "FROZEN", 6) == 0;
 }

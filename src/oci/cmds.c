@@ -256,13 +256,7 @@ int oci_kill(int argc, char **argv)
 static bool wait_gone(pid_t pid, unsigned long long start, int seconds)
 {
     for (int i = 0; i < seconds * 100; i++) {
-        unsigned long long now = oci_proc_start_time(pid);
-        char path[64], buf[512] = "";
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-        char *p = n > 0 ? strrchr(buf, ')') : NULL;
-        if (!now || now != start || (p && p[2] == 'Z'))
+        if (!oci_proc_is(pid, start))
             return true;
         struct timespec ts = { 0, 10 * 1000 * 1000 };
         nanosleep(&ts, NULL);

@@ -19,6 +19,7 @@
 
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/hostpath.h"
 #include "common/strv.h"
 #include "common/syscalls.h"
 #include "core/run.h"
@@ -268,16 +269,7 @@ static void rfc3339_now(char *out, size_t size)
 static int read_report(int fd, json_t **doc, struct cordon_err *err)
 {
     char buf[4096];
-    size_t len = 0;
-    ssize_t n;
-    while (len < sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
+    read_small_fd(fd, buf, sizeof buf); /* "" when it cannot be read: no report */
     *doc = json_parse_strict_str(buf, 0, NULL);
     const char *msg = json_string_value(json_object_get(*doc, "error"));
     if (!*doc)

@@ -6,6 +6,8 @@
  */
 #include "oci/oci.h"
 
+#include "common/hostpath.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -105,13 +107,8 @@ static const struct {
 
 bool oci_host_root(void)
 {
-    char line[128] = "";
-    FILE *f = fopen("/proc/self/uid_map", "re");
-    if (f) {
-        if (!fgets(line, sizeof line, f))
-            line[0] = '\0';
-        fclose(f);
-    }
+    char line[128];
+    read_small_at(AT_FDCWD, "/proc/self/uid_map", line, sizeof line); /* "" when unreadable */
     unsigned long long in = 1, out = 1, count = 0;
     return geteuid() == 0 && sscanf(line, "%llu %llu %llu", &in, &out, &count) == 3 && in == 0 &&
         out == 0 && count == 4294967295ull;

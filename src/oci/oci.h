@@ -119,6 +119,9 @@ const char *oci_state_str(const struct oci_state *st, const char *key);
 /* The start time of PID (/proc/PID/stat's field 22), 0 when it is gone. */
 unsigned long long oci_proc_start_time(pid_t pid);
 
+/* Is PID alive (not a zombie) and the process that started at START? */
+bool oci_proc_is(pid_t pid, unsigned long long start);
+
 /* The pids in the container's cgroup (its memory or pids hierarchy), into *OUT (malloc'd). */
 size_t oci_state_pids(const struct oci_state *st, pid_t **out);
 

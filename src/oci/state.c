@@ -9,6 +9,7 @@
 #include "common/json.h"
 
 #include "common/cleanup.h"
+#include "common/procfs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -159,20 +160,13 @@ const char *oci_state_str(const struct oci_state *st, const char *key)
 /* Field 22 of /proc/PID/stat (start time) and its state; 0 when it is gone. */
 static unsigned long long start_time(pid_t pid, char *state)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    if (n <= 0)
+    char buf[1024];
+    const char *stat = proc_stat(pid, buf, sizeof buf);
+    unsigned long long t;
+    if (!stat || !proc_stat_field(stat, 22, &t))
         return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ')
-        return 0;
-    *state = p[2];
-    for (int field = 3; field <= 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
+    *state = stat[0];
+    return t;
 }
 
 unsigned long long oci_proc_start_time(pid_t pid)
@@ -181,15 +175,17 @@ unsigned long long oci_proc_start_time(pid_t pid)
     return start_time(pid, &state);
 }
 
+bool oci_proc_is(pid_t pid, unsigned long long start)
+{
+    char state = '?';
+    unsigned long long t = start_time(pid, &state);
+    return t && t == start && state != 'Z' && state != 'X';
+}
+
 pid_t oci_state_init(const struct oci_state *st)
 {
     pid_t pid = (pid_t)oci_state_int(st, "pid");
-    if (pid <= 0)
-        return 0;
-    char state = '?';
-    unsigned long long t = start_time(pid, &state);
-    if (!t || state == 'Z' || state == 'X' ||
-        t != (unsigned long long)oci_state_int(st, "pid_start"))
+    if (pid <= 0 || !oci_proc_is(pid, (unsigned long long)oci_state_int(st, "pid_start")))
         return 0;
     return pid;
 }

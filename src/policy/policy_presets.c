@@ -11,6 +11,7 @@
 #include "policy/policy_int.h"
 
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "common/installed.h"
 #include "common/text.h"
 
@@ -98,14 +99,14 @@ static char *read_preset(const char *file, size_t *n, char *why, size_t len)
         why_printf(why, len, "cannot read '%s': %s", file, strerror(errno));
         return NULL;
     }
-    char *text = malloc(PRESET_MAX_BYTES + 1);
-    ssize_t got = text ? read(fd, text, PRESET_MAX_BYTES + 1) : -1;
+    /* Room for one byte more than the most: a file that fills it is larger. */
+    char *text = malloc(PRESET_MAX_BYTES + 2);
+    ssize_t got = text ? read_small_fd(fd, text, PRESET_MAX_BYTES + 2) : -1;
     if (got < 0 || got > PRESET_MAX_BYTES) {
         free(text);
         why_printf(why, len, "cannot read '%s' (at most %d bytes)", file, PRESET_MAX_BYTES);
         return NULL;
     }
-    text[got] = '\0';
     *n = (size_t)got;
     return text;
 }

@@ -8,6 +8,7 @@
 #include "common/cleanup.h"
 
 #include "common/fds.h"
+#include "common/procfs.h"
 #include "common/syscalls.h"
 #include "policy/rules.h"
 #include "sandbox/plan.h"
@@ -99,25 +100,11 @@ _Noreturn void boundary_fail(int err_w, struct cordon_err *err)
 void boundary_scrub_args_and_env(const char *name)
 {
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
-    /* Fields count from the one after the command name, which may hold spaces. */
-    char *p = strrchr(buf, ')');
+    const char *stat = proc_stat_self(buf, sizeof buf);
     unsigned long long v[4] = { 0 };
-    for (int field = 3; p && field <= 51; field++) {
-        p = strchr(p, ' ');
-        if (!p)
+    for (int field = 48; field <= 51; field++) /* arg_start, arg_end, env_start, env_end */
+        if (!stat || !proc_stat_field(stat, field, &v[field - 48]))
             return;
-        p++;
-        if (field >= 48) /* arg_start, arg_end, env_start, env_end */
-            v[field - 48] = strtoull(p, NULL, 10);
-    }
     size_t len = strlen(name) + 1;
     if (v[1] > v[0] + len) {
         memset((void *)(uintptr_t)v[0], 0, v[1] - v[0]);

@@ -6,6 +6,7 @@
 #include "sandbox/cgroup.h"
 
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "common/syscalls.h"
 
 #include <dirent.h>
@@ -25,26 +26,6 @@ static const char *const v1_names[CGROUP_COUNT] = {
     [CGROUP_PIDS] = "pids",
     [CGROUP_CPU] = "cpuacct",
 };
-
-/* Read a small file into BUF; returns its length or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = 0;
-    while (len + 1 < size) {
-        ssize_t n = read(fd, buf + len, size - 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fd);
-    buf[len] = '\0';
-    return (ssize_t)len;
-}
 
 static int write_file(const char *dir, const char *file, const char *value)
 {
@@ -73,7 +54,7 @@ static uint64_t keyed_value(const char *dir, const char *file, const char *key)
 {
     char path[PATH_MAX], buf[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (read_small(path, buf, sizeof buf) < 0)
+    if (read_small_at(AT_FDCWD, path, buf, sizeof buf) < 0)
         return 0;
     size_t klen = strlen(key);
     for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
@@ -86,7 +67,7 @@ static uint64_t file_value(const char *dir, const char *file)
 {
     char path[PATH_MAX], buf[64];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    return read_small(path, buf, sizeof buf) < 0 ? 0 : parse_u64(buf);
+    return read_small_at(AT_FDCWD, path, buf, sizeof buf) < 0 ? 0 : parse_u64(buf);
 }
 
 /*
@@ -305,7 +286,8 @@ static int try_v2(const struct own_view *v, struct cgroup_set *cg, const char *n
         return 0;
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/cgroup.controllers", own) >= (int)sizeof path ||
-        read_small(path, buf, sizeof buf) < 0 || !strstr(buf, "memory") || !strstr(buf, "pids"))
+        read_small_at(AT_FDCWD, path, buf, sizeof buf) < 0 || !strstr(buf, "memory") ||
+        !strstr(buf, "pids"))
         return 0;
     /* Fails with EBUSY when our own cgroup holds processes (no internal
      * processes rule): then v1 is the way, or nothing. */
@@ -404,7 +386,8 @@ int cgroup_create_at(struct cgroup_set *cg, const char *path,
     int rc = 0;
     if (hierarchy_dir(&v, "", false, root, sizeof root) == 0 &&
         snprintf(probe, sizeof probe, "%s/cgroup.controllers", root) < (int)sizeof probe &&
-        read_small(probe, buf, sizeof buf) > 0 && strstr(buf, "memory") && strstr(buf, "pids")) {
+        read_small_at(AT_FDCWD, probe, buf, sizeof buf) > 0 && strstr(buf, "memory") &&
+        strstr(buf, "pids")) {
         char dir[PATH_MAX];
         int made = make_path(root, path, "+memory +pids +cpu", dir, sizeof dir, &g);
         if (made == -1)
@@ -542,7 +525,7 @@ static bool populated(const char *dir)
 {
     char path[PATH_MAX], buf[16];
     snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-    return read_small(path, buf, sizeof buf) > 0;
+    return read_small_at(AT_FDCWD, path, buf, sizeof buf) > 0;
 }
 
 enum cgroup_reuse cgroup_reuse(struct cgroup_set *cg)
@@ -599,7 +582,7 @@ static bool kill_members(const char *dir)
 {
     char path[PATH_MAX], buf[8192];
     snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (read_small_at(AT_FDCWD, path, buf, sizeof buf) <= 0)
         return true;
     for (char *p = buf; *p;) {
         pid_t pid = (pid_t)parse_u64(p);

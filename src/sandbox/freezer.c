@@ -5,6 +5,8 @@
 #include "sandbox/freezer.h"
 
 #include "common/cleanup.h"
+#include "common/hostpath.h"
+#include "common/procfs.h"
 #include "sandbox/cgroup.h"
 
 #include <errno.h>
@@ -38,32 +40,23 @@ static bool v2(const char *dir)
 /* Is DIR frozen as asked? v2 says so in cgroup.events, v1 in freezer.state. */
 static bool holds(const char *dir, bool frozen)
 {
-    char path[PATH_MAX + 32], buf[512] = "";
+    char path[PATH_MAX + 32], buf[512];
     bool two = v2(dir);
     snprintf(path, sizeof path, "%s/%s", dir, two ? "cgroup.events" : "freezer.state");
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    if (n <= 0)
+    if (read_small_at(AT_FDCWD, path, buf, sizeof buf) <= 0)
         return false;
-    buf[n] = '\0';
     if (two)
         return strstr(buf, frozen ? "frozen 1" : "frozen 0") != NULL;
     return strncmp(buf, frozen ? "FROZEN" : "THAWED", 6) == 0;
 }
 
+/* PID's parent, or -1 when PID has gone (which ends the walk up to the stop). */
 static pid_t parent_of(pid_t pid)
 {
-    char path[64], line[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
-    if (n <= 0)
-        return -1;
-    line[n] = '\0';
-    const char *rp = strrchr(line, ')');
-    int ppid = -1;
-    char state;
-    return rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 ? (pid_t)ppid : -1;
+    char line[512];
+    const char *stat = proc_stat(pid, line, sizeof line);
+    unsigned long long ppid;
+    return stat && proc_stat_field(stat, 4, &ppid) ? (pid_t)ppid : -1;
 }
 
 static int attach_v2(pid_t pid, char *dir, size_t size)

@@ -6,6 +6,8 @@
 #include "sandbox/meter.h"
 
 #include "common/cleanup.h"
+#include "common/hostpath.h"
+#include "common/procfs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,15 +21,9 @@
 /* The process's anonymous resident memory (RssAnon), from its /proc directory PROC. */
 static uint64_t anon_bytes(int proc)
 {
-    int fd = openat(proc, "status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
     char buf[4096];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
+    if (read_small_at(proc, "status", buf, sizeof buf) <= 0)
         return 0;
-    buf[n] = '\0';
     const char *at = strstr(buf, "\nRssAnon:");
     unsigned long long kib = 0;
     if (!at || sscanf(at, "\nRssAnon: %llu", &kib) != 1)
@@ -144,24 +140,15 @@ uint64_t mem_meter_read(struct mem_meter *m)
 /* PID's utime, stime, cutime and cstime, in clock ticks. */
 static uint64_t cpu_ticks(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    /* After the command name, which may hold anything but ends at the last ')'. */
-    const char *at = strrchr(buf, ')');
-    unsigned long long t[4] = { 0 };
-    if (!at ||
-        sscanf(at + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &t[0],
-               &t[1], &t[2], &t[3]) != 4)
-        return 0;
-    return t[0] + t[1] + t[2] + t[3];
+    char buf[1024];
+    const char *stat = proc_stat(pid, buf, sizeof buf);
+    unsigned long long sum = 0, t;
+    for (int field = 14; field <= 17; field++) { /* utime, stime, cutime, cstime */
+        if (!stat || !proc_stat_field(stat, field, &t))
+            return 0;
+        sum += t;
+    }
+    return sum;
 }
 
 uint64_t tree_cpu_us(pid_t top)

@@ -9,6 +9,7 @@
 #include "sandbox/names.h"
 
 #include "common/cleanup.h"
+#include "common/hostpath.h"
 #include "common/landlock.h"
 #include "common/syscalls.h"
 #include "policy/policy.h"
@@ -262,14 +263,10 @@ static pid_t proc_pid(pid_t tid)
         return tid;
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-    int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
-    if (f >= 0)
-        close(f);
+    ssize_t n = read_small_at(AT_FDCWD, path, buf, sizeof buf);
     close(pidfd);
     if (n <= 0)
         return tid;
-    buf[n] = '\0';
     const char *at = strstr(buf, "\nPid:");
     long pid = at ? strtol(at + 5, NULL, 10) : 0;
     return pid > 0 ? (pid_t)pid : tid;

@@ -6,6 +6,7 @@
 
 #include "common/cleanup.h"
 #include "common/compat.h"
+#include "common/hostpath.h"
 #include "common/syscalls.h"
 
 #include <errno.h>
@@ -56,11 +57,8 @@ bool notify_fd_cloexec(pid_t tid, int fd)
 {
     char path[64], buf[256];
     snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)tid, fd);
-    _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
-    if (n <= 0)
+    if (read_small_at(AT_FDCWD, path, buf, sizeof buf) <= 0)
         return true;
-    buf[n] = '\0';
     char *flags = strstr(buf, "flags:");
     return !flags || (strtoul(flags + 6, NULL, 8) & O_CLOEXEC);
 }
@@ -101,11 +99,8 @@ mode_t notify_umask(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
-    if (n <= 0)
+    if (read_small_at(AT_FDCWD, path, buf, sizeof buf) <= 0)
         return 022;
-    buf[n] = '\0';
     const char *u = strstr(buf, "\nUmask:");
     return u ? (mode_t)(strtoul(u + 7, NULL, 8) & 0777) : 022;
 }
@@ -178,16 +173,13 @@ int notify_absolute(pid_t tid, long long dir, const char *path, char *out, size_
     return 0;
 }
 
-/* The thread group of the thread TID, or -1. */
+/* The thread group of the thread TID, or -1 (TID gone: no /proc/N names it then). */
 static long tgid_of(pid_t tid)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-    _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
-    if (n <= 0)
+    if (read_small_at(AT_FDCWD, path, buf, sizeof buf) <= 0)
         return -1;
-    buf[n] = '\0';
     const char *t = strstr(buf, "\nTgid:");
     return t ? strtol(t + 6, NULL, 10) : -1;
 }

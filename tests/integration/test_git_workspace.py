@@ -272,3 +272,65 @@ def test_what_git_would_run_is_refused_overlay(cordon, source_repo):
     said = [l for l in r.err.splitlines() if l.startswith("cordon: workspace: git: ")]
     assert any("refused the hook .git/hooks/post-commit" in l for l in said), r.err
     nothing_runs(cordon, ws, marks)
+
+
+def long_entries(marks):
+    """
+    Entries whose key is longer than the 256 bytes the scan reads, each read as a key cut inside
+    its subsection before afc11d4, which no rule matched. The host's git runs the first three
+    (a credential helper for a long host, a long remote's upload-pack, a long filter's clean);
+    core.fsmonitor and core.sshCommand under a long subsection it does not, but they must go too.
+    """
+    host = ".".join(["h" * 60] * 5) + ".example.com"
+    remote, filt, sub = "r" * 300, "f" * 300, "c" * 300
+    config = (f'[credential "https://{host}"]\n\thelper = !touch {marks}/credential; echo\n'
+              f'[remote "{remote}"]\n\turl = .\n\tuploadpack = touch {marks}/uploadpack; exit 1 #\n'
+              f'[filter "{filt}"]\n\tclean = touch {marks}/filter; cat\n'
+              f'[core "{sub}"]\n\tfsmonitor = touch {marks}/fsmonitor\n'
+              f'\tsshCommand = touch {marks}/sshcommand\n')
+    script = f"""set -e
+cat >> .git/config <<'CFG'
+{config}CFG
+echo '* filter={filt}' > .gitattributes
+echo planted
+"""
+    return host, remote, script
+
+
+@pytest.mark.parametrize("mode", ["direct", "overlay"])
+def test_entries_past_the_key_bound_are_refused(cordon, mode):
+    """A credential helper behind a 300-byte subsection (and its kin) does not reach the host."""
+    ws = user_repo(cordon)
+    marks = cordon.hostdir("marks", mode=0o777)
+    config_before = config_keys(cordon, ws / ".git/config")
+    host, remote, script = long_entries(marks)
+    r = cordon.run(["sh", "-c", script], "-w", ws, *(OVERLAY if mode == "overlay" else ()),
+                   timeout=120)
+    assert (r.status, r.out) == (0, "planted\n"), r
+    # Each entry refused, and named as refused: none of them is in the host's config.
+    notes = r.result["transaction" if mode == "overlay" else "workspace"]
+    assert notes["git_refused"] == 6, notes
+    assert sorted(line.split(".")[0] for line in notes["git"]) == \
+        ["refused core"] * 2 + ["refused credential", "refused filter"] + ["refused remote"] * 2
+    said = [l for l in r.err.splitlines() if l.startswith("cordon: workspace: git: refused ")]
+    assert len(said) == 6, r.err
+    if mode == "overlay":
+        assert notes["outcome"] == "committed", notes
+    assert config_keys(cordon, ws / ".git/config") == config_before
+    for pattern in ("helper", "uploadpack", "clean", "fsmonitor", "sshcommand"):
+        got = host_git(cordon, "config", "--file", ws / ".git/config", "--no-includes",
+                       "--get-regexp", pattern, check=False)
+        assert (got.returncode, got.stdout) == (1, ""), (pattern, got)
+    assert (ws / ".gitattributes").exists()  # the rest of the run's work stays
+    # The host's git where each would run: nothing does.
+    e = cordon.ident.env({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"})
+    subprocess.run(cordon.ident.wrap(["git", "-C", str(ws), "credential", "fill"]),
+                   input=f"protocol=https\nhost={host}\n\n", text=True, capture_output=True,
+                   env=e, timeout=60)
+    host_git(cordon, "-C", ws, "fetch", "-q", remote, check=False)
+    (ws / "a").write_text("changed\n")
+    os.chown(ws / "a", cordon.ident.uid, cordon.ident.gid)
+    host_git(cordon, "-C", ws, "add", "a", check=False)
+    host_git(cordon, "-C", ws, "status", check=False)
+    host_git(cordon, "-C", ws, "ls-remote", "ssh://127.0.0.1:1/x", check=False)
+    assert sorted(os.listdir(marks)) == [], "programs the run planted ran on the host"

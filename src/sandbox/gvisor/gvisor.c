@@ -246,13 +246,9 @@ static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGU
  */
 static void forward_signal(struct gv_state *st, pid_t exec_pid, int sig, int null)
 {
-    char path[PATH_MAX], buf[32] = "";
+    char path[PATH_MAX], buf[32];
     snprintf(path, sizeof path, "%s/exec.pid", st->dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    int inner = n > 0 ? atoi(buf) : 0;
+    int inner = read_small_at(AT_FDCWD, path, buf, sizeof buf) > 0 ? atoi(buf) : 0;
     if (inner <= 0) {
         kill(exec_pid, sig); /* not started inside yet: end the attempt */
         return;

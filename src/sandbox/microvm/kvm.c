@@ -4,6 +4,7 @@
  */
 #include "sandbox/microvm/microvm_int.h"
 
+#include "common/hostpath.h"
 #include "sandbox/supervise.h"
 
 /* ---- is there a KVM that boots our guest? ---- */
@@ -70,10 +71,9 @@ static int verdict_read(const char *path, char *why, size_t size)
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 022) ||
         (st.st_uid != 0 && st.st_uid != geteuid()))
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    if (n < 4 || (strncmp(buf, "yes ", 4) && strncmp(buf, "no ", 3)))
+    if (read_small_fd(fd, buf, sizeof buf) < 4 ||
+        (strncmp(buf, "yes ", 4) && strncmp(buf, "no ", 3)))
         return -1;
-    buf[n] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
     snprintf(why, size, "%s", strchr(buf, ' ') + 1);
     return buf[0] == 'y';
@@ -120,8 +120,7 @@ bool hardware_kvm(char *why, size_t size)
         snprintf(why, size, "cannot probe: %.140s", err.msg[0] ? err.msg : strerror(errno));
         return false;
     }
-    _cleanup_close_ int b = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (b < 0 || read(b, boot, sizeof boot - 1) <= 0)
+    if (read_small_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", boot, sizeof boot) <= 0)
         snprintf(boot, sizeof boot, "unknown");
     char text[PATH_MAX + 512], key[65];
     snprintf(text, sizeof text, "kvm kernel %s initramfs %s qemu %s %lld %lld boot %s", kd, id,

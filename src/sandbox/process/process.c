@@ -145,25 +145,20 @@ static void kill_tree(void)
     snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
     for (int round = 0; round < 10000; round++) {
         bool any = false;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            char buf[4096];
-            ssize_t n = read(fd, buf, sizeof buf - 1);
-            close(fd);
-            buf[n > 0 ? n : 0] = '\0';
-            for (char *p = buf; *p;) {
-                char *end;
-                long pid = strtol(p, &end, 10);
-                if (end == p)
-                    break;
-                int pidfd = sys_pidfd_open((pid_t)pid, 0);
-                if (pidfd >= 0) {
-                    sys_pidfd_send_signal(pidfd, SIGKILL, 0);
-                    close(pidfd);
-                }
-                any = true;
-                p = end;
+        char buf[4096];
+        read_small_at(AT_FDCWD, path, buf, sizeof buf); /* "" when it cannot be read */
+        for (char *p = buf; *p;) {
+            char *end;
+            long pid = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            int pidfd = sys_pidfd_open((pid_t)pid, 0);
+            if (pidfd >= 0) {
+                sys_pidfd_send_signal(pidfd, SIGKILL, 0);
+                close(pidfd);
             }
+            any = true;
+            p = end;
         }
         int st;
         pid_t w;
