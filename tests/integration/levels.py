@@ -164,6 +164,7 @@ EXCEPTIONS = [
     ("gvisor", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", GV_TTY),
     ("gvisor", "*test_first_hour.py::test_tty_window_size_and_interrupt_are_passed_on[[]*", GV_TTY),
     ("gvisor", "*test_live.py::test_terminal_repl_resize_and_interrupt[[]*", GV_ISIG),
+    ("gvisor", "*test_sandboxd.py::test_a_terminal_repl_resize_and_interrupt[[]*", GV_ISIG),
     ("gvisor", "*::test_syscall_refused[[]*-gvisor-setuid0]", GV_UID0),
     ("gvisor", "*::test_sandboxed_process_is_not_host_root[[]root-*",
      "the command is no host process; the runsc exec running it is the caller's, root's here "
