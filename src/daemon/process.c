@@ -8,6 +8,8 @@
  */
 #include "daemon/live.h"
 
+#include "daemon/workspace_files.h"
+
 #include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/strv.h"
@@ -553,24 +555,11 @@ int lproc_parse_cwd(const char *cwd, char *out, size_t size, char *why, size_t l
             return why_printf(why, len, "\"cwd\" must lie in /workspace, got \"%.200s\"", cwd);
         rel = cwd + 10;
     }
-    size_t n = 0;
-    for (const char *c = rel; *c;) {
-        size_t seg = strcspn(c, "/");
-        if (seg == 2 && strncmp(c, "..", 2) == 0)
-            return why_printf(why, len, "\"cwd\" must lie in /workspace, got \"%.200s\"", cwd);
-        if (seg && !(seg == 1 && *c == '.')) {
-            if (n + seg + 2 > size)
-                return why_printf(why, len, "%s", "\"cwd\" is too long");
-            if (n)
-                out[n++] = '/';
-            memcpy(out + n, c, seg);
-            n += seg;
-        }
-        c += seg + (c[seg] == '/');
-    }
-    if (!n)
-        out[n++] = '.';
-    out[n] = '\0';
+    int rc = wsfile_normalize(rel, out, size);
+    if (rc == WSFILE_PATH_UP)
+        return why_printf(why, len, "\"cwd\" must lie in /workspace, got \"%.200s\"", cwd);
+    if (rc < 0)
+        return why_printf(why, len, "%s", "\"cwd\" is too long");
     return 0;
 }
 

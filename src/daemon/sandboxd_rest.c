@@ -92,30 +92,13 @@ static int workspace_path(struct evhttp_request *req, const char *raw, char *out
         reply_error(req, 400, "INVALID_ARGUMENT", "the path is not a valid name");
         return -1;
     }
-    size_t n = 0;
-    for (const char *c = dec; *c;) {
-        size_t seg = strcspn(c, "/");
-        if (seg == 2 && c[0] == '.' && c[1] == '.') {
-            reply_error(req, 403, "PERMISSION_DENIED",
-                        "path traversal outside the workspace is refused");
-            return -1;
-        }
-        if (seg && !(seg == 1 && *c == '.')) {
-            if (n + seg + 2 > size || seg > NAME_MAX) {
-                reply_error(req, 400, "INVALID_ARGUMENT", "the path is too long");
-                return -1;
-            }
-            if (n)
-                out[n++] = '/';
-            memcpy(out + n, c, seg);
-            n += seg;
-        }
-        c += seg + (c[seg] == '/');
-    }
-    if (!n)
-        out[n++] = '.';
-    out[n] = '\0';
-    return 0;
+    int rc = wsfile_normalize(dec, out, size);
+    if (rc == WSFILE_PATH_UP)
+        reply_error(req, 403, "PERMISSION_DENIED",
+                    "path traversal outside the workspace is refused");
+    else if (rc < 0)
+        reply_error(req, 400, "INVALID_ARGUMENT", "the path is too long");
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---- GET and HEAD ---- */

@@ -36,6 +36,31 @@ int wsfile_open(int dirfd, const char *path, int flags, mode_t mode)
     return fd;
 }
 
+int wsfile_normalize(const char *path, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const char *c = path; *c;) {
+        size_t seg = strcspn(c, "/");
+        if (seg == 2 && c[0] == '.' && c[1] == '.')
+            return WSFILE_PATH_UP;
+        if (seg && !(seg == 1 && *c == '.')) {
+            if (n + seg + 2 > size || seg > NAME_MAX)
+                return -1;
+            if (n)
+                out[n++] = '/';
+            memcpy(out + n, c, seg);
+            n += seg;
+        }
+        c += seg + (c[seg] == '/');
+    }
+    if (size < 2)
+        return -1;
+    if (!n)
+        out[n++] = '.';
+    out[n] = '\0';
+    return 0;
+}
+
 int wsfile_check_path(const char *path, char *why, size_t len)
 {
     if (!*path || *path == '/') {

@@ -13,6 +13,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define WSFILE_PATH_UP (-2) /* wsfile_normalize: a ".." component */
+
+/*
+ * PATH (a leading '/' read as the workspace's own) as a path relative to the
+ * workspace in OUT (SIZE bytes): empty and "." components dropped, "." for
+ * the workspace itself. WSFILE_PATH_UP for a ".." anywhere, -1 when it does
+ * not fit or a name is longer than NAME_MAX.
+ */
+int wsfile_normalize(const char *path, char *out, size_t size);
+
 /* A relative path with no empty, "." or ".." component; why not in WHY. */
 int wsfile_check_path(const char *path, char *why, size_t len);
 

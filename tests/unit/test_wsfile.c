@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_wsfile.c: wsfile_check_path, the daemon's first check on
- * every path a client names in a session or a run's files (openat2 then
- * confines what passes).
+ * every path a client names in a session or a run's files, and
+ * wsfile_normalize, sandboxd's and a process cwd's (openat2 then confines
+ * what passes).
  */
 #include "daemon/workspace_files.h"
 
@@ -31,8 +32,45 @@ static const struct path_case cases[] = {
     { "..", "path \"..\" has an empty, \".\" or \"..\" component" },
 };
 
+struct norm_case {
+    const char *path;
+    int rc;
+    const char *want;
+};
+
+static const struct norm_case norms[] = {
+    { "", 0, "." },
+    { "/", 0, "." },
+    { "././/", 0, "." },
+    { "a", 0, "a" },
+    { "/a//b/./c/", 0, "a/b/c" },
+    { "..x/y..", 0, "..x/y.." },
+    { "..", WSFILE_PATH_UP, NULL },
+    { "a/../b", WSFILE_PATH_UP, NULL },
+    { "/a/b/..", WSFILE_PATH_UP, NULL },
+};
+
+static void normalize(void)
+{
+    for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++) {
+        char out[64] = "";
+        int rc = wsfile_normalize(norms[i].path, out, sizeof out);
+        ok(rc == norms[i].rc, "normalize %s: %d", tap_show(norms[i].path), rc);
+        if (norms[i].want)
+            is_str(out, norms[i].want, tap_show(norms[i].path));
+    }
+    char out[8];
+    ok(wsfile_normalize("abc/defg", out, sizeof out) == -1, "a result that does not fit");
+    char name[300];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    char big[512];
+    ok(wsfile_normalize(name, big, sizeof big) == -1, "a name past NAME_MAX");
+}
+
 int main(void)
 {
+    normalize();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char why[256] = "";
         int rc = wsfile_check_path(cases[i].path, why, sizeof why);
