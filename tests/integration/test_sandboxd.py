@@ -321,7 +321,8 @@ def test_files_round_trip(sandboxd):
     non-empty directory only with recursive=true; a file written over REST
     is read by a sandboxed run and the other way round; health; metadata
     shows SANDBOX_ variables but never a credential's."""
-    s = sandboxd(env={"SANDBOX_ID": "pod-7", "SANDBOX_API_TOKEN": "secret", "OTHER_X": "1"})
+    s = sandboxd(env={"SANDBOX_ID": "pod-7", "SANDBOX_API_TOKEN": "secret", "OTHER_X": "1",
+                      "SANDBOX_DB_PASSWD": "secret", "SANDBOX_AUTH_HEADER": "secret"})
     assert s.http("PUT", "/v1/files/src/main.py?mode=0755", b"print(6*7)\n")[0] == 204
     assert (s.ws / "src" / "main.py").read_bytes() == b"print(6*7)\n"
     assert oct((s.ws / "src" / "main.py").stat().st_mode & 0o777) == "0o755"
@@ -339,7 +340,9 @@ def test_files_round_trip(sandboxd):
     assert set(names) == {"main.py", "out.txt"} and names["main.py"]["mode"] == "0755"
     assert names["out.txt"]["type"] == "file" and names["out.txt"]["size"] == 12
     assert json.loads(s.http("GET", "/v1/files/")[2])["path"] == "/"
-    mp = (b"--XyZ\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nnope\r\n"
+    # A part whose filename (not name) is "file" is not the file.
+    mp = (b"--XyZ\r\nContent-Disposition: form-data; filename=\"file\"; name=\"other\""
+          b"\r\n\r\nnope\r\n"
           b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n"
           b"Content-Type: application/octet-stream\r\n\r\nmulti\r\npart\r\n--XyZ--\r\n")
     assert s.http("PUT", "/v1/files/mp.bin", mp,
