@@ -21,6 +21,14 @@
 
 #define SERVICE_PREFIX "/process.v1.ProcessService/"
 
+/*
+ * Bytes queued to a peer beyond which its connection is not read until it
+ * takes them: every frame nghttp2 answers (PING, SETTINGS) is queued here,
+ * and a peer that sends them without reading would grow the queue without
+ * end. Its calls' output is held back long before (LIVE_BACKLOG).
+ */
+#define CONN_OUT_MAX (1u << 20)
+
 struct h2stream {
     struct h2stream *next;
     struct h2conn *conn;
@@ -390,19 +398,20 @@ static void on_read(struct bufferevent *bev, void *arg)
     c->depth++;
     ssize_t used = nghttp2_session_mem_recv(c->ng, evbuffer_pullup(in, -1), n);
     c->depth--;
-    if (used < 0) { /* not HTTP/2 at all, or a protocol error: nghttp2 said GOAWAY */
+    /* Not HTTP/2 at all, or a protocol error: GOAWAY, and what follows is dropped. */
+    if (used < 0)
         nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
-    } else {
-        evbuffer_drain(in, (size_t)used);
-    }
+    evbuffer_drain(in, used < 0 ? n : (size_t)used);
     conn_flush(c);
+    if (evbuffer_get_length(bufferevent_get_output(bev)) > CONN_OUT_MAX)
+        bufferevent_disable(bev, EV_READ);
 }
 
 /* All queued bytes went out: calls held back for this peer may go on. */
 static void on_write(struct bufferevent *bev, void *arg)
 {
-    (void)bev;
     struct h2conn *c = arg;
+    bufferevent_enable(bev, EV_READ);
     for (struct h2stream *s = c->streams; s; s = s->next)
         if (s->answered && !s->finished && s->call.ctx)
             lproc_drained(c->sd->d, s->call.ctx);

@@ -194,7 +194,7 @@ static int multipart_file(const char *type, const char *body, size_t size, const
     b += 9;
     char boundary[80];
     size_t bl = strcspn(b, ";");
-    if (bl && b[0] == '"' && b[bl - 1] == '"') {
+    if (bl >= 2 && b[0] == '"' && b[bl - 1] == '"') {
         b++;
         bl -= 2;
     }
@@ -213,9 +213,12 @@ static int multipart_file(const char *type, const char *body, size_t size, const
         const char *next = memmem(content, size - (size_t)(content - body), boundary, dl);
         if (!next || next < content + 2)
             return -1;
-        /* Content-Disposition: form-data; name="file" */
+        /* Content-Disposition: form-data; name="file" (not filename="file") */
         size_t hl = (size_t)(sep - end);
-        const char *name = memmem(head, hl, "name=\"file\"", 11);
+        const char *name = head;
+        while ((name = memmem(name, hl - (size_t)(name - head), "name=\"file\"", 11)) &&
+               name > head && name[-1] != ';' && name[-1] != ' ' && name[-1] != '\t')
+            name++;
         if (name) {
             *data = content;
             *len = (size_t)(next - 2 - content); /* the CRLF before the boundary */
@@ -316,7 +319,8 @@ static void serve_delete(struct sandboxd *sd, struct evhttp_request *req, const 
 
 static bool sensitive(const char *name, size_t len)
 {
-    static const char *const markers[] = { "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "KEY" };
+    static const char *const markers[] = { "TOKEN", "SECRET", "PASS",   "CRED",
+                                           "KEY",   "AUTH",   "PRIVATE" };
     char up[256];
     if (len >= sizeof up)
         return true;

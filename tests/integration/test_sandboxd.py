@@ -14,6 +14,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -319,7 +321,8 @@ def test_files_round_trip(sandboxd):
     non-empty directory only with recursive=true; a file written over REST
     is read by a sandboxed run and the other way round; health; metadata
     shows SANDBOX_ variables but never a credential's."""
-    s = sandboxd(env={"SANDBOX_ID": "pod-7", "SANDBOX_API_TOKEN": "secret", "OTHER_X": "1"})
+    s = sandboxd(env={"SANDBOX_ID": "pod-7", "SANDBOX_API_TOKEN": "secret", "OTHER_X": "1",
+                      "SANDBOX_DB_PASSWD": "secret", "SANDBOX_AUTH_HEADER": "secret"})
     assert s.http("PUT", "/v1/files/src/main.py?mode=0755", b"print(6*7)\n")[0] == 204
     assert (s.ws / "src" / "main.py").read_bytes() == b"print(6*7)\n"
     assert oct((s.ws / "src" / "main.py").stat().st_mode & 0o777) == "0o755"
@@ -337,7 +340,9 @@ def test_files_round_trip(sandboxd):
     assert set(names) == {"main.py", "out.txt"} and names["main.py"]["mode"] == "0755"
     assert names["out.txt"]["type"] == "file" and names["out.txt"]["size"] == 12
     assert json.loads(s.http("GET", "/v1/files/")[2])["path"] == "/"
-    mp = (b"--XyZ\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nnope\r\n"
+    # A part whose filename (not name) is "file" is not the file.
+    mp = (b"--XyZ\r\nContent-Disposition: form-data; filename=\"file\"; name=\"other\""
+          b"\r\n\r\nnope\r\n"
           b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n"
           b"Content-Type: application/octet-stream\r\n\r\nmulti\r\npart\r\n--XyZ--\r\n")
     assert s.http("PUT", "/v1/files/mp.bin", mp,
@@ -403,3 +408,30 @@ def test_files_refuse_traversal_links_and_fifos(sandboxd, cordon):
                            capture_output=True, timeout=60, cwd="/")
         assert r.stdout.strip() == b"403", r
         assert not (s.ws / word).exists()
+
+
+def test_a_peer_that_never_reads_is_not_read_either(sandboxd):
+    """A gRPC peer that sends PINGs (each answered by the daemon) and never
+    reads the answers: the daemon stops reading it once its answers wait,
+    instead of queueing them without end (it held 200 MB for 200 MB of
+    PINGs); others are served meanwhile, and its connection goes when it
+    does."""
+    s = sandboxd()
+    host, port = s.grpc.rsplit(":", 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+    sock.connect((host, int(port)))
+
+    def frame(kind, payload):
+        return struct.pack(">I", len(payload))[1:] + bytes([kind, 0, 0, 0, 0, 0]) + payload
+
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, b""))
+    pings = frame(6, b"12345678") * 4096
+    sent = 0
+    sock.settimeout(3)  # a stall this long: the daemon stopped reading (a slow one only passes)
+    with pytest.raises(socket.timeout):
+        while sent < 256 << 20:
+            sock.sendall(pings)
+            sent += len(pings)
+    assert s.client.execute(["echo", "alive"]).stdout == b"alive\n"
+    sock.close()
