@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -351,17 +352,7 @@ static void serve_metadata(struct evhttp_request *req)
 
 static void on_request(struct evhttp_request *req, void *arg)
 {
-    struct sandboxd *sd = arg;
-    struct evhttp_connection *con = evhttp_request_get_connection(req);
-    struct bufferevent *bev = con ? evhttp_connection_get_bufferevent(con) : NULL;
-    uid_t uid = 0;
-    bool admin = false;
-    if (!bev || !sandboxd_peer_allowed(sd, bufferevent_getfd(bev), &uid, &admin)) {
-        sd->d->refused_peers++;
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-        reply_error(req, 403, "PERMISSION_DENIED", "this uid may not use the daemon");
-        return;
-    }
+    struct sandboxd *sd = arg; /* its peer passed check_peer */
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
@@ -399,6 +390,50 @@ static void on_request(struct evhttp_request *req, void *arg)
         reply_error(req, 405, "INVALID_ARGUMENT", "files take GET, HEAD, PUT and DELETE");
 }
 
+/* A new REST connection, its peer not checked yet. */
+struct rest_peer {
+    struct sandboxd *sd;
+    struct bufferevent *bev; /* a reference of ours until the check */
+};
+
+/*
+ * Right after the accept, in the loop's next turn: a peer the daemon does not
+ * serve has its connection shut down before the HTTP server read more than
+ * one chunk of what it sent (libevent 2.1 shows a new connection's socket to
+ * no callback of ours, only its bufferevent, which gets the socket after).
+ */
+static void check_peer(evutil_socket_t unused, short what, void *arg)
+{
+    (void)unused;
+    (void)what;
+    struct rest_peer *rp = arg;
+    int fd = bufferevent_getfd(rp->bev);
+    uid_t uid = 0;
+    bool admin = false;
+    if (fd >= 0 && !sandboxd_peer_allowed(rp->sd, fd, &uid, &admin)) {
+        rp->sd->d->refused_peers++;
+        shutdown(fd, SHUT_RDWR); /* the server sees the end and frees the connection */
+    }
+    bufferevent_decref(rp->bev);
+    free(rp);
+}
+
+static struct bufferevent *new_connection(struct event_base *base, void *arg)
+{
+    struct rest_peer *rp = calloc(1, sizeof *rp);
+    struct bufferevent *bev = rp ? bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    const struct timeval now = { 0, 0 };
+    if (!bev || event_base_once(base, -1, EV_TIMEOUT, check_peer, rp, &now) < 0) {
+        if (bev)
+            bufferevent_free(bev);
+        free(rp);
+        return NULL;
+    }
+    *rp = (struct rest_peer){ .sd = arg, .bev = bev };
+    bufferevent_incref(bev);
+    return bev;
+}
+
 int rest_open(struct sandboxd *sd, int fd, struct cordon_err *err)
 {
     sd->http = evhttp_new(sd->d->base);
@@ -412,6 +447,7 @@ int rest_open(struct sandboxd *sd, int fd, struct cordon_err *err)
     evhttp_set_max_headers_size(sd->http, 16384);
     evhttp_set_timeout(sd->http, 60);
     evhttp_set_gencb(sd->http, on_request, sd);
+    evhttp_set_bevcb(sd->http, new_connection, sd);
     if (!evhttp_accept_socket_with_handle(sd->http, fd)) {
         close(fd);
         return err_set(err, CORDON_E_INTERNAL, "cannot set up the HTTP server");
