@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/landlock.h"
+#include "common/relay_wire.h"
 #include "common/syscalls.h"
 #include "egress/gateway_int.h"
 #include "egress/mint.h"
@@ -588,6 +589,12 @@ static void decide_tunnel_request(struct conn *c, struct http_request *req)
     tls_relay_start(c);
 }
 
+/* May C's next bytes be a relay's preface? Its first is a NUL, with which no HTTP request starts. */
+static bool preface_may_come(const struct conn *c)
+{
+    return !c->inner && !c->transparent;
+}
+
 void conn_head_read(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
@@ -596,7 +603,7 @@ void conn_head_read(struct bufferevent *bev, void *arg)
     size_t avail = evbuffer_get_length(in);
     size_t take = avail < HTTP_MAX_HEAD + 1 ? avail : HTTP_MAX_HEAD + 1;
     size_t got = (size_t)evbuffer_copyout(in, ch->buf, take);
-    if (!c->inner && !c->transparent && got > 0 && ch->buf[0] == '\0') {
+    if (preface_may_come(c) && got > 0 && ch->buf[0] == '\0') {
         /* No HTTP request starts with a NUL: a relay's preface, or nothing. */
         if (c->gw->relay) {
             transparent_relay_read(bev, c);
@@ -643,29 +650,48 @@ void conn_head_event(struct bufferevent *bev, short what, void *arg)
     }
 }
 
-/* C's first byte, or -1 before any came; it may still wait in the socket,
- * unread by the loop. */
-static int head_first_byte(struct conn *c)
+/*
+ * The client's own first byte on C, or -1 before it came: what came so far
+ * (C's input, then what still waits in the socket, unread by the loop) read
+ * past the run's door token while it is pending, and past a relay's preface
+ * where one opens what follows (*RELAYED then: the client came to an
+ * address, not to the proxy). A connection cut at once when accepted is read
+ * by neither door_read() nor transparent_relay_read() yet: the token's or the
+ * preface's first byte is no sign of what the client speaks.
+ */
+static int head_first_byte(struct conn *c, bool *relayed)
 {
-    unsigned char b = 0;
-    if (evbuffer_copyout(bufferevent_get_input(c->client), &b, 1) != 1 &&
-        recv(bufferevent_getfd(c->client), &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
-        return -1;
-    return b;
+    uint8_t p[GATEWAY_DOOR_TOKEN_LEN + RELAY_PREFACE_MAX + 1];
+    ev_ssize_t n = evbuffer_copyout(bufferevent_get_input(c->client), p, sizeof p);
+    size_t got = n > 0 ? (size_t)n : 0;
+    ssize_t more = 0;
+    if (got < sizeof p)
+        more = recv(bufferevent_getfd(c->client), p + got, sizeof p - got, MSG_PEEK | MSG_DONTWAIT);
+    got += more > 0 ? (size_t)more : 0;
+    size_t at = c->door_pending ? GATEWAY_DOOR_TOKEN_LEN : 0, len = 0;
+    *relayed = false;
+    if (got > at && p[at] == '\0' && preface_may_come(c) && c->gw->relay) {
+        *relayed = true;
+        enum preface kind = transparent_preface(p + at, got - at, &len);
+        if (kind != PREFACE_DNS && kind != PREFACE_TCP)
+            return -1;
+        at += len;
+    }
+    return got > at ? p[at] : -1;
 }
 
 /*
  * A head cut short where TLS is coming, or may be: a reset, since no HTTP
- * answer would mean anything to that client. That is a synthetic address's
- * client whose first bytes are not an HTTP method (or not here yet), and a
- * relay's connection whose preface (a NUL first) is still unread: its
- * client came to a synthetic address too.
+ * answer would mean anything to that client. That is a client that came to
+ * an address (a synthetic one's, or one a relay's preface names) whose first
+ * bytes are not an HTTP method, or not here yet.
  */
 static void reset_unless_http(struct conn *c)
 {
-    int b = head_first_byte(c);
+    bool relayed = false;
+    int b = head_first_byte(c, &relayed);
     bool http = b >= 'A' && b <= 'Z';
-    if (!c->raw_tls && ((c->transparent && !http) || (!c->transparent && c->gw->relay && b == 0))) {
+    if (!c->raw_tls && (c->transparent || relayed) && !http) {
         struct linger now = { .l_onoff = 1, .l_linger = 0 };
         c->raw_tls = true;
         setsockopt(bufferevent_getfd(c->client), SOL_SOCKET, SO_LINGER, &now, sizeof now);
