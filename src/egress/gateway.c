@@ -195,6 +195,13 @@ static void discard_input(struct bufferevent *bev, void *arg)
         conn_free(c);
 }
 
+/* A flood of refused connections must not hold our descriptors: beyond what
+ * the cap and the head budget hold, few stay. */
+static bool linger_room(const struct gateway *gw)
+{
+    return gw->active <= connection_cap(gw) + HEAD_BUDGET + LINGER_MAX;
+}
+
 /*
  * Our answer is out. Closing now, with the client's unread bytes still in
  * the kernel (the rest of an oversized head), would reset the connection
@@ -220,11 +227,7 @@ void conn_close_when_flushed(struct bufferevent *bev, void *arg)
         return;
     }
     int fd = bufferevent_getfd(under ? under : bev);
-    /* A flood of refused connections must not hold our descriptors: beyond
-     * what the cap and the head budget hold, few linger. */
-    struct gateway *gw = c->gw;
-    if (c->state != S_CLOSING || gw->active > connection_cap(gw) + HEAD_BUDGET + LINGER_MAX ||
-        shutdown(fd, SHUT_WR) < 0) {
+    if (c->state != S_CLOSING || !linger_room(c->gw) || shutdown(fd, SHUT_WR) < 0) {
         conn_free(c);
         return;
     }
@@ -698,6 +701,15 @@ static void reset_unless_http(struct conn *c)
     }
 }
 
+#define CUT_WHY "more than %d connections sending a request head at once: the oldest is cut"
+
+/* C is the head the budget cut: a 429, or a reset where TLS is coming. */
+static void cut_answer(struct conn *c)
+{
+    reset_unless_http(c);
+    conn_refuse(c, 429, "budget:heads", CUT_WHY, HEAD_BUDGET);
+}
+
 /* The connection's one timer ran out: which deadline depends on the state. */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -706,6 +718,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     switch (c->state) {
     case S_HEAD:
+        if (c->cut) { /* its client's first byte never came: answered from what did */
+            cut_answer(c);
+            return;
+        }
         if (c->dns_stream) { /* idle: the relay opens another when it needs one */
             conn_free(c);
             return;
@@ -768,10 +784,30 @@ void conn_arm_head_deadline(struct conn *c)
     conn_arm_timer(c, spent_ms < HEAD_DEADLINE_MS ? (unsigned)(HEAD_DEADLINE_MS - spent_ms) : 0);
 }
 
+/* Bytes came to a cut head still to be answered (cut_oldest_head()). */
+static void cut_read(struct bufferevent *bev, void *arg)
+{
+    bool relayed = false;
+    (void)bev;
+    if (head_first_byte(arg, &relayed) >= 0)
+        cut_answer(arg);
+}
+
+static void cut_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        cut_answer(arg); /* recorded as the cut it is; the answer goes nowhere */
+}
+
 /*
  * The head budget is spent: the connection that has been sending its head
  * longest goes, so the newest (most likely a whole request that arrived in
- * one piece) is read.
+ * one piece) is read. Its answer is its client's first byte's to choose: on
+ * a loaded host a backlog is taken in at once, before the bytes of its
+ * connections (the door token, a relay's preface, the client's own) are
+ * all here. One whose client's first byte has not come leaves the budget
+ * now and is answered when it comes, or at its deadline from what did.
  */
 static void cut_oldest_head(struct gateway *gw)
 {
@@ -783,10 +819,19 @@ static void cut_oldest_head(struct gateway *gw)
         return;
     if (!oldest->target.host_text[0])
         snprintf(oldest->target.host_text, sizeof oldest->target.host_text, "-");
-    reset_unless_http(oldest);
-    conn_refuse(oldest, 429, "budget:heads",
-                "more than %d connections sending a request head at once: the oldest is cut",
-                HEAD_BUDGET);
+    bool relayed = false;
+    if (head_first_byte(oldest, &relayed) >= 0 || oldest->raw_tls || !linger_room(gw)) {
+        cut_answer(oldest);
+        return;
+    }
+    head_leave(oldest);
+    oldest->cut = true;
+    /* Its record, should the run end first. */
+    oldest->status = 429;
+    snprintf(oldest->rule, sizeof oldest->rule, "budget:heads");
+    snprintf(oldest->reason, sizeof oldest->reason, CUT_WHY, HEAD_BUDGET);
+    bufferevent_setwatermark(oldest->client, EV_READ, 0, 0);
+    bufferevent_setcb(oldest->client, cut_read, NULL, cut_event, oldest);
 }
 
 struct conn *conn_start(struct gateway *gw, evutil_socket_t fd)

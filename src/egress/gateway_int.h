@@ -140,6 +140,7 @@ struct conn {
     char via[16];             /* transparent: the synthetic address it came to */
     bool dns_stream;          /* a relay's DNS stream: answers, never a decision */
     bool in_head;             /* counted in gw->heads */
+    bool cut;                 /* by the head budget, before its client's first byte came */
     bool held;                /* counted in gw->held */
     uint64_t secrets_used;    /* bit i: secret i's value was swapped in */
     uint64_t foreign;         /* bit i: secret i is not bound here (its placeholder stays in) */

@@ -4,9 +4,9 @@
  * a DNS stream answers allowed names with synthetic addresses and refuses
  * the rest, a relayed connection is held to the name its address stands
  * for, prefaces the gateway did not agree to are refused, and a connection
- * the head budget cuts before its door token and preface were read is
- * answered as its client's own first byte says (HTTP, or not a byte). The
- * levels' relays are tested end to end by
+ * the head budget cuts before its door token, preface or client's bytes
+ * were read (or came) is answered as its client's own first byte says
+ * (HTTP, or not a byte). The levels' relays are tested end to end by
  * tests/integration/test_transparent_egress.py.
  */
 #include "common/relay_wire.h"
@@ -208,30 +208,68 @@ static size_t preface(bool v6, uint32_t addr, uint16_t port, uint8_t *out)
     return RELAY_MAGIC_LEN + 3 + alen;
 }
 
+/* Bytes sent while the gateway is stopped, or only once it has cut the connection. */
+enum late { LATE_NONE, LATE_ALL, LATE_CLIENT };
+
 /* What each connection the head budget cuts at once sends: its client's own first bytes. */
 static const struct {
     const char *what;
     int relay; /* 0 to the proxy; 4 or 6, a relay's preface of that family first */
     const char *first;
-    bool http; /* answered in HTTP (429), or cut without a byte */
+    enum late late; /* all sent before, all after the cut, or the client's own after */
+    bool http;      /* answered in HTTP (429), or cut without a byte */
 } unread[] = {
-    { "a proxy client's request", 0, "G", true },
-    { "a proxy client's token alone", 0, "", true },
-    { "a relayed plain request", 4, "G", true },
-    { "a relayed ClientHello", 4, "\x16\x03\x01", false },
-    { "a relayed ClientHello (IPv6)", 6, "\x16\x03\x01", false },
-    { "a relayed connection whose client sent nothing yet", 4, "", false },
+    /* The first: its answer says the batch was taken in and cut. */
+    { "a proxy client's request", 0, "G", LATE_NONE, true },
+    { "a proxy client's token alone", 0, "", LATE_NONE, true },
+    { "a relayed plain request", 4, "G", LATE_NONE, true },
+    { "a relayed ClientHello", 4, "\x16\x03\x01", LATE_NONE, false },
+    { "a relayed ClientHello (IPv6)", 6, "\x16\x03\x01", LATE_NONE, false },
+    { "a relayed connection whose client sends nothing", 4, "", LATE_NONE, false },
+    { "a proxy request whose every byte comes after", 0, "G", LATE_ALL, true },
+    { "a relayed plain request whose every byte comes after", 4, "G", LATE_ALL, true },
+    { "a relayed ClientHello whose every byte comes after", 4, "\x16\x03\x01", LATE_ALL, false },
+    { "a relayed plain request whose client's bytes come after", 4, "G", LATE_CLIENT, true },
+    { "a relayed ClientHello whose client's bytes come after", 4, "\x16", LATE_CLIENT, false },
 };
 #define N_UNREAD (sizeof unread / sizeof unread[0])
+
+/* Connection I's bytes (the I-th of unread[], or a filler past them) into HEAD: the door token
+ * and any preface (when HEAD_TOO), then the client's own (when CLIENT_TOO); their length. */
+static size_t unread_bytes(const struct gateway_config *cfg, size_t i, bool head_too,
+                           bool client_too, uint8_t *head)
+{
+    size_t n = 0;
+    /* Past the ones cut: slow heads to the proxy that hold the budget. */
+    const char *first = i < N_UNREAD ? unread[i].first : "GET ";
+    if (head_too) {
+        memcpy(head, cfg->door_token, GATEWAY_DOOR_TOKEN_LEN);
+        n = GATEWAY_DOOR_TOKEN_LEN;
+        if (i < N_UNREAD && unread[i].relay)
+            n += preface(unread[i].relay == 6, SYNTH_NET + 2, 443, head + n);
+    }
+    if (client_too) {
+        memcpy(head + n, first, strlen(first));
+        n += strlen(first);
+    }
+    return n;
+}
+
+static bool cut_429(const char *buf, size_t n)
+{
+    return n > 0 && strstr(buf, "HTTP/1.1 429") && strstr(buf, "budget:heads");
+}
 
 /*
  * The head budget cuts connections the gateway took in but never read (the
  * process level's door under load): each opens with the door token, and a
  * relay's preface before its client's bytes where it came to an address.
  * The answer follows the client's own first byte, not the token's (TOKEN0)
- * nor the preface's NUL. The gateway is stopped while they queue, so it
- * takes them in at once (its listener accepts until the backlog is empty):
- * past the head budget the first ones are cut before any byte was read.
+ * nor the preface's NUL, and where it has not come, the gateway waits for
+ * it (or for the deadline, then what came says). The gateway is stopped
+ * while they queue, so it takes them in at once (its listener accepts until
+ * the backlog is empty): past the head budget the first ones are cut before
+ * any byte was read, and the late ones before their bytes were sent.
  */
 static void cut_unread(struct gateway_config *cfg, uint8_t token0)
 {
@@ -249,25 +287,28 @@ static void cut_unread(struct gateway_config *cfg, uint8_t token0)
     if (!stopped)
         return;
     bool sent = true;
+    uint8_t head[GATEWAY_DOOR_TOKEN_LEN + RELAY_PREFACE_MAX + 8];
     for (size_t i = 0; i < N_UNREAD + HEAD_BUDGET; i++) {
-        uint8_t head[GATEWAY_DOOR_TOKEN_LEN + RELAY_PREFACE_MAX + 8];
-        size_t n = GATEWAY_DOOR_TOKEN_LEN;
-        memcpy(head, cfg->door_token, n);
-        /* Past the ones cut: slow heads to the proxy that hold the budget. */
-        const char *first = i < N_UNREAD ? unread[i].first : "GET ";
-        if (i < N_UNREAD && unread[i].relay)
-            n += preface(unread[i].relay == 6, SYNTH_NET + 2, 443, head + n);
-        memcpy(head + n, first, strlen(first));
-        n += strlen(first);
+        enum late late = i < N_UNREAD ? unread[i].late : LATE_NONE;
+        size_t n = unread_bytes(cfg, i, late != LATE_ALL, late == LATE_NONE, head);
         c[i] = dial();
-        sent = sent && c[i] >= 0 && send_all(c[i], head, n);
+        sent = sent && c[i] >= 0 && (n == 0 || send_all(c[i], head, n));
     }
     ok(sent && kill(gw, SIGCONT) == 0, "%zu connections wait in its backlog",
        N_UNREAD + HEAD_BUDGET);
+    /* The first one's answer is out: the others were cut with it, the late ones silent. */
+    size_t n0 = sent ? read_to_eof(c[0], buf, sizeof buf) : 0;
+    bool answered0 = cut_429(buf, n0);
+    for (size_t i = 1; i < N_UNREAD && sent; i++) {
+        enum late late = unread[i].late;
+        size_t n = late == LATE_NONE ? 0 : unread_bytes(cfg, i, late == LATE_ALL, true, head);
+        if (n) /* it fails where the gateway closed already: what comes back says */
+            (void)send_all(c[i], head, n);
+    }
     for (size_t i = 0; i < N_UNREAD; i++) {
-        size_t n = sent ? read_to_eof(c[i], buf, sizeof buf) : 0;
-        bool answered = n > 0 && strstr(buf, "HTTP/1.1 429") && strstr(buf, "budget:heads");
-        ok(unread[i].http ? answered : n == 0, "token from 0x%02x, %s cut unread: %s", token0,
+        size_t n = i == 0 ? n0 : sent ? read_to_eof(c[i], buf, sizeof buf) : 0;
+        bool answered = i == 0 ? answered0 : cut_429(buf, n);
+        ok(unread[i].http ? answered : n == 0, "token from 0x%02x, %s, cut unread: %s", token0,
            unread[i].what, unread[i].http ? "429 in HTTP" : "not a byte back");
     }
     for (size_t i = 0; i < N_UNREAD + HEAD_BUDGET; i++)
@@ -293,6 +334,7 @@ int main(void)
                                   .connect_timeout_ms = 2000 };
     static char buf[65536], reports[1 << 20];
     int report;
+    signal(SIGPIPE, SIG_IGN); /* a connection the gateway cut: its write fails, no more */
 
     pid_t gw = start(&cfg, true, "on", &report);
     ok(gw > 0, "the gateway starts with relays allowed");
