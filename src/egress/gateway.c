@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "common/fds.h"
 #include "common/landlock.h"
+#include "common/relay_wire.h"
 #include "common/syscalls.h"
 #include "egress/gateway_int.h"
 #include "egress/mint.h"
@@ -194,6 +195,13 @@ static void discard_input(struct bufferevent *bev, void *arg)
         conn_free(c);
 }
 
+/* A flood of refused connections must not hold our descriptors: beyond what
+ * the cap and the head budget hold, few stay. */
+static bool linger_room(const struct gateway *gw)
+{
+    return gw->active <= connection_cap(gw) + HEAD_BUDGET + LINGER_MAX;
+}
+
 /*
  * Our answer is out. Closing now, with the client's unread bytes still in
  * the kernel (the rest of an oversized head), would reset the connection
@@ -219,11 +227,7 @@ void conn_close_when_flushed(struct bufferevent *bev, void *arg)
         return;
     }
     int fd = bufferevent_getfd(under ? under : bev);
-    /* A flood of refused connections must not hold our descriptors: beyond
-     * what the cap and the head budget hold, few linger. */
-    struct gateway *gw = c->gw;
-    if (c->state != S_CLOSING || gw->active > connection_cap(gw) + HEAD_BUDGET + LINGER_MAX ||
-        shutdown(fd, SHUT_WR) < 0) {
+    if (c->state != S_CLOSING || !linger_room(c->gw) || shutdown(fd, SHUT_WR) < 0) {
         conn_free(c);
         return;
     }
@@ -588,6 +592,12 @@ static void decide_tunnel_request(struct conn *c, struct http_request *req)
     tls_relay_start(c);
 }
 
+/* May C's next bytes be a relay's preface? Its first is a NUL, with which no HTTP request starts. */
+static bool preface_may_come(const struct conn *c)
+{
+    return !c->inner && !c->transparent;
+}
+
 void conn_head_read(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
@@ -596,7 +606,7 @@ void conn_head_read(struct bufferevent *bev, void *arg)
     size_t avail = evbuffer_get_length(in);
     size_t take = avail < HTTP_MAX_HEAD + 1 ? avail : HTTP_MAX_HEAD + 1;
     size_t got = (size_t)evbuffer_copyout(in, ch->buf, take);
-    if (!c->inner && !c->transparent && got > 0 && ch->buf[0] == '\0') {
+    if (preface_may_come(c) && got > 0 && ch->buf[0] == '\0') {
         /* No HTTP request starts with a NUL: a relay's preface, or nothing. */
         if (c->gw->relay) {
             transparent_relay_read(bev, c);
@@ -643,33 +653,61 @@ void conn_head_event(struct bufferevent *bev, short what, void *arg)
     }
 }
 
-/* C's first byte, or -1 before any came; it may still wait in the socket,
- * unread by the loop. */
-static int head_first_byte(struct conn *c)
+/*
+ * The client's own first byte on C, or -1 before it came: what came so far
+ * (C's input, then what still waits in the socket, unread by the loop) read
+ * past the run's door token while it is pending, and past a relay's preface
+ * where one opens what follows (*RELAYED then: the client came to an
+ * address, not to the proxy). A connection cut at once when accepted is read
+ * by neither door_read() nor transparent_relay_read() yet: the token's or the
+ * preface's first byte is no sign of what the client speaks.
+ */
+static int head_first_byte(struct conn *c, bool *relayed)
 {
-    unsigned char b = 0;
-    if (evbuffer_copyout(bufferevent_get_input(c->client), &b, 1) != 1 &&
-        recv(bufferevent_getfd(c->client), &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
-        return -1;
-    return b;
+    uint8_t p[GATEWAY_DOOR_TOKEN_LEN + RELAY_PREFACE_MAX + 1];
+    ev_ssize_t n = evbuffer_copyout(bufferevent_get_input(c->client), p, sizeof p);
+    size_t got = n > 0 ? (size_t)n : 0;
+    ssize_t more = 0;
+    if (got < sizeof p)
+        more = recv(bufferevent_getfd(c->client), p + got, sizeof p - got, MSG_PEEK | MSG_DONTWAIT);
+    got += more > 0 ? (size_t)more : 0;
+    size_t at = c->door_pending ? GATEWAY_DOOR_TOKEN_LEN : 0, len = 0;
+    *relayed = false;
+    if (got > at && p[at] == '\0' && preface_may_come(c) && c->gw->relay) {
+        *relayed = true;
+        enum preface kind = transparent_preface(p + at, got - at, &len);
+        if (kind != PREFACE_DNS && kind != PREFACE_TCP)
+            return -1;
+        at += len;
+    }
+    return got > at ? p[at] : -1;
 }
 
 /*
  * A head cut short where TLS is coming, or may be: a reset, since no HTTP
- * answer would mean anything to that client. That is a synthetic address's
- * client whose first bytes are not an HTTP method (or not here yet), and a
- * relay's connection whose preface (a NUL first) is still unread: its
- * client came to a synthetic address too.
+ * answer would mean anything to that client. That is a client that came to
+ * an address (a synthetic one's, or one a relay's preface names) whose first
+ * bytes are not an HTTP method, or not here yet.
  */
 static void reset_unless_http(struct conn *c)
 {
-    int b = head_first_byte(c);
+    bool relayed = false;
+    int b = head_first_byte(c, &relayed);
     bool http = b >= 'A' && b <= 'Z';
-    if (!c->raw_tls && ((c->transparent && !http) || (!c->transparent && c->gw->relay && b == 0))) {
+    if (!c->raw_tls && (c->transparent || relayed) && !http) {
         struct linger now = { .l_onoff = 1, .l_linger = 0 };
         c->raw_tls = true;
         setsockopt(bufferevent_getfd(c->client), SOL_SOCKET, SO_LINGER, &now, sizeof now);
     }
+}
+
+#define CUT_WHY "more than %d connections sending a request head at once: the oldest is cut"
+
+/* C is the head the budget cut: a 429, or a reset where TLS is coming. */
+static void cut_answer(struct conn *c)
+{
+    reset_unless_http(c);
+    conn_refuse(c, 429, "budget:heads", CUT_WHY, HEAD_BUDGET);
 }
 
 /* The connection's one timer ran out: which deadline depends on the state. */
@@ -680,6 +718,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     switch (c->state) {
     case S_HEAD:
+        if (c->cut) { /* its client's first byte never came: answered from what did */
+            cut_answer(c);
+            return;
+        }
         if (c->dns_stream) { /* idle: the relay opens another when it needs one */
             conn_free(c);
             return;
@@ -742,10 +784,30 @@ void conn_arm_head_deadline(struct conn *c)
     conn_arm_timer(c, spent_ms < HEAD_DEADLINE_MS ? (unsigned)(HEAD_DEADLINE_MS - spent_ms) : 0);
 }
 
+/* Bytes came to a cut head still to be answered (cut_oldest_head()). */
+static void cut_read(struct bufferevent *bev, void *arg)
+{
+    bool relayed = false;
+    (void)bev;
+    if (head_first_byte(arg, &relayed) >= 0)
+        cut_answer(arg);
+}
+
+static void cut_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        cut_answer(arg); /* recorded as the cut it is; the answer goes nowhere */
+}
+
 /*
  * The head budget is spent: the connection that has been sending its head
  * longest goes, so the newest (most likely a whole request that arrived in
- * one piece) is read.
+ * one piece) is read. Its answer is its client's first byte's to choose: on
+ * a loaded host a backlog is taken in at once, before the bytes of its
+ * connections (the door token, a relay's preface, the client's own) are
+ * all here. One whose client's first byte has not come leaves the budget
+ * now and is answered when it comes, or at its deadline from what did.
  */
 static void cut_oldest_head(struct gateway *gw)
 {
@@ -757,10 +819,19 @@ static void cut_oldest_head(struct gateway *gw)
         return;
     if (!oldest->target.host_text[0])
         snprintf(oldest->target.host_text, sizeof oldest->target.host_text, "-");
-    reset_unless_http(oldest);
-    conn_refuse(oldest, 429, "budget:heads",
-                "more than %d connections sending a request head at once: the oldest is cut",
-                HEAD_BUDGET);
+    bool relayed = false;
+    if (head_first_byte(oldest, &relayed) >= 0 || oldest->raw_tls || !linger_room(gw)) {
+        cut_answer(oldest);
+        return;
+    }
+    head_leave(oldest);
+    oldest->cut = true;
+    /* Its record, should the run end first. */
+    oldest->status = 429;
+    snprintf(oldest->rule, sizeof oldest->rule, "budget:heads");
+    snprintf(oldest->reason, sizeof oldest->reason, CUT_WHY, HEAD_BUDGET);
+    bufferevent_setwatermark(oldest->client, EV_READ, 0, 0);
+    bufferevent_setcb(oldest->client, cut_read, NULL, cut_event, oldest);
 }
 
 struct conn *conn_start(struct gateway *gw, evutil_socket_t fd)

@@ -140,6 +140,7 @@ struct conn {
     char via[16];             /* transparent: the synthetic address it came to */
     bool dns_stream;          /* a relay's DNS stream: answers, never a decision */
     bool in_head;             /* counted in gw->heads */
+    bool cut;                 /* by the head budget, before its client's first byte came */
     bool held;                /* counted in gw->held */
     uint64_t secrets_used;    /* bit i: secret i's value was swapped in */
     uint64_t foreign;         /* bit i: secret i is not bound here (its placeholder stays in) */
@@ -223,6 +224,15 @@ bool transparent_name_counted(struct gateway *gw, const char *name);
 /* A connection opening with a NUL on a door relays may use: their preface
  * (see common/relay_wire.h), read from the client's input. */
 void transparent_relay_read(struct bufferevent *bev, void *arg);
+/* What N bytes P open with, as a relay's preface (relay_wire.h) frames it. */
+enum preface {
+    PREFACE_NONE,    /* not a preface: its magic is not a relay's */
+    PREFACE_MORE,    /* the magic so far: its kind has not come */
+    PREFACE_UNKNOWN, /* a kind no relay sends */
+    PREFACE_DNS,     /* a DNS stream's, or a connection's to an address: */
+    PREFACE_TCP,     /*   *LEN bytes long in all, perhaps more than N */
+};
+enum preface transparent_preface(const uint8_t *p, size_t n, size_t *len);
 /* A plain request on a transparent connection: its Host must name the host
  * behind the address. */
 void transparent_http(struct conn *c, struct http_request *req);

@@ -293,23 +293,46 @@ static void dns_stream_read(struct bufferevent *bev, void *arg)
     }
 }
 
+enum preface transparent_preface(const uint8_t *p, size_t n, size_t *len)
+{
+    size_t cmp = n < RELAY_MAGIC_LEN ? n : RELAY_MAGIC_LEN;
+    if (memcmp(p, RELAY_MAGIC, cmp) != 0)
+        return PREFACE_NONE;
+    if (n <= RELAY_MAGIC_LEN)
+        return PREFACE_MORE;
+    switch (p[RELAY_MAGIC_LEN]) {
+    case RELAY_DNS:
+        *len = RELAY_MAGIC_LEN + 1;
+        return PREFACE_DNS;
+    case RELAY_TCP:
+        *len = RELAY_PREFACE_TCP_LEN;
+        return PREFACE_TCP;
+    case RELAY_TCP6:
+        *len = RELAY_PREFACE_TCP6_LEN;
+        return PREFACE_TCP;
+    default:
+        return PREFACE_UNKNOWN;
+    }
+}
+
 void transparent_relay_read(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     uint8_t pre[RELAY_PREFACE_MAX];
-    size_t got = (size_t)evbuffer_copyout(in, pre, sizeof pre);
-    size_t cmp = got < RELAY_MAGIC_LEN ? got : RELAY_MAGIC_LEN;
-    if (memcmp(pre, RELAY_MAGIC, cmp) != 0) {
+    size_t got = (size_t)evbuffer_copyout(in, pre, sizeof pre), want = 0;
+    enum preface kind = transparent_preface(pre, got, &want);
+    if (kind == PREFACE_NONE || kind == PREFACE_UNKNOWN) {
         snprintf(c->target.host_text, sizeof c->target.host_text, "-");
-        conn_refuse(c, 400, "bad_request", "not an HTTP request, nor a relay's preface");
+        conn_refuse(c, 400, "bad_request", "%s",
+                    kind == PREFACE_NONE ? "not an HTTP request, nor a relay's preface"
+                                         : "a relay's preface of an unknown kind");
         return;
     }
-    if (got <= RELAY_MAGIC_LEN)
+    if (kind == PREFACE_MORE || got < want)
         return;
-    switch (pre[RELAY_MAGIC_LEN]) {
-    case RELAY_DNS:
-        evbuffer_drain(in, RELAY_MAGIC_LEN + 1);
+    if (kind == PREFACE_DNS) {
+        evbuffer_drain(in, want);
         c->dns_stream = true;
         c->reported = true;       /* the stub records its own refusals */
         conn_head_done(c, false); /* one per relay: never a connection of the command's */
@@ -317,25 +340,15 @@ void transparent_relay_read(struct bufferevent *bev, void *arg)
         bufferevent_setcb(bev, dns_stream_read, NULL, conn_head_event, c);
         dns_stream_read(bev, c);
         return;
-    case RELAY_TCP:
-    case RELAY_TCP6: {
-        bool v6 = pre[RELAY_MAGIC_LEN] == RELAY_TCP6;
-        size_t want = v6 ? RELAY_PREFACE_TCP6_LEN : RELAY_PREFACE_TCP_LEN, alen = v6 ? 16 : 4;
-        if (got < want)
-            return;
-        const uint8_t *a = pre + RELAY_MAGIC_LEN + 1;
-        struct ip_addr to = { .family = v6 ? AF_INET6 : AF_INET };
-        memcpy(to.bytes, a, alen); /* big-endian, as an address is kept */
-        uint16_t port = (uint16_t)(a[alen] << 8 | a[alen + 1]);
-        evbuffer_drain(in, want);
-        transparent_begin(c, &to, port, bufferevent_getfd(bev));
-        return;
     }
-    default:
-        snprintf(c->target.host_text, sizeof c->target.host_text, "-");
-        conn_refuse(c, 400, "bad_request", "a relay's preface of an unknown kind");
-        return;
-    }
+    bool v6 = pre[RELAY_MAGIC_LEN] == RELAY_TCP6;
+    size_t alen = v6 ? 16 : 4;
+    const uint8_t *a = pre + RELAY_MAGIC_LEN + 1;
+    struct ip_addr to = { .family = v6 ? AF_INET6 : AF_INET };
+    memcpy(to.bytes, a, alen); /* big-endian, as an address is kept */
+    uint16_t port = (uint16_t)(a[alen] << 8 | a[alen + 1]);
+    evbuffer_drain(in, want);
+    transparent_begin(c, &to, port, bufferevent_getfd(bev));
 }
 
 void transparent_http(struct conn *c, struct http_request *req)

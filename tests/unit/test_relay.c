@@ -3,11 +3,15 @@
  * (common/relay_wire.h), against a real gateway process on a real socket:
  * a DNS stream answers allowed names with synthetic addresses and refuses
  * the rest, a relayed connection is held to the name its address stands
- * for, and prefaces the gateway did not agree to are refused. The levels'
- * relays are tested end to end by tests/integration/test_transparent_egress.py.
+ * for, prefaces the gateway did not agree to are refused, and a connection
+ * the head budget cuts before its door token, preface or client's bytes
+ * were read (or came) is answered as its client's own first byte says
+ * (HTTP, or not a byte). The levels' relays are tested end to end by
+ * tests/integration/test_transparent_egress.py.
  */
 #include "common/relay_wire.h"
 #include "egress/gateway.h"
+#include "egress/gateway_int.h"
 #include "egress/synth.h"
 #include "tap.h"
 
@@ -31,7 +35,9 @@ static int door_listener(const char *tag)
     snprintf(door_addr.sun_path + 1, sizeof door_addr.sun_path - 1, "cordon-test-relay-%d-%s",
              (int)getpid(), tag);
     int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l < 0 || bind(l, (struct sockaddr *)&door_addr, sizeof door_addr) < 0 || listen(l, 16) < 0)
+    /* Room for more than the head budget's connections while the gateway is stopped. */
+    if (l < 0 || bind(l, (struct sockaddr *)&door_addr, sizeof door_addr) < 0 ||
+        listen(l, 2 * HEAD_BUDGET) < 0)
         return -1;
     return l;
 }
@@ -188,6 +194,134 @@ static void stop(pid_t pid, int report, char *reports, size_t cap)
     waitpid(pid, NULL, 0);
 }
 
+/* A relay's preface for ADDR:PORT (IPv4, or ::1 for an IPv6 one) into OUT; its length. */
+static size_t preface(bool v6, uint32_t addr, uint16_t port, uint8_t *out)
+{
+    uint32_t a_be = htonl(addr);
+    uint8_t a6[16] = { [15] = 1 };
+    size_t alen = v6 ? 16 : 4;
+    memcpy(out, RELAY_MAGIC, RELAY_MAGIC_LEN);
+    out[RELAY_MAGIC_LEN] = v6 ? RELAY_TCP6 : RELAY_TCP;
+    memcpy(out + RELAY_MAGIC_LEN + 1, v6 ? (void *)a6 : (void *)&a_be, alen);
+    out[RELAY_MAGIC_LEN + 1 + alen] = (uint8_t)(port >> 8);
+    out[RELAY_MAGIC_LEN + 2 + alen] = (uint8_t)port;
+    return RELAY_MAGIC_LEN + 3 + alen;
+}
+
+/* Bytes sent while the gateway is stopped, or only once it has cut the connection. */
+enum late { LATE_NONE, LATE_ALL, LATE_CLIENT };
+
+/* What each connection the head budget cuts at once sends: its client's own first bytes. */
+static const struct {
+    const char *what;
+    int relay; /* 0 to the proxy; 4 or 6, a relay's preface of that family first */
+    const char *first;
+    enum late late; /* all sent before, all after the cut, or the client's own after */
+    bool http;      /* answered in HTTP (429), or cut without a byte */
+} unread[] = {
+    /* The first: its answer says the batch was taken in and cut. */
+    { "a proxy client's request", 0, "G", LATE_NONE, true },
+    { "a proxy client's token alone", 0, "", LATE_NONE, true },
+    { "a relayed plain request", 4, "G", LATE_NONE, true },
+    { "a relayed ClientHello", 4, "\x16\x03\x01", LATE_NONE, false },
+    { "a relayed ClientHello (IPv6)", 6, "\x16\x03\x01", LATE_NONE, false },
+    { "a relayed connection whose client sends nothing", 4, "", LATE_NONE, false },
+    { "a proxy request whose every byte comes after", 0, "G", LATE_ALL, true },
+    { "a relayed plain request whose every byte comes after", 4, "G", LATE_ALL, true },
+    { "a relayed ClientHello whose every byte comes after", 4, "\x16\x03\x01", LATE_ALL, false },
+    { "a relayed plain request whose client's bytes come after", 4, "G", LATE_CLIENT, true },
+    { "a relayed ClientHello whose client's bytes come after", 4, "\x16", LATE_CLIENT, false },
+};
+#define N_UNREAD (sizeof unread / sizeof unread[0])
+
+/* Connection I's bytes (the I-th of unread[], or a filler past them) into HEAD: the door token
+ * and any preface (when HEAD_TOO), then the client's own (when CLIENT_TOO); their length. */
+static size_t unread_bytes(const struct gateway_config *cfg, size_t i, bool head_too,
+                           bool client_too, uint8_t *head)
+{
+    size_t n = 0;
+    /* Past the ones cut: slow heads to the proxy that hold the budget. */
+    const char *first = i < N_UNREAD ? unread[i].first : "GET ";
+    if (head_too) {
+        memcpy(head, cfg->door_token, GATEWAY_DOOR_TOKEN_LEN);
+        n = GATEWAY_DOOR_TOKEN_LEN;
+        if (i < N_UNREAD && unread[i].relay)
+            n += preface(unread[i].relay == 6, SYNTH_NET + 2, 443, head + n);
+    }
+    if (client_too) {
+        memcpy(head + n, first, strlen(first));
+        n += strlen(first);
+    }
+    return n;
+}
+
+static bool cut_429(const char *buf, size_t n)
+{
+    return n > 0 && strstr(buf, "HTTP/1.1 429") && strstr(buf, "budget:heads");
+}
+
+/*
+ * The head budget cuts connections the gateway took in but never read (the
+ * process level's door under load): each opens with the door token, and a
+ * relay's preface before its client's bytes where it came to an address.
+ * The answer follows the client's own first byte, not the token's (TOKEN0)
+ * nor the preface's NUL, and where it has not come, the gateway waits for
+ * it (or for the deadline, then what came says). The gateway is stopped
+ * while they queue, so it takes them in at once (its listener accepts until
+ * the backlog is empty): past the head budget the first ones are cut before
+ * any byte was read, and the late ones before their bytes were sent.
+ */
+static void cut_unread(struct gateway_config *cfg, uint8_t token0)
+{
+    static char buf[4096], reports[1 << 20];
+    for (size_t i = 0; i < sizeof cfg->door_token; i++)
+        cfg->door_token[i] = (uint8_t)(token0 + i);
+    cfg->door_token_set = true;
+    int report = -1, st = 0, c[N_UNREAD + HEAD_BUDGET];
+    char tag[16];
+    snprintf(tag, sizeof tag, "unread%02x", token0);
+    pid_t gw = start(cfg, true, tag, &report);
+    bool stopped =
+        gw > 0 && kill(gw, SIGSTOP) == 0 && waitpid(gw, &st, WUNTRACED) == gw && WIFSTOPPED(st);
+    ok(stopped, "the gateway (token from 0x%02x) starts, and is stopped", token0);
+    if (!stopped)
+        return;
+    bool sent = true;
+    uint8_t head[GATEWAY_DOOR_TOKEN_LEN + RELAY_PREFACE_MAX + 8];
+    for (size_t i = 0; i < N_UNREAD + HEAD_BUDGET; i++) {
+        enum late late = i < N_UNREAD ? unread[i].late : LATE_NONE;
+        size_t n = unread_bytes(cfg, i, late != LATE_ALL, late == LATE_NONE, head);
+        c[i] = dial();
+        sent = sent && c[i] >= 0 && (n == 0 || send_all(c[i], head, n));
+    }
+    ok(sent && kill(gw, SIGCONT) == 0, "%zu connections wait in its backlog",
+       N_UNREAD + HEAD_BUDGET);
+    /* The first one's answer is out: the others were cut with it, the late ones silent. */
+    size_t n0 = sent ? read_to_eof(c[0], buf, sizeof buf) : 0;
+    bool answered0 = cut_429(buf, n0);
+    for (size_t i = 1; i < N_UNREAD && sent; i++) {
+        enum late late = unread[i].late;
+        size_t n = late == LATE_NONE ? 0 : unread_bytes(cfg, i, late == LATE_ALL, true, head);
+        if (n) /* it fails where the gateway closed already: what comes back says */
+            (void)send_all(c[i], head, n);
+    }
+    for (size_t i = 0; i < N_UNREAD; i++) {
+        size_t n = i == 0 ? n0 : sent ? read_to_eof(c[i], buf, sizeof buf) : 0;
+        bool answered = i == 0 ? answered0 : cut_429(buf, n);
+        ok(unread[i].http ? answered : n == 0, "token from 0x%02x, %s, cut unread: %s", token0,
+           unread[i].what, unread[i].http ? "429 in HTTP" : "not a byte back");
+    }
+    for (size_t i = 0; i < N_UNREAD + HEAD_BUDGET; i++)
+        if (c[i] >= 0)
+            close(c[i]);
+    stop(gw, report, reports, sizeof reports);
+    size_t cut = 0;
+    for (const char *p = reports; (p = strstr(p, "\"budget:heads\"")); p++)
+        cut++;
+    ok(cut == N_UNREAD, "each cut one is reported (%zu of %zu)", cut, N_UNREAD);
+    cfg->door_token_set = false;
+}
+
 int main(void)
 {
     static const char *const allow_texts[] = { "allowed.test", "*.wild.test" };
@@ -200,6 +334,7 @@ int main(void)
                                   .connect_timeout_ms = 2000 };
     static char buf[65536], reports[1 << 20];
     int report;
+    signal(SIGPIPE, SIG_IGN); /* a connection the gateway cut: its write fails, no more */
 
     pid_t gw = start(&cfg, true, "on", &report);
     ok(gw > 0, "the gateway starts with relays allowed");
@@ -263,6 +398,9 @@ int main(void)
     ok(strstr(reports, "budget:dns_names") != NULL, "so is the cap");
     ok(strstr(reports, "\"fronting\"") != NULL, "and the fronting");
     ok(strstr(reports, "\"::1\"") != NULL, "and the IPv6 literal, refused");
+
+    cut_unread(&cfg, 'G'); /* a token that looks like HTTP: the ClientHellos get no 429 */
+    cut_unread(&cfg, 0);   /* one that looks like a preface: the proxy's clients get their 429 */
 
     gw = start(&cfg, false, "off", &report);
     n = raw(RELAY_MAGIC "D", RELAY_MAGIC_LEN + 1, buf, sizeof buf);
