@@ -222,7 +222,9 @@ void grpc_send(struct grpc_call *call, const void *msg, size_t len)
     conn_flush(s->conn);
 }
 
-static void vfinish(struct h2stream *s, enum grpc_status status, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void vfinish(struct h2stream *s,
+                                                          enum grpc_status status, const char *fmt,
+                                                          va_list ap)
 {
     s->finished = true;
     s->status = (int)status;
