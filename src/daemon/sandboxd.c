@@ -129,10 +129,6 @@ static int open_workspace(const struct policy *p, struct cordon_err *err)
     if (!p->workspace)
         return err_set(err, CORDON_E_USAGE,
                        "serve: --sandboxd-rest serves a workspace's files: give --workspace DIR");
-    if (p->workspace_mode == POLICY_WS_OVERLAY)
-        return err_set(err, CORDON_E_USAGE,
-                       "serve: sandboxd writes the workspace itself: workspace.mode overlay "
-                       "does not go with --sandboxd-grpc or --sandboxd-rest");
     return hostpath_open(AT_FDCWD, p->workspace, O_PATH | O_DIRECTORY, 0,
                          p->workspace_follow_symlinks, err);
 }
@@ -143,7 +139,9 @@ int sandboxd_open(struct daemon *d, struct cordon_err *err)
     if (!cfg->sandboxd_grpc && !cfg->sandboxd_rest)
         return 0;
     if (cfg->policy->workspace_mode == POLICY_WS_OVERLAY)
-        return open_workspace(cfg->policy, err);
+        return err_set(err, CORDON_E_USAGE,
+                       "serve: sandboxd writes the workspace itself: workspace.mode overlay "
+                       "does not go with --sandboxd-grpc or --sandboxd-rest");
     struct sandboxd *sd = calloc(1, sizeof *sd);
     if (!sd)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");

@@ -52,29 +52,24 @@ static bool is_text(const struct pb_field *f)
 static char *env_entry(const struct pb_field *entry, char *why, size_t len)
 {
     struct pb_reader r = pb_reader(entry->data, entry->len);
-    struct pb_field f;
-    const struct pb_field *key = NULL, *val = NULL;
-    struct pb_field k = { 0 }, v = { 0 };
+    struct pb_field f, key = { 0 }, val = { 0 };
     int rc;
     while ((rc = pb_next(&r, &f)) > 0) {
-        if (f.num == 1 && is_text(&f))
-            k = f, key = &k;
-        else if (f.num == 2 && is_text(&f))
-            v = f, val = &v;
-        else if (f.num <= 2)
-            rc = -1;
-        if (rc < 0)
-            break;
+        if (f.num > 2)
+            continue; /* unknown: skipped, as proto3 says */
+        if (!is_text(&f))
+            break; /* refused below: rc is still 1 */
+        *(f.num == 1 ? &key : &val) = f;
     }
-    if (rc < 0 || !key || !key->len || memchr(key->data, '=', key->len)) {
+    if (rc != 0 || !key.len || memchr(key.data, '=', key.len)) {
         why_printf(why, len, "%s",
                    "env_vars: each name must be a non-empty string without '=' "
                    "or NUL, each value a string without NUL");
         return NULL;
     }
     char *out = NULL;
-    if (asprintf(&out, "%.*s=%.*s", (int)key->len, (const char *)key->data, val ? (int)val->len : 0,
-                 val ? (const char *)val->data : "") < 0)
+    if (asprintf(&out, "%.*s=%.*s", (int)key.len, (const char *)key.data, (int)val.len,
+                 val.len ? (const char *)val.data : "") < 0)
         return NULL;
     return out;
 }
@@ -274,9 +269,8 @@ static enum grpc_status status_of(const struct cordon_err *e)
         return GRPC_RESOURCE_EXHAUSTED;
     if (e->kind == CORDON_E_POLICY)
         return GRPC_PERMISSION_DENIED;
-    if (e->kind == CORDON_E_USAGE || e->kind == CORDON_E_NOTFOUND)
-        return GRPC_FAILED_PRECONDITION;
-    if (e->kind == CORDON_E_UNSUPPORTED)
+    if (e->kind == CORDON_E_USAGE || e->kind == CORDON_E_NOTFOUND ||
+        e->kind == CORDON_E_UNSUPPORTED)
         return GRPC_FAILED_PRECONDITION;
     return GRPC_INTERNAL;
 }

@@ -302,15 +302,14 @@ static void serve_delete(struct sandboxd *sd, struct evhttp_request *req, const 
         reply_errno(req, dir < 0 ? (err.errnum ? err.errnum : ENOENT) : errno, "remove", path);
         return;
     }
-    int rc = 0;
-    if (!S_ISDIR(st.st_mode))
-        rc = unlinkat(dir, leaf, 0);
-    else if (yes)
-        rc = wsfile_remove_tree(dir, leaf, &err) < 0 ? (errno = err.errnum ? err.errnum : EIO, -1)
-                                                     : 0;
-    else
-        rc = unlinkat(dir, leaf, AT_REMOVEDIR);
-    if (rc < 0)
+    if (S_ISDIR(st.st_mode) && yes) {
+        if (wsfile_remove_tree(dir, leaf, &err) < 0)
+            reply_errno(req, err.errnum ? err.errnum : EIO, "remove", path);
+        else
+            evhttp_send_reply(req, 204, "No Content", NULL);
+        return;
+    }
+    if (unlinkat(dir, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
         reply_errno(req, errno, "remove", path);
     else
         evhttp_send_reply(req, 204, "No Content", NULL);
