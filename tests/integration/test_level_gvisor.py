@@ -14,8 +14,8 @@ Known differences from the namespace level, by design or by this runsc
 - the command runs as gVisor's uid 0 (no capability, no_new_privs): the
   gofer shows the caller's files as owned by 0, so that is the caller;
 - the filesystem boundary is the bundle's mounts (gVisor has no Landlock);
-- runsc exec reports death by signal N and exit(128+N) alike;
-- --tty is refused; the call's files are placed inside by the helper;
+- --tty is refused; the call's files are placed inside by the helper, whose
+  caller forks the command in the booted sandbox (no runsc exec per call);
 - this runsc refuses AT_NO_AUTOMOUNT in statx()/newfstatat() (EINVAL), which
   coreutils passes on every stat: a compat library preloaded through the
   bundle's /etc/ld.so.preload drops the flag (gvisor/compat.c), so dynamic

@@ -345,7 +345,7 @@ static json_t *rlimits_json(const struct confine_plan *c)
  * level's idmapped sandbox user is there: the caller, for the files the
  * policy binds, and nobody to the host kernel, which it never calls.
  */
-json_t *gvisor_process_json(json_t *args, json_t *env, const char *cwd, const struct gv_state *st)
+static json_t *process_json(json_t *args, json_t *env, const char *cwd, const struct gv_state *st)
 {
     /* clang-format off */
     return json_pack("{s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:{s:[], s:[], s:[], s:[], s:[]}, s:o}",
@@ -355,7 +355,7 @@ json_t *gvisor_process_json(json_t *args, json_t *env, const char *cwd, const st
     /* clang-format on */
 }
 
-int gvisor_write_json(const char *path, json_t *o, struct cordon_err *err)
+static int write_json(const char *path, json_t *o, struct cordon_err *err)
 {
     if (!o)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");
@@ -409,25 +409,27 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
         if (lstat(point, &sb) < 0) /* a policy's bind at /etc/ld.so.preload made it */
             TRY(write_file(point, "", 0, 0444, err));
     }
-    if (!st->gateway)
-        return 0;
-    snprintf(file, sizeof file, "%s/gw", st->dir);
-    json_array_append_new(mounts, bind_mount(GW_DIR, file, false));
-    snprintf(point, sizeof point, "%s/bundle/rootfs" GW_DIR, st->dir);
-    if (mkdir(point, 0755) < 0)
-        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", point);
+    /* The call channel's directory, and the gateway's door's. */
+    static const char *const dirs[][2] = { { "ctl", CALL_DIR }, { "gw", GW_DIR } };
+    for (size_t i = 0; i < (st->gateway ? 2u : 1u); i++) {
+        snprintf(file, sizeof file, "%s/%s", st->dir, dirs[i][0]);
+        json_array_append_new(mounts, bind_mount(dirs[i][1], file, false));
+        snprintf(point, sizeof point, "%s/bundle/rootfs%s", st->dir, dirs[i][1]);
+        if (mkdir(point, 0755) < 0)
+            return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", point);
+    }
     return 0;
 }
 
 /*
- * The helper's command line: `init HOME`, with the gateway's socket when
+ * The helper's command line: `init HOME CALL`, with the gateway's socket when
  * the run has egress, and for transparent egress the synthetic range, the
  * DNS stub's address, the ports to listen on and "+NET/PREFIX" for each
  * allowed literal's range.
  */
 static json_t *init_args(const struct gv_state *st)
 {
-    json_t *a = json_pack("[s, s, s]", INIT_PATH, "init", SANDBOX_HOME);
+    json_t *a = json_pack("[s, s, s, s]", INIT_PATH, "init", SANDBOX_HOME, CALL_SOCK);
     if (st->gateway)
         json_array_append_new(a, json_string(GW_SOCK));
     if (!st->transparent)
@@ -453,22 +455,26 @@ static json_t *init_args(const struct gv_state *st)
 }
 
 /*
- * gVisor's capabilities for the helper: none without egress. With it,
- * CAP_SYS_RESOURCE, for its relay to raise its own RLIMIT_NOFILE past the
- * command's (the command's processes take their limits from the helper's
- * spec, so that stays the policy's); for transparent egress also the two
- * it needs to make the synthetic range loopback's and to listen on port 53
- * and the policy's ports. Every process of the helper drops them before it
- * says it is ready, before anything of the call runs (gvisor/init.c), and
- * the command's own process gets none (process_json).
+ * gVisor's capabilities for the helper: CAP_SETPCAP, to empty the bounding
+ * set its processes (the command's parent among them) pass on. With
+ * egress, CAP_SYS_RESOURCE too, for its relay to raise its own
+ * RLIMIT_NOFILE past the command's (the command's processes take their
+ * limits from the helper's spec, so that stays the policy's); for
+ * transparent egress also the two it needs to make the synthetic range
+ * loopback's and to listen on port 53 and the policy's ports. Every process
+ * of the helper drops them all, bounding set included, before it says it
+ * is ready, before anything of the call runs (gvisor/init.c).
  */
 static json_t *init_capabilities(const struct gv_state *st)
 {
     static const char *const sets[] = { "bounding", "effective", "permitted" };
     json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
                              "inheritable", "permitted", "ambient");
-    for (size_t i = 0; st->gateway && i < sizeof sets / sizeof sets[0]; i++) {
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
         json_t *set = json_object_get(caps, sets[i]);
+        json_array_append_new(set, json_string("CAP_SETPCAP"));
+        if (!st->gateway)
+            continue;
         json_array_append_new(set, json_string("CAP_SYS_RESOURCE"));
         if (st->transparent) {
             json_array_append_new(set, json_string("CAP_NET_ADMIN"));
@@ -483,7 +489,8 @@ int gvisor_build_bundle(const struct sandbox_setup *s, struct gv_state *st, stru
     const struct policy *p = s->p;
     char path[PATH_MAX];
     static const char *const subdirs[] = { "bundle", "bundle/rootfs", "bundle/rootfs/.cordon",
-                                           "files",  "state",         "gw" };
+                                           "files",  "state",         "gw",
+                                           "ctl" };
     for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", st->dir, subdirs[i]);
         if (mkdir(path, 0755) < 0)
@@ -515,8 +522,7 @@ int gvisor_build_bundle(const struct sandbox_setup *s, struct gv_state *st, stru
     if (make_dir(path) < 0)
         return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", path);
 
-    json_t *init =
-        gvisor_process_json(init_args(st), json_pack("[s]", "PATH=/usr/bin:/bin"), "/", st);
+    json_t *init = process_json(init_args(st), json_pack("[s]", "PATH=/usr/bin:/bin"), "/", st);
     json_object_set_new(init, "capabilities", init_capabilities(st));
     /* clang-format off */
     json_t *config = json_pack(
@@ -530,5 +536,5 @@ int gvisor_build_bundle(const struct sandbox_setup *s, struct gv_state *st, stru
         "type", "mount");
     /* clang-format on */
     snprintf(path, sizeof path, "%s/bundle/config.json", st->dir);
-    return gvisor_write_json(path, config, err);
+    return write_json(path, config, err);
 }
