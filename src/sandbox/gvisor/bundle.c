@@ -422,14 +422,15 @@ static int add_cordon_files(const struct policy *p, const struct gv_state *st, j
 }
 
 /*
- * The helper's command line: `init HOME CALL`, with the gateway's socket when
+ * The helper's command line: `init HOME CALL ahead|now`, with the gateway's socket when
  * the run has egress, and for transparent egress the synthetic range, the
  * DNS stub's address, the ports to listen on and "+NET/PREFIX" for each
  * allowed literal's range.
  */
 static json_t *init_args(const struct gv_state *st)
 {
-    json_t *a = json_pack("[s, s, s, s]", INIT_PATH, "init", SANDBOX_HOME, CALL_SOCK);
+    json_t *a = json_pack("[s, s, s, s, s]", INIT_PATH, "init", SANDBOX_HOME, CALL_SOCK,
+                          st->ahead ? "ahead" : "now");
     if (st->gateway)
         json_array_append_new(a, json_string(GW_SOCK));
     if (!st->transparent)

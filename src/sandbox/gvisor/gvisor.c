@@ -538,6 +538,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     b->state = st;
     st->names.root = -1;
     st->rootless = geteuid() != 0;
+    st->ahead = s->ahead;
     st->gateway = s->gateway;
     if (s->gateway) {
         st->transparent = true;

@@ -51,6 +51,7 @@ struct gv_state {
     char runsc[PATH_MAX];
     char cid[40];
     bool rootless;
+    bool ahead; /* prepared before its call: warmed up (gvisor/init.c) */
     bool gateway;
     bool host_uds;             /* --host-uds=open: the door, or listed host sockets */
     struct usock_keeper uds;   /* what runsc's gofer may connect to (sandbox/engine.h) */

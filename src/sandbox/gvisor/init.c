@@ -3,10 +3,12 @@
  * into every gVisor sandbox (embedded in cordon, bound read-only at
  * /.cordon/init). It runs inside the gVisor kernel, never on the host:
  *
- *   init HOME CALL [SOCKET [NET/PREFIX STUB PORT...]]
+ *   init HOME CALL ahead|now [SOCKET [NET/PREFIX STUB PORT...]]
  *                   the container's first process. Makes HOME (the
- *                   command's, in the fresh /tmp), dials CALL (the shim's
- *                   call channel, call_wire.h) for its caller, and says "R"
+ *                   command's, in the fresh /tmp), warms the sandbox up when
+ *                   it is prepared ahead of its call (the daemon's pool),
+ *                   dials CALL (the shim's call channel, call_wire.h) for
+ *                   its caller, and says "R"
  *                   on stdout once ready, then holds the sandbox open; with
  *                   SOCKET (the gateway's unix socket, reached through
  *                   --host-uds=open) it first listens on 127.0.0.1:3128 and
@@ -676,13 +678,33 @@ static int start_caller(const char *call)
     return pid < 0 ? -1 : 0;
 }
 
-static int init_main(const char *home, const char *call, struct relay_plan *r)
+/*
+ * A sandbox prepared ahead runs one fork and exec of a program of the
+ * host's /usr before it says it is ready, so the Sentry's first ones (new
+ * stub processes, the gofer's first walks of /usr and the loader) are not
+ * the call's. It writes nothing and exits before any call arrives.
+ */
+static void warm_up(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (drop_capabilities() == 0)
+            execl("/usr/bin/true", "true", (char *)NULL);
+        _exit(0);
+    }
+    while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static int init_main(const char *home, const char *call, bool ahead, struct relay_plan *r)
 {
     /* gVisor's uid 0 is the command's: the home is its own, 0700 as at every level. */
     if (home_make(home) < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot make '%s': %s\n", home, strerror(errno));
         return 1;
     }
+    if (ahead)
+        warm_up();
     if (start_caller(call) < 0)
         return 1;
     /* Orphans of the command are reparented here: let the kernel reap them. */
@@ -709,11 +731,13 @@ static int init_main(const char *home, const char *call, struct relay_plan *r)
 
 int main(int argc, char **argv)
 {
-    struct relay_plan r = { .gateway = argc >= 5 ? argv[4] : NULL };
-    if (argc >= 4 && strcmp(argv[1], "init") == 0 &&
-        (argc <= 5 || parse_transparent(argv + 5, argc - 5, &r) == 0))
-        return init_main(argv[2], argv[3], &r);
+    struct relay_plan r = { .gateway = argc >= 6 ? argv[5] : NULL };
+    bool ahead = argc >= 5 && strcmp(argv[4], "ahead") == 0;
+    if (argc >= 5 && strcmp(argv[1], "init") == 0 && (ahead || strcmp(argv[4], "now") == 0) &&
+        (argc <= 6 || parse_transparent(argv + 6, argc - 6, &r) == 0))
+        return init_main(argv[2], argv[3], ahead, &r);
     fprintf(stderr,
-            "usage: cordon-gvisor-init init HOME CALL [SOCKET [NET/PREFIX STUB PORT...]]\n");
+            "usage: cordon-gvisor-init init HOME CALL ahead|now [SOCKET [NET/PREFIX STUB "
+            "PORT...]]\n");
     return 2;
 }
