@@ -265,7 +265,7 @@ static int accept_caller(const struct gv_state *st, int l, struct cordon_err *er
 {
     int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/ctl/call.sock", st->dir);
+    snprintf(path, sizeof path, "%s/" HOST_CALL_SOCK, st->dir);
     unlink(path);
     if (s < 0)
         return err_sys(err, CORDON_E_SETUP, "gvisor: the sandbox's helper did not dial in");
@@ -566,8 +566,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (gvisor_build_bundle(s, st, err) < 0)
         goto out;
     if (plan_keeper(s, st, err) < 0 ||
-        (s->gateway && (b->door = listen_for_sandbox(st, "gw/gateway.sock", err)) < 0) ||
-        (call_l = listen_for_sandbox(st, "ctl/call.sock", err)) < 0)
+        (s->gateway && (b->door = listen_for_sandbox(st, HOST_GW_SOCK, err)) < 0) ||
+        (call_l = listen_for_sandbox(st, HOST_CALL_SOCK, err)) < 0)
         goto out;
     /* The helper serves the stub and the synthetic addresses: the gateway
      * takes its relay's prefaces on the door (gvisor/init.c). */

@@ -29,6 +29,9 @@ extern const uint64_t cordon_gvisor_compat_size;
 #define COMPAT_PATH "/.cordon/compat.so"
 #define GW_DIR "/.cordon/gw"
 #define GW_SOCK GW_DIR "/gateway.sock"
+/* The two sockets' host paths, relative to the run's directory (in the bundle's root). */
+#define HOST_GW_SOCK "bundle/rootfs" GW_SOCK
+#define HOST_CALL_SOCK "bundle/rootfs" CALL_SOCK
 #define MAX_ARGS 16
 #define START_TIMEOUT_MS 30000
 /*
