@@ -32,9 +32,13 @@
 #define POOL_RETRY_MS 1000
 /* Start latencies kept for the percentiles. */
 #define LATENCY_RING 1024
-/* A call's replacement in the pool is prepared once the call is answered
- * (not beside it, on the same cores), or after this long into a call that
- * runs on. */
+/*
+ * A call's replacement in the pool is prepared once the call is answered
+ * (not beside it, on the same cores), or, should the pool have fallen under
+ * half, after this long into a call that runs on: a long call (a gVisor
+ * one takes tens of ms) does not share its cores with a refill while the
+ * pool can still serve the next.
+ */
 #define REFILL_AFTER_MS 20
 
 /* One of the run's output pipes, read on the loop, kept up to LIMIT bytes. */
@@ -289,6 +293,8 @@ static void on_pooled(evutil_socket_t fd, short what, void *arg)
     pool_fill(js);
 }
 
+static void pool_fill_to(struct jobs *js, unsigned target);
+
 static void on_pool_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -296,12 +302,25 @@ static void on_pool_timer(evutil_socket_t fd, short what, void *arg)
     pool_fill(arg);
 }
 
-/* Prepare handles in the background until the pool is full. */
+static void on_refill_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct jobs *js = arg;
+    pool_fill_to(js, (js->cfg.pool + 1) / 2);
+}
+
 static void pool_fill(struct jobs *js)
+{
+    pool_fill_to(js, js->cfg.pool);
+}
+
+/* Prepare handles in the background until the pool holds TARGET. */
+static void pool_fill_to(struct jobs *js, unsigned target)
 {
     if (js->pool_off || js->stopping)
         return;
-    while (js->n_pool < js->cfg.pool) {
+    while (js->n_pool < target) {
         uint64_t now = now_us();
         if (now < js->pool_retry_us) {
             uint64_t wait = js->pool_retry_us - now;
@@ -724,7 +743,7 @@ struct jobs *jobs_new(const struct jobs_config *cfg, struct cordon_err *err)
         js->cgpool = cgroup_pool_new(cfg->policy, &terr);
     js->pool_ev = evtimer_new(cfg->base, on_pool_timer, js);
     js->orphan_ev = evtimer_new(cfg->base, on_orphan_timer, js);
-    js->refill_ev = evtimer_new(cfg->base, on_pool_timer, js);
+    js->refill_ev = evtimer_new(cfg->base, on_refill_timer, js);
     if (!js->pool_ev || !js->orphan_ev || !js->refill_ev) {
         jobs_free(js);
         err_set(err, CORDON_E_INTERNAL, "out of memory");

@@ -265,21 +265,22 @@ int sandbox_ca_bundle(const char *ca_pem, char **out, size_t *len, struct cordon
     return 0;
 }
 
-int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out, size_t size,
-                         struct cordon_err *err)
+int boundary_private_dir(const struct sandbox_setup *s, const char *base, const char *kind,
+                         char *out, size_t size, struct cordon_err *err)
 {
     static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     unsigned char r[6];
     char suffix[sizeof r + 1];
     out[0] = '\0';
     if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-        return err_sys(err, CORDON_E_SETUP, "cannot name a private directory in /tmp");
+        return err_sys(err, CORDON_E_SETUP, "cannot name a private directory in %s", base);
     for (size_t i = 0; i < sizeof r; i++)
         suffix[i] = chars[r[i] % (sizeof chars - 1)];
     suffix[sizeof r] = '\0';
     /* Named by its maker, as the run's other host entries are (cgroups): whose it is shows. */
     char dir[PATH_MAX];
-    if (snprintf(dir, sizeof dir, "/tmp/cordon-%s-%d-%s", kind, (int)getpid(), suffix) >= (int)size)
+    if (snprintf(dir, sizeof dir, "%s/cordon-%s-%d-%s", base, kind, (int)getpid(), suffix) >=
+        (int)size)
         return err_set(err, CORDON_E_INTERNAL, "private directory name too long");
     /* A random name cannot be taken before us; one that is, is refused, never shared. */
     if (s->guard_dir && s->guard_dir(s->guard_arg, dir, err) < 0)

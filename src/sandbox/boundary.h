@@ -135,12 +135,12 @@ size_t boundary_transparent_ports(const struct policy *p, uint16_t ports[SYNTH_M
                                   size_t *n_nets);
 
 /*
- * In the supervisor: a fresh 0700 directory /tmp/cordon-KIND-PID-XXXXXX (a
+ * In the supervisor: a fresh 0700 directory BASE/cordon-KIND-PID-XXXXXX (a
  * random suffix) into OUT, named to S's guard (the watchdog) before it is
  * made, so that no kill leaves it behind. -1 with ERR, OUT "".
  */
-int boundary_private_dir(const struct sandbox_setup *s, const char *kind, char *out, size_t size,
-                         struct cordon_err *err);
+int boundary_private_dir(const struct sandbox_setup *s, const char *base, const char *kind,
+                         char *out, size_t size, struct cordon_err *err);
 
 /*
  * In the command, after the seam: its own session, stdio from M (or the pty

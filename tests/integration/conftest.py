@@ -286,18 +286,26 @@ def pids_with(word, exclude=()):
     return found
 
 
-def gvisor_exec_pids(word):
-    """Host pids of the `runsc exec` whose process file names WORD: at the
-    gvisor level the command is gVisor's, no host process, and that is what
-    runs it."""
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def gvisor_call_pids(word):
+    """Host pids of the gvisor shims serving a call whose arguments name WORD:
+    at the gvisor level the command is gVisor's, no host process, and the
+    shim (its run's directory's `call` file names the call) runs it."""
     found = []
-    for q in pids_with("cordon-gvisor-"):
+    for q in (int(d) for d in os.listdir("/proc") if d.isdigit()):
         try:
-            with open(f"/proc/{q}/cmdline", "rb") as f:
-                args = f.read().decode(errors="replace").split("\0")
-            spec = [a[len("--process="):] for a in args if a.startswith("--process=")]
-            if "exec" in args and spec and word in pathlib.Path(spec[0]).read_text():
-                found.append(q)
+            with open(f"/proc/{q}/comm") as f:
+                if f.read().strip() != "cordon-gvisor":
+                    continue
+            sup = parent_of(q)
+            for base in ("/dev/shm", "/tmp"):
+                for call in pathlib.Path(base).glob(f"cordon-gvisor-{sup}-*/call"):
+                    if word in call.read_bytes().decode(errors="replace"):
+                        found.append(q)
         except OSError:
             pass
     return found
@@ -305,7 +313,7 @@ def gvisor_exec_pids(word):
 
 def probe_pids(word, timeout=15):
     """Host pids of the probe (comm "probe") running with WORD in its argv
-    (at the gvisor level, of the runsc exec running it)."""
+    (at the gvisor level, of the shim running it)."""
     def find():
         found = []
         for q in pids_with(word):
@@ -315,7 +323,7 @@ def probe_pids(word, timeout=15):
                         found.append(q)
             except OSError:
                 pass
-        return found or gvisor_exec_pids(word)
+        return found or gvisor_call_pids(word)
     return wait_until(find, timeout)
 
 

@@ -167,7 +167,7 @@ EXCEPTIONS = [
     ("gvisor", "*test_sandboxd.py::test_a_terminal_repl_resize_and_interrupt[[]*", GV_ISIG),
     ("gvisor", "*::test_syscall_refused[[]*-gvisor-setuid0]", GV_UID0),
     ("gvisor", "*::test_sandboxed_process_is_not_host_root[[]root-*",
-     "the command is no host process; the runsc exec running it is the caller's, root's here "
+     "the command is no host process; the shim serving it is the caller's, root's here "
      "(gVisor's sentry runs as 65534 in a user namespace of its own)"),
     ("gvisor", "*::test_host_socket_in_the_workspace_is_unreachable[[]*", GV_NO_MASK),
     ("gvisor", "*::test_result_through_planted_link_replaces_the_link[[]*", GV_NO_MASK),

@@ -14,8 +14,8 @@ Known differences from the namespace level, by design or by this runsc
 - the command runs as gVisor's uid 0 (no capability, no_new_privs): the
   gofer shows the caller's files as owned by 0, so that is the caller;
 - the filesystem boundary is the bundle's mounts (gVisor has no Landlock);
-- runsc exec reports death by signal N and exit(128+N) alike;
-- --tty is refused; the call's files are placed inside by the helper;
+- --tty is refused; the call's files are placed inside by the helper, whose
+  caller forks the command in the booted sandbox (no runsc exec per call);
 - this runsc refuses AT_NO_AUTOMOUNT in statx()/newfstatat() (EINVAL), which
   coreutils passes on every stat: a compat library preloaded through the
   bundle's /etc/ld.so.preload drops the flag (gvisor/compat.c), so dynamic
@@ -374,12 +374,66 @@ time.sleep(60)
     assert p.stdout.readline() == b"ready\n"
     os.kill(p.pid, signal.SIGTERM)
     out, err = p.communicate(timeout=30)
-    # The handler ran inside (runsc kill --pid) and exited: its status is
-    # cordon's, as at every level.
+    # The handler ran inside (the helper's caller passed the signal on) and
+    # exited: its status is cordon's, as at every level.
     assert out == b"got term\n", (out, err)
     assert p.returncode == 7, (out, err)
     assert b"run ended" not in err
     assert_nothing_left()
+
+
+def test_exit_128_plus_n_is_not_a_signal(cordon):
+    """The caller reports the command's real wait status: exit(137) is an
+    exit, death by SIGKILL a signal (runsc exec once told them apart by
+    neither)."""
+    r = gv(cordon, ["sh", "-c", "exit 137"])
+    assert (r.status, r.result["exit_code"], r.result.get("signal")) == (137, 137, None), r
+    r = gv(cordon, ["sh", "-c", "kill -KILL $$"])
+    assert r.result["signal"] == signal.SIGKILL and r.result["exit_code"] is None, r.result
+    assert_nothing_left()
+
+
+CALL_CHANNEL = r"""
+import errno, json, os, socket
+out = {"ctl": sorted(os.listdir("/.cordon/ctl"))}
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("/.cordon/ctl/call.sock")
+    out["connect"] = "connected"
+except OSError as e:
+    out["connect"] = errno.errorcode[e.errno]
+# The caller (the command's parent) holds the channel: its descriptors are not ours to take.
+ppid = os.getppid()
+try:
+    os.open(f"/proc/{ppid}/fd/3", os.O_RDWR)
+    out["steal"] = "opened"
+except OSError as e:
+    out["steal"] = errno.errorcode[e.errno]
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_the_call_channel_is_closed_to_the_command(cordon):
+    """The shim accepts the helper's one dial and removes the socket before
+    any call runs: the command finds no channel to forge a status or a call
+    on, and cannot take the caller's end."""
+    r = gv(cordon, ["python3", "-c", CALL_CHANNEL])
+    assert r.status == 0, r
+    got = json.loads(r.out)
+    assert got["ctl"] == [], got
+    assert got["connect"] in ("ENOENT", "ECONNREFUSED"), got
+    assert got["steal"] != "opened", got
+    assert_nothing_left()
+
+
+def test_killing_the_caller_ends_the_run_as_killed(cordon):
+    """A command that kills its parent (the helper's caller, the same
+    gVisor uid) only ends its own run: reported killed, nothing left."""
+    m = marker()
+    r = gv(cordon, ["sh", "-c", f"sleep 60 {m} & kill -KILL $PPID; sleep 60"])
+    assert r.result["signal"] == signal.SIGKILL, r.result
+    assert_nothing_left()
+    assert not pids_with(m)
 
 
 # --- limits (root: the cgroup around runsc's processes) -----------------------------

@@ -18,7 +18,8 @@ import subprocess
 
 import pytest
 
-from conftest import Cordon, gvisor_exec_pids, marker, mounts_snapshot, pids_with, wait_until
+from conftest import (Cordon, gvisor_call_pids, marker, mounts_snapshot, parent_of, pids_with,
+                      wait_until)
 from serve_util import Daemon
 
 # Python inside the sandbox, for the calls below. MARK names what a call
@@ -248,11 +249,6 @@ def test_concurrent_pooled_calls_see_nothing_of_each_other(pool, cordon):
     assert wait_until(lambda: not pids_with(mark), 20), pids_with(mark)
 
 
-def parent_of(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
 def test_a_killed_supervisor_leaves_nothing_and_the_pool_goes_on(pool, cordon):
     """SIGKILL the supervisor of a running pooled call (the daemon's child
     above its sandbox): the call is answered as killed, nothing of its
@@ -265,9 +261,9 @@ def test_a_killed_supervisor_leaves_nothing_and_the_pool_goes_on(pool, cordon):
     c.send("run", {"argv": ["sh", "-c", f"echo up; sleep 60; : {mark}"], "stream": True})
     note = c.line()
     assert note.get("method") == "run.output", note
-    # At gvisor the sleeper is gVisor's: the host process is the runsc exec running it.
+    # At gvisor the sleeper is gVisor's: the host process is the shim running it.
     def call_pids():
-        return pids_with(mark) or gvisor_exec_pids(mark)
+        return pids_with(mark) or gvisor_call_pids(mark)
     procs = wait_until(call_pids, 15)
     assert procs, "the call's sleeper is not running"
     sup = procs[0]

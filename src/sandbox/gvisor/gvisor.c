@@ -14,9 +14,11 @@
  * attached) whose first process is the helper: the sandbox is warm. The
  * shim then blocks at the start seam.
  *
- * start: the shim receives argv, environment and stdio, writes the process
- * spec and runs it with `runsc exec`, whose stdio are the received
- * descriptors (runsc donates them to the sandbox). Its status goes to
+ * start: the shim receives argv, environment and stdio and hands them to
+ * the helper's caller over the call channel (call_wire.h), which the
+ * caller dialled before the sandbox was ready: the command is a fork and
+ * exec inside the booted sandbox, never a second `runsc` (no `runsc exec`
+ * per call, at a cold run or from the pool). Its wait status goes to
  * status_r; then the shim kills the container and exits.
  *
  * Every runsc process dies with the shim (parent-death signals along the
@@ -43,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,6 +55,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,23 +110,12 @@ static void plan_commands(struct gv_state *st)
     st->argv_run[n++] = keep(st, "--bundle=", st->dir, "/bundle");
     st->argv_run[n++] = st->cid;
     st->argv_run[n] = NULL;
-    n = global_args(st, st->argv_exec);
-    st->argv_exec[n++] = "exec";
-    st->argv_exec[n++] = keep(st, "--process=", st->dir, "/process.json");
-    st->argv_exec[n++] = keep(st, "--internal-pid-file=", st->dir, "/exec.pid");
-    st->argv_exec[n++] = st->cid;
-    st->argv_exec[n] = NULL;
-    n = global_args(st, st->argv_place);
-    st->argv_place[n++] = "exec";
-    st->argv_place[n++] = keep(st, "--process=", st->dir, "/place.json");
-    st->argv_place[n++] = st->cid;
-    st->argv_place[n] = NULL;
 }
 
 /* ---- the shim: our child, the boundary's top process ---- */
 
 struct shim_fds {
-    int err_w, status_w, start_r;
+    int err_w, status_w, start_r, call_l;
     struct cgroup_ticket cg;
 };
 
@@ -186,140 +179,147 @@ static void runsc_error(const char *log, struct cordon_err *err)
             line ? line + 1 : buf);
 }
 
-static int write_process(const struct gv_state *st, const struct start_message *m,
-                         struct cordon_err *err)
-{
-    json_t *args = json_pack("[s, s, s]", INIT_PATH, "exec", BPF_PATH);
-    json_t *env = json_array();
-    for (char **a = m->argv; *a; a++)
-        json_array_append_new(args, json_string(*a));
-    for (char **e = m->envp; *e; e++)
-        json_array_append_new(env, json_string(*e));
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/process.json", st->dir);
-    unlink(path);
-    return gvisor_write_json(path, gvisor_process_json(args, env, "/workspace", st), err);
-}
-
-/*
- * The call's files, written inside by the helper (`init place`, their memfd
- * on its stdin) before the command starts: the scratch workspace is
- * gVisor's own tmpfs, which no host process can reach, and a host
- * workspace is written through the gofer as the caller, as the command's
- * own files are.
- */
-static int place_files(const struct gv_state *st, struct start_message *m, int null,
-                       struct cordon_err *err)
-{
-    char path[PATH_MAX], why[256] = "";
-    snprintf(path, sizeof path, "%s/place.json", st->dir);
-    TRY(gvisor_write_json(path,
-                          gvisor_process_json(json_pack("[s, s]", INIT_PATH, "place"), json_array(),
-                                              "/workspace", st),
-                          err));
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) < 0)
-        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot place the call's files");
-    int stdio[3] = { m->files, null, out[1] };
-    pid_t pid = spawn(st->argv_place, stdio);
-    close(out[1]);
-    closep(&m->files);
-    ssize_t n = pid > 0 ? read(out[0], why, sizeof why - 1) : 0;
-    close(out[0]);
-    int ws = -1;
-    if (pid > 0)
-        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-            ;
-    if (pid > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
-        return 0;
-    why[n > 0 ? n : 0] = '\0';
-    why[strcspn(why, "\n")] = '\0';
-    return err_set(err, CORDON_E_SETUP, "gvisor: %s",
-                   why[0] ? why : "cannot place the call's files");
-}
+/* ---- the call channel (call_wire.h) ---- */
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 
-/*
- * runsc exec does not pass signals on: the command, by its pid inside
- * (runsc exec wrote it), gets SIG through runsc kill.
- */
-static void forward_signal(struct gv_state *st, pid_t exec_pid, int sig, int null)
+/* M's command to the caller: its argv and environment, stdio and files. */
+static int send_call(int s, const struct start_message *m, struct cordon_err *err)
 {
-    char path[PATH_MAX], buf[32];
-    snprintf(path, sizeof path, "%s/exec.pid", st->dir);
-    int inner = read_small_at(AT_FDCWD, path, buf, sizeof buf) > 0 ? atoi(buf) : 0;
-    if (inner <= 0) {
-        kill(exec_pid, sig); /* not started inside yet: end the attempt */
-        return;
-    }
-    char *argv[MAX_ARGS + 4];
-    size_t k = global_args(st, argv);
-    char pidarg[32], signum[16];
-    snprintf(pidarg, sizeof pidarg, "--pid=%d", inner);
-    snprintf(signum, sizeof signum, "%d", sig);
-    argv[k++] = "kill";
-    argv[k++] = pidarg;
-    argv[k++] = st->cid;
-    argv[k++] = signum;
-    argv[k] = NULL;
-    int stdio[3] = { null, null, null };
-    pid_t pid = spawn(argv, stdio);
-    if (pid > 0)
-        waitpid(pid, NULL, 0);
+    size_t len = 0, argc = 0;
+    for (char **a = m->argv; *a; a++, argc++)
+        len += strlen(*a) + 1;
+    for (char **e = m->envp; *e; e++)
+        len += strlen(*e) + 1;
+    if (len > CALL_PAYLOAD_MAX)
+        return err_set(err, CORDON_E_USAGE,
+                       "gvisor: the call's arguments and environment "
+                       "are too large");
+    _cleanup_free_ char *payload = malloc(len ? len : 1);
+    if (!payload)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    char *at = payload;
+    for (char **a = m->argv; *a; a++)
+        at = stpcpy(at, *a) + 1;
+    for (char **e = m->envp; *e; e++)
+        at = stpcpy(at, *e) + 1;
+    struct call_record r = {
+        .kind = CALL_RUN, .value = (int32_t)argc, .value2 = m->files >= 0, .len = (uint32_t)len
+    };
+    int fds[4] = { m->stdio[0], m->stdio[1], m->stdio[2], m->files };
+    if (send_fds(s, &r, sizeof r, fds, m->files >= 0 ? 4 : 3) < 0 || !write_all(s, payload, len))
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot hand the call to the sandbox");
+    return 0;
 }
 
-/* Wait for runsc exec, passing the supervisor's signals on meanwhile. */
-static int wait_exec(struct gv_state *st, pid_t exec_pid, int sfd, int null)
+/* One record from the caller; -1 at EOF (the sandbox is gone). WHY gets a CALL_ERROR's text. */
+static int read_record(int s, struct call_record *r, char *why, size_t why_len)
 {
-    int pidfd = sys_pidfd_open(exec_pid, 0);
-    int ws = 0;
+    if (!read_full(s, r, sizeof *r))
+        return -1;
+    if (r->kind != CALL_ERROR)
+        return 0;
+    size_t n = r->len < why_len - 1 ? r->len : why_len - 1;
+    if (r->len > CALL_ERROR_MAX || !read_full(s, why, n))
+        return -1;
+    why[n] = '\0';
+    return 0;
+}
+
+/*
+ * Until the command ends: the supervisor's signals passed on to it (the
+ * caller signals it by its pid inside), its wait status back. A sandbox
+ * killed under the command (gVisor's memory limit, the OOM killer) ends
+ * the channel without a status: it was killed.
+ */
+static int wait_command(int s, int sfd)
+{
     for (;;) {
-        struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
-        if (pidfd < 0 || poll(p, 2, -1) < 0) {
-            if (pidfd >= 0 && errno == EINTR)
+        struct pollfd p[2] = { { .fd = s, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+        if (poll(p, sfd >= 0 ? 2 : 1, -1) < 0) {
+            if (errno == EINTR)
                 continue;
-            break; /* no pidfd: wait without forwarding */
+            return SIGKILL;
         }
-        if (p[1].revents) {
+        if (sfd >= 0 && p[1].revents) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
-                forward_signal(st, exec_pid, (int)si.ssi_signo, null);
+            struct call_record sig = { .kind = CALL_SIGNAL };
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                sig.value = (int32_t)si.ssi_signo;
+                (void)write_all(s, &sig, sizeof sig);
+            }
         }
-        if (p[0].revents)
-            break;
+        if (!p[0].revents)
+            continue;
+        struct call_record r;
+        char why[8];
+        if (read_record(s, &r, why, sizeof why) < 0)
+            return SIGKILL;
+        if (r.kind == CALL_EXIT)
+            return r.value;
     }
-    while (waitpid(exec_pid, &ws, 0) < 0 && errno == EINTR)
-        ;
-    if (pidfd >= 0)
-        close(pidfd);
-    return ws;
 }
 
-/*
- * runsc exec exits with the command's status, or 128+N when signal N killed
- * it: the two cannot be told apart, so 129..192 count as signals.
- */
-static int wait_status(int code)
+/* The caller's dial, already waiting when the helper said it is ready: the only one accepted. */
+static int accept_caller(const struct gv_state *st, int l, struct cordon_err *err)
 {
-    if (code > 128 && code <= 128 + 64)
-        return code - 128; /* a wait status with only the signal set */
-    return (code & 0xff) << 8;
+    int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" HOST_CALL_SOCK, st->dir);
+    unlink(path);
+    if (s < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: the sandbox's helper did not dial in");
+    return s;
+}
+/*
+ * The call's arguments in the run's directory (NUL-separated, as
+ * /proc/PID/cmdline): the command is gVisor's, no host process, so this is
+ * where the host sees what the shim serves.
+ */
+static void note_call(const struct gv_state *st, char *const *argv)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/call", st->dir);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    for (char *const *a = argv; fd >= 0 && *a; a++)
+        if (!write_all(fd, *a, strlen(*a) + 1))
+            break;
 }
 
-/*
- * runsc exec exits 128 when it loses the sandbox. The sandbox's runsc run
- * ends soon after the sentry dies; a command's own exit(128) leaves it up.
- */
-static bool sandbox_died(pid_t sandbox)
+/* M's command through the caller; its wait status. Fails the shim while it has not started. */
+static int run_call(const struct gv_state *st, const struct shim_fds *fds, int caller,
+                    struct start_message *m, const char *log)
 {
-    int pidfd = sys_pidfd_open(sandbox, 0);
-    if (pidfd < 0)
-        return false;
-    struct pollfd p = { .fd = pidfd, .events = POLLIN };
-    bool died = poll(&p, 1, 1000) == 1;
-    close(pidfd);
-    return died;
+    struct cordon_err err = { 0 };
+    /* A terminal would have to come from gVisor's devpts: not yet. */
+    if (m->tty) {
+        err_set(&err, CORDON_E_UNSUPPORTED, "gvisor: --tty is not supported at this level yet");
+        shim_fail(fds, &err);
+    }
+    sigset_t block;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+        sigaddset(&block, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &block, NULL);
+    int sfd = signalfd(-1, &block, SFD_CLOEXEC);
+    note_call(st, m->argv);
+    if (send_call(caller, m, &err) < 0)
+        shim_fail(fds, &err);
+    for (int i = 0; i < 3; i++)
+        close(m->stdio[i]);
+    closep(&m->files);
+    struct call_record r = { 0 };
+    char why[CALL_ERROR_MAX + 1];
+    if (read_record(caller, &r, why, sizeof why) < 0 || r.kind != CALL_STARTED) {
+        if (r.kind == CALL_ERROR)
+            err_set(&err, CORDON_E_SETUP, "gvisor: %s", why);
+        else
+            runsc_error(log, &err);
+        shim_fail(fds, &err);
+    }
+    /* Started: what follows is the command's status, not a setup error. */
+    close(fds->err_w);
+    return wait_command(caller, sfd);
 }
 
 static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds, pid_t parent)
@@ -349,10 +349,9 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     }
     int run_stdio[3] = { null, ready[1], logfd };
     struct engine_keeper uds = { -1, -1 };
-    bool kept = st->host_uds || st->names.mode != NAMES_OFF;
-    if (kept && engine_keeper_start(&st->uds, &st->names, &uds, &err) < 0)
+    if (engine_keeper_start(&st->uds, &st->names, &uds, &err) < 0)
         shim_fail(fds, &err);
-    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, kept ? &uds : NULL);
+    pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, &uds);
     if (uds.give >= 0)
         close(uds.give);
     if (sandbox < 0) {
@@ -380,44 +379,25 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
         shim_fail(fds, &err);
     }
 
+    int caller = accept_caller(st, fds->call_l, &err);
+    close(fds->call_l);
+    if (caller < 0) {
+        kill(sandbox, SIGKILL);
+        shim_fail(fds, &err);
+    }
+
     struct start_message m;
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
         _exit(125); /* released without a start; the sandbox dies with us */
     close(fds->start_r);
-    /* A terminal would have to come from gVisor's devpts: not yet. */
-    if (m.tty) {
-        err_set(&err, CORDON_E_UNSUPPORTED, "gvisor: --tty is not supported at this level yet");
-        shim_fail(fds, &err);
-    }
-    if (m.files >= 0 && place_files(st, &m, null, &err) < 0)
-        shim_fail(fds, &err);
-    if (write_process(st, &m, &err) < 0)
-        shim_fail(fds, &err);
-
-    sigset_t block;
-    sigemptyset(&block);
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-        sigaddset(&block, forwarded[i]);
-    sigprocmask(SIG_BLOCK, &block, NULL);
-    int sfd = signalfd(-1, &block, SFD_CLOEXEC);
-    pid_t exec_pid = spawn(st->argv_exec, m.stdio);
-    for (int i = 0; i < 3; i++)
-        close(m.stdio[i]);
-    if (exec_pid < 0) {
-        err_sys(&err, CORDON_E_SETUP, "gvisor: cannot start runsc exec");
-        shim_fail(fds, &err);
-    }
-    /* Exec'd: what follows is the command's status, not a setup error. */
-    close(fds->err_w);
-    int ws = wait_exec(st, exec_pid, sfd, null);
-    int status = WIFEXITED(ws) ? wait_status(WEXITSTATUS(ws)) : ws;
-    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 128 && sandbox_died(sandbox))
-        status = SIGKILL; /* the sandbox was killed under the command (the OOM killer) */
+    int status = run_call(st, fds, caller, &m, log);
     /* Whatever the command left running dies with the sandbox, now. */
     kill(sandbox, SIGKILL);
     (void)!write(fds->status_w, &status, sizeof status);
     /* A subreaper, we inherit the sandbox and gofer when runsc run dies:
      * once they are reaped, no process of the run is left on the host. */
+    if (uds.keeper > 0)
+        kill(uds.keeper, SIGKILL);
     for (;;) {
         pid_t w = waitpid(-1, NULL, 0);
         if (w < 0 && errno != EINTR)
@@ -494,51 +474,56 @@ static void gv_release(struct sandbox_boundary *b)
     }
 }
 
-/* The gateway's door: a unix socket the sandbox reaches through --host-uds=open. */
-static int open_door(const struct gv_state *st, struct cordon_err *err)
+/*
+ * A unix socket of ours at NAME in the run's directory, which the sandbox
+ * reaches through --host-uds=open: the gateway's door, the call channel.
+ * Listed to the keeper, the one host socket the gofer reaches besides the
+ * policy's.
+ */
+static int listen_for_sandbox(struct gv_state *st, const char *name, struct cordon_err *err)
 {
     struct sockaddr_un a = { .sun_family = AF_UNIX };
-    if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/gw/gateway.sock", st->dir) >=
+    if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", st->dir, name) >=
         sizeof a.sun_path)
         return err_set(err, CORDON_E_SETUP, "gvisor: socket path too long");
     _cleanup_close_ int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
         return err_sys(err, CORDON_E_SETUP, "gvisor: cannot listen on '%s'", a.sun_path);
+    _cleanup_close_ int fd = open(a.sun_path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot open '%s'", a.sun_path);
+    if (usock_keeper_list(&st->uds, fd, err) < 0)
+        return -1;
     return TAKE_FD(l);
 }
 
-/* The door's socket file, the one host socket the gofer reaches besides the listed ones. */
-static int list_door(struct gv_state *st, struct cordon_err *err)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/gw/gateway.sock", st->dir);
-    _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot open '%s'", path);
-    return usock_keeper_list(&st->uds, fd, err);
-}
-
 /*
- * runsc's gofer reaches host sockets for the door and the listed ones alone,
+ * runsc's gofer reaches host sockets for ours and the listed ones alone,
  * and makes names in a host workspace as the policy says: its connect()s
  * and those calls go to a keeper of ours (sandbox/engine.h).
  */
 static int plan_keeper(const struct sandbox_setup *s, struct gv_state *st, struct cordon_err *err)
 {
-    st->host_uds = s->gateway || s->p->n_unix_sockets;
+    st->host_uds = true; /* the call channel, at least */
     names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
                       s->p);
     st->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
     if (st->names.mode != NAMES_OFF &&
         names_keeper_root(&st->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
         return err_sys(err, CORDON_E_SETUP, "gvisor: cannot open the workspace's root");
-    if ((st->host_uds || st->names.mode != NAMES_OFF) &&
-        (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
-         (s->gateway && list_door(st, err) < 0) ||
-         names_program(st->names.mode, st->host_uds, &st->uds_filter, err) < 0))
+    if (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
+        names_program(st->names.mode, st->host_uds, &st->uds_filter, err) < 0)
         return -1;
     st->uds.gofer = true;
     return 0;
+}
+
+/* /dev/shm a tmpfs we may write. */
+static bool shm_usable(void)
+{
+    struct statfs sf;
+    return statfs("/dev/shm", &sf) == 0 && sf.f_type == TMPFS_MAGIC &&
+        access("/dev/shm", W_OK) == 0;
 }
 
 static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
@@ -553,6 +538,7 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     b->state = st;
     st->names.root = -1;
     st->rootless = geteuid() != 0;
+    st->ahead = s->ahead;
     st->gateway = s->gateway;
     if (s->gateway) {
         st->transparent = true;
@@ -561,22 +547,27 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     }
     int rc = -1;
     pid_t shim = -1;
-    int errp[2] = { -1, -1 }, statp[2] = { -1, -1 }, startp[2] = { -1, -1 };
+    int errp[2] = { -1, -1 }, statp[2] = { -1, -1 }, startp[2] = { -1, -1 }, call_l = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
     if (gvisor_find_runsc(st->runsc, sizeof st->runsc, err) < 0)
         goto out;
-    /* Should the supervisor die, the watchdog removes it. */
-    if (boundary_private_dir(s, "gvisor", st->dir, sizeof st->dir, err) < 0) {
+    /*
+     * The bundle (the helper's megabyte among its files) and runsc's state
+     * on a tmpfs where there is one, not the disk /tmp may be. Should the
+     * supervisor die, the watchdog removes it.
+     */
+    if (boundary_private_dir(s, shm_usable() ? "/dev/shm" : "/tmp", "gvisor", st->dir,
+                             sizeof st->dir, err) < 0) {
         err_prefix(err, "gvisor");
         goto out;
     }
     snprintf(st->cid, sizeof st->cid, "cordon-%s", strrchr(st->dir, '-') + 1);
     if (gvisor_build_bundle(s, st, err) < 0)
         goto out;
-    if (s->gateway && (b->door = open_door(st, err)) < 0)
-        goto out;
-    if (plan_keeper(s, st, err) < 0)
+    if (plan_keeper(s, st, err) < 0 ||
+        (s->gateway && (b->door = listen_for_sandbox(st, HOST_GW_SOCK, err)) < 0) ||
+        (call_l = listen_for_sandbox(st, HOST_CALL_SOCK, err)) < 0)
         goto out;
     /* The helper serves the stub and the synthetic addresses: the gateway
      * takes its relay's prefaces on the door (gvisor/init.c). */
@@ -606,11 +597,13 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     if (shim == 0) {
         if (s->in_child)
             s->in_child(s->in_child_arg);
-        struct shim_fds fds = {
-            .err_w = errp[1], .status_w = statp[1], .start_r = startp[1], .cg = ticket
-        };
-        int keepfds[3 + CGROUP_COUNT] = { errp[1], statp[1], startp[1] };
-        size_t n = 3;
+        struct shim_fds fds = { .err_w = errp[1],
+                                .status_w = statp[1],
+                                .start_r = startp[1],
+                                .call_l = call_l,
+                                .cg = ticket };
+        int keepfds[4 + CGROUP_COUNT] = { errp[1], statp[1], startp[1], call_l };
+        size_t n = 4;
         for (int c = 0; c < CGROUP_COUNT; c++)
             if (ticket.fd[c] >= 0)
                 keepfds[n++] = ticket.fd[c];
@@ -620,7 +613,8 @@ static int gv_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     closep(&errp[1]);
     closep(&statp[1]);
     closep(&startp[1]);
-    errp[1] = statp[1] = startp[1] = -1;
+    closep(&call_l);
+    errp[1] = statp[1] = startp[1] = call_l = -1;
     cgroup_ticket_close(&ticket);
     if (start_ready_wait(startp[0]) < 0) {
         boundary_child_error(errp[0], err);
@@ -643,7 +637,7 @@ out:
         kill(shim, SIGKILL);
         waitpid(shim, NULL, 0);
     }
-    int *fds[] = { &errp[0], &errp[1], &statp[0], &statp[1], &startp[0], &startp[1] };
+    int *fds[] = { &errp[0], &errp[1], &statp[0], &statp[1], &startp[0], &startp[1], &call_l };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         closep(fds[i]);
     cgroup_ticket_close(&ticket);

@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "sandbox/backend.h"
 #include "sandbox/confine.h"
+#include "sandbox/gvisor/call_wire.h"
 #include "sandbox/names.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/usock.h"
@@ -26,9 +27,11 @@ extern const uint64_t cordon_gvisor_compat_size;
 
 #define INIT_PATH "/.cordon/init"
 #define COMPAT_PATH "/.cordon/compat.so"
-#define BPF_PATH "/.cordon/seccomp.bpf"
 #define GW_DIR "/.cordon/gw"
 #define GW_SOCK GW_DIR "/gateway.sock"
+/* The two sockets' host paths, relative to the run's directory (in the bundle's root). */
+#define HOST_GW_SOCK "bundle/rootfs" GW_SOCK
+#define HOST_CALL_SOCK "bundle/rootfs" CALL_SOCK
 #define MAX_ARGS 16
 #define START_TIMEOUT_MS 30000
 /*
@@ -51,6 +54,7 @@ struct gv_state {
     char runsc[PATH_MAX];
     char cid[40];
     bool rootless;
+    bool ahead; /* prepared before its call: warmed up (gvisor/init.c) */
     bool gateway;
     bool host_uds;             /* --host-uds=open: the door, or listed host sockets */
     struct usock_keeper uds;   /* what runsc's gofer may connect to (sandbox/engine.h) */
@@ -65,19 +69,11 @@ struct gv_state {
     size_t n_nets;
     size_t n_ports;
     struct confine_plan confine;
-    char *argv_run[MAX_ARGS];   /* runsc ... run --bundle B CID */
-    char *argv_exec[MAX_ARGS];  /* runsc ... exec --process P CID */
-    char *argv_place[MAX_ARGS]; /* the same for the helper placing the call's files */
-    char *root_arg;             /* --root=DIR/state */
+    char *argv_run[MAX_ARGS]; /* runsc ... run --bundle B CID */
+    char *root_arg;           /* --root=DIR/state */
     char store[8][PATH_MAX + 32];
     size_t n_store;
 };
-
-/* The OCI process spec of ARGS (taken), ENV (taken) in CWD, as the sandbox user. */
-json_t *gvisor_process_json(json_t *args, json_t *env, const char *cwd, const struct gv_state *st);
-
-/* O as JSON into PATH, 0600. */
-int gvisor_write_json(const char *path, json_t *o, struct cordon_err *err);
 
 /* The bundle of the run's sandbox in ST->dir: config.json, its root, the helper's files. */
 int gvisor_build_bundle(const struct sandbox_setup *s, struct gv_state *st, struct cordon_err *err);

@@ -3,16 +3,19 @@
  * into every gVisor sandbox (embedded in cordon, bound read-only at
  * /.cordon/init). It runs inside the gVisor kernel, never on the host:
  *
- *   init HOME [SOCKET [NET/PREFIX STUB PORT...]]
+ *   init HOME CALL ahead|now [SOCKET [NET/PREFIX STUB PORT...]]
  *                   the container's first process. Makes HOME (the
- *                   command's, in the fresh /tmp) and says "R" on stdout once
- *                   ready, then holds the sandbox open; with SOCKET (the
- *                   gateway's unix socket, reached through --host-uds=open)
- *                   it first listens on 127.0.0.1:3128 and relays each
- *                   connection to SOCKET (all of them from one process,
- *                   gvisor/relay.c), so HTTP(S)_PROXY works as at the
- *                   namespace level while the sandbox has no network at all.
- *                   With NET/PREFIX (the synthetic range), STUB (the DNS
+ *                   command's, in the fresh /tmp), warms the sandbox up when
+ *                   it is prepared ahead of its call (the daemon's pool),
+ *                   dials CALL (the shim's call channel, call_wire.h) for
+ *                   its caller, and says "R"
+ *                   on stdout once ready, then holds the sandbox open; with
+ *                   SOCKET (the gateway's unix socket, reached through
+ *                   --host-uds=open) it first listens on 127.0.0.1:3128 and
+ *                   relays each connection to SOCKET (all of them from one
+ *                   process, gvisor/relay.c), so HTTP(S)_PROXY works as at
+ *                   the namespace level while the sandbox has no network at
+ *                   all. With NET/PREFIX (the synthetic range), STUB (the DNS
  *                   stub's address) and the ports, egress is transparent too
  *                   (relay_wire.h): the range is made loopback's, the stub
  *                   relays each query over one DNS stream to SOCKET, and a
@@ -21,13 +24,13 @@
  *                   "+NET/PREFIX" after the ports (an allowed literal's
  *                   range) is made the sandbox's own as well, so a client
  *                   that names the address reaches a listener too.
- *   exec BPF CMD... the command's wrapper: installs the seccomp program in
- *                   file BPF ("-" for none), then execs CMD.
- *   place           before the command, with nothing else of the call
- *                   running: writes the call's files (their memfd on stdin,
- *                   start_files.h) under the working directory, the
- *                   workspace. gVisor has no openat2, so each component is
- *                   opened O_NOFOLLOW: a link on the way fails the call.
+ *
+ * The caller, a process of init's, takes the one call of the sandbox: it
+ * writes the call's files (their memfd, start_files.h) under the
+ * workspace, with nothing else of the call running (gVisor has no openat2,
+ * so each component is opened O_NOFOLLOW: a link on the way fails the
+ * call), then forks the command, which installs the seccomp profile and
+ * execs, and reports its pid and wait status; it passes signals on.
  *
  * Self-contained on purpose (no cordon library): it must stay small and
  * static, and it holds nothing of the supervisor's.
@@ -53,12 +56,14 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/home.h"
 #include "common/relay_wire.h"
 #include "common/route.h"
 #include "common/syscalls.h"
+#include "sandbox/gvisor/call_wire.h"
 #include "sandbox/gvisor/relay.h"
 #include "sandbox/start_files.h"
 
@@ -170,9 +175,16 @@ static _Noreturn void dns_main(int u, const char *gateway)
     }
 }
 
-/* No capability left: the init is then no more than the command it serves. */
+/*
+ * No capability left, the bounding set emptied too (CAP_SETPCAP, held until
+ * now): the init is then no more than the command it serves, and no exec
+ * of the command's can grant what the set no longer holds.
+ */
 static int drop_capabilities(void)
 {
+    for (int c = 0; c <= CAP_LAST_CAP; c++)
+        if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1 && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+            return -1;
     struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
     struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
     memset(data, 0, sizeof data);
@@ -323,72 +335,6 @@ static int start_relay(struct relay_plan *r)
     return 0;
 }
 
-static int init_main(const char *home, struct relay_plan *r)
-{
-    /* gVisor's uid 0 is the command's: the home is its own, 0700 as at every level. */
-    if (home_make(home) < 0) {
-        fprintf(stderr, "cordon-gvisor-init: cannot make '%s': %s\n", home, strerror(errno));
-        return 1;
-    }
-    /* Orphans of the command are reparented here: let the kernel reap them. */
-    signal(SIGCHLD, SIG_IGN);
-    /* A client gone mid-write ends only its relay, with EPIPE. */
-    signal(SIGPIPE, SIG_IGN);
-    if (r->gateway && (open_relays(r) < 0 || start_relay(r) < 0))
-        return 1;
-    if (drop_capabilities() < 0) {
-        fprintf(stderr, "cordon-gvisor-init: cannot drop capabilities: %s\n", strerror(errno));
-        return 1;
-    }
-    if (write(1, "R", 1) != 1)
-        return 1;
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null >= 0) {
-        dup2(null, 0);
-        dup2(null, 1);
-        dup2(null, 2);
-    }
-    for (;;)
-        pause();
-}
-
-static int install_profile(const char *path)
-{
-    static struct sock_filter insns[MAX_INSNS];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, insns, sizeof insns);
-    close(fd);
-    if (n <= 0 || n % (ssize_t)sizeof insns[0]) {
-        errno = EINVAL;
-        return -1;
-    }
-    struct sock_fprog prog = { .len = (unsigned short)(n / (ssize_t)sizeof insns[0]),
-                               .filter = insns };
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
-}
-
-static int exec_main(const char *bpf, char **argv)
-{
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-        fprintf(stderr, "cordon: cannot set no_new_privs: %s\n", strerror(errno));
-        return 125;
-    }
-    if (strcmp(bpf, "-") != 0 && install_profile(bpf) < 0) {
-        fprintf(stderr, "cordon: cannot install the seccomp profile: %s\n", strerror(errno));
-        return 125;
-    }
-    execvp(argv[0], argv);
-    int e = errno;
-    if (e == ENOENT || e == ENOTDIR) {
-        fprintf(stderr, "cordon: command not found: '%s'\n", argv[0]);
-        return 127;
-    }
-    fprintf(stderr, "cordon: cannot execute '%s': %s\n", argv[0], strerror(e));
-    return 126;
-}
-
 /* All of FD, at most MAX bytes, in a buffer of ours; NULL on failure. */
 static char *read_all(int fd, size_t max, size_t *len)
 {
@@ -453,15 +399,17 @@ static int place_one(char *path, const char *data, size_t len, unsigned mode)
     return close(out);
 }
 
-static int place_main(void)
+/* The call's files (start_files.h) from FD under the working directory; WHY says what failed. */
+static int place_files(int fd, char *why, size_t why_len)
 {
     size_t size = 0, off = 0;
-    char *map = read_all(0, (size_t)1 << 32, &size);
+    char *map = read_all(fd, (size_t)1 << 32, &size);
     if (!map) {
-        fprintf(stderr, "cannot read the call's files: %s\n", strerror(errno));
-        return 1;
+        snprintf(why, why_len, "cannot read the call's files: %s", strerror(errno));
+        return -1;
     }
     char path[4096];
+    int rc = -1;
     while (off < size) {
         struct start_file_header fh;
         if (size - off < sizeof fh)
@@ -476,30 +424,320 @@ static int place_main(void)
         off += fh.path_len;
         if (memchr(path, '\0', fh.path_len) ||
             place_one(path, map + off, (size_t)fh.len, fh.mode) < 0) {
-            fprintf(stderr, "cannot place file '%s' in the workspace: %s\n", path, strerror(errno));
-            return 1;
+            snprintf(why, why_len, "cannot place file '%.256s' in the workspace: %s", path,
+                     strerror(errno));
+            goto out;
         }
         off += (size_t)fh.len;
     }
-    if (off != size) {
-        fprintf(stderr, "the call's files are malformed\n");
-        return 1;
+    if (off != size)
+        snprintf(why, why_len, "the call's files are malformed");
+    else
+        rc = 0;
+out:
+    free(map);
+    return rc;
+}
+
+/* ---- the caller: the sandbox's one call (call_wire.h) ---- */
+
+static struct sock_filter profile_insns[MAX_INSNS];
+static struct sock_fprog profile; /* the policy's seccomp program; len 0: none */
+static int chld_w = -1;
+
+static int load_profile(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, profile_insns, sizeof profile_insns);
+    close(fd);
+    if (n <= 0 || n % (ssize_t)sizeof profile_insns[0]) {
+        errno = EINVAL;
+        return -1;
+    }
+    profile = (struct sock_fprog){ .len = (unsigned short)(n / (ssize_t)sizeof profile_insns[0]),
+                                   .filter = profile_insns };
+    return 0;
+}
+
+static void on_child(int sig)
+{
+    (void)sig;
+    int e = errno;
+    (void)!write(chld_w, "c", 1);
+    errno = e;
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+    for (char *p = buf; len > 0;) {
+        ssize_t r = read(fd, p, len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
     }
     return 0;
 }
 
+static void send_record(int s, uint32_t kind, int32_t value, const char *text)
+{
+    struct call_record r = { .kind = kind, .value = value, .len = text ? strlen(text) : 0 };
+    if (write_all(s, &r, sizeof r) == 0 && r.len)
+        write_all(s, text, r.len);
+}
+
+/* One record from S, with up to 4 descriptors into FDS (-1 where none came). */
+static int recv_record(int s, struct call_record *r, int fds[4])
+{
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = { .iov_base = r, .iov_len = sizeof *r };
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf
+    };
+    ssize_t n;
+    while ((n = recvmsg(s, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    for (int i = 0; i < 4; i++)
+        fds[i] = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            memcpy(fds, CMSG_DATA(c), (k > 4 ? 4 : k) * sizeof(int));
+        }
+    if (n <= 0)
+        return -1;
+    return (size_t)n == sizeof *r ? 0 : read_full(s, (char *)r + n, sizeof *r - (size_t)n);
+}
+
+/*
+ * The call's argv and environment from the payload of R (NUL-ended
+ * strings: R->value of them arguments, the rest the environment), in one
+ * allocation; NULL when malformed.
+ */
+static char **read_call(int s, const struct call_record *r, char ***envp)
+{
+    if (r->len == 0 || r->len > CALL_PAYLOAD_MAX || r->value < 1)
+        return NULL;
+    char *text = malloc(r->len);
+    if (!text || read_full(s, text, r->len) < 0 || text[r->len - 1] != '\0') {
+        free(text);
+        return NULL;
+    }
+    size_t count = 0;
+    for (uint32_t i = 0; i < r->len; i++)
+        count += text[i] == '\0';
+    char **v = count >= (size_t)r->value ? calloc(count + 2, sizeof *v) : NULL;
+    if (!v) {
+        free(text);
+        return NULL;
+    }
+    char *at = text;
+    for (size_t i = 0, k = 0; i < count; i++, k++) {
+        if (i == (size_t)r->value)
+            k++; /* the NULL that ends argv */
+        v[k] = at;
+        at += strlen(at) + 1;
+    }
+    *envp = v + r->value + 1;
+    return v;
+}
+
+/* The command, confined as it execs: no_new_privs and the profile; a session of its own. */
+static pid_t spawn_command(char **argv, char **envp, const int stdio[3])
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    setsid();
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int i = 0; i < 3; i++)
+        if (dup2(stdio[i], i) < 0)
+            _exit(125);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        fprintf(stderr, "cordon: cannot set no_new_privs: %s\n", strerror(errno));
+        _exit(125);
+    }
+    if (profile.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &profile, 0, 0) < 0) {
+        fprintf(stderr, "cordon: cannot install the seccomp profile: %s\n", strerror(errno));
+        _exit(125);
+    }
+    environ = envp; /* execvp searches the call's PATH */
+    execvp(argv[0], argv);
+    int e = errno;
+    if (e == ENOENT || e == ENOTDIR) {
+        fprintf(stderr, "cordon: command not found: '%s'\n", argv[0]);
+        _exit(127);
+    }
+    fprintf(stderr, "cordon: cannot execute '%s': %s\n", argv[0], strerror(e));
+    _exit(126);
+}
+
+/* Until the command ends: its status to the shim, the shim's signals to it. */
+static _Noreturn void watch_command(int s, pid_t pid, int chld_r)
+{
+    for (;;) {
+        struct pollfd p[2] = { { .fd = s, .events = POLLIN }, { .fd = chld_r, .events = POLLIN } };
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        int ws;
+        if (waitpid(pid, &ws, WNOHANG) == pid) {
+            send_record(s, CALL_EXIT, ws, NULL);
+            _exit(0);
+        }
+        if (p[1].revents) {
+            char c[64];
+            (void)!read(chld_r, c, sizeof c);
+        }
+        struct call_record r;
+        int fds[4];
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        if (recv_record(s, &r, fds) < 0)
+            break; /* the shim is gone */
+        for (int i = 0; i < 4; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        if (r.kind == CALL_SIGNAL && r.value > 0 && r.value < NSIG)
+            kill(pid, r.value);
+    }
+    kill(pid, SIGKILL);
+    _exit(1);
+}
+
+static _Noreturn void caller_main(int s)
+{
+    int chld[2];
+    if (pipe2(chld, O_CLOEXEC | O_NONBLOCK) < 0 || drop_capabilities() < 0)
+        _exit(1);
+    chld_w = chld[1];
+    struct sigaction sa = { .sa_handler = on_child, .sa_flags = SA_RESTART | SA_NOCLDSTOP };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+    }
+
+    struct call_record r;
+    int fds[4];
+    char **argv = NULL, **envp = NULL, why[CALL_ERROR_MAX];
+    if (recv_record(s, &r, fds) < 0)
+        _exit(0); /* released without a call */
+    if (r.kind != CALL_RUN || fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ||
+        (r.value2 == 1) != (fds[3] >= 0) || !(argv = read_call(s, &r, &envp))) {
+        send_record(s, CALL_ERROR, 0, "the call is malformed");
+        _exit(1);
+    }
+    if (chdir("/workspace") < 0) {
+        snprintf(why, sizeof why, "cannot enter /workspace: %s", strerror(errno));
+        send_record(s, CALL_ERROR, 0, why);
+        _exit(1);
+    }
+    if (fds[3] >= 0 && place_files(fds[3], why, sizeof why) < 0) {
+        send_record(s, CALL_ERROR, 0, why);
+        _exit(1);
+    }
+    pid_t pid = spawn_command(argv, envp, fds);
+    if (pid < 0) {
+        snprintf(why, sizeof why, "cannot start the command: %s", strerror(errno));
+        send_record(s, CALL_ERROR, 0, why);
+        _exit(1);
+    }
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    send_record(s, CALL_STARTED, pid, NULL);
+    watch_command(s, pid, chld[0]);
+}
+
+/* The caller, with the channel CALL dialled before init says it is ready. */
+static int start_caller(const char *call)
+{
+    int s = relay_dial(call, 0, NULL);
+    if (s < 0 || load_profile(BPF_PATH) < 0) {
+        fprintf(stderr, "cordon-gvisor-init: cannot set up the call: %s\n", strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0)
+        caller_main(s);
+    close(s);
+    return pid < 0 ? -1 : 0;
+}
+
+/*
+ * A sandbox prepared ahead runs one fork and exec of a program of the
+ * host's /usr before it says it is ready, so the Sentry's first ones (new
+ * stub processes, the gofer's first walks of /usr and the loader) are not
+ * the call's. It writes nothing and exits before any call arrives.
+ */
+static void warm_up(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (drop_capabilities() == 0)
+            execl("/usr/bin/true", "true", (char *)NULL);
+        _exit(0);
+    }
+    while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static int init_main(const char *home, const char *call, bool ahead, struct relay_plan *r)
+{
+    /* gVisor's uid 0 is the command's: the home is its own, 0700 as at every level. */
+    if (home_make(home) < 0) {
+        fprintf(stderr, "cordon-gvisor-init: cannot make '%s': %s\n", home, strerror(errno));
+        return 1;
+    }
+    if (ahead)
+        warm_up();
+    if (start_caller(call) < 0)
+        return 1;
+    /* Orphans of the command are reparented here: let the kernel reap them. */
+    signal(SIGCHLD, SIG_IGN);
+    /* A client gone mid-write ends only its relay, with EPIPE. */
+    signal(SIGPIPE, SIG_IGN);
+    if (r->gateway && (open_relays(r) < 0 || start_relay(r) < 0))
+        return 1;
+    if (drop_capabilities() < 0) {
+        fprintf(stderr, "cordon-gvisor-init: cannot drop capabilities: %s\n", strerror(errno));
+        return 1;
+    }
+    if (write(1, "R", 1) != 1)
+        return 1;
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+    }
+    for (;;)
+        pause();
+}
+
 int main(int argc, char **argv)
 {
-    struct relay_plan r = { .gateway = argc >= 4 ? argv[3] : NULL };
-    if (argc >= 3 && strcmp(argv[1], "init") == 0 &&
-        (argc <= 4 || parse_transparent(argv + 4, argc - 4, &r) == 0))
-        return init_main(argv[2], &r);
-    if (argc >= 4 && strcmp(argv[1], "exec") == 0)
-        return exec_main(argv[2], argv + 3);
-    if (argc == 2 && strcmp(argv[1], "place") == 0)
-        return place_main();
+    struct relay_plan r = { .gateway = argc >= 6 ? argv[5] : NULL };
+    bool ahead = argc >= 5 && strcmp(argv[4], "ahead") == 0;
+    if (argc >= 5 && strcmp(argv[1], "init") == 0 && (ahead || strcmp(argv[4], "now") == 0) &&
+        (argc <= 6 || parse_transparent(argv + 6, argc - 6, &r) == 0))
+        return init_main(argv[2], argv[3], ahead, &r);
     fprintf(stderr,
-            "usage: cordon-gvisor-init init HOME [SOCKET [NET/PREFIX STUB PORT...]] | exec BPF|- "
-            "COMMAND... | place\n");
+            "usage: cordon-gvisor-init init HOME CALL ahead|now [SOCKET [NET/PREFIX STUB "
+            "PORT...]]\n");
     return 2;
 }

@@ -377,7 +377,7 @@ static int write_ca(struct process_state *st, const char *ca_pem, struct cordon_
 static int make_run_dir(const struct sandbox_setup *s, struct process_state *st,
                         struct cordon_err *err)
 {
-    TRY(boundary_private_dir(s, "run", st->run_dir, sizeof st->run_dir, err));
+    TRY(boundary_private_dir(s, "/tmp", "run", st->run_dir, sizeof st->run_dir, err));
     snprintf(st->tmpdir, sizeof st->tmpdir, "%s/tmp", st->run_dir);
     /* Its HOME too (no private /tmp here): made, with its .gitconfig, as the caller. */
     if (mkdir(st->tmpdir, 0700) < 0 || home_make(st->tmpdir) < 0)

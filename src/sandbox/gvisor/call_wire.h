@@ -1,0 +1,48 @@
+/*
+ * sandbox/gvisor/call_wire.h: the call channel between the shim (on the
+ * host, gvisor.c) and the helper's caller (inside gVisor, init.c). The
+ * caller dials the shim's socket once, before the helper says it is ready,
+ * and is the only one ever to: the shim accepts one connection and removes
+ * the socket. A call then costs a fork and exec inside the booted sandbox,
+ * not a `runsc exec`.
+ *
+ * Every record is a struct call_record; CALL_RUN and CALL_ERROR are
+ * followed by LEN bytes.
+ *
+ *   shim -> caller  CALL_RUN     value: argc, len: the payload's size; the
+ *                                payload is argc NUL-ended arguments, then
+ *                                the environment's NUL-ended entries. Sent
+ *                                with SCM_RIGHTS: stdin, stdout, stderr and,
+ *                                when value2 is 1, the call's files (a memfd,
+ *                                start_files.h)
+ *                   CALL_SIGNAL  value: a signal for the command
+ *   caller -> shim  CALL_STARTED value: the command's pid (inside)
+ *                   CALL_ERROR   len bytes: why the call could not start
+ *                   CALL_EXIT    value: the command's wait status
+ */
+#pragma once
+
+#include <stdint.h>
+
+/* The policy's seccomp program, which the caller installs in the command. */
+#define BPF_PATH "/.cordon/seccomp.bpf"
+#define CALL_DIR "/.cordon/ctl"
+#define CALL_SOCK CALL_DIR "/call.sock"
+/* The largest CALL_RUN payload: the start message's own (START_MAX_BYTES). */
+#define CALL_PAYLOAD_MAX (16u << 20)
+#define CALL_ERROR_MAX 512u
+
+enum call_kind {
+    CALL_RUN = 'C',
+    CALL_SIGNAL = 'K',
+    CALL_STARTED = 'S',
+    CALL_ERROR = 'E',
+    CALL_EXIT = 'X',
+};
+
+struct call_record {
+    uint32_t kind;
+    int32_t value;
+    int32_t value2;
+    uint32_t len;
+};
