@@ -24,6 +24,7 @@ Time: about 40 s for the file on this 2-core host (about 1 s per run).
 """
 
 import errno
+import glob
 import json
 import os
 import shutil
@@ -434,6 +435,66 @@ def test_killing_the_caller_ends_the_run_as_killed(cordon):
     assert r.result["signal"] == signal.SIGKILL, r.result
     assert_nothing_left()
     assert not pids_with(m)
+
+
+REACH_HOST_FDS = """
+import json, os, sys, time
+marker = sys.argv[1][::-1].encode() * 4096  # not argv's: the run's call file holds that
+reached = []
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) == os.getpid():
+        continue
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            link = os.readlink(path)
+            w = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if link.startswith("host:") and os.write(w, marker) > 0:
+                reached.append([pid, fd, link])
+        except OSError:
+            pass
+        os.close(w)
+print(json.dumps(reached), flush=True)
+time.sleep(60)
+"""
+
+
+def test_helper_holds_no_host_descriptor_the_command_can_write(cordon):
+    """The helper's processes (init, its caller, the relay and the DNS stub)
+    are the command's uid, so their descriptors are the command's to reopen
+    through /proc/PID/fd. None is a host one: a stderr left on runsc's log
+    (a host file in the run's directory) let the command write gigabytes
+    onto the host's /dev/shm past the run's memory and disk limits."""
+    m = marker()
+    p = cordon.popen(["python3", "-c", REACH_HOST_FDS, m[::-1]], *LEVEL)
+    try:
+        line = p.stdout.readline()
+        on_host = []
+        for base in ("/dev/shm", "/tmp"):
+            for d in glob.glob(f"{base}/cordon-gvisor-{p.pid}-*"):
+                for root, _, files in os.walk(d):
+                    for f in files:
+                        path = os.path.join(root, f)
+                        try:
+                            with open(path, "rb") as fh:
+                                if m.encode() in fh.read():
+                                    on_host.append(path)
+                        except OSError:
+                            pass
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+    assert line, "the command printed nothing"
+    assert on_host == []
+    assert json.loads(line) == [], line
+    assert_nothing_left()
 
 
 # --- limits (root: the cgroup around runsc's processes) -----------------------------

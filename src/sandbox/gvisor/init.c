@@ -85,6 +85,24 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
+/*
+ * Point the descriptors in FDS at gVisor's /dev/null. The helper's stdio
+ * are host descriptors (its stderr is runsc's log, a host file), and its
+ * processes are the command's uid: one still holding them would let the
+ * command write through /proc/PID/fd/N, past every limit of the run, onto
+ * the host. Each process of the helper does this before the command can run.
+ */
+static void quiet_stdio(const int *fds, size_t n)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (size_t i = 0; null >= 0 && i < n; i++)
+        dup2(null, fds[i]);
+    if (null > 2)
+        close(null);
+}
+
+static const int all_stdio[] = { 0, 1, 2 };
+
 /* A socket of TYPE bound to ADDR:PORT (network order), listening if a stream. */
 static int bound_socket(int type, uint32_t addr, uint16_t port)
 {
@@ -253,6 +271,38 @@ static int parse_transparent(char **args, int n, struct relay_plan *r)
     return 0;
 }
 
+/*
+ * A process of the helper's (0 in it), returned to once it holds no
+ * capability and no host stdio: with NOFILE, its RLIMIT_NOFILE raised
+ * first. -1 when it could not get there.
+ */
+static pid_t fork_helper(const struct rlimit *nofile)
+{
+    int done[2];
+    if (pipe2(done, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(done[0]);
+        if ((nofile && setrlimit(RLIMIT_NOFILE, nofile) < 0) || drop_capabilities() < 0)
+            _exit(1);
+        quiet_stdio(all_stdio, 3);
+        if (write(done[1], "d", 1) != 1)
+            _exit(1);
+        close(done[1]);
+        return 0;
+    }
+    close(done[1]);
+    char c;
+    ssize_t n = pid > 0 ? read(done[0], &c, 1) : -1;
+    int e = errno;
+    close(done[0]);
+    if (n != 1 && pid > 0)
+        waitpid(pid, NULL, 0);
+    errno = n == 0 ? ECHILD : e;
+    return n == 1 ? pid : -1;
+}
+
 static int open_relays(struct relay_plan *r)
 {
     if ((r->fds[0] = bound_socket(SOCK_STREAM, htonl(INADDR_LOOPBACK), htons(PROXY_PORT))) < 0)
@@ -284,18 +334,14 @@ static int open_relays(struct relay_plan *r)
     int u = bound_socket(SOCK_DGRAM, r->stub, htons(53));
     if (u < 0)
         return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
+    pid_t pid = fork_helper(NULL);
     if (pid == 0) {
         for (size_t i = 0; i < r->n_fds; i++)
             close(r->fds[i]);
-        if (drop_capabilities() < 0)
-            _exit(1);
         dns_main(u, r->gateway);
     }
     close(u);
-    return 0;
+    return pid < 0 ? -1 : 0;
 }
 
 /*
@@ -307,28 +353,13 @@ static int open_relays(struct relay_plan *r)
 #define RELAY_NOFILE 16384
 static int start_relay(struct relay_plan *r)
 {
-    int done[2];
-    if (pipe2(done, O_CLOEXEC) < 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        struct rlimit nofile = { RELAY_NOFILE, RELAY_NOFILE };
-        close(done[0]);
-        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || drop_capabilities() < 0 ||
-            write(done[1], "d", 1) != 1)
-            _exit(1);
-        close(done[1]);
+    struct rlimit nofile = { RELAY_NOFILE, RELAY_NOFILE };
+    pid_t pid = fork_helper(&nofile);
+    if (pid == 0)
         relay_serve(r->fds, r->n_fds, r->gateway);
-    }
-    close(done[1]);
-    char c;
-    ssize_t n = read(done[0], &c, 1);
-    close(done[0]);
     for (size_t i = 0; i < r->n_fds; i++)
         close(r->fds[i]);
-    if (n != 1) {
+    if (pid < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot start the relay: %s\n", strerror(errno));
         return -1;
     }
@@ -625,11 +656,7 @@ static _Noreturn void caller_main(int s)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null >= 0) {
-        dup2(null, 0);
-        dup2(null, 1);
-    }
+    quiet_stdio(all_stdio, 3);
 
     struct call_record r;
     int fds[4];
@@ -717,14 +744,11 @@ static int init_main(const char *home, const char *call, bool ahead, struct rela
         fprintf(stderr, "cordon-gvisor-init: cannot drop capabilities: %s\n", strerror(errno));
         return 1;
     }
+    /* Quiet before "R": once the shim reads it, the command may run. */
+    quiet_stdio((const int[]){ 0, 2 }, 2);
     if (write(1, "R", 1) != 1)
         return 1;
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null >= 0) {
-        dup2(null, 0);
-        dup2(null, 1);
-        dup2(null, 2);
-    }
+    quiet_stdio((const int[]){ 1 }, 1);
     for (;;)
         pause();
 }
