@@ -212,17 +212,20 @@ static int send_call(int s, const struct start_message *m, struct cordon_err *er
     return 0;
 }
 
-/* One record from the caller; -1 at EOF (the sandbox is gone). WHY gets a CALL_ERROR's text. */
+/*
+ * One record from the caller, a CALL_ERROR's text read whole and kept in
+ * WHY as far as it goes; -1 at EOF (the sandbox is gone) or out of bounds.
+ */
 static int read_record(int s, struct call_record *r, char *why, size_t why_len)
 {
+    char text[CALL_ERROR_MAX];
     if (!read_full(s, r, sizeof *r))
         return -1;
     if (r->kind != CALL_ERROR)
         return 0;
-    size_t n = r->len < why_len - 1 ? r->len : why_len - 1;
-    if (r->len > CALL_ERROR_MAX || !read_full(s, why, n))
+    if (r->len > CALL_ERROR_MAX || !read_full(s, text, r->len))
         return -1;
-    why[n] = '\0';
+    snprintf(why, why_len, "%.*s", (int)r->len, text);
     return 0;
 }
 
@@ -338,6 +341,10 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
     prctl(PR_SET_NAME, "cordon-gvisor", 0, 0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
+    /* The keeper first: a fork, it must not hold the ready pipe open (nor runsc's log). */
+    struct engine_keeper uds = { -1, -1 };
+    if (engine_keeper_start(&st->uds, &st->names, &uds, &err) < 0)
+        shim_fail(fds, &err);
     int ready[2];
     char log[PATH_MAX];
     snprintf(log, sizeof log, "%s/runsc.log", st->dir);
@@ -348,9 +355,6 @@ static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds,
         shim_fail(fds, &err);
     }
     int run_stdio[3] = { null, ready[1], logfd };
-    struct engine_keeper uds = { -1, -1 };
-    if (engine_keeper_start(&st->uds, &st->names, &uds, &err) < 0)
-        shim_fail(fds, &err);
     pid_t sandbox = spawn_filtered(st->argv_run, run_stdio, st, &uds);
     if (uds.give >= 0)
         close(uds.give);

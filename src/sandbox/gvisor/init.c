@@ -474,7 +474,6 @@ out:
 
 static struct sock_filter profile_insns[MAX_INSNS];
 static struct sock_fprog profile; /* the policy's seccomp program; len 0: none */
-static int chld_w = -1;
 
 static int load_profile(const char *path)
 {
@@ -492,12 +491,10 @@ static int load_profile(const char *path)
     return 0;
 }
 
+/* SIGCHLD only interrupts the caller's ppoll(): blocked everywhere else, it needs no state. */
 static void on_child(int sig)
 {
     (void)sig;
-    int e = errno;
-    (void)!write(chld_w, "c", 1);
-    errno = e;
 }
 
 static int read_full(int fd, void *buf, size_t len)
@@ -614,26 +611,30 @@ static pid_t spawn_command(char **argv, char **envp, const int stdio[3])
     _exit(126);
 }
 
-/* Until the command ends: its status to the shim, the shim's signals to it. */
-static _Noreturn void watch_command(int s, pid_t pid, int chld_r)
+/*
+ * Until the command ends: its status to the shim, the shim's signals to it.
+ * SIGCHLD is let in only while ppoll() waits, so no exit is missed and no
+ * descriptor of the caller's (the command's uid's to open) carries it.
+ */
+static _Noreturn void watch_command(int s, pid_t pid)
 {
+    sigset_t waiting;
+    sigprocmask(SIG_BLOCK, NULL, &waiting);
+    sigdelset(&waiting, SIGCHLD);
     for (;;) {
-        struct pollfd p[2] = { { .fd = s, .events = POLLIN }, { .fd = chld_r, .events = POLLIN } };
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
-            break;
         int ws;
         if (waitpid(pid, &ws, WNOHANG) == pid) {
             send_record(s, CALL_EXIT, ws, NULL);
             _exit(0);
         }
-        if (p[1].revents) {
-            char c[64];
-            (void)!read(chld_r, c, sizeof c);
+        struct pollfd p = { .fd = s, .events = POLLIN };
+        if (ppoll(&p, 1, NULL, &waiting) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
         }
         struct call_record r;
         int fds[4];
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
         if (recv_record(s, &r, fds) < 0)
             break; /* the shim is gone */
         for (int i = 0; i < 4; i++)
@@ -648,11 +649,13 @@ static _Noreturn void watch_command(int s, pid_t pid, int chld_r)
 
 static _Noreturn void caller_main(int s)
 {
-    int chld[2];
-    if (pipe2(chld, O_CLOEXEC | O_NONBLOCK) < 0 || drop_capabilities() < 0)
+    if (drop_capabilities() < 0)
         _exit(1);
-    chld_w = chld[1];
-    struct sigaction sa = { .sa_handler = on_child, .sa_flags = SA_RESTART | SA_NOCLDSTOP };
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    struct sigaction sa = { .sa_handler = on_child, .sa_flags = SA_NOCLDSTOP };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
@@ -687,7 +690,7 @@ static _Noreturn void caller_main(int s)
         if (fds[i] >= 0)
             close(fds[i]);
     send_record(s, CALL_STARTED, pid, NULL);
-    watch_command(s, pid, chld[0]);
+    watch_command(s, pid);
 }
 
 /* The caller, with the channel CALL dialled before init says it is ready. */
