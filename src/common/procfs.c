@@ -6,6 +6,7 @@
 
 #include "common/hostpath.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,4 +49,36 @@ bool proc_stat_field(const char *stat, int field, unsigned long long *value)
     char *end;
     *value = strtoull(p, &end, 10);
     return end != p;
+}
+
+void proc_add_children(pid_t pid, pid_t **pids, size_t *n, size_t *cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char file[64 + sizeof e->d_name + 16];
+        snprintf(file, sizeof file, "%s/%s/children", path, e->d_name);
+        FILE *f = fopen(file, "re");
+        int child;
+        while (f && fscanf(f, "%d", &child) == 1) {
+            if (*n == *cap) {
+                size_t more = *cap ? *cap * 2 : 64;
+                pid_t *grown = realloc(*pids, more * sizeof *grown);
+                if (!grown)
+                    break;
+                *pids = grown;
+                *cap = more;
+            }
+            (*pids)[(*n)++] = child;
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
 }

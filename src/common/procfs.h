@@ -26,3 +26,10 @@ const char *proc_stat_self(char *buf, size_t size);
  * such field or it is not a number.
  */
 bool proc_stat_field(const char *stat, int field, unsigned long long *value);
+
+/*
+ * PID's children (those of each of its threads), appended to *PIDS (*N of
+ * *CAP, grown as needed); nothing when PID has gone. Call it again on what
+ * it added for the whole tree.
+ */
+void proc_add_children(pid_t pid, pid_t **pids, size_t *n, size_t *cap);

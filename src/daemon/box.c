@@ -12,6 +12,7 @@
 #include "audit/audit.h"
 #include "common/cleanup.h"
 #include "common/fds.h"
+#include "common/hostpath.h"
 #include "common/json.h"
 #include "common/procfs.h"
 #include "common/syscalls.h"
@@ -167,6 +168,26 @@ static pid_t find_agent(const struct box *b, dev_t dev, ino_t ino)
     return -1;
 }
 
+/*
+ * The gvisor level's shim: the supervisor's child whose tree is the whole
+ * sandbox (runsc, the Sentry and its stub processes, the gofer). The agent
+ * is gVisor's, no host process: what the host can pause is that tree.
+ */
+static pid_t find_gvisor_shim(const struct box *b)
+{
+    _cleanup_free_ pid_t *kids = NULL;
+    size_t n = 0, cap = 0;
+    proc_add_children(b->h.pid, &kids, &n, &cap);
+    for (size_t i = 0; i < n; i++) {
+        char path[64], comm[32];
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)kids[i]);
+        if (read_small_at(AT_FDCWD, path, comm, sizeof comm) > 0 &&
+            strcmp(comm, "cordon-gvisor\n") == 0)
+            return kids[i];
+    }
+    return -1;
+}
+
 /* The agent's namespaces, kept while the box lives (none of its own: none). */
 static void keep_namespaces(struct box *b)
 {
@@ -204,6 +225,8 @@ static void locate_agent(struct box *b)
          * network namespace is not the guest's: nothing is exposed from it.
          */
         b->agent = find_agent(b, qemu.st_dev, qemu.st_ino);
+    } else if (b->level == CORDON_LEVEL_GVISOR) {
+        b->agent = find_gvisor_shim(b);
     }
     if (b->agent <= 0)
         return;

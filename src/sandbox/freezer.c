@@ -59,6 +59,14 @@ static pid_t parent_of(pid_t pid)
     return stat && proc_stat_field(stat, 4, &ppid) ? (pid_t)ppid : -1;
 }
 
+/* PID into DIR's freezer cgroup; one gone by now is no failure where GONE_OK. */
+static int move(const char *dir, pid_t pid, bool gone_ok)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%d", (int)pid);
+    return put(dir, "cgroup.procs", text) < 0 && !(gone_ok && errno == ESRCH) ? -1 : 0;
+}
+
 static int attach_v2(pid_t pid, char *dir, size_t size)
 {
     char own[PATH_MAX];
@@ -87,19 +95,30 @@ int freezer_attach(pid_t pid, pid_t stop, const char *name, char *dir, size_t si
     if (mkdir(dir, 0755) < 0)
         return err_sys(err, CORDON_E_UNSUPPORTED, "cannot make the freezer cgroup '%s'", dir);
     *made = true;
-    for (pid_t p = pid; p > 1 && p != stop; p = parent_of(p)) {
-        char text[32];
-        snprintf(text, sizeof text, "%d", (int)p);
-        if (put(dir, "cgroup.procs", text) < 0) {
-            int e = errno;
-            rmdir(dir);
-            *made = false;
-            errno = e;
-            return err_sys(err, CORDON_E_UNSUPPORTED, "cannot move process %d into '%s'", (int)p,
-                           dir);
-        }
+    /*
+     * PID and its ancestors up to STOP, then every descendant PID already has
+     * (at the gvisor level, runsc's: the Sentry, its stub processes, the
+     * gofer); each moved before its children are listed, so a child forked
+     * meanwhile follows it.
+     */
+    _cleanup_free_ pid_t *kids = NULL;
+    size_t n = 0, cap = 0;
+    for (pid_t p = pid; p > 1 && p != stop; p = parent_of(p))
+        if (move(dir, p, false) < 0)
+            goto fail;
+    proc_add_children(pid, &kids, &n, &cap);
+    for (size_t i = 0; i < n; i++) {
+        if (move(dir, kids[i], true) < 0)
+            goto fail;
+        proc_add_children(kids[i], &kids, &n, &cap);
     }
     return 0;
+fail:;
+    int e = errno;
+    rmdir(dir);
+    *made = false;
+    errno = e;
+    return err_sys(err, CORDON_E_UNSUPPORTED, "cannot move the run's processes into '%s'", dir);
 }
 
 int freezer_set(const char *dir, bool frozen, struct cordon_err *err)

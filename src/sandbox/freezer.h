@@ -14,9 +14,10 @@
 
 /*
  * A freezer for the processes from PID up to (not including) its ancestor
- * STOP: their cgroup's own on v2 (never one the caller is in or beneath),
- * else a v1 freezer cgroup NAME made beneath the caller's, which they join
- * (*MADE then). 0 with DIR; -1 with ERR when neither is possible here.
+ * STOP and for PID's descendants: their cgroup's own on v2 (never one the
+ * caller is in or beneath), else a v1 freezer cgroup NAME made beneath the
+ * caller's, which they join (*MADE then). 0 with DIR; -1 with ERR when
+ * neither is possible here.
  */
 int freezer_attach(pid_t pid, pid_t stop, const char *name, char *dir, size_t size, bool *made,
                    struct cordon_err *err);

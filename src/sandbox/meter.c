@@ -56,50 +56,17 @@ static int find_fd(pid_t pid, const char *want)
     return found;
 }
 
-/* PID's children (of all its threads), appended to *PIDS (*N of *CAP). */
-static void add_children(pid_t pid, pid_t **pids, size_t *n, size_t *cap)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        char file[64 + sizeof e->d_name + 16];
-        snprintf(file, sizeof file, "%s/%s/children", path, e->d_name);
-        FILE *f = fopen(file, "re");
-        int child;
-        while (f && fscanf(f, "%d", &child) == 1) {
-            if (*n == *cap) {
-                size_t more = *cap ? *cap * 2 : 64;
-                pid_t *grown = realloc(*pids, more * sizeof *grown);
-                if (!grown)
-                    break;
-                *pids = grown;
-                *cap = more;
-            }
-            (*pids)[(*n)++] = child;
-        }
-        if (f)
-            fclose(f);
-    }
-    closedir(d);
-}
-
 int mem_meter_open(pid_t top, const char *name, struct mem_meter *m, struct cordon_err *err)
 {
     char want[128];
     snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
     _cleanup_free_ pid_t *pids = NULL;
     size_t n = 0, cap = 0;
-    add_children(top, &pids, &n, &cap);
+    proc_add_children(top, &pids, &n, &cap);
     for (size_t i = 0; i < n; i++) {
         int fd = find_fd(pids[i], want);
         if (fd < 0) {
-            add_children(pids[i], &pids, &n, &cap);
+            proc_add_children(pids[i], &pids, &n, &cap);
             continue;
         }
         char path[64];
@@ -156,10 +123,10 @@ uint64_t tree_cpu_us(pid_t top)
     _cleanup_free_ pid_t *pids = NULL;
     size_t n = 0, cap = 0;
     uint64_t ticks = cpu_ticks(top);
-    add_children(top, &pids, &n, &cap);
+    proc_add_children(top, &pids, &n, &cap);
     for (size_t i = 0; i < n; i++) {
         ticks += cpu_ticks(pids[i]);
-        add_children(pids[i], &pids, &n, &cap);
+        proc_add_children(pids[i], &pids, &n, &cap);
     }
     long hz = sysconf(_SC_CLK_TCK);
     return ticks * 1000000u / (uint64_t)(hz > 0 ? hz : 100);
