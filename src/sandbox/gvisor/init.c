@@ -32,8 +32,9 @@
  * call), then forks the command, which installs the seccomp profile and
  * execs, and reports its pid and wait status; it passes signals on.
  *
- * Self-contained on purpose (no cordon library): it must stay small and
- * static, and it holds nothing of the supervisor's.
+ * Self-contained on purpose (no cordon library, only a few of common's
+ * files that need nothing else): it must stay small and static, and it
+ * holds nothing of the supervisor's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -59,6 +60,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/fds.h"
 #include "common/home.h"
 #include "common/relay_wire.h"
 #include "common/route.h"
@@ -70,20 +72,6 @@
 #define PROXY_PORT 3128
 #define MAX_INSNS 4096
 #define MAX_PORTS 32
-
-static int write_all(int fd, const void *data, size_t len)
-{
-    for (const char *p = data; len > 0;) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
 
 /*
  * Point the descriptors in FDS at gVisor's /dev/null. The helper's stdio
@@ -183,7 +171,7 @@ static _Noreturn void dns_main(int u, const char *gateway)
             continue;
         q[0] = (unsigned char)(n >> 8);
         q[1] = (unsigned char)n;
-        if (write_all(g, q, 2 + (size_t)n) < 0) {
+        if (!write_all(g, q, 2 + (size_t)n)) {
             close(g);
             g = -1;
             have = waiting = 0;
@@ -421,7 +409,7 @@ static int place_one(char *path, const char *data, size_t len, unsigned mode)
     close(dir);
     if (out < 0)
         return -1;
-    if (write_all(out, data, len) < 0) {
+    if (!write_all(out, data, len)) {
         int e = errno;
         close(out);
         errno = e;
@@ -497,24 +485,10 @@ static void on_child(int sig)
     (void)sig;
 }
 
-static int read_full(int fd, void *buf, size_t len)
-{
-    for (char *p = buf; len > 0;) {
-        ssize_t r = read(fd, p, len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 static void send_record(int s, uint32_t kind, int32_t value, const char *text)
 {
     struct call_record r = { .kind = kind, .value = value, .len = text ? strlen(text) : 0 };
-    if (write_all(s, &r, sizeof r) == 0 && r.len)
+    if (write_all(s, &r, sizeof r) && r.len)
         write_all(s, text, r.len);
 }
 
@@ -541,7 +515,7 @@ static int recv_record(int s, struct call_record *r, int fds[4])
         }
     if (n <= 0)
         return -1;
-    return (size_t)n == sizeof *r ? 0 : read_full(s, (char *)r + n, sizeof *r - (size_t)n);
+    return (size_t)n == sizeof *r || read_full(s, (char *)r + n, sizeof *r - (size_t)n) ? 0 : -1;
 }
 
 /*
@@ -554,7 +528,7 @@ static char **read_call(int s, const struct call_record *r, char ***envp)
     if (r->len == 0 || r->len > CALL_PAYLOAD_MAX || r->value < 1)
         return NULL;
     char *text = malloc(r->len);
-    if (!text || read_full(s, text, r->len) < 0 || text[r->len - 1] != '\0') {
+    if (!text || !read_full(s, text, r->len) || text[r->len - 1] != '\0') {
         free(text);
         return NULL;
     }
