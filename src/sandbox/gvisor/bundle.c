@@ -22,6 +22,7 @@
 #include "sandbox/start.h"
 #include "sandbox/workspace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -112,13 +113,101 @@ static int root_file(const char *rootfs, const char *dest, const void *data, siz
     return write_file(path, data, len, mode, err);
 }
 
-/* The largest host /etc file copied into the root rather than bound. */
+/* The most of host /etc copied into the root rather than bound: a file, a directory's tree. */
 #define COPY_MAX (1u << 20)
+#define COPY_TREE_ENTRIES 64
+#define COPY_TREE_DEPTH 3
+
+/* The regular file SRC, of ST, whole into a buffer of ours (*LEN); NULL: bind it instead. */
+static char *read_copy(int src, const struct stat *st, size_t *len)
+{
+    char *buf = S_ISREG(st->st_mode) && (st->st_mode & S_IROTH) && st->st_size <= (off_t)COPY_MAX
+        ? malloc((size_t)st->st_size + 1)
+        : NULL;
+    ssize_t n = buf ? read(src, buf, (size_t)st->st_size + 1) : -1;
+    if (n != (ssize_t)st->st_size) {
+        free(buf); /* changing under us, or unreadable: bound as it is */
+        return NULL;
+    }
+    *len = (size_t)n;
+    return buf;
+}
 
 /*
- * One of cordon's own host /etc files (not the policy's binds, not a
- * directory) copied into the root when anyone may read it, instead of
- * bound: what the command reads is the same, one mount fewer. 1: bind it.
+ * The tree of host directory SRC into DST, links as links: 0, 1 when a
+ * part of it is not for anyone to read (or it is too big: bind it instead,
+ * over what was copied), -1 with ERR.
+ */
+static int copy_tree(int src, int dst, int depth, size_t *entries, size_t *bytes,
+                     struct cordon_err *err)
+{
+    int dup = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        return 1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        struct stat st;
+        char target[PATH_MAX];
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (++*entries > COPY_TREE_ENTRIES ||
+            fstatat(src, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = 1;
+        } else if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlinkat(src, e->d_name, target, sizeof target - 1);
+            if (n < 0)
+                rc = 1;
+            else if ((target[n] = '\0', symlinkat(target, dst, e->d_name)) < 0)
+                rc = err_sys(err, CORDON_E_SETUP, "gvisor: cannot copy the link '%s'", e->d_name);
+        } else if (S_ISDIR(st.st_mode)) {
+            int from = -1, to = -1;
+            if (depth >= COPY_TREE_DEPTH ||
+                (st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH))
+                rc = 1;
+            else if (mkdirat(dst, e->d_name, 0755) < 0 ||
+                     (to = openat(dst, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+                         0)
+                rc = err_sys(err, CORDON_E_SETUP, "gvisor: cannot copy '%s'", e->d_name);
+            else if ((from = openat(src, e->d_name,
+                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                rc = 1;
+            else
+                rc = copy_tree(from, to, depth + 1, entries, bytes, err);
+            if (from >= 0)
+                close(from);
+            if (to >= 0)
+                close(to);
+        } else {
+            _cleanup_close_ int from = S_ISREG(st.st_mode)
+                ? openat(src, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+                : -1;
+            size_t len = 0;
+            _cleanup_free_ char *data =
+                from >= 0 && fstat(from, &st) == 0 ? read_copy(from, &st, &len) : NULL;
+            _cleanup_close_ int out = data && (*bytes += len) <= COPY_MAX
+                ? openat(dst, e->d_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                         0444 | (st.st_mode & 0111))
+                : -2;
+            if (out == -2)
+                rc = 1;
+            else if (out < 0 || !write_all(out, data, len))
+                rc = err_sys(err, CORDON_E_SETUP, "gvisor: cannot copy '%s'", e->d_name);
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/*
+ * One of cordon's own host /etc entries (not the policy's binds) copied
+ * into the root when anyone may read all of it, instead of bound: a file,
+ * or a small directory's tree. What the command reads is the same, one
+ * mount fewer. 1: bind it.
  */
 static int copy_host_file(const char *rootfs, const struct mount_step *s, struct cordon_err *err)
 {
@@ -127,14 +216,24 @@ static int copy_host_file(const char *rootfs, const struct mount_step *s, struct
         return 1;
     _cleanup_close_ int fd = open(s->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & S_IROTH) ||
-        st.st_size > (off_t)COPY_MAX)
+    if (fd < 0 || fstat(fd, &st) < 0)
         return 1;
-    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
-    ssize_t n = buf ? read(fd, buf, (size_t)st.st_size + 1) : -1;
-    if (n != (ssize_t)st.st_size)
-        return 1; /* changing under us, or unreadable: bound as it is */
-    return root_file(rootfs, s->dest, buf, (size_t)n, 0444, err);
+    if (S_ISDIR(st.st_mode)) {
+        char path[PATH_MAX];
+        size_t entries = 0, bytes = 0;
+        if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH) ||
+            (size_t)snprintf(path, sizeof path, "%s%s", rootfs, s->dest) >= sizeof path)
+            return 1;
+        if (make_parents(rootfs, s->dest, true) < 0)
+            return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", s->dest);
+        _cleanup_close_ int to = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (to < 0)
+            return err_sys(err, CORDON_E_SETUP, "gvisor: cannot make '%s'", s->dest);
+        return copy_tree(fd, to, 0, &entries, &bytes, err);
+    }
+    size_t len = 0;
+    _cleanup_free_ char *buf = read_copy(fd, &st, &len);
+    return buf ? root_file(rootfs, s->dest, buf, len, 0444, err) : 1;
 }
 
 /* ---- the bundle ---- */
