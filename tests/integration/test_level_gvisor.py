@@ -25,10 +25,12 @@ Time: about 40 s for the file on this 2-core host (about 1 s per run).
 
 import errno
 import glob
+import hashlib
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 
 import pytest
@@ -158,6 +160,52 @@ for p in ({str(path)!r}, {str(path.parent)!r}, '/root', '/home', '/etc/shadow', 
     assert value not in r.out
     for line in r.out.splitlines():
         assert line.endswith("False"), r
+
+
+ETC_WALK = r"""
+import hashlib, json, os
+seen = {}
+for top, dirs, files in os.walk("/etc"):
+    for name in dirs + files:
+        p = os.path.join(top, name)
+        if os.path.islink(p):
+            seen[p] = "link:" + os.readlink(p)
+        elif os.path.isfile(p):
+            try:
+                with open(p, "rb") as f:
+                    seen[p] = hashlib.sha256(f.read()).hexdigest()
+            except OSError as e:
+                seen[p] = "denied"
+        elif os.path.isdir(p) and not os.access(p, os.R_OK | os.X_OK):
+            seen[p] = "denied"
+print(json.dumps(seen))
+"""
+# /etc files cordon writes itself, not the host's.
+GENERATED = {"/etc/passwd", "/etc/group", "/etc/hosts", "/etc/hostname", "/etc/nsswitch.conf",
+             "/etc/resolv.conf", "/etc/ld.so.preload"}
+
+
+def test_etc_copied_or_bound_shows_the_hosts_files_and_no_more(cordon):
+    """The host /etc entries the bundle holds as copies (instead of binds)
+    read as the host's own, links stay links, and what the host keeps from
+    others stays unreadable: a copy shows nothing a bind would not."""
+    r = gv(cordon, ["python3", "-c", ETC_WALK])
+    assert r.status == 0, r
+    seen = json.loads(r.out)
+    assert len(seen) > 20, seen
+    for path, got in seen.items():
+        if path in GENERATED or not os.path.lexists(path):
+            continue
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            assert got == "link:" + os.readlink(path), path
+        elif not st.st_mode & stat.S_IROTH or (stat.S_ISDIR(st.st_mode) and
+                                                  not st.st_mode & stat.S_IXOTH):
+            assert got == "denied", (path, got)
+        elif stat.S_ISREG(st.st_mode):
+            with open(path, "rb") as f:
+                assert got == hashlib.sha256(f.read()).hexdigest(), path
+    assert_nothing_left()
 
 
 @pytest.mark.parametrize("target", ["/usr/cordon-x", "/etc/cordon-x", "/cordon-x",
