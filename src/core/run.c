@@ -550,7 +550,7 @@ static void tell_oom_while_built(const struct run *run, struct cordon_err *err)
 {
     struct cgroup_stats st = { 0 };
     if (cgroup_has(&run->cg, CGROUP_MEMORY))
-        cgroup_read_stats(&run->cg, &st);
+        cgroup_read_stats(&run->cg, CGROUP_STAT_MEMORY, &st);
     if (st.oom_kills > 0) {
         char v[32];
         format_size(run->p->limits.memory, v, sizeof v);

@@ -30,6 +30,9 @@
 /* How long a command may take to exit after the signal cordon got was
  * passed on to it, before everything is killed. */
 #define INTERRUPT_GRACE_US (2 * 1000 * 1000)
+/* The command's stdin, relayed a chunk at a time (in its own array: the loop's state is
+ * cleared whole, and 64 KB of it would be page faults every run). */
+#define IN_BUF_SIZE 65536
 
 uint64_t monotonic_us(void)
 {
@@ -54,7 +57,7 @@ struct loop {
     bool have_status;
     int cmd_status; /* wait status of the command, from init */
     uint32_t seen;  /* BOUNDARY_SEEN_*: what the boundary's own kernel saw */
-    char in_buf[65536];
+    char *in_buf;   /* IN_BUF_SIZE bytes */
     size_t in_len, in_off;
     bool in_eof;
     bool output_capped;
@@ -138,7 +141,7 @@ static void relay_input(struct loop *l, short revents_in, short revents_out)
 {
     struct supervision *s = l->s;
     if (l->in_len == l->in_off && (revents_in & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
-        ssize_t n = read(s->call->in_fd, l->in_buf, sizeof l->in_buf);
+        ssize_t n = read(s->call->in_fd, l->in_buf, IN_BUF_SIZE);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             return;
         if (n <= 0) {
@@ -304,8 +307,11 @@ void supervise_drain_reports(struct supervision *s, struct sandbox_result *res, 
 
 static void check_polled_limits(struct loop *l)
 {
+    /* Only the counters polled here: the memory limit is the kernel's to hold. */
+    unsigned want =
+        (l->s->poll_cpu ? CGROUP_STAT_CPU : 0) | (l->s->poll_pids ? CGROUP_STAT_PIDS : 0);
     struct cgroup_stats st;
-    cgroup_read_stats(l->s->cg, &st);
+    cgroup_read_stats(l->s->cg, want, &st);
     const struct policy_limits *lim = l->s->limits;
     /* The level's memory, metered: ended as the cgroup's OOM killer would
      * (it may pass the limit by what it allocates in a tick; the tick is
@@ -341,7 +347,7 @@ static void finish(struct loop *l, struct rusage *ru)
 
     struct cgroup_stats st = { 0 };
     if (s->cg && s->cg->version) {
-        cgroup_read_stats(s->cg, &st);
+        cgroup_read_stats(s->cg, CGROUP_STAT_MEMORY | CGROUP_STAT_CPU, &st);
         if (st.memory_peak)
             res->peak_memory = st.memory_peak;
         if (st.cpu_usage_us > res->cpu_us)
@@ -466,7 +472,8 @@ static void reap_init(struct loop *l, bool polled)
 
 void supervise(struct supervision *s, struct sandbox_result *res)
 {
-    struct loop l = { .s = s, .res = res };
+    char in_buf[IN_BUF_SIZE];
+    struct loop l = { .s = s, .res = res, .in_buf = in_buf };
     l.pidfd = sys_pidfd_open(s->init_pid, 0);
     bool relay_in = s->in_w >= 0 && s->call->in_fd >= 0;
     if (s->in_w >= 0 && !relay_in)
