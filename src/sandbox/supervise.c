@@ -470,6 +470,24 @@ static void reap_init(struct loop *l, bool polled)
     conclude(l, &ru);
 }
 
+/* The gateway started for what reached its doors; they are closed either way. */
+static void wake_gateway(struct supervision *s)
+{
+    s->n_doors = 0;
+    int fd = s->wake(s->wake_arg);
+    if (fd >= 0)
+        s->report_r = fd;
+}
+
+/* Has something reached a door? (TIMEOUT_MS as poll's.) */
+static bool door_reached(const struct supervision *s, int timeout_ms)
+{
+    struct pollfd p[SUPERVISE_MAX_DOORS];
+    for (size_t i = 0; i < s->n_doors; i++)
+        p[i] = (struct pollfd){ .fd = s->doors[i], .events = POLLIN };
+    return s->n_doors && poll(p, (nfds_t)s->n_doors, timeout_ms) > 0;
+}
+
 void supervise(struct supervision *s, struct sandbox_result *res)
 {
     char in_buf[IN_BUF_SIZE];
@@ -487,9 +505,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     l.tick_ms = TICK_MS;
 
     while (!ended(&l) || s->out_r >= 0 || s->errout_r >= 0) {
-        struct pollfd p[10];
+        struct pollfd p[9 + SUPERVISE_MAX_DOORS];
         int n = 0, i_out = -1, i_err = -1, i_in = -1, i_inw = -1, i_pid = -1, i_sig = -1,
-            i_errp = -1, i_stat = -1, i_rep = -1;
+            i_errp = -1, i_stat = -1, i_rep = -1, i_door = -1;
         if (s->out_r >= 0)
             p[i_out = n++] = (struct pollfd){ .fd = s->out_r, .events = POLLIN };
         if (s->errout_r >= 0)
@@ -508,6 +526,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             p[i_stat = n++] = (struct pollfd){ .fd = s->status_r, .events = POLLIN };
         if (s->report_r >= 0)
             p[i_rep = n++] = (struct pollfd){ .fd = s->report_r, .events = POLLIN };
+        i_door = n;
+        for (size_t i = 0; i < s->n_doors; i++)
+            p[n++] = (struct pollfd){ .fd = s->doors[i], .events = POLLIN };
 
         int timeout = -1;
         uint64_t now = monotonic_us();
@@ -543,6 +564,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             if (l.tree_gone && !l.init_done)
                 tree_gone(&l, tick);
         }
+        for (int i = i_door; i < n && s->n_doors; i++)
+            if (p[i].revents)
+                wake_gateway(s);
         if (i_rep >= 0 && p[i_rep].revents)
             read_reports(s, res);
         if (i_out >= 0 && p[i_out].revents)
@@ -571,6 +595,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
         if (!ended(&l) && (i_pid < 0 || p[i_pid].revents))
             reap_init(&l, i_pid >= 0);
     }
+    /* What the run sent the gateway's way as it ended is answered, and reported, as ever. */
+    if (door_reached(s, 0))
+        wake_gateway(s);
     /* Output past the cap that was already written when the command ended
      * still counts: the relayed output is not all the command said. */
     if (l.output_capped && res->reason == RUN_EXITED)
