@@ -503,6 +503,8 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     uint64_t deadline = s->limits->wall_ms ? s->start_us + s->limits->wall_ms * 1000 : 0;
     bool tick = s->poll_cpu || s->poll_pids || s->meter || s->poll_tree_cpu;
     l.tick_ms = TICK_MS;
+    /* The first read a tick from now, not at the loop's first wakeup (the exec's). */
+    l.next_check_us = monotonic_us() + l.tick_ms * 1000;
 
     while (!ended(&l) || s->out_r >= 0 || s->errout_r >= 0) {
         struct pollfd p[9 + SUPERVISE_MAX_DOORS];
