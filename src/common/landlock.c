@@ -38,7 +38,14 @@ int landlock_abi(void)
 
 void landlock_plan_init(struct landlock_plan *plan, int abi)
 {
-    memset(plan, 0, sizeof *plan);
+    /*
+     * The header only: a rule is written whole when it is added, and none
+     * past n_rules is read. Zeroing all 256 (130 KB) cost every run the
+     * page faults of memory it never uses.
+     */
+    plan->abi = 0;
+    plan->handled_fs = plan->handled_net = plan->scoped = 0;
+    plan->n_rules = 0;
     if (abi <= 0)
         return;
     plan->abi = abi;

@@ -550,7 +550,7 @@ static void tell_oom_while_built(const struct run *run, struct cordon_err *err)
 {
     struct cgroup_stats st = { 0 };
     if (cgroup_has(&run->cg, CGROUP_MEMORY))
-        cgroup_read_stats(&run->cg, &st);
+        cgroup_read_stats(&run->cg, CGROUP_STAT_MEMORY, &st);
     if (st.oom_kills > 0) {
         char v[32];
         format_size(run->p->limits.memory, v, sizeof v);
@@ -635,38 +635,6 @@ static int prepare(const struct policy *p, const char *run_id, bool ahead,
     if (backend->prepare(&setup, &run->b, err) < 0) {
         tell_oom_while_built(run, err);
         goto fail;
-    }
-    if (run->b.door >= 0) {
-        /* What the gateway buffers and spends on the run's behalf is the
-         * run's: its memory, pids and CPU count against the run's limits.
-         * It joins the run's cgroup itself, as the boundary does (moving it
-         * from here would wait out an RCU grace period). */
-        struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
-        if (run->cg.version && !container && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
-            goto fail;
-        _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
-        run->gw.door_token_set = run->b.door_token_set;
-        memcpy(run->gw.door_token, run->b.door_token, sizeof run->gw.door_token);
-        struct gateway_doors doors = { .proxy = run->b.door,
-                                       .dns = -1,
-                                       .relay = run->b.relay_transparent };
-        if (run->b.n_extra_doors) {
-            doors.dns = run->b.extra_doors[0];
-            for (size_t i = 1; i < run->b.n_extra_doors && i <= SYNTH_MAX_PORTS; i++)
-                doors.ports[doors.n_ports++] = run->b.extra_doors[i];
-        }
-        /* A container's cgroup holds its egress lock: the gateway stays out of it. */
-        run->gw_pid = gateway_start(&run->gw, &doors, run->host_base + 2,
-                                    run->cg.version && !container ? join_cgroup : NULL, &ticket,
-                                    &run->gw_report, err);
-        cgroup_ticket_close(&ticket);
-        closep(&run->b.door);
-        run->b.door = -1;
-        for (size_t i = 0; i < run->b.n_extra_doors; i++)
-            closep(&run->b.extra_doors[i]);
-        run->b.n_extra_doors = 0;
-        if (run->gw_pid < 0)
-            goto fail;
     }
     run->keep_cgroup = container != NULL;
     *out = run;
@@ -903,6 +871,61 @@ static void tell_git(const struct run *run, const struct gitscan_notes *git)
     }
 }
 
+/*
+ * The egress gateway, forked only when the sandbox first reaches one of its
+ * doors (a connection waiting at a listener, a DNS datagram): a run that
+ * never reaches out pays for no gateway (its fork, start and exit were a
+ * tenth of a cold run's CPU). The boundary made the doors listening at
+ * prepare, so nothing the run sends is lost meanwhile, and what reached them
+ * as the run ended is still answered and reported (supervise()).
+ */
+static int start_gateway(struct run *run, struct cordon_err *err)
+{
+    /* What the gateway buffers and spends on the run's behalf is the
+     * run's: its memory, pids and CPU count against the run's limits.
+     * It joins the run's cgroup itself, as the boundary does (moving it
+     * from here would wait out an RCU grace period). */
+    bool join = run->cg.version && !run->container;
+    struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
+    if (join && cgroup_ticket_open(&run->cg, &ticket, err) < 0)
+        return -1;
+    _Static_assert(sizeof run->b.door_token == sizeof run->gw.door_token, "door token");
+    run->gw.door_token_set = run->b.door_token_set;
+    memcpy(run->gw.door_token, run->b.door_token, sizeof run->gw.door_token);
+    struct gateway_doors doors = { .proxy = run->b.door,
+                                   .dns = -1,
+                                   .relay = run->b.relay_transparent };
+    if (run->b.n_extra_doors) {
+        doors.dns = run->b.extra_doors[0];
+        for (size_t i = 1; i < run->b.n_extra_doors && i <= SYNTH_MAX_PORTS; i++)
+            doors.ports[doors.n_ports++] = run->b.extra_doors[i];
+    }
+    /* A container's cgroup holds its egress lock: the gateway stays out of it. */
+    run->gw_pid = gateway_start(&run->gw, &doors, run->host_base + 2, join ? join_cgroup : NULL,
+                                &ticket, &run->gw_report, err);
+    cgroup_ticket_close(&ticket);
+    closep(&run->b.door);
+    run->b.door = -1;
+    for (size_t i = 0; i < run->b.n_extra_doors; i++)
+        closep(&run->b.extra_doors[i]);
+    run->b.n_extra_doors = 0;
+    return run->gw_pid < 0 ? -1 : 0;
+}
+
+/* supervise()'s wake: the gateway started, its report pipe handed over (or -1). */
+static int wake_gateway(void *arg)
+{
+    struct run *run = arg;
+    struct cordon_err err = { 0 };
+    if (start_gateway(run, &err) < 0) {
+        /* Its doors are closed: what waits there is refused, not left hanging. */
+        if (run->call.notice)
+            run->call.notice(run->call.notice_arg, err.msg);
+        return -1;
+    }
+    return TAKE_FD(run->gw_report);
+}
+
 int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -915,6 +938,13 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         return err_set(err, CORDON_E_USAGE, "run %s is not running", run->run_id);
     run->state = RUN_WAITED;
     const struct policy *p = run->p;
+    int doors[SUPERVISE_MAX_DOORS];
+    size_t n_doors = 0;
+    if (run->b.door >= 0) {
+        doors[n_doors++] = run->b.door;
+        for (size_t i = 0; i < run->b.n_extra_doors && n_doors < SUPERVISE_MAX_DOORS; i++)
+            doors[n_doors++] = run->b.extra_doors[i];
+    }
     struct supervision sv = {
         .init_pid = run->b.pid,
         .err_r = run->b.err_r,
@@ -924,7 +954,11 @@ int run_wait(struct run *run, struct sandbox_result *res, struct cordon_err *err
         .in_w = run->in_w,
         .tty_w = run->tty_w,
         .sig_fd = run->call.sig_fd,
-        .report_r = run->gw_report,
+        .report_r = -1, /* the gateway's, once woken */
+        .doors = doors,
+        .n_doors = n_doors,
+        .wake = wake_gateway,
+        .wake_arg = run,
         .audit = run->log,
         .decided = run->call.notice ? notice_refusal : NULL,
         .decided_arg = run,

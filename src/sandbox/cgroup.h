@@ -110,8 +110,17 @@ int cgroup_ticket_use(const struct cgroup_ticket *t);
 
 void cgroup_ticket_close(struct cgroup_ticket *t);
 
-/* The run's counters: since its start, for a reused cgroup (cg->base). */
-void cgroup_read_stats(const struct cgroup_set *cg, struct cgroup_stats *out);
+/* Which counters to read: each is a file to open in the cgroup, so only those asked for. */
+enum {
+    CGROUP_STAT_MEMORY = 1 << 0, /* memory_peak, oom_kills */
+    CGROUP_STAT_PIDS = 1 << 1,   /* pids_max_hits */
+    CGROUP_STAT_CPU = 1 << 2,    /* cpu_usage_us */
+    CGROUP_STAT_ALL = (1 << 3) - 1,
+};
+
+/* The run's counters in WANT (CGROUP_STAT_*; the others 0): since its start,
+ * for a reused cgroup (cg->base). */
+void cgroup_read_stats(const struct cgroup_set *cg, unsigned want, struct cgroup_stats *out);
 
 /* What cgroup_reuse() made of a pool's cgroup. */
 enum cgroup_reuse {

@@ -36,6 +36,22 @@ int confine_drop_capabilities(struct cordon_err *err)
     return 0;
 }
 
+int confine_drop_bounding_set(uint64_t keep, struct cordon_err *err)
+{
+    /* Capabilities are numbered without gaps: the first number the kernel
+     * calls invalid (EINVAL) is past its last one, and so is every later one. */
+    for (int cap = 0; cap <= 63; cap++) {
+        if (keep & (1ull << cap))
+            continue;
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+            continue;
+        if (errno == EINVAL)
+            break;
+        return err_sys(err, CORDON_E_SETUP, "cannot drop capability %d", cap);
+    }
+    return 0;
+}
+
 /* Exactly CAPS, across exec too: ambient for a command that is not uid 0. */
 static int keep_capabilities(uint64_t caps, struct cordon_err *err)
 {

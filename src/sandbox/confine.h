@@ -41,6 +41,10 @@ void confine_add_rlimit(struct confine_plan *c, int resource, rlim_t soft, rlim_
 /* Empty every capability set, ambient included. */
 int confine_drop_capabilities(struct cordon_err *err);
 
+/* Drop every capability but those in KEEP (bit N = CAP_N) from the bounding
+ * set; needs CAP_SETPCAP. */
+int confine_drop_bounding_set(uint64_t keep, struct cordon_err *err);
+
 /*
  * In the command, as the sandbox user, just before exec: the whole chain,
  * FILTER installed last since it forbids some of the steps before it.

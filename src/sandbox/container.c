@@ -425,14 +425,6 @@ static int confine_container_command(void *arg, struct cordon_err *err)
     return confine_command(&ch->plan->confine, ch->filter, err);
 }
 
-static int drop_bounding_except(uint64_t keep, struct cordon_err *err)
-{
-    for (int cap = 0; cap <= 63; cap++)
-        if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            return err_sys(err, CORDON_E_SETUP, "cannot drop capability %d", cap);
-    return 0;
-}
-
 /* The spec's sysctls, through the host's /proc while it is still there (the container's is
  * read-only): each names a namespace of the container's own, so it is that one's. */
 static int write_sysctls(const struct sandbox_container *c, unsigned long max_gid,
@@ -500,7 +492,7 @@ static int build(const struct sandbox_container *c, const struct ns_plan *plan,
     }
     if (fds->gw_sock >= 0)
         close(fds->gw_sock);
-    TRY(drop_bounding_except(c->caps, err));
+    TRY(confine_drop_bounding_set(c->caps, err));
     *tty = -1;
     if (c->terminal && (*tty = start_terminal_send(fds->start_r, err)) < 0)
         return -1;

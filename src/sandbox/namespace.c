@@ -81,15 +81,6 @@ int ns_loopback_up(struct cordon_err *err)
     return 0;
 }
 
-/* Needs CAP_SETPCAP, so init does it before it changes uid. */
-static int drop_bounding_set(struct cordon_err *err)
-{
-    for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            return err_sys(err, CORDON_E_SETUP, "cannot drop capability %d", cap);
-    return 0;
-}
-
 static int become_sandbox_user(const struct ns_plan *plan, struct cordon_err *err)
 {
     /* Root's supplementary groups (0 among them) must not follow it in. */
@@ -364,7 +355,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         _exit(125); /* the supervisor could not compile it and reports why */
     close(fds->bpf_r);
 
-    if (drop_bounding_set(&err) < 0 || become_sandbox_user(plan, &err) < 0)
+    if (confine_drop_bounding_set(0, &err) < 0 || become_sandbox_user(plan, &err) < 0)
         child_fail(fds, &err);
     /* After the uid change, which clears it: die with the supervisor. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
@@ -536,11 +527,14 @@ static int plan_run(const struct sandbox_setup *s, const struct sandbox_template
         *plan = tmpl->plan;
         plan->template = false;
         plan->cloned = true;
-        memcpy(plan->confine.rlimits, s->confine->rlimits, sizeof plan->confine.rlimits);
-        plan->confine.n_rlimits = s->confine->n_rlimits;
-        return 0;
+    } else {
+        plan->caller_is_root = geteuid() == 0;
     }
-    *plan = (struct ns_plan){ .caller_is_root = geteuid() == 0, .confine = *s->confine };
+    /* The core's part is its rlimits alone: its unused Landlock table is not copied. */
+    memcpy(plan->confine.rlimits, s->confine->rlimits, sizeof plan->confine.rlimits);
+    plan->confine.n_rlimits = s->confine->n_rlimits;
+    if (tmpl)
+        return 0;
     if (ns_plan_sandbox(s->p, s->gateway, s->workspace, s->host_base + 1, plan, err) < 0 ||
         (s->ca_pem && mounts_add_ca(plan, s->ca_pem, err) < 0))
         return -1;
@@ -637,7 +631,14 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         .pid = -1, .err_r = -1, .status_r = -1, .start_w = -1, .door = -1, .layer = -1
     };
     bool overlay = p->workspace && p->workspace_mode == POLICY_WS_OVERLAY;
-    struct ns_plan plan = { 0 };
+    /*
+     * On the heap, zeroed by the kernel (it is larger than malloc's mmap
+     * threshold): a plan on the stack was cleared and copied whole, 147 KB
+     * of page faults a run, though most of its Landlock table stays unused.
+     */
+    _cleanup_free_ struct ns_plan *plan = calloc(1, sizeof *plan);
+    if (!plan)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
     /* A template holds neither the run's CA nor a gateway-less plan: a run
      * that needs either is planned whole (template_admits() says the rest). */
     const struct sandbox_template *tmpl = s->gateway && !s->ca_pem ? s->tmpl : NULL;
@@ -647,7 +648,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     pid_t init = -1;
     struct cgroup_ticket ticket = CGROUP_TICKET_INIT;
 
-    if (plan_run(s, tmpl, &plan, err) < 0)
+    if (plan_run(s, tmpl, plan, err) < 0)
         goto out;
     if (open_pipes(&pp, s->gateway, overlay) < 0) {
         err_sys(err, CORDON_E_SETUP, "cannot create pipes");
@@ -657,7 +658,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
         goto out;
     struct child_args a = {
         .s = s,
-        .plan = &plan,
+        .plan = plan,
         .fds = { .sync_r = pp.sync[0],
                  .err_w = pp.err[1],
                  .status_w = pp.status[1],
@@ -674,7 +675,7 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     /* A clone's ids are mapped by its helper, its filter is its template's. */
     if ((!tmpl && write_id_maps(init, root, s->host_base, err) < 0) ||
         write(pp.sync[1], "g", 1) != 1 ||
-        (!tmpl && boundary_send_filter(p, &plan.seccomp, pp.bpf[1], err) < 0)) {
+        (!tmpl && boundary_send_filter(p, &plan->seccomp, pp.bpf[1], err) < 0)) {
         if (err->kind == CORDON_E_OK)
             err_sys(err, CORDON_E_SETUP, "cannot start the sandbox");
         goto out;
@@ -682,13 +683,13 @@ static int ns_prepare(const struct sandbox_setup *s, struct sandbox_boundary *b,
     /* The door, then "ready" at the seam; either missing means the child failed. */
     if ((overlay && (b->layer = recv_fd(pp.layer[0])) < 0) ||
         (s->gateway && (b->door = recv_fd(pp.gw[0])) < 0) ||
-        (plan.transparent && ns_recv_transparent_doors(&plan, pp.gw[0], b) < 0) ||
+        (plan->transparent && ns_recv_transparent_doors(plan, pp.gw[0], b) < 0) ||
         start_ready_wait(pp.start[0]) < 0) {
         boundary_child_error(pp.err[0], err);
         goto out;
     }
     /* Init's prefaces: a literal handed over (door.h). */
-    b->relay_transparent = plan.door.on;
+    b->relay_transparent = plan->door.on;
     b->pid = init;
     init = -1;
     b->err_r = TAKE_FD(pp.err[0]);
@@ -711,7 +712,7 @@ out:
     }
     pipes_close(&pp);
     cgroup_ticket_close(&ticket);
-    plan_release(&plan);
+    plan_release(plan);
     return rc;
 }
 

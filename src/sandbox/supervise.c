@@ -30,6 +30,9 @@
 /* How long a command may take to exit after the signal cordon got was
  * passed on to it, before everything is killed. */
 #define INTERRUPT_GRACE_US (2 * 1000 * 1000)
+/* The command's stdin, relayed a chunk at a time (in its own array: the loop's state is
+ * cleared whole, and 64 KB of it would be page faults every run). */
+#define IN_BUF_SIZE 65536
 
 uint64_t monotonic_us(void)
 {
@@ -54,7 +57,7 @@ struct loop {
     bool have_status;
     int cmd_status; /* wait status of the command, from init */
     uint32_t seen;  /* BOUNDARY_SEEN_*: what the boundary's own kernel saw */
-    char in_buf[65536];
+    char *in_buf;   /* IN_BUF_SIZE bytes */
     size_t in_len, in_off;
     bool in_eof;
     bool output_capped;
@@ -138,7 +141,7 @@ static void relay_input(struct loop *l, short revents_in, short revents_out)
 {
     struct supervision *s = l->s;
     if (l->in_len == l->in_off && (revents_in & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
-        ssize_t n = read(s->call->in_fd, l->in_buf, sizeof l->in_buf);
+        ssize_t n = read(s->call->in_fd, l->in_buf, IN_BUF_SIZE);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             return;
         if (n <= 0) {
@@ -304,8 +307,11 @@ void supervise_drain_reports(struct supervision *s, struct sandbox_result *res, 
 
 static void check_polled_limits(struct loop *l)
 {
+    /* Only the counters polled here: the memory limit is the kernel's to hold. */
+    unsigned want =
+        (l->s->poll_cpu ? CGROUP_STAT_CPU : 0) | (l->s->poll_pids ? CGROUP_STAT_PIDS : 0);
     struct cgroup_stats st;
-    cgroup_read_stats(l->s->cg, &st);
+    cgroup_read_stats(l->s->cg, want, &st);
     const struct policy_limits *lim = l->s->limits;
     /* The level's memory, metered: ended as the cgroup's OOM killer would
      * (it may pass the limit by what it allocates in a tick; the tick is
@@ -341,7 +347,7 @@ static void finish(struct loop *l, struct rusage *ru)
 
     struct cgroup_stats st = { 0 };
     if (s->cg && s->cg->version) {
-        cgroup_read_stats(s->cg, &st);
+        cgroup_read_stats(s->cg, CGROUP_STAT_MEMORY | CGROUP_STAT_CPU, &st);
         if (st.memory_peak)
             res->peak_memory = st.memory_peak;
         if (st.cpu_usage_us > res->cpu_us)
@@ -464,9 +470,28 @@ static void reap_init(struct loop *l, bool polled)
     conclude(l, &ru);
 }
 
+/* The gateway started for what reached its doors; they are closed either way. */
+static void wake_gateway(struct supervision *s)
+{
+    s->n_doors = 0;
+    int fd = s->wake(s->wake_arg);
+    if (fd >= 0)
+        s->report_r = fd;
+}
+
+/* Has something reached a door? (TIMEOUT_MS as poll's.) */
+static bool door_reached(const struct supervision *s, int timeout_ms)
+{
+    struct pollfd p[SUPERVISE_MAX_DOORS];
+    for (size_t i = 0; i < s->n_doors; i++)
+        p[i] = (struct pollfd){ .fd = s->doors[i], .events = POLLIN };
+    return s->n_doors && poll(p, (nfds_t)s->n_doors, timeout_ms) > 0;
+}
+
 void supervise(struct supervision *s, struct sandbox_result *res)
 {
-    struct loop l = { .s = s, .res = res };
+    char in_buf[IN_BUF_SIZE];
+    struct loop l = { .s = s, .res = res, .in_buf = in_buf };
     l.pidfd = sys_pidfd_open(s->init_pid, 0);
     bool relay_in = s->in_w >= 0 && s->call->in_fd >= 0;
     if (s->in_w >= 0 && !relay_in)
@@ -478,11 +503,13 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     uint64_t deadline = s->limits->wall_ms ? s->start_us + s->limits->wall_ms * 1000 : 0;
     bool tick = s->poll_cpu || s->poll_pids || s->meter || s->poll_tree_cpu;
     l.tick_ms = TICK_MS;
+    /* The first read a tick from now, not at the loop's first wakeup (the exec's). */
+    l.next_check_us = monotonic_us() + l.tick_ms * 1000;
 
     while (!ended(&l) || s->out_r >= 0 || s->errout_r >= 0) {
-        struct pollfd p[10];
+        struct pollfd p[9 + SUPERVISE_MAX_DOORS];
         int n = 0, i_out = -1, i_err = -1, i_in = -1, i_inw = -1, i_pid = -1, i_sig = -1,
-            i_errp = -1, i_stat = -1, i_rep = -1;
+            i_errp = -1, i_stat = -1, i_rep = -1, i_door = -1;
         if (s->out_r >= 0)
             p[i_out = n++] = (struct pollfd){ .fd = s->out_r, .events = POLLIN };
         if (s->errout_r >= 0)
@@ -501,6 +528,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             p[i_stat = n++] = (struct pollfd){ .fd = s->status_r, .events = POLLIN };
         if (s->report_r >= 0)
             p[i_rep = n++] = (struct pollfd){ .fd = s->report_r, .events = POLLIN };
+        i_door = n;
+        for (size_t i = 0; i < s->n_doors; i++)
+            p[n++] = (struct pollfd){ .fd = s->doors[i], .events = POLLIN };
 
         int timeout = -1;
         uint64_t now = monotonic_us();
@@ -536,6 +566,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
             if (l.tree_gone && !l.init_done)
                 tree_gone(&l, tick);
         }
+        for (int i = i_door; i < n && s->n_doors; i++)
+            if (p[i].revents)
+                wake_gateway(s);
         if (i_rep >= 0 && p[i_rep].revents)
             read_reports(s, res);
         if (i_out >= 0 && p[i_out].revents)
@@ -564,6 +597,9 @@ void supervise(struct supervision *s, struct sandbox_result *res)
         if (!ended(&l) && (i_pid < 0 || p[i_pid].revents))
             reap_init(&l, i_pid >= 0);
     }
+    /* What the run sent the gateway's way as it ended is answered, and reported, as ever. */
+    if (door_reached(s, 0))
+        wake_gateway(s);
     /* Output past the cap that was already written when the command ended
      * still counts: the relayed output is not all the command said. */
     if (l.output_capped && res->reason == RUN_EXITED)

@@ -15,6 +15,9 @@ struct audit_log;
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The gateway's doors: its proxy's listener, the DNS stub's socket, a listener per port. */
+#define SUPERVISE_MAX_DOORS (2 + SYNTH_MAX_PORTS)
+
 struct supervision {
     pid_t init_pid;          /* the sandbox's top process, our child */
     int err_r;               /* setup/exec error records; EOF once exec'd */
@@ -28,6 +31,14 @@ struct supervision {
     /* Told of each decision as it arrives, or NULL (the core's notices). */
     void (*decided)(void *arg, const json_t *decision);
     void *decided_arg;
+    /* The gateway's doors while it is not started (report_r -1): the first
+     * connection or datagram at one (or, as the run ends, one waiting there)
+     * calls WAKE, which starts it, closes the doors and returns its report_r
+     * (or -1). */
+    const int *doors;
+    size_t n_doors;
+    int (*wake)(void *arg);
+    void *wake_arg;
     /* Told once the command has exec'd (its error pipe closed with no record), or NULL. */
     void (*started)(void *arg);
     void *started_arg;

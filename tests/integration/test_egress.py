@@ -601,29 +601,59 @@ def test_fetch_other_status_and_upstream_errors(cordon, net):
 # --- the gateway itself -------------------------------------------------------
 
 
+# What the sandbox runs to reach the gateway's door: a connection, nothing sent.
+REACH = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 3128)).close()'"
+
+
+def unnamed_children(pid):
+    """PID's children but the sandbox's and the watchdog (which name themselves): its gateway."""
+    kids = [int(k) for k in pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    named = ("cordon-init", "cordon-process", "cordon-gvisor", "cordon-vm", "cordon-watchdog")
+    out = []
+    for k in kids:
+        try:
+            if pathlib.Path(f"/proc/{k}/comm").read_text().strip() not in named:
+                out.append(k)
+        except OSError:
+            pass  # gone meanwhile
+    return out
+
+
+def test_gateway_starts_at_the_first_connection(cordon, net):
+    """
+    A run that never reaches out forks no gateway: its door waits, listening,
+    and the first connection starts it; that request is answered as ever.
+    """
+    fetch = "curl -sS --max-time 20 -o /dev/null -w '%{http_code}\\n' http://refused.invalid/"
+    p = cordon.popen(["sh", "-c", f"echo ready; read go; {fetch}; sleep 30"], *net.opts(),
+                     stdin=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        # setpriv execs cordon, so p.pid is the supervisor either way. The
+        # watchdog names itself once it runs, which on a loaded machine may
+        # come after the command's first line: wait for that.
+        assert wait_until(lambda: not unnamed_children(p.pid), 10), unnamed_children(p.pid)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == b"403"
+        assert len(unnamed_children(p.pid)) == 1
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_gateway_runs_confined(cordon, net):
     """The gateway parses what the sandbox sends: started by root it must not
     be root, and it may never gain privileges."""
-    p = cordon.popen(["sh", "-c", "echo ready; sleep 30"], *net.opts())
+    p = cordon.popen(["sh", "-c", f"{REACH}; echo ready; sleep 30"], *net.opts())
     try:
         assert p.stdout.readline().strip() == b"ready"
-        # setpriv execs cordon, so p.pid is the supervisor either way.
-        def children():
-            kids = [int(k) for k in pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children")
-                    .read_text().split()]
-            return {k: pathlib.Path(f"/proc/{k}/comm").read_text().strip() for k in kids}
-
-        def unnamed(comms):
-            return [k for k, c in comms.items()
-                    if c not in ("cordon-init", "cordon-process", "cordon-gvisor", "cordon-vm",
-                                 "cordon-watchdog")]
         # The watchdog names itself once it runs, which on a loaded machine
         # may come after the command's first line: the gateway is the one
         # child left unnamed.
-        comms = wait_until(lambda: (c := children()) and len(unnamed(c)) == 1 and c, 10) \
-            or children()
-        gateways = unnamed(comms)
-        assert len(gateways) == 1, comms
+        gateways = wait_until(lambda: len(g := unnamed_children(p.pid)) == 1 and g, 10) \
+            or unnamed_children(p.pid)
+        assert len(gateways) == 1, gateways
         # The sandbox may print before the gateway has confined itself: it
         # confines before it accepts (and so parses) anything, so wait for it.
         path = pathlib.Path(f"/proc/{gateways[0]}/status")
@@ -641,9 +671,10 @@ def test_gateway_dies_with_a_killed_supervisor(cordon, net):
     """kill -9 of cordon leaves no gateway behind (its uid change had cleared
     the parent-death signal, so it outlived the run, orphaned)."""
     m = marker()
-    p = cordon.popen(["sh", "-c", f"echo ready; sleep 30; : {m}"], *net.opts())
+    p = cordon.popen(["sh", "-c", f"{REACH}; echo ready; sleep 30; : {m}"], *net.opts())
     try:
         assert p.stdout.readline().strip() == b"ready"
+        assert wait_until(lambda: len(unnamed_children(p.pid)) == 1, 10), "no gateway started"
         assert pids_with(m), "the run's processes carry the marker"
     finally:
         p.kill()

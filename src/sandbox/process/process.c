@@ -126,9 +126,7 @@ static int confine_process_command(void *arg, struct cordon_err *err)
     const struct command_confine *c = arg;
     /* Root-started: no capability may come back at exec, the bounding set empty. */
     if (c->plan->root)
-        for (int cap = 0; cap <= 63; cap++)
-            if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                return err_sys(err, CORDON_E_SETUP, "cannot drop capability %d", cap);
+        TRY(confine_drop_bounding_set(0, err));
     return confine_command_notified(&c->plan->confine, c->filter, &c->plan->notify, c->notify_w,
                                     err);
 }
