@@ -94,8 +94,7 @@ static int apply_landlock(const struct confine_plan *c, struct cordon_err *err)
 /* The listener goes to the supervisor; the command keeps no copy. */
 static int install_notifier(const struct seccomp_program *notify, int sock, struct cordon_err *err)
 {
-    struct sock_fprog fprog = { .len = notify->len, .filter = notify->filter };
-    int listener = sys_seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
+    int listener = seccomp_program_install_notifier(notify);
     if (listener < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot install the network filter");
     int rc = send_fd(sock, listener);

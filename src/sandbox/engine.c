@@ -60,10 +60,9 @@ int engine_keeper_start(const struct usock_keeper *k, const struct names_keeper 
 
 int engine_keeper_confine(const struct seccomp_program *prog, int give)
 {
-    struct sock_fprog fprog = { .len = prog->len, .filter = prog->filter };
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
-    int listener = sys_seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
+    int listener = seccomp_program_install_notifier(prog);
     if (listener < 0)
         return -1;
     int rc = send_fd(give, listener);

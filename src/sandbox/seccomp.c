@@ -16,6 +16,7 @@
 
 #include "common/cleanup.h"
 #include "common/strv.h"
+#include "common/syscalls.h"
 #include "policy/policy.h"
 
 #include <errno.h>
@@ -469,6 +470,17 @@ int seccomp_program_install(const struct seccomp_program *prog, struct cordon_er
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot install the seccomp filter");
     return 0;
+}
+
+int seccomp_program_install_notifier(const struct seccomp_program *prog)
+{
+    struct sock_fprog fprog = { .len = prog->len, .filter = prog->filter };
+    int listener = sys_seccomp(
+        SECCOMP_SET_MODE_FILTER,
+        SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &fprog);
+    if (listener < 0 && errno == EINVAL) /* before Linux 5.19 */
+        listener = sys_seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
+    return listener;
 }
 
 void seccomp_program_release(struct seccomp_program *prog)

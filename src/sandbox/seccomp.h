@@ -42,4 +42,15 @@ int seccomp_program_dump(const struct policy *p, int fd, struct cordon_err *err)
 /* In the child: install PROG (needs no_new_privs). Allocates nothing. */
 int seccomp_program_install(const struct seccomp_program *prog, struct cordon_err *err);
 
+/*
+ * In the child: install PROG, whose SECCOMP_RET_USER_NOTIF calls a keeper
+ * answers, and return its listener (-1 with errno). Once the keeper has
+ * received a call, the caller waits for the answer through any signal but
+ * a fatal one (Linux 5.19's WAIT_KILLABLE_RECV, where the kernel has it):
+ * a signal there would restart the call, and the keeper would make it
+ * twice (a connect() done, then refused as done: the caller dials again,
+ * and the first connection is left dead at its listener). Allocates nothing.
+ */
+int seccomp_program_install_notifier(const struct seccomp_program *prog);
+
 void seccomp_program_release(struct seccomp_program *prog);

@@ -1,9 +1,9 @@
 /*
  * sandbox/gvisor/call_wire.h: the call channel between the shim (on the
  * host, gvisor.c) and the helper's caller (inside gVisor, init.c). The
- * caller dials the shim's socket once, before the helper says it is ready,
- * and is the only one ever to: the shim accepts one connection and removes
- * the socket. A call then costs a fork and exec inside the booted sandbox,
+ * caller dials the shim's socket before the helper says it is ready, and
+ * is the only one ever to: the shim takes the connection that says hello
+ * and removes the socket. A call then costs a fork and exec inside the booted sandbox,
  * not a `runsc exec`.
  *
  * Every record is a struct call_record; CALL_RUN and CALL_ERROR are
@@ -16,7 +16,14 @@
  *                                when value2 is 1, the call's files (a memfd,
  *                                start_files.h)
  *                   CALL_SIGNAL  value: a signal for the command
- *   caller -> shim  CALL_STARTED value: the command's pid (inside)
+ *   caller -> shim  CALL_HELLO   the channel's first record, written by init
+ *                                right after its dial succeeded, before it
+ *                                says ready: of the connections the shim
+ *                                finds waiting then, the one that carries
+ *                                it is the caller's (a dial the gofer's
+ *                                connect() lost to a signal and retried
+ *                                leaves a dead one behind)
+ *                   CALL_STARTED value: the command's pid (inside)
  *                   CALL_ERROR   len bytes: why the call could not start
  *                   CALL_EXIT    value: the command's wait status
  */
@@ -35,6 +42,7 @@
 enum call_kind {
     CALL_RUN = 'C',
     CALL_SIGNAL = 'K',
+    CALL_HELLO = 'H',
     CALL_STARTED = 'S',
     CALL_ERROR = 'E',
     CALL_EXIT = 'X',

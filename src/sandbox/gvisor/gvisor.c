@@ -263,16 +263,35 @@ static int wait_command(int s, int sfd)
     }
 }
 
-/* The caller's dial, already waiting when the helper said it is ready: the only one accepted. */
+/*
+ * The caller's connection: of those waiting when the helper said it is
+ * ready (its hello was written before that), the one that carries
+ * CALL_HELLO; the others, dials lost on the way and retried, are closed.
+ * Then the socket is removed: nothing else ever connects.
+ */
 static int accept_caller(const struct gv_state *st, int l, struct cordon_err *err)
 {
-    int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    int caller = -1;
+    fcntl(l, F_SETFL, O_NONBLOCK);
+    for (;;) {
+        int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        if (s < 0 && errno == EINTR)
+            continue;
+        if (s < 0)
+            break;
+        struct call_record hello;
+        if (caller < 0 && recv(s, &hello, sizeof hello, MSG_DONTWAIT) == (ssize_t)sizeof hello &&
+            hello.kind == CALL_HELLO)
+            caller = s;
+        else
+            close(s);
+    }
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" HOST_CALL_SOCK, st->dir);
     unlink(path);
-    if (s < 0)
-        return err_sys(err, CORDON_E_SETUP, "gvisor: the sandbox's helper did not dial in");
-    return s;
+    if (caller < 0)
+        return err_set(err, CORDON_E_SETUP, "gvisor: the sandbox's helper did not dial in");
+    return caller;
 }
 /*
  * The call's arguments in the run's directory (NUL-separated, as

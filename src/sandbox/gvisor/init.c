@@ -671,7 +671,8 @@ static _Noreturn void caller_main(int s)
 static int start_caller(const char *call)
 {
     int s = relay_dial(call, 0, NULL);
-    if (s < 0 || load_profile(BPF_PATH) < 0) {
+    struct call_record hello = { .kind = CALL_HELLO };
+    if (s < 0 || !write_all(s, &hello, sizeof hello) || load_profile(BPF_PATH) < 0) {
         fprintf(stderr, "cordon-gvisor-init: cannot set up the call: %s\n", strerror(errno));
         return -1;
     }
