@@ -95,8 +95,8 @@ static size_t global_args(struct gv_state *st, char **argv)
     argv[n++] = "--network=none";
     /* The run's cgroup already holds runsc's processes: runsc makes none. */
     argv[n++] = "--ignore-cgroups";
-    if (st->host_uds)
-        argv[n++] = "--host-uds=open"; /* each connect checked by our keeper (sandbox/engine.h) */
+    /* Ours and the listed sockets, each connect checked by our keeper (sandbox/engine.h). */
+    argv[n++] = "--host-uds=open";
     if (st->rootless)
         argv[n++] = "--rootless";
     return n;
@@ -332,8 +332,9 @@ static int run_call(const struct gv_state *st, const struct shim_fds *fds, int c
     closep(&m->files);
     struct call_record r = { 0 };
     char why[CALL_ERROR_MAX + 1];
-    if (read_record(caller, &r, why, sizeof why) < 0 || r.kind != CALL_STARTED) {
-        if (r.kind == CALL_ERROR)
+    int got = read_record(caller, &r, why, sizeof why);
+    if (got < 0 || r.kind != CALL_STARTED) {
+        if (got == 0 && r.kind == CALL_ERROR)
             err_set(&err, CORDON_E_SETUP, "gvisor: %s", why);
         else
             runsc_error(log, &err);
@@ -527,7 +528,6 @@ static int listen_for_sandbox(struct gv_state *st, const char *name, struct cord
  */
 static int plan_keeper(const struct sandbox_setup *s, struct gv_state *st, struct cordon_err *err)
 {
-    st->host_uds = true; /* the call channel, at least */
     names_keeper_init(&st->names, s->workspace ? names_mode_for(s->p, NAMES_CHECK) : NAMES_OFF,
                       s->p);
     st->names.g = s->workspace; /* the keeper's copy (a fork): the entries not to be moved */
@@ -535,7 +535,7 @@ static int plan_keeper(const struct sandbox_setup *s, struct gv_state *st, struc
         names_keeper_root(&st->names, fcntl(s->workspace->fd, F_DUPFD_CLOEXEC, 0)) < 0)
         return err_sys(err, CORDON_E_SETUP, "gvisor: cannot open the workspace's root");
     if (usock_keeper_init(&st->uds, s->p, false, err) < 0 ||
-        names_program(st->names.mode, st->host_uds, &st->uds_filter, err) < 0)
+        names_program(st->names.mode, true, &st->uds_filter, err) < 0)
         return -1;
     st->uds.gofer = true;
     return 0;

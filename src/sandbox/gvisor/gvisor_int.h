@@ -56,7 +56,6 @@ struct gv_state {
     bool rootless;
     bool ahead; /* prepared before its call: warmed up (gvisor/init.c) */
     bool gateway;
-    bool host_uds;             /* --host-uds=open: the door, or listed host sockets */
     struct usock_keeper uds;   /* what runsc's gofer may connect to (sandbox/engine.h) */
     struct names_keeper names; /* the names it may make in a host workspace */
     struct seccomp_program uds_filter;
