@@ -23,6 +23,23 @@ TRAP = ("import signal, subprocess, sys\n"
         # the child may die of the same signal first: the handler still runs
         "signal.pause()\n")
 
+# The command and a child in its process group block the signal before
+# "ready" and take it with sigwait (a handler can miss a signal that lands
+# just before a sleep starts); the child's line comes first, then the
+# command exits 7.
+GROUP_TRAP = ("import os, signal, sys\n"
+              "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+              "child = os.fork()\n"
+              "if child == 0:\n"
+              "    signal.sigwait({signal.SIGTERM})\n"
+              "    print('child got term', flush=True)\n"
+              "    os._exit(0)\n"
+              "print('ready', flush=True)\n"
+              "signal.sigwait({signal.SIGTERM})\n"
+              "os.waitpid(child, 0)\n"
+              "print('got term', flush=True)\n"
+              "sys.exit(7)\n")
+
 
 def started(p):
     """Wait for the command's "ready" line on its stdout."""
@@ -51,6 +68,23 @@ def test_signal_is_passed_on_for_cleanup(cordon, sig, name):
     assert p.returncode == 0, err
     assert "run ended" not in err, err
     assert_gone(m)
+
+
+def test_signal_reaches_the_commands_process_group(cordon):
+    """As a terminal's ^C reaches every stage of a pipeline: the command's
+    whole process group is signalled, at every level."""
+    p = cordon.popen(["python3", "-c", GROUP_TRAP])
+    try:
+        assert started(p), p.stderr.read()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert out == b"child got term\ngot term\n", (out, err)
+    assert p.returncode == 7, (out, err)
+    assert b"run ended" not in err, err
 
 
 def test_ignored_signal_is_followed_by_kill_after_grace(cordon):

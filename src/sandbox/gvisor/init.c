@@ -614,7 +614,9 @@ static _Noreturn void watch_command(int s, pid_t pid)
         for (int i = 0; i < 4; i++)
             if (fds[i] >= 0)
                 close(fds[i]);
-        if (r.kind == CALL_SIGNAL && r.value > 0 && r.value < NSIG)
+        /* To its process group, as at every level (a pipeline's stages
+         * all hear a ^C); its own pid before its setsid(). */
+        if (r.kind == CALL_SIGNAL && r.value > 0 && r.value < NSIG && kill(-pid, r.value) < 0)
             kill(pid, r.value);
     }
     kill(pid, SIGKILL);
