@@ -133,8 +133,6 @@ GV_OVERHEAD = ("the run's cgroup holds gVisor itself, with 256 MiB added for it:
                "far below that does not end a small command")
 GV_PROC = ("gVisor checks a /proc file's mode before its read-only mount: EACCES where Linux "
            "says EROFS (refused either way; the canaries stay intact)")
-GV_PIDS = ("pids are gVisor's RLIMIT_NPROC (the host's pids cgroup holds gVisor's own tasks, "
-           "~5 a process): a fork flood gets EAGAIN and runs on, never a pids_limit verdict")
 GV_NO_INODES = ("gVisor's tmpfs knows no nr_inodes: /tmp, /dev/shm and the workspace are capped "
                 "by size only")
 
@@ -153,7 +151,6 @@ EXCEPTIONS = [
     ("gvisor", "*::test_dev_is_minimal[[]*", GV_DEV),
     ("gvisor", "*::test_memory_bomb_ends_with_oom[[]*", GV_OVERHEAD),
     ("gvisor", "*::test_default_memory_stops_a_hog[[]root-*", GV_OVERHEAD),
-    ("gvisor", "*test_audit.py::test_cgroup_limit_kill_is_recorded[[]gvisor-pids]", GV_PIDS),
     ("gvisor", "*::test_default_inode_caps[[]*", GV_NO_INODES),
     ("gvisor", "*::test_inode_override_lifts_the_default[[]*", GV_NO_INODES),
     ("gvisor", "*::test_proc_mem_of_sibling_not_writable[[]*", GV_PROC),
@@ -281,8 +278,6 @@ GUEST_KERNEL = ("the command runs under the guest's own kernel: its processes ar
                 "processes, and the guest kernel is built without namespaces (no /proc/self/ns)")
 GUEST_NO_IA32 = ("the guest kernel has no 32-bit entry (IA32_EMULATION off): int 0x80 faults "
                  "(SIGSEGV) before any filter could see it")
-GUEST_PIDS = ("pids are RLIMIT_NPROC inside the guest (the host's pids cgroup holds QEMU's "
-              "threads): a fork flood gets EAGAIN and runs on, never a pids_limit verdict")
 GUEST_SIT = ("the guest kernel (IPv6 built in) shows sit0, its IPv6-in-IPv4 tunnel device, down "
              "and with no NIC beneath it: nothing leaves the guest but the agent's ports")
 GUEST_INIT_HIDDEN = ("pid 1 is the guest's init (the agent), which /proc's hidepid=invisible "
@@ -315,7 +310,6 @@ EXCEPTIONS += [
     ("microvm", "*test_audit.py::test_supervisor_signal_closes_the_record[[]*", GUEST_KERNEL),
     ("microvm", "*test_audit.py::test_supervisor_sigkill_watchdog_closes_the_record[[]*",
      GUEST_KERNEL),
-    ("microvm", "*test_audit.py::test_cgroup_limit_kill_is_recorded[[]microvm-pids]", GUEST_PIDS),
     ("microvm", "*test_network.py::test_only_loopback_interface[[]*", GUEST_SIT),
     ("microvm", "*test_kernel.py::test_proc_mem_of_init_not_writable[[]*", GUEST_INIT_HIDDEN),
 ]

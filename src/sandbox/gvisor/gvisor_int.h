@@ -40,8 +40,11 @@ extern const uint64_t cordon_gvisor_compat_size;
  * here) and the sentry's own memory. Their share is added to the policy's
  * limits rather than taken from the command's. The command's processes are
  * counted inside, by gVisor's RLIMIT_NPROC (counts_pids): each costs ~5
- * host tasks (its stub process and the sentry's thread tracing it, measured
- * here), so the cgroup's pids limit only bounds what gVisor makes on the host.
+ * host tasks at rest (its stub process and the sentry's thread tracing it),
+ * so the cgroup's pids limit bounds what gVisor makes on the host. A fork
+ * flood's refused forks and reaped stubs take gVisor to ~15 a process
+ * (peaks 976 and 2042 at --pids 64 and 128, measured here): past the
+ * bound, the run ends as pids_limit, which is the flood's verdict too.
  */
 #define GVISOR_PIDS_OVERHEAD 1024
 #define GVISOR_TASKS_PER_PROCESS 8
