@@ -197,14 +197,19 @@ class Cordon:
         os.chown(d, self.ident.uid, self.ident.gid)
         return d
 
+    def level_opts(self):
+        """The options that put a front end's sandboxes at this level: without
+        hardware virtualization here, microvm runs only where QEMU's emulator
+        is allowed (see levels.py)."""
+        opts = ["--level", self.level]
+        if self.level == "microvm":
+            opts += ["--accel", os.environ.get("CORDON_TEST_ACCEL", "tcg")]
+        return opts
+
     def argv(self, *args):
         args = list(map(str, args))
         if args[:1] == ["run"] and "--level" not in args and "-l" not in args:
-            args[1:1] = ["--level", self.level]
-            # Without hardware virtualization here, the microvm level runs only
-            # where the run allows QEMU's emulator (see levels.py).
-            if self.level == "microvm" and "--accel" not in args:
-                args[1:1] = ["--accel", os.environ.get("CORDON_TEST_ACCEL", "tcg")]
+            args[1:1] = self.level_opts() if "--accel" not in args else ["--level", self.level]
         return self.ident.wrap([self.bin, *args])
 
     def popen(self, cmd, *opts, env=None, **kw):

@@ -31,11 +31,8 @@ def daemon(cordon):
     made = []
 
     def make(*opts, **kw):
-        # The daemon's sandboxes at the level under test (serve's default is namespace);
-        # microvm under QEMU's emulator where there is no hypervisor (as conftest's runs).
-        accel = ["--accel", os.environ.get("CORDON_TEST_ACCEL", "tcg")] \
-            if cordon.level == "microvm" else []
-        d = Daemon(cordon, "--level", cordon.level, *accel, *opts, **kw)
+        # The daemon's sandboxes at the level under test (serve's default is namespace).
+        d = Daemon(cordon, *cordon.level_opts(), *opts, **kw)
         made.append(d)
         return d
 

@@ -135,20 +135,12 @@ print(json.dumps({"seen": seen, "random": os.urandom(16).hex()}))
 """
 
 
-def level_opts(cordon):
-    """The daemon at the test's level (its policy's level is namespace otherwise)."""
-    opts = ["--level", cordon.level]
-    if cordon.level == "microvm":
-        opts += ["--accel", os.environ.get("CORDON_TEST_ACCEL", "tcg")]
-    return opts
-
-
 @pytest.fixture
 def pool(cordon):
     made = []
 
     def make(n=1):
-        d = Daemon(cordon, *level_opts(cordon), "--pool", str(n), "--max-running", str(n))
+        d = Daemon(cordon, *cordon.level_opts(), "--pool", str(n), "--max-running", str(n))
         made.append(d)
         return d
 
@@ -459,7 +451,7 @@ def test_memory_a_call_leaves_charged_is_not_the_next_ones(cordon):
     # Where this user gets no cgroup the limit is the kernel's to give or not (best effort).
     pol.write_text("version: 1\nlimits:\n  memory: 320M\n  best_effort: [memory]\n")
     os.chmod(pol, 0o644)
-    d = Daemon(cordon, *level_opts(cordon), "--pool", "1", "--max-running", "1", "-p", pol)
+    d = Daemon(cordon, *cordon.level_opts(), "--pool", "1", "--max-running", "1", "-p", pol)
     try:
         c = d.connect()
         for _ in range(4):
