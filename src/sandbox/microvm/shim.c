@@ -459,6 +459,13 @@ _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v,
         _exit(125); /* released without a start */
     }
     close(fds->start_r);
+    /* The guest's agent places none yet: refused, never dropped. */
+    if (m.files >= 0) {
+        err_set(&err, CORDON_E_UNSUPPORTED,
+                "microvm: a call's files are not placed at this level yet");
+        vm_kill(&vm);
+        shim_fail(fds, &err);
+    }
     if ((s->ahead && vm_resume(&vm) < 0) || send_call(vm.ctl, &m) < 0) {
         err_set(&err, CORDON_E_SETUP, "microvm: cannot hand the call to the guest");
         vm_kill(&vm);
