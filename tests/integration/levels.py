@@ -113,6 +113,8 @@ GV_HOST_PIDS = ("the session's processes are gVisor's, no host processes: the te
                 "test_level_gvisor checks that no runsc process outlives a run")
 GV_EXPOSE = ("session.expose is refused at gvisor (a clear error): the session has no network "
              "namespace of its own to forward into, its sockets are the Sentry's netstack's")
+GUEST_EXPOSE = ("session.expose is refused at microvm (a clear error): the session has no network "
+                "namespace of its own to forward into, its sockets are the guest kernel's")
 GV_MASK = "a mask is an empty mode-0 file, not /dev/null: the gofer serves no host device"
 GV_EXEC_ERROR = ("a command not found inside gVisor is the helper's exit 127, recorded as "
                  "exited: no way out of the sandbox tells the shim what the command cannot forge")
@@ -265,6 +267,9 @@ EXCEPTIONS = [
     ("microvm", "*test_live.py::test_destroy_leaves_nothing_behind[[]*",
      "the session's processes are the guest's, no host processes: the test's watch for "
      "them (pids_with) finds none to see go; QEMU's end is test_level_microvm's"),
+    ("microvm", "*test_live.py::test_expose_*[[]*", GUEST_EXPOSE),
+    ("microvm", "*test_live.py::test_an_exposed_port_refuses_a_peer_gone_before_it_is_asked[[]*",
+     GUEST_EXPOSE),
     ("process", "*::test_an_exposed_port_refuses_a_peer_gone_before_it_is_asked[[]*",
      "expose needs a network namespace to forward into: the process level refuses it"),
     ("process", "*::test_host_unix_socket_gets_nothing[[]*", "a host unix socket is refused at connect (EACCES), where the namespace level has no path to it (ENOENT)"),

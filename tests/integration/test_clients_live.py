@@ -45,7 +45,7 @@ def daemon(cordon):
     pol = cordon.hostdir() / "expose.yaml"
     pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
     os.chmod(pol, 0o644)
-    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "--output", "unlimited",
+    d = Daemon(cordon, *cordon.level_opts(), "--pool", "0", "--output", "unlimited",
                "-p", pol)
     yield d
     if d.proc.poll() is None:
@@ -203,8 +203,8 @@ def test_python_live_session(cordon, daemon, py_client):
     """A live session keeps cwd, env and background processes between calls;
     pause stops a ticker, resume restarts it at the next tick (root: an ordinary
     user has no freezer, refused and said); expose serves a port to the host
-    (a level with a network namespace of its own; the process and gvisor
-    levels refuse)."""
+    (a level with a network namespace of its own; the process, gvisor and
+    microvm levels refuse)."""
     run_py(cordon, daemon, py_client, """
         c = cordon.Client(path)
         s = c.create_session(live=True)
@@ -253,7 +253,7 @@ def test_python_live_session(cordon, daemon, py_client):
         ticker.signal("KILL")
         assert ticker.wait().signal == 9
 
-        if level in ("process", "gvisor"):
+        if level in ("process", "gvisor", "microvm"):
             try:
                 s.expose(8000)
                 raise AssertionError("exposed without a network namespace")

@@ -339,7 +339,7 @@ def test_processes_belong_to_their_starter(cordon):
     it exactly what it hears of an id that never was, and cannot touch it."""
     if os.geteuid() != 0:
         pytest.skip("needs root to connect as three uids")
-    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "--allow-uid", str(NOBODY),
+    d = Daemon(cordon, *cordon.level_opts(), "--pool", "0", "--allow-uid", str(NOBODY),
                "--allow-uid", str(OTHER))
     try:
         os.chmod(d.dir, 0o755)
@@ -385,7 +385,7 @@ def test_a_live_session_belongs_to_its_owner(cordon):
     pol = cordon.hostdir() / "expose.yaml"
     pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
     os.chmod(pol, 0o644)
-    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "-p", pol,
+    d = Daemon(cordon, *cordon.level_opts(), "--pool", "0", "-p", pol,
                "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
     try:
         os.chmod(d.dir, 0o755)
@@ -766,7 +766,7 @@ def test_an_exposed_port_refuses_a_peer_gone_before_it_is_asked(cordon):
     pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
     os.chmod(pol, 0o644)
     audit = cordon.hostdir() / "audit.jsonl"
-    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "-p", pol, "--audit", audit,
+    d = Daemon(cordon, *cordon.level_opts(), "--pool", "0", "-p", pol, "--audit", audit,
                "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER))
     try:
         os.chmod(d.dir, 0o755)
@@ -823,7 +823,7 @@ def test_expose_through_a_unix_socket(cordon):
     pol.write_text("version: 1\nnetwork:\n  expose: [8000]\n")
     os.chmod(pol, 0o644)
     audit = cordon.hostdir() / "audit.jsonl"
-    d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "-p", pol, "--audit", audit,
+    d = Daemon(cordon, *cordon.level_opts(), "--pool", "0", "-p", pol, "--audit", audit,
                "--allow-uid", str(NOBODY), "--allow-uid", str(OTHER), "--admin-uid", str(ADMIN))
     try:
         os.chmod(d.dir, 0o755)

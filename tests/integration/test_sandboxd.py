@@ -44,7 +44,7 @@ def pb_dir():
 class Sandboxd:
     def __init__(self, cordon, pb_dir, *opts, env=None):
         self.ws = cordon.hostdir()
-        self.d = Daemon(cordon, "--level", cordon.level, "--pool", "0", "--workspace", self.ws,
+        self.d = Daemon(cordon, *cordon.level_opts(), "--pool", "0", "--workspace", self.ws,
                         "--sandboxd-grpc", "127.0.0.1:0", "--sandboxd-rest", "127.0.0.1:0",
                         *opts, env=env)
         c = self.d.connect()

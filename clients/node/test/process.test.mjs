@@ -181,8 +181,8 @@ test("a live session: cwd, env and background processes kept; pause, resume, exp
   }
   await ticker.signal("KILL");
   assert.equal((await ticker.wait()).signal, 9);
-  // The process and gvisor levels give a session no network namespace of its own.
-  if (level === "process" || level === "gvisor") {
+  // The process, gvisor and microvm levels give a session no network namespace of its own.
+  if (level === "process" || level === "gvisor" || level === "microvm") {
     await refused(s.expose(8000), -32000, "no network namespace of its own");
   } else {
     await sh("echo served > index.html; python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &");
