@@ -520,10 +520,10 @@ def test_default_policy_location(cordon):
 # --- cordon run --tty ---------------------------------------------------------------------
 
 
-def on_a_terminal(cordon, cmd, steps, rows=33, cols=101, timeout=20):
-    """cordon run --tty CMD with a real pty (python's pty module) as its terminal.
+def on_a_terminal(cordon, cmd, steps, rows=33, cols=101, timeout=20, opts=()):
+    """cordon run --tty [OPTS] CMD with a real pty (python's pty module) as its terminal.
     STEPS: (bytes to wait for, action(master fd)) in turn. All output, exit status."""
-    argv = cordon.argv("run", "--tty", "--ro", f"{cordon.probe_bin}:{PROBE}", "--", *cmd)
+    argv = cordon.argv("run", "--tty", *opts, "--ro", f"{cordon.probe_bin}:{PROBE}", "--", *cmd)
     env = cordon.ident.env({"TERM": "xterm"})
     pid, fd = pty.fork()
     if pid == 0:

@@ -459,10 +459,11 @@ _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v,
         _exit(125); /* released without a start */
     }
     close(fds->start_r);
-    /* The guest's agent places none yet: refused, never dropped. */
-    if (m.files >= 0) {
+    /* What the guest's agent gives no call yet is refused, never dropped. */
+    if (m.files >= 0 || m.tty) {
         err_set(&err, CORDON_E_UNSUPPORTED,
-                "microvm: a call's files are not placed at this level yet");
+                m.tty ? "microvm: --tty is not supported at this level yet"
+                      : "microvm: a call's files are not placed at this level yet");
         vm_kill(&vm);
         shim_fail(fds, &err);
     }
