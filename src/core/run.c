@@ -21,6 +21,7 @@
 #include "egress/mint.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/meter.h"
+#include "sandbox/names.h"
 #include "sandbox/plan.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/start.h"
@@ -755,6 +756,12 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         return err_set(err, CORDON_E_USAGE, "run %s was started already", run->run_id);
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
+    /* A host workspace's protected names are the call's files' to keep out of, as the command's. */
+    for (size_t i = 0; names_mode_for(run->p, NAMES_CHECK) != NAMES_OFF && i < call->n_files; i++)
+        if (names_refused_path(run->p, call->files[i].path))
+            return err_set(err, CORDON_E_USAGE,
+                           "files: '%s' would make a protected name in the workspace",
+                           call->files[i].path);
     _cleanup_(strv_freep) char **envp = plan_env(run, call);
     if (!envp)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");

@@ -461,6 +461,22 @@ static bool refused(const struct names_keeper *k, const char *name)
     return false;
 }
 
+bool names_refused_path(const struct policy *p, const char *path)
+{
+    const struct names_keeper k = { .p = p };
+    char first[NAME_MAX + 1];
+    size_t n = strcspn(path, "/");
+    snprintf(first, sizeof first, "%.*s", (int)(n > NAME_MAX ? NAME_MAX : n), path);
+    if (refused(&k, first))
+        return true;
+    for (const char *c = path;; c++) {
+        if (!strncmp(c, TXN_RESERVED, strlen(TXN_RESERVED)))
+            return true;
+        if (!(c = strchr(c, '/')))
+            return false;
+    }
+}
+
 static int by_inode(const void *a, const void *b)
 {
     const struct workspace_mode *x = a, *y = b;

@@ -80,6 +80,13 @@ int names_keeper_root(struct names_keeper *k, int root);
 /* The mode P's host workspace needs at a level whose fallback is MODE (NAMES_OFF: none). */
 enum names_mode names_mode_for(const struct policy *p, enum names_mode mode);
 
+/*
+ * Would the relative PATH (no ".", ".." or empty component), written into
+ * P's workspace from outside the command (a call's files), make what the
+ * keeper refuses the command: a protected name at the root, a commit's own?
+ */
+bool names_refused_path(const struct policy *p, const char *path);
+
 /* A call the keeper of MODE hears: always (FLAGS -1), or when argument FLAGS has a bit of MASK. */
 struct names_call {
     int nr;

@@ -165,6 +165,32 @@ def test_an_empty_workspace_stays_empty(cordon):
             p.wait()
 
 
+def test_a_calls_files_cannot_make_a_protected_name(cordon):
+    """A daemon call's files go where its command writes, and are kept out of
+    the same names: a protected name at a host workspace's root, a commit's
+    own anywhere, is refused before the call runs (125, why), and the host
+    never sees it. Below the root, and elsewhere, they are placed."""
+    from serve_util import Daemon
+    ws = cordon.hostdir("ws")
+    d = Daemon(cordon, *cordon.level_opts(), "--pool", "0", "--workspace", ws)
+    try:
+        c = d.connect()
+        for path in (".envrc", ".vscode/tasks.json", "sub/.cordon-txn-x"):
+            ans = c.call("run", {"argv": ["true"], "files": {path: "planted\n"}})
+            r = ans["result"]
+            assert r["status"] == 125 and r["reason"] == "setup_error", ans
+            assert r["error"] == f"files: '{path}' would make a protected name in the workspace"
+            assert entries(ws) == [], entries(ws)
+        if cordon.level != "microvm":  # which places no call files yet (test_pool's)
+            r = c.result("run", {"argv": ["cat", "sub/.envrc"],
+                                 "files": {"sub/.envrc": "below\n"}})
+            assert (r["exit_code"], r["stdout"]) == (0, "below\n"), r
+            assert entries(ws) == ["sub"] and (ws / "sub" / ".envrc").read_text() == "below\n"
+        c.close()
+    finally:
+        d.stop()
+
+
 def test_existing_protected_files_are_read_only(cordon):
     ws = cordon.hostdir("ws")
     for name, text in ((".envrc", "use nix\n"), (".env.local", "KEY=1\n")):
