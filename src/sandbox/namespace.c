@@ -281,19 +281,6 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, const struct nam
     }
 }
 
-/* As the sandbox user, before the command: the call's files are its own. */
-static void place_call_files(struct start_message *m, const struct child_fds *fds)
-{
-    struct cordon_err err = { 0 };
-    int ws = open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (ws < 0 || start_place_files(m, ws, &err) < 0) {
-        if (ws < 0)
-            err_sys(&err, CORDON_E_SETUP, "cannot open /workspace");
-        child_fail(fds, &err);
-    }
-    close(ws);
-}
-
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
 {
     struct cordon_err err = { 0 };
@@ -375,8 +362,9 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
     if (m.tty && tty < 0)
         child_fail(fds, &err);
     close(fds->start_r);
-    if (m.files >= 0)
-        place_call_files(&m, fds);
+    /* As the sandbox user, before the command: the call's files are its own. */
+    if (start_place_files(&m, "/workspace", &err) < 0)
+        child_fail(fds, &err);
 
     int nsock[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nsock) < 0) {

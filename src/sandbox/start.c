@@ -212,12 +212,8 @@ static int parent_of(int dir_fd, char *path, char **leaf)
     return dir;
 }
 
-int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *err)
+static int place_files(int fd, int dir_fd, struct cordon_err *err)
 {
-    if (m->files < 0)
-        return 0;
-    int fd = m->files;
-    m->files = -1;
     struct stat st;
     if (fstat(fd, &st) < 0) {
         close(fd);
@@ -262,6 +258,22 @@ int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *er
     }
     if (map)
         munmap(map, size);
+    return rc;
+}
+
+int start_place_files(struct start_message *m, const char *dir, struct cordon_err *err)
+{
+    if (m->files < 0)
+        return 0;
+    int fd = m->files;
+    m->files = -1;
+    int dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) {
+        close(fd);
+        return err_sys(err, CORDON_E_SETUP, "cannot open the workspace '%s'", dir);
+    }
+    int rc = place_files(fd, dir_fd, err);
+    close(dir_fd);
     return rc;
 }
 

@@ -45,11 +45,11 @@ int start_message_send(int sock, char *const *argv, char *const *envp, const int
 
 /*
  * In the boundary, as the sandbox user, before the command starts: write
- * M's files under the directory DIR_FD (parents made 0755), never through a
- * link; closes M->files. 0, or -1 with ERR. Every backend calls it after
- * start_message_recv().
+ * M's files under the directory DIR, the workspace (parents made 0755),
+ * never through a link; closes M->files. 0, or -1 with ERR. Every backend
+ * calls it after start_message_recv().
  */
-int start_place_files(struct start_message *m, int dir_fd, struct cordon_err *err);
+int start_place_files(struct start_message *m, const char *dir, struct cordon_err *err);
 
 /*
  * In the boundary: block until the message arrives. -1 when the socket

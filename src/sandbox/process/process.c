@@ -180,20 +180,6 @@ static void noop(int sig)
     (void)sig;
 }
 
-/* The call's files in its workspace, as the caller's uid (the command's). */
-static void place_call_files(const struct process_plan *plan, struct start_message *m, int err_w)
-{
-    if (m->files < 0)
-        return;
-    struct cordon_err err = { 0 };
-    int ws = open(plan->workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (ws < 0)
-        err_sys(&err, CORDON_E_SETUP, "cannot open the workspace '%s'", plan->workdir);
-    if (ws < 0 || start_place_files(m, ws, &err) < 0)
-        boundary_fail(err_w, &err);
-    close(ws);
-}
-
 static _Noreturn void keeper_main(const struct process_plan *plan, const struct boundary_fds *fds,
                                   int top_alive)
 {
@@ -215,7 +201,9 @@ static _Noreturn void keeper_main(const struct process_plan *plan, const struct 
     if (start_ready_send(fds->start_r) < 0 || start_message_recv(fds->start_r, &m) < 0)
         keeper_exit(plan, 125); /* released, or the supervisor died, before a start */
     close(fds->start_r);
-    place_call_files(plan, &m, fds->err_w);
+    /* The call's files in its workspace, as the caller's uid (the command's). */
+    if (start_place_files(&m, plan->workdir, &err) < 0)
+        boundary_fail(fds->err_w, &err);
 
     int nsock[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nsock) < 0) {
