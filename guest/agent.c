@@ -20,6 +20,7 @@
 #include "common/home.h"
 #include "common/relay_wire.h"
 #include "common/route.h"
+#include "sandbox/start_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -211,6 +212,10 @@ static bool parse_call(const char *buf, uint32_t len, struct call *call)
     call->cwd = take_str(&c);
     call->argv = take_strv(&c);
     call->envp = take_strv(&c);
+    call->files_len = take_u64(&c);
+    call->files = call->files_len <= VM_CALL_MAX ? take(&c, (size_t)call->files_len) : NULL;
+    if (call->files_len && !call->files)
+        return false;
     return !c.bad && c.p == c.end && call->argv && call->argv[0] && call->envp && call->cwd;
 }
 
@@ -522,11 +527,12 @@ static int host_proc = -1;
 struct spawn {
     const struct call *call;
     int in, out, errout, fail_w;
+    char why[VM_ERROR_MAX - 4]; /* what failed, where the errno alone would not say */
 };
 
 static int run_command(void *arg)
 {
-    const struct spawn *sp = arg;
+    struct spawn *sp = arg;
     const struct call *call = sp->call;
     struct exec_failure f = { VM_ERR_SETUP, 0 };
     setsid();
@@ -557,6 +563,19 @@ static int run_command(void *arg)
     /* HOME (plan.h's SANDBOX_HOME), the command's own, as at the namespace level. */
     if (home_make("/tmp/home") < 0)
         goto fail;
+    /* The call's files beneath its working directory, the command's own.
+     * Shared memory until the exec (spawn_command): WHY reaches the agent. */
+    int here = call->files_len ? open(".", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (call->files_len &&
+        (here < 0 ||
+         start_files_place(call->files, (size_t)call->files_len, here, sp->why, sizeof sp->why) <
+             0)) {
+        if (here < 0)
+            snprintf(sp->why, sizeof sp->why, "cannot open the workspace: %s", strerror(errno));
+        goto fail;
+    }
+    if (here >= 0)
+        close(here);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         goto fail;
     if (call->filter.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &call->filter, 0, 0) < 0)
@@ -576,7 +595,7 @@ fail:
  * memory until it execs (the agent waits meanwhile), so nothing is copied.
  * Under TCG a fork's page-table copy and copy-on-write faults cost ~15 ms.
  */
-static pid_t spawn_command(const struct spawn *sp)
+static pid_t spawn_command(struct spawn *sp)
 {
     static _Alignas(16) char stack[256 * 1024];
     return clone(run_command, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)sp);
@@ -778,6 +797,10 @@ int main(void)
     close(fail[1]);
     struct exec_failure f;
     if (read_full(fail[0], &f, sizeof f)) {
+        if (sp.why[0]) {
+            send_error(ctl, f.kind, sp.why);
+            power_off();
+        }
         snprintf(why, sizeof why, "%s '%s': %s",
                  f.kind == VM_ERR_NOTFOUND ? "command not found:" : "cannot execute", call.argv[0],
                  strerror(f.err));

@@ -37,6 +37,8 @@ struct call {
     struct sock_fprog filter;
     char *cwd;
     char **argv, **envp;
+    const char *files; /* the call's files (start_files.h), in the call's frame */
+    uint64_t files_len;
 };
 
 /* Power the guest off (the run's end, whatever ended it). */

@@ -188,30 +188,7 @@ bad:
     return -1;
 }
 
-#define CONFINED (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
-
-/* Open PATH's parent under DIR_FD, making the directories on the way. */
-static int parent_of(int dir_fd, char *path, char **leaf)
-{
-    int dir = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-    char *p = path, *slash;
-    while (dir >= 0 && (slash = strchr(p, '/'))) {
-        *slash = '\0';
-        if (mkdirat(dir, p, 0755) < 0 && errno != EEXIST) {
-            close(dir);
-            return -1;
-        }
-        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = CONFINED };
-        int next = sys_openat2(dir, p, &how, sizeof how);
-        close(dir);
-        *slash = '/';
-        dir = next;
-        p = slash + 1;
-    }
-    *leaf = p;
-    return dir;
-}
-
+/* The files of FD (a sealed memfd) beneath DIR_FD. */
 static int place_files(int fd, int dir_fd, struct cordon_err *err)
 {
     struct stat st;
@@ -223,41 +200,12 @@ static int place_files(int fd, int dir_fd, struct cordon_err *err)
     close(fd);
     if (map == MAP_FAILED)
         return err_sys(err, CORDON_E_SETUP, "cannot read the call's files");
-    size_t size = (size_t)st.st_size, off = 0;
-    int rc = 0;
-    char path[PATH_MAX];
-    while (rc == 0 && off < size) {
-        struct start_file_header fh;
-        if (size - off < sizeof fh) {
-            rc = err_set(err, CORDON_E_SETUP, "the call's files are malformed");
-            break;
-        }
-        memcpy(&fh, map + off, sizeof fh);
-        off += sizeof fh;
-        if (fh.path_len == 0 || fh.path_len >= sizeof path || size - off < fh.path_len ||
-            size - off - fh.path_len < fh.len) {
-            rc = err_set(err, CORDON_E_SETUP, "the call's files are malformed");
-            break;
-        }
-        memcpy(path, map + off, fh.path_len);
-        path[fh.path_len] = '\0';
-        off += fh.path_len;
-        char *leaf = NULL;
-        int dir = memchr(path, '\0', fh.path_len) ? -1 : parent_of(dir_fd, path, &leaf);
-        struct open_how how = { .flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                                .mode = fh.mode & 0777,
-                                .resolve = CONFINED };
-        int out = dir >= 0 ? sys_openat2(dir, leaf, &how, sizeof how) : -1;
-        if (dir >= 0)
-            close(dir);
-        if (out < 0 || put_all(out, map + off, (size_t)fh.len, false) < 0)
-            rc = err_sys(err, CORDON_E_SETUP, "cannot place file '%s' in the workspace", path);
-        if (out >= 0)
-            close(out);
-        off += (size_t)fh.len;
-    }
+    char why[512];
+    int rc = start_files_place(map, (size_t)st.st_size, dir_fd, why, sizeof why);
+    if (rc < 0)
+        err_set(err, CORDON_E_SETUP, "%s", why);
     if (map)
-        munmap(map, size);
+        munmap(map, (size_t)st.st_size);
     return rc;
 }
 

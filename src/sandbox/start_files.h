@@ -1,10 +1,11 @@
 /*
  * sandbox/start_files.h: the layout of the call's files in their sealed
- * memfd (start.c writes it; start_place_files() and, inside a gVisor
- * sandbox, cordon-gvisor-init read it). Types only: the helper includes it
- * without the cordon library.
+ * memfd (start.c writes it) and the one function that places them
+ * (start_files.c: libc only, so cordon-gvisor-init and the microvm guest's
+ * agent compile it without the cordon library).
  */
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 
 /* Before each file's path (path_len bytes, no NUL) and its data (len bytes). */
@@ -13,3 +14,10 @@ struct start_file_header {
     uint32_t mode;
     uint64_t len;
 };
+
+/*
+ * The files of BUF (SIZE bytes in the layout above) beneath the directory
+ * DIR_FD, as the caller's uid: parents made 0755, none there before, never
+ * through a link, "." or "..". 0, or -1 with WHY saying which file and why.
+ */
+int start_files_place(const char *buf, size_t size, int dir_fd, char *why, size_t why_len);

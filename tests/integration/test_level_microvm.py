@@ -615,6 +615,39 @@ def test_daemon_pool_holds_restored_guests_paused(cordon):
     assert wait_until(lambda: not live_qemu(mark.name), 30), live_qemu(mark.name)
 
 
+def test_call_files_are_placed_by_the_guests_agent(cordon):
+    """The guest's agent writes a call's files beneath /workspace, with their
+    modes, as the command's uid, before the command runs; a call whose
+    frame (arguments, environment and files) is over the guest's 8 MiB is
+    refused with why (125), and no guest is left."""
+    from serve_util import Daemon
+    mark = marked_dir(cordon)  # its path is in each guest's QEMU command line
+    pol = cordon.hostdir() / "microvm.yaml"
+    pol.write_text(f"version: 1\nisolation: microvm\nmicrovm:\n  accel: tcg\n"
+                   f"filesystem:\n  read_only: [{mark}]\n")
+    os.chmod(pol.parent, 0o755)
+    os.chmod(pol, 0o644)
+    d = Daemon(cordon, "--policy", pol, "--pool", "0")
+    try:
+        c = d.connect(timeout=120)
+        r = c.result("run", {"argv": ["sh", "-c", "stat -c '%n %a %s' main.py d/e/run.sh; "
+                                      "./d/e/run.sh; test -O main.py && echo own"],
+                             "files": {"main.py": "print(1)\n",
+                                       "d/e/run.sh": {"content": "#!/bin/sh\necho ran\n",
+                                                      "mode": 0o755}}})
+        assert r["exit_code"] == 0, r
+        assert r["stdout"] == "main.py 644 9\nd/e/run.sh 755 19\nran\nown\n", r
+        ans = c.call("run", {"argv": ["true"], "files": {"big": "x" * (9 << 20)}})
+        r = ans["result"]
+        assert r["status"] == 125, ans
+        assert "microvm: the call (arguments, environment and files) is over the guest's 8 MiB" \
+            in r["error"], ans
+        assert wait_until(lambda: not live_qemu(mark.name), 30), live_qemu(mark.name)
+        c.close()
+    finally:
+        d.stop()
+
+
 def test_a_live_session_pauses_its_vm(cordon):
     """session.pause at this level freezes the VM (QEMU and the namespace
     around it: the agent is the guest's, no host process): a CPU loop in the

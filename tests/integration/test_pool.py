@@ -157,19 +157,14 @@ def run_code(c, code, **params):
 
 
 def test_a_calls_files_are_placed_or_refused(pool, cordon):
-    """A call's files are in its workspace, the command's own, at each level
-    that places them; microvm's guest places none yet, and the call is
-    refused with why rather than run without them. The next call has none."""
+    """A call's files are in its workspace, the command's own, at every
+    level (the guest's agent places them at microvm). The next call has none."""
     d = pool(1)
     c = d.connect()
     files = {"a.txt": "from the call\n", "d/b.sh": {"content": "echo ran\n", "mode": 0o755}}
-    ans = c.call("run", {"argv": ["sh", "-c", "cat a.txt; ./d/b.sh; test -O a.txt && echo own"],
+    r = c.result("run", {"argv": ["sh", "-c", "cat a.txt; ./d/b.sh; test -O a.txt && echo own"],
                          "files": files})
-    if cordon.level == "microvm":
-        assert "a call's files are not placed at this level yet" in json.dumps(ans), ans
-    else:
-        r = ans["result"]
-        assert (r["exit_code"], r["stdout"]) == (0, "from the call\nran\nown\n"), r
+    assert (r["exit_code"], r["stdout"]) == (0, "from the call\nran\nown\n"), r
     r = c.result("run", {"argv": ["sh", "-c", "ls -A"]})
     assert (r["exit_code"], r["stdout"]) == (0, ""), r
 

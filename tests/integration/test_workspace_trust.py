@@ -181,14 +181,37 @@ def test_a_calls_files_cannot_make_a_protected_name(cordon):
             assert r["status"] == 125 and r["reason"] == "setup_error", ans
             assert r["error"] == f"files: '{path}' would make a protected name in the workspace"
             assert entries(ws) == [], entries(ws)
-        if cordon.level != "microvm":  # which places no call files yet (test_pool's)
-            r = c.result("run", {"argv": ["cat", "sub/.envrc"],
-                                 "files": {"sub/.envrc": "below\n"}})
-            assert (r["exit_code"], r["stdout"]) == (0, "below\n"), r
-            assert entries(ws) == ["sub"] and (ws / "sub" / ".envrc").read_text() == "below\n"
+        r = c.result("run", {"argv": ["cat", "sub/.envrc"], "files": {"sub/.envrc": "below\n"}})
+        assert (r["exit_code"], r["stdout"]) == (0, "below\n"), r
+        assert entries(ws) == ["sub"] and (ws / "sub" / ".envrc").read_text() == "below\n"
         c.close()
     finally:
         d.stop()
+
+
+def test_a_calls_files_do_not_follow_a_planted_link(cordon):
+    """Links planted in a host workspace, to a directory and to a file, are
+    not followed out of it by whatever places a call's files (the boundary,
+    the keeper, gVisor's helper, the guest's agent): the call fails with one
+    error naming the file, the command never runs, and the links' targets
+    stay empty."""
+    from serve_util import Daemon
+    ws, outside = cordon.hostdir("ws"), cordon.hostdir("outside")
+    os.symlink(outside, ws / "d")
+    os.symlink(outside / "planted", ws / "leaf")
+    d = Daemon(cordon, *cordon.level_opts(), "--pool", "0", "--workspace", ws)
+    try:
+        c = d.connect()
+        for path in ("d/x", "leaf"):
+            ans = c.call("run", {"argv": ["touch", "ran"], "files": {path: "planted\n"}})
+            r = ans["result"]
+            assert r["status"] == 125 and r["reason"] == "setup_error", ans
+            assert f"cannot place file '{path}' in the workspace" in r["error"], ans
+        c.close()
+    finally:
+        d.stop()
+    assert os.listdir(outside) == []
+    assert entries(ws) == ["d", "leaf"], entries(ws)
 
 
 def test_existing_protected_files_are_read_only(cordon):

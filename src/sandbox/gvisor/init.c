@@ -382,79 +382,20 @@ static char *read_all(int fd, size_t max, size_t *len)
     return NULL;
 }
 
-/* Write LEN bytes of DATA to PATH (relative, made of plain components) under ".". */
-static int place_one(char *path, const char *data, size_t len, unsigned mode)
-{
-    int dir = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    char *p = path, *slash;
-    while (dir >= 0 && (slash = strchr(p, '/'))) {
-        *slash = '\0';
-        int next = -1;
-        if (strcmp(p, "..") == 0)
-            errno = EPERM;
-        else if (mkdirat(dir, p, 0755) < 0 && errno != EEXIST)
-            ;
-        else
-            next = openat(dir, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        close(dir);
-        *slash = '/';
-        dir = next;
-        p = slash + 1;
-    }
-    if (dir < 0)
-        return -1;
-    int out = strcmp(p, "..") == 0
-        ? (errno = EPERM, -1)
-        : openat(dir, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
-    close(dir);
-    if (out < 0)
-        return -1;
-    if (!write_all(out, data, len)) {
-        int e = errno;
-        close(out);
-        errno = e;
-        return -1;
-    }
-    return close(out);
-}
-
 /* The call's files (start_files.h) from FD under the working directory; WHY says what failed. */
 static int place_files(int fd, char *why, size_t why_len)
 {
-    size_t size = 0, off = 0;
-    char *map = read_all(fd, (size_t)1 << 32, &size);
-    if (!map) {
-        snprintf(why, why_len, "cannot read the call's files: %s", strerror(errno));
-        return -1;
-    }
-    char path[4096];
+    size_t size = 0;
+    char *buf = read_all(fd, (size_t)1 << 32, &size);
+    int here = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     int rc = -1;
-    while (off < size) {
-        struct start_file_header fh;
-        if (size - off < sizeof fh)
-            break;
-        memcpy(&fh, map + off, sizeof fh);
-        off += sizeof fh;
-        if (fh.path_len == 0 || fh.path_len >= sizeof path || size - off < fh.path_len ||
-            size - off - fh.path_len < fh.len)
-            break;
-        memcpy(path, map + off, fh.path_len);
-        path[fh.path_len] = '\0';
-        off += fh.path_len;
-        if (memchr(path, '\0', fh.path_len) ||
-            place_one(path, map + off, (size_t)fh.len, fh.mode) < 0) {
-            snprintf(why, why_len, "cannot place file '%.256s' in the workspace: %s", path,
-                     strerror(errno));
-            goto out;
-        }
-        off += (size_t)fh.len;
-    }
-    if (off != size)
-        snprintf(why, why_len, "the call's files are malformed");
+    if (!buf || here < 0)
+        snprintf(why, why_len, "cannot read the call's files: %s", strerror(errno));
     else
-        rc = 0;
-out:
-    free(map);
+        rc = start_files_place(buf, size, here, why, why_len);
+    if (here >= 0)
+        close(here);
+    free(buf);
     return rc;
 }
 

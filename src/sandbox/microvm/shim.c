@@ -13,10 +13,12 @@
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 
 /* ---- the shim ---- */
 
@@ -215,7 +217,32 @@ static int send_setup(const struct vm_plan *v, int ctl, bool egress, bool ahead)
 }
 
 /* What the run brings (VM_CALL), with fresh entropy and the time. */
-static int send_call(int ctl, const struct start_message *m)
+/* M's files (a sealed memfd, closed here) onto B: u64 length, then the bytes. */
+static int put_files(struct vm_buf *b, struct start_message *m)
+{
+    struct stat st = { 0 };
+    int fd = m->files;
+    m->files = -1;
+    if (fd >= 0 && fstat(fd, &st) < 0) {
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    if (fd >= 0)
+        close(fd);
+    if (map == MAP_FAILED)
+        return -1;
+    vm_buf_u64(b, size);
+    if (size) {
+        vm_buf_bytes(b, map, size);
+        munmap(map, size);
+    }
+    return 0;
+}
+
+/* The call to the guest; over VM_CALL_MAX is refused with why. */
+static int send_call(int ctl, struct start_message *m, struct cordon_err *err)
 {
     struct vm_buf b = { 0 };
     unsigned char entropy[VM_ENTROPY_BYTES];
@@ -238,10 +265,19 @@ static int send_call(int ctl, const struct start_message *m)
     vm_buf_u32(&b, (uint32_t)n);
     for (size_t i = 0; i < n; i++)
         vm_buf_str(&b, m->envp[i]);
-    bool ok = !b.failed && send_frame(ctl, VM_CALL, b.data, b.len, NULL, 0);
+    int rc = put_files(&b, m);
+    if (rc < 0)
+        err_sys(err, CORDON_E_SETUP, "microvm: cannot read the call's files");
+    else if (b.failed)
+        rc = err_set(err, CORDON_E_USAGE,
+                     "microvm: the call (arguments, environment and files) is over the guest's "
+                     "%u MiB",
+                     VM_CALL_MAX >> 20);
+    else if (!send_frame(ctl, VM_CALL, b.data, b.len, NULL, 0))
+        rc = err_set(err, CORDON_E_SETUP, "microvm: cannot hand the call to the guest");
     explicit_bzero(entropy, sizeof entropy);
     vm_buf_release(&b);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* One frame of the guest's on the control or egress port; the run's end where it says so. */
@@ -460,15 +496,16 @@ _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v,
     }
     close(fds->start_r);
     /* What the guest's agent gives no call yet is refused, never dropped. */
-    if (m.files >= 0 || m.tty) {
-        err_set(&err, CORDON_E_UNSUPPORTED,
-                m.tty ? "microvm: --tty is not supported at this level yet"
-                      : "microvm: a call's files are not placed at this level yet");
+    if (m.tty) {
+        err_set(&err, CORDON_E_UNSUPPORTED, "microvm: --tty is not supported at this level yet");
         vm_kill(&vm);
         shim_fail(fds, &err);
     }
-    if ((s->ahead && vm_resume(&vm) < 0) || send_call(vm.ctl, &m) < 0) {
-        err_set(&err, CORDON_E_SETUP, "microvm: cannot hand the call to the guest");
+    if (s->ahead && vm_resume(&vm) < 0)
+        err_set(&err, CORDON_E_SETUP, "microvm: cannot resume the prepared guest");
+    else
+        send_call(vm.ctl, &m, &err);
+    if (err.kind != CORDON_E_OK) {
         vm_kill(&vm);
         shim_fail(fds, &err);
     }

@@ -88,6 +88,9 @@ enum vm_error_kind {
  *   str cwd
  *   u32 argc, then argc x str
  *   u32 envc, then envc x str
+ *   u64 files_len, then that many bytes: the call's files in
+ *       sandbox/start_files.h's layout, placed beneath cwd as the command's
+ *       uid before it starts (0: none)
  */
 #define VM_CALL_EGRESS 1u
 /* With egress: a DNS stub on 127.0.0.53, 198.18.0.0/15 routed locally and a

@@ -1,0 +1,112 @@
+/*
+ * sandbox/start_files.c: placing the call's files (start_files.h's layout)
+ * beneath a workspace. libc only: the boundary (namespace and process
+ * levels), cordon-gvisor-init inside gVisor and the microvm guest's agent
+ * each compile it.
+ */
+#include "sandbox/start_files.h"
+
+#include "common/fds.h"
+#include "common/syscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/*
+ * NAME, one plain component, opened in DIR and never through a link or
+ * another mount; openat2 where the kernel has it, else (gVisor's) openat
+ * with O_NOFOLLOW, which refuses links but not mount points.
+ */
+static int open_in(int dir, const char *name, int flags, mode_t mode)
+{
+    static bool no_openat2;
+    if (strcmp(name, "..") == 0 || strcmp(name, ".") == 0 || !name[0]) {
+        errno = EPERM;
+        return -1;
+    }
+    if (!no_openat2) {
+        struct open_how how = { .flags = (uint64_t)flags | O_CLOEXEC,
+                                .mode = (flags & O_CREAT) ? mode : 0,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+        int fd = sys_openat2(dir, name, &how, sizeof how);
+        if (fd >= 0 || errno != ENOSYS)
+            return fd;
+        no_openat2 = true;
+    }
+    return openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
+/* PATH's parent beneath DIR, its directories made (0755) on the way; *LEAF is its last component. */
+static int parent_of(int dir, char *path, char **leaf)
+{
+    dir = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+    char *p = path, *slash;
+    while (dir >= 0 && (slash = strchr(p, '/'))) {
+        *slash = '\0';
+        int next = -1;
+        if (strcmp(p, "..") == 0 || strcmp(p, ".") == 0 || !p[0])
+            errno = EPERM;
+        else if (mkdirat(dir, p, 0755) == 0 || errno == EEXIST)
+            next = open_in(dir, p, O_PATH | O_DIRECTORY, 0);
+        close(dir);
+        *slash = '/';
+        dir = next;
+        p = slash + 1;
+    }
+    *leaf = p;
+    return dir;
+}
+
+static int place_one(int dir_fd, char *path, const char *data, size_t len, unsigned mode)
+{
+    char *leaf;
+    int dir = parent_of(dir_fd, path, &leaf);
+    if (dir < 0)
+        return -1;
+    int out = open_in(dir, leaf, O_WRONLY | O_CREAT | O_EXCL, mode & 0777);
+    close(dir);
+    if (out < 0)
+        return -1;
+    if (!write_all(out, data, len)) {
+        int e = errno;
+        close(out);
+        errno = e;
+        return -1;
+    }
+    return close(out);
+}
+
+int start_files_place(const char *buf, size_t size, int dir_fd, char *why, size_t why_len)
+{
+    char path[4096];
+    size_t off = 0;
+    while (off < size) {
+        struct start_file_header fh;
+        if (size - off < sizeof fh)
+            break;
+        memcpy(&fh, buf + off, sizeof fh);
+        off += sizeof fh;
+        if (fh.path_len == 0 || fh.path_len >= sizeof path || size - off < fh.path_len ||
+            size - off - fh.path_len < fh.len || memchr(buf + off, '\0', fh.path_len))
+            break;
+        memcpy(path, buf + off, fh.path_len);
+        path[fh.path_len] = '\0';
+        off += fh.path_len;
+        if (place_one(dir_fd, path, buf + off, (size_t)fh.len, fh.mode) < 0) {
+            snprintf(why, why_len, "cannot place file '%.256s' in the workspace: %s", path,
+                     strerror(errno));
+            return -1;
+        }
+        off += (size_t)fh.len;
+    }
+    if (off == size)
+        return 0;
+    snprintf(why, why_len, "the call's files are malformed");
+    return -1;
+}
