@@ -10,6 +10,7 @@
 
 #include "common/cleanup.h"
 #include "daemon/workspace_files.h"
+#include "sandbox/names.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -379,6 +380,16 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (workspace_path(req, raw + 9, path, sizeof path) < 0)
         return;
     const char *query = evhttp_uri_get_query(uri);
+    /* A write or removal here is a run's in all but name: the workspace's
+     * protected names (.envrc, .vscode/...) and a commit's own are as much
+     * out of its reach as of the command's (core/run.c, a call's files). */
+    const struct policy *p = sd->d->cfg.policy;
+    if (!get && strcmp(path, ".") != 0 && names_mode_for(p, NAMES_CHECK) != NAMES_OFF &&
+        names_refused_path(p, path)) {
+        reply_error(req, 403, "PERMISSION_DENIED", "'%s' is a protected name in the workspace",
+                    path);
+        return;
+    }
     if (get)
         serve_get(sd, req, path);
     else if (cmd == EVHTTP_REQ_PUT)

@@ -420,6 +420,25 @@ def test_files_refuse_traversal_links_and_fifos(sandboxd, cordon):
         assert not (s.ws / word).exists()
 
 
+def test_files_keep_out_of_the_protected_names(sandboxd):
+    """The REST files endpoints write the host workspace as a run would, and
+    are held to the same protected names: PUT or DELETE of one at the root
+    (.envrc, .vscode/...) or of a commit's own anywhere is refused with 403
+    and the host shows no change; below the root they are ordinary names."""
+    s = sandboxd()
+    (s.ws / ".envrc").write_text("use nix\n")
+    for path in (".envrc", ".vscode/tasks.json", "sub/.cordon-txn-x"):
+        for method in ("PUT", "DELETE"):
+            code, _, body = s.http(method, f"/v1/files/{path}", b"planted\n")
+            assert code == 403, (method, path, code, body)
+            assert b"is a protected name in the workspace" in body, body
+    assert sorted(os.listdir(s.ws)) == [".envrc"], os.listdir(s.ws)
+    assert (s.ws / ".envrc").read_text() == "use nix\n"
+    assert s.http("PUT", "/v1/files/sub/.envrc", b"below\n")[0] == 204
+    assert (s.ws / "sub" / ".envrc").read_text() == "below\n"
+    assert s.http("GET", "/v1/files/.envrc")[0] == 200
+
+
 def test_a_peer_that_never_reads_is_not_read_either(sandboxd):
     """A gRPC peer that sends PINGs (each answered by the daemon) and never
     reads the answers: the daemon stops reading it once its answers wait,
