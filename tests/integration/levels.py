@@ -103,8 +103,9 @@ OVERLAY_ONLY_NS = ("workspace.mode: overlay is built at the namespace level only
                    "mounts are runsc's and microvm's workspace is a 9p share; refused (125)")
 HOST_VIEW = ("no PID or network namespace: a concurrent call's processes and abstract sockets "
              "are in the host's view, which the call shares (its connect()s are the keeper's)")
-DAEMON_LEVEL = ("the daemon runs at its own policy's level (namespace); the cold run it is "
-                "compared with runs at the suite's")
+SERVE_PROBE = ("the probe is the namespace level's: it lists /tmp, /dev/shm and /workspace, reads "
+               "/proc/keys and finds processes by command line, which this level has elsewhere, "
+               "refuses or hides; test_pool.py's residue test is every level's")
 
 GV_HOST_FD = ("gVisor shows a descriptor runsc passed in as host:[N] in /proc/self/fd, not "
               "pipe:[N] (the file is still relayed through a pipe)")
@@ -116,8 +117,6 @@ GV_EXPOSE = ("session.expose is refused at gvisor (a clear error): the session h
 GUEST_EXPOSE = ("session.expose is refused at microvm (a clear error): the session has no network "
                 "namespace of its own to forward into, its sockets are the guest kernel's")
 GV_MASK = "a mask is an empty mode-0 file, not /dev/null: the gofer serves no host device"
-GV_EXEC_ERROR = ("a command not found inside gVisor is the helper's exit 127, recorded as "
-                 "exited: no way out of the sandbox tells the shim what the command cannot forge")
 GV_NO_MASK = ("runsc cannot mount over a link, socket or FIFO: a host workspace holding a "
               "protected link, a socket or a FIFO is refused (125) rather than masked in place")
 GV_UID0 = ("the command is gVisor's uid 0 with no capability, not uid 1000: the gofer shows "
@@ -143,7 +142,6 @@ EXCEPTIONS = [
     ("gvisor", "*test_cli.py::test_stdin_file_is_relayed_not_passed[[]*", GV_HOST_FD),
     ("gvisor", "*::test_policy_check_prints_effective_policy[[]*", DIGEST_OF_FLAGS),
     ("gvisor", "*::test_masked_inside_a_read_only_bind[[]*", GV_MASK),
-    ("gvisor", "*::test_setup_failures_are_recorded[[]*", GV_EXEC_ERROR),
     ("gvisor", "*::test_existing_links_are_left_alone[[]*", GV_NO_MASK),
     ("gvisor", "*::test_uid_inside_is_sandbox_user[[]*", GV_UID0),
     ("gvisor", "*::test_probe_bind_is_the_mechanism[[]*", GV_UID0),
@@ -160,7 +158,7 @@ EXCEPTIONS = [
     ("gvisor", "*::test_proc_files_not_writable[[]*-gvisor-/proc/self/timerslack_ns]", GV_PROC),
     ("gvisor", "*::test_proc_files_not_writable[[]*-gvisor-/proc/sys/kernel/hostname]", GV_PROC),
     ("gvisor", "*::test_tiny_memory_limit_ends_as_oom[[]*", GV_OVERHEAD),
-    ("gvisor", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*", DAEMON_LEVEL),
+    ("gvisor", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*", SERVE_PROBE),
     ("gvisor", "*::test_foreign_syscall_abi_killed[[]*-gvisor-i386]",
      "gVisor (ptrace platform) has no 32-bit ABI: int 0x80 runs as the x86-64 call of that "
      "number (i386 getpid, 20, is writev: EBADF), in the sentry, not killed", host_has_i386),
@@ -196,7 +194,7 @@ EXCEPTIONS = [
     ("process", "*test_first_hour.py::test_tty_cannot_push_input_anywhere[[]*", BIND_AT_DEST),
     ("process", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", BIND_AT_DEST),
     ("process", "*test_first_hour.py::test_tty_window_size_and_interrupt_are_passed_on[[]*", BIND_AT_DEST),
-    ("process", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*", DAEMON_LEVEL),
+    ("process", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*", SERVE_PROBE),
     ("process", "*test_pool.py::test_concurrent_pooled_calls_see_nothing_of_each_other[[]*",
      HOST_VIEW),
     ("process", "*::test_scratch_workspace_is_empty_and_writable[[]*", NO_MOUNTS),
@@ -259,6 +257,9 @@ EXCEPTIONS = [
     ("gvisor", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("microvm", "*test_transactions_crash.py::test_overlay_*[[]*", OVERLAY_ONLY_NS),
     ("gvisor", "*test_live.py::test_destroy_leaves_nothing_behind[[]*", GV_HOST_PIDS),
+    ("gvisor", "*test_serve.py::test_slow_and_vanished_clients_do_not_disturb_others[[]*",
+     GV_HOST_PIDS),
+    ("gvisor", "*test_serve.py::test_kill_9_leaves_nothing_and_a_restart_serves[[]*", GV_HOST_PIDS),
     ("gvisor", "*test_live.py::test_control_frames_for_an_agent_that_reads_none_are_bounded[[]*",
      GV_HOST_PIDS),
     ("gvisor", "*test_live.py::test_expose_*[[]*", GV_EXPOSE),
@@ -329,6 +330,10 @@ EXCEPTIONS += [
      GUEST_HOST_PIDS),
     ("microvm", "*test_pool.py::test_a_killed_supervisor_leaves_nothing_and_the_pool_goes_on[[]*",
      GUEST_HOST_PIDS),
+    ("microvm", "*test_serve.py::test_slow_and_vanished_clients_do_not_disturb_others[[]*",
+     GUEST_HOST_PIDS),
+    ("microvm", "*test_serve.py::test_kill_9_leaves_nothing_and_a_restart_serves[[]*",
+     GUEST_HOST_PIDS),
     ("microvm", "*test_first_hour.py::test_tty_cannot_push_input_anywhere[[]*", GUEST_TTY),
     ("microvm", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", GUEST_TTY),
     ("microvm", "*test_first_hour.py::test_tty_window_size_and_interrupt_are_passed_on[[]*",
@@ -336,7 +341,7 @@ EXCEPTIONS += [
     ("microvm", "*test_pool.py::test_memory_a_call_leaves_charged_is_not_the_next_ones[[]root-*",
      GUEST_RAM),
     ("microvm", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*",
-     DAEMON_LEVEL),
+     SERVE_PROBE),
     ("microvm", "*test_kernel.py::test_proc_mem_of_init_not_writable[[]*", GUEST_INIT_HIDDEN),
 ]
 

@@ -28,7 +28,9 @@ def daemon(cordon):
     made = []
 
     def make(*opts, **kw):
-        d = Daemon(cordon, *opts, **kw)
+        # At the suite's level, as the cold runs the tests compare it with.
+        level = [] if "--level" in opts else cordon.level_opts()
+        d = Daemon(cordon, *level, *opts, **kw)
         made.append(d)
         return d
 

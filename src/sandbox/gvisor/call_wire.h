@@ -24,7 +24,8 @@
  *                                connect() lost to a signal and retried
  *                                leaves a dead one behind)
  *                   CALL_STARTED value: the command's pid (inside)
- *                   CALL_ERROR   len bytes: why the call could not start
+ *                   CALL_ERROR   len bytes: why the call could not start;
+ *                                value: a CALL_FAILED_* kind
  *                   CALL_EXIT    value: the command's wait status
  */
 #pragma once
@@ -46,6 +47,13 @@ enum call_kind {
     CALL_STARTED = 'S',
     CALL_ERROR = 'E',
     CALL_EXIT = 'X',
+};
+
+/* CALL_ERROR's kinds: the command's exec failed as the other levels tell it. */
+enum call_failure {
+    CALL_FAILED_SETUP = 0,
+    CALL_FAILED_NOTFOUND = 1, /* status 127 */
+    CALL_FAILED_NOEXEC = 2,   /* status 126 */
 };
 
 struct call_record {

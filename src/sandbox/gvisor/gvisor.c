@@ -334,7 +334,11 @@ static int run_call(const struct gv_state *st, const struct shim_fds *fds, int c
     char why[CALL_ERROR_MAX + 1];
     int got = read_record(caller, &r, why, sizeof why);
     if (got < 0 || r.kind != CALL_STARTED) {
-        if (got == 0 && r.kind == CALL_ERROR)
+        if (got == 0 && r.kind == CALL_ERROR && r.value == CALL_FAILED_NOTFOUND)
+            err_set(&err, CORDON_E_NOTFOUND, "%s", why);
+        else if (got == 0 && r.kind == CALL_ERROR && r.value == CALL_FAILED_NOEXEC)
+            err_set(&err, CORDON_E_NOEXEC, "%s", why);
+        else if (got == 0 && r.kind == CALL_ERROR)
             err_set(&err, CORDON_E_SETUP, "gvisor: %s", why);
         else
             runsc_error(log, &err);

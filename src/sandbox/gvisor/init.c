@@ -492,38 +492,78 @@ static char **read_call(int s, const struct call_record *r, char ***envp)
     return v;
 }
 
-/* The command, confined as it execs: no_new_privs and the profile; a session of its own. */
-static pid_t spawn_command(char **argv, char **envp, const int stdio[3])
+/* Why the command's process did not become the command: a kind, an errno, what failed. */
+struct spawn_failure {
+    int32_t kind; /* CALL_FAILED_* */
+    int32_t err;
+    char what[64];
+};
+
+static _Noreturn void spawn_fail(int fail_w, enum call_failure kind, const char *what)
 {
+    struct spawn_failure f = { .kind = kind, .err = errno };
+    snprintf(f.what, sizeof f.what, "%s", what);
+    write_all(fail_w, &f, sizeof f);
+    _exit(kind == CALL_FAILED_NOTFOUND ? 127 : kind == CALL_FAILED_NOEXEC ? 126 : 125);
+}
+
+/*
+ * The command, confined as it execs: no_new_privs and the profile; a session
+ * of its own. Its pid, or -1 with WHY (and *KIND) when it did not start: its
+ * exec's failure is told over a close-on-exec pipe, as a setup error, so the
+ * run reports it as the other levels do (command not found: status 127).
+ */
+static pid_t spawn_command(char **argv, char **envp, const int stdio[3], enum call_failure *kind,
+                           char *why, size_t why_len)
+{
+    int fail[2];
+    if (pipe2(fail, O_CLOEXEC) < 0) {
+        snprintf(why, why_len, "cannot start the command: %s", strerror(errno));
+        return -1;
+    }
     pid_t pid = fork();
-    if (pid != 0)
+    if (pid == 0) {
+        close(fail[0]);
+        setsid();
+        for (int sig = 1; sig < NSIG; sig++)
+            signal(sig, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int i = 0; i < 3; i++)
+            if (dup2(stdio[i], i) < 0)
+                spawn_fail(fail[1], CALL_FAILED_SETUP, "cannot set up stdio");
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+            spawn_fail(fail[1], CALL_FAILED_SETUP, "cannot set no_new_privs");
+        if (profile.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &profile, 0, 0) < 0)
+            spawn_fail(fail[1], CALL_FAILED_SETUP, "cannot install the seccomp profile");
+        environ = envp; /* execvp searches the call's PATH */
+        execvp(argv[0], argv);
+        spawn_fail(fail[1],
+                   errno == ENOENT || errno == ENOTDIR ? CALL_FAILED_NOTFOUND : CALL_FAILED_NOEXEC,
+                   "");
+    }
+    close(fail[1]);
+    struct spawn_failure f;
+    bool failed = pid > 0 && read_full(fail[0], &f, sizeof f);
+    close(fail[0]);
+    if (pid < 0) {
+        snprintf(why, why_len, "cannot start the command: %s", strerror(errno));
+        return -1;
+    }
+    if (!failed)
         return pid;
-    setsid();
-    for (int sig = 1; sig < NSIG; sig++)
-        signal(sig, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int i = 0; i < 3; i++)
-        if (dup2(stdio[i], i) < 0)
-            _exit(125);
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-        fprintf(stderr, "cordon: cannot set no_new_privs: %s\n", strerror(errno));
-        _exit(125);
-    }
-    if (profile.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &profile, 0, 0) < 0) {
-        fprintf(stderr, "cordon: cannot install the seccomp profile: %s\n", strerror(errno));
-        _exit(125);
-    }
-    environ = envp; /* execvp searches the call's PATH */
-    execvp(argv[0], argv);
-    int e = errno;
-    if (e == ENOENT || e == ENOTDIR) {
-        fprintf(stderr, "cordon: command not found: '%s'\n", argv[0]);
-        _exit(127);
-    }
-    fprintf(stderr, "cordon: cannot execute '%s': %s\n", argv[0], strerror(e));
-    _exit(126);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    *kind = (enum call_failure)f.kind;
+    f.what[sizeof f.what - 1] = '\0';
+    if (f.kind == CALL_FAILED_NOTFOUND)
+        snprintf(why, why_len, "command not found: '%.256s'", argv[0]);
+    else if (f.kind == CALL_FAILED_NOEXEC)
+        snprintf(why, why_len, "cannot execute '%.256s': %s", argv[0], strerror(f.err));
+    else
+        snprintf(why, why_len, "%s: %s", f.what, strerror(f.err));
+    return -1;
 }
 
 /*
@@ -597,10 +637,10 @@ static _Noreturn void caller_main(int s)
         send_record(s, CALL_ERROR, 0, why);
         _exit(1);
     }
-    pid_t pid = spawn_command(argv, envp, fds);
+    enum call_failure kind = CALL_FAILED_SETUP;
+    pid_t pid = spawn_command(argv, envp, fds, &kind, why, sizeof why);
     if (pid < 0) {
-        snprintf(why, sizeof why, "cannot start the command: %s", strerror(errno));
-        send_record(s, CALL_ERROR, 0, why);
+        send_record(s, CALL_ERROR, (int32_t)kind, why);
         _exit(1);
     }
     for (int i = 0; i < 4; i++)
