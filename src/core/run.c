@@ -756,6 +756,12 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         return err_set(err, CORDON_E_USAGE, "run %s was started already", run->run_id);
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
+    /* What the level cannot give the call is refused, never dropped (the
+     * process level would need the host's devpts, gVisor's runsc a host pty,
+     * the microvm guest's agent gives a call none). */
+    if (call->tty && !run->backend->tty)
+        return err_set(err, CORDON_E_UNSUPPORTED, "%s: --tty is not supported at this level",
+                       run->backend->name);
     /* A host workspace's protected names are the call's files' to keep out of, as the command's. */
     for (size_t i = 0; names_mode_for(run->p, NAMES_CHECK) != NAMES_OFF && i < call->n_files; i++)
         if (names_refused_path(run->p, call->files[i].path))

@@ -717,6 +717,7 @@ const struct sandbox_backend namespace_backend = {
     .tmpfs_sizes = true,
     .tmpfs_inodes = true,
     .containers = true,
+    .tty = true,
     .probe = ns_probe,
     .prepare = ns_prepare,
     .release = ns_release,

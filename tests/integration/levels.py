@@ -95,6 +95,8 @@ PROC_LISTED = ("for a root caller /proc is the host's narrowed by Landlock to wh
                "/proc/PID is readable, a child's /proc/self only listed (Landlock cannot name a "
                "process that does not exist yet): cat /proc/self/comm in a shell is EACCES")
 BIND_AT_DEST = "no mounts: a bind is made at its host path, so one at another path is refused"
+PROC_TTY = ("--tty is refused at process (125): its terminal would be the host's devpts "
+            "(test_tty_is_given_or_refused_never_dropped)")
 DIGEST_OF_FLAGS = ("the suite adds --level to each run, and the level is part of the effective "
                    "policy: its digest is not the one the test computed without it")
 OVERLAY_NS = ("workspace.mode: overlay is refused (125): the level has no mount namespace of "
@@ -191,9 +193,9 @@ EXCEPTIONS = [
     ("process", "*test_first_hour.py::test_tool_caches_stay_out_of_the_workspace[[]*", NO_MOUNTS),
     ("process", "*::test_value_nowhere_in_the_sandbox_view[[]*", NO_MOUNTS),
     ("process", "*::test_log_beside_the_workspace_is_not_visible[[]*", REFUSED_NOT_ABSENT),
-    ("process", "*test_first_hour.py::test_tty_cannot_push_input_anywhere[[]*", BIND_AT_DEST),
-    ("process", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", BIND_AT_DEST),
-    ("process", "*test_first_hour.py::test_tty_window_size_and_interrupt_are_passed_on[[]*", BIND_AT_DEST),
+    ("process", "*test_first_hour.py::test_tty_cannot_push_input_anywhere[[]*", PROC_TTY),
+    ("process", "*test_first_hour.py::test_tty_is_the_sandboxs_own_terminal[[]*", PROC_TTY),
+    ("process", "*test_first_hour.py::test_tty_window_size_and_interrupt_are_passed_on[[]*", PROC_TTY),
     ("process", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*", SERVE_PROBE),
     ("process", "*test_pool.py::test_concurrent_pooled_calls_see_nothing_of_each_other[[]*",
      HOST_VIEW),

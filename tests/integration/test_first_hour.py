@@ -21,7 +21,8 @@ import pytest
 
 import conftest
 import egress_servers as es
-from conftest import BUILD, PROBE, REPO, assert_cordon_refused, marker, probe_pids
+from conftest import (BUILD, PROBE, REPO, assert_cordon_refused, marker, pids_with, probe_pids,
+                      wait_until)
 from mcp_util import RawClient
 from test_limits import assert_gone, held
 
@@ -520,10 +521,13 @@ def test_default_policy_location(cordon):
 # --- cordon run --tty ---------------------------------------------------------------------
 
 
-def on_a_terminal(cordon, cmd, steps, rows=33, cols=101, timeout=20, opts=()):
-    """cordon run --tty [OPTS] CMD with a real pty (python's pty module) as its terminal.
-    STEPS: (bytes to wait for, action(master fd)) in turn. All output, exit status."""
-    argv = cordon.argv("run", "--tty", *opts, "--ro", f"{cordon.probe_bin}:{PROBE}", "--", *cmd)
+def on_a_terminal(cordon, cmd, steps, rows=33, cols=101, timeout=20, opts=("--ro", None)):
+    """cordon run --tty [OPTS] CMD with a real pty (python's pty module) as its terminal
+    (OPTS: the probe's bind by default). STEPS: (bytes to wait for, action(master fd)) in
+    turn. All output, exit status."""
+    if opts == ("--ro", None):
+        opts = ("--ro", f"{cordon.probe_bin}:{PROBE}")
+    argv = cordon.argv("run", "--tty", *opts, "--", *cmd)
     env = cordon.ident.env({"TERM": "xterm"})
     pid, fd = pty.fork()
     if pid == 0:
@@ -561,6 +565,23 @@ def on_a_terminal(cordon, cmd, steps, rows=33, cols=101, timeout=20, opts=()):
         os.close(fd)
     assert not steps, f"never saw {steps[0][0]!r}: {out!r}"
     return out.decode(errors="replace"), os.waitstatus_to_exitcode(st)
+
+
+def test_tty_is_given_or_refused_never_dropped(cordon):
+    """A level with no terminal of the sandbox's own to give (process: the
+    host's devpts; gvisor: runsc's host pty; microvm: the guest's agent has
+    none) refuses --tty with why (125) before anything runs: the command
+    never runs without the terminal it asked for, nor writes its workspace."""
+    ws = cordon.hostdir("ws")
+    out, status = on_a_terminal(cordon, ["sh", "-c", "stty size; touch ran"], [],
+                                opts=("-w", ws))
+    if cordon.level == "namespace":
+        assert status == 0 and "33 101" in out and os.listdir(ws) == ["ran"], out
+        return
+    assert status == 125, out
+    assert f"cordon: {cordon.level}: --tty is not supported at this level" in out, out
+    assert "33 101" not in out and os.listdir(ws) == [], out
+    assert wait_until(lambda: not pids_with(str(ws)), 30), pids_with(str(ws))  # QEMU's share
 
 
 def test_tty_is_the_sandboxs_own_terminal(cordon):

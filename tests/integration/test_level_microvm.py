@@ -21,7 +21,6 @@ import pytest
 import egress_servers as es
 from conftest import BUILD, marker, pids_with, wait_until
 from serve_util import Daemon
-from test_first_hour import on_a_terminal
 from test_secrets import EG, PLACEHOLDER, Net, values
 
 TCG = ["-l", "microvm", "--accel", "tcg"]
@@ -97,17 +96,6 @@ def test_not_found(cordon):
     r = cordon.run(["no-such-command-here"], *TCG, bind_probe=False)
     assert r.status == 127, r
     assert "command not found: 'no-such-command-here'" in r.err, r
-
-
-def test_tty_is_refused_not_dropped(cordon):
-    """The guest's agent gives a call no terminal yet: --tty is refused with
-    why (125), never run without the terminal it asked for."""
-    m = marker()
-    out, status = on_a_terminal(cordon, ["sh", "-c", f"stty size; : {m}"], [], opts=TCG)
-    assert status == 125, out
-    assert "cordon: microvm: --tty is not supported at this level yet" in out, out
-    assert "33 101" not in out, out  # stty size (the test's terminal) never ran
-    assert not live_qemu(m)
 
 
 def test_tcg_needs_the_policy_to_allow_it(cordon):

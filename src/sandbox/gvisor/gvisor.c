@@ -313,11 +313,6 @@ static int run_call(const struct gv_state *st, const struct shim_fds *fds, int c
                     struct start_message *m, const char *log)
 {
     struct cordon_err err = { 0 };
-    /* A terminal would have to come from gVisor's devpts: not yet. */
-    if (m->tty) {
-        err_set(&err, CORDON_E_UNSUPPORTED, "gvisor: --tty is not supported at this level yet");
-        shim_fail(fds, &err);
-    }
     sigset_t block;
     sigemptyset(&block);
     for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)

@@ -495,12 +495,6 @@ _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v,
         _exit(125); /* released without a start */
     }
     close(fds->start_r);
-    /* What the guest's agent gives no call yet is refused, never dropped. */
-    if (m.tty) {
-        err_set(&err, CORDON_E_UNSUPPORTED, "microvm: --tty is not supported at this level yet");
-        vm_kill(&vm);
-        shim_fail(fds, &err);
-    }
     if (s->ahead && vm_resume(&vm) < 0)
         err_set(&err, CORDON_E_SETUP, "microvm: cannot resume the prepared guest");
     else
