@@ -580,6 +580,9 @@ static int run_command(void *arg)
         goto fail;
     if (call->filter.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &call->filter, 0, 0) < 0)
         goto fail;
+    /* execvpe() searches the PATH of environ, not of its envp: the call's own
+     * (the agent, /init, has none; it shares this memory until the exec). */
+    environ = call->envp;
     execvpe(call->argv[0], call->argv, call->envp);
     f.kind = errno == ENOENT || errno == ENOTDIR                                   ? VM_ERR_NOTFOUND
         : errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM ? VM_ERR_NOEXEC

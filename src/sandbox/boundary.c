@@ -183,6 +183,8 @@ _Noreturn void boundary_exec(const struct start_message *m, int tty, const char 
     if (confine(arg, &err) < 0)
         boundary_fail(err_w, &err);
 
+    /* execvpe() searches the PATH of environ, not of its envp: the run's own. */
+    environ = m->envp;
     execvpe(m->argv[0], m->argv, m->envp);
     if (errno == ENOENT || errno == ENOTDIR)
         err_set(&err, CORDON_E_NOTFOUND, "command not found: '%s'", m->argv[0]);

@@ -52,6 +52,15 @@ def test_env_pass_and_set(cordon):
     assert env.get("GREETING") == "hello world", r
 
 
+def test_argv0_is_found_in_the_runs_own_path(cordon):
+    """The command is looked up in the PATH the run gives it (the policy's,
+    or -e), at every level: not in a default the boundary fell back on."""
+    r = cordon.run(["nologin"], "-e", "PATH=/usr/sbin:/usr/bin:/bin")
+    assert r.status == 1 and "This account is currently not available" in r.out, r
+    r = cordon.run(["ls", "/"], "-e", "PATH=/nonexistent")
+    assert r.status == 127 and "command not found: 'ls'" in r.err, r
+
+
 def test_home_and_cwd(cordon):
     r = cordon.run(["sh", "-c", 'echo "$HOME"; pwd'])
     assert r.status == 0, r

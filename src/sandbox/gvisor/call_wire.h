@@ -49,11 +49,12 @@ enum call_kind {
     CALL_EXIT = 'X',
 };
 
-/* CALL_ERROR's kinds: the command's exec failed as the other levels tell it. */
+/* CALL_ERROR's kinds: what failed, told as the other levels tell it. */
 enum call_failure {
-    CALL_FAILED_SETUP = 0,
-    CALL_FAILED_NOTFOUND = 1, /* status 127 */
-    CALL_FAILED_NOEXEC = 2,   /* status 126 */
+    CALL_FAILED_SETUP = 0,    /* the helper's own ("gvisor: ..."), status 125 */
+    CALL_FAILED_NOTFOUND = 1, /* the command not found, status 127 */
+    CALL_FAILED_NOEXEC = 2,   /* not executable, status 126 */
+    CALL_FAILED_CALL = 3,     /* the call's own (its files, its exec): status 125 */
 };
 
 struct call_record {

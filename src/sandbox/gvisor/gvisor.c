@@ -333,6 +333,8 @@ static int run_call(const struct gv_state *st, const struct shim_fds *fds, int c
             err_set(&err, CORDON_E_NOTFOUND, "%s", why);
         else if (got == 0 && r.kind == CALL_ERROR && r.value == CALL_FAILED_NOEXEC)
             err_set(&err, CORDON_E_NOEXEC, "%s", why);
+        else if (got == 0 && r.kind == CALL_ERROR && r.value == CALL_FAILED_CALL)
+            err_set(&err, CORDON_E_SETUP, "%s", why);
         else if (got == 0 && r.kind == CALL_ERROR)
             err_set(&err, CORDON_E_SETUP, "gvisor: %s", why);
         else

@@ -499,6 +499,16 @@ struct spawn_failure {
     char what[64];
 };
 
+/* An exec's errno as the kind boundary_exec() tells at the other levels. */
+static enum call_failure exec_failure(int e)
+{
+    if (e == ENOENT || e == ENOTDIR)
+        return CALL_FAILED_NOTFOUND;
+    if (e == EACCES || e == ENOEXEC || e == EISDIR || e == EPERM)
+        return CALL_FAILED_NOEXEC;
+    return CALL_FAILED_CALL;
+}
+
 static _Noreturn void spawn_fail(int fail_w, enum call_failure kind, const char *what)
 {
     struct spawn_failure f = { .kind = kind, .err = errno };
@@ -539,9 +549,7 @@ static pid_t spawn_command(char **argv, char **envp, const int stdio[3], enum ca
             spawn_fail(fail[1], CALL_FAILED_SETUP, "cannot install the seccomp profile");
         environ = envp; /* execvp searches the call's PATH */
         execvp(argv[0], argv);
-        spawn_fail(fail[1],
-                   errno == ENOENT || errno == ENOTDIR ? CALL_FAILED_NOTFOUND : CALL_FAILED_NOEXEC,
-                   "");
+        spawn_fail(fail[1], exec_failure(errno), "");
     }
     close(fail[1]);
     struct spawn_failure f;
@@ -559,7 +567,7 @@ static pid_t spawn_command(char **argv, char **envp, const int stdio[3], enum ca
     f.what[sizeof f.what - 1] = '\0';
     if (f.kind == CALL_FAILED_NOTFOUND)
         snprintf(why, why_len, "command not found: '%.256s'", argv[0]);
-    else if (f.kind == CALL_FAILED_NOEXEC)
+    else if (f.kind == CALL_FAILED_NOEXEC || f.kind == CALL_FAILED_CALL)
         snprintf(why, why_len, "cannot execute '%.256s': %s", argv[0], strerror(f.err));
     else
         snprintf(why, why_len, "%s: %s", f.what, strerror(f.err));
@@ -634,7 +642,7 @@ static _Noreturn void caller_main(int s)
         _exit(1);
     }
     if (fds[3] >= 0 && place_files(fds[3], why, sizeof why) < 0) {
-        send_record(s, CALL_ERROR, 0, why);
+        send_record(s, CALL_ERROR, CALL_FAILED_CALL, why);
         _exit(1);
     }
     enum call_failure kind = CALL_FAILED_SETUP;
