@@ -639,6 +639,90 @@ static void send_error(int ctl, uint32_t kind, const char *msg)
 }
 
 /*
+ * The host's stdin for the command, queued (at most VM_STDIN_WINDOW: the
+ * host sends no more until some is taken) and written as the command's pipe
+ * takes it, never blocking: the agent goes on relaying output and signals
+ * while a command leaves its stdin unread.
+ */
+struct stdin_queue {
+    int fd; /* the command's stdin pipe (non-blocking), -1 once closed */
+    char buf[VM_STDIN_WINDOW];
+    size_t off, len;
+    bool eof; /* the host's stdin ended: close the pipe once the queue is empty */
+};
+
+/* N more bytes taken (written, or dropped with a closed pipe): the host may send as many again. */
+static void stdin_taken(int ctl, size_t n)
+{
+    uint32_t taken = (uint32_t)n;
+    if (n)
+        send_frame(ctl, VM_STDIN_TAKEN, &taken, sizeof taken, NULL, 0);
+}
+
+static void stdin_close(int ctl, struct stdin_queue *q)
+{
+    if (q->fd >= 0)
+        close(q->fd);
+    q->fd = -1;
+    stdin_taken(ctl, q->len);
+    q->off = q->len = 0;
+}
+
+/* What the pipe takes now of the queue; the rest waits for POLLOUT. */
+static void stdin_flush(int ctl, struct stdin_queue *q)
+{
+    size_t done = 0;
+    while (q->fd >= 0 && q->len > 0) {
+        ssize_t n = write(q->fd, q->buf + q->off, q->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        if (n <= 0) { /* the command closed its stdin: the rest is dropped */
+            stdin_taken(ctl, done);
+            stdin_close(ctl, q);
+            return;
+        }
+        q->off += (size_t)n;
+        q->len -= (size_t)n;
+        done += (size_t)n;
+    }
+    stdin_taken(ctl, done);
+    if (q->len == 0)
+        q->off = 0;
+    if (q->eof && q->len == 0 && q->fd >= 0)
+        stdin_close(ctl, q);
+}
+
+/* A control frame from the host while the command runs. */
+static void on_host_frame(int ctl, pid_t cmd, struct stdin_queue *q, uint32_t type, const char *fb,
+                          uint32_t len)
+{
+    if (type == VM_STDIN) {
+        /* The host keeps within the window, so all of it fits once the queue
+         * starts at the front; what would not (a host past it) is dropped, and
+         * said taken. */
+        if (q->off) {
+            memmove(q->buf, q->buf + q->off, q->len);
+            q->off = 0;
+        }
+        size_t room = q->fd >= 0 ? sizeof q->buf - q->len : 0;
+        size_t keep = len < room ? len : room;
+        memcpy(q->buf + q->len, fb, keep);
+        q->len += keep;
+        stdin_taken(ctl, len - keep);
+        stdin_flush(ctl, q);
+    } else if (type == VM_STDIN_EOF) {
+        q->eof = true;
+        stdin_flush(ctl, q);
+    } else if (type == VM_SIGNAL && len == 4) {
+        uint32_t sig;
+        memcpy(&sig, fb, 4);
+        kill(-cmd, (int)sig);
+    }
+}
+
+/*
  * Relay until the command CMD exits (what it left behind dies with the
  * guest): its output to the host, the host's stdin and signals to it; then
  * drain what its pipes still hold.
@@ -646,6 +730,10 @@ static void send_error(int ctl, uint32_t kind, const char *msg)
 static void relay(int ctl, pid_t cmd, int in_w, int out_r, int err_r)
 {
     static char data[VM_DATA_MAX];
+    static struct stdin_queue q;
+    q.fd = in_w;
+    if (fcntl(in_w, F_SETFL, O_NONBLOCK) < 0)
+        die("cannot make the command's stdin non-blocking");
     int pidfd = (int)syscall(SYS_pidfd_open, cmd, 0);
     if (pidfd < 0)
         die("cannot watch the command");
@@ -653,13 +741,14 @@ static void relay(int ctl, pid_t cmd, int in_w, int out_r, int err_r)
     uint32_t type, len;
     bool exited = false;
     while (!exited || outs[0] >= 0 || outs[1] >= 0) {
-        struct pollfd p[4] = {
+        struct pollfd p[5] = {
             { .fd = outs[0], .events = POLLIN },
             { .fd = outs[1], .events = POLLIN },
             { .fd = ctl, .events = POLLIN },
             { .fd = exited ? -1 : pidfd, .events = POLLIN },
+            { .fd = q.len ? q.fd : -1, .events = POLLOUT },
         };
-        if (poll(p, 4, exited ? 0 : -1) < 0) {
+        if (poll(p, 5, exited ? 0 : -1) < 0) {
             if (errno == EINTR)
                 continue;
             die("poll");
@@ -681,21 +770,11 @@ static void relay(int ctl, pid_t cmd, int in_w, int out_r, int err_r)
             char *fb;
             if (!recv_frame(ctl, &type, &fb, &len))
                 die("lost the host");
-            if (type == VM_STDIN && in_w >= 0) {
-                if (!write_all(in_w, fb, len)) {
-                    close(in_w);
-                    in_w = -1;
-                }
-            } else if (type == VM_STDIN_EOF && in_w >= 0) {
-                close(in_w);
-                in_w = -1;
-            } else if (type == VM_SIGNAL && len == 4) {
-                uint32_t sig;
-                memcpy(&sig, fb, 4);
-                kill(-cmd, (int)sig);
-            }
+            on_host_frame(ctl, cmd, &q, type, fb, len);
             free(fb);
         }
+        if (p[4].revents & (POLLOUT | POLLERR | POLLHUP))
+            stdin_flush(ctl, &q);
         if (p[3].revents & POLLIN)
             exited = true;
         /* Exited and nothing more to read right now: a background process

@@ -61,6 +61,20 @@ def test_argv0_is_found_in_the_runs_own_path(cordon):
     assert r.status == 127 and "command not found: 'ls'" in r.err, r
 
 
+def test_stdin_unread_blocks_nothing_else(cordon):
+    """A command that writes before it reads its stdin, and one that exits
+    with its stdin unread, end as they would outside (no deadlock, no
+    timeout) at every level: stdin is relayed as the command takes it,
+    never by blocking the relay of its output, its signals or its end."""
+    r = cordon.run(["sh", "-c", "head -c 300000 /dev/zero; wc -c >&2"], "-t", "120s",
+                   input=b"x" * 1000000, timeout=180)
+    assert r.status == 0 and len(r.stdout) == 300000, r
+    assert "1000000" in r.err.splitlines(), r  # beside any line on degraded limits
+    r = cordon.run(["sh", "-c", "echo hi; exit 3"], "-t", "120s", input=b"x" * (12 << 20),
+                   timeout=180)
+    assert r.status == 3 and r.out == "hi\n" and r.result["reason"] == "exited", r
+
+
 def test_home_and_cwd(cordon):
     r = cordon.run(["sh", "-c", 'echo "$HOME"; pwd'])
     assert r.status == 0, r

@@ -28,6 +28,8 @@ static const struct frame_case cases[] = {
     { "stdout at the cap", VM_PORT_CONTROL, VM_STDOUT, VM_DATA_MAX, 0, NULL },
     { "exit", VM_PORT_CONTROL, VM_EXIT, 8, 0, NULL },
     { "error", VM_PORT_CONTROL, VM_ERROR, 20, 1, NULL },
+    { "stdin taken", VM_PORT_CONTROL, VM_STDIN_TAKEN, 4, 0, NULL },
+    { "stdin taken, short", VM_PORT_CONTROL, VM_STDIN_TAKEN, 2, 0, "length 2 (allowed 4-4)" },
     { "egress open", VM_PORT_EGRESS, VM_EG_OPEN, 4, 1023, NULL },
     { "egress data", VM_PORT_EGRESS, VM_EG_DATA, 100, 5, NULL },
     { "unknown type", VM_PORT_CONTROL, 99, 0, 0, "unknown type 99" },

@@ -282,7 +282,7 @@ static int send_call(int ctl, struct start_message *m, struct cordon_err *err)
 
 /* One frame of the guest's on the control or egress port; the run's end where it says so. */
 static void on_guest_frame(struct vm *vm, const struct shim_fds *fds, const struct start_message *m,
-                           int *conns, const struct vm_frame *f)
+                           int *conns, uint32_t *stdin_sent, const struct vm_frame *f)
 {
     struct cordon_err err = { 0 };
     uint32_t v32 = 0;
@@ -309,6 +309,10 @@ static void on_guest_frame(struct vm *vm, const struct shim_fds *fds, const stru
         guest_error(f, &err);
         vm_kill(vm);
         shim_fail(fds, &err);
+    case VM_STDIN_TAKEN:
+        /* Never below nothing: a guest cannot take more room than the window. */
+        *stdin_sent = v32 < *stdin_sent ? *stdin_sent - v32 : 0;
+        break;
     case VM_READY:
     case VM_SET:
         err_set(&err, CORDON_E_SETUP, "microvm: the guest spoke out of turn (frame type %u)",
@@ -360,12 +364,14 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
         sigaddset(&set, forwarded[i]);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    /* Stdin sent that the guest has not said it took: read no more past the window. */
+    uint32_t stdin_sent = 0;
 
     for (;;) {
         static struct pollfd p[5 + VM_EG_MAX_CONNS];
         p[0] = (struct pollfd){ .fd = vm->ctl, .events = POLLIN };
         p[1] = (struct pollfd){ .fd = vm->eg, .events = POLLIN };
-        p[2] = (struct pollfd){ .fd = in, .events = POLLIN };
+        p[2] = (struct pollfd){ .fd = stdin_sent < VM_STDIN_WINDOW ? in : -1, .events = POLLIN };
         p[3] = (struct pollfd){ .fd = vm->pidfd, .events = POLLIN };
         p[4] = (struct pollfd){ .fd = sfd, .events = POLLIN };
         for (size_t i = 0; i < VM_EG_MAX_CONNS; i++)
@@ -387,9 +393,10 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
             }
         }
         if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t n = read(in, buf, sizeof buf);
+            ssize_t n = read(in, buf, VM_STDIN_WINDOW - stdin_sent);
             if (n > 0) {
                 send_frame(vm->ctl, VM_STDIN, buf, (size_t)n, NULL, 0);
+                stdin_sent += (uint32_t)n;
             } else {
                 send_frame(vm->ctl, VM_STDIN_EOF, NULL, 0, NULL, 0);
                 close(in);
@@ -417,7 +424,7 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                 off += used;
                 if (got == 0)
                     break;
-                on_guest_frame(vm, fds, m, conns, &f);
+                on_guest_frame(vm, fds, m, conns, &stdin_sent, &f);
             }
         }
         for (uint32_t i = 0; i < VM_EG_MAX_CONNS; i++) {

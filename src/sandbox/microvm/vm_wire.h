@@ -13,6 +13,14 @@
 #define VM_FRAME_HEADER 8u
 /* Data frames (stdio, egress) carry at most this much. */
 #define VM_DATA_MAX (64u << 10)
+/*
+ * Stdin the host may have sent that the guest has not yet handed to the
+ * command (VM_STDIN_TAKEN returns it): the agent queues no more than this
+ * and never blocks on the command's pipe, and the host's writes to the
+ * control port stay within its socket's buffer, so neither end stops
+ * reading the other while a command leaves its stdin unread.
+ */
+#define VM_STDIN_WINDOW VM_DATA_MAX
 /* The call (argv, environment, mounts, filter) at most this much. */
 #define VM_CALL_MAX (8u << 20)
 /* An error message from the guest. */
@@ -46,12 +54,14 @@ enum vm_frame_type {
     VM_SIGNAL = 4,    /* u32 signal number, for the command's session */
     VM_SETUP = 5,     /* the boundary, before the call: layout below */
     /* guest -> host */
-    VM_READY = 16,  /* empty: the agent is up and waits for the setup */
-    VM_STDOUT = 17, /* bytes */
-    VM_STDERR = 18, /* bytes */
-    VM_EXIT = 19,   /* u32 wait status of the command, u32 VM_EXIT_* flags */
-    VM_ERROR = 20,  /* u32 kind (VM_ERR_*), then a message */
-    VM_SET = 21,    /* empty: the setup is in place, the agent waits for the call */
+    VM_READY = 16,       /* empty: the agent is up and waits for the setup */
+    VM_STDOUT = 17,      /* bytes */
+    VM_STDERR = 18,      /* bytes */
+    VM_EXIT = 19,        /* u32 wait status of the command, u32 VM_EXIT_* flags */
+    VM_ERROR = 20,       /* u32 kind (VM_ERR_*), then a message */
+    VM_SET = 21,         /* empty: the setup is in place, the agent waits for the call */
+    VM_STDIN_TAKEN = 22, /* u32: that many more bytes of stdin handed to the command (or
+                            dropped: it closed its stdin), room for as many again */
     /* the egress port (/dev/vport0p2), both ways: u32 connection id first */
     VM_EG_OPEN = 32,  /* guest -> host: a connection to the gateway */
     VM_EG_DATA = 33,  /* id, then bytes */

@@ -20,6 +20,7 @@ static const struct frame_rule control_rules[] = {
     { VM_STDERR, 1, VM_DATA_MAX, false },
     { VM_EXIT, 8, 8, false },
     { VM_ERROR, 4, VM_ERROR_MAX, false },
+    { VM_STDIN_TAKEN, 4, 4, false },
 };
 
 static const struct frame_rule egress_rules[] = {
