@@ -768,6 +768,14 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
             return err_set(err, CORDON_E_USAGE,
                            "files: '%s' would make a protected name in the workspace",
                            call->files[i].path);
+    /* As the command could not write it: the same answer at every level,
+     * whoever places the files and under whichever rlimit. */
+    for (size_t i = 0; run->p->limits.file_size && i < call->n_files; i++)
+        if (call->files[i].len > run->p->limits.file_size)
+            return err_set(err, CORDON_E_USAGE,
+                           "files: '%.100s' is %zu bytes, over limits.file_size (%llu)",
+                           call->files[i].path, call->files[i].len,
+                           (unsigned long long)run->p->limits.file_size);
     _cleanup_(strv_freep) char **envp = plan_env(run, call);
     if (!envp)
         return err_set(err, CORDON_E_INTERNAL, "out of memory");

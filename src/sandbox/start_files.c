@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,19 +43,56 @@ static int open_in(int dir, const char *name, int flags, mode_t mode)
     return openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
 }
 
-/* PATH's parent beneath DIR, its directories made (0755) on the way; *LEAF is its last component. */
-static int parent_of(int dir, char *path, char **leaf)
+/* What placing made so far, taken back should a later file fail. */
+struct made {
+    struct made_entry {
+        char *path;
+        bool dir;
+    } * e;
+    size_t n, cap;
+};
+
+static void made_add(struct made *m, const char *path, size_t len, bool dir)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        struct made_entry *e = realloc(m->e, cap * sizeof *e);
+        if (!e)
+            return; /* then it is left: the run still fails, saying why */
+        m->e = e;
+        m->cap = cap;
+    }
+    m->e[m->n].path = strndup(path, len);
+    m->e[m->n].dir = dir;
+    if (m->e[m->n].path)
+        m->n++;
+}
+
+/*
+ * PATH's parent beneath DIR; *LEAF is its last component. With M, its
+ * directories are made (0755) on the way and the ones made noted in M.
+ */
+static int parent_of(int dir, char *path, char **leaf, struct made *m)
 {
     dir = fcntl(dir, F_DUPFD_CLOEXEC, 3);
     char *p = path, *slash;
     while (dir >= 0 && (slash = strchr(p, '/'))) {
         *slash = '\0';
         int next = -1;
-        if (strcmp(p, "..") == 0 || strcmp(p, ".") == 0 || !p[0])
+        if (strcmp(p, "..") == 0 || strcmp(p, ".") == 0 || !p[0]) {
             errno = EPERM;
-        else if (mkdirat(dir, p, 0755) == 0 || errno == EEXIST)
+        } else if (!m) {
             next = open_in(dir, p, O_PATH | O_DIRECTORY, 0);
+        } else {
+            bool made = mkdirat(dir, p, 0755) == 0;
+            if (made)
+                made_add(m, path, (size_t)(slash - path), true);
+            if (made || errno == EEXIST)
+                next = open_in(dir, p, O_PATH | O_DIRECTORY, 0);
+        }
+        int e = errno;
         close(dir);
+        errno = e;
         *slash = '/';
         dir = next;
         p = slash + 1;
@@ -63,16 +101,18 @@ static int parent_of(int dir, char *path, char **leaf)
     return dir;
 }
 
-static int place_one(int dir_fd, char *path, const char *data, size_t len, unsigned mode)
+static int place_one(int dir_fd, char *path, const char *data, size_t len, unsigned mode,
+                     struct made *m)
 {
     char *leaf;
-    int dir = parent_of(dir_fd, path, &leaf);
+    int dir = parent_of(dir_fd, path, &leaf, m);
     if (dir < 0)
         return -1;
     int out = open_in(dir, leaf, O_WRONLY | O_CREAT | O_EXCL, mode & 0777);
     close(dir);
     if (out < 0)
         return -1;
+    made_add(m, path, strlen(path), false);
     if (!write_all(out, data, len)) {
         int e = errno;
         close(out);
@@ -82,31 +122,62 @@ static int place_one(int dir_fd, char *path, const char *data, size_t len, unsig
     return close(out);
 }
 
+/* Take back what M notes, the last made first (a directory after what is in it). */
+static void undo(int dir_fd, struct made *m)
+{
+    while (m->n > 0) {
+        struct made_entry *e = &m->e[--m->n];
+        char *leaf;
+        int dir = parent_of(dir_fd, e->path, &leaf, NULL);
+        if (dir >= 0) {
+            unlinkat(dir, leaf, e->dir ? AT_REMOVEDIR : 0);
+            close(dir);
+        }
+        free(e->path);
+    }
+    free(m->e);
+}
+
 int start_files_place(const char *buf, size_t size, int dir_fd, char *why, size_t why_len)
 {
     char path[4096];
     size_t off = 0;
-    while (off < size) {
+    struct made m = { 0 };
+    /* The modes asked for, whatever umask the front end started with. */
+    mode_t umask_was = umask(0);
+    int rc = 0;
+    while (rc == 0 && off < size) {
         struct start_file_header fh;
-        if (size - off < sizeof fh)
+        if (size - off < sizeof fh) {
+            rc = -1;
             break;
+        }
         memcpy(&fh, buf + off, sizeof fh);
         off += sizeof fh;
         if (fh.path_len == 0 || fh.path_len >= sizeof path || size - off < fh.path_len ||
-            size - off - fh.path_len < fh.len || memchr(buf + off, '\0', fh.path_len))
+            size - off - fh.path_len < fh.len || memchr(buf + off, '\0', fh.path_len)) {
+            rc = -1;
             break;
+        }
         memcpy(path, buf + off, fh.path_len);
         path[fh.path_len] = '\0';
         off += fh.path_len;
-        if (place_one(dir_fd, path, buf + off, (size_t)fh.len, fh.mode) < 0) {
-            snprintf(why, why_len, "cannot place file '%.256s' in the workspace: %s", path,
+        if (place_one(dir_fd, path, buf + off, (size_t)fh.len, fh.mode, &m) < 0) {
+            snprintf(why, why_len, "cannot place file '%.100s' in the workspace: %s", path,
                      strerror(errno));
-            return -1;
+            rc = -2;
         }
         off += (size_t)fh.len;
     }
-    if (off == size)
-        return 0;
-    snprintf(why, why_len, "the call's files are malformed");
-    return -1;
+    if (rc == -1)
+        snprintf(why, why_len, "the call's files are malformed");
+    if (rc < 0)
+        undo(dir_fd, &m);
+    else {
+        for (size_t i = 0; i < m.n; i++)
+            free(m.e[i].path);
+        free(m.e);
+    }
+    umask(umask_was);
+    return rc < 0 ? -1 : 0;
 }

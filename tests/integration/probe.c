@@ -412,6 +412,20 @@ static int act_kill(int argc, char **argv)
     return 0;
 }
 
+/* Kill the parent at once, then write PATH: a command racing whoever started it. */
+static int act_kill_parent_write(int argc, char **argv)
+{
+    if (argc != 1)
+        return usage("kill-parent-write PATH");
+    if (kill(getppid(), SIGKILL) < 0)
+        return fail("kill");
+    int fd = open(argv[0], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, "x", 1) != 1)
+        return fail("write");
+    close(fd);
+    return 0;
+}
+
 static int act_unshare(int argc, char **argv)
 {
     (void)argv;
@@ -1133,6 +1147,7 @@ static const struct {
     { "connect-abstract", act_connect_abstract },
     { "bind-tcp", act_bind_tcp },
     { "kill", act_kill },
+    { "kill-parent-write", act_kill_parent_write },
     { "unshare", act_unshare },
     { "unshare-ns", act_unshare_ns },
     { "setns", act_setns },

@@ -39,7 +39,7 @@ import conftest
 
 import egress_servers as es
 from test_signals import GROUP_TRAP
-from conftest import (BUILD, assert_errno, host_ipv4_addresses, host_state, marker,
+from conftest import (BUILD, PROBE, assert_errno, host_ipv4_addresses, host_state, marker,
                       new_leftovers, pids_with, wait_until)
 
 LEVEL = ("--level", "gvisor")
@@ -97,9 +97,26 @@ def test_runs(cordon, cmd, status, out):
 
 
 def test_command_not_found(cordon):
+    """Told by the helper's caller over a socket the command never holds:
+    a setup error (127, 126) with its error, as at every level."""
     r = gv(cordon, ["no-such-command-here"])
     assert r.status == 127, r
     assert "command not found: 'no-such-command-here'" in r.err, r
+    assert (r.result["reason"], r.result["error"]) == \
+        ("setup_error", "command not found: 'no-such-command-here'"), r.result
+    r = gv(cordon, ["/etc/passwd"])
+    assert (r.status, r.result["reason"]) == (126, "setup_error"), r
+
+
+def test_a_command_that_kills_its_caller_ran(cordon):
+    """The command is the helper's caller's uid, so it may kill the caller
+    at once: the run it had is recorded as its own (killed, exited), never
+    as a setup error in which nothing ran, whatever it wrote meanwhile."""
+    for i in range(20):  # a race the command won 1 time in 4 when it could
+        ws = cordon.hostdir(f"ws{i}")
+        r = gv(cordon, [PROBE, "kill-parent-write", "ran"], "-w", ws)
+        assert r.result["reason"] != "setup_error", (r, os.listdir(ws))
+    assert_nothing_left()
 
 
 def test_runs_on_gvisor_kernel(cordon):

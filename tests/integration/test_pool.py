@@ -169,6 +169,29 @@ def test_a_calls_files_are_placed_or_refused(pool, cordon):
     assert (r["exit_code"], r["stdout"]) == (0, ""), r
 
 
+def test_a_calls_files_are_held_to_the_file_size_limit(cordon):
+    """A call's file over limits.file_size is refused before anything runs
+    (125, which file), as the command could not have written it, at every
+    level (microvm's agent and gVisor's helper place files under that
+    rlimit, the boundary does not); one within it is placed."""
+    pol = cordon.hostdir() / "fsize.yaml"
+    pol.write_text("version: 1\nlimits:\n  file_size: 1M\n")
+    os.chmod(pol.parent, 0o755)
+    os.chmod(pol, 0o644)
+    d = Daemon(cordon, *cordon.level_opts(), "--policy", pol, "--pool", "0")
+    try:
+        c = d.connect(timeout=120)
+        ans = c.call("run", {"argv": ["touch", "ran"], "files": {"big": "x" * (2 << 20)}})
+        r = ans["result"]
+        assert r["status"] == 125 and r["reason"] == "setup_error", ans
+        assert r["error"] == "files: 'big' is 2097152 bytes, over limits.file_size (1048576)", ans
+        r = c.result("run", {"argv": ["sh", "-c", "wc -c < ok; ls"], "files": {"ok": "x" * 1000}})
+        assert (r["exit_code"], r["stdout"]) == (0, "1000\nok\n"), r
+        c.close()
+    finally:
+        d.stop()
+
+
 def host_sysv(key):
     """System V objects with KEY in the host's IPC namespace."""
     found = []

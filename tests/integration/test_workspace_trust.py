@@ -193,8 +193,8 @@ def test_a_calls_files_do_not_follow_a_planted_link(cordon):
     """Links planted in a host workspace, to a directory and to a file, are
     not followed out of it by whatever places a call's files (the boundary,
     the keeper, gVisor's helper, the guest's agent): the call fails with one
-    error naming the file, the command never runs, and the links' targets
-    stay empty."""
+    error naming the file, the command never runs, the links' targets stay
+    empty, and what the call placed before the refused file is taken back."""
     from serve_util import Daemon
     ws, outside = cordon.hostdir("ws"), cordon.hostdir("outside")
     os.symlink(outside, ws / "d")
@@ -203,7 +203,9 @@ def test_a_calls_files_do_not_follow_a_planted_link(cordon):
     try:
         c = d.connect()
         for path in ("d/x", "leaf"):
-            ans = c.call("run", {"argv": ["touch", "ran"], "files": {path: "planted\n"}})
+            # A file placed before the one refused is taken back: no part of the call is left.
+            ans = c.call("run", {"argv": ["touch", "ran"],
+                                 "files": {"new/first.txt": "ok\n", path: "planted\n"}})
             r = ans["result"]
             assert r["status"] == 125 and r["reason"] == "setup_error", ans
             assert f"cannot place file '{path}' in the workspace" in r["error"], ans

@@ -23,9 +23,14 @@
  *                                it is the caller's (a dial the gofer's
  *                                connect() lost to a signal and retried
  *                                leaves a dead one behind)
- *                   CALL_STARTED value: the command's pid (inside)
- *                   CALL_ERROR   len bytes: why the call could not start;
- *                                value: a CALL_FAILED_* kind
+ *                   CALL_STARTED value: the command's pid (inside), sent
+ *                                before it may exec: from here on the
+ *                                channel's end is the command's
+ *                   CALL_RUNNING it exec'd (its setup errors are over)
+ *                   CALL_ERROR   len bytes: why the call could not start
+ *                                (before CALL_STARTED, or between it and
+ *                                CALL_RUNNING: the exec failed); value: a
+ *                                CALL_FAILED_* kind
  *                   CALL_EXIT    value: the command's wait status
  */
 #pragma once
@@ -45,6 +50,7 @@ enum call_kind {
     CALL_SIGNAL = 'K',
     CALL_HELLO = 'H',
     CALL_STARTED = 'S',
+    CALL_RUNNING = 'R',
     CALL_ERROR = 'E',
     CALL_EXIT = 'X',
 };

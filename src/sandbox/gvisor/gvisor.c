@@ -229,14 +229,30 @@ static int read_record(int s, struct call_record *r, char *why, size_t why_len)
     return 0;
 }
 
-/*
- * Until the command ends: the supervisor's signals passed on to it (the
- * caller signals it by its pid inside), its wait status back. A sandbox
- * killed under the command (gVisor's memory limit, the OOM killer) ends
- * the channel without a status: it was killed.
- */
-static int wait_command(int s, int sfd)
+/* A CALL_ERROR of KIND as the run's error: the call's own as every level tells it. */
+static void call_error(int32_t kind, const char *why, struct cordon_err *err)
 {
+    if (kind == CALL_FAILED_NOTFOUND)
+        err_set(err, CORDON_E_NOTFOUND, "%s", why);
+    else if (kind == CALL_FAILED_NOEXEC)
+        err_set(err, CORDON_E_NOEXEC, "%s", why);
+    else if (kind == CALL_FAILED_CALL)
+        err_set(err, CORDON_E_SETUP, "%s", why);
+    else
+        err_set(err, CORDON_E_SETUP, "gvisor: %s", why);
+}
+
+/*
+ * From CALL_STARTED until the command ends: the supervisor's signals passed
+ * on to it (the caller signals it by its pid inside), its wait status back.
+ * An exec that failed (CALL_ERROR before CALL_RUNNING) fails the shim: the
+ * command never ran. A sandbox killed under the command (gVisor's memory
+ * limit, the OOM killer), or a caller the command killed, ends the channel
+ * without a status: it was killed.
+ */
+static int wait_command(int s, int sfd, const struct shim_fds *fds)
+{
+    bool running = false;
     for (;;) {
         struct pollfd p[2] = { { .fd = s, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
         if (poll(p, sfd >= 0 ? 2 : 1, -1) < 0) {
@@ -255,11 +271,19 @@ static int wait_command(int s, int sfd)
         if (!p[0].revents)
             continue;
         struct call_record r;
-        char why[8];
+        char why[CALL_ERROR_MAX + 1];
         if (read_record(s, &r, why, sizeof why) < 0)
             return SIGKILL;
-        if (r.kind == CALL_EXIT)
+        if (r.kind == CALL_RUNNING && !running) {
+            running = true;
+            close(fds->err_w); /* what follows is the command's status, not a setup error */
+        } else if (r.kind == CALL_ERROR && !running) {
+            struct cordon_err err = { 0 };
+            call_error(r.value, why, &err);
+            shim_fail(fds, &err);
+        } else if (r.kind == CALL_EXIT && running) {
             return r.value;
+        }
     }
 }
 
@@ -329,21 +353,13 @@ static int run_call(const struct gv_state *st, const struct shim_fds *fds, int c
     char why[CALL_ERROR_MAX + 1];
     int got = read_record(caller, &r, why, sizeof why);
     if (got < 0 || r.kind != CALL_STARTED) {
-        if (got == 0 && r.kind == CALL_ERROR && r.value == CALL_FAILED_NOTFOUND)
-            err_set(&err, CORDON_E_NOTFOUND, "%s", why);
-        else if (got == 0 && r.kind == CALL_ERROR && r.value == CALL_FAILED_NOEXEC)
-            err_set(&err, CORDON_E_NOEXEC, "%s", why);
-        else if (got == 0 && r.kind == CALL_ERROR && r.value == CALL_FAILED_CALL)
-            err_set(&err, CORDON_E_SETUP, "%s", why);
-        else if (got == 0 && r.kind == CALL_ERROR)
-            err_set(&err, CORDON_E_SETUP, "gvisor: %s", why);
+        if (got == 0 && r.kind == CALL_ERROR)
+            call_error(r.value, why, &err);
         else
             runsc_error(log, &err);
         shim_fail(fds, &err);
     }
-    /* Started: what follows is the command's status, not a setup error. */
-    close(fds->err_w);
-    return wait_command(caller, sfd);
+    return wait_command(caller, sfd, fds);
 }
 
 static _Noreturn void shim_main(struct gv_state *st, const struct shim_fds *fds, pid_t parent)

@@ -509,31 +509,29 @@ static enum call_failure exec_failure(int e)
     return CALL_FAILED_CALL;
 }
 
-static _Noreturn void spawn_fail(int fail_w, enum call_failure kind, const char *what)
+static _Noreturn void spawn_fail(int ctl, enum call_failure kind, const char *what)
 {
     struct spawn_failure f = { .kind = kind, .err = errno };
     snprintf(f.what, sizeof f.what, "%s", what);
-    write_all(fail_w, &f, sizeof f);
+    write_all(ctl, &f, sizeof f);
     _exit(kind == CALL_FAILED_NOTFOUND ? 127 : kind == CALL_FAILED_NOEXEC ? 126 : 125);
 }
 
 /*
- * The command, confined as it execs: no_new_privs and the profile; a session
- * of its own. Its pid, or -1 with WHY (and *KIND) when it did not start: its
- * exec's failure is told over a close-on-exec pipe, as a setup error, so the
- * run reports it as the other levels do (command not found: status 127).
+ * The command's process, confined as it will exec (no_new_privs and the
+ * profile; a session of its own), held before its exec until
+ * command_execed() lets it go: the shim hears CALL_STARTED before anything
+ * of the command can run. *CTL is our end of a socket pair (a socket: no
+ * /proc/PID/fd reopens it) that says how its exec went. Its pid, or -1.
  */
-static pid_t spawn_command(char **argv, char **envp, const int stdio[3], enum call_failure *kind,
-                           char *why, size_t why_len)
+static pid_t fork_command(char **argv, char **envp, const int stdio[3], int *ctl)
 {
-    int fail[2];
-    if (pipe2(fail, O_CLOEXEC) < 0) {
-        snprintf(why, why_len, "cannot start the command: %s", strerror(errno));
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
         return -1;
-    }
     pid_t pid = fork();
     if (pid == 0) {
-        close(fail[0]);
+        close(sp[0]);
         setsid();
         for (int sig = 1; sig < NSIG; sig++)
             signal(sig, SIG_DFL);
@@ -542,36 +540,53 @@ static pid_t spawn_command(char **argv, char **envp, const int stdio[3], enum ca
         sigprocmask(SIG_SETMASK, &none, NULL);
         for (int i = 0; i < 3; i++)
             if (dup2(stdio[i], i) < 0)
-                spawn_fail(fail[1], CALL_FAILED_SETUP, "cannot set up stdio");
+                spawn_fail(sp[1], CALL_FAILED_SETUP, "cannot set up stdio");
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-            spawn_fail(fail[1], CALL_FAILED_SETUP, "cannot set no_new_privs");
+            spawn_fail(sp[1], CALL_FAILED_SETUP, "cannot set no_new_privs");
         if (profile.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &profile, 0, 0) < 0)
-            spawn_fail(fail[1], CALL_FAILED_SETUP, "cannot install the seccomp profile");
+            spawn_fail(sp[1], CALL_FAILED_SETUP, "cannot install the seccomp profile");
+        char go;
+        if (read(sp[1], &go, 1) != 1)
+            _exit(125); /* the caller is gone */
         environ = envp; /* execvp searches the call's PATH */
         execvp(argv[0], argv);
-        spawn_fail(fail[1], exec_failure(errno), "");
+        spawn_fail(sp[1], exec_failure(errno), "");
     }
-    close(fail[1]);
-    struct spawn_failure f;
-    bool failed = pid > 0 && read_full(fail[0], &f, sizeof f);
-    close(fail[0]);
+    close(sp[1]);
     if (pid < 0) {
-        snprintf(why, why_len, "cannot start the command: %s", strerror(errno));
+        int e = errno;
+        close(sp[0]);
+        errno = e;
         return -1;
     }
+    *ctl = sp[0];
+    return pid;
+}
+
+/*
+ * Let PID (fork_command's) exec, and learn how that went over CTL (closed
+ * here): true once it is the command; false with *KIND and WHY when it
+ * never became it (reaped).
+ */
+static bool command_execed(int ctl, pid_t pid, const char *argv0, enum call_failure *kind,
+                           char *why, size_t why_len)
+{
+    struct spawn_failure f;
+    bool failed = write_all(ctl, "g", 1) && read_full(ctl, &f, sizeof f);
+    close(ctl);
     if (!failed)
-        return pid;
+        return true;
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
     *kind = (enum call_failure)f.kind;
     f.what[sizeof f.what - 1] = '\0';
     if (f.kind == CALL_FAILED_NOTFOUND)
-        snprintf(why, why_len, "command not found: '%.256s'", argv[0]);
+        snprintf(why, why_len, "command not found: '%.256s'", argv0);
     else if (f.kind == CALL_FAILED_NOEXEC || f.kind == CALL_FAILED_CALL)
-        snprintf(why, why_len, "cannot execute '%.256s': %s", argv[0], strerror(f.err));
+        snprintf(why, why_len, "cannot execute '%.256s': %s", argv0, strerror(f.err));
     else
         snprintf(why, why_len, "%s: %s", f.what, strerror(f.err));
-    return -1;
+    return false;
 }
 
 /*
@@ -645,16 +660,25 @@ static _Noreturn void caller_main(int s)
         send_record(s, CALL_ERROR, CALL_FAILED_CALL, why);
         _exit(1);
     }
-    enum call_failure kind = CALL_FAILED_SETUP;
-    pid_t pid = spawn_command(argv, envp, fds, &kind, why, sizeof why);
+    int ctl;
+    pid_t pid = fork_command(argv, envp, fds, &ctl);
     if (pid < 0) {
-        send_record(s, CALL_ERROR, (int32_t)kind, why);
+        snprintf(why, sizeof why, "cannot start the command: %s", strerror(errno));
+        send_record(s, CALL_ERROR, CALL_FAILED_SETUP, why);
         _exit(1);
     }
     for (int i = 0; i < 4; i++)
         if (fds[i] >= 0)
             close(fds[i]);
+    /* Started before it can run: what ends the channel from here on (the
+     * command killing us, say) is the command's end, never a setup error. */
     send_record(s, CALL_STARTED, pid, NULL);
+    enum call_failure kind = CALL_FAILED_SETUP;
+    if (!command_execed(ctl, pid, argv[0], &kind, why, sizeof why)) {
+        send_record(s, CALL_ERROR, (int32_t)kind, why);
+        _exit(1);
+    }
+    send_record(s, CALL_RUNNING, 0, NULL);
     watch_command(s, pid);
 }
 

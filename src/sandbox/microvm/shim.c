@@ -247,7 +247,7 @@ static int send_call(int ctl, struct start_message *m, struct cordon_err *err)
     struct vm_buf b = { 0 };
     unsigned char entropy[VM_ENTROPY_BYTES];
     if (getrandom(entropy, sizeof entropy, 0) != (ssize_t)sizeof entropy)
-        return -1;
+        return err_sys(err, CORDON_E_SETUP, "microvm: cannot draw the guest's entropy");
     vm_buf_bytes(&b, entropy, sizeof entropy);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -268,6 +268,8 @@ static int send_call(int ctl, struct start_message *m, struct cordon_err *err)
     int rc = put_files(&b, m);
     if (rc < 0)
         err_sys(err, CORDON_E_SETUP, "microvm: cannot read the call's files");
+    else if (b.failed && !b.over)
+        rc = err_set(err, CORDON_E_INTERNAL, "out of memory");
     else if (b.failed)
         rc = err_set(err, CORDON_E_USAGE,
                      "microvm: the call (arguments, environment and files) is over the guest's "

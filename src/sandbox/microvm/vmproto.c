@@ -109,7 +109,7 @@ static void reserve(struct vm_buf *b, size_t n)
     if (b->failed)
         return;
     if (b->len + n > VM_CALL_MAX) {
-        b->failed = true;
+        b->failed = b->over = true;
         return;
     }
     if (b->len + n <= b->cap)

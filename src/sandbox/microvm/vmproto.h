@@ -46,6 +46,7 @@ struct vm_buf {
     unsigned char *data;
     size_t len, cap;
     bool failed; /* out of memory or over VM_CALL_MAX */
+    bool over;   /* over VM_CALL_MAX */
 };
 
 void vm_buf_u32(struct vm_buf *b, uint32_t v);
