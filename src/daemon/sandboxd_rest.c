@@ -5,11 +5,14 @@
  * from the workspace's descriptor with nothing followed out of it
  * (daemon/workspace_files.h): "..", a link and a mount are refused with 403,
  * whatever a run planted. Writes are atomic (a new file renamed into place).
+ * A PUT or DELETE keeps out of the workspace's protected names and of every
+ * repository in it (write_refused()).
  */
 #include "daemon/sandboxd_int.h"
 
 #include "common/cleanup.h"
 #include "daemon/workspace_files.h"
+#include "sandbox/gitscan.h"
 #include "sandbox/names.h"
 
 #include <dirent.h>
@@ -182,6 +185,84 @@ static void serve_get(struct sandboxd *sd, struct evhttp_request *req, const cha
     evhttp_send_reply(req, 200, "OK", buf);
     if (buf)
         evbuffer_free(buf);
+}
+
+/* ---- what a write may not touch ---- */
+
+#define GIT_WHY "protected in the workspace: git on the host runs its hooks and config"
+
+/* N bytes of a path in a reply, at most 300 (the reply's message is 512 bytes). */
+static int shown(size_t n)
+{
+    return n > 300 ? 300 : (int)n;
+}
+
+/*
+ * Is PATH (written by a PUT, or removed by a DELETE: DEL) a repository's
+ * business: a .git at any depth (a directory or a gitdir pointer), or in a
+ * directory git takes for a git directory, counting the names the write
+ * itself makes (a bare repository's HEAD, objects, refs or commondir)? Why,
+ * in WHY. Resolved from ROOT_FD, following nothing.
+ */
+static bool git_refused(int root_fd, const char *path, bool del, char *why, size_t len)
+{
+    _cleanup_close_ int dir = fcntl(root_fd, F_DUPFD_CLOEXEC, 3); /* -1: made by the write */
+    for (const char *c = path;; c += strcspn(c, "/") + 1) {
+        size_t n = strcspn(c, "/");
+        bool last = !c[n];
+        size_t at = (size_t)(c - path) - (c != path); /* the directory: PATH's first AT bytes */
+        char name[NAME_MAX + 1];
+        snprintf(name, sizeof name, "%.*s", (int)(n > NAME_MAX ? NAME_MAX : n), c);
+        if (gitscan_dotgit_name(c, n)) {
+            if (last)
+                snprintf(why, len, "'%.300s' is a repository's .git, " GIT_WHY, path);
+            else
+                snprintf(why, len, "'%.300s' is in a repository's .git ('%.*s'), " GIT_WHY, path,
+                         shown((size_t)(c - path) + n), path);
+            return true;
+        }
+        if (dir >= 0 && gitscan_gitdir_shaped(dir, del ? NULL : name)) {
+            int n_at = at ? shown(at) : 1;
+            const char *d = at ? path : "/";
+            if (gitscan_gitdir_shaped(dir, NULL))
+                snprintf(why, len, "'%.300s' is in a git directory ('%.*s'), " GIT_WHY, path, n_at,
+                         d);
+            else
+                snprintf(why, len, "'%.300s' would make '%.*s' a git directory, " GIT_WHY, path,
+                         n_at, d);
+            return true;
+        }
+        int next = dir >= 0 ? wsfile_open(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0) : -1;
+        closep(&dir);
+        dir = next;
+        if (last && del && dir >= 0 && gitscan_gitdir_shaped(dir, NULL)) {
+            snprintf(why, len, "'%.300s' is a git directory, " GIT_WHY, path);
+            return true;
+        }
+        if (last)
+            return false;
+    }
+}
+
+/*
+ * Why a PUT (or a DELETE, DEL) of PATH is refused, told in WHY; false when
+ * it is not. A write or removal here is a run's in all but name: the
+ * workspace's protected names (.envrc, .vscode/...) and a commit's own are
+ * as much out of its reach as of the command's (core/run.c, a call's
+ * files). So is .git, which a run may write because gitscan.h undoes after
+ * it what git would run: no scan follows a REST write, so no repository is
+ * touched at all (unless filesystem.unsafe_unprotect took .git out). What
+ * GET reads stays readable.
+ */
+static bool write_refused(const struct sandboxd *sd, const char *path, bool del, char *why,
+                          size_t len)
+{
+    const struct policy *p = sd->d->cfg.policy;
+    if (names_refused_path(p, path)) {
+        snprintf(why, len, "'%.300s' is a protected name in the workspace", path);
+        return true;
+    }
+    return gitscan_enabled(p) && git_refused(sd->root_fd, path, del, why, len);
 }
 
 /* ---- PUT ---- */
@@ -380,14 +461,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (workspace_path(req, raw + 9, path, sizeof path) < 0)
         return;
     const char *query = evhttp_uri_get_query(uri);
-    /* A write or removal here is a run's in all but name: the workspace's
-     * protected names (.envrc, .vscode/...) and a commit's own are as much
-     * out of its reach as of the command's (core/run.c, a call's files). */
-    const struct policy *p = sd->d->cfg.policy;
-    if (!get && strcmp(path, ".") != 0 && names_mode_for(p, NAMES_CHECK) != NAMES_OFF &&
-        names_refused_path(p, path)) {
-        reply_error(req, 403, "PERMISSION_DENIED", "'%s' is a protected name in the workspace",
-                    path);
+    char why[512];
+    if (!get && strcmp(path, ".") != 0 &&
+        write_refused(sd, path, cmd == EVHTTP_REQ_DELETE, why, sizeof why)) {
+        reply_error(req, 403, "PERMISSION_DENIED", "%s", why);
         return;
     }
     if (get)

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -103,6 +104,29 @@ bool gitscan_is_gitdir(int dir)
         (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) &&
         fstatat(dir, "objects", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
         fstatat(dir, "refs", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Is NAME in DIR, of any type, or is it ADDING (in any case: a casefolded directory's)? */
+static bool has_entry(int dir, const char *name, const char *adding)
+{
+    struct stat st;
+    return (adding && !strcasecmp(adding, name)) ||
+        fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+bool gitscan_gitdir_shaped(int dir, const char *adding)
+{
+    return has_entry(dir, "HEAD", adding) &&
+        ((has_entry(dir, "objects", adding) && has_entry(dir, "refs", adding)) ||
+         has_entry(dir, "commondir", adding));
+}
+
+bool gitscan_dotgit_name(const char *name, size_t len)
+{
+    while (len && (name[len - 1] == '.' || name[len - 1] == ' '))
+        len--;
+    return (len == 4 && !strncasecmp(name, ".git", 4)) ||
+        (len == 5 && !strncasecmp(name, "git~1", 5));
 }
 
 bool gitscan_hook_inert(const char *name, mode_t mode)

@@ -87,6 +87,23 @@ void gitscan_release(struct gitscan *gs);
 bool gitscan_is_gitdir(int dir);
 
 /*
+ * Would DIR (a directory) be a git directory to git, were the entry ADDING
+ * (NULL: none) made in it: HEAD, and objects and refs or a commondir
+ * pointer, each of any type (git asks access(X_OK) of objects and refs, which a
+ * file with an exec bit passes, and takes them from the commondir when
+ * there is one). Looser than gitscan_is_gitdir(), for a write to refuse.
+ */
+bool gitscan_gitdir_shaped(int dir, const char *adding);
+
+/*
+ * Is the path component NAME (LEN bytes) a .git to git on some filesystem
+ * Linux mounts: ".git" whatever its case (a casefolded directory, vfat),
+ * trailing dots and spaces aside (vfat and ntfs3 drop them), or its 8.3
+ * short name "git~1"?
+ */
+bool gitscan_dotgit_name(const char *name, size_t len);
+
+/*
  * After the run: the git directory DIR (REL in the workspace, DEPTH
  * directories below its root) made to hold nothing the run chose for git
  * to run (see above), against what GS kept. HOST_WS is the workspace's

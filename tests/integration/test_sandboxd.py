@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import tempfile
@@ -437,6 +438,164 @@ def test_files_keep_out_of_the_protected_names(sandboxd):
     assert s.http("PUT", "/v1/files/sub/.envrc", b"below\n")[0] == 204
     assert (s.ws / "sub" / ".envrc").read_text() == "below\n"
     assert s.http("GET", "/v1/files/.envrc")[0] == 200
+
+
+def host_git(ws, *args, cwd):
+    """git on the host as the suite's user (root in CI) in CWD of the workspace WS, every
+    owner's repository trusted (so the result is git's, not its ownership check's), not
+    looking above WS: what a user's prompt or editor runs there later."""
+    env = {"PATH": os.environ["PATH"], "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CEILING_DIRECTORIES": str(ws.parent), "LANG": "C"}
+    return subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=cwd, env=env,
+                          capture_output=True, timeout=120)
+
+
+def own(cordon, top):
+    """TOP and all in it the identity's: a write the daemon refuses is cordon's refusal."""
+    for dirpath, dirs, files in os.walk(top):
+        for n in [dirpath] + [os.path.join(dirpath, f) for f in dirs + files]:
+            os.lchown(n, cordon.ident.uid, cordon.ident.gid)
+
+
+def tree(top):
+    """Every entry under TOP: its mode, and a file's bytes (a link's target)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(top):
+        for n in dirs + files:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            body = None
+            if stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as f:
+                    body = f.read()
+            elif stat.S_ISLNK(st.st_mode):
+                body = os.readlink(p)
+            out[os.path.relpath(p, top)] = (st.st_mode, body)
+    return out
+
+
+def refused_for_git(s, method, path, body=b"x"):
+    code, _, text = s.http(method, f"/v1/files/{path}", body)
+    assert code == 403 and b"protected in the workspace: git on the host" in text, \
+        (method, path, code, text)
+    return text.decode()
+
+
+def test_files_keep_out_of_the_repositories(sandboxd, cordon):
+    """No scan follows a REST write as one follows a run (gitscan), so the
+    files endpoints touch no repository of the workspace: a PUT or DELETE
+    in a .git at any depth (a hook, config with core.fsmonitor, info/
+    attributes, a nested repository's, a gitdir pointer file, the .git
+    itself, .GIT) is refused with 403, and the host shows no trace: the
+    tree unchanged, and a host `git status` runs no planted command, where
+    the same config written into a copy of the repository does run it.
+    GET still reads there."""
+    s = sandboxd()
+    assert host_git(s.ws, "init", "-q", cwd=s.ws).returncode == 0
+    assert host_git(s.ws, "init", "-q", "sub", cwd=s.ws).returncode == 0
+    (s.ws / "sub" / "file").write_text("keep\n")
+    (s.ws / "wt").mkdir()
+    (s.ws / "wt" / ".git").write_text("gitdir: ../.git\n")  # a gitdir pointer
+    own(cordon, s.ws)
+    mark = cordon.hostdir() / "pwned"
+    evil = f'[core]\n\tfsmonitor = "touch {mark}; true"\n'.encode()
+    hook = b"#!/bin/sh\ntouch " + str(mark).encode() + b"\n"
+    before = tree(s.ws)
+    for path, body in ((".git/hooks/pre-commit?mode=0755", hook), (".git/config", evil),
+                       (".git/config.worktree", evil), (".git/info/attributes", b"* filter=x\n"),
+                       (".git/modules/m/config", evil), ("sub/.git/config", evil),
+                       ("sub/.git/hooks/post-checkout?mode=0755", hook),
+                       ("wt/.git", b"gitdir: /elsewhere\n"), (".GIT/config", evil),
+                       (".git./config", evil), ("sub/.Git/hooks/pre-commit", hook)):
+        refused_for_git(s, "PUT", path, body)
+    for path in (".git?recursive=true", ".git/hooks/pre-commit.sample", "sub/.git?recursive=true",
+                 "sub/.git/HEAD", "wt/.git"):
+        refused_for_git(s, "DELETE", path)
+    assert tree(s.ws) == before
+    code, _, body = s.http("GET", "/v1/files/.git/HEAD")
+    assert code == 200 and body.startswith(b"ref: refs/heads/"), (code, body)
+    for where in (s.ws, s.ws / "sub"):
+        r = host_git(s.ws, "status", "--short", cwd=where)
+        assert r.returncode == 0, r
+    assert not mark.exists()
+    # Not vacuous: the same config in a copy of the repository runs the command.
+    scratch = cordon.hostdir() / "copy"
+    shutil.copytree(s.ws / ".git", scratch / ".git", symlinks=True)
+    with open(scratch / ".git" / "config", "ab") as f:
+        f.write(evil)
+    assert host_git(scratch, "status", "--short", cwd=scratch).returncode == 0
+    assert mark.exists()
+
+
+def test_files_never_make_a_git_directory(sandboxd, cordon):
+    """A directory is a git directory to git when it holds HEAD and objects
+    and refs (of any type: git asks access(X_OK)), or HEAD and a commondir:
+    a PUT that would make one (step by step, in any order) is refused with
+    403, as is a .git file (a gitdir pointer) anywhere; what the steps
+    allowed leaves no repository: git finds none, and runs no config
+    command, where the same directory completed by hand does run it. A
+    repository already there (a bare one, the workspace's root) is out of
+    reach as a .git is."""
+    s = sandboxd()
+    mark = cordon.hostdir() / "pwned"
+    ssh = f'[core]\n\tsshCommand = "touch {mark}; false"\n'.encode()
+    for path in (".git", "plain/.git", ".GIT", "git~1/config"):
+        refused_for_git(s, "PUT", path, b"gitdir: /elsewhere\n")
+    assert s.http("PUT", "/v1/files/d/HEAD", b"ref: refs/heads/main\n")[0] == 204
+    assert s.http("PUT", "/v1/files/d/objects/info/packs", b"")[0] == 204
+    text = refused_for_git(s, "PUT", "d/refs/heads/main", b"0" * 40)
+    assert "'d/refs/heads/main' would make 'd' a git directory" in text, text
+    assert s.http("PUT", "/v1/files/d/config", ssh)[0] == 204  # d is no repository: inert
+    assert s.http("PUT", "/v1/files/e/objects/x", b"")[0] == 204
+    assert s.http("PUT", "/v1/files/e/refs/x", b"")[0] == 204
+    refused_for_git(s, "PUT", "e/HEAD", b"ref: refs/heads/main\n")
+    assert s.http("PUT", "/v1/files/f/HEAD", b"ref: refs/heads/main\n")[0] == 204
+    assert s.http("PUT", "/v1/files/f/objects?mode=0755", b"")[0] == 204
+    refused_for_git(s, "PUT", "f/refs?mode=0755", b"")  # a file git's access(X_OK) passes
+    assert s.http("PUT", "/v1/files/g/HEAD", b"ref: refs/heads/main\n")[0] == 204
+    refused_for_git(s, "PUT", "g/commondir", b"../e\n")
+    for name in (".git", "plain/.git", ".GIT", "git~1", "d/refs", "e/HEAD", "f/refs",
+                 "g/commondir"):
+        assert not os.path.lexists(s.ws / name), name
+    for d in "defg":
+        r = host_git(s.ws, "rev-parse", "--git-dir", cwd=s.ws / d)
+        assert r.returncode != 0 and b"not a git repository" in r.stderr, (d, r)
+    host_git(s.ws, "ls-remote", "ssh://127.0.0.1:1/x", cwd=s.ws / "d")
+    assert not mark.exists()
+    # Not vacuous: d completed by hand is a repository whose config runs the command.
+    scratch = cordon.hostdir() / "copy"
+    shutil.copytree(s.ws / "d", scratch)
+    (scratch / "refs").mkdir()
+    host_git(s.ws, "ls-remote", "ssh://127.0.0.1:1/x", cwd=scratch)
+    assert mark.exists()
+    # A bare repository made on the host, then the workspace's root made one.
+    assert host_git(s.ws, "init", "-q", "--bare", "b.git", cwd=s.ws).returncode == 0
+    own(cordon, s.ws)
+    before = tree(s.ws)
+    refused_for_git(s, "PUT", "b.git/hooks/post-update?mode=0755", b"#!/bin/sh\n")
+    assert "is in a git directory ('b.git')" in refused_for_git(s, "PUT", "b.git/config", ssh)
+    refused_for_git(s, "DELETE", "b.git/HEAD")
+    assert "'b.git' is a git directory" in refused_for_git(s, "DELETE", "b.git?recursive=true")
+    assert tree(s.ws) == before
+    (s.ws / "HEAD").write_text("ref: refs/heads/main\n")
+    (s.ws / "objects").mkdir()
+    (s.ws / "refs").mkdir()
+    own(cordon, s.ws)
+    before = tree(s.ws)
+    assert "git directory ('/')" in refused_for_git(s, "PUT", "d/config", b"")
+    assert tree(s.ws) == before
+
+
+def test_unsafe_unprotect_gives_git_to_the_files_endpoints(sandboxd, cordon):
+    """filesystem.unsafe_unprotect: [.git] takes .git out of the protected
+    names for the files endpoints as for a run; the other names stay."""
+    pol = cordon.hostdir("pol") / "p.yaml"
+    pol.write_text("version: 1\nfilesystem:\n  unsafe_unprotect: [.git]\n")
+    os.chmod(pol, 0o644)
+    s = sandboxd("-p", str(pol))
+    assert s.http("PUT", "/v1/files/.git/config", b"[core]\n")[0] == 204
+    assert (s.ws / ".git" / "config").read_text() == "[core]\n"
+    assert s.http("PUT", "/v1/files/.envrc", b"x")[0] == 403
 
 
 def test_a_peer_that_never_reads_is_not_read_either(sandboxd):

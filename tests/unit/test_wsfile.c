@@ -2,14 +2,22 @@
  * tests/unit/test_wsfile.c: wsfile_check_path, the daemon's first check on
  * every path a client names in a session or a run's files, and
  * wsfile_normalize, sandboxd's and a process cwd's (openat2 then confines
- * what passes).
+ * what passes); what sandboxd's writes take for a .git or a git directory
+ * (gitscan_dotgit_name, gitscan_gitdir_shaped).
  */
 #include "daemon/workspace_files.h"
 
+#include "common/cleanup.h"
+#include "common/hostpath.h"
+#include "sandbox/gitscan.h"
 #include "tap.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct path_case {
     const char *path;
@@ -68,8 +76,55 @@ static void normalize(void)
     ok(wsfile_normalize(name, big, sizeof big) == -1, "a name past NAME_MAX");
 }
 
+static void dotgit(void)
+{
+    static const char *const yes[] = {
+        ".git", ".GIT", ".Git", ".git.", ".git ..", "git~1", "GIT~1"
+    };
+    static const char *const no[] = { "git",   ".gitignore", ".git.bak", ".gi",
+                                      "x.git", "git~2",      ".git~1" };
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        ok(gitscan_dotgit_name(yes[i], strlen(yes[i])), "'%s' is a .git", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        ok(!gitscan_dotgit_name(no[i], strlen(no[i])), "'%s' is no .git", no[i]);
+    ok(gitscan_dotgit_name(".git/config", 4), "a component's length counts, not the string's");
+}
+
+static void make(int dir, const char *name, bool is_dir)
+{
+    if (is_dir)
+        mkdirat(dir, name, 0755);
+    else
+        close(openat(dir, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+}
+
+static void shapes(void)
+{
+    char tmp[] = "/tmp/cordon-unit-wsfile-XXXXXX";
+    if (!mkdtemp(tmp)) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    _cleanup_close_ int top = open(tmp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    make(top, "d", true);
+    _cleanup_close_ int d = openat(top, "d", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ok(!gitscan_gitdir_shaped(d, "HEAD"), "HEAD alone is no git directory");
+    make(d, "HEAD", false);
+    make(d, "objects", false);
+    ok(!gitscan_gitdir_shaped(d, NULL), "HEAD and objects: none");
+    ok(gitscan_gitdir_shaped(d, "refs") && gitscan_gitdir_shaped(d, "REFS"),
+       "refs added (in any case) makes one");
+    ok(gitscan_gitdir_shaped(d, "commondir"), "so does a commondir");
+    make(d, "refs", true);
+    ok(gitscan_gitdir_shaped(d, NULL) && !gitscan_is_gitdir(d),
+       "a file objects counts (git asks access(X_OK)), as the scan's test does not");
+    hostpath_remove_tree(tmp);
+}
+
 int main(void)
 {
+    dotgit();
+    shapes();
     normalize();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char why[256] = "";
