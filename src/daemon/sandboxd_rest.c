@@ -265,6 +265,21 @@ static bool write_refused(const struct sandboxd *sd, const char *path, bool del,
     return gitscan_enabled(p) && git_refused(sd->root_fd, path, del, why, len);
 }
 
+/* The entry NAME of DIR (REL in the workspace) a DELETE may not remove (CTX: the daemon's). */
+static bool keep_entry(int dir, const char *name, const char *rel, void *ctx)
+{
+    const struct sandboxd *sd = ctx;
+    const struct policy *p = sd->d->cfg.policy;
+    if (names_refused_path(p, rel))
+        return true;
+    if (!gitscan_enabled(p))
+        return false;
+    if (gitscan_dotgit_name(name, strlen(name)))
+        return true;
+    _cleanup_close_ int sub = wsfile_open(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+    return sub >= 0 && gitscan_gitdir_shaped(sub, NULL);
+}
+
 /* ---- PUT ---- */
 
 /* The "file" part of a multipart/form-data BODY (TYPE its content type): *DATA, *LEN. */
@@ -351,6 +366,61 @@ static void serve_put(struct sandboxd *sd, struct evhttp_request *req, const cha
 
 /* ---- DELETE ---- */
 
+/*
+ * DELETE of the workspace itself (recursive: YES): everything in it but what
+ * a DELETE may not remove (write_refused()), kept with the directories
+ * holding it.
+ */
+static void serve_empty(struct sandboxd *sd, struct evhttp_request *req, bool yes)
+{
+    struct cordon_err err = { 0 };
+    struct wsfile_keep keep = { .keep = keep_entry, .ctx = sd, .top = "." };
+    if (!yes)
+        reply_errno(req, ENOTEMPTY, "remove", "/");
+    else if (gitscan_enabled(sd->d->cfg.policy) && gitscan_gitdir_shaped(sd->root_fd, NULL))
+        reply_error(req, 403, "PERMISSION_DENIED",
+                    "the workspace's root is a git directory, " GIT_WHY);
+    else if (wsfile_empty_dir(sd->root_fd, &keep, &err) < 0)
+        reply_errno(req, err.errnum ? err.errnum : EIO, "empty", "/");
+    else
+        evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+/*
+ * DELETE of the directory LEAF of DIR (PATH) and all it holds: refused
+ * whole, before anything goes, when it holds what a DELETE may not remove.
+ */
+static void serve_remove_tree(struct sandboxd *sd, struct evhttp_request *req, int dir,
+                              const char *leaf, const char *path)
+{
+    struct cordon_err err = { 0 };
+    struct wsfile_keep keep = { .keep = keep_entry, .ctx = sd, .top = path, .dry = true };
+    _cleanup_close_ int fd = wsfile_open(dir, leaf, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (fd < 0) {
+        reply_errno(req, errno, "remove", path);
+        return;
+    }
+    if (wsfile_empty_dir(fd, &keep, &err) < 0) {
+        reply_errno(req, err.errnum ? err.errnum : EIO, "remove", path);
+        return;
+    }
+    if (keep.kept) { /* why, as a DELETE of it would be told */
+        char why[512];
+        if (!write_refused(sd, keep.first, true, why, sizeof why))
+            snprintf(why, sizeof why, "'%.300s' is protected in the workspace", keep.first);
+        reply_error(req, 403, "PERMISSION_DENIED",
+                    "cannot remove '%.100s' whole: %s; nothing removed", path, why);
+        return;
+    }
+    keep.dry = false;
+    if (wsfile_empty_dir(fd, &keep, &err) < 0)
+        reply_errno(req, err.errnum ? err.errnum : EIO, "remove", path);
+    else if (unlinkat(dir, leaf, AT_REMOVEDIR) < 0) /* ENOTEMPTY: a run made something meanwhile */
+        reply_errno(req, errno, "remove", path);
+    else
+        evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
 static void serve_delete(struct sandboxd *sd, struct evhttp_request *req, const char *path,
                          const char *query)
 {
@@ -369,12 +439,7 @@ static void serve_delete(struct sandboxd *sd, struct evhttp_request *req, const 
     }
     struct cordon_err err = { 0 };
     if (strcmp(path, ".") == 0) { /* the workspace itself: emptied, never removed */
-        if (!yes)
-            reply_errno(req, ENOTEMPTY, "remove", "/");
-        else if (wsfile_empty_dir(sd->root_fd, &err) < 0)
-            reply_errno(req, err.errnum ? err.errnum : EIO, "empty", "/");
-        else
-            evhttp_send_reply(req, 204, "No Content", NULL);
+        serve_empty(sd, req, yes);
         return;
     }
     const char *leaf = NULL;
@@ -385,10 +450,7 @@ static void serve_delete(struct sandboxd *sd, struct evhttp_request *req, const 
         return;
     }
     if (S_ISDIR(st.st_mode) && yes) {
-        if (wsfile_remove_tree(dir, leaf, &err) < 0)
-            reply_errno(req, err.errnum ? err.errnum : EIO, "remove", path);
-        else
-            evhttp_send_reply(req, 204, "No Content", NULL);
+        serve_remove_tree(sd, req, dir, leaf, path);
         return;
     }
     if (unlinkat(dir, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)

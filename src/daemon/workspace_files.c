@@ -285,7 +285,64 @@ int wsfile_copy_tree(int from_fd, int to_fd, unsigned *cloned, unsigned *copied,
     return rc;
 }
 
-static int remove_in(int dir, unsigned depth)
+/* A removal's walk: what it keeps (or NULL), the directory's path in the workspace ("": root). */
+struct walk {
+    struct wsfile_keep *keep;
+    char rel[PATH_MAX];
+    size_t len;
+};
+
+/* Into W's path, the entry NAME: -1 when it does not fit. */
+static int walk_in(struct walk *w, const char *name)
+{
+    int n = snprintf(w->rel + w->len, sizeof w->rel - w->len, "%s%s", w->len ? "/" : "", name);
+    if (n < 0 || (size_t)n >= sizeof w->rel - w->len) {
+        w->rel[w->len] = '\0';
+        return -1;
+    }
+    w->len += (size_t)n;
+    return 0;
+}
+
+/* Is the entry NAME of DIR (W's path now) one W keeps? */
+static bool kept(struct walk *w, int dir, const char *name)
+{
+    if (!w->keep || !w->keep->keep(dir, name, w->rel, w->keep->ctx))
+        return false;
+    if (!w->keep->kept++)
+        snprintf(w->keep->first, sizeof w->keep->first, "%s", w->rel);
+    return true;
+}
+
+static int remove_in(int dir, unsigned depth, struct walk *w);
+
+/* Remove DIR's entry NAME (W's path now), but what W keeps: as remove_in() tells. */
+static int remove_entry(int dir, const char *name, unsigned depth, struct walk *w)
+{
+    if (kept(w, dir, name))
+        return 1;
+    bool dry = w->keep && w->keep->dry;
+    struct stat st;
+    if (dry ? fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)
+            : unlinkat(dir, name, 0) == 0 || errno == ENOENT)
+        return 0; /* a file removed, one gone meanwhile, or one a dry walk passes */
+    /* A directory: emptied (opened without following), then removed. */
+    int sub = wsfile_open(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    int below = sub < 0 ? (errno == ENOENT ? 0 : -1) : remove_in(sub, depth + 1, w);
+    if (sub >= 0)
+        close(sub);
+    if (below > 0 || dry)
+        return below; /* it holds what is kept: it stays */
+    if (unlinkat(dir, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        return -1;
+    return below;
+}
+
+/*
+ * Remove what DIR holds, but what W keeps (a dry walk: nothing). -1 on a
+ * failure, 1 when something was kept in it, 0 when it is empty.
+ */
+static int remove_in(int dir, unsigned depth, struct walk *w)
 {
     if (depth > MAX_DEPTH)
         return -1;
@@ -301,25 +358,27 @@ static int remove_in(int dir, unsigned depth)
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        if (unlinkat(dir, e->d_name, 0) == 0 || errno == ENOENT)
-            continue;
-        /* A directory: empty it (opened without following), then remove it. */
-        int sub = wsfile_open(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
-        if (sub >= 0) {
-            rc |= remove_in(sub, depth + 1);
-            close(sub);
-        }
-        if (unlinkat(dir, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-            rc = -1;
+        size_t len = w->len;
+        int one =
+            w->keep && walk_in(w, e->d_name) < 0 ? -1 : remove_entry(dir, e->d_name, depth, w);
+        w->len = len;
+        w->rel[len] = '\0';
+        if (one < 0 || (one > 0 && rc == 0))
+            rc = one;
     }
     closedir(d);
     return rc;
 }
 
-int wsfile_empty_dir(int dir_fd, struct cordon_err *err)
+int wsfile_empty_dir(int dir_fd, struct wsfile_keep *keep, struct cordon_err *err)
 {
     _cleanup_close_ int fd = wsfile_open(dir_fd, ".", O_RDONLY | O_DIRECTORY, 0);
-    if (fd < 0 || remove_in(fd, 0) < 0)
+    struct walk w = { .keep = keep };
+    if (keep && strcmp(keep->top, ".") != 0)
+        w.len = (size_t)snprintf(w.rel, sizeof w.rel, "%s", keep->top);
+    if (keep)
+        keep->kept = 0;
+    if (w.len >= sizeof w.rel || fd < 0 || remove_in(fd, 0, &w) < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot empty the directory");
     return 0;
 }
@@ -329,7 +388,8 @@ int wsfile_remove_tree(int parent_fd, const char *dir, struct cordon_err *err)
     int fd = wsfile_open(parent_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
     if (fd < 0)
         return errno == ENOENT ? 0 : err_sys(err, CORDON_E_SETUP, "cannot open '%s'", dir);
-    int rc = remove_in(fd, 0);
+    struct walk w = { 0 };
+    int rc = remove_in(fd, 0, &w);
     close(fd);
     if (rc < 0 || (unlinkat(parent_fd, dir, AT_REMOVEDIR) < 0 && errno != ENOENT))
         return err_sys(err, CORDON_E_SETUP, "cannot remove '%s' whole", dir);

@@ -8,6 +8,7 @@
 #pragma once
 #include "common/err.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,8 +50,23 @@ int wsfile_read(int root_fd, const char *path, size_t max, char **out, size_t *l
 int wsfile_copy_tree(int from_fd, int to_fd, unsigned *cloned, unsigned *copied,
                      struct cordon_err *err);
 
-/* Remove everything in the directory DIR_FD, following no link. */
-int wsfile_empty_dir(int dir_fd, struct cordon_err *err);
+/*
+ * What an emptying keeps: KEEP(DIR, NAME, REL, CTX) true for the entry NAME
+ * of DIR (REL its path in the workspace) to keep whole, the directories
+ * holding it with it. With DRY nothing is removed: KEPT and FIRST tell
+ * what would be kept.
+ */
+struct wsfile_keep {
+    bool (*keep)(int dir, const char *name, const char *rel, void *ctx);
+    void *ctx;
+    const char *top; /* the emptied directory's path in the workspace ("." for its root) */
+    bool dry;
+    unsigned kept;        /* out: the entries kept */
+    char first[PATH_MAX]; /* out: the first one's path */
+};
+
+/* Remove everything in the directory DIR_FD, following no link, but what KEEP (or NULL) keeps. */
+int wsfile_empty_dir(int dir_fd, struct wsfile_keep *keep, struct cordon_err *err);
 
 /* Remove DIR (under PARENT_FD) and everything in it, following no link. */
 int wsfile_remove_tree(int parent_fd, const char *dir, struct cordon_err *err);

@@ -511,6 +511,9 @@ def test_files_keep_out_of_the_repositories(sandboxd, cordon):
     for path in (".git?recursive=true", ".git/hooks/pre-commit.sample", "sub/.git?recursive=true",
                  "sub/.git/HEAD", "wt/.git"):
         refused_for_git(s, "DELETE", path)
+    text = refused_for_git(s, "DELETE", "sub?recursive=true")
+    assert "cannot remove 'sub' whole: 'sub/.git' is a repository's .git" in text, text
+    assert "nothing removed" in text, text
     assert tree(s.ws) == before
     code, _, body = s.http("GET", "/v1/files/.git/HEAD")
     assert code == 200 and body.startswith(b"ref: refs/heads/"), (code, body)
@@ -583,7 +586,36 @@ def test_files_never_make_a_git_directory(sandboxd, cordon):
     own(cordon, s.ws)
     before = tree(s.ws)
     assert "git directory ('/')" in refused_for_git(s, "PUT", "d/config", b"")
+    assert "root is a git directory" in refused_for_git(s, "DELETE", "?recursive=true")
     assert tree(s.ws) == before
+
+
+def test_emptying_the_workspace_keeps_what_is_protected(sandboxd, cordon):
+    """DELETE of the workspace itself (recursive) removes everything but what
+    a DELETE may not: the protected names at the root, a commit's own, a
+    .git and a git directory at any depth (with the directories holding
+    them), each left as it was."""
+    s = sandboxd()
+    assert host_git(s.ws, "init", "-q", cwd=s.ws).returncode == 0
+    assert host_git(s.ws, "init", "-q", "deep/sub", cwd=s.ws).returncode == 0
+    assert host_git(s.ws, "init", "-q", "--bare", "b.git", cwd=s.ws).returncode == 0
+    (s.ws / ".envrc").write_text("use nix\n")
+    (s.ws / ".vscode").mkdir()
+    (s.ws / ".vscode" / "tasks.json").write_text("{}\n")
+    (s.ws / ".cordon-txn-x").write_text("journal\n")
+    (s.ws / "deep" / "sub" / "main.c").write_text("int main;\n")
+    (s.ws / "deep" / "other").mkdir()
+    (s.ws / "deep" / "other" / "x").write_text("x\n")
+    (s.ws / "top.txt").write_text("top\n")
+    own(cordon, s.ws)
+    kept = {k: v for k, v in tree(s.ws).items()
+            if k.split("/")[0] in (".envrc", ".vscode", ".cordon-txn-x", ".git", "b.git")
+            or k.startswith("deep/sub/.git")}
+    assert s.http("DELETE", "/v1/files/?recursive=true")[0] == 204
+    left = tree(s.ws)
+    assert {k: v for k, v in left.items() if k not in ("deep", "deep/sub")} == kept
+    assert sorted(os.listdir(s.ws / "deep")) == ["sub"]
+    assert sorted(os.listdir(s.ws / "deep" / "sub")) == [".git"]
 
 
 def test_unsafe_unprotect_gives_git_to_the_files_endpoints(sandboxd, cordon):

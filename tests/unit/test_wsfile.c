@@ -3,7 +3,8 @@
  * every path a client names in a session or a run's files, and
  * wsfile_normalize, sandboxd's and a process cwd's (openat2 then confines
  * what passes); what sandboxd's writes take for a .git or a git directory
- * (gitscan_dotgit_name, gitscan_gitdir_shaped).
+ * (gitscan_dotgit_name, gitscan_gitdir_shaped) and an emptying that keeps
+ * some entries (wsfile_empty_dir).
  */
 #include "daemon/workspace_files.h"
 
@@ -98,7 +99,16 @@ static void make(int dir, const char *name, bool is_dir)
         close(openat(dir, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
 }
 
-static void shapes(void)
+static bool keep_git(int dir, const char *name, const char *rel, void *ctx)
+{
+    (void)ctx;
+    (void)rel;
+    _cleanup_close_ int sub = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return gitscan_dotgit_name(name, strlen(name)) ||
+        (sub >= 0 && gitscan_gitdir_shaped(sub, NULL));
+}
+
+static void shapes_and_emptying(void)
 {
     char tmp[] = "/tmp/cordon-unit-wsfile-XXXXXX";
     if (!mkdtemp(tmp)) {
@@ -118,13 +128,34 @@ static void shapes(void)
     make(d, "refs", true);
     ok(gitscan_gitdir_shaped(d, NULL) && !gitscan_is_gitdir(d),
        "a file objects counts (git asks access(X_OK)), as the scan's test does not");
+    make(top, "sub", true);
+    _cleanup_close_ int sub = openat(top, "sub", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    make(sub, ".git", true);
+    make(sub, "file", false);
+    make(top, "plain", true);
+    _cleanup_close_ int plain = openat(top, "plain", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    make(plain, "x", false);
+    struct cordon_err err = { 0 };
+    struct wsfile_keep keep = { .keep = keep_git, .top = "ws", .dry = true };
+    ok(wsfile_empty_dir(top, &keep, &err) == 0 && keep.kept == 2, "a dry walk finds 2 kept: %u",
+       keep.kept);
+    ok(!strcmp(keep.first, "ws/d") || !strcmp(keep.first, "ws/sub/.git"),
+       "the first kept, by its path from the top: %s", keep.first);
+    struct stat st;
+    ok(fstatat(plain, "x", &st, 0) == 0, "a dry walk removes nothing");
+    keep.dry = false;
+    ok(wsfile_empty_dir(top, &keep, &err) == 0 && keep.kept == 2, "an emptying keeps 2");
+    ok(fstatat(top, "plain", &st, 0) < 0 && fstatat(sub, "file", &st, 0) < 0,
+       "and removes the rest");
+    ok(fstatat(sub, ".git", &st, 0) == 0 && fstatat(d, "HEAD", &st, 0) == 0,
+       "the kept are there, with the directory holding one");
     hostpath_remove_tree(tmp);
 }
 
 int main(void)
 {
     dotgit();
-    shapes();
+    shapes_and_emptying();
     normalize();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char why[256] = "";
