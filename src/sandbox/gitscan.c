@@ -97,15 +97,6 @@ char *gitscan_read(int dir, const char *name, size_t cap, size_t *len)
     return buf;
 }
 
-bool gitscan_is_gitdir(int dir)
-{
-    struct stat st;
-    return fstatat(dir, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) &&
-        fstatat(dir, "objects", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-        fstatat(dir, "refs", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-}
-
 /* Is NAME in DIR, of any type, or is it ADDING (in any case: a casefolded directory's)? */
 static bool has_entry(int dir, const char *name, const char *adding)
 {
@@ -119,6 +110,18 @@ bool gitscan_gitdir_shaped(int dir, const char *adding)
     return has_entry(dir, "HEAD", adding) &&
         ((has_entry(dir, "objects", adding) && has_entry(dir, "refs", adding)) ||
          has_entry(dir, "commondir", adding));
+}
+
+bool gitscan_is_gitdir(int dir)
+{
+    /*
+     * Git asks for a valid HEAD and access(X_OK) of objects and refs (of
+     * the commondir's, when there is one): a 0755 file refs passes, as does
+     * a link to a directory. Any type of each is taken here, so the scans
+     * look at whatever git may take for a repository; a directory that
+     * merely looks like one costs a look, never a repository missed.
+     */
+    return gitscan_gitdir_shaped(dir, NULL);
 }
 
 bool gitscan_dotgit_name(const char *name, size_t len)
@@ -467,6 +470,8 @@ static int record_dir(struct gitscan *gs, int g, const char *rel, struct cordon_
     _cleanup_close_ int info = open_beneath(g, "info", O_PATH | O_DIRECTORY);
     if (info >= 0 && join(path, sizeof path, rel, "info/attributes") == 0)
         TRY(keep_entry(gs, info, "attributes", path, err));
+    if (info < 0 && join(path, sizeof path, rel, "info") == 0)
+        TRY(keep_entry(gs, g, "info", path, err)); /* a link: what it led to */
     char sub[PATH_MAX];
     struct record_ctx c = { gs, sub, 0, 0, err };
     if (join(path, sizeof path, rel, "hooks") == 0)
@@ -678,23 +683,66 @@ static void check_hooks(const struct check *c, int dir, const char *name, const 
     gitscan_note(c->notes, "%s %s", k ? "put back the hook" : "removed the hook", rel);
 }
 
-/* A pointer file (a commondir, a worktree's gitdir) NAME of DIR, DEPTH below the root. */
+/*
+ * Does the commondir path PATH of DIR lead, as git follows it (from DIR,
+ * through links), to a directory the scan takes for a git directory? Git
+ * takes the config, hooks and info/ of the common dir, not DIR's. One
+ * that is no repository of its own (objects, refs and a config, no HEAD)
+ * is never scanned: the pointer to it is removed rather than the common
+ * dir scanned too, as what that held before the run was never recorded
+ * (a linked worktree's leads to the main .git, a repository, scanned).
+ */
+static bool common_scanned(int dir, const char *path)
+{
+    struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                            .resolve = RESOLVE_NO_MAGICLINKS };
+    _cleanup_close_ int fd = sys_openat2(dir, path, &how, sizeof how);
+    return fd >= 0 && gitscan_is_gitdir(fd);
+}
+
+/* NAME of DIR (REL) removed for WHY: noted, or the scan incomplete. */
+static void drop_pointer(const struct check *c, int dir, const char *name, const char *rel,
+                         const char *why)
+{
+    if (!undo(dir, name, NULL))
+        *c->incomplete = true;
+    gitscan_note(c->notes, "removed %s (%s)", rel, why);
+}
+
+/*
+ * A pointer file (a commondir, a worktree's gitdir) NAME of DIR, DEPTH
+ * below the root. A commondir (REFUSE) that leads out of the workspace, to
+ * no repository, or that git reads but the scan cannot (a link, a large
+ * file) is removed; a worktree's gitdir (where it is, for prune and list:
+ * nothing runs) is only rewritten.
+ */
 static void check_pointer(const struct check *c, int dir, const char *name, const char *rel,
                           unsigned depth, const char *host_ws, bool refuse)
 {
     size_t len = 0;
     char out[PATH_MAX + 16];
+    struct stat st;
     _cleanup_free_ char *text = gitscan_read(dir, name, 4096, &len);
-    if (!text)
+    if (!text) {
+        /* Git reads any file by that name, through a link: one not read here goes. */
+        if (refuse && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            drop_pointer(c, dir, name, rel, "not a regular file of at most 4096 bytes");
         return;
+    }
     enum gitscan_pointer v = gitscan_pointer(text, len, false, depth, host_ws, out, sizeof out);
     if (v == GITSCAN_POINTER_REWRITE && put(dir, name, out, strlen(out), 0644) < 0)
         *c->incomplete = true;
     if (v == GITSCAN_POINTER_OUT && refuse) {
-        if (!undo(dir, name, NULL))
-            *c->incomplete = true;
-        gitscan_note(c->notes, "removed %s (it leads out of the workspace)", rel);
+        drop_pointer(c, dir, name, rel, "it leads out of the workspace");
+        return;
     }
+    if (!refuse || v == GITSCAN_POINTER_OUT)
+        return;
+    char *path = v == GITSCAN_POINTER_REWRITE ? out : text;
+    for (size_t n = strlen(path); n && (path[n - 1] == '\n' || path[n - 1] == '\r');)
+        path[--n] = '\0'; /* as git trims it */
+    if (!common_scanned(dir, path))
+        drop_pointer(c, dir, name, rel, "its common dir is no repository the scan checks");
 }
 
 /* info/attributes (in INFO, REL in the workspace): one naming a driver put back or removed. */
@@ -712,6 +760,26 @@ static void check_attributes(const struct check *c, int info, const char *rel)
     if (!undo(info, "attributes", k))
         *c->incomplete = true;
     gitscan_note(c->notes, "%s %s: %s", k ? "put back" : "removed", rel, why);
+}
+
+/*
+ * info/ a link (REL): git reads info/attributes through it, the scan does
+ * not. One the run made or changed is removed, or put back as it was.
+ */
+static void check_info_link(const struct check *c, int dir, const char *rel)
+{
+    struct stat st;
+    if (fstatat(dir, "info", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode))
+        return;
+    const struct gitscan_file *k = kept(c->gs, rel);
+    if (k && !S_ISLNK(k->mode))
+        k = NULL;
+    if (as_kept(dir, "info", k))
+        return;
+    if (!undo(dir, "info", k))
+        *c->incomplete = true;
+    gitscan_note(c->notes, "%s %s (a link git reads info/attributes through)",
+                 k ? "put back" : "removed", rel);
 }
 
 struct worktrees {
@@ -749,6 +817,8 @@ void gitscan_dir(const struct gitscan *gs, int dir, const char *rel, unsigned de
     _cleanup_close_ int info = open_beneath(dir, "info", O_PATH | O_DIRECTORY);
     if (info >= 0 && join(path, sizeof path, rel, "info/attributes") == 0)
         check_attributes(&c, info, path);
+    if (info < 0 && join(path, sizeof path, rel, "info") == 0)
+        check_info_link(&c, dir, path);
     struct worktrees w = { &c, host_ws };
     each_entry(dir, "worktrees", check_worktree, &w);
     if (join(path, sizeof path, rel, "commondir") == 0)

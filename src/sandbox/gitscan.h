@@ -14,11 +14,18 @@
  *    the same key and value before: its lines are taken out (the rest of
  *    the file stays); a file not in git's syntax is put back, or removed;
  *  - info/attributes naming a filter, diff or merge driver (hidden from
- *    git status, unlike .gitattributes): put back, or removed;
+ *    git status, unlike .gitattributes): put back, or removed; so is an
+ *    info/ that is a link (git reads through it, the scan does not);
  *  - a gitdir or commondir pointer (a .git file, a worktree's) leading out
- *    of the workspace: removed; one written as the sandbox sees the
+ *    of the workspace: removed, as is a commondir leading to a directory
+ *    that is no repository the scan checks (objects, refs and a config
+ *    with no HEAD: git reads that config), or one that is not a regular
+ *    file (git reads it through a link); one written as the sandbox sees the
  *    workspace (/workspace/...) is rewritten to the host's path, so a
  *    worktree made inside works outside.
+ *
+ * A repository is what git may take for one (gitscan_is_gitdir()): HEAD,
+ * and objects and refs or a commondir, each of any type.
  *
  * Direct mode: gitscan_record() before the run keeps what the repositories
  * found hold; the post-run scan (workspace.c) calls gitscan_dir() on every
@@ -83,17 +90,21 @@ int gitscan_record(struct gitscan *gs, int ws, const char *rel, struct cordon_er
 
 void gitscan_release(struct gitscan *gs);
 
-/* Is DIR (a directory) a git directory, as git's is_git_directory() tells: HEAD, objects/, refs/? */
-bool gitscan_is_gitdir(int dir);
-
 /*
  * Would DIR (a directory) be a git directory to git, were the entry ADDING
  * (NULL: none) made in it: HEAD, and objects and refs or a commondir
  * pointer, each of any type (git asks access(X_OK) of objects and refs, which a
  * file with an exec bit passes, and takes them from the commondir when
- * there is one). Looser than gitscan_is_gitdir(), for a write to refuse.
+ * there is one). For a write to refuse, and (nothing added) for the scans.
  */
 bool gitscan_gitdir_shaped(int dir, const char *adding);
+
+/*
+ * Might git take DIR (a directory) for a git directory (is_git_directory():
+ * HEAD, and objects and refs or a commondir)? Each entry of any type, as
+ * gitscan_gitdir_shaped() with nothing added: what the scans look at.
+ */
+bool gitscan_is_gitdir(int dir);
 
 /*
  * Is the path component NAME (LEN bytes) a .git to git on some filesystem

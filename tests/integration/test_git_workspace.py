@@ -334,3 +334,67 @@ def test_entries_past_the_key_bound_are_refused(cordon, mode):
     host_git(cordon, "-C", ws, "status", check=False)
     host_git(cordon, "-C", ws, "ls-remote", "ssh://127.0.0.1:1/x", check=False)
     assert sorted(os.listdir(marks)) == [], "programs the run planted ran on the host"
+
+
+# Directories git takes for repositories (is_git_directory(): a valid HEAD, access(X_OK) of
+# objects and refs, or of a commondir's) that the scan once did not: each holds an alias that
+# touches marks/NAME. "commondir" is the common dir a pointer leads to (objects, refs and a
+# config, no HEAD); "linked" leads to it through a commondir that is a link to a file.
+GIT_SHAPES = r"""set -e
+cd "$1"
+mkdir -p refsfile/objects
+printf 'ref: refs/heads/main\n' > refsfile/HEAD
+printf '#!/bin/sh\n' > refsfile/refs && chmod 755 refsfile/refs
+mkdir -p links/refs
+ln -s refs/heads/main links/HEAD
+ln -s ../refsfile/objects links/objects
+mkdir -p common/objects common/refs pointer
+printf 'ref: refs/heads/main\n' > pointer/HEAD
+echo ../common > pointer/commondir
+mkdir -p common2/objects common2/refs linked
+printf 'ref: refs/heads/main\n' > linked/HEAD
+echo ../common2 > common2-path
+ln -s ../common2-path linked/commondir
+for d in refsfile links common common2; do
+    printf '[alias]\n\tevil = !touch %s/%s\n' "$2" "$d" > $d/config
+done
+echo planted
+"""
+
+
+@pytest.mark.parametrize("shape", ["refsfile", "links", "pointer", "linked"])
+def test_what_git_takes_for_a_repository_is_scanned(cordon, shape):
+    """
+    A run makes what git takes for a repository, named as none (a 0755 file refs, a HEAD and
+    objects that are links, a commondir to a directory with no HEAD, one through a link): the
+    planted alias is gone, or the pointer to it, and named; the host's git there runs nothing.
+    The same tree made by the test itself does run it: the shapes are repositories to git.
+    """
+    config = {"refsfile": "refsfile", "links": "links", "pointer": "common", "linked": "common2"}
+    control, control_marks = cordon.hostdir("control"), cordon.hostdir("control-marks", 0o777)
+    subprocess.run(["sh", "-c", GIT_SHAPES, "sh", control, control_marks], check=True,
+                   capture_output=True)
+    for dirpath, dirnames, filenames in os.walk(control):
+        for n in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
+            os.lchown(n, cordon.ident.uid, cordon.ident.gid)
+    host_git(cordon, "-C", control / shape, "evil", check=False)
+    assert os.listdir(control_marks) == [config[shape]], "git took no repository there"
+
+    ws = cordon.hostdir("ws")
+    marks = cordon.hostdir("marks", mode=0o777)
+    r = cordon.run(["sh", "-c", GIT_SHAPES, "sh", ".", marks], "-w", ws, timeout=120)
+    assert (r.status, r.out) == (0, "planted\n"), r
+    notes = r.result["workspace"]["git"]
+    said = [l for l in r.err.splitlines() if l.startswith("cordon: workspace: git: ")]
+    if shape in ("refsfile", "links"):
+        what = f"refused alias.evil in {shape}/config"
+        assert "evil" not in (ws / shape / "config").read_text()
+    else:
+        what = f"removed {shape}/commondir"
+        assert not os.path.lexists(ws / shape / "commondir")
+        assert (ws / shape / "HEAD").exists()  # the rest of the run's work stays
+    assert any(what in line for line in notes), (what, notes)
+    assert any(what in line for line in said), r.err
+    host_git(cordon, "-C", ws / shape, "evil", check=False)
+    host_git(cordon, "-C", ws / shape, "status", check=False)
+    assert os.listdir(marks) == [], "a program the run planted ran on the host"

@@ -1,17 +1,22 @@
 /*
  * tests/unit/test_gitconfig.c: git's config syntax as git 2.39 reads it
  * (each case's keys and values, or the refusal), and which keys the run may
- * not leave in a repository's config.
+ * not leave in a repository's config; which directories the post-run scan
+ * takes for git directories, and the commondir pointers it removes.
  */
 #include "tap.h"
 
 #include "policy/gitconfig.h"
 #include "sandbox/gitscan.h"
 
-#include <stdlib.h>
-#include <sys/stat.h>
+#include "common/cleanup.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct parse_case {
     const char *text;
@@ -149,6 +154,121 @@ static const struct config_case config_cases[] = {
     { "[core\n", NULL, GITSCAN_CONFIG_SYNTAX, NULL },
 };
 
+/*
+ * PATH (beneath TOP) made: a directory when it ends in '/', a link to TEXT
+ * when MODE is S_IFLNK, else a file of TEXT with MODE.
+ */
+static void make(int top, const char *path, const char *text, mode_t mode)
+{
+    size_t n = strlen(path);
+    if (mode == S_IFLNK) {
+        if (symlinkat(text, top, path) < 0)
+            ok(0, "symlink %s", path);
+        return;
+    }
+    if (path[n - 1] == '/') {
+        char dir[256];
+        snprintf(dir, sizeof dir, "%.*s", (int)(n - 1), path);
+        mkdirat(top, dir, 0755);
+        return;
+    }
+    _cleanup_close_ int fd = openat(top, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        ok(0, "write %s", path);
+}
+
+static bool is_gitdir(int top, const char *path)
+{
+    _cleanup_close_ int fd = openat(top, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd >= 0 && gitscan_is_gitdir(fd);
+}
+
+/* gitscan_dir() on PATH (DEPTH below TOP) with nothing kept before: the notes' first line. */
+static const char *scan(int top, const char *path, unsigned depth, struct gitscan_notes *notes)
+{
+    struct gitscan gs = { 0 };
+    bool incomplete = false;
+    *notes = (struct gitscan_notes){ 0 };
+    _cleanup_close_ int fd = openat(top, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0)
+        gitscan_dir(&gs, fd, path, depth, "/nonexistent/ws", notes, &incomplete);
+    return notes->n ? notes->line[0] : "";
+}
+
+/*
+ * What git 2.39 takes for a git directory (is_git_directory(): a valid
+ * HEAD, access(X_OK) of objects and refs, or of the commondir's) the scan
+ * takes for one too; a commondir to a directory it does not scan goes.
+ */
+static void gitdir_shapes(void)
+{
+    char tmp[] = "/tmp/cordon-unit-gitscan-XXXXXX";
+    if (!mkdtemp(tmp)) {
+        ok(0, "mkdtemp");
+        return;
+    }
+    _cleanup_close_ int top = open(tmp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const char *head = "ref: refs/heads/main\n";
+    make(top, "plain/", NULL, 0);
+    make(top, "plain/HEAD", head, 0644);
+    make(top, "plain/objects/", NULL, 0);
+    ok(!is_gitdir(top, "plain"), "HEAD and objects alone: no git directory");
+    make(top, "plain/refs/", NULL, 0);
+    ok(is_gitdir(top, "plain"), "HEAD, objects and refs: one");
+    make(top, "file/", NULL, 0);
+    make(top, "file/HEAD", head, 0644);
+    make(top, "file/objects/", NULL, 0);
+    make(top, "file/refs", "#!/bin/sh\n", 0755);
+    ok(is_gitdir(top, "file"), "a 0755 file refs passes git's access(X_OK): one");
+    make(top, "links/", NULL, 0);
+    make(top, "links/HEAD", "refs/heads/main", S_IFLNK);
+    make(top, "links/objects", "../plain/objects", S_IFLNK);
+    make(top, "links/refs", "../plain/refs", S_IFLNK);
+    ok(is_gitdir(top, "links"), "HEAD, objects and refs as links: one");
+    make(top, "common/", NULL, 0);
+    make(top, "common/objects/", NULL, 0);
+    make(top, "common/refs/", NULL, 0);
+    ok(!is_gitdir(top, "common"), "objects and refs with no HEAD: none of its own");
+    make(top, "wt/", NULL, 0);
+    make(top, "wt/HEAD", head, 0644);
+    make(top, "wt/commondir", "../common\n", 0644);
+    ok(is_gitdir(top, "wt"), "HEAD and a commondir: one");
+
+    struct gitscan_notes notes;
+    is_str(scan(top, "wt", 1, &notes),
+           "removed wt/commondir (its common dir is no repository the scan checks)",
+           "a commondir to a directory with no HEAD is removed");
+    ok(faccessat(top, "wt/commondir", F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+           faccessat(top, "wt/HEAD", F_OK, 0) == 0,
+       "the pointer is gone, the rest stays");
+    make(top, "wt/commondir", "../plain\n", 0644);
+    ok(!*scan(top, "wt", 1, &notes) && faccessat(top, "wt/commondir", F_OK, 0) == 0,
+       "one to a repository the scan checks (a linked worktree's main .git) stays");
+    make(top, "plain/worktrees/", NULL, 0);
+    make(top, "plain/worktrees/w/", NULL, 0);
+    make(top, "plain/worktrees/w/HEAD", head, 0644);
+    make(top, "plain/worktrees/w/commondir", "../..\n", 0644);
+    ok(!*scan(top, "plain", 1, &notes) && !*scan(top, "plain/worktrees/w", 3, &notes) &&
+           faccessat(top, "plain/worktrees/w/commondir", F_OK, 0) == 0,
+       "a linked worktree's commondir stays, scanned from the repository or on its own");
+    make(top, "common-path", "../common\n", 0644);
+    unlinkat(top, "wt/commondir", 0);
+    make(top, "wt/commondir", "../common-path", S_IFLNK);
+    is_str(scan(top, "wt", 1, &notes),
+           "removed wt/commondir (not a regular file of at most 4096 bytes)",
+           "a commondir git reads through a link is removed");
+    make(top, "elsewhere/", NULL, 0);
+    make(top, "elsewhere/attributes", "* filter=x\n", 0644);
+    make(top, "plain/info", "../elsewhere", S_IFLNK);
+    is_str(scan(top, "plain", 1, &notes),
+           "removed plain/info (a link git reads info/attributes through)",
+           "an info/ link is removed: git reads attributes through it, the scan does not");
+    char rm[64];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    if (system(rm) != 0)
+        ok(0, "%s", rm);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof pointer_cases / sizeof pointer_cases[0]; i++) {
@@ -235,5 +355,6 @@ int main(void)
     for (size_t i = 0; i < n; i++)
         ok(rules[i].pattern[0] && strlen(rules[i].why) > 8, "rule %s has a reason",
            rules[i].pattern);
+    gitdir_shapes();
     return done_testing();
 }
