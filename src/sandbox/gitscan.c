@@ -422,19 +422,24 @@ static void record_hook(void *ctx, int dir, const char *name)
     }
 }
 
+static int record_dir(struct gitscan *gs, int g, const char *rel, struct cordon_err *err);
+
 static void record_worktree(void *ctx, int dir, const char *name)
 {
     struct record_ctx *c = ctx;
     char rel[PATH_MAX];
-    _cleanup_close_ int wt = open_beneath(dir, name, O_PATH | O_DIRECTORY);
+    _cleanup_close_ int wt = open_beneath(dir, name, O_RDONLY | O_DIRECTORY);
     if (c->rc || wt < 0 || join(rel, sizeof rel, c->rel, name) < 0)
         return;
+    /* A linked worktree's git directory (HEAD, commondir): the walk after the run checks it too. */
+    if (gitscan_is_gitdir(wt)) {
+        c->rc = record_dir(c->gs, wt, rel, c->err);
+        return;
+    }
     char file[PATH_MAX];
     if (join(file, sizeof file, rel, "config.worktree") == 0)
         c->rc = keep_entry(c->gs, wt, "config.worktree", file, c->err);
 }
-
-static int record_dir(struct gitscan *gs, int g, const char *rel, struct cordon_err *err);
 
 /* A submodule's git directory under modules/ (its name may hold slashes): recorded too. */
 static void record_module(void *ctx, int dir, const char *name)

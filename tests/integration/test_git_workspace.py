@@ -398,3 +398,31 @@ def test_what_git_takes_for_a_repository_is_scanned(cordon, shape):
     host_git(cordon, "-C", ws / shape, "evil", check=False)
     host_git(cordon, "-C", ws / shape, "status", check=False)
     assert os.listdir(marks) == [], "a program the run planted ran on the host"
+
+
+def test_a_linked_worktree_is_left_as_it_was(cordon):
+    """
+    The positive control: a linked worktree's git directory (HEAD and a commondir to the main
+    .git) is a repository to the scan too, recorded before the run. The user's own entries
+    there stay, its commondir stays, and git works in the worktree after the run's commit (in
+    the main one: the worktree's .git names the host's path, not /workspace).
+    """
+    ws = user_repo(cordon)
+    host_git(cordon, "worktree", "add", "-q", "-b", "topic", "wt", cwd=ws)
+    host_git(cordon, "config", "extensions.worktreeConfig", "true", cwd=ws)
+    host_git(cordon, "config", "--worktree", "core.pager", "less -R", cwd=ws / "wt")
+    gitdir = ws / ".git/worktrees/wt"
+    (gitdir / "hooks").mkdir()  # git never runs these: the user's all the same
+    (gitdir / "hooks/pre-commit").write_text("#!/bin/sh\ntrue\n")
+    for p in (gitdir / "hooks", gitdir / "hooks/pre-commit"):
+        os.chown(p, cordon.ident.uid, cordon.ident.gid)
+    before = {n: (gitdir / n).read_bytes() for n in ("commondir", "config.worktree",
+                                                    "hooks/pre-commit")}
+    r = cordon.run(["sh", "-c", "echo w > w && git add w && "
+                    "git -c user.name=a -c user.email=a@example.com commit -qm w && echo done"],
+                   "-w", ws, timeout=120)
+    assert (r.status, r.out) == (0, "done\n"), r
+    assert r.result["workspace"]["git_refused"] == 0, r.result["workspace"]
+    assert {n: (gitdir / n).read_bytes() for n in before} == before
+    assert host_git(cordon, "-C", ws / "wt", "log", "-1", "--format=%s", "main").stdout == "w\n"
+    assert host_git(cordon, "-C", ws / "wt", "config", "core.pager").stdout == "less -R\n"
