@@ -261,7 +261,8 @@ static bool is_whiteout(const struct stat *st)
 }
 
 /* Does the merged view (the layer's UFD over the host's HFD) hold NAME as a directory (or not)? */
-static bool merged_has(int ufd, int hfd, const char *name, bool dir)
+/* Is NAME in the merged view of UFD over HFD (any type: ANY; else a file or link)? */
+static bool merged_has(int ufd, int hfd, const char *name, bool any)
 {
     struct stat st;
     bool up = ufd >= 0 && fstatat(ufd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -269,7 +270,7 @@ static bool merged_has(int ufd, int hfd, const char *name, bool dir)
         return false;
     if (up && is_whiteout(&st))
         return false;
-    return dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) || S_ISLNK(st.st_mode);
+    return any || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode);
 }
 
 static enum git_role role_of(enum git_role parent, const char *name, int usub, int hsub)
@@ -284,10 +285,13 @@ static enum git_role role_of(enum git_role parent, const char *name, int usub, i
         return GIT_WORKTREE;
     if (parent == GIT_HOOKS)
         return GIT_HOOKS; /* a hook manager's directory (pre-commit.d/): scripts too */
-    /* A .git that is not a repository yet is one after a git init there (which keeps hooks). */
+    /* A .git that is not a repository yet is one after a git init there (which keeps hooks);
+     * else what git may take for one (gitscan_is_gitdir(): objects and refs of any type, as
+     * access(X_OK) passes a link or a 0755 file, or a commondir). */
     return !strcmp(name, ".git") ||
-            (merged_has(usub, hsub, "HEAD", false) && merged_has(usub, hsub, "objects", true) &&
-             merged_has(usub, hsub, "refs", true))
+            (merged_has(usub, hsub, "HEAD", false) &&
+             ((merged_has(usub, hsub, "objects", true) && merged_has(usub, hsub, "refs", true)) ||
+              merged_has(usub, hsub, "commondir", true)))
         ? GIT_DIR
         : GIT_NONE;
 }
@@ -314,6 +318,16 @@ static bool pointer_refused(struct txn *t, struct txn_summary *sum, int ufd, con
         return true;
     }
     return false;
+}
+
+/* Is a linked worktree's commondir NAME of UFD the repository it is in ("../..")? */
+static bool commondir_is_parent(int ufd, const char *name)
+{
+    size_t len = 0;
+    _cleanup_free_ char *text = gitscan_read(ufd, name, 64, &len);
+    while (text && len && (text[len - 1] == '\n' || text[len - 1] == '/'))
+        len--;
+    return text && len == 5 && !memcmp(text, "../..", 5);
 }
 
 /* A config NAME of the layer's UFD (the host's HFD) in a git directory DEPTH down. */
@@ -348,8 +362,18 @@ static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd
     if ((role == GIT_DIR || role == GIT_WORKTREE) &&
         (!strcmp(name, "config") || !strcmp(name, "config.worktree")))
         return !gone && config_refused(sum, ufd, hfd, name, path, st, depth);
-    if ((role == GIT_DIR || role == GIT_WORKTREE) && !strcmp(name, "commondir") && !gone)
-        return pointer_refused(t, sum, ufd, name, path, false, depth, true);
+    /* A common dir is where git takes config and hooks from: only a linked worktree's, and
+     * only to its own repository (git writes "../.."), not to a directory no scan checks. */
+    if (role == GIT_DIR && !strcmp(name, "commondir") && !gone) {
+        gitscan_note(&sum->git, "refused %s (a commondir outside a linked worktree)", path);
+        return true;
+    }
+    if (role == GIT_WORKTREE && !strcmp(name, "commondir") && !gone) {
+        if (commondir_is_parent(ufd, name))
+            return false;
+        gitscan_note(&sum->git, "refused %s (not the commondir of its own repository)", path);
+        return true;
+    }
     if (role == GIT_WORKTREE && !strcmp(name, "gitdir") && !gone)
         return pointer_refused(t, sum, ufd, name, path, false, depth, false);
     if (role == GIT_DIR && !strcmp(name, "hooks")) {

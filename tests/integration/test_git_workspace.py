@@ -362,13 +362,15 @@ echo planted
 """
 
 
+@pytest.mark.parametrize("mode", ["direct", "overlay"])
 @pytest.mark.parametrize("shape", ["refsfile", "links", "pointer", "linked"])
-def test_what_git_takes_for_a_repository_is_scanned(cordon, shape):
+def test_what_git_takes_for_a_repository_is_scanned(cordon, shape, mode):
     """
     A run makes what git takes for a repository, named as none (a 0755 file refs, a HEAD and
     objects that are links, a commondir to a directory with no HEAD, one through a link): the
     planted alias is gone, or the pointer to it, and named; the host's git there runs nothing.
     The same tree made by the test itself does run it: the shapes are repositories to git.
+    Through an overlay the entry is refused alone, and the rest of the change commits.
     """
     config = {"refsfile": "refsfile", "links": "links", "pointer": "common", "linked": "common2"}
     control, control_marks = cordon.hostdir("control"), cordon.hostdir("control-marks", 0o777)
@@ -382,19 +384,22 @@ def test_what_git_takes_for_a_repository_is_scanned(cordon, shape):
 
     ws = cordon.hostdir("ws")
     marks = cordon.hostdir("marks", mode=0o777)
-    r = cordon.run(["sh", "-c", GIT_SHAPES, "sh", ".", marks], "-w", ws, timeout=120)
+    r = cordon.run(["sh", "-c", GIT_SHAPES, "sh", ".", marks], "-w", ws,
+                   *(OVERLAY if mode == "overlay" else ()), timeout=120)
     assert (r.status, r.out) == (0, "planted\n"), r
-    notes = r.result["workspace"]["git"]
-    said = [l for l in r.err.splitlines() if l.startswith("cordon: workspace: git: ")]
+    notes = r.result["transaction" if mode == "overlay" else "workspace"]["git"]
     if shape in ("refsfile", "links"):
         what = f"refused alias.evil in {shape}/config"
-        assert "evil" not in (ws / shape / "config").read_text()
+        config = ws / shape / "config"
+        assert not config.exists() or "evil" not in config.read_text()
     else:
-        what = f"removed {shape}/commondir"
+        what = f"{'refused' if mode == 'overlay' else 'removed'} {shape}/commondir"
         assert not os.path.lexists(ws / shape / "commondir")
         assert (ws / shape / "HEAD").exists()  # the rest of the run's work stays
     assert any(what in line for line in notes), (what, notes)
-    assert any(what in line for line in said), r.err
+    if mode == "direct":
+        said = [l for l in r.err.splitlines() if l.startswith("cordon: workspace: git: ")]
+        assert any(what in line for line in said), r.err
     host_git(cordon, "-C", ws / shape, "evil", check=False)
     host_git(cordon, "-C", ws / shape, "status", check=False)
     assert os.listdir(marks) == [], "a program the run planted ran on the host"
