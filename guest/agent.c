@@ -563,8 +563,10 @@ static int run_command(void *arg)
     /* HOME (plan.h's SANDBOX_HOME), the command's own, as at the namespace level. */
     if (home_make("/tmp/home") < 0)
         goto fail;
-    /* The call's files beneath its working directory, the command's own.
-     * Shared memory until the exec (spawn_command): WHY reaches the agent. */
+    /*
+     * The call's files beneath its working directory, the command's own.
+     * Shared memory until the exec (spawn_command): WHY reaches the agent.
+     */
     int here = call->files_len ? open(".", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     if (call->files_len &&
         (here < 0 ||
@@ -580,8 +582,10 @@ static int run_command(void *arg)
         goto fail;
     if (call->filter.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &call->filter, 0, 0) < 0)
         goto fail;
-    /* execvpe() searches the PATH of environ, not of its envp: the call's own
-     * (the agent, /init, has none; it shares this memory until the exec). */
+    /*
+     * execvpe() searches the PATH of environ, not of its envp: the call's own
+     * (the agent, /init, has none; spawn_command() gives it back its own).
+     */
     environ = call->envp;
     execvpe(call->argv[0], call->argv, call->envp);
     f.kind = errno == ENOENT || errno == ENOTDIR                                   ? VM_ERR_NOTFOUND
@@ -601,7 +605,11 @@ fail:
 static pid_t spawn_command(struct spawn *sp)
 {
     static _Alignas(16) char stack[256 * 1024];
-    return clone(run_command, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)sp);
+    char **agents = environ; /* the child sets the command's in our memory */
+    pid_t pid =
+        clone(run_command, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)sp);
+    environ = agents;
+    return pid;
 }
 
 /*
@@ -651,7 +659,7 @@ struct stdin_queue {
     bool eof; /* the host's stdin ended: close the pipe once the queue is empty */
 };
 
-/* N more bytes taken (written, or dropped with a closed pipe): the host may send as many again. */
+/* N more bytes taken by the command: the host may send as many again. */
 static void stdin_taken(int ctl, size_t n)
 {
     uint32_t taken = (uint32_t)n;
@@ -659,12 +667,17 @@ static void stdin_taken(int ctl, size_t n)
         send_frame(ctl, VM_STDIN_TAKEN, &taken, sizeof taken, NULL, 0);
 }
 
-static void stdin_close(int ctl, struct stdin_queue *q)
+/*
+ * The pipe closed (the host's EOF, or the command closed its stdin): what is
+ * queued is dropped, and no room is given back. The host stops reading its
+ * stdin once the window is full, as the other levels stop at the command's
+ * close, rather than relaying what nobody reads until the command exits.
+ */
+static void stdin_close(struct stdin_queue *q)
 {
     if (q->fd >= 0)
         close(q->fd);
     q->fd = -1;
-    stdin_taken(ctl, q->len);
     q->off = q->len = 0;
 }
 
@@ -678,9 +691,9 @@ static void stdin_flush(int ctl, struct stdin_queue *q)
             continue;
         if (n < 0 && errno == EAGAIN)
             break;
-        if (n <= 0) { /* the command closed its stdin: the rest is dropped */
+        if (n <= 0) { /* the command closed its stdin */
             stdin_taken(ctl, done);
-            stdin_close(ctl, q);
+            stdin_close(q);
             return;
         }
         q->off += (size_t)n;
@@ -691,22 +704,24 @@ static void stdin_flush(int ctl, struct stdin_queue *q)
     if (q->len == 0)
         q->off = 0;
     if (q->eof && q->len == 0 && q->fd >= 0)
-        stdin_close(ctl, q);
+        stdin_close(q);
 }
 
 /* A control frame from the host while the command runs. */
 static void on_host_frame(int ctl, pid_t cmd, struct stdin_queue *q, uint32_t type, const char *fb,
                           uint32_t len)
 {
-    if (type == VM_STDIN) {
-        /* The host keeps within the window, so all of it fits once the queue
-         * starts at the front; what would not (a host past it) is dropped, and
-         * said taken. */
+    if (type == VM_STDIN && q->fd >= 0) {
+        /*
+         * The host keeps within the window, so all of it fits once the queue
+         * starts at the front; what would not (a host past it) is dropped,
+         * and said taken.
+         */
         if (q->off) {
             memmove(q->buf, q->buf + q->off, q->len);
             q->off = 0;
         }
-        size_t room = q->fd >= 0 ? sizeof q->buf - q->len : 0;
+        size_t room = sizeof q->buf - q->len;
         size_t keep = len < room ? len : room;
         memcpy(q->buf + q->len, fb, keep);
         q->len += keep;

@@ -756,9 +756,11 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         return err_set(err, CORDON_E_USAGE, "run %s was started already", run->run_id);
     if (!call->argv || !call->argv[0])
         return err_set(err, CORDON_E_USAGE, "no command to run");
-    /* What the level cannot give the call is refused, never dropped (the
+    /*
+     * What the level cannot give the call is refused, never dropped (the
      * process level would need the host's devpts, gVisor's runsc a host pty,
-     * the microvm guest's agent gives a call none). */
+     * the microvm guest's agent gives a call none).
+     */
     if (call->tty && !run->backend->tty)
         return err_set(err, CORDON_E_UNSUPPORTED, "%s: --tty is not supported at this level",
                        run->backend->name);
@@ -768,8 +770,10 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
             return err_set(err, CORDON_E_USAGE,
                            "files: '%s' would make a protected name in the workspace",
                            call->files[i].path);
-    /* As the command could not write it: the same answer at every level,
-     * whoever places the files and under whichever rlimit. */
+    /*
+     * As the command could not write it: the same answer at every level,
+     * whoever places the files and under whichever rlimit.
+     */
     for (size_t i = 0; run->p->limits.file_size && i < call->n_files; i++)
         if (call->files[i].len > run->p->limits.file_size)
             return err_set(err, CORDON_E_USAGE,

@@ -229,8 +229,10 @@ struct sandbox_backend {
      * whose size (filesystem.*_size) and inode count (*_inodes) hold. */
     bool tmpfs_sizes, tmpfs_inodes;
     bool containers; /* builds an OCI bundle's container (sandbox_setup.container) */
-    /* Gives a call's command a terminal of the sandbox's own (sandbox_call.tty):
-     * a level without one refuses such a call, never runs it without. */
+    /*
+     * Gives a call's command a terminal of the sandbox's own (sandbox_call.tty):
+     * a level without one refuses such a call, never runs it without.
+     */
     bool tty;
     /* Can this host run the level? 0, or -1 with the reason in ERR. */
     int (*probe)(struct cordon_err *err);

@@ -285,9 +285,11 @@ static enum git_role role_of(enum git_role parent, const char *name, int usub, i
         return GIT_WORKTREE;
     if (parent == GIT_HOOKS)
         return GIT_HOOKS; /* a hook manager's directory (pre-commit.d/): scripts too */
-    /* A .git that is not a repository yet is one after a git init there (which keeps hooks);
+    /*
+     * A .git that is not a repository yet is one after a git init there (which keeps hooks);
      * else what git may take for one (gitscan_is_gitdir(): objects and refs of any type, as
-     * access(X_OK) passes a link or a 0755 file, or a commondir). */
+     * access(X_OK) passes a link or a 0755 file, or a commondir).
+     */
     return !strcmp(name, ".git") ||
             (merged_has(usub, hsub, "HEAD", false) &&
              ((merged_has(usub, hsub, "objects", true) && merged_has(usub, hsub, "refs", true)) ||
@@ -362,8 +364,10 @@ static bool git_refused(struct txn *t, struct txn_summary *sum, int ufd, int hfd
     if ((role == GIT_DIR || role == GIT_WORKTREE) &&
         (!strcmp(name, "config") || !strcmp(name, "config.worktree")))
         return !gone && config_refused(sum, ufd, hfd, name, path, st, depth);
-    /* A common dir is where git takes config and hooks from: only a linked worktree's, and
-     * only to its own repository (git writes "../.."), not to a directory no scan checks. */
+    /*
+     * A common dir is where git takes config and hooks from: only a linked worktree's, and
+     * only to its own repository (git writes "../.."), not to a directory no scan checks.
+     */
     if (role == GIT_DIR && !strcmp(name, "commondir") && !gone) {
         gitscan_note(&sum->git, "refused %s (a commondir outside a linked worktree)", path);
         return true;

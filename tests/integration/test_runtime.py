@@ -75,6 +75,33 @@ def test_stdin_unread_blocks_nothing_else(cordon):
     assert r.status == 3 and r.out == "hi\n" and r.result["reason"] == "exited", r
 
 
+PRODUCER = """import os, sys
+n, b = 0, b"y" * 65536
+try:
+    while True:
+        n += os.write(1, b)
+except OSError:
+    pass
+sys.stderr.write(str(n))
+"""
+
+
+def test_stdin_closed_by_the_command_is_read_no_more(cordon):
+    """Once the command closes its stdin, cordon stops reading the caller's
+    (an endless producer is held at what the pipes buffer, not drained into
+    the sandbox for nothing until the command exits), at every level."""
+    prod = subprocess.Popen(["python3", "-c", PRODUCER], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        r = cordon.run(["sh", "-c", "exec 0<&-; sleep 3; echo ok"], "-t", "120s",
+                       stdin=prod.stdout, timeout=180)
+    finally:
+        prod.stdout.close()
+        _, err = prod.communicate(timeout=60)
+    assert (r.status, r.out) == (0, "ok\n"), r
+    assert int(err) < 16 << 20, f"{int(err)} bytes of stdin read after the command closed it"
+
+
 def test_home_and_cwd(cordon):
     r = cordon.run(["sh", "-c", 'echo "$HOME"; pwd'])
     assert r.status == 0, r

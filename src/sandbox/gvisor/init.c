@@ -572,7 +572,9 @@ static bool command_execed(int ctl, pid_t pid, const char *argv0, enum call_fail
                            char *why, size_t why_len)
 {
     struct spawn_failure f;
-    bool failed = write_all(ctl, "g", 1) && read_full(ctl, &f, sizeof f);
+    /* A child that failed before its go wrote why and left: still read. */
+    (void)write_all(ctl, "g", 1);
+    bool failed = read_full(ctl, &f, sizeof f);
     close(ctl);
     if (!failed)
         return true;
@@ -670,8 +672,10 @@ static _Noreturn void caller_main(int s)
     for (int i = 0; i < 4; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    /* Started before it can run: what ends the channel from here on (the
-     * command killing us, say) is the command's end, never a setup error. */
+    /*
+     * Started before it can run: what ends the channel from here on (the
+     * command killing us, say) is the command's end, never a setup error.
+     */
     send_record(s, CALL_STARTED, pid, NULL);
     enum call_failure kind = CALL_FAILED_SETUP;
     if (!command_execed(ctl, pid, argv[0], &kind, why, sizeof why)) {

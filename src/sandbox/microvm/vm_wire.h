@@ -60,8 +60,8 @@ enum vm_frame_type {
     VM_EXIT = 19,        /* u32 wait status of the command, u32 VM_EXIT_* flags */
     VM_ERROR = 20,       /* u32 kind (VM_ERR_*), then a message */
     VM_SET = 21,         /* empty: the setup is in place, the agent waits for the call */
-    VM_STDIN_TAKEN = 22, /* u32: that many more bytes of stdin handed to the command (or
-                            dropped: it closed its stdin), room for as many again */
+    VM_STDIN_TAKEN = 22, /* u32: that many more bytes of stdin handed to the command:
+                            room for as many again (none once it closed its stdin) */
     /* the egress port (/dev/vport0p2), both ways: u32 connection id first */
     VM_EG_OPEN = 32,  /* guest -> host: a connection to the gateway */
     VM_EG_DATA = 33,  /* id, then bytes */
