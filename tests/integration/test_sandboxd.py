@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import socket
-import stat
 import struct
 import subprocess
 import tempfile
@@ -27,6 +26,7 @@ import pytest
 from conftest import NOBODY, marker, pids_with, wait_until
 from sandboxd_client import Client, generate
 from serve_util import Daemon
+from test_transactions_crash import listing
 
 OTHER = 65533     # allowed by --allow-uid
 STRANGER = 65532  # not allowed
@@ -457,23 +457,6 @@ def own(cordon, top):
             os.lchown(n, cordon.ident.uid, cordon.ident.gid)
 
 
-def tree(top):
-    """Every entry under TOP: its mode, and a file's bytes (a link's target)."""
-    out = {}
-    for dirpath, dirs, files in os.walk(top):
-        for n in dirs + files:
-            p = os.path.join(dirpath, n)
-            st = os.lstat(p)
-            body = None
-            if stat.S_ISREG(st.st_mode):
-                with open(p, "rb") as f:
-                    body = f.read()
-            elif stat.S_ISLNK(st.st_mode):
-                body = os.readlink(p)
-            out[os.path.relpath(p, top)] = (st.st_mode, body)
-    return out
-
-
 def refused_for_git(s, method, path, body=b"x"):
     code, _, text = s.http(method, f"/v1/files/{path}", body)
     assert code == 403 and b"protected in the workspace: git on the host" in text, \
@@ -500,7 +483,7 @@ def test_files_keep_out_of_the_repositories(sandboxd, cordon):
     mark = cordon.hostdir() / "pwned"
     evil = f'[core]\n\tfsmonitor = "touch {mark}; true"\n'.encode()
     hook = b"#!/bin/sh\ntouch " + str(mark).encode() + b"\n"
-    before = tree(s.ws)
+    before = listing(s.ws)
     for path, body in ((".git/hooks/pre-commit?mode=0755", hook), (".git/config", evil),
                        (".git/config.worktree", evil), (".git/info/attributes", b"* filter=x\n"),
                        (".git/modules/m/config", evil), ("sub/.git/config", evil),
@@ -514,7 +497,7 @@ def test_files_keep_out_of_the_repositories(sandboxd, cordon):
     text = refused_for_git(s, "DELETE", "sub?recursive=true")
     assert "cannot remove 'sub' whole: 'sub/.git' is a repository's .git" in text, text
     assert "nothing removed" in text, text
-    assert tree(s.ws) == before
+    assert listing(s.ws) == before
     code, _, body = s.http("GET", "/v1/files/.git/HEAD")
     assert code == 200 and body.startswith(b"ref: refs/heads/"), (code, body)
     for where in (s.ws, s.ws / "sub"):
@@ -574,20 +557,20 @@ def test_files_never_make_a_git_directory(sandboxd, cordon):
     # A bare repository made on the host, then the workspace's root made one.
     assert host_git(s.ws, "init", "-q", "--bare", "b.git", cwd=s.ws).returncode == 0
     own(cordon, s.ws)
-    before = tree(s.ws)
+    before = listing(s.ws)
     refused_for_git(s, "PUT", "b.git/hooks/post-update?mode=0755", b"#!/bin/sh\n")
     assert "is in a git directory ('b.git')" in refused_for_git(s, "PUT", "b.git/config", ssh)
     refused_for_git(s, "DELETE", "b.git/HEAD")
     assert "'b.git' is a git directory" in refused_for_git(s, "DELETE", "b.git?recursive=true")
-    assert tree(s.ws) == before
+    assert listing(s.ws) == before
     (s.ws / "HEAD").write_text("ref: refs/heads/main\n")
     (s.ws / "objects").mkdir()
     (s.ws / "refs").mkdir()
     own(cordon, s.ws)
-    before = tree(s.ws)
+    before = listing(s.ws)
     assert "git directory ('/')" in refused_for_git(s, "PUT", "d/config", b"")
     assert "root is a git directory" in refused_for_git(s, "DELETE", "?recursive=true")
-    assert tree(s.ws) == before
+    assert listing(s.ws) == before
 
 
 def test_emptying_the_workspace_keeps_what_is_protected(sandboxd, cordon):
@@ -608,11 +591,11 @@ def test_emptying_the_workspace_keeps_what_is_protected(sandboxd, cordon):
     (s.ws / "deep" / "other" / "x").write_text("x\n")
     (s.ws / "top.txt").write_text("top\n")
     own(cordon, s.ws)
-    kept = {k: v for k, v in tree(s.ws).items()
+    kept = {k: v for k, v in listing(s.ws).items()
             if k.split("/")[0] in (".envrc", ".vscode", ".cordon-txn-x", ".git", "b.git")
             or k.startswith("deep/sub/.git")}
     assert s.http("DELETE", "/v1/files/?recursive=true")[0] == 204
-    left = tree(s.ws)
+    left = listing(s.ws)
     assert {k: v for k, v in left.items() if k not in ("deep", "deep/sub")} == kept
     assert sorted(os.listdir(s.ws / "deep")) == ["sub"]
     assert sorted(os.listdir(s.ws / "deep" / "sub")) == [".git"]
