@@ -105,7 +105,7 @@ static int parse_files(const json_t *files, struct run_request *r, char *why, si
                               "\"files\".%.64s: give a string, or \"content\" or "
                               "\"content_base64\" and a \"mode\" up to 0777",
                               path);
-        f->mode = mode ? (unsigned)json_integer_value(mode) : 0644;
+        f->mode = mode ? (unsigned)json_integer_value(mode) : 0; /* 0: the command's umask */
         if (text) {
             f->data = json_string_value(text);
             f->len = json_string_length(text);

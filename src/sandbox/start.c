@@ -92,7 +92,8 @@ static int files_memfd(const struct start_file *files, size_t n, struct cordon_e
         return err_sys(err, CORDON_E_SETUP, "cannot create a memfd for the call's files");
     for (size_t i = 0; i < n; i++) {
         struct start_file_header fh = { .path_len = (uint32_t)strlen(files[i].path),
-                                        .mode = files[i].mode ? files[i].mode & 0777 : 0644,
+                                        .mode = files[i].mode ? files[i].mode & 0777
+                                                              : START_FILE_MODE_DEFAULT,
                                         .len = files[i].len };
         if (put_all(fd, &fh, sizeof fh, false) < 0 ||
             put_all(fd, files[i].path, fh.path_len, false) < 0 ||

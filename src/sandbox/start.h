@@ -21,7 +21,7 @@ struct start_file {
     const char *path; /* relative to the workspace, checked by the front end */
     const char *data;
     size_t len;
-    unsigned mode; /* permission bits; 0: 0644 */
+    unsigned mode; /* permission bits; 0: as the command makes its own (0666 less its umask) */
 };
 
 struct start_message {

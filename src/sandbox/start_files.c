@@ -72,7 +72,7 @@ static void made_add(struct made *m, const char *path, size_t len, bool dir)
  * PATH's parent beneath DIR; *LEAF is its last component. With M, its
  * directories are made (0755) on the way and the ones made noted in M.
  */
-static int parent_of(int dir, char *path, char **leaf, struct made *m)
+static int parent_of(int dir, char *path, char **leaf, struct made *m, mode_t umask_was)
 {
     dir = fcntl(dir, F_DUPFD_CLOEXEC, 3);
     char *p = path, *slash;
@@ -84,7 +84,7 @@ static int parent_of(int dir, char *path, char **leaf, struct made *m)
         } else if (!m) {
             next = open_in(dir, p, O_PATH | O_DIRECTORY, 0);
         } else {
-            bool made = mkdirat(dir, p, 0755) == 0;
+            bool made = mkdirat(dir, p, 0777 & ~umask_was) == 0;
             if (made)
                 made_add(m, path, (size_t)(slash - path), true);
             if (made || errno == EEXIST)
@@ -102,13 +102,14 @@ static int parent_of(int dir, char *path, char **leaf, struct made *m)
 }
 
 static int place_one(int dir_fd, char *path, const char *data, size_t len, unsigned mode,
-                     struct made *m)
+                     struct made *m, mode_t umask_was)
 {
     char *leaf;
-    int dir = parent_of(dir_fd, path, &leaf, m);
+    int dir = parent_of(dir_fd, path, &leaf, m, umask_was);
     if (dir < 0)
         return -1;
-    int out = open_in(dir, leaf, O_WRONLY | O_CREAT | O_EXCL, mode & 0777);
+    mode_t perm = mode == START_FILE_MODE_DEFAULT ? 0666 & ~umask_was : mode & 0777;
+    int out = open_in(dir, leaf, O_WRONLY | O_CREAT | O_EXCL, perm);
     close(dir);
     if (out < 0)
         return -1;
@@ -128,7 +129,7 @@ static void undo(int dir_fd, struct made *m)
     while (m->n > 0) {
         struct made_entry *e = &m->e[--m->n];
         char *leaf;
-        int dir = parent_of(dir_fd, e->path, &leaf, NULL);
+        int dir = parent_of(dir_fd, e->path, &leaf, NULL, 0);
         if (dir >= 0) {
             unlinkat(dir, leaf, e->dir ? AT_REMOVEDIR : 0);
             close(dir);
@@ -143,7 +144,7 @@ int start_files_place(const char *buf, size_t size, int dir_fd, char *why, size_
     char path[4096];
     size_t off = 0;
     struct made m = { 0 };
-    /* The modes asked for, whatever umask the front end started with. */
+    /* The modes asked for exactly; where none was, the umask the command will have. */
     mode_t umask_was = umask(0);
     int rc = 0;
     while (rc == 0 && off < size) {
@@ -162,7 +163,7 @@ int start_files_place(const char *buf, size_t size, int dir_fd, char *why, size_
         memcpy(path, buf + off, fh.path_len);
         path[fh.path_len] = '\0';
         off += fh.path_len;
-        if (place_one(dir_fd, path, buf + off, (size_t)fh.len, fh.mode, &m) < 0) {
+        if (place_one(dir_fd, path, buf + off, (size_t)fh.len, fh.mode, &m, umask_was) < 0) {
             snprintf(why, why_len, "cannot place file '%.100s' in the workspace: %s", path,
                      strerror(errno));
             rc = -2;

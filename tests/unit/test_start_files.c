@@ -74,13 +74,17 @@ int main(void)
     struct buf b = { .len = 0 };
     add(&b, "a.txt", "one\n", 0644);
     add(&b, "d/e/run.sh", "echo\n", 04755);
+    add(&b, "d/plain", "no mode asked for\n", START_FILE_MODE_DEFAULT);
     ok(start_files_place(b.data, b.len, root, why, sizeof why) == 0, "two files placed");
     is_str(entries(root, "."), "a.txt d", "the workspace holds them");
     ok(mode_of(root, "a.txt") == 0644, "a.txt is 0644 under umask 077 (%o)",
        mode_of(root, "a.txt"));
     ok(mode_of(root, "d/e/run.sh") == 0755, "the setuid bit is dropped (%o)",
        mode_of(root, "d/e/run.sh"));
-    ok(mode_of(root, "d/e") == 0755, "a directory made is 0755 (%o)", mode_of(root, "d/e"));
+    ok(mode_of(root, "d/e") == 0700, "a directory made is mkdir -p's under umask 077 (%o)",
+       mode_of(root, "d/e"));
+    ok(mode_of(root, "d/plain") == 0600, "a file with no mode is 0666 less the umask (%o)",
+       mode_of(root, "d/plain"));
     ok((umask(077) & 0777) == 077, "the umask is given back");
 
     /* A later file that cannot be placed: the call's earlier ones go too. */
@@ -94,6 +98,7 @@ int main(void)
        why);
     is_str(entries(root, "."), "a.txt d link", "what the call made first is gone");
     is_str(entries(root, "d/e"), "run.sh", "the file it added to a directory already there too");
+    is_str(entries(root, "d"), "e plain", "and only that");
 
     /* One that exists already is not replaced, and the rest of the call goes. */
     b.len = 0;
