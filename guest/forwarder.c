@@ -2,7 +2,10 @@
  * guest/forwarder.c: the guest's egress forwarder (see agent.h). Each
  * connection to 127.0.0.1:3128, and with transparent egress each one to a
  * synthetic address's port and each DNS query to the stub, goes over the
- * egress port to the host, which hands it to cordon's gateway.
+ * egress port to the host, which hands it to cordon's gateway. Bytes go
+ * each way within VM_EG_WINDOW per connection, and the clients' sockets are
+ * non-blocking: a client that does not read holds up its own connection,
+ * never the port.
  */
 #include "agent.h"
 
@@ -53,11 +56,15 @@
 struct conn {
     int fd; /* the client's socket; -1 once it closed (or for the DNS stream) */
     bool used;
-    bool local_done;    /* we sent VM_EG_CLOSE */
+    bool local_done;    /* the client sent all it will (and the host heard, unless done) */
     bool remote_done;   /* the host sent VM_EG_CLOSE */
+    bool remote_ended;  /* ... and the client was told, once DOWN was written */
     bool transparent;   /* to a synthetic address: a close before any byte is a reset */
     bool answered;      /* the host sent a byte */
     uint64_t linger_ms; /* the host is done: when the client is closed regardless */
+    uint32_t up;        /* bytes sent to the host it has not said it took */
+    char *down;         /* the host's bytes the client has not read yet (VM_EG_WINDOW) */
+    size_t down_len;
 };
 
 struct forwarder {
@@ -96,7 +103,9 @@ static int conn_open(struct forwarder *f, int fd, const void *preface, size_t n)
     for (int i = 0; i < MAX_CONNS; i++) {
         if (f->conns[i].used)
             continue;
-        f->conns[i] = (struct conn){ .fd = fd, .used = true, .transparent = fd >= 0 && n > 0 };
+        f->conns[i] = (struct conn){
+            .fd = fd, .used = true, .transparent = fd >= 0 && n > 0, .up = (uint32_t)n
+        };
         uint32_t id = (uint32_t)i;
         send_frame(f->port, VM_EG_OPEN, &id, sizeof id, NULL, 0);
         if (n)
@@ -106,9 +115,23 @@ static int conn_open(struct forwarder *f, int fd, const void *preface, size_t n)
     return -1;
 }
 
+/* N of the host's bytes on connection I handed on (or dropped): room for as many again. */
+static void give_room(struct forwarder *f, int i, size_t n)
+{
+    uint32_t id = (uint32_t)i, taken = (uint32_t)n;
+    if (n)
+        send_frame(f->port, VM_EG_TAKEN, &id, sizeof id, &taken, sizeof taken);
+}
+
 static void conn_close_local(struct forwarder *f, int i)
 {
     struct conn *c = &f->conns[i];
+    /* What the client left unread goes nowhere; the host may send on. */
+    if (!c->remote_done)
+        give_room(f, i, c->down_len);
+    free(c->down);
+    c->down = NULL;
+    c->down_len = 0;
     if (!c->local_done) {
         uint32_t id = (uint32_t)i;
         send_frame(f->port, VM_EG_CLOSE, &id, sizeof id, NULL, 0);
@@ -138,6 +161,9 @@ static void conn_close_remote(struct forwarder *f, int i)
 {
     struct conn *c = &f->conns[i];
     c->remote_done = true;
+    if (c->down_len)
+        return; /* told once the client has read what came before (down_flush) */
+    c->remote_ended = true;
     if (c->transparent && !c->answered && c->fd >= 0)
         reset_on_close(c->fd);
     if (i == f->dns_id || c->fd < 0 || c->local_done || (c->transparent && !c->answered)) {
@@ -146,6 +172,40 @@ static void conn_close_remote(struct forwarder *f, int i)
     }
     shutdown(c->fd, SHUT_WR); /* the client reads the end, then closes */
     c->linger_ms = now_ms() + LINGER_MS;
+}
+
+/* As much of connection I's queue as its client takes now; then the host's end, if it came. */
+static void down_flush(struct forwarder *f, int i)
+{
+    struct conn *c = &f->conns[i];
+    size_t done = 0;
+    while (done < c->down_len) {
+        ssize_t n = send(c->fd, c->down + done, c->down_len - done, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0)
+            n = (ssize_t)(c->down_len - done); /* the client is gone: dropped */
+        done += (size_t)n;
+    }
+    memmove(c->down, c->down + done, c->down_len - done);
+    c->down_len -= done;
+    give_room(f, i, done);
+    if (!c->down_len && c->remote_done && !c->remote_ended)
+        conn_close_remote(f, i);
+}
+
+/* The host's bytes for connection I's client: queued, and as many written as it takes. */
+static void down_put(struct forwarder *f, int i, const char *data, size_t len)
+{
+    struct conn *c = &f->conns[i];
+    /* The host keeps within the window; one that did not is broken. */
+    if (c->down_len + len > VM_EG_WINDOW || (!c->down && !(c->down = malloc(VM_EG_WINDOW))))
+        _exit(1);
+    memcpy(c->down + c->down_len, data, len);
+    c->down_len += len;
+    down_flush(f, i);
 }
 
 /*
@@ -174,12 +234,15 @@ static void refuse_full(int fd, bool transparent)
 static void conn_local_end(struct forwarder *f, int i)
 {
     struct conn *c = &f->conns[i];
-    if (c->remote_done) {
+    if (c->remote_done && !c->down_len) {
         conn_close_local(f, i);
         return;
     }
-    uint32_t id = (uint32_t)i;
-    send_frame(f->port, VM_EG_CLOSE, &id, sizeof id, NULL, 0);
+    /* Once what waits for it is read, the host's end closes it (down_flush). */
+    if (!c->remote_done) {
+        uint32_t id = (uint32_t)i;
+        send_frame(f->port, VM_EG_CLOSE, &id, sizeof id, NULL, 0);
+    }
     c->local_done = true;
 }
 
@@ -195,6 +258,8 @@ static void dns_query(struct forwarder *f)
      * flight than we remember clients for: dropped, as a busy server would. */
     if (n < 12 || (size_t)n > RELAY_DNS_MAX || f->n_pending == MAX_PENDING)
         return;
+    if (f->dns_id >= 0 && f->conns[f->dns_id].up + 2 + (size_t)n > VM_EG_WINDOW)
+        return; /* the host has not taken the last ones yet */
     if (f->dns_id < 0) {
         unsigned char preface[RELAY_MAGIC_LEN + 1];
         memcpy(preface, RELAY_MAGIC, RELAY_MAGIC_LEN);
@@ -207,6 +272,7 @@ static void dns_query(struct forwarder *f)
     q[1] = (unsigned char)n;
     uint32_t id = (uint32_t)f->dns_id;
     send_frame(f->port, VM_EG_DATA, &id, sizeof id, q, 2 + (size_t)n);
+    f->conns[f->dns_id].up += 2 + (uint32_t)n;
     f->pending[(f->pending_head + f->n_pending++) % MAX_PENDING] = from;
 }
 
@@ -250,7 +316,7 @@ static void dns_answers(struct forwarder *f, const char *data, size_t len)
  */
 static void transparent_accept(struct forwarder *f, int listener)
 {
-    int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0)
         return;
     struct sockaddr_in to;
@@ -296,35 +362,50 @@ static _Noreturn void forwarder(struct forwarder *f)
         for (uint32_t i = 0; i < f->n_listeners; i++)
             p[FIXED + i] = (struct pollfd){ .fd = f->listeners[i], .events = POLLIN };
         struct pollfd *pc = p + FIXED + f->n_listeners;
-        /* A client that half-closed is watched for its hang-up only. */
-        for (int i = 0; i < MAX_CONNS; i++)
-            pc[i] = (struct pollfd){ .fd = f->conns[i].fd,
-                                     .events = f->conns[i].local_done ? 0 : POLLIN };
+        /* A client is read while the host has room for its bytes (one the
+         * host is done with, to drop what it still sends), written while
+         * its queue holds any; one that half-closed is watched for its
+         * hang-up. */
+        for (int i = 0; i < MAX_CONNS; i++) {
+            const struct conn *c = &f->conns[i];
+            bool in = !c->local_done && (c->remote_done || c->up < VM_EG_WINDOW);
+            pc[i] = (struct pollfd){ .fd = c->fd,
+                                     .events =
+                                         (short)((in ? POLLIN : 0) | (c->down_len ? POLLOUT : 0)) };
+        }
         if (poll(p, FIXED + f->n_listeners + MAX_CONNS, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             _exit(1);
         }
         if (p[0].revents & (POLLIN | POLLHUP)) {
-            /* One whole frame at a time: the host writes each in one piece. */
+            /* One whole frame at a time: the host writes the rest of one as the port takes it. */
             if (!read_full(f->port, hdr, sizeof hdr) || hdr[1] < 4 || hdr[1] > VM_DATA_MAX + 4)
                 _exit(1);
             uint32_t id;
             if (!read_full(f->port, &id, sizeof id) || !read_full(f->port, buf, hdr[1] - 4))
                 _exit(1);
             struct conn *c = id < MAX_CONNS ? &f->conns[id] : NULL;
+            size_t len = hdr[1] - 4;
             if (c && c->used && !c->remote_done) {
-                if (hdr[0] == VM_EG_DATA && (int)id == f->dns_id)
-                    dns_answers(f, buf, hdr[1] - 4);
-                else if (hdr[0] == VM_EG_DATA && c->fd >= 0) {
+                if (hdr[0] == VM_EG_DATA && (int)id == f->dns_id) {
+                    dns_answers(f, buf, len);
+                    give_room(f, (int)id, len);
+                } else if (hdr[0] == VM_EG_DATA && c->fd >= 0) {
                     c->answered = true;
-                    write_all(c->fd, buf, hdr[1] - 4);
+                    down_put(f, (int)id, buf, len);
+                } else if (hdr[0] == VM_EG_DATA) {
+                    give_room(f, (int)id, len); /* its client is gone */
+                } else if (hdr[0] == VM_EG_TAKEN && len == 4) {
+                    uint32_t n;
+                    memcpy(&n, buf, 4);
+                    c->up = n < c->up ? c->up - n : 0;
                 } else if (hdr[0] == VM_EG_CLOSE)
                     conn_close_remote(f, (int)id);
             }
         }
         if (p[1].revents & POLLIN) {
-            int c = accept4(f->proxy, NULL, NULL, SOCK_CLOEXEC);
+            int c = accept4(f->proxy, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (c >= 0 && conn_open(f, c, NULL, 0) < 0)
                 refuse_full(c, false);
         }
@@ -336,19 +417,30 @@ static _Noreturn void forwarder(struct forwarder *f)
         for (int i = 0; i < MAX_CONNS; i++) {
             struct conn *c = &f->conns[i];
             /* Polled before the frames above changed the table: still this connection? */
-            if (c->fd < 0 || c->fd != pc[i].fd || !(pc[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            short ev = pc[i].revents;
+            if (c->fd < 0 || c->fd != pc[i].fd || !ev)
                 continue;
-            if (c->local_done) {
-                conn_close_local(f, i); /* hung up: nobody reads the answer now */
+            if (c->down_len && (ev & (POLLOUT | POLLERR)))
+                down_flush(f, i);
+            if (c->fd < 0 || !(ev & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            if (c->local_done || !(pc[i].events & POLLIN)) {
+                /* Hung up, or gone while its bytes wait for room: nobody reads the answer now. */
+                if (ev & (POLLHUP | POLLERR))
+                    conn_close_local(f, i);
                 continue;
             }
-            ssize_t n = read(c->fd, buf, VM_DATA_MAX);
+            size_t room = c->remote_done ? VM_DATA_MAX : VM_EG_WINDOW - c->up;
+            ssize_t n = read(c->fd, buf, room < VM_DATA_MAX ? room : VM_DATA_MAX);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
             uint32_t id = (uint32_t)i;
             if (n > 0 && c->remote_done)
                 continue; /* lingering: what it still sends goes nowhere */
-            if (n > 0)
+            if (n > 0) {
                 send_frame(f->port, VM_EG_DATA, &id, sizeof id, buf, (size_t)n);
-            else if (n == 0 && i != f->dns_id)
+                c->up += (uint32_t)n;
+            } else if (n == 0 && i != f->dns_id)
                 conn_local_end(f, i);
             else
                 conn_close_local(f, i);

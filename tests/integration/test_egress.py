@@ -726,6 +726,52 @@ def test_slow_reader_gets_the_whole_answer(cordon, net):
     assert out["status"] == "HTTP/1.1 200 OK" and out["len"] == 5_000_000, out
 
 
+UNREAD_CLIENT = r'''
+import json, select, socket, sys
+host, web, hang = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def proxy(head):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(head.encode())
+    return s
+# A download nobody reads...
+down = proxy(f"GET http://{host}:{web}/big/20000000 HTTP/1.1\r\nHost: {host}\r\n\r\n")
+# ...and an upload nobody reads, sent until no byte more goes for 2 s.
+up = proxy(f"POST http://{host}:{hang}/ HTTP/1.1\r\nHost: {host}\r\n"
+           "Content-Length: 100000000\r\n\r\n")
+up.setblocking(False)
+sent = 0
+while sent < 90_000_000:
+    try:
+        sent += up.send(b"u" * 65536)
+    except BlockingIOError:
+        if not select.select([], [up], [], 2)[1]:
+            break
+# A third connection meanwhile, read to its end.
+third = proxy(f"GET http://{host}:{web}/x HTTP/1.1\r\nHost: {host}\r\n\r\n")
+data = b""
+while d := third.recv(65536):
+    data += d
+print(json.dumps({"answer": data.partition(b"\r\n\r\n")[2].decode(), "sent": sent}), flush=True)
+'''
+
+
+def test_unread_connections_hold_up_no_other(cordon, net):
+    # A client that does not read its download, and an upload the server
+    # does not read, each stall their own connection only: a third gets its
+    # answer, and the run its stdout and its exit. microvm's egress port had
+    # no flow control: the run hung until its time limit.
+    script = cordon.hostdir() / "unread.py"
+    script.write_text(UNREAD_CLIENT)
+    os.chmod(script.parent, 0o755)
+    os.chmod(script, 0o644)
+    r = inside(cordon, net, ["python3", "/opt/unread.py", NAME, str(net.web.port),
+                             str(net.hang.port)],
+               "--ro", f"{script}:/opt/unread.py", "--allow", f"{NAME}:{net.hang.port}")
+    assert r.status == 0 and r.result["reason"] == "exited", r
+    out = json.loads(r.out)
+    assert out["answer"] == "hello from web\n" and out["sent"] > 0, out
+
+
 @pytest.mark.parametrize("split", [["1", "a\r\n" + "A" * 26 + "\r\n0\r\n\r\n"],
                                    ["1a\r\n" + "A" * 26 + "\r", "\n0\r\n\r\n"],
                                    ["1a\r\n" + "A" * 26 + "\r\n0\r\nX-T: 1", "\r\n\r\n"]],

@@ -139,6 +139,15 @@ int vm_resume(struct vm *vm);
 /* kvm.c */
 bool hardware_kvm(char *why, size_t size);
 
+/* shim_egress.c: the egress port's relay (a port the shim hands it, made non-blocking) */
+struct pollfd;
+struct eg_relay *eg_relay_new(int port);
+/* Its descriptors to poll, into P: the port first; how many. */
+size_t eg_relay_poll(const struct eg_relay *r, struct pollfd *p);
+/* What poll() found on them; -1 with ERR when the run must end. */
+int eg_relay_events(struct eg_relay *r, const struct pollfd *p, struct cordon_err *err);
+#define EG_RELAY_FDS (1 + VM_EG_MAX_CONNS)
+
 /* shim.c */
 _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v,
                          const struct shim_fds *fds);

@@ -152,19 +152,6 @@ static int etc_view(const struct vm_plan *v, struct cordon_err *err)
     return 0;
 }
 
-static int connect_gateway(void)
-{
-    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET,
-                             .sin_port = htons(GATEWAY_PORT),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    if (c >= 0 && connect(c, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(c);
-        c = -1;
-    }
-    return c;
-}
-
 static bool send_frame(int fd, uint32_t type, const void *a, size_t alen, const void *b,
                        size_t blen)
 {
@@ -282,9 +269,9 @@ static int send_call(int ctl, struct start_message *m, struct cordon_err *err)
     return rc;
 }
 
-/* One frame of the guest's on the control or egress port; the run's end where it says so. */
+/* One frame of the guest's on the control port; the run's end where it says so. */
 static void on_guest_frame(struct vm *vm, const struct shim_fds *fds, const struct start_message *m,
-                           int *conns, uint32_t *stdin_sent, const struct vm_frame *f)
+                           uint32_t *stdin_sent, const struct vm_frame *f)
 {
     struct cordon_err err = { 0 };
     uint32_t v32 = 0;
@@ -320,20 +307,6 @@ static void on_guest_frame(struct vm *vm, const struct shim_fds *fds, const stru
         err_set(&err, CORDON_E_SETUP, "microvm: the guest spoke out of turn (frame type %u)",
                 f->type);
         shim_fail(fds, &err);
-    case VM_EG_OPEN:
-        if (conns[v32] < 0)
-            conns[v32] = connect_gateway();
-        if (conns[v32] < 0)
-            send_frame(vm->eg, VM_EG_CLOSE, &v32, 4, NULL, 0);
-        break;
-    case VM_EG_DATA:
-        if (conns[v32] >= 0)
-            write_all(conns[v32], (const char *)f->data + 4, f->len - 4);
-        break;
-    case VM_EG_CLOSE:
-        if (conns[v32] >= 0)
-            shutdown(conns[v32], SHUT_WR);
-        break;
     }
 }
 
@@ -343,7 +316,6 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
 {
     struct cordon_err err = { 0 };
     int in = m->stdio[0];
-    static int conns[VM_EG_MAX_CONNS];
     /* A connection to the gateway per guest connection: room for them all. */
     struct rlimit nofile;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < VM_EG_MAX_CONNS + 64) {
@@ -351,14 +323,12 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
             nofile.rlim_max < VM_EG_MAX_CONNS + 64 ? nofile.rlim_max : VM_EG_MAX_CONNS + 64;
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
-    for (size_t i = 0; i < VM_EG_MAX_CONNS; i++)
-        conns[i] = -1;
-    struct vm_reader *rc = malloc(sizeof *rc), *re = malloc(sizeof *re);
+    struct vm_reader *rc = malloc(sizeof *rc);
+    struct eg_relay *eg = eg_relay_new(vm->eg);
     static char buf[VM_DATA_MAX];
-    if (!rc || !re)
+    if (!rc || !eg)
         _exit(125);
     vm_reader_init(rc, VM_PORT_CONTROL);
-    vm_reader_init(re, VM_PORT_EGRESS);
     sigset_t set;
     sigemptyset(&set);
     static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
@@ -370,31 +340,29 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
     uint32_t stdin_sent = 0;
 
     for (;;) {
-        static struct pollfd p[5 + VM_EG_MAX_CONNS];
+        static struct pollfd p[4 + EG_RELAY_FDS];
         p[0] = (struct pollfd){ .fd = vm->ctl, .events = POLLIN };
-        p[1] = (struct pollfd){ .fd = vm->eg, .events = POLLIN };
-        p[2] = (struct pollfd){ .fd = stdin_sent < VM_STDIN_WINDOW ? in : -1, .events = POLLIN };
-        p[3] = (struct pollfd){ .fd = vm->pidfd, .events = POLLIN };
-        p[4] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-        for (size_t i = 0; i < VM_EG_MAX_CONNS; i++)
-            p[5 + i] = (struct pollfd){ .fd = conns[i], .events = POLLIN };
-        if (poll(p, 5 + VM_EG_MAX_CONNS, -1) < 0) {
+        p[1] = (struct pollfd){ .fd = stdin_sent < VM_STDIN_WINDOW ? in : -1, .events = POLLIN };
+        p[2] = (struct pollfd){ .fd = vm->pidfd, .events = POLLIN };
+        p[3] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+        size_t n_eg = eg_relay_poll(eg, p + 4);
+        if (poll(p, 4 + n_eg, -1) < 0) {
             if (errno == EINTR)
                 continue;
             _exit(125);
         }
-        if (p[3].revents) {
+        if (p[2].revents) {
             err_set(&err, CORDON_E_SETUP, "microvm: QEMU exited before the command's status");
             shim_fail(fds, &err);
         }
-        if (p[4].revents & POLLIN) {
+        if (p[3].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) == sizeof si) {
                 uint32_t sig = si.ssi_signo;
                 send_frame(vm->ctl, VM_SIGNAL, &sig, sizeof sig, NULL, 0);
             }
         }
-        if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
             ssize_t n = read(in, buf, VM_STDIN_WINDOW - stdin_sent);
             if (n > 0) {
                 send_frame(vm->ctl, VM_STDIN, buf, (size_t)n, NULL, 0);
@@ -405,42 +373,27 @@ static _Noreturn void shim_relay(struct vm *vm, const struct shim_fds *fds,
                 in = -1;
             }
         }
-        for (int port = 0; port < 2; port++) {
-            if (!(p[port].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            int fd = port == 0 ? vm->ctl : vm->eg;
-            ssize_t n = read(fd, buf, sizeof buf);
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t n = read(vm->ctl, buf, sizeof buf);
             if (n <= 0) {
-                err_set(&err, CORDON_E_SETUP, "microvm: the guest closed its %s port",
-                        port == 0 ? "control" : "egress");
+                err_set(&err, CORDON_E_SETUP, "microvm: the guest closed its control port");
                 shim_fail(fds, &err);
             }
             size_t off = 0;
             while (off < (size_t)n) {
                 size_t used;
                 struct vm_frame f;
-                int got = vm_reader_feed(port == 0 ? rc : re, buf + off, (size_t)n - off, &used, &f,
-                                         &err);
+                int got = vm_reader_feed(rc, buf + off, (size_t)n - off, &used, &f, &err);
                 if (got < 0)
                     shim_fail(fds, &err); /* a hostile or broken guest: the run ends */
                 off += used;
                 if (got == 0)
                     break;
-                on_guest_frame(vm, fds, m, conns, &stdin_sent, &f);
+                on_guest_frame(vm, fds, m, &stdin_sent, &f);
             }
         }
-        for (uint32_t i = 0; i < VM_EG_MAX_CONNS; i++) {
-            if (conns[i] < 0 || !(p[5 + i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            ssize_t n = read(conns[i], buf, VM_DATA_MAX);
-            if (n > 0) {
-                send_frame(vm->eg, VM_EG_DATA, &i, 4, buf, (size_t)n);
-            } else {
-                send_frame(vm->eg, VM_EG_CLOSE, &i, 4, NULL, 0);
-                close(conns[i]);
-                conns[i] = -1;
-            }
-        }
+        if (eg_relay_events(eg, p + 4, &err) < 0)
+            shim_fail(fds, &err);
     }
 }
 

@@ -38,6 +38,15 @@
  * levels; past it the agent answers 429 itself.
  */
 #define VM_EG_MAX_CONNS 1024u
+/*
+ * An egress connection's bytes in flight each way: the guest holds at most
+ * this much of the host's for a client that is not reading, the host as much
+ * of the guest's for a gateway connection that is not, and VM_EG_TAKEN gives
+ * the room back as the bytes are handed on. A connection left unread then
+ * holds up no other one, nor the run's stdio and status. Two data frames,
+ * so the next is on its way while one is handed on.
+ */
+#define VM_EG_WINDOW (2 * VM_DATA_MAX)
 /* The guest's fixed addresses (policy.h's GATEWAY_PORT, DNS_STUB_ADDR,
  * SYNTH_NET and SYNTH_PREFIX; microvm.c asserts they agree). */
 #define VM_GATEWAY_PORT 3128u
@@ -66,6 +75,7 @@ enum vm_frame_type {
     VM_EG_OPEN = 32,  /* guest -> host: a connection to the gateway */
     VM_EG_DATA = 33,  /* id, then bytes */
     VM_EG_CLOSE = 34, /* id: that side closed */
+    VM_EG_TAKEN = 35, /* id, u32: that many of the other side's bytes handed on */
 };
 
 enum vm_error_kind {
