@@ -9,6 +9,7 @@
  */
 #include "agent.h"
 
+#include "../src/sandbox/microvm/vm_queue.h"
 #include "../src/sandbox/microvm/vm_wire.h"
 #include "common/fds.h"
 #include "common/home.h"
@@ -56,15 +57,15 @@
 struct conn {
     int fd; /* the client's socket; -1 once it closed (or for the DNS stream) */
     bool used;
-    bool local_done;    /* the client sent all it will (and the host heard, unless done) */
-    bool remote_done;   /* the host sent VM_EG_CLOSE */
-    bool remote_ended;  /* ... and the client was told, once DOWN was written */
-    bool transparent;   /* to a synthetic address: a close before any byte is a reset */
-    bool answered;      /* the host sent a byte */
-    uint64_t linger_ms; /* the host is done: when the client is closed regardless */
-    uint32_t up;        /* bytes sent to the host it has not said it took */
-    char *down;         /* the host's bytes the client has not read yet (VM_EG_WINDOW) */
-    size_t down_len;
+    bool local_done;      /* the client sent all it will (and the host heard, unless done) */
+    bool remote_done;     /* the host sent VM_EG_CLOSE */
+    bool remote_ended;    /* ... and the client was told, once DOWN was written */
+    bool transparent;     /* to a synthetic address: a close before any byte is a reset */
+    bool answered;        /* the host sent a byte */
+    uint64_t linger_ms;   /* the host is done: when the client is closed regardless */
+    uint32_t up;          /* bytes sent to the host it has not said it took */
+    struct vm_queue down; /* the host's bytes the client has not read yet */
+    uint32_t down_taken;  /* of them, read since the host was last told (VM_EG_TAKEN) */
 };
 
 struct forwarder {
@@ -128,10 +129,9 @@ static void conn_close_local(struct forwarder *f, int i)
     struct conn *c = &f->conns[i];
     /* What the client left unread goes nowhere; the host may send on. */
     if (!c->remote_done)
-        give_room(f, i, c->down_len);
-    free(c->down);
-    c->down = NULL;
-    c->down_len = 0;
+        give_room(f, i, c->down_taken + c->down.len);
+    vm_queue_free(&c->down);
+    c->down_taken = 0;
     if (!c->local_done) {
         uint32_t id = (uint32_t)i;
         send_frame(f->port, VM_EG_CLOSE, &id, sizeof id, NULL, 0);
@@ -161,7 +161,7 @@ static void conn_close_remote(struct forwarder *f, int i)
 {
     struct conn *c = &f->conns[i];
     c->remote_done = true;
-    if (c->down_len)
+    if (c->down.len)
         return; /* told once the client has read what came before (down_flush) */
     c->remote_ended = true;
     if (c->transparent && !c->answered && c->fd >= 0)
@@ -174,37 +174,31 @@ static void conn_close_remote(struct forwarder *f, int i)
     c->linger_ms = now_ms() + LINGER_MS;
 }
 
-/* As much of connection I's queue as its client takes now; then the host's end, if it came. */
+/*
+ * As much of connection I's queue as its client takes now; then the host's
+ * end, if it came. The room goes back a quarter window at a time: the host
+ * waits only with a whole window out, so what is taken and not yet said
+ * never stalls it, and a frame per write costs a download under TCG.
+ */
 static void down_flush(struct forwarder *f, int i)
 {
     struct conn *c = &f->conns[i];
-    size_t done = 0;
-    while (done < c->down_len) {
-        ssize_t n = send(c->fd, c->down + done, c->down_len - done, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (n <= 0)
-            n = (ssize_t)(c->down_len - done); /* the client is gone: dropped */
-        done += (size_t)n;
+    bool gone = false;
+    c->down_taken += (uint32_t)vm_queue_send(&c->down, c->fd, &gone);
+    if (c->down_taken >= VM_EG_WINDOW / 4) {
+        give_room(f, i, c->down_taken);
+        c->down_taken = 0;
     }
-    memmove(c->down, c->down + done, c->down_len - done);
-    c->down_len -= done;
-    give_room(f, i, done);
-    if (!c->down_len && c->remote_done && !c->remote_ended)
+    if (!c->down.len && c->remote_done && !c->remote_ended)
         conn_close_remote(f, i);
 }
 
 /* The host's bytes for connection I's client: queued, and as many written as it takes. */
 static void down_put(struct forwarder *f, int i, const char *data, size_t len)
 {
-    struct conn *c = &f->conns[i];
     /* The host keeps within the window; one that did not is broken. */
-    if (c->down_len + len > VM_EG_WINDOW || (!c->down && !(c->down = malloc(VM_EG_WINDOW))))
+    if (!vm_queue_put(&f->conns[i].down, data, len))
         _exit(1);
-    memcpy(c->down + c->down_len, data, len);
-    c->down_len += len;
     down_flush(f, i);
 }
 
@@ -234,7 +228,7 @@ static void refuse_full(int fd, bool transparent)
 static void conn_local_end(struct forwarder *f, int i)
 {
     struct conn *c = &f->conns[i];
-    if (c->remote_done && !c->down_len) {
+    if (c->remote_done && !c->down.len) {
         conn_close_local(f, i);
         return;
     }
@@ -371,7 +365,7 @@ static _Noreturn void forwarder(struct forwarder *f)
             bool in = !c->local_done && (c->remote_done || c->up < VM_EG_WINDOW);
             pc[i] = (struct pollfd){ .fd = c->fd,
                                      .events =
-                                         (short)((in ? POLLIN : 0) | (c->down_len ? POLLOUT : 0)) };
+                                         (short)((in ? POLLIN : 0) | (c->down.len ? POLLOUT : 0)) };
         }
         if (poll(p, FIXED + f->n_listeners + MAX_CONNS, timeout) < 0) {
             if (errno == EINTR)
@@ -420,7 +414,7 @@ static _Noreturn void forwarder(struct forwarder *f)
             short ev = pc[i].revents;
             if (c->fd < 0 || c->fd != pc[i].fd || !ev)
                 continue;
-            if (c->down_len && (ev & (POLLOUT | POLLERR)))
+            if (c->down.len && (ev & (POLLOUT | POLLERR)))
                 down_flush(f, i);
             if (c->fd < 0 || !(ev & (POLLIN | POLLHUP | POLLERR)))
                 continue;

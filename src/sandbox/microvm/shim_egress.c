@@ -8,6 +8,7 @@
  * can wait on the other.
  */
 #include "sandbox/microvm/microvm_int.h"
+#include "sandbox/microvm/vm_queue.h"
 
 #include <netinet/in.h>
 #include <poll.h>
@@ -22,12 +23,11 @@
 #define OUT_MAX (8u << 20)
 
 struct eg_conn {
-    int fd;        /* to the gateway; -1: none */
-    uint32_t down; /* sent to the guest, not yet taken */
-    uint32_t owed; /* the guest's bytes the gateway took, not yet said (VM_EG_TAKEN) */
-    bool up_end;   /* the guest closed its side: shut the gateway's once UP is written */
-    char *up;      /* the guest's bytes the gateway has not taken yet (VM_EG_WINDOW) */
-    size_t up_len;
+    int fd;             /* to the gateway; -1: none */
+    uint32_t down;      /* sent to the guest, not yet taken */
+    uint32_t owed;      /* the guest's bytes the gateway took, not yet said (VM_EG_TAKEN) */
+    bool up_end;        /* the guest closed its side: shut the gateway's once UP is written */
+    struct vm_queue up; /* the guest's bytes the gateway has not taken yet */
 };
 
 struct eg_relay {
@@ -95,7 +95,7 @@ static void conn_drop(struct eg_conn *c)
 {
     if (c->fd >= 0)
         close(c->fd);
-    free(c->up);
+    vm_queue_free(&c->up);
     *c = (struct eg_conn){ .fd = -1 };
 }
 
@@ -106,25 +106,16 @@ static int conn_end(struct eg_relay *r, uint32_t id, struct cordon_err *err)
     return out_frame(r, VM_EG_CLOSE, id, NULL, 0, err);
 }
 
-/* As much of C's queue as the gateway takes now; the guest is owed the room. */
+/*
+ * As much of C's queue as the gateway takes now; the guest is owed the room.
+ * What a gateway that is gone would not take goes nowhere: its end, read
+ * next, closes the connection.
+ */
 static void up_flush(struct eg_conn *c)
 {
-    while (c->up_len) {
-        ssize_t n = write(c->fd, c->up, c->up_len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (n <= 0) {
-            /* The gateway is gone: what it would not take goes nowhere, and
-             * its end, read next, closes the connection. */
-            n = (ssize_t)c->up_len;
-        }
-        memmove(c->up, c->up + n, c->up_len - (size_t)n);
-        c->up_len -= (size_t)n;
-        c->owed += (uint32_t)n;
-    }
-    if (c->up_end) {
+    bool gone = false;
+    c->owed += (uint32_t)vm_queue_send(&c->up, c->fd, &gone);
+    if (c->up_end && !c->up.len) {
         shutdown(c->fd, SHUT_WR);
         c->up_end = false;
     }
@@ -146,13 +137,11 @@ static int guest_frame(struct eg_relay *r, const struct vm_frame *f, struct cord
         size_t len = f->len - 4;
         if (c->fd < 0)
             return 0; /* ended here: the guest hears it, or heard it */
-        if (c->up_len + len > VM_EG_WINDOW)
+        if (len > VM_EG_WINDOW - c->up.len)
             return err_set(err, CORDON_E_SETUP,
                            "microvm: the guest sent past egress connection %u's window", id);
-        if (!c->up && !(c->up = malloc(VM_EG_WINDOW)))
+        if (!vm_queue_put(&c->up, f->data + 4, len))
             return err_set(err, CORDON_E_INTERNAL, "out of memory");
-        memcpy(c->up + c->up_len, f->data + 4, len);
-        c->up_len += len;
         up_flush(c);
         return 0;
     }
@@ -177,7 +166,7 @@ size_t eg_relay_poll(const struct eg_relay *r, struct pollfd *p)
     for (size_t i = 0; i < VM_EG_MAX_CONNS; i++) {
         const struct eg_conn *c = &r->conns[i];
         short ev = (c->down < VM_EG_WINDOW && r->out_len < OUT_LOW ? POLLIN : 0) |
-            (c->up_len ? POLLOUT : 0);
+            (c->up.len ? POLLOUT : 0);
         /* Not polled at all while it waits: its hang-up would wake us for nothing. */
         p[1 + i] = (struct pollfd){ .fd = ev ? c->fd : -1, .events = ev };
     }
@@ -229,7 +218,7 @@ int eg_relay_events(struct eg_relay *r, const struct pollfd *p, struct cordon_er
         /* Polled before the port's frames changed the table: still this connection? */
         if (c->fd < 0 || c->fd != p[1 + i].fd || !ev)
             continue;
-        if (c->up_len && (ev & (POLLOUT | POLLERR)))
+        if (c->up.len && (ev & (POLLOUT | POLLERR)))
             up_flush(c);
         /* Read only as it was polled for, and while the queue has room. */
         if (!(ev & (POLLIN | POLLHUP | POLLERR)) || !(p[1 + i].events & POLLIN) ||
@@ -246,10 +235,11 @@ int eg_relay_events(struct eg_relay *r, const struct pollfd *p, struct cordon_er
             TRY(conn_end(r, i, err));
         }
     }
-    /* The room the gateway made, said once per connection per round. */
+    /* The room the gateway made, said a quarter window at a time (the guest
+     * waits only with a whole window out). */
     for (uint32_t i = 0; i < VM_EG_MAX_CONNS && r->out_len < OUT_LOW; i++) {
         struct eg_conn *c = &r->conns[i];
-        if (!c->owed)
+        if (c->owed < VM_EG_WINDOW / 4)
             continue;
         TRY(out_frame(r, VM_EG_TAKEN, i, &c->owed, sizeof c->owed, err));
         c->owed = 0;
