@@ -937,15 +937,14 @@ static int start_gateway(struct run *run, struct cordon_err *err)
     return run->gw_pid < 0 ? -1 : 0;
 }
 
-/* supervise()'s wake: the gateway started, its report pipe handed over (or -1). */
-static int wake_gateway(void *arg)
+/* supervise()'s wake: the gateway started, its report pipe handed over (or -1 with ERR). */
+static int wake_gateway(void *arg, struct cordon_err *err)
 {
     struct run *run = arg;
-    struct cordon_err err = { 0 };
-    if (start_gateway(run, &err) < 0) {
+    if (start_gateway(run, err) < 0) {
         /* Its doors are closed: what waits there is refused, not left hanging. */
         if (run->call.notice)
-            run->call.notice(run->call.notice_arg, err.msg);
+            run->call.notice(run->call.notice_arg, err->msg);
         return -1;
     }
     return TAKE_FD(run->gw_report);

@@ -223,13 +223,15 @@ json_t *sandbox_result_to_json(const struct sandbox_result *res, const struct po
         if (d)
             json_array_append_new(recent, d);
     }
-    if (o)
-        json_object_set_new(o, "egress",
-                            json_pack("{s:I, s:I, s:I, s:I, s:o}", "allowed",
-                                      (json_int_t)e->allowed, "refused", (json_int_t)e->refused,
-                                      "bytes_up", (json_int_t)e->bytes_up, "bytes_down",
-                                      (json_int_t)e->bytes_down, "recent", recent));
-    else
+    if (o) {
+        json_t *eg =
+            json_pack("{s:I, s:I, s:I, s:I, s:o}", "allowed", (json_int_t)e->allowed, "refused",
+                      (json_int_t)e->refused, "bytes_up", (json_int_t)e->bytes_up, "bytes_down",
+                      (json_int_t)e->bytes_down, "recent", recent);
+        if (eg && e->error[0])
+            json_object_set_new(eg, "error", json_string(e->error));
+        json_object_set_new(o, "egress", eg);
+    } else
         json_decref(recent);
     if (o) {
         json_object_set_new(o, "defaults", defaults);

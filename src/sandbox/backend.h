@@ -119,6 +119,7 @@ struct sandbox_result {
         uint64_t bytes_up, bytes_down; /* through allowed connections */
         char recent[16][768];          /* the last decisions, as JSON lines */
         unsigned n_recent, next;
+        char error[256]; /* why the gateway could not start, or "" */
     } egress;
     struct workspace_report workspace; /* a host workspace's scans */
     struct txn_summary txn;            /* an overlay workspace's change, and what became of it */

@@ -470,13 +470,25 @@ static void reap_init(struct loop *l, bool polled)
     conclude(l, &ru);
 }
 
-/* The gateway started for what reached its doors; they are closed either way. */
-static void wake_gateway(struct supervision *s)
+/*
+ * The gateway started for what reached its doors; they are closed either
+ * way. One that could not start decides nothing, so its failure is what the
+ * result and the log record: what waited at the doors was refused.
+ */
+static void wake_gateway(struct supervision *s, struct sandbox_result *res)
 {
+    struct cordon_err err = { 0 };
     s->n_doors = 0;
-    int fd = s->wake(s->wake_arg);
-    if (fd >= 0)
+    int fd = s->wake(s->wake_arg, &err);
+    if (fd >= 0) {
         s->report_r = fd;
+        return;
+    }
+    snprintf(res->egress.error, sizeof res->egress.error, "%s", err.msg);
+    struct cordon_err ignored;
+    if (s->audit)
+        audit_append(s->audit, "egress.error", s->run_id, json_pack("{s:s}", "error", err.msg),
+                     &ignored);
 }
 
 /* Has something reached a door? (TIMEOUT_MS as poll's.) */
@@ -568,7 +580,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
         }
         for (int i = i_door; i < n && s->n_doors; i++)
             if (p[i].revents)
-                wake_gateway(s);
+                wake_gateway(s, res);
         if (i_rep >= 0 && p[i_rep].revents)
             read_reports(s, res);
         if (i_out >= 0 && p[i_out].revents)
@@ -599,7 +611,7 @@ void supervise(struct supervision *s, struct sandbox_result *res)
     }
     /* What the run sent the gateway's way as it ended is answered, and reported, as ever. */
     if (door_reached(s, 0))
-        wake_gateway(s);
+        wake_gateway(s, res);
     /* Output past the cap that was already written when the command ended
      * still counts: the relayed output is not all the command said. */
     if (l.output_capped && res->reason == RUN_EXITED)

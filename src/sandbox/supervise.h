@@ -34,10 +34,10 @@ struct supervision {
     /* The gateway's doors while it is not started (report_r -1): the first
      * connection or datagram at one (or, as the run ends, one waiting there)
      * calls WAKE, which starts it, closes the doors and returns its report_r
-     * (or -1). */
+     * (or -1 with ERR). */
     const int *doors;
     size_t n_doors;
-    int (*wake)(void *arg);
+    int (*wake)(void *arg, struct cordon_err *err);
     void *wake_arg;
     /* Told once the command has exec'd (its error pipe closed with no record), or NULL. */
     void (*started)(void *arg);

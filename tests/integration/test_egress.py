@@ -12,6 +12,7 @@ http.client, node) or egress_servers.py sending exact bytes to the proxy.
 import json
 import os
 import pathlib
+import resource
 import shutil
 import ssl
 import subprocess
@@ -770,6 +771,68 @@ def test_unread_connections_hold_up_no_other(cordon, net):
     assert r.status == 0 and r.result["reason"] == "exited", r
     out = json.loads(r.out)
     assert out["answer"] == "hello from web\n" and out["sent"] > 0, out
+
+
+FILL_THEN_CONNECT = r'''
+import os, signal, socket, sys, time
+kids = []
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+try:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(f"GET {sys.argv[1]}/x HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    print("answered", s.recv(100))
+except OSError as e:
+    print("refused", e)
+for k in kids:
+    os.kill(k, signal.SIGKILL)
+'''
+
+
+def tasks_of(uid):
+    """The tasks (threads too: the process limit counts them) UID has now."""
+    n = 0
+    for t in pathlib.Path("/proc").glob("[0-9]*/task/[0-9]*"):
+        try:
+            n += t.stat().st_uid == uid
+        except OSError:
+            pass
+    return n
+
+
+def test_a_gateway_that_cannot_start_is_recorded(user_cordon, net):
+    # The gateway is forked when the run first reaches its door. An ordinary
+    # user's process limit, filled by the run's own processes (the user's at
+    # these levels), leaves no fork for it: the connection is refused, and
+    # with no gateway there is no decision to record, so the result and the
+    # audit log record the failure (they had said nothing).
+    cordon = user_cordon
+    d = cordon.hostdir("fill")
+    (d / "fill.py").write_text(FILL_THEN_CONNECT)
+    os.chmod(d / "fill.py", 0o644)
+    log = d / "audit.log"
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    # The suite's own process is root's, which no process limit holds; the
+    # run's processes are the user's: room for its own and 40 more.
+    resource.setrlimit(resource.RLIMIT_NPROC, (tasks_of(cordon.ident.uid) + 48, hard))
+    try:
+        r = inside(cordon, net, ["python3", "/opt/fill.py", net.http],
+                   "--ro", f"{d / 'fill.py'}:/opt/fill.py", "--audit", log)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
+    assert r.status == 0 and r.out.startswith("refused"), r
+    why = r.result["egress"].get("error", "")
+    assert why.startswith("cannot start the egress gateway"), r.result["egress"]
+    events = [json.loads(l) for l in log.read_text().splitlines()]
+    assert [e["error"] for e in events if e["type"] == "egress.error"] == [why], events
+    assert net.web.count() == 0, net.web.requests
 
 
 @pytest.mark.parametrize("split", [["1", "a\r\n" + "A" * 26 + "\r\n0\r\n\r\n"],
