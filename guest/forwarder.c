@@ -48,6 +48,8 @@
 #define LINGER_MS 2000
 /* DNS queries sent on the stream and not yet answered: their clients, in order. */
 #define MAX_PENDING 64
+/* Frames from the host handled in one round at most. */
+#define FRAMES_PER_ROUND 64
 
 /*
  * A connection id stays taken until both sides have closed it: the host
@@ -216,10 +218,16 @@ static void refuse_full(int fd, bool transparent)
                      "X-Cordon-Denied: budget:connections\r\nConnection: close\r\n"
                      "Content-Length: %zu\r\n\r\n%s",
                      sizeof body - 1, body);
-    if (transparent)
+    if (transparent) {
         reset_on_close(fd);
-    else
+    } else {
         (void)!send(fd, answer, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        /* What it sent so far is read: a close over unread bytes is a reset,
+         * which can take the answer with it. */
+        char sink[4096];
+        while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0)
+            ;
+    }
     close(fd);
 }
 
@@ -372,7 +380,13 @@ static _Noreturn void forwarder(struct forwarder *f)
                 continue;
             _exit(1);
         }
-        if (p[0].revents & (POLLIN | POLLHUP)) {
+        /* The frames waiting, up to FRAMES_PER_ROUND: at one a round, a
+         * flood of short connections (each brings the host's DATA, CLOSE
+         * and room, and a round accepts one) outran it and took every id. */
+        struct pollfd port_in = { .fd = f->port, .events = POLLIN };
+        for (int k = 0; k < FRAMES_PER_ROUND && (p[0].revents & (POLLIN | POLLHUP)) &&
+             (k == 0 || poll(&port_in, 1, 0) > 0);
+             k++) {
             /* One whole frame at a time: the host writes the rest of one as the port takes it. */
             if (!read_full(f->port, hdr, sizeof hdr) || hdr[1] < 4 || hdr[1] > VM_DATA_MAX + 4)
                 _exit(1);
@@ -398,19 +412,10 @@ static _Noreturn void forwarder(struct forwarder *f)
                     conn_close_remote(f, (int)id);
             }
         }
-        if (p[1].revents & POLLIN) {
-            int c = accept4(f->proxy, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (c >= 0 && conn_open(f, c, NULL, 0) < 0)
-                refuse_full(c, false);
-        }
-        if (p[2].revents & POLLIN)
-            dns_query(f);
-        for (uint32_t i = 0; i < f->n_listeners; i++)
-            if (p[FIXED + i].revents & POLLIN)
-                transparent_accept(f, f->listeners[i]);
         for (int i = 0; i < MAX_CONNS; i++) {
             struct conn *c = &f->conns[i];
-            /* Polled before the frames above changed the table: still this connection? */
+            /* Polled before the frames above changed the table: still this
+             * connection? (No new one yet: accepts come after this loop.) */
             short ev = pc[i].revents;
             if (c->fd < 0 || c->fd != pc[i].fd || !ev)
                 continue;
@@ -439,6 +444,19 @@ static _Noreturn void forwarder(struct forwarder *f)
             else
                 conn_close_local(f, i);
         }
+        /* New clients last: a descriptor closed above can come back from
+         * accept(), and the events polled for the old one must not land on
+         * the new connection (a hang-up there closed it unanswered). */
+        if (p[1].revents & POLLIN) {
+            int c = accept4(f->proxy, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (c >= 0 && conn_open(f, c, NULL, 0) < 0)
+                refuse_full(c, false);
+        }
+        if (p[2].revents & POLLIN)
+            dns_query(f);
+        for (uint32_t i = 0; i < f->n_listeners; i++)
+            if (p[FIXED + i].revents & POLLIN)
+                transparent_accept(f, f->listeners[i]);
     }
 }
 
