@@ -37,7 +37,8 @@ MICROVM_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_trans
 	tests/integration/test_egress.py::test_half_closed_request_still_gets_its_answer \
 	tests/integration/test_egress.py::test_slow_reader_gets_the_whole_answer \
 	tests/integration/test_egress.py::test_unread_connections_hold_up_no_other \
-	tests/integration/test_egress.py::test_a_new_connection_is_not_cut_for_a_closed_ones_hang_up
+	tests/integration/test_egress.py::test_a_new_connection_is_not_cut_for_a_closed_ones_hang_up \
+	tests/integration/test_egress.py::test_an_abandoned_download_is_not_relayed_on
 
 .PHONY: all deps test-deps fuzz-deps guest-kernel build deb demo test unit integration integration-gvisor integration-microvm integration-oci conformance-oci test-gvisor fuzz sanitize sanitize-all bench clean
 

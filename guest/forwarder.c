@@ -62,6 +62,7 @@ struct conn {
     bool local_done;      /* the client sent all it will (and the host heard, unless done) */
     bool remote_done;     /* the host sent VM_EG_CLOSE */
     bool remote_ended;    /* ... and the client was told, once DOWN was written */
+    bool reset_sent;      /* the client is gone, and the host was told (VM_EG_RESET) */
     bool transparent;     /* to a synthetic address: a close before any byte is a reset */
     bool answered;        /* the host sent a byte */
     uint64_t linger_ms;   /* the host is done: when the client is closed regardless */
@@ -116,6 +117,21 @@ static int conn_open(struct forwarder *f, int fd, const void *preface, size_t n)
         return i;
     }
     return -1;
+}
+
+/*
+ * Connection I's client is gone (its socket closed, or reset): a read of its
+ * end could not tell that from a half close, and the host would relay the
+ * rest of an answer nobody reads (and count it against the run's budget).
+ */
+static void client_gone(struct forwarder *f, int i)
+{
+    struct conn *c = &f->conns[i];
+    uint32_t id = (uint32_t)i;
+    if (c->reset_sent || c->remote_done)
+        return;
+    send_frame(f->port, VM_EG_RESET, &id, sizeof id, NULL, 0);
+    c->reset_sent = true;
 }
 
 /* N of the host's bytes on connection I handed on (or dropped): room for as many again. */
@@ -187,6 +203,8 @@ static void down_flush(struct forwarder *f, int i)
     struct conn *c = &f->conns[i];
     bool gone = false;
     c->down_taken += (uint32_t)vm_queue_send(&c->down, c->fd, &gone);
+    if (gone)
+        client_gone(f, i);
     if (c->down_taken >= VM_EG_WINDOW / 4) {
         give_room(f, i, c->down_taken);
         c->down_taken = 0;
@@ -404,6 +422,7 @@ static _Noreturn void forwarder(struct forwarder *f)
                     down_put(f, (int)id, buf, len);
                 } else if (hdr[0] == VM_EG_DATA) {
                     give_room(f, (int)id, len); /* its client is gone */
+                    client_gone(f, (int)id);
                 } else if (hdr[0] == VM_EG_TAKEN && len == 4) {
                     uint32_t n;
                     memcpy(&n, buf, 4);

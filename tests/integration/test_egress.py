@@ -835,6 +835,34 @@ def test_a_gateway_that_cannot_start_is_recorded(user_cordon, net):
     assert net.web.count() == 0, net.web.requests
 
 
+ABANDONED = r"""
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(f"GET {sys.argv[1]}/big/100000000 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+got = 0
+while got < 100_000:
+    got += len(s.recv(65536))
+s.close()
+time.sleep(5)
+print(got)
+"""
+
+
+def test_an_abandoned_download_is_not_relayed_on(cordon, net):
+    # A client that closes its socket mid-download: its reset reaches the
+    # gateway, which stops. At microvm the guest took the close for a half
+    # close and the host relayed the rest of the 100 MB to nobody, counted
+    # against the run's byte budget.
+    script = cordon.hostdir() / "abandon.py"
+    script.write_text(ABANDONED)
+    os.chmod(script.parent, 0o755)
+    os.chmod(script, 0o644)
+    r = inside(cordon, net, ["python3", "/opt/abandon.py", net.http],
+               "--ro", f"{script}:/opt/abandon.py")
+    assert r.status == 0, r
+    assert r.result["egress"]["bytes_down"] < 40_000_000, r.result["egress"]
+
+
 CLOSED_AND_NEW = r"""
 import json, socket, sys, threading, time
 host, web = sys.argv[1], int(sys.argv[2])

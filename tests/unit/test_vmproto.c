@@ -33,6 +33,7 @@ static const struct frame_case cases[] = {
     { "egress open", VM_PORT_EGRESS, VM_EG_OPEN, 4, 1023, NULL },
     { "egress data", VM_PORT_EGRESS, VM_EG_DATA, 100, 5, NULL },
     { "egress taken", VM_PORT_EGRESS, VM_EG_TAKEN, 8, 7, NULL },
+    { "egress reset", VM_PORT_EGRESS, VM_EG_RESET, 4, 9, NULL },
     { "unknown type", VM_PORT_CONTROL, 99, 0, 0, "unknown type 99" },
     { "a host-only type", VM_PORT_CONTROL, VM_CALL, 10, 0, "unknown type 1" },
     { "egress type on control", VM_PORT_CONTROL, VM_EG_DATA, 10, 0, "unknown type 33" },
@@ -50,6 +51,7 @@ static const struct frame_case cases[] = {
     { "egress taken, short", VM_PORT_EGRESS, VM_EG_TAKEN, 4, 1, "length 4 (allowed 8-8)" },
     { "forged id on taken", VM_PORT_EGRESS, VM_EG_TAKEN, 8, 1024, "connection 1024" },
     { "taken on control", VM_PORT_CONTROL, VM_EG_TAKEN, 8, 0, "unknown type 35" },
+    { "reset with bytes", VM_PORT_EGRESS, VM_EG_RESET, 8, 1, "length 8 (allowed 4-4)" },
 };
 
 /* A call's port list: the count N as sent (it may lie), the LISTED ports

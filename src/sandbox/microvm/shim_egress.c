@@ -151,6 +151,14 @@ static int guest_frame(struct eg_relay *r, const struct vm_frame *f, struct cord
             up_flush(c);
         }
         return 0;
+    case VM_EG_RESET:
+        /* The client is gone: so is the gateway's connection (a reset, as
+         * the namespace level's client gives it), and what it still sends. */
+        if (c->fd < 0)
+            return 0;
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &(struct linger){ .l_onoff = 1 },
+                   sizeof(struct linger));
+        return conn_end(r, id, err);
     case VM_EG_TAKEN:
         memcpy(&v32, f->data + 4, 4);
         /* Never below nothing: a guest cannot make more room than the window. */

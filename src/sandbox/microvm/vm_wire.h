@@ -78,6 +78,7 @@ enum vm_frame_type {
     VM_EG_DATA = 33,  /* id, then bytes */
     VM_EG_CLOSE = 34, /* id: that side closed */
     VM_EG_TAKEN = 35, /* id, u32: that many of the other side's bytes handed on */
+    VM_EG_RESET = 36, /* guest -> host: id: the client is gone (not a half close): drop it */
 };
 
 enum vm_error_kind {

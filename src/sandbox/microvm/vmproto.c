@@ -24,10 +24,9 @@ static const struct frame_rule control_rules[] = {
 };
 
 static const struct frame_rule egress_rules[] = {
-    { VM_EG_OPEN, 4, 4, true },
-    { VM_EG_DATA, 5, VM_DATA_MAX + 4, true },
-    { VM_EG_CLOSE, 4, 4, true },
-    { VM_EG_TAKEN, 8, 8, true },
+    { VM_EG_OPEN, 4, 4, true },  { VM_EG_DATA, 5, VM_DATA_MAX + 4, true },
+    { VM_EG_CLOSE, 4, 4, true }, { VM_EG_TAKEN, 8, 8, true },
+    { VM_EG_RESET, 4, 4, true },
 };
 
 static const struct frame_rule *rule_for(enum vm_port port, uint32_t type)
