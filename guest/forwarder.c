@@ -355,11 +355,41 @@ static void transparent_accept(struct forwarder *f, int listener)
         refuse_full(c, true);
 }
 
+/* One frame from the host, whole: the host writes the rest of one as the port takes it. */
+static void host_frame(struct forwarder *f)
+{
+    static char buf[VM_DATA_MAX];
+    uint32_t hdr[2];
+    if (!read_full(f->port, hdr, sizeof hdr) || hdr[1] < 4 || hdr[1] > VM_DATA_MAX + 4)
+        _exit(1);
+    uint32_t id;
+    if (!read_full(f->port, &id, sizeof id) || !read_full(f->port, buf, hdr[1] - 4))
+        _exit(1);
+    struct conn *c = id < MAX_CONNS ? &f->conns[id] : NULL;
+    size_t len = hdr[1] - 4;
+    if (c && c->used && !c->remote_done) {
+        if (hdr[0] == VM_EG_DATA && (int)id == f->dns_id) {
+            dns_answers(f, buf, len);
+            give_room(f, (int)id, len);
+        } else if (hdr[0] == VM_EG_DATA && c->fd >= 0) {
+            c->answered = true;
+            down_put(f, (int)id, buf, len);
+        } else if (hdr[0] == VM_EG_DATA) {
+            give_room(f, (int)id, len); /* its client is gone */
+            client_gone(f, (int)id);
+        } else if (hdr[0] == VM_EG_TAKEN && len == 4) {
+            uint32_t n;
+            memcpy(&n, buf, 4);
+            c->up = n < c->up ? c->up - n : 0;
+        } else if (hdr[0] == VM_EG_CLOSE)
+            conn_close_remote(f, (int)id);
+    }
+}
+
 static _Noreturn void forwarder(struct forwarder *f)
 {
     static char buf[VM_DATA_MAX];
     static struct pollfd p[3 + VM_MAX_PORTS + MAX_CONNS];
-    uint32_t hdr[2];
     enum { FIXED = 3 };
     /* A descriptor per connection (its client's socket), and the ports and listeners. */
     struct rlimit nofile = { MAX_CONNS + 64, MAX_CONNS + 64 };
@@ -405,31 +435,7 @@ static _Noreturn void forwarder(struct forwarder *f)
         for (int k = 0; k < FRAMES_PER_ROUND && (p[0].revents & (POLLIN | POLLHUP)) &&
              (k == 0 || poll(&port_in, 1, 0) > 0);
              k++) {
-            /* One whole frame at a time: the host writes the rest of one as the port takes it. */
-            if (!read_full(f->port, hdr, sizeof hdr) || hdr[1] < 4 || hdr[1] > VM_DATA_MAX + 4)
-                _exit(1);
-            uint32_t id;
-            if (!read_full(f->port, &id, sizeof id) || !read_full(f->port, buf, hdr[1] - 4))
-                _exit(1);
-            struct conn *c = id < MAX_CONNS ? &f->conns[id] : NULL;
-            size_t len = hdr[1] - 4;
-            if (c && c->used && !c->remote_done) {
-                if (hdr[0] == VM_EG_DATA && (int)id == f->dns_id) {
-                    dns_answers(f, buf, len);
-                    give_room(f, (int)id, len);
-                } else if (hdr[0] == VM_EG_DATA && c->fd >= 0) {
-                    c->answered = true;
-                    down_put(f, (int)id, buf, len);
-                } else if (hdr[0] == VM_EG_DATA) {
-                    give_room(f, (int)id, len); /* its client is gone */
-                    client_gone(f, (int)id);
-                } else if (hdr[0] == VM_EG_TAKEN && len == 4) {
-                    uint32_t n;
-                    memcpy(&n, buf, 4);
-                    c->up = n < c->up ? c->up - n : 0;
-                } else if (hdr[0] == VM_EG_CLOSE)
-                    conn_close_remote(f, (int)id);
-            }
+            host_frame(f);
         }
         for (int i = 0; i < MAX_CONNS; i++) {
             struct conn *c = &f->conns[i];
