@@ -202,7 +202,7 @@ def test_log_beside_the_workspace_is_not_visible(cordon, bins):
     log = box / name
     r = cordon.run(["sh", "-c", f"ls -a /workspace /workspace/..; find / -path /proc -prune -o "
                     f"-name {name} -print 2>/dev/null; {PROBE} stat {log}; echo stat=$?"],
-                   "--audit", log, "-w", ws)
+                   "--audit", log, "-w", ws, timeout=300)  # a walk of / over 9p under TCG
     assert r.status == 0, r
     assert name not in r.out, r
     assert r.out.endswith(f"stat={errno.ENOENT}\n"), r
