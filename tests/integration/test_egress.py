@@ -708,14 +708,19 @@ print(json.dumps({"status": head.split(b"\r\n")[0].decode(), "len": len(body),
 '''
 
 
-def relay(cordon, net, pieces, delay=0.0, half=False, read_after=0.0):
-    script = cordon.hostdir() / "relay.py"
-    script.write_text(RELAY_CLIENT)
+def script_inside(cordon, net, text, *args, opts=()):
+    """Python TEXT run inside with ARGS, through the gateway (net.opts, and OPTS)."""
+    script = cordon.hostdir() / "script.py"
+    script.write_text(text)
     os.chmod(script.parent, 0o755)
     os.chmod(script, 0o644)
-    r = inside(cordon, net, ["python3", "/opt/relay.py", NAME, json.dumps(pieces), str(delay),
-                             "1" if half else "0", str(read_after)],
-               "--ro", f"{script}:/opt/relay.py")
+    return inside(cordon, net, ["python3", "/opt/script.py", *map(str, args)],
+                  "--ro", f"{script}:/opt/script.py", *opts)
+
+
+def relay(cordon, net, pieces, delay=0.0, half=False, read_after=0.0):
+    r = script_inside(cordon, net, RELAY_CLIENT, NAME, json.dumps(pieces), delay,
+                      "1" if half else "0", read_after)
     assert r.status == 0, r
     return json.loads(r.out)
 
@@ -761,13 +766,8 @@ def test_unread_connections_hold_up_no_other(cordon, net):
     # does not read, each stall their own connection only: a third gets its
     # answer, and the run its stdout and its exit. microvm's egress port had
     # no flow control: the run hung until its time limit.
-    script = cordon.hostdir() / "unread.py"
-    script.write_text(UNREAD_CLIENT)
-    os.chmod(script.parent, 0o755)
-    os.chmod(script, 0o644)
-    r = inside(cordon, net, ["python3", "/opt/unread.py", NAME, str(net.web.port),
-                             str(net.hang.port)],
-               "--ro", f"{script}:/opt/unread.py", "--allow", f"{NAME}:{net.hang.port}")
+    r = script_inside(cordon, net, UNREAD_CLIENT, NAME, net.web.port, net.hang.port,
+                      opts=("--allow", f"{NAME}:{net.hang.port}"))
     assert r.status == 0 and r.result["reason"] == "exited", r
     out = json.loads(r.out)
     assert out["answer"] == "hello from web\n" and out["sent"] > 0, out
@@ -814,17 +814,13 @@ def test_a_gateway_that_cannot_start_is_recorded(user_cordon, net):
     # with no gateway there is no decision to record, so the result and the
     # audit log record the failure (they had said nothing).
     cordon = user_cordon
-    d = cordon.hostdir("fill")
-    (d / "fill.py").write_text(FILL_THEN_CONNECT)
-    os.chmod(d / "fill.py", 0o644)
-    log = d / "audit.log"
+    log = cordon.hostdir("audit") / "audit.log"
     soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
     # The suite's own process is root's, which no process limit holds; the
     # run's processes are the user's: room for its own and 40 more.
     resource.setrlimit(resource.RLIMIT_NPROC, (tasks_of(cordon.ident.uid) + 48, hard))
     try:
-        r = inside(cordon, net, ["python3", "/opt/fill.py", net.http],
-                   "--ro", f"{d / 'fill.py'}:/opt/fill.py", "--audit", log)
+        r = script_inside(cordon, net, FILL_THEN_CONNECT, net.http, opts=("--audit", log))
     finally:
         resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
     assert r.status == 0 and r.out.startswith("refused"), r
@@ -853,12 +849,7 @@ def test_an_abandoned_download_is_not_relayed_on(cordon, net):
     # gateway, which stops. At microvm the guest took the close for a half
     # close and the host relayed the rest of the 100 MB to nobody, counted
     # against the run's byte budget.
-    script = cordon.hostdir() / "abandon.py"
-    script.write_text(ABANDONED)
-    os.chmod(script.parent, 0o755)
-    os.chmod(script, 0o644)
-    r = inside(cordon, net, ["python3", "/opt/abandon.py", net.http],
-               "--ro", f"{script}:/opt/abandon.py")
+    r = script_inside(cordon, net, ABANDONED, net.http)
     assert r.status == 0, r
     assert r.result["egress"]["bytes_down"] < 40_000_000, r.result["egress"]
 
@@ -913,12 +904,7 @@ def test_a_new_connection_is_not_cut_for_a_closed_ones_hang_up(cordon, net):
     # the new connection unanswered (a reset); and a flood of short
     # connections outran the guest's one frame a round until every
     # connection id was taken (the guest's own 429). Found by a review.
-    script = cordon.hostdir() / "closed_and_new.py"
-    script.write_text(CLOSED_AND_NEW)
-    os.chmod(script.parent, 0o755)
-    os.chmod(script, 0o644)
-    r = inside(cordon, net, ["python3", "/opt/closed_and_new.py", NAME, str(net.web.port)],
-               "--ro", f"{script}:/opt/closed_and_new.py")
+    r = script_inside(cordon, net, CLOSED_AND_NEW, NAME, net.web.port)
     assert r.status == 0 and r.result["reason"] == "exited", r
     out = json.loads(r.out)
     assert out["ok"] > 0 and out["bad"] == {}, out
