@@ -355,8 +355,9 @@ static void transparent_accept(struct forwarder *f, int listener)
         refuse_full(c, true);
 }
 
-/* One frame from the host, whole: the host writes the rest of one as the port takes it. */
-static void host_frame(struct forwarder *f)
+/* One frame from the host, whole (the host writes the rest of one as the
+ * port takes it); the data it brought. */
+static size_t host_frame(struct forwarder *f)
 {
     static char buf[VM_DATA_MAX];
     uint32_t hdr[2];
@@ -384,6 +385,7 @@ static void host_frame(struct forwarder *f)
         } else if (hdr[0] == VM_EG_CLOSE)
             conn_close_remote(f, (int)id);
     }
+    return hdr[0] == VM_EG_DATA ? len : 0;
 }
 
 static _Noreturn void forwarder(struct forwarder *f)
@@ -428,15 +430,18 @@ static _Noreturn void forwarder(struct forwarder *f)
                 continue;
             _exit(1);
         }
-        /* The frames waiting, up to FRAMES_PER_ROUND: at one a round, a
-         * flood of short connections (each brings the host's DATA, CLOSE
-         * and room, and a round accepts one) outran it and took every id. */
+        /* The frames waiting, up to FRAMES_PER_ROUND and half a window of
+         * data: at one a round, a flood of short connections (each brings
+         * the host's DATA, CLOSE and room, and a round accepts one) outran
+         * it and took every id; with no cap on data, a download's frames
+         * (4 MB a round) left an upload beside it, read once a round, a
+         * 64th of the guest. */
         struct pollfd port_in = { .fd = f->port, .events = POLLIN };
-        for (int k = 0; k < FRAMES_PER_ROUND && (p[0].revents & (POLLIN | POLLHUP)) &&
-             (k == 0 || poll(&port_in, 1, 0) > 0);
-             k++) {
-            host_frame(f);
-        }
+        size_t data_in = 0;
+        for (int k = 0; k < FRAMES_PER_ROUND && data_in < VM_EG_WINDOW / 2 &&
+             (p[0].revents & (POLLIN | POLLHUP)) && (k == 0 || poll(&port_in, 1, 0) > 0);
+             k++)
+            data_in += host_frame(f);
         for (int i = 0; i < MAX_CONNS; i++) {
             struct conn *c = &f->conns[i];
             /* Polled before the frames above changed the table: still this
