@@ -194,7 +194,7 @@ static void conn_close_remote(struct forwarder *f, int i)
 
 /*
  * As much of connection I's queue as its client takes now; then the host's
- * end, if it came. The room goes back a quarter window at a time: the host
+ * end, if it came. The room goes back half a window at a time: the host
  * waits only with a whole window out, so what is taken and not yet said
  * never stalls it, and a frame per write costs a download under TCG.
  */
@@ -205,7 +205,7 @@ static void down_flush(struct forwarder *f, int i)
     c->down_taken += (uint32_t)vm_queue_send(&c->down, c->fd, &gone);
     if (gone)
         client_gone(f, i);
-    if (c->down_taken >= VM_EG_WINDOW / 4) {
+    if (c->down_taken >= VM_EG_WINDOW / 2) {
         give_room(f, i, c->down_taken);
         c->down_taken = 0;
     }

@@ -243,11 +243,11 @@ int eg_relay_events(struct eg_relay *r, const struct pollfd *p, struct cordon_er
             TRY(conn_end(r, i, err));
         }
     }
-    /* The room the gateway made, said a quarter window at a time (the guest
+    /* The room the gateway made, said half a window at a time (the guest
      * waits only with a whole window out). */
     for (uint32_t i = 0; i < VM_EG_MAX_CONNS && r->out_len < OUT_LOW; i++) {
         struct eg_conn *c = &r->conns[i];
-        if (c->owed < VM_EG_WINDOW / 4)
+        if (c->owed < VM_EG_WINDOW / 2)
             continue;
         TRY(out_frame(r, VM_EG_TAKEN, i, &c->owed, sizeof c->owed, err));
         c->owed = 0;
