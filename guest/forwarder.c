@@ -216,9 +216,15 @@ static void down_flush(struct forwarder *f, int i)
 /* The host's bytes for connection I's client: queued, and as many written as it takes. */
 static void down_put(struct forwarder *f, int i, const char *data, size_t len)
 {
+    struct conn *c = &f->conns[i];
+    size_t sent;
+    bool gone = false;
     /* The host keeps within the window; one that did not is broken. */
-    if (!vm_queue_put(&f->conns[i].down, data, len))
+    if (!vm_queue_write(&c->down, c->fd, data, len, &sent, &gone))
         _exit(1);
+    c->down_taken += (uint32_t)sent;
+    if (gone)
+        client_gone(f, i);
     down_flush(f, i);
 }
 

@@ -140,8 +140,11 @@ static int guest_frame(struct eg_relay *r, const struct vm_frame *f, struct cord
         if (len > VM_EG_WINDOW - c->up.len)
             return err_set(err, CORDON_E_SETUP,
                            "microvm: the guest sent past egress connection %u's window", id);
-        if (!vm_queue_put(&c->up, f->data + 4, len))
+        size_t sent;
+        bool gone = false;
+        if (!vm_queue_write(&c->up, c->fd, f->data + 4, len, &sent, &gone))
             return err_set(err, CORDON_E_INTERNAL, "out of memory");
+        c->owed += (uint32_t)sent;
         up_flush(c);
         return 0;
     }

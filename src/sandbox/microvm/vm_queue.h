@@ -23,6 +23,8 @@ struct vm_queue {
 /* Append N bytes of P; false when they would pass the window (or no memory). */
 static inline bool vm_queue_put(struct vm_queue *q, const void *p, size_t n)
 {
+    if (!n)
+        return true;
     if (n > VM_EG_WINDOW - q->len || (!q->buf && !(q->buf = malloc(VM_EG_WINDOW))))
         return false;
     size_t tail = (q->head + q->len) % VM_EG_WINDOW, first = VM_EG_WINDOW - tail;
@@ -64,6 +66,32 @@ static inline size_t vm_queue_send(struct vm_queue *q, int fd, bool *gone)
     if (!q->len)
         q->head = 0;
     return sent;
+}
+
+/*
+ * N bytes of P for socket FD: what it takes now goes straight to it when
+ * nothing waits before them (*SENT: how much), the rest is queued, so a
+ * connection that keeps up never touches its queue's memory. False when the
+ * rest would pass the window (or no memory); *GONE as vm_queue_send's.
+ */
+static inline bool vm_queue_write(struct vm_queue *q, int fd, const void *p, size_t n, size_t *sent,
+                                  bool *gone)
+{
+    size_t done = 0;
+    while (!q->len && done < n) {
+        ssize_t k = send(fd, (const char *)p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (k <= 0) {
+            *gone = true;
+            k = (ssize_t)(n - done);
+        }
+        done += (size_t)k;
+    }
+    *sent = done;
+    return vm_queue_put(q, (const char *)p + done, n - done);
 }
 
 static inline void vm_queue_free(struct vm_queue *q)
