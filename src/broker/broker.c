@@ -531,7 +531,9 @@ static void on_client_message(void *ctx, struct rpc_stream *s, json_t *msg)
     const char *method;
     json_t *id;
     char why[160];
-    switch (rpc_classify(msg, &method, &id, why, sizeof why)) {
+    enum rpc_kind kind = rpc_classify(msg, &method, &id, why, sizeof why);
+    b->client_asked |= kind == RPC_KIND_REQUEST || kind == RPC_KIND_INVALID;
+    switch (kind) {
     case RPC_KIND_REQUEST:
         client_request(b, msg, method, id);
         break;
@@ -574,7 +576,9 @@ static void on_finish_tick(evutil_socket_t fd, short what, void *arg)
 
 /*
  * Done when the server is reaped, its output read to the end, and the client
- * has what we owed it; or FINISH_DRAIN_S later if the client stopped reading.
+ * has what we owed it, its first request answered with why the server is
+ * gone where that came first; or FINISH_DRAIN_S later if the client stopped
+ * reading (or asks nothing).
  */
 static void maybe_finish(struct broker *b)
 {
@@ -582,8 +586,9 @@ static void maybe_finish(struct broker *b)
         return;
     if (!b->reaped_at.tv_sec)
         clock_gettime(CLOCK_MONOTONIC, &b->reaped_at);
-    if (!b->client_gone && (!b->server_gone || rpc_stream_pending_output(b->client) > 0) &&
-        ms_since(&b->reaped_at) < FINISH_DRAIN_S * 1000) {
+    bool owed = !b->server_gone || rpc_stream_pending_output(b->client) > 0 ||
+        (!b->client_asked && !b->client_done);
+    if (!b->client_gone && owed && ms_since(&b->reaped_at) < FINISH_DRAIN_S * 1000) {
         struct timeval tv = { 0, 20000 };
         evtimer_add(b->finish_timer, &tv);
         return;

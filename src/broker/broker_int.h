@@ -89,8 +89,9 @@ struct broker {
     json_t *hidden; /* tool name -> digest of a listing that does not match its pin */
 
     uint64_t calls, refused, violations;
-    bool client_done; /* the client closed its side: no more requests */
-    bool client_gone; /* and nothing more can reach it */
+    bool client_done;  /* the client closed its side: no more requests */
+    bool client_gone;  /* and nothing more can reach it */
+    bool client_asked; /* the client sent a request (or something in its place) */
     bool server_gone, child_reaped;
     char end_why[400];  /* why the server ended, told to the client; "" until asked */
     bool stopped_by_us; /* the server outstayed the client and was stopped */

@@ -268,6 +268,19 @@ def test_wrap_tells_the_client_why_the_server_is_gone(cordon, args, status, word
     assert rc == status, err
 
 
+def test_wrap_tells_a_client_that_asks_late(cordon):
+    # A server gone before the client's first request: the wrap stays to
+    # answer it with why. It had exited as soon as the server was reaped,
+    # and a client slower than that (a loaded machine: CI's own flake) got
+    # a broken pipe and no reason.
+    c = mcp_client(cordon, "wrap", "--allow-tool", "x", "--", "no-such-server-cordon-it")
+    time.sleep(1.0)  # the server is long gone by now
+    msg = initialize_error(c)
+    assert "command not found" in msg and "no-such-server-cordon-it" in msg, msg
+    rc, _, err = c.close()
+    assert rc == 127, err
+
+
 def test_wrap_with_no_tools_says_so_in_the_instructions(cordon):
     c = mcp_client(cordon, "wrap", "--", "python3", "-c", TINY_SERVER)
     init = c.initialize()
