@@ -121,12 +121,13 @@ fail:;
     return err_sys(err, CORDON_E_UNSUPPORTED, "cannot move the run's processes into '%s'", dir);
 }
 
-int freezer_set(const char *dir, bool frozen, struct cordon_err *err)
+/* Ask DIR to be FROZEN (or thawed) and wait up to about 10 s for it. */
+static int set_and_wait(const char *dir, bool frozen)
 {
     bool two = v2(dir);
     const char *value = two ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
     if (put(dir, two ? "cgroup.freeze" : "freezer.state", value) < 0)
-        return err_sys(err, CORDON_E_SETUP, "cannot %s '%s'", frozen ? "freeze" : "thaw", dir);
+        return -1;
     /* v1 passes through FREEZING, and a task in the middle of a fork may hold
      * it there: ask again while waiting. */
     for (int i = 0; i < 2000 && !holds(dir, frozen); i++) {
@@ -135,9 +136,28 @@ int freezer_set(const char *dir, bool frozen, struct cordon_err *err)
         if (!two && frozen && i % 20 == 19)
             put(dir, "freezer.state", value);
     }
-    if (!holds(dir, frozen))
-        return err_set(err, CORDON_E_SETUP, "'%s' did not %s", dir, frozen ? "freeze" : "thaw");
-    return 0;
+    errno = 0;
+    return holds(dir, frozen) ? 0 : -1;
+}
+
+int freezer_set(const char *dir, bool frozen, struct cordon_err *err)
+{
+    /* A freeze that does not complete is undone, then tried once more: a
+     * v1 cgroup left FREEZING holds some processes stopped and not others
+     * (seen twice in a loaded suite, never alone), and a pause that fails
+     * leaves the session as it was. */
+    for (int attempt = 0; attempt < (frozen ? 2 : 1); attempt++) {
+        if (set_and_wait(dir, frozen) == 0)
+            return 0;
+        int e = errno;
+        if (frozen)
+            set_and_wait(dir, false);
+        if (e) {
+            errno = e;
+            return err_sys(err, CORDON_E_SETUP, "cannot %s '%s'", frozen ? "freeze" : "thaw", dir);
+        }
+    }
+    return err_set(err, CORDON_E_SETUP, "'%s' did not %s", dir, frozen ? "freeze" : "thaw");
 }
 
 void freezer_detach(const char *dir, bool made)
