@@ -9,7 +9,8 @@ connection on loopback, in one run:
               every connection after one request, so direct does the same):
               median and p90 per request
 
-Usage: bench/egress.py [BUILD_DIR] [--mb N] [--requests N]
+Usage: bench/egress.py [BUILD_DIR] [--mb N] [--requests N] [--level L [--accel A]]
+(--level microvm --accel tcg: through the guest's egress port, where no KVM is)
 Prints the numbers and the ratios; asserts nothing.
 """
 import argparse
@@ -62,13 +63,16 @@ def main():
     ap.add_argument("build", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "build"))
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--level", help="the isolation level (cordon's default if not given)")
+    ap.add_argument("--accel", help="microvm's accelerator (kvm, tcg)")
     a = ap.parse_args()
     cordon = os.path.abspath(os.path.join(a.build, "cordon"))
     Handler.big = os.urandom(1 << 20) * a.mb
     srv = http.server.ThreadingHTTPServer((HOST, 0), Handler)
     port = srv.server_address[1]
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    gw = [cordon, "run", "--allow", f"{HOST}:{port}", "--allow-private", f"{HOST}/32", "--"]
+    level = (["--level", a.level] if a.level else []) + (["--accel", a.accel] if a.accel else [])
+    gw = [cordon, "run", *level, "--allow", f"{HOST}:{port}", "--allow-private", f"{HOST}/32", "--"]
 
     def curl(prefix):
         out = subprocess.run(prefix + ["curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}",
@@ -94,7 +98,8 @@ def main():
         direct_lat = latency([], "direct")
         gw_lat = latency(gw[:-1] + ["--ro", f"{script}:/opt/client.py", "--"], "proxy")
 
-    print(f"egress gateway, {a.mb} MB download, {a.requests} small requests")
+    print(f"egress gateway, {a.mb} MB download, {a.requests} small requests"
+          f"{', level ' + a.level if a.level else ''}")
     print(f"{'case':<22}{'direct':>12}{'gateway':>12}{'ratio':>10}")
     print(f"{'throughput MB/s':<22}{direct_tp:>12.1f}{gw_tp:>12.1f}{gw_tp / direct_tp:>9.2f}x")
     print(f"{'latency median ms':<22}{direct_lat[0]:>12.3f}{gw_lat[0]:>12.3f}"
