@@ -121,8 +121,9 @@ fail:;
     return err_sys(err, CORDON_E_UNSUPPORTED, "cannot move the run's processes into '%s'", dir);
 }
 
-/* Ask DIR to be FROZEN (or thawed) and wait up to about 10 s for it. */
-static int set_and_wait(const char *dir, bool frozen)
+/* Ask DIR to be FROZEN (or thawed) and wait up to TRIES x 5 ms: 0 when it
+ * holds, 1 when it did not come, -1 with errno when it could not be asked. */
+static int set_and_wait(const char *dir, bool frozen, int tries)
 {
     bool two = v2(dir);
     const char *value = two ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
@@ -130,29 +131,32 @@ static int set_and_wait(const char *dir, bool frozen)
         return -1;
     /* v1 passes through FREEZING, and a task in the middle of a fork may hold
      * it there: ask again while waiting. */
-    for (int i = 0; i < 2000 && !holds(dir, frozen); i++) {
+    for (int i = 0; i < tries && !holds(dir, frozen); i++) {
         struct timespec ts = { 0, 5 * 1000 * 1000 };
         nanosleep(&ts, NULL);
         if (!two && frozen && i % 20 == 19)
             put(dir, "freezer.state", value);
     }
-    errno = 0;
-    return holds(dir, frozen) ? 0 : -1;
+    return holds(dir, frozen) ? 0 : 1;
 }
 
 int freezer_set(const char *dir, bool frozen, struct cordon_err *err)
 {
-    /* A freeze that does not complete is undone, then tried once more: a
-     * v1 cgroup left FREEZING holds some processes stopped and not others
-     * (seen twice in a loaded suite, never alone), and a pause that fails
-     * leaves the session as it was. */
-    for (int attempt = 0; attempt < (frozen ? 2 : 1); attempt++) {
-        if (set_and_wait(dir, frozen) == 0)
+    /*
+     * A freeze can deadlock: a command waiting for its keeper's answer to a
+     * seccomp notification waits killable (WAIT_KILLABLE_RECV), which no
+     * freezer stops, and a keeper frozen between taking the call and
+     * answering it never answers. So a freeze that has not held in half a
+     * second is undone (the keeper answers) and asked again, for up to
+     * about 10 s; one that fails leaves the session thawed, as it was.
+     */
+    for (int attempt = 0; attempt < (frozen ? 20 : 1); attempt++) {
+        int rc = set_and_wait(dir, frozen, frozen ? 100 : 2000), e = errno;
+        if (rc == 0)
             return 0;
-        int e = errno;
         if (frozen)
-            set_and_wait(dir, false);
-        if (e) {
+            set_and_wait(dir, false, 2000);
+        if (rc < 0) {
             errno = e;
             return err_sys(err, CORDON_E_SETUP, "cannot %s '%s'", frozen ? "freeze" : "thaw", dir);
         }

@@ -291,6 +291,36 @@ def test_live_session_keeps_cwd_env_tmp_and_background(daemon, cordon):
     assert all(e["session"] == sid and e["live"] for e in starts), starts
 
 
+KEEPER_BUSY = ("import socket\n"
+               "while True:\n"
+               "    try:\n"
+               "        socket.create_connection(('127.0.0.1', 9), timeout=0.2).close()\n"
+               "    except OSError:\n"
+               "        pass\n")
+
+
+def test_pause_holds_while_the_keeper_is_busy(daemon, cordon):
+    """A command that connects without pause (each connect() a call its
+    keeper answers): a freeze that caught the keeper between taking a call
+    and answering it never held, since the caller waits killable, which no
+    freezer stops ("did not freeze"). Every pause must hold."""
+    d = daemon("--pool", "0")
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    r = c.result("session.exec", {"session_id": sid, "argv": [
+        "sh", "-c", f"python3 -c \"{KEEPER_BUSY}\" >/dev/null 2>&1 &"]})
+    assert r["exit_code"] == 0, r
+    for _ in range(30 if cordon.root else 1):
+        ans = c.call("session.pause", {"session_id": sid})
+        if not cordon.root:  # no cgroup of the run's own for an ordinary user here
+            assert ans["error"]["code"] == -32000 and "freezer" in ans["error"]["message"], ans
+            break
+        assert ans.get("result") == {"session_id": sid, "paused": True}, ans
+        assert c.result("session.resume", {"session_id": sid})["paused"] is False
+    assert c.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+    d.stop()
+
+
 @pytest.mark.parametrize("paused", [False, True], ids=["running", "paused"])
 def test_destroy_leaves_nothing_behind(daemon, cordon, paused):
     """Processes that try to outlive their session (a new session of their
