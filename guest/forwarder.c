@@ -193,16 +193,16 @@ static void conn_close_remote(struct forwarder *f, int i)
 }
 
 /*
- * As much of connection I's queue as its client takes now; then the host's
- * end, if it came. The room goes back half a window at a time: the host
+ * SENT of the host's bytes on connection I handed to its client (or dropped,
+ * where it is GONE); then the host's end, if it came and nothing waits
+ * before it. The room goes back half a window at a time: the host
  * waits only with a whole window out, so what is taken and not yet said
  * never stalls it, and a frame per write costs a download under TCG.
  */
-static void down_flush(struct forwarder *f, int i)
+static void down_sent(struct forwarder *f, int i, size_t sent, bool gone)
 {
     struct conn *c = &f->conns[i];
-    bool gone = false;
-    c->down_taken += (uint32_t)vm_queue_send(&c->down, c->fd, &gone);
+    c->down_taken += (uint32_t)sent;
     if (gone)
         client_gone(f, i);
     if (c->down_taken >= VM_EG_WINDOW / 2) {
@@ -213,19 +213,23 @@ static void down_flush(struct forwarder *f, int i)
         conn_close_remote(f, i);
 }
 
-/* The host's bytes for connection I's client: queued, and as many written as it takes. */
+/* As much of connection I's queue as its client takes now. */
+static void down_flush(struct forwarder *f, int i)
+{
+    bool gone = false;
+    size_t sent = vm_queue_send(&f->conns[i].down, f->conns[i].fd, &gone);
+    down_sent(f, i, sent, gone);
+}
+
+/* The host's bytes for connection I's client: as many written as it takes, the rest queued. */
 static void down_put(struct forwarder *f, int i, const char *data, size_t len)
 {
-    struct conn *c = &f->conns[i];
     size_t sent;
     bool gone = false;
     /* The host keeps within the window; one that did not is broken. */
-    if (!vm_queue_write(&c->down, c->fd, data, len, &sent, &gone))
+    if (!vm_queue_write(&f->conns[i].down, f->conns[i].fd, data, len, &sent, &gone))
         _exit(1);
-    c->down_taken += (uint32_t)sent;
-    if (gone)
-        client_gone(f, i);
-    down_flush(f, i);
+    down_sent(f, i, sent, gone);
 }
 
 /*

@@ -107,18 +107,25 @@ static int conn_end(struct eg_relay *r, uint32_t id, struct cordon_err *err)
 }
 
 /*
- * As much of C's queue as the gateway takes now; the guest is owed the room.
+ * SENT of the guest's bytes handed to the gateway: the guest is owed the
+ * room, and the guest's close is passed on once nothing waits before it.
  * What a gateway that is gone would not take goes nowhere: its end, read
  * next, closes the connection.
  */
-static void up_flush(struct eg_conn *c)
+static void up_sent(struct eg_conn *c, size_t sent)
 {
-    bool gone = false;
-    c->owed += (uint32_t)vm_queue_send(&c->up, c->fd, &gone);
+    c->owed += (uint32_t)sent;
     if (c->up_end && !c->up.len) {
         shutdown(c->fd, SHUT_WR);
         c->up_end = false;
     }
+}
+
+/* As much of C's queue as the gateway takes now. */
+static void up_flush(struct eg_conn *c)
+{
+    bool gone = false;
+    up_sent(c, vm_queue_send(&c->up, c->fd, &gone));
 }
 
 static int guest_frame(struct eg_relay *r, const struct vm_frame *f, struct cordon_err *err)
@@ -144,8 +151,7 @@ static int guest_frame(struct eg_relay *r, const struct vm_frame *f, struct cord
         bool gone = false;
         if (!vm_queue_write(&c->up, c->fd, f->data + 4, len, &sent, &gone))
             return err_set(err, CORDON_E_INTERNAL, "out of memory");
-        c->owed += (uint32_t)sent;
-        up_flush(c);
+        up_sent(c, sent);
         return 0;
     }
     case VM_EG_CLOSE:

@@ -69,16 +69,23 @@ static inline size_t vm_queue_send(struct vm_queue *q, int fd, bool *gone)
 }
 
 /*
- * N bytes of P for socket FD: what it takes now goes straight to it when
- * nothing waits before them (*SENT: how much), the rest is queued, so a
- * connection that keeps up never touches its queue's memory. False when the
- * rest would pass the window (or no memory); *GONE as vm_queue_send's.
+ * N bytes of P for socket FD, after what waits: as much as it takes now goes
+ * to it (*SENT: how much), the rest is queued. With nothing waiting they go
+ * straight to the socket, so a connection that keeps up never touches its
+ * queue's memory. False when the rest would pass the window (or no memory);
+ * *GONE as vm_queue_send's.
  */
 static inline bool vm_queue_write(struct vm_queue *q, int fd, const void *p, size_t n, size_t *sent,
                                   bool *gone)
 {
+    if (q->len) {
+        if (!vm_queue_put(q, p, n))
+            return false;
+        *sent = vm_queue_send(q, fd, gone);
+        return true;
+    }
     size_t done = 0;
-    while (!q->len && done < n) {
+    while (done < n) {
         ssize_t k = send(fd, (const char *)p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0 && errno == EINTR)
             continue;
