@@ -486,8 +486,10 @@ static int prepare_limits(struct run *run, uint16_t rnd, const struct cgroup_set
     } else if (sandbox_needs_cgroup(p)) {
         char name[64];
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
-        /* Each named to the watchdog before it exists: a kill at any point leaves none. */
-        TRY(cgroup_create(&run->cg, name, guard_cgroup, run->wd, err));
+        /* Each named to the watchdog before it exists: a kill at any point
+         * leaves none. A slot needs none: the run dies with its supervisor. */
+        unsigned flags = run->backend->ends_with_supervisor ? CGROUP_SLOTS : 0;
+        TRY(cgroup_create(&run->cg, name, flags, guard_cgroup, run->wd, err));
     }
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }

@@ -225,6 +225,10 @@ struct sandbox_backend {
      * the whole sandbox, where the host's pids cgroup would count the level's
      * own threads instead (gVisor's ~5 a process; QEMU's). */
     bool counts_pids;
+    /* Every process of a run dies with its supervisor (a PID namespace whose
+     * init has PDEATHSIG): a cold run's cgroups may be slots (CGROUP_SLOTS),
+     * which a killed supervisor leaves empty with no watchdog to clean up. */
+    bool ends_with_supervisor;
     bool overlay; /* can run a workspace on a copy-on-write layer (workspace.mode) */
     /* Its /tmp, /dev/shm and scratch workspace are tmpfs of the run's own
      * whose size (filesystem.*_size) and inode count (*_inodes) hold. */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,17 @@ static uint64_t parse_u64(const char *s)
     return v;
 }
 
+/* The value after "KEY " in BUF, a flat keyed file's text. */
+static uint64_t keyed_in(const char *buf, const char *key)
+{
+    size_t klen = strlen(key);
+    for (const char *line = buf; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
+            return parse_u64(line + klen + 1);
+    return 0;
+}
+
 /* The value after "KEY " in a flat keyed file (memory.events, pids.events...). */
 static uint64_t keyed_value(const char *dir, const char *file, const char *key)
 {
@@ -56,11 +68,7 @@ static uint64_t keyed_value(const char *dir, const char *file, const char *key)
     snprintf(path, sizeof path, "%s/%s", dir, file);
     if (read_small_at(AT_FDCWD, path, buf, sizeof buf) < 0)
         return 0;
-    size_t klen = strlen(key);
-    for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-        if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
-            return parse_u64(line + klen + 1);
-    return 0;
+    return keyed_in(buf, key);
 }
 
 static uint64_t file_value(const char *dir, const char *file)
@@ -70,40 +78,86 @@ static uint64_t file_value(const char *dir, const char *file)
     return read_small_at(AT_FDCWD, path, buf, sizeof buf) < 0 ? 0 : parse_u64(buf);
 }
 
-/*
- * Where the hierarchy holding CONTROLLER ("" for the v2 one) is mounted, and
- * the supervisor's cgroup path in it; joined into OUT.
- */
-/* What /proc/self/cgroup and /proc/self/mountinfo said, read once per run. */
+/* A cgroup filesystem as /proc/self/mountinfo shows it. */
+struct cgroup_mount {
+    const char *root;  /* the hierarchy's path shown at MNT */
+    const char *mnt;   /* where */
+    const char *super; /* v1: its controllers, among the super options */
+    bool v2;
+};
+
+#define MAX_CGROUP_MOUNTS 32
+
+/* What /proc/self/cgroup and /proc/self/mountinfo said, read and parsed once per run. */
 struct own_view {
     char *cgroup, *mountinfo;
     size_t cgroup_len, mountinfo_len;
+    struct cgroup_mount mounts[MAX_CGROUP_MOUNTS];
+    size_t n_mounts;
 };
 
 static char *read_whole(const char *path, size_t *len)
 {
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     char *buf = NULL;
     size_t cap = 0;
     *len = 0;
-    if (!f)
+    if (fd < 0)
         return NULL;
     for (;;) {
         if (*len + 4096 > cap) {
             char *more = realloc(buf, cap = cap * 2 + 8192);
             if (!more) {
                 free(buf);
+                close(fd);
                 return NULL;
             }
             buf = more;
         }
-        size_t n = fread(buf + *len, 1, cap - *len - 1, f);
-        *len += n;
-        if (n == 0)
+        ssize_t n = read(fd, buf + *len, cap - *len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
             break;
+        *len += (size_t)n;
     }
+    close(fd);
     buf[*len] = '\0';
     return buf;
+}
+
+/*
+ * The cgroup mounts among V's mountinfo lines, cut in place: "id parent
+ * maj:min root mountpoint opts [optional...] - fstype source superopts".
+ * One pass, with no scanf: a run reads this once, before its limits.
+ */
+static void parse_mounts(struct own_view *v)
+{
+    char *next;
+    for (char *line = v->mountinfo; line && *line && v->n_mounts < MAX_CGROUP_MOUNTS; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        char *sep = strstr(line, " - ");
+        if (!sep || strncmp(sep + 3, "cgroup", 6) != 0)
+            continue;
+        *sep = '\0';
+        char *save = NULL, *fstype = strtok_r(sep + 3, " ", &save);
+        char *source = strtok_r(NULL, " ", &save), *super = strtok_r(NULL, " ", &save);
+        bool v2 = strcmp(fstype, "cgroup2") == 0;
+        if (!source || (!v2 && strcmp(fstype, "cgroup") != 0))
+            continue;
+        char *field[5];
+        save = NULL;
+        size_t i = 0;
+        for (char *tok = strtok_r(line, " ", &save); tok && i < 5; tok = strtok_r(NULL, " ", &save))
+            field[i++] = tok;
+        if (i < 5)
+            continue;
+        v->mounts[v->n_mounts++] = (struct cgroup_mount){
+            .root = field[3], .mnt = field[4], .super = super ? super : "", .v2 = v2
+        };
+    }
 }
 
 static void own_view_free(struct own_view *v)
@@ -112,101 +166,92 @@ static void own_view_free(struct own_view *v)
     free(v->mountinfo);
 }
 
+/* Is NAME one of the comma-separated LIST's first LEN bytes? */
+static bool in_list(const char *list, size_t len, const char *name)
+{
+    size_t nlen = strlen(name);
+    for (const char *p = list, *end = list + len; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t tlen = (size_t)((comma ? comma : end) - p);
+        if (tlen == nlen && memcmp(p, name, nlen) == 0)
+            return true;
+        p += tlen + 1;
+    }
+    return false;
+}
+
+/* Our cgroup's path in CONTROLLER's hierarchy ("" for the v2 one), per /proc/self/cgroup. */
+static int own_path(const struct own_view *v, const char *controller, char *out, size_t size)
+{
+    if (!v->cgroup)
+        return -1;
+    for (const char *line = v->cgroup; *line;) {
+        const char *eol = strchr(line, '\n');
+        if (!eol)
+            eol = line + strlen(line);
+        /* "ID:CONTROLLERS:PATH": ID 0 with no controllers is the v2 hierarchy */
+        const char *c1 = memchr(line, ':', (size_t)(eol - line));
+        const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(eol - c1 - 1)) : NULL;
+        if (c2) {
+            bool match = *controller ? in_list(c1 + 1, (size_t)(c2 - c1 - 1), controller)
+                                     : c1 - line == 1 && line[0] == '0' && c2 == c1 + 1;
+            if (match && (size_t)(eol - c2 - 1) < size) {
+                memcpy(out, c2 + 1, (size_t)(eol - c2 - 1));
+                out[eol - c2 - 1] = '\0';
+                return 0;
+            }
+        }
+        line = *eol ? eol + 1 : eol;
+    }
+    return -1;
+}
+
+/*
+ * Where the hierarchy holding CONTROLLER ("" for the v2 one) is mounted, and
+ * our cgroup's path in it (MINE) or the hierarchy's own root; joined into OUT.
+ */
 static int hierarchy_dir(const struct own_view *v, const char *controller, bool mine, char *out,
-                         size_t size);
+                         size_t size)
+{
+    char own[PATH_MAX];
+    if (own_path(v, controller, own, sizeof own) < 0)
+        return -1;
+    for (size_t i = 0; i < v->n_mounts; i++) {
+        const struct cgroup_mount *m = &v->mounts[i];
+        if (*controller ? m->v2 || !in_list(m->super, strlen(m->super), controller) : !m->v2)
+            continue;
+        /* The mount shows ROOT of the hierarchy; our path must lie beneath it. */
+        const char *rel = own;
+        size_t rlen = strlen(m->root);
+        if (strcmp(m->root, "/") != 0) {
+            if (strncmp(own, m->root, rlen) != 0)
+                continue;
+            rel = own + rlen;
+        }
+        if (strcmp(rel, "/") == 0 || !mine)
+            rel = "";
+        snprintf(out, size, "%s%s", m->mnt, rel);
+        return 0;
+    }
+    return -1;
+}
 
 static int own_cgroup_dir(const struct own_view *v, const char *controller, char *out, size_t size)
 {
     return hierarchy_dir(v, controller, true, out, size);
 }
 
-/* Where CONTROLLER's hierarchy shows our cgroup (MINE) or its own root. */
-static int hierarchy_dir(const struct own_view *v, const char *controller, bool mine, char *out,
-                         size_t size)
-{
-    if (!v->cgroup || !v->mountinfo)
-        return -1;
-    _cleanup_fclose_ FILE *cg = fmemopen(v->cgroup, v->cgroup_len, "r");
-    if (!cg)
-        return -1;
-    char line[1024], own[PATH_MAX] = "";
-    bool found = false;
-    while (fgets(line, sizeof line, cg)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *ctrls = strchr(line, ':');
-        char *path = ctrls ? strchr(ctrls + 1, ':') : NULL;
-        if (!path)
-            continue;
-        *path++ = '\0';
-        *ctrls++ = '\0'; /* LINE is the hierarchy id alone: "0" is the v2 one */
-        bool match = false;
-        if (!*controller) {
-            match = strcmp(line, "0") == 0 && *ctrls == '\0';
-        } else {
-            char *save = NULL;
-            for (char *tok = strtok_r(ctrls, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-                if (strcmp(tok, controller) == 0)
-                    match = true;
-        }
-        if (match) {
-            snprintf(own, sizeof own, "%s", path);
-            found = true;
-            break;
-        }
-    }
-    if (!found)
-        return -1;
-
-    _cleanup_fclose_ FILE *mi = fmemopen(v->mountinfo, v->mountinfo_len, "r");
-    if (!mi)
-        return -1;
-    char mline[4096];
-    while (fgets(mline, sizeof mline, mi)) {
-        /* id parent maj:min root mountpoint opts [optional...] - fstype source superopts */
-        char root[PATH_MAX], mnt[PATH_MAX];
-        if (sscanf(mline, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
-            continue;
-        char *sep = strstr(mline, " - ");
-        if (!sep)
-            continue;
-        char fstype[64], source[256], super[1024] = "";
-        if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, super) < 2)
-            continue;
-        bool match = false;
-        if (!*controller) {
-            match = strcmp(fstype, "cgroup2") == 0;
-        } else if (strcmp(fstype, "cgroup") == 0) {
-            char *save = NULL;
-            for (char *tok = strtok_r(super, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-                if (strcmp(tok, controller) == 0)
-                    match = true;
-        }
-        if (!match)
-            continue;
-        /* The mount shows ROOT of the hierarchy; our path must lie beneath it. */
-        const char *rel = own;
-        size_t rlen = strlen(root);
-        if (strcmp(root, "/") != 0) {
-            if (strncmp(own, root, rlen) != 0)
-                continue;
-            rel = own + rlen;
-        }
-        if (strcmp(rel, "/") == 0 || !mine)
-            rel = "";
-        snprintf(out, size, "%s%s", mnt, rel);
-        return 0;
-    }
-    return -1;
-}
-
 /* In a scope delegated to cordon, the supervisor sits in this leaf and
  * runs are its siblings (the no-internal-processes rule of cgroup v2). */
 #define SUPERVISOR_LEAF "cordon-supervisor-"
 
-static void own_view_load(struct own_view *v)
+/* PROC_CGROUP: whose membership counts (/proc/self/cgroup, or another process's). */
+static void own_view_load(struct own_view *v, const char *proc_cgroup)
 {
-    v->cgroup = read_whole("/proc/self/cgroup", &v->cgroup_len);
+    v->cgroup = read_whole(proc_cgroup, &v->cgroup_len);
     v->mountinfo = read_whole("/proc/self/mountinfo", &v->mountinfo_len);
+    if (v->mountinfo)
+        parse_mounts(v);
 }
 
 /* The supervisor's cgroup v2 directory, or the scope above its leaf. */
@@ -223,7 +268,7 @@ static int v2_base(const struct own_view *v, char *out, size_t size)
 int cgroup_v2_dir(char *out, size_t size)
 {
     struct own_view v = { 0 };
-    own_view_load(&v);
+    own_view_load(&v, "/proc/self/cgroup");
     int rc = v2_base(&v, out, size);
     own_view_free(&v);
     return rc;
@@ -233,7 +278,7 @@ int cgroup_enter_delegated(struct cordon_err *err)
 {
     char own[PATH_MAX], leaf[PATH_MAX], pid[32];
     struct own_view v = { 0 };
-    own_view_load(&v);
+    own_view_load(&v, "/proc/self/cgroup");
     int found = own_cgroup_dir(&v, "", own, sizeof own);
     own_view_free(&v);
     if (found < 0)
@@ -306,25 +351,105 @@ static int try_v2(const struct own_view *v, struct cgroup_set *cg, const char *n
 }
 
 static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name,
-                     const struct guard *g);
+                     unsigned flags, const struct guard *g);
 
-int cgroup_create(struct cgroup_set *cg, const char *name,
+int cgroup_create(struct cgroup_set *cg, const char *name, unsigned flags,
                   int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
                   struct cordon_err *err)
 {
     memset(cg, 0, sizeof *cg);
     struct own_view v = { 0 };
-    own_view_load(&v);
+    own_view_load(&v, "/proc/self/cgroup");
     const struct guard g = { guard, arg, err };
     int rc = try_v2(&v, cg, name, &g);
     if (rc == 0)
-        rc = create_v1(&v, cg, name, &g);
+        rc = create_v1(&v, cg, name, flags, &g);
     own_view_free(&v);
     return rc < 0 ? -1 : 0;
 }
 
+static enum cgroup_reuse reset_one(const char *dir, int c, struct cgroup_stats *base);
+
+/* The last run's limits lifted, as a new cgroup has none (the caller sets this run's). */
+static int unlimit(const char *dir, int c)
+{
+    if (c == CGROUP_MEMORY)
+        /* memsw first: v1 keeps the limit at or below it at every step. */
+        return (write_file(dir, "memory.memsw.limit_in_bytes", "-1") < 0 && errno != ENOENT) ||
+                write_file(dir, "memory.limit_in_bytes", "-1") < 0
+            ? -1
+            : 0;
+    if (c == CGROUP_PIDS)
+        return write_file(dir, "pids.max", "max");
+    return 0;
+}
+
+/*
+ * Slot K of controller C beneath OWN, locked and ready for a run: 1 (in
+ * CG), 0 busy or not fit for use (try the next), -1 none can be had here
+ * (make the run's own cgroup instead).
+ */
+static int claim_slot(const char *own, int c, int k, struct cgroup_set *cg)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s/" CGROUP_SLOT_PREFIX "%u-%d", own, (unsigned)geteuid(), k) >=
+        (int)sizeof dir)
+        return -1;
+    bool made = false;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        if (mkdir(dir, 0755) == 0)
+            made = true;
+        else if (errno != EEXIST)
+            return -1;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    struct cgroup_stats base = cg->base;
+    /* Another user's (a shared, writable parent) could be changed under the run. */
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() ||
+        reset_one(dir, c, &base) != CGROUP_REUSED || (!made && unlimit(dir, c) < 0)) {
+        close(fd);
+        return 0;
+    }
+    cg->base = base;
+    snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
+    cg->slot[c] = true;
+    cg->slot_lock[c] = fd;
+    cg->version = 1;
+    return 1;
+}
+
+/*
+ * Controller C mounted with one made before it (memory,pids on some hosts):
+ * the run's cgroup there serves both (a slot's counters of C reset too, or
+ * C is not had). True when C is done with.
+ */
+static bool comounted(struct cgroup_set *cg, int c, const char *own)
+{
+    size_t len = strlen(own);
+    for (int d = 0; d < c; d++) {
+        const char *dir = cg->dir[d];
+        if (!cgroup_has(cg, d) || strncmp(dir, own, len) != 0 || dir[len] != '/' ||
+            strchr(dir + len + 1, '/'))
+            continue;
+        if (cg->slot[d] && reset_one(dir, c, &cg->base) != CGROUP_REUSED) {
+            snprintf(cg->why[c], sizeof cg->why[c], "cannot reset '%s' counters in '%.120s'",
+                     v1_names[c], dir);
+            return true;
+        }
+        snprintf(cg->dir[c], sizeof cg->dir[c], "%s", dir);
+        cg->slot[c] = cg->slot[d];
+        cg->slot_lock[c] = -1; /* held once, by D */
+        return true;
+    }
+    return false;
+}
+
 static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name,
-                     const struct guard *g)
+                     unsigned flags, const struct guard *g)
 {
     for (int c = 0; c < CGROUP_COUNT; c++) {
         char own[PATH_MAX];
@@ -333,6 +458,13 @@ static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char
                      "no cgroup v1 '%s' hierarchy and no cgroup v2 with it enabled", v1_names[c]);
             continue;
         }
+        if (comounted(cg, c, own))
+            continue;
+        int claimed = 0;
+        for (int k = 0; (flags & CGROUP_SLOTS) && k < CGROUP_SLOT_MAX && !claimed; k++)
+            claimed = claim_slot(own, c, k, cg);
+        if (claimed > 0)
+            continue;
         char dir[PATH_MAX];
         if (snprintf(dir, sizeof dir, "%s/%s", own, name) >= (int)sizeof dir)
             continue;
@@ -381,7 +513,7 @@ int cgroup_create_at(struct cgroup_set *cg, const char *path,
     memset(cg, 0, sizeof *cg);
     const struct guard g = { guard, arg, err };
     struct own_view v = { 0 };
-    own_view_load(&v);
+    own_view_load(&v, "/proc/self/cgroup");
     char root[PATH_MAX], buf[512], probe[PATH_MAX + 32];
     int rc = 0;
     if (hierarchy_dir(&v, "", false, root, sizeof root) == 0 &&
@@ -528,31 +660,62 @@ static bool populated(const char *dir)
     return read_small_at(AT_FDCWD, path, buf, sizeof buf) > 0;
 }
 
+/* Does the v1 memory cgroup DIR still hold the last run's tmpfs, System V or anonymous pages? */
+static bool memory_settling(const char *dir)
+{
+    char path[PATH_MAX], buf[4096];
+    snprintf(path, sizeof path, "%s/memory.stat", dir);
+    /* Unreadable: say so, and the cgroup is passed over. */
+    if (read_small_at(AT_FDCWD, path, buf, sizeof buf) < 0)
+        return true;
+    return keyed_in(buf, "shmem") || keyed_in(buf, "rss");
+}
+
+/*
+ * One v1 cgroup of controller C, its run's processes gone: its resettable
+ * counters reset and the others read into BASE (see cgroup_reuse).
+ */
+static enum cgroup_reuse reset_one(const char *dir, int c, struct cgroup_stats *base)
+{
+    if (populated(dir))
+        return CGROUP_SPENT;
+    switch (c) {
+    case CGROUP_MEMORY:
+        /* tmpfs and System V pages ("shmem"): the run's /tmp, /dev/shm and IPC objects, freed
+         * with its namespaces; anonymous memory ("rss") goes with the processes. */
+        if (memory_settling(dir))
+            return CGROUP_SETTLING;
+        /* The peak restarts from what is charged now (kernel objects, page cache
+         * the last run read first), which is subtracted from the next run's. */
+        if (write_file(dir, "memory.max_usage_in_bytes", "0") < 0 ||
+            (write_file(dir, "memory.memsw.max_usage_in_bytes", "0") < 0 && errno != ENOENT) ||
+            write_file(dir, "memory.failcnt", "0") < 0)
+            return CGROUP_SPENT;
+        base->memory_peak = file_value(dir, "memory.usage_in_bytes");
+        base->oom_kills = keyed_value(dir, "memory.oom_control", "oom_kill");
+        return CGROUP_REUSED;
+    case CGROUP_PIDS:
+        base->pids_max_hits = keyed_value(dir, "pids.events", "max");
+        return CGROUP_REUSED;
+    case CGROUP_CPU:
+        if (write_file(dir, "cpuacct.usage", "0") < 0)
+            return CGROUP_SPENT;
+        base->cpu_usage_us = 0;
+        return CGROUP_REUSED;
+    }
+    return CGROUP_SPENT;
+}
+
 enum cgroup_reuse cgroup_reuse(struct cgroup_set *cg)
 {
     if (cg->version != 1)
         return CGROUP_SPENT;
-    for (int c = 0; c < CGROUP_COUNT; c++)
-        if (cgroup_has(cg, c) && populated(cg->dir[c]))
-            return CGROUP_SPENT;
-    /* tmpfs and System V pages ("shmem"): the run's /tmp, /dev/shm and IPC objects, freed
-     * with its namespaces; anonymous memory ("rss") goes with the processes. */
-    const char *mem = cg->dir[CGROUP_MEMORY];
-    if (cgroup_has(cg, CGROUP_MEMORY) &&
-        (keyed_value(mem, "memory.stat", "shmem") || keyed_value(mem, "memory.stat", "rss")))
-        return CGROUP_SETTLING;
-    /* The peak restarts from what is charged now (kernel objects, page cache
-     * the last run read first), which is subtracted from the next run's. */
-    if (cgroup_has(cg, CGROUP_MEMORY) &&
-        (write_file(mem, "memory.max_usage_in_bytes", "0") < 0 ||
-         (write_file(mem, "memory.memsw.max_usage_in_bytes", "0") < 0 && errno != ENOENT) ||
-         write_file(mem, "memory.failcnt", "0") < 0))
-        return CGROUP_SPENT;
-    if (cgroup_has(cg, CGROUP_CPU) && write_file(cg->dir[CGROUP_CPU], "cpuacct.usage", "0") < 0)
-        return CGROUP_SPENT;
-    read_stats(cg, CGROUP_STAT_ALL, &cg->base);
-    if (cgroup_has(cg, CGROUP_MEMORY))
-        cg->base.memory_peak = file_value(mem, "memory.usage_in_bytes");
+    for (int c = 0; c < CGROUP_COUNT; c++) {
+        enum cgroup_reuse r =
+            cgroup_has(cg, c) ? reset_one(cg->dir[c], c, &cg->base) : CGROUP_REUSED;
+        if (r != CGROUP_REUSED)
+            return r;
+    }
     return CGROUP_REUSED;
 }
 
@@ -643,12 +806,27 @@ void cgroup_remove_dir(const char *dir)
     }
 }
 
+/* Slot C of CG emptied and unlocked: it stays for the next run (a process
+ * still leaving it has the next claimer pass it over). */
+static void leave_slot(struct cgroup_set *cg, int c)
+{
+    kill_members(cg->dir[c]);
+    if (cg->slot_lock[c] >= 0)
+        close(cg->slot_lock[c]);
+    cg->slot[c] = false;
+    cg->dir[c][0] = '\0';
+}
+
 bool cgroup_try_destroy(struct cgroup_set *cg)
 {
     bool gone = true;
     for (int c = 0; c < CGROUP_COUNT; c++) {
         if (!cgroup_has(cg, c))
             continue;
+        if (cg->slot[c]) {
+            leave_slot(cg, c);
+            continue;
+        }
         kill_members(cg->dir[c]);
         if (rmdir(cg->dir[c]) == 0 || errno == ENOENT)
             cg->dir[c][0] = '\0';
@@ -665,6 +843,10 @@ void cgroup_destroy(struct cgroup_set *cg)
     for (int c = 0; c < CGROUP_COUNT; c++) {
         if (!cgroup_has(cg, c))
             continue;
+        if (cg->slot[c]) {
+            leave_slot(cg, c);
+            continue;
+        }
         bool shared = false;
         for (int d = 0; d < c; d++)
             if (strcmp(cg->dir[d], cg->dir[c]) == 0)
@@ -682,8 +864,7 @@ int cgroup_dir_of(pid_t pid, const char *controller, char *out, size_t size)
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
     struct own_view v = { 0 };
-    v.cgroup = read_whole(path, &v.cgroup_len);
-    v.mountinfo = read_whole("/proc/self/mountinfo", &v.mountinfo_len);
+    own_view_load(&v, path);
     int rc = hierarchy_dir(&v, controller, true, out, size);
     own_view_free(&v);
     return rc;

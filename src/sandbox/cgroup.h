@@ -35,17 +35,40 @@ struct cgroup_set {
     /* What cgroup_read_stats() subtracts: the counters a reused cgroup had
      * when its run began (the memory charged then for its peak). */
     struct cgroup_stats base;
+    /* Per controller: the cgroup is one of the user's slots (CGROUP_SLOTS),
+     * locked by SLOT_LOCK for the run, reset rather than made, and left
+     * (emptied, unlocked) rather than removed. */
+    bool slot[CGROUP_COUNT];
+    int slot_lock[CGROUP_COUNT];
 };
 
 /*
- * Create the run's cgroup(s) named NAME under the supervisor's own. Missing
+ * A cold run's v1 cgroups may come from slots: up to CGROUP_SLOT_MAX per
+ * user and hierarchy, cordon-slot-uUID-K beside where a run's cgroup would
+ * be made, each held by an flock on its directory for as long as a run uses
+ * it (the kernel drops the lock when the holders die, however they die).
+ * Claiming one resets it as the daemon's pool does (cgroup_reuse) and
+ * lifts the last run's limits; one that holds a process or memory of the
+ * last run, or is not the user's, is passed over. Only for runs whose every
+ * process dies with their supervisor (a PID namespace whose init has
+ * PDEATHSIG), so that a killed supervisor leaves nothing in its slot and
+ * needs no watchdog: that, mkdir and rmdir are what a cold run's default
+ * limits cost.
+ */
+#define CGROUP_SLOTS 1u
+#define CGROUP_SLOT_MAX 8
+#define CGROUP_SLOT_PREFIX "cordon-slot-u"
+
+/*
+ * Create the run's cgroup(s) named NAME under the supervisor's own, or with
+ * FLAGS CGROUP_SLOTS claim a slot where one is free (v1). Missing
  * controllers are not an error here: each is recorded in cg->why, and the
  * caller decides whether a limit may degrade. GUARD (may be NULL) is told
  * each directory before it is made (the watchdog, which removes it should
  * the supervisor die, even between the mkdir and the next line); -1 with
  * ERR when it fails, and nothing is made after.
  */
-int cgroup_create(struct cgroup_set *cg, const char *name,
+int cgroup_create(struct cgroup_set *cg, const char *name, unsigned flags,
                   int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
                   struct cordon_err *err);
 
@@ -143,7 +166,8 @@ enum cgroup_reuse {
  */
 enum cgroup_reuse cgroup_reuse(struct cgroup_set *cg);
 
-/* SIGKILL everything left in the cgroups and remove them. Async-signal-safe. */
+/* SIGKILL everything left in the cgroups and remove them (a slot: empty it
+ * and unlock it). Async-signal-safe. */
 void cgroup_destroy(struct cgroup_set *cg);
 
 /* cgroup_destroy() without waiting: true once every directory is gone (its

@@ -713,6 +713,7 @@ static int ns_template_build(const struct policy *p, uid_t host_base, struct san
 const struct sandbox_backend namespace_backend = {
     .name = "namespace",
     .level = CORDON_LEVEL_NAMESPACE,
+    .ends_with_supervisor = true,
     .overlay = true,
     .tmpfs_sizes = true,
     .tmpfs_inodes = true,

@@ -13,8 +13,10 @@ and the probe are copied into a 0755 temporary directory so that the
 ordinary user can execute them and bind the probe into its sandboxes.
 """
 
+import contextlib
 import dataclasses
 import errno
+import fcntl
 import json
 import os
 import re
@@ -385,14 +387,85 @@ def _ours(path):
     return m is None or int(m.group(1)) in _test_pids
 
 
+# A cold run's cgroup may be one of its user's slots (src/sandbox/cgroup.h,
+# CGROUP_SLOT_PREFIX), kept between runs by design: a slot is a run's cgroup
+# while it holds a process, and a leftover only if it still does after.
+SLOT_PREFIX = "cordon-slot-u"
+SLOT_MAX = 8
+SLOT_HIERARCHIES = ("memory", "pids", "cpuacct")
+
+
+def slot_holds_a_process(path):
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return bool(f.read().strip())
+    except OSError:
+        return False
+
+
 def cordon_cgroups():
-    """Cgroup directories named cordon* of the current test's runs, in every hierarchy."""
+    """Cgroup directories named cordon* of the current test's runs, in every
+    hierarchy (a slot while it holds a process)."""
     found = set()
     for dirpath, dirnames, _ in os.walk(CGROUP_ROOT):
         for d in dirnames:
-            if d.startswith("cordon") and _ours(os.path.join(dirpath, d)):
-                found.add(os.path.join(dirpath, d))
+            path = os.path.join(dirpath, d)
+            if d.startswith(SLOT_PREFIX) and not slot_holds_a_process(path):
+                continue
+            if d.startswith("cordon") and _ours(path):
+                found.add(path)
     return found
+
+
+def slot_dirs(uid=0):
+    """Where a cordon started by this process as UID keeps its slots: {hierarchy: [dirs]}."""
+    out = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for h in SLOT_HIERARCHIES:
+                if h in ctrls.split(","):
+                    base = os.path.join(CGROUP_ROOT, h) + path.rstrip("/")
+                    out[h] = [f"{base}/{SLOT_PREFIX}{uid}-{k}" for k in range(SLOT_MAX)]
+    return out
+
+
+def holds_a_slot(pid):
+    """Does PID hold (flock) one of root's slots for runs started by this process?"""
+    inodes = set()
+    for dirs in slot_dirs().values():
+        for d in dirs:
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            inodes.add(f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}")
+    with open("/proc/locks") as f:
+        for line in f:
+            # "N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END"
+            parts = line.split()
+            if len(parts) > 5 and parts[1] == "FLOCK" and parts[4] == str(pid) and \
+                    parts[5] in inodes:
+                return True
+    return False
+
+
+@contextlib.contextmanager
+def slots_held():
+    """Every slot of root's runs started by this process locked, as runs would
+    hold them: a run meanwhile makes a cgroup of its own (and a watchdog)."""
+    fds = []
+    try:
+        for dirs in slot_dirs().values():
+            for d in dirs:
+                os.makedirs(d, exist_ok=True)
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+                fds.append(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def cordon_tmp():

@@ -10,6 +10,7 @@ Mounting the small filesystem needs root, which the suite has in CI; the
 runs on it are root's and nobody's both.
 """
 
+import contextlib
 import datetime
 import fcntl
 import json
@@ -21,8 +22,8 @@ import subprocess
 
 import pytest
 
-from conftest import (PROBE, assert_cordon_refused, cordon_cgroups, host_state, marker,
-                      new_leftovers, probe_pids, wait_until)
+from conftest import (PROBE, assert_cordon_refused, cordon_cgroups, holds_a_slot, host_state,
+                      marker, new_leftovers, probe_pids, slots_held, wait_until)
 from test_audit import assert_chain, assert_intact, cli, dumps, ed25519, lines_of, sha
 from test_limits import assert_gone, limits_for
 
@@ -424,16 +425,19 @@ def test_kills_at_random_points_leave_one_end_and_nothing_else(cordon, bins):
     cgroup_points = 0
     for i in range(16):
         m = marker()
-        p = cordon.popen([PROBE, "sleep", "1000", m], "--audit", log, *limits_for(cordon))
-        if cordon.root and i % 2 == 0:
-            # The marker: the run's cgroup exists (cordon-PID-XXXX in any hierarchy).
-            found = wait_until(lambda: p.poll() is not None or any(
-                os.path.basename(c).startswith(f"cordon-{p.pid}-") for c in cordon_cgroups()),
-                30, interval=0.001)
-            cgroup_points += bool(found) and p.poll() is None
-        else:
-            wait_until(lambda: False, rng.uniform(0, 0.25), interval=0.001)
-        kill9(p)
+        # Every fourth run finds its slots taken and makes a cgroup of its own.
+        with slots_held() if cordon.root and i % 4 == 0 else contextlib.nullcontext():
+            p = cordon.popen([PROBE, "sleep", "1000", m], "--audit", log, *limits_for(cordon))
+            if cordon.root and i % 2 == 0:
+                # The marker: the run's cgroup exists (cordon-PID-XXXX in any
+                # hierarchy), or it holds a slot.
+                found = wait_until(lambda: p.poll() is not None or holds_a_slot(p.pid) or any(
+                    os.path.basename(c).startswith(f"cordon-{p.pid}-") for c in cordon_cgroups()),
+                    30, interval=0.001)
+                cgroup_points += bool(found) and p.poll() is None
+            else:
+                wait_until(lambda: False, rng.uniform(0, 0.25), interval=0.001)
+            kill9(p)
         settled(log, before)
         assert_gone(m)
     assert not cordon.root or cgroup_points, "no kill found the run's cgroup made"
