@@ -461,7 +461,7 @@ def slots_held():
                 os.makedirs(d, exist_ok=True)
                 fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
                 fds.append(fd)
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX)  # a run of another's holds it: until it ends
         yield
     finally:
         for fd in fds:

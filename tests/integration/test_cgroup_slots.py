@@ -10,21 +10,25 @@ import os
 import signal
 import subprocess
 
-from conftest import (PROBE, SLOT_PREFIX, cordon_cgroups, marker, probe_pids, slot_dirs,
+from conftest import (CGROUP_ROOT, SLOT_MAX, SLOT_PREFIX, cordon_cgroups, marker, slot_dirs,
                       slots_held, wait_until)
-from test_limits import assert_gone, cgroup_paths, fork_counter
+from test_limits import assert_gone, fork_counter
 
 MIB = 1 << 20
+SMALL = 256  # MiB: the least a microvm's guest is given a limit for
 
 
 def filler(mib):
-    """Python writing MIB MiB (pages touched, so charged), then saying so."""
-    return ["python3", "-c", f"x = b'\\x01' * ({mib} << 20); print('filled', flush=True)"]
+    """Python writing MIB MiB (pages touched, so charged) 16 MiB at a time
+    (no single allocation a microvm's guest refuses outright), then saying so."""
+    return ["python3", "-c",
+            f"x = [b'\\x01' * (16 << 20) for _ in range({mib} // 16)]; print('filled', flush=True)"]
 
 
-def slots_in_use(pid):
-    """The slots among PID's cgroups."""
-    return {h: p for h, p in cgroup_paths(pid).items() if os.path.basename(p).startswith(SLOT_PREFIX)}
+def past(cordon, limit_mib):
+    """MiB that pass a memory limit of LIMIT_MIB at this level (gVisor's cgroup
+    holds 256 MiB more for gVisor itself)."""
+    return limit_mib + 128 + (256 if cordon.level == "gvisor" else 0)
 
 
 def uses_slots(cordon):
@@ -33,22 +37,45 @@ def uses_slots(cordon):
     return cordon.level == "namespace" and "memory" in slot_dirs()
 
 
+def hierarchies(dirs):
+    """The hierarchies ("memory", "pids"...) of cgroup directories DIRS."""
+    return {os.path.relpath(d, CGROUP_ROOT).split("/")[0] for d in dirs}
+
+
+def members(d):
+    """The pids in cgroup directory D."""
+    with open(os.path.join(d, "cgroup.procs")) as f:
+        return {int(x) for x in f.read().split()}
+
+
+def assert_run_cgroups(cordon, p, mine, passed_over=()):
+    """MINE, the cgroups P's run holds: slots other than PASSED_OVER where the
+    level has slots, else its own (cordon-PID-...)."""
+    names = {os.path.basename(d) for d in mine}
+    if uses_slots(cordon):
+        assert all(n.startswith(SLOT_PREFIX) for n in names), mine
+        assert not set(mine) & set(passed_over), mine
+    else:
+        assert all(n.startswith(f"cordon-{p.pid}-") for n in names), mine
+
+
 def test_the_next_run_has_its_own_limits_and_counts(root_cordon):
     """An OOM-killed run with small limits, then runs without them and one
     with none of its load: each sees its own limits, peak and reason."""
     m = marker()
-    small = root_cordon.run(filler(200), "--memory", "64M", "--pids", "16", timeout=120)
+    fill = past(root_cordon, SMALL)
+    small = root_cordon.run(filler(fill), "--memory", f"{SMALL}M", "--pids", "16", timeout=120)
     assert small.result["reason"] == "oom", small
     forks = root_cordon.run(fork_counter(m, 40), "--pids", "unlimited", "--memory", "1G",
                             timeout=120)
     assert forks.status == 0 and forks.out.split() == ["0", "40"], forks
     assert_gone(m)
-    big = root_cordon.run(filler(100), "--memory", "unlimited", timeout=120)
+    big = root_cordon.run(filler(fill), "--memory", "unlimited", timeout=120)
     assert (big.status, big.out, big.result["reason"]) == (0, "filled\n", "exited"), big
     idle = root_cordon.run(["true"], timeout=120)
     assert (idle.status, idle.result["reason"]) == (0, "exited"), idle
-    # Not the 100 MiB before it (at gvisor and microvm, gVisor's or QEMU's own share counts).
-    assert idle.result["peak_memory_bytes"] < big.result["peak_memory_bytes"] - 50 * MIB, \
+    # Not the fill before it (at gvisor and microvm, gVisor's or QEMU's own share counts).
+    assert idle.result["peak_memory_bytes"] < big.result["peak_memory_bytes"] - 100 * MIB, \
         (idle.result, big.result)
 
 
@@ -57,64 +84,62 @@ def test_a_slot_holding_a_process_is_passed_over(root_cordon):
     another (or, at a level without slots, a cgroup of its own), and neither
     touches the other."""
     root_cordon.run(["true"])  # the slots exist, where the level has them
-    for ds in slot_dirs().values():
-        os.makedirs(ds[0], exist_ok=True)
     squatter = subprocess.Popen(["sleep", "1000"])
-    m = marker()
     p = None
     try:
-        first = {h: ds[0] for h, ds in slot_dirs().items()}
-        for d in first.values():
+        squatted = [ds[0] for ds in slot_dirs().values()]
+        for d in squatted:
+            os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, "cgroup.procs"), "w") as f:
                 f.write(str(squatter.pid))
-        p = root_cordon.popen([PROBE, "sleep", "1000", m], "--memory", "256M")
-        found = probe_pids(m)
-        assert found, "run never started"
-        inside = slots_in_use(found[0])
-        if uses_slots(root_cordon):
-            assert set(inside) >= {"memory", "pids"}, cgroup_paths(found[0])
-        else:
-            assert not inside, cgroup_paths(found[0])
-        for h, path in inside.items():
-            assert not first[h].endswith(path), (h, path)
+        before = cordon_cgroups()
+        p = root_cordon.popen(["sleep", "1000"], "--memory", "512M")
+        shared = lambda: [d for d in squatted if members(d) - {squatter.pid}]
+        assert wait_until(lambda: p.poll() is not None or shared() or
+                          "memory" in hierarchies(cordon_cgroups() - before), 120), \
+            "the run never held a cgroup"
+        assert p.poll() is None, p.communicate()
+        assert not shared(), "the run shares a slot with a process not its own"
+        assert_run_cgroups(root_cordon, p, cordon_cgroups() - before, squatted)
         assert squatter.poll() is None, "cordon killed a process that was not its run's"
     finally:
         if p:
             os.killpg(p.pid, signal.SIGTERM)
-            p.wait(timeout=30)
+            p.wait(timeout=60)
         squatter.kill()
         squatter.wait()
-    assert_gone(m)
 
 
 def test_slots_taken_the_run_makes_a_cgroup_of_its_own(root_cordon):
     """Every slot locked: the run makes (and afterwards removes) its own, as
     a run at a level without slots always does."""
-    m = marker()
     with slots_held():
         before = cordon_cgroups()
-        p = root_cordon.popen([PROBE, "sleep", "1000", m], "--memory", "256M")
+        p = root_cordon.popen(["sleep", "1000"], "--memory", "512M")
         try:
-            found = probe_pids(m)
-            assert found, "run never started"
-            assert not slots_in_use(found[0]), cgroup_paths(found[0])
-            mine = cordon_cgroups() - before
-            assert any(os.path.basename(d).startswith(f"cordon-{p.pid}-") for d in mine), mine
+            mine = lambda: {d for d in cordon_cgroups() - before
+                            if os.path.basename(d).startswith(f"cordon-{p.pid}-")}
+            assert wait_until(lambda: p.poll() is not None or
+                              "memory" in hierarchies(mine()), 120), cordon_cgroups() - before
+            assert p.poll() is None, p.communicate()
+            assert mine() == cordon_cgroups() - before, cordon_cgroups() - before
         finally:
             os.killpg(p.pid, signal.SIGTERM)
-            p.wait(timeout=30)
-    assert_gone(m)
+            p.wait(timeout=60)
     assert wait_until(lambda: not (cordon_cgroups() - before), 10), cordon_cgroups() - before
 
 
 def test_more_runs_at_once_than_slots(root_cordon):
-    """Twelve runs at once (eight slots): each holds its memory limit alone,
-    and every one of them leaves its cgroup empty or gone."""
+    """Ten runs at once (eight slots; four at a level without): each holds
+    its memory limit alone, and every one leaves its cgroup empty or gone."""
     before = cordon_cgroups()
-    runs = [root_cordon.popen(filler(40 if i % 2 else 150), "--memory", "96M",
+    limit = 384
+    n = SLOT_MAX + 2 if uses_slots(root_cordon) else 4
+    runs = [root_cordon.popen(filler(64 if i % 2 else past(root_cordon, limit)),
+                              "--memory", f"{limit}M",
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            for i in range(12)]
-    outs = [(p.communicate(timeout=300)[0], p.returncode) for p in runs]
+            for i in range(n)]
+    outs = [(p.communicate(timeout=600)[0], p.returncode) for p in runs]
     for i, (out, rc) in enumerate(outs):
         if i % 2:
             assert (out, rc) == (b"filled\n", 0), (i, out, rc)
