@@ -86,14 +86,12 @@ struct cgroup_mount {
     bool v2;
 };
 
-#define MAX_CGROUP_MOUNTS 32
-
 /* What /proc/self/cgroup and /proc/self/mountinfo said, read and parsed once per run. */
 struct own_view {
     char *cgroup, *mountinfo;
     size_t cgroup_len, mountinfo_len;
-    struct cgroup_mount mounts[MAX_CGROUP_MOUNTS];
-    size_t n_mounts;
+    struct cgroup_mount *mounts;
+    size_t n_mounts, cap_mounts;
 };
 
 static char *read_whole(const char *path, size_t *len)
@@ -134,7 +132,7 @@ static char *read_whole(const char *path, size_t *len)
 static void parse_mounts(struct own_view *v)
 {
     char *next;
-    for (char *line = v->mountinfo; line && *line && v->n_mounts < MAX_CGROUP_MOUNTS; line = next) {
+    for (char *line = v->mountinfo; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
@@ -154,6 +152,14 @@ static void parse_mounts(struct own_view *v)
             field[i++] = tok;
         if (i < 5)
             continue;
+        if (v->n_mounts == v->cap_mounts) {
+            size_t cap = v->cap_mounts ? 2 * v->cap_mounts : 16;
+            struct cgroup_mount *more = realloc(v->mounts, cap * sizeof *more);
+            if (!more)
+                return; /* what was found is what there is to go on */
+            v->mounts = more;
+            v->cap_mounts = cap;
+        }
         v->mounts[v->n_mounts++] = (struct cgroup_mount){
             .root = field[3], .mnt = field[4], .super = super ? super : "", .v2 = v2
         };
@@ -164,6 +170,7 @@ static void own_view_free(struct own_view *v)
 {
     free(v->cgroup);
     free(v->mountinfo);
+    free(v->mounts);
 }
 
 /* Is NAME one of the comma-separated LIST's first LEN bytes? */
