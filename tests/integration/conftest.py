@@ -403,16 +403,53 @@ def slot_holds_a_process(path):
         return False
 
 
+def _ancestry(pid):
+    """PID and its ancestors: [(pid, comm)], nearest first."""
+    out = []
+    while pid > 1 and len(out) < 32:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read()
+        except OSError:
+            break
+        out.append((pid, st[st.index("(") + 1:st.rindex(")")]))
+        pid = int(st[st.rindex(")") + 2:].split()[1])
+    return out
+
+
+def _slot_ours(path):
+    """Does the slot PATH hold a process of the current test's runs? A slot
+    serves whoever's run comes next, so its name cannot tell: its members'
+    ancestors do. A member under a pid the test started is the test's; one
+    under no living cordon (its supervisor gone, whoever's it was) is a
+    leftover, and counts; one under another's cordon does not."""
+    if _test_pids is None:
+        return slot_holds_a_process(path)
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            members = [int(x) for x in f.read().split()]
+    except OSError:
+        return False
+    for pid in members:
+        chain = _ancestry(pid)
+        if any(q in _test_pids for q, _ in chain):
+            return True
+        if not any(comm.startswith("cordon") for _, comm in chain[1:]):
+            return True
+    return False
+
+
 def cordon_cgroups():
     """Cgroup directories named cordon* of the current test's runs, in every
-    hierarchy (a slot while it holds a process)."""
+    hierarchy (a slot while it holds a process of them)."""
     found = set()
     for dirpath, dirnames, _ in os.walk(CGROUP_ROOT):
         for d in dirnames:
             path = os.path.join(dirpath, d)
-            if d.startswith(SLOT_PREFIX) and not slot_holds_a_process(path):
-                continue
-            if d.startswith("cordon") and _ours(path):
+            if d.startswith(SLOT_PREFIX):
+                if _slot_ours(path):
+                    found.add(path)
+            elif d.startswith("cordon") and _ours(path):
                 found.add(path)
     return found
 
