@@ -124,6 +124,22 @@ static char *read_whole(const char *path, size_t *len)
     return buf;
 }
 
+/* mountinfo's octal escapes (\040 for a space, \134 for a backslash) decoded in place. */
+static void unescape_octal(char *s)
+{
+    char *out = s;
+    for (; *s; s++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+            s += 3;
+        } else {
+            *out++ = *s;
+        }
+    }
+    *out = '\0';
+}
+
 /*
  * The cgroup mounts among V's mountinfo lines, cut in place: "id parent
  * maj:min root mountpoint opts [optional...] - fstype source superopts".
@@ -160,6 +176,8 @@ static void parse_mounts(struct own_view *v)
             v->mounts = more;
             v->cap_mounts = cap;
         }
+        unescape_octal(field[3]);
+        unescape_octal(field[4]);
         v->mounts[v->n_mounts++] = (struct cgroup_mount){
             .root = field[3], .mnt = field[4], .super = super ? super : "", .v2 = v2
         };
@@ -231,7 +249,7 @@ static int hierarchy_dir(const struct own_view *v, const char *controller, bool 
         const char *rel = own;
         size_t rlen = strlen(m->root);
         if (strcmp(m->root, "/") != 0) {
-            if (strncmp(own, m->root, rlen) != 0)
+            if (strncmp(own, m->root, rlen) != 0 || (own[rlen] != '/' && own[rlen] != '\0'))
                 continue;
             rel = own + rlen;
         }
@@ -402,22 +420,34 @@ static int claim_slot(const char *own, int c, int k, struct cgroup_set *cg)
     if (snprintf(dir, sizeof dir, "%s/" CGROUP_SLOT_PREFIX "%u-%d", own, (unsigned)geteuid(), k) >=
         (int)sizeof dir)
         return -1;
-    bool made = false;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
-        if (mkdir(dir, 0755) == 0)
-            made = true;
-        else if (errno != EEXIST)
+        /* 0700: no one else can open it, so no one else can hold its lock. */
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
             return -1;
         fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     }
     if (fd < 0)
         return -1;
-    struct stat st;
+    struct stat st, now;
     struct cgroup_stats base = cg->base;
-    /* Another user's (a shared, writable parent) could be changed under the run. */
+    /* Another user's (a shared, writable parent) could be changed under the
+     * run; one removed since we opened it (a leaver found it spent) is no
+     * longer the slot. */
     if (flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() ||
-        reset_one(dir, c, &base) != CGROUP_REUSED || (!made && unlimit(dir, c) < 0)) {
+        stat(dir, &now) < 0 || now.st_ino != st.st_ino) {
+        close(fd);
+        return 0;
+    }
+    if ((st.st_mode & 077) && fchmod(fd, 0700) < 0) {
+        close(fd);
+        return 0;
+    }
+    enum cgroup_reuse r = reset_one(dir, c, &base);
+    if (r != CGROUP_REUSED || unlimit(dir, c) < 0) {
+        /* Spent (memory it will not give back, say): gone, for a new one. */
+        if (r == CGROUP_SPENT)
+            rmdir(dir);
         close(fd);
         return 0;
     }
@@ -442,7 +472,7 @@ static bool comounted(struct cgroup_set *cg, int c, const char *own)
         if (!cgroup_has(cg, d) || strncmp(dir, own, len) != 0 || dir[len] != '/' ||
             strchr(dir + len + 1, '/'))
             continue;
-        if (cg->slot[d] && reset_one(dir, c, &cg->base) != CGROUP_REUSED) {
+        if (cg->slot[d] && (reset_one(dir, c, &cg->base) != CGROUP_REUSED || unlimit(dir, c) < 0)) {
             snprintf(cg->why[c], sizeof cg->why[c], "cannot reset '%s' counters in '%.120s'",
                      v1_names[c], dir);
             return true;
@@ -692,13 +722,18 @@ static enum cgroup_reuse reset_one(const char *dir, int c, struct cgroup_stats *
          * with its namespaces; anonymous memory ("rss") goes with the processes. */
         if (memory_settling(dir))
             return CGROUP_SETTLING;
-        /* The peak restarts from what is charged now (kernel objects, page cache
-         * the last run read first), which is subtracted from the next run's. */
+        /* What else is charged (page cache the last run read first, kernel
+         * objects, IPC memory its namespace frees later) would be taken from
+         * the next run's limit, and hide its peak should that limit reclaim
+         * it: past a little, the cgroup is not reused. */
+        base->memory_peak = file_value(dir, "memory.usage_in_bytes");
+        if (base->memory_peak > CGROUP_REUSE_MAX_CHARGE)
+            return CGROUP_SPENT;
+        /* The peak restarts from what is charged now, subtracted from the next run's. */
         if (write_file(dir, "memory.max_usage_in_bytes", "0") < 0 ||
             (write_file(dir, "memory.memsw.max_usage_in_bytes", "0") < 0 && errno != ENOENT) ||
             write_file(dir, "memory.failcnt", "0") < 0)
             return CGROUP_SPENT;
-        base->memory_peak = file_value(dir, "memory.usage_in_bytes");
         base->oom_kills = keyed_value(dir, "memory.oom_control", "oom_kill");
         return CGROUP_REUSED;
     case CGROUP_PIDS:
@@ -818,6 +853,11 @@ void cgroup_remove_dir(const char *dir)
 static void leave_slot(struct cgroup_set *cg, int c)
 {
     kill_members(cg->dir[c]);
+    /* Charged past what the next run may inherit: removed now (its pages go
+     * to the parent), and the next run makes the slot anew. */
+    if (c == CGROUP_MEMORY &&
+        file_value(cg->dir[c], "memory.usage_in_bytes") > CGROUP_REUSE_MAX_CHARGE)
+        rmdir(cg->dir[c]);
     if (cg->slot_lock[c] >= 0)
         close(cg->slot_lock[c]);
     cg->slot[c] = false;

@@ -56,6 +56,8 @@ struct cgroup_set {
  * limits cost.
  */
 #define CGROUP_SLOTS 1u
+/* The most memory a reused cgroup (slot or pool) may still have charged. */
+#define CGROUP_REUSE_MAX_CHARGE (8ull << 20)
 #define CGROUP_SLOT_MAX 8
 #define CGROUP_SLOT_PREFIX "cordon-slot-u"
 
@@ -161,8 +163,9 @@ enum cgroup_reuse {
  * cg->base; SETTLING while that memory is still charged (reset now, the
  * next run would start with less than its limit, and the charge in its
  * baseline would hide that much of its own peak); SPENT when it cannot be
- * reused so (a process left, or cgroup v2, whose memory.peak resets only
- * for one open file).
+ * reused so (a process left, more than CGROUP_REUSE_MAX_CHARGE of other
+ * memory charged, or cgroup v2, whose memory.peak resets only for one open
+ * file).
  */
 enum cgroup_reuse cgroup_reuse(struct cgroup_set *cg);
 

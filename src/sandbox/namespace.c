@@ -281,11 +281,23 @@ static _Noreturn void keep_and_reap(const struct ns_plan *plan, const struct nam
     }
 }
 
+/* Has the supervisor gone (its end of the sync pipe closed)? */
+static bool supervisor_gone(const struct child_fds *fds)
+{
+    struct pollfd alive = { .fd = fds->sync_r, .events = POLLIN };
+    return poll(&alive, 1, 0) > 0 && (alive.revents & (POLLHUP | POLLERR));
+}
+
 static _Noreturn void child_main(const struct ns_plan *plan, const struct child_fds *fds)
 {
     struct cordon_err err = { 0 };
     char go;
     close_inherited(plan, fds);
+    /* Dying with the supervisor from here on (armed again after the uid
+     * change, which clears it), and never joining a cgroup it no longer
+     * holds: its slot is the next run's once it is gone. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || supervisor_gone(fds))
+        _exit(125);
     /* Into the run's cgroups before anything else: all the boundary ever
      * runs is limited and counted there. */
     if (cgroup_ticket_use(&fds->cg) < 0) {
@@ -349,8 +361,7 @@ static _Noreturn void child_main(const struct ns_plan *plan, const struct child_
         err_sys(&err, CORDON_E_SETUP, "cannot set parent-death signal");
         child_fail(fds, &err);
     }
-    struct pollfd alive = { .fd = fds->sync_r, .events = POLLIN };
-    if (poll(&alive, 1, 0) > 0 && (alive.revents & (POLLHUP | POLLERR)))
+    if (supervisor_gone(fds))
         _exit(125); /* the supervisor died before the signal was armed */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 

@@ -487,6 +487,27 @@ def holds_a_slot(pid):
     return False
 
 
+@pytest.fixture(scope="session", autouse=True)
+def slots_removed_at_the_end():
+    """The slots the suite's runs leave are removed when it ends (those no
+    other run holds): a cgroup with children is one its manager cannot
+    simply rmdir."""
+    yield
+    for dirs in slot_dirs().values():
+        for d in dirs:
+            try:
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.rmdir(d)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+
 @contextlib.contextmanager
 def slots_held():
     """Every slot of root's runs started by this process locked, as runs would

@@ -146,3 +146,89 @@ def test_more_runs_at_once_than_slots(root_cordon):
         else:
             assert out == b"" and rc == 137, (i, out, rc)
     assert wait_until(lambda: not (cordon_cgroups() - before), 10), cordon_cgroups() - before
+
+
+MSGQ = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Msg(ctypes.Structure):
+    _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * 8000)]
+m, n = Msg(1, b"x" * 7999), 0
+for _ in range(4000):
+    q = libc.msgget(0, 0o1000 | 0o600)   # IPC_PRIVATE, IPC_CREAT
+    if q < 0:
+        break
+    for _ in range(2):
+        libc.msgsnd(q, ctypes.byref(m), 8000, 0o4000)   # IPC_NOWAIT
+    n += 1
+print(n)
+"""
+
+
+def test_kernel_memory_a_run_leaves_is_not_the_next_ones(root_cordon):
+    """A run leaves 64 MB of System V messages, which the kernel frees only
+    after its IPC namespace is gone: the next run with a limit below that
+    still starts, and counts its own 32 MB (a reused cgroup charged with them
+    refused the limit, EBUSY, or hid the peak)."""
+    limit = 300 if root_cordon.level == "microvm" else 48
+    for _ in range(2):
+        a = root_cordon.run(["python3", "-c", MSGQ], "--memory", "unlimited", timeout=120)
+        assert a.status == 0, a
+        b = root_cordon.run(filler(32), "--memory", f"{limit}M", timeout=120)
+        assert (b.status, b.out, b.result["reason"]) == (0, "filled\n", "exited"), b
+        assert b.result["peak_memory_bytes"] >= 32 * MIB, b.result
+
+
+def test_page_cache_a_run_leaves_does_not_hide_the_next_ones_peak(root_cordon):
+    """A run reads a 300 MB file (its page cache charged to its cgroup); the
+    next, three processes of 60 MB each, reports a peak of at least their
+    sum (a cgroup reused with the cache as its baseline reported 68 MB)."""
+    d = root_cordon.hostdir()
+    big = d / "big"
+    with open(big, "wb") as f:
+        f.truncate(0)
+        for _ in range(300):
+            f.write(os.urandom(1 << 20))
+        f.flush()
+        os.fsync(f.fileno())
+        # Out of the cache: the run's reads bring it back, charged to the run's cgroup.
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    a = root_cordon.run(["sh", "-c", f"cat {big} >/dev/null"], "--ro", str(d),
+                        "--memory", "unlimited", timeout=300)
+    assert a.status == 0, a
+    three = ("import os, time\n"
+             "for _ in range(3):\n"
+             "    if os.fork() == 0:\n"
+             "        x = b'\\x01' * (60 << 20)\n"
+             "        time.sleep(2)\n"
+             "        os._exit(0)\n"
+             "for _ in range(3):\n"
+             "    os.wait()\n")
+    # Less than the cache and the three together: the limit reclaims the cache.
+    limit = 512 if root_cordon.level == "microvm" else 256
+    b = root_cordon.run(["python3", "-c", three], "--memory", f"{limit}M", timeout=120)
+    assert b.status == 0, b
+    assert b.result["peak_memory_bytes"] >= 180 * MIB, b.result
+
+
+def test_no_one_else_can_hold_roots_slots(root_cordon):
+    """The slots a run leaves are root's alone (0700): an ordinary user can
+    neither open nor lock one, so cannot keep root's runs from them."""
+    root_cordon.run(["true"])
+    dirs = [d for ds in slot_dirs().values() for d in ds if os.path.isdir(d)]
+    for d in dirs:
+        assert os.stat(d).st_mode & 0o077 == 0, (d, oct(os.stat(d).st_mode))
+    if dirs:
+        r = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "/usr/bin/python3", "-c",
+             "import fcntl, os, sys\n"
+             "n = 0\n"
+             "for d in sys.argv[1:]:\n"
+             "    try:\n"
+             "        fcntl.flock(os.open(d, os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "        n += 1\n"
+             "    except PermissionError:\n"
+             "        pass\n"
+             "print(n)\n", *dirs], capture_output=True, text=True, timeout=60)
+        assert (r.returncode, r.stdout) == (0, "0\n"), r
