@@ -516,7 +516,7 @@ def slots_held():
     try:
         for dirs in slot_dirs().values():
             for d in dirs:
-                os.makedirs(d, exist_ok=True)
+                os.makedirs(d, mode=0o700, exist_ok=True)  # as cordon makes them
                 fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
                 fds.append(fd)
                 fcntl.flock(fd, fcntl.LOCK_EX)  # a run of another's holds it: until it ends

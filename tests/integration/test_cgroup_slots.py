@@ -89,7 +89,7 @@ def test_a_slot_holding_a_process_is_passed_over(root_cordon):
     try:
         squatted = [ds[0] for ds in slot_dirs().values()]
         for d in squatted:
-            os.makedirs(d, exist_ok=True)
+            os.makedirs(d, mode=0o700, exist_ok=True)  # as cordon makes them
             with open(os.path.join(d, "cgroup.procs"), "w") as f:
                 f.write(str(squatter.pid))
         before = cordon_cgroups()
