@@ -363,7 +363,7 @@ static int check_json(void)
     struct cgroup_set cg;
     char name[64], advice[512];
     snprintf(name, sizeof name, "cordon-check-%d", (int)getpid());
-    cgroup_create(&cg, name, 0, NULL, NULL, NULL);
+    cgroup_create(&cg, name, NULL, NULL, NULL, NULL);
     cli_delegation_advice(&cg, advice, sizeof advice);
     static const char *const names[] = { "memory", "pids", "cpu" };
     json_t *cgroups = json_pack("{s:i, s:s}", "version", cg.version, "delegation", advice);
@@ -505,7 +505,7 @@ int cmd_check(int argc, char **argv)
     struct cgroup_set cg;
     char name[64];
     snprintf(name, sizeof name, "cordon-check-%d", (int)getpid());
-    cgroup_create(&cg, name, 0, NULL, NULL, NULL);
+    cgroup_create(&cg, name, NULL, NULL, NULL, NULL);
     static const char *const names[] = { "memory", "pids", "cpu" };
     printf("  cgroups          %s\n",
            cg.version == 2       ? "v2"

@@ -50,7 +50,7 @@ struct cgroup_pool *cgroup_pool_new(const struct policy *p, struct cordon_err *e
     snprintf(name, sizeof name, "cordon-%d-pool", (int)getpid());
     /* The parent is named to the watchdog before it exists; its children go with it. */
     if (!(cp->wd = watchdog_new(NULL, "", p, err)) ||
-        cgroup_create(&cp->parent, name, 0, guard, cp->wd, err) < 0) {
+        cgroup_create(&cp->parent, name, NULL, guard, cp->wd, err) < 0) {
         cgroup_pool_free(cp);
         return NULL;
     }

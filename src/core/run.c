@@ -488,8 +488,9 @@ static int prepare_limits(struct run *run, uint16_t rnd, const struct cgroup_set
         snprintf(name, sizeof name, "cordon-%d-%04x", (int)getpid(), rnd);
         /* Each named to the watchdog before it exists: a kill at any point
          * leaves none. A slot needs none: the run dies with its supervisor. */
-        unsigned flags = run->backend->ends_with_supervisor ? CGROUP_SLOTS : 0;
-        TRY(cgroup_create(&run->cg, name, flags, guard_cgroup, run->wd, err));
+        const struct cgroup_slot_use use = { .memory = p->limits.memory };
+        TRY(cgroup_create(&run->cg, name, run->backend->ends_with_supervisor ? &use : NULL,
+                          guard_cgroup, run->wd, err));
     }
     return limits_plan(p, &run->cg, run->backend, &run->confine, run->enforced, err);
 }

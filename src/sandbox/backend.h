@@ -226,7 +226,7 @@ struct sandbox_backend {
      * own threads instead (gVisor's ~5 a process; QEMU's). */
     bool counts_pids;
     /* Every process of a run dies with its supervisor (a PID namespace whose
-     * init has PDEATHSIG): a cold run's cgroups may be slots (CGROUP_SLOTS),
+     * init has PDEATHSIG): a cold run's cgroups may be slots (cgroup_slot_use),
      * which a killed supervisor leaves empty with no watchdog to clean up. */
     bool ends_with_supervisor;
     bool overlay; /* can run a workspace on a copy-on-write layer (workspace.mode) */

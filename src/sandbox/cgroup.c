@@ -376,9 +376,9 @@ static int try_v2(const struct own_view *v, struct cgroup_set *cg, const char *n
 }
 
 static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name,
-                     unsigned flags, const struct guard *g);
+                     const struct cgroup_slot_use *slots, const struct guard *g);
 
-int cgroup_create(struct cgroup_set *cg, const char *name, unsigned flags,
+int cgroup_create(struct cgroup_set *cg, const char *name, const struct cgroup_slot_use *slots,
                   int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
                   struct cordon_err *err)
 {
@@ -388,7 +388,7 @@ int cgroup_create(struct cgroup_set *cg, const char *name, unsigned flags,
     const struct guard g = { guard, arg, err };
     int rc = try_v2(&v, cg, name, &g);
     if (rc == 0)
-        rc = create_v1(&v, cg, name, flags, &g);
+        rc = create_v1(&v, cg, name, slots, &g);
     own_view_free(&v);
     return rc < 0 ? -1 : 0;
 }
@@ -410,11 +410,13 @@ static int unlimit(const char *dir, int c)
 }
 
 /*
- * Slot K of controller C beneath OWN, locked and ready for a run: 1 (in
+ * Slot K of controller C beneath OWN, locked and ready for a run that will
+ * set USE: 1 (in
  * CG), 0 busy or not fit for use (try the next), -1 none can be had here
  * (make the run's own cgroup instead).
  */
-static int claim_slot(const char *own, int c, int k, struct cgroup_set *cg)
+static int claim_slot(const char *own, int c, int k, const struct cgroup_slot_use *use,
+                      struct cgroup_set *cg)
 {
     char dir[PATH_MAX];
     if (snprintf(dir, sizeof dir, "%s/" CGROUP_SLOT_PREFIX "%u-%d", own, (unsigned)geteuid(), k) >=
@@ -444,7 +446,8 @@ static int claim_slot(const char *own, int c, int k, struct cgroup_set *cg)
         return 0;
     }
     enum cgroup_reuse r = reset_one(dir, c, &base);
-    if (r != CGROUP_REUSED || unlimit(dir, c) < 0) {
+    bool too_full = c == CGROUP_MEMORY && use->memory && base.memory_peak > use->memory / 4;
+    if (r != CGROUP_REUSED || too_full || unlimit(dir, c) < 0) {
         /* Spent (memory it will not give back, say): gone, for a new one. */
         if (r == CGROUP_SPENT)
             rmdir(dir);
@@ -486,7 +489,7 @@ static bool comounted(struct cgroup_set *cg, int c, const char *own)
 }
 
 static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char *name,
-                     unsigned flags, const struct guard *g)
+                     const struct cgroup_slot_use *slots, const struct guard *g)
 {
     for (int c = 0; c < CGROUP_COUNT; c++) {
         char own[PATH_MAX];
@@ -498,8 +501,8 @@ static int create_v1(const struct own_view *v, struct cgroup_set *cg, const char
         if (comounted(cg, c, own))
             continue;
         int claimed = 0;
-        for (int k = 0; (flags & CGROUP_SLOTS) && k < CGROUP_SLOT_MAX && !claimed; k++)
-            claimed = claim_slot(own, c, k, cg);
+        for (int k = 0; slots && k < CGROUP_SLOT_MAX && !claimed; k++)
+            claimed = claim_slot(own, c, k, slots, cg);
         if (claimed > 0)
             continue;
         char dir[PATH_MAX];

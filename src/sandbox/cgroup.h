@@ -35,7 +35,7 @@ struct cgroup_set {
     /* What cgroup_read_stats() subtracts: the counters a reused cgroup had
      * when its run began (the memory charged then for its peak). */
     struct cgroup_stats base;
-    /* Per controller: the cgroup is one of the user's slots (CGROUP_SLOTS),
+    /* Per controller: the cgroup is one of the user's slots (cgroup_slot_use),
      * locked by SLOT_LOCK for the run, reset rather than made, and left
      * (emptied, unlocked) rather than removed. */
     bool slot[CGROUP_COUNT];
@@ -55,7 +55,13 @@ struct cgroup_set {
  * needs no watchdog: that, mkdir and rmdir are what a cold run's default
  * limits cost.
  */
-#define CGROUP_SLOTS 1u
+struct cgroup_slot_use {
+    /* The run's memory limit (0: none). A slot still charged with more than
+     * a quarter of it is passed over: the limit could not be set below what
+     * is charged (EBUSY), and a run must not start with most of it gone. */
+    uint64_t memory;
+};
+
 /* The most memory a reused cgroup (slot or pool) may still have charged. */
 #define CGROUP_REUSE_MAX_CHARGE (8ull << 20)
 #define CGROUP_SLOT_MAX 8
@@ -63,14 +69,14 @@ struct cgroup_set {
 
 /*
  * Create the run's cgroup(s) named NAME under the supervisor's own, or with
- * FLAGS CGROUP_SLOTS claim a slot where one is free (v1). Missing
+ * SLOTS (NULL: none) claim a slot where one is free (v1). Missing
  * controllers are not an error here: each is recorded in cg->why, and the
  * caller decides whether a limit may degrade. GUARD (may be NULL) is told
  * each directory before it is made (the watchdog, which removes it should
  * the supervisor die, even between the mkdir and the next line); -1 with
  * ERR when it fails, and nothing is made after.
  */
-int cgroup_create(struct cgroup_set *cg, const char *name, unsigned flags,
+int cgroup_create(struct cgroup_set *cg, const char *name, const struct cgroup_slot_use *slots,
                   int (*guard)(void *arg, const char *dir, struct cordon_err *err), void *arg,
                   struct cordon_err *err);
 

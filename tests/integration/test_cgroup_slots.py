@@ -1,7 +1,7 @@
 """
 A cold run's cgroups as root: made per run, or (namespace level, cgroup v1)
 one of the user's slots, kept between runs and reset for the next
-(src/sandbox/cgroup.h, CGROUP_SLOTS). Whichever it gets, a run's limits and
+(src/sandbox/cgroup.h, cgroup_slot_use). Whichever it gets, a run's limits and
 counts are its own: nothing of the run before it carries over, and a slot
 holding anything of another run is passed over, never shared.
 """
@@ -232,3 +232,15 @@ def test_no_one_else_can_hold_roots_slots(root_cordon):
              "        pass\n"
              "print(n)\n", *dirs], capture_output=True, text=True, timeout=60)
         assert (r.returncode, r.stdout) == (0, "0\n"), r
+
+
+def test_a_limit_below_what_a_slot_holds_still_ends_as_oom(root_cordon):
+    """A run leaves a little charged in its slot (page cache, kernel objects);
+    the next run's limit is smaller than that: it gets a cgroup that can take
+    the limit, and ends as oom as in a new one (a slot refused the limit,
+    EBUSY, and the run ended as a setup error)."""
+    for _ in range(2):
+        r = root_cordon.run(["sh", "-c", "cat /usr/bin/* >/dev/null 2>&1; true"], timeout=120)
+        assert r.status == 0, r
+        tiny = root_cordon.run(["true"], "--memory", "1K", timeout=120)
+        assert tiny.result["reason"] == "oom", tiny
