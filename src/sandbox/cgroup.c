@@ -89,21 +89,21 @@ struct cgroup_mount {
 /* What /proc/self/cgroup and /proc/self/mountinfo said, read and parsed once per run. */
 struct own_view {
     char *cgroup, *mountinfo;
-    size_t cgroup_len, mountinfo_len;
     struct cgroup_mount *mounts;
     size_t n_mounts, cap_mounts;
 };
 
-static char *read_whole(const char *path, size_t *len)
+/* PATH's whole text, NUL-terminated (NULL when it cannot be read). */
+static char *read_whole(const char *path)
 {
+    size_t len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     char *buf = NULL;
     size_t cap = 0;
-    *len = 0;
     if (fd < 0)
         return NULL;
     for (;;) {
-        if (*len + 4096 > cap) {
+        if (len + 4096 > cap) {
             char *more = realloc(buf, cap = cap * 2 + 8192);
             if (!more) {
                 free(buf);
@@ -112,15 +112,15 @@ static char *read_whole(const char *path, size_t *len)
             }
             buf = more;
         }
-        ssize_t n = read(fd, buf + *len, cap - *len - 1);
+        ssize_t n = read(fd, buf + len, cap - len - 1);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
-        *len += (size_t)n;
+        len += (size_t)n;
     }
     close(fd);
-    buf[*len] = '\0';
+    buf[len] = '\0';
     return buf;
 }
 
@@ -273,8 +273,8 @@ static int own_cgroup_dir(const struct own_view *v, const char *controller, char
 /* PROC_CGROUP: whose membership counts (/proc/self/cgroup, or another process's). */
 static void own_view_load(struct own_view *v, const char *proc_cgroup)
 {
-    v->cgroup = read_whole(proc_cgroup, &v->cgroup_len);
-    v->mountinfo = read_whole("/proc/self/mountinfo", &v->mountinfo_len);
+    v->cgroup = read_whole(proc_cgroup);
+    v->mountinfo = read_whole("/proc/self/mountinfo");
     if (v->mountinfo)
         parse_mounts(v);
 }
@@ -411,9 +411,8 @@ static int unlimit(const char *dir, int c)
 
 /*
  * Slot K of controller C beneath OWN, locked and ready for a run that will
- * set USE: 1 (in
- * CG), 0 busy or not fit for use (try the next), -1 none can be had here
- * (make the run's own cgroup instead).
+ * set USE: 1 (in CG), 0 busy or not fit for use (try the next), -1 none can
+ * be had here (make the run's own cgroup instead).
  */
 static int claim_slot(const char *own, int c, int k, const struct cgroup_slot_use *use,
                       struct cgroup_set *cg)
