@@ -160,6 +160,7 @@ EXCEPTIONS = [
     ("gvisor", "*::test_proc_files_not_writable[[]*-gvisor-/proc/self/timerslack_ns]", GV_PROC),
     ("gvisor", "*::test_proc_files_not_writable[[]*-gvisor-/proc/sys/kernel/hostname]", GV_PROC),
     ("gvisor", "*::test_tiny_memory_limit_ends_as_oom[[]*", GV_OVERHEAD),
+    ("gvisor", "*::test_a_limit_below_what_a_slot_holds_still_ends_as_oom[[]*", GV_OVERHEAD),
     ("gvisor", "*test_serve.py::test_pooled_run_sees_nothing_of_the_previous_one[[]*", SERVE_PROBE),
     ("gvisor", "*::test_foreign_syscall_abi_killed[[]*-gvisor-i386]",
      "gVisor (ptrace platform) has no 32-bit ABI: int 0x80 runs as the x86-64 call of that "
