@@ -23,68 +23,44 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A mount's superblock options as read (%511s); the controllers are some of them. */
-#define SUPER_MAX 512
-
-struct hierarchy {
-    char mount[PATH_MAX];
-    char controllers[SUPER_MAX]; /* v1: "cpu,cpuacct"; v2: "" */
-};
-
-#define MAX_HIERARCHIES 16
-
-/* The cgroup hierarchies mounted here (from their root), into H; how many. */
-static size_t hierarchies(struct hierarchy *h, size_t max)
+/* Does a v1 mount's SUPER name a controller, not just options (name=systemd)? */
+static bool controls(const char *super)
 {
-    _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
-    char line[4096];
-    size_t n = 0;
-    while (f && n < max && fgets(line, sizeof line, f)) {
-        char root[PATH_MAX], mnt[PATH_MAX], fstype[32], src[256], super[SUPER_MAX] = "";
-        char *sep = strstr(line, " - ");
-        if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2 ||
-            sscanf(sep + 3, "%31s %255s %511s", fstype, src, super) < 2 || strcmp(root, "/"))
-            continue;
-        if (!strcmp(fstype, "cgroup2")) {
-            snprintf(h[n].mount, sizeof h[n].mount, "%s", mnt);
-            h[n++].controllers[0] = '\0';
-        } else if (!strcmp(fstype, "cgroup")) {
-            char *out = h[n].controllers;
-            size_t used = 0;
-            out[0] = '\0';
-            /* Some of SUPER's options, comma-separated as there: never longer than SUPER. */
-            char *save = NULL;
-            for (char *t = strtok_r(super, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                if (strcmp(t, "rw") && strcmp(t, "ro") && strncmp(t, "name=", 5) &&
-                    strcmp(t, "relatime") && strncmp(t, "release_agent", 13))
-                    used += (size_t)snprintf(out + used, sizeof h[n].controllers - used, "%s%s",
-                                             used ? "," : "", t);
-            if (!used)
-                continue; /* name=systemd and the like: no controller */
-            snprintf(h[n++].mount, sizeof h[0].mount, "%s", mnt);
-        }
+    static const char *const options[] = {
+        "rw",           "ro",      "xattr", "noprefix", "clone_children", "cpuset_v2_mode",
+        "favordynmods", "relatime"
+    };
+    for (const char *t = super; *t;) {
+        size_t len = strcspn(t, ",");
+        bool option = strncmp(t, "name=", 5) == 0 || strncmp(t, "release_agent=", 14) == 0;
+        for (size_t i = 0; !option && i < sizeof options / sizeof *options; i++)
+            option = strlen(options[i]) == len && strncmp(t, options[i], len) == 0;
+        if (!option)
+            return true;
+        t += len + (t[len] == ',');
     }
-    return n;
+    return false;
 }
 
-static bool has(const char *list, const char *name)
+/* The cgroup hierarchies mounted here from their root, each with a controller, into HS. */
+static void hierarchies(struct cgroup_mounts *hs)
 {
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)); p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
-            return true;
-    return false;
+    (void)cgroup_mounts_load(hs);
+    size_t kept = 0;
+    for (size_t i = 0; i < hs->n; i++)
+        if (strcmp(hs->at[i].root, "/") == 0 && (hs->at[i].v2 || controls(hs->at[i].super)))
+            hs->at[kept++] = hs->at[i];
+    hs->n = kept;
 }
 
 /* The container's directory in the hierarchy holding CONTROLLER ("" v2): 0, or -1. */
 static int dir_of(const char *path, const char *controller, char *out, size_t size)
 {
-    struct hierarchy h[MAX_HIERARCHIES];
-    size_t n = hierarchies(h, MAX_HIERARCHIES);
-    for (size_t i = 0; i < n; i++)
-        if ((!*controller && !h[i].controllers[0]) ||
-            (*controller && has(h[i].controllers, controller)))
-            return snprintf(out, size, "%s%s", h[i].mount, path) < (int)size ? 0 : -1;
+    _cleanup_(cgroup_mounts_free) struct cgroup_mounts hs = { 0 };
+    hierarchies(&hs);
+    for (size_t i = 0; i < hs.n; i++)
+        if (cgroup_mount_holds(&hs.at[i], controller))
+            return snprintf(out, size, "%s%s", hs.at[i].mnt, path) < (int)size ? 0 : -1;
     return -1;
 }
 
@@ -206,26 +182,27 @@ int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
         (dir_of(spec->cgroup, "memory", probe, sizeof probe) < 0 || stat(probe, &sb) < 0) &&
         (dir_of(spec->cgroup, "", probe, sizeof probe) < 0 || stat(probe, &sb) < 0))
         return lock_egress(spec, err);
-    struct hierarchy h[MAX_HIERARCHIES];
-    size_t n = hierarchies(h, MAX_HIERARCHIES);
+    _cleanup_(cgroup_mounts_free) struct cgroup_mounts hs = { 0 };
+    hierarchies(&hs);
     bool v1 = false;
-    for (size_t i = 0; i < n; i++)
-        v1 |= has(h[i].controllers, "memory");
-    for (size_t i = 0; i < n; i++) {
-        const char *c = h[i].controllers;
-        if (!*c && !v1) { /* v2 alone: the core made the cgroup with +cpu enabled */
+    for (size_t i = 0; i < hs.n; i++)
+        v1 |= cgroup_mount_holds(&hs.at[i], "memory");
+    for (size_t i = 0; i < hs.n; i++) {
+        const struct cgroup_mount *m = &hs.at[i];
+        if (m->v2 && !v1) { /* v2 alone: the core made the cgroup with +cpu enabled */
             char dir[PATH_MAX];
-            if (snprintf(dir, sizeof dir, "%s%s", h[i].mount, spec->cgroup) >= (int)sizeof dir)
+            if (snprintf(dir, sizeof dir, "%s%s", m->mnt, spec->cgroup) >= (int)sizeof dir)
                 return err_set(err, CORDON_E_USAGE, "cgroup path too long");
             TRY(cpu_v2(dir, spec, err));
             continue;
         }
         /* The run's own are memory, pids and cpuacct; these are the container's. */
-        bool want = !*c || has(c, "freezer") || (has(c, "cpu") && !has(c, "cpuacct"));
-        if (!want || has(c, "memory") || has(c, "pids"))
+        bool want = m->v2 || cgroup_mount_holds(m, "freezer") ||
+            (cgroup_mount_holds(m, "cpu") && !cgroup_mount_holds(m, "cpuacct"));
+        if (!want || cgroup_mount_holds(m, "memory") || cgroup_mount_holds(m, "pids"))
             continue;
-        TRY(join_extra(h[i].mount, spec->cgroup, init, extra, err));
-        if (has(c, "cpu"))
+        TRY(join_extra(m->mnt, spec->cgroup, init, extra, err));
+        if (cgroup_mount_holds(m, "cpu"))
             TRY(cpu_v1(json_string_value(json_array_get(extra, json_array_size(extra) - 1)), spec,
                        err));
     }
@@ -237,14 +214,16 @@ int oci_cgroups_extra(const struct oci_spec *spec, pid_t init, json_t *state,
 int oci_cgroups_join(const struct oci_state *st, struct cordon_err *err)
 {
     const char *path = oci_state_str(st, "cgroup");
-    struct hierarchy h[MAX_HIERARCHIES];
-    size_t n = path ? hierarchies(h, MAX_HIERARCHIES) : 0;
+    if (!path)
+        return 0;
+    _cleanup_(cgroup_mounts_free) struct cgroup_mounts hs = { 0 };
+    hierarchies(&hs);
     char pid[32];
     snprintf(pid, sizeof pid, "%d", (int)getpid());
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < hs.n; i++) {
         char dir[PATH_MAX];
         struct stat sb;
-        if (snprintf(dir, sizeof dir, "%s%s", h[i].mount, path) >= (int)sizeof dir ||
+        if (snprintf(dir, sizeof dir, "%s%s", hs.at[i].mnt, path) >= (int)sizeof dir ||
             stat(dir, &sb) < 0)
             continue; /* a hierarchy the container was not given (cpuset, blkio) */
         if (put(dir, "cgroup.procs", pid) < 0)
@@ -258,12 +237,12 @@ void oci_cgroups_remove(const struct oci_state *st)
     const char *path = oci_state_str(st, "cgroup");
     if (!path || !*path)
         return;
-    struct hierarchy h[MAX_HIERARCHIES];
-    size_t n = hierarchies(h, MAX_HIERARCHIES);
-    for (size_t i = 0; i < n; i++) {
+    _cleanup_(cgroup_mounts_free) struct cgroup_mounts hs = { 0 };
+    hierarchies(&hs);
+    for (size_t i = 0; i < hs.n; i++) {
         char dir[PATH_MAX];
         struct stat sb;
-        if (snprintf(dir, sizeof dir, "%s%s", h[i].mount, path) < (int)sizeof dir &&
+        if (snprintf(dir, sizeof dir, "%s%s", hs.at[i].mnt, path) < (int)sizeof dir &&
             stat(dir, &sb) == 0)
             cgroup_remove_dir(dir);
     }

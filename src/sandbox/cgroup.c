@@ -78,19 +78,10 @@ static uint64_t file_value(const char *dir, const char *file)
     return read_small_at(AT_FDCWD, path, buf, sizeof buf) < 0 ? 0 : parse_u64(buf);
 }
 
-/* A cgroup filesystem as /proc/self/mountinfo shows it. */
-struct cgroup_mount {
-    const char *root;  /* the hierarchy's path shown at MNT */
-    const char *mnt;   /* where */
-    const char *super; /* v1: its controllers, among the super options */
-    bool v2;
-};
-
 /* What /proc/self/cgroup and /proc/self/mountinfo said, read and parsed once per run. */
 struct own_view {
-    char *cgroup, *mountinfo;
-    struct cgroup_mount *mounts;
-    size_t n_mounts, cap_mounts;
+    char *cgroup;
+    struct cgroup_mounts mounts;
 };
 
 /* PATH's whole text, NUL-terminated (NULL when it cannot be read). */
@@ -141,14 +132,14 @@ static void unescape_octal(char *s)
 }
 
 /*
- * The cgroup mounts among V's mountinfo lines, cut in place: "id parent
+ * The cgroup mounts among mountinfo's lines, cut in place: "id parent
  * maj:min root mountpoint opts [optional...] - fstype source superopts".
  * One pass, with no scanf: a run reads this once, before its limits.
  */
-static void parse_mounts(struct own_view *v)
+static void parse_mounts(struct cgroup_mounts *ms)
 {
     char *next;
-    for (char *line = v->mountinfo; line && *line; line = next) {
+    for (char *line = ms->text; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
@@ -168,27 +159,45 @@ static void parse_mounts(struct own_view *v)
             field[i++] = tok;
         if (i < 5)
             continue;
-        if (v->n_mounts == v->cap_mounts) {
-            size_t cap = v->cap_mounts ? 2 * v->cap_mounts : 16;
-            struct cgroup_mount *more = realloc(v->mounts, cap * sizeof *more);
+        if (ms->n == ms->cap) {
+            size_t cap = ms->cap ? 2 * ms->cap : 16;
+            struct cgroup_mount *more = realloc(ms->at, cap * sizeof *more);
             if (!more)
                 return; /* what was found is what there is to go on */
-            v->mounts = more;
-            v->cap_mounts = cap;
+            ms->at = more;
+            ms->cap = cap;
         }
         unescape_octal(field[3]);
         unescape_octal(field[4]);
-        v->mounts[v->n_mounts++] = (struct cgroup_mount){
+        ms->at[ms->n++] = (struct cgroup_mount){
             .root = field[3], .mnt = field[4], .super = super ? super : "", .v2 = v2
         };
     }
 }
 
+void cgroup_mounts_parse(struct cgroup_mounts *ms, char *mountinfo)
+{
+    *ms = (struct cgroup_mounts){ .text = mountinfo };
+    parse_mounts(ms);
+}
+
+int cgroup_mounts_load(struct cgroup_mounts *ms)
+{
+    cgroup_mounts_parse(ms, read_whole("/proc/self/mountinfo"));
+    return ms->text ? 0 : -1;
+}
+
+void cgroup_mounts_free(struct cgroup_mounts *ms)
+{
+    free(ms->text);
+    free(ms->at);
+    *ms = (struct cgroup_mounts){ 0 };
+}
+
 static void own_view_free(struct own_view *v)
 {
     free(v->cgroup);
-    free(v->mountinfo);
-    free(v->mounts);
+    cgroup_mounts_free(&v->mounts);
 }
 
 /* Is NAME one of the comma-separated LIST's first LEN bytes? */
@@ -203,6 +212,11 @@ static bool in_list(const char *list, size_t len, const char *name)
         p += tlen + 1;
     }
     return false;
+}
+
+bool cgroup_mount_holds(const struct cgroup_mount *m, const char *controller)
+{
+    return *controller ? !m->v2 && in_list(m->super, strlen(m->super), controller) : m->v2;
 }
 
 /* Our cgroup's path in CONTROLLER's hierarchy ("" for the v2 one), per /proc/self/cgroup. */
@@ -241,9 +255,9 @@ static int hierarchy_dir(const struct own_view *v, const char *controller, bool 
     char own[PATH_MAX];
     if (own_path(v, controller, own, sizeof own) < 0)
         return -1;
-    for (size_t i = 0; i < v->n_mounts; i++) {
-        const struct cgroup_mount *m = &v->mounts[i];
-        if (*controller ? m->v2 || !in_list(m->super, strlen(m->super), controller) : !m->v2)
+    for (size_t i = 0; i < v->mounts.n; i++) {
+        const struct cgroup_mount *m = &v->mounts.at[i];
+        if (!cgroup_mount_holds(m, controller))
             continue;
         /* The mount shows ROOT of the hierarchy; our path must lie beneath it. */
         const char *rel = own;
@@ -274,9 +288,7 @@ static int own_cgroup_dir(const struct own_view *v, const char *controller, char
 static void own_view_load(struct own_view *v, const char *proc_cgroup)
 {
     v->cgroup = read_whole(proc_cgroup);
-    v->mountinfo = read_whole("/proc/self/mountinfo");
-    if (v->mountinfo)
-        parse_mounts(v);
+    (void)cgroup_mounts_load(&v->mounts);
 }
 
 /* The supervisor's cgroup v2 directory, or the scope above its leaf. */

@@ -183,5 +183,29 @@ void cgroup_destroy(struct cgroup_set *cg);
  * processes were killed, and they have left by the next try). */
 bool cgroup_try_destroy(struct cgroup_set *cg);
 
+/* A cgroup filesystem as /proc/self/mountinfo shows it. */
+struct cgroup_mount {
+    const char *root;  /* the hierarchy's path shown at MNT ("/": its root) */
+    const char *mnt;   /* where */
+    const char *super; /* the super options; v1: its controllers among them */
+    bool v2;
+};
+
+/* This process's cgroup mounts, read and parsed in one pass. */
+struct cgroup_mounts {
+    char *text; /* mountinfo, cut in place: the strings above point into it */
+    struct cgroup_mount *at;
+    size_t n, cap;
+};
+
+/* 0, or -1 when mountinfo cannot be read (then none are found). */
+int cgroup_mounts_load(struct cgroup_mounts *ms);
+/* The same from MOUNTINFO's text (malloc'd, NULL for none), which MS takes. */
+void cgroup_mounts_parse(struct cgroup_mounts *ms, char *mountinfo);
+void cgroup_mounts_free(struct cgroup_mounts *ms);
+
+/* Does M hold CONTROLLER ("" for the v2 hierarchy)? */
+bool cgroup_mount_holds(const struct cgroup_mount *m, const char *controller);
+
 /* The same for one cgroup directory and those beneath it (the watchdog's view of a run). */
 void cgroup_remove_dir(const char *dir);
