@@ -33,6 +33,7 @@ GVISOR_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_filesy
                  tests/integration/test_limits_held.py \
                  tests/integration/test_egress.py::test_unread_connections_hold_up_no_other
 MICROVM_SUBSET ?= tests/integration/test_runtime.py tests/integration/test_transparent_egress.py \
+	tests/integration/test_filesystem.py::test_root_only_files_in_the_hosts_etc_stay_unreadable \
 	tests/integration/test_egress_load.py tests/integration/test_limits_held.py \
 	tests/integration/test_egress.py::test_half_closed_request_still_gets_its_answer \
 	tests/integration/test_egress.py::test_slow_reader_gets_the_whole_answer \

@@ -13,6 +13,7 @@
 #include "policy/rules.h"
 #include "sandbox/plan.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -55,6 +56,107 @@ const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES] = {
     "/etc/terminfo",
     "/etc/debian_version", /* pip (distro) reads it; EACCES at the process level fails it */
 };
+
+/* A look through an entry ends here: beyond, it is given as if all of it were unreadable. */
+#define UNREADABLE_WALK_ENTRIES 4096
+#define UNREADABLE_WALK_DEPTH 8
+
+bool sandbox_readable_by_all(mode_t mode)
+{
+    if (S_ISLNK(mode))
+        return true;
+    if (S_ISDIR(mode))
+        return (mode & (S_IROTH | S_IXOTH)) == (S_IROTH | S_IXOTH);
+    return (mode & S_IROTH) != 0;
+}
+
+static void note_unreadable(struct sandbox_unreadable *u, const char *path, bool dir)
+{
+    char *copy = u->n < SANDBOX_UNREADABLE_MAX ? strdup(path) : NULL;
+    if (!copy) {
+        u->all = true;
+        return;
+    }
+    u->dir[u->n] = dir;
+    u->path[u->n++] = copy;
+}
+
+/* The directory AT, named PATH (LEN bytes, in a PATH_MAX buffer), looked through. */
+static void walk_unreadable(struct sandbox_unreadable *u, int at, char *path, size_t len, int depth,
+                            size_t *entries)
+{
+    int dup = openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        u->all = true;
+        return;
+    }
+    struct dirent *e;
+    while (!u->all && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || e->d_type == DT_LNK)
+            continue;
+        size_t nlen = strlen(e->d_name);
+        struct stat st;
+        if (++*entries > UNREADABLE_WALK_ENTRIES || depth >= UNREADABLE_WALK_DEPTH ||
+            len + 1 + nlen >= PATH_MAX) {
+            u->all = true;
+            break;
+        }
+        if (fstatat(at, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            u->all |= errno != ENOENT; /* gone meanwhile: nothing to give */
+            continue;
+        }
+        path[len] = '/';
+        memcpy(path + len + 1, e->d_name, nlen + 1);
+        if (!sandbox_readable_by_all(st.st_mode)) {
+            note_unreadable(u, path, S_ISDIR(st.st_mode));
+        } else if (S_ISDIR(st.st_mode)) {
+            int sub = openat(at, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                u->all = true;
+            } else {
+                walk_unreadable(u, sub, path, len + 1 + nlen, depth + 1, entries);
+                close(sub);
+            }
+        }
+        path[len] = '\0';
+    }
+    closedir(d);
+}
+
+void sandbox_find_unreadable(const char *entry, struct sandbox_unreadable *u)
+{
+    *u = (struct sandbox_unreadable){ 0 };
+    struct stat st;
+    char path[PATH_MAX];
+    if (lstat(entry, &st) < 0) {
+        u->all = errno != ENOENT; /* not on this host: nothing to give */
+        return;
+    }
+    if (!sandbox_readable_by_all(st.st_mode) || strlen(entry) >= sizeof path) {
+        u->all = true;
+        return;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return;
+    _cleanup_close_ int fd = open(entry, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        u->all = true;
+        return;
+    }
+    size_t entries = 0;
+    strcpy(path, entry);
+    walk_unreadable(u, fd, path, strlen(path), 0, &entries);
+}
+
+void sandbox_unreadable_free(struct sandbox_unreadable *u)
+{
+    for (size_t i = 0; i < u->n; i++)
+        free(u->path[i]);
+    *u = (struct sandbox_unreadable){ 0 };
+}
 
 const char sandbox_passwd[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n" SANDBOX_USER
                               ":x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"

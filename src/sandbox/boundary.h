@@ -32,6 +32,27 @@ extern const char *const sandbox_etc_files[SANDBOX_N_ETC_FILES];
 extern const char *const sandbox_dev_nodes[SANDBOX_N_DEV_NODES];
 
 /*
+ * What of one of cordon's own host entries (sandbox_etc_files) not everyone
+ * may read: a file without o+r, a directory without o+rx (not looked into).
+ * The namespace level shows the entries to an unprivileged uid, so its
+ * kernel refuses these; where the command owns root's files (a root
+ * caller's run at the process level, and gVisor's and the guest's views of
+ * them) they are masked or left out instead, so /etc/ssl/private's keys are
+ * unreadable at every level. Links are given as links: where one leads is
+ * checked there.
+ */
+#define SANDBOX_UNREADABLE_MAX 32
+struct sandbox_unreadable {
+    bool all; /* the entry itself, or more than could be looked through: none of it */
+    size_t n;
+    char *path[SANDBOX_UNREADABLE_MAX]; /* host paths beneath the entry, malloc'd */
+    bool dir[SANDBOX_UNREADABLE_MAX];
+};
+bool sandbox_readable_by_all(mode_t mode);
+void sandbox_find_unreadable(const char *entry, struct sandbox_unreadable *u);
+void sandbox_unreadable_free(struct sandbox_unreadable *u);
+
+/*
  * The host files no run may see at any level: the audit log, its witness
  * and its signing key (NULL where the policy has none).
  */

@@ -246,6 +246,37 @@ def test_sandbox_etc_has_only_what_programs_need(cordon):
     assert r.status == 0 and r.out.strip() == "sandbox", r
 
 
+def test_root_only_files_in_the_hosts_etc_stay_unreadable(cordon):
+    """What only root may read in the /etc entries cordon shows (/etc/ssl/private's
+    keys) stays unreadable at every level, also where a root caller's command owns
+    root's files (the process level's uid 0, gVisor's and the guest's views); the
+    rest of the entry still reads."""
+    tag = f"cordon-it-{secrets.token_hex(4)}"
+    secret = f"SECRET-{secrets.token_hex(8)}"
+    keydir = f"/etc/ssl/{tag}"
+    planted = [f"{keydir}/key", f"/etc/ssl/{tag}.key", f"/etc/terminfo/{tag}"]
+    os.makedirs("/etc/terminfo", exist_ok=True)
+    os.mkdir(keydir, 0o700)
+    try:
+        for path in planted:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, secret.encode())
+            os.close(fd)
+        r = cordon.run(["sh", "-c", "for f in \"$@\"; do cat \"$f\" 2>/dev/null && echo READ $f; done; "
+                        "head -c 27 /etc/ssl/certs/ca-certificates.crt", "sh", *planted])
+        assert r.status == 0, r
+        assert secret not in r.out and "READ" not in r.out, r
+        assert r.out.endswith("-----BEGIN CERTIFICATE-----"), r
+        for path in planted:                        # the host's files are as they were
+            with open(path) as f:
+                assert f.read() == secret
+    finally:
+        for path in planted:
+            if os.path.exists(path):
+                os.unlink(path)
+        os.rmdir(keydir)
+
+
 def test_every_mount_nosuid_and_nodev(cordon):
     """nosuid on every mount; nodev on all but the few device binds of /dev."""
     d = cordon.hostdir("ro")

@@ -134,9 +134,25 @@ static char *read_copy(int src, const struct stat *st, size_t *len)
 }
 
 /*
+ * NAME in DST where the host has what only root may read, for a root
+ * caller, whose command would own it: there, but mode 0, as unreadable as
+ * the namespace level's unprivileged uid finds it. 0, or -1 with ERR.
+ */
+static int unreadable_placeholder(int dst, const char *name, bool dir, struct cordon_err *err)
+{
+    int fd = dir ? mkdirat(dst, name, 0)
+                 : openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return err_sys(err, CORDON_E_SETUP, "gvisor: cannot copy '%s'", name);
+    if (!dir)
+        close(fd);
+    return 0;
+}
+
+/*
  * The tree of host directory SRC into DST, links as links: 0, 1 when a
- * part of it is not for anyone to read (or it is too big: bind it instead,
- * over what was copied), -1 with ERR.
+ * part of it is not for anyone to read and the caller is not root (or it is
+ * too big: bind it instead, over what was copied), -1 with ERR.
  */
 static int copy_tree(int src, int dst, int depth, size_t *entries, size_t *bytes,
                      struct cordon_err *err)
@@ -158,6 +174,10 @@ static int copy_tree(int src, int dst, int depth, size_t *entries, size_t *bytes
         if (++*entries > COPY_TREE_ENTRIES ||
             fstatat(src, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             rc = 1;
+        } else if (!sandbox_readable_by_all(st.st_mode)) {
+            /* The caller's own view (the gofer's) where it is not root. */
+            rc = geteuid() == 0 ? unreadable_placeholder(dst, e->d_name, S_ISDIR(st.st_mode), err)
+                                : 1;
         } else if (S_ISLNK(st.st_mode)) {
             ssize_t n = readlinkat(src, e->d_name, target, sizeof target - 1);
             if (n < 0)
@@ -166,8 +186,7 @@ static int copy_tree(int src, int dst, int depth, size_t *entries, size_t *bytes
                 rc = err_sys(err, CORDON_E_SETUP, "gvisor: cannot copy the link '%s'", e->d_name);
         } else if (S_ISDIR(st.st_mode)) {
             int from = -1, to = -1;
-            if (depth >= COPY_TREE_DEPTH ||
-                (st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH))
+            if (depth >= COPY_TREE_DEPTH)
                 rc = 1;
             else if (mkdirat(dst, e->d_name, 0755) < 0 ||
                      (to = openat(dst, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
@@ -203,16 +222,21 @@ static int copy_tree(int src, int dst, int depth, size_t *entries, size_t *bytes
     return rc;
 }
 
+/* Is S one of cordon's own host /etc entries (sandbox_etc_files), not the policy's binds? */
+static bool own_etc_entry(const struct mount_step *s)
+{
+    return s->kind == MOUNT_BIND && s->optional && s->follow_symlinks && !s->writable &&
+        !s->in_workspace && strcmp(s->source, s->dest) == 0 && strncmp(s->dest, "/etc/", 5) == 0;
+}
+
 /*
- * One of cordon's own host /etc entries (not the policy's binds) copied
- * into the root when anyone may read all of it, instead of bound: a file,
- * or a small directory's tree. What the command reads is the same, one
- * mount fewer. 1: bind it.
+ * One of cordon's own host /etc entries copied into the root when it is
+ * small, instead of bound: a file, or a directory's tree. What the command
+ * reads is the same, one mount fewer. 1: bind it.
  */
 static int copy_host_file(const char *rootfs, const struct mount_step *s, struct cordon_err *err)
 {
-    if (!s->optional || !s->follow_symlinks || s->writable || s->in_workspace ||
-        strcmp(s->source, s->dest) != 0 || strncmp(s->dest, "/etc/", 5) != 0)
+    if (!own_etc_entry(s))
         return 1;
     _cleanup_close_ int fd = open(s->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     struct stat st;
@@ -339,6 +363,33 @@ static json_t *tmpfs_mount(const char *dest, const char *data)
                      "tmpfs", "options", opts);
 }
 
+/*
+ * One of cordon's /etc entries bound for a root caller, whose command would
+ * own root's files: what only root may read beneath it masked (an empty,
+ * mode-0 tmpfs over a directory, the empty mode-0 file over a file), or the
+ * entry left out where it cannot be looked through. 0, or 1: left out.
+ */
+static int bind_readable(json_t *mounts, const struct mount_step *s, const char *empty)
+{
+    struct sandbox_unreadable u;
+    sandbox_find_unreadable(s->source, &u);
+    if (u.all) {
+        sandbox_unreadable_free(&u);
+        return 1;
+    }
+    json_array_append_new(mounts, bind_mount(s->dest, s->source, false));
+    for (size_t i = 0; i < u.n; i++)
+        /* clang-format off */
+        json_array_append_new(mounts, u.dir[i]
+            ? json_pack("{s:s, s:s, s:s, s:[s, s, s, s, s]}", "destination", u.path[i],
+                        "type", "tmpfs", "source", "tmpfs", "options", "ro", "nosuid", "nodev",
+                        "mode=0", "size=4k")
+            : bind_mount(u.path[i], empty, false));
+    /* clang-format on */
+    sandbox_unreadable_free(&u);
+    return 0;
+}
+
 /* A file or one of cordon's host files as a file of the root: 0, or 1 to mount it as planned. */
 static int instead_of_mount(const char *rootfs, const struct mount_step *s, struct cordon_err *err)
 {
@@ -441,6 +492,11 @@ static int plan_to_mounts(const struct policy *p, const struct ns_plan *plan, co
                 if (s->optional || s->in_workspace)
                     continue;
                 return err_sys(err, CORDON_E_SETUP, "gvisor: cannot bind '%s'", source);
+            }
+            if (own_etc_entry(s) && geteuid() == 0) {
+                if (bind_readable(mounts, s, empty))
+                    continue;
+                break;
             }
             json_array_append_new(mounts, bind_mount(s->dest, source, s->writable));
             break;

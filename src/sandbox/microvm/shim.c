@@ -101,7 +101,39 @@ static int view_file(const char *path, const char *text, struct cordon_err *err)
  * files. QEMU shares it whole, so the guest mounts one share and binds
  * nothing per entry; QEMU finds its own ld.so.cache there too.
  */
-static int etc_view(const struct vm_plan *v, struct cordon_err *err)
+/*
+ * The view's PATH, bound from the host's FROM, for a root caller: QEMU,
+ * the caller on the host, would show the guest what only root may read
+ * there as the command's own. Masked instead: an empty mode-0 tmpfs over a
+ * directory, an empty mode-0 file over a file (made on the view's tmpfs
+ * where one is needed: an unlinked one would keep it from turning read-only).
+ * 0, or -1 with ERR.
+ */
+#define VIEW_MASK "/etc/.cordon-mask"
+static int mask_unreadable(const char *from, const char *path, const struct sandbox_unreadable *u,
+                           struct cordon_err *err)
+{
+    size_t skip = strlen(from);
+    int rc = 0;
+    struct stat st;
+    for (size_t i = 0; rc == 0 && i < u->n; i++) {
+        char at[PATH_MAX];
+        if (snprintf(at, sizeof at, "%s%s", path, u->path[i] + skip) >= (int)sizeof at) {
+            rc = err_set(err, CORDON_E_SETUP, "microvm: '%s' is too long", u->path[i]);
+        } else if (u->dir[i]) {
+            if (mount("tmpfs", at, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "mode=0,size=4k") < 0)
+                rc = err_sys(err, CORDON_E_SETUP, "microvm: cannot hide '%s' from the guest", at);
+        } else if ((lstat(VIEW_MASK, &st) < 0 && view_file(VIEW_MASK, "", err) < 0) ||
+                   chmod(VIEW_MASK, 0) < 0 || mount(VIEW_MASK, at, NULL, MS_BIND, NULL) < 0 ||
+                   mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0) {
+            rc = err_sys(err, CORDON_E_SETUP, "microvm: cannot hide '%s' from the guest", at);
+        }
+    }
+    return rc;
+}
+
+static int etc_view(const struct vm_plan *v, uid_t caller, struct cordon_err *err)
 {
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return err_sys(err, CORDON_E_SETUP, "microvm: cannot make QEMU's mount namespace");
@@ -125,12 +157,23 @@ static int etc_view(const struct vm_plan *v, struct cordon_err *err)
                 return err_sys(err, CORDON_E_SETUP, "microvm: cannot link '%s'", path);
             continue;
         }
-        int made = S_ISDIR(st.st_mode) ? mkdir(path, 0755) : view_file(path, "", err);
         snprintf(from, sizeof from, "/proc/self/fd/%d/%s", host, name);
-        if (made < 0 || mount(from, path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
-            mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
-                0)
-            return err_sys(err, CORDON_E_SETUP, "microvm: cannot show '%s' to the guest", path);
+        struct sandbox_unreadable u = { 0 };
+        if (caller == 0)
+            sandbox_find_unreadable(from, &u);
+        if (u.all) {
+            sandbox_unreadable_free(&u);
+            continue; /* none of it can be shown: not in the view */
+        }
+        int made = S_ISDIR(st.st_mode) ? mkdir(path, 0755) : view_file(path, "", err);
+        int rc = made < 0 || mount(from, path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+                mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                      NULL) < 0
+            ? err_sys(err, CORDON_E_SETUP, "microvm: cannot show '%s' to the guest", path)
+            : mask_unreadable(from, path, &u, err);
+        sandbox_unreadable_free(&u);
+        if (rc < 0)
+            return -1;
     }
     TRY(view_file("/etc/passwd", sandbox_passwd, err));
     TRY(view_file("/etc/group", sandbox_group, err));
@@ -415,7 +458,7 @@ _Noreturn void shim_main(const struct sandbox_setup *s, struct vm_plan *v,
         (poll(&alive, 1, 0) > 0 && (alive.revents & (POLLHUP | POLLERR))))
         _exit(125);
     if (enter_namespaces(fds->uid, fds->gid, s->gateway, fds->gw_sock, &err) < 0 ||
-        etc_view(v, &err) < 0)
+        etc_view(v, fds->uid, &err) < 0)
         shim_fail(fds, &err);
     if (fds->gw_sock >= 0)
         close(fds->gw_sock);

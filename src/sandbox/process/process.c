@@ -585,6 +585,51 @@ static int plan_proc(struct landlock_plan *ll, struct cordon_err *err)
     return landlock_plan_add(ll, "/proc/self", LANDLOCK_RO, true, err);
 }
 
+/*
+ * PATH, beneath one of cordon's host entries, as far as anyone may read it
+ * (U): where an unreadable part lies beneath, its readable parts one by one.
+ */
+static int add_readable(struct landlock_plan *ll, const char *path,
+                        const struct sandbox_unreadable *u, struct cordon_err *err)
+{
+    size_t len = strlen(path);
+    bool above = false;
+    for (size_t i = 0; i < u->n; i++) {
+        if (strcmp(u->path[i], path) == 0)
+            return 0;
+        above |= strncmp(u->path[i], path, len) == 0 && u->path[i][len] == '/';
+    }
+    if (!above)
+        return landlock_plan_add(ll, path, LANDLOCK_RO, true, err);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && d && (e = readdir(d))) {
+        char child[PATH_MAX];
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+            snprintf(child, sizeof child, "%s/%s", path, e->d_name) < (int)sizeof child)
+            rc = add_readable(ll, child, u, err);
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
+
+/*
+ * A host /etc entry of cordon's. A root caller's run owns root's files, so
+ * what only root may read there (/etc/ssl/private) is left out of its rules.
+ */
+static int add_etc_entry(struct landlock_plan *ll, const char *entry, struct cordon_err *err)
+{
+    if (geteuid() != 0)
+        return landlock_plan_add(ll, entry, LANDLOCK_RO, true, err);
+    struct sandbox_unreadable u;
+    sandbox_find_unreadable(entry, &u);
+    int rc = u.all ? 0 : add_readable(ll, entry, &u, err);
+    sandbox_unreadable_free(&u);
+    return rc;
+}
+
 static int plan_landlock(const struct sandbox_setup *s, const struct process_state *st,
                          struct confine_plan *c, struct cordon_err *err)
 {
@@ -601,7 +646,7 @@ static int plan_landlock(const struct sandbox_setup *s, const struct process_sta
     for (size_t i = 0; i < SANDBOX_N_USR_LINKS; i++)
         TRY(landlock_plan_add(ll, sandbox_usr_links[i], LANDLOCK_RO, true, err));
     for (size_t i = 0; i < SANDBOX_N_ETC_FILES; i++)
-        TRY(landlock_plan_add(ll, sandbox_etc_files[i], LANDLOCK_RO, true, err));
+        TRY(add_etc_entry(ll, sandbox_etc_files[i], err));
     /* For uid 0 the host's kernel files are readable (owner root): narrowed.
      * Another uid reads what the host gives it, as any process of its own:
      * the whole tree, so a child's /proc/self stays readable (ps, a JVM). */
