@@ -490,9 +490,9 @@ bool policy_may_relax(const struct policy *p, const char *key);
  * Signed policies (policy_gov.c). A detached signature lives in FILE.sig:
  * {"format", "sha256" of the file's bytes, "key_id", "sig"} with an Ed25519
  * signature over "cordon-policy-signature v1 <sha256>". policy_load()
- * refuses a file that require_signature or the trust directory
- * (the .pem files of /etc/cordon/trust.d, or of $CORDON_TRUST_DIR) asks to be signed and
- * is not, and fills p->signer when it is.
+ * refuses a file that require_signature or the trust directory (the .pem
+ * files of /etc/cordon/trust.d, or of $CORDON_TRUST_DIR where that holds
+ * none) asks to be signed and is not, and fills p->signer when it is.
  */
 int policy_sign_file(const char *path, const char *key_path, char key_id[65],
                      struct cordon_err *err);

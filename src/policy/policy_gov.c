@@ -109,11 +109,37 @@ static int check_sig(const char *path, const char *text, size_t n, EVP_PKEY **ke
     return 0;
 }
 
+/* Is NAME a trust directory's key (*.pem)? */
+static bool key_name(const char *name)
+{
+    size_t l = strlen(name);
+    return l >= 5 && strcmp(name + l - 4, ".pem") == 0;
+}
+
+/* Does DIR hold a key? Unreadable but there counts as yes: its reader says why. */
+static bool holds_keys(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno != ENOENT;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)))
+        found = key_name(e->d_name);
+    closedir(d);
+    return found;
+}
+
+/*
+ * /etc/cordon/trust.d holding keys is the host's mandate, which no caller's
+ * environment may replace (it would undo every signature the host asks
+ * for). Where it holds none, $CORDON_TRUST_DIR asks it of the caller's own
+ * runs.
+ */
 const char *policy_trust_dir(void)
 {
-    /* The invoker picks the policy and its flags anyway; tests point this elsewhere. */
     const char *d = getenv("CORDON_TRUST_DIR");
-    return d && *d ? d : TRUST_DIR;
+    return d && *d && !holds_keys(TRUST_DIR) ? d : TRUST_DIR;
 }
 
 /* The public keys in the trust directory (*.pem); a missing directory holds none. */
@@ -126,8 +152,7 @@ static int load_trusted(EVP_PKEY ***keys, size_t *n, struct cordon_err *err)
     struct dirent *e;
     int rc = 0;
     while (rc == 0 && (e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 4, ".pem") != 0)
+        if (!key_name(e->d_name))
             continue;
         _cleanup_free_ char *kp = NULL;
         EVP_PKEY **grown = realloc(*keys, (*n + 1) * sizeof **keys);

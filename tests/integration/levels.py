@@ -185,6 +185,7 @@ EXCEPTIONS = [
     ("process", "*test_governance.py::test_signed_policy_runs_and_names_its_signer[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_tampered_evidence_does_not_verify[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_trust_dir_applies_to_every_policy[[]*-good]", BIND_AT_DEST),
+    ("process", "*test_governance.py::test_the_callers_trust_dir_does_not_replace_the_hosts[[]*-evil-good]", BIND_AT_DEST),
     ("process", "*test_governance.py::test_break_glass_approval_token[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_expect_policy_digest[[]*", BIND_AT_DEST),
     ("process", "*::test_existing_links_are_left_alone[[]*", PROTECTED_LINK),

@@ -142,6 +142,44 @@ def test_trust_dir_applies_to_every_policy(cordon, gov, signer):
     assert_nothing_ran(gov)
 
 
+# The host's trust directory, seen by the run's cordon alone: /etc overlaid in a
+# mount namespace of its own, with /etc/cordon/trust.d holding the good key.
+HOST_TRUST = ('mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" '
+              '/etc && shift && exec "$@"')
+
+
+@pytest.mark.parametrize("trusted,signer", [("empty", None), ("evil", None), ("evil", "evil"),
+                                            ("evil", "good")])
+def test_the_callers_trust_dir_does_not_replace_the_hosts(cordon, gov, trusted, signer):
+    """$CORDON_TRUST_DIR asks signatures of a caller's own runs; where the host's
+    /etc/cordon/trust.d holds keys, it can neither lift that mandate nor add a key."""
+    if os.geteuid() != 0:
+        pytest.skip("overlays /etc in a mount namespace: the suite runs as root in CI")
+    etc = cordon.hostdir("etc", mode=0o755)
+    trust = etc / "upper" / "cordon" / "trust.d"
+    trust.mkdir(parents=True)
+    (etc / "work").mkdir()
+    (trust / "good.pem").write_bytes(gov.good_pub.read_bytes())
+    for d in (trust, trust.parent, trust.parent.parent):
+        os.chmod(d, 0o755)
+    os.chmod(trust / "good.pem", 0o644)
+    mine = cordon.hostdir(f"mine-{trusted}", mode=0o755)
+    if trusted == "evil":
+        (mine / "evil.pem").write_bytes(gov.evil_pub.read_bytes())
+    p = gov.policy()
+    if signer:
+        sign(cordon, p, getattr(gov, signer))
+    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", HOST_TRUST, "sh", str(etc),
+            *cordon.argv("run", "-p", p, "--", "/bin/sh", "-c", "touch /out/ran")]
+    r = cordon._exec(argv, None, None, {"CORDON_TRUST_DIR": str(mine)}, 60, None, ())
+    if signer == "good":
+        assert r.status == 0, r
+        assert gov.trace.exists()
+        return
+    assert_cordon_refused(r, "unsigned policy" if signer is None else "not signed by a trusted")
+    assert_nothing_ran(gov)
+
+
 def test_expect_policy_digest(cordon, gov):
     p = gov.policy()
     r = cordon.raw("policy", "check", p)
