@@ -201,6 +201,7 @@ _Noreturn void boundary_fail(int err_w, struct cordon_err *err)
 
 void boundary_scrub_args_and_env(const char *name)
 {
+    prctl(PR_SET_NAME, name, 0, 0, 0);
     char buf[1024];
     const char *stat = proc_stat_self(buf, sizeof buf);
     unsigned long long v[4] = { 0 };
@@ -212,7 +213,6 @@ void boundary_scrub_args_and_env(const char *name)
         memset((void *)(uintptr_t)v[0], 0, v[1] - v[0]);
         memcpy((void *)(uintptr_t)v[0], name, len);
     }
-    prctl(PR_SET_NAME, name, 0, 0, 0);
     if (v[3] > v[2])
         memset((void *)(uintptr_t)v[2], 0, v[3] - v[2]);
 }

@@ -237,6 +237,10 @@ static _Noreturn void helper_main(const struct sandbox_template *t, uid_t host_b
                                   void (*child)(void *arg, bool in_cgroup), void *arg, int out)
 {
     struct spawned sp = { .pid = -1 };
+    /* Here, where /proc/self is ours: the init cloned below inherits its
+     * name and blanked command line and environment (inside, the template's
+     * /proc is not the init's, and `kill --all` finds inits by name). */
+    boundary_scrub_args_and_env("cordon-init");
     const char *what = "open /proc";
     /* The host's /proc: the run's map files are reached through it once we are inside. */
     int proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);

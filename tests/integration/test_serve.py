@@ -504,8 +504,8 @@ def test_files_are_placed_in_the_scratch_workspace(daemon, cordon, bins):
 
 KILL_ALL_DRIVER = r"""
 import json, os, socket, subprocess, sys, time
-cordon, sock, log = sys.argv[1:4]
-d = subprocess.Popen([cordon, "serve", "--socket", sock, "--pool", "0", "--audit", log],
+cordon, sock, log, pool = sys.argv[1:5]
+d = subprocess.Popen([cordon, "serve", "--socket", sock, "--pool", pool, "--audit", log],
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 for _ in range(200):
     if os.path.exists(sock):
@@ -516,7 +516,8 @@ def conn():
     s.connect(sock)
     return s, s.makefile("r")
 runner, rf = conn()
-runner.sendall(b'{"jsonrpc":"2.0","id":1,"method":"run","params":{"argv":["sleep","60"]}}\n')
+runner.sendall(b'{"jsonrpc":"2.0","id":1,"method":"run","params":{"argv":["sh","-c",'
+               b'"tr \\"\\\\0\\" \\" \\" </proc/1/cmdline >&2; sleep 60"]}}\n')
 for _ in range(200):
     if open(log).read().count('"run.start"'):
         break
@@ -530,18 +531,25 @@ d.wait(20)
 """
 
 
-def test_kill_all_ends_the_running_sandboxes_and_records_it(root_cordon):
-    """In a PID namespace of its own: only this test's sandboxes can be seen and ended."""
+@pytest.mark.parametrize("pool", [0, 2])
+def test_kill_all_ends_the_running_sandboxes_and_records_it(root_cordon, pool):
+    """In a PID namespace of its own: only this test's sandboxes can be seen and ended,
+    a cold one and one from the pool alike (a pooled init is named and blanked as a
+    cold one is: it showed the daemon's command line, and kill_all passed it over)."""
     c = root_cordon
     sock, log = c.tmp / "k.sock", c.tmp / "k.jsonl"
     log.write_text("")
     p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
-                        KILL_ALL_DRIVER, str(c.bin), str(sock), str(log)],
+                        KILL_ALL_DRIVER, str(c.bin), str(sock), str(log), str(pool)],
                        capture_output=True, text=True, timeout=90)
     assert p.returncode == 0, p
     killed, ran = (json.loads(line) for line in p.stdout.strip().splitlines()[-2:])
-    assert killed["result"]["killed"] == 1, killed
+    # With a pool, its idle sandboxes are sandboxes too: ended with the call's.
+    assert killed["result"]["killed"] == 1 if pool == 0 else killed["result"]["killed"] >= 1, killed
     assert ran["result"]["reason"] == "killed", ran
+    assert ran["result"]["pooled"] == (pool > 0), ran
+    if c.level == "namespace":  # its init is PID 1: a name, no command line of the daemon's
+        assert ran["result"]["stderr"].strip() == "cordon-init", ran
     events = [json.loads(line)["type"] for line in log.read_text().splitlines()]
     assert "kill.all" in events and events.count("run.end") == 1, events
 
