@@ -204,6 +204,13 @@ bool credentials_check(struct conn *c, const struct http_request *req)
                         sec->name, c->target.host_text);
             return false;
         }
+        if (c->target.port == 443 && !c->inner) {
+            /* 443 is TLS's port: a request in clear there would carry the value in clear. */
+            snprintf(rule, sizeof rule, "exfil:%s", sec->name);
+            conn_refuse(c, 403, rule, "secret %s goes to %s:443 inside TLS only, not in plain HTTP",
+                        sec->name, c->target.host_text);
+            return false;
+        }
         if (sec->expires_us && gateway_now_us() > sec->expires_us) {
             snprintf(rule, sizeof rule, "secret_expired:%s", sec->name);
             conn_refuse(c, 403, rule, "secret %s has expired", sec->name);

@@ -752,3 +752,29 @@ def test_host_without_port_binds_443_only(cordon, net, raw_client):
         assert [x["headers"]["Authorization"] for x in web80.requests] == [f"Bearer {v['A']}"]
     finally:
         web80.close()
+
+
+def test_a_secret_bound_to_443_never_goes_in_clear(cordon, net, raw_client):
+    """443 is TLS's port: a placeholder in plain HTTP to a.test:443, through the
+    proxy or straight (transparent egress), is refused, not swapped in clear."""
+    web443 = es.Server("a", "127.0.0.2", port=443)
+    try:
+        v = values("A")
+        q = [get(web443, "/headers", "Authorization: Bearer {A}")]
+        out, r = raw(cordon, net, q, "--secret", "A=env:VAL_A@a.test", vals=v)
+        status, h, _, _ = parse(out[0])
+        assert " 403 " in status and h["x-cordon-denied"] == "exfil:A", out
+        assert_no_value(v["A"], r)
+        direct = ("import os, socket\n"
+                  "s = socket.create_connection(('a.test', 443), timeout=20)\n"
+                  "s.sendall(('GET /headers HTTP/1.1\\r\\nHost: a.test:443\\r\\n'\n"
+                  "           'Authorization: Bearer ' + os.environ['A'] +\n"
+                  "           '\\r\\nConnection: close\\r\\n\\r\\n').encode())\n"
+                  "print(s.recv(65536).decode('latin-1').splitlines()[0])\n")
+        r = inside(cordon, net, ["python3", "-c", direct], "--secret", "A=env:VAL_A@a.test",
+                   vals=v)
+        assert r.status == 0 and " 403 " in r.out, r
+        assert_no_value(v["A"], r)
+        assert web443.count() == 0, web443.requests
+    finally:
+        web443.close()
