@@ -519,6 +519,19 @@ static int set_text(char **field, const char *text, char *why, size_t len)
 }
 
 /* A size, a duration or a count, within K's bounds. */
+/*
+ * Limits the kernel holds only up to a ceiling of its own: refused when
+ * read, not as a setup error at the run.
+ */
+static uint64_t limit_ceiling(enum policy_limit l)
+{
+    if (l == POLICY_LIMIT_PIDS)
+        return 4194304; /* PID_MAX_LIMIT: pids.max and RLIMIT_NPROC count no further */
+    if (l == POLICY_LIMIT_OPEN_FILES)
+        return 1073741816; /* the most fs.nr_open, RLIMIT_NOFILE's ceiling, takes */
+    return INT64_MAX;
+}
+
 static int apply_number(struct policy *p, const struct policy_key *k, const char *text, char *why,
                         size_t len)
 {
@@ -549,6 +562,10 @@ static int apply_number(struct policy *p, const struct policy_key *k, const char
     /* JSON integers are signed 64-bit; nothing sane is that large anyway. */
     if (v > (uint64_t)INT64_MAX)
         return why_printf(why, len, "\"%s\" is too large", text);
+    uint64_t most = limit_ceiling(policy_key_limit(k));
+    if (v > most)
+        return why_printf(why, len, "\"%s\" is more than the kernel can hold (at most %llu)", text,
+                          (unsigned long long)most);
     *u64_field(p, k) = v;
     policy_limit_given(p, k);
     return 0;

@@ -730,6 +730,13 @@ static const struct load_case load_cases[] = {
       "policy.yaml:3: limits.pids: expected a whole number, got \"1.5\"" },
     { "version: 1\nlimits:\n  memory: 9000000T\n",
       "policy.yaml:3: limits.memory: \"9000000T\" is too large" },
+    /* beyond what the kernel holds: refused as read, not as a setup error at the run */
+    { "version: 1\nlimits:\n  pids: 4194305\n",
+      "policy.yaml:3: limits.pids: \"4194305\" is more than the kernel can hold (at most "
+      "4194304)" },
+    { "version: 1\nlimits:\n  open_files: 2000000000\n",
+      "policy.yaml:3: limits.open_files: \"2000000000\" is more than the kernel can hold (at "
+      "most 1073741816)" },
     { "version: 1\nlimits: [1]\n", "policy.yaml:2: limits: expected a mapping, got a list" },
     { "version: 1\nlimits: 5\n", "policy.yaml:2: limits: expected a mapping, got a single value" },
 
@@ -979,6 +986,8 @@ static const struct set_case set_cases[] = {
     { "limits.wall", "0.1ms", "--timeout",
       "--timeout: expected a duration like 30s, 2m or 500ms, got \"0.1ms\"" },
     { "limits.pids", "x", "--pids", "--pids: expected a whole number, got \"x\"" },
+    { "limits.pids", "99999999999", "--pids",
+      "--pids: \"99999999999\" is more than the kernel can hold (at most 4194304)" },
     { "limits.pids", "unlimited", "--pids", NULL, "limits",
       LIMITS(600000, 600000, 1073741824, 0, 16777216, 1073741824, 1024, "",
              "\"wall\",\"cpu\",\"memory\",\"output\",\"file_size\",\"open_files\"") },
