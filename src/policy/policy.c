@@ -182,8 +182,11 @@ int policy_set_unchecked(struct policy *p, const char *key, const char *value, c
     case KT_TOOL_PINS:
     case KT_PROTECTED:
     case KT_UNIX_SOCKETS:
+        if (strcmp(key, "network.allow") == 0 || strcmp(key, "network.ask") == 0)
+            p->network.rules_by_caller = true;
         return flag_result(policy_apply_item(p, k, value, why, sizeof why), prefix, why, err);
     case KT_SECRETS:
+        p->network.rules_by_caller = true;
         return flag_result(policy_secret_from_flag(p, value, why, sizeof why), prefix, why, err);
     case KT_BEST_EFFORT: {
         /* A flag lists several limits at once: --best-effort memory,pids (or all). */

@@ -164,6 +164,18 @@ static int check_exclusive(const struct policy *p, const char *where, struct cor
 static int imply_gateway(struct policy *p, const char *where, struct cordon_err *err)
 {
     struct policy_network *n = &p->network;
+    if (n->none_by_caller && !n->rules_by_caller) {
+        /* The caller tightened to no network at all: what the rules allowed is moot. */
+        policy_strv_free(n->allow, n->n_allow);
+        policy_strv_free(n->ask, n->n_ask);
+        for (size_t i = 0; i < p->n_secrets; i++)
+            policy_secret_release(&p->secrets[i]);
+        free(p->secrets);
+        n->allow = n->ask = NULL;
+        n->n_allow = n->n_ask = 0;
+        p->secrets = NULL;
+        p->n_secrets = 0;
+    }
     if (p->n_secrets) {
         if (n->mode == POLICY_NET_NONE && n->mode_explicit)
             return err_set(err, CORDON_E_POLICY,

@@ -614,7 +614,11 @@ int policy_apply_scalar(struct policy *p, const struct policy_key *k, const char
     case KT_LEVEL:
         return apply_level(p, k, text, why, len);
     case KT_ENUM:
-        return apply_enum(p, k, text, why, len);
+        if (apply_enum(p, k, text, why, len) < 0)
+            return -1;
+        if (k->offset == offsetof(struct policy, network.mode) && from == FROM_FLAG)
+            p->network.none_by_caller = p->network.mode == POLICY_NET_NONE;
+        return 0;
     case KT_SIZE:
     case KT_DURATION:
     case KT_COUNT:

@@ -186,6 +186,7 @@ EXCEPTIONS = [
     ("process", "*test_governance.py::test_tampered_evidence_does_not_verify[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_trust_dir_applies_to_every_policy[[]*-good]", BIND_AT_DEST),
     ("process", "*test_governance.py::test_the_callers_trust_dir_does_not_replace_the_hosts[[]*-evil-good]", BIND_AT_DEST),
+    ("process", "*test_governance.py::test_no_network_tightens_a_policy_that_allows_hosts[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_break_glass_approval_token[[]*", BIND_AT_DEST),
     ("process", "*test_governance.py::test_expect_policy_digest[[]*", BIND_AT_DEST),
     ("process", "*::test_existing_links_are_left_alone[[]*", PROTECTED_LINK),

@@ -414,6 +414,21 @@ def test_signed_policy_takes_a_tightening_flag(cordon, gov, other, name):
         assert start["limits"]["memory"] == 256 << 20 and start["policy_digest"] != digest
 
 
+def test_no_network_tightens_a_policy_that_allows_hosts(cordon, gov):
+    """--net none over a (signed) policy with allow rules and a secret: no network at all,
+    the rules and the secret moot (it was refused: network.allow needs mode gateway)."""
+    p = gov.policy(f"require_signature: {gov.good_pub}\nnetwork:\n  allow: [example.com]\n"
+                   "secrets:\n  - name: T\n    from: env:PATH\n    hosts: [api.example.com]\n")
+    sign(cordon, p, gov.good)
+    r = cordon.raw("run", "-p", p, "--net", "none", "--", "/bin/sh", "-c",
+                   'touch /out/ran; test -z "${T+set}"')
+    assert r.status == 0, r
+    assert gov.trace.exists()
+    (start,) = events(gov.log, "run.start")
+    assert start["network"]["mode"] == "none" and start["network"]["allow"] == [], start
+    assert start["secrets"] == [] and start["policy_signer"], start
+
+
 def test_break_glass_relaxes_only_by_relax(cordon, gov, other):
     """A signed policy's break-glass relaxes what may_relax lists, by --relax alone: an
     ordinary flag riding along is refused, as is a --relax of another key."""

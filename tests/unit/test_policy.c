@@ -1208,9 +1208,17 @@ static void test_network_flags(void)
     ok(p->network.n_allow == 3 && strcmp(p->network.allow[2], "c.test:8080") == 0,
        "struct holds the canonical texts, sorted");
     ok(policy_set(p, "network.mode", "none", "--net", &err) == 0, "--net none accepted");
-    ok(policy_finalize(p, &err) == -1, "--net none with the file's allow refused");
+    ok(policy_finalize(p, &err) == -1, "--net none with a flag's own --allow refused");
     is_str(err.msg, "p.yaml: network.allow: needs mode gateway (mode is none)",
            "--net none over allow message");
+    policy_free(p);
+
+    /* A caller's --net none over the file's rules alone tightens: no network, no rules. */
+    p = policy_load_string(text, sizeof text - 1, "p.yaml", &err);
+    ok(p && policy_set(p, "network.mode", "none", "--net", &err) == 0 &&
+           policy_finalize(p, &err) == 0 && p->network.mode == POLICY_NET_NONE &&
+           p->network.n_allow == 0,
+       "--net none over the file's allow: no network, no rule left");
     policy_free(p);
 
     /* A file's explicit "mode: none" is not overridden by the implication. */
