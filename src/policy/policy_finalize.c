@@ -14,13 +14,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-/* The audit log and its key stay out of every tree the sandbox can write. */
+/*
+ * A tree the sandbox sees (only those it can write: WRITABLE) on the file
+ * system where FILE has more than one name: another of its names may lie
+ * inside, and a hard link is found by nothing short of walking the tree.
+ * NULL when there is none, or FILE has one name (*NLINK: how many).
+ */
+static const char *linked_into(const struct policy *p, const char *file, bool writable,
+                               unsigned long *nlink)
+{
+    struct stat f, t;
+    if (!file || stat(file, &f) < 0 || f.st_nlink < 2 || S_ISDIR(f.st_mode))
+        return NULL;
+    *nlink = (unsigned long)f.st_nlink;
+    if (p->workspace && stat(p->workspace, &t) == 0 && t.st_dev == f.st_dev)
+        return p->workspace;
+    for (size_t i = 0; i < p->n_binds; i++)
+        if ((p->binds[i].writable || !writable) && stat(p->binds[i].source, &t) == 0 &&
+            t.st_dev == f.st_dev)
+            return p->binds[i].source;
+    return NULL;
+}
+
+/* The audit log and its key stay out of every tree the sandbox can write, by any name. */
 static int check_outside_writable(const struct policy *p, const char *file, const char *what,
                                   const char *where, struct cordon_err *err)
 {
     if (!file)
         return 0;
+    unsigned long names = 0;
+    const char *tree = linked_into(p, file, true, &names);
+    if (tree)
+        return err_set(err, CORDON_E_POLICY,
+                       "%s%s: \"%s\" has %lu hard links, and one may lie inside \"%s\", which the "
+                       "sandbox can write; keep it with one name",
+                       where, what, file, names, tree);
     if (p->workspace && policy_inside_tree(file, p->workspace))
         return err_set(err, CORDON_E_POLICY,
                        "%s%s: \"%s\" is inside the workspace \"%s\", which the sandbox can "
@@ -56,6 +86,12 @@ static int check_secret_hidden(const struct policy *p, const struct policy_secre
                        "%ssecrets: the file of \"%s\" (\"%s\") is inside \"%s\", which the "
                        "sandbox sees; the value would enter the sandbox",
                        where, sec->name, file, tree);
+    unsigned long names = 0;
+    if ((tree = linked_into(p, file, false, &names)))
+        return err_set(err, CORDON_E_POLICY,
+                       "%ssecrets: the file of \"%s\" (\"%s\") has %lu hard links, and one may "
+                       "lie inside \"%s\", which the sandbox sees; keep it with one name",
+                       where, sec->name, file, names, tree);
     return 0;
 }
 

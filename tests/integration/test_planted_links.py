@@ -234,6 +234,35 @@ def test_audit_log_in_a_second_mount_of_the_workspace_refused(root_cordon):
     assert not log.exists()
 
 
+@pytest.mark.parametrize("what", ["log", "secret"])
+def test_a_hard_link_into_the_workspace_is_refused(cordon, what):
+    """The audit log, or a secret's file, with a second name inside the workspace:
+    found by no path check, so a file with more than one name on the workspace's file
+    system is refused, and the log is neither written nor recorded in."""
+    ws = cordon.hostdir("ws")
+    logs = cordon.hostdir("audit")
+    log = logs / "audit.log"
+    value = "real-value-" + secrets.token_hex(8)
+    token = logs / "token"
+    token.write_text(value)
+    if what == "log":
+        pol = audit_policy(cordon, log)
+        r = cordon.run(["true"], "-p", pol)
+        assert r.status == 0, r
+        os.link(log, ws / "hl")
+        before = log.read_bytes()
+        r = cordon.run(["sh", "-c", 'echo "{\\"forged\\":1}" >> /workspace/hl'], "-w", ws,
+                       "-p", pol)
+        assert_cordon_refused(r, "audit.file", "hard links", str(ws))
+        assert log.read_bytes() == before
+    else:
+        os.link(token, ws / "hl")
+        r = cordon.run(["cat", "/workspace/hl"], "-w", ws, "--secret",
+                       f"TOKEN=file:{token}@api.example.com")
+        assert_cordon_refused(r, "TOKEN", "hard links", str(ws))
+        assert value.encode() not in r.stdout
+
+
 @pytest.mark.parametrize("where", ["-w", "--ro"])
 def test_secret_file_the_sandbox_could_read_refused(cordon, where):
     """A file: secret inside a tree the sandbox sees would put the real value inside."""
