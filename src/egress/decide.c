@@ -57,7 +57,8 @@ static const struct egress_rule *match_request(const struct egress_rule *rules, 
 {
     for (size_t i = 0; i < n; i++)
         if (egress_rule_matches_host(&rules[i], &t->host, t->port) &&
-            egress_rule_matches_request(&rules[i], t->method, t->path))
+            egress_rule_matches_request(&rules[i], t->method, t->path) &&
+            !(rules[i].methods && t->method_override))
             return &rules[i];
     return NULL;
 }

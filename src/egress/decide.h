@@ -34,6 +34,9 @@ struct target {
     char host_text[300]; /* the host as reported; the target as written when unreadable */
     uint16_t port;
     char method[24]; /* a plain request's ("" for a tunnel) */
+    /* It names another method for the server to take (X-HTTP-Method-Override
+     * and its kin): no rule that holds the methods covers it. */
+    bool method_override;
     char path[4096]; /* origin-form, for a plain request */
 };
 

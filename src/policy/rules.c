@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
 /* ":PORT" at the end of SPEC (after a ']' for v6), or none. */
@@ -140,19 +141,23 @@ static bool path_char(char c)
 
 /*
  * A path that reads one way only: from '/', no empty, "." or ".." segment,
- * nothing escaped that a server could turn into one ('%2e', '%2f', '%5c'),
- * no backslash. LEN bytes (the query already cut).
+ * nothing escaped that a server could turn into one ('%2e', '%2f', '%5c';
+ * '%25', which a server decoding twice makes an escape; '%00'; a '%'
+ * without two hex digits), no backslash, no ';' (Tomcat and Spring drop a
+ * segment's ";params", so "/pub/..;/admin" is their "/admin"). LEN bytes
+ * (the query already cut).
  */
 static bool path_plain(const char *p, size_t len)
 {
     if (len == 0 || p[0] != '/')
         return false;
     for (size_t i = 0; i < len; i++) {
-        if (p[i] == '\\')
+        if (p[i] == '\\' || p[i] == ';')
             return false;
-        if (p[i] == '%' && i + 2 < len &&
-            ((p[i + 1] == '2' && strchr("eEfF", p[i + 2])) ||
-             (p[i + 1] == '5' && strchr("cC", p[i + 2]))))
+        if (p[i] == '%' &&
+            (i + 2 >= len || !isxdigit((unsigned char)p[i + 1]) ||
+             !isxdigit((unsigned char)p[i + 2]) || (p[i + 1] == '2' && strchr("eEfF5", p[i + 2])) ||
+             (p[i + 1] == '5' && strchr("cC", p[i + 2])) || (p[i + 1] == '0' && p[i + 2] == '0')))
             return false;
         if (p[i] != '/')
             continue;

@@ -544,6 +544,12 @@ static void test_request_rules(void)
     snprintf(t.method, sizeof t.method, "GET");
     ok(decide_inner(&cfg, &t, &d) == 0, "GET inside the tunnel passes");
     is_str(d.rule, "allow:GET,HEAD registry.example", "its rule");
+    /* A GET that asks the server to take it as another method (X-HTTP-Method-Override). */
+    t.method_override = true;
+    ok(decide_inner(&cfg, &t, &d) < 0 && strcmp(d.rule, "method_not_allowed") == 0,
+       "a GET with a method override, where the rules hold the methods: 403");
+    host_parse("open.example", 12, &t.host, why, sizeof why);
+    ok(decide_inner(&cfg, &t, &d) == 0, "the same to a host whose rule holds no method passes");
 }
 
 /* What a person is told of a refusal: the subject, and the flags that would allow it. */
