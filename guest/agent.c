@@ -882,6 +882,10 @@ int main(void)
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0 ||
         pipe2(fail, O_CLOEXEC) < 0)
         die("cannot create pipes");
+    /* Ours, mode 0600: the command (the sandbox user) could not open /dev/stdout again. */
+    (void)fchmod(in[0], 0666);
+    (void)fchmod(out[1], 0666);
+    (void)fchmod(errout[1], 0666);
     if (kmsg >= 0)
         lseek(kmsg, 0, SEEK_END); /* what the kernel logged from here on */
     struct spawn sp = { &call, in[0], out[1], errout[1], fail[1] };

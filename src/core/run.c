@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/utsname.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -814,6 +815,14 @@ int run_start(struct run *run, const struct sandbox_call *call, struct cordon_er
         close_pipes(in, out, errout);
         return err_sys(err, CORDON_E_SETUP, "cannot create pipes");
     }
+    /*
+     * A pipe is its maker's, mode 0600: the command, another uid for a root
+     * caller, could not open /dev/stdout (its /proc/self/fd/1) again. Only a
+     * process that may ptrace a holder of the pipe reaches it by that path.
+     */
+    (void)fchmod(in[0], 0666);
+    (void)fchmod(out[1], 0666);
+    (void)fchmod(errout[1], 0666);
     if (run->log && record_start(run, call, err) < 0) {
         close_pipes(in, out, errout);
         return -1;

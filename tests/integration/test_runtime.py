@@ -102,6 +102,14 @@ def test_stdin_closed_by_the_command_is_read_no_more(cordon):
     assert int(err) < 16 << 20, f"{int(err)} bytes of stdin read after the command closed it"
 
 
+def test_dev_stdout_and_stderr_open_again(cordon):
+    """/dev/stdout, /dev/stderr and /dev/stdin open again, as scripts and tee use them
+    (a root caller's command, another uid, was refused its own stdio pipes)."""
+    r = cordon.run(["sh", "-c", "echo err > /dev/stderr; echo out | tee /dev/stdout; "
+                    "head -c 3 /dev/stdin"], input=b"in\n")
+    assert (r.status, r.out) == (0, "out\nout\nin\n") and "err" in r.err.splitlines(), r
+
+
 def test_home_and_cwd(cordon):
     r = cordon.run(["sh", "-c", 'echo "$HOME"; pwd'])
     assert r.status == 0, r
