@@ -119,6 +119,8 @@ void conn_free(struct conn *c)
     head_leave(c);
     if (c->held)
         c->gw->held--;
+    if (c->dns_stream)
+        c->gw->dns_streams--;
     ask_stop(c);
     if (c->dns_req)
         evdns_getaddrinfo_cancel(c->dns_req);

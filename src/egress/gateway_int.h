@@ -42,6 +42,12 @@
  * head, and a request that arrives whole still gets through.
  */
 #define HEAD_BUDGET 32
+/*
+ * Relays' DNS streams open at once: one per relay, and at the process level
+ * one per UDP socket of the command's; more are the command's own, speaking
+ * the preface (a bound on the fds and memory they take).
+ */
+#define GATEWAY_DNS_STREAMS 256
 /* A relay's DNS stream (transparent.c) idle this long is closed; it dials another. */
 #define DNS_STREAM_IDLE_MS 30000
 /* Distinct names the DNS stub's refusals are recorded for, a run (transparent.c). */
@@ -59,6 +65,7 @@ struct gateway {
     uint64_t active;                 /* connections open */
     uint64_t heads;                  /* of them, still sending their head (HEAD_BUDGET) */
     uint64_t held;                   /* of them, past their head: the connection cap counts these */
+    unsigned dns_streams;            /* relays' DNS streams open (GATEWAY_DNS_STREAMS at most) */
     bool serve_one;                  /* cordon fetch: exit after the one connection */
     struct conn *conns;              /* open connections, reported when we are stopped */
     struct event *resume_accept;     /* re-enables accepting after a failed accept() */

@@ -332,10 +332,16 @@ void transparent_relay_read(struct bufferevent *bev, void *arg)
     if (kind == PREFACE_MORE || got < want)
         return;
     if (kind == PREFACE_DNS) {
+        if (c->gw->dns_streams >= GATEWAY_DNS_STREAMS) {
+            conn_refuse(c, 429, "budget:connections", "more than %d DNS streams at once",
+                        GATEWAY_DNS_STREAMS);
+            return;
+        }
         evbuffer_drain(in, want);
         c->dns_stream = true;
+        c->gw->dns_streams++;
         c->reported = true;       /* the stub records its own refusals */
-        conn_head_done(c, false); /* one per relay: never a connection of the command's */
+        conn_head_done(c, false); /* not one of the connection cap's */
         conn_arm_timer(c, DNS_STREAM_IDLE_MS);
         bufferevent_setcb(bev, dns_stream_read, NULL, conn_head_event, c);
         dns_stream_read(bev, c);

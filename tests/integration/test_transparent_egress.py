@@ -302,6 +302,40 @@ def test_forged_relay_preface_gets_nothing_more(cordon, net):
     assert all(s.count() == 0 for s in net.servers())
 
 
+DNS_FLOOD = r"""
+import json, os, socket, struct, sys, urllib.parse, urllib.request
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+q = struct.pack("!HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\x01x\x04evil\x04test\x00"
+q += struct.pack("!HH", 1, 1)
+held, answered = [], 0
+for _ in range(300):
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=20)
+    s.sendall(b"\0cordon-relay1D" + struct.pack("!H", len(q)) + q)
+    try:
+        d = s.recv(2)
+    except OSError:
+        d = b""
+    answered += len(d) == 2 and not d.startswith(b"HT")
+    held.append(s)
+status = urllib.request.urlopen(sys.argv[1], timeout=20).status
+print(json.dumps({"answered": answered, "status": status}))
+"""
+
+
+def test_dns_streams_the_command_opens_are_bounded(cordon, net):
+    """The command speaks a relay's DNS preface on 300 connections and holds them: at
+    most 256 are taken as DNS streams (they took no connection budget, without a
+    bound: 6,500 fds and 171 MB of the gateway's), and a request still gets through."""
+    (net.dir / "flood.py").write_text(DNS_FLOOD)
+    os.chmod(net.dir / "flood.py", 0o644)
+    r = cordon.run(["python3", f"{EG}/flood.py", f"http://{NAME}:{net.web.port}/after"],
+                   *net.opts(), timeout=120)
+    assert r.status == 0, r
+    out = json.loads(r.out)
+    assert out["answered"] <= 256 and out["status"] == 200, out
+    assert net.dns.seen == []
+
+
 def test_refused_name_never_leaves_the_sandbox(cordon, net):
     names = ["secret-payload.evil.test", "agvsbg8.exfil.test", f"x.{NAME}", "localhost.test"]
     out, r = steps(cordon, net, [["query", n] for n in names] + [["query", "other.test", 28]])
