@@ -1,5 +1,5 @@
 /*
- * core/killall.c: find every sandbox's init through /proc and SIGKILL it.
+ * core/killall.c: find every sandbox's top process through /proc and SIGKILL it.
  * Runs in the CLI or the daemon, outside every sandbox.
  */
 #include "core/killall.h"
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t len)
@@ -33,16 +34,24 @@ static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t len)
 }
 
 /*
- * A sandbox init: named so, and in a PID namespace below ours (NSpid lists
- * more than one id). A host process that merely names itself "cordon-init"
- * is not one, and is left alone.
+ * Each level's top process of a run, by the name it gives itself, and what
+ * shows it is one: in a PID namespace below ours (NSpid lists more than one
+ * id), or, at a level without one, forked by cordon itself (the same
+ * executable as its parent's). A host process that merely takes the name is
+ * not one, and is left alone.
  */
-static bool is_sandbox_init(pid_t pid)
+static const struct {
+    const char *comm;
+    bool own_pid_ns;
+} sandbox_tops[] = {
+    { "cordon-init\n", true },     /* namespace, and an OCI container */
+    { "cordon-vm\n", true },       /* microvm: QEMU's shim, its PID namespace's init */
+    { "cordon-gvisor\n", false },  /* gvisor: runsc's shim, runsc dying with it */
+    { "cordon-process\n", false }, /* process: the boundary holding the command */
+};
+
+static bool in_child_pid_ns(const char *status)
 {
-    char comm[32], status[4096];
-    if (read_proc(pid, "comm", comm, sizeof comm) < 0 || strcmp(comm, "cordon-init\n") != 0 ||
-        read_proc(pid, "status", status, sizeof status) < 0)
-        return false;
     const char *ns = strstr(status, "\nNSpid:");
     if (!ns)
         return false;
@@ -51,6 +60,41 @@ static bool is_sandbox_init(pid_t pid)
         if (isdigit((unsigned char)*c) && !isdigit((unsigned char)c[1]))
             ids++;
     return ids >= 2;
+}
+
+/*
+ * Is PID's executable its parent's (named in STATUS), the parent not of
+ * PID's name (COMM: the boundary's own child is part of the same run)?
+ */
+static bool forked_by_its_parent(pid_t pid, const char *status, const char *comm)
+{
+    const char *pp = strstr(status, "\nPPid:");
+    char self[64], parent[64], parent_comm[32];
+    struct stat a, b;
+    if (!pp)
+        return false;
+    pid_t ppid = (pid_t)strtol(pp + 6, NULL, 10);
+    snprintf(self, sizeof self, "/proc/%d/exe", (int)pid);
+    snprintf(parent, sizeof parent, "/proc/%d/exe", (int)ppid);
+    return stat(self, &a) == 0 && stat(parent, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino && read_proc(ppid, "comm", parent_comm, sizeof parent_comm) >= 0 &&
+        strcmp(parent_comm, comm) != 0;
+}
+
+static bool is_sandbox_top(pid_t pid)
+{
+    char comm[32], status[4096];
+    if (read_proc(pid, "comm", comm, sizeof comm) < 0)
+        return false;
+    for (size_t i = 0; i < sizeof sandbox_tops / sizeof *sandbox_tops; i++) {
+        if (strcmp(comm, sandbox_tops[i].comm) != 0)
+            continue;
+        if (read_proc(pid, "status", status, sizeof status) < 0)
+            return false;
+        return sandbox_tops[i].own_pid_ns ? in_child_pid_ns(status)
+                                          : forked_by_its_parent(pid, status, comm);
+    }
+    return false;
 }
 
 int run_kill_all(struct audit_log *log, const char *reason, struct killall_report *r,
@@ -64,9 +108,9 @@ int run_kill_all(struct audit_log *log, const char *reason, struct killall_repor
     while ((e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 1 || pid == getpid() || !is_sandbox_init((pid_t)pid))
+        if (*end || pid <= 1 || pid == getpid() || !is_sandbox_top((pid_t)pid))
             continue;
-        /* A nested sandbox's init is inside one already found: killed with it. */
+        /* A nested sandbox's top is inside one already found: killed with it. */
         r->found++;
         if (kill((pid_t)pid, SIGKILL) == 0) {
             if (r->killed < KILLALL_MAX)

@@ -668,11 +668,13 @@ def test_evidence_with_a_key_twice_is_refused(cordon, gov):
 
 
 def test_kill_all_ends_every_sandbox_and_records_it(root_cordon, gov, bins):
-    """In a PID namespace of its own, so that only this test's sandboxes are visible."""
+    """In a PID namespace of its own, so that only this test's sandboxes are visible;
+    at every level (it found none but the namespace level's before)."""
     c = root_cordon
     log = gov.log
+    level = " ".join(c.level_opts())
     script = (
-        f"for i in 1 2 3; do {c.bin} run --audit {log} -- sleep 60 & done; "
+        f"for i in 1 2 3; do {c.bin} run {level} --audit {log} -- sleep 60 & done; "
         f"for i in $(seq 100); do [ $(grep -c run.start {log} 2>/dev/null || echo 0) = 3 ] && break; "
         f"sleep 0.1; done; sleep 0.3; "
         f"{c.bin} kill --all --audit {log} --json; wait"
@@ -689,11 +691,14 @@ def test_kill_all_ends_every_sandbox_and_records_it(root_cordon, gov, bins):
     assert c.raw("audit", "verify", log).status == 0
 
 
-def test_kill_all_leaves_a_host_process_named_like_an_init(root_cordon):
-    """A host process calling itself cordon-init is not in a sandbox: not touched."""
+@pytest.mark.parametrize("name", ["cordon-init", "cordon-vm", "cordon-gvisor",
+                                  "cordon-process"])
+def test_kill_all_leaves_a_host_process_named_like_a_sandbox(root_cordon, name):
+    """A host process calling itself as a level's top process does is not in a sandbox
+    (nor forked by cordon): not touched."""
     p = subprocess.run(
         ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
-         "python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(15, b\"cordon-init\", 0, 0, 0);"
+         f"python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(15, b\"{name}\", 0, 0, 0);"
          " time.sleep(30)' & sleep 0.5; " + root_cordon.bin + " kill --all --json; "
          "kill -0 $! && echo alive; kill $!"],
         capture_output=True, text=True, timeout=60)
