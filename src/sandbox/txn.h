@@ -46,7 +46,7 @@
  * How long a commit waits for the workspace's lock (direct runs hold it
  * shared for their lives), and a direct run for a commit under way.
  */
-#define TXN_LOCK_WAIT_MS 120000
+#define TXN_LOCK_WAIT_MS 120000u
 /* Paths named in the summary. */
 #define TXN_NAMES 16
 
