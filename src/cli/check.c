@@ -448,12 +448,17 @@ static int check_workspace(const char *dir, const char *policy_file)
         return cli_fail(&err);
     }
     if (rec.busy)
-        printf("workspace %s: a commit is under way; try again when it is done\n", dir);
+        printf("workspace %s: a commit, or a run writing it directly, holds it; try again when "
+               "it is done\n",
+               dir);
     else if (rec.rolled_back + rec.rolled_forward)
         printf("workspace %s: finished %u interrupted commit(s), undid %u; the tree is whole\n",
                dir, rec.rolled_forward, rec.rolled_back);
     else
         printf("workspace %s: no interrupted commit\n", dir);
+    if (rec.settled)
+        printf("workspace %s: %u entr%s changed by someone else meanwhile: %s\n", dir, rec.settled,
+               rec.settled == 1 ? "y was" : "ies were", rec.settled_note);
     return 0;
 }
 

@@ -18,7 +18,14 @@
  * A record puts a new file, link or whole new directory (its tree staged
  * inside it) at P/NAME, removes P/NAME, or sets a directory's mode. flock(W)
  * holds one commit or recovery at a time, so a transaction directory found
- * under the lock is a dead commit's. The states, and what recovery does:
+ * under the lock is a dead commit's; a run writing W directly holds it
+ * shared for its life (txn_share()), so no commit applies under it. A host
+ * process takes no lock: a record is applied only over the entry the scan
+ * read (its inode and ctime), and undoing or finishing one that someone
+ * changed meanwhile leaves theirs in place and keeps what the commit had
+ * moved beside it ("NAME.cordon-old-ID", keep()), never deleting it on a
+ * guess, so the workspace is never left wedged. The states, and what
+ * recovery does:
  *
  *   STAGING    the directory and `intent` (every record, fsynced), then the
  *              new entries staged (new directories 0700). W's own entries
@@ -69,8 +76,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define JOURNAL_MAX (256u << 20) /* what a recovery reads of a journal */
-#define LOCK_WAIT_MS 120000      /* a commit waits this long for another one */
+#define JOURNAL_MAX (256u << 20)      /* what a recovery reads of a journal */
+#define LOCK_WAIT_MS TXN_LOCK_WAIT_MS /* a commit waits this long for the lock */
 
 enum rec_kind { REC_PUT, REC_DEL, REC_MODE };
 static const char *const kind_names[] = { "put", "del", "mode" };
@@ -80,6 +87,7 @@ struct rec {
     unsigned long long new_ino, old_ino; /* 0: none */
     mode_t mode;                         /* REC_MODE: the permissions to set */
     char *rel;                           /* a journal's own, or the scan's (borrowed) */
+    const struct txn_entry *e;           /* a commit's: what the scan saw there (not journaled) */
 };
 
 struct journal {
@@ -87,6 +95,9 @@ struct journal {
     struct rec *r;
     size_t n, cap;
     bool own; /* the rels are ours to free */
+    /* Entries someone else changed meanwhile, settled without losing theirs or ours. */
+    unsigned settled;
+    char note[200]; /* the first few, and where what was kept went */
 };
 
 static void journal_release(struct journal *j)
@@ -363,18 +374,59 @@ static int rec_apply(int host, const struct journal *j, size_t i, char *why, siz
     return 0;
 }
 
+/* Note in J that REL was settled so (WHAT: where a copy was kept), once per record. */
+static void settle_note(struct journal *j, const char *rel, const char *what)
+{
+    if (j->settled++ >= 3)
+        return;
+    size_t used = strlen(j->note);
+    snprintf(j->note + used, sizeof j->note - used, "%s'%.60s' %s", used ? ", " : "", rel, what);
+}
+
+/*
+ * Someone else (a host process, which no lock keeps out) changed REL while
+ * its commit was under way. The entry on the commit's name FROM, which is
+ * no longer ours to delete or to put back, goes to a visible name beside
+ * REL, "NAME.cordon-TAG-ID", noted in J.
+ */
+static int keep(int dir, const char *from, const char *name, struct journal *j, const char *rel,
+                const char *tag, char *why, size_t len)
+{
+    char kept[NAME_MAX + 1], what[NAME_MAX + 16];
+    for (unsigned n = 0; n < 100; n++) {
+        size_t used = (size_t)snprintf(kept, sizeof kept, "%.200s.cordon-%s-%s", name, tag, j->id);
+        if (n)
+            snprintf(kept + used, sizeof kept - used, ".%u", n);
+        if (renameat2(dir, from, dir, kept, RENAME_NOREPLACE) == 0) {
+            snprintf(what, sizeof what, "kept as '%s'", kept);
+            settle_note(j, rel, what);
+            return 0;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    return fail(why, len, "cannot keep the %s '%.160s' beside it", tag, rel);
+}
+
 /*
  * Undo record I, however far it got: told by inode which of NAME, its
  * staged name and its ".old" hold the new and the old entry. Then NAME
  * holds the old entry (or nothing, as before) and the staged one is gone.
+ * Where someone else changed NAME meanwhile, theirs stays, and the old
+ * entry, if the commit had moved it, is kept beside it (keep()).
  */
-static int rec_undo(int host, const struct journal *j, size_t i, char *why, size_t len)
+static int rec_undo(int host, struct journal *j, size_t i, char *why, size_t len)
 {
     const struct rec *r = &j->r[i];
     if (r->kind == REC_MODE)
         return 0;
     const char *name;
     _cleanup_close_ int dir = open_parent(host, r->rel, &name);
+    if (dir < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        /* Moved or removed by someone else: what was staged there went along. */
+        settle_note(j, r->rel, "had its directory moved away");
+        return 0;
+    }
     if (dir < 0)
         return fail(why, len, "cannot open the directory of '%.160s'", r->rel);
     char s[64], b[64];
@@ -383,27 +435,36 @@ static int rec_undo(int host, const struct journal *j, size_t i, char *why, size
     unsigned long long at = ino_at(dir, name), staged = ino_at(dir, s);
     if (r->new_ino && at == r->new_ino) {
         if (staged && staged != r->old_ino)
-            return errno = 0,
-                   fail(why, len,
-                        "cannot undo '%.160s': its staged name holds "
-                        "something else",
-                        r->rel);
+            TRY(keep(dir, s, name, j, r->rel, "other", why, len));
+        staged = ino_at(dir, s);
         /* Back to its staged name, swapped with the old entry when that is there. */
         if (renameat2(dir, name, dir, s, staged ? RENAME_EXCHANGE : RENAME_NOREPLACE) < 0)
             return fail(why, len, "cannot undo '%.160s'", r->rel);
         at = ino_at(dir, name);
+        staged = r->new_ino;
     }
-    if (r->old_ino && !at && ino_at(dir, b) == r->old_ino) {
-        if (renameat2(dir, b, dir, name, RENAME_NOREPLACE) < 0)
-            return fail(why, len, "cannot put the old '%.160s' back", r->rel);
+    /* The old entry back from aside, or from the staged name the exchange left it on. */
+    const char *old_on = !r->old_ino || at ? NULL
+        : ino_at(dir, b) == r->old_ino     ? b
+        : staged == r->old_ino             ? s
+                                           : NULL;
+    if (old_on && renameat2(dir, old_on, dir, name, RENAME_NOREPLACE) < 0)
+        return fail(why, len, "cannot put the old '%.160s' back", r->rel);
+    if (old_on) {
         at = r->old_ino;
+        staged = ino_at(dir, s);
     }
-    if (at != r->old_ino)
-        return errno = 0,
-               fail(why, len,
-                    "cannot undo '%.160s': it is neither the old nor the "
-                    "new entry",
-                    r->rel);
+    if (at != r->old_ino) {
+        settle_note(j, r->rel, "was changed by someone else: theirs stays");
+        if (r->old_ino && ino_at(dir, b) == r->old_ino)
+            TRY(keep(dir, b, name, j, r->rel, "old", why, len));
+        if (r->old_ino && staged == r->old_ino)
+            TRY(keep(dir, s, name, j, r->rel, "old", why, len));
+        staged = ino_at(dir, s);
+    }
+    /* What was staged is the change being undone; anything else there is not ours. */
+    if (staged && staged != r->new_ino)
+        return keep(dir, s, name, j, r->rel, "other", why, len);
     if (remove_tree(dir, s, 0) < 0)
         return fail(why, len, "cannot remove what was staged for '%.160s'", r->rel);
     return 0;
@@ -411,15 +472,22 @@ static int rec_undo(int host, const struct journal *j, size_t i, char *why, size
 
 /*
  * Finish record I (COMMITTED): made again if a power loss took its rename,
- * then the old entry, on its staged name or its ".old", removed.
+ * then the old entry, on its staged name or its ".old", removed. Where
+ * someone else put an entry at NAME meanwhile, theirs stays and the new one
+ * is kept beside it; an entry of the commit's names that is not the old
+ * one (a host's, swapped in between the check and the rename) is kept too.
  */
-static int rec_finish(int host, const struct journal *j, size_t i, char *why, size_t len)
+static int rec_finish(int host, struct journal *j, size_t i, char *why, size_t len)
 {
     const struct rec *r = &j->r[i];
     if (r->kind == REC_MODE)
         return 0;
     const char *name;
     _cleanup_close_ int dir = open_parent(host, r->rel, &name);
+    if (dir < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        settle_note(j, r->rel, "had its directory moved away");
+        return 0;
+    }
     if (dir < 0)
         return fail(why, len, "cannot open the directory of '%.160s'", r->rel);
     char s[64], b[64];
@@ -427,13 +495,27 @@ static int rec_finish(int host, const struct journal *j, size_t i, char *why, si
     staged_name(b, j->id, i, true);
     unsigned long long at = ino_at(dir, name);
     bool redo = r->kind == REC_PUT ? at != r->new_ino : at && at == r->old_ino;
-    if (redo && at && at == r->old_ino && renameat2(dir, name, dir, b, RENAME_NOREPLACE) < 0)
-        return fail(why, len, "cannot move the old '%.160s' aside", r->rel);
-    if (redo && r->kind == REC_PUT &&
-        (ino_at(dir, s) != r->new_ino || renameat2(dir, s, dir, name, RENAME_NOREPLACE) < 0))
-        return fail(why, len, "cannot put '%.160s' in place", r->rel);
-    if (remove_tree(dir, s, 0) < 0 || remove_tree(dir, b, 0) < 0)
-        return fail(why, len, "cannot remove the old '%.160s'", r->rel);
+    if (redo && at && at == r->old_ino) {
+        if (renameat2(dir, name, dir, b, RENAME_NOREPLACE) < 0)
+            return fail(why, len, "cannot move the old '%.160s' aside", r->rel);
+        at = 0;
+    }
+    if (redo && r->kind == REC_PUT && ino_at(dir, s) == r->new_ino) {
+        if (at) {
+            settle_note(j, r->rel, "was changed by someone else: theirs stays");
+            TRY(keep(dir, s, name, j, r->rel, "new", why, len));
+        } else if (renameat2(dir, s, dir, name, RENAME_NOREPLACE) < 0) {
+            return fail(why, len, "cannot put '%.160s' in place", r->rel);
+        }
+    }
+    const char *const aside[] = { s, b };
+    for (size_t k = 0; k < 2; k++) {
+        unsigned long long ino = ino_at(dir, aside[k]);
+        if (ino && ino != r->old_ino)
+            TRY(keep(dir, aside[k], name, j, r->rel, "other", why, len));
+        else if (remove_tree(dir, aside[k], 0) < 0)
+            return fail(why, len, "cannot remove the old '%.160s'", r->rel);
+    }
     return 0;
 }
 
@@ -457,13 +539,13 @@ static int rec_drop(int host, const struct journal *j, size_t i)
     _cleanup_close_ int dir = open_parent(host, r->rel, &name);
     char s[64];
     staged_name(s, j->id, i, false);
-    return dir < 0 ? (errno == ENOENT ? 0 : -1) : remove_tree(dir, s, 0);
+    return dir < 0 ? (errno == ENOENT || errno == ENOTDIR ? 0 : -1) : remove_tree(dir, s, 0);
 }
 
 /* ---- the three ends of a transaction ---- */
 
 /* Undo J: its records in reverse (UPTO of them; all, in recovery), then the directory. */
-static int roll_back(int host, const struct journal *j, size_t upto, const char *dname, char *why,
+static int roll_back(int host, struct journal *j, size_t upto, const char *dname, char *why,
                      size_t len)
 {
     for (size_t i = upto; i-- > 0;)
@@ -478,7 +560,7 @@ static int roll_back(int host, const struct journal *j, size_t upto, const char 
 }
 
 /* Past the point of no return: old entries removed, modes set deepest first, the directory. */
-static int roll_forward(int host, const struct journal *j, const char *dname, char *why, size_t len)
+static int roll_forward(int host, struct journal *j, const char *dname, char *why, size_t len)
 {
     for (size_t i = 0; i < j->n; i++)
         if (rec_finish(host, j, i, why, len) < 0)
@@ -495,8 +577,9 @@ static int roll_forward(int host, const struct journal *j, const char *dname, ch
 
 /*
  * The workspace, opened for flock and held exclusively: one commit or
- * recovery at a time. Waits up to WAIT_MS for another; -1 with EWOULDBLOCK
- * when it did not end in time.
+ * recovery at a time, and none while a run writes it directly (they hold
+ * it shared: txn_share()). Waits up to WAIT_MS; -1 with EWOULDBLOCK when
+ * it did not come free in time.
  */
 static int lock_workspace(int host, unsigned wait_ms)
 {
@@ -514,6 +597,15 @@ static int lock_workspace(int host, unsigned wait_ms)
         }
         nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
     }
+}
+
+/* Who holds HOST so that a commit cannot have it: direct runs alone (shared), or a commit. */
+static const char *holder(int host)
+{
+    _cleanup_close_ int fd = txn_open_beneath(host, ".", O_RDONLY | O_DIRECTORY);
+    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) == 0)
+        return "a run writing it directly (-w, workspace.mode: direct)";
+    return "another commit or recovery";
 }
 
 /* ".cordon-txn-" and 16 hex digits: a transaction's directory. */
@@ -559,6 +651,10 @@ static int recover_dir(int host, const struct policy *p, const char *dname, int 
         rc = roll_forward(host, &j, dname, why, len);
     else
         rc = roll_back(host, &j, applying ? j.n : 0, dname, why, len);
+    if (j.settled) {
+        rec->settled += j.settled;
+        snprintf(rec->settled_note, sizeof rec->settled_note, "%s", j.note);
+    }
     journal_release(&j);
     if (rc == 0 && committed)
         rec->rolled_forward++;
@@ -614,6 +710,9 @@ static int recover_as(int host, const struct policy *p, const char *dname, int d
     }
     rec->rolled_back += got.rec.rolled_back;
     rec->rolled_forward += got.rec.rolled_forward;
+    rec->settled += got.rec.settled;
+    if (got.rec.settled)
+        memcpy(rec->settled_note, got.rec.settled_note, sizeof rec->settled_note);
     if (got.rc < 0)
         snprintf(rec->reason, sizeof rec->reason, "%s", got.rec.reason);
     return got.rc;
@@ -699,7 +798,50 @@ int txn_recover(int host, const struct policy *p, unsigned wait_ms, struct txn_r
     memset(rec, 0, sizeof *rec);
     int rc = recover_locked(host, p, wait_ms, rec);
     text_escape_controls(rec->reason, sizeof rec->reason); /* it quotes names from the disk */
+    text_escape_controls(rec->settled_note, sizeof rec->settled_note);
     return rc;
+}
+
+/*
+ * Exclusive first, to recover what a dead commit left, then down to shared;
+ * or shared at once when only other direct runs hold it (each recovered as
+ * it came). Neither while a commit holds it: that is waited out.
+ */
+static int share_locked(int host, const struct policy *p, unsigned wait_ms,
+                        struct txn_recovery *rec)
+{
+    _cleanup_close_ int fd = txn_open_beneath(host, ".", O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return fail(rec->reason, sizeof rec->reason, "cannot lock the workspace");
+    for (unsigned waited = 0;; waited += 10) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            if (recover_all(host, p, rec) < 0)
+                return -1;
+            /* Not atomic: a commit may come in between, and is waited out. */
+            if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+                return TAKE_FD(fd);
+        } else if (errno == EWOULDBLOCK && flock(fd, LOCK_SH | LOCK_NB) == 0) {
+            return TAKE_FD(fd);
+        }
+        if (errno != EWOULDBLOCK)
+            return fail(rec->reason, sizeof rec->reason, "cannot lock the workspace");
+        if (waited >= wait_ms) {
+            rec->busy = true;
+            return errno = 0,
+                   fail(rec->reason, sizeof rec->reason, "a commit into it held it for %u s",
+                        wait_ms / 1000);
+        }
+        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+    }
+}
+
+int txn_share(int host, const struct policy *p, unsigned wait_ms, struct txn_recovery *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    int fd = share_locked(host, p, wait_ms, rec);
+    text_escape_controls(rec->reason, sizeof rec->reason);
+    text_escape_controls(rec->settled_note, sizeof rec->settled_note);
+    return fd;
 }
 
 /* ---- a commit ---- */
@@ -724,15 +866,18 @@ static int plan(const struct txn *t, struct journal *j, ssize_t *put, bool *prob
         put[k] = -1;
         if (root && !under(e->rel, root))
             root = NULL;
+        struct rec *r = NULL;
         if (!root && e->op == OP_REMOVE) {
-            if (!journal_add(j, REC_DEL, e->rel, 0))
+            if (!(r = journal_add(j, REC_DEL, e->rel, 0)))
                 return -1;
+            r->e = e;
             continue;
         }
         if (!root && !merged) {
             put[k] = (ssize_t)j->n;
-            if (!journal_add(j, REC_PUT, e->rel, 0))
+            if (!(r = journal_add(j, REC_PUT, e->rel, 0)))
                 return -1;
+            r->e = e;
             root = dir ? e->rel : NULL;
         }
         /* A directory's mode is set last: a new one is 0700 until then. */
@@ -789,7 +934,20 @@ static int check_olds(int host, struct journal *j, const bool *probe, char *why,
                 return fail(why, len, "cannot set the mode of '%.160s'", r->rel);
             continue;
         }
-        r->old_ino = ino_at(dir, name);
+        struct stat st;
+        bool there = fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        r->old_ino = there ? (unsigned long long)st.st_ino : 0;
+        /* Applied only over what the scan read: a change made since would be lost. */
+        if (r->e &&
+            (r->old_ino != r->e->host_ino ||
+             (there &&
+              (st.st_ctim.tv_sec != r->e->host_ctime.tv_sec ||
+               st.st_ctim.tv_nsec != r->e->host_ctime.tv_nsec))))
+            return errno = 0,
+                   fail(why, len,
+                        "'%.160s' was changed in the workspace after the run's change "
+                        "was read",
+                        r->rel);
         if (r->old_ino && !removable(dir, name, 0))
             return errno = EACCES, fail(why, len, "cannot remove the old '%.160s'", r->rel);
     }
@@ -937,6 +1095,12 @@ static void commit(struct txn *t, struct txn_summary *sum, int lock)
                  "committed, but %.200s: `cordon check -w` "
                  "finishes it",
                  why);
+    if (j.settled) {
+        /* Someone else's change met it: what was kept where, for the user to see. */
+        size_t used = strlen(sum->reason);
+        snprintf(sum->reason + used, sizeof sum->reason - used, "; %s", j.note);
+        text_escape_controls(sum->reason, sizeof sum->reason);
+    }
     fsync(lock);
     journal_release(&j);
 }
@@ -952,6 +1116,12 @@ void txn_apply(struct txn *t, struct txn_summary *sum)
     }
     sum->outcome = TXN_FAILED;
     _cleanup_close_ int lock = lock_workspace(t->host, LOCK_WAIT_MS);
+    if (lock < 0 && errno == EWOULDBLOCK) {
+        snprintf(sum->reason, sizeof sum->reason,
+                 "the workspace was held by %s for %u s; nothing was applied", holder(t->host),
+                 LOCK_WAIT_MS / 1000);
+        return;
+    }
     if (lock < 0) {
         fail(sum->reason, sizeof sum->reason, "cannot lock the workspace; nothing was applied");
         return;

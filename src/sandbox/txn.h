@@ -42,6 +42,11 @@
  * (filesystem.workspace_size and workspace_inodes). */
 #define TXN_MAX_ENTRIES 100000
 #define TXN_MAX_DEPTH 64
+/*
+ * How long a commit waits for the workspace's lock (direct runs hold it
+ * shared for their lives), and a direct run for a commit under way.
+ */
+#define TXN_LOCK_WAIT_MS 120000u
 /* Paths named in the summary. */
 #define TXN_NAMES 16
 
@@ -111,6 +116,14 @@ struct txn_recovery {
     unsigned failed;         /* left as they were; REASON says why */
     bool busy;               /* a commit or recovery held the workspace: left to it */
     char reason[256];
+    /*
+     * Entries someone else (a host process) changed while the commit was
+     * under way: theirs stays, and what the commit had moved is kept
+     * beside it as "NAME.cordon-old-ID" (or -new-, -other-); NOTE says
+     * which and where. The tree is whole again all the same.
+     */
+    unsigned settled;
+    char settled_note[200];
 };
 
 /*
@@ -121,3 +134,13 @@ struct txn_recovery {
  * check every path a journal names. -1 when one could not be recovered.
  */
 int txn_recover(int host, const struct policy *p, unsigned wait_ms, struct txn_recovery *rec);
+
+/*
+ * For a run that writes HOST directly (-w, workspace.mode: direct): as
+ * txn_recover(), then hold the workspace shared for the run's life, so no
+ * commit applies while the run can write (a commit waits for the lock, up
+ * to TXN_LOCK_WAIT_MS, then is not applied). Waits up to WAIT_MS for a commit under
+ * way. The descriptor holding the lock (the caller closes it when the run
+ * is over), or -1 with REC's reason (busy: a commit held it so long).
+ */
+int txn_share(int host, const struct policy *p, unsigned wait_ms, struct txn_recovery *rec);

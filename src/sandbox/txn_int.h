@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 enum txn_op { OP_ADD, OP_CHANGE, OP_REMOVE };
 
@@ -18,6 +19,10 @@ struct txn_entry {
     mode_t mode;      /* the layer's (type and permissions); 0 for OP_REMOVE */
     bool clear_first; /* the host has something else there (or a directory to replace) */
     char *link;       /* a link's target */
+    /* What the host had at REL when the scan read it (ino 0: nothing): the
+     * commit applies only over that, so a change made since is not lost. */
+    unsigned long long host_ino;
+    struct timespec host_ctime;
 };
 
 struct txn {

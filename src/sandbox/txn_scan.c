@@ -148,7 +148,8 @@ static void name_path(struct txn_summary *sum, const char *what, const char *rel
 }
 
 static int add_entry(struct txn *t, struct txn_summary *sum, const char *rel, enum txn_op op,
-                     mode_t mode, bool clear_first, const char *link, const char *content)
+                     mode_t mode, const struct stat *hst, bool clear_first, const char *link,
+                     const char *content)
 {
     if (t->n == t->cap) {
         size_t ncap = t->cap ? t->cap * 2 : 64;
@@ -163,7 +164,9 @@ static int add_entry(struct txn *t, struct txn_summary *sum, const char *rel, en
                              .op = op,
                              .mode = mode,
                              .clear_first = clear_first,
-                             .link = link ? strdup(link) : NULL };
+                             .link = link ? strdup(link) : NULL,
+                             .host_ino = hst ? (unsigned long long)hst->st_ino : 0,
+                             .host_ctime = hst ? hst->st_ctim : (struct timespec){ 0 } };
     if (!e->rel || (link && !e->link)) {
         free(e->rel);
         free(e->link);
@@ -462,7 +465,7 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
                 continue;
             if (S_ISDIR(hst.st_mode))
                 check_removed(t, sum, hfd, name, path, depth + 1);
-            rc = add_entry(t, sum, path, OP_REMOVE, 0, false, NULL, NULL);
+            rc = add_entry(t, sum, path, OP_REMOVE, 0, &hst, false, NULL, NULL);
         } else if (S_ISDIR(st.st_mode)) {
             _cleanup_close_ int sub = txn_open_beneath(ufd, name, O_RDONLY | O_DIRECTORY);
             if (sub < 0) {
@@ -477,10 +480,10 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
             if (!merge && host_has && S_ISDIR(hst.st_mode))
                 check_removed(t, sum, hfd, name, path, depth + 1);
             if (!merge)
-                rc = add_entry(t, sum, path, host_has ? OP_CHANGE : OP_ADD, mode, host_has, NULL,
-                               NULL);
+                rc = add_entry(t, sum, path, host_has ? OP_CHANGE : OP_ADD, mode,
+                               host_has ? &hst : NULL, host_has, NULL, NULL);
             else if ((hst.st_mode & 0777) != (st.st_mode & 0777))
-                rc = add_entry(t, sum, path, OP_CHANGE, mode, false, NULL, NULL);
+                rc = add_entry(t, sum, path, OP_CHANGE, mode, &hst, false, NULL, NULL);
             if (rc == 0)
                 rc = walk(t, sum, sub, hsub, path, depth + 1, role_of(role, name, sub, hsub));
         } else if (S_ISREG(st.st_mode)) {
@@ -502,7 +505,7 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
                 check_removed(t, sum, hfd, name, path, depth + 1);
             sum->bytes += size;
             rc = add_entry(t, sum, path, host_has ? OP_CHANGE : OP_ADD, mode,
-                           host_has && S_ISDIR(hst.st_mode), NULL, hex);
+                           host_has ? &hst : NULL, host_has && S_ISDIR(hst.st_mode), NULL, hex);
         } else if (S_ISLNK(st.st_mode)) {
             char target[PATH_MAX], htarget[PATH_MAX];
             ssize_t len = readlinkat(ufd, name, target, sizeof target - 1);
@@ -521,8 +524,9 @@ static int walk(struct txn *t, struct txn_summary *sum, int ufd, int hfd, const 
             }
             if (host_has && S_ISDIR(hst.st_mode))
                 check_removed(t, sum, hfd, name, path, depth + 1);
-            rc = add_entry(t, sum, path, host_has ? OP_CHANGE : OP_ADD, mode,
-                           host_has && S_ISDIR(hst.st_mode), target, target);
+            rc =
+                add_entry(t, sum, path, host_has ? OP_CHANGE : OP_ADD, mode, host_has ? &hst : NULL,
+                          host_has && S_ISDIR(hst.st_mode), target, target);
         } else {
             refuse(sum, "'%s' is a device, FIFO or socket: the commit is refused", path);
         }

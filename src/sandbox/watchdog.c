@@ -71,6 +71,8 @@ static const char *recover_commit(const char *ws, bool follow, const struct poli
                      : rec.rolled_back ? "undone"
                      : rec.busy        ? "left to another commit"
                                        : "none");
+    if (rc == 0 && rec.settled) /* where what someone else's change met was kept */
+        snprintf(what + strlen(what), sizeof what - strlen(what), " (%s)", rec.settled_note);
     return what;
 }
 

@@ -337,9 +337,21 @@ int workspace_prepare(const struct policy *p, struct workspace_guard *g, struct 
                           p->workspace_follow_symlinks, err);
     if (g->fd < 0)
         return err_prefix(err, "workspace");
-    /* A commit into it that died is finished or undone first: the run sees a whole tree. */
+    /*
+     * A commit into it that died is finished or undone first: the run sees a
+     * whole tree. A run writing it directly then holds it shared for its
+     * life, so that no commit applies under its feet (a commit is short: a
+     * direct run waits for one; a commit waits for direct runs, bounded).
+     */
     struct txn_recovery rec;
-    if (txn_recover(g->fd, p, 0, &rec) < 0) {
+    bool direct = p->workspace_mode == POLICY_WS_DIRECT;
+    if (direct)
+        g->shared = txn_share(g->fd, p, TXN_LOCK_WAIT_MS, &rec);
+    if (direct && g->shared < 0 && rec.busy) {
+        err_set(err, CORDON_E_SETUP, "workspace: %s; try again when it is done", rec.reason);
+        goto fail;
+    }
+    if ((direct && g->shared < 0) || (!direct && txn_recover(g->fd, p, 0, &rec) < 0)) {
         err_set(err, CORDON_E_SETUP,
                 "workspace: an interrupted commit could not be finished or "
                 "undone (%s); cordon check -w '%s' tries again",
@@ -601,6 +613,7 @@ void workspace_guard_release(struct workspace_guard *g)
     free(g->holders);
     gitscan_release(&g->git);
     closep(&g->fd);
-    closep(&g->lock); /* a restarted daemon may now remove the workspace */
+    closep(&g->lock);   /* a restarted daemon may now remove the workspace */
+    closep(&g->shared); /* commits may apply again */
     *g = (struct workspace_guard)WORKSPACE_GUARD_INIT;
 }

@@ -71,6 +71,8 @@ struct workspace_guard {
                                 out (the daemon's sessions) waits until none is held
                                 first, so never removes one a run still writes to or
                                 commits into; flock() is the commit's own (txn.c) */
+    int shared;            /* a direct run's flock(LOCK_SH) on it, for its life (txn_share()):
+                                no commit applies while the run can write, or -1 */
     struct timespec start; /* CLOCK_REALTIME_COARSE once scanned, before the run began */
     struct workspace_entry *entries;
     size_t n_entries;
@@ -84,9 +86,9 @@ struct workspace_guard {
     bool incomplete;    /* the pre-run scan was cut by its bounds */
 };
 
-#define WORKSPACE_GUARD_INIT \
-    {                        \
-        .fd = -1, .lock = -1 \
+#define WORKSPACE_GUARD_INIT               \
+    {                                      \
+        .fd = -1, .lock = -1, .shared = -1 \
     }
 
 /* What the after-run scan did, for the result and the audit record. */
