@@ -799,6 +799,20 @@ static void relay(int ctl, pid_t cmd, int in_w, int out_r, int err_r)
     }
 }
 
+/*
+ * The command's stdio and its exec-failure pipe. Ours, mode 0600, the
+ * command (the sandbox user) could not open /dev/stdout again: 0666.
+ */
+static void stdio_pipes(int in[2], int out[2], int errout[2], int fail[2])
+{
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0 ||
+        pipe2(fail, O_CLOEXEC) < 0)
+        die("cannot create pipes");
+    (void)fchmod(in[0], 0666);
+    (void)fchmod(out[1], 0666);
+    (void)fchmod(errout[1], 0666);
+}
+
 int main(void)
 {
     mkdir("/proc", 0555);
@@ -879,13 +893,7 @@ int main(void)
     clock_settime(CLOCK_REALTIME, &now);
 
     int in[2], out[2], errout[2], fail[2];
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errout, O_CLOEXEC) < 0 ||
-        pipe2(fail, O_CLOEXEC) < 0)
-        die("cannot create pipes");
-    /* Ours, mode 0600: the command (the sandbox user) could not open /dev/stdout again. */
-    (void)fchmod(in[0], 0666);
-    (void)fchmod(out[1], 0666);
-    (void)fchmod(errout[1], 0666);
+    stdio_pipes(in, out, errout, fail);
     if (kmsg >= 0)
         lseek(kmsg, 0, SEEK_END); /* what the kernel logged from here on */
     struct spawn sp = { &call, in[0], out[1], errout[1], fail[1] };

@@ -499,21 +499,6 @@ bool conn_head_done(struct conn *c, bool hold)
     return true;
 }
 
-/* A plain request's method, what it asks another method of, and its body's framing, into C. */
-static void take_request(struct conn *c, const struct http_request *req)
-{
-    static const char *const overrides[] = { "x-http-method-override", "x-http-method",
-                                             "x-method-override" };
-    snprintf(c->target.method, sizeof c->target.method, "%s", req->method);
-    c->target.method_override = false;
-    for (size_t i = 0; i < sizeof overrides / sizeof *overrides; i++)
-        c->target.method_override |= http_find_header(req, overrides[i]) != NULL;
-    c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
-    c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
-    c->body_done = c->body == BODY_NONE;
-    c->chunk = CHUNK_SIZE;
-}
-
 void conn_decide(struct conn *c, struct http_request *req)
 {
     struct gateway *gw = c->gw;
@@ -524,7 +509,7 @@ void conn_decide(struct conn *c, struct http_request *req)
     if (!conn_head_done(c, true))
         return;
     if (req && !c->target.is_connect)
-        take_request(c, req);
+        relay_take_request(c, req);
     if (decide_request(cfg, &gw->budget, &c->target, gateway_now_us(), &d) < 0) {
         conn_refuse(c, d.status, d.rule, "%s", d.reason);
         return;
@@ -586,7 +571,7 @@ static void decide_tunnel_request(struct conn *c, struct http_request *req)
     }
     memcpy(c->target.path, req->target, req->target_len);
     c->target.path[req->target_len] = '\0';
-    take_request(c, req);
+    relay_take_request(c, req);
     struct decision d;
     if (c->inspect && decide_inner(c->gw->cfg, &c->target, &d) < 0) {
         conn_refuse(c, d.status, d.rule, "%s", d.reason);

@@ -258,6 +258,8 @@ void ask_stop(struct conn *c);
 
 /* The upstream is connected and the request allowed: relay both ways. */
 void relay_start(struct conn *c);
+/* A plain request's method, what it asks another method of, and its body's framing, into C. */
+void relay_take_request(struct conn *c, const struct http_request *req);
 /* The upstream head: origin-form, hop-by-hop headers dropped, Host set. */
 void relay_send_head(struct conn *c, const struct http_request *req);
 /* Client bytes in IN: the request body's part goes upstream, nothing after it. */

@@ -435,6 +435,20 @@ static void upstream_closed(struct conn *c)
     conn_arm_timer(c, c->gw->cfg->idle_timeout_ms);
 }
 
+void relay_take_request(struct conn *c, const struct http_request *req)
+{
+    static const char *const overrides[] = { "x-http-method-override", "x-http-method",
+                                             "x-method-override" };
+    snprintf(c->target.method, sizeof c->target.method, "%s", req->method);
+    c->target.method_override = false;
+    for (size_t i = 0; i < sizeof overrides / sizeof *overrides; i++)
+        c->target.method_override |= http_find_header(req, overrides[i]) != NULL;
+    c->body = req->chunked ? BODY_CHUNKED : req->content_length > 0 ? BODY_LENGTH : BODY_NONE;
+    c->body_left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
+    c->body_done = c->body == BODY_NONE;
+    c->chunk = CHUNK_SIZE;
+}
+
 /* The upstream head: origin-form, hop-by-hop headers dropped, Host set to the target. */
 void relay_send_head(struct conn *c, const struct http_request *req)
 {

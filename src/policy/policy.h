@@ -117,10 +117,10 @@ struct policy_preset {
  */
 struct policy_network {
     enum policy_net_mode mode;
-    bool mode_explicit;  /* mode was given (file or flag), not implied */
+    bool mode_explicit;   /* mode was given (file or flag), not implied */
     bool none_by_caller;  /* a caller's --net none: the policy's rules and secrets are moot */
     bool rules_by_caller; /* a caller's own allow, ask or secret: with none, a contradiction */
-    char **allow;        /* egress_rule_format() texts: "api.example.com", "*.example.com:8443" */
+    char **allow;         /* egress_rule_format() texts: "api.example.com", "*.example.com:8443" */
     size_t n_allow;
     char **deny; /* the same; refused even if an allow matches */
     size_t n_deny;

@@ -12,7 +12,7 @@
  *   policy_gov.c        -> load finalize policy narrow gov_keys json
  *   policy_load.c       -> finalize policy fs env secrets tools json keys text
  *   policy_narrow.c     -> policy keys
- *   policy_finalize.c   -> fs env net tools gov_keys paths text
+ *   policy_finalize.c   -> fs env secrets net tools gov_keys paths text
  *   policy.c            -> fs env secrets net presets tools gov_keys keys limits text syscall_table
  *   policy_json.c       -> gov_keys keys limits presets syscall_table
  *   policy_gov_keys.c   -> tools keys text
