@@ -35,9 +35,9 @@ static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t len)
 
 /*
  * Each level's top process of a run, by the name it gives itself, and what
- * shows it is one: in a PID namespace below ours (NSpid lists more than one
- * id), or, at a level without one, forked by cordon itself (the same
- * executable as its parent's). A host process that merely takes the name is
+ * shows it is one: the init of a PID namespace below ours, or, at a level
+ * without one, forked by cordon itself (the same executable as its
+ * parent's). A host process that merely takes the name is
  * not one, and is left alone.
  */
 static const struct {
@@ -50,16 +50,30 @@ static const struct {
     { "cordon-process\n", false }, /* process: the boundary holding the command */
 };
 
-static bool in_child_pid_ns(const char *status)
+/*
+ * Is the process of STATUS the init of a PID namespace below ours (NSpid
+ * lists more than one id, the last 1)? Its children, before they exec,
+ * carry its name too.
+ */
+static bool init_of_child_pid_ns(const char *status)
 {
     const char *ns = strstr(status, "\nNSpid:");
     if (!ns)
         return false;
     int ids = 0;
-    for (const char *c = ns + 7; *c && *c != '\n'; c++)
-        if (isdigit((unsigned char)*c) && !isdigit((unsigned char)c[1]))
-            ids++;
-    return ids >= 2;
+    long last = 0;
+    for (const char *c = ns + 7; *c && *c != '\n';) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (end == c) {
+            c++;
+            continue;
+        }
+        ids++;
+        last = v;
+        c = end;
+    }
+    return ids >= 2 && last == 1;
 }
 
 /*
@@ -91,7 +105,7 @@ static bool is_sandbox_top(pid_t pid)
             continue;
         if (read_proc(pid, "status", status, sizeof status) < 0)
             return false;
-        return sandbox_tops[i].own_pid_ns ? in_child_pid_ns(status)
+        return sandbox_tops[i].own_pid_ns ? init_of_child_pid_ns(status)
                                           : forked_by_its_parent(pid, status, comm);
     }
     return false;
