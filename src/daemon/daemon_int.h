@@ -98,7 +98,7 @@ struct daemon {
     dev_t agent_dev;
     ino_t agent_ino;
     struct box *boxes;
-    unsigned n_boxes; /* of processes' own (a live session's are not counted) */
+    unsigned n_boxes; /* processes' own and live sessions': at most --max-running */
     struct lproc *lprocs;
     unsigned n_lprocs;
     int32_t next_lproc_num;

@@ -109,7 +109,7 @@ static json_t *stats_json(struct daemon *d)
     struct jobs_stats st;
     jobs_get_stats(d->jobs, &st);
     /* clang-format off */
-    return json_pack("{s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, "
+    json_t *o = json_pack("{s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, "
                      "s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
                      "pool", "target", (json_int_t)st.pool_target, "ready",
                      (json_int_t)st.pool_ready, "preparing", (json_int_t)st.pool_preparing,
@@ -125,6 +125,11 @@ static json_t *stats_json(struct daemon *d)
                      "connections", (json_int_t)d->refused_connections, "open_connections",
                      (json_int_t)d->n_clients, "requests", (json_int_t)d->requests);
     /* clang-format on */
+    /* Boxes (process.start's own and live sessions'), as bounded. */
+    json_object_set_new(o, "sandboxes",
+                        json_pack("{s:I, s:I}", "running", (json_int_t)d->n_boxes, "max",
+                                  (json_int_t)d->cfg.max_running));
+    return o;
 }
 
 /* kill_all: every running sandbox this daemon's user may signal ends, recorded

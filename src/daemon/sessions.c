@@ -460,8 +460,10 @@ static const char *file_path(struct client *c, const json_t *id, const json_t *p
 static void reply_err(struct client *c, const json_t *id, const char *method,
                       const struct cordon_err *err)
 {
-    int code = err->kind == CORDON_E_USAGE || err->kind == CORDON_E_NOTFOUND ? RPC_INVALID_PARAMS
-                                                                             : RPC_REFUSED;
+    int code = strncmp(err->msg, "busy:", 5) == 0                       ? RPC_BUSY
+        : err->kind == CORDON_E_USAGE || err->kind == CORDON_E_NOTFOUND ? RPC_INVALID_PARAMS
+                                                                        : RPC_REFUSED;
+    c->d->busy += code == RPC_BUSY;
     daemon_reply(c, rpc_error(id, code, "session.%s: %s", method, err->msg));
 }
 
@@ -665,10 +667,7 @@ void sessions_method(struct client *c, const char *method, const json_t *id, con
             daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.create: %s", err.msg));
         } else if (ses->live && live_session_start(d, ses, &err) < 0) {
             session_free(d, ses);
-            daemon_reply(c,
-                         rpc_error(id,
-                                   err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS : RPC_REFUSED,
-                                   "session.create: %s", err.msg));
+            reply_err(c, id, "create", &err);
         } else {
             daemon_reply(c, rpc_result(id, session_json(d, ses)));
         }
