@@ -152,6 +152,7 @@ void daemon_client_drop(struct client *c)
             break;
         }
     d->n_clients--;
+    c->share->clients--;
     c->next = d->dead;
     d->dead = c;
     struct timeval zero = { 0, 0 };
@@ -191,6 +192,36 @@ static bool peer_allowed(const struct daemon *d, int fd, uid_t *uid)
     return daemon_uid_allowed(d, cred.uid);
 }
 
+/* UID's share of the tables: every uid that may connect has one (daemon_serve made them). */
+static struct uid_share *share_of(struct daemon *d, uid_t uid)
+{
+    for (size_t i = 0; i < d->n_shares; i++)
+        if (d->shares[i].uid == uid)
+            return &d->shares[i];
+    return NULL;
+}
+
+static void add_share(struct daemon *d, uid_t uid)
+{
+    if (share_of(d, uid) || d->n_shares == DAEMON_MAX_UIDS)
+        return;
+    d->shares[d->n_shares++] = (struct uid_share){
+        .uid = uid,
+        .buffered = { .max = daemon_uid_share(d->cfg.max_buffered), .parent = &d->buffered },
+    };
+}
+
+static void make_shares(struct daemon *d)
+{
+    d->buffered.max = d->cfg.max_buffered;
+    add_share(d, geteuid());
+    add_share(d, 0);
+    for (size_t i = 0; i < d->cfg.n_allow_uid; i++)
+        add_share(d, d->cfg.allow_uid[i]);
+    for (size_t i = 0; i < d->cfg.n_admin_uid; i++)
+        add_share(d, d->cfg.admin_uid[i]);
+}
+
 /* A connection we will not serve hears why, if it listens, and is closed. */
 static void turn_away(int fd, int code, const char *msg)
 {
@@ -222,9 +253,18 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         if (fd < 0)
             return; /* EAGAIN, or out of descriptors: the next readiness tries again */
         uid_t uid = (uid_t)-1;
-        if (!peer_allowed(d, fd, &uid)) {
+        struct uid_share *share = NULL;
+        if (!peer_allowed(d, fd, &uid) || !(share = share_of(d, uid))) {
             d->refused_peers++;
             turn_away(fd, RPC_FORBIDDEN, "this user may not use the daemon");
+            continue;
+        }
+        /* Its share first: one uid's connections never keep another's out. */
+        if (share->clients >= daemon_uid_share(d->cfg.max_clients)) {
+            d->refused_connections++;
+            turn_away(fd, RPC_BUSY,
+                      "busy: this user holds its share of connections (half of "
+                      "--max-connections); close one first");
             continue;
         }
         if (d->n_clients >= d->cfg.max_clients) {
@@ -252,6 +292,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         }
         /* A client that does not read its answers stops being read. */
         rpc_stream_throttle(c->s, c->s);
+        rpc_stream_set_budget(c->s, &share->buffered);
+        c->share = share;
+        share->clients++;
         c->next = d->clients;
         d->clients = c;
         d->n_clients++;
@@ -483,6 +526,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
         .cfg = *cfg, .listen_fd = -1, .state_fd = -1, .started_us = daemon_now_us()
     };
     int rc = -1;
+    make_shares(&d);
     d.base = event_base_new();
     if (!d.base)
         return err_set(err, CORDON_E_INTERNAL, "cannot create the event loop");

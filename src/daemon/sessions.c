@@ -61,6 +61,17 @@ void session_free(struct daemon *d, struct session *ses)
 
 static struct session *session_new(struct daemon *d, uid_t owner, struct cordon_err *err)
 {
+    unsigned held = 0;
+    for (const struct session *ses = d->sessions; ses; ses = ses->next)
+        held += ses->owner == owner;
+    /* Its share first: one uid's sessions never keep another's out. */
+    if (held >= daemon_uid_share(d->cfg.max_sessions)) {
+        err_set(err, CORDON_E_USAGE,
+                "busy: uid %u holds its share of %zu sessions (half of the daemon's %u); "
+                "destroy one first",
+                (unsigned)owner, daemon_uid_share(d->cfg.max_sessions), d->cfg.max_sessions);
+        return NULL;
+    }
     if (d->n_sessions >= d->cfg.max_sessions) {
         /* The limit, not the count: how many others hold is none of the caller's business. */
         err_set(err, CORDON_E_USAGE,
