@@ -193,9 +193,12 @@ int cmd_serve(int argc, char **argv)
         (rc = cli_take_count(&argc, argv, "--max-sessions", 65536, &cfg.max_sessions)) < 0 ||
         (rc = take_buffered(&argc, argv, &cfg)) < 0)
         return -rc;
-    if (cfg.max_running == 0 || cfg.max_clients == 0 || cfg.max_sessions == 0)
-        return cli_usage_error("serve: --max-running, --max-connections and --max-sessions "
-                               "must be at least 1");
+    const char *zero = cfg.max_running == 0 ? "--max-running"
+        : cfg.max_clients == 0              ? "--max-connections"
+        : cfg.max_sessions == 0             ? "--max-sessions"
+                                            : NULL;
+    if (zero)
+        return cli_usage_error("serve: %s must be at least 1", zero);
     if ((rc = take_uids(&argc, argv, "--allow-uid", cfg.allow_uid, &cfg.n_allow_uid)) < 0 ||
         (rc = take_uids(&argc, argv, "--admin-uid", cfg.admin_uid, &cfg.n_admin_uid)) < 0)
         return -rc;

@@ -328,6 +328,11 @@ def test_second_daemon_on_a_live_socket_is_refused(daemon, cordon):
                       (["--pool", "65"], "--pool: expected a number from 0 to 64, got '65'"),
                       (["--grace", "0"], "--grace: expected a duration like 10s, at most 3600s, got '0'"),
                       (["--max-running", "0"], "serve: --max-running must be at least 1"),
+                      (["--max-sessions", "0"], "serve: --max-sessions must be at least 1"),
+                      (["--max-connections", "65537"],
+                       "--max-connections: expected a number from 0 to 65536, got '65537'"),
+                      (["--max-buffered", "16M"],
+                       "serve: --max-buffered: expected a size from 32M to 64G, got '16M'"),
                       (["--allow-uid", "x"], "serve: --allow-uid: expected a uid, got 'x'"),
                       (["--result", "/tmp/r"], "serve: --result is for cordon run; each call's "
                                                "result is in its answer"),
