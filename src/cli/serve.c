@@ -15,11 +15,13 @@
 
 static const char *const usage[2] = {
     "usage: cordon serve --socket PATH [--pool N] [--max-running N] [--max-queued N]\n"
+    "                    [--max-connections N] [--max-sessions N] [--max-buffered SIZE]\n"
     "                    [--allow-uid UID]... [--admin-uid UID]... [--grace DURATION]\n"
     "                    [OPTIONS]\n"
     "\n"
-    "Serve JSON-RPC 2.0 (one object per line) on the unix socket PATH (mode 0600;\n"
-    "peers of our uid, root, an --allow-uid or an --admin-uid only). Methods: run,\n"
+    "Serve JSON-RPC 2.0 (one object per line) on the unix socket PATH (mode 0600,\n"
+    "the --allow-uids and --admin-uids let in by its ACL; peers of our uid, root,\n"
+    "an --allow-uid or an --admin-uid only). Methods: run,\n"
     "cancel, policy.check, health, stats, kill_all, session.* (live sessions too:\n"
     "pause, resume, expose), process.* (start, write_stdin, signal, resize, wait,\n"
     "list, attach). Each run gets a fresh sandbox built from OPTIONS, taken from a\n"
@@ -29,8 +31,14 @@ static const char *const usage[2] = {
     "\n"
     "      --socket PATH        where to listen (a stale socket is replaced)\n"
     "      --pool N             sandboxes kept prepared (0-64, default 2)\n"
-    "      --max-running N      runs at once (default 16)\n"
+    "      --max-running N      runs at once (default 16), and as many sandboxes of\n"
+    "                           process.start and live sessions together\n"
     "      --max-queued N       runs waiting beyond that, then \"busy\" (default 256)\n"
+    "      --max-connections N  connections at once (default 4096)\n"
+    "      --max-sessions N     sessions at once (default 1024)\n"
+    "      --max-buffered SIZE  unfinished messages buffered, every connection's\n"
+    "                           together (default 256M, at least 32M); no user holds\n"
+    "                           more than half of each of these three\n"
     "      --allow-uid UID      another uid that may connect (repeatable, up to 16)\n"
     "      --admin-uid UID      a uid that may connect and see and act on every\n"
     "                           uid's sessions (repeatable, up to 16)\n"
@@ -141,6 +149,26 @@ static int take_uids(int *argc, char **argv, const char *name, uid_t *list, size
     return rc;
 }
 
+/*
+ * --max-buffered SIZE into CFG: at least two of the largest messages, so
+ * that a user's share (half) holds one; a negative exit on error.
+ */
+static int take_buffered(int *argc, char **argv, struct daemon_config *cfg)
+{
+    const char *v = NULL;
+    int rc = cli_take_option(argc, argv, "--max-buffered", &v);
+    if (rc <= 0)
+        return rc;
+    uint64_t n = 0;
+    char why[128];
+    if (parse_size(v, &n, why, sizeof why) < 0 || n < 2 * (uint64_t)cfg->max_message ||
+        n > (64ull << 30))
+        return -cli_usage_error("serve: --max-buffered: expected a size from %zuM to 64G, got '%s'",
+                                2 * cfg->max_message >> 20, v);
+    cfg->max_buffered = (size_t)n;
+    return 1;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     struct daemon_config cfg = {
@@ -148,6 +176,7 @@ int cmd_serve(int argc, char **argv)
         .max_running = 16,
         .max_queued = 256,
         .max_clients = 4096,
+        .max_buffered = 256u << 20,
         .max_calls_per_client = 64,
         .max_message = 16u << 20,
         .output_cap = 1u << 20,
@@ -159,10 +188,17 @@ int cmd_serve(int argc, char **argv)
     if ((rc = cli_take_option(&argc, argv, "--socket", &cfg.socket_path)) < 0 ||
         (rc = cli_take_count(&argc, argv, "--pool", 64, &cfg.pool)) < 0 ||
         (rc = cli_take_count(&argc, argv, "--max-running", 1024, &cfg.max_running)) < 0 ||
-        (rc = cli_take_count(&argc, argv, "--max-queued", 100000, &cfg.max_queued)) < 0)
+        (rc = cli_take_count(&argc, argv, "--max-queued", 100000, &cfg.max_queued)) < 0 ||
+        (rc = cli_take_count(&argc, argv, "--max-connections", 65536, &cfg.max_clients)) < 0 ||
+        (rc = cli_take_count(&argc, argv, "--max-sessions", 65536, &cfg.max_sessions)) < 0 ||
+        (rc = take_buffered(&argc, argv, &cfg)) < 0)
         return -rc;
-    if (cfg.max_running == 0)
-        return cli_usage_error("serve: --max-running must be at least 1");
+    const char *zero = cfg.max_running == 0 ? "--max-running"
+        : cfg.max_clients == 0              ? "--max-connections"
+        : cfg.max_sessions == 0             ? "--max-sessions"
+                                            : NULL;
+    if (zero)
+        return cli_usage_error("serve: %s must be at least 1", zero);
     if ((rc = take_uids(&argc, argv, "--allow-uid", cfg.allow_uid, &cfg.n_allow_uid)) < 0 ||
         (rc = take_uids(&argc, argv, "--admin-uid", cfg.admin_uid, &cfg.n_admin_uid)) < 0)
         return -rc;

@@ -38,6 +38,9 @@ struct rpc_stream {
     const struct rpc_handlers *h;
     void *ctx;
     bool discarding; /* inside an oversized line, dropping it */
+    bool refused;    /* ... dropping it because the budget is spent: told already */
+    struct rpc_budget *budget;
+    size_t charged; /* what the budget (and its parents) hold for us */
     size_t discarded;
     char head[KEEP_HEAD], tail[KEEP_TAIL];
     size_t head_len, tail_len;
@@ -257,6 +260,31 @@ static void on_hup_check(evutil_socket_t fd, short what, void *arg)
     evtimer_add(s->hup_check, &tv);
 }
 
+/* ---- the budget for unfinished messages ---- */
+
+/* Would holding N bytes (instead of what we hold now) keep every level within its bound? */
+static bool budget_fits(const struct rpc_stream *s, size_t n)
+{
+    for (const struct rpc_budget *b = s->budget; b; b = b->parent)
+        if (b->used - s->charged + n > b->max)
+            return false;
+    return true;
+}
+
+/* We hold N bytes now. */
+static void budget_set(struct rpc_stream *s, size_t n)
+{
+    for (struct rpc_budget *b = s->budget; b; b = b->parent)
+        b->used = b->used - s->charged + n;
+    s->charged = n;
+}
+
+void rpc_stream_set_budget(struct rpc_stream *s, struct rpc_budget *b)
+{
+    budget_set(s, 0);
+    s->budget = b;
+}
+
 /* Keep the last bytes of an oversized line as they go by: the first UPTO bytes of IN. */
 static void keep_tail(struct rpc_stream *s, struct evbuffer *in, size_t upto)
 {
@@ -273,6 +301,7 @@ static void keep_tail(struct rpc_stream *s, struct evbuffer *in, size_t upto)
 
 static void begin_discard(struct rpc_stream *s, struct evbuffer *in)
 {
+    budget_set(s, 0); /* drained as it arrives from now on */
     s->discarding = true;
     s->head_len = evbuffer_copyout(in, s->head, KEEP_HEAD);
     s->tail_len = 0;
@@ -291,6 +320,10 @@ static void end_discard(struct rpc_stream *s)
     memcpy(frag + n, s->tail, s->tail_len);
     n += s->tail_len;
     s->discarding = false;
+    if (s->refused) {
+        s->refused = false; /* told when it began */
+        return;
+    }
     char why[96];
     snprintf(why, sizeof why, "a message of more than %zu bytes", s->max);
     s->h->garbage(s->ctx, s, frag, n, true, why);
@@ -320,10 +353,18 @@ static void handle_line(struct rpc_stream *s, char *line, size_t len)
     json_decref(msg);
 }
 
-/* Every complete line in the input, until back-pressure says stop. */
-static void drain_input(struct rpc_stream *s)
+/* The unfinished line buffered would overrun the budget: it is dropped as it comes. */
+static void refuse_unfinished(struct rpc_stream *s, struct evbuffer *in)
 {
-    struct evbuffer *in = bufferevent_get_input(s->in);
+    begin_discard(s, in);
+    s->refused = true;
+    if (s->h->over_budget)
+        s->h->over_budget(s->ctx, s, s->head, s->head_len);
+}
+
+/* Every complete line in IN, until back-pressure says stop. */
+static void drain_lines(struct rpc_stream *s, struct evbuffer *in)
+{
     while (!s->paused) {
         struct evbuffer_ptr nl = evbuffer_search(in, "\n", 1, NULL);
         size_t avail = evbuffer_get_length(in);
@@ -340,6 +381,10 @@ static void drain_input(struct rpc_stream *s)
         if (nl.pos < 0) {
             if (avail > s->max) {
                 begin_discard(s, in);
+                continue;
+            }
+            if (!budget_fits(s, avail)) {
+                refuse_unfinished(s, in);
                 continue;
             }
             return;
@@ -360,6 +405,14 @@ static void drain_input(struct rpc_stream *s)
     }
 }
 
+/* Every complete line in the input, as far as it may go; what is left is charged. */
+static void drain_input(struct rpc_stream *s)
+{
+    struct evbuffer *in = bufferevent_get_input(s->in);
+    drain_lines(s, in);
+    budget_set(s, s->discarding ? 0 : evbuffer_get_length(in));
+}
+
 static void on_read(struct bufferevent *bev, void *arg)
 {
     (void)bev;
@@ -378,6 +431,7 @@ static void finish_input(struct rpc_stream *s)
             handle_line(s, line, left);
     }
     evbuffer_drain(in, evbuffer_get_length(in));
+    budget_set(s, 0);
     s->h->closed(s->ctx, s, false);
 }
 
@@ -545,6 +599,7 @@ void rpc_stream_free(struct rpc_stream *s)
 {
     if (!s)
         return;
+    budget_set(s, 0);
     if (s->hup_check)
         event_free(s->hup_check);
     if (s->in)

@@ -77,6 +77,23 @@ struct rpc_handlers {
     void (*closed)(void *ctx, struct rpc_stream *s, bool output_failed);
     /* The output queue fell below half the throttle's mark (may be NULL). */
     void (*drained)(void *ctx, struct rpc_stream *s);
+    /*
+     * The unfinished message buffered would take the stream's budget (or a
+     * parent's) over its bound: it is discarded as it arrives, as an
+     * oversized one is, and HEAD is its first bytes (for rpc_guess_id).
+     * NULL: no budget is set.
+     */
+    void (*over_budget)(void *ctx, struct rpc_stream *s, const char *head, size_t len);
+};
+
+/*
+ * Bytes of unfinished messages (read, their newline not yet) that streams
+ * sharing it may buffer together; charged to its parent too (a uid's share
+ * of a daemon's whole), so the tightest level decides.
+ */
+struct rpc_budget {
+    size_t used, max;
+    struct rpc_budget *parent; /* or NULL */
 };
 
 /*
@@ -87,6 +104,9 @@ struct rpc_handlers {
 struct rpc_stream *rpc_stream_new(struct event_base *base, int in_fd, int out_fd,
                                   size_t max_message, const struct rpc_handlers *h, void *ctx,
                                   struct cordon_err *err);
+
+/* S's unfinished message is charged to B (and its parents) from now on; B outlives S. */
+void rpc_stream_set_budget(struct rpc_stream *s, struct rpc_budget *b);
 
 /* Queue MSG as one line. -1 when it cannot be serialised or the output is gone. */
 int rpc_send(struct rpc_stream *s, const json_t *msg);

@@ -396,8 +396,7 @@ static void box_free(struct box *b)
             *pp = b->next;
             break;
         }
-    if (!b->live)
-        d->n_boxes--;
+    d->n_boxes--;
     struct event *evs[] = { b->out_ev, b->in_ev, b->err_ev, b->res_ev, b->exit_ev, b->kill_ev };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
@@ -554,8 +553,12 @@ static void box_fail(struct box *b, const char *why)
 
 /* ---- life ---- */
 
-/* The base policy with the agent bound in; live: the wall clock and the output limit are
- * the processes', not the box's. */
+/*
+ * The base policy with the agent bound in. The output limit is each
+ * process's (counted by the daemon on what the agent relays), never the
+ * box's: the agent's frames would count against it and cut the process
+ * before its first byte. Live: the wall clock is the processes' too.
+ */
 static int derive(struct box *b, const struct box_spec *spec, struct cordon_err *err)
 {
     const struct policy *base = spec->base;
@@ -576,10 +579,9 @@ static int derive(struct box *b, const struct box_spec *spec, struct cordon_err 
                                                                        : (char *)AGENT_DEST };
     b->pol.binds = b->binds;
     b->pol.n_binds = base->n_binds + 1;
-    if (spec->live) {
+    b->pol.limits.output = 0;
+    if (spec->live)
         b->pol.limits.wall_ms = 0;
-        b->pol.limits.output = 0;
-    }
     return 0;
 }
 
@@ -612,6 +614,14 @@ static int box_start(struct box *b, struct cordon_err *err)
 
 struct box *box_new(struct daemon *d, const struct box_spec *spec, struct cordon_err *err)
 {
+    /* A live session's box holds a sandbox as long as a process's own does: both count. */
+    if (d->n_boxes >= d->cfg.max_running) {
+        err_set(err, CORDON_E_USAGE,
+                "busy: the daemon runs its limit of %u sandboxes for processes and live "
+                "sessions (--max-running); wait for a process to end or destroy a live session",
+                d->cfg.max_running);
+        return NULL;
+    }
     struct box *b = calloc(1, sizeof *b);
     if (!b) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
@@ -633,8 +643,7 @@ struct box *box_new(struct daemon *d, const struct box_spec *spec, struct cordon
     b->result = evbuffer_new();
     b->next = d->boxes;
     d->boxes = b;
-    if (!b->live)
-        d->n_boxes++;
+    d->n_boxes++;
     if (!b->rx || !b->tx || !b->held || !b->result) {
         err_set(err, CORDON_E_INTERNAL, "out of memory");
     } else if (box_install_agent(d, err) == 0 && derive(b, spec, err) == 0 &&

@@ -16,6 +16,12 @@
 
 #define DAEMON_MAX_ALLOW 16
 
+/* One uid's share of a daemon-wide LIMIT: half, rounded up. */
+static inline size_t daemon_uid_share(size_t limit)
+{
+    return (limit + 1) / 2;
+}
+
 struct daemon_config {
     const struct policy *policy; /* borrowed; every run is under it */
     const char *socket_path;
@@ -23,6 +29,7 @@ struct daemon_config {
     unsigned max_running;
     unsigned max_queued;               /* beyond: "busy" */
     unsigned max_clients;              /* connections at once; beyond: refused */
+    size_t max_buffered;               /* bytes of unfinished messages, all connections */
     unsigned max_calls_per_client;     /* in flight per connection; beyond: "busy" */
     size_t max_message;                /* one request line, bytes */
     size_t output_cap;                 /* per stream of a run */
@@ -36,6 +43,8 @@ struct daemon_config {
     const char *state_dir;    /* sessions' workspaces live here (made 0700, emptied at start) */
     unsigned session_idle_ms; /* a session unused this long is destroyed */
     unsigned max_sessions;
+    /* A uid holds at most daemon_uid_share() of max_clients, max_sessions and
+     * max_buffered: another uid always finds the rest. */
     const char *sandboxd_grpc; /* HOST:PORT on loopback for sandboxd's gRPC, or NULL */
     const char *sandboxd_rest; /* and for its REST files (daemon/sandboxd.h) */
 };

@@ -62,12 +62,23 @@ struct call {
     uint64_t recv_us;
 };
 
+/* What one uid holds of the daemon's tables (each uid that may connect has one). */
+struct uid_share {
+    uid_t uid;
+    unsigned clients;
+    struct rpc_budget buffered; /* its unfinished messages; parent: the daemon's */
+};
+
+/* Our own uid, root, the --allow-uids and the --admin-uids. */
+#define DAEMON_MAX_UIDS (2 * DAEMON_MAX_ALLOW + 2)
+
 struct client {
     struct client *next;
     struct daemon *d;
     struct rpc_stream *s;
-    uid_t uid;  /* the peer's (SO_PEERCRED, at accept) */
-    bool admin; /* an --admin-uid: sees and acts on every session */
+    struct uid_share *share; /* its uid's */
+    uid_t uid;               /* the peer's (SO_PEERCRED, at accept) */
+    bool admin;              /* an --admin-uid: sees and acts on every session */
     struct call *calls;
     unsigned n_calls;
     bool gone;
@@ -81,6 +92,9 @@ struct daemon {
     struct event *listen_ev, *sig_term, *sig_int, *drain_ev, *reap_ev;
     struct client *clients, *dead;
     unsigned n_clients;
+    struct uid_share shares[DAEMON_MAX_UIDS];
+    size_t n_shares;
+    struct rpc_budget buffered; /* every connection's unfinished messages */
     int state_fd;
     struct session *sessions;
     unsigned n_sessions;
@@ -98,7 +112,7 @@ struct daemon {
     dev_t agent_dev;
     ino_t agent_ino;
     struct box *boxes;
-    unsigned n_boxes; /* of processes' own (a live session's are not counted) */
+    unsigned n_boxes; /* processes' own and live sessions': at most --max-running */
     struct lproc *lprocs;
     unsigned n_lprocs;
     int32_t next_lproc_num;

@@ -322,68 +322,18 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 
 /* ---- unix sockets in the state directory ---- */
 
-/* A POSIX ACL as the kernel takes it in system.posix_acl_access (little-endian). */
-struct acl_entry {
-    uint16_t tag, perm;
-    uint32_t id;
-};
-
-enum {
-    ACL_TAG_USER_OBJ = 0x01,
-    ACL_TAG_USER = 0x02,
-    ACL_TAG_GROUP_OBJ = 0x04,
-    ACL_TAG_MASK = 0x10,
-    ACL_TAG_OTHER = 0x20
-};
-
-#define ACL_RW 6
-#define ACL_NO_ID 0xffffffffu
-
-static struct acl_entry acl_entry(uint16_t tag, uint16_t perm, uint32_t id)
-{
-    return (struct acl_entry){ htole16(tag), htole16(perm), htole32(id) };
-}
-
-static int uid_cmp(const void *a, const void *b)
-{
-    uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
-    return (x > y) - (x < y);
-}
-
 /*
  * The session's owner and the --admin-uids may connect to the socket NAME
- * in DFD (connect needs write permission on it): user entries of its ACL,
- * in the kernel's order (by uid, each once). We and root need none. -1
- * with errno.
+ * in DFD. -1 with errno.
  */
 static int grant_connect(const struct daemon *d, int dfd, const char *name, uid_t owner)
 {
-    uid_t uids[DAEMON_MAX_ALLOW + 1], me = geteuid();
+    uid_t uids[DAEMON_MAX_ALLOW + 1];
     size_t n = 0;
-    if (owner != me && owner != 0)
-        uids[n++] = owner;
+    uids[n++] = owner;
     for (size_t i = 0; i < d->cfg.n_admin_uid; i++)
-        if (d->cfg.admin_uid[i] != me && d->cfg.admin_uid[i] != 0)
-            uids[n++] = d->cfg.admin_uid[i];
-    if (n == 0)
-        return 0;
-    qsort(uids, n, sizeof *uids, uid_cmp);
-    struct {
-        uint32_t version;
-        struct acl_entry e[DAEMON_MAX_ALLOW + 5];
-    } acl = { .version = htole32(2) };
-    size_t k = 0;
-    acl.e[k++] = acl_entry(ACL_TAG_USER_OBJ, ACL_RW, ACL_NO_ID);
-    for (size_t i = 0; i < n; i++)
-        if (i == 0 || uids[i] != uids[i - 1])
-            acl.e[k++] = acl_entry(ACL_TAG_USER, ACL_RW, uids[i]);
-    acl.e[k++] = acl_entry(ACL_TAG_GROUP_OBJ, 0, ACL_NO_ID);
-    acl.e[k++] = acl_entry(ACL_TAG_MASK, ACL_RW, ACL_NO_ID);
-    acl.e[k++] = acl_entry(ACL_TAG_OTHER, 0, ACL_NO_ID);
-    char at[64];
-    snprintf(at, sizeof at, "/proc/self/fd/%d/%s", dfd, name);
-    if (lsetxattr(at, "system.posix_acl_access", &acl, sizeof acl.version + k * sizeof *acl.e, 0) ==
-        0)
+        uids[n++] = d->cfg.admin_uid[i];
+    if (peer_grant_connect(dfd, name, uids, n) == 0)
         return 0;
     /*
      * A filesystem without ACLs: open to every uid, as the loopback port

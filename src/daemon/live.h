@@ -31,8 +31,8 @@ struct box_spec {
     const struct policy *base; /* borrowed until the box ends: the session's or the daemon's */
     uid_t owner;
     const char *session_id; /* for the audit record, or NULL */
-    bool live;              /* kept until closed: no wall clock of its own, and the
-                                     output limit counted per process, not for the box */
+    bool live;              /* kept until closed: no wall clock of its own (every
+                                     box's output limit is counted per process) */
 };
 
 /* What to start in a box. */

@@ -168,8 +168,6 @@ void live_exec(struct client *c, const json_t *id, const json_t *params, struct 
         lproc_req_release(&r);
         return;
     }
-    if (!r.timeout_ms)
-        r.timeout_ms = ses->pol.limits.wall_ms;
     struct live_exec *x = calloc(1, sizeof *x);
     struct cordon_err err = { 0 };
     struct lproc *p = NULL;

@@ -109,7 +109,7 @@ static json_t *stats_json(struct daemon *d)
     struct jobs_stats st;
     jobs_get_stats(d->jobs, &st);
     /* clang-format off */
-    return json_pack("{s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, "
+    json_t *o = json_pack("{s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, "
                      "s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
                      "pool", "target", (json_int_t)st.pool_target, "ready",
                      (json_int_t)st.pool_ready, "preparing", (json_int_t)st.pool_preparing,
@@ -125,6 +125,14 @@ static json_t *stats_json(struct daemon *d)
                      "connections", (json_int_t)d->refused_connections, "open_connections",
                      (json_int_t)d->n_clients, "requests", (json_int_t)d->requests);
     /* clang-format on */
+    /* Boxes (process.start's own and live sessions') and unfinished messages, as bounded. */
+    json_object_set_new(o, "sandboxes",
+                        json_pack("{s:I, s:I}", "running", (json_int_t)d->n_boxes, "max",
+                                  (json_int_t)d->cfg.max_running));
+    json_object_set_new(o, "buffered",
+                        json_pack("{s:I, s:I}", "bytes", (json_int_t)d->buffered.used, "max",
+                                  (json_int_t)d->buffered.max));
+    return o;
 }
 
 /* kill_all: every running sandbox this daemon's user may signal ends, recorded
@@ -248,6 +256,23 @@ static void on_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t
         daemon_reply(c, rpc_error(NULL, RPC_PARSE_ERROR, "parse error: %s", why));
 }
 
+/* Its unfinished message would take its user's or the daemon's buffer past the budget. */
+static void on_over_budget(void *ctx, struct rpc_stream *s, const char *head, size_t len)
+{
+    (void)s;
+    struct client *c = ctx;
+    long long guess = rpc_guess_id(head, len);
+    json_t *id = guess >= 0 ? json_integer(guess) : NULL;
+    c->d->busy++;
+    daemon_reply(c,
+                 rpc_error(id, RPC_BUSY,
+                           "busy: unfinished messages fill the daemon's buffer (at most %zu "
+                           "bytes, %zu for one user); this one is discarded as it arrives: "
+                           "send it again",
+                           c->d->cfg.max_buffered, daemon_uid_share(c->d->cfg.max_buffered)));
+    json_decref(id);
+}
+
 static void on_closed(void *ctx, struct rpc_stream *s, bool output_failed)
 {
     (void)s;
@@ -268,4 +293,5 @@ const struct rpc_handlers daemon_rpc_handlers = {
     .garbage = on_garbage,
     .closed = on_closed,
     .drained = on_drained,
+    .over_budget = on_over_budget,
 };

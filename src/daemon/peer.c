@@ -6,11 +6,18 @@
 #include "common/cleanup.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
 /* ADDR:PORT as /proc/net/tcp* writes it (the address's bytes as host-order words, in hex). */
 static void proc_net_form(const struct sockaddr_storage *sa, char *out, size_t size)
@@ -107,4 +114,71 @@ int peer_uid(int fd, uid_t *uid)
     mapped(&theirs, &theirs6);
     mapped(&mine, &mine6);
     return table_uid("/proc/net/tcp6", &theirs6, &mine6, uid);
+}
+
+/* ---- who may connect to a unix socket ---- */
+
+/* A POSIX ACL as the kernel takes it in system.posix_acl_access (little-endian). */
+struct acl_entry {
+    uint16_t tag, perm;
+    uint32_t id;
+};
+
+enum {
+    ACL_TAG_USER_OBJ = 0x01,
+    ACL_TAG_USER = 0x02,
+    ACL_TAG_GROUP_OBJ = 0x04,
+    ACL_TAG_MASK = 0x10,
+    ACL_TAG_OTHER = 0x20
+};
+
+#define ACL_RW 6
+#define ACL_NO_ID 0xffffffffu
+
+static struct acl_entry acl_entry(uint16_t tag, uint16_t perm, uint32_t id)
+{
+    return (struct acl_entry){ htole16(tag), htole16(perm), htole32(id) };
+}
+
+static int uid_cmp(const void *a, const void *b)
+{
+    uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
+    return (x > y) - (x < y);
+}
+
+int peer_grant_connect(int dfd, const char *name, const uid_t *uids, size_t n)
+{
+    uid_t sorted[PEER_MAX_GRANT], me = geteuid();
+    size_t m = 0;
+    if (n > PEER_MAX_GRANT) {
+        errno = E2BIG;
+        return -1;
+    }
+    /* We and root need no entry. */
+    for (size_t i = 0; i < n; i++)
+        if (uids[i] != me && uids[i] != 0)
+            sorted[m++] = uids[i];
+    if (m == 0)
+        return 0;
+    /* Connect needs write permission: user entries in the kernel's order (by uid, each once). */
+    qsort(sorted, m, sizeof *sorted, uid_cmp);
+    struct {
+        uint32_t version;
+        struct acl_entry e[PEER_MAX_GRANT + 4];
+    } acl = { .version = htole32(2) };
+    size_t k = 0;
+    acl.e[k++] = acl_entry(ACL_TAG_USER_OBJ, ACL_RW, ACL_NO_ID);
+    for (size_t i = 0; i < m; i++)
+        if (i == 0 || sorted[i] != sorted[i - 1])
+            acl.e[k++] = acl_entry(ACL_TAG_USER, ACL_RW, sorted[i]);
+    acl.e[k++] = acl_entry(ACL_TAG_GROUP_OBJ, 0, ACL_NO_ID);
+    acl.e[k++] = acl_entry(ACL_TAG_MASK, ACL_RW, ACL_NO_ID);
+    acl.e[k++] = acl_entry(ACL_TAG_OTHER, 0, ACL_NO_ID);
+    char at[PATH_MAX];
+    if ((size_t)snprintf(at, sizeof at, "/proc/self/fd/%d/%s", dfd, name) >= sizeof at) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return lsetxattr(at, "system.posix_acl_access", &acl, sizeof acl.version + k * sizeof *acl.e,
+                     0);
 }

@@ -408,12 +408,6 @@ static struct box *box_for(struct daemon *d, uid_t owner, struct session *ses,
                        "an overlay workspace's runs go through run or "
                        "session.exec, one commit each"),
                NULL;
-    if (d->n_boxes >= d->cfg.max_running)
-        return err_set(err, CORDON_E_USAGE,
-                       "busy: %u processes run in sandboxes of their own; "
-                       "wait for one to end",
-                       d->n_boxes),
-               NULL;
     struct box_spec spec = { .base = pol, .owner = owner, .session_id = ses ? ses->id : NULL };
     return box_new(d, &spec, err);
 }
@@ -439,9 +433,12 @@ struct lproc *lproc_start(struct daemon *d, uid_t owner, struct session *ses,
     const struct policy *pol = ses ? &ses->pol : d->cfg.policy;
     if (daemon_check_call_options(pol, r->timeout_ms, r->envp, err) < 0)
         return NULL;
-    /* A timeout lowers the policy's wall clock, never raises it (as run's does). */
+    /*
+     * The policy's wall clock is each process's (a live box has none of its
+     * own); a timeout lowers it, never raises it (as run's does).
+     */
     uint64_t timeout_ms = r->timeout_ms;
-    if (timeout_ms && pol->limits.wall_ms && timeout_ms > pol->limits.wall_ms)
+    if (pol->limits.wall_ms && (!timeout_ms || timeout_ms > pol->limits.wall_ms))
         timeout_ms = pol->limits.wall_ms;
     struct box *b = box_for(d, owner, ses, err);
     if (!b)

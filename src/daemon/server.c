@@ -20,6 +20,7 @@
 #include "core/run.h"
 #include "core/jobs.h"
 #include "daemon/live.h"
+#include "daemon/peer.h"
 #include "daemon/sandboxd.h"
 #include "daemon/workspace_files.h"
 #include "sandbox/backend.h"
@@ -151,6 +152,7 @@ void daemon_client_drop(struct client *c)
             break;
         }
     d->n_clients--;
+    c->share->clients--;
     c->next = d->dead;
     d->dead = c;
     struct timeval zero = { 0, 0 };
@@ -190,6 +192,36 @@ static bool peer_allowed(const struct daemon *d, int fd, uid_t *uid)
     return daemon_uid_allowed(d, cred.uid);
 }
 
+/* UID's share of the tables: every uid that may connect has one (daemon_serve made them). */
+static struct uid_share *share_of(struct daemon *d, uid_t uid)
+{
+    for (size_t i = 0; i < d->n_shares; i++)
+        if (d->shares[i].uid == uid)
+            return &d->shares[i];
+    return NULL;
+}
+
+static void add_share(struct daemon *d, uid_t uid)
+{
+    if (share_of(d, uid) || d->n_shares == DAEMON_MAX_UIDS)
+        return;
+    d->shares[d->n_shares++] = (struct uid_share){
+        .uid = uid,
+        .buffered = { .max = daemon_uid_share(d->cfg.max_buffered), .parent = &d->buffered },
+    };
+}
+
+static void make_shares(struct daemon *d)
+{
+    d->buffered.max = d->cfg.max_buffered;
+    add_share(d, geteuid());
+    add_share(d, 0);
+    for (size_t i = 0; i < d->cfg.n_allow_uid; i++)
+        add_share(d, d->cfg.allow_uid[i]);
+    for (size_t i = 0; i < d->cfg.n_admin_uid; i++)
+        add_share(d, d->cfg.admin_uid[i]);
+}
+
 /* A connection we will not serve hears why, if it listens, and is closed. */
 static void turn_away(int fd, int code, const char *msg)
 {
@@ -221,9 +253,18 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         if (fd < 0)
             return; /* EAGAIN, or out of descriptors: the next readiness tries again */
         uid_t uid = (uid_t)-1;
-        if (!peer_allowed(d, fd, &uid)) {
+        struct uid_share *share = NULL;
+        if (!peer_allowed(d, fd, &uid) || !(share = share_of(d, uid))) {
             d->refused_peers++;
             turn_away(fd, RPC_FORBIDDEN, "this user may not use the daemon");
+            continue;
+        }
+        /* Its share first: one uid's connections never keep another's out. */
+        if (share->clients >= daemon_uid_share(d->cfg.max_clients)) {
+            d->refused_connections++;
+            turn_away(fd, RPC_BUSY,
+                      "busy: this user holds its share of connections (half of "
+                      "--max-connections); close one first");
             continue;
         }
         if (d->n_clients >= d->cfg.max_clients) {
@@ -251,6 +292,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         }
         /* A client that does not read its answers stops being read. */
         rpc_stream_throttle(c->s, c->s);
+        rpc_stream_set_budget(c->s, &share->buffered);
+        c->share = share;
+        share->clients++;
         c->next = d->clients;
         d->clients = c;
         d->n_clients++;
@@ -280,15 +324,59 @@ static int check_socket(const char *path, struct sockaddr_un *sa, struct cordon_
     return 0;
 }
 
-static int listen_on(const char *path, struct cordon_err *err)
+/*
+ * The --allow-uid and --admin-uid peers may connect to the socket at PATH
+ * (0600, ours): user entries of its ACL; no one else. A filesystem without
+ * ACLs leaves it 0600 and it is said: the operator opens it knowingly.
+ */
+static int grant_peers(const struct daemon_config *cfg, const char *path, struct cordon_err *err)
 {
+    uid_t uids[2 * DAEMON_MAX_ALLOW];
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->n_allow_uid; i++)
+        uids[n++] = cfg->allow_uid[i];
+    for (size_t i = 0; i < cfg->n_admin_uid; i++)
+        uids[n++] = cfg->admin_uid[i];
+    if (!n)
+        return 0;
+    _cleanup_free_ char *dir = strdup(path);
+    if (!dir)
+        return err_set(err, CORDON_E_INTERNAL, "out of memory");
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? path + (slash - dir) + 1 : path;
+    if (slash)
+        slash[slash == dir] = '\0'; /* "/x": the root */
+    _cleanup_close_ int dfd = open(slash ? dir : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return err_sys(err, CORDON_E_SETUP, "cannot find the socket '%s'", path);
+    if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+        return err_set(err, CORDON_E_SETUP, "'%s' is no longer the daemon's socket", path);
+    if (peer_grant_connect(dfd, name, uids, n) == 0)
+        return 0;
+    if (errno != EOPNOTSUPP)
+        return err_sys(err, CORDON_E_SETUP, "cannot let the allowed uids connect to '%s'", path);
+    fprintf(stderr,
+            "cordon: serve: '%s': its filesystem keeps no ACLs, so the socket stays 0600: "
+            "the --allow-uid and --admin-uid peers cannot connect until its mode or group "
+            "lets them\n",
+            path);
+    return 0;
+}
+
+static int listen_on(const struct daemon_config *cfg, struct cordon_err *err)
+{
+    const char *path = cfg->socket_path;
     struct sockaddr_un sa;
     TRY(check_socket(path, &sa, err));
     unlink(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return err_sys(err, CORDON_E_SETUP, "cannot create a socket");
-    /* Created 0600 (no window in which others could connect); SO_PEERCRED checks anyway. */
+    /*
+     * Created 0600 (no window in which others could connect), then the
+     * allowed uids are let in by its ACL; SO_PEERCRED checks anyway.
+     */
     mode_t old = umask(0177);
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
@@ -297,6 +385,11 @@ static int listen_on(const char *path, struct cordon_err *err)
         close(fd);
         errno = e;
         return err_sys(err, CORDON_E_SETUP, "cannot bind '%s'", path);
+    }
+    if (grant_peers(cfg, path, err) < 0) {
+        close(fd);
+        unlink(path);
+        return -1;
     }
     if (listen(fd, 4096) < 0) {
         close(fd);
@@ -433,6 +526,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
         .cfg = *cfg, .listen_fd = -1, .state_fd = -1, .started_us = daemon_now_us()
     };
     int rc = -1;
+    make_shares(&d);
     d.base = event_base_new();
     if (!d.base)
         return err_set(err, CORDON_E_INTERNAL, "cannot create the event loop");
@@ -456,7 +550,7 @@ int daemon_serve(const struct daemon_config *cfg, struct cordon_err *err)
         goto out;
     recover_workspace(cfg->policy);
     box_remove_agent(&d);
-    d.listen_fd = listen_on(cfg->socket_path, err);
+    d.listen_fd = listen_on(cfg, err);
     if (d.listen_fd < 0)
         goto out;
     d.listen_ev = event_new(d.base, d.listen_fd, EV_READ | EV_PERSIST, on_accept, &d);

@@ -61,6 +61,17 @@ void session_free(struct daemon *d, struct session *ses)
 
 static struct session *session_new(struct daemon *d, uid_t owner, struct cordon_err *err)
 {
+    unsigned held = 0;
+    for (const struct session *ses = d->sessions; ses; ses = ses->next)
+        held += ses->owner == owner;
+    /* Its share first: one uid's sessions never keep another's out. */
+    if (held >= daemon_uid_share(d->cfg.max_sessions)) {
+        err_set(err, CORDON_E_USAGE,
+                "busy: uid %u holds its share of %zu sessions (half of the daemon's %u); "
+                "destroy one first",
+                (unsigned)owner, daemon_uid_share(d->cfg.max_sessions), d->cfg.max_sessions);
+        return NULL;
+    }
     if (d->n_sessions >= d->cfg.max_sessions) {
         /* The limit, not the count: how many others hold is none of the caller's business. */
         err_set(err, CORDON_E_USAGE,
@@ -460,8 +471,10 @@ static const char *file_path(struct client *c, const json_t *id, const json_t *p
 static void reply_err(struct client *c, const json_t *id, const char *method,
                       const struct cordon_err *err)
 {
-    int code = err->kind == CORDON_E_USAGE || err->kind == CORDON_E_NOTFOUND ? RPC_INVALID_PARAMS
-                                                                             : RPC_REFUSED;
+    int code = strncmp(err->msg, "busy:", 5) == 0                       ? RPC_BUSY
+        : err->kind == CORDON_E_USAGE || err->kind == CORDON_E_NOTFOUND ? RPC_INVALID_PARAMS
+                                                                        : RPC_REFUSED;
+    c->d->busy += code == RPC_BUSY;
     daemon_reply(c, rpc_error(id, code, "session.%s: %s", method, err->msg));
 }
 
@@ -665,10 +678,7 @@ void sessions_method(struct client *c, const char *method, const json_t *id, con
             daemon_reply(c, rpc_error(id, RPC_INVALID_PARAMS, "session.create: %s", err.msg));
         } else if (ses->live && live_session_start(d, ses, &err) < 0) {
             session_free(d, ses);
-            daemon_reply(c,
-                         rpc_error(id,
-                                   err.kind == CORDON_E_USAGE ? RPC_INVALID_PARAMS : RPC_REFUSED,
-                                   "session.create: %s", err.msg));
+            reply_err(c, id, "create", &err);
         } else {
             daemon_reply(c, rpc_result(id, session_json(d, ses)));
         }

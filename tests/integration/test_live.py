@@ -991,3 +991,67 @@ def test_control_frames_for_an_agent_that_reads_none_are_bounded(daemon):
     end = c.result("process.wait", {"process_id": held})
     assert end["signal"] == signal.SIGKILL, end
     assert c.result("session.destroy", {"session_id": sid}) == {"destroyed": True}
+
+
+def test_a_process_without_a_timeout_gets_the_policys_wall_clock(daemon):
+    """A live session's process.start without a timeout ends at the policy's
+    wall clock, as one that asks for more does and as session.exec does (it
+    once ran with no wall clock at all); a process of its own sandbox too."""
+    d = daemon("--pool", "0", "--timeout", "3s")
+    c = d.connect()
+    sid = c.result("session.create", {"live": True})["session_id"]
+    p = Procs(c)
+    ans = call_when_ready(c, "process.start", {"session_id": sid, "argv": ["sleep", "60"]})
+    end = p.wait_exit(ans["result"]["process_id"], timeout=120)
+    assert (end["reason"], end["signal"]) == ("timeout", 9), end
+    end = p.wait_exit(p.start(argv=["sleep", "60"]), timeout=120)
+    assert end["reason"] == "timeout", end
+    r = c.result("session.exec", {"session_id": sid, "argv": ["echo", "after"]})
+    assert r["stdout"] == "after\n", r
+
+
+def test_live_sandboxes_count_against_max_running(daemon):
+    """A live session's sandbox is one of --max-running, as a process's own
+    is: past the limit session.create {live} and process.start are busy
+    (-32002), and a session destroyed is room again (one uid once ran 41
+    live sandboxes under --max-running 16)."""
+    d = daemon("--pool", "0", "--max-running", "2")
+    c = d.connect()
+    sids = [c.result("session.create", {"live": True})["session_id"] for _ in range(2)]
+    ans = c.call("session.create", {"live": True})
+    assert ans["error"]["code"] == -32002 and "--max-running" in ans["error"]["message"], ans
+    ans = c.call("process.start", {"argv": ["true"]})
+    assert ans["error"]["code"] == -32002 and "--max-running" in ans["error"]["message"], ans
+    assert c.result("stats")["sandboxes"] == {"running": 2, "max": 2}
+    # Not a live one: it needs no sandbox until it runs.
+    plain = c.result("session.create")["session_id"]
+    assert c.result("session.destroy", {"session_id": sids.pop()}) == {"destroyed": True}
+    # Room once its sandbox has ended (the destroy's answer does not wait for that).
+    made = []
+
+    def room():
+        ans = c.call("session.create", {"live": True})
+        made.extend([ans["result"]["session_id"]] if "result" in ans else [])
+        assert made or ans["error"]["code"] == -32002, ans
+        return made
+
+    assert wait_until(room, 60)
+    for s in (*sids, *made, plain):
+        assert c.result("session.destroy", {"session_id": s}) == {"destroyed": True}
+
+
+def test_a_process_of_its_own_gets_what_fits_its_output_limit(daemon):
+    """In a sandbox of its own, a process over the output limit gets what
+    fits delivered, then is killed (output_limit), as in a live session: the
+    agent's framing is not counted (it was killed with nothing delivered)."""
+    d = daemon("--pool", "0", "--output", "1K")
+    p = Procs(d.connect())
+    writer = p.start(argv=["python3", "-c", "import sys, time; sys.stdout.write('x' * 5000); "
+                           "sys.stdout.flush(); time.sleep(600)"])
+    end = p.wait_exit(writer, timeout=120)
+    assert (end["reason"], end["signal"]) == ("output_limit", 9), end
+    assert p.out[writer] == b"x" * 1024, (len(p.out[writer]), end)
+    small = p.start(argv=["python3", "-c", "print('y' * 1000)"])
+    end = p.wait_exit(small, timeout=120)
+    assert (end["reason"], end["exit_code"]) == ("exited", 0), end
+    assert p.out[small] == b"y" * 1000 + b"\n"
