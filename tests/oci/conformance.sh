@@ -142,6 +142,11 @@ for t in $RUNC_TESTS; do
     leftovers /tmp/bats-run
 done
 
+# The parent the suites' relative cgroupsPath made, once their containers are gone.
+for d in /sys/fs/cgroup/*/cordon-oci; do
+    [ -d "$d" ] && rmdir "$d" 2>/dev/null || true
+done
+
 echo "== totals"
 echo "crun: $crun_pass passed, $crun_fail failed, $crun_skip skipped"
 echo "runc: $pass passed, $fail failed, $skip skipped"
