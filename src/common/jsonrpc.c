@@ -325,7 +325,7 @@ static void end_discard(struct rpc_stream *s)
         return;
     }
     char why[96];
-    snprintf(why, sizeof why, "a message of more than %zu bytes", s->max);
+    snprintf(why, sizeof why, "a message longer than %zu bytes", s->max);
     s->h->garbage(s->ctx, s, frag, n, true, why);
 }
 

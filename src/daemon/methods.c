@@ -248,10 +248,8 @@ static void on_garbage(void *ctx, struct rpc_stream *s, const char *line, size_t
     (void)len;
     struct client *c = ctx;
     c->d->bad_requests++;
-    if (oversized)
-        daemon_reply(c,
-                     rpc_error(NULL, RPC_INVALID_REQUEST, "message longer than %zu bytes: %s",
-                               c->d->cfg.max_message, why));
+    if (oversized) /* WHY names the size */
+        daemon_reply(c, rpc_error(NULL, RPC_INVALID_REQUEST, "%s", why));
     else
         daemon_reply(c, rpc_error(NULL, RPC_PARSE_ERROR, "parse error: %s", why));
 }
