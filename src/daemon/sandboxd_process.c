@@ -45,7 +45,13 @@ bool process_service_knows(const char *method)
 
 static bool is_text(const struct pb_field *f)
 {
-    return f->wire == PB_LEN && !memchr(f->data, '\0', f->len);
+    /* proto3's string is UTF-8; a C string holds no NUL. */
+    if (f->wire != PB_LEN || memchr(f->data, '\0', f->len))
+        return false;
+    for (size_t i = 0, k; i < f->len; i += k)
+        if (!(k = utf8_decode((const char *)f->data + i, f->len - i, NULL)))
+            return false;
+    return true;
 }
 
 /* A map<string, string> entry as NAME=VALUE. */
@@ -63,8 +69,8 @@ static char *env_entry(const struct pb_field *entry, char *why, size_t len)
     }
     if (rc != 0 || !key.len || memchr(key.data, '=', key.len)) {
         why_printf(why, len, "%s",
-                   "env_vars: each name must be a non-empty string without '=' "
-                   "or NUL, each value a string without NUL");
+                   "env_vars: each name must be a non-empty UTF-8 string without "
+                   "'=' or NUL, each value a UTF-8 string without NUL");
         return NULL;
     }
     char *out = NULL;
@@ -99,8 +105,10 @@ static int parse_config(const uint8_t *data, size_t size, struct lproc_req *r, b
         if (f.num == 1) {
             if (!is_text(&f))
                 return why_printf(why, len, "%s",
-                                  "command: each word must be a string "
+                                  "command: each word must be a UTF-8 string "
                                   "without NUL");
+            if (!argc && !f.len)
+                return why_printf(why, len, "%s", "command: the program to run is empty");
             if (add_str(&r->argv, &argc, strndup((const char *)f.data, f.len)) < 0)
                 return why_printf(why, len, "%s", "out of memory");
         } else if (f.num == 2) {
@@ -111,7 +119,7 @@ static int parse_config(const uint8_t *data, size_t size, struct lproc_req *r, b
                 return -1;
         } else if (f.num == 3) {
             if (!is_text(&f) || f.len >= 4096)
-                return why_printf(why, len, "%s", "cwd: must be a string without NUL");
+                return why_printf(why, len, "%s", "cwd: must be a UTF-8 string without NUL");
             char cwd[4096];
             memcpy(cwd, f.data, f.len);
             cwd[f.len] = '\0';

@@ -244,6 +244,9 @@ def test_hostile_messages_get_a_status_not_a_crash(sandboxd):
         for method in ("Execute", "WriteStdin", "SendSignal", "ResizeTTY"):
             assert code_of(lambda: c.raw(method, bad)) == "INVALID_ARGUMENT", (method, bad)
     assert code_of(lambda: c.raw("Start", b"", stream=True)) == "INVALID_ARGUMENT"
+    # A program named "", and a command word that is not UTF-8 (proto3's strings are).
+    for bad in (b"\x0a\x02\x0a\x00", b"\x0a\x03\x0a\x01\xff", b"\x0a\x05\x0a\x03\xed\xa0\x80"):
+        assert code_of(lambda: c.raw("Execute", bad)) == "INVALID_ARGUMENT", bad
     assert code_of(lambda: c.raw("Nope", b"")) == "UNIMPLEMENTED"
     big = b"\x0a" + b"\x80\x80\x80\x03" + b"x" * (6 << 20)
     assert code_of(lambda: c.raw("Execute", big)) == "RESOURCE_EXHAUSTED"
