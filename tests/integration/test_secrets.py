@@ -555,7 +555,8 @@ def test_reflected_value_is_scrubbed_at_every_split(cordon, net, raw_client):
                                (net.a_tls, "length"))]
     reqs = [get(srv, f"/reflect?pre=%3C&post=%3E&mode={mode}&split={k}&hdr=1&trailer=1",
                 auth_h) for srv, mode, k in cases]
-    out, r = raw(cordon, net, reqs, "--secret", sec, vals=v)
+    # Some 250 requests in one run: on a loaded machine under TCG, longer than a minute.
+    out, r = raw(cordon, net, reqs, "--secret", sec, "-t", "600s", vals=v, timeout=660)
     assert len(out) == len(cases), r
     ph = placeholder_of(r)
     for (srv, mode, k), a in zip(cases, out):
