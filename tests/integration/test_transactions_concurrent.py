@@ -13,8 +13,8 @@ import json
 import os
 
 from conftest import marker, pids_with, wait_until
-from test_transactions_crash import (RESERVED, assert_whole, big_expected, big_seed,
-                                     kill_mid_commit, listing, remove_cgroups_of, reserved_left)
+from test_transactions_crash import (RESERVED, assert_whole, killed_at_journal, listing,
+                                     reserved_left)
 
 OVERLAY = ("--workspace-mode", "overlay")
 NOT_COMMITTED = 122
@@ -130,13 +130,7 @@ def test_overlay_recovery_settles_entries_the_host_changed(cordon):
     it; now the host's entries stay, the rest is wholly old or wholly new, the
     old mod/7 the commit had moved aside is kept as mod/7.cordon-old-ID, and
     the workspace opens."""
-    ws = big_seed(cordon)
-    old = listing(ws)
-    new = big_expected(old)
-    expect, _, pid = kill_mid_commit(cordon, ws, "journal", also_watchdog=True)
-    remove_cgroups_of(pid)
-    assert expect, "the commit ended before its journal was seen"
-    assert reserved_left(ws), "nothing was left to recover"
+    ws, old, new, expect = killed_at_journal(cordon)
 
     applied7 = (ws / "mod/7").read_text() == "new 7\n"
     editor_save(ws / "mod/7", "host 7\n")

@@ -294,6 +294,19 @@ def kill_mid_commit(cordon, ws, phase, also_watchdog, audit=None):
     return ("new" if before else "old" if not after else "either"), mark, p.pid
 
 
+def killed_at_journal(cordon):
+    """A seeded workspace whose commit was killed, supervisor and watchdog, once its
+    journal was written: (the workspace, its old and new listings, which is expected)."""
+    ws = big_seed(cordon)
+    old = listing(ws)
+    new = big_expected(old)
+    expect, _, pid = kill_mid_commit(cordon, ws, "journal", also_watchdog=True)
+    remove_cgroups_of(pid)
+    assert expect, "the commit ended before its journal was seen"
+    assert reserved_left(ws), "nothing was left to recover"
+    return ws, old, new, expect
+
+
 def remove_cgroups_of(pid):
     """The run's cgroups, which its killed watchdog no longer removes."""
     for d in cordon_cgroups():
@@ -341,13 +354,7 @@ def test_overlay_commit_recovered_by_check_and_next_run(cordon):
     """Supervisor and watchdog both killed: `cordon check -w` undoes a commit
     killed before its marker; a run on a workspace left so past the marker
     finishes it first, and sees the whole new tree."""
-    ws = big_seed(cordon)
-    old = listing(ws)
-    new = big_expected(old)
-    expect, _, pid = kill_mid_commit(cordon, ws, "journal", also_watchdog=True)
-    remove_cgroups_of(pid)
-    assert expect, "the commit ended before its journal was seen"
-    assert reserved_left(ws), "nothing was left to recover"
+    ws, old, new, expect = killed_at_journal(cordon)
     r = cordon.raw("check", "-w", ws)
     assert r.status == 0 and "interrupted commit" in r.out, r
     got = assert_whole(listing(ws), old, new, "killed at journal")
