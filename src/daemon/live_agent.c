@@ -279,7 +279,8 @@ static _Noreturn void child(const struct spawn_req *r, const struct child_fds *f
     for (int fd = f->state >= 0 ? 4 : 3; fd < 1024; fd++)
         if (fd != f->error)
             close(fd);
-    if (!e && chdir(cwd) < 0)
+    int in_cwd = !e && chdir(cwd) < 0;
+    if (in_cwd)
         e = errno;
     if (!e) {
         environ = env;
@@ -291,7 +292,8 @@ static _Noreturn void child(const struct spawn_req *r, const struct child_fds *f
         }
         e = errno;
     }
-    (void)!write(f->error, &e, sizeof e);
+    int report[2] = { e, in_cwd }; /* which step failed: the parent names it */
+    (void)!write(f->error, report, sizeof report);
     _exit(127);
 }
 
@@ -422,17 +424,22 @@ static void spawn(uint32_t id, char *payload, size_t len)
     f.error = -1;
     close_child_fds(&f);
     closep(&ep[1]);
-    if (pid > 0 && read(ep[0], &e, sizeof e) == (ssize_t)sizeof e) {
+    int report[2] = { e, 0 };
+    if (pid > 0 && read(ep[0], report, sizeof report) == (ssize_t)sizeof report) {
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
     } else if (pid > 0) {
-        e = 0;
+        report[0] = 0;
     }
+    e = report[0];
     closep(&ep[0]);
     env_free(env);
-    free(cwd);
     char what[256];
-    snprintf(what, sizeof what, "cannot run '%s'", shell ? "sh" : r.argv[0]);
+    if (report[1])
+        snprintf(what, sizeof what, "cannot enter the working directory '%s'", cwd);
+    else
+        snprintf(what, sizeof what, "cannot run '%s'", shell ? "sh" : r.argv[0]);
+    free(cwd);
     free(r.argv - 1);
     if (e) {
         release(p);

@@ -166,10 +166,14 @@ def test_execute_and_start_round_trips(sandboxd, cordon):
     # A program that is not there: a shell's 127, and why on stderr.
     r = c.execute(["/no/such/program"])
     assert r.exit_code == 127 and b"No such file" in r.stderr, r
+    # A working directory that is not there is named as such, not as the program.
+    r = c.execute(["pwd"], cwd="absent")
+    assert r.exit_code == 127 and b"working directory" in r.stderr, r
+    assert b"cannot run" not in r.stderr, r
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     starts = [e for e in events if e.get("type") == "process.start"]
     ends = [e for e in events if e.get("type") == "process.end"]
-    assert len(starts) == len(ends) == 7, [e.get("type") for e in events]
+    assert len(starts) == len(ends) == 8, [e.get("type") for e in events]
     assert starts[0]["argv"][:2] == ["sh", "-c"] and starts[0]["uid"] == 0, starts[0]
 
 
