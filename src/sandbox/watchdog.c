@@ -23,9 +23,13 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_GUARDED 8
+/* A run's tree is removed again while what dies with the run still writes there. */
+#define TREE_SETTLE_TRIES 100
+#define TREE_SETTLE_STEP_MS 50
 
 struct watchdog {
     struct audit_log *log;
@@ -74,6 +78,22 @@ static const char *recover_commit(const char *ws, bool follow, const struct poli
     if (rc == 0 && rec.settled) /* where what someone else's change met was kept */
         snprintf(what + strlen(what), sizeof what - strlen(what), " (%s)", rec.settled_note);
     return what;
+}
+
+/*
+ * PATH, a run's tree, removed; again while it is still there. Where no
+ * cgroup was emptied first (an ordinary caller's gVisor run), runsc's
+ * processes die with the run a moment after its supervisor, and may write
+ * their state there meanwhile: bounded, TREE_SETTLE_TRIES times.
+ */
+static void remove_tree_settled(const char *path)
+{
+    for (int i = 0; i < TREE_SETTLE_TRIES; i++) {
+        hostpath_remove_tree(path);
+        if (access(path, F_OK) < 0 && errno == ENOENT)
+            return;
+        nanosleep(&(struct timespec){ .tv_nsec = TREE_SETTLE_STEP_MS * 1000000L }, NULL);
+    }
 }
 
 /*
@@ -126,7 +146,7 @@ static _Noreturn void watch(struct watchdog *wd, int fd)
     for (size_t i = 0; i < n_dirs; i++)
         cgroup_remove_dir(dirs[i]);
     for (size_t i = 0; i < n_trees; i++)
-        hostpath_remove_tree(trees[i]);
+        remove_tree_settled(trees[i]);
     const char *commit = recover_commit(txn_ws, txn_follow, wd->p);
     if (wd->log && started) {
         /* The sandbox died with its supervisor (PDEATHSIG on its init). */
