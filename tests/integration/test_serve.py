@@ -732,43 +732,45 @@ def test_one_user_cannot_take_every_connection_or_session(cordon):
         pytest.skip("needs root to connect as two uids")
     d = Daemon(cordon, "--pool", "0", "--max-connections", "4", "--max-sessions", "4",
                "--allow-uid", str(OTHER))
-    os.chmod(d.dir, 0o755)
-    os.chmod(d.path, 0o666)
-    hog = [connect_as(d.path, OTHER) for _ in range(2)]
-    for c in hog:
-        assert c.result("health")["ok"]
-    third = connect_as(d.path, OTHER)
-    ans = third.line()
-    assert ans["error"]["code"] == -32002 and "share of connections" in ans["error"]["message"], ans
-    with pytest.raises((EOFError, OSError)):
-        third.line()
-    # Root still gets in, twice over (once the probe that saw the daemon start is gone).
-    mine = []
+    try:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.path, 0o666)
+        hog = [connect_as(d.path, OTHER) for _ in range(2)]
+        for c in hog:
+            assert c.result("health")["ok"]
+        third = connect_as(d.path, OTHER)
+        ans = third.line()
+        assert ans["error"]["code"] == -32002 and "share of connections" in ans["error"]["message"], ans
+        with pytest.raises((EOFError, OSError)):
+            third.line()
+        # Root still gets in, twice over (once the probe that saw the daemon start is gone).
+        mine = []
 
-    def root_served():
-        c = connect_as(d.path, 0)
-        c.send("health")
-        if "result" in c.line():
-            mine.append(c)
-        else:
-            c.close()
-        return len(mine) == 2
+        def root_served():
+            c = connect_as(d.path, 0)
+            c.send("health")
+            if "result" in c.line():
+                mine.append(c)
+            else:
+                c.close()
+            return len(mine) == 2
 
-    assert wait_until(root_served, 30)
+        assert wait_until(root_served, 30)
 
-    sids = [hog[0].result("session.create")["session_id"] for _ in range(2)]
-    ans = hog[1].call("session.create")
-    assert ans["error"]["code"] == -32002 and "share of 2 sessions" in ans["error"]["message"], ans
-    ans = hog[1].call("session.fork", {"session_id": sids[0]})
-    assert ans["error"]["code"] == -32002 and "share of 2 sessions" in ans["error"]["message"], ans
-    ours = [mine[0].result("session.create")["session_id"] for _ in range(2)]
-    assert len(mine[1].result("session.list")["sessions"]) == 2
-    # A session destroyed is room again, for its owner.
-    assert hog[0].result("session.destroy", {"session_id": sids[0]}) == {"destroyed": True}
-    sids[0] = hog[1].result("session.create")["session_id"]
-    for c, s in [(hog[0], sids[0]), (hog[0], sids[1]), (mine[0], ours[0]), (mine[0], ours[1])]:
-        assert c.result("session.destroy", {"session_id": s}) == {"destroyed": True}
-    d.stop()
+        sids = [hog[0].result("session.create")["session_id"] for _ in range(2)]
+        ans = hog[1].call("session.create")
+        assert ans["error"]["code"] == -32002 and "share of 2 sessions" in ans["error"]["message"], ans
+        ans = hog[1].call("session.fork", {"session_id": sids[0]})
+        assert ans["error"]["code"] == -32002 and "share of 2 sessions" in ans["error"]["message"], ans
+        ours = [mine[0].result("session.create")["session_id"] for _ in range(2)]
+        assert len(mine[1].result("session.list")["sessions"]) == 2
+        # A session destroyed is room again, for its owner.
+        assert hog[0].result("session.destroy", {"session_id": sids[0]}) == {"destroyed": True}
+        sids[0] = hog[1].result("session.create")["session_id"]
+        for c, s in [(hog[0], sids[0]), (hog[0], sids[1]), (mine[0], ours[0]), (mine[0], ours[1])]:
+            assert c.result("session.destroy", {"session_id": s}) == {"destroyed": True}
+    finally:
+        d.stop()
 
 
 def health_with_padding(id, size):
@@ -787,30 +789,32 @@ def test_unfinished_messages_have_a_budget(cordon):
     if os.geteuid() != 0:
         pytest.skip("needs root to connect as two uids")
     d = Daemon(cordon, "--pool", "0", "--max-buffered", "32M", "--allow-uid", str(OTHER))
-    os.chmod(d.dir, 0o755)
-    os.chmod(d.path, 0o666)
-    a, b = connect_as(d.path, OTHER, timeout=120), connect_as(d.path, OTHER, timeout=120)
-    root = connect_as(d.path, 0, timeout=120)
-    big = 10 << 20
-    a.send_raw(health_with_padding(1, big))
-    assert wait_until(lambda: root.result("stats")["buffered"]["bytes"] == big, 60)
-    b.send_raw(health_with_padding(2, big))
-    ans = b.line()
-    assert ans["id"] == 2 and ans["error"]["code"] == -32002, ans
-    assert "unfinished messages" in ans["error"]["message"], ans
-    assert not a.pending(), "the first message was answered before its end"
-    # Another uid's message fits beside it: its half is its own.
-    root.send_raw(health_with_padding(3, big) + b"\n")
-    assert root.answer(3)["result"]["ok"]
-    a.send_raw(b"\n")
-    assert a.answer(1)["result"]["ok"]
-    # The refused one's end is dropped with it; the connection goes on, and has room again.
-    b.send_raw(b"\n")
-    assert b.result("health")["ok"]
-    b.send_raw(health_with_padding(4, big) + b"\n")
-    assert b.answer(4)["result"]["ok"]
-    assert root.result("stats")["buffered"] == {"bytes": 0, "max": 32 << 20}
-    d.stop()
+    try:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.path, 0o666)
+        a, b = connect_as(d.path, OTHER, timeout=120), connect_as(d.path, OTHER, timeout=120)
+        root = connect_as(d.path, 0, timeout=120)
+        big = 10 << 20
+        a.send_raw(health_with_padding(1, big))
+        assert wait_until(lambda: root.result("stats")["buffered"]["bytes"] == big, 60)
+        b.send_raw(health_with_padding(2, big))
+        ans = b.line()
+        assert ans["id"] == 2 and ans["error"]["code"] == -32002, ans
+        assert "unfinished messages" in ans["error"]["message"], ans
+        assert not a.pending(), "the first message was answered before its end"
+        # Another uid's message fits beside it: its half is its own.
+        root.send_raw(health_with_padding(3, big) + b"\n")
+        assert root.answer(3)["result"]["ok"]
+        a.send_raw(b"\n")
+        assert a.answer(1)["result"]["ok"]
+        # The refused one's end is dropped with it; the connection goes on, and has room again.
+        b.send_raw(b"\n")
+        assert b.result("health")["ok"]
+        b.send_raw(health_with_padding(4, big) + b"\n")
+        assert b.answer(4)["result"]["ok"]
+        assert root.result("stats")["buffered"] == {"bytes": 0, "max": 32 << 20}
+    finally:
+        d.stop()
 
 
 def test_allowed_uids_can_connect_without_opening_the_socket(cordon):
@@ -821,14 +825,16 @@ def test_allowed_uids_can_connect_without_opening_the_socket(cordon):
     if os.geteuid() != 0:
         pytest.skip("needs root to connect as other uids")
     d = Daemon(cordon, "--pool", "0", "--allow-uid", str(OTHER), "--admin-uid", str(ADMIN_UID))
-    os.chmod(d.dir, 0o711)  # the operator's directory: the uids need only pass through it
-    mode = stat.S_IMODE(os.stat(d.path).st_mode)
-    assert mode & 0o007 == 0, oct(mode)
-    for uid in (OTHER, ADMIN_UID):
-        assert connect_as(d.path, uid).result("health")["ok"]
-    probe = subprocess.run(["setpriv", f"--reuid={STRANGER}", f"--regid={STRANGER}",
-                            "--clear-groups", "/usr/bin/python3", "-c",
-                            "import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
-                            str(d.path)], capture_output=True, text=True, timeout=30)
-    assert probe.returncode != 0 and "PermissionError" in probe.stderr, probe
-    d.stop()
+    try:
+        os.chmod(d.dir, 0o711)  # the operator's directory: the uids need only pass through it
+        mode = stat.S_IMODE(os.stat(d.path).st_mode)
+        assert mode & 0o007 == 0, oct(mode)
+        for uid in (OTHER, ADMIN_UID):
+            assert connect_as(d.path, uid).result("health")["ok"]
+        probe = subprocess.run(["setpriv", f"--reuid={STRANGER}", f"--regid={STRANGER}",
+                                "--clear-groups", "/usr/bin/python3", "-c",
+                                "import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
+                                str(d.path)], capture_output=True, text=True, timeout=30)
+        assert probe.returncode != 0 and "PermissionError" in probe.stderr, probe
+    finally:
+        d.stop()
