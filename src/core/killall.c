@@ -37,8 +37,8 @@ static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t len)
  * Each level's top process of a run, by the name it gives itself, and what
  * shows it is one: the init of a PID namespace below ours, or, at a level
  * without one, forked by cordon itself (the same executable as its
- * parent's). A host process that merely takes the name is
- * not one, and is left alone.
+ * parent's). A host process that merely takes the name is not one, and is
+ * left alone.
  */
 static const struct {
     const char *comm;

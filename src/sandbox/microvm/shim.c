@@ -95,13 +95,6 @@ static int view_file(const char *path, const char *text, struct cordon_err *err)
 }
 
 /*
- * The guest's /etc, built here in QEMU's own mount namespace, as the
- * namespace level builds the command's: a tmpfs over /etc holding the
- * listed host entries (bound read-only, links as links) and the generated
- * files. QEMU shares it whole, so the guest mounts one share and binds
- * nothing per entry; QEMU finds its own ld.so.cache there too.
- */
-/*
  * The view's PATH, bound from the host's FROM, for a root caller: QEMU,
  * the caller on the host, would show the guest what only root may read
  * there as the command's own. Masked instead: an empty mode-0 tmpfs over a
@@ -133,6 +126,13 @@ static int mask_unreadable(const char *from, const char *path, const struct sand
     return rc;
 }
 
+/*
+ * The guest's /etc, built here in QEMU's own mount namespace, as the
+ * namespace level builds the command's: a tmpfs over /etc holding the
+ * listed host entries (bound read-only, links as links) and the generated
+ * files. QEMU shares it whole, so the guest mounts one share and binds
+ * nothing per entry; QEMU finds its own ld.so.cache there too.
+ */
 static int etc_view(const struct vm_plan *v, uid_t caller, struct cordon_err *err)
 {
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
